@@ -1,0 +1,2947 @@
+#!/usr/bin/env python3
+"""skill-eval: measure whether an agent skill makes a coding agent better.
+
+One file, standard library only, Python 3.9+. It reads an eval suite
+(``evals/<skill>/evals.json``), runs every case with and without the skill
+through a real agent CLI, has a *separate* agent grade each recorded answer
+against the suite's assertions, and reports pass rates, the with/without
+difference and the executor's own time, tokens and cost.
+
+Usage:
+    eval_runner.py validate SUITE [--repo-root DIR] [--json]
+    eval_runner.py run SUITE --agent {claude,codex} [options]   (see --help)
+    eval_runner.py report ITERATION_DIR [--compare DIR] [--html [PATH]] [--junit PATH]
+
+Exit codes:
+    0    ok
+    1    a run finished but its sanity checks say REVIEW REQUIRED
+    2    invalid input or usage (nothing was launched)
+    3    environment: the agent CLI is missing or not ready (nothing was launched)
+    130  interrupted (finished cells are kept; the benchmark is marked incomplete)
+
+Rules the code enforces:
+    * an executor never sees the assertions; a grader never produced the answer;
+    * metrics come from the agent CLI's own output or the runner's clock, each
+      value with its source; a value that was not captured is null with a reason;
+    * invalid input launches no subprocess; a failed run is recorded, never scored.
+
+Sections (search for the banner "# ==== <name>"):
+    constants and schemas | errors | data model | suite loading and validation |
+    sandbox | process runner | providers | execution engine | grading |
+    aggregation | rendering | CLI
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import dataclasses
+import difflib
+import hashlib
+import json
+import math
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, Callable
+
+# ==== constants and schemas ==================================================
+
+RUNNER_VERSION = "0.1.0.dev0"
+PROG = "eval_runner"
+
+EXIT_OK = 0
+EXIT_REVIEW = 1
+EXIT_INVALID = 2
+EXIT_ENVIRONMENT = 3
+EXIT_INTERRUPTED = 130
+
+CONFIGS = ("with_skill", "without_skill")
+RUNS_RANGE = (1, 5)
+CONCURRENCY_RANGE = (1, 16)
+DEFAULT_TIMEOUT_S = 600.0
+
+TOP_LEVEL_KEYS = frozenset(
+    {"skill_name", "evals", "common_assertions", "schema_version", "purpose",
+     "coverage_notes", "scoring"}
+)
+REQUIRED_TOP_LEVEL_KEYS = ("skill_name", "evals")
+SCORING_KEYS = frozenset(
+    {"common_assertion_weight", "per_eval_expectation_weight", "pass_threshold", "notes"}
+)
+CASE_KEYS = frozenset(
+    {"id", "prompt", "expectations", "files", "name", "expected_output", "archetype",
+     "project_class"}
+)
+REQUIRED_CASE_KEYS = ("id", "prompt")
+MAX_SUITE_BYTES = 10 * 1024 * 1024
+MAX_JSON_DEPTH = 64
+
+# Folders that hold host-local or generated state; never delivered, never fixtures.
+EXCLUDED_DIR_NAMES = frozenset(
+    {".git", ".agents", ".claude", ".codex", "node_modules", "__pycache__"}
+)
+FIXTURE_FORBIDDEN_DIR_NAMES = frozenset(
+    {".git", ".claude", ".agents", ".codex", "node_modules", "workspace"}
+)
+
+STATUS_OK = "ok"
+STATUSES = (
+    "ok", "executor_failed", "executor_timeout", "grader_failed", "grader_timeout",
+    "grader_unparseable", "runner_error", "cancelled",
+)
+
+ARTIFACT_RELPATH = ".skill-eval/artifact.md"
+ARTIFACT_CAP_CHARS = 400_000
+OUTPUT_CAP_CHARS = 400_000
+STREAM_HEAD_BYTES = 8 * 1024 * 1024
+STREAM_TAIL_BYTES = 2 * 1024 * 1024
+STDERR_KEEP_BYTES = 64 * 1024
+KILL_GRACE_S = 2.0
+
+VERDICT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "verdicts": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "integer"},
+                    "passed": {"type": "boolean"},
+                    "evidence": {"type": "string"},
+                },
+                "required": ["id", "passed", "evidence"],
+                "additionalProperties": False,
+            },
+        }
+    },
+    "required": ["verdicts"],
+    "additionalProperties": False,
+}
+
+# Variables that point git somewhere else; a sandbox must never inherit them.
+GIT_REDIRECT_VARS = frozenset(
+    {"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
+     "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE", "GIT_PREFIX",
+     "GIT_CONFIG", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM",
+     "GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS", "GIT_CEILING_DIRECTORIES",
+     "GIT_DISCOVERY_ACROSS_FILESYSTEM"}
+)
+GIT_REDIRECT_PREFIXES = ("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")
+# Variables that tie a process to a parent agent session.
+AGENT_SESSION_VARS = frozenset(
+    {"CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT", "CLAUDE_CODE_SESSION_ID",
+     "CLAUDE_AGENT_SDK_VERSION", "CODEX_SANDBOX", "CODEX_SANDBOX_NETWORK_DISABLED",
+     "CODEX_THREAD_ID", "CODEX_SESSION_ID", "CODEX_CI"}
+)
+SANDBOX_ROOT_ENV = "SKILL_EVAL_SANDBOX_ROOT"
+SANDBOX_GIT_ENV = {
+    "GIT_AUTHOR_NAME": "skill-eval", "GIT_AUTHOR_EMAIL": "skill-eval@localhost",
+    "GIT_COMMITTER_NAME": "skill-eval", "GIT_COMMITTER_EMAIL": "skill-eval@localhost",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
+    "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
+}
+
+# ==== errors =================================================================
+
+
+@dataclasses.dataclass
+class Problem:
+    """One finding about the input: what is wrong, where, and how to fix it."""
+
+    severity: str  # "error" or "warning"
+    message: str
+    file: str = ""
+    json_path: str = ""
+    case_id: str | None = None
+    fix: str = ""
+
+    def render(self) -> str:
+        lines = [f"{PROG}: {self.severity}: {self.message}"]
+        where = ": ".join(part for part in (self.file, self.json_path) if part)
+        if self.case_id is not None:
+            where = f"{where} (case {self.case_id!r})" if where else f"case {self.case_id!r}"
+        if where:
+            lines.append(f"  at: {where}")
+        if self.fix:
+            lines.append(f"  fix: {self.fix}")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"severity": self.severity, "message": self.message, "file": self.file,
+                "json_path": self.json_path, "case_id": self.case_id, "fix": self.fix}
+
+
+class EvalError(Exception):
+    """A refusal the CLI turns into a message and an exit code (never a traceback)."""
+
+    exit_code = EXIT_INVALID
+
+    def __init__(self, message: str, fix: str = "", problems: list[Problem] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+        self.problems = problems or []
+
+    def render(self) -> str:
+        if self.problems:
+            return "\n".join(p.render() for p in self.problems)
+        text = f"{PROG}: error: {self.message}"
+        return f"{text}\n  fix: {self.fix}" if self.fix else text
+
+
+class InputError(EvalError):
+    exit_code = EXIT_INVALID
+
+
+class EnvironmentProblem(EvalError):
+    exit_code = EXIT_ENVIRONMENT
+
+
+class Interrupted(Exception):
+    """Raised inside the engine when the user asked the run to stop."""
+
+
+# ==== data model =============================================================
+
+
+@dataclasses.dataclass
+class Case:
+    id: str | int
+    index: int
+    prompt: str
+    name: str
+    expectations: list[str]
+    files: list[str]  # repository-relative, as resolved by validation
+
+    @property
+    def key(self) -> str:
+        return str(self.id)
+
+
+@dataclasses.dataclass
+class Suite:
+    path: Path
+    root: Path
+    skill_name: str
+    common_assertions: list[str]
+    cases: list[Case]
+    sha256: str
+
+    def assertions_for(self, case: Case) -> list[str]:
+        """Common assertions then the case's own, each text once, in order."""
+        seen: set[str] = set()
+        ordered = []
+        for text in [*self.common_assertions, *case.expectations]:
+            if text not in seen:
+                seen.add(text)
+                ordered.append(text)
+        return ordered
+
+    @property
+    def skill_dir(self) -> Path:
+        return self.root / "skills" / self.skill_name
+
+
+@dataclasses.dataclass
+class RunOptions:
+    agent: str
+    configs: tuple[str, ...] = CONFIGS
+    runs: int = 1
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    concurrency: int = 4
+    deadline_s: float | None = None
+    executor_model: str | None = None
+    grader_model: str | None = None
+    skill_md: Path | None = None
+    workspace: Path | None = None
+    eval_ids: list[str] | None = None
+    keep_sandboxes: bool = False
+    codex_config: list[str] = dataclasses.field(default_factory=list)
+    quiet: bool = False
+    junit: Path | None = None
+
+
+@dataclasses.dataclass
+class Cell:
+    """One executor+grader pair: a case, a configuration and a run number."""
+
+    case: Case
+    config: str
+    run_number: int
+    run_dir: Path
+
+    @property
+    def label(self) -> str:
+        return f"eval-{self.case.key}/{self.config}/run-{self.run_number}"
+
+
+@dataclasses.dataclass
+class ProcessResult:
+    argv: list[str]
+    returncode: int | None
+    stdout: str
+    stderr: str
+    duration_s: float
+    timed_out: bool = False
+    cancelled: bool = False
+    spawn_error: str | None = None
+    stdout_bytes: int = 0
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+
+
+@dataclasses.dataclass
+class Invocation:
+    """What a provider wants run: argv, standard input and working directory."""
+
+    argv: list[str]
+    cwd: Path
+    stdin_text: str | None = None
+    extra_env: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class AgentReply:
+    """A provider's reading of one finished process."""
+
+    ok: bool
+    text: str = ""
+    failure: str = ""
+    structured: Any = None
+    metrics: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    trace: list[dict[str, Any]] | None = None  # tool calls seen; None = no trace captured
+    permission_denials: list[Any] = dataclasses.field(default_factory=list)
+
+
+# ==== suite loading and validation ===========================================
+
+
+class _JsonObject(dict):
+    """A JSON object that remembers keys it saw twice (json would keep the last)."""
+
+    duplicate_keys: list[str]
+
+
+class _NonFinite:
+    """Stands in for NaN/Infinity so validation can say where they are."""
+
+    def __init__(self, token: str):
+        self.token = token
+
+
+def _make_object(pairs: list[tuple[str, Any]]) -> _JsonObject:
+    obj = _JsonObject()
+    obj.duplicate_keys = []
+    for key, value in pairs:
+        if key in obj:
+            obj.duplicate_keys.append(key)
+        obj[key] = value
+    return obj
+
+
+def _path_join(base: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{base}[{key}]"
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+        return f"{base}.{key}" if base else key
+    return f"{base}[{json.dumps(key)}]"
+
+
+def _walk_json(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    """Every node with its JSON path, depth-first, without recursion."""
+    stack = [(path, value)]
+    while stack:
+        node_path, node = stack.pop()
+        yield node_path, node
+        if isinstance(node, dict):
+            items = [(_path_join(node_path, k), v) for k, v in node.items()]
+            stack.extend(reversed(items))
+        elif isinstance(node, list):
+            stack.extend(reversed([(_path_join(node_path, i), v) for i, v in enumerate(node)]))
+
+
+def _json_depth(value: Any) -> int:
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        children = node.values() if isinstance(node, dict) else node
+        if not isinstance(node, (dict, list)):
+            children = ()
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def parse_json_document(text: str, file: str) -> tuple[Any, list[Problem]]:
+    """Parse strictly: duplicate keys and NaN/Infinity are reported, not absorbed."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    try:
+        data = json.loads(text, object_pairs_hook=_make_object, parse_constant=_NonFinite)
+    except json.JSONDecodeError as exc:
+        return None, [Problem("error", f"invalid JSON: {exc.msg}", file,
+                              f"line {exc.lineno}, column {exc.colno}",
+                              fix="correct the JSON syntax at that position")]
+    except RecursionError:
+        return None, [Problem("error", "JSON is nested too deeply to read", file,
+                              fix=f"keep nesting under {MAX_JSON_DEPTH} levels")]
+    problems = []
+    if _json_depth(data) > MAX_JSON_DEPTH:
+        return None, [Problem("error", f"JSON is nested deeper than {MAX_JSON_DEPTH} levels", file,
+                              fix="an eval suite needs only a few levels; remove the nesting")]
+    for path, node in _walk_json(data):
+        if isinstance(node, _JsonObject):
+            for key in node.duplicate_keys:
+                problems.append(Problem(
+                    "error", f"key {key!r} appears more than once in one object", file,
+                    _path_join(path, key) if path or key else "(top level)",
+                    fix="keep one copy of the key; JSON would silently keep only the last"))
+        elif isinstance(node, _NonFinite):
+            problems.append(Problem("error", f"{node.token} is not a valid JSON number", file,
+                                    path or "(top level)", fix="use a finite number or a string"))
+    return data, problems
+
+
+def read_suite_text(path: Path) -> tuple[str | None, list[Problem]]:
+    file = str(path)
+
+    def fail(message: str, fix: str) -> tuple[None, list[Problem]]:
+        return None, [Problem("error", message, file, fix=fix)]
+
+    if not path.exists():
+        return fail("suite file not found",
+                    "check the path; a suite lives at evals/<skill>/evals.json")
+    if path.is_dir():
+        candidate = path / "evals.json"
+        hint = f"pass {candidate}" if candidate.is_file() else "pass the evals.json file itself"
+        return fail("the suite path is a folder, not a file", hint)
+    try:
+        size = path.stat().st_size
+        if size > MAX_SUITE_BYTES:
+            return fail(f"suite file is {size / 1e6:.1f} MB; the limit is "
+                        f"{MAX_SUITE_BYTES // (1024 * 1024)} MB",
+                        "keep large material in fixture files listed under 'files'")
+        raw = path.read_bytes()
+    except OSError as exc:
+        return fail(f"cannot read the suite file: {exc.strerror or exc}", "check its permissions")
+    try:
+        return raw.decode("utf-8"), []
+    except UnicodeDecodeError as exc:
+        return fail(f"suite file is not UTF-8 (byte offset {exc.start})", "save the file as UTF-8")
+
+
+def find_repo_root(suite_path: Path) -> Path | None:
+    """The git top level holding the suite, else the nearest folder with evals/ and skills/."""
+    folders = [suite_path.parent, *suite_path.parent.parents]
+    for folder in folders:
+        if (folder / ".git").exists():
+            return folder
+    for folder in folders:
+        if (folder / "evals").is_dir() and (folder / "skills").is_dir():
+            return folder
+    return None
+
+
+def _is_within(path: Path, folder: Path) -> bool:
+    try:
+        path.relative_to(folder)
+        return True
+    except ValueError:
+        return False
+
+
+def _forbidden_fixture_part(rel: Path) -> str | None:
+    parts = rel.parts
+    for part in parts:
+        if part in FIXTURE_FORBIDDEN_DIR_NAMES - {"workspace"}:
+            return part
+    if len(parts) >= 3 and parts[0] == "evals" and parts[2] == "workspace":
+        return "evals/*/workspace"
+    return None
+
+
+def _did_you_mean(key: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}? " if close else ""
+
+
+class SuiteChecker:
+    """Collects every problem in one suite document (it never stops at the first)."""
+
+    def __init__(self, file: str, root: Path | None, suite_path: Path):
+        self.file = file
+        self.root = root
+        self.suite_path = suite_path
+        self.problems: list[Problem] = []
+        self.fixture_files: set[str] = set()
+
+    def error(self, message: str, path: str, fix: str, case_id: str | None = None) -> None:
+        self.problems.append(Problem("error", message, self.file, path, case_id, fix))
+
+    def warning(self, message: str, path: str, fix: str, case_id: str | None = None) -> None:
+        self.problems.append(Problem("warning", message, self.file, path, case_id, fix))
+
+    # -- pieces ------------------------------------------------------------
+
+    def check_unknown_keys(self, obj: dict, known: frozenset, path: str, what: str,
+                           case_id: str | None = None, severity: str = "error") -> None:
+        for key in obj:
+            if key not in known:
+                hint = _did_you_mean(key, known)
+                report = self.error if severity == "error" else self.warning
+                report(f"unknown {what} key {key!r}", _path_join(path, key),
+                       f"{hint}known keys: {', '.join(sorted(known))}", case_id)
+
+    def string_list(self, value: Any, path: str, what: str,
+                    case_id: str | None = None) -> list[str]:
+        if not isinstance(value, list):
+            self.error(f"{what} must be a list of strings, not {_type_name(value)}", path,
+                       'write it as ["..."]', case_id)
+            return []
+        items = []
+        for i, item in enumerate(value):
+            item_path = _path_join(path, i)
+            if not isinstance(item, str):
+                self.error(f"{what} entries must be strings, not {_type_name(item)}", item_path,
+                           "write the entry as a plain-language sentence in quotes", case_id)
+            elif not item.strip():
+                self.error(f"{what} entry is empty", item_path,
+                           "write the entry or remove it", case_id)
+            else:
+                items.append(item)
+        return items
+
+    def optional_text(self, case: dict, key: str, path: str, case_id: str | None) -> str:
+        value = case.get(key, "")
+        if not isinstance(value, str):
+            self.error(f"{key!r} must be a string, not {_type_name(value)}",
+                       _path_join(path, key), "write it as text in quotes", case_id)
+            return ""
+        return value
+
+    # -- the document ------------------------------------------------------
+
+    def check_document(self, data: Any) -> tuple[str | None, list[str], list[Case]]:
+        if not isinstance(data, dict):
+            self.error(f"the suite must be a JSON object, not {_type_name(data)}", "(top level)",
+                       'start the file with {"skill_name": ..., "evals": [...]}')
+            return None, [], []
+        self.check_unknown_keys(data, TOP_LEVEL_KEYS, "", "top-level")
+        for key in REQUIRED_TOP_LEVEL_KEYS:
+            if key not in data:
+                self.error(f"required key {key!r} is missing", "(top level)",
+                           f"add {key!r} to the top-level object")
+        skill_name = self.check_skill_name(data.get("skill_name"))
+        common = []
+        if "common_assertions" in data:
+            common = self.string_list(data["common_assertions"], "common_assertions",
+                                      "common_assertions")
+        self.check_scoring(data.get("scoring"))
+        cases = self.check_cases(data.get("evals"), common) if "evals" in data else []
+        return skill_name, common, cases
+
+    def check_skill_name(self, value: Any) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            self.error("skill_name must be a non-empty string", "skill_name",
+                       "name the skill folder under skills/, e.g. \"my-skill\"")
+            return None
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value) or ".." in value:
+            self.error(f"skill_name {value!r} is not a single folder name", "skill_name",
+                       "use letters, digits, '.', '_' or '-' only: the name of skills/<name>/")
+            return None
+        return value
+
+    def check_scoring(self, value: Any) -> None:
+        if value is None:
+            return
+        if not isinstance(value, dict):
+            self.error(f"scoring must be an object, not {_type_name(value)}", "scoring",
+                       "remove it or write it as an object")
+            return
+        self.check_unknown_keys(value, SCORING_KEYS, "scoring", "scoring", severity="warning")
+
+    def check_cases(self, value: Any, common: list[str]) -> list[Case]:
+        if not isinstance(value, list):
+            self.error(f"evals must be a list of cases, not {_type_name(value)}", "evals",
+                       'write it as "evals": [{"id": ..., "prompt": ...}]')
+            return []
+        cases = []
+        seen_ids: dict[str, int] = {}
+        for index, raw in enumerate(value):
+            case = self.check_case(raw, index, common, seen_ids)
+            if case is not None:
+                cases.append(case)
+        return cases
+
+    def check_case_id(self, raw: dict, index: int, seen_ids: dict[str, int]) -> str | int | None:
+        path = f"evals[{index}]"
+        if "id" not in raw:
+            return None
+        value = raw["id"]
+        valid = (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, str) and value.strip() and value == value.strip())
+        if not valid:
+            self.error(f"case id {value!r} must be a non-empty string or an integer",
+                       _path_join(path, "id"), 'use an id such as "E01" or 1')
+            return None
+        if isinstance(value, str) and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value):
+            self.error(f"case id {value!r} cannot name a folder", _path_join(path, "id"),
+                       "use letters, digits, '.', '_' or '-' only (it becomes eval-<id>/)")
+            return None
+        key = str(value)
+        if key in seen_ids:
+            self.error(f"case id {key!r} is used twice (also evals[{seen_ids[key]}]; "
+                       "1 and \"1\" count as the same)", _path_join(path, "id"),
+                       "give every case its own id", key)
+            return None
+        seen_ids[key] = index
+        return value
+
+    def check_case(self, raw: Any, index: int, common: list[str],
+                   seen_ids: dict[str, int]) -> Case | None:
+        path = f"evals[{index}]"
+        if not isinstance(raw, dict):
+            self.error(f"a case must be an object, not {_type_name(raw)}", path,
+                       'write it as {"id": ..., "prompt": ...}')
+            return None
+        case_id = self.check_case_id(raw, index, seen_ids)
+        cid = None if case_id is None else str(case_id)
+        self.check_unknown_keys(raw, CASE_KEYS, path, "case", cid)
+        for key in REQUIRED_CASE_KEYS:
+            if key not in raw:
+                self.error(f"required key {key!r} is missing", path,
+                           f"add {key!r} to the case", cid)
+        prompt = raw.get("prompt")
+        if "prompt" in raw and (not isinstance(prompt, str) or not prompt.strip()):
+            self.error("prompt must be a non-empty string", _path_join(path, "prompt"),
+                       "write the task the executor should perform", cid)
+        expectations = []
+        if "expectations" in raw:
+            expectations = self.string_list(raw["expectations"], _path_join(path, "expectations"),
+                                            "expectations", cid)
+        files = []
+        if "files" in raw:
+            files = self.check_files(raw["files"], _path_join(path, "files"), cid)
+        name = self.optional_text(raw, "name", path, cid)
+        for key in ("expected_output", "archetype", "project_class"):
+            self.optional_text(raw, key, path, cid)
+        self.check_assertion_overlap(common, expectations, path, cid)
+        if case_id is None or not isinstance(prompt, str) or not prompt.strip():
+            return None
+        return Case(case_id, index, prompt, name, expectations, files)
+
+    def check_assertion_overlap(self, common: list[str], own: list[str], path: str,
+                                cid: str | None) -> None:
+        if not common and not own:
+            self.warning("case has no assertions: nothing to grade", path,
+                         "add expectations to the case or common_assertions to the suite", cid)
+            return
+        seen: set[str] = set()
+        for i, text in enumerate([*common, *own]):
+            if text in seen:
+                where = _path_join(_path_join(path, "expectations"), i - len(common)) \
+                    if i >= len(common) else _path_join("common_assertions", i)
+                self.warning(f"assertion {text[:60]!r} appears twice; it is graded once", where,
+                             "remove the repeated assertion", cid)
+            seen.add(text)
+
+    # -- fixture files -----------------------------------------------------
+
+    def check_files(self, value: Any, path: str, cid: str | None) -> list[str]:
+        entries = self.string_list(value, path, "files", cid)
+        resolved = []
+        for i, entry in enumerate(value if isinstance(value, list) else []):
+            if entry not in entries:
+                continue
+            rel = self.resolve_fixture(entry, _path_join(path, i), cid)
+            if rel is not None:
+                resolved.append(rel)
+        return resolved
+
+    def resolve_fixture(self, entry: str, path: str, cid: str | None) -> str | None:
+        if self.root is None:
+            return None
+        if "\x00" in entry or os.path.isabs(entry) or entry.startswith("~"):
+            self.error(f"fixture path {entry!r} must be relative to the repository root",
+                       path, "write it as evals/<skill>/fixtures/...", cid)
+            return None
+        suite_dir = self.suite_path.parent
+        for base in (self.root, suite_dir, suite_dir / "fixtures"):
+            candidate = base / entry
+            if os.path.lexists(candidate):
+                return self.accept_fixture(entry, candidate, path, cid)
+        self.error(f"fixture {entry!r} does not exist", path,
+                   f"create it or correct the path (looked under {self.root}, the suite folder "
+                   "and its fixtures/ folder)", cid)
+        return None
+
+    def accept_fixture(self, entry: str, candidate: Path, path: str, cid: str | None) -> str | None:
+        real_root = Path(os.path.realpath(self.root))
+        real = Path(os.path.realpath(candidate))
+        if not _is_within(real, real_root):
+            self.error(f"fixture {entry!r} resolves outside the repository ({real})", path,
+                       "keep fixtures inside the repository; do not link out of it", cid)
+            return None
+        lexical = Path(os.path.normpath(os.path.abspath(candidate)))
+        if not _is_within(lexical, Path(os.path.abspath(self.root))):
+            self.error(f"fixture {entry!r} climbs out of the repository", path,
+                       "remove the '..' parts", cid)
+            return None
+        rel = lexical.relative_to(os.path.abspath(self.root))
+        bad = _forbidden_fixture_part(rel) or _forbidden_fixture_part(real.relative_to(real_root))
+        if bad:
+            self.error(f"fixture {entry!r} lies under {bad}/, which is host-local or "
+                       "generated state", path,
+                       "move the fixture under evals/<skill>/fixtures/", cid)
+            return None
+        if real == Path(os.path.realpath(self.suite_path)):
+            self.error("a fixture may not be the suite file itself", path,
+                       "the executor must never see the assertions; remove this entry", cid)
+            return None
+        if real.is_dir():
+            self.fixture_files.update(
+                str(rel / p.relative_to(real)) for p in _walk_files(real))
+        else:
+            self.fixture_files.add(str(rel))
+        return rel.as_posix()
+
+
+def _type_name(value: Any) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
+             int: "a number", float: "a number", type(None): "null"}
+    if isinstance(value, _NonFinite):
+        return value.token
+    return names.get(type(value), type(value).__name__)
+
+
+def _walk_files(folder: Path) -> Iterator[Path]:
+    """Regular files and links under folder, skipping host-local state folders."""
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if d not in EXCLUDED_DIR_NAMES)
+        for name in sorted(filenames):
+            yield Path(dirpath) / name
+
+
+def read_frontmatter(text: str) -> dict[str, str] | None:
+    """The simple `key: value` lines of a SKILL.md front matter block, or None."""
+    lines = text.lstrip("\ufeff").splitlines()
+    if not lines or lines[0].strip() != "---":
+        return None
+    fields: dict[str, str] = {}
+    for line in lines[1:]:
+        if line.strip() == "---":
+            return fields
+        match = re.match(r"([A-Za-z_][\w-]*)\s*:\s*(.*)$", line)
+        if match:
+            fields[match.group(1)] = match.group(2).strip()
+    return None
+
+
+def check_skill_package(root: Path, skill_name: str, file: str) -> list[Problem]:
+    skill_md = root / "skills" / skill_name / "SKILL.md"
+    if not skill_md.is_file():
+        return [Problem("error", f"the target skill has no {skill_md.relative_to(root)}", file,
+                        "skill_name",
+                        fix=f"create skills/{skill_name}/SKILL.md or correct skill_name")]
+    try:
+        front = read_frontmatter(skill_md.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        return [Problem("warning", f"cannot read {skill_md}: {exc}", str(skill_md),
+                        fix="save SKILL.md as readable UTF-8")]
+    where = str(skill_md)
+    if front is None:
+        return [Problem("warning", "SKILL.md has no front matter", where,
+                        fix="start it with ---, name: and description: lines, then ---")]
+    problems = []
+    if front.get("name") != skill_name:
+        problems.append(Problem("warning", f"front matter name is {front.get('name')!r}, "
+                                f"not the folder name {skill_name!r}", where,
+                                fix=f"set name: {skill_name}"))
+    if not front.get("description"):
+        problems.append(Problem("warning", "front matter has no description", where,
+                                fix="say in description: when an agent should use the skill"))
+    return problems
+
+
+@dataclasses.dataclass
+class LoadedSuite:
+    suite: Suite | None
+    problems: list[Problem]
+    fixture_files: set[str]
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "warning"]
+
+
+def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedSuite:
+    """Read and check a suite completely; never raises for bad input."""
+    suite_path = Path(os.path.abspath(path))
+    text, problems = read_suite_text(suite_path)
+    if text is None:
+        return LoadedSuite(None, problems, set())
+    data, problems = parse_json_document(text, str(suite_path))
+    if data is None:
+        return LoadedSuite(None, problems, set())
+    root, root_problems = _choose_root(suite_path, repo_root)
+    checker = SuiteChecker(str(suite_path), root, suite_path)
+    skill_name, common, cases = checker.check_document(data)
+    problems = root_problems + problems + checker.problems
+    if root is not None and skill_name is not None:
+        problems += check_skill_package(root, skill_name, str(suite_path))
+    if any(p.severity == "error" for p in problems) or root is None or skill_name is None:
+        return LoadedSuite(None, problems, checker.fixture_files)
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    suite = Suite(suite_path, root, skill_name, common, cases, digest)
+    return LoadedSuite(suite, problems, checker.fixture_files)
+
+
+def _choose_root(suite_path: Path,
+                 repo_root: str | Path | None) -> tuple[Path | None, list[Problem]]:
+    if repo_root is not None:
+        root = Path(os.path.abspath(repo_root))
+        if not root.is_dir():
+            return None, [Problem("error", f"--repo-root {root} is not a folder", str(root),
+                                  fix="pass the repository's top folder")]
+        if not _is_within(suite_path, root):
+            return None, [Problem("error", f"the suite is not inside --repo-root {root}",
+                                  str(suite_path),
+                                  fix="pass the folder that holds evals/ and skills/")]
+        return root, []
+    root = find_repo_root(suite_path)
+    if root is None:
+        return None, [Problem("error", "cannot find the repository root (no git top level and no "
+                              "ancestor folder holding both evals/ and skills/)", str(suite_path),
+                              fix="pass --repo-root DIR")]
+    return root, []
+
+
+def suite_counts(loaded: LoadedSuite) -> dict[str, int]:
+    suite = loaded.suite
+    cases = suite.cases if suite else []
+    return {
+        "cases": len(cases),
+        "assertions": sum(len(suite.assertions_for(c)) for c in cases) if suite else 0,
+        "fixture_files": len(loaded.fixture_files),
+        "errors": len(loaded.errors),
+        "warnings": len(loaded.warnings),
+    }
+
+
+# ==== sandbox ================================================================
+
+
+def clean_environment(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The caller's environment without git redirections or parent-agent ties."""
+    env = dict(os.environ if base is None else base)
+    for name in list(env):
+        if (name in GIT_REDIRECT_VARS or name in AGENT_SESSION_VARS
+                or name.startswith(GIT_REDIRECT_PREFIXES)):
+            del env[name]
+    return env
+
+
+def git_environment() -> dict[str, str]:
+    env = clean_environment()
+    env.update(SANDBOX_GIT_ENV)
+    return env
+
+
+def run_git(args: list[str], cwd: Path, timeout_s: float = 120.0) -> tuple[bool, str]:
+    """Run git quietly; (ok, stdout or the error). Never raises."""
+    if shutil.which("git") is None:
+        return False, "git is not installed"
+    try:
+        done = subprocess.run(
+            ["git", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false", *args],
+            cwd=cwd, env=git_environment(), stdin=subprocess.DEVNULL, capture_output=True,
+            timeout=timeout_s, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return False, f"git {args[0]} could not run: {exc}"
+    if done.returncode != 0:
+        detail = done.stderr.decode("utf-8", "replace").strip()[-500:]
+        return False, f"git {args[0]} exited {done.returncode}: {detail}"
+    return True, done.stdout.decode("utf-8", "replace")
+
+
+def _is_delivered(rel: str, skill_name: str) -> bool:
+    parts = rel.split("/")
+    if parts[0] == "evals" or any(part in EXCLUDED_DIR_NAMES for part in parts):
+        return False
+    return not (len(parts) > 2 and parts[0] == "skills" and parts[1] == skill_name)
+
+
+@dataclasses.dataclass
+class RepoSnapshot:
+    """What every sandbox of one iteration receives, listed once per iteration."""
+
+    root: Path
+    base_files: list[str]
+    skill_files: list[str]
+    listing_source: str
+
+    @classmethod
+    def take(cls, root: Path, skill_name: str) -> RepoSnapshot:
+        listed, source = _list_repository(root)
+        base = sorted(rel for rel in listed if _is_delivered(rel, skill_name))
+        skill_dir = root / "skills" / skill_name
+        skill = sorted(p.relative_to(root).as_posix() for p in _walk_files(skill_dir))
+        return cls(root, base, skill, source)
+
+
+def _list_repository(root: Path) -> tuple[list[str], str]:
+    if (root / ".git").exists():
+        ok, out = run_git(["ls-files", "-z", "--cached"], root)
+        if ok:
+            return [rel for rel in out.split("\0") if rel], "git ls-files"
+    return [p.relative_to(root).as_posix() for p in _walk_files(root)], "folder walk"
+
+
+def sandbox_base_dir() -> Path:
+    return Path(os.environ.get(SANDBOX_ROOT_ENV) or tempfile.gettempdir())
+
+
+def check_sandbox_base(root: Path) -> Path:
+    base = sandbox_base_dir()
+    if not base.is_dir():
+        raise InputError(f"sandbox folder {base} does not exist",
+                         f"create it or unset {SANDBOX_ROOT_ENV}")
+    real_base, real_root = Path(os.path.realpath(base)), Path(os.path.realpath(root))
+    if _is_within(real_base, real_root):
+        raise InputError(f"sandbox folder {base} is inside the repository {root}",
+                         f"point {SANDBOX_ROOT_ENV} at a folder outside the checkout")
+    return base
+
+
+class FileCopier:
+    """Copies repository files into a fresh tree; links are resolved, never recreated."""
+
+    def __init__(self, root: Path, dest: Path):
+        self.root = root
+        self.real_root = Path(os.path.realpath(root))
+        self.dest = dest
+        self.made_dirs: set[str] = set()
+        self.skipped: list[dict[str, str]] = []
+        self.copied = 0
+
+    def copy(self, rel: str) -> None:
+        source = self.root / rel
+        real = Path(os.path.realpath(source))
+        if not _is_within(real, self.real_root):
+            self.skipped.append({"path": rel, "reason": "link leaves the repository"})
+            return
+        if not real.is_file():
+            self.skipped.append({"path": rel, "reason": "missing or not a regular file"})
+            return
+        parent = os.path.dirname(rel)
+        if parent and parent not in self.made_dirs:
+            os.makedirs(self.dest / parent, exist_ok=True)
+            self.made_dirs.add(parent)
+        target = self.dest / rel
+        shutil.copyfile(real, target, follow_symlinks=False)
+        shutil.copymode(real, target)
+        self.copied += 1
+
+    def copy_fixture(self, rel: str) -> None:
+        source = self.root / rel
+        if Path(os.path.realpath(source)).is_dir():
+            for path in _walk_files(Path(os.path.realpath(source))):
+                self.copy(f"{rel}/{path.relative_to(os.path.realpath(source)).as_posix()}")
+        else:
+            self.copy(rel)
+
+
+@dataclasses.dataclass
+class Sandbox:
+    cell_dir: Path
+    repo: Path
+    grader_dir: Path
+    record: dict[str, Any]
+
+    @property
+    def artifact_path(self) -> Path:
+        return self.repo / ARTIFACT_RELPATH
+
+    def remove(self) -> None:
+        shutil.rmtree(self.cell_dir, ignore_errors=True)
+        self.record["removed"] = not self.cell_dir.exists()
+
+
+def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool, base: Path) -> Sandbox:
+    # mkdtemp makes a new, private, uniquely named folder: nothing pre-planted is followed.
+    cell_dir = Path(tempfile.mkdtemp(prefix="skill-eval-", dir=base))
+    repo, grader_dir = cell_dir / "repo", cell_dir / "grader"
+    repo.mkdir()
+    grader_dir.mkdir()
+    copier = FileCopier(snapshot.root, repo)
+    for rel in snapshot.base_files:
+        copier.copy(rel)
+    if with_skill:
+        for rel in snapshot.skill_files:
+            copier.copy(rel)
+    for rel in case.files:
+        copier.copy_fixture(rel)
+    git = init_sandbox_git(repo)
+    (repo / ARTIFACT_RELPATH).parent.mkdir(parents=True, exist_ok=True)
+    record = {"path": str(repo), "grader_dir": str(grader_dir), "files_delivered": copier.copied,
+              "listing_source": snapshot.listing_source, "skill_delivered": with_skill,
+              "fixtures": list(case.files), "skipped": copier.skipped, "git": git,
+              "kept": False, "removed": False}
+    return Sandbox(cell_dir, repo, grader_dir, record)
+
+
+def init_sandbox_git(repo: Path) -> dict[str, Any]:
+    """A throwaway repository with one baseline commit; failure is recorded, not fatal."""
+    steps = (["init", "-q", "--template=", "."], ["add", "-A", "."],
+             ["commit", "-q", "--no-verify", "--allow-empty", "-m", "skill-eval baseline"])
+    for step in steps:
+        ok, detail = run_git(step, repo)
+        if not ok:
+            return {"ok": False, "error": detail}
+    return {"ok": True, "baseline": "HEAD"}
+
+
+def sandbox_changes(repo: Path, git_record: dict[str, Any]) -> dict[str, Any]:
+    """Paths the executor added, modified or deleted against the baseline commit."""
+    if not git_record.get("ok"):
+        return {"captured": False, "reason": "the sandbox has no baseline commit"}
+    if not repo.is_dir():
+        return {"captured": False, "reason": "the sandbox folder was removed during the run"}
+    ok, out = run_git(["status", "--porcelain=v1", "-z", "--untracked-files=all"], repo)
+    if not ok:
+        return {"captured": False, "reason": out}
+    changes: dict[str, list[str]] = {"added": [], "modified": [], "deleted": []}
+    entries = iter(out.split("\0"))
+    for entry in entries:
+        if len(entry) < 4:
+            continue
+        code, path = entry[:2], entry[3:]
+        if code[0] in "RC":
+            next(entries, None)  # the old name follows a rename
+        kind = "added" if code in ("??", "A ") or "A" in code else (
+            "deleted" if "D" in code else "modified")
+        changes[kind].append(path)
+    return {"captured": True, **{k: sorted(v) for k, v in changes.items()}}
+
+
+def fixture_status(root: Path, paths: list[str]) -> dict[str, Any]:
+    """git status of the declared fixture paths in the source checkout."""
+    if not paths:
+        return {"checked": True, "dirty": []}
+    if not (root / ".git").exists():
+        return {"checked": False, "reason": "the repository is not a git checkout"}
+    ok, out = run_git(["status", "--porcelain=v1", "-z", "--untracked-files=all", "--",
+                       *sorted(set(paths))], root)
+    if not ok:
+        return {"checked": False, "reason": out}
+    dirty = sorted(entry[3:] for entry in out.split("\0") if len(entry) > 3)
+    return {"checked": True, "dirty": dirty}
+
+
+# ==== process runner =========================================================
+
+
+class BoundedBuffer:
+    """Keeps the first and the last bytes of a stream; counts what it dropped."""
+
+    def __init__(self, head_cap: int, tail_cap: int):
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.head_cap, self.tail_cap = head_cap, tail_cap
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.head_cap - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk and self.tail_cap:
+            self.tail += chunk
+            if len(self.tail) > 2 * self.tail_cap:
+                del self.tail[:-self.tail_cap]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.head) + min(len(self.tail), self.tail_cap)
+
+    def text(self) -> str:
+        head = _cut_utf8_end(bytes(self.head))
+        if not self.tail:
+            return head.decode("utf-8", "replace")
+        tail = _cut_utf8_start(bytes(self.tail[-self.tail_cap:]))
+        gap = "\n[... output cut by skill-eval ...]\n" if self.truncated else ""
+        return head.decode("utf-8", "replace") + gap + tail.decode("utf-8", "replace")
+
+
+def _cut_utf8_end(data: bytes) -> bytes:
+    """Drop an incomplete multi-byte character at the end."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 != 0x80:  # a lead byte or ASCII
+            needed = 1 if byte < 0x80 else 2 if byte >> 5 == 6 else 3 if byte >> 4 == 14 else 4
+            return data if needed <= back else data[:-back]
+    return data
+
+
+def _cut_utf8_start(data: bytes) -> bytes:
+    start = 0
+    while start < min(4, len(data)) and data[start] & 0xC0 == 0x80:
+        start += 1
+    return data[start:]
+
+
+def cut_text(text: str, limit: int) -> tuple[str, bool]:
+    if len(text) <= limit:
+        return text, False
+    return text[:limit], True
+
+
+class ProcessGroups:
+    """Every provider process group alive now, so an interrupt can end them all."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.active: dict[int, subprocess.Popen] = {}
+        self.cancelled = threading.Event()
+        self.launches = 0
+
+    def add(self, proc: subprocess.Popen) -> None:
+        with self.lock:
+            self.active[proc.pid] = proc
+            self.launches += 1
+        if self.cancelled.is_set():
+            _signal_group(proc.pid, signal.SIGKILL)
+
+    def discard(self, proc: subprocess.Popen) -> None:
+        with self.lock:
+            self.active.pop(proc.pid, None)
+
+    def cancel(self, sig: int = signal.SIGTERM) -> None:
+        self.cancelled.set()
+        with self.lock:
+            pids = list(self.active)
+        for pid in pids:
+            _signal_group(pid, sig)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def end_process_group(proc: subprocess.Popen, grace_s: float = KILL_GRACE_S) -> None:
+    """TERM the whole group, give it a moment, then KILL; always reap the leader."""
+    _signal_group(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        pass
+    _signal_group(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _pump(stream: Any, buffer: BoundedBuffer) -> None:
+    try:
+        for chunk in iter(lambda: stream.read1(65536), b""):
+            buffer.add(chunk)
+    except (OSError, ValueError):
+        pass
+    finally:
+        stream.close()
+
+
+def _feed(stream: Any, data: bytes) -> None:
+    try:
+        stream.write(data)
+    except (BrokenPipeError, OSError, ValueError):
+        pass
+    finally:
+        try:
+            stream.close()
+        except OSError:
+            pass
+
+
+def run_process(invocation: Invocation, env: dict[str, str], timeout_s: float,
+                groups: ProcessGroups) -> ProcessResult:
+    """Run one provider process in its own session, bounded in time and memory."""
+    started = time.monotonic()
+    feeding = invocation.stdin_text is not None
+    try:
+        proc = subprocess.Popen(
+            invocation.argv, cwd=invocation.cwd, env=env, start_new_session=True,
+            stdin=subprocess.PIPE if feeding else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as exc:
+        return ProcessResult(invocation.argv, None, "", "", time.monotonic() - started,
+                             spawn_error=f"{type(exc).__name__}: {exc}")
+    groups.add(proc)
+    out = BoundedBuffer(STREAM_HEAD_BYTES, STREAM_TAIL_BYTES)
+    err = BoundedBuffer(STDERR_KEEP_BYTES, STDERR_KEEP_BYTES // 4)
+    threads = [threading.Thread(target=_pump, args=(proc.stdout, out), daemon=True),
+               threading.Thread(target=_pump, args=(proc.stderr, err), daemon=True)]
+    if feeding:
+        data = invocation.stdin_text.encode("utf-8")
+        threads.append(threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True))
+    for thread in threads:
+        thread.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        end_process_group(proc)
+    finally:
+        # Whatever the leader left behind in its group (shells, servers) ends with it.
+        _signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+        groups.discard(proc)
+    for thread in threads:
+        thread.join(timeout=5)
+    return ProcessResult(
+        invocation.argv, proc.returncode, out.text(), err.text(), time.monotonic() - started,
+        timed_out=timed_out,
+        cancelled=groups.cancelled.is_set() and not timed_out and proc.returncode != 0,
+        stdout_bytes=out.total, stdout_truncated=out.truncated, stderr_truncated=err.truncated)
+
+
+# ==== providers ==============================================================
+
+
+def captured(value: Any, source: str) -> dict[str, Any]:
+    return {"value": value, "source": source}
+
+
+def absent(reason: str) -> dict[str, Any]:
+    return {"value": None, "absent_reason": reason}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def parse_json_lines(text: str) -> list[dict[str, Any]]:
+    events = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                events.append(event)
+    return events
+
+
+def _process_failure(result: ProcessResult) -> str | None:
+    if result.spawn_error:
+        return f"could not start: {result.spawn_error}"
+    if result.timed_out:
+        return "timed out"
+    if result.cancelled:
+        return "cancelled"
+    return None
+
+
+class Provider:
+    """One agent CLI: how to call it per role and how to read what it printed.
+
+    Adapters build argv and read output; they never start processes themselves.
+    """
+
+    name = ""
+    binary = ""
+    install_hint = ""
+
+    def __init__(self, codex_config: list[str] | None = None):
+        self.codex_config = list(codex_config or [])
+
+    def executable(self) -> str | None:
+        return shutil.which(self.binary)
+
+    def version_argv(self) -> list[str]:
+        return [self.binary, "--version"]
+
+    def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
+        raise NotImplementedError
+
+    def grader_invocation(self, prompt: str, grader_dir: Path, model: str | None,
+                          schema_path: Path, last_message_path: Path) -> Invocation:
+        raise NotImplementedError
+
+    def read_executor(self, result: ProcessResult) -> AgentReply:
+        raise NotImplementedError
+
+    def read_grader(self, result: ProcessResult, last_message_path: Path) -> AgentReply:
+        raise NotImplementedError
+
+
+class ClaudeProvider(Provider):
+    """Claude Code in print mode. Failure is `is_error` or a non-zero exit, never `subtype`."""
+
+    name = "claude"
+    binary = "claude"
+    install_hint = "npm install -g @anthropic-ai/claude-code"
+    executor_tools = "Bash,Read,Write,Edit,Glob,Grep"
+
+    def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
+        # stream-json (which needs --verbose) ends with the same result envelope as json
+        # and also carries the tool calls, which the skill-read checks need.
+        argv = [self.binary, "-p", "--output-format", "stream-json", "--verbose",
+                "--no-session-persistence", "--permission-mode", "acceptEdits",
+                "--allowedTools", self.executor_tools]
+        return Invocation(argv + _model_args("--model", model), sandbox, prompt)
+
+    def grader_invocation(self, prompt: str, grader_dir: Path, model: str | None,
+                          schema_path: Path, last_message_path: Path) -> Invocation:
+        argv = [self.binary, "-p", "--output-format", "json",
+                "--json-schema", json.dumps(VERDICT_SCHEMA, separators=(",", ":")),
+                "--tools", "", "--no-session-persistence"]
+        return Invocation(argv + _model_args("--model", model), grader_dir, prompt)
+
+    def read_executor(self, result: ProcessResult) -> AgentReply:
+        events = parse_json_lines(result.stdout)
+        envelope = next((e for e in reversed(events) if e.get("type") == "result"), None)
+        reply = self._reply_from_envelope(result, envelope)
+        reply.trace = self._tool_calls(events) if any(
+            e.get("type") in ("system", "assistant") for e in events) else None
+        return reply
+
+    def read_grader(self, result: ProcessResult, last_message_path: Path) -> AgentReply:
+        envelope = None
+        try:
+            parsed = json.loads(result.stdout)
+            envelope = parsed if isinstance(parsed, dict) else None
+        except ValueError:
+            events = parse_json_lines(result.stdout)
+            envelope = next((e for e in reversed(events) if e.get("type") == "result"), None)
+        reply = self._reply_from_envelope(result, envelope)
+        if envelope is not None:
+            reply.structured = envelope.get("structured_output")
+        return reply
+
+    def _reply_from_envelope(self, result: ProcessResult, envelope: dict | None) -> AgentReply:
+        failure = _process_failure(result)
+        if envelope is None:
+            reason = failure or f"exited {result.returncode} without a result envelope"
+            return AgentReply(False, failure=reason, metrics=claude_metrics(None, reason))
+        text = envelope.get("result")
+        text = text if isinstance(text, str) else ""
+        if failure is None and (envelope.get("is_error") is True or result.returncode != 0):
+            detail = text or "; ".join(str(e) for e in envelope.get("errors") or [])
+            failure = (f"claude reported an error (exit {result.returncode}, subtype "
+                       f"{envelope.get('subtype')!r}, api_error_status "
+                       f"{envelope.get('api_error_status')!r}): {detail[:500]}")
+        denials = envelope.get("permission_denials")
+        return AgentReply(failure is None, text=text, failure=failure or "",
+                          metrics=claude_metrics(envelope, ""),
+                          permission_denials=denials if isinstance(denials, list) else [])
+
+    @staticmethod
+    def _tool_calls(events: list[dict]) -> list[dict[str, Any]]:
+        calls = []
+        for event in events:
+            message = event.get("message") if event.get("type") == "assistant" else None
+            content = message.get("content") if isinstance(message, dict) else None
+            for block in content if isinstance(content, list) else []:
+                if isinstance(block, dict) and block.get("type") == "tool_use":
+                    calls.append({"tool": block.get("name"), "input": block.get("input")})
+        return calls
+
+
+CLAUDE_METRIC_FIELDS = (
+    ("duration_ms", ("duration_ms",)),
+    ("num_turns", ("num_turns",)),
+    ("input_tokens", ("usage", "input_tokens")),
+    ("output_tokens", ("usage", "output_tokens")),
+    ("cache_read_input_tokens", ("usage", "cache_read_input_tokens")),
+    ("cache_creation_input_tokens", ("usage", "cache_creation_input_tokens")),
+    ("total_cost_usd", ("total_cost_usd",)),
+)
+
+
+def _dig(data: Any, keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
+
+
+def claude_metrics(envelope: dict | None, reason: str) -> dict[str, dict[str, Any]]:
+    metrics = {}
+    for name, keys in CLAUDE_METRIC_FIELDS:
+        if envelope is None:
+            metrics[name] = absent(f"no claude result envelope ({reason})")
+            continue
+        value = _dig(envelope, keys)
+        metrics[name] = (captured(value, "claude envelope " + ".".join(keys)) if _number(value)
+                         else absent(f"claude envelope has no numeric {'.'.join(keys)}"))
+    duration = metrics["duration_ms"]
+    metrics["time_seconds"] = (
+        captured(duration["value"] / 1000.0, "claude envelope duration_ms")
+        if duration["value"] is not None else absent(duration["absent_reason"]))
+    parts = [metrics[k] for k in ("input_tokens", "output_tokens", "cache_read_input_tokens",
+                                  "cache_creation_input_tokens")]
+    metrics["tokens"] = (
+        captured(sum(p["value"] for p in parts),
+                 "claude envelope usage: input + output + cache read + cache creation")
+        if all(p["value"] is not None for p in parts)
+        else absent("a claude usage field is missing, so the total is unknown"))
+    return metrics
+
+
+class CodexProvider(Provider):
+    """Codex CLI `exec --json`. It never checks --output-schema; we parse the verdict."""
+
+    name = "codex"
+    binary = "codex"
+    install_hint = "npm install -g @openai/codex"
+
+    def _common(self, cwd: Path, sandbox_mode: str, model: str | None) -> list[str]:
+        argv = [self.binary, "exec", "--json", "--skip-git-repo-check", "--ephemeral",
+                "--sandbox", sandbox_mode, "--cd", str(cwd)]
+        for setting in self.codex_config:
+            argv += ["-c", setting]
+        return argv + _model_args("--model", model)
+
+    def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
+        # "-" sends the prompt on stdin; a prompt argument with a pipe open would block.
+        return Invocation(self._common(sandbox, "workspace-write", model) + ["-"], sandbox, prompt)
+
+    def grader_invocation(self, prompt: str, grader_dir: Path, model: str | None,
+                          schema_path: Path, last_message_path: Path) -> Invocation:
+        argv = self._common(grader_dir, "read-only", model) + [
+            "--output-schema", str(schema_path), "--output-last-message", str(last_message_path),
+            "-"]
+        return Invocation(argv, grader_dir, prompt)
+
+    def read_executor(self, result: ProcessResult) -> AgentReply:
+        reply = self._read(result)
+        return reply
+
+    def read_grader(self, result: ProcessResult, last_message_path: Path) -> AgentReply:
+        reply = self._read(result)
+        if reply.ok and not reply.text.strip():
+            try:
+                reply.text = last_message_path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                pass
+        return reply
+
+    def _read(self, result: ProcessResult) -> AgentReply:
+        events = parse_json_lines(result.stdout)
+        failure = _process_failure(result)
+        messages, trace, usages, turn_errors = [], [], [], []
+        for event in events:
+            kind = event.get("type")
+            item = event.get("item") if isinstance(event.get("item"), dict) else {}
+            if kind == "turn.failed":
+                turn_errors.append(str(_dig(event, ("error", "message")) or "turn failed"))
+            elif kind == "turn.completed" and isinstance(event.get("usage"), dict):
+                usages.append(event["usage"])
+            elif kind == "item.completed" and item.get("type") == "agent_message":
+                messages.append(str(item.get("text") or ""))
+            if kind == "item.completed" and item.get("type") in CODEX_TRACE_ITEMS:
+                trace.append(_codex_trace_entry(item))
+        if failure is None and (turn_errors or result.returncode != 0):
+            failure = (f"codex failed (exit {result.returncode}): "
+                       f"{'; '.join(turn_errors) or 'no turn.failed event'}"[:800])
+        if failure is None and not usages and not messages:
+            failure = "codex printed no events"
+        metrics = codex_metrics(usages, result, failure)
+        return AgentReply(failure is None, text=messages[-1] if messages else "",
+                          failure=failure or "", metrics=metrics,
+                          trace=trace if events else None)
+
+
+def _codex_trace_entry(item: dict[str, Any]) -> dict[str, Any]:
+    if item.get("type") == "command_execution":
+        return {"tool": "command_execution", "input": {"command": item.get("command")}}
+    changes = item.get("changes") if isinstance(item.get("changes"), list) else []
+    return {"tool": "file_change",
+            "input": {"paths": [c.get("path") for c in changes if isinstance(c, dict)]}}
+
+
+CODEX_TRACE_ITEMS = ("command_execution", "file_change")
+CODEX_USAGE_FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens",
+                      "reasoning_output_tokens")
+
+
+def codex_metrics(usages: list[dict], result: ProcessResult,
+                  failure: str | None) -> dict[str, dict[str, Any]]:
+    metrics: dict[str, dict[str, Any]] = {}
+    for name in CODEX_USAGE_FIELDS:
+        values = [u.get(name) for u in usages]
+        if usages and all(_number(v) for v in values):
+            metrics[name] = captured(sum(values), f"codex turn.completed usage.{name}")
+        else:
+            metrics[name] = absent(f"codex reported no usage.{name}"
+                                   + (f" ({failure})" if failure else ""))
+    metrics["total_cost_usd"] = absent("codex reports no cost")
+    metrics["num_turns"] = (captured(len(usages), "count of codex turn.completed events")
+                            if usages else absent("codex completed no turn"))
+    metrics["time_seconds"] = captured(round(result.duration_s, 3),
+                                       "runner wall clock (codex reports no duration)")
+    parts = [metrics["input_tokens"], metrics["output_tokens"]]
+    metrics["tokens"] = (
+        captured(sum(p["value"] for p in parts), "codex usage: input (incl. cached) + output")
+        if all(p["value"] is not None for p in parts)
+        else absent("codex usage was not reported"))
+    return metrics
+
+
+def _model_args(flag: str, model: str | None) -> list[str]:
+    return [flag, model] if model else []
+
+
+PROVIDERS: dict[str, type[Provider]] = {
+    ClaudeProvider.name: ClaudeProvider,
+    CodexProvider.name: CodexProvider,
+}
+
+
+# ==== execution engine =======================================================
+
+
+def build_executor_prompt(suite: Suite, case: Case, config: str, sandbox: Path) -> str:
+    """The task and the configuration contract; never assertions, names or expected output."""
+    lines = ["# Task", "", case.prompt.strip(), "", "# Working environment", "",
+             f"You are working in a copy of the repository at {sandbox}. Stay inside it.", ""]
+    if case.files:
+        lines += ["Files provided for this task (relative to that folder):", ""]
+        lines += [f"- {rel}" for rel in case.files] + [""]
+    if config == "with_skill":
+        skill_md = sandbox / "skills" / suite.skill_name / "SKILL.md"
+        lines += ["# Skill", "",
+                  f"Skill path: {skill_md}",
+                  "Read the skill from that file directly and follow it for this task. Do not use "
+                  "a host skill tool, an installed snapshot, a link or a cached copy instead.", ""]
+    else:
+        lines += ["# Skill", "", "Use no agent skill for this task: do not look for, load or "
+                  "invoke any skill.", ""]
+    lines += ["# Deliverable", "",
+              f"Artifact path: {sandbox / ARTIFACT_RELPATH}",
+              "If the task asks for a written document, write it to that path. Either way, end "
+              "with your answer in your reply.", ""]
+    return "\n".join(lines)
+
+
+@dataclasses.dataclass
+class RunContext:
+    suite: Suite
+    options: RunOptions
+    provider: Provider
+    iteration_dir: Path
+    snapshot: RepoSnapshot
+    sandbox_base: Path
+    groups: ProcessGroups
+    schema_path: Path
+    deadline_at: float | None = None
+    progress: Callable[[dict[str, Any]], None] | None = None
+    judge: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def should_stop(self) -> str | None:
+        if self.groups.cancelled.is_set():
+            return "the run was interrupted before this cell started"
+        if self.deadline_at is not None and time.monotonic() >= self.deadline_at:
+            return "the --deadline passed before this cell started"
+        return None
+
+
+def plan_cells(suite: Suite, options: RunOptions, iteration_dir: Path) -> list[Cell]:
+    selected = set(options.eval_ids) if options.eval_ids else None
+    cells = []
+    for case in suite.cases:
+        if selected is not None and case.key not in selected:
+            continue
+        for config in options.configs:
+            for run_number in range(1, options.runs + 1):
+                run_dir = iteration_dir / f"eval-{case.key}" / config / f"run-{run_number}"
+                cells.append(Cell(case, config, run_number, run_dir))
+    return cells
+
+
+def allocate_iteration_dir(workspace: Path) -> Path:
+    """Claim iteration-N with mkdir, which is atomic: two runs never share a folder."""
+    workspace.mkdir(parents=True, exist_ok=True)
+    taken = [int(m.group(1)) for p in workspace.iterdir()
+             if (m := re.fullmatch(r"iteration-(\d+)", p.name))]
+    number = max(taken, default=0) + 1
+    while True:
+        candidate = workspace / f"iteration-{number}"
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            number += 1
+
+
+def provider_env(cwd: Path) -> dict[str, str]:
+    env = clean_environment()
+    env["PWD"] = str(cwd)
+    return env
+
+
+def execute_matrix(ctx: RunContext, cells: list[Cell]) -> list[dict[str, Any]]:
+    """Run every cell; each worker holds one provider process at a time."""
+    records: list[dict[str, Any]] = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=ctx.options.concurrency) as pool:
+        futures = {pool.submit(execute_cell_safely, ctx, cell): cell for cell in cells}
+        for future in concurrent.futures.as_completed(futures):
+            record = future.result()
+            records.append(record)
+            if ctx.progress:
+                ctx.progress(record)
+    return sorted(records, key=lambda r: (r["_order"]))
+
+
+def execute_cell_safely(ctx: RunContext, cell: Cell) -> dict[str, Any]:
+    started = _utc_now()
+    try:
+        record = execute_cell(ctx, cell)
+    except Exception as exc:  # one broken cell must never lose the others
+        record = new_record(ctx, cell)
+        record.update(status="runner_error",
+                      failure={"stage": "runner", "detail": f"{type(exc).__name__}: {exc}"})
+    record["started_at"], record["finished_at"] = started, _utc_now()
+    record["scored"] = record["status"] == STATUS_OK and record.get("grading") is not None
+    write_run_files(cell, record)
+    return record
+
+
+def new_record(ctx: RunContext, cell: Cell) -> dict[str, Any]:
+    return {"_order": (cell.case.index, ctx.options.configs.index(cell.config), cell.run_number),
+            "eval_id": cell.case.id, "eval_name": cell.case.name or f"eval-{cell.case.key}",
+            "configuration": cell.config, "run_number": cell.run_number, "status": STATUS_OK,
+            "failure": None, "executor": None, "grader": None, "sandbox": None, "changes": None,
+            "written_artifact": {"captured": False}, "metrics": None, "grading": None,
+            "permission_denials": [], "skill_read": None}
+
+
+def execute_cell(ctx: RunContext, cell: Cell) -> dict[str, Any]:
+    record = new_record(ctx, cell)
+    record["_judge"] = {"judge": ctx.judge}
+    cell.run_dir.joinpath("outputs").mkdir(parents=True, exist_ok=True)
+    reason = ctx.should_stop()
+    if reason:
+        record.update(status="cancelled", failure={"stage": "scheduling", "detail": reason})
+        return record
+    sandbox = build_sandbox(ctx.snapshot, cell.case, cell.config == "with_skill", ctx.sandbox_base)
+    record["sandbox"] = sandbox.record
+    try:
+        if run_executor_step(ctx, cell, sandbox, record):
+            run_grader_step(ctx, cell, sandbox, record)
+        record["changes"] = sandbox_changes(sandbox.repo, sandbox.record["git"])
+    finally:
+        if ctx.options.keep_sandboxes:
+            sandbox.record["kept"] = True
+        else:
+            sandbox.remove()
+    return record
+
+
+def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
+                      record: dict[str, Any]) -> bool:
+    prompt = build_executor_prompt(ctx.suite, cell.case, cell.config, sandbox.repo)
+    write_text(cell.run_dir / "prompt.md", prompt)
+    invocation = ctx.provider.executor_invocation(prompt, sandbox.repo, ctx.options.executor_model)
+    result = run_process(invocation, provider_env(sandbox.repo), ctx.options.timeout_s, ctx.groups)
+    reply = ctx.provider.read_executor(result)
+    record["executor"] = process_record(invocation, result)
+    record["metrics"] = reply.metrics
+    record["permission_denials"] = reply.permission_denials
+    record["skill_read"] = skill_read_evidence(reply.trace, ctx.suite.skill_name, cell.config)
+    outputs = cell.run_dir / "outputs"
+    write_text(outputs / "output.txt", reply.text)
+    write_text(outputs / "executor_stream.txt", result.stdout)
+    if not reply.ok:
+        write_text(outputs / "executor_stderr.txt", result.stderr)
+        status = ("executor_timeout" if result.timed_out else
+                  "cancelled" if result.cancelled else "executor_failed")
+        record.update(status=status, failure={"stage": "executor", "detail": reply.failure})
+        return False
+    record["written_artifact"] = capture_artifact(sandbox.artifact_path, outputs / "plan.md")
+    record["_output_text"] = reply.text
+    return True
+
+
+def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: dict[str, Any]) -> None:
+    assertions = ctx.suite.assertions_for(cell.case)
+    if not assertions:
+        record["failure"] = {"stage": "grader", "detail": "the case has no assertions; not graded"}
+        return
+    if ctx.groups.cancelled.is_set():
+        record.update(status="cancelled",
+                      failure={"stage": "grader", "detail": "interrupted before grading"})
+        return
+    artifact = record["written_artifact"]
+    prompt = build_grader_prompt(cell.case.prompt, record.pop("_output_text"),
+                                 artifact.get("text"), artifact.get("truncated", False), assertions)
+    artifact.pop("text", None)
+    write_text(cell.run_dir / "grader_prompt.md", prompt)
+    last_message = cell.run_dir / "outputs" / "grader_last_message.txt"
+    invocation = ctx.provider.grader_invocation(prompt, sandbox.grader_dir,
+                                                ctx.options.grader_model, ctx.schema_path,
+                                                last_message)
+    result = run_process(invocation, provider_env(sandbox.grader_dir), ctx.options.timeout_s,
+                         ctx.groups)
+    reply = ctx.provider.read_grader(result, last_message)
+    record["grader"] = process_record(invocation, result)
+    outputs = cell.run_dir / "outputs"
+    write_text(outputs / "grader_output.txt", result.stdout)
+    if not reply.ok:
+        write_text(outputs / "grader_stderr.txt", result.stderr)
+        status = ("grader_timeout" if result.timed_out else
+                  "cancelled" if result.cancelled else "grader_failed")
+        record.update(status=status, failure={"stage": "grader", "detail": reply.failure})
+        return
+    payload = parse_verdict_payload(reply.structured, reply.text)
+    if payload is None:
+        record.update(status="grader_unparseable", failure={
+            "stage": "grader", "detail": "the grader's answer holds no verdict list"})
+        return
+    record["grading"] = grade_assertions(assertions, payload)
+
+
+def process_record(invocation: Invocation, result: ProcessResult) -> dict[str, Any]:
+    env_names = sorted(provider_env(invocation.cwd))
+    return {"argv": _redact_prompt_argv(invocation), "cwd": str(invocation.cwd),
+            "stdin": "prompt" if invocation.stdin_text is not None else "closed",
+            "env_names": env_names, "returncode": result.returncode,
+            "duration_s": round(result.duration_s, 3), "timed_out": result.timed_out,
+            "cancelled": result.cancelled, "spawn_error": result.spawn_error,
+            "stdout_bytes": result.stdout_bytes, "stdout_truncated": result.stdout_truncated,
+            "stderr_truncated": result.stderr_truncated}
+
+
+def _redact_prompt_argv(invocation: Invocation) -> list[str]:
+    return list(invocation.argv)
+
+
+def capture_artifact(path: Path, copy_to: Path) -> dict[str, Any]:
+    """Read the designated artifact without following a link planted there."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        return {"captured": False, "reason": "no file was written at the artifact path"}
+    except OSError as exc:
+        return {"captured": False, "reason": f"artifact path unreadable: {exc.strerror or exc}"}
+    with os.fdopen(fd, "rb") as handle:
+        if not os.path.isfile(path):
+            return {"captured": False, "reason": "artifact path is not a regular file"}
+        data = handle.read(ARTIFACT_CAP_CHARS * 4 + 4)
+        size = os.fstat(handle.fileno()).st_size
+    text = data.decode("utf-8", "replace")
+    shown, truncated = cut_text(text, ARTIFACT_CAP_CHARS)
+    truncated = truncated or size > len(data)
+    write_text(copy_to, shown)
+    return {"captured": True, "path": str(path), "bytes": size, "chars_shown": len(shown),
+            "truncated": truncated, "valid_utf8": "\ufffd" not in text, "text": shown}
+
+
+def skill_read_evidence(trace: list[dict] | None, skill_name: str, config: str) -> dict[str, Any]:
+    """Did the executor's recorded tool calls touch the target skill's SKILL.md?"""
+    if trace is None:
+        return {"state": "unknown", "reason": "no tool-call trace was captured"}
+    needle = f"skills/{skill_name}/SKILL.md"
+    hits = [call for call in trace if needle in json.dumps(call.get("input"), ensure_ascii=False)]
+    return {"state": "read" if hits else "not_read", "calls": len(trace),
+            "reads": [c.get("tool") for c in hits][:10], "config": config}
+
+
+# ==== grading ================================================================
+
+GRADER_PREAMBLE = """\
+# Grading
+
+You are grading another agent's work. You did not write the answer below and you must not
+redo the task. Judge only the material in this prompt: the recorded output and, when present,
+the written artifact. Decide each numbered assertion on its own. An assertion passes only
+when the material clearly shows it holds; when the evidence is missing or unclear, it fails.
+"""
+
+GRADER_ANSWER_FORMAT = """\
+## Answer format
+
+Answer with one JSON object and nothing else:
+{"verdicts": [{"id": <assertion number>, "passed": true or false, "evidence": "<one sentence>"}]}
+Give exactly one verdict for every assertion number above.
+"""
+
+
+def grader_template_sha256() -> str:
+    return hashlib.sha256((GRADER_PREAMBLE + GRADER_ANSWER_FORMAT).encode("utf-8")).hexdigest()
+
+
+def build_grader_prompt(task: str, output: str, artifact: str | None, artifact_truncated: bool,
+                        assertions: list[str]) -> str:
+    # Assertions come first so nothing inside the recorded material can pose as them.
+    numbered = [f"{i}. {' '.join(text.split())}" for i, text in enumerate(assertions, 1)]
+    shown_output, output_cut = cut_text(output, OUTPUT_CAP_CHARS)
+    parts = [GRADER_PREAMBLE, "## Assertions", "", *numbered, "", GRADER_ANSWER_FORMAT,
+             "## Original task (context only; do not perform it)", "",
+             _fence("task", task), "", "## Recorded output", "",
+             _fence("recorded_output", shown_output)]
+    if output_cut:
+        parts.append(f"(the recorded output was cut at {OUTPUT_CAP_CHARS} characters)")
+    if artifact is not None:
+        parts += ["", "## Written artifact", "", _fence("written_artifact", artifact)]
+        if artifact_truncated:
+            parts.append(f"(the artifact was cut at {ARTIFACT_CAP_CHARS} characters)")
+    return "\n".join(parts) + "\n"
+
+
+def _fence(tag: str, text: str) -> str:
+    return f"<{tag}>\n{text}\n</{tag}>"
+
+
+def parse_verdict_payload(structured: Any, text: str) -> dict[str, Any] | None:
+    """Find the verdict object: structured output, whole text, fenced block, then any object."""
+    for candidate in _verdict_candidates(structured, text or ""):
+        if isinstance(candidate, dict) and (isinstance(candidate.get("verdicts"), list)
+                                            or isinstance(candidate.get("expectations"), list)):
+            return candidate
+    return None
+
+
+def _verdict_candidates(structured: Any, text: str) -> Iterator[Any]:
+    yield structured
+    yield _loads_or_none(text.strip())
+    for block in re.findall(r"```(?:json)?\s*\n(.*?)```", text, flags=re.DOTALL):
+        yield _loads_or_none(block.strip())
+    yield from reversed(list(_embedded_objects(text)))
+
+
+def _loads_or_none(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _embedded_objects(text: str, limit: int = 2000) -> Iterator[Any]:
+    decoder = json.JSONDecoder()
+    tried = 0
+    for match in re.finditer(r"\{", text):
+        if tried >= limit:
+            return
+        tried += 1
+        try:
+            value, _ = decoder.raw_decode(text, match.start())
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(value, dict):
+            yield value
+
+
+def _verdict_id(raw: Any) -> int | None:
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, str) and raw.strip().isdigit():
+        return int(raw.strip())
+    return None
+
+
+def grade_assertions(assertions: list[str], payload: dict[str, Any]) -> dict[str, Any]:
+    """One entry per assertion, in order. Only a boolean true passes."""
+    by_id, notes = _collect_verdicts(assertions, payload)
+    expectations = []
+    for number, text in enumerate(assertions, 1):
+        found = by_id.get(number)
+        if not found:
+            passed, evidence = False, "the grader gave no verdict for this assertion"
+        elif len(found) > 1 and len({v.get("passed") is True for v in found}) > 1:
+            passed, evidence = False, "the grader gave conflicting verdicts for this assertion"
+        else:
+            verdict = found[0]
+            passed = verdict.get("passed") is True
+            evidence = str(verdict.get("evidence") or "")
+            if "passed" in verdict and not isinstance(verdict.get("passed"), bool):
+                evidence = (f"verdict 'passed' was {verdict.get('passed')!r}, not a boolean; "
+                            f"counted as failed. {evidence}").strip()
+        expectations.append({"id": number, "text": text, "passed": passed, "evidence": evidence})
+    passed_count = sum(e["passed"] for e in expectations)
+    total = len(expectations)
+    return {"expectations": expectations,
+            "summary": {"passed": passed_count, "failed": total - passed_count, "total": total,
+                        "pass_rate": passed_count / total if total else None},
+            "notes": notes}
+
+
+def _collect_verdicts(assertions: list[str], payload: dict[str, Any]) -> tuple[dict, list[str]]:
+    by_id: dict[int, list[dict]] = {}
+    notes: list[str] = []
+    if isinstance(payload.get("verdicts"), list):
+        raw_list = payload["verdicts"]
+        for verdict in raw_list:
+            number = _verdict_id(verdict.get("id")) if isinstance(verdict, dict) else None
+            if number is None or not 1 <= number <= len(assertions):
+                notes.append(f"ignored a verdict with unknown id {_short(verdict)}")
+                continue
+            if not isinstance(verdict.get("id"), int):
+                notes.append(f"verdict id {verdict.get('id')!r} was read as {number}")
+            by_id.setdefault(number, []).append(verdict)
+    else:  # the legacy form is keyed by the assertion's text
+        index = {text: i for i, text in enumerate(assertions, 1)}
+        for verdict in payload["expectations"]:
+            number = index.get(verdict.get("text")) if isinstance(verdict, dict) else None
+            if number is None:
+                notes.append(f"ignored a legacy verdict whose text matches no assertion "
+                             f"{_short(verdict)}")
+                continue
+            by_id.setdefault(number, []).append(verdict)
+    duplicates = sorted(n for n, found in by_id.items() if len(found) > 1)
+    if duplicates:
+        notes.append(f"more than one verdict for assertion(s) {duplicates}")
+    return by_id, notes
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+# ==== aggregation ============================================================
+
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 20261129
+MIN_PAIRED_EVALS = 5
+SEVERITIES_NEEDING_REVIEW = ("error", "warning")
+
+
+def describe(values: list[float]) -> dict[str, Any]:
+    """mean, sample stddev (null below two values), min, max and n."""
+    n = len(values)
+    if not n:
+        return {"mean": None, "stddev": None, "min": None, "max": None, "n": 0}
+    mean = sum(values) / n
+    stddev = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else None
+    return {"mean": mean, "stddev": stddev, "min": min(values), "max": max(values), "n": n}
+
+
+def _metric_value(record: dict[str, Any], name: str) -> float | None:
+    metric = (record.get("metrics") or {}).get(name) or {}
+    return metric.get("value")
+
+
+def benchmark_run(record: dict[str, Any]) -> dict[str, Any]:
+    """One run in skill-creator's field names, plus status and scored."""
+    grading = record.get("grading") if record.get("scored") else None
+    summary = grading["summary"] if grading else {}
+    return {
+        "eval_id": record["eval_id"], "eval_name": record["eval_name"],
+        "configuration": record["configuration"], "run_number": record["run_number"],
+        "status": record["status"], "scored": bool(record.get("scored")),
+        "result": {
+            "pass_rate": summary.get("pass_rate"), "passed": summary.get("passed"),
+            "failed": summary.get("failed"), "total": summary.get("total"),
+            "time_seconds": _metric_value(record, "time_seconds"),
+            "tokens": _metric_value(record, "tokens"),
+            "errors": 0 if record["status"] == STATUS_OK else 1,
+        },
+        "expectations": grading["expectations"] if grading else [],
+        "failure": record.get("failure"),
+        "permission_denials": len(record.get("permission_denials") or []),
+        "skill_read": (record.get("skill_read") or {}).get("state"),
+        "metric_sources": {name: (record.get("metrics") or {}).get(name)
+                           for name in ("time_seconds", "tokens")},
+    }
+
+
+def summarize_config(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    scored = [r for r in runs if r["scored"]]
+
+    def pick(key: str) -> list[float]:
+        return [r["result"][key] for r in scored if r["result"][key] is not None]
+
+    return {"pass_rate": describe(pick("pass_rate")),
+            "time_seconds": describe(pick("time_seconds")), "tokens": describe(pick("tokens")),
+            "scored_runs": len(scored), "runs": len(runs)}
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def per_eval_rates(runs: list[dict[str, Any]], configs: tuple[str, ...]) -> list[dict[str, Any]]:
+    by_eval: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        entry = by_eval.setdefault(str(run["eval_id"]), {
+            "eval_id": run["eval_id"], "eval_name": run["eval_name"],
+            "configs": {c: {"pass_rates": [], "statuses": []} for c in configs}})
+        slot = entry["configs"][run["configuration"]]
+        slot["statuses"].append(run["status"])
+        if run["scored"]:
+            slot["pass_rates"].append(run["result"]["pass_rate"])
+    rows = []
+    for entry in by_eval.values():
+        for slot in entry["configs"].values():
+            slot["mean_pass_rate"] = _mean(slot["pass_rates"])
+            slot["scored_runs"] = len(slot["pass_rates"])
+        rates = [entry["configs"][c]["mean_pass_rate"] for c in configs]
+        entry["delta"] = (rates[0] - rates[1]) if len(rates) == 2 and None not in rates else None
+        rows.append(entry)
+    return rows
+
+
+def bootstrap_interval(pairs: list[tuple[list[float], list[float]]], resamples: int,
+                       seed: int) -> tuple[float, float]:
+    """95% percentile interval of the mean per-eval delta; evals, then runs, resampled."""
+    rng = random.Random(seed)
+    n = len(pairs)
+    fixed = all(len(c) == 1 and len(b) == 1 for c, b in pairs)
+    deltas = [c[0] - b[0] for c, b in pairs] if fixed else []
+    means = []
+    for _ in range(resamples):
+        if fixed:
+            means.append(sum(rng.choices(deltas, k=n)) / n)
+            continue
+        total = 0.0
+        for cand, base in rng.choices(pairs, k=n):
+            total += _mean(rng.choices(cand, k=len(cand))) - _mean(rng.choices(base, k=len(base)))
+        means.append(total / n)
+    means.sort()
+    low = means[int(0.025 * (resamples - 1))]
+    high = means[int(math.ceil(0.975 * (resamples - 1)))]
+    return low, high
+
+
+def paired_statistics(per_eval: list[dict[str, Any]], configs: tuple[str, ...],
+                      resamples: int = BOOTSTRAP_RESAMPLES,
+                      seed: int = BOOTSTRAP_SEED) -> dict[str, Any] | None:
+    if len(configs) != 2:
+        return None
+    pairs, deltas = [], []
+    for row in per_eval:
+        cand, base = (row["configs"][c]["pass_rates"] for c in configs)
+        if cand and base:
+            pairs.append((cand, base))
+            deltas.append(_mean(cand) - _mean(base))
+    result: dict[str, Any] = {
+        "paired_evals": len(pairs), "min_paired_evals": MIN_PAIRED_EVALS,
+        "mean_delta": _mean(deltas), "ci95": None, "bootstrap": {
+            "resamples": resamples, "seed": seed, "method": "percentile; evals resampled, "
+            "then runs within each eval when there are several"},
+        "wins": sum(d > 0 for d in deltas), "ties": sum(d == 0 for d in deltas),
+        "losses": sum(d < 0 for d in deltas)}
+    if pairs:
+        result["ci95"] = list(bootstrap_interval(pairs, resamples, seed))
+    result["verdict"], result["verdict_reason"] = _verdict(result)
+    return result
+
+
+def _verdict(stats: dict[str, Any]) -> tuple[str, str]:
+    if stats["paired_evals"] < MIN_PAIRED_EVALS:
+        return "inconclusive", (f"only {stats['paired_evals']} eval(s) scored in both configs; "
+                                f"at least {MIN_PAIRED_EVALS} are needed")
+    low, high = stats["ci95"]
+    if low > 0:
+        return "improved", "the 95% interval of the mean per-eval delta lies above 0"
+    if high < 0:
+        return "regressed", "the 95% interval of the mean per-eval delta lies below 0"
+    return "inconclusive", "the 95% interval of the mean per-eval delta includes 0"
+
+
+def pass_hat_k(per_eval: list[dict[str, Any]], runs: list[dict[str, Any]],
+               config: str) -> float | None:
+    """Share of evals whose every run was scored and passed every assertion."""
+    evals = [row for row in per_eval if row["configs"][config]["statuses"]]
+    if not evals:
+        return None
+    perfect = sum(1 for row in evals
+                  if all(s == STATUS_OK for s in row["configs"][config]["statuses"])
+                  and row["configs"][config]["pass_rates"]
+                  and all(r == 1.0 for r in row["configs"][config]["pass_rates"]))
+    return perfect / len(evals)
+
+
+def aggregate(records: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
+    configs = tuple(meta["configs"])
+    runs = [benchmark_run(r) for r in records]
+    run_summary = {c: summarize_config([r for r in runs if r["configuration"] == c])
+                   for c in configs}
+    per_eval = per_eval_rates(runs, configs)
+    candidate = configs[0]
+    baseline = configs[1] if len(configs) > 1 else None
+    cand_rate = run_summary[candidate]["pass_rate"]["mean"]
+    base_rate = run_summary[baseline]["pass_rate"]["mean"] if baseline else None
+    statuses: dict[str, int] = {}
+    for run in runs:
+        statuses[run["status"]] = statuses.get(run["status"], 0) + 1
+    benchmark = {
+        "metadata": meta, "runs": runs, "run_summary": run_summary,
+        "scored_run_count": sum(r["scored"] for r in runs),
+        "error_run_count": sum(r["status"] != STATUS_OK for r in runs),
+        "status_counts": dict(sorted(statuses.items())),
+        "comparison": {"candidate": candidate, "baseline": baseline,
+                       "candidate_pass_rate": cand_rate, "baseline_pass_rate": base_rate,
+                       "delta": cand_rate - base_rate
+                       if cand_rate is not None and base_rate is not None else None},
+        "paired": paired_statistics(per_eval, configs),
+        "pass_hat_k": ({c: pass_hat_k(per_eval, runs, c) for c in configs}
+                       if meta.get("runs_per_configuration", 1) > 1 else None),
+        "per_eval": per_eval,
+        "notes": [],
+    }
+    if baseline:
+        run_summary["delta"] = _summary_delta(run_summary[candidate], run_summary[baseline])
+    benchmark["sanity_checks"] = sanity_checks(benchmark, records)
+    return benchmark
+
+
+def _summary_delta(cand: dict[str, Any], base: dict[str, Any]) -> dict[str, str | None]:
+    out = {}
+    for key, fmt in (("pass_rate", "{:+.2f}"), ("time_seconds", "{:+.1f}"), ("tokens", "{:+.0f}")):
+        a, b = cand[key]["mean"], base[key]["mean"]
+        out[key] = fmt.format(a - b) if a is not None and b is not None else None
+    return out
+
+
+def _flag(severity: str, kind: str, message: str, **where: Any) -> dict[str, Any]:
+    return {"severity": severity, "kind": kind, "message": message, **where}
+
+
+def sanity_checks(benchmark: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
+    meta = benchmark["metadata"]
+    flags: list[dict[str, Any]] = []
+    flags += _run_flags(records)
+    flags += _eval_flags(benchmark)
+    flags += _assertion_flags(benchmark)
+    flags += _iteration_flags(benchmark, meta)
+    status = ("REVIEW REQUIRED" if any(f["severity"] in SEVERITIES_NEEDING_REVIEW for f in flags)
+              else "OK")
+    return {"status": status, "flags": flags}
+
+
+def _run_flags(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    flags = []
+    for r in records:
+        where = {"eval_id": r["eval_id"], "configuration": r["configuration"],
+                 "run_number": r["run_number"]}
+        if r["status"] != STATUS_OK:
+            detail = (r.get("failure") or {}).get("detail", "")
+            flags.append(_flag("error", "infrastructure_failure",
+                               f"{r['status']}: {detail}"[:300] + " (excluded, not scored)",
+                               **where))
+        if r.get("permission_denials"):
+            flags.append(_flag("warning", "permission_denials",
+                               f"the executor was refused {len(r['permission_denials'])} tool "
+                               "call(s)", **where))
+        read = (r.get("skill_read") or {}).get("state")
+        if r["configuration"] == "with_skill" and read == "not_read":
+            flags.append(_flag("warning", "skill_not_read",
+                               "the executor's trace shows no read of the skill's SKILL.md",
+                               **where))
+        elif r["configuration"] == "with_skill" and read == "unknown":
+            flags.append(_flag("info", "skill_read_unknown",
+                               "no tool-call trace was captured; whether the skill was read is "
+                               "unknown", **where))
+        if r["configuration"] == "without_skill" and read == "read":
+            flags.append(_flag("error", "baseline_contamination",
+                               "the without_skill executor read the target skill's SKILL.md",
+                               **where))
+    return flags
+
+
+def _eval_flags(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
+    flags = []
+    comparison = benchmark["comparison"]
+    for row in benchmark["per_eval"]:
+        eid = row["eval_id"]
+        for config, slot in row["configs"].items():
+            if slot["pass_rates"] and all(rate == 0 for rate in slot["pass_rates"]):
+                flags.append(_flag("warning", "scored_zero",
+                                   "every scored run passed no assertion", eval_id=eid,
+                                   configuration=config))
+        if row["configs"] and all(slot["statuses"] and not slot["pass_rates"]
+                                  for slot in row["configs"].values()):
+            flags.append(_flag("error", "eval_unscored",
+                               "no run of this eval was scored in any config", eval_id=eid))
+        if row["delta"] is not None and row["delta"] < 0:
+            flags.append(_flag("warning", "candidate_below_baseline",
+                               f"{comparison['candidate']} scored {row['delta']:+.2f} against "
+                               f"{comparison['baseline']}", eval_id=eid))
+    return flags
+
+
+def _assertion_flags(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
+    configs = benchmark["metadata"]["configs"]
+    if len(configs) < 2:
+        return []
+    outcomes: dict[tuple[str, int], dict[str, set]] = {}
+    texts: dict[tuple[str, int], str] = {}
+    for run in benchmark["runs"]:
+        for exp in run["expectations"] if run["scored"] else []:
+            key = (str(run["eval_id"]), exp["id"])
+            outcomes.setdefault(key, {c: set() for c in configs})[run["configuration"]].add(
+                exp["passed"])
+            texts[key] = exp["text"]
+    flags = []
+    for (eid, number), by_config in outcomes.items():
+        seen = set().union(*by_config.values())
+        if all(by_config.values()) and len(seen) == 1:
+            word = "passes" if seen == {True} else "fails"
+            flags.append(_flag("info", "non_discriminating_assertion",
+                               f"assertion {number} {word} in every scored run of both configs: "
+                               f"{texts[(eid, number)][:80]}", eval_id=eid, assertion_id=number))
+    return flags
+
+
+def _iteration_flags(benchmark: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, Any]]:
+    flags = []
+    if meta.get("incomplete"):
+        flags.append(_flag("error", "incomplete",
+                           f"the run stopped early: {meta.get('cells_finished', 0)} of "
+                           f"{meta.get('cells_planned', 0)} cells finished"))
+    if meta.get("selection_partial"):
+        flags.append(_flag("warning", "partial_selection",
+                           f"only {len(meta.get('evals_run') or [])} of "
+                           f"{meta.get('suite_case_count')} cases were selected; this is not a "
+                           "closing result"))
+    for moment in ("before", "after"):
+        state = (meta.get("fixture_status") or {}).get(moment) or {}
+        if state.get("dirty"):
+            flags.append(_flag("warning", "dirty_fixtures",
+                               f"declared fixtures differ from git {moment} the run: "
+                               f"{', '.join(state['dirty'][:10])}"))
+    for place in meta.get("skill_installed_elsewhere") or []:
+        flags.append(_flag("error", "baseline_contamination",
+                           f"the target skill is installed where the agent finds skills on its "
+                           f"own ({place}); without_skill runs may have used it"))
+    if not benchmark["scored_run_count"] and benchmark["runs"]:
+        flags.append(_flag("error", "nothing_scored", "no run was scored"))
+    if len(meta.get("configs") or []) < 2:
+        flags.append(_flag("info", "single_config", "one config only: there is no comparison"))
+    return flags
+
+
+# ==== rendering ==============================================================
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write atomically: readers see the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with _suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(path: Path, data: Any) -> None:
+    write_text(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+class _suppress:
+    def __init__(self, *errors: type[BaseException]):
+        self.errors = errors
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, value: Any, tb: Any) -> bool:
+        return kind is not None and issubclass(kind, self.errors)
+
+
+def write_run_files(cell: Cell, record: dict[str, Any]) -> None:
+    public = {k: v for k, v in record.items() if not k.startswith("_")}
+    run_json = {k: v for k, v in public.items() if k not in ("grading", "metrics")}
+    write_json(cell.run_dir / "run.json", run_json)
+    write_json(cell.run_dir / "metrics.json", {
+        "role": "executor", "note": "executor-only; the grader's cost is not included",
+        "metrics": record.get("metrics") or {}})
+    grading = record.get("grading")
+    if record.get("scored") and grading is not None:
+        write_json(cell.run_dir / "grading.json", {**grading, **record.get("_judge", {})})
+
+
+def fmt_rate(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 100:.1f}%"
+
+
+def fmt_delta(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 100:+.1f} pp"
+
+
+def fmt_stat(stats: dict[str, Any], unit: str = "", digits: int = 1) -> str:
+    if not stats or stats.get("n", 0) == 0:
+        return ""
+    text = f"{stats['mean']:,.{digits}f}{unit}"
+    if stats.get("n", 0) > 1 and stats.get("stddev") is not None:
+        text += f" ± {stats['stddev']:,.{digits}f}{unit}"
+    return f"{text} (n={stats['n']})"
+
+
+def _md_cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _absent_reason(benchmark: dict[str, Any], config: str, key: str) -> str:
+    for run in benchmark["runs"]:
+        if run["configuration"] == config and run["scored"]:
+            source = (run.get("metric_sources") or {}).get(key) or {}
+            if source.get("absent_reason"):
+                return source["absent_reason"]
+    return "no scored run captured it"
+
+
+def render_markdown(benchmark: dict[str, Any]) -> str:
+    sections = [_md_header, _md_verdict, _md_sanity, _md_overall, _md_comparison, _md_metrics,
+                _md_per_eval, _md_failed_assertions]
+    return "\n".join(section(benchmark) for section in sections).rstrip() + "\n"
+
+
+def _md_header(b: dict[str, Any]) -> str:
+    m = b["metadata"]
+    models = (f"executor {m.get('executor_model') or 'CLI default'}, "
+              f"grader {m.get('grader_model') or 'CLI default'}")
+    lines = [f"# skill-eval benchmark: {m.get('skill_name')}", "",
+             f"- Agent: {m.get('agent')} ({models})",
+             f"- Configs: {', '.join(m.get('configs') or [])} "
+             f"(candidate first); runs per config: {m.get('runs_per_configuration')}",
+             f"- Cases: {len(m.get('evals_run') or [])} of {m.get('suite_case_count')} "
+             "in the suite",
+             f"- Runs: {len(b['runs'])}, scored {b['scored_run_count']}, "
+             f"excluded {b['error_run_count']}"]
+    if m.get("incomplete"):
+        lines.append(f"- **INCOMPLETE**: {m.get('cells_finished')} of {m.get('cells_planned')} "
+                     "cells finished before the run stopped")
+    return "\n".join(lines) + "\n"
+
+
+def _md_verdict(b: dict[str, Any]) -> str:
+    paired = b.get("paired")
+    if not paired:
+        return "**Verdict:** no comparison (one config only)\n"
+    ci = paired.get("ci95")
+    interval = f", 95% CI [{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else ""
+    return (f"**Verdict: {paired['verdict']}**: mean per-eval delta "
+            f"{fmt_delta(paired['mean_delta'])}{interval}; wins/ties/losses "
+            f"{paired['wins']}/{paired['ties']}/{paired['losses']} over "
+            f"{paired['paired_evals']} paired evals. {paired['verdict_reason']}.\n")
+
+
+def _md_sanity(b: dict[str, Any]) -> str:
+    sanity = b["sanity_checks"]
+    lines = ["## Sanity checks", "", f"Status: **{sanity['status']}**", ""]
+    shown = [f for f in sanity["flags"] if f["severity"] != "info"]
+    info = [f for f in sanity["flags"] if f["severity"] == "info"]
+    if not shown:
+        lines.append("No anomalies that need review.")
+    for flag in shown:
+        where = " ".join(f"{k}={flag[k]}" for k in ("eval_id", "configuration", "run_number")
+                         if k in flag)
+        lines.append(f"- [{flag['severity']}] {flag['kind']}"
+                     f"{' (' + where + ')' if where else ''}: {flag['message']}")
+    if info:
+        kinds: dict[str, int] = {}
+        for flag in info:
+            kinds[flag["kind"]] = kinds.get(flag["kind"], 0) + 1
+        lines.append("- [info] " + ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items()))
+                     + " (details in benchmark.json)")
+    return "\n".join(lines) + "\n"
+
+
+def _md_overall(b: dict[str, Any]) -> str:
+    lines = ["## Overall raw pass rate", "", "| config | mean pass rate | scored runs |",
+             "|---|---|---|"]
+    for config in b["metadata"]["configs"]:
+        summary = b["run_summary"][config]
+        lines.append(f"| {config} | {fmt_stat(summary['pass_rate'], '', 3) or 'n/a'} | "
+                     f"{summary['scored_runs']} of {summary['runs']} |")
+    return "\n".join(lines) + "\n"
+
+
+def _md_comparison(b: dict[str, Any]) -> str:
+    c = b["comparison"]
+    if not c.get("baseline"):
+        return "## Comparison\n\nNo baseline config was run.\n"
+    lines = ["## Comparison", "",
+             f"- {c['candidate']}: {fmt_rate(c['candidate_pass_rate'])}",
+             f"- {c['baseline']}: {fmt_rate(c['baseline_pass_rate'])}",
+             f"- Delta (pooled over scored runs): {fmt_delta(c['delta'])}"]
+    if b.get("pass_hat_k"):
+        lines += [f"- pass^k ({k}): {fmt_rate(v)}" for k, v in b["pass_hat_k"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def _md_metrics(b: dict[str, Any]) -> str:
+    lines = ["## Execution metrics (executor only)", "",
+             "Grader cost is excluded. Mean ± stddev over scored runs; ± only when n > 1.", "",
+             "| config | time | tokens |", "|---|---|---|"]
+    for config in b["metadata"]["configs"]:
+        summary = b["run_summary"][config]
+        cells = []
+        for key, unit, digits in (("time_seconds", " s", 1), ("tokens", "", 0)):
+            text = fmt_stat(summary[key], unit, digits)
+            cells.append(text or f"not captured ({_absent_reason(b, config, key)})")
+        lines.append(f"| {config} | {_md_cell(cells[0])} | {_md_cell(cells[1])} |")
+    return "\n".join(lines) + "\n"
+
+
+def _md_per_eval(b: dict[str, Any]) -> str:
+    configs = b["metadata"]["configs"]
+    lines = ["## Per eval", "", "| eval | " + " | ".join(configs) + " | delta | statuses |",
+             "|---|" + "---|" * (len(configs) + 2)]
+    for row in b["per_eval"]:
+        rates = [fmt_rate(row["configs"][c]["mean_pass_rate"]) for c in configs]
+        statuses = sorted({s for c in configs for s in row["configs"][c]["statuses"]})
+        lines.append(f"| {_md_cell(row['eval_id'])} {_md_cell(row['eval_name'])} | "
+                     + " | ".join(rates) + f" | {fmt_delta(row['delta'])} | "
+                     f"{', '.join(statuses)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _md_failed_assertions(b: dict[str, Any]) -> str:
+    lines = ["## Failed assertions", ""]
+    for run in b["runs"]:
+        for exp in run["expectations"]:
+            if not exp["passed"]:
+                lines.append(f"- eval {_md_cell(run['eval_id'])} / {run['configuration']} / run "
+                             f"{run['run_number']}, assertion {exp['id']}: "
+                             f"{_md_cell(exp['text'])}; evidence: {_md_cell(exp['evidence'])}")
+    if len(lines) == 2:
+        lines.append("None.")
+    return "\n".join(lines) + "\n"
+
+
+# ==== CLI ====================================================================
+
+
+def _utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _bounded_int(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is outside {low}..{high}")
+        return value
+    return parse
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be more than 0 seconds")
+    return value
+
+
+def _model_name(text: str) -> str:
+    if not text.strip() or text.startswith("-") or text != text.strip():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a model name (empty, padded, or starting with '-')")
+    return text
+
+
+def _config_list(text: str) -> tuple[str, ...]:
+    configs = tuple(part.strip() for part in text.split(","))
+    unknown = [c for c in configs if c not in CONFIGS]
+    if unknown or not configs or len(set(configs)) != len(configs):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give one or two distinct names from {', '.join(CONFIGS)}, comma-separated")
+    return configs
+
+
+def _codex_setting(text: str) -> str:
+    key, sep, _ = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return text
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        raise InputError(f"{message}", f"see {self.prog} --help")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="eval_runner.py", description=(
+        "Evaluate an agent skill: validate a suite, run it with and without the skill through "
+        "an agent CLI with a separate grader, and report the result."))
+    parser.add_argument("--version", action="version", version=f"skill-eval {RUNNER_VERSION}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for internal errors")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands.required = True
+
+    validate = commands.add_parser("validate", help="check a suite completely; launch nothing")
+    validate.add_argument("suite", metavar="SUITE", help="path to evals/<skill>/evals.json")
+    validate.add_argument("--repo-root", metavar="DIR", help="repository root (default: detected)")
+    validate.add_argument("--json", action="store_true", help="print one JSON object")
+
+    run = commands.add_parser("run", help="run the executor/grader matrix and write a benchmark")
+    run.add_argument("suite", metavar="SUITE", help="path to evals/<skill>/evals.json")
+    run.add_argument("--agent", required=True, choices=sorted(PROVIDERS), help="agent CLI to drive")
+    run.add_argument("--model", type=_model_name, help="model for both roles, passed verbatim")
+    run.add_argument("--executor-model", type=_model_name, help="model for the executor only")
+    run.add_argument("--grader-model", type=_model_name, help="model for the grader only")
+    run.add_argument("--config", type=_config_list, default=CONFIGS, metavar="LIST",
+                     help="configs, candidate first (default: with_skill,without_skill)")
+    run.add_argument("--runs", type=_bounded_int(*RUNS_RANGE), default=1,
+                     help="runs per case and config, 1..5 (default: 1)")
+    run.add_argument("--timeout", type=_positive_seconds, default=DEFAULT_TIMEOUT_S, metavar="S",
+                     help="seconds per agent process (default: 600)")
+    run.add_argument("--concurrency", type=_bounded_int(*CONCURRENCY_RANGE), default=4,
+                     help="agent processes at once, 1..16 (default: 4)")
+    run.add_argument("--deadline", type=_positive_seconds, metavar="S",
+                     help="seconds for the whole matrix; cells not started by then are cancelled")
+    run.add_argument("--skill-path", metavar="P", help="the skill's SKILL.md or its folder "
+                     "(default: skills/<skill_name>/SKILL.md)")
+    run.add_argument("--workspace", metavar="DIR",
+                     help="where iteration-N/ goes (default: evals/<skill>/workspace/<agent>/)")
+    run.add_argument("--eval-id", metavar="ID,...", help="run only these case ids")
+    run.add_argument("--keep-sandboxes", action="store_true", help="keep sandbox copies for audit")
+    run.add_argument("--repo-root", metavar="DIR", help="repository root (default: detected)")
+    run.add_argument("--codex-config", type=_codex_setting, action="append", default=[],
+                     metavar="KEY=VALUE", help="codex only: pass -c KEY=VALUE to every codex call")
+    run.add_argument("--dry-run", action="store_true",
+                     help="validate and print the plan and argv; launch nothing")
+    run.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+    report = commands.add_parser("report", help="re-render benchmark.md from benchmark.json")
+    report.add_argument("iteration", metavar="ITERATION_DIR", help="an iteration-N folder")
+    return parser
+
+
+# -- validate -----------------------------------------------------------------
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    loaded = load_suite(args.suite, args.repo_root)
+    counts = suite_counts(loaded)
+    ok = not loaded.errors
+    if args.json:
+        print(json.dumps({"ok": ok, "suite": str(Path(args.suite)),
+                          "errors": [p.to_json() for p in loaded.errors],
+                          "warnings": [p.to_json() for p in loaded.warnings],
+                          "counts": counts}, indent=2))
+        return EXIT_OK if ok else EXIT_INVALID
+    for problem in loaded.problems:
+        print(problem.render(), file=sys.stderr)
+    if not ok:
+        print(f"INVALID: {args.suite}: {counts['errors']} error(s), {counts['warnings']} "
+              "warning(s)", file=sys.stderr)
+        return EXIT_INVALID
+    if counts["cases"] == 0:
+        print(f"OK: {args.suite}: 0 cases: nothing to run")
+    else:
+        print(f"OK: {args.suite}: {counts['cases']} cases, {counts['assertions']} assertions, "
+              f"{counts['fixture_files']} fixture files, {counts['warnings']} warnings")
+    return EXIT_OK
+
+
+# -- run ----------------------------------------------------------------------
+
+
+def load_valid_suite(suite: str, repo_root: str | None) -> Suite:
+    loaded = load_suite(suite, repo_root)
+    for warning in loaded.warnings:
+        print(warning.render(), file=sys.stderr)
+    if loaded.errors or loaded.suite is None:
+        raise InputError("the suite is invalid", problems=loaded.errors)
+    return loaded.suite
+
+
+def resolve_skill_md(suite: Suite, skill_path: str | None) -> Path:
+    """The authoritative SKILL.md: skills/<name>/SKILL.md in the repository, nothing else."""
+    expected = suite.skill_dir / "SKILL.md"
+    if skill_path is None:
+        return expected
+    given = Path(skill_path)
+    candidate = given if given.is_absolute() else suite.root / given
+    parts = Path(os.path.normpath(candidate)).parts
+    for snapshot in (".agents", ".claude"):
+        if snapshot in parts:
+            raise InputError(f"--skill-path {skill_path} is under {snapshot}/, a host copy of a "
+                             "skill", f"point it at skills/{suite.skill_name}/SKILL.md")
+    if candidate.is_dir():
+        candidate = candidate / "SKILL.md"
+    if candidate.name != "SKILL.md" or not candidate.is_file():
+        raise InputError(f"--skill-path {skill_path} is not an existing file named SKILL.md",
+                         f"point it at skills/{suite.skill_name}/SKILL.md or its folder")
+    if Path(os.path.normpath(os.path.abspath(candidate))) != Path(os.path.abspath(expected)):
+        raise InputError(f"--skill-path {skill_path} is not skills/{suite.skill_name}/SKILL.md",
+                         "with_skill runs use the tracked skill package of the suite's skill_name")
+    if os.path.realpath(candidate) != os.path.realpath(expected) or not _is_within(
+            Path(os.path.realpath(candidate)), Path(os.path.realpath(suite.skill_dir))):
+        raise InputError(f"--skill-path {skill_path} is a link that leaves the skill package",
+                         f"make skills/{suite.skill_name}/SKILL.md a regular file")
+    return expected
+
+
+def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
+    if args.codex_config and args.agent != "codex":
+        raise InputError("--codex-config applies to --agent codex only",
+                         "remove --codex-config or use --agent codex")
+    eval_ids = None
+    if args.eval_id is not None:
+        eval_ids = [part.strip() for part in args.eval_id.split(",") if part.strip()]
+        known = {case.key for case in suite.cases}
+        unknown = [i for i in eval_ids if i not in known]
+        if unknown or not eval_ids:
+            raise InputError(f"--eval-id names no case: {', '.join(unknown) or '(empty)'}",
+                             f"known ids: {', '.join(sorted(known)) or '(none)'}")
+    skill_md = resolve_skill_md(suite, args.skill_path) if "with_skill" in args.config else None
+    workspace = Path(args.workspace).resolve() if args.workspace else (
+        suite.root / "evals" / suite.skill_name / "workspace" / args.agent)
+    return RunOptions(
+        agent=args.agent, configs=args.config, runs=args.runs, timeout_s=args.timeout,
+        concurrency=args.concurrency, deadline_s=args.deadline,
+        executor_model=args.executor_model or args.model,
+        grader_model=args.grader_model or args.model, skill_md=skill_md, workspace=workspace,
+        eval_ids=eval_ids, keep_sandboxes=args.keep_sandboxes, codex_config=args.codex_config,
+        quiet=args.quiet)
+
+
+def require_provider(options: RunOptions) -> Provider:
+    provider = PROVIDERS[options.agent](options.codex_config)
+    if provider.executable() is None:
+        raise EnvironmentProblem(f"the {provider.name} CLI ({provider.binary!r}) is not on PATH",
+                                 f"install it ({provider.install_hint}) or fix PATH")
+    return provider
+
+
+def provider_version(provider: Provider, groups: ProcessGroups) -> str:
+    invocation = Invocation(provider.version_argv(), Path.cwd())
+    result = run_process(invocation, clean_environment(), 60.0, groups)
+    if result.returncode != 0 or result.timed_out:
+        detail = (result.spawn_error or result.stderr.strip() or result.stdout.strip())[:300]
+        raise EnvironmentProblem(f"`{' '.join(invocation.argv)}` failed: {detail}",
+                                 f"check that the {provider.name} CLI works on this machine")
+    return result.stdout.strip().splitlines()[0] if result.stdout.strip() else "unknown"
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def tree_hash(root: Path, rels: Iterable[str]) -> str:
+    digest = hashlib.sha256()
+    for rel in sorted(rels):
+        path = root / rel
+        digest.update(rel.encode("utf-8") + b"\0")
+        digest.update((sha256_file(path) if path.is_file() else "missing").encode() + b"\n")
+    return digest.hexdigest()
+
+
+def skill_installed_elsewhere(skill_name: str) -> list[str]:
+    """Places where the agent CLIs discover skills by themselves."""
+    home = Path(os.environ.get("HOME") or Path.home())
+    codex_home = Path(os.environ.get("CODEX_HOME") or home / ".codex")
+    places = [home / ".claude" / "skills" / skill_name, codex_home / "skills" / skill_name,
+              home / ".agents" / "skills" / skill_name]
+    return [str(p) for p in places if os.path.lexists(p)]
+
+
+def build_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: list[Cell],
+                   extra: dict[str, Any]) -> dict[str, Any]:
+    fixtures = sorted({rel for cell in cells for rel in cell.case.files})
+    skill_files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
+    return {
+        "runner": {"version": RUNNER_VERSION, "path": str(Path(__file__).resolve()),
+                   "sha256": sha256_file(Path(__file__))},
+        "suite": {"path": str(suite.path), "sha256": suite.sha256, "skill_name": suite.skill_name,
+                  "case_count": len(suite.cases)},
+        "repo_root": str(suite.root),
+        "skill_package": {"path": str(suite.skill_dir),
+                          "sha256": tree_hash(suite.root, skill_files),
+                          "files": len(skill_files)},
+        "fixtures": {rel: tree_hash(suite.root, [rel]) for rel in fixtures},
+        "argv": argv, "agent": options.agent,
+        "executor_model": options.executor_model, "grader_model": options.grader_model,
+        "options": {"configs": list(options.configs), "runs": options.runs,
+                    "timeout_s": options.timeout_s, "concurrency": options.concurrency,
+                    "deadline_s": options.deadline_s, "eval_ids": options.eval_ids,
+                    "keep_sandboxes": options.keep_sandboxes,
+                    "codex_config": options.codex_config},
+        "cells_planned": len(cells), "created_at": _utc_now(), **extra,
+    }
+
+
+def benchmark_metadata(suite: Suite, options: RunOptions, manifest: dict[str, Any],
+                       cells: list[Cell], records: list[dict], incomplete: bool) -> dict[str, Any]:
+    evals_run = []
+    for cell in cells:
+        if cell.case.id not in evals_run:
+            evals_run.append(cell.case.id)
+    return {
+        "skill_name": suite.skill_name, "skill_path": str(options.skill_md or suite.skill_dir),
+        "agent": options.agent, "executor_model": options.executor_model,
+        "grader_model": options.grader_model, "analyzer_model": options.grader_model,
+        "cli_version": manifest.get("cli_version"), "timestamp": _utc_now(),
+        "configs": list(options.configs), "runs_per_configuration": options.runs,
+        "evals_run": evals_run, "suite_case_count": len(suite.cases),
+        "selected_eval_ids": options.eval_ids,
+        "selection_partial": len(evals_run) < len(suite.cases),
+        "cells_planned": len(cells), "cells_finished": sum(
+            r["status"] != "cancelled" for r in records),
+        "incomplete": incomplete, "runner_version": RUNNER_VERSION,
+        "fixture_status": manifest.get("fixture_status"),
+        "skill_installed_elsewhere": manifest.get("skill_installed_elsewhere"),
+        "manifest": "iteration_manifest.json",
+    }
+
+
+class Progress:
+    """A live line on a terminal, plain lines otherwise, nothing when quiet."""
+
+    def __init__(self, total: int, quiet: bool, stream: Any = None):
+        self.total, self.quiet = total, quiet
+        self.stream = stream or sys.stderr
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.done = self.ok = 0
+        self.started = time.monotonic()
+        self.lock = threading.Lock()
+
+    def __call__(self, record: dict[str, Any]) -> None:
+        with self.lock:
+            self.done += 1
+            self.ok += record["status"] == STATUS_OK
+            if self.quiet:
+                return
+            elapsed = time.monotonic() - self.started
+            eta = elapsed / self.done * (self.total - self.done)
+            line = (f"[{self.done}/{self.total}] ok {self.ok}, failed {self.done - self.ok}; "
+                    f"elapsed {elapsed:.0f}s, eta {eta:.0f}s; last: eval-{record['eval_id']}/"
+                    f"{record['configuration']}/run-{record['run_number']} {record['status']}")
+            end = "\n" if not self.tty or self.done == self.total else ""
+            self.stream.write(("\r\x1b[K" if self.tty else "") + line + end)
+            self.stream.flush()
+
+
+class InterruptHandler:
+    """First signal: stop scheduling and end running groups. Second: stop waiting."""
+
+    def __init__(self, groups: ProcessGroups):
+        self.groups = groups
+        self.count = 0
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> InterruptHandler:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.previous[sig] = signal.signal(sig, self.handle)
+        return self
+
+    def handle(self, signum: int, frame: Any) -> None:
+        self.count += 1
+        self.groups.cancel(signal.SIGTERM if self.count == 1 else signal.SIGKILL)
+        if self.count > 1:
+            raise KeyboardInterrupt
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+
+def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
+    suite = load_valid_suite(args.suite, args.repo_root)
+    options = options_from_args(args, suite)
+    provider = require_provider(options)
+    sandbox_base = check_sandbox_base(suite.root)
+    selected = [c for c in suite.cases if not options.eval_ids or c.key in options.eval_ids]
+    if not selected:
+        print(f"0 cases: nothing to run ({suite.path}); no agent was launched")
+        return EXIT_OK
+    if args.dry_run:
+        return print_dry_run(suite, options, provider, sandbox_base)
+    groups = ProcessGroups()
+    cli_version = provider_version(provider, groups)
+    iteration_dir = allocate_iteration_dir(options.workspace)
+    return run_iteration(suite, options, provider, groups, iteration_dir, argv, cli_version,
+                         sandbox_base)
+
+
+def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups: ProcessGroups,
+                  iteration_dir: Path, argv: list[str], cli_version: str,
+                  sandbox_base: Path) -> int:
+    cells = plan_cells(suite, options, iteration_dir)
+    fixtures = sorted({rel for cell in cells for rel in cell.case.files})
+    snapshot = RepoSnapshot.take(suite.root, suite.skill_name)
+    manifest = build_manifest(suite, options, argv, cells, {
+        "cli_version": cli_version, "sandbox_base": str(sandbox_base),
+        "listing_source": snapshot.listing_source,
+        "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name),
+        "fixture_status": {"before": fixture_status(suite.root, fixtures)}})
+    write_json(iteration_dir / "iteration_manifest.json", manifest)
+    schema_path = iteration_dir / "grader_schema.json"
+    write_json(schema_path, VERDICT_SCHEMA)
+    ctx = RunContext(suite, options, provider, iteration_dir, snapshot, sandbox_base, groups,
+                     schema_path, progress=Progress(len(cells), options.quiet),
+                     judge={"provider": provider.name,
+                            "model": options.grader_model or "CLI default",
+                            "cli_version": cli_version,
+                            "prompt_template_sha256": grader_template_sha256()})
+    if options.deadline_s:
+        ctx.deadline_at = time.monotonic() + options.deadline_s
+    with InterruptHandler(groups):
+        records = execute_matrix(ctx, cells)
+    manifest["fixture_status"]["after"] = fixture_status(suite.root, fixtures)
+    write_json(iteration_dir / "iteration_manifest.json", manifest)
+    interrupted = groups.cancelled.is_set()
+    incomplete = interrupted or any(r["status"] == "cancelled" for r in records)
+    meta = benchmark_metadata(suite, options, manifest, cells, records, incomplete)
+    benchmark = aggregate(records, meta)
+    write_benchmark(iteration_dir, benchmark)
+    print_summary(benchmark, iteration_dir)
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_OK if benchmark["sanity_checks"]["status"] == "OK" else EXIT_REVIEW
+
+
+def write_benchmark(iteration_dir: Path, benchmark: dict[str, Any]) -> None:
+    write_json(iteration_dir / "benchmark.json", benchmark)
+    write_text(iteration_dir / "benchmark.md", render_markdown(benchmark))
+
+
+def print_summary(benchmark: dict[str, Any], iteration_dir: Path) -> None:
+    c, sanity = benchmark["comparison"], benchmark["sanity_checks"]
+    meta = benchmark["metadata"]
+    review = [f for f in sanity["flags"] if f["severity"] in SEVERITIES_NEEDING_REVIEW]
+    lines = [f"skill-eval: {meta['skill_name']} with {meta['agent']} "
+             f"({'INCOMPLETE, ' if meta.get('incomplete') else ''}{len(benchmark['runs'])} runs, "
+             f"{benchmark['scored_run_count']} scored, {benchmark['error_run_count']} excluded)",
+             f"Sanity checks: {sanity['status']}"
+             + (f" ({len(review)} flag(s); see benchmark.md)" if review else "")]
+    rates = f"{c['candidate']} {fmt_rate(c['candidate_pass_rate'])}"
+    if c.get("baseline"):
+        rates += (f", {c['baseline']} {fmt_rate(c['baseline_pass_rate'])}, "
+                  f"delta {fmt_delta(c['delta'])}")
+    lines.append(f"Pass rate: {rates}")
+    if benchmark.get("paired"):
+        lines.append(_md_verdict(benchmark).strip().replace("**", ""))
+    lines.append(f"Benchmark: {iteration_dir / 'benchmark.md'}")
+    print("\n".join(lines))
+
+
+def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox_base: Path) -> int:
+    cells = plan_cells(suite, options, Path("<workspace>/iteration-N"))
+    calls = 2 * len(cells)
+    waves = math.ceil(len(cells) / options.concurrency)
+    sandbox = sandbox_base / "skill-eval-XXXXXX" / "repo"
+    grader = sandbox_base / "skill-eval-XXXXXX" / "grader"
+    first = cells[0]
+    executor = provider.executor_invocation("<prompt on stdin>", sandbox, options.executor_model)
+    grader_call = provider.grader_invocation("<prompt on stdin>", grader, options.grader_model,
+                                             Path("<iteration>/grader_schema.json"),
+                                             Path(f"<iteration>/{first.label}/outputs/"
+                                                  "grader_last_message.txt"))
+    print(f"dry run: {suite.skill_name} with {options.agent}: nothing launched, no iteration made")
+    print(f"cells: {len(cells)} ({len(set(c.case.key for c in cells))} cases x "
+          f"{len(options.configs)} configs x {options.runs} runs); provider calls: up to {calls}")
+    print(f"concurrency: {options.concurrency}; timeout per call: {options.timeout_s:g} s; "
+          f"worst-case wall time: {waves * 2 * options.timeout_s:g} s"
+          + (f" (deadline {options.deadline_s:g} s)" if options.deadline_s else ""))
+    print(f"models: executor {options.executor_model or 'CLI default'}, "
+          f"grader {options.grader_model or 'CLI default'}")
+    print(f"workspace: {options.workspace}/iteration-N; sandboxes under {sandbox_base}")
+    print(f"executor argv ({first.label}): {_shell_join(executor.argv)}  (cwd {executor.cwd})")
+    print(f"grader argv: {_shell_join(grader_call.argv)}  (cwd {grader_call.cwd})")
+    return EXIT_OK
+
+
+def _shell_join(argv: list[str]) -> str:
+    import shlex
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+# -- report -------------------------------------------------------------------
+
+
+def load_benchmark(iteration: str | Path) -> dict[str, Any]:
+    folder = Path(iteration)
+    path = folder / "benchmark.json" if folder.is_dir() else folder
+    if not path.is_file():
+        raise InputError(f"no benchmark.json at {path}",
+                         "pass an iteration-N folder written by `run`")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read {path}: {exc}", "re-run, or restore the file") from None
+    required = ("metadata", "runs", "run_summary", "comparison", "sanity_checks", "per_eval")
+    missing = [k for k in required if not isinstance(data, dict) or k not in data]
+    if missing:
+        raise InputError(f"{path} is not a skill-eval benchmark (missing {', '.join(missing)})",
+                         "pass an iteration folder written by this runner")
+    return data
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    benchmark = load_benchmark(args.iteration)
+    folder = Path(args.iteration)
+    folder = folder if folder.is_dir() else folder.parent
+    text = render_markdown(benchmark)
+    write_text(folder / "benchmark.md", text)
+    print(text, end="")
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command == "validate":
+            return cmd_validate(args)
+        if args.command == "run":
+            return cmd_run(args, argv)
+        return cmd_report(args)
+    except EvalError as exc:
+        print(exc.render(), file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_OK
+    except SystemExit as exc:  # --help and --version
+        return exc.code if isinstance(exc.code, int) else EXIT_OK
+    except Exception as exc:
+        if debug:
+            raise
+        print(f"{PROG}: internal error: {type(exc).__name__}: {exc}\n"
+              "  fix: rerun with --debug and report the traceback", file=sys.stderr)
+        return EXIT_INVALID
+
+
+if __name__ == "__main__":
+    sys.exit(main())

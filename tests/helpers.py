@@ -1,0 +1,142 @@
+"""Shared test helpers: import the runner by path, build throwaway repositories."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parent.parent
+RUNNER_PATH = PROJECT / "skills" / "skill-eval" / "scripts" / "eval_runner.py"
+FAKES = PROJECT / "tests" / "fakes"
+PEER_CORPUS = PROJECT.parent / "shared" / "peer-corpus"
+
+
+def load_runner():
+    spec = importlib.util.spec_from_file_location("eval_runner", RUNNER_PATH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("eval_runner", module)
+    spec.loader.exec_module(module)
+    return sys.modules["eval_runner"]
+
+
+runner = load_runner()
+
+SKILL_MD = "---\nname: demo\ndescription: Use when testing skill-eval.\n---\n\n# Demo\n\nSay hello.\n"
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@t")
+    done = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          check=True, stdin=subprocess.DEVNULL)
+    return done.stdout
+
+
+def make_repo(base: Path, suite: dict, files: dict[str, str] | None = None,
+              skill_md: str = SKILL_MD, use_git: bool = True) -> Path:
+    """A small repository: skills/<name>/SKILL.md, evals/<name>/evals.json, extra files."""
+    root = base / "repo"
+    name = suite.get("skill_name", "demo") if isinstance(suite, dict) else "demo"
+    (root / "skills" / name).mkdir(parents=True)
+    (root / "skills" / name / "SKILL.md").write_text(skill_md, encoding="utf-8")
+    (root / "evals" / name).mkdir(parents=True)
+    suite_text = suite if isinstance(suite, str) else json.dumps(suite, indent=2)
+    (root / "evals" / name / "evals.json").write_text(suite_text, encoding="utf-8")
+    for rel, text in (files or {}).items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    if use_git:
+        git(root, "init", "-q")
+        git(root, "add", "-A")
+        git(root, "commit", "-qm", "init")
+    return root
+
+
+def demo_suite(cases: int = 2, **extra) -> dict:
+    suite = {"skill_name": "demo", "common_assertions": ["The reply is in English."],
+             "evals": [{"id": f"E{i:02d}", "name": f"case {i}", "prompt": f"Task number {i}.",
+                        "expectations": [f"It mentions item {i}.", "It is polite."]}
+                       for i in range(1, cases + 1)]}
+    suite.update(extra)
+    return suite
+
+
+def call_main(argv: list[str], env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """Run main(argv) in-process with stdout/stderr captured and env patched."""
+    out, err = io.StringIO(), io.StringIO()
+    saved = dict(os.environ)
+    try:
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = runner.main(argv)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return code, out.getvalue(), err.getvalue()
+
+
+def run_script(argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None,
+               timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(RUNNER_PATH), *argv], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+class TempDir:
+    def __init__(self) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix="skill-eval-test-"))
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def fake_env(tmp: Path, script: dict | None = None, extra: dict[str, str] | None = None) -> dict:
+    """An environment with the fake CLIs first on PATH, logging into tmp/log."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("CLAUDECODE",) and not k.startswith("FAKE_AGENT")}
+    env["PATH"] = f"{FAKES}{os.pathsep}{env.get('PATH', '')}"
+    log = tmp / "log"
+    log.mkdir(exist_ok=True)
+    env["FAKE_AGENT_LOG"] = str(log)
+    env["HOME"] = str(tmp / "home")
+    (tmp / "home").mkdir(exist_ok=True)
+    env["SKILL_EVAL_SANDBOX_ROOT"] = str(tmp / "sandboxes")
+    (tmp / "sandboxes").mkdir(exist_ok=True)
+    if script is not None:
+        path = tmp / "script.json"
+        path.write_text(json.dumps(script), encoding="utf-8")
+        env["FAKE_AGENT_SCRIPT"] = str(path)
+    env.update(extra or {})
+    return env
+
+
+def fake_calls(tmp: Path) -> list[dict]:
+    log = tmp / "log"
+    if not log.is_dir():
+        return []
+    calls = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(log.glob("*.json"))]
+    return calls
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """sha256 of every file under root except .git internals and workspaces."""
+    import hashlib
+    digest = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(".git/") or "/workspace/" in f"/{rel}/" or path.is_dir():
+            continue
+        data = os.readlink(path).encode() if path.is_symlink() else path.read_bytes()
+        digest[rel] = hashlib.sha256(data).hexdigest()
+    return digest
