@@ -1136,7 +1136,15 @@ class ProcessGroups:
             self.active.pop(proc.pid, None)
 
     def cancel(self, sig: int = signal.SIGTERM) -> None:
+        """Stop everything: signal every live group now, and KILL what is left after a grace."""
         self.cancelled.set()
+        self.signal_all(sig)
+        if sig != signal.SIGKILL:
+            timer = threading.Timer(KILL_GRACE_S, self.signal_all, args=(signal.SIGKILL,))
+            timer.daemon = True
+            timer.start()
+
+    def signal_all(self, sig: int) -> None:
         with self.lock:
             pids = list(self.active)
         for pid in pids:
@@ -1560,6 +1568,7 @@ class RunContext:
     deadline_at: float | None = None
     progress: Callable[[dict[str, Any]], None] | None = None
     judge: dict[str, Any] = dataclasses.field(default_factory=dict)
+    resuming: bool = False
 
     def should_stop(self) -> str | None:
         if self.groups.cancelled.is_set():
@@ -1597,17 +1606,38 @@ def allocate_iteration_dir(workspace: Path) -> Path:
             number += 1
 
 
+def load_finished_cells(ctx: RunContext, cells: list[Cell]) -> dict[str, dict[str, Any]]:
+    """Records of cells a previous attempt finished `ok`, read back from their files."""
+    finished = {}
+    for cell in cells:
+        try:
+            run = json.loads((cell.run_dir / "run.json").read_text(encoding="utf-8"))
+            grading = json.loads((cell.run_dir / "grading.json").read_text(encoding="utf-8"))
+            metrics = json.loads((cell.run_dir / "metrics.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if run.get("status") != STATUS_OK or not run.get("scored"):
+            continue
+        run.update(grading=grading, metrics=metrics.get("metrics"),
+                   _order=new_record(ctx, cell)["_order"])
+        finished[cell.label] = run
+    return finished
+
+
 def provider_env(cwd: Path) -> dict[str, str]:
     env = clean_environment()
     env["PWD"] = str(cwd)
     return env
 
 
-def execute_matrix(ctx: RunContext, cells: list[Cell]) -> list[dict[str, Any]]:
-    """Run every cell; each worker holds one provider process at a time."""
-    records: list[dict[str, Any]] = []
+def execute_matrix(ctx: RunContext, cells: list[Cell],
+                   finished: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Run every cell not already finished; each worker holds one provider process at a time."""
+    finished = finished or {}
+    records = [finished[cell.label] for cell in cells if cell.label in finished]
+    todo = [cell for cell in cells if cell.label not in finished]
     with concurrent.futures.ThreadPoolExecutor(max_workers=ctx.options.concurrency) as pool:
-        futures = {pool.submit(execute_cell_safely, ctx, cell): cell for cell in cells}
+        futures = {pool.submit(execute_cell_safely, ctx, cell): cell for cell in todo}
         for future in concurrent.futures.as_completed(futures):
             record = future.result()
             records.append(record)
@@ -1625,6 +1655,7 @@ def execute_cell_safely(ctx: RunContext, cell: Cell) -> dict[str, Any]:
         record.update(status="runner_error",
                       failure={"stage": "runner", "detail": f"{type(exc).__name__}: {exc}"})
     record["started_at"], record["finished_at"] = started, _utc_now()
+    record["resumed"] = ctx.resuming
     record["scored"] = record["status"] == STATUS_OK and record.get("grading") is not None
     write_run_files(cell, record)
     return record
@@ -1642,6 +1673,8 @@ def new_record(ctx: RunContext, cell: Cell) -> dict[str, Any]:
 def execute_cell(ctx: RunContext, cell: Cell) -> dict[str, Any]:
     record = new_record(ctx, cell)
     record["_judge"] = {"judge": ctx.judge}
+    if cell.run_dir.exists():  # a resumed cell starts clean: no stale verdicts survive
+        shutil.rmtree(cell.run_dir)
     cell.run_dir.joinpath("outputs").mkdir(parents=True, exist_ok=True)
     reason = ctx.should_stop()
     if reason:
@@ -2529,6 +2562,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--repo-root", metavar="DIR", help="repository root (default: detected)")
     run.add_argument("--codex-config", type=_codex_setting, action="append", default=[],
                      metavar="KEY=VALUE", help="codex only: pass -c KEY=VALUE to every codex call")
+    run.add_argument("--resume", metavar="ITERATION_DIR",
+                     help="finish an interrupted iteration: rerun every cell not finished ok")
     run.add_argument("--dry-run", action="store_true",
                      help="validate and print the plan and argv; launch nothing")
     run.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -2693,6 +2728,7 @@ def build_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: li
                     "deadline_s": options.deadline_s, "eval_ids": options.eval_ids,
                     "keep_sandboxes": options.keep_sandboxes,
                     "codex_config": options.codex_config},
+        "options_sha256": options_fingerprint(options),
         "cells_planned": len(cells), "created_at": _utc_now(), **extra,
     }
 
@@ -2764,8 +2800,11 @@ class InterruptHandler:
 
     def handle(self, signum: int, frame: Any) -> None:
         self.count += 1
+        if self.count == 1:
+            print(f"\n{PROG}: interrupted: ending running agents and writing what finished "
+                  "(press Ctrl-C again to stop faster)", file=sys.stderr)
         self.groups.cancel(signal.SIGTERM if self.count == 1 else signal.SIGKILL)
-        if self.count > 1:
+        if self.count > 2:
             raise KeyboardInterrupt
 
     def __exit__(self, *exc: Any) -> None:
@@ -2784,37 +2823,90 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         return EXIT_OK
     if args.dry_run:
         return print_dry_run(suite, options, provider, sandbox_base)
+    previous = check_resume(Path(args.resume), suite, options) if args.resume else None
     groups = ProcessGroups()
     cli_version = provider_version(provider, groups)
-    iteration_dir = allocate_iteration_dir(options.workspace)
+    iteration_dir = Path(args.resume) if args.resume else allocate_iteration_dir(options.workspace)
     return run_iteration(suite, options, provider, groups, iteration_dir, argv, cli_version,
-                         sandbox_base)
+                         sandbox_base, previous)
+
+
+def options_fingerprint(options: RunOptions) -> str:
+    """The options that change what a cell means; a resumed iteration must keep them."""
+    relevant = {"agent": options.agent, "configs": list(options.configs), "runs": options.runs,
+                "executor_model": options.executor_model, "grader_model": options.grader_model,
+                "eval_ids": options.eval_ids, "codex_config": options.codex_config}
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
+
+
+def check_resume(iteration_dir: Path, suite: Suite, options: RunOptions) -> dict[str, Any]:
+    """The earlier manifest, if suite, skill, runner and options still hash the same."""
+    path = iteration_dir / "iteration_manifest.json"
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        recorded = {"suite": manifest["suite"]["sha256"],
+                    "skill package": manifest["skill_package"]["sha256"],
+                    "runner": manifest["runner"]["sha256"], "options": manifest["options_sha256"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        raise InputError(f"--resume {iteration_dir}: no readable iteration_manifest.json",
+                         "pass an iteration-N folder written by `run`") from None
+    skill_files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
+    current = {"suite": suite.sha256, "skill package": tree_hash(suite.root, skill_files),
+               "runner": sha256_file(Path(__file__)), "options": options_fingerprint(options)}
+    changed = [name for name in recorded if recorded[name] != current[name]]
+    if changed:
+        raise InputError(f"--resume {iteration_dir}: the {', '.join(changed)} changed since that "
+                         "iteration started, so its finished cells would not be comparable",
+                         "start a new iteration (drop --resume), or restore what changed and "
+                         "pass the same --agent/--config/--runs/--model/--eval-id options")
+    return manifest
+
+
+def write_eval_metadata(suite: Suite, cells: list[Cell], iteration_dir: Path) -> None:
+    """skill-creator reads eval-<id>/eval_metadata.json beside the config folders."""
+    for case in {cell.case.key: cell.case for cell in cells}.values():
+        write_json(iteration_dir / f"eval-{case.key}" / "eval_metadata.json", {
+            "eval_id": case.id, "eval_name": case.name or f"eval-{case.key}",
+            "prompt": case.prompt, "assertions": suite.assertions_for(case)})
+
+
+def prepare_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: list[Cell],
+                     previous: dict[str, Any] | None, extra: dict[str, Any]) -> dict[str, Any]:
+    if previous is None:
+        return build_manifest(suite, options, argv, cells, extra)
+    previous.setdefault("resumes", []).append({"at": _utc_now(), "argv": argv,
+                                               "cli_version": extra["cli_version"]})
+    return previous
 
 
 def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups: ProcessGroups,
                   iteration_dir: Path, argv: list[str], cli_version: str,
-                  sandbox_base: Path) -> int:
+                  sandbox_base: Path, previous: dict[str, Any] | None = None) -> int:
     cells = plan_cells(suite, options, iteration_dir)
     fixtures = sorted({rel for cell in cells for rel in cell.case.files})
     snapshot = RepoSnapshot.take(suite.root, suite.skill_name)
-    manifest = build_manifest(suite, options, argv, cells, {
+    manifest = prepare_manifest(suite, options, argv, cells, previous, {
         "cli_version": cli_version, "sandbox_base": str(sandbox_base),
         "listing_source": snapshot.listing_source,
         "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name),
         "fixture_status": {"before": fixture_status(suite.root, fixtures)}})
     write_json(iteration_dir / "iteration_manifest.json", manifest)
+    write_eval_metadata(suite, cells, iteration_dir)
     schema_path = iteration_dir / "grader_schema.json"
     write_json(schema_path, VERDICT_SCHEMA)
     ctx = RunContext(suite, options, provider, iteration_dir, snapshot, sandbox_base, groups,
-                     schema_path, progress=Progress(len(cells), options.quiet),
+                     schema_path, progress=None,
                      judge={"provider": provider.name,
                             "model": options.grader_model or "CLI default",
                             "cli_version": cli_version,
-                            "prompt_template_sha256": grader_template_sha256()})
+                            "prompt_template_sha256": grader_template_sha256()},
+                     resuming=previous is not None)
+    finished = load_finished_cells(ctx, cells) if previous is not None else {}
+    ctx.progress = Progress(len(cells) - len(finished), options.quiet)
     if options.deadline_s:
         ctx.deadline_at = time.monotonic() + options.deadline_s
     with InterruptHandler(groups):
-        records = execute_matrix(ctx, cells)
+        records = execute_matrix(ctx, cells, finished)
     manifest["fixture_status"]["after"] = fixture_status(suite.root, fixtures)
     write_json(iteration_dir / "iteration_manifest.json", manifest)
     interrupted = groups.cancelled.is_set()
