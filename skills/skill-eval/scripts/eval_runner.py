@@ -2452,6 +2452,50 @@ def _md_per_eval(b: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+IDENTITY_LABELS = (
+    ("suite_sha256", "suite"), ("skill_sha256", "skill"), ("runner_sha256", "runner"),
+    ("fixtures_sha256", "fixtures"), ("agent", "agent"), ("cli_version", "agent CLI version"),
+    ("executor_model", "executor model"), ("grader_model", "grader model"),
+    ("grader_prompt_sha256", "grader prompt"),
+)
+
+
+def comparability(this: dict[str, Any], other: dict[str, Any]) -> str:
+    mine = this["metadata"].get("identity")
+    theirs = other["metadata"].get("identity")
+    if not mine or not theirs:
+        return "unknown (an iteration records no identities)"
+    changed = [label for key, label in IDENTITY_LABELS if mine.get(key) != theirs.get(key)]
+    return "same inputs" if not changed else f"different series: {', '.join(changed)} changed"
+
+
+def render_compare_markdown(this: dict[str, Any], other: dict[str, Any], other_name: str) -> str:
+    configs = this["metadata"]["configs"]
+    theirs = {str(row["eval_id"]): row for row in other["per_eval"]}
+    lines = [f"## Compared with {other_name}", "",
+             f"Comparability: {comparability(this, other)}", "",
+             "| eval | " + " | ".join(f"{c} (this / other)" for c in configs)
+             + " | delta (this / other) | change in delta |",
+             "|---|" + "---|" * (len(configs) + 2)]
+    for row in this["per_eval"]:
+        old = theirs.get(str(row["eval_id"]))
+        rates = []
+        for config in configs:
+            before = (old or {}).get("configs", {}).get(config, {}).get("mean_pass_rate")
+            rates.append(f"{fmt_rate(row['configs'][config]['mean_pass_rate'])} / "
+                         f"{fmt_rate(before)}")
+        old_delta = (old or {}).get("delta")
+        change = (row["delta"] - old_delta
+                  if row["delta"] is not None and old_delta is not None else None)
+        lines.append(f"| {_md_cell(row['eval_id'])} | " + " | ".join(rates)
+                     + f" | {fmt_delta(row['delta'])} / {fmt_delta(old_delta)} | "
+                     f"{fmt_delta(change)} |")
+    missing = sorted(set(theirs) - {str(r["eval_id"]) for r in this["per_eval"]})
+    if missing:
+        lines += ["", f"Only in {other_name}: {', '.join(missing)}"]
+    return "\n".join(lines) + "\n"
+
+
 def _md_failed_assertions(b: dict[str, Any]) -> str:
     lines = ["## Failed assertions", ""]
     for run in b["runs"]:
@@ -2754,6 +2798,22 @@ def benchmark_metadata(suite: Suite, options: RunOptions, manifest: dict[str, An
         "fixture_status": manifest.get("fixture_status"),
         "skill_installed_elsewhere": manifest.get("skill_installed_elsewhere"),
         "manifest": "iteration_manifest.json",
+        "identity": iteration_identity(manifest, options),
+    }
+
+
+def iteration_identity(manifest: dict[str, Any], options: RunOptions) -> dict[str, Any]:
+    """What must match for two iterations to be one series (see report --compare)."""
+    return {
+        "suite_sha256": manifest["suite"]["sha256"],
+        "skill_sha256": manifest["skill_package"]["sha256"],
+        "runner_sha256": manifest["runner"]["sha256"],
+        "fixtures_sha256": hashlib.sha256(json.dumps(
+            manifest.get("fixtures") or {}, sort_keys=True).encode()).hexdigest(),
+        "agent": options.agent, "cli_version": manifest.get("cli_version"),
+        "executor_model": options.executor_model or "CLI default",
+        "grader_model": options.grader_model or "CLI default",
+        "grader_prompt_sha256": grader_template_sha256(),
     }
 
 
@@ -2766,6 +2826,7 @@ class Progress:
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.done = self.ok = 0
         self.started = time.monotonic()
+        self.last_line = 0.0
         self.lock = threading.Lock()
 
     def __call__(self, record: dict[str, Any]) -> None:
@@ -2779,7 +2840,11 @@ class Progress:
             line = (f"[{self.done}/{self.total}] ok {self.ok}, failed {self.done - self.ok}; "
                     f"elapsed {elapsed:.0f}s, eta {eta:.0f}s; last: eval-{record['eval_id']}/"
                     f"{record['configuration']}/run-{record['run_number']} {record['status']}")
-            end = "\n" if not self.tty or self.done == self.total else ""
+            last = self.done == self.total
+            if not self.tty and not last and time.monotonic() - self.last_line < 2.0:
+                return
+            self.last_line = time.monotonic()
+            end = "\n" if not self.tty or last else ""
             self.stream.write(("\r\x1b[K" if self.tty else "") + line + end)
             self.stream.flush()
 
@@ -2815,14 +2880,15 @@ class InterruptHandler:
 def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     suite = load_valid_suite(args.suite, args.repo_root)
     options = options_from_args(args, suite)
-    provider = require_provider(options)
     sandbox_base = check_sandbox_base(suite.root)
+    if args.dry_run:  # a preview needs no agent CLI, so a fresh machine can see the plan
+        return print_dry_run(suite, options, PROVIDERS[options.agent](options.codex_config),
+                             sandbox_base)
+    provider = require_provider(options)
     selected = [c for c in suite.cases if not options.eval_ids or c.key in options.eval_ids]
     if not selected:
         print(f"0 cases: nothing to run ({suite.path}); no agent was launched")
         return EXIT_OK
-    if args.dry_run:
-        return print_dry_run(suite, options, provider, sandbox_base)
     previous = check_resume(Path(args.resume), suite, options) if args.resume else None
     groups = ProcessGroups()
     cli_version = provider_version(provider, groups)
@@ -2947,6 +3013,9 @@ def print_summary(benchmark: dict[str, Any], iteration_dir: Path) -> None:
 
 def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox_base: Path) -> int:
     cells = plan_cells(suite, options, Path("<workspace>/iteration-N"))
+    if not cells:
+        print(f"dry run: 0 cases: nothing to run ({suite.path}); nothing launched")
+        return EXIT_OK
     calls = 2 * len(cells)
     waves = math.ceil(len(cells) / options.concurrency)
     sandbox = sandbox_base / "skill-eval-XXXXXX" / "repo"
@@ -2968,6 +3037,11 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     print(f"workspace: {options.workspace}/iteration-N; sandboxes under {sandbox_base}")
     print(f"executor argv ({first.label}): {_shell_join(executor.argv)}  (cwd {executor.cwd})")
     print(f"grader argv: {_shell_join(grader_call.argv)}  (cwd {grader_call.cwd})")
+    print("executor and grader prompts go on standard input; assertions reach only the grader")
+    where = provider.executable()
+    print(f"{provider.binary}: {where}" if where else
+          f"{provider.binary}: not on PATH; a real run would stop with exit 3 "
+          f"(install: {provider.install_hint})")
     return EXIT_OK
 
 
