@@ -865,15 +865,19 @@ def git_environment() -> dict[str, str]:
     return env
 
 
-def run_git(args: list[str], cwd: Path, timeout_s: float = 120.0) -> tuple[bool, str]:
+def run_git(args: list[str], cwd: Path, timeout_s: float = 300.0, stdin: bytes | None = None,
+            env: dict[str, str] | None = None) -> tuple[bool, str]:
     """Run git quietly; (ok, stdout or the error). Never raises."""
     if shutil.which("git") is None:
         return False, "git is not installed"
+    full_env = git_environment()
+    full_env.update(env or {})
     try:
         done = subprocess.run(
-            ["git", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false", *args],
-            cwd=cwd, env=git_environment(), stdin=subprocess.DEVNULL, capture_output=True,
-            timeout=timeout_s, check=False)
+            ["git", "--literal-pathspecs", "-c", "core.hooksPath=/dev/null",
+             "-c", "commit.gpgsign=false", *args],
+            cwd=cwd, env=full_env, input=stdin, capture_output=True, timeout=timeout_s,
+            check=False)
     except (OSError, subprocess.SubprocessError) as exc:
         return False, f"git {args[0]} could not run: {exc}"
     if done.returncode != 0:
@@ -897,6 +901,8 @@ class RepoSnapshot:
     base_files: list[str]
     skill_files: list[str]
     listing_source: str
+    linked_files: frozenset = frozenset()  # base files that are links: materialised per cell
+    template: GitTemplate | None = None
 
     @classmethod
     def take(cls, root: Path, skill_name: str) -> RepoSnapshot:
@@ -904,7 +910,59 @@ class RepoSnapshot:
         base = sorted(rel for rel in listed if _is_delivered(rel, skill_name))
         skill_dir = root / "skills" / skill_name
         skill = sorted(p.relative_to(root).as_posix() for p in _walk_files(skill_dir))
-        return cls(root, base, skill, source)
+        linked = frozenset(rel for rel in base if os.path.islink(root / rel))
+        return cls(root, base, skill, source, linked)
+
+
+@dataclasses.dataclass
+class GitTemplate:
+    """One object store and index holding the baseline of every sandbox of an iteration.
+
+    Hashing the repository once, instead of once per cell, is what keeps a sandbox about as
+    cheap as a plain copy: each sandbox borrows these objects through git's alternates file,
+    and a copy of this index matches the sandbox's files because copies keep their mtime and
+    the sandbox compares only whole-second mtime and size (core.checkStat=minimal).
+    """
+
+    folder: Path
+    commit: str
+    error: str | None = None
+
+    @property
+    def objects(self) -> Path:
+        return self.folder / "git" / "objects"
+
+    @property
+    def index(self) -> Path:
+        return self.folder / "index"
+
+    def remove(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def build_git_template(snapshot: RepoSnapshot, base: Path) -> GitTemplate:
+    folder = Path(tempfile.mkdtemp(prefix="skill-eval-template-", dir=base))
+    git_dir = folder / "git"
+    env = {"GIT_INDEX_FILE": str(folder / "index")}
+    regular = [rel for rel in snapshot.base_files if rel not in snapshot.linked_files
+               and (snapshot.root / rel).is_file()]
+    common = [f"--git-dir={git_dir}", f"--work-tree={snapshot.root}"]
+    steps = (
+        (["init", "-q", "--bare", "--template=", str(git_dir)], None),
+        ([*common, "add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"],
+         "\0".join(regular).encode("utf-8")),
+        ([*common, "write-tree"], None),
+    )
+    out = ""
+    for args, stdin in steps:
+        if args[-1] == "--pathspec-file-nul" and not regular:
+            continue
+        ok, out = run_git(args, folder, stdin=stdin, env=env)
+        if not ok:
+            return GitTemplate(folder, "", out)
+    ok, commit = run_git([f"--git-dir={git_dir}", "commit-tree", out.strip(), "-m",
+                          "skill-eval baseline"], folder)
+    return GitTemplate(folder, commit.strip() if ok else "", None if ok else commit)
 
 
 def _list_repository(root: Path) -> tuple[list[str], str]:
@@ -932,7 +990,10 @@ def check_sandbox_base(root: Path) -> Path:
 
 
 class FileCopier:
-    """Copies repository files into a fresh tree; links are resolved, never recreated."""
+    """Copies repository files into a fresh tree; links are resolved, never recreated.
+
+    Copies keep the source's mtime so the iteration's git template index matches them.
+    """
 
     def __init__(self, root: Path, dest: Path):
         self.root = root
@@ -940,6 +1001,7 @@ class FileCopier:
         self.dest = dest
         self.made_dirs: set[str] = set()
         self.skipped: list[dict[str, str]] = []
+        self.fixture_files: list[str] = []
         self.copied = 0
 
     def copy(self, rel: str) -> None:
@@ -957,14 +1019,18 @@ class FileCopier:
             self.made_dirs.add(parent)
         target = self.dest / rel
         shutil.copyfile(real, target, follow_symlinks=False)
-        shutil.copymode(real, target)
+        stat = real.stat()
+        os.chmod(target, stat.st_mode & 0o7777)
+        os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))
         self.copied += 1
 
     def copy_fixture(self, rel: str) -> None:
         source = self.root / rel
         if Path(os.path.realpath(source)).is_dir():
             for path in _walk_files(Path(os.path.realpath(source))):
-                self.copy(f"{rel}/{path.relative_to(os.path.realpath(source)).as_posix()}")
+                inner = f"{rel}/{path.relative_to(os.path.realpath(source)).as_posix()}"
+                self.fixture_files.append(inner)
+                self.copy(inner)
         else:
             self.copy(rel)
 
@@ -999,7 +1065,11 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool, base: Pa
             copier.copy(rel)
     for rel in case.files:
         copier.copy_fixture(rel)
-    git = init_sandbox_git(repo)
+    extras = set(snapshot.linked_files) | set(case.files)
+    if with_skill:
+        extras |= set(snapshot.skill_files)
+    extras = sorted(extras | set(copier.fixture_files))
+    git = init_sandbox_git(repo, snapshot.template, extras)
     (repo / ARTIFACT_RELPATH).parent.mkdir(parents=True, exist_ok=True)
     record = {"path": str(repo), "grader_dir": str(grader_dir), "files_delivered": copier.copied,
               "listing_source": snapshot.listing_source, "skill_delivered": with_skill,
@@ -1008,15 +1078,49 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool, base: Pa
     return Sandbox(cell_dir, repo, grader_dir, record)
 
 
-def init_sandbox_git(repo: Path) -> dict[str, Any]:
+SANDBOX_GIT_CONFIG = """\
+[core]
+\trepositoryformatversion = 0
+\tfilemode = true
+\tbare = false
+\tlogallrefupdates = false
+\tcheckStat = minimal
+\ttrustctime = false
+"""
+
+
+def init_sandbox_git(repo: Path, template: GitTemplate | None, extras: list[str]) -> dict[str, Any]:
     """A throwaway repository with one baseline commit; failure is recorded, not fatal."""
-    steps = (["init", "-q", "--template=", "."], ["add", "-A", "."],
+    if template is None or template.error or not template.commit:
+        return _init_sandbox_git_fully(repo)
+    git_dir = repo / ".git"
+    for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
+        (git_dir / sub).mkdir(parents=True)
+    (git_dir / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
+    (git_dir / "config").write_text(SANDBOX_GIT_CONFIG, encoding="utf-8")
+    (git_dir / "objects/info/alternates").write_text(f"{template.objects}\n", encoding="utf-8")
+    (git_dir / "refs/heads/main").write_text(f"{template.commit}\n", encoding="utf-8")
+    shutil.copyfile(template.index, git_dir / "index")
+    present = [rel for rel in extras if (repo / rel).is_file()]
+    if present:
+        for step, stdin in ((["add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"],
+                             "\0".join(present).encode("utf-8")),
+                            (["commit", "-q", "--no-verify", "-m", "skill-eval baseline"], None)):
+            ok, detail = run_git(step, repo, stdin=stdin)
+            if not ok:
+                return {"ok": False, "error": detail, "method": "template"}
+    return {"ok": True, "baseline": "HEAD", "method": "template", "borrows_objects_from":
+            str(template.objects)}
+
+
+def _init_sandbox_git_fully(repo: Path) -> dict[str, Any]:
+    steps = (["init", "-q", "--template=", "."], ["add", "-A", "-f", "."],
              ["commit", "-q", "--no-verify", "--allow-empty", "-m", "skill-eval baseline"])
     for step in steps:
         ok, detail = run_git(step, repo)
         if not ok:
-            return {"ok": False, "error": detail}
-    return {"ok": True, "baseline": "HEAD"}
+            return {"ok": False, "error": detail, "method": "full"}
+    return {"ok": True, "baseline": "HEAD", "method": "full"}
 
 
 def sandbox_changes(repo: Path, git_record: dict[str, Any]) -> dict[str, Any]:
@@ -2951,9 +3055,12 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
     cells = plan_cells(suite, options, iteration_dir)
     fixtures = sorted({rel for cell in cells for rel in cell.case.files})
     snapshot = RepoSnapshot.take(suite.root, suite.skill_name)
+    snapshot.template = build_git_template(snapshot, sandbox_base)
     manifest = prepare_manifest(suite, options, argv, cells, previous, {
         "cli_version": cli_version, "sandbox_base": str(sandbox_base),
         "listing_source": snapshot.listing_source,
+        "git_template": {"path": str(snapshot.template.folder), "commit": snapshot.template.commit,
+                         "error": snapshot.template.error},
         "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name),
         "fixture_status": {"before": fixture_status(suite.root, fixtures)}})
     write_json(iteration_dir / "iteration_manifest.json", manifest)
@@ -2973,6 +3080,8 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
         ctx.deadline_at = time.monotonic() + options.deadline_s
     with InterruptHandler(groups):
         records = execute_matrix(ctx, cells, finished)
+    if not options.keep_sandboxes:  # kept sandboxes still borrow its objects
+        snapshot.template.remove()
     manifest["fixture_status"]["after"] = fixture_status(suite.root, fixtures)
     write_json(iteration_dir / "iteration_manifest.json", manifest)
     interrupted = groups.cancelled.is_set()
