@@ -1,0 +1,701 @@
+"""Shared machinery for the fake `claude` and `codex` command-line tools.
+
+The fakes stand in for the real agent CLIs in tests. They speak the real
+argv/stdin/stdout/exit-code contracts (see README.md next to this file) and
+do what a test script tells them through environment variables:
+
+    FAKE_AGENT_SCRIPT   path to a JSON file choosing answers and faults
+    FAKE_AGENT_LOG      directory receiving one JSON record per invocation
+
+Sections:
+    1. constants
+    2. errors
+    3. argument parsing (commander style for claude, clap style for codex)
+    4. invocation log
+    5. test script: loading, validation, spec selection
+    6. prompt conventions (artifact path, skill path, assertions)
+    7. grader verdicts
+    8. executor actions (reads and writes on disk)
+    9. process behaviour (stdin, output, hangs, floods)
+
+Standard library only; must run on Python 3.9+.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+# ============================================================================
+# 1. constants
+# ============================================================================
+
+FAULTS = (
+    "exit_nonzero", "is_error", "is_error_exit0", "hang", "hang_with_child",
+    "silent", "invalid_json", "truncated", "flood", "delete_cwd",
+    "unreachable", "max_structured_retries",
+)
+SPEC_KEYS = frozenset((
+    "fault", "sleep_s", "text", "usage", "duration_ms", "total_cost_usd",
+    "num_turns", "write_artifact", "write_artifact_hex", "artifact_bytes",
+    "write_files", "read_skill", "read_paths", "permission_denials",
+    "verdicts", "raw_verdicts", "verdict_form", "flood_bytes",
+))
+VERDICT_FORMS = ("structured", "text", "fenced", "legacy", "prose")
+ROLES = ("executor", "grader")
+DEFAULT_EXECUTOR_TEXT = "fake executor answer"
+DEFAULT_PROSE_VERDICT = "Looks fine to me."
+DEFAULT_FLOOD_BYTES = 200_000_000
+LOGGED_ENV = ("HOME", "PWD", "CODEX_HOME", "CLAUDECODE", "IS_SANDBOX",
+              "GIT_DIR", "GIT_WORK_TREE", "TMPDIR")
+ARTIFACT_PREFIX = "Artifact path:"
+SKILL_PREFIX = "Skill path:"
+ASSERTIONS_HEADING = "## Assertions"
+SCRIPT_ERROR_EXIT = 3   # a broken test script, never a contract behaviour
+
+# ============================================================================
+# 2. errors
+# ============================================================================
+
+
+class FakeExit(Exception):
+    """Stop now: print `stderr`/`stdout` and exit with `code`."""
+
+    def __init__(self, code: int, stderr: str = "", stdout: str = ""):
+        super().__init__(stderr or stdout)
+        self.code = code
+        self.stderr = stderr
+        self.stdout = stdout
+
+
+def script_error(cli: str, message: str) -> FakeExit:
+    """A mistake in the test's FAKE_AGENT_SCRIPT: fail loudly, distinct code."""
+    return FakeExit(SCRIPT_ERROR_EXIT,
+                    f"fake {cli}: bad FAKE_AGENT_SCRIPT: {message}\n")
+
+# ============================================================================
+# 3. argument parsing
+# ============================================================================
+
+
+@dataclass(frozen=True)
+class Opt:
+    """One command-line option.
+
+    kind: "flag" (no value), "value" (exactly one), "optional" ([value]),
+    "variadic" (one or more).  `label` is how error messages name it.
+    """
+    names: tuple[str, ...]
+    kind: str
+    label: str
+    choices: tuple[str, ...] = ()
+    repeatable: bool = False
+    early: str = ""          # "version" or "help": stop parsing and act
+
+    @property
+    def key(self) -> str:
+        longs = [n for n in self.names if n.startswith("--")]
+        return (longs or list(self.names))[0].lstrip("-")
+
+
+@dataclass
+class Parsed:
+    opts: dict[str, Any] = field(default_factory=dict)
+    positionals: list[str] = field(default_factory=list)
+    early: str = ""
+
+
+def _index(table) -> dict[str, Opt]:
+    return {name: opt for opt in table for name in opt.names}
+
+
+def _looks_like_option(arg: str) -> bool:
+    return len(arg) > 1 and arg.startswith("-")
+
+
+def _commander_store(parsed: Parsed, opt: Opt, value: Any) -> None:
+    if opt.kind == "variadic" or opt.repeatable:
+        parsed.opts.setdefault(opt.key, []).append(value)
+    else:
+        parsed.opts[opt.key] = value   # commander: the last one wins
+
+
+def _commander_check_choice(opt: Opt, value: str) -> None:
+    if opt.choices and value not in opt.choices:
+        allowed = ", ".join(opt.choices)
+        raise FakeExit(1, f"error: option '{opt.label}' argument '{value}' is invalid. "
+                          f"Allowed choices are {allowed}.\n")
+
+
+def parse_commander(argv: list[str], table) -> Parsed:
+    """Parse like commander.js (used by claude): unknown option -> exit 1.
+
+    Rules mirrored: `--opt=value` only for options taking a value; `-xVALUE`
+    and grouped short flags; a required value is the next argument whatever
+    it looks like; an optional value is taken only if the next argument does
+    not look like an option; a variadic option keeps taking arguments until
+    one looks like an option; `--` ends options.
+    """
+    by_name = _index(table)
+    parsed = Parsed()
+    args = list(argv)
+    variadic: Opt | None = None
+    while args:
+        arg = args.pop(0)
+        if arg == "--":
+            parsed.positionals.extend(args)
+            break
+        if variadic is not None and not _looks_like_option(arg):
+            parsed.opts[variadic.key].append(arg)
+            continue
+        variadic = None
+        if not _looks_like_option(arg):
+            parsed.positionals.append(arg)
+            continue
+        opt, attached = _commander_lookup(by_name, arg, args)
+        if opt is None:
+            raise FakeExit(1, f"error: unknown option '{arg}'\n")
+        if opt.early:
+            parsed.early = opt.early
+            return parsed
+        value = _commander_value(opt, attached, args)
+        _commander_store(parsed, opt, value)
+        if opt.kind == "variadic":
+            variadic = opt
+    return parsed
+
+
+def _commander_lookup(by_name, arg, args):
+    """Return (option, attached value) or (None, None) for an unknown one."""
+    if arg.startswith("--"):
+        name, eq, value = arg.partition("=")
+        opt = by_name.get(name)
+        if opt is None or (eq and opt.kind == "flag"):
+            return None, None
+        return opt, (value if eq else None)
+    opt = by_name.get(arg[:2])
+    rest = arg[2:]
+    if opt is None:
+        return None, None
+    if rest and opt.kind == "flag":
+        args.insert(0, "-" + rest)       # grouped short flags: -pv
+        return opt, None
+    return opt, (rest or None)
+
+
+def _commander_value(opt: Opt, attached: str | None, args: list[str]):
+    if opt.kind == "flag":
+        return True
+    if attached is not None:
+        value = attached
+    elif opt.kind == "optional":
+        if not args or _looks_like_option(args[0]):
+            return True
+        value = args.pop(0)
+    elif args:
+        value = args.pop(0)
+    else:
+        raise FakeExit(1, f"error: option '{opt.label}' argument missing\n")
+    _commander_check_choice(opt, value)
+    return value
+
+
+CLAP_USAGE = ("Usage: codex exec [OPTIONS] [PROMPT]\n"
+              "       codex exec [OPTIONS] <COMMAND> [ARGS]\n\n"
+              "For more information, try '--help'.\n")
+
+
+def clap_unexpected(arg: str) -> FakeExit:
+    tip = ""
+    if arg.startswith("-"):
+        tip = f"  tip: to pass '{arg}' as a value, use '-- {arg}'\n\n"
+    return FakeExit(2, f"error: unexpected argument '{arg}' found\n\n{tip}{CLAP_USAGE}")
+
+
+def parse_clap(argv: list[str], table, max_positionals: int = 1) -> Parsed:
+    """Parse like clap (used by codex): any usage error -> exit 2.
+
+    Rules mirrored: `--opt=value`, `-oVALUE`, `-o=VALUE`; a value never looks
+    like an option (except `-`); single-use options may not repeat; a
+    `<FILE>...` option takes values until the next option-like argument.
+    """
+    by_name = _index(table)
+    parsed = Parsed()
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        if arg == "--":
+            parsed.positionals.extend(args)
+            break
+        if not _looks_like_option(arg):
+            parsed.positionals.append(arg)
+            continue
+        opt, attached = _clap_lookup(by_name, arg, args)
+        if opt.early:
+            parsed.early = opt.early
+            return parsed
+        if opt.key in parsed.opts and not opt.repeatable:
+            raise FakeExit(2, f"error: the argument '{opt.label}' cannot be used multiple "
+                              f"times\n\n{CLAP_USAGE}")
+        _clap_store(parsed, opt, _clap_values(opt, attached, args))
+    if len(parsed.positionals) > max_positionals:
+        raise clap_unexpected(parsed.positionals[max_positionals])
+    return parsed
+
+
+def _clap_lookup(by_name, arg, args):
+    if arg.startswith("--"):
+        name, eq, value = arg.partition("=")
+        opt = by_name.get(name)
+        if opt is None:
+            raise clap_unexpected(name)
+        if eq and opt.kind == "flag":
+            raise FakeExit(2, f"error: unexpected value '{value}' for '{name}' found; no "
+                              f"more were expected\n\n{CLAP_USAGE}")
+        return opt, (value if eq else None)
+    opt = by_name.get(arg[:2])
+    if opt is None:
+        raise clap_unexpected(arg[:2])
+    rest = arg[2:]
+    if rest and opt.kind == "flag":
+        args.insert(0, "-" + rest)
+        return opt, None
+    if rest.startswith("="):
+        rest = rest[1:]
+    return opt, (rest or None)
+
+
+def _clap_values(opt: Opt, attached: str | None, args: list[str]):
+    if opt.kind == "flag":
+        return True
+    values = [attached] if attached is not None else []
+    if not values and args and (args[0] == "-" or not _looks_like_option(args[0])):
+        values.append(args.pop(0))
+    if not values:
+        raise FakeExit(2, f"error: a value is required for '{opt.label}' but none was "
+                          "supplied\n\nFor more information, try '--help'.\n")
+    if opt.kind == "variadic":
+        while args and not _looks_like_option(args[0]):
+            values.append(args.pop(0))
+        values = [part for v in values for part in v.split(",")]
+    for value in values:
+        if opt.choices and value not in opt.choices:
+            possible = ", ".join(opt.choices)
+            raise FakeExit(2, f"error: invalid value '{value}' for '{opt.label}'\n"
+                              f"  [possible values: {possible}]\n\n"
+                              "For more information, try '--help'.\n")
+    return values if opt.kind == "variadic" else values[0]
+
+
+def _clap_store(parsed: Parsed, opt: Opt, value: Any) -> None:
+    if opt.kind == "variadic":
+        parsed.opts.setdefault(opt.key, []).extend(value)
+    elif opt.repeatable:
+        parsed.opts.setdefault(opt.key, []).append(value)
+    else:
+        parsed.opts[opt.key] = value
+
+# ============================================================================
+# 4. invocation log
+# ============================================================================
+
+
+class InvocationLog:
+    """Writes one JSON record per process into $FAKE_AGENT_LOG, at most once."""
+
+    def __init__(self, cli: str, argv: list[str]):
+        self.cli = cli
+        self.argv = list(argv)
+        self.cwd = safe_getcwd()
+        self.written = False
+
+    def write(self, role: str | None = None, prompt: str | None = None,
+              stdin: str | None = None, **extra: Any) -> None:
+        logdir = os.environ.get("FAKE_AGENT_LOG")
+        if self.written or not logdir:
+            return
+        self.written = True
+        record = {
+            "cli": self.cli, "argv": self.argv, "cwd": self.cwd, "role": role,
+            "stdin": stdin, "env_names": sorted(os.environ),
+            "env": {k: os.environ[k] for k in LOGGED_ENV if k in os.environ},
+            "pid": os.getpid(), "pgid": os.getpgid(0), "prompt": prompt,
+        }
+        record.update(extra)
+        name = f"{time.time_ns()}-{os.getpid()}.json"
+        write_json_atomic(os.path.join(logdir, name), record)
+
+
+def write_json_atomic(path: str, data: Any) -> None:
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    # Not *.json: readers glob for that and must never see a half-written record.
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".partial")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=1, sort_keys=False)
+            handle.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def safe_getcwd() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:        # the directory was deleted under us
+        return os.environ.get("PWD")
+
+# ============================================================================
+# 5. test script
+# ============================================================================
+
+
+def load_script(cli: str) -> dict[str, Any]:
+    path = os.environ.get("FAKE_AGENT_SCRIPT")
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as handle:
+            script = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise script_error(cli, f"{path}: {exc}") from None
+    if not isinstance(script, dict):
+        raise script_error(cli, "top level must be an object")
+    return script
+
+
+def select_spec(cli: str, script: dict[str, Any], role: str, prompt: str) -> dict[str, Any]:
+    """The role's default spec with the first matching case merged over it."""
+    spec = dict(script.get(role) or {})
+    for index, case in enumerate(script.get("cases") or []):
+        if not isinstance(case, dict):
+            raise script_error(cli, f"cases[{index}] must be an object")
+        if case.get("role", "any") not in ("any", role):
+            continue
+        if str(case.get("match", "")) in prompt:
+            spec.update(case.get("spec") or {})
+            break
+    validate_spec(cli, spec)
+    return spec
+
+
+def validate_spec(cli: str, spec: dict[str, Any]) -> None:
+    unknown = sorted(set(spec) - SPEC_KEYS)
+    if unknown:
+        raise script_error(cli, f"unknown spec field(s): {', '.join(unknown)}")
+    fault = spec.get("fault")
+    if fault is not None and fault not in FAULTS:
+        raise script_error(cli, f"unknown fault {fault!r} (known: {', '.join(FAULTS)})")
+    form = spec.get("verdict_form", "structured")
+    if form not in VERDICT_FORMS:
+        raise script_error(cli, f"unknown verdict_form {form!r}")
+    policy = spec.get("verdicts", "all_pass")
+    if not (policy in ("all_pass", "all_fail") or (
+            isinstance(policy, dict) and len(policy) == 1
+            and set(policy) <= {"fail_ids", "fail_if_text_contains"})):
+        raise script_error(cli, "verdicts must be \"all_pass\", \"all_fail\", "
+                                "{\"fail_ids\": [...]} or {\"fail_if_text_contains\": [...]}")
+    writes = [k for k in ("write_artifact", "write_artifact_hex", "artifact_bytes") if k in spec]
+    if len(writes) > 1:
+        raise script_error(cli, f"use only one of {', '.join(writes)}")
+
+# ============================================================================
+# 6. prompt conventions
+# ============================================================================
+
+
+def line_value(prompt: str, prefix: str) -> str | None:
+    """Rest of the first line starting with `prefix`, stripped, or None."""
+    for line in prompt.splitlines():
+        if line.startswith(prefix):
+            return line[len(prefix):].strip()
+    return None
+
+
+def parse_assertions(prompt: str) -> list[tuple[int, str]]:
+    """(id, text) pairs from the `## Assertions` section of a grader prompt."""
+    found: list[tuple[int, str]] = []
+    inside = False
+    for line in prompt.splitlines():
+        if line.startswith("## "):
+            if inside:
+                break
+            inside = line.startswith(ASSERTIONS_HEADING)
+            continue
+        match = re.match(r"^(\d+)\.\s+(.*?)\s*$", line) if inside else None
+        if match:
+            found.append((int(match.group(1)), match.group(2)))
+    return found
+
+# ============================================================================
+# 7. grader verdicts
+# ============================================================================
+
+
+def assertion_passes(policy: Any, ident: int, text: str) -> bool:
+    if policy in (None, "all_pass"):
+        return True
+    if policy == "all_fail":
+        return False
+    if isinstance(policy, dict) and "fail_ids" in policy:
+        return ident not in policy["fail_ids"]
+    if isinstance(policy, dict) and "fail_if_text_contains" in policy:
+        lowered = text.lower()
+        return not any(w.lower() in lowered for w in policy["fail_if_text_contains"])
+    raise ValueError(f"unknown verdicts policy {policy!r}")
+
+
+def verdict_payload(spec: dict[str, Any], assertions: list[tuple[int, str]]) -> dict[str, Any]:
+    """The JSON object a grader answers with (verdicts or legacy shape)."""
+    legacy = spec.get("verdict_form") == "legacy"
+    if "raw_verdicts" in spec:
+        return {"expectations" if legacy else "verdicts": spec["raw_verdicts"]}
+    rows = []
+    for ident, text in assertions:
+        passed = assertion_passes(spec.get("verdicts"), ident, text)
+        verb = "holds" if passed else "does not hold"
+        evidence = f"fake grader: assertion {ident} {verb}"
+        if legacy:
+            rows.append({"text": text, "passed": passed, "evidence": evidence})
+        else:
+            rows.append({"id": ident, "passed": passed, "evidence": evidence})
+    return {"expectations" if legacy else "verdicts": rows}
+
+
+def compact_json(data: Any) -> str:
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+
+def render_verdict(spec: dict[str, Any], prompt: str) -> tuple[dict[str, Any] | None, str]:
+    """(structured object or None, answer text) for the spec's verdict_form.
+
+    A structured object is returned for "structured" and "legacy"; the CLI
+    delivers it through its structured channel. Other forms are text only.
+    """
+    form = spec.get("verdict_form", "structured")
+    if form == "prose":
+        return None, spec.get("text", DEFAULT_PROSE_VERDICT)
+    payload = verdict_payload(spec, parse_assertions(prompt))
+    if form in ("structured", "legacy"):
+        return payload, compact_json(payload)
+    pretty = json.dumps(payload, indent=2, ensure_ascii=False)
+    if form == "text":
+        return None, pretty
+    return None, f"Here is my assessment of the recorded output.\n\n```json\n{pretty}\n```\n"
+
+# ============================================================================
+# 8. executor actions
+# ============================================================================
+
+
+@dataclass
+class Action:
+    kind: str                 # "read" or "write"
+    path: str                 # absolute
+    data: bytes = b""
+    result: str = ""          # filled when performed: file text or error text
+    ok: bool = False
+    existed: bool = False
+
+
+def plan_actions(cli: str, spec: dict[str, Any], prompt: str, root: str) -> list[Action]:
+    """The reads and writes an executor spec asks for, in a fixed order."""
+    actions: list[Action] = []
+    skill = line_value(prompt, SKILL_PREFIX)
+    if skill and spec.get("read_skill", True):
+        actions.append(Action("read", _absolute(skill, root)))
+    for path in spec.get("read_paths") or []:
+        actions.append(Action("read", _absolute(path, root)))
+    data = artifact_bytes(spec)
+    if data is not None:
+        artifact = line_value(prompt, ARTIFACT_PREFIX)
+        if not artifact:
+            raise script_error(cli, "spec writes the artifact but the prompt has no "
+                                    f"'{ARTIFACT_PREFIX}' line")
+        actions.append(Action("write", _absolute(artifact, root), data))
+    for path, content in (spec.get("write_files") or {}).items():
+        actions.append(Action("write", _absolute(path, root), content.encode("utf-8")))
+    return actions
+
+
+def artifact_bytes(spec: dict[str, Any]) -> bytes | None:
+    if "write_artifact" in spec:
+        return spec["write_artifact"].encode("utf-8")
+    if "write_artifact_hex" in spec:
+        return bytes.fromhex(spec["write_artifact_hex"])
+    if "artifact_bytes" in spec:
+        return b"a" * int(spec["artifact_bytes"])
+    return None
+
+
+def _absolute(path: str, root: str) -> str:
+    return os.path.normpath(os.path.join(root, os.path.expanduser(path)))
+
+
+def perform_read(action: Action) -> None:
+    try:
+        with open(action.path, "rb") as handle:
+            action.result = handle.read().decode("utf-8", "replace")
+        action.ok = True
+    except OSError as exc:
+        action.result = exc.strerror or str(exc)
+
+
+def perform_write(action: Action) -> None:
+    """Write as the OS does: parents created, symlinks followed."""
+    action.existed = os.path.lexists(action.path)
+    try:
+        os.makedirs(os.path.dirname(action.path), exist_ok=True)
+        with open(action.path, "wb") as handle:
+            handle.write(action.data)
+        action.ok = True
+    except OSError as exc:
+        action.result = exc.strerror or str(exc)
+
+
+def is_inside(path: str, roots: list[str]) -> bool:
+    """Whether `path`, symlinks resolved, lies in one of `roots`."""
+    real = os.path.realpath(path)
+    for root in roots:
+        top = os.path.realpath(root)
+        if real == top or real.startswith(top.rstrip(os.sep) + os.sep):
+            return True
+    return False
+
+# ============================================================================
+# 9. process behaviour
+# ============================================================================
+
+
+def restore_sigpipe() -> None:
+    """Die on a closed stdout like a native CLI instead of raising."""
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+
+
+def stdin_is_terminal() -> bool:
+    try:
+        return os.isatty(0)
+    except OSError:
+        return True
+
+
+def stdin_is_stream() -> bool:
+    """True for a pipe, socket or regular file (anything but a tty/device)."""
+    import stat
+    try:
+        mode = os.fstat(0).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISREG(mode)
+
+
+def read_stdin_all() -> str:
+    chunks = []
+    while True:
+        chunk = os.read(0, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def stdin_ready(timeout_s: float) -> bool:
+    try:
+        readable, _, _ = select.select([0], [], [], timeout_s)
+    except (OSError, ValueError):
+        return False
+    return bool(readable)
+
+
+def out(text: str) -> None:
+    """Write to stdout right away (a streaming CLI flushes each line)."""
+    sys.stdout.buffer.write(text.encode("utf-8"))
+    sys.stdout.buffer.flush()
+
+
+def err(text: str) -> None:
+    sys.stderr.write(text)
+    sys.stderr.flush()
+
+
+def jsonl(events: list[dict[str, Any]]) -> str:
+    return "".join(compact_json(e) + "\n" for e in events)
+
+
+def hang_forever() -> None:
+    while True:
+        time.sleep(3600)
+
+
+def spawn_grandchild() -> subprocess.Popen:
+    """A `sleep` in our process group that inherits env, stdout and stderr."""
+    return subprocess.Popen(["sleep", "100000"], stdin=subprocess.DEVNULL)
+
+
+def flood(total: int) -> None:
+    chunk = b"x" * (1 << 20)
+    left = total
+    while left > 0:
+        sys.stdout.buffer.write(chunk[:min(left, len(chunk))])
+        left -= len(chunk)
+    sys.stdout.buffer.write(b"\n")
+    sys.stdout.buffer.flush()
+
+
+def emit_stdout(text: str, spec: dict[str, Any]) -> None:
+    """Print the finished stdout, bent by the output faults."""
+    fault = spec.get("fault")
+    if fault == "truncated":
+        text = text[: len(text) // 2]
+    elif fault == "flood":
+        flood(int(spec.get("flood_bytes", DEFAULT_FLOOD_BYTES)))
+    out(text)
+
+
+def remove_tree(path: str) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def new_uuid() -> str:
+    return str(uuid.uuid4())
+
+
+def new_uuid7() -> str:
+    """A time-ordered UUID (version 7), as codex uses for thread ids."""
+    millis = time.time_ns() // 1_000_000
+    value = (millis & ((1 << 48) - 1)) << 80
+    value |= 0x7 << 76
+    value |= (int.from_bytes(os.urandom(2), "big") & 0x0FFF) << 64
+    value |= 0b10 << 62
+    value |= int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+    return str(uuid.UUID(int=value))
+
+
+def run_cli(cli: str, argv: list[str], body) -> int:
+    """Shared top level: run `body(log)`, turn FakeExit into output and a code."""
+    restore_sigpipe()
+    log = InvocationLog(cli, argv)
+    try:
+        return body(log)
+    except FakeExit as stop:
+        log.write()
+        if stop.stdout:
+            out(stop.stdout)
+        if stop.stderr:
+            err(stop.stderr)
+        return stop.code
