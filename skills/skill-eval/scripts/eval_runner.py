@@ -1037,26 +1037,50 @@ class FileCopier:
 
 @dataclasses.dataclass
 class Sandbox:
+    """The executor's copy, the runner's own baseline repository, and later the grader's folder.
+
+    Each lives in its own mkdtemp folder (new, private, unpredictably named, so nothing
+    pre-planted is followed). The baseline repository sits outside the executor's tree, so
+    git config the executor writes there never runs when the runner inspects its changes; the
+    grader folder is made only after the executor has finished, so it cannot be prepared.
+    """
+
     cell_dir: Path
-    repo: Path
-    grader_dir: Path
+    private_dir: Path
+    base: Path
     record: dict[str, Any]
+    grader_dir: Path | None = None
+
+    @property
+    def repo(self) -> Path:
+        return self.cell_dir / "repo"
+
+    @property
+    def baseline_git(self) -> Path:
+        return self.private_dir / "baseline.git"
 
     @property
     def artifact_path(self) -> Path:
         return self.repo / ARTIFACT_RELPATH
 
+    def make_grader_dir(self) -> Path:
+        self.grader_dir = Path(tempfile.mkdtemp(prefix="skill-eval-grader-", dir=self.base))
+        self.record["grader_dir"] = str(self.grader_dir)
+        return self.grader_dir
+
     def remove(self) -> None:
-        shutil.rmtree(self.cell_dir, ignore_errors=True)
-        self.record["removed"] = not self.cell_dir.exists()
+        folders = [self.cell_dir, self.private_dir, self.grader_dir]
+        for folder in folders:
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+        self.record["removed"] = not any(f is not None and os.path.lexists(f) for f in folders)
 
 
 def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool, base: Path) -> Sandbox:
-    # mkdtemp makes a new, private, uniquely named folder: nothing pre-planted is followed.
-    cell_dir = Path(tempfile.mkdtemp(prefix="skill-eval-", dir=base))
-    repo, grader_dir = cell_dir / "repo", cell_dir / "grader"
+    sandbox = Sandbox(Path(tempfile.mkdtemp(prefix="skill-eval-", dir=base)),
+                      Path(tempfile.mkdtemp(prefix="skill-eval-", dir=base)), base, {})
+    repo = sandbox.repo
     repo.mkdir()
-    grader_dir.mkdir()
     copier = FileCopier(snapshot.root, repo)
     for rel in snapshot.base_files:
         copier.copy(rel)
@@ -1069,13 +1093,14 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool, base: Pa
     if with_skill:
         extras |= set(snapshot.skill_files)
     extras = sorted(extras | set(copier.fixture_files))
-    git = init_sandbox_git(repo, snapshot.template, extras)
+    git = init_sandbox_git(repo, sandbox.baseline_git, snapshot.template, extras)
     (repo / ARTIFACT_RELPATH).parent.mkdir(parents=True, exist_ok=True)
-    record = {"path": str(repo), "grader_dir": str(grader_dir), "files_delivered": copier.copied,
-              "listing_source": snapshot.listing_source, "skill_delivered": with_skill,
-              "fixtures": list(case.files), "skipped": copier.skipped, "git": git,
-              "kept": False, "removed": False}
-    return Sandbox(cell_dir, repo, grader_dir, record)
+    sandbox.record.update({
+        "path": str(repo), "grader_dir": None, "files_delivered": copier.copied,
+        "listing_source": snapshot.listing_source, "skill_delivered": with_skill,
+        "fixtures": list(case.files), "skipped": copier.skipped, "git": git,
+        "kept": False, "removed": False})
+    return sandbox
 
 
 SANDBOX_GIT_CONFIG = """\
@@ -1089,47 +1114,65 @@ SANDBOX_GIT_CONFIG = """\
 """
 
 
-def init_sandbox_git(repo: Path, template: GitTemplate | None, extras: list[str]) -> dict[str, Any]:
-    """A throwaway repository with one baseline commit; failure is recorded, not fatal."""
-    if template is None or template.error or not template.commit:
-        return _init_sandbox_git_fully(repo)
-    git_dir = repo / ".git"
+def _write_git_dir(git_dir: Path, alternates: list[Path], commit: str | None,
+                   index: Path | None) -> None:
+    """A repository skeleton written directly: cheaper than `git init`, and config is ours."""
     for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
-        (git_dir / sub).mkdir(parents=True)
+        (git_dir / sub).mkdir(parents=True, exist_ok=True)
     (git_dir / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
     (git_dir / "config").write_text(SANDBOX_GIT_CONFIG, encoding="utf-8")
-    (git_dir / "objects/info/alternates").write_text(f"{template.objects}\n", encoding="utf-8")
-    (git_dir / "refs/heads/main").write_text(f"{template.commit}\n", encoding="utf-8")
-    shutil.copyfile(template.index, git_dir / "index")
-    present = [rel for rel in extras if (repo / rel).is_file()]
-    if present:
-        for step, stdin in ((["add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"],
-                             "\0".join(present).encode("utf-8")),
-                            (["commit", "-q", "--no-verify", "-m", "skill-eval baseline"], None)):
-            ok, detail = run_git(step, repo, stdin=stdin)
-            if not ok:
-                return {"ok": False, "error": detail, "method": "template"}
-    return {"ok": True, "baseline": "HEAD", "method": "template", "borrows_objects_from":
-            str(template.objects)}
+    (git_dir / "objects/info/alternates").write_text(
+        "".join(f"{path}\n" for path in alternates), encoding="utf-8")
+    if commit:
+        (git_dir / "refs/heads/main").write_text(f"{commit}\n", encoding="utf-8")
+    if index is not None:
+        shutil.copyfile(index, git_dir / "index")
 
 
-def _init_sandbox_git_fully(repo: Path) -> dict[str, Any]:
-    steps = (["init", "-q", "--template=", "."], ["add", "-A", "-f", "."],
-             ["commit", "-q", "--no-verify", "--allow-empty", "-m", "skill-eval baseline"])
-    for step in steps:
-        ok, detail = run_git(step, repo)
+def init_sandbox_git(repo: Path, baseline: Path, template: GitTemplate | None,
+                     extras: list[str]) -> dict[str, Any]:
+    """The baseline commit, kept by the runner outside the sandbox and mirrored into it.
+
+    Failure is recorded, never worked around with the real repository.
+    """
+    usable = template is not None and not template.error and template.commit
+    if usable:
+        _write_git_dir(baseline, [template.objects], template.commit, template.index)
+        added = [rel for rel in extras if (repo / rel).is_file()]
+    else:
+        _write_git_dir(baseline, [], None, None)
+        added = ["."]
+    tree = [f"--git-dir={baseline}", f"--work-tree={repo}"]
+    steps = []
+    if added:
+        steps.append(([*tree, "add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"],
+                      "\0".join(added).encode("utf-8")))
+        steps.append(([*tree, "commit", "-q", "--no-verify", "--allow-empty", "-m",
+                       "skill-eval baseline"], None))
+    for args, stdin in steps:
+        ok, detail = run_git(args, repo, stdin=stdin)
         if not ok:
-            return {"ok": False, "error": detail, "method": "full"}
-    return {"ok": True, "baseline": "HEAD", "method": "full"}
+            return {"ok": False, "error": detail, "method": "template" if usable else "full"}
+    commit = (baseline / "refs/heads/main").read_text(encoding="utf-8").strip()
+    # The executor gets its own copy to use as it likes; the runner never reads it back.
+    alternates = [template.objects] if usable else []
+    _write_git_dir(repo / ".git", [*alternates, baseline / "objects"], commit, baseline / "index")
+    return {"ok": True, "baseline": commit, "method": "template" if usable else "full",
+            "baseline_repository": str(baseline)}
 
 
-def sandbox_changes(repo: Path, git_record: dict[str, Any]) -> dict[str, Any]:
-    """Paths the executor added, modified or deleted against the baseline commit."""
+def sandbox_changes(repo: Path, baseline: Path, git_record: dict[str, Any]) -> dict[str, Any]:
+    """Paths the executor added, modified or deleted against the baseline commit.
+
+    Read through the runner's own baseline repository, never the sandbox's .git, whose config
+    (fsmonitor, filters) the executor could have rewritten to run commands.
+    """
     if not git_record.get("ok"):
         return {"captured": False, "reason": "the sandbox has no baseline commit"}
     if not repo.is_dir():
         return {"captured": False, "reason": "the sandbox folder was removed during the run"}
-    ok, out = run_git(["status", "--porcelain=v1", "-z", "--untracked-files=all"], repo)
+    ok, out = run_git([f"--git-dir={baseline}", f"--work-tree={repo}", "status",
+                       "--porcelain=v1", "-z", "--untracked-files=all"], repo)
     if not ok:
         return {"captured": False, "reason": out}
     changes: dict[str, list[str]] = {"added": [], "modified": [], "deleted": []}
@@ -1668,11 +1711,11 @@ class RunContext:
     snapshot: RepoSnapshot
     sandbox_base: Path
     groups: ProcessGroups
-    schema_path: Path
     deadline_at: float | None = None
     progress: Callable[[dict[str, Any]], None] | None = None
     judge: dict[str, Any] = dataclasses.field(default_factory=dict)
     resuming: bool = False
+    base_env: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def should_stop(self) -> str | None:
         if self.groups.cancelled.is_set():
@@ -1728,8 +1771,30 @@ def load_finished_cells(ctx: RunContext, cells: list[Cell]) -> dict[str, dict[st
     return finished
 
 
-def provider_env(cwd: Path) -> dict[str, str]:
-    env = clean_environment()
+def scrub_checkout_paths(env: dict[str, str], root: Path) -> tuple[dict[str, str], dict]:
+    """Keep the source checkout's location out of the agents' environment.
+
+    An agent that learns where the checkout is can write into it; a sandbox copy is only a
+    boundary while its origin stays unknown. Path lists lose the entries inside the checkout,
+    other variables that mention it are dropped; both are recorded by name.
+    """
+    needles = {str(root), os.path.realpath(root)}
+    scrubbed, dropped, filtered = dict(env), [], []
+    for name, value in env.items():
+        if not any(n in value for n in needles):
+            continue
+        kept = [part for part in value.split(os.pathsep) if not any(n in part for n in needles)]
+        if os.pathsep in value and kept:
+            scrubbed[name] = os.pathsep.join(kept)
+            filtered.append(name)
+        else:
+            del scrubbed[name]
+            dropped.append(name)
+    return scrubbed, {"dropped": sorted(dropped), "filtered_path_lists": sorted(filtered)}
+
+
+def provider_env(ctx: RunContext, cwd: Path) -> dict[str, str]:
+    env = dict(ctx.base_env)
     env["PWD"] = str(cwd)
     return env
 
@@ -1789,7 +1854,8 @@ def execute_cell(ctx: RunContext, cell: Cell) -> dict[str, Any]:
     try:
         if run_executor_step(ctx, cell, sandbox, record):
             run_grader_step(ctx, cell, sandbox, record)
-        record["changes"] = sandbox_changes(sandbox.repo, sandbox.record["git"])
+        record["changes"] = sandbox_changes(sandbox.repo, sandbox.baseline_git,
+                                            sandbox.record["git"])
     finally:
         if ctx.options.keep_sandboxes:
             sandbox.record["kept"] = True
@@ -1803,9 +1869,10 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     prompt = build_executor_prompt(ctx.suite, cell.case, cell.config, sandbox.repo)
     write_text(cell.run_dir / "prompt.md", prompt)
     invocation = ctx.provider.executor_invocation(prompt, sandbox.repo, ctx.options.executor_model)
-    result = run_process(invocation, provider_env(sandbox.repo), ctx.options.timeout_s, ctx.groups)
+    env = provider_env(ctx, sandbox.repo)
+    result = run_process(invocation, env, ctx.options.timeout_s, ctx.groups)
     reply = ctx.provider.read_executor(result)
-    record["executor"] = process_record(invocation, result)
+    record["executor"] = process_record(invocation, result, env)
     record["metrics"] = reply.metrics
     record["permission_denials"] = reply.permission_denials
     record["skill_read"] = skill_read_evidence(reply.trace, ctx.suite.skill_name, cell.config)
@@ -1837,16 +1904,21 @@ def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: dict[
                                  artifact.get("text"), artifact.get("truncated", False), assertions)
     artifact.pop("text", None)
     write_text(cell.run_dir / "grader_prompt.md", prompt)
-    last_message = cell.run_dir / "outputs" / "grader_last_message.txt"
-    invocation = ctx.provider.grader_invocation(prompt, sandbox.grader_dir,
-                                                ctx.options.grader_model, ctx.schema_path,
-                                                last_message)
-    result = run_process(invocation, provider_env(sandbox.grader_dir), ctx.options.timeout_s,
-                         ctx.groups)
+    # Files the grader CLI reads or writes stay outside the checkout, whose path it must not see.
+    last_message = sandbox.private_dir / "grader_last_message.txt"
+    schema_path = sandbox.private_dir / "verdict_schema.json"
+    write_json(schema_path, VERDICT_SCHEMA)
+    grader_dir = sandbox.make_grader_dir()
+    invocation = ctx.provider.grader_invocation(prompt, grader_dir, ctx.options.grader_model,
+                                                schema_path, last_message)
+    env = provider_env(ctx, grader_dir)
+    result = run_process(invocation, env, ctx.options.timeout_s, ctx.groups)
     reply = ctx.provider.read_grader(result, last_message)
-    record["grader"] = process_record(invocation, result)
+    record["grader"] = process_record(invocation, result, env)
     outputs = cell.run_dir / "outputs"
     write_text(outputs / "grader_output.txt", result.stdout)
+    if last_message.is_file():
+        shutil.copyfile(last_message, outputs / "grader_last_message.txt")
     if not reply.ok:
         write_text(outputs / "grader_stderr.txt", result.stderr)
         status = ("grader_timeout" if result.timed_out else
@@ -1861,19 +1933,16 @@ def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: dict[
     record["grading"] = grade_assertions(assertions, payload)
 
 
-def process_record(invocation: Invocation, result: ProcessResult) -> dict[str, Any]:
-    env_names = sorted(provider_env(invocation.cwd))
-    return {"argv": _redact_prompt_argv(invocation), "cwd": str(invocation.cwd),
+def process_record(invocation: Invocation, result: ProcessResult,
+                   env: dict[str, str]) -> dict[str, Any]:
+    env_names = sorted(env)
+    return {"argv": list(invocation.argv), "cwd": str(invocation.cwd),
             "stdin": "prompt" if invocation.stdin_text is not None else "closed",
             "env_names": env_names, "returncode": result.returncode,
             "duration_s": round(result.duration_s, 3), "timed_out": result.timed_out,
             "cancelled": result.cancelled, "spawn_error": result.spawn_error,
             "stdout_bytes": result.stdout_bytes, "stdout_truncated": result.stdout_truncated,
             "stderr_truncated": result.stderr_truncated}
-
-
-def _redact_prompt_argv(invocation: Invocation) -> list[str]:
-    return list(invocation.argv)
 
 
 def capture_artifact(path: Path, copy_to: Path) -> dict[str, Any]:
@@ -2613,6 +2682,411 @@ def _md_failed_assertions(b: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# -- HTML report ----------------------------------------------------------------
+
+HTML_FILE_CAP_BYTES = 100_000  # per run file embedded in the page
+HTML_FILES_BUDGET_BYTES = 8_000_000  # all run files together, so a big suite stays openable
+HTML_FLAG_LIMIT = 200
+HTML_RUN_FILES = (("output", "outputs/output.txt"), ("artifact", "outputs/plan.md"))
+CHART_LABEL_W, CHART_BAR_W, CHART_BAR_H, CHART_TOP = 260, 480, 11, 46
+CHART_DELTA_X = CHART_LABEL_W + CHART_BAR_W + 56
+
+# No script, no remote fetch: the policy makes the page inert even if escaping ever slipped.
+HTML_CSP = "default-src 'none'; style-src 'unsafe-inline'"
+HTML_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:#1f2937;margin:0;
+background:#f8fafc}
+main{max-width:1100px;margin:0 auto;padding:20px 28px 60px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px}
+.meta{color:#4b5563;margin:0 0 14px}.warn{color:#b91c1c;font-weight:600}
+.headline{display:flex;flex-wrap:wrap;gap:14px;align-items:stretch}
+.badge{border-radius:8px;padding:10px 16px;min-width:170px;color:#fff}
+.badge span{display:block;font-size:12px;text-transform:uppercase;opacity:.85}
+.badge strong{font-size:24px}
+.v-improved{background:#15803d}.v-regressed{background:#b91c1c}
+.v-inconclusive{background:#a16207}.v-none{background:#6b7280}
+.s-ok{background:#15803d}.s-review{background:#b91c1c}
+.summary{flex:1 1 380px;margin:0;align-self:center}
+table{border-collapse:collapse;width:100%;background:#fff;margin:4px 0}
+th,td{border:1px solid #e5e7eb;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#f1f5f9}
+td.pass{color:#15803d;font-weight:600}td.fail{color:#b91c1c;font-weight:600}
+.absent{color:#6b7280;font-style:italic}
+pre{white-space:pre-wrap;word-break:break-word;background:#fff;border:1px solid #e5e7eb;
+padding:8px;max-height:480px;overflow:auto;font-size:12px}
+details{background:#fff;border:1px solid #e5e7eb;border-radius:6px;margin:4px 0;padding:4px 10px}
+details details{border-color:#f1f5f9}
+summary{cursor:pointer}.st-bad>summary{color:#b91c1c}
+.chart{background:#fff;border:1px solid #e5e7eb;border-radius:6px;max-width:100%;height:auto}
+.chart text{font-size:12px;fill:#1f2937}.chart .muted{fill:#6b7280;font-style:italic}
+.chart .grid{stroke:#e5e7eb}.chart .track{fill:#f3f4f6}.chart .stripe{fill:#f8fafc}
+.chart .c0{fill:#2563eb}.chart .c1{fill:#f59e0b}
+.chart .pos{fill:#15803d;font-weight:600}.chart .neg{fill:#b91c1c;font-weight:600}
+"""
+
+
+def _h(value: Any) -> str:
+    """Text made inert for HTML; quotes too, since some of it lands in attributes."""
+    import html
+    return html.escape(str(value), quote=True)
+
+
+class _FileBudget:
+    """Bytes of run files the page may still embed."""
+
+    def __init__(self, total: int):
+        self.left = total
+
+
+def read_run_file(path: Path, iteration_dir: Path, budget: _FileBudget) -> dict[str, Any]:
+    """At most HTML_FILE_CAP_BYTES of one run file, with a note when it is cut or left out."""
+    rel = path.relative_to(iteration_dir).as_posix()
+    real = Path(os.path.realpath(path))
+    if not _is_within(real, Path(os.path.realpath(iteration_dir))) or not real.is_file():
+        return {"text": None, "note": f"no file at {rel}"}
+    cap = min(HTML_FILE_CAP_BYTES, budget.left)
+    if cap <= 0:
+        return {"text": None, "note": f"not embedded (the page's size budget is spent); see {rel}"}
+    try:
+        with open(real, "rb") as handle:
+            data = handle.read(cap + 1)
+        size = real.stat().st_size
+    except OSError as exc:
+        return {"text": None, "note": f"{rel} is unreadable: {exc.strerror or exc}"}
+    shown = _cut_utf8_end(data[:cap]) if len(data) > cap else data
+    budget.left -= len(shown)
+    note = f"cut at {len(shown):,} of {size:,} bytes; see {rel}" if len(data) > cap else ""
+    return {"text": shown.decode("utf-8", "replace"), "note": note, "bytes": size}
+
+
+def read_html_run_files(benchmark: dict[str, Any], iteration_dir: Path) -> dict[tuple, dict]:
+    """Each run's output and artifact, keyed by (eval id, config, run number, kind)."""
+    budget = _FileBudget(HTML_FILES_BUDGET_BYTES)
+    files: dict[tuple, dict] = {}
+    for run in benchmark["runs"]:
+        run_dir = (iteration_dir / f"eval-{run['eval_id']}" / run["configuration"]
+                   / f"run-{run['run_number']}")
+        for kind, rel in HTML_RUN_FILES:
+            files[(*_run_key(run), kind)] = read_run_file(run_dir / rel, iteration_dir, budget)
+    return files
+
+
+def _run_key(run: dict[str, Any]) -> tuple[str, str, int]:
+    return str(run["eval_id"]), run["configuration"], run["run_number"]
+
+
+def render_html(benchmark: dict[str, Any], iteration_dir: Path) -> str:
+    """One self-contained page: inline CSS and SVG, no script, nothing fetched."""
+    files = read_html_run_files(benchmark, Path(iteration_dir))
+    sections = [_html_header, _html_headline, _html_sanity, _html_chart, _html_metrics,
+                _html_failed_assertions]
+    body = "".join(section(benchmark) for section in sections) + _html_runs(benchmark, files)
+    title = _h(f"skill-eval: {benchmark['metadata'].get('skill_name')}")
+    return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
+            f'<meta http-equiv="Content-Security-Policy" content="{HTML_CSP}">\n'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<title>{title}</title>\n<style>{HTML_CSS}</style></head>\n"
+            f"<body><main>\n{body}</main></body></html>\n")
+
+
+def _html_header(b: dict[str, Any]) -> str:
+    m = b["metadata"]
+    facts = [f"agent {m.get('agent')} (executor {m.get('executor_model') or 'CLI default'}, "
+             f"grader {m.get('grader_model') or 'CLI default'})",
+             f"configs {', '.join(m.get('configs') or [])} (candidate first)",
+             f"{len(m.get('evals_run') or [])} of {m.get('suite_case_count')} cases",
+             f"{len(b['runs'])} runs: {b['scored_run_count']} scored, "
+             f"{b['error_run_count']} excluded", f"written {m.get('timestamp')}"]
+    text = (f"<h1>skill-eval benchmark: {_h(m.get('skill_name'))}</h1>\n"
+            f'<p class="meta">{_h(" · ".join(facts))}</p>\n')
+    if m.get("incomplete"):
+        text += (f'<p class="warn">INCOMPLETE: {_h(m.get("cells_finished"))} of '
+                 f'{_h(m.get("cells_planned"))} cells finished before the run stopped.</p>\n')
+    return text
+
+
+def _html_headline(b: dict[str, Any]) -> str:
+    """Verdict and sanity status first: the two things a reader must see."""
+    paired = b.get("paired") or {}
+    verdict = paired.get("verdict")
+    status = b["sanity_checks"]["status"]
+    word = verdict or "no comparison"
+    return ('<section class="headline">\n'
+            f'<div class="badge verdict v-{_h(verdict or "none")}"><span>Verdict</span>'
+            f"<strong>{_h(word)}</strong></div>\n"
+            f'<div class="badge sanity s-{"ok" if status == "OK" else "review"}">'
+            f"<span>Sanity checks</span><strong>{_h(status)}</strong></div>\n"
+            f'<p class="summary">{_h(_verdict_sentence(b))}<br>{_h(_rates_sentence(b))}</p>\n'
+            "</section>\n")
+
+
+def _verdict_sentence(b: dict[str, Any]) -> str:
+    paired = b.get("paired")
+    if not paired:
+        return "One config only: there is no with/without comparison."
+    ci = paired.get("ci95")
+    interval = f", 95% CI [{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else ""
+    reason = paired["verdict_reason"]
+    return (f"Mean per-eval delta {fmt_delta(paired['mean_delta'])}{interval}; wins/ties/losses "
+            f"{paired['wins']}/{paired['ties']}/{paired['losses']} over "
+            f"{paired['paired_evals']} paired evals. {reason[:1].upper()}{reason[1:]}.")
+
+
+def _rates_sentence(b: dict[str, Any]) -> str:
+    c = b["comparison"]
+    parts = [f"{config} {fmt_rate(b['run_summary'][config]['pass_rate']['mean'])}"
+             for config in b["metadata"]["configs"]]
+    delta = f"; delta {fmt_delta(c['delta'])}" if c.get("baseline") else ""
+    return f"Pass rate (pooled over scored runs): {', '.join(parts)}{delta}."
+
+
+def _html_sanity(b: dict[str, Any]) -> str:
+    flags = b["sanity_checks"]["flags"]
+    shown = [f for f in flags if f["severity"] != "info"]
+    items = [f"<li>[{_h(f['severity'])}] {_h(f['kind'])}{_h(_flag_where(f))}: "
+             f"{_h(f['message'])}</li>" for f in shown[:HTML_FLAG_LIMIT]]
+    if len(shown) > HTML_FLAG_LIMIT:
+        items.append(f"<li>... and {len(shown) - HTML_FLAG_LIMIT} more in benchmark.json</li>")
+    kinds: dict[str, int] = {}
+    for flag in (f for f in flags if f["severity"] == "info"):
+        kinds[flag["kind"]] = kinds.get(flag["kind"], 0) + 1
+    if kinds:
+        items.append("<li>[info] " + _h(", ".join(f"{k}: {n}" for k, n in sorted(kinds.items())))
+                     + " (details in benchmark.json)</li>")
+    listing = "<ul>\n" + "\n".join(items) + "\n</ul>" if items else "<p>No anomalies.</p>"
+    return f"<h2>Sanity checks</h2>\n{listing}\n"
+
+
+def _flag_where(flag: dict[str, Any]) -> str:
+    where = " ".join(f"{k}={flag[k]}" for k in ("eval_id", "configuration", "run_number")
+                     if k in flag)
+    return f" ({where})" if where else ""
+
+
+def _html_chart(b: dict[str, Any]) -> str:
+    """Horizontal bars per eval, candidate above baseline, the delta at the right."""
+    configs, rows = b["metadata"]["configs"], b["per_eval"]
+    if not rows:
+        return "<h2>Pass rate per eval</h2>\n<p>No eval ran.</p>\n"
+    row_h = (CHART_BAR_H + 3) * len(configs) + 10
+    width, height = CHART_DELTA_X + 90, CHART_TOP + row_h * len(rows) + 8
+    parts = [f'<svg class="chart" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" role="img" aria-label="pass rate per eval">',
+             "<title>Pass rate per eval</title>"]
+    parts += [f'<rect class="stripe" x="0" y="{CHART_TOP + i * row_h}" width="{width}" '
+              f'height="{row_h}"/>' for i in range(1, len(rows), 2)]
+    parts += _chart_frame(configs, height)
+    for index, row in enumerate(rows):
+        parts += _chart_row(row, configs, CHART_TOP + index * row_h, row_h)
+    parts.append("</svg>")
+    return "<h2>Pass rate per eval</h2>\n" + "\n".join(parts) + "\n"
+
+
+def _chart_frame(configs: list[str], height: int) -> list[str]:
+    parts = []
+    for i, config in enumerate(configs):
+        x = CHART_LABEL_W + i * 170
+        parts.append(f'<rect class="c{i}" x="{x}" y="6" width="12" height="12"/>'
+                     f'<text x="{x + 18}" y="16">{_h(config)}</text>')
+    if len(configs) > 1:
+        parts.append(f'<text x="{CHART_DELTA_X}" y="{CHART_TOP - 10}">delta</text>')
+    for step in range(5):
+        x = CHART_LABEL_W + CHART_BAR_W * step // 4
+        parts.append(f'<line class="grid" x1="{x}" y1="{CHART_TOP - 6}" x2="{x}" '
+                     f'y2="{height - 4}"/><text x="{x - 10}" y="{CHART_TOP - 10}">'
+                     f"{step * 25}%</text>")
+    return parts
+
+
+def _chart_row(row: dict[str, Any], configs: list[str], top: int, row_h: int) -> list[str]:
+    label = f"{row['eval_id']} {row['eval_name']}"
+    short = label if len(label) <= 36 else label[:35] + "…"
+    parts = [f'<text x="6" y="{top + row_h // 2 + 4}"><title>{_h(label)}</title>'
+             f"{_h(short)}</text>"]
+    for i, config in enumerate(configs):
+        parts.append(_chart_bar(row, config, i, top + 5 + i * (CHART_BAR_H + 3)))
+    if len(configs) > 1:
+        delta = row["delta"]
+        tone = "" if delta in (None, 0) else ' class="pos"' if delta > 0 else ' class="neg"'
+        parts.append(f'<text x="{CHART_DELTA_X}" y="{top + row_h // 2 + 4}"{tone}>'
+                     f"{_h(fmt_delta(delta))}</text>")
+    return parts
+
+
+def _chart_bar(row: dict[str, Any], config: str, index: int, y: int) -> str:
+    slot = row["configs"][config]
+    rate = slot["mean_pass_rate"]
+    tip = (f"{row['eval_id']} {config}: {fmt_rate(rate)} ({slot['scored_runs']} of "
+           f"{len(slot['statuses'])} runs scored; {', '.join(slot['statuses']) or 'no runs'})")
+    track = (f'<rect class="track" x="{CHART_LABEL_W}" y="{y}" width="{CHART_BAR_W}" '
+             f'height="{CHART_BAR_H}"><title>{_h(tip)}</title></rect>')
+    text_y = y + CHART_BAR_H - 1
+    if rate is None:
+        reason = ", ".join(sorted(set(slot["statuses"]))) or "no runs"
+        return (track + f'<text class="muted" x="{CHART_LABEL_W + 4}" y="{text_y}">'
+                f"not scored ({_h(reason)})</text>")
+    width = round(rate * CHART_BAR_W, 1)
+    return (track + f'<rect class="c{index}" x="{CHART_LABEL_W}" y="{y}" width="{width}" '
+            f'height="{CHART_BAR_H}"><title>{_h(tip)}</title></rect>'
+            f'<text x="{CHART_LABEL_W + CHART_BAR_W + 6}" y="{text_y}">'
+            f"{rate * 100:.0f}%</text>")
+
+
+def _html_metrics(b: dict[str, Any]) -> str:
+    rows = []
+    for config in b["metadata"]["configs"]:
+        summary = b["run_summary"][config]
+        cells = [_h(config), f"{summary['scored_runs']} of {summary['runs']}",
+                 _h(fmt_stat(summary["pass_rate"], "", 3) or "n/a")]
+        for key, unit, digits in (("time_seconds", " s", 1), ("tokens", "", 0)):
+            text = fmt_stat(summary[key], unit, digits)
+            cells.append(_h(text) if text else '<span class="absent">not captured ('
+                         f"{_h(_absent_reason(b, config, key))})</span>")
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    return ("<h2>Execution metrics (executor only)</h2>\n<p>Grader cost is excluded. Mean ± "
+            "stddev over scored runs.</p>\n<table><tr><th>config</th><th>scored runs</th>"
+            "<th>pass rate</th><th>time</th><th>tokens</th></tr>\n" + "\n".join(rows)
+            + "\n</table>\n")
+
+
+def _html_failed_assertions(b: dict[str, Any]) -> str:
+    rows = [f"<tr><td>{_h(run['eval_id'])}</td><td>{_h(run['configuration'])}</td>"
+            f"<td>{_h(run['run_number'])}</td><td>{_h(exp['id'])}. {_h(exp['text'])}</td>"
+            f"<td>{_h(exp['evidence'])}</td></tr>"
+            for run in b["runs"] for exp in run["expectations"] if not exp["passed"]]
+    if not rows:
+        return "<h2>Failed assertions</h2>\n<p>None.</p>\n"
+    return ("<h2>Failed assertions</h2>\n<table><tr><th>eval</th><th>config</th><th>run</th>"
+            "<th>assertion</th><th>grader's evidence</th></tr>\n" + "\n".join(rows)
+            + "\n</table>\n")
+
+
+def _html_runs(b: dict[str, Any], files: dict[tuple, dict]) -> str:
+    blocks = [_html_run(run, files) for run in b["runs"]]
+    return "<h2>Runs</h2>\n" + ("\n".join(blocks) if blocks else "<p>No runs.</p>") + "\n"
+
+
+def _html_run(run: dict[str, Any], files: dict[tuple, dict]) -> str:
+    result = run["result"]
+    score = (f"{result['passed']} of {result['total']} assertions passed" if run["scored"]
+             else "not scored")
+    head = (f"{run['eval_id']} {run['eval_name']} · {run['configuration']} · run "
+            f"{run['run_number']}: {run['status']}, {score}")
+    parts = [f'<details class="run{"" if run["status"] == STATUS_OK else " st-bad"}">'
+             f"<summary>{_h(head)}</summary>"]
+    if run.get("failure"):
+        failure = run["failure"]
+        parts.append(f"<p>{_h(failure.get('stage', ''))}: {_h(failure.get('detail', ''))}</p>")
+    parts.append(_html_verdicts(run["expectations"]))
+    for kind, rel in HTML_RUN_FILES:
+        parts.append(_html_file(kind, rel, files.get((*_run_key(run), kind)) or {}))
+    return "\n".join(parts) + "\n</details>"
+
+
+def _html_verdicts(expectations: list[dict[str, Any]]) -> str:
+    if not expectations:
+        return '<p class="absent">No grader verdicts.</p>'
+    rows = [f'<tr><td class="{"pass" if e["passed"] else "fail"}">'
+            f'{"pass" if e["passed"] else "FAIL"}</td><td>{_h(e["id"])}. {_h(e["text"])}</td>'
+            f"<td>{_h(e['evidence'])}</td></tr>" for e in expectations]
+    return ("<table><tr><th>verdict</th><th>assertion</th><th>evidence</th></tr>\n"
+            + "\n".join(rows) + "</table>")
+
+
+def _html_file(kind: str, rel: str, found: dict[str, Any]) -> str:
+    if found.get("text") is None:
+        return f'<p class="absent">{_h(kind)}: {_h(found.get("note") or "not read")}</p>'
+    note = f' <span class="absent">({_h(found["note"])})</span>' if found.get("note") else ""
+    return (f"<details><summary>{_h(kind)} ({_h(rel)}, {found.get('bytes', 0):,} bytes)"
+            f"{note}</summary><pre>{_h(found['text'])}</pre></details>")
+
+
+# -- JUnit XML -----------------------------------------------------------------
+
+JUNIT_MESSAGE_CAP_CHARS = 2000
+# Characters XML 1.0 cannot hold at all, even escaped; a grader's evidence may contain them.
+_XML_INVALID = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml_text(value: Any, cap: int | None = None) -> str:
+    text = _XML_INVALID.sub("\ufffd", "" if value is None else str(value))
+    return text if cap is None or len(text) <= cap else text[:cap - 3] + "..."
+
+
+def render_junit(benchmark: dict[str, Any]) -> str:
+    """JUnit XML: a testsuite per config, a testcase per eval x run."""
+    import xml.etree.ElementTree as ET
+    meta = benchmark["metadata"]
+    root = ET.Element("testsuites", name=_xml_text(f"skill-eval {meta.get('skill_name')}"))
+    totals = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
+    for config in meta["configs"]:
+        suite = _junit_suite(benchmark, config)
+        root.append(suite)
+        for key in totals:
+            totals[key] += int(suite.get(key, "0"))
+    for key, value in totals.items():
+        root.set(key, str(value))
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"
+
+
+def _junit_suite(b: dict[str, Any], config: str) -> Any:
+    import xml.etree.ElementTree as ET
+    suite = ET.Element("testsuite", name=config)
+    properties = ET.SubElement(suite, "properties")
+    for name, value in _junit_properties(b, config):
+        ET.SubElement(properties, "property", name=name, value=_xml_text(value))
+    counts = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
+    seconds = []
+    for run in (r for r in b["runs"] if r["configuration"] == config):
+        case, outcome = _junit_case(run)
+        suite.append(case)
+        counts["tests"] += 1
+        counts[outcome] = counts.get(outcome, 0) + 1
+        if run["result"]["time_seconds"] is not None:
+            seconds.append(run["result"]["time_seconds"])
+    for key in ("tests", "failures", "errors", "skipped"):
+        suite.set(key, str(counts[key]))
+    if seconds:  # executor time only; an uncaptured time is left out, never written as 0
+        suite.set("time", f"{sum(seconds):.3f}")
+    suite.set("timestamp", str(b["metadata"].get("timestamp") or ""))
+    return suite
+
+
+def _junit_properties(b: dict[str, Any], config: str) -> list[tuple[str, Any]]:
+    paired, c = b.get("paired") or {}, b["comparison"]
+    return [("skill_name", b["metadata"].get("skill_name")), ("agent", b["metadata"].get("agent")),
+            ("verdict", paired.get("verdict") or "none (one config only)"),
+            ("verdict_reason", paired.get("verdict_reason") or ""),
+            ("delta", fmt_delta(c.get("delta"))),
+            ("mean_per_eval_delta", fmt_delta(paired.get("mean_delta"))),
+            ("candidate", c.get("candidate")), ("baseline", c.get("baseline") or ""),
+            ("pass_rate", fmt_rate(b["run_summary"][config]["pass_rate"]["mean"])),
+            ("sanity_status", b["sanity_checks"]["status"])]
+
+
+def _junit_case(run: dict[str, Any]) -> tuple[Any, str]:
+    """The testcase element and its outcome: passed, failures, errors or skipped."""
+    import xml.etree.ElementTree as ET
+    case = ET.Element("testcase", classname=run["configuration"],
+                      name=_xml_text(f"{run['eval_id']} run-{run['run_number']}"))
+    if run["result"]["time_seconds"] is not None:
+        case.set("time", f"{run['result']['time_seconds']:.3f}")
+    detail = _xml_text((run.get("failure") or {}).get("detail"), JUNIT_MESSAGE_CAP_CHARS)
+    if run["status"] != STATUS_OK:
+        ET.SubElement(case, "error", type=run["status"], message=detail).text = detail
+        return case, "errors"
+    if not run["scored"]:
+        ET.SubElement(case, "skipped", message=detail or "not scored")
+        return case, "skipped"
+    failed = [e for e in run["expectations"] if not e["passed"]]
+    for exp in failed:
+        failure = ET.SubElement(case, "failure", type="assertion",
+                                message=_xml_text(exp["text"], JUNIT_MESSAGE_CAP_CHARS))
+        failure.text = _xml_text(exp["evidence"])
+    return case, "failures" if failed else "passed"
+
+
 # ==== CLI ====================================================================
 
 
@@ -2714,10 +3188,15 @@ def build_parser() -> argparse.ArgumentParser:
                      help="finish an interrupted iteration: rerun every cell not finished ok")
     run.add_argument("--dry-run", action="store_true",
                      help="validate and print the plan and argv; launch nothing")
+    run.add_argument("--junit", metavar="PATH", help="also write the results as JUnit XML")
     run.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
     report = commands.add_parser("report", help="re-render benchmark.md from benchmark.json")
     report.add_argument("iteration", metavar="ITERATION_DIR", help="an iteration-N folder")
+    # nargs="?" with const "": a bare --html means the default place beside benchmark.json.
+    report.add_argument("--html", nargs="?", const="", metavar="PATH",
+                        help="also write a static HTML page (default: benchmark.html in it)")
+    report.add_argument("--junit", metavar="PATH", help="also write the results as JUnit XML")
     return parser
 
 
@@ -2808,7 +3287,7 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         executor_model=args.executor_model or args.model,
         grader_model=args.grader_model or args.model, skill_md=skill_md, workspace=workspace,
         eval_ids=eval_ids, keep_sandboxes=args.keep_sandboxes, codex_config=args.codex_config,
-        quiet=args.quiet)
+        quiet=args.quiet, junit=output_path(args.junit, "--junit"))
 
 
 def require_provider(options: RunOptions) -> Provider:
@@ -3065,15 +3544,15 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
         "fixture_status": {"before": fixture_status(suite.root, fixtures)}})
     write_json(iteration_dir / "iteration_manifest.json", manifest)
     write_eval_metadata(suite, cells, iteration_dir)
-    schema_path = iteration_dir / "grader_schema.json"
-    write_json(schema_path, VERDICT_SCHEMA)
     ctx = RunContext(suite, options, provider, iteration_dir, snapshot, sandbox_base, groups,
-                     schema_path, progress=None,
+                     progress=None,
                      judge={"provider": provider.name,
                             "model": options.grader_model or "CLI default",
                             "cli_version": cli_version,
                             "prompt_template_sha256": grader_template_sha256()},
                      resuming=previous is not None)
+    ctx.base_env, manifest["environment_scrub"] = scrub_checkout_paths(clean_environment(),
+                                                                       suite.root)
     finished = load_finished_cells(ctx, cells) if previous is not None else {}
     ctx.progress = Progress(len(cells) - len(finished), options.quiet)
     if options.deadline_s:
@@ -3089,6 +3568,9 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
     meta = benchmark_metadata(suite, options, manifest, cells, records, incomplete)
     benchmark = aggregate(records, meta)
     write_benchmark(iteration_dir, benchmark)
+    write_text(iteration_dir / "benchmark.html", render_html(benchmark, iteration_dir))
+    if options.junit:
+        write_text(options.junit, render_junit(benchmark))
     print_summary(benchmark, iteration_dir)
     if interrupted:
         return EXIT_INTERRUPTED
@@ -3128,13 +3610,13 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     calls = 2 * len(cells)
     waves = math.ceil(len(cells) / options.concurrency)
     sandbox = sandbox_base / "skill-eval-XXXXXX" / "repo"
-    grader = sandbox_base / "skill-eval-XXXXXX" / "grader"
+    grader = sandbox_base / "skill-eval-grader-XXXXXX"
     first = cells[0]
     executor = provider.executor_invocation("<prompt on stdin>", sandbox, options.executor_model)
     grader_call = provider.grader_invocation("<prompt on stdin>", grader, options.grader_model,
-                                             Path("<iteration>/grader_schema.json"),
-                                             Path(f"<iteration>/{first.label}/outputs/"
-                                                  "grader_last_message.txt"))
+                                             sandbox_base / "skill-eval-YYYYYY/verdict_schema.json",
+                                             sandbox_base / "skill-eval-YYYYYY/"
+                                             "grader_last_message.txt")
     print(f"dry run: {suite.skill_name} with {options.agent}: nothing launched, no iteration made")
     print(f"cells: {len(cells)} ({len(set(c.case.key for c in cells))} cases x "
           f"{len(options.configs)} configs x {options.runs} runs); provider calls: up to {calls}")
@@ -3180,12 +3662,31 @@ def load_benchmark(iteration: str | Path) -> dict[str, Any]:
     return data
 
 
+def output_path(value: str | None, flag: str, default: Path | None = None) -> Path | None:
+    """Where an optional extra report goes: None when not asked, `default` for a bare flag."""
+    if value is None:
+        return None
+    path = Path(value).resolve() if value else default
+    if path is None or path.is_dir() or path.name in ("benchmark.json", "benchmark.md"):
+        raise InputError(f"{flag} {value or '(default)'}: not a file path this report may write",
+                         "give a new file name such as results.xml or report.html")
+    return path
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     benchmark = load_benchmark(args.iteration)
     folder = Path(args.iteration)
     folder = folder if folder.is_dir() else folder.parent
+    html_path = output_path(args.html, "--html", folder.resolve() / "benchmark.html")
+    junit_path = output_path(args.junit, "--junit")
     text = render_markdown(benchmark)
     write_text(folder / "benchmark.md", text)
+    if html_path:
+        write_text(html_path, render_html(benchmark, folder))
+        print(f"wrote {html_path}", file=sys.stderr)
+    if junit_path:
+        write_text(junit_path, render_junit(benchmark))
+        print(f"wrote {junit_path}", file=sys.stderr)
     print(text, end="")
     return EXIT_OK
 
