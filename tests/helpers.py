@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -140,3 +141,62 @@ def tree_digest(root: Path) -> dict[str, str]:
         data = os.readlink(path).encode() if path.is_symlink() else path.read_bytes()
         digest[rel] = hashlib.sha256(data).hexdigest()
     return digest
+
+
+def start_script(argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None,
+                 out_dir: Path | None = None) -> subprocess.Popen:
+    """run_script's Popen twin: the runner in the background, output to files in out_dir.
+
+    Files, not pipes, so a test can leave the process alone (signal it, time it) without a
+    reader thread; read them back with read_output().
+    """
+    out_dir = out_dir or Path(tempfile.mkdtemp(prefix="skill-eval-out-"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tag = f"{time.time_ns()}"
+    stdout = open(out_dir / f"stdout-{tag}.txt", "wb")  # noqa: SIM115 (kept by the Popen)
+    stderr = open(out_dir / f"stderr-{tag}.txt", "wb")  # noqa: SIM115
+    try:
+        proc = subprocess.Popen([sys.executable, str(RUNNER_PATH), *argv], env=env, cwd=cwd,
+                                stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr)
+    finally:
+        stdout.close()
+        stderr.close()
+    proc.output_files = (Path(stdout.name), Path(stderr.name))  # type: ignore[attr-defined]
+    return proc
+
+
+def read_output(proc: subprocess.Popen) -> tuple[str, str]:
+    """(stdout, stderr) of a process started with start_script."""
+    out, err = proc.output_files  # type: ignore[attr-defined]
+    return (out.read_text(encoding="utf-8", errors="replace"),
+            err.read_text(encoding="utf-8", errors="replace"))
+
+
+def marked_processes(token: str) -> list[int]:
+    """pids, other than ours, whose environment holds FAKE_AGENT_MARKER=token.
+
+    Zombies have an empty environ and so never count: they are dead already.
+    """
+    needle = f"FAKE_AGENT_MARKER={token}".encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as handle:
+                if needle in handle.read().split(b"\0"):
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
+def wait_until(predicate, timeout_s: float, interval_s: float = 0.05) -> bool:
+    """Poll predicate() until it is true or timeout_s passes; its last answer."""
+    end = time.monotonic() + timeout_s
+    while True:
+        if predicate():
+            return True
+        if time.monotonic() >= end:
+            return False
+        time.sleep(interval_s)

@@ -23,6 +23,7 @@ Standard library only; must run on Python 3.9+.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -51,6 +52,7 @@ SPEC_KEYS = frozenset((
     "num_turns", "write_artifact", "write_artifact_hex", "artifact_bytes",
     "write_files", "read_skill", "read_paths", "permission_denials",
     "verdicts", "raw_verdicts", "verdict_form", "flood_bytes",
+    "shell_write_files", "shell_symlinks",
 ))
 VERDICT_FORMS = ("structured", "text", "fenced", "legacy", "prose")
 ROLES = ("executor", "grader")
@@ -332,6 +334,8 @@ class InvocationLog:
             "env": {k: os.environ[k] for k in LOGGED_ENV if k in os.environ},
             "pid": os.getpid(), "pgid": os.getpgid(0), "prompt": prompt,
         }
+        if os.environ.get("FAKE_AGENT_LOG_ENV") == "all":
+            record["env_all"] = dict(os.environ)   # leak tests: every value the CLI saw
         record.update(extra)
         name = f"{time.time_ns()}-{os.getpid()}.json"
         write_json_atomic(os.path.join(logdir, name), record)
@@ -513,7 +517,12 @@ class Action:
 
 
 def plan_actions(cli: str, spec: dict[str, Any], prompt: str, root: str) -> list[Action]:
-    """The reads and writes an executor spec asks for, in a fixed order."""
+    """The reads and writes an executor spec asks for, in a fixed order.
+
+    `shell_write_files` and `shell_symlinks` are done here, at once, as a shell
+    command would do them: no permission or sandbox check and no tool event.
+    """
+    perform_shell_actions(spec, root)
     actions: list[Action] = []
     skill = line_value(prompt, SKILL_PREFIX)
     if skill and spec.get("read_skill", True):
@@ -530,6 +539,27 @@ def plan_actions(cli: str, spec: dict[str, Any], prompt: str, root: str) -> list
     for path, content in (spec.get("write_files") or {}).items():
         actions.append(Action("write", _absolute(path, root), content.encode("utf-8")))
     return actions
+
+
+def perform_shell_actions(spec: dict[str, Any], root: str) -> None:
+    """A hostile executor's shell: write files and plant links, unchecked."""
+    for path, content in (spec.get("shell_write_files") or {}).items():
+        target = _absolute(path, root)
+        # a pattern is expanded as a shell would (`tee ../*/x`): existing matches only
+        matches = sorted(glob.glob(target)) if set("*?[") & set(target) else [target]
+        for match in matches:
+            perform_write(Action("write", match, content.encode("utf-8")))
+    for path, target in (spec.get("shell_symlinks") or {}).items():
+        link = _absolute(path, root)
+        try:
+            os.makedirs(os.path.dirname(link), exist_ok=True)
+            if os.path.isdir(link) and not os.path.islink(link):
+                shutil.rmtree(link)
+            elif os.path.lexists(link):
+                os.unlink(link)
+            os.symlink(target, link)
+        except OSError:
+            pass
 
 
 def artifact_bytes(spec: dict[str, Any]) -> bytes | None:
@@ -689,6 +719,8 @@ def new_uuid7() -> str:
 def run_cli(cli: str, argv: list[str], body) -> int:
     """Shared top level: run `body(log)`, turn FakeExit into output and a code."""
     restore_sigpipe()
+    if os.environ.get("FAKE_AGENT_IGNORE_SIGTERM") == "1":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)   # inherited by grandchildren
     log = InvocationLog(cli, argv)
     try:
         return body(log)

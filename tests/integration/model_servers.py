@@ -22,6 +22,10 @@ so parallel CLI runs against one server cannot disturb each other.
     server.add_rule(has_tool("StructuredOutput"),
                     [structured_output({"verdicts": [...]})])
 
+An entry of a reply sequence may also be a callable ``f(request) -> Reply``,
+for replies that depend on the request (for example a file path the prompt
+names); it is called for every request that lands on that entry.
+
 Every request is recorded in ``server.requests`` (method, path, query,
 headers without credentials, parsed JSON body, step, matched rule index) for
 assertions.
@@ -115,7 +119,7 @@ Matcher = Callable[["RecordedRequest"], bool]
 @dataclass
 class Rule:
     matcher: Matcher
-    replies: Sequence[Reply]
+    replies: Sequence[Reply | Callable[[RecordedRequest], Reply]]
     name: str = ""
 
 
@@ -428,7 +432,8 @@ class _FakeServer:
         return f"http://127.0.0.1:{self.port}"
 
     # ---- scripting ----
-    def add_rule(self, matcher: Matcher, replies: Reply | Sequence[Reply],
+    def add_rule(self, matcher: Matcher,
+                 replies: Reply | Sequence[Reply | Callable[[RecordedRequest], Reply]],
                  name: str = "") -> Rule:
         if isinstance(replies, Reply):
             replies = [replies]
@@ -460,7 +465,9 @@ class _FakeServer:
                 ok = False
             if ok and rule.replies:
                 rec.rule = idx
-                return rule.replies[min(rec.step, len(rule.replies) - 1)]
+                reply = rule.replies[min(rec.step, len(rule.replies) - 1)]
+                # a callable entry builds its reply from the request (e.g. a path in the prompt)
+                return reply(rec) if callable(reply) else reply
         return self.default or self._fallback()
 
     # ---- provider specific ----
@@ -787,12 +794,12 @@ def _provider_inline(server: ResponsesServer) -> str:
 
 
 def codex_config_overrides(server: ResponsesServer, model: str | None = CODEX_MODEL) -> list:
-    """``-c`` arguments selecting the fake provider without any config.toml."""
+    """``-c`` arguments selecting the fake provider (plugins off) without any config.toml."""
     args = ["-c", f"model_provider={PROVIDER_ID}",
             "-c", f"model_providers.{PROVIDER_ID}={_provider_inline(server)}"]
     if model:
         args += ["-c", f'model="{model}"']
-    return args
+    return args + ["-c", "features.plugins=false"]  # no plugin sync from GitHub
 
 
 def codex_provider_toml(server: ResponsesServer, model: str = CODEX_MODEL) -> str:
@@ -807,6 +814,11 @@ def codex_provider_toml(server: ResponsesServer, model: str = CODEX_MODEL) -> st
         f'env_key = "{PROVIDER_KEY_ENV}"\n'
         "request_max_retries = 0\n"
         "stream_max_retries = 0\n"
+        "\n"
+        # codex 0.171 otherwise syncs its curated plugin marketplace at startup
+        # (`git ls-remote https://github.com/openai/plugins.git`): stay on loopback
+        "[features]\n"
+        "plugins = false\n"
     )
 
 

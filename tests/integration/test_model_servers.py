@@ -89,6 +89,17 @@ class AnthropicServerTest(unittest.TestCase):
             self.assertEqual(status, 200)
             self.assertIn("no rule matched", body)
 
+    def test_callable_reply_reads_the_request(self):
+        with ms.AnthropicServer() as srv:
+            srv.add_rule(ms.contains("DYN"), [
+                lambda req: ms.anthropic_text("echo " + req.last_user_text.split()[-1]),
+                ms.anthropic_text("static")])
+            _, _, body = _post(srv.url + "/v1/messages", {"stream": True, "messages": [
+                {"role": "user", "content": "DYN path=/x/y"}]})
+            text = "".join(e["delta"]["text"] for e in _events(body) if e["type"] == "content_block_delta")
+            self.assertEqual(text, "echo path=/x/y")
+            self.assertEqual(srv.model_requests()[0].rule, 0)
+
 
 class ResponsesServerTest(unittest.TestCase):
     def test_function_call_then_json_and_usage(self):
@@ -145,8 +156,10 @@ class EnvHelpersTest(unittest.TestCase):
             self.assertTrue(text.startswith('approval_policy = "never"\nmodel = "gpt-5.5"\n'))
             self.assertIn(f'base_url = "{srv.base_url}"', text)
             self.assertIn("[model_providers.fake]", text)
+            self.assertTrue(text.endswith("[features]\nplugins = false\n"), text)
             args = ms.codex_config_overrides(srv)
             self.assertEqual(args[:2], ["-c", "model_provider=fake"])
+            self.assertEqual(args[-2:], ["-c", "features.plugins=false"])
             self.assertIn(f'base_url="{srv.base_url}"', args[3])
             self.assertEqual(ms.codex_env(srv, home), {"CODEX_HOME": home, "FAKE_OPENAI_KEY": "dummy"})
 

@@ -85,6 +85,7 @@ CASE_KEYS = frozenset(
 REQUIRED_CASE_KEYS = ("id", "prompt")
 MAX_SUITE_BYTES = 10 * 1024 * 1024
 MAX_JSON_DEPTH = 64
+MAX_NAME_CHARS = 100  # skill names and case ids become folder names
 
 # Folders that hold host-local or generated state; never delivered, never fixtures.
 EXCLUDED_DIR_NAMES = frozenset(
@@ -340,6 +341,11 @@ class _NonFinite:
         self.token = token
 
 
+def _parse_float(token: str) -> Any:
+    value = float(token)
+    return value if math.isfinite(value) else _NonFinite(token)
+
+
 def _make_object(pairs: list[tuple[str, Any]]) -> _JsonObject:
     obj = _JsonObject()
     obj.duplicate_keys = []
@@ -389,11 +395,15 @@ def parse_json_document(text: str, file: str) -> tuple[Any, list[Problem]]:
     if text.startswith("\ufeff"):
         text = text[1:]
     try:
-        data = json.loads(text, object_pairs_hook=_make_object, parse_constant=_NonFinite)
+        data = json.loads(text, object_pairs_hook=_make_object, parse_constant=_NonFinite,
+                          parse_float=_parse_float)
     except json.JSONDecodeError as exc:
         return None, [Problem("error", f"invalid JSON: {exc.msg}", file,
                               f"line {exc.lineno}, column {exc.colno}",
                               fix="correct the JSON syntax at that position")]
+    except ValueError as exc:  # e.g. an integer longer than Python will convert
+        return None, [Problem("error", f"a JSON number cannot be read: {exc}", file,
+                              fix="shorten the number or write it as a string")]
     except RecursionError:
         return None, [Problem("error", "JSON is nested too deeply to read", file,
                               fix=f"keep nesting under {MAX_JSON_DEPTH} levels")]
@@ -427,13 +437,15 @@ def read_suite_text(path: Path) -> tuple[str | None, list[Problem]]:
         candidate = path / "evals.json"
         hint = f"pass {candidate}" if candidate.is_file() else "pass the evals.json file itself"
         return fail("the suite path is a folder, not a file", hint)
+    too_big = (f"suite file is larger than the {MAX_SUITE_BYTES // (1024 * 1024)} MB limit",
+               "keep large material in fixture files listed under 'files'")
     try:
-        size = path.stat().st_size
-        if size > MAX_SUITE_BYTES:
-            return fail(f"suite file is {size / 1e6:.1f} MB; the limit is "
-                        f"{MAX_SUITE_BYTES // (1024 * 1024)} MB",
-                        "keep large material in fixture files listed under 'files'")
-        raw = path.read_bytes()
+        if path.stat().st_size > MAX_SUITE_BYTES:
+            return fail(*too_big)
+        with open(path, "rb") as handle:  # bounded: devices and pipes report no size
+            raw = handle.read(MAX_SUITE_BYTES + 1)
+        if len(raw) > MAX_SUITE_BYTES:
+            return fail(*too_big)
     except OSError as exc:
         return fail(f"cannot read the suite file: {exc.strerror or exc}", "check its permissions")
     try:
@@ -486,6 +498,7 @@ class SuiteChecker:
         self.suite_path = suite_path
         self.problems: list[Problem] = []
         self.fixture_files: set[str] = set()
+        self.skill_name: str | None = None
 
     def error(self, message: str, path: str, fix: str, case_id: str | None = None) -> None:
         self.problems.append(Problem("error", message, self.file, path, case_id, fix))
@@ -543,7 +556,7 @@ class SuiteChecker:
             if key not in data:
                 self.error(f"required key {key!r} is missing", "(top level)",
                            f"add {key!r} to the top-level object")
-        skill_name = self.check_skill_name(data.get("skill_name"))
+        skill_name = self.skill_name = self.check_skill_name(data.get("skill_name"))
         common = []
         if "common_assertions" in data:
             common = self.string_list(data["common_assertions"], "common_assertions",
@@ -559,9 +572,11 @@ class SuiteChecker:
             self.error("skill_name must be a non-empty string", "skill_name",
                        "name the skill folder under skills/, e.g. \"my-skill\"")
             return None
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value) or ".." in value:
-            self.error(f"skill_name {value!r} is not a single folder name", "skill_name",
-                       "use letters, digits, '.', '_' or '-' only: the name of skills/<name>/")
+        if (not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value) or ".." in value
+                or len(value) > MAX_NAME_CHARS):
+            self.error(f"skill_name {value[:80]!r} is not a single folder name", "skill_name",
+                       f"use up to {MAX_NAME_CHARS} letters, digits, '.', '_' or '-': "
+                       "the name of skills/<name>/")
             return None
         return value
 
@@ -598,9 +613,11 @@ class SuiteChecker:
             self.error(f"case id {value!r} must be a non-empty string or an integer",
                        _path_join(path, "id"), 'use an id such as "E01" or 1')
             return None
-        if isinstance(value, str) and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value):
-            self.error(f"case id {value!r} cannot name a folder", _path_join(path, "id"),
-                       "use letters, digits, '.', '_' or '-' only (it becomes eval-<id>/)")
+        if len(str(value)) > MAX_NAME_CHARS or (
+                isinstance(value, str) and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value)):
+            self.error(f"case id {str(value)[:80]!r} cannot name a folder", _path_join(path, "id"),
+                       f"use up to {MAX_NAME_CHARS} letters, digits, '.', '_' or '-' "
+                       "(it becomes eval-<id>/)")
             return None
         key = str(value)
         if key in seen_ids:
@@ -702,21 +719,51 @@ class SuiteChecker:
                        "remove the '..' parts", cid)
             return None
         rel = lexical.relative_to(os.path.abspath(self.root))
-        bad = _forbidden_fixture_part(rel) or _forbidden_fixture_part(real.relative_to(real_root))
-        if bad:
-            self.error(f"fixture {entry!r} lies under {bad}/, which is host-local or "
-                       "generated state", path,
-                       "move the fixture under evals/<skill>/fixtures/", cid)
+        if not os.path.exists(candidate):
+            self.error(f"fixture {entry!r} is a broken link", path,
+                       "point the link at an existing file inside the repository", cid)
             return None
-        if real == Path(os.path.realpath(self.suite_path)):
-            self.error("a fixture may not be the suite file itself", path,
-                       "the executor must never see the assertions; remove this entry", cid)
+        problem = self.fixture_problem(rel, real, real_root)
+        if problem:
+            self.error(f"fixture {entry!r} {problem}", path,
+                       "list only task material, e.g. under evals/<skill>/fixtures/", cid)
             return None
         if real.is_dir():
-            self.fixture_files.update(
-                str(rel / p.relative_to(real)) for p in _walk_files(real))
-        else:
-            self.fixture_files.add(str(rel))
+            return self.accept_fixture_folder(entry, rel, real, real_root, path, cid)
+        self.fixture_files.add(rel.as_posix())
+        return rel.as_posix()
+
+    def fixture_problem(self, rel: Path, real: Path, real_root: Path) -> str | None:
+        """Why a fixture may not reach the executor, or None."""
+        bad = _forbidden_fixture_part(rel) or _forbidden_fixture_part(real.relative_to(real_root))
+        if bad:
+            return f"lies under {bad}/, which is host-local or generated state"
+        real_suite = Path(os.path.realpath(self.suite_path))
+        if real == real_suite:
+            return "is the suite file itself, and the executor must never see the assertions"
+        if real.is_dir() and _is_within(real_suite, real):
+            return "is a folder holding the suite file, and the executor must never see it"
+        skill_dir = real_root / "skills" / (self.skill_name or "\0")
+        if _is_within(real, skill_dir) or (real.is_dir() and _is_within(skill_dir, real)):
+            return "holds the target skill's package, which without_skill runs must not get"
+        return None
+
+    def accept_fixture_folder(self, entry: str, rel: Path, real: Path, real_root: Path,
+                              path: str, cid: str | None) -> str | None:
+        inner = []
+        for file in _walk_files(real):
+            inner_rel = rel / file.relative_to(real)
+            inner_real = Path(os.path.realpath(file))
+            problem = ("leaves the repository" if not _is_within(inner_real, real_root) else
+                       "is a broken link" if not inner_real.exists() else
+                       self.fixture_problem(inner_rel, inner_real, real_root))
+            if problem:
+                self.error(f"fixture folder {entry!r} holds {inner_rel.as_posix()!r}, which "
+                           f"{problem}", path, "remove it from the folder or list files one by "
+                           "one", cid)
+                return None
+            inner.append(inner_rel.as_posix())
+        self.fixture_files.update(inner)
         return rel.as_posix()
 
 
@@ -757,6 +804,12 @@ def check_skill_package(root: Path, skill_name: str, file: str) -> list[Problem]
         return [Problem("error", f"the target skill has no {skill_md.relative_to(root)}", file,
                         "skill_name",
                         fix=f"create skills/{skill_name}/SKILL.md or correct skill_name")]
+    real_package = Path(os.path.realpath(skill_md.parent))
+    if not _is_within(Path(os.path.realpath(skill_md)), real_package) or not _is_within(
+            real_package, Path(os.path.realpath(root))):
+        return [Problem("error", f"{skill_md.relative_to(root)} is a link out of its package",
+                        file, "skill_name", fix="make SKILL.md a regular file inside "
+                        f"skills/{skill_name}/ (with_skill runs copy the package, not links)")]
     try:
         front = read_frontmatter(skill_md.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
@@ -872,18 +925,26 @@ def run_git(args: list[str], cwd: Path, timeout_s: float = 300.0, stdin: bytes |
         return False, "git is not installed"
     full_env = git_environment()
     full_env.update(env or {})
+    argv = ["git", "--literal-pathspecs", "-c", "core.hooksPath=/dev/null",
+            "-c", "core.fsmonitor=false", "-c", "commit.gpgsign=false", *args]
     try:
-        done = subprocess.run(
-            ["git", "--literal-pathspecs", "-c", "core.hooksPath=/dev/null",
-             "-c", "commit.gpgsign=false", *args],
-            cwd=cwd, env=full_env, input=stdin, capture_output=True, timeout=timeout_s,
-            check=False)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return False, f"git {args[0]} could not run: {exc}"
-    if done.returncode != 0:
-        detail = done.stderr.decode("utf-8", "replace").strip()[-500:]
-        return False, f"git {args[0]} exited {done.returncode}: {detail}"
-    return True, done.stdout.decode("utf-8", "replace")
+        # Its own session, so anything git starts ends with it on a timeout.
+        proc = subprocess.Popen(argv, cwd=cwd, env=full_env, start_new_session=True,
+                                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as exc:
+        return False, f"git could not run: {exc}"
+    try:
+        out, err = proc.communicate(stdin, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _signal_group(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return False, f"git timed out after {timeout_s:g} s"
+    _signal_group(proc.pid, signal.SIGKILL)
+    if proc.returncode != 0:
+        detail = err.decode("utf-8", "replace").strip()[-500:]
+        return False, f"git exited {proc.returncode}: {detail}"
+    return True, out.decode("utf-8", "replace")
 
 
 def _is_delivered(rel: str, skill_name: str) -> bool:
@@ -1039,46 +1100,47 @@ class FileCopier:
 class Sandbox:
     """The executor's copy, the runner's own baseline repository, and later the grader's folder.
 
-    Each lives in its own mkdtemp folder (new, private, unpredictably named, so nothing
-    pre-planted is followed). The baseline repository sits outside the executor's tree, so
-    git config the executor writes there never runs when the runner inspects its changes; the
-    grader folder is made only after the executor has finished, so it cannot be prepared.
+    Sandbox and grader folders come from mkdtemp (new, private, unpredictably named, so
+    nothing pre-planted is followed). The baseline repository sits in the run folder, whose
+    path the executor never learns, so git config it writes never runs when the runner
+    inspects its changes; the grader's folders are made only after the executor finished.
     """
 
     cell_dir: Path
-    private_dir: Path
+    baseline_git: Path  # in the run folder: a path the executor is never told
     base: Path
     record: dict[str, Any]
     grader_dir: Path | None = None
+    grader_io: Path | None = None
 
     @property
     def repo(self) -> Path:
         return self.cell_dir / "repo"
 
     @property
-    def baseline_git(self) -> Path:
-        return self.private_dir / "baseline.git"
-
-    @property
     def artifact_path(self) -> Path:
         return self.repo / ARTIFACT_RELPATH
 
-    def make_grader_dir(self) -> Path:
+    def make_grader_dirs(self) -> tuple[Path, Path]:
+        """The grader's empty working folder and a folder for its schema and last message."""
         self.grader_dir = Path(tempfile.mkdtemp(prefix="skill-eval-grader-", dir=self.base))
+        self.grader_io = Path(tempfile.mkdtemp(prefix="skill-eval-", dir=self.base))
         self.record["grader_dir"] = str(self.grader_dir)
-        return self.grader_dir
+        return self.grader_dir, self.grader_io
 
     def remove(self) -> None:
-        folders = [self.cell_dir, self.private_dir, self.grader_dir]
+        shutil.rmtree(self.baseline_git, ignore_errors=True)
+        folders = [self.cell_dir, self.grader_dir, self.grader_io]
         for folder in folders:
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)
         self.record["removed"] = not any(f is not None and os.path.lexists(f) for f in folders)
 
 
-def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool, base: Path) -> Sandbox:
-    sandbox = Sandbox(Path(tempfile.mkdtemp(prefix="skill-eval-", dir=base)),
-                      Path(tempfile.mkdtemp(prefix="skill-eval-", dir=base)), base, {})
+def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool, base: Path,
+                  baseline_git: Path) -> Sandbox:
+    sandbox = Sandbox(Path(tempfile.mkdtemp(prefix="skill-eval-", dir=base)), baseline_git,
+                      base, {})
     repo = sandbox.repo
     repo.mkdir()
     copier = FileCopier(snapshot.root, repo)
@@ -1269,6 +1331,7 @@ class ProcessGroups:
         self.lock = threading.Lock()
         self.active: dict[int, subprocess.Popen] = {}
         self.cancelled = threading.Event()
+        self.reason: str | None = None  # "interrupted" or "deadline"
         self.launches = 0
 
     def add(self, proc: subprocess.Popen) -> None:
@@ -1282,8 +1345,10 @@ class ProcessGroups:
         with self.lock:
             self.active.pop(proc.pid, None)
 
-    def cancel(self, sig: int = signal.SIGTERM) -> None:
+    def cancel(self, sig: int = signal.SIGTERM, reason: str = "interrupted") -> None:
         """Stop everything: signal every live group now, and KILL what is left after a grace."""
+        if not self.cancelled.is_set():
+            self.reason = reason
         self.cancelled.set()
         self.signal_all(sig)
         if sig != signal.SIGKILL:
@@ -1410,6 +1475,14 @@ def parse_json_lines(text: str) -> list[dict[str, Any]]:
     return events
 
 
+def _stderr_reason(result: ProcessResult) -> str:
+    """What the CLI said on stderr when it printed no result: its `error` line, else the last."""
+    lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
+    chosen = next((line for line in lines if line.lower().startswith("error")),
+                  lines[-1] if lines else "")
+    return f"; stderr: {chosen[:300]}" if chosen else ""
+
+
 def _process_failure(result: ProcessResult) -> str | None:
     if result.spawn_error:
         return f"could not start: {result.spawn_error}"
@@ -1471,9 +1544,10 @@ class ClaudeProvider(Provider):
 
     def grader_invocation(self, prompt: str, grader_dir: Path, model: str | None,
                           schema_path: Path, last_message_path: Path) -> Invocation:
+        # --safe-mode: no CLAUDE.md, skills, plugins or hooks can steer the judge.
         argv = [self.binary, "-p", "--output-format", "json",
                 "--json-schema", json.dumps(VERDICT_SCHEMA, separators=(",", ":")),
-                "--tools", "", "--no-session-persistence"]
+                "--tools", "", "--no-session-persistence", "--safe-mode"]
         return Invocation(argv + _model_args("--model", model), grader_dir, prompt)
 
     def read_executor(self, result: ProcessResult) -> AgentReply:
@@ -1500,7 +1574,8 @@ class ClaudeProvider(Provider):
     def _reply_from_envelope(self, result: ProcessResult, envelope: dict | None) -> AgentReply:
         failure = _process_failure(result)
         if envelope is None:
-            reason = failure or f"exited {result.returncode} without a result envelope"
+            reason = failure or (f"exited {result.returncode} without a result envelope"
+                                 + _stderr_reason(result))
             return AgentReply(False, failure=reason, metrics=claude_metrics(None, reason))
         text = envelope.get("result")
         text = text if isinstance(text, str) else ""
@@ -1620,10 +1695,11 @@ class CodexProvider(Provider):
             if kind == "item.completed" and item.get("type") in CODEX_TRACE_ITEMS:
                 trace.append(_codex_trace_entry(item))
         if failure is None and (turn_errors or result.returncode != 0):
-            failure = (f"codex failed (exit {result.returncode}): "
-                       f"{'; '.join(turn_errors) or 'no turn.failed event'}"[:800])
-        if failure is None and not usages and not messages:
-            failure = "codex printed no events"
+            said = "; ".join(turn_errors) or "no turn.failed event" + _stderr_reason(result)
+            failure = f"codex failed (exit {result.returncode}): {said}"[:800]
+        if failure is None and not usages:
+            failure = ("codex stream ended without turn.completed" if events
+                       else "codex printed no events")
         metrics = codex_metrics(usages, result, failure)
         return AgentReply(failure is None, text=messages[-1] if messages else "",
                           failure=failure or "", metrics=metrics,
@@ -1718,10 +1794,10 @@ class RunContext:
     base_env: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def should_stop(self) -> str | None:
-        if self.groups.cancelled.is_set():
-            return "the run was interrupted before this cell started"
         if self.deadline_at is not None and time.monotonic() >= self.deadline_at:
             return "the --deadline passed before this cell started"
+        if self.groups.cancelled.is_set():
+            return f"the run was stopped ({self.groups.reason}) before this cell started"
         return None
 
 
@@ -1849,7 +1925,8 @@ def execute_cell(ctx: RunContext, cell: Cell) -> dict[str, Any]:
     if reason:
         record.update(status="cancelled", failure={"stage": "scheduling", "detail": reason})
         return record
-    sandbox = build_sandbox(ctx.snapshot, cell.case, cell.config == "with_skill", ctx.sandbox_base)
+    sandbox = build_sandbox(ctx.snapshot, cell.case, cell.config == "with_skill",
+                            ctx.sandbox_base, cell.run_dir / "baseline.git")
     record["sandbox"] = sandbox.record
     try:
         if run_executor_step(ctx, cell, sandbox, record):
@@ -1905,10 +1982,10 @@ def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: dict[
     artifact.pop("text", None)
     write_text(cell.run_dir / "grader_prompt.md", prompt)
     # Files the grader CLI reads or writes stay outside the checkout, whose path it must not see.
-    last_message = sandbox.private_dir / "grader_last_message.txt"
-    schema_path = sandbox.private_dir / "verdict_schema.json"
+    grader_dir, grader_io = sandbox.make_grader_dirs()
+    last_message = grader_io / "grader_last_message.txt"
+    schema_path = grader_io / "verdict_schema.json"
     write_json(schema_path, VERDICT_SCHEMA)
-    grader_dir = sandbox.make_grader_dir()
     invocation = ctx.provider.grader_invocation(prompt, grader_dir, ctx.options.grader_model,
                                                 schema_path, last_message)
     env = provider_env(ctx, grader_dir)
@@ -2003,7 +2080,7 @@ def grader_template_sha256() -> str:
 def build_grader_prompt(task: str, output: str, artifact: str | None, artifact_truncated: bool,
                         assertions: list[str]) -> str:
     # Assertions come first so nothing inside the recorded material can pose as them.
-    numbered = [f"{i}. {' '.join(text.split())}" for i, text in enumerate(assertions, 1)]
+    numbered = [f"{i}. {_squash(text)}" for i, text in enumerate(assertions, 1)]
     shown_output, output_cut = cut_text(output, OUTPUT_CAP_CHARS)
     parts = [GRADER_PREAMBLE, "## Assertions", "", *numbered, "", GRADER_ANSWER_FORMAT,
              "## Original task (context only; do not perform it)", "",
@@ -2066,7 +2143,7 @@ def _verdict_id(raw: Any) -> int | None:
         return None
     if isinstance(raw, int):
         return raw
-    if isinstance(raw, str) and raw.strip().isdigit():
+    if isinstance(raw, str) and re.fullmatch(r"\s*[0-9]+\s*", raw):
         return int(raw.strip())
     return None
 
@@ -2111,9 +2188,10 @@ def _collect_verdicts(assertions: list[str], payload: dict[str, Any]) -> tuple[d
                 notes.append(f"verdict id {verdict.get('id')!r} was read as {number}")
             by_id.setdefault(number, []).append(verdict)
     else:  # the legacy form is keyed by the assertion's text
-        index = {text: i for i, text in enumerate(assertions, 1)}
+        index = {_squash(text): i for i, text in enumerate(assertions, 1)}
         for verdict in payload["expectations"]:
-            number = index.get(verdict.get("text")) if isinstance(verdict, dict) else None
+            text = verdict.get("text") if isinstance(verdict, dict) else None
+            number = index.get(_squash(text)) if isinstance(text, str) else None
             if number is None:
                 notes.append(f"ignored a legacy verdict whose text matches no assertion "
                              f"{_short(verdict)}")
@@ -2123,6 +2201,11 @@ def _collect_verdicts(assertions: list[str], payload: dict[str, Any]) -> tuple[d
     if duplicates:
         notes.append(f"more than one verdict for assertion(s) {duplicates}")
     return by_id, notes
+
+
+def _squash(text: str) -> str:
+    """Whitespace-insensitive form: the grader saw assertions with whitespace collapsed."""
+    return " ".join(text.split())
 
 
 def _short(value: Any) -> str:
@@ -3197,6 +3280,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--html", nargs="?", const="", metavar="PATH",
                         help="also write a static HTML page (default: benchmark.html in it)")
     report.add_argument("--junit", metavar="PATH", help="also write the results as JUnit XML")
+    report.add_argument("--compare", metavar="OTHER_DIR",
+                        help="add another iteration's per-eval rates and say if they compare")
     return parser
 
 
@@ -3330,6 +3415,7 @@ def skill_installed_elsewhere(skill_name: str) -> list[str]:
     home = Path(os.environ.get("HOME") or Path.home())
     codex_home = Path(os.environ.get("CODEX_HOME") or home / ".codex")
     places = [home / ".claude" / "skills" / skill_name, codex_home / "skills" / skill_name,
+              codex_home / "skills" / ".system" / skill_name,
               home / ".agents" / "skills" / skill_name]
     return [str(p) for p in places if os.path.lexists(p)]
 
@@ -3433,7 +3519,7 @@ class Progress:
 
 
 class InterruptHandler:
-    """First signal: stop scheduling and end running groups. Second: stop waiting."""
+    """First signal: stop scheduling and TERM running groups. Any later one: KILL them."""
 
     def __init__(self, groups: ProcessGroups):
         self.groups = groups
@@ -3447,13 +3533,14 @@ class InterruptHandler:
         return self
 
     def handle(self, signum: int, frame: Any) -> None:
+        # Never raise here: the benchmark of what finished must still be written.
         self.count += 1
         if self.count == 1:
             print(f"\n{PROG}: interrupted: ending running agents and writing what finished "
-                  "(press Ctrl-C again to stop faster)", file=sys.stderr)
-        self.groups.cancel(signal.SIGTERM if self.count == 1 else signal.SIGKILL)
-        if self.count > 2:
-            raise KeyboardInterrupt
+                  "(press Ctrl-C again to kill them at once)", file=sys.stderr)
+            self.groups.cancel(signal.SIGTERM)
+        else:
+            self.groups.signal_all(signal.SIGKILL)
 
     def __exit__(self, *exc: Any) -> None:
         for sig, handler in self.previous.items():
@@ -3555,16 +3642,38 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
                                                                        suite.root)
     finished = load_finished_cells(ctx, cells) if previous is not None else {}
     ctx.progress = Progress(len(cells) - len(finished), options.quiet)
-    if options.deadline_s:
-        ctx.deadline_at = time.monotonic() + options.deadline_s
     with InterruptHandler(groups):
-        records = execute_matrix(ctx, cells, finished)
-    if not options.keep_sandboxes:  # kept sandboxes still borrow its objects
-        snapshot.template.remove()
+        records = run_matrix_until_deadline(ctx, cells, finished)
+        if not options.keep_sandboxes:  # kept sandboxes still borrow its objects
+            snapshot.template.remove()
+        return finish_iteration(suite, options, groups, iteration_dir, manifest, cells, records,
+                                fixtures)
+
+
+def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
+                              finished: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """At the deadline nothing new starts and running agents are ended (cancelled)."""
+    timer = None
+    if ctx.options.deadline_s:
+        ctx.deadline_at = time.monotonic() + ctx.options.deadline_s
+        timer = threading.Timer(ctx.options.deadline_s, ctx.groups.cancel,
+                                kwargs={"reason": "deadline"})
+        timer.daemon = True
+        timer.start()
+    try:
+        return execute_matrix(ctx, cells, finished)
+    finally:
+        if timer is not None:
+            timer.cancel()
+
+
+def finish_iteration(suite: Suite, options: RunOptions, groups: ProcessGroups,
+                     iteration_dir: Path, manifest: dict[str, Any], cells: list[Cell],
+                     records: list[dict[str, Any]], fixtures: list[str]) -> int:
     manifest["fixture_status"]["after"] = fixture_status(suite.root, fixtures)
     write_json(iteration_dir / "iteration_manifest.json", manifest)
-    interrupted = groups.cancelled.is_set()
-    incomplete = interrupted or any(r["status"] == "cancelled" for r in records)
+    interrupted = groups.reason == "interrupted"
+    incomplete = groups.cancelled.is_set() or any(r["status"] == "cancelled" for r in records)
     meta = benchmark_metadata(suite, options, manifest, cells, records, incomplete)
     benchmark = aggregate(records, meta)
     write_benchmark(iteration_dir, benchmark)
@@ -3654,10 +3763,14 @@ def load_benchmark(iteration: str | Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read {path}: {exc}", "re-run, or restore the file") from None
-    required = ("metadata", "runs", "run_summary", "comparison", "sanity_checks", "per_eval")
-    missing = [k for k in required if not isinstance(data, dict) or k not in data]
+    required = {"metadata": dict, "runs": list, "run_summary": dict, "comparison": dict,
+                "sanity_checks": dict, "per_eval": list, "scored_run_count": int,
+                "error_run_count": int}
+    missing = [k for k, kind in required.items()
+               if not isinstance(data, dict) or not isinstance(data.get(k), kind)]
     if missing:
-        raise InputError(f"{path} is not a skill-eval benchmark (missing {', '.join(missing)})",
+        raise InputError(f"{path} is not a skill-eval benchmark (missing or mistyped: "
+                         f"{', '.join(missing)})",
                          "pass an iteration folder written by this runner")
     return data
 
@@ -3679,8 +3792,17 @@ def cmd_report(args: argparse.Namespace) -> int:
     folder = folder if folder.is_dir() else folder.parent
     html_path = output_path(args.html, "--html", folder.resolve() / "benchmark.html")
     junit_path = output_path(args.junit, "--junit")
-    text = render_markdown(benchmark)
+    other = load_benchmark(args.compare) if args.compare else None
+    try:
+        text = render_markdown(benchmark)
+        comparison = render_compare_markdown(benchmark, other, args.compare) if other else ""
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise InputError(f"{folder / 'benchmark.json'} is malformed ({type(exc).__name__}: "
+                         f"{exc})", "re-run the iteration, or restore the file") from None
     write_text(folder / "benchmark.md", text)
+    if comparison:  # beside, never inside, this iteration's own benchmark.md
+        write_text(folder / "comparison.md", comparison)
+        text += "\n" + comparison
     if html_path:
         write_text(html_path, render_html(benchmark, folder))
         print(f"wrote {html_path}", file=sys.stderr)
