@@ -2271,8 +2271,21 @@ def summarize_config(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "scored_runs": len(scored), "runs": len(runs)}
 
 
+# Pass rates are ratios of small counts: a difference below this is float noise
+# (the mean of three 0.2s is not exactly 0.2), never a win, a loss or an improvement.
+RATE_EPSILON = 1e-9
+
+
 def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
+    return math.fsum(values) / len(values) if values else None
+
+
+def _snap(delta: float) -> float:
+    return 0.0 if abs(delta) <= RATE_EPSILON else delta
+
+
+def _sign(delta: float) -> int:
+    return 0 if abs(delta) <= RATE_EPSILON else (1 if delta > 0 else -1)
 
 
 def per_eval_rates(runs: list[dict[str, Any]], configs: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -2291,7 +2304,8 @@ def per_eval_rates(runs: list[dict[str, Any]], configs: tuple[str, ...]) -> list
             slot["mean_pass_rate"] = _mean(slot["pass_rates"])
             slot["scored_runs"] = len(slot["pass_rates"])
         rates = [entry["configs"][c]["mean_pass_rate"] for c in configs]
-        entry["delta"] = (rates[0] - rates[1]) if len(rates) == 2 and None not in rates else None
+        entry["delta"] = (_snap(rates[0] - rates[1])
+                          if len(rates) == 2 and None not in rates else None)
         rows.append(entry)
     return rows
 
@@ -2306,7 +2320,7 @@ def bootstrap_interval(pairs: list[tuple[list[float], list[float]]], resamples: 
     means = []
     for _ in range(resamples):
         if fixed:
-            means.append(sum(rng.choices(deltas, k=n)) / n)
+            means.append(math.fsum(rng.choices(deltas, k=n)) / n)
             continue
         total = 0.0
         for cand, base in rng.choices(pairs, k=n):
@@ -2328,16 +2342,16 @@ def paired_statistics(per_eval: list[dict[str, Any]], configs: tuple[str, ...],
         cand, base = (row["configs"][c]["pass_rates"] for c in configs)
         if cand and base:
             pairs.append((cand, base))
-            deltas.append(_mean(cand) - _mean(base))
+            deltas.append(_snap(_mean(cand) - _mean(base)))
     result: dict[str, Any] = {
         "paired_evals": len(pairs), "min_paired_evals": MIN_PAIRED_EVALS,
-        "mean_delta": _mean(deltas), "ci95": None, "bootstrap": {
+        "mean_delta": _snap(_mean(deltas)) if deltas else None, "ci95": None, "bootstrap": {
             "resamples": resamples, "seed": seed, "method": "percentile; evals resampled, "
             "then runs within each eval when there are several"},
-        "wins": sum(d > 0 for d in deltas), "ties": sum(d == 0 for d in deltas),
-        "losses": sum(d < 0 for d in deltas)}
+        "wins": sum(_sign(d) > 0 for d in deltas), "ties": sum(_sign(d) == 0 for d in deltas),
+        "losses": sum(_sign(d) < 0 for d in deltas)}
     if pairs:
-        result["ci95"] = list(bootstrap_interval(pairs, resamples, seed))
+        result["ci95"] = [_snap(bound) for bound in bootstrap_interval(pairs, resamples, seed)]
     result["verdict"], result["verdict_reason"] = _verdict(result)
     return result
 
@@ -2347,9 +2361,9 @@ def _verdict(stats: dict[str, Any]) -> tuple[str, str]:
         return "inconclusive", (f"only {stats['paired_evals']} eval(s) scored in both configs; "
                                 f"at least {MIN_PAIRED_EVALS} are needed")
     low, high = stats["ci95"]
-    if low > 0:
+    if _sign(low) > 0:
         return "improved", "the 95% interval of the mean per-eval delta lies above 0"
-    if high < 0:
+    if _sign(high) < 0:
         return "regressed", "the 95% interval of the mean per-eval delta lies below 0"
     return "inconclusive", "the 95% interval of the mean per-eval delta includes 0"
 
@@ -2469,7 +2483,7 @@ def _eval_flags(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
                                   for slot in row["configs"].values()):
             flags.append(_flag("error", "eval_unscored",
                                "no run of this eval was scored in any config", eval_id=eid))
-        if row["delta"] is not None and row["delta"] < 0:
+        if row["delta"] is not None and _sign(row["delta"]) < 0:
             flags.append(_flag("warning", "candidate_below_baseline",
                                f"{comparison['candidate']} scored {row['delta']:+.2f} against "
                                f"{comparison['baseline']}", eval_id=eid))
@@ -2516,10 +2530,16 @@ def _iteration_flags(benchmark: dict[str, Any], meta: dict[str, Any]) -> list[di
             flags.append(_flag("warning", "dirty_fixtures",
                                f"declared fixtures differ from git {moment} the run: "
                                f"{', '.join(state['dirty'][:10])}"))
+    baseline_ran = "without_skill" in (meta.get("configs") or [])
     for place in meta.get("skill_installed_elsewhere") or []:
-        flags.append(_flag("error", "baseline_contamination",
-                           f"the target skill is installed where the agent finds skills on its "
-                           f"own ({place}); without_skill runs may have used it"))
+        if baseline_ran:
+            flags.append(_flag("error", "baseline_contamination",
+                               f"the target skill is installed where the agent finds skills on "
+                               f"its own ({place}); without_skill runs may have used it"))
+        else:
+            flags.append(_flag("warning", "installed_skill_copy",
+                               f"the target skill is also installed at {place}; with_skill runs "
+                               "may have loaded that copy instead of the sandbox one"))
     if not benchmark["scored_run_count"] and benchmark["runs"]:
         flags.append(_flag("error", "nothing_scored", "no run was scored"))
     if len(meta.get("configs") or []) < 2:
@@ -2634,7 +2654,11 @@ def _md_verdict(b: dict[str, Any]) -> str:
     return (f"**Verdict: {paired['verdict']}**: mean per-eval delta "
             f"{fmt_delta(paired['mean_delta'])}{interval}; wins/ties/losses "
             f"{paired['wins']}/{paired['ties']}/{paired['losses']} over "
-            f"{paired['paired_evals']} paired evals. {paired['verdict_reason']}.\n")
+            f"{paired['paired_evals']} paired evals. {_sentence(paired['verdict_reason'])}\n")
+
+
+def _sentence(text: str) -> str:
+    return (text[:1].upper() + text[1:]).rstrip(".") + "."
 
 
 def _md_sanity(b: dict[str, Any]) -> str:
