@@ -591,7 +591,7 @@ class InterruptTests(ProcessAudit, unittest.TestCase):
         proc = self.start(env, "--quiet", concurrency=8)
         self.wait_for_slow_executor(proc)
         proc.send_signal(signal.SIGINT)
-        self.wait_exit(proc, 15)
+        self.wait_exit(proc, 30)
         self.assertEqual(proc.returncode, 130)
         self.check_interrupted(self.iteration(), slow_s=60)
 
@@ -604,8 +604,8 @@ class InterruptTests(ProcessAudit, unittest.TestCase):
                 break
             proc.send_signal(signal.SIGINT)
             time.sleep(gap_s)
-        took = self.wait_exit(proc, 10)
-        self.assertLess(took, 10)
+        took = self.wait_exit(proc, 20)
+        self.assertLess(took, 20)
         stderr = h.read_output(proc)[1]
         self.assertEqual(proc.returncode, 130, stderr[-2000:])
         self.assertNotIn("Traceback", stderr)

@@ -3567,6 +3567,12 @@ class InterruptHandler:
             self.groups.signal_all(signal.SIGKILL)
 
     def __exit__(self, *exc: Any) -> None:
+        if self.count:
+            # A late Ctrl-C while we finish or the interpreter shuts down must not kill us
+            # without the exit status 130 that says what happened.
+            for sig in self.previous:
+                signal.signal(sig, signal.SIG_IGN)
+            return
         for sig, handler in self.previous.items():
             signal.signal(sig, handler)
 
