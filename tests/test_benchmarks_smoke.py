@@ -1,0 +1,65 @@
+"""Smoke test of the benchmark scripts: each runs with --quick and ends with its summary line.
+
+The four scripts run at the same time (each is mostly waiting on child processes), so the
+test takes about as long as the slowest one. No figure is checked against a target here: a
+loaded CI machine would make that flaky. What is checked is that every script still runs
+against the current runner and prints its summary.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parent.parent
+BENCHMARKS = PROJECT / "benchmarks"
+SCRIPTS = ("bench_parallel", "bench_overhead", "bench_report", "bench_sandbox")
+TIMEOUT_S = 600
+
+
+@unittest.skipUnless(sys.platform != "win32" and shutil.which("git") and os.path.exists("/bin/sh"),
+                     "the benchmarks need git and a POSIX /bin/sh")
+class BenchmarkSmokeTest(unittest.TestCase):
+    def test_every_script_runs_quick_and_prints_its_summary(self):
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("GIT_", "FAKE_AGENT", "BENCH_FAKE_"))
+               and k not in ("CLAUDECODE", "SKILL_EVAL_SANDBOX_ROOT", "SKILL_EVAL_BENCH_RUNNER")}
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        logs = Path(tempfile.mkdtemp(prefix="skill-eval-bench-smoke-"))
+        self.addCleanup(shutil.rmtree, logs, True)
+        private_tmp = logs / "tmp"  # the scripts' temp folders go here, to check clean-up
+        private_tmp.mkdir()
+        env["TMPDIR"] = str(private_tmp)
+        procs = {}
+        started = time.monotonic()
+        for name in SCRIPTS:
+            out = open(logs / f"{name}.log", "wb")  # noqa: SIM115 - closed below
+            self.addCleanup(out.close)
+            procs[name] = subprocess.Popen(
+                [sys.executable, str(BENCHMARKS / f"{name}.py"), "--quick"], cwd=PROJECT,
+                env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+        for name, proc in procs.items():
+            try:
+                code = proc.wait(timeout=max(1.0, TIMEOUT_S - (time.monotonic() - started)))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                code = "timeout"
+            text = (logs / f"{name}.log").read_text(encoding="utf-8", errors="replace")
+            with self.subTest(script=name):
+                self.assertEqual(code, 0, f"{name} --quick failed:\n{text[-4000:]}")
+                last = text.rstrip().splitlines()[-1] if text.strip() else ""
+                self.assertTrue(last.startswith(f"summary: {name}: "),
+                                f"{name} did not end with its summary line:\n{text[-2000:]}")
+        # The scripts clean up after themselves: nothing is left in their temp folder.
+        self.assertEqual(sorted(p.name for p in private_tmp.iterdir()), [])
+
+
+if __name__ == "__main__":
+    unittest.main()
