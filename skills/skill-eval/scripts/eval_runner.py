@@ -988,14 +988,17 @@ class GitTemplate:
     folder: Path
     commit: str
     error: str | None = None
+    skill_commit: str = ""  # the baseline plus the skill package, for with_skill sandboxes
 
     @property
     def objects(self) -> Path:
         return self.folder / "git" / "objects"
 
-    @property
-    def index(self) -> Path:
-        return self.folder / "index"
+    def index_for(self, with_skill: bool) -> Path:
+        return self.folder / ("index-skill" if with_skill and self.skill_commit else "index")
+
+    def commit_for(self, with_skill: bool) -> str:
+        return self.skill_commit if with_skill and self.skill_commit else self.commit
 
     def remove(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -1023,7 +1026,27 @@ def build_git_template(snapshot: RepoSnapshot, base: Path) -> GitTemplate:
             return GitTemplate(folder, "", out)
     ok, commit = run_git([f"--git-dir={git_dir}", "commit-tree", out.strip(), "-m",
                           "skill-eval baseline"], folder)
-    return GitTemplate(folder, commit.strip() if ok else "", None if ok else commit)
+    if not ok:
+        return GitTemplate(folder, "", commit)
+    template = GitTemplate(folder, commit.strip())
+    template.skill_commit = _add_skill_commit(snapshot, template, common)
+    return template
+
+
+def _add_skill_commit(snapshot: RepoSnapshot, template: GitTemplate, common: list[str]) -> str:
+    """The baseline plus the skill package, so with_skill cells need no git call of their own."""
+    files = [rel for rel in snapshot.skill_files if not os.path.islink(snapshot.root / rel)]
+    index = template.folder / "index-skill"
+    shutil.copyfile(template.folder / "index", index)
+    env = {"GIT_INDEX_FILE": str(index)}
+    ok, _ = run_git([*common, "add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"],
+                    template.folder, stdin="\0".join(files).encode("utf-8"), env=env)
+    ok, tree = run_git([*common, "write-tree"], template.folder, env=env) if ok else (False, "")
+    if not ok:
+        return ""
+    ok, commit = run_git([common[0], "commit-tree", tree.strip(), "-p", template.commit, "-m",
+                          "skill-eval baseline with the skill package"], template.folder)
+    return commit.strip() if ok else ""
 
 
 def _list_repository(root: Path) -> tuple[list[str], str]:
@@ -1151,11 +1174,13 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool, base: Pa
             copier.copy(rel)
     for rel in case.files:
         copier.copy_fixture(rel)
-    extras = set(snapshot.linked_files) | set(case.files)
+    extras = set(snapshot.linked_files) | set(case.files) | set(copier.fixture_files)
     if with_skill:
-        extras |= set(snapshot.skill_files)
-    extras = sorted(extras | set(copier.fixture_files))
-    git = init_sandbox_git(repo, sandbox.baseline_git, snapshot.template, extras)
+        in_template = snapshot.template is not None and snapshot.template.skill_commit
+        extras |= {rel for rel in snapshot.skill_files
+                   if not in_template or os.path.islink(snapshot.root / rel)}
+    git = init_sandbox_git(repo, sandbox.baseline_git, snapshot.template, sorted(extras),
+                           with_skill)
     (repo / ARTIFACT_RELPATH).parent.mkdir(parents=True, exist_ok=True)
     sandbox.record.update({
         "path": str(repo), "grader_dir": None, "files_delivered": copier.copied,
@@ -1192,14 +1217,15 @@ def _write_git_dir(git_dir: Path, alternates: list[Path], commit: str | None,
 
 
 def init_sandbox_git(repo: Path, baseline: Path, template: GitTemplate | None,
-                     extras: list[str]) -> dict[str, Any]:
+                     extras: list[str], with_skill: bool = False) -> dict[str, Any]:
     """The baseline commit, kept by the runner outside the sandbox and mirrored into it.
 
     Failure is recorded, never worked around with the real repository.
     """
     usable = template is not None and not template.error and template.commit
     if usable:
-        _write_git_dir(baseline, [template.objects], template.commit, template.index)
+        _write_git_dir(baseline, [template.objects], template.commit_for(with_skill),
+                       template.index_for(with_skill))
         added = [rel for rel in extras if (repo / rel).is_file()]
     else:
         _write_git_dir(baseline, [], None, None)
