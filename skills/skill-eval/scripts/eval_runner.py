@@ -1242,9 +1242,13 @@ def init_sandbox_git(repo: Path, baseline: Path, template: GitTemplate | None,
         if not ok:
             return {"ok": False, "error": detail, "method": "template" if usable else "full"}
     commit = (baseline / "refs/heads/main").read_text(encoding="utf-8").strip()
-    # The executor gets its own copy to use as it likes; the runner never reads it back.
+    # The executor gets its own copy to use as it likes; the runner never reads it back. The
+    # cell's own objects are copied, not borrowed: an alternates entry would tell the executor
+    # where the run folder, and so the checkout, is.
     alternates = [template.objects] if usable else []
-    _write_git_dir(repo / ".git", [*alternates, baseline / "objects"], commit, baseline / "index")
+    _write_git_dir(repo / ".git", alternates, commit, baseline / "index")
+    shutil.copytree(baseline / "objects", repo / ".git" / "objects", dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("alternates"))
     return {"ok": True, "baseline": commit, "method": "template" if usable else "full",
             "baseline_repository": str(baseline)}
 
