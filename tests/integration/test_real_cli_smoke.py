@@ -26,6 +26,8 @@ import time
 import unittest
 from pathlib import Path
 
+from tests.helpers import runner
+
 try:
     from . import model_servers as ms
 except ImportError:  # run from inside tests/integration
@@ -51,26 +53,8 @@ CODEX = _real_cli("codex")
 
 RUN_TIMEOUT = 30  # seconds for one CLI run; normal runs take < 2 s
 
-GRADER_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "verdicts": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "id": {"type": "integer"},
-                    "passed": {"type": "boolean"},
-                    "evidence": {"type": "string"},
-                },
-                "required": ["id", "passed", "evidence"],
-                "additionalProperties": False,
-            },
-        }
-    },
-    "required": ["verdicts"],
-    "additionalProperties": False,
-}
+# The runner's own schema, so the real CLIs are proven with exactly what the runner sends.
+GRADER_SCHEMA = runner.VERDICT_SCHEMA
 GRADER_SCHEMA_JSON = json.dumps(GRADER_SCHEMA, separators=(",", ":"))
 
 CLAUDE_EXECUTOR_TOOLS = "Bash,Read,Write,Edit,Glob,Grep"
