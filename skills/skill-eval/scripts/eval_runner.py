@@ -1400,15 +1400,23 @@ def _signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-def end_process_group(proc: subprocess.Popen, grace_s: float = KILL_GRACE_S) -> None:
-    """TERM the whole group, give it a moment, then KILL; always reap the leader."""
+def end_process_group(proc: subprocess.Popen, reaper: threading.Thread,
+                      grace_s: float = KILL_GRACE_S) -> None:
+    """TERM the whole group, give it a moment, then KILL; the reaper collects the leader."""
     _signal_group(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        pass
+    reaper.join(grace_s)
     _signal_group(proc.pid, signal.SIGKILL)
-    proc.wait()
+
+
+def start_reaper(proc: subprocess.Popen) -> threading.Thread:
+    """A thread blocked in waitpid, so the caller learns of the exit the moment it happens.
+
+    Popen.wait(timeout) polls with sleeps of up to 50 ms: twice a cell, that left a
+    --concurrency slot idle for a noticeable share of every short agent call.
+    """
+    reaper = threading.Thread(target=proc.wait, daemon=True)
+    reaper.start()
+    return reaper
 
 
 def _pump(stream: Any, buffer: BoundedBuffer) -> None:
@@ -1456,16 +1464,16 @@ def run_process(invocation: Invocation, env: dict[str, str], timeout_s: float,
         threads.append(threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True))
     for thread in threads:
         thread.start()
-    timed_out = False
+    reaper = start_reaper(proc)
     try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        end_process_group(proc)
+        reaper.join(min(timeout_s, threading.TIMEOUT_MAX))
+        timed_out = reaper.is_alive()
+        if timed_out:
+            end_process_group(proc, reaper)
     finally:
         # Whatever the leader left behind in its group (shells, servers) ends with it.
         _signal_group(proc.pid, signal.SIGKILL)
-        proc.wait()
+        reaper.join()
         groups.discard(proc)
     for thread in threads:
         thread.join(timeout=5)
