@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
+import threading
+import time
 import unittest
 from pathlib import Path
 
-from tests.helpers import TempDir, call_main, demo_suite, fake_env, make_repo
+from tests.helpers import TempDir, call_main, demo_suite, fake_env, make_repo, runner
 
 GIT = shutil.which("git")
 
@@ -51,6 +54,90 @@ class GitCallsPerCellTests(unittest.TestCase):
         self.assertLessEqual((large - small) / extra_cells, 1.0,
                              f"{small} git calls for 4 cells, {large} for 12")
         self.assertLessEqual(small - 4, 8, "per-iteration git work grew")
+
+
+class AgentCall:
+    def __init__(self, invocation, started: float, live_sandboxes: set[str]):
+        self.role = "grader" if "--json-schema" in invocation.argv else "executor"
+        self.prompt = invocation.stdin_text or ""
+        self.cwd = Path(invocation.cwd)
+        self.lane = threading.get_ident()
+        self.started, self.ended = started, started
+        self.live_sandboxes = live_sandboxes
+
+
+class LaneSchedulingTests(unittest.TestCase):
+    """--concurrency bounds agents and sandboxes; cells start in plan order; no lane idles
+    between agents on work a helper can do."""
+
+    CASES, CONCURRENCY = 8, 3
+
+    def run_recorded(self) -> list[AgentCall]:
+        tmp = TempDir()
+        self.addCleanup(tmp.cleanup)
+        root = make_repo(tmp.path, demo_suite(self.CASES))
+        env = fake_env(tmp.path, script={"executor": {"sleep_s": 0.15},
+                                         "grader": {"sleep_s": 0.15}})
+        sandbox_root = Path(env["SKILL_EVAL_SANDBOX_ROOT"])
+        calls, lock = [], threading.Lock()
+        real_run_process = runner.run_process
+
+        def recording_run_process(invocation, *args, **kwargs):
+            live = {p.name for p in sandbox_root.iterdir() if (p / "repo").is_dir()}
+            call = AgentCall(invocation, time.monotonic(), live)
+            try:
+                return real_run_process(invocation, *args, **kwargs)
+            finally:
+                call.ended = time.monotonic()
+                with lock:
+                    calls.append(call)
+
+        runner.run_process = recording_run_process
+        try:
+            code, _, err = call_main(["run", str(root / "evals/demo/evals.json"), "--agent",
+                                      "claude", "--concurrency", str(self.CONCURRENCY),
+                                      "--quiet"], env=env)
+        finally:
+            runner.run_process = real_run_process
+        self.assertIn(code, (0, 1), err)
+        self.assertEqual(len(calls), 2 * 2 * self.CASES + 1)  # + the version check
+        return [call for call in calls if call.prompt]
+
+    def test_concurrency_bounds_agents_and_sandboxes(self) -> None:
+        calls = self.run_recorded()
+        edges = sorted([(c.started, 1) for c in calls] + [(c.ended, -1) for c in calls])
+        alive = peak = 0
+        for _, step in edges:
+            alive += step
+            peak = max(peak, alive)
+        self.assertEqual(peak, self.CONCURRENCY, "agents alive at once")
+        self.assertEqual(len({c.lane for c in calls}), self.CONCURRENCY, "one lane per slot")
+        self.assertLessEqual(max(len(c.live_sandboxes) for c in calls), self.CONCURRENCY,
+                             "a lane holds at most one sandbox")
+
+    def test_a_lane_runs_executor_then_grader_and_starts_cells_in_plan_order(self) -> None:
+        calls = sorted(self.run_recorded(), key=lambda c: c.started)
+        for lane in {c.lane for c in calls}:
+            roles = [c.role for c in calls if c.lane == lane]
+            self.assertEqual(roles, ["executor", "grader"] * (len(roles) // 2), roles)
+        planned = [(case, config) for case in range(1, self.CASES + 1)
+                   for config in ("with_skill", "without_skill")]
+        started = [(int(re.search(r"Task number (\d+)", c.prompt).group(1)),
+                    "with_skill" if "Skill path:" in c.prompt else "without_skill")
+                   for c in calls if c.role == "executor"]
+        self.assertEqual(sorted(started), planned)
+        for position, cell in enumerate(started):
+            self.assertLess(abs(planned.index(cell) - position), self.CONCURRENCY,
+                            f"cell {cell} started out of plan order: {started}")
+
+    def test_a_lane_removes_its_sandbox_before_its_next_executor(self) -> None:
+        executors = [c for c in sorted(self.run_recorded(), key=lambda c: c.started)
+                     if c.role == "executor"]
+        for lane in {c.lane for c in executors}:
+            mine = [c for c in executors if c.lane == lane]
+            for before, after in zip(mine, mine[1:]):
+                self.assertNotIn(before.cwd.parent.name, after.live_sandboxes)
+        self.assertFalse(any(c.cwd.exists() for c in executors), "a sandbox was left behind")
 
 
 class ReportReadsOnlyBenchmarkTests(unittest.TestCase):

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import uuid
@@ -649,6 +650,38 @@ class InterruptTests(ProcessAudit, unittest.TestCase):
             self.assertIsNone(run.get("executor"), "a cell past the deadline never starts")
             self.assertFalse(bench_run(benchmark, case, "without_skill")["scored"])
         self.assertEqual(len(calls_for(h.fake_calls(self.tmp.path), "executor", 2)), 0)
+
+
+class SignalOnAnyThreadTests(ProcessAudit, unittest.TestCase):
+    """The kernel hands a process-directed signal to any thread that does not block it; Python
+    runs the handler only in the main thread. A Ctrl-C that lands on a lane thread must still
+    stop the run at once, not when the slowest agent ends."""
+
+    def test_sigint_received_by_a_lane_thread_stops_the_run(self) -> None:
+        tmp = h.TempDir()
+        self.addCleanup(tmp.cleanup)
+        repo = h.make_repo(tmp.path, h.demo_suite(2))
+        marker = new_marker()
+        self.addCleanup(self.reap_marked, marker)
+        env = h.fake_env(tmp.path, {"executor": {"sleep_s": 60}}, {"FAKE_AGENT_MARKER": marker})
+        saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+        for sig, handler in saved.items():
+            self.addCleanup(signal.signal, sig, handler)  # the runner ignores signals after one
+
+        def signal_a_lane() -> None:
+            if not h.wait_until(lambda: calls_for(h.fake_calls(tmp.path), "executor", 1), 30):
+                return
+            lanes = [t for t in threading.enumerate() if t.name.startswith("skill-eval-lane")]
+            signal.pthread_kill(lanes[0].ident, signal.SIGINT)
+
+        threading.Thread(target=signal_a_lane, daemon=True).start()
+        started = time.monotonic()
+        code, _, err = h.call_main(["run", suite_file(repo), "--agent", "claude",
+                                    "--concurrency", "2", "--timeout", "25", "--quiet"], env=env)
+        self.assertLess(time.monotonic() - started, 15, "the interrupt waited for the agents")
+        self.assertEqual(code, 130, err[-2000:])
+        self.assertIn("interrupted", err)
+        self.assertNoMarkedProcesses(marker)
 
 
 # ============================================================================

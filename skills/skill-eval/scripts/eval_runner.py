@@ -34,6 +34,7 @@ Sections (search for the banner "# ==== <name>"):
 from __future__ import annotations
 
 import argparse
+import collections
 import concurrent.futures
 import dataclasses
 import difflib
@@ -108,6 +109,7 @@ STREAM_HEAD_BYTES = 8 * 1024 * 1024
 STREAM_TAIL_BYTES = 2 * 1024 * 1024
 STDERR_KEEP_BYTES = 64 * 1024
 KILL_GRACE_S = 2.0
+SIGNAL_WAKE_S = 0.2  # how soon the main thread notices a signal another thread received
 
 VERDICT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -1151,12 +1153,24 @@ class Sandbox:
         self.record["grader_dir"] = str(self.grader_dir)
         return self.grader_dir, self.grader_io
 
-    def remove(self) -> None:
-        shutil.rmtree(self.baseline_git, ignore_errors=True)
-        folders = [self.cell_dir, self.grader_dir, self.grader_io]
-        for folder in folders:
+    def remove_copy(self) -> None:
+        """The executor's copy and the baseline, as soon as the executor's changes are read."""
+        for folder in (self.baseline_git, self.cell_dir):
+            shutil.rmtree(folder, ignore_errors=True)
+        self._note_removed()
+
+    def remove_grader_dirs(self) -> None:
+        for folder in (self.grader_dir, self.grader_io):
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)
+        self._note_removed()
+
+    def remove(self) -> None:
+        self.remove_copy()
+        self.remove_grader_dirs()
+
+    def _note_removed(self) -> None:
+        folders = [self.cell_dir, self.grader_dir, self.grader_io]
         self.record["removed"] = not any(f is not None and os.path.lexists(f) for f in folders)
 
 
@@ -1915,33 +1929,92 @@ def provider_env(ctx: RunContext, cwd: Path) -> dict[str, str]:
 
 def execute_matrix(ctx: RunContext, cells: list[Cell],
                    finished: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """Run every cell not already finished; each worker holds one provider process at a time."""
+    """Run every cell not already finished, in --concurrency lanes.
+
+    A lane runs one agent process at a time, a cell's executor then its grader then the next
+    cell's executor, as a worker of a plain pool would. What surrounds the agents (reading the
+    executor's changes, removing its sandbox, building the next cell's) runs on a helper thread
+    while the grader works, so a lane passes from one agent straight to the next, and a lane
+    never holds more than one sandbox.
+    """
     finished = finished or {}
     records = [finished[cell.label] for cell in cells if cell.label in finished]
-    todo = [cell for cell in cells if cell.label not in finished]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=ctx.options.concurrency) as pool:
-        futures = {pool.submit(execute_cell_safely, ctx, cell): cell for cell in todo}
-        for future in concurrent.futures.as_completed(futures):
-            record = future.result()
-            records.append(record)
-            if ctx.progress:
-                ctx.progress(record)
+    queue = CellQueue([cell for cell in cells if cell.label not in finished])
+    lanes = min(ctx.options.concurrency, len(queue))
+    if lanes:
+        with concurrent.futures.ThreadPoolExecutor(lanes, "skill-eval-lane") as pool, \
+                concurrent.futures.ThreadPoolExecutor(lanes, "skill-eval-sandbox") as helpers:
+            futures = [pool.submit(run_lane, ctx, queue, helpers) for _ in range(lanes)]
+            wait_waking_for_signals(futures)
+            for future in futures:
+                records += future.result()
     return sorted(records, key=lambda r: (r["_order"]))
 
 
-def execute_cell_safely(ctx: RunContext, cell: Cell) -> dict[str, Any]:
-    started = _utc_now()
+def wait_waking_for_signals(futures: list[concurrent.futures.Future]) -> None:
+    """Wait for the lanes, waking now and then.
+
+    The kernel may hand a Ctrl-C to any thread, but Python runs the handler only in the main
+    thread and only once it wakes; a main thread blocked until a whole lane ends would leave
+    the interrupt unanswered for as long as the slowest agent runs.
+    """
+    pending = set(futures)
+    while pending:
+        _, pending = concurrent.futures.wait(pending, timeout=SIGNAL_WAKE_S)
+
+
+class CellQueue:
+    """The cells still to start, in plan order; lanes take them one at a time."""
+
+    def __init__(self, cells: list[Cell]):
+        self._cells = collections.deque(cells)
+
+    def __len__(self) -> int:
+        return len(self._cells)
+
+    def take(self) -> Cell | None:
+        try:
+            return self._cells.popleft()  # atomic: no two lanes get the same cell
+        except IndexError:
+            return None
+
+
+@dataclasses.dataclass
+class CellRun:
+    """One cell on its way through a lane: its record, and its sandbox while it has one."""
+
+    cell: Cell
+    record: dict[str, Any]
+    started_at: str
+    sandbox: Sandbox | None = None
+    executed: bool = False
+
+
+def run_lane(ctx: RunContext, queue: CellQueue,
+             helpers: concurrent.futures.ThreadPoolExecutor) -> list[dict[str, Any]]:
+    records = []
+    cell = queue.take()
+    run = start_cell(ctx, cell) if cell is not None else None
+    while run is not None:
+        if run.sandbox is not None:
+            run.executed = bool(guarded(run, run_executor_step, ctx, run.cell, run.sandbox,
+                                        run.record))
+        upcoming = helpers.submit(close_sandbox_and_start_next, ctx, run, queue)
+        if run.executed:
+            guarded(run, run_grader_step, ctx, run.cell, run.sandbox, run.record)
+        records.append(finish_cell(ctx, run, upcoming))
+        run = upcoming.result()
+    return records
+
+
+def guarded(run: CellRun, step: Callable[..., Any], *args: Any) -> Any:
+    """One broken cell must never stop the others: a fault of the runner's is recorded on it."""
     try:
-        record = execute_cell(ctx, cell)
-    except Exception as exc:  # one broken cell must never lose the others
-        record = new_record(ctx, cell)
-        record.update(status="runner_error",
-                      failure={"stage": "runner", "detail": f"{type(exc).__name__}: {exc}"})
-    record["started_at"], record["finished_at"] = started, _utc_now()
-    record["resumed"] = ctx.resuming
-    record["scored"] = record["status"] == STATUS_OK and record.get("grading") is not None
-    write_run_files(cell, record)
-    return record
+        return step(*args)
+    except Exception as exc:
+        run.record.update(status="runner_error",
+                          failure={"stage": "runner", "detail": f"{type(exc).__name__}: {exc}"})
+        return None
 
 
 def new_record(ctx: RunContext, cell: Cell) -> dict[str, Any]:
@@ -1953,29 +2026,57 @@ def new_record(ctx: RunContext, cell: Cell) -> dict[str, Any]:
             "permission_denials": [], "skill_read": None}
 
 
-def execute_cell(ctx: RunContext, cell: Cell) -> dict[str, Any]:
-    record = new_record(ctx, cell)
-    record["_judge"] = {"judge": ctx.judge}
+def start_cell(ctx: RunContext, cell: Cell) -> CellRun:
+    run = CellRun(cell, new_record(ctx, cell), _utc_now())
+    run.record["_judge"] = {"judge": ctx.judge}
+    guarded(run, prepare_sandbox, ctx, run)
+    return run
+
+
+def prepare_sandbox(ctx: RunContext, run: CellRun) -> None:
+    cell = run.cell
     if cell.run_dir.exists():  # a resumed cell starts clean: no stale verdicts survive
         shutil.rmtree(cell.run_dir)
     cell.run_dir.joinpath("outputs").mkdir(parents=True, exist_ok=True)
     reason = ctx.should_stop()
     if reason:
-        record.update(status="cancelled", failure={"stage": "scheduling", "detail": reason})
-        return record
-    sandbox = build_sandbox(ctx.snapshot, cell.case, cell.config == "with_skill",
-                            ctx.sandbox_base, cell.run_dir / "baseline.git")
-    record["sandbox"] = sandbox.record
-    try:
-        if run_executor_step(ctx, cell, sandbox, record):
-            run_grader_step(ctx, cell, sandbox, record)
-        record["changes"] = sandbox_changes(sandbox.repo, sandbox.baseline_git,
-                                            sandbox.record["git"])
-    finally:
+        run.record.update(status="cancelled", failure={"stage": "scheduling", "detail": reason})
+        return
+    run.sandbox = build_sandbox(ctx.snapshot, cell.case, cell.config == "with_skill",
+                                ctx.sandbox_base, cell.run_dir / "baseline.git")
+    run.record["sandbox"] = run.sandbox.record
+
+
+def close_sandbox_and_start_next(ctx: RunContext, run: CellRun,
+                                 queue: CellQueue) -> CellRun | None:
+    """After the executor: its changes read and its sandbox gone, then the next cell built."""
+    sandbox = run.sandbox
+    if sandbox is not None:
+        def close() -> None:
+            run.record["changes"] = sandbox_changes(sandbox.repo, sandbox.baseline_git,
+                                                    sandbox.record["git"])
+            if not ctx.options.keep_sandboxes:
+                sandbox.remove_copy()
+        guarded(run, close)
+    cell = queue.take()
+    return start_cell(ctx, cell) if cell is not None else None
+
+
+def finish_cell(ctx: RunContext, run: CellRun,
+                closing: concurrent.futures.Future) -> dict[str, Any]:
+    closing.result()  # the executor's changes are on the record, its sandbox gone
+    record = run.record
+    if run.sandbox is not None:
         if ctx.options.keep_sandboxes:
-            sandbox.record["kept"] = True
+            run.sandbox.record["kept"] = True
         else:
-            sandbox.remove()
+            guarded(run, run.sandbox.remove_grader_dirs)
+    record["started_at"], record["finished_at"] = run.started_at, _utc_now()
+    record["resumed"] = ctx.resuming
+    record["scored"] = record["status"] == STATUS_OK and record.get("grading") is not None
+    guarded(run, write_run_files, run.cell, record)
+    if ctx.progress:
+        ctx.progress(record)
     return record
 
 
@@ -1985,6 +2086,11 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     write_text(cell.run_dir / "prompt.md", prompt)
     invocation = ctx.provider.executor_invocation(prompt, sandbox.repo, ctx.options.executor_model)
     env = provider_env(ctx, sandbox.repo)
+    # The sandbox was built while the lane's previous agent ran: check again before starting.
+    reason = ctx.should_stop()
+    if reason:
+        record.update(status="cancelled", failure={"stage": "scheduling", "detail": reason})
+        return False
     result = run_process(invocation, env, ctx.options.timeout_s, ctx.groups)
     reply = ctx.provider.read_executor(result)
     record["executor"] = process_record(invocation, result, env)
