@@ -196,6 +196,9 @@ def take_snapshot(runner: Any, repo: Path, base: Path) -> tuple[Any, float, floa
     if hasattr(runner, "build_git_template") and hasattr(snapshot, "template"):
         started = time.perf_counter()
         snapshot.template = runner.build_git_template(snapshot, base)
+        if hasattr(runner, "add_runner_baselines"):  # in the run folder, as `run` does
+            runner.add_runner_baselines(snapshot.template,
+                                        Path(tempfile.mkdtemp(dir=base.parent)) / "baselines")
         template_s = time.perf_counter() - started
         if getattr(snapshot.template, "error", None):
             raise SystemExit(f"build_git_template failed: {snapshot.template.error}")
@@ -205,6 +208,8 @@ def take_snapshot(runner: Any, repo: Path, base: Path) -> tuple[Any, float, floa
 def drop_template(snapshot: Any) -> None:
     template = getattr(snapshot, "template", None)
     if template is not None:
+        if hasattr(template, "remove_runner_baselines"):
+            template.remove_runner_baselines()
         template.remove()
 
 
@@ -215,9 +220,13 @@ def call_build(runner: Any, snapshot: Any, case: Any, with_skill: bool, base: Pa
     """build_sandbox as `run` calls it, whichever of its known signatures the runner has."""
     params = inspect.signature(runner.build_sandbox).parameters
     extra = {}
+    run_folder = None
     if "baseline_git" in params:  # the runner's own baseline repository, in the run folder
-        extra["baseline_git"] = Path(tempfile.mkdtemp(dir=base.parent)) / "baseline.git"
-    return runner.build_sandbox(snapshot, case, with_skill, base, **extra)
+        run_folder = Path(tempfile.mkdtemp(dir=base.parent))
+        extra["baseline_git"] = run_folder / "baseline.git"
+    sandbox = runner.build_sandbox(snapshot, case, with_skill, base, **extra)
+    sandbox.bench_run_folder = run_folder  # the cell's folder; a shared baseline lives elsewhere
+    return sandbox
 
 
 def call_changes(runner: Any, sandbox: Any) -> Any:
@@ -269,9 +278,8 @@ def per_cell(runner: Any, repo: Path, base: Path, reps: int) -> dict[str, list[f
                     raise SystemExit(f"a fresh sandbox shows changes: {str(changes)[:300]}")
                 t0 = time.perf_counter()
                 sandbox.remove()
-                baseline = getattr(sandbox, "baseline_git", None)
-                if baseline is not None:
-                    c.remove(baseline.parent)
+                if sandbox.bench_run_folder is not None:
+                    c.remove(sandbox.bench_run_folder)
                 values = {"build": build, "build_cpu": build_cpu,
                           "nongit": build - build_git, "calls": calls,
                           "status": status, "remove": time.perf_counter() - t0,

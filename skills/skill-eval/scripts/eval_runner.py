@@ -46,6 +46,7 @@ import random
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -966,6 +967,8 @@ class RepoSnapshot:
     listing_source: str
     linked_files: frozenset = frozenset()  # base files that are links: materialised per cell
     template: GitTemplate | None = None
+    linked_skill_files: frozenset = frozenset()
+    resolved: dict[str, str | None] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def take(cls, root: Path, skill_name: str) -> RepoSnapshot:
@@ -974,7 +977,23 @@ class RepoSnapshot:
         skill_dir = root / "skills" / skill_name
         skill = sorted(p.relative_to(root).as_posix() for p in _walk_files(skill_dir))
         linked = frozenset(rel for rel in base if os.path.islink(root / rel))
-        return cls(root, base, skill, source, linked)
+        snapshot = cls(root, base, skill, source, linked)
+        snapshot.linked_skill_files = frozenset(rel for rel in skill
+                                                if os.path.islink(root / rel))
+        return snapshot
+
+    def resolve(self, rel: str) -> str | None:
+        """The file a repository path names, links followed; None if that leaves the
+        repository. Resolved once per iteration, not once per cell."""
+        try:
+            return self.resolved[rel]
+        except KeyError:
+            pass
+        real_root = os.path.realpath(self.root)
+        real = os.path.realpath(os.path.join(self.root, rel))
+        inside = real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+        self.resolved[rel] = real if inside else None
+        return self.resolved[rel]
 
 
 @dataclasses.dataclass
@@ -991,6 +1010,7 @@ class GitTemplate:
     commit: str
     error: str | None = None
     skill_commit: str = ""  # the baseline plus the skill package, for with_skill sandboxes
+    runner_baselines: dict[bool, Path] = dataclasses.field(default_factory=dict)
 
     @property
     def objects(self) -> Path:
@@ -1004,6 +1024,29 @@ class GitTemplate:
 
     def remove(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
+
+    def remove_runner_baselines(self) -> None:
+        folders = {path.parent for path in self.runner_baselines.values()}
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def add_runner_baselines(template: GitTemplate, folder: Path) -> None:
+    """The runner's own view of each config's baseline, shared by every cell without fixtures.
+
+    They live in the run folder, whose path the executor never learns, so nothing an executor
+    writes can configure the git that reads its changes. `git status --no-optional-locks`
+    never rewrites their index, so cells read them side by side.
+    """
+    if template.error or not template.commit:
+        return
+    shutil.rmtree(folder, ignore_errors=True)  # a resumed iteration starts them afresh
+    folder.mkdir(parents=True)
+    for with_skill in (False, True):
+        git_dir = folder / ("with_skill.git" if with_skill else "without_skill.git")
+        _write_git_dir(git_dir, [template.objects], template.commit_for(with_skill),
+                       template.index_for(with_skill))
+        template.runner_baselines[with_skill] = git_dir
 
 
 def build_git_template(snapshot: RepoSnapshot, base: Path) -> GitTemplate:
@@ -1078,47 +1121,93 @@ def check_sandbox_base(root: Path) -> Path:
 class FileCopier:
     """Copies repository files into a fresh tree; links are resolved, never recreated.
 
-    Copies keep the source's mtime so the iteration's git template index matches them.
+    Copies keep the source's mode and mtime so the iteration's git template index matches them.
     """
 
-    def __init__(self, root: Path, dest: Path):
-        self.root = root
-        self.real_root = Path(os.path.realpath(root))
-        self.dest = dest
+    def __init__(self, snapshot: RepoSnapshot, dest: Path):
+        self.snapshot = snapshot
+        self.dest = str(dest)
         self.made_dirs: set[str] = set()
         self.skipped: list[dict[str, str]] = []
         self.fixture_files: list[str] = []
         self.copied = 0
 
     def copy(self, rel: str) -> None:
-        source = self.root / rel
-        real = Path(os.path.realpath(source))
-        if not _is_within(real, self.real_root):
+        real = self.snapshot.resolve(rel)
+        if real is None:
             self.skipped.append({"path": rel, "reason": "link leaves the repository"})
             return
-        if not real.is_file():
-            self.skipped.append({"path": rel, "reason": "missing or not a regular file"})
-            return
-        parent = os.path.dirname(rel)
+        parent = rel.rpartition("/")[0]
         if parent and parent not in self.made_dirs:
-            os.makedirs(self.dest / parent, exist_ok=True)
+            os.makedirs(os.path.join(self.dest, parent), exist_ok=True)
             self.made_dirs.add(parent)
-        target = self.dest / rel
-        shutil.copyfile(real, target, follow_symlinks=False)
-        stat = real.stat()
-        os.chmod(target, stat.st_mode & 0o7777)
-        os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-        self.copied += 1
+        if copy_file_preserving(real, os.path.join(self.dest, rel)):
+            self.copied += 1
+        else:
+            self.skipped.append({"path": rel, "reason": "missing or not a regular file"})
 
     def copy_fixture(self, rel: str) -> None:
-        source = self.root / rel
-        if Path(os.path.realpath(source)).is_dir():
-            for path in _walk_files(Path(os.path.realpath(source))):
-                inner = f"{rel}/{path.relative_to(os.path.realpath(source)).as_posix()}"
+        real = self.snapshot.resolve(rel)
+        if real is not None and os.path.isdir(real):
+            for path in _walk_files(Path(real)):
+                inner = f"{rel}/{path.relative_to(real).as_posix()}"
                 self.fixture_files.append(inner)
                 self.copy(inner)
         else:
             self.copy(rel)
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def copy_file_preserving(source: str, target: str) -> bool:
+    """Copy a regular file with its mode and times, in a few system calls; False if the
+    source is gone or is not a regular file. Never follows a link at either end."""
+    try:
+        # Non-blocking, so a FIFO planted where a file was cannot stall the copy.
+        fd_in = os.open(source, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        info = os.fstat(fd_in)
+        if not stat.S_ISREG(info.st_mode):
+            return False
+        fd_out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o600)
+        try:
+            _copy_bytes(fd_in, fd_out)
+            os.fchmod(fd_out, stat.S_IMODE(info.st_mode))
+            times = (info.st_atime_ns, info.st_mtime_ns)
+            if os.utime in os.supports_fd:
+                os.utime(fd_out, ns=times)
+            else:
+                os.utime(target, ns=times)
+        finally:
+            os.close(fd_out)
+    finally:
+        os.close(fd_in)
+    return True
+
+
+def _copy_bytes(fd_in: int, fd_out: int) -> None:
+    """In the kernel where it can (copy_file_range, which also shares blocks on filesystems
+    that can), else through a buffer."""
+    copy_range = getattr(os, "copy_file_range", None)
+    if copy_range is not None:
+        try:
+            while copy_range(fd_in, fd_out, 1 << 30):
+                pass
+            return
+        except OSError:  # not across these filesystems, or not here: start over plainly
+            os.lseek(fd_in, 0, os.SEEK_SET)
+            os.lseek(fd_out, 0, os.SEEK_SET)
+            os.ftruncate(fd_out, 0)
+    while True:
+        chunk = os.read(fd_in, 1 << 20)
+        if not chunk:
+            return
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(fd_out, view):]
 
 
 @dataclasses.dataclass
@@ -1137,6 +1226,7 @@ class Sandbox:
     record: dict[str, Any]
     grader_dir: Path | None = None
     grader_io: Path | None = None
+    owns_baseline: bool = True  # False when it reads the iteration's shared baseline
 
     @property
     def repo(self) -> Path:
@@ -1146,17 +1236,20 @@ class Sandbox:
     def artifact_path(self) -> Path:
         return self.repo / ARTIFACT_RELPATH
 
-    def make_grader_dirs(self) -> tuple[Path, Path]:
-        """The grader's empty working folder and a folder for its schema and last message."""
+    def make_grader_dirs(self, with_io: bool) -> tuple[Path, Path | None]:
+        """The grader's empty working folder, and when its CLI needs one, a folder for its
+        schema and last message."""
         self.grader_dir = Path(tempfile.mkdtemp(prefix="skill-eval-grader-", dir=self.base))
-        self.grader_io = Path(tempfile.mkdtemp(prefix="skill-eval-", dir=self.base))
+        if with_io:
+            self.grader_io = Path(tempfile.mkdtemp(prefix="skill-eval-", dir=self.base))
         self.record["grader_dir"] = str(self.grader_dir)
         return self.grader_dir, self.grader_io
 
     def remove_copy(self) -> None:
         """The executor's copy and the baseline, as soon as the executor's changes are read."""
-        for folder in (self.baseline_git, self.cell_dir):
-            shutil.rmtree(folder, ignore_errors=True)
+        for folder in (self.baseline_git if self.owns_baseline else None, self.cell_dir):
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
         self._note_removed()
 
     def remove_grader_dirs(self) -> None:
@@ -1180,7 +1273,7 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool, base: Pa
                       base, {})
     repo = sandbox.repo
     repo.mkdir()
-    copier = FileCopier(snapshot.root, repo)
+    copier = FileCopier(snapshot, repo)
     for rel in snapshot.base_files:
         copier.copy(rel)
     if with_skill:
@@ -1192,9 +1285,11 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool, base: Pa
     if with_skill:
         in_template = snapshot.template is not None and snapshot.template.skill_commit
         extras |= {rel for rel in snapshot.skill_files
-                   if not in_template or os.path.islink(snapshot.root / rel)}
+                   if not in_template or rel in snapshot.linked_skill_files}
     git = init_sandbox_git(repo, sandbox.baseline_git, snapshot.template, sorted(extras),
                            with_skill)
+    if git.get("shared_baseline"):
+        sandbox.baseline_git, sandbox.owns_baseline = Path(git["baseline_repository"]), False
     (repo / ARTIFACT_RELPATH).parent.mkdir(parents=True, exist_ok=True)
     sandbox.record.update({
         "path": str(repo), "grader_dir": None, "files_delivered": copier.copied,
@@ -1217,15 +1312,20 @@ SANDBOX_GIT_CONFIG = """\
 
 def _write_git_dir(git_dir: Path, alternates: list[Path], commit: str | None,
                    index: Path | None) -> None:
-    """A repository skeleton written directly: cheaper than `git init`, and config is ours."""
-    for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
-        (git_dir / sub).mkdir(parents=True, exist_ok=True)
+    """A repository skeleton written directly: cheaper than `git init`, and config is ours.
+
+    Only what git needs to recognise a repository; creating folders and files is most of a
+    sandbox's cost on slow filesystems. The branch is in packed-refs; git makes the rest.
+    """
+    for sub in ("", "objects", "objects/info", "refs"):
+        os.mkdir(git_dir / sub)
     (git_dir / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
     (git_dir / "config").write_text(SANDBOX_GIT_CONFIG, encoding="utf-8")
-    (git_dir / "objects/info/alternates").write_text(
-        "".join(f"{path}\n" for path in alternates), encoding="utf-8")
+    if alternates:
+        (git_dir / "objects/info/alternates").write_text(
+            "".join(f"{path}\n" for path in alternates), encoding="utf-8")
     if commit:
-        (git_dir / "refs/heads/main").write_text(f"{commit}\n", encoding="utf-8")
+        (git_dir / "packed-refs").write_text(f"{commit} refs/heads/main\n", encoding="utf-8")
     if index is not None:
         shutil.copyfile(index, git_dir / "index")
 
@@ -1236,35 +1336,50 @@ def init_sandbox_git(repo: Path, baseline: Path, template: GitTemplate | None,
 
     Failure is recorded, never worked around with the real repository.
     """
-    usable = template is not None and not template.error and template.commit
-    if usable:
-        _write_git_dir(baseline, [template.objects], template.commit_for(with_skill),
-                       template.index_for(with_skill))
-        added = [rel for rel in extras if (repo / rel).is_file()]
+    usable = bool(template is not None and not template.error and template.commit)
+    added = [rel for rel in extras if (repo / rel).is_file()] if usable else ["."]
+    shared = template.runner_baselines.get(with_skill) if usable and not added else None
+    method = "template" if usable else "full"
+    if shared is not None:
+        baseline, commit = shared, template.commit_for(with_skill)
     else:
-        _write_git_dir(baseline, [], None, None)
-        added = ["."]
-    tree = [f"--git-dir={baseline}", f"--work-tree={repo}"]
-    steps = []
-    if added:
-        steps.append(([*tree, "add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"],
-                      "\0".join(added).encode("utf-8")))
-        steps.append(([*tree, "commit", "-q", "--no-verify", "--allow-empty", "-m",
-                       "skill-eval baseline"], None))
-    for args, stdin in steps:
-        ok, detail = run_git(args, repo, stdin=stdin)
-        if not ok:
-            return {"ok": False, "error": detail, "method": "template" if usable else "full"}
-    commit = (baseline / "refs/heads/main").read_text(encoding="utf-8").strip()
+        error, commit = _commit_cell_baseline(repo, baseline, template if usable else None,
+                                              added, with_skill)
+        if error:
+            return {"ok": False, "error": error, "method": method}
     # The executor gets its own copy to use as it likes; the runner never reads it back. The
     # cell's own objects are copied, not borrowed: an alternates entry would tell the executor
     # where the run folder, and so the checkout, is.
-    alternates = [template.objects] if usable else []
-    _write_git_dir(repo / ".git", alternates, commit, baseline / "index")
-    shutil.copytree(baseline / "objects", repo / ".git" / "objects", dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns("alternates"))
-    return {"ok": True, "baseline": commit, "method": "template" if usable else "full",
-            "baseline_repository": str(baseline)}
+    _write_git_dir(repo / ".git", [template.objects] if usable else [], commit,
+                   baseline / "index")
+    if shared is None:
+        shutil.copytree(baseline / "objects", repo / ".git" / "objects", dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("alternates"))
+    return {"ok": True, "baseline": commit, "method": method,
+            "baseline_repository": str(baseline), "shared_baseline": shared is not None}
+
+
+def _commit_cell_baseline(repo: Path, baseline: Path, template: GitTemplate | None,
+                          added: list[str], with_skill: bool) -> tuple[str, str]:
+    """This cell's baseline repository: the template's commit plus the cell's own files
+    (fixtures, links), or without a template every file. Returns (error, commit)."""
+    if template is not None:
+        commit = template.commit_for(with_skill)
+        _write_git_dir(baseline, [template.objects], commit, template.index_for(with_skill))
+    else:
+        commit = ""
+        _write_git_dir(baseline, [], None, None)
+    if not added:
+        return "", commit
+    tree = [f"--git-dir={baseline}", f"--work-tree={repo}"]
+    steps = ((["add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"],
+              "\0".join(added).encode("utf-8")),
+             (["commit", "-q", "--no-verify", "--allow-empty", "-m", "skill-eval baseline"], None))
+    for args, stdin in steps:
+        ok, detail = run_git([*tree, *args], repo, stdin=stdin)
+        if not ok:
+            return detail, ""
+    return "", (baseline / "refs/heads/main").read_text(encoding="utf-8").strip()
 
 
 def sandbox_changes(repo: Path, baseline: Path, git_record: dict[str, Any]) -> dict[str, Any]:
@@ -1277,8 +1392,8 @@ def sandbox_changes(repo: Path, baseline: Path, git_record: dict[str, Any]) -> d
         return {"captured": False, "reason": "the sandbox has no baseline commit"}
     if not repo.is_dir():
         return {"captured": False, "reason": "the sandbox folder was removed during the run"}
-    ok, out = run_git([f"--git-dir={baseline}", f"--work-tree={repo}", "status",
-                       "--porcelain=v1", "-z", "--untracked-files=all"], repo)
+    ok, out = run_git([f"--git-dir={baseline}", f"--work-tree={repo}", "--no-optional-locks",
+                       "status", "--porcelain=v1", "-z", "--untracked-files=all"], repo)
     if not ok:
         return {"captured": False, "reason": out}
     changes: dict[str, list[str]] = {"added": [], "modified": [], "deleted": []}
@@ -1554,6 +1669,7 @@ class Provider:
     name = ""
     binary = ""
     install_hint = ""
+    grader_uses_files = False  # a schema file in, a last-message file out
 
     def __init__(self, codex_config: list[str] | None = None):
         self.codex_config = list(codex_config or [])
@@ -1699,6 +1815,7 @@ class CodexProvider(Provider):
     name = "codex"
     binary = "codex"
     install_hint = "npm install -g @openai/codex"
+    grader_uses_files = True
 
     def _common(self, cwd: Path, sandbox_mode: str, model: str | None) -> list[str]:
         argv = [self.binary, "exec", "--json", "--skip-git-repo-check", "--ephemeral",
@@ -2126,10 +2243,12 @@ def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: dict[
     artifact.pop("text", None)
     write_text(cell.run_dir / "grader_prompt.md", prompt)
     # Files the grader CLI reads or writes stay outside the checkout, whose path it must not see.
-    grader_dir, grader_io = sandbox.make_grader_dirs()
-    last_message = grader_io / "grader_last_message.txt"
-    schema_path = grader_io / "verdict_schema.json"
-    write_json(schema_path, VERDICT_SCHEMA)
+    grader_dir, grader_io = sandbox.make_grader_dirs(ctx.provider.grader_uses_files)
+    io_dir = grader_io or grader_dir  # claude gets neither file: nothing is written there
+    last_message = io_dir / "grader_last_message.txt"
+    schema_path = io_dir / "verdict_schema.json"
+    if grader_io is not None:
+        write_json(schema_path, VERDICT_SCHEMA)
     invocation = ctx.provider.grader_invocation(prompt, grader_dir, ctx.options.grader_model,
                                                 schema_path, last_message)
     env = provider_env(ctx, grader_dir)
@@ -2138,7 +2257,7 @@ def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: dict[
     record["grader"] = process_record(invocation, result, env)
     outputs = cell.run_dir / "outputs"
     write_text(outputs / "grader_output.txt", result.stdout)
-    if last_message.is_file():
+    if grader_io is not None and last_message.is_file():
         shutil.copyfile(last_message, outputs / "grader_last_message.txt")
     if not reply.ok:
         write_text(outputs / "grader_stderr.txt", result.stderr)
@@ -3796,6 +3915,7 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
     fixtures = sorted({rel for cell in cells for rel in cell.case.files})
     snapshot = RepoSnapshot.take(suite.root, suite.skill_name)
     snapshot.template = build_git_template(snapshot, sandbox_base)
+    add_runner_baselines(snapshot.template, iteration_dir / ".baselines")
     manifest = prepare_manifest(suite, options, argv, cells, previous, {
         "cli_version": cli_version, "sandbox_base": str(sandbox_base),
         "listing_source": snapshot.listing_source,
@@ -3818,6 +3938,7 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
     ctx.progress = Progress(len(cells) - len(finished), options.quiet)
     with InterruptHandler(groups):
         records = run_matrix_until_deadline(ctx, cells, finished)
+        snapshot.template.remove_runner_baselines()
         if not options.keep_sandboxes:  # kept sandboxes still borrow its objects
             snapshot.template.remove()
         return finish_iteration(suite, options, groups, iteration_dir, manifest, cells, records,
