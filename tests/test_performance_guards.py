@@ -56,6 +56,33 @@ class GitCallsPerCellTests(unittest.TestCase):
         self.assertLessEqual(small - 4, 8, "per-iteration git work grew")
 
 
+@unittest.skipIf(GIT is None, "git is not installed")
+class FilesPerCellTests(unittest.TestCase):
+    """Creating files is most of a cell's cost on a slow filesystem: a cell leaves exactly its
+    documented files, and nothing of the runner's own git work stays behind."""
+
+    DELIVERABLES = {"prompt.md", "grader_prompt.md", "run.json", "metrics.json", "grading.json",
+                    "outputs/output.txt", "outputs/executor_stream.txt",
+                    "outputs/grader_output.txt"}
+
+    def test_a_cell_leaves_its_documented_files_and_nothing_else(self) -> None:
+        tmp = TempDir()
+        self.addCleanup(tmp.cleanup)
+        root = make_repo(tmp.path, demo_suite(3), files={f"src/f{i}.txt": "x" for i in range(9)})
+        env = fake_env(tmp.path)
+        code, _, err = call_main(["run", str(root / "evals/demo/evals.json"), "--agent",
+                                  "claude", "--quiet"], env=env)
+        self.assertIn(code, (0, 1), err)
+        iteration = root / "evals/demo/workspace/claude/iteration-1"
+        run_dirs = sorted(iteration.glob("eval-*/*/run-*"))
+        self.assertEqual(len(run_dirs), 6)
+        for run_dir in run_dirs:
+            left = {p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*") if p.is_file()}
+            self.assertEqual(left, self.DELIVERABLES, run_dir)
+        self.assertFalse((iteration / ".baselines").exists(), "the shared baselines stayed")
+        self.assertEqual(list(Path(env["SKILL_EVAL_SANDBOX_ROOT"]).iterdir()), [])
+
+
 class AgentCall:
     def __init__(self, invocation, started: float, live_sandboxes: set[str]):
         self.role = "grader" if "--json-schema" in invocation.argv else "executor"
