@@ -94,8 +94,8 @@ class AgentCall:
 
 
 class LaneSchedulingTests(unittest.TestCase):
-    """--concurrency bounds agents and sandboxes; cells start in plan order; no lane idles
-    between agents on work a helper can do."""
+    """--concurrency bounds agents and sandboxes; each lane runs executor then grader; cells
+    start in plan order; a lane's sandbox is gone before its next executor starts."""
 
     CASES, CONCURRENCY = 8, 3
 

@@ -94,6 +94,16 @@ class ProcessAudit:
                 proc.wait()
         self.addCleanup(stop)
 
+    def marked_repo(self, cases: int, script: dict) -> tuple[Path, Path, str, dict]:
+        """A scratch folder and repository of `cases` demo cases, and an environment whose
+        fake agents carry a marker this test reaps whatever happens."""
+        tmp = h.TempDir()
+        self.addCleanup(tmp.cleanup)
+        repo = h.make_repo(tmp.path, h.demo_suite(cases))
+        marker = new_marker()
+        self.addCleanup(self.reap_marked, marker)
+        return tmp.path, repo, marker, h.fake_env(tmp.path, script, {"FAKE_AGENT_MARKER": marker})
+
     def reap_marked(self, marker: str) -> None:
         """Cleanup after a failed test: end the processes this test started, by pid."""
         for pid in h.marked_processes(marker):
@@ -658,18 +668,13 @@ class SignalOnAnyThreadTests(ProcessAudit, unittest.TestCase):
     stop the run at once, not when the slowest agent ends."""
 
     def test_sigint_received_by_a_lane_thread_stops_the_run(self) -> None:
-        tmp = h.TempDir()
-        self.addCleanup(tmp.cleanup)
-        repo = h.make_repo(tmp.path, h.demo_suite(2))
-        marker = new_marker()
-        self.addCleanup(self.reap_marked, marker)
-        env = h.fake_env(tmp.path, {"executor": {"sleep_s": 60}}, {"FAKE_AGENT_MARKER": marker})
+        tmp, repo, marker, env = self.marked_repo(2, {"executor": {"sleep_s": 60}})
         saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
         for sig, handler in saved.items():
             self.addCleanup(signal.signal, sig, handler)  # the runner ignores signals after one
 
         def signal_a_lane() -> None:
-            if not h.wait_until(lambda: calls_for(h.fake_calls(tmp.path), "executor", 1), 30):
+            if not h.wait_until(lambda: calls_for(h.fake_calls(tmp), "executor", 1), 30):
                 return
             lanes = [t for t in threading.enumerate() if t.name.startswith("skill-eval-lane")]
             signal.pthread_kill(lanes[0].ident, signal.SIGINT)
@@ -894,16 +899,11 @@ class NothingTouchedTests(ProcessAudit, unittest.TestCase):
 
 class ConcurrentRunTests(ProcessAudit, unittest.TestCase):
     def test_four_runs_on_one_workspace(self) -> None:
-        tmp = h.TempDir()
-        self.addCleanup(tmp.cleanup)
-        repo = h.make_repo(tmp.path, h.demo_suite(1))
-        marker = new_marker()
-        self.addCleanup(self.reap_marked, marker)
-        env = h.fake_env(tmp.path, {}, {"FAKE_AGENT_MARKER": marker})
-        workspace = tmp.path / "shared-workspace"
+        tmp, repo, marker, env = self.marked_repo(1, {})
+        workspace = tmp / "shared-workspace"
         argv = ["run", suite_file(repo), "--agent", "claude", "--workspace", str(workspace),
                 "--concurrency", "4", "--timeout", "30", "--quiet"]
-        procs = [h.start_script(argv, env=env, cwd=repo, out_dir=tmp.path / "out")
+        procs = [h.start_script(argv, env=env, cwd=repo, out_dir=tmp / "out")
                  for _ in range(4)]
         for proc in procs:
             self.stop_later(proc)
