@@ -71,6 +71,27 @@ def demo_suite(cases: int = 2, **extra) -> dict:
     return suite
 
 
+def temp_git_dirs() -> set[str]:
+    """`.git` entries directly inside the system temp folders."""
+    found = (os.path.join(folder, ".git") for folder in {tempfile.gettempdir(), "/tmp"})
+    return {path for path in found if os.path.lexists(path)}
+
+
+def remove_new_empty_temp_git_dirs(before: set[str]) -> list[str]:
+    """Remove empty `.git` folders that appeared in the temp folder since `before`.
+
+    The real codex CLI's workspace-write sandbox counts /tmp as a writable root and guards the
+    `.git` of each writable root; once in CI an empty /tmp/.git was left behind while the
+    real-CLI tier ran, and every later test then found /tmp inside a "git repository".
+    """
+    removed = []
+    for path in sorted(temp_git_dirs() - before):
+        with contextlib.suppress(OSError):
+            os.rmdir(path)  # only an empty folder: nothing of anyone's is lost
+            removed.append(path)
+    return removed
+
+
 def call_main(argv: list[str], env: dict[str, str] | None = None) -> tuple[int, str, str]:
     """Run main(argv) in-process with stdout/stderr captured and env patched."""
     out, err = io.StringIO(), io.StringIO()

@@ -20,13 +20,14 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 import unittest
 from pathlib import Path
 
-from tests.helpers import runner
+from tests.helpers import remove_new_empty_temp_git_dirs, runner, temp_git_dirs
 
 try:
     from . import model_servers as ms
@@ -361,11 +362,14 @@ class CodexRealCLITest(CLITestCase):
 
     @classmethod
     def setUpClass(cls):
+        cls.temp_git_dirs = temp_git_dirs()
         cls.server = ms.ResponsesServer().start()
 
     @classmethod
     def tearDownClass(cls):
         cls.server.stop()
+        for path in remove_new_empty_temp_git_dirs(cls.temp_git_dirs):
+            print(f"removed an empty {path} left behind by the real codex", file=sys.stderr)
 
     def codex_home(self, server=None) -> Path:
         """A CODEX_HOME whose config.toml selects the fake provider (the user's way)."""

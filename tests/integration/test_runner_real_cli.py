@@ -53,11 +53,11 @@ HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent.parent
 
 try:
-    from ..helpers import make_repo
+    from ..helpers import make_repo, remove_new_empty_temp_git_dirs, temp_git_dirs
     from . import model_servers as ms
 except ImportError:  # run from inside tests/integration
     sys.path.insert(0, str(REPO_ROOT))
-    from tests.helpers import make_repo  # type: ignore[no-redef]
+    from tests.helpers import make_repo, remove_new_empty_temp_git_dirs, temp_git_dirs  # type: ignore[no-redef]
     from tests.integration import model_servers as ms  # type: ignore[no-redef]
 
 RUNNER = Path(os.environ.get("SKILL_EVAL_RUNNER")
@@ -121,10 +121,11 @@ def _version(binary: str) -> str:
         return done.stdout.strip() or f"unknown (exit {done.returncode})"
 
 
-_ran = {"tests": 0}
+_ran: dict = {"tests": 0, "temp_git_dirs": set()}
 
 
 def setUpModule():  # noqa: N802 (unittest's name)
+    _ran["temp_git_dirs"] = temp_git_dirs()
     lines = ["", f"real-CLI runner tests: runner {RUNNER}"]
     for name, binary in (("claude", CLAUDE), ("codex", CODEX)):
         if binary:
@@ -142,6 +143,8 @@ def setUpModule():  # noqa: N802 (unittest's name)
 def tearDownModule():  # noqa: N802
     print(f"\nreal-CLI runner tests: {_ran['tests']} ran against the real CLIs",
           file=sys.stderr, flush=True)
+    for path in remove_new_empty_temp_git_dirs(_ran["temp_git_dirs"]):
+        print(f"removed an empty {path} left behind by a real CLI", file=sys.stderr)
 
 
 # --------------------------------------------------------------------------
