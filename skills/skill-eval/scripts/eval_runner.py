@@ -989,7 +989,8 @@ class RepoSnapshot:
             return self.resolved[rel]
         except KeyError:
             pass
-        real_root = os.path.realpath(self.root)
+        # "" names the root itself: its real path, worked out once like every other entry.
+        real_root = self.resolved.setdefault("", os.path.realpath(self.root))
         real = os.path.realpath(os.path.join(self.root, rel))
         inside = real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
         self.resolved[rel] = real if inside else None
