@@ -12,9 +12,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import random
-import shutil
 import unittest
-from pathlib import Path
 from unittest import mock
 
 from tests import helpers as h
@@ -214,7 +212,7 @@ class FuzzParsersTests(unittest.TestCase):
             sandbox = runner.Sandbox(repo.parent, self.tmp.path / "baseline.git",
                                      ctx.sandbox_base, {"git": {"ok": False}})
             run = runner.CellRun(cell, runner.new_record(ctx, cell), runner._utc_now(), sandbox)
-            with mock.patch.object(runner, "run_process", lambda *a, **k: next(answers)):
+            with mock.patch.object(runner, "run_process", lambda *a, _it=answers, **k: next(_it)):
                 run.executed = bool(runner.guarded(run, runner.run_executor_step, ctx, cell,
                                                    sandbox, run.record))
                 if run.executed:

@@ -22,8 +22,13 @@ from pathlib import Path
 from unittest import mock
 
 from tests import helpers as h
-from tests.test_reliability import (FORGED, ProcessAudit, iteration_dirs, load_json,
-                                    new_marker, suite_file)
+from tests.test_reliability import (
+    FORGED,
+    ProcessAudit,
+    iteration_dirs,
+    load_json,
+    suite_file,
+)
 
 runner = h.runner
 END_WITHIN_S = 5.0           # the bound: a run ends within 5 s of the moment
