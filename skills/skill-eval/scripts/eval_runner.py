@@ -25,10 +25,10 @@ Rules the code enforces:
       value with its source; a value that was not captured is null with a reason;
     * invalid input launches no subprocess; a failed run is recorded, never scored.
 
-Sections (search for the banner "# ==== <name>"):
-    constants and schemas | errors | data model | suite loading and validation |
-    sandbox | process runner | providers | execution engine | grading |
-    aggregation | rendering | CLI
+Sections (search for the banner "# ==== <name>"); each uses only those above it:
+    constants and schemas | errors | data model | files and text |
+    suite loading and validation | process runner | sandbox | providers | grading |
+    execution engine | aggregation | rendering | iteration | CLI
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import collections
 import concurrent.futures
+import contextlib
 import dataclasses
 import difflib
 import hashlib
@@ -156,6 +157,7 @@ SANDBOX_GIT_ENV = {
     "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
 }
 
+
 # ==== errors =================================================================
 
 
@@ -210,10 +212,6 @@ class InputError(EvalError):
 
 class EnvironmentProblem(EvalError):
     exit_code = EXIT_ENVIRONMENT
-
-
-class Interrupted(Exception):
-    """Raised inside the engine when the user asked the run to stop."""
 
 
 # ==== data model =============================================================
@@ -271,7 +269,7 @@ class RunOptions:
     workspace: Path | None = None
     eval_ids: list[str] | None = None
     keep_sandboxes: bool = False
-    codex_config: list[str] = dataclasses.field(default_factory=list)
+    agent_settings: list[str] = dataclasses.field(default_factory=list)  # KEY=VALUE, verbatim
     quiet: bool = False
     junit: Path | None = None
 
@@ -312,7 +310,6 @@ class Invocation:
     argv: list[str]
     cwd: Path
     stdin_text: str | None = None
-    extra_env: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -326,6 +323,139 @@ class AgentReply:
     metrics: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     trace: list[dict[str, Any]] | None = None  # tool calls seen; None = no trace captured
     permission_denials: list[Any] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class RunRecord:
+    """What one cell left: run.json's fields, plus its grading and metrics (files of their own).
+
+    The nested values are JSON documents written as they are; their shapes are in README.md.
+    """
+
+    eval_id: str | int
+    eval_name: str
+    configuration: str
+    run_number: int
+    status: str = STATUS_OK
+    failure: dict[str, str] | None = None  # {"stage", "detail"}: why it failed or went ungraded
+    executor: dict[str, Any] | None = None  # the process: argv, cwd, exit code, duration, ...
+    grader: dict[str, Any] | None = None
+    sandbox: dict[str, Any] | None = None
+    changes: dict[str, Any] | None = None  # what the executor added, modified or deleted
+    written_artifact: dict[str, Any] = dataclasses.field(
+        default_factory=lambda: {"captured": False})
+    metrics: dict[str, dict[str, Any]] | None = None  # executor-only; captured or absent
+    grading: dict[str, Any] | None = None  # verdicts per assertion, once graded
+    permission_denials: list[Any] = dataclasses.field(default_factory=list)
+    skill_read: dict[str, Any] | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    resumed: bool = False
+    scored: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"eval-{self.eval_id}/{self.configuration}/run-{self.run_number}"
+
+    def fail(self, status: str, stage: str, detail: str) -> None:
+        self.status, self.failure = status, {"stage": stage, "detail": detail}
+
+    def run_json(self) -> dict[str, Any]:
+        """run.json: every field but the grading and the metrics, which have their own files."""
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)
+                if field.name not in ("grading", "metrics")}
+
+    @classmethod
+    def from_files(cls, run_json: dict[str, Any], grading: Any, metrics: Any) -> RunRecord:
+        known = {field.name for field in dataclasses.fields(cls)}
+        values = {k: v for k, v in run_json.items() if k in known}
+        return cls(**{**values, "grading": grading, "metrics": metrics})
+
+
+# ==== files and text =========================================================
+
+
+def _is_within(path: Path, folder: Path) -> bool:
+    try:
+        path.relative_to(folder)
+        return True
+    except ValueError:
+        return False
+
+
+def _walk_files(folder: Path) -> Iterator[Path]:
+    """Regular files and links under folder, skipping host-local state folders."""
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if d not in EXCLUDED_DIR_NAMES)
+        for name in sorted(filenames):
+            yield Path(dirpath) / name
+
+
+def _cut_utf8_end(data: bytes) -> bytes:
+    """Drop an incomplete multi-byte character at the end."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 != 0x80:  # a lead byte or ASCII
+            needed = 1 if byte < 0x80 else 2 if byte >> 5 == 6 else 3 if byte >> 4 == 14 else 4
+            return data if needed <= back else data[:-back]
+    return data
+
+
+def _cut_utf8_start(data: bytes) -> bytes:
+    start = 0
+    while start < min(4, len(data)) and data[start] & 0xC0 == 0x80:
+        start += 1
+    return data[start:]
+
+
+def cut_text(text: str, limit: int) -> tuple[str, bool]:
+    if len(text) <= limit:
+        return text, False
+    return text[:limit], True
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write atomically: readers see the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(path: Path, data: Any) -> None:
+    write_text(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def tree_hash(root: Path, rels: Iterable[str]) -> str:
+    digest = hashlib.sha256()
+    for rel in sorted(rels):
+        path = root / rel
+        digest.update(rel.encode("utf-8") + b"\0")
+        digest.update((sha256_file(path) if path.is_file() else "missing").encode() + b"\n")
+    return digest.hexdigest()
+
+
+def _shell_join(argv: list[str]) -> str:
+    import shlex
+    return " ".join(shlex.quote(a) for a in argv)
 
 
 # ==== suite loading and validation ===========================================
@@ -467,14 +597,6 @@ def find_repo_root(suite_path: Path) -> Path | None:
         if (folder / "evals").is_dir() and (folder / "skills").is_dir():
             return folder
     return None
-
-
-def _is_within(path: Path, folder: Path) -> bool:
-    try:
-        path.relative_to(folder)
-        return True
-    except ValueError:
-        return False
 
 
 def _forbidden_fixture_part(rel: Path) -> str | None:
@@ -778,14 +900,6 @@ def _type_name(value: Any) -> str:
     return names.get(type(value), type(value).__name__)
 
 
-def _walk_files(folder: Path) -> Iterator[Path]:
-    """Regular files and links under folder, skipping host-local state folders."""
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = sorted(d for d in dirnames if d not in EXCLUDED_DIR_NAMES)
-        for name in sorted(filenames):
-            yield Path(dirpath) / name
-
-
 def read_frontmatter(text: str) -> dict[str, str] | None:
     """The simple `key: value` lines of a SKILL.md front matter block, or None."""
     lines = text.lstrip("\ufeff").splitlines()
@@ -900,6 +1014,197 @@ def suite_counts(loaded: LoadedSuite) -> dict[str, int]:
         "errors": len(loaded.errors),
         "warnings": len(loaded.warnings),
     }
+
+
+def resolve_skill_md(suite: Suite, skill_path: str | None) -> Path:
+    """The authoritative SKILL.md: skills/<name>/SKILL.md in the repository, nothing else."""
+    expected = suite.skill_dir / "SKILL.md"
+    if skill_path is None:
+        return expected
+    given = Path(skill_path)
+    candidate = given if given.is_absolute() else suite.root / given
+    parts = Path(os.path.normpath(candidate)).parts
+    for snapshot in (".agents", ".claude"):
+        if snapshot in parts:
+            raise InputError(f"--skill-path {skill_path} is under {snapshot}/, a host copy of a "
+                             "skill", f"point it at skills/{suite.skill_name}/SKILL.md")
+    if candidate.is_dir():
+        candidate = candidate / "SKILL.md"
+    if candidate.name != "SKILL.md" or not candidate.is_file():
+        raise InputError(f"--skill-path {skill_path} is not an existing file named SKILL.md",
+                         f"point it at skills/{suite.skill_name}/SKILL.md or its folder")
+    if Path(os.path.normpath(os.path.abspath(candidate))) != Path(os.path.abspath(expected)):
+        raise InputError(f"--skill-path {skill_path} is not skills/{suite.skill_name}/SKILL.md",
+                         "with_skill runs use the tracked skill package of the suite's skill_name")
+    if os.path.realpath(candidate) != os.path.realpath(expected) or not _is_within(
+            Path(os.path.realpath(candidate)), Path(os.path.realpath(suite.skill_dir))):
+        raise InputError(f"--skill-path {skill_path} is a link that leaves the skill package",
+                         f"make skills/{suite.skill_name}/SKILL.md a regular file")
+    return expected
+
+
+# ==== process runner =========================================================
+
+
+class BoundedBuffer:
+    """Keeps the first and the last bytes of a stream; counts what it dropped."""
+
+    def __init__(self, head_cap: int, tail_cap: int):
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.head_cap, self.tail_cap = head_cap, tail_cap
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.head_cap - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk and self.tail_cap:
+            self.tail += chunk
+            if len(self.tail) > 2 * self.tail_cap:
+                del self.tail[:-self.tail_cap]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.head) + min(len(self.tail), self.tail_cap)
+
+    def text(self) -> str:
+        head = _cut_utf8_end(bytes(self.head))
+        if not self.tail:
+            return head.decode("utf-8", "replace")
+        tail = _cut_utf8_start(bytes(self.tail[-self.tail_cap:]))
+        gap = "\n[... output cut by skill-eval ...]\n" if self.truncated else ""
+        return head.decode("utf-8", "replace") + gap + tail.decode("utf-8", "replace")
+
+
+class ProcessGroups:
+    """Every provider process group alive now, so an interrupt can end them all."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.active: dict[int, subprocess.Popen] = {}
+        self.cancelled = threading.Event()
+        self.reason: str | None = None  # "interrupted" or "deadline"
+
+    def add(self, proc: subprocess.Popen) -> None:
+        with self.lock:
+            self.active[proc.pid] = proc
+        if self.cancelled.is_set():
+            _signal_group(proc.pid, signal.SIGKILL)
+
+    def discard(self, proc: subprocess.Popen) -> None:
+        with self.lock:
+            self.active.pop(proc.pid, None)
+
+    def cancel(self, sig: int = signal.SIGTERM, reason: str = "interrupted") -> None:
+        """Stop everything: signal every live group now, and KILL what is left after a grace."""
+        if not self.cancelled.is_set():
+            self.reason = reason
+        self.cancelled.set()
+        self.signal_all(sig)
+        if sig != signal.SIGKILL:
+            timer = threading.Timer(KILL_GRACE_S, self.signal_all, args=(signal.SIGKILL,))
+            timer.daemon = True
+            timer.start()
+
+    def signal_all(self, sig: int) -> None:
+        with self.lock:
+            pids = list(self.active)
+        for pid in pids:
+            _signal_group(pid, sig)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def end_process_group(proc: subprocess.Popen, reaper: threading.Thread,
+                      grace_s: float = KILL_GRACE_S) -> None:
+    """TERM the whole group, give it a moment, then KILL; the reaper collects the leader."""
+    _signal_group(proc.pid, signal.SIGTERM)
+    reaper.join(grace_s)
+    _signal_group(proc.pid, signal.SIGKILL)
+
+
+def start_reaper(proc: subprocess.Popen) -> threading.Thread:
+    """A thread blocked in waitpid, so the caller learns of the exit the moment it happens.
+
+    Popen.wait(timeout) polls with sleeps of up to 50 ms: twice a cell, that left a
+    --concurrency slot idle for a noticeable share of every short agent call.
+    """
+    reaper = threading.Thread(target=proc.wait, daemon=True)
+    reaper.start()
+    return reaper
+
+
+def _pump(stream: Any, buffer: BoundedBuffer) -> None:
+    try:
+        for chunk in iter(lambda: stream.read1(65536), b""):
+            buffer.add(chunk)
+    except (OSError, ValueError):
+        pass
+    finally:
+        stream.close()
+
+
+def _feed(stream: Any, data: bytes) -> None:
+    try:
+        stream.write(data)
+    except (BrokenPipeError, OSError, ValueError):
+        pass
+    finally:
+        try:
+            stream.close()
+        except OSError:
+            pass
+
+
+def run_process(invocation: Invocation, env: dict[str, str], timeout_s: float,
+                groups: ProcessGroups) -> ProcessResult:
+    """Run one provider process in its own session, bounded in time and memory."""
+    started = time.monotonic()
+    feeding = invocation.stdin_text is not None
+    try:
+        proc = subprocess.Popen(
+            invocation.argv, cwd=invocation.cwd, env=env, start_new_session=True,
+            stdin=subprocess.PIPE if feeding else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as exc:
+        return ProcessResult(invocation.argv, None, "", "", time.monotonic() - started,
+                             spawn_error=f"{type(exc).__name__}: {exc}")
+    groups.add(proc)
+    out = BoundedBuffer(STREAM_HEAD_BYTES, STREAM_TAIL_BYTES)
+    err = BoundedBuffer(STDERR_KEEP_BYTES, STDERR_KEEP_BYTES // 4)
+    threads = [threading.Thread(target=_pump, args=(proc.stdout, out), daemon=True),
+               threading.Thread(target=_pump, args=(proc.stderr, err), daemon=True)]
+    if feeding:
+        data = invocation.stdin_text.encode("utf-8")
+        threads.append(threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True))
+    for thread in threads:
+        thread.start()
+    reaper = start_reaper(proc)
+    try:
+        reaper.join(min(timeout_s, threading.TIMEOUT_MAX))
+        timed_out = reaper.is_alive()
+        if timed_out:
+            end_process_group(proc, reaper)
+    finally:
+        # Whatever the leader left behind in its group (shells, servers) ends with it.
+        _signal_group(proc.pid, signal.SIGKILL)
+        reaper.join()
+        groups.discard(proc)
+    for thread in threads:
+        thread.join(timeout=5)
+    return ProcessResult(
+        invocation.argv, proc.returncode, out.text(), err.text(), time.monotonic() - started,
+        timed_out=timed_out,
+        cancelled=groups.cancelled.is_set() and not timed_out and proc.returncode != 0,
+        stdout_bytes=out.total, stdout_truncated=out.truncated, stderr_truncated=err.truncated)
 
 
 # ==== sandbox ================================================================
@@ -1429,195 +1734,6 @@ def fixture_status(root: Path, paths: list[str]) -> dict[str, Any]:
     return {"checked": True, "dirty": dirty}
 
 
-# ==== process runner =========================================================
-
-
-class BoundedBuffer:
-    """Keeps the first and the last bytes of a stream; counts what it dropped."""
-
-    def __init__(self, head_cap: int, tail_cap: int):
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.head_cap, self.tail_cap = head_cap, tail_cap
-        self.total = 0
-
-    def add(self, chunk: bytes) -> None:
-        self.total += len(chunk)
-        room = self.head_cap - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        if chunk and self.tail_cap:
-            self.tail += chunk
-            if len(self.tail) > 2 * self.tail_cap:
-                del self.tail[:-self.tail_cap]
-
-    @property
-    def truncated(self) -> bool:
-        return self.total > len(self.head) + min(len(self.tail), self.tail_cap)
-
-    def text(self) -> str:
-        head = _cut_utf8_end(bytes(self.head))
-        if not self.tail:
-            return head.decode("utf-8", "replace")
-        tail = _cut_utf8_start(bytes(self.tail[-self.tail_cap:]))
-        gap = "\n[... output cut by skill-eval ...]\n" if self.truncated else ""
-        return head.decode("utf-8", "replace") + gap + tail.decode("utf-8", "replace")
-
-
-def _cut_utf8_end(data: bytes) -> bytes:
-    """Drop an incomplete multi-byte character at the end."""
-    for back in range(1, min(4, len(data)) + 1):
-        byte = data[-back]
-        if byte & 0xC0 != 0x80:  # a lead byte or ASCII
-            needed = 1 if byte < 0x80 else 2 if byte >> 5 == 6 else 3 if byte >> 4 == 14 else 4
-            return data if needed <= back else data[:-back]
-    return data
-
-
-def _cut_utf8_start(data: bytes) -> bytes:
-    start = 0
-    while start < min(4, len(data)) and data[start] & 0xC0 == 0x80:
-        start += 1
-    return data[start:]
-
-
-def cut_text(text: str, limit: int) -> tuple[str, bool]:
-    if len(text) <= limit:
-        return text, False
-    return text[:limit], True
-
-
-class ProcessGroups:
-    """Every provider process group alive now, so an interrupt can end them all."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.active: dict[int, subprocess.Popen] = {}
-        self.cancelled = threading.Event()
-        self.reason: str | None = None  # "interrupted" or "deadline"
-        self.launches = 0
-
-    def add(self, proc: subprocess.Popen) -> None:
-        with self.lock:
-            self.active[proc.pid] = proc
-            self.launches += 1
-        if self.cancelled.is_set():
-            _signal_group(proc.pid, signal.SIGKILL)
-
-    def discard(self, proc: subprocess.Popen) -> None:
-        with self.lock:
-            self.active.pop(proc.pid, None)
-
-    def cancel(self, sig: int = signal.SIGTERM, reason: str = "interrupted") -> None:
-        """Stop everything: signal every live group now, and KILL what is left after a grace."""
-        if not self.cancelled.is_set():
-            self.reason = reason
-        self.cancelled.set()
-        self.signal_all(sig)
-        if sig != signal.SIGKILL:
-            timer = threading.Timer(KILL_GRACE_S, self.signal_all, args=(signal.SIGKILL,))
-            timer.daemon = True
-            timer.start()
-
-    def signal_all(self, sig: int) -> None:
-        with self.lock:
-            pids = list(self.active)
-        for pid in pids:
-            _signal_group(pid, sig)
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def end_process_group(proc: subprocess.Popen, reaper: threading.Thread,
-                      grace_s: float = KILL_GRACE_S) -> None:
-    """TERM the whole group, give it a moment, then KILL; the reaper collects the leader."""
-    _signal_group(proc.pid, signal.SIGTERM)
-    reaper.join(grace_s)
-    _signal_group(proc.pid, signal.SIGKILL)
-
-
-def start_reaper(proc: subprocess.Popen) -> threading.Thread:
-    """A thread blocked in waitpid, so the caller learns of the exit the moment it happens.
-
-    Popen.wait(timeout) polls with sleeps of up to 50 ms: twice a cell, that left a
-    --concurrency slot idle for a noticeable share of every short agent call.
-    """
-    reaper = threading.Thread(target=proc.wait, daemon=True)
-    reaper.start()
-    return reaper
-
-
-def _pump(stream: Any, buffer: BoundedBuffer) -> None:
-    try:
-        for chunk in iter(lambda: stream.read1(65536), b""):
-            buffer.add(chunk)
-    except (OSError, ValueError):
-        pass
-    finally:
-        stream.close()
-
-
-def _feed(stream: Any, data: bytes) -> None:
-    try:
-        stream.write(data)
-    except (BrokenPipeError, OSError, ValueError):
-        pass
-    finally:
-        try:
-            stream.close()
-        except OSError:
-            pass
-
-
-def run_process(invocation: Invocation, env: dict[str, str], timeout_s: float,
-                groups: ProcessGroups) -> ProcessResult:
-    """Run one provider process in its own session, bounded in time and memory."""
-    started = time.monotonic()
-    feeding = invocation.stdin_text is not None
-    try:
-        proc = subprocess.Popen(
-            invocation.argv, cwd=invocation.cwd, env=env, start_new_session=True,
-            stdin=subprocess.PIPE if feeding else subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    except OSError as exc:
-        return ProcessResult(invocation.argv, None, "", "", time.monotonic() - started,
-                             spawn_error=f"{type(exc).__name__}: {exc}")
-    groups.add(proc)
-    out = BoundedBuffer(STREAM_HEAD_BYTES, STREAM_TAIL_BYTES)
-    err = BoundedBuffer(STDERR_KEEP_BYTES, STDERR_KEEP_BYTES // 4)
-    threads = [threading.Thread(target=_pump, args=(proc.stdout, out), daemon=True),
-               threading.Thread(target=_pump, args=(proc.stderr, err), daemon=True)]
-    if feeding:
-        data = invocation.stdin_text.encode("utf-8")
-        threads.append(threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True))
-    for thread in threads:
-        thread.start()
-    reaper = start_reaper(proc)
-    try:
-        reaper.join(min(timeout_s, threading.TIMEOUT_MAX))
-        timed_out = reaper.is_alive()
-        if timed_out:
-            end_process_group(proc, reaper)
-    finally:
-        # Whatever the leader left behind in its group (shells, servers) ends with it.
-        _signal_group(proc.pid, signal.SIGKILL)
-        reaper.join()
-        groups.discard(proc)
-    for thread in threads:
-        thread.join(timeout=5)
-    return ProcessResult(
-        invocation.argv, proc.returncode, out.text(), err.text(), time.monotonic() - started,
-        timed_out=timed_out,
-        cancelled=groups.cancelled.is_set() and not timed_out and proc.returncode != 0,
-        stdout_bytes=out.total, stdout_truncated=out.truncated, stderr_truncated=err.truncated)
-
-
 # ==== providers ==============================================================
 
 
@@ -1675,9 +1791,10 @@ class Provider:
     binary = ""
     install_hint = ""
     grader_uses_files = False  # a schema file in, a last-message file out
+    accepts_settings = False  # takes KEY=VALUE settings from the command line
 
-    def __init__(self, codex_config: list[str] | None = None):
-        self.codex_config = list(codex_config or [])
+    def __init__(self, settings: list[str] | None = None):
+        self.settings = list(settings or [])
 
     def executable(self) -> str | None:
         return shutil.which(self.binary)
@@ -1821,11 +1938,12 @@ class CodexProvider(Provider):
     binary = "codex"
     install_hint = "npm install -g @openai/codex"
     grader_uses_files = True
+    accepts_settings = True  # each one becomes `-c KEY=VALUE`
 
     def _common(self, cwd: Path, sandbox_mode: str, model: str | None) -> list[str]:
         argv = [self.binary, "exec", "--json", "--skip-git-repo-check", "--ephemeral",
                 "--sandbox", sandbox_mode, "--cd", str(cwd)]
-        for setting in self.codex_config:
+        for setting in self.settings:
             argv += ["-c", setting]
         return argv + _model_args("--model", model)
 
@@ -1926,402 +2044,26 @@ PROVIDERS: dict[str, type[Provider]] = {
 }
 
 
-# ==== execution engine =======================================================
+def require_provider(options: RunOptions) -> Provider:
+    provider = PROVIDERS[options.agent](options.agent_settings)
+    if provider.executable() is None:
+        raise EnvironmentProblem(f"the {provider.name} CLI ({provider.binary!r}) is not on PATH",
+                                 f"install it ({provider.install_hint}) or fix PATH")
+    return provider
 
 
-def build_executor_prompt(suite: Suite, case: Case, config: str, sandbox: Path) -> str:
-    """The task and the configuration contract; never assertions, names or expected output."""
-    lines = ["# Task", "", case.prompt.strip(), "", "# Working environment", "",
-             f"You are working in a copy of the repository at {sandbox}. Stay inside it.", ""]
-    if case.files:
-        lines += ["Files provided for this task (relative to that folder):", ""]
-        lines += [f"- {rel}" for rel in case.files] + [""]
-    if config == "with_skill":
-        skill_md = sandbox / "skills" / suite.skill_name / "SKILL.md"
-        lines += ["# Skill", "",
-                  f"Skill path: {skill_md}",
-                  "Read the skill from that file directly and follow it for this task. Do not use "
-                  "a host skill tool, an installed snapshot, a link or a cached copy instead.", ""]
-    else:
-        lines += ["# Skill", "", "Use no agent skill for this task: do not look for, load or "
-                  "invoke any skill.", ""]
-    lines += ["# Deliverable", "",
-              f"Artifact path: {sandbox / ARTIFACT_RELPATH}",
-              "If the task asks for a written document, write it to that path. Either way, end "
-              "with your answer in your reply.", ""]
-    return "\n".join(lines)
-
-
-@dataclasses.dataclass
-class RunContext:
-    suite: Suite
-    options: RunOptions
-    provider: Provider
-    iteration_dir: Path
-    snapshot: RepoSnapshot
-    sandbox_base: Path
-    groups: ProcessGroups
-    deadline_at: float | None = None
-    progress: Callable[[dict[str, Any]], None] | None = None
-    judge: dict[str, Any] = dataclasses.field(default_factory=dict)
-    resuming: bool = False
-    base_env: dict[str, str] = dataclasses.field(default_factory=dict)
-
-    def should_stop(self) -> str | None:
-        if self.deadline_at is not None and time.monotonic() >= self.deadline_at:
-            return "the --deadline passed before this cell started"
-        if self.groups.cancelled.is_set():
-            return f"the run was stopped ({self.groups.reason}) before this cell started"
-        return None
-
-
-def plan_cells(suite: Suite, options: RunOptions, iteration_dir: Path) -> list[Cell]:
-    selected = set(options.eval_ids) if options.eval_ids else None
-    cells = []
-    for case in suite.cases:
-        if selected is not None and case.key not in selected:
-            continue
-        for config in options.configs:
-            for run_number in range(1, options.runs + 1):
-                run_dir = iteration_dir / f"eval-{case.key}" / config / f"run-{run_number}"
-                cells.append(Cell(case, config, run_number, run_dir))
-    return cells
-
-
-def allocate_iteration_dir(workspace: Path) -> Path:
-    """Claim iteration-N with mkdir, which is atomic: two runs never share a folder."""
-    workspace.mkdir(parents=True, exist_ok=True)
-    taken = [int(m.group(1)) for p in workspace.iterdir()
-             if (m := re.fullmatch(r"iteration-(\d+)", p.name))]
-    number = max(taken, default=0) + 1
-    while True:
-        candidate = workspace / f"iteration-{number}"
-        try:
-            candidate.mkdir()
-            return candidate
-        except FileExistsError:
-            number += 1
-
-
-def load_finished_cells(ctx: RunContext, cells: list[Cell]) -> dict[str, dict[str, Any]]:
-    """Records of cells a previous attempt finished `ok`, read back from their files."""
-    finished = {}
-    for cell in cells:
-        try:
-            run = json.loads((cell.run_dir / "run.json").read_text(encoding="utf-8"))
-            grading = json.loads((cell.run_dir / "grading.json").read_text(encoding="utf-8"))
-            metrics = json.loads((cell.run_dir / "metrics.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if run.get("status") != STATUS_OK or not run.get("scored"):
-            continue
-        run.update(grading=grading, metrics=metrics.get("metrics"),
-                   _order=new_record(ctx, cell)["_order"])
-        finished[cell.label] = run
-    return finished
-
-
-def scrub_checkout_paths(env: dict[str, str], root: Path) -> tuple[dict[str, str], dict]:
-    """Keep the source checkout's location out of the agents' environment.
-
-    An agent that learns where the checkout is can write into it; a sandbox copy is only a
-    boundary while its origin stays unknown. Path lists lose the entries inside the checkout,
-    other variables that mention it are dropped; both are recorded by name.
-    """
-    needles = {str(root), os.path.realpath(root)}
-    scrubbed, dropped, filtered = dict(env), [], []
-    for name, value in env.items():
-        if not any(n in value for n in needles):
-            continue
-        kept = [part for part in value.split(os.pathsep) if not any(n in part for n in needles)]
-        if os.pathsep in value and kept:
-            scrubbed[name] = os.pathsep.join(kept)
-            filtered.append(name)
-        else:
-            del scrubbed[name]
-            dropped.append(name)
-    return scrubbed, {"dropped": sorted(dropped), "filtered_path_lists": sorted(filtered)}
-
-
-def provider_env(ctx: RunContext, cwd: Path) -> dict[str, str]:
-    env = dict(ctx.base_env)
-    env["PWD"] = str(cwd)
-    return env
-
-
-def execute_matrix(ctx: RunContext, cells: list[Cell],
-                   finished: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """Run every cell not already finished, in --concurrency lanes.
-
-    A lane runs one agent process at a time, a cell's executor then its grader then the next
-    cell's executor, as a worker of a plain pool would. What surrounds the agents (reading the
-    executor's changes, removing its sandbox, building the next cell's) runs on a helper thread
-    while the grader works, so a lane passes from one agent straight to the next, and a lane
-    never holds more than one sandbox.
-    """
-    finished = finished or {}
-    records = [finished[cell.label] for cell in cells if cell.label in finished]
-    queue = CellQueue([cell for cell in cells if cell.label not in finished])
-    lanes = min(ctx.options.concurrency, len(queue))
-    if lanes:
-        with concurrent.futures.ThreadPoolExecutor(lanes, "skill-eval-lane") as pool, \
-                concurrent.futures.ThreadPoolExecutor(lanes, "skill-eval-sandbox") as helpers:
-            futures = [pool.submit(run_lane, ctx, queue, helpers) for _ in range(lanes)]
-            wait_waking_for_signals(futures)
-            for future in futures:
-                records += future.result()
-    return sorted(records, key=lambda r: (r["_order"]))
-
-
-def wait_waking_for_signals(futures: list[concurrent.futures.Future]) -> None:
-    """Wait for the lanes, waking now and then.
-
-    The kernel may hand a Ctrl-C to any thread, but Python runs the handler only in the main
-    thread and only once it wakes; a main thread blocked until a whole lane ends would leave
-    the interrupt unanswered for as long as the slowest agent runs.
-    """
-    pending = set(futures)
-    while pending:
-        _, pending = concurrent.futures.wait(pending, timeout=SIGNAL_WAKE_S)
-
-
-class CellQueue:
-    """The cells still to start, in plan order; lanes take them one at a time."""
-
-    def __init__(self, cells: list[Cell]):
-        self._cells = collections.deque(cells)
-
-    def __len__(self) -> int:
-        return len(self._cells)
-
-    def take(self) -> Cell | None:
-        try:
-            return self._cells.popleft()  # atomic: no two lanes get the same cell
-        except IndexError:
-            return None
-
-
-@dataclasses.dataclass
-class CellRun:
-    """One cell on its way through a lane: its record, and its sandbox while it has one."""
-
-    cell: Cell
-    record: dict[str, Any]
-    started_at: str
-    sandbox: Sandbox | None = None
-    executed: bool = False
-
-
-def run_lane(ctx: RunContext, queue: CellQueue,
-             helpers: concurrent.futures.ThreadPoolExecutor) -> list[dict[str, Any]]:
-    records = []
-    cell = queue.take()
-    run = start_cell(ctx, cell) if cell is not None else None
-    while run is not None:
-        if run.sandbox is not None:
-            run.executed = bool(guarded(run, run_executor_step, ctx, run.cell, run.sandbox,
-                                        run.record))
-        upcoming = helpers.submit(close_sandbox_and_start_next, ctx, run, queue)
-        if run.executed:
-            guarded(run, run_grader_step, ctx, run.cell, run.sandbox, run.record)
-        records.append(finish_cell(ctx, run, upcoming))
-        run = upcoming.result()
-    return records
-
-
-def guarded(run: CellRun, step: Callable[..., Any], *args: Any) -> Any:
-    """One broken cell must never stop the others: a fault of the runner's is recorded on it."""
-    try:
-        return step(*args)
-    except Exception as exc:
-        run.record.update(status="runner_error",
-                          failure={"stage": "runner", "detail": f"{type(exc).__name__}: {exc}"})
-        return None
-
-
-def new_record(ctx: RunContext, cell: Cell) -> dict[str, Any]:
-    return {"_order": (cell.case.index, ctx.options.configs.index(cell.config), cell.run_number),
-            "eval_id": cell.case.id, "eval_name": cell.case.name or f"eval-{cell.case.key}",
-            "configuration": cell.config, "run_number": cell.run_number, "status": STATUS_OK,
-            "failure": None, "executor": None, "grader": None, "sandbox": None, "changes": None,
-            "written_artifact": {"captured": False}, "metrics": None, "grading": None,
-            "permission_denials": [], "skill_read": None}
-
-
-def start_cell(ctx: RunContext, cell: Cell) -> CellRun:
-    run = CellRun(cell, new_record(ctx, cell), _utc_now())
-    run.record["_judge"] = {"judge": ctx.judge}
-    guarded(run, prepare_sandbox, ctx, run)
-    return run
-
-
-def prepare_sandbox(ctx: RunContext, run: CellRun) -> None:
-    cell = run.cell
-    if cell.run_dir.exists():  # a resumed cell starts clean: no stale verdicts survive
-        shutil.rmtree(cell.run_dir)
-    cell.run_dir.joinpath("outputs").mkdir(parents=True, exist_ok=True)
-    reason = ctx.should_stop()
-    if reason:
-        run.record.update(status="cancelled", failure={"stage": "scheduling", "detail": reason})
-        return
-    run.sandbox = build_sandbox(ctx.snapshot, cell.case, cell.config == "with_skill",
-                                ctx.sandbox_base, cell.run_dir / "baseline.git")
-    run.record["sandbox"] = run.sandbox.record
-
-
-def close_sandbox_and_start_next(ctx: RunContext, run: CellRun,
-                                 queue: CellQueue) -> CellRun | None:
-    """After the executor: its changes read and its sandbox gone, then the next cell built."""
-    sandbox = run.sandbox
-    if sandbox is not None:
-        def close() -> None:
-            run.record["changes"] = sandbox_changes(sandbox.repo, sandbox.baseline_git,
-                                                    sandbox.record["git"])
-            if not ctx.options.keep_sandboxes:
-                sandbox.remove_copy()
-        guarded(run, close)
-    cell = queue.take()
-    return start_cell(ctx, cell) if cell is not None else None
-
-
-def finish_cell(ctx: RunContext, run: CellRun,
-                closing: concurrent.futures.Future) -> dict[str, Any]:
-    closing.result()  # the executor's changes are on the record, its sandbox gone
-    record = run.record
-    if run.sandbox is not None:
-        if ctx.options.keep_sandboxes:
-            run.sandbox.record["kept"] = True
-        else:
-            guarded(run, run.sandbox.remove_grader_dirs)
-    record["started_at"], record["finished_at"] = run.started_at, _utc_now()
-    record["resumed"] = ctx.resuming
-    record["scored"] = record["status"] == STATUS_OK and record.get("grading") is not None
-    guarded(run, write_run_files, run.cell, record)
-    if ctx.progress:
-        ctx.progress(record)
-    return record
-
-
-def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
-                      record: dict[str, Any]) -> bool:
-    prompt = build_executor_prompt(ctx.suite, cell.case, cell.config, sandbox.repo)
-    write_text(cell.run_dir / "prompt.md", prompt)
-    invocation = ctx.provider.executor_invocation(prompt, sandbox.repo, ctx.options.executor_model)
-    env = provider_env(ctx, sandbox.repo)
-    # The sandbox was built while the lane's previous agent ran: check again before starting.
-    reason = ctx.should_stop()
-    if reason:
-        record.update(status="cancelled", failure={"stage": "scheduling", "detail": reason})
-        return False
-    result = run_process(invocation, env, ctx.options.timeout_s, ctx.groups)
-    reply = ctx.provider.read_executor(result)
-    record["executor"] = process_record(invocation, result, env)
-    record["metrics"] = reply.metrics
-    record["permission_denials"] = reply.permission_denials
-    record["skill_read"] = skill_read_evidence(reply.trace, ctx.suite.skill_name, cell.config)
-    outputs = cell.run_dir / "outputs"
-    write_text(outputs / "output.txt", reply.text)
-    write_text(outputs / "executor_stream.txt", result.stdout)
-    if not reply.ok:
-        write_text(outputs / "executor_stderr.txt", result.stderr)
-        status = ("executor_timeout" if result.timed_out else
-                  "cancelled" if result.cancelled else "executor_failed")
-        record.update(status=status, failure={"stage": "executor", "detail": reply.failure})
-        return False
-    record["written_artifact"] = capture_artifact(sandbox.artifact_path, outputs / "plan.md")
-    record["_output_text"] = reply.text
-    return True
-
-
-def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: dict[str, Any]) -> None:
-    assertions = ctx.suite.assertions_for(cell.case)
-    if not assertions:
-        record["failure"] = {"stage": "grader", "detail": "the case has no assertions; not graded"}
-        return
-    if ctx.groups.cancelled.is_set():
-        record.update(status="cancelled",
-                      failure={"stage": "grader", "detail": "interrupted before grading"})
-        return
-    artifact = record["written_artifact"]
-    prompt = build_grader_prompt(cell.case.prompt, record.pop("_output_text"),
-                                 artifact.get("text"), artifact.get("truncated", False), assertions)
-    artifact.pop("text", None)
-    write_text(cell.run_dir / "grader_prompt.md", prompt)
-    # Files the grader CLI reads or writes stay outside the checkout, whose path it must not see.
-    grader_dir, grader_io = sandbox.make_grader_dirs(ctx.provider.grader_uses_files)
-    io_dir = grader_io or grader_dir  # claude gets neither file: nothing is written there
-    last_message = io_dir / "grader_last_message.txt"
-    schema_path = io_dir / "verdict_schema.json"
-    if grader_io is not None:
-        write_json(schema_path, VERDICT_SCHEMA)
-    invocation = ctx.provider.grader_invocation(prompt, grader_dir, ctx.options.grader_model,
-                                                schema_path, last_message)
-    env = provider_env(ctx, grader_dir)
-    result = run_process(invocation, env, ctx.options.timeout_s, ctx.groups)
-    reply = ctx.provider.read_grader(result, last_message)
-    record["grader"] = process_record(invocation, result, env)
-    outputs = cell.run_dir / "outputs"
-    write_text(outputs / "grader_output.txt", result.stdout)
-    if grader_io is not None and last_message.is_file():
-        shutil.copyfile(last_message, outputs / "grader_last_message.txt")
-    if not reply.ok:
-        write_text(outputs / "grader_stderr.txt", result.stderr)
-        status = ("grader_timeout" if result.timed_out else
-                  "cancelled" if result.cancelled else "grader_failed")
-        record.update(status=status, failure={"stage": "grader", "detail": reply.failure})
-        return
-    payload = parse_verdict_payload(reply.structured, reply.text)
-    if payload is None:
-        record.update(status="grader_unparseable", failure={
-            "stage": "grader", "detail": "the grader's answer holds no verdict list"})
-        return
-    record["grading"] = grade_assertions(assertions, payload)
-
-
-def process_record(invocation: Invocation, result: ProcessResult,
-                   env: dict[str, str]) -> dict[str, Any]:
-    env_names = sorted(env)
-    return {"argv": list(invocation.argv), "cwd": str(invocation.cwd),
-            "stdin": "prompt" if invocation.stdin_text is not None else "closed",
-            "env_names": env_names, "returncode": result.returncode,
-            "duration_s": round(result.duration_s, 3), "timed_out": result.timed_out,
-            "cancelled": result.cancelled, "spawn_error": result.spawn_error,
-            "stdout_bytes": result.stdout_bytes, "stdout_truncated": result.stdout_truncated,
-            "stderr_truncated": result.stderr_truncated}
-
-
-def capture_artifact(path: Path, copy_to: Path) -> dict[str, Any]:
-    """Read the designated artifact without following a link planted there."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except FileNotFoundError:
-        return {"captured": False, "reason": "no file was written at the artifact path"}
-    except OSError as exc:
-        return {"captured": False, "reason": f"artifact path unreadable: {exc.strerror or exc}"}
-    with os.fdopen(fd, "rb") as handle:
-        if not os.path.isfile(path):
-            return {"captured": False, "reason": "artifact path is not a regular file"}
-        data = handle.read(ARTIFACT_CAP_CHARS * 4 + 4)
-        size = os.fstat(handle.fileno()).st_size
-    text = data.decode("utf-8", "replace")
-    shown, truncated = cut_text(text, ARTIFACT_CAP_CHARS)
-    truncated = truncated or size > len(data)
-    write_text(copy_to, shown)
-    return {"captured": True, "path": str(path), "bytes": size, "chars_shown": len(shown),
-            "truncated": truncated, "valid_utf8": "\ufffd" not in text, "text": shown}
-
-
-def skill_read_evidence(trace: list[dict] | None, skill_name: str, config: str) -> dict[str, Any]:
-    """Did the executor's recorded tool calls touch the target skill's SKILL.md?"""
-    if trace is None:
-        return {"state": "unknown", "reason": "no tool-call trace was captured"}
-    needle = f"skills/{skill_name}/SKILL.md"
-    hits = [call for call in trace if needle in json.dumps(call.get("input"), ensure_ascii=False)]
-    return {"state": "read" if hits else "not_read", "calls": len(trace),
-            "reads": [c.get("tool") for c in hits][:10], "config": config}
+def provider_version(provider: Provider, groups: ProcessGroups) -> str:
+    invocation = Invocation(provider.version_argv(), Path.cwd())
+    result = run_process(invocation, clean_environment(), 60.0, groups)
+    if result.returncode != 0 or result.timed_out:
+        detail = (result.spawn_error or result.stderr.strip() or result.stdout.strip())[:300]
+        raise EnvironmentProblem(f"`{' '.join(invocation.argv)}` failed: {detail}",
+                                 f"check that the {provider.name} CLI works on this machine")
+    return result.stdout.strip().splitlines()[0] if result.stdout.strip() else "unknown"
 
 
 # ==== grading ================================================================
+
 
 GRADER_PREAMBLE = """\
 # Grading
@@ -2481,7 +2223,424 @@ def _short(value: Any) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
+# ==== execution engine =======================================================
+
+
+def build_executor_prompt(suite: Suite, case: Case, config: str, sandbox: Path) -> str:
+    """The task and the configuration contract; never assertions, names or expected output."""
+    lines = ["# Task", "", case.prompt.strip(), "", "# Working environment", "",
+             f"You are working in a copy of the repository at {sandbox}. Stay inside it.", ""]
+    if case.files:
+        lines += ["Files provided for this task (relative to that folder):", ""]
+        lines += [f"- {rel}" for rel in case.files] + [""]
+    if config == "with_skill":
+        skill_md = sandbox / "skills" / suite.skill_name / "SKILL.md"
+        lines += ["# Skill", "",
+                  f"Skill path: {skill_md}",
+                  "Read the skill from that file directly and follow it for this task. Do not use "
+                  "a host skill tool, an installed snapshot, a link or a cached copy instead.", ""]
+    else:
+        lines += ["# Skill", "", "Use no agent skill for this task: do not look for, load or "
+                  "invoke any skill.", ""]
+    lines += ["# Deliverable", "",
+              f"Artifact path: {sandbox / ARTIFACT_RELPATH}",
+              "If the task asks for a written document, write it to that path. Either way, end "
+              "with your answer in your reply.", ""]
+    return "\n".join(lines)
+
+
+@dataclasses.dataclass
+class RunContext:
+    suite: Suite
+    options: RunOptions
+    provider: Provider
+    iteration_dir: Path
+    snapshot: RepoSnapshot
+    sandbox_base: Path
+    groups: ProcessGroups
+    deadline_at: float | None = None
+    progress: Callable[[dict[str, Any]], None] | None = None
+    judge: dict[str, Any] = dataclasses.field(default_factory=dict)
+    resuming: bool = False
+    base_env: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def should_stop(self) -> str | None:
+        if self.deadline_at is not None and time.monotonic() >= self.deadline_at:
+            return "the --deadline passed before this cell started"
+        if self.groups.cancelled.is_set():
+            return f"the run was stopped ({self.groups.reason}) before this cell started"
+        return None
+
+
+def plan_cells(suite: Suite, options: RunOptions, iteration_dir: Path) -> list[Cell]:
+    selected = set(options.eval_ids) if options.eval_ids else None
+    cells = []
+    for case in suite.cases:
+        if selected is not None and case.key not in selected:
+            continue
+        for config in options.configs:
+            for run_number in range(1, options.runs + 1):
+                run_dir = iteration_dir / f"eval-{case.key}" / config / f"run-{run_number}"
+                cells.append(Cell(case, config, run_number, run_dir))
+    return cells
+
+
+def load_finished_cells(cells: list[Cell]) -> dict[str, RunRecord]:
+    """Records of cells a previous attempt finished `ok`, read back from their files."""
+    finished = {}
+    for cell in cells:
+        try:
+            run = json.loads((cell.run_dir / "run.json").read_text(encoding="utf-8"))
+            grading = json.loads((cell.run_dir / "grading.json").read_text(encoding="utf-8"))
+            metrics = json.loads((cell.run_dir / "metrics.json").read_text(encoding="utf-8"))
+            record = RunRecord.from_files(run, grading, metrics.get("metrics"))
+        except (OSError, ValueError, TypeError, AttributeError):
+            continue
+        if record.status == STATUS_OK and record.scored:
+            finished[cell.label] = record
+    return finished
+
+
+def scrub_checkout_paths(env: dict[str, str], root: Path) -> tuple[dict[str, str], dict]:
+    """Keep the source checkout's location out of the agents' environment.
+
+    An agent that learns where the checkout is can write into it; a sandbox copy is only a
+    boundary while its origin stays unknown. Path lists lose the entries inside the checkout,
+    other variables that mention it are dropped; both are recorded by name.
+    """
+    needles = {str(root), os.path.realpath(root)}
+    scrubbed, dropped, filtered = dict(env), [], []
+    for name, value in env.items():
+        if not any(n in value for n in needles):
+            continue
+        kept = [part for part in value.split(os.pathsep) if not any(n in part for n in needles)]
+        if os.pathsep in value and kept:
+            scrubbed[name] = os.pathsep.join(kept)
+            filtered.append(name)
+        else:
+            del scrubbed[name]
+            dropped.append(name)
+    return scrubbed, {"dropped": sorted(dropped), "filtered_path_lists": sorted(filtered)}
+
+
+def provider_env(ctx: RunContext, cwd: Path) -> dict[str, str]:
+    env = dict(ctx.base_env)
+    env["PWD"] = str(cwd)
+    return env
+
+
+def execute_matrix(ctx: RunContext, cells: list[Cell],
+                   finished: dict[str, RunRecord] | None = None) -> list[RunRecord]:
+    """Run every cell not already finished, in --concurrency lanes; records in plan order.
+
+    A lane runs one agent process at a time, a cell's executor then its grader then the next
+    cell's executor, as a worker of a plain pool would. What surrounds the agents (reading the
+    executor's changes, removing its sandbox, building the next cell's) runs on a helper thread
+    while the grader works, so a lane passes from one agent straight to the next, and a lane
+    never holds more than one sandbox.
+    """
+    finished = finished or {}
+    records = [finished[cell.label] for cell in cells if cell.label in finished]
+    queue = CellQueue([cell for cell in cells if cell.label not in finished])
+    lanes = min(ctx.options.concurrency, len(queue))
+    if lanes:
+        with concurrent.futures.ThreadPoolExecutor(lanes, "skill-eval-lane") as pool, \
+                concurrent.futures.ThreadPoolExecutor(lanes, "skill-eval-sandbox") as helpers:
+            futures = [pool.submit(run_lane, ctx, queue, helpers) for _ in range(lanes)]
+            wait_waking_for_signals(futures)
+            for future in futures:
+                records += future.result()
+    position = {cell.label: index for index, cell in enumerate(cells)}
+    return sorted(records, key=lambda record: position[record.label])
+
+
+@dataclasses.dataclass
+class ExecutorAnswer:
+    """What the executor step hands to the grader step: the answer and the written artifact."""
+
+    text: str
+    artifact: str | None = None
+    artifact_truncated: bool = False
+
+
+def wait_waking_for_signals(futures: list[concurrent.futures.Future]) -> None:
+    """Wait for the lanes, waking now and then.
+
+    The kernel may hand a Ctrl-C to any thread, but Python runs the handler only in the main
+    thread and only once it wakes; a main thread blocked until a whole lane ends would leave
+    the interrupt unanswered for as long as the slowest agent runs.
+    """
+    pending = set(futures)
+    while pending:
+        _, pending = concurrent.futures.wait(pending, timeout=SIGNAL_WAKE_S)
+
+
+class CellQueue:
+    """The cells still to start, in plan order; lanes take them one at a time."""
+
+    def __init__(self, cells: list[Cell]):
+        self._cells = collections.deque(cells)
+
+    def __len__(self) -> int:
+        return len(self._cells)
+
+    def take(self) -> Cell | None:
+        try:
+            return self._cells.popleft()  # atomic: no two lanes get the same cell
+        except IndexError:
+            return None
+
+
+@dataclasses.dataclass
+class CellRun:
+    """One cell on its way through a lane: its record, and its sandbox while it has one."""
+
+    cell: Cell
+    record: RunRecord
+    started_at: str
+    sandbox: Sandbox | None = None
+    answer: ExecutorAnswer | None = None  # set once the executor finished ok
+
+
+def run_lane(ctx: RunContext, queue: CellQueue,
+             helpers: concurrent.futures.ThreadPoolExecutor) -> list[RunRecord]:
+    records = []
+    cell = queue.take()
+    run = start_cell(ctx, cell) if cell is not None else None
+    while run is not None:
+        if run.sandbox is not None:
+            run.answer = guarded(run, run_executor_step, ctx, run.cell, run.sandbox, run.record)
+        upcoming = helpers.submit(close_sandbox_and_start_next, ctx, run, queue)
+        if run.answer is not None:
+            guarded(run, run_grader_step, ctx, run.cell, run.sandbox, run.record, run.answer)
+        records.append(finish_cell(ctx, run, upcoming))
+        run = upcoming.result()
+    return records
+
+
+def guarded(run: CellRun, step: Callable[..., Any], *args: Any) -> Any:
+    """One broken cell must never stop the others: a fault of the runner's is recorded on it."""
+    try:
+        return step(*args)
+    except Exception as exc:
+        run.record.fail("runner_error", "runner", f"{type(exc).__name__}: {exc}")
+        return None
+
+
+def new_record(cell: Cell) -> RunRecord:
+    return RunRecord(eval_id=cell.case.id, eval_name=cell.case.name or f"eval-{cell.case.key}",
+                     configuration=cell.config, run_number=cell.run_number)
+
+
+def start_cell(ctx: RunContext, cell: Cell) -> CellRun:
+    run = CellRun(cell, new_record(cell), utc_now())
+    guarded(run, prepare_sandbox, ctx, run)
+    return run
+
+
+def prepare_sandbox(ctx: RunContext, run: CellRun) -> None:
+    cell = run.cell
+    if cell.run_dir.exists():  # a resumed cell starts clean: no stale verdicts survive
+        shutil.rmtree(cell.run_dir)
+    cell.run_dir.joinpath("outputs").mkdir(parents=True, exist_ok=True)
+    reason = ctx.should_stop()
+    if reason:
+        run.record.fail("cancelled", "scheduling", reason)
+        return
+    run.sandbox = build_sandbox(ctx.snapshot, cell.case, cell.config == "with_skill",
+                                ctx.sandbox_base, cell.run_dir / "baseline.git")
+    run.record.sandbox = run.sandbox.record
+
+
+def close_sandbox_and_start_next(ctx: RunContext, run: CellRun,
+                                 queue: CellQueue) -> CellRun | None:
+    """After the executor: its changes read and its sandbox gone, then the next cell built."""
+    sandbox = run.sandbox
+    if sandbox is not None:
+        def close() -> None:
+            run.record.changes = sandbox_changes(sandbox.repo, sandbox.baseline_git,
+                                                 sandbox.record["git"])
+            if not ctx.options.keep_sandboxes:
+                sandbox.remove_copy()
+        guarded(run, close)
+    cell = queue.take()
+    return start_cell(ctx, cell) if cell is not None else None
+
+
+def finish_cell(ctx: RunContext, run: CellRun, closing: concurrent.futures.Future) -> RunRecord:
+    closing.result()  # the executor's changes are on the record, its sandbox gone
+    record = run.record
+    if run.sandbox is not None:
+        if ctx.options.keep_sandboxes:
+            run.sandbox.record["kept"] = True
+        else:
+            guarded(run, run.sandbox.remove_grader_dirs)
+    record.started_at, record.finished_at = run.started_at, utc_now()
+    record.resumed = ctx.resuming
+    record.scored = record.status == STATUS_OK and record.grading is not None
+    guarded(run, write_run_files, run.cell, record, ctx.judge)
+    if ctx.progress:
+        ctx.progress(record)
+    return record
+
+
+def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
+                      record: RunRecord) -> ExecutorAnswer | None:
+    """Run the executor in its sandbox; its answer when it finished ok, else None."""
+    prompt = build_executor_prompt(ctx.suite, cell.case, cell.config, sandbox.repo)
+    write_text(cell.run_dir / "prompt.md", prompt)
+    invocation = ctx.provider.executor_invocation(prompt, sandbox.repo, ctx.options.executor_model)
+    env = provider_env(ctx, sandbox.repo)
+    # The sandbox was built while the lane's previous agent ran: check again before starting.
+    reason = ctx.should_stop()
+    if reason:
+        record.fail("cancelled", "scheduling", reason)
+        return None
+    result = run_process(invocation, env, ctx.options.timeout_s, ctx.groups)
+    reply = ctx.provider.read_executor(result)
+    record.executor = process_record(invocation, result, env)
+    record.metrics = reply.metrics
+    record.permission_denials = reply.permission_denials
+    record.skill_read = skill_read_evidence(reply.trace, ctx.suite.skill_name, cell.config)
+    outputs = cell.run_dir / "outputs"
+    write_text(outputs / "output.txt", reply.text)
+    write_text(outputs / "executor_stream.txt", result.stdout)
+    if not reply.ok:
+        write_text(outputs / "executor_stderr.txt", result.stderr)
+        record.fail(failure_status("executor", result), "executor", reply.failure)
+        return None
+    artifact = capture_artifact(sandbox.artifact_path, outputs / "plan.md")
+    answer = ExecutorAnswer(reply.text, artifact.pop("text", None),
+                            artifact.get("truncated", False))
+    record.written_artifact = artifact
+    return answer
+
+
+def failure_status(role: str, result: ProcessResult) -> str:
+    """executor_/grader_ timeout or failed, or cancelled when the run was stopped."""
+    if result.timed_out:
+        return f"{role}_timeout"
+    return "cancelled" if result.cancelled else f"{role}_failed"
+
+
+def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: RunRecord,
+                    answer: ExecutorAnswer) -> None:
+    """Grade the recorded answer in a fresh grader process; the verdicts go on the record."""
+    assertions = ctx.suite.assertions_for(cell.case)
+    if not assertions:
+        record.failure = {"stage": "grader", "detail": "the case has no assertions; not graded"}
+        return
+    if ctx.groups.cancelled.is_set():
+        record.fail("cancelled", "grader", "interrupted before grading")
+        return
+    prompt = build_grader_prompt(cell.case.prompt, answer.text, answer.artifact,
+                                 answer.artifact_truncated, assertions)
+    write_text(cell.run_dir / "grader_prompt.md", prompt)
+    result, reply = call_grader(ctx, sandbox, prompt, cell.run_dir / "outputs")
+    record.grader = result
+    if not reply.ok:
+        record.fail(reply.failure_status, "grader", reply.failure)
+        return
+    payload = parse_verdict_payload(reply.structured, reply.text)
+    if payload is None:
+        record.fail("grader_unparseable", "grader", "the grader's answer holds no verdict list")
+        return
+    record.grading = grade_assertions(assertions, payload)
+
+
+@dataclasses.dataclass
+class GraderReply:
+    """The grader's reading for the grader step: its answer, or why it failed and the status."""
+
+    ok: bool
+    text: str = ""
+    structured: Any = None
+    failure: str = ""
+    failure_status: str = ""
+
+
+def call_grader(ctx: RunContext, sandbox: Sandbox, prompt: str,
+                outputs: Path) -> tuple[dict[str, Any], GraderReply]:
+    """One grader process in an empty folder outside the checkout; its output kept in outputs/.
+
+    Returns the process record and the provider's reading of the reply.
+    """
+    grader_dir, grader_io = sandbox.make_grader_dirs(ctx.provider.grader_uses_files)
+    io_dir = grader_io or grader_dir  # a provider that needs no files gets none written
+    last_message = io_dir / "grader_last_message.txt"
+    schema_path = io_dir / "verdict_schema.json"
+    if grader_io is not None:
+        write_json(schema_path, VERDICT_SCHEMA)
+    invocation = ctx.provider.grader_invocation(prompt, grader_dir, ctx.options.grader_model,
+                                                schema_path, last_message)
+    env = provider_env(ctx, grader_dir)
+    result = run_process(invocation, env, ctx.options.timeout_s, ctx.groups)
+    reply = ctx.provider.read_grader(result, last_message)
+    write_text(outputs / "grader_output.txt", result.stdout)
+    if grader_io is not None and last_message.is_file():
+        shutil.copyfile(last_message, outputs / "grader_last_message.txt")
+    if not reply.ok:
+        write_text(outputs / "grader_stderr.txt", result.stderr)
+        return process_record(invocation, result, env), GraderReply(
+            False, failure=reply.failure, failure_status=failure_status("grader", result))
+    return process_record(invocation, result, env), GraderReply(True, reply.text,
+                                                                reply.structured)
+
+
+def process_record(invocation: Invocation, result: ProcessResult,
+                   env: dict[str, str]) -> dict[str, Any]:
+    env_names = sorted(env)
+    return {"argv": list(invocation.argv), "cwd": str(invocation.cwd),
+            "stdin": "prompt" if invocation.stdin_text is not None else "closed",
+            "env_names": env_names, "returncode": result.returncode,
+            "duration_s": round(result.duration_s, 3), "timed_out": result.timed_out,
+            "cancelled": result.cancelled, "spawn_error": result.spawn_error,
+            "stdout_bytes": result.stdout_bytes, "stdout_truncated": result.stdout_truncated,
+            "stderr_truncated": result.stderr_truncated}
+
+
+def capture_artifact(path: Path, copy_to: Path) -> dict[str, Any]:
+    """Read the designated artifact without following a link planted there."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        return {"captured": False, "reason": "no file was written at the artifact path"}
+    except OSError as exc:
+        return {"captured": False, "reason": f"artifact path unreadable: {exc.strerror or exc}"}
+    with os.fdopen(fd, "rb") as handle:
+        if not os.path.isfile(path):
+            return {"captured": False, "reason": "artifact path is not a regular file"}
+        data = handle.read(ARTIFACT_CAP_CHARS * 4 + 4)
+        size = os.fstat(handle.fileno()).st_size
+    text = data.decode("utf-8", "replace")
+    shown, truncated = cut_text(text, ARTIFACT_CAP_CHARS)
+    truncated = truncated or size > len(data)
+    write_text(copy_to, shown)
+    return {"captured": True, "path": str(path), "bytes": size, "chars_shown": len(shown),
+            "truncated": truncated, "valid_utf8": "\ufffd" not in text, "text": shown}
+
+
+def skill_read_evidence(trace: list[dict] | None, skill_name: str, config: str) -> dict[str, Any]:
+    """Did the executor's recorded tool calls touch the target skill's SKILL.md?"""
+    if trace is None:
+        return {"state": "unknown", "reason": "no tool-call trace was captured"}
+    needle = f"skills/{skill_name}/SKILL.md"
+    hits = [call for call in trace if needle in json.dumps(call.get("input"), ensure_ascii=False)]
+    return {"state": "read" if hits else "not_read", "calls": len(trace),
+            "reads": [c.get("tool") for c in hits][:10], "config": config}
+
+
+def write_run_files(cell: Cell, record: RunRecord, judge: dict[str, Any]) -> None:
+    write_json(cell.run_dir / "run.json", record.run_json())
+    write_json(cell.run_dir / "metrics.json", {
+        "role": "executor", "note": "executor-only; the grader's cost is not included",
+        "metrics": record.metrics or {}})
+    if record.scored and record.grading is not None:
+        write_json(cell.run_dir / "grading.json", {**record.grading, "judge": judge})
+
+
 # ==== aggregation ============================================================
+
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20261129
@@ -2499,31 +2658,31 @@ def describe(values: list[float]) -> dict[str, Any]:
     return {"mean": mean, "stddev": stddev, "min": min(values), "max": max(values), "n": n}
 
 
-def _metric_value(record: dict[str, Any], name: str) -> float | None:
-    metric = (record.get("metrics") or {}).get(name) or {}
+def _metric_value(record: RunRecord, name: str) -> float | None:
+    metric = (record.metrics or {}).get(name) or {}
     return metric.get("value")
 
 
-def benchmark_run(record: dict[str, Any]) -> dict[str, Any]:
+def benchmark_run(record: RunRecord) -> dict[str, Any]:
     """One run in skill-creator's field names, plus status and scored."""
-    grading = record.get("grading") if record.get("scored") else None
+    grading = record.grading if record.scored else None
     summary = grading["summary"] if grading else {}
     return {
-        "eval_id": record["eval_id"], "eval_name": record["eval_name"],
-        "configuration": record["configuration"], "run_number": record["run_number"],
-        "status": record["status"], "scored": bool(record.get("scored")),
+        "eval_id": record.eval_id, "eval_name": record.eval_name,
+        "configuration": record.configuration, "run_number": record.run_number,
+        "status": record.status, "scored": bool(record.scored),
         "result": {
             "pass_rate": summary.get("pass_rate"), "passed": summary.get("passed"),
             "failed": summary.get("failed"), "total": summary.get("total"),
             "time_seconds": _metric_value(record, "time_seconds"),
             "tokens": _metric_value(record, "tokens"),
-            "errors": 0 if record["status"] == STATUS_OK else 1,
+            "errors": 0 if record.status == STATUS_OK else 1,
         },
         "expectations": grading["expectations"] if grading else [],
-        "failure": record.get("failure"),
-        "permission_denials": len(record.get("permission_denials") or []),
-        "skill_read": (record.get("skill_read") or {}).get("state"),
-        "metric_sources": {name: (record.get("metrics") or {}).get(name)
+        "failure": record.failure,
+        "permission_denials": len(record.permission_denials or []),
+        "skill_read": (record.skill_read or {}).get("state"),
+        "metric_sources": {name: (record.metrics or {}).get(name)
                            for name in ("time_seconds", "tokens")},
     }
 
@@ -2649,7 +2808,7 @@ def pass_hat_k(per_eval: list[dict[str, Any]], runs: list[dict[str, Any]],
     return perfect / len(evals)
 
 
-def aggregate(records: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
+def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> dict[str, Any]:
     configs = tuple(meta["configs"])
     runs = [benchmark_run(r) for r in records]
     run_summary = {c: summarize_config([r for r in runs if r["configuration"] == c])
@@ -2695,7 +2854,7 @@ def _flag(severity: str, kind: str, message: str, **where: Any) -> dict[str, Any
     return {"severity": severity, "kind": kind, "message": message, **where}
 
 
-def sanity_checks(benchmark: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
+def sanity_checks(benchmark: dict[str, Any], records: list[RunRecord]) -> dict[str, Any]:
     meta = benchmark["metadata"]
     flags: list[dict[str, Any]] = []
     flags += _run_flags(records)
@@ -2707,30 +2866,30 @@ def sanity_checks(benchmark: dict[str, Any], records: list[dict[str, Any]]) -> d
     return {"status": status, "flags": flags}
 
 
-def _run_flags(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _run_flags(records: list[RunRecord]) -> list[dict[str, Any]]:
     flags = []
     for r in records:
-        where = {"eval_id": r["eval_id"], "configuration": r["configuration"],
-                 "run_number": r["run_number"]}
-        if r["status"] != STATUS_OK:
-            detail = (r.get("failure") or {}).get("detail", "")
+        where = {"eval_id": r.eval_id, "configuration": r.configuration,
+                 "run_number": r.run_number}
+        if r.status != STATUS_OK:
+            detail = (r.failure or {}).get("detail", "")
             flags.append(_flag("error", "infrastructure_failure",
-                               f"{r['status']}: {detail}"[:300] + " (excluded, not scored)",
+                               f"{r.status}: {detail}"[:300] + " (excluded, not scored)",
                                **where))
-        if r.get("permission_denials"):
+        if r.permission_denials:
             flags.append(_flag("warning", "permission_denials",
-                               f"the executor was refused {len(r['permission_denials'])} tool "
+                               f"the executor was refused {len(r.permission_denials)} tool "
                                "call(s)", **where))
-        read = (r.get("skill_read") or {}).get("state")
-        if r["configuration"] == "with_skill" and read == "not_read":
+        read = (r.skill_read or {}).get("state")
+        if r.configuration == "with_skill" and read == "not_read":
             flags.append(_flag("warning", "skill_not_read",
                                "the executor's trace shows no read of the skill's SKILL.md",
                                **where))
-        elif r["configuration"] == "with_skill" and read == "unknown":
+        elif r.configuration == "with_skill" and read == "unknown":
             flags.append(_flag("info", "skill_read_unknown",
                                "no tool-call trace was captured; whether the skill was read is "
                                "unknown", **where))
-        if r["configuration"] == "without_skill" and read == "read":
+        if r.configuration == "without_skill" and read == "read":
             flags.append(_flag("error", "baseline_contamination",
                                "the without_skill executor read the target skill's SKILL.md",
                                **where))
@@ -2816,47 +2975,6 @@ def _iteration_flags(benchmark: dict[str, Any], meta: dict[str, Any]) -> list[di
 
 
 # ==== rendering ==============================================================
-
-
-def write_text(path: Path, text: str) -> None:
-    """Write atomically: readers see the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with _suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def write_json(path: Path, data: Any) -> None:
-    write_text(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
-
-
-class _suppress:
-    def __init__(self, *errors: type[BaseException]):
-        self.errors = errors
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: Any, value: Any, tb: Any) -> bool:
-        return kind is not None and issubclass(kind, self.errors)
-
-
-def write_run_files(cell: Cell, record: dict[str, Any]) -> None:
-    public = {k: v for k, v in record.items() if not k.startswith("_")}
-    run_json = {k: v for k, v in public.items() if k not in ("grading", "metrics")}
-    write_json(cell.run_dir / "run.json", run_json)
-    write_json(cell.run_dir / "metrics.json", {
-        "role": "executor", "note": "executor-only; the grader's cost is not included",
-        "metrics": record.get("metrics") or {}})
-    grading = record.get("grading")
-    if record.get("scored") and grading is not None:
-        write_json(cell.run_dir / "grading.json", {**grading, **record.get("_judge", {})})
 
 
 def fmt_rate(value: float | None) -> str:
@@ -3110,53 +3228,15 @@ def _h(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-class _FileBudget:
-    """Bytes of run files the page may still embed."""
-
-    def __init__(self, total: int):
-        self.left = total
-
-
-def read_run_file(path: Path, iteration_dir: Path, budget: _FileBudget) -> dict[str, Any]:
-    """At most HTML_FILE_CAP_BYTES of one run file, with a note when it is cut or left out."""
-    rel = path.relative_to(iteration_dir).as_posix()
-    real = Path(os.path.realpath(path))
-    if not _is_within(real, Path(os.path.realpath(iteration_dir))) or not real.is_file():
-        return {"text": None, "note": f"no file at {rel}"}
-    cap = min(HTML_FILE_CAP_BYTES, budget.left)
-    if cap <= 0:
-        return {"text": None, "note": f"not embedded (the page's size budget is spent); see {rel}"}
-    try:
-        with open(real, "rb") as handle:
-            data = handle.read(cap + 1)
-        size = real.stat().st_size
-    except OSError as exc:
-        return {"text": None, "note": f"{rel} is unreadable: {exc.strerror or exc}"}
-    shown = _cut_utf8_end(data[:cap]) if len(data) > cap else data
-    budget.left -= len(shown)
-    note = f"cut at {len(shown):,} of {size:,} bytes; see {rel}" if len(data) > cap else ""
-    return {"text": shown.decode("utf-8", "replace"), "note": note, "bytes": size}
-
-
-def read_html_run_files(benchmark: dict[str, Any], iteration_dir: Path) -> dict[tuple, dict]:
-    """Each run's output and artifact, keyed by (eval id, config, run number, kind)."""
-    budget = _FileBudget(HTML_FILES_BUDGET_BYTES)
-    files: dict[tuple, dict] = {}
-    for run in benchmark["runs"]:
-        run_dir = (iteration_dir / f"eval-{run['eval_id']}" / run["configuration"]
-                   / f"run-{run['run_number']}")
-        for kind, rel in HTML_RUN_FILES:
-            files[(*_run_key(run), kind)] = read_run_file(run_dir / rel, iteration_dir, budget)
-    return files
-
-
 def _run_key(run: dict[str, Any]) -> tuple[str, str, int]:
     return str(run["eval_id"]), run["configuration"], run["run_number"]
 
 
-def render_html(benchmark: dict[str, Any], iteration_dir: Path) -> str:
-    """One self-contained page: inline CSS and SVG, no script, nothing fetched."""
-    files = read_html_run_files(benchmark, Path(iteration_dir))
+def render_html(benchmark: dict[str, Any], files: dict[tuple, dict]) -> str:
+    """One self-contained page: inline CSS and SVG, no script, nothing fetched.
+
+    `files` holds each run's output and artifact as read_html_run_files gives them.
+    """
     sections = [_html_header, _html_headline, _html_sanity, _html_chart, _html_metrics,
                 _html_failed_assertions]
     body = "".join(section(benchmark) for section in sections) + _html_runs(benchmark, files)
@@ -3461,11 +3541,386 @@ def _junit_case(run: dict[str, Any]) -> tuple[Any, str]:
     return case, "failures" if failed else "passed"
 
 
+def render_summary(benchmark: dict[str, Any], iteration_dir: Path) -> str:
+    """The few lines `run` and `report` print: status, pass rates, verdict, where to look."""
+    c, sanity = benchmark["comparison"], benchmark["sanity_checks"]
+    meta = benchmark["metadata"]
+    review = [f for f in sanity["flags"] if f["severity"] in SEVERITIES_NEEDING_REVIEW]
+    lines = [f"skill-eval: {meta['skill_name']} with {meta['agent']} "
+             f"({'INCOMPLETE, ' if meta.get('incomplete') else ''}{len(benchmark['runs'])} runs, "
+             f"{benchmark['scored_run_count']} scored, {benchmark['error_run_count']} excluded)",
+             f"Sanity checks: {sanity['status']}"
+             + (f" ({len(review)} flag(s); see benchmark.md)" if review else "")]
+    rates = f"{c['candidate']} {fmt_rate(c['candidate_pass_rate'])}"
+    if c.get("baseline"):
+        rates += (f", {c['baseline']} {fmt_rate(c['baseline_pass_rate'])}, "
+                  f"delta {fmt_delta(c['delta'])}")
+    lines.append(f"Pass rate: {rates}")
+    if benchmark.get("paired"):
+        lines.append(_md_verdict(benchmark).strip().replace("**", ""))
+    lines.append(f"Benchmark: {iteration_dir / 'benchmark.md'}")
+    return "\n".join(lines)
+
+
+# ==== iteration ==============================================================
+
+
+class _FileBudget:
+    """Bytes of run files the page may still embed."""
+
+    def __init__(self, total: int):
+        self.left = total
+
+
+def read_run_file(path: Path, iteration_dir: Path, budget: _FileBudget) -> dict[str, Any]:
+    """At most HTML_FILE_CAP_BYTES of one run file, with a note when it is cut or left out."""
+    rel = path.relative_to(iteration_dir).as_posix()
+    real = Path(os.path.realpath(path))
+    if not _is_within(real, Path(os.path.realpath(iteration_dir))) or not real.is_file():
+        return {"text": None, "note": f"no file at {rel}"}
+    cap = min(HTML_FILE_CAP_BYTES, budget.left)
+    if cap <= 0:
+        return {"text": None, "note": f"not embedded (the page's size budget is spent); see {rel}"}
+    try:
+        with open(real, "rb") as handle:
+            data = handle.read(cap + 1)
+        size = real.stat().st_size
+    except OSError as exc:
+        return {"text": None, "note": f"{rel} is unreadable: {exc.strerror or exc}"}
+    shown = _cut_utf8_end(data[:cap]) if len(data) > cap else data
+    budget.left -= len(shown)
+    note = f"cut at {len(shown):,} of {size:,} bytes; see {rel}" if len(data) > cap else ""
+    return {"text": shown.decode("utf-8", "replace"), "note": note, "bytes": size}
+
+
+def read_html_run_files(benchmark: dict[str, Any], iteration_dir: Path) -> dict[tuple, dict]:
+    """Each run's output and artifact, keyed by (eval id, config, run number, kind)."""
+    budget = _FileBudget(HTML_FILES_BUDGET_BYTES)
+    files: dict[tuple, dict] = {}
+    for run in benchmark["runs"]:
+        run_dir = (iteration_dir / f"eval-{run['eval_id']}" / run["configuration"]
+                   / f"run-{run['run_number']}")
+        for kind, rel in HTML_RUN_FILES:
+            files[(*_run_key(run), kind)] = read_run_file(run_dir / rel, iteration_dir, budget)
+    return files
+
+
+def html_page(benchmark: dict[str, Any], iteration_dir: Path) -> str:
+    """The HTML report of an iteration, its runs' answers and artifacts embedded."""
+    return render_html(benchmark, read_html_run_files(benchmark, Path(iteration_dir)))
+
+
+def allocate_iteration_dir(workspace: Path) -> Path:
+    """Claim iteration-N with mkdir, which is atomic: two runs never share a folder."""
+    workspace.mkdir(parents=True, exist_ok=True)
+    taken = [int(m.group(1)) for p in workspace.iterdir()
+             if (m := re.fullmatch(r"iteration-(\d+)", p.name))]
+    number = max(taken, default=0) + 1
+    while True:
+        candidate = workspace / f"iteration-{number}"
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            number += 1
+
+
+def skill_installed_elsewhere(skill_name: str) -> list[str]:
+    """Places where the agent CLIs discover skills by themselves."""
+    home = Path(os.environ.get("HOME") or Path.home())
+    codex_home = Path(os.environ.get("CODEX_HOME") or home / ".codex")
+    places = [home / ".claude" / "skills" / skill_name, codex_home / "skills" / skill_name,
+              codex_home / "skills" / ".system" / skill_name,
+              home / ".agents" / "skills" / skill_name]
+    return [str(p) for p in places if os.path.lexists(p)]
+
+
+def build_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: list[Cell],
+                   extra: dict[str, Any]) -> dict[str, Any]:
+    fixtures = sorted({rel for cell in cells for rel in cell.case.files})
+    skill_files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
+    return {
+        "runner": {"version": RUNNER_VERSION, "path": str(Path(__file__).resolve()),
+                   "sha256": sha256_file(Path(__file__))},
+        "suite": {"path": str(suite.path), "sha256": suite.sha256, "skill_name": suite.skill_name,
+                  "case_count": len(suite.cases)},
+        "repo_root": str(suite.root),
+        "skill_package": {"path": str(suite.skill_dir),
+                          "sha256": tree_hash(suite.root, skill_files),
+                          "files": len(skill_files)},
+        "fixtures": {rel: tree_hash(suite.root, [rel]) for rel in fixtures},
+        "argv": argv, "agent": options.agent,
+        "executor_model": options.executor_model, "grader_model": options.grader_model,
+        "options": {"configs": list(options.configs), "runs": options.runs,
+                    "timeout_s": options.timeout_s, "concurrency": options.concurrency,
+                    "deadline_s": options.deadline_s, "eval_ids": options.eval_ids,
+                    "keep_sandboxes": options.keep_sandboxes,
+                    "agent_settings": options.agent_settings},
+        "options_sha256": options_fingerprint(options),
+        "cells_planned": len(cells), "created_at": utc_now(), **extra,
+    }
+
+
+def benchmark_metadata(suite: Suite, options: RunOptions, manifest: dict[str, Any],
+                       cells: list[Cell], records: list[RunRecord],
+                       incomplete: bool) -> dict[str, Any]:
+    evals_run = []
+    for cell in cells:
+        if cell.case.id not in evals_run:
+            evals_run.append(cell.case.id)
+    return {
+        "skill_name": suite.skill_name, "skill_path": str(options.skill_md or suite.skill_dir),
+        "agent": options.agent, "executor_model": options.executor_model,
+        "grader_model": options.grader_model, "analyzer_model": options.grader_model,
+        "cli_version": manifest.get("cli_version"), "timestamp": utc_now(),
+        "configs": list(options.configs), "runs_per_configuration": options.runs,
+        "evals_run": evals_run, "suite_case_count": len(suite.cases),
+        "selected_eval_ids": options.eval_ids,
+        "selection_partial": len(evals_run) < len(suite.cases),
+        "cells_planned": len(cells), "cells_finished": sum(
+            r.status != "cancelled" for r in records),
+        "incomplete": incomplete, "runner_version": RUNNER_VERSION,
+        "fixture_status": manifest.get("fixture_status"),
+        "skill_installed_elsewhere": manifest.get("skill_installed_elsewhere"),
+        "manifest": "iteration_manifest.json",
+        "identity": iteration_identity(manifest, options),
+    }
+
+
+def iteration_identity(manifest: dict[str, Any], options: RunOptions) -> dict[str, Any]:
+    """What must match for two iterations to be one series (see report --compare)."""
+    return {
+        "suite_sha256": manifest["suite"]["sha256"],
+        "skill_sha256": manifest["skill_package"]["sha256"],
+        "runner_sha256": manifest["runner"]["sha256"],
+        "fixtures_sha256": hashlib.sha256(json.dumps(
+            manifest.get("fixtures") or {}, sort_keys=True).encode()).hexdigest(),
+        "agent": options.agent, "cli_version": manifest.get("cli_version"),
+        "executor_model": options.executor_model or "CLI default",
+        "grader_model": options.grader_model or "CLI default",
+        "grader_prompt_sha256": grader_template_sha256(),
+    }
+
+
+class Progress:
+    """A live line on a terminal, plain lines otherwise, nothing when quiet."""
+
+    def __init__(self, total: int, quiet: bool, stream: Any = None):
+        self.total, self.quiet = total, quiet
+        self.stream = stream or sys.stderr
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.done = self.ok = 0
+        self.started = time.monotonic()
+        self.last_line = 0.0
+        self.lock = threading.Lock()
+
+    def __call__(self, record: dict[str, Any]) -> None:
+        with self.lock:
+            self.done += 1
+            self.ok += record.status == STATUS_OK
+            if self.quiet:
+                return
+            elapsed = time.monotonic() - self.started
+            eta = elapsed / self.done * (self.total - self.done)
+            line = (f"[{self.done}/{self.total}] ok {self.ok}, failed {self.done - self.ok}; "
+                    f"elapsed {elapsed:.0f}s, eta {eta:.0f}s; last: {record.label} "
+                    f"{record.status}")
+            last = self.done == self.total
+            if not self.tty and not last and time.monotonic() - self.last_line < 2.0:
+                return
+            self.last_line = time.monotonic()
+            end = "\n" if not self.tty or last else ""
+            self.stream.write(("\r\x1b[K" if self.tty else "") + line + end)
+            self.stream.flush()
+
+
+class InterruptHandler:
+    """First signal: stop scheduling and TERM running groups. Any later one: KILL them."""
+
+    def __init__(self, groups: ProcessGroups):
+        self.groups = groups
+        self.count = 0
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> InterruptHandler:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.previous[sig] = signal.signal(sig, self.handle)
+        return self
+
+    def handle(self, signum: int, frame: Any) -> None:
+        # Never raise here: the benchmark of what finished must still be written.
+        self.count += 1
+        if self.count == 1:
+            print(f"\n{PROG}: interrupted: ending running agents and writing what finished "
+                  "(press Ctrl-C again to kill them at once)", file=sys.stderr)
+            self.groups.cancel(signal.SIGTERM)
+        else:
+            self.groups.signal_all(signal.SIGKILL)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.count:
+            # A late Ctrl-C while we finish or the interpreter shuts down must not kill us
+            # without the exit status 130 that says what happened.
+            for sig in self.previous:
+                signal.signal(sig, signal.SIG_IGN)
+            return
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+
+def options_fingerprint(options: RunOptions) -> str:
+    """The options that change what a cell means; a resumed iteration must keep them."""
+    relevant = {"agent": options.agent, "configs": list(options.configs), "runs": options.runs,
+                "executor_model": options.executor_model, "grader_model": options.grader_model,
+                "eval_ids": options.eval_ids, "agent_settings": options.agent_settings}
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
+
+
+def check_resume(iteration_dir: Path, suite: Suite, options: RunOptions) -> dict[str, Any]:
+    """The earlier manifest, if suite, skill, runner and options still hash the same."""
+    path = iteration_dir / "iteration_manifest.json"
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        recorded = {"suite": manifest["suite"]["sha256"],
+                    "skill package": manifest["skill_package"]["sha256"],
+                    "runner": manifest["runner"]["sha256"], "options": manifest["options_sha256"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        raise InputError(f"--resume {iteration_dir}: no readable iteration_manifest.json",
+                         "pass an iteration-N folder written by `run`") from None
+    skill_files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
+    current = {"suite": suite.sha256, "skill package": tree_hash(suite.root, skill_files),
+               "runner": sha256_file(Path(__file__)), "options": options_fingerprint(options)}
+    changed = [name for name in recorded if recorded[name] != current[name]]
+    if changed:
+        raise InputError(f"--resume {iteration_dir}: the {', '.join(changed)} changed since that "
+                         "iteration started, so its finished cells would not be comparable",
+                         "start a new iteration (drop --resume), or restore what changed and "
+                         "pass the same --agent/--config/--runs/--model/--eval-id options")
+    return manifest
+
+
+def write_eval_metadata(suite: Suite, cells: list[Cell], iteration_dir: Path) -> None:
+    """skill-creator reads eval-<id>/eval_metadata.json beside the config folders."""
+    for case in {cell.case.key: cell.case for cell in cells}.values():
+        write_json(iteration_dir / f"eval-{case.key}" / "eval_metadata.json", {
+            "eval_id": case.id, "eval_name": case.name or f"eval-{case.key}",
+            "prompt": case.prompt, "assertions": suite.assertions_for(case)})
+
+
+def prepare_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: list[Cell],
+                     previous: dict[str, Any] | None, extra: dict[str, Any]) -> dict[str, Any]:
+    if previous is None:
+        return build_manifest(suite, options, argv, cells, extra)
+    previous.setdefault("resumes", []).append({"at": utc_now(), "argv": argv,
+                                               "cli_version": extra["cli_version"]})
+    return previous
+
+
+def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups: ProcessGroups,
+                  iteration_dir: Path, argv: list[str], cli_version: str,
+                  sandbox_base: Path, previous: dict[str, Any] | None = None) -> int:
+    cells = plan_cells(suite, options, iteration_dir)
+    fixtures = sorted({rel for cell in cells for rel in cell.case.files})
+    snapshot = RepoSnapshot.take(suite.root, suite.skill_name)
+    snapshot.template = build_git_template(snapshot, sandbox_base)
+    add_runner_baselines(snapshot.template, iteration_dir / ".baselines")
+    manifest = prepare_manifest(suite, options, argv, cells, previous, {
+        "cli_version": cli_version, "sandbox_base": str(sandbox_base),
+        "listing_source": snapshot.listing_source,
+        "git_template": {"path": str(snapshot.template.folder), "commit": snapshot.template.commit,
+                         "error": snapshot.template.error},
+        "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name),
+        "fixture_status": {"before": fixture_status(suite.root, fixtures)}})
+    write_json(iteration_dir / "iteration_manifest.json", manifest)
+    write_eval_metadata(suite, cells, iteration_dir)
+    ctx = RunContext(suite, options, provider, iteration_dir, snapshot, sandbox_base, groups,
+                     progress=None,
+                     judge={"provider": provider.name,
+                            "model": options.grader_model or "CLI default",
+                            "cli_version": cli_version,
+                            "prompt_template_sha256": grader_template_sha256()},
+                     resuming=previous is not None)
+    ctx.base_env, manifest["environment_scrub"] = scrub_checkout_paths(clean_environment(),
+                                                                       suite.root)
+    finished = load_finished_cells(cells) if previous is not None else {}
+    ctx.progress = Progress(len(cells) - len(finished), options.quiet)
+    with InterruptHandler(groups):
+        records = run_matrix_until_deadline(ctx, cells, finished)
+        snapshot.template.remove_runner_baselines()
+        if not options.keep_sandboxes:  # kept sandboxes still borrow its objects
+            snapshot.template.remove()
+        return finish_iteration(suite, options, groups, iteration_dir, manifest, cells, records,
+                                fixtures)
+
+
+def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
+                              finished: dict[str, RunRecord]) -> list[RunRecord]:
+    """At the deadline nothing new starts and running agents are ended (cancelled)."""
+    timer = None
+    if ctx.options.deadline_s:
+        ctx.deadline_at = time.monotonic() + ctx.options.deadline_s
+        timer = threading.Timer(ctx.options.deadline_s, ctx.groups.cancel,
+                                kwargs={"reason": "deadline"})
+        timer.daemon = True
+        timer.start()
+    try:
+        return execute_matrix(ctx, cells, finished)
+    finally:
+        if timer is not None:
+            timer.cancel()
+
+
+def finish_iteration(suite: Suite, options: RunOptions, groups: ProcessGroups,
+                     iteration_dir: Path, manifest: dict[str, Any], cells: list[Cell],
+                     records: list[RunRecord], fixtures: list[str]) -> int:
+    manifest["fixture_status"]["after"] = fixture_status(suite.root, fixtures)
+    write_json(iteration_dir / "iteration_manifest.json", manifest)
+    interrupted = groups.reason == "interrupted"
+    incomplete = groups.cancelled.is_set() or any(r.status == "cancelled" for r in records)
+    meta = benchmark_metadata(suite, options, manifest, cells, records, incomplete)
+    benchmark = aggregate(records, meta)
+    write_benchmark(iteration_dir, benchmark)
+    write_text(iteration_dir / "benchmark.html", html_page(benchmark, iteration_dir))
+    if options.junit:
+        write_text(options.junit, render_junit(benchmark))
+    print(render_summary(benchmark, iteration_dir))
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_OK if benchmark["sanity_checks"]["status"] == "OK" else EXIT_REVIEW
+
+
+def write_benchmark(iteration_dir: Path, benchmark: dict[str, Any]) -> None:
+    write_json(iteration_dir / "benchmark.json", benchmark)
+    write_text(iteration_dir / "benchmark.md", render_markdown(benchmark))
+
+
+# -- report -------------------------------------------------------------------
+
+
+def load_benchmark(iteration: str | Path) -> dict[str, Any]:
+    folder = Path(iteration)
+    path = folder / "benchmark.json" if folder.is_dir() else folder
+    if not path.is_file():
+        raise InputError(f"no benchmark.json at {path}",
+                         "pass an iteration-N folder written by `run`")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read {path}: {exc}", "re-run, or restore the file") from None
+    required = {"metadata": dict, "runs": list, "run_summary": dict, "comparison": dict,
+                "sanity_checks": dict, "per_eval": list, "scored_run_count": int,
+                "error_run_count": int}
+    missing = [k for k, kind in required.items()
+               if not isinstance(data, dict) or not isinstance(data.get(k), kind)]
+    if missing:
+        raise InputError(f"{path} is not a skill-eval benchmark (missing or mistyped: "
+                         f"{', '.join(missing)})",
+                         "pass an iteration folder written by this runner")
+    return data
+
+
 # ==== CLI ====================================================================
-
-
-def _utc_now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def _bounded_int(low: int, high: int) -> Callable[[str], int]:
@@ -3615,37 +4070,11 @@ def load_valid_suite(suite: str, repo_root: str | None) -> Suite:
     return loaded.suite
 
 
-def resolve_skill_md(suite: Suite, skill_path: str | None) -> Path:
-    """The authoritative SKILL.md: skills/<name>/SKILL.md in the repository, nothing else."""
-    expected = suite.skill_dir / "SKILL.md"
-    if skill_path is None:
-        return expected
-    given = Path(skill_path)
-    candidate = given if given.is_absolute() else suite.root / given
-    parts = Path(os.path.normpath(candidate)).parts
-    for snapshot in (".agents", ".claude"):
-        if snapshot in parts:
-            raise InputError(f"--skill-path {skill_path} is under {snapshot}/, a host copy of a "
-                             "skill", f"point it at skills/{suite.skill_name}/SKILL.md")
-    if candidate.is_dir():
-        candidate = candidate / "SKILL.md"
-    if candidate.name != "SKILL.md" or not candidate.is_file():
-        raise InputError(f"--skill-path {skill_path} is not an existing file named SKILL.md",
-                         f"point it at skills/{suite.skill_name}/SKILL.md or its folder")
-    if Path(os.path.normpath(os.path.abspath(candidate))) != Path(os.path.abspath(expected)):
-        raise InputError(f"--skill-path {skill_path} is not skills/{suite.skill_name}/SKILL.md",
-                         "with_skill runs use the tracked skill package of the suite's skill_name")
-    if os.path.realpath(candidate) != os.path.realpath(expected) or not _is_within(
-            Path(os.path.realpath(candidate)), Path(os.path.realpath(suite.skill_dir))):
-        raise InputError(f"--skill-path {skill_path} is a link that leaves the skill package",
-                         f"make skills/{suite.skill_name}/SKILL.md a regular file")
-    return expected
-
-
 def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
-    if args.codex_config and args.agent != "codex":
-        raise InputError("--codex-config applies to --agent codex only",
-                         "remove --codex-config or use --agent codex")
+    if args.codex_config and not PROVIDERS[args.agent].accepts_settings:
+        takers = sorted(name for name, kind in PROVIDERS.items() if kind.accepts_settings)
+        raise InputError(f"--codex-config applies to --agent {' or '.join(takers)} only",
+                         f"remove --codex-config or use --agent {takers[0]}")
     eval_ids = None
     if args.eval_id is not None:
         eval_ids = [part.strip() for part in args.eval_id.split(",") if part.strip()]
@@ -3662,186 +4091,8 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         concurrency=args.concurrency, deadline_s=args.deadline,
         executor_model=args.executor_model or args.model,
         grader_model=args.grader_model or args.model, skill_md=skill_md, workspace=workspace,
-        eval_ids=eval_ids, keep_sandboxes=args.keep_sandboxes, codex_config=args.codex_config,
+        eval_ids=eval_ids, keep_sandboxes=args.keep_sandboxes, agent_settings=args.codex_config,
         quiet=args.quiet, junit=output_path(args.junit, "--junit"))
-
-
-def require_provider(options: RunOptions) -> Provider:
-    provider = PROVIDERS[options.agent](options.codex_config)
-    if provider.executable() is None:
-        raise EnvironmentProblem(f"the {provider.name} CLI ({provider.binary!r}) is not on PATH",
-                                 f"install it ({provider.install_hint}) or fix PATH")
-    return provider
-
-
-def provider_version(provider: Provider, groups: ProcessGroups) -> str:
-    invocation = Invocation(provider.version_argv(), Path.cwd())
-    result = run_process(invocation, clean_environment(), 60.0, groups)
-    if result.returncode != 0 or result.timed_out:
-        detail = (result.spawn_error or result.stderr.strip() or result.stdout.strip())[:300]
-        raise EnvironmentProblem(f"`{' '.join(invocation.argv)}` failed: {detail}",
-                                 f"check that the {provider.name} CLI works on this machine")
-    return result.stdout.strip().splitlines()[0] if result.stdout.strip() else "unknown"
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def tree_hash(root: Path, rels: Iterable[str]) -> str:
-    digest = hashlib.sha256()
-    for rel in sorted(rels):
-        path = root / rel
-        digest.update(rel.encode("utf-8") + b"\0")
-        digest.update((sha256_file(path) if path.is_file() else "missing").encode() + b"\n")
-    return digest.hexdigest()
-
-
-def skill_installed_elsewhere(skill_name: str) -> list[str]:
-    """Places where the agent CLIs discover skills by themselves."""
-    home = Path(os.environ.get("HOME") or Path.home())
-    codex_home = Path(os.environ.get("CODEX_HOME") or home / ".codex")
-    places = [home / ".claude" / "skills" / skill_name, codex_home / "skills" / skill_name,
-              codex_home / "skills" / ".system" / skill_name,
-              home / ".agents" / "skills" / skill_name]
-    return [str(p) for p in places if os.path.lexists(p)]
-
-
-def build_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: list[Cell],
-                   extra: dict[str, Any]) -> dict[str, Any]:
-    fixtures = sorted({rel for cell in cells for rel in cell.case.files})
-    skill_files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
-    return {
-        "runner": {"version": RUNNER_VERSION, "path": str(Path(__file__).resolve()),
-                   "sha256": sha256_file(Path(__file__))},
-        "suite": {"path": str(suite.path), "sha256": suite.sha256, "skill_name": suite.skill_name,
-                  "case_count": len(suite.cases)},
-        "repo_root": str(suite.root),
-        "skill_package": {"path": str(suite.skill_dir),
-                          "sha256": tree_hash(suite.root, skill_files),
-                          "files": len(skill_files)},
-        "fixtures": {rel: tree_hash(suite.root, [rel]) for rel in fixtures},
-        "argv": argv, "agent": options.agent,
-        "executor_model": options.executor_model, "grader_model": options.grader_model,
-        "options": {"configs": list(options.configs), "runs": options.runs,
-                    "timeout_s": options.timeout_s, "concurrency": options.concurrency,
-                    "deadline_s": options.deadline_s, "eval_ids": options.eval_ids,
-                    "keep_sandboxes": options.keep_sandboxes,
-                    "codex_config": options.codex_config},
-        "options_sha256": options_fingerprint(options),
-        "cells_planned": len(cells), "created_at": _utc_now(), **extra,
-    }
-
-
-def benchmark_metadata(suite: Suite, options: RunOptions, manifest: dict[str, Any],
-                       cells: list[Cell], records: list[dict], incomplete: bool) -> dict[str, Any]:
-    evals_run = []
-    for cell in cells:
-        if cell.case.id not in evals_run:
-            evals_run.append(cell.case.id)
-    return {
-        "skill_name": suite.skill_name, "skill_path": str(options.skill_md or suite.skill_dir),
-        "agent": options.agent, "executor_model": options.executor_model,
-        "grader_model": options.grader_model, "analyzer_model": options.grader_model,
-        "cli_version": manifest.get("cli_version"), "timestamp": _utc_now(),
-        "configs": list(options.configs), "runs_per_configuration": options.runs,
-        "evals_run": evals_run, "suite_case_count": len(suite.cases),
-        "selected_eval_ids": options.eval_ids,
-        "selection_partial": len(evals_run) < len(suite.cases),
-        "cells_planned": len(cells), "cells_finished": sum(
-            r["status"] != "cancelled" for r in records),
-        "incomplete": incomplete, "runner_version": RUNNER_VERSION,
-        "fixture_status": manifest.get("fixture_status"),
-        "skill_installed_elsewhere": manifest.get("skill_installed_elsewhere"),
-        "manifest": "iteration_manifest.json",
-        "identity": iteration_identity(manifest, options),
-    }
-
-
-def iteration_identity(manifest: dict[str, Any], options: RunOptions) -> dict[str, Any]:
-    """What must match for two iterations to be one series (see report --compare)."""
-    return {
-        "suite_sha256": manifest["suite"]["sha256"],
-        "skill_sha256": manifest["skill_package"]["sha256"],
-        "runner_sha256": manifest["runner"]["sha256"],
-        "fixtures_sha256": hashlib.sha256(json.dumps(
-            manifest.get("fixtures") or {}, sort_keys=True).encode()).hexdigest(),
-        "agent": options.agent, "cli_version": manifest.get("cli_version"),
-        "executor_model": options.executor_model or "CLI default",
-        "grader_model": options.grader_model or "CLI default",
-        "grader_prompt_sha256": grader_template_sha256(),
-    }
-
-
-class Progress:
-    """A live line on a terminal, plain lines otherwise, nothing when quiet."""
-
-    def __init__(self, total: int, quiet: bool, stream: Any = None):
-        self.total, self.quiet = total, quiet
-        self.stream = stream or sys.stderr
-        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.done = self.ok = 0
-        self.started = time.monotonic()
-        self.last_line = 0.0
-        self.lock = threading.Lock()
-
-    def __call__(self, record: dict[str, Any]) -> None:
-        with self.lock:
-            self.done += 1
-            self.ok += record["status"] == STATUS_OK
-            if self.quiet:
-                return
-            elapsed = time.monotonic() - self.started
-            eta = elapsed / self.done * (self.total - self.done)
-            line = (f"[{self.done}/{self.total}] ok {self.ok}, failed {self.done - self.ok}; "
-                    f"elapsed {elapsed:.0f}s, eta {eta:.0f}s; last: eval-{record['eval_id']}/"
-                    f"{record['configuration']}/run-{record['run_number']} {record['status']}")
-            last = self.done == self.total
-            if not self.tty and not last and time.monotonic() - self.last_line < 2.0:
-                return
-            self.last_line = time.monotonic()
-            end = "\n" if not self.tty or last else ""
-            self.stream.write(("\r\x1b[K" if self.tty else "") + line + end)
-            self.stream.flush()
-
-
-class InterruptHandler:
-    """First signal: stop scheduling and TERM running groups. Any later one: KILL them."""
-
-    def __init__(self, groups: ProcessGroups):
-        self.groups = groups
-        self.count = 0
-        self.previous: dict[int, Any] = {}
-
-    def __enter__(self) -> InterruptHandler:
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self.previous[sig] = signal.signal(sig, self.handle)
-        return self
-
-    def handle(self, signum: int, frame: Any) -> None:
-        # Never raise here: the benchmark of what finished must still be written.
-        self.count += 1
-        if self.count == 1:
-            print(f"\n{PROG}: interrupted: ending running agents and writing what finished "
-                  "(press Ctrl-C again to kill them at once)", file=sys.stderr)
-            self.groups.cancel(signal.SIGTERM)
-        else:
-            self.groups.signal_all(signal.SIGKILL)
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.count:
-            # A late Ctrl-C while we finish or the interpreter shuts down must not kill us
-            # without the exit status 130 that says what happened.
-            for sig in self.previous:
-                signal.signal(sig, signal.SIG_IGN)
-            return
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler)
 
 
 def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
@@ -3849,7 +4100,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     options = options_from_args(args, suite)
     sandbox_base = check_sandbox_base(suite.root)
     if args.dry_run:  # a preview needs no agent CLI, so a fresh machine can see the plan
-        return print_dry_run(suite, options, PROVIDERS[options.agent](options.codex_config),
+        return print_dry_run(suite, options, PROVIDERS[options.agent](options.agent_settings),
                              sandbox_base)
     provider = require_provider(options)
     selected = [c for c in suite.cases if not options.eval_ids or c.key in options.eval_ids]
@@ -3862,152 +4113,6 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     iteration_dir = Path(args.resume) if args.resume else allocate_iteration_dir(options.workspace)
     return run_iteration(suite, options, provider, groups, iteration_dir, argv, cli_version,
                          sandbox_base, previous)
-
-
-def options_fingerprint(options: RunOptions) -> str:
-    """The options that change what a cell means; a resumed iteration must keep them."""
-    relevant = {"agent": options.agent, "configs": list(options.configs), "runs": options.runs,
-                "executor_model": options.executor_model, "grader_model": options.grader_model,
-                "eval_ids": options.eval_ids, "codex_config": options.codex_config}
-    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
-
-
-def check_resume(iteration_dir: Path, suite: Suite, options: RunOptions) -> dict[str, Any]:
-    """The earlier manifest, if suite, skill, runner and options still hash the same."""
-    path = iteration_dir / "iteration_manifest.json"
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-        recorded = {"suite": manifest["suite"]["sha256"],
-                    "skill package": manifest["skill_package"]["sha256"],
-                    "runner": manifest["runner"]["sha256"], "options": manifest["options_sha256"]}
-    except (OSError, ValueError, KeyError, TypeError):
-        raise InputError(f"--resume {iteration_dir}: no readable iteration_manifest.json",
-                         "pass an iteration-N folder written by `run`") from None
-    skill_files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
-    current = {"suite": suite.sha256, "skill package": tree_hash(suite.root, skill_files),
-               "runner": sha256_file(Path(__file__)), "options": options_fingerprint(options)}
-    changed = [name for name in recorded if recorded[name] != current[name]]
-    if changed:
-        raise InputError(f"--resume {iteration_dir}: the {', '.join(changed)} changed since that "
-                         "iteration started, so its finished cells would not be comparable",
-                         "start a new iteration (drop --resume), or restore what changed and "
-                         "pass the same --agent/--config/--runs/--model/--eval-id options")
-    return manifest
-
-
-def write_eval_metadata(suite: Suite, cells: list[Cell], iteration_dir: Path) -> None:
-    """skill-creator reads eval-<id>/eval_metadata.json beside the config folders."""
-    for case in {cell.case.key: cell.case for cell in cells}.values():
-        write_json(iteration_dir / f"eval-{case.key}" / "eval_metadata.json", {
-            "eval_id": case.id, "eval_name": case.name or f"eval-{case.key}",
-            "prompt": case.prompt, "assertions": suite.assertions_for(case)})
-
-
-def prepare_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: list[Cell],
-                     previous: dict[str, Any] | None, extra: dict[str, Any]) -> dict[str, Any]:
-    if previous is None:
-        return build_manifest(suite, options, argv, cells, extra)
-    previous.setdefault("resumes", []).append({"at": _utc_now(), "argv": argv,
-                                               "cli_version": extra["cli_version"]})
-    return previous
-
-
-def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups: ProcessGroups,
-                  iteration_dir: Path, argv: list[str], cli_version: str,
-                  sandbox_base: Path, previous: dict[str, Any] | None = None) -> int:
-    cells = plan_cells(suite, options, iteration_dir)
-    fixtures = sorted({rel for cell in cells for rel in cell.case.files})
-    snapshot = RepoSnapshot.take(suite.root, suite.skill_name)
-    snapshot.template = build_git_template(snapshot, sandbox_base)
-    add_runner_baselines(snapshot.template, iteration_dir / ".baselines")
-    manifest = prepare_manifest(suite, options, argv, cells, previous, {
-        "cli_version": cli_version, "sandbox_base": str(sandbox_base),
-        "listing_source": snapshot.listing_source,
-        "git_template": {"path": str(snapshot.template.folder), "commit": snapshot.template.commit,
-                         "error": snapshot.template.error},
-        "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name),
-        "fixture_status": {"before": fixture_status(suite.root, fixtures)}})
-    write_json(iteration_dir / "iteration_manifest.json", manifest)
-    write_eval_metadata(suite, cells, iteration_dir)
-    ctx = RunContext(suite, options, provider, iteration_dir, snapshot, sandbox_base, groups,
-                     progress=None,
-                     judge={"provider": provider.name,
-                            "model": options.grader_model or "CLI default",
-                            "cli_version": cli_version,
-                            "prompt_template_sha256": grader_template_sha256()},
-                     resuming=previous is not None)
-    ctx.base_env, manifest["environment_scrub"] = scrub_checkout_paths(clean_environment(),
-                                                                       suite.root)
-    finished = load_finished_cells(ctx, cells) if previous is not None else {}
-    ctx.progress = Progress(len(cells) - len(finished), options.quiet)
-    with InterruptHandler(groups):
-        records = run_matrix_until_deadline(ctx, cells, finished)
-        snapshot.template.remove_runner_baselines()
-        if not options.keep_sandboxes:  # kept sandboxes still borrow its objects
-            snapshot.template.remove()
-        return finish_iteration(suite, options, groups, iteration_dir, manifest, cells, records,
-                                fixtures)
-
-
-def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
-                              finished: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """At the deadline nothing new starts and running agents are ended (cancelled)."""
-    timer = None
-    if ctx.options.deadline_s:
-        ctx.deadline_at = time.monotonic() + ctx.options.deadline_s
-        timer = threading.Timer(ctx.options.deadline_s, ctx.groups.cancel,
-                                kwargs={"reason": "deadline"})
-        timer.daemon = True
-        timer.start()
-    try:
-        return execute_matrix(ctx, cells, finished)
-    finally:
-        if timer is not None:
-            timer.cancel()
-
-
-def finish_iteration(suite: Suite, options: RunOptions, groups: ProcessGroups,
-                     iteration_dir: Path, manifest: dict[str, Any], cells: list[Cell],
-                     records: list[dict[str, Any]], fixtures: list[str]) -> int:
-    manifest["fixture_status"]["after"] = fixture_status(suite.root, fixtures)
-    write_json(iteration_dir / "iteration_manifest.json", manifest)
-    interrupted = groups.reason == "interrupted"
-    incomplete = groups.cancelled.is_set() or any(r["status"] == "cancelled" for r in records)
-    meta = benchmark_metadata(suite, options, manifest, cells, records, incomplete)
-    benchmark = aggregate(records, meta)
-    write_benchmark(iteration_dir, benchmark)
-    write_text(iteration_dir / "benchmark.html", render_html(benchmark, iteration_dir))
-    if options.junit:
-        write_text(options.junit, render_junit(benchmark))
-    print_summary(benchmark, iteration_dir)
-    if interrupted:
-        return EXIT_INTERRUPTED
-    return EXIT_OK if benchmark["sanity_checks"]["status"] == "OK" else EXIT_REVIEW
-
-
-def write_benchmark(iteration_dir: Path, benchmark: dict[str, Any]) -> None:
-    write_json(iteration_dir / "benchmark.json", benchmark)
-    write_text(iteration_dir / "benchmark.md", render_markdown(benchmark))
-
-
-def print_summary(benchmark: dict[str, Any], iteration_dir: Path) -> None:
-    c, sanity = benchmark["comparison"], benchmark["sanity_checks"]
-    meta = benchmark["metadata"]
-    review = [f for f in sanity["flags"] if f["severity"] in SEVERITIES_NEEDING_REVIEW]
-    lines = [f"skill-eval: {meta['skill_name']} with {meta['agent']} "
-             f"({'INCOMPLETE, ' if meta.get('incomplete') else ''}{len(benchmark['runs'])} runs, "
-             f"{benchmark['scored_run_count']} scored, {benchmark['error_run_count']} excluded)",
-             f"Sanity checks: {sanity['status']}"
-             + (f" ({len(review)} flag(s); see benchmark.md)" if review else "")]
-    rates = f"{c['candidate']} {fmt_rate(c['candidate_pass_rate'])}"
-    if c.get("baseline"):
-        rates += (f", {c['baseline']} {fmt_rate(c['baseline_pass_rate'])}, "
-                  f"delta {fmt_delta(c['delta'])}")
-    lines.append(f"Pass rate: {rates}")
-    if benchmark.get("paired"):
-        lines.append(_md_verdict(benchmark).strip().replace("**", ""))
-    lines.append(f"Benchmark: {iteration_dir / 'benchmark.md'}")
-    print("\n".join(lines))
 
 
 def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox_base: Path) -> int:
@@ -4044,36 +4149,6 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     return EXIT_OK
 
 
-def _shell_join(argv: list[str]) -> str:
-    import shlex
-    return " ".join(shlex.quote(a) for a in argv)
-
-
-# -- report -------------------------------------------------------------------
-
-
-def load_benchmark(iteration: str | Path) -> dict[str, Any]:
-    folder = Path(iteration)
-    path = folder / "benchmark.json" if folder.is_dir() else folder
-    if not path.is_file():
-        raise InputError(f"no benchmark.json at {path}",
-                         "pass an iteration-N folder written by `run`")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read {path}: {exc}", "re-run, or restore the file") from None
-    required = {"metadata": dict, "runs": list, "run_summary": dict, "comparison": dict,
-                "sanity_checks": dict, "per_eval": list, "scored_run_count": int,
-                "error_run_count": int}
-    missing = [k for k, kind in required.items()
-               if not isinstance(data, dict) or not isinstance(data.get(k), kind)]
-    if missing:
-        raise InputError(f"{path} is not a skill-eval benchmark (missing or mistyped: "
-                         f"{', '.join(missing)})",
-                         "pass an iteration folder written by this runner")
-    return data
-
-
 def output_path(value: str | None, flag: str, default: Path | None = None) -> Path | None:
     """Where an optional extra report goes: None when not asked, `default` for a bare flag."""
     if value is None:
@@ -4103,7 +4178,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         write_text(folder / "comparison.md", comparison)
         text += "\n" + comparison
     if html_path:
-        write_text(html_path, render_html(benchmark, folder))
+        write_text(html_path, html_page(benchmark, folder))
         print(f"wrote {html_path}", file=sys.stderr)
     if junit_path:
         write_text(junit_path, render_junit(benchmark))
@@ -4142,3 +4217,6 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+
