@@ -148,7 +148,7 @@ class OptionsFromArgsTest(unittest.TestCase):
             concurrency=4, deadline_s=None, executor_model=None, grader_model=None,
             skill_md=self.root / "skills" / "migrate" / "SKILL.md",
             workspace=self.root / "evals" / "migrate" / "workspace" / "claude", eval_ids=None,
-            keep_sandboxes=False, codex_config=[], quiet=False, junit=None))
+            keep_sandboxes=False, agent_settings=[], quiet=False, junit=None))
 
     def test_numbers_at_their_bounds(self):
         options = self.options("--runs", "5", "--concurrency", "16", "--timeout", "2.5",
@@ -201,7 +201,7 @@ class OptionsFromArgsTest(unittest.TestCase):
     def test_codex_config(self):
         options = self.options("--codex-config", "model_provider=fake",
                                "--codex-config", "a.b=1", agent="codex")
-        self.assertEqual(options.codex_config, ["model_provider=fake", "a.b=1"])
+        self.assertEqual(options.agent_settings, ["model_provider=fake", "a.b=1"])
         self.assert_refused("--codex-config", "model_provider=fake", agent="claude",
                             says="--codex-config")
         self.assert_refused("--codex-config", "no-equals", agent="codex", says="KEY=VALUE")

@@ -623,26 +623,20 @@ class CodexPiecesTest(MetricAsserts):
         self.assert_absent(metrics["tokens"])
 
 
-class KnownRunnerBugsTest(MetricAsserts):
-    """Behaviour the runner gets wrong today: expected failures, so a fix shows up.
+class FoundByDirectTestsTest(MetricAsserts):
+    """Two faults these direct tests found (both fixed); kept as regression tests."""
 
-    When one of these starts passing, unittest reports an unexpected success: remove the
-    decorator and keep the test.
-    """
-
-    @unittest.expectedFailure
     def test_codex_run_that_never_started_has_no_wall_clock_time(self):
-        # Today time_seconds is captured as 0.0 ("runner wall clock") for a codex process
-        # that could not be started; claude marks the same metric absent.
+        # time_seconds was captured as 0.0 ("runner wall clock") for a codex process that
+        # could not be started; claude marks the same metric absent.
         reply = runner.CodexProvider().read_executor(finished(
             "", returncode=None, duration_s=0.0002, spawn_error="FileNotFoundError: codex"))
         self.assertFalse(reply.ok)
         self.assert_absent(reply.metrics["time_seconds"])
 
-    @unittest.expectedFailure
     def test_claude_grader_needs_a_result_envelope_not_any_json_object(self):
-        # read_executor refuses a lone non-result object; read_grader takes it as the
-        # envelope and calls the run ok, so a broken grader reads as unparseable, not failed.
+        # read_executor refuses a lone non-result object; read_grader took it as the
+        # envelope and called the run ok, so a broken grader read as unparseable, not failed.
         stdout = sample_lines(CLAUDE_STREAM)[0]
         executor = runner.ClaudeProvider().read_executor(finished(stdout))
         self.assertFalse(executor.ok)

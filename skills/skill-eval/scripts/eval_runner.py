@@ -1852,7 +1852,8 @@ class ClaudeProvider(Provider):
         envelope = None
         try:
             parsed = json.loads(result.stdout)
-            envelope = parsed if isinstance(parsed, dict) else None
+            envelope = (parsed if isinstance(parsed, dict) and parsed.get("type") == "result"
+                        else None)
         except ValueError:
             events = parse_json_lines(result.stdout)
             envelope = next((e for e in reversed(events) if e.get("type") == "result"), None)
@@ -2024,8 +2025,9 @@ def codex_metrics(usages: list[dict], result: ProcessResult,
     metrics["total_cost_usd"] = absent("codex reports no cost")
     metrics["num_turns"] = (captured(len(usages), "count of codex turn.completed events")
                             if usages else absent("codex completed no turn"))
-    metrics["time_seconds"] = captured(round(result.duration_s, 3),
-                                       "runner wall clock (codex reports no duration)")
+    metrics["time_seconds"] = (
+        absent(f"codex never started ({result.spawn_error})") if result.spawn_error else
+        captured(round(result.duration_s, 3), "runner wall clock (codex reports no duration)"))
     parts = [metrics["input_tokens"], metrics["output_tokens"]]
     metrics["tokens"] = (
         captured(sum(p["value"] for p in parts), "codex usage: input (incl. cached) + output")
