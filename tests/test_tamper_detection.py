@@ -270,6 +270,24 @@ class ResultsVerificationTests(TempRepoTest):
         self.assertIn("Status: **OK**", out)
         self.assertIn("results_unverifiable", out)
 
+    def test_resume_reruns_a_kept_cell_whose_files_changed(self) -> None:
+        code, out, iteration = self.run_suite({})
+        self.assertEqual(code, 0, out)
+        grading = iteration / "eval-E01/with_skill/run-1/grading.json"
+        genuine = grading.read_text()
+        grading.write_text(genuine.replace('"passed": true', '"passed": false'))
+        calls_before = len(h.fake_calls(self.tmp.path))
+        code, out, err = call_main(["run", str(self.root / "evals/demo/evals.json"), "--agent",
+                                    "claude", "--quiet", "--concurrency", "1", "--resume",
+                                    str(iteration)], env=self.env)
+        self.assertEqual(code, 0, out + err)
+        prompts = [c for c in h.fake_calls(self.tmp.path)[calls_before:] if c.get("role")]
+        self.assertEqual(sorted(c["role"] for c in prompts), ["executor", "grader"],
+                         "exactly the tampered cell ran again")
+        self.assertEqual(grading.read_text().replace('"resumed": true', ""),
+                         genuine.replace('"resumed": true', ""))
+        self.assertEqual(load(iteration)["results_check"]["changed_count"], 0)
+
 
 if __name__ == "__main__":
     unittest.main()

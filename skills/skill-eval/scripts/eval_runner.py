@@ -2316,8 +2316,14 @@ def plan_cells(suite: Suite, options: RunOptions, iteration_dir: Path) -> list[C
     return cells
 
 
-def load_finished_cells(cells: list[Cell]) -> dict[str, RunRecord]:
-    """Records of cells a previous attempt finished `ok`, read back from their files."""
+def load_finished_cells(cells: list[Cell],
+                        recorded: dict[str, dict[str, str]] | None = None) -> dict[str, RunRecord]:
+    """Records of cells a previous attempt finished `ok`, read back from their files.
+
+    `recorded` holds the file hashes the previous attempt's benchmark.json lists per cell label:
+    a cell whose files no longer match them is run again rather than trusted.
+    """
+    recorded = recorded or {}
     finished = {}
     for cell in cells:
         try:
@@ -2329,6 +2335,8 @@ def load_finished_cells(cells: list[Cell]) -> dict[str, RunRecord]:
             continue
         if record.status == STATUS_OK and record.scored:
             record.written_files = hash_run_folder(cell.run_dir)
+            if recorded.get(cell.label, record.written_files) != record.written_files:
+                continue
             finished[cell.label] = record
     return finished
 
@@ -4148,7 +4156,8 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
                      resuming=previous is not None)
     ctx.base_env, manifest["environment_scrub"] = scrub_checkout_paths(clean_environment(),
                                                                        suite.root)
-    finished = load_finished_cells(cells) if previous is not None else {}
+    finished = (load_finished_cells(cells, recorded_run_hashes(iteration_dir))
+                if previous is not None else {})
     ctx.progress = Progress(len(cells) - len(finished), options.quiet)
     with InterruptHandler(groups):
         records = run_matrix_until_deadline(ctx, cells, finished)
@@ -4158,6 +4167,16 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
         manifest["checkout_check"]["after"] = check_checkout(checkout, checkout_failure)
         return finish_iteration(suite, options, groups, iteration_dir, manifest, cells, records,
                                 fixtures)
+
+
+def recorded_run_hashes(iteration_dir: Path) -> dict[str, dict[str, str]]:
+    """The run-file hashes an earlier attempt's benchmark.json lists, by cell label."""
+    try:
+        runs = json.loads((iteration_dir / "benchmark.json").read_text(encoding="utf-8"))["runs"]
+        return {f"eval-{r['eval_id']}/{r['configuration']}/run-{r['run_number']}":
+                r["files_sha256"] for r in runs if isinstance(r.get("files_sha256"), dict)}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
 
 
 def take_checkout_snapshot(root: Path, iteration_dir: Path) -> tuple[CheckoutSnapshot | None, str]:
