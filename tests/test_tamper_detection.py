@@ -199,6 +199,9 @@ class SnapshotUnitTests(unittest.TestCase):
         (self.root / "ws" / "iteration-2").mkdir()
         (self.root / "ws" / "iteration-2" / "x").write_text("x")
         (self.root / "ws" / "notes.txt").write_text("x")
+        other_run = self.root / "evals" / "other" / "workspace" / "codex" / "iteration-3"
+        other_run.mkdir(parents=True)
+        (other_run / "benchmark.json").write_text("{}")  # a concurrent run with its defaults
         result = snap.compare()
         self.assertEqual(result["changed"], [{"path": "ws/notes.txt", "change": "added"}])
 

@@ -3836,16 +3836,20 @@ def _classify_change(key: tuple, digest: str | None, now: tuple, path: str) -> s
     return None
 
 
+DEFAULT_ITERATIONS = re.compile(r"evals/[^/]+/workspace/[^/]+/iteration-\d+(/|$)")
+
+
 def _runner_output_filter(root: Path, iteration_dir: Path) -> Callable[[str], bool]:
-    """Whether a checkout path is one the runner writes itself: this iteration's folder, and
-    its sibling iteration-N folders (other runs of the same suite may be writing there)."""
+    """Whether a checkout path is one a skill-eval run writes: this iteration's folder, its
+    sibling iteration-N folders, and iteration-N folders in the default workspaces. Other runs
+    in the same checkout may be writing there now; their own run-file hashes cover them."""
     real_root, real_iteration = os.path.realpath(root), os.path.realpath(iteration_dir)
-    if not _is_within(Path(real_iteration), Path(real_root)):
-        return lambda rel: False
-    workspace = Path(os.path.relpath(os.path.dirname(real_iteration), real_root)).as_posix()
-    prefix = "" if workspace == "." else re.escape(workspace) + "/"
-    pattern = re.compile(prefix + r"iteration-\d+(/|$)")
-    return lambda rel: pattern.match(rel) is not None
+    patterns = [DEFAULT_ITERATIONS]
+    if _is_within(Path(real_iteration), Path(real_root)):
+        workspace = Path(os.path.relpath(os.path.dirname(real_iteration), real_root)).as_posix()
+        prefix = "" if workspace == "." else re.escape(workspace) + "/"
+        patterns.append(re.compile(prefix + r"iteration-\d+(/|$)"))
+    return lambda rel: any(pattern.match(rel) for pattern in patterns)
 
 
 def _checkout_files(root: Path, skip: Callable[[str], bool]) -> tuple[dict[str, str], str]:
