@@ -2,8 +2,9 @@
 
 The hostile executors here are the fake CLIs with `shell_write_files`: they find the checkout
 the way a real agent could (`/proc/$PPID/cwd`, the runner's working folder) and write into it
-and into other cells' results. The runner has no OS confinement in these tests, so the writes
-succeed; the point is that the run and every later `report` say REVIEW REQUIRED and exit 1.
+and into other cells' results. These runs use `--isolation none`, so the writes succeed (under
+bwrap, tests/test_confinement.py shows they cannot); the point is that detection does not rest
+on confinement: the run and every later `report` say REVIEW REQUIRED and exit 1.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ class TempRepoTest(unittest.TestCase):
                          use_git=use_git)
         env = fake_env(self.tmp.path, script=script)
         code, out, err = call_main(["run", str(root / "evals/demo/evals.json"), "--agent",
-                                    "claude", "--quiet", "--concurrency", "1", *extra_args],
+                                    "claude", "--quiet", "--concurrency", "1", "--isolation", "none",
+                                    *extra_args],
                                    env=env)
         self.root, self.env = root, env
         return code, out + err, root / "evals/demo/workspace/claude/iteration-1"
@@ -66,7 +68,7 @@ class HostileExecutorTests(unittest.TestCase):
                 f"{victim}/grading.json": '{"summary": {"pass_rate": 1.0}}\n'}}}]}
         env = fake_env(tmp.path, script=script)
         done = h.run_script(["run", "evals/demo/evals.json", "--agent", "claude", "--quiet",
-                             "--concurrency", "1"], env=env, cwd=root)
+                             "--concurrency", "1", "--isolation", "none"], env=env, cwd=root)
         self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
         self.assertIn("Sanity checks: REVIEW REQUIRED", done.stdout)
         self.assertNotIn("Sanity checks: OK", done.stdout)
@@ -281,8 +283,8 @@ class ResultsVerificationTests(TempRepoTest):
         grading.write_text(genuine.replace('"passed": true', '"passed": false'))
         calls_before = len(h.fake_calls(self.tmp.path))
         code, out, err = call_main(["run", str(self.root / "evals/demo/evals.json"), "--agent",
-                                    "claude", "--quiet", "--concurrency", "1", "--resume",
-                                    str(iteration)], env=self.env)
+                                    "claude", "--quiet", "--concurrency", "1", "--isolation",
+                                    "none", "--resume", str(iteration)], env=self.env)
         self.assertEqual(code, 0, out + err)
         prompts = [c for c in h.fake_calls(self.tmp.path)[calls_before:] if c.get("role")]
         self.assertEqual(sorted(c["role"] for c in prompts), ["executor", "grader"],
