@@ -349,7 +349,8 @@ class RunnerRealCLITest(unittest.TestCase):
         ``agent_env(home, codex_home)`` replaces the class's :meth:`agent_env`; ``env`` is
         applied last.
         """
-        home, codex_home = self.tmpdir("home"), self.tmpdir("codex-home")
+        home, codex_home = self.tmpdir("home"), Path(ms.make_codex_home())
+        self.addCleanup(shutil.rmtree, codex_home, ignore_errors=True)
         sandboxes, workspace = self.tmpdir("sandboxes"), self.tmpdir("workspace")
         token = uuid.uuid4().hex
         full_env = ms.clean_base_env()

@@ -393,6 +393,9 @@ class RunRecord:
     finished_at: str | None = None
     resumed: bool = False
     scored: bool = False
+    # SHA-256 of each file the runner wrote in the run folder (path relative to it), taken at
+    # write time. Kept out of run.json, which is one of those files; benchmark.json holds it.
+    written_files: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -404,7 +407,7 @@ class RunRecord:
     def run_json(self) -> dict[str, Any]:
         """run.json: every field but the grading and the metrics, which have their own files."""
         return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)
-                if field.name not in ("grading", "metrics")}
+                if field.name not in ("grading", "metrics", "written_files")}
 
     @classmethod
     def from_files(cls, run_json: dict[str, Any], grading: Any, metrics: Any) -> RunRecord:
@@ -455,22 +458,32 @@ def cut_text(text: str, limit: int) -> tuple[str, bool]:
     return text[:limit], True
 
 
-def write_text(path: Path, text: str) -> None:
-    """Write atomically: readers see the old file or the new one, never half of one."""
+def write_bytes(path: Path, data: bytes) -> str:
+    """Write atomically: readers see the old file or the new one, never half of one.
+
+    Returns the SHA-256 of the bytes written, taken from memory rather than read back, so a
+    later change to the file can be told from what the runner wrote.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    return hashlib.sha256(data).hexdigest()
 
 
-def write_json(path: Path, data: Any) -> None:
-    write_text(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+def write_text(path: Path, text: str) -> str:
+    """write_bytes of the UTF-8 text, newlines as given; the SHA-256 of what was written."""
+    return write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path: Path, data: Any) -> str:
+    return write_text(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
 def utc_now() -> str:
@@ -2624,6 +2637,22 @@ def build_executor_prompt(suite: Suite, case: Case, config: str, sandbox: Path) 
     return "\n".join(lines)
 
 
+class RunFiles:
+    """Writes a cell's files in its run folder, keeping each one's SHA-256 on the record."""
+
+    def __init__(self, run_dir: Path, record: RunRecord):
+        self.run_dir, self.hashes = run_dir, record.written_files
+
+    def text(self, rel: str, text: str) -> None:
+        self.hashes[rel] = write_text(self.run_dir / rel, text)
+
+    def json(self, rel: str, data: Any) -> None:
+        self.hashes[rel] = write_json(self.run_dir / rel, data)
+
+    def copy(self, rel: str, source: Path) -> None:
+        self.hashes[rel] = write_bytes(self.run_dir / rel, source.read_bytes())
+
+
 @dataclasses.dataclass
 class RunContext:
     suite: Suite
@@ -2664,8 +2693,14 @@ def plan_cells(suite: Suite, options: RunOptions, iteration_dir: Path) -> list[C
     return cells
 
 
-def load_finished_cells(cells: list[Cell]) -> dict[str, RunRecord]:
-    """Records of cells a previous attempt finished `ok`, read back from their files."""
+def load_finished_cells(cells: list[Cell],
+                        recorded: dict[str, dict[str, str]] | None = None) -> dict[str, RunRecord]:
+    """Records of cells a previous attempt finished `ok`, read back from their files.
+
+    `recorded` holds the file hashes the previous attempt's benchmark.json lists per cell label:
+    a cell whose files no longer match them is run again rather than trusted.
+    """
+    recorded = recorded or {}
     finished = {}
     for cell in cells:
         try:
@@ -2676,8 +2711,18 @@ def load_finished_cells(cells: list[Cell]) -> dict[str, RunRecord]:
         except (OSError, ValueError, TypeError, AttributeError):
             continue
         if record.status == STATUS_OK and record.scored:
+            record.written_files = hash_run_folder(cell.run_dir)
+            if recorded.get(cell.label, record.written_files) != record.written_files:
+                continue
             finished[cell.label] = record
     return finished
+
+
+def hash_run_folder(run_dir: Path) -> dict[str, str]:
+    """A kept cell's files, hashed as a resumed run finds them: the hashes taken when they were
+    written are not carried over an interruption."""
+    return {path.relative_to(run_dir).as_posix(): sha256_file(path)
+            for path in sorted(run_dir.rglob("*")) if path.is_file() and not path.is_symlink()}
 
 
 def scrub_checkout_paths(env: dict[str, str], root: Path) -> tuple[dict[str, str], dict]:
@@ -2897,7 +2942,8 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
                       record: RunRecord) -> ExecutorAnswer | None:
     """Run the executor in its sandbox; its answer when it finished ok, else None."""
     prompt = build_executor_prompt(ctx.suite, cell.case, cell.config, sandbox.repo)
-    write_text(cell.run_dir / "prompt.md", prompt)
+    files = RunFiles(cell.run_dir, record)
+    files.text("prompt.md", prompt)
     invocation = ctx.provider.executor_invocation(prompt, sandbox.repo, ctx.options.executor_model)
     env = provider_env(ctx, sandbox.repo)
     # The sandbox was built while the lane's previous agent ran: check again before starting.
@@ -2912,14 +2958,15 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     record.metrics = reply.metrics
     record.permission_denials = reply.permission_denials
     record.skill_read = skill_read_evidence(reply.trace, ctx.suite.skill_name, cell.config)
-    outputs = cell.run_dir / "outputs"
-    write_text(outputs / "output.txt", reply.text)
-    write_text(outputs / "executor_stream.txt", result.stdout)
+    files.text("outputs/output.txt", reply.text)
+    files.text("outputs/executor_stream.txt", result.stdout)
     if not reply.ok:
-        write_text(outputs / "executor_stderr.txt", result.stderr)
+        files.text("outputs/executor_stderr.txt", result.stderr)
         record.fail(failure_status("executor", result), "executor", reply.failure)
         return None
-    artifact = capture_artifact(sandbox.artifact_path, outputs / "plan.md")
+    artifact = capture_artifact(sandbox.artifact_path)
+    if artifact["captured"]:
+        files.text("outputs/plan.md", artifact["text"])
     answer = ExecutorAnswer(reply.text, artifact.pop("text", None),
                             artifact.get("truncated", False))
     record.written_artifact = artifact
@@ -2945,8 +2992,9 @@ def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: RunRe
         return
     prompt = build_grader_prompt(cell.case.prompt, answer.text, answer.artifact,
                                  answer.artifact_truncated, assertions)
-    write_text(cell.run_dir / "grader_prompt.md", prompt)
-    result, reply = call_grader(ctx, sandbox, prompt, cell.run_dir / "outputs")
+    files = RunFiles(cell.run_dir, record)
+    files.text("grader_prompt.md", prompt)
+    result, reply = call_grader(ctx, sandbox, prompt, files)
     record.grader = result
     if not reply.ok:
         record.fail(reply.failure_status, "grader", reply.failure)
@@ -2970,7 +3018,7 @@ class GraderReply:
 
 
 def call_grader(ctx: RunContext, sandbox: Sandbox, prompt: str,
-                outputs: Path) -> tuple[dict[str, Any], GraderReply]:
+                files: RunFiles) -> tuple[dict[str, Any], GraderReply]:
     """One grader process in an empty folder outside the checkout; its output kept in outputs/.
 
     Returns the process record and the provider's reading of the reply.
@@ -2987,11 +3035,11 @@ def call_grader(ctx: RunContext, sandbox: Sandbox, prompt: str,
     result, env, isolation = run_agent(ctx, invocation, env,
                                        rw_binds=[grader_io] if grader_io else [])
     reply = ctx.provider.read_grader(result, last_message)
-    write_text(outputs / "grader_output.txt", result.stdout)
+    files.text("outputs/grader_output.txt", result.stdout)
     if grader_io is not None and last_message.is_file():
-        shutil.copyfile(last_message, outputs / "grader_last_message.txt")
+        files.copy("outputs/grader_last_message.txt", last_message)
     if not reply.ok:
-        write_text(outputs / "grader_stderr.txt", result.stderr)
+        files.text("outputs/grader_stderr.txt", result.stderr)
         return {**process_record(invocation, result, env), "isolation": isolation}, GraderReply(
             False, failure=reply.failure, failure_status=failure_status("grader", result))
     return {**process_record(invocation, result, env), "isolation": isolation}, GraderReply(
@@ -3010,7 +3058,7 @@ def process_record(invocation: Invocation, result: ProcessResult,
             "stderr_truncated": result.stderr_truncated}
 
 
-def capture_artifact(path: Path, copy_to: Path) -> dict[str, Any]:
+def capture_artifact(path: Path) -> dict[str, Any]:
     """Read the designated artifact without following a link planted there."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
@@ -3026,7 +3074,6 @@ def capture_artifact(path: Path, copy_to: Path) -> dict[str, Any]:
     text = data.decode("utf-8", "replace")
     shown, truncated = cut_text(text, ARTIFACT_CAP_CHARS)
     truncated = truncated or size > len(data)
-    write_text(copy_to, shown)
     return {"captured": True, "path": str(path), "bytes": size, "chars_shown": len(shown),
             "truncated": truncated, "valid_utf8": "\ufffd" not in text, "text": shown}
 
@@ -3042,12 +3089,13 @@ def skill_read_evidence(trace: list[dict] | None, skill_name: str, config: str) 
 
 
 def write_run_files(cell: Cell, record: RunRecord, judge: dict[str, Any]) -> None:
-    write_json(cell.run_dir / "run.json", record.run_json())
-    write_json(cell.run_dir / "metrics.json", {
+    files = RunFiles(cell.run_dir, record)
+    files.json("run.json", record.run_json())
+    files.json("metrics.json", {
         "role": "executor", "note": "executor-only; the grader's cost is not included",
         "metrics": record.metrics or {}})
     if record.scored and record.grading is not None:
-        write_json(cell.run_dir / "grading.json", {**record.grading, "judge": judge})
+        files.json("grading.json", {**record.grading, "judge": judge})
 
 
 # ==== aggregation ============================================================
@@ -3095,6 +3143,7 @@ def benchmark_run(record: RunRecord) -> dict[str, Any]:
         "skill_read": (record.skill_read or {}).get("state"),
         "metric_sources": {name: (record.metrics or {}).get(name)
                            for name in ("time_seconds", "tokens")},
+        "files_sha256": dict(sorted(record.written_files.items())),
     }
 
 
@@ -3368,6 +3417,7 @@ def _iteration_flags(benchmark: dict[str, Any], meta: dict[str, Any]) -> list[di
             flags.append(_flag("warning", "dirty_fixtures",
                                f"declared fixtures differ from git {moment} the run: "
                                f"{', '.join(state['dirty'][:10])}"))
+    flags += _checkout_flags(meta.get("checkout_check"))
     baseline_ran = "without_skill" in (meta.get("configs") or [])
     confined = (meta.get("isolation") or {}).get("mode") == "bwrap"
     for place in meta.get("skill_installed_elsewhere") or []:
@@ -3394,6 +3444,60 @@ def _iteration_flags(benchmark: dict[str, Any], meta: dict[str, Any]) -> list[di
                            "executor could reach the checkout and other cells; the checkout "
                            "and result checks still apply"))
     return flags
+
+
+def _named_changes(changes: list[dict[str, str]], total: int) -> str:
+    names = ", ".join(f"{c['path']} ({c['change']})" for c in changes)
+    more = total - len(changes)
+    return names + (f" and {more} more" if more > 0 else "")
+
+
+def _checkout_flags(check: dict[str, Any] | None) -> list[dict[str, Any]]:
+    if not check:  # an iteration written before the checkout was compared
+        return []
+    if not check.get("checked"):
+        return [_flag("warning", "checkout_unchecked",
+                      f"the source checkout was not compared before and after the run: "
+                      f"{check.get('reason')}")]
+    if not check.get("changed_count"):
+        return []
+    return [_flag("error", "checkout_modified",
+                  f"the source checkout changed while agents ran ({check['changed_count']} "
+                  f"file(s)): {_named_changes(check['changed'], check['changed_count'])}")]
+
+
+RESULTS_FLAG_KINDS = ("results_modified", "results_unverifiable")
+
+
+def results_flags(check: dict[str, Any]) -> list[dict[str, Any]]:
+    flags = []
+    if check["changed_count"]:
+        flags.append(_flag("error", "results_modified",
+                           f"{check['changed_count']} run file(s) differ from what the runner "
+                           f"wrote, checked at {check['checked_by']} time: "
+                           f"{_named_changes(check['changed'], check['changed_count'])}"))
+    if check["unverifiable_runs"]:
+        flags.append(_flag("info", "results_unverifiable",
+                           f"{check['unverifiable_runs']} run(s) not verifiable: written by an "
+                           "older runner that recorded no file hashes"))
+    return flags
+
+
+def apply_results_check(benchmark: dict[str, Any], check: dict[str, Any]) -> None:
+    """Put a verification of the run files into the sanity checks and their status.
+
+    A finding replaces an earlier one; a clean check never clears a finding the run recorded
+    (files changed and then put back are still files that were changed).
+    """
+    sanity = benchmark["sanity_checks"]
+    earlier = [f for f in sanity["flags"] if f["kind"] in RESULTS_FLAG_KINDS]
+    found = results_flags(check)
+    if found or not earlier:
+        sanity["flags"] = [f for f in sanity["flags"] if f["kind"] not in RESULTS_FLAG_KINDS]
+        sanity["flags"] += found
+        benchmark["results_check"] = check
+    if any(f["severity"] in SEVERITIES_NEEDING_REVIEW for f in sanity["flags"]):
+        sanity["status"] = "REVIEW REQUIRED"
 
 
 # ==== rendering ==============================================================
@@ -3478,6 +3582,7 @@ def _sentence(text: str) -> str:
 def _md_sanity(b: dict[str, Any]) -> str:
     sanity = b["sanity_checks"]
     lines = ["## Sanity checks", "", f"Status: **{sanity['status']}**", ""]
+    lines += _md_integrity(b)
     shown = [f for f in sanity["flags"] if f["severity"] != "info"]
     info = [f for f in sanity["flags"] if f["severity"] == "info"]
     if not shown:
@@ -3494,6 +3599,29 @@ def _md_sanity(b: dict[str, Any]) -> str:
         lines.append("- [info] " + ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items()))
                      + " (details in benchmark.json)")
     return "\n".join(lines) + "\n"
+
+
+def _md_integrity(b: dict[str, Any]) -> list[str]:
+    """One line each on the source checkout and on the run files, when they were checked."""
+    lines = []
+    checkout = b["metadata"].get("checkout_check")
+    if checkout and checkout.get("checked"):
+        state = (f"CHANGED ({checkout['changed_count']} file(s))" if checkout["changed_count"]
+                 else "unchanged")
+        lines.append(f"- Source checkout: {state}; {checkout['files_before']} files compared "
+                     "before and after the agents ran")
+    elif checkout:
+        lines.append(f"- Source checkout: not compared ({checkout.get('reason')})")
+    results = b.get("results_check")
+    if results is None or results["unverifiable_runs"] == len(b["runs"]) and b["runs"]:
+        lines.append("- Run files: not verifiable: written by an older runner")
+    elif results["changed_count"]:
+        lines.append(f"- Run files: {results['changed_count']} of {results['files']} differ "
+                     "from the SHA-256 recorded when the runner wrote them")
+    else:
+        lines.append(f"- Run files: all {results['files']} match the SHA-256 recorded when the "
+                     "runner wrote them")
+    return lines + [""]
 
 
 def _md_overall(b: dict[str, Any]) -> str:
@@ -4034,6 +4162,201 @@ def html_page(benchmark: dict[str, Any], iteration_dir: Path) -> str:
     return render_html(benchmark, read_html_run_files(benchmark, Path(iteration_dir)))
 
 
+# -- what agents could have changed: the checkout, the run files ---------------
+
+CHANGES_SHOWN = 20  # files named in a flag; the rest are counted
+
+
+def _stat_key(path: str) -> tuple:
+    """What a change to a file shows in its metadata. The ctime is in it because no user can
+    set it back: an edit that restores the mtime still moves the ctime."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return ("missing",)
+    kind = ("file" if stat.S_ISREG(st.st_mode) else "link" if stat.S_ISLNK(st.st_mode)
+            else "dir" if stat.S_ISDIR(st.st_mode) else "other")
+    if kind == "dir":  # a submodule or nested repository: its own files are not listed
+        return (kind, 0, stat.S_IMODE(st.st_mode), 0, 0)
+    return (kind, st.st_size, stat.S_IMODE(st.st_mode), st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _content_hash(path: str, kind: str) -> str | None:
+    try:
+        if kind == "link":
+            return hashlib.sha256(os.fsencode(os.readlink(path))).hexdigest()
+        return sha256_file(Path(path)) if kind == "file" else None
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+
+
+@dataclasses.dataclass
+class CheckoutSnapshot:
+    """The source checkout's files as agents could change them: metadata and content hashes."""
+
+    root: Path
+    skip: Callable[[str], bool]  # the runner's own output folders inside the checkout
+    entries: dict[str, tuple[tuple, str | None]]  # name -> (stat key, content hash)
+    listing: str
+    seconds: float
+
+    @classmethod
+    def take(cls, root: Path, iteration_dir: Path) -> CheckoutSnapshot:
+        started = time.monotonic()
+        skip = _runner_output_filter(root, iteration_dir)
+        paths, listing = _checkout_files(root, skip)
+        entries = {}
+        for name, path in paths.items():
+            key = _stat_key(path)
+            entries[name] = (key, _content_hash(path, key[0]))
+        return cls(root, skip, entries, listing, time.monotonic() - started)
+
+    def summary(self) -> dict[str, Any]:
+        return {"files": len(self.entries), "listing": self.listing,
+                "seconds": round(self.seconds, 3)}
+
+    def compare(self) -> dict[str, Any]:
+        """What changed since the snapshot; a file whose times moved but whose type, mode and
+        content did not (a `touch`) is counted as touched, not as changed."""
+        started = time.monotonic()
+        paths, _ = _checkout_files(self.root, self.skip)
+        changes, touched = [], 0
+        for name in sorted(set(paths) | set(self.entries)):
+            if name not in self.entries:
+                if _stat_key(paths[name])[0] != "missing":
+                    changes.append({"path": name, "change": "added"})
+                continue
+            (key, digest) = self.entries[name]
+            now = _stat_key(paths[name]) if name in paths else ("missing",)
+            if now == key:
+                continue
+            change = _classify_change(key, digest, now, paths.get(name, ""))
+            if change:
+                changes.append({"path": name, "change": change})
+            else:
+                touched += 1
+        return {"checked": True, "files_before": len(self.entries), "files_after": len(paths),
+                "changed_count": len(changes), "changed": changes[:CHANGES_SHOWN],
+                "touched_only": touched, "listing": self.listing,
+                "seconds_before": round(self.seconds, 3),
+                "seconds_after": round(time.monotonic() - started, 3),
+                "note": "compared by type, size, mode and content; files whose times changed "
+                        "but whose content did not are counted as touched_only, not as changes"}
+
+
+def _classify_change(key: tuple, digest: str | None, now: tuple, path: str) -> str | None:
+    if now[0] == "missing":
+        return "removed"
+    if key[0] == "missing":
+        return "added"
+    if now[0] != key[0]:
+        return "type changed"
+    if now[2] != key[2]:
+        return "mode changed"
+    if now[1] != key[1] or _content_hash(path, now[0]) != digest:
+        return "modified"
+    return None
+
+
+DEFAULT_ITERATIONS = re.compile(r"evals/[^/]+/workspace/[^/]+/iteration-\d+(/|$)")
+
+
+def _runner_output_filter(root: Path, iteration_dir: Path) -> Callable[[str], bool]:
+    """Whether a checkout path is one a skill-eval run writes: this iteration's folder, its
+    sibling iteration-N folders, and iteration-N folders in the default workspaces. Other runs
+    in the same checkout may be writing there now; their own run-file hashes cover them."""
+    real_root, real_iteration = os.path.realpath(root), os.path.realpath(iteration_dir)
+    patterns = [DEFAULT_ITERATIONS]
+    if _is_within(Path(real_iteration), Path(real_root)):
+        workspace = Path(os.path.relpath(os.path.dirname(real_iteration), real_root)).as_posix()
+        prefix = "" if workspace == "." else re.escape(workspace) + "/"
+        patterns.append(re.compile(prefix + r"iteration-\d+(/|$)"))
+    return lambda rel: any(pattern.match(rel) for pattern in patterns)
+
+
+def _checkout_files(root: Path, skip: Callable[[str], bool]) -> tuple[dict[str, str], str]:
+    """name -> path of every file to compare: tracked and untracked-not-ignored files (all
+    files outside git), plus git's config and hooks, which could run code later."""
+    listing = "folder walk"
+    rels: list[str] = []
+    if (root / ".git").exists():
+        ok, out = run_git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], root)
+        if ok:
+            rels, listing = [rel.rstrip("/") for rel in out.split("\0") if rel], "git ls-files"
+    if listing == "folder walk":
+        rels = [p.relative_to(root).as_posix() for p in _walk_files(root)]
+    files = {rel: os.path.join(root, rel) for rel in rels if not skip(rel)}
+    git_dir = root / ".git"
+    if git_dir.is_dir():  # a worktree's .git is a file: its config and hooks live elsewhere
+        files[".git/config"] = str(git_dir / "config")
+        for path in _walk_files_all(git_dir / "hooks"):
+            files[path.relative_to(root).as_posix()] = str(path)
+    return files, listing
+
+
+def _walk_files_all(folder: Path) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames.sort()
+        for name in sorted(filenames):
+            yield Path(dirpath) / name
+
+
+def check_checkout(snapshot: CheckoutSnapshot | None, failure: str = "") -> dict[str, Any]:
+    if snapshot is None:
+        return {"checked": False, "reason": failure}
+    try:
+        return snapshot.compare()
+    except OSError as exc:
+        return {"checked": False, "reason": f"the comparison failed: {exc}"}
+
+
+def verify_run_files(benchmark: dict[str, Any], iteration_dir: Path,
+                     checked_by: str) -> dict[str, Any]:
+    """Hash every run file benchmark.json lists and compare it with the hash taken at write time.
+
+    Plain string paths and os.open: on a 5,000-run iteration (some 32,000 small files) pathlib
+    and buffered file objects cost four times the CPU of the hashing itself.
+    """
+    started = time.monotonic()
+    changes, files, unverifiable = [], 0, 0
+    folder = os.fspath(iteration_dir)
+    for run in benchmark["runs"]:
+        hashes = run.get("files_sha256")
+        if not isinstance(hashes, dict):
+            unverifiable += 1
+            continue
+        run_rel = f"eval-{run['eval_id']}/{run['configuration']}/run-{run['run_number']}"
+        for rel, digest in hashes.items():
+            files += 1
+            problem = _run_file_problem(folder, f"{run_rel}/{rel}", digest)
+            if problem:
+                changes.append({"path": f"{run_rel}/{rel}", "change": problem})
+    return {"checked_by": checked_by, "files": files, "changed_count": len(changes),
+            "changed": changes[:CHANGES_SHOWN], "unverifiable_runs": unverifiable,
+            "seconds": round(time.monotonic() - started, 3)}
+
+
+def _run_file_problem(folder: str, rel: str, digest: Any) -> str | None:
+    parts = rel.split("/")
+    if ".." in parts or "" in parts or not isinstance(digest, str):
+        return "not a run file"  # benchmark.json itself was edited
+    try:
+        fd = os.open(os.path.join(folder, rel), os.O_RDONLY)
+    except FileNotFoundError:
+        return "missing"
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
+    try:
+        hasher = hashlib.sha256()
+        for chunk in iter(lambda: os.read(fd, 1 << 20), b""):
+            hasher.update(chunk)
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
+    finally:
+        os.close(fd)
+    return None if hasher.hexdigest() == digest else "modified"
+
+
 def allocate_iteration_dir(workspace: Path) -> Path:
     """Claim iteration-N with mkdir, which is atomic: two runs never share a folder."""
     workspace.mkdir(parents=True, exist_ok=True)
@@ -4105,6 +4428,7 @@ def benchmark_metadata(suite: Suite, options: RunOptions, manifest: dict[str, An
             r.status != "cancelled" for r in records),
         "incomplete": incomplete, "runner_version": RUNNER_VERSION,
         "fixture_status": manifest.get("fixture_status"),
+        "checkout_check": (manifest.get("checkout_check") or {}).get("after"),
         "skill_installed_elsewhere": manifest.get("skill_installed_elsewhere"),
         "isolation": manifest.get("isolation"),
         "manifest": "iteration_manifest.json",
@@ -4251,6 +4575,7 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
     subreaper = become_subreaper()
     cells = plan_cells(suite, options, iteration_dir)
     fixtures = sorted({rel for cell in cells for rel in cell.case.files})
+    checkout, checkout_failure = take_checkout_snapshot(suite.root, iteration_dir)
     snapshot = RepoSnapshot.take(suite.root, suite.skill_name)
     snapshot.template = build_git_template(snapshot, sandbox_base)
     add_runner_baselines(snapshot.template, iteration_dir / ".baselines")
@@ -4263,6 +4588,8 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
         "isolation": {**confinement.to_json(), "summary": confinement.describe(),
                       "subreaper": subreaper},
         "fixture_status": {"before": fixture_status(suite.root, fixtures)}})
+    manifest["checkout_check"] = {
+        "before": checkout.summary() if checkout else {"reason": checkout_failure}}
     write_json(iteration_dir / "iteration_manifest.json", manifest)
     write_eval_metadata(suite, cells, iteration_dir)
     ctx = RunContext(suite, options, provider, iteration_dir, snapshot, sandbox_base, groups,
@@ -4275,7 +4602,8 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
     ctx.base_env, manifest["environment_scrub"] = scrub_checkout_paths(clean_environment(),
                                                                        suite.root)
     confine_agents(ctx, confinement)
-    finished = load_finished_cells(cells) if previous is not None else {}
+    finished = (load_finished_cells(cells, recorded_run_hashes(iteration_dir))
+                if previous is not None else {})
     ctx.progress = Progress(len(cells) - len(finished), options.quiet)
     with InterruptHandler(groups):
         try:
@@ -4285,8 +4613,26 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
         snapshot.template.remove_runner_baselines()
         if not options.keep_sandboxes:  # kept sandboxes still borrow its objects
             snapshot.template.remove()
+        manifest["checkout_check"]["after"] = check_checkout(checkout, checkout_failure)
         return finish_iteration(suite, options, groups, iteration_dir, manifest, cells, records,
                                 fixtures)
+
+
+def recorded_run_hashes(iteration_dir: Path) -> dict[str, dict[str, str]]:
+    """The run-file hashes an earlier attempt's benchmark.json lists, by cell label."""
+    try:
+        runs = json.loads((iteration_dir / "benchmark.json").read_text(encoding="utf-8"))["runs"]
+        return {f"eval-{r['eval_id']}/{r['configuration']}/run-{r['run_number']}":
+                r["files_sha256"] for r in runs if isinstance(r.get("files_sha256"), dict)}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def take_checkout_snapshot(root: Path, iteration_dir: Path) -> tuple[CheckoutSnapshot | None, str]:
+    try:
+        return CheckoutSnapshot.take(root, iteration_dir), ""
+    except OSError as exc:
+        return None, f"the snapshot failed: {exc}"
 
 
 def confine_agents(ctx: RunContext, confinement: Confinement) -> None:
@@ -4326,6 +4672,7 @@ def finish_iteration(suite: Suite, options: RunOptions, groups: ProcessGroups,
     incomplete = groups.cancelled.is_set() or any(r.status == "cancelled" for r in records)
     meta = benchmark_metadata(suite, options, manifest, cells, records, incomplete)
     benchmark = aggregate(records, meta)
+    apply_results_check(benchmark, verify_run_files(benchmark, iteration_dir, "run"))
     write_benchmark(iteration_dir, benchmark)
     write_text(iteration_dir / "benchmark.html", html_page(benchmark, iteration_dir))
     if options.junit:
@@ -4623,6 +4970,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     junit_path = output_path(args.junit, "--junit")
     other = load_benchmark(args.compare) if args.compare else None
     try:
+        check = verify_run_files(benchmark, folder, "report")
+        apply_results_check(benchmark, check)
         text = render_markdown(benchmark)
         comparison = render_compare_markdown(benchmark, other, args.compare) if other else ""
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -4639,6 +4988,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         write_text(junit_path, render_junit(benchmark))
         print(f"wrote {junit_path}", file=sys.stderr)
     print(text, end="")
+    if check["changed_count"]:
+        print(f"{PROG}: REVIEW REQUIRED: {check['changed_count']} run file(s) changed since the "
+              "runner wrote them (results_modified in benchmark.md)", file=sys.stderr)
+        return EXIT_REVIEW
     return EXIT_OK
 
 
