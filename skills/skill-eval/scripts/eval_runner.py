@@ -70,6 +70,7 @@ EXIT_INTERRUPTED = 130
 
 CONFIGS = ("with_skill", "without_skill")
 RUNS_RANGE = (1, 5)
+GRADER_RUNS_RANGE = (1, 5)
 CONCURRENCY_RANGE = (1, 16)
 DEFAULT_TIMEOUT_S = 600.0
 
@@ -272,6 +273,7 @@ class RunOptions:
     agent_settings: list[str] = dataclasses.field(default_factory=list)  # KEY=VALUE, verbatim
     quiet: bool = False
     junit: Path | None = None
+    grader_runs: int = 1  # independent grader processes per recorded output; majority decides
 
 
 @dataclasses.dataclass
@@ -346,6 +348,9 @@ class RunRecord:
         default_factory=lambda: {"captured": False})
     metrics: dict[str, dict[str, Any]] | None = None  # executor-only; captured or absent
     grading: dict[str, Any] | None = None  # verdicts per assertion, once graded
+    grader_metrics: dict[str, dict[str, Any]] | None = None  # all grader calls together
+    grader_calls: list[dict[str, Any]] | None = None  # one entry per grader process
+    regraded_from: dict[str, Any] | None = None  # the run whose recorded answer was graded
     permission_denials: list[Any] = dataclasses.field(default_factory=list)
     skill_read: dict[str, Any] | None = None
     started_at: str | None = None
@@ -1537,6 +1542,7 @@ class Sandbox:
     grader_dir: Path | None = None
     grader_io: Path | None = None
     owns_baseline: bool = True  # False when it reads the iteration's shared baseline
+    earlier_grader_dirs: list[Path] = dataclasses.field(default_factory=list)  # --grader-runs
 
     @property
     def repo(self) -> Path:
@@ -1548,7 +1554,9 @@ class Sandbox:
 
     def make_grader_dirs(self, with_io: bool) -> tuple[Path, Path | None]:
         """The grader's empty working folder, and when its CLI needs one, a folder for its
-        schema and last message."""
+        schema and last message. Each grader of a cell gets folders of its own."""
+        self.earlier_grader_dirs += [f for f in (self.grader_dir, self.grader_io) if f is not None]
+        self.grader_io = None
         self.grader_dir = Path(tempfile.mkdtemp(prefix="skill-eval-grader-", dir=self.base))
         if with_io:
             self.grader_io = Path(tempfile.mkdtemp(prefix="skill-eval-", dir=self.base))
@@ -1563,7 +1571,7 @@ class Sandbox:
         self._note_removed()
 
     def remove_grader_dirs(self) -> None:
-        for folder in (self.grader_dir, self.grader_io):
+        for folder in (self.grader_dir, self.grader_io, *self.earlier_grader_dirs):
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)
         self._note_removed()
@@ -1573,7 +1581,7 @@ class Sandbox:
         self.remove_grader_dirs()
 
     def _note_removed(self) -> None:
-        folders = [self.cell_dir, self.grader_dir, self.grader_io]
+        folders = [self.cell_dir, self.grader_dir, self.grader_io, *self.earlier_grader_dirs]
         self.record["removed"] = not any(f is not None and os.path.lexists(f) for f in folders)
 
 
@@ -2186,6 +2194,40 @@ def grade_assertions(assertions: list[str], payload: dict[str, Any]) -> dict[str
             "notes": notes}
 
 
+def majority_grading(votes: list[dict[str, Any]]) -> dict[str, Any]:
+    """One grading from K independent gradings of the same answer: the majority per assertion.
+
+    A tie (possible with an even K) counts as failed and is marked `tie`, so the sanity checks
+    flag it: a judge that cannot decide never turns into a pass. Every vote is kept.
+    """
+    k = len(votes)
+    expectations = []
+    for index, first in enumerate(votes[0]["expectations"]):
+        ballots = [{"vote": n, "passed": grading["expectations"][index]["passed"],
+                    "evidence": grading["expectations"][index]["evidence"]}
+                   for n, grading in enumerate(votes, 1)]
+        yes = sum(b["passed"] for b in ballots)
+        tie = 2 * yes == k
+        passed = 2 * yes > k
+        if tie:
+            evidence = f"the {k} graders tied {yes}-{k - yes}; a tie counts as failed"
+        else:
+            evidence = next(b["evidence"] for b in ballots if b["passed"] == passed)
+            if 0 < yes < k:
+                evidence = f"majority {max(yes, k - yes)} of {k}: {evidence}"
+        expectations.append({"id": first["id"], "text": first["text"], "passed": passed,
+                             "evidence": evidence, "votes_passed": yes, "votes": k,
+                             "unanimous": yes in (0, k), "tie": tie, "ballots": ballots})
+    passed_count = sum(e["passed"] for e in expectations)
+    total = len(expectations)
+    notes = [f"grader {n}: {note}" for n, grading in enumerate(votes, 1)
+             for note in grading.get("notes") or []]
+    return {"expectations": expectations,
+            "summary": {"passed": passed_count, "failed": total - passed_count, "total": total,
+                        "pass_rate": passed_count / total if total else None},
+            "notes": notes, "grader_runs": k}
+
+
 def _collect_verdicts(assertions: list[str], payload: dict[str, Any]) -> tuple[dict, list[str]]:
     by_id: dict[int, list[dict]] = {}
     notes: list[str] = []
@@ -2525,29 +2567,82 @@ def failure_status(role: str, result: ProcessResult) -> str:
     return "cancelled" if result.cancelled else f"{role}_failed"
 
 
-def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: RunRecord,
+def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Any, record: RunRecord,
                     answer: ExecutorAnswer) -> None:
-    """Grade the recorded answer in a fresh grader process; the verdicts go on the record."""
+    """Grade the recorded answer in --grader-runs fresh grader processes, one after another.
+
+    The verdicts (the majority, every vote kept) go on the record. A cell is scored only when
+    every grader answered with a verdict list: a missing vote would make a majority of fewer
+    judges than asked for, so the first failure stops the cell, as with a single grader.
+    Graders of one cell run one at a time in the lane, so --concurrency bounds them too.
+    """
     assertions = ctx.suite.assertions_for(cell.case)
     if not assertions:
         record.failure = {"stage": "grader", "detail": "the case has no assertions; not graded"}
         return
-    if ctx.groups.cancelled.is_set():
-        record.fail("cancelled", "grader", "interrupted before grading")
-        return
     prompt = build_grader_prompt(cell.case.prompt, answer.text, answer.artifact,
                                  answer.artifact_truncated, assertions)
     write_text(cell.run_dir / "grader_prompt.md", prompt)
-    result, reply = call_grader(ctx, sandbox, prompt, cell.run_dir / "outputs")
+    k = ctx.options.grader_runs
+    votes, record.grader_calls = [], []
+    for vote in range(1, k + 1):
+        if ctx.groups.cancelled.is_set():
+            record.fail("cancelled", "grader", "interrupted before grading")
+            break
+        grading = grade_once(ctx, cell, sandbox, record, prompt, assertions, vote)
+        if grading is None:
+            break
+        votes.append(grading)
+    record.grader_metrics = sum_metrics([c["metrics"] for c in record.grader_calls], k)
+    if len(votes) == k:
+        record.grading = majority_grading(votes)
+
+
+def grade_once(ctx: RunContext, cell: Cell, sandbox: Any, record: RunRecord, prompt: str,
+               assertions: list[str], vote: int) -> dict[str, Any] | None:
+    """One grader process; its grading, or None with the failure on the record."""
+    suffix = "" if vote == 1 else f".vote-{vote}"
+    result, reply = call_grader(ctx, sandbox, prompt, cell.run_dir / "outputs", suffix)
     record.grader = result
+    call = {"vote": vote, "process": result, "metrics": reply.metrics, "status": STATUS_OK}
+    record.grader_calls.append(call)
     if not reply.ok:
-        record.fail(reply.failure_status, "grader", reply.failure)
-        return
+        call["status"] = reply.failure_status
+        record.fail(reply.failure_status, "grader", _vote_label(vote, ctx) + reply.failure)
+        return None
     payload = parse_verdict_payload(reply.structured, reply.text)
     if payload is None:
-        record.fail("grader_unparseable", "grader", "the grader's answer holds no verdict list")
-        return
-    record.grading = grade_assertions(assertions, payload)
+        call["status"] = "grader_unparseable"
+        record.fail("grader_unparseable", "grader",
+                    _vote_label(vote, ctx) + "the grader's answer holds no verdict list")
+        return None
+    return grade_assertions(assertions, payload)
+
+
+def _vote_label(vote: int, ctx: RunContext) -> str:
+    k = ctx.options.grader_runs
+    return f"grader {vote} of {k}: " if k > 1 else ""
+
+
+def sum_metrics(calls: list[dict[str, dict[str, Any]]], planned: int) -> dict[str, dict[str, Any]]:
+    """Each metric summed over the grader calls, captured only when every call captured it."""
+    if not calls:
+        return {}
+    totals: dict[str, dict[str, Any]] = {}
+    for name in dict.fromkeys(n for metrics in calls for n in metrics):
+        parts = [metrics.get(name) or absent(f"not reported for {name}") for metrics in calls]
+        missing = next((p for p in parts if p.get("value") is None), None)
+        if missing is not None:
+            totals[name] = absent(missing.get("absent_reason") or "not captured")
+            continue
+        source = parts[0].get("source", "")
+        if len(parts) > 1:
+            source += f" (sum over {len(parts)} grader calls)"
+        totals[name] = captured(sum(p["value"] for p in parts), source)
+    if len(calls) < planned:
+        for metric in totals.values():
+            metric.setdefault("note", f"{len(calls)} of {planned} grader calls ran")
+    return totals
 
 
 @dataclasses.dataclass
@@ -2559,10 +2654,11 @@ class GraderReply:
     structured: Any = None
     failure: str = ""
     failure_status: str = ""
+    metrics: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
 
-def call_grader(ctx: RunContext, sandbox: Sandbox, prompt: str,
-                outputs: Path) -> tuple[dict[str, Any], GraderReply]:
+def call_grader(ctx: RunContext, sandbox: Any, prompt: str, outputs: Path,
+                suffix: str = "") -> tuple[dict[str, Any], GraderReply]:
     """One grader process in an empty folder outside the checkout; its output kept in outputs/.
 
     Returns the process record and the provider's reading of the reply.
@@ -2578,15 +2674,16 @@ def call_grader(ctx: RunContext, sandbox: Sandbox, prompt: str,
     env = provider_env(ctx, grader_dir)
     result = run_process(invocation, env, ctx.options.timeout_s, ctx.groups)
     reply = ctx.provider.read_grader(result, last_message)
-    write_text(outputs / "grader_output.txt", result.stdout)
+    write_text(outputs / f"grader_output{suffix}.txt", result.stdout)
     if grader_io is not None and last_message.is_file():
-        shutil.copyfile(last_message, outputs / "grader_last_message.txt")
+        shutil.copyfile(last_message, outputs / f"grader_last_message{suffix}.txt")
     if not reply.ok:
-        write_text(outputs / "grader_stderr.txt", result.stderr)
+        write_text(outputs / f"grader_stderr{suffix}.txt", result.stderr)
         return process_record(invocation, result, env), GraderReply(
-            False, failure=reply.failure, failure_status=failure_status("grader", result))
-    return process_record(invocation, result, env), GraderReply(True, reply.text,
-                                                                reply.structured)
+            False, failure=reply.failure, failure_status=failure_status("grader", result),
+            metrics=reply.metrics)
+    return process_record(invocation, result, env), GraderReply(
+        True, reply.text, reply.structured, metrics=reply.metrics)
 
 
 def process_record(invocation: Invocation, result: ProcessResult,
@@ -2637,6 +2734,12 @@ def write_run_files(cell: Cell, record: RunRecord, judge: dict[str, Any]) -> Non
     write_json(cell.run_dir / "metrics.json", {
         "role": "executor", "note": "executor-only; the grader's cost is not included",
         "metrics": record.metrics or {}})
+    if record.grader_calls:
+        write_json(cell.run_dir / "grader_metrics.json", {
+            "role": "grader", "note": "every grader call of this run; apart from the executor's",
+            "metrics": record.grader_metrics or {},
+            "calls": [{"vote": c["vote"], "status": c["status"], "metrics": c["metrics"]}
+                      for c in record.grader_calls]})
     if record.scored and record.grading is not None:
         write_json(cell.run_dir / "grading.json", {**record.grading, "judge": judge})
 
@@ -2686,7 +2789,20 @@ def benchmark_run(record: RunRecord) -> dict[str, Any]:
         "skill_read": (record.skill_read or {}).get("state"),
         "metric_sources": {name: (record.metrics or {}).get(name)
                            for name in ("time_seconds", "tokens")},
+        "grader": grader_result(record),
     }
+
+
+GRADER_METRICS = ("time_seconds", "tokens", "total_cost_usd")
+
+
+def grader_result(record: RunRecord) -> dict[str, Any]:
+    """What judging this run cost: all its grader calls together, each value with its source."""
+    metrics = record.grader_metrics or {}
+    calls = record.grader_calls or []
+    return {"calls": len(calls),
+            **{name: (metrics.get(name) or {}).get("value") for name in GRADER_METRICS},
+            "metric_sources": {name: metrics.get(name) for name in GRADER_METRICS}}
 
 
 def summarize_config(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -2836,12 +2952,162 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> dict[str, Any]:
         "pass_hat_k": ({c: pass_hat_k(per_eval, runs, c) for c in configs}
                        if meta.get("runs_per_configuration", 1) > 1 else None),
         "per_eval": per_eval,
+        "judge": judge_summary(runs, configs, meta.get("grader_runs", 1)),
         "notes": [],
     }
     if baseline:
         run_summary["delta"] = _summary_delta(run_summary[candidate], run_summary[baseline])
     benchmark["sanity_checks"] = sanity_checks(benchmark, records)
     return benchmark
+
+
+# -- the judge: its cost, its agreement with itself, and its share of the variation --------
+
+# An assertion is `judge_unstable` when its graders split in at least this share of its scored
+# runs: once in three gradings is too often for a verdict to be read as the skill's doing.
+JUDGE_UNSTABLE_SPLIT_SHARE = 1 / 3
+
+
+def judge_summary(runs: list[dict[str, Any]], configs: tuple[str, ...],
+                  grader_runs: int) -> dict[str, Any]:
+    scored = [r for r in runs if r["scored"]]
+    return {"grader_runs": grader_runs,
+            "cost": judge_cost(runs, configs),
+            "agreement": judge_agreement(scored, grader_runs),
+            "variance": judge_variance(scored, configs, grader_runs)}
+
+
+def judge_cost(runs: list[dict[str, Any]], configs: tuple[str, ...]) -> dict[str, Any]:
+    """Per config, mean ± stddev over the runs that were judged; the grand total too."""
+    judged = [r for r in runs if (r.get("grader") or {}).get("calls")]
+    cost: dict[str, Any] = {}
+    for config in configs:
+        mine = [r for r in judged if r["configuration"] == config]
+        cost[config] = {"judged_runs": len(mine),
+                        "grader_calls": sum(r["grader"]["calls"] for r in mine),
+                        **{name: describe([r["grader"][name] for r in mine
+                                           if r["grader"][name] is not None])
+                           for name in GRADER_METRICS}}
+    total: dict[str, Any] = {"grader_calls": sum(r["grader"]["calls"] for r in judged)}
+    for name in GRADER_METRICS:
+        values = [r["grader"][name] for r in judged]
+        total[name] = (math.fsum(values) if values and None not in values else None)
+    cost["total"] = total
+    cost["absent_reasons"] = {name: _grader_absent_reason(judged, name)
+                              for name in GRADER_METRICS}
+    return cost
+
+
+def _grader_absent_reason(judged: list[dict[str, Any]], name: str) -> str | None:
+    if not judged:
+        return "no grader ran"
+    for run in judged:
+        source = run["grader"]["metric_sources"].get(name) or {}
+        if source.get("value") is None:
+            return source.get("absent_reason") or "not reported"
+    return None
+
+
+def fleiss_kappa(yes_counts: list[int], k: int) -> dict[str, Any]:
+    """Fleiss' kappa for two categories (pass, fail), k votes on every item.
+
+    Absent, with the reason, when it is undefined: fewer than two votes per item, no items,
+    or every vote the same verdict (chance agreement is then 1 and kappa is 0/0).
+    """
+    if k < 2:
+        return absent("one grader per output: there is no agreement to measure")
+    if not yes_counts:
+        return absent("no scored verdicts")
+    n = len(yes_counts)
+    share_yes = sum(yes_counts) / (n * k)
+    observed = math.fsum((y * y + (k - y) ** 2 - k) / (k * (k - 1)) for y in yes_counts) / n
+    chance = share_yes ** 2 + (1 - share_yes) ** 2
+    if 1 - chance <= RATE_EPSILON:
+        verdict = "pass" if share_yes >= 0.5 else "fail"
+        return absent(f"every vote was {verdict}: chance agreement is 1, so kappa is undefined")
+    return {"value": (observed - chance) / (1 - chance), "observed_agreement": observed,
+            "chance_agreement": chance, "method": "Fleiss' kappa, nominal (pass/fail)"}
+
+
+def _agreement(items: list[dict[str, Any]], k: int) -> dict[str, Any]:
+    split = [i for i in items if not i["unanimous"]]
+    return {"items": len(items),
+            "unanimous_share": (len(items) - len(split)) / len(items) if items else None,
+            "split_items": len(split), "ties": sum(i["tie"] for i in items),
+            "kappa": fleiss_kappa([i["votes_passed"] for i in items], k)}
+
+
+def judge_agreement(scored: list[dict[str, Any]], k: int) -> dict[str, Any]:
+    """Overall and per (eval, assertion): unanimous share and Fleiss' kappa of the votes."""
+    items_by_assertion: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    texts: dict[tuple[str, int], str] = {}
+    for run in scored:
+        for exp in run["expectations"]:
+            if "votes_passed" not in exp:
+                continue
+            key = (str(run["eval_id"]), exp["id"])
+            items_by_assertion.setdefault(key, []).append(exp)
+            texts[key] = exp["text"]
+    every = [item for items in items_by_assertion.values() for item in items]
+    per_assertion = []
+    for (eval_id, number), items in items_by_assertion.items():
+        entry = {"eval_id": eval_id, "assertion_id": number, "text": texts[(eval_id, number)],
+                 **_agreement(items, k)}
+        entry["split_share"] = entry["split_items"] / len(items)
+        entry["judge_unstable"] = (k > 1 and entry["split_items"] > 0 and entry["split_share"]
+                                   >= JUDGE_UNSTABLE_SPLIT_SHARE - RATE_EPSILON)
+        per_assertion.append(entry)
+    return {"grader_runs": k, "overall": _agreement(every, k), "per_assertion": per_assertion,
+            "unstable_threshold": JUDGE_UNSTABLE_SPLIT_SHARE}
+
+
+def _sample_variance(values: list[float]) -> float:
+    mean = math.fsum(values) / len(values)
+    return math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)
+
+
+def judge_variance(scored: list[dict[str, Any]], configs: tuple[str, ...],
+                   k: int) -> dict[str, Any]:
+    """How much of the spread of a pass rate comes from the judge, how much from the executor.
+
+    Per eval and config, each of the K gradings of each of the R runs gives one pass rate.
+    A one-way random-effects split (runs as groups): the judge's variance is the mean spread
+    between gradings of one run; the executor's is the spread between run means less the part
+    of it the judge explains (judge variance / K), never below 0. Needs R >= 2 and K >= 2.
+    """
+    if k < 2:
+        return absent("one grader per output (--grader-runs 1): the judge's share is unknown")
+    cells: dict[tuple[str, str], list[list[float]]] = {}
+    for run in scored:
+        exps = run["expectations"]
+        if not exps or any("ballots" not in e for e in exps):
+            continue
+        rates = [sum(e["ballots"][v]["passed"] for e in exps) / len(exps) for v in range(k)]
+        cells.setdefault((str(run["eval_id"]), run["configuration"]), []).append(rates)
+    rows = []
+    for (eval_id, config), per_run in cells.items():
+        if len(per_run) < 2:
+            continue
+        judge = math.fsum(_sample_variance(r) for r in per_run) / len(per_run)
+        between = _sample_variance([math.fsum(r) / k for r in per_run])
+        executor = max(0.0, between - judge / k)
+        rows.append({"eval_id": eval_id, "configuration": config, "runs": len(per_run),
+                     "judge_variance": judge, "executor_variance": executor,
+                     "judge_share": _share(judge, executor)})
+    if not rows:
+        return absent("needs --runs 2 or more with at least two scored runs of an eval and "
+                      "config")
+    judge = math.fsum(r["judge_variance"] for r in rows) / len(rows)
+    executor = math.fsum(r["executor_variance"] for r in rows) / len(rows)
+    return {"value": _share(judge, executor), "judge_variance": judge,
+            "executor_variance": executor, "cells": len(rows), "per_eval": rows,
+            "method": "one-way random effects on single-grading pass rates, runs as groups; "
+                      "value is the judge's share of the variance"}
+
+
+def _share(judge: float, executor: float) -> float | None:
+    total = judge + executor
+    return judge / total if total > RATE_EPSILON ** 2 else None
 
 
 def _summary_delta(cand: dict[str, Any], base: dict[str, Any]) -> dict[str, str | None]:
@@ -2862,6 +3128,7 @@ def sanity_checks(benchmark: dict[str, Any], records: list[RunRecord]) -> dict[s
     flags += _run_flags(records)
     flags += _eval_flags(benchmark)
     flags += _assertion_flags(benchmark)
+    flags += _judge_flags(benchmark)
     flags += _iteration_flags(benchmark, meta)
     status = ("REVIEW REQUIRED" if any(f["severity"] in SEVERITIES_NEEDING_REVIEW for f in flags)
               else "OK")
@@ -2942,6 +3209,28 @@ def _assertion_flags(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
     return flags
 
 
+def _judge_flags(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
+    flags = []
+    for run in benchmark["runs"]:
+        for exp in run["expectations"] if run["scored"] else []:
+            if exp.get("tie"):
+                flags.append(_flag("warning", "judge_tie",
+                                   f"assertion {exp['id']}: the graders tied "
+                                   f"{exp['votes_passed']}-{exp['votes'] - exp['votes_passed']}; "
+                                   "counted as failed", eval_id=run["eval_id"],
+                                   configuration=run["configuration"],
+                                   run_number=run["run_number"], assertion_id=exp["id"]))
+    agreement = (benchmark.get("judge") or {}).get("agreement") or {}
+    for entry in agreement.get("per_assertion") or []:
+        if entry["judge_unstable"]:
+            flags.append(_flag("warning", "judge_unstable",
+                               f"assertion {entry['assertion_id']}: the graders split in "
+                               f"{entry['split_items']} of {entry['items']} scored runs: "
+                               f"{entry['text'][:80]}", eval_id=entry["eval_id"],
+                               assertion_id=entry["assertion_id"]))
+    return flags
+
+
 def _iteration_flags(benchmark: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, Any]]:
     flags = []
     if meta.get("incomplete"):
@@ -3011,7 +3300,7 @@ def _absent_reason(benchmark: dict[str, Any], config: str, key: str) -> str:
 
 def render_markdown(benchmark: dict[str, Any]) -> str:
     sections = [_md_header, _md_verdict, _md_sanity, _md_overall, _md_comparison, _md_metrics,
-                _md_per_eval, _md_failed_assertions]
+                _md_judge, _md_per_eval, _md_failed_assertions]
     return "\n".join(section(benchmark) for section in sections).rstrip() + "\n"
 
 
@@ -3108,6 +3397,75 @@ def _md_metrics(b: dict[str, Any]) -> str:
             text = fmt_stat(summary[key], unit, digits)
             cells.append(text or f"not captured ({_absent_reason(b, config, key)})")
         lines.append(f"| {config} | {_md_cell(cells[0])} | {_md_cell(cells[1])} |")
+    return "\n".join(lines) + "\n"
+
+
+JUDGE_COST_COLUMNS = (("time_seconds", " s", 1), ("tokens", "", 0), ("total_cost_usd", " USD", 4))
+
+
+def judge_cost_cells(cost: dict[str, Any], config: str) -> list[str]:
+    """time, tokens and cost of the graders of one config, or why each is not known."""
+    cells = []
+    for key, unit, digits in JUDGE_COST_COLUMNS:
+        text = fmt_stat(cost[config][key], unit, digits)
+        reason = cost["absent_reasons"].get(key) or "no judged run captured it"
+        cells.append(text or f"not captured ({reason})")
+    return cells
+
+
+def judge_lines(b: dict[str, Any]) -> list[str]:
+    """The judge's agreement and its share of the variation, as sentences."""
+    judge = b.get("judge") or {}
+    k = judge.get("grader_runs", 1)
+    agreement = (judge.get("agreement") or {}).get("overall") or {}
+    if k < 2:
+        return ["One grader per output (--grader-runs 1): judge agreement was not measured."]
+    kappa = agreement.get("kappa") or {}
+    kappa_text = (f"{kappa['value']:+.3f}" if kappa.get("value") is not None
+                  else f"not computed ({kappa.get('absent_reason')})")
+    lines = [f"{k} graders per output, majority verdict (a tie counts as failed). Unanimous "
+             f"verdicts: {fmt_rate(agreement.get('unanimous_share'))} of "
+             f"{agreement.get('items', 0)}; split {agreement.get('split_items', 0)}, ties "
+             f"{agreement.get('ties', 0)}. Fleiss' kappa: {kappa_text}."]
+    variance = judge.get("variance") or {}
+    if variance.get("value") is not None:
+        lines.append(f"Share of the pass-rate variance from the judge: "
+                     f"{fmt_rate(variance['value'])}, from the executor "
+                     f"{fmt_rate(1 - variance['value'])} (over {variance['cells']} eval x "
+                     "config cells with several runs).")
+    else:
+        lines.append("Judge vs executor share of the variance: not computed ("
+                     f"{variance.get('absent_reason') or 'no variation in the pass rates'}).")
+    return lines
+
+
+def _md_judge(b: dict[str, Any]) -> str:
+    judge = b.get("judge")
+    if not judge:
+        return ""
+    cost = judge["cost"]
+    lines = ["## Judge (grader) cost and agreement", "",
+             "What grading cost, apart from the executor numbers above. Mean ± stddev per judged "
+             "run, all its grader calls together.", "",
+             "| config | judged runs | grader calls | time | tokens | cost |",
+             "|---|---|---|---|---|---|"]
+    for config in b["metadata"]["configs"]:
+        cells = judge_cost_cells(cost, config)
+        lines.append(f"| {config} | {cost[config]['judged_runs']} | "
+                     f"{cost[config]['grader_calls']} | "
+                     + " | ".join(_md_cell(c) for c in cells) + " |")
+    lines += ["", *judge_lines(b)]
+    unsteady = [e for e in judge["agreement"]["per_assertion"] if e["split_items"]]
+    if unsteady:
+        lines += ["", "| eval | assertion | split runs | unanimous | kappa | unstable |",
+                  "|---|---|---|---|---|---|"]
+        for e in unsteady:
+            kappa = e["kappa"].get("value")
+            lines.append(f"| {_md_cell(e['eval_id'])} | {e['assertion_id']}. "
+                         f"{_md_cell(e['text'][:80])} | {e['split_items']} of {e['items']} | "
+                         f"{fmt_rate(e['unanimous_share'])} | "
+                         f"{'n/a' if kappa is None else f'{kappa:+.3f}'} | "
+                         f"{'yes' if e['judge_unstable'] else 'no'} |")
     return "\n".join(lines) + "\n"
 
 
@@ -3240,7 +3598,7 @@ def render_html(benchmark: dict[str, Any], files: dict[tuple, dict]) -> str:
     `files` holds each run's output and artifact as read_html_run_files gives them.
     """
     sections = [_html_header, _html_headline, _html_sanity, _html_chart, _html_metrics,
-                _html_failed_assertions]
+                _html_judge, _html_failed_assertions]
     body = "".join(section(benchmark) for section in sections) + _html_runs(benchmark, files)
     title = _h(f"skill-eval: {benchmark['metadata'].get('skill_name')}")
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
@@ -3405,6 +3763,32 @@ def _html_metrics(b: dict[str, Any]) -> str:
             + "\n</table>\n")
 
 
+def _html_judge(b: dict[str, Any]) -> str:
+    judge = b.get("judge")
+    if not judge:
+        return ""
+    rows = []
+    for config in b["metadata"]["configs"]:
+        cost = judge["cost"][config]
+        cells = [_h(config), _h(cost["judged_runs"]), _h(cost["grader_calls"])]
+        cells += [_h(c) if not c.startswith("not captured") else
+                  f'<span class="absent">{_h(c)}</span>'
+                  for c in judge_cost_cells(judge["cost"], config)]
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    unsteady = [e for e in judge["agreement"]["per_assertion"] if e["split_items"]]
+    split_rows = [f"<tr><td>{_h(e['eval_id'])}</td><td>{_h(e['assertion_id'])}. "
+                  f"{_h(e['text'])}</td><td>{_h(e['split_items'])} of {_h(e['items'])}</td>"
+                  f"<td>{'yes' if e['judge_unstable'] else 'no'}</td></tr>" for e in unsteady]
+    splits = ("<table><tr><th>eval</th><th>assertion</th><th>split runs</th>"
+              "<th>judge_unstable</th></tr>\n" + "\n".join(split_rows) + "\n</table>\n"
+              if split_rows else "")
+    return ("<h2>Judge (grader) cost and agreement</h2>\n<p>What grading cost, apart from the "
+            "executor numbers above; mean ± stddev per judged run.</p>\n<table><tr><th>config"
+            "</th><th>judged runs</th><th>grader calls</th><th>time</th><th>tokens</th>"
+            "<th>cost</th></tr>\n" + "\n".join(rows) + "\n</table>\n"
+            + "".join(f"<p>{_h(line)}</p>\n" for line in judge_lines(b)) + splits)
+
+
 def _html_failed_assertions(b: dict[str, Any]) -> str:
     rows = [f"<tr><td>{_h(run['eval_id'])}</td><td>{_h(run['configuration'])}</td>"
             f"<td>{_h(run['run_number'])}</td><td>{_h(exp['id'])}. {_h(exp['text'])}</td>"
@@ -3560,6 +3944,8 @@ def render_summary(benchmark: dict[str, Any], iteration_dir: Path) -> str:
     lines.append(f"Pass rate: {rates}")
     if benchmark.get("paired"):
         lines.append(_md_verdict(benchmark).strip().replace("**", ""))
+    if (benchmark.get("judge") or {}).get("grader_runs", 1) > 1:
+        lines.append("Judge: " + judge_lines(benchmark)[0])
     lines.append(f"Benchmark: {iteration_dir / 'benchmark.md'}")
     return "\n".join(lines)
 
@@ -3657,7 +4043,8 @@ def build_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: li
                     "timeout_s": options.timeout_s, "concurrency": options.concurrency,
                     "deadline_s": options.deadline_s, "eval_ids": options.eval_ids,
                     "keep_sandboxes": options.keep_sandboxes,
-                    "agent_settings": options.agent_settings},
+                    "agent_settings": options.agent_settings,
+                    "grader_runs": options.grader_runs},
         "options_sha256": options_fingerprint(options),
         "cells_planned": len(cells), "created_at": utc_now(), **extra,
     }
@@ -3676,6 +4063,7 @@ def benchmark_metadata(suite: Suite, options: RunOptions, manifest: dict[str, An
         "grader_model": options.grader_model, "analyzer_model": options.grader_model,
         "cli_version": manifest.get("cli_version"), "timestamp": utc_now(),
         "configs": list(options.configs), "runs_per_configuration": options.runs,
+        "grader_runs": options.grader_runs, "regrade": manifest.get("regrade"),
         "evals_run": evals_run, "suite_case_count": len(suite.cases),
         "selected_eval_ids": options.eval_ids,
         "selection_partial": len(evals_run) < len(suite.cases),
@@ -3775,7 +4163,8 @@ def options_fingerprint(options: RunOptions) -> str:
     """The options that change what a cell means; a resumed iteration must keep them."""
     relevant = {"agent": options.agent, "configs": list(options.configs), "runs": options.runs,
                 "executor_model": options.executor_model, "grader_model": options.grader_model,
-                "eval_ids": options.eval_ids, "agent_settings": options.agent_settings}
+                "eval_ids": options.eval_ids, "agent_settings": options.agent_settings,
+                "grader_runs": options.grader_runs}
     return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
 
 
@@ -3841,7 +4230,8 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
                      judge={"provider": provider.name,
                             "model": options.grader_model or "CLI default",
                             "cli_version": cli_version,
-                            "prompt_template_sha256": grader_template_sha256()},
+                            "prompt_template_sha256": grader_template_sha256(),
+                            "grader_runs": options.grader_runs},
                      resuming=previous is not None)
     ctx.base_env, manifest["environment_scrub"] = scrub_checkout_paths(clean_environment(),
                                                                        suite.root)
@@ -3996,10 +4386,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--model", type=_model_name, help="model for both roles, passed verbatim")
     run.add_argument("--executor-model", type=_model_name, help="model for the executor only")
     run.add_argument("--grader-model", type=_model_name, help="model for the grader only")
-    run.add_argument("--config", type=_config_list, default=CONFIGS, metavar="LIST",
+    run.add_argument("--config", type=_config_list, metavar="LIST",
                      help="configs, candidate first (default: with_skill,without_skill)")
-    run.add_argument("--runs", type=_bounded_int(*RUNS_RANGE), default=1,
+    run.add_argument("--runs", type=_bounded_int(*RUNS_RANGE),
                      help="runs per case and config, 1..5 (default: 1)")
+    run.add_argument("--grader-runs", type=_bounded_int(*GRADER_RUNS_RANGE), default=1,
+                     metavar="K", help="independent graders per recorded output, 1..5; the "
+                     "majority decides, a tie fails (default: 1)")
+    run.add_argument("--regrade", metavar="ITERATION_DIR",
+                     help="grade that iteration's recorded answers again with the current "
+                     "assertions; runs no executor")
     run.add_argument("--timeout", type=_positive_seconds, default=DEFAULT_TIMEOUT_S, metavar="S",
                      help="seconds per agent process (default: 600)")
     run.add_argument("--concurrency", type=_bounded_int(*CONCURRENCY_RANGE), default=4,
@@ -4085,16 +4481,18 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         if unknown or not eval_ids:
             raise InputError(f"--eval-id names no case: {', '.join(unknown) or '(empty)'}",
                              f"known ids: {', '.join(sorted(known)) or '(none)'}")
-    skill_md = resolve_skill_md(suite, args.skill_path) if "with_skill" in args.config else None
+    configs = args.config or CONFIGS
+    skill_md = resolve_skill_md(suite, args.skill_path) if "with_skill" in configs else None
     workspace = Path(args.workspace).resolve() if args.workspace else (
         suite.root / "evals" / suite.skill_name / "workspace" / args.agent)
     return RunOptions(
-        agent=args.agent, configs=args.config, runs=args.runs, timeout_s=args.timeout,
+        agent=args.agent, configs=configs, runs=args.runs or 1, timeout_s=args.timeout,
         concurrency=args.concurrency, deadline_s=args.deadline,
         executor_model=args.executor_model or args.model,
         grader_model=args.grader_model or args.model, skill_md=skill_md, workspace=workspace,
         eval_ids=eval_ids, keep_sandboxes=args.keep_sandboxes, agent_settings=args.codex_config,
-        quiet=args.quiet, junit=output_path(args.junit, "--junit"))
+        quiet=args.quiet, junit=output_path(args.junit, "--junit"),
+        grader_runs=args.grader_runs)
 
 
 def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
@@ -4122,7 +4520,8 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     if not cells:
         print(f"dry run: 0 cases: nothing to run ({suite.path}); nothing launched")
         return EXIT_OK
-    calls = 2 * len(cells)
+    per_cell = 1 + options.grader_runs  # the executor, then K graders, one at a time in a lane
+    calls = per_cell * len(cells)
     waves = math.ceil(len(cells) / options.concurrency)
     sandbox = sandbox_base / "skill-eval-XXXXXX" / "repo"
     grader = sandbox_base / "skill-eval-grader-XXXXXX"
@@ -4134,9 +4533,11 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
                                              "grader_last_message.txt")
     print(f"dry run: {suite.skill_name} with {options.agent}: nothing launched, no iteration made")
     print(f"cells: {len(cells)} ({len(set(c.case.key for c in cells))} cases x "
-          f"{len(options.configs)} configs x {options.runs} runs); provider calls: up to {calls}")
-    print(f"concurrency: {options.concurrency}; timeout per call: {options.timeout_s:g} s; "
-          f"worst-case wall time: {waves * 2 * options.timeout_s:g} s"
+          f"{len(options.configs)} configs x {options.runs} runs); provider calls: up to {calls}"
+          f" ({len(cells)} executors + {len(cells)} x {options.grader_runs} graders)")
+    print(f"concurrency: {options.concurrency} agent processes (graders count); timeout per "
+          f"call: {options.timeout_s:g} s; "
+          f"worst-case wall time: {waves * per_cell * options.timeout_s:g} s"
           + (f" (deadline {options.deadline_s:g} s)" if options.deadline_s else ""))
     print(f"models: executor {options.executor_model or 'CLI default'}, "
           f"grader {options.grader_model or 'CLI default'}")
