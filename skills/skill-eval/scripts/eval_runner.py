@@ -2698,6 +2698,122 @@ def process_record(invocation: Invocation, result: ProcessResult,
             "stderr_truncated": result.stderr_truncated}
 
 
+# -- re-grading: recorded answers graded again, no executor -------------------------------
+
+# A run of these statuses has a finished executor and a recorded answer, whatever its grader
+# did; "cancelled" counts only when the stop came after the executor (stage "grader").
+REGRADABLE_STATUSES = ("ok", "grader_failed", "grader_timeout", "grader_unparseable")
+EXECUTOR_FILES = ("prompt.md", "metrics.json", "outputs/output.txt", "outputs/plan.md",
+                  "outputs/executor_stream.txt", "outputs/executor_stderr.txt")
+
+
+def executor_finished(source: RunRecord) -> bool:
+    stage = (source.failure or {}).get("stage")
+    if source.executor is None or stage not in (None, "grader"):
+        return False
+    return source.status in REGRADABLE_STATUSES or source.status == "cancelled"
+
+
+def read_run_record(run_dir: Path) -> RunRecord | None:
+    """The record a run folder holds (run.json and metrics.json), or None when unreadable."""
+    try:
+        run = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+        metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
+        return RunRecord.from_files(run, None, metrics.get("metrics"))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+
+
+@dataclasses.dataclass
+class GraderRoom:
+    """The graders' folders for a re-graded run, which has no sandbox: made fresh per call."""
+
+    base: Path
+    record: dict[str, Any] = dataclasses.field(default_factory=dict)
+    folders: list[Path] = dataclasses.field(default_factory=list)
+
+    def make_grader_dirs(self, with_io: bool) -> tuple[Path, Path | None]:
+        grader_dir = Path(tempfile.mkdtemp(prefix="skill-eval-grader-", dir=self.base))
+        io_dir = Path(tempfile.mkdtemp(prefix="skill-eval-", dir=self.base)) if with_io else None
+        self.folders += [f for f in (grader_dir, io_dir) if f is not None]
+        self.record["grader_dir"] = str(grader_dir)
+        return grader_dir, io_dir
+
+    def remove_grader_dirs(self) -> None:
+        for folder in self.folders:
+            shutil.rmtree(folder, ignore_errors=True)
+        self.record["removed"] = not any(os.path.lexists(f) for f in self.folders)
+
+
+def regrade_matrix(ctx: RunContext, cells: list[Cell], sources: dict[str, Path],
+                   finished: dict[str, RunRecord] | None = None) -> list[RunRecord]:
+    """Grade every cell's recorded answer again, --concurrency cells at a time."""
+    finished = finished or {}
+    records = [finished[cell.label] for cell in cells if cell.label in finished]
+    todo = [cell for cell in cells if cell.label not in finished]
+    if todo:
+        workers = min(ctx.options.concurrency, len(todo))
+        with concurrent.futures.ThreadPoolExecutor(workers, "skill-eval-regrade") as pool:
+            futures = [pool.submit(regrade_cell, ctx, cell, sources[cell.label])
+                       for cell in todo]
+            wait_waking_for_signals(futures)
+            records += [future.result() for future in futures]
+    position = {cell.label: index for index, cell in enumerate(cells)}
+    return sorted(records, key=lambda record: position[record.label])
+
+
+def regrade_cell(ctx: RunContext, cell: Cell, source_dir: Path) -> RunRecord:
+    """Copy the source run's executor record and answer, then grade it afresh."""
+    run = CellRun(cell, new_record(cell), utc_now())
+    room = GraderRoom(ctx.sandbox_base)
+    guarded(run, regrade_steps, ctx, run, source_dir, room)
+    record = run.record
+    if not ctx.options.keep_sandboxes:
+        guarded(run, room.remove_grader_dirs)
+    record.started_at, record.finished_at = run.started_at, utc_now()
+    record.resumed = ctx.resuming
+    record.scored = record.status == STATUS_OK and record.grading is not None
+    guarded(run, write_run_files, cell, record, ctx.judge)
+    if ctx.progress:
+        ctx.progress(record)
+    return record
+
+
+def regrade_steps(ctx: RunContext, run: CellRun, source_dir: Path, room: GraderRoom) -> None:
+    cell, record = run.cell, run.record
+    if cell.run_dir.exists():  # a resumed cell starts clean
+        shutil.rmtree(cell.run_dir)
+    cell.run_dir.joinpath("outputs").mkdir(parents=True)
+    source = read_run_record(source_dir)
+    if source is None:
+        record.fail("runner_error", "runner", f"cannot read the source run at {source_dir}")
+        return
+    for rel in EXECUTOR_FILES:
+        if (source_dir / rel).is_file():
+            shutil.copyfile(source_dir / rel, cell.run_dir / rel)
+    for name in ("executor", "sandbox", "changes", "written_artifact", "metrics",
+                 "permission_denials", "skill_read"):
+        setattr(record, name, getattr(source, name))
+    record.regraded_from = {"run_dir": str(source_dir), "status": source.status,
+                            "executor_started_at": source.started_at,
+                            "executor_finished_at": source.finished_at}
+    if not executor_finished(source):  # nothing to grade: the source's failure stands
+        record.status, record.failure = source.status, source.failure
+        return
+    reason = ctx.should_stop()
+    if reason:
+        record.fail("cancelled", "scheduling", reason)
+        return
+    outputs = cell.run_dir / "outputs"
+    text = (outputs / "output.txt").read_text(encoding="utf-8", errors="replace")
+    artifact = ((outputs / "plan.md").read_text(encoding="utf-8", errors="replace")
+                if record.written_artifact.get("captured") and (outputs / "plan.md").is_file()
+                else None)
+    answer = ExecutorAnswer(text, artifact, bool(record.written_artifact.get("truncated")))
+    record.sandbox = {**(record.sandbox or {}), "regrade_grader": room.record}
+    run_grader_step(ctx, cell, room, record, answer)
+
+
 def capture_artifact(path: Path, copy_to: Path) -> dict[str, Any]:
     """Read the designated artifact without following a link planted there."""
     try:
@@ -3319,7 +3435,15 @@ def _md_header(b: dict[str, Any]) -> str:
     if m.get("incomplete"):
         lines.append(f"- **INCOMPLETE**: {m.get('cells_finished')} of {m.get('cells_planned')} "
                      "cells finished before the run stopped")
+    if m.get("regrade"):
+        lines.append(f"- {regrade_sentence(m['regrade'])}")
     return "\n".join(lines) + "\n"
+
+
+def regrade_sentence(regrade: dict[str, Any]) -> str:
+    model = regrade.get("executor_model") or "CLI default"
+    return (f"Re-graded: no executor ran; the answers were recorded by "
+            f"{regrade.get('executor_agent')} (executor {model}) in {regrade.get('source')}")
 
 
 def _md_verdict(b: dict[str, Any]) -> str:
@@ -3499,14 +3623,24 @@ def comparability(this: dict[str, Any], other: dict[str, Any]) -> str:
     return "same inputs" if not changed else f"different series: {', '.join(changed)} changed"
 
 
+def _regraded_from(later: dict[str, Any], earlier: dict[str, Any]) -> bool:
+    regrade = later["metadata"].get("regrade") or {}
+    stamp = earlier["metadata"].get("timestamp")
+    return bool(regrade) and stamp is not None and regrade.get("source_timestamp") == stamp
+
+
 def render_compare_markdown(this: dict[str, Any], other: dict[str, Any], other_name: str) -> str:
     configs = this["metadata"]["configs"]
     theirs = {str(row["eval_id"]): row for row in other["per_eval"]}
     lines = [f"## Compared with {other_name}", "",
-             f"Comparability: {comparability(this, other)}", "",
-             "| eval | " + " | ".join(f"{c} (this / other)" for c in configs)
-             + " | delta (this / other) | change in delta |",
-             "|---|" + "---|" * (len(configs) + 2)]
+             f"Comparability: {comparability(this, other)}", ""]
+    if _regraded_from(this, other) or _regraded_from(other, this):
+        lines += ["Judge only: one of the two re-graded the answers recorded in the other, so "
+                  "every difference below comes from the grading (assertions, grader, or "
+                  "chance), none from the executor.", ""]
+    lines += ["| eval | " + " | ".join(f"{c} (this / other)" for c in configs)
+              + " | delta (this / other) | change in delta |",
+              "|---|" + "---|" * (len(configs) + 2)]
     for row in this["per_eval"]:
         old = theirs.get(str(row["eval_id"]))
         rates = []
@@ -4037,6 +4171,7 @@ def build_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: li
                           "sha256": tree_hash(suite.root, skill_files),
                           "files": len(skill_files)},
         "fixtures": {rel: tree_hash(suite.root, [rel]) for rel in fixtures},
+        "cases": {cell.case.key: case_identity(cell.case) for cell in cells},
         "argv": argv, "agent": options.agent,
         "executor_model": options.executor_model, "grader_model": options.grader_model,
         "options": {"configs": list(options.configs), "runs": options.runs,
@@ -4048,6 +4183,12 @@ def build_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: li
         "options_sha256": options_fingerprint(options),
         "cells_planned": len(cells), "created_at": utc_now(), **extra,
     }
+
+
+def case_identity(case: Case) -> dict[str, Any]:
+    """What the executor was asked, for a later --regrade to check: prompt hash and fixtures."""
+    return {"prompt_sha256": hashlib.sha256(case.prompt.encode("utf-8")).hexdigest(),
+            "files": list(case.files)}
 
 
 def benchmark_metadata(suite: Suite, options: RunOptions, manifest: dict[str, Any],
@@ -4247,7 +4388,9 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
 
 
 def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
-                              finished: dict[str, RunRecord]) -> list[RunRecord]:
+                              finished: dict[str, RunRecord],
+                              matrix: Callable[..., list[RunRecord]] = execute_matrix,
+                              *extra: Any) -> list[RunRecord]:
     """At the deadline nothing new starts and running agents are ended (cancelled)."""
     timer = None
     if ctx.options.deadline_s:
@@ -4257,7 +4400,7 @@ def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
         timer.daemon = True
         timer.start()
     try:
-        return execute_matrix(ctx, cells, finished)
+        return matrix(ctx, cells, *extra, finished) if extra else matrix(ctx, cells, finished)
     finally:
         if timer is not None:
             timer.cancel()
@@ -4280,6 +4423,154 @@ def finish_iteration(suite: Suite, options: RunOptions, groups: ProcessGroups,
     if interrupted:
         return EXIT_INTERRUPTED
     return EXIT_OK if benchmark["sanity_checks"]["status"] == "OK" else EXIT_REVIEW
+
+
+# -- re-grade ------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class RegradeSource:
+    """An iteration whose recorded answers are graded again, and the options it ran with."""
+
+    folder: Path
+    manifest: dict[str, Any]
+    metadata: dict[str, Any]
+    benchmark_sha256: str
+
+    def record(self) -> dict[str, Any]:
+        """What the new manifest and benchmark say about where the answers came from."""
+        earlier = self.manifest.get("regrade") or {}  # a re-grade of a re-grade
+        return {"source": str(self.folder), "source_benchmark_sha256": self.benchmark_sha256,
+                "source_timestamp": self.metadata.get("timestamp"),
+                "executor_agent": earlier.get("executor_agent") or self.manifest.get("agent"),
+                "executor_model": self.manifest.get("executor_model"),
+                "executor_cli_version": (earlier.get("executor_cli_version")
+                                         or self.manifest.get("cli_version")),
+                "source_grader_model": self.manifest.get("grader_model")}
+
+
+def recorded_regrade_source(iteration_dir: Path) -> str | None:
+    """The source a re-graded iteration names in its manifest, None for any other."""
+    try:
+        manifest = json.loads((iteration_dir / "iteration_manifest.json").read_text("utf-8"))
+        return str(manifest["regrade"]["source"]) if manifest.get("regrade") else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def load_regrade_source(folder: Path) -> RegradeSource:
+    refuse = f"--regrade {folder}"
+    try:
+        manifest = json.loads((folder / "iteration_manifest.json").read_text(encoding="utf-8"))
+        benchmark_path = folder / "benchmark.json"
+        metadata = json.loads(benchmark_path.read_text(encoding="utf-8"))["metadata"]
+        options = manifest["options"]
+        if not isinstance(metadata, dict) or not isinstance(options, dict):
+            raise TypeError("not objects")
+    except (OSError, ValueError, KeyError, TypeError):
+        raise InputError(f"{refuse}: no readable iteration_manifest.json and benchmark.json",
+                         "pass an iteration-N folder that `run` finished") from None
+    if metadata.get("incomplete"):
+        raise InputError(f"{refuse}: that iteration is incomplete ({metadata.get('cells_finished')}"
+                         f" of {metadata.get('cells_planned')} cells finished)",
+                         "finish it first with `run ... --resume` on it, then re-grade")
+    return RegradeSource(folder.resolve(), manifest, metadata, sha256_file(benchmark_path))
+
+
+def check_regrade_source(source: RegradeSource, suite: Suite, options: RunOptions,
+                         explicit: dict[str, Any]) -> RunOptions:
+    """The options to re-grade with; refuses when the answers no longer answer today's suite.
+
+    Assertions may differ (that is the point); what the executor was given may not: the case
+    prompts, the fixtures, the skill package and the configs, runs and executor model.
+    """
+    manifest, recorded = source.manifest, source.manifest["options"]
+    changed = []
+    skill_files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
+    if manifest.get("skill_package", {}).get("sha256") != tree_hash(suite.root, skill_files):
+        changed.append("the skill package")
+    cases = {case.key: case for case in suite.cases}
+    recorded_cases = manifest.get("cases") or {}
+    for key in [str(i) for i in source.metadata.get("evals_run") or []]:
+        case = cases.get(key)
+        if case is None:
+            changed.append(f"case {key} (no longer in the suite)")
+            continue
+        before = recorded_cases.get(key) or _legacy_case_identity(source.folder, key)
+        now = case_identity(case)
+        if before.get("prompt_sha256") != now["prompt_sha256"]:
+            changed.append(f"the prompt of case {key}")
+        if "files" in before and before["files"] != now["files"]:
+            changed.append(f"the fixture list of case {key}")
+    for rel, digest in (manifest.get("fixtures") or {}).items():
+        if tree_hash(suite.root, [rel]) != digest:
+            changed.append(f"fixture {rel}")
+    adopted = {"configs": tuple(recorded.get("configs") or ()), "runs": recorded.get("runs"),
+               "eval_ids": recorded.get("eval_ids"),
+               "executor_model": manifest.get("executor_model")}
+    for name, value in explicit.items():
+        if value is not None and value != adopted[name]:
+            changed.append(f"--{name.replace('_', '-')} ({value!r}; the source ran with "
+                           f"{adopted[name]!r})")
+    if changed:
+        raise InputError(f"--regrade {source.folder}: its answers no longer answer this suite: "
+                         f"{'; '.join(changed)} changed",
+                         "re-grading may change assertions only; restore what changed, or run "
+                         "a new iteration (drop --regrade)")
+    return dataclasses.replace(options, **adopted)
+
+
+def _legacy_case_identity(folder: Path, key: str) -> dict[str, Any]:
+    """An iteration from before manifests held case identities: its eval_metadata.json."""
+    try:
+        meta = json.loads((folder / f"eval-{key}" / "eval_metadata.json").read_text("utf-8"))
+        return {"prompt_sha256": hashlib.sha256(meta["prompt"].encode("utf-8")).hexdigest()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {"prompt_sha256": None}
+
+
+def regrade_sources(source: RegradeSource, cells: list[Cell]) -> dict[str, Path]:
+    """Each planned cell's run folder in the source; refuses when one is missing."""
+    sources = {cell.label: source.folder / cell.label for cell in cells}
+    missing = [label for label, folder in sources.items() if not (folder / "run.json").is_file()]
+    if missing:
+        raise InputError(f"--regrade {source.folder}: {len(missing)} run(s) have no run.json "
+                         f"(first: {missing[0]}): the source is incomplete",
+                         "finish it first with `run ... --resume` on it, then re-grade")
+    return sources
+
+
+def run_regrade_iteration(suite: Suite, options: RunOptions, provider: Provider,
+                          groups: ProcessGroups, iteration_dir: Path, argv: list[str],
+                          cli_version: str, sandbox_base: Path, source: RegradeSource,
+                          previous: dict[str, Any] | None = None) -> int:
+    cells = plan_cells(suite, options, iteration_dir)
+    sources = regrade_sources(source, cells)
+    fixtures = sorted({rel for cell in cells for rel in cell.case.files})
+    manifest = prepare_manifest(suite, options, argv, cells, previous, {
+        "cli_version": cli_version, "sandbox_base": str(sandbox_base),
+        "regrade": source.record(),
+        # about the executor's run, so they come from the source
+        "skill_installed_elsewhere": source.manifest.get("skill_installed_elsewhere") or [],
+        "fixture_status": {"before": (source.manifest.get("fixture_status") or {}).get(
+            "before") or fixture_status(suite.root, fixtures)}})
+    write_json(iteration_dir / "iteration_manifest.json", manifest)
+    write_eval_metadata(suite, cells, iteration_dir)
+    ctx = RunContext(suite, options, provider, iteration_dir, None, sandbox_base, groups,
+                     judge={"provider": provider.name,
+                            "model": options.grader_model or "CLI default",
+                            "cli_version": cli_version,
+                            "prompt_template_sha256": grader_template_sha256(),
+                            "grader_runs": options.grader_runs},
+                     resuming=previous is not None)
+    ctx.base_env, manifest["environment_scrub"] = scrub_checkout_paths(clean_environment(),
+                                                                       suite.root)
+    finished = load_finished_cells(cells) if previous is not None else {}
+    ctx.progress = Progress(len(cells) - len(finished), options.quiet)
+    with InterruptHandler(groups):
+        records = run_matrix_until_deadline(ctx, cells, finished, regrade_matrix, sources)
+        return finish_iteration(suite, options, groups, iteration_dir, manifest, cells, records,
+                                fixtures)
 
 
 def write_benchmark(iteration_dir: Path, benchmark: dict[str, Any]) -> None:
@@ -4499,27 +4790,51 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     suite = load_valid_suite(args.suite, args.repo_root)
     options = options_from_args(args, suite)
     sandbox_base = check_sandbox_base(suite.root)
+    source = regrade_source_for(args, suite)
+    if source is not None:
+        options = check_regrade_source(source, suite, options, {
+            "configs": args.config, "runs": args.runs, "eval_ids": options.eval_ids
+            if args.eval_id is not None else None, "executor_model": args.executor_model})
     if args.dry_run:  # a preview needs no agent CLI, so a fresh machine can see the plan
         return print_dry_run(suite, options, PROVIDERS[options.agent](options.agent_settings),
-                             sandbox_base)
+                             sandbox_base, source)
     provider = require_provider(options)
     selected = [c for c in suite.cases if not options.eval_ids or c.key in options.eval_ids]
     if not selected:
         print(f"0 cases: nothing to run ({suite.path}); no agent was launched")
         return EXIT_OK
     previous = check_resume(Path(args.resume), suite, options) if args.resume else None
+    if source is not None:  # refuse a missing source run before anything starts
+        regrade_sources(source, plan_cells(suite, options, Path("<iteration>")))
     groups = ProcessGroups()
     cli_version = provider_version(provider, groups)
     iteration_dir = Path(args.resume) if args.resume else allocate_iteration_dir(options.workspace)
+    if source is not None:
+        return run_regrade_iteration(suite, options, provider, groups, iteration_dir, argv,
+                                     cli_version, sandbox_base, source, previous)
     return run_iteration(suite, options, provider, groups, iteration_dir, argv, cli_version,
                          sandbox_base, previous)
 
 
-def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox_base: Path) -> int:
+def regrade_source_for(args: argparse.Namespace, suite: Suite) -> RegradeSource | None:
+    """The iteration to re-grade: --regrade, or the one a resumed re-graded iteration names."""
+    recorded = recorded_regrade_source(Path(args.resume)) if args.resume else None
+    if args.regrade and args.resume and (
+            recorded is None or Path(recorded) != Path(args.regrade).resolve()):
+        raise InputError(f"--resume {args.resume} did not re-grade {args.regrade}",
+                         "resume a re-graded iteration without --regrade; it names its source")
+    folder = args.regrade or recorded
+    return load_regrade_source(Path(folder)) if folder else None
+
+
+def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox_base: Path,
+                  source: RegradeSource | None = None) -> int:
     cells = plan_cells(suite, options, Path("<workspace>/iteration-N"))
     if not cells:
         print(f"dry run: 0 cases: nothing to run ({suite.path}); nothing launched")
         return EXIT_OK
+    if source is not None:
+        return print_regrade_dry_run(suite, options, provider, sandbox_base, source, cells)
     per_cell = 1 + options.grader_runs  # the executor, then K graders, one at a time in a lane
     calls = per_cell * len(cells)
     waves = math.ceil(len(cells) / options.concurrency)
@@ -4549,6 +4864,30 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     print(f"{provider.binary}: {where}" if where else
           f"{provider.binary}: not on PATH; a real run would stop with exit 3 "
           f"(install: {provider.install_hint})")
+    return EXIT_OK
+
+
+def print_regrade_dry_run(suite: Suite, options: RunOptions, provider: Provider,
+                          sandbox_base: Path, source: RegradeSource, cells: list[Cell]) -> int:
+    sources = regrade_sources(source, cells)
+    gradable = [label for label, folder in sources.items()
+                if (record := read_run_record(folder)) is not None and executor_finished(record)]
+    calls = len(gradable) * options.grader_runs
+    waves = math.ceil(len(gradable) / options.concurrency) if gradable else 0
+    grader = sandbox_base / "skill-eval-grader-XXXXXX"
+    grader_call = provider.grader_invocation("<prompt on stdin>", grader, options.grader_model,
+                                             sandbox_base / "skill-eval-YYYYYY/verdict_schema.json",
+                                             sandbox_base / "skill-eval-YYYYYY/"
+                                             "grader_last_message.txt")
+    print(f"dry run: re-grade {source.folder} ({suite.skill_name}) with {options.agent}: "
+          "nothing launched, no iteration made")
+    print(f"runs: {len(cells)}, of which {len(gradable)} have a finished executor to grade; "
+          f"executors: 0; grader calls: up to {calls} ({len(gradable)} x {options.grader_runs})")
+    print(f"concurrency: {options.concurrency} grader processes; timeout per call: "
+          f"{options.timeout_s:g} s; worst-case wall time: "
+          f"{waves * options.grader_runs * options.timeout_s:g} s")
+    print(f"grader model: {options.grader_model or 'CLI default'}")
+    print(f"grader argv: {_shell_join(grader_call.argv)}  (cwd {grader_call.cwd})")
     return EXIT_OK
 
 
