@@ -3961,10 +3961,17 @@ def _html_verdicts(expectations: list[dict[str, Any]]) -> str:
     if not expectations:
         return '<p class="absent">No grader verdicts.</p>'
     rows = [f'<tr><td class="{"pass" if e["passed"] else "fail"}">'
-            f'{"pass" if e["passed"] else "FAIL"}</td><td>{_h(e["id"])}. {_h(e["text"])}</td>'
+            f'{"pass" if e["passed"] else "FAIL"}{_html_votes(e)}</td>'
+            f'<td>{_h(e["id"])}. {_h(e["text"])}</td>'
             f"<td>{_h(e['evidence'])}</td></tr>" for e in expectations]
     return ("<table><tr><th>verdict</th><th>assertion</th><th>evidence</th></tr>\n"
             + "\n".join(rows) + "</table>")
+
+
+def _html_votes(expectation: dict[str, Any]) -> str:
+    votes = expectation.get("votes", 1)
+    return (f" ({_h(expectation.get('votes_passed'))} of {_h(votes)} graders)"
+            if isinstance(votes, int) and votes > 1 else "")
 
 
 def _html_file(kind: str, rel: str, found: dict[str, Any]) -> str:
@@ -4804,8 +4811,13 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         print(f"0 cases: nothing to run ({suite.path}); no agent was launched")
         return EXIT_OK
     previous = check_resume(Path(args.resume), suite, options) if args.resume else None
-    if source is not None:  # refuse a missing source run before anything starts
+    if source is not None:  # refuse a missing or changed source before anything starts
         regrade_sources(source, plan_cells(suite, options, Path("<iteration>")))
+        recorded = ((previous or {}).get("regrade") or {}).get("source_benchmark_sha256")
+        if recorded is not None and recorded != source.benchmark_sha256:
+            raise InputError(f"--resume {args.resume}: its source {source.folder} changed since "
+                             "the re-grade started (its benchmark.json hash differs)",
+                             "start a new re-grade (drop --resume)")
     groups = ProcessGroups()
     cli_version = provider_version(provider, groups)
     iteration_dir = Path(args.resume) if args.resume else allocate_iteration_dir(options.workspace)
