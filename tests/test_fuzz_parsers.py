@@ -211,19 +211,20 @@ class FuzzParsersTests(unittest.TestCase):
             answers = iter(results)
             sandbox = runner.Sandbox(repo.parent, self.tmp.path / "baseline.git",
                                      ctx.sandbox_base, {"git": {"ok": False}})
-            run = runner.CellRun(cell, runner.new_record(ctx, cell), runner._utc_now(), sandbox)
+            run = runner.CellRun(cell, runner.new_record(cell), runner.utc_now(), sandbox)
             with mock.patch.object(runner, "run_process", lambda *a, _it=answers, **k: next(_it)):
-                run.executed = bool(runner.guarded(run, runner.run_executor_step, ctx, cell,
-                                                   sandbox, run.record))
-                if run.executed:
-                    runner.guarded(run, runner.run_grader_step, ctx, cell, sandbox, run.record)
+                run.answer = runner.guarded(run, runner.run_executor_step, ctx, cell,
+                                            sandbox, run.record)
+                if run.answer is not None:
+                    runner.guarded(run, runner.run_grader_step, ctx, cell, sandbox, run.record,
+                                   run.answer)
             record = runner.finish_cell(ctx, run, done)
             with self.subTest(provider=provider, cell=number):
                 self.check_cell(cell, record, outputs)
             records.append(record)
         counts: dict[str, int] = {}
         for record in records:
-            counts[record["status"]] = counts.get(record["status"], 0) + 1
+            counts[record.status] = counts.get(record.status, 0) + 1
         self.assertGreater(counts.get("ok", 0), 10, counts)   # the fuzz reaches grading
         self.assertGreater(len(counts), 2, counts)
         self.check_benchmark(ctx, records)
@@ -251,14 +252,14 @@ class FuzzParsersTests(unittest.TestCase):
                               "\n".join(r["executor_text"] for r in self.parsed))
             self.parsed = []
 
-    def check_cell(self, cell, record: dict, outputs: list[bytes]) -> None:
-        detail = json.dumps(record.get("failure"), default=str)[:400]
-        self.assertIn(record["status"], DOCUMENTED, f"{detail}\n{outputs[0][:300]!r}\n"
+    def check_cell(self, cell, record, outputs: list[bytes]) -> None:
+        detail = json.dumps(record.failure, default=str)[:400]
+        self.assertIn(record.status, DOCUMENTED, f"{detail}\n{outputs[0][:300]!r}\n"
                                                     f"{outputs[1][:300]!r}")
         run = json.loads((cell.run_dir / "run.json").read_bytes().decode("utf-8"))
-        self.assertEqual(run["status"], record["status"])
+        self.assertEqual(run["status"], record.status)
         json.loads((cell.run_dir / "metrics.json").read_bytes().decode("utf-8"))
-        if record["scored"]:
+        if record.scored:
             grading = json.loads((cell.run_dir / "grading.json").read_bytes().decode("utf-8"))
             self.assertEqual(len(grading["expectations"]), len(ASSERTIONS))
         else:
@@ -266,7 +267,7 @@ class FuzzParsersTests(unittest.TestCase):
         for path in (cell.run_dir / "outputs").iterdir():
             path.read_bytes().decode("utf-8")      # strict: every file is valid UTF-8
 
-    def check_benchmark(self, ctx, records: list[dict]) -> None:
+    def check_benchmark(self, ctx, records: list) -> None:
         meta = {"configs": ["without_skill"], "runs_per_configuration": 1,
                 "skill_name": "demo", "agent": ctx.options.agent, "cells_planned": len(records),
                 "incomplete": False}

@@ -122,7 +122,7 @@ class OutputsFromRunTests(unittest.TestCase):
         for run in benchmark["runs"]:
             run["metric_sources"]["tokens"] = {"value": None, "absent_reason": "no usage <here>"}
         benchmark["run_summary"]["with_skill"]["tokens"] = runner.describe([])
-        html = runner.render_html(benchmark, self.iteration)
+        html = runner.html_page(benchmark, self.iteration)
         self.assertIn("not captured (no usage &lt;here&gt;)", html)
 
     def test_big_files_are_cut_with_a_note(self) -> None:
@@ -130,7 +130,7 @@ class OutputsFromRunTests(unittest.TestCase):
         shutil.copytree(self.iteration, iteration)
         big = iteration / "eval-E01" / "with_skill" / "run-1" / "outputs" / "output.txt"
         big.write_text("é" * 300_000, encoding="utf-8")
-        html = runner.render_html(self.benchmark, iteration)
+        html = runner.html_page(self.benchmark, iteration)
         self.assertIn("cut at 100,000 of 600,000 bytes; see eval-E01/with_skill/run-1/", html)
         self.assertLess(len(html.encode("utf-8")), 200_000)
 
@@ -152,7 +152,7 @@ class OutputsFromRunTests(unittest.TestCase):
                 benchmark["per_eval"].append({**row, "eval_id": f"{row['eval_id']}-{number}"})
             for run in template_runs:
                 benchmark["runs"].append({**run, "eval_id": f"{run['eval_id']}-{number}"})
-        html = runner.render_html(benchmark, self.iteration)
+        html = runner.html_page(benchmark, self.iteration)
         self.assertEqual(html.count('<details class="run'), 71 * 6)
         self.assertLess(len(html.encode("utf-8")), 2_000_000)
 
@@ -160,11 +160,11 @@ class OutputsFromRunTests(unittest.TestCase):
         single = copy.deepcopy(self.benchmark)
         single["paired"] = None
         single["metadata"]["configs"] = ["with_skill"]
-        html = runner.render_html(single, self.iteration)
+        html = runner.html_page(single, self.iteration)
         self.assertIn("<strong>no comparison</strong>", html)
         self.assertIn("<svg", html)
         single["per_eval"], single["runs"] = [], []
-        self.assertIn("No eval ran.", runner.render_html(single, self.iteration))
+        self.assertIn("No eval ran.", runner.html_page(single, self.iteration))
 
     # -- JUnit --------------------------------------------------------------------------------
 

@@ -36,27 +36,25 @@ CONFIGS = ("with_skill", "without_skill")
 
 
 def make_record(index: int, config: str, run_number: int, passed: int | str, total: int,
-                skill_read: str = "read") -> dict:
+                skill_read: str = "read") -> runner.RunRecord:
     """One run: `passed` of `total` assertions pass, or `passed` is a failure status."""
-    ctx = SimpleNamespace(options=SimpleNamespace(configs=CONFIGS))
     case = SimpleNamespace(index=index, id=f"E{index:02d}", name=None, key=f"E{index:02d}")
-    record = runner.new_record(ctx, SimpleNamespace(case=case, config=config,
-                                                    run_number=run_number))
-    record["metrics"] = {"time_seconds": runner.captured(2.0, "test"),
-                         "tokens": runner.captured(100, "test")}
-    record["skill_read"] = {"state": skill_read}
+    record = runner.new_record(SimpleNamespace(case=case, config=config, run_number=run_number))
+    record.metrics = {"time_seconds": runner.captured(2.0, "test"),
+                      "tokens": runner.captured(100, "test")}
+    record.skill_read = {"state": skill_read}
     if isinstance(passed, str):
-        record.update(status=passed, failure={"stage": "executor", "detail": "scripted"})
+        record.fail(passed, "executor", "scripted")
     else:
         assertions = [f"assertion {i} of eval {index}" for i in range(1, total + 1)]
         verdicts = [{"id": i, "passed": i <= passed, "evidence": "test"}
                     for i in range(1, total + 1)]
-        record["grading"] = runner.grade_assertions(assertions, {"verdicts": verdicts})
-    record["scored"] = record["status"] == runner.STATUS_OK and record["grading"] is not None
+        record.grading = runner.grade_assertions(assertions, {"verdicts": verdicts})
+    record.scored = record.status == runner.STATUS_OK and record.grading is not None
     return record
 
 
-def make_records(table: list[tuple[list, list]], total: int) -> list[dict]:
+def make_records(table: list[tuple[list, list]], total: int) -> list[runner.RunRecord]:
     """table[i] = (with_skill runs, without_skill runs); a run is a passed count or a status."""
     records = []
     for index, runs_by_config in enumerate(table, 1):
@@ -833,7 +831,7 @@ class CompareMarkdownTest(unittest.TestCase):
         # other: E01 1/2 vs 1/2 (0);               E03 2/2 vs 0/2 (+1.0), not in this one
         this = aggregate([([2], [1]), ([1], [1])], total=2)
         other_table = [([1], [1]), ([0], [0]), ([2], [0])]
-        other_records = [r for r in make_records(other_table, 2) if r["eval_id"] != "E02"]
+        other_records = [r for r in make_records(other_table, 2) if r.eval_id != "E02"]
         other = runner.aggregate(other_records, meta_for(other_table))
         text = runner.render_compare_markdown(this, other, "iteration-7")
         lines = text.splitlines()

@@ -28,10 +28,10 @@ Rules the code enforces:
       value with its source; a value that was not captured is null with a reason;
     * invalid input launches no subprocess; a failed run is recorded, never scored.
 
-Sections (search for the banner "# ==== <name>"):
-    constants and schemas | errors | data model | suite loading and validation |
-    sandbox | process runner | providers | execution engine | grading |
-    aggregation | rendering | CLI
+Sections (search for the banner "# ==== <name>"); each uses only those above it:
+    constants and schemas | errors | data model | files and text |
+    suite loading and validation | process runner | sandbox | confinement | providers | grading |
+    execution engine | aggregation | rendering | iteration | CLI
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import collections
 import concurrent.futures
+import contextlib
 import dataclasses
 import difflib
 import hashlib
@@ -47,6 +48,7 @@ import math
 import os
 import random
 import re
+import secrets
 import shutil
 import signal
 import stat
@@ -73,6 +75,7 @@ EXIT_INTERRUPTED = 130
 
 CONFIGS = ("with_skill", "without_skill")
 RUNS_RANGE = (1, 5)
+GRADER_RUNS_RANGE = (1, 5)
 CONCURRENCY_RANGE = (1, 16)
 DEFAULT_TIMEOUT_S = 600.0
 
@@ -111,6 +114,7 @@ ARTIFACT_RELPATH = ".skill-eval/artifact.md"
 ARTIFACT_CAP_CHARS = 400_000
 OUTPUT_CAP_CHARS = 400_000
 STREAM_HEAD_BYTES = 8 * 1024 * 1024
+MAX_AGENT_JSON_DEPTH = 100  # agent JSON deeper than this is cut (the parser would recurse out)
 STREAM_TAIL_BYTES = 2 * 1024 * 1024
 STDERR_KEEP_BYTES = 64 * 1024
 KILL_GRACE_S = 2.0
@@ -153,12 +157,31 @@ AGENT_SESSION_VARS = frozenset(
      "CODEX_THREAD_ID", "CODEX_SESSION_ID", "CODEX_CI"}
 )
 SANDBOX_ROOT_ENV = "SKILL_EVAL_SANDBOX_ROOT"
+
+ISOLATION_MODES = ("auto", "bwrap", "none")
+HOME_INSIDE = "/home/skill-eval"  # where a confined agent's fresh HOME appears
+CONFINED_UID = 1000  # the uid inside when the runner is root; see bwrap_argv
+# What a confined agent sees of the system, read-only, when present. On merged-/usr systems
+# /bin, /lib, ... are links into /usr and are recreated as links.
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
+# Root-only secrets under /etc: an agent of a root runner keeps root's owner rights on files.
+SECRET_ETC_FILES = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
+                    "/etc/security/opasswd")
+SECRET_ETC_DIRS = ("/etc/ssh", "/etc/ssl/private", "/etc/sudoers.d")
+# Variables that point into the user's home or temp folders; a confined agent has its own.
+HOME_POINTER_VARS = frozenset(
+    {"XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR",
+     "TMPDIR", "TMP", "TEMP", "OLDPWD"}
+)
+AGENT_TOKEN_ENV = "SKILL_EVAL_AGENT"  # marks an unconfined agent's processes, to end strays
+PR_SET_CHILD_SUBREAPER = 36  # prctl option, Linux <linux/prctl.h>
 SANDBOX_GIT_ENV = {
     "GIT_AUTHOR_NAME": "skill-eval", "GIT_AUTHOR_EMAIL": "skill-eval@localhost",
     "GIT_COMMITTER_NAME": "skill-eval", "GIT_COMMITTER_EMAIL": "skill-eval@localhost",
     "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
     "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
 }
+
 
 # ==== errors =================================================================
 
@@ -217,7 +240,17 @@ class EnvironmentProblem(EvalError):
 
 
 class Interrupted(Exception):
-    """Raised inside the engine when the user asked the run to stop."""
+    """The user asked the run to stop before its iteration was set up."""
+
+
+class WriteFailed(EnvironmentProblem):
+    """A result file could not be written (a full disk, a read-only folder): exit 3."""
+
+    def __init__(self, path: Path, exc: OSError):
+        super().__init__(f"could not write {path}: {exc.strerror or exc}",
+                         "free space on that filesystem or choose another --workspace; an "
+                         "iteration whose iteration_manifest.json exists continues with "
+                         "--resume")
 
 
 # ==== data model =============================================================
@@ -275,9 +308,11 @@ class RunOptions:
     workspace: Path | None = None
     eval_ids: list[str] | None = None
     keep_sandboxes: bool = False
-    codex_config: list[str] = dataclasses.field(default_factory=list)
+    agent_settings: list[str] = dataclasses.field(default_factory=list)  # KEY=VALUE, verbatim
     quiet: bool = False
     junit: Path | None = None
+    grader_runs: int = 1  # independent grader processes per recorded output; majority decides
+    isolation: str = "auto"
 
 
 @dataclasses.dataclass
@@ -316,7 +351,7 @@ class Invocation:
     argv: list[str]
     cwd: Path
     stdin_text: str | None = None
-    extra_env: dict[str, str] = dataclasses.field(default_factory=dict)
+    pass_fds: tuple[int, ...] = ()  # descriptors the process inherits (bwrap's --args)
 
 
 @dataclasses.dataclass
@@ -331,6 +366,211 @@ class AgentReply:
     trace: list[dict[str, Any]] | None = None  # tool calls seen; None = no trace captured
     permission_denials: list[Any] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)  # what was odd in the output
+
+
+@dataclasses.dataclass
+class Confinement:
+    """How this iteration's agents run: under bubblewrap, or unconfined and why."""
+
+    mode: str  # "bwrap" or "none"
+    reason: str = ""  # why unconfined; empty under bwrap
+    bwrap: str = ""
+    version: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        if self.mode == "bwrap":
+            return {"mode": "bwrap", "version": self.version}
+        return {"mode": "none", "reason": self.reason}
+
+    def describe(self) -> str:
+        if self.mode == "bwrap":
+            return f"bwrap {self.version} for executors and graders"
+        return f"none ({self.reason}): executors could reach the checkout"
+
+
+@dataclasses.dataclass
+class RunRecord:
+    """What one cell left: run.json's fields, plus its grading and metrics (files of their own).
+
+    The nested values are JSON documents written as they are; their shapes are in README.md.
+    """
+
+    eval_id: str | int
+    eval_name: str
+    configuration: str
+    run_number: int
+    status: str = STATUS_OK
+    failure: dict[str, str] | None = None  # {"stage", "detail"}: why it failed or went ungraded
+    executor: dict[str, Any] | None = None  # the process: argv, cwd, exit code, duration, ...
+    grader: dict[str, Any] | None = None
+    sandbox: dict[str, Any] | None = None
+    changes: dict[str, Any] | None = None  # what the executor added, modified or deleted
+    written_artifact: dict[str, Any] = dataclasses.field(
+        default_factory=lambda: {"captured": False})
+    metrics: dict[str, dict[str, Any]] | None = None  # executor-only; captured or absent
+    grading: dict[str, Any] | None = None  # verdicts per assertion, once graded
+    grader_metrics: dict[str, dict[str, Any]] | None = None  # all grader calls together
+    grader_calls: list[dict[str, Any]] | None = None  # one entry per grader process
+    regraded_from: dict[str, Any] | None = None  # the run whose recorded answer was graded
+    permission_denials: list[Any] = dataclasses.field(default_factory=list)
+    skill_read: dict[str, Any] | None = None
+    notes: list[str] = dataclasses.field(default_factory=list)  # what was odd in the output
+    started_at: str | None = None
+    finished_at: str | None = None
+    resumed: bool = False
+    scored: bool = False
+    # SHA-256 of each file the runner wrote in the run folder (path relative to it), taken at
+    # write time. Kept out of run.json, which is one of those files; benchmark.json holds it.
+    written_files: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"eval-{self.eval_id}/{self.configuration}/run-{self.run_number}"
+
+    def fail(self, status: str, stage: str, detail: str) -> None:
+        self.status, self.failure = status, {"stage": stage, "detail": detail}
+
+    def run_json(self) -> dict[str, Any]:
+        """run.json: every field but the grading and the metrics, which have their own files."""
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)
+                if field.name not in ("grading", "metrics", "written_files")}
+
+    @classmethod
+    def from_files(cls, run_json: dict[str, Any], grading: Any, metrics: Any) -> RunRecord:
+        known = {field.name for field in dataclasses.fields(cls)}
+        values = {k: v for k, v in run_json.items() if k in known}
+        return cls(**{**values, "grading": grading, "metrics": metrics})
+
+
+# ==== files and text =========================================================
+
+
+def _is_within(path: Path, folder: Path) -> bool:
+    try:
+        path.relative_to(folder)
+        return True
+    except ValueError:
+        return False
+
+
+def _walk_files(folder: Path) -> Iterator[Path]:
+    """Regular files and links under folder, skipping host-local state folders."""
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if d not in EXCLUDED_DIR_NAMES)
+        for name in sorted(filenames):
+            yield Path(dirpath) / name
+
+
+def _cut_utf8_end(data: bytes) -> bytes:
+    """Drop an incomplete multi-byte character at the end."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 != 0x80:  # a lead byte or ASCII
+            needed = 1 if byte < 0x80 else 2 if byte >> 5 == 6 else 3 if byte >> 4 == 14 else 4
+            return data if needed <= back else data[:-back]
+    return data
+
+
+def _cut_utf8_start(data: bytes) -> bytes:
+    start = 0
+    while start < min(4, len(data)) and data[start] & 0xC0 == 0x80:
+        start += 1
+    return data[start:]
+
+
+def cut_text(text: str, limit: int) -> tuple[str, bool]:
+    if len(text) <= limit:
+        return text, False
+    return text[:limit], True
+
+
+def write_bytes(path: Path, data: bytes) -> str:
+    """Write atomically: readers see the old file or the new one, never half of one.
+
+    Returns the SHA-256 of the bytes written, taken from memory rather than read back, so a
+    later change to the file can be told from what the runner wrote. A failed write is a
+    WriteFailed that names the file, and leaves no temporary file.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise WriteFailed(path, exc) from exc
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise WriteFailed(path, exc) from exc
+        raise
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_text(path: Path, text: str) -> str:
+    """write_bytes of the text as UTF-8, newlines as given; the SHA-256 of what was written.
+    Always valid UTF-8: an unpaired surrogate becomes U+FFFD."""
+    return write_bytes(path, encodable_text(text)[0].encode("utf-8"))
+
+
+def encodable_text(text: str) -> tuple[str, int]:
+    """(text that UTF-8 can encode, unpaired surrogates replaced by U+FFFD); pairs are joined."""
+    try:
+        text.encode("utf-8")
+        return text, 0
+    except UnicodeEncodeError:
+        pass
+    fixed = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return fixed, max(1, fixed.count("\ufffd") - text.count("\ufffd"))
+
+
+def write_json(path: Path, data: Any) -> str:
+    try:
+        text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
+    except (RecursionError, ValueError):  # agent JSON nested too deep, or a huge int
+        text = json.dumps(_printable(data), indent=2, ensure_ascii=False, default=str)
+    return write_text(path, text + "\n")
+
+
+def _printable(value: Any, depth: int = 0) -> Any:
+    """A copy of value that json.dumps can print: deep parts and huge ints as short text."""
+    if depth >= MAX_AGENT_JSON_DEPTH:
+        return f"<{type(value).__name__} nested too deep to show>"
+    if isinstance(value, dict):
+        return {str(k): _printable(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_printable(v, depth + 1) for v in value]
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 10_000:
+        return f"<an integer of {value.bit_length()} bits>"
+    return value
+
+
+def utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def tree_hash(root: Path, rels: Iterable[str]) -> str:
+    digest = hashlib.sha256()
+    for rel in sorted(rels):
+        path = root / rel
+        digest.update(rel.encode("utf-8") + b"\0")
+        digest.update((sha256_file(path) if path.is_file() else "missing").encode() + b"\n")
+    return digest.hexdigest()
+
+
+def _shell_join(argv: list[str]) -> str:
+    import shlex
+    return " ".join(shlex.quote(a) for a in argv)
 
 
 # ==== suite loading and validation ===========================================
@@ -472,14 +712,6 @@ def find_repo_root(suite_path: Path) -> Path | None:
         if (folder / "evals").is_dir() and (folder / "skills").is_dir():
             return folder
     return None
-
-
-def _is_within(path: Path, folder: Path) -> bool:
-    try:
-        path.relative_to(folder)
-        return True
-    except ValueError:
-        return False
 
 
 def _forbidden_fixture_part(rel: Path) -> str | None:
@@ -783,14 +1015,6 @@ def _type_name(value: Any) -> str:
     return names.get(type(value), type(value).__name__)
 
 
-def _walk_files(folder: Path) -> Iterator[Path]:
-    """Regular files and links under folder, skipping host-local state folders."""
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = sorted(d for d in dirnames if d not in EXCLUDED_DIR_NAMES)
-        for name in sorted(filenames):
-            yield Path(dirpath) / name
-
-
 def read_frontmatter(text: str) -> dict[str, str] | None:
     """The simple `key: value` lines of a SKILL.md front matter block, or None."""
     lines = text.lstrip("\ufeff").splitlines()
@@ -905,6 +1129,264 @@ def suite_counts(loaded: LoadedSuite) -> dict[str, int]:
         "errors": len(loaded.errors),
         "warnings": len(loaded.warnings),
     }
+
+
+def resolve_skill_md(suite: Suite, skill_path: str | None) -> Path:
+    """The authoritative SKILL.md: skills/<name>/SKILL.md in the repository, nothing else."""
+    expected = suite.skill_dir / "SKILL.md"
+    if skill_path is None:
+        return expected
+    given = Path(skill_path)
+    candidate = given if given.is_absolute() else suite.root / given
+    parts = Path(os.path.normpath(candidate)).parts
+    for snapshot in (".agents", ".claude"):
+        if snapshot in parts:
+            raise InputError(f"--skill-path {skill_path} is under {snapshot}/, a host copy of a "
+                             "skill", f"point it at skills/{suite.skill_name}/SKILL.md")
+    if candidate.is_dir():
+        candidate = candidate / "SKILL.md"
+    if candidate.name != "SKILL.md" or not candidate.is_file():
+        raise InputError(f"--skill-path {skill_path} is not an existing file named SKILL.md",
+                         f"point it at skills/{suite.skill_name}/SKILL.md or its folder")
+    if Path(os.path.normpath(os.path.abspath(candidate))) != Path(os.path.abspath(expected)):
+        raise InputError(f"--skill-path {skill_path} is not skills/{suite.skill_name}/SKILL.md",
+                         "with_skill runs use the tracked skill package of the suite's skill_name")
+    if os.path.realpath(candidate) != os.path.realpath(expected) or not _is_within(
+            Path(os.path.realpath(candidate)), Path(os.path.realpath(suite.skill_dir))):
+        raise InputError(f"--skill-path {skill_path} is a link that leaves the skill package",
+                         f"make skills/{suite.skill_name}/SKILL.md a regular file")
+    return expected
+
+
+# ==== process runner =========================================================
+
+
+class BoundedBuffer:
+    """Keeps the first and the last bytes of a stream; counts what it dropped."""
+
+    def __init__(self, head_cap: int, tail_cap: int):
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.head_cap, self.tail_cap = head_cap, tail_cap
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.head_cap - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk and self.tail_cap:
+            self.tail += chunk
+            if len(self.tail) > 2 * self.tail_cap:
+                del self.tail[:-self.tail_cap]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.head) + min(len(self.tail), self.tail_cap)
+
+    def text(self) -> str:
+        head = _cut_utf8_end(bytes(self.head))
+        if not self.tail:
+            return head.decode("utf-8", "replace")
+        tail = _cut_utf8_start(bytes(self.tail[-self.tail_cap:]))
+        gap = "\n[... output cut by skill-eval ...]\n" if self.truncated else ""
+        return head.decode("utf-8", "replace") + gap + tail.decode("utf-8", "replace")
+
+
+class ProcessGroups:
+    """Every provider process group alive now, so an interrupt can end them all."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.active: dict[int, subprocess.Popen] = {}
+        self.cancelled = threading.Event()
+        self.reason: str | None = None  # "interrupted" or "deadline"
+
+    def add(self, proc: subprocess.Popen) -> None:
+        with self.lock:
+            self.active[proc.pid] = proc
+        if self.cancelled.is_set():
+            _signal_group(proc.pid, signal.SIGKILL)
+
+    def discard(self, proc: subprocess.Popen) -> None:
+        with self.lock:
+            self.active.pop(proc.pid, None)
+
+    def cancel(self, sig: int = signal.SIGTERM, reason: str = "interrupted") -> None:
+        """Stop everything: signal every live group now, and KILL what is left after a grace."""
+        if not self.cancelled.is_set():
+            self.reason = reason
+        self.cancelled.set()
+        self.signal_all(sig)
+        if sig != signal.SIGKILL:
+            timer = threading.Timer(KILL_GRACE_S, self.signal_all, args=(signal.SIGKILL,))
+            timer.daemon = True
+            timer.start()
+
+    def signal_all(self, sig: int) -> None:
+        with self.lock:
+            pids = list(self.active)
+        for pid in pids:
+            _signal_group(pid, sig)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def end_process_group(proc: subprocess.Popen, reaper: threading.Thread,
+                      grace_s: float = KILL_GRACE_S) -> None:
+    """TERM the whole group, give it a moment, then KILL; the reaper collects the leader."""
+    _signal_group(proc.pid, signal.SIGTERM)
+    reaper.join(grace_s)
+    _signal_group(proc.pid, signal.SIGKILL)
+
+
+def start_reaper(proc: subprocess.Popen) -> threading.Thread:
+    """A thread blocked in waitpid, so the caller learns of the exit the moment it happens.
+
+    Popen.wait(timeout) polls with sleeps of up to 50 ms: twice a cell, that left a
+    --concurrency slot idle for a noticeable share of every short agent call.
+    """
+    reaper = threading.Thread(target=proc.wait, daemon=True)
+    reaper.start()
+    return reaper
+
+
+def _pump(stream: Any, buffer: BoundedBuffer) -> None:
+    try:
+        for chunk in iter(lambda: stream.read1(65536), b""):
+            buffer.add(chunk)
+    except (OSError, ValueError):
+        pass
+    finally:
+        stream.close()
+
+
+def _feed(stream: Any, data: bytes) -> None:
+    try:
+        stream.write(data)
+    except (BrokenPipeError, OSError, ValueError):
+        pass
+    finally:
+        try:
+            stream.close()
+        except OSError:
+            pass
+
+
+def run_process(invocation: Invocation, env: dict[str, str], timeout_s: float,
+                groups: ProcessGroups) -> ProcessResult:
+    """Run one provider process in its own session, bounded in time and memory."""
+    started = time.monotonic()
+    feeding = invocation.stdin_text is not None
+    try:
+        proc = subprocess.Popen(
+            invocation.argv, cwd=invocation.cwd, env=env, start_new_session=True,
+            pass_fds=invocation.pass_fds,
+            stdin=subprocess.PIPE if feeding else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as exc:
+        return ProcessResult(invocation.argv, None, "", "", time.monotonic() - started,
+                             spawn_error=f"{type(exc).__name__}: {exc}")
+    groups.add(proc)
+    out = BoundedBuffer(STREAM_HEAD_BYTES, STREAM_TAIL_BYTES)
+    err = BoundedBuffer(STDERR_KEEP_BYTES, STDERR_KEEP_BYTES // 4)
+    threads = [threading.Thread(target=_pump, args=(proc.stdout, out), daemon=True),
+               threading.Thread(target=_pump, args=(proc.stderr, err), daemon=True)]
+    if feeding:
+        data = invocation.stdin_text.encode("utf-8")
+        threads.append(threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True))
+    for thread in threads:
+        thread.start()
+    reaper = start_reaper(proc)
+    try:
+        reaper.join(min(timeout_s, threading.TIMEOUT_MAX))
+        timed_out = reaper.is_alive()
+        if timed_out:
+            end_process_group(proc, reaper)
+    finally:
+        # Whatever the leader left behind in its group (shells, servers) ends with it.
+        _signal_group(proc.pid, signal.SIGKILL)
+        reaper.join()
+        groups.discard(proc)
+    for thread in threads:
+        thread.join(timeout=5)
+    return ProcessResult(
+        invocation.argv, proc.returncode, out.text(), err.text(), time.monotonic() - started,
+        timed_out=timed_out,
+        cancelled=groups.cancelled.is_set() and not timed_out and proc.returncode != 0,
+        stdout_bytes=out.total, stdout_truncated=out.truncated, stderr_truncated=err.truncated)
+
+
+def become_subreaper() -> bool:
+    """Linux: orphans of our descendants (double forks, setsid daemons) become our children
+    instead of init's, so the runner can still end them."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def child_pids() -> set[int]:
+    """This process's direct children, read from /proc; empty where there is none."""
+    me, found = os.getpid(), set()
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                line = handle.read()
+        except OSError:
+            continue
+        # The command name may hold spaces and parentheses: count fields after the last ")".
+        fields = line.rsplit(b")", 1)[-1].split()
+        if len(fields) > 1 and fields[1].isdigit() and int(fields[1]) == me:
+            found.add(int(name))
+    return found
+
+
+def _marked(pid: int, needle: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return needle in handle.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def end_strays(keep: set[int] = frozenset(), token: str | None = None,
+               rounds: int = 50) -> list[int]:
+    """Kill and reap our children outside `keep` (with a token: only those it marks).
+
+    Ending a stray hands us its own children (we are a subreaper), hence the rounds.
+    Returns the pids ended.
+    """
+    needle = f"{AGENT_TOKEN_ENV}={token}".encode() if token else None
+    ended: list[int] = []
+    for _ in range(rounds):
+        strays = [pid for pid in child_pids() - set(keep)
+                  if needle is None or _marked(pid, needle)]
+        if not strays:
+            break
+        for pid in strays:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.waitpid(pid, 0)
+            ended.append(pid)
+    return ended
 
 
 # ==== sandbox ================================================================
@@ -1037,6 +1519,17 @@ class GitTemplate:
     def objects(self) -> Path:
         return self.folder / "git" / "objects"
 
+    @property
+    def skill_objects(self) -> Path:
+        """The skill package's objects, apart: a without_skill sandbox borrows only `objects`,
+        so `git cat-file` there cannot reach the skill."""
+        return self.folder / "skill-objects"
+
+    def objects_for(self, with_skill: bool) -> list[Path]:
+        if with_skill and self.skill_commit:
+            return [self.objects, self.skill_objects]
+        return [self.objects]
+
     def index_for(self, with_skill: bool) -> Path:
         return self.folder / ("index-skill" if with_skill and self.skill_commit else "index")
 
@@ -1065,7 +1558,7 @@ def add_runner_baselines(template: GitTemplate, folder: Path) -> None:
     folder.mkdir(parents=True)
     for with_skill in (False, True):
         git_dir = folder / ("with_skill.git" if with_skill else "without_skill.git")
-        _write_git_dir(git_dir, [template.objects], template.commit_for(with_skill),
+        _write_git_dir(git_dir, template.objects_for(with_skill), template.commit_for(with_skill),
                        template.index_for(with_skill))
         template.runner_baselines[with_skill] = git_dir
 
@@ -1115,7 +1608,10 @@ def _add_skill_commit(snapshot: RepoSnapshot, template: GitTemplate, common: lis
     files = [rel for rel in snapshot.skill_files if not os.path.islink(snapshot.root / rel)]
     index = template.folder / "index-skill"
     shutil.copyfile(template.folder / "index", index)
-    env = {"GIT_INDEX_FILE": str(index)}
+    for sub in ("info", "pack"):
+        (template.skill_objects / sub).mkdir(parents=True, exist_ok=True)
+    env = {"GIT_INDEX_FILE": str(index), "GIT_OBJECT_DIRECTORY": str(template.skill_objects),
+           "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(template.objects)}
     ok, _ = run_git([*common, "add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"],
                     template.folder, stdin="\0".join(files).encode("utf-8"), env=env)
     ok, tree = run_git([*common, "write-tree"], template.folder, env=env) if ok else (False, "")
@@ -1123,7 +1619,8 @@ def _add_skill_commit(snapshot: RepoSnapshot, template: GitTemplate, common: lis
         return ""
     ok, commit = run_git([f"--git-dir={template.folder / 'git'}", "commit-tree", tree.strip(),
                           "-p", template.commit, "-m",
-                          "skill-eval baseline with the skill package"], template.folder)
+                          "skill-eval baseline with the skill package"], template.folder,
+                         env=env)
     return commit.strip() if ok else ""
 
 
@@ -1260,6 +1757,7 @@ class Sandbox:
     grader_dir: Path | None = None
     grader_io: Path | None = None
     owns_baseline: bool = True  # False when it reads the iteration's shared baseline
+    earlier_grader_dirs: list[Path] = dataclasses.field(default_factory=list)  # --grader-runs
 
     @property
     def repo(self) -> Path:
@@ -1271,7 +1769,9 @@ class Sandbox:
 
     def make_grader_dirs(self, with_io: bool) -> tuple[Path, Path | None]:
         """The grader's empty working folder, and when its CLI needs one, a folder for its
-        schema and last message."""
+        schema and last message. Each grader of a cell gets folders of its own."""
+        self.earlier_grader_dirs += [f for f in (self.grader_dir, self.grader_io) if f is not None]
+        self.grader_io = None
         self.grader_dir = Path(tempfile.mkdtemp(prefix="skill-eval-grader-", dir=self.base))
         if with_io:
             self.grader_io = Path(tempfile.mkdtemp(prefix="skill-eval-", dir=self.base))
@@ -1286,7 +1786,7 @@ class Sandbox:
         self._note_removed()
 
     def remove_grader_dirs(self) -> None:
-        for folder in (self.grader_dir, self.grader_io):
+        for folder in (self.grader_dir, self.grader_io, *self.earlier_grader_dirs):
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)
         self._note_removed()
@@ -1296,7 +1796,7 @@ class Sandbox:
         self.remove_grader_dirs()
 
     def _note_removed(self) -> None:
-        folders = [self.cell_dir, self.grader_dir, self.grader_io]
+        folders = [self.cell_dir, self.grader_dir, self.grader_io, *self.earlier_grader_dirs]
         self.record["removed"] = not any(f is not None and os.path.lexists(f) for f in folders)
 
 
@@ -1383,13 +1883,15 @@ def init_sandbox_git(repo: Path, baseline: Path, template: GitTemplate | None,
     # The executor gets its own copy to use as it likes; the runner never reads it back. The
     # cell's own objects are copied, not borrowed: an alternates entry would tell the executor
     # where the run folder, and so the checkout, is.
-    _write_git_dir(repo / ".git", [template.objects] if usable else [], commit,
+    _write_git_dir(repo / ".git", template.objects_for(with_skill) if usable else [], commit,
                    baseline / "index")
     if shared is None:
         shutil.copytree(baseline / "objects", repo / ".git" / "objects", dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("alternates"))
+    borrowed = template.objects_for(with_skill) if usable else []
     return {"ok": True, "baseline": commit, "method": method,
-            "baseline_repository": str(baseline), "shared_baseline": shared is not None}
+            "baseline_repository": str(baseline), "shared_baseline": shared is not None,
+            "borrowed_objects": [str(path) for path in borrowed]}
 
 
 def _commit_cell_baseline(repo: Path, baseline: Path, template: GitTemplate | None,
@@ -1398,7 +1900,8 @@ def _commit_cell_baseline(repo: Path, baseline: Path, template: GitTemplate | No
     (fixtures, links), or without a template every file. Returns (error, commit)."""
     if template is not None:
         commit = template.commit_for(with_skill)
-        _write_git_dir(baseline, [template.objects], commit, template.index_for(with_skill))
+        _write_git_dir(baseline, template.objects_for(with_skill), commit,
+                       template.index_for(with_skill))
     else:
         commit = ""
         _write_git_dir(baseline, [], None, None)
@@ -1457,193 +1960,224 @@ def fixture_status(root: Path, paths: list[str]) -> dict[str, Any]:
     return {"checked": True, "dirty": dirty}
 
 
-# ==== process runner =========================================================
+# ==== confinement ============================================================
+#
+# With bubblewrap each agent runs in its own mount, PID, IPC and UTS namespaces: the system
+# read-only, its sandbox (or grader folder) read-write at its own path, a private /tmp, a fresh
+# HOME, and nothing of the checkout, the iteration folder or other cells. The reasons behind
+# each flag are in README.md ("Isolation").
 
 
-class BoundedBuffer:
-    """Keeps the first and the last bytes of a stream; counts what it dropped."""
-
-    def __init__(self, head_cap: int, tail_cap: int):
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.head_cap, self.tail_cap = head_cap, tail_cap
-        self.total = 0
-
-    def add(self, chunk: bytes) -> None:
-        self.total += len(chunk)
-        room = self.head_cap - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        if chunk and self.tail_cap:
-            self.tail += chunk
-            if len(self.tail) > 2 * self.tail_cap:
-                del self.tail[:-self.tail_cap]
-
-    @property
-    def truncated(self) -> bool:
-        return self.total > len(self.head) + min(len(self.tail), self.tail_cap)
-
-    def text(self) -> str:
-        head = _cut_utf8_end(bytes(self.head))
-        if not self.tail:
-            return head.decode("utf-8", "replace")
-        tail = _cut_utf8_start(bytes(self.tail[-self.tail_cap:]))
-        gap = "\n[... output cut by skill-eval ...]\n" if self.truncated else ""
-        return head.decode("utf-8", "replace") + gap + tail.decode("utf-8", "replace")
+def choose_confinement(requested: str) -> Confinement:
+    """--isolation: bwrap when asked, or when `auto` finds it working here; else none, and why."""
+    if requested == "none":
+        return Confinement("none", "--isolation none")
+    found = shutil.which("bwrap")
+    if not sys.platform.startswith("linux"):
+        problem: str | None = f"bubblewrap confines agents on Linux only, not {sys.platform}"
+    else:
+        problem = "bwrap not found" if found is None else probe_bwrap(found)
+    if problem is None and found is not None:
+        return Confinement("bwrap", bwrap=found, version=bwrap_version(found))
+    if requested == "bwrap":
+        raise EnvironmentProblem(
+            f"--isolation bwrap: {problem}",
+            "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and allow "
+            "unprivileged user namespaces, or run with --isolation auto or none")
+    return Confinement("none", problem or "bwrap unusable")
 
 
-def _cut_utf8_end(data: bytes) -> bytes:
-    """Drop an incomplete multi-byte character at the end."""
-    for back in range(1, min(4, len(data)) + 1):
-        byte = data[-back]
-        if byte & 0xC0 != 0x80:  # a lead byte or ASCII
-            needed = 1 if byte < 0x80 else 2 if byte >> 5 == 6 else 3 if byte >> 4 == 14 else 4
-            return data if needed <= back else data[:-back]
-    return data
-
-
-def _cut_utf8_start(data: bytes) -> bytes:
-    start = 0
-    while start < min(4, len(data)) and data[start] & 0xC0 == 0x80:
-        start += 1
-    return data[start:]
-
-
-def cut_text(text: str, limit: int) -> tuple[str, bool]:
-    if len(text) <= limit:
-        return text, False
-    return text[:limit], True
-
-
-class ProcessGroups:
-    """Every provider process group alive now, so an interrupt can end them all."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.active: dict[int, subprocess.Popen] = {}
-        self.cancelled = threading.Event()
-        self.reason: str | None = None  # "interrupted" or "deadline"
-        self.launches = 0
-
-    def add(self, proc: subprocess.Popen) -> None:
-        with self.lock:
-            self.active[proc.pid] = proc
-            self.launches += 1
-        if self.cancelled.is_set():
-            _signal_group(proc.pid, signal.SIGKILL)
-
-    def discard(self, proc: subprocess.Popen) -> None:
-        with self.lock:
-            self.active.pop(proc.pid, None)
-
-    def cancel(self, sig: int = signal.SIGTERM, reason: str = "interrupted") -> None:
-        """Stop everything: signal every live group now, and KILL what is left after a grace."""
-        if not self.cancelled.is_set():
-            self.reason = reason
-        self.cancelled.set()
-        self.signal_all(sig)
-        if sig != signal.SIGKILL:
-            timer = threading.Timer(KILL_GRACE_S, self.signal_all, args=(signal.SIGKILL,))
-            timer.daemon = True
-            timer.start()
-
-    def signal_all(self, sig: int) -> None:
-        with self.lock:
-            pids = list(self.active)
-        for pid in pids:
-            _signal_group(pid, sig)
-
-
-def _signal_group(pgid: int, sig: int) -> None:
+def bwrap_version(bwrap: str) -> str:
     try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+        done = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    words = done.stdout.split()
+    return words[-1] if words else "unknown"
 
 
-def end_process_group(proc: subprocess.Popen, reaper: threading.Thread,
-                      grace_s: float = KILL_GRACE_S) -> None:
-    """TERM the whole group, give it a moment, then KILL; the reaper collects the leader."""
-    _signal_group(proc.pid, signal.SIGTERM)
-    reaper.join(grace_s)
-    _signal_group(proc.pid, signal.SIGKILL)
+def probe_bwrap(bwrap: str) -> str | None:
+    """Does the very argv shape agents get run here? None if so, else bwrap's reason.
 
-
-def start_reaper(proc: subprocess.Popen) -> threading.Thread:
-    """A thread blocked in waitpid, so the caller learns of the exit the moment it happens.
-
-    Popen.wait(timeout) polls with sleeps of up to 50 ms: twice a cell, that left a
-    --concurrency slot idle for a noticeable share of every short agent call.
+    A plain `bwrap --ro-bind / / true` would pass where mounting /proc or a user namespace is
+    refused (containers, AppArmor's user namespace rule), which is exactly what agents need.
     """
-    reaper = threading.Thread(target=proc.wait, daemon=True)
-    reaper.start()
-    return reaper
-
-
-def _pump(stream: Any, buffer: BoundedBuffer) -> None:
-    try:
-        for chunk in iter(lambda: stream.read1(65536), b""):
-            buffer.add(chunk)
-    except (OSError, ValueError):
-        pass
-    finally:
-        stream.close()
-
-
-def _feed(stream: Any, data: bytes) -> None:
-    try:
-        stream.write(data)
-    except (BrokenPipeError, OSError, ValueError):
-        pass
-    finally:
+    with tempfile.TemporaryDirectory(prefix="skill-eval-probe-") as folder:
+        work, home = Path(folder, "work"), Path(folder, "home")
+        work.mkdir()
+        home.mkdir()
+        argv = bwrap_argv(["true"], bwrap=bwrap, workdir=work, home=home)
         try:
-            stream.close()
-        except OSError:
-            pass
+            done = subprocess.run(argv, env={"PATH": "/usr/bin:/bin"}, capture_output=True,
+                                  timeout=20, stdin=subprocess.DEVNULL, start_new_session=True)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"the bwrap probe failed: {exc}"
+    if done.returncode == 0:
+        return None
+    detail = done.stderr.decode("utf-8", "replace").strip()[-300:]
+    return f"the bwrap probe exited {done.returncode}: {detail or 'no message'}"
 
 
-def run_process(invocation: Invocation, env: dict[str, str], timeout_s: float,
-                groups: ProcessGroups) -> ProcessResult:
-    """Run one provider process in its own session, bounded in time and memory."""
-    started = time.monotonic()
-    feeding = invocation.stdin_text is not None
+def _covered(path: str, roots: Iterable[str]) -> bool:
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def system_mounts() -> list[tuple[str, str, str]]:
+    """("ro-bind", source, dest) or ("symlink", target, dest) for the system folders here."""
+    entries = []
+    for top in SYSTEM_DIRS:
+        if os.path.islink(top):
+            entries.append(("symlink", os.readlink(top), top))
+        elif os.path.isdir(top):
+            entries.append(("ro-bind", top, top))
+    resolv = os.path.realpath("/etc/resolv.conf")  # may live in /run (systemd-resolved)
+    bound = [dest for kind, _, dest in entries if kind == "ro-bind"]
+    if os.path.exists(resolv) and not _covered(resolv, bound):
+        entries.append(("ro-bind", os.path.dirname(resolv), os.path.dirname(resolv)))
+    return entries
+
+
+def _package_root(real: str) -> str:
+    """The npm package holding a file (node_modules/<pkg> or node_modules/@scope/<pkg>)."""
+    parts = Path(real).parts
+    if "node_modules" in parts:
+        at = len(parts) - 1 - parts[::-1].index("node_modules")
+        depth = at + 3 if len(parts) > at + 1 and parts[at + 1].startswith("@") else at + 2
+        return str(Path(*parts[:depth]))
+    return os.path.dirname(real)
+
+
+def _interpreter_root(script: str, path: str) -> str | None:
+    """The install folder of a `#!` script's interpreter (<prefix> of <prefix>/bin/node)."""
     try:
-        proc = subprocess.Popen(
-            invocation.argv, cwd=invocation.cwd, env=env, start_new_session=True,
-            stdin=subprocess.PIPE if feeding else subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    except OSError as exc:
-        return ProcessResult(invocation.argv, None, "", "", time.monotonic() - started,
-                             spawn_error=f"{type(exc).__name__}: {exc}")
-    groups.add(proc)
-    out = BoundedBuffer(STREAM_HEAD_BYTES, STREAM_TAIL_BYTES)
-    err = BoundedBuffer(STDERR_KEEP_BYTES, STDERR_KEEP_BYTES // 4)
-    threads = [threading.Thread(target=_pump, args=(proc.stdout, out), daemon=True),
-               threading.Thread(target=_pump, args=(proc.stderr, err), daemon=True)]
-    if feeding:
-        data = invocation.stdin_text.encode("utf-8")
-        threads.append(threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True))
-    for thread in threads:
-        thread.start()
-    reaper = start_reaper(proc)
-    try:
-        reaper.join(min(timeout_s, threading.TIMEOUT_MAX))
-        timed_out = reaper.is_alive()
-        if timed_out:
-            end_process_group(proc, reaper)
-    finally:
-        # Whatever the leader left behind in its group (shells, servers) ends with it.
-        _signal_group(proc.pid, signal.SIGKILL)
-        reaper.join()
-        groups.discard(proc)
-    for thread in threads:
-        thread.join(timeout=5)
-    return ProcessResult(
-        invocation.argv, proc.returncode, out.text(), err.text(), time.monotonic() - started,
-        timed_out=timed_out,
-        cancelled=groups.cancelled.is_set() and not timed_out and proc.returncode != 0,
-        stdout_bytes=out.total, stdout_truncated=out.truncated, stderr_truncated=err.truncated)
+        with open(script, "rb") as handle:
+            first = handle.readline(256)
+    except OSError:
+        return None
+    words = first[2:].decode("utf-8", "replace").split() if first.startswith(b"#!") else []
+    if not words:
+        return None
+    program = words[0]
+    if os.path.basename(program) == "env":
+        names = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
+        found = shutil.which(names[0], path=path) if names else None
+        if found is None:
+            return None
+        program = found
+    real = os.path.realpath(program)
+    return os.path.dirname(os.path.dirname(real))
+
+
+def cli_mounts(executable: str, path: str) -> list[tuple[str, str, str]]:
+    """What makes an agent CLI start inside: each link from its PATH entry to the real file,
+    the real file's package read-only, and a `#!` launcher's interpreter installation."""
+    entries: list[tuple[str, str, str]] = []
+    current = os.path.abspath(executable)
+    for _ in range(40):
+        if not os.path.islink(current):
+            break
+        target = os.readlink(current)
+        entries.append(("symlink", target, current))
+        current = os.path.normpath(os.path.join(os.path.dirname(current), target))
+    real = os.path.realpath(current)
+    entries.append(("ro-bind", _package_root(real), _package_root(real)))
+    interpreter = _interpreter_root(real, path)
+    if interpreter and interpreter != "/":
+        entries.append(("ro-bind", interpreter, interpreter))
+    return entries
+
+
+def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
+               ro_entries: Iterable[tuple[str, str, str]] = (), ro_binds: Iterable[Path] = (),
+               rw_binds: Iterable[Path] = (), hide: Iterable[Path] = ()) -> list[str]:
+    """bwrap's whole argv. Mounts apply in order and a later one shadows an earlier one.
+
+    - the new root read-only; no capabilities; as root, a non-zero uid inside, because codex's
+      own bubblewrap refuses to nest under uid 0;
+    - no --new-session: it would move the agent out of bwrap's process group, out of the
+      runner's reach; the runner's own new session already keeps any terminal away;
+    - --die-with-parent and a PID namespace: the agent's whole tree dies with it.
+    """
+    argv = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try", "--die-with-parent", "--cap-drop", "ALL"]
+    if os.geteuid() == 0:
+        argv += ["--uid", str(CONFINED_UID), "--gid", str(CONFINED_UID)]
+    system = system_mounts()
+    for kind, source, dest in system:
+        argv += ["--ro-bind" if kind == "ro-bind" else "--symlink", source, dest]
+    if any(dest == "/etc" for kind, _, dest in system if kind == "ro-bind"):
+        argv += [arg for secret in SECRET_ETC_FILES if os.path.isfile(secret)
+                 for arg in ("--ro-bind", "/dev/null", secret)]
+        argv += [arg for secret in SECRET_ETC_DIRS if os.path.isdir(secret)
+                 for arg in ("--tmpfs", secret, "--remount-ro", secret)]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    bound = [dest for kind, _, dest in system if kind == "ro-bind"]
+    ordered = sorted(ro_entries, key=lambda e: (e[0] != "ro-bind", len(Path(e[2]).parts)))
+    for kind, source, dest in ordered:
+        if kind == "ro-bind" and not _covered(dest, bound):
+            argv += ["--ro-bind", source, dest]
+            bound.append(dest)
+        elif kind == "symlink" and not _covered(dest, bound):
+            argv += ["--symlink", source, dest]
+    for folder in ro_binds:
+        argv += ["--ro-bind", str(folder), str(folder)]
+    for secret in sorted({os.path.realpath(p) for p in hide}, key=lambda p: len(Path(p).parts)):
+        if _covered(secret, bound) and not _covered(os.path.realpath(workdir), [secret]):
+            argv += ["--tmpfs", secret, "--remount-ro", secret]
+    argv += ["--bind", str(home), HOME_INSIDE]
+    for folder in sorted({str(workdir), *map(str, rw_binds)}, key=lambda p: len(Path(p).parts)):
+        argv += ["--bind", folder, folder]
+    return argv + ["--remount-ro", "/", "--chdir", str(workdir), "--", *command]
+
+
+def options_through_fd(argv: list[str]) -> tuple[list[str], int]:
+    """bwrap's options moved into an unlinked file read through `--args FD`.
+
+    bwrap is PID 1 inside and the agent can read /proc/1/cmdline: on the command line its
+    options would name every mount, the hidden ones included. Close the fd after the launch.
+    """
+    cut = argv.index("--")
+    with tempfile.TemporaryFile() as handle:
+        handle.write(b"".join(arg.encode() + b"\0" for arg in argv[1:cut]))
+        handle.flush()
+        fd = os.dup(handle.fileno())
+    os.lseek(fd, 0, os.SEEK_SET)
+    return [argv[0], "--args", str(fd), *argv[cut:]], fd
+
+
+def fill_home(home: Path, files: list[tuple[Path, str]], home_vars: dict[str, str | None]
+              ) -> list[str]:
+    """Copy what the agent needs to log in into its fresh HOME, and make the folders its
+    variables point to there (codex refuses a CODEX_HOME that does not exist).
+    Returns the files carried in."""
+    for value in home_vars.values():
+        if value and value.startswith(HOME_INSIDE + "/"):
+            (home / value[len(HOME_INSIDE) + 1:]).mkdir(parents=True, exist_ok=True, mode=0o700)
+    carried = []
+    for source, rel in files:
+        if not source.is_file():
+            continue
+        target = home / rel
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        shutil.copyfile(source, target)
+        os.chmod(target, 0o600)
+        carried.append(rel)
+    return carried
+
+
+def confined_env(env: dict[str, str], workdir: Path, home_vars: dict[str, str | None]
+                 ) -> dict[str, str]:
+    """The agent's environment inside: HOME and the provider's folders point into its fresh
+    HOME; what pointed into the user's home or temp folders is gone."""
+    inside = {k: v for k, v in env.items() if k not in HOME_POINTER_VARS}
+    inside.update(HOME=HOME_INSIDE, PWD=str(workdir), TMPDIR="/tmp")
+    for name, value in home_vars.items():
+        if value is None:
+            inside.pop(name, None)
+        else:
+            inside[name] = value
+    return inside
 
 
 # ==== providers ==============================================================
@@ -1680,7 +2214,6 @@ def parse_json_lines(text: str) -> list[dict[str, Any]]:
     return events
 
 
-MAX_AGENT_JSON_DEPTH = 100
 _JSON_NESTING = re.compile(r'"(?:[^"\\]|\\.)*"|[\[{]+|[\]}]+', re.DOTALL)
 
 
@@ -1752,12 +2285,22 @@ class Provider:
     binary = ""
     install_hint = ""
     grader_uses_files = False  # a schema file in, a last-message file out
+    accepts_settings = False  # takes KEY=VALUE settings from the command line
 
-    def __init__(self, codex_config: list[str] | None = None):
-        self.codex_config = list(codex_config or [])
+    def __init__(self, settings: list[str] | None = None):
+        self.settings = list(settings or [])
 
     def executable(self) -> str | None:
         return shutil.which(self.binary)
+
+    def home_files(self, env: dict[str, str]) -> list[tuple[Path, str]]:
+        """What a confined run copies into its fresh HOME so the CLI can log in:
+        (file, path under HOME). Never a skills folder."""
+        return []
+
+    def home_vars(self, home_inside: str) -> dict[str, str | None]:
+        """Variables set inside (None: removed) so the CLI uses its fresh HOME."""
+        return {}
 
     def version_argv(self) -> list[str]:
         return [self.binary, "--version"]
@@ -1783,6 +2326,15 @@ class ClaudeProvider(Provider):
     binary = "claude"
     install_hint = "npm install -g @anthropic-ai/claude-code"
     executor_tools = "Bash,Read,Write,Edit,Glob,Grep"
+
+    def home_files(self, env: dict[str, str]) -> list[tuple[Path, str]]:
+        home = Path(env.get("HOME") or Path.home())
+        config = Path(env.get("CLAUDE_CONFIG_DIR") or home / ".claude")
+        return [(config / ".credentials.json", ".claude/.credentials.json"),
+                (home / ".claude.json", ".claude.json")]
+
+    def home_vars(self, home_inside: str) -> dict[str, str | None]:
+        return {"CLAUDE_CONFIG_DIR": None}
 
     def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
         # stream-json (which needs --verbose) ends with the same result envelope as json
@@ -1812,7 +2364,8 @@ class ClaudeProvider(Provider):
         envelope, cut = None, False
         try:
             parsed, cut = loads_agent_json(result.stdout)
-            envelope = parsed if isinstance(parsed, dict) else None
+            envelope = (parsed if isinstance(parsed, dict) and parsed.get("type") == "result"
+                        else None)
         except ValueError:
             events = parse_json_lines(result.stdout)
             envelope = next((e for e in reversed(events) if e.get("type") == "result"), None)
@@ -1902,11 +2455,21 @@ class CodexProvider(Provider):
     binary = "codex"
     install_hint = "npm install -g @openai/codex"
     grader_uses_files = True
+    accepts_settings = True  # each one becomes `-c KEY=VALUE`
+
+    def home_files(self, env: dict[str, str]) -> list[tuple[Path, str]]:
+        source = Path(env.get("CODEX_HOME") or Path(env.get("HOME") or Path.home()) / ".codex")
+        return [(source / "auth.json", ".codex/auth.json"),
+                (source / "config.toml", ".codex/config.toml")]
+
+    def home_vars(self, home_inside: str) -> dict[str, str | None]:
+        # Inside, not under /tmp: codex will not make its sandbox helper under a temp folder.
+        return {"CODEX_HOME": f"{home_inside}/.codex"}
 
     def _common(self, cwd: Path, sandbox_mode: str, model: str | None) -> list[str]:
         argv = [self.binary, "exec", "--json", "--skip-git-repo-check", "--ephemeral",
                 "--sandbox", sandbox_mode, "--cd", str(cwd)]
-        for setting in self.codex_config:
+        for setting in self.settings:
             argv += ["-c", setting]
         return argv + _model_args("--model", model)
 
@@ -1987,8 +2550,9 @@ def codex_metrics(usages: list[dict], result: ProcessResult,
     metrics["total_cost_usd"] = absent("codex reports no cost")
     metrics["num_turns"] = (captured(len(usages), "count of codex turn.completed events")
                             if usages else absent("codex completed no turn"))
-    metrics["time_seconds"] = captured(round(result.duration_s, 3),
-                                       "runner wall clock (codex reports no duration)")
+    metrics["time_seconds"] = (
+        absent(f"codex never started ({result.spawn_error})") if result.spawn_error else
+        captured(round(result.duration_s, 3), "runner wall clock (codex reports no duration)"))
     parts = [metrics["input_tokens"], metrics["output_tokens"]]
     metrics["tokens"] = (
         captured(sum(p["value"] for p in parts), "codex usage: input (incl. cached) + output")
@@ -2007,472 +2571,26 @@ PROVIDERS: dict[str, type[Provider]] = {
 }
 
 
-# ==== execution engine =======================================================
+def require_provider(options: RunOptions) -> Provider:
+    provider = PROVIDERS[options.agent](options.agent_settings)
+    if provider.executable() is None:
+        raise EnvironmentProblem(f"the {provider.name} CLI ({provider.binary!r}) is not on PATH",
+                                 f"install it ({provider.install_hint}) or fix PATH")
+    return provider
 
 
-def build_executor_prompt(suite: Suite, case: Case, config: str, sandbox: Path) -> str:
-    """The task and the configuration contract; never assertions, names or expected output."""
-    lines = ["# Task", "", case.prompt.strip(), "", "# Working environment", "",
-             f"You are working in a copy of the repository at {sandbox}. Stay inside it.", ""]
-    if case.files:
-        lines += ["Files provided for this task (relative to that folder):", ""]
-        lines += [f"- {rel}" for rel in case.files] + [""]
-    if config == "with_skill":
-        skill_md = sandbox / "skills" / suite.skill_name / "SKILL.md"
-        lines += ["# Skill", "",
-                  f"Skill path: {skill_md}",
-                  "Read the skill from that file directly and follow it for this task. Do not use "
-                  "a host skill tool, an installed snapshot, a link or a cached copy instead.", ""]
-    else:
-        lines += ["# Skill", "", "Use no agent skill for this task: do not look for, load or "
-                  "invoke any skill.", ""]
-    lines += ["# Deliverable", "",
-              f"Artifact path: {sandbox / ARTIFACT_RELPATH}",
-              "If the task asks for a written document, write it to that path. Either way, end "
-              "with your answer in your reply.", ""]
-    return "\n".join(lines)
-
-
-@dataclasses.dataclass
-class RunContext:
-    suite: Suite
-    options: RunOptions
-    provider: Provider
-    iteration_dir: Path
-    snapshot: RepoSnapshot
-    sandbox_base: Path
-    groups: ProcessGroups
-    deadline_at: float | None = None
-    progress: Callable[[dict[str, Any]], None] | None = None
-    judge: dict[str, Any] = dataclasses.field(default_factory=dict)
-    resuming: bool = False
-    base_env: dict[str, str] = dataclasses.field(default_factory=dict)
-
-    def should_stop(self) -> str | None:
-        if self.deadline_at is not None and time.monotonic() >= self.deadline_at:
-            return "the --deadline passed before this cell started"
-        if self.groups.cancelled.is_set():
-            return f"the run was stopped ({self.groups.reason}) before this cell started"
-        return None
-
-
-def plan_cells(suite: Suite, options: RunOptions, iteration_dir: Path) -> list[Cell]:
-    selected = set(options.eval_ids) if options.eval_ids else None
-    cells = []
-    for case in suite.cases:
-        if selected is not None and case.key not in selected:
-            continue
-        for config in options.configs:
-            for run_number in range(1, options.runs + 1):
-                run_dir = iteration_dir / f"eval-{case.key}" / config / f"run-{run_number}"
-                cells.append(Cell(case, config, run_number, run_dir))
-    return cells
-
-
-def allocate_iteration_dir(workspace: Path) -> Path:
-    """Claim iteration-N with mkdir, which is atomic: two runs never share a folder."""
-    try:
-        workspace.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise WriteFailed(workspace, exc) from exc
-    taken = [int(m.group(1)) for p in workspace.iterdir()
-             if (m := re.fullmatch(r"iteration-(\d+)", p.name))]
-    number = max(taken, default=0) + 1
-    while True:
-        candidate = workspace / f"iteration-{number}"
-        try:
-            candidate.mkdir()
-            return candidate
-        except FileExistsError:
-            number += 1
-        except OSError as exc:
-            raise WriteFailed(candidate, exc) from exc
-
-
-def load_finished_cells(ctx: RunContext, cells: list[Cell]) -> dict[str, dict[str, Any]]:
-    """Records of cells a previous attempt finished `ok`, read back from their files."""
-    finished = {}
-    for cell in cells:
-        try:
-            run = json.loads((cell.run_dir / "run.json").read_text(encoding="utf-8"))
-            grading = json.loads((cell.run_dir / "grading.json").read_text(encoding="utf-8"))
-            metrics = json.loads((cell.run_dir / "metrics.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if run.get("status") != STATUS_OK or not run.get("scored"):
-            continue
-        run.update(grading=grading, metrics=metrics.get("metrics"),
-                   _order=new_record(ctx, cell)["_order"])
-        finished[cell.label] = run
-    return finished
-
-
-def scrub_checkout_paths(env: dict[str, str], root: Path) -> tuple[dict[str, str], dict]:
-    """Keep the source checkout's location out of the agents' environment.
-
-    An agent that learns where the checkout is can write into it; a sandbox copy is only a
-    boundary while its origin stays unknown. Path lists lose the entries inside the checkout,
-    other variables that mention it are dropped; both are recorded by name.
-    """
-    needles = {str(root), os.path.realpath(root)}
-    scrubbed, dropped, filtered = dict(env), [], []
-    for name, value in env.items():
-        if not any(n in value for n in needles):
-            continue
-        kept = [part for part in value.split(os.pathsep) if not any(n in part for n in needles)]
-        if os.pathsep in value and kept:
-            scrubbed[name] = os.pathsep.join(kept)
-            filtered.append(name)
-        else:
-            del scrubbed[name]
-            dropped.append(name)
-    return scrubbed, {"dropped": sorted(dropped), "filtered_path_lists": sorted(filtered)}
-
-
-def provider_env(ctx: RunContext, cwd: Path) -> dict[str, str]:
-    env = dict(ctx.base_env)
-    env["PWD"] = str(cwd)
-    return env
-
-
-def execute_matrix(ctx: RunContext, cells: list[Cell],
-                   finished: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """Run every cell not already finished, in --concurrency lanes.
-
-    A lane runs one agent process at a time, a cell's executor then its grader then the next
-    cell's executor, as a worker of a plain pool would. What surrounds the agents (reading the
-    executor's changes, removing its sandbox, building the next cell's) runs on a helper thread
-    while the grader works, so a lane passes from one agent straight to the next, and a lane
-    never holds more than one sandbox.
-    """
-    finished = finished or {}
-    records = [finished[cell.label] for cell in cells if cell.label in finished]
-    queue = CellQueue([cell for cell in cells if cell.label not in finished])
-    lanes = min(ctx.options.concurrency, len(queue))
-    if lanes:
-        with concurrent.futures.ThreadPoolExecutor(lanes, "skill-eval-lane") as pool, \
-                concurrent.futures.ThreadPoolExecutor(lanes, "skill-eval-sandbox") as helpers:
-            futures = [pool.submit(run_lane, ctx, queue, helpers) for _ in range(lanes)]
-            wait_waking_for_signals(futures)
-            for future in futures:
-                records += future.result()
-    return sorted(records, key=lambda r: (r["_order"]))
-
-
-def wait_waking_for_signals(futures: list[concurrent.futures.Future]) -> None:
-    """Wait for the lanes, waking now and then.
-
-    The kernel may hand a Ctrl-C to any thread, but Python runs the handler only in the main
-    thread and only once it wakes; a main thread blocked until a whole lane ends would leave
-    the interrupt unanswered for as long as the slowest agent runs.
-    """
-    pending = set(futures)
-    while pending:
-        _, pending = concurrent.futures.wait(pending, timeout=SIGNAL_WAKE_S)
-
-
-class CellQueue:
-    """The cells still to start, in plan order; lanes take them one at a time."""
-
-    def __init__(self, cells: list[Cell]):
-        self._cells = collections.deque(cells)
-
-    def __len__(self) -> int:
-        return len(self._cells)
-
-    def take(self) -> Cell | None:
-        try:
-            return self._cells.popleft()  # atomic: no two lanes get the same cell
-        except IndexError:
-            return None
-
-
-@dataclasses.dataclass
-class CellRun:
-    """One cell on its way through a lane: its record, and its sandbox while it has one."""
-
-    cell: Cell
-    record: dict[str, Any]
-    started_at: str
-    sandbox: Sandbox | None = None
-    executed: bool = False
-
-
-def run_lane(ctx: RunContext, queue: CellQueue,
-             helpers: concurrent.futures.ThreadPoolExecutor) -> list[dict[str, Any]]:
-    records = []
-    cell = queue.take()
-    run = start_cell(ctx, cell) if cell is not None else None
-    while run is not None:
-        if run.sandbox is not None:
-            run.executed = bool(guarded(run, run_executor_step, ctx, run.cell, run.sandbox,
-                                        run.record))
-        upcoming = helpers.submit(close_sandbox_and_start_next, ctx, run, queue)
-        if run.executed:
-            guarded(run, run_grader_step, ctx, run.cell, run.sandbox, run.record)
-        records.append(finish_cell(ctx, run, upcoming))
-        run = upcoming.result()
-    return records
-
-
-def guarded(run: CellRun, step: Callable[..., Any], *args: Any) -> Any:
-    """One broken cell must never stop the others: a fault of the runner's is recorded on it."""
-    try:
-        return step(*args)
-    except Exception as exc:
-        run.record.update(status="runner_error",
-                          failure={"stage": "runner", "detail": f"{type(exc).__name__}: {exc}"})
-        return None
-
-
-def new_record(ctx: RunContext, cell: Cell) -> dict[str, Any]:
-    return {"_order": (cell.case.index, ctx.options.configs.index(cell.config), cell.run_number),
-            "eval_id": cell.case.id, "eval_name": cell.case.name or f"eval-{cell.case.key}",
-            "configuration": cell.config, "run_number": cell.run_number, "status": STATUS_OK,
-            "failure": None, "executor": None, "grader": None, "sandbox": None, "changes": None,
-            "written_artifact": {"captured": False}, "metrics": None, "grading": None,
-            "permission_denials": [], "skill_read": None, "notes": []}
-
-
-def start_cell(ctx: RunContext, cell: Cell) -> CellRun:
-    run = CellRun(cell, new_record(ctx, cell), _utc_now())
-    run.record["_judge"] = {"judge": ctx.judge}
-    guarded(run, prepare_sandbox, ctx, run)
-    return run
-
-
-def prepare_sandbox(ctx: RunContext, run: CellRun) -> None:
-    cell = run.cell
-    if cell.run_dir.exists():  # a resumed cell starts clean: no stale verdicts survive
-        shutil.rmtree(cell.run_dir)
-    cell.run_dir.joinpath("outputs").mkdir(parents=True, exist_ok=True)
-    reason = ctx.should_stop()
-    if reason:
-        run.record.update(status="cancelled", failure={"stage": "scheduling", "detail": reason})
-        return
-    run.sandbox = build_sandbox(ctx.snapshot, cell.case, cell.config == "with_skill",
-                                ctx.sandbox_base, cell.run_dir / "baseline.git")
-    run.record["sandbox"] = run.sandbox.record
-
-
-def close_sandbox_and_start_next(ctx: RunContext, run: CellRun,
-                                 queue: CellQueue) -> CellRun | None:
-    """After the executor: its changes read and its sandbox gone, then the next cell built."""
-    sandbox = run.sandbox
-    if sandbox is not None:
-        def close() -> None:
-            run.record["changes"] = sandbox_changes(sandbox.repo, sandbox.baseline_git,
-                                                    sandbox.record["git"])
-            if not ctx.options.keep_sandboxes:
-                sandbox.remove_copy()
-        guarded(run, close)
-    cell = queue.take()
-    return start_cell(ctx, cell) if cell is not None else None
-
-
-def finish_cell(ctx: RunContext, run: CellRun,
-                closing: concurrent.futures.Future) -> dict[str, Any]:
-    closing.result()  # the executor's changes are on the record, its sandbox gone
-    record = run.record
-    if run.sandbox is not None:
-        if ctx.options.keep_sandboxes:
-            run.sandbox.record["kept"] = True
-        else:
-            guarded(run, run.sandbox.remove_grader_dirs)
-    record["started_at"], record["finished_at"] = run.started_at, _utc_now()
-    record["resumed"] = ctx.resuming
-    record["scored"] = record["status"] == STATUS_OK and record.get("grading") is not None
-    if not guarded(run, write_run_files, run.cell, record):
-        # A run is scored only once its files are on disk; say why on disk if we still can.
-        record["scored"] = False
-        failure = record["failure"]
-        with _suppress(OSError):
-            (run.cell.run_dir / "grading.json").unlink()
-        guarded(run, write_run_files, run.cell, record)
-        record["status"], record["failure"] = "runner_error", failure
-    if ctx.progress:
-        ctx.progress(record)
-    return record
-
-
-def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
-                      record: dict[str, Any]) -> bool:
-    prompt = build_executor_prompt(ctx.suite, cell.case, cell.config, sandbox.repo)
-    write_text(cell.run_dir / "prompt.md", prompt)
-    invocation = ctx.provider.executor_invocation(prompt, sandbox.repo, ctx.options.executor_model)
-    env = provider_env(ctx, sandbox.repo)
-    # The sandbox was built while the lane's previous agent ran: check again before starting.
-    reason = ctx.should_stop()
-    if reason:
-        record.update(status="cancelled", failure={"stage": "scheduling", "detail": reason})
-        return False
-    result = run_process(invocation, env, ctx.options.timeout_s, ctx.groups)
-    record["executor"] = process_record(invocation, result, env)
-    outputs = cell.run_dir / "outputs"
-    write_text(outputs / "executor_stream.txt", result.stdout)  # kept whatever it holds
-    reply = ctx.provider.read_executor(result)
-    reply.text, replaced = encodable_text(reply.text)
-    if replaced:
-        reply.notes.append(f"replaced {replaced} unpaired surrogate(s) in the executor's "
-                           "answer with U+FFFD")
-    record["notes"] = reply.notes
-    record["metrics"] = reply.metrics
-    record["permission_denials"] = reply.permission_denials
-    record["skill_read"] = skill_read_evidence(reply.trace, ctx.suite.skill_name, cell.config)
-    write_text(outputs / "output.txt", reply.text)
-    if not reply.ok:
-        write_text(outputs / "executor_stderr.txt", result.stderr)
-        status = ("executor_timeout" if result.timed_out else
-                  "cancelled" if result.cancelled else "executor_failed")
-        record.update(status=status, failure={"stage": "executor", "detail": reply.failure})
-        return False
-    # From the sandbox base, which the executor cannot replace: no step of the path is followed.
-    record["written_artifact"] = capture_artifact(sandbox.artifact_path, outputs / "plan.md",
-                                                  sandbox.base)
-    record["_output_text"] = reply.text
-    return True
-
-
-def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: dict[str, Any]) -> None:
-    assertions = ctx.suite.assertions_for(cell.case)
-    if not assertions:
-        record["failure"] = {"stage": "grader", "detail": "the case has no assertions; not graded"}
-        return
-    if ctx.groups.cancelled.is_set():
-        record.update(status="cancelled",
-                      failure={"stage": "grader", "detail": "interrupted before grading"})
-        return
-    artifact = record["written_artifact"]
-    prompt = build_grader_prompt(cell.case.prompt, record.pop("_output_text"),
-                                 artifact.get("text"), artifact.get("truncated", False), assertions)
-    artifact.pop("text", None)
-    write_text(cell.run_dir / "grader_prompt.md", prompt)
-    # Files the grader CLI reads or writes stay outside the checkout, whose path it must not see.
-    grader_dir, grader_io = sandbox.make_grader_dirs(ctx.provider.grader_uses_files)
-    io_dir = grader_io or grader_dir  # claude gets neither file: nothing is written there
-    last_message = io_dir / "grader_last_message.txt"
-    schema_path = io_dir / "verdict_schema.json"
-    if grader_io is not None:
-        write_json(schema_path, VERDICT_SCHEMA)
-    invocation = ctx.provider.grader_invocation(prompt, grader_dir, ctx.options.grader_model,
-                                                schema_path, last_message)
-    env = provider_env(ctx, grader_dir)
-    result = run_process(invocation, env, ctx.options.timeout_s, ctx.groups)
-    record["grader"] = process_record(invocation, result, env)
-    outputs = cell.run_dir / "outputs"
-    write_text(outputs / "grader_output.txt", result.stdout)  # kept before it is read
-    reply = ctx.provider.read_grader(result, last_message)
-    if grader_io is not None and last_message.is_file():  # as text: kept files are UTF-8
-        with open(last_message, "rb") as handle:
-            kept = handle.read(STREAM_HEAD_BYTES).decode("utf-8", "replace")
-        write_text(outputs / "grader_last_message.txt", kept)
-    if not reply.ok:
-        write_text(outputs / "grader_stderr.txt", result.stderr)
-        status = ("grader_timeout" if result.timed_out else
-                  "cancelled" if result.cancelled else "grader_failed")
-        record.update(status=status, failure={"stage": "grader", "detail": reply.failure})
-        return
-    payload = parse_verdict_payload(reply.structured, reply.text)
-    if payload is None:
-        record.update(status="grader_unparseable", failure={
-            "stage": "grader", "detail": "; ".join(
-                ["the grader's answer holds no verdict list", *reply.notes])})
-        return
-    record["grading"] = grade_assertions(assertions, payload)
-
-
-def process_record(invocation: Invocation, result: ProcessResult,
-                   env: dict[str, str]) -> dict[str, Any]:
-    env_names = sorted(env)
-    return {"argv": list(invocation.argv), "cwd": str(invocation.cwd),
-            "stdin": "prompt" if invocation.stdin_text is not None else "closed",
-            "env_names": env_names, "returncode": result.returncode,
-            "duration_s": round(result.duration_s, 3), "timed_out": result.timed_out,
-            "cancelled": result.cancelled, "spawn_error": result.spawn_error,
-            "stdout_bytes": result.stdout_bytes, "stdout_truncated": result.stdout_truncated,
-            "stderr_truncated": result.stderr_truncated}
-
-
-def capture_artifact(path: Path, copy_to: Path, root: Path | None = None) -> dict[str, Any]:
-    """Read the designated artifact: a regular file reached from `root` (default: its folder)
-    without following a link at any step and without waiting on whatever is there."""
-    root = path.parent if root is None else root
-    fd, why = _open_regular_unfollowed(root, path.relative_to(root))
-    if fd is None:
-        return {"captured": False, "reason": why}
-    with os.fdopen(fd, "rb") as handle:
-        data = handle.read(ARTIFACT_CAP_CHARS * 4 + 4)
-        size = os.fstat(handle.fileno()).st_size
-    text = data.decode("utf-8", "replace")
-    shown, truncated = cut_text(text, ARTIFACT_CAP_CHARS)
-    truncated = truncated or size > len(data)
-    write_text(copy_to, shown)
-    return {"captured": True, "path": str(path), "bytes": size, "chars_shown": len(shown),
-            "truncated": truncated, "valid_utf8": "\ufffd" not in text, "text": shown}
-
-
-_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
-_NODE_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISLNK, "a symbolic link (not followed)"),
-               (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
-
-
-def _node_kind(mode: int) -> str:
-    return next((name for test, name in _NODE_KINDS if test(mode)), "not a regular file")
-
-
-def _open_regular_unfollowed(root: Path, rel: Path) -> tuple[int | None, str]:
-    """(descriptor, "") for root/rel, or (None, why not). Each step is looked at with lstat
-    and opened relative to the folder before it with O_NOFOLLOW, so no link is followed
-    anywhere (a linked `.skill-eval/` included); anything but folders and then a regular file
-    with no other hard link is refused before it is opened, so a FIFO or device never blocks."""
-    parts = rel.parts
-    try:
-        fd = os.open(root, os.O_RDONLY | _DIRECTORY)
-    except OSError as exc:
-        return None, f"the sandbox folder is unreadable: {exc.strerror or exc}"
-    try:
-        for index, name in enumerate(parts):
-            last = index == len(parts) - 1
-            try:
-                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except FileNotFoundError:
-                return None, "no file was written at the artifact path"
-            shown = "/".join(parts[:index + 1])
-            if not (stat.S_ISREG if last else stat.S_ISDIR)(info.st_mode):
-                return None, (f"the artifact path is not a regular file: {shown} is "
-                              f"{_node_kind(info.st_mode)}; not read")
-            if last and info.st_nlink > 1:
-                return None, ("the artifact path is not a regular file of its own: it has "
-                              "other hard links; not read")
-            flags = (os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | getattr(os, "O_NOCTTY", 0)
-                     | (0 if last else _DIRECTORY))
-            inner = os.open(name, flags, dir_fd=fd)
-            os.close(fd)
-            fd = inner
-            now = os.fstat(fd)
-            if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
-                return None, f"the artifact path changed while it was read ({shown}); not read"
-        opened, fd = fd, None
-        return opened, ""
-    except OSError as exc:
-        return None, f"artifact path unreadable: {exc.strerror or exc}"
-    finally:
-        if fd is not None:
-            os.close(fd)
-
-
-def skill_read_evidence(trace: list[dict] | None, skill_name: str, config: str) -> dict[str, Any]:
-    """Did the executor's recorded tool calls touch the target skill's SKILL.md?"""
-    if trace is None:
-        return {"state": "unknown", "reason": "no tool-call trace was captured"}
-    needle = f"skills/{skill_name}/SKILL.md"
-    hits = [call for call in trace if needle in json.dumps(call.get("input"), ensure_ascii=False)]
-    return {"state": "read" if hits else "not_read", "calls": len(trace),
-            "reads": [c.get("tool") for c in hits][:10], "config": config}
+def provider_version(provider: Provider, groups: ProcessGroups) -> str:
+    invocation = Invocation(provider.version_argv(), Path.cwd())
+    result = run_process(invocation, clean_environment(), 60.0, groups)
+    if result.returncode != 0 or result.timed_out:
+        detail = (result.spawn_error or result.stderr.strip() or result.stdout.strip())[:300]
+        raise EnvironmentProblem(f"`{' '.join(invocation.argv)}` failed: {detail}",
+                                 f"check that the {provider.name} CLI works on this machine")
+    return result.stdout.strip().splitlines()[0] if result.stdout.strip() else "unknown"
 
 
 # ==== grading ================================================================
+
 
 GRADER_PREAMBLE = """\
 # Grading
@@ -2627,6 +2745,40 @@ def grade_assertions(assertions: list[str], payload: dict[str, Any]) -> dict[str
 NOTES_PER_KIND = 5  # repeated notes: the first few, then a count
 
 
+def majority_grading(votes: list[dict[str, Any]]) -> dict[str, Any]:
+    """One grading from K independent gradings of the same answer: the majority per assertion.
+
+    A tie (possible with an even K) counts as failed and is marked `tie`, so the sanity checks
+    flag it: a judge that cannot decide never turns into a pass. Every vote is kept.
+    """
+    k = len(votes)
+    expectations = []
+    for index, first in enumerate(votes[0]["expectations"]):
+        ballots = [{"vote": n, "passed": grading["expectations"][index]["passed"],
+                    "evidence": grading["expectations"][index]["evidence"]}
+                   for n, grading in enumerate(votes, 1)]
+        yes = sum(b["passed"] for b in ballots)
+        tie = 2 * yes == k
+        passed = 2 * yes > k
+        if tie:
+            evidence = f"the {k} graders tied {yes}-{k - yes}; a tie counts as failed"
+        else:
+            evidence = next(b["evidence"] for b in ballots if b["passed"] == passed)
+            if 0 < yes < k:
+                evidence = f"majority {max(yes, k - yes)} of {k}: {evidence}"
+        expectations.append({"id": first["id"], "text": first["text"], "passed": passed,
+                             "evidence": evidence, "votes_passed": yes, "votes": k,
+                             "unanimous": yes in (0, k), "tie": tie, "ballots": ballots})
+    passed_count = sum(e["passed"] for e in expectations)
+    total = len(expectations)
+    notes = [f"grader {n}: {note}" for n, grading in enumerate(votes, 1)
+             for note in grading.get("notes") or []]
+    return {"expectations": expectations,
+            "summary": {"passed": passed_count, "failed": total - passed_count, "total": total,
+                        "pass_rate": passed_count / total if total else None},
+            "notes": notes, "grader_runs": k}
+
+
 def _collect_verdicts(assertions: list[str], payload: dict[str, Any]) -> tuple[dict, list[str]]:
     by_id: dict[int, list[dict]] = {}
     notes: list[str] = []
@@ -2679,7 +2831,746 @@ def _short(value: Any) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
+# ==== execution engine =======================================================
+
+
+def build_executor_prompt(suite: Suite, case: Case, config: str, sandbox: Path) -> str:
+    """The task and the configuration contract; never assertions, names or expected output."""
+    lines = ["# Task", "", case.prompt.strip(), "", "# Working environment", "",
+             f"You are working in a copy of the repository at {sandbox}. Stay inside it.", ""]
+    if case.files:
+        lines += ["Files provided for this task (relative to that folder):", ""]
+        lines += [f"- {rel}" for rel in case.files] + [""]
+    if config == "with_skill":
+        skill_md = sandbox / "skills" / suite.skill_name / "SKILL.md"
+        lines += ["# Skill", "",
+                  f"Skill path: {skill_md}",
+                  "Read the skill from that file directly and follow it for this task. Do not use "
+                  "a host skill tool, an installed snapshot, a link or a cached copy instead.", ""]
+    else:
+        lines += ["# Skill", "", "Use no agent skill for this task: do not look for, load or "
+                  "invoke any skill.", ""]
+    lines += ["# Deliverable", "",
+              f"Artifact path: {sandbox / ARTIFACT_RELPATH}",
+              "If the task asks for a written document, write it to that path. Either way, end "
+              "with your answer in your reply.", ""]
+    return "\n".join(lines)
+
+
+class RunFiles:
+    """Writes a cell's files in its run folder, keeping each one's SHA-256 on the record."""
+
+    def __init__(self, run_dir: Path, record: RunRecord):
+        self.run_dir, self.hashes = run_dir, record.written_files
+
+    def text(self, rel: str, text: str) -> None:
+        self.hashes[rel] = write_text(self.run_dir / rel, text)
+
+    def json(self, rel: str, data: Any) -> None:
+        self.hashes[rel] = write_json(self.run_dir / rel, data)
+
+    def copy(self, rel: str, source: Path) -> None:
+        self.hashes[rel] = write_bytes(self.run_dir / rel, source.read_bytes())
+
+
+@dataclasses.dataclass
+class RunContext:
+    suite: Suite
+    options: RunOptions
+    provider: Provider
+    iteration_dir: Path
+    snapshot: RepoSnapshot
+    sandbox_base: Path
+    groups: ProcessGroups
+    deadline_at: float | None = None
+    progress: Callable[[dict[str, Any]], None] | None = None
+    judge: dict[str, Any] = dataclasses.field(default_factory=dict)
+    resuming: bool = False
+    base_env: dict[str, str] = dataclasses.field(default_factory=dict)
+    confinement: Confinement = dataclasses.field(
+        default_factory=lambda: Confinement("none", "--isolation none"))
+    agent_mounts: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
+    hidden: list[Path] = dataclasses.field(default_factory=list)  # masked if under a mount
+
+    def should_stop(self) -> str | None:
+        if self.deadline_at is not None and time.monotonic() >= self.deadline_at:
+            return "the --deadline passed before this cell started"
+        if self.groups.cancelled.is_set():
+            return f"the run was stopped ({self.groups.reason}) before this cell started"
+        return None
+
+
+def plan_cells(suite: Suite, options: RunOptions, iteration_dir: Path) -> list[Cell]:
+    selected = set(options.eval_ids) if options.eval_ids else None
+    cells = []
+    for case in suite.cases:
+        if selected is not None and case.key not in selected:
+            continue
+        for config in options.configs:
+            for run_number in range(1, options.runs + 1):
+                run_dir = iteration_dir / f"eval-{case.key}" / config / f"run-{run_number}"
+                cells.append(Cell(case, config, run_number, run_dir))
+    return cells
+
+
+def load_finished_cells(cells: list[Cell],
+                        recorded: dict[str, dict[str, str]] | None = None) -> dict[str, RunRecord]:
+    """Records of cells a previous attempt finished `ok`, read back from their files.
+
+    `recorded` holds the file hashes the previous attempt's benchmark.json lists per cell label:
+    a cell whose files no longer match them is run again rather than trusted.
+    """
+    recorded = recorded or {}
+    finished = {}
+    for cell in cells:
+        try:
+            run = json.loads((cell.run_dir / "run.json").read_text(encoding="utf-8"))
+            grading = json.loads((cell.run_dir / "grading.json").read_text(encoding="utf-8"))
+            metrics = json.loads((cell.run_dir / "metrics.json").read_text(encoding="utf-8"))
+            record = RunRecord.from_files(run, grading, metrics.get("metrics"))
+        except (OSError, ValueError, TypeError, AttributeError):
+            continue
+        if record.status == STATUS_OK and record.scored:
+            record.written_files = hash_run_folder(cell.run_dir)
+            if recorded.get(cell.label, record.written_files) != record.written_files:
+                continue
+            finished[cell.label] = record
+    return finished
+
+
+def hash_run_folder(run_dir: Path) -> dict[str, str]:
+    """A kept cell's files, hashed as a resumed run finds them: the hashes taken when they were
+    written are not carried over an interruption."""
+    return {path.relative_to(run_dir).as_posix(): sha256_file(path)
+            for path in sorted(run_dir.rglob("*")) if path.is_file() and not path.is_symlink()}
+
+
+def scrub_checkout_paths(env: dict[str, str], root: Path) -> tuple[dict[str, str], dict]:
+    """Keep the source checkout's location out of the agents' environment.
+
+    An agent that learns where the checkout is can write into it; a sandbox copy is only a
+    boundary while its origin stays unknown. Path lists lose the entries inside the checkout,
+    other variables that mention it are dropped; both are recorded by name.
+    """
+    needles = {str(root), os.path.realpath(root)}
+    scrubbed, dropped, filtered = dict(env), [], []
+    for name, value in env.items():
+        if not any(n in value for n in needles):
+            continue
+        kept = [part for part in value.split(os.pathsep) if not any(n in part for n in needles)]
+        if os.pathsep in value and kept:
+            scrubbed[name] = os.pathsep.join(kept)
+            filtered.append(name)
+        else:
+            del scrubbed[name]
+            dropped.append(name)
+    return scrubbed, {"dropped": sorted(dropped), "filtered_path_lists": sorted(filtered)}
+
+
+def provider_env(ctx: RunContext, cwd: Path) -> dict[str, str]:
+    env = dict(ctx.base_env)
+    env["PWD"] = str(cwd)
+    return env
+
+
+def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
+              ro_binds: Iterable[Path] = (), rw_binds: Iterable[Path] = ()
+              ) -> tuple[ProcessResult, dict[str, str], dict[str, Any]]:
+    """One agent process, confined when the iteration is: (result, its environment, how it
+    was isolated). Unconfined, what it left running is ended when it ends."""
+    if ctx.confinement.mode != "bwrap":
+        token = secrets.token_hex(8)
+        env = {**env, AGENT_TOKEN_ENV: token}
+        result = run_process(invocation, env, ctx.options.timeout_s, ctx.groups)
+        strays = end_strays(token=token)
+        return result, env, {**ctx.confinement.to_json(), "strays_ended": len(strays)}
+    home = Path(tempfile.mkdtemp(prefix="skill-eval-home-", dir=ctx.sandbox_base))
+    try:
+        home_vars = ctx.provider.home_vars(HOME_INSIDE)
+        carried = fill_home(home, ctx.provider.home_files(env), home_vars)
+        inside = confined_env(env, invocation.cwd, home_vars)
+        argv = bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
+                          home=home, ro_entries=ctx.agent_mounts, ro_binds=ro_binds,
+                          rw_binds=rw_binds, hide=ctx.hidden)
+        short, fd = options_through_fd(argv)
+        try:
+            result = run_process(dataclasses.replace(invocation, argv=short, pass_fds=(fd,)),
+                                 inside, ctx.options.timeout_s, ctx.groups)
+        finally:
+            os.close(fd)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    return result, inside, {**ctx.confinement.to_json(), "home_files": carried}
+
+
+def execute_matrix(ctx: RunContext, cells: list[Cell],
+                   finished: dict[str, RunRecord] | None = None) -> list[RunRecord]:
+    """Run every cell not already finished, in --concurrency lanes; records in plan order.
+
+    A lane runs one agent process at a time, a cell's executor then its grader then the next
+    cell's executor, as a worker of a plain pool would. What surrounds the agents (reading the
+    executor's changes, removing its sandbox, building the next cell's) runs on a helper thread
+    while the grader works, so a lane passes from one agent straight to the next, and a lane
+    never holds more than one sandbox.
+    """
+    finished = finished or {}
+    records = [finished[cell.label] for cell in cells if cell.label in finished]
+    queue = CellQueue([cell for cell in cells if cell.label not in finished])
+    lanes = min(ctx.options.concurrency, len(queue))
+    if lanes:
+        with concurrent.futures.ThreadPoolExecutor(lanes, "skill-eval-lane") as pool, \
+                concurrent.futures.ThreadPoolExecutor(lanes, "skill-eval-sandbox") as helpers:
+            futures = [pool.submit(run_lane, ctx, queue, helpers) for _ in range(lanes)]
+            wait_waking_for_signals(futures)
+            for future in futures:
+                records += future.result()
+    position = {cell.label: index for index, cell in enumerate(cells)}
+    return sorted(records, key=lambda record: position[record.label])
+
+
+@dataclasses.dataclass
+class ExecutorAnswer:
+    """What the executor step hands to the grader step: the answer and the written artifact."""
+
+    text: str
+    artifact: str | None = None
+    artifact_truncated: bool = False
+
+
+def wait_waking_for_signals(futures: list[concurrent.futures.Future]) -> None:
+    """Wait for the lanes, waking now and then.
+
+    The kernel may hand a Ctrl-C to any thread, but Python runs the handler only in the main
+    thread and only once it wakes; a main thread blocked until a whole lane ends would leave
+    the interrupt unanswered for as long as the slowest agent runs.
+    """
+    pending = set(futures)
+    while pending:
+        _, pending = concurrent.futures.wait(pending, timeout=SIGNAL_WAKE_S)
+
+
+class CellQueue:
+    """The cells still to start, in plan order; lanes take them one at a time."""
+
+    def __init__(self, cells: list[Cell]):
+        self._cells = collections.deque(cells)
+
+    def __len__(self) -> int:
+        return len(self._cells)
+
+    def take(self) -> Cell | None:
+        try:
+            return self._cells.popleft()  # atomic: no two lanes get the same cell
+        except IndexError:
+            return None
+
+
+@dataclasses.dataclass
+class CellRun:
+    """One cell on its way through a lane: its record, and its sandbox while it has one."""
+
+    cell: Cell
+    record: RunRecord
+    started_at: str
+    sandbox: Sandbox | None = None
+    answer: ExecutorAnswer | None = None  # set once the executor finished ok
+
+
+def run_lane(ctx: RunContext, queue: CellQueue,
+             helpers: concurrent.futures.ThreadPoolExecutor) -> list[RunRecord]:
+    records = []
+    cell = queue.take()
+    run = start_cell(ctx, cell) if cell is not None else None
+    while run is not None:
+        if run.sandbox is not None:
+            run.answer = guarded(run, run_executor_step, ctx, run.cell, run.sandbox, run.record)
+        upcoming = helpers.submit(close_sandbox_and_start_next, ctx, run, queue)
+        if run.answer is not None:
+            guarded(run, run_grader_step, ctx, run.cell, run.sandbox, run.record, run.answer)
+        records.append(finish_cell(ctx, run, upcoming))
+        run = upcoming.result()
+    return records
+
+
+def guarded(run: CellRun, step: Callable[..., Any], *args: Any) -> Any:
+    """One broken cell must never stop the others: a fault of the runner's is recorded on it."""
+    try:
+        return step(*args)
+    except Exception as exc:
+        run.record.fail("runner_error", "runner", f"{type(exc).__name__}: {exc}")
+        return None
+
+
+def new_record(cell: Cell) -> RunRecord:
+    return RunRecord(eval_id=cell.case.id, eval_name=cell.case.name or f"eval-{cell.case.key}",
+                     configuration=cell.config, run_number=cell.run_number)
+
+
+def start_cell(ctx: RunContext, cell: Cell) -> CellRun:
+    run = CellRun(cell, new_record(cell), utc_now())
+    guarded(run, prepare_sandbox, ctx, run)
+    return run
+
+
+def prepare_sandbox(ctx: RunContext, run: CellRun) -> None:
+    cell = run.cell
+    if cell.run_dir.exists():  # a resumed cell starts clean: no stale verdicts survive
+        shutil.rmtree(cell.run_dir)
+    cell.run_dir.joinpath("outputs").mkdir(parents=True, exist_ok=True)
+    reason = ctx.should_stop()
+    if reason:
+        run.record.fail("cancelled", "scheduling", reason)
+        return
+    run.sandbox = build_sandbox(ctx.snapshot, cell.case, cell.config == "with_skill",
+                                ctx.sandbox_base, cell.run_dir / "baseline.git")
+    run.record.sandbox = run.sandbox.record
+
+
+def close_sandbox_and_start_next(ctx: RunContext, run: CellRun,
+                                 queue: CellQueue) -> CellRun | None:
+    """After the executor: its changes read and its sandbox gone, then the next cell built."""
+    sandbox = run.sandbox
+    if sandbox is not None:
+        def close() -> None:
+            run.record.changes = sandbox_changes(sandbox.repo, sandbox.baseline_git,
+                                                 sandbox.record["git"])
+            if not ctx.options.keep_sandboxes:
+                sandbox.remove_copy()
+        guarded(run, close)
+    cell = queue.take()
+    return start_cell(ctx, cell) if cell is not None else None
+
+
+def finish_cell(ctx: RunContext, run: CellRun, closing: concurrent.futures.Future) -> RunRecord:
+    closing.result()  # the executor's changes are on the record, its sandbox gone
+    record = run.record
+    if run.sandbox is not None:
+        if ctx.options.keep_sandboxes:
+            run.sandbox.record["kept"] = True
+        else:
+            guarded(run, run.sandbox.remove_grader_dirs)
+    record.started_at, record.finished_at = run.started_at, utc_now()
+    record.resumed = ctx.resuming
+    save_run_files(ctx, run)
+    if ctx.progress:
+        ctx.progress(record)
+    return record
+
+
+def save_run_files(ctx: RunContext, run: CellRun) -> None:
+    """Write the cell's files; a run is scored only once they are all on disk."""
+    record = run.record
+    record.scored = record.status == STATUS_OK and record.grading is not None
+    if guarded(run, write_run_files, run.cell, record, ctx.judge):
+        return
+    # Say why on disk if we still can, with no grading.json left to be counted.
+    failure = record.failure
+    record.scored = False
+    with contextlib.suppress(OSError):
+        (run.cell.run_dir / "grading.json").unlink()
+    record.written_files.pop("grading.json", None)
+    guarded(run, write_run_files, run.cell, record, ctx.judge)
+    record.status, record.failure = "runner_error", failure
+
+
+def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
+                      record: RunRecord) -> ExecutorAnswer | None:
+    """Run the executor in its sandbox; its answer when it finished ok, else None."""
+    prompt = build_executor_prompt(ctx.suite, cell.case, cell.config, sandbox.repo)
+    files = RunFiles(cell.run_dir, record)
+    files.text("prompt.md", prompt)
+    invocation = ctx.provider.executor_invocation(prompt, sandbox.repo, ctx.options.executor_model)
+    env = provider_env(ctx, sandbox.repo)
+    # The sandbox was built while the lane's previous agent ran: check again before starting.
+    reason = ctx.should_stop()
+    if reason:
+        record.fail("cancelled", "scheduling", reason)
+        return None
+    borrowed = [Path(p) for p in sandbox.record["git"].get("borrowed_objects", [])]
+    result, env, isolation = run_agent(ctx, invocation, env, ro_binds=borrowed)
+    record.executor = {**process_record(invocation, result, env), "isolation": isolation}
+    files.text("outputs/executor_stream.txt", result.stdout)  # kept whatever it holds
+    reply = ctx.provider.read_executor(result)
+    reply.text, replaced = encodable_text(reply.text)
+    if replaced:
+        reply.notes.append(f"replaced {replaced} unpaired surrogate(s) in the executor's "
+                           "answer with U+FFFD")
+    record.notes = reply.notes
+    record.metrics = reply.metrics
+    record.permission_denials = reply.permission_denials
+    record.skill_read = skill_read_evidence(reply.trace, ctx.suite.skill_name, cell.config)
+    files.text("outputs/output.txt", reply.text)
+    if not reply.ok:
+        files.text("outputs/executor_stderr.txt", result.stderr)
+        record.fail(failure_status("executor", result), "executor", reply.failure)
+        return None
+    # From the sandbox base, which the executor cannot replace: no step of the path is followed.
+    artifact = capture_artifact(sandbox.artifact_path, sandbox.base)
+    if artifact["captured"]:
+        files.text("outputs/plan.md", artifact["text"])
+    answer = ExecutorAnswer(reply.text, artifact.pop("text", None),
+                            artifact.get("truncated", False))
+    record.written_artifact = artifact
+    return answer
+
+
+def failure_status(role: str, result: ProcessResult) -> str:
+    """executor_/grader_ timeout or failed, or cancelled when the run was stopped."""
+    if result.timed_out:
+        return f"{role}_timeout"
+    return "cancelled" if result.cancelled else f"{role}_failed"
+
+
+def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Any, record: RunRecord,
+                    answer: ExecutorAnswer) -> None:
+    """Grade the recorded answer in --grader-runs fresh grader processes, one after another.
+
+    The verdicts (the majority, every vote kept) go on the record. A cell is scored only when
+    every grader answered with a verdict list: a missing vote would make a majority of fewer
+    judges than asked for, so the first failure stops the cell, as with a single grader.
+    Graders of one cell run one at a time in the lane, so --concurrency bounds them too.
+    """
+    assertions = ctx.suite.assertions_for(cell.case)
+    if not assertions:
+        record.failure = {"stage": "grader", "detail": "the case has no assertions; not graded"}
+        return
+    prompt = build_grader_prompt(cell.case.prompt, answer.text, answer.artifact,
+                                 answer.artifact_truncated, assertions)
+    files = RunFiles(cell.run_dir, record)
+    files.text("grader_prompt.md", prompt)
+    k = ctx.options.grader_runs
+    votes, record.grader_calls = [], []
+    for vote in range(1, k + 1):
+        if ctx.groups.cancelled.is_set():
+            record.fail("cancelled", "grader", "interrupted before grading")
+            break
+        grading = grade_once(ctx, cell, sandbox, record, prompt, assertions, vote, files)
+        if grading is None:
+            break
+        votes.append(grading)
+    record.grader_metrics = sum_metrics([c["metrics"] for c in record.grader_calls], k)
+    if len(votes) == k:
+        record.grading = majority_grading(votes)
+
+
+def grade_once(ctx: RunContext, cell: Cell, sandbox: Any, record: RunRecord, prompt: str,
+               assertions: list[str], vote: int, files: RunFiles) -> dict[str, Any] | None:
+    """One grader process; its grading, or None with the failure on the record."""
+    suffix = "" if vote == 1 else f".vote-{vote}"
+    result, reply = call_grader(ctx, sandbox, prompt, files, suffix)
+    record.grader = result
+    call = {"vote": vote, "process": result, "metrics": reply.metrics, "status": STATUS_OK}
+    record.grader_calls.append(call)
+    if not reply.ok:
+        call["status"] = reply.failure_status
+        record.fail(reply.failure_status, "grader", _vote_label(vote, ctx) + reply.failure)
+        return None
+    payload = parse_verdict_payload(reply.structured, reply.text)
+    if payload is None:
+        call["status"] = "grader_unparseable"
+        record.fail("grader_unparseable", "grader", _vote_label(vote, ctx) + "; ".join(
+            ["the grader's answer holds no verdict list", *reply.notes]))
+        return None
+    return grade_assertions(assertions, payload)
+
+
+def _vote_label(vote: int, ctx: RunContext) -> str:
+    k = ctx.options.grader_runs
+    return f"grader {vote} of {k}: " if k > 1 else ""
+
+
+def sum_metrics(calls: list[dict[str, dict[str, Any]]], planned: int) -> dict[str, dict[str, Any]]:
+    """Each metric summed over the grader calls, captured only when every call captured it."""
+    if not calls:
+        return {}
+    totals: dict[str, dict[str, Any]] = {}
+    for name in dict.fromkeys(n for metrics in calls for n in metrics):
+        parts = [metrics.get(name) or absent(f"not reported for {name}") for metrics in calls]
+        missing = next((p for p in parts if p.get("value") is None), None)
+        if missing is not None:
+            totals[name] = absent(missing.get("absent_reason") or "not captured")
+            continue
+        source = parts[0].get("source", "")
+        if len(parts) > 1:
+            source += f" (sum over {len(parts)} grader calls)"
+        totals[name] = captured(sum(p["value"] for p in parts), source)
+    if len(calls) < planned:
+        for metric in totals.values():
+            metric.setdefault("note", f"{len(calls)} of {planned} grader calls ran")
+    return totals
+
+
+@dataclasses.dataclass
+class GraderReply:
+    """The grader's reading for the grader step: its answer, or why it failed and the status."""
+
+    ok: bool
+    text: str = ""
+    structured: Any = None
+    failure: str = ""
+    failure_status: str = ""
+    metrics: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    notes: list[str] = dataclasses.field(default_factory=list)  # why an answer was not read
+
+
+def call_grader(ctx: RunContext, sandbox: Any, prompt: str, files: RunFiles,
+                suffix: str = "") -> tuple[dict[str, Any], GraderReply]:
+    """One grader process in an empty folder outside the checkout; its output kept in outputs/.
+
+    Returns the process record and the provider's reading of the reply.
+    """
+    grader_dir, grader_io = sandbox.make_grader_dirs(ctx.provider.grader_uses_files)
+    io_dir = grader_io or grader_dir  # a provider that needs no files gets none written
+    last_message = io_dir / "grader_last_message.txt"
+    schema_path = io_dir / "verdict_schema.json"
+    if grader_io is not None:
+        write_json(schema_path, VERDICT_SCHEMA)
+    invocation = ctx.provider.grader_invocation(prompt, grader_dir, ctx.options.grader_model,
+                                                schema_path, last_message)
+    env = provider_env(ctx, grader_dir)
+    result, env, isolation = run_agent(ctx, invocation, env,
+                                       rw_binds=[grader_io] if grader_io else [])
+    files.text(f"outputs/grader_output{suffix}.txt", result.stdout)  # kept before it is read
+    reply = ctx.provider.read_grader(result, last_message)
+    if grader_io is not None and last_message.is_file():  # as text: kept files are UTF-8
+        with open(last_message, "rb") as handle:
+            kept = handle.read(STREAM_HEAD_BYTES).decode("utf-8", "replace")
+        files.text(f"outputs/grader_last_message{suffix}.txt", kept)
+    if not reply.ok:
+        files.text(f"outputs/grader_stderr{suffix}.txt", result.stderr)
+        return {**process_record(invocation, result, env), "isolation": isolation}, GraderReply(
+            False, failure=reply.failure, failure_status=failure_status("grader", result),
+            metrics=reply.metrics)
+    return {**process_record(invocation, result, env), "isolation": isolation}, GraderReply(
+        True, reply.text, reply.structured, metrics=reply.metrics, notes=reply.notes)
+
+
+def process_record(invocation: Invocation, result: ProcessResult,
+                   env: dict[str, str]) -> dict[str, Any]:
+    env_names = sorted(env)
+    return {"argv": list(invocation.argv), "cwd": str(invocation.cwd),
+            "stdin": "prompt" if invocation.stdin_text is not None else "closed",
+            "env_names": env_names, "returncode": result.returncode,
+            "duration_s": round(result.duration_s, 3), "timed_out": result.timed_out,
+            "cancelled": result.cancelled, "spawn_error": result.spawn_error,
+            "stdout_bytes": result.stdout_bytes, "stdout_truncated": result.stdout_truncated,
+            "stderr_truncated": result.stderr_truncated}
+
+
+# -- re-grading: recorded answers graded again, no executor -------------------------------
+
+# A run of these statuses has a finished executor and a recorded answer, whatever its grader
+# did; "cancelled" counts only when the stop came after the executor (stage "grader").
+REGRADABLE_STATUSES = ("ok", "grader_failed", "grader_timeout", "grader_unparseable")
+EXECUTOR_FILES = ("prompt.md", "metrics.json", "outputs/output.txt", "outputs/plan.md",
+                  "outputs/executor_stream.txt", "outputs/executor_stderr.txt")
+
+
+def executor_finished(source: RunRecord) -> bool:
+    stage = (source.failure or {}).get("stage")
+    if source.executor is None or stage not in (None, "grader"):
+        return False
+    return source.status in REGRADABLE_STATUSES or source.status == "cancelled"
+
+
+def read_run_record(run_dir: Path) -> RunRecord | None:
+    """The record a run folder holds (run.json and metrics.json), or None when unreadable."""
+    try:
+        run = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+        metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
+        return RunRecord.from_files(run, None, metrics.get("metrics"))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+
+
+@dataclasses.dataclass
+class GraderRoom:
+    """The graders' folders for a re-graded run, which has no sandbox: made fresh per call."""
+
+    base: Path
+    record: dict[str, Any] = dataclasses.field(default_factory=dict)
+    folders: list[Path] = dataclasses.field(default_factory=list)
+
+    def make_grader_dirs(self, with_io: bool) -> tuple[Path, Path | None]:
+        grader_dir = Path(tempfile.mkdtemp(prefix="skill-eval-grader-", dir=self.base))
+        io_dir = Path(tempfile.mkdtemp(prefix="skill-eval-", dir=self.base)) if with_io else None
+        self.folders += [f for f in (grader_dir, io_dir) if f is not None]
+        self.record["grader_dir"] = str(grader_dir)
+        return grader_dir, io_dir
+
+    def remove_grader_dirs(self) -> None:
+        for folder in self.folders:
+            shutil.rmtree(folder, ignore_errors=True)
+        self.record["removed"] = not any(os.path.lexists(f) for f in self.folders)
+
+
+def regrade_matrix(ctx: RunContext, cells: list[Cell], sources: dict[str, Path],
+                   finished: dict[str, RunRecord] | None = None) -> list[RunRecord]:
+    """Grade every cell's recorded answer again, --concurrency cells at a time."""
+    finished = finished or {}
+    records = [finished[cell.label] for cell in cells if cell.label in finished]
+    todo = [cell for cell in cells if cell.label not in finished]
+    if todo:
+        workers = min(ctx.options.concurrency, len(todo))
+        with concurrent.futures.ThreadPoolExecutor(workers, "skill-eval-regrade") as pool:
+            futures = [pool.submit(regrade_cell, ctx, cell, sources[cell.label])
+                       for cell in todo]
+            wait_waking_for_signals(futures)
+            records += [future.result() for future in futures]
+    position = {cell.label: index for index, cell in enumerate(cells)}
+    return sorted(records, key=lambda record: position[record.label])
+
+
+def regrade_cell(ctx: RunContext, cell: Cell, source_dir: Path) -> RunRecord:
+    """Copy the source run's executor record and answer, then grade it afresh."""
+    run = CellRun(cell, new_record(cell), utc_now())
+    room = GraderRoom(ctx.sandbox_base)
+    guarded(run, regrade_steps, ctx, run, source_dir, room)
+    record = run.record
+    if not ctx.options.keep_sandboxes:
+        guarded(run, room.remove_grader_dirs)
+    record.started_at, record.finished_at = run.started_at, utc_now()
+    record.resumed = ctx.resuming
+    save_run_files(ctx, run)
+    if ctx.progress:
+        ctx.progress(record)
+    return record
+
+
+def regrade_steps(ctx: RunContext, run: CellRun, source_dir: Path, room: GraderRoom) -> None:
+    cell, record = run.cell, run.record
+    if cell.run_dir.exists():  # a resumed cell starts clean
+        shutil.rmtree(cell.run_dir)
+    cell.run_dir.joinpath("outputs").mkdir(parents=True)
+    source = read_run_record(source_dir)
+    if source is None:
+        record.fail("runner_error", "runner", f"cannot read the source run at {source_dir}")
+        return
+    files = RunFiles(cell.run_dir, record)
+    for rel in EXECUTOR_FILES:
+        if (source_dir / rel).is_file():
+            files.copy(rel, source_dir / rel)
+    for name in ("executor", "sandbox", "changes", "written_artifact", "metrics",
+                 "permission_denials", "skill_read"):
+        setattr(record, name, getattr(source, name))
+    record.regraded_from = {"run_dir": str(source_dir), "status": source.status,
+                            "executor_started_at": source.started_at,
+                            "executor_finished_at": source.finished_at}
+    if not executor_finished(source):  # nothing to grade: the source's failure stands
+        record.status, record.failure = source.status, source.failure
+        return
+    reason = ctx.should_stop()
+    if reason:
+        record.fail("cancelled", "scheduling", reason)
+        return
+    outputs = cell.run_dir / "outputs"
+    text = (outputs / "output.txt").read_text(encoding="utf-8", errors="replace")
+    artifact = ((outputs / "plan.md").read_text(encoding="utf-8", errors="replace")
+                if record.written_artifact.get("captured") and (outputs / "plan.md").is_file()
+                else None)
+    answer = ExecutorAnswer(text, artifact, bool(record.written_artifact.get("truncated")))
+    record.sandbox = {**(record.sandbox or {}), "regrade_grader": room.record}
+    run_grader_step(ctx, cell, room, record, answer)
+
+
+def capture_artifact(path: Path, root: Path | None = None) -> dict[str, Any]:
+    """Read the designated artifact: a regular file reached from `root` (default: its folder)
+    without following a link at any step and without waiting on whatever is there."""
+    root = path.parent if root is None else root
+    fd, why = _open_regular_unfollowed(root, path.relative_to(root))
+    if fd is None:
+        return {"captured": False, "reason": why}
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(ARTIFACT_CAP_CHARS * 4 + 4)
+        size = os.fstat(handle.fileno()).st_size
+    text = data.decode("utf-8", "replace")
+    shown, truncated = cut_text(text, ARTIFACT_CAP_CHARS)
+    truncated = truncated or size > len(data)
+    return {"captured": True, "path": str(path), "bytes": size, "chars_shown": len(shown),
+            "truncated": truncated, "valid_utf8": "\ufffd" not in text, "text": shown}
+
+
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_NODE_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISLNK, "a symbolic link (not followed)"),
+               (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def _node_kind(mode: int) -> str:
+    return next((name for test, name in _NODE_KINDS if test(mode)), "not a regular file")
+
+
+def _open_regular_unfollowed(root: Path, rel: Path) -> tuple[int | None, str]:
+    """(descriptor, "") for root/rel, or (None, why not). Each step is looked at with lstat
+    and opened relative to the folder before it with O_NOFOLLOW, so no link is followed
+    anywhere (a linked `.skill-eval/` included); anything but folders and then a regular file
+    with no other hard link is refused before it is opened, so a FIFO or device never blocks."""
+    parts = rel.parts
+    try:
+        fd = os.open(root, os.O_RDONLY | _DIRECTORY)
+    except OSError as exc:
+        return None, f"the sandbox folder is unreadable: {exc.strerror or exc}"
+    try:
+        for index, name in enumerate(parts):
+            last = index == len(parts) - 1
+            try:
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                return None, "no file was written at the artifact path"
+            shown = "/".join(parts[:index + 1])
+            if not (stat.S_ISREG if last else stat.S_ISDIR)(info.st_mode):
+                return None, (f"the artifact path is not a regular file: {shown} is "
+                              f"{_node_kind(info.st_mode)}; not read")
+            if last and info.st_nlink > 1:
+                return None, ("the artifact path is not a regular file of its own: it has "
+                              "other hard links; not read")
+            flags = (os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | getattr(os, "O_NOCTTY", 0)
+                     | (0 if last else _DIRECTORY))
+            inner = os.open(name, flags, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+            now = os.fstat(fd)
+            if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
+                return None, f"the artifact path changed while it was read ({shown}); not read"
+        opened, fd = fd, None
+        return opened, ""
+    except OSError as exc:
+        return None, f"artifact path unreadable: {exc.strerror or exc}"
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def skill_read_evidence(trace: list[dict] | None, skill_name: str, config: str) -> dict[str, Any]:
+    """Did the executor's recorded tool calls touch the target skill's SKILL.md?"""
+    if trace is None:
+        return {"state": "unknown", "reason": "no tool-call trace was captured"}
+    needle = f"skills/{skill_name}/SKILL.md"
+    hits = [call for call in trace if needle in json.dumps(call.get("input"), ensure_ascii=False)]
+    return {"state": "read" if hits else "not_read", "calls": len(trace),
+            "reads": [c.get("tool") for c in hits][:10], "config": config}
+
+
+def write_run_files(cell: Cell, record: RunRecord, judge: dict[str, Any]) -> bool:
+    """grading.json, the metrics, then run.json: run.json on disk means the rest is."""
+    files = RunFiles(cell.run_dir, record)
+    if record.scored and record.grading is not None:
+        files.json("grading.json", {**record.grading, "judge": judge})
+    files.json("metrics.json", {
+        "role": "executor", "note": "executor-only; the grader's cost is not included",
+        "metrics": record.metrics or {}})
+    if record.grader_calls:
+        write_json(cell.run_dir / "grader_metrics.json", {
+            "role": "grader", "note": "every grader call of this run; apart from the executor's",
+            "metrics": record.grader_metrics or {},
+            "calls": [{"vote": c["vote"], "status": c["status"], "metrics": c["metrics"]}
+                      for c in record.grader_calls]})
+    files.json("run.json", record.run_json())
+    return True
+
+
 # ==== aggregation ============================================================
+
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20261129
@@ -2704,33 +3595,47 @@ def _finite(value: float | None) -> float | None:
     return value if value is None or math.isfinite(value) else None
 
 
-def _metric_value(record: dict[str, Any], name: str) -> float | None:
-    metric = (record.get("metrics") or {}).get(name) or {}
+def _metric_value(record: RunRecord, name: str) -> float | None:
+    metric = (record.metrics or {}).get(name) or {}
     return metric.get("value")
 
 
-def benchmark_run(record: dict[str, Any]) -> dict[str, Any]:
+def benchmark_run(record: RunRecord) -> dict[str, Any]:
     """One run in skill-creator's field names, plus status and scored."""
-    grading = record.get("grading") if record.get("scored") else None
+    grading = record.grading if record.scored else None
     summary = grading["summary"] if grading else {}
     return {
-        "eval_id": record["eval_id"], "eval_name": record["eval_name"],
-        "configuration": record["configuration"], "run_number": record["run_number"],
-        "status": record["status"], "scored": bool(record.get("scored")),
+        "eval_id": record.eval_id, "eval_name": record.eval_name,
+        "configuration": record.configuration, "run_number": record.run_number,
+        "status": record.status, "scored": bool(record.scored),
         "result": {
             "pass_rate": summary.get("pass_rate"), "passed": summary.get("passed"),
             "failed": summary.get("failed"), "total": summary.get("total"),
             "time_seconds": _metric_value(record, "time_seconds"),
             "tokens": _metric_value(record, "tokens"),
-            "errors": 0 if record["status"] == STATUS_OK else 1,
+            "errors": 0 if record.status == STATUS_OK else 1,
         },
         "expectations": grading["expectations"] if grading else [],
-        "failure": record.get("failure"),
-        "permission_denials": len(record.get("permission_denials") or []),
-        "skill_read": (record.get("skill_read") or {}).get("state"),
-        "metric_sources": {name: (record.get("metrics") or {}).get(name)
+        "failure": record.failure,
+        "permission_denials": len(record.permission_denials or []),
+        "skill_read": (record.skill_read or {}).get("state"),
+        "metric_sources": {name: (record.metrics or {}).get(name)
                            for name in ("time_seconds", "tokens")},
+        "files_sha256": dict(sorted(record.written_files.items())),
+        "grader": grader_result(record),
     }
+
+
+GRADER_METRICS = ("time_seconds", "tokens", "total_cost_usd")
+
+
+def grader_result(record: RunRecord) -> dict[str, Any]:
+    """What judging this run cost: all its grader calls together, each value with its source."""
+    metrics = record.grader_metrics or {}
+    calls = record.grader_calls or []
+    return {"calls": len(calls),
+            **{name: (metrics.get(name) or {}).get("value") for name in GRADER_METRICS},
+            "metric_sources": {name: metrics.get(name) for name in GRADER_METRICS}}
 
 
 def summarize_config(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -2854,7 +3759,7 @@ def pass_hat_k(per_eval: list[dict[str, Any]], runs: list[dict[str, Any]],
     return perfect / len(evals)
 
 
-def aggregate(records: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
+def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> dict[str, Any]:
     configs = tuple(meta["configs"])
     runs = [benchmark_run(r) for r in records]
     run_summary = {c: summarize_config([r for r in runs if r["configuration"] == c])
@@ -2880,12 +3785,162 @@ def aggregate(records: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, 
         "pass_hat_k": ({c: pass_hat_k(per_eval, runs, c) for c in configs}
                        if meta.get("runs_per_configuration", 1) > 1 else None),
         "per_eval": per_eval,
+        "judge": judge_summary(runs, configs, meta.get("grader_runs", 1)),
         "notes": [],
     }
     if baseline:
         run_summary["delta"] = _summary_delta(run_summary[candidate], run_summary[baseline])
     benchmark["sanity_checks"] = sanity_checks(benchmark, records)
     return benchmark
+
+
+# -- the judge: its cost, its agreement with itself, and its share of the variation --------
+
+# An assertion is `judge_unstable` when its graders split in at least this share of its scored
+# runs: once in three gradings is too often for a verdict to be read as the skill's doing.
+JUDGE_UNSTABLE_SPLIT_SHARE = 1 / 3
+
+
+def judge_summary(runs: list[dict[str, Any]], configs: tuple[str, ...],
+                  grader_runs: int) -> dict[str, Any]:
+    scored = [r for r in runs if r["scored"]]
+    return {"grader_runs": grader_runs,
+            "cost": judge_cost(runs, configs),
+            "agreement": judge_agreement(scored, grader_runs),
+            "variance": judge_variance(scored, configs, grader_runs)}
+
+
+def judge_cost(runs: list[dict[str, Any]], configs: tuple[str, ...]) -> dict[str, Any]:
+    """Per config, mean ± stddev over the runs that were judged; the grand total too."""
+    judged = [r for r in runs if (r.get("grader") or {}).get("calls")]
+    cost: dict[str, Any] = {}
+    for config in configs:
+        mine = [r for r in judged if r["configuration"] == config]
+        cost[config] = {"judged_runs": len(mine),
+                        "grader_calls": sum(r["grader"]["calls"] for r in mine),
+                        **{name: describe([r["grader"][name] for r in mine
+                                           if r["grader"][name] is not None])
+                           for name in GRADER_METRICS}}
+    total: dict[str, Any] = {"grader_calls": sum(r["grader"]["calls"] for r in judged)}
+    for name in GRADER_METRICS:
+        values = [r["grader"][name] for r in judged]
+        total[name] = (math.fsum(values) if values and None not in values else None)
+    cost["total"] = total
+    cost["absent_reasons"] = {name: _grader_absent_reason(judged, name)
+                              for name in GRADER_METRICS}
+    return cost
+
+
+def _grader_absent_reason(judged: list[dict[str, Any]], name: str) -> str | None:
+    if not judged:
+        return "no grader ran"
+    for run in judged:
+        source = run["grader"]["metric_sources"].get(name) or {}
+        if source.get("value") is None:
+            return source.get("absent_reason") or "not reported"
+    return None
+
+
+def fleiss_kappa(yes_counts: list[int], k: int) -> dict[str, Any]:
+    """Fleiss' kappa for two categories (pass, fail), k votes on every item.
+
+    Absent, with the reason, when it is undefined: fewer than two votes per item, no items,
+    or every vote the same verdict (chance agreement is then 1 and kappa is 0/0).
+    """
+    if k < 2:
+        return absent("one grader per output: there is no agreement to measure")
+    if not yes_counts:
+        return absent("no scored verdicts")
+    n = len(yes_counts)
+    share_yes = sum(yes_counts) / (n * k)
+    observed = math.fsum((y * y + (k - y) ** 2 - k) / (k * (k - 1)) for y in yes_counts) / n
+    chance = share_yes ** 2 + (1 - share_yes) ** 2
+    if 1 - chance <= RATE_EPSILON:
+        verdict = "pass" if share_yes >= 0.5 else "fail"
+        return absent(f"every vote was {verdict}: chance agreement is 1, so kappa is undefined")
+    return {"value": (observed - chance) / (1 - chance), "observed_agreement": observed,
+            "chance_agreement": chance, "method": "Fleiss' kappa, nominal (pass/fail)"}
+
+
+def _agreement(items: list[dict[str, Any]], k: int) -> dict[str, Any]:
+    split = [i for i in items if not i["unanimous"]]
+    return {"items": len(items),
+            "unanimous_share": (len(items) - len(split)) / len(items) if items else None,
+            "split_items": len(split), "ties": sum(i["tie"] for i in items),
+            "kappa": fleiss_kappa([i["votes_passed"] for i in items], k)}
+
+
+def judge_agreement(scored: list[dict[str, Any]], k: int) -> dict[str, Any]:
+    """Overall and per (eval, assertion): unanimous share and Fleiss' kappa of the votes."""
+    items_by_assertion: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    texts: dict[tuple[str, int], str] = {}
+    for run in scored:
+        for exp in run["expectations"]:
+            if "votes_passed" not in exp:
+                continue
+            key = (str(run["eval_id"]), exp["id"])
+            items_by_assertion.setdefault(key, []).append(exp)
+            texts[key] = exp["text"]
+    every = [item for items in items_by_assertion.values() for item in items]
+    per_assertion = []
+    for (eval_id, number), items in items_by_assertion.items():
+        entry = {"eval_id": eval_id, "assertion_id": number, "text": texts[(eval_id, number)],
+                 **_agreement(items, k)}
+        entry["split_share"] = entry["split_items"] / len(items)
+        entry["judge_unstable"] = (k > 1 and entry["split_items"] > 0 and entry["split_share"]
+                                   >= JUDGE_UNSTABLE_SPLIT_SHARE - RATE_EPSILON)
+        per_assertion.append(entry)
+    return {"grader_runs": k, "overall": _agreement(every, k), "per_assertion": per_assertion,
+            "unstable_threshold": JUDGE_UNSTABLE_SPLIT_SHARE}
+
+
+def _sample_variance(values: list[float]) -> float:
+    mean = math.fsum(values) / len(values)
+    return math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)
+
+
+def judge_variance(scored: list[dict[str, Any]], configs: tuple[str, ...],
+                   k: int) -> dict[str, Any]:
+    """How much of the spread of a pass rate comes from the judge, how much from the executor.
+
+    Per eval and config, each of the K gradings of each of the R runs gives one pass rate.
+    A one-way random-effects split (runs as groups): the judge's variance is the mean spread
+    between gradings of one run; the executor's is the spread between run means less the part
+    of it the judge explains (judge variance / K), never below 0. Needs R >= 2 and K >= 2.
+    """
+    if k < 2:
+        return absent("one grader per output (--grader-runs 1): the judge's share is unknown")
+    cells: dict[tuple[str, str], list[list[float]]] = {}
+    for run in scored:
+        exps = run["expectations"]
+        if not exps or any("ballots" not in e for e in exps):
+            continue
+        rates = [sum(e["ballots"][v]["passed"] for e in exps) / len(exps) for v in range(k)]
+        cells.setdefault((str(run["eval_id"]), run["configuration"]), []).append(rates)
+    rows = []
+    for (eval_id, config), per_run in cells.items():
+        if len(per_run) < 2:
+            continue
+        judge = math.fsum(_sample_variance(r) for r in per_run) / len(per_run)
+        between = _sample_variance([math.fsum(r) / k for r in per_run])
+        executor = max(0.0, between - judge / k)
+        rows.append({"eval_id": eval_id, "configuration": config, "runs": len(per_run),
+                     "judge_variance": judge, "executor_variance": executor,
+                     "judge_share": _share(judge, executor)})
+    if not rows:
+        return absent("needs --runs 2 or more with at least two scored runs of an eval and "
+                      "config")
+    judge = math.fsum(r["judge_variance"] for r in rows) / len(rows)
+    executor = math.fsum(r["executor_variance"] for r in rows) / len(rows)
+    return {"value": _share(judge, executor), "judge_variance": judge,
+            "executor_variance": executor, "cells": len(rows), "per_eval": rows,
+            "method": "one-way random effects on single-grading pass rates, runs as groups; "
+                      "value is the judge's share of the variance"}
+
+
+def _share(judge: float, executor: float) -> float | None:
+    total = judge + executor
+    return judge / total if total > RATE_EPSILON ** 2 else None
 
 
 def _summary_delta(cand: dict[str, Any], base: dict[str, Any]) -> dict[str, str | None]:
@@ -2900,42 +3955,43 @@ def _flag(severity: str, kind: str, message: str, **where: Any) -> dict[str, Any
     return {"severity": severity, "kind": kind, "message": message, **where}
 
 
-def sanity_checks(benchmark: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
+def sanity_checks(benchmark: dict[str, Any], records: list[RunRecord]) -> dict[str, Any]:
     meta = benchmark["metadata"]
     flags: list[dict[str, Any]] = []
     flags += _run_flags(records)
     flags += _eval_flags(benchmark)
     flags += _assertion_flags(benchmark)
+    flags += _judge_flags(benchmark)
     flags += _iteration_flags(benchmark, meta)
     status = ("REVIEW REQUIRED" if any(f["severity"] in SEVERITIES_NEEDING_REVIEW for f in flags)
               else "OK")
     return {"status": status, "flags": flags}
 
 
-def _run_flags(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _run_flags(records: list[RunRecord]) -> list[dict[str, Any]]:
     flags = []
     for r in records:
-        where = {"eval_id": r["eval_id"], "configuration": r["configuration"],
-                 "run_number": r["run_number"]}
-        if r["status"] != STATUS_OK:
-            detail = (r.get("failure") or {}).get("detail", "")
+        where = {"eval_id": r.eval_id, "configuration": r.configuration,
+                 "run_number": r.run_number}
+        if r.status != STATUS_OK:
+            detail = (r.failure or {}).get("detail", "")
             flags.append(_flag("error", "infrastructure_failure",
-                               f"{r['status']}: {detail}"[:300] + " (excluded, not scored)",
+                               f"{r.status}: {detail}"[:300] + " (excluded, not scored)",
                                **where))
-        if r.get("permission_denials"):
+        if r.permission_denials:
             flags.append(_flag("warning", "permission_denials",
-                               f"the executor was refused {len(r['permission_denials'])} tool "
+                               f"the executor was refused {len(r.permission_denials)} tool "
                                "call(s)", **where))
-        read = (r.get("skill_read") or {}).get("state")
-        if r["configuration"] == "with_skill" and read == "not_read":
+        read = (r.skill_read or {}).get("state")
+        if r.configuration == "with_skill" and read == "not_read":
             flags.append(_flag("warning", "skill_not_read",
                                "the executor's trace shows no read of the skill's SKILL.md",
                                **where))
-        elif r["configuration"] == "with_skill" and read == "unknown":
+        elif r.configuration == "with_skill" and read == "unknown":
             flags.append(_flag("info", "skill_read_unknown",
                                "no tool-call trace was captured; whether the skill was read is "
                                "unknown", **where))
-        if r["configuration"] == "without_skill" and read == "read":
+        if r.configuration == "without_skill" and read == "read":
             flags.append(_flag("error", "baseline_contamination",
                                "the without_skill executor read the target skill's SKILL.md",
                                **where))
@@ -2986,6 +4042,28 @@ def _assertion_flags(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
     return flags
 
 
+def _judge_flags(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
+    flags = []
+    for run in benchmark["runs"]:
+        for exp in run["expectations"] if run["scored"] else []:
+            if exp.get("tie"):
+                flags.append(_flag("warning", "judge_tie",
+                                   f"assertion {exp['id']}: the graders tied "
+                                   f"{exp['votes_passed']}-{exp['votes'] - exp['votes_passed']}; "
+                                   "counted as failed", eval_id=run["eval_id"],
+                                   configuration=run["configuration"],
+                                   run_number=run["run_number"], assertion_id=exp["id"]))
+    agreement = (benchmark.get("judge") or {}).get("agreement") or {}
+    for entry in agreement.get("per_assertion") or []:
+        if entry["judge_unstable"]:
+            flags.append(_flag("warning", "judge_unstable",
+                               f"assertion {entry['assertion_id']}: the graders split in "
+                               f"{entry['split_items']} of {entry['items']} scored runs: "
+                               f"{entry['text'][:80]}", eval_id=entry["eval_id"],
+                               assertion_id=entry["assertion_id"]))
+    return flags
+
+
 def _iteration_flags(benchmark: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, Any]]:
     flags = []
     if meta.get("incomplete"):
@@ -3003,9 +4081,15 @@ def _iteration_flags(benchmark: dict[str, Any], meta: dict[str, Any]) -> list[di
             flags.append(_flag("warning", "dirty_fixtures",
                                f"declared fixtures differ from git {moment} the run: "
                                f"{', '.join(state['dirty'][:10])}"))
+    flags += _checkout_flags(meta.get("checkout_check"))
     baseline_ran = "without_skill" in (meta.get("configs") or [])
+    confined = (meta.get("isolation") or {}).get("mode") == "bwrap"
     for place in meta.get("skill_installed_elsewhere") or []:
-        if baseline_ran:
+        if confined:  # each agent had a fresh home: the installed copy was out of its sight
+            flags.append(_flag("info", "installed_skill_hidden",
+                               f"the target skill is installed at {place}; confined agents "
+                               "could not see it"))
+        elif baseline_ran:
             flags.append(_flag("error", "baseline_contamination",
                                f"the target skill is installed where the agent finds skills on "
                                f"its own ({place}); without_skill runs may have used it"))
@@ -3017,101 +4101,70 @@ def _iteration_flags(benchmark: dict[str, Any], meta: dict[str, Any]) -> list[di
         flags.append(_flag("error", "nothing_scored", "no run was scored"))
     if len(meta.get("configs") or []) < 2:
         flags.append(_flag("info", "single_config", "one config only: there is no comparison"))
+    isolation = meta.get("isolation") or {}
+    if isolation.get("mode") == "none":
+        flags.append(_flag("info", "unconfined",
+                           f"agents ran without OS confinement ({isolation.get('reason')}): an "
+                           "executor could reach the checkout and other cells; the checkout "
+                           "and result checks still apply"))
     return flags
 
 
-# ==== rendering ==============================================================
+def _named_changes(changes: list[dict[str, str]], total: int) -> str:
+    names = ", ".join(f"{c['path']} ({c['change']})" for c in changes)
+    more = total - len(changes)
+    return names + (f" and {more} more" if more > 0 else "")
 
 
-def write_text(path: Path, text: str) -> None:
-    """Write atomically: readers see the old file or the new one, never half of one.
+def _checkout_flags(check: dict[str, Any] | None) -> list[dict[str, Any]]:
+    if not check:  # an iteration written before the checkout was compared
+        return []
+    if not check.get("checked"):
+        return [_flag("warning", "checkout_unchecked",
+                      f"the source checkout was not compared before and after the run: "
+                      f"{check.get('reason')}")]
+    if not check.get("changed_count"):
+        return []
+    return [_flag("error", "checkout_modified",
+                  f"the source checkout changed while agents ran ({check['changed_count']} "
+                  f"file(s)): {_named_changes(check['changed'], check['changed_count'])}")]
 
-    Always valid UTF-8 (an unpaired surrogate becomes U+FFFD); a failed write is a WriteFailed
-    that names the file, and leaves no temporary file.
+
+RESULTS_FLAG_KINDS = ("results_modified", "results_unverifiable")
+
+
+def results_flags(check: dict[str, Any]) -> list[dict[str, Any]]:
+    flags = []
+    if check["changed_count"]:
+        flags.append(_flag("error", "results_modified",
+                           f"{check['changed_count']} run file(s) differ from what the runner "
+                           f"wrote, checked at {check['checked_by']} time: "
+                           f"{_named_changes(check['changed'], check['changed_count'])}"))
+    if check["unverifiable_runs"]:
+        flags.append(_flag("info", "results_unverifiable",
+                           f"{check['unverifiable_runs']} run(s) not verifiable: written by an "
+                           "older runner that recorded no file hashes"))
+    return flags
+
+
+def apply_results_check(benchmark: dict[str, Any], check: dict[str, Any]) -> None:
+    """Put a verification of the run files into the sanity checks and their status.
+
+    A finding replaces an earlier one; a clean check never clears a finding the run recorded
+    (files changed and then put back are still files that were changed).
     """
-    data = encodable_text(text)[0].encode("utf-8")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise WriteFailed(path, exc) from exc
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with _suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise WriteFailed(path, exc) from exc
-        raise
+    sanity = benchmark["sanity_checks"]
+    earlier = [f for f in sanity["flags"] if f["kind"] in RESULTS_FLAG_KINDS]
+    found = results_flags(check)
+    if found or not earlier:
+        sanity["flags"] = [f for f in sanity["flags"] if f["kind"] not in RESULTS_FLAG_KINDS]
+        sanity["flags"] += found
+        benchmark["results_check"] = check
+    if any(f["severity"] in SEVERITIES_NEEDING_REVIEW for f in sanity["flags"]):
+        sanity["status"] = "REVIEW REQUIRED"
 
 
-class WriteFailed(EnvironmentProblem):
-    """A result file could not be written (a full disk, a read-only folder): exit 3."""
-
-    def __init__(self, path: Path, exc: OSError):
-        super().__init__(f"could not write {path}: {exc.strerror or exc}",
-                         "free space on that filesystem or choose another --workspace; an "
-                         "iteration whose iteration_manifest.json exists continues with "
-                         "--resume")
-
-
-def encodable_text(text: str) -> tuple[str, int]:
-    """(text that UTF-8 can encode, unpaired surrogates replaced by U+FFFD); pairs are joined."""
-    try:
-        text.encode("utf-8")
-        return text, 0
-    except UnicodeEncodeError:
-        pass
-    fixed = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    return fixed, max(1, fixed.count("\ufffd") - text.count("\ufffd"))
-
-
-def write_json(path: Path, data: Any) -> None:
-    try:
-        text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
-    except (RecursionError, ValueError):  # agent JSON nested too deep, or a huge int
-        text = json.dumps(_printable(data), indent=2, ensure_ascii=False, default=str)
-    write_text(path, text + "\n")
-
-
-def _printable(value: Any, depth: int = 0) -> Any:
-    """A copy of value that json.dumps can print: deep parts and huge ints as short text."""
-    if depth >= MAX_AGENT_JSON_DEPTH:
-        return f"<{type(value).__name__} nested too deep to show>"
-    if isinstance(value, dict):
-        return {str(k): _printable(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_printable(v, depth + 1) for v in value]
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 10_000:
-        return f"<an integer of {value.bit_length()} bits>"
-    return value
-
-
-class _suppress:
-    def __init__(self, *errors: type[BaseException]):
-        self.errors = errors
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: Any, value: Any, tb: Any) -> bool:
-        return kind is not None and issubclass(kind, self.errors)
-
-
-def write_run_files(cell: Cell, record: dict[str, Any]) -> bool:
-    """grading.json and metrics.json, then run.json: run.json on disk means the rest is."""
-    public = {k: v for k, v in record.items() if not k.startswith("_")}
-    run_json = {k: v for k, v in public.items() if k not in ("grading", "metrics")}
-    grading = record.get("grading")
-    if record.get("scored") and grading is not None:
-        write_json(cell.run_dir / "grading.json", {**grading, **record.get("_judge", {})})
-    write_json(cell.run_dir / "metrics.json", {
-        "role": "executor", "note": "executor-only; the grader's cost is not included",
-        "metrics": record.get("metrics") or {}})
-    write_json(cell.run_dir / "run.json", run_json)
-    return True
+# ==== rendering ==============================================================
 
 
 def fmt_rate(value: float | None) -> str:
@@ -3146,7 +4199,7 @@ def _absent_reason(benchmark: dict[str, Any], config: str, key: str) -> str:
 
 def render_markdown(benchmark: dict[str, Any]) -> str:
     sections = [_md_header, _md_verdict, _md_sanity, _md_overall, _md_comparison, _md_metrics,
-                _md_per_eval, _md_failed_assertions]
+                _md_judge, _md_per_eval, _md_failed_assertions]
     return "\n".join(section(benchmark) for section in sections).rstrip() + "\n"
 
 
@@ -3162,10 +4215,20 @@ def _md_header(b: dict[str, Any]) -> str:
              "in the suite",
              f"- Runs: {len(b['runs'])}, scored {b['scored_run_count']}, "
              f"excluded {b['error_run_count']}"]
+    if m.get("isolation"):
+        lines.append(f"- Isolation: {m['isolation'].get('summary')}")
     if m.get("incomplete"):
         lines.append(f"- **INCOMPLETE**: {m.get('cells_finished')} of {m.get('cells_planned')} "
                      "cells finished before the run stopped")
+    if m.get("regrade"):
+        lines.append(f"- {regrade_sentence(m['regrade'])}")
     return "\n".join(lines) + "\n"
+
+
+def regrade_sentence(regrade: dict[str, Any]) -> str:
+    model = regrade.get("executor_model") or "CLI default"
+    return (f"Re-graded: no executor ran; the answers were recorded by "
+            f"{regrade.get('executor_agent')} (executor {model}) in {regrade.get('source')}")
 
 
 def _md_verdict(b: dict[str, Any]) -> str:
@@ -3191,6 +4254,7 @@ def _sentence(text: str) -> str:
 def _md_sanity(b: dict[str, Any]) -> str:
     sanity = b["sanity_checks"]
     lines = ["## Sanity checks", "", f"Status: **{sanity['status']}**", ""]
+    lines += _md_integrity(b)
     shown = [f for f in sanity["flags"] if f["severity"] != "info"]
     info = [f for f in sanity["flags"] if f["severity"] == "info"]
     if not shown:
@@ -3207,6 +4271,29 @@ def _md_sanity(b: dict[str, Any]) -> str:
         lines.append("- [info] " + ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items()))
                      + " (details in benchmark.json)")
     return "\n".join(lines) + "\n"
+
+
+def _md_integrity(b: dict[str, Any]) -> list[str]:
+    """One line each on the source checkout and on the run files, when they were checked."""
+    lines = []
+    checkout = b["metadata"].get("checkout_check")
+    if checkout and checkout.get("checked"):
+        state = (f"CHANGED ({checkout['changed_count']} file(s))" if checkout["changed_count"]
+                 else "unchanged")
+        lines.append(f"- Source checkout: {state}; {checkout['files_before']} files compared "
+                     "before and after the agents ran")
+    elif checkout:
+        lines.append(f"- Source checkout: not compared ({checkout.get('reason')})")
+    results = b.get("results_check")
+    if results is None or results["unverifiable_runs"] == len(b["runs"]) and b["runs"]:
+        lines.append("- Run files: not verifiable: written by an older runner")
+    elif results["changed_count"]:
+        lines.append(f"- Run files: {results['changed_count']} of {results['files']} differ "
+                     "from the SHA-256 recorded when the runner wrote them")
+    else:
+        lines.append(f"- Run files: all {results['files']} match the SHA-256 recorded when the "
+                     "runner wrote them")
+    return lines + [""]
 
 
 def _md_overall(b: dict[str, Any]) -> str:
@@ -3246,6 +4333,75 @@ def _md_metrics(b: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+JUDGE_COST_COLUMNS = (("time_seconds", " s", 1), ("tokens", "", 0), ("total_cost_usd", " USD", 4))
+
+
+def judge_cost_cells(cost: dict[str, Any], config: str) -> list[str]:
+    """time, tokens and cost of the graders of one config, or why each is not known."""
+    cells = []
+    for key, unit, digits in JUDGE_COST_COLUMNS:
+        text = fmt_stat(cost[config][key], unit, digits)
+        reason = cost["absent_reasons"].get(key) or "no judged run captured it"
+        cells.append(text or f"not captured ({reason})")
+    return cells
+
+
+def judge_lines(b: dict[str, Any]) -> list[str]:
+    """The judge's agreement and its share of the variation, as sentences."""
+    judge = b.get("judge") or {}
+    k = judge.get("grader_runs", 1)
+    agreement = (judge.get("agreement") or {}).get("overall") or {}
+    if k < 2:
+        return ["One grader per output (--grader-runs 1): judge agreement was not measured."]
+    kappa = agreement.get("kappa") or {}
+    kappa_text = (f"{kappa['value']:+.3f}" if kappa.get("value") is not None
+                  else f"not computed ({kappa.get('absent_reason')})")
+    lines = [f"{k} graders per output, majority verdict (a tie counts as failed). Unanimous "
+             f"verdicts: {fmt_rate(agreement.get('unanimous_share'))} of "
+             f"{agreement.get('items', 0)}; split {agreement.get('split_items', 0)}, ties "
+             f"{agreement.get('ties', 0)}. Fleiss' kappa: {kappa_text}."]
+    variance = judge.get("variance") or {}
+    if variance.get("value") is not None:
+        lines.append(f"Share of the pass-rate variance from the judge: "
+                     f"{fmt_rate(variance['value'])}, from the executor "
+                     f"{fmt_rate(1 - variance['value'])} (over {variance['cells']} eval x "
+                     "config cells with several runs).")
+    else:
+        lines.append("Judge vs executor share of the variance: not computed ("
+                     f"{variance.get('absent_reason') or 'no variation in the pass rates'}).")
+    return lines
+
+
+def _md_judge(b: dict[str, Any]) -> str:
+    judge = b.get("judge")
+    if not judge:
+        return ""
+    cost = judge["cost"]
+    lines = ["## Judge (grader) cost and agreement", "",
+             "What grading cost, apart from the executor numbers above. Mean ± stddev per judged "
+             "run, all its grader calls together.", "",
+             "| config | judged runs | grader calls | time | tokens | cost |",
+             "|---|---|---|---|---|---|"]
+    for config in b["metadata"]["configs"]:
+        cells = judge_cost_cells(cost, config)
+        lines.append(f"| {config} | {cost[config]['judged_runs']} | "
+                     f"{cost[config]['grader_calls']} | "
+                     + " | ".join(_md_cell(c) for c in cells) + " |")
+    lines += ["", *judge_lines(b)]
+    unsteady = [e for e in judge["agreement"]["per_assertion"] if e["split_items"]]
+    if unsteady:
+        lines += ["", "| eval | assertion | split runs | unanimous | kappa | unstable |",
+                  "|---|---|---|---|---|---|"]
+        for e in unsteady:
+            kappa = e["kappa"].get("value")
+            lines.append(f"| {_md_cell(e['eval_id'])} | {e['assertion_id']}. "
+                         f"{_md_cell(e['text'][:80])} | {e['split_items']} of {e['items']} | "
+                         f"{fmt_rate(e['unanimous_share'])} | "
+                         f"{'n/a' if kappa is None else f'{kappa:+.3f}'} | "
+                         f"{'yes' if e['judge_unstable'] else 'no'} |")
+    return "\n".join(lines) + "\n"
+
+
 def _md_per_eval(b: dict[str, Any]) -> str:
     configs = b["metadata"]["configs"]
     lines = ["## Per eval", "", "| eval | " + " | ".join(configs) + " | delta | statuses |",
@@ -3276,14 +4432,24 @@ def comparability(this: dict[str, Any], other: dict[str, Any]) -> str:
     return "same inputs" if not changed else f"different series: {', '.join(changed)} changed"
 
 
+def _regraded_from(later: dict[str, Any], earlier: dict[str, Any]) -> bool:
+    regrade = later["metadata"].get("regrade") or {}
+    stamp = earlier["metadata"].get("timestamp")
+    return bool(regrade) and stamp is not None and regrade.get("source_timestamp") == stamp
+
+
 def render_compare_markdown(this: dict[str, Any], other: dict[str, Any], other_name: str) -> str:
     configs = this["metadata"]["configs"]
     theirs = {str(row["eval_id"]): row for row in other["per_eval"]}
     lines = [f"## Compared with {other_name}", "",
-             f"Comparability: {comparability(this, other)}", "",
-             "| eval | " + " | ".join(f"{c} (this / other)" for c in configs)
-             + " | delta (this / other) | change in delta |",
-             "|---|" + "---|" * (len(configs) + 2)]
+             f"Comparability: {comparability(this, other)}", ""]
+    if _regraded_from(this, other) or _regraded_from(other, this):
+        lines += ["Judge only: one of the two re-graded the answers recorded in the other, so "
+                  "every difference below comes from the grading (assertions, grader, or "
+                  "chance), none from the executor.", ""]
+    lines += ["| eval | " + " | ".join(f"{c} (this / other)" for c in configs)
+              + " | delta (this / other) | change in delta |",
+              "|---|" + "---|" * (len(configs) + 2)]
     for row in this["per_eval"]:
         old = theirs.get(str(row["eval_id"]))
         rates = []
@@ -3365,55 +4531,17 @@ def _h(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-class _FileBudget:
-    """Bytes of run files the page may still embed."""
-
-    def __init__(self, total: int):
-        self.left = total
-
-
-def read_run_file(path: Path, iteration_dir: Path, budget: _FileBudget) -> dict[str, Any]:
-    """At most HTML_FILE_CAP_BYTES of one run file, with a note when it is cut or left out."""
-    rel = path.relative_to(iteration_dir).as_posix()
-    real = Path(os.path.realpath(path))
-    if not _is_within(real, Path(os.path.realpath(iteration_dir))) or not real.is_file():
-        return {"text": None, "note": f"no file at {rel}"}
-    cap = min(HTML_FILE_CAP_BYTES, budget.left)
-    if cap <= 0:
-        return {"text": None, "note": f"not embedded (the page's size budget is spent); see {rel}"}
-    try:
-        with open(real, "rb") as handle:
-            data = handle.read(cap + 1)
-        size = real.stat().st_size
-    except OSError as exc:
-        return {"text": None, "note": f"{rel} is unreadable: {exc.strerror or exc}"}
-    shown = _cut_utf8_end(data[:cap]) if len(data) > cap else data
-    budget.left -= len(shown)
-    note = f"cut at {len(shown):,} of {size:,} bytes; see {rel}" if len(data) > cap else ""
-    return {"text": shown.decode("utf-8", "replace"), "note": note, "bytes": size}
-
-
-def read_html_run_files(benchmark: dict[str, Any], iteration_dir: Path) -> dict[tuple, dict]:
-    """Each run's output and artifact, keyed by (eval id, config, run number, kind)."""
-    budget = _FileBudget(HTML_FILES_BUDGET_BYTES)
-    files: dict[tuple, dict] = {}
-    for run in benchmark["runs"]:
-        run_dir = (iteration_dir / f"eval-{run['eval_id']}" / run["configuration"]
-                   / f"run-{run['run_number']}")
-        for kind, rel in HTML_RUN_FILES:
-            files[(*_run_key(run), kind)] = read_run_file(run_dir / rel, iteration_dir, budget)
-    return files
-
-
 def _run_key(run: dict[str, Any]) -> tuple[str, str, int]:
     return str(run["eval_id"]), run["configuration"], run["run_number"]
 
 
-def render_html(benchmark: dict[str, Any], iteration_dir: Path) -> str:
-    """One self-contained page: inline CSS and SVG, no script, nothing fetched."""
-    files = read_html_run_files(benchmark, Path(iteration_dir))
+def render_html(benchmark: dict[str, Any], files: dict[tuple, dict]) -> str:
+    """One self-contained page: inline CSS and SVG, no script, nothing fetched.
+
+    `files` holds each run's output and artifact as read_html_run_files gives them.
+    """
     sections = [_html_header, _html_headline, _html_sanity, _html_chart, _html_metrics,
-                _html_failed_assertions]
+                _html_judge, _html_failed_assertions]
     body = "".join(section(benchmark) for section in sections) + _html_runs(benchmark, files)
     title = _h(f"skill-eval: {benchmark['metadata'].get('skill_name')}")
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
@@ -3578,6 +4706,32 @@ def _html_metrics(b: dict[str, Any]) -> str:
             + "\n</table>\n")
 
 
+def _html_judge(b: dict[str, Any]) -> str:
+    judge = b.get("judge")
+    if not judge:
+        return ""
+    rows = []
+    for config in b["metadata"]["configs"]:
+        cost = judge["cost"][config]
+        cells = [_h(config), _h(cost["judged_runs"]), _h(cost["grader_calls"])]
+        cells += [_h(c) if not c.startswith("not captured") else
+                  f'<span class="absent">{_h(c)}</span>'
+                  for c in judge_cost_cells(judge["cost"], config)]
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    unsteady = [e for e in judge["agreement"]["per_assertion"] if e["split_items"]]
+    split_rows = [f"<tr><td>{_h(e['eval_id'])}</td><td>{_h(e['assertion_id'])}. "
+                  f"{_h(e['text'])}</td><td>{_h(e['split_items'])} of {_h(e['items'])}</td>"
+                  f"<td>{'yes' if e['judge_unstable'] else 'no'}</td></tr>" for e in unsteady]
+    splits = ("<table><tr><th>eval</th><th>assertion</th><th>split runs</th>"
+              "<th>judge_unstable</th></tr>\n" + "\n".join(split_rows) + "\n</table>\n"
+              if split_rows else "")
+    return ("<h2>Judge (grader) cost and agreement</h2>\n<p>What grading cost, apart from the "
+            "executor numbers above; mean ± stddev per judged run.</p>\n<table><tr><th>config"
+            "</th><th>judged runs</th><th>grader calls</th><th>time</th><th>tokens</th>"
+            "<th>cost</th></tr>\n" + "\n".join(rows) + "\n</table>\n"
+            + "".join(f"<p>{_h(line)}</p>\n" for line in judge_lines(b)) + splits)
+
+
 def _html_failed_assertions(b: dict[str, Any]) -> str:
     rows = [f"<tr><td>{_h(run['eval_id'])}</td><td>{_h(run['configuration'])}</td>"
             f"<td>{_h(run['run_number'])}</td><td>{_h(exp['id'])}. {_h(exp['text'])}</td>"
@@ -3616,10 +4770,17 @@ def _html_verdicts(expectations: list[dict[str, Any]]) -> str:
     if not expectations:
         return '<p class="absent">No grader verdicts.</p>'
     rows = [f'<tr><td class="{"pass" if e["passed"] else "fail"}">'
-            f'{"pass" if e["passed"] else "FAIL"}</td><td>{_h(e["id"])}. {_h(e["text"])}</td>'
+            f'{"pass" if e["passed"] else "FAIL"}{_html_votes(e)}</td>'
+            f'<td>{_h(e["id"])}. {_h(e["text"])}</td>'
             f"<td>{_h(e['evidence'])}</td></tr>" for e in expectations]
     return ("<table><tr><th>verdict</th><th>assertion</th><th>evidence</th></tr>\n"
             + "\n".join(rows) + "</table>")
+
+
+def _html_votes(expectation: dict[str, Any]) -> str:
+    votes = expectation.get("votes", 1)
+    return (f" ({_h(expectation.get('votes_passed'))} of {_h(votes)} graders)"
+            if isinstance(votes, int) and votes > 1 else "")
 
 
 def _html_file(kind: str, rel: str, found: dict[str, Any]) -> str:
@@ -3716,11 +4877,846 @@ def _junit_case(run: dict[str, Any]) -> tuple[Any, str]:
     return case, "failures" if failed else "passed"
 
 
+def render_summary(benchmark: dict[str, Any], iteration_dir: Path) -> str:
+    """The few lines `run` and `report` print: status, pass rates, verdict, where to look."""
+    c, sanity = benchmark["comparison"], benchmark["sanity_checks"]
+    meta = benchmark["metadata"]
+    review = [f for f in sanity["flags"] if f["severity"] in SEVERITIES_NEEDING_REVIEW]
+    lines = [f"skill-eval: {meta['skill_name']} with {meta['agent']} "
+             f"({'INCOMPLETE, ' if meta.get('incomplete') else ''}{len(benchmark['runs'])} runs, "
+             f"{benchmark['scored_run_count']} scored, {benchmark['error_run_count']} excluded)",
+             f"Sanity checks: {sanity['status']}"
+             + (f" ({len(review)} flag(s); see benchmark.md)" if review else "")]
+    rates = f"{c['candidate']} {fmt_rate(c['candidate_pass_rate'])}"
+    if c.get("baseline"):
+        rates += (f", {c['baseline']} {fmt_rate(c['baseline_pass_rate'])}, "
+                  f"delta {fmt_delta(c['delta'])}")
+    lines.append(f"Pass rate: {rates}")
+    if benchmark.get("paired"):
+        lines.append(_md_verdict(benchmark).strip().replace("**", ""))
+    if (benchmark.get("judge") or {}).get("grader_runs", 1) > 1:
+        lines.append("Judge: " + judge_lines(benchmark)[0])
+    lines.append(f"Benchmark: {iteration_dir / 'benchmark.md'}")
+    return "\n".join(lines)
+
+
+# ==== iteration ==============================================================
+
+
+class _FileBudget:
+    """Bytes of run files the page may still embed."""
+
+    def __init__(self, total: int):
+        self.left = total
+
+
+def read_run_file(path: Path, iteration_dir: Path, budget: _FileBudget) -> dict[str, Any]:
+    """At most HTML_FILE_CAP_BYTES of one run file, with a note when it is cut or left out."""
+    rel = path.relative_to(iteration_dir).as_posix()
+    real = Path(os.path.realpath(path))
+    if not _is_within(real, Path(os.path.realpath(iteration_dir))) or not real.is_file():
+        return {"text": None, "note": f"no file at {rel}"}
+    cap = min(HTML_FILE_CAP_BYTES, budget.left)
+    if cap <= 0:
+        return {"text": None, "note": f"not embedded (the page's size budget is spent); see {rel}"}
+    try:
+        with open(real, "rb") as handle:
+            data = handle.read(cap + 1)
+        size = real.stat().st_size
+    except OSError as exc:
+        return {"text": None, "note": f"{rel} is unreadable: {exc.strerror or exc}"}
+    shown = _cut_utf8_end(data[:cap]) if len(data) > cap else data
+    budget.left -= len(shown)
+    note = f"cut at {len(shown):,} of {size:,} bytes; see {rel}" if len(data) > cap else ""
+    return {"text": shown.decode("utf-8", "replace"), "note": note, "bytes": size}
+
+
+def read_html_run_files(benchmark: dict[str, Any], iteration_dir: Path) -> dict[tuple, dict]:
+    """Each run's output and artifact, keyed by (eval id, config, run number, kind)."""
+    budget = _FileBudget(HTML_FILES_BUDGET_BYTES)
+    files: dict[tuple, dict] = {}
+    for run in benchmark["runs"]:
+        run_dir = (iteration_dir / f"eval-{run['eval_id']}" / run["configuration"]
+                   / f"run-{run['run_number']}")
+        for kind, rel in HTML_RUN_FILES:
+            files[(*_run_key(run), kind)] = read_run_file(run_dir / rel, iteration_dir, budget)
+    return files
+
+
+def html_page(benchmark: dict[str, Any], iteration_dir: Path) -> str:
+    """The HTML report of an iteration, its runs' answers and artifacts embedded."""
+    return render_html(benchmark, read_html_run_files(benchmark, Path(iteration_dir)))
+
+
+# -- what agents could have changed: the checkout, the run files ---------------
+
+CHANGES_SHOWN = 20  # files named in a flag; the rest are counted
+
+
+def _stat_key(path: str) -> tuple:
+    """What a change to a file shows in its metadata. The ctime is in it because no user can
+    set it back: an edit that restores the mtime still moves the ctime."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return ("missing",)
+    kind = ("file" if stat.S_ISREG(st.st_mode) else "link" if stat.S_ISLNK(st.st_mode)
+            else "dir" if stat.S_ISDIR(st.st_mode) else "other")
+    if kind == "dir":  # a submodule or nested repository: its own files are not listed
+        return (kind, 0, stat.S_IMODE(st.st_mode), 0, 0)
+    return (kind, st.st_size, stat.S_IMODE(st.st_mode), st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _content_hash(path: str, kind: str) -> str | None:
+    try:
+        if kind == "link":
+            return hashlib.sha256(os.fsencode(os.readlink(path))).hexdigest()
+        return sha256_file(Path(path)) if kind == "file" else None
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+
+
+@dataclasses.dataclass
+class CheckoutSnapshot:
+    """The source checkout's files as agents could change them: metadata and content hashes."""
+
+    root: Path
+    skip: Callable[[str], bool]  # the runner's own output folders inside the checkout
+    entries: dict[str, tuple[tuple, str | None]]  # name -> (stat key, content hash)
+    listing: str
+    seconds: float
+
+    @classmethod
+    def take(cls, root: Path, iteration_dir: Path) -> CheckoutSnapshot:
+        started = time.monotonic()
+        skip = _runner_output_filter(root, iteration_dir)
+        paths, listing = _checkout_files(root, skip)
+        entries = {}
+        for name, path in paths.items():
+            key = _stat_key(path)
+            entries[name] = (key, _content_hash(path, key[0]))
+        return cls(root, skip, entries, listing, time.monotonic() - started)
+
+    def summary(self) -> dict[str, Any]:
+        return {"files": len(self.entries), "listing": self.listing,
+                "seconds": round(self.seconds, 3)}
+
+    def compare(self) -> dict[str, Any]:
+        """What changed since the snapshot; a file whose times moved but whose type, mode and
+        content did not (a `touch`) is counted as touched, not as changed."""
+        started = time.monotonic()
+        paths, _ = _checkout_files(self.root, self.skip)
+        changes, touched = [], 0
+        for name in sorted(set(paths) | set(self.entries)):
+            if name not in self.entries:
+                if _stat_key(paths[name])[0] != "missing":
+                    changes.append({"path": name, "change": "added"})
+                continue
+            (key, digest) = self.entries[name]
+            now = _stat_key(paths[name]) if name in paths else ("missing",)
+            if now == key:
+                continue
+            change = _classify_change(key, digest, now, paths.get(name, ""))
+            if change:
+                changes.append({"path": name, "change": change})
+            else:
+                touched += 1
+        return {"checked": True, "files_before": len(self.entries), "files_after": len(paths),
+                "changed_count": len(changes), "changed": changes[:CHANGES_SHOWN],
+                "touched_only": touched, "listing": self.listing,
+                "seconds_before": round(self.seconds, 3),
+                "seconds_after": round(time.monotonic() - started, 3),
+                "note": "compared by type, size, mode and content; files whose times changed "
+                        "but whose content did not are counted as touched_only, not as changes"}
+
+
+def _classify_change(key: tuple, digest: str | None, now: tuple, path: str) -> str | None:
+    if now[0] == "missing":
+        return "removed"
+    if key[0] == "missing":
+        return "added"
+    if now[0] != key[0]:
+        return "type changed"
+    if now[2] != key[2]:
+        return "mode changed"
+    if now[1] != key[1] or _content_hash(path, now[0]) != digest:
+        return "modified"
+    return None
+
+
+DEFAULT_ITERATIONS = re.compile(r"evals/[^/]+/workspace/[^/]+/iteration-\d+(/|$)")
+
+
+def _runner_output_filter(root: Path, iteration_dir: Path) -> Callable[[str], bool]:
+    """Whether a checkout path is one a skill-eval run writes: this iteration's folder, its
+    sibling iteration-N folders, and iteration-N folders in the default workspaces. Other runs
+    in the same checkout may be writing there now; their own run-file hashes cover them."""
+    real_root, real_iteration = os.path.realpath(root), os.path.realpath(iteration_dir)
+    patterns = [DEFAULT_ITERATIONS]
+    if _is_within(Path(real_iteration), Path(real_root)):
+        workspace = Path(os.path.relpath(os.path.dirname(real_iteration), real_root)).as_posix()
+        prefix = "" if workspace == "." else re.escape(workspace) + "/"
+        patterns.append(re.compile(prefix + r"iteration-\d+(/|$)"))
+    return lambda rel: any(pattern.match(rel) for pattern in patterns)
+
+
+def _checkout_files(root: Path, skip: Callable[[str], bool]) -> tuple[dict[str, str], str]:
+    """name -> path of every file to compare: tracked and untracked-not-ignored files (all
+    files outside git), plus git's config and hooks, which could run code later."""
+    listing = "folder walk"
+    rels: list[str] = []
+    if (root / ".git").exists():
+        ok, out = run_git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], root)
+        if ok:
+            rels, listing = [rel.rstrip("/") for rel in out.split("\0") if rel], "git ls-files"
+    if listing == "folder walk":
+        rels = [p.relative_to(root).as_posix() for p in _walk_files(root)]
+    files = {rel: os.path.join(root, rel) for rel in rels if not skip(rel)}
+    git_dir = root / ".git"
+    if git_dir.is_dir():  # a worktree's .git is a file: its config and hooks live elsewhere
+        files[".git/config"] = str(git_dir / "config")
+        for path in _walk_files_all(git_dir / "hooks"):
+            files[path.relative_to(root).as_posix()] = str(path)
+    return files, listing
+
+
+def _walk_files_all(folder: Path) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames.sort()
+        for name in sorted(filenames):
+            yield Path(dirpath) / name
+
+
+def check_checkout(snapshot: CheckoutSnapshot | None, failure: str = "") -> dict[str, Any]:
+    if snapshot is None:
+        return {"checked": False, "reason": failure}
+    try:
+        return snapshot.compare()
+    except OSError as exc:
+        return {"checked": False, "reason": f"the comparison failed: {exc}"}
+
+
+def verify_run_files(benchmark: dict[str, Any], iteration_dir: Path,
+                     checked_by: str) -> dict[str, Any]:
+    """Hash every run file benchmark.json lists and compare it with the hash taken at write time.
+
+    Plain string paths and os.open: on a 5,000-run iteration (some 32,000 small files) pathlib
+    and buffered file objects cost four times the CPU of the hashing itself.
+    """
+    started = time.monotonic()
+    changes, files, unverifiable = [], 0, 0
+    folder = os.fspath(iteration_dir)
+    for run in benchmark["runs"]:
+        hashes = run.get("files_sha256")
+        if not isinstance(hashes, dict):
+            unverifiable += 1
+            continue
+        run_rel = f"eval-{run['eval_id']}/{run['configuration']}/run-{run['run_number']}"
+        for rel, digest in hashes.items():
+            files += 1
+            problem = _run_file_problem(folder, f"{run_rel}/{rel}", digest)
+            if problem:
+                changes.append({"path": f"{run_rel}/{rel}", "change": problem})
+    return {"checked_by": checked_by, "files": files, "changed_count": len(changes),
+            "changed": changes[:CHANGES_SHOWN], "unverifiable_runs": unverifiable,
+            "seconds": round(time.monotonic() - started, 3)}
+
+
+def _run_file_problem(folder: str, rel: str, digest: Any) -> str | None:
+    parts = rel.split("/")
+    if ".." in parts or "" in parts or not isinstance(digest, str):
+        return "not a run file"  # benchmark.json itself was edited
+    try:
+        fd = os.open(os.path.join(folder, rel), os.O_RDONLY)
+    except FileNotFoundError:
+        return "missing"
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
+    try:
+        hasher = hashlib.sha256()
+        for chunk in iter(lambda: os.read(fd, 1 << 20), b""):
+            hasher.update(chunk)
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
+    finally:
+        os.close(fd)
+    return None if hasher.hexdigest() == digest else "modified"
+
+
+def allocate_iteration_dir(workspace: Path) -> Path:
+    """Claim iteration-N with mkdir, which is atomic: two runs never share a folder."""
+    try:
+        workspace.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WriteFailed(workspace, exc) from exc
+    taken = [int(m.group(1)) for p in workspace.iterdir()
+             if (m := re.fullmatch(r"iteration-(\d+)", p.name))]
+    number = max(taken, default=0) + 1
+    while True:
+        candidate = workspace / f"iteration-{number}"
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            number += 1
+        except OSError as exc:
+            raise WriteFailed(candidate, exc) from exc
+
+
+def skill_installed_elsewhere(skill_name: str) -> list[str]:
+    """Places where the agent CLIs discover skills by themselves."""
+    home = Path(os.environ.get("HOME") or Path.home())
+    codex_home = Path(os.environ.get("CODEX_HOME") or home / ".codex")
+    places = [home / ".claude" / "skills" / skill_name, codex_home / "skills" / skill_name,
+              codex_home / "skills" / ".system" / skill_name,
+              home / ".agents" / "skills" / skill_name]
+    return [str(p) for p in places if os.path.lexists(p)]
+
+
+def build_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: list[Cell],
+                   extra: dict[str, Any]) -> dict[str, Any]:
+    fixtures = sorted({rel for cell in cells for rel in cell.case.files})
+    skill_files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
+    return {
+        "runner": {"version": RUNNER_VERSION, "path": str(Path(__file__).resolve()),
+                   "sha256": sha256_file(Path(__file__))},
+        "suite": {"path": str(suite.path), "sha256": suite.sha256, "skill_name": suite.skill_name,
+                  "case_count": len(suite.cases)},
+        "repo_root": str(suite.root),
+        "skill_package": {"path": str(suite.skill_dir),
+                          "sha256": tree_hash(suite.root, skill_files),
+                          "files": len(skill_files)},
+        "fixtures": {rel: tree_hash(suite.root, [rel]) for rel in fixtures},
+        "cases": {cell.case.key: case_identity(cell.case) for cell in cells},
+        "argv": argv, "agent": options.agent,
+        "executor_model": options.executor_model, "grader_model": options.grader_model,
+        "options": {"configs": list(options.configs), "runs": options.runs,
+                    "timeout_s": options.timeout_s, "concurrency": options.concurrency,
+                    "deadline_s": options.deadline_s, "eval_ids": options.eval_ids,
+                    "keep_sandboxes": options.keep_sandboxes,
+                    "agent_settings": options.agent_settings,
+                    "grader_runs": options.grader_runs},
+        "options_sha256": options_fingerprint(options),
+        "cells_planned": len(cells), "created_at": utc_now(), **extra,
+    }
+
+
+def case_identity(case: Case) -> dict[str, Any]:
+    """What the executor was asked, for a later --regrade to check: prompt hash and fixtures."""
+    return {"prompt_sha256": hashlib.sha256(case.prompt.encode("utf-8")).hexdigest(),
+            "files": list(case.files)}
+
+
+def benchmark_metadata(suite: Suite, options: RunOptions, manifest: dict[str, Any],
+                       cells: list[Cell], records: list[RunRecord],
+                       incomplete: bool) -> dict[str, Any]:
+    evals_run = []
+    for cell in cells:
+        if cell.case.id not in evals_run:
+            evals_run.append(cell.case.id)
+    return {
+        "skill_name": suite.skill_name, "skill_path": str(options.skill_md or suite.skill_dir),
+        "agent": options.agent, "executor_model": options.executor_model,
+        "grader_model": options.grader_model, "analyzer_model": options.grader_model,
+        "cli_version": manifest.get("cli_version"), "timestamp": utc_now(),
+        "configs": list(options.configs), "runs_per_configuration": options.runs,
+        "grader_runs": options.grader_runs, "regrade": manifest.get("regrade"),
+        "evals_run": evals_run, "suite_case_count": len(suite.cases),
+        "selected_eval_ids": options.eval_ids,
+        "selection_partial": len(evals_run) < len(suite.cases),
+        "cells_planned": len(cells), "cells_finished": sum(
+            r.status != "cancelled" for r in records),
+        "incomplete": incomplete, "runner_version": RUNNER_VERSION,
+        "fixture_status": manifest.get("fixture_status"),
+        "checkout_check": (manifest.get("checkout_check") or {}).get("after"),
+        "skill_installed_elsewhere": manifest.get("skill_installed_elsewhere"),
+        "isolation": manifest.get("isolation"),
+        "manifest": "iteration_manifest.json",
+        "identity": iteration_identity(manifest, options),
+    }
+
+
+def iteration_identity(manifest: dict[str, Any], options: RunOptions) -> dict[str, Any]:
+    """What must match for two iterations to be one series (see report --compare)."""
+    return {
+        "suite_sha256": manifest["suite"]["sha256"],
+        "skill_sha256": manifest["skill_package"]["sha256"],
+        "runner_sha256": manifest["runner"]["sha256"],
+        "fixtures_sha256": hashlib.sha256(json.dumps(
+            manifest.get("fixtures") or {}, sort_keys=True).encode()).hexdigest(),
+        "agent": options.agent, "cli_version": manifest.get("cli_version"),
+        "executor_model": options.executor_model or "CLI default",
+        "grader_model": options.grader_model or "CLI default",
+        "grader_prompt_sha256": grader_template_sha256(),
+    }
+
+
+class Progress:
+    """A live line on a terminal, plain lines otherwise, nothing when quiet."""
+
+    def __init__(self, total: int, quiet: bool, stream: Any = None):
+        self.total, self.quiet = total, quiet
+        self.stream = stream or sys.stderr
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.done = self.ok = 0
+        self.started = time.monotonic()
+        self.last_line = 0.0
+        self.lock = threading.Lock()
+
+    def __call__(self, record: dict[str, Any]) -> None:
+        with self.lock:
+            self.done += 1
+            self.ok += record.status == STATUS_OK
+            if self.quiet:
+                return
+            elapsed = time.monotonic() - self.started
+            eta = elapsed / self.done * (self.total - self.done)
+            line = (f"[{self.done}/{self.total}] ok {self.ok}, failed {self.done - self.ok}; "
+                    f"elapsed {elapsed:.0f}s, eta {eta:.0f}s; last: {record.label} "
+                    f"{record.status}")
+            last = self.done == self.total
+            if not self.tty and not last and time.monotonic() - self.last_line < 2.0:
+                return
+            self.last_line = time.monotonic()
+            end = "\n" if not self.tty or last else ""
+            self.stream.write(("\r\x1b[K" if self.tty else "") + line + end)
+            self.stream.flush()
+
+
+class InterruptHandler:
+    """First signal: stop scheduling and TERM running groups. Any later one: KILL them."""
+
+    def __init__(self, groups: ProcessGroups):
+        self.groups = groups
+        self.count = 0
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> InterruptHandler:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.previous[sig] = signal.signal(sig, self.handle)
+        INTERRUPTIBLE.append(self.groups)
+        return self
+
+    def handle(self, signum: int, frame: Any) -> None:
+        # Never raise here: the benchmark of what finished must still be written.
+        self.count += 1
+        if self.count == 1:
+            print(f"\n{PROG}: interrupted: ending running agents and writing what finished "
+                  "(press Ctrl-C again to kill them at once)", file=sys.stderr)
+            self.groups.cancel(signal.SIGTERM)
+        else:
+            self.groups.signal_all(signal.SIGKILL)
+
+    def __exit__(self, *exc: Any) -> None:
+        with contextlib.suppress(ValueError):
+            INTERRUPTIBLE.remove(self.groups)
+        if self.count:
+            # A late Ctrl-C while we finish or the interpreter shuts down must not kill us
+            # without the exit status 130 that says what happened.
+            for sig in self.previous:
+                signal.signal(sig, signal.SIG_IGN)
+            return
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+
+def options_fingerprint(options: RunOptions) -> str:
+    """The options that change what a cell means; a resumed iteration must keep them."""
+    relevant = {"agent": options.agent, "configs": list(options.configs), "runs": options.runs,
+                "executor_model": options.executor_model, "grader_model": options.grader_model,
+                "eval_ids": options.eval_ids, "agent_settings": options.agent_settings,
+                "grader_runs": options.grader_runs}
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
+
+
+def check_resume(iteration_dir: Path, suite: Suite, options: RunOptions) -> dict[str, Any]:
+    """The earlier manifest, if suite, skill, runner and options still hash the same."""
+    path = iteration_dir / "iteration_manifest.json"
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        recorded = {"suite": manifest["suite"]["sha256"],
+                    "skill package": manifest["skill_package"]["sha256"],
+                    "runner": manifest["runner"]["sha256"], "options": manifest["options_sha256"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        raise InputError(f"--resume {iteration_dir}: no readable iteration_manifest.json",
+                         "pass an iteration-N folder written by `run`") from None
+    skill_files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
+    current = {"suite": suite.sha256, "skill package": tree_hash(suite.root, skill_files),
+               "runner": sha256_file(Path(__file__)), "options": options_fingerprint(options)}
+    changed = [name for name in recorded if recorded[name] != current[name]]
+    if changed:
+        raise InputError(f"--resume {iteration_dir}: the {', '.join(changed)} changed since that "
+                         "iteration started, so its finished cells would not be comparable",
+                         "start a new iteration (drop --resume), or restore what changed and "
+                         "pass the same --agent/--config/--runs/--model/--eval-id options")
+    return manifest
+
+
+def write_eval_metadata(suite: Suite, cells: list[Cell], iteration_dir: Path) -> None:
+    """skill-creator reads eval-<id>/eval_metadata.json beside the config folders."""
+    for case in {cell.case.key: cell.case for cell in cells}.values():
+        write_json(iteration_dir / f"eval-{case.key}" / "eval_metadata.json", {
+            "eval_id": case.id, "eval_name": case.name or f"eval-{case.key}",
+            "prompt": case.prompt, "assertions": suite.assertions_for(case)})
+
+
+def prepare_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: list[Cell],
+                     previous: dict[str, Any] | None, extra: dict[str, Any]) -> dict[str, Any]:
+    if previous is None:
+        return build_manifest(suite, options, argv, cells, extra)
+    previous.setdefault("resumes", []).append({"at": utc_now(), "argv": argv,
+                                               "cli_version": extra["cli_version"]})
+    return previous
+
+
+CRASH_FOLDER: dict[str, Path] = {}  # the iteration being written: where a traceback goes
+
+
+def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups: ProcessGroups,
+                  iteration_dir: Path, argv: list[str], cli_version: str,
+                  sandbox_base: Path, previous: dict[str, Any] | None = None,
+                  confinement: Confinement | None = None) -> int:
+    confinement = confinement or Confinement("none", "--isolation none")
+    CRASH_FOLDER["iteration"] = iteration_dir
+    children_before = child_pids()
+    subreaper = become_subreaper()
+    cells = plan_cells(suite, options, iteration_dir)
+    fixtures = sorted({rel for cell in cells for rel in cell.case.files})
+    snapshot = RepoSnapshot.take(suite.root, suite.skill_name)
+    try:
+        # Until its manifest is on disk an iteration can be neither reported nor resumed: an
+        # interrupt or a failed write before then leaves no iteration and no template.
+        checkout, checkout_failure = take_checkout_snapshot(suite.root, iteration_dir)
+        snapshot.template = (None if groups.cancelled.is_set()
+                             else build_git_template(snapshot, sandbox_base))
+        if groups.cancelled.is_set():
+            raise Interrupted
+        add_runner_baselines(snapshot.template, iteration_dir / ".baselines")
+        manifest = prepare_manifest(suite, options, argv, cells, previous, {
+            "cli_version": cli_version, "sandbox_base": str(sandbox_base),
+            "listing_source": snapshot.listing_source,
+            "git_template": {"path": str(snapshot.template.folder),
+                             "commit": snapshot.template.commit,
+                             "error": snapshot.template.error},
+            "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name),
+            "isolation": {**confinement.to_json(), "summary": confinement.describe(),
+                          "subreaper": subreaper},
+            "fixture_status": {"before": fixture_status(suite.root, fixtures)}})
+        manifest["checkout_check"] = {
+            "before": checkout.summary() if checkout else {"reason": checkout_failure}}
+        if groups.cancelled.is_set():
+            raise Interrupted
+        write_json(iteration_dir / "iteration_manifest.json", manifest)
+        write_eval_metadata(suite, cells, iteration_dir)
+    except BaseException as exc:
+        if snapshot.template is not None:
+            snapshot.template.remove_runner_baselines()
+            snapshot.template.remove()
+        return abandon_unstarted_iteration(iteration_dir, previous, exc)
+    ctx = RunContext(suite, options, provider, iteration_dir, snapshot, sandbox_base, groups,
+                     progress=None,
+                     judge={"provider": provider.name,
+                            "model": options.grader_model or "CLI default",
+                            "cli_version": cli_version,
+                            "prompt_template_sha256": grader_template_sha256(),
+                            "grader_runs": options.grader_runs},
+                     resuming=previous is not None)
+    ctx.base_env, manifest["environment_scrub"] = scrub_checkout_paths(clean_environment(),
+                                                                       suite.root)
+    confine_agents(ctx, confinement)
+    finished = (load_finished_cells(cells, recorded_run_hashes(iteration_dir))
+                if previous is not None else {})
+    ctx.progress = Progress(len(cells) - len(finished), options.quiet)
+    try:  # the interrupt handler is the caller's, installed before any work
+        records = run_matrix_until_deadline(ctx, cells, finished)
+    finally:
+        end_strays(keep=children_before)  # whatever an agent left running ends now
+        snapshot.template.remove_runner_baselines()
+        if not options.keep_sandboxes:  # kept sandboxes still borrow its objects
+            snapshot.template.remove()
+    manifest["checkout_check"]["after"] = check_checkout(checkout, checkout_failure)
+    return finish_iteration(suite, options, groups, iteration_dir, manifest, cells, records,
+                            fixtures)
+
+
+def abandon_unstarted_iteration(iteration_dir: Path, previous: dict[str, Any] | None,
+                                exc: BaseException) -> int:
+    """An iteration stopped before its manifest was written: remove a new one (a resumed one
+    keeps what it had); an interrupt exits 130, anything else goes on up."""
+    if previous is None:
+        shutil.rmtree(iteration_dir, ignore_errors=True)
+        CRASH_FOLDER.pop("iteration", None)
+    if isinstance(exc, Interrupted):
+        print(f"{PROG}: interrupted before the first cell started; no iteration was kept",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    raise exc
+
+
+def recorded_run_hashes(iteration_dir: Path) -> dict[str, dict[str, str]]:
+    """The run-file hashes an earlier attempt's benchmark.json lists, by cell label."""
+    try:
+        runs = json.loads((iteration_dir / "benchmark.json").read_text(encoding="utf-8"))["runs"]
+        return {f"eval-{r['eval_id']}/{r['configuration']}/run-{r['run_number']}":
+                r["files_sha256"] for r in runs if isinstance(r.get("files_sha256"), dict)}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def take_checkout_snapshot(root: Path, iteration_dir: Path) -> tuple[CheckoutSnapshot | None, str]:
+    try:
+        return CheckoutSnapshot.take(root, iteration_dir), ""
+    except OSError as exc:
+        return None, f"the snapshot failed: {exc}"
+
+
+def confine_agents(ctx: RunContext, confinement: Confinement) -> None:
+    """Tell the engine how agents run; under bwrap, what of the CLI's install they see."""
+    ctx.confinement = confinement
+    if confinement.mode != "bwrap":
+        return
+    agent_path = ctx.base_env.get("PATH", "")
+    executable = shutil.which(ctx.provider.binary, path=agent_path) or ctx.provider.executable()
+    ctx.agent_mounts = cli_mounts(executable, agent_path) if executable else []
+    ctx.hidden = [ctx.suite.root, ctx.iteration_dir, Path.home()]
+
+
+def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
+                              finished: dict[str, RunRecord],
+                              matrix: Callable[..., list[RunRecord]] = execute_matrix,
+                              *extra: Any) -> list[RunRecord]:
+    """At the deadline nothing new starts and running agents are ended (cancelled)."""
+    timer = None
+    if ctx.options.deadline_s:
+        ctx.deadline_at = time.monotonic() + ctx.options.deadline_s
+        timer = threading.Timer(ctx.options.deadline_s, ctx.groups.cancel,
+                                kwargs={"reason": "deadline"})
+        timer.daemon = True
+        timer.start()
+    try:
+        return matrix(ctx, cells, *extra, finished) if extra else matrix(ctx, cells, finished)
+    finally:
+        if timer is not None:
+            timer.cancel()
+
+
+def finish_iteration(suite: Suite, options: RunOptions, groups: ProcessGroups,
+                     iteration_dir: Path, manifest: dict[str, Any], cells: list[Cell],
+                     records: list[RunRecord], fixtures: list[str]) -> int:
+    manifest["fixture_status"]["after"] = fixture_status(suite.root, fixtures)
+    write_json(iteration_dir / "iteration_manifest.json", manifest)
+    interrupted = groups.reason == "interrupted"
+    incomplete = groups.cancelled.is_set() or any(r.status == "cancelled" for r in records)
+    meta = benchmark_metadata(suite, options, manifest, cells, records, incomplete)
+    benchmark = aggregate(records, meta)
+    apply_results_check(benchmark, verify_run_files(benchmark, iteration_dir, "run"))
+    write_benchmark(iteration_dir, benchmark)
+    write_text(iteration_dir / "benchmark.html", html_page(benchmark, iteration_dir))
+    if options.junit:
+        write_text(options.junit, render_junit(benchmark))
+    print(render_summary(benchmark, iteration_dir))
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_OK if benchmark["sanity_checks"]["status"] == "OK" else EXIT_REVIEW
+
+
+# -- re-grade ------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class RegradeSource:
+    """An iteration whose recorded answers are graded again, and the options it ran with."""
+
+    folder: Path
+    manifest: dict[str, Any]
+    metadata: dict[str, Any]
+    benchmark_sha256: str
+
+    def record(self) -> dict[str, Any]:
+        """What the new manifest and benchmark say about where the answers came from."""
+        earlier = self.manifest.get("regrade") or {}  # a re-grade of a re-grade
+        return {"source": str(self.folder), "source_benchmark_sha256": self.benchmark_sha256,
+                "source_timestamp": self.metadata.get("timestamp"),
+                "executor_agent": earlier.get("executor_agent") or self.manifest.get("agent"),
+                "executor_model": self.manifest.get("executor_model"),
+                "executor_cli_version": (earlier.get("executor_cli_version")
+                                         or self.manifest.get("cli_version")),
+                "source_grader_model": self.manifest.get("grader_model")}
+
+
+def recorded_regrade_source(iteration_dir: Path) -> str | None:
+    """The source a re-graded iteration names in its manifest, None for any other."""
+    try:
+        manifest = json.loads((iteration_dir / "iteration_manifest.json").read_text("utf-8"))
+        return str(manifest["regrade"]["source"]) if manifest.get("regrade") else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def load_regrade_source(folder: Path) -> RegradeSource:
+    refuse = f"--regrade {folder}"
+    try:
+        manifest = json.loads((folder / "iteration_manifest.json").read_text(encoding="utf-8"))
+        benchmark_path = folder / "benchmark.json"
+        metadata = json.loads(benchmark_path.read_text(encoding="utf-8"))["metadata"]
+        options = manifest["options"]
+        if not isinstance(metadata, dict) or not isinstance(options, dict):
+            raise TypeError("not objects")
+    except (OSError, ValueError, KeyError, TypeError):
+        raise InputError(f"{refuse}: no readable iteration_manifest.json and benchmark.json",
+                         "pass an iteration-N folder that `run` finished") from None
+    if metadata.get("incomplete"):
+        raise InputError(f"{refuse}: that iteration is incomplete ({metadata.get('cells_finished')}"
+                         f" of {metadata.get('cells_planned')} cells finished)",
+                         "finish it first with `run ... --resume` on it, then re-grade")
+    return RegradeSource(folder.resolve(), manifest, metadata, sha256_file(benchmark_path))
+
+
+def check_regrade_source(source: RegradeSource, suite: Suite, options: RunOptions,
+                         explicit: dict[str, Any]) -> RunOptions:
+    """The options to re-grade with; refuses when the answers no longer answer today's suite.
+
+    Assertions may differ (that is the point); what the executor was given may not: the case
+    prompts, the fixtures, the skill package and the configs, runs and executor model.
+    """
+    manifest, recorded = source.manifest, source.manifest["options"]
+    changed = []
+    skill_files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
+    if manifest.get("skill_package", {}).get("sha256") != tree_hash(suite.root, skill_files):
+        changed.append("the skill package")
+    cases = {case.key: case for case in suite.cases}
+    recorded_cases = manifest.get("cases") or {}
+    for key in [str(i) for i in source.metadata.get("evals_run") or []]:
+        case = cases.get(key)
+        if case is None:
+            changed.append(f"case {key} (no longer in the suite)")
+            continue
+        before = recorded_cases.get(key) or _legacy_case_identity(source.folder, key)
+        now = case_identity(case)
+        if before.get("prompt_sha256") != now["prompt_sha256"]:
+            changed.append(f"the prompt of case {key}")
+        if "files" in before and before["files"] != now["files"]:
+            changed.append(f"the fixture list of case {key}")
+    for rel, digest in (manifest.get("fixtures") or {}).items():
+        if tree_hash(suite.root, [rel]) != digest:
+            changed.append(f"fixture {rel}")
+    adopted = {"configs": tuple(recorded.get("configs") or ()), "runs": recorded.get("runs"),
+               "eval_ids": recorded.get("eval_ids"),
+               "executor_model": manifest.get("executor_model")}
+    for name, value in explicit.items():
+        if value is not None and value != adopted[name]:
+            changed.append(f"--{name.replace('_', '-')} ({value!r}; the source ran with "
+                           f"{adopted[name]!r})")
+    if changed:
+        raise InputError(f"--regrade {source.folder}: its answers no longer answer this suite: "
+                         f"{'; '.join(changed)} changed",
+                         "re-grading may change assertions only; restore what changed, or run "
+                         "a new iteration (drop --regrade)")
+    return dataclasses.replace(options, **adopted)
+
+
+def _legacy_case_identity(folder: Path, key: str) -> dict[str, Any]:
+    """An iteration from before manifests held case identities: its eval_metadata.json."""
+    try:
+        meta = json.loads((folder / f"eval-{key}" / "eval_metadata.json").read_text("utf-8"))
+        return {"prompt_sha256": hashlib.sha256(meta["prompt"].encode("utf-8")).hexdigest()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {"prompt_sha256": None}
+
+
+def regrade_sources(source: RegradeSource, cells: list[Cell]) -> dict[str, Path]:
+    """Each planned cell's run folder in the source; refuses when one is missing."""
+    sources = {cell.label: source.folder / cell.label for cell in cells}
+    missing = [label for label, folder in sources.items() if not (folder / "run.json").is_file()]
+    if missing:
+        raise InputError(f"--regrade {source.folder}: {len(missing)} run(s) have no run.json "
+                         f"(first: {missing[0]}): the source is incomplete",
+                         "finish it first with `run ... --resume` on it, then re-grade")
+    return sources
+
+
+def run_regrade_iteration(suite: Suite, options: RunOptions, provider: Provider,
+                          groups: ProcessGroups, iteration_dir: Path, argv: list[str],
+                          cli_version: str, sandbox_base: Path, source: RegradeSource,
+                          previous: dict[str, Any] | None = None,
+                          confinement: Confinement | None = None) -> int:
+    confinement = confinement or Confinement("none", "--isolation none")
+    CRASH_FOLDER["iteration"] = iteration_dir
+    children_before = child_pids()
+    subreaper = become_subreaper()
+    cells = plan_cells(suite, options, iteration_dir)
+    sources = regrade_sources(source, cells)
+    fixtures = sorted({rel for cell in cells for rel in cell.case.files})
+    try:
+        if groups.cancelled.is_set():
+            raise Interrupted
+        manifest = prepare_manifest(suite, options, argv, cells, previous, {
+            "cli_version": cli_version, "sandbox_base": str(sandbox_base),
+            "regrade": source.record(),
+            # about the executor's run, so they come from the source
+            "skill_installed_elsewhere": source.manifest.get("skill_installed_elsewhere") or [],
+            "isolation": {**confinement.to_json(), "summary": confinement.describe(),
+                          "subreaper": subreaper},
+            "fixture_status": {"before": (source.manifest.get("fixture_status") or {}).get(
+                "before") or fixture_status(suite.root, fixtures)}})
+        write_json(iteration_dir / "iteration_manifest.json", manifest)
+        write_eval_metadata(suite, cells, iteration_dir)
+    except BaseException as exc:
+        return abandon_unstarted_iteration(iteration_dir, previous, exc)
+    ctx = RunContext(suite, options, provider, iteration_dir, None, sandbox_base, groups,
+                     judge={"provider": provider.name,
+                            "model": options.grader_model or "CLI default",
+                            "cli_version": cli_version,
+                            "prompt_template_sha256": grader_template_sha256(),
+                            "grader_runs": options.grader_runs},
+                     resuming=previous is not None)
+    ctx.base_env, manifest["environment_scrub"] = scrub_checkout_paths(clean_environment(),
+                                                                       suite.root)
+    confine_agents(ctx, confinement)
+    if confinement.mode == "bwrap":  # the graders never see the earlier verdicts
+        ctx.hidden.append(source.folder)
+    finished = load_finished_cells(cells) if previous is not None else {}
+    ctx.progress = Progress(len(cells) - len(finished), options.quiet)
+    try:  # the interrupt handler is the caller's, installed before any work
+        records = run_matrix_until_deadline(ctx, cells, finished, regrade_matrix, sources)
+    finally:
+        end_strays(keep=children_before)
+    return finish_iteration(suite, options, groups, iteration_dir, manifest, cells, records,
+                            fixtures)
+
+
+def write_benchmark(iteration_dir: Path, benchmark: dict[str, Any]) -> None:
+    write_json(iteration_dir / "benchmark.json", benchmark)
+    write_text(iteration_dir / "benchmark.md", render_markdown(benchmark))
+
+
+# -- report -------------------------------------------------------------------
+
+
+def load_benchmark(iteration: str | Path) -> dict[str, Any]:
+    folder = Path(iteration)
+    path = folder / "benchmark.json" if folder.is_dir() else folder
+    if not path.is_file():
+        raise InputError(f"no benchmark.json at {path}",
+                         "pass an iteration-N folder written by `run`")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read {path}: {exc}", "re-run, or restore the file") from None
+    required = {"metadata": dict, "runs": list, "run_summary": dict, "comparison": dict,
+                "sanity_checks": dict, "per_eval": list, "scored_run_count": int,
+                "error_run_count": int}
+    missing = [k for k, kind in required.items()
+               if not isinstance(data, dict) or not isinstance(data.get(k), kind)]
+    if missing:
+        raise InputError(f"{path} is not a skill-eval benchmark (missing or mistyped: "
+                         f"{', '.join(missing)})",
+                         "pass an iteration folder written by this runner")
+    return data
+
+
 # ==== CLI ====================================================================
-
-
-def _utc_now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def _bounded_int(low: int, high: int) -> Callable[[str], int]:
@@ -3794,10 +5790,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--model", type=_model_name, help="model for both roles, passed verbatim")
     run.add_argument("--executor-model", type=_model_name, help="model for the executor only")
     run.add_argument("--grader-model", type=_model_name, help="model for the grader only")
-    run.add_argument("--config", type=_config_list, default=CONFIGS, metavar="LIST",
+    run.add_argument("--config", type=_config_list, metavar="LIST",
                      help="configs, candidate first (default: with_skill,without_skill)")
-    run.add_argument("--runs", type=_bounded_int(*RUNS_RANGE), default=1,
+    run.add_argument("--runs", type=_bounded_int(*RUNS_RANGE),
                      help="runs per case and config, 1..5 (default: 1)")
+    run.add_argument("--grader-runs", type=_bounded_int(*GRADER_RUNS_RANGE), default=1,
+                     metavar="K", help="independent graders per recorded output, 1..5; the "
+                     "majority decides, a tie fails (default: 1)")
+    run.add_argument("--regrade", metavar="ITERATION_DIR",
+                     help="grade that iteration's recorded answers again with the current "
+                     "assertions; runs no executor")
     run.add_argument("--timeout", type=_positive_seconds, default=DEFAULT_TIMEOUT_S, metavar="S",
                      help="seconds per agent process (default: 600)")
     run.add_argument("--concurrency", type=_bounded_int(*CONCURRENCY_RANGE), default=4,
@@ -3810,6 +5812,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="where iteration-N/ goes (default: evals/<skill>/workspace/<agent>/)")
     run.add_argument("--eval-id", metavar="ID,...", help="run only these case ids")
     run.add_argument("--keep-sandboxes", action="store_true", help="keep sandbox copies for audit")
+    run.add_argument("--isolation", choices=ISOLATION_MODES, default="auto",
+                     help="confine agents with bubblewrap: auto (when it works here), bwrap "
+                     "(required), none (default: auto)")
     run.add_argument("--repo-root", metavar="DIR", help="repository root (default: detected)")
     run.add_argument("--codex-config", type=_codex_setting, action="append", default=[],
                      metavar="KEY=VALUE", help="codex only: pass -c KEY=VALUE to every codex call")
@@ -3870,37 +5875,11 @@ def load_valid_suite(suite: str, repo_root: str | None) -> Suite:
     return loaded.suite
 
 
-def resolve_skill_md(suite: Suite, skill_path: str | None) -> Path:
-    """The authoritative SKILL.md: skills/<name>/SKILL.md in the repository, nothing else."""
-    expected = suite.skill_dir / "SKILL.md"
-    if skill_path is None:
-        return expected
-    given = Path(skill_path)
-    candidate = given if given.is_absolute() else suite.root / given
-    parts = Path(os.path.normpath(candidate)).parts
-    for snapshot in (".agents", ".claude"):
-        if snapshot in parts:
-            raise InputError(f"--skill-path {skill_path} is under {snapshot}/, a host copy of a "
-                             "skill", f"point it at skills/{suite.skill_name}/SKILL.md")
-    if candidate.is_dir():
-        candidate = candidate / "SKILL.md"
-    if candidate.name != "SKILL.md" or not candidate.is_file():
-        raise InputError(f"--skill-path {skill_path} is not an existing file named SKILL.md",
-                         f"point it at skills/{suite.skill_name}/SKILL.md or its folder")
-    if Path(os.path.normpath(os.path.abspath(candidate))) != Path(os.path.abspath(expected)):
-        raise InputError(f"--skill-path {skill_path} is not skills/{suite.skill_name}/SKILL.md",
-                         "with_skill runs use the tracked skill package of the suite's skill_name")
-    if os.path.realpath(candidate) != os.path.realpath(expected) or not _is_within(
-            Path(os.path.realpath(candidate)), Path(os.path.realpath(suite.skill_dir))):
-        raise InputError(f"--skill-path {skill_path} is a link that leaves the skill package",
-                         f"make skills/{suite.skill_name}/SKILL.md a regular file")
-    return expected
-
-
 def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
-    if args.codex_config and args.agent != "codex":
-        raise InputError("--codex-config applies to --agent codex only",
-                         "remove --codex-config or use --agent codex")
+    if args.codex_config and not PROVIDERS[args.agent].accepts_settings:
+        takers = sorted(name for name, kind in PROVIDERS.items() if kind.accepts_settings)
+        raise InputError(f"--codex-config applies to --agent {' or '.join(takers)} only",
+                         f"remove --codex-config or use --agent {takers[0]}")
     eval_ids = None
     if args.eval_id is not None:
         eval_ids = [part.strip() for part in args.eval_id.split(",") if part.strip()]
@@ -3909,401 +5888,87 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         if unknown or not eval_ids:
             raise InputError(f"--eval-id names no case: {', '.join(unknown) or '(empty)'}",
                              f"known ids: {', '.join(sorted(known)) or '(none)'}")
-    skill_md = resolve_skill_md(suite, args.skill_path) if "with_skill" in args.config else None
+    configs = args.config or CONFIGS
+    skill_md = resolve_skill_md(suite, args.skill_path) if "with_skill" in configs else None
     workspace = Path(args.workspace).resolve() if args.workspace else (
         suite.root / "evals" / suite.skill_name / "workspace" / args.agent)
     return RunOptions(
-        agent=args.agent, configs=args.config, runs=args.runs, timeout_s=args.timeout,
+        agent=args.agent, configs=configs, runs=args.runs or 1, timeout_s=args.timeout,
         concurrency=args.concurrency, deadline_s=args.deadline,
         executor_model=args.executor_model or args.model,
         grader_model=args.grader_model or args.model, skill_md=skill_md, workspace=workspace,
-        eval_ids=eval_ids, keep_sandboxes=args.keep_sandboxes, codex_config=args.codex_config,
-        quiet=args.quiet, junit=output_path(args.junit, "--junit"))
-
-
-def require_provider(options: RunOptions) -> Provider:
-    provider = PROVIDERS[options.agent](options.codex_config)
-    if provider.executable() is None:
-        raise EnvironmentProblem(f"the {provider.name} CLI ({provider.binary!r}) is not on PATH",
-                                 f"install it ({provider.install_hint}) or fix PATH")
-    return provider
-
-
-def provider_version(provider: Provider, groups: ProcessGroups) -> str:
-    invocation = Invocation(provider.version_argv(), Path.cwd())
-    result = run_process(invocation, clean_environment(), 60.0, groups)
-    if result.returncode != 0 or result.timed_out:
-        detail = (result.spawn_error or result.stderr.strip() or result.stdout.strip())[:300]
-        raise EnvironmentProblem(f"`{' '.join(invocation.argv)}` failed: {detail}",
-                                 f"check that the {provider.name} CLI works on this machine")
-    return result.stdout.strip().splitlines()[0] if result.stdout.strip() else "unknown"
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def tree_hash(root: Path, rels: Iterable[str]) -> str:
-    digest = hashlib.sha256()
-    for rel in sorted(rels):
-        path = root / rel
-        digest.update(rel.encode("utf-8") + b"\0")
-        digest.update((sha256_file(path) if path.is_file() else "missing").encode() + b"\n")
-    return digest.hexdigest()
-
-
-def skill_installed_elsewhere(skill_name: str) -> list[str]:
-    """Places where the agent CLIs discover skills by themselves."""
-    home = Path(os.environ.get("HOME") or Path.home())
-    codex_home = Path(os.environ.get("CODEX_HOME") or home / ".codex")
-    places = [home / ".claude" / "skills" / skill_name, codex_home / "skills" / skill_name,
-              codex_home / "skills" / ".system" / skill_name,
-              home / ".agents" / "skills" / skill_name]
-    return [str(p) for p in places if os.path.lexists(p)]
-
-
-def build_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: list[Cell],
-                   extra: dict[str, Any]) -> dict[str, Any]:
-    fixtures = sorted({rel for cell in cells for rel in cell.case.files})
-    skill_files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
-    return {
-        "runner": {"version": RUNNER_VERSION, "path": str(Path(__file__).resolve()),
-                   "sha256": sha256_file(Path(__file__))},
-        "suite": {"path": str(suite.path), "sha256": suite.sha256, "skill_name": suite.skill_name,
-                  "case_count": len(suite.cases)},
-        "repo_root": str(suite.root),
-        "skill_package": {"path": str(suite.skill_dir),
-                          "sha256": tree_hash(suite.root, skill_files),
-                          "files": len(skill_files)},
-        "fixtures": {rel: tree_hash(suite.root, [rel]) for rel in fixtures},
-        "argv": argv, "agent": options.agent,
-        "executor_model": options.executor_model, "grader_model": options.grader_model,
-        "options": {"configs": list(options.configs), "runs": options.runs,
-                    "timeout_s": options.timeout_s, "concurrency": options.concurrency,
-                    "deadline_s": options.deadline_s, "eval_ids": options.eval_ids,
-                    "keep_sandboxes": options.keep_sandboxes,
-                    "codex_config": options.codex_config},
-        "options_sha256": options_fingerprint(options),
-        "cells_planned": len(cells), "created_at": _utc_now(), **extra,
-    }
-
-
-def benchmark_metadata(suite: Suite, options: RunOptions, manifest: dict[str, Any],
-                       cells: list[Cell], records: list[dict], incomplete: bool) -> dict[str, Any]:
-    evals_run = []
-    for cell in cells:
-        if cell.case.id not in evals_run:
-            evals_run.append(cell.case.id)
-    return {
-        "skill_name": suite.skill_name, "skill_path": str(options.skill_md or suite.skill_dir),
-        "agent": options.agent, "executor_model": options.executor_model,
-        "grader_model": options.grader_model, "analyzer_model": options.grader_model,
-        "cli_version": manifest.get("cli_version"), "timestamp": _utc_now(),
-        "configs": list(options.configs), "runs_per_configuration": options.runs,
-        "evals_run": evals_run, "suite_case_count": len(suite.cases),
-        "selected_eval_ids": options.eval_ids,
-        "selection_partial": len(evals_run) < len(suite.cases),
-        "cells_planned": len(cells), "cells_finished": sum(
-            r["status"] != "cancelled" for r in records),
-        "incomplete": incomplete, "runner_version": RUNNER_VERSION,
-        "fixture_status": manifest.get("fixture_status"),
-        "skill_installed_elsewhere": manifest.get("skill_installed_elsewhere"),
-        "manifest": "iteration_manifest.json",
-        "identity": iteration_identity(manifest, options),
-    }
-
-
-def iteration_identity(manifest: dict[str, Any], options: RunOptions) -> dict[str, Any]:
-    """What must match for two iterations to be one series (see report --compare)."""
-    return {
-        "suite_sha256": manifest["suite"]["sha256"],
-        "skill_sha256": manifest["skill_package"]["sha256"],
-        "runner_sha256": manifest["runner"]["sha256"],
-        "fixtures_sha256": hashlib.sha256(json.dumps(
-            manifest.get("fixtures") or {}, sort_keys=True).encode()).hexdigest(),
-        "agent": options.agent, "cli_version": manifest.get("cli_version"),
-        "executor_model": options.executor_model or "CLI default",
-        "grader_model": options.grader_model or "CLI default",
-        "grader_prompt_sha256": grader_template_sha256(),
-    }
-
-
-class Progress:
-    """A live line on a terminal, plain lines otherwise, nothing when quiet."""
-
-    def __init__(self, total: int, quiet: bool, stream: Any = None):
-        self.total, self.quiet = total, quiet
-        self.stream = stream or sys.stderr
-        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.done = self.ok = 0
-        self.started = time.monotonic()
-        self.last_line = 0.0
-        self.lock = threading.Lock()
-
-    def __call__(self, record: dict[str, Any]) -> None:
-        with self.lock:
-            self.done += 1
-            self.ok += record["status"] == STATUS_OK
-            if self.quiet:
-                return
-            elapsed = time.monotonic() - self.started
-            eta = elapsed / self.done * (self.total - self.done)
-            line = (f"[{self.done}/{self.total}] ok {self.ok}, failed {self.done - self.ok}; "
-                    f"elapsed {elapsed:.0f}s, eta {eta:.0f}s; last: eval-{record['eval_id']}/"
-                    f"{record['configuration']}/run-{record['run_number']} {record['status']}")
-            last = self.done == self.total
-            if not self.tty and not last and time.monotonic() - self.last_line < 2.0:
-                return
-            self.last_line = time.monotonic()
-            end = "\n" if not self.tty or last else ""
-            self.stream.write(("\r\x1b[K" if self.tty else "") + line + end)
-            self.stream.flush()
-
-
-class InterruptHandler:
-    """First signal: stop scheduling and TERM running groups. Any later one: KILL them."""
-
-    def __init__(self, groups: ProcessGroups):
-        self.groups = groups
-        self.count = 0
-        self.previous: dict[int, Any] = {}
-
-    def __enter__(self) -> InterruptHandler:
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self.previous[sig] = signal.signal(sig, self.handle)
-        INTERRUPTIBLE.append(self.groups)
-        return self
-
-    def handle(self, signum: int, frame: Any) -> None:
-        # Never raise here: the benchmark of what finished must still be written.
-        self.count += 1
-        if self.count == 1:
-            print(f"\n{PROG}: interrupted: ending running agents and writing what finished "
-                  "(press Ctrl-C again to kill them at once)", file=sys.stderr)
-            self.groups.cancel(signal.SIGTERM)
-        else:
-            self.groups.signal_all(signal.SIGKILL)
-
-    def __exit__(self, *exc: Any) -> None:
-        with _suppress(ValueError):
-            INTERRUPTIBLE.remove(self.groups)
-        if self.count:
-            # A late Ctrl-C while we finish or the interpreter shuts down must not kill us
-            # without the exit status 130 that says what happened.
-            for sig in self.previous:
-                signal.signal(sig, signal.SIG_IGN)
-            return
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler)
+        eval_ids=eval_ids, keep_sandboxes=args.keep_sandboxes, agent_settings=args.codex_config,
+        quiet=args.quiet, junit=output_path(args.junit, "--junit"),
+        grader_runs=args.grader_runs, isolation=args.isolation)
 
 
 def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     suite = load_valid_suite(args.suite, args.repo_root)
     options = options_from_args(args, suite)
     sandbox_base = check_sandbox_base(suite.root)
+    source = regrade_source_for(args, suite)
+    if source is not None:
+        options = check_regrade_source(source, suite, options, {
+            "configs": args.config, "runs": args.runs, "eval_ids": options.eval_ids
+            if args.eval_id is not None else None, "executor_model": args.executor_model})
     if args.dry_run:  # a preview needs no agent CLI, so a fresh machine can see the plan
-        return print_dry_run(suite, options, PROVIDERS[options.agent](options.codex_config),
-                             sandbox_base)
+        return print_dry_run(suite, options, PROVIDERS[options.agent](options.agent_settings),
+                             sandbox_base, source)
     provider = require_provider(options)
     selected = [c for c in suite.cases if not options.eval_ids or c.key in options.eval_ids]
     if not selected:
         print(f"0 cases: nothing to run ({suite.path}); no agent was launched")
         return EXIT_OK
     previous = check_resume(Path(args.resume), suite, options) if args.resume else None
+    if source is not None:  # refuse a missing or changed source before anything starts
+        regrade_sources(source, plan_cells(suite, options, Path("<iteration>")))
+        recorded = ((previous or {}).get("regrade") or {}).get("source_benchmark_sha256")
+        if recorded is not None and recorded != source.benchmark_sha256:
+            raise InputError(f"--resume {args.resume}: its source {source.folder} changed since "
+                             "the re-grade started (its benchmark.json hash differs)",
+                             "start a new re-grade (drop --resume)")
     groups = ProcessGroups()
     # Installed before any work, so an interrupt at any moment is answered the same way.
     with InterruptHandler(groups):
         cli_version = provider_version(provider, groups)
+        confinement = choose_confinement(options.isolation)
         if groups.cancelled.is_set():
             print(f"{PROG}: interrupted before the run started; nothing was written",
                   file=sys.stderr)
             return EXIT_INTERRUPTED
+        if confinement.mode != "bwrap" and options.isolation == "auto":
+            print(f"Isolation: {confinement.describe()}")
         iteration_dir = (Path(args.resume) if args.resume
                          else allocate_iteration_dir(options.workspace))
+        if source is not None:
+            return run_regrade_iteration(suite, options, provider, groups, iteration_dir, argv,
+                                         cli_version, sandbox_base, source, previous,
+                                         confinement)
         return run_iteration(suite, options, provider, groups, iteration_dir, argv, cli_version,
-                             sandbox_base, previous)
+                             sandbox_base, previous, confinement)
 
 
-def options_fingerprint(options: RunOptions) -> str:
-    """The options that change what a cell means; a resumed iteration must keep them."""
-    relevant = {"agent": options.agent, "configs": list(options.configs), "runs": options.runs,
-                "executor_model": options.executor_model, "grader_model": options.grader_model,
-                "eval_ids": options.eval_ids, "codex_config": options.codex_config}
-    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
+def regrade_source_for(args: argparse.Namespace, suite: Suite) -> RegradeSource | None:
+    """The iteration to re-grade: --regrade, or the one a resumed re-graded iteration names."""
+    recorded = recorded_regrade_source(Path(args.resume)) if args.resume else None
+    if args.regrade and args.resume and (
+            recorded is None or Path(recorded) != Path(args.regrade).resolve()):
+        raise InputError(f"--resume {args.resume} did not re-grade {args.regrade}",
+                         "resume a re-graded iteration without --regrade; it names its source")
+    folder = args.regrade or recorded
+    return load_regrade_source(Path(folder)) if folder else None
 
 
-def check_resume(iteration_dir: Path, suite: Suite, options: RunOptions) -> dict[str, Any]:
-    """The earlier manifest, if suite, skill, runner and options still hash the same."""
-    path = iteration_dir / "iteration_manifest.json"
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-        recorded = {"suite": manifest["suite"]["sha256"],
-                    "skill package": manifest["skill_package"]["sha256"],
-                    "runner": manifest["runner"]["sha256"], "options": manifest["options_sha256"]}
-    except (OSError, ValueError, KeyError, TypeError):
-        raise InputError(f"--resume {iteration_dir}: no readable iteration_manifest.json",
-                         "pass an iteration-N folder written by `run`") from None
-    skill_files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
-    current = {"suite": suite.sha256, "skill package": tree_hash(suite.root, skill_files),
-               "runner": sha256_file(Path(__file__)), "options": options_fingerprint(options)}
-    changed = [name for name in recorded if recorded[name] != current[name]]
-    if changed:
-        raise InputError(f"--resume {iteration_dir}: the {', '.join(changed)} changed since that "
-                         "iteration started, so its finished cells would not be comparable",
-                         "start a new iteration (drop --resume), or restore what changed and "
-                         "pass the same --agent/--config/--runs/--model/--eval-id options")
-    return manifest
-
-
-def write_eval_metadata(suite: Suite, cells: list[Cell], iteration_dir: Path) -> None:
-    """skill-creator reads eval-<id>/eval_metadata.json beside the config folders."""
-    for case in {cell.case.key: cell.case for cell in cells}.values():
-        write_json(iteration_dir / f"eval-{case.key}" / "eval_metadata.json", {
-            "eval_id": case.id, "eval_name": case.name or f"eval-{case.key}",
-            "prompt": case.prompt, "assertions": suite.assertions_for(case)})
-
-
-def prepare_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: list[Cell],
-                     previous: dict[str, Any] | None, extra: dict[str, Any]) -> dict[str, Any]:
-    if previous is None:
-        return build_manifest(suite, options, argv, cells, extra)
-    previous.setdefault("resumes", []).append({"at": _utc_now(), "argv": argv,
-                                               "cli_version": extra["cli_version"]})
-    return previous
-
-
-def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups: ProcessGroups,
-                  iteration_dir: Path, argv: list[str], cli_version: str,
-                  sandbox_base: Path, previous: dict[str, Any] | None = None) -> int:
-    CRASH_FOLDER["iteration"] = iteration_dir
-    cells = plan_cells(suite, options, iteration_dir)
-    fixtures = sorted({rel for cell in cells for rel in cell.case.files})
-    snapshot = RepoSnapshot.take(suite.root, suite.skill_name)
-    try:
-        # Until its manifest is on disk an iteration can be neither reported nor resumed: an
-        # interrupt or a failed write before then leaves no iteration and no template.
-        snapshot.template = (None if groups.cancelled.is_set()
-                             else build_git_template(snapshot, sandbox_base))
-        if groups.cancelled.is_set():
-            raise Interrupted
-        add_runner_baselines(snapshot.template, iteration_dir / ".baselines")
-        manifest = prepare_manifest(suite, options, argv, cells, previous, {
-            "cli_version": cli_version, "sandbox_base": str(sandbox_base),
-            "listing_source": snapshot.listing_source,
-            "git_template": {"path": str(snapshot.template.folder),
-                             "commit": snapshot.template.commit,
-                             "error": snapshot.template.error},
-            "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name),
-            "fixture_status": {"before": fixture_status(suite.root, fixtures)}})
-        if groups.cancelled.is_set():
-            raise Interrupted
-        write_json(iteration_dir / "iteration_manifest.json", manifest)
-        write_eval_metadata(suite, cells, iteration_dir)
-    except BaseException as exc:
-        if snapshot.template is not None:
-            snapshot.template.remove_runner_baselines()
-            snapshot.template.remove()
-        if previous is None:
-            shutil.rmtree(iteration_dir, ignore_errors=True)
-            CRASH_FOLDER.pop("iteration", None)
-        if isinstance(exc, Interrupted):
-            print(f"{PROG}: interrupted before the first cell started; no iteration was kept",
-                  file=sys.stderr)
-            return EXIT_INTERRUPTED
-        raise
-    ctx = RunContext(suite, options, provider, iteration_dir, snapshot, sandbox_base, groups,
-                     progress=None,
-                     judge={"provider": provider.name,
-                            "model": options.grader_model or "CLI default",
-                            "cli_version": cli_version,
-                            "prompt_template_sha256": grader_template_sha256()},
-                     resuming=previous is not None)
-    ctx.base_env, manifest["environment_scrub"] = scrub_checkout_paths(clean_environment(),
-                                                                       suite.root)
-    finished = load_finished_cells(ctx, cells) if previous is not None else {}
-    ctx.progress = Progress(len(cells) - len(finished), options.quiet)
-    try:  # the interrupt handler is the caller's, installed before any work
-        records = run_matrix_until_deadline(ctx, cells, finished)
-    finally:
-        snapshot.template.remove_runner_baselines()
-        if not options.keep_sandboxes:  # kept sandboxes still borrow its objects
-            snapshot.template.remove()
-    return finish_iteration(suite, options, groups, iteration_dir, manifest, cells, records,
-                            fixtures)
-
-
-def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
-                              finished: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """At the deadline nothing new starts and running agents are ended (cancelled)."""
-    timer = None
-    if ctx.options.deadline_s:
-        ctx.deadline_at = time.monotonic() + ctx.options.deadline_s
-        timer = threading.Timer(ctx.options.deadline_s, ctx.groups.cancel,
-                                kwargs={"reason": "deadline"})
-        timer.daemon = True
-        timer.start()
-    try:
-        return execute_matrix(ctx, cells, finished)
-    finally:
-        if timer is not None:
-            timer.cancel()
-
-
-def finish_iteration(suite: Suite, options: RunOptions, groups: ProcessGroups,
-                     iteration_dir: Path, manifest: dict[str, Any], cells: list[Cell],
-                     records: list[dict[str, Any]], fixtures: list[str]) -> int:
-    manifest["fixture_status"]["after"] = fixture_status(suite.root, fixtures)
-    write_json(iteration_dir / "iteration_manifest.json", manifest)
-    interrupted = groups.reason == "interrupted"
-    incomplete = groups.cancelled.is_set() or any(r["status"] == "cancelled" for r in records)
-    meta = benchmark_metadata(suite, options, manifest, cells, records, incomplete)
-    benchmark = aggregate(records, meta)
-    write_benchmark(iteration_dir, benchmark)
-    write_text(iteration_dir / "benchmark.html", render_html(benchmark, iteration_dir))
-    if options.junit:
-        write_text(options.junit, render_junit(benchmark))
-    print_summary(benchmark, iteration_dir)
-    if interrupted:
-        return EXIT_INTERRUPTED
-    return EXIT_OK if benchmark["sanity_checks"]["status"] == "OK" else EXIT_REVIEW
-
-
-def write_benchmark(iteration_dir: Path, benchmark: dict[str, Any]) -> None:
-    write_json(iteration_dir / "benchmark.json", benchmark)
-    write_text(iteration_dir / "benchmark.md", render_markdown(benchmark))
-
-
-def print_summary(benchmark: dict[str, Any], iteration_dir: Path) -> None:
-    c, sanity = benchmark["comparison"], benchmark["sanity_checks"]
-    meta = benchmark["metadata"]
-    review = [f for f in sanity["flags"] if f["severity"] in SEVERITIES_NEEDING_REVIEW]
-    lines = [f"skill-eval: {meta['skill_name']} with {meta['agent']} "
-             f"({'INCOMPLETE, ' if meta.get('incomplete') else ''}{len(benchmark['runs'])} runs, "
-             f"{benchmark['scored_run_count']} scored, {benchmark['error_run_count']} excluded)",
-             f"Sanity checks: {sanity['status']}"
-             + (f" ({len(review)} flag(s); see benchmark.md)" if review else "")]
-    rates = f"{c['candidate']} {fmt_rate(c['candidate_pass_rate'])}"
-    if c.get("baseline"):
-        rates += (f", {c['baseline']} {fmt_rate(c['baseline_pass_rate'])}, "
-                  f"delta {fmt_delta(c['delta'])}")
-    lines.append(f"Pass rate: {rates}")
-    if benchmark.get("paired"):
-        lines.append(_md_verdict(benchmark).strip().replace("**", ""))
-    lines.append(f"Benchmark: {iteration_dir / 'benchmark.md'}")
-    print("\n".join(lines))
-
-
-def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox_base: Path) -> int:
+def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox_base: Path,
+                  source: RegradeSource | None = None) -> int:
     cells = plan_cells(suite, options, Path("<workspace>/iteration-N"))
     if not cells:
         print(f"dry run: 0 cases: nothing to run ({suite.path}); nothing launched")
         return EXIT_OK
-    calls = 2 * len(cells)
+    if source is not None:
+        return print_regrade_dry_run(suite, options, provider, sandbox_base, source, cells)
+    per_cell = 1 + options.grader_runs  # the executor, then K graders, one at a time in a lane
+    calls = per_cell * len(cells)
     waves = math.ceil(len(cells) / options.concurrency)
     sandbox = sandbox_base / "skill-eval-XXXXXX" / "repo"
     grader = sandbox_base / "skill-eval-grader-XXXXXX"
@@ -4315,9 +5980,11 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
                                              "grader_last_message.txt")
     print(f"dry run: {suite.skill_name} with {options.agent}: nothing launched, no iteration made")
     print(f"cells: {len(cells)} ({len(set(c.case.key for c in cells))} cases x "
-          f"{len(options.configs)} configs x {options.runs} runs); provider calls: up to {calls}")
-    print(f"concurrency: {options.concurrency}; timeout per call: {options.timeout_s:g} s; "
-          f"worst-case wall time: {waves * 2 * options.timeout_s:g} s"
+          f"{len(options.configs)} configs x {options.runs} runs); provider calls: up to {calls}"
+          f" ({len(cells)} executors + {len(cells)} x {options.grader_runs} graders)")
+    print(f"concurrency: {options.concurrency} agent processes (graders count); timeout per "
+          f"call: {options.timeout_s:g} s; "
+          f"worst-case wall time: {waves * per_cell * options.timeout_s:g} s"
           + (f" (deadline {options.deadline_s:g} s)" if options.deadline_s else ""))
     print(f"models: executor {options.executor_model or 'CLI default'}, "
           f"grader {options.grader_model or 'CLI default'}")
@@ -4325,6 +5992,9 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     print(f"executor argv ({first.label}): {_shell_join(executor.argv)}  (cwd {executor.cwd})")
     print(f"grader argv: {_shell_join(grader_call.argv)}  (cwd {grader_call.cwd})")
     print("executor and grader prompts go on standard input; assertions reach only the grader")
+    bwrap = shutil.which("bwrap")
+    print(f"isolation: --isolation {options.isolation}; bwrap "
+          f"{'at ' + bwrap if bwrap else 'not found'} (checked when a real run starts)")
     where = provider.executable()
     print(f"{provider.binary}: {where}" if where else
           f"{provider.binary}: not on PATH; a real run would stop with exit 3 "
@@ -4332,34 +6002,28 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     return EXIT_OK
 
 
-def _shell_join(argv: list[str]) -> str:
-    import shlex
-    return " ".join(shlex.quote(a) for a in argv)
-
-
-# -- report -------------------------------------------------------------------
-
-
-def load_benchmark(iteration: str | Path) -> dict[str, Any]:
-    folder = Path(iteration)
-    path = folder / "benchmark.json" if folder.is_dir() else folder
-    if not path.is_file():
-        raise InputError(f"no benchmark.json at {path}",
-                         "pass an iteration-N folder written by `run`")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read {path}: {exc}", "re-run, or restore the file") from None
-    required = {"metadata": dict, "runs": list, "run_summary": dict, "comparison": dict,
-                "sanity_checks": dict, "per_eval": list, "scored_run_count": int,
-                "error_run_count": int}
-    missing = [k for k, kind in required.items()
-               if not isinstance(data, dict) or not isinstance(data.get(k), kind)]
-    if missing:
-        raise InputError(f"{path} is not a skill-eval benchmark (missing or mistyped: "
-                         f"{', '.join(missing)})",
-                         "pass an iteration folder written by this runner")
-    return data
+def print_regrade_dry_run(suite: Suite, options: RunOptions, provider: Provider,
+                          sandbox_base: Path, source: RegradeSource, cells: list[Cell]) -> int:
+    sources = regrade_sources(source, cells)
+    gradable = [label for label, folder in sources.items()
+                if (record := read_run_record(folder)) is not None and executor_finished(record)]
+    calls = len(gradable) * options.grader_runs
+    waves = math.ceil(len(gradable) / options.concurrency) if gradable else 0
+    grader = sandbox_base / "skill-eval-grader-XXXXXX"
+    grader_call = provider.grader_invocation("<prompt on stdin>", grader, options.grader_model,
+                                             sandbox_base / "skill-eval-YYYYYY/verdict_schema.json",
+                                             sandbox_base / "skill-eval-YYYYYY/"
+                                             "grader_last_message.txt")
+    print(f"dry run: re-grade {source.folder} ({suite.skill_name}) with {options.agent}: "
+          "nothing launched, no iteration made")
+    print(f"runs: {len(cells)}, of which {len(gradable)} have a finished executor to grade; "
+          f"executors: 0; grader calls: up to {calls} ({len(gradable)} x {options.grader_runs})")
+    print(f"concurrency: {options.concurrency} grader processes; timeout per call: "
+          f"{options.timeout_s:g} s; worst-case wall time: "
+          f"{waves * options.grader_runs * options.timeout_s:g} s")
+    print(f"grader model: {options.grader_model or 'CLI default'}")
+    print(f"grader argv: {_shell_join(grader_call.argv)}  (cwd {grader_call.cwd})")
+    return EXIT_OK
 
 
 def output_path(value: str | None, flag: str, default: Path | None = None) -> Path | None:
@@ -4381,6 +6045,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     junit_path = output_path(args.junit, "--junit")
     other = load_benchmark(args.compare) if args.compare else None
     try:
+        check = verify_run_files(benchmark, folder, "report")
+        apply_results_check(benchmark, check)
         text = render_markdown(benchmark)
         comparison = render_compare_markdown(benchmark, other, args.compare) if other else ""
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -4391,16 +6057,17 @@ def cmd_report(args: argparse.Namespace) -> int:
         write_text(folder / "comparison.md", comparison)
         text += "\n" + comparison
     if html_path:
-        write_text(html_path, render_html(benchmark, folder))
+        write_text(html_path, html_page(benchmark, folder))
         print(f"wrote {html_path}", file=sys.stderr)
     if junit_path:
         write_text(junit_path, render_junit(benchmark))
         print(f"wrote {junit_path}", file=sys.stderr)
     print(text, end="")
+    if check["changed_count"]:
+        print(f"{PROG}: REVIEW REQUIRED: {check['changed_count']} run file(s) changed since the "
+              "runner wrote them (results_modified in benchmark.md)", file=sys.stderr)
+        return EXIT_REVIEW
     return EXIT_OK
-
-
-CRASH_FOLDER: dict[str, Path] = {}  # the iteration being written: where a traceback goes
 
 
 def write_traceback(exc: BaseException) -> str:
@@ -4411,7 +6078,7 @@ def write_traceback(exc: BaseException) -> str:
     folder = CRASH_FOLDER.get("iteration")
     if folder is not None and folder.is_dir():
         path = folder / f"runner_traceback-{time.strftime('%Y%m%dT%H%M%S')}.txt"
-        with _suppress(EvalError):
+        with contextlib.suppress(EvalError):
             write_text(path, text)
             return str(path)
     try:
@@ -4458,3 +6125,6 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+

@@ -1,0 +1,140 @@
+"""The runner reads top to bottom: each chapter uses only the chapters above it.
+
+A chapter starts at a banner line ``# ==== <name> ====``. A top-level definition that names a
+definition of a later chapter (anywhere in its body, default values and decorators included)
+is an upward reference, and fails this test. The script may import only the standard library.
+
+Run as a script (``python3 tests/test_layering.py``) to print the chapter map and any upward
+references.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+import unittest
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.helpers import RUNNER_PATH  # noqa: E402
+
+BANNER = re.compile(r"^# ==== (?P<name>[A-Za-z][A-Za-z ,]*[A-Za-z]) =+$")
+
+
+def chapters(source: str) -> list[tuple[int, str]]:
+    """(first line, name) of every chapter, in file order."""
+    return [(number, m.group("name")) for number, line in enumerate(source.splitlines(), 1)
+            if (m := BANNER.match(line))]
+
+
+def _chapter_of(line: int, marks: list[tuple[int, str]]) -> int:
+    index = -1
+    for i, (start, _) in enumerate(marks):
+        if start <= line:
+            index = i
+    return index
+
+
+def _defined_names(node: ast.stmt) -> list[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    targets: list[ast.expr] = []
+    if isinstance(node, ast.Assign):
+        targets = node.targets
+    elif isinstance(node, ast.AnnAssign):
+        targets = [node.target]
+    return [t.id for t in targets if isinstance(t, ast.Name)]
+
+
+def definitions(tree: ast.Module, marks: list[tuple[int, str]]) -> dict[str, int]:
+    """Top-level name -> chapter index; a name defined twice keeps its first chapter."""
+    found: dict[str, int] = {}
+    for node in tree.body:
+        for name in _defined_names(node):
+            found.setdefault(name, _chapter_of(node.lineno, marks))
+    return found
+
+
+def upward_references(source: str) -> list[str]:
+    marks = chapters(source)
+    tree = ast.parse(source)
+    where = definitions(tree, marks)
+    problems = []
+    for node in tree.body:
+        names = _defined_names(node)
+        if not names:
+            continue
+        own = _chapter_of(node.lineno, marks)
+        used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        for name in sorted(used):
+            target = where.get(name)
+            if target is not None and target > own:
+                problems.append(f"line {node.lineno}: {names[0]} ({marks[own][1]}) uses {name} "
+                                f"({marks[target][1]})")
+    return problems
+
+
+def imported_modules(tree: ast.Module) -> set[str]:
+    modules = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            modules.add(node.module.split(".")[0])
+    return modules
+
+
+# The standard library of Python 3.9 (sys.stdlib_module_names exists only from 3.10): the
+# modules this runner may plausibly use. An import outside it fails the test below.
+STDLIB_SUBSET = frozenset(["__future__", "argparse", "ast", "base64", "collections", "concurrent", "contextlib", "copy", "csv", "ctypes", "dataclasses", "datetime", "difflib", "email", "enum", "errno", "fcntl", "functools", "glob", "gzip", "hashlib", "heapq", "html", "http", "importlib", "io", "itertools", "json", "locale", "logging", "math", "mimetypes", "operator", "os", "pathlib", "platform", "pwd", "queue", "random", "re", "secrets", "select", "selectors", "shlex", "shutil", "signal", "socket", "stat", "statistics", "string", "struct", "subprocess", "sys", "tempfile", "textwrap", "threading", "time", "traceback", "types", "typing", "unicodedata", "urllib", "uuid", "warnings", "weakref", "xml", "zlib"])
+
+
+class LayeringTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.source = RUNNER_PATH.read_text(encoding="utf-8")
+
+    def test_no_chapter_uses_a_later_one(self) -> None:
+        self.assertEqual(upward_references(self.source), [])
+
+    def test_the_docstring_lists_the_chapters_in_order(self) -> None:
+        names = [name for _, name in chapters(self.source)]
+        self.assertGreaterEqual(len(names), 10)
+        docstring = ast.get_docstring(ast.parse(self.source)) or ""
+        listed = re.sub(r"\s+", " ", docstring.split("Sections", 1)[-1]) + " "
+        positions = [listed.find(f" {name} ") for name in names]
+        self.assertNotIn(-1, positions, f"chapters missing from the section map: {names}")
+        self.assertEqual(positions, sorted(positions), "the section map is out of order")
+
+    def test_every_top_level_definition_sits_in_a_chapter(self) -> None:
+        marks = chapters(self.source)
+        first = marks[0][0]
+        early = [node for node in ast.parse(self.source).body
+                 if _defined_names(node) and node.lineno < first]
+        self.assertEqual(early, [])
+
+    def test_only_the_standard_library_is_imported(self) -> None:
+        modules = imported_modules(ast.parse(self.source))
+        if hasattr(sys, "stdlib_module_names"):
+            outside = {m for m in modules if m not in sys.stdlib_module_names}
+            self.assertEqual(outside, set())
+        self.assertEqual(modules - STDLIB_SUBSET, set())
+
+    def test_the_checker_sees_an_upward_reference(self) -> None:
+        sample = ("# ==== first ====\n\ndef a():\n    return b()\n\n"
+                  "# ==== second ====\n\ndef b():\n    return 1\n")
+        self.assertEqual(upward_references(sample), ["line 3: a (first) uses b (second)"])
+        self.assertEqual(upward_references(sample.replace("return b()", "return 2")), [])
+
+    def test_the_import_check_sees_a_third_party_module(self) -> None:
+        modules = imported_modules(ast.parse("import requests\nfrom yaml import safe_load\n"))
+        self.assertEqual(modules - STDLIB_SUBSET, {"requests", "yaml"})
+
+
+if __name__ == "__main__":
+    source = RUNNER_PATH.read_text(encoding="utf-8")
+    for start, name in chapters(source):
+        print(f"{start:6d}  {name}")
+    problems = upward_references(source)
+    print("\n".join(problems) or "no upward references")
