@@ -225,6 +225,7 @@ class Case:
     name: str
     expectations: list[str]
     files: list[str]  # repository-relative, as resolved by validation
+    expected_output: str = ""  # for people and the grader's author; never for the executor
 
     @property
     def key(self) -> str:
@@ -253,6 +254,13 @@ class Suite:
     @property
     def skill_dir(self) -> Path:
         return self.root / "skills" / self.skill_name
+
+    def secret_texts(self) -> list[str]:
+        """Every text only the grader (or a person) may see: assertions, expected outputs."""
+        texts = list(self.common_assertions)
+        for case in self.cases:
+            texts += case.expectations + ([case.expected_output] if case.expected_output else [])
+        return texts
 
 
 @dataclasses.dataclass
@@ -779,12 +787,13 @@ class SuiteChecker:
         if "files" in raw:
             files = self.check_files(raw["files"], _path_join(path, "files"), cid)
         name = self.optional_text(raw, "name", path, cid)
-        for key in ("expected_output", "archetype", "project_class"):
+        expected_output = self.optional_text(raw, "expected_output", path, cid)
+        for key in ("archetype", "project_class"):
             self.optional_text(raw, key, path, cid)
         self.check_assertion_overlap(common, expectations, path, cid)
         if case_id is None or not isinstance(prompt, str) or not prompt.strip():
             return None
-        return Case(case_id, index, prompt, name, expectations, files)
+        return Case(case_id, index, prompt, name, expectations, files, expected_output)
 
     def check_assertion_overlap(self, common: list[str], own: list[str], path: str,
                                 cid: str | None) -> None:
@@ -821,15 +830,30 @@ class SuiteChecker:
             self.error(f"fixture path {entry!r} must be relative to the repository root",
                        path, "write it as evals/<skill>/fixtures/...", cid)
             return None
+        found = [base / entry for base in self.fixture_bases() if os.path.lexists(base / entry)]
+        if not found:
+            self.error(f"fixture {entry!r} does not exist", path,
+                       f"create it or correct the path (looked under {self.root}, the suite "
+                       "folder, its fixtures/ folder and the skill's folder)", cid)
+            return None
+        others = [c for c in found[1:] if os.path.realpath(c) != os.path.realpath(found[0])]
+        if others:
+            self.warning(f"fixture {entry!r} is ambiguous: it exists as {found[0]} and as "
+                         f"{', '.join(map(str, others))}; the first is used", path,
+                         "rename one of them, or write the path from the repository root", cid)
+        return self.accept_fixture(entry, found[0], path, cid)
+
+    def fixture_bases(self) -> list[Path]:
+        """Where a fixture path is looked up, first match wins (README: `files`)."""
         suite_dir = self.suite_path.parent
-        for base in (self.root, suite_dir, suite_dir / "fixtures"):
-            candidate = base / entry
-            if os.path.lexists(candidate):
-                return self.accept_fixture(entry, candidate, path, cid)
-        self.error(f"fixture {entry!r} does not exist", path,
-                   f"create it or correct the path (looked under {self.root}, the suite folder "
-                   "and its fixtures/ folder)", cid)
-        return None
+        bases = [self.root, suite_dir, suite_dir / "fixtures"]
+        if self.skill_name:  # skill-creator writes fixture paths from the skill's folder
+            bases.append(self.root / "skills" / self.skill_name)
+        unique: list[Path] = []
+        for base in bases:
+            if base not in unique:
+                unique.append(base)
+        return unique
 
     def accept_fixture(self, entry: str, candidate: Path, path: str, cid: str | None) -> str | None:
         real_root = Path(os.path.realpath(self.root))
@@ -869,6 +893,9 @@ class SuiteChecker:
         if real.is_dir() and _is_within(real_suite, real):
             return "is a folder holding the suite file, and the executor must never see it"
         skill_dir = real_root / "skills" / (self.skill_name or "\0")
+        held = withheld_suite_part(real_root, self.skill_name or "\0", real_suite)
+        if held and _is_within(real, real_root / held):
+            return None  # task material beside the suite, withheld from the package itself
         if _is_within(real, skill_dir) or (real.is_dir() and _is_within(skill_dir, real)):
             return "holds the target skill's package, which without_skill runs must not get"
         return None
@@ -947,6 +974,75 @@ def check_skill_package(root: Path, skill_name: str, file: str) -> list[Problem]
     return problems
 
 
+SUITE_FILE_NAME = "evals.json"
+MIN_SECRET_CHARS = 24  # shorter texts ("It is polite.") turn up in ordinary prose
+
+
+def withheld_suite_part(root: Path, skill_name: str, suite_path: Path) -> str | None:
+    """The part of the skill package holding the suite, repository-relative, or None.
+
+    skill-creator keeps its suite inside the skill (skills/<name>/evals/evals.json, fixtures
+    beside it): the suite's whole folder is then withheld from the delivered package, or the
+    suite file alone when it sits at the package's top.
+    """
+    skill_dir = Path(os.path.abspath(root / "skills" / skill_name))
+    suite = Path(os.path.abspath(suite_path))
+    if not _is_within(suite, skill_dir):
+        return None
+    part = suite if suite.parent == skill_dir else suite.parent
+    return part.relative_to(os.path.abspath(root)).as_posix()
+
+
+def _holds_any(path: Path, needles: list[bytes]) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_SUITE_BYTES)
+    except OSError:
+        return False
+    return any(needle in data for needle in needles)
+
+
+def package_withholdings(root: Path, skill_name: str, suite_path: Path,
+                         secrets: list[str]) -> dict[str, str]:
+    """Files of the skill package a with_skill executor must not get, each with the reason:
+    the suite and its folder, any other evals.json, and any file quoting an assertion or an
+    expected_output. The top SKILL.md is the skill under test and is never withheld; validation
+    warns when it quotes one."""
+    skill_dir = root / "skills" / skill_name
+    held = withheld_suite_part(root, skill_name, suite_path)
+    needles = sorted({t.strip().encode("utf-8") for t in secrets
+                      if len(t.strip()) >= MIN_SECRET_CHARS})
+    withheld = {}
+    for path in _walk_files(skill_dir):
+        rel = path.relative_to(root).as_posix()
+        if held and (rel == held or rel.startswith(held + "/")):
+            withheld[rel] = "the eval suite or a file beside it (assertions reach only the grader)"
+        elif path.name == SUITE_FILE_NAME:
+            withheld[rel] = "an eval suite file"
+        elif path != skill_dir / "SKILL.md" and os.path.isfile(path) and _holds_any(path, needles):
+            withheld[rel] = "quotes an assertion or expected_output of the suite"
+    return withheld
+
+
+def withholding_problems(suite: Suite) -> list[Problem]:
+    """Warnings for what the package loses, or leaks, that a suite author would not expect."""
+    problems = []
+    skill_md = suite.skill_dir / "SKILL.md"
+    quoting = [text for text in suite.secret_texts() if len(text.strip()) >= MIN_SECRET_CHARS]
+    if quoting and _holds_any(skill_md, sorted({t.strip().encode("utf-8") for t in quoting})):
+        problems.append(Problem(
+            "warning", "SKILL.md quotes an assertion or expected_output of the suite word for "
+            "word; with_skill executors read it", str(skill_md),
+            fix="grade behaviour the skill asks for in your own words, not its sentences"))
+    withheld = package_withholdings(suite.root, suite.skill_name, suite.path, suite.secret_texts())
+    for rel, reason in sorted(withheld.items()):
+        if reason.startswith("quotes"):
+            problems.append(Problem(
+                "warning", f"{rel} {reason}; it is withheld from with_skill runs",
+                str(suite.path), fix="move the file out of the skill package, or reword it"))
+    return problems
+
+
 @dataclasses.dataclass
 class LoadedSuite:
     suite: Suite | None
@@ -981,6 +1077,7 @@ def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedS
         return LoadedSuite(None, problems, checker.fixture_files)
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     suite = Suite(suite_path, root, skill_name, common, cases, digest)
+    problems += withholding_problems(suite)
     return LoadedSuite(suite, problems, checker.fixture_files)
 
 
@@ -1274,15 +1371,20 @@ class RepoSnapshot:
     template: GitTemplate | None = None
     linked_skill_files: frozenset = frozenset()
     resolved: dict[str, str | None] = dataclasses.field(default_factory=dict)
+    withheld: dict[str, str] = dataclasses.field(default_factory=dict)  # package files kept back
 
     @classmethod
-    def take(cls, root: Path, skill_name: str) -> RepoSnapshot:
+    def take(cls, root: Path, skill_name: str,
+             withheld: dict[str, str] | None = None) -> RepoSnapshot:
+        """`withheld`: package files (repository-relative) never delivered, with the reason."""
         listed, source = _list_repository(root)
         base = sorted(rel for rel in listed if _is_delivered(rel, skill_name))
         skill_dir = root / "skills" / skill_name
-        skill = sorted(p.relative_to(root).as_posix() for p in _walk_files(skill_dir))
+        withheld = dict(withheld or {})
+        skill = sorted(rel for rel in (p.relative_to(root).as_posix() for p in
+                                       _walk_files(skill_dir)) if rel not in withheld)
         linked = frozenset(rel for rel in base if os.path.islink(root / rel))
-        snapshot = cls(root, base, skill, source, linked)
+        snapshot = cls(root, base, skill, source, linked, withheld=withheld)
         snapshot.linked_skill_files = frozenset(rel for rel in skill
                                                 if os.path.islink(root / rel))
         return snapshot
@@ -1605,6 +1707,8 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool, base: Pa
         "path": str(repo), "grader_dir": None, "files_delivered": copier.copied,
         "listing_source": snapshot.listing_source, "skill_delivered": with_skill,
         "fixtures": list(case.files), "skipped": copier.skipped, "git": git,
+        "withheld_from_skill_package": [{"path": rel, "reason": reason} for rel, reason
+                                        in sorted(snapshot.withheld.items())] if with_skill else [],
         "kept": False, "removed": False})
     return sandbox
 
@@ -3824,7 +3928,9 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
                   sandbox_base: Path, previous: dict[str, Any] | None = None) -> int:
     cells = plan_cells(suite, options, iteration_dir)
     fixtures = sorted({rel for cell in cells for rel in cell.case.files})
-    snapshot = RepoSnapshot.take(suite.root, suite.skill_name)
+    withheld = package_withholdings(suite.root, suite.skill_name, suite.path,
+                                    suite.secret_texts())
+    snapshot = RepoSnapshot.take(suite.root, suite.skill_name, withheld)
     snapshot.template = build_git_template(snapshot, sandbox_base)
     add_runner_baselines(snapshot.template, iteration_dir / ".baselines")
     manifest = prepare_manifest(suite, options, argv, cells, previous, {
@@ -3833,6 +3939,7 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
         "git_template": {"path": str(snapshot.template.folder), "commit": snapshot.template.commit,
                          "error": snapshot.template.error},
         "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name),
+        "withheld_from_skill_package": withheld,
         "fixture_status": {"before": fixture_status(suite.root, fixtures)}})
     write_json(iteration_dir / "iteration_manifest.json", manifest)
     write_eval_metadata(suite, cells, iteration_dir)
@@ -4144,6 +4251,11 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     print(f"executor argv ({first.label}): {_shell_join(executor.argv)}  (cwd {executor.cwd})")
     print(f"grader argv: {_shell_join(grader_call.argv)}  (cwd {grader_call.cwd})")
     print("executor and grader prompts go on standard input; assertions reach only the grader")
+    withheld = package_withholdings(suite.root, suite.skill_name, suite.path,
+                                    suite.secret_texts())
+    if withheld and "with_skill" in options.configs:
+        print(f"withheld from the delivered skill package ({len(withheld)} file(s)): "
+              + ", ".join(sorted(withheld)[:5]) + (" ..." if len(withheld) > 5 else ""))
     where = provider.executable()
     print(f"{provider.binary}: {where}" if where else
           f"{provider.binary}: not on PATH; a real run would stop with exit 3 "
