@@ -7,7 +7,6 @@ written from the skill's folder. The delivered package must never carry the asse
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import unittest
 from pathlib import Path
@@ -20,7 +19,7 @@ EXPECTED_MARKER = "PLANTED-EXPECTED-OUTPUT-MARKER-9Zk4"
 
 def skill_creator_repo(base: Path, extra: dict[str, str] | None = None) -> Path:
     root = base / "repo"
-    skill = root / "skills" / "demo"
+    root / "skills" / "demo"
     suite = {"skill_name": "demo", "evals": [
         {"id": 1, "prompt": "Read evals/files/city.txt and answer.",
          "expected_output": EXPECTED_MARKER, "files": ["evals/files/city.txt"],

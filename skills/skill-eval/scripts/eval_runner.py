@@ -1900,8 +1900,9 @@ class Provider:
     def __init__(self, settings: list[str] | None = None):
         self.settings = list(settings or [])
 
-    def executable(self) -> str | None:
-        return shutil.which(self.binary)
+    def executable(self, search_path: str | None = None) -> str | None:
+        """Where the CLI is on `search_path` (a PATH value; default: ours)."""
+        return shutil.which(self.binary, path=search_path)
 
     def version_argv(self) -> list[str]:
         return [self.binary, "--version"]
@@ -2150,17 +2151,36 @@ PROVIDERS: dict[str, type[Provider]] = {
 }
 
 
-def require_provider(options: RunOptions) -> Provider:
+def agent_path_problem(provider: Provider, agent_env: dict[str, str]) -> str | None:
+    """Why the agents would not find the CLI with the PATH they get, or None."""
+    if provider.executable(agent_env.get("PATH", "")) is not None:
+        return None
+    ours = provider.executable()
+    if ours is not None:
+        return (f"the {provider.name} CLI found at {ours} is inside the checkout, and agents "
+                "run with the checkout's folders taken off PATH (so they cannot learn where "
+                "it is); they would not find it")
+    return f"the {provider.name} CLI ({provider.binary!r}) is not on PATH"
+
+
+def require_provider(options: RunOptions, agent_env: dict[str, str]) -> Provider:
+    """The provider, if its CLI is on the PATH the agents will get (`agent_env`)."""
     provider = PROVIDERS[options.agent](options.agent_settings)
-    if provider.executable() is None:
-        raise EnvironmentProblem(f"the {provider.name} CLI ({provider.binary!r}) is not on PATH",
-                                 f"install it ({provider.install_hint}) or fix PATH")
+    problem = agent_path_problem(provider, agent_env)
+    if problem is not None:
+        inside = provider.executable() is not None
+        raise EnvironmentProblem(problem, (
+            "install the CLI outside the checkout, or copy it out and put that folder on PATH "
+            "(for the bundled fakes see README.md, 'Try it without an agent CLI')") if inside
+            else f"install it ({provider.install_hint}) or fix PATH")
     return provider
 
 
-def provider_version(provider: Provider, groups: ProcessGroups) -> str:
+def provider_version(provider: Provider, groups: ProcessGroups,
+                     agent_env: dict[str, str]) -> str:
+    """`<cli> --version`, run with the environment the agents get."""
     invocation = Invocation(provider.version_argv(), Path.cwd())
-    result = run_process(invocation, clean_environment(), 60.0, groups)
+    result = run_process(invocation, agent_env, 60.0, groups)
     if result.returncode != 0 or result.timed_out:
         detail = (result.spawn_error or result.stderr.strip() or result.stdout.strip())[:300]
         raise EnvironmentProblem(f"`{' '.join(invocation.argv)}` failed: {detail}",
@@ -4211,14 +4231,15 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     if args.dry_run:  # a preview needs no agent CLI, so a fresh machine can see the plan
         return print_dry_run(suite, options, PROVIDERS[options.agent](options.agent_settings),
                              sandbox_base)
-    provider = require_provider(options)
+    agent_env, _ = scrub_checkout_paths(clean_environment(), suite.root)
+    provider = require_provider(options, agent_env)
     selected = [c for c in suite.cases if not options.eval_ids or c.key in options.eval_ids]
     if not selected:
         print(f"0 cases: nothing to run ({suite.path}); no agent was launched")
         return EXIT_OK
     previous = check_resume(Path(args.resume), suite, options) if args.resume else None
     groups = ProcessGroups()
-    cli_version = provider_version(provider, groups)
+    cli_version = provider_version(provider, groups, agent_env)
     iteration_dir = Path(args.resume) if args.resume else allocate_iteration_dir(options.workspace)
     return run_iteration(suite, options, provider, groups, iteration_dir, argv, cli_version,
                          sandbox_base, previous)
@@ -4256,10 +4277,10 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     if withheld and "with_skill" in options.configs:
         print(f"withheld from the delivered skill package ({len(withheld)} file(s)): "
               + ", ".join(sorted(withheld)[:5]) + (" ..." if len(withheld) > 5 else ""))
-    where = provider.executable()
-    print(f"{provider.binary}: {where}" if where else
-          f"{provider.binary}: not on PATH; a real run would stop with exit 3 "
-          f"(install: {provider.install_hint})")
+    agent_env, _ = scrub_checkout_paths(clean_environment(), suite.root)
+    problem = agent_path_problem(provider, agent_env)
+    print(f"{provider.binary}: {provider.executable(agent_env.get('PATH', ''))}" if not problem
+          else f"{provider.binary}: {problem}; a real run would stop with exit 3")
     return EXIT_OK
 
 
