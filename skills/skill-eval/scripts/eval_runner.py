@@ -2386,6 +2386,7 @@ class RunContext:
     groups: ProcessGroups
     deadline_at: float | None = None
     progress: Callable[[dict[str, Any]], None] | None = None
+    on_cell_start: Callable[[str], None] | None = None  # a cell's executor is about to start
     judge: dict[str, Any] = dataclasses.field(default_factory=dict)
     resuming: bool = False
     base_env: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -2622,6 +2623,8 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     if reason:
         record.fail("cancelled", "scheduling", reason)
         return None
+    if ctx.on_cell_start:
+        ctx.on_cell_start(cell.label)
     result = run_process(invocation, env, ctx.options.timeout_s, ctx.groups)
     reply = ctx.provider.read_executor(result)
     record.executor = process_record(invocation, result, env)
@@ -3828,36 +3831,105 @@ def iteration_identity(manifest: dict[str, Any], options: RunOptions) -> dict[st
     }
 
 
+def fmt_duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{seconds:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def start_line(suite: Suite, options: RunOptions, cells: int) -> str:
+    """What `run` prints before anything slow: the size of the matrix and where it goes."""
+    cases = len(options.eval_ids or suite.cases)
+    return (f"skill-eval: {cells} cells ({cases} cases x {len(options.configs)} configs x "
+            f"{options.runs} runs) with {options.agent}, {options.concurrency} at a time; "
+            f"workspace {options.workspace}")
+
+
 class Progress:
-    """A live line on a terminal, plain lines otherwise, nothing when quiet."""
+    """A line that moves while cells run: rewritten in place on a terminal every second,
+    a plain line now and then on a pipe or file, nothing when quiet."""
+
+    TTY_TICK_S = 1.0
+    PIPE_MIN_GAP_S = 5.0  # between lines on a pipe, except the last one
+    PIPE_HEARTBEAT_S = 30.0  # a line even when nothing finished, so a log shows life
 
     def __init__(self, total: int, quiet: bool, stream: Any = None):
         self.total, self.quiet = total, quiet
         self.stream = stream or sys.stderr
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.done = self.ok = 0
+        self.running: set[str] = set()
+        self.last = ""
         self.started = time.monotonic()
         self.last_line = 0.0
         self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.ticker: threading.Thread | None = None
 
-    def __call__(self, record: dict[str, Any]) -> None:
+    def start(self, text: str = "") -> None:
+        """Print the start line and begin ticking."""
+        if self.quiet:
+            return
         with self.lock:
+            if text:
+                self.stream.write(text + "\n")
+            self._write(self.line(), final=False)
+        self.ticker = threading.Thread(target=self._tick, name="skill-eval-progress", daemon=True)
+        self.ticker.start()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        if self.ticker is not None:
+            self.ticker.join()
+        if self.tty and not self.quiet and self.done < self.total:
+            with self.lock:  # leave the last state on screen, and the cursor on a new line
+                self._write(self.line(), final=True)
+
+    def cell_started(self, label: str) -> None:
+        with self.lock:
+            self.running.add(label)
+
+    def __call__(self, record: Any) -> None:
+        with self.lock:
+            self.running.discard(record.label)
             self.done += 1
             self.ok += record.status == STATUS_OK
+            self.last = f"{record.label} {record.status}"
             if self.quiet:
                 return
-            elapsed = time.monotonic() - self.started
-            eta = elapsed / self.done * (self.total - self.done)
-            line = (f"[{self.done}/{self.total}] ok {self.ok}, failed {self.done - self.ok}; "
-                    f"elapsed {elapsed:.0f}s, eta {eta:.0f}s; last: {record.label} "
-                    f"{record.status}")
-            last = self.done == self.total
-            if not self.tty and not last and time.monotonic() - self.last_line < 2.0:
-                return
-            self.last_line = time.monotonic()
-            end = "\n" if not self.tty or last else ""
-            self.stream.write(("\r\x1b[K" if self.tty else "") + line + end)
-            self.stream.flush()
+            final = self.done == self.total
+            if self.tty or final or time.monotonic() - self.last_line >= self.PIPE_MIN_GAP_S:
+                self._write(self.line(), final=final)
+
+    def line(self) -> str:
+        elapsed = time.monotonic() - self.started
+        eta = (f"eta {fmt_duration(elapsed / self.done * (self.total - self.done))}"
+               if self.done else "eta after the first cell")
+        text = (f"[{self.done}/{self.total}] ok {self.ok}, failed {self.done - self.ok}, "
+                f"running {len(self.running)}; elapsed {fmt_duration(elapsed)}, {eta}")
+        return text + (f"; last: {self.last}" if self.last else "")
+
+    def _tick(self) -> None:
+        wait = self.TTY_TICK_S if self.tty else self.PIPE_HEARTBEAT_S
+        while not self.stopped.wait(wait):
+            with self.lock:
+                if self.done >= self.total:
+                    return
+                if self.tty or time.monotonic() - self.last_line >= self.PIPE_HEARTBEAT_S:
+                    self._write(self.line(), final=False)
+
+    def _write(self, line: str, final: bool) -> None:
+        self.last_line = time.monotonic()
+        if self.tty:
+            self.stream.write("\r\x1b[K" + line + ("\n" if final else ""))
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
 
 
 class InterruptHandler:
@@ -3973,9 +4045,15 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
     ctx.base_env, manifest["environment_scrub"] = scrub_checkout_paths(clean_environment(),
                                                                        suite.root)
     finished = load_finished_cells(cells) if previous is not None else {}
-    ctx.progress = Progress(len(cells) - len(finished), options.quiet)
+    progress = Progress(len(cells) - len(finished), options.quiet)
+    ctx.progress, ctx.on_cell_start = progress, progress.cell_started
+    progress.start(f"iteration: {iteration_dir}"
+                   + (f" (resumed: {len(finished)} cells already finished)" if finished else ""))
     with InterruptHandler(groups):
-        records = run_matrix_until_deadline(ctx, cells, finished)
+        try:
+            records = run_matrix_until_deadline(ctx, cells, finished)
+        finally:
+            progress.stop()
         snapshot.template.remove_runner_baselines()
         if not options.keep_sandboxes:  # kept sandboxes still borrow its objects
             snapshot.template.remove()
@@ -4237,6 +4315,9 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     if not selected:
         print(f"0 cases: nothing to run ({suite.path}); no agent was launched")
         return EXIT_OK
+    if not options.quiet:  # at once: the version check and the sandbox template take a while
+        print(start_line(suite, options, len(selected) * len(options.configs) * options.runs),
+              file=sys.stderr, flush=True)
     previous = check_resume(Path(args.resume), suite, options) if args.resume else None
     groups = ProcessGroups()
     cli_version = provider_version(provider, groups, agent_env)
