@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
 import unittest
+from pathlib import Path
 
 from tests.helpers import (
     FAKES,
@@ -85,3 +87,51 @@ class ReadmeFirstRunTests(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class UsageErrorTests(unittest.TestCase):
+    """A mistake on the command line: the error on the first line, its fix next, then --help."""
+
+    def setUp(self) -> None:
+        self.tmp = TempDir()
+        self.addCleanup(self.tmp.cleanup)
+        self.root = make_repo(self.tmp.path, demo_suite(1))
+        self.suite = str(self.root / "evals" / "demo" / "evals.json")
+
+    def check(self, argv: list[str], first: str, fix: str, help_of: str) -> None:
+        code, out, err = call_main(argv, env=fake_env(self.tmp.path))
+        lines = err.splitlines()
+        self.assertEqual(code, 2, err)
+        self.assertEqual(out, "")
+        self.assertTrue(lines[0].startswith("eval_runner: error: "), err)
+        self.assertIn(first, lines[0])
+        self.assertIn(fix, lines[1])
+        self.assertTrue(lines[1].startswith("  fix: "), err)
+        self.assertEqual(lines[-1], f"  help: {help_of} --help")
+        self.assertLessEqual(len(lines), 3, "the usage block is back")
+
+    def test_misspelt_choice_gets_did_you_mean(self) -> None:
+        self.check(["run", self.suite, "--agent", "cluade"], "cluade",
+                   "did you mean 'claude'?", "eval_runner.py run")
+
+    def test_out_of_range_runs_names_the_range(self) -> None:
+        self.check(["run", self.suite, "--agent", "claude", "--runs", "9"], "--runs", "1..5",
+                   "eval_runner.py run")
+
+    def test_misspelt_subcommand_gets_did_you_mean(self) -> None:
+        self.check(["rnu", self.suite], "rnu", "did you mean 'run'?", "eval_runner.py")
+
+    def test_unknown_option_gets_did_you_mean_from_its_command(self) -> None:
+        self.check(["validate", self.suite, "--jsn"], "--jsn", "did you mean '--json'?",
+                   "eval_runner.py validate")
+
+    def test_missing_required_option_shows_its_values(self) -> None:
+        self.check(["run", self.suite], "--agent", "--agent {claude,codex}", "eval_runner.py run")
+
+    def test_unknown_skill_name_gets_did_you_mean_from_the_skills_folder(self) -> None:
+        suite = json.loads(Path(self.suite).read_text())
+        suite["skill_name"] = "dmeo"
+        Path(self.suite).write_text(json.dumps(suite))
+        code, _, err = call_main(["validate", self.suite])
+        self.assertEqual(code, 2)
+        self.assertIn("did you mean 'demo'?", err)

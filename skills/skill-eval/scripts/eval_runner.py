@@ -945,9 +945,13 @@ def read_frontmatter(text: str) -> dict[str, str] | None:
 def check_skill_package(root: Path, skill_name: str, file: str) -> list[Problem]:
     skill_md = root / "skills" / skill_name / "SKILL.md"
     if not skill_md.is_file():
+        skills = root / "skills"
+        names = [p.name for p in skills.iterdir() if (p / "SKILL.md").is_file()] \
+            if skills.is_dir() else []
         return [Problem("error", f"the target skill has no {skill_md.relative_to(root)}", file,
                         "skill_name",
-                        fix=f"create skills/{skill_name}/SKILL.md or correct skill_name")]
+                        fix=f"{_did_you_mean(skill_name, names)}create "
+                        f"skills/{skill_name}/SKILL.md or correct skill_name")]
     real_package = Path(os.path.realpath(skill_md.parent))
     if not _is_within(Path(os.path.realpath(skill_md)), real_package) or not _is_within(
             real_package, Path(os.path.realpath(root))):
@@ -4163,8 +4167,10 @@ def _config_list(text: str) -> tuple[str, ...]:
     configs = tuple(part.strip() for part in text.split(","))
     unknown = [c for c in configs if c not in CONFIGS]
     if unknown or not configs or len(set(configs)) != len(configs):
+        hint = _did_you_mean(unknown[0], CONFIGS) if unknown else ""
         raise argparse.ArgumentTypeError(
-            f"{text!r}: give one or two distinct names from {', '.join(CONFIGS)}, comma-separated")
+            f"{text!r}: {hint}give one or two distinct names from {', '.join(CONFIGS)}, "
+            "comma-separated")
     return configs
 
 
@@ -4176,9 +4182,68 @@ def _codex_setting(text: str) -> str:
 
 
 class _Parser(argparse.ArgumentParser):
+    """argparse with our error form: the problem and its fix first, then where help is."""
+
+    seen_argv: list[str] = []
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        self.seen_argv = list(sys.argv[1:] if args is None else args)
+        return super().parse_args(args, namespace)
+
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.print_usage(sys.stderr)
-        raise InputError(f"{message}", f"see {self.prog} --help")
+        fix, prog = self._fix_for(message)
+        raise InputError(message, f"{fix}\n  help: {prog} --help")
+
+    def _subcommands(self) -> dict[str, argparse.ArgumentParser]:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return dict(action.choices)
+        return {}
+
+    def _fix_for(self, message: str) -> tuple[str, str]:
+        """The fix for one argparse message, and the prog whose --help to point at."""
+        choice = re.search(r"argument ([^:]+): invalid choice: '?([^' ]*)'? \(choose from (.*)\)",
+                           message)
+        if choice:
+            options = [c.strip(" '\"") for c in choice.group(3).split(",")]
+            hint = _did_you_mean(choice.group(2), options)
+            return f"{hint}choose one of: {', '.join(options)}", self.prog
+        unknown = re.match(r"unrecognized arguments: (.*)", message)
+        if unknown:
+            return self._unknown_fix(unknown.group(1).split())
+        required = re.match(r"the following arguments are required: (.*)", message)
+        if required:
+            return "add " + ", ".join(self._describe(name.strip())
+                                      for name in required.group(1).split(",")), self.prog
+        named = re.match(r"argument ([^:]+):", message)
+        action = self._action_named(named.group(1).split("/")[0]) if named else None
+        if action is not None and action.help:
+            return f"{named.group(1)}: {action.help}", self.prog
+        return "correct the command line", self.prog
+
+    def _describe(self, name: str) -> str:
+        action = self._action_named(name.split("/")[0])
+        if action is None:
+            return name
+        if action.choices and not action.option_strings:
+            return f"{name} (one of: {', '.join(map(str, action.choices))})"
+        value = f" {{{','.join(map(str, action.choices))}}}" if action.choices else ""
+        return f"{name}{value} ({action.help})" if action.help else f"{name}{value}"
+
+    def _action_named(self, name: str) -> argparse.Action | None:
+        return next((a for a in self._actions if name in a.option_strings
+                     or name in (a.metavar, a.dest)), None)
+
+    def _unknown_fix(self, words: list[str]) -> tuple[str, str]:
+        commands = self._subcommands()
+        command = next((w for w in self.seen_argv if w in commands), None)
+        parser = commands.get(command, self) if command else self
+        known = [o for a in parser._actions for o in a.option_strings]
+        flags = [w.split("=")[0] for w in words if w.startswith("-")]
+        hint = _did_you_mean(flags[0], known) if flags else ""
+        what = "otherwise remove it" if hint else "remove it"
+        return f"{hint}{what}" if len(words) == 1 else f"{hint}remove what is not an option " \
+            "of this command", parser.prog
 
 
 def build_parser() -> argparse.ArgumentParser:
