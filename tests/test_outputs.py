@@ -106,9 +106,16 @@ class OutputsFromRunTests(unittest.TestCase):
     def test_failed_assertions_show_the_graders_evidence(self) -> None:
         section = self.html[self.html.index("<h2>Failed assertions</h2>"):]
         section = section[:section.index("<h2>", 1)]
-        self.assertEqual(section.count("<tr><td>"), 4)
-        self.assertIn("2. It mentions item 1.", section)
+        # Grouped by assertion: one row per failing assertion text, not one per run.
+        rows = re.findall(r"<tr><td>([^<]*)</td><td>([^<]*)</td>", section)
+        texts = [text for text, _ in rows]
+        self.assertEqual(len(texts), len(set(texts)), "an assertion is repeated")
+        self.assertIn("It mentions item 1.", texts)
         self.assertIn("fake grader: assertion 2 does not hold", section)
+        failing = sum(1 for run in self.benchmark["runs"] for e in run["expectations"]
+                      if not e["passed"])
+        counted = sum(int(re.match(r"failed in (\d+) run", where).group(1)) for _, where in rows)
+        self.assertEqual(counted, failing)
 
     def test_each_run_has_collapsible_output_artifact_and_verdicts(self) -> None:
         self.assertEqual(self.html.count('<details class="run'), 6)
@@ -232,7 +239,7 @@ class OutputsFromRunTests(unittest.TestCase):
         iteration = self.copy_iteration()
         code, out, err = call_main(["report", str(iteration), "--html"])
         self.assertEqual(code, 0, err)
-        self.assertTrue(out.startswith("# skill-eval benchmark: demo"))
+        self.assertTrue(out.startswith("skill-eval: demo with claude"), out)
         self.assertIn("<svg", (iteration / "benchmark.html").read_text(encoding="utf-8"))
 
     def test_report_html_explicit_path_and_junit(self) -> None:

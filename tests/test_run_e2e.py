@@ -30,6 +30,7 @@ from tests.helpers import (
     git,
     make_repo,
     run_script,
+    runner,
     tree_digest,
 )
 
@@ -818,11 +819,14 @@ class ReportTests(RunTestCase):
         with mock.patch("subprocess.Popen", side_effect=AssertionError("report started a process")):
             code, out, err = call_main(["report", str(iteration)])
         self.assert_exit(code, 0, out, err)
-        self.assertEqual(out, written)
         self.assertEqual((iteration / "benchmark.md").read_text(encoding="utf-8"), written)
+        # stdout is the summary `run` ends with, not the whole file.
+        summary = runner.render_summary(load_json(iteration / "benchmark.json"), iteration)
+        self.assertEqual(out, summary + "\n")
+        self.assertIn(f"Benchmark: {iteration / 'benchmark.md'}", out)
         done = run_script(["report", str(iteration)])
         self.assertEqual(done.returncode, 0, done.stderr)
-        self.assertEqual(done.stdout, written)
+        self.assertEqual(done.stdout, out)
         self.assertEqual(len(self.calls()), calls_before, "report launched an agent")
 
     def test_missing_or_garbage_benchmark_exits_2(self) -> None:

@@ -3184,6 +3184,48 @@ def _sentence(text: str) -> str:
     return (text[:1].upper() + text[1:]).rstrip(".") + "."
 
 
+FLAG_EXAMPLES = 3  # flags shown per group; the full list stays in benchmark.json
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+def group_flags(flags: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Flags grouped by severity, kind and config, worst and most frequent first; each group
+    keeps its count and its first few flags as examples."""
+    groups: dict[tuple, dict[str, Any]] = {}
+    for flag in flags:
+        key = (flag["severity"], flag["kind"], flag.get("configuration"))
+        group = groups.setdefault(key, {"severity": key[0], "kind": key[1],
+                                        "configuration": key[2], "count": 0, "examples": []})
+        group["count"] += 1
+        if len(group["examples"]) < FLAG_EXAMPLES:
+            group["examples"].append(flag)
+    return sorted(groups.values(), key=lambda g: (SEVERITY_ORDER.get(g["severity"], 3),
+                                                  -g["count"], g["kind"]))
+
+
+def flag_place(flag: dict[str, Any]) -> str:
+    """Where a flag points, e.g. `eval E01, run 2` (its group names the config)."""
+    parts = []
+    if "eval_id" in flag:
+        parts.append(f"eval {flag['eval_id']}")
+    if "run_number" in flag:
+        parts.append(f"run {flag['run_number']}")
+    if "assertion_id" in flag:
+        parts.append(f"assertion {flag['assertion_id']}")
+    return ", ".join(parts)
+
+
+def group_title(group: dict[str, Any]) -> str:
+    config = f" ({group['configuration']})" if group["configuration"] else ""
+    return f"[{group['severity']}] {group['kind']}{config}"
+
+
+def group_example(flag: dict[str, Any], cap: int = 200) -> str:
+    place = flag_place(flag)
+    message = flag["message"] if len(flag["message"]) <= cap else flag["message"][:cap - 3] + "..."
+    return f"{place}: {message}" if place else message
+
+
 def _md_sanity(b: dict[str, Any]) -> str:
     sanity = b["sanity_checks"]
     lines = ["## Sanity checks", "", f"Status: **{sanity['status']}**", ""]
@@ -3191,11 +3233,15 @@ def _md_sanity(b: dict[str, Any]) -> str:
     info = [f for f in sanity["flags"] if f["severity"] == "info"]
     if not shown:
         lines.append("No anomalies that need review.")
-    for flag in shown:
-        where = " ".join(f"{k}={flag[k]}" for k in ("eval_id", "configuration", "run_number")
-                         if k in flag)
-        lines.append(f"- [{flag['severity']}] {flag['kind']}"
-                     f"{' (' + where + ')' if where else ''}: {flag['message']}")
+    for group in group_flags(shown):
+        if group["count"] == 1:
+            lines.append(f"- {group_title(group)}: {_md_cell(group_example(group['examples'][0]))}")
+            continue
+        lines.append(f"- {group_title(group)}: {group['count']:,} flags, for example:")
+        lines += [f"  - {_md_cell(group_example(f))}" for f in group["examples"]]
+        if group["count"] > len(group["examples"]):
+            lines.append(f"  - ... {group['count'] - len(group['examples']):,} more in "
+                         "benchmark.json (`sanity_checks.flags`)")
     if info:
         kinds: dict[str, int] = {}
         for flag in info:
@@ -3299,15 +3345,47 @@ def render_compare_markdown(this: dict[str, Any], other: dict[str, Any], other_n
     return "\n".join(lines) + "\n"
 
 
-def _md_failed_assertions(b: dict[str, Any]) -> str:
-    lines = ["## Failed assertions", ""]
+FAILED_ASSERTION_GROUPS = 40  # assertions listed in benchmark.md and the HTML page
+FAILED_ASSERTION_EVALS = 8  # evals named per assertion
+
+
+def group_failed_assertions(b: dict[str, Any]) -> list[dict[str, Any]]:
+    """Failed assertions grouped by their text, most failures first: per config the count of
+    failing runs, the evals where it failed, and one piece of the grader's evidence."""
+    groups: dict[str, dict[str, Any]] = {}
     for run in b["runs"]:
         for exp in run["expectations"]:
-            if not exp["passed"]:
-                lines.append(f"- eval {_md_cell(run['eval_id'])} / {run['configuration']} / run "
-                             f"{run['run_number']}, assertion {exp['id']}: "
-                             f"{_md_cell(exp['text'])}; evidence: {_md_cell(exp['evidence'])}")
-    if len(lines) == 2:
+            if exp["passed"]:
+                continue
+            group = groups.setdefault(exp["text"], {"text": exp["text"], "count": 0,
+                                                    "by_config": {}, "evals": [],
+                                                    "evidence": exp["evidence"]})
+            group["count"] += 1
+            config = run["configuration"]
+            group["by_config"][config] = group["by_config"].get(config, 0) + 1
+            if run["eval_id"] not in group["evals"]:
+                group["evals"].append(run["eval_id"])
+    return sorted(groups.values(), key=lambda g: -g["count"])
+
+
+def _failed_where(group: dict[str, Any]) -> str:
+    evals = [str(e) for e in group["evals"][:FAILED_ASSERTION_EVALS]]
+    more = len(group["evals"]) - len(evals)
+    configs = ", ".join(f"{c} {n}" for c, n in sorted(group["by_config"].items()))
+    return (f"failed in {group['count']:,} run(s) ({configs}); eval(s) {', '.join(evals)}"
+            + (f" and {more:,} more" if more > 0 else ""))
+
+
+def _md_failed_assertions(b: dict[str, Any]) -> str:
+    lines = ["## Failed assertions", ""]
+    groups = group_failed_assertions(b)
+    for group in groups[:FAILED_ASSERTION_GROUPS]:
+        lines.append(f"- {_md_cell(group['text'])}: {_failed_where(group)}. Evidence, for "
+                     f"example: {_md_cell(group['evidence'][:300])}")
+    if len(groups) > FAILED_ASSERTION_GROUPS:
+        lines.append(f"- ... {len(groups) - FAILED_ASSERTION_GROUPS:,} more assertions; every "
+                     "verdict is in benchmark.json and each run's grading.json")
+    if not groups:
         lines.append("None.")
     return "\n".join(lines) + "\n"
 
@@ -3430,10 +3508,18 @@ def _rates_sentence(b: dict[str, Any]) -> str:
 def _html_sanity(b: dict[str, Any]) -> str:
     flags = b["sanity_checks"]["flags"]
     shown = [f for f in flags if f["severity"] != "info"]
-    items = [f"<li>[{_h(f['severity'])}] {_h(f['kind'])}{_h(_flag_where(f))}: "
-             f"{_h(f['message'])}</li>" for f in shown[:HTML_FLAG_LIMIT]]
-    if len(shown) > HTML_FLAG_LIMIT:
-        items.append(f"<li>... and {len(shown) - HTML_FLAG_LIMIT} more in benchmark.json</li>")
+    items = []
+    for group in group_flags(shown)[:HTML_FLAG_LIMIT]:
+        if group["count"] == 1:
+            items.append(f"<li>{_h(group_title(group))}: "
+                         f"{_h(group_example(group['examples'][0]))}</li>")
+            continue
+        examples = "".join(f"<li>{_h(group_example(f))}</li>" for f in group["examples"])
+        more = group["count"] - len(group["examples"])
+        if more:
+            examples += f"<li>... {more:,} more in benchmark.json</li>"
+        items.append(f"<li>{_h(group_title(group))}: {group['count']:,} flags, for example:"
+                     f"<ul>{examples}</ul></li>")
     kinds: dict[str, int] = {}
     for flag in (f for f in flags if f["severity"] == "info"):
         kinds[flag["kind"]] = kinds.get(flag["kind"], 0) + 1
@@ -3442,12 +3528,6 @@ def _html_sanity(b: dict[str, Any]) -> str:
                      + " (details in benchmark.json)</li>")
     listing = "<ul>\n" + "\n".join(items) + "\n</ul>" if items else "<p>No anomalies.</p>"
     return f"<h2>Sanity checks</h2>\n{listing}\n"
-
-
-def _flag_where(flag: dict[str, Any]) -> str:
-    where = " ".join(f"{k}={flag[k]}" for k in ("eval_id", "configuration", "run_number")
-                     if k in flag)
-    return f" ({where})" if where else ""
 
 
 def _html_chart(b: dict[str, Any]) -> str:
@@ -3537,14 +3617,17 @@ def _html_metrics(b: dict[str, Any]) -> str:
 
 
 def _html_failed_assertions(b: dict[str, Any]) -> str:
-    rows = [f"<tr><td>{_h(run['eval_id'])}</td><td>{_h(run['configuration'])}</td>"
-            f"<td>{_h(run['run_number'])}</td><td>{_h(exp['id'])}. {_h(exp['text'])}</td>"
-            f"<td>{_h(exp['evidence'])}</td></tr>"
-            for run in b["runs"] for exp in run["expectations"] if not exp["passed"]]
-    if not rows:
+    groups = group_failed_assertions(b)
+    if not groups:
         return "<h2>Failed assertions</h2>\n<p>None.</p>\n"
-    return ("<h2>Failed assertions</h2>\n<table><tr><th>eval</th><th>config</th><th>run</th>"
-            "<th>assertion</th><th>grader's evidence</th></tr>\n" + "\n".join(rows)
+    rows = [f"<tr><td>{_h(g['text'])}</td><td>{_h(_failed_where(g))}</td>"
+            f"<td>{_h(g['evidence'][:600])}</td></tr>" for g in groups[:FAILED_ASSERTION_GROUPS]]
+    if len(groups) > FAILED_ASSERTION_GROUPS:
+        rows.append(f'<tr><td colspan="3">... {len(groups) - FAILED_ASSERTION_GROUPS:,} more '
+                    "assertions; every verdict is in benchmark.json and each run's "
+                    "grading.json</td></tr>")
+    return ("<h2>Failed assertions</h2>\n<table><tr><th>assertion</th><th>where it failed</th>"
+            "<th>grader's evidence, for example</th></tr>\n" + "\n".join(rows)
             + "\n</table>\n")
 
 
@@ -3674,6 +3757,9 @@ def _junit_case(run: dict[str, Any]) -> tuple[Any, str]:
     return case, "failures" if failed else "passed"
 
 
+SUMMARY_FLAG_GROUPS = 6
+
+
 def render_summary(benchmark: dict[str, Any], iteration_dir: Path) -> str:
     """The few lines `run` and `report` print: status, pass rates, verdict, where to look."""
     c, sanity = benchmark["comparison"], benchmark["sanity_checks"]
@@ -3684,6 +3770,12 @@ def render_summary(benchmark: dict[str, Any], iteration_dir: Path) -> str:
              f"{benchmark['scored_run_count']} scored, {benchmark['error_run_count']} excluded)",
              f"Sanity checks: {sanity['status']}"
              + (f" ({len(review)} flag(s); see benchmark.md)" if review else "")]
+    groups = group_flags(review)
+    for group in groups[:SUMMARY_FLAG_GROUPS]:
+        lines.append(f"  {group_title(group)}: {group['count']:,}, e.g. "
+                     f"{group_example(group['examples'][0], 160)}")
+    if len(groups) > SUMMARY_FLAG_GROUPS:
+        lines.append(f"  ... {len(groups) - SUMMARY_FLAG_GROUPS} more kinds in benchmark.md")
     rates = f"{c['candidate']} {fmt_rate(c['candidate_pass_rate'])}"
     if c.get("baseline"):
         rates += (f", {c['baseline']} {fmt_rate(c['baseline_pass_rate'])}, "
@@ -4457,14 +4549,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     write_text(folder / "benchmark.md", text)
     if comparison:  # beside, never inside, this iteration's own benchmark.md
         write_text(folder / "comparison.md", comparison)
-        text += "\n" + comparison
     if html_path:
         write_text(html_path, html_page(benchmark, folder))
         print(f"wrote {html_path}", file=sys.stderr)
     if junit_path:
         write_text(junit_path, render_junit(benchmark))
         print(f"wrote {junit_path}", file=sys.stderr)
-    print(text, end="")
+    print(render_summary(benchmark, folder))
+    if comparison:
+        print(f"Comparison with {args.compare}: {comparability(benchmark, other)}; "
+              f"{folder / 'comparison.md'}")
     return EXIT_OK
 
 
