@@ -742,9 +742,9 @@ class RefusalTests(RunTestCase):
     def test_empty_suite_runs_nothing(self) -> None:
         (self.root / SUITE_REL).write_text('{"skill_name": "demo", "evals": []}',
                                            encoding="utf-8")
-        for runner in ("main", "script"):
-            with self.subTest(runner):
-                if runner == "main":
+        for how in ("main", "script"):
+            with self.subTest(how):
+                if how == "main":
                     code, out, err = self.run_main(self.root, self.base_env, "--agent", "claude")
                 else:
                     done = self.run_sub(self.root, self.base_env, "--agent", "claude")
