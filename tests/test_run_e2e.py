@@ -365,7 +365,7 @@ class CheckoutUntouchedTests(RunTestCase):
             grader_prompt = (record["dir"] / "grader_prompt.md").read_text(encoding="utf-8")
             self.assertIn("## Written artifact", grader_prompt)
             self.assertIn("1. ship", grader_prompt)
-            stream = (record["dir"] / "outputs" / "executor_stream.txt").read_text(
+            stream = (record["dir"] / "logs" / "executor_stream.txt").read_text(
                 encoding="utf-8")
             self.assertIn("edited, not committed", stream, "working-tree content is delivered")
 
@@ -493,7 +493,7 @@ class StatusTests(RunTestCase):
             self.assertFalse((failed["dir"] / "grader_prompt.md").exists())
             self.assertEqual(failed["failure"]["stage"], "executor")
             self.assertIn("error", failed["failure"]["detail"])
-            self.assertTrue((failed["dir"] / "outputs" / "executor_stderr.txt").exists())
+            self.assertTrue((failed["dir"] / "logs" / "executor_stderr.txt").exists())
         graded = [c for c in self.calls("grader") if "TASK-EXEC-ERROR" in c["prompt"]]
         self.assertEqual(graded, [], "the grader was launched for a failed executor")
         bench = load_json(iteration / "benchmark.json")
@@ -965,7 +965,7 @@ class MetricsTests(RunTestCase):
             self.assertIsNone(broken[name]["value"], name)
             self.assertTrue(broken[name]["absent_reason"], name)
         bench = load_json(iteration / "benchmark.json")
-        by_eval = {r["eval_id"]: r["result"] for r in bench["runs"]}
+        by_eval = {r["eval_id"]: r["result"] for r in runner.all_runs(bench)}
         self.assertAlmostEqual(by_eval["E01"]["time_seconds"], 4.321)
         self.assertEqual(by_eval["E01"]["tokens"], 1305)
         self.assertEqual((by_eval["E02"]["time_seconds"], by_eval["E02"]["tokens"]), (None, None))

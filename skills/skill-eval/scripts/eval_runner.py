@@ -422,11 +422,29 @@ def cut_text(text: str, limit: int) -> tuple[str, bool]:
     return text[:limit], True
 
 
+def _read_umask() -> int:
+    """The process umask, read once at start (setting it to read it is not thread-safe)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+FILE_MODE = 0o666 & ~_read_umask()  # result files: what open() would give, not mkstemp's 0600
+
+
 def write_text(path: Path, text: str) -> None:
     """Write atomically: readers see the old file or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
         os.replace(tmp, path)
@@ -2132,8 +2150,8 @@ def codex_metrics(usages: list[dict], result: ProcessResult,
             metrics[name] = absent(f"codex reported no usage.{name}"
                                    + (f" ({failure})" if failure else ""))
     metrics["total_cost_usd"] = absent("codex reports no cost")
-    metrics["num_turns"] = (captured(len(usages), "count of codex turn.completed events")
-                            if usages else absent("codex completed no turn"))
+    # `codex exec` is one turn per call, so counting turn.completed would always say 1.
+    metrics["num_turns"] = absent("codex exec reports one turn per call, not the agent's turns")
     metrics["time_seconds"] = (
         absent(f"codex never started ({result.spawn_error})") if result.spawn_error else
         captured(round(result.duration_s, 3), "runner wall clock (codex reports no duration)"))
@@ -2635,11 +2653,11 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     record.metrics = reply.metrics
     record.permission_denials = reply.permission_denials
     record.skill_read = skill_read_evidence(reply.trace, ctx.suite.skill_name, cell.config)
-    outputs = cell.run_dir / "outputs"
+    outputs, logs = cell.run_dir / "outputs", cell.run_dir / "logs"
     write_text(outputs / "output.txt", reply.text)
-    write_text(outputs / "executor_stream.txt", result.stdout)
+    write_text(logs / "executor_stream.txt", result.stdout)
     if not reply.ok:
-        write_text(outputs / "executor_stderr.txt", result.stderr)
+        write_text(logs / "executor_stderr.txt", result.stderr)
         record.fail(failure_status("executor", result), "executor", reply.failure)
         return None
     artifact = capture_artifact(sandbox.artifact_path, outputs / "plan.md")
@@ -2669,7 +2687,7 @@ def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: RunRe
     prompt = build_grader_prompt(cell.case.prompt, answer.text, answer.artifact,
                                  answer.artifact_truncated, assertions)
     write_text(cell.run_dir / "grader_prompt.md", prompt)
-    result, reply = call_grader(ctx, sandbox, prompt, cell.run_dir / "outputs")
+    result, reply = call_grader(ctx, sandbox, prompt, cell.run_dir / "logs")
     record.grader = result
     if not reply.ok:
         record.fail(reply.failure_status, "grader", reply.failure)
@@ -2693,8 +2711,8 @@ class GraderReply:
 
 
 def call_grader(ctx: RunContext, sandbox: Sandbox, prompt: str,
-                outputs: Path) -> tuple[dict[str, Any], GraderReply]:
-    """One grader process in an empty folder outside the checkout; its output kept in outputs/.
+                logs: Path) -> tuple[dict[str, Any], GraderReply]:
+    """One grader process in an empty folder outside the checkout; its output kept in logs/.
 
     Returns the process record and the provider's reading of the reply.
     """
@@ -2709,11 +2727,11 @@ def call_grader(ctx: RunContext, sandbox: Sandbox, prompt: str,
     env = provider_env(ctx, grader_dir)
     result = run_process(invocation, env, ctx.options.timeout_s, ctx.groups)
     reply = ctx.provider.read_grader(result, last_message)
-    write_text(outputs / "grader_output.txt", result.stdout)
+    write_text(logs / "grader_output.txt", result.stdout)
     if grader_io is not None and last_message.is_file():
-        shutil.copyfile(last_message, outputs / "grader_last_message.txt")
+        shutil.copyfile(last_message, logs / "grader_last_message.txt")
     if not reply.ok:
-        write_text(outputs / "grader_stderr.txt", result.stderr)
+        write_text(logs / "grader_stderr.txt", result.stderr)
         return process_record(invocation, result, env), GraderReply(
             False, failure=reply.failure, failure_status=failure_status("grader", result))
     return process_record(invocation, result, env), GraderReply(True, reply.text,
@@ -2770,6 +2788,22 @@ def write_run_files(cell: Cell, record: RunRecord, judge: dict[str, Any]) -> Non
         "metrics": record.metrics or {}})
     if record.scored and record.grading is not None:
         write_json(cell.run_dir / "grading.json", {**record.grading, "judge": judge})
+    timing = timing_json(record.metrics or {})
+    if timing:
+        write_json(cell.run_dir / "timing.json", timing)
+
+
+def timing_json(metrics: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """skill-creator's timing.json: the executor's time and tokens, only those captured."""
+    timing: dict[str, Any] = {}
+    for key, name in (("total_duration_seconds", "time_seconds"), ("total_tokens", "tokens")):
+        value = (metrics.get(name) or {}).get("value")
+        if value is not None:
+            timing[key] = value
+            timing.setdefault("sources", {})[key] = metrics[name].get("source")
+    if timing:
+        timing["note"] = "executor only; a value the agent CLI did not report is left out"
+    return timing
 
 
 # ==== aggregation ============================================================
@@ -2972,7 +3006,21 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> dict[str, Any]:
     if baseline:
         run_summary["delta"] = _summary_delta(run_summary[candidate], run_summary[baseline])
     benchmark["sanity_checks"] = sanity_checks(benchmark, records)
+    # skill-creator's viewer and aggregator average every entry of runs[]; a run that was not
+    # scored must never be averaged in as 0, so it is kept apart.
+    benchmark["runs"] = [run for run in runs if run["scored"]]
+    benchmark["unscored_runs"] = [run for run in runs if not run["scored"]]
     return benchmark
+
+
+def all_runs(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
+    """Scored and unscored runs in plan order (eval, config, run number)."""
+    runs = benchmark["runs"] + (benchmark.get("unscored_runs") or [])
+    evals = {str(row["eval_id"]): i for i, row in enumerate(benchmark.get("per_eval") or [])}
+    configs = {c: i for i, c in enumerate(benchmark["metadata"].get("configs") or [])}
+    return sorted(runs, key=lambda r: (evals.get(str(r["eval_id"]), len(evals)),
+                                       configs.get(r["configuration"], len(configs)),
+                                       r["run_number"]))
 
 
 def _summary_delta(cand: dict[str, Any], base: dict[str, Any]) -> dict[str, str | None]:
@@ -3127,6 +3175,16 @@ def fmt_stat(stats: dict[str, Any], unit: str = "", digits: int = 1) -> str:
     return f"{text} (n={stats['n']})"
 
 
+def fmt_rate_stat(stats: dict[str, Any]) -> str:
+    """A mean pass rate as the other tables show rates: percent, one decimal."""
+    if not stats or stats.get("n", 0) == 0:
+        return "n/a"
+    text = fmt_rate(stats["mean"])
+    if stats.get("n", 0) > 1 and stats.get("stddev") is not None:
+        text += f" ± {stats['stddev'] * 100:.1f} pp"
+    return f"{text} (n={stats['n']})"
+
+
 def _md_cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -3156,7 +3214,7 @@ def _md_header(b: dict[str, Any]) -> str:
              f"(candidate first); runs per config: {m.get('runs_per_configuration')}",
              f"- Cases: {len(m.get('evals_run') or [])} of {m.get('suite_case_count')} "
              "in the suite",
-             f"- Runs: {len(b['runs'])}, scored {b['scored_run_count']}, "
+             f"- Runs: {len(all_runs(b))}, scored {b['scored_run_count']}, "
              f"excluded {b['error_run_count']}"]
     if m.get("incomplete"):
         lines.append(f"- **INCOMPLETE**: {m.get('cells_finished')} of {m.get('cells_planned')} "
@@ -3256,7 +3314,7 @@ def _md_overall(b: dict[str, Any]) -> str:
              "|---|---|---|"]
     for config in b["metadata"]["configs"]:
         summary = b["run_summary"][config]
-        lines.append(f"| {config} | {fmt_stat(summary['pass_rate'], '', 3) or 'n/a'} | "
+        lines.append(f"| {config} | {fmt_rate_stat(summary['pass_rate'])} | "
                      f"{summary['scored_runs']} of {summary['runs']} |")
     return "\n".join(lines) + "\n"
 
@@ -3396,8 +3454,9 @@ HTML_FILE_CAP_BYTES = 100_000  # per run file embedded in the page
 HTML_FILES_BUDGET_BYTES = 8_000_000  # all run files together, so a big suite stays openable
 HTML_FLAG_LIMIT = 200
 HTML_RUN_FILES = (("output", "outputs/output.txt"), ("artifact", "outputs/plan.md"))
-CHART_LABEL_W, CHART_BAR_W, CHART_BAR_H, CHART_TOP = 260, 480, 11, 46
-CHART_DELTA_X = CHART_LABEL_W + CHART_BAR_W + 56
+CHART_BAR_W, CHART_BAR_H, CHART_TOP = 480, 11, 46
+CHART_CHAR_W = 7  # px per label character at the chart's 12px font, a little generous
+CHART_LABEL_CHARS = (20, 60)  # the label column fits the longest eval name within these
 
 # No script, no remote fetch: the policy makes the page inert even if escaping ever slipped.
 HTML_CSP = "default-src 'none'; style-src 'unsafe-inline'"
@@ -3465,7 +3524,7 @@ def _html_header(b: dict[str, Any]) -> str:
              f"grader {m.get('grader_model') or 'CLI default'})",
              f"configs {', '.join(m.get('configs') or [])} (candidate first)",
              f"{len(m.get('evals_run') or [])} of {m.get('suite_case_count')} cases",
-             f"{len(b['runs'])} runs: {b['scored_run_count']} scored, "
+             f"{len(all_runs(b))} runs: {b['scored_run_count']} scored, "
              f"{b['error_run_count']} excluded", f"written {m.get('timestamp')}"]
     text = (f"<h1>skill-eval benchmark: {_h(m.get('skill_name'))}</h1>\n"
             f'<p class="meta">{_h(" · ".join(facts))}</p>\n')
@@ -3530,73 +3589,95 @@ def _html_sanity(b: dict[str, Any]) -> str:
     return f"<h2>Sanity checks</h2>\n{listing}\n"
 
 
+@dataclasses.dataclass
+class ChartGeometry:
+    """Where the chart's columns start: the label column is as wide as the longest name."""
+
+    label_chars: int
+
+    @property
+    def label_w(self) -> int:
+        return self.label_chars * CHART_CHAR_W + 16
+
+    @property
+    def delta_x(self) -> int:
+        return self.label_w + CHART_BAR_W + 64
+
+
+def _chart_label(row: dict[str, Any]) -> str:
+    return f"{row['eval_id']} {row['eval_name']}"
+
+
 def _html_chart(b: dict[str, Any]) -> str:
     """Horizontal bars per eval, candidate above baseline, the delta at the right."""
     configs, rows = b["metadata"]["configs"], b["per_eval"]
     if not rows:
         return "<h2>Pass rate per eval</h2>\n<p>No eval ran.</p>\n"
+    low, high = CHART_LABEL_CHARS
+    geo = ChartGeometry(max(low, min(high, max(len(_chart_label(r)) for r in rows))))
     row_h = (CHART_BAR_H + 3) * len(configs) + 10
-    width, height = CHART_DELTA_X + 90, CHART_TOP + row_h * len(rows) + 8
+    width, height = geo.delta_x + 90, CHART_TOP + row_h * len(rows) + 8
     parts = [f'<svg class="chart" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" role="img" aria-label="pass rate per eval">',
              "<title>Pass rate per eval</title>"]
     parts += [f'<rect class="stripe" x="0" y="{CHART_TOP + i * row_h}" width="{width}" '
               f'height="{row_h}"/>' for i in range(1, len(rows), 2)]
-    parts += _chart_frame(configs, height)
+    parts += _chart_frame(geo, configs, height)
     for index, row in enumerate(rows):
-        parts += _chart_row(row, configs, CHART_TOP + index * row_h, row_h)
+        parts += _chart_row(geo, row, configs, CHART_TOP + index * row_h, row_h)
     parts.append("</svg>")
     return "<h2>Pass rate per eval</h2>\n" + "\n".join(parts) + "\n"
 
 
-def _chart_frame(configs: list[str], height: int) -> list[str]:
+def _chart_frame(geo: ChartGeometry, configs: list[str], height: int) -> list[str]:
     parts = []
     for i, config in enumerate(configs):
-        x = CHART_LABEL_W + i * 170
+        x = geo.label_w + i * 170
         parts.append(f'<rect class="c{i}" x="{x}" y="6" width="12" height="12"/>'
                      f'<text x="{x + 18}" y="16">{_h(config)}</text>')
     if len(configs) > 1:
-        parts.append(f'<text x="{CHART_DELTA_X}" y="{CHART_TOP - 10}">delta</text>')
+        parts.append(f'<text x="{geo.delta_x}" y="{CHART_TOP - 10}">delta</text>')
     for step in range(5):
-        x = CHART_LABEL_W + CHART_BAR_W * step // 4
+        x = geo.label_w + CHART_BAR_W * step // 4
         parts.append(f'<line class="grid" x1="{x}" y1="{CHART_TOP - 6}" x2="{x}" '
                      f'y2="{height - 4}"/><text x="{x - 10}" y="{CHART_TOP - 10}">'
                      f"{step * 25}%</text>")
     return parts
 
 
-def _chart_row(row: dict[str, Any], configs: list[str], top: int, row_h: int) -> list[str]:
-    label = f"{row['eval_id']} {row['eval_name']}"
-    short = label if len(label) <= 36 else label[:35] + "…"
+def _chart_row(geo: ChartGeometry, row: dict[str, Any], configs: list[str], top: int,
+               row_h: int) -> list[str]:
+    label = _chart_label(row)
+    short = label if len(label) <= geo.label_chars else label[:geo.label_chars - 1] + "…"
     parts = [f'<text x="6" y="{top + row_h // 2 + 4}"><title>{_h(label)}</title>'
              f"{_h(short)}</text>"]
     for i, config in enumerate(configs):
-        parts.append(_chart_bar(row, config, i, top + 5 + i * (CHART_BAR_H + 3)))
+        parts.append(_chart_bar(geo, row, config, i, top + 5 + i * (CHART_BAR_H + 3)))
     if len(configs) > 1:
         delta = row["delta"]
         tone = "" if delta in (None, 0) else ' class="pos"' if delta > 0 else ' class="neg"'
-        parts.append(f'<text x="{CHART_DELTA_X}" y="{top + row_h // 2 + 4}"{tone}>'
+        parts.append(f'<text x="{geo.delta_x}" y="{top + row_h // 2 + 4}"{tone}>'
                      f"{_h(fmt_delta(delta))}</text>")
     return parts
 
 
-def _chart_bar(row: dict[str, Any], config: str, index: int, y: int) -> str:
+def _chart_bar(geo: ChartGeometry, row: dict[str, Any], config: str, index: int, y: int) -> str:
     slot = row["configs"][config]
     rate = slot["mean_pass_rate"]
     tip = (f"{row['eval_id']} {config}: {fmt_rate(rate)} ({slot['scored_runs']} of "
            f"{len(slot['statuses'])} runs scored; {', '.join(slot['statuses']) or 'no runs'})")
-    track = (f'<rect class="track" x="{CHART_LABEL_W}" y="{y}" width="{CHART_BAR_W}" '
+    track = (f'<rect class="track" x="{geo.label_w}" y="{y}" width="{CHART_BAR_W}" '
              f'height="{CHART_BAR_H}"><title>{_h(tip)}</title></rect>')
     text_y = y + CHART_BAR_H - 1
     if rate is None:
         reason = ", ".join(sorted(set(slot["statuses"]))) or "no runs"
-        return (track + f'<text class="muted" x="{CHART_LABEL_W + 4}" y="{text_y}">'
+        return (track + f'<text class="muted" x="{geo.label_w + 4}" y="{text_y}">'
                 f"not scored ({_h(reason)})</text>")
     width = round(rate * CHART_BAR_W, 1)
-    return (track + f'<rect class="c{index}" x="{CHART_LABEL_W}" y="{y}" width="{width}" '
+    return (track + f'<rect class="c{index}" x="{geo.label_w}" y="{y}" width="{width}" '
             f'height="{CHART_BAR_H}"><title>{_h(tip)}</title></rect>'
-            f'<text x="{CHART_LABEL_W + CHART_BAR_W + 6}" y="{text_y}">'
-            f"{rate * 100:.0f}%</text>")
+            f'<text x="{geo.label_w + CHART_BAR_W + 6}" y="{text_y}">'
+            f"{_h(fmt_rate(rate))}</text>")
 
 
 def _html_metrics(b: dict[str, Any]) -> str:
@@ -3604,7 +3685,7 @@ def _html_metrics(b: dict[str, Any]) -> str:
     for config in b["metadata"]["configs"]:
         summary = b["run_summary"][config]
         cells = [_h(config), f"{summary['scored_runs']} of {summary['runs']}",
-                 _h(fmt_stat(summary["pass_rate"], "", 3) or "n/a")]
+                 _h(fmt_rate_stat(summary["pass_rate"]))]
         for key, unit, digits in (("time_seconds", " s", 1), ("tokens", "", 0)):
             text = fmt_stat(summary[key], unit, digits)
             cells.append(_h(text) if text else '<span class="absent">not captured ('
@@ -3632,7 +3713,7 @@ def _html_failed_assertions(b: dict[str, Any]) -> str:
 
 
 def _html_runs(b: dict[str, Any], files: dict[tuple, dict]) -> str:
-    blocks = [_html_run(run, files) for run in b["runs"]]
+    blocks = [_html_run(run, files) for run in all_runs(b)]
     return "<h2>Runs</h2>\n" + ("\n".join(blocks) if blocks else "<p>No runs.</p>") + "\n"
 
 
@@ -3708,7 +3789,7 @@ def _junit_suite(b: dict[str, Any], config: str) -> Any:
         ET.SubElement(properties, "property", name=name, value=_xml_text(value))
     counts = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
     seconds = []
-    for run in (r for r in b["runs"] if r["configuration"] == config):
+    for run in (r for r in all_runs(b) if r["configuration"] == config):
         case, outcome = _junit_case(run)
         suite.append(case)
         counts["tests"] += 1
@@ -3766,7 +3847,7 @@ def render_summary(benchmark: dict[str, Any], iteration_dir: Path) -> str:
     meta = benchmark["metadata"]
     review = [f for f in sanity["flags"] if f["severity"] in SEVERITIES_NEEDING_REVIEW]
     lines = [f"skill-eval: {meta['skill_name']} with {meta['agent']} "
-             f"({'INCOMPLETE, ' if meta.get('incomplete') else ''}{len(benchmark['runs'])} runs, "
+             f"({'INCOMPLETE, ' if meta.get('incomplete') else ''}{len(all_runs(benchmark))} runs, "
              f"{benchmark['scored_run_count']} scored, {benchmark['error_run_count']} excluded)",
              f"Sanity checks: {sanity['status']}"
              + (f" ({len(review)} flag(s); see benchmark.md)" if review else "")]
@@ -3822,7 +3903,7 @@ def read_html_run_files(benchmark: dict[str, Any], iteration_dir: Path) -> dict[
     """Each run's output and artifact, keyed by (eval id, config, run number, kind)."""
     budget = _FileBudget(HTML_FILES_BUDGET_BYTES)
     files: dict[tuple, dict] = {}
-    for run in benchmark["runs"]:
+    for run in all_runs(benchmark):
         run_dir = (iteration_dir / f"eval-{run['eval_id']}" / run["configuration"]
                    / f"run-{run['run_number']}")
         for kind, rel in HTML_RUN_FILES:
@@ -4095,11 +4176,15 @@ def check_resume(iteration_dir: Path, suite: Suite, options: RunOptions) -> dict
 
 
 def write_eval_metadata(suite: Suite, cells: list[Cell], iteration_dir: Path) -> None:
-    """skill-creator reads eval-<id>/eval_metadata.json beside the config folders."""
-    for case in {cell.case.key: cell.case for cell in cells}.values():
-        write_json(iteration_dir / f"eval-{case.key}" / "eval_metadata.json", {
-            "eval_id": case.id, "eval_name": case.name or f"eval-{case.key}",
-            "prompt": case.prompt, "assertions": suite.assertions_for(case)})
+    """eval_metadata.json where skill-creator's tools look: its aggregator beside the config
+    folders (eval-<id>/), its viewer in a run folder's parent (eval-<id>/<config>/)."""
+    cases = {cell.case.key: cell.case for cell in cells}
+    for key, case in cases.items():
+        metadata = {"eval_id": case.id, "eval_name": case.name or f"eval-{key}",
+                    "prompt": case.prompt, "assertions": suite.assertions_for(case)}
+        write_json(iteration_dir / f"eval-{key}" / "eval_metadata.json", metadata)
+        for config in sorted({cell.config for cell in cells if cell.case.key == key}):
+            write_json(iteration_dir / f"eval-{key}" / config / "eval_metadata.json", metadata)
 
 
 def prepare_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: list[Cell],
