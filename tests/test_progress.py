@@ -25,7 +25,7 @@ class ProgressTests(unittest.TestCase):
     def run_under_pty(self, extra: list[str], env: dict | None = None) -> tuple[int, str, str]:
         master, slave = pty.openpty()
         proc = subprocess.Popen([sys.executable, str(RUNNER_PATH), "run", self.suite,
-                                 "--agent", "claude", *extra],
+                                 "--agent", "claude", "--isolation", "none", *extra],
                                 env=env or self.env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=slave)
         os.close(slave)
@@ -94,7 +94,8 @@ class ProgressTests(unittest.TestCase):
         run_script(["--version"], env=self.env)
         startup = time.monotonic() - started
         proc = subprocess.Popen([sys.executable, str(RUNNER_PATH), "run", self.suite, "--agent",
-                                 "claude"], env=self.slow_env(), stdin=subprocess.DEVNULL,
+                                 "claude", "--isolation", "none"], env=self.slow_env(),
+                                stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         started = time.monotonic()
         first = proc.stderr.readline().decode()

@@ -23,6 +23,7 @@ class ResultFileModeTests(unittest.TestCase):
         env = fake_env(tmp.path)
         done = subprocess.run([sys.executable, str(RUNNER_PATH), "run",
                                str(root / "evals/demo/evals.json"), "--agent", "claude", "--quiet",
+                               "--isolation", "none",
                                "--keep-sandboxes"],
                               env=env, capture_output=True, text=True, timeout=120,
                               stdin=subprocess.DEVNULL, preexec_fn=lambda: os.umask(0o027))
