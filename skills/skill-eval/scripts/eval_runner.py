@@ -245,6 +245,7 @@ class Case:
     name: str
     expectations: list[str]
     files: list[str]  # repository-relative, as resolved by validation
+    expected_output: str = ""  # for people and the grader's author; never for the executor
 
     @property
     def key(self) -> str:
@@ -273,6 +274,13 @@ class Suite:
     @property
     def skill_dir(self) -> Path:
         return self.root / "skills" / self.skill_name
+
+    def secret_texts(self) -> list[str]:
+        """Every text only the grader (or a person) may see: assertions, expected outputs."""
+        texts = list(self.common_assertions)
+        for case in self.cases:
+            texts += case.expectations + ([case.expected_output] if case.expected_output else [])
+        return texts
 
 
 @dataclasses.dataclass
@@ -463,6 +471,23 @@ def cut_text(text: str, limit: int) -> tuple[str, bool]:
     return text[:limit], True
 
 
+def _read_umask() -> int:
+    """The process umask, read once at start (setting it to read it is not thread-safe)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+FILE_MODE = 0o666 & ~_read_umask()  # result files: what open() would give, not mkstemp's 0600
+
+
 def write_bytes(path: Path, data: bytes) -> str:
     """Write atomically: readers see the old file or the new one, never half of one.
 
@@ -472,6 +497,7 @@ def write_bytes(path: Path, data: bytes) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.replace(tmp, path)
@@ -838,12 +864,13 @@ class SuiteChecker:
         if "files" in raw:
             files = self.check_files(raw["files"], _path_join(path, "files"), cid)
         name = self.optional_text(raw, "name", path, cid)
-        for key in ("expected_output", "archetype", "project_class"):
+        expected_output = self.optional_text(raw, "expected_output", path, cid)
+        for key in ("archetype", "project_class"):
             self.optional_text(raw, key, path, cid)
         self.check_assertion_overlap(common, expectations, path, cid)
         if case_id is None or not isinstance(prompt, str) or not prompt.strip():
             return None
-        return Case(case_id, index, prompt, name, expectations, files)
+        return Case(case_id, index, prompt, name, expectations, files, expected_output)
 
     def check_assertion_overlap(self, common: list[str], own: list[str], path: str,
                                 cid: str | None) -> None:
@@ -880,15 +907,30 @@ class SuiteChecker:
             self.error(f"fixture path {entry!r} must be relative to the repository root",
                        path, "write it as evals/<skill>/fixtures/...", cid)
             return None
+        found = [base / entry for base in self.fixture_bases() if os.path.lexists(base / entry)]
+        if not found:
+            self.error(f"fixture {entry!r} does not exist", path,
+                       f"create it or correct the path (looked under {self.root}, the suite "
+                       "folder, its fixtures/ folder and the skill's folder)", cid)
+            return None
+        others = [c for c in found[1:] if os.path.realpath(c) != os.path.realpath(found[0])]
+        if others:
+            self.warning(f"fixture {entry!r} is ambiguous: it exists as {found[0]} and as "
+                         f"{', '.join(map(str, others))}; the first is used", path,
+                         "rename one of them, or write the path from the repository root", cid)
+        return self.accept_fixture(entry, found[0], path, cid)
+
+    def fixture_bases(self) -> list[Path]:
+        """Where a fixture path is looked up, first match wins (README: `files`)."""
         suite_dir = self.suite_path.parent
-        for base in (self.root, suite_dir, suite_dir / "fixtures"):
-            candidate = base / entry
-            if os.path.lexists(candidate):
-                return self.accept_fixture(entry, candidate, path, cid)
-        self.error(f"fixture {entry!r} does not exist", path,
-                   f"create it or correct the path (looked under {self.root}, the suite folder "
-                   "and its fixtures/ folder)", cid)
-        return None
+        bases = [self.root, suite_dir, suite_dir / "fixtures"]
+        if self.skill_name:  # skill-creator writes fixture paths from the skill's folder
+            bases.append(self.root / "skills" / self.skill_name)
+        unique: list[Path] = []
+        for base in bases:
+            if base not in unique:
+                unique.append(base)
+        return unique
 
     def accept_fixture(self, entry: str, candidate: Path, path: str, cid: str | None) -> str | None:
         real_root = Path(os.path.realpath(self.root))
@@ -928,6 +970,9 @@ class SuiteChecker:
         if real.is_dir() and _is_within(real_suite, real):
             return "is a folder holding the suite file, and the executor must never see it"
         skill_dir = real_root / "skills" / (self.skill_name or "\0")
+        held = withheld_suite_part(real_root, self.skill_name or "\0", real_suite)
+        if held and _is_within(real, real_root / held):
+            return None  # task material beside the suite, withheld from the package itself
         if _is_within(real, skill_dir) or (real.is_dir() and _is_within(skill_dir, real)):
             return "holds the target skill's package, which without_skill runs must not get"
         return None
@@ -977,9 +1022,13 @@ def read_frontmatter(text: str) -> dict[str, str] | None:
 def check_skill_package(root: Path, skill_name: str, file: str) -> list[Problem]:
     skill_md = root / "skills" / skill_name / "SKILL.md"
     if not skill_md.is_file():
+        skills = root / "skills"
+        names = [p.name for p in skills.iterdir() if (p / "SKILL.md").is_file()] \
+            if skills.is_dir() else []
         return [Problem("error", f"the target skill has no {skill_md.relative_to(root)}", file,
                         "skill_name",
-                        fix=f"create skills/{skill_name}/SKILL.md or correct skill_name")]
+                        fix=f"{_did_you_mean(skill_name, names)}create "
+                        f"skills/{skill_name}/SKILL.md or correct skill_name")]
     real_package = Path(os.path.realpath(skill_md.parent))
     if not _is_within(Path(os.path.realpath(skill_md)), real_package) or not _is_within(
             real_package, Path(os.path.realpath(root))):
@@ -1003,6 +1052,75 @@ def check_skill_package(root: Path, skill_name: str, file: str) -> list[Problem]
     if not front.get("description"):
         problems.append(Problem("warning", "front matter has no description", where,
                                 fix="say in description: when an agent should use the skill"))
+    return problems
+
+
+SUITE_FILE_NAME = "evals.json"
+MIN_SECRET_CHARS = 24  # shorter texts ("It is polite.") turn up in ordinary prose
+
+
+def withheld_suite_part(root: Path, skill_name: str, suite_path: Path) -> str | None:
+    """The part of the skill package holding the suite, repository-relative, or None.
+
+    skill-creator keeps its suite inside the skill (skills/<name>/evals/evals.json, fixtures
+    beside it): the suite's whole folder is then withheld from the delivered package, or the
+    suite file alone when it sits at the package's top.
+    """
+    skill_dir = Path(os.path.abspath(root / "skills" / skill_name))
+    suite = Path(os.path.abspath(suite_path))
+    if not _is_within(suite, skill_dir):
+        return None
+    part = suite if suite.parent == skill_dir else suite.parent
+    return part.relative_to(os.path.abspath(root)).as_posix()
+
+
+def _holds_any(path: Path, needles: list[bytes]) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_SUITE_BYTES)
+    except OSError:
+        return False
+    return any(needle in data for needle in needles)
+
+
+def package_withholdings(root: Path, skill_name: str, suite_path: Path,
+                         secrets: list[str]) -> dict[str, str]:
+    """Files of the skill package a with_skill executor must not get, each with the reason:
+    the suite and its folder, any other evals.json, and any file quoting an assertion or an
+    expected_output. The top SKILL.md is the skill under test and is never withheld; validation
+    warns when it quotes one."""
+    skill_dir = root / "skills" / skill_name
+    held = withheld_suite_part(root, skill_name, suite_path)
+    needles = sorted({t.strip().encode("utf-8") for t in secrets
+                      if len(t.strip()) >= MIN_SECRET_CHARS})
+    withheld = {}
+    for path in _walk_files(skill_dir):
+        rel = path.relative_to(root).as_posix()
+        if held and (rel == held or rel.startswith(held + "/")):
+            withheld[rel] = "the eval suite or a file beside it (assertions reach only the grader)"
+        elif path.name == SUITE_FILE_NAME:
+            withheld[rel] = "an eval suite file"
+        elif path != skill_dir / "SKILL.md" and os.path.isfile(path) and _holds_any(path, needles):
+            withheld[rel] = "quotes an assertion or expected_output of the suite"
+    return withheld
+
+
+def withholding_problems(suite: Suite) -> list[Problem]:
+    """Warnings for what the package loses, or leaks, that a suite author would not expect."""
+    problems = []
+    skill_md = suite.skill_dir / "SKILL.md"
+    quoting = [text for text in suite.secret_texts() if len(text.strip()) >= MIN_SECRET_CHARS]
+    if quoting and _holds_any(skill_md, sorted({t.strip().encode("utf-8") for t in quoting})):
+        problems.append(Problem(
+            "warning", "SKILL.md quotes an assertion or expected_output of the suite word for "
+            "word; with_skill executors read it", str(skill_md),
+            fix="grade behaviour the skill asks for in your own words, not its sentences"))
+    withheld = package_withholdings(suite.root, suite.skill_name, suite.path, suite.secret_texts())
+    for rel, reason in sorted(withheld.items()):
+        if reason.startswith("quotes"):
+            problems.append(Problem(
+                "warning", f"{rel} {reason}; it is withheld from with_skill runs",
+                str(suite.path), fix="move the file out of the skill package, or reword it"))
     return problems
 
 
@@ -1040,6 +1158,7 @@ def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedS
         return LoadedSuite(None, problems, checker.fixture_files)
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     suite = Suite(suite_path, root, skill_name, common, cases, digest)
+    problems += withholding_problems(suite)
     return LoadedSuite(suite, problems, checker.fixture_files)
 
 
@@ -1400,15 +1519,20 @@ class RepoSnapshot:
     template: GitTemplate | None = None
     linked_skill_files: frozenset = frozenset()
     resolved: dict[str, str | None] = dataclasses.field(default_factory=dict)
+    withheld: dict[str, str] = dataclasses.field(default_factory=dict)  # package files kept back
 
     @classmethod
-    def take(cls, root: Path, skill_name: str) -> RepoSnapshot:
+    def take(cls, root: Path, skill_name: str,
+             withheld: dict[str, str] | None = None) -> RepoSnapshot:
+        """`withheld`: package files (repository-relative) never delivered, with the reason."""
         listed, source = _list_repository(root)
         base = sorted(rel for rel in listed if _is_delivered(rel, skill_name))
         skill_dir = root / "skills" / skill_name
-        skill = sorted(p.relative_to(root).as_posix() for p in _walk_files(skill_dir))
+        withheld = dict(withheld or {})
+        skill = sorted(rel for rel in (p.relative_to(root).as_posix() for p in
+                                       _walk_files(skill_dir)) if rel not in withheld)
         linked = frozenset(rel for rel in base if os.path.islink(root / rel))
-        snapshot = cls(root, base, skill, source, linked)
+        snapshot = cls(root, base, skill, source, linked, withheld=withheld)
         snapshot.linked_skill_files = frozenset(rel for rel in skill
                                                 if os.path.islink(root / rel))
         return snapshot
@@ -1749,6 +1873,8 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool, base: Pa
         "path": str(repo), "grader_dir": None, "files_delivered": copier.copied,
         "listing_source": snapshot.listing_source, "skill_delivered": with_skill,
         "fixtures": list(case.files), "skipped": copier.skipped, "git": git,
+        "withheld_from_skill_package": [{"path": rel, "reason": reason} for rel, reason
+                                        in sorted(snapshot.withheld.items())] if with_skill else [],
         "kept": False, "removed": False})
     return sandbox
 
@@ -2163,8 +2289,9 @@ class Provider:
     def __init__(self, settings: list[str] | None = None):
         self.settings = list(settings or [])
 
-    def executable(self) -> str | None:
-        return shutil.which(self.binary)
+    def executable(self, search_path: str | None = None) -> str | None:
+        """Where the CLI is on `search_path` (a PATH value; default: ours)."""
+        return shutil.which(self.binary, path=search_path)
 
     def home_files(self, env: dict[str, str]) -> list[tuple[Path, str]]:
         """What a confined run copies into its fresh HOME so the CLI can log in:
@@ -2417,8 +2544,8 @@ def codex_metrics(usages: list[dict], result: ProcessResult,
             metrics[name] = absent(f"codex reported no usage.{name}"
                                    + (f" ({failure})" if failure else ""))
     metrics["total_cost_usd"] = absent("codex reports no cost")
-    metrics["num_turns"] = (captured(len(usages), "count of codex turn.completed events")
-                            if usages else absent("codex completed no turn"))
+    # `codex exec` is one turn per call, so counting turn.completed would always say 1.
+    metrics["num_turns"] = absent("codex exec reports one turn per call, not the agent's turns")
     metrics["time_seconds"] = (
         absent(f"codex never started ({result.spawn_error})") if result.spawn_error else
         captured(round(result.duration_s, 3), "runner wall clock (codex reports no duration)"))
@@ -2440,17 +2567,36 @@ PROVIDERS: dict[str, type[Provider]] = {
 }
 
 
-def require_provider(options: RunOptions) -> Provider:
+def agent_path_problem(provider: Provider, agent_env: dict[str, str]) -> str | None:
+    """Why the agents would not find the CLI with the PATH they get, or None."""
+    if provider.executable(agent_env.get("PATH", "")) is not None:
+        return None
+    ours = provider.executable()
+    if ours is not None:
+        return (f"the {provider.name} CLI found at {ours} is inside the checkout, and agents "
+                "run with the checkout's folders taken off PATH (so they cannot learn where "
+                "it is); they would not find it")
+    return f"the {provider.name} CLI ({provider.binary!r}) is not on PATH"
+
+
+def require_provider(options: RunOptions, agent_env: dict[str, str]) -> Provider:
+    """The provider, if its CLI is on the PATH the agents will get (`agent_env`)."""
     provider = PROVIDERS[options.agent](options.agent_settings)
-    if provider.executable() is None:
-        raise EnvironmentProblem(f"the {provider.name} CLI ({provider.binary!r}) is not on PATH",
-                                 f"install it ({provider.install_hint}) or fix PATH")
+    problem = agent_path_problem(provider, agent_env)
+    if problem is not None:
+        inside = provider.executable() is not None
+        raise EnvironmentProblem(problem, (
+            "install the CLI outside the checkout, or copy it out and put that folder on PATH "
+            "(for the bundled fakes see README.md, 'Try it without an agent CLI')") if inside
+            else f"install it ({provider.install_hint}) or fix PATH")
     return provider
 
 
-def provider_version(provider: Provider, groups: ProcessGroups) -> str:
+def provider_version(provider: Provider, groups: ProcessGroups,
+                     agent_env: dict[str, str]) -> str:
+    """`<cli> --version`, run with the environment the agents get."""
     invocation = Invocation(provider.version_argv(), Path.cwd())
-    result = run_process(invocation, clean_environment(), 60.0, groups)
+    result = run_process(invocation, agent_env, 60.0, groups)
     if result.returncode != 0 or result.timed_out:
         detail = (result.spawn_error or result.stderr.strip() or result.stdout.strip())[:300]
         raise EnvironmentProblem(f"`{' '.join(invocation.argv)}` failed: {detail}",
@@ -2706,6 +2852,7 @@ class RunContext:
     groups: ProcessGroups
     deadline_at: float | None = None
     progress: Callable[[dict[str, Any]], None] | None = None
+    on_cell_start: Callable[[str], None] | None = None  # a cell's executor is about to start
     judge: dict[str, Any] = dataclasses.field(default_factory=dict)
     resuming: bool = False
     base_env: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -2993,6 +3140,8 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     if reason:
         record.fail("cancelled", "scheduling", reason)
         return None
+    if ctx.on_cell_start:
+        ctx.on_cell_start(cell.label)
     borrowed = [Path(p) for p in sandbox.record["git"].get("borrowed_objects", [])]
     result, env, isolation = run_agent(ctx, invocation, env, ro_binds=borrowed)
     reply = ctx.provider.read_executor(result)
@@ -3001,9 +3150,9 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     record.permission_denials = reply.permission_denials
     record.skill_read = skill_read_evidence(reply.trace, ctx.suite.skill_name, cell.config)
     files.text("outputs/output.txt", reply.text)
-    files.text("outputs/executor_stream.txt", result.stdout)
+    files.text("logs/executor_stream.txt", result.stdout)
     if not reply.ok:
-        files.text("outputs/executor_stderr.txt", result.stderr)
+        files.text("logs/executor_stderr.txt", result.stderr)
         record.fail(failure_status("executor", result), "executor", reply.failure)
         return None
     artifact = capture_artifact(sandbox.artifact_path)
@@ -3115,7 +3264,7 @@ class GraderReply:
 
 def call_grader(ctx: RunContext, sandbox: Any, prompt: str, files: RunFiles,
                 suffix: str = "") -> tuple[dict[str, Any], GraderReply]:
-    """One grader process in an empty folder outside the checkout; its output kept in outputs/.
+    """One grader process in an empty folder outside the checkout; its output kept in logs/.
 
     Returns the process record and the provider's reading of the reply.
     """
@@ -3131,11 +3280,11 @@ def call_grader(ctx: RunContext, sandbox: Any, prompt: str, files: RunFiles,
     result, env, isolation = run_agent(ctx, invocation, env,
                                        rw_binds=[grader_io] if grader_io else [])
     reply = ctx.provider.read_grader(result, last_message)
-    files.text(f"outputs/grader_output{suffix}.txt", result.stdout)
+    files.text(f"logs/grader_output{suffix}.txt", result.stdout)
     if grader_io is not None and last_message.is_file():
-        files.copy(f"outputs/grader_last_message{suffix}.txt", last_message)
+        files.copy(f"logs/grader_last_message{suffix}.txt", last_message)
     if not reply.ok:
-        files.text(f"outputs/grader_stderr{suffix}.txt", result.stderr)
+        files.text(f"logs/grader_stderr{suffix}.txt", result.stderr)
         return {**process_record(invocation, result, env), "isolation": isolation}, GraderReply(
             False, failure=reply.failure, failure_status=failure_status("grader", result),
             metrics=reply.metrics)
@@ -3160,8 +3309,8 @@ def process_record(invocation: Invocation, result: ProcessResult,
 # A run of these statuses has a finished executor and a recorded answer, whatever its grader
 # did; "cancelled" counts only when the stop came after the executor (stage "grader").
 REGRADABLE_STATUSES = ("ok", "grader_failed", "grader_timeout", "grader_unparseable")
-EXECUTOR_FILES = ("prompt.md", "metrics.json", "outputs/output.txt", "outputs/plan.md",
-                  "outputs/executor_stream.txt", "outputs/executor_stderr.txt")
+EXECUTOR_FILES = ("prompt.md", "metrics.json", "timing.json", "outputs/output.txt",
+                  "outputs/plan.md", "logs/executor_stream.txt", "logs/executor_stderr.txt")
 
 
 def executor_finished(source: RunRecord) -> bool:
@@ -3316,6 +3465,22 @@ def write_run_files(cell: Cell, record: RunRecord, judge: dict[str, Any]) -> Non
                       for c in record.grader_calls]})
     if record.scored and record.grading is not None:
         files.json("grading.json", {**record.grading, "judge": judge})
+    timing = timing_json(record.metrics or {})
+    if timing:
+        files.json("timing.json", timing)
+
+
+def timing_json(metrics: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """skill-creator's timing.json: the executor's time and tokens, only those captured."""
+    timing: dict[str, Any] = {}
+    for key, name in (("total_duration_seconds", "time_seconds"), ("total_tokens", "tokens")):
+        value = (metrics.get(name) or {}).get("value")
+        if value is not None:
+            timing[key] = value
+            timing.setdefault("sources", {})[key] = metrics[name].get("source")
+    if timing:
+        timing["note"] = "executor only; a value the agent CLI did not report is left out"
+    return timing
 
 
 # ==== aggregation ============================================================
@@ -3533,6 +3698,10 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> dict[str, Any]:
     if baseline:
         run_summary["delta"] = _summary_delta(run_summary[candidate], run_summary[baseline])
     benchmark["sanity_checks"] = sanity_checks(benchmark, records)
+    # skill-creator's viewer and aggregator average every entry of runs[]; a run that was not
+    # scored must never be averaged in as 0, so it is kept apart.
+    benchmark["runs"] = [run for run in runs if run["scored"]]
+    benchmark["unscored_runs"] = [run for run in runs if not run["scored"]]
     return benchmark
 
 
@@ -3683,6 +3852,16 @@ def judge_variance(scored: list[dict[str, Any]], configs: tuple[str, ...],
 def _share(judge: float, executor: float) -> float | None:
     total = judge + executor
     return judge / total if total > RATE_EPSILON ** 2 else None
+
+
+def all_runs(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
+    """Scored and unscored runs in plan order (eval, config, run number)."""
+    runs = benchmark["runs"] + (benchmark.get("unscored_runs") or [])
+    evals = {str(row["eval_id"]): i for i, row in enumerate(benchmark.get("per_eval") or [])}
+    configs = {c: i for i, c in enumerate(benchmark["metadata"].get("configs") or [])}
+    return sorted(runs, key=lambda r: (evals.get(str(r["eval_id"]), len(evals)),
+                                       configs.get(r["configuration"], len(configs)),
+                                       r["run_number"]))
 
 
 def _summary_delta(cand: dict[str, Any], base: dict[str, Any]) -> dict[str, str | None]:
@@ -3926,6 +4105,16 @@ def fmt_stat(stats: dict[str, Any], unit: str = "", digits: int = 1) -> str:
     return f"{text} (n={stats['n']})"
 
 
+def fmt_rate_stat(stats: dict[str, Any]) -> str:
+    """A mean pass rate as the other tables show rates: percent, one decimal."""
+    if not stats or stats.get("n", 0) == 0:
+        return "n/a"
+    text = fmt_rate(stats["mean"])
+    if stats.get("n", 0) > 1 and stats.get("stddev") is not None:
+        text += f" ± {stats['stddev'] * 100:.1f} pp"
+    return f"{text} (n={stats['n']})"
+
+
 def _md_cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -3955,7 +4144,7 @@ def _md_header(b: dict[str, Any]) -> str:
              f"(candidate first); runs per config: {m.get('runs_per_configuration')}",
              f"- Cases: {len(m.get('evals_run') or [])} of {m.get('suite_case_count')} "
              "in the suite",
-             f"- Runs: {len(b['runs'])}, scored {b['scored_run_count']}, "
+             f"- Runs: {len(all_runs(b))}, scored {b['scored_run_count']}, "
              f"excluded {b['error_run_count']}"]
     if m.get("isolation"):
         lines.append(f"- Isolation: {m['isolation'].get('summary')}")
@@ -3993,6 +4182,48 @@ def _sentence(text: str) -> str:
     return (text[:1].upper() + text[1:]).rstrip(".") + "."
 
 
+FLAG_EXAMPLES = 3  # flags shown per group; the full list stays in benchmark.json
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+def group_flags(flags: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Flags grouped by severity, kind and config, worst and most frequent first; each group
+    keeps its count and its first few flags as examples."""
+    groups: dict[tuple, dict[str, Any]] = {}
+    for flag in flags:
+        key = (flag["severity"], flag["kind"], flag.get("configuration"))
+        group = groups.setdefault(key, {"severity": key[0], "kind": key[1],
+                                        "configuration": key[2], "count": 0, "examples": []})
+        group["count"] += 1
+        if len(group["examples"]) < FLAG_EXAMPLES:
+            group["examples"].append(flag)
+    return sorted(groups.values(), key=lambda g: (SEVERITY_ORDER.get(g["severity"], 3),
+                                                  -g["count"], g["kind"]))
+
+
+def flag_place(flag: dict[str, Any]) -> str:
+    """Where a flag points, e.g. `eval E01, run 2` (its group names the config)."""
+    parts = []
+    if "eval_id" in flag:
+        parts.append(f"eval {flag['eval_id']}")
+    if "run_number" in flag:
+        parts.append(f"run {flag['run_number']}")
+    if "assertion_id" in flag:
+        parts.append(f"assertion {flag['assertion_id']}")
+    return ", ".join(parts)
+
+
+def group_title(group: dict[str, Any]) -> str:
+    config = f" ({group['configuration']})" if group["configuration"] else ""
+    return f"[{group['severity']}] {group['kind']}{config}"
+
+
+def group_example(flag: dict[str, Any], cap: int = 200) -> str:
+    place = flag_place(flag)
+    message = flag["message"] if len(flag["message"]) <= cap else flag["message"][:cap - 3] + "..."
+    return f"{place}: {message}" if place else message
+
+
 def _md_sanity(b: dict[str, Any]) -> str:
     sanity = b["sanity_checks"]
     lines = ["## Sanity checks", "", f"Status: **{sanity['status']}**", ""]
@@ -4001,11 +4232,15 @@ def _md_sanity(b: dict[str, Any]) -> str:
     info = [f for f in sanity["flags"] if f["severity"] == "info"]
     if not shown:
         lines.append("No anomalies that need review.")
-    for flag in shown:
-        where = " ".join(f"{k}={flag[k]}" for k in ("eval_id", "configuration", "run_number")
-                         if k in flag)
-        lines.append(f"- [{flag['severity']}] {flag['kind']}"
-                     f"{' (' + where + ')' if where else ''}: {flag['message']}")
+    for group in group_flags(shown):
+        if group["count"] == 1:
+            lines.append(f"- {group_title(group)}: {_md_cell(group_example(group['examples'][0]))}")
+            continue
+        lines.append(f"- {group_title(group)}: {group['count']:,} flags, for example:")
+        lines += [f"  - {_md_cell(group_example(f))}" for f in group["examples"]]
+        if group["count"] > len(group["examples"]):
+            lines.append(f"  - ... {group['count'] - len(group['examples']):,} more in "
+                         "benchmark.json (`sanity_checks.flags`)")
     if info:
         kinds: dict[str, int] = {}
         for flag in info:
@@ -4027,7 +4262,8 @@ def _md_integrity(b: dict[str, Any]) -> list[str]:
     elif checkout:
         lines.append(f"- Source checkout: not compared ({checkout.get('reason')})")
     results = b.get("results_check")
-    if results is None or results["unverifiable_runs"] == len(b["runs"]) and b["runs"]:
+    every = all_runs(b)
+    if results is None or results["unverifiable_runs"] == len(every) and every:
         lines.append("- Run files: not verifiable: written by an older runner")
     elif results["changed_count"]:
         lines.append(f"- Run files: {results['changed_count']} of {results['files']} differ "
@@ -4043,7 +4279,7 @@ def _md_overall(b: dict[str, Any]) -> str:
              "|---|---|---|"]
     for config in b["metadata"]["configs"]:
         summary = b["run_summary"][config]
-        lines.append(f"| {config} | {fmt_stat(summary['pass_rate'], '', 3) or 'n/a'} | "
+        lines.append(f"| {config} | {fmt_rate_stat(summary['pass_rate'])} | "
                      f"{summary['scored_runs']} of {summary['runs']} |")
     return "\n".join(lines) + "\n"
 
@@ -4211,15 +4447,47 @@ def render_compare_markdown(this: dict[str, Any], other: dict[str, Any], other_n
     return "\n".join(lines) + "\n"
 
 
-def _md_failed_assertions(b: dict[str, Any]) -> str:
-    lines = ["## Failed assertions", ""]
+FAILED_ASSERTION_GROUPS = 40  # assertions listed in benchmark.md and the HTML page
+FAILED_ASSERTION_EVALS = 8  # evals named per assertion
+
+
+def group_failed_assertions(b: dict[str, Any]) -> list[dict[str, Any]]:
+    """Failed assertions grouped by their text, most failures first: per config the count of
+    failing runs, the evals where it failed, and one piece of the grader's evidence."""
+    groups: dict[str, dict[str, Any]] = {}
     for run in b["runs"]:
         for exp in run["expectations"]:
-            if not exp["passed"]:
-                lines.append(f"- eval {_md_cell(run['eval_id'])} / {run['configuration']} / run "
-                             f"{run['run_number']}, assertion {exp['id']}: "
-                             f"{_md_cell(exp['text'])}; evidence: {_md_cell(exp['evidence'])}")
-    if len(lines) == 2:
+            if exp["passed"]:
+                continue
+            group = groups.setdefault(exp["text"], {"text": exp["text"], "count": 0,
+                                                    "by_config": {}, "evals": [],
+                                                    "evidence": exp["evidence"]})
+            group["count"] += 1
+            config = run["configuration"]
+            group["by_config"][config] = group["by_config"].get(config, 0) + 1
+            if run["eval_id"] not in group["evals"]:
+                group["evals"].append(run["eval_id"])
+    return sorted(groups.values(), key=lambda g: -g["count"])
+
+
+def _failed_where(group: dict[str, Any]) -> str:
+    evals = [str(e) for e in group["evals"][:FAILED_ASSERTION_EVALS]]
+    more = len(group["evals"]) - len(evals)
+    configs = ", ".join(f"{c} {n}" for c, n in sorted(group["by_config"].items()))
+    return (f"failed in {group['count']:,} run(s) ({configs}); eval(s) {', '.join(evals)}"
+            + (f" and {more:,} more" if more > 0 else ""))
+
+
+def _md_failed_assertions(b: dict[str, Any]) -> str:
+    lines = ["## Failed assertions", ""]
+    groups = group_failed_assertions(b)
+    for group in groups[:FAILED_ASSERTION_GROUPS]:
+        lines.append(f"- {_md_cell(group['text'])}: {_failed_where(group)}. Evidence, for "
+                     f"example: {_md_cell(group['evidence'][:300])}")
+    if len(groups) > FAILED_ASSERTION_GROUPS:
+        lines.append(f"- ... {len(groups) - FAILED_ASSERTION_GROUPS:,} more assertions; every "
+                     "verdict is in benchmark.json and each run's grading.json")
+    if not groups:
         lines.append("None.")
     return "\n".join(lines) + "\n"
 
@@ -4230,8 +4498,9 @@ HTML_FILE_CAP_BYTES = 100_000  # per run file embedded in the page
 HTML_FILES_BUDGET_BYTES = 8_000_000  # all run files together, so a big suite stays openable
 HTML_FLAG_LIMIT = 200
 HTML_RUN_FILES = (("output", "outputs/output.txt"), ("artifact", "outputs/plan.md"))
-CHART_LABEL_W, CHART_BAR_W, CHART_BAR_H, CHART_TOP = 260, 480, 11, 46
-CHART_DELTA_X = CHART_LABEL_W + CHART_BAR_W + 56
+CHART_BAR_W, CHART_BAR_H, CHART_TOP = 480, 11, 46
+CHART_CHAR_W = 7  # px per label character at the chart's 12px font, a little generous
+CHART_LABEL_CHARS = (20, 60)  # the label column fits the longest eval name within these
 
 # No script, no remote fetch: the policy makes the page inert even if escaping ever slipped.
 HTML_CSP = "default-src 'none'; style-src 'unsafe-inline'"
@@ -4299,7 +4568,7 @@ def _html_header(b: dict[str, Any]) -> str:
              f"grader {m.get('grader_model') or 'CLI default'})",
              f"configs {', '.join(m.get('configs') or [])} (candidate first)",
              f"{len(m.get('evals_run') or [])} of {m.get('suite_case_count')} cases",
-             f"{len(b['runs'])} runs: {b['scored_run_count']} scored, "
+             f"{len(all_runs(b))} runs: {b['scored_run_count']} scored, "
              f"{b['error_run_count']} excluded", f"written {m.get('timestamp')}"]
     text = (f"<h1>skill-eval benchmark: {_h(m.get('skill_name'))}</h1>\n"
             f'<p class="meta">{_h(" · ".join(facts))}</p>\n')
@@ -4342,10 +4611,18 @@ def _rates_sentence(b: dict[str, Any]) -> str:
 def _html_sanity(b: dict[str, Any]) -> str:
     flags = b["sanity_checks"]["flags"]
     shown = [f for f in flags if f["severity"] != "info"]
-    items = [f"<li>[{_h(f['severity'])}] {_h(f['kind'])}{_h(_flag_where(f))}: "
-             f"{_h(f['message'])}</li>" for f in shown[:HTML_FLAG_LIMIT]]
-    if len(shown) > HTML_FLAG_LIMIT:
-        items.append(f"<li>... and {len(shown) - HTML_FLAG_LIMIT} more in benchmark.json</li>")
+    items = []
+    for group in group_flags(shown)[:HTML_FLAG_LIMIT]:
+        if group["count"] == 1:
+            items.append(f"<li>{_h(group_title(group))}: "
+                         f"{_h(group_example(group['examples'][0]))}</li>")
+            continue
+        examples = "".join(f"<li>{_h(group_example(f))}</li>" for f in group["examples"])
+        more = group["count"] - len(group["examples"])
+        if more:
+            examples += f"<li>... {more:,} more in benchmark.json</li>"
+        items.append(f"<li>{_h(group_title(group))}: {group['count']:,} flags, for example:"
+                     f"<ul>{examples}</ul></li>")
     kinds: dict[str, int] = {}
     for flag in (f for f in flags if f["severity"] == "info"):
         kinds[flag["kind"]] = kinds.get(flag["kind"], 0) + 1
@@ -4356,10 +4633,23 @@ def _html_sanity(b: dict[str, Any]) -> str:
     return f"<h2>Sanity checks</h2>\n{listing}\n"
 
 
-def _flag_where(flag: dict[str, Any]) -> str:
-    where = " ".join(f"{k}={flag[k]}" for k in ("eval_id", "configuration", "run_number")
-                     if k in flag)
-    return f" ({where})" if where else ""
+@dataclasses.dataclass
+class ChartGeometry:
+    """Where the chart's columns start: the label column is as wide as the longest name."""
+
+    label_chars: int
+
+    @property
+    def label_w(self) -> int:
+        return self.label_chars * CHART_CHAR_W + 16
+
+    @property
+    def delta_x(self) -> int:
+        return self.label_w + CHART_BAR_W + 64
+
+
+def _chart_label(row: dict[str, Any]) -> str:
+    return f"{row['eval_id']} {row['eval_name']}"
 
 
 def _html_chart(b: dict[str, Any]) -> str:
@@ -4367,68 +4657,71 @@ def _html_chart(b: dict[str, Any]) -> str:
     configs, rows = b["metadata"]["configs"], b["per_eval"]
     if not rows:
         return "<h2>Pass rate per eval</h2>\n<p>No eval ran.</p>\n"
+    low, high = CHART_LABEL_CHARS
+    geo = ChartGeometry(max(low, min(high, max(len(_chart_label(r)) for r in rows))))
     row_h = (CHART_BAR_H + 3) * len(configs) + 10
-    width, height = CHART_DELTA_X + 90, CHART_TOP + row_h * len(rows) + 8
+    width, height = geo.delta_x + 90, CHART_TOP + row_h * len(rows) + 8
     parts = [f'<svg class="chart" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" role="img" aria-label="pass rate per eval">',
              "<title>Pass rate per eval</title>"]
     parts += [f'<rect class="stripe" x="0" y="{CHART_TOP + i * row_h}" width="{width}" '
               f'height="{row_h}"/>' for i in range(1, len(rows), 2)]
-    parts += _chart_frame(configs, height)
+    parts += _chart_frame(geo, configs, height)
     for index, row in enumerate(rows):
-        parts += _chart_row(row, configs, CHART_TOP + index * row_h, row_h)
+        parts += _chart_row(geo, row, configs, CHART_TOP + index * row_h, row_h)
     parts.append("</svg>")
     return "<h2>Pass rate per eval</h2>\n" + "\n".join(parts) + "\n"
 
 
-def _chart_frame(configs: list[str], height: int) -> list[str]:
+def _chart_frame(geo: ChartGeometry, configs: list[str], height: int) -> list[str]:
     parts = []
     for i, config in enumerate(configs):
-        x = CHART_LABEL_W + i * 170
+        x = geo.label_w + i * 170
         parts.append(f'<rect class="c{i}" x="{x}" y="6" width="12" height="12"/>'
                      f'<text x="{x + 18}" y="16">{_h(config)}</text>')
     if len(configs) > 1:
-        parts.append(f'<text x="{CHART_DELTA_X}" y="{CHART_TOP - 10}">delta</text>')
+        parts.append(f'<text x="{geo.delta_x}" y="{CHART_TOP - 10}">delta</text>')
     for step in range(5):
-        x = CHART_LABEL_W + CHART_BAR_W * step // 4
+        x = geo.label_w + CHART_BAR_W * step // 4
         parts.append(f'<line class="grid" x1="{x}" y1="{CHART_TOP - 6}" x2="{x}" '
                      f'y2="{height - 4}"/><text x="{x - 10}" y="{CHART_TOP - 10}">'
                      f"{step * 25}%</text>")
     return parts
 
 
-def _chart_row(row: dict[str, Any], configs: list[str], top: int, row_h: int) -> list[str]:
-    label = f"{row['eval_id']} {row['eval_name']}"
-    short = label if len(label) <= 36 else label[:35] + "…"
+def _chart_row(geo: ChartGeometry, row: dict[str, Any], configs: list[str], top: int,
+               row_h: int) -> list[str]:
+    label = _chart_label(row)
+    short = label if len(label) <= geo.label_chars else label[:geo.label_chars - 1] + "…"
     parts = [f'<text x="6" y="{top + row_h // 2 + 4}"><title>{_h(label)}</title>'
              f"{_h(short)}</text>"]
     for i, config in enumerate(configs):
-        parts.append(_chart_bar(row, config, i, top + 5 + i * (CHART_BAR_H + 3)))
+        parts.append(_chart_bar(geo, row, config, i, top + 5 + i * (CHART_BAR_H + 3)))
     if len(configs) > 1:
         delta = row["delta"]
         tone = "" if delta in (None, 0) else ' class="pos"' if delta > 0 else ' class="neg"'
-        parts.append(f'<text x="{CHART_DELTA_X}" y="{top + row_h // 2 + 4}"{tone}>'
+        parts.append(f'<text x="{geo.delta_x}" y="{top + row_h // 2 + 4}"{tone}>'
                      f"{_h(fmt_delta(delta))}</text>")
     return parts
 
 
-def _chart_bar(row: dict[str, Any], config: str, index: int, y: int) -> str:
+def _chart_bar(geo: ChartGeometry, row: dict[str, Any], config: str, index: int, y: int) -> str:
     slot = row["configs"][config]
     rate = slot["mean_pass_rate"]
     tip = (f"{row['eval_id']} {config}: {fmt_rate(rate)} ({slot['scored_runs']} of "
            f"{len(slot['statuses'])} runs scored; {', '.join(slot['statuses']) or 'no runs'})")
-    track = (f'<rect class="track" x="{CHART_LABEL_W}" y="{y}" width="{CHART_BAR_W}" '
+    track = (f'<rect class="track" x="{geo.label_w}" y="{y}" width="{CHART_BAR_W}" '
              f'height="{CHART_BAR_H}"><title>{_h(tip)}</title></rect>')
     text_y = y + CHART_BAR_H - 1
     if rate is None:
         reason = ", ".join(sorted(set(slot["statuses"]))) or "no runs"
-        return (track + f'<text class="muted" x="{CHART_LABEL_W + 4}" y="{text_y}">'
+        return (track + f'<text class="muted" x="{geo.label_w + 4}" y="{text_y}">'
                 f"not scored ({_h(reason)})</text>")
     width = round(rate * CHART_BAR_W, 1)
-    return (track + f'<rect class="c{index}" x="{CHART_LABEL_W}" y="{y}" width="{width}" '
+    return (track + f'<rect class="c{index}" x="{geo.label_w}" y="{y}" width="{width}" '
             f'height="{CHART_BAR_H}"><title>{_h(tip)}</title></rect>'
-            f'<text x="{CHART_LABEL_W + CHART_BAR_W + 6}" y="{text_y}">'
-            f"{rate * 100:.0f}%</text>")
+            f'<text x="{geo.label_w + CHART_BAR_W + 6}" y="{text_y}">'
+            f"{_h(fmt_rate(rate))}</text>")
 
 
 def _html_metrics(b: dict[str, Any]) -> str:
@@ -4436,7 +4729,7 @@ def _html_metrics(b: dict[str, Any]) -> str:
     for config in b["metadata"]["configs"]:
         summary = b["run_summary"][config]
         cells = [_h(config), f"{summary['scored_runs']} of {summary['runs']}",
-                 _h(fmt_stat(summary["pass_rate"], "", 3) or "n/a")]
+                 _h(fmt_rate_stat(summary["pass_rate"]))]
         for key, unit, digits in (("time_seconds", " s", 1), ("tokens", "", 0)):
             text = fmt_stat(summary[key], unit, digits)
             cells.append(_h(text) if text else '<span class="absent">not captured ('
@@ -4475,19 +4768,22 @@ def _html_judge(b: dict[str, Any]) -> str:
 
 
 def _html_failed_assertions(b: dict[str, Any]) -> str:
-    rows = [f"<tr><td>{_h(run['eval_id'])}</td><td>{_h(run['configuration'])}</td>"
-            f"<td>{_h(run['run_number'])}</td><td>{_h(exp['id'])}. {_h(exp['text'])}</td>"
-            f"<td>{_h(exp['evidence'])}</td></tr>"
-            for run in b["runs"] for exp in run["expectations"] if not exp["passed"]]
-    if not rows:
+    groups = group_failed_assertions(b)
+    if not groups:
         return "<h2>Failed assertions</h2>\n<p>None.</p>\n"
-    return ("<h2>Failed assertions</h2>\n<table><tr><th>eval</th><th>config</th><th>run</th>"
-            "<th>assertion</th><th>grader's evidence</th></tr>\n" + "\n".join(rows)
+    rows = [f"<tr><td>{_h(g['text'])}</td><td>{_h(_failed_where(g))}</td>"
+            f"<td>{_h(g['evidence'][:600])}</td></tr>" for g in groups[:FAILED_ASSERTION_GROUPS]]
+    if len(groups) > FAILED_ASSERTION_GROUPS:
+        rows.append(f'<tr><td colspan="3">... {len(groups) - FAILED_ASSERTION_GROUPS:,} more '
+                    "assertions; every verdict is in benchmark.json and each run's "
+                    "grading.json</td></tr>")
+    return ("<h2>Failed assertions</h2>\n<table><tr><th>assertion</th><th>where it failed</th>"
+            "<th>grader's evidence, for example</th></tr>\n" + "\n".join(rows)
             + "\n</table>\n")
 
 
 def _html_runs(b: dict[str, Any], files: dict[tuple, dict]) -> str:
-    blocks = [_html_run(run, files) for run in b["runs"]]
+    blocks = [_html_run(run, files) for run in all_runs(b)]
     return "<h2>Runs</h2>\n" + ("\n".join(blocks) if blocks else "<p>No runs.</p>") + "\n"
 
 
@@ -4570,7 +4866,7 @@ def _junit_suite(b: dict[str, Any], config: str) -> Any:
         ET.SubElement(properties, "property", name=name, value=_xml_text(value))
     counts = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
     seconds = []
-    for run in (r for r in b["runs"] if r["configuration"] == config):
+    for run in (r for r in all_runs(b) if r["configuration"] == config):
         case, outcome = _junit_case(run)
         suite.append(case)
         counts["tests"] += 1
@@ -4619,16 +4915,25 @@ def _junit_case(run: dict[str, Any]) -> tuple[Any, str]:
     return case, "failures" if failed else "passed"
 
 
+SUMMARY_FLAG_GROUPS = 6
+
+
 def render_summary(benchmark: dict[str, Any], iteration_dir: Path) -> str:
     """The few lines `run` and `report` print: status, pass rates, verdict, where to look."""
     c, sanity = benchmark["comparison"], benchmark["sanity_checks"]
     meta = benchmark["metadata"]
     review = [f for f in sanity["flags"] if f["severity"] in SEVERITIES_NEEDING_REVIEW]
     lines = [f"skill-eval: {meta['skill_name']} with {meta['agent']} "
-             f"({'INCOMPLETE, ' if meta.get('incomplete') else ''}{len(benchmark['runs'])} runs, "
+             f"({'INCOMPLETE, ' if meta.get('incomplete') else ''}{len(all_runs(benchmark))} runs, "
              f"{benchmark['scored_run_count']} scored, {benchmark['error_run_count']} excluded)",
              f"Sanity checks: {sanity['status']}"
              + (f" ({len(review)} flag(s); see benchmark.md)" if review else "")]
+    groups = group_flags(review)
+    for group in groups[:SUMMARY_FLAG_GROUPS]:
+        lines.append(f"  {group_title(group)}: {group['count']:,}, e.g. "
+                     f"{group_example(group['examples'][0], 160)}")
+    if len(groups) > SUMMARY_FLAG_GROUPS:
+        lines.append(f"  ... {len(groups) - SUMMARY_FLAG_GROUPS} more kinds in benchmark.md")
     rates = f"{c['candidate']} {fmt_rate(c['candidate_pass_rate'])}"
     if c.get("baseline"):
         rates += (f", {c['baseline']} {fmt_rate(c['baseline_pass_rate'])}, "
@@ -4677,7 +4982,7 @@ def read_html_run_files(benchmark: dict[str, Any], iteration_dir: Path) -> dict[
     """Each run's output and artifact, keyed by (eval id, config, run number, kind)."""
     budget = _FileBudget(HTML_FILES_BUDGET_BYTES)
     files: dict[tuple, dict] = {}
-    for run in benchmark["runs"]:
+    for run in all_runs(benchmark):
         run_dir = (iteration_dir / f"eval-{run['eval_id']}" / run["configuration"]
                    / f"run-{run['run_number']}")
         for kind, rel in HTML_RUN_FILES:
@@ -4848,7 +5153,7 @@ def verify_run_files(benchmark: dict[str, Any], iteration_dir: Path,
     started = time.monotonic()
     changes, files, unverifiable = [], 0, 0
     folder = os.fspath(iteration_dir)
-    for run in benchmark["runs"]:
+    for run in all_runs(benchmark):  # an unscored run's files are evidence too
         hashes = run.get("files_sha256")
         if not isinstance(hashes, dict):
             unverifiable += 1
@@ -4988,36 +5293,105 @@ def iteration_identity(manifest: dict[str, Any], options: RunOptions) -> dict[st
     }
 
 
+def fmt_duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{seconds:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def start_line(suite: Suite, options: RunOptions, cells: int) -> str:
+    """What `run` prints before anything slow: the size of the matrix and where it goes."""
+    cases = len(options.eval_ids or suite.cases)
+    return (f"skill-eval: {cells} cells ({cases} cases x {len(options.configs)} configs x "
+            f"{options.runs} runs) with {options.agent}, {options.concurrency} at a time; "
+            f"workspace {options.workspace}")
+
+
 class Progress:
-    """A live line on a terminal, plain lines otherwise, nothing when quiet."""
+    """A line that moves while cells run: rewritten in place on a terminal every second,
+    a plain line now and then on a pipe or file, nothing when quiet."""
+
+    TTY_TICK_S = 1.0
+    PIPE_MIN_GAP_S = 5.0  # between lines on a pipe, except the last one
+    PIPE_HEARTBEAT_S = 30.0  # a line even when nothing finished, so a log shows life
 
     def __init__(self, total: int, quiet: bool, stream: Any = None):
         self.total, self.quiet = total, quiet
         self.stream = stream or sys.stderr
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.done = self.ok = 0
+        self.running: set[str] = set()
+        self.last = ""
         self.started = time.monotonic()
         self.last_line = 0.0
         self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.ticker: threading.Thread | None = None
 
-    def __call__(self, record: dict[str, Any]) -> None:
+    def start(self, text: str = "") -> None:
+        """Print the start line and begin ticking."""
+        if self.quiet:
+            return
         with self.lock:
+            if text:
+                self.stream.write(text + "\n")
+            self._write(self.line(), final=False)
+        self.ticker = threading.Thread(target=self._tick, name="skill-eval-progress", daemon=True)
+        self.ticker.start()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        if self.ticker is not None:
+            self.ticker.join()
+        if self.tty and not self.quiet and self.done < self.total:
+            with self.lock:  # leave the last state on screen, and the cursor on a new line
+                self._write(self.line(), final=True)
+
+    def cell_started(self, label: str) -> None:
+        with self.lock:
+            self.running.add(label)
+
+    def __call__(self, record: Any) -> None:
+        with self.lock:
+            self.running.discard(record.label)
             self.done += 1
             self.ok += record.status == STATUS_OK
+            self.last = f"{record.label} {record.status}"
             if self.quiet:
                 return
-            elapsed = time.monotonic() - self.started
-            eta = elapsed / self.done * (self.total - self.done)
-            line = (f"[{self.done}/{self.total}] ok {self.ok}, failed {self.done - self.ok}; "
-                    f"elapsed {elapsed:.0f}s, eta {eta:.0f}s; last: {record.label} "
-                    f"{record.status}")
-            last = self.done == self.total
-            if not self.tty and not last and time.monotonic() - self.last_line < 2.0:
-                return
-            self.last_line = time.monotonic()
-            end = "\n" if not self.tty or last else ""
-            self.stream.write(("\r\x1b[K" if self.tty else "") + line + end)
-            self.stream.flush()
+            final = self.done == self.total
+            if self.tty or final or time.monotonic() - self.last_line >= self.PIPE_MIN_GAP_S:
+                self._write(self.line(), final=final)
+
+    def line(self) -> str:
+        elapsed = time.monotonic() - self.started
+        eta = (f"eta {fmt_duration(elapsed / self.done * (self.total - self.done))}"
+               if self.done else "eta after the first cell")
+        text = (f"[{self.done}/{self.total}] ok {self.ok}, failed {self.done - self.ok}, "
+                f"running {len(self.running)}; elapsed {fmt_duration(elapsed)}, {eta}")
+        return text + (f"; last: {self.last}" if self.last else "")
+
+    def _tick(self) -> None:
+        wait = self.TTY_TICK_S if self.tty else self.PIPE_HEARTBEAT_S
+        while not self.stopped.wait(wait):
+            with self.lock:
+                if self.done >= self.total:
+                    return
+                if self.tty or time.monotonic() - self.last_line >= self.PIPE_HEARTBEAT_S:
+                    self._write(self.line(), final=False)
+
+    def _write(self, line: str, final: bool) -> None:
+        self.last_line = time.monotonic()
+        if self.tty:
+            self.stream.write("\r\x1b[K" + line + ("\n" if final else ""))
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
 
 
 class InterruptHandler:
@@ -5088,11 +5462,15 @@ def check_resume(iteration_dir: Path, suite: Suite, options: RunOptions) -> dict
 
 
 def write_eval_metadata(suite: Suite, cells: list[Cell], iteration_dir: Path) -> None:
-    """skill-creator reads eval-<id>/eval_metadata.json beside the config folders."""
-    for case in {cell.case.key: cell.case for cell in cells}.values():
-        write_json(iteration_dir / f"eval-{case.key}" / "eval_metadata.json", {
-            "eval_id": case.id, "eval_name": case.name or f"eval-{case.key}",
-            "prompt": case.prompt, "assertions": suite.assertions_for(case)})
+    """eval_metadata.json where skill-creator's tools look: its aggregator beside the config
+    folders (eval-<id>/), its viewer in a run folder's parent (eval-<id>/<config>/)."""
+    cases = {cell.case.key: cell.case for cell in cells}
+    for key, case in cases.items():
+        metadata = {"eval_id": case.id, "eval_name": case.name or f"eval-{key}",
+                    "prompt": case.prompt, "assertions": suite.assertions_for(case)}
+        write_json(iteration_dir / f"eval-{key}" / "eval_metadata.json", metadata)
+        for config in sorted({cell.config for cell in cells if cell.case.key == key}):
+            write_json(iteration_dir / f"eval-{key}" / config / "eval_metadata.json", metadata)
 
 
 def prepare_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: list[Cell],
@@ -5114,7 +5492,9 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
     cells = plan_cells(suite, options, iteration_dir)
     fixtures = sorted({rel for cell in cells for rel in cell.case.files})
     checkout, checkout_failure = take_checkout_snapshot(suite.root, iteration_dir)
-    snapshot = RepoSnapshot.take(suite.root, suite.skill_name)
+    withheld = package_withholdings(suite.root, suite.skill_name, suite.path,
+                                    suite.secret_texts())
+    snapshot = RepoSnapshot.take(suite.root, suite.skill_name, withheld)
     snapshot.template = build_git_template(snapshot, sandbox_base)
     add_runner_baselines(snapshot.template, iteration_dir / ".baselines")
     manifest = prepare_manifest(suite, options, argv, cells, previous, {
@@ -5123,6 +5503,7 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
         "git_template": {"path": str(snapshot.template.folder), "commit": snapshot.template.commit,
                          "error": snapshot.template.error},
         "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name),
+        "withheld_from_skill_package": withheld,
         "isolation": {**confinement.to_json(), "summary": confinement.describe(),
                       "subreaper": subreaper},
         "fixture_status": {"before": fixture_status(suite.root, fixtures)}})
@@ -5143,11 +5524,15 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
     confine_agents(ctx, confinement)
     finished = (load_finished_cells(cells, recorded_run_hashes(iteration_dir))
                 if previous is not None else {})
-    ctx.progress = Progress(len(cells) - len(finished), options.quiet)
+    progress = Progress(len(cells) - len(finished), options.quiet)
+    ctx.progress, ctx.on_cell_start = progress, progress.cell_started
+    progress.start(f"iteration: {iteration_dir}"
+                   + (f" (resumed: {len(finished)} cells already finished)" if finished else ""))
     with InterruptHandler(groups):
         try:
             records = run_matrix_until_deadline(ctx, cells, finished)
         finally:
+            progress.stop()
             end_strays(keep=children_before)  # whatever an agent left running ends now
         snapshot.template.remove_runner_baselines()
         if not options.keep_sandboxes:  # kept sandboxes still borrow its objects
@@ -5450,8 +5835,10 @@ def _config_list(text: str) -> tuple[str, ...]:
     configs = tuple(part.strip() for part in text.split(","))
     unknown = [c for c in configs if c not in CONFIGS]
     if unknown or not configs or len(set(configs)) != len(configs):
+        hint = _did_you_mean(unknown[0], CONFIGS) if unknown else ""
         raise argparse.ArgumentTypeError(
-            f"{text!r}: give one or two distinct names from {', '.join(CONFIGS)}, comma-separated")
+            f"{text!r}: {hint}give one or two distinct names from {', '.join(CONFIGS)}, "
+            "comma-separated")
     return configs
 
 
@@ -5463,9 +5850,68 @@ def _codex_setting(text: str) -> str:
 
 
 class _Parser(argparse.ArgumentParser):
+    """argparse with our error form: the problem and its fix first, then where help is."""
+
+    seen_argv: list[str] = []
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        self.seen_argv = list(sys.argv[1:] if args is None else args)
+        return super().parse_args(args, namespace)
+
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.print_usage(sys.stderr)
-        raise InputError(f"{message}", f"see {self.prog} --help")
+        fix, prog = self._fix_for(message)
+        raise InputError(message, f"{fix}\n  help: {prog} --help")
+
+    def _subcommands(self) -> dict[str, argparse.ArgumentParser]:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return dict(action.choices)
+        return {}
+
+    def _fix_for(self, message: str) -> tuple[str, str]:
+        """The fix for one argparse message, and the prog whose --help to point at."""
+        choice = re.search(r"argument ([^:]+): invalid choice: '?([^' ]*)'? \(choose from (.*)\)",
+                           message)
+        if choice:
+            options = [c.strip(" '\"") for c in choice.group(3).split(",")]
+            hint = _did_you_mean(choice.group(2), options)
+            return f"{hint}choose one of: {', '.join(options)}", self.prog
+        unknown = re.match(r"unrecognized arguments: (.*)", message)
+        if unknown:
+            return self._unknown_fix(unknown.group(1).split())
+        required = re.match(r"the following arguments are required: (.*)", message)
+        if required:
+            return "add " + ", ".join(self._describe(name.strip())
+                                      for name in required.group(1).split(",")), self.prog
+        named = re.match(r"argument ([^:]+):", message)
+        action = self._action_named(named.group(1).split("/")[0]) if named else None
+        if action is not None and action.help:
+            return f"{named.group(1)}: {action.help}", self.prog
+        return "correct the command line", self.prog
+
+    def _describe(self, name: str) -> str:
+        action = self._action_named(name.split("/")[0])
+        if action is None:
+            return name
+        if action.choices and not action.option_strings:
+            return f"{name} (one of: {', '.join(map(str, action.choices))})"
+        value = f" {{{','.join(map(str, action.choices))}}}" if action.choices else ""
+        return f"{name}{value} ({action.help})" if action.help else f"{name}{value}"
+
+    def _action_named(self, name: str) -> argparse.Action | None:
+        return next((a for a in self._actions if name in a.option_strings
+                     or name in (a.metavar, a.dest)), None)
+
+    def _unknown_fix(self, words: list[str]) -> tuple[str, str]:
+        commands = self._subcommands()
+        command = next((w for w in self.seen_argv if w in commands), None)
+        parser = commands.get(command, self) if command else self
+        known = [o for a in parser._actions for o in a.option_strings]
+        flags = [w.split("=")[0] for w in words if w.startswith("-")]
+        hint = _did_you_mean(flags[0], known) if flags else ""
+        what = "otherwise remove it" if hint else "remove it"
+        return f"{hint}{what}" if len(words) == 1 else f"{hint}remove what is not an option " \
+            "of this command", parser.prog
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -5612,11 +6058,15 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     if args.dry_run:  # a preview needs no agent CLI, so a fresh machine can see the plan
         return print_dry_run(suite, options, PROVIDERS[options.agent](options.agent_settings),
                              sandbox_base, source)
-    provider = require_provider(options)
+    agent_env, _ = scrub_checkout_paths(clean_environment(), suite.root)
+    provider = require_provider(options, agent_env)
     selected = [c for c in suite.cases if not options.eval_ids or c.key in options.eval_ids]
     if not selected:
         print(f"0 cases: nothing to run ({suite.path}); no agent was launched")
         return EXIT_OK
+    if not options.quiet:  # at once: the version check and the sandbox template take a while
+        print(start_line(suite, options, len(selected) * len(options.configs) * options.runs),
+              file=sys.stderr, flush=True)
     previous = check_resume(Path(args.resume), suite, options) if args.resume else None
     if source is not None:  # refuse a missing or changed source before anything starts
         regrade_sources(source, plan_cells(suite, options, Path("<iteration>")))
@@ -5626,7 +6076,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
                              "the re-grade started (its benchmark.json hash differs)",
                              "start a new re-grade (drop --resume)")
     groups = ProcessGroups()
-    cli_version = provider_version(provider, groups)
+    cli_version = provider_version(provider, groups, agent_env)
     confinement = choose_confinement(options.isolation)
     if confinement.mode != "bwrap" and options.isolation == "auto":
         print(f"Isolation: {confinement.describe()}")
@@ -5682,13 +6132,18 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     print(f"executor argv ({first.label}): {_shell_join(executor.argv)}  (cwd {executor.cwd})")
     print(f"grader argv: {_shell_join(grader_call.argv)}  (cwd {grader_call.cwd})")
     print("executor and grader prompts go on standard input; assertions reach only the grader")
+    withheld = package_withholdings(suite.root, suite.skill_name, suite.path,
+                                    suite.secret_texts())
+    if withheld and "with_skill" in options.configs:
+        print(f"withheld from the delivered skill package ({len(withheld)} file(s)): "
+              + ", ".join(sorted(withheld)[:5]) + (" ..." if len(withheld) > 5 else ""))
+    agent_env, _ = scrub_checkout_paths(clean_environment(), suite.root)
+    problem = agent_path_problem(provider, agent_env)
+    print(f"{provider.binary}: {provider.executable(agent_env.get('PATH', ''))}" if not problem
+          else f"{provider.binary}: {problem}; a real run would stop with exit 3")
     bwrap = shutil.which("bwrap")
     print(f"isolation: --isolation {options.isolation}; bwrap "
           f"{'at ' + bwrap if bwrap else 'not found'} (checked when a real run starts)")
-    where = provider.executable()
-    print(f"{provider.binary}: {where}" if where else
-          f"{provider.binary}: not on PATH; a real run would stop with exit 3 "
-          f"(install: {provider.install_hint})")
     return EXIT_OK
 
 
@@ -5745,14 +6200,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     write_text(folder / "benchmark.md", text)
     if comparison:  # beside, never inside, this iteration's own benchmark.md
         write_text(folder / "comparison.md", comparison)
-        text += "\n" + comparison
     if html_path:
         write_text(html_path, html_page(benchmark, folder))
         print(f"wrote {html_path}", file=sys.stderr)
     if junit_path:
         write_text(junit_path, render_junit(benchmark))
         print(f"wrote {junit_path}", file=sys.stderr)
-    print(text, end="")
+    print(render_summary(benchmark, folder))
+    if comparison:
+        print(f"Comparison with {args.compare}: {comparability(benchmark, other)}; "
+              f"{folder / 'comparison.md'}")
     if check["changed_count"]:
         print(f"{PROG}: REVIEW REQUIRED: {check['changed_count']} run file(s) changed since the "
               "runner wrote them (results_modified in benchmark.md)", file=sys.stderr)
