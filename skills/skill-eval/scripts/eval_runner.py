@@ -72,6 +72,9 @@ EXIT_INTERRUPTED = 130
 CONFIGS = ("with_skill", "without_skill")
 RUNS_RANGE = (1, 5)
 CONCURRENCY_RANGE = (1, 16)
+SHARD_COUNT_MAX = 256
+SHARD_ALGORITHM = ("whole evals, heaviest first (cells), ties by sha256 of the eval id; each to "
+                   "the shard with the fewest cells, ties to the lowest shard number")
 DEFAULT_TIMEOUT_S = 600.0
 
 TOP_LEVEL_KEYS = frozenset(
@@ -292,6 +295,9 @@ class RunOptions:
     quiet: bool = False
     junit: Path | None = None
     isolation: str = "auto"
+    shard: tuple[int, int] | None = None  # (K, N): run the K-th of N shards of the plan
+    max_cost_usd: float | None = None  # stop starting cells once finished cells cost this
+    max_tokens: int | None = None  # ... or used this many tokens
 
 
 @dataclasses.dataclass
@@ -2664,6 +2670,43 @@ def plan_cells(suite: Suite, options: RunOptions, iteration_dir: Path) -> list[C
     return cells
 
 
+def eval_sort_key(eval_key: str) -> str:
+    """A tie-breaker that is the same on every machine and ignores the suite's case order."""
+    return hashlib.sha256(eval_key.encode("utf-8")).hexdigest()
+
+
+def assign_shards(weights: dict[str, int], count: int) -> dict[str, int]:
+    """Each eval's shard (1..count): whole evals, balanced by cells (see SHARD_ALGORITHM).
+
+    Greedy largest-first: every eval goes to the lightest shard so far. With equal weights
+    this deals the evals out in hash order, so shard sizes differ by at most one eval.
+    """
+    loads = [0] * count
+    assignment = {}
+    for key in sorted(weights, key=lambda k: (-weights[k], eval_sort_key(k), k)):
+        lightest = min(range(count), key=lambda i: (loads[i], i))
+        loads[lightest] += weights[key]
+        assignment[key] = lightest + 1
+    return assignment
+
+
+def shard_of_plan(cells: list[Cell], count: int) -> dict[str, int]:
+    weights: dict[str, int] = {}
+    for cell in cells:
+        weights[cell.case.key] = weights.get(cell.case.key, 0) + 1
+    return assign_shards(weights, count)
+
+
+def planned_cells(suite: Suite, options: RunOptions, iteration_dir: Path) -> list[Cell]:
+    """The cells this invocation runs: the whole plan, or its --shard K/N."""
+    cells = plan_cells(suite, options, iteration_dir)
+    if options.shard is None:
+        return cells
+    index, count = options.shard
+    assignment = shard_of_plan(cells, count)
+    return [cell for cell in cells if assignment[cell.case.key] == index]
+
+
 def load_finished_cells(cells: list[Cell]) -> dict[str, RunRecord]:
     """Records of cells a previous attempt finished `ok`, read back from their files."""
     finished = {}
@@ -3385,8 +3428,18 @@ def _iteration_flags(benchmark: dict[str, Any], meta: dict[str, Any]) -> list[di
                                "may have loaded that copy instead of the sandbox one"))
     if not benchmark["scored_run_count"] and benchmark["runs"]:
         flags.append(_flag("error", "nothing_scored", "no run was scored"))
+    for missing in meta.get("missing_shards") or []:
+        flags.append(_flag("error", "missing_shard",
+                           f"shard {missing['shard']} was not merged; its evals have no runs: "
+                           f"{', '.join(missing['evals'])}"))
     if len(meta.get("configs") or []) < 2:
         flags.append(_flag("info", "single_config", "one config only: there is no comparison"))
+    shard = meta.get("shard")
+    if shard:
+        flags.append(_flag("info", "shard",
+                           f"shard {shard['label']}: {shard['cells']} of "
+                           f"{(meta.get('plan') or {}).get('cells')} cells of the plan; merge "
+                           "the shards (report --merge) for the closing result"))
     isolation = meta.get("isolation") or {}
     if isolation.get("mode") == "none":
         flags.append(_flag("info", "unconfined",
@@ -4100,7 +4153,8 @@ def benchmark_metadata(suite: Suite, options: RunOptions, manifest: dict[str, An
         "configs": list(options.configs), "runs_per_configuration": options.runs,
         "evals_run": evals_run, "suite_case_count": len(suite.cases),
         "selected_eval_ids": options.eval_ids,
-        "selection_partial": len(evals_run) < len(suite.cases),
+        "selection_partial": len((manifest.get("plan") or {}).get("evals") or evals_run)
+        < len(suite.cases),
         "cells_planned": len(cells), "cells_finished": sum(
             r.status != "cancelled" for r in records),
         "incomplete": incomplete, "runner_version": RUNNER_VERSION,
@@ -4109,6 +4163,7 @@ def benchmark_metadata(suite: Suite, options: RunOptions, manifest: dict[str, An
         "isolation": manifest.get("isolation"),
         "manifest": "iteration_manifest.json",
         "identity": iteration_identity(manifest, options),
+        **({"plan": manifest["plan"], "shard": manifest["shard"]} if manifest.get("shard") else {}),
     }
 
 
@@ -4199,7 +4254,41 @@ def options_fingerprint(options: RunOptions) -> str:
     relevant = {"agent": options.agent, "configs": list(options.configs), "runs": options.runs,
                 "executor_model": options.executor_model, "grader_model": options.grader_model,
                 "eval_ids": options.eval_ids, "agent_settings": options.agent_settings}
+    if options.shard is not None:  # only then, so unsharded fingerprints stay as they were
+        relevant["shard"] = list(options.shard)
     return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
+
+
+def plan_identity(suite: Suite, options: RunOptions, cells: list[Cell]) -> dict[str, Any]:
+    """What every shard of one plan must share; `sha256` sums it up for `report --merge`."""
+    skill_files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
+    fixtures = sorted({rel for cell in cells for rel in cell.case.files})
+    evals: list[str] = []
+    for cell in cells:
+        if cell.case.key not in evals:
+            evals.append(cell.case.key)
+    plan = {"suite_sha256": suite.sha256, "skill_name": suite.skill_name,
+            "skill_sha256": tree_hash(suite.root, skill_files),
+            "runner_sha256": sha256_file(Path(__file__)),
+            "fixtures_sha256": hashlib.sha256(json.dumps(
+                {rel: tree_hash(suite.root, [rel]) for rel in fixtures},
+                sort_keys=True).encode()).hexdigest(),
+            "options_sha256": options_fingerprint(dataclasses.replace(options, shard=None)),
+            "agent": options.agent, "configs": list(options.configs), "runs": options.runs,
+            "evals": evals, "cells": len(cells)}
+    if options.shard is not None:
+        plan["shard_count"] = options.shard[1]
+    plan["sha256"] = hashlib.sha256(json.dumps(plan, sort_keys=True).encode()).hexdigest()
+    return plan
+
+
+def shard_record(options: RunOptions, cells: list[Cell]) -> dict[str, Any] | None:
+    if options.shard is None:
+        return None
+    index, count = options.shard
+    evals = list(dict.fromkeys(cell.case.key for cell in cells))
+    return {"index": index, "count": count, "label": f"{index}/{count}", "evals": evals,
+            "cells": len(cells), "algorithm": SHARD_ALGORITHM}
 
 
 def check_resume(iteration_dir: Path, suite: Suite, options: RunOptions) -> dict[str, Any]:
@@ -4249,8 +4338,10 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
     confinement = confinement or Confinement("none", "--isolation none")
     children_before = child_pids()
     subreaper = become_subreaper()
-    cells = plan_cells(suite, options, iteration_dir)
+    cells = planned_cells(suite, options, iteration_dir)
     fixtures = sorted({rel for cell in cells for rel in cell.case.files})
+    sharding = ({"plan": plan_identity(suite, options, plan_cells(suite, options, iteration_dir)),
+                 "shard": shard_record(options, cells)} if options.shard else {})
     snapshot = RepoSnapshot.take(suite.root, suite.skill_name)
     snapshot.template = build_git_template(snapshot, sandbox_base)
     add_runner_baselines(snapshot.template, iteration_dir / ".baselines")
@@ -4262,7 +4353,7 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
         "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name),
         "isolation": {**confinement.to_json(), "summary": confinement.describe(),
                       "subreaper": subreaper},
-        "fixture_status": {"before": fixture_status(suite.root, fixtures)}})
+        "fixture_status": {"before": fixture_status(suite.root, fixtures)}, **sharding})
     write_json(iteration_dir / "iteration_manifest.json", manifest)
     write_eval_metadata(suite, cells, iteration_dir)
     ctx = RunContext(suite, options, provider, iteration_dir, snapshot, sandbox_base, groups,
@@ -4366,6 +4457,201 @@ def load_benchmark(iteration: str | Path) -> dict[str, Any]:
     return data
 
 
+# -- merging shards -----------------------------------------------------------
+
+
+def read_run_record(run_dir: Path) -> RunRecord | None:
+    """A finished cell's record read back from its files, whatever its status."""
+    try:
+        run = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    extras = {}
+    for name in ("grading", "metrics"):
+        try:
+            extras[name] = json.loads((run_dir / f"{name}.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            extras[name] = None
+    metrics = extras["metrics"].get("metrics") if isinstance(extras["metrics"], dict) else None
+    try:
+        return RunRecord.from_files(run, extras["grading"], metrics)
+    except TypeError:
+        return None
+
+
+def read_shard(folder: Path) -> dict[str, Any]:
+    """A shard iteration's manifest and benchmark; refused unless it is a finished shard."""
+    fix = "pass iteration folders written by `run --shard K/N`"
+    try:
+        manifest = json.loads((folder / "iteration_manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise InputError(f"--merge {folder}: no readable iteration_manifest.json", fix) from None
+    if not (isinstance(manifest, dict) and isinstance(manifest.get("shard"), dict)
+            and isinstance(manifest.get("plan"), dict)):
+        raise InputError(f"--merge {folder}: not a shard (it was run without --shard K/N)", fix)
+    return {"folder": folder, "manifest": manifest, "benchmark": load_benchmark(folder),
+            "shard": manifest["shard"], "plan": manifest["plan"]}
+
+
+def expected_shards(plan: dict[str, Any], count: int) -> dict[int, list[str]]:
+    """The evals each shard of this plan must hold, by the same assignment `run` used."""
+    per_eval = len(plan["configs"]) * plan["runs"]
+    assignment = assign_shards({key: per_eval for key in plan["evals"]}, count)
+    owners: dict[int, list[str]] = {}
+    for key in plan["evals"]:
+        owners.setdefault(assignment[key], []).append(key)
+    return owners
+
+
+def check_shards(shards: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Refuse shards of different plans, repeated or tampered; the missing ones, named."""
+    first = shards[0]
+    fix = ("merge only shards of one plan: the same suite, skill package, runner file, options "
+           "and agent CLI version, with the same N")
+    for other in shards[1:]:
+        differ = sorted(k for k in set(first["plan"]) | set(other["plan"])
+                        if k != "sha256" and first["plan"].get(k) != other["plan"].get(k))
+        if other["plan"].get("sha256") != first["plan"].get("sha256") or differ:
+            raise InputError(f"--merge: {other['folder']} belongs to another plan than "
+                             f"{first['folder']} ({', '.join(differ) or 'plan hash'} differ)", fix)
+        if other["manifest"].get("cli_version") != first["manifest"].get("cli_version"):
+            raise InputError(f"--merge: {other['folder']} ran agent CLI "
+                             f"{other['manifest'].get('cli_version')!r}, {first['folder']} ran "
+                             f"{first['manifest'].get('cli_version')!r}", fix)
+    count = first["plan"].get("shard_count")
+    owners = expected_shards(first["plan"], count)
+    seen: dict[int, Path] = {}
+    for shard in shards:
+        index = shard["shard"].get("index")
+        if index in seen:
+            raise InputError(f"--merge: shard {index}/{count} is given twice ({seen[index]} and "
+                             f"{shard['folder']}): their runs would overlap",
+                             "pass each shard's iteration once")
+        seen[index] = shard["folder"]
+        if shard["shard"].get("evals") != owners.get(index, []):
+            raise InputError(f"--merge: {shard['folder']} holds evals "
+                             f"{shard['shard'].get('evals')} but shard {index}/{count} of this "
+                             f"plan holds {owners.get(index, [])}",
+                             "pass iterations written by `run --shard` unchanged")
+    return [{"shard": f"{index}/{count}", "evals": evals}
+            for index, evals in sorted(owners.items()) if index not in seen]
+
+
+def shard_records(shard: dict[str, Any]) -> list[RunRecord]:
+    """Every cell of a shard, read back from its run files, in plan order."""
+    plan, records = shard["plan"], []
+    for key in shard["shard"]["evals"]:
+        for config in plan["configs"]:
+            for number in range(1, plan["runs"] + 1):
+                run_dir = shard["folder"] / f"eval-{key}" / config / f"run-{number}"
+                record = read_run_record(run_dir)
+                if record is None:
+                    raise InputError(f"--merge: {run_dir} has no readable run.json",
+                                     "merge finished shard iterations, unchanged")
+                records.append(record)
+    return records
+
+
+def _weakest_isolation(shards: list[dict[str, Any]]) -> Any:
+    """One unconfined shard makes the merged iteration unconfined: say so, never hide it."""
+    for shard in shards:
+        isolation = shard["benchmark"]["metadata"].get("isolation") or {}
+        if isolation.get("mode") != "bwrap":
+            return isolation
+    return shards[0]["benchmark"]["metadata"].get("isolation")
+
+
+def _merged_fixture_status(shards: list[dict[str, Any]]) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for moment in ("before", "after"):
+        states = [(s["benchmark"]["metadata"].get("fixture_status") or {}).get(moment) or {}
+                  for s in shards]
+        unchecked = [st for st in states if not st.get("checked", True)]
+        merged[moment] = unchecked[0] if unchecked else {
+            "checked": True, "dirty": sorted({d for st in states for d in st.get("dirty", [])})}
+    return merged
+
+
+def merged_metadata(shards: list[dict[str, Any]], records: list[RunRecord],
+                    missing: list[dict[str, Any]]) -> dict[str, Any]:
+    """The metadata one machine would have written for the plan, plus where it came from."""
+    plan = shards[0]["plan"]
+    meta = {k: v for k, v in shards[0]["benchmark"]["metadata"].items()
+            if k not in ("shard", "plan")}
+    elsewhere = [place for s in shards
+                 for place in s["benchmark"]["metadata"].get("skill_installed_elsewhere") or []]
+    meta.update({
+        "timestamp": utc_now(), "evals_run": list(dict.fromkeys(r.eval_id for r in records)),
+        "cells_planned": plan["cells"],
+        "cells_finished": sum(r.status != "cancelled" for r in records),
+        "incomplete": bool(missing) or any(s["benchmark"]["metadata"].get("incomplete")
+                                           for s in shards),
+        "fixture_status": _merged_fixture_status(shards),
+        "skill_installed_elsewhere": list(dict.fromkeys(elsewhere)),
+        "isolation": _weakest_isolation(shards),
+        "identity": {**(meta.get("identity") or {}),
+                     "fixtures_sha256": plan["fixtures_sha256"]},
+        "plan": plan,
+        "merged_from": [{"shard": s["shard"]["label"], "iteration": str(s["folder"].resolve()),
+                         "cells": s["shard"]["cells"],
+                         "timestamp": s["benchmark"]["metadata"].get("timestamp")}
+                        for s in sorted(shards, key=lambda s: s["shard"]["index"])],
+        "missing_shards": missing,
+    })
+    return meta
+
+
+def zip_evals(shard: dict[str, Any],
+              records: list[RunRecord]) -> Iterator[tuple[str, list[RunRecord]]]:
+    """A shard's records grouped by eval key, in the shard's order."""
+    per_eval = len(shard["plan"]["configs"]) * shard["plan"]["runs"]
+    for position, key in enumerate(shard["shard"]["evals"]):
+        yield key, records[position * per_eval:(position + 1) * per_eval]
+
+
+def merge_shards(target: Path, folders: list[Path],
+                 junit: Path | None) -> tuple[dict[str, Any], int]:
+    """One iteration at `target` from shard iterations: (benchmark, exit code).
+
+    Every check runs before anything is written; the iteration is built beside `target` and
+    renamed into place, so a refusal or a crash leaves no half-merged folder.
+    """
+    if os.path.lexists(target):
+        raise InputError(f"report {target} --merge: {target} already exists",
+                         "name a new folder for the merged iteration")
+    shards = [read_shard(folder) for folder in folders]
+    missing = check_shards(shards)
+    by_eval = {key: (shard, eval_records) for shard in shards
+               for key, eval_records in zip_evals(shard, shard_records(shard))}
+    records = [record for key in shards[0]["plan"]["evals"] if key in by_eval
+               for record in by_eval[key][1]]  # plan order, as one machine writes them
+    meta = merged_metadata(shards, records, missing)
+    benchmark = aggregate(records, meta)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=f".{target.name}.merging-", dir=target.parent))
+    try:
+        for key, (shard, _) in by_eval.items():
+            shutil.copytree(shard["folder"] / f"eval-{key}", building / f"eval-{key}",
+                            symlinks=True)
+        write_json(building / "iteration_manifest.json", {
+            "merged": True, "created_at": utc_now(),
+            "runner": {"version": RUNNER_VERSION, "sha256": sha256_file(Path(__file__))},
+            "cli_version": shards[0]["manifest"].get("cli_version"), "plan": meta["plan"],
+            "missing_shards": missing,
+            "shards": [{"shard": s["shard"]["label"], "iteration": str(s["folder"].resolve()),
+                        "manifest": s["manifest"]} for s in shards]})
+        write_benchmark(building, benchmark)
+        write_text(building / "benchmark.html", html_page(benchmark, building))
+        os.rename(building, target)  # fails, rather than merges into, a folder made meanwhile
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    if junit:
+        write_text(junit, render_junit(benchmark))
+    code = EXIT_OK if benchmark["sanity_checks"]["status"] == "OK" else EXIT_REVIEW
+    return benchmark, code
+
+
 # ==== CLI ====================================================================
 
 
@@ -4405,6 +4691,17 @@ def _config_list(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(
             f"{text!r}: give one or two distinct names from {', '.join(CONFIGS)}, comma-separated")
     return configs
+
+
+def _shard_spec(text: str) -> tuple[int, int]:
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"{text!r} is not K/N (for example 2/4)")
+    index, count = int(match.group(1)), int(match.group(2))
+    if not 1 <= index <= count <= SHARD_COUNT_MAX:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: need 1 <= K <= N <= {SHARD_COUNT_MAX}")
+    return index, count
 
 
 def _codex_setting(text: str) -> str:
@@ -4456,6 +4753,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="where iteration-N/ goes (default: evals/<skill>/workspace/<agent>/)")
     run.add_argument("--eval-id", metavar="ID,...", help="run only these case ids")
     run.add_argument("--keep-sandboxes", action="store_true", help="keep sandbox copies for audit")
+    run.add_argument("--shard", type=_shard_spec, metavar="K/N",
+                     help="run only shard K of N: whole evals, balanced by cells, the same split "
+                     "on every machine; merge with report --merge")
     run.add_argument("--isolation", choices=ISOLATION_MODES, default="auto",
                      help="confine agents with bubblewrap: auto (when it works here), bwrap "
                      "(required), none (default: auto)")
@@ -4477,6 +4777,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--junit", metavar="PATH", help="also write the results as JUnit XML")
     report.add_argument("--compare", metavar="OTHER_DIR",
                         help="add another iteration's per-eval rates and say if they compare")
+    report.add_argument("--merge", nargs="+", metavar="SHARD_ITERATION",
+                        help="create ITERATION_DIR (new) as one iteration from these shard "
+                        "iterations of one plan (run --shard K/N)")
     return parser
 
 
@@ -4541,7 +4844,8 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         executor_model=args.executor_model or args.model,
         grader_model=args.grader_model or args.model, skill_md=skill_md, workspace=workspace,
         eval_ids=eval_ids, keep_sandboxes=args.keep_sandboxes, agent_settings=args.codex_config,
-        quiet=args.quiet, junit=output_path(args.junit, "--junit"), isolation=args.isolation)
+        quiet=args.quiet, junit=output_path(args.junit, "--junit"), isolation=args.isolation,
+        shard=args.shard)
 
 
 def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
@@ -4556,6 +4860,11 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     if not selected:
         print(f"0 cases: nothing to run ({suite.path}); no agent was launched")
         return EXIT_OK
+    if options.shard and not planned_cells(suite, options, Path(".")):
+        print(f"shard {options.shard[0]}/{options.shard[1]} holds no eval of this plan "
+              f"({len(selected)} evals for {options.shard[1]} shards): nothing to run; no agent "
+              "was launched, and report --merge does not expect it")
+        return EXIT_OK
     previous = check_resume(Path(args.resume), suite, options) if args.resume else None
     groups = ProcessGroups()
     cli_version = provider_version(provider, groups)
@@ -4568,7 +4877,10 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox_base: Path) -> int:
-    cells = plan_cells(suite, options, Path("<workspace>/iteration-N"))
+    cells = planned_cells(suite, options, Path("<workspace>/iteration-N"))
+    if options.shard:
+        print(f"shard {options.shard[0]}/{options.shard[1]}: evals "
+              f"{', '.join(dict.fromkeys(c.case.key for c in cells)) or '(none)'}")
     if not cells:
         print(f"dry run: 0 cases: nothing to run ({suite.path}); nothing launched")
         return EXIT_OK
@@ -4615,7 +4927,27 @@ def output_path(value: str | None, flag: str, default: Path | None = None) -> Pa
     return path
 
 
+def cmd_merge(args: argparse.Namespace) -> int:
+    if args.compare:
+        raise InputError("--compare and --merge do not go together",
+                         "merge first, then run report MERGED_DIR --compare OTHER_DIR")
+    target = Path(args.iteration).resolve()
+    junit_path = output_path(args.junit, "--junit")
+    benchmark, code = merge_shards(target, [Path(f) for f in args.merge], junit_path)
+    if args.html:  # benchmark.html is always written; a path asks for another copy
+        html_path = output_path(args.html, "--html")
+        if html_path:
+            write_text(html_path, html_page(benchmark, target))
+    for missing in benchmark["metadata"]["missing_shards"]:
+        print(f"missing shard {missing['shard']}: evals {', '.join(missing['evals'])}",
+              file=sys.stderr)
+    print(render_summary(benchmark, target))
+    return code
+
+
 def cmd_report(args: argparse.Namespace) -> int:
+    if args.merge:
+        return cmd_merge(args)
     benchmark = load_benchmark(args.iteration)
     folder = Path(args.iteration)
     folder = folder if folder.is_dir() else folder.parent
