@@ -2144,6 +2144,7 @@ class Provider:
     install_hint = ""
     grader_uses_files = False  # a schema file in, a last-message file out
     accepts_settings = False  # takes KEY=VALUE settings from the command line
+    reports_cost = False  # its output carries a cost per call (what --max-cost needs)
 
     def __init__(self, settings: list[str] | None = None):
         self.settings = list(settings or [])
@@ -2183,6 +2184,7 @@ class ClaudeProvider(Provider):
     name = "claude"
     binary = "claude"
     install_hint = "npm install -g @anthropic-ai/claude-code"
+    reports_cost = True  # the result envelope's total_cost_usd
     executor_tools = "Bash,Read,Write,Edit,Glob,Grep"
 
     def home_files(self, env: dict[str, str]) -> list[tuple[Path, str]]:
@@ -2630,6 +2632,65 @@ def build_executor_prompt(suite: Suite, case: Case, config: str, sandbox: Path) 
     return "\n".join(lines)
 
 
+SPEND_METRICS = {"cost": "total_cost_usd", "tokens": "tokens"}
+CAP_REASON_START = "the spending cap "  # how a cell cancelled by --max-cost/--max-tokens starts
+
+
+def spend_of(record: RunRecord, kind: str) -> float | None:
+    """Captured executor plus grader cost or tokens of one cell; None when either is unknown.
+
+    A role that never ran adds nothing; a role that ran without reporting the value makes the
+    cell's value unknown rather than smaller.
+    """
+    name = SPEND_METRICS[kind]
+    total = 0.0
+    roles = [(record.executor, record.metrics)]
+    if hasattr(record, "grader_metrics"):  # a runner that captures the grader's use
+        roles.append((record.grader, record.grader_metrics))
+    for process, metrics in roles:
+        if process is None:
+            continue
+        value = ((metrics or {}).get(name) or {}).get("value")
+        if value is None:
+            return None
+        total += value
+    return total
+
+
+class Budget:
+    """The --max-cost / --max-tokens caps against what finished cells captured."""
+
+    def __init__(self, max_cost_usd: float | None, max_tokens: int | None):
+        self.caps = {"cost": max_cost_usd, "tokens": max_tokens}
+        self.spent = {"cost": 0.0, "tokens": 0.0}
+        self.unknown = {"cost": 0, "tokens": 0}  # cells that ran without reporting it
+        self.counted = 0
+        self.lock = threading.Lock()
+
+    def add(self, record: RunRecord) -> None:
+        if record.executor is None:  # nothing was launched for this cell
+            return
+        with self.lock:
+            self.counted += 1
+            for kind in self.spent:
+                value = spend_of(record, kind)
+                if value is None:
+                    self.unknown[kind] += 1
+                else:
+                    self.spent[kind] += value
+
+    def reached(self) -> str | None:
+        with self.lock:
+            for kind, cap in self.caps.items():
+                if cap is not None and self.spent[kind] >= cap:
+                    flag = "--max-cost" if kind == "cost" else "--max-tokens"
+                    shown = (f"{cap:g} USD ({self.spent[kind]:.4f} USD" if kind == "cost"
+                             else f"{cap:,} tokens ({self.spent[kind]:,.0f} tokens")
+                    return (f"{CAP_REASON_START}{flag} {shown} captured from {self.counted} "
+                            "finished cells) was reached before this cell started")
+        return None
+
+
 @dataclasses.dataclass
 class RunContext:
     suite: Suite
@@ -2648,10 +2709,13 @@ class RunContext:
         default_factory=lambda: Confinement("none", "--isolation none"))
     agent_mounts: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
     hidden: list[Path] = dataclasses.field(default_factory=list)  # masked if under a mount
+    budget: Budget | None = None
 
     def should_stop(self) -> str | None:
         if self.deadline_at is not None and time.monotonic() >= self.deadline_at:
             return "the --deadline passed before this cell started"
+        if self.budget is not None and self.budget.reached():
+            return self.budget.reached()
         if self.groups.cancelled.is_set():
             return f"the run was stopped ({self.groups.reason}) before this cell started"
         return None
@@ -2931,6 +2995,8 @@ def finish_cell(ctx: RunContext, run: CellRun, closing: concurrent.futures.Futur
     record.resumed = ctx.resuming
     record.scored = record.status == STATUS_OK and record.grading is not None
     guarded(run, write_run_files, run.cell, record, ctx.judge)
+    if ctx.budget is not None:
+        ctx.budget.add(record)
     if ctx.progress:
         ctx.progress(record)
     return record
@@ -3428,6 +3494,13 @@ def _iteration_flags(benchmark: dict[str, Any], meta: dict[str, Any]) -> list[di
                                "may have loaded that copy instead of the sandbox one"))
     if not benchmark["scored_run_count"] and benchmark["runs"]:
         flags.append(_flag("error", "nothing_scored", "no run was scored"))
+    budget = meta.get("budget") or {}
+    if budget.get("cancelled_by_cap"):
+        flags.append(_flag("error", "spending_cap",
+                           f"a spending cap was reached ({budget['spent_cost_usd']:.4f} USD, "
+                           f"{budget['spent_tokens']:,} tokens captured, counting "
+                           f"{budget['counts']}); {budget['cancelled_by_cap']} cells were "
+                           "cancelled before they started"))
     for missing in meta.get("missing_shards") or []:
         flags.append(_flag("error", "missing_shard",
                            f"shard {missing['shard']} was not merged; its evals have no runs: "
@@ -4164,7 +4237,28 @@ def benchmark_metadata(suite: Suite, options: RunOptions, manifest: dict[str, An
         "manifest": "iteration_manifest.json",
         "identity": iteration_identity(manifest, options),
         **({"plan": manifest["plan"], "shard": manifest["shard"]} if manifest.get("shard") else {}),
+        **({"budget": budget_summary(options, records)}
+           if options.max_cost_usd is not None or options.max_tokens is not None else {}),
     }
+
+
+def budget_summary(options: RunOptions, records: list[RunRecord]) -> dict[str, Any]:
+    """The caps, what the finished cells captured against them, and what the caps cancelled."""
+    budget = Budget(options.max_cost_usd, options.max_tokens)
+    for record in records:
+        budget.add(record)
+    graded = any(getattr(r, "grader_metrics", None) for r in records)
+    return {"max_cost_usd": options.max_cost_usd, "max_tokens": options.max_tokens,
+            "spent_cost_usd": round(budget.spent["cost"], 6),
+            "spent_tokens": int(budget.spent["tokens"]),
+            "counts": "executor and grader" if graded else "executor (no grader metrics were "
+                      "captured)",
+            "cells_counted": budget.counted,
+            "cells_without_cost": budget.unknown["cost"],
+            "cells_without_tokens": budget.unknown["tokens"],
+            "cancelled_by_cap": sum(
+                1 for r in records if r.status == "cancelled"
+                and str((r.failure or {}).get("detail", "")).startswith(CAP_REASON_START))}
 
 
 def iteration_identity(manifest: dict[str, Any], options: RunOptions) -> dict[str, Any]:
@@ -4368,6 +4462,10 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
     confine_agents(ctx, confinement)
     finished = load_finished_cells(cells) if previous is not None else {}
     ctx.progress = Progress(len(cells) - len(finished), options.quiet)
+    if options.max_cost_usd is not None or options.max_tokens is not None:
+        ctx.budget = Budget(options.max_cost_usd, options.max_tokens)
+        for record in finished.values():  # the cap is on the iteration, resumed or not
+            ctx.budget.add(record)
     with InterruptHandler(groups):
         try:
             records = run_matrix_until_deadline(ctx, cells, finished)
@@ -4652,6 +4750,94 @@ def merge_shards(target: Path, folders: list[Path],
     return benchmark, code
 
 
+# -- forecast -----------------------------------------------------------------
+
+
+def latest_iteration_of(workspace: Path, skill_name: str, agent: str) -> Path | None:
+    """The newest iteration-N in workspace with a benchmark of this skill and agent."""
+    if not workspace.is_dir():
+        return None
+    numbered = sorted(((int(m.group(1)), p) for p in workspace.iterdir()
+                       if (m := re.fullmatch(r"iteration-(\d+)", p.name))), reverse=True)
+    for _, folder in numbered:
+        try:
+            meta = load_benchmark(folder)["metadata"]
+        except InputError:
+            continue
+        if meta.get("skill_name") == skill_name and meta.get("agent") == agent:
+            return folder
+    return None
+
+
+def observed_cell(record: RunRecord) -> dict[str, float | None] | None:
+    """What one earlier cell used: agent calls, agent seconds, tokens and cost."""
+    processes = [p for p in (record.executor, record.grader) if p is not None]
+    if not processes:  # cancelled before it started: it tells nothing about a cell's use
+        return None
+    seconds = [p.get("duration_s") for p in processes]
+    return {"calls": float(len(processes)),
+            "seconds": sum(seconds) if all(_number(v) for v in seconds) else None,
+            "tokens": spend_of(record, "tokens"), "cost": spend_of(record, "cost")}
+
+
+def forecast_totals(observed: dict[str, list[dict]], planned: dict[str, int],
+                    key: str) -> dict[str, Any] | None:
+    """Expected total of `key` over the planned cells, and a range of two standard errors.
+
+    Each config's cells are forecast from that config's earlier cells (all cells when the
+    config was not run before); the range assumes cells vary independently.
+    """
+    mean_total = variance = 0.0
+    used = 0
+    for config, count in planned.items():
+        pool = observed.get(config) or [c for cells in observed.values() for c in cells]
+        values = [c[key] for c in pool if c[key] is not None]
+        if not values:
+            return None
+        stats = describe(values)
+        mean_total += count * stats["mean"]
+        variance += count * (stats["stddev"] or 0.0) ** 2
+        used += len(values)
+    spread = 2 * math.sqrt(variance)
+    return {"expected": mean_total, "low": max(0.0, mean_total - spread),
+            "high": mean_total + spread, "observed_cells": used}
+
+
+def forecast_run(workspace: Path, suite: Suite, options: RunOptions,
+                 cells: list[Cell]) -> dict[str, Any] | None:
+    """A forecast of this plan's use from the latest earlier iteration, or None."""
+    source = latest_iteration_of(workspace, suite.skill_name, options.agent)
+    if source is None:
+        return None
+    benchmark = load_benchmark(source)
+    observed: dict[str, list[dict]] = {}
+    graded = False
+    for run in benchmark["runs"]:
+        record = read_run_record(source / f"eval-{run['eval_id']}" / run["configuration"]
+                                 / f"run-{run['run_number']}")
+        cell = observed_cell(record) if record is not None else None
+        if cell is not None:
+            observed.setdefault(run["configuration"], []).append(cell)
+            graded = graded or bool(getattr(record, "grader_metrics", None))
+    if not observed:
+        return None
+    planned: dict[str, int] = {}
+    for cell in cells:
+        planned[cell.config] = planned.get(cell.config, 0) + 1
+    meta = benchmark["metadata"]
+    totals = {key: forecast_totals(observed, planned, key)
+              for key in ("calls", "seconds", "tokens", "cost")}
+    lanes = max(1, min(options.concurrency, len(cells)))
+    if totals["seconds"]:
+        totals["wall_seconds"] = {k: v / lanes if k != "observed_cells" else v
+                                  for k, v in totals["seconds"].items()}
+    return {"source": str(source), "source_timestamp": meta.get("timestamp"),
+            "same_suite": (meta.get("identity") or {}).get("suite_sha256") == suite.sha256,
+            "observed_cells": sum(len(v) for v in observed.values()), "totals": totals,
+            "counts": "executor and grader" if graded else "executor only (no grader metrics "
+                      "were captured)"}
+
+
 # ==== CLI ====================================================================
 
 
@@ -4674,6 +4860,16 @@ def _positive_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be more than 0 seconds")
+    return value
+
+
+def _positive_usd(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an amount in USD") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be more than 0 USD")
     return value
 
 
@@ -4747,6 +4943,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="agent processes at once, 1..16 (default: 4)")
     run.add_argument("--deadline", type=_positive_seconds, metavar="S",
                      help="seconds for the whole matrix; cells not started by then are cancelled")
+    run.add_argument("--max-cost", type=_positive_usd, metavar="USD",
+                     help="start no new cell once finished cells' captured executor and grader "
+                     "cost reaches USD; the rest are cancelled")
+    run.add_argument("--max-tokens", type=_bounded_int(1, 10 ** 15), metavar="N",
+                     help="start no new cell once finished cells' captured tokens reach N")
     run.add_argument("--skill-path", metavar="P", help="the skill's SKILL.md or its folder "
                      "(default: skills/<skill_name>/SKILL.md)")
     run.add_argument("--workspace", metavar="DIR",
@@ -4827,6 +5028,11 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         takers = sorted(name for name, kind in PROVIDERS.items() if kind.accepts_settings)
         raise InputError(f"--codex-config applies to --agent {' or '.join(takers)} only",
                          f"remove --codex-config or use --agent {takers[0]}")
+    if args.max_cost is not None and not PROVIDERS[args.agent].reports_cost:
+        raise InputError(f"--max-cost: the {args.agent} CLI reports no cost, so spending could "
+                         "never be measured against the cap",
+                         "cap tokens instead with --max-tokens N (it reports tokens), or bound "
+                         "the time with --deadline S")
     eval_ids = None
     if args.eval_id is not None:
         eval_ids = [part.strip() for part in args.eval_id.split(",") if part.strip()]
@@ -4845,7 +5051,7 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         grader_model=args.grader_model or args.model, skill_md=skill_md, workspace=workspace,
         eval_ids=eval_ids, keep_sandboxes=args.keep_sandboxes, agent_settings=args.codex_config,
         quiet=args.quiet, junit=output_path(args.junit, "--junit"), isolation=args.isolation,
-        shard=args.shard)
+        shard=args.shard, max_cost_usd=args.max_cost, max_tokens=args.max_tokens)
 
 
 def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
@@ -4913,7 +5119,35 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     print(f"{provider.binary}: {where}" if where else
           f"{provider.binary}: not on PATH; a real run would stop with exit 3 "
           f"(install: {provider.install_hint})")
+    print_forecast(forecast_run(options.workspace, suite, options, cells), options, suite)
     return EXIT_OK
+
+
+def _forecast_line(label: str, total: dict[str, Any] | None, fmt: str, unit: str,
+                   missing: str) -> str:
+    if total is None:
+        return f"  {label}: not forecast ({missing})"
+    return (f"  {label}: about {fmt.format(total['expected'])}{unit} (range "
+            f"{fmt.format(total['low'])} to {fmt.format(total['high'])}{unit})")
+
+
+def print_forecast(forecast: dict[str, Any] | None, options: RunOptions, suite: Suite) -> None:
+    if forecast is None:
+        print(f"forecast: nothing to forecast from (no earlier iteration of {suite.skill_name} "
+              f"with {options.agent} in {options.workspace})")
+        return
+    totals = forecast["totals"]
+    print(f"FORECAST, not a measurement: from {forecast['source']} "
+          f"({forecast['source_timestamp']}, {forecast['observed_cells']} earlier cells"
+          + ("" if forecast["same_suite"] else "; the suite has changed since") + ")")
+    print(_forecast_line("agent calls", totals["calls"], "{:,.0f}", "", "no cell ran"))
+    print(_forecast_line("tokens", totals["tokens"], "{:,.0f}", "", "no tokens were captured")
+          + f", counting {forecast['counts']}")
+    print(_forecast_line("cost", totals["cost"], "{:.4f}", " USD",
+                         f"{options.agent} reported no cost for those cells"))
+    print(_forecast_line("wall time", totals.get("wall_seconds"), "{:,.0f}", " s",
+                         "no durations were captured")
+          + f" at concurrency {options.concurrency}")
 
 
 def output_path(value: str | None, flag: str, default: Path | None = None) -> Path | None:
