@@ -9,11 +9,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import unittest
 from pathlib import Path
 
 from tests.helpers import (
     PEER_CORPUS,
+    PROJECT,
+    RUNNER_PATH,
     TempDir,
     call_main,
     demo_suite,
@@ -255,6 +259,50 @@ class ShardMergeTests(unittest.TestCase):
         (copy / "iteration_manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
         err = self.assert_refused_without_writes("tampered", [self.shards[0], copy])
         self.assertIn("holds evals", err)
+
+
+def readme_shell_loop() -> str:
+    readme = (PROJECT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("<!-- shard-loop -->", 1)[1].split("```sh\n", 1)[1]
+    return block.split("```", 1)[0]
+
+
+class ShellLoopTests(unittest.TestCase):
+    """README's plain shell loop, run as written: N shard processes at once, then the merge."""
+
+    def test_readme_shell_loop_runs_parallel_shards_and_merges_them(self) -> None:
+        tmp = TempDir()
+        self.addCleanup(tmp.cleanup)
+        repo = make_repo(tmp.path, demo_suite(6))
+        script = {"executor": {"sleep_s": 1.0, "duration_ms": 1000},
+                  "grader": {"duration_ms": 500}}
+        env = fake_env(tmp.path, script)
+        # python3 in the loop is this interpreter; the fakes log into tmp, so no confinement
+        (tmp.path / "bin").mkdir()
+        (tmp.path / "bin" / "python3").symlink_to(sys.executable)
+        env.update(PATH=f"{tmp.path / 'bin'}{os.pathsep}{env['PATH']}", N="3", AGENT="claude",
+                   SUITE=str(repo / SUITE_REL), RUNNER=str(RUNNER_PATH), OUT=str(tmp.path / "out"),
+                   RUN_OPTIONS="--isolation none --concurrency 1")
+        (tmp.path / "loop.sh").write_text(readme_shell_loop(), encoding="utf-8")
+        done = subprocess.run(["sh", str(tmp.path / "loop.sh")], env=env, cwd=repo,
+                              capture_output=True, text=True, timeout=300,
+                              stdin=subprocess.DEVNULL)
+        logs = {p.name: p.read_text(encoding="utf-8") for p in (tmp.path / "out").glob("*.log")}
+        self.assertEqual(done.returncode, 0, (done.stdout, done.stderr, logs))
+        merged = load_json(tmp.path / "out" / "merged" / "benchmark.json")
+        self.assertEqual([m["shard"] for m in merged["metadata"]["merged_from"]],
+                         ["1/3", "2/3", "3/3"])
+        self.assertEqual(len(merged["runs"]), 12)
+        self.assertEqual(merged["metadata"]["missing_shards"], [])
+        # the shard processes ran at the same time: their executor windows overlap
+        windows = []
+        for k in (1, 2, 3):
+            runs = [load_json(p) for p in
+                    (tmp.path / "out" / f"shard-{k}").glob("iteration-1/eval-*/*/run-*/run.json")]
+            windows.append((min(r["started_at"] for r in runs), max(r["finished_at"] for r in runs)))
+        latest_start = max(w[0] for w in windows)
+        earliest_end = min(w[1] for w in windows)
+        self.assertLess(latest_start, earliest_end, windows)
 
 
 if __name__ == "__main__":
