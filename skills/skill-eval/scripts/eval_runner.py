@@ -4572,9 +4572,16 @@ def read_run_record(run_dir: Path) -> RunRecord | None:
             extras[name] = None
     metrics = extras["metrics"].get("metrics") if isinstance(extras["metrics"], dict) else None
     try:
-        return RunRecord.from_files(run, extras["grading"], metrics)
+        record = RunRecord.from_files(run, extras["grading"], metrics)
     except TypeError:
         return None
+    if hasattr(record, "grader_metrics"):  # where the grader's own use is captured
+        try:
+            graded = json.loads((run_dir / "grader_metrics.json").read_text(encoding="utf-8"))
+            record.grader_metrics = graded.get("metrics") if isinstance(graded, dict) else None
+        except (OSError, ValueError):
+            pass
+    return record
 
 
 def read_shard(folder: Path) -> dict[str, Any]:
