@@ -73,6 +73,9 @@ CONFIGS = ("with_skill", "without_skill")
 RUNS_RANGE = (1, 5)
 GRADER_RUNS_RANGE = (1, 5)
 CONCURRENCY_RANGE = (1, 16)
+SHARD_COUNT_MAX = 256
+SHARD_ALGORITHM = ("whole evals, heaviest first (cells), ties by sha256 of the eval id; each to "
+                   "the shard with the fewest cells, ties to the lowest shard number")
 DEFAULT_TIMEOUT_S = 600.0
 
 TOP_LEVEL_KEYS = frozenset(
@@ -302,6 +305,9 @@ class RunOptions:
     junit: Path | None = None
     grader_runs: int = 1  # independent grader processes per recorded output; majority decides
     isolation: str = "auto"
+    shard: tuple[int, int] | None = None  # (K, N): run the K-th of N shards of the plan
+    max_cost_usd: float | None = None  # stop starting cells once finished cells cost this
+    max_tokens: int | None = None  # ... or used this many tokens
 
 
 @dataclasses.dataclass
@@ -2285,6 +2291,7 @@ class Provider:
     install_hint = ""
     grader_uses_files = False  # a schema file in, a last-message file out
     accepts_settings = False  # takes KEY=VALUE settings from the command line
+    reports_cost = False  # its output carries a cost per call (what --max-cost needs)
 
     def __init__(self, settings: list[str] | None = None):
         self.settings = list(settings or [])
@@ -2325,6 +2332,7 @@ class ClaudeProvider(Provider):
     name = "claude"
     binary = "claude"
     install_hint = "npm install -g @anthropic-ai/claude-code"
+    reports_cost = True  # the result envelope's total_cost_usd
     executor_tools = "Bash,Read,Write,Edit,Glob,Grep"
 
     def home_files(self, env: dict[str, str]) -> list[tuple[Path, str]]:
@@ -2841,6 +2849,65 @@ class RunFiles:
         self.hashes[rel] = write_bytes(self.run_dir / rel, source.read_bytes())
 
 
+SPEND_METRICS = {"cost": "total_cost_usd", "tokens": "tokens"}
+CAP_REASON_START = "the spending cap "  # how a cell cancelled by --max-cost/--max-tokens starts
+
+
+def spend_of(record: RunRecord, kind: str) -> float | None:
+    """Captured executor plus grader cost or tokens of one cell; None when either is unknown.
+
+    A role that never ran adds nothing; a role that ran without reporting the value makes the
+    cell's value unknown rather than smaller.
+    """
+    name = SPEND_METRICS[kind]
+    total = 0.0
+    roles = [(record.executor, record.metrics)]
+    if hasattr(record, "grader_metrics"):  # a runner that captures the grader's use
+        roles.append((record.grader, record.grader_metrics))
+    for process, metrics in roles:
+        if process is None:
+            continue
+        value = ((metrics or {}).get(name) or {}).get("value")
+        if value is None:
+            return None
+        total += value
+    return total
+
+
+class Budget:
+    """The --max-cost / --max-tokens caps against what finished cells captured."""
+
+    def __init__(self, max_cost_usd: float | None, max_tokens: int | None):
+        self.caps = {"cost": max_cost_usd, "tokens": max_tokens}
+        self.spent = {"cost": 0.0, "tokens": 0.0}
+        self.unknown = {"cost": 0, "tokens": 0}  # cells that ran without reporting it
+        self.counted = 0
+        self.lock = threading.Lock()
+
+    def add(self, record: RunRecord) -> None:
+        if record.executor is None:  # nothing was launched for this cell
+            return
+        with self.lock:
+            self.counted += 1
+            for kind in self.spent:
+                value = spend_of(record, kind)
+                if value is None:
+                    self.unknown[kind] += 1
+                else:
+                    self.spent[kind] += value
+
+    def reached(self) -> str | None:
+        with self.lock:
+            for kind, cap in self.caps.items():
+                if cap is not None and self.spent[kind] >= cap:
+                    flag = "--max-cost" if kind == "cost" else "--max-tokens"
+                    shown = (f"{cap:g} USD ({self.spent[kind]:.4f} USD" if kind == "cost"
+                             else f"{cap:,} tokens ({self.spent[kind]:,.0f} tokens")
+                    return (f"{CAP_REASON_START}{flag} {shown} captured from {self.counted} "
+                            "finished cells) was reached before this cell started")
+        return None
+
+
 @dataclasses.dataclass
 class RunContext:
     suite: Suite
@@ -2860,10 +2927,13 @@ class RunContext:
         default_factory=lambda: Confinement("none", "--isolation none"))
     agent_mounts: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
     hidden: list[Path] = dataclasses.field(default_factory=list)  # masked if under a mount
+    budget: Budget | None = None
 
     def should_stop(self) -> str | None:
         if self.deadline_at is not None and time.monotonic() >= self.deadline_at:
             return "the --deadline passed before this cell started"
+        if self.budget is not None and self.budget.reached():
+            return self.budget.reached()
         if self.groups.cancelled.is_set():
             return f"the run was stopped ({self.groups.reason}) before this cell started"
         return None
@@ -2880,6 +2950,43 @@ def plan_cells(suite: Suite, options: RunOptions, iteration_dir: Path) -> list[C
                 run_dir = iteration_dir / f"eval-{case.key}" / config / f"run-{run_number}"
                 cells.append(Cell(case, config, run_number, run_dir))
     return cells
+
+
+def eval_sort_key(eval_key: str) -> str:
+    """A tie-breaker that is the same on every machine and ignores the suite's case order."""
+    return hashlib.sha256(eval_key.encode("utf-8")).hexdigest()
+
+
+def assign_shards(weights: dict[str, int], count: int) -> dict[str, int]:
+    """Each eval's shard (1..count): whole evals, balanced by cells (see SHARD_ALGORITHM).
+
+    Greedy largest-first: every eval goes to the lightest shard so far. With equal weights
+    this deals the evals out in hash order, so shard sizes differ by at most one eval.
+    """
+    loads = [0] * count
+    assignment = {}
+    for key in sorted(weights, key=lambda k: (-weights[k], eval_sort_key(k), k)):
+        lightest = min(range(count), key=lambda i: (loads[i], i))
+        loads[lightest] += weights[key]
+        assignment[key] = lightest + 1
+    return assignment
+
+
+def shard_of_plan(cells: list[Cell], count: int) -> dict[str, int]:
+    weights: dict[str, int] = {}
+    for cell in cells:
+        weights[cell.case.key] = weights.get(cell.case.key, 0) + 1
+    return assign_shards(weights, count)
+
+
+def planned_cells(suite: Suite, options: RunOptions, iteration_dir: Path) -> list[Cell]:
+    """The cells this invocation runs: the whole plan, or its --shard K/N."""
+    cells = plan_cells(suite, options, iteration_dir)
+    if options.shard is None:
+        return cells
+    index, count = options.shard
+    assignment = shard_of_plan(cells, count)
+    return [cell for cell in cells if assignment[cell.case.key] == index]
 
 
 def load_finished_cells(cells: list[Cell],
@@ -3122,6 +3229,8 @@ def finish_cell(ctx: RunContext, run: CellRun, closing: concurrent.futures.Futur
     record.resumed = ctx.resuming
     record.scored = record.status == STATUS_OK and record.grading is not None
     guarded(run, write_run_files, run.cell, record, ctx.judge)
+    if ctx.budget is not None:
+        ctx.budget.add(record)
     if ctx.progress:
         ctx.progress(record)
     return record
@@ -3321,13 +3430,29 @@ def executor_finished(source: RunRecord) -> bool:
 
 
 def read_run_record(run_dir: Path) -> RunRecord | None:
-    """The record a run folder holds (run.json and metrics.json), or None when unreadable."""
+    """A finished cell's record read back from its files, whatever its status."""
     try:
         run = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
-        metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
-        return RunRecord.from_files(run, None, metrics.get("metrics"))
-    except (OSError, ValueError, TypeError, AttributeError):
+    except (OSError, ValueError):
         return None
+    extras = {}
+    for name in ("grading", "metrics"):
+        try:
+            extras[name] = json.loads((run_dir / f"{name}.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            extras[name] = None
+    metrics = extras["metrics"].get("metrics") if isinstance(extras["metrics"], dict) else None
+    try:
+        record = RunRecord.from_files(run, extras["grading"], metrics)
+    except TypeError:
+        return None
+    if hasattr(record, "grader_metrics"):  # where the grader's own use is captured
+        try:
+            graded = json.loads((run_dir / "grader_metrics.json").read_text(encoding="utf-8"))
+            record.grader_metrics = graded.get("metrics") if isinstance(graded, dict) else None
+        except (OSError, ValueError):
+            pass
+    return record
 
 
 @dataclasses.dataclass
@@ -4020,8 +4145,25 @@ def _iteration_flags(benchmark: dict[str, Any], meta: dict[str, Any]) -> list[di
                                "may have loaded that copy instead of the sandbox one"))
     if not benchmark["scored_run_count"] and benchmark["runs"]:
         flags.append(_flag("error", "nothing_scored", "no run was scored"))
+    budget = meta.get("budget") or {}
+    if budget.get("cancelled_by_cap"):
+        flags.append(_flag("error", "spending_cap",
+                           f"a spending cap was reached ({budget['spent_cost_usd']:.4f} USD, "
+                           f"{budget['spent_tokens']:,} tokens captured, counting "
+                           f"{budget['counts']}); {budget['cancelled_by_cap']} cells were "
+                           "cancelled before they started"))
+    for missing in meta.get("missing_shards") or []:
+        flags.append(_flag("error", "missing_shard",
+                           f"shard {missing['shard']} was not merged; its evals have no runs: "
+                           f"{', '.join(missing['evals'])}"))
     if len(meta.get("configs") or []) < 2:
         flags.append(_flag("info", "single_config", "one config only: there is no comparison"))
+    shard = meta.get("shard")
+    if shard:
+        flags.append(_flag("info", "shard",
+                           f"shard {shard['label']}: {shard['cells']} of "
+                           f"{(meta.get('plan') or {}).get('cells')} cells of the plan; merge "
+                           "the shards (report --merge) for the closing result"))
     isolation = meta.get("isolation") or {}
     if isolation.get("mode") == "none":
         flags.append(_flag("info", "unconfined",
@@ -5265,7 +5407,8 @@ def benchmark_metadata(suite: Suite, options: RunOptions, manifest: dict[str, An
         "grader_runs": options.grader_runs, "regrade": manifest.get("regrade"),
         "evals_run": evals_run, "suite_case_count": len(suite.cases),
         "selected_eval_ids": options.eval_ids,
-        "selection_partial": len(evals_run) < len(suite.cases),
+        "selection_partial": len((manifest.get("plan") or {}).get("evals") or evals_run)
+        < len(suite.cases),
         "cells_planned": len(cells), "cells_finished": sum(
             r.status != "cancelled" for r in records),
         "incomplete": incomplete, "runner_version": RUNNER_VERSION,
@@ -5275,7 +5418,29 @@ def benchmark_metadata(suite: Suite, options: RunOptions, manifest: dict[str, An
         "isolation": manifest.get("isolation"),
         "manifest": "iteration_manifest.json",
         "identity": iteration_identity(manifest, options),
+        **({"plan": manifest["plan"], "shard": manifest["shard"]} if manifest.get("shard") else {}),
+        **({"budget": budget_summary(options, records)}
+           if options.max_cost_usd is not None or options.max_tokens is not None else {}),
     }
+
+
+def budget_summary(options: RunOptions, records: list[RunRecord]) -> dict[str, Any]:
+    """The caps, what the finished cells captured against them, and what the caps cancelled."""
+    budget = Budget(options.max_cost_usd, options.max_tokens)
+    for record in records:
+        budget.add(record)
+    graded = any(getattr(r, "grader_metrics", None) for r in records)
+    return {"max_cost_usd": options.max_cost_usd, "max_tokens": options.max_tokens,
+            "spent_cost_usd": round(budget.spent["cost"], 6),
+            "spent_tokens": int(budget.spent["tokens"]),
+            "counts": "executor and grader" if graded else "executor (no grader metrics were "
+                      "captured)",
+            "cells_counted": budget.counted,
+            "cells_without_cost": budget.unknown["cost"],
+            "cells_without_tokens": budget.unknown["tokens"],
+            "cancelled_by_cap": sum(
+                1 for r in records if r.status == "cancelled"
+                and str((r.failure or {}).get("detail", "")).startswith(CAP_REASON_START))}
 
 
 def iteration_identity(manifest: dict[str, Any], options: RunOptions) -> dict[str, Any]:
@@ -5435,7 +5600,41 @@ def options_fingerprint(options: RunOptions) -> str:
                 "executor_model": options.executor_model, "grader_model": options.grader_model,
                 "eval_ids": options.eval_ids, "agent_settings": options.agent_settings,
                 "grader_runs": options.grader_runs}
+    if options.shard is not None:  # only then, so unsharded fingerprints stay as they were
+        relevant["shard"] = list(options.shard)
     return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
+
+
+def plan_identity(suite: Suite, options: RunOptions, cells: list[Cell]) -> dict[str, Any]:
+    """What every shard of one plan must share; `sha256` sums it up for `report --merge`."""
+    skill_files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
+    fixtures = sorted({rel for cell in cells for rel in cell.case.files})
+    evals: list[str] = []
+    for cell in cells:
+        if cell.case.key not in evals:
+            evals.append(cell.case.key)
+    plan = {"suite_sha256": suite.sha256, "skill_name": suite.skill_name,
+            "skill_sha256": tree_hash(suite.root, skill_files),
+            "runner_sha256": sha256_file(Path(__file__)),
+            "fixtures_sha256": hashlib.sha256(json.dumps(
+                {rel: tree_hash(suite.root, [rel]) for rel in fixtures},
+                sort_keys=True).encode()).hexdigest(),
+            "options_sha256": options_fingerprint(dataclasses.replace(options, shard=None)),
+            "agent": options.agent, "configs": list(options.configs), "runs": options.runs,
+            "evals": evals, "cells": len(cells)}
+    if options.shard is not None:
+        plan["shard_count"] = options.shard[1]
+    plan["sha256"] = hashlib.sha256(json.dumps(plan, sort_keys=True).encode()).hexdigest()
+    return plan
+
+
+def shard_record(options: RunOptions, cells: list[Cell]) -> dict[str, Any] | None:
+    if options.shard is None:
+        return None
+    index, count = options.shard
+    evals = list(dict.fromkeys(cell.case.key for cell in cells))
+    return {"index": index, "count": count, "label": f"{index}/{count}", "evals": evals,
+            "cells": len(cells), "algorithm": SHARD_ALGORITHM}
 
 
 def check_resume(iteration_dir: Path, suite: Suite, options: RunOptions) -> dict[str, Any]:
@@ -5489,8 +5688,10 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
     confinement = confinement or Confinement("none", "--isolation none")
     children_before = child_pids()
     subreaper = become_subreaper()
-    cells = plan_cells(suite, options, iteration_dir)
+    cells = planned_cells(suite, options, iteration_dir)
     fixtures = sorted({rel for cell in cells for rel in cell.case.files})
+    sharding = ({"plan": plan_identity(suite, options, plan_cells(suite, options, iteration_dir)),
+                 "shard": shard_record(options, cells)} if options.shard else {})
     checkout, checkout_failure = take_checkout_snapshot(suite.root, iteration_dir)
     withheld = package_withholdings(suite.root, suite.skill_name, suite.path,
                                     suite.secret_texts())
@@ -5506,7 +5707,7 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
         "withheld_from_skill_package": withheld,
         "isolation": {**confinement.to_json(), "summary": confinement.describe(),
                       "subreaper": subreaper},
-        "fixture_status": {"before": fixture_status(suite.root, fixtures)}})
+        "fixture_status": {"before": fixture_status(suite.root, fixtures)}, **sharding})
     manifest["checkout_check"] = {
         "before": checkout.summary() if checkout else {"reason": checkout_failure}}
     write_json(iteration_dir / "iteration_manifest.json", manifest)
@@ -5528,6 +5729,10 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
     ctx.progress, ctx.on_cell_start = progress, progress.cell_started
     progress.start(f"iteration: {iteration_dir}"
                    + (f" (resumed: {len(finished)} cells already finished)" if finished else ""))
+    if options.max_cost_usd is not None or options.max_tokens is not None:
+        ctx.budget = Budget(options.max_cost_usd, options.max_tokens)
+        for record in finished.values():  # the cap is on the iteration, resumed or not
+            ctx.budget.add(record)
     with InterruptHandler(groups):
         try:
             records = run_matrix_until_deadline(ctx, cells, finished)
@@ -5799,6 +6004,276 @@ def load_benchmark(iteration: str | Path) -> dict[str, Any]:
     return data
 
 
+# -- merging shards -----------------------------------------------------------
+
+
+def read_shard(folder: Path) -> dict[str, Any]:
+    """A shard iteration's manifest and benchmark; refused unless it is a finished shard."""
+    fix = "pass iteration folders written by `run --shard K/N`"
+    try:
+        manifest = json.loads((folder / "iteration_manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise InputError(f"--merge {folder}: no readable iteration_manifest.json", fix) from None
+    if not (isinstance(manifest, dict) and isinstance(manifest.get("shard"), dict)
+            and isinstance(manifest.get("plan"), dict)):
+        raise InputError(f"--merge {folder}: not a shard (it was run without --shard K/N)", fix)
+    return {"folder": folder, "manifest": manifest, "benchmark": load_benchmark(folder),
+            "shard": manifest["shard"], "plan": manifest["plan"]}
+
+
+def expected_shards(plan: dict[str, Any], count: int) -> dict[int, list[str]]:
+    """The evals each shard of this plan must hold, by the same assignment `run` used."""
+    per_eval = len(plan["configs"]) * plan["runs"]
+    assignment = assign_shards({key: per_eval for key in plan["evals"]}, count)
+    owners: dict[int, list[str]] = {}
+    for key in plan["evals"]:
+        owners.setdefault(assignment[key], []).append(key)
+    return owners
+
+
+def check_shards(shards: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Refuse shards of different plans, repeated or tampered; the missing ones, named."""
+    first = shards[0]
+    fix = ("merge only shards of one plan: the same suite, skill package, runner file, options "
+           "and agent CLI version, with the same N")
+    for other in shards[1:]:
+        differ = sorted(k for k in set(first["plan"]) | set(other["plan"])
+                        if k != "sha256" and first["plan"].get(k) != other["plan"].get(k))
+        if other["plan"].get("sha256") != first["plan"].get("sha256") or differ:
+            raise InputError(f"--merge: {other['folder']} belongs to another plan than "
+                             f"{first['folder']} ({', '.join(differ) or 'plan hash'} differ)", fix)
+        if other["manifest"].get("cli_version") != first["manifest"].get("cli_version"):
+            raise InputError(f"--merge: {other['folder']} ran agent CLI "
+                             f"{other['manifest'].get('cli_version')!r}, {first['folder']} ran "
+                             f"{first['manifest'].get('cli_version')!r}", fix)
+    count = first["plan"].get("shard_count")
+    owners = expected_shards(first["plan"], count)
+    seen: dict[int, Path] = {}
+    for shard in shards:
+        index = shard["shard"].get("index")
+        if index in seen:
+            raise InputError(f"--merge: shard {index}/{count} is given twice ({seen[index]} and "
+                             f"{shard['folder']}): their runs would overlap",
+                             "pass each shard's iteration once")
+        seen[index] = shard["folder"]
+        if shard["shard"].get("evals") != owners.get(index, []):
+            raise InputError(f"--merge: {shard['folder']} holds evals "
+                             f"{shard['shard'].get('evals')} but shard {index}/{count} of this "
+                             f"plan holds {owners.get(index, [])}",
+                             "pass iterations written by `run --shard` unchanged")
+    return [{"shard": f"{index}/{count}", "evals": evals}
+            for index, evals in sorted(owners.items()) if index not in seen]
+
+
+def shard_records(shard: dict[str, Any]) -> list[RunRecord]:
+    """Every cell of a shard, read back from its run files, in plan order, with the file
+    hashes the shard's runner recorded (so the merged iteration verifies them too)."""
+    plan, records = shard["plan"], []
+    hashes = {(str(run["eval_id"]), run["configuration"], run["run_number"]):
+              run.get("files_sha256") for run in all_runs(shard["benchmark"])}
+    for key in shard["shard"]["evals"]:
+        for config in plan["configs"]:
+            for number in range(1, plan["runs"] + 1):
+                run_dir = shard["folder"] / f"eval-{key}" / config / f"run-{number}"
+                record = read_run_record(run_dir)
+                if record is None:
+                    raise InputError(f"--merge: {run_dir} has no readable run.json",
+                                     "merge finished shard iterations, unchanged")
+                recorded = hashes.get((str(key), config, number))
+                if isinstance(recorded, dict):
+                    record.written_files = dict(recorded)
+                records.append(record)
+    return records
+
+
+def _weakest_isolation(shards: list[dict[str, Any]]) -> Any:
+    """One unconfined shard makes the merged iteration unconfined: say so, never hide it."""
+    for shard in shards:
+        isolation = shard["benchmark"]["metadata"].get("isolation") or {}
+        if isolation.get("mode") != "bwrap":
+            return isolation
+    return shards[0]["benchmark"]["metadata"].get("isolation")
+
+
+def _merged_fixture_status(shards: list[dict[str, Any]]) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for moment in ("before", "after"):
+        states = [(s["benchmark"]["metadata"].get("fixture_status") or {}).get(moment) or {}
+                  for s in shards]
+        unchecked = [st for st in states if not st.get("checked", True)]
+        merged[moment] = unchecked[0] if unchecked else {
+            "checked": True, "dirty": sorted({d for st in states for d in st.get("dirty", [])})}
+    return merged
+
+
+def merged_metadata(shards: list[dict[str, Any]], records: list[RunRecord],
+                    missing: list[dict[str, Any]]) -> dict[str, Any]:
+    """The metadata one machine would have written for the plan, plus where it came from."""
+    plan = shards[0]["plan"]
+    meta = {k: v for k, v in shards[0]["benchmark"]["metadata"].items()
+            if k not in ("shard", "plan")}
+    elsewhere = [place for s in shards
+                 for place in s["benchmark"]["metadata"].get("skill_installed_elsewhere") or []]
+    meta.update({
+        "timestamp": utc_now(), "evals_run": list(dict.fromkeys(r.eval_id for r in records)),
+        "cells_planned": plan["cells"],
+        "cells_finished": sum(r.status != "cancelled" for r in records),
+        "incomplete": bool(missing) or any(s["benchmark"]["metadata"].get("incomplete")
+                                           for s in shards),
+        "fixture_status": _merged_fixture_status(shards),
+        "skill_installed_elsewhere": list(dict.fromkeys(elsewhere)),
+        "isolation": _weakest_isolation(shards),
+        "identity": {**(meta.get("identity") or {}),
+                     "fixtures_sha256": plan["fixtures_sha256"]},
+        "plan": plan,
+        "merged_from": [{"shard": s["shard"]["label"], "iteration": str(s["folder"].resolve()),
+                         "cells": s["shard"]["cells"],
+                         "timestamp": s["benchmark"]["metadata"].get("timestamp")}
+                        for s in sorted(shards, key=lambda s: s["shard"]["index"])],
+        "missing_shards": missing,
+    })
+    return meta
+
+
+def zip_evals(shard: dict[str, Any],
+              records: list[RunRecord]) -> Iterator[tuple[str, list[RunRecord]]]:
+    """A shard's records grouped by eval key, in the shard's order."""
+    per_eval = len(shard["plan"]["configs"]) * shard["plan"]["runs"]
+    for position, key in enumerate(shard["shard"]["evals"]):
+        yield key, records[position * per_eval:(position + 1) * per_eval]
+
+
+def merge_shards(target: Path, folders: list[Path],
+                 junit: Path | None) -> tuple[dict[str, Any], int]:
+    """One iteration at `target` from shard iterations: (benchmark, exit code).
+
+    Every check runs before anything is written; the iteration is built beside `target` and
+    renamed into place, so a refusal or a crash leaves no half-merged folder.
+    """
+    if os.path.lexists(target):
+        raise InputError(f"report {target} --merge: {target} already exists",
+                         "name a new folder for the merged iteration")
+    shards = [read_shard(folder) for folder in folders]
+    missing = check_shards(shards)
+    by_eval = {key: (shard, eval_records) for shard in shards
+               for key, eval_records in zip_evals(shard, shard_records(shard))}
+    records = [record for key in shards[0]["plan"]["evals"] if key in by_eval
+               for record in by_eval[key][1]]  # plan order, as one machine writes them
+    meta = merged_metadata(shards, records, missing)
+    benchmark = aggregate(records, meta)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=f".{target.name}.merging-", dir=target.parent))
+    try:
+        for key, (shard, _) in by_eval.items():
+            shutil.copytree(shard["folder"] / f"eval-{key}", building / f"eval-{key}",
+                            symlinks=True)
+        write_json(building / "iteration_manifest.json", {
+            "merged": True, "created_at": utc_now(),
+            "runner": {"version": RUNNER_VERSION, "sha256": sha256_file(Path(__file__))},
+            "cli_version": shards[0]["manifest"].get("cli_version"), "plan": meta["plan"],
+            "missing_shards": missing,
+            "shards": [{"shard": s["shard"]["label"], "iteration": str(s["folder"].resolve()),
+                        "manifest": s["manifest"]} for s in shards]})
+        write_benchmark(building, benchmark)
+        write_text(building / "benchmark.html", html_page(benchmark, building))
+        os.rename(building, target)  # fails, rather than merges into, a folder made meanwhile
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    if junit:
+        write_text(junit, render_junit(benchmark))
+    code = EXIT_OK if benchmark["sanity_checks"]["status"] == "OK" else EXIT_REVIEW
+    return benchmark, code
+
+
+# -- forecast -----------------------------------------------------------------
+
+
+def latest_iteration_of(workspace: Path, skill_name: str, agent: str) -> Path | None:
+    """The newest iteration-N in workspace with a benchmark of this skill and agent."""
+    if not workspace.is_dir():
+        return None
+    numbered = sorted(((int(m.group(1)), p) for p in workspace.iterdir()
+                       if (m := re.fullmatch(r"iteration-(\d+)", p.name))), reverse=True)
+    for _, folder in numbered:
+        try:
+            meta = load_benchmark(folder)["metadata"]
+        except InputError:
+            continue
+        if meta.get("skill_name") == skill_name and meta.get("agent") == agent:
+            return folder
+    return None
+
+
+def observed_cell(record: RunRecord) -> dict[str, float | None] | None:
+    """What one earlier cell used: agent calls, agent seconds, tokens and cost."""
+    processes = [p for p in (record.executor, record.grader) if p is not None]
+    if not processes:  # cancelled before it started: it tells nothing about a cell's use
+        return None
+    seconds = [p.get("duration_s") for p in processes]
+    return {"calls": float(len(processes)),
+            "seconds": sum(seconds) if all(_number(v) for v in seconds) else None,
+            "tokens": spend_of(record, "tokens"), "cost": spend_of(record, "cost")}
+
+
+def forecast_totals(observed: dict[str, list[dict]], planned: dict[str, int],
+                    key: str) -> dict[str, Any] | None:
+    """Expected total of `key` over the planned cells, and a range of two standard errors.
+
+    Each config's cells are forecast from that config's earlier cells (all cells when the
+    config was not run before); the range assumes cells vary independently.
+    """
+    mean_total = variance = 0.0
+    used = 0
+    for config, count in planned.items():
+        pool = observed.get(config) or [c for cells in observed.values() for c in cells]
+        values = [c[key] for c in pool if c[key] is not None]
+        if not values:
+            return None
+        stats = describe(values)
+        mean_total += count * stats["mean"]
+        variance += count * (stats["stddev"] or 0.0) ** 2
+        used += len(values)
+    spread = 2 * math.sqrt(variance)
+    return {"expected": mean_total, "low": max(0.0, mean_total - spread),
+            "high": mean_total + spread, "observed_cells": used}
+
+
+def forecast_run(workspace: Path, suite: Suite, options: RunOptions,
+                 cells: list[Cell]) -> dict[str, Any] | None:
+    """A forecast of this plan's use from the latest earlier iteration, or None."""
+    source = latest_iteration_of(workspace, suite.skill_name, options.agent)
+    if source is None:
+        return None
+    benchmark = load_benchmark(source)
+    observed: dict[str, list[dict]] = {}
+    graded = False
+    for run in benchmark["runs"]:
+        record = read_run_record(source / f"eval-{run['eval_id']}" / run["configuration"]
+                                 / f"run-{run['run_number']}")
+        cell = observed_cell(record) if record is not None else None
+        if cell is not None:
+            observed.setdefault(run["configuration"], []).append(cell)
+            graded = graded or bool(getattr(record, "grader_metrics", None))
+    if not observed:
+        return None
+    planned: dict[str, int] = {}
+    for cell in cells:
+        planned[cell.config] = planned.get(cell.config, 0) + 1
+    meta = benchmark["metadata"]
+    totals = {key: forecast_totals(observed, planned, key)
+              for key in ("calls", "seconds", "tokens", "cost")}
+    lanes = max(1, min(options.concurrency, len(cells)))
+    if totals["seconds"]:
+        totals["wall_seconds"] = {k: v / lanes if k != "observed_cells" else v
+                                  for k, v in totals["seconds"].items()}
+    return {"source": str(source), "source_timestamp": meta.get("timestamp"),
+            "same_suite": (meta.get("identity") or {}).get("suite_sha256") == suite.sha256,
+            "observed_cells": sum(len(v) for v in observed.values()), "totals": totals,
+            "counts": "executor and grader" if graded else "executor only (no grader metrics "
+                      "were captured)"}
+
+
 # ==== CLI ====================================================================
 
 
@@ -5824,6 +6299,16 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _positive_usd(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an amount in USD") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be more than 0 USD")
+    return value
+
+
 def _model_name(text: str) -> str:
     if not text.strip() or text.startswith("-") or text != text.strip():
         raise argparse.ArgumentTypeError(
@@ -5840,6 +6325,17 @@ def _config_list(text: str) -> tuple[str, ...]:
             f"{text!r}: {hint}give one or two distinct names from {', '.join(CONFIGS)}, "
             "comma-separated")
     return configs
+
+
+def _shard_spec(text: str) -> tuple[int, int]:
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"{text!r} is not K/N (for example 2/4)")
+    index, count = int(match.group(1)), int(match.group(2))
+    if not 1 <= index <= count <= SHARD_COUNT_MAX:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: need 1 <= K <= N <= {SHARD_COUNT_MAX}")
+    return index, count
 
 
 def _codex_setting(text: str) -> str:
@@ -5950,12 +6446,20 @@ def build_parser() -> argparse.ArgumentParser:
                      help="agent processes at once, 1..16 (default: 4)")
     run.add_argument("--deadline", type=_positive_seconds, metavar="S",
                      help="seconds for the whole matrix; cells not started by then are cancelled")
+    run.add_argument("--max-cost", type=_positive_usd, metavar="USD",
+                     help="start no new cell once finished cells' captured executor and grader "
+                     "cost reaches USD; the rest are cancelled")
+    run.add_argument("--max-tokens", type=_bounded_int(1, 10 ** 15), metavar="N",
+                     help="start no new cell once finished cells' captured tokens reach N")
     run.add_argument("--skill-path", metavar="P", help="the skill's SKILL.md or its folder "
                      "(default: skills/<skill_name>/SKILL.md)")
     run.add_argument("--workspace", metavar="DIR",
                      help="where iteration-N/ goes (default: evals/<skill>/workspace/<agent>/)")
     run.add_argument("--eval-id", metavar="ID,...", help="run only these case ids")
     run.add_argument("--keep-sandboxes", action="store_true", help="keep sandbox copies for audit")
+    run.add_argument("--shard", type=_shard_spec, metavar="K/N",
+                     help="run only shard K of N: whole evals, balanced by cells, the same split "
+                     "on every machine; merge with report --merge")
     run.add_argument("--isolation", choices=ISOLATION_MODES, default="auto",
                      help="confine agents with bubblewrap: auto (when it works here), bwrap "
                      "(required), none (default: auto)")
@@ -5977,6 +6481,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--junit", metavar="PATH", help="also write the results as JUnit XML")
     report.add_argument("--compare", metavar="OTHER_DIR",
                         help="add another iteration's per-eval rates and say if they compare")
+    report.add_argument("--merge", nargs="+", metavar="SHARD_ITERATION",
+                        help="create ITERATION_DIR (new) as one iteration from these shard "
+                        "iterations of one plan (run --shard K/N)")
     return parser
 
 
@@ -6024,6 +6531,11 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         takers = sorted(name for name, kind in PROVIDERS.items() if kind.accepts_settings)
         raise InputError(f"--codex-config applies to --agent {' or '.join(takers)} only",
                          f"remove --codex-config or use --agent {takers[0]}")
+    if args.max_cost is not None and not PROVIDERS[args.agent].reports_cost:
+        raise InputError(f"--max-cost: the {args.agent} CLI reports no cost, so spending could "
+                         "never be measured against the cap",
+                         "cap tokens instead with --max-tokens N (it reports tokens), or bound "
+                         "the time with --deadline S")
     eval_ids = None
     if args.eval_id is not None:
         eval_ids = [part.strip() for part in args.eval_id.split(",") if part.strip()]
@@ -6043,7 +6555,8 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         grader_model=args.grader_model or args.model, skill_md=skill_md, workspace=workspace,
         eval_ids=eval_ids, keep_sandboxes=args.keep_sandboxes, agent_settings=args.codex_config,
         quiet=args.quiet, junit=output_path(args.junit, "--junit"),
-        grader_runs=args.grader_runs, isolation=args.isolation)
+        grader_runs=args.grader_runs, isolation=args.isolation,
+        shard=args.shard, max_cost_usd=args.max_cost, max_tokens=args.max_tokens)
 
 
 def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
@@ -6063,6 +6576,11 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     selected = [c for c in suite.cases if not options.eval_ids or c.key in options.eval_ids]
     if not selected:
         print(f"0 cases: nothing to run ({suite.path}); no agent was launched")
+        return EXIT_OK
+    if options.shard and not planned_cells(suite, options, Path(".")):
+        print(f"shard {options.shard[0]}/{options.shard[1]} holds no eval of this plan "
+              f"({len(selected)} evals for {options.shard[1]} shards): nothing to run; no agent "
+              "was launched, and report --merge does not expect it")
         return EXIT_OK
     if not options.quiet:  # at once: the version check and the sandbox template take a while
         print(start_line(suite, options, len(selected) * len(options.configs) * options.runs),
@@ -6101,7 +6619,10 @@ def regrade_source_for(args: argparse.Namespace, suite: Suite) -> RegradeSource 
 
 def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox_base: Path,
                   source: RegradeSource | None = None) -> int:
-    cells = plan_cells(suite, options, Path("<workspace>/iteration-N"))
+    cells = planned_cells(suite, options, Path("<workspace>/iteration-N"))
+    if options.shard:
+        print(f"shard {options.shard[0]}/{options.shard[1]}: evals "
+              f"{', '.join(dict.fromkeys(c.case.key for c in cells)) or '(none)'}")
     if not cells:
         print(f"dry run: 0 cases: nothing to run ({suite.path}); nothing launched")
         return EXIT_OK
@@ -6144,6 +6665,7 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     bwrap = shutil.which("bwrap")
     print(f"isolation: --isolation {options.isolation}; bwrap "
           f"{'at ' + bwrap if bwrap else 'not found'} (checked when a real run starts)")
+    print_forecast(forecast_run(options.workspace, suite, options, cells), options, suite)
     return EXIT_OK
 
 
@@ -6171,6 +6693,33 @@ def print_regrade_dry_run(suite: Suite, options: RunOptions, provider: Provider,
     return EXIT_OK
 
 
+def _forecast_line(label: str, total: dict[str, Any] | None, fmt: str, unit: str,
+                   missing: str) -> str:
+    if total is None:
+        return f"  {label}: not forecast ({missing})"
+    return (f"  {label}: about {fmt.format(total['expected'])}{unit} (range "
+            f"{fmt.format(total['low'])} to {fmt.format(total['high'])}{unit})")
+
+
+def print_forecast(forecast: dict[str, Any] | None, options: RunOptions, suite: Suite) -> None:
+    if forecast is None:
+        print(f"forecast: nothing to forecast from (no earlier iteration of {suite.skill_name} "
+              f"with {options.agent} in {options.workspace})")
+        return
+    totals = forecast["totals"]
+    print(f"FORECAST, not a measurement: from {forecast['source']} "
+          f"({forecast['source_timestamp']}, {forecast['observed_cells']} earlier cells"
+          + ("" if forecast["same_suite"] else "; the suite has changed since") + ")")
+    print(_forecast_line("agent calls", totals["calls"], "{:,.0f}", "", "no cell ran"))
+    print(_forecast_line("tokens", totals["tokens"], "{:,.0f}", "", "no tokens were captured")
+          + f", counting {forecast['counts']}")
+    print(_forecast_line("cost", totals["cost"], "{:.4f}", " USD",
+                         f"{options.agent} reported no cost for those cells"))
+    print(_forecast_line("wall time", totals.get("wall_seconds"), "{:,.0f}", " s",
+                         "no durations were captured")
+          + f" at concurrency {options.concurrency}")
+
+
 def output_path(value: str | None, flag: str, default: Path | None = None) -> Path | None:
     """Where an optional extra report goes: None when not asked, `default` for a bare flag."""
     if value is None:
@@ -6182,7 +6731,27 @@ def output_path(value: str | None, flag: str, default: Path | None = None) -> Pa
     return path
 
 
+def cmd_merge(args: argparse.Namespace) -> int:
+    if args.compare:
+        raise InputError("--compare and --merge do not go together",
+                         "merge first, then run report MERGED_DIR --compare OTHER_DIR")
+    target = Path(args.iteration).resolve()
+    junit_path = output_path(args.junit, "--junit")
+    benchmark, code = merge_shards(target, [Path(f) for f in args.merge], junit_path)
+    if args.html:  # benchmark.html is always written; a path asks for another copy
+        html_path = output_path(args.html, "--html")
+        if html_path:
+            write_text(html_path, html_page(benchmark, target))
+    for missing in benchmark["metadata"]["missing_shards"]:
+        print(f"missing shard {missing['shard']}: evals {', '.join(missing['evals'])}",
+              file=sys.stderr)
+    print(render_summary(benchmark, target))
+    return code
+
+
 def cmd_report(args: argparse.Namespace) -> int:
+    if args.merge:
+        return cmd_merge(args)
     benchmark = load_benchmark(args.iteration)
     folder = Path(args.iteration)
     folder = folder if folder.is_dir() else folder.parent
