@@ -264,8 +264,9 @@ class FuzzParsersTests(unittest.TestCase):
             self.assertEqual(len(grading["expectations"]), len(ASSERTIONS))
         else:
             self.assertFalse((cell.run_dir / "grading.json").exists())
-        for path in (cell.run_dir / "outputs").iterdir():
-            path.read_bytes().decode("utf-8")      # strict: every file is valid UTF-8
+        for path in cell.run_dir.rglob("*"):
+            if path.is_file():
+                path.read_bytes().decode("utf-8")  # strict: every file is valid UTF-8
 
     def check_benchmark(self, ctx, records: list) -> None:
         meta = {"configs": ["without_skill"], "runs_per_configuration": 1,

@@ -289,7 +289,9 @@ class DiskFullTests(unittest.TestCase):
         self.assertFalse((cell / "grading.json").exists())
         benchmark = load_json(iteration / "benchmark.json")
         self.assertEqual(benchmark["scored_run_count"], 1)
-        self.assertEqual([r["scored"] for r in benchmark["runs"]], [False, True])
+        self.assertEqual([r["eval_id"] for r in benchmark["runs"]], ["E02"])  # scored only
+        self.assertEqual([(r["eval_id"], r["status"], r["scored"])
+                          for r in benchmark["unscored_runs"]], [("E01", "runner_error", False)])
 
     def test_a_full_disk_at_start_is_an_environment_error(self) -> None:
         code, out, err = self.run_main("iteration_manifest.json")

@@ -106,9 +106,16 @@ class OutputsFromRunTests(unittest.TestCase):
     def test_failed_assertions_show_the_graders_evidence(self) -> None:
         section = self.html[self.html.index("<h2>Failed assertions</h2>"):]
         section = section[:section.index("<h2>", 1)]
-        self.assertEqual(section.count("<tr><td>"), 4)
-        self.assertIn("2. It mentions item 1.", section)
+        # Grouped by assertion: one row per failing assertion text, not one per run.
+        rows = re.findall(r"<tr><td>([^<]*)</td><td>([^<]*)</td>", section)
+        texts = [text for text, _ in rows]
+        self.assertEqual(len(texts), len(set(texts)), "an assertion is repeated")
+        self.assertIn("It mentions item 1.", texts)
         self.assertIn("fake grader: assertion 2 does not hold", section)
+        failing = sum(1 for run in self.benchmark["runs"] for e in run["expectations"]
+                      if not e["passed"])
+        counted = sum(int(re.match(r"failed in (\d+) run", where).group(1)) for _, where in rows)
+        self.assertEqual(counted, failing)
 
     def test_each_run_has_collapsible_output_artifact_and_verdicts(self) -> None:
         self.assertEqual(self.html.count('<details class="run'), 6)
@@ -145,13 +152,14 @@ class OutputsFromRunTests(unittest.TestCase):
 
     def test_a_large_suite_stays_small(self) -> None:
         benchmark = copy.deepcopy(self.benchmark)
-        template_rows, template_runs = benchmark["per_eval"], benchmark["runs"]
-        benchmark["per_eval"], benchmark["runs"] = [], []
+        template_rows, template_runs = benchmark["per_eval"], runner.all_runs(benchmark)
+        benchmark["per_eval"], benchmark["runs"], benchmark["unscored_runs"] = [], [], []
         for number in range(71):
             for row in template_rows:
                 benchmark["per_eval"].append({**row, "eval_id": f"{row['eval_id']}-{number}"})
             for run in template_runs:
-                benchmark["runs"].append({**run, "eval_id": f"{run['eval_id']}-{number}"})
+                kept = benchmark["runs"] if run["scored"] else benchmark["unscored_runs"]
+                kept.append({**run, "eval_id": f"{run['eval_id']}-{number}"})
         html = runner.html_page(benchmark, self.iteration)
         self.assertEqual(html.count('<details class="run'), 71 * 6)
         self.assertLess(len(html.encode("utf-8")), 2_000_000)
@@ -206,7 +214,7 @@ class OutputsFromRunTests(unittest.TestCase):
         run["expectations"][1]["text"] = "bad \x1b[31m <&> \"text\" \ud800"
         run["expectations"][1]["evidence"] = "evidence \x07 with ]]> inside"
         root = ET.fromstring(runner.render_junit(benchmark).encode("utf-8"))
-        failure = root.find("testsuite/testcase/failure")
+        failure = next(f for f in root.iter("failure") if f.get("message").startswith("bad"))
         self.assertEqual(failure.get("message"), "bad \ufffd[31m <&> \"text\" \ufffd")
         self.assertEqual(failure.text, "evidence \ufffd with ]]> inside")
 
@@ -232,7 +240,7 @@ class OutputsFromRunTests(unittest.TestCase):
         iteration = self.copy_iteration()
         code, out, err = call_main(["report", str(iteration), "--html"])
         self.assertEqual(code, 0, err)
-        self.assertTrue(out.startswith("# skill-eval benchmark: demo"))
+        self.assertTrue(out.startswith("skill-eval: demo with claude"), out)
         self.assertIn("<svg", (iteration / "benchmark.html").read_text(encoding="utf-8"))
 
     def test_report_html_explicit_path_and_junit(self) -> None:

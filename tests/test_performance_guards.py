@@ -64,8 +64,8 @@ class FilesPerCellTests(unittest.TestCase):
     documented files, and nothing of the runner's own git work stays behind."""
 
     DELIVERABLES = {"prompt.md", "grader_prompt.md", "run.json", "metrics.json", "grading.json",
-                    "outputs/output.txt", "outputs/executor_stream.txt",
-                    "outputs/grader_output.txt"}
+                    "timing.json", "outputs/output.txt", "logs/executor_stream.txt",
+                    "logs/grader_output.txt"}
 
     def test_a_cell_leaves_its_documented_files_and_nothing_else(self) -> None:
         tmp = TempDir()
@@ -197,7 +197,8 @@ class ReportReadsOnlyBenchmarkTests(unittest.TestCase):
             shutil.copy(iteration / rel, lonely / rel)
         code, out, err = call_main(["report", str(lonely)], env=env)
         self.assertEqual(code, 0, err)
-        self.assertEqual(out, written)
+        self.assertEqual((lonely / "benchmark.md").read_text(encoding="utf-8"), written)
+        self.assertIn(f"Benchmark: {lonely / 'benchmark.md'}", out)
         left = sorted(p.relative_to(lonely).as_posix() for p in lonely.rglob("*") if p.is_file())
         self.assertEqual(left, sorted(["benchmark.json", "benchmark.md", *hashed]))
         json.loads((lonely / "benchmark.json").read_text(encoding="utf-8"))

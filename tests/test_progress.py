@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import select
 import subprocess
 import sys
@@ -21,11 +22,11 @@ class ProgressTests(unittest.TestCase):
         self.suite = str(self.root / "evals" / "demo" / "evals.json")
         self.env = fake_env(self.tmp.path)
 
-    def run_under_pty(self, extra: list[str]) -> tuple[int, str, str]:
+    def run_under_pty(self, extra: list[str], env: dict | None = None) -> tuple[int, str, str]:
         master, slave = pty.openpty()
         proc = subprocess.Popen([sys.executable, str(RUNNER_PATH), "run", self.suite,
                                  "--agent", "claude", "--isolation", "none", *extra],
-                                env=self.env, stdin=subprocess.DEVNULL,
+                                env=env or self.env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=slave)
         os.close(slave)
         chunks = []
@@ -68,6 +69,43 @@ class ProgressTests(unittest.TestCase):
         self.assertNotIn("\x1b[K", done.stderr)
         self.assertIn("[6/6] ok 6, failed 0", done.stderr)
         self.assertNotIn("[6/6]", done.stdout)
+
+
+    def slow_env(self) -> dict:
+        """Executors that take 3 s, so the line must move while nothing finishes."""
+        return fake_env(self.tmp.path, {"executor": {"sleep_s": 3}})
+
+    def test_terminal_line_moves_while_cells_run(self) -> None:
+        code, _, terminal = self.run_under_pty(["--concurrency", "2"], self.slow_env())
+        self.assertIn(code, (0, 1), terminal)
+        before_first = terminal.split("[1/6]", 1)[0]
+        redraws = re.findall(r"\r\x1b\[K\[0/6\] ok 0, failed 0, running (\d+); elapsed (\d+)s",
+                             before_first)
+        self.assertIn("2", {running for running, _ in redraws}, terminal)
+        self.assertGreaterEqual(len({elapsed for _, elapsed in redraws}), 2,
+                                "the line did not move before the first cell finished")
+        self.assertIn("eta after the first cell", before_first)
+        self.assertRegex(terminal, r"\[1/6\][^\r]*eta \d+s")
+
+    def test_start_line_comes_at_once(self) -> None:
+        # Measured against starting the interpreter and loading the runner, which a loaded
+        # machine slows down as much.
+        started = time.monotonic()
+        run_script(["--version"], env=self.env)
+        startup = time.monotonic() - started
+        proc = subprocess.Popen([sys.executable, str(RUNNER_PATH), "run", self.suite, "--agent",
+                                 "claude", "--isolation", "none"], env=self.slow_env(),
+                                stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        started = time.monotonic()
+        first = proc.stderr.readline().decode()
+        waited = time.monotonic() - started
+        proc.kill()
+        proc.wait()
+        proc.stderr.close()
+        self.assertRegex(first, r"^skill-eval: 6 cells \(3 cases x 2 configs x 1 runs\) with "
+                                r"claude, 4 at a time; workspace ")
+        self.assertLess(waited, startup + 1.0, "the start line came late")
 
 
 if __name__ == "__main__":

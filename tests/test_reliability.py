@@ -55,7 +55,7 @@ def cell_dir(iteration: Path, case: int, config: str, run: int = 1) -> Path:
 
 
 def bench_run(benchmark: dict, case: int, config: str, run: int = 1) -> dict:
-    found = [r for r in benchmark["runs"] if r["eval_id"] == f"E{case:02d}"
+    found = [r for r in h.runner.all_runs(benchmark) if r["eval_id"] == f"E{case:02d}"
              and r["configuration"] == config and r["run_number"] == run]
     assert len(found) == 1, f"benchmark has {len(found)} runs for E{case:02d}/{config}/{run}"
     return found[0]
@@ -317,7 +317,7 @@ class FaultMatrixTests(ProcessAudit, unittest.TestCase):
     def check_matrix(self, result: dict) -> None:
         provider, cells = result["provider"], result["cells"]
         benchmark = result["benchmark"]
-        self.assertEqual(len(benchmark["runs"]), len(cells))
+        self.assertEqual(len(h.runner.all_runs(benchmark)), len(cells))
         ok_cells = 0
         for number, (fault, role) in enumerate(cells, 1):
             expected = fault.expected_status(provider, role)
@@ -378,7 +378,7 @@ class FaultMatrixTests(ProcessAudit, unittest.TestCase):
                    ("codex", "grader"): "thread.started"}.get((provider, role))
         if partial:
             kept = "".join(p.read_text(encoding="utf-8", errors="replace")
-                           for p in (folder / "outputs").glob("*.txt"))
+                           for p in (folder / "logs").glob("*.txt"))
             self.assertIn(partial, kept, "the output printed before the timeout was lost")
 
     def check_deleted_sandbox(self, provider, role, run, folder, result) -> None:
@@ -440,7 +440,7 @@ class FaultMatrixTests(ProcessAudit, unittest.TestCase):
             self.assertTrue(any("surrogate" in n for n in grading["notes"]), grading["notes"])
 
     def check_raw_grader_output(self, provider, role, run, folder, result) -> None:
-        raw = folder / "outputs" / "grader_output.txt"
+        raw = folder / "logs" / "grader_output.txt"
         self.assertGreater(raw.stat().st_size, 200_000, "the grader's raw answer is kept")
 
     def check_notes_capped(self, provider, role, run, folder, result) -> None:
@@ -635,7 +635,7 @@ class InterruptTests(ProcessAudit, unittest.TestCase):
         self.assertFalse(benchmark["metadata"]["incomplete"])
         self.assertEqual(benchmark["metadata"]["cells_finished"], len(self.cells()))
         self.assertNotIn("INCOMPLETE", (iteration / "benchmark.md").read_text(encoding="utf-8"))
-        self.assertEqual(len(benchmark["runs"]), len(self.cells()))
+        self.assertEqual(len(h.runner.all_runs(benchmark)), len(self.cells()))
         for case, config in self.cells():
             run = load_json(cell_dir(iteration, case, config) / "run.json")
             self.assertEqual(run["status"], "ok")
@@ -657,7 +657,8 @@ class InterruptTests(ProcessAudit, unittest.TestCase):
         reference = load_json(iteration_dirs(ref_base / "workspace")[0] / "benchmark.json")
 
         def identity(b: dict) -> list:
-            return sorted((r["eval_id"], r["configuration"], r["run_number"]) for r in b["runs"])
+            return sorted((r["eval_id"], r["configuration"], r["run_number"])
+                          for r in h.runner.all_runs(b))
         self.assertEqual(identity(benchmark), identity(reference))
         self.assertEqual(benchmark["metadata"]["cells_planned"],
                          reference["metadata"]["cells_planned"])
@@ -996,7 +997,7 @@ class ConcurrentRunTests(ProcessAudit, unittest.TestCase):
             parsed += 1
         self.assertGreater(parsed, 4 * 2)
         for iteration in iteration_dirs(workspace):
-            self.assertEqual(len(load_json(iteration / "benchmark.json")["runs"]), 2)
+            self.assertEqual(len(h.runner.all_runs(load_json(iteration / "benchmark.json"))), 2)
             self.assertEqual(list(iteration.rglob("*.tmp")), [], "a temporary file was left")
 
 

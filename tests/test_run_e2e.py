@@ -30,6 +30,7 @@ from tests.helpers import (
     git,
     make_repo,
     run_script,
+    runner,
     tree_digest,
 )
 
@@ -364,7 +365,7 @@ class CheckoutUntouchedTests(RunTestCase):
             grader_prompt = (record["dir"] / "grader_prompt.md").read_text(encoding="utf-8")
             self.assertIn("## Written artifact", grader_prompt)
             self.assertIn("1. ship", grader_prompt)
-            stream = (record["dir"] / "outputs" / "executor_stream.txt").read_text(
+            stream = (record["dir"] / "logs" / "executor_stream.txt").read_text(
                 encoding="utf-8")
             self.assertIn("edited, not committed", stream, "working-tree content is delivered")
 
@@ -492,7 +493,7 @@ class StatusTests(RunTestCase):
             self.assertFalse((failed["dir"] / "grader_prompt.md").exists())
             self.assertEqual(failed["failure"]["stage"], "executor")
             self.assertIn("error", failed["failure"]["detail"])
-            self.assertTrue((failed["dir"] / "outputs" / "executor_stderr.txt").exists())
+            self.assertTrue((failed["dir"] / "logs" / "executor_stderr.txt").exists())
         graded = [c for c in self.calls("grader") if "TASK-EXEC-ERROR" in c["prompt"]]
         self.assertEqual(graded, [], "the grader was launched for a failed executor")
         bench = load_json(iteration / "benchmark.json")
@@ -741,9 +742,9 @@ class RefusalTests(RunTestCase):
     def test_empty_suite_runs_nothing(self) -> None:
         (self.root / SUITE_REL).write_text('{"skill_name": "demo", "evals": []}',
                                            encoding="utf-8")
-        for runner in ("main", "script"):
-            with self.subTest(runner):
-                if runner == "main":
+        for how in ("main", "script"):
+            with self.subTest(how):
+                if how == "main":
                     code, out, err = self.run_main(self.root, self.base_env, "--agent", "claude")
                 else:
                     done = self.run_sub(self.root, self.base_env, "--agent", "claude")
@@ -818,11 +819,14 @@ class ReportTests(RunTestCase):
         with mock.patch("subprocess.Popen", side_effect=AssertionError("report started a process")):
             code, out, err = call_main(["report", str(iteration)])
         self.assert_exit(code, 0, out, err)
-        self.assertEqual(out, written)
         self.assertEqual((iteration / "benchmark.md").read_text(encoding="utf-8"), written)
+        # stdout is the summary `run` ends with, not the whole file.
+        summary = runner.render_summary(load_json(iteration / "benchmark.json"), iteration)
+        self.assertEqual(out, summary + "\n")
+        self.assertIn(f"Benchmark: {iteration / 'benchmark.md'}", out)
         done = run_script(["report", str(iteration)])
         self.assertEqual(done.returncode, 0, done.stderr)
-        self.assertEqual(done.stdout, written)
+        self.assertEqual(done.stdout, out)
         self.assertEqual(len(self.calls()), calls_before, "report launched an agent")
 
     def test_missing_or_garbage_benchmark_exits_2(self) -> None:
@@ -961,7 +965,7 @@ class MetricsTests(RunTestCase):
             self.assertIsNone(broken[name]["value"], name)
             self.assertTrue(broken[name]["absent_reason"], name)
         bench = load_json(iteration / "benchmark.json")
-        by_eval = {r["eval_id"]: r["result"] for r in bench["runs"]}
+        by_eval = {r["eval_id"]: r["result"] for r in runner.all_runs(bench)}
         self.assertAlmostEqual(by_eval["E01"]["time_seconds"], 4.321)
         self.assertEqual(by_eval["E01"]["tokens"], 1305)
         self.assertEqual((by_eval["E02"]["time_seconds"], by_eval["E02"]["tokens"]), (None, None))

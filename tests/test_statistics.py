@@ -784,13 +784,14 @@ class IdentityAndCompareTest(EndToEndCase):
         self.assertIn("Comparability: same inputs",
                       runner.render_compare_markdown(second.b, first.b, "iteration-1"))
 
-        # Through the CLI: the comparison goes to stdout and comparison.md, beside (never
-        # inside) the iteration's own benchmark.md.
+        # Through the CLI: the comparison goes to comparison.md, beside (never inside) the
+        # iteration's own benchmark.md; stdout names it and says whether the two compare.
         own_md = (second.dir / "benchmark.md").read_text("utf-8")
         code, out, err = call_main(["report", str(second.dir), "--compare", str(first.dir)])
         self.assertEqual(code, 0, err)
         comparison = (second.dir / "comparison.md").read_text("utf-8")
-        self.assertIn(comparison, out)
+        self.assertIn(f"Comparison with {first.dir}: same inputs; {second.dir / 'comparison.md'}",
+                      out)
         self.assertIn(f"## Compared with {first.dir}", comparison)
         self.assertIn("Comparability: same inputs", comparison)
         # E01: the skill helps (with_skill 3/3, without_skill 2/3) in both iterations.
@@ -806,7 +807,9 @@ class IdentityAndCompareTest(EndToEndCase):
                          "different series: skill changed")
         code, out, _ = call_main(["report", str(edited.dir), "--compare", str(first.dir)])
         self.assertEqual(code, 0)
-        self.assertIn("Comparability: different series: skill changed", out)
+        self.assertIn(": different series: skill changed;", out)
+        self.assertIn("Comparability: different series: skill changed",
+                      (edited.dir / "comparison.md").read_text("utf-8"))
         skill_md.write_text(original, "utf-8")
 
         graded_elsewhere = self.iterate("--grader-model", "other-grader")
@@ -822,7 +825,7 @@ class IdentityAndCompareTest(EndToEndCase):
         (legacy_dir / "benchmark.json").write_text(json.dumps(legacy), "utf-8")
         code, out, _ = call_main(["report", str(second.dir), "--compare", str(legacy_dir)])
         self.assertEqual(code, 0)
-        self.assertIn("Comparability: unknown", out)
+        self.assertIn(": unknown (an iteration records no identities);", out)
 
 
 class CompareMarkdownTest(unittest.TestCase):

@@ -13,6 +13,7 @@ with the exit code.
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
 import os
@@ -354,7 +355,11 @@ class Mutator:
         cases = self.cases(doc)
         if cases:
             count = self.rng.choice((50, 400, 1500))
-            doc["evals"] = [dict(self.rng.choice(cases), id=f"M{i}") for i in range(count)]
+            # Each case its own deep copy: shallow copies shared their lists, so one later
+            # huge_string landed in all 1,500 cases and built an 800 MB suite in memory (the
+            # test suite's peak), only for validate to refuse it unread as over 10 MB.
+            doc["evals"] = [dict(copy.deepcopy(self.rng.choice(cases)), id=f"M{i}")
+                            for i in range(count)]
         return doc
 
     def replace_document(self, doc):

@@ -762,7 +762,7 @@ class CodexRunnerTest(RunnerRealCLITest):
                         run.processes)
         # codex was still trying (its "Reconnecting..." notices start after about 1 s, later
         # on a loaded machine), not finished, when the runner stopped it
-        stream = (run.cell("E01", "without_skill") / "outputs" / "executor_stream.txt").read_text()
+        stream = (run.cell("E01", "without_skill") / "logs" / "executor_stream.txt").read_text()
         self.assertNotIn('"turn.failed"', stream)
         self.assertNotIn('"turn.completed"', stream)
 

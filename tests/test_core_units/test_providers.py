@@ -408,7 +408,8 @@ class CodexExecutorTest(MetricAsserts):
         self.assert_captured(m["output_tokens"], 45, "usage.output_tokens")
         self.assert_captured(m["reasoning_output_tokens"], 15, "usage.reasoning_output_tokens")
         self.assert_captured(m["tokens"], 360 + 45, "input (incl. cached) + output")
-        self.assert_captured(m["num_turns"], 1, "turn.completed")
+        # codex exec is one turn per call: counting turn.completed would measure nothing.
+        self.assert_absent(m["num_turns"], "one turn per call")
         self.assert_captured(m["time_seconds"], 0.414, "runner wall clock")
         self.assert_absent(m["total_cost_usd"], "no cost")
 
@@ -434,7 +435,7 @@ class CodexExecutorTest(MetricAsserts):
         reply = self.provider.read_executor(finished(stdout))
         self.assertTrue(reply.ok)
         self.assertEqual(reply.metrics["input_tokens"]["value"], 720)
-        self.assertEqual(reply.metrics["num_turns"]["value"], 2)
+        self.assertIsNone(reply.metrics["num_turns"]["value"])
         self.assertEqual(reply.metrics["tokens"]["value"], 810)
 
     def test_the_last_agent_message_is_the_answer(self):
@@ -468,7 +469,7 @@ class CodexExecutorTest(MetricAsserts):
         self.assert_metric_shapes(m)
         self.assert_absent(m["input_tokens"], "codex failed (exit 1)")
         self.assert_absent(m["tokens"])
-        self.assert_absent(m["num_turns"], "no turn")
+        self.assert_absent(m["num_turns"])
 
     def test_turn_failed_fails_the_run_even_with_exit_0(self):
         stdout = codex_events(

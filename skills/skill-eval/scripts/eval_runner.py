@@ -77,6 +77,9 @@ CONFIGS = ("with_skill", "without_skill")
 RUNS_RANGE = (1, 5)
 GRADER_RUNS_RANGE = (1, 5)
 CONCURRENCY_RANGE = (1, 16)
+SHARD_COUNT_MAX = 256
+SHARD_ALGORITHM = ("whole evals, heaviest first (cells), ties by sha256 of the eval id; each to "
+                   "the shard with the fewest cells, ties to the lowest shard number")
 DEFAULT_TIMEOUT_S = 600.0
 
 TOP_LEVEL_KEYS = frozenset(
@@ -264,6 +267,7 @@ class Case:
     name: str
     expectations: list[str]
     files: list[str]  # repository-relative, as resolved by validation
+    expected_output: str = ""  # for people and the grader's author; never for the executor
 
     @property
     def key(self) -> str:
@@ -293,6 +297,13 @@ class Suite:
     def skill_dir(self) -> Path:
         return self.root / "skills" / self.skill_name
 
+    def secret_texts(self) -> list[str]:
+        """Every text only the grader (or a person) may see: assertions, expected outputs."""
+        texts = list(self.common_assertions)
+        for case in self.cases:
+            texts += case.expectations + ([case.expected_output] if case.expected_output else [])
+        return texts
+
 
 @dataclasses.dataclass
 class RunOptions:
@@ -313,6 +324,9 @@ class RunOptions:
     junit: Path | None = None
     grader_runs: int = 1  # independent grader processes per recorded output; majority decides
     isolation: str = "auto"
+    shard: tuple[int, int] | None = None  # (K, N): run the K-th of N shards of the plan
+    max_cost_usd: float | None = None  # stop starting cells once finished cells cost this
+    max_tokens: int | None = None  # ... or used this many tokens
 
 
 @dataclasses.dataclass
@@ -484,6 +498,23 @@ def cut_text(text: str, limit: int) -> tuple[str, bool]:
     return text[:limit], True
 
 
+def _read_umask() -> int:
+    """The process umask, read once at start (setting it to read it is not thread-safe)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+FILE_MODE = 0o666 & ~_read_umask()  # result files: what open() would give, not mkstemp's 0600
+
+
 def write_bytes(path: Path, data: bytes) -> str:
     """Write atomically: readers see the old file or the new one, never half of one.
 
@@ -497,6 +528,7 @@ def write_bytes(path: Path, data: bytes) -> str:
     except OSError as exc:
         raise WriteFailed(path, exc) from exc
     try:
+        os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.replace(tmp, path)
@@ -894,12 +926,13 @@ class SuiteChecker:
         if "files" in raw:
             files = self.check_files(raw["files"], _path_join(path, "files"), cid)
         name = self.optional_text(raw, "name", path, cid)
-        for key in ("expected_output", "archetype", "project_class"):
+        expected_output = self.optional_text(raw, "expected_output", path, cid)
+        for key in ("archetype", "project_class"):
             self.optional_text(raw, key, path, cid)
         self.check_assertion_overlap(common, expectations, path, cid)
         if case_id is None or not isinstance(prompt, str) or not prompt.strip():
             return None
-        return Case(case_id, index, prompt, name, expectations, files)
+        return Case(case_id, index, prompt, name, expectations, files, expected_output)
 
     def check_assertion_overlap(self, common: list[str], own: list[str], path: str,
                                 cid: str | None) -> None:
@@ -936,15 +969,30 @@ class SuiteChecker:
             self.error(f"fixture path {entry!r} must be relative to the repository root",
                        path, "write it as evals/<skill>/fixtures/...", cid)
             return None
+        found = [base / entry for base in self.fixture_bases() if os.path.lexists(base / entry)]
+        if not found:
+            self.error(f"fixture {entry!r} does not exist", path,
+                       f"create it or correct the path (looked under {self.root}, the suite "
+                       "folder, its fixtures/ folder and the skill's folder)", cid)
+            return None
+        others = [c for c in found[1:] if os.path.realpath(c) != os.path.realpath(found[0])]
+        if others:
+            self.warning(f"fixture {entry!r} is ambiguous: it exists as {found[0]} and as "
+                         f"{', '.join(map(str, others))}; the first is used", path,
+                         "rename one of them, or write the path from the repository root", cid)
+        return self.accept_fixture(entry, found[0], path, cid)
+
+    def fixture_bases(self) -> list[Path]:
+        """Where a fixture path is looked up, first match wins (README: `files`)."""
         suite_dir = self.suite_path.parent
-        for base in (self.root, suite_dir, suite_dir / "fixtures"):
-            candidate = base / entry
-            if os.path.lexists(candidate):
-                return self.accept_fixture(entry, candidate, path, cid)
-        self.error(f"fixture {entry!r} does not exist", path,
-                   f"create it or correct the path (looked under {self.root}, the suite folder "
-                   "and its fixtures/ folder)", cid)
-        return None
+        bases = [self.root, suite_dir, suite_dir / "fixtures"]
+        if self.skill_name:  # skill-creator writes fixture paths from the skill's folder
+            bases.append(self.root / "skills" / self.skill_name)
+        unique: list[Path] = []
+        for base in bases:
+            if base not in unique:
+                unique.append(base)
+        return unique
 
     def accept_fixture(self, entry: str, candidate: Path, path: str, cid: str | None) -> str | None:
         real_root = Path(os.path.realpath(self.root))
@@ -984,6 +1032,9 @@ class SuiteChecker:
         if real.is_dir() and _is_within(real_suite, real):
             return "is a folder holding the suite file, and the executor must never see it"
         skill_dir = real_root / "skills" / (self.skill_name or "\0")
+        held = withheld_suite_part(real_root, self.skill_name or "\0", real_suite)
+        if held and _is_within(real, real_root / held):
+            return None  # task material beside the suite, withheld from the package itself
         if _is_within(real, skill_dir) or (real.is_dir() and _is_within(skill_dir, real)):
             return "holds the target skill's package, which without_skill runs must not get"
         return None
@@ -1033,9 +1084,13 @@ def read_frontmatter(text: str) -> dict[str, str] | None:
 def check_skill_package(root: Path, skill_name: str, file: str) -> list[Problem]:
     skill_md = root / "skills" / skill_name / "SKILL.md"
     if not skill_md.is_file():
+        skills = root / "skills"
+        names = [p.name for p in skills.iterdir() if (p / "SKILL.md").is_file()] \
+            if skills.is_dir() else []
         return [Problem("error", f"the target skill has no {skill_md.relative_to(root)}", file,
                         "skill_name",
-                        fix=f"create skills/{skill_name}/SKILL.md or correct skill_name")]
+                        fix=f"{_did_you_mean(skill_name, names)}create "
+                        f"skills/{skill_name}/SKILL.md or correct skill_name")]
     real_package = Path(os.path.realpath(skill_md.parent))
     if not _is_within(Path(os.path.realpath(skill_md)), real_package) or not _is_within(
             real_package, Path(os.path.realpath(root))):
@@ -1059,6 +1114,75 @@ def check_skill_package(root: Path, skill_name: str, file: str) -> list[Problem]
     if not front.get("description"):
         problems.append(Problem("warning", "front matter has no description", where,
                                 fix="say in description: when an agent should use the skill"))
+    return problems
+
+
+SUITE_FILE_NAME = "evals.json"
+MIN_SECRET_CHARS = 24  # shorter texts ("It is polite.") turn up in ordinary prose
+
+
+def withheld_suite_part(root: Path, skill_name: str, suite_path: Path) -> str | None:
+    """The part of the skill package holding the suite, repository-relative, or None.
+
+    skill-creator keeps its suite inside the skill (skills/<name>/evals/evals.json, fixtures
+    beside it): the suite's whole folder is then withheld from the delivered package, or the
+    suite file alone when it sits at the package's top.
+    """
+    skill_dir = Path(os.path.abspath(root / "skills" / skill_name))
+    suite = Path(os.path.abspath(suite_path))
+    if not _is_within(suite, skill_dir):
+        return None
+    part = suite if suite.parent == skill_dir else suite.parent
+    return part.relative_to(os.path.abspath(root)).as_posix()
+
+
+def _holds_any(path: Path, needles: list[bytes]) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_SUITE_BYTES)
+    except OSError:
+        return False
+    return any(needle in data for needle in needles)
+
+
+def package_withholdings(root: Path, skill_name: str, suite_path: Path,
+                         secrets: list[str]) -> dict[str, str]:
+    """Files of the skill package a with_skill executor must not get, each with the reason:
+    the suite and its folder, any other evals.json, and any file quoting an assertion or an
+    expected_output. The top SKILL.md is the skill under test and is never withheld; validation
+    warns when it quotes one."""
+    skill_dir = root / "skills" / skill_name
+    held = withheld_suite_part(root, skill_name, suite_path)
+    needles = sorted({t.strip().encode("utf-8") for t in secrets
+                      if len(t.strip()) >= MIN_SECRET_CHARS})
+    withheld = {}
+    for path in _walk_files(skill_dir):
+        rel = path.relative_to(root).as_posix()
+        if held and (rel == held or rel.startswith(held + "/")):
+            withheld[rel] = "the eval suite or a file beside it (assertions reach only the grader)"
+        elif path.name == SUITE_FILE_NAME:
+            withheld[rel] = "an eval suite file"
+        elif path != skill_dir / "SKILL.md" and os.path.isfile(path) and _holds_any(path, needles):
+            withheld[rel] = "quotes an assertion or expected_output of the suite"
+    return withheld
+
+
+def withholding_problems(suite: Suite) -> list[Problem]:
+    """Warnings for what the package loses, or leaks, that a suite author would not expect."""
+    problems = []
+    skill_md = suite.skill_dir / "SKILL.md"
+    quoting = [text for text in suite.secret_texts() if len(text.strip()) >= MIN_SECRET_CHARS]
+    if quoting and _holds_any(skill_md, sorted({t.strip().encode("utf-8") for t in quoting})):
+        problems.append(Problem(
+            "warning", "SKILL.md quotes an assertion or expected_output of the suite word for "
+            "word; with_skill executors read it", str(skill_md),
+            fix="grade behaviour the skill asks for in your own words, not its sentences"))
+    withheld = package_withholdings(suite.root, suite.skill_name, suite.path, suite.secret_texts())
+    for rel, reason in sorted(withheld.items()):
+        if reason.startswith("quotes"):
+            problems.append(Problem(
+                "warning", f"{rel} {reason}; it is withheld from with_skill runs",
+                str(suite.path), fix="move the file out of the skill package, or reword it"))
     return problems
 
 
@@ -1096,6 +1220,7 @@ def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedS
         return LoadedSuite(None, problems, checker.fixture_files)
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     suite = Suite(suite_path, root, skill_name, common, cases, digest)
+    problems += withholding_problems(suite)
     return LoadedSuite(suite, problems, checker.fixture_files)
 
 
@@ -1471,15 +1596,20 @@ class RepoSnapshot:
     template: GitTemplate | None = None
     linked_skill_files: frozenset = frozenset()
     resolved: dict[str, str | None] = dataclasses.field(default_factory=dict)
+    withheld: dict[str, str] = dataclasses.field(default_factory=dict)  # package files kept back
 
     @classmethod
-    def take(cls, root: Path, skill_name: str) -> RepoSnapshot:
+    def take(cls, root: Path, skill_name: str,
+             withheld: dict[str, str] | None = None) -> RepoSnapshot:
+        """`withheld`: package files (repository-relative) never delivered, with the reason."""
         listed, source = _list_repository(root)
         base = sorted(rel for rel in listed if _is_delivered(rel, skill_name))
         skill_dir = root / "skills" / skill_name
-        skill = sorted(p.relative_to(root).as_posix() for p in _walk_files(skill_dir))
+        withheld = dict(withheld or {})
+        skill = sorted(rel for rel in (p.relative_to(root).as_posix() for p in
+                                       _walk_files(skill_dir)) if rel not in withheld)
         linked = frozenset(rel for rel in base if os.path.islink(root / rel))
-        snapshot = cls(root, base, skill, source, linked)
+        snapshot = cls(root, base, skill, source, linked, withheld=withheld)
         snapshot.linked_skill_files = frozenset(rel for rel in skill
                                                 if os.path.islink(root / rel))
         return snapshot
@@ -1828,6 +1958,8 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool, base: Pa
         "path": str(repo), "grader_dir": None, "files_delivered": copier.copied,
         "listing_source": snapshot.listing_source, "skill_delivered": with_skill,
         "fixtures": list(case.files), "skipped": copier.skipped, "git": git,
+        "withheld_from_skill_package": [{"path": rel, "reason": reason} for rel, reason
+                                        in sorted(snapshot.withheld.items())] if with_skill else [],
         "kept": False, "removed": False})
     return sandbox
 
@@ -2286,12 +2418,14 @@ class Provider:
     install_hint = ""
     grader_uses_files = False  # a schema file in, a last-message file out
     accepts_settings = False  # takes KEY=VALUE settings from the command line
+    reports_cost = False  # its output carries a cost per call (what --max-cost needs)
 
     def __init__(self, settings: list[str] | None = None):
         self.settings = list(settings or [])
 
-    def executable(self) -> str | None:
-        return shutil.which(self.binary)
+    def executable(self, search_path: str | None = None) -> str | None:
+        """Where the CLI is on `search_path` (a PATH value; default: ours)."""
+        return shutil.which(self.binary, path=search_path)
 
     def home_files(self, env: dict[str, str]) -> list[tuple[Path, str]]:
         """What a confined run copies into its fresh HOME so the CLI can log in:
@@ -2325,6 +2459,7 @@ class ClaudeProvider(Provider):
     name = "claude"
     binary = "claude"
     install_hint = "npm install -g @anthropic-ai/claude-code"
+    reports_cost = True  # the result envelope's total_cost_usd
     executor_tools = "Bash,Read,Write,Edit,Glob,Grep"
 
     def home_files(self, env: dict[str, str]) -> list[tuple[Path, str]]:
@@ -2548,8 +2683,8 @@ def codex_metrics(usages: list[dict], result: ProcessResult,
             metrics[name] = absent(f"codex reported no usage.{name}"
                                    + (f" ({failure})" if failure else ""))
     metrics["total_cost_usd"] = absent("codex reports no cost")
-    metrics["num_turns"] = (captured(len(usages), "count of codex turn.completed events")
-                            if usages else absent("codex completed no turn"))
+    # `codex exec` is one turn per call, so counting turn.completed would always say 1.
+    metrics["num_turns"] = absent("codex exec reports one turn per call, not the agent's turns")
     metrics["time_seconds"] = (
         absent(f"codex never started ({result.spawn_error})") if result.spawn_error else
         captured(round(result.duration_s, 3), "runner wall clock (codex reports no duration)"))
@@ -2571,17 +2706,36 @@ PROVIDERS: dict[str, type[Provider]] = {
 }
 
 
-def require_provider(options: RunOptions) -> Provider:
+def agent_path_problem(provider: Provider, agent_env: dict[str, str]) -> str | None:
+    """Why the agents would not find the CLI with the PATH they get, or None."""
+    if provider.executable(agent_env.get("PATH", "")) is not None:
+        return None
+    ours = provider.executable()
+    if ours is not None:
+        return (f"the {provider.name} CLI found at {ours} is inside the checkout, and agents "
+                "run with the checkout's folders taken off PATH (so they cannot learn where "
+                "it is); they would not find it")
+    return f"the {provider.name} CLI ({provider.binary!r}) is not on PATH"
+
+
+def require_provider(options: RunOptions, agent_env: dict[str, str]) -> Provider:
+    """The provider, if its CLI is on the PATH the agents will get (`agent_env`)."""
     provider = PROVIDERS[options.agent](options.agent_settings)
-    if provider.executable() is None:
-        raise EnvironmentProblem(f"the {provider.name} CLI ({provider.binary!r}) is not on PATH",
-                                 f"install it ({provider.install_hint}) or fix PATH")
+    problem = agent_path_problem(provider, agent_env)
+    if problem is not None:
+        inside = provider.executable() is not None
+        raise EnvironmentProblem(problem, (
+            "install the CLI outside the checkout, or copy it out and put that folder on PATH "
+            "(for the bundled fakes see README.md, 'Try it without an agent CLI')") if inside
+            else f"install it ({provider.install_hint}) or fix PATH")
     return provider
 
 
-def provider_version(provider: Provider, groups: ProcessGroups) -> str:
+def provider_version(provider: Provider, groups: ProcessGroups,
+                     agent_env: dict[str, str]) -> str:
+    """`<cli> --version`, run with the environment the agents get."""
     invocation = Invocation(provider.version_argv(), Path.cwd())
-    result = run_process(invocation, clean_environment(), 60.0, groups)
+    result = run_process(invocation, agent_env, 60.0, groups)
     if result.returncode != 0 or result.timed_out:
         detail = (result.spawn_error or result.stderr.strip() or result.stdout.strip())[:300]
         raise EnvironmentProblem(f"`{' '.join(invocation.argv)}` failed: {detail}",
@@ -2873,6 +3027,65 @@ class RunFiles:
         self.hashes[rel] = write_bytes(self.run_dir / rel, source.read_bytes())
 
 
+SPEND_METRICS = {"cost": "total_cost_usd", "tokens": "tokens"}
+CAP_REASON_START = "the spending cap "  # how a cell cancelled by --max-cost/--max-tokens starts
+
+
+def spend_of(record: RunRecord, kind: str) -> float | None:
+    """Captured executor plus grader cost or tokens of one cell; None when either is unknown.
+
+    A role that never ran adds nothing; a role that ran without reporting the value makes the
+    cell's value unknown rather than smaller.
+    """
+    name = SPEND_METRICS[kind]
+    total = 0.0
+    roles = [(record.executor, record.metrics)]
+    if hasattr(record, "grader_metrics"):  # a runner that captures the grader's use
+        roles.append((record.grader, record.grader_metrics))
+    for process, metrics in roles:
+        if process is None:
+            continue
+        value = ((metrics or {}).get(name) or {}).get("value")
+        if value is None:
+            return None
+        total += value
+    return total
+
+
+class Budget:
+    """The --max-cost / --max-tokens caps against what finished cells captured."""
+
+    def __init__(self, max_cost_usd: float | None, max_tokens: int | None):
+        self.caps = {"cost": max_cost_usd, "tokens": max_tokens}
+        self.spent = {"cost": 0.0, "tokens": 0.0}
+        self.unknown = {"cost": 0, "tokens": 0}  # cells that ran without reporting it
+        self.counted = 0
+        self.lock = threading.Lock()
+
+    def add(self, record: RunRecord) -> None:
+        if record.executor is None:  # nothing was launched for this cell
+            return
+        with self.lock:
+            self.counted += 1
+            for kind in self.spent:
+                value = spend_of(record, kind)
+                if value is None:
+                    self.unknown[kind] += 1
+                else:
+                    self.spent[kind] += value
+
+    def reached(self) -> str | None:
+        with self.lock:
+            for kind, cap in self.caps.items():
+                if cap is not None and self.spent[kind] >= cap:
+                    flag = "--max-cost" if kind == "cost" else "--max-tokens"
+                    shown = (f"{cap:g} USD ({self.spent[kind]:.4f} USD" if kind == "cost"
+                             else f"{cap:,} tokens ({self.spent[kind]:,.0f} tokens")
+                    return (f"{CAP_REASON_START}{flag} {shown} captured from {self.counted} "
+                            "finished cells) was reached before this cell started")
+        return None
+
+
 @dataclasses.dataclass
 class RunContext:
     suite: Suite
@@ -2884,6 +3097,7 @@ class RunContext:
     groups: ProcessGroups
     deadline_at: float | None = None
     progress: Callable[[dict[str, Any]], None] | None = None
+    on_cell_start: Callable[[str], None] | None = None  # a cell's executor is about to start
     judge: dict[str, Any] = dataclasses.field(default_factory=dict)
     resuming: bool = False
     base_env: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -2891,10 +3105,13 @@ class RunContext:
         default_factory=lambda: Confinement("none", "--isolation none"))
     agent_mounts: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
     hidden: list[Path] = dataclasses.field(default_factory=list)  # masked if under a mount
+    budget: Budget | None = None
 
     def should_stop(self) -> str | None:
         if self.deadline_at is not None and time.monotonic() >= self.deadline_at:
             return "the --deadline passed before this cell started"
+        if self.budget is not None and self.budget.reached():
+            return self.budget.reached()
         if self.groups.cancelled.is_set():
             return f"the run was stopped ({self.groups.reason}) before this cell started"
         return None
@@ -2911,6 +3128,43 @@ def plan_cells(suite: Suite, options: RunOptions, iteration_dir: Path) -> list[C
                 run_dir = iteration_dir / f"eval-{case.key}" / config / f"run-{run_number}"
                 cells.append(Cell(case, config, run_number, run_dir))
     return cells
+
+
+def eval_sort_key(eval_key: str) -> str:
+    """A tie-breaker that is the same on every machine and ignores the suite's case order."""
+    return hashlib.sha256(eval_key.encode("utf-8")).hexdigest()
+
+
+def assign_shards(weights: dict[str, int], count: int) -> dict[str, int]:
+    """Each eval's shard (1..count): whole evals, balanced by cells (see SHARD_ALGORITHM).
+
+    Greedy largest-first: every eval goes to the lightest shard so far. With equal weights
+    this deals the evals out in hash order, so shard sizes differ by at most one eval.
+    """
+    loads = [0] * count
+    assignment = {}
+    for key in sorted(weights, key=lambda k: (-weights[k], eval_sort_key(k), k)):
+        lightest = min(range(count), key=lambda i: (loads[i], i))
+        loads[lightest] += weights[key]
+        assignment[key] = lightest + 1
+    return assignment
+
+
+def shard_of_plan(cells: list[Cell], count: int) -> dict[str, int]:
+    weights: dict[str, int] = {}
+    for cell in cells:
+        weights[cell.case.key] = weights.get(cell.case.key, 0) + 1
+    return assign_shards(weights, count)
+
+
+def planned_cells(suite: Suite, options: RunOptions, iteration_dir: Path) -> list[Cell]:
+    """The cells this invocation runs: the whole plan, or its --shard K/N."""
+    cells = plan_cells(suite, options, iteration_dir)
+    if options.shard is None:
+        return cells
+    index, count = options.shard
+    assignment = shard_of_plan(cells, count)
+    return [cell for cell in cells if assignment[cell.case.key] == index]
 
 
 def load_finished_cells(cells: list[Cell],
@@ -3152,6 +3406,8 @@ def finish_cell(ctx: RunContext, run: CellRun, closing: concurrent.futures.Futur
     record.started_at, record.finished_at = run.started_at, utc_now()
     record.resumed = ctx.resuming
     save_run_files(ctx, run)
+    if ctx.budget is not None:
+        ctx.budget.add(record)
     if ctx.progress:
         ctx.progress(record)
     return record
@@ -3186,10 +3442,12 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     if reason:
         record.fail("cancelled", "scheduling", reason)
         return None
+    if ctx.on_cell_start:
+        ctx.on_cell_start(cell.label)
     borrowed = [Path(p) for p in sandbox.record["git"].get("borrowed_objects", [])]
     result, env, isolation = run_agent(ctx, invocation, env, ro_binds=borrowed)
     record.executor = {**process_record(invocation, result, env), "isolation": isolation}
-    files.text("outputs/executor_stream.txt", result.stdout)  # kept whatever it holds
+    files.text("logs/executor_stream.txt", result.stdout)  # kept whatever it holds
     reply = ctx.provider.read_executor(result)
     reply.text, replaced = encodable_text(reply.text)
     if replaced:
@@ -3201,7 +3459,7 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     record.skill_read = skill_read_evidence(reply.trace, ctx.suite.skill_name, cell.config)
     files.text("outputs/output.txt", reply.text)
     if not reply.ok:
-        files.text("outputs/executor_stderr.txt", result.stderr)
+        files.text("logs/executor_stderr.txt", result.stderr)
         record.fail(failure_status("executor", result), "executor", reply.failure)
         return None
     # From the sandbox base, which the executor cannot replace: no step of the path is followed.
@@ -3315,7 +3573,7 @@ class GraderReply:
 
 def call_grader(ctx: RunContext, sandbox: Any, prompt: str, files: RunFiles,
                 suffix: str = "") -> tuple[dict[str, Any], GraderReply]:
-    """One grader process in an empty folder outside the checkout; its output kept in outputs/.
+    """One grader process in an empty folder outside the checkout; its output kept in logs/.
 
     Returns the process record and the provider's reading of the reply.
     """
@@ -3330,14 +3588,14 @@ def call_grader(ctx: RunContext, sandbox: Any, prompt: str, files: RunFiles,
     env = provider_env(ctx, grader_dir)
     result, env, isolation = run_agent(ctx, invocation, env,
                                        rw_binds=[grader_io] if grader_io else [])
-    files.text(f"outputs/grader_output{suffix}.txt", result.stdout)  # kept before it is read
+    files.text(f"logs/grader_output{suffix}.txt", result.stdout)  # kept before it is read
     reply = ctx.provider.read_grader(result, last_message)
     if grader_io is not None and last_message.is_file():  # as text: kept files are UTF-8
         with open(last_message, "rb") as handle:
             kept = handle.read(STREAM_HEAD_BYTES).decode("utf-8", "replace")
-        files.text(f"outputs/grader_last_message{suffix}.txt", kept)
+        files.text(f"logs/grader_last_message{suffix}.txt", kept)
     if not reply.ok:
-        files.text(f"outputs/grader_stderr{suffix}.txt", result.stderr)
+        files.text(f"logs/grader_stderr{suffix}.txt", result.stderr)
         return {**process_record(invocation, result, env), "isolation": isolation}, GraderReply(
             False, failure=reply.failure, failure_status=failure_status("grader", result),
             metrics=reply.metrics)
@@ -3362,8 +3620,8 @@ def process_record(invocation: Invocation, result: ProcessResult,
 # A run of these statuses has a finished executor and a recorded answer, whatever its grader
 # did; "cancelled" counts only when the stop came after the executor (stage "grader").
 REGRADABLE_STATUSES = ("ok", "grader_failed", "grader_timeout", "grader_unparseable")
-EXECUTOR_FILES = ("prompt.md", "metrics.json", "outputs/output.txt", "outputs/plan.md",
-                  "outputs/executor_stream.txt", "outputs/executor_stderr.txt")
+EXECUTOR_FILES = ("prompt.md", "metrics.json", "timing.json", "outputs/output.txt",
+                  "outputs/plan.md", "logs/executor_stream.txt", "logs/executor_stderr.txt")
 
 
 def executor_finished(source: RunRecord) -> bool:
@@ -3374,13 +3632,29 @@ def executor_finished(source: RunRecord) -> bool:
 
 
 def read_run_record(run_dir: Path) -> RunRecord | None:
-    """The record a run folder holds (run.json and metrics.json), or None when unreadable."""
+    """A finished cell's record read back from its files, whatever its status."""
     try:
         run = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
-        metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
-        return RunRecord.from_files(run, None, metrics.get("metrics"))
-    except (OSError, ValueError, TypeError, AttributeError):
+    except (OSError, ValueError):
         return None
+    extras = {}
+    for name in ("grading", "metrics"):
+        try:
+            extras[name] = json.loads((run_dir / f"{name}.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            extras[name] = None
+    metrics = extras["metrics"].get("metrics") if isinstance(extras["metrics"], dict) else None
+    try:
+        record = RunRecord.from_files(run, extras["grading"], metrics)
+    except TypeError:
+        return None
+    if hasattr(record, "grader_metrics"):  # where the grader's own use is captured
+        try:
+            graded = json.loads((run_dir / "grader_metrics.json").read_text(encoding="utf-8"))
+            record.grader_metrics = graded.get("metrics") if isinstance(graded, dict) else None
+        except (OSError, ValueError):
+            pass
+    return record
 
 
 @dataclasses.dataclass
@@ -3560,13 +3834,29 @@ def write_run_files(cell: Cell, record: RunRecord, judge: dict[str, Any]) -> boo
         "role": "executor", "note": "executor-only; the grader's cost is not included",
         "metrics": record.metrics or {}})
     if record.grader_calls:
-        write_json(cell.run_dir / "grader_metrics.json", {
+        files.json("grader_metrics.json", {
             "role": "grader", "note": "every grader call of this run; apart from the executor's",
             "metrics": record.grader_metrics or {},
             "calls": [{"vote": c["vote"], "status": c["status"], "metrics": c["metrics"]}
                       for c in record.grader_calls]})
+    timing = timing_json(record.metrics or {})
+    if timing:
+        files.json("timing.json", timing)
     files.json("run.json", record.run_json())
     return True
+
+
+def timing_json(metrics: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """skill-creator's timing.json: the executor's time and tokens, only those captured."""
+    timing: dict[str, Any] = {}
+    for key, name in (("total_duration_seconds", "time_seconds"), ("total_tokens", "tokens")):
+        value = (metrics.get(name) or {}).get("value")
+        if value is not None:
+            timing[key] = value
+            timing.setdefault("sources", {})[key] = metrics[name].get("source")
+    if timing:
+        timing["note"] = "executor only; a value the agent CLI did not report is left out"
+    return timing
 
 
 # ==== aggregation ============================================================
@@ -3791,6 +4081,10 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> dict[str, Any]:
     if baseline:
         run_summary["delta"] = _summary_delta(run_summary[candidate], run_summary[baseline])
     benchmark["sanity_checks"] = sanity_checks(benchmark, records)
+    # skill-creator's viewer and aggregator average every entry of runs[]; a run that was not
+    # scored must never be averaged in as 0, so it is kept apart.
+    benchmark["runs"] = [run for run in runs if run["scored"]]
+    benchmark["unscored_runs"] = [run for run in runs if not run["scored"]]
     return benchmark
 
 
@@ -3941,6 +4235,16 @@ def judge_variance(scored: list[dict[str, Any]], configs: tuple[str, ...],
 def _share(judge: float, executor: float) -> float | None:
     total = judge + executor
     return judge / total if total > RATE_EPSILON ** 2 else None
+
+
+def all_runs(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
+    """Scored and unscored runs in plan order (eval, config, run number)."""
+    runs = benchmark["runs"] + (benchmark.get("unscored_runs") or [])
+    evals = {str(row["eval_id"]): i for i, row in enumerate(benchmark.get("per_eval") or [])}
+    configs = {c: i for i, c in enumerate(benchmark["metadata"].get("configs") or [])}
+    return sorted(runs, key=lambda r: (evals.get(str(r["eval_id"]), len(evals)),
+                                       configs.get(r["configuration"], len(configs)),
+                                       r["run_number"]))
 
 
 def _summary_delta(cand: dict[str, Any], base: dict[str, Any]) -> dict[str, str | None]:
@@ -4099,8 +4403,25 @@ def _iteration_flags(benchmark: dict[str, Any], meta: dict[str, Any]) -> list[di
                                "may have loaded that copy instead of the sandbox one"))
     if not benchmark["scored_run_count"] and benchmark["runs"]:
         flags.append(_flag("error", "nothing_scored", "no run was scored"))
+    budget = meta.get("budget") or {}
+    if budget.get("cancelled_by_cap"):
+        flags.append(_flag("error", "spending_cap",
+                           f"a spending cap was reached ({budget['spent_cost_usd']:.4f} USD, "
+                           f"{budget['spent_tokens']:,} tokens captured, counting "
+                           f"{budget['counts']}); {budget['cancelled_by_cap']} cells were "
+                           "cancelled before they started"))
+    for missing in meta.get("missing_shards") or []:
+        flags.append(_flag("error", "missing_shard",
+                           f"shard {missing['shard']} was not merged; its evals have no runs: "
+                           f"{', '.join(missing['evals'])}"))
     if len(meta.get("configs") or []) < 2:
         flags.append(_flag("info", "single_config", "one config only: there is no comparison"))
+    shard = meta.get("shard")
+    if shard:
+        flags.append(_flag("info", "shard",
+                           f"shard {shard['label']}: {shard['cells']} of "
+                           f"{(meta.get('plan') or {}).get('cells')} cells of the plan; merge "
+                           "the shards (report --merge) for the closing result"))
     isolation = meta.get("isolation") or {}
     if isolation.get("mode") == "none":
         flags.append(_flag("info", "unconfined",
@@ -4184,6 +4505,16 @@ def fmt_stat(stats: dict[str, Any], unit: str = "", digits: int = 1) -> str:
     return f"{text} (n={stats['n']})"
 
 
+def fmt_rate_stat(stats: dict[str, Any]) -> str:
+    """A mean pass rate as the other tables show rates: percent, one decimal."""
+    if not stats or stats.get("n", 0) == 0:
+        return "n/a"
+    text = fmt_rate(stats["mean"])
+    if stats.get("n", 0) > 1 and stats.get("stddev") is not None:
+        text += f" ± {stats['stddev'] * 100:.1f} pp"
+    return f"{text} (n={stats['n']})"
+
+
 def _md_cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -4213,7 +4544,7 @@ def _md_header(b: dict[str, Any]) -> str:
              f"(candidate first); runs per config: {m.get('runs_per_configuration')}",
              f"- Cases: {len(m.get('evals_run') or [])} of {m.get('suite_case_count')} "
              "in the suite",
-             f"- Runs: {len(b['runs'])}, scored {b['scored_run_count']}, "
+             f"- Runs: {len(all_runs(b))}, scored {b['scored_run_count']}, "
              f"excluded {b['error_run_count']}"]
     if m.get("isolation"):
         lines.append(f"- Isolation: {m['isolation'].get('summary')}")
@@ -4251,6 +4582,48 @@ def _sentence(text: str) -> str:
     return (text[:1].upper() + text[1:]).rstrip(".") + "."
 
 
+FLAG_EXAMPLES = 3  # flags shown per group; the full list stays in benchmark.json
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+def group_flags(flags: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Flags grouped by severity, kind and config, worst and most frequent first; each group
+    keeps its count and its first few flags as examples."""
+    groups: dict[tuple, dict[str, Any]] = {}
+    for flag in flags:
+        key = (flag["severity"], flag["kind"], flag.get("configuration"))
+        group = groups.setdefault(key, {"severity": key[0], "kind": key[1],
+                                        "configuration": key[2], "count": 0, "examples": []})
+        group["count"] += 1
+        if len(group["examples"]) < FLAG_EXAMPLES:
+            group["examples"].append(flag)
+    return sorted(groups.values(), key=lambda g: (SEVERITY_ORDER.get(g["severity"], 3),
+                                                  -g["count"], g["kind"]))
+
+
+def flag_place(flag: dict[str, Any]) -> str:
+    """Where a flag points, e.g. `eval E01, run 2` (its group names the config)."""
+    parts = []
+    if "eval_id" in flag:
+        parts.append(f"eval {flag['eval_id']}")
+    if "run_number" in flag:
+        parts.append(f"run {flag['run_number']}")
+    if "assertion_id" in flag:
+        parts.append(f"assertion {flag['assertion_id']}")
+    return ", ".join(parts)
+
+
+def group_title(group: dict[str, Any]) -> str:
+    config = f" ({group['configuration']})" if group["configuration"] else ""
+    return f"[{group['severity']}] {group['kind']}{config}"
+
+
+def group_example(flag: dict[str, Any], cap: int = 200) -> str:
+    place = flag_place(flag)
+    message = flag["message"] if len(flag["message"]) <= cap else flag["message"][:cap - 3] + "..."
+    return f"{place}: {message}" if place else message
+
+
 def _md_sanity(b: dict[str, Any]) -> str:
     sanity = b["sanity_checks"]
     lines = ["## Sanity checks", "", f"Status: **{sanity['status']}**", ""]
@@ -4259,11 +4632,15 @@ def _md_sanity(b: dict[str, Any]) -> str:
     info = [f for f in sanity["flags"] if f["severity"] == "info"]
     if not shown:
         lines.append("No anomalies that need review.")
-    for flag in shown:
-        where = " ".join(f"{k}={flag[k]}" for k in ("eval_id", "configuration", "run_number")
-                         if k in flag)
-        lines.append(f"- [{flag['severity']}] {flag['kind']}"
-                     f"{' (' + where + ')' if where else ''}: {flag['message']}")
+    for group in group_flags(shown):
+        if group["count"] == 1:
+            lines.append(f"- {group_title(group)}: {_md_cell(group_example(group['examples'][0]))}")
+            continue
+        lines.append(f"- {group_title(group)}: {group['count']:,} flags, for example:")
+        lines += [f"  - {_md_cell(group_example(f))}" for f in group["examples"]]
+        if group["count"] > len(group["examples"]):
+            lines.append(f"  - ... {group['count'] - len(group['examples']):,} more in "
+                         "benchmark.json (`sanity_checks.flags`)")
     if info:
         kinds: dict[str, int] = {}
         for flag in info:
@@ -4285,7 +4662,8 @@ def _md_integrity(b: dict[str, Any]) -> list[str]:
     elif checkout:
         lines.append(f"- Source checkout: not compared ({checkout.get('reason')})")
     results = b.get("results_check")
-    if results is None or results["unverifiable_runs"] == len(b["runs"]) and b["runs"]:
+    every = all_runs(b)
+    if results is None or results["unverifiable_runs"] == len(every) and every:
         lines.append("- Run files: not verifiable: written by an older runner")
     elif results["changed_count"]:
         lines.append(f"- Run files: {results['changed_count']} of {results['files']} differ "
@@ -4301,7 +4679,7 @@ def _md_overall(b: dict[str, Any]) -> str:
              "|---|---|---|"]
     for config in b["metadata"]["configs"]:
         summary = b["run_summary"][config]
-        lines.append(f"| {config} | {fmt_stat(summary['pass_rate'], '', 3) or 'n/a'} | "
+        lines.append(f"| {config} | {fmt_rate_stat(summary['pass_rate'])} | "
                      f"{summary['scored_runs']} of {summary['runs']} |")
     return "\n".join(lines) + "\n"
 
@@ -4469,15 +4847,47 @@ def render_compare_markdown(this: dict[str, Any], other: dict[str, Any], other_n
     return "\n".join(lines) + "\n"
 
 
-def _md_failed_assertions(b: dict[str, Any]) -> str:
-    lines = ["## Failed assertions", ""]
+FAILED_ASSERTION_GROUPS = 40  # assertions listed in benchmark.md and the HTML page
+FAILED_ASSERTION_EVALS = 8  # evals named per assertion
+
+
+def group_failed_assertions(b: dict[str, Any]) -> list[dict[str, Any]]:
+    """Failed assertions grouped by their text, most failures first: per config the count of
+    failing runs, the evals where it failed, and one piece of the grader's evidence."""
+    groups: dict[str, dict[str, Any]] = {}
     for run in b["runs"]:
         for exp in run["expectations"]:
-            if not exp["passed"]:
-                lines.append(f"- eval {_md_cell(run['eval_id'])} / {run['configuration']} / run "
-                             f"{run['run_number']}, assertion {exp['id']}: "
-                             f"{_md_cell(exp['text'])}; evidence: {_md_cell(exp['evidence'])}")
-    if len(lines) == 2:
+            if exp["passed"]:
+                continue
+            group = groups.setdefault(exp["text"], {"text": exp["text"], "count": 0,
+                                                    "by_config": {}, "evals": [],
+                                                    "evidence": exp["evidence"]})
+            group["count"] += 1
+            config = run["configuration"]
+            group["by_config"][config] = group["by_config"].get(config, 0) + 1
+            if run["eval_id"] not in group["evals"]:
+                group["evals"].append(run["eval_id"])
+    return sorted(groups.values(), key=lambda g: -g["count"])
+
+
+def _failed_where(group: dict[str, Any]) -> str:
+    evals = [str(e) for e in group["evals"][:FAILED_ASSERTION_EVALS]]
+    more = len(group["evals"]) - len(evals)
+    configs = ", ".join(f"{c} {n}" for c, n in sorted(group["by_config"].items()))
+    return (f"failed in {group['count']:,} run(s) ({configs}); eval(s) {', '.join(evals)}"
+            + (f" and {more:,} more" if more > 0 else ""))
+
+
+def _md_failed_assertions(b: dict[str, Any]) -> str:
+    lines = ["## Failed assertions", ""]
+    groups = group_failed_assertions(b)
+    for group in groups[:FAILED_ASSERTION_GROUPS]:
+        lines.append(f"- {_md_cell(group['text'])}: {_failed_where(group)}. Evidence, for "
+                     f"example: {_md_cell(group['evidence'][:300])}")
+    if len(groups) > FAILED_ASSERTION_GROUPS:
+        lines.append(f"- ... {len(groups) - FAILED_ASSERTION_GROUPS:,} more assertions; every "
+                     "verdict is in benchmark.json and each run's grading.json")
+    if not groups:
         lines.append("None.")
     return "\n".join(lines) + "\n"
 
@@ -4488,8 +4898,9 @@ HTML_FILE_CAP_BYTES = 100_000  # per run file embedded in the page
 HTML_FILES_BUDGET_BYTES = 8_000_000  # all run files together, so a big suite stays openable
 HTML_FLAG_LIMIT = 200
 HTML_RUN_FILES = (("output", "outputs/output.txt"), ("artifact", "outputs/plan.md"))
-CHART_LABEL_W, CHART_BAR_W, CHART_BAR_H, CHART_TOP = 260, 480, 11, 46
-CHART_DELTA_X = CHART_LABEL_W + CHART_BAR_W + 56
+CHART_BAR_W, CHART_BAR_H, CHART_TOP = 480, 11, 46
+CHART_CHAR_W = 7  # px per label character at the chart's 12px font, a little generous
+CHART_LABEL_CHARS = (20, 60)  # the label column fits the longest eval name within these
 
 # No script, no remote fetch: the policy makes the page inert even if escaping ever slipped.
 HTML_CSP = "default-src 'none'; style-src 'unsafe-inline'"
@@ -4557,7 +4968,7 @@ def _html_header(b: dict[str, Any]) -> str:
              f"grader {m.get('grader_model') or 'CLI default'})",
              f"configs {', '.join(m.get('configs') or [])} (candidate first)",
              f"{len(m.get('evals_run') or [])} of {m.get('suite_case_count')} cases",
-             f"{len(b['runs'])} runs: {b['scored_run_count']} scored, "
+             f"{len(all_runs(b))} runs: {b['scored_run_count']} scored, "
              f"{b['error_run_count']} excluded", f"written {m.get('timestamp')}"]
     text = (f"<h1>skill-eval benchmark: {_h(m.get('skill_name'))}</h1>\n"
             f'<p class="meta">{_h(" · ".join(facts))}</p>\n')
@@ -4600,10 +5011,18 @@ def _rates_sentence(b: dict[str, Any]) -> str:
 def _html_sanity(b: dict[str, Any]) -> str:
     flags = b["sanity_checks"]["flags"]
     shown = [f for f in flags if f["severity"] != "info"]
-    items = [f"<li>[{_h(f['severity'])}] {_h(f['kind'])}{_h(_flag_where(f))}: "
-             f"{_h(f['message'])}</li>" for f in shown[:HTML_FLAG_LIMIT]]
-    if len(shown) > HTML_FLAG_LIMIT:
-        items.append(f"<li>... and {len(shown) - HTML_FLAG_LIMIT} more in benchmark.json</li>")
+    items = []
+    for group in group_flags(shown)[:HTML_FLAG_LIMIT]:
+        if group["count"] == 1:
+            items.append(f"<li>{_h(group_title(group))}: "
+                         f"{_h(group_example(group['examples'][0]))}</li>")
+            continue
+        examples = "".join(f"<li>{_h(group_example(f))}</li>" for f in group["examples"])
+        more = group["count"] - len(group["examples"])
+        if more:
+            examples += f"<li>... {more:,} more in benchmark.json</li>"
+        items.append(f"<li>{_h(group_title(group))}: {group['count']:,} flags, for example:"
+                     f"<ul>{examples}</ul></li>")
     kinds: dict[str, int] = {}
     for flag in (f for f in flags if f["severity"] == "info"):
         kinds[flag["kind"]] = kinds.get(flag["kind"], 0) + 1
@@ -4614,10 +5033,23 @@ def _html_sanity(b: dict[str, Any]) -> str:
     return f"<h2>Sanity checks</h2>\n{listing}\n"
 
 
-def _flag_where(flag: dict[str, Any]) -> str:
-    where = " ".join(f"{k}={flag[k]}" for k in ("eval_id", "configuration", "run_number")
-                     if k in flag)
-    return f" ({where})" if where else ""
+@dataclasses.dataclass
+class ChartGeometry:
+    """Where the chart's columns start: the label column is as wide as the longest name."""
+
+    label_chars: int
+
+    @property
+    def label_w(self) -> int:
+        return self.label_chars * CHART_CHAR_W + 16
+
+    @property
+    def delta_x(self) -> int:
+        return self.label_w + CHART_BAR_W + 64
+
+
+def _chart_label(row: dict[str, Any]) -> str:
+    return f"{row['eval_id']} {row['eval_name']}"
 
 
 def _html_chart(b: dict[str, Any]) -> str:
@@ -4625,68 +5057,71 @@ def _html_chart(b: dict[str, Any]) -> str:
     configs, rows = b["metadata"]["configs"], b["per_eval"]
     if not rows:
         return "<h2>Pass rate per eval</h2>\n<p>No eval ran.</p>\n"
+    low, high = CHART_LABEL_CHARS
+    geo = ChartGeometry(max(low, min(high, max(len(_chart_label(r)) for r in rows))))
     row_h = (CHART_BAR_H + 3) * len(configs) + 10
-    width, height = CHART_DELTA_X + 90, CHART_TOP + row_h * len(rows) + 8
+    width, height = geo.delta_x + 90, CHART_TOP + row_h * len(rows) + 8
     parts = [f'<svg class="chart" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" role="img" aria-label="pass rate per eval">',
              "<title>Pass rate per eval</title>"]
     parts += [f'<rect class="stripe" x="0" y="{CHART_TOP + i * row_h}" width="{width}" '
               f'height="{row_h}"/>' for i in range(1, len(rows), 2)]
-    parts += _chart_frame(configs, height)
+    parts += _chart_frame(geo, configs, height)
     for index, row in enumerate(rows):
-        parts += _chart_row(row, configs, CHART_TOP + index * row_h, row_h)
+        parts += _chart_row(geo, row, configs, CHART_TOP + index * row_h, row_h)
     parts.append("</svg>")
     return "<h2>Pass rate per eval</h2>\n" + "\n".join(parts) + "\n"
 
 
-def _chart_frame(configs: list[str], height: int) -> list[str]:
+def _chart_frame(geo: ChartGeometry, configs: list[str], height: int) -> list[str]:
     parts = []
     for i, config in enumerate(configs):
-        x = CHART_LABEL_W + i * 170
+        x = geo.label_w + i * 170
         parts.append(f'<rect class="c{i}" x="{x}" y="6" width="12" height="12"/>'
                      f'<text x="{x + 18}" y="16">{_h(config)}</text>')
     if len(configs) > 1:
-        parts.append(f'<text x="{CHART_DELTA_X}" y="{CHART_TOP - 10}">delta</text>')
+        parts.append(f'<text x="{geo.delta_x}" y="{CHART_TOP - 10}">delta</text>')
     for step in range(5):
-        x = CHART_LABEL_W + CHART_BAR_W * step // 4
+        x = geo.label_w + CHART_BAR_W * step // 4
         parts.append(f'<line class="grid" x1="{x}" y1="{CHART_TOP - 6}" x2="{x}" '
                      f'y2="{height - 4}"/><text x="{x - 10}" y="{CHART_TOP - 10}">'
                      f"{step * 25}%</text>")
     return parts
 
 
-def _chart_row(row: dict[str, Any], configs: list[str], top: int, row_h: int) -> list[str]:
-    label = f"{row['eval_id']} {row['eval_name']}"
-    short = label if len(label) <= 36 else label[:35] + "…"
+def _chart_row(geo: ChartGeometry, row: dict[str, Any], configs: list[str], top: int,
+               row_h: int) -> list[str]:
+    label = _chart_label(row)
+    short = label if len(label) <= geo.label_chars else label[:geo.label_chars - 1] + "…"
     parts = [f'<text x="6" y="{top + row_h // 2 + 4}"><title>{_h(label)}</title>'
              f"{_h(short)}</text>"]
     for i, config in enumerate(configs):
-        parts.append(_chart_bar(row, config, i, top + 5 + i * (CHART_BAR_H + 3)))
+        parts.append(_chart_bar(geo, row, config, i, top + 5 + i * (CHART_BAR_H + 3)))
     if len(configs) > 1:
         delta = row["delta"]
         tone = "" if delta in (None, 0) else ' class="pos"' if delta > 0 else ' class="neg"'
-        parts.append(f'<text x="{CHART_DELTA_X}" y="{top + row_h // 2 + 4}"{tone}>'
+        parts.append(f'<text x="{geo.delta_x}" y="{top + row_h // 2 + 4}"{tone}>'
                      f"{_h(fmt_delta(delta))}</text>")
     return parts
 
 
-def _chart_bar(row: dict[str, Any], config: str, index: int, y: int) -> str:
+def _chart_bar(geo: ChartGeometry, row: dict[str, Any], config: str, index: int, y: int) -> str:
     slot = row["configs"][config]
     rate = slot["mean_pass_rate"]
     tip = (f"{row['eval_id']} {config}: {fmt_rate(rate)} ({slot['scored_runs']} of "
            f"{len(slot['statuses'])} runs scored; {', '.join(slot['statuses']) or 'no runs'})")
-    track = (f'<rect class="track" x="{CHART_LABEL_W}" y="{y}" width="{CHART_BAR_W}" '
+    track = (f'<rect class="track" x="{geo.label_w}" y="{y}" width="{CHART_BAR_W}" '
              f'height="{CHART_BAR_H}"><title>{_h(tip)}</title></rect>')
     text_y = y + CHART_BAR_H - 1
     if rate is None:
         reason = ", ".join(sorted(set(slot["statuses"]))) or "no runs"
-        return (track + f'<text class="muted" x="{CHART_LABEL_W + 4}" y="{text_y}">'
+        return (track + f'<text class="muted" x="{geo.label_w + 4}" y="{text_y}">'
                 f"not scored ({_h(reason)})</text>")
     width = round(rate * CHART_BAR_W, 1)
-    return (track + f'<rect class="c{index}" x="{CHART_LABEL_W}" y="{y}" width="{width}" '
+    return (track + f'<rect class="c{index}" x="{geo.label_w}" y="{y}" width="{width}" '
             f'height="{CHART_BAR_H}"><title>{_h(tip)}</title></rect>'
-            f'<text x="{CHART_LABEL_W + CHART_BAR_W + 6}" y="{text_y}">'
-            f"{rate * 100:.0f}%</text>")
+            f'<text x="{geo.label_w + CHART_BAR_W + 6}" y="{text_y}">'
+            f"{_h(fmt_rate(rate))}</text>")
 
 
 def _html_metrics(b: dict[str, Any]) -> str:
@@ -4694,7 +5129,7 @@ def _html_metrics(b: dict[str, Any]) -> str:
     for config in b["metadata"]["configs"]:
         summary = b["run_summary"][config]
         cells = [_h(config), f"{summary['scored_runs']} of {summary['runs']}",
-                 _h(fmt_stat(summary["pass_rate"], "", 3) or "n/a")]
+                 _h(fmt_rate_stat(summary["pass_rate"]))]
         for key, unit, digits in (("time_seconds", " s", 1), ("tokens", "", 0)):
             text = fmt_stat(summary[key], unit, digits)
             cells.append(_h(text) if text else '<span class="absent">not captured ('
@@ -4733,19 +5168,22 @@ def _html_judge(b: dict[str, Any]) -> str:
 
 
 def _html_failed_assertions(b: dict[str, Any]) -> str:
-    rows = [f"<tr><td>{_h(run['eval_id'])}</td><td>{_h(run['configuration'])}</td>"
-            f"<td>{_h(run['run_number'])}</td><td>{_h(exp['id'])}. {_h(exp['text'])}</td>"
-            f"<td>{_h(exp['evidence'])}</td></tr>"
-            for run in b["runs"] for exp in run["expectations"] if not exp["passed"]]
-    if not rows:
+    groups = group_failed_assertions(b)
+    if not groups:
         return "<h2>Failed assertions</h2>\n<p>None.</p>\n"
-    return ("<h2>Failed assertions</h2>\n<table><tr><th>eval</th><th>config</th><th>run</th>"
-            "<th>assertion</th><th>grader's evidence</th></tr>\n" + "\n".join(rows)
+    rows = [f"<tr><td>{_h(g['text'])}</td><td>{_h(_failed_where(g))}</td>"
+            f"<td>{_h(g['evidence'][:600])}</td></tr>" for g in groups[:FAILED_ASSERTION_GROUPS]]
+    if len(groups) > FAILED_ASSERTION_GROUPS:
+        rows.append(f'<tr><td colspan="3">... {len(groups) - FAILED_ASSERTION_GROUPS:,} more '
+                    "assertions; every verdict is in benchmark.json and each run's "
+                    "grading.json</td></tr>")
+    return ("<h2>Failed assertions</h2>\n<table><tr><th>assertion</th><th>where it failed</th>"
+            "<th>grader's evidence, for example</th></tr>\n" + "\n".join(rows)
             + "\n</table>\n")
 
 
 def _html_runs(b: dict[str, Any], files: dict[tuple, dict]) -> str:
-    blocks = [_html_run(run, files) for run in b["runs"]]
+    blocks = [_html_run(run, files) for run in all_runs(b)]
     return "<h2>Runs</h2>\n" + ("\n".join(blocks) if blocks else "<p>No runs.</p>") + "\n"
 
 
@@ -4828,7 +5266,7 @@ def _junit_suite(b: dict[str, Any], config: str) -> Any:
         ET.SubElement(properties, "property", name=name, value=_xml_text(value))
     counts = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
     seconds = []
-    for run in (r for r in b["runs"] if r["configuration"] == config):
+    for run in (r for r in all_runs(b) if r["configuration"] == config):
         case, outcome = _junit_case(run)
         suite.append(case)
         counts["tests"] += 1
@@ -4877,16 +5315,25 @@ def _junit_case(run: dict[str, Any]) -> tuple[Any, str]:
     return case, "failures" if failed else "passed"
 
 
+SUMMARY_FLAG_GROUPS = 6
+
+
 def render_summary(benchmark: dict[str, Any], iteration_dir: Path) -> str:
     """The few lines `run` and `report` print: status, pass rates, verdict, where to look."""
     c, sanity = benchmark["comparison"], benchmark["sanity_checks"]
     meta = benchmark["metadata"]
     review = [f for f in sanity["flags"] if f["severity"] in SEVERITIES_NEEDING_REVIEW]
     lines = [f"skill-eval: {meta['skill_name']} with {meta['agent']} "
-             f"({'INCOMPLETE, ' if meta.get('incomplete') else ''}{len(benchmark['runs'])} runs, "
+             f"({'INCOMPLETE, ' if meta.get('incomplete') else ''}{len(all_runs(benchmark))} runs, "
              f"{benchmark['scored_run_count']} scored, {benchmark['error_run_count']} excluded)",
              f"Sanity checks: {sanity['status']}"
              + (f" ({len(review)} flag(s); see benchmark.md)" if review else "")]
+    groups = group_flags(review)
+    for group in groups[:SUMMARY_FLAG_GROUPS]:
+        lines.append(f"  {group_title(group)}: {group['count']:,}, e.g. "
+                     f"{group_example(group['examples'][0], 160)}")
+    if len(groups) > SUMMARY_FLAG_GROUPS:
+        lines.append(f"  ... {len(groups) - SUMMARY_FLAG_GROUPS} more kinds in benchmark.md")
     rates = f"{c['candidate']} {fmt_rate(c['candidate_pass_rate'])}"
     if c.get("baseline"):
         rates += (f", {c['baseline']} {fmt_rate(c['baseline_pass_rate'])}, "
@@ -4935,7 +5382,7 @@ def read_html_run_files(benchmark: dict[str, Any], iteration_dir: Path) -> dict[
     """Each run's output and artifact, keyed by (eval id, config, run number, kind)."""
     budget = _FileBudget(HTML_FILES_BUDGET_BYTES)
     files: dict[tuple, dict] = {}
-    for run in benchmark["runs"]:
+    for run in all_runs(benchmark):
         run_dir = (iteration_dir / f"eval-{run['eval_id']}" / run["configuration"]
                    / f"run-{run['run_number']}")
         for kind, rel in HTML_RUN_FILES:
@@ -5106,7 +5553,7 @@ def verify_run_files(benchmark: dict[str, Any], iteration_dir: Path,
     started = time.monotonic()
     changes, files, unverifiable = [], 0, 0
     folder = os.fspath(iteration_dir)
-    for run in benchmark["runs"]:
+    for run in all_runs(benchmark):  # an unscored run's files are evidence too
         hashes = run.get("files_sha256")
         if not isinstance(hashes, dict):
             unverifiable += 1
@@ -5223,7 +5670,8 @@ def benchmark_metadata(suite: Suite, options: RunOptions, manifest: dict[str, An
         "grader_runs": options.grader_runs, "regrade": manifest.get("regrade"),
         "evals_run": evals_run, "suite_case_count": len(suite.cases),
         "selected_eval_ids": options.eval_ids,
-        "selection_partial": len(evals_run) < len(suite.cases),
+        "selection_partial": len((manifest.get("plan") or {}).get("evals") or evals_run)
+        < len(suite.cases),
         "cells_planned": len(cells), "cells_finished": sum(
             r.status != "cancelled" for r in records),
         "incomplete": incomplete, "runner_version": RUNNER_VERSION,
@@ -5233,7 +5681,29 @@ def benchmark_metadata(suite: Suite, options: RunOptions, manifest: dict[str, An
         "isolation": manifest.get("isolation"),
         "manifest": "iteration_manifest.json",
         "identity": iteration_identity(manifest, options),
+        **({"plan": manifest["plan"], "shard": manifest["shard"]} if manifest.get("shard") else {}),
+        **({"budget": budget_summary(options, records)}
+           if options.max_cost_usd is not None or options.max_tokens is not None else {}),
     }
+
+
+def budget_summary(options: RunOptions, records: list[RunRecord]) -> dict[str, Any]:
+    """The caps, what the finished cells captured against them, and what the caps cancelled."""
+    budget = Budget(options.max_cost_usd, options.max_tokens)
+    for record in records:
+        budget.add(record)
+    graded = any(getattr(r, "grader_metrics", None) for r in records)
+    return {"max_cost_usd": options.max_cost_usd, "max_tokens": options.max_tokens,
+            "spent_cost_usd": round(budget.spent["cost"], 6),
+            "spent_tokens": int(budget.spent["tokens"]),
+            "counts": "executor and grader" if graded else "executor (no grader metrics were "
+                      "captured)",
+            "cells_counted": budget.counted,
+            "cells_without_cost": budget.unknown["cost"],
+            "cells_without_tokens": budget.unknown["tokens"],
+            "cancelled_by_cap": sum(
+                1 for r in records if r.status == "cancelled"
+                and str((r.failure or {}).get("detail", "")).startswith(CAP_REASON_START))}
 
 
 def iteration_identity(manifest: dict[str, Any], options: RunOptions) -> dict[str, Any]:
@@ -5251,36 +5721,105 @@ def iteration_identity(manifest: dict[str, Any], options: RunOptions) -> dict[st
     }
 
 
+def fmt_duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{seconds:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def start_line(suite: Suite, options: RunOptions, cells: int) -> str:
+    """What `run` prints before anything slow: the size of the matrix and where it goes."""
+    cases = len(options.eval_ids or suite.cases)
+    return (f"skill-eval: {cells} cells ({cases} cases x {len(options.configs)} configs x "
+            f"{options.runs} runs) with {options.agent}, {options.concurrency} at a time; "
+            f"workspace {options.workspace}")
+
+
 class Progress:
-    """A live line on a terminal, plain lines otherwise, nothing when quiet."""
+    """A line that moves while cells run: rewritten in place on a terminal every second,
+    a plain line now and then on a pipe or file, nothing when quiet."""
+
+    TTY_TICK_S = 1.0
+    PIPE_MIN_GAP_S = 5.0  # between lines on a pipe, except the last one
+    PIPE_HEARTBEAT_S = 30.0  # a line even when nothing finished, so a log shows life
 
     def __init__(self, total: int, quiet: bool, stream: Any = None):
         self.total, self.quiet = total, quiet
         self.stream = stream or sys.stderr
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.done = self.ok = 0
+        self.running: set[str] = set()
+        self.last = ""
         self.started = time.monotonic()
         self.last_line = 0.0
         self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.ticker: threading.Thread | None = None
 
-    def __call__(self, record: dict[str, Any]) -> None:
+    def start(self, text: str = "") -> None:
+        """Print the start line and begin ticking."""
+        if self.quiet:
+            return
         with self.lock:
+            if text:
+                self.stream.write(text + "\n")
+            self._write(self.line(), final=False)
+        self.ticker = threading.Thread(target=self._tick, name="skill-eval-progress", daemon=True)
+        self.ticker.start()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        if self.ticker is not None:
+            self.ticker.join()
+        if self.tty and not self.quiet and self.done < self.total:
+            with self.lock:  # leave the last state on screen, and the cursor on a new line
+                self._write(self.line(), final=True)
+
+    def cell_started(self, label: str) -> None:
+        with self.lock:
+            self.running.add(label)
+
+    def __call__(self, record: Any) -> None:
+        with self.lock:
+            self.running.discard(record.label)
             self.done += 1
             self.ok += record.status == STATUS_OK
+            self.last = f"{record.label} {record.status}"
             if self.quiet:
                 return
-            elapsed = time.monotonic() - self.started
-            eta = elapsed / self.done * (self.total - self.done)
-            line = (f"[{self.done}/{self.total}] ok {self.ok}, failed {self.done - self.ok}; "
-                    f"elapsed {elapsed:.0f}s, eta {eta:.0f}s; last: {record.label} "
-                    f"{record.status}")
-            last = self.done == self.total
-            if not self.tty and not last and time.monotonic() - self.last_line < 2.0:
-                return
-            self.last_line = time.monotonic()
-            end = "\n" if not self.tty or last else ""
-            self.stream.write(("\r\x1b[K" if self.tty else "") + line + end)
-            self.stream.flush()
+            final = self.done == self.total
+            if self.tty or final or time.monotonic() - self.last_line >= self.PIPE_MIN_GAP_S:
+                self._write(self.line(), final=final)
+
+    def line(self) -> str:
+        elapsed = time.monotonic() - self.started
+        eta = (f"eta {fmt_duration(elapsed / self.done * (self.total - self.done))}"
+               if self.done else "eta after the first cell")
+        text = (f"[{self.done}/{self.total}] ok {self.ok}, failed {self.done - self.ok}, "
+                f"running {len(self.running)}; elapsed {fmt_duration(elapsed)}, {eta}")
+        return text + (f"; last: {self.last}" if self.last else "")
+
+    def _tick(self) -> None:
+        wait = self.TTY_TICK_S if self.tty else self.PIPE_HEARTBEAT_S
+        while not self.stopped.wait(wait):
+            with self.lock:
+                if self.done >= self.total:
+                    return
+                if self.tty or time.monotonic() - self.last_line >= self.PIPE_HEARTBEAT_S:
+                    self._write(self.line(), final=False)
+
+    def _write(self, line: str, final: bool) -> None:
+        self.last_line = time.monotonic()
+        if self.tty:
+            self.stream.write("\r\x1b[K" + line + ("\n" if final else ""))
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
 
 
 class InterruptHandler:
@@ -5327,7 +5866,41 @@ def options_fingerprint(options: RunOptions) -> str:
                 "executor_model": options.executor_model, "grader_model": options.grader_model,
                 "eval_ids": options.eval_ids, "agent_settings": options.agent_settings,
                 "grader_runs": options.grader_runs}
+    if options.shard is not None:  # only then, so unsharded fingerprints stay as they were
+        relevant["shard"] = list(options.shard)
     return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
+
+
+def plan_identity(suite: Suite, options: RunOptions, cells: list[Cell]) -> dict[str, Any]:
+    """What every shard of one plan must share; `sha256` sums it up for `report --merge`."""
+    skill_files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
+    fixtures = sorted({rel for cell in cells for rel in cell.case.files})
+    evals: list[str] = []
+    for cell in cells:
+        if cell.case.key not in evals:
+            evals.append(cell.case.key)
+    plan = {"suite_sha256": suite.sha256, "skill_name": suite.skill_name,
+            "skill_sha256": tree_hash(suite.root, skill_files),
+            "runner_sha256": sha256_file(Path(__file__)),
+            "fixtures_sha256": hashlib.sha256(json.dumps(
+                {rel: tree_hash(suite.root, [rel]) for rel in fixtures},
+                sort_keys=True).encode()).hexdigest(),
+            "options_sha256": options_fingerprint(dataclasses.replace(options, shard=None)),
+            "agent": options.agent, "configs": list(options.configs), "runs": options.runs,
+            "evals": evals, "cells": len(cells)}
+    if options.shard is not None:
+        plan["shard_count"] = options.shard[1]
+    plan["sha256"] = hashlib.sha256(json.dumps(plan, sort_keys=True).encode()).hexdigest()
+    return plan
+
+
+def shard_record(options: RunOptions, cells: list[Cell]) -> dict[str, Any] | None:
+    if options.shard is None:
+        return None
+    index, count = options.shard
+    evals = list(dict.fromkeys(cell.case.key for cell in cells))
+    return {"index": index, "count": count, "label": f"{index}/{count}", "evals": evals,
+            "cells": len(cells), "algorithm": SHARD_ALGORITHM}
 
 
 def check_resume(iteration_dir: Path, suite: Suite, options: RunOptions) -> dict[str, Any]:
@@ -5354,11 +5927,15 @@ def check_resume(iteration_dir: Path, suite: Suite, options: RunOptions) -> dict
 
 
 def write_eval_metadata(suite: Suite, cells: list[Cell], iteration_dir: Path) -> None:
-    """skill-creator reads eval-<id>/eval_metadata.json beside the config folders."""
-    for case in {cell.case.key: cell.case for cell in cells}.values():
-        write_json(iteration_dir / f"eval-{case.key}" / "eval_metadata.json", {
-            "eval_id": case.id, "eval_name": case.name or f"eval-{case.key}",
-            "prompt": case.prompt, "assertions": suite.assertions_for(case)})
+    """eval_metadata.json where skill-creator's tools look: its aggregator beside the config
+    folders (eval-<id>/), its viewer in a run folder's parent (eval-<id>/<config>/)."""
+    cases = {cell.case.key: cell.case for cell in cells}
+    for key, case in cases.items():
+        metadata = {"eval_id": case.id, "eval_name": case.name or f"eval-{key}",
+                    "prompt": case.prompt, "assertions": suite.assertions_for(case)}
+        write_json(iteration_dir / f"eval-{key}" / "eval_metadata.json", metadata)
+        for config in sorted({cell.config for cell in cells if cell.case.key == key}):
+            write_json(iteration_dir / f"eval-{key}" / config / "eval_metadata.json", metadata)
 
 
 def prepare_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: list[Cell],
@@ -5381,9 +5958,13 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
     CRASH_FOLDER["iteration"] = iteration_dir
     children_before = child_pids()
     subreaper = become_subreaper()
-    cells = plan_cells(suite, options, iteration_dir)
+    cells = planned_cells(suite, options, iteration_dir)
     fixtures = sorted({rel for cell in cells for rel in cell.case.files})
-    snapshot = RepoSnapshot.take(suite.root, suite.skill_name)
+    sharding = ({"plan": plan_identity(suite, options, plan_cells(suite, options, iteration_dir)),
+                 "shard": shard_record(options, cells)} if options.shard else {})
+    withheld = package_withholdings(suite.root, suite.skill_name, suite.path,
+                                    suite.secret_texts())
+    snapshot = RepoSnapshot.take(suite.root, suite.skill_name, withheld)
     try:
         # Until its manifest is on disk an iteration can be neither reported nor resumed: an
         # interrupt or a failed write before then leaves no iteration and no template.
@@ -5400,9 +5981,10 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
                              "commit": snapshot.template.commit,
                              "error": snapshot.template.error},
             "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name),
+            "withheld_from_skill_package": withheld,
             "isolation": {**confinement.to_json(), "summary": confinement.describe(),
                           "subreaper": subreaper},
-            "fixture_status": {"before": fixture_status(suite.root, fixtures)}})
+            "fixture_status": {"before": fixture_status(suite.root, fixtures)}, **sharding})
         manifest["checkout_check"] = {
             "before": checkout.summary() if checkout else {"reason": checkout_failure}}
         if groups.cancelled.is_set():
@@ -5427,10 +6009,18 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
     confine_agents(ctx, confinement)
     finished = (load_finished_cells(cells, recorded_run_hashes(iteration_dir))
                 if previous is not None else {})
-    ctx.progress = Progress(len(cells) - len(finished), options.quiet)
+    progress = Progress(len(cells) - len(finished), options.quiet)
+    ctx.progress, ctx.on_cell_start = progress, progress.cell_started
+    progress.start(f"iteration: {iteration_dir}"
+                   + (f" (resumed: {len(finished)} cells already finished)" if finished else ""))
+    if options.max_cost_usd is not None or options.max_tokens is not None:
+        ctx.budget = Budget(options.max_cost_usd, options.max_tokens)
+        for record in finished.values():  # the cap is on the iteration, resumed or not
+            ctx.budget.add(record)
     try:  # the interrupt handler is the caller's, installed before any work
         records = run_matrix_until_deadline(ctx, cells, finished)
     finally:
+        progress.stop()
         end_strays(keep=children_before)  # whatever an agent left running ends now
         snapshot.template.remove_runner_baselines()
         if not options.keep_sandboxes:  # kept sandboxes still borrow its objects
@@ -5716,6 +6306,276 @@ def load_benchmark(iteration: str | Path) -> dict[str, Any]:
     return data
 
 
+# -- merging shards -----------------------------------------------------------
+
+
+def read_shard(folder: Path) -> dict[str, Any]:
+    """A shard iteration's manifest and benchmark; refused unless it is a finished shard."""
+    fix = "pass iteration folders written by `run --shard K/N`"
+    try:
+        manifest = json.loads((folder / "iteration_manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise InputError(f"--merge {folder}: no readable iteration_manifest.json", fix) from None
+    if not (isinstance(manifest, dict) and isinstance(manifest.get("shard"), dict)
+            and isinstance(manifest.get("plan"), dict)):
+        raise InputError(f"--merge {folder}: not a shard (it was run without --shard K/N)", fix)
+    return {"folder": folder, "manifest": manifest, "benchmark": load_benchmark(folder),
+            "shard": manifest["shard"], "plan": manifest["plan"]}
+
+
+def expected_shards(plan: dict[str, Any], count: int) -> dict[int, list[str]]:
+    """The evals each shard of this plan must hold, by the same assignment `run` used."""
+    per_eval = len(plan["configs"]) * plan["runs"]
+    assignment = assign_shards({key: per_eval for key in plan["evals"]}, count)
+    owners: dict[int, list[str]] = {}
+    for key in plan["evals"]:
+        owners.setdefault(assignment[key], []).append(key)
+    return owners
+
+
+def check_shards(shards: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Refuse shards of different plans, repeated or tampered; the missing ones, named."""
+    first = shards[0]
+    fix = ("merge only shards of one plan: the same suite, skill package, runner file, options "
+           "and agent CLI version, with the same N")
+    for other in shards[1:]:
+        differ = sorted(k for k in set(first["plan"]) | set(other["plan"])
+                        if k != "sha256" and first["plan"].get(k) != other["plan"].get(k))
+        if other["plan"].get("sha256") != first["plan"].get("sha256") or differ:
+            raise InputError(f"--merge: {other['folder']} belongs to another plan than "
+                             f"{first['folder']} ({', '.join(differ) or 'plan hash'} differ)", fix)
+        if other["manifest"].get("cli_version") != first["manifest"].get("cli_version"):
+            raise InputError(f"--merge: {other['folder']} ran agent CLI "
+                             f"{other['manifest'].get('cli_version')!r}, {first['folder']} ran "
+                             f"{first['manifest'].get('cli_version')!r}", fix)
+    count = first["plan"].get("shard_count")
+    owners = expected_shards(first["plan"], count)
+    seen: dict[int, Path] = {}
+    for shard in shards:
+        index = shard["shard"].get("index")
+        if index in seen:
+            raise InputError(f"--merge: shard {index}/{count} is given twice ({seen[index]} and "
+                             f"{shard['folder']}): their runs would overlap",
+                             "pass each shard's iteration once")
+        seen[index] = shard["folder"]
+        if shard["shard"].get("evals") != owners.get(index, []):
+            raise InputError(f"--merge: {shard['folder']} holds evals "
+                             f"{shard['shard'].get('evals')} but shard {index}/{count} of this "
+                             f"plan holds {owners.get(index, [])}",
+                             "pass iterations written by `run --shard` unchanged")
+    return [{"shard": f"{index}/{count}", "evals": evals}
+            for index, evals in sorted(owners.items()) if index not in seen]
+
+
+def shard_records(shard: dict[str, Any]) -> list[RunRecord]:
+    """Every cell of a shard, read back from its run files, in plan order, with the file
+    hashes the shard's runner recorded (so the merged iteration verifies them too)."""
+    plan, records = shard["plan"], []
+    hashes = {(str(run["eval_id"]), run["configuration"], run["run_number"]):
+              run.get("files_sha256") for run in all_runs(shard["benchmark"])}
+    for key in shard["shard"]["evals"]:
+        for config in plan["configs"]:
+            for number in range(1, plan["runs"] + 1):
+                run_dir = shard["folder"] / f"eval-{key}" / config / f"run-{number}"
+                record = read_run_record(run_dir)
+                if record is None:
+                    raise InputError(f"--merge: {run_dir} has no readable run.json",
+                                     "merge finished shard iterations, unchanged")
+                recorded = hashes.get((str(key), config, number))
+                if isinstance(recorded, dict):
+                    record.written_files = dict(recorded)
+                records.append(record)
+    return records
+
+
+def _weakest_isolation(shards: list[dict[str, Any]]) -> Any:
+    """One unconfined shard makes the merged iteration unconfined: say so, never hide it."""
+    for shard in shards:
+        isolation = shard["benchmark"]["metadata"].get("isolation") or {}
+        if isolation.get("mode") != "bwrap":
+            return isolation
+    return shards[0]["benchmark"]["metadata"].get("isolation")
+
+
+def _merged_fixture_status(shards: list[dict[str, Any]]) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for moment in ("before", "after"):
+        states = [(s["benchmark"]["metadata"].get("fixture_status") or {}).get(moment) or {}
+                  for s in shards]
+        unchecked = [st for st in states if not st.get("checked", True)]
+        merged[moment] = unchecked[0] if unchecked else {
+            "checked": True, "dirty": sorted({d for st in states for d in st.get("dirty", [])})}
+    return merged
+
+
+def merged_metadata(shards: list[dict[str, Any]], records: list[RunRecord],
+                    missing: list[dict[str, Any]]) -> dict[str, Any]:
+    """The metadata one machine would have written for the plan, plus where it came from."""
+    plan = shards[0]["plan"]
+    meta = {k: v for k, v in shards[0]["benchmark"]["metadata"].items()
+            if k not in ("shard", "plan")}
+    elsewhere = [place for s in shards
+                 for place in s["benchmark"]["metadata"].get("skill_installed_elsewhere") or []]
+    meta.update({
+        "timestamp": utc_now(), "evals_run": list(dict.fromkeys(r.eval_id for r in records)),
+        "cells_planned": plan["cells"],
+        "cells_finished": sum(r.status != "cancelled" for r in records),
+        "incomplete": bool(missing) or any(s["benchmark"]["metadata"].get("incomplete")
+                                           for s in shards),
+        "fixture_status": _merged_fixture_status(shards),
+        "skill_installed_elsewhere": list(dict.fromkeys(elsewhere)),
+        "isolation": _weakest_isolation(shards),
+        "identity": {**(meta.get("identity") or {}),
+                     "fixtures_sha256": plan["fixtures_sha256"]},
+        "plan": plan,
+        "merged_from": [{"shard": s["shard"]["label"], "iteration": str(s["folder"].resolve()),
+                         "cells": s["shard"]["cells"],
+                         "timestamp": s["benchmark"]["metadata"].get("timestamp")}
+                        for s in sorted(shards, key=lambda s: s["shard"]["index"])],
+        "missing_shards": missing,
+    })
+    return meta
+
+
+def zip_evals(shard: dict[str, Any],
+              records: list[RunRecord]) -> Iterator[tuple[str, list[RunRecord]]]:
+    """A shard's records grouped by eval key, in the shard's order."""
+    per_eval = len(shard["plan"]["configs"]) * shard["plan"]["runs"]
+    for position, key in enumerate(shard["shard"]["evals"]):
+        yield key, records[position * per_eval:(position + 1) * per_eval]
+
+
+def merge_shards(target: Path, folders: list[Path],
+                 junit: Path | None) -> tuple[dict[str, Any], int]:
+    """One iteration at `target` from shard iterations: (benchmark, exit code).
+
+    Every check runs before anything is written; the iteration is built beside `target` and
+    renamed into place, so a refusal or a crash leaves no half-merged folder.
+    """
+    if os.path.lexists(target):
+        raise InputError(f"report {target} --merge: {target} already exists",
+                         "name a new folder for the merged iteration")
+    shards = [read_shard(folder) for folder in folders]
+    missing = check_shards(shards)
+    by_eval = {key: (shard, eval_records) for shard in shards
+               for key, eval_records in zip_evals(shard, shard_records(shard))}
+    records = [record for key in shards[0]["plan"]["evals"] if key in by_eval
+               for record in by_eval[key][1]]  # plan order, as one machine writes them
+    meta = merged_metadata(shards, records, missing)
+    benchmark = aggregate(records, meta)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=f".{target.name}.merging-", dir=target.parent))
+    try:
+        for key, (shard, _) in by_eval.items():
+            shutil.copytree(shard["folder"] / f"eval-{key}", building / f"eval-{key}",
+                            symlinks=True)
+        write_json(building / "iteration_manifest.json", {
+            "merged": True, "created_at": utc_now(),
+            "runner": {"version": RUNNER_VERSION, "sha256": sha256_file(Path(__file__))},
+            "cli_version": shards[0]["manifest"].get("cli_version"), "plan": meta["plan"],
+            "missing_shards": missing,
+            "shards": [{"shard": s["shard"]["label"], "iteration": str(s["folder"].resolve()),
+                        "manifest": s["manifest"]} for s in shards]})
+        write_benchmark(building, benchmark)
+        write_text(building / "benchmark.html", html_page(benchmark, building))
+        os.rename(building, target)  # fails, rather than merges into, a folder made meanwhile
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    if junit:
+        write_text(junit, render_junit(benchmark))
+    code = EXIT_OK if benchmark["sanity_checks"]["status"] == "OK" else EXIT_REVIEW
+    return benchmark, code
+
+
+# -- forecast -----------------------------------------------------------------
+
+
+def latest_iteration_of(workspace: Path, skill_name: str, agent: str) -> Path | None:
+    """The newest iteration-N in workspace with a benchmark of this skill and agent."""
+    if not workspace.is_dir():
+        return None
+    numbered = sorted(((int(m.group(1)), p) for p in workspace.iterdir()
+                       if (m := re.fullmatch(r"iteration-(\d+)", p.name))), reverse=True)
+    for _, folder in numbered:
+        try:
+            meta = load_benchmark(folder)["metadata"]
+        except InputError:
+            continue
+        if meta.get("skill_name") == skill_name and meta.get("agent") == agent:
+            return folder
+    return None
+
+
+def observed_cell(record: RunRecord) -> dict[str, float | None] | None:
+    """What one earlier cell used: agent calls, agent seconds, tokens and cost."""
+    processes = [p for p in (record.executor, record.grader) if p is not None]
+    if not processes:  # cancelled before it started: it tells nothing about a cell's use
+        return None
+    seconds = [p.get("duration_s") for p in processes]
+    return {"calls": float(len(processes)),
+            "seconds": sum(seconds) if all(_number(v) for v in seconds) else None,
+            "tokens": spend_of(record, "tokens"), "cost": spend_of(record, "cost")}
+
+
+def forecast_totals(observed: dict[str, list[dict]], planned: dict[str, int],
+                    key: str) -> dict[str, Any] | None:
+    """Expected total of `key` over the planned cells, and a range of two standard errors.
+
+    Each config's cells are forecast from that config's earlier cells (all cells when the
+    config was not run before); the range assumes cells vary independently.
+    """
+    mean_total = variance = 0.0
+    used = 0
+    for config, count in planned.items():
+        pool = observed.get(config) or [c for cells in observed.values() for c in cells]
+        values = [c[key] for c in pool if c[key] is not None]
+        if not values:
+            return None
+        stats = describe(values)
+        mean_total += count * stats["mean"]
+        variance += count * (stats["stddev"] or 0.0) ** 2
+        used += len(values)
+    spread = 2 * math.sqrt(variance)
+    return {"expected": mean_total, "low": max(0.0, mean_total - spread),
+            "high": mean_total + spread, "observed_cells": used}
+
+
+def forecast_run(workspace: Path, suite: Suite, options: RunOptions,
+                 cells: list[Cell]) -> dict[str, Any] | None:
+    """A forecast of this plan's use from the latest earlier iteration, or None."""
+    source = latest_iteration_of(workspace, suite.skill_name, options.agent)
+    if source is None:
+        return None
+    benchmark = load_benchmark(source)
+    observed: dict[str, list[dict]] = {}
+    graded = False
+    for run in benchmark["runs"]:
+        record = read_run_record(source / f"eval-{run['eval_id']}" / run["configuration"]
+                                 / f"run-{run['run_number']}")
+        cell = observed_cell(record) if record is not None else None
+        if cell is not None:
+            observed.setdefault(run["configuration"], []).append(cell)
+            graded = graded or bool(getattr(record, "grader_metrics", None))
+    if not observed:
+        return None
+    planned: dict[str, int] = {}
+    for cell in cells:
+        planned[cell.config] = planned.get(cell.config, 0) + 1
+    meta = benchmark["metadata"]
+    totals = {key: forecast_totals(observed, planned, key)
+              for key in ("calls", "seconds", "tokens", "cost")}
+    lanes = max(1, min(options.concurrency, len(cells)))
+    if totals["seconds"]:
+        totals["wall_seconds"] = {k: v / lanes if k != "observed_cells" else v
+                                  for k, v in totals["seconds"].items()}
+    return {"source": str(source), "source_timestamp": meta.get("timestamp"),
+            "same_suite": (meta.get("identity") or {}).get("suite_sha256") == suite.sha256,
+            "observed_cells": sum(len(v) for v in observed.values()), "totals": totals,
+            "counts": "executor and grader" if graded else "executor only (no grader metrics "
+                      "were captured)"}
+
+
 # ==== CLI ====================================================================
 
 
@@ -5741,6 +6601,16 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _positive_usd(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an amount in USD") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be more than 0 USD")
+    return value
+
+
 def _model_name(text: str) -> str:
     if not text.strip() or text.startswith("-") or text != text.strip():
         raise argparse.ArgumentTypeError(
@@ -5752,9 +6622,22 @@ def _config_list(text: str) -> tuple[str, ...]:
     configs = tuple(part.strip() for part in text.split(","))
     unknown = [c for c in configs if c not in CONFIGS]
     if unknown or not configs or len(set(configs)) != len(configs):
+        hint = _did_you_mean(unknown[0], CONFIGS) if unknown else ""
         raise argparse.ArgumentTypeError(
-            f"{text!r}: give one or two distinct names from {', '.join(CONFIGS)}, comma-separated")
+            f"{text!r}: {hint}give one or two distinct names from {', '.join(CONFIGS)}, "
+            "comma-separated")
     return configs
+
+
+def _shard_spec(text: str) -> tuple[int, int]:
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"{text!r} is not K/N (for example 2/4)")
+    index, count = int(match.group(1)), int(match.group(2))
+    if not 1 <= index <= count <= SHARD_COUNT_MAX:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: need 1 <= K <= N <= {SHARD_COUNT_MAX}")
+    return index, count
 
 
 def _codex_setting(text: str) -> str:
@@ -5765,9 +6648,68 @@ def _codex_setting(text: str) -> str:
 
 
 class _Parser(argparse.ArgumentParser):
+    """argparse with our error form: the problem and its fix first, then where help is."""
+
+    seen_argv: list[str] = []
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        self.seen_argv = list(sys.argv[1:] if args is None else args)
+        return super().parse_args(args, namespace)
+
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.print_usage(sys.stderr)
-        raise InputError(f"{message}", f"see {self.prog} --help")
+        fix, prog = self._fix_for(message)
+        raise InputError(message, f"{fix}\n  help: {prog} --help")
+
+    def _subcommands(self) -> dict[str, argparse.ArgumentParser]:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return dict(action.choices)
+        return {}
+
+    def _fix_for(self, message: str) -> tuple[str, str]:
+        """The fix for one argparse message, and the prog whose --help to point at."""
+        choice = re.search(r"argument ([^:]+): invalid choice: '?([^' ]*)'? \(choose from (.*)\)",
+                           message)
+        if choice:
+            options = [c.strip(" '\"") for c in choice.group(3).split(",")]
+            hint = _did_you_mean(choice.group(2), options)
+            return f"{hint}choose one of: {', '.join(options)}", self.prog
+        unknown = re.match(r"unrecognized arguments: (.*)", message)
+        if unknown:
+            return self._unknown_fix(unknown.group(1).split())
+        required = re.match(r"the following arguments are required: (.*)", message)
+        if required:
+            return "add " + ", ".join(self._describe(name.strip())
+                                      for name in required.group(1).split(",")), self.prog
+        named = re.match(r"argument ([^:]+):", message)
+        action = self._action_named(named.group(1).split("/")[0]) if named else None
+        if action is not None and action.help:
+            return f"{named.group(1)}: {action.help}", self.prog
+        return "correct the command line", self.prog
+
+    def _describe(self, name: str) -> str:
+        action = self._action_named(name.split("/")[0])
+        if action is None:
+            return name
+        if action.choices and not action.option_strings:
+            return f"{name} (one of: {', '.join(map(str, action.choices))})"
+        value = f" {{{','.join(map(str, action.choices))}}}" if action.choices else ""
+        return f"{name}{value} ({action.help})" if action.help else f"{name}{value}"
+
+    def _action_named(self, name: str) -> argparse.Action | None:
+        return next((a for a in self._actions if name in a.option_strings
+                     or name in (a.metavar, a.dest)), None)
+
+    def _unknown_fix(self, words: list[str]) -> tuple[str, str]:
+        commands = self._subcommands()
+        command = next((w for w in self.seen_argv if w in commands), None)
+        parser = commands.get(command, self) if command else self
+        known = [o for a in parser._actions for o in a.option_strings]
+        flags = [w.split("=")[0] for w in words if w.startswith("-")]
+        hint = _did_you_mean(flags[0], known) if flags else ""
+        what = "otherwise remove it" if hint else "remove it"
+        return f"{hint}{what}" if len(words) == 1 else f"{hint}remove what is not an option " \
+            "of this command", parser.prog
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -5806,12 +6748,20 @@ def build_parser() -> argparse.ArgumentParser:
                      help="agent processes at once, 1..16 (default: 4)")
     run.add_argument("--deadline", type=_positive_seconds, metavar="S",
                      help="seconds for the whole matrix; cells not started by then are cancelled")
+    run.add_argument("--max-cost", type=_positive_usd, metavar="USD",
+                     help="start no new cell once finished cells' captured executor and grader "
+                     "cost reaches USD; the rest are cancelled")
+    run.add_argument("--max-tokens", type=_bounded_int(1, 10 ** 15), metavar="N",
+                     help="start no new cell once finished cells' captured tokens reach N")
     run.add_argument("--skill-path", metavar="P", help="the skill's SKILL.md or its folder "
                      "(default: skills/<skill_name>/SKILL.md)")
     run.add_argument("--workspace", metavar="DIR",
                      help="where iteration-N/ goes (default: evals/<skill>/workspace/<agent>/)")
     run.add_argument("--eval-id", metavar="ID,...", help="run only these case ids")
     run.add_argument("--keep-sandboxes", action="store_true", help="keep sandbox copies for audit")
+    run.add_argument("--shard", type=_shard_spec, metavar="K/N",
+                     help="run only shard K of N: whole evals, balanced by cells, the same split "
+                     "on every machine; merge with report --merge")
     run.add_argument("--isolation", choices=ISOLATION_MODES, default="auto",
                      help="confine agents with bubblewrap: auto (when it works here), bwrap "
                      "(required), none (default: auto)")
@@ -5833,6 +6783,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--junit", metavar="PATH", help="also write the results as JUnit XML")
     report.add_argument("--compare", metavar="OTHER_DIR",
                         help="add another iteration's per-eval rates and say if they compare")
+    report.add_argument("--merge", nargs="+", metavar="SHARD_ITERATION",
+                        help="create ITERATION_DIR (new) as one iteration from these shard "
+                        "iterations of one plan (run --shard K/N)")
     return parser
 
 
@@ -5880,6 +6833,11 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         takers = sorted(name for name, kind in PROVIDERS.items() if kind.accepts_settings)
         raise InputError(f"--codex-config applies to --agent {' or '.join(takers)} only",
                          f"remove --codex-config or use --agent {takers[0]}")
+    if args.max_cost is not None and not PROVIDERS[args.agent].reports_cost:
+        raise InputError(f"--max-cost: the {args.agent} CLI reports no cost, so spending could "
+                         "never be measured against the cap",
+                         "cap tokens instead with --max-tokens N (it reports tokens), or bound "
+                         "the time with --deadline S")
     eval_ids = None
     if args.eval_id is not None:
         eval_ids = [part.strip() for part in args.eval_id.split(",") if part.strip()]
@@ -5899,7 +6857,8 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         grader_model=args.grader_model or args.model, skill_md=skill_md, workspace=workspace,
         eval_ids=eval_ids, keep_sandboxes=args.keep_sandboxes, agent_settings=args.codex_config,
         quiet=args.quiet, junit=output_path(args.junit, "--junit"),
-        grader_runs=args.grader_runs, isolation=args.isolation)
+        grader_runs=args.grader_runs, isolation=args.isolation,
+        shard=args.shard, max_cost_usd=args.max_cost, max_tokens=args.max_tokens)
 
 
 def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
@@ -5914,11 +6873,20 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     if args.dry_run:  # a preview needs no agent CLI, so a fresh machine can see the plan
         return print_dry_run(suite, options, PROVIDERS[options.agent](options.agent_settings),
                              sandbox_base, source)
-    provider = require_provider(options)
+    agent_env, _ = scrub_checkout_paths(clean_environment(), suite.root)
+    provider = require_provider(options, agent_env)
     selected = [c for c in suite.cases if not options.eval_ids or c.key in options.eval_ids]
     if not selected:
         print(f"0 cases: nothing to run ({suite.path}); no agent was launched")
         return EXIT_OK
+    if options.shard and not planned_cells(suite, options, Path(".")):
+        print(f"shard {options.shard[0]}/{options.shard[1]} holds no eval of this plan "
+              f"({len(selected)} evals for {options.shard[1]} shards): nothing to run; no agent "
+              "was launched, and report --merge does not expect it")
+        return EXIT_OK
+    if not options.quiet:  # at once: the version check and the sandbox template take a while
+        print(start_line(suite, options, len(selected) * len(options.configs) * options.runs),
+              file=sys.stderr, flush=True)
     previous = check_resume(Path(args.resume), suite, options) if args.resume else None
     if source is not None:  # refuse a missing or changed source before anything starts
         regrade_sources(source, plan_cells(suite, options, Path("<iteration>")))
@@ -5930,7 +6898,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     groups = ProcessGroups()
     # Installed before any work, so an interrupt at any moment is answered the same way.
     with InterruptHandler(groups):
-        cli_version = provider_version(provider, groups)
+        cli_version = provider_version(provider, groups, agent_env)
         confinement = choose_confinement(options.isolation)
         if groups.cancelled.is_set():
             print(f"{PROG}: interrupted before the run started; nothing was written",
@@ -5961,7 +6929,10 @@ def regrade_source_for(args: argparse.Namespace, suite: Suite) -> RegradeSource 
 
 def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox_base: Path,
                   source: RegradeSource | None = None) -> int:
-    cells = plan_cells(suite, options, Path("<workspace>/iteration-N"))
+    cells = planned_cells(suite, options, Path("<workspace>/iteration-N"))
+    if options.shard:
+        print(f"shard {options.shard[0]}/{options.shard[1]}: evals "
+              f"{', '.join(dict.fromkeys(c.case.key for c in cells)) or '(none)'}")
     if not cells:
         print(f"dry run: 0 cases: nothing to run ({suite.path}); nothing launched")
         return EXIT_OK
@@ -5992,13 +6963,19 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     print(f"executor argv ({first.label}): {_shell_join(executor.argv)}  (cwd {executor.cwd})")
     print(f"grader argv: {_shell_join(grader_call.argv)}  (cwd {grader_call.cwd})")
     print("executor and grader prompts go on standard input; assertions reach only the grader")
+    withheld = package_withholdings(suite.root, suite.skill_name, suite.path,
+                                    suite.secret_texts())
+    if withheld and "with_skill" in options.configs:
+        print(f"withheld from the delivered skill package ({len(withheld)} file(s)): "
+              + ", ".join(sorted(withheld)[:5]) + (" ..." if len(withheld) > 5 else ""))
+    agent_env, _ = scrub_checkout_paths(clean_environment(), suite.root)
+    problem = agent_path_problem(provider, agent_env)
+    print(f"{provider.binary}: {provider.executable(agent_env.get('PATH', ''))}" if not problem
+          else f"{provider.binary}: {problem}; a real run would stop with exit 3")
     bwrap = shutil.which("bwrap")
     print(f"isolation: --isolation {options.isolation}; bwrap "
           f"{'at ' + bwrap if bwrap else 'not found'} (checked when a real run starts)")
-    where = provider.executable()
-    print(f"{provider.binary}: {where}" if where else
-          f"{provider.binary}: not on PATH; a real run would stop with exit 3 "
-          f"(install: {provider.install_hint})")
+    print_forecast(forecast_run(options.workspace, suite, options, cells), options, suite)
     return EXIT_OK
 
 
@@ -6026,6 +7003,33 @@ def print_regrade_dry_run(suite: Suite, options: RunOptions, provider: Provider,
     return EXIT_OK
 
 
+def _forecast_line(label: str, total: dict[str, Any] | None, fmt: str, unit: str,
+                   missing: str) -> str:
+    if total is None:
+        return f"  {label}: not forecast ({missing})"
+    return (f"  {label}: about {fmt.format(total['expected'])}{unit} (range "
+            f"{fmt.format(total['low'])} to {fmt.format(total['high'])}{unit})")
+
+
+def print_forecast(forecast: dict[str, Any] | None, options: RunOptions, suite: Suite) -> None:
+    if forecast is None:
+        print(f"forecast: nothing to forecast from (no earlier iteration of {suite.skill_name} "
+              f"with {options.agent} in {options.workspace})")
+        return
+    totals = forecast["totals"]
+    print(f"FORECAST, not a measurement: from {forecast['source']} "
+          f"({forecast['source_timestamp']}, {forecast['observed_cells']} earlier cells"
+          + ("" if forecast["same_suite"] else "; the suite has changed since") + ")")
+    print(_forecast_line("agent calls", totals["calls"], "{:,.0f}", "", "no cell ran"))
+    print(_forecast_line("tokens", totals["tokens"], "{:,.0f}", "", "no tokens were captured")
+          + f", counting {forecast['counts']}")
+    print(_forecast_line("cost", totals["cost"], "{:.4f}", " USD",
+                         f"{options.agent} reported no cost for those cells"))
+    print(_forecast_line("wall time", totals.get("wall_seconds"), "{:,.0f}", " s",
+                         "no durations were captured")
+          + f" at concurrency {options.concurrency}")
+
+
 def output_path(value: str | None, flag: str, default: Path | None = None) -> Path | None:
     """Where an optional extra report goes: None when not asked, `default` for a bare flag."""
     if value is None:
@@ -6037,7 +7041,27 @@ def output_path(value: str | None, flag: str, default: Path | None = None) -> Pa
     return path
 
 
+def cmd_merge(args: argparse.Namespace) -> int:
+    if args.compare:
+        raise InputError("--compare and --merge do not go together",
+                         "merge first, then run report MERGED_DIR --compare OTHER_DIR")
+    target = Path(args.iteration).resolve()
+    junit_path = output_path(args.junit, "--junit")
+    benchmark, code = merge_shards(target, [Path(f) for f in args.merge], junit_path)
+    if args.html:  # benchmark.html is always written; a path asks for another copy
+        html_path = output_path(args.html, "--html")
+        if html_path:
+            write_text(html_path, html_page(benchmark, target))
+    for missing in benchmark["metadata"]["missing_shards"]:
+        print(f"missing shard {missing['shard']}: evals {', '.join(missing['evals'])}",
+              file=sys.stderr)
+    print(render_summary(benchmark, target))
+    return code
+
+
 def cmd_report(args: argparse.Namespace) -> int:
+    if args.merge:
+        return cmd_merge(args)
     benchmark = load_benchmark(args.iteration)
     folder = Path(args.iteration)
     folder = folder if folder.is_dir() else folder.parent
@@ -6055,14 +7079,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     write_text(folder / "benchmark.md", text)
     if comparison:  # beside, never inside, this iteration's own benchmark.md
         write_text(folder / "comparison.md", comparison)
-        text += "\n" + comparison
     if html_path:
         write_text(html_path, html_page(benchmark, folder))
         print(f"wrote {html_path}", file=sys.stderr)
     if junit_path:
         write_text(junit_path, render_junit(benchmark))
         print(f"wrote {junit_path}", file=sys.stderr)
-    print(text, end="")
+    print(render_summary(benchmark, folder))
+    if comparison:
+        print(f"Comparison with {args.compare}: {comparability(benchmark, other)}; "
+              f"{folder / 'comparison.md'}")
     if check["changed_count"]:
         print(f"{PROG}: REVIEW REQUIRED: {check['changed_count']} run file(s) changed since the "
               "runner wrote them (results_modified in benchmark.md)", file=sys.stderr)
