@@ -1018,7 +1018,7 @@ def resolve_skill_md(suite: Suite, skill_path: str | None) -> Path:
     given = Path(skill_path)
     candidate = given if given.is_absolute() else suite.root / given
     parts = Path(os.path.normpath(candidate)).parts
-    for snapshot in (".agents", ".claude"):
+    for snapshot in sorted(EXCLUDED_DIR_NAMES):  # agents' skill folders among them
         if snapshot in parts:
             raise InputError(f"--skill-path {skill_path} is under {snapshot}/, a host copy of a "
                              "skill", f"point it at skills/{suite.skill_name}/SKILL.md")
@@ -2421,7 +2421,7 @@ class OpenCodeProvider(Provider):
         if failure is None:
             failure = self._failure(result, events, steps, errors, rejected)
         return AgentReply(failure is None, text=_answer_after_tools(pieces),
-                          failure=failure or "", metrics=opencode_metrics(steps, events, failure),
+                          failure=failure or "", metrics=opencode_metrics(steps, result, failure),
                           trace=trace if events else None)
 
     @staticmethod
@@ -2446,7 +2446,7 @@ OPENCODE_TOKEN_FIELDS = (("input_tokens", ("input",)), ("output_tokens", ("outpu
                          ("cache_creation_input_tokens", ("cache", "write")))
 
 
-def opencode_metrics(steps: list[dict], events: list[dict],
+def opencode_metrics(steps: list[dict], result: ProcessResult,
                      failure: str | None) -> dict[str, dict[str, Any]]:
     why = f" ({failure})" if failure else ""
     metrics = {}
@@ -2469,11 +2469,10 @@ def opencode_metrics(steps: list[dict], events: list[dict],
                     "configured)"))
     metrics["num_turns"] = (captured(len(steps), "count of opencode step_finish events")
                             if steps else absent(f"opencode finished no step{why}"))
-    stamps = [e.get("timestamp") for e in events if _number(e.get("timestamp"))]
+    # Its event timestamps are when it printed them, all at the end: not a duration.
     metrics["time_seconds"] = (
-        captured(round((max(stamps) - min(stamps)) / 1000.0, 3),
-                 "opencode event timestamps, first to last (its start-up is not included)")
-        if len(stamps) >= 2 else absent(f"opencode printed fewer than two timed events{why}"))
+        absent(f"opencode never started ({result.spawn_error})") if result.spawn_error else
+        captured(round(result.duration_s, 3), "runner wall clock (opencode reports no duration)"))
     return metrics
 
 
