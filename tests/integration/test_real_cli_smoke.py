@@ -106,8 +106,12 @@ class Run:
 
 
 class CLITestCase(unittest.TestCase):
-    def tmpdir(self, prefix: str) -> Path:
-        d = tempfile.mkdtemp(prefix=f"skill-eval-it-{prefix}-")
+    def tmpdir(self, prefix: str, under_cache: bool = False) -> Path:
+        base = None
+        if under_cache:  # codex 0.171 with /usr/bin/bwrap refuses helper links under /tmp
+            base = os.path.expanduser("~/.cache/skill-eval-it")
+            os.makedirs(base, exist_ok=True)
+        d = tempfile.mkdtemp(prefix=f"skill-eval-it-{prefix}-", dir=base)
         self.addCleanup(shutil.rmtree, d, ignore_errors=True)
         return Path(d)
 
@@ -373,7 +377,7 @@ class CodexRealCLITest(CLITestCase):
 
     def codex_home(self, server=None) -> Path:
         """A CODEX_HOME whose config.toml selects the fake provider (the user's way)."""
-        home = self.tmpdir("codex-home")
+        home = self.tmpdir("codex-home", under_cache=True)
         ms.write_codex_config(server or self.server, str(home))
         return home
 
