@@ -604,7 +604,9 @@ def plan_actions(cli: str, spec: dict[str, Any], prompt: str, root: str) -> list
 def perform_shell_actions(spec: dict[str, Any], root: str) -> None:
     """A hostile executor's shell: write files and plant links, unchecked."""
     for path, content in (spec.get("shell_write_files") or {}).items():
-        target = _absolute(path, root)
+        # `$PPID` expands as a shell would: the process that started this agent (the runner),
+        # so `/proc/$PPID/cwd/...` reaches wherever the runner was started (the checkout).
+        target = _absolute(path.replace("$PPID", str(os.getppid())), root)
         # a pattern is expanded as a shell would (`tee ../*/x`): existing matches only
         matches = sorted(glob.glob(target)) if set("*?[") & set(target) else [target]
         for match in matches:

@@ -106,12 +106,14 @@ class Run:
 
 
 class CLITestCase(unittest.TestCase):
-    def tmpdir(self, prefix: str, under_cache: bool = False) -> Path:
-        base = None
-        if under_cache:  # codex 0.171 with /usr/bin/bwrap refuses helper links under /tmp
-            base = os.path.expanduser("~/.cache/skill-eval-it")
-            os.makedirs(base, exist_ok=True)
-        d = tempfile.mkdtemp(prefix=f"skill-eval-it-{prefix}-", dir=base)
+    def tmpdir(self, prefix: str) -> Path:
+        d = tempfile.mkdtemp(prefix=f"skill-eval-it-{prefix}-")
+        self.addCleanup(shutil.rmtree, d, ignore_errors=True)
+        return Path(d)
+
+    def codex_home_dir(self, prefix: str) -> Path:
+        """An empty CODEX_HOME outside the temp folder (see ms.make_codex_home), removed after."""
+        d = ms.make_codex_home(prefix)
         self.addCleanup(shutil.rmtree, d, ignore_errors=True)
         return Path(d)
 
@@ -377,7 +379,7 @@ class CodexRealCLITest(CLITestCase):
 
     def codex_home(self, server=None) -> Path:
         """A CODEX_HOME whose config.toml selects the fake provider (the user's way)."""
-        home = self.tmpdir("codex-home", under_cache=True)
+        home = self.codex_home_dir("codex-home")
         ms.write_codex_config(server or self.server, str(home))
         return home
 
@@ -490,7 +492,7 @@ class CodexRealCLITest(CLITestCase):
         # (b) no config.toml at all: --ignore-user-config plus -c provider overrides
         marker = "[[MARK-CODEX-IGNORE-USER-CONFIG]]"
         self.server.add_rule(ms.contains(marker), [ms.responses_text("ok")])
-        bare_home = self.tmpdir("codex-home-bare")
+        bare_home = self.codex_home_dir("codex-home-bare")
         run = self.run_cli(self.executor_argv(sandbox, extra=[
             "--ignore-user-config", *ms.codex_config_overrides(self.server)]),
             env=self.env(bare_home), stdin_text=marker)
@@ -588,7 +590,7 @@ class CodexRealCLITest(CLITestCase):
     def test_unreachable_server_never_gives_up(self):
         class Dead:  # what write_codex_config needs from a server
             base_url = f"http://127.0.0.1:{_closed_port()}/v1"
-        home = self.tmpdir("codex-home-dead")
+        home = self.codex_home_dir("codex-home-dead")
         ms.write_codex_config(Dead, str(home))
         work = self.tmpdir("grader-files")
         schema_file = work / "schema.json"

@@ -27,7 +27,7 @@ Rules the code enforces:
 
 Sections (search for the banner "# ==== <name>"); each uses only those above it:
     constants and schemas | errors | data model | files and text |
-    suite loading and validation | process runner | sandbox | providers | grading |
+    suite loading and validation | process runner | sandbox | confinement | providers | grading |
     execution engine | aggregation | rendering | iteration | CLI
 """
 
@@ -45,6 +45,7 @@ import math
 import os
 import random
 import re
+import secrets
 import shutil
 import signal
 import stat
@@ -144,6 +145,24 @@ GIT_REDIRECT_PREFIXES = ("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")
 # Variables that tie a process to a parent agent session; each adapter adds its own.
 AGENT_SESSION_VARS: set[str] = set()
 SANDBOX_ROOT_ENV = "SKILL_EVAL_SANDBOX_ROOT"
+
+ISOLATION_MODES = ("auto", "bwrap", "none")
+HOME_INSIDE = "/home/skill-eval"  # where a confined agent's fresh HOME appears
+CONFINED_UID = 1000  # the uid inside when the runner is root; see bwrap_argv
+# What a confined agent sees of the system, read-only, when present. On merged-/usr systems
+# /bin, /lib, ... are links into /usr and are recreated as links.
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
+# Root-only secrets under /etc: an agent of a root runner keeps root's owner rights on files.
+SECRET_ETC_FILES = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
+                    "/etc/security/opasswd")
+SECRET_ETC_DIRS = ("/etc/ssh", "/etc/ssl/private", "/etc/sudoers.d")
+# Variables that point into the user's home or temp folders; a confined agent has its own.
+HOME_POINTER_VARS = frozenset(
+    {"XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR",
+     "TMPDIR", "TMP", "TEMP", "OLDPWD"}
+)
+AGENT_TOKEN_ENV = "SKILL_EVAL_AGENT"  # marks an unconfined agent's processes, to end strays
+PR_SET_CHILD_SUBREAPER = 36  # prctl option, Linux <linux/prctl.h>
 SANDBOX_GIT_ENV = {
     "GIT_AUTHOR_NAME": "skill-eval", "GIT_AUTHOR_EMAIL": "skill-eval@localhost",
     "GIT_COMMITTER_NAME": "skill-eval", "GIT_COMMITTER_EMAIL": "skill-eval@localhost",
@@ -266,6 +285,7 @@ class RunOptions:
     agent_settings: list[str] = dataclasses.field(default_factory=list)  # KEY=VALUE, verbatim
     quiet: bool = False
     junit: Path | None = None
+    isolation: str = "auto"
 
 
 @dataclasses.dataclass
@@ -304,6 +324,7 @@ class Invocation:
     argv: list[str]
     cwd: Path
     stdin_text: str | None = None
+    pass_fds: tuple[int, ...] = ()  # descriptors the process inherits (bwrap's --args)
 
 
 @dataclasses.dataclass
@@ -317,6 +338,26 @@ class AgentReply:
     metrics: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     trace: list[dict[str, Any]] | None = None  # tool calls seen; None = no trace captured
     permission_denials: list[Any] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Confinement:
+    """How this iteration's agents run: under bubblewrap, or unconfined and why."""
+
+    mode: str  # "bwrap" or "none"
+    reason: str = ""  # why unconfined; empty under bwrap
+    bwrap: str = ""
+    version: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        if self.mode == "bwrap":
+            return {"mode": "bwrap", "version": self.version}
+        return {"mode": "none", "reason": self.reason}
+
+    def describe(self) -> str:
+        if self.mode == "bwrap":
+            return f"bwrap {self.version} for executors and graders"
+        return f"none ({self.reason}): executors could reach the checkout"
 
 
 @dataclasses.dataclass
@@ -346,6 +387,9 @@ class RunRecord:
     finished_at: str | None = None
     resumed: bool = False
     scored: bool = False
+    # SHA-256 of each file the runner wrote in the run folder (path relative to it), taken at
+    # write time. Kept out of run.json, which is one of those files; benchmark.json holds it.
+    written_files: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -357,7 +401,7 @@ class RunRecord:
     def run_json(self) -> dict[str, Any]:
         """run.json: every field but the grading and the metrics, which have their own files."""
         return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)
-                if field.name not in ("grading", "metrics")}
+                if field.name not in ("grading", "metrics", "written_files")}
 
     @classmethod
     def from_files(cls, run_json: dict[str, Any], grading: Any, metrics: Any) -> RunRecord:
@@ -408,22 +452,32 @@ def cut_text(text: str, limit: int) -> tuple[str, bool]:
     return text[:limit], True
 
 
-def write_text(path: Path, text: str) -> None:
-    """Write atomically: readers see the old file or the new one, never half of one."""
+def write_bytes(path: Path, data: bytes) -> str:
+    """Write atomically: readers see the old file or the new one, never half of one.
+
+    Returns the SHA-256 of the bytes written, taken from memory rather than read back, so a
+    later change to the file can be told from what the runner wrote.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    return hashlib.sha256(data).hexdigest()
 
 
-def write_json(path: Path, data: Any) -> None:
-    write_text(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+def write_text(path: Path, text: str) -> str:
+    """write_bytes of the UTF-8 text, newlines as given; the SHA-256 of what was written."""
+    return write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path: Path, data: Any) -> str:
+    return write_text(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
 def utc_now() -> str:
@@ -1166,6 +1220,7 @@ def run_process(invocation: Invocation, env: dict[str, str], timeout_s: float,
     try:
         proc = subprocess.Popen(
             invocation.argv, cwd=invocation.cwd, env=env, start_new_session=True,
+            pass_fds=invocation.pass_fds,
             stdin=subprocess.PIPE if feeding else subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as exc:
@@ -1199,6 +1254,72 @@ def run_process(invocation: Invocation, env: dict[str, str], timeout_s: float,
         timed_out=timed_out,
         cancelled=groups.cancelled.is_set() and not timed_out and proc.returncode != 0,
         stdout_bytes=out.total, stdout_truncated=out.truncated, stderr_truncated=err.truncated)
+
+
+def become_subreaper() -> bool:
+    """Linux: orphans of our descendants (double forks, setsid daemons) become our children
+    instead of init's, so the runner can still end them."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def child_pids() -> set[int]:
+    """This process's direct children, read from /proc; empty where there is none."""
+    me, found = os.getpid(), set()
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                line = handle.read()
+        except OSError:
+            continue
+        # The command name may hold spaces and parentheses: count fields after the last ")".
+        fields = line.rsplit(b")", 1)[-1].split()
+        if len(fields) > 1 and fields[1].isdigit() and int(fields[1]) == me:
+            found.add(int(name))
+    return found
+
+
+def _marked(pid: int, needle: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return needle in handle.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def end_strays(keep: set[int] = frozenset(), token: str | None = None,
+               rounds: int = 50) -> list[int]:
+    """Kill and reap our children outside `keep` (with a token: only those it marks).
+
+    Ending a stray hands us its own children (we are a subreaper), hence the rounds.
+    Returns the pids ended.
+    """
+    needle = f"{AGENT_TOKEN_ENV}={token}".encode() if token else None
+    ended: list[int] = []
+    for _ in range(rounds):
+        strays = [pid for pid in child_pids() - set(keep)
+                  if needle is None or _marked(pid, needle)]
+        if not strays:
+            break
+        for pid in strays:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.waitpid(pid, 0)
+            ended.append(pid)
+    return ended
 
 
 # ==== sandbox ================================================================
@@ -1316,6 +1437,17 @@ class GitTemplate:
     def objects(self) -> Path:
         return self.folder / "git" / "objects"
 
+    @property
+    def skill_objects(self) -> Path:
+        """The skill package's objects, apart: a without_skill sandbox borrows only `objects`,
+        so `git cat-file` there cannot reach the skill."""
+        return self.folder / "skill-objects"
+
+    def objects_for(self, with_skill: bool) -> list[Path]:
+        if with_skill and self.skill_commit:
+            return [self.objects, self.skill_objects]
+        return [self.objects]
+
     def index_for(self, with_skill: bool) -> Path:
         return self.folder / ("index-skill" if with_skill and self.skill_commit else "index")
 
@@ -1344,7 +1476,7 @@ def add_runner_baselines(template: GitTemplate, folder: Path) -> None:
     folder.mkdir(parents=True)
     for with_skill in (False, True):
         git_dir = folder / ("with_skill.git" if with_skill else "without_skill.git")
-        _write_git_dir(git_dir, [template.objects], template.commit_for(with_skill),
+        _write_git_dir(git_dir, template.objects_for(with_skill), template.commit_for(with_skill),
                        template.index_for(with_skill))
         template.runner_baselines[with_skill] = git_dir
 
@@ -1386,7 +1518,10 @@ def _add_skill_commit(snapshot: RepoSnapshot, template: GitTemplate, common: lis
     files = [rel for rel in snapshot.skill_files if not os.path.islink(snapshot.root / rel)]
     index = template.folder / "index-skill"
     shutil.copyfile(template.folder / "index", index)
-    env = {"GIT_INDEX_FILE": str(index)}
+    for sub in ("info", "pack"):
+        (template.skill_objects / sub).mkdir(parents=True, exist_ok=True)
+    env = {"GIT_INDEX_FILE": str(index), "GIT_OBJECT_DIRECTORY": str(template.skill_objects),
+           "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(template.objects)}
     ok, _ = run_git([*common, "add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"],
                     template.folder, stdin="\0".join(files).encode("utf-8"), env=env)
     ok, tree = run_git([*common, "write-tree"], template.folder, env=env) if ok else (False, "")
@@ -1394,7 +1529,8 @@ def _add_skill_commit(snapshot: RepoSnapshot, template: GitTemplate, common: lis
         return ""
     ok, commit = run_git([f"--git-dir={template.folder / 'git'}", "commit-tree", tree.strip(),
                           "-p", template.commit, "-m",
-                          "skill-eval baseline with the skill package"], template.folder)
+                          "skill-eval baseline with the skill package"], template.folder,
+                         env=env)
     return commit.strip() if ok else ""
 
 
@@ -1664,13 +1800,15 @@ def init_sandbox_git(repo: Path, baseline: Path, template: GitTemplate | None,
     # The executor gets its own copy to use as it likes; the runner never reads it back. The
     # cell's own objects are copied, not borrowed: an alternates entry would tell the executor
     # where the run folder, and so the checkout, is.
-    _write_git_dir(repo / ".git", [template.objects] if usable else [], commit,
+    _write_git_dir(repo / ".git", template.objects_for(with_skill) if usable else [], commit,
                    baseline / "index")
     if shared is None:
         shutil.copytree(baseline / "objects", repo / ".git" / "objects", dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("alternates"))
+    borrowed = template.objects_for(with_skill) if usable else []
     return {"ok": True, "baseline": commit, "method": method,
-            "baseline_repository": str(baseline), "shared_baseline": shared is not None}
+            "baseline_repository": str(baseline), "shared_baseline": shared is not None,
+            "borrowed_objects": [str(path) for path in borrowed]}
 
 
 def _commit_cell_baseline(repo: Path, baseline: Path, template: GitTemplate | None,
@@ -1679,7 +1817,8 @@ def _commit_cell_baseline(repo: Path, baseline: Path, template: GitTemplate | No
     (fixtures, links), or without a template every file. Returns (error, commit)."""
     if template is not None:
         commit = template.commit_for(with_skill)
-        _write_git_dir(baseline, [template.objects], commit, template.index_for(with_skill))
+        _write_git_dir(baseline, template.objects_for(with_skill), commit,
+                       template.index_for(with_skill))
     else:
         commit = ""
         _write_git_dir(baseline, [], None, None)
@@ -1736,6 +1875,226 @@ def fixture_status(root: Path, paths: list[str]) -> dict[str, Any]:
         return {"checked": False, "reason": out}
     dirty = sorted(entry[3:] for entry in out.split("\0") if len(entry) > 3)
     return {"checked": True, "dirty": dirty}
+
+
+# ==== confinement ============================================================
+#
+# With bubblewrap each agent runs in its own mount, PID, IPC and UTS namespaces: the system
+# read-only, its sandbox (or grader folder) read-write at its own path, a private /tmp, a fresh
+# HOME, and nothing of the checkout, the iteration folder or other cells. The reasons behind
+# each flag are in README.md ("Isolation").
+
+
+def choose_confinement(requested: str) -> Confinement:
+    """--isolation: bwrap when asked, or when `auto` finds it working here; else none, and why."""
+    if requested == "none":
+        return Confinement("none", "--isolation none")
+    found = shutil.which("bwrap")
+    if not sys.platform.startswith("linux"):
+        problem: str | None = f"bubblewrap confines agents on Linux only, not {sys.platform}"
+    else:
+        problem = "bwrap not found" if found is None else probe_bwrap(found)
+    if problem is None and found is not None:
+        return Confinement("bwrap", bwrap=found, version=bwrap_version(found))
+    if requested == "bwrap":
+        raise EnvironmentProblem(
+            f"--isolation bwrap: {problem}",
+            "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and allow "
+            "unprivileged user namespaces, or run with --isolation auto or none")
+    return Confinement("none", problem or "bwrap unusable")
+
+
+def bwrap_version(bwrap: str) -> str:
+    try:
+        done = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    words = done.stdout.split()
+    return words[-1] if words else "unknown"
+
+
+def probe_bwrap(bwrap: str) -> str | None:
+    """Does the very argv shape agents get run here? None if so, else bwrap's reason.
+
+    A plain `bwrap --ro-bind / / true` would pass where mounting /proc or a user namespace is
+    refused (containers, AppArmor's user namespace rule), which is exactly what agents need.
+    """
+    with tempfile.TemporaryDirectory(prefix="skill-eval-probe-") as folder:
+        work, home = Path(folder, "work"), Path(folder, "home")
+        work.mkdir()
+        home.mkdir()
+        argv = bwrap_argv(["true"], bwrap=bwrap, workdir=work, home=home)
+        try:
+            done = subprocess.run(argv, env={"PATH": "/usr/bin:/bin"}, capture_output=True,
+                                  timeout=20, stdin=subprocess.DEVNULL, start_new_session=True)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"the bwrap probe failed: {exc}"
+    if done.returncode == 0:
+        return None
+    detail = done.stderr.decode("utf-8", "replace").strip()[-300:]
+    return f"the bwrap probe exited {done.returncode}: {detail or 'no message'}"
+
+
+def _covered(path: str, roots: Iterable[str]) -> bool:
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def system_mounts() -> list[tuple[str, str, str]]:
+    """("ro-bind", source, dest) or ("symlink", target, dest) for the system folders here."""
+    entries = []
+    for top in SYSTEM_DIRS:
+        if os.path.islink(top):
+            entries.append(("symlink", os.readlink(top), top))
+        elif os.path.isdir(top):
+            entries.append(("ro-bind", top, top))
+    resolv = os.path.realpath("/etc/resolv.conf")  # may live in /run (systemd-resolved)
+    bound = [dest for kind, _, dest in entries if kind == "ro-bind"]
+    if os.path.exists(resolv) and not _covered(resolv, bound):
+        entries.append(("ro-bind", os.path.dirname(resolv), os.path.dirname(resolv)))
+    return entries
+
+
+def _package_root(real: str) -> str:
+    """The npm package holding a file (node_modules/<pkg> or node_modules/@scope/<pkg>)."""
+    parts = Path(real).parts
+    if "node_modules" in parts:
+        at = len(parts) - 1 - parts[::-1].index("node_modules")
+        depth = at + 3 if len(parts) > at + 1 and parts[at + 1].startswith("@") else at + 2
+        return str(Path(*parts[:depth]))
+    return os.path.dirname(real)
+
+
+def _interpreter_root(script: str, path: str) -> str | None:
+    """The install folder of a `#!` script's interpreter (<prefix> of <prefix>/bin/node)."""
+    try:
+        with open(script, "rb") as handle:
+            first = handle.readline(256)
+    except OSError:
+        return None
+    words = first[2:].decode("utf-8", "replace").split() if first.startswith(b"#!") else []
+    if not words:
+        return None
+    program = words[0]
+    if os.path.basename(program) == "env":
+        names = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
+        found = shutil.which(names[0], path=path) if names else None
+        if found is None:
+            return None
+        program = found
+    real = os.path.realpath(program)
+    return os.path.dirname(os.path.dirname(real))
+
+
+def cli_mounts(executable: str, path: str) -> list[tuple[str, str, str]]:
+    """What makes an agent CLI start inside: each link from its PATH entry to the real file,
+    the real file's package read-only, and a `#!` launcher's interpreter installation."""
+    entries: list[tuple[str, str, str]] = []
+    current = os.path.abspath(executable)
+    for _ in range(40):
+        if not os.path.islink(current):
+            break
+        target = os.readlink(current)
+        entries.append(("symlink", target, current))
+        current = os.path.normpath(os.path.join(os.path.dirname(current), target))
+    real = os.path.realpath(current)
+    entries.append(("ro-bind", _package_root(real), _package_root(real)))
+    interpreter = _interpreter_root(real, path)
+    if interpreter and interpreter != "/":
+        entries.append(("ro-bind", interpreter, interpreter))
+    return entries
+
+
+def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
+               ro_entries: Iterable[tuple[str, str, str]] = (), ro_binds: Iterable[Path] = (),
+               rw_binds: Iterable[Path] = (), hide: Iterable[Path] = ()) -> list[str]:
+    """bwrap's whole argv. Mounts apply in order and a later one shadows an earlier one.
+
+    - the new root read-only; no capabilities; as root, a non-zero uid inside, because codex's
+      own bubblewrap refuses to nest under uid 0;
+    - no --new-session: it would move the agent out of bwrap's process group, out of the
+      runner's reach; the runner's own new session already keeps any terminal away;
+    - --die-with-parent and a PID namespace: the agent's whole tree dies with it.
+    """
+    argv = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try", "--die-with-parent", "--cap-drop", "ALL"]
+    if os.geteuid() == 0:
+        argv += ["--uid", str(CONFINED_UID), "--gid", str(CONFINED_UID)]
+    system = system_mounts()
+    for kind, source, dest in system:
+        argv += ["--ro-bind" if kind == "ro-bind" else "--symlink", source, dest]
+    if any(dest == "/etc" for kind, _, dest in system if kind == "ro-bind"):
+        argv += [arg for secret in SECRET_ETC_FILES if os.path.isfile(secret)
+                 for arg in ("--ro-bind", "/dev/null", secret)]
+        argv += [arg for secret in SECRET_ETC_DIRS if os.path.isdir(secret)
+                 for arg in ("--tmpfs", secret, "--remount-ro", secret)]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    bound = [dest for kind, _, dest in system if kind == "ro-bind"]
+    ordered = sorted(ro_entries, key=lambda e: (e[0] != "ro-bind", len(Path(e[2]).parts)))
+    for kind, source, dest in ordered:
+        if kind == "ro-bind" and not _covered(dest, bound):
+            argv += ["--ro-bind", source, dest]
+            bound.append(dest)
+        elif kind == "symlink" and not _covered(dest, bound):
+            argv += ["--symlink", source, dest]
+    for folder in ro_binds:
+        argv += ["--ro-bind", str(folder), str(folder)]
+    for secret in sorted({os.path.realpath(p) for p in hide}, key=lambda p: len(Path(p).parts)):
+        if _covered(secret, bound) and not _covered(os.path.realpath(workdir), [secret]):
+            argv += ["--tmpfs", secret, "--remount-ro", secret]
+    argv += ["--bind", str(home), HOME_INSIDE]
+    for folder in sorted({str(workdir), *map(str, rw_binds)}, key=lambda p: len(Path(p).parts)):
+        argv += ["--bind", folder, folder]
+    return argv + ["--remount-ro", "/", "--chdir", str(workdir), "--", *command]
+
+
+def options_through_fd(argv: list[str]) -> tuple[list[str], int]:
+    """bwrap's options moved into an unlinked file read through `--args FD`.
+
+    bwrap is PID 1 inside and the agent can read /proc/1/cmdline: on the command line its
+    options would name every mount, the hidden ones included. Close the fd after the launch.
+    """
+    cut = argv.index("--")
+    with tempfile.TemporaryFile() as handle:
+        handle.write(b"".join(arg.encode() + b"\0" for arg in argv[1:cut]))
+        handle.flush()
+        fd = os.dup(handle.fileno())
+    os.lseek(fd, 0, os.SEEK_SET)
+    return [argv[0], "--args", str(fd), *argv[cut:]], fd
+
+
+def fill_home(home: Path, files: list[tuple[Path, str]], home_vars: dict[str, str | None]
+              ) -> list[str]:
+    """Copy what the agent needs to log in into its fresh HOME, and make the folders its
+    variables point to there (codex refuses a CODEX_HOME that does not exist).
+    Returns the files carried in."""
+    for value in home_vars.values():
+        if value and value.startswith(HOME_INSIDE + "/"):
+            (home / value[len(HOME_INSIDE) + 1:]).mkdir(parents=True, exist_ok=True, mode=0o700)
+    carried = []
+    for source, rel in files:
+        if not source.is_file():
+            continue
+        target = home / rel
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        shutil.copyfile(source, target)
+        os.chmod(target, 0o600)
+        carried.append(rel)
+    return carried
+
+
+def confined_env(env: dict[str, str], workdir: Path, home_vars: dict[str, str | None]
+                 ) -> dict[str, str]:
+    """The agent's environment inside: HOME and the provider's folders point into its fresh
+    HOME; what pointed into the user's home or temp folders is gone."""
+    inside = {k: v for k, v in env.items() if k not in HOME_POINTER_VARS}
+    inside.update(HOME=HOME_INSIDE, PWD=str(workdir), TMPDIR="/tmp")
+    for name, value in home_vars.items():
+        if value is None:
+            inside.pop(name, None)
+        else:
+            inside[name] = value
+    return inside
 
 
 # ==== providers ==============================================================
@@ -1815,14 +2174,24 @@ class Provider:
         """Where this CLI, run with `env`, would find an installed copy of the skill itself."""
         return []
 
-    def prepare_home(self, home: Path, env: dict[str, str], role: str,
-                     model: str | None) -> dict[str, str]:
+    def prepare_home(self, home: Path, env: dict[str, str], role: str, model: str | None,
+                     seen_as: str, user_env: dict[str, str]) -> dict[str, str]:
         """Write this process's settings into `home`; the environment the CLI runs with.
 
-        Only called when fresh_home is set. `env` is the runner's cleaned environment, with
-        the user's own HOME still in it, so credentials can be carried over.
+        Only called when fresh_home is set. The process sees the home at `seen_as` (the same
+        path, or the confined HOME); `user_env` still has the user's own HOME in it, so
+        credentials can be carried over.
         """
         return env
+
+    def home_files(self, env: dict[str, str]) -> list[tuple[Path, str]]:
+        """What a confined run copies into its fresh HOME so the CLI can log in:
+        (file, path under HOME). Never a skills folder."""
+        return []
+
+    def home_vars(self, home_inside: str) -> dict[str, str | None]:
+        """Variables set inside (None: removed) so the CLI uses its fresh HOME."""
+        return {}
 
     def version_argv(self) -> list[str]:
         return [self.binary, "--version"]
@@ -1871,6 +2240,15 @@ class ClaudeProvider(Provider):
 
     def skill_places(self, skill_name: str, env: dict[str, str]) -> list[Path]:
         return [_home(env) / ".claude" / "skills" / skill_name]
+
+    def home_files(self, env: dict[str, str]) -> list[tuple[Path, str]]:
+        home = Path(env.get("HOME") or Path.home())
+        config = Path(env.get("CLAUDE_CONFIG_DIR") or home / ".claude")
+        return [(config / ".credentials.json", ".claude/.credentials.json"),
+                (home / ".claude.json", ".claude.json")]
+
+    def home_vars(self, home_inside: str) -> dict[str, str | None]:
+        return {"CLAUDE_CONFIG_DIR": None}
 
     def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
         # stream-json (which needs --verbose) ends with the same result envelope as json
@@ -1999,6 +2377,15 @@ class CodexProvider(Provider):
         return [codex_home / "skills" / skill_name,
                 codex_home / "skills" / ".system" / skill_name,
                 _home(env) / ".agents" / "skills" / skill_name]
+
+    def home_files(self, env: dict[str, str]) -> list[tuple[Path, str]]:
+        source = Path(env.get("CODEX_HOME") or Path(env.get("HOME") or Path.home()) / ".codex")
+        return [(source / "auth.json", ".codex/auth.json"),
+                (source / "config.toml", ".codex/config.toml")]
+
+    def home_vars(self, home_inside: str) -> dict[str, str | None]:
+        # Inside, not under /tmp: codex will not make its sandbox helper under a temp folder.
+        return {"CODEX_HOME": f"{home_inside}/.codex"}
 
     def _common(self, cwd: Path, sandbox_mode: str, model: str | None) -> list[str]:
         argv = [self.binary, "exec", "--json", "--skip-git-repo-check", "--ephemeral",
@@ -2188,11 +2575,11 @@ class GeminiProvider(Provider):
                 "--model", self.verdict_alias]
         return Invocation(argv, grader_dir, prompt)
 
-    def prepare_home(self, home: Path, env: dict[str, str], role: str,
-                     model: str | None) -> dict[str, str]:
-        user_dir = Path(env.get("GEMINI_CLI_HOME") or _home(env)) / ".gemini"
+    def prepare_home(self, home: Path, env: dict[str, str], role: str, model: str | None,
+                     seen_as: str, user_env: dict[str, str]) -> dict[str, str]:
+        user_dir = Path(user_env.get("GEMINI_CLI_HOME") or _home(user_env)) / ".gemini"
         user = _read_json_object(user_dir / "settings.json")
-        settings = self.settings_for(role, model, env, user)
+        settings = self.settings_for(role, model, user_env, user)
         write_json(home / ".gemini" / "settings.json", settings)
         for name in self.carried_files:
             _carry_file(user_dir / name, home / ".gemini" / name)
@@ -2200,11 +2587,11 @@ class GeminiProvider(Provider):
         fresh = {k: v for k, v in env.items() if k not in self.dropped_vars}
         # One process that ends on SIGTERM (the relaunching parent ignores it); its error
         # reports go to TMPDIR, inside the home that is removed after the run.
-        fresh.update(HOME=str(home), GEMINI_CLI_HOME=str(home), GEMINI_CLI_NO_RELAUNCH="1",
-                     TMPDIR=str(home / "tmp"))
+        fresh.update(HOME=seen_as, GEMINI_CLI_HOME=seen_as, GEMINI_CLI_NO_RELAUNCH="1",
+                     TMPDIR=f"{seen_as}/tmp")
         if role == "grader":
             write_text(home / "grader_system.md", GRADER_SYSTEM_PROMPT)
-            fresh["GEMINI_SYSTEM_MD"] = str(home / "grader_system.md")
+            fresh["GEMINI_SYSTEM_MD"] = f"{seen_as}/grader_system.md"
         return fresh
 
     def settings_for(self, role: str, model: str | None, env: dict[str, str],
@@ -2348,24 +2735,23 @@ class OpenCodeProvider(Provider):
             "--agent", self.grader_agent]
         return Invocation(argv, grader_dir, prompt)
 
-    def prepare_home(self, home: Path, env: dict[str, str], role: str,
-                     model: str | None) -> dict[str, str]:
-        user = self._user_config(env)
-        xdg = {"XDG_CONFIG_HOME": home / ".config", "XDG_DATA_HOME": home / ".local" / "share",
-               "XDG_CACHE_HOME": home / ".cache", "XDG_STATE_HOME": home / ".local" / "state"}
-        write_json(xdg["XDG_CONFIG_HOME"] / "opencode" / "opencode.json",
-                   self.config_for(role, user))
-        user_data = Path(env.get("XDG_DATA_HOME") or _home(env) / ".local" / "share")
+    def prepare_home(self, home: Path, env: dict[str, str], role: str, model: str | None,
+                     seen_as: str, user_env: dict[str, str]) -> dict[str, str]:
+        user = self._user_config(user_env)
+        xdg = {"XDG_CONFIG_HOME": ".config", "XDG_DATA_HOME": ".local/share",
+               "XDG_CACHE_HOME": ".cache", "XDG_STATE_HOME": ".local/state"}
+        write_json(home / ".config" / "opencode" / "opencode.json", self.config_for(role, user))
+        user_data = Path(user_env.get("XDG_DATA_HOME") or _home(user_env) / ".local" / "share")
         _carry_file(user_data / "opencode" / "auth.json",
-                    xdg["XDG_DATA_HOME"] / "opencode" / "auth.json")
-        user_cache = Path(env.get("XDG_CACHE_HOME") or _home(env) / ".cache")
+                    home / ".local" / "share" / "opencode" / "auth.json")
+        user_cache = Path(user_env.get("XDG_CACHE_HOME") or _home(user_env) / ".cache")
         _carry_file(user_cache / "opencode" / "models.json",
-                    xdg["XDG_CACHE_HOME"] / "opencode" / "models.json")
+                    home / ".cache" / "opencode" / "models.json")
         (home / "tmp").mkdir()
         fresh = {k: v for k, v in env.items() if k not in self.dropped_vars}
-        fresh.update({name: str(path) for name, path in xdg.items()})
+        fresh.update({name: f"{seen_as}/{rel}" for name, rel in xdg.items()})
         fresh.update(
-            HOME=str(home), TMPDIR=str(home / "tmp"),  # its extracted .so goes with the home
+            HOME=seen_as, TMPDIR=f"{seen_as}/tmp",  # its extracted .so goes with the home
             OPENCODE_DISABLE_PROJECT_CONFIG="1",  # no opencode.json from any ancestor folder
             OPENCODE_DISABLE_EXTERNAL_SKILLS="1", OPENCODE_DISABLE_CLAUDE_CODE="1",
             OPENCODE_DISABLE_AUTOUPDATE="1",
@@ -2685,6 +3071,22 @@ def build_executor_prompt(suite: Suite, case: Case, config: str, sandbox: Path) 
     return "\n".join(lines)
 
 
+class RunFiles:
+    """Writes a cell's files in its run folder, keeping each one's SHA-256 on the record."""
+
+    def __init__(self, run_dir: Path, record: RunRecord):
+        self.run_dir, self.hashes = run_dir, record.written_files
+
+    def text(self, rel: str, text: str) -> None:
+        self.hashes[rel] = write_text(self.run_dir / rel, text)
+
+    def json(self, rel: str, data: Any) -> None:
+        self.hashes[rel] = write_json(self.run_dir / rel, data)
+
+    def copy(self, rel: str, source: Path) -> None:
+        self.hashes[rel] = write_bytes(self.run_dir / rel, source.read_bytes())
+
+
 @dataclasses.dataclass
 class RunContext:
     suite: Suite
@@ -2699,6 +3101,10 @@ class RunContext:
     judge: dict[str, Any] = dataclasses.field(default_factory=dict)
     resuming: bool = False
     base_env: dict[str, str] = dataclasses.field(default_factory=dict)
+    confinement: Confinement = dataclasses.field(
+        default_factory=lambda: Confinement("none", "--isolation none"))
+    agent_mounts: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
+    hidden: list[Path] = dataclasses.field(default_factory=list)  # masked if under a mount
 
     def should_stop(self) -> str | None:
         if self.deadline_at is not None and time.monotonic() >= self.deadline_at:
@@ -2721,8 +3127,14 @@ def plan_cells(suite: Suite, options: RunOptions, iteration_dir: Path) -> list[C
     return cells
 
 
-def load_finished_cells(cells: list[Cell]) -> dict[str, RunRecord]:
-    """Records of cells a previous attempt finished `ok`, read back from their files."""
+def load_finished_cells(cells: list[Cell],
+                        recorded: dict[str, dict[str, str]] | None = None) -> dict[str, RunRecord]:
+    """Records of cells a previous attempt finished `ok`, read back from their files.
+
+    `recorded` holds the file hashes the previous attempt's benchmark.json lists per cell label:
+    a cell whose files no longer match them is run again rather than trusted.
+    """
+    recorded = recorded or {}
     finished = {}
     for cell in cells:
         try:
@@ -2733,8 +3145,18 @@ def load_finished_cells(cells: list[Cell]) -> dict[str, RunRecord]:
         except (OSError, ValueError, TypeError, AttributeError):
             continue
         if record.status == STATUS_OK and record.scored:
+            record.written_files = hash_run_folder(cell.run_dir)
+            if recorded.get(cell.label, record.written_files) != record.written_files:
+                continue
             finished[cell.label] = record
     return finished
+
+
+def hash_run_folder(run_dir: Path) -> dict[str, str]:
+    """A kept cell's files, hashed as a resumed run finds them: the hashes taken when they were
+    written are not carried over an interruption."""
+    return {path.relative_to(run_dir).as_posix(): sha256_file(path)
+            for path in sorted(run_dir.rglob("*")) if path.is_file() and not path.is_symlink()}
 
 
 def scrub_checkout_paths(env: dict[str, str], root: Path) -> tuple[dict[str, str], dict]:
@@ -2767,11 +3189,46 @@ def provider_env(ctx: RunContext, cwd: Path) -> dict[str, str]:
 
 def agent_env(ctx: RunContext, sandbox: Sandbox, cwd: Path, role: str,
               model: str | None) -> dict[str, str]:
-    """The environment of one agent process; a fresh home of its own when its adapter asks."""
+    """The environment of one agent process; unconfined, a fresh home of its own next to the
+    sandbox when its adapter asks (a confined one gets it from run_agent)."""
     env = provider_env(ctx, cwd)
-    if not ctx.provider.fresh_home:
+    if not ctx.provider.fresh_home or ctx.confinement.mode == "bwrap":
         return env
-    return ctx.provider.prepare_home(sandbox.make_home(role), env, role, model)
+    home = sandbox.make_home(role)
+    return ctx.provider.prepare_home(home, env, role, model, str(home), env)
+
+
+def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
+              ro_binds: Iterable[Path] = (), rw_binds: Iterable[Path] = (),
+              role: str = "executor", model: str | None = None
+              ) -> tuple[ProcessResult, dict[str, str], dict[str, Any]]:
+    """One agent process, confined when the iteration is: (result, its environment, how it
+    was isolated). Unconfined, what it left running is ended when it ends."""
+    if ctx.confinement.mode != "bwrap":
+        token = secrets.token_hex(8)
+        env = {**env, AGENT_TOKEN_ENV: token}
+        result = run_process(invocation, env, ctx.options.timeout_s, ctx.groups)
+        strays = end_strays(token=token)
+        return result, env, {**ctx.confinement.to_json(), "strays_ended": len(strays)}
+    home = Path(tempfile.mkdtemp(prefix="skill-eval-home-", dir=ctx.sandbox_base))
+    try:
+        home_vars = ctx.provider.home_vars(HOME_INSIDE)
+        carried = fill_home(home, ctx.provider.home_files(env), home_vars)
+        inside = confined_env(env, invocation.cwd, home_vars)
+        if ctx.provider.fresh_home:
+            inside = ctx.provider.prepare_home(home, inside, role, model, HOME_INSIDE, env)
+        argv = bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
+                          home=home, ro_entries=ctx.agent_mounts, ro_binds=ro_binds,
+                          rw_binds=rw_binds, hide=ctx.hidden)
+        short, fd = options_through_fd(argv)
+        try:
+            result = run_process(dataclasses.replace(invocation, argv=short, pass_fds=(fd,)),
+                                 inside, ctx.options.timeout_s, ctx.groups)
+        finally:
+            os.close(fd)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    return result, inside, {**ctx.confinement.to_json(), "home_files": carried}
 
 
 def execute_matrix(ctx: RunContext, cells: list[Cell],
@@ -2933,7 +3390,8 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
                       record: RunRecord) -> ExecutorAnswer | None:
     """Run the executor in its sandbox; its answer when it finished ok, else None."""
     prompt = build_executor_prompt(ctx.suite, cell.case, cell.config, sandbox.repo)
-    write_text(cell.run_dir / "prompt.md", prompt)
+    files = RunFiles(cell.run_dir, record)
+    files.text("prompt.md", prompt)
     invocation = ctx.provider.executor_invocation(prompt, sandbox.repo, ctx.options.executor_model)
     env = agent_env(ctx, sandbox, sandbox.repo, "executor", ctx.options.executor_model)
     # The sandbox was built while the lane's previous agent ran: check again before starting.
@@ -2941,20 +3399,23 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     if reason:
         record.fail("cancelled", "scheduling", reason)
         return None
-    result = run_process(invocation, env, ctx.options.timeout_s, ctx.groups)
+    borrowed = [Path(p) for p in sandbox.record["git"].get("borrowed_objects", [])]
+    result, env, isolation = run_agent(ctx, invocation, env, ro_binds=borrowed,
+                                       role="executor", model=ctx.options.executor_model)
     reply = ctx.provider.read_executor(result)
-    record.executor = process_record(invocation, result, env)
+    record.executor = {**process_record(invocation, result, env), "isolation": isolation}
     record.metrics = reply.metrics
     record.permission_denials = reply.permission_denials
     record.skill_read = skill_read_evidence(reply.trace, ctx.suite.skill_name, cell.config)
-    outputs = cell.run_dir / "outputs"
-    write_text(outputs / "output.txt", reply.text)
-    write_text(outputs / "executor_stream.txt", result.stdout)
+    files.text("outputs/output.txt", reply.text)
+    files.text("outputs/executor_stream.txt", result.stdout)
     if not reply.ok:
-        write_text(outputs / "executor_stderr.txt", result.stderr)
+        files.text("outputs/executor_stderr.txt", result.stderr)
         record.fail(failure_status("executor", result), "executor", reply.failure)
         return None
-    artifact = capture_artifact(sandbox.artifact_path, outputs / "plan.md")
+    artifact = capture_artifact(sandbox.artifact_path)
+    if artifact["captured"]:
+        files.text("outputs/plan.md", artifact["text"])
     answer = ExecutorAnswer(reply.text, artifact.pop("text", None),
                             artifact.get("truncated", False))
     record.written_artifact = artifact
@@ -2980,8 +3441,9 @@ def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: RunRe
         return
     prompt = build_grader_prompt(cell.case.prompt, answer.text, answer.artifact,
                                  answer.artifact_truncated, assertions)
-    write_text(cell.run_dir / "grader_prompt.md", prompt)
-    result, reply = call_grader(ctx, sandbox, prompt, cell.run_dir / "outputs")
+    files = RunFiles(cell.run_dir, record)
+    files.text("grader_prompt.md", prompt)
+    result, reply = call_grader(ctx, sandbox, prompt, files)
     record.grader = result
     if not reply.ok:
         record.fail(reply.failure_status, "grader", reply.failure)
@@ -3005,7 +3467,7 @@ class GraderReply:
 
 
 def call_grader(ctx: RunContext, sandbox: Sandbox, prompt: str,
-                outputs: Path) -> tuple[dict[str, Any], GraderReply]:
+                files: RunFiles) -> tuple[dict[str, Any], GraderReply]:
     """One grader process in an empty folder outside the checkout; its output kept in outputs/.
 
     Returns the process record and the provider's reading of the reply.
@@ -3019,17 +3481,19 @@ def call_grader(ctx: RunContext, sandbox: Sandbox, prompt: str,
     invocation = ctx.provider.grader_invocation(prompt, grader_dir, ctx.options.grader_model,
                                                 schema_path, last_message)
     env = agent_env(ctx, sandbox, grader_dir, "grader", ctx.options.grader_model)
-    result = run_process(invocation, env, ctx.options.timeout_s, ctx.groups)
+    result, env, isolation = run_agent(ctx, invocation, env,
+                                       rw_binds=[grader_io] if grader_io else [],
+                                       role="grader", model=ctx.options.grader_model)
     reply = ctx.provider.read_grader(result, last_message)
-    write_text(outputs / "grader_output.txt", result.stdout)
+    files.text("outputs/grader_output.txt", result.stdout)
     if grader_io is not None and last_message.is_file():
-        shutil.copyfile(last_message, outputs / "grader_last_message.txt")
+        files.copy("outputs/grader_last_message.txt", last_message)
     if not reply.ok:
-        write_text(outputs / "grader_stderr.txt", result.stderr)
-        return process_record(invocation, result, env), GraderReply(
+        files.text("outputs/grader_stderr.txt", result.stderr)
+        return {**process_record(invocation, result, env), "isolation": isolation}, GraderReply(
             False, failure=reply.failure, failure_status=failure_status("grader", result))
-    return process_record(invocation, result, env), GraderReply(True, reply.text,
-                                                                reply.structured)
+    return {**process_record(invocation, result, env), "isolation": isolation}, GraderReply(
+        True, reply.text, reply.structured)
 
 
 def process_record(invocation: Invocation, result: ProcessResult,
@@ -3044,7 +3508,7 @@ def process_record(invocation: Invocation, result: ProcessResult,
             "stderr_truncated": result.stderr_truncated}
 
 
-def capture_artifact(path: Path, copy_to: Path) -> dict[str, Any]:
+def capture_artifact(path: Path) -> dict[str, Any]:
     """Read the designated artifact without following a link planted there."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
@@ -3060,7 +3524,6 @@ def capture_artifact(path: Path, copy_to: Path) -> dict[str, Any]:
     text = data.decode("utf-8", "replace")
     shown, truncated = cut_text(text, ARTIFACT_CAP_CHARS)
     truncated = truncated or size > len(data)
-    write_text(copy_to, shown)
     return {"captured": True, "path": str(path), "bytes": size, "chars_shown": len(shown),
             "truncated": truncated, "valid_utf8": "\ufffd" not in text, "text": shown}
 
@@ -3076,12 +3539,13 @@ def skill_read_evidence(trace: list[dict] | None, skill_name: str, config: str) 
 
 
 def write_run_files(cell: Cell, record: RunRecord, judge: dict[str, Any]) -> None:
-    write_json(cell.run_dir / "run.json", record.run_json())
-    write_json(cell.run_dir / "metrics.json", {
+    files = RunFiles(cell.run_dir, record)
+    files.json("run.json", record.run_json())
+    files.json("metrics.json", {
         "role": "executor", "note": "executor-only; the grader's cost is not included",
         "metrics": record.metrics or {}})
     if record.scored and record.grading is not None:
-        write_json(cell.run_dir / "grading.json", {**record.grading, "judge": judge})
+        files.json("grading.json", {**record.grading, "judge": judge})
 
 
 # ==== aggregation ============================================================
@@ -3129,6 +3593,7 @@ def benchmark_run(record: RunRecord) -> dict[str, Any]:
         "skill_read": (record.skill_read or {}).get("state"),
         "metric_sources": {name: (record.metrics or {}).get(name)
                            for name in ("time_seconds", "tokens")},
+        "files_sha256": dict(sorted(record.written_files.items())),
     }
 
 
@@ -3402,9 +3867,15 @@ def _iteration_flags(benchmark: dict[str, Any], meta: dict[str, Any]) -> list[di
             flags.append(_flag("warning", "dirty_fixtures",
                                f"declared fixtures differ from git {moment} the run: "
                                f"{', '.join(state['dirty'][:10])}"))
+    flags += _checkout_flags(meta.get("checkout_check"))
     baseline_ran = "without_skill" in (meta.get("configs") or [])
+    confined = (meta.get("isolation") or {}).get("mode") == "bwrap"
     for place in meta.get("skill_installed_elsewhere") or []:
-        if baseline_ran:
+        if confined:  # each agent had a fresh home: the installed copy was out of its sight
+            flags.append(_flag("info", "installed_skill_hidden",
+                               f"the target skill is installed at {place}; confined agents "
+                               "could not see it"))
+        elif baseline_ran:
             flags.append(_flag("error", "baseline_contamination",
                                f"the target skill is installed where the agent finds skills on "
                                f"its own ({place}); without_skill runs may have used it"))
@@ -3416,7 +3887,67 @@ def _iteration_flags(benchmark: dict[str, Any], meta: dict[str, Any]) -> list[di
         flags.append(_flag("error", "nothing_scored", "no run was scored"))
     if len(meta.get("configs") or []) < 2:
         flags.append(_flag("info", "single_config", "one config only: there is no comparison"))
+    isolation = meta.get("isolation") or {}
+    if isolation.get("mode") == "none":
+        flags.append(_flag("info", "unconfined",
+                           f"agents ran without OS confinement ({isolation.get('reason')}): an "
+                           "executor could reach the checkout and other cells; the checkout "
+                           "and result checks still apply"))
     return flags
+
+
+def _named_changes(changes: list[dict[str, str]], total: int) -> str:
+    names = ", ".join(f"{c['path']} ({c['change']})" for c in changes)
+    more = total - len(changes)
+    return names + (f" and {more} more" if more > 0 else "")
+
+
+def _checkout_flags(check: dict[str, Any] | None) -> list[dict[str, Any]]:
+    if not check:  # an iteration written before the checkout was compared
+        return []
+    if not check.get("checked"):
+        return [_flag("warning", "checkout_unchecked",
+                      f"the source checkout was not compared before and after the run: "
+                      f"{check.get('reason')}")]
+    if not check.get("changed_count"):
+        return []
+    return [_flag("error", "checkout_modified",
+                  f"the source checkout changed while agents ran ({check['changed_count']} "
+                  f"file(s)): {_named_changes(check['changed'], check['changed_count'])}")]
+
+
+RESULTS_FLAG_KINDS = ("results_modified", "results_unverifiable")
+
+
+def results_flags(check: dict[str, Any]) -> list[dict[str, Any]]:
+    flags = []
+    if check["changed_count"]:
+        flags.append(_flag("error", "results_modified",
+                           f"{check['changed_count']} run file(s) differ from what the runner "
+                           f"wrote, checked at {check['checked_by']} time: "
+                           f"{_named_changes(check['changed'], check['changed_count'])}"))
+    if check["unverifiable_runs"]:
+        flags.append(_flag("info", "results_unverifiable",
+                           f"{check['unverifiable_runs']} run(s) not verifiable: written by an "
+                           "older runner that recorded no file hashes"))
+    return flags
+
+
+def apply_results_check(benchmark: dict[str, Any], check: dict[str, Any]) -> None:
+    """Put a verification of the run files into the sanity checks and their status.
+
+    A finding replaces an earlier one; a clean check never clears a finding the run recorded
+    (files changed and then put back are still files that were changed).
+    """
+    sanity = benchmark["sanity_checks"]
+    earlier = [f for f in sanity["flags"] if f["kind"] in RESULTS_FLAG_KINDS]
+    found = results_flags(check)
+    if found or not earlier:
+        sanity["flags"] = [f for f in sanity["flags"] if f["kind"] not in RESULTS_FLAG_KINDS]
+        sanity["flags"] += found
+        benchmark["results_check"] = check
+    if any(f["severity"] in SEVERITIES_NEEDING_REVIEW for f in sanity["flags"]):
+        sanity["status"] = "REVIEW REQUIRED"
 
 
 # ==== rendering ==============================================================
@@ -3470,6 +4001,8 @@ def _md_header(b: dict[str, Any]) -> str:
              "in the suite",
              f"- Runs: {len(b['runs'])}, scored {b['scored_run_count']}, "
              f"excluded {b['error_run_count']}"]
+    if m.get("isolation"):
+        lines.append(f"- Isolation: {m['isolation'].get('summary')}")
     if m.get("incomplete"):
         lines.append(f"- **INCOMPLETE**: {m.get('cells_finished')} of {m.get('cells_planned')} "
                      "cells finished before the run stopped")
@@ -3499,6 +4032,7 @@ def _sentence(text: str) -> str:
 def _md_sanity(b: dict[str, Any]) -> str:
     sanity = b["sanity_checks"]
     lines = ["## Sanity checks", "", f"Status: **{sanity['status']}**", ""]
+    lines += _md_integrity(b)
     shown = [f for f in sanity["flags"] if f["severity"] != "info"]
     info = [f for f in sanity["flags"] if f["severity"] == "info"]
     if not shown:
@@ -3515,6 +4049,29 @@ def _md_sanity(b: dict[str, Any]) -> str:
         lines.append("- [info] " + ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items()))
                      + " (details in benchmark.json)")
     return "\n".join(lines) + "\n"
+
+
+def _md_integrity(b: dict[str, Any]) -> list[str]:
+    """One line each on the source checkout and on the run files, when they were checked."""
+    lines = []
+    checkout = b["metadata"].get("checkout_check")
+    if checkout and checkout.get("checked"):
+        state = (f"CHANGED ({checkout['changed_count']} file(s))" if checkout["changed_count"]
+                 else "unchanged")
+        lines.append(f"- Source checkout: {state}; {checkout['files_before']} files compared "
+                     "before and after the agents ran")
+    elif checkout:
+        lines.append(f"- Source checkout: not compared ({checkout.get('reason')})")
+    results = b.get("results_check")
+    if results is None or results["unverifiable_runs"] == len(b["runs"]) and b["runs"]:
+        lines.append("- Run files: not verifiable: written by an older runner")
+    elif results["changed_count"]:
+        lines.append(f"- Run files: {results['changed_count']} of {results['files']} differ "
+                     "from the SHA-256 recorded when the runner wrote them")
+    else:
+        lines.append(f"- Run files: all {results['files']} match the SHA-256 recorded when the "
+                     "runner wrote them")
+    return lines + [""]
 
 
 def _md_overall(b: dict[str, Any]) -> str:
@@ -4055,6 +4612,201 @@ def html_page(benchmark: dict[str, Any], iteration_dir: Path) -> str:
     return render_html(benchmark, read_html_run_files(benchmark, Path(iteration_dir)))
 
 
+# -- what agents could have changed: the checkout, the run files ---------------
+
+CHANGES_SHOWN = 20  # files named in a flag; the rest are counted
+
+
+def _stat_key(path: str) -> tuple:
+    """What a change to a file shows in its metadata. The ctime is in it because no user can
+    set it back: an edit that restores the mtime still moves the ctime."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return ("missing",)
+    kind = ("file" if stat.S_ISREG(st.st_mode) else "link" if stat.S_ISLNK(st.st_mode)
+            else "dir" if stat.S_ISDIR(st.st_mode) else "other")
+    if kind == "dir":  # a submodule or nested repository: its own files are not listed
+        return (kind, 0, stat.S_IMODE(st.st_mode), 0, 0)
+    return (kind, st.st_size, stat.S_IMODE(st.st_mode), st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _content_hash(path: str, kind: str) -> str | None:
+    try:
+        if kind == "link":
+            return hashlib.sha256(os.fsencode(os.readlink(path))).hexdigest()
+        return sha256_file(Path(path)) if kind == "file" else None
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+
+
+@dataclasses.dataclass
+class CheckoutSnapshot:
+    """The source checkout's files as agents could change them: metadata and content hashes."""
+
+    root: Path
+    skip: Callable[[str], bool]  # the runner's own output folders inside the checkout
+    entries: dict[str, tuple[tuple, str | None]]  # name -> (stat key, content hash)
+    listing: str
+    seconds: float
+
+    @classmethod
+    def take(cls, root: Path, iteration_dir: Path) -> CheckoutSnapshot:
+        started = time.monotonic()
+        skip = _runner_output_filter(root, iteration_dir)
+        paths, listing = _checkout_files(root, skip)
+        entries = {}
+        for name, path in paths.items():
+            key = _stat_key(path)
+            entries[name] = (key, _content_hash(path, key[0]))
+        return cls(root, skip, entries, listing, time.monotonic() - started)
+
+    def summary(self) -> dict[str, Any]:
+        return {"files": len(self.entries), "listing": self.listing,
+                "seconds": round(self.seconds, 3)}
+
+    def compare(self) -> dict[str, Any]:
+        """What changed since the snapshot; a file whose times moved but whose type, mode and
+        content did not (a `touch`) is counted as touched, not as changed."""
+        started = time.monotonic()
+        paths, _ = _checkout_files(self.root, self.skip)
+        changes, touched = [], 0
+        for name in sorted(set(paths) | set(self.entries)):
+            if name not in self.entries:
+                if _stat_key(paths[name])[0] != "missing":
+                    changes.append({"path": name, "change": "added"})
+                continue
+            (key, digest) = self.entries[name]
+            now = _stat_key(paths[name]) if name in paths else ("missing",)
+            if now == key:
+                continue
+            change = _classify_change(key, digest, now, paths.get(name, ""))
+            if change:
+                changes.append({"path": name, "change": change})
+            else:
+                touched += 1
+        return {"checked": True, "files_before": len(self.entries), "files_after": len(paths),
+                "changed_count": len(changes), "changed": changes[:CHANGES_SHOWN],
+                "touched_only": touched, "listing": self.listing,
+                "seconds_before": round(self.seconds, 3),
+                "seconds_after": round(time.monotonic() - started, 3),
+                "note": "compared by type, size, mode and content; files whose times changed "
+                        "but whose content did not are counted as touched_only, not as changes"}
+
+
+def _classify_change(key: tuple, digest: str | None, now: tuple, path: str) -> str | None:
+    if now[0] == "missing":
+        return "removed"
+    if key[0] == "missing":
+        return "added"
+    if now[0] != key[0]:
+        return "type changed"
+    if now[2] != key[2]:
+        return "mode changed"
+    if now[1] != key[1] or _content_hash(path, now[0]) != digest:
+        return "modified"
+    return None
+
+
+DEFAULT_ITERATIONS = re.compile(r"evals/[^/]+/workspace/[^/]+/iteration-\d+(/|$)")
+
+
+def _runner_output_filter(root: Path, iteration_dir: Path) -> Callable[[str], bool]:
+    """Whether a checkout path is one a skill-eval run writes: this iteration's folder, its
+    sibling iteration-N folders, and iteration-N folders in the default workspaces. Other runs
+    in the same checkout may be writing there now; their own run-file hashes cover them."""
+    real_root, real_iteration = os.path.realpath(root), os.path.realpath(iteration_dir)
+    patterns = [DEFAULT_ITERATIONS]
+    if _is_within(Path(real_iteration), Path(real_root)):
+        workspace = Path(os.path.relpath(os.path.dirname(real_iteration), real_root)).as_posix()
+        prefix = "" if workspace == "." else re.escape(workspace) + "/"
+        patterns.append(re.compile(prefix + r"iteration-\d+(/|$)"))
+    return lambda rel: any(pattern.match(rel) for pattern in patterns)
+
+
+def _checkout_files(root: Path, skip: Callable[[str], bool]) -> tuple[dict[str, str], str]:
+    """name -> path of every file to compare: tracked and untracked-not-ignored files (all
+    files outside git), plus git's config and hooks, which could run code later."""
+    listing = "folder walk"
+    rels: list[str] = []
+    if (root / ".git").exists():
+        ok, out = run_git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], root)
+        if ok:
+            rels, listing = [rel.rstrip("/") for rel in out.split("\0") if rel], "git ls-files"
+    if listing == "folder walk":
+        rels = [p.relative_to(root).as_posix() for p in _walk_files(root)]
+    files = {rel: os.path.join(root, rel) for rel in rels if not skip(rel)}
+    git_dir = root / ".git"
+    if git_dir.is_dir():  # a worktree's .git is a file: its config and hooks live elsewhere
+        files[".git/config"] = str(git_dir / "config")
+        for path in _walk_files_all(git_dir / "hooks"):
+            files[path.relative_to(root).as_posix()] = str(path)
+    return files, listing
+
+
+def _walk_files_all(folder: Path) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames.sort()
+        for name in sorted(filenames):
+            yield Path(dirpath) / name
+
+
+def check_checkout(snapshot: CheckoutSnapshot | None, failure: str = "") -> dict[str, Any]:
+    if snapshot is None:
+        return {"checked": False, "reason": failure}
+    try:
+        return snapshot.compare()
+    except OSError as exc:
+        return {"checked": False, "reason": f"the comparison failed: {exc}"}
+
+
+def verify_run_files(benchmark: dict[str, Any], iteration_dir: Path,
+                     checked_by: str) -> dict[str, Any]:
+    """Hash every run file benchmark.json lists and compare it with the hash taken at write time.
+
+    Plain string paths and os.open: on a 5,000-run iteration (some 32,000 small files) pathlib
+    and buffered file objects cost four times the CPU of the hashing itself.
+    """
+    started = time.monotonic()
+    changes, files, unverifiable = [], 0, 0
+    folder = os.fspath(iteration_dir)
+    for run in benchmark["runs"]:
+        hashes = run.get("files_sha256")
+        if not isinstance(hashes, dict):
+            unverifiable += 1
+            continue
+        run_rel = f"eval-{run['eval_id']}/{run['configuration']}/run-{run['run_number']}"
+        for rel, digest in hashes.items():
+            files += 1
+            problem = _run_file_problem(folder, f"{run_rel}/{rel}", digest)
+            if problem:
+                changes.append({"path": f"{run_rel}/{rel}", "change": problem})
+    return {"checked_by": checked_by, "files": files, "changed_count": len(changes),
+            "changed": changes[:CHANGES_SHOWN], "unverifiable_runs": unverifiable,
+            "seconds": round(time.monotonic() - started, 3)}
+
+
+def _run_file_problem(folder: str, rel: str, digest: Any) -> str | None:
+    parts = rel.split("/")
+    if ".." in parts or "" in parts or not isinstance(digest, str):
+        return "not a run file"  # benchmark.json itself was edited
+    try:
+        fd = os.open(os.path.join(folder, rel), os.O_RDONLY)
+    except FileNotFoundError:
+        return "missing"
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
+    try:
+        hasher = hashlib.sha256()
+        for chunk in iter(lambda: os.read(fd, 1 << 20), b""):
+            hasher.update(chunk)
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
+    finally:
+        os.close(fd)
+    return None if hasher.hexdigest() == digest else "modified"
+
+
 def allocate_iteration_dir(workspace: Path) -> Path:
     """Claim iteration-N with mkdir, which is atomic: two runs never share a folder."""
     workspace.mkdir(parents=True, exist_ok=True)
@@ -4125,7 +4877,9 @@ def benchmark_metadata(suite: Suite, options: RunOptions, manifest: dict[str, An
             r.status != "cancelled" for r in records),
         "incomplete": incomplete, "runner_version": RUNNER_VERSION,
         "fixture_status": manifest.get("fixture_status"),
+        "checkout_check": (manifest.get("checkout_check") or {}).get("after"),
         "skill_installed_elsewhere": manifest.get("skill_installed_elsewhere"),
+        "isolation": manifest.get("isolation"),
         "manifest": "iteration_manifest.json",
         "identity": iteration_identity(manifest, options),
     }
@@ -4263,9 +5017,14 @@ def prepare_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: 
 
 def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups: ProcessGroups,
                   iteration_dir: Path, argv: list[str], cli_version: str,
-                  sandbox_base: Path, previous: dict[str, Any] | None = None) -> int:
+                  sandbox_base: Path, previous: dict[str, Any] | None = None,
+                  confinement: Confinement | None = None) -> int:
+    confinement = confinement or Confinement("none", "--isolation none")
+    children_before = child_pids()
+    subreaper = become_subreaper()
     cells = plan_cells(suite, options, iteration_dir)
     fixtures = sorted({rel for cell in cells for rel in cell.case.files})
+    checkout, checkout_failure = take_checkout_snapshot(suite.root, iteration_dir)
     snapshot = RepoSnapshot.take(suite.root, suite.skill_name)
     snapshot.template = build_git_template(snapshot, sandbox_base)
     add_runner_baselines(snapshot.template, iteration_dir / ".baselines")
@@ -4275,7 +5034,11 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
         "git_template": {"path": str(snapshot.template.folder), "commit": snapshot.template.commit,
                          "error": snapshot.template.error},
         "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name, provider),
+        "isolation": {**confinement.to_json(), "summary": confinement.describe(),
+                      "subreaper": subreaper},
         "fixture_status": {"before": fixture_status(suite.root, fixtures)}})
+    manifest["checkout_check"] = {
+        "before": checkout.summary() if checkout else {"reason": checkout_failure}}
     write_json(iteration_dir / "iteration_manifest.json", manifest)
     write_eval_metadata(suite, cells, iteration_dir)
     ctx = RunContext(suite, options, provider, iteration_dir, snapshot, sandbox_base, groups,
@@ -4287,15 +5050,49 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
                      resuming=previous is not None)
     ctx.base_env, manifest["environment_scrub"] = scrub_checkout_paths(clean_environment(),
                                                                        suite.root)
-    finished = load_finished_cells(cells) if previous is not None else {}
+    confine_agents(ctx, confinement)
+    finished = (load_finished_cells(cells, recorded_run_hashes(iteration_dir))
+                if previous is not None else {})
     ctx.progress = Progress(len(cells) - len(finished), options.quiet)
     with InterruptHandler(groups):
-        records = run_matrix_until_deadline(ctx, cells, finished)
+        try:
+            records = run_matrix_until_deadline(ctx, cells, finished)
+        finally:
+            end_strays(keep=children_before)  # whatever an agent left running ends now
         snapshot.template.remove_runner_baselines()
         if not options.keep_sandboxes:  # kept sandboxes still borrow its objects
             snapshot.template.remove()
+        manifest["checkout_check"]["after"] = check_checkout(checkout, checkout_failure)
         return finish_iteration(suite, options, groups, iteration_dir, manifest, cells, records,
                                 fixtures)
+
+
+def recorded_run_hashes(iteration_dir: Path) -> dict[str, dict[str, str]]:
+    """The run-file hashes an earlier attempt's benchmark.json lists, by cell label."""
+    try:
+        runs = json.loads((iteration_dir / "benchmark.json").read_text(encoding="utf-8"))["runs"]
+        return {f"eval-{r['eval_id']}/{r['configuration']}/run-{r['run_number']}":
+                r["files_sha256"] for r in runs if isinstance(r.get("files_sha256"), dict)}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def take_checkout_snapshot(root: Path, iteration_dir: Path) -> tuple[CheckoutSnapshot | None, str]:
+    try:
+        return CheckoutSnapshot.take(root, iteration_dir), ""
+    except OSError as exc:
+        return None, f"the snapshot failed: {exc}"
+
+
+def confine_agents(ctx: RunContext, confinement: Confinement) -> None:
+    """Tell the engine how agents run; under bwrap, what of the CLI's install they see."""
+    ctx.confinement = confinement
+    if confinement.mode != "bwrap":
+        return
+    agent_path = ctx.base_env.get("PATH", "")
+    executable = shutil.which(ctx.provider.binary, path=agent_path) or ctx.provider.executable()
+    ctx.agent_mounts = cli_mounts(executable, agent_path) if executable else []
+    ctx.hidden = [ctx.suite.root, ctx.iteration_dir, Path.home()]
 
 
 def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
@@ -4324,6 +5121,7 @@ def finish_iteration(suite: Suite, options: RunOptions, groups: ProcessGroups,
     incomplete = groups.cancelled.is_set() or any(r.status == "cancelled" for r in records)
     meta = benchmark_metadata(suite, options, manifest, cells, records, incomplete)
     benchmark = aggregate(records, meta)
+    apply_results_check(benchmark, verify_run_files(benchmark, iteration_dir, "run"))
     write_benchmark(iteration_dir, benchmark)
     write_text(iteration_dir / "benchmark.html", html_page(benchmark, iteration_dir))
     if options.junit:
@@ -4454,6 +5252,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="where iteration-N/ goes (default: evals/<skill>/workspace/<agent>/)")
     run.add_argument("--eval-id", metavar="ID,...", help="run only these case ids")
     run.add_argument("--keep-sandboxes", action="store_true", help="keep sandbox copies for audit")
+    run.add_argument("--isolation", choices=ISOLATION_MODES, default="auto",
+                     help="confine agents with bubblewrap: auto (when it works here), bwrap "
+                     "(required), none (default: auto)")
     run.add_argument("--repo-root", metavar="DIR", help="repository root (default: detected)")
     aliases = [alias for kind in PROVIDERS.values() for alias in kind.setting_aliases]
     run.add_argument("--agent-config", *aliases, dest="agent_config", type=_agent_setting,
@@ -4539,7 +5340,7 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         executor_model=args.executor_model or args.model,
         grader_model=args.grader_model or args.model, skill_md=skill_md, workspace=workspace,
         eval_ids=eval_ids, keep_sandboxes=args.keep_sandboxes, agent_settings=args.agent_config,
-        quiet=args.quiet, junit=output_path(args.junit, "--junit"))
+        quiet=args.quiet, junit=output_path(args.junit, "--junit"), isolation=args.isolation)
 
 
 def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
@@ -4557,9 +5358,12 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     previous = check_resume(Path(args.resume), suite, options) if args.resume else None
     groups = ProcessGroups()
     cli_version = provider_version(provider, groups)
+    confinement = choose_confinement(options.isolation)
+    if confinement.mode != "bwrap" and options.isolation == "auto":
+        print(f"Isolation: {confinement.describe()}")
     iteration_dir = Path(args.resume) if args.resume else allocate_iteration_dir(options.workspace)
     return run_iteration(suite, options, provider, groups, iteration_dir, argv, cli_version,
-                         sandbox_base, previous)
+                         sandbox_base, previous, confinement)
 
 
 def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox_base: Path) -> int:
@@ -4589,6 +5393,9 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     print(f"executor argv ({first.label}): {_shell_join(executor.argv)}  (cwd {executor.cwd})")
     print(f"grader argv: {_shell_join(grader_call.argv)}  (cwd {grader_call.cwd})")
     print("executor and grader prompts go on standard input; assertions reach only the grader")
+    bwrap = shutil.which("bwrap")
+    print(f"isolation: --isolation {options.isolation}; bwrap "
+          f"{'at ' + bwrap if bwrap else 'not found'} (checked when a real run starts)")
     where = provider.executable()
     print(f"{provider.binary}: {where}" if where else
           f"{provider.binary}: not on PATH; a real run would stop with exit 3 "
@@ -4615,6 +5422,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     junit_path = output_path(args.junit, "--junit")
     other = load_benchmark(args.compare) if args.compare else None
     try:
+        check = verify_run_files(benchmark, folder, "report")
+        apply_results_check(benchmark, check)
         text = render_markdown(benchmark)
         comparison = render_compare_markdown(benchmark, other, args.compare) if other else ""
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -4631,6 +5440,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         write_text(junit_path, render_junit(benchmark))
         print(f"wrote {junit_path}", file=sys.stderr)
     print(text, end="")
+    if check["changed_count"]:
+        print(f"{PROG}: REVIEW REQUIRED: {check['changed_count']} run file(s) changed since the "
+              "runner wrote them (results_modified in benchmark.md)", file=sys.stderr)
+        return EXIT_REVIEW
     return EXIT_OK
 
 
