@@ -825,7 +825,10 @@ class FreshHomeAgentTest(RunnerRealCLITest):
         for config, requests in (("with_skill", 4), ("without_skill", 3)):
             with self.subTest(config=config):
                 rec = self.assert_scored_run(run, "E01", config)
-                self.assertEqual(len(rec["sandbox"]["agent_homes"]), 2)
+                if rec["executor"]["isolation"]["mode"] == "bwrap":  # bwrap's fresh HOME
+                    self.assertEqual(rec["executor"]["isolation"]["home_files"], [])
+                else:  # one home per process, made by the runner next to the sandbox
+                    self.assertEqual(len(rec["sandbox"]["agent_homes"]), 2)
                 self.check_tokens(run.json("E01", config, "metrics.json")["metrics"], requests)
         self.assertEqual(sorted(r.step for r in execs), [0, 0, 1, 1, 2, 2, 3])
         graders = [r for r in _requests_with(self.server, marker) if grader_matcher(r)]
