@@ -61,7 +61,9 @@ DEFAULT_EXECUTOR_TEXT = "fake executor answer"
 DEFAULT_PROSE_VERDICT = "Looks fine to me."
 DEFAULT_FLOOD_BYTES = 200_000_000
 LOGGED_ENV = ("HOME", "PWD", "CODEX_HOME", "CLAUDECODE", "IS_SANDBOX",
-              "GIT_DIR", "GIT_WORK_TREE", "TMPDIR")
+              "GIT_DIR", "GIT_WORK_TREE", "TMPDIR", "GEMINI_CLI_HOME", "GEMINI_CLI_NO_RELAUNCH",
+              "GEMINI_SYSTEM_MD", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "OPENCODE_CONFIG",
+              "OPENCODE_DISABLE_PROJECT_CONFIG", "npm_config_offline")
 ARTIFACT_PREFIX = "Artifact path:"
 SKILL_PREFIX = "Skill path:"
 ASSERTIONS_HEADING = "## Assertions"
@@ -308,6 +310,64 @@ def _clap_store(parsed: Parsed, opt: Opt, value: Any) -> None:
         parsed.opts.setdefault(opt.key, []).append(value)
     else:
         parsed.opts[opt.key] = value
+
+def parse_yargs(argv: list[str], table, unknown_message) -> Parsed:
+    """Parse like yargs in strict mode (gemini, opencode): an unknown option exits 1.
+
+    Kinds: "flag" (boolean; `--flag=false` allowed), "value" (the next argument, or
+    `--opt=value`), "variadic" (yargs "array": every following argument that does not start
+    with `-`). `unknown_message(names)` words the error the way that CLI does.
+    """
+    by_name = _index(table)
+    parsed = Parsed()
+    args = list(argv)
+    unknown: list[str] = []
+    while args:
+        arg = args.pop(0)
+        if arg == "--":
+            parsed.positionals.extend(args)
+            break
+        if not _looks_like_option(arg):
+            parsed.positionals.append(arg)
+            continue
+        name, eq, attached = arg.partition("=")
+        opt = by_name.get(name)
+        if opt is None:
+            unknown.append(name.lstrip("-"))
+            continue
+        if opt.early:
+            parsed.early = opt.early
+            return parsed
+        if opt.kind == "flag":
+            parsed.opts[opt.key] = (attached != "false") if eq else True
+            continue
+        values = [attached] if eq else []
+        if not values and args and not _looks_like_option(args[0]):
+            values.append(args.pop(0))
+        if not values:
+            raise FakeExit(1, f"Not enough arguments following: {opt.key}\n")
+        if opt.kind == "variadic":
+            while args and not _looks_like_option(args[0]):
+                values.append(args.pop(0))
+            parsed.opts.setdefault(opt.key, []).extend(values)
+            continue
+        if opt.choices and values[0] not in opt.choices:
+            choices = ", ".join(f'"{c}"' for c in opt.choices)
+            raise FakeExit(1, f"Invalid values:\n  Argument: {opt.key}, Given: "
+                              f'"{values[0]}", Choices: {choices}\n')
+        parsed.opts[opt.key] = values[0]
+    if unknown:
+        raise FakeExit(1, unknown_message(unknown))
+    return parsed
+
+
+def read_json_file(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 # ============================================================================
 # 4. invocation log

@@ -9,7 +9,7 @@ difference and the executor's own time, tokens and cost.
 
 Usage:
     eval_runner.py validate SUITE [--repo-root DIR] [--json]
-    eval_runner.py run SUITE --agent {claude,codex} [options]   (see --help)
+    eval_runner.py run SUITE --agent AGENT [options]   (see --help for the agents)
     eval_runner.py report ITERATION_DIR [--compare DIR] [--html [PATH]] [--junit PATH]
 
 Exit codes:
@@ -95,13 +95,11 @@ MAX_SUITE_BYTES = 10 * 1024 * 1024
 MAX_JSON_DEPTH = 64
 MAX_NAME_CHARS = 100  # skill names and case ids become folder names
 
-# Folders that hold host-local or generated state; never delivered, never fixtures.
-EXCLUDED_DIR_NAMES = frozenset(
-    {".git", ".agents", ".claude", ".codex", "node_modules", "__pycache__"}
-)
-FIXTURE_FORBIDDEN_DIR_NAMES = frozenset(
-    {".git", ".claude", ".agents", ".codex", "node_modules", "workspace"}
-)
+# Folders that hold host-local or generated state; never delivered, never fixtures. The
+# agent adapters add, when they are registered, the folders their CLI reads skills and
+# settings from (see register_provider): the core names no agent.
+EXCLUDED_DIR_NAMES: set[str] = {".git", "node_modules", "__pycache__"}
+FIXTURE_FORBIDDEN_DIR_NAMES: set[str] = {".git", "node_modules", "workspace"}
 
 STATUS_OK = "ok"
 STATUSES = (
@@ -148,12 +146,8 @@ GIT_REDIRECT_VARS = frozenset(
      "GIT_DISCOVERY_ACROSS_FILESYSTEM"}
 )
 GIT_REDIRECT_PREFIXES = ("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")
-# Variables that tie a process to a parent agent session.
-AGENT_SESSION_VARS = frozenset(
-    {"CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT", "CLAUDE_CODE_SESSION_ID",
-     "CLAUDE_AGENT_SDK_VERSION", "CODEX_SANDBOX", "CODEX_SANDBOX_NETWORK_DISABLED",
-     "CODEX_THREAD_ID", "CODEX_SESSION_ID", "CODEX_CI"}
-)
+# Variables that tie a process to a parent agent session; each adapter adds its own.
+AGENT_SESSION_VARS: set[str] = set()
 SANDBOX_ROOT_ENV = "SKILL_EVAL_SANDBOX_ROOT"
 
 ISOLATION_MODES = ("auto", "bwrap", "none")
@@ -1208,7 +1202,7 @@ def resolve_skill_md(suite: Suite, skill_path: str | None) -> Path:
     given = Path(skill_path)
     candidate = given if given.is_absolute() else suite.root / given
     parts = Path(os.path.normpath(candidate)).parts
-    for snapshot in (".agents", ".claude"):
+    for snapshot in sorted(EXCLUDED_DIR_NAMES):  # agents' skill folders among them
         if snapshot in parts:
             raise InputError(f"--skill-path {skill_path} is under {snapshot}/, a host copy of a "
                              "skill", f"point it at skills/{suite.skill_name}/SKILL.md")
@@ -1809,6 +1803,8 @@ class Sandbox:
     grader_io: Path | None = None
     owns_baseline: bool = True  # False when it reads the iteration's shared baseline
     earlier_grader_dirs: list[Path] = dataclasses.field(default_factory=list)  # --grader-runs
+    # Fresh agent homes (HOME, settings, TMPDIR) for CLIs that get one per process.
+    homes: dict[str, Path] = dataclasses.field(default_factory=dict)
 
     @property
     def repo(self) -> Path:
@@ -1829,15 +1825,24 @@ class Sandbox:
         self.record["grader_dir"] = str(self.grader_dir)
         return self.grader_dir, self.grader_io
 
+    def make_home(self, role: str) -> Path:
+        """A new, private, empty home for one agent process of this cell."""
+        home = Path(tempfile.mkdtemp(prefix=f"skill-eval-home-{role}-", dir=self.base))
+        self.homes[role] = home
+        self.record.setdefault("agent_homes", {})[role] = str(home)
+        return home
+
     def remove_copy(self) -> None:
         """The executor's copy and the baseline, as soon as the executor's changes are read."""
-        for folder in (self.baseline_git if self.owns_baseline else None, self.cell_dir):
+        for folder in (self.baseline_git if self.owns_baseline else None, self.cell_dir,
+                       self.homes.get("executor")):
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)
         self._note_removed()
 
     def remove_grader_dirs(self) -> None:
-        for folder in (self.grader_dir, self.grader_io, *self.earlier_grader_dirs):
+        for folder in (self.grader_dir, self.grader_io, self.homes.get("grader"),
+                       *self.earlier_grader_dirs):
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)
         self._note_removed()
@@ -1847,7 +1852,8 @@ class Sandbox:
         self.remove_grader_dirs()
 
     def _note_removed(self) -> None:
-        folders = [self.cell_dir, self.grader_dir, self.grader_io, *self.earlier_grader_dirs]
+        folders = [self.cell_dir, self.grader_dir, self.grader_io, *self.earlier_grader_dirs,
+                   *self.homes.values()]
         self.record["removed"] = not any(f is not None and os.path.lexists(f) for f in folders)
 
 
@@ -2290,8 +2296,16 @@ class Provider:
     binary = ""
     install_hint = ""
     grader_uses_files = False  # a schema file in, a last-message file out
-    accepts_settings = False  # takes KEY=VALUE settings from the command line
+    accepts_settings = False  # takes KEY=VALUE settings (--agent-config) from the command line
     reports_cost = False  # its output carries a cost per call (what --max-cost needs)
+    setting_aliases: tuple[str, ...] = ()  # older option names for --agent-config
+    # Folders, in a repository or a home, where this CLI finds skills and settings: never
+    # copied into a sandbox, never accepted as fixtures (register_provider adds them).
+    state_dirs: tuple[str, ...] = ()
+    # Variables that tie a process to a parent session of this agent: no agent inherits them.
+    session_vars: tuple[str, ...] = ()
+    # Each process gets a new, empty home that prepare_home fills with the runner's settings.
+    fresh_home = False
 
     def __init__(self, settings: list[str] | None = None):
         self.settings = list(settings or [])
@@ -2299,6 +2313,20 @@ class Provider:
     def executable(self, search_path: str | None = None) -> str | None:
         """Where the CLI is on `search_path` (a PATH value; default: ours)."""
         return shutil.which(self.binary, path=search_path)
+
+    def skill_places(self, skill_name: str, env: dict[str, str]) -> list[Path]:
+        """Where this CLI, run with `env`, would find an installed copy of the skill itself."""
+        return []
+
+    def prepare_home(self, home: Path, env: dict[str, str], role: str, model: str | None,
+                     seen_as: str, user_env: dict[str, str]) -> dict[str, str]:
+        """Write this process's settings into `home`; the environment the CLI runs with.
+
+        Only called when fresh_home is set. The process sees the home at `seen_as` (the same
+        path, or the confined HOME); `user_env` still has the user's own HOME in it, so
+        credentials can be carried over.
+        """
+        return env
 
     def home_files(self, env: dict[str, str]) -> list[tuple[Path, str]]:
         """What a confined run copies into its fresh HOME so the CLI can log in:
@@ -2326,6 +2354,23 @@ class Provider:
         raise NotImplementedError
 
 
+def register_provider(kind: type[Provider]) -> type[Provider]:
+    """Add an adapter to the registry, with the folders and variables it declares."""
+    PROVIDERS[kind.name] = kind
+    EXCLUDED_DIR_NAMES.update(kind.state_dirs)
+    FIXTURE_FORBIDDEN_DIR_NAMES.update(kind.state_dirs)
+    AGENT_SESSION_VARS.update(kind.session_vars)
+    return kind
+
+
+PROVIDERS: dict[str, type[Provider]] = {}
+
+
+def _home(env: dict[str, str]) -> Path:
+    return Path(env.get("HOME") or Path.home())
+
+
+@register_provider
 class ClaudeProvider(Provider):
     """Claude Code in print mode. Failure is `is_error` or a non-zero exit, never `subtype`."""
 
@@ -2334,6 +2379,12 @@ class ClaudeProvider(Provider):
     install_hint = "npm install -g @anthropic-ai/claude-code"
     reports_cost = True  # the result envelope's total_cost_usd
     executor_tools = "Bash,Read,Write,Edit,Glob,Grep"
+    state_dirs = (".claude",)
+    session_vars = ("CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT",
+                    "CLAUDE_CODE_SESSION_ID", "CLAUDE_AGENT_SDK_VERSION")
+
+    def skill_places(self, skill_name: str, env: dict[str, str]) -> list[Path]:
+        return [_home(env) / ".claude" / "skills" / skill_name]
 
     def home_files(self, env: dict[str, str]) -> list[tuple[Path, str]]:
         home = Path(env.get("HOME") or Path.home())
@@ -2452,6 +2503,7 @@ def claude_metrics(envelope: dict | None, reason: str) -> dict[str, dict[str, An
     return metrics
 
 
+@register_provider
 class CodexProvider(Provider):
     """Codex CLI `exec --json`. It never checks --output-schema; we parse the verdict."""
 
@@ -2460,6 +2512,16 @@ class CodexProvider(Provider):
     install_hint = "npm install -g @openai/codex"
     grader_uses_files = True
     accepts_settings = True  # each one becomes `-c KEY=VALUE`
+    setting_aliases = ("--codex-config",)
+    state_dirs = (".codex", ".agents")
+    session_vars = ("CODEX_SANDBOX", "CODEX_SANDBOX_NETWORK_DISABLED", "CODEX_THREAD_ID",
+                    "CODEX_SESSION_ID", "CODEX_CI")
+
+    def skill_places(self, skill_name: str, env: dict[str, str]) -> list[Path]:
+        codex_home = Path(env.get("CODEX_HOME") or _home(env) / ".codex")
+        return [codex_home / "skills" / skill_name,
+                codex_home / "skills" / ".system" / skill_name,
+                _home(env) / ".agents" / "skills" / skill_name]
 
     def home_files(self, env: dict[str, str]) -> list[tuple[Path, str]]:
         source = Path(env.get("CODEX_HOME") or Path(env.get("HOME") or Path.home()) / ".codex")
@@ -2565,14 +2627,388 @@ def codex_metrics(usages: list[dict], result: ProcessResult,
     return metrics
 
 
+def _json_setting(text: str) -> tuple[list[str], Any]:
+    """`a.b.c=VALUE` as a key path and a value: JSON when it parses, else the text itself."""
+    key, _, raw = text.partition("=")
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = raw
+    return [part for part in key.strip().split(".") if part], value
+
+
+def _set_path(doc: dict[str, Any], keys: list[str], value: Any) -> None:
+    for key in keys[:-1]:
+        if not isinstance(doc.get(key), dict):
+            doc[key] = {}
+        doc = doc[key]
+    if keys:
+        doc[keys[-1]] = value
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _read_json_object(path: Path) -> dict[str, Any]:
+    """A user's settings file, or {} when it is missing or not plain JSON."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _carry_file(source: Path, target: Path) -> None:
+    """Copy one credentials file into a fresh home, private, when the user has it."""
+    if not source.is_file():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target)
+    os.chmod(target, 0o600)
+
+
+def _answer_after_tools(pieces: list[tuple[str, str]]) -> str:
+    """The text the agent said after its last tool call ("tool" marks a call)."""
+    last_tool = max((i for i, (kind, _) in enumerate(pieces) if kind == "tool"), default=-1)
+    return "".join(text for kind, text in pieces[last_tool + 1:] if kind == "text")
+
+
+GRADER_SYSTEM_PROMPT = (
+    "You are a grader. You judge a recorded answer against numbered assertions and reply "
+    "with the JSON object the user asks for, and nothing else. You have no tools.\n")
+
+
+@register_provider
+class GeminiProvider(Provider):
+    """Gemini CLI headless (`-o stream-json` / `-o json`), a fresh GEMINI_CLI_HOME per process.
+
+    The grader's schema travels in a settings model alias; the runner still validates.
+    """
+
+    name = "gemini"
+    binary = "gemini"
+    install_hint = "npm install -g @google/gemini-cli"
+    accepts_settings = True  # KEY=VALUE: a settings.json key path and a JSON value
+    fresh_home = True
+    state_dirs = (".gemini", ".agents")
+    session_vars = ("GEMINI_CLI", "GEMINI_CLI_IDE_SERVER_PORT", "GEMINI_CLI_IDE_WORKSPACE_PATH",
+                    "GEMINI_CLI_IDE_SERVER_STDIO_ARGS", "GEMINI_CLI_ACTIVE_APPROVAL_MODE",
+                    "GEMINI_PROJECT_DIR", "GEMINI_SANDBOX")
+    verdict_alias = "skill-eval-verdict"
+    # Sign-in files carried from the user's ~/.gemini (OAuth); API keys come by environment.
+    carried_files = ("oauth_creds.json", "google_accounts.json")
+    # Variables that would point the CLI at other settings or prompts than the runner's.
+    dropped_vars = ("GEMINI_CLI_SYSTEM_SETTINGS_PATH", "GEMINI_CLI_SYSTEM_DEFAULTS_PATH",
+                    "GEMINI_SYSTEM_MD", "GEMINI_WRITE_SYSTEM_MD", "GEMINI_CLI_TRUST_WORKSPACE")
+
+    def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
+        argv = [self.binary, "--output-format", "stream-json", "--approval-mode", "yolo",
+                "--skip-trust"]
+        return Invocation(argv + _model_args("--model", model), sandbox, prompt)
+
+    def grader_invocation(self, prompt: str, grader_dir: Path, model: str | None,
+                          schema_path: Path, last_message_path: Path) -> Invocation:
+        # The alias (written by prepare_home) names the real model and carries the schema.
+        argv = [self.binary, "--output-format", "json", "--skip-trust",
+                "--model", self.verdict_alias]
+        return Invocation(argv, grader_dir, prompt)
+
+    def prepare_home(self, home: Path, env: dict[str, str], role: str, model: str | None,
+                     seen_as: str, user_env: dict[str, str]) -> dict[str, str]:
+        user_dir = Path(user_env.get("GEMINI_CLI_HOME") or _home(user_env)) / ".gemini"
+        user = _read_json_object(user_dir / "settings.json")
+        settings = self.settings_for(role, model, user_env, user)
+        write_json(home / ".gemini" / "settings.json", settings)
+        for name in self.carried_files:
+            _carry_file(user_dir / name, home / ".gemini" / name)
+        (home / "tmp").mkdir()
+        fresh = {k: v for k, v in env.items() if k not in self.dropped_vars}
+        # One process that ends on SIGTERM (the relaunching parent ignores it); its error
+        # reports go to TMPDIR, inside the home that is removed after the run.
+        fresh.update(HOME=seen_as, GEMINI_CLI_HOME=seen_as, GEMINI_CLI_NO_RELAUNCH="1",
+                     TMPDIR=f"{seen_as}/tmp")
+        if role == "grader":
+            write_text(home / "grader_system.md", GRADER_SYSTEM_PROMPT)
+            fresh["GEMINI_SYSTEM_MD"] = f"{seen_as}/grader_system.md"
+        return fresh
+
+    def settings_for(self, role: str, model: str | None, env: dict[str, str],
+                     user: dict[str, Any]) -> dict[str, Any]:
+        """The runner's settings.json: quiet, one attempt, no skills; the user's sign-in."""
+        settings: dict[str, Any] = {
+            "general": {"maxAttempts": 1, "enableAutoUpdate": False,
+                        "enableAutoUpdateNotification": False},
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+            "security": {"folderTrust": {"enabled": False}},
+            "skills": {"enabled": False},
+        }
+        auth = _dig(user, ("security", "auth", "selectedType")) or self._auth_from_env(env)
+        if auth:
+            settings["security"]["auth"] = {"selectedType": auth}
+        user_model = _dig(user, ("model", "name"))
+        if isinstance(user_model, str) and user_model:
+            settings["model"] = {"name": user_model}
+        if role == "grader":
+            alias = {"extends": "chat-base", "modelConfig": {"generateContentConfig": {
+                "responseMimeType": "application/json", "responseJsonSchema": VERDICT_SCHEMA}}}
+            chosen = model or (user_model if isinstance(user_model, str) else None)
+            if chosen:
+                alias["modelConfig"]["model"] = chosen
+            settings = _merge(settings, {
+                "tools": {"core": []}, "experimental": {"enableAgents": False},
+                "modelConfigs": {"customAliases": {self.verdict_alias: alias}}})
+        for setting in self.settings:
+            _set_path(settings, *_json_setting(setting))
+        return settings
+
+    @staticmethod
+    def _auth_from_env(env: dict[str, str]) -> str | None:
+        if env.get("GOOGLE_GENAI_USE_VERTEXAI", "").lower() == "true":
+            return "vertex-ai"
+        if env.get("GEMINI_API_KEY"):
+            return "gemini-api-key"
+        return None
+
+    def read_executor(self, result: ProcessResult) -> AgentReply:
+        events = parse_json_lines(result.stdout)
+        final = next((e for e in reversed(events) if e.get("type") == "result"), None)
+        failure = _process_failure(result)
+        if failure is None and final is None:
+            failure = (f"gemini exited {result.returncode} without a result event"
+                       + _stderr_reason(result))
+        elif failure is None and (final.get("status") != "success" or result.returncode != 0):
+            said = _dig(final, ("error", "message")) or "no error message"
+            failure = (f"gemini reported an error (exit {result.returncode}, status "
+                       f"{final.get('status')!r}): {str(said)[:500]}")
+        pieces, trace = [], []
+        for event in events:
+            if event.get("type") == "tool_use":
+                trace.append({"tool": event.get("tool_name"), "input": event.get("parameters")})
+                pieces.append(("tool", ""))
+            elif event.get("type") == "message" and event.get("role") == "assistant":
+                pieces.append(("text", str(event.get("content") or "")))
+        stats = final.get("stats") if isinstance(final, dict) else None
+        return AgentReply(failure is None, text=_answer_after_tools(pieces),
+                          failure=failure or "",
+                          metrics=gemini_metrics(stats, failure or ""),
+                          trace=trace if events else None)
+
+    def read_grader(self, result: ProcessResult, last_message_path: Path) -> AgentReply:
+        failure = _process_failure(result)
+        envelope = _loads_json_object(result.stdout)
+        response = envelope.get("response") if envelope else None
+        if failure is None and (result.returncode != 0 or not isinstance(response, str)):
+            error = _loads_json_object(result.stderr[result.stderr.find("{"):]) or {}
+            said = _dig(error, ("error", "message")) or _stderr_reason(result)
+            failure = f"gemini grader failed (exit {result.returncode}): {str(said)[:500]}"
+        return AgentReply(failure is None, text=response if isinstance(response, str) else "",
+                          failure=failure or "")
+
+
+def _loads_json_object(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+GEMINI_STAT_FIELDS = (("input_tokens", "input_tokens"), ("output_tokens", "output_tokens"),
+                      ("cached_input_tokens", "cached"), ("tokens", "total_tokens"),
+                      ("tool_calls", "tool_calls"))
+
+
+def gemini_metrics(stats: Any, failure: str) -> dict[str, dict[str, Any]]:
+    why = f" ({failure})" if failure else ""
+    metrics = {}
+    for name, key in GEMINI_STAT_FIELDS:
+        value = stats.get(key) if isinstance(stats, dict) else None
+        metrics[name] = (captured(value, f"gemini result stats.{key}") if _number(value)
+                         else absent(f"gemini reported no stats.{key}{why}"))
+    duration = stats.get("duration_ms") if isinstance(stats, dict) else None
+    metrics["time_seconds"] = (captured(duration / 1000.0, "gemini result stats.duration_ms")
+                               if _number(duration)
+                               else absent(f"gemini reported no stats.duration_ms{why}"))
+    metrics["num_turns"] = absent("gemini reports no turn count")
+    metrics["total_cost_usd"] = absent("gemini reports no cost")
+    return metrics
+
+
+@register_provider
+class OpenCodeProvider(Provider):
+    """OpenCode `run --format json`, a fresh home (XDG folders) per process.
+
+    Its grader is `run` too, with a no-tools agent; the runner parses and validates the reply.
+    """
+
+    name = "opencode"
+    binary = "opencode"
+    install_hint = "npm install -g opencode-ai (and ripgrep, e.g. apt-get install ripgrep)"
+    accepts_settings = True  # KEY=VALUE: an opencode.json key path and a JSON value
+    fresh_home = True
+    state_dirs = (".opencode", ".claude", ".agents")
+    session_vars = ("OPENCODE", "OPENCODE_PID", "OPENCODE_CLIENT", "OPENCODE_SERVER_PASSWORD",
+                    "OPENCODE_SERVER_USERNAME")
+    grader_agent = "skill-eval-grader"
+    # The user's model choice and providers (endpoints, key variables) are carried from
+    # their config; skills, agents, plugins, instructions and permissions are not.
+    carried_keys = ("provider", "model", "small_model", "enabled_providers",
+                    "disabled_providers")
+    # Variables that would load other configuration than the runner's.
+    dropped_vars = ("OPENCODE_CONFIG", "OPENCODE_CONFIG_CONTENT", "OPENCODE_CONFIG_DIR",
+                    "OPENCODE_PERMISSION", "OPENCODE_TUI_CONFIG")
+
+    def _common(self, cwd: Path, title: str, model: str | None) -> list[str]:
+        # --title: no separate title-generation request to the model.
+        return [self.binary, "run", "--format", "json", "--dir", str(cwd),
+                "--title", title] + _model_args("--model", model)
+
+    def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
+        return Invocation(self._common(sandbox, "skill-eval executor", model), sandbox, prompt)
+
+    def grader_invocation(self, prompt: str, grader_dir: Path, model: str | None,
+                          schema_path: Path, last_message_path: Path) -> Invocation:
+        argv = self._common(grader_dir, "skill-eval grader", model) + [
+            "--agent", self.grader_agent]
+        return Invocation(argv, grader_dir, prompt)
+
+    def prepare_home(self, home: Path, env: dict[str, str], role: str, model: str | None,
+                     seen_as: str, user_env: dict[str, str]) -> dict[str, str]:
+        user = self._user_config(user_env)
+        xdg = {"XDG_CONFIG_HOME": ".config", "XDG_DATA_HOME": ".local/share",
+               "XDG_CACHE_HOME": ".cache", "XDG_STATE_HOME": ".local/state"}
+        write_json(home / ".config" / "opencode" / "opencode.json", self.config_for(role, user))
+        user_data = Path(user_env.get("XDG_DATA_HOME") or _home(user_env) / ".local" / "share")
+        _carry_file(user_data / "opencode" / "auth.json",
+                    home / ".local" / "share" / "opencode" / "auth.json")
+        user_cache = Path(user_env.get("XDG_CACHE_HOME") or _home(user_env) / ".cache")
+        _carry_file(user_cache / "opencode" / "models.json",
+                    home / ".cache" / "opencode" / "models.json")
+        (home / "tmp").mkdir()
+        fresh = {k: v for k, v in env.items() if k not in self.dropped_vars}
+        fresh.update({name: f"{seen_as}/{rel}" for name, rel in xdg.items()})
+        fresh.update(
+            HOME=seen_as, TMPDIR=f"{seen_as}/tmp",  # its extracted .so goes with the home
+            OPENCODE_DISABLE_PROJECT_CONFIG="1",  # no opencode.json from any ancestor folder
+            OPENCODE_DISABLE_EXTERNAL_SKILLS="1", OPENCODE_DISABLE_CLAUDE_CODE="1",
+            OPENCODE_DISABLE_AUTOUPDATE="1",
+            npm_config_offline="true")  # no plugin install into <sandbox>/.opencode
+        return fresh
+
+    def _user_config(self, env: dict[str, str]) -> dict[str, Any]:
+        config_home = Path(env.get("XDG_CONFIG_HOME") or _home(env) / ".config")
+        user = _read_json_object(config_home / "opencode" / "opencode.json")
+        if env.get("OPENCODE_CONFIG"):
+            user = _merge(user, _read_json_object(Path(env["OPENCODE_CONFIG"])))
+        return {key: user[key] for key in self.carried_keys if key in user}
+
+    def config_for(self, role: str, user: dict[str, Any]) -> dict[str, Any]:
+        config: dict[str, Any] = {**user, "share": "disabled", "autoupdate": False,
+                                  "snapshot": False, "permission": {"skill": "deny"}}
+        if role == "grader":
+            config["permission"] = {"*": "deny"}
+            config["agent"] = {self.grader_agent: {
+                "mode": "primary", "prompt": GRADER_SYSTEM_PROMPT,
+                "permission": {"*": "deny"}}}
+        for setting in self.settings:
+            _set_path(config, *_json_setting(setting))
+        return config
+
+    def read_executor(self, result: ProcessResult) -> AgentReply:
+        return self._read(result)
+
+    def read_grader(self, result: ProcessResult, last_message_path: Path) -> AgentReply:
+        return self._read(result)
+
+    def _read(self, result: ProcessResult) -> AgentReply:
+        events = parse_json_lines(result.stdout)
+        failure = _process_failure(result)
+        pieces, trace, steps, errors, rejected = [], [], [], [], []
+        for event in events:
+            kind, part = event.get("type"), event.get("part")
+            part = part if isinstance(part, dict) else {}
+            if kind == "tool_use":
+                state = part.get("state") if isinstance(part.get("state"), dict) else {}
+                trace.append({"tool": part.get("tool"), "input": state.get("input")})
+                pieces.append(("tool", ""))
+                if state.get("status") == "error":
+                    rejected.append(f"{part.get('tool')}: {str(state.get('error'))[:200]}")
+            elif kind == "text":
+                pieces.append(("text", str(part.get("text") or "")))
+            elif kind == "step_finish":
+                steps.append(part)
+            elif kind == "error":
+                data = _dig(event, ("error", "data"))
+                errors.append(f"{_dig(event, ('error', 'name'))}: "
+                              f"{_dig(data, ('message',))} (status {_dig(data, ('statusCode',))})")
+        if failure is None:
+            failure = self._failure(result, events, steps, errors, rejected)
+        return AgentReply(failure is None, text=_answer_after_tools(pieces),
+                          failure=failure or "", metrics=opencode_metrics(steps, result, failure),
+                          trace=trace if events else None)
+
+    @staticmethod
+    def _failure(result: ProcessResult, events: list[dict], steps: list[dict],
+                 errors: list[str], rejected: list[str]) -> str | None:
+        if errors or result.returncode != 0:
+            said = "; ".join(errors) or "no error event" + _stderr_reason(result)
+            return f"opencode failed (exit {result.returncode}): {said}"[:800]
+        if not steps:
+            return ("opencode finished no step" if events else "opencode printed no events") \
+                + _stderr_reason(result)
+        if steps[-1].get("reason") == "tool-calls":
+            # A refused permission ends the session quietly, exit 0, with no answer.
+            return ("opencode stopped after a tool call without an answer"
+                    + (f" (refused: {'; '.join(rejected)[:500]})" if rejected else ""))
+        return None
+
+
+OPENCODE_TOKEN_FIELDS = (("input_tokens", ("input",)), ("output_tokens", ("output",)),
+                         ("reasoning_output_tokens", ("reasoning",)),
+                         ("cache_read_input_tokens", ("cache", "read")),
+                         ("cache_creation_input_tokens", ("cache", "write")))
+
+
+def opencode_metrics(steps: list[dict], result: ProcessResult,
+                     failure: str | None) -> dict[str, dict[str, Any]]:
+    why = f" ({failure})" if failure else ""
+    metrics = {}
+    for name, keys in OPENCODE_TOKEN_FIELDS:
+        values = [_dig(step.get("tokens"), keys) for step in steps]
+        metrics[name] = (
+            captured(sum(values), f"opencode step_finish tokens.{'.'.join(keys)}, summed")
+            if steps and all(_number(v) for v in values)
+            else absent(f"opencode reported no tokens.{'.'.join(keys)}{why}"))
+    parts = [metrics[k]["value"] for k, _ in OPENCODE_TOKEN_FIELDS
+             if k != "reasoning_output_tokens"]
+    metrics["tokens"] = (
+        captured(sum(parts), "opencode tokens: input + output + cache read + cache write")
+        if all(v is not None for v in parts) else absent("opencode token counts are missing"))
+    costs = [step.get("cost") for step in steps]
+    metrics["total_cost_usd"] = (
+        captured(sum(costs), "opencode step_finish cost, summed")
+        if steps and all(_number(c) for c in costs) and sum(costs) > 0
+        else absent("opencode reported no cost (it reports 0 when the model has no price "
+                    "configured)"))
+    metrics["num_turns"] = (captured(len(steps), "count of opencode step_finish events")
+                            if steps else absent(f"opencode finished no step{why}"))
+    # Its event timestamps are when it printed them, all at the end: not a duration.
+    metrics["time_seconds"] = (
+        absent(f"opencode never started ({result.spawn_error})") if result.spawn_error else
+        captured(round(result.duration_s, 3), "runner wall clock (opencode reports no duration)"))
+    return metrics
+
+
 def _model_args(flag: str, model: str | None) -> list[str]:
     return [flag, model] if model else []
-
-
-PROVIDERS: dict[str, type[Provider]] = {
-    ClaudeProvider.name: ClaudeProvider,
-    CodexProvider.name: CodexProvider,
-}
 
 
 def agent_path_problem(provider: Provider, agent_env: dict[str, str]) -> str | None:
@@ -3049,8 +3485,20 @@ def provider_env(ctx: RunContext, cwd: Path) -> dict[str, str]:
     return env
 
 
+def agent_env(ctx: RunContext, sandbox: Sandbox, cwd: Path, role: str,
+              model: str | None) -> dict[str, str]:
+    """The environment of one agent process; unconfined, a fresh home of its own next to the
+    sandbox when its adapter asks (a confined one gets it from run_agent)."""
+    env = provider_env(ctx, cwd)
+    if not ctx.provider.fresh_home or ctx.confinement.mode == "bwrap":
+        return env
+    home = sandbox.make_home(role)
+    return ctx.provider.prepare_home(home, env, role, model, str(home), env)
+
+
 def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
-              ro_binds: Iterable[Path] = (), rw_binds: Iterable[Path] = ()
+              ro_binds: Iterable[Path] = (), rw_binds: Iterable[Path] = (),
+              role: str = "executor", model: str | None = None
               ) -> tuple[ProcessResult, dict[str, str], dict[str, Any]]:
     """One agent process, confined when the iteration is: (result, its environment, how it
     was isolated). Unconfined, what it left running is ended when it ends."""
@@ -3065,6 +3513,8 @@ def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
         home_vars = ctx.provider.home_vars(HOME_INSIDE)
         carried = fill_home(home, ctx.provider.home_files(env), home_vars)
         inside = confined_env(env, invocation.cwd, home_vars)
+        if ctx.provider.fresh_home:
+            inside = ctx.provider.prepare_home(home, inside, role, model, HOME_INSIDE, env)
         argv = bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
                           home=home, ro_entries=ctx.agent_mounts, ro_binds=ro_binds,
                           rw_binds=rw_binds, hide=ctx.hidden)
@@ -3243,7 +3693,7 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     files = RunFiles(cell.run_dir, record)
     files.text("prompt.md", prompt)
     invocation = ctx.provider.executor_invocation(prompt, sandbox.repo, ctx.options.executor_model)
-    env = provider_env(ctx, sandbox.repo)
+    env = agent_env(ctx, sandbox, sandbox.repo, "executor", ctx.options.executor_model)
     # The sandbox was built while the lane's previous agent ran: check again before starting.
     reason = ctx.should_stop()
     if reason:
@@ -3252,7 +3702,8 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     if ctx.on_cell_start:
         ctx.on_cell_start(cell.label)
     borrowed = [Path(p) for p in sandbox.record["git"].get("borrowed_objects", [])]
-    result, env, isolation = run_agent(ctx, invocation, env, ro_binds=borrowed)
+    result, env, isolation = run_agent(ctx, invocation, env, ro_binds=borrowed,
+                                       role="executor", model=ctx.options.executor_model)
     reply = ctx.provider.read_executor(result)
     record.executor = {**process_record(invocation, result, env), "isolation": isolation}
     record.metrics = reply.metrics
@@ -3385,9 +3836,10 @@ def call_grader(ctx: RunContext, sandbox: Any, prompt: str, files: RunFiles,
         write_json(schema_path, VERDICT_SCHEMA)
     invocation = ctx.provider.grader_invocation(prompt, grader_dir, ctx.options.grader_model,
                                                 schema_path, last_message)
-    env = provider_env(ctx, grader_dir)
+    env = agent_env(ctx, sandbox, grader_dir, "grader", ctx.options.grader_model)
     result, env, isolation = run_agent(ctx, invocation, env,
-                                       rw_binds=[grader_io] if grader_io else [])
+                                       rw_binds=[grader_io] if grader_io else [],
+                                       role="grader", model=ctx.options.grader_model)
     reply = ctx.provider.read_grader(result, last_message)
     files.text(f"logs/grader_output{suffix}.txt", result.stdout)
     if grader_io is not None and last_message.is_file():
@@ -5347,14 +5799,13 @@ def allocate_iteration_dir(workspace: Path) -> Path:
             number += 1
 
 
-def skill_installed_elsewhere(skill_name: str) -> list[str]:
-    """Places where the agent CLIs discover skills by themselves."""
-    home = Path(os.environ.get("HOME") or Path.home())
-    codex_home = Path(os.environ.get("CODEX_HOME") or home / ".codex")
-    places = [home / ".claude" / "skills" / skill_name, codex_home / "skills" / skill_name,
-              codex_home / "skills" / ".system" / skill_name,
-              home / ".agents" / "skills" / skill_name]
-    return [str(p) for p in places if os.path.lexists(p)]
+def skill_installed_elsewhere(skill_name: str, provider: Provider | None = None) -> list[str]:
+    """Places where the agent CLI (every registered one when none is named) would discover
+    an installed copy of the skill by itself; each adapter declares its own."""
+    kinds = [provider] if provider is not None else [kind() for kind in PROVIDERS.values()]
+    env = dict(os.environ)
+    places = [place for kind in kinds for place in kind.skill_places(skill_name, env)]
+    return [str(p) for p in dict.fromkeys(places) if os.path.lexists(p)]
 
 
 def build_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: list[Cell],
@@ -5703,7 +6154,7 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
         "listing_source": snapshot.listing_source,
         "git_template": {"path": str(snapshot.template.folder), "commit": snapshot.template.commit,
                          "error": snapshot.template.error},
-        "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name),
+        "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name, provider),
         "withheld_from_skill_package": withheld,
         "isolation": {**confinement.to_json(), "summary": confinement.describe(),
                       "subreaper": subreaper},
@@ -6338,7 +6789,7 @@ def _shard_spec(text: str) -> tuple[int, int]:
     return index, count
 
 
-def _codex_setting(text: str) -> str:
+def _agent_setting(text: str) -> str:
     key, sep, _ = text.partition("=")
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
@@ -6464,8 +6915,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="confine agents with bubblewrap: auto (when it works here), bwrap "
                      "(required), none (default: auto)")
     run.add_argument("--repo-root", metavar="DIR", help="repository root (default: detected)")
-    run.add_argument("--codex-config", type=_codex_setting, action="append", default=[],
-                     metavar="KEY=VALUE", help="codex only: pass -c KEY=VALUE to every codex call")
+    aliases = [alias for kind in PROVIDERS.values() for alias in kind.setting_aliases]
+    run.add_argument("--agent-config", *aliases, dest="agent_config", type=_agent_setting,
+                     action="append", default=[], metavar="KEY=VALUE",
+                     help="a setting for the agent CLI, for every call (see README: which "
+                          "agents take one and what it means)")
     run.add_argument("--resume", metavar="ITERATION_DIR",
                      help="finish an interrupted iteration: rerun every cell not finished ok")
     run.add_argument("--dry-run", action="store_true",
@@ -6527,10 +6981,10 @@ def load_valid_suite(suite: str, repo_root: str | None) -> Suite:
 
 
 def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
-    if args.codex_config and not PROVIDERS[args.agent].accepts_settings:
+    if args.agent_config and not PROVIDERS[args.agent].accepts_settings:
         takers = sorted(name for name, kind in PROVIDERS.items() if kind.accepts_settings)
-        raise InputError(f"--codex-config applies to --agent {' or '.join(takers)} only",
-                         f"remove --codex-config or use --agent {takers[0]}")
+        raise InputError(f"--agent-config applies to --agent {', '.join(takers)} only",
+                         f"remove --agent-config (or its alias) or use --agent {takers[0]}")
     if args.max_cost is not None and not PROVIDERS[args.agent].reports_cost:
         raise InputError(f"--max-cost: the {args.agent} CLI reports no cost, so spending could "
                          "never be measured against the cap",
@@ -6553,7 +7007,7 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         concurrency=args.concurrency, deadline_s=args.deadline,
         executor_model=args.executor_model or args.model,
         grader_model=args.grader_model or args.model, skill_md=skill_md, workspace=workspace,
-        eval_ids=eval_ids, keep_sandboxes=args.keep_sandboxes, agent_settings=args.codex_config,
+        eval_ids=eval_ids, keep_sandboxes=args.keep_sandboxes, agent_settings=args.agent_config,
         quiet=args.quiet, junit=output_path(args.junit, "--junit"),
         grader_runs=args.grader_runs, isolation=args.isolation,
         shard=args.shard, max_cost_usd=args.max_cost, max_tokens=args.max_tokens)
