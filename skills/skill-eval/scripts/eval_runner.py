@@ -69,6 +69,9 @@ EXIT_ENVIRONMENT = 3
 EXIT_INTERRUPTED = 130
 
 CONFIGS = ("with_skill", "without_skill")
+REVISION_SEPARATOR = "@"  # with_skill@REV: the skill package as committed at REV
+MAX_CONFIGS = 3  # a candidate and up to two baselines
+MAX_REVISION_CHARS = 200
 RUNS_RANGE = (1, 5)
 CONCURRENCY_RANGE = (1, 16)
 DEFAULT_TIMEOUT_S = 600.0
@@ -253,6 +256,24 @@ class Suite:
     @property
     def skill_dir(self) -> Path:
         return self.root / "skills" / self.skill_name
+
+
+def config_has_skill(config: str) -> bool:
+    """with_skill and with_skill@REV deliver a skill package; without_skill does not."""
+    return config == "with_skill" or config.startswith("with_skill" + REVISION_SEPARATOR)
+
+
+def config_revision(config: str) -> str | None:
+    """REV of with_skill@REV, None for the working tree and for without_skill."""
+    if config.startswith("with_skill" + REVISION_SEPARATOR):
+        return config[len("with_skill" + REVISION_SEPARATOR):]
+    return None
+
+
+def config_folder(config: str) -> str:
+    """The config's folder name in an iteration: a revision may hold '/' (a branch name)."""
+    import urllib.parse
+    return urllib.parse.quote(config, safe="@")
 
 
 @dataclasses.dataclass
@@ -932,7 +953,12 @@ def check_skill_package(root: Path, skill_name: str, file: str) -> list[Problem]
     except (OSError, UnicodeDecodeError) as exc:
         return [Problem("warning", f"cannot read {skill_md}: {exc}", str(skill_md),
                         fix="save SKILL.md as readable UTF-8")]
-    where = str(skill_md)
+    return skill_md_front_problems(front, skill_name, str(skill_md))
+
+
+def skill_md_front_problems(front: dict[str, str] | None, skill_name: str,
+                            where: str) -> list[Problem]:
+    """Warnings about a SKILL.md front matter, wherever the file came from."""
     if front is None:
         return [Problem("warning", "SKILL.md has no front matter", where,
                         fix="start it with ---, name: and description: lines, then ---")]
@@ -1263,6 +1289,145 @@ def _is_delivered(rel: str, skill_name: str) -> bool:
 
 
 @dataclasses.dataclass
+class RevisionPackage:
+    """The skill package exactly as committed at one revision, read from the checkout's git
+    with read-only commands. Links inside it are resolved within the package, as the working
+    tree's are resolved when copied; its files are written out once per iteration."""
+
+    config: str  # with_skill@REV
+    revision: str  # REV as given
+    commit: str  # what REV resolved to
+    contents: dict[str, tuple[bytes, bool]]  # repository path -> (bytes, executable)
+    skipped: list[dict[str, str]]
+    warnings: list[Problem]
+    root: Path | None = None  # where write() put it
+
+    @property
+    def files(self) -> list[str]:
+        return sorted(self.contents)
+
+    @property
+    def sha256(self) -> str:
+        """Hashed as tree_hash hashes the working tree's package, so equal packages match."""
+        digest = hashlib.sha256()
+        for rel in self.files:
+            digest.update(rel.encode("utf-8") + b"\0")
+            digest.update(hashlib.sha256(self.contents[rel][0]).hexdigest().encode() + b"\n")
+        return digest.hexdigest()
+
+    def record(self) -> dict[str, Any]:
+        return {"source": "git revision", "revision": self.revision, "commit": self.commit,
+                "package_sha256": self.sha256, "files": len(self.contents),
+                "skipped": self.skipped}
+
+    def path_of(self, rel: str) -> Path:
+        assert self.root is not None, "write() the package first"
+        return self.root / rel
+
+    def write(self, folder: Path) -> None:
+        for rel, (data, executable) in self.contents.items():
+            target = folder / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            target.chmod(0o755 if executable else 0o644)
+        self.root = folder
+
+
+GIT_READ_ONLY = ["--no-optional-locks"]  # never refresh the user's index or take its lock
+
+
+def read_revision_package(root: Path, skill_name: str, config: str) -> RevisionPackage:
+    """skills/<name>/ as committed at the config's revision; InputError (exit 2) with a fix
+    when the revision does not resolve or its package breaks a rule the working tree obeys."""
+    revision = config_revision(config) or ""
+    if not (root / ".git").exists():
+        raise InputError(f"--config {config}: {root} is not a git checkout, so it has no "
+                         "revisions", "run from a git checkout, or use with_skill (the working "
+                         "tree) instead of with_skill@REV")
+    ok, out = run_git([*GIT_READ_ONLY, "rev-parse", "--verify", "--quiet", "--end-of-options",
+                       f"{revision}^{{commit}}"], root)
+    if not ok or not re.fullmatch(r"[0-9a-f]{40,64}", out.strip()):
+        raise InputError(f"--config {config}: git cannot resolve {revision!r} to a commit in "
+                         f"{root}", "name a commit, tag or branch that `git rev-parse` accepts, "
+                         "e.g. with_skill@HEAD or with_skill@HEAD~1 (see `git log --oneline`)")
+    commit = out.strip()
+    package = f"skills/{skill_name}/"
+    ok, out = run_git([*GIT_READ_ONLY, "ls-tree", "-r", "-z", "--full-tree", commit, "--",
+                       package], root)
+    if not ok:
+        raise InputError(f"--config {config}: cannot list {package} at {commit[:12]}: {out}",
+                         "check that the repository is readable")
+    entries = {}
+    for line in filter(None, out.split("\0")):
+        info, _, path = line.partition("\t")
+        mode, kind, obj = info.split()
+        if not any(part in EXCLUDED_DIR_NAMES for part in path.split("/")):
+            entries[path] = (mode, kind, obj)
+    blobs = _read_blobs(root, sorted({obj for _, kind, obj in entries.values()
+                                      if kind == "blob"}), config)
+    contents, skipped = _package_contents(entries, blobs, package)
+    skill_md = package + "SKILL.md"
+    where = f"{skill_md} at {revision} ({commit[:12]})"
+    if skill_md not in contents:
+        linked = entries.get(skill_md, ("",))[0] == "120000"
+        raise InputError(
+            f"--config {config}: {where} " + ("is a link out of its package" if linked
+                                              else "does not exist"),
+            "make SKILL.md a regular file inside the package" if linked else
+            f"pick a revision that has it (git log --oneline -- {skill_md}) or commit it first")
+    front = read_frontmatter(contents[skill_md][0].decode("utf-8", "replace"))
+    return RevisionPackage(config, revision, commit, contents, skipped,
+                           skill_md_front_problems(front, skill_name, where))
+
+
+def _read_blobs(root: Path, objects: list[str], config: str) -> dict[str, bytes]:
+    """The bytes of each blob, in one `git cat-file --batch` call."""
+    if not objects:
+        return {}
+    argv = [*GIT_READ_ONLY, "cat-file", "--batch"]
+    if shutil.which("git") is None:
+        raise InputError("git is not installed", "install git")
+    full = ["git", "--literal-pathspecs", "-c", "core.hooksPath=/dev/null", *argv]
+    done = subprocess.run(full, cwd=root, env=git_environment(), capture_output=True,
+                          input="".join(f"{obj}\n" for obj in objects).encode(), timeout=300,
+                          check=False)
+    if done.returncode != 0:
+        raise InputError(f"--config {config}: git could not read the package's files",
+                         done.stderr.decode("utf-8", "replace").strip()[-300:])
+    blobs, data, at = {}, done.stdout, 0
+    for obj in objects:
+        end = data.index(b"\n", at)
+        header = data[at:end].decode().split()
+        size = int(header[2])
+        blobs[obj] = data[end + 1:end + 1 + size]
+        at = end + 1 + size + 1
+    return blobs
+
+
+def _package_contents(entries: dict[str, tuple[str, str, str]], blobs: dict[str, bytes],
+                      package: str) -> tuple[dict[str, tuple[bytes, bool]], list[dict]]:
+    """Regular files as they are, links replaced by the file they name inside the package."""
+    contents, skipped = {}, []
+    for path, (mode, kind, obj) in sorted(entries.items()):
+        if kind != "blob":
+            skipped.append({"path": path, "reason": f"a {kind} (submodule), not a file"})
+            continue
+        target, hops = path, 0
+        while entries.get(target, ("",))[0] == "120000" and hops < 40:
+            link = blobs[entries[target][2]].decode("utf-8", "replace")
+            target = os.path.normpath(os.path.join(os.path.dirname(target), link))  # POSIX paths
+            hops += 1
+        found = entries.get(target)
+        if not target.startswith(package) or found is None or found[1] != "blob" \
+                or found[0] == "120000":
+            skipped.append({"path": path, "reason": "link leaves the skill package or names "
+                            "no file in it"})
+            continue
+        contents[path] = (blobs[found[2]], found[0] == "100755")
+    return contents, skipped
+
+
+@dataclasses.dataclass
 class RepoSnapshot:
     """What every sandbox of one iteration receives, listed once per iteration."""
 
@@ -1274,6 +1439,7 @@ class RepoSnapshot:
     template: GitTemplate | None = None
     linked_skill_files: frozenset = frozenset()
     resolved: dict[str, str | None] = dataclasses.field(default_factory=dict)
+    revisions: dict[str, RevisionPackage] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def take(cls, root: Path, skill_name: str) -> RepoSnapshot:
@@ -1316,17 +1482,33 @@ class GitTemplate:
     commit: str
     error: str | None = None
     skill_commit: str = ""  # the baseline plus the skill package, for with_skill sandboxes
-    runner_baselines: dict[bool, Path] = dataclasses.field(default_factory=dict)
+    runner_baselines: dict[bool | str, Path] = dataclasses.field(default_factory=dict)
+    # with_skill@REV config -> (the baseline plus that revision's package, its index)
+    revision_commits: dict[str, tuple[str, Path]] = dataclasses.field(default_factory=dict)
 
     @property
     def objects(self) -> Path:
         return self.folder / "git" / "objects"
 
-    def index_for(self, with_skill: bool) -> Path:
+    # `with_skill` below: False (no package), True (the working tree's package) or a
+    # with_skill@REV config (the package as committed at REV).
+    def index_for(self, with_skill: bool | str) -> Path:
+        if isinstance(with_skill, str):
+            found = self.revision_commits.get(with_skill)
+            return found[1] if found else self.folder / "index"
         return self.folder / ("index-skill" if with_skill and self.skill_commit else "index")
 
-    def commit_for(self, with_skill: bool) -> str:
+    def commit_for(self, with_skill: bool | str) -> str:
+        if isinstance(with_skill, str):
+            found = self.revision_commits.get(with_skill)
+            return found[0] if found else self.commit
         return self.skill_commit if with_skill and self.skill_commit else self.commit
+
+    def holds_package(self, with_skill: bool | str) -> bool:
+        """Whether the template's commit for these cells already holds their skill package."""
+        if isinstance(with_skill, str):
+            return with_skill in self.revision_commits
+        return bool(with_skill and self.skill_commit)
 
     def remove(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -1348,8 +1530,11 @@ def add_runner_baselines(template: GitTemplate, folder: Path) -> None:
         return
     shutil.rmtree(folder, ignore_errors=True)  # a resumed iteration starts them afresh
     folder.mkdir(parents=True)
-    for with_skill in (False, True):
-        git_dir = folder / ("with_skill.git" if with_skill else "without_skill.git")
+    arms: list[bool | str] = [False, True, *template.revision_commits]
+    for number, with_skill in enumerate(arms):
+        name = (f"revision-{number}.git" if isinstance(with_skill, str) else
+                "with_skill.git" if with_skill else "without_skill.git")
+        git_dir = folder / name
         _write_git_dir(git_dir, [template.objects], template.commit_for(with_skill),
                        template.index_for(with_skill))
         template.runner_baselines[with_skill] = git_dir
@@ -1357,6 +1542,8 @@ def add_runner_baselines(template: GitTemplate, folder: Path) -> None:
 
 def build_git_template(snapshot: RepoSnapshot, base: Path) -> GitTemplate:
     folder = Path(tempfile.mkdtemp(prefix="skill-eval-template-", dir=base))
+    for number, package in enumerate(snapshot.revisions.values()):
+        package.write(folder / f"revision-{number}")
     git_dir = folder / "git"
     env = {"GIT_INDEX_FILE": str(folder / "index")}
     regular = [rel for rel in snapshot.base_files if rel not in snapshot.linked_files
@@ -1384,6 +1571,10 @@ def build_git_template(snapshot: RepoSnapshot, base: Path) -> GitTemplate:
         return GitTemplate(folder, "", commit)
     template = GitTemplate(folder, commit.strip())
     template.skill_commit = _add_skill_commit(snapshot, template, common)
+    for number, (config, package) in enumerate(snapshot.revisions.items()):
+        found = _add_revision_commit(package, template, folder / f"index-revision-{number}")
+        if found:
+            template.revision_commits[config] = found
     return template
 
 
@@ -1402,6 +1593,27 @@ def _add_skill_commit(snapshot: RepoSnapshot, template: GitTemplate, common: lis
                           "-p", template.commit, "-m",
                           "skill-eval baseline with the skill package"], template.folder)
     return commit.strip() if ok else ""
+
+
+def _add_revision_commit(package: RevisionPackage, template: GitTemplate,
+                         index: Path) -> tuple[str, Path] | None:
+    """The baseline plus one revision's package, read from where it was written out."""
+    assert package.root is not None
+    shutil.copyfile(template.folder / "index", index)
+    env = {"GIT_INDEX_FILE": str(index)}
+    common = ["-c", "core.bigFileThreshold=1", f"--git-dir={template.folder / 'git'}",
+              f"--work-tree={package.root}"]
+    ok, _ = run_git([*common, "add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"],
+                    template.folder, stdin="\0".join(sorted(package.files)).encode("utf-8"),
+                    env=env)
+    ok, tree = run_git([*common, "write-tree"], template.folder, env=env) if ok else (False, "")
+    if not ok:
+        return None
+    ok, commit = run_git([f"--git-dir={template.folder / 'git'}", "commit-tree", tree.strip(),
+                          "-p", template.commit, "-m",
+                          f"skill-eval baseline with the skill package at {package.commit}"],
+                         template.folder)
+    return (commit.strip(), index) if ok else None
 
 
 def _list_repository(root: Path) -> tuple[list[str], str]:
@@ -1447,6 +1659,10 @@ class FileCopier:
         if real is None:
             self.skipped.append({"path": rel, "reason": "link leaves the repository"})
             return
+        self.copy_from(real, rel)
+
+    def copy_from(self, real: str, rel: str) -> None:
+        """Copy the file at `real` to `rel` in the tree (a revision's package is elsewhere)."""
         parent = rel.rpartition("/")[0]
         if parent and parent not in self.made_dirs:
             os.makedirs(os.path.join(self.dest, parent), exist_ok=True)
@@ -1577,8 +1793,9 @@ class Sandbox:
         self.record["removed"] = not any(f is not None and os.path.lexists(f) for f in folders)
 
 
-def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool, base: Path,
+def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, base: Path,
                   baseline_git: Path) -> Sandbox:
+    """`with_skill`: False, True (the working tree's package) or a with_skill@REV config."""
     sandbox = Sandbox(Path(tempfile.mkdtemp(prefix="skill-eval-", dir=base)), baseline_git,
                       base, {})
     repo = sandbox.repo
@@ -1586,14 +1803,20 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool, base: Pa
     copier = FileCopier(snapshot, repo)
     for rel in snapshot.base_files:
         copier.copy(rel)
-    if with_skill:
+    revision = snapshot.revisions[with_skill] if isinstance(with_skill, str) else None
+    if revision is not None:
+        for rel in revision.files:  # the same place in the sandbox as the working tree's
+            copier.copy_from(str(revision.path_of(rel)), rel)
+    elif with_skill:
         for rel in snapshot.skill_files:
             copier.copy(rel)
     for rel in case.files:
         copier.copy_fixture(rel)
     extras = set(snapshot.linked_files) | set(case.files) | set(copier.fixture_files)
-    if with_skill:
-        in_template = snapshot.template is not None and snapshot.template.skill_commit
+    in_template = snapshot.template is not None and snapshot.template.holds_package(with_skill)
+    if revision is not None:
+        extras |= set() if in_template else set(revision.files)
+    elif with_skill:
         extras |= {rel for rel in snapshot.skill_files
                    if not in_template or rel in snapshot.linked_skill_files}
     git = init_sandbox_git(repo, sandbox.baseline_git, snapshot.template, sorted(extras),
@@ -1603,9 +1826,13 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool, base: Pa
     (repo / ARTIFACT_RELPATH).parent.mkdir(parents=True, exist_ok=True)
     sandbox.record.update({
         "path": str(repo), "grader_dir": None, "files_delivered": copier.copied,
-        "listing_source": snapshot.listing_source, "skill_delivered": with_skill,
+        "listing_source": snapshot.listing_source, "skill_delivered": bool(with_skill),
         "fixtures": list(case.files), "skipped": copier.skipped, "git": git,
         "kept": False, "removed": False})
+    if revision is not None:
+        sandbox.record["skill_revision"] = {"revision": revision.revision,
+                                            "commit": revision.commit,
+                                            "package_sha256": revision.sha256}
     return sandbox
 
 
@@ -1641,7 +1868,7 @@ def _write_git_dir(git_dir: Path, alternates: list[Path], commit: str | None,
 
 
 def init_sandbox_git(repo: Path, baseline: Path, template: GitTemplate | None,
-                     extras: list[str], with_skill: bool = False) -> dict[str, Any]:
+                     extras: list[str], with_skill: bool | str = False) -> dict[str, Any]:
     """The baseline commit, kept by the runner outside the sandbox and mirrored into it.
 
     Failure is recorded, never worked around with the real repository.
@@ -1670,7 +1897,7 @@ def init_sandbox_git(repo: Path, baseline: Path, template: GitTemplate | None,
 
 
 def _commit_cell_baseline(repo: Path, baseline: Path, template: GitTemplate | None,
-                          added: list[str], with_skill: bool) -> tuple[str, str]:
+                          added: list[str], with_skill: bool | str) -> tuple[str, str]:
     """This cell's baseline repository: the template's commit plus the cell's own files
     (fixtures, links), or without a template every file. Returns (error, commit)."""
     if template is not None:
@@ -2235,7 +2462,7 @@ def build_executor_prompt(suite: Suite, case: Case, config: str, sandbox: Path) 
     if case.files:
         lines += ["Files provided for this task (relative to that folder):", ""]
         lines += [f"- {rel}" for rel in case.files] + [""]
-    if config == "with_skill":
+    if config_has_skill(config):  # every version of the package sits at the same place
         skill_md = sandbox / "skills" / suite.skill_name / "SKILL.md"
         lines += ["# Skill", "",
                   f"Skill path: {skill_md}",
@@ -2282,7 +2509,8 @@ def plan_cells(suite: Suite, options: RunOptions, iteration_dir: Path) -> list[C
             continue
         for config in options.configs:
             for run_number in range(1, options.runs + 1):
-                run_dir = iteration_dir / f"eval-{case.key}" / config / f"run-{run_number}"
+                run_dir = (iteration_dir / f"eval-{case.key}" / config_folder(config)
+                           / f"run-{run_number}")
                 cells.append(Cell(case, config, run_number, run_dir))
     return cells
 
@@ -2449,9 +2677,14 @@ def prepare_sandbox(ctx: RunContext, run: CellRun) -> None:
     if reason:
         run.record.fail("cancelled", "scheduling", reason)
         return
-    run.sandbox = build_sandbox(ctx.snapshot, cell.case, cell.config == "with_skill",
+    run.sandbox = build_sandbox(ctx.snapshot, cell.case, sandbox_delivery(cell.config),
                                 ctx.sandbox_base, cell.run_dir / "baseline.git")
     run.record.sandbox = run.sandbox.record
+
+
+def sandbox_delivery(config: str) -> bool | str:
+    """What build_sandbox delivers for a config: no package, the working tree's, or REV's."""
+    return config if config_revision(config) is not None else config_has_skill(config)
 
 
 def close_sandbox_and_start_next(ctx: RunContext, run: CellRun,
@@ -2883,11 +3116,11 @@ def _run_flags(records: list[RunRecord]) -> list[dict[str, Any]]:
                                f"the executor was refused {len(r.permission_denials)} tool "
                                "call(s)", **where))
         read = (r.skill_read or {}).get("state")
-        if r.configuration == "with_skill" and read == "not_read":
+        if config_has_skill(r.configuration) and read == "not_read":
             flags.append(_flag("warning", "skill_not_read",
                                "the executor's trace shows no read of the skill's SKILL.md",
                                **where))
-        elif r.configuration == "with_skill" and read == "unknown":
+        elif config_has_skill(r.configuration) and read == "unknown":
             flags.append(_flag("info", "skill_read_unknown",
                                "no tool-call trace was captured; whether the skill was read is "
                                "unknown", **where))
@@ -3600,8 +3833,8 @@ def read_html_run_files(benchmark: dict[str, Any], iteration_dir: Path) -> dict[
     budget = _FileBudget(HTML_FILES_BUDGET_BYTES)
     files: dict[tuple, dict] = {}
     for run in benchmark["runs"]:
-        run_dir = (iteration_dir / f"eval-{run['eval_id']}" / run["configuration"]
-                   / f"run-{run['run_number']}")
+        run_dir = (iteration_dir / f"eval-{run['eval_id']}"
+                   / config_folder(run["configuration"]) / f"run-{run['run_number']}")
         for kind, rel in HTML_RUN_FILES:
             files[(*_run_key(run), kind)] = read_run_file(run_dir / rel, iteration_dir, budget)
     return files
@@ -3686,6 +3919,8 @@ def benchmark_metadata(suite: Suite, options: RunOptions, manifest: dict[str, An
         "skill_installed_elsewhere": manifest.get("skill_installed_elsewhere"),
         "manifest": "iteration_manifest.json",
         "identity": iteration_identity(manifest, options),
+        "arms": manifest.get("arms"),
+        "common_assertions": list(suite.common_assertions),
     }
 
 
@@ -3779,7 +4014,8 @@ def options_fingerprint(options: RunOptions) -> str:
     return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
 
 
-def check_resume(iteration_dir: Path, suite: Suite, options: RunOptions) -> dict[str, Any]:
+def check_resume(iteration_dir: Path, suite: Suite, options: RunOptions,
+                 revisions: dict[str, RevisionPackage] | None = None) -> dict[str, Any]:
     """The earlier manifest, if suite, skill, runner and options still hash the same."""
     path = iteration_dir / "iteration_manifest.json"
     try:
@@ -3794,12 +4030,49 @@ def check_resume(iteration_dir: Path, suite: Suite, options: RunOptions) -> dict
     current = {"suite": suite.sha256, "skill package": tree_hash(suite.root, skill_files),
                "runner": sha256_file(Path(__file__)), "options": options_fingerprint(options)}
     changed = [name for name in recorded if recorded[name] != current[name]]
+    changed += changed_revision_arms(manifest.get("arms") or {}, revisions or {})
     if changed:
         raise InputError(f"--resume {iteration_dir}: the {', '.join(changed)} changed since that "
                          "iteration started, so its finished cells would not be comparable",
                          "start a new iteration (drop --resume), or restore what changed and "
                          "pass the same --agent/--config/--runs/--model/--eval-id options")
     return manifest
+
+
+def read_revision_packages(suite: Suite, configs: Iterable[str]) -> dict[str, RevisionPackage]:
+    """Every with_skill@REV arm's package, checked before anything is launched."""
+    return {config: read_revision_package(suite.root, suite.skill_name, config)
+            for config in configs if config_revision(config) is not None}
+
+
+def arm_records(suite: Suite, configs: Iterable[str],
+                revisions: dict[str, RevisionPackage]) -> dict[str, dict[str, Any]]:
+    """Per config: which skill package it delivered, so a reader can tell the arms apart."""
+    arms = {}
+    for config in configs:
+        if config in revisions:
+            arms[config] = revisions[config].record()
+        elif config_has_skill(config):
+            files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
+            arms[config] = {"source": "working tree", "revision": None, "commit": None,
+                            "package_sha256": tree_hash(suite.root, files), "files": len(files)}
+        else:
+            arms[config] = {"source": "no skill package", "revision": None, "commit": None,
+                            "package_sha256": None, "files": 0}
+    return arms
+
+
+def changed_revision_arms(recorded: dict[str, Any],
+                          revisions: dict[str, RevisionPackage]) -> list[str]:
+    """Revision arms whose REV now names another commit or package than the iteration used."""
+    changed = []
+    for config, package in revisions.items():
+        before = recorded.get(config) or {}
+        if (before.get("commit"), before.get("package_sha256")) != (package.commit,
+                                                                     package.sha256):
+            changed.append(f"{config} package (recorded commit "
+                           f"{str(before.get('commit'))[:12]}, now {package.commit[:12]})")
+    return changed
 
 
 def write_eval_metadata(suite: Suite, cells: list[Cell], iteration_dir: Path) -> None:
@@ -3821,10 +4094,12 @@ def prepare_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: 
 
 def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups: ProcessGroups,
                   iteration_dir: Path, argv: list[str], cli_version: str,
-                  sandbox_base: Path, previous: dict[str, Any] | None = None) -> int:
+                  sandbox_base: Path, previous: dict[str, Any] | None = None,
+                  revisions: dict[str, RevisionPackage] | None = None) -> int:
     cells = plan_cells(suite, options, iteration_dir)
     fixtures = sorted({rel for cell in cells for rel in cell.case.files})
     snapshot = RepoSnapshot.take(suite.root, suite.skill_name)
+    snapshot.revisions = dict(revisions or {})
     snapshot.template = build_git_template(snapshot, sandbox_base)
     add_runner_baselines(snapshot.template, iteration_dir / ".baselines")
     manifest = prepare_manifest(suite, options, argv, cells, previous, {
@@ -3833,7 +4108,8 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
         "git_template": {"path": str(snapshot.template.folder), "commit": snapshot.template.commit,
                          "error": snapshot.template.error},
         "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name),
-        "fixture_status": {"before": fixture_status(suite.root, fixtures)}})
+        "fixture_status": {"before": fixture_status(suite.root, fixtures)},
+        "arms": arm_records(suite, options.configs, snapshot.revisions)})
     write_json(iteration_dir / "iteration_manifest.json", manifest)
     write_eval_metadata(suite, cells, iteration_dir)
     ctx = RunContext(suite, options, provider, iteration_dir, snapshot, sandbox_base, groups,
@@ -3956,11 +4232,19 @@ def _model_name(text: str) -> str:
 
 def _config_list(text: str) -> tuple[str, ...]:
     configs = tuple(part.strip() for part in text.split(","))
-    unknown = [c for c in configs if c not in CONFIGS]
-    if unknown or not configs or len(set(configs)) != len(configs):
+    unknown = [c for c in configs if c not in CONFIGS and not _is_revision_config(c)]
+    if unknown or not configs or len(set(configs)) != len(configs) or len(configs) > MAX_CONFIGS:
         raise argparse.ArgumentTypeError(
-            f"{text!r}: give one or two distinct names from {', '.join(CONFIGS)}, comma-separated")
+            f"{text!r}: give one to {MAX_CONFIGS} distinct configs, comma-separated, candidate "
+            f"first, from {', '.join(CONFIGS)} and with_skill@REV (REV: a git commit, tag or "
+            "branch, e.g. with_skill@HEAD~1)")
     return configs
+
+
+def _is_revision_config(config: str) -> bool:
+    revision = config_revision(config)
+    return bool(revision) and len(revision) <= MAX_REVISION_CHARS and not revision.startswith(
+        "-") and re.fullmatch(r"[^\s\x00-\x1f\x7f]+", revision) is not None
 
 
 def _codex_setting(text: str) -> str:
@@ -3997,7 +4281,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--executor-model", type=_model_name, help="model for the executor only")
     run.add_argument("--grader-model", type=_model_name, help="model for the grader only")
     run.add_argument("--config", type=_config_list, default=CONFIGS, metavar="LIST",
-                     help="configs, candidate first (default: with_skill,without_skill)")
+                     help="up to 3 configs, candidate first: with_skill, without_skill, "
+                     "with_skill@REV (default: with_skill,without_skill)")
     run.add_argument("--runs", type=_bounded_int(*RUNS_RANGE), default=1,
                      help="runs per case and config, 1..5 (default: 1)")
     run.add_argument("--timeout", type=_positive_seconds, default=DEFAULT_TIMEOUT_S, metavar="S",
@@ -4085,7 +4370,8 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         if unknown or not eval_ids:
             raise InputError(f"--eval-id names no case: {', '.join(unknown) or '(empty)'}",
                              f"known ids: {', '.join(sorted(known)) or '(none)'}")
-    skill_md = resolve_skill_md(suite, args.skill_path) if "with_skill" in args.config else None
+    skill_md = (resolve_skill_md(suite, args.skill_path)
+                if any(config_has_skill(c) for c in args.config) else None)
     workspace = Path(args.workspace).resolve() if args.workspace else (
         suite.root / "evals" / suite.skill_name / "workspace" / args.agent)
     return RunOptions(
@@ -4101,23 +4387,29 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     suite = load_valid_suite(args.suite, args.repo_root)
     options = options_from_args(args, suite)
     sandbox_base = check_sandbox_base(suite.root)
+    revisions = read_revision_packages(suite, options.configs)
+    for package in revisions.values():
+        for warning in package.warnings:
+            print(warning.render(), file=sys.stderr)
     if args.dry_run:  # a preview needs no agent CLI, so a fresh machine can see the plan
         return print_dry_run(suite, options, PROVIDERS[options.agent](options.agent_settings),
-                             sandbox_base)
+                             sandbox_base, revisions)
     provider = require_provider(options)
     selected = [c for c in suite.cases if not options.eval_ids or c.key in options.eval_ids]
     if not selected:
         print(f"0 cases: nothing to run ({suite.path}); no agent was launched")
         return EXIT_OK
-    previous = check_resume(Path(args.resume), suite, options) if args.resume else None
+    previous = (check_resume(Path(args.resume), suite, options, revisions)
+                if args.resume else None)
     groups = ProcessGroups()
     cli_version = provider_version(provider, groups)
     iteration_dir = Path(args.resume) if args.resume else allocate_iteration_dir(options.workspace)
     return run_iteration(suite, options, provider, groups, iteration_dir, argv, cli_version,
-                         sandbox_base, previous)
+                         sandbox_base, previous, revisions)
 
 
-def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox_base: Path) -> int:
+def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox_base: Path,
+                  revisions: dict[str, RevisionPackage] | None = None) -> int:
     cells = plan_cells(suite, options, Path("<workspace>/iteration-N"))
     if not cells:
         print(f"dry run: 0 cases: nothing to run ({suite.path}); nothing launched")
@@ -4141,6 +4433,9 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     print(f"models: executor {options.executor_model or 'CLI default'}, "
           f"grader {options.grader_model or 'CLI default'}")
     print(f"workspace: {options.workspace}/iteration-N; sandboxes under {sandbox_base}")
+    for config, package in (revisions or {}).items():
+        print(f"{config}: skills/{suite.skill_name}/ as committed at {package.commit} "
+              f"({len(package.contents)} files, package sha256 {package.sha256[:16]})")
     print(f"executor argv ({first.label}): {_shell_join(executor.argv)}  (cwd {executor.cwd})")
     print(f"grader argv: {_shell_join(grader_call.argv)}  (cwd {grader_call.cwd})")
     print("executor and grader prompts go on standard input; assertions reach only the grader")
