@@ -2966,8 +2966,11 @@ def per_eval_rates(runs: list[dict[str, Any]], configs: tuple[str, ...]) -> list
             slot["mean_pass_rate"] = _mean(slot["pass_rates"])
             slot["scored_runs"] = len(slot["pass_rates"])
         rates = [entry["configs"][c]["mean_pass_rate"] for c in configs]
-        entry["delta"] = (_snap(rates[0] - rates[1])
-                          if len(rates) == 2 and None not in rates else None)
+        entry["delta"] = (_snap(rates[0] - rates[1])  # against the first baseline
+                          if len(rates) >= 2 and None not in rates[:2] else None)
+        if len(rates) > 2:
+            entry["deltas"] = {c: _snap(rates[0] - rate) if None not in (rates[0], rate)
+                               else None for c, rate in zip(configs[1:], rates[1:])}
         rows.append(entry)
     return rows
 
@@ -3030,6 +3033,151 @@ def _verdict(stats: dict[str, Any]) -> tuple[str, str]:
     return "inconclusive", "the 95% interval of the mean per-eval delta includes 0"
 
 
+# How much data a verdict needs: the normal approximation for a two-sided test at alpha 0.05
+# with power 0.8 on the mean of the paired per-eval deltas (README: "How much data").
+Z_ALPHA_TWO_SIDED = 1.959963984540054  # z at 1 - 0.05 / 2
+Z_POWER = 0.8416212335729143  # z at 0.8
+FORECAST_TARGET_DELTA = 0.10
+MAX_FORECAST_RUNS = 50
+
+
+def comparisons(per_eval: list[dict[str, Any]], configs: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The candidate (first config) against each other config: paired statistics and power."""
+    found = []
+    for baseline in configs[1:]:
+        pair = (configs[0], baseline)
+        stats = paired_statistics(per_eval, pair) or {}
+        found.append({"candidate": pair[0], "baseline": baseline, **stats,
+                      "power": power_forecast(per_eval, pair, stats.get("mean_delta"))})
+    return found
+
+
+def _sample_variance(values: list[float]) -> float:
+    mean = _mean(values) or 0.0
+    return math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)
+
+
+def _paired_rates(per_eval: list[dict[str, Any]],
+                  pair: tuple[str, str]) -> list[tuple[list[float], list[float]]]:
+    rows = [tuple(row["configs"][c]["pass_rates"] for c in pair) for row in per_eval]
+    return [(cand, base) for cand, base in rows if cand and base]
+
+
+def power_forecast(per_eval: list[dict[str, Any]], pair: tuple[str, str],
+                   observed: float | None) -> dict[str, Any]:
+    """Minimum detectable effect, and evals (or runs per eval) a target delta would need.
+
+    sd is the sample SD of the paired per-eval deltas: the spread of their mean. The verdict's
+    bootstrap also resamples runs within an eval, which widens its interval by a run-level
+    variance; the interval's width uses that wider spread, the chance of the mean landing
+    beyond it uses sd, so the forecast describes the verdict rule actually used:
+    MDE = (z_alpha * sqrt(sd^2 + run variance) + z_power * sd) / sqrt(n).
+    """
+    pairs = _paired_rates(per_eval, pair)
+    result: dict[str, Any] = {
+        "method": "normal approximation on the paired per-eval deltas", "alpha": 0.05,
+        "power": 0.8, "paired_evals": len(pairs), "sd_per_eval_delta": None,
+        "bootstrap_run_variance": None, "mde": None, "reason": None, "targets": []}
+    if len(pairs) < 2:
+        result["reason"] = "fewer than 2 paired evals: the spread of the deltas is unknown"
+        return result
+    deltas = [_mean(cand) - _mean(base) for cand, base in pairs]
+    sd = math.sqrt(_sample_variance(deltas))
+    # What resampling r runs with replacement adds to an eval's delta: s^2 (r - 1) / r^2.
+    extra = _mean([math.fsum(_sample_variance(rates) * (len(rates) - 1) / len(rates) ** 2
+                             for rates in arms if len(rates) > 1) for arms in pairs])
+    spread = math.sqrt(sd ** 2 + extra)
+    n = len(pairs)
+    result.update(sd_per_eval_delta=sd, bootstrap_run_variance=extra)
+    if spread <= RATE_EPSILON:
+        result["reason"] = ("every paired eval has the same delta: with no spread the normal "
+                            "approximation cannot say what would be detected")
+        return result
+    result["mde"] = _detectable(spread, sd) / math.sqrt(n)
+    targets = [("observed", abs(observed))] if observed and abs(observed) > RATE_EPSILON else []
+    for label, target in [*targets, ("10 pp", FORECAST_TARGET_DELTA)]:
+        result["targets"].append({
+            "label": label, "delta": target,
+            "evals_needed": math.ceil((_detectable(spread, sd) / target) ** 2 - 1e-9),
+            **_runs_needed(pairs, sd, n, target)})
+    return result
+
+
+def _detectable(spread: float, sd: float) -> float:
+    """sqrt(n) times the true delta the verdict finds with the target power (see above)."""
+    return Z_ALPHA_TWO_SIDED * spread + Z_POWER * sd
+
+
+def _runs_needed(pairs: list[tuple[list[float], list[float]]], sd: float, n: int,
+                 target: float) -> dict[str, Any]:
+    """Runs per eval that would bring the MDE with these n evals down to `target`.
+
+    Model: an eval's delta varies by tau^2 between evals plus W / r from r runs per config
+    (W: the run-to-run variance of one run's delta, both configs added); the bootstrap adds
+    W (r - 1) / r^2. Needs at least two runs per config to measure W.
+    """
+    if not all(len(cand) > 1 and len(base) > 1 for cand, base in pairs):
+        return {"runs_needed": None, "runs_note": "needs at least 2 runs per eval and config "
+                "to measure the run-to-run spread"}
+    within = _mean([_sample_variance(c) + _sample_variance(b) for c, b in pairs]) or 0.0
+    runs = _mean([(len(c) + len(b)) / 2 for c, b in pairs]) or 1.0
+    between = max(0.0, sd ** 2 - within / runs)
+    for r in range(1, MAX_FORECAST_RUNS + 1):
+        spread = math.sqrt(between + within * (2 * r - 1) / r ** 2)
+        if _detectable(spread, math.sqrt(between + within / r)) / math.sqrt(n) <= target:
+            return {"runs_needed": r, "runs_note": "" if r <= RUNS_RANGE[1] else
+                    f"more than --runs allows ({RUNS_RANGE[1]}); add evals instead"}
+    return {"runs_needed": None, "runs_note": "more runs alone cannot reach it: the evals "
+            "differ too much from each other; add evals"}
+
+
+def per_assertion(runs: list[dict[str, Any]], configs: tuple[str, ...],
+                  common: list[str] | None) -> list[dict[str, Any]]:
+    """Each assertion's pass rate per config over scored runs, and the candidate's gain.
+
+    Common assertions are pooled across evals; a case's own expectations stay per case. A
+    row is non-discriminating when every config graded it and all its verdicts agree.
+    """
+    common_texts = set(common or [])
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for run in (r for r in runs if r["scored"]):
+        for exp in run["expectations"]:
+            shared = exp["text"] in common_texts
+            key = ("", exp["text"]) if shared else (str(run["eval_id"]), exp["text"])
+            row = rows.setdefault(key, {
+                "scope": "common" if shared else "eval",
+                "eval_id": None if shared else run["eval_id"],
+                "assertion_id": exp["id"], "text": exp["text"],
+                "configs": {c: {"passed": 0, "graded": 0} for c in configs}})
+            slot = row["configs"].get(run["configuration"])
+            if slot is not None:
+                slot["graded"] += 1
+                slot["passed"] += bool(exp["passed"])
+    for row in rows.values():
+        _assertion_rates(row, configs)
+    first = configs[1] if len(configs) > 1 else None
+
+    def order(row: dict[str, Any]) -> tuple:
+        gain = row["gains"].get(first) if first else None
+        return (gain is None, -(gain or 0.0), row["scope"] != "common", str(row["eval_id"]),
+                row["assertion_id"])
+
+    return sorted(rows.values(), key=order)
+
+
+def _assertion_rates(row: dict[str, Any], configs: tuple[str, ...]) -> None:
+    slots = row["configs"]
+    for slot in slots.values():
+        slot["pass_rate"] = slot["passed"] / slot["graded"] if slot["graded"] else None
+    cand = slots[configs[0]]["pass_rate"]
+    row["gains"] = {c: (_snap(cand - slots[c]["pass_rate"])
+                        if cand is not None and slots[c]["pass_rate"] is not None else None)
+                    for c in configs[1:]}
+    graded = [slot for slot in slots.values() if slot["graded"]]
+    row["non_discriminating"] = len(configs) > 1 and len(graded) == len(configs) and (
+        all(s["passed"] == s["graded"] for s in graded) or all(s["passed"] == 0 for s in graded))
+
+
 def pass_hat_k(per_eval: list[dict[str, Any]], runs: list[dict[str, Any]],
                config: str) -> float | None:
     """Share of evals whose every run was scored and passed every assertion."""
@@ -3065,12 +3213,17 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> dict[str, Any]:
                        "candidate_pass_rate": cand_rate, "baseline_pass_rate": base_rate,
                        "delta": cand_rate - base_rate
                        if cand_rate is not None and base_rate is not None else None},
-        "paired": paired_statistics(per_eval, configs),
+        "comparisons": comparisons(per_eval, configs),
+        "per_assertion": per_assertion(runs, configs, meta.get("common_assertions")),
         "pass_hat_k": ({c: pass_hat_k(per_eval, runs, c) for c in configs}
                        if meta.get("runs_per_configuration", 1) > 1 else None),
         "per_eval": per_eval,
         "notes": [],
     }
+    # `paired` is the first baseline's comparison, in the shape two-config iterations had.
+    benchmark["paired"] = ({k: v for k, v in benchmark["comparisons"][0].items()
+                            if k not in ("candidate", "baseline", "power")}
+                           if benchmark["comparisons"] else None)
     if baseline:
         run_summary["delta"] = _summary_delta(run_summary[candidate], run_summary[baseline])
     benchmark["sanity_checks"] = sanity_checks(benchmark, records)
@@ -3145,10 +3298,12 @@ def _eval_flags(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
                                   for slot in row["configs"].values()):
             flags.append(_flag("error", "eval_unscored",
                                "no run of this eval was scored in any config", eval_id=eid))
-        if row["delta"] is not None and _sign(row["delta"]) < 0:
-            flags.append(_flag("warning", "candidate_below_baseline",
-                               f"{comparison['candidate']} scored {row['delta']:+.2f} against "
-                               f"{comparison['baseline']}", eval_id=eid))
+        deltas = row.get("deltas") or {comparison["baseline"]: row["delta"]}
+        for baseline, delta in deltas.items():
+            if delta is not None and _sign(delta) < 0:
+                flags.append(_flag("warning", "candidate_below_baseline",
+                                   f"{comparison['candidate']} scored {delta:+.2f} against "
+                                   f"{baseline}", eval_id=eid))
     return flags
 
 
@@ -3243,8 +3398,9 @@ def _absent_reason(benchmark: dict[str, Any], config: str, key: str) -> str:
 
 
 def render_markdown(benchmark: dict[str, Any]) -> str:
-    sections = [_md_header, _md_verdict, _md_sanity, _md_overall, _md_comparison, _md_metrics,
-                _md_per_eval, _md_failed_assertions]
+    sections = [_md_header, _md_verdict, _md_sanity, _md_arms, _md_overall, _md_comparison,
+                _md_comparisons, _md_metrics, _md_per_eval, _md_per_assertion,
+                _md_failed_assertions]
     return "\n".join(section(benchmark) for section in sections).rstrip() + "\n"
 
 
@@ -3268,6 +3424,10 @@ def _md_header(b: dict[str, Any]) -> str:
 
 def _md_verdict(b: dict[str, Any]) -> str:
     paired = b.get("paired")
+    compared = b.get("comparisons") or []
+    if len(compared) > 1:  # one verdict per baseline
+        return "\n".join(f"**Verdict vs {c['baseline']}: {c['verdict']}**: {paired_evidence(c)}\n"
+                         for c in compared)
     if not paired:
         return "**Verdict:** no comparison (one config only)\n"
     return f"**Verdict: {paired['verdict']}**: {paired_evidence(paired)}\n"
@@ -3304,6 +3464,98 @@ def _md_sanity(b: dict[str, Any]) -> str:
             kinds[flag["kind"]] = kinds.get(flag["kind"], 0) + 1
         lines.append("- [info] " + ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items()))
                      + " (details in benchmark.json)")
+    return "\n".join(lines) + "\n"
+
+
+def _md_arms(b: dict[str, Any]) -> str:
+    """Which skill package each config delivered (present from the arms feature on)."""
+    arms = b["metadata"].get("arms") or {}
+    if not any((arm or {}).get("revision") for arm in arms.values()):
+        return ""
+    lines = ["## Skill versions", "", "| config | package | commit | package sha256 |",
+             "|---|---|---|---|"]
+    for config, arm in arms.items():
+        sha = arm.get("package_sha256")
+        lines.append(f"| {_md_cell(config)} | {_md_cell(arm.get('source'))} | "
+                     f"{arm.get('commit') or 'n/a'} | {sha[:16] if sha else 'n/a'} |")
+    return "\n".join(lines) + "\n"
+
+
+def fmt_evals_needed(target: dict[str, Any]) -> str:
+    """About how many paired evals (or runs per eval) a target delta needs."""
+    text = (f"{fmt_delta(target['delta']).lstrip('+')} ({target['label']}): about "
+            f"{target['evals_needed']:,} paired evals")
+    if target.get("runs_needed"):
+        text += f", or {target['runs_needed']} runs per eval with these evals"
+    if target.get("runs_note"):
+        text += f" ({target['runs_note']})"
+    return text
+
+
+def forecast_lines(comparison: dict[str, Any]) -> list[str]:
+    """The power forecast of one comparison as sentences; empty for older benchmarks."""
+    power = comparison.get("power")
+    if not power:
+        return []
+    name = f"vs {comparison['baseline']}"
+    if power.get("mde") is None:
+        return [f"{name}: minimum detectable effect unknown: {power.get('reason')}"]
+    lines = [f"{name}: minimum detectable effect {fmt_delta(power['mde']).lstrip('+')} with "
+             f"{power['paired_evals']} paired evals (SD of per-eval deltas "
+             f"{fmt_delta(power['sd_per_eval_delta']).lstrip('+')})"]
+    if comparison.get("verdict") == "inconclusive":
+        lines += [f"{name}: to detect {fmt_evals_needed(t)}" for t in power["targets"]]
+    return lines
+
+
+def _md_comparisons(b: dict[str, Any]) -> str:
+    compared = b.get("comparisons") or []
+    if not compared:
+        return ""
+    lines = [f"## Paired comparisons (candidate: {compared[0]['candidate']})", "",
+             "| baseline | verdict | mean per-eval delta | 95% CI | wins/ties/losses | "
+             "paired evals | minimum detectable effect |", "|---|---|---|---|---|---|---|"]
+    for c in compared:
+        ci = c.get("ci95")
+        mde = (c.get("power") or {}).get("mde")
+        lines.append(f"| {_md_cell(c['baseline'])} | {c['verdict']} | "
+                     f"{fmt_delta(c['mean_delta'])} | "
+                     f"{f'[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]' if ci else 'n/a'} | "
+                     f"{c['wins']}/{c['ties']}/{c['losses']} | {c['paired_evals']} | "
+                     f"{fmt_delta(mde).lstrip('+') if mde is not None else 'n/a'} |")
+    notes = [line for c in compared for line in forecast_lines(c)]
+    if notes:
+        lines += ["", "Power (two-sided alpha 0.05, power 0.8, normal approximation on the "
+                  "paired per-eval deltas; see README):", ""] + [f"- {n}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
+def fmt_assertion_rate(slot: dict[str, Any]) -> str:
+    if not slot["graded"]:
+        return "n/a"
+    return f"{fmt_rate(slot['pass_rate'])} ({slot['passed']}/{slot['graded']})"
+
+
+def _md_per_assertion(b: dict[str, Any]) -> str:
+    rows = b.get("per_assertion")
+    if rows is None:
+        return ""
+    configs = b["metadata"]["configs"]
+    lines = ["## Per assertion", "",
+             "Pass rate over scored runs; common assertions pooled across evals. Sorted by "
+             "gain.", "",
+             "| assertion | eval | " + " | ".join(_md_cell(c) for c in configs) + " | "
+             + " | ".join(f"gain vs {_md_cell(c)}" for c in configs[1:])
+             + " | note |", "|---|---|" + "---|" * (2 * len(configs))]
+    for row in rows:
+        where = "all (common)" if row["scope"] == "common" else _md_cell(row["eval_id"])
+        gains = [fmt_delta(row["gains"].get(c)) for c in configs[1:]]
+        note = "non-discriminating" if row["non_discriminating"] else ""
+        lines.append(f"| {_md_cell(row['text'])} | {where} | "
+                     + " | ".join(fmt_assertion_rate(row["configs"][c]) for c in configs)
+                     + " | " + " | ".join(gains) + f"{' | ' if gains else ''}{note} |")
+    if not rows:
+        lines.append("| (no scored run) |" + " |" * (2 * len(configs)))
     return "\n".join(lines) + "\n"
 
 
@@ -3452,7 +3704,7 @@ summary{cursor:pointer}.st-bad>summary{color:#b91c1c}
 .chart{background:#fff;border:1px solid #e5e7eb;border-radius:6px;max-width:100%;height:auto}
 .chart text{font-size:12px;fill:#1f2937}.chart .muted{fill:#6b7280;font-style:italic}
 .chart .grid{stroke:#e5e7eb}.chart .track{fill:#f3f4f6}.chart .stripe{fill:#f8fafc}
-.chart .c0{fill:#2563eb}.chart .c1{fill:#f59e0b}
+.chart .c0{fill:#2563eb}.chart .c1{fill:#f59e0b}.chart .c2{fill:#7c3aed}
 .chart .pos{fill:#15803d;font-weight:600}.chart .neg{fill:#b91c1c;font-weight:600}
 """
 
@@ -3472,8 +3724,8 @@ def render_html(benchmark: dict[str, Any], files: dict[tuple, dict]) -> str:
 
     `files` holds each run's output and artifact as read_html_run_files gives them.
     """
-    sections = [_html_header, _html_headline, _html_sanity, _html_chart, _html_metrics,
-                _html_failed_assertions]
+    sections = [_html_header, _html_headline, _html_sanity, _html_comparisons, _html_chart,
+                _html_per_assertion, _html_metrics, _html_failed_assertions]
     body = "".join(section(benchmark) for section in sections) + _html_runs(benchmark, files)
     title = _h(f"skill-eval: {benchmark['metadata'].get('skill_name')}")
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
@@ -3505,10 +3757,13 @@ def _html_headline(b: dict[str, Any]) -> str:
     verdict = paired.get("verdict")
     status = b["sanity_checks"]["status"]
     word = verdict or "no comparison"
+    badges = [(f"Verdict vs {c['baseline']}", c["verdict"]) for c in b.get("comparisons") or []]
+    if len(badges) < 2:
+        badges = [("Verdict", verdict)]
     return ('<section class="headline">\n'
-            f'<div class="badge verdict v-{_h(verdict or "none")}"><span>Verdict</span>'
-            f"<strong>{_h(word)}</strong></div>\n"
-            f'<div class="badge sanity s-{"ok" if status == "OK" else "review"}">'
+            + "".join(f'<div class="badge verdict v-{_h(v or "none")}"><span>{_h(label)}</span>'
+                      f"<strong>{_h(v or word)}</strong></div>\n" for label, v in badges)
+            + f'<div class="badge sanity s-{"ok" if status == "OK" else "review"}">'
             f"<span>Sanity checks</span><strong>{_h(status)}</strong></div>\n"
             f'<p class="summary">{_h(_verdict_sentence(b))}<br>{_h(_rates_sentence(b))}</p>\n'
             "</section>\n")
@@ -3527,6 +3782,53 @@ def _rates_sentence(b: dict[str, Any]) -> str:
              for config in b["metadata"]["configs"]]
     delta = f"; delta {fmt_delta(c['delta'])}" if c.get("baseline") else ""
     return f"Pass rate (pooled over scored runs): {', '.join(parts)}{delta}."
+
+
+def _html_comparisons(b: dict[str, Any]) -> str:
+    compared = b.get("comparisons") or []
+    if not compared:
+        return ""
+    rows = []
+    for c in compared:
+        ci = c.get("ci95")
+        mde = (c.get("power") or {}).get("mde")
+        cells = [c["baseline"], c["verdict"], fmt_delta(c["mean_delta"]),
+                 f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else "n/a",
+                 f"{c['wins']}/{c['ties']}/{c['losses']}", c["paired_evals"],
+                 fmt_delta(mde).lstrip("+") if mde is not None else "n/a"]
+        rows.append("<tr>" + "".join(f"<td>{_h(x)}</td>" for x in cells) + "</tr>")
+    notes = [line for c in compared for line in forecast_lines(c)]
+    listing = ("<ul>" + "".join(f"<li>{_h(n)}</li>" for n in notes) + "</ul>\n") if notes else ""
+    return (f"<h2>Paired comparisons (candidate: {_h(compared[0]['candidate'])})</h2>\n"
+            "<table><tr><th>baseline</th><th>verdict</th><th>mean per-eval delta</th>"
+            "<th>95% CI</th><th>wins/ties/losses</th><th>paired evals</th>"
+            "<th>minimum detectable effect</th></tr>\n" + "\n".join(rows) + "\n</table>\n"
+            + listing)
+
+
+def _html_per_assertion(b: dict[str, Any]) -> str:
+    rows = b.get("per_assertion")
+    if not rows:
+        return ""
+    configs = b["metadata"]["configs"]
+    head = ("<tr><th>assertion</th><th>eval</th>" + "".join(f"<th>{_h(c)}</th>" for c in configs)
+            + "".join(f"<th>gain vs {_h(c)}</th>" for c in configs[1:]) + "<th>note</th></tr>")
+    body = []
+    for row in rows:
+        where = "all (common)" if row["scope"] == "common" else row["eval_id"]
+        gains = []
+        for config in configs[1:]:
+            gain = row["gains"].get(config)
+            tone = "" if not gain else ' class="pass"' if gain > 0 else ' class="fail"'
+            gains.append(f"<td{tone}>{_h(fmt_delta(gain))}</td>")
+        body.append(f"<tr><td>{_h(row['text'])}</td><td>{_h(where)}</td>"
+                    + "".join(f"<td>{_h(fmt_assertion_rate(row['configs'][c]))}</td>"
+                              for c in configs) + "".join(gains)
+                    + f"<td>{'non-discriminating' if row['non_discriminating'] else ''}</td>"
+                    "</tr>")
+    return ("<h2>Per assertion</h2>\n<p>Pass rate over scored runs; common assertions pooled "
+            "across evals; sorted by gain.</p>\n<table>" + head + "\n" + "\n".join(body)
+            + "\n</table>\n")
 
 
 def _html_sanity(b: dict[str, Any]) -> str:
@@ -3751,7 +4053,22 @@ def _junit_properties(b: dict[str, Any], config: str) -> list[tuple[str, Any]]:
             ("mean_per_eval_delta", fmt_delta(paired.get("mean_delta"))),
             ("candidate", c.get("candidate")), ("baseline", c.get("baseline") or ""),
             ("pass_rate", fmt_rate(b["run_summary"][config]["pass_rate"]["mean"])),
-            ("sanity_status", b["sanity_checks"]["status"])]
+            ("sanity_status", b["sanity_checks"]["status"]), *_junit_comparison_properties(b)]
+
+
+def _junit_comparison_properties(b: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Each baseline's paired comparison, side by side: `<what> vs <baseline>`."""
+    found = []
+    for c in b.get("comparisons") or []:
+        ci, mde = c.get("ci95"), (c.get("power") or {}).get("mde")
+        name = f" vs {c['baseline']}"
+        found += [("verdict" + name, c["verdict"]), ("verdict_reason" + name, c["verdict_reason"]),
+                  ("mean_per_eval_delta" + name, fmt_delta(c["mean_delta"])),
+                  ("ci95" + name, f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else "n/a"),
+                  ("wins_ties_losses" + name, f"{c['wins']}/{c['ties']}/{c['losses']}"),
+                  ("minimum_detectable_effect" + name,
+                   fmt_delta(mde).lstrip("+") if mde is not None else "n/a")]
+    return found
 
 
 def _junit_case(run: dict[str, Any]) -> tuple[Any, str]:
@@ -3788,11 +4105,16 @@ def render_summary(benchmark: dict[str, Any], iteration_dir: Path) -> str:
              + (f" ({len(review)} flag(s); see benchmark.md)" if review else "")]
     rates = f"{c['candidate']} {fmt_rate(c['candidate_pass_rate'])}"
     if c.get("baseline"):
-        rates += (f", {c['baseline']} {fmt_rate(c['baseline_pass_rate'])}, "
-                  f"delta {fmt_delta(c['delta'])}")
+        rates += f", {c['baseline']} {fmt_rate(c['baseline_pass_rate'])}"
+        for other in meta["configs"][2:]:
+            rates += f", {other} {fmt_rate(benchmark['run_summary'][other]['pass_rate']['mean'])}"
+        rates += (f", delta {fmt_delta(c['delta'])}" if len(meta["configs"]) < 3 else
+                  f"; delta vs {c['baseline']} {fmt_delta(c['delta'])}")
     lines.append(f"Pass rate: {rates}")
     if benchmark.get("paired"):
-        lines.append(_md_verdict(benchmark).strip().replace("**", ""))
+        lines.append(_md_verdict(benchmark).strip().replace("**", "").replace("\n\n", "\n"))
+    lines += [f"Power: {line}" for c in benchmark.get("comparisons") or []
+              for line in forecast_lines(c)]
     lines.append(f"Benchmark: {iteration_dir / 'benchmark.md'}")
     return "\n".join(lines)
 
