@@ -1408,7 +1408,7 @@ def _package_contents(entries: dict[str, tuple[str, str, str]], blobs: dict[str,
                       package: str) -> tuple[dict[str, tuple[bytes, bool]], list[dict]]:
     """Regular files as they are, links replaced by the file they name inside the package."""
     contents, skipped = {}, []
-    for path, (mode, kind, obj) in sorted(entries.items()):
+    for path, (_, kind, _obj) in sorted(entries.items()):
         if kind != "blob":
             skipped.append({"path": path, "reason": f"a {kind} (submodule), not a file"})
             continue
@@ -3492,7 +3492,7 @@ def fmt_evals_needed(target: dict[str, Any]) -> str:
     return text
 
 
-def forecast_lines(comparison: dict[str, Any]) -> list[str]:
+def forecast_lines(comparison: dict[str, Any], always_targets: bool = False) -> list[str]:
     """The power forecast of one comparison as sentences; empty for older benchmarks."""
     power = comparison.get("power")
     if not power:
@@ -3503,7 +3503,7 @@ def forecast_lines(comparison: dict[str, Any]) -> list[str]:
     lines = [f"{name}: minimum detectable effect {fmt_delta(power['mde']).lstrip('+')} with "
              f"{power['paired_evals']} paired evals (SD of per-eval deltas "
              f"{fmt_delta(power['sd_per_eval_delta']).lstrip('+')})"]
-    if comparison.get("verdict") == "inconclusive":
+    if always_targets or comparison.get("verdict") == "inconclusive":
         lines += [f"{name}: to detect {fmt_evals_needed(t)}" for t in power["targets"]]
     return lines
 
@@ -4761,11 +4761,57 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     print(f"executor argv ({first.label}): {_shell_join(executor.argv)}  (cwd {executor.cwd})")
     print(f"grader argv: {_shell_join(grader_call.argv)}  (cwd {grader_call.cwd})")
     print("executor and grader prompts go on standard input; assertions reach only the grader")
+    for line in dry_run_forecast(suite, options, len({c.case.key for c in cells})):
+        print(line)
     where = provider.executable()
     print(f"{provider.binary}: {where}" if where else
           f"{provider.binary}: not on PATH; a real run would stop with exit 3 "
           f"(install: {provider.install_hint})")
     return EXIT_OK
+
+
+def dry_run_forecast(suite: Suite, options: RunOptions, planned_evals: int) -> list[str]:
+    """The power forecast from the latest earlier iteration of this suite and agent, if any."""
+    earlier = latest_matching_iteration(options.workspace, suite.sha256, options.agent)
+    if earlier is None:
+        return ["forecast: no earlier iteration of this suite with this agent in the workspace"]
+    folder, benchmark = earlier
+    configs = tuple(benchmark["metadata"].get("configs") or ())
+    planned = [(options.configs[0], b) for b in options.configs[1:]]
+    pairs = [p for p in planned if set(p) <= set(configs)] or [
+        (configs[0], b) for b in configs[1:]]
+    lines = [f"forecast from {folder.name} (same suite, agent {options.agent}; two-sided alpha "
+             "0.05, power 0.8):"]
+    for pair in pairs:
+        stats = paired_statistics(benchmark["per_eval"], pair) or {}
+        comparison = {"candidate": pair[0], "baseline": pair[1], **stats,
+                      "power": power_forecast(benchmark["per_eval"], pair,
+                                              stats.get("mean_delta"))}
+        lines += [f"  {pair[0]} {line}" for line in forecast_lines(comparison, True)]
+        mde, n = comparison["power"]["mde"], comparison["power"]["paired_evals"]
+        if mde is not None and planned_evals and planned_evals != n:
+            lines.append(f"  {pair[0]} vs {pair[1]}: with the {planned_evals} evals planned now, "
+                         f"about {fmt_delta(mde * math.sqrt(n / planned_evals)).lstrip('+')}")
+    return lines
+
+
+def latest_matching_iteration(workspace: Path | None, suite_sha256: str,
+                              agent: str) -> tuple[Path, dict[str, Any]] | None:
+    """The newest iteration-N in the workspace whose benchmark is of this suite and agent."""
+    if workspace is None or not workspace.is_dir():
+        return None
+    numbered = sorted(((int(m.group(1)), p) for p in workspace.iterdir()
+                       if (m := re.fullmatch(r"iteration-(\d+)", p.name))), reverse=True)
+    for _, folder in numbered:
+        try:
+            benchmark = load_benchmark(folder)
+        except InputError:
+            continue
+        meta = benchmark["metadata"]
+        if (meta.get("identity") or {}).get("suite_sha256") == suite_sha256 and \
+                meta.get("agent") == agent:
+            return folder, benchmark
+    return None
 
 
 def output_path(value: str | None, flag: str, default: Path | None = None) -> Path | None:
