@@ -92,8 +92,20 @@ def remove_new_empty_temp_git_dirs(before: set[str]) -> list[str]:
     return removed
 
 
+def unconfined(argv: list[str]) -> list[str]:
+    """A `run` without --isolation gets --isolation none.
+
+    The fake agents log their calls into the test's folder and read scripts from it, which a
+    confined agent cannot reach; the confinement tests pass --isolation themselves.
+    """
+    if "run" in argv[:2] and not any(a.startswith("--isolation") for a in argv):
+        return [*argv, "--isolation", "none"]
+    return list(argv)
+
+
 def call_main(argv: list[str], env: dict[str, str] | None = None) -> tuple[int, str, str]:
     """Run main(argv) in-process with stdout/stderr captured and env patched."""
+    argv = unconfined(argv)
     out, err = io.StringIO(), io.StringIO()
     saved = dict(os.environ)
     try:
@@ -110,7 +122,7 @@ def call_main(argv: list[str], env: dict[str, str] | None = None) -> tuple[int, 
 
 def run_script(argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None,
                timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(RUNNER_PATH), *argv], env=env, cwd=cwd,
+    return subprocess.run([sys.executable, str(RUNNER_PATH), *unconfined(argv)], env=env, cwd=cwd,
                           capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL)
 
@@ -177,7 +189,8 @@ def start_script(argv: list[str], env: dict[str, str] | None = None, cwd: Path |
     stdout = open(out_dir / f"stdout-{tag}.txt", "wb")  # noqa: SIM115 (kept by the Popen)
     stderr = open(out_dir / f"stderr-{tag}.txt", "wb")  # noqa: SIM115
     try:
-        proc = subprocess.Popen([sys.executable, str(RUNNER_PATH), *argv], env=env, cwd=cwd,
+        proc = subprocess.Popen([sys.executable, str(RUNNER_PATH), *unconfined(argv)], env=env,
+                                cwd=cwd,
                                 stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr)
     finally:
         stdout.close()

@@ -24,7 +24,7 @@ class ProgressTests(unittest.TestCase):
     def run_under_pty(self, extra: list[str]) -> tuple[int, str, str]:
         master, slave = pty.openpty()
         proc = subprocess.Popen([sys.executable, str(RUNNER_PATH), "run", self.suite,
-                                 "--agent", "claude", *extra],
+                                 "--agent", "claude", "--isolation", "none", *extra],
                                 env=self.env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=slave)
         os.close(slave)

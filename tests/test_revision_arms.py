@@ -8,6 +8,7 @@ is in the answer it grades.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -219,6 +220,40 @@ class RevisionValidationTest(RevisionArmCase):
         code, out, err = self.run_main("with_skill,with_skill@old", "MARKER-V2",
                                        "--resume", str(self.iteration()))
         self.assertEqual(code, 0, out + err)
+
+
+class RevisionSandboxTest(RevisionArmCase):
+    def test_each_arm_reaches_only_its_own_version(self) -> None:
+        """The sandbox holds its version at skills/demo/, committed as delivered, and git in
+        it cannot reach the other version's objects (nor a without_skill one any version)."""
+        from tests.helpers import runner
+        suite = runner.load_valid_suite(self.suite, str(self.root))
+        base = self.tmp.path / "sandboxes"
+        base.mkdir(exist_ok=True)
+        snapshot = runner.RepoSnapshot.take(self.root, "demo")
+        snapshot.revisions = runner.read_revision_packages(suite, ["with_skill@HEAD~1"])
+        snapshot.template = runner.build_git_template(snapshot, base)
+        self.addCleanup(snapshot.template.remove)
+        blobs = {}
+        for marker in ("MARKER-V1", "MARKER-V2"):
+            data = skill_version(marker).encode()
+            blobs[marker] = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+        seen = {}
+        for number, delivery in enumerate((True, "with_skill@HEAD~1", False)):
+            sandbox = runner.build_sandbox(snapshot, suite.cases[0], delivery, base,
+                                           self.tmp.path / f"baseline-{number}.git")
+            self.addCleanup(sandbox.remove)
+            self.assertTrue(sandbox.record["git"]["ok"], sandbox.record["git"])
+            self.assertEqual(git(sandbox.repo, "status", "--porcelain"), "")
+            listed = git(sandbox.repo, "cat-file", "--batch-all-objects", "--batch-check")
+            seen[delivery] = {m for m, blob in blobs.items() if blob in listed}
+            skill = sandbox.repo / "skills/demo/SKILL.md"
+            seen[delivery, "file"] = skill.read_text() if skill.exists() else None
+        self.assertEqual(seen[True], {"MARKER-V2"})
+        self.assertEqual(seen["with_skill@HEAD~1"], {"MARKER-V1"})
+        self.assertEqual(seen[False], set())
+        self.assertIn("MARKER-V1", seen["with_skill@HEAD~1", "file"])
+        self.assertIsNone(seen[False, "file"])
 
 
 class DryRunForecastTest(RevisionArmCase):

@@ -138,6 +138,19 @@ class BaselineTests(unittest.TestCase):
         self.snapshot.template.remove_runner_baselines()
         self.assertFalse((self.run_folder / ".baselines").exists())
 
+    def test_a_without_skill_sandbox_cannot_reach_the_skill_through_git_objects(self) -> None:
+        # Every object the sandbox's git can read, the borrowed object stores included.
+        marker = (self.root / "skills/demo/SKILL.md").read_text(encoding="utf-8")
+        for case_index, with_skill in ((0, False), (1, False), (0, True), (1, True)):
+            with self.subTest(case=case_index, with_skill=with_skill):
+                sandbox = self.build(case_index, with_skill)
+                env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+                objects = subprocess.run(
+                    ["git", "cat-file", "--batch-all-objects", "--batch"], cwd=sandbox.repo,
+                    env=env, capture_output=True, check=True, stdin=subprocess.DEVNULL).stdout
+                self.assertEqual(marker.encode() in objects, with_skill)
+                self.assertEqual((sandbox.repo / "skills/demo/SKILL.md").exists(), with_skill)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -54,10 +54,12 @@ REPO_ROOT = HERE.parent.parent
 
 try:
     from ..helpers import make_repo, remove_new_empty_temp_git_dirs, temp_git_dirs
+    from ..helpers import runner as RUNNER_MODULE
     from . import model_servers as ms
 except ImportError:  # run from inside tests/integration
     sys.path.insert(0, str(REPO_ROOT))
     from tests.helpers import make_repo, remove_new_empty_temp_git_dirs, temp_git_dirs  # type: ignore[no-redef]
+    from tests.helpers import runner as RUNNER_MODULE  # type: ignore[no-redef]
     from tests.integration import model_servers as ms  # type: ignore[no-redef]
 
 RUNNER = Path(os.environ.get("SKILL_EVAL_RUNNER")
@@ -422,6 +424,28 @@ class RunnerRealCLITest(unittest.TestCase):
         self.assertIsNone(bench_run["result"]["pass_rate"])
         return rec
 
+    def assert_confinement_changes_no_result(self, repo: Path, env: dict | None = None) -> None:
+        """The same suite unconfined and under bubblewrap: every run ok, the same verdicts and
+        the same executor token counts; only the recorded isolation differs."""
+        bwrap = shutil.which("bwrap")
+        if bwrap is None or RUNNER_MODULE.probe_bwrap(bwrap) is not None:
+            self.skipTest("needs working bubblewrap (.ci/run installs it)")
+        runs = {mode: self.run_runner(repo, "--isolation", mode, env=env)
+                for mode in ("none", "bwrap")}
+        for config in ("with_skill", "without_skill"):
+            with self.subTest(config=config):
+                seen = {}
+                for mode, run in runs.items():
+                    self.assertEqual(run.code, 0, run)
+                    rec = self.assert_scored_run(run, "E01", config)
+                    for role in ("executor", "grader"):
+                        self.assertEqual(rec[role]["isolation"]["mode"], mode, rec[role])
+                    metrics = run.json("E01", config, "metrics.json")["metrics"]
+                    seen[mode] = {name: m.get("value") for name, m in metrics.items()
+                                  if "token" in name}
+                self.assertEqual(seen["none"], seen["bwrap"])
+                self.assertTrue(any(v for v in seen["bwrap"].values()), seen)
+
     def assert_scored_run(self, run: RunnerRun, eval_id: str, config: str) -> dict:
         """The common checks of a successful cell: status, grading, changes, artifact."""
         rec = run.run_json(eval_id, config)
@@ -535,6 +559,13 @@ class ClaudeRunnerTest(RunnerRealCLITest):
         self.assertEqual((bench["scored_run_count"], bench["error_run_count"]), (2, 0))
         manifest = json.loads((run.iteration / "iteration_manifest.json").read_text())
         self.assertIn(PINS["claude"], manifest["cli_version"])
+
+    def test_confined_and_unconfined_runs_agree(self):
+        marker = "[[RUN-CLAUDE-CONFINED]]"
+        self.server.add_rule(is_claude_grader(marker), [ms.structured_output(VERDICTS)])
+        self.server.add_rule(ms.contains(marker), [claude_executor])
+        self.assert_confinement_changes_no_result(
+            self.make_suite({"E01": f"{marker} Write notes and a plan."}))
 
     def test_api_errors_are_not_scored(self):
         exec_marker, grade_marker = "[[RUN-CLAUDE-EXEC400]]", "[[RUN-CLAUDE-GRADE500]]"
@@ -673,6 +704,20 @@ class CodexRunnerTest(RunnerRealCLITest):
             self.assertIn(FINAL_TEXT, req.text)
             self.assertIn(json.dumps(ARTIFACT_TEXT)[1:-1], req.text)
         self.assertEqual(run.benchmark()["scored_run_count"], 2)
+
+    def test_confined_and_unconfined_runs_agree(self):
+        marker = "[[RUN-CODEX-CONFINED]]"
+        self.server.add_rule(is_codex_grader(marker), [ms.responses_json(VERDICTS)])
+        self.server.add_rule(ms.contains(marker), [codex_executor])
+        # Unconfined codex with a system bwrap will not make its sandbox helper under a temp
+        # folder, so this CODEX_HOME lives in the user's cache instead.
+        codex_home = Path.home() / ".cache" / "skill-eval-tests" / uuid.uuid4().hex
+        codex_home.mkdir(parents=True)
+        self.addCleanup(shutil.rmtree, codex_home, ignore_errors=True)
+        ms.write_codex_config(self.server, str(codex_home))
+        self.assert_confinement_changes_no_result(
+            self.make_suite({"E01": f"{marker} Write notes and a plan."}),
+            env={"CODEX_HOME": str(codex_home)})
 
     def test_api_errors_are_not_scored_with_codex_config_option(self):
         """The provider comes from --codex-config this time; CODEX_HOME has no config.toml."""

@@ -27,7 +27,7 @@ Rules the code enforces:
 
 Sections (search for the banner "# ==== <name>"); each uses only those above it:
     constants and schemas | errors | data model | files and text |
-    suite loading and validation | process runner | sandbox | providers | grading |
+    suite loading and validation | process runner | sandbox | confinement | providers | grading |
     execution engine | aggregation | rendering | iteration | CLI
 """
 
@@ -45,6 +45,7 @@ import math
 import os
 import random
 import re
+import secrets
 import shutil
 import signal
 import stat
@@ -153,6 +154,24 @@ AGENT_SESSION_VARS = frozenset(
      "CODEX_THREAD_ID", "CODEX_SESSION_ID", "CODEX_CI"}
 )
 SANDBOX_ROOT_ENV = "SKILL_EVAL_SANDBOX_ROOT"
+
+ISOLATION_MODES = ("auto", "bwrap", "none")
+HOME_INSIDE = "/home/skill-eval"  # where a confined agent's fresh HOME appears
+CONFINED_UID = 1000  # the uid inside when the runner is root; see bwrap_argv
+# What a confined agent sees of the system, read-only, when present. On merged-/usr systems
+# /bin, /lib, ... are links into /usr and are recreated as links.
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
+# Root-only secrets under /etc: an agent of a root runner keeps root's owner rights on files.
+SECRET_ETC_FILES = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
+                    "/etc/security/opasswd")
+SECRET_ETC_DIRS = ("/etc/ssh", "/etc/ssl/private", "/etc/sudoers.d")
+# Variables that point into the user's home or temp folders; a confined agent has its own.
+HOME_POINTER_VARS = frozenset(
+    {"XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR",
+     "TMPDIR", "TMP", "TEMP", "OLDPWD"}
+)
+AGENT_TOKEN_ENV = "SKILL_EVAL_AGENT"  # marks an unconfined agent's processes, to end strays
+PR_SET_CHILD_SUBREAPER = 36  # prctl option, Linux <linux/prctl.h>
 SANDBOX_GIT_ENV = {
     "GIT_AUTHOR_NAME": "skill-eval", "GIT_AUTHOR_EMAIL": "skill-eval@localhost",
     "GIT_COMMITTER_NAME": "skill-eval", "GIT_COMMITTER_EMAIL": "skill-eval@localhost",
@@ -293,6 +312,7 @@ class RunOptions:
     agent_settings: list[str] = dataclasses.field(default_factory=list)  # KEY=VALUE, verbatim
     quiet: bool = False
     junit: Path | None = None
+    isolation: str = "auto"
 
 
 @dataclasses.dataclass
@@ -331,6 +351,7 @@ class Invocation:
     argv: list[str]
     cwd: Path
     stdin_text: str | None = None
+    pass_fds: tuple[int, ...] = ()  # descriptors the process inherits (bwrap's --args)
 
 
 @dataclasses.dataclass
@@ -344,6 +365,26 @@ class AgentReply:
     metrics: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     trace: list[dict[str, Any]] | None = None  # tool calls seen; None = no trace captured
     permission_denials: list[Any] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Confinement:
+    """How this iteration's agents run: under bubblewrap, or unconfined and why."""
+
+    mode: str  # "bwrap" or "none"
+    reason: str = ""  # why unconfined; empty under bwrap
+    bwrap: str = ""
+    version: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        if self.mode == "bwrap":
+            return {"mode": "bwrap", "version": self.version}
+        return {"mode": "none", "reason": self.reason}
+
+    def describe(self) -> str:
+        if self.mode == "bwrap":
+            return f"bwrap {self.version} for executors and graders"
+        return f"none ({self.reason}): executors could reach the checkout"
 
 
 @dataclasses.dataclass
@@ -1198,6 +1239,7 @@ def run_process(invocation: Invocation, env: dict[str, str], timeout_s: float,
     try:
         proc = subprocess.Popen(
             invocation.argv, cwd=invocation.cwd, env=env, start_new_session=True,
+            pass_fds=invocation.pass_fds,
             stdin=subprocess.PIPE if feeding else subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as exc:
@@ -1231,6 +1273,72 @@ def run_process(invocation: Invocation, env: dict[str, str], timeout_s: float,
         timed_out=timed_out,
         cancelled=groups.cancelled.is_set() and not timed_out and proc.returncode != 0,
         stdout_bytes=out.total, stdout_truncated=out.truncated, stderr_truncated=err.truncated)
+
+
+def become_subreaper() -> bool:
+    """Linux: orphans of our descendants (double forks, setsid daemons) become our children
+    instead of init's, so the runner can still end them."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def child_pids() -> set[int]:
+    """This process's direct children, read from /proc; empty where there is none."""
+    me, found = os.getpid(), set()
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                line = handle.read()
+        except OSError:
+            continue
+        # The command name may hold spaces and parentheses: count fields after the last ")".
+        fields = line.rsplit(b")", 1)[-1].split()
+        if len(fields) > 1 and fields[1].isdigit() and int(fields[1]) == me:
+            found.add(int(name))
+    return found
+
+
+def _marked(pid: int, needle: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return needle in handle.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def end_strays(keep: set[int] = frozenset(), token: str | None = None,
+               rounds: int = 50) -> list[int]:
+    """Kill and reap our children outside `keep` (with a token: only those it marks).
+
+    Ending a stray hands us its own children (we are a subreaper), hence the rounds.
+    Returns the pids ended.
+    """
+    needle = f"{AGENT_TOKEN_ENV}={token}".encode() if token else None
+    ended: list[int] = []
+    for _ in range(rounds):
+        strays = [pid for pid in child_pids() - set(keep)
+                  if needle is None or _marked(pid, needle)]
+        if not strays:
+            break
+        for pid in strays:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.waitpid(pid, 0)
+            ended.append(pid)
+    return ended
 
 
 # ==== sandbox ================================================================
@@ -1485,13 +1593,29 @@ class GitTemplate:
     runner_baselines: dict[bool | str, Path] = dataclasses.field(default_factory=dict)
     # with_skill@REV config -> (the baseline plus that revision's package, its index)
     revision_commits: dict[str, tuple[str, Path]] = dataclasses.field(default_factory=dict)
+    revision_objects: dict[str, Path] = dataclasses.field(default_factory=dict)
 
     @property
     def objects(self) -> Path:
         return self.folder / "git" / "objects"
 
+    @property
+    def skill_objects(self) -> Path:
+        """The skill package's objects, apart: a without_skill sandbox borrows only `objects`,
+        so `git cat-file` there cannot reach the skill."""
+        return self.folder / "skill-objects"
+
     # `with_skill` below: False (no package), True (the working tree's package) or a
-    # with_skill@REV config (the package as committed at REV).
+    # with_skill@REV config (the package as committed at REV). Each version's objects are
+    # apart too, so one skill arm's sandbox cannot reach another arm's version.
+    def objects_for(self, with_skill: bool | str) -> list[Path]:
+        if isinstance(with_skill, str):
+            found = self.revision_objects.get(with_skill)
+            return [self.objects, found] if found else [self.objects]
+        if with_skill and self.skill_commit:
+            return [self.objects, self.skill_objects]
+        return [self.objects]
+
     def index_for(self, with_skill: bool | str) -> Path:
         if isinstance(with_skill, str):
             found = self.revision_commits.get(with_skill)
@@ -1535,7 +1659,7 @@ def add_runner_baselines(template: GitTemplate, folder: Path) -> None:
         name = (f"revision-{number}.git" if isinstance(with_skill, str) else
                 "with_skill.git" if with_skill else "without_skill.git")
         git_dir = folder / name
-        _write_git_dir(git_dir, [template.objects], template.commit_for(with_skill),
+        _write_git_dir(git_dir, template.objects_for(with_skill), template.commit_for(with_skill),
                        template.index_for(with_skill))
         template.runner_baselines[with_skill] = git_dir
 
@@ -1572,9 +1696,12 @@ def build_git_template(snapshot: RepoSnapshot, base: Path) -> GitTemplate:
     template = GitTemplate(folder, commit.strip())
     template.skill_commit = _add_skill_commit(snapshot, template, common)
     for number, (config, package) in enumerate(snapshot.revisions.items()):
-        found = _add_revision_commit(package, template, folder / f"index-revision-{number}")
+        objects = folder / f"revision-objects-{number}"
+        found = _add_revision_commit(package, template, folder / f"index-revision-{number}",
+                                     objects)
         if found:
             template.revision_commits[config] = found
+            template.revision_objects[config] = objects
     return template
 
 
@@ -1583,7 +1710,10 @@ def _add_skill_commit(snapshot: RepoSnapshot, template: GitTemplate, common: lis
     files = [rel for rel in snapshot.skill_files if not os.path.islink(snapshot.root / rel)]
     index = template.folder / "index-skill"
     shutil.copyfile(template.folder / "index", index)
-    env = {"GIT_INDEX_FILE": str(index)}
+    for sub in ("info", "pack"):
+        (template.skill_objects / sub).mkdir(parents=True, exist_ok=True)
+    env = {"GIT_INDEX_FILE": str(index), "GIT_OBJECT_DIRECTORY": str(template.skill_objects),
+           "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(template.objects)}
     ok, _ = run_git([*common, "add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"],
                     template.folder, stdin="\0".join(files).encode("utf-8"), env=env)
     ok, tree = run_git([*common, "write-tree"], template.folder, env=env) if ok else (False, "")
@@ -1591,16 +1721,21 @@ def _add_skill_commit(snapshot: RepoSnapshot, template: GitTemplate, common: lis
         return ""
     ok, commit = run_git([f"--git-dir={template.folder / 'git'}", "commit-tree", tree.strip(),
                           "-p", template.commit, "-m",
-                          "skill-eval baseline with the skill package"], template.folder)
+                          "skill-eval baseline with the skill package"], template.folder,
+                         env=env)
     return commit.strip() if ok else ""
 
 
-def _add_revision_commit(package: RevisionPackage, template: GitTemplate,
-                         index: Path) -> tuple[str, Path] | None:
-    """The baseline plus one revision's package, read from where it was written out."""
+def _add_revision_commit(package: RevisionPackage, template: GitTemplate, index: Path,
+                         objects: Path) -> tuple[str, Path] | None:
+    """The baseline plus one revision's package, read from where it was written out; its
+    objects in a store of their own, like the working tree's package."""
     assert package.root is not None
     shutil.copyfile(template.folder / "index", index)
-    env = {"GIT_INDEX_FILE": str(index)}
+    for sub in ("info", "pack"):
+        (objects / sub).mkdir(parents=True, exist_ok=True)
+    env = {"GIT_INDEX_FILE": str(index), "GIT_OBJECT_DIRECTORY": str(objects),
+           "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(template.objects)}
     common = ["-c", "core.bigFileThreshold=1", f"--git-dir={template.folder / 'git'}",
               f"--work-tree={package.root}"]
     ok, _ = run_git([*common, "add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"],
@@ -1612,7 +1747,7 @@ def _add_revision_commit(package: RevisionPackage, template: GitTemplate,
     ok, commit = run_git([f"--git-dir={template.folder / 'git'}", "commit-tree", tree.strip(),
                           "-p", template.commit, "-m",
                           f"skill-eval baseline with the skill package at {package.commit}"],
-                         template.folder)
+                         template.folder, env=env)
     return (commit.strip(), index) if ok else None
 
 
@@ -1887,13 +2022,15 @@ def init_sandbox_git(repo: Path, baseline: Path, template: GitTemplate | None,
     # The executor gets its own copy to use as it likes; the runner never reads it back. The
     # cell's own objects are copied, not borrowed: an alternates entry would tell the executor
     # where the run folder, and so the checkout, is.
-    _write_git_dir(repo / ".git", [template.objects] if usable else [], commit,
+    _write_git_dir(repo / ".git", template.objects_for(with_skill) if usable else [], commit,
                    baseline / "index")
     if shared is None:
         shutil.copytree(baseline / "objects", repo / ".git" / "objects", dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("alternates"))
+    borrowed = template.objects_for(with_skill) if usable else []
     return {"ok": True, "baseline": commit, "method": method,
-            "baseline_repository": str(baseline), "shared_baseline": shared is not None}
+            "baseline_repository": str(baseline), "shared_baseline": shared is not None,
+            "borrowed_objects": [str(path) for path in borrowed]}
 
 
 def _commit_cell_baseline(repo: Path, baseline: Path, template: GitTemplate | None,
@@ -1902,7 +2039,8 @@ def _commit_cell_baseline(repo: Path, baseline: Path, template: GitTemplate | No
     (fixtures, links), or without a template every file. Returns (error, commit)."""
     if template is not None:
         commit = template.commit_for(with_skill)
-        _write_git_dir(baseline, [template.objects], commit, template.index_for(with_skill))
+        _write_git_dir(baseline, template.objects_for(with_skill), commit,
+                       template.index_for(with_skill))
     else:
         commit = ""
         _write_git_dir(baseline, [], None, None)
@@ -1959,6 +2097,226 @@ def fixture_status(root: Path, paths: list[str]) -> dict[str, Any]:
         return {"checked": False, "reason": out}
     dirty = sorted(entry[3:] for entry in out.split("\0") if len(entry) > 3)
     return {"checked": True, "dirty": dirty}
+
+
+# ==== confinement ============================================================
+#
+# With bubblewrap each agent runs in its own mount, PID, IPC and UTS namespaces: the system
+# read-only, its sandbox (or grader folder) read-write at its own path, a private /tmp, a fresh
+# HOME, and nothing of the checkout, the iteration folder or other cells. The reasons behind
+# each flag are in README.md ("Isolation").
+
+
+def choose_confinement(requested: str) -> Confinement:
+    """--isolation: bwrap when asked, or when `auto` finds it working here; else none, and why."""
+    if requested == "none":
+        return Confinement("none", "--isolation none")
+    found = shutil.which("bwrap")
+    if not sys.platform.startswith("linux"):
+        problem: str | None = f"bubblewrap confines agents on Linux only, not {sys.platform}"
+    else:
+        problem = "bwrap not found" if found is None else probe_bwrap(found)
+    if problem is None and found is not None:
+        return Confinement("bwrap", bwrap=found, version=bwrap_version(found))
+    if requested == "bwrap":
+        raise EnvironmentProblem(
+            f"--isolation bwrap: {problem}",
+            "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and allow "
+            "unprivileged user namespaces, or run with --isolation auto or none")
+    return Confinement("none", problem or "bwrap unusable")
+
+
+def bwrap_version(bwrap: str) -> str:
+    try:
+        done = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    words = done.stdout.split()
+    return words[-1] if words else "unknown"
+
+
+def probe_bwrap(bwrap: str) -> str | None:
+    """Does the very argv shape agents get run here? None if so, else bwrap's reason.
+
+    A plain `bwrap --ro-bind / / true` would pass where mounting /proc or a user namespace is
+    refused (containers, AppArmor's user namespace rule), which is exactly what agents need.
+    """
+    with tempfile.TemporaryDirectory(prefix="skill-eval-probe-") as folder:
+        work, home = Path(folder, "work"), Path(folder, "home")
+        work.mkdir()
+        home.mkdir()
+        argv = bwrap_argv(["true"], bwrap=bwrap, workdir=work, home=home)
+        try:
+            done = subprocess.run(argv, env={"PATH": "/usr/bin:/bin"}, capture_output=True,
+                                  timeout=20, stdin=subprocess.DEVNULL, start_new_session=True)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"the bwrap probe failed: {exc}"
+    if done.returncode == 0:
+        return None
+    detail = done.stderr.decode("utf-8", "replace").strip()[-300:]
+    return f"the bwrap probe exited {done.returncode}: {detail or 'no message'}"
+
+
+def _covered(path: str, roots: Iterable[str]) -> bool:
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def system_mounts() -> list[tuple[str, str, str]]:
+    """("ro-bind", source, dest) or ("symlink", target, dest) for the system folders here."""
+    entries = []
+    for top in SYSTEM_DIRS:
+        if os.path.islink(top):
+            entries.append(("symlink", os.readlink(top), top))
+        elif os.path.isdir(top):
+            entries.append(("ro-bind", top, top))
+    resolv = os.path.realpath("/etc/resolv.conf")  # may live in /run (systemd-resolved)
+    bound = [dest for kind, _, dest in entries if kind == "ro-bind"]
+    if os.path.exists(resolv) and not _covered(resolv, bound):
+        entries.append(("ro-bind", os.path.dirname(resolv), os.path.dirname(resolv)))
+    return entries
+
+
+def _package_root(real: str) -> str:
+    """The npm package holding a file (node_modules/<pkg> or node_modules/@scope/<pkg>)."""
+    parts = Path(real).parts
+    if "node_modules" in parts:
+        at = len(parts) - 1 - parts[::-1].index("node_modules")
+        depth = at + 3 if len(parts) > at + 1 and parts[at + 1].startswith("@") else at + 2
+        return str(Path(*parts[:depth]))
+    return os.path.dirname(real)
+
+
+def _interpreter_root(script: str, path: str) -> str | None:
+    """The install folder of a `#!` script's interpreter (<prefix> of <prefix>/bin/node)."""
+    try:
+        with open(script, "rb") as handle:
+            first = handle.readline(256)
+    except OSError:
+        return None
+    words = first[2:].decode("utf-8", "replace").split() if first.startswith(b"#!") else []
+    if not words:
+        return None
+    program = words[0]
+    if os.path.basename(program) == "env":
+        names = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
+        found = shutil.which(names[0], path=path) if names else None
+        if found is None:
+            return None
+        program = found
+    real = os.path.realpath(program)
+    return os.path.dirname(os.path.dirname(real))
+
+
+def cli_mounts(executable: str, path: str) -> list[tuple[str, str, str]]:
+    """What makes an agent CLI start inside: each link from its PATH entry to the real file,
+    the real file's package read-only, and a `#!` launcher's interpreter installation."""
+    entries: list[tuple[str, str, str]] = []
+    current = os.path.abspath(executable)
+    for _ in range(40):
+        if not os.path.islink(current):
+            break
+        target = os.readlink(current)
+        entries.append(("symlink", target, current))
+        current = os.path.normpath(os.path.join(os.path.dirname(current), target))
+    real = os.path.realpath(current)
+    entries.append(("ro-bind", _package_root(real), _package_root(real)))
+    interpreter = _interpreter_root(real, path)
+    if interpreter and interpreter != "/":
+        entries.append(("ro-bind", interpreter, interpreter))
+    return entries
+
+
+def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
+               ro_entries: Iterable[tuple[str, str, str]] = (), ro_binds: Iterable[Path] = (),
+               rw_binds: Iterable[Path] = (), hide: Iterable[Path] = ()) -> list[str]:
+    """bwrap's whole argv. Mounts apply in order and a later one shadows an earlier one.
+
+    - the new root read-only; no capabilities; as root, a non-zero uid inside, because codex's
+      own bubblewrap refuses to nest under uid 0;
+    - no --new-session: it would move the agent out of bwrap's process group, out of the
+      runner's reach; the runner's own new session already keeps any terminal away;
+    - --die-with-parent and a PID namespace: the agent's whole tree dies with it.
+    """
+    argv = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try", "--die-with-parent", "--cap-drop", "ALL"]
+    if os.geteuid() == 0:
+        argv += ["--uid", str(CONFINED_UID), "--gid", str(CONFINED_UID)]
+    system = system_mounts()
+    for kind, source, dest in system:
+        argv += ["--ro-bind" if kind == "ro-bind" else "--symlink", source, dest]
+    if any(dest == "/etc" for kind, _, dest in system if kind == "ro-bind"):
+        argv += [arg for secret in SECRET_ETC_FILES if os.path.isfile(secret)
+                 for arg in ("--ro-bind", "/dev/null", secret)]
+        argv += [arg for secret in SECRET_ETC_DIRS if os.path.isdir(secret)
+                 for arg in ("--tmpfs", secret, "--remount-ro", secret)]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    bound = [dest for kind, _, dest in system if kind == "ro-bind"]
+    ordered = sorted(ro_entries, key=lambda e: (e[0] != "ro-bind", len(Path(e[2]).parts)))
+    for kind, source, dest in ordered:
+        if kind == "ro-bind" and not _covered(dest, bound):
+            argv += ["--ro-bind", source, dest]
+            bound.append(dest)
+        elif kind == "symlink" and not _covered(dest, bound):
+            argv += ["--symlink", source, dest]
+    for folder in ro_binds:
+        argv += ["--ro-bind", str(folder), str(folder)]
+    for secret in sorted({os.path.realpath(p) for p in hide}, key=lambda p: len(Path(p).parts)):
+        if _covered(secret, bound) and not _covered(os.path.realpath(workdir), [secret]):
+            argv += ["--tmpfs", secret, "--remount-ro", secret]
+    argv += ["--bind", str(home), HOME_INSIDE]
+    for folder in sorted({str(workdir), *map(str, rw_binds)}, key=lambda p: len(Path(p).parts)):
+        argv += ["--bind", folder, folder]
+    return argv + ["--remount-ro", "/", "--chdir", str(workdir), "--", *command]
+
+
+def options_through_fd(argv: list[str]) -> tuple[list[str], int]:
+    """bwrap's options moved into an unlinked file read through `--args FD`.
+
+    bwrap is PID 1 inside and the agent can read /proc/1/cmdline: on the command line its
+    options would name every mount, the hidden ones included. Close the fd after the launch.
+    """
+    cut = argv.index("--")
+    with tempfile.TemporaryFile() as handle:
+        handle.write(b"".join(arg.encode() + b"\0" for arg in argv[1:cut]))
+        handle.flush()
+        fd = os.dup(handle.fileno())
+    os.lseek(fd, 0, os.SEEK_SET)
+    return [argv[0], "--args", str(fd), *argv[cut:]], fd
+
+
+def fill_home(home: Path, files: list[tuple[Path, str]], home_vars: dict[str, str | None]
+              ) -> list[str]:
+    """Copy what the agent needs to log in into its fresh HOME, and make the folders its
+    variables point to there (codex refuses a CODEX_HOME that does not exist).
+    Returns the files carried in."""
+    for value in home_vars.values():
+        if value and value.startswith(HOME_INSIDE + "/"):
+            (home / value[len(HOME_INSIDE) + 1:]).mkdir(parents=True, exist_ok=True, mode=0o700)
+    carried = []
+    for source, rel in files:
+        if not source.is_file():
+            continue
+        target = home / rel
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        shutil.copyfile(source, target)
+        os.chmod(target, 0o600)
+        carried.append(rel)
+    return carried
+
+
+def confined_env(env: dict[str, str], workdir: Path, home_vars: dict[str, str | None]
+                 ) -> dict[str, str]:
+    """The agent's environment inside: HOME and the provider's folders point into its fresh
+    HOME; what pointed into the user's home or temp folders is gone."""
+    inside = {k: v for k, v in env.items() if k not in HOME_POINTER_VARS}
+    inside.update(HOME=HOME_INSIDE, PWD=str(workdir), TMPDIR="/tmp")
+    for name, value in home_vars.items():
+        if value is None:
+            inside.pop(name, None)
+        else:
+            inside[name] = value
+    return inside
 
 
 # ==== providers ==============================================================
@@ -2026,6 +2384,15 @@ class Provider:
     def executable(self) -> str | None:
         return shutil.which(self.binary)
 
+    def home_files(self, env: dict[str, str]) -> list[tuple[Path, str]]:
+        """What a confined run copies into its fresh HOME so the CLI can log in:
+        (file, path under HOME). Never a skills folder."""
+        return []
+
+    def home_vars(self, home_inside: str) -> dict[str, str | None]:
+        """Variables set inside (None: removed) so the CLI uses its fresh HOME."""
+        return {}
+
     def version_argv(self) -> list[str]:
         return [self.binary, "--version"]
 
@@ -2050,6 +2417,15 @@ class ClaudeProvider(Provider):
     binary = "claude"
     install_hint = "npm install -g @anthropic-ai/claude-code"
     executor_tools = "Bash,Read,Write,Edit,Glob,Grep"
+
+    def home_files(self, env: dict[str, str]) -> list[tuple[Path, str]]:
+        home = Path(env.get("HOME") or Path.home())
+        config = Path(env.get("CLAUDE_CONFIG_DIR") or home / ".claude")
+        return [(config / ".credentials.json", ".claude/.credentials.json"),
+                (home / ".claude.json", ".claude.json")]
+
+    def home_vars(self, home_inside: str) -> dict[str, str | None]:
+        return {"CLAUDE_CONFIG_DIR": None}
 
     def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
         # stream-json (which needs --verbose) ends with the same result envelope as json
@@ -2167,6 +2543,15 @@ class CodexProvider(Provider):
     install_hint = "npm install -g @openai/codex"
     grader_uses_files = True
     accepts_settings = True  # each one becomes `-c KEY=VALUE`
+
+    def home_files(self, env: dict[str, str]) -> list[tuple[Path, str]]:
+        source = Path(env.get("CODEX_HOME") or Path(env.get("HOME") or Path.home()) / ".codex")
+        return [(source / "auth.json", ".codex/auth.json"),
+                (source / "config.toml", ".codex/config.toml")]
+
+    def home_vars(self, home_inside: str) -> dict[str, str | None]:
+        # Inside, not under /tmp: codex will not make its sandbox helper under a temp folder.
+        return {"CODEX_HOME": f"{home_inside}/.codex"}
 
     def _common(self, cwd: Path, sandbox_mode: str, model: str | None) -> list[str]:
         argv = [self.binary, "exec", "--json", "--skip-git-repo-check", "--ephemeral",
@@ -2492,6 +2877,10 @@ class RunContext:
     judge: dict[str, Any] = dataclasses.field(default_factory=dict)
     resuming: bool = False
     base_env: dict[str, str] = dataclasses.field(default_factory=dict)
+    confinement: Confinement = dataclasses.field(
+        default_factory=lambda: Confinement("none", "--isolation none"))
+    agent_mounts: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
+    hidden: list[Path] = dataclasses.field(default_factory=list)  # masked if under a mount
 
     def should_stop(self) -> str | None:
         if self.deadline_at is not None and time.monotonic() >= self.deadline_at:
@@ -2557,6 +2946,36 @@ def provider_env(ctx: RunContext, cwd: Path) -> dict[str, str]:
     env = dict(ctx.base_env)
     env["PWD"] = str(cwd)
     return env
+
+
+def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
+              ro_binds: Iterable[Path] = (), rw_binds: Iterable[Path] = ()
+              ) -> tuple[ProcessResult, dict[str, str], dict[str, Any]]:
+    """One agent process, confined when the iteration is: (result, its environment, how it
+    was isolated). Unconfined, what it left running is ended when it ends."""
+    if ctx.confinement.mode != "bwrap":
+        token = secrets.token_hex(8)
+        env = {**env, AGENT_TOKEN_ENV: token}
+        result = run_process(invocation, env, ctx.options.timeout_s, ctx.groups)
+        strays = end_strays(token=token)
+        return result, env, {**ctx.confinement.to_json(), "strays_ended": len(strays)}
+    home = Path(tempfile.mkdtemp(prefix="skill-eval-home-", dir=ctx.sandbox_base))
+    try:
+        home_vars = ctx.provider.home_vars(HOME_INSIDE)
+        carried = fill_home(home, ctx.provider.home_files(env), home_vars)
+        inside = confined_env(env, invocation.cwd, home_vars)
+        argv = bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
+                          home=home, ro_entries=ctx.agent_mounts, ro_binds=ro_binds,
+                          rw_binds=rw_binds, hide=ctx.hidden)
+        short, fd = options_through_fd(argv)
+        try:
+            result = run_process(dataclasses.replace(invocation, argv=short, pass_fds=(fd,)),
+                                 inside, ctx.options.timeout_s, ctx.groups)
+        finally:
+            os.close(fd)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    return result, inside, {**ctx.confinement.to_json(), "home_files": carried}
 
 
 def execute_matrix(ctx: RunContext, cells: list[Cell],
@@ -2731,9 +3150,10 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     if reason:
         record.fail("cancelled", "scheduling", reason)
         return None
-    result = run_process(invocation, env, ctx.options.timeout_s, ctx.groups)
+    borrowed = [Path(p) for p in sandbox.record["git"].get("borrowed_objects", [])]
+    result, env, isolation = run_agent(ctx, invocation, env, ro_binds=borrowed)
     reply = ctx.provider.read_executor(result)
-    record.executor = process_record(invocation, result, env)
+    record.executor = {**process_record(invocation, result, env), "isolation": isolation}
     record.metrics = reply.metrics
     record.permission_denials = reply.permission_denials
     record.skill_read = skill_read_evidence(reply.trace, ctx.suite.skill_name, cell.config)
@@ -2809,17 +3229,18 @@ def call_grader(ctx: RunContext, sandbox: Sandbox, prompt: str,
     invocation = ctx.provider.grader_invocation(prompt, grader_dir, ctx.options.grader_model,
                                                 schema_path, last_message)
     env = provider_env(ctx, grader_dir)
-    result = run_process(invocation, env, ctx.options.timeout_s, ctx.groups)
+    result, env, isolation = run_agent(ctx, invocation, env,
+                                       rw_binds=[grader_io] if grader_io else [])
     reply = ctx.provider.read_grader(result, last_message)
     write_text(outputs / "grader_output.txt", result.stdout)
     if grader_io is not None and last_message.is_file():
         shutil.copyfile(last_message, outputs / "grader_last_message.txt")
     if not reply.ok:
         write_text(outputs / "grader_stderr.txt", result.stderr)
-        return process_record(invocation, result, env), GraderReply(
+        return {**process_record(invocation, result, env), "isolation": isolation}, GraderReply(
             False, failure=reply.failure, failure_status=failure_status("grader", result))
-    return process_record(invocation, result, env), GraderReply(True, reply.text,
-                                                                reply.structured)
+    return {**process_record(invocation, result, env), "isolation": isolation}, GraderReply(
+        True, reply.text, reply.structured)
 
 
 def process_record(invocation: Invocation, result: ProcessResult,
@@ -3348,8 +3769,13 @@ def _iteration_flags(benchmark: dict[str, Any], meta: dict[str, Any]) -> list[di
                                f"declared fixtures differ from git {moment} the run: "
                                f"{', '.join(state['dirty'][:10])}"))
     baseline_ran = "without_skill" in (meta.get("configs") or [])
+    confined = (meta.get("isolation") or {}).get("mode") == "bwrap"
     for place in meta.get("skill_installed_elsewhere") or []:
-        if baseline_ran:
+        if confined:  # each agent had a fresh home: the installed copy was out of its sight
+            flags.append(_flag("info", "installed_skill_hidden",
+                               f"the target skill is installed at {place}; confined agents "
+                               "could not see it"))
+        elif baseline_ran:
             flags.append(_flag("error", "baseline_contamination",
                                f"the target skill is installed where the agent finds skills on "
                                f"its own ({place}); without_skill runs may have used it"))
@@ -3361,6 +3787,12 @@ def _iteration_flags(benchmark: dict[str, Any], meta: dict[str, Any]) -> list[di
         flags.append(_flag("error", "nothing_scored", "no run was scored"))
     if len(meta.get("configs") or []) < 2:
         flags.append(_flag("info", "single_config", "one config only: there is no comparison"))
+    isolation = meta.get("isolation") or {}
+    if isolation.get("mode") == "none":
+        flags.append(_flag("info", "unconfined",
+                           f"agents ran without OS confinement ({isolation.get('reason')}): an "
+                           "executor could reach the checkout and other cells; the checkout "
+                           "and result checks still apply"))
     return flags
 
 
@@ -3416,6 +3848,8 @@ def _md_header(b: dict[str, Any]) -> str:
              "in the suite",
              f"- Runs: {len(b['runs'])}, scored {b['scored_run_count']}, "
              f"excluded {b['error_run_count']}"]
+    if m.get("isolation"):
+        lines.append(f"- Isolation: {m['isolation'].get('summary')}")
     if m.get("incomplete"):
         lines.append(f"- **INCOMPLETE**: {m.get('cells_finished')} of {m.get('cells_planned')} "
                      "cells finished before the run stopped")
@@ -4239,6 +4673,7 @@ def benchmark_metadata(suite: Suite, options: RunOptions, manifest: dict[str, An
         "incomplete": incomplete, "runner_version": RUNNER_VERSION,
         "fixture_status": manifest.get("fixture_status"),
         "skill_installed_elsewhere": manifest.get("skill_installed_elsewhere"),
+        "isolation": manifest.get("isolation"),
         "manifest": "iteration_manifest.json",
         "identity": iteration_identity(manifest, options),
         "arms": manifest.get("arms"),
@@ -4417,7 +4852,11 @@ def prepare_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: 
 def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups: ProcessGroups,
                   iteration_dir: Path, argv: list[str], cli_version: str,
                   sandbox_base: Path, previous: dict[str, Any] | None = None,
+                  confinement: Confinement | None = None,
                   revisions: dict[str, RevisionPackage] | None = None) -> int:
+    confinement = confinement or Confinement("none", "--isolation none")
+    children_before = child_pids()
+    subreaper = become_subreaper()
     cells = plan_cells(suite, options, iteration_dir)
     fixtures = sorted({rel for cell in cells for rel in cell.case.files})
     snapshot = RepoSnapshot.take(suite.root, suite.skill_name)
@@ -4430,6 +4869,8 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
         "git_template": {"path": str(snapshot.template.folder), "commit": snapshot.template.commit,
                          "error": snapshot.template.error},
         "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name),
+        "isolation": {**confinement.to_json(), "summary": confinement.describe(),
+                      "subreaper": subreaper},
         "fixture_status": {"before": fixture_status(suite.root, fixtures)},
         "arms": arm_records(suite, options.configs, snapshot.revisions)})
     write_json(iteration_dir / "iteration_manifest.json", manifest)
@@ -4443,15 +4884,30 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
                      resuming=previous is not None)
     ctx.base_env, manifest["environment_scrub"] = scrub_checkout_paths(clean_environment(),
                                                                        suite.root)
+    confine_agents(ctx, confinement)
     finished = load_finished_cells(cells) if previous is not None else {}
     ctx.progress = Progress(len(cells) - len(finished), options.quiet)
     with InterruptHandler(groups):
-        records = run_matrix_until_deadline(ctx, cells, finished)
+        try:
+            records = run_matrix_until_deadline(ctx, cells, finished)
+        finally:
+            end_strays(keep=children_before)  # whatever an agent left running ends now
         snapshot.template.remove_runner_baselines()
         if not options.keep_sandboxes:  # kept sandboxes still borrow its objects
             snapshot.template.remove()
         return finish_iteration(suite, options, groups, iteration_dir, manifest, cells, records,
                                 fixtures)
+
+
+def confine_agents(ctx: RunContext, confinement: Confinement) -> None:
+    """Tell the engine how agents run; under bwrap, what of the CLI's install they see."""
+    ctx.confinement = confinement
+    if confinement.mode != "bwrap":
+        return
+    agent_path = ctx.base_env.get("PATH", "")
+    executable = shutil.which(ctx.provider.binary, path=agent_path) or ctx.provider.executable()
+    ctx.agent_mounts = cli_mounts(executable, agent_path) if executable else []
+    ctx.hidden = [ctx.suite.root, ctx.iteration_dir, Path.home()]
 
 
 def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
@@ -4619,6 +5075,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="where iteration-N/ goes (default: evals/<skill>/workspace/<agent>/)")
     run.add_argument("--eval-id", metavar="ID,...", help="run only these case ids")
     run.add_argument("--keep-sandboxes", action="store_true", help="keep sandbox copies for audit")
+    run.add_argument("--isolation", choices=ISOLATION_MODES, default="auto",
+                     help="confine agents with bubblewrap: auto (when it works here), bwrap "
+                     "(required), none (default: auto)")
     run.add_argument("--repo-root", metavar="DIR", help="repository root (default: detected)")
     run.add_argument("--codex-config", type=_codex_setting, action="append", default=[],
                      metavar="KEY=VALUE", help="codex only: pass -c KEY=VALUE to every codex call")
@@ -4702,7 +5161,7 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         executor_model=args.executor_model or args.model,
         grader_model=args.grader_model or args.model, skill_md=skill_md, workspace=workspace,
         eval_ids=eval_ids, keep_sandboxes=args.keep_sandboxes, agent_settings=args.codex_config,
-        quiet=args.quiet, junit=output_path(args.junit, "--junit"))
+        quiet=args.quiet, junit=output_path(args.junit, "--junit"), isolation=args.isolation)
 
 
 def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
@@ -4725,9 +5184,12 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
                 if args.resume else None)
     groups = ProcessGroups()
     cli_version = provider_version(provider, groups)
+    confinement = choose_confinement(options.isolation)
+    if confinement.mode != "bwrap" and options.isolation == "auto":
+        print(f"Isolation: {confinement.describe()}")
     iteration_dir = Path(args.resume) if args.resume else allocate_iteration_dir(options.workspace)
     return run_iteration(suite, options, provider, groups, iteration_dir, argv, cli_version,
-                         sandbox_base, previous, revisions)
+                         sandbox_base, previous, confinement, revisions)
 
 
 def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox_base: Path,
@@ -4761,6 +5223,9 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     print(f"executor argv ({first.label}): {_shell_join(executor.argv)}  (cwd {executor.cwd})")
     print(f"grader argv: {_shell_join(grader_call.argv)}  (cwd {grader_call.cwd})")
     print("executor and grader prompts go on standard input; assertions reach only the grader")
+    bwrap = shutil.which("bwrap")
+    print(f"isolation: --isolation {options.isolation}; bwrap "
+          f"{'at ' + bwrap if bwrap else 'not found'} (checked when a real run starts)")
     for line in dry_run_forecast(suite, options, len({c.case.key for c in cells})):
         print(line)
     where = provider.executable()
