@@ -1,6 +1,6 @@
 """Smoke test of the benchmark scripts: each runs with --quick and ends with its summary line.
 
-The four scripts run at the same time (each is mostly waiting on child processes), so the
+The scripts run at the same time (each is mostly waiting on child processes), so the
 test takes about as long as the slowest one. No figure is checked against a target here: a
 loaded CI machine would make that flaky. What is checked is that every script still runs
 against the current runner and prints its summary.
@@ -19,7 +19,8 @@ from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parent.parent
 BENCHMARKS = PROJECT / "benchmarks"
-SCRIPTS = ("bench_parallel", "bench_overhead", "bench_report", "bench_sandbox")
+SCRIPTS = ("bench_parallel", "bench_overhead", "bench_report", "bench_sandbox",
+           "bench_checkout")
 TIMEOUT_S = 600
 
 

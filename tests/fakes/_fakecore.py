@@ -24,6 +24,7 @@ Standard library only; must run on Python 3.9+.
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
 import os
 import re
@@ -52,7 +53,7 @@ SPEC_KEYS = frozenset((
     "num_turns", "write_artifact", "write_artifact_hex", "artifact_bytes",
     "write_files", "read_skill", "read_paths", "permission_denials",
     "verdicts", "raw_verdicts", "verdict_form", "flood_bytes",
-    "shell_write_files", "shell_symlinks", "quote_reads",
+    "shell_write_files", "shell_symlinks", "quote_reads", "noisy",
 ))
 VERDICT_FORMS = ("structured", "text", "fenced", "legacy", "prose")
 ROLES = ("executor", "grader")
@@ -413,6 +414,14 @@ def validate_spec(cli: str, spec: dict[str, Any]) -> None:
             and set(policy) <= {"fail_ids", "fail_if_text_contains"})):
         raise script_error(cli, "verdicts must be \"all_pass\", \"all_fail\", "
                                 "{\"fail_ids\": [...]} or {\"fail_if_text_contains\": [...]}")
+    noisy = spec.get("noisy")
+    if noisy is not None and not (
+            isinstance(noisy, dict) and set(noisy) == {"if_text_contains", "votes", "counter_dir"}
+            and isinstance(noisy["votes"], list) and noisy["votes"]
+            and all(isinstance(v, bool) for v in noisy["votes"])
+            and isinstance(noisy["counter_dir"], str)):
+        raise script_error(cli, "noisy must be {\"if_text_contains\": [...], \"votes\": "
+                                "[true, false, ...], \"counter_dir\": \"DIR\"}")
     writes = [k for k in ("write_artifact", "write_artifact_hex", "artifact_bytes") if k in spec]
     if len(writes) > 1:
         raise script_error(cli, f"use only one of {', '.join(writes)}")
@@ -463,14 +472,46 @@ def assertion_passes(policy: Any, ident: int, text: str) -> bool:
     raise ValueError(f"unknown verdicts policy {policy!r}")
 
 
-def verdict_payload(spec: dict[str, Any], assertions: list[tuple[int, str]]) -> dict[str, Any]:
+def claim_call_index(counter_dir: str, prompt: str) -> int:
+    """How many grader calls with this exact prompt came before this one (0, 1, 2, ...).
+
+    Each call claims the lowest free number by creating `<prompt hash>-<n>` exclusively,
+    so concurrent calls never share a number and the order of calls alone decides it.
+    """
+    os.makedirs(counter_dir, exist_ok=True)
+    digest = hashlib.sha256(prompt.encode("utf-8")).hexdigest()[:16]
+    index = 0
+    while True:
+        try:
+            os.close(os.open(os.path.join(counter_dir, f"{digest}-{index}"),
+                             os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            return index
+        except FileExistsError:
+            index += 1
+
+
+def noisy_vote(spec: dict[str, Any], text: str, call_index: int | None) -> bool | None:
+    """The scripted vote for a marked assertion on this call, None for an unmarked one."""
+    noisy = spec.get("noisy")
+    if not noisy or call_index is None:
+        return None
+    lowered = text.lower()
+    if not any(w.lower() in lowered for w in noisy["if_text_contains"]):
+        return None
+    votes = noisy["votes"]
+    return votes[call_index % len(votes)]
+
+
+def verdict_payload(spec: dict[str, Any], assertions: list[tuple[int, str]],
+                    call_index: int | None = None) -> dict[str, Any]:
     """The JSON object a grader answers with (verdicts or legacy shape)."""
     legacy = spec.get("verdict_form") == "legacy"
     if "raw_verdicts" in spec:
         return {"expectations" if legacy else "verdicts": spec["raw_verdicts"]}
     rows = []
     for ident, text in assertions:
-        passed = assertion_passes(spec.get("verdicts"), ident, text)
+        noisy = noisy_vote(spec, text, call_index)
+        passed = assertion_passes(spec.get("verdicts"), ident, text) if noisy is None else noisy
         verb = "holds" if passed else "does not hold"
         evidence = f"fake grader: assertion {ident} {verb}"
         if legacy:
@@ -493,7 +534,9 @@ def render_verdict(spec: dict[str, Any], prompt: str) -> tuple[dict[str, Any] | 
     form = spec.get("verdict_form", "structured")
     if form == "prose":
         return None, spec.get("text", DEFAULT_PROSE_VERDICT)
-    payload = verdict_payload(spec, parse_assertions(prompt))
+    call_index = (claim_call_index(spec["noisy"]["counter_dir"], prompt)
+                  if spec.get("noisy") else None)
+    payload = verdict_payload(spec, parse_assertions(prompt), call_index)
     if form in ("structured", "legacy"):
         return payload, compact_json(payload)
     pretty = json.dumps(payload, indent=2, ensure_ascii=False)
@@ -553,7 +596,9 @@ def executor_text(spec: dict[str, Any], actions: list[Action]) -> str:
 def perform_shell_actions(spec: dict[str, Any], root: str) -> None:
     """A hostile executor's shell: write files and plant links, unchecked."""
     for path, content in (spec.get("shell_write_files") or {}).items():
-        target = _absolute(path, root)
+        # `$PPID` expands as a shell would: the process that started this agent (the runner),
+        # so `/proc/$PPID/cwd/...` reaches wherever the runner was started (the checkout).
+        target = _absolute(path.replace("$PPID", str(os.getppid())), root)
         # a pattern is expanded as a shell would (`tee ../*/x`): existing matches only
         matches = sorted(glob.glob(target)) if set("*?[") & set(target) else [target]
         for match in matches:

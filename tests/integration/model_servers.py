@@ -780,6 +780,20 @@ PROVIDER_KEY_ENV = "FAKE_OPENAI_KEY"
 CODEX_MODEL = "gpt-5.5"
 
 
+# Where tests make CODEX_HOME folders: never under the temp folder. When /usr/bin/bwrap exists,
+# codex sandboxes every command through bwrap with a helper, `codex-linux-sandbox`, that it links
+# into CODEX_HOME at start-up, and it refuses to make that link when CODEX_HOME is under the temp
+# folder; each sandboxed command then fails with `bwrap: execvp codex-linux-sandbox`.
+CODEX_HOME_PARENT = os.path.join(os.path.expanduser("~"), ".cache", "skill-eval-tests")
+
+
+def make_codex_home(prefix: str = "codex-home") -> str:
+    """A fresh, empty CODEX_HOME outside the temp folder; the caller removes it."""
+    import tempfile
+    os.makedirs(CODEX_HOME_PARENT, exist_ok=True)
+    return tempfile.mkdtemp(prefix=f"{prefix}-", dir=CODEX_HOME_PARENT)
+
+
 def codex_env(server: ResponsesServer, codex_home: str, home: str | None = None) -> dict:
     """Env vars for ``codex exec`` against ``server`` (provider key + CODEX_HOME)."""
     env = {"CODEX_HOME": str(codex_home), PROVIDER_KEY_ENV: "dummy"}

@@ -111,6 +111,12 @@ class CLITestCase(unittest.TestCase):
         self.addCleanup(shutil.rmtree, d, ignore_errors=True)
         return Path(d)
 
+    def codex_home_dir(self, prefix: str) -> Path:
+        """An empty CODEX_HOME outside the temp folder (see ms.make_codex_home), removed after."""
+        d = ms.make_codex_home(prefix)
+        self.addCleanup(shutil.rmtree, d, ignore_errors=True)
+        return Path(d)
+
     def spawn(self, argv, *, env, cwd=None, stdin_text=None) -> subprocess.Popen:
         proc = subprocess.Popen(
             argv, cwd=cwd, env=env, start_new_session=True,
@@ -373,7 +379,7 @@ class CodexRealCLITest(CLITestCase):
 
     def codex_home(self, server=None) -> Path:
         """A CODEX_HOME whose config.toml selects the fake provider (the user's way)."""
-        home = self.tmpdir("codex-home")
+        home = self.codex_home_dir("codex-home")
         ms.write_codex_config(server or self.server, str(home))
         return home
 
@@ -486,7 +492,7 @@ class CodexRealCLITest(CLITestCase):
         # (b) no config.toml at all: --ignore-user-config plus -c provider overrides
         marker = "[[MARK-CODEX-IGNORE-USER-CONFIG]]"
         self.server.add_rule(ms.contains(marker), [ms.responses_text("ok")])
-        bare_home = self.tmpdir("codex-home-bare")
+        bare_home = self.codex_home_dir("codex-home-bare")
         run = self.run_cli(self.executor_argv(sandbox, extra=[
             "--ignore-user-config", *ms.codex_config_overrides(self.server)]),
             env=self.env(bare_home), stdin_text=marker)
@@ -584,7 +590,7 @@ class CodexRealCLITest(CLITestCase):
     def test_unreachable_server_never_gives_up(self):
         class Dead:  # what write_codex_config needs from a server
             base_url = f"http://127.0.0.1:{_closed_port()}/v1"
-        home = self.tmpdir("codex-home-dead")
+        home = self.codex_home_dir("codex-home-dead")
         ms.write_codex_config(Dead, str(home))
         work = self.tmpdir("grader-files")
         schema_file = work / "schema.json"

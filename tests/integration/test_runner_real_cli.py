@@ -349,7 +349,8 @@ class RunnerRealCLITest(unittest.TestCase):
         ``agent_env(home, codex_home)`` replaces the class's :meth:`agent_env`; ``env`` is
         applied last.
         """
-        home, codex_home = self.tmpdir("home"), self.tmpdir("codex-home")
+        home, codex_home = self.tmpdir("home"), Path(ms.make_codex_home())
+        self.addCleanup(shutil.rmtree, codex_home, ignore_errors=True)
         sandboxes, workspace = self.tmpdir("sandboxes"), self.tmpdir("workspace")
         token = uuid.uuid4().hex
         full_env = ms.clean_base_env()
@@ -777,6 +778,145 @@ class CodexRunnerTest(RunnerRealCLITest):
         self.assertEqual(rec["grader"]["returncode"], 0)  # codex does not enforce the schema
         graders = [r for r in _requests_with(self.server, marker) if ms.has_json_schema()(r)]
         self.assertEqual(len(graders), 1)
+
+
+# --------------------------------------------------------------------------
+# re-grading recorded answers (issue 17): no executor runs the second time
+# --------------------------------------------------------------------------
+
+REGRADE_EDIT = "[[EDITED]]"
+EDITED_ASSERTION = f"{REGRADE_EDIT} The answer says what it wrote."
+# What the scripted grader says once assertion 2 was reworded: both pass.
+REGRADE_VERDICTS = {"verdicts": [{"id": 1, "passed": True, "evidence": "notes.txt is named"},
+                                 {"id": 2, "passed": True, "evidence": "it says what it wrote"}]}
+
+
+class RegradeRealCLIMixin:
+    """Run once, reword an assertion, then `run --regrade` the first iteration with two graders.
+
+    The second command must start no executor (no executor request reaches the model server
+    and no executor process shows up), grade the recorded answer with the reworded assertion,
+    and capture the graders' own metrics.
+    """
+
+    executor_flag = ""  # a word only the executor's argv holds
+
+    def tmpdir(self, prefix: str) -> Path:
+        if prefix != "codex-home":
+            return super().tmpdir(prefix)
+        # codex 0.171 with /usr/bin/bwrap needs a helper it will not create under /tmp
+        base = Path.home() / ".cache" / "skill-eval-it"
+        base.mkdir(parents=True, exist_ok=True)
+        folder = Path(tempfile.mkdtemp(prefix="codex-home-", dir=base))
+        self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
+        return folder
+
+    def is_grader(self, marker: str):
+        raise NotImplementedError
+
+    def grader_reply(self, verdicts: dict) -> ms.Reply:
+        raise NotImplementedError
+
+    def check_regrade(self, marker: str, executor_reply: ms.Reply) -> None:
+        self.server.add_rule(ms.all_of(self.is_grader(marker), ms.contains(REGRADE_EDIT)),
+                             [self.grader_reply(REGRADE_VERDICTS)])
+        self.server.add_rule(self.is_grader(marker), [self.grader_reply(VERDICTS)])
+        self.server.add_rule(ms.contains(marker), [executor_reply])
+        repo = self.make_suite({"E01": f"{marker} Write notes."})
+        first = self.run_runner(repo, "--config", "without_skill")
+        self.assertEqual(first.code, 0, first)
+        graded = first.json("E01", "without_skill", "grading.json")
+        self.assertEqual([e["passed"] for e in graded["expectations"]], [True, False])
+        seen = len(_requests_with(self.server, marker))
+
+        suite_path = repo / "evals" / SKILL_NAME / "evals.json"
+        suite = json.loads(suite_path.read_text(encoding="utf-8"))
+        suite["evals"][0]["expectations"][1] = EDITED_ASSERTION
+        suite_path.write_text(json.dumps(suite), encoding="utf-8")
+        again = self.run_runner(repo, "--regrade", str(first.iteration), "--grader-runs", "2")
+        self.assertEqual(again.code, 0, again)
+
+        later = _requests_with(self.server, marker)[seen:]
+        self.assertEqual(len(later), 2, [r.text[-300:] for r in later])
+        self.assertTrue(all(self.is_grader(marker)(r) for r in later))  # no executor request
+        self.assertFalse([c for c in again.processes if self.executor_flag in c],
+                         again.processes)
+        rec = again.run_json("E01", "without_skill")
+        self.assertEqual(rec["status"], "ok", again)
+        self.assertEqual(len(rec["grader_calls"]), 2)
+        self.assertEqual(rec["executor"], first.run_json("E01", "without_skill")["executor"])
+        grading = again.json("E01", "without_skill", "grading.json")
+        self.assertEqual([(e["text"], e["passed"], e["votes_passed"])
+                          for e in grading["expectations"]],
+                         [(ASSERTIONS[0], True, 2), (EDITED_ASSERTION, True, 2)])
+        self.assertEqual((again.cell("E01", "without_skill") / "outputs/output.txt").read_text(),
+                         FINAL_TEXT)
+        metrics = again.json("E01", "without_skill", "grader_metrics.json")["metrics"]
+        self.assertGreater(metrics["tokens"]["value"], 0)
+        self.assertIn("sum over 2 grader calls", metrics["tokens"]["source"])
+        manifest = json.loads((again.iteration / "iteration_manifest.json").read_text())
+        self.assertEqual(manifest["regrade"]["source"], str(first.iteration.resolve()))
+        return metrics
+
+
+@unittest.skipUnless(CLAUDE, f"claude not found ({INSTALL_HINT})")
+class ClaudeRegradeTest(RegradeRealCLIMixin, RunnerRealCLITest):
+    agent = "claude"
+    binary = CLAUDE
+    executor_flag = "stream-json"
+    server: ms.AnthropicServer
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = ms.AnthropicServer().start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def agent_env(self, home: Path, codex_home: Path) -> dict:
+        return ms.claude_env(self.server, str(home))
+
+    def is_grader(self, marker: str):
+        return is_claude_grader(marker)
+
+    def grader_reply(self, verdicts: dict) -> ms.Reply:
+        return ms.structured_output(verdicts)
+
+    def test_regrade_grades_recorded_answers_again(self):
+        metrics = self.check_regrade("[[REGRADE-CLAUDE]]", ms.anthropic_text(FINAL_TEXT))
+        self.assertGreater(metrics["total_cost_usd"]["value"], 0)
+
+
+@unittest.skipUnless(CODEX, f"codex not found ({INSTALL_HINT})")
+class CodexRegradeTest(RegradeRealCLIMixin, RunnerRealCLITest):
+    agent = "codex"
+    binary = CODEX
+    executor_flag = "workspace-write"
+    server: ms.ResponsesServer
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = ms.ResponsesServer().start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def agent_env(self, home: Path, codex_home: Path) -> dict:
+        ms.write_codex_config(self.server, str(codex_home))
+        return ms.codex_env(self.server, str(codex_home), home=str(home))
+
+    def is_grader(self, marker: str):
+        return is_codex_grader(marker)
+
+    def grader_reply(self, verdicts: dict) -> ms.Reply:
+        return ms.responses_json(verdicts)
+
+    def test_regrade_grades_recorded_answers_again(self):
+        metrics = self.check_regrade("[[REGRADE-CODEX]]", ms.responses_text(FINAL_TEXT))
+        self.assertIsNone(metrics["total_cost_usd"]["value"])
+        self.assertEqual(metrics["total_cost_usd"]["absent_reason"], "codex reports no cost")
 
 
 if __name__ == "__main__":

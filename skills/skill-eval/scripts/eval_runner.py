@@ -74,6 +74,7 @@ REVISION_SEPARATOR = "@"  # with_skill@REV: the skill package as committed at RE
 MAX_CONFIGS = 3  # a candidate and up to two baselines
 MAX_REVISION_CHARS = 200
 RUNS_RANGE = (1, 5)
+GRADER_RUNS_RANGE = (1, 5)
 CONCURRENCY_RANGE = (1, 16)
 DEFAULT_TIMEOUT_S = 600.0
 
@@ -312,6 +313,7 @@ class RunOptions:
     agent_settings: list[str] = dataclasses.field(default_factory=list)  # KEY=VALUE, verbatim
     quiet: bool = False
     junit: Path | None = None
+    grader_runs: int = 1  # independent grader processes per recorded output; majority decides
     isolation: str = "auto"
 
 
@@ -326,7 +328,7 @@ class Cell:
 
     @property
     def label(self) -> str:
-        return f"eval-{self.case.key}/{self.config}/run-{self.run_number}"
+        return f"eval-{self.case.key}/{config_folder(self.config)}/run-{self.run_number}"
 
 
 @dataclasses.dataclass
@@ -408,16 +410,22 @@ class RunRecord:
         default_factory=lambda: {"captured": False})
     metrics: dict[str, dict[str, Any]] | None = None  # executor-only; captured or absent
     grading: dict[str, Any] | None = None  # verdicts per assertion, once graded
+    grader_metrics: dict[str, dict[str, Any]] | None = None  # all grader calls together
+    grader_calls: list[dict[str, Any]] | None = None  # one entry per grader process
+    regraded_from: dict[str, Any] | None = None  # the run whose recorded answer was graded
     permission_denials: list[Any] = dataclasses.field(default_factory=list)
     skill_read: dict[str, Any] | None = None
     started_at: str | None = None
     finished_at: str | None = None
     resumed: bool = False
     scored: bool = False
+    # SHA-256 of each file the runner wrote in the run folder (path relative to it), taken at
+    # write time. Kept out of run.json, which is one of those files; benchmark.json holds it.
+    written_files: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def label(self) -> str:
-        return f"eval-{self.eval_id}/{self.configuration}/run-{self.run_number}"
+        return f"eval-{self.eval_id}/{config_folder(self.configuration)}/run-{self.run_number}"
 
     def fail(self, status: str, stage: str, detail: str) -> None:
         self.status, self.failure = status, {"stage": stage, "detail": detail}
@@ -425,7 +433,7 @@ class RunRecord:
     def run_json(self) -> dict[str, Any]:
         """run.json: every field but the grading and the metrics, which have their own files."""
         return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)
-                if field.name not in ("grading", "metrics")}
+                if field.name not in ("grading", "metrics", "written_files")}
 
     @classmethod
     def from_files(cls, run_json: dict[str, Any], grading: Any, metrics: Any) -> RunRecord:
@@ -476,22 +484,32 @@ def cut_text(text: str, limit: int) -> tuple[str, bool]:
     return text[:limit], True
 
 
-def write_text(path: Path, text: str) -> None:
-    """Write atomically: readers see the old file or the new one, never half of one."""
+def write_bytes(path: Path, data: bytes) -> str:
+    """Write atomically: readers see the old file or the new one, never half of one.
+
+    Returns the SHA-256 of the bytes written, taken from memory rather than read back, so a
+    later change to the file can be told from what the runner wrote.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    return hashlib.sha256(data).hexdigest()
 
 
-def write_json(path: Path, data: Any) -> None:
-    write_text(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+def write_text(path: Path, text: str) -> str:
+    """write_bytes of the UTF-8 text, newlines as given; the SHA-256 of what was written."""
+    return write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path: Path, data: Any) -> str:
+    return write_text(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
 def utc_now() -> str:
@@ -1888,6 +1906,7 @@ class Sandbox:
     grader_dir: Path | None = None
     grader_io: Path | None = None
     owns_baseline: bool = True  # False when it reads the iteration's shared baseline
+    earlier_grader_dirs: list[Path] = dataclasses.field(default_factory=list)  # --grader-runs
 
     @property
     def repo(self) -> Path:
@@ -1899,7 +1918,9 @@ class Sandbox:
 
     def make_grader_dirs(self, with_io: bool) -> tuple[Path, Path | None]:
         """The grader's empty working folder, and when its CLI needs one, a folder for its
-        schema and last message."""
+        schema and last message. Each grader of a cell gets folders of its own."""
+        self.earlier_grader_dirs += [f for f in (self.grader_dir, self.grader_io) if f is not None]
+        self.grader_io = None
         self.grader_dir = Path(tempfile.mkdtemp(prefix="skill-eval-grader-", dir=self.base))
         if with_io:
             self.grader_io = Path(tempfile.mkdtemp(prefix="skill-eval-", dir=self.base))
@@ -1914,7 +1935,7 @@ class Sandbox:
         self._note_removed()
 
     def remove_grader_dirs(self) -> None:
-        for folder in (self.grader_dir, self.grader_io):
+        for folder in (self.grader_dir, self.grader_io, *self.earlier_grader_dirs):
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)
         self._note_removed()
@@ -1924,7 +1945,7 @@ class Sandbox:
         self.remove_grader_dirs()
 
     def _note_removed(self) -> None:
-        folders = [self.cell_dir, self.grader_dir, self.grader_io]
+        folders = [self.cell_dir, self.grader_dir, self.grader_io, *self.earlier_grader_dirs]
         self.record["removed"] = not any(f is not None and os.path.lexists(f) for f in folders)
 
 
@@ -2798,6 +2819,40 @@ def grade_assertions(assertions: list[str], payload: dict[str, Any]) -> dict[str
             "notes": notes}
 
 
+def majority_grading(votes: list[dict[str, Any]]) -> dict[str, Any]:
+    """One grading from K independent gradings of the same answer: the majority per assertion.
+
+    A tie (possible with an even K) counts as failed and is marked `tie`, so the sanity checks
+    flag it: a judge that cannot decide never turns into a pass. Every vote is kept.
+    """
+    k = len(votes)
+    expectations = []
+    for index, first in enumerate(votes[0]["expectations"]):
+        ballots = [{"vote": n, "passed": grading["expectations"][index]["passed"],
+                    "evidence": grading["expectations"][index]["evidence"]}
+                   for n, grading in enumerate(votes, 1)]
+        yes = sum(b["passed"] for b in ballots)
+        tie = 2 * yes == k
+        passed = 2 * yes > k
+        if tie:
+            evidence = f"the {k} graders tied {yes}-{k - yes}; a tie counts as failed"
+        else:
+            evidence = next(b["evidence"] for b in ballots if b["passed"] == passed)
+            if 0 < yes < k:
+                evidence = f"majority {max(yes, k - yes)} of {k}: {evidence}"
+        expectations.append({"id": first["id"], "text": first["text"], "passed": passed,
+                             "evidence": evidence, "votes_passed": yes, "votes": k,
+                             "unanimous": yes in (0, k), "tie": tie, "ballots": ballots})
+    passed_count = sum(e["passed"] for e in expectations)
+    total = len(expectations)
+    notes = [f"grader {n}: {note}" for n, grading in enumerate(votes, 1)
+             for note in grading.get("notes") or []]
+    return {"expectations": expectations,
+            "summary": {"passed": passed_count, "failed": total - passed_count, "total": total,
+                        "pass_rate": passed_count / total if total else None},
+            "notes": notes, "grader_runs": k}
+
+
 def _collect_verdicts(assertions: list[str], payload: dict[str, Any]) -> tuple[dict, list[str]]:
     by_id: dict[int, list[dict]] = {}
     notes: list[str] = []
@@ -2863,6 +2918,22 @@ def build_executor_prompt(suite: Suite, case: Case, config: str, sandbox: Path) 
     return "\n".join(lines)
 
 
+class RunFiles:
+    """Writes a cell's files in its run folder, keeping each one's SHA-256 on the record."""
+
+    def __init__(self, run_dir: Path, record: RunRecord):
+        self.run_dir, self.hashes = run_dir, record.written_files
+
+    def text(self, rel: str, text: str) -> None:
+        self.hashes[rel] = write_text(self.run_dir / rel, text)
+
+    def json(self, rel: str, data: Any) -> None:
+        self.hashes[rel] = write_json(self.run_dir / rel, data)
+
+    def copy(self, rel: str, source: Path) -> None:
+        self.hashes[rel] = write_bytes(self.run_dir / rel, source.read_bytes())
+
+
 @dataclasses.dataclass
 class RunContext:
     suite: Suite
@@ -2904,8 +2975,14 @@ def plan_cells(suite: Suite, options: RunOptions, iteration_dir: Path) -> list[C
     return cells
 
 
-def load_finished_cells(cells: list[Cell]) -> dict[str, RunRecord]:
-    """Records of cells a previous attempt finished `ok`, read back from their files."""
+def load_finished_cells(cells: list[Cell],
+                        recorded: dict[str, dict[str, str]] | None = None) -> dict[str, RunRecord]:
+    """Records of cells a previous attempt finished `ok`, read back from their files.
+
+    `recorded` holds the file hashes the previous attempt's benchmark.json lists per cell label:
+    a cell whose files no longer match them is run again rather than trusted.
+    """
+    recorded = recorded or {}
     finished = {}
     for cell in cells:
         try:
@@ -2916,8 +2993,18 @@ def load_finished_cells(cells: list[Cell]) -> dict[str, RunRecord]:
         except (OSError, ValueError, TypeError, AttributeError):
             continue
         if record.status == STATUS_OK and record.scored:
+            record.written_files = hash_run_folder(cell.run_dir)
+            if recorded.get(cell.label, record.written_files) != record.written_files:
+                continue
             finished[cell.label] = record
     return finished
+
+
+def hash_run_folder(run_dir: Path) -> dict[str, str]:
+    """A kept cell's files, hashed as a resumed run finds them: the hashes taken when they were
+    written are not carried over an interruption."""
+    return {path.relative_to(run_dir).as_posix(): sha256_file(path)
+            for path in sorted(run_dir.rglob("*")) if path.is_file() and not path.is_symlink()}
 
 
 def scrub_checkout_paths(env: dict[str, str], root: Path) -> tuple[dict[str, str], dict]:
@@ -3142,7 +3229,8 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
                       record: RunRecord) -> ExecutorAnswer | None:
     """Run the executor in its sandbox; its answer when it finished ok, else None."""
     prompt = build_executor_prompt(ctx.suite, cell.case, cell.config, sandbox.repo)
-    write_text(cell.run_dir / "prompt.md", prompt)
+    files = RunFiles(cell.run_dir, record)
+    files.text("prompt.md", prompt)
     invocation = ctx.provider.executor_invocation(prompt, sandbox.repo, ctx.options.executor_model)
     env = provider_env(ctx, sandbox.repo)
     # The sandbox was built while the lane's previous agent ran: check again before starting.
@@ -3157,14 +3245,15 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     record.metrics = reply.metrics
     record.permission_denials = reply.permission_denials
     record.skill_read = skill_read_evidence(reply.trace, ctx.suite.skill_name, cell.config)
-    outputs = cell.run_dir / "outputs"
-    write_text(outputs / "output.txt", reply.text)
-    write_text(outputs / "executor_stream.txt", result.stdout)
+    files.text("outputs/output.txt", reply.text)
+    files.text("outputs/executor_stream.txt", result.stdout)
     if not reply.ok:
-        write_text(outputs / "executor_stderr.txt", result.stderr)
+        files.text("outputs/executor_stderr.txt", result.stderr)
         record.fail(failure_status("executor", result), "executor", reply.failure)
         return None
-    artifact = capture_artifact(sandbox.artifact_path, outputs / "plan.md")
+    artifact = capture_artifact(sandbox.artifact_path)
+    if artifact["captured"]:
+        files.text("outputs/plan.md", artifact["text"])
     answer = ExecutorAnswer(reply.text, artifact.pop("text", None),
                             artifact.get("truncated", False))
     record.written_artifact = artifact
@@ -3178,29 +3267,83 @@ def failure_status(role: str, result: ProcessResult) -> str:
     return "cancelled" if result.cancelled else f"{role}_failed"
 
 
-def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: RunRecord,
+def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Any, record: RunRecord,
                     answer: ExecutorAnswer) -> None:
-    """Grade the recorded answer in a fresh grader process; the verdicts go on the record."""
+    """Grade the recorded answer in --grader-runs fresh grader processes, one after another.
+
+    The verdicts (the majority, every vote kept) go on the record. A cell is scored only when
+    every grader answered with a verdict list: a missing vote would make a majority of fewer
+    judges than asked for, so the first failure stops the cell, as with a single grader.
+    Graders of one cell run one at a time in the lane, so --concurrency bounds them too.
+    """
     assertions = ctx.suite.assertions_for(cell.case)
     if not assertions:
         record.failure = {"stage": "grader", "detail": "the case has no assertions; not graded"}
         return
-    if ctx.groups.cancelled.is_set():
-        record.fail("cancelled", "grader", "interrupted before grading")
-        return
     prompt = build_grader_prompt(cell.case.prompt, answer.text, answer.artifact,
                                  answer.artifact_truncated, assertions)
-    write_text(cell.run_dir / "grader_prompt.md", prompt)
-    result, reply = call_grader(ctx, sandbox, prompt, cell.run_dir / "outputs")
+    files = RunFiles(cell.run_dir, record)
+    files.text("grader_prompt.md", prompt)
+    k = ctx.options.grader_runs
+    votes, record.grader_calls = [], []
+    for vote in range(1, k + 1):
+        if ctx.groups.cancelled.is_set():
+            record.fail("cancelled", "grader", "interrupted before grading")
+            break
+        grading = grade_once(ctx, cell, sandbox, record, prompt, assertions, vote, files)
+        if grading is None:
+            break
+        votes.append(grading)
+    record.grader_metrics = sum_metrics([c["metrics"] for c in record.grader_calls], k)
+    if len(votes) == k:
+        record.grading = majority_grading(votes)
+
+
+def grade_once(ctx: RunContext, cell: Cell, sandbox: Any, record: RunRecord, prompt: str,
+               assertions: list[str], vote: int, files: RunFiles) -> dict[str, Any] | None:
+    """One grader process; its grading, or None with the failure on the record."""
+    suffix = "" if vote == 1 else f".vote-{vote}"
+    result, reply = call_grader(ctx, sandbox, prompt, files, suffix)
     record.grader = result
+    call = {"vote": vote, "process": result, "metrics": reply.metrics, "status": STATUS_OK}
+    record.grader_calls.append(call)
     if not reply.ok:
-        record.fail(reply.failure_status, "grader", reply.failure)
-        return
+        call["status"] = reply.failure_status
+        record.fail(reply.failure_status, "grader", _vote_label(vote, ctx) + reply.failure)
+        return None
     payload = parse_verdict_payload(reply.structured, reply.text)
     if payload is None:
-        record.fail("grader_unparseable", "grader", "the grader's answer holds no verdict list")
-        return
-    record.grading = grade_assertions(assertions, payload)
+        call["status"] = "grader_unparseable"
+        record.fail("grader_unparseable", "grader",
+                    _vote_label(vote, ctx) + "the grader's answer holds no verdict list")
+        return None
+    return grade_assertions(assertions, payload)
+
+
+def _vote_label(vote: int, ctx: RunContext) -> str:
+    k = ctx.options.grader_runs
+    return f"grader {vote} of {k}: " if k > 1 else ""
+
+
+def sum_metrics(calls: list[dict[str, dict[str, Any]]], planned: int) -> dict[str, dict[str, Any]]:
+    """Each metric summed over the grader calls, captured only when every call captured it."""
+    if not calls:
+        return {}
+    totals: dict[str, dict[str, Any]] = {}
+    for name in dict.fromkeys(n for metrics in calls for n in metrics):
+        parts = [metrics.get(name) or absent(f"not reported for {name}") for metrics in calls]
+        missing = next((p for p in parts if p.get("value") is None), None)
+        if missing is not None:
+            totals[name] = absent(missing.get("absent_reason") or "not captured")
+            continue
+        source = parts[0].get("source", "")
+        if len(parts) > 1:
+            source += f" (sum over {len(parts)} grader calls)"
+        totals[name] = captured(sum(p["value"] for p in parts), source)
+    if len(calls) < planned:
+        for metric in totals.values():
+            metric.setdefault("note", f"{len(calls)} of {planned} grader calls ran")
+    return totals
 
 
 @dataclasses.dataclass
@@ -3212,10 +3355,11 @@ class GraderReply:
     structured: Any = None
     failure: str = ""
     failure_status: str = ""
+    metrics: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
 
-def call_grader(ctx: RunContext, sandbox: Sandbox, prompt: str,
-                outputs: Path) -> tuple[dict[str, Any], GraderReply]:
+def call_grader(ctx: RunContext, sandbox: Any, prompt: str, files: RunFiles,
+                suffix: str = "") -> tuple[dict[str, Any], GraderReply]:
     """One grader process in an empty folder outside the checkout; its output kept in outputs/.
 
     Returns the process record and the provider's reading of the reply.
@@ -3232,15 +3376,16 @@ def call_grader(ctx: RunContext, sandbox: Sandbox, prompt: str,
     result, env, isolation = run_agent(ctx, invocation, env,
                                        rw_binds=[grader_io] if grader_io else [])
     reply = ctx.provider.read_grader(result, last_message)
-    write_text(outputs / "grader_output.txt", result.stdout)
+    files.text(f"outputs/grader_output{suffix}.txt", result.stdout)
     if grader_io is not None and last_message.is_file():
-        shutil.copyfile(last_message, outputs / "grader_last_message.txt")
+        files.copy(f"outputs/grader_last_message{suffix}.txt", last_message)
     if not reply.ok:
-        write_text(outputs / "grader_stderr.txt", result.stderr)
+        files.text(f"outputs/grader_stderr{suffix}.txt", result.stderr)
         return {**process_record(invocation, result, env), "isolation": isolation}, GraderReply(
-            False, failure=reply.failure, failure_status=failure_status("grader", result))
+            False, failure=reply.failure, failure_status=failure_status("grader", result),
+            metrics=reply.metrics)
     return {**process_record(invocation, result, env), "isolation": isolation}, GraderReply(
-        True, reply.text, reply.structured)
+        True, reply.text, reply.structured, metrics=reply.metrics)
 
 
 def process_record(invocation: Invocation, result: ProcessResult,
@@ -3255,7 +3400,124 @@ def process_record(invocation: Invocation, result: ProcessResult,
             "stderr_truncated": result.stderr_truncated}
 
 
-def capture_artifact(path: Path, copy_to: Path) -> dict[str, Any]:
+# -- re-grading: recorded answers graded again, no executor -------------------------------
+
+# A run of these statuses has a finished executor and a recorded answer, whatever its grader
+# did; "cancelled" counts only when the stop came after the executor (stage "grader").
+REGRADABLE_STATUSES = ("ok", "grader_failed", "grader_timeout", "grader_unparseable")
+EXECUTOR_FILES = ("prompt.md", "metrics.json", "outputs/output.txt", "outputs/plan.md",
+                  "outputs/executor_stream.txt", "outputs/executor_stderr.txt")
+
+
+def executor_finished(source: RunRecord) -> bool:
+    stage = (source.failure or {}).get("stage")
+    if source.executor is None or stage not in (None, "grader"):
+        return False
+    return source.status in REGRADABLE_STATUSES or source.status == "cancelled"
+
+
+def read_run_record(run_dir: Path) -> RunRecord | None:
+    """The record a run folder holds (run.json and metrics.json), or None when unreadable."""
+    try:
+        run = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+        metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
+        return RunRecord.from_files(run, None, metrics.get("metrics"))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+
+
+@dataclasses.dataclass
+class GraderRoom:
+    """The graders' folders for a re-graded run, which has no sandbox: made fresh per call."""
+
+    base: Path
+    record: dict[str, Any] = dataclasses.field(default_factory=dict)
+    folders: list[Path] = dataclasses.field(default_factory=list)
+
+    def make_grader_dirs(self, with_io: bool) -> tuple[Path, Path | None]:
+        grader_dir = Path(tempfile.mkdtemp(prefix="skill-eval-grader-", dir=self.base))
+        io_dir = Path(tempfile.mkdtemp(prefix="skill-eval-", dir=self.base)) if with_io else None
+        self.folders += [f for f in (grader_dir, io_dir) if f is not None]
+        self.record["grader_dir"] = str(grader_dir)
+        return grader_dir, io_dir
+
+    def remove_grader_dirs(self) -> None:
+        for folder in self.folders:
+            shutil.rmtree(folder, ignore_errors=True)
+        self.record["removed"] = not any(os.path.lexists(f) for f in self.folders)
+
+
+def regrade_matrix(ctx: RunContext, cells: list[Cell], sources: dict[str, Path],
+                   finished: dict[str, RunRecord] | None = None) -> list[RunRecord]:
+    """Grade every cell's recorded answer again, --concurrency cells at a time."""
+    finished = finished or {}
+    records = [finished[cell.label] for cell in cells if cell.label in finished]
+    todo = [cell for cell in cells if cell.label not in finished]
+    if todo:
+        workers = min(ctx.options.concurrency, len(todo))
+        with concurrent.futures.ThreadPoolExecutor(workers, "skill-eval-regrade") as pool:
+            futures = [pool.submit(regrade_cell, ctx, cell, sources[cell.label])
+                       for cell in todo]
+            wait_waking_for_signals(futures)
+            records += [future.result() for future in futures]
+    position = {cell.label: index for index, cell in enumerate(cells)}
+    return sorted(records, key=lambda record: position[record.label])
+
+
+def regrade_cell(ctx: RunContext, cell: Cell, source_dir: Path) -> RunRecord:
+    """Copy the source run's executor record and answer, then grade it afresh."""
+    run = CellRun(cell, new_record(cell), utc_now())
+    room = GraderRoom(ctx.sandbox_base)
+    guarded(run, regrade_steps, ctx, run, source_dir, room)
+    record = run.record
+    if not ctx.options.keep_sandboxes:
+        guarded(run, room.remove_grader_dirs)
+    record.started_at, record.finished_at = run.started_at, utc_now()
+    record.resumed = ctx.resuming
+    record.scored = record.status == STATUS_OK and record.grading is not None
+    guarded(run, write_run_files, cell, record, ctx.judge)
+    if ctx.progress:
+        ctx.progress(record)
+    return record
+
+
+def regrade_steps(ctx: RunContext, run: CellRun, source_dir: Path, room: GraderRoom) -> None:
+    cell, record = run.cell, run.record
+    if cell.run_dir.exists():  # a resumed cell starts clean
+        shutil.rmtree(cell.run_dir)
+    cell.run_dir.joinpath("outputs").mkdir(parents=True)
+    source = read_run_record(source_dir)
+    if source is None:
+        record.fail("runner_error", "runner", f"cannot read the source run at {source_dir}")
+        return
+    files = RunFiles(cell.run_dir, record)
+    for rel in EXECUTOR_FILES:
+        if (source_dir / rel).is_file():
+            files.copy(rel, source_dir / rel)
+    for name in ("executor", "sandbox", "changes", "written_artifact", "metrics",
+                 "permission_denials", "skill_read"):
+        setattr(record, name, getattr(source, name))
+    record.regraded_from = {"run_dir": str(source_dir), "status": source.status,
+                            "executor_started_at": source.started_at,
+                            "executor_finished_at": source.finished_at}
+    if not executor_finished(source):  # nothing to grade: the source's failure stands
+        record.status, record.failure = source.status, source.failure
+        return
+    reason = ctx.should_stop()
+    if reason:
+        record.fail("cancelled", "scheduling", reason)
+        return
+    outputs = cell.run_dir / "outputs"
+    text = (outputs / "output.txt").read_text(encoding="utf-8", errors="replace")
+    artifact = ((outputs / "plan.md").read_text(encoding="utf-8", errors="replace")
+                if record.written_artifact.get("captured") and (outputs / "plan.md").is_file()
+                else None)
+    answer = ExecutorAnswer(text, artifact, bool(record.written_artifact.get("truncated")))
+    record.sandbox = {**(record.sandbox or {}), "regrade_grader": room.record}
+    run_grader_step(ctx, cell, room, record, answer)
+
+
+def capture_artifact(path: Path) -> dict[str, Any]:
     """Read the designated artifact without following a link planted there."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
@@ -3271,7 +3533,6 @@ def capture_artifact(path: Path, copy_to: Path) -> dict[str, Any]:
     text = data.decode("utf-8", "replace")
     shown, truncated = cut_text(text, ARTIFACT_CAP_CHARS)
     truncated = truncated or size > len(data)
-    write_text(copy_to, shown)
     return {"captured": True, "path": str(path), "bytes": size, "chars_shown": len(shown),
             "truncated": truncated, "valid_utf8": "\ufffd" not in text, "text": shown}
 
@@ -3287,12 +3548,19 @@ def skill_read_evidence(trace: list[dict] | None, skill_name: str, config: str) 
 
 
 def write_run_files(cell: Cell, record: RunRecord, judge: dict[str, Any]) -> None:
-    write_json(cell.run_dir / "run.json", record.run_json())
-    write_json(cell.run_dir / "metrics.json", {
+    files = RunFiles(cell.run_dir, record)
+    files.json("run.json", record.run_json())
+    files.json("metrics.json", {
         "role": "executor", "note": "executor-only; the grader's cost is not included",
         "metrics": record.metrics or {}})
+    if record.grader_calls:
+        write_json(cell.run_dir / "grader_metrics.json", {
+            "role": "grader", "note": "every grader call of this run; apart from the executor's",
+            "metrics": record.grader_metrics or {},
+            "calls": [{"vote": c["vote"], "status": c["status"], "metrics": c["metrics"]}
+                      for c in record.grader_calls]})
     if record.scored and record.grading is not None:
-        write_json(cell.run_dir / "grading.json", {**record.grading, "judge": judge})
+        files.json("grading.json", {**record.grading, "judge": judge})
 
 
 # ==== aggregation ============================================================
@@ -3340,7 +3608,21 @@ def benchmark_run(record: RunRecord) -> dict[str, Any]:
         "skill_read": (record.skill_read or {}).get("state"),
         "metric_sources": {name: (record.metrics or {}).get(name)
                            for name in ("time_seconds", "tokens")},
+        "files_sha256": dict(sorted(record.written_files.items())),
+        "grader": grader_result(record),
     }
+
+
+GRADER_METRICS = ("time_seconds", "tokens", "total_cost_usd")
+
+
+def grader_result(record: RunRecord) -> dict[str, Any]:
+    """What judging this run cost: all its grader calls together, each value with its source."""
+    metrics = record.grader_metrics or {}
+    calls = record.grader_calls or []
+    return {"calls": len(calls),
+            **{name: (metrics.get(name) or {}).get("value") for name in GRADER_METRICS},
+            "metric_sources": {name: metrics.get(name) for name in GRADER_METRICS}}
 
 
 def summarize_config(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -3471,11 +3753,6 @@ def comparisons(per_eval: list[dict[str, Any]], configs: tuple[str, ...]) -> lis
         found.append({"candidate": pair[0], "baseline": baseline, **stats,
                       "power": power_forecast(per_eval, pair, stats.get("mean_delta"))})
     return found
-
-
-def _sample_variance(values: list[float]) -> float:
-    mean = _mean(values) or 0.0
-    return math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)
 
 
 def _paired_rates(per_eval: list[dict[str, Any]],
@@ -3639,6 +3916,7 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> dict[str, Any]:
         "pass_hat_k": ({c: pass_hat_k(per_eval, runs, c) for c in configs}
                        if meta.get("runs_per_configuration", 1) > 1 else None),
         "per_eval": per_eval,
+        "judge": judge_summary(runs, configs, meta.get("grader_runs", 1)),
         "notes": [],
     }
     # `paired` is the first baseline's comparison, in the shape two-config iterations had.
@@ -3649,6 +3927,155 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> dict[str, Any]:
         run_summary["delta"] = _summary_delta(run_summary[candidate], run_summary[baseline])
     benchmark["sanity_checks"] = sanity_checks(benchmark, records)
     return benchmark
+
+
+# -- the judge: its cost, its agreement with itself, and its share of the variation --------
+
+# An assertion is `judge_unstable` when its graders split in at least this share of its scored
+# runs: once in three gradings is too often for a verdict to be read as the skill's doing.
+JUDGE_UNSTABLE_SPLIT_SHARE = 1 / 3
+
+
+def judge_summary(runs: list[dict[str, Any]], configs: tuple[str, ...],
+                  grader_runs: int) -> dict[str, Any]:
+    scored = [r for r in runs if r["scored"]]
+    return {"grader_runs": grader_runs,
+            "cost": judge_cost(runs, configs),
+            "agreement": judge_agreement(scored, grader_runs),
+            "variance": judge_variance(scored, configs, grader_runs)}
+
+
+def judge_cost(runs: list[dict[str, Any]], configs: tuple[str, ...]) -> dict[str, Any]:
+    """Per config, mean ± stddev over the runs that were judged; the grand total too."""
+    judged = [r for r in runs if (r.get("grader") or {}).get("calls")]
+    cost: dict[str, Any] = {}
+    for config in configs:
+        mine = [r for r in judged if r["configuration"] == config]
+        cost[config] = {"judged_runs": len(mine),
+                        "grader_calls": sum(r["grader"]["calls"] for r in mine),
+                        **{name: describe([r["grader"][name] for r in mine
+                                           if r["grader"][name] is not None])
+                           for name in GRADER_METRICS}}
+    total: dict[str, Any] = {"grader_calls": sum(r["grader"]["calls"] for r in judged)}
+    for name in GRADER_METRICS:
+        values = [r["grader"][name] for r in judged]
+        total[name] = (math.fsum(values) if values and None not in values else None)
+    cost["total"] = total
+    cost["absent_reasons"] = {name: _grader_absent_reason(judged, name)
+                              for name in GRADER_METRICS}
+    return cost
+
+
+def _grader_absent_reason(judged: list[dict[str, Any]], name: str) -> str | None:
+    if not judged:
+        return "no grader ran"
+    for run in judged:
+        source = run["grader"]["metric_sources"].get(name) or {}
+        if source.get("value") is None:
+            return source.get("absent_reason") or "not reported"
+    return None
+
+
+def fleiss_kappa(yes_counts: list[int], k: int) -> dict[str, Any]:
+    """Fleiss' kappa for two categories (pass, fail), k votes on every item.
+
+    Absent, with the reason, when it is undefined: fewer than two votes per item, no items,
+    or every vote the same verdict (chance agreement is then 1 and kappa is 0/0).
+    """
+    if k < 2:
+        return absent("one grader per output: there is no agreement to measure")
+    if not yes_counts:
+        return absent("no scored verdicts")
+    n = len(yes_counts)
+    share_yes = sum(yes_counts) / (n * k)
+    observed = math.fsum((y * y + (k - y) ** 2 - k) / (k * (k - 1)) for y in yes_counts) / n
+    chance = share_yes ** 2 + (1 - share_yes) ** 2
+    if 1 - chance <= RATE_EPSILON:
+        verdict = "pass" if share_yes >= 0.5 else "fail"
+        return absent(f"every vote was {verdict}: chance agreement is 1, so kappa is undefined")
+    return {"value": (observed - chance) / (1 - chance), "observed_agreement": observed,
+            "chance_agreement": chance, "method": "Fleiss' kappa, nominal (pass/fail)"}
+
+
+def _agreement(items: list[dict[str, Any]], k: int) -> dict[str, Any]:
+    split = [i for i in items if not i["unanimous"]]
+    return {"items": len(items),
+            "unanimous_share": (len(items) - len(split)) / len(items) if items else None,
+            "split_items": len(split), "ties": sum(i["tie"] for i in items),
+            "kappa": fleiss_kappa([i["votes_passed"] for i in items], k)}
+
+
+def judge_agreement(scored: list[dict[str, Any]], k: int) -> dict[str, Any]:
+    """Overall and per (eval, assertion): unanimous share and Fleiss' kappa of the votes."""
+    items_by_assertion: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    texts: dict[tuple[str, int], str] = {}
+    for run in scored:
+        for exp in run["expectations"]:
+            if "votes_passed" not in exp:
+                continue
+            key = (str(run["eval_id"]), exp["id"])
+            items_by_assertion.setdefault(key, []).append(exp)
+            texts[key] = exp["text"]
+    every = [item for items in items_by_assertion.values() for item in items]
+    per_assertion = []
+    for (eval_id, number), items in items_by_assertion.items():
+        entry = {"eval_id": eval_id, "assertion_id": number, "text": texts[(eval_id, number)],
+                 **_agreement(items, k)}
+        entry["split_share"] = entry["split_items"] / len(items)
+        entry["judge_unstable"] = (k > 1 and entry["split_items"] > 0 and entry["split_share"]
+                                   >= JUDGE_UNSTABLE_SPLIT_SHARE - RATE_EPSILON)
+        per_assertion.append(entry)
+    return {"grader_runs": k, "overall": _agreement(every, k), "per_assertion": per_assertion,
+            "unstable_threshold": JUDGE_UNSTABLE_SPLIT_SHARE}
+
+
+def _sample_variance(values: list[float]) -> float:
+    mean = math.fsum(values) / len(values)
+    return math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)
+
+
+def judge_variance(scored: list[dict[str, Any]], configs: tuple[str, ...],
+                   k: int) -> dict[str, Any]:
+    """How much of the spread of a pass rate comes from the judge, how much from the executor.
+
+    Per eval and config, each of the K gradings of each of the R runs gives one pass rate.
+    A one-way random-effects split (runs as groups): the judge's variance is the mean spread
+    between gradings of one run; the executor's is the spread between run means less the part
+    of it the judge explains (judge variance / K), never below 0. Needs R >= 2 and K >= 2.
+    """
+    if k < 2:
+        return absent("one grader per output (--grader-runs 1): the judge's share is unknown")
+    cells: dict[tuple[str, str], list[list[float]]] = {}
+    for run in scored:
+        exps = run["expectations"]
+        if not exps or any("ballots" not in e for e in exps):
+            continue
+        rates = [sum(e["ballots"][v]["passed"] for e in exps) / len(exps) for v in range(k)]
+        cells.setdefault((str(run["eval_id"]), run["configuration"]), []).append(rates)
+    rows = []
+    for (eval_id, config), per_run in cells.items():
+        if len(per_run) < 2:
+            continue
+        judge = math.fsum(_sample_variance(r) for r in per_run) / len(per_run)
+        between = _sample_variance([math.fsum(r) / k for r in per_run])
+        executor = max(0.0, between - judge / k)
+        rows.append({"eval_id": eval_id, "configuration": config, "runs": len(per_run),
+                     "judge_variance": judge, "executor_variance": executor,
+                     "judge_share": _share(judge, executor)})
+    if not rows:
+        return absent("needs --runs 2 or more with at least two scored runs of an eval and "
+                      "config")
+    judge = math.fsum(r["judge_variance"] for r in rows) / len(rows)
+    executor = math.fsum(r["executor_variance"] for r in rows) / len(rows)
+    return {"value": _share(judge, executor), "judge_variance": judge,
+            "executor_variance": executor, "cells": len(rows), "per_eval": rows,
+            "method": "one-way random effects on single-grading pass rates, runs as groups; "
+                      "value is the judge's share of the variance"}
+
+
+def _share(judge: float, executor: float) -> float | None:
+    total = judge + executor
+    return judge / total if total > RATE_EPSILON ** 2 else None
 
 
 def _summary_delta(cand: dict[str, Any], base: dict[str, Any]) -> dict[str, str | None]:
@@ -3669,6 +4096,7 @@ def sanity_checks(benchmark: dict[str, Any], records: list[RunRecord]) -> dict[s
     flags += _run_flags(records)
     flags += _eval_flags(benchmark)
     flags += _assertion_flags(benchmark)
+    flags += _judge_flags(benchmark)
     flags += _iteration_flags(benchmark, meta)
     status = ("REVIEW REQUIRED" if any(f["severity"] in SEVERITIES_NEEDING_REVIEW for f in flags)
               else "OK")
@@ -3751,6 +4179,28 @@ def _assertion_flags(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
     return flags
 
 
+def _judge_flags(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
+    flags = []
+    for run in benchmark["runs"]:
+        for exp in run["expectations"] if run["scored"] else []:
+            if exp.get("tie"):
+                flags.append(_flag("warning", "judge_tie",
+                                   f"assertion {exp['id']}: the graders tied "
+                                   f"{exp['votes_passed']}-{exp['votes'] - exp['votes_passed']}; "
+                                   "counted as failed", eval_id=run["eval_id"],
+                                   configuration=run["configuration"],
+                                   run_number=run["run_number"], assertion_id=exp["id"]))
+    agreement = (benchmark.get("judge") or {}).get("agreement") or {}
+    for entry in agreement.get("per_assertion") or []:
+        if entry["judge_unstable"]:
+            flags.append(_flag("warning", "judge_unstable",
+                               f"assertion {entry['assertion_id']}: the graders split in "
+                               f"{entry['split_items']} of {entry['items']} scored runs: "
+                               f"{entry['text'][:80]}", eval_id=entry["eval_id"],
+                               assertion_id=entry["assertion_id"]))
+    return flags
+
+
 def _iteration_flags(benchmark: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, Any]]:
     flags = []
     if meta.get("incomplete"):
@@ -3768,6 +4218,7 @@ def _iteration_flags(benchmark: dict[str, Any], meta: dict[str, Any]) -> list[di
             flags.append(_flag("warning", "dirty_fixtures",
                                f"declared fixtures differ from git {moment} the run: "
                                f"{', '.join(state['dirty'][:10])}"))
+    flags += _checkout_flags(meta.get("checkout_check"))
     baseline_ran = "without_skill" in (meta.get("configs") or [])
     confined = (meta.get("isolation") or {}).get("mode") == "bwrap"
     for place in meta.get("skill_installed_elsewhere") or []:
@@ -3794,6 +4245,60 @@ def _iteration_flags(benchmark: dict[str, Any], meta: dict[str, Any]) -> list[di
                            "executor could reach the checkout and other cells; the checkout "
                            "and result checks still apply"))
     return flags
+
+
+def _named_changes(changes: list[dict[str, str]], total: int) -> str:
+    names = ", ".join(f"{c['path']} ({c['change']})" for c in changes)
+    more = total - len(changes)
+    return names + (f" and {more} more" if more > 0 else "")
+
+
+def _checkout_flags(check: dict[str, Any] | None) -> list[dict[str, Any]]:
+    if not check:  # an iteration written before the checkout was compared
+        return []
+    if not check.get("checked"):
+        return [_flag("warning", "checkout_unchecked",
+                      f"the source checkout was not compared before and after the run: "
+                      f"{check.get('reason')}")]
+    if not check.get("changed_count"):
+        return []
+    return [_flag("error", "checkout_modified",
+                  f"the source checkout changed while agents ran ({check['changed_count']} "
+                  f"file(s)): {_named_changes(check['changed'], check['changed_count'])}")]
+
+
+RESULTS_FLAG_KINDS = ("results_modified", "results_unverifiable")
+
+
+def results_flags(check: dict[str, Any]) -> list[dict[str, Any]]:
+    flags = []
+    if check["changed_count"]:
+        flags.append(_flag("error", "results_modified",
+                           f"{check['changed_count']} run file(s) differ from what the runner "
+                           f"wrote, checked at {check['checked_by']} time: "
+                           f"{_named_changes(check['changed'], check['changed_count'])}"))
+    if check["unverifiable_runs"]:
+        flags.append(_flag("info", "results_unverifiable",
+                           f"{check['unverifiable_runs']} run(s) not verifiable: written by an "
+                           "older runner that recorded no file hashes"))
+    return flags
+
+
+def apply_results_check(benchmark: dict[str, Any], check: dict[str, Any]) -> None:
+    """Put a verification of the run files into the sanity checks and their status.
+
+    A finding replaces an earlier one; a clean check never clears a finding the run recorded
+    (files changed and then put back are still files that were changed).
+    """
+    sanity = benchmark["sanity_checks"]
+    earlier = [f for f in sanity["flags"] if f["kind"] in RESULTS_FLAG_KINDS]
+    found = results_flags(check)
+    if found or not earlier:
+        sanity["flags"] = [f for f in sanity["flags"] if f["kind"] not in RESULTS_FLAG_KINDS]
+        sanity["flags"] += found
+        benchmark["results_check"] = check
+    if any(f["severity"] in SEVERITIES_NEEDING_REVIEW for f in sanity["flags"]):
+        sanity["status"] = "REVIEW REQUIRED"
 
 
 # ==== rendering ==============================================================
@@ -3831,7 +4336,7 @@ def _absent_reason(benchmark: dict[str, Any], config: str, key: str) -> str:
 
 def render_markdown(benchmark: dict[str, Any]) -> str:
     sections = [_md_header, _md_verdict, _md_sanity, _md_arms, _md_overall, _md_comparison,
-                _md_comparisons, _md_metrics, _md_per_eval, _md_per_assertion,
+                _md_comparisons, _md_metrics, _md_judge, _md_per_eval, _md_per_assertion,
                 _md_failed_assertions]
     return "\n".join(section(benchmark) for section in sections).rstrip() + "\n"
 
@@ -3853,7 +4358,15 @@ def _md_header(b: dict[str, Any]) -> str:
     if m.get("incomplete"):
         lines.append(f"- **INCOMPLETE**: {m.get('cells_finished')} of {m.get('cells_planned')} "
                      "cells finished before the run stopped")
+    if m.get("regrade"):
+        lines.append(f"- {regrade_sentence(m['regrade'])}")
     return "\n".join(lines) + "\n"
+
+
+def regrade_sentence(regrade: dict[str, Any]) -> str:
+    model = regrade.get("executor_model") or "CLI default"
+    return (f"Re-graded: no executor ran; the answers were recorded by "
+            f"{regrade.get('executor_agent')} (executor {model}) in {regrade.get('source')}")
 
 
 def _md_verdict(b: dict[str, Any]) -> str:
@@ -3883,6 +4396,7 @@ def _sentence(text: str) -> str:
 def _md_sanity(b: dict[str, Any]) -> str:
     sanity = b["sanity_checks"]
     lines = ["## Sanity checks", "", f"Status: **{sanity['status']}**", ""]
+    lines += _md_integrity(b)
     shown = [f for f in sanity["flags"] if f["severity"] != "info"]
     info = [f for f in sanity["flags"] if f["severity"] == "info"]
     if not shown:
@@ -3993,6 +4507,29 @@ def _md_per_assertion(b: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _md_integrity(b: dict[str, Any]) -> list[str]:
+    """One line each on the source checkout and on the run files, when they were checked."""
+    lines = []
+    checkout = b["metadata"].get("checkout_check")
+    if checkout and checkout.get("checked"):
+        state = (f"CHANGED ({checkout['changed_count']} file(s))" if checkout["changed_count"]
+                 else "unchanged")
+        lines.append(f"- Source checkout: {state}; {checkout['files_before']} files compared "
+                     "before and after the agents ran")
+    elif checkout:
+        lines.append(f"- Source checkout: not compared ({checkout.get('reason')})")
+    results = b.get("results_check")
+    if results is None or results["unverifiable_runs"] == len(b["runs"]) and b["runs"]:
+        lines.append("- Run files: not verifiable: written by an older runner")
+    elif results["changed_count"]:
+        lines.append(f"- Run files: {results['changed_count']} of {results['files']} differ "
+                     "from the SHA-256 recorded when the runner wrote them")
+    else:
+        lines.append(f"- Run files: all {results['files']} match the SHA-256 recorded when the "
+                     "runner wrote them")
+    return lines + [""]
+
+
 def _md_overall(b: dict[str, Any]) -> str:
     lines = ["## Overall raw pass rate", "", "| config | mean pass rate | scored runs |",
              "|---|---|---|"]
@@ -4030,6 +4567,75 @@ def _md_metrics(b: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+JUDGE_COST_COLUMNS = (("time_seconds", " s", 1), ("tokens", "", 0), ("total_cost_usd", " USD", 4))
+
+
+def judge_cost_cells(cost: dict[str, Any], config: str) -> list[str]:
+    """time, tokens and cost of the graders of one config, or why each is not known."""
+    cells = []
+    for key, unit, digits in JUDGE_COST_COLUMNS:
+        text = fmt_stat(cost[config][key], unit, digits)
+        reason = cost["absent_reasons"].get(key) or "no judged run captured it"
+        cells.append(text or f"not captured ({reason})")
+    return cells
+
+
+def judge_lines(b: dict[str, Any]) -> list[str]:
+    """The judge's agreement and its share of the variation, as sentences."""
+    judge = b.get("judge") or {}
+    k = judge.get("grader_runs", 1)
+    agreement = (judge.get("agreement") or {}).get("overall") or {}
+    if k < 2:
+        return ["One grader per output (--grader-runs 1): judge agreement was not measured."]
+    kappa = agreement.get("kappa") or {}
+    kappa_text = (f"{kappa['value']:+.3f}" if kappa.get("value") is not None
+                  else f"not computed ({kappa.get('absent_reason')})")
+    lines = [f"{k} graders per output, majority verdict (a tie counts as failed). Unanimous "
+             f"verdicts: {fmt_rate(agreement.get('unanimous_share'))} of "
+             f"{agreement.get('items', 0)}; split {agreement.get('split_items', 0)}, ties "
+             f"{agreement.get('ties', 0)}. Fleiss' kappa: {kappa_text}."]
+    variance = judge.get("variance") or {}
+    if variance.get("value") is not None:
+        lines.append(f"Share of the pass-rate variance from the judge: "
+                     f"{fmt_rate(variance['value'])}, from the executor "
+                     f"{fmt_rate(1 - variance['value'])} (over {variance['cells']} eval x "
+                     "config cells with several runs).")
+    else:
+        lines.append("Judge vs executor share of the variance: not computed ("
+                     f"{variance.get('absent_reason') or 'no variation in the pass rates'}).")
+    return lines
+
+
+def _md_judge(b: dict[str, Any]) -> str:
+    judge = b.get("judge")
+    if not judge:
+        return ""
+    cost = judge["cost"]
+    lines = ["## Judge (grader) cost and agreement", "",
+             "What grading cost, apart from the executor numbers above. Mean ± stddev per judged "
+             "run, all its grader calls together.", "",
+             "| config | judged runs | grader calls | time | tokens | cost |",
+             "|---|---|---|---|---|---|"]
+    for config in b["metadata"]["configs"]:
+        cells = judge_cost_cells(cost, config)
+        lines.append(f"| {config} | {cost[config]['judged_runs']} | "
+                     f"{cost[config]['grader_calls']} | "
+                     + " | ".join(_md_cell(c) for c in cells) + " |")
+    lines += ["", *judge_lines(b)]
+    unsteady = [e for e in judge["agreement"]["per_assertion"] if e["split_items"]]
+    if unsteady:
+        lines += ["", "| eval | assertion | split runs | unanimous | kappa | unstable |",
+                  "|---|---|---|---|---|---|"]
+        for e in unsteady:
+            kappa = e["kappa"].get("value")
+            lines.append(f"| {_md_cell(e['eval_id'])} | {e['assertion_id']}. "
+                         f"{_md_cell(e['text'][:80])} | {e['split_items']} of {e['items']} | "
+                         f"{fmt_rate(e['unanimous_share'])} | "
+                         f"{'n/a' if kappa is None else f'{kappa:+.3f}'} | "
+                         f"{'yes' if e['judge_unstable'] else 'no'} |")
+    return "\n".join(lines) + "\n"
+
+
 def _md_per_eval(b: dict[str, Any]) -> str:
     configs = b["metadata"]["configs"]
     lines = ["## Per eval", "", "| eval | " + " | ".join(configs) + " | delta | statuses |",
@@ -4060,14 +4666,24 @@ def comparability(this: dict[str, Any], other: dict[str, Any]) -> str:
     return "same inputs" if not changed else f"different series: {', '.join(changed)} changed"
 
 
+def _regraded_from(later: dict[str, Any], earlier: dict[str, Any]) -> bool:
+    regrade = later["metadata"].get("regrade") or {}
+    stamp = earlier["metadata"].get("timestamp")
+    return bool(regrade) and stamp is not None and regrade.get("source_timestamp") == stamp
+
+
 def render_compare_markdown(this: dict[str, Any], other: dict[str, Any], other_name: str) -> str:
     configs = this["metadata"]["configs"]
     theirs = {str(row["eval_id"]): row for row in other["per_eval"]}
     lines = [f"## Compared with {other_name}", "",
-             f"Comparability: {comparability(this, other)}", "",
-             "| eval | " + " | ".join(f"{c} (this / other)" for c in configs)
-             + " | delta (this / other) | change in delta |",
-             "|---|" + "---|" * (len(configs) + 2)]
+             f"Comparability: {comparability(this, other)}", ""]
+    if _regraded_from(this, other) or _regraded_from(other, this):
+        lines += ["Judge only: one of the two re-graded the answers recorded in the other, so "
+                  "every difference below comes from the grading (assertions, grader, or "
+                  "chance), none from the executor.", ""]
+    lines += ["| eval | " + " | ".join(f"{c} (this / other)" for c in configs)
+              + " | delta (this / other) | change in delta |",
+              "|---|" + "---|" * (len(configs) + 2)]
     for row in this["per_eval"]:
         old = theirs.get(str(row["eval_id"]))
         rates = []
@@ -4159,7 +4775,7 @@ def render_html(benchmark: dict[str, Any], files: dict[tuple, dict]) -> str:
     `files` holds each run's output and artifact as read_html_run_files gives them.
     """
     sections = [_html_header, _html_headline, _html_sanity, _html_comparisons, _html_chart,
-                _html_per_assertion, _html_metrics, _html_failed_assertions]
+                _html_per_assertion, _html_metrics, _html_judge, _html_failed_assertions]
     body = "".join(section(benchmark) for section in sections) + _html_runs(benchmark, files)
     title = _h(f"skill-eval: {benchmark['metadata'].get('skill_name')}")
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
@@ -4374,6 +4990,32 @@ def _html_metrics(b: dict[str, Any]) -> str:
             + "\n</table>\n")
 
 
+def _html_judge(b: dict[str, Any]) -> str:
+    judge = b.get("judge")
+    if not judge:
+        return ""
+    rows = []
+    for config in b["metadata"]["configs"]:
+        cost = judge["cost"][config]
+        cells = [_h(config), _h(cost["judged_runs"]), _h(cost["grader_calls"])]
+        cells += [_h(c) if not c.startswith("not captured") else
+                  f'<span class="absent">{_h(c)}</span>'
+                  for c in judge_cost_cells(judge["cost"], config)]
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    unsteady = [e for e in judge["agreement"]["per_assertion"] if e["split_items"]]
+    split_rows = [f"<tr><td>{_h(e['eval_id'])}</td><td>{_h(e['assertion_id'])}. "
+                  f"{_h(e['text'])}</td><td>{_h(e['split_items'])} of {_h(e['items'])}</td>"
+                  f"<td>{'yes' if e['judge_unstable'] else 'no'}</td></tr>" for e in unsteady]
+    splits = ("<table><tr><th>eval</th><th>assertion</th><th>split runs</th>"
+              "<th>judge_unstable</th></tr>\n" + "\n".join(split_rows) + "\n</table>\n"
+              if split_rows else "")
+    return ("<h2>Judge (grader) cost and agreement</h2>\n<p>What grading cost, apart from the "
+            "executor numbers above; mean ± stddev per judged run.</p>\n<table><tr><th>config"
+            "</th><th>judged runs</th><th>grader calls</th><th>time</th><th>tokens</th>"
+            "<th>cost</th></tr>\n" + "\n".join(rows) + "\n</table>\n"
+            + "".join(f"<p>{_h(line)}</p>\n" for line in judge_lines(b)) + splits)
+
+
 def _html_failed_assertions(b: dict[str, Any]) -> str:
     rows = [f"<tr><td>{_h(run['eval_id'])}</td><td>{_h(run['configuration'])}</td>"
             f"<td>{_h(run['run_number'])}</td><td>{_h(exp['id'])}. {_h(exp['text'])}</td>"
@@ -4412,10 +5054,17 @@ def _html_verdicts(expectations: list[dict[str, Any]]) -> str:
     if not expectations:
         return '<p class="absent">No grader verdicts.</p>'
     rows = [f'<tr><td class="{"pass" if e["passed"] else "fail"}">'
-            f'{"pass" if e["passed"] else "FAIL"}</td><td>{_h(e["id"])}. {_h(e["text"])}</td>'
+            f'{"pass" if e["passed"] else "FAIL"}{_html_votes(e)}</td>'
+            f'<td>{_h(e["id"])}. {_h(e["text"])}</td>'
             f"<td>{_h(e['evidence'])}</td></tr>" for e in expectations]
     return ("<table><tr><th>verdict</th><th>assertion</th><th>evidence</th></tr>\n"
             + "\n".join(rows) + "</table>")
+
+
+def _html_votes(expectation: dict[str, Any]) -> str:
+    votes = expectation.get("votes", 1)
+    return (f" ({_h(expectation.get('votes_passed'))} of {_h(votes)} graders)"
+            if isinstance(votes, int) and votes > 1 else "")
 
 
 def _html_file(kind: str, rel: str, found: dict[str, Any]) -> str:
@@ -4549,6 +5198,8 @@ def render_summary(benchmark: dict[str, Any], iteration_dir: Path) -> str:
         lines.append(_md_verdict(benchmark).strip().replace("**", "").replace("\n\n", "\n"))
     lines += [f"Power: {line}" for c in benchmark.get("comparisons") or []
               for line in forecast_lines(c)]
+    if (benchmark.get("judge") or {}).get("grader_runs", 1) > 1:
+        lines.append("Judge: " + judge_lines(benchmark)[0])
     lines.append(f"Benchmark: {iteration_dir / 'benchmark.md'}")
     return "\n".join(lines)
 
@@ -4601,6 +5252,202 @@ def html_page(benchmark: dict[str, Any], iteration_dir: Path) -> str:
     return render_html(benchmark, read_html_run_files(benchmark, Path(iteration_dir)))
 
 
+# -- what agents could have changed: the checkout, the run files ---------------
+
+CHANGES_SHOWN = 20  # files named in a flag; the rest are counted
+
+
+def _stat_key(path: str) -> tuple:
+    """What a change to a file shows in its metadata. The ctime is in it because no user can
+    set it back: an edit that restores the mtime still moves the ctime."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return ("missing",)
+    kind = ("file" if stat.S_ISREG(st.st_mode) else "link" if stat.S_ISLNK(st.st_mode)
+            else "dir" if stat.S_ISDIR(st.st_mode) else "other")
+    if kind == "dir":  # a submodule or nested repository: its own files are not listed
+        return (kind, 0, stat.S_IMODE(st.st_mode), 0, 0)
+    return (kind, st.st_size, stat.S_IMODE(st.st_mode), st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _content_hash(path: str, kind: str) -> str | None:
+    try:
+        if kind == "link":
+            return hashlib.sha256(os.fsencode(os.readlink(path))).hexdigest()
+        return sha256_file(Path(path)) if kind == "file" else None
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+
+
+@dataclasses.dataclass
+class CheckoutSnapshot:
+    """The source checkout's files as agents could change them: metadata and content hashes."""
+
+    root: Path
+    skip: Callable[[str], bool]  # the runner's own output folders inside the checkout
+    entries: dict[str, tuple[tuple, str | None]]  # name -> (stat key, content hash)
+    listing: str
+    seconds: float
+
+    @classmethod
+    def take(cls, root: Path, iteration_dir: Path) -> CheckoutSnapshot:
+        started = time.monotonic()
+        skip = _runner_output_filter(root, iteration_dir)
+        paths, listing = _checkout_files(root, skip)
+        entries = {}
+        for name, path in paths.items():
+            key = _stat_key(path)
+            entries[name] = (key, _content_hash(path, key[0]))
+        return cls(root, skip, entries, listing, time.monotonic() - started)
+
+    def summary(self) -> dict[str, Any]:
+        return {"files": len(self.entries), "listing": self.listing,
+                "seconds": round(self.seconds, 3)}
+
+    def compare(self) -> dict[str, Any]:
+        """What changed since the snapshot; a file whose times moved but whose type, mode and
+        content did not (a `touch`) is counted as touched, not as changed."""
+        started = time.monotonic()
+        paths, _ = _checkout_files(self.root, self.skip)
+        changes, touched = [], 0
+        for name in sorted(set(paths) | set(self.entries)):
+            if name not in self.entries:
+                if _stat_key(paths[name])[0] != "missing":
+                    changes.append({"path": name, "change": "added"})
+                continue
+            (key, digest) = self.entries[name]
+            now = _stat_key(paths[name]) if name in paths else ("missing",)
+            if now == key:
+                continue
+            change = _classify_change(key, digest, now, paths.get(name, ""))
+            if change:
+                changes.append({"path": name, "change": change})
+            else:
+                touched += 1
+        return {"checked": True, "files_before": len(self.entries), "files_after": len(paths),
+                "changed_count": len(changes), "changed": changes[:CHANGES_SHOWN],
+                "touched_only": touched, "listing": self.listing,
+                "seconds_before": round(self.seconds, 3),
+                "seconds_after": round(time.monotonic() - started, 3),
+                "note": "compared by type, size, mode and content; files whose times changed "
+                        "but whose content did not are counted as touched_only, not as changes"}
+
+
+def _classify_change(key: tuple, digest: str | None, now: tuple, path: str) -> str | None:
+    if now[0] == "missing":
+        return "removed"
+    if key[0] == "missing":
+        return "added"
+    if now[0] != key[0]:
+        return "type changed"
+    if now[2] != key[2]:
+        return "mode changed"
+    if now[1] != key[1] or _content_hash(path, now[0]) != digest:
+        return "modified"
+    return None
+
+
+DEFAULT_ITERATIONS = re.compile(r"evals/[^/]+/workspace/[^/]+/iteration-\d+(/|$)")
+
+
+def _runner_output_filter(root: Path, iteration_dir: Path) -> Callable[[str], bool]:
+    """Whether a checkout path is one a skill-eval run writes: this iteration's folder, its
+    sibling iteration-N folders, and iteration-N folders in the default workspaces. Other runs
+    in the same checkout may be writing there now; their own run-file hashes cover them."""
+    real_root, real_iteration = os.path.realpath(root), os.path.realpath(iteration_dir)
+    patterns = [DEFAULT_ITERATIONS]
+    if _is_within(Path(real_iteration), Path(real_root)):
+        workspace = Path(os.path.relpath(os.path.dirname(real_iteration), real_root)).as_posix()
+        prefix = "" if workspace == "." else re.escape(workspace) + "/"
+        patterns.append(re.compile(prefix + r"iteration-\d+(/|$)"))
+    return lambda rel: any(pattern.match(rel) for pattern in patterns)
+
+
+def _checkout_files(root: Path, skip: Callable[[str], bool]) -> tuple[dict[str, str], str]:
+    """name -> path of every file to compare: tracked and untracked-not-ignored files (all
+    files outside git), plus git's config and hooks, which could run code later."""
+    listing = "folder walk"
+    rels: list[str] = []
+    if (root / ".git").exists():
+        ok, out = run_git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], root)
+        if ok:
+            rels, listing = [rel.rstrip("/") for rel in out.split("\0") if rel], "git ls-files"
+    if listing == "folder walk":
+        rels = [p.relative_to(root).as_posix() for p in _walk_files(root)]
+    files = {rel: os.path.join(root, rel) for rel in rels if not skip(rel)}
+    git_dir = root / ".git"
+    if git_dir.is_dir():  # a worktree's .git is a file: its config and hooks live elsewhere
+        files[".git/config"] = str(git_dir / "config")
+        for path in _walk_files_all(git_dir / "hooks"):
+            files[path.relative_to(root).as_posix()] = str(path)
+    return files, listing
+
+
+def _walk_files_all(folder: Path) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames.sort()
+        for name in sorted(filenames):
+            yield Path(dirpath) / name
+
+
+def check_checkout(snapshot: CheckoutSnapshot | None, failure: str = "") -> dict[str, Any]:
+    if snapshot is None:
+        return {"checked": False, "reason": failure}
+    try:
+        return snapshot.compare()
+    except OSError as exc:
+        return {"checked": False, "reason": f"the comparison failed: {exc}"}
+
+
+def verify_run_files(benchmark: dict[str, Any], iteration_dir: Path,
+                     checked_by: str) -> dict[str, Any]:
+    """Hash every run file benchmark.json lists and compare it with the hash taken at write time.
+
+    Plain string paths and os.open: on a 5,000-run iteration (some 32,000 small files) pathlib
+    and buffered file objects cost four times the CPU of the hashing itself.
+    """
+    started = time.monotonic()
+    changes, files, unverifiable = [], 0, 0
+    folder = os.fspath(iteration_dir)
+    for run in benchmark["runs"]:
+        hashes = run.get("files_sha256")
+        if not isinstance(hashes, dict):
+            unverifiable += 1
+            continue
+        run_rel = (f"eval-{run['eval_id']}/{config_folder(run['configuration'])}/"
+                   f"run-{run['run_number']}")
+        for rel, digest in hashes.items():
+            files += 1
+            problem = _run_file_problem(folder, f"{run_rel}/{rel}", digest)
+            if problem:
+                changes.append({"path": f"{run_rel}/{rel}", "change": problem})
+    return {"checked_by": checked_by, "files": files, "changed_count": len(changes),
+            "changed": changes[:CHANGES_SHOWN], "unverifiable_runs": unverifiable,
+            "seconds": round(time.monotonic() - started, 3)}
+
+
+def _run_file_problem(folder: str, rel: str, digest: Any) -> str | None:
+    parts = rel.split("/")
+    if ".." in parts or "" in parts or not isinstance(digest, str):
+        return "not a run file"  # benchmark.json itself was edited
+    try:
+        fd = os.open(os.path.join(folder, rel), os.O_RDONLY)
+    except FileNotFoundError:
+        return "missing"
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
+    try:
+        hasher = hashlib.sha256()
+        for chunk in iter(lambda: os.read(fd, 1 << 20), b""):
+            hasher.update(chunk)
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
+    finally:
+        os.close(fd)
+    return None if hasher.hexdigest() == digest else "modified"
+
+
 def allocate_iteration_dir(workspace: Path) -> Path:
     """Claim iteration-N with mkdir, which is atomic: two runs never share a folder."""
     workspace.mkdir(parents=True, exist_ok=True)
@@ -4640,16 +5487,24 @@ def build_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: li
                           "sha256": tree_hash(suite.root, skill_files),
                           "files": len(skill_files)},
         "fixtures": {rel: tree_hash(suite.root, [rel]) for rel in fixtures},
+        "cases": {cell.case.key: case_identity(cell.case) for cell in cells},
         "argv": argv, "agent": options.agent,
         "executor_model": options.executor_model, "grader_model": options.grader_model,
         "options": {"configs": list(options.configs), "runs": options.runs,
                     "timeout_s": options.timeout_s, "concurrency": options.concurrency,
                     "deadline_s": options.deadline_s, "eval_ids": options.eval_ids,
                     "keep_sandboxes": options.keep_sandboxes,
-                    "agent_settings": options.agent_settings},
+                    "agent_settings": options.agent_settings,
+                    "grader_runs": options.grader_runs},
         "options_sha256": options_fingerprint(options),
         "cells_planned": len(cells), "created_at": utc_now(), **extra,
     }
+
+
+def case_identity(case: Case) -> dict[str, Any]:
+    """What the executor was asked, for a later --regrade to check: prompt hash and fixtures."""
+    return {"prompt_sha256": hashlib.sha256(case.prompt.encode("utf-8")).hexdigest(),
+            "files": list(case.files)}
 
 
 def benchmark_metadata(suite: Suite, options: RunOptions, manifest: dict[str, Any],
@@ -4665,6 +5520,7 @@ def benchmark_metadata(suite: Suite, options: RunOptions, manifest: dict[str, An
         "grader_model": options.grader_model, "analyzer_model": options.grader_model,
         "cli_version": manifest.get("cli_version"), "timestamp": utc_now(),
         "configs": list(options.configs), "runs_per_configuration": options.runs,
+        "grader_runs": options.grader_runs, "regrade": manifest.get("regrade"),
         "evals_run": evals_run, "suite_case_count": len(suite.cases),
         "selected_eval_ids": options.eval_ids,
         "selection_partial": len(evals_run) < len(suite.cases),
@@ -4672,6 +5528,7 @@ def benchmark_metadata(suite: Suite, options: RunOptions, manifest: dict[str, An
             r.status != "cancelled" for r in records),
         "incomplete": incomplete, "runner_version": RUNNER_VERSION,
         "fixture_status": manifest.get("fixture_status"),
+        "checkout_check": (manifest.get("checkout_check") or {}).get("after"),
         "skill_installed_elsewhere": manifest.get("skill_installed_elsewhere"),
         "isolation": manifest.get("isolation"),
         "manifest": "iteration_manifest.json",
@@ -4767,7 +5624,8 @@ def options_fingerprint(options: RunOptions) -> str:
     """The options that change what a cell means; a resumed iteration must keep them."""
     relevant = {"agent": options.agent, "configs": list(options.configs), "runs": options.runs,
                 "executor_model": options.executor_model, "grader_model": options.grader_model,
-                "eval_ids": options.eval_ids, "agent_settings": options.agent_settings}
+                "eval_ids": options.eval_ids, "agent_settings": options.agent_settings,
+                "grader_runs": options.grader_runs}
     return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
 
 
@@ -4859,6 +5717,7 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
     subreaper = become_subreaper()
     cells = plan_cells(suite, options, iteration_dir)
     fixtures = sorted({rel for cell in cells for rel in cell.case.files})
+    checkout, checkout_failure = take_checkout_snapshot(suite.root, iteration_dir)
     snapshot = RepoSnapshot.take(suite.root, suite.skill_name)
     snapshot.revisions = dict(revisions or {})
     snapshot.template = build_git_template(snapshot, sandbox_base)
@@ -4873,6 +5732,8 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
                       "subreaper": subreaper},
         "fixture_status": {"before": fixture_status(suite.root, fixtures)},
         "arms": arm_records(suite, options.configs, snapshot.revisions)})
+    manifest["checkout_check"] = {
+        "before": checkout.summary() if checkout else {"reason": checkout_failure}}
     write_json(iteration_dir / "iteration_manifest.json", manifest)
     write_eval_metadata(suite, cells, iteration_dir)
     ctx = RunContext(suite, options, provider, iteration_dir, snapshot, sandbox_base, groups,
@@ -4880,12 +5741,14 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
                      judge={"provider": provider.name,
                             "model": options.grader_model or "CLI default",
                             "cli_version": cli_version,
-                            "prompt_template_sha256": grader_template_sha256()},
+                            "prompt_template_sha256": grader_template_sha256(),
+                            "grader_runs": options.grader_runs},
                      resuming=previous is not None)
     ctx.base_env, manifest["environment_scrub"] = scrub_checkout_paths(clean_environment(),
                                                                        suite.root)
     confine_agents(ctx, confinement)
-    finished = load_finished_cells(cells) if previous is not None else {}
+    finished = (load_finished_cells(cells, recorded_run_hashes(iteration_dir))
+                if previous is not None else {})
     ctx.progress = Progress(len(cells) - len(finished), options.quiet)
     with InterruptHandler(groups):
         try:
@@ -4895,8 +5758,26 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
         snapshot.template.remove_runner_baselines()
         if not options.keep_sandboxes:  # kept sandboxes still borrow its objects
             snapshot.template.remove()
+        manifest["checkout_check"]["after"] = check_checkout(checkout, checkout_failure)
         return finish_iteration(suite, options, groups, iteration_dir, manifest, cells, records,
                                 fixtures)
+
+
+def recorded_run_hashes(iteration_dir: Path) -> dict[str, dict[str, str]]:
+    """The run-file hashes an earlier attempt's benchmark.json lists, by cell label."""
+    try:
+        runs = json.loads((iteration_dir / "benchmark.json").read_text(encoding="utf-8"))["runs"]
+        return {f"eval-{r['eval_id']}/{config_folder(r['configuration'])}/run-{r['run_number']}":
+                r["files_sha256"] for r in runs if isinstance(r.get("files_sha256"), dict)}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def take_checkout_snapshot(root: Path, iteration_dir: Path) -> tuple[CheckoutSnapshot | None, str]:
+    try:
+        return CheckoutSnapshot.take(root, iteration_dir), ""
+    except OSError as exc:
+        return None, f"the snapshot failed: {exc}"
 
 
 def confine_agents(ctx: RunContext, confinement: Confinement) -> None:
@@ -4911,7 +5792,9 @@ def confine_agents(ctx: RunContext, confinement: Confinement) -> None:
 
 
 def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
-                              finished: dict[str, RunRecord]) -> list[RunRecord]:
+                              finished: dict[str, RunRecord],
+                              matrix: Callable[..., list[RunRecord]] = execute_matrix,
+                              *extra: Any) -> list[RunRecord]:
     """At the deadline nothing new starts and running agents are ended (cancelled)."""
     timer = None
     if ctx.options.deadline_s:
@@ -4921,7 +5804,7 @@ def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
         timer.daemon = True
         timer.start()
     try:
-        return execute_matrix(ctx, cells, finished)
+        return matrix(ctx, cells, *extra, finished) if extra else matrix(ctx, cells, finished)
     finally:
         if timer is not None:
             timer.cancel()
@@ -4936,6 +5819,7 @@ def finish_iteration(suite: Suite, options: RunOptions, groups: ProcessGroups,
     incomplete = groups.cancelled.is_set() or any(r.status == "cancelled" for r in records)
     meta = benchmark_metadata(suite, options, manifest, cells, records, incomplete)
     benchmark = aggregate(records, meta)
+    apply_results_check(benchmark, verify_run_files(benchmark, iteration_dir, "run"))
     write_benchmark(iteration_dir, benchmark)
     write_text(iteration_dir / "benchmark.html", html_page(benchmark, iteration_dir))
     if options.junit:
@@ -4944,6 +5828,166 @@ def finish_iteration(suite: Suite, options: RunOptions, groups: ProcessGroups,
     if interrupted:
         return EXIT_INTERRUPTED
     return EXIT_OK if benchmark["sanity_checks"]["status"] == "OK" else EXIT_REVIEW
+
+
+# -- re-grade ------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class RegradeSource:
+    """An iteration whose recorded answers are graded again, and the options it ran with."""
+
+    folder: Path
+    manifest: dict[str, Any]
+    metadata: dict[str, Any]
+    benchmark_sha256: str
+
+    def record(self) -> dict[str, Any]:
+        """What the new manifest and benchmark say about where the answers came from."""
+        earlier = self.manifest.get("regrade") or {}  # a re-grade of a re-grade
+        return {"source": str(self.folder), "source_benchmark_sha256": self.benchmark_sha256,
+                "source_timestamp": self.metadata.get("timestamp"),
+                "executor_agent": earlier.get("executor_agent") or self.manifest.get("agent"),
+                "executor_model": self.manifest.get("executor_model"),
+                "executor_cli_version": (earlier.get("executor_cli_version")
+                                         or self.manifest.get("cli_version")),
+                "source_grader_model": self.manifest.get("grader_model")}
+
+
+def recorded_regrade_source(iteration_dir: Path) -> str | None:
+    """The source a re-graded iteration names in its manifest, None for any other."""
+    try:
+        manifest = json.loads((iteration_dir / "iteration_manifest.json").read_text("utf-8"))
+        return str(manifest["regrade"]["source"]) if manifest.get("regrade") else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def load_regrade_source(folder: Path) -> RegradeSource:
+    refuse = f"--regrade {folder}"
+    try:
+        manifest = json.loads((folder / "iteration_manifest.json").read_text(encoding="utf-8"))
+        benchmark_path = folder / "benchmark.json"
+        metadata = json.loads(benchmark_path.read_text(encoding="utf-8"))["metadata"]
+        options = manifest["options"]
+        if not isinstance(metadata, dict) or not isinstance(options, dict):
+            raise TypeError("not objects")
+    except (OSError, ValueError, KeyError, TypeError):
+        raise InputError(f"{refuse}: no readable iteration_manifest.json and benchmark.json",
+                         "pass an iteration-N folder that `run` finished") from None
+    if metadata.get("incomplete"):
+        raise InputError(f"{refuse}: that iteration is incomplete ({metadata.get('cells_finished')}"
+                         f" of {metadata.get('cells_planned')} cells finished)",
+                         "finish it first with `run ... --resume` on it, then re-grade")
+    return RegradeSource(folder.resolve(), manifest, metadata, sha256_file(benchmark_path))
+
+
+def check_regrade_source(source: RegradeSource, suite: Suite, options: RunOptions,
+                         explicit: dict[str, Any]) -> RunOptions:
+    """The options to re-grade with; refuses when the answers no longer answer today's suite.
+
+    Assertions may differ (that is the point); what the executor was given may not: the case
+    prompts, the fixtures, the skill package and the configs, runs and executor model.
+    """
+    manifest, recorded = source.manifest, source.manifest["options"]
+    changed = []
+    skill_files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
+    if manifest.get("skill_package", {}).get("sha256") != tree_hash(suite.root, skill_files):
+        changed.append("the skill package")
+    cases = {case.key: case for case in suite.cases}
+    recorded_cases = manifest.get("cases") or {}
+    for key in [str(i) for i in source.metadata.get("evals_run") or []]:
+        case = cases.get(key)
+        if case is None:
+            changed.append(f"case {key} (no longer in the suite)")
+            continue
+        before = recorded_cases.get(key) or _legacy_case_identity(source.folder, key)
+        now = case_identity(case)
+        if before.get("prompt_sha256") != now["prompt_sha256"]:
+            changed.append(f"the prompt of case {key}")
+        if "files" in before and before["files"] != now["files"]:
+            changed.append(f"the fixture list of case {key}")
+    for rel, digest in (manifest.get("fixtures") or {}).items():
+        if tree_hash(suite.root, [rel]) != digest:
+            changed.append(f"fixture {rel}")
+    adopted = {"configs": tuple(recorded.get("configs") or ()), "runs": recorded.get("runs"),
+               "eval_ids": recorded.get("eval_ids"),
+               "executor_model": manifest.get("executor_model")}
+    for name, value in explicit.items():
+        if value is not None and value != adopted[name]:
+            changed.append(f"--{name.replace('_', '-')} ({value!r}; the source ran with "
+                           f"{adopted[name]!r})")
+    if changed:
+        raise InputError(f"--regrade {source.folder}: its answers no longer answer this suite: "
+                         f"{'; '.join(changed)} changed",
+                         "re-grading may change assertions only; restore what changed, or run "
+                         "a new iteration (drop --regrade)")
+    return dataclasses.replace(options, **adopted)
+
+
+def _legacy_case_identity(folder: Path, key: str) -> dict[str, Any]:
+    """An iteration from before manifests held case identities: its eval_metadata.json."""
+    try:
+        meta = json.loads((folder / f"eval-{key}" / "eval_metadata.json").read_text("utf-8"))
+        return {"prompt_sha256": hashlib.sha256(meta["prompt"].encode("utf-8")).hexdigest()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {"prompt_sha256": None}
+
+
+def regrade_sources(source: RegradeSource, cells: list[Cell]) -> dict[str, Path]:
+    """Each planned cell's run folder in the source; refuses when one is missing."""
+    sources = {cell.label: source.folder / cell.label for cell in cells}
+    missing = [label for label, folder in sources.items() if not (folder / "run.json").is_file()]
+    if missing:
+        raise InputError(f"--regrade {source.folder}: {len(missing)} run(s) have no run.json "
+                         f"(first: {missing[0]}): the source is incomplete",
+                         "finish it first with `run ... --resume` on it, then re-grade")
+    return sources
+
+
+def run_regrade_iteration(suite: Suite, options: RunOptions, provider: Provider,
+                          groups: ProcessGroups, iteration_dir: Path, argv: list[str],
+                          cli_version: str, sandbox_base: Path, source: RegradeSource,
+                          previous: dict[str, Any] | None = None,
+                          confinement: Confinement | None = None) -> int:
+    confinement = confinement or Confinement("none", "--isolation none")
+    children_before = child_pids()
+    subreaper = become_subreaper()
+    cells = plan_cells(suite, options, iteration_dir)
+    sources = regrade_sources(source, cells)
+    fixtures = sorted({rel for cell in cells for rel in cell.case.files})
+    manifest = prepare_manifest(suite, options, argv, cells, previous, {
+        "cli_version": cli_version, "sandbox_base": str(sandbox_base),
+        "regrade": source.record(),
+        # about the executor's run, so they come from the source
+        "skill_installed_elsewhere": source.manifest.get("skill_installed_elsewhere") or [],
+        "isolation": {**confinement.to_json(), "summary": confinement.describe(),
+                      "subreaper": subreaper},
+        "fixture_status": {"before": (source.manifest.get("fixture_status") or {}).get(
+            "before") or fixture_status(suite.root, fixtures)}})
+    write_json(iteration_dir / "iteration_manifest.json", manifest)
+    write_eval_metadata(suite, cells, iteration_dir)
+    ctx = RunContext(suite, options, provider, iteration_dir, None, sandbox_base, groups,
+                     judge={"provider": provider.name,
+                            "model": options.grader_model or "CLI default",
+                            "cli_version": cli_version,
+                            "prompt_template_sha256": grader_template_sha256(),
+                            "grader_runs": options.grader_runs},
+                     resuming=previous is not None)
+    ctx.base_env, manifest["environment_scrub"] = scrub_checkout_paths(clean_environment(),
+                                                                       suite.root)
+    confine_agents(ctx, confinement)
+    if confinement.mode == "bwrap":  # the graders never see the earlier verdicts
+        ctx.hidden.append(source.folder)
+    finished = load_finished_cells(cells) if previous is not None else {}
+    ctx.progress = Progress(len(cells) - len(finished), options.quiet)
+    with InterruptHandler(groups):
+        try:
+            records = run_matrix_until_deadline(ctx, cells, finished, regrade_matrix, sources)
+        finally:
+            end_strays(keep=children_before)
+        return finish_iteration(suite, options, groups, iteration_dir, manifest, cells, records,
+                                fixtures)
 
 
 def write_benchmark(iteration_dir: Path, benchmark: dict[str, Any]) -> None:
@@ -5058,11 +6102,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--model", type=_model_name, help="model for both roles, passed verbatim")
     run.add_argument("--executor-model", type=_model_name, help="model for the executor only")
     run.add_argument("--grader-model", type=_model_name, help="model for the grader only")
-    run.add_argument("--config", type=_config_list, default=CONFIGS, metavar="LIST",
+    run.add_argument("--config", type=_config_list, metavar="LIST",
                      help="up to 3 configs, candidate first: with_skill, without_skill, "
                      "with_skill@REV (default: with_skill,without_skill)")
-    run.add_argument("--runs", type=_bounded_int(*RUNS_RANGE), default=1,
+    run.add_argument("--runs", type=_bounded_int(*RUNS_RANGE),
                      help="runs per case and config, 1..5 (default: 1)")
+    run.add_argument("--grader-runs", type=_bounded_int(*GRADER_RUNS_RANGE), default=1,
+                     metavar="K", help="independent graders per recorded output, 1..5; the "
+                     "majority decides, a tie fails (default: 1)")
+    run.add_argument("--regrade", metavar="ITERATION_DIR",
+                     help="grade that iteration's recorded answers again with the current "
+                     "assertions; runs no executor")
     run.add_argument("--timeout", type=_positive_seconds, default=DEFAULT_TIMEOUT_S, metavar="S",
                      help="seconds per agent process (default: 600)")
     run.add_argument("--concurrency", type=_bounded_int(*CONCURRENCY_RANGE), default=4,
@@ -5151,30 +6201,38 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         if unknown or not eval_ids:
             raise InputError(f"--eval-id names no case: {', '.join(unknown) or '(empty)'}",
                              f"known ids: {', '.join(sorted(known)) or '(none)'}")
+    configs = args.config or CONFIGS
     skill_md = (resolve_skill_md(suite, args.skill_path)
-                if any(config_has_skill(c) for c in args.config) else None)
+                if any(config_has_skill(c) for c in configs) else None)
     workspace = Path(args.workspace).resolve() if args.workspace else (
         suite.root / "evals" / suite.skill_name / "workspace" / args.agent)
     return RunOptions(
-        agent=args.agent, configs=args.config, runs=args.runs, timeout_s=args.timeout,
+        agent=args.agent, configs=configs, runs=args.runs or 1, timeout_s=args.timeout,
         concurrency=args.concurrency, deadline_s=args.deadline,
         executor_model=args.executor_model or args.model,
         grader_model=args.grader_model or args.model, skill_md=skill_md, workspace=workspace,
         eval_ids=eval_ids, keep_sandboxes=args.keep_sandboxes, agent_settings=args.codex_config,
-        quiet=args.quiet, junit=output_path(args.junit, "--junit"), isolation=args.isolation)
+        quiet=args.quiet, junit=output_path(args.junit, "--junit"),
+        grader_runs=args.grader_runs, isolation=args.isolation)
 
 
 def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     suite = load_valid_suite(args.suite, args.repo_root)
     options = options_from_args(args, suite)
     sandbox_base = check_sandbox_base(suite.root)
-    revisions = read_revision_packages(suite, options.configs)
+    source = regrade_source_for(args, suite)
+    if source is not None:
+        options = check_regrade_source(source, suite, options, {
+            "configs": args.config, "runs": args.runs, "eval_ids": options.eval_ids
+            if args.eval_id is not None else None, "executor_model": args.executor_model})
+    # A re-grade runs no executor, so it needs no skill package at any revision.
+    revisions = read_revision_packages(suite, options.configs) if source is None else {}
     for package in revisions.values():
         for warning in package.warnings:
             print(warning.render(), file=sys.stderr)
     if args.dry_run:  # a preview needs no agent CLI, so a fresh machine can see the plan
         return print_dry_run(suite, options, PROVIDERS[options.agent](options.agent_settings),
-                             sandbox_base, revisions)
+                             sandbox_base, source, revisions)
     provider = require_provider(options)
     selected = [c for c in suite.cases if not options.eval_ids or c.key in options.eval_ids]
     if not selected:
@@ -5182,23 +6240,48 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         return EXIT_OK
     previous = (check_resume(Path(args.resume), suite, options, revisions)
                 if args.resume else None)
+    if source is not None:  # refuse a missing or changed source before anything starts
+        regrade_sources(source, plan_cells(suite, options, Path("<iteration>")))
+        recorded = ((previous or {}).get("regrade") or {}).get("source_benchmark_sha256")
+        if recorded is not None and recorded != source.benchmark_sha256:
+            raise InputError(f"--resume {args.resume}: its source {source.folder} changed since "
+                             "the re-grade started (its benchmark.json hash differs)",
+                             "start a new re-grade (drop --resume)")
     groups = ProcessGroups()
     cli_version = provider_version(provider, groups)
     confinement = choose_confinement(options.isolation)
     if confinement.mode != "bwrap" and options.isolation == "auto":
         print(f"Isolation: {confinement.describe()}")
     iteration_dir = Path(args.resume) if args.resume else allocate_iteration_dir(options.workspace)
+    if source is not None:
+        return run_regrade_iteration(suite, options, provider, groups, iteration_dir, argv,
+                                     cli_version, sandbox_base, source, previous, confinement)
     return run_iteration(suite, options, provider, groups, iteration_dir, argv, cli_version,
                          sandbox_base, previous, confinement, revisions)
 
 
+def regrade_source_for(args: argparse.Namespace, suite: Suite) -> RegradeSource | None:
+    """The iteration to re-grade: --regrade, or the one a resumed re-graded iteration names."""
+    recorded = recorded_regrade_source(Path(args.resume)) if args.resume else None
+    if args.regrade and args.resume and (
+            recorded is None or Path(recorded) != Path(args.regrade).resolve()):
+        raise InputError(f"--resume {args.resume} did not re-grade {args.regrade}",
+                         "resume a re-graded iteration without --regrade; it names its source")
+    folder = args.regrade or recorded
+    return load_regrade_source(Path(folder)) if folder else None
+
+
 def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox_base: Path,
+                  source: RegradeSource | None = None,
                   revisions: dict[str, RevisionPackage] | None = None) -> int:
     cells = plan_cells(suite, options, Path("<workspace>/iteration-N"))
     if not cells:
         print(f"dry run: 0 cases: nothing to run ({suite.path}); nothing launched")
         return EXIT_OK
-    calls = 2 * len(cells)
+    if source is not None:
+        return print_regrade_dry_run(suite, options, provider, sandbox_base, source, cells)
+    per_cell = 1 + options.grader_runs  # the executor, then K graders, one at a time in a lane
+    calls = per_cell * len(cells)
     waves = math.ceil(len(cells) / options.concurrency)
     sandbox = sandbox_base / "skill-eval-XXXXXX" / "repo"
     grader = sandbox_base / "skill-eval-grader-XXXXXX"
@@ -5210,9 +6293,11 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
                                              "grader_last_message.txt")
     print(f"dry run: {suite.skill_name} with {options.agent}: nothing launched, no iteration made")
     print(f"cells: {len(cells)} ({len(set(c.case.key for c in cells))} cases x "
-          f"{len(options.configs)} configs x {options.runs} runs); provider calls: up to {calls}")
-    print(f"concurrency: {options.concurrency}; timeout per call: {options.timeout_s:g} s; "
-          f"worst-case wall time: {waves * 2 * options.timeout_s:g} s"
+          f"{len(options.configs)} configs x {options.runs} runs); provider calls: up to {calls}"
+          f" ({len(cells)} executors + {len(cells)} x {options.grader_runs} graders)")
+    print(f"concurrency: {options.concurrency} agent processes (graders count); timeout per "
+          f"call: {options.timeout_s:g} s; "
+          f"worst-case wall time: {waves * per_cell * options.timeout_s:g} s"
           + (f" (deadline {options.deadline_s:g} s)" if options.deadline_s else ""))
     print(f"models: executor {options.executor_model or 'CLI default'}, "
           f"grader {options.grader_model or 'CLI default'}")
@@ -5279,6 +6364,30 @@ def latest_matching_iteration(workspace: Path | None, suite_sha256: str,
     return None
 
 
+def print_regrade_dry_run(suite: Suite, options: RunOptions, provider: Provider,
+                          sandbox_base: Path, source: RegradeSource, cells: list[Cell]) -> int:
+    sources = regrade_sources(source, cells)
+    gradable = [label for label, folder in sources.items()
+                if (record := read_run_record(folder)) is not None and executor_finished(record)]
+    calls = len(gradable) * options.grader_runs
+    waves = math.ceil(len(gradable) / options.concurrency) if gradable else 0
+    grader = sandbox_base / "skill-eval-grader-XXXXXX"
+    grader_call = provider.grader_invocation("<prompt on stdin>", grader, options.grader_model,
+                                             sandbox_base / "skill-eval-YYYYYY/verdict_schema.json",
+                                             sandbox_base / "skill-eval-YYYYYY/"
+                                             "grader_last_message.txt")
+    print(f"dry run: re-grade {source.folder} ({suite.skill_name}) with {options.agent}: "
+          "nothing launched, no iteration made")
+    print(f"runs: {len(cells)}, of which {len(gradable)} have a finished executor to grade; "
+          f"executors: 0; grader calls: up to {calls} ({len(gradable)} x {options.grader_runs})")
+    print(f"concurrency: {options.concurrency} grader processes; timeout per call: "
+          f"{options.timeout_s:g} s; worst-case wall time: "
+          f"{waves * options.grader_runs * options.timeout_s:g} s")
+    print(f"grader model: {options.grader_model or 'CLI default'}")
+    print(f"grader argv: {_shell_join(grader_call.argv)}  (cwd {grader_call.cwd})")
+    return EXIT_OK
+
+
 def output_path(value: str | None, flag: str, default: Path | None = None) -> Path | None:
     """Where an optional extra report goes: None when not asked, `default` for a bare flag."""
     if value is None:
@@ -5298,6 +6407,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     junit_path = output_path(args.junit, "--junit")
     other = load_benchmark(args.compare) if args.compare else None
     try:
+        check = verify_run_files(benchmark, folder, "report")
+        apply_results_check(benchmark, check)
         text = render_markdown(benchmark)
         comparison = render_compare_markdown(benchmark, other, args.compare) if other else ""
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -5314,6 +6425,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         write_text(junit_path, render_junit(benchmark))
         print(f"wrote {junit_path}", file=sys.stderr)
     print(text, end="")
+    if check["changed_count"]:
+        print(f"{PROG}: REVIEW REQUIRED: {check['changed_count']} run file(s) changed since the "
+              "runner wrote them (results_modified in benchmark.md)", file=sys.stderr)
+        return EXIT_REVIEW
     return EXIT_OK
 
 
