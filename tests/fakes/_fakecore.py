@@ -53,7 +53,7 @@ SPEC_KEYS = frozenset((
     "num_turns", "write_artifact", "write_artifact_hex", "artifact_bytes",
     "write_files", "read_skill", "read_paths", "permission_denials",
     "verdicts", "raw_verdicts", "verdict_form", "flood_bytes",
-    "shell_write_files", "shell_symlinks", "noisy",
+    "shell_write_files", "shell_symlinks", "quote_reads", "noisy",
 ))
 VERDICT_FORMS = ("structured", "text", "fenced", "legacy", "prose")
 ROLES = ("executor", "grader")
@@ -642,6 +642,15 @@ def plan_actions(cli: str, spec: dict[str, Any], prompt: str, root: str) -> list
     for path, content in (spec.get("write_files") or {}).items():
         actions.append(Action("write", _absolute(path, root), content.encode("utf-8")))
     return actions
+
+
+def executor_text(spec: dict[str, Any], actions: list[Action]) -> str:
+    """The final answer; with `quote_reads`, followed by the text of every file read, so the
+    answer depends on what the executor was given (a skill version, say)."""
+    text = spec.get("text", DEFAULT_EXECUTOR_TEXT)
+    if spec.get("quote_reads"):
+        text += "".join(f"\n\n{a.result}" for a in actions if a.kind == "read" and a.ok)
+    return text
 
 
 def perform_shell_actions(spec: dict[str, Any], root: str) -> None:
