@@ -4280,7 +4280,7 @@ def write_run_files(cell: Cell, record: RunRecord, judge: dict[str, Any]) -> Non
         "role": "executor", "note": "executor-only; the grader's cost is not included",
         "metrics": record.metrics or {}})
     if record.grader_calls:
-        write_json(cell.run_dir / "grader_metrics.json", {
+        files.json("grader_metrics.json", {
             "role": "grader", "note": "every grader call of this run; apart from the executor's",
             "metrics": record.grader_metrics or {},
             "calls": [{"vote": c["vote"], "status": c["status"], "metrics": c["metrics"]}
