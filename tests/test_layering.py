@@ -57,6 +57,20 @@ def definitions(tree: ast.Module, marks: list[tuple[int, str]]) -> dict[str, int
     return found
 
 
+def _local_names(node: ast.stmt) -> set[str]:
+    """Names a definition binds itself (parameters, assignments, loop and `as` targets): a
+    parameter that shares a later function's name is no reference to it."""
+    local: set[str] = set()
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.arg):
+            local.add(inner.arg)
+        elif isinstance(inner, ast.Name) and isinstance(inner.ctx, (ast.Store, ast.Del)):
+            local.add(inner.id)
+        elif isinstance(inner, ast.ExceptHandler) and inner.name:
+            local.add(inner.name)
+    return local
+
+
 def upward_references(source: str) -> list[str]:
     marks = chapters(source)
     tree = ast.parse(source)
@@ -67,7 +81,7 @@ def upward_references(source: str) -> list[str]:
         if not names:
             continue
         own = _chapter_of(node.lineno, marks)
-        used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} - _local_names(node)
         for name in sorted(used):
             target = where.get(name)
             if target is not None and target > own:
@@ -126,6 +140,8 @@ class LayeringTest(unittest.TestCase):
                   "# ==== second ====\n\ndef b():\n    return 1\n")
         self.assertEqual(upward_references(sample), ["line 3: a (first) uses b (second)"])
         self.assertEqual(upward_references(sample.replace("return b()", "return 2")), [])
+        shadowed = sample.replace("def a():\n    return b()", "def a(b):\n    return b()")
+        self.assertEqual(upward_references(shadowed), [])
 
     def test_the_import_check_sees_a_third_party_module(self) -> None:
         modules = imported_modules(ast.parse("import requests\nfrom yaml import safe_load\n"))

@@ -64,8 +64,8 @@ class FilesPerCellTests(unittest.TestCase):
     documented files, and nothing of the runner's own git work stays behind."""
 
     DELIVERABLES = {"prompt.md", "grader_prompt.md", "run.json", "metrics.json", "grading.json",
-                    "timing.json", "outputs/output.txt", "logs/executor_stream.txt",
-                    "logs/grader_output.txt"}
+                    "timing.json", "grader_metrics.json", "outputs/output.txt",
+                    "logs/executor_stream.txt", "logs/grader_output.txt"}
 
     def test_a_cell_leaves_its_documented_files_and_nothing_else(self) -> None:
         tmp = TempDir()
@@ -191,7 +191,8 @@ class ReportReadsOnlyBenchmarkTests(unittest.TestCase):
         for run in json.loads((lonely / "benchmark.json").read_text(encoding="utf-8"))["runs"]:
             run_rel = f"eval-{run['eval_id']}/{run['configuration']}/run-{run['run_number']}"
             hashed += [f"{run_rel}/{rel}" for rel in run["files_sha256"]]
-        self.assertEqual(len(hashed), 4 * 8)  # every file a cell leaves (FilesPerCellTests)
+        # every file a cell leaves (FilesPerCellTests)
+        self.assertEqual(len(hashed), 4 * len(FilesPerCellTests.DELIVERABLES))
         for rel in hashed:
             (lonely / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(iteration / rel, lonely / rel)

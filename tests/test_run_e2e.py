@@ -694,7 +694,7 @@ class RefusalTests(RunTestCase):
             with self.subTest(argv=extra):
                 self.assert_refused(["--agent", "claude", *extra], 2)
         with self.subTest("unknown agent"):
-            self.assert_refused(["--agent", "gemini"], 2)
+            self.assert_refused(["--agent", "aider"], 2)
 
     def test_skill_path_link_leaving_the_package_exits_2(self) -> None:
         outside = self.tmp.path / "elsewhere"

@@ -97,7 +97,8 @@ class HostileExecutorTests(unittest.TestCase):
 
         report = h.run_script(["report", str(iteration)], env=env)
         self.assertEqual(report.returncode, 1, report.stderr)
-        self.assertIn("Status: **REVIEW REQUIRED**", report.stdout)
+        self.assertIn("Sanity checks: REVIEW REQUIRED", report.stdout)  # report prints the summary
+        self.assertIn("Status: **REVIEW REQUIRED**", (iteration / "benchmark.md").read_text())
         self.assertIn("results_modified", report.stdout)
         self.assertIn("checkout_modified", report.stdout)
 
@@ -223,7 +224,7 @@ class ResultsVerificationTests(TempRepoTest):
             for rel, digest in run["files_sha256"].items():
                 self.assertEqual(runner.sha256_file(run_dir / rel), digest, rel)
             self.assertNotIn("written_files", json.loads((run_dir / "run.json").read_text()))
-        self.assertIn("Run files: all 32 match", (iteration / "benchmark.md").read_text())
+        self.assertIn(f"Run files: all {len(on_disk) * 4} match", (iteration / "benchmark.md").read_text())
 
     def test_report_flags_a_changed_or_missing_run_file_and_exits_1(self) -> None:
         code, out, iteration = self.run_suite({})
@@ -234,9 +235,10 @@ class ResultsVerificationTests(TempRepoTest):
         (iteration / "eval-E01/with_skill/run-1/metrics.json").unlink()
         code, out, err = call_main(["report", str(iteration)], env=self.env)
         self.assertEqual(code, 1)
-        self.assertIn("Status: **REVIEW REQUIRED**", out)
-        self.assertIn("eval-E02/without_skill/run-1/outputs/output.txt (modified)", out)
-        self.assertIn("eval-E01/with_skill/run-1/metrics.json (missing)", out)
+        self.assertIn("Sanity checks: REVIEW REQUIRED", out)
+        markdown = (iteration / "benchmark.md").read_text()
+        self.assertIn("eval-E02/without_skill/run-1/outputs/output.txt (modified)", markdown)
+        self.assertIn("eval-E01/with_skill/run-1/metrics.json (missing)", markdown)
         self.assertIn("results_modified", err)
         self.assertIn("REVIEW REQUIRED", (iteration / "benchmark.md").read_text())
 
@@ -250,7 +252,7 @@ class ResultsVerificationTests(TempRepoTest):
         code, out, err = call_main(["report", str(iteration)], env=self.env)
         self.assertEqual(code, 0, err)  # the files are as written now
         self.assertIn("seen during the run", out)
-        self.assertIn("Status: **REVIEW REQUIRED**", out)
+        self.assertIn("Sanity checks: REVIEW REQUIRED", out)
 
     def test_a_path_edited_into_benchmark_json_is_not_followed(self) -> None:
         code, out, iteration = self.run_suite({})
@@ -271,9 +273,11 @@ class ResultsVerificationTests(TempRepoTest):
         shutil.rmtree(iteration / "eval-E01")  # nothing to verify against, nothing claimed
         code, out, err = call_main(["report", str(iteration)], env=self.env)
         self.assertEqual(code, 0, err)
-        self.assertIn("Run files: not verifiable: written by an older runner", out)
-        self.assertIn("Status: **OK**", out)
-        self.assertIn("results_unverifiable", out)
+        self.assertIn("Sanity checks: OK", out)
+        markdown = (iteration / "benchmark.md").read_text()
+        self.assertIn("Run files: not verifiable: written by an older runner", markdown)
+        self.assertIn("Status: **OK**", markdown)
+        self.assertIn("results_unverifiable", markdown)
 
     def test_resume_reruns_a_kept_cell_whose_files_changed(self) -> None:
         code, out, iteration = self.run_suite({})

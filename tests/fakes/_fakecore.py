@@ -54,7 +54,7 @@ SPEC_KEYS = frozenset((
     "num_turns", "write_artifact", "write_artifact_hex", "artifact_bytes",
     "write_files", "read_skill", "read_paths", "permission_denials",
     "verdicts", "raw_verdicts", "verdict_form", "flood_bytes",
-    "shell_write_files", "shell_symlinks", "shell_special", "noisy",
+    "shell_write_files", "shell_symlinks", "shell_special", "quote_reads", "noisy",
 ))
 SPECIAL_KINDS = ("fifo", "socket", "directory")
 VERDICT_FORMS = ("structured", "text", "fenced", "legacy", "prose")
@@ -63,7 +63,9 @@ DEFAULT_EXECUTOR_TEXT = "fake executor answer"
 DEFAULT_PROSE_VERDICT = "Looks fine to me."
 DEFAULT_FLOOD_BYTES = 200_000_000
 LOGGED_ENV = ("HOME", "PWD", "CODEX_HOME", "CLAUDECODE", "IS_SANDBOX",
-              "GIT_DIR", "GIT_WORK_TREE", "TMPDIR")
+              "GIT_DIR", "GIT_WORK_TREE", "TMPDIR", "GEMINI_CLI_HOME", "GEMINI_CLI_NO_RELAUNCH",
+              "GEMINI_SYSTEM_MD", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "OPENCODE_CONFIG",
+              "OPENCODE_DISABLE_PROJECT_CONFIG", "npm_config_offline")
 ARTIFACT_PREFIX = "Artifact path:"
 SKILL_PREFIX = "Skill path:"
 ASSERTIONS_HEADING = "## Assertions"
@@ -316,6 +318,64 @@ def _clap_store(parsed: Parsed, opt: Opt, value: Any) -> None:
     else:
         parsed.opts[opt.key] = value
 
+def parse_yargs(argv: list[str], table, unknown_message) -> Parsed:
+    """Parse like yargs in strict mode (gemini, opencode): an unknown option exits 1.
+
+    Kinds: "flag" (boolean; `--flag=false` allowed), "value" (the next argument, or
+    `--opt=value`), "variadic" (yargs "array": every following argument that does not start
+    with `-`). `unknown_message(names)` words the error the way that CLI does.
+    """
+    by_name = _index(table)
+    parsed = Parsed()
+    args = list(argv)
+    unknown: list[str] = []
+    while args:
+        arg = args.pop(0)
+        if arg == "--":
+            parsed.positionals.extend(args)
+            break
+        if not _looks_like_option(arg):
+            parsed.positionals.append(arg)
+            continue
+        name, eq, attached = arg.partition("=")
+        opt = by_name.get(name)
+        if opt is None:
+            unknown.append(name.lstrip("-"))
+            continue
+        if opt.early:
+            parsed.early = opt.early
+            return parsed
+        if opt.kind == "flag":
+            parsed.opts[opt.key] = (attached != "false") if eq else True
+            continue
+        values = [attached] if eq else []
+        if not values and args and not _looks_like_option(args[0]):
+            values.append(args.pop(0))
+        if not values:
+            raise FakeExit(1, f"Not enough arguments following: {opt.key}\n")
+        if opt.kind == "variadic":
+            while args and not _looks_like_option(args[0]):
+                values.append(args.pop(0))
+            parsed.opts.setdefault(opt.key, []).extend(values)
+            continue
+        if opt.choices and values[0] not in opt.choices:
+            choices = ", ".join(f'"{c}"' for c in opt.choices)
+            raise FakeExit(1, f"Invalid values:\n  Argument: {opt.key}, Given: "
+                              f'"{values[0]}", Choices: {choices}\n')
+        parsed.opts[opt.key] = values[0]
+    if unknown:
+        raise FakeExit(1, unknown_message(unknown))
+    return parsed
+
+
+def read_json_file(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
 # ============================================================================
 # 4. invocation log
 # ============================================================================
@@ -565,13 +625,6 @@ def expand_plain(text: str) -> str:
     return text.replace(DEEP_TEXT, deep_json()) if DEEP_TEXT in text else text
 
 
-def executor_text(spec: dict[str, Any]) -> str:
-    text = spec.get("text", DEFAULT_EXECUTOR_TEXT)
-    if spec.get("fault") == "lone_surrogate":
-        text += " " + LONE_SURROGATE
-    return text
-
-
 def render_verdict(spec: dict[str, Any], prompt: str) -> tuple[dict[str, Any] | None, str]:
     """(structured object or None, answer text) for the spec's verdict_form.
 
@@ -631,6 +684,17 @@ def plan_actions(cli: str, spec: dict[str, Any], prompt: str, root: str) -> list
     for path, content in (spec.get("write_files") or {}).items():
         actions.append(Action("write", _absolute(path, root), content.encode("utf-8")))
     return actions
+
+
+def executor_text(spec: dict[str, Any], actions: list[Action]) -> str:
+    """The final answer; with `quote_reads`, followed by the text of every file read, so the
+    answer depends on what the executor was given (a skill version, say)."""
+    text = spec.get("text", DEFAULT_EXECUTOR_TEXT)
+    if spec.get("quote_reads"):
+        text += "".join(f"\n\n{a.result}" for a in actions if a.kind == "read" and a.ok)
+    if spec.get("fault") == "lone_surrogate":
+        text += " " + LONE_SURROGATE
+    return text
 
 
 def perform_shell_actions(spec: dict[str, Any], root: str) -> None:

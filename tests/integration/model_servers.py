@@ -61,6 +61,9 @@ __all__ = [
     "responses_apply_patch", "responses_json",
     # shared
     "http_error",
+    # Gemini / chat completions
+    "GeminiServer", "ChatCompletionsServer", "gemini_text", "gemini_json", "gemini_call",
+    "chat_text", "chat_json", "chat_tool", "has_response_schema", "no_tools",
     # env helpers
     "clean_base_env", "claude_env", "codex_env", "codex_config_overrides",
     "codex_provider_toml", "write_codex_config",
@@ -144,12 +147,21 @@ class RecordedRequest:
 
     @property
     def tool_names(self) -> list:
+        """Tools offered: Anthropic/Responses ``name``, chat-completions ``function.name``,
+        Gemini ``functionDeclarations[].name``."""
         if not isinstance(self.body, dict):
             return []
         names = []
         for t in self.body.get("tools") or []:
-            if isinstance(t, dict) and t.get("name"):
+            if not isinstance(t, dict):
+                continue
+            if t.get("name"):
                 names.append(t["name"])
+            elif isinstance(t.get("function"), dict) and t["function"].get("name"):
+                names.append(t["function"]["name"])
+            for decl in t.get("functionDeclarations") or []:
+                if isinstance(decl, dict) and decl.get("name"):
+                    names.append(decl["name"])
         return names
 
     @property
@@ -161,6 +173,11 @@ class RecordedRequest:
             for msg in reversed(self.body.get("messages") or []):
                 if msg.get("role") == "user":
                     return _flatten_text(msg.get("content"))
+            return ""
+        if "contents" in self.body:  # Gemini
+            for msg in reversed(self.body.get("contents") or []):
+                if isinstance(msg, dict) and msg.get("role") == "user":
+                    return _flatten_text(msg.get("parts"))
             return ""
         inp = self.body.get("input")
         if isinstance(inp, str):
@@ -213,6 +230,20 @@ def has_json_schema() -> Matcher:
         fmt = ((body.get("text") or {}).get("format") or {})
         return fmt.get("type") == "json_schema"
     return match
+
+
+def has_response_schema() -> Matcher:
+    """Gemini API: ``generationConfig`` asks for a JSON schema (a settings alias sent it)."""
+    def match(req: RecordedRequest) -> bool:
+        body = req.body if isinstance(req.body, dict) else {}
+        config = body.get("generationConfig") or {}
+        return bool(config.get("responseJsonSchema") or config.get("responseSchema"))
+    return match
+
+
+def no_tools() -> Matcher:
+    """The request offers the model no tool at all (a grader with tools switched off)."""
+    return lambda req: not req.tool_names
 
 
 def all_of(*ms: Matcher) -> Matcher:
@@ -303,6 +334,34 @@ def responses_apply_patch(patch: str, *, via: str = "exec_command", **kw: Any) -
     if via == "custom":
         return responses_custom_tool_call("apply_patch", body, **kw)
     return responses_exec("apply_patch <<'PATCH'\n" + body + "PATCH\n", **kw)
+
+
+# ---- replies: Gemini API and OpenAI chat completions -----------------------
+
+def gemini_text(text: str, **kw: Any) -> Reply:
+    return Reply(blocks=[{"type": "text", "text": text}], **kw)
+
+
+def gemini_json(obj: Any, **kw: Any) -> Reply:
+    return gemini_text(json.dumps(obj), **kw)
+
+
+def gemini_call(name: str, args: dict, **kw: Any) -> Reply:
+    """A ``functionCall`` part, e.g. ``write_file`` or ``run_shell_command``."""
+    return Reply(blocks=[{"type": "function_call", "name": name, "args": args}], **kw)
+
+
+def chat_text(text: str, **kw: Any) -> Reply:
+    return Reply(blocks=[{"type": "text", "text": text}], **kw)
+
+
+def chat_json(obj: Any, **kw: Any) -> Reply:
+    return chat_text(json.dumps(obj), **kw)
+
+
+def chat_tool(name: str, args: dict, **kw: Any) -> Reply:
+    """A chat-completions tool call, e.g. opencode's ``bash``, ``write`` or ``read``."""
+    return Reply(blocks=[{"type": "function_call", "name": name, "args": args}], **kw)
 
 
 # --------------------------------------------------------------------------
@@ -744,12 +803,178 @@ class ResponsesServer(_FakeServer):
 
 
 # --------------------------------------------------------------------------
+# Gemini API (streamGenerateContent)
+# --------------------------------------------------------------------------
+
+class GeminiServer(_FakeServer):
+    """Fake ``POST /v1beta/models/{model}:streamGenerateContent?alt=sse`` for Gemini CLI.
+
+    The step is the number of ``functionResponse`` parts in ``contents``. ``Usage`` maps to
+    ``usageMetadata``: ``input_tokens`` -> ``promptTokenCount`` (which includes the cached
+    ``cache_read`` -> ``cachedContentTokenCount``), ``output_tokens`` ->
+    ``candidatesTokenCount``, ``reasoning`` -> ``thoughtsTokenCount``.
+    """
+
+    def __init__(self, *a: Any, **kw: Any):
+        kw.setdefault("default_usage", Usage(input_tokens=11, output_tokens=7))
+        super().__init__(*a, **kw)
+
+    def _fallback(self) -> Reply:
+        return gemini_text("fake gemini: no rule matched")
+
+    @staticmethod
+    def _step(body: Any) -> int:
+        return sum(1 for msg in (body or {}).get("contents") or [] if isinstance(msg, dict)
+                   for part in msg.get("parts") or []
+                   if isinstance(part, dict) and "functionResponse" in part)
+
+    def _respond(self, rec: RecordedRequest) -> tuple[int, str, bytes]:
+        if rec.method in ("HEAD", "GET"):
+            return 200, "text/plain", b"fake gemini\n"
+        action = rec.path.rsplit(":", 1)[-1] if ":" in rec.path else ""
+        if rec.method != "POST" or action not in ("streamGenerateContent", "generateContent"):
+            return 404, "application/json", _google_error(404, f"no route {rec.path}")
+        if not isinstance(rec.body, dict):
+            return 400, "application/json", _google_error(400, "body is not JSON")
+        rec.step = self._step(rec.body)
+        reply = self._choose(rec)
+        if reply.delay:
+            time.sleep(reply.delay)
+        if reply.kind == "error":
+            return reply.status, "application/json", _google_error(reply.status, reply.message)
+        chunk = self._chunk(rec, reply, reply.usage or self.default_usage)
+        if action == "generateContent":
+            return 200, "application/json", json.dumps(chunk).encode()
+        return 200, "text/event-stream", f"data: {json.dumps(chunk)}\r\n\r\n".encode()
+
+    @staticmethod
+    def _chunk(rec: RecordedRequest, reply: Reply, usage: Usage) -> dict:
+        parts = []
+        for b in reply.blocks:
+            if b["type"] == "text":
+                parts.append({"text": b["text"]})
+            elif b["type"] == "function_call":
+                parts.append({"functionCall": {"name": b["name"], "args": b["args"]}})
+            else:
+                raise ValueError(f"unknown Gemini block type {b['type']!r}")
+        model = rec.path.rsplit("/", 1)[-1].split(":", 1)[0]
+        meta = {"promptTokenCount": usage.input_tokens,
+                "candidatesTokenCount": usage.output_tokens,
+                "totalTokenCount": usage.input_tokens + usage.output_tokens + usage.reasoning}
+        if usage.cache_read:
+            meta["cachedContentTokenCount"] = usage.cache_read
+        if usage.reasoning:
+            meta["thoughtsTokenCount"] = usage.reasoning
+        return {"candidates": [{"content": {"role": "model", "parts": parts},
+                                "finishReason": "STOP", "index": 0}],
+                "usageMetadata": meta, "modelVersion": model,
+                "responseId": uuid.uuid4().hex[:20]}
+
+
+def _google_error(status: int, message: str) -> bytes:
+    names = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED",
+             500: "INTERNAL", 503: "UNAVAILABLE"}
+    return json.dumps({"error": {"code": status, "message": message,
+                                 "status": names.get(status, "UNKNOWN")}}).encode()
+
+
+# --------------------------------------------------------------------------
+# OpenAI chat completions
+# --------------------------------------------------------------------------
+
+class ChatCompletionsServer(_FakeServer):
+    """Fake ``POST /v1/chat/completions`` (``stream: true``) for OpenCode's
+    ``@ai-sdk/openai-compatible`` provider.
+
+    The step is the number of ``role: "tool"`` messages. The final chunk carries ``usage``
+    (``prompt_tokens`` includes ``cache_read`` -> ``prompt_tokens_details.cached_tokens``;
+    ``completion_tokens`` includes ``reasoning``).
+    """
+
+    model_path = "/v1/chat/completions"
+
+    def __init__(self, *a: Any, **kw: Any):
+        kw.setdefault("default_usage", Usage(input_tokens=11, output_tokens=7))
+        super().__init__(*a, **kw)
+
+    @property
+    def base_url(self) -> str:
+        return self.url + "/v1"
+
+    def _fallback(self) -> Reply:
+        return chat_text("fake chat: no rule matched")
+
+    @staticmethod
+    def _step(body: Any) -> int:
+        return sum(1 for m in (body or {}).get("messages") or []
+                   if isinstance(m, dict) and m.get("role") == "tool")
+
+    def _respond(self, rec: RecordedRequest) -> tuple[int, str, bytes]:
+        if rec.method in ("HEAD", "GET"):
+            return 200, "text/plain", b"fake chat\n"
+        if rec.method != "POST" or rec.path.rstrip("/") != self.model_path:
+            return 404, "application/json", json.dumps(
+                {"error": {"message": f"no route {rec.path}", "type": "invalid_request_error",
+                           "code": None}}).encode()
+        if not isinstance(rec.body, dict):
+            return 400, "application/json", json.dumps(
+                {"error": {"message": "body is not JSON", "type": "invalid_request_error",
+                           "code": None}}).encode()
+        rec.step = self._step(rec.body)
+        reply = self._choose(rec)
+        if reply.delay:
+            time.sleep(reply.delay)
+        if reply.kind == "error":
+            etype = "invalid_request_error" if reply.status < 500 else "server_error"
+            return reply.status, "application/json", json.dumps(
+                {"error": {"message": reply.message, "type": etype, "code": None}}).encode()
+        return 200, "text/event-stream", self._sse(rec.body, reply,
+                                                   reply.usage or self.default_usage)
+
+    @staticmethod
+    def _sse(body: dict, reply: Reply, usage: Usage) -> bytes:
+        chat_id, created = "chatcmpl-" + uuid.uuid4().hex[:20], int(time.time())
+        model = body.get("model") or "fake-model"
+
+        def chunk(delta: dict, finish: str | None = None, **extra: Any) -> str:
+            data = {"id": chat_id, "object": "chat.completion.chunk", "created": created,
+                    "model": model, "choices": [{"index": 0, "delta": delta,
+                                                 "finish_reason": finish}], **extra}
+            return f"data: {json.dumps(data)}\n\n"
+
+        out = [chunk({"role": "assistant", "content": ""})]
+        calls = 0
+        for b in reply.blocks:
+            if b["type"] == "text":
+                out += [chunk({"content": piece}) for piece in _chunks(b["text"])]
+            elif b["type"] == "function_call":
+                out.append(chunk({"tool_calls": [{
+                    "index": calls, "id": "call_" + uuid.uuid4().hex[:20], "type": "function",
+                    "function": {"name": b["name"], "arguments": json.dumps(b["args"])}}]}))
+                calls += 1
+            else:
+                raise ValueError(f"unknown chat block type {b['type']!r}")
+        out.append(chunk({}, "tool_calls" if calls else "stop"))
+        usage_chunk = {"id": chat_id, "object": "chat.completion.chunk", "created": created,
+                       "model": model, "choices": [], "usage": {
+                           "prompt_tokens": usage.input_tokens,
+                           "completion_tokens": usage.output_tokens,
+                           "total_tokens": usage.input_tokens + usage.output_tokens,
+                           "prompt_tokens_details": {"cached_tokens": usage.cache_read},
+                           "completion_tokens_details": {"reasoning_tokens": usage.reasoning}}}
+        out.append(f"data: {json.dumps(usage_chunk)}\n\n")
+        out.append("data: [DONE]\n\n")
+        return "".join(out).encode()
+
+
+# --------------------------------------------------------------------------
 # environment helpers
 # --------------------------------------------------------------------------
 
 # Variables from the surrounding shell that could point the CLIs at a real
 # account, a different config or a parent agent session.
-_STRIP_PREFIXES = ("ANTHROPIC_", "CLAUDE", "OPENAI_", "CODEX_", "AWS_BEARER", "FAKE_OPENAI")
+_STRIP_PREFIXES = ("ANTHROPIC_", "CLAUDE", "OPENAI_", "CODEX_", "AWS_BEARER", "FAKE_OPENAI",
+                   "GEMINI_", "GOOGLE_", "OPENCODE")
 _STRIP_NAMES = {"IS_SANDBOX", "DISABLE_AUTOUPDATER", "DEBUG", "NODE_OPTIONS"}
 
 
@@ -845,3 +1070,40 @@ def write_codex_config(server: ResponsesServer, codex_home: str,
         # top-level keys must precede the [model_providers.*] table
         fh.write((extra.rstrip("\n") + "\n" if extra else "") + codex_provider_toml(server, model))
     return path
+
+
+GEMINI_MODEL = "gemini-2.5-flash"
+
+
+def gemini_env(server: GeminiServer) -> dict:
+    """Env vars a user sets to run ``gemini`` against ``server`` with an API key."""
+    return {"GOOGLE_GEMINI_BASE_URL": server.url, "GEMINI_API_KEY": "dummy"}
+
+
+OPENCODE_PROVIDER = "fake"
+OPENCODE_MODEL = "fake-model"
+
+
+def opencode_provider_config(server: ChatCompletionsServer) -> dict:
+    """The ``provider`` block of an ``opencode.json`` pointing at ``server``."""
+    return {OPENCODE_PROVIDER: {
+        "npm": "@ai-sdk/openai-compatible", "name": "Fake",
+        "options": {"baseURL": server.base_url, "apiKey": "dummy"},
+        "models": {OPENCODE_MODEL: {"name": "Fake model"}}}}
+
+
+def write_opencode_config(server: ChatCompletionsServer, home: str, extra: dict | None = None) -> str:
+    """Write ``~/.config/opencode/opencode.json`` as a user would; returns its path."""
+    folder = os.path.join(home, ".config", "opencode")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "opencode.json")
+    config = {"provider": opencode_provider_config(server),
+              "model": f"{OPENCODE_PROVIDER}/{OPENCODE_MODEL}", **(extra or {})}
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(config, fh, indent=2)
+    return path
+
+
+def opencode_env() -> dict:
+    """What an offline user sets for ``opencode``: no model catalog fetch, no autoupdate."""
+    return {"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1"}

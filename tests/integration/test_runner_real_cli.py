@@ -110,6 +110,8 @@ def _real_cli(name: str) -> str | None:
 
 CLAUDE = _real_cli("claude")
 CODEX = _real_cli("codex")
+GEMINI = _real_cli("gemini")
+OPENCODE = _real_cli("opencode")
 
 
 def _version(binary: str) -> str:
@@ -129,7 +131,8 @@ _ran: dict = {"tests": 0, "temp_git_dirs": set()}
 def setUpModule():  # noqa: N802 (unittest's name)
     _ran["temp_git_dirs"] = temp_git_dirs()
     lines = ["", f"real-CLI runner tests: runner {RUNNER}"]
-    for name, binary in (("claude", CLAUDE), ("codex", CODEX)):
+    for name, binary in (("claude", CLAUDE), ("codex", CODEX), ("gemini", GEMINI),
+                         ("opencode", OPENCODE)):
         if binary:
             lines.append(f"  {name}: {_version(binary)} at {binary} (pinned {PINS[name]})")
         else:
@@ -917,6 +920,189 @@ class CodexRegradeTest(RegradeRealCLIMixin, RunnerRealCLITest):
         metrics = self.check_regrade("[[REGRADE-CODEX]]", ms.responses_text(FINAL_TEXT))
         self.assertIsNone(metrics["total_cost_usd"]["value"])
         self.assertEqual(metrics["total_cost_usd"]["absent_reason"], "codex reports no cost")
+
+
+# --------------------------------------------------------------------------
+# gemini and opencode: fresh homes per process; the user's installed skills stay out
+# --------------------------------------------------------------------------
+
+PLANTED = "PLANTED-USER-SKILL-6b1f"  # text of a skill installed in the user's real home
+
+
+def plant_user_skills(home: Path) -> None:
+    for place in (".gemini/skills/demo", ".agents/skills/demo", ".claude/skills/demo",
+                  ".config/opencode/skills/demo", ".gemini/skills/planted"):
+        folder = home / place
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "SKILL.md").write_text(f"---\nname: {folder.name}\ndescription: {PLANTED} "
+                                         f"use always\n---\n\n{PLANTED}\n")
+
+
+class FreshHomeAgentTest(RunnerRealCLITest):
+    """Shared scenario: executor [reads SKILL.md,] writes notes.txt and the plan, answers."""
+
+    server: object
+    usage_for = staticmethod(lambda step: ms.Usage())
+
+    def executor(self, req: ms.RecordedRequest) -> ms.Reply:
+        artifact, skill = prompt_paths(req)
+        notes = str(Path(artifact).parent.parent / "notes.txt")
+        plan = [self.read_reply(skill)] if skill else []
+        plan += [self.write_reply(notes, NOTES_TEXT + "\n"),
+                 self.write_reply(artifact, ARTIFACT_TEXT), self.text_reply(FINAL_TEXT)]
+        reply = plan[min(req.step, len(plan) - 1)]
+        reply.usage = self.usage_for(req.step)
+        return reply
+
+    def check_ok_run(self, marker: str, grader_matcher, grader_reply, *args: str) -> RunnerRun:
+        self.server.add_rule(ms.all_of(ms.contains(marker), grader_matcher), [grader_reply])
+        self.server.add_rule(ms.contains(marker), [self.executor])
+        repo = self.make_suite({"E01": f"{marker} Write notes and a plan."})
+        run = self.run_runner(repo, *args)
+        self.assertEqual(run.code, 0, run)
+        execs = [r for r in _requests_with(self.server, marker) if not grader_matcher(r)]
+        for config, requests in (("with_skill", 4), ("without_skill", 3)):
+            with self.subTest(config=config):
+                rec = self.assert_scored_run(run, "E01", config)
+                if rec["executor"]["isolation"]["mode"] == "bwrap":  # bwrap's fresh HOME
+                    self.assertEqual(rec["executor"]["isolation"]["home_files"], [])
+                else:  # one home per process, made by the runner next to the sandbox
+                    self.assertEqual(len(rec["sandbox"]["agent_homes"]), 2)
+                self.check_tokens(run.json("E01", config, "metrics.json")["metrics"], requests)
+        self.assertEqual(sorted(r.step for r in execs), [0, 0, 1, 1, 2, 2, 3])
+        graders = [r for r in _requests_with(self.server, marker) if grader_matcher(r)]
+        self.assertEqual(len(graders), 2)
+        for req in graders:
+            self.assertEqual(req.tool_names, [])
+            self.assertIn(FINAL_TEXT, req.text)
+        for req in self.server.model_requests():  # the user's installed skills: nowhere
+            self.assertNotIn(PLANTED, req.text)
+        self.assertEqual(run.benchmark()["scored_run_count"], 2)
+        return run
+
+    def run_runner(self, repo: Path, *args: str, **kw) -> RunnerRun:
+        base_env = kw.pop("agent_env", None) or self.agent_env
+
+        def with_planted(home: Path, codex_home: Path) -> dict:
+            plant_user_skills(home)
+            return base_env(home, codex_home)
+        return super().run_runner(repo, *args, agent_env=with_planted, **kw)
+
+
+def gemini_usage(step: int) -> ms.Usage:
+    return ms.Usage(input_tokens=700 + 10 * step, output_tokens=25 + step, cache_read=3 * step)
+
+
+@unittest.skipUnless(GEMINI, f"gemini not found ({INSTALL_HINT})")
+class GeminiRunnerTest(FreshHomeAgentTest):
+    agent = "gemini"
+    binary = GEMINI
+    usage_for = staticmethod(gemini_usage)
+    read_reply = staticmethod(lambda path: ms.gemini_call("read_file", {"file_path": path}))
+    write_reply = staticmethod(lambda path, text: ms.gemini_call(
+        "write_file", {"file_path": path, "content": text}))
+    text_reply = staticmethod(ms.gemini_text)
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = ms.GeminiServer().start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def agent_env(self, home: Path, codex_home: Path) -> dict:
+        return ms.gemini_env(self.server)
+
+    def check_tokens(self, metrics: dict, requests: int) -> None:
+        steps = range(requests)
+        self.assertEqual(metrics["input_tokens"]["value"],
+                         sum(gemini_usage(s).input_tokens for s in steps))
+        self.assertEqual(metrics["output_tokens"]["value"],
+                         sum(gemini_usage(s).output_tokens for s in steps))
+        self.assertEqual(metrics["cached_input_tokens"]["value"],
+                         sum(gemini_usage(s).cache_read for s in steps))
+        self.assertEqual(metrics["tokens"]["value"], sum(
+            gemini_usage(s).input_tokens + gemini_usage(s).output_tokens for s in steps))
+
+    def test_with_and_without_skill_graded_and_user_skills_invisible(self):
+        run = self.check_ok_run("[[RUN-GEMINI-OK]]", ms.has_response_schema(),
+                                ms.gemini_json(VERDICTS), "--model", ms.GEMINI_MODEL)
+        graders = [r for r in self.server.model_requests() if ms.has_response_schema()(r)
+                   and "[[RUN-GEMINI-OK]]" in r.text]
+        schema = graders[0].body["generationConfig"]["responseJsonSchema"]
+        self.assertEqual(schema["required"], ["verdicts"])
+        self.assertIn(PINS["gemini"], json.loads(
+            (run.iteration / "iteration_manifest.json").read_text())["cli_version"])
+
+    def test_down_server_is_a_failed_run_within_the_timeout(self):
+        repo = self.make_suite({"E01": "[[RUN-GEMINI-DEAD]] task"})
+        run = self.run_runner(repo, "--config", "without_skill", "--timeout", "40",
+                              "--model", ms.GEMINI_MODEL,
+                              env={"GOOGLE_GEMINI_BASE_URL": f"http://127.0.0.1:{_closed_port()}"})
+        self.assertEqual(run.code, 1, run)
+        rec = self.assert_not_scored(run, "E01", "without_skill", "executor_failed")
+        self.assertIs(rec["executor"]["timed_out"], False)
+
+
+def opencode_usage(step: int) -> ms.Usage:
+    return ms.Usage(input_tokens=900 + 10 * step, output_tokens=30 + step, cache_read=5 + step)
+
+
+@unittest.skipUnless(OPENCODE and shutil.which("rg"),
+                     f"opencode or ripgrep not found ({INSTALL_HINT})")
+class OpenCodeRunnerTest(FreshHomeAgentTest):
+    agent = "opencode"
+    binary = OPENCODE
+    usage_for = staticmethod(opencode_usage)
+    read_reply = staticmethod(lambda path: ms.chat_tool("read", {"filePath": path}))
+    write_reply = staticmethod(lambda path, text: ms.chat_tool(
+        "write", {"filePath": path, "content": text}))
+    text_reply = staticmethod(ms.chat_text)
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = ms.ChatCompletionsServer().start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def agent_env(self, home: Path, codex_home: Path) -> dict:
+        ms.write_opencode_config(self.server, str(home))  # as the user configured it
+        return ms.opencode_env()
+
+    def check_tokens(self, metrics: dict, requests: int) -> None:
+        usages = [opencode_usage(s) for s in range(requests)]
+        self.assertEqual(metrics["input_tokens"]["value"],  # opencode: without the cached part
+                         sum(u.input_tokens - u.cache_read for u in usages))
+        self.assertEqual(metrics["cache_read_input_tokens"]["value"],
+                         sum(u.cache_read for u in usages))
+        self.assertEqual(metrics["output_tokens"]["value"], sum(u.output_tokens for u in usages))
+        self.assertEqual(metrics["tokens"]["value"],
+                         sum(u.input_tokens + u.output_tokens for u in usages))
+        self.assertEqual(metrics["num_turns"]["value"], requests)
+
+    def test_with_and_without_skill_graded_and_user_skills_invisible(self):
+        self.check_ok_run("[[RUN-OPENCODE-OK]]", ms.no_tools(), ms.chat_json(VERDICTS))
+
+    def test_down_server_is_a_failed_run_within_the_timeout(self):
+        class Dead:  # what write_opencode_config needs from a server
+            base_url = f"http://127.0.0.1:{_closed_port()}/v1"
+
+        def dead_env(home: Path, codex_home: Path) -> dict:
+            ms.write_opencode_config(Dead, str(home))
+            return ms.opencode_env()
+        repo = self.make_suite({"E01": "[[RUN-OPENCODE-DEAD]] task"})
+        run = self.run_runner(repo, "--config", "without_skill", "--timeout", "15",
+                              agent_env=dead_env)
+        self.assertEqual(run.code, 1, run)
+        # opencode retries connection errors for 63-75 s whatever it is told: the timeout ends it
+        rec = self.assert_not_scored(run, "E01", "without_skill", "executor_timeout")
+        self.assertLess(rec["executor"]["duration_s"], 15 + 10)
+
+
+del FreshHomeAgentTest
 
 
 if __name__ == "__main__":

@@ -203,13 +203,16 @@ class OptionsFromArgsTest(unittest.TestCase):
                                "--codex-config", "a.b=1", agent="codex")
         self.assertEqual(options.agent_settings, ["model_provider=fake", "a.b=1"])
         self.assert_refused("--codex-config", "model_provider=fake", agent="claude",
-                            says="--codex-config")
+                            says="--agent-config")
+        generic = self.options("--agent-config", "general.maxAttempts=2", agent="gemini")
+        self.assertEqual(generic.agent_settings, ["general.maxAttempts=2"])
+        self.assert_refused("--agent-config", "a=1", agent="claude", says="--agent-config")
         self.assert_refused("--codex-config", "no-equals", agent="codex", says="KEY=VALUE")
         self.assert_refused("--codex-config", "=value", agent="codex", says="KEY=VALUE")
 
     def test_agent_is_required_and_known(self):
         with contextlib.redirect_stderr(io.StringIO()):
-            for argv in (["run", "s.json"], ["run", "s.json", "--agent", "gemini"]):
+            for argv in (["run", "s.json"], ["run", "s.json", "--agent", "aider"]):
                 with self.subTest(argv=argv), self.assertRaises(runner.InputError) as caught:
                     runner.build_parser().parse_args(argv)
                 self.assertIn("--agent", caught.exception.message)

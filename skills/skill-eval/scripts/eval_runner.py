@@ -9,7 +9,7 @@ difference and the executor's own time, tokens and cost.
 
 Usage:
     eval_runner.py validate SUITE [--repo-root DIR] [--json]
-    eval_runner.py run SUITE --agent {claude,codex} [options]   (see --help)
+    eval_runner.py run SUITE --agent AGENT [options]   (see --help for the agents)
     eval_runner.py report ITERATION_DIR [--compare DIR] [--html [PATH]] [--junit PATH]
 
 Exit codes:
@@ -74,6 +74,9 @@ EXIT_INTERNAL = 4
 EXIT_INTERRUPTED = 130
 
 CONFIGS = ("with_skill", "without_skill")
+REVISION_SEPARATOR = "@"  # with_skill@REV: the skill package as committed at REV
+MAX_CONFIGS = 3  # a candidate and up to two baselines
+MAX_REVISION_CHARS = 200
 RUNS_RANGE = (1, 5)
 GRADER_RUNS_RANGE = (1, 5)
 CONCURRENCY_RANGE = (1, 16)
@@ -99,13 +102,11 @@ MAX_SUITE_BYTES = 10 * 1024 * 1024
 MAX_JSON_DEPTH = 64
 MAX_NAME_CHARS = 100  # skill names and case ids become folder names
 
-# Folders that hold host-local or generated state; never delivered, never fixtures.
-EXCLUDED_DIR_NAMES = frozenset(
-    {".git", ".agents", ".claude", ".codex", "node_modules", "__pycache__"}
-)
-FIXTURE_FORBIDDEN_DIR_NAMES = frozenset(
-    {".git", ".claude", ".agents", ".codex", "node_modules", "workspace"}
-)
+# Folders that hold host-local or generated state; never delivered, never fixtures. The
+# agent adapters add, when they are registered, the folders their CLI reads skills and
+# settings from (see register_provider): the core names no agent.
+EXCLUDED_DIR_NAMES: set[str] = {".git", "node_modules", "__pycache__"}
+FIXTURE_FORBIDDEN_DIR_NAMES: set[str] = {".git", "node_modules", "workspace"}
 
 STATUS_OK = "ok"
 STATUSES = (
@@ -153,12 +154,8 @@ GIT_REDIRECT_VARS = frozenset(
      "GIT_DISCOVERY_ACROSS_FILESYSTEM"}
 )
 GIT_REDIRECT_PREFIXES = ("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")
-# Variables that tie a process to a parent agent session.
-AGENT_SESSION_VARS = frozenset(
-    {"CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT", "CLAUDE_CODE_SESSION_ID",
-     "CLAUDE_AGENT_SDK_VERSION", "CODEX_SANDBOX", "CODEX_SANDBOX_NETWORK_DISABLED",
-     "CODEX_THREAD_ID", "CODEX_SESSION_ID", "CODEX_CI"}
-)
+# Variables that tie a process to a parent agent session; each adapter adds its own.
+AGENT_SESSION_VARS: set[str] = set()
 SANDBOX_ROOT_ENV = "SKILL_EVAL_SANDBOX_ROOT"
 
 ISOLATION_MODES = ("auto", "bwrap", "none")
@@ -305,6 +302,24 @@ class Suite:
         return texts
 
 
+def config_has_skill(config: str) -> bool:
+    """with_skill and with_skill@REV deliver a skill package; without_skill does not."""
+    return config == "with_skill" or config.startswith("with_skill" + REVISION_SEPARATOR)
+
+
+def config_revision(config: str) -> str | None:
+    """REV of with_skill@REV, None for the working tree and for without_skill."""
+    if config.startswith("with_skill" + REVISION_SEPARATOR):
+        return config[len("with_skill" + REVISION_SEPARATOR):]
+    return None
+
+
+def config_folder(config: str) -> str:
+    """The config's folder name in an iteration: a revision may hold '/' (a branch name)."""
+    import urllib.parse
+    return urllib.parse.quote(config, safe="@")
+
+
 @dataclasses.dataclass
 class RunOptions:
     agent: str
@@ -340,7 +355,7 @@ class Cell:
 
     @property
     def label(self) -> str:
-        return f"eval-{self.case.key}/{self.config}/run-{self.run_number}"
+        return f"eval-{self.case.key}/{config_folder(self.config)}/run-{self.run_number}"
 
 
 @dataclasses.dataclass
@@ -439,7 +454,7 @@ class RunRecord:
 
     @property
     def label(self) -> str:
-        return f"eval-{self.eval_id}/{self.configuration}/run-{self.run_number}"
+        return f"eval-{self.eval_id}/{config_folder(self.configuration)}/run-{self.run_number}"
 
     def fail(self, status: str, stage: str, detail: str) -> None:
         self.status, self.failure = status, {"stage": stage, "detail": detail}
@@ -1102,7 +1117,12 @@ def check_skill_package(root: Path, skill_name: str, file: str) -> list[Problem]
     except (OSError, UnicodeDecodeError) as exc:
         return [Problem("warning", f"cannot read {skill_md}: {exc}", str(skill_md),
                         fix="save SKILL.md as readable UTF-8")]
-    where = str(skill_md)
+    return skill_md_front_problems(front, skill_name, str(skill_md))
+
+
+def skill_md_front_problems(front: dict[str, str] | None, skill_name: str,
+                            where: str) -> list[Problem]:
+    """Warnings about a SKILL.md front matter, wherever the file came from."""
     if front is None:
         return [Problem("warning", "SKILL.md has no front matter", where,
                         fix="start it with ---, name: and description: lines, then ---")]
@@ -1264,7 +1284,7 @@ def resolve_skill_md(suite: Suite, skill_path: str | None) -> Path:
     given = Path(skill_path)
     candidate = given if given.is_absolute() else suite.root / given
     parts = Path(os.path.normpath(candidate)).parts
-    for snapshot in (".agents", ".claude"):
+    for snapshot in sorted(EXCLUDED_DIR_NAMES):  # agents' skill folders among them
         if snapshot in parts:
             raise InputError(f"--skill-path {skill_path} is under {snapshot}/, a host copy of a "
                              "skill", f"point it at skills/{suite.skill_name}/SKILL.md")
@@ -1585,6 +1605,145 @@ def _is_delivered(rel: str, skill_name: str) -> bool:
 
 
 @dataclasses.dataclass
+class RevisionPackage:
+    """The skill package exactly as committed at one revision, read from the checkout's git
+    with read-only commands. Links inside it are resolved within the package, as the working
+    tree's are resolved when copied; its files are written out once per iteration."""
+
+    config: str  # with_skill@REV
+    revision: str  # REV as given
+    commit: str  # what REV resolved to
+    contents: dict[str, tuple[bytes, bool]]  # repository path -> (bytes, executable)
+    skipped: list[dict[str, str]]
+    warnings: list[Problem]
+    root: Path | None = None  # where write() put it
+
+    @property
+    def files(self) -> list[str]:
+        return sorted(self.contents)
+
+    @property
+    def sha256(self) -> str:
+        """Hashed as tree_hash hashes the working tree's package, so equal packages match."""
+        digest = hashlib.sha256()
+        for rel in self.files:
+            digest.update(rel.encode("utf-8") + b"\0")
+            digest.update(hashlib.sha256(self.contents[rel][0]).hexdigest().encode() + b"\n")
+        return digest.hexdigest()
+
+    def record(self) -> dict[str, Any]:
+        return {"source": "git revision", "revision": self.revision, "commit": self.commit,
+                "package_sha256": self.sha256, "files": len(self.contents),
+                "skipped": self.skipped}
+
+    def path_of(self, rel: str) -> Path:
+        assert self.root is not None, "write() the package first"
+        return self.root / rel
+
+    def write(self, folder: Path) -> None:
+        for rel, (data, executable) in self.contents.items():
+            target = folder / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            target.chmod(0o755 if executable else 0o644)
+        self.root = folder
+
+
+GIT_READ_ONLY = ["--no-optional-locks"]  # never refresh the user's index or take its lock
+
+
+def read_revision_package(root: Path, skill_name: str, config: str) -> RevisionPackage:
+    """skills/<name>/ as committed at the config's revision; InputError (exit 2) with a fix
+    when the revision does not resolve or its package breaks a rule the working tree obeys."""
+    revision = config_revision(config) or ""
+    if not (root / ".git").exists():
+        raise InputError(f"--config {config}: {root} is not a git checkout, so it has no "
+                         "revisions", "run from a git checkout, or use with_skill (the working "
+                         "tree) instead of with_skill@REV")
+    ok, out = run_git([*GIT_READ_ONLY, "rev-parse", "--verify", "--quiet", "--end-of-options",
+                       f"{revision}^{{commit}}"], root)
+    if not ok or not re.fullmatch(r"[0-9a-f]{40,64}", out.strip()):
+        raise InputError(f"--config {config}: git cannot resolve {revision!r} to a commit in "
+                         f"{root}", "name a commit, tag or branch that `git rev-parse` accepts, "
+                         "e.g. with_skill@HEAD or with_skill@HEAD~1 (see `git log --oneline`)")
+    commit = out.strip()
+    package = f"skills/{skill_name}/"
+    ok, out = run_git([*GIT_READ_ONLY, "ls-tree", "-r", "-z", "--full-tree", commit, "--",
+                       package], root)
+    if not ok:
+        raise InputError(f"--config {config}: cannot list {package} at {commit[:12]}: {out}",
+                         "check that the repository is readable")
+    entries = {}
+    for line in filter(None, out.split("\0")):
+        info, _, path = line.partition("\t")
+        mode, kind, obj = info.split()
+        if not any(part in EXCLUDED_DIR_NAMES for part in path.split("/")):
+            entries[path] = (mode, kind, obj)
+    blobs = _read_blobs(root, sorted({obj for _, kind, obj in entries.values()
+                                      if kind == "blob"}), config)
+    contents, skipped = _package_contents(entries, blobs, package)
+    skill_md = package + "SKILL.md"
+    where = f"{skill_md} at {revision} ({commit[:12]})"
+    if skill_md not in contents:
+        linked = entries.get(skill_md, ("",))[0] == "120000"
+        raise InputError(
+            f"--config {config}: {where} " + ("is a link out of its package" if linked
+                                              else "does not exist"),
+            "make SKILL.md a regular file inside the package" if linked else
+            f"pick a revision that has it (git log --oneline -- {skill_md}) or commit it first")
+    front = read_frontmatter(contents[skill_md][0].decode("utf-8", "replace"))
+    return RevisionPackage(config, revision, commit, contents, skipped,
+                           skill_md_front_problems(front, skill_name, where))
+
+
+def _read_blobs(root: Path, objects: list[str], config: str) -> dict[str, bytes]:
+    """The bytes of each blob, in one `git cat-file --batch` call."""
+    if not objects:
+        return {}
+    argv = [*GIT_READ_ONLY, "cat-file", "--batch"]
+    if shutil.which("git") is None:
+        raise InputError("git is not installed", "install git")
+    full = ["git", "--literal-pathspecs", "-c", "core.hooksPath=/dev/null", *argv]
+    done = subprocess.run(full, cwd=root, env=git_environment(), capture_output=True,
+                          input="".join(f"{obj}\n" for obj in objects).encode(), timeout=300,
+                          check=False)
+    if done.returncode != 0:
+        raise InputError(f"--config {config}: git could not read the package's files",
+                         done.stderr.decode("utf-8", "replace").strip()[-300:])
+    blobs, data, at = {}, done.stdout, 0
+    for obj in objects:
+        end = data.index(b"\n", at)
+        header = data[at:end].decode().split()
+        size = int(header[2])
+        blobs[obj] = data[end + 1:end + 1 + size]
+        at = end + 1 + size + 1
+    return blobs
+
+
+def _package_contents(entries: dict[str, tuple[str, str, str]], blobs: dict[str, bytes],
+                      package: str) -> tuple[dict[str, tuple[bytes, bool]], list[dict]]:
+    """Regular files as they are, links replaced by the file they name inside the package."""
+    contents, skipped = {}, []
+    for path, (_, kind, _obj) in sorted(entries.items()):
+        if kind != "blob":
+            skipped.append({"path": path, "reason": f"a {kind} (submodule), not a file"})
+            continue
+        target, hops = path, 0
+        while entries.get(target, ("",))[0] == "120000" and hops < 40:
+            link = blobs[entries[target][2]].decode("utf-8", "replace")
+            target = os.path.normpath(os.path.join(os.path.dirname(target), link))  # POSIX paths
+            hops += 1
+        found = entries.get(target)
+        if not target.startswith(package) or found is None or found[1] != "blob" \
+                or found[0] == "120000":
+            skipped.append({"path": path, "reason": "link leaves the skill package or names "
+                            "no file in it"})
+            continue
+        contents[path] = (blobs[found[2]], found[0] == "100755")
+    return contents, skipped
+
+
+@dataclasses.dataclass
 class RepoSnapshot:
     """What every sandbox of one iteration receives, listed once per iteration."""
 
@@ -1597,6 +1756,7 @@ class RepoSnapshot:
     linked_skill_files: frozenset = frozenset()
     resolved: dict[str, str | None] = dataclasses.field(default_factory=dict)
     withheld: dict[str, str] = dataclasses.field(default_factory=dict)  # package files kept back
+    revisions: dict[str, RevisionPackage] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def take(cls, root: Path, skill_name: str,
@@ -1643,7 +1803,10 @@ class GitTemplate:
     commit: str
     error: str | None = None
     skill_commit: str = ""  # the baseline plus the skill package, for with_skill sandboxes
-    runner_baselines: dict[bool, Path] = dataclasses.field(default_factory=dict)
+    runner_baselines: dict[bool | str, Path] = dataclasses.field(default_factory=dict)
+    # with_skill@REV config -> (the baseline plus that revision's package, its index)
+    revision_commits: dict[str, tuple[str, Path]] = dataclasses.field(default_factory=dict)
+    revision_objects: dict[str, Path] = dataclasses.field(default_factory=dict)
 
     @property
     def objects(self) -> Path:
@@ -1655,16 +1818,34 @@ class GitTemplate:
         so `git cat-file` there cannot reach the skill."""
         return self.folder / "skill-objects"
 
-    def objects_for(self, with_skill: bool) -> list[Path]:
+    # `with_skill` below: False (no package), True (the working tree's package) or a
+    # with_skill@REV config (the package as committed at REV). Each version's objects are
+    # apart too, so one skill arm's sandbox cannot reach another arm's version.
+    def objects_for(self, with_skill: bool | str) -> list[Path]:
+        if isinstance(with_skill, str):
+            found = self.revision_objects.get(with_skill)
+            return [self.objects, found] if found else [self.objects]
         if with_skill and self.skill_commit:
             return [self.objects, self.skill_objects]
         return [self.objects]
 
-    def index_for(self, with_skill: bool) -> Path:
+    def index_for(self, with_skill: bool | str) -> Path:
+        if isinstance(with_skill, str):
+            found = self.revision_commits.get(with_skill)
+            return found[1] if found else self.folder / "index"
         return self.folder / ("index-skill" if with_skill and self.skill_commit else "index")
 
-    def commit_for(self, with_skill: bool) -> str:
+    def commit_for(self, with_skill: bool | str) -> str:
+        if isinstance(with_skill, str):
+            found = self.revision_commits.get(with_skill)
+            return found[0] if found else self.commit
         return self.skill_commit if with_skill and self.skill_commit else self.commit
+
+    def holds_package(self, with_skill: bool | str) -> bool:
+        """Whether the template's commit for these cells already holds their skill package."""
+        if isinstance(with_skill, str):
+            return with_skill in self.revision_commits
+        return bool(with_skill and self.skill_commit)
 
     def remove(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -1686,8 +1867,11 @@ def add_runner_baselines(template: GitTemplate, folder: Path) -> None:
         return
     shutil.rmtree(folder, ignore_errors=True)  # a resumed iteration starts them afresh
     folder.mkdir(parents=True)
-    for with_skill in (False, True):
-        git_dir = folder / ("with_skill.git" if with_skill else "without_skill.git")
+    arms: list[bool | str] = [False, True, *template.revision_commits]
+    for number, with_skill in enumerate(arms):
+        name = (f"revision-{number}.git" if isinstance(with_skill, str) else
+                "with_skill.git" if with_skill else "without_skill.git")
+        git_dir = folder / name
         _write_git_dir(git_dir, template.objects_for(with_skill), template.commit_for(with_skill),
                        template.index_for(with_skill))
         template.runner_baselines[with_skill] = git_dir
@@ -1703,6 +1887,8 @@ def build_git_template(snapshot: RepoSnapshot, base: Path) -> GitTemplate:
 
 
 def _fill_git_template(snapshot: RepoSnapshot, folder: Path) -> GitTemplate:
+    for number, package in enumerate(snapshot.revisions.values()):
+        package.write(folder / f"revision-{number}")
     git_dir = folder / "git"
     env = {"GIT_INDEX_FILE": str(folder / "index")}
     regular = [rel for rel in snapshot.base_files if rel not in snapshot.linked_files
@@ -1730,6 +1916,13 @@ def _fill_git_template(snapshot: RepoSnapshot, folder: Path) -> GitTemplate:
         return GitTemplate(folder, "", commit)
     template = GitTemplate(folder, commit.strip())
     template.skill_commit = _add_skill_commit(snapshot, template, common)
+    for number, (config, package) in enumerate(snapshot.revisions.items()):
+        objects = folder / f"revision-objects-{number}"
+        found = _add_revision_commit(package, template, folder / f"index-revision-{number}",
+                                     objects)
+        if found:
+            template.revision_commits[config] = found
+            template.revision_objects[config] = objects
     return template
 
 
@@ -1752,6 +1945,31 @@ def _add_skill_commit(snapshot: RepoSnapshot, template: GitTemplate, common: lis
                           "skill-eval baseline with the skill package"], template.folder,
                          env=env)
     return commit.strip() if ok else ""
+
+
+def _add_revision_commit(package: RevisionPackage, template: GitTemplate, index: Path,
+                         objects: Path) -> tuple[str, Path] | None:
+    """The baseline plus one revision's package, read from where it was written out; its
+    objects in a store of their own, like the working tree's package."""
+    assert package.root is not None
+    shutil.copyfile(template.folder / "index", index)
+    for sub in ("info", "pack"):
+        (objects / sub).mkdir(parents=True, exist_ok=True)
+    env = {"GIT_INDEX_FILE": str(index), "GIT_OBJECT_DIRECTORY": str(objects),
+           "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(template.objects)}
+    common = ["-c", "core.bigFileThreshold=1", f"--git-dir={template.folder / 'git'}",
+              f"--work-tree={package.root}"]
+    ok, _ = run_git([*common, "add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"],
+                    template.folder, stdin="\0".join(sorted(package.files)).encode("utf-8"),
+                    env=env)
+    ok, tree = run_git([*common, "write-tree"], template.folder, env=env) if ok else (False, "")
+    if not ok:
+        return None
+    ok, commit = run_git([f"--git-dir={template.folder / 'git'}", "commit-tree", tree.strip(),
+                          "-p", template.commit, "-m",
+                          f"skill-eval baseline with the skill package at {package.commit}"],
+                         template.folder, env=env)
+    return (commit.strip(), index) if ok else None
 
 
 def _list_repository(root: Path) -> tuple[list[str], str]:
@@ -1797,6 +2015,10 @@ class FileCopier:
         if real is None:
             self.skipped.append({"path": rel, "reason": "link leaves the repository"})
             return
+        self.copy_from(real, rel)
+
+    def copy_from(self, real: str, rel: str) -> None:
+        """Copy the file at `real` to `rel` in the tree (a revision's package is elsewhere)."""
         parent = rel.rpartition("/")[0]
         if parent and parent not in self.made_dirs:
             os.makedirs(os.path.join(self.dest, parent), exist_ok=True)
@@ -1888,6 +2110,8 @@ class Sandbox:
     grader_io: Path | None = None
     owns_baseline: bool = True  # False when it reads the iteration's shared baseline
     earlier_grader_dirs: list[Path] = dataclasses.field(default_factory=list)  # --grader-runs
+    # Fresh agent homes (HOME, settings, TMPDIR) for CLIs that get one per process.
+    homes: dict[str, Path] = dataclasses.field(default_factory=dict)
 
     @property
     def repo(self) -> Path:
@@ -1908,15 +2132,24 @@ class Sandbox:
         self.record["grader_dir"] = str(self.grader_dir)
         return self.grader_dir, self.grader_io
 
+    def make_home(self, role: str) -> Path:
+        """A new, private, empty home for one agent process of this cell."""
+        home = Path(tempfile.mkdtemp(prefix=f"skill-eval-home-{role}-", dir=self.base))
+        self.homes[role] = home
+        self.record.setdefault("agent_homes", {})[role] = str(home)
+        return home
+
     def remove_copy(self) -> None:
         """The executor's copy and the baseline, as soon as the executor's changes are read."""
-        for folder in (self.baseline_git if self.owns_baseline else None, self.cell_dir):
+        for folder in (self.baseline_git if self.owns_baseline else None, self.cell_dir,
+                       self.homes.get("executor")):
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)
         self._note_removed()
 
     def remove_grader_dirs(self) -> None:
-        for folder in (self.grader_dir, self.grader_io, *self.earlier_grader_dirs):
+        for folder in (self.grader_dir, self.grader_io, self.homes.get("grader"),
+                       *self.earlier_grader_dirs):
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)
         self._note_removed()
@@ -1926,12 +2159,14 @@ class Sandbox:
         self.remove_grader_dirs()
 
     def _note_removed(self) -> None:
-        folders = [self.cell_dir, self.grader_dir, self.grader_io, *self.earlier_grader_dirs]
+        folders = [self.cell_dir, self.grader_dir, self.grader_io, *self.earlier_grader_dirs,
+                   *self.homes.values()]
         self.record["removed"] = not any(f is not None and os.path.lexists(f) for f in folders)
 
 
-def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool, base: Path,
+def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, base: Path,
                   baseline_git: Path) -> Sandbox:
+    """`with_skill`: False, True (the working tree's package) or a with_skill@REV config."""
     sandbox = Sandbox(Path(tempfile.mkdtemp(prefix="skill-eval-", dir=base)), baseline_git,
                       base, {})
     repo = sandbox.repo
@@ -1939,14 +2174,20 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool, base: Pa
     copier = FileCopier(snapshot, repo)
     for rel in snapshot.base_files:
         copier.copy(rel)
-    if with_skill:
+    revision = snapshot.revisions[with_skill] if isinstance(with_skill, str) else None
+    if revision is not None:
+        for rel in revision.files:  # the same place in the sandbox as the working tree's
+            copier.copy_from(str(revision.path_of(rel)), rel)
+    elif with_skill:
         for rel in snapshot.skill_files:
             copier.copy(rel)
     for rel in case.files:
         copier.copy_fixture(rel)
     extras = set(snapshot.linked_files) | set(case.files) | set(copier.fixture_files)
-    if with_skill:
-        in_template = snapshot.template is not None and snapshot.template.skill_commit
+    in_template = snapshot.template is not None and snapshot.template.holds_package(with_skill)
+    if revision is not None:
+        extras |= set() if in_template else set(revision.files)
+    elif with_skill:
         extras |= {rel for rel in snapshot.skill_files
                    if not in_template or rel in snapshot.linked_skill_files}
     git = init_sandbox_git(repo, sandbox.baseline_git, snapshot.template, sorted(extras),
@@ -1956,11 +2197,15 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool, base: Pa
     (repo / ARTIFACT_RELPATH).parent.mkdir(parents=True, exist_ok=True)
     sandbox.record.update({
         "path": str(repo), "grader_dir": None, "files_delivered": copier.copied,
-        "listing_source": snapshot.listing_source, "skill_delivered": with_skill,
+        "listing_source": snapshot.listing_source, "skill_delivered": bool(with_skill),
         "fixtures": list(case.files), "skipped": copier.skipped, "git": git,
         "withheld_from_skill_package": [{"path": rel, "reason": reason} for rel, reason
                                         in sorted(snapshot.withheld.items())] if with_skill else [],
         "kept": False, "removed": False})
+    if revision is not None:
+        sandbox.record["skill_revision"] = {"revision": revision.revision,
+                                            "commit": revision.commit,
+                                            "package_sha256": revision.sha256}
     return sandbox
 
 
@@ -1996,7 +2241,7 @@ def _write_git_dir(git_dir: Path, alternates: list[Path], commit: str | None,
 
 
 def init_sandbox_git(repo: Path, baseline: Path, template: GitTemplate | None,
-                     extras: list[str], with_skill: bool = False) -> dict[str, Any]:
+                     extras: list[str], with_skill: bool | str = False) -> dict[str, Any]:
     """The baseline commit, kept by the runner outside the sandbox and mirrored into it.
 
     Failure is recorded, never worked around with the real repository.
@@ -2027,7 +2272,7 @@ def init_sandbox_git(repo: Path, baseline: Path, template: GitTemplate | None,
 
 
 def _commit_cell_baseline(repo: Path, baseline: Path, template: GitTemplate | None,
-                          added: list[str], with_skill: bool) -> tuple[str, str]:
+                          added: list[str], with_skill: bool | str) -> tuple[str, str]:
     """This cell's baseline repository: the template's commit plus the cell's own files
     (fixtures, links), or without a template every file. Returns (error, commit)."""
     if template is not None:
@@ -2417,8 +2662,16 @@ class Provider:
     binary = ""
     install_hint = ""
     grader_uses_files = False  # a schema file in, a last-message file out
-    accepts_settings = False  # takes KEY=VALUE settings from the command line
+    accepts_settings = False  # takes KEY=VALUE settings (--agent-config) from the command line
     reports_cost = False  # its output carries a cost per call (what --max-cost needs)
+    setting_aliases: tuple[str, ...] = ()  # older option names for --agent-config
+    # Folders, in a repository or a home, where this CLI finds skills and settings: never
+    # copied into a sandbox, never accepted as fixtures (register_provider adds them).
+    state_dirs: tuple[str, ...] = ()
+    # Variables that tie a process to a parent session of this agent: no agent inherits them.
+    session_vars: tuple[str, ...] = ()
+    # Each process gets a new, empty home that prepare_home fills with the runner's settings.
+    fresh_home = False
 
     def __init__(self, settings: list[str] | None = None):
         self.settings = list(settings or [])
@@ -2426,6 +2679,20 @@ class Provider:
     def executable(self, search_path: str | None = None) -> str | None:
         """Where the CLI is on `search_path` (a PATH value; default: ours)."""
         return shutil.which(self.binary, path=search_path)
+
+    def skill_places(self, skill_name: str, env: dict[str, str]) -> list[Path]:
+        """Where this CLI, run with `env`, would find an installed copy of the skill itself."""
+        return []
+
+    def prepare_home(self, home: Path, env: dict[str, str], role: str, model: str | None,
+                     seen_as: str, user_env: dict[str, str]) -> dict[str, str]:
+        """Write this process's settings into `home`; the environment the CLI runs with.
+
+        Only called when fresh_home is set. The process sees the home at `seen_as` (the same
+        path, or the confined HOME); `user_env` still has the user's own HOME in it, so
+        credentials can be carried over.
+        """
+        return env
 
     def home_files(self, env: dict[str, str]) -> list[tuple[Path, str]]:
         """What a confined run copies into its fresh HOME so the CLI can log in:
@@ -2453,6 +2720,23 @@ class Provider:
         raise NotImplementedError
 
 
+def register_provider(kind: type[Provider]) -> type[Provider]:
+    """Add an adapter to the registry, with the folders and variables it declares."""
+    PROVIDERS[kind.name] = kind
+    EXCLUDED_DIR_NAMES.update(kind.state_dirs)
+    FIXTURE_FORBIDDEN_DIR_NAMES.update(kind.state_dirs)
+    AGENT_SESSION_VARS.update(kind.session_vars)
+    return kind
+
+
+PROVIDERS: dict[str, type[Provider]] = {}
+
+
+def _home(env: dict[str, str]) -> Path:
+    return Path(env.get("HOME") or Path.home())
+
+
+@register_provider
 class ClaudeProvider(Provider):
     """Claude Code in print mode. Failure is `is_error` or a non-zero exit, never `subtype`."""
 
@@ -2461,6 +2745,12 @@ class ClaudeProvider(Provider):
     install_hint = "npm install -g @anthropic-ai/claude-code"
     reports_cost = True  # the result envelope's total_cost_usd
     executor_tools = "Bash,Read,Write,Edit,Glob,Grep"
+    state_dirs = (".claude",)
+    session_vars = ("CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT",
+                    "CLAUDE_CODE_SESSION_ID", "CLAUDE_AGENT_SDK_VERSION")
+
+    def skill_places(self, skill_name: str, env: dict[str, str]) -> list[Path]:
+        return [_home(env) / ".claude" / "skills" / skill_name]
 
     def home_files(self, env: dict[str, str]) -> list[tuple[Path, str]]:
         home = Path(env.get("HOME") or Path.home())
@@ -2583,6 +2873,7 @@ def claude_metrics(envelope: dict | None, reason: str) -> dict[str, dict[str, An
     return metrics
 
 
+@register_provider
 class CodexProvider(Provider):
     """Codex CLI `exec --json`. It never checks --output-schema; we parse the verdict."""
 
@@ -2591,6 +2882,16 @@ class CodexProvider(Provider):
     install_hint = "npm install -g @openai/codex"
     grader_uses_files = True
     accepts_settings = True  # each one becomes `-c KEY=VALUE`
+    setting_aliases = ("--codex-config",)
+    state_dirs = (".codex", ".agents")
+    session_vars = ("CODEX_SANDBOX", "CODEX_SANDBOX_NETWORK_DISABLED", "CODEX_THREAD_ID",
+                    "CODEX_SESSION_ID", "CODEX_CI")
+
+    def skill_places(self, skill_name: str, env: dict[str, str]) -> list[Path]:
+        codex_home = Path(env.get("CODEX_HOME") or _home(env) / ".codex")
+        return [codex_home / "skills" / skill_name,
+                codex_home / "skills" / ".system" / skill_name,
+                _home(env) / ".agents" / "skills" / skill_name]
 
     def home_files(self, env: dict[str, str]) -> list[tuple[Path, str]]:
         source = Path(env.get("CODEX_HOME") or Path(env.get("HOME") or Path.home()) / ".codex")
@@ -2696,14 +2997,388 @@ def codex_metrics(usages: list[dict], result: ProcessResult,
     return metrics
 
 
+def _json_setting(text: str) -> tuple[list[str], Any]:
+    """`a.b.c=VALUE` as a key path and a value: JSON when it parses, else the text itself."""
+    key, _, raw = text.partition("=")
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = raw
+    return [part for part in key.strip().split(".") if part], value
+
+
+def _set_path(doc: dict[str, Any], keys: list[str], value: Any) -> None:
+    for key in keys[:-1]:
+        if not isinstance(doc.get(key), dict):
+            doc[key] = {}
+        doc = doc[key]
+    if keys:
+        doc[keys[-1]] = value
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _read_json_object(path: Path) -> dict[str, Any]:
+    """A user's settings file, or {} when it is missing or not plain JSON."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _carry_file(source: Path, target: Path) -> None:
+    """Copy one credentials file into a fresh home, private, when the user has it."""
+    if not source.is_file():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target)
+    os.chmod(target, 0o600)
+
+
+def _answer_after_tools(pieces: list[tuple[str, str]]) -> str:
+    """The text the agent said after its last tool call ("tool" marks a call)."""
+    last_tool = max((i for i, (kind, _) in enumerate(pieces) if kind == "tool"), default=-1)
+    return "".join(text for kind, text in pieces[last_tool + 1:] if kind == "text")
+
+
+GRADER_SYSTEM_PROMPT = (
+    "You are a grader. You judge a recorded answer against numbered assertions and reply "
+    "with the JSON object the user asks for, and nothing else. You have no tools.\n")
+
+
+@register_provider
+class GeminiProvider(Provider):
+    """Gemini CLI headless (`-o stream-json` / `-o json`), a fresh GEMINI_CLI_HOME per process.
+
+    The grader's schema travels in a settings model alias; the runner still validates.
+    """
+
+    name = "gemini"
+    binary = "gemini"
+    install_hint = "npm install -g @google/gemini-cli"
+    accepts_settings = True  # KEY=VALUE: a settings.json key path and a JSON value
+    fresh_home = True
+    state_dirs = (".gemini", ".agents")
+    session_vars = ("GEMINI_CLI", "GEMINI_CLI_IDE_SERVER_PORT", "GEMINI_CLI_IDE_WORKSPACE_PATH",
+                    "GEMINI_CLI_IDE_SERVER_STDIO_ARGS", "GEMINI_CLI_ACTIVE_APPROVAL_MODE",
+                    "GEMINI_PROJECT_DIR", "GEMINI_SANDBOX")
+    verdict_alias = "skill-eval-verdict"
+    # Sign-in files carried from the user's ~/.gemini (OAuth); API keys come by environment.
+    carried_files = ("oauth_creds.json", "google_accounts.json")
+    # Variables that would point the CLI at other settings or prompts than the runner's.
+    dropped_vars = ("GEMINI_CLI_SYSTEM_SETTINGS_PATH", "GEMINI_CLI_SYSTEM_DEFAULTS_PATH",
+                    "GEMINI_SYSTEM_MD", "GEMINI_WRITE_SYSTEM_MD", "GEMINI_CLI_TRUST_WORKSPACE")
+
+    def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
+        argv = [self.binary, "--output-format", "stream-json", "--approval-mode", "yolo",
+                "--skip-trust"]
+        return Invocation(argv + _model_args("--model", model), sandbox, prompt)
+
+    def grader_invocation(self, prompt: str, grader_dir: Path, model: str | None,
+                          schema_path: Path, last_message_path: Path) -> Invocation:
+        # The alias (written by prepare_home) names the real model and carries the schema.
+        argv = [self.binary, "--output-format", "json", "--skip-trust",
+                "--model", self.verdict_alias]
+        return Invocation(argv, grader_dir, prompt)
+
+    def prepare_home(self, home: Path, env: dict[str, str], role: str, model: str | None,
+                     seen_as: str, user_env: dict[str, str]) -> dict[str, str]:
+        user_dir = Path(user_env.get("GEMINI_CLI_HOME") or _home(user_env)) / ".gemini"
+        user = _read_json_object(user_dir / "settings.json")
+        settings = self.settings_for(role, model, user_env, user)
+        write_json(home / ".gemini" / "settings.json", settings)
+        for name in self.carried_files:
+            _carry_file(user_dir / name, home / ".gemini" / name)
+        (home / "tmp").mkdir()
+        fresh = {k: v for k, v in env.items() if k not in self.dropped_vars}
+        # One process that ends on SIGTERM (the relaunching parent ignores it); its error
+        # reports go to TMPDIR, inside the home that is removed after the run.
+        fresh.update(HOME=seen_as, GEMINI_CLI_HOME=seen_as, GEMINI_CLI_NO_RELAUNCH="1",
+                     TMPDIR=f"{seen_as}/tmp")
+        if role == "grader":
+            write_text(home / "grader_system.md", GRADER_SYSTEM_PROMPT)
+            fresh["GEMINI_SYSTEM_MD"] = f"{seen_as}/grader_system.md"
+        return fresh
+
+    def settings_for(self, role: str, model: str | None, env: dict[str, str],
+                     user: dict[str, Any]) -> dict[str, Any]:
+        """The runner's settings.json: quiet, one attempt, no skills; the user's sign-in."""
+        settings: dict[str, Any] = {
+            "general": {"maxAttempts": 1, "enableAutoUpdate": False,
+                        "enableAutoUpdateNotification": False},
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+            "security": {"folderTrust": {"enabled": False}},
+            "skills": {"enabled": False},
+        }
+        auth = _dig(user, ("security", "auth", "selectedType")) or self._auth_from_env(env)
+        if auth:
+            settings["security"]["auth"] = {"selectedType": auth}
+        user_model = _dig(user, ("model", "name"))
+        if isinstance(user_model, str) and user_model:
+            settings["model"] = {"name": user_model}
+        if role == "grader":
+            alias = {"extends": "chat-base", "modelConfig": {"generateContentConfig": {
+                "responseMimeType": "application/json", "responseJsonSchema": VERDICT_SCHEMA}}}
+            chosen = model or (user_model if isinstance(user_model, str) else None)
+            if chosen:
+                alias["modelConfig"]["model"] = chosen
+            settings = _merge(settings, {
+                "tools": {"core": []}, "experimental": {"enableAgents": False},
+                "modelConfigs": {"customAliases": {self.verdict_alias: alias}}})
+        for setting in self.settings:
+            _set_path(settings, *_json_setting(setting))
+        return settings
+
+    @staticmethod
+    def _auth_from_env(env: dict[str, str]) -> str | None:
+        if env.get("GOOGLE_GENAI_USE_VERTEXAI", "").lower() == "true":
+            return "vertex-ai"
+        if env.get("GEMINI_API_KEY"):
+            return "gemini-api-key"
+        return None
+
+    def read_executor(self, result: ProcessResult) -> AgentReply:
+        events = parse_json_lines(result.stdout)
+        final = next((e for e in reversed(events) if e.get("type") == "result"), None)
+        failure = _process_failure(result)
+        if failure is None and final is None:
+            failure = (f"gemini exited {result.returncode} without a result event"
+                       + _stderr_reason(result))
+        elif failure is None and (final.get("status") != "success" or result.returncode != 0):
+            said = _dig(final, ("error", "message")) or "no error message"
+            failure = (f"gemini reported an error (exit {result.returncode}, status "
+                       f"{final.get('status')!r}): {str(said)[:500]}")
+        pieces, trace = [], []
+        for event in events:
+            if event.get("type") == "tool_use":
+                trace.append({"tool": event.get("tool_name"), "input": event.get("parameters")})
+                pieces.append(("tool", ""))
+            elif event.get("type") == "message" and event.get("role") == "assistant":
+                pieces.append(("text", str(event.get("content") or "")))
+        stats = final.get("stats") if isinstance(final, dict) else None
+        return AgentReply(failure is None, text=_answer_after_tools(pieces),
+                          failure=failure or "",
+                          metrics=gemini_metrics(stats, failure or ""),
+                          trace=trace if events else None)
+
+    def read_grader(self, result: ProcessResult, last_message_path: Path) -> AgentReply:
+        failure = _process_failure(result)
+        envelope = _loads_json_object(result.stdout)
+        response = envelope.get("response") if envelope else None
+        if failure is None and (result.returncode != 0 or not isinstance(response, str)):
+            error = _loads_json_object(result.stderr[result.stderr.find("{"):]) or {}
+            said = _dig(error, ("error", "message")) or _stderr_reason(result)
+            failure = f"gemini grader failed (exit {result.returncode}): {str(said)[:500]}"
+        return AgentReply(failure is None, text=response if isinstance(response, str) else "",
+                          failure=failure or "")
+
+
+def _loads_json_object(text: str) -> dict[str, Any] | None:
+    try:
+        value, _ = loads_agent_json(text)  # too-deep parts come back as null, never a crash
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+GEMINI_STAT_FIELDS = (("input_tokens", "input_tokens"), ("output_tokens", "output_tokens"),
+                      ("cached_input_tokens", "cached"), ("tokens", "total_tokens"),
+                      ("tool_calls", "tool_calls"))
+
+
+def gemini_metrics(stats: Any, failure: str) -> dict[str, dict[str, Any]]:
+    why = f" ({failure})" if failure else ""
+    metrics = {}
+    for name, key in GEMINI_STAT_FIELDS:
+        value = stats.get(key) if isinstance(stats, dict) else None
+        metrics[name] = (captured(value, f"gemini result stats.{key}") if _number(value)
+                         else absent(f"gemini reported no stats.{key}{why}"))
+    duration = stats.get("duration_ms") if isinstance(stats, dict) else None
+    metrics["time_seconds"] = (captured(duration / 1000.0, "gemini result stats.duration_ms")
+                               if _number(duration)
+                               else absent(f"gemini reported no stats.duration_ms{why}"))
+    metrics["num_turns"] = absent("gemini reports no turn count")
+    metrics["total_cost_usd"] = absent("gemini reports no cost")
+    return metrics
+
+
+@register_provider
+class OpenCodeProvider(Provider):
+    """OpenCode `run --format json`, a fresh home (XDG folders) per process.
+
+    Its grader is `run` too, with a no-tools agent; the runner parses and validates the reply.
+    """
+
+    name = "opencode"
+    binary = "opencode"
+    install_hint = "npm install -g opencode-ai (and ripgrep, e.g. apt-get install ripgrep)"
+    accepts_settings = True  # KEY=VALUE: an opencode.json key path and a JSON value
+    fresh_home = True
+    state_dirs = (".opencode", ".claude", ".agents")
+    session_vars = ("OPENCODE", "OPENCODE_PID", "OPENCODE_CLIENT", "OPENCODE_SERVER_PASSWORD",
+                    "OPENCODE_SERVER_USERNAME")
+    grader_agent = "skill-eval-grader"
+    # The user's model choice and providers (endpoints, key variables) are carried from
+    # their config; skills, agents, plugins, instructions and permissions are not.
+    carried_keys = ("provider", "model", "small_model", "enabled_providers",
+                    "disabled_providers")
+    # Variables that would load other configuration than the runner's.
+    dropped_vars = ("OPENCODE_CONFIG", "OPENCODE_CONFIG_CONTENT", "OPENCODE_CONFIG_DIR",
+                    "OPENCODE_PERMISSION", "OPENCODE_TUI_CONFIG")
+
+    def _common(self, cwd: Path, title: str, model: str | None) -> list[str]:
+        # --title: no separate title-generation request to the model.
+        return [self.binary, "run", "--format", "json", "--dir", str(cwd),
+                "--title", title] + _model_args("--model", model)
+
+    def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
+        return Invocation(self._common(sandbox, "skill-eval executor", model), sandbox, prompt)
+
+    def grader_invocation(self, prompt: str, grader_dir: Path, model: str | None,
+                          schema_path: Path, last_message_path: Path) -> Invocation:
+        argv = self._common(grader_dir, "skill-eval grader", model) + [
+            "--agent", self.grader_agent]
+        return Invocation(argv, grader_dir, prompt)
+
+    def prepare_home(self, home: Path, env: dict[str, str], role: str, model: str | None,
+                     seen_as: str, user_env: dict[str, str]) -> dict[str, str]:
+        user = self._user_config(user_env)
+        xdg = {"XDG_CONFIG_HOME": ".config", "XDG_DATA_HOME": ".local/share",
+               "XDG_CACHE_HOME": ".cache", "XDG_STATE_HOME": ".local/state"}
+        write_json(home / ".config" / "opencode" / "opencode.json", self.config_for(role, user))
+        user_data = Path(user_env.get("XDG_DATA_HOME") or _home(user_env) / ".local" / "share")
+        _carry_file(user_data / "opencode" / "auth.json",
+                    home / ".local" / "share" / "opencode" / "auth.json")
+        user_cache = Path(user_env.get("XDG_CACHE_HOME") or _home(user_env) / ".cache")
+        _carry_file(user_cache / "opencode" / "models.json",
+                    home / ".cache" / "opencode" / "models.json")
+        (home / "tmp").mkdir()
+        fresh = {k: v for k, v in env.items() if k not in self.dropped_vars}
+        fresh.update({name: f"{seen_as}/{rel}" for name, rel in xdg.items()})
+        fresh.update(
+            HOME=seen_as, TMPDIR=f"{seen_as}/tmp",  # its extracted .so goes with the home
+            OPENCODE_DISABLE_PROJECT_CONFIG="1",  # no opencode.json from any ancestor folder
+            OPENCODE_DISABLE_EXTERNAL_SKILLS="1", OPENCODE_DISABLE_CLAUDE_CODE="1",
+            OPENCODE_DISABLE_AUTOUPDATE="1",
+            npm_config_offline="true")  # no plugin install into <sandbox>/.opencode
+        return fresh
+
+    def _user_config(self, env: dict[str, str]) -> dict[str, Any]:
+        config_home = Path(env.get("XDG_CONFIG_HOME") or _home(env) / ".config")
+        user = _read_json_object(config_home / "opencode" / "opencode.json")
+        if env.get("OPENCODE_CONFIG"):
+            user = _merge(user, _read_json_object(Path(env["OPENCODE_CONFIG"])))
+        return {key: user[key] for key in self.carried_keys if key in user}
+
+    def config_for(self, role: str, user: dict[str, Any]) -> dict[str, Any]:
+        config: dict[str, Any] = {**user, "share": "disabled", "autoupdate": False,
+                                  "snapshot": False, "permission": {"skill": "deny"}}
+        if role == "grader":
+            config["permission"] = {"*": "deny"}
+            config["agent"] = {self.grader_agent: {
+                "mode": "primary", "prompt": GRADER_SYSTEM_PROMPT,
+                "permission": {"*": "deny"}}}
+        for setting in self.settings:
+            _set_path(config, *_json_setting(setting))
+        return config
+
+    def read_executor(self, result: ProcessResult) -> AgentReply:
+        return self._read(result)
+
+    def read_grader(self, result: ProcessResult, last_message_path: Path) -> AgentReply:
+        return self._read(result)
+
+    def _read(self, result: ProcessResult) -> AgentReply:
+        events = parse_json_lines(result.stdout)
+        failure = _process_failure(result)
+        pieces, trace, steps, errors, rejected = [], [], [], [], []
+        for event in events:
+            kind, part = event.get("type"), event.get("part")
+            part = part if isinstance(part, dict) else {}
+            if kind == "tool_use":
+                state = part.get("state") if isinstance(part.get("state"), dict) else {}
+                trace.append({"tool": part.get("tool"), "input": state.get("input")})
+                pieces.append(("tool", ""))
+                if state.get("status") == "error":
+                    rejected.append(f"{part.get('tool')}: {str(state.get('error'))[:200]}")
+            elif kind == "text":
+                pieces.append(("text", str(part.get("text") or "")))
+            elif kind == "step_finish":
+                steps.append(part)
+            elif kind == "error":
+                data = _dig(event, ("error", "data"))
+                errors.append(f"{_dig(event, ('error', 'name'))}: "
+                              f"{_dig(data, ('message',))} (status {_dig(data, ('statusCode',))})")
+        if failure is None:
+            failure = self._failure(result, events, steps, errors, rejected)
+        return AgentReply(failure is None, text=_answer_after_tools(pieces),
+                          failure=failure or "", metrics=opencode_metrics(steps, result, failure),
+                          trace=trace if events else None)
+
+    @staticmethod
+    def _failure(result: ProcessResult, events: list[dict], steps: list[dict],
+                 errors: list[str], rejected: list[str]) -> str | None:
+        if errors or result.returncode != 0:
+            said = "; ".join(errors) or "no error event" + _stderr_reason(result)
+            return f"opencode failed (exit {result.returncode}): {said}"[:800]
+        if not steps:
+            return ("opencode finished no step" if events else "opencode printed no events") \
+                + _stderr_reason(result)
+        if steps[-1].get("reason") == "tool-calls":
+            # A refused permission ends the session quietly, exit 0, with no answer.
+            return ("opencode stopped after a tool call without an answer"
+                    + (f" (refused: {'; '.join(rejected)[:500]})" if rejected else ""))
+        return None
+
+
+OPENCODE_TOKEN_FIELDS = (("input_tokens", ("input",)), ("output_tokens", ("output",)),
+                         ("reasoning_output_tokens", ("reasoning",)),
+                         ("cache_read_input_tokens", ("cache", "read")),
+                         ("cache_creation_input_tokens", ("cache", "write")))
+
+
+def opencode_metrics(steps: list[dict], result: ProcessResult,
+                     failure: str | None) -> dict[str, dict[str, Any]]:
+    why = f" ({failure})" if failure else ""
+    metrics = {}
+    for name, keys in OPENCODE_TOKEN_FIELDS:
+        values = [_dig(step.get("tokens"), keys) for step in steps]
+        metrics[name] = (
+            captured(sum(values), f"opencode step_finish tokens.{'.'.join(keys)}, summed")
+            if steps and all(_number(v) for v in values)
+            else absent(f"opencode reported no tokens.{'.'.join(keys)}{why}"))
+    parts = [metrics[k]["value"] for k, _ in OPENCODE_TOKEN_FIELDS
+             if k != "reasoning_output_tokens"]
+    metrics["tokens"] = (
+        captured(sum(parts), "opencode tokens: input + output + cache read + cache write")
+        if all(v is not None for v in parts) else absent("opencode token counts are missing"))
+    costs = [step.get("cost") for step in steps]
+    metrics["total_cost_usd"] = (
+        captured(sum(costs), "opencode step_finish cost, summed")
+        if steps and all(_number(c) for c in costs) and sum(costs) > 0
+        else absent("opencode reported no cost (it reports 0 when the model has no price "
+                    "configured)"))
+    metrics["num_turns"] = (captured(len(steps), "count of opencode step_finish events")
+                            if steps else absent(f"opencode finished no step{why}"))
+    # Its event timestamps are when it printed them, all at the end: not a duration.
+    metrics["time_seconds"] = (
+        absent(f"opencode never started ({result.spawn_error})") if result.spawn_error else
+        captured(round(result.duration_s, 3), "runner wall clock (opencode reports no duration)"))
+    return metrics
+
+
 def _model_args(flag: str, model: str | None) -> list[str]:
     return [flag, model] if model else []
-
-
-PROVIDERS: dict[str, type[Provider]] = {
-    ClaudeProvider.name: ClaudeProvider,
-    CodexProvider.name: CodexProvider,
-}
 
 
 def agent_path_problem(provider: Provider, agent_env: dict[str, str]) -> str | None:
@@ -2995,7 +3670,7 @@ def build_executor_prompt(suite: Suite, case: Case, config: str, sandbox: Path) 
     if case.files:
         lines += ["Files provided for this task (relative to that folder):", ""]
         lines += [f"- {rel}" for rel in case.files] + [""]
-    if config == "with_skill":
+    if config_has_skill(config):  # every version of the package sits at the same place
         skill_md = sandbox / "skills" / suite.skill_name / "SKILL.md"
         lines += ["# Skill", "",
                   f"Skill path: {skill_md}",
@@ -3125,7 +3800,8 @@ def plan_cells(suite: Suite, options: RunOptions, iteration_dir: Path) -> list[C
             continue
         for config in options.configs:
             for run_number in range(1, options.runs + 1):
-                run_dir = iteration_dir / f"eval-{case.key}" / config / f"run-{run_number}"
+                run_dir = (iteration_dir / f"eval-{case.key}" / config_folder(config)
+                           / f"run-{run_number}")
                 cells.append(Cell(case, config, run_number, run_dir))
     return cells
 
@@ -3227,8 +3903,20 @@ def provider_env(ctx: RunContext, cwd: Path) -> dict[str, str]:
     return env
 
 
+def agent_env(ctx: RunContext, sandbox: Sandbox, cwd: Path, role: str,
+              model: str | None) -> dict[str, str]:
+    """The environment of one agent process; unconfined, a fresh home of its own next to the
+    sandbox when its adapter asks (a confined one gets it from run_agent)."""
+    env = provider_env(ctx, cwd)
+    if not ctx.provider.fresh_home or ctx.confinement.mode == "bwrap":
+        return env
+    home = sandbox.make_home(role)
+    return ctx.provider.prepare_home(home, env, role, model, str(home), env)
+
+
 def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
-              ro_binds: Iterable[Path] = (), rw_binds: Iterable[Path] = ()
+              ro_binds: Iterable[Path] = (), rw_binds: Iterable[Path] = (),
+              role: str = "executor", model: str | None = None
               ) -> tuple[ProcessResult, dict[str, str], dict[str, Any]]:
     """One agent process, confined when the iteration is: (result, its environment, how it
     was isolated). Unconfined, what it left running is ended when it ends."""
@@ -3243,6 +3931,8 @@ def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
         home_vars = ctx.provider.home_vars(HOME_INSIDE)
         carried = fill_home(home, ctx.provider.home_files(env), home_vars)
         inside = confined_env(env, invocation.cwd, home_vars)
+        if ctx.provider.fresh_home:
+            inside = ctx.provider.prepare_home(home, inside, role, model, HOME_INSIDE, env)
         argv = bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
                           home=home, ro_entries=ctx.agent_mounts, ro_binds=ro_binds,
                           rw_binds=rw_binds, hide=ctx.hidden)
@@ -3375,9 +4065,14 @@ def prepare_sandbox(ctx: RunContext, run: CellRun) -> None:
     if reason:
         run.record.fail("cancelled", "scheduling", reason)
         return
-    run.sandbox = build_sandbox(ctx.snapshot, cell.case, cell.config == "with_skill",
+    run.sandbox = build_sandbox(ctx.snapshot, cell.case, sandbox_delivery(cell.config),
                                 ctx.sandbox_base, cell.run_dir / "baseline.git")
     run.record.sandbox = run.sandbox.record
+
+
+def sandbox_delivery(config: str) -> bool | str:
+    """What build_sandbox delivers for a config: no package, the working tree's, or REV's."""
+    return config if config_revision(config) is not None else config_has_skill(config)
 
 
 def close_sandbox_and_start_next(ctx: RunContext, run: CellRun,
@@ -3436,7 +4131,7 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     files = RunFiles(cell.run_dir, record)
     files.text("prompt.md", prompt)
     invocation = ctx.provider.executor_invocation(prompt, sandbox.repo, ctx.options.executor_model)
-    env = provider_env(ctx, sandbox.repo)
+    env = agent_env(ctx, sandbox, sandbox.repo, "executor", ctx.options.executor_model)
     # The sandbox was built while the lane's previous agent ran: check again before starting.
     reason = ctx.should_stop()
     if reason:
@@ -3445,7 +4140,8 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     if ctx.on_cell_start:
         ctx.on_cell_start(cell.label)
     borrowed = [Path(p) for p in sandbox.record["git"].get("borrowed_objects", [])]
-    result, env, isolation = run_agent(ctx, invocation, env, ro_binds=borrowed)
+    result, env, isolation = run_agent(ctx, invocation, env, ro_binds=borrowed,
+                                       role="executor", model=ctx.options.executor_model)
     record.executor = {**process_record(invocation, result, env), "isolation": isolation}
     files.text("logs/executor_stream.txt", result.stdout)  # kept whatever it holds
     reply = ctx.provider.read_executor(result)
@@ -3585,9 +4281,10 @@ def call_grader(ctx: RunContext, sandbox: Any, prompt: str, files: RunFiles,
         write_json(schema_path, VERDICT_SCHEMA)
     invocation = ctx.provider.grader_invocation(prompt, grader_dir, ctx.options.grader_model,
                                                 schema_path, last_message)
-    env = provider_env(ctx, grader_dir)
+    env = agent_env(ctx, sandbox, grader_dir, "grader", ctx.options.grader_model)
     result, env, isolation = run_agent(ctx, invocation, env,
-                                       rw_binds=[grader_io] if grader_io else [])
+                                       rw_binds=[grader_io] if grader_io else [],
+                                       role="grader", model=ctx.options.grader_model)
     files.text(f"logs/grader_output{suffix}.txt", result.stdout)  # kept before it is read
     reply = ctx.provider.read_grader(result, last_message)
     if grader_io is not None and last_message.is_file():  # as text: kept files are UTF-8
@@ -3972,8 +4669,11 @@ def per_eval_rates(runs: list[dict[str, Any]], configs: tuple[str, ...]) -> list
             slot["mean_pass_rate"] = _mean(slot["pass_rates"])
             slot["scored_runs"] = len(slot["pass_rates"])
         rates = [entry["configs"][c]["mean_pass_rate"] for c in configs]
-        entry["delta"] = (_snap(rates[0] - rates[1])
-                          if len(rates) == 2 and None not in rates else None)
+        entry["delta"] = (_snap(rates[0] - rates[1])  # against the first baseline
+                          if len(rates) >= 2 and None not in rates[:2] else None)
+        if len(rates) > 2:
+            entry["deltas"] = {c: _snap(rates[0] - rate) if None not in (rates[0], rate)
+                               else None for c, rate in zip(configs[1:], rates[1:])}
         rows.append(entry)
     return rows
 
@@ -4036,6 +4736,146 @@ def _verdict(stats: dict[str, Any]) -> tuple[str, str]:
     return "inconclusive", "the 95% interval of the mean per-eval delta includes 0"
 
 
+# How much data a verdict needs: the normal approximation for a two-sided test at alpha 0.05
+# with power 0.8 on the mean of the paired per-eval deltas (README: "How much data").
+Z_ALPHA_TWO_SIDED = 1.959963984540054  # z at 1 - 0.05 / 2
+Z_POWER = 0.8416212335729143  # z at 0.8
+FORECAST_TARGET_DELTA = 0.10
+MAX_FORECAST_RUNS = 50
+
+
+def comparisons(per_eval: list[dict[str, Any]], configs: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The candidate (first config) against each other config: paired statistics and power."""
+    found = []
+    for baseline in configs[1:]:
+        pair = (configs[0], baseline)
+        stats = paired_statistics(per_eval, pair) or {}
+        found.append({"candidate": pair[0], "baseline": baseline, **stats,
+                      "power": power_forecast(per_eval, pair, stats.get("mean_delta"))})
+    return found
+
+
+def _paired_rates(per_eval: list[dict[str, Any]],
+                  pair: tuple[str, str]) -> list[tuple[list[float], list[float]]]:
+    rows = [tuple(row["configs"][c]["pass_rates"] for c in pair) for row in per_eval]
+    return [(cand, base) for cand, base in rows if cand and base]
+
+
+def power_forecast(per_eval: list[dict[str, Any]], pair: tuple[str, str],
+                   observed: float | None) -> dict[str, Any]:
+    """Minimum detectable effect, and evals (or runs per eval) a target delta would need.
+
+    sd is the sample SD of the paired per-eval deltas: the spread of their mean. The verdict's
+    bootstrap also resamples runs within an eval, which widens its interval by a run-level
+    variance; the interval's width uses that wider spread, the chance of the mean landing
+    beyond it uses sd, so the forecast describes the verdict rule actually used:
+    MDE = (z_alpha * sqrt(sd^2 + run variance) + z_power * sd) / sqrt(n).
+    """
+    pairs = _paired_rates(per_eval, pair)
+    result: dict[str, Any] = {
+        "method": "normal approximation on the paired per-eval deltas", "alpha": 0.05,
+        "power": 0.8, "paired_evals": len(pairs), "sd_per_eval_delta": None,
+        "bootstrap_run_variance": None, "mde": None, "reason": None, "targets": []}
+    if len(pairs) < 2:
+        result["reason"] = "fewer than 2 paired evals: the spread of the deltas is unknown"
+        return result
+    deltas = [_mean(cand) - _mean(base) for cand, base in pairs]
+    sd = math.sqrt(_sample_variance(deltas))
+    # What resampling r runs with replacement adds to an eval's delta: s^2 (r - 1) / r^2.
+    extra = _mean([math.fsum(_sample_variance(rates) * (len(rates) - 1) / len(rates) ** 2
+                             for rates in arms if len(rates) > 1) for arms in pairs])
+    spread = math.sqrt(sd ** 2 + extra)
+    n = len(pairs)
+    result.update(sd_per_eval_delta=sd, bootstrap_run_variance=extra)
+    if spread <= RATE_EPSILON:
+        result["reason"] = ("every paired eval has the same delta: with no spread the normal "
+                            "approximation cannot say what would be detected")
+        return result
+    result["mde"] = _detectable(spread, sd) / math.sqrt(n)
+    targets = [("observed", abs(observed))] if observed and abs(observed) > RATE_EPSILON else []
+    for label, target in [*targets, ("10 pp", FORECAST_TARGET_DELTA)]:
+        result["targets"].append({
+            "label": label, "delta": target,
+            "evals_needed": math.ceil((_detectable(spread, sd) / target) ** 2 - 1e-9),
+            **_runs_needed(pairs, sd, n, target)})
+    return result
+
+
+def _detectable(spread: float, sd: float) -> float:
+    """sqrt(n) times the true delta the verdict finds with the target power (see above)."""
+    return Z_ALPHA_TWO_SIDED * spread + Z_POWER * sd
+
+
+def _runs_needed(pairs: list[tuple[list[float], list[float]]], sd: float, n: int,
+                 target: float) -> dict[str, Any]:
+    """Runs per eval that would bring the MDE with these n evals down to `target`.
+
+    Model: an eval's delta varies by tau^2 between evals plus W / r from r runs per config
+    (W: the run-to-run variance of one run's delta, both configs added); the bootstrap adds
+    W (r - 1) / r^2. Needs at least two runs per config to measure W.
+    """
+    if not all(len(cand) > 1 and len(base) > 1 for cand, base in pairs):
+        return {"runs_needed": None, "runs_note": "needs at least 2 runs per eval and config "
+                "to measure the run-to-run spread"}
+    within = _mean([_sample_variance(c) + _sample_variance(b) for c, b in pairs]) or 0.0
+    runs = _mean([(len(c) + len(b)) / 2 for c, b in pairs]) or 1.0
+    between = max(0.0, sd ** 2 - within / runs)
+    for r in range(1, MAX_FORECAST_RUNS + 1):
+        spread = math.sqrt(between + within * (2 * r - 1) / r ** 2)
+        if _detectable(spread, math.sqrt(between + within / r)) / math.sqrt(n) <= target:
+            return {"runs_needed": r, "runs_note": "" if r <= RUNS_RANGE[1] else
+                    f"more than --runs allows ({RUNS_RANGE[1]}); add evals instead"}
+    return {"runs_needed": None, "runs_note": "more runs alone cannot reach it: the evals "
+            "differ too much from each other; add evals"}
+
+
+def per_assertion(runs: list[dict[str, Any]], configs: tuple[str, ...],
+                  common: list[str] | None) -> list[dict[str, Any]]:
+    """Each assertion's pass rate per config over scored runs, and the candidate's gain.
+
+    Common assertions are pooled across evals; a case's own expectations stay per case. A
+    row is non-discriminating when every config graded it and all its verdicts agree.
+    """
+    common_texts = set(common or [])
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for run in (r for r in runs if r["scored"]):
+        for exp in run["expectations"]:
+            shared = exp["text"] in common_texts
+            key = ("", exp["text"]) if shared else (str(run["eval_id"]), exp["text"])
+            row = rows.setdefault(key, {
+                "scope": "common" if shared else "eval",
+                "eval_id": None if shared else run["eval_id"],
+                "assertion_id": exp["id"], "text": exp["text"],
+                "configs": {c: {"passed": 0, "graded": 0} for c in configs}})
+            slot = row["configs"].get(run["configuration"])
+            if slot is not None:
+                slot["graded"] += 1
+                slot["passed"] += bool(exp["passed"])
+    for row in rows.values():
+        _assertion_rates(row, configs)
+    first = configs[1] if len(configs) > 1 else None
+
+    def order(row: dict[str, Any]) -> tuple:
+        gain = row["gains"].get(first) if first else None
+        return (gain is None, -(gain or 0.0), row["scope"] != "common", str(row["eval_id"]),
+                row["assertion_id"])
+
+    return sorted(rows.values(), key=order)
+
+
+def _assertion_rates(row: dict[str, Any], configs: tuple[str, ...]) -> None:
+    slots = row["configs"]
+    for slot in slots.values():
+        slot["pass_rate"] = slot["passed"] / slot["graded"] if slot["graded"] else None
+    cand = slots[configs[0]]["pass_rate"]
+    row["gains"] = {c: (_snap(cand - slots[c]["pass_rate"])
+                        if cand is not None and slots[c]["pass_rate"] is not None else None)
+                    for c in configs[1:]}
+    graded = [slot for slot in slots.values() if slot["graded"]]
+    row["non_discriminating"] = len(configs) > 1 and len(graded) == len(configs) and (
+        all(s["passed"] == s["graded"] for s in graded) or all(s["passed"] == 0 for s in graded))
+
+
 def pass_hat_k(per_eval: list[dict[str, Any]], runs: list[dict[str, Any]],
                config: str) -> float | None:
     """Share of evals whose every run was scored and passed every assertion."""
@@ -4071,13 +4911,18 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> dict[str, Any]:
                        "candidate_pass_rate": cand_rate, "baseline_pass_rate": base_rate,
                        "delta": cand_rate - base_rate
                        if cand_rate is not None and base_rate is not None else None},
-        "paired": paired_statistics(per_eval, configs),
+        "comparisons": comparisons(per_eval, configs),
+        "per_assertion": per_assertion(runs, configs, meta.get("common_assertions")),
         "pass_hat_k": ({c: pass_hat_k(per_eval, runs, c) for c in configs}
                        if meta.get("runs_per_configuration", 1) > 1 else None),
         "per_eval": per_eval,
         "judge": judge_summary(runs, configs, meta.get("grader_runs", 1)),
         "notes": [],
     }
+    # `paired` is the first baseline's comparison, in the shape two-config iterations had.
+    benchmark["paired"] = ({k: v for k, v in benchmark["comparisons"][0].items()
+                            if k not in ("candidate", "baseline", "power")}
+                           if benchmark["comparisons"] else None)
     if baseline:
         run_summary["delta"] = _summary_delta(run_summary[candidate], run_summary[baseline])
     benchmark["sanity_checks"] = sanity_checks(benchmark, records)
@@ -4287,11 +5132,11 @@ def _run_flags(records: list[RunRecord]) -> list[dict[str, Any]]:
                                f"the executor was refused {len(r.permission_denials)} tool "
                                "call(s)", **where))
         read = (r.skill_read or {}).get("state")
-        if r.configuration == "with_skill" and read == "not_read":
+        if config_has_skill(r.configuration) and read == "not_read":
             flags.append(_flag("warning", "skill_not_read",
                                "the executor's trace shows no read of the skill's SKILL.md",
                                **where))
-        elif r.configuration == "with_skill" and read == "unknown":
+        elif config_has_skill(r.configuration) and read == "unknown":
             flags.append(_flag("info", "skill_read_unknown",
                                "no tool-call trace was captured; whether the skill was read is "
                                "unknown", **where))
@@ -4316,10 +5161,12 @@ def _eval_flags(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
                                   for slot in row["configs"].values()):
             flags.append(_flag("error", "eval_unscored",
                                "no run of this eval was scored in any config", eval_id=eid))
-        if row["delta"] is not None and _sign(row["delta"]) < 0:
-            flags.append(_flag("warning", "candidate_below_baseline",
-                               f"{comparison['candidate']} scored {row['delta']:+.2f} against "
-                               f"{comparison['baseline']}", eval_id=eid))
+        deltas = row.get("deltas") or {comparison["baseline"]: row["delta"]}
+        for baseline, delta in deltas.items():
+            if delta is not None and _sign(delta) < 0:
+                flags.append(_flag("warning", "candidate_below_baseline",
+                                   f"{comparison['candidate']} scored {delta:+.2f} against "
+                                   f"{baseline}", eval_id=eid))
     return flags
 
 
@@ -4529,8 +5376,9 @@ def _absent_reason(benchmark: dict[str, Any], config: str, key: str) -> str:
 
 
 def render_markdown(benchmark: dict[str, Any]) -> str:
-    sections = [_md_header, _md_verdict, _md_sanity, _md_overall, _md_comparison, _md_metrics,
-                _md_judge, _md_per_eval, _md_failed_assertions]
+    sections = [_md_header, _md_verdict, _md_sanity, _md_arms, _md_overall, _md_comparison,
+                _md_comparisons, _md_metrics, _md_judge, _md_per_eval, _md_per_assertion,
+                _md_failed_assertions]
     return "\n".join(section(benchmark) for section in sections).rstrip() + "\n"
 
 
@@ -4564,6 +5412,10 @@ def regrade_sentence(regrade: dict[str, Any]) -> str:
 
 def _md_verdict(b: dict[str, Any]) -> str:
     paired = b.get("paired")
+    compared = b.get("comparisons") or []
+    if len(compared) > 1:  # one verdict per baseline
+        return "\n".join(f"**Verdict vs {c['baseline']}: {c['verdict']}**: {paired_evidence(c)}\n"
+                         for c in compared)
     if not paired:
         return "**Verdict:** no comparison (one config only)\n"
     return f"**Verdict: {paired['verdict']}**: {paired_evidence(paired)}\n"
@@ -4647,6 +5499,98 @@ def _md_sanity(b: dict[str, Any]) -> str:
             kinds[flag["kind"]] = kinds.get(flag["kind"], 0) + 1
         lines.append("- [info] " + ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items()))
                      + " (details in benchmark.json)")
+    return "\n".join(lines) + "\n"
+
+
+def _md_arms(b: dict[str, Any]) -> str:
+    """Which skill package each config delivered (present from the arms feature on)."""
+    arms = b["metadata"].get("arms") or {}
+    if not any((arm or {}).get("revision") for arm in arms.values()):
+        return ""
+    lines = ["## Skill versions", "", "| config | package | commit | package sha256 |",
+             "|---|---|---|---|"]
+    for config, arm in arms.items():
+        sha = arm.get("package_sha256")
+        lines.append(f"| {_md_cell(config)} | {_md_cell(arm.get('source'))} | "
+                     f"{arm.get('commit') or 'n/a'} | {sha[:16] if sha else 'n/a'} |")
+    return "\n".join(lines) + "\n"
+
+
+def fmt_evals_needed(target: dict[str, Any]) -> str:
+    """About how many paired evals (or runs per eval) a target delta needs."""
+    text = (f"{fmt_delta(target['delta']).lstrip('+')} ({target['label']}): about "
+            f"{target['evals_needed']:,} paired evals")
+    if target.get("runs_needed"):
+        text += f", or {target['runs_needed']} runs per eval with these evals"
+    if target.get("runs_note"):
+        text += f" ({target['runs_note']})"
+    return text
+
+
+def forecast_lines(comparison: dict[str, Any], always_targets: bool = False) -> list[str]:
+    """The power forecast of one comparison as sentences; empty for older benchmarks."""
+    power = comparison.get("power")
+    if not power:
+        return []
+    name = f"vs {comparison['baseline']}"
+    if power.get("mde") is None:
+        return [f"{name}: minimum detectable effect unknown: {power.get('reason')}"]
+    lines = [f"{name}: minimum detectable effect {fmt_delta(power['mde']).lstrip('+')} with "
+             f"{power['paired_evals']} paired evals (SD of per-eval deltas "
+             f"{fmt_delta(power['sd_per_eval_delta']).lstrip('+')})"]
+    if always_targets or comparison.get("verdict") == "inconclusive":
+        lines += [f"{name}: to detect {fmt_evals_needed(t)}" for t in power["targets"]]
+    return lines
+
+
+def _md_comparisons(b: dict[str, Any]) -> str:
+    compared = b.get("comparisons") or []
+    if not compared:
+        return ""
+    lines = [f"## Paired comparisons (candidate: {compared[0]['candidate']})", "",
+             "| baseline | verdict | mean per-eval delta | 95% CI | wins/ties/losses | "
+             "paired evals | minimum detectable effect |", "|---|---|---|---|---|---|---|"]
+    for c in compared:
+        ci = c.get("ci95")
+        mde = (c.get("power") or {}).get("mde")
+        lines.append(f"| {_md_cell(c['baseline'])} | {c['verdict']} | "
+                     f"{fmt_delta(c['mean_delta'])} | "
+                     f"{f'[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]' if ci else 'n/a'} | "
+                     f"{c['wins']}/{c['ties']}/{c['losses']} | {c['paired_evals']} | "
+                     f"{fmt_delta(mde).lstrip('+') if mde is not None else 'n/a'} |")
+    notes = [line for c in compared for line in forecast_lines(c)]
+    if notes:
+        lines += ["", "Power (two-sided alpha 0.05, power 0.8, normal approximation on the "
+                  "paired per-eval deltas; see README):", ""] + [f"- {n}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
+def fmt_assertion_rate(slot: dict[str, Any]) -> str:
+    if not slot["graded"]:
+        return "n/a"
+    return f"{fmt_rate(slot['pass_rate'])} ({slot['passed']}/{slot['graded']})"
+
+
+def _md_per_assertion(b: dict[str, Any]) -> str:
+    rows = b.get("per_assertion")
+    if rows is None:
+        return ""
+    configs = b["metadata"]["configs"]
+    lines = ["## Per assertion", "",
+             "Pass rate over scored runs; common assertions pooled across evals. Sorted by "
+             "gain.", "",
+             "| assertion | eval | " + " | ".join(_md_cell(c) for c in configs) + " | "
+             + " | ".join(f"gain vs {_md_cell(c)}" for c in configs[1:])
+             + " | note |", "|---|---|" + "---|" * (2 * len(configs))]
+    for row in rows:
+        where = "all (common)" if row["scope"] == "common" else _md_cell(row["eval_id"])
+        gains = [fmt_delta(row["gains"].get(c)) for c in configs[1:]]
+        note = "non-discriminating" if row["non_discriminating"] else ""
+        lines.append(f"| {_md_cell(row['text'])} | {where} | "
+                     + " | ".join(fmt_assertion_rate(row["configs"][c]) for c in configs)
+                     + " | " + " | ".join(gains) + f"{' | ' if gains else ''}{note} |")
+    if not rows:
+        lines.append("| (no scored run) |" + " |" * (2 * len(configs)))
     return "\n".join(lines) + "\n"
 
 
@@ -4931,7 +5875,7 @@ summary{cursor:pointer}.st-bad>summary{color:#b91c1c}
 .chart{background:#fff;border:1px solid #e5e7eb;border-radius:6px;max-width:100%;height:auto}
 .chart text{font-size:12px;fill:#1f2937}.chart .muted{fill:#6b7280;font-style:italic}
 .chart .grid{stroke:#e5e7eb}.chart .track{fill:#f3f4f6}.chart .stripe{fill:#f8fafc}
-.chart .c0{fill:#2563eb}.chart .c1{fill:#f59e0b}
+.chart .c0{fill:#2563eb}.chart .c1{fill:#f59e0b}.chart .c2{fill:#7c3aed}
 .chart .pos{fill:#15803d;font-weight:600}.chart .neg{fill:#b91c1c;font-weight:600}
 """
 
@@ -4951,8 +5895,8 @@ def render_html(benchmark: dict[str, Any], files: dict[tuple, dict]) -> str:
 
     `files` holds each run's output and artifact as read_html_run_files gives them.
     """
-    sections = [_html_header, _html_headline, _html_sanity, _html_chart, _html_metrics,
-                _html_judge, _html_failed_assertions]
+    sections = [_html_header, _html_headline, _html_sanity, _html_comparisons, _html_chart,
+                _html_per_assertion, _html_metrics, _html_judge, _html_failed_assertions]
     body = "".join(section(benchmark) for section in sections) + _html_runs(benchmark, files)
     title = _h(f"skill-eval: {benchmark['metadata'].get('skill_name')}")
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
@@ -4984,10 +5928,13 @@ def _html_headline(b: dict[str, Any]) -> str:
     verdict = paired.get("verdict")
     status = b["sanity_checks"]["status"]
     word = verdict or "no comparison"
+    badges = [(f"Verdict vs {c['baseline']}", c["verdict"]) for c in b.get("comparisons") or []]
+    if len(badges) < 2:
+        badges = [("Verdict", verdict)]
     return ('<section class="headline">\n'
-            f'<div class="badge verdict v-{_h(verdict or "none")}"><span>Verdict</span>'
-            f"<strong>{_h(word)}</strong></div>\n"
-            f'<div class="badge sanity s-{"ok" if status == "OK" else "review"}">'
+            + "".join(f'<div class="badge verdict v-{_h(v or "none")}"><span>{_h(label)}</span>'
+                      f"<strong>{_h(v or word)}</strong></div>\n" for label, v in badges)
+            + f'<div class="badge sanity s-{"ok" if status == "OK" else "review"}">'
             f"<span>Sanity checks</span><strong>{_h(status)}</strong></div>\n"
             f'<p class="summary">{_h(_verdict_sentence(b))}<br>{_h(_rates_sentence(b))}</p>\n'
             "</section>\n")
@@ -5006,6 +5953,53 @@ def _rates_sentence(b: dict[str, Any]) -> str:
              for config in b["metadata"]["configs"]]
     delta = f"; delta {fmt_delta(c['delta'])}" if c.get("baseline") else ""
     return f"Pass rate (pooled over scored runs): {', '.join(parts)}{delta}."
+
+
+def _html_comparisons(b: dict[str, Any]) -> str:
+    compared = b.get("comparisons") or []
+    if not compared:
+        return ""
+    rows = []
+    for c in compared:
+        ci = c.get("ci95")
+        mde = (c.get("power") or {}).get("mde")
+        cells = [c["baseline"], c["verdict"], fmt_delta(c["mean_delta"]),
+                 f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else "n/a",
+                 f"{c['wins']}/{c['ties']}/{c['losses']}", c["paired_evals"],
+                 fmt_delta(mde).lstrip("+") if mde is not None else "n/a"]
+        rows.append("<tr>" + "".join(f"<td>{_h(x)}</td>" for x in cells) + "</tr>")
+    notes = [line for c in compared for line in forecast_lines(c)]
+    listing = ("<ul>" + "".join(f"<li>{_h(n)}</li>" for n in notes) + "</ul>\n") if notes else ""
+    return (f"<h2>Paired comparisons (candidate: {_h(compared[0]['candidate'])})</h2>\n"
+            "<table><tr><th>baseline</th><th>verdict</th><th>mean per-eval delta</th>"
+            "<th>95% CI</th><th>wins/ties/losses</th><th>paired evals</th>"
+            "<th>minimum detectable effect</th></tr>\n" + "\n".join(rows) + "\n</table>\n"
+            + listing)
+
+
+def _html_per_assertion(b: dict[str, Any]) -> str:
+    rows = b.get("per_assertion")
+    if not rows:
+        return ""
+    configs = b["metadata"]["configs"]
+    head = ("<tr><th>assertion</th><th>eval</th>" + "".join(f"<th>{_h(c)}</th>" for c in configs)
+            + "".join(f"<th>gain vs {_h(c)}</th>" for c in configs[1:]) + "<th>note</th></tr>")
+    body = []
+    for row in rows:
+        where = "all (common)" if row["scope"] == "common" else row["eval_id"]
+        gains = []
+        for config in configs[1:]:
+            gain = row["gains"].get(config)
+            tone = "" if not gain else ' class="pass"' if gain > 0 else ' class="fail"'
+            gains.append(f"<td{tone}>{_h(fmt_delta(gain))}</td>")
+        body.append(f"<tr><td>{_h(row['text'])}</td><td>{_h(where)}</td>"
+                    + "".join(f"<td>{_h(fmt_assertion_rate(row['configs'][c]))}</td>"
+                              for c in configs) + "".join(gains)
+                    + f"<td>{'non-discriminating' if row['non_discriminating'] else ''}</td>"
+                    "</tr>")
+    return ("<h2>Per assertion</h2>\n<p>Pass rate over scored runs; common assertions pooled "
+            "across evals; sorted by gain.</p>\n<table>" + head + "\n" + "\n".join(body)
+            + "\n</table>\n")
 
 
 def _html_sanity(b: dict[str, Any]) -> str:
@@ -5290,7 +6284,22 @@ def _junit_properties(b: dict[str, Any], config: str) -> list[tuple[str, Any]]:
             ("mean_per_eval_delta", fmt_delta(paired.get("mean_delta"))),
             ("candidate", c.get("candidate")), ("baseline", c.get("baseline") or ""),
             ("pass_rate", fmt_rate(b["run_summary"][config]["pass_rate"]["mean"])),
-            ("sanity_status", b["sanity_checks"]["status"])]
+            ("sanity_status", b["sanity_checks"]["status"]), *_junit_comparison_properties(b)]
+
+
+def _junit_comparison_properties(b: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Each baseline's paired comparison, side by side: `<what> vs <baseline>`."""
+    found = []
+    for c in b.get("comparisons") or []:
+        ci, mde = c.get("ci95"), (c.get("power") or {}).get("mde")
+        name = f" vs {c['baseline']}"
+        found += [("verdict" + name, c["verdict"]), ("verdict_reason" + name, c["verdict_reason"]),
+                  ("mean_per_eval_delta" + name, fmt_delta(c["mean_delta"])),
+                  ("ci95" + name, f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else "n/a"),
+                  ("wins_ties_losses" + name, f"{c['wins']}/{c['ties']}/{c['losses']}"),
+                  ("minimum_detectable_effect" + name,
+                   fmt_delta(mde).lstrip("+") if mde is not None else "n/a")]
+    return found
 
 
 def _junit_case(run: dict[str, Any]) -> tuple[Any, str]:
@@ -5336,11 +6345,16 @@ def render_summary(benchmark: dict[str, Any], iteration_dir: Path) -> str:
         lines.append(f"  ... {len(groups) - SUMMARY_FLAG_GROUPS} more kinds in benchmark.md")
     rates = f"{c['candidate']} {fmt_rate(c['candidate_pass_rate'])}"
     if c.get("baseline"):
-        rates += (f", {c['baseline']} {fmt_rate(c['baseline_pass_rate'])}, "
-                  f"delta {fmt_delta(c['delta'])}")
+        rates += f", {c['baseline']} {fmt_rate(c['baseline_pass_rate'])}"
+        for other in meta["configs"][2:]:
+            rates += f", {other} {fmt_rate(benchmark['run_summary'][other]['pass_rate']['mean'])}"
+        rates += (f", delta {fmt_delta(c['delta'])}" if len(meta["configs"]) < 3 else
+                  f"; delta vs {c['baseline']} {fmt_delta(c['delta'])}")
     lines.append(f"Pass rate: {rates}")
     if benchmark.get("paired"):
-        lines.append(_md_verdict(benchmark).strip().replace("**", ""))
+        lines.append(_md_verdict(benchmark).strip().replace("**", "").replace("\n\n", "\n"))
+    lines += [f"Power: {line}" for c in benchmark.get("comparisons") or []
+              for line in forecast_lines(c)]
     if (benchmark.get("judge") or {}).get("grader_runs", 1) > 1:
         lines.append("Judge: " + judge_lines(benchmark)[0])
     lines.append(f"Benchmark: {iteration_dir / 'benchmark.md'}")
@@ -5383,8 +6397,8 @@ def read_html_run_files(benchmark: dict[str, Any], iteration_dir: Path) -> dict[
     budget = _FileBudget(HTML_FILES_BUDGET_BYTES)
     files: dict[tuple, dict] = {}
     for run in all_runs(benchmark):
-        run_dir = (iteration_dir / f"eval-{run['eval_id']}" / run["configuration"]
-                   / f"run-{run['run_number']}")
+        run_dir = (iteration_dir / f"eval-{run['eval_id']}"
+                   / config_folder(run["configuration"]) / f"run-{run['run_number']}")
         for kind, rel in HTML_RUN_FILES:
             files[(*_run_key(run), kind)] = read_run_file(run_dir / rel, iteration_dir, budget)
     return files
@@ -5558,7 +6572,8 @@ def verify_run_files(benchmark: dict[str, Any], iteration_dir: Path,
         if not isinstance(hashes, dict):
             unverifiable += 1
             continue
-        run_rel = f"eval-{run['eval_id']}/{run['configuration']}/run-{run['run_number']}"
+        run_rel = (f"eval-{run['eval_id']}/{config_folder(run['configuration'])}/"
+                   f"run-{run['run_number']}")
         for rel, digest in hashes.items():
             files += 1
             problem = _run_file_problem(folder, f"{run_rel}/{rel}", digest)
@@ -5610,14 +6625,13 @@ def allocate_iteration_dir(workspace: Path) -> Path:
             raise WriteFailed(candidate, exc) from exc
 
 
-def skill_installed_elsewhere(skill_name: str) -> list[str]:
-    """Places where the agent CLIs discover skills by themselves."""
-    home = Path(os.environ.get("HOME") or Path.home())
-    codex_home = Path(os.environ.get("CODEX_HOME") or home / ".codex")
-    places = [home / ".claude" / "skills" / skill_name, codex_home / "skills" / skill_name,
-              codex_home / "skills" / ".system" / skill_name,
-              home / ".agents" / "skills" / skill_name]
-    return [str(p) for p in places if os.path.lexists(p)]
+def skill_installed_elsewhere(skill_name: str, provider: Provider | None = None) -> list[str]:
+    """Places where the agent CLI (every registered one when none is named) would discover
+    an installed copy of the skill by itself; each adapter declares its own."""
+    kinds = [provider] if provider is not None else [kind() for kind in PROVIDERS.values()]
+    env = dict(os.environ)
+    places = [place for kind in kinds for place in kind.skill_places(skill_name, env)]
+    return [str(p) for p in dict.fromkeys(places) if os.path.lexists(p)]
 
 
 def build_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: list[Cell],
@@ -5684,6 +6698,8 @@ def benchmark_metadata(suite: Suite, options: RunOptions, manifest: dict[str, An
         **({"plan": manifest["plan"], "shard": manifest["shard"]} if manifest.get("shard") else {}),
         **({"budget": budget_summary(options, records)}
            if options.max_cost_usd is not None or options.max_tokens is not None else {}),
+        "arms": manifest.get("arms"),
+        "common_assertions": list(suite.common_assertions),
     }
 
 
@@ -5903,7 +6919,8 @@ def shard_record(options: RunOptions, cells: list[Cell]) -> dict[str, Any] | Non
             "cells": len(cells), "algorithm": SHARD_ALGORITHM}
 
 
-def check_resume(iteration_dir: Path, suite: Suite, options: RunOptions) -> dict[str, Any]:
+def check_resume(iteration_dir: Path, suite: Suite, options: RunOptions,
+                 revisions: dict[str, RevisionPackage] | None = None) -> dict[str, Any]:
     """The earlier manifest, if suite, skill, runner and options still hash the same."""
     path = iteration_dir / "iteration_manifest.json"
     try:
@@ -5918,12 +6935,49 @@ def check_resume(iteration_dir: Path, suite: Suite, options: RunOptions) -> dict
     current = {"suite": suite.sha256, "skill package": tree_hash(suite.root, skill_files),
                "runner": sha256_file(Path(__file__)), "options": options_fingerprint(options)}
     changed = [name for name in recorded if recorded[name] != current[name]]
+    changed += changed_revision_arms(manifest.get("arms") or {}, revisions or {})
     if changed:
         raise InputError(f"--resume {iteration_dir}: the {', '.join(changed)} changed since that "
                          "iteration started, so its finished cells would not be comparable",
                          "start a new iteration (drop --resume), or restore what changed and "
                          "pass the same --agent/--config/--runs/--model/--eval-id options")
     return manifest
+
+
+def read_revision_packages(suite: Suite, configs: Iterable[str]) -> dict[str, RevisionPackage]:
+    """Every with_skill@REV arm's package, checked before anything is launched."""
+    return {config: read_revision_package(suite.root, suite.skill_name, config)
+            for config in configs if config_revision(config) is not None}
+
+
+def arm_records(suite: Suite, configs: Iterable[str],
+                revisions: dict[str, RevisionPackage]) -> dict[str, dict[str, Any]]:
+    """Per config: which skill package it delivered, so a reader can tell the arms apart."""
+    arms = {}
+    for config in configs:
+        if config in revisions:
+            arms[config] = revisions[config].record()
+        elif config_has_skill(config):
+            files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
+            arms[config] = {"source": "working tree", "revision": None, "commit": None,
+                            "package_sha256": tree_hash(suite.root, files), "files": len(files)}
+        else:
+            arms[config] = {"source": "no skill package", "revision": None, "commit": None,
+                            "package_sha256": None, "files": 0}
+    return arms
+
+
+def changed_revision_arms(recorded: dict[str, Any],
+                          revisions: dict[str, RevisionPackage]) -> list[str]:
+    """Revision arms whose REV now names another commit or package than the iteration used."""
+    changed = []
+    for config, package in revisions.items():
+        before = recorded.get(config) or {}
+        if (before.get("commit"), before.get("package_sha256")) != (package.commit,
+                                                                     package.sha256):
+            changed.append(f"{config} package (recorded commit "
+                           f"{str(before.get('commit'))[:12]}, now {package.commit[:12]})")
+    return changed
 
 
 def write_eval_metadata(suite: Suite, cells: list[Cell], iteration_dir: Path) -> None:
@@ -5953,7 +7007,8 @@ CRASH_FOLDER: dict[str, Path] = {}  # the iteration being written: where a trace
 def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups: ProcessGroups,
                   iteration_dir: Path, argv: list[str], cli_version: str,
                   sandbox_base: Path, previous: dict[str, Any] | None = None,
-                  confinement: Confinement | None = None) -> int:
+                  confinement: Confinement | None = None,
+                  revisions: dict[str, RevisionPackage] | None = None) -> int:
     confinement = confinement or Confinement("none", "--isolation none")
     CRASH_FOLDER["iteration"] = iteration_dir
     children_before = child_pids()
@@ -5965,6 +7020,12 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
     withheld = package_withholdings(suite.root, suite.skill_name, suite.path,
                                     suite.secret_texts())
     snapshot = RepoSnapshot.take(suite.root, suite.skill_name, withheld)
+    sharding = ({"plan": plan_identity(suite, options, plan_cells(suite, options, iteration_dir)),
+                 "shard": shard_record(options, cells)} if options.shard else {})
+    withheld = package_withholdings(suite.root, suite.skill_name, suite.path,
+                                    suite.secret_texts())
+    snapshot = RepoSnapshot.take(suite.root, suite.skill_name, withheld)
+    snapshot.revisions = dict(revisions or {})
     try:
         # Until its manifest is on disk an iteration can be neither reported nor resumed: an
         # interrupt or a failed write before then leaves no iteration and no template.
@@ -5980,11 +7041,12 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
             "git_template": {"path": str(snapshot.template.folder),
                              "commit": snapshot.template.commit,
                              "error": snapshot.template.error},
-            "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name),
+            "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name, provider),
             "withheld_from_skill_package": withheld,
             "isolation": {**confinement.to_json(), "summary": confinement.describe(),
                           "subreaper": subreaper},
-            "fixture_status": {"before": fixture_status(suite.root, fixtures)}, **sharding})
+            "fixture_status": {"before": fixture_status(suite.root, fixtures)},
+            "arms": arm_records(suite, options.configs, snapshot.revisions), **sharding})
         manifest["checkout_check"] = {
             "before": checkout.summary() if checkout else {"reason": checkout_failure}}
         if groups.cancelled.is_set():
@@ -6048,7 +7110,7 @@ def recorded_run_hashes(iteration_dir: Path) -> dict[str, dict[str, str]]:
     """The run-file hashes an earlier attempt's benchmark.json lists, by cell label."""
     try:
         runs = json.loads((iteration_dir / "benchmark.json").read_text(encoding="utf-8"))["runs"]
-        return {f"eval-{r['eval_id']}/{r['configuration']}/run-{r['run_number']}":
+        return {f"eval-{r['eval_id']}/{config_folder(r['configuration'])}/run-{r['run_number']}":
                 r["files_sha256"] for r in runs if isinstance(r.get("files_sha256"), dict)}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return {}
@@ -6620,13 +7682,20 @@ def _model_name(text: str) -> str:
 
 def _config_list(text: str) -> tuple[str, ...]:
     configs = tuple(part.strip() for part in text.split(","))
-    unknown = [c for c in configs if c not in CONFIGS]
-    if unknown or not configs or len(set(configs)) != len(configs):
+    unknown = [c for c in configs if c not in CONFIGS and not _is_revision_config(c)]
+    if unknown or not configs or len(set(configs)) != len(configs) or len(configs) > MAX_CONFIGS:
         hint = _did_you_mean(unknown[0], CONFIGS) if unknown else ""
         raise argparse.ArgumentTypeError(
-            f"{text!r}: {hint}give one or two distinct names from {', '.join(CONFIGS)}, "
-            "comma-separated")
+            f"{text!r}: {hint}give one to {MAX_CONFIGS} distinct configs, comma-separated, "
+            f"candidate first, from {', '.join(CONFIGS)} and with_skill@REV (REV: a git commit, "
+            "tag or branch, e.g. with_skill@HEAD~1)")
     return configs
+
+
+def _is_revision_config(config: str) -> bool:
+    revision = config_revision(config)
+    return bool(revision) and len(revision) <= MAX_REVISION_CHARS and not revision.startswith(
+        "-") and re.fullmatch(r"[^\s\x00-\x1f\x7f]+", revision) is not None
 
 
 def _shard_spec(text: str) -> tuple[int, int]:
@@ -6640,7 +7709,7 @@ def _shard_spec(text: str) -> tuple[int, int]:
     return index, count
 
 
-def _codex_setting(text: str) -> str:
+def _agent_setting(text: str) -> str:
     key, sep, _ = text.partition("=")
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
@@ -6733,7 +7802,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--executor-model", type=_model_name, help="model for the executor only")
     run.add_argument("--grader-model", type=_model_name, help="model for the grader only")
     run.add_argument("--config", type=_config_list, metavar="LIST",
-                     help="configs, candidate first (default: with_skill,without_skill)")
+                     help="up to 3 configs, candidate first: with_skill, without_skill, "
+                     "with_skill@REV (default: with_skill,without_skill)")
     run.add_argument("--runs", type=_bounded_int(*RUNS_RANGE),
                      help="runs per case and config, 1..5 (default: 1)")
     run.add_argument("--grader-runs", type=_bounded_int(*GRADER_RUNS_RANGE), default=1,
@@ -6766,8 +7836,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="confine agents with bubblewrap: auto (when it works here), bwrap "
                      "(required), none (default: auto)")
     run.add_argument("--repo-root", metavar="DIR", help="repository root (default: detected)")
-    run.add_argument("--codex-config", type=_codex_setting, action="append", default=[],
-                     metavar="KEY=VALUE", help="codex only: pass -c KEY=VALUE to every codex call")
+    aliases = [alias for kind in PROVIDERS.values() for alias in kind.setting_aliases]
+    run.add_argument("--agent-config", *aliases, dest="agent_config", type=_agent_setting,
+                     action="append", default=[], metavar="KEY=VALUE",
+                     help="a setting for the agent CLI, for every call (see README: which "
+                          "agents take one and what it means)")
     run.add_argument("--resume", metavar="ITERATION_DIR",
                      help="finish an interrupted iteration: rerun every cell not finished ok")
     run.add_argument("--dry-run", action="store_true",
@@ -6829,10 +7902,10 @@ def load_valid_suite(suite: str, repo_root: str | None) -> Suite:
 
 
 def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
-    if args.codex_config and not PROVIDERS[args.agent].accepts_settings:
+    if args.agent_config and not PROVIDERS[args.agent].accepts_settings:
         takers = sorted(name for name, kind in PROVIDERS.items() if kind.accepts_settings)
-        raise InputError(f"--codex-config applies to --agent {' or '.join(takers)} only",
-                         f"remove --codex-config or use --agent {takers[0]}")
+        raise InputError(f"--agent-config applies to --agent {', '.join(takers)} only",
+                         f"remove --agent-config (or its alias) or use --agent {takers[0]}")
     if args.max_cost is not None and not PROVIDERS[args.agent].reports_cost:
         raise InputError(f"--max-cost: the {args.agent} CLI reports no cost, so spending could "
                          "never be measured against the cap",
@@ -6847,7 +7920,8 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
             raise InputError(f"--eval-id names no case: {', '.join(unknown) or '(empty)'}",
                              f"known ids: {', '.join(sorted(known)) or '(none)'}")
     configs = args.config or CONFIGS
-    skill_md = resolve_skill_md(suite, args.skill_path) if "with_skill" in configs else None
+    skill_md = (resolve_skill_md(suite, args.skill_path)
+                if any(config_has_skill(c) for c in configs) else None)
     workspace = Path(args.workspace).resolve() if args.workspace else (
         suite.root / "evals" / suite.skill_name / "workspace" / args.agent)
     return RunOptions(
@@ -6855,7 +7929,7 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         concurrency=args.concurrency, deadline_s=args.deadline,
         executor_model=args.executor_model or args.model,
         grader_model=args.grader_model or args.model, skill_md=skill_md, workspace=workspace,
-        eval_ids=eval_ids, keep_sandboxes=args.keep_sandboxes, agent_settings=args.codex_config,
+        eval_ids=eval_ids, keep_sandboxes=args.keep_sandboxes, agent_settings=args.agent_config,
         quiet=args.quiet, junit=output_path(args.junit, "--junit"),
         grader_runs=args.grader_runs, isolation=args.isolation,
         shard=args.shard, max_cost_usd=args.max_cost, max_tokens=args.max_tokens)
@@ -6870,9 +7944,14 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         options = check_regrade_source(source, suite, options, {
             "configs": args.config, "runs": args.runs, "eval_ids": options.eval_ids
             if args.eval_id is not None else None, "executor_model": args.executor_model})
+    # A re-grade runs no executor, so it needs no skill package at any revision.
+    revisions = read_revision_packages(suite, options.configs) if source is None else {}
+    for package in revisions.values():
+        for warning in package.warnings:
+            print(warning.render(), file=sys.stderr)
     if args.dry_run:  # a preview needs no agent CLI, so a fresh machine can see the plan
         return print_dry_run(suite, options, PROVIDERS[options.agent](options.agent_settings),
-                             sandbox_base, source)
+                             sandbox_base, source, revisions)
     agent_env, _ = scrub_checkout_paths(clean_environment(), suite.root)
     provider = require_provider(options, agent_env)
     selected = [c for c in suite.cases if not options.eval_ids or c.key in options.eval_ids]
@@ -6887,7 +7966,8 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     if not options.quiet:  # at once: the version check and the sandbox template take a while
         print(start_line(suite, options, len(selected) * len(options.configs) * options.runs),
               file=sys.stderr, flush=True)
-    previous = check_resume(Path(args.resume), suite, options) if args.resume else None
+    previous = (check_resume(Path(args.resume), suite, options, revisions)
+                if args.resume else None)
     if source is not None:  # refuse a missing or changed source before anything starts
         regrade_sources(source, plan_cells(suite, options, Path("<iteration>")))
         recorded = ((previous or {}).get("regrade") or {}).get("source_benchmark_sha256")
@@ -6913,7 +7993,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
                                          cli_version, sandbox_base, source, previous,
                                          confinement)
         return run_iteration(suite, options, provider, groups, iteration_dir, argv, cli_version,
-                             sandbox_base, previous, confinement)
+                             sandbox_base, previous, confinement, revisions)
 
 
 def regrade_source_for(args: argparse.Namespace, suite: Suite) -> RegradeSource | None:
@@ -6928,7 +8008,8 @@ def regrade_source_for(args: argparse.Namespace, suite: Suite) -> RegradeSource 
 
 
 def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox_base: Path,
-                  source: RegradeSource | None = None) -> int:
+                  source: RegradeSource | None = None,
+                  revisions: dict[str, RevisionPackage] | None = None) -> int:
     cells = planned_cells(suite, options, Path("<workspace>/iteration-N"))
     if options.shard:
         print(f"shard {options.shard[0]}/{options.shard[1]}: evals "
@@ -6960,6 +8041,9 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     print(f"models: executor {options.executor_model or 'CLI default'}, "
           f"grader {options.grader_model or 'CLI default'}")
     print(f"workspace: {options.workspace}/iteration-N; sandboxes under {sandbox_base}")
+    for config, package in (revisions or {}).items():
+        print(f"{config}: skills/{suite.skill_name}/ as committed at {package.commit} "
+              f"({len(package.contents)} files, package sha256 {package.sha256[:16]})")
     print(f"executor argv ({first.label}): {_shell_join(executor.argv)}  (cwd {executor.cwd})")
     print(f"grader argv: {_shell_join(grader_call.argv)}  (cwd {grader_call.cwd})")
     print("executor and grader prompts go on standard input; assertions reach only the grader")
@@ -6976,7 +8060,53 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     print(f"isolation: --isolation {options.isolation}; bwrap "
           f"{'at ' + bwrap if bwrap else 'not found'} (checked when a real run starts)")
     print_forecast(forecast_run(options.workspace, suite, options, cells), options, suite)
+    for line in dry_run_forecast(suite, options, len({c.case.key for c in cells})):
+        print(line)
     return EXIT_OK
+
+
+def dry_run_forecast(suite: Suite, options: RunOptions, planned_evals: int) -> list[str]:
+    """The power forecast from the latest earlier iteration of this suite and agent, if any."""
+    earlier = latest_matching_iteration(options.workspace, suite.sha256, options.agent)
+    if earlier is None:
+        return ["forecast: no earlier iteration of this suite with this agent in the workspace"]
+    folder, benchmark = earlier
+    configs = tuple(benchmark["metadata"].get("configs") or ())
+    planned = [(options.configs[0], b) for b in options.configs[1:]]
+    pairs = [p for p in planned if set(p) <= set(configs)] or [
+        (configs[0], b) for b in configs[1:]]
+    lines = [f"forecast from {folder.name} (same suite, agent {options.agent}; two-sided alpha "
+             "0.05, power 0.8):"]
+    for pair in pairs:
+        stats = paired_statistics(benchmark["per_eval"], pair) or {}
+        comparison = {"candidate": pair[0], "baseline": pair[1], **stats,
+                      "power": power_forecast(benchmark["per_eval"], pair,
+                                              stats.get("mean_delta"))}
+        lines += [f"  {pair[0]} {line}" for line in forecast_lines(comparison, True)]
+        mde, n = comparison["power"]["mde"], comparison["power"]["paired_evals"]
+        if mde is not None and planned_evals and planned_evals != n:
+            lines.append(f"  {pair[0]} vs {pair[1]}: with the {planned_evals} evals planned now, "
+                         f"about {fmt_delta(mde * math.sqrt(n / planned_evals)).lstrip('+')}")
+    return lines
+
+
+def latest_matching_iteration(workspace: Path | None, suite_sha256: str,
+                              agent: str) -> tuple[Path, dict[str, Any]] | None:
+    """The newest iteration-N in the workspace whose benchmark is of this suite and agent."""
+    if workspace is None or not workspace.is_dir():
+        return None
+    numbered = sorted(((int(m.group(1)), p) for p in workspace.iterdir()
+                       if (m := re.fullmatch(r"iteration-(\d+)", p.name))), reverse=True)
+    for _, folder in numbered:
+        try:
+            benchmark = load_benchmark(folder)
+        except InputError:
+            continue
+        meta = benchmark["metadata"]
+        if (meta.get("identity") or {}).get("suite_sha256") == suite_sha256 and \
+                meta.get("agent") == agent:
+            return folder, benchmark
+    return None
 
 
 def print_regrade_dry_run(suite: Suite, options: RunOptions, provider: Provider,
