@@ -5313,6 +5313,9 @@ def fmt_assertion_rate(slot: dict[str, Any]) -> str:
     return f"{fmt_rate(slot['pass_rate'])} ({slot['passed']}/{slot['graded']})"
 
 
+PER_ASSERTION_SHOWN_EACH_END = 20  # benchmark.md lists the top and bottom of a long table
+
+
 def _md_per_assertion(b: dict[str, Any]) -> str:
     rows = b.get("per_assertion")
     if rows is None:
@@ -5324,7 +5327,14 @@ def _md_per_assertion(b: dict[str, Any]) -> str:
              "| assertion | eval | " + " | ".join(_md_cell(c) for c in configs) + " | "
              + " | ".join(f"gain vs {_md_cell(c)}" for c in configs[1:])
              + " | note |", "|---|---|" + "---|" * (2 * len(configs))]
-    for row in rows:
+    shown = rows if len(rows) <= 2 * PER_ASSERTION_SHOWN_EACH_END else (
+        rows[:PER_ASSERTION_SHOWN_EACH_END] + [None] + rows[-PER_ASSERTION_SHOWN_EACH_END:])
+    for row in shown:
+        if row is None:  # a big suite: the greatest gains and losses, the rest in the JSON
+            hidden = len(rows) - 2 * PER_ASSERTION_SHOWN_EACH_END
+            lines.append(f"| ... {hidden} more assertions, all in benchmark.json "
+                         "(`per_assertion`) |" + " |" * (2 * len(configs)))
+            continue
         where = "all (common)" if row["scope"] == "common" else _md_cell(row["eval_id"])
         gains = [fmt_delta(row["gains"].get(c)) for c in configs[1:]]
         note = "non-discriminating" if row["non_discriminating"] else ""
