@@ -297,8 +297,10 @@ class RegradeTests(JudgeRunTestCase):
                          runner.sha256_file(source / "benchmark.json"))
         code, out, err = call_main(["report", str(regraded), "--compare", str(source)], env=env)
         self.assert_exit(code, 0, out, err)
-        self.assertIn("Judge only", out)
-        self.assertIn("| E01 | 50.0% / 100.0% |", out)
+        compared = (regraded / "comparison.md").read_text(encoding="utf-8")  # report prints a line
+        self.assertIn(str(regraded / "comparison.md"), out)
+        self.assertIn("Judge only", compared)
+        self.assertIn("| E01 | 50.0% / 100.0% |", compared)
 
     def test_claude_regrade(self) -> None:
         self.check_regrade("claude")

@@ -19,6 +19,7 @@ from tests.helpers import (
     fake_calls,
     fake_env,
     make_repo,
+    runner,
 )
 
 
@@ -126,7 +127,8 @@ class UsageErrorTests(unittest.TestCase):
                    "eval_runner.py validate")
 
     def test_missing_required_option_shows_its_values(self) -> None:
-        self.check(["run", self.suite], "--agent", "--agent {claude,codex}", "eval_runner.py run")
+        self.check(["run", self.suite], "--agent",
+                   "--agent {" + ",".join(sorted(runner.PROVIDERS)) + "}", "eval_runner.py run")
 
     def test_unknown_skill_name_gets_did_you_mean_from_the_skills_folder(self) -> None:
         suite = json.loads(Path(self.suite).read_text())

@@ -738,7 +738,7 @@ class IdentityAndCompareTest(EndToEndCase):
             self.assertEqual(grading["judge"], {
                 "provider": "claude", "model": "CLI default",
                 "cli_version": fake_version("claude"),
-                "prompt_template_sha256": runner.grader_template_sha256()})
+                "prompt_template_sha256": runner.grader_template_sha256(), "grader_runs": 1})
         # The template hash covers the fixed grader text, not per-run content.
         with mock.patch.object(runner, "GRADER_PREAMBLE", runner.GRADER_PREAMBLE + "x"):
             self.assertNotEqual(runner.grader_template_sha256(),

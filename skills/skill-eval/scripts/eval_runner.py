@@ -5571,6 +5571,9 @@ def fmt_assertion_rate(slot: dict[str, Any]) -> str:
     return f"{fmt_rate(slot['pass_rate'])} ({slot['passed']}/{slot['graded']})"
 
 
+PER_ASSERTION_SHOWN_EACH_END = 20  # benchmark.md lists the top and bottom of a long table
+
+
 def _md_per_assertion(b: dict[str, Any]) -> str:
     rows = b.get("per_assertion")
     if rows is None:
@@ -5582,7 +5585,14 @@ def _md_per_assertion(b: dict[str, Any]) -> str:
              "| assertion | eval | " + " | ".join(_md_cell(c) for c in configs) + " | "
              + " | ".join(f"gain vs {_md_cell(c)}" for c in configs[1:])
              + " | note |", "|---|---|" + "---|" * (2 * len(configs))]
-    for row in rows:
+    shown = rows if len(rows) <= 2 * PER_ASSERTION_SHOWN_EACH_END else (
+        rows[:PER_ASSERTION_SHOWN_EACH_END] + [None] + rows[-PER_ASSERTION_SHOWN_EACH_END:])
+    for row in shown:
+        if row is None:  # a big suite: the greatest gains and losses, the rest in the JSON
+            hidden = len(rows) - 2 * PER_ASSERTION_SHOWN_EACH_END
+            lines.append(f"| ... {hidden} more assertions, all in benchmark.json "
+                         "(`per_assertion`) |" + " |" * (2 * len(configs)))
+            continue
         where = "all (common)" if row["scope"] == "common" else _md_cell(row["eval_id"])
         gains = [fmt_delta(row["gains"].get(c)) for c in configs[1:]]
         note = "non-discriminating" if row["non_discriminating"] else ""
@@ -7017,11 +7027,7 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
     fixtures = sorted({rel for cell in cells for rel in cell.case.files})
     sharding = ({"plan": plan_identity(suite, options, plan_cells(suite, options, iteration_dir)),
                  "shard": shard_record(options, cells)} if options.shard else {})
-    withheld = package_withholdings(suite.root, suite.skill_name, suite.path,
-                                    suite.secret_texts())
-    snapshot = RepoSnapshot.take(suite.root, suite.skill_name, withheld)
-    sharding = ({"plan": plan_identity(suite, options, plan_cells(suite, options, iteration_dir)),
-                 "shard": shard_record(options, cells)} if options.shard else {})
+    checkout, checkout_failure = take_checkout_snapshot(suite.root, iteration_dir)
     withheld = package_withholdings(suite.root, suite.skill_name, suite.path,
                                     suite.secret_texts())
     snapshot = RepoSnapshot.take(suite.root, suite.skill_name, withheld)
@@ -7029,7 +7035,6 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
     try:
         # Until its manifest is on disk an iteration can be neither reported nor resumed: an
         # interrupt or a failed write before then leaves no iteration and no template.
-        checkout, checkout_failure = take_checkout_snapshot(suite.root, iteration_dir)
         snapshot.template = (None if groups.cancelled.is_set()
                              else build_git_template(snapshot, sandbox_base))
         if groups.cancelled.is_set():
