@@ -7065,11 +7065,7 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
         return abandon_unstarted_iteration(iteration_dir, previous, exc)
     ctx = RunContext(suite, options, provider, iteration_dir, snapshot, sandbox_base, groups,
                      progress=None,
-                     judge={"provider": provider.name,
-                            "model": options.grader_model or "CLI default",
-                            "cli_version": cli_version,
-                            "prompt_template_sha256": grader_template_sha256(),
-                            "grader_runs": options.grader_runs},
+                     judge=judge_identity(provider, options, cli_version),
                      resuming=previous is not None)
     ctx.base_env, manifest["environment_scrub"] = scrub_checkout_paths(clean_environment(),
                                                                        suite.root)
@@ -7126,6 +7122,13 @@ def take_checkout_snapshot(root: Path, iteration_dir: Path) -> tuple[CheckoutSna
         return CheckoutSnapshot.take(root, iteration_dir), ""
     except OSError as exc:
         return None, f"the snapshot failed: {exc}"
+
+
+def judge_identity(provider: Provider, options: RunOptions, cli_version: str) -> dict[str, Any]:
+    """Who graded: written into every grading.json."""
+    return {"provider": provider.name, "model": options.grader_model or "CLI default",
+            "cli_version": cli_version, "prompt_template_sha256": grader_template_sha256(),
+            "grader_runs": options.grader_runs}
 
 
 def confine_agents(ctx: RunContext, confinement: Confinement) -> None:
@@ -7322,11 +7325,7 @@ def run_regrade_iteration(suite: Suite, options: RunOptions, provider: Provider,
     except BaseException as exc:
         return abandon_unstarted_iteration(iteration_dir, previous, exc)
     ctx = RunContext(suite, options, provider, iteration_dir, None, sandbox_base, groups,
-                     judge={"provider": provider.name,
-                            "model": options.grader_model or "CLI default",
-                            "cli_version": cli_version,
-                            "prompt_template_sha256": grader_template_sha256(),
-                            "grader_runs": options.grader_runs},
+                     judge=judge_identity(provider, options, cli_version),
                      resuming=previous is not None)
     ctx.base_env, manifest["environment_scrub"] = scrub_checkout_paths(clean_environment(),
                                                                        suite.root)
