@@ -46,15 +46,17 @@ from typing import Any
 FAULTS = (
     "exit_nonzero", "is_error", "is_error_exit0", "hang", "hang_with_child",
     "silent", "invalid_json", "truncated", "flood", "delete_cwd",
-    "unreachable", "max_structured_retries",
+    "unreachable", "max_structured_retries", "lone_surrogate", "deep_nesting",
+    "verdict_flood",
 )
 SPEC_KEYS = frozenset((
     "fault", "sleep_s", "text", "usage", "duration_ms", "total_cost_usd",
     "num_turns", "write_artifact", "write_artifact_hex", "artifact_bytes",
     "write_files", "read_skill", "read_paths", "permission_denials",
     "verdicts", "raw_verdicts", "verdict_form", "flood_bytes",
-    "shell_write_files", "shell_symlinks", "quote_reads", "noisy",
+    "shell_write_files", "shell_symlinks", "shell_special", "quote_reads", "noisy",
 ))
+SPECIAL_KINDS = ("fifo", "socket", "directory")
 VERDICT_FORMS = ("structured", "text", "fenced", "legacy", "prose")
 ROLES = ("executor", "grader")
 DEFAULT_EXECUTOR_TEXT = "fake executor answer"
@@ -68,6 +70,11 @@ ARTIFACT_PREFIX = "Artifact path:"
 SKILL_PREFIX = "Skill path:"
 ASSERTIONS_HEADING = "## Assertions"
 SCRIPT_ERROR_EXIT = 3   # a broken test script, never a contract behaviour
+LONE_SURROGATE = "\ud800"  # sent as the JSON escape; no UTF-8 encoder accepts it raw
+DEEP_OBJECT = "@@fake-deep-object@@"   # stands for the deep_nesting answer until printed
+DEEP_TEXT = "@@fake-deep-text@@"
+DEEP_LEVELS = 100_000
+FLOOD_VERDICTS = 100_000
 
 # ============================================================================
 # 2. errors
@@ -474,6 +481,10 @@ def validate_spec(cli: str, spec: dict[str, Any]) -> None:
             and set(policy) <= {"fail_ids", "fail_if_text_contains"})):
         raise script_error(cli, "verdicts must be \"all_pass\", \"all_fail\", "
                                 "{\"fail_ids\": [...]} or {\"fail_if_text_contains\": [...]}")
+    bad = sorted(set((spec.get("shell_special") or {}).values()) - set(SPECIAL_KINDS))
+    if bad:
+        raise script_error(cli, f"shell_special kinds must be {', '.join(SPECIAL_KINDS)}, "
+                                f"not {', '.join(map(str, bad))}")
     noisy = spec.get("noisy")
     if noisy is not None and not (
             isinstance(noisy, dict) and set(noisy) == {"if_text_contains", "votes", "counter_dir"}
@@ -578,11 +589,40 @@ def verdict_payload(spec: dict[str, Any], assertions: list[tuple[int, str]],
             rows.append({"text": text, "passed": passed, "evidence": evidence})
         else:
             rows.append({"id": ident, "passed": passed, "evidence": evidence})
+    if spec.get("fault") == "lone_surrogate":
+        for row in rows:
+            row["evidence"] += " " + LONE_SURROGATE
+    if spec.get("fault") == "verdict_flood":   # ids no assertion has, after the real ones
+        rows += [{"id": 1000 + n} for n in range(FLOOD_VERDICTS)]
     return {"expectations" if legacy else "verdicts": rows}
 
 
 def compact_json(data: Any) -> str:
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    # ensure_ascii: a lone surrogate (fault lone_surrogate) leaves as its \\uXXXX escape
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=ASCII_JSON[0])
+    if DEEP_OBJECT in text or DEEP_TEXT in text:
+        deep = deep_json()
+        text = text.replace(json.dumps(DEEP_OBJECT), deep)
+        text = text.replace(DEEP_TEXT, json.dumps(deep)[1:-1])
+    return text
+
+
+ASCII_JSON = [False]   # set once per process by prepare_faults
+
+
+def prepare_faults(spec: dict[str, Any]) -> None:
+    """Output settings some faults need before anything is printed."""
+    ASCII_JSON[0] = spec.get("fault") == "lone_surrogate"
+
+
+def deep_json() -> str:
+    """The deep_nesting answer: a verdict list nested DEEP_LEVELS deep (too deep to dump)."""
+    return '{"verdicts":' + "[" * DEEP_LEVELS + "]" * DEEP_LEVELS + "}"
+
+
+def expand_plain(text: str) -> str:
+    """Plain-text output: the deep_nesting marker becomes the raw deep JSON."""
+    return text.replace(DEEP_TEXT, deep_json()) if DEEP_TEXT in text else text
 
 
 def render_verdict(spec: dict[str, Any], prompt: str) -> tuple[dict[str, Any] | None, str]:
@@ -592,6 +632,8 @@ def render_verdict(spec: dict[str, Any], prompt: str) -> tuple[dict[str, Any] | 
     delivers it through its structured channel. Other forms are text only.
     """
     form = spec.get("verdict_form", "structured")
+    if spec.get("fault") == "deep_nesting":
+        return DEEP_OBJECT, DEEP_TEXT   # printed as the real thing by compact_json
     if form == "prose":
         return None, spec.get("text", DEFAULT_PROSE_VERDICT)
     call_index = (claim_call_index(spec["noisy"]["counter_dir"], prompt)
@@ -650,6 +692,8 @@ def executor_text(spec: dict[str, Any], actions: list[Action]) -> str:
     text = spec.get("text", DEFAULT_EXECUTOR_TEXT)
     if spec.get("quote_reads"):
         text += "".join(f"\n\n{a.result}" for a in actions if a.kind == "read" and a.ok)
+    if spec.get("fault") == "lone_surrogate":
+        text += " " + LONE_SURROGATE
     return text
 
 
@@ -674,6 +718,31 @@ def perform_shell_actions(spec: dict[str, Any], root: str) -> None:
             os.symlink(target, link)
         except OSError:
             pass
+    for path, kind in (spec.get("shell_special") or {}).items():
+        plant_special(_absolute(path, root), kind)
+
+
+def plant_special(path: str, kind: str) -> None:
+    """Put a FIFO, a socket or a folder at `path`, replacing whatever is there (mkfifo...)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.unlink(path)
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        os.mkdir(path)
+    else:  # bound from its folder: a socket path may not exceed about 100 bytes
+        import socket
+        here = os.getcwd()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            os.chdir(os.path.dirname(path))
+            sock.bind(os.path.basename(path))
+        finally:
+            sock.close()
+            os.chdir(here)
 
 
 def artifact_bytes(spec: dict[str, Any]) -> bytes | None:
@@ -768,7 +837,7 @@ def stdin_ready(timeout_s: float) -> bool:
 
 def out(text: str) -> None:
     """Write to stdout right away (a streaming CLI flushes each line)."""
-    sys.stdout.buffer.write(text.encode("utf-8"))
+    sys.stdout.buffer.write(expand_plain(text).encode("utf-8", "surrogatepass"))
     sys.stdout.buffer.flush()
 
 
