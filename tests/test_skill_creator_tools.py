@@ -81,8 +81,15 @@ class SkillCreatorToolsTests(unittest.TestCase):
         self.tool(str(AGGREGATOR), str(self.iteration), "-o", str(out))
         theirs = json.loads(out.read_text(encoding="utf-8"))
         self.assertEqual(len(theirs["runs"]), 4, "unscored runs must be skipped, not zeroed")
+        ours = {(str(r["eval_id"]), r["configuration"], r["run_number"]): r["result"]
+                for r in json.loads(self.ours)["runs"]}
         for run in theirs["runs"]:
-            self.assertGreater(run["result"]["time_seconds"], 0, run)
+            mine = ours[(str(run["eval_id"]), run["configuration"], run["run_number"])]
+            # Read from timing.json: our captured values (a fast fake may report 0 ms), which a
+            # missing file would have turned into the aggregator's default 0 tokens.
+            self.assertIsNotNone(mine["time_seconds"])
+            self.assertEqual(run["result"]["time_seconds"], mine["time_seconds"], run)
+            self.assertEqual(run["result"]["tokens"], mine["tokens"], run)
             self.assertGreater(run["result"]["tokens"], 0, run)
         self.assertEqual((self.iteration / "benchmark.json").read_bytes(), self.ours)
 
