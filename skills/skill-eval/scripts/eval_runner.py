@@ -8073,13 +8073,15 @@ def dry_run_forecast(suite: Suite, options: RunOptions, planned_evals: int) -> l
     """The power forecast from the latest earlier iteration of this suite and agent, if any."""
     earlier = latest_matching_iteration(options.workspace, suite.sha256, options.agent)
     if earlier is None:
-        return ["forecast: no earlier iteration of this suite with this agent in the workspace"]
+        return ["power forecast: no earlier iteration of this very suite with this agent in the "
+                "workspace"]
     folder, benchmark = earlier
     configs = tuple(benchmark["metadata"].get("configs") or ())
     planned = [(options.configs[0], b) for b in options.configs[1:]]
     pairs = [p for p in planned if set(p) <= set(configs)] or [
         (configs[0], b) for b in configs[1:]]
-    lines = [f"forecast from {folder.name} (same suite, agent {options.agent}; two-sided alpha "
+    lines = [f"power forecast from {folder.name} (same suite, agent {options.agent}; two-sided "
+             "alpha "
              "0.05, power 0.8):"]
     for pair in pairs:
         stats = paired_statistics(benchmark["per_eval"], pair) or {}
