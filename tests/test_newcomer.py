@@ -35,8 +35,10 @@ class AgentLookupTests(unittest.TestCase):
         for name in ("claude", "codex", "_fakecore.py"):
             shutil.copy2(FAKES / name, inside / name)
         self.env = fake_env(self.tmp.path)
-        # Only the copy inside the checkout: the bundled fakes are not on PATH.
-        rest = [p for p in self.env["PATH"].split(os.pathsep) if p != str(FAKES)]
+        # Only the copy inside the checkout: neither the bundled fakes nor a real claude (CI puts
+        # the pinned CLIs on PATH) may be found elsewhere.
+        rest = [p for p in self.env["PATH"].split(os.pathsep)
+                if p != str(FAKES) and not os.path.exists(os.path.join(p, "claude"))]
         self.env["PATH"] = os.pathsep.join([str(inside), *rest])
         self.suite = str(self.root / "evals" / "demo" / "evals.json")
 
