@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import unittest
 
 from tests.helpers import PROJECT, TempDir, call_main, demo_suite, fake_env, make_repo
+from tests.test_revision_arms import python_for_skill_creator
 
 SKILL_CREATOR = PROJECT.parent / "shared" / "skill-creator"
 VIEWER = SKILL_CREATOR / "eval-viewer" / "generate_review.py"
@@ -41,7 +41,10 @@ class SkillCreatorToolsTests(unittest.TestCase):
         cls.tmp.cleanup()
 
     def tool(self, *argv: str) -> subprocess.CompletedProcess:
-        done = subprocess.run([sys.executable, *argv], capture_output=True, text=True,
+        python = python_for_skill_creator()
+        if python is None:
+            self.skipTest("skill-creator's scripts need Python 3.10 or newer; none found")
+        done = subprocess.run([python, *argv], capture_output=True, text=True,
                               timeout=120, cwd=self.tmp.path, stdin=subprocess.DEVNULL)
         self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
         return done
