@@ -717,8 +717,7 @@ class CodexRunnerTest(RunnerRealCLITest):
         self.server.add_rule(ms.contains(marker), [codex_executor])
         # Unconfined codex with a system bwrap will not make its sandbox helper under a temp
         # folder, so this CODEX_HOME lives in the user's cache instead.
-        codex_home = Path.home() / ".cache" / "skill-eval-tests" / uuid.uuid4().hex
-        codex_home.mkdir(parents=True)
+        codex_home = Path(ms.make_codex_home())
         self.addCleanup(shutil.rmtree, codex_home, ignore_errors=True)
         ms.write_codex_config(self.server, str(codex_home))
         self.assert_confinement_changes_no_result(
@@ -810,9 +809,7 @@ class RegradeRealCLIMixin:
         if prefix != "codex-home":
             return super().tmpdir(prefix)
         # codex 0.171 with /usr/bin/bwrap needs a helper it will not create under /tmp
-        base = Path.home() / ".cache" / "skill-eval-it"
-        base.mkdir(parents=True, exist_ok=True)
-        folder = Path(tempfile.mkdtemp(prefix="codex-home-", dir=base))
+        folder = Path(ms.make_codex_home())
         self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
         return folder
 

@@ -7657,24 +7657,21 @@ def _bounded_int(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be more than 0 seconds")
-    return value
+def _positive(noun: str, unit: str) -> Callable[[str], float]:
+    """A parser of a finite number above 0: `--timeout S`, `--max-cost USD`."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
+        if not math.isfinite(value) or value <= 0:
+            raise argparse.ArgumentTypeError(f"{text!r} must be more than 0 {unit}")
+        return value
+    return parse
 
 
-def _positive_usd(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an amount in USD") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be more than 0 USD")
-    return value
+_positive_seconds = _positive("a number of seconds", "seconds")
+_positive_usd = _positive("an amount in USD", "USD")
 
 
 def _model_name(text: str) -> str:
