@@ -176,12 +176,34 @@ def tree_digest(root: Path) -> dict[str, str]:
     return digest
 
 
+# A launcher, run as `python -c LAUNCHER RSS_FILE ARGV...`: it forks the runner from its own
+# small image and writes the runner's peak memory (KiB, its reaped descendants included) to
+# RSS_FILE. Linux carries a process's resident size at fork into ru_maxrss across exec, so a
+# runner forked straight from a test process grown large by earlier tests would "peak" at that
+# size. The child dies with the launcher (PR_SET_PDEATHSIG) so killing the launcher is enough.
+LAUNCHER = """
+import ctypes, os, signal, sys
+rss_file, argv = sys.argv[1], sys.argv[2:]
+pid = os.fork()
+if pid == 0:
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)
+    os.execv(argv[0], argv)
+signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGTERM))
+_, status, usage = os.wait4(pid, 0)
+with open(rss_file, "w") as handle:
+    handle.write(str(usage.ru_maxrss))
+code = os.waitstatus_to_exitcode(status)
+sys.exit(code if code >= 0 else 128 - code)
+"""
+
+
 def start_script(argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None,
-                 out_dir: Path | None = None) -> subprocess.Popen:
+                 out_dir: Path | None = None, rss_file: Path | None = None) -> subprocess.Popen:
     """run_script's Popen twin: the runner in the background, output to files in out_dir.
 
     Files, not pipes, so a test can leave the process alone (signal it, time it) without a
-    reader thread; read them back with read_output().
+    reader thread; read them back with read_output(). With rss_file the runner starts through
+    LAUNCHER, which writes its peak memory there once it has ended.
     """
     out_dir = out_dir or Path(tempfile.mkdtemp(prefix="skill-eval-out-"))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -189,8 +211,10 @@ def start_script(argv: list[str], env: dict[str, str] | None = None, cwd: Path |
     stdout = open(out_dir / f"stdout-{tag}.txt", "wb")  # noqa: SIM115 (kept by the Popen)
     stderr = open(out_dir / f"stderr-{tag}.txt", "wb")  # noqa: SIM115
     try:
-        proc = subprocess.Popen([sys.executable, str(RUNNER_PATH), *unconfined(argv)], env=env,
-                                cwd=cwd,
+        command = [sys.executable, str(RUNNER_PATH), *unconfined(argv)]
+        if rss_file is not None:
+            command = [sys.executable, "-c", LAUNCHER, str(rss_file), *command]
+        proc = subprocess.Popen(command, env=env, cwd=cwd,
                                 stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr)
     finally:
         stdout.close()

@@ -284,16 +284,16 @@ class FaultMatrixTests(ProcessAudit, unittest.TestCase):
         env = h.fake_env(base, script, {"FAKE_AGENT_MARKER": marker})
         argv = ["run", suite_file(repo), "--agent", provider, "--config", "without_skill",
                 "--concurrency", "8", "--timeout", str(timeout_s), "--quiet"]
-        proc = h.start_script(argv, env=env, cwd=repo, out_dir=base / "out")
+        rss_file = base / "runner-max-rss-kb.txt"
+        proc = h.start_script(argv, env=env, cwd=repo, out_dir=base / "out", rss_file=rss_file)
         self.stop_later(proc)
         return {"provider": provider, "cells": cells, "base": base, "repo": repo,
-                "marker": marker, "proc": proc, "timeout_s": timeout_s, "canary": canary}
+                "marker": marker, "proc": proc, "timeout_s": timeout_s, "canary": canary,
+                "rss_file": rss_file}
 
     def finish_matrix(self, run: dict) -> dict:
         proc = run["proc"]
-        # wait4 gives this process's peak memory (its reaped children's included).
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        proc.wait()
         stdout, stderr = h.read_output(proc)
         self.assertIn(proc.returncode, (0, 1), f"runner exited {proc.returncode}:\n{stderr}")
         self.assertNoMarkedProcesses(run["marker"])
@@ -301,7 +301,7 @@ class FaultMatrixTests(ProcessAudit, unittest.TestCase):
         (iteration,) = iteration_dirs(workspace)
         run.update(iteration=iteration, calls=h.fake_calls(run["base"]), stdout=stdout,
                    benchmark=load_json(iteration / "benchmark.json"),
-                   max_rss_kb=usage.ru_maxrss)
+                   max_rss_kb=int(run["rss_file"].read_text(encoding="utf-8")))
         return run
 
     def run_fault_matrix(self, provider: str) -> None:
@@ -493,6 +493,19 @@ class FaultMatrixTests(ProcessAudit, unittest.TestCase):
 
     def test_flood_is_bounded_in_memory_and_on_disk_codex(self) -> None:
         self.check_flood_run("codex")
+
+    def test_peak_memory_is_the_runners_not_the_test_process(self) -> None:
+        """The flood bound measures the runner: a test process grown to 300 MB (as a long
+        suite grows it) must not show up as the runner's peak."""
+        ballast = bytearray(300 * 1024 * 1024)
+        ballast[::4096] = b"\1" * len(ballast[::4096])   # touch every page: resident
+        rss_file = self.tmp.path / "rss.txt"
+        proc = h.start_script(["validate", str(self.tmp.path / "missing.json")],
+                              out_dir=self.tmp.path / "out", rss_file=rss_file)
+        self.stop_later(proc)
+        self.assertEqual(proc.wait(), 2, h.read_output(proc))
+        del ballast
+        self.assertLess(int(rss_file.read_text(encoding="utf-8")), 100 * 1024)
 
 
 # ============================================================================
