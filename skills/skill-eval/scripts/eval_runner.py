@@ -10,7 +10,8 @@ difference and the executor's own time, tokens and cost.
 Usage:
     eval_runner.py validate SUITE [--repo-root DIR] [--json]
     eval_runner.py run SUITE --agent AGENT [options]   (see --help for the agents)
-    eval_runner.py report ITERATION_DIR [--compare DIR] [--html [PATH]] [--junit PATH]
+    eval_runner.py report ITERATION_DIR [--compare DIR] [--across [DIR ...]] [--html [PATH]]
+                   [--junit PATH]
 
 Exit codes:
     0    ok
@@ -5801,6 +5802,116 @@ def render_compare_markdown(this: dict[str, Any], other: dict[str, Any], other_n
     return "\n".join(lines) + "\n"
 
 
+# -- across agents: one suite, one iteration per agent, side by side --------------
+
+# What must match for lifts measured on different agents to be about the same thing.
+ACROSS_AGENTS_SAME = ("suite_sha256", "skill_sha256", "fixtures_sha256", "grader_prompt_sha256")
+
+
+@dataclasses.dataclass
+class AgentIteration:
+    """One agent's iteration as `report --across` shows it."""
+    benchmark: dict[str, Any]
+    where: str  # the folder, as the user should read it
+    changed_files: int  # run files changed since the runner wrote them
+
+
+def agent_label(benchmark: dict[str, Any]) -> str:
+    meta = benchmark["metadata"]
+    model = meta.get("executor_model")
+    return f"{meta.get('agent')} ({model})" if model else str(meta.get("agent"))
+
+
+def across_comparability(first: dict[str, Any], other: dict[str, Any]) -> str | None:
+    """None when other measured the same suite, skill, fixtures and configs as first, else
+    what differs."""
+    mine = first["metadata"].get("identity")
+    theirs = other["metadata"].get("identity")
+    if not mine or not theirs:
+        return "unknown (an iteration records no identities)"
+    differ = [label for key, label in IDENTITY_LABELS
+              if key in ACROSS_AGENTS_SAME and mine.get(key) != theirs.get(key)]
+    if first["metadata"].get("configs") != other["metadata"].get("configs"):
+        differ.append("configs")
+    return f"{', '.join(differ)} differ" if differ else None
+
+
+def agent_verdict(benchmark: dict[str, Any]) -> str:
+    paired = benchmark.get("paired")
+    return paired["verdict"] if paired else "none (one config only)"
+
+
+def _agent_labels(entries: list[AgentIteration]) -> list[str]:
+    labels = [agent_label(e.benchmark) for e in entries]
+    return [f"{label} [{e.where}]" if labels.count(label) > 1 else label
+            for label, e in zip(labels, entries)]
+
+
+def _agent_row(label: str, entry: AgentIteration, first: dict[str, Any]) -> str:
+    b = entry.benchmark
+    paired = b.get("paired") or {}
+    ci = paired.get("ci95")
+    verdict = agent_verdict(b)
+    if entry.changed_files:
+        verdict += f" (REVIEW: {entry.changed_files} run file(s) changed)"
+    if b["metadata"].get("incomplete"):
+        verdict += " (incomplete iteration)"
+    inputs = across_comparability(first, b)
+    counts = (f"{paired['wins']}/{paired['ties']}/{paired['losses']} of "
+              f"{paired['paired_evals']}" if paired else "n/a")
+    return (f"| {_md_cell(label)} | {_md_cell(entry.where)} | {_md_cell(verdict)} | "
+            f"{fmt_delta(paired.get('mean_delta'))} | "
+            f"{f'[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]' if ci else 'n/a'} | {counts} | "
+            f"{'NOT comparable: ' + inputs if inputs else 'same suite, skill and fixtures'} |")
+
+
+def _lift_cell(row: dict[str, Any] | None) -> str:
+    if row is None:
+        return "not run"
+    if row.get("delta") is None:
+        return "n/a (not scored in both configs)"
+    return fmt_delta(row["delta"])
+
+
+def across_agents_summary(entries: list[AgentIteration]) -> str:
+    """One line: the agents the skill helps, hurts, and those without a verdict."""
+    labels = _agent_labels(entries)
+    groups: dict[str, list[str]] = {"improved": [], "regressed": [], "other": []}
+    for label, entry in zip(labels, entries):
+        verdict = agent_verdict(entry.benchmark)
+        groups[verdict if verdict in groups else "other"].append(label)
+    return (f"Helps on: {', '.join(groups['improved']) or 'none'}. "
+            f"Hurts on: {', '.join(groups['regressed']) or 'none'}. "
+            f"No verdict either way: {', '.join(groups['other']) or 'none'}.")
+
+
+def render_agents_markdown(entries: list[AgentIteration]) -> str:
+    """Which agents the skill helps: each agent's verdict, then the per-eval lift side by side.
+    The first entry is the iteration the report was asked for; the others are measured
+    against its inputs."""
+    first = entries[0].benchmark
+    configs = first["metadata"]["configs"]
+    labels = _agent_labels(entries)
+    lift = f"{configs[0]} - {configs[1]}" if len(configs) > 1 else "no baseline"
+    lines = [f"# Across agents: skill {first['metadata'].get('skill_name')}", "",
+             across_agents_summary(entries), "",
+             "Each agent ran the suite in its own iteration and graded its answers with its own "
+             "grader, so a difference between agents mixes the executor with the judge. A verdict "
+             "is each agent's own paired bootstrap over its evals (see its benchmark.md).", "",
+             "| agent | iteration | verdict | mean per-eval lift | 95% CI | wins/ties/losses | "
+             "inputs |", "|---|---|---|---|---|---|---|"]
+    lines += [_agent_row(label, e, first) for label, e in zip(labels, entries)]
+    rows = [{str(r["eval_id"]): r for r in e.benchmark["per_eval"]} for e in entries]
+    eval_ids = list(dict.fromkeys(key for by_id in rows for key in by_id))
+    lines += ["", f"## Per-eval lift ({_md_cell(lift)}, pass rate)", "",
+              "| eval | " + " | ".join(_md_cell(label) for label in labels) + " |",
+              "|---|" + "---|" * len(labels)]
+    for eval_id in eval_ids:
+        cells = [_lift_cell(by_id.get(eval_id)) for by_id in rows]
+        lines.append(f"| {_md_cell(eval_id)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 FAILED_ASSERTION_GROUPS = 40  # assertions listed in benchmark.md and the HTML page
 FAILED_ASSERTION_EVALS = 8  # evals named per assertion
 
@@ -7573,6 +7684,25 @@ def latest_iteration_of(workspace: Path, skill_name: str, agent: str) -> Path | 
     return None
 
 
+def other_agent_iterations(iteration: Path, benchmark: dict[str, Any]) -> list[Path]:
+    """The newest iteration of this skill by every other agent in the same workspace
+    (evals/<skill>/workspace/<agent>/iteration-N)."""
+    agent_dir = iteration.resolve().parent
+    workspace = agent_dir.parent
+    skill = benchmark["metadata"].get("skill_name")
+    found = []
+    for folder in sorted(p for p in workspace.iterdir() if p.is_dir() and p != agent_dir):
+        latest = latest_iteration_of(folder, skill, folder.name)
+        if latest is not None:
+            found.append(latest)
+    if not found:
+        raise InputError(f"--across: no iteration of skill {skill} by another agent in "
+                         f"{workspace}",
+                         "run the suite with another agent first (run SUITE --agent gemini), "
+                         "or name the iterations: --across DIR [DIR ...]")
+    return found
+
+
 def observed_cell(record: RunRecord) -> dict[str, float | None] | None:
     """What one earlier cell used: agent calls, agent seconds, tokens and cost."""
     processes = [p for p in (record.executor, record.grader) if p is not None]
@@ -7857,6 +7987,10 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--junit", metavar="PATH", help="also write the results as JUnit XML")
     report.add_argument("--compare", metavar="OTHER_DIR",
                         help="add another iteration's per-eval rates and say if they compare")
+    report.add_argument("--across", nargs="*", metavar="OTHER_AGENT_DIR",
+                        help="which agents the skill helps: this iteration beside the same "
+                        "suite's iterations by other agents, in agents.md (default: the newest "
+                        "of each other agent in this workspace)")
     report.add_argument("--merge", nargs="+", metavar="SHARD_ITERATION",
                         help="create ITERATION_DIR (new) as one iteration from these shard "
                         "iterations of one plan (run --shard K/N)")
@@ -8175,9 +8309,10 @@ def output_path(value: str | None, flag: str, default: Path | None = None) -> Pa
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    if args.compare:
-        raise InputError("--compare and --merge do not go together",
-                         "merge first, then run report MERGED_DIR --compare OTHER_DIR")
+    if args.compare or args.across is not None:
+        flag = "--compare" if args.compare else "--across"
+        raise InputError(f"{flag} and --merge do not go together",
+                         f"merge first, then run report MERGED_DIR {flag} ...")
     target = Path(args.iteration).resolve()
     junit_path = output_path(args.junit, "--junit")
     benchmark, code = merge_shards(target, [Path(f) for f in args.merge], junit_path)
@@ -8222,11 +8357,47 @@ def cmd_report(args: argparse.Namespace) -> int:
     if comparison:
         print(f"Comparison with {args.compare}: {comparability(benchmark, other)}; "
               f"{folder / 'comparison.md'}")
+    code = EXIT_OK
     if check["changed_count"]:
         print(f"{PROG}: REVIEW REQUIRED: {check['changed_count']} run file(s) changed since the "
               "runner wrote them (results_modified in benchmark.md)", file=sys.stderr)
-        return EXIT_REVIEW
-    return EXIT_OK
+        code = EXIT_REVIEW
+    if args.across is not None:
+        first = AgentIteration(benchmark, str(folder), check["changed_count"])
+        code = max(code, report_across_agents(first, folder, args.across))
+    return code
+
+
+def report_across_agents(first: AgentIteration, folder: Path, named: list[str]) -> int:
+    """Write agents.md beside benchmark.md; review is needed when a run file changed or an
+    iteration measured other inputs than this one."""
+    others = [Path(d) for d in named] or other_agent_iterations(folder, first.benchmark)
+    entries = [first]
+    for other in others:
+        other_dir = other if other.is_dir() else other.parent
+        if other_dir.resolve() == folder.resolve():
+            continue
+        benchmark = load_benchmark(other)
+        check = verify_run_files(benchmark, other_dir, "report --across")
+        entries.append(AgentIteration(benchmark, str(other_dir), check["changed_count"]))
+    try:
+        text = render_agents_markdown(entries)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise InputError(f"an iteration given to --across is malformed ({type(exc).__name__}: "
+                         f"{exc})",
+                         "re-run that iteration, or restore its benchmark.json") from None
+    write_text(folder / "agents.md", text)
+    print(f"Across agents: {across_agents_summary(entries)} {folder / 'agents.md'}")
+    code = EXIT_OK
+    for entry in entries:
+        differ = across_comparability(first.benchmark, entry.benchmark)
+        problems = ([f"{differ} from {first.where}"] if differ else []) + (
+            [f"{entry.changed_files} run file(s) changed"] if entry.changed_files else [])
+        if problems:
+            print(f"{PROG}: REVIEW REQUIRED: {entry.where}: {'; '.join(problems)}",
+                  file=sys.stderr)
+            code = EXIT_REVIEW
+    return code
 
 
 def write_traceback(exc: BaseException) -> str:
