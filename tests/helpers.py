@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib.util
 import io
@@ -135,11 +136,26 @@ class TempDir:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
+_PYTHON_DIR: list[str] = []
+
+
+def this_python_dir() -> str:
+    """A folder whose `python3` is the interpreter running the tests, for the fakes'
+    `#!/usr/bin/env python3`: they then run on the Python under test, and skip the version
+    manager's shim (pyenv's costs 0.2 s of CPU a call, most of a fake call's time)."""
+    if not _PYTHON_DIR:
+        folder = tempfile.mkdtemp(prefix="skill-eval-python-")
+        os.symlink(sys.executable, os.path.join(folder, "python3"))
+        atexit.register(shutil.rmtree, folder, True)
+        _PYTHON_DIR.append(folder)
+    return _PYTHON_DIR[0]
+
+
 def fake_env(tmp: Path, script: dict | None = None, extra: dict[str, str] | None = None) -> dict:
     """An environment with the fake CLIs first on PATH, logging into tmp/log."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("CLAUDECODE",) and not k.startswith("FAKE_AGENT")}
-    env["PATH"] = f"{FAKES}{os.pathsep}{env.get('PATH', '')}"
+    env["PATH"] = os.pathsep.join((str(FAKES), this_python_dir(), env.get("PATH", "")))
     log = tmp / "log"
     log.mkdir(exist_ok=True)
     env["FAKE_AGENT_LOG"] = str(log)

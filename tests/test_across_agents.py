@@ -103,7 +103,7 @@ class AcrossAgentsTest(unittest.TestCase):
         code, _, err = self.report(str(claude), "--across")
         self.assertEqual(code, 2)
         self.assertIn("no iteration of skill demo by another agent", err)
-        self.assertIn("--agent gemini", err)
+        self.assertIn("--agent OTHER", err)
         self.assertFalse((claude / "agents.md").exists())
 
     def test_across_and_merge_do_not_go_together(self) -> None:

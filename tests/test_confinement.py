@@ -70,9 +70,13 @@ mkdir -p .skill-eval
     find / -name SKILL.md 2>/dev/null | sed 's/^/found: /'
   fi
 } > .skill-eval/artifact.md 2>&1
-setsid sh -c "sleep 3; echo forged > '$workspace/late-write.txt'; touch '$checkout/late.txt'" \
-  </dev/null >/dev/null 2>&1 &
-(setsid sleep 300 </dev/null >/dev/null 2>&1 &)
+ready="$PWD/.skill-eval"
+setsid sh -c "touch '$ready/ready-1'; sleep 3; echo forged > '$workspace/late-write.txt'; \
+  touch '$checkout/late.txt'" </dev/null >/dev/null 2>&1 &
+(setsid sh -c "touch '$ready/ready-2'; exec sleep 300" </dev/null >/dev/null 2>&1 &)
+# Leave only once both have their own session: before that, ending our process group would
+# end them too, and the runner's own stray hunt would go untested.
+while [ ! -e "$ready/ready-1" ] || [ ! -e "$ready/ready-2" ]; do sleep 0.05; done
 printf '%s\n' '__EXECUTOR__'
 """
 

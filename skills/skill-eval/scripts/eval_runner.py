@@ -7698,7 +7698,7 @@ def other_agent_iterations(iteration: Path, benchmark: dict[str, Any]) -> list[P
     if not found:
         raise InputError(f"--across: no iteration of skill {skill} by another agent in "
                          f"{workspace}",
-                         "run the suite with another agent first (run SUITE --agent gemini), "
+                         "run the suite with another agent first (run SUITE --agent OTHER), "
                          "or name the iterations: --across DIR [DIR ...]")
     return found
 
