@@ -13,12 +13,29 @@ import subprocess
 import sys
 import tempfile
 import time
+import unittest
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parent.parent
 RUNNER_PATH = PROJECT / "skills" / "skill-eval" / "scripts" / "eval_runner.py"
 FAKES = PROJECT / "tests" / "fakes"
 PEER_CORPUS = PROJECT.parent / "shared" / "peer-corpus"
+
+
+# Test tiers (README, "Tests"): `full`, the default, runs everything; `core` leaves out the
+# volume tests (thousands of generated inputs, all seven peer suites, timing), which test no
+# behaviour the other tests miss, only more of it; `unit` runs the modules tests/__init__.py
+# lists. CI runs each Python version at one tier; a developer's `python3 -m unittest` is full.
+TIERS = ("unit", "core", "full")
+TIER = os.environ.get("SKILL_EVAL_TEST_TIER", "full")
+if TIER not in TIERS:
+    raise SystemExit(f"SKILL_EVAL_TEST_TIER={TIER!r}: use one of {', '.join(TIERS)}")
+
+
+def volume_test(test):
+    """Mark a test (or class) of volume: it runs in the full tier only."""
+    return unittest.skipUnless(TIER == "full", "a volume test: it runs in the full tier "
+                               "(SKILL_EVAL_TEST_TIER=full, the default)")(test)
 
 
 def load_runner():

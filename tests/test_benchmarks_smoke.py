@@ -17,6 +17,8 @@ import time
 import unittest
 from pathlib import Path
 
+from tests.helpers import volume_test
+
 PROJECT = Path(__file__).resolve().parent.parent
 BENCHMARKS = PROJECT / "benchmarks"
 SCRIPTS = ("bench_parallel", "bench_overhead", "bench_report", "bench_sandbox",
@@ -26,6 +28,7 @@ TIMEOUT_S = 600
 
 @unittest.skipUnless(sys.platform != "win32" and shutil.which("git") and os.path.exists("/bin/sh"),
                      "the benchmarks need git and a POSIX /bin/sh")
+@volume_test
 class BenchmarkSmokeTest(unittest.TestCase):
     def test_every_script_runs_quick_and_prints_its_summary(self):
         env = {k: v for k, v in os.environ.items()

@@ -12,7 +12,7 @@ import time
 import unittest
 from types import SimpleNamespace
 
-from tests.helpers import runner
+from tests.helpers import runner, volume_test
 
 Z_SUM = 1.959963984540054 + 0.8416212335729143  # z(0.975) + z(0.8)
 
@@ -80,6 +80,7 @@ class PowerForecastTest(unittest.TestCase):
         self.assertIn("add evals", ten["runs_note"])
 
 
+@volume_test
 class PowerSimulationTest(unittest.TestCase):
     """The forecast must describe the verdict rule: suites simulated with a true effect equal
     to the reported MDE come out `improved` in about 80% of cases.

@@ -168,6 +168,7 @@ def process_result(rng: random.Random, printed: bytes) -> object:
 # -- the harness ---------------------------------------------------------------------------
 
 
+@h.volume_test
 class FuzzParsersTests(unittest.TestCase):
     def setUp(self) -> None:
         self.tmp = h.TempDir()

@@ -32,6 +32,7 @@ from tests.helpers import (
     run_script,
     runner,
     tree_digest,
+    volume_test,
 )
 
 GITIGNORE = "evals/*/workspace/\n"
@@ -855,6 +856,7 @@ class ReportTests(RunTestCase):
 # ==== 10. the peer corpus =====================================================
 
 
+@volume_test
 class PeerCorpusTests(RunTestCase):
     def test_all_seven_suites_run_both_configs(self) -> None:
         if not PEER_CORPUS.is_dir():

@@ -26,7 +26,17 @@ from pathlib import Path
 from types import SimpleNamespace
 from unittest import mock
 
-from tests.helpers import FAKES, RUNNER_PATH, TempDir, call_main, fake_env, git, make_repo, runner
+from tests.helpers import (
+    FAKES,
+    RUNNER_PATH,
+    TempDir,
+    call_main,
+    fake_env,
+    git,
+    make_repo,
+    runner,
+    volume_test,
+)
 
 CONFIGS = ("with_skill", "without_skill")
 
@@ -858,6 +868,7 @@ def synthetic_rows(evals: int, runs: int, seed: int) -> list[dict]:
         for i in range(evals)]
 
 
+@volume_test
 class BootstrapCostTest(unittest.TestCase):
     def test_wall_time_for_5000_runs(self) -> None:
         timings = []

@@ -25,7 +25,16 @@ import unittest
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.helpers import PEER_CORPUS, PROJECT, TempDir, demo_suite, git, make_repo, runner
+from tests.helpers import (
+    PEER_CORPUS,
+    PROJECT,
+    TempDir,
+    demo_suite,
+    git,
+    make_repo,
+    runner,
+    volume_test,
+)
 
 SEEDS = (1, 20240917, 4242, 777)
 MUTATIONS_PER_SEED = 550          # 4 seeds x 550 = 2,200 mutated suites
@@ -488,6 +497,7 @@ class ValidateMutationTest(unittest.TestCase):
                 code, out, err = _capture(["validate", str(base.suite)])
                 self.assertEqual(code, 0, err)
 
+    @volume_test
     def test_mutated_suites_never_crash(self) -> None:
         started = time.monotonic()
         outcomes = {0: 0, 2: 0}
