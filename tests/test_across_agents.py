@@ -100,10 +100,25 @@ class AcrossAgentsTest(unittest.TestCase):
 
     def test_no_other_agent_says_how_to_get_one_and_writes_nothing(self) -> None:
         claude = self.run_agent("claude", HELPED)
+        written = {p.name: p.stat().st_mtime_ns for p in claude.glob("benchmark.*")}
+        (claude / "benchmark.md").unlink()  # were report to write first, it would be back
         code, _, err = self.report(str(claude), "--across")
         self.assertEqual(code, 2)
         self.assertIn("no iteration of skill demo by another agent", err)
         self.assertIn("--agent OTHER", err)
+        self.assertFalse((claude / "agents.md").exists())
+        self.assertFalse((claude / "benchmark.md").exists())
+        self.assertEqual(written["benchmark.html"], (claude / "benchmark.html").stat().st_mtime_ns)
+
+    def test_a_malformed_other_iteration_changes_nothing(self) -> None:
+        claude = self.run_agent("claude", HELPED)
+        gemini = self.run_agent("gemini", INDIFFERENT)
+        (gemini / "benchmark.json").write_text("{not json", encoding="utf-8")
+        (claude / "benchmark.md").unlink()
+        code, _, err = self.report(str(claude), "--across", str(gemini))
+        self.assertEqual(code, 2)
+        self.assertIn(str(gemini / "benchmark.json"), err)
+        self.assertFalse((claude / "benchmark.md").exists())
         self.assertFalse((claude / "agents.md").exists())
 
     def test_across_and_merge_do_not_go_together(self) -> None:

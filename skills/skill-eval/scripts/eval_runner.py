@@ -8344,6 +8344,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(f"{folder / 'benchmark.json'} is malformed ({type(exc).__name__}: "
                          f"{exc})", "re-run the iteration, or restore the file") from None
+    across = None  # every input read before anything is written: a bad one changes nothing
+    if args.across is not None:
+        first = AgentIteration(benchmark, str(folder), check["changed_count"])
+        across = across_agent_entries(first, folder, args.across)
     write_text(folder / "benchmark.md", text)
     if comparison:  # beside, never inside, this iteration's own benchmark.md
         write_text(folder / "comparison.md", comparison)
@@ -8362,15 +8366,14 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"{PROG}: REVIEW REQUIRED: {check['changed_count']} run file(s) changed since the "
               "runner wrote them (results_modified in benchmark.md)", file=sys.stderr)
         code = EXIT_REVIEW
-    if args.across is not None:
-        first = AgentIteration(benchmark, str(folder), check["changed_count"])
-        code = max(code, report_across_agents(first, folder, args.across))
+    if across is not None:
+        code = max(code, report_across_agents(*across, folder))
     return code
 
 
-def report_across_agents(first: AgentIteration, folder: Path, named: list[str]) -> int:
-    """Write agents.md beside benchmark.md; review is needed when a run file changed or an
-    iteration measured other inputs than this one."""
+def across_agent_entries(first: AgentIteration, folder: Path, named: list[str]
+                         ) -> tuple[list[AgentIteration], str]:
+    """The iterations --across compares, this one first, and agents.md's text."""
     others = [Path(d) for d in named] or other_agent_iterations(folder, first.benchmark)
     entries = [first]
     for other in others:
@@ -8386,6 +8389,13 @@ def report_across_agents(first: AgentIteration, folder: Path, named: list[str]) 
         raise InputError(f"an iteration given to --across is malformed ({type(exc).__name__}: "
                          f"{exc})",
                          "re-run that iteration, or restore its benchmark.json") from None
+    return entries, text
+
+
+def report_across_agents(entries: list[AgentIteration], text: str, folder: Path) -> int:
+    """Write agents.md beside benchmark.md; review is needed when a run file changed or an
+    iteration measured other inputs than this one."""
+    first = entries[0]
     write_text(folder / "agents.md", text)
     print(f"Across agents: {across_agents_summary(entries)} {folder / 'agents.md'}")
     code = EXIT_OK
