@@ -11,8 +11,14 @@ the same schedule (executor then grader per cell, nothing else): its wall is the
 machine reaches, so runner / floor is the runner's own share. The table also shows how much of
 the slot time (wall x concurrency) the agent calls filled, from the durations in run.json.
 
+With --phases (claude only) the fake stamps each call's start and end into its result
+envelope, and the table splits the runner's overhead: before the first agent starts (the
+interpreter, validation, snapshots, probes), between the first start and the last end beyond
+the ideal (per step of a lane), and after the last agent ends (checks, aggregation, reports).
+The stamps cost each call two `date` processes, inside the agent's time, in both runs.
+
     python3 benchmarks/bench_parallel.py [--quick] [--reps N] [--cases 32] [--concurrency 8]
-        [--sleep 1.0] [--agent claude|codex]
+        [--sleep 1.0] [--agent claude|codex] [--phases]
 """
 
 from __future__ import annotations
@@ -61,6 +67,24 @@ def agent_seconds(iteration: Path) -> float:
     return total
 
 
+def call_stamps(iteration: Path) -> list[tuple[float, float]]:
+    """(start, end) of every stamped agent call, read from the outputs the runner kept."""
+    stamps = []
+    for log in iteration.glob("eval-*/*/run-*/*/*_*.txt"):  # logs/, or outputs/ in round 1
+        for line in log.read_text(encoding="utf-8").splitlines():
+            if '"bench_started"' in line:
+                event = json.loads(line)
+                stamps.append((float(event["bench_started"]), float(event["bench_ended"])))
+    return stamps
+
+
+def phases(stamps: list[tuple[float, float]], started: float, ended: float, ideal: float,
+           steps: int) -> dict[str, float]:
+    first, last = min(s for s, _ in stamps), max(e for _, e in stamps)
+    return {"before": first - started, "after": ended - last,
+            "per_step_ms": (last - first - ideal) / steps * 1000}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
@@ -70,7 +94,11 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--sleep", type=float, default=1.0, help="seconds per fake call")
     parser.add_argument("--agent", choices=("claude", "codex"), default="claude")
+    parser.add_argument("--phases", action="store_true",
+                        help="split the overhead into before, between and after the agents")
     args = parser.parse_args()
+    if args.phases and args.agent != "claude":
+        parser.error("--phases needs --agent claude (its lean fake stamps its calls)")
     c.exit_on_sigterm()
     if args.quick:
         args.cases, args.sleep = 4, 0.2
@@ -81,6 +109,8 @@ def main() -> int:
     try:
         bin_dir = c.install_fakes(tmp)
         env = c.fake_env(tmp, bin_dir, sleep_s=args.sleep)
+        if args.phases:
+            env["BENCH_FAKE_STAMP"] = "1"
         repo = c.make_repo(tmp, args.cases, c.small_project_files())
         floor_cwd = tmp / "floor-cwd"
         floor_cwd.mkdir()
@@ -88,12 +118,17 @@ def main() -> int:
               f"cells ({args.cases} cases x 2 configs) at concurrency {args.concurrency}; "
               f"ideal {ideal:g} s; {args.reps} rep(s); {c.machine_note()}")
         print(f"  {c.runner_note()}")
-        walls, floors, fills = [], [], []
+        walls, floors, fills, splits = [], [], [], []
+        steps = math.ceil(cells / args.concurrency) * 2
         for rep in range(args.reps):
             workspace = tmp / f"ws-{rep}"
+            started = time.time()
             result = c.run_matrix(repo, workspace, env, args.concurrency, agent=args.agent)
+            ended = time.time()
             iteration = c.only_iteration(workspace)
             c.check_all_ok(iteration, cells)
+            if args.phases:
+                splits.append(phases(call_stamps(iteration), started, ended, ideal, steps))
             fills.append(agent_seconds(iteration) / (result.wall_s * args.concurrency))
             c.remove(workspace)
             floor = floor_run(bin_dir, env, floor_cwd, cells, args.concurrency, args.agent)
@@ -110,7 +145,12 @@ def main() -> int:
             ["floor wall / ideal", c.fmt_mmm([f / ideal for f in floors], 3)],
             ["runner wall / floor wall", c.fmt_mmm([w / f for w, f in zip(walls, floors)], 3)],
             ["slot time filled by agent calls", c.fmt_mmm(fills, 3)],
-        ])
+        ] + ([
+            ["before the first agent starts, s", c.fmt_mmm([p["before"] for p in splits])],
+            ["first start to last end beyond ideal, ms a step",
+             c.fmt_mmm([p["per_step_ms"] for p in splits], 1)],
+            ["after the last agent ends, s", c.fmt_mmm([p["after"] for p in splits])],
+        ] if splits else []))
         median = c.mmm(ratios)[1]
         c.print_summary("bench_parallel", [
             f"wall/ideal median {median:.3f} (min {min(ratios):.3f}, max {max(ratios):.3f}; "

@@ -23,6 +23,7 @@ PROJECT = Path(__file__).resolve().parent.parent
 BENCHMARKS = PROJECT / "benchmarks"
 SCRIPTS = ("bench_parallel", "bench_overhead", "bench_report", "bench_sandbox",
            "bench_checkout")
+EXTRA_ARGS = {"bench_parallel": ["--phases"]}  # the stamped fake and the overhead split too
 TIMEOUT_S = 600
 
 
@@ -46,7 +47,8 @@ class BenchmarkSmokeTest(unittest.TestCase):
             out = open(logs / f"{name}.log", "wb")  # noqa: SIM115 - closed below
             self.addCleanup(out.close)
             procs[name] = subprocess.Popen(
-                [sys.executable, str(BENCHMARKS / f"{name}.py"), "--quick"], cwd=PROJECT,
+                [sys.executable, str(BENCHMARKS / f"{name}.py"), "--quick", *EXTRA_ARGS.get(name, [])],
+                cwd=PROJECT,
                 env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         for name, proc in procs.items():
             try:
@@ -61,6 +63,7 @@ class BenchmarkSmokeTest(unittest.TestCase):
                 last = text.rstrip().splitlines()[-1] if text.strip() else ""
                 self.assertTrue(last.startswith(f"summary: {name}: "),
                                 f"{name} did not end with its summary line:\n{text[-2000:]}")
+        self.assertIn("before the first agent starts, s", (logs / "bench_parallel.log").read_text())
         # The scripts clean up after themselves: nothing is left in their temp folder.
         self.assertEqual(sorted(p.name for p in private_tmp.iterdir()), [])
 
