@@ -66,6 +66,23 @@ class AcrossAgentsTest(unittest.TestCase):
         self.assertIn("Helps on: claude.", out)
         self.assertIn("| eval | gemini | claude |", (gemini / "agents.md").read_text())
 
+    def test_the_same_tables_as_a_page(self) -> None:
+        claude = self.run_agent("claude", HELPED)
+        self.run_agent("gemini", INDIFFERENT)
+        code, out, err = self.report(str(claude), "--across")
+        self.assertEqual(code, 0, err)
+        self.assertIn("(and agents.html)", out)
+        page = (claude / "agents.html").read_text(encoding="utf-8")
+        self.assertIn("Content-Security-Policy", page)
+        self.assertIn("<strong>Helps on: claude. Hurts on: none. "
+                      "No verdict either way: gemini.</strong>", page)
+        self.assertIn("<tr><td>claude</td><td>", page)
+        self.assertIn("<td>improved</td><td>+100.0 pp</td>", page)
+        self.assertIn("<tr><th>eval</th><th>claude</th><th>gemini</th></tr>", page)
+        for i in range(1, CASES + 1):
+            self.assertIn(f"<tr><td>E{i:02d}</td><td>+100.0 pp</td><td>+0.0 pp</td></tr>", page)
+        self.assertNotIn("<script", page)
+
     def test_an_eval_one_agent_did_not_run_is_not_run_never_zero(self) -> None:
         claude = self.run_agent("claude", HELPED)
         self.run_agent("gemini", INDIFFERENT, "--eval-id", "E01,E02")
@@ -107,6 +124,7 @@ class AcrossAgentsTest(unittest.TestCase):
         self.assertIn("no iteration of skill demo by another agent", err)
         self.assertIn("--agent OTHER", err)
         self.assertFalse((claude / "agents.md").exists())
+        self.assertFalse((claude / "agents.html").exists())
         self.assertFalse((claude / "benchmark.md").exists())
         self.assertEqual(written["benchmark.html"], (claude / "benchmark.html").stat().st_mtime_ns)
 

@@ -5847,7 +5847,12 @@ def _agent_labels(entries: list[AgentIteration]) -> list[str]:
             for label, e in zip(labels, entries)]
 
 
-def _agent_row(label: str, entry: AgentIteration, first: dict[str, Any]) -> str:
+AGENT_TABLE_HEADERS = ("agent", "iteration", "verdict", "mean per-eval lift", "95% CI",
+                       "wins/ties/losses", "inputs")
+
+
+def _agent_values(label: str, entry: AgentIteration, first: dict[str, Any]) -> list[str]:
+    """One agent's row of the across-agents table, as plain text."""
     b = entry.benchmark
     paired = b.get("paired") or {}
     ci = paired.get("ci95")
@@ -5859,10 +5864,35 @@ def _agent_row(label: str, entry: AgentIteration, first: dict[str, Any]) -> str:
     inputs = across_comparability(first, b)
     counts = (f"{paired['wins']}/{paired['ties']}/{paired['losses']} of "
               f"{paired['paired_evals']}" if paired else "n/a")
-    return (f"| {_md_cell(label)} | {_md_cell(entry.where)} | {_md_cell(verdict)} | "
-            f"{fmt_delta(paired.get('mean_delta'))} | "
-            f"{f'[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]' if ci else 'n/a'} | {counts} | "
-            f"{'NOT comparable: ' + inputs if inputs else 'same suite, skill and fixtures'} |")
+    return [label, entry.where, verdict, fmt_delta(paired.get("mean_delta")),
+            f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else "n/a", counts,
+            "NOT comparable: " + inputs if inputs else "same suite, skill and fixtures"]
+
+
+def across_agent_tables(entries: list[AgentIteration]
+                        ) -> tuple[list[list[str]], list[str], list[list[str]]]:
+    """The agents' rows, then the per-eval lift table's header and rows (an eval per row,
+    an agent per column), as plain text for either page."""
+    first = entries[0].benchmark
+    labels = _agent_labels(entries)
+    agents = [_agent_values(label, e, first) for label, e in zip(labels, entries)]
+    rows = [{str(r["eval_id"]): r for r in e.benchmark["per_eval"]} for e in entries]
+    eval_ids = list(dict.fromkeys(key for by_id in rows for key in by_id))
+    lifts = [[eval_id, *(_lift_cell(by_id.get(eval_id)) for by_id in rows)]
+             for eval_id in eval_ids]
+    return agents, ["eval", *labels], lifts
+
+
+def across_lift_label(first: dict[str, Any]) -> str:
+    configs = first["metadata"]["configs"]
+    lift = f"{configs[0]} - {configs[1]}" if len(configs) > 1 else "no baseline"
+    return f"Per-eval lift ({lift}, pass rate)"
+
+
+ACROSS_AGENTS_CAVEAT = ("Each agent ran the suite in its own iteration and graded its answers "
+                        "with its own grader, so a difference between agents mixes the executor "
+                        "with the judge. A verdict is each agent's own paired bootstrap over its "
+                        "evals (see its benchmark.md).")
 
 
 def _lift_cell(row: dict[str, Any] | None) -> str:
@@ -5890,26 +5920,19 @@ def render_agents_markdown(entries: list[AgentIteration]) -> str:
     The first entry is the iteration the report was asked for; the others are measured
     against its inputs."""
     first = entries[0].benchmark
-    configs = first["metadata"]["configs"]
-    labels = _agent_labels(entries)
-    lift = f"{configs[0]} - {configs[1]}" if len(configs) > 1 else "no baseline"
+    agents, lift_header, lifts = across_agent_tables(entries)
     lines = [f"# Across agents: skill {first['metadata'].get('skill_name')}", "",
-             across_agents_summary(entries), "",
-             "Each agent ran the suite in its own iteration and graded its answers with its own "
-             "grader, so a difference between agents mixes the executor with the judge. A verdict "
-             "is each agent's own paired bootstrap over its evals (see its benchmark.md).", "",
-             "| agent | iteration | verdict | mean per-eval lift | 95% CI | wins/ties/losses | "
-             "inputs |", "|---|---|---|---|---|---|---|"]
-    lines += [_agent_row(label, e, first) for label, e in zip(labels, entries)]
-    rows = [{str(r["eval_id"]): r for r in e.benchmark["per_eval"]} for e in entries]
-    eval_ids = list(dict.fromkeys(key for by_id in rows for key in by_id))
-    lines += ["", f"## Per-eval lift ({_md_cell(lift)}, pass rate)", "",
-              "| eval | " + " | ".join(_md_cell(label) for label in labels) + " |",
-              "|---|" + "---|" * len(labels)]
-    for eval_id in eval_ids:
-        cells = [_lift_cell(by_id.get(eval_id)) for by_id in rows]
-        lines.append(f"| {_md_cell(eval_id)} | " + " | ".join(cells) + " |")
+             across_agents_summary(entries), "", ACROSS_AGENTS_CAVEAT, ""]
+    lines += _md_table(list(AGENT_TABLE_HEADERS), agents)
+    lines += ["", f"## {_md_cell(across_lift_label(first))}", ""]
+    lines += _md_table(lift_header, lifts)
     return "\n".join(lines) + "\n"
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return (["| " + " | ".join(_md_cell(h) for h in header) + " |",
+             "|" + "---|" * len(header)]
+            + ["| " + " | ".join(_md_cell(v) for v in row) + " |" for row in rows])
 
 
 FAILED_ASSERTION_GROUPS = 40  # assertions listed in benchmark.md and the HTML page
@@ -6019,12 +6042,34 @@ def render_html(benchmark: dict[str, Any], files: dict[tuple, dict]) -> str:
     sections = [_html_header, _html_headline, _html_sanity, _html_comparisons, _html_chart,
                 _html_per_assertion, _html_metrics, _html_judge, _html_failed_assertions]
     body = "".join(section(benchmark) for section in sections) + _html_runs(benchmark, files)
-    title = _h(f"skill-eval: {benchmark['metadata'].get('skill_name')}")
+    return _html_document(f"skill-eval: {benchmark['metadata'].get('skill_name')}", body)
+
+
+def _html_document(title: str, body: str) -> str:
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
             f'<meta http-equiv="Content-Security-Policy" content="{HTML_CSP}">\n'
             '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"<title>{title}</title>\n<style>{HTML_CSS}</style></head>\n"
+            f"<title>{_h(title)}</title>\n<style>{HTML_CSS}</style></head>\n"
             f"<body><main>\n{body}</main></body></html>\n")
+
+
+def render_agents_html(entries: list[AgentIteration]) -> str:
+    """agents.md as one self-contained page, in the style of benchmark.html."""
+    first = entries[0].benchmark
+    agents, lift_header, lifts = across_agent_tables(entries)
+    title = f"skill-eval across agents: {first['metadata'].get('skill_name')}"
+    body = (f"<h1>{_h(title)}</h1>\n"
+            f"<p><strong>{_h(across_agents_summary(entries))}</strong></p>\n"
+            f'<p class="meta">{_h(ACROSS_AGENTS_CAVEAT)}</p>\n'
+            + _html_table(list(AGENT_TABLE_HEADERS), agents)
+            + f"<h2>{_h(across_lift_label(first))}</h2>\n" + _html_table(lift_header, lifts))
+    return _html_document(title, body)
+
+
+def _html_table(header: list[str], rows: list[list[str]]) -> str:
+    return ("<table><tr>" + "".join(f"<th>{_h(h)}</th>" for h in header) + "</tr>\n"
+            + "".join("<tr>" + "".join(f"<td>{_h(v)}</td>" for v in row) + "</tr>\n"
+                      for row in rows) + "</table>\n")
 
 
 def _html_header(b: dict[str, Any]) -> str:
@@ -8397,7 +8442,9 @@ def report_across_agents(entries: list[AgentIteration], text: str, folder: Path)
     iteration measured other inputs than this one."""
     first = entries[0]
     write_text(folder / "agents.md", text)
-    print(f"Across agents: {across_agents_summary(entries)} {folder / 'agents.md'}")
+    write_text(folder / "agents.html", render_agents_html(entries))
+    print(f"Across agents: {across_agents_summary(entries)} {folder / 'agents.md'} "
+          f"(and agents.html)")
     code = EXIT_OK
     for entry in entries:
         differ = across_comparability(first.benchmark, entry.benchmark)
