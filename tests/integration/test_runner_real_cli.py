@@ -941,7 +941,24 @@ class FreshHomeAgentTest(RunnerRealCLITest):
     """Shared scenario: executor [reads SKILL.md,] writes notes.txt and the plan, answers."""
 
     server: object
+    server_class: type  # the loopback model server this agent's CLI talks to
     usage_for = staticmethod(lambda step: ms.Usage())
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = cls.server_class().start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def down_server_run(self, marker: str, timeout_s: int, *args: str, **kw) -> RunnerRun:
+        """One without_skill cell against a closed port: it must fail, never pass."""
+        repo = self.make_suite({"E01": f"{marker} task"})
+        run = self.run_runner(repo, "--config", "without_skill", "--timeout", str(timeout_s),
+                              *args, **kw)
+        self.assertEqual(run.code, 1, run)
+        return run
 
     def executor(self, req: ms.RecordedRequest) -> ms.Reply:
         artifact, skill = prompt_paths(req)
@@ -996,19 +1013,12 @@ def gemini_usage(step: int) -> ms.Usage:
 class GeminiRunnerTest(FreshHomeAgentTest):
     agent = "gemini"
     binary = GEMINI
+    server_class = ms.GeminiServer
     usage_for = staticmethod(gemini_usage)
     read_reply = staticmethod(lambda path: ms.gemini_call("read_file", {"file_path": path}))
     write_reply = staticmethod(lambda path, text: ms.gemini_call(
         "write_file", {"file_path": path, "content": text}))
     text_reply = staticmethod(ms.gemini_text)
-
-    @classmethod
-    def setUpClass(cls):
-        cls.server = ms.GeminiServer().start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.server.stop()
 
     def agent_env(self, home: Path, codex_home: Path) -> dict:
         return ms.gemini_env(self.server)
@@ -1035,11 +1045,9 @@ class GeminiRunnerTest(FreshHomeAgentTest):
             (run.iteration / "iteration_manifest.json").read_text())["cli_version"])
 
     def test_down_server_is_a_failed_run_within_the_timeout(self):
-        repo = self.make_suite({"E01": "[[RUN-GEMINI-DEAD]] task"})
-        run = self.run_runner(repo, "--config", "without_skill", "--timeout", "40",
-                              "--model", ms.GEMINI_MODEL,
-                              env={"GOOGLE_GEMINI_BASE_URL": f"http://127.0.0.1:{_closed_port()}"})
-        self.assertEqual(run.code, 1, run)
+        run = self.down_server_run(
+            "[[RUN-GEMINI-DEAD]]", 40, "--model", ms.GEMINI_MODEL,
+            env={"GOOGLE_GEMINI_BASE_URL": f"http://127.0.0.1:{_closed_port()}"})
         rec = self.assert_not_scored(run, "E01", "without_skill", "executor_failed")
         self.assertIs(rec["executor"]["timed_out"], False)
 
@@ -1053,19 +1061,12 @@ def opencode_usage(step: int) -> ms.Usage:
 class OpenCodeRunnerTest(FreshHomeAgentTest):
     agent = "opencode"
     binary = OPENCODE
+    server_class = ms.ChatCompletionsServer
     usage_for = staticmethod(opencode_usage)
     read_reply = staticmethod(lambda path: ms.chat_tool("read", {"filePath": path}))
     write_reply = staticmethod(lambda path, text: ms.chat_tool(
         "write", {"filePath": path, "content": text}))
     text_reply = staticmethod(ms.chat_text)
-
-    @classmethod
-    def setUpClass(cls):
-        cls.server = ms.ChatCompletionsServer().start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.server.stop()
 
     def agent_env(self, home: Path, codex_home: Path) -> dict:
         ms.write_opencode_config(self.server, str(home))  # as the user configured it
@@ -1092,10 +1093,7 @@ class OpenCodeRunnerTest(FreshHomeAgentTest):
         def dead_env(home: Path, codex_home: Path) -> dict:
             ms.write_opencode_config(Dead, str(home))
             return ms.opencode_env()
-        repo = self.make_suite({"E01": "[[RUN-OPENCODE-DEAD]] task"})
-        run = self.run_runner(repo, "--config", "without_skill", "--timeout", "15",
-                              agent_env=dead_env)
-        self.assertEqual(run.code, 1, run)
+        run = self.down_server_run("[[RUN-OPENCODE-DEAD]]", 15, agent_env=dead_env)
         # opencode retries connection errors for 63-75 s whatever it is told: the timeout ends it
         rec = self.assert_not_scored(run, "E01", "without_skill", "executor_timeout")
         self.assertLess(rec["executor"]["duration_s"], 15 + 10)
