@@ -131,13 +131,18 @@ class AcrossAgentsTest(unittest.TestCase):
     def test_a_malformed_other_iteration_changes_nothing(self) -> None:
         claude = self.run_agent("claude", HELPED)
         gemini = self.run_agent("gemini", INDIFFERENT)
-        (gemini / "benchmark.json").write_text("{not json", encoding="utf-8")
+        good = json.loads((gemini / "benchmark.json").read_text(encoding="utf-8"))
         (claude / "benchmark.md").unlink()
-        code, _, err = self.report(str(claude), "--across", str(gemini))
-        self.assertEqual(code, 2)
-        self.assertIn(str(gemini / "benchmark.json"), err)
-        self.assertFalse((claude / "benchmark.md").exists())
-        self.assertFalse((claude / "agents.md").exists())
+        for label, text in (("not JSON", "{not json"),
+                            ("a per-eval row that is a number",
+                             json.dumps({**good, "per_eval": [1]}))):
+            with self.subTest(label):
+                (gemini / "benchmark.json").write_text(text, encoding="utf-8")
+                code, _, err = self.report(str(claude), "--across", str(gemini))
+                self.assertEqual(code, 2, err)  # the user's input, not the runner's fault
+                self.assertIn(str(gemini / "benchmark.json"), err)
+                self.assertFalse((claude / "benchmark.md").exists())
+                self.assertFalse((claude / "agents.md").exists())
 
     def test_across_and_merge_do_not_go_together(self) -> None:
         code, _, err = self.report(str(self.tmp.path / "merged"), "--merge", "a", "b",

@@ -8417,8 +8417,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def across_agent_entries(first: AgentIteration, folder: Path, named: list[str]
-                         ) -> tuple[list[AgentIteration], str]:
-    """The iterations --across compares, this one first, and agents.md's text."""
+                         ) -> tuple[list[AgentIteration], str, str]:
+    """The iterations --across compares, this one first, and agents.md's and agents.html's
+    texts."""
     others = [Path(d) for d in named] or other_agent_iterations(folder, first.benchmark)
     entries = [first]
     for other in others:
@@ -8426,23 +8427,30 @@ def across_agent_entries(first: AgentIteration, folder: Path, named: list[str]
         if other_dir.resolve() == folder.resolve():
             continue
         benchmark = load_benchmark(other)
-        check = verify_run_files(benchmark, other_dir, "report --across")
+        try:
+            check = verify_run_files(benchmark, other_dir, "report --across")
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise _malformed_across(str(other_dir / "benchmark.json"), exc) from None
         entries.append(AgentIteration(benchmark, str(other_dir), check["changed_count"]))
     try:
-        text = render_agents_markdown(entries)
+        text, page = render_agents_markdown(entries), render_agents_html(entries)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise InputError(f"an iteration given to --across is malformed ({type(exc).__name__}: "
-                         f"{exc})",
-                         "re-run that iteration, or restore its benchmark.json") from None
-    return entries, text
+        raise _malformed_across("an iteration given to --across", exc) from None
+    return entries, text, page
 
 
-def report_across_agents(entries: list[AgentIteration], text: str, folder: Path) -> int:
-    """Write agents.md beside benchmark.md; review is needed when a run file changed or an
-    iteration measured other inputs than this one."""
+def _malformed_across(what: str, exc: Exception) -> InputError:
+    return InputError(f"{what} is malformed ({type(exc).__name__}: {exc})",
+                      "re-run that iteration, or restore its benchmark.json")
+
+
+def report_across_agents(entries: list[AgentIteration], text: str, page: str,
+                         folder: Path) -> int:
+    """Write agents.md and agents.html beside benchmark.md; review is needed when a run file
+    changed or an iteration measured other inputs than this one."""
     first = entries[0]
     write_text(folder / "agents.md", text)
-    write_text(folder / "agents.html", render_agents_html(entries))
+    write_text(folder / "agents.html", page)
     print(f"Across agents: {across_agents_summary(entries)} {folder / 'agents.md'} "
           f"(and agents.html)")
     code = EXIT_OK
