@@ -9,6 +9,7 @@ lifts side by side and says which agent the skill helps.
 from __future__ import annotations
 
 import json
+import shutil
 import unittest
 from pathlib import Path
 
@@ -68,7 +69,7 @@ class AcrossAgentsTest(unittest.TestCase):
 
     def test_the_same_tables_as_a_page(self) -> None:
         claude = self.run_agent("claude", HELPED)
-        self.run_agent("gemini", INDIFFERENT)
+        gemini = self.run_agent("gemini", INDIFFERENT)
         code, out, err = self.report(str(claude), "--across")
         self.assertEqual(code, 0, err)
         self.assertIn("(and agents.html)", out)
@@ -82,6 +83,14 @@ class AcrossAgentsTest(unittest.TestCase):
         for i in range(1, CASES + 1):
             self.assertIn(f"<tr><td>E{i:02d}</td><td>+100.0 pp</td><td>+0.0 pp</td></tr>", page)
         self.assertNotIn("<script", page)
+        # A folder name is text on the page, never markup.
+        odd = self.tmp.path / "<script>alert(1)</script>"
+        shutil.copytree(gemini, odd)
+        code, _, err = self.report(str(claude), "--across", str(odd))
+        self.assertEqual(code, 0, err)
+        page = (claude / "agents.html").read_text(encoding="utf-8")
+        self.assertNotIn("<script", page)
+        self.assertIn("&lt;script&gt;alert(1)&lt;/script&gt;", page)
 
     def test_an_eval_one_agent_did_not_run_is_not_run_never_zero(self) -> None:
         claude = self.run_agent("claude", HELPED)
