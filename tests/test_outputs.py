@@ -16,7 +16,7 @@ import zlib
 from html.parser import HTMLParser
 from pathlib import Path
 
-from tests.helpers import TempDir, call_main, demo_suite, fake_env, make_repo, runner
+from tests.helpers import TempDir, call_main, demo_suite, fake_env, make_repo, runner, volume_test
 
 PLANTED_OUTPUT = "Done. <script>alert(1)</script> <img src=http://example.invalid/x.png>"
 PLANTED_ARTIFACT = "# Plan\n</pre><script>alert(2)</script>\n"
@@ -45,6 +45,21 @@ def build_iteration(base: Path, script: dict, extra_args: list[str]) -> tuple[Pa
 
 def junit_counts(element: ET.Element) -> dict[str, int]:
     return {key: int(element.get(key, "0")) for key in ("tests", "failures", "errors", "skipped")}
+
+
+def _json_paths(value: object, prefix: tuple = ()) -> list[tuple]:
+    """Every key path into value; of each list only its first item."""
+    if isinstance(value, dict):
+        children = list(value.items())
+    elif isinstance(value, list):
+        children = list(enumerate(value[:1]))
+    else:
+        return []
+    found = []
+    for key, child in children:
+        found.append((*prefix, key))
+        found += _json_paths(child, (*prefix, key))
+    return found
 
 
 class OutputsFromRunTests(unittest.TestCase):
@@ -268,6 +283,50 @@ class OutputsFromRunTests(unittest.TestCase):
             self.assertEqual(code, 2, argv)
             self.assertIn("not a file path this report may write", err)
         self.assertEqual((iteration / "benchmark.json").read_bytes(), before)
+
+    def test_report_of_a_malformed_benchmark_writes_nothing_and_is_invalid_input(self) -> None:
+        iteration = self.copy_iteration()
+        (iteration / "benchmark.md").unlink()
+        good = json.loads((iteration / "benchmark.json").read_text(encoding="utf-8"))
+        page, junit = self.work.path / "page.html", self.work.path / "r.xml"
+        # Each of these the markdown renders, but the page or JUnit once could not (exit 4).
+        for path, value in ((("runs", 0, "failure"), 7), (("runs", 0, "result"), None),
+                            (("paired", "ci95"), [1]), (("runs", 1, "run_number"), [])):
+            with self.subTest(path=path, value=value):
+                bad = copy.deepcopy(good)
+                node = bad
+                for key in path[:-1]:
+                    node = node[key]
+                node[path[-1]] = value
+                (iteration / "benchmark.json").write_text(json.dumps(bad), encoding="utf-8")
+                code, _, err = call_main(["report", str(iteration), "--html", str(page),
+                                          "--junit", str(junit)])
+                self.assertEqual(code, 2, err)
+                self.assertIn("benchmark.json is malformed", err)
+                self.assertEqual(sorted(p.name for p in self.work.path.glob("*.*")), [])
+                self.assertFalse((iteration / "benchmark.md").exists())
+
+    @volume_test
+    def test_no_malformed_benchmark_is_an_internal_error(self) -> None:
+        """Every place in benchmark.json (of a list, its first item), set to each kind of JSON
+        value: report with every output is exit 0, 1 or 2, never a traceback."""
+        iteration = self.copy_iteration()
+        good = json.loads((iteration / "benchmark.json").read_text(encoding="utf-8"))
+        argv = ["report", str(iteration), "--html", str(self.work.path / "page.html"),
+                "--junit", str(self.work.path / "r.xml")]
+        crashes = []
+        for path in _json_paths(good):
+            for value in (None, 7, "x", [1], {}):
+                bad = copy.deepcopy(good)
+                node = bad
+                for key in path[:-1]:
+                    node = node[key]
+                node[path[-1]] = value
+                (iteration / "benchmark.json").write_text(json.dumps(bad), encoding="utf-8")
+                code, _, err = call_main(argv)
+                if code not in (0, 1, 2):
+                    crashes.append(f"{path} = {value!r}: exit {code}: {err[:200]}")
+        self.assertEqual(crashes[:5], [], f"{len(crashes)} internal errors")
 
     # -- a real browser -----------------------------------------------------------------------
 

@@ -8381,15 +8381,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     html_path = output_path(args.html, "--html", folder.resolve() / "benchmark.html")
     junit_path = output_path(args.junit, "--junit")
     other = load_benchmark(args.compare) if args.compare else None
+    # Everything is read and rendered before anything is written: bad input changes nothing.
     try:
         check = verify_run_files(benchmark, folder, "report")
         apply_results_check(benchmark, check)
         text = render_markdown(benchmark)
         comparison = render_compare_markdown(benchmark, other, args.compare) if other else ""
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        compared = comparability(benchmark, other) if other else ""
+        page = html_page(benchmark, folder) if html_path else ""
+        junit = render_junit(benchmark) if junit_path else ""
+        summary = render_summary(benchmark, folder)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise InputError(f"{folder / 'benchmark.json'} is malformed ({type(exc).__name__}: "
                          f"{exc})", "re-run the iteration, or restore the file") from None
-    across = None  # every input read before anything is written: a bad one changes nothing
+    across = None
     if args.across is not None:
         first = AgentIteration(benchmark, str(folder), check["changed_count"])
         across = across_agent_entries(first, folder, args.across)
@@ -8397,15 +8402,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     if comparison:  # beside, never inside, this iteration's own benchmark.md
         write_text(folder / "comparison.md", comparison)
     if html_path:
-        write_text(html_path, html_page(benchmark, folder))
+        write_text(html_path, page)
         print(f"wrote {html_path}", file=sys.stderr)
     if junit_path:
-        write_text(junit_path, render_junit(benchmark))
+        write_text(junit_path, junit)
         print(f"wrote {junit_path}", file=sys.stderr)
-    print(render_summary(benchmark, folder))
+    print(summary)
     if comparison:
-        print(f"Comparison with {args.compare}: {comparability(benchmark, other)}; "
-              f"{folder / 'comparison.md'}")
+        print(f"Comparison with {args.compare}: {compared}; {folder / 'comparison.md'}")
     code = EXIT_OK
     if check["changed_count"]:
         print(f"{PROG}: REVIEW REQUIRED: {check['changed_count']} run file(s) changed since the "
@@ -8429,12 +8433,12 @@ def across_agent_entries(first: AgentIteration, folder: Path, named: list[str]
         benchmark = load_benchmark(other)
         try:
             check = verify_run_files(benchmark, other_dir, "report --across")
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise _malformed_across(str(other_dir / "benchmark.json"), exc) from None
         entries.append(AgentIteration(benchmark, str(other_dir), check["changed_count"]))
     try:
         text, page = render_agents_markdown(entries), render_agents_html(entries)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise _malformed_across("an iteration given to --across", exc) from None
     return entries, text, page
 
