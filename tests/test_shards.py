@@ -270,6 +270,23 @@ class ShardMergeTests(unittest.TestCase):
         err = self.assert_refused_without_writes("tampered", [self.shards[0], copy])
         self.assertIn("holds evals", err)
 
+    def test_a_malformed_shard_is_invalid_input_not_a_crash(self) -> None:
+        # Well-formed JSON of the wrong shape: each of these was an internal error (exit 4).
+        for where, change in (("benchmark.json", lambda b: b["metadata"].update(arms=7)),
+                              ("benchmark.json", lambda b: b["runs"][0].update(run_number=[])),
+                              ("benchmark.json", lambda b: b.update(unscored_runs=7))):
+            copy = self.tmp.path / "malformed-src"
+            shutil.copytree(self.shards[1], copy)
+            self.addCleanup(shutil.rmtree, copy, True)
+            data = load_json(copy / where)
+            change(data)
+            (copy / where).write_text(json.dumps(data), encoding="utf-8")
+            with self.subTest(where=where):
+                err = self.assert_refused_without_writes("malformed", [copy, self.shards[0]])
+                self.assertIn("is malformed", err)
+                self.assertIn(str(copy), err)
+            shutil.rmtree(copy)
+
 
 def readme_shell_loop() -> str:
     readme = (PROJECT / "README.md").read_text(encoding="utf-8")

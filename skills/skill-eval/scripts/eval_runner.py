@@ -240,6 +240,10 @@ class EnvironmentProblem(EvalError):
     exit_code = EXIT_ENVIRONMENT
 
 
+# What reading a well-formed JSON file of the wrong shape raises: the user's input, not a bug.
+MALFORMED_DATA = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+
+
 class Interrupted(Exception):
     """The user asked the run to stop before its iteration was set up."""
 
@@ -7667,6 +7671,13 @@ def zip_evals(shard: dict[str, Any],
         yield key, records[position * per_eval:(position + 1) * per_eval]
 
 
+def _malformed_shards(folders: list[Path], exc: Exception) -> InputError:
+    return InputError(f"--merge: a shard's benchmark.json or iteration_manifest.json is "
+                      f"malformed ({type(exc).__name__}: {exc}); shards: "
+                      f"{', '.join(str(f) for f in folders)}",
+                      "merge the iterations `run --shard` wrote, unchanged")
+
+
 def merge_shards(target: Path, folders: list[Path],
                  junit: Path | None) -> tuple[dict[str, Any], int]:
     """One iteration at `target` from shard iterations: (benchmark, exit code).
@@ -7678,13 +7689,17 @@ def merge_shards(target: Path, folders: list[Path],
         raise InputError(f"report {target} --merge: {target} already exists",
                          "name a new folder for the merged iteration")
     shards = [read_shard(folder) for folder in folders]
-    missing = check_shards(shards)
-    by_eval = {key: (shard, eval_records) for shard in shards
-               for key, eval_records in zip_evals(shard, shard_records(shard))}
-    records = [record for key in shards[0]["plan"]["evals"] if key in by_eval
-               for record in by_eval[key][1]]  # plan order, as one machine writes them
-    meta = merged_metadata(shards, records, missing)
-    benchmark = aggregate(records, meta)
+    try:
+        missing = check_shards(shards)
+        by_eval = {key: (shard, eval_records) for shard in shards
+                   for key, eval_records in zip_evals(shard, shard_records(shard))}
+        records = [record for key in shards[0]["plan"]["evals"] if key in by_eval
+                   for record in by_eval[key][1]]  # plan order, as one machine writes them
+        meta = merged_metadata(shards, records, missing)
+        benchmark = aggregate(records, meta)
+        junit_text = render_junit(benchmark) if junit else ""
+    except MALFORMED_DATA as exc:
+        raise _malformed_shards(folders, exc) from None
     target.parent.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=f".{target.name}.merging-", dir=target.parent))
     try:
@@ -7701,11 +7716,13 @@ def merge_shards(target: Path, folders: list[Path],
         write_benchmark(building, benchmark)
         write_text(building / "benchmark.html", html_page(benchmark, building))
         os.rename(building, target)  # fails, rather than merges into, a folder made meanwhile
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(building, ignore_errors=True)
+        if isinstance(exc, MALFORMED_DATA):
+            raise _malformed_shards(folders, exc) from None
         raise
     if junit:
-        write_text(junit, render_junit(benchmark))
+        write_text(junit, junit_text)
     code = EXIT_OK if benchmark["sanity_checks"]["status"] == "OK" else EXIT_REVIEW
     return benchmark, code
 
@@ -8391,7 +8408,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         page = html_page(benchmark, folder) if html_path else ""
         junit = render_junit(benchmark) if junit_path else ""
         summary = render_summary(benchmark, folder)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+    except MALFORMED_DATA as exc:
         raise InputError(f"{folder / 'benchmark.json'} is malformed ({type(exc).__name__}: "
                          f"{exc})", "re-run the iteration, or restore the file") from None
     across = None
@@ -8433,12 +8450,12 @@ def across_agent_entries(first: AgentIteration, folder: Path, named: list[str]
         benchmark = load_benchmark(other)
         try:
             check = verify_run_files(benchmark, other_dir, "report --across")
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        except MALFORMED_DATA as exc:
             raise _malformed_across(str(other_dir / "benchmark.json"), exc) from None
         entries.append(AgentIteration(benchmark, str(other_dir), check["changed_count"]))
     try:
         text, page = render_agents_markdown(entries), render_agents_html(entries)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+    except MALFORMED_DATA as exc:
         raise _malformed_across("an iteration given to --across", exc) from None
     return entries, text, page
 
