@@ -231,6 +231,35 @@ class UnconfinedHostileExecutorTest(HostileExecutorCase):
                       (self.iteration / "benchmark.md").read_text(encoding="utf-8"))
 
 
+@unittest.skipIf(bwrap_problem() is not None, f"needs working bubblewrap: {bwrap_problem()}")
+class ResumedIsolationTest(unittest.TestCase):
+    """An iteration whose cells ran under different isolation claims the weakest."""
+
+    def test_a_resume_run_unconfined_makes_the_iteration_unconfined(self) -> None:
+        tmp = TempDir()
+        self.addCleanup(tmp.cleanup)
+        root = make_repo(tmp.path, demo_suite(2))
+        env = fake_env(tmp.path)
+        common = ["run", str(root / "evals/demo/evals.json"), "--agent", "claude", "--quiet"]
+        code, _, err = call_main([*common, "--isolation", "bwrap"], env)
+        self.assertIn(code, (0, 1), err)
+        iteration = next((root / "evals/demo/workspace/claude").glob("iteration-*"))
+        (iteration / "eval-E01/with_skill/run-1/run.json").unlink()  # left unfinished
+        code, _, err = call_main([*common, "--isolation", "none", "--resume", str(iteration)],
+                                 env)
+        self.assertIn(code, (0, 1), err)
+        rerun = json.loads((iteration / "eval-E01/with_skill/run-1/run.json").read_text())
+        self.assertEqual(rerun["executor"]["isolation"]["mode"], "none")
+        manifest = json.loads((iteration / "iteration_manifest.json").read_text())
+        self.assertEqual(manifest["isolation"]["mode"], "none")
+        self.assertEqual(manifest["resumes"][-1]["isolation"]["mode"], "none")
+        markdown = (iteration / "benchmark.md").read_text(encoding="utf-8")
+        self.assertIn("- Isolation: none (--isolation none)", markdown)
+        self.assertNotIn("- Isolation: bwrap", markdown)
+        flags = json.loads((iteration / "benchmark.json").read_text())["sanity_checks"]["flags"]
+        self.assertIn("unconfined", [f["kind"] for f in flags])
+
+
 class ChooseConfinementTest(unittest.TestCase):
     def test_none_is_never_probed(self) -> None:
         with mock.patch.object(runner, "probe_bwrap") as probe:

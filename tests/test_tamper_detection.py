@@ -297,6 +297,26 @@ class ResultsVerificationTests(TempRepoTest):
                          genuine.replace('"resumed": true', ""))
         self.assertEqual(load(iteration)["results_check"]["changed_count"], 0)
 
+    def test_resume_of_a_misshapen_manifest_launches_nothing(self) -> None:
+        code, out, iteration = self.run_suite({})
+        self.assertEqual(code, 0, out)
+        path = iteration / "iteration_manifest.json"
+        genuine = json.loads(path.read_text())
+        (iteration / "eval-E01/with_skill/run-1/run.json").unlink()  # a cell left to run
+        # Each of these once ended the resumed run in an internal error, some after its agents.
+        for key, value in (("isolation", 7), ("fixture_status", None), ("arms", "x"),
+                           ("fixture_status", {"before": {"dirty": [1]}})):
+            with self.subTest(key=key, value=value):
+                path.write_text(json.dumps({**genuine, key: value}))
+                calls_before = len(h.fake_calls(self.tmp.path))
+                code, _, err = call_main(
+                    ["run", str(self.root / "evals/demo/evals.json"), "--agent", "claude",
+                     "--quiet", "--isolation", "none", "--resume", str(iteration)], env=self.env)
+                self.assertEqual(code, 2, err)
+                self.assertIn("iteration_manifest.json holds the wrong kind of value", err)
+                self.assertIn(key, err)
+                self.assertEqual(len(h.fake_calls(self.tmp.path)), calls_before)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -7089,6 +7089,44 @@ def shard_record(options: RunOptions, cells: list[Cell]) -> dict[str, Any] | Non
             "cells": len(cells), "algorithm": SHARD_ALGORITHM}
 
 
+# What a resumed run reads from the earlier manifest, and the kind of value each must be.
+RESUMED_MANIFEST_KINDS = {"isolation": dict, "fixture_status": dict, "arms": dict,
+                          "checkout_check": dict, "resumes": list,
+                          "skill_installed_elsewhere": list, "plan": dict, "shard": dict,
+                          "regrade": dict, "cli_version": str}
+
+
+def manifest_shape_problems(manifest: dict[str, Any]) -> list[str]:
+    """The keys of an earlier manifest that hold another kind of value than `run` writes."""
+    if not isinstance(manifest, dict):
+        return ["the top level"]
+    problems = [key for key, kind in RESUMED_MANIFEST_KINDS.items()
+                if manifest.get(key) is not None and not isinstance(manifest[key], kind)]
+    if manifest.get("fixture_status") is None:  # the run adds its "after" to it
+        problems.append("fixture_status")
+    for parent in ("fixture_status", "arms"):
+        if parent in problems:
+            continue
+        for key, value in manifest[parent].items() if manifest.get(parent) else ():
+            if not isinstance(value, (dict, type(None))):
+                problems.append(f"{parent}.{key}")
+    status = manifest.get("fixture_status")
+    before = status.get("before") if isinstance(status, dict) else None
+    dirty = before.get("dirty", []) if isinstance(before, dict) else []
+    if not (isinstance(dirty, list) and all(isinstance(d, str) for d in dirty)):
+        problems.append("fixture_status.before.dirty")
+    return problems
+
+
+def weakest_isolation(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The isolation an iteration made of several parts (resumed attempts, merged shards) may
+    claim: one unconfined or unrecorded part makes the whole so, and it must say it."""
+    for record in records:
+        if record.get("mode") != "bwrap":
+            return record
+    return records[0]
+
+
 def check_resume(iteration_dir: Path, suite: Suite, options: RunOptions,
                  revisions: dict[str, RevisionPackage] | None = None) -> dict[str, Any]:
     """The earlier manifest, if suite, skill, runner and options still hash the same."""
@@ -7101,6 +7139,12 @@ def check_resume(iteration_dir: Path, suite: Suite, options: RunOptions,
     except (OSError, ValueError, KeyError, TypeError):
         raise InputError(f"--resume {iteration_dir}: no readable iteration_manifest.json",
                          "pass an iteration-N folder written by `run`") from None
+    misshapen = manifest_shape_problems(manifest)
+    if misshapen:
+        raise InputError(f"--resume {iteration_dir}: iteration_manifest.json holds the wrong "
+                         f"kind of value at {', '.join(misshapen)}",
+                         "restore the file as `run` wrote it, or start a new iteration "
+                         "(drop --resume)")
     skill_files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
     current = {"suite": suite.sha256, "skill package": tree_hash(suite.root, skill_files),
                "runner": sha256_file(Path(__file__)), "options": options_fingerprint(options)}
@@ -7167,7 +7211,11 @@ def prepare_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: 
     if previous is None:
         return build_manifest(suite, options, argv, cells, extra)
     previous.setdefault("resumes", []).append({"at": utc_now(), "argv": argv,
-                                               "cli_version": extra["cli_version"]})
+                                               "cli_version": extra["cli_version"],
+                                               "isolation": extra["isolation"]})
+    # The cells this attempt runs are confined as it is: the iteration claims the weaker.
+    previous["isolation"] = weakest_isolation([previous.get("isolation") or {},
+                                               extra["isolation"]])
     return previous
 
 
@@ -7616,11 +7664,7 @@ def shard_records(shard: dict[str, Any]) -> list[RunRecord]:
 
 def _weakest_isolation(shards: list[dict[str, Any]]) -> Any:
     """One unconfined shard makes the merged iteration unconfined: say so, never hide it."""
-    for shard in shards:
-        isolation = shard["benchmark"]["metadata"].get("isolation") or {}
-        if isolation.get("mode") != "bwrap":
-            return isolation
-    return shards[0]["benchmark"]["metadata"].get("isolation")
+    return weakest_isolation([s["benchmark"]["metadata"].get("isolation") or {} for s in shards])
 
 
 def _merged_fixture_status(shards: list[dict[str, Any]]) -> dict[str, Any]:
