@@ -62,6 +62,16 @@ def _json_paths(value: object, prefix: tuple = ()) -> list[tuple]:
     return found
 
 
+def _with_value(data: object, path: tuple, value: object) -> object:
+    """A deep copy of data with the place at path set to value."""
+    changed = copy.deepcopy(data)
+    node = changed
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return changed
+
+
 class OutputsFromRunTests(unittest.TestCase):
     """One real iteration (3 cases x 2 configs, one case's executor failing) shared by all."""
 
@@ -293,11 +303,7 @@ class OutputsFromRunTests(unittest.TestCase):
         for path, value in ((("runs", 0, "failure"), 7), (("runs", 0, "result"), None),
                             (("paired", "ci95"), [1]), (("runs", 1, "run_number"), [])):
             with self.subTest(path=path, value=value):
-                bad = copy.deepcopy(good)
-                node = bad
-                for key in path[:-1]:
-                    node = node[key]
-                node[path[-1]] = value
+                bad = _with_value(good, path, value)
                 (iteration / "benchmark.json").write_text(json.dumps(bad), encoding="utf-8")
                 code, _, err = call_main(["report", str(iteration), "--html", str(page),
                                           "--junit", str(junit)])
@@ -317,11 +323,7 @@ class OutputsFromRunTests(unittest.TestCase):
         crashes = []
         for path in _json_paths(good):
             for value in (None, 7, "x", [1], {}):
-                bad = copy.deepcopy(good)
-                node = bad
-                for key in path[:-1]:
-                    node = node[key]
-                node[path[-1]] = value
+                bad = _with_value(good, path, value)
                 (iteration / "benchmark.json").write_text(json.dumps(bad), encoding="utf-8")
                 code, _, err = call_main(argv)
                 if code not in (0, 1, 2):
