@@ -272,20 +272,20 @@ class ShardMergeTests(unittest.TestCase):
 
     def test_a_malformed_shard_is_invalid_input_not_a_crash(self) -> None:
         # Well-formed JSON of the wrong shape: each of these was an internal error (exit 4).
-        for where, change in (("benchmark.json", lambda b: b["metadata"].update(arms=7)),
-                              ("benchmark.json", lambda b: b["runs"][0].update(run_number=[])),
-                              ("benchmark.json", lambda b: b.update(unscored_runs=7))):
-            copy = self.tmp.path / "malformed-src"
+        copy = self.tmp.path / "malformed-src"
+        self.addCleanup(shutil.rmtree, copy, True)
+        for label, change in (("arms a number", lambda b: b["metadata"].update(arms=7)),
+                              ("run_number a list", lambda b: b["runs"][0].update(run_number=[])),
+                              ("unscored_runs a number", lambda b: b.update(unscored_runs=7))):
+            shutil.rmtree(copy, ignore_errors=True)
             shutil.copytree(self.shards[1], copy)
-            self.addCleanup(shutil.rmtree, copy, True)
-            data = load_json(copy / where)
+            data = load_json(copy / "benchmark.json")
             change(data)
-            (copy / where).write_text(json.dumps(data), encoding="utf-8")
-            with self.subTest(where=where):
+            (copy / "benchmark.json").write_text(json.dumps(data), encoding="utf-8")
+            with self.subTest(label):
                 err = self.assert_refused_without_writes("malformed", [copy, self.shards[0]])
                 self.assertIn("is malformed", err)
                 self.assertIn(str(copy), err)
-            shutil.rmtree(copy)
 
 
 def readme_shell_loop() -> str:
