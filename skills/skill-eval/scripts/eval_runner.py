@@ -88,7 +88,7 @@ DEFAULT_TIMEOUT_S = 600.0
 
 TOP_LEVEL_KEYS = frozenset(
     {"skill_name", "evals", "common_assertions", "schema_version", "purpose",
-     "coverage_notes", "scoring"}
+     "coverage_notes", "scoring", "common_checks"}
 )
 REQUIRED_TOP_LEVEL_KEYS = ("skill_name", "evals")
 SCORING_KEYS = frozenset(
@@ -96,12 +96,24 @@ SCORING_KEYS = frozenset(
 )
 CASE_KEYS = frozenset(
     {"id", "prompt", "expectations", "files", "name", "expected_output", "archetype",
-     "project_class"}
+     "project_class", "checks"}
 )
 REQUIRED_CASE_KEYS = ("id", "prompt")
 MAX_SUITE_BYTES = 10 * 1024 * 1024
 MAX_JSON_DEPTH = 64
 MAX_NAME_CHARS = 100  # skill names and case ids become folder names
+
+# Deterministic checks (README: `checks`): each names exactly one subject, and one test of it.
+CHECK_SUBJECTS = ("run", "file", "answer")
+CHECK_TESTS = {"run": ("exit_code",), "file": ("exists", "contains", "matches", "json"),
+               "answer": ("contains", "matches")}
+CHECK_OPTIONS = {"run": ("timeout", "protect"), "file": (), "answer": ()}
+CHECK_KEYS = frozenset({"name", *CHECK_SUBJECTS, "exit_code", "exists", "contains", "matches",
+                        "json", "timeout", "protect"})
+ANSWER_SOURCES = ("reply", "artifact")  # the recorded final answer, or the written artifact
+CHECK_TIMEOUT_RANGE = (1, 3600)
+CHECK_DEFAULT_TIMEOUT_S = 120
+EXPECTATION_OBJECT_KEYS = frozenset({"text", "check"})
 
 # Folders that hold host-local or generated state; never delivered, never fixtures. The
 # agent adapters add, when they are registered, the folders their CLI reads skills and
@@ -262,6 +274,35 @@ class WriteFailed(EnvironmentProblem):
 
 
 @dataclasses.dataclass
+class Check:
+    """One deterministic check: a subject (a command, a sandbox file, the answer) and a test."""
+
+    name: str  # the author's, or a description made from the check
+    subject: str  # "run", "file" or "answer"
+    target: str  # the command, the sandbox-relative path, or "reply"/"artifact"
+    test: str  # "exit_code", "exists", "contains", "matches" or "json"
+    expected: Any  # the exit code, True/False, the text, the pattern, or True
+    timeout_s: float = CHECK_DEFAULT_TIMEOUT_S
+    protect: list[str] = dataclasses.field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def describe_check(subject: str, target: str, test: str, expected: Any) -> str:
+    """A check's text when its author gave it no name."""
+    if subject == "run":
+        return f"check: `{target[:120]}` exits {expected}"
+    what = target if subject == "file" else f"the {target}"
+    if test == "exists":
+        return f"check: {what} {'exists' if expected else 'does not exist'}"
+    if test == "json":
+        return f"check: {what} parses as JSON"
+    verb = "contains" if test == "contains" else "matches"
+    return f"check: {what} {verb} {str(expected)[:80]!r}"
+
+
+@dataclasses.dataclass
 class Case:
     id: str | int
     index: int
@@ -270,6 +311,8 @@ class Case:
     expectations: list[str]
     files: list[str]  # repository-relative, as resolved by validation
     expected_output: str = ""  # for people and the grader's author; never for the executor
+    checks: list[Check] = dataclasses.field(default_factory=list)  # never for the executor
+    paired_checks: dict[str, str] = dataclasses.field(default_factory=dict)  # text -> check
 
     @property
     def key(self) -> str:
@@ -284,6 +327,16 @@ class Suite:
     common_assertions: list[str]
     cases: list[Case]
     sha256: str
+    common_checks: list[Check] = dataclasses.field(default_factory=list)
+    common_paired_checks: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def checks_for(self, case: Case) -> list[Check]:
+        """Common checks then the case's own (validation keeps their names apart)."""
+        return [*self.common_checks, *case.checks]
+
+    def paired_checks_for(self, case: Case) -> dict[str, str]:
+        """Assertion text -> the name of the check that decides the same fact."""
+        return {**self.common_paired_checks, **case.paired_checks}
 
     def assertions_for(self, case: Case) -> list[str]:
         """Common assertions then the case's own, each text once, in order."""
@@ -791,6 +844,8 @@ class SuiteChecker:
         self.problems: list[Problem] = []
         self.fixture_files: set[str] = set()
         self.skill_name: str | None = None
+        self.common_checks: list[Check] = []
+        self.common_paired: dict[str, tuple[str, str]] = {}  # text -> (check name, JSON path)
 
     def error(self, message: str, path: str, fix: str, case_id: str | None = None) -> None:
         self.problems.append(Problem("error", message, self.file, path, case_id, fix))
@@ -851,8 +906,11 @@ class SuiteChecker:
         skill_name = self.skill_name = self.check_skill_name(data.get("skill_name"))
         common = []
         if "common_assertions" in data:
-            common = self.string_list(data["common_assertions"], "common_assertions",
-                                      "common_assertions")
+            common, self.common_paired = self.assertion_list(
+                data["common_assertions"], "common_assertions", "common_assertions", None)
+        if "common_checks" in data:
+            self.common_checks = self.check_list(data["common_checks"], "common_checks", None, [])
+        self.check_pairs(self.common_paired, self.common_checks, None)
         self.check_scoring(data.get("scoring"))
         cases = self.check_cases(data.get("evals"), common) if "evals" in data else []
         return skill_name, common, cases
@@ -938,10 +996,15 @@ class SuiteChecker:
         if "prompt" in raw and (not isinstance(prompt, str) or not prompt.strip()):
             self.error("prompt must be a non-empty string", _path_join(path, "prompt"),
                        "write the task the executor should perform", cid)
-        expectations = []
+        expectations, paired = [], {}
         if "expectations" in raw:
-            expectations = self.string_list(raw["expectations"], _path_join(path, "expectations"),
-                                            "expectations", cid)
+            expectations, paired = self.assertion_list(
+                raw["expectations"], _path_join(path, "expectations"), "expectations", cid)
+        checks = []
+        if "checks" in raw:
+            checks = self.check_list(raw["checks"], _path_join(path, "checks"), cid,
+                                     self.common_checks)
+        self.check_pairs(paired, [*self.common_checks, *checks], cid)
         files = []
         if "files" in raw:
             files = self.check_files(raw["files"], _path_join(path, "files"), cid)
@@ -949,16 +1012,20 @@ class SuiteChecker:
         expected_output = self.optional_text(raw, "expected_output", path, cid)
         for key in ("archetype", "project_class"):
             self.optional_text(raw, key, path, cid)
-        self.check_assertion_overlap(common, expectations, path, cid)
+        self.check_assertion_overlap(common, expectations, path, cid,
+                                     bool(checks or self.common_checks))
         if case_id is None or not isinstance(prompt, str) or not prompt.strip():
             return None
-        return Case(case_id, index, prompt, name, expectations, files, expected_output)
+        return Case(case_id, index, prompt, name, expectations, files, expected_output, checks,
+                    {text: check for text, (check, _) in paired.items()})
 
     def check_assertion_overlap(self, common: list[str], own: list[str], path: str,
-                                cid: str | None) -> None:
+                                cid: str | None, has_checks: bool = False) -> None:
         if not common and not own:
-            self.warning("case has no assertions: nothing to grade", path,
-                         "add expectations to the case or common_assertions to the suite", cid)
+            if not has_checks:
+                self.warning("case has no assertions: nothing to grade", path,
+                             "add expectations to the case or common_assertions to the suite",
+                             cid)
             return
         seen: set[str] = set()
         for i, text in enumerate([*common, *own]):
@@ -968,6 +1035,215 @@ class SuiteChecker:
                 self.warning(f"assertion {text[:60]!r} appears twice; it is graded once", where,
                              "remove the repeated assertion", cid)
             seen.add(text)
+
+    # -- assertions that name a check, and the checks ------------------------
+
+    def assertion_list(self, value: Any, path: str, what: str, cid: str | None
+                       ) -> tuple[list[str], dict[str, tuple[str, str]]]:
+        """Assertion texts; an entry may be {"text": ..., "check": NAME}, pairing the text
+        with the check that decides the same fact (text -> (name, JSON path))."""
+        if not isinstance(value, list):
+            return self.string_list(value, path, what, cid), {}
+        # Plain entries are checked as they always were; objects are read below.
+        self.string_list([item if not isinstance(item, dict) else "object" for item in value],
+                         path, what, cid)
+        texts, paired = [], {}
+        for i, item in enumerate(value):
+            item_path = _path_join(path, i)
+            if not isinstance(item, dict):
+                if isinstance(item, str) and item.strip():
+                    texts.append(item)
+                continue
+            self.check_unknown_keys(item, EXPECTATION_OBJECT_KEYS, item_path, "assertion", cid)
+            text, check = item.get("text"), item.get("check")
+            if not isinstance(text, str) or not text.strip():
+                self.error("an assertion object needs a non-empty 'text'",
+                           _path_join(item_path, "text"),
+                           'write it as {"text": "...", "check": "<check name>"}', cid)
+                continue
+            texts.append(text)
+            if not isinstance(check, str) or not check.strip():
+                self.error("'check' must name one of the case's checks",
+                           _path_join(item_path, "check"),
+                           "give the name of a check in the case's checks or common_checks, "
+                           "or write the assertion as a plain string", cid)
+                continue
+            paired[text] = (check, _path_join(item_path, "check"))
+        return texts, paired
+
+    def check_pairs(self, paired: dict[str, tuple[str, str]], checks: list[Check],
+                    cid: str | None) -> None:
+        names = [check.name for check in checks]
+        for name, where in paired.values():
+            if name not in names:
+                hint = _did_you_mean(name, names)
+                self.error(f"assertion names check {name!r}, which this case does not have",
+                           where, f"{hint}known checks: {', '.join(names) or 'none'}; name "
+                           "the check with \"name\" and use that", cid)
+
+    def check_list(self, value: Any, path: str, cid: str | None,
+                   inherited: list[Check]) -> list[Check]:
+        if not isinstance(value, list):
+            self.error(f"checks must be a list of objects, not {_type_name(value)}", path,
+                       'write it as [{"run": "python3 -m unittest", "exit_code": 0}]', cid)
+            return []
+        checks = []
+        seen = {check.name: "common_checks" for check in inherited}
+        for i, raw in enumerate(value):
+            check = self.check_one(raw, _path_join(path, i), cid)
+            if check is None:
+                continue
+            if check.name in seen:
+                self.error(f"check name {check.name!r} is used twice (also {seen[check.name]})",
+                           _path_join(_path_join(path, i), "name"),
+                           "give every check of a case its own \"name\"", cid)
+                continue
+            seen[check.name] = _path_join(path, i)
+            checks.append(check)
+        return checks
+
+    def check_one(self, raw: Any, path: str, cid: str | None) -> Check | None:
+        if not isinstance(raw, dict):
+            self.error(f"a check must be an object, not {_type_name(raw)}", path,
+                       'write it as {"file": "src/app.py", "exists": true}', cid)
+            return None
+        self.check_unknown_keys(raw, CHECK_KEYS, path, "check", cid)
+        subjects = [key for key in CHECK_SUBJECTS if key in raw]
+        if len(subjects) != 1:
+            found = ", ".join(subjects) if subjects else "none"
+            self.error(f"a check needs exactly one of run, file or answer (found {found})", path,
+                       "split it into one check per subject", cid)
+            return None
+        subject = subjects[0]
+        for key in sorted(set(raw) & CHECK_KEYS - {"name", subject}):
+            if key not in CHECK_TESTS[subject] + CHECK_OPTIONS[subject]:
+                self.error(f"{key!r} does not apply to a {subject} check", _path_join(path, key),
+                           f"a {subject} check takes "
+                           f"{', '.join(CHECK_TESTS[subject] + CHECK_OPTIONS[subject])}", cid)
+        target = self.check_target(subject, raw[subject], _path_join(path, subject), cid)
+        test, expected = self.check_test(subject, raw, path, cid)
+        name = self.check_name(raw, path, cid)
+        timeout = self.check_timeout(raw, path, cid)
+        protect = self.check_protect(raw, path, cid)
+        if None in (target, test, timeout, protect) or name == "":
+            return None
+        return Check(name or describe_check(subject, target, test, expected), subject, target,
+                     test, expected, timeout, protect)
+
+    def check_name(self, raw: dict, path: str, cid: str | None) -> str | None:
+        """The author's name, None when there is none, "" when it is unusable."""
+        if "name" not in raw:
+            return None
+        value = raw["name"]
+        if not isinstance(value, str) or not value.strip() or len(value) > MAX_NAME_CHARS:
+            self.error(f"a check name must be a non-empty string of up to {MAX_NAME_CHARS} "
+                       "characters", _path_join(path, "name"),
+                       'name the fact it decides, e.g. "tests pass"', cid)
+            return ""
+        return value
+
+    def check_target(self, subject: str, value: Any, path: str, cid: str | None) -> str | None:
+        if subject == "run":
+            if not isinstance(value, str) or not value.strip() or "\x00" in value:
+                self.error("'run' must be a non-empty shell command", path,
+                           'write the command, e.g. "python3 -m unittest -q"', cid)
+                return None
+            return value
+        if subject == "answer":
+            if value not in ANSWER_SOURCES:
+                hint = _did_you_mean(str(value), ANSWER_SOURCES) if isinstance(value, str) else ""
+                self.error(f"'answer' must be one of {', '.join(ANSWER_SOURCES)}, not "
+                           f"{_shown(value)}", path, f"{hint}\"reply\" is the executor's final "
+                           "answer, \"artifact\" the document it wrote", cid)
+                return None
+            return value
+        return self.sandbox_path(value, path, cid, "'file'")
+
+    def sandbox_path(self, value: Any, path: str, cid: str | None, what: str) -> str | None:
+        """A path relative to the sandbox that stays inside it, checked as fixture paths are."""
+        if not isinstance(value, str) or not value.strip():
+            self.error(f"{what} must be a non-empty path", path,
+                       "write a path relative to the repository root, e.g. src/app.py", cid)
+            return None
+        if "\x00" in value or os.path.isabs(value) or value.startswith("~"):
+            self.error(f"{what} path {value!r} must be relative to the sandbox", path,
+                       "write it from the repository root, e.g. src/app.py", cid)
+            return None
+        rel = os.path.normpath(value)
+        if rel == ".." or rel.startswith("../"):
+            self.error(f"{what} path {value!r} climbs out of the sandbox", path,
+                       "remove the '..' parts", cid)
+            return None
+        bad = _forbidden_fixture_part(Path(rel))
+        if bad or rel == ".":
+            self.error(f"{what} path {value!r} " + (f"lies under {bad}/, which is not delivered"
+                                                     if bad else "names the whole sandbox"),
+                       path, "name a file or folder of the task", cid)
+            return None
+        return Path(rel).as_posix()
+
+    def check_test(self, subject: str, raw: dict, path: str, cid: str | None
+                   ) -> tuple[str | None, Any]:
+        tests = [key for key in CHECK_TESTS[subject] if key in raw]
+        if subject == "run":
+            code = raw.get("exit_code", 0)
+            if not isinstance(code, int) or isinstance(code, bool) or not 0 <= code <= 255:
+                self.error(f"exit_code must be an integer from 0 to 255, not {_shown(code)}",
+                           _path_join(path, "exit_code"), "write the expected exit code, e.g. 0",
+                           cid)
+                return None, None
+            return "exit_code", code
+        if len(tests) != 1:
+            self.error(f"a {subject} check needs exactly one of {', '.join(CHECK_TESTS[subject])} "
+                       f"(found {', '.join(tests) or 'none'})", path,
+                       'add one, e.g. "contains": "def main"; split several into several checks',
+                       cid)
+            return None, None
+        test, value = tests[0], raw[tests[0]]
+        where = _path_join(path, test)
+        if test in ("exists", "json") and not isinstance(value, bool):
+            self.error(f"{test!r} must be true or false, not {_shown(value)}", where,
+                       f'write "{test}": true', cid)
+            return None, None
+        if test == "json" and value is not True:
+            self.error("'json' can only be true", where,
+                       'write "json": true, or {"file": ..., "exists": true} for presence', cid)
+            return None, None
+        if test in ("contains", "matches") and (not isinstance(value, str) or not value):
+            self.error(f"{test!r} must be a non-empty string, not {_shown(value)}", where,
+                       "write the text or the regular expression in quotes", cid)
+            return None, None
+        if test == "matches":
+            try:
+                re.compile(value)
+            except re.error as exc:
+                self.error(f"'matches' is not a valid regular expression: {exc}", where,
+                           "correct the pattern (Python re syntax); escape literal characters "
+                           "such as ( or [ with a backslash", cid)
+                return None, None
+        return test, value
+
+    def check_timeout(self, raw: dict, path: str, cid: str | None) -> float | None:
+        value = raw.get("timeout", CHECK_DEFAULT_TIMEOUT_S)
+        low, high = CHECK_TIMEOUT_RANGE
+        if (not isinstance(value, (int, float)) or isinstance(value, bool)
+                or not low <= value <= high):
+            self.error(f"timeout must be a number of seconds from {low} to {high}, not "
+                       f"{_shown(value)}", _path_join(path, "timeout"),
+                       f"write e.g. \"timeout\": {CHECK_DEFAULT_TIMEOUT_S}", cid)
+            return None
+        return float(value)
+
+    def check_protect(self, raw: dict, path: str, cid: str | None) -> list[str] | None:
+        value = raw.get("protect", [])
+        where = _path_join(path, "protect")
+        if not isinstance(value, list):
+            self.error(f"protect must be a list of paths, not {_type_name(value)}", where,
+                       'write it as ["tests/"]', cid)
+            return None
+        paths = [self.sandbox_path(item, _path_join(where, i), cid, "a protect")
+                 for i, item in enumerate(value)]
+        return None if None in paths else list(dict.fromkeys(paths))
 
     # -- fixture files -----------------------------------------------------
 
@@ -1076,6 +1352,15 @@ class SuiteChecker:
             inner.append(inner_rel.as_posix())
         self.fixture_files.update(inner)
         return rel.as_posix()
+
+
+def _shown(value: Any) -> str:
+    """A value as the suite wrote it, short enough for a message."""
+    if isinstance(value, _NonFinite):
+        return value.token
+    text = json.dumps(value) if isinstance(value, (str, int, float, bool, type(None))) else \
+        _type_name(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _type_name(value: Any) -> str:
@@ -1244,7 +1529,8 @@ def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedS
     if any(p.severity == "error" for p in problems) or root is None or skill_name is None:
         return LoadedSuite(None, problems, checker.fixture_files)
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    suite = Suite(suite_path, root, skill_name, common, cases, digest)
+    suite = Suite(suite_path, root, skill_name, common, cases, digest, checker.common_checks,
+                  {text: check for text, (check, _) in checker.common_paired.items()})
     problems += withholding_problems(suite)
     return LoadedSuite(suite, problems, checker.fixture_files)
 
@@ -1275,6 +1561,7 @@ def suite_counts(loaded: LoadedSuite) -> dict[str, int]:
     return {
         "cases": len(cases),
         "assertions": sum(len(suite.assertions_for(c)) for c in cases) if suite else 0,
+        "checks": sum(len(suite.checks_for(c)) for c in cases) if suite else 0,
         "fixture_files": len(loaded.fixture_files),
         "errors": len(loaded.errors),
         "warnings": len(loaded.warnings),
@@ -8125,8 +8412,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if counts["cases"] == 0:
         print(f"OK: {args.suite}: 0 cases: nothing to run")
     else:
+        checks = f"{counts['checks']} checks, " if counts["checks"] else ""
         print(f"OK: {args.suite}: {counts['cases']} cases, {counts['assertions']} assertions, "
-              f"{counts['fixture_files']} fixture files, {counts['warnings']} warnings")
+              f"{checks}{counts['fixture_files']} fixture files, {counts['warnings']} warnings")
     return EXIT_OK
 
 
