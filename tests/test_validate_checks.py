@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import unittest
-from pathlib import Path
 
 from tests.helpers import TempDir, call_main, make_repo
 
