@@ -124,7 +124,7 @@ FIXTURE_FORBIDDEN_DIR_NAMES: set[str] = {".git", "node_modules", "workspace"}
 STATUS_OK = "ok"
 STATUSES = (
     "ok", "executor_failed", "executor_timeout", "grader_failed", "grader_timeout",
-    "grader_unparseable", "runner_error", "cancelled",
+    "grader_unparseable", "runner_error", "cancelled", "check_error",
 )
 
 ARTIFACT_RELPATH = ".skill-eval/artifact.md"
@@ -498,6 +498,7 @@ class RunRecord:
     grading: dict[str, Any] | None = None  # verdicts per assertion, once graded
     grader_metrics: dict[str, dict[str, Any]] | None = None  # all grader calls together
     grader_calls: list[dict[str, Any]] | None = None  # one entry per grader process
+    checks: dict[str, Any] | None = None  # the deterministic checks' results, time, protection
     regraded_from: dict[str, Any] | None = None  # the run whose recorded answer was graded
     permission_denials: list[Any] = dataclasses.field(default_factory=list)
     skill_read: dict[str, Any] | None = None
@@ -2615,6 +2616,129 @@ def sandbox_changes(repo: Path, baseline: Path, git_record: dict[str, Any]) -> d
     return {"captured": True, **{k: sorted(v) for k, v in changes.items()}}
 
 
+# -- protected paths: what a check relies on, put back as it was delivered -----------------
+
+PROTECT_READ_CAP = 64 * 1024 * 1024  # a delivered tree larger than this is not read back
+
+
+def delivered_tree(baseline: Path, commit: str, rel: str) -> dict[str, tuple[str, bytes]]:
+    """What the cell's baseline commit holds at `rel` (a file or a folder): path -> (git mode,
+    bytes), read from the runner's own baseline repository, never from the sandbox's .git.
+    Raises OSError when git cannot read it."""
+    ok, out = run_git([f"--git-dir={baseline}", *GIT_READ_ONLY, "ls-tree", "-r", "-z",
+                       "--full-tree", commit, "--", rel], baseline)
+    if not ok:
+        raise OSError(f"cannot list {rel} in the baseline: {out}")
+    entries = {}
+    for line in filter(None, out.split("\0")):
+        info, _, path = line.partition("\t")
+        mode, kind, obj = info.split()
+        if kind == "blob":
+            entries[path] = (mode, obj)
+    if not entries:
+        return {}
+    done = subprocess.run(["git", f"--git-dir={baseline}", *GIT_READ_ONLY, "cat-file", "--batch"],
+                          cwd=baseline, env=git_environment(), capture_output=True, timeout=300,
+                          input="".join(f"{obj}\n" for _, obj in entries.values()).encode(),
+                          check=False)
+    if done.returncode != 0 or len(done.stdout) > PROTECT_READ_CAP:
+        raise OSError(f"cannot read {rel} from the baseline: "
+                      f"{done.stderr.decode('utf-8', 'replace').strip()[-300:] or 'too large'}")
+    tree, data, at = {}, done.stdout, 0
+    for path, (mode, _) in entries.items():
+        end = data.index(b"\n", at)
+        size = int(data[at:end].split()[2])
+        tree[path] = (mode, data[end + 1:end + 1 + size])
+        at = end + 1 + size + 1
+    return tree
+
+
+def _generated(rel: str) -> bool:
+    """Host-local or generated state (__pycache__, node_modules): never delivered, so its
+    appearance is not a change; restoring removes it all the same."""
+    return any(part in EXCLUDED_DIR_NAMES for part in rel.split("/"))
+
+
+def _link_in_parents(repo: Path, rel: str) -> str | None:
+    """The first folder above `rel` that is not a real folder (a link, a file), or None."""
+    parts = rel.split("/")[:-1]
+    for depth in range(1, len(parts) + 1):
+        ancestor = "/".join(parts[:depth])
+        try:
+            mode = os.lstat(repo / ancestor).st_mode
+        except FileNotFoundError:
+            return None
+        if not stat.S_ISDIR(mode):
+            return ancestor
+    return None
+
+
+def sandbox_tree(repo: Path, rel: str) -> dict[str, tuple[str, bytes]]:
+    """What the sandbox holds at `rel` now, in delivered_tree's shape; no link is followed
+    (a link is its target, anything but files and links is its kind)."""
+    found: dict[str, tuple[str, bytes]] = {}
+
+    def add(path: str) -> None:
+        full = repo / path
+        mode = os.lstat(full).st_mode
+        if stat.S_ISLNK(mode):
+            found[path] = ("120000", os.readlink(full).encode("utf-8", "surrogateescape"))
+        elif stat.S_ISREG(mode):
+            with open(full, "rb") as handle:
+                found[path] = ("100755" if mode & 0o100 else "100644",
+                               handle.read(PROTECT_READ_CAP))
+        else:
+            found[path] = (f"special {stat.S_IFMT(mode):o}", b"")  # a FIFO, a socket, ...
+
+    top = repo / rel
+    if not os.path.lexists(top):
+        return found
+    if not (top.is_dir() and not top.is_symlink()):
+        add(rel)
+        return found
+    for folder, dirs, files in os.walk(top, followlinks=False):
+        for name in [*files, *(d for d in dirs if os.path.islink(os.path.join(folder, d)))]:
+            add(Path(folder, name).relative_to(repo).as_posix())
+    return found
+
+
+def protected_changes(repo: Path, baseline: Path, commit: str, rel: str) -> list[str]:
+    """The files under `rel` the executor added, changed or deleted since delivery."""
+    parent = _link_in_parents(repo, rel)
+    if parent is not None:
+        return [parent]
+    delivered, now = delivered_tree(baseline, commit, rel), sandbox_tree(repo, rel)
+    now = {path: entry for path, entry in now.items() if not _generated(path)}
+    return sorted(path for path in set(delivered) | set(now)
+                  if delivered.get(path) != now.get(path))
+
+
+def restore_delivered(repo: Path, baseline: Path, commit: str, rel: str) -> None:
+    """Put `rel` back exactly as delivered: whatever is there now goes (links are removed,
+    never followed), then the baseline's files are written."""
+    delivered = delivered_tree(baseline, commit, rel)
+    parts = rel.split("/")
+    for depth in range(1, len(parts)):  # every folder above rel a real folder
+        ancestor = repo / "/".join(parts[:depth])
+        if os.path.lexists(ancestor) and not (ancestor.is_dir() and not ancestor.is_symlink()):
+            os.unlink(ancestor)
+        if not os.path.lexists(ancestor):
+            os.mkdir(ancestor)
+    top = repo / rel
+    if top.is_dir() and not top.is_symlink():
+        shutil.rmtree(top)
+    elif os.path.lexists(top):
+        os.unlink(top)
+    for path, (mode, data) in sorted(delivered.items()):
+        target = repo / path
+        target.parent.mkdir(parents=True, exist_ok=True)  # folders made just now: no links
+        if mode == "120000":
+            os.symlink(data.decode("utf-8", "surrogateescape"), target)
+        else:
+            target.write_bytes(data)
+            target.chmod(0o755 if mode == "100755" else 0o644)
+
+
 def fixture_status(root: Path, paths: list[str]) -> dict[str, Any]:
     """git status of the declared fixture paths in the source checkout."""
     if not paths:
@@ -4375,6 +4499,8 @@ def close_sandbox_and_start_next(ctx: RunContext, run: CellRun,
         def close() -> None:
             run.record.changes = sandbox_changes(sandbox.repo, sandbox.baseline_git,
                                                  sandbox.record["git"])
+            if run.answer is not None and ctx.suite.checks_for(run.cell.case):
+                guarded(run, run_checks_step, ctx, run)  # before the copy goes
             if not ctx.options.keep_sandboxes:
                 sandbox.remove_copy()
         guarded(run, close)
@@ -4385,6 +4511,7 @@ def close_sandbox_and_start_next(ctx: RunContext, run: CellRun,
 def finish_cell(ctx: RunContext, run: CellRun, closing: concurrent.futures.Future) -> RunRecord:
     closing.result()  # the executor's changes are on the record, its sandbox gone
     record = run.record
+    guarded(run, add_check_verdicts, ctx, run.cell, record)
     if run.sandbox is not None:
         if ctx.options.keep_sandboxes:
             run.sandbox.record["kept"] = True
@@ -4478,7 +4605,9 @@ def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Any, record: RunRecord
     """
     assertions = ctx.suite.assertions_for(cell.case)
     if not assertions:
-        record.failure = {"stage": "grader", "detail": "the case has no assertions; not graded"}
+        if not ctx.suite.checks_for(cell.case):  # with checks only, no grader is needed
+            record.failure = {"stage": "grader",
+                              "detail": "the case has no assertions; not graded"}
         return
     prompt = build_grader_prompt(cell.case.prompt, answer.text, answer.artifact,
                                  answer.artifact_truncated, assertions)
@@ -4714,7 +4843,7 @@ def regrade_steps(ctx: RunContext, run: CellRun, source_dir: Path, room: GraderR
         if (source_dir / rel).is_file():
             files.copy(rel, source_dir / rel)
     for name in ("executor", "sandbox", "changes", "written_artifact", "metrics",
-                 "permission_denials", "skill_read"):
+                 "permission_denials", "skill_read", "checks"):
         setattr(record, name, getattr(source, name))
     record.regraded_from = {"run_dir": str(source_dir), "status": source.status,
                             "executor_started_at": source.started_at,
@@ -4734,6 +4863,7 @@ def regrade_steps(ctx: RunContext, run: CellRun, source_dir: Path, room: GraderR
     answer = ExecutorAnswer(text, artifact, bool(record.written_artifact.get("truncated")))
     record.sandbox = {**(record.sandbox or {}), "regrade_grader": room.record}
     run_grader_step(ctx, cell, room, record, answer)
+    add_check_verdicts(ctx, cell, record)  # the source's check results: its sandbox is gone
 
 
 def capture_artifact(path: Path, root: Path | None = None) -> dict[str, Any]:
@@ -4812,6 +4942,202 @@ def skill_read_evidence(trace: list[dict] | None, skill_name: str, config: str) 
     hits = [call for call in trace if needle in json.dumps(call.get("input"), ensure_ascii=False)]
     return {"state": "read" if hits else "not_read", "calls": len(trace),
             "reads": [c.get("tool") for c in hits][:10], "config": config}
+
+
+# -- deterministic checks: after the executor, in its sandbox, confined as it was ----------
+
+CHECK_TAIL_CHARS = 1500  # of a run check's stdout and stderr, kept as its evidence
+CHECK_READ_CAP = 4 * 1024 * 1024  # of a checked file
+
+
+def run_checks_step(ctx: RunContext, run: CellRun) -> None:
+    """Every check of the cell, in order, once its executor has ended. Protected paths are
+    compared with what was delivered first (what the executor did), then put back before each
+    run check. A check that could not run stops the rest: the cell will not be scored."""
+    sandbox, checks = run.sandbox, ctx.suite.checks_for(run.cell.case)
+    state: dict[str, Any] = {"results": [], "protected": {}, "unrun": None}
+    run.record.checks = state
+    started = time.monotonic()
+    try:
+        if sandbox is None or not sandbox.repo.is_dir():
+            state["unrun"] = "the sandbox was gone when the checks were to run"
+            return
+        git = sandbox.record["git"]
+        protect = sorted({rel for check in checks for rel in check.protect})
+        if protect and not git.get("ok"):
+            state["unrun"] = "the sandbox has no baseline commit to restore protected paths from"
+            return
+        for rel in protect:
+            changed = protected_changes(sandbox.repo, sandbox.baseline_git, git["baseline"], rel)
+            state["protected"][rel] = {"changed_by_executor": changed}
+        for check in checks:
+            for rel in check.protect:
+                restore_delivered(sandbox.repo, sandbox.baseline_git, git["baseline"], rel)
+            result = run_one_check(ctx, run, check)
+            state["results"].append(result)
+            if result.get("unrun"):
+                state["unrun"] = f"check {check.name!r} could not run: {result['unrun']}"
+                return
+    finally:
+        state["duration_s"] = round(time.monotonic() - started, 3)
+        state["note"] = "the checks' own time, on the runner's clock; not the executor's"
+
+
+def run_one_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, Any]:
+    """{name, subject, passed, evidence, duration_s}, or with `unrun` (why it could not)."""
+    started = time.monotonic()
+    if check.subject == "run":
+        result = run_command_check(ctx, run, check)
+    elif check.subject == "file":
+        result = file_check(run.sandbox, check)
+    else:
+        answer = run.answer
+        text = answer.text if check.target == "reply" else answer.artifact
+        result = (text_check(check, text, f"the {check.target}") if text is not None else
+                  {"passed": False, "evidence": "the executor wrote no artifact"})
+    return {"name": check.name, "subject": check.subject, **result,
+            "duration_s": round(time.monotonic() - started, 3)}
+
+
+def run_command_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, Any]:
+    """The command in the sandbox under /bin/sh, confined as the executor was."""
+    sandbox = run.sandbox
+    invocation = Invocation(["/bin/sh", "-c", check.target], sandbox.repo)
+    borrowed = [Path(p) for p in sandbox.record["git"].get("borrowed_objects", [])]
+    result, isolation = run_confined_command(ctx, invocation, check.timeout_s, borrowed)
+    tails = {"stdout_tail": result.stdout[-CHECK_TAIL_CHARS:],
+             "stderr_tail": result.stderr[-CHECK_TAIL_CHARS:], "returncode": result.returncode,
+             "isolation": isolation}
+    if result.timed_out:
+        return {**tails, "unrun": f"timed out after {check.timeout_s:g} s"}
+    if result.cancelled:
+        return {**tails, "unrun": "the run was stopped while it ran"}
+    if result.spawn_error or result.returncode is None:
+        return {**tails, "unrun": f"could not start: {result.spawn_error or 'no exit status'}"}
+    passed = result.returncode == check.expected
+    shown = "; ".join(f"{name}: {_squash(tails[key][-400:])}" for name, key in
+                      (("stdout", "stdout_tail"), ("stderr", "stderr_tail")) if tails[key].strip())
+    evidence = f"exited {result.returncode} (expected {check.expected})" + (
+        f"; {shown}" if shown else "")
+    return {**tails, "passed": passed, "evidence": evidence}
+
+
+def run_confined_command(ctx: RunContext, invocation: Invocation, timeout_s: float,
+                         ro_binds: list[Path]) -> tuple[ProcessResult, dict[str, Any]]:
+    """A check's process, under the executor's own confinement: with bwrap the same mounts,
+    the same hidden folders and a fresh, empty HOME; unconfined a fresh HOME too, and whatever
+    it left running ended with it. No agent's login is carried into the HOME."""
+    home = Path(tempfile.mkdtemp(prefix="skill-eval-home-check-", dir=ctx.sandbox_base))
+    try:
+        inside = confined_env(provider_env(ctx, invocation.cwd), invocation.cwd, {})
+        if ctx.confinement.mode != "bwrap":
+            token = secrets.token_hex(8)
+            env = {**inside, "HOME": str(home), AGENT_TOKEN_ENV: token}
+            result = run_process(invocation, env, timeout_s, ctx.groups)
+            strays = end_strays(token=token)
+            return result, {**ctx.confinement.to_json(), "strays_ended": len(strays)}
+        argv = bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
+                          home=home, ro_entries=ctx.agent_mounts, ro_binds=ro_binds,
+                          hide=ctx.hidden)
+        short, fd = options_through_fd(argv)
+        try:
+            result = run_process(dataclasses.replace(invocation, argv=short, pass_fds=(fd,)),
+                                 inside, timeout_s, ctx.groups)
+        finally:
+            os.close(fd)
+        return result, ctx.confinement.to_json()
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def file_check(sandbox: Sandbox, check: Check) -> dict[str, Any]:
+    """A sandbox file, reached from the sandbox base without following any link."""
+    if not sandbox.repo.is_dir():
+        return {"unrun": "the sandbox was gone when the check was to run"}
+    rel = sandbox.repo.relative_to(sandbox.base) / check.target
+    if check.test == "exists":
+        found, why = _exists_unfollowed(sandbox.base, rel)
+        passed = found == check.expected
+        return {"passed": passed, "evidence": f"{check.target} {why}"}
+    fd, why = _open_regular_unfollowed(sandbox.base, rel)
+    if fd is None:
+        return {"passed": False,
+                "evidence": f"{check.target}: {why.replace('the artifact path', 'the path')}"}
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(CHECK_READ_CAP + 1)
+    if len(data) > CHECK_READ_CAP:
+        return {"passed": False, "evidence": f"{check.target} is larger than "
+                f"{CHECK_READ_CAP // (1024 * 1024)} MB; not read"}
+    return text_check(check, data.decode("utf-8", "replace"), check.target)
+
+
+def _exists_unfollowed(root: Path, rel: Path) -> tuple[bool, str]:
+    """(whether a regular file or a folder is at rel, reached with no link followed, why)."""
+    current = root
+    for index, name in enumerate(rel.parts):
+        current = current / name
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            return False, "does not exist"
+        last = index == len(rel.parts) - 1
+        if stat.S_ISLNK(mode):
+            return False, "is reached through a symbolic link (not followed)"
+        if not last and not stat.S_ISDIR(mode):
+            return False, "does not exist (a file is where a folder would be)"
+    kind = "a folder" if stat.S_ISDIR(mode) else "a file" if stat.S_ISREG(mode) else None
+    return (kind is not None), (f"exists ({kind})" if kind else f"is {_node_kind(mode)}")
+
+
+def text_check(check: Check, text: str, what: str) -> dict[str, Any]:
+    if check.test == "json":
+        try:
+            json.loads(text)
+        except ValueError as exc:
+            return {"passed": False, "evidence": f"{what} does not parse as JSON: {exc}"}
+        return {"passed": True, "evidence": f"{what} parses as JSON"}
+    if check.test == "contains":
+        passed = check.expected in text
+        verb = "contains" if passed else "does not contain"
+        return {"passed": passed, "evidence": f"{what} {verb} {check.expected[:80]!r}"}
+    match = re.search(check.expected, text)
+    if match is None:
+        return {"passed": False, "evidence": f"{what} has no match for {check.expected[:80]!r}"}
+    return {"passed": True, "evidence": f"{what} matches {check.expected[:80]!r}: "
+            f"{_squash(match.group(0))[:120]!r}"}
+
+
+def add_check_verdicts(ctx: RunContext, cell: Cell, record: RunRecord) -> None:
+    """The checks' results after the grader's verdicts in the grading, each marked as a check;
+    a check that could not run leaves the cell unscored, with the reason."""
+    checks = ctx.suite.checks_for(cell.case)
+    if not checks or record.status != STATUS_OK:
+        return
+    state = record.checks or {}
+    if state.get("unrun") or len(state.get("results") or []) != len(checks):
+        reason = state.get("unrun") or "the checks did not run"
+        record.fail("check_error", "checks", f"{reason}; not scored")
+        return
+    if ctx.suite.assertions_for(cell.case) and record.grading is None:
+        return  # the grader's failure is on the record already
+    grading = record.grading or {"expectations": [], "notes": [], "graded_by": "checks only"}
+    record.grading = grading_with_checks(grading, state["results"],
+                                         ctx.suite.paired_checks_for(cell.case))
+
+
+def grading_with_checks(grading: dict[str, Any], results: list[dict[str, Any]],
+                        paired: dict[str, str]) -> dict[str, Any]:
+    judged = [{**e, "check": paired[e["text"]]} if e["text"] in paired else e
+              for e in grading["expectations"]]
+    first = len(judged) + 1
+    checked = [{"id": first + i, "text": r["name"], "passed": r["passed"],
+                "evidence": r["evidence"], "kind": "check"} for i, r in enumerate(results)]
+    expectations = judged + checked
+    passed = sum(e["passed"] for e in expectations)
+    total = len(expectations)
+    return {**grading, "expectations": expectations,
+            "summary": {"passed": passed, "failed": total - passed, "total": total,
+                        "pass_rate": passed / total if total else None}}
 
 
 def write_run_files(cell: Cell, record: RunRecord, judge: dict[str, Any]) -> bool:
@@ -4902,7 +5228,18 @@ def benchmark_run(record: RunRecord) -> dict[str, Any]:
                            for name in ("time_seconds", "tokens")},
         "files_sha256": dict(sorted(record.written_files.items())),
         "grader": grader_result(record),
+        **({"checks": checks_result(record)} if record.checks is not None else {}),
     }
+
+
+def checks_result(record: RunRecord) -> dict[str, Any]:
+    """What the deterministic checks of a run took, apart from the executor's metrics."""
+    state = record.checks or {}
+    return {"count": len(state.get("results") or []),
+            "passed": sum(bool(r.get("passed")) for r in state.get("results") or []),
+            "time_seconds": state.get("duration_s"), "could_not_run": state.get("unrun"),
+            "protected_changed": sorted({path for seen in (state.get("protected") or {}).values()
+                                         for path in seen.get("changed_by_executor") or []})}
 
 
 GRADER_METRICS = ("time_seconds", "tokens", "total_cost_usd")
@@ -5432,6 +5769,13 @@ def _run_flags(records: list[RunRecord]) -> list[dict[str, Any]]:
             flags.append(_flag("info", "skill_read_unknown",
                                "no tool-call trace was captured; whether the skill was read is "
                                "unknown", **where))
+        for rel, seen in sorted(((r.checks or {}).get("protected") or {}).items()):
+            changed = seen.get("changed_by_executor")
+            if changed:
+                flags.append(_flag("warning", "protected_path_changed",
+                                   f"the executor changed {', '.join(changed[:10])} under the "
+                                   f"protected path {rel}; restored as delivered before the "
+                                   "checks ran", **where))
         if r.configuration == "without_skill" and read == "read":
             flags.append(_flag("error", "baseline_contamination",
                                "the without_skill executor read the target skill's SKILL.md",

@@ -1,0 +1,174 @@
+"""Deterministic checks end to end (issue 26), with the fake agents.
+
+A small Python project with a failing test: the case asks the executor to fix the bug, a `run`
+check runs the project's tests (the test file protected) and a `file` check looks at the fix.
+The scripted with_skill executor fixes it; the without_skill one only says it did. A lenient
+fake judge passes the paired assertion in both, and the run reports the disagreement.
+"""
+
+from __future__ import annotations
+
+import json
+import unittest
+from pathlib import Path
+
+from tests.helpers import TempDir, call_main, fake_calls, fake_env, make_repo
+
+SUITE_REL = "evals/demo/evals.json"
+BUGGY = "def add(a, b):\n    return a - b\n"
+FIXED = "def add(a, b):\n    return a + b\n"
+TEST = ("import unittest\n\nfrom calc import add\n\n\nclass AddTests(unittest.TestCase):\n"
+        "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n")
+PROJECT = {"calc/calc.py": BUGGY, "calc/test_calc.py": TEST}
+RUN_TESTS = {"name": "tests pass", "run": "cd calc && python3 -m unittest -q",
+             "protect": ["calc/test_calc.py"]}
+FILE_FIXED = {"name": "add fixed", "file": "calc/calc.py", "contains": "return a + b"}
+PAIRED = {"text": "The project's tests pass after the change.", "check": "tests pass"}
+WITH_SKILL = "Skill path:"  # only a with_skill executor's prompt has this line
+
+
+def fix_suite(**case) -> dict:
+    base = {"id": "fix", "prompt": "Fix the bug in calc/calc.py so that its tests pass.",
+            "expectations": [PAIRED], "checks": [RUN_TESTS, FILE_FIXED]}
+    base.update(case)
+    return {"skill_name": "demo", "evals": [base]}
+
+
+def executors(with_skill: dict, without_skill: dict) -> dict:
+    """A script: the with_skill executor does one thing, the without_skill one another;
+    the grader passes every assertion it is shown (a lenient judge)."""
+    return {"grader": {"verdicts": "all_pass"},
+            "cases": [{"role": "executor", "match": WITH_SKILL, "spec": with_skill},
+                      {"role": "executor", "match": "", "spec": without_skill}]}
+
+
+FIXES = {"text": "Fixed the subtraction; all tests pass.",
+         "shell_write_files": {"calc/calc.py": FIXED}}
+CLAIMS = {"text": "Fixed, all tests pass."}
+
+
+def load(path: Path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+class ChecksRun(unittest.TestCase):
+    def setUp(self) -> None:
+        self.tmp = TempDir()
+        self.addCleanup(self.tmp.cleanup)
+
+    def run_suite(self, suite: dict, script: dict, *extra: str) -> tuple[int, str, str]:
+        self.root = make_repo(self.tmp.path, suite, PROJECT)
+        self.workspace = self.tmp.path / "ws"
+        env = fake_env(self.tmp.path, script)
+        return call_main(["run", str(self.root / SUITE_REL), "--agent", "claude",
+                          "--workspace", str(self.workspace), "--timeout", "60", *extra], env)
+
+    def cell(self, config: str) -> Path:
+        return self.workspace / "iteration-1" / "eval-fix" / config / "run-1"
+
+    def checks_of(self, config: str) -> dict[str, dict]:
+        grading = load(self.cell(config) / "grading.json")
+        return {e["text"]: e for e in grading["expectations"]}
+
+    def graders(self) -> list[dict]:
+        return [c for c in fake_calls(self.tmp.path) if c.get("role") == "grader"]
+
+    def test_a_fix_passes_both_checks_a_claim_fails_both_and_the_judge_is_caught(self) -> None:
+        code, out, err = self.run_suite(fix_suite(), executors(FIXES, CLAIMS))
+        self.assertIn(code, (0, 1), err)  # TEMP the judge disagrees with a check: review
+        fixed, claimed = self.checks_of("with_skill"), self.checks_of("without_skill")
+        for name in ("tests pass", "add fixed"):
+            self.assertEqual(fixed[name]["kind"], "check")
+            self.assertTrue(fixed[name]["passed"], fixed[name])
+            self.assertFalse(claimed[name]["passed"], claimed[name])
+        self.assertIn("exited 1 (expected 0)", claimed["tests pass"]["evidence"])
+        self.assertIn("does not contain", claimed["add fixed"]["evidence"])
+        self.assertTrue(claimed[PAIRED["text"]]["passed"])  # the lenient judge believed it
+        self.assertEqual(claimed[PAIRED["text"]]["check"], "tests pass")
+        grading = load(self.cell("without_skill") / "grading.json")
+        self.assertEqual(grading["summary"], {"passed": 1, "failed": 2, "total": 3,
+                                              "pass_rate": 1 / 3})
+        run = load(self.cell("without_skill") / "run.json")
+        self.assertEqual(run["checks"]["protected"],
+                         {"calc/test_calc.py": {"changed_by_executor": []}})
+        self.assertIn("stderr_tail", run["checks"]["results"][0])
+        self.assertGreater(run["checks"]["duration_s"], 0)
+        self.assertNotIn("checks", load(self.cell("without_skill") / "metrics.json")["metrics"])
+        prompts = [c.get("prompt") or "" for c in fake_calls(self.tmp.path)
+                   if c.get("role") == "executor"]
+        self.assertTrue(prompts and not any("unittest" in p or "add fixed" in p
+                                            for p in prompts))  # the executor never sees them
+        for call in self.graders():  # and the grader never sees the checks
+            self.assertNotIn("python3 -m unittest", call.get("prompt") or "")
+
+    def test_an_executor_that_weakens_the_protected_test_fails_and_is_flagged(self) -> None:
+        cheat = {"text": "Fixed, all tests pass.", "shell_write_files": {
+            "calc/test_calc.py": "def test_add():\n    assert True\n",
+            "calc/__pycache__/planted.pyc": "not a real pyc"}}
+        code, out, err = self.run_suite(fix_suite(), executors(cheat, CLAIMS))
+        self.assertEqual(code, 1, err)
+        checks = self.checks_of("with_skill")
+        self.assertFalse(checks["tests pass"]["passed"], checks["tests pass"])
+        run = load(self.cell("with_skill") / "run.json")
+        self.assertEqual(run["checks"]["protected"]["calc/test_calc.py"],
+                         {"changed_by_executor": ["calc/test_calc.py"]})
+        bench = load(self.workspace / "iteration-1" / "benchmark.json")
+        flags = [f for f in bench["sanity_checks"]["flags"]
+                 if f["kind"] == "protected_path_changed"]
+        self.assertEqual(len(flags), 1, bench["sanity_checks"]["flags"])
+        self.assertEqual((flags[0]["severity"], flags[0]["configuration"]),
+                         ("warning", "with_skill"))
+        self.assertIn("calc/test_calc.py", flags[0]["message"])
+        runs = {r["configuration"]: r for r in bench["runs"]}
+        self.assertEqual(runs["with_skill"]["checks"]["protected_changed"],
+                         ["calc/test_calc.py"])
+        self.assertEqual(runs["without_skill"]["checks"]["protected_changed"], [])
+
+    def test_a_checks_only_suite_launches_no_grader(self) -> None:
+        suite = fix_suite(expectations=[])
+        del suite["evals"][0]["expectations"]
+        code, out, err = self.run_suite(suite, executors(FIXES, FIXES))
+        self.assertEqual(code, 0, err)
+        self.assertEqual(self.graders(), [])
+        for config in ("with_skill", "without_skill"):
+            grading = load(self.cell(config) / "grading.json")
+            self.assertEqual(grading["summary"]["pass_rate"], 1.0)
+            self.assertEqual([e["kind"] for e in grading["expectations"]], ["check", "check"])
+            self.assertTrue(load(self.cell(config) / "run.json")["scored"])
+
+    def test_a_hanging_check_ends_at_its_timeout_and_the_run_is_unscored(self) -> None:
+        hang = {"name": "hangs", "run": "sleep 60", "timeout": 1}
+        code, out, err = self.run_suite(fix_suite(checks=[hang, FILE_FIXED],
+                                                  expectations=["It is polite."]),
+                                        executors(FIXES, FIXES), "--config", "with_skill")
+        self.assertEqual(code, 1, err)
+        run = load(self.cell("with_skill") / "run.json")
+        self.assertEqual(run["status"], "check_error")
+        self.assertFalse(run["scored"])
+        self.assertIn("check 'hangs' could not run: timed out after 1 s",
+                      run["failure"]["detail"])
+        self.assertLess(run["checks"]["duration_s"], 30)
+        self.assertEqual(len(run["checks"]["results"]), 1)  # the rest were not run
+        self.assertFalse((self.cell("with_skill") / "grading.json").exists())
+
+    def test_answer_and_json_checks_read_what_was_recorded(self) -> None:
+        checks = [{"answer": "reply", "matches": r"all tests pass"},
+                  {"answer": "artifact", "contains": "summary"},
+                  {"file": "out/report.json", "json": True},
+                  {"file": "calc/missing.py", "exists": False},
+                  {"file": "calc/link.py", "exists": True}]
+        spec = {"text": "Done: all tests pass.", "write_artifact": "no summary here",
+                "shell_write_files": {"out/report.json": "{\"ok\": tru"},
+                "shell_symlinks": {"calc/link.py": "/etc/hostname"}}
+        code, out, err = self.run_suite(fix_suite(checks=checks, expectations=[]),
+                                        executors(spec, spec), "--config", "with_skill")
+        results = [(e["passed"], e["evidence"]) for e in
+                   load(self.cell("with_skill") / "grading.json")["expectations"]]
+        self.assertEqual([passed for passed, _ in results], [True, True, False, True, False])
+        self.assertIn("does not parse as JSON", results[2][1])
+        self.assertIn("symbolic link (not followed)", results[4][1])
+        self.assertEqual(code, 0, err)  # a failed check is a result, not a fault
+
+
+if __name__ == "__main__":
+    unittest.main()
