@@ -9,10 +9,14 @@ fake judge passes the paired assertion in both, and the run reports the disagree
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 import unittest
 from pathlib import Path
 
 from tests.helpers import TempDir, call_main, fake_calls, fake_env, make_repo
+from tests.test_revision_arms import python_for_skill_creator
+from tests.test_skill_creator_tools import AGGREGATOR, VIEWER
 
 SUITE_REL = "evals/demo/evals.json"
 BUGGY = "def add(a, b):\n    return a - b\n"
@@ -51,7 +55,7 @@ def load(path: Path):
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-class ChecksRun(unittest.TestCase):
+class ChecksBase(unittest.TestCase):
     def setUp(self) -> None:
         self.tmp = TempDir()
         self.addCleanup(self.tmp.cleanup)
@@ -73,6 +77,8 @@ class ChecksRun(unittest.TestCase):
     def graders(self) -> list[dict]:
         return [c for c in fake_calls(self.tmp.path) if c.get("role") == "grader"]
 
+
+class ChecksRun(ChecksBase):
     def test_a_fix_passes_both_checks_a_claim_fails_both_and_the_judge_is_caught(self) -> None:
         code, out, err = self.run_suite(fix_suite(), executors(FIXES, CLAIMS))
         self.assertIn(code, (0, 1), err)  # TEMP the judge disagrees with a check: review
@@ -168,6 +174,41 @@ class ChecksRun(unittest.TestCase):
         self.assertIn("does not parse as JSON", results[2][1])
         self.assertIn("symbolic link (not followed)", results[4][1])
         self.assertEqual(code, 0, err)  # a failed check is a result, not a fault
+
+
+@unittest.skipUnless(VIEWER.is_file() and AGGREGATOR.is_file(),
+                     f"skill-creator's scripts are not at {VIEWER.parent.parent}")
+class SkillCreatorReadsChecks(ChecksBase):
+    """skill-creator's aggregator and static viewer (the pinned copy) read an iteration with
+    checks: they show each check as an expectation and count it in the pass rate."""
+
+    def tool(self, *argv: str) -> None:
+        python = python_for_skill_creator()
+        if python is None:
+            self.skipTest("skill-creator's scripts need Python 3.10 or newer; none found")
+        done = subprocess.run([python, *argv], capture_output=True, text=True, timeout=120,
+                              cwd=self.tmp.path, stdin=subprocess.DEVNULL)
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+
+    def test_aggregator_and_viewer_show_the_checks(self) -> None:
+        code, _, err = self.run_suite(fix_suite(), executors(FIXES, CLAIMS))
+        self.assertIn(code, (0, 1), err)
+        iteration = self.workspace / "iteration-1"
+        out = self.tmp.path / "theirs.json"
+        self.tool(str(AGGREGATOR), str(iteration), "-o", str(out))
+        runs = {r["configuration"]: r for r in load(out)["runs"]}
+        self.assertAlmostEqual(runs["without_skill"]["result"]["pass_rate"], 1 / 3)
+        self.assertEqual(runs["with_skill"]["result"]["pass_rate"], 1.0)
+        kinds = [e.get("kind") for e in runs["without_skill"]["expectations"]]
+        self.assertEqual(kinds, [None, "check", "check"])
+        page = self.tmp.path / "review.html"
+        self.tool(str(VIEWER), str(iteration), "--static", str(page), "--benchmark",
+                  str(iteration / "benchmark.json"))
+        data = json.loads(re.search(r"const EMBEDDED_DATA = (\{.*?\});\n",
+                                    page.read_text(encoding="utf-8"), re.DOTALL).group(1))
+        shown = {e["text"] for run in data["runs"]
+                 for e in (run.get("grading") or {}).get("expectations", [])}
+        self.assertLessEqual({"tests pass", "add fixed", PAIRED["text"]}, shown)
 
 
 if __name__ == "__main__":
