@@ -81,7 +81,7 @@ class ChecksBase(unittest.TestCase):
 class ChecksRun(ChecksBase):
     def test_a_fix_passes_both_checks_a_claim_fails_both_and_the_judge_is_caught(self) -> None:
         code, out, err = self.run_suite(fix_suite(), executors(FIXES, CLAIMS))
-        self.assertIn(code, (0, 1), err)  # TEMP the judge disagrees with a check: review
+        self.assertEqual(code, 1, err)  # the judge disagrees with a check: review
         fixed, claimed = self.checks_of("with_skill"), self.checks_of("without_skill")
         for name in ("tests pass", "add fixed"):
             self.assertEqual(fixed[name]["kind"], "check")
@@ -106,6 +106,32 @@ class ChecksRun(ChecksBase):
                                             for p in prompts))  # the executor never sees them
         for call in self.graders():  # and the grader never sees the checks
             self.assertNotIn("python3 -m unittest", call.get("prompt") or "")
+        iteration = self.workspace / "iteration-1"
+        versus = load(iteration / "benchmark.json")["judge_vs_checks"]
+        self.assertEqual(versus["overall"], {"count": 2, "agreed": 1, "agreement": 0.5,
+                                             "kappa": {"value": 0.0}})
+        [pair] = versus["per_pair"]
+        self.assertEqual((pair["assertion"], pair["check"]), (PAIRED["text"], "tests pass"))
+        self.assertEqual(pair["disagreements"], [
+            {"eval_id": "fix", "configuration": "without_skill", "run_number": 1,
+             "judge_passed": True, "check_passed": False}])
+        flags = [f for f in load(iteration / "benchmark.json")["sanity_checks"]["flags"]
+                 if f["kind"] == "judge_disagrees_with_check"]
+        self.assertEqual([(f["severity"], f["eval_id"]) for f in flags], [("warning", "fix")])
+        self.assertIn("1 of 2 cells (kappa +0.00)", flags[0]["message"])
+        markdown = (iteration / "benchmark.md").read_text(encoding="utf-8")
+        self.assertIn("## Judge vs checks", markdown)
+        self.assertIn("the judge agreed in 1 of 2 cells (50.0%); Cohen's kappa +0.00", markdown)
+        self.assertIn("without_skill run 1 (judge pass, check fail)", markdown)
+        self.assertIn("The checks' own time per run", markdown)
+
+    def test_a_judge_that_agrees_with_the_checks_raises_no_flag(self) -> None:
+        code, out, err = self.run_suite(fix_suite(), executors(FIXES, FIXES))
+        self.assertEqual(code, 0, err)
+        versus = load(self.workspace / "iteration-1" / "benchmark.json")["judge_vs_checks"]
+        self.assertEqual(versus["overall"]["agreement"], 1.0)
+        self.assertIsNone(versus["overall"]["kappa"]["value"])
+        self.assertIn("same verdict in every cell", versus["overall"]["kappa"]["absent_reason"])
 
     def test_an_executor_that_weakens_the_protected_test_fails_and_is_flagged(self) -> None:
         cheat = {"text": "Fixed, all tests pass.", "shell_write_files": {
@@ -174,6 +200,16 @@ class ChecksRun(ChecksBase):
         self.assertIn("does not parse as JSON", results[2][1])
         self.assertIn("symbolic link (not followed)", results[4][1])
         self.assertEqual(code, 0, err)  # a failed check is a result, not a fault
+
+
+class KappaTests(unittest.TestCase):
+    def test_cohen_kappa_of_known_tables(self) -> None:
+        from tests.helpers import runner
+        t, f = True, False
+        self.assertAlmostEqual(runner.cohen_kappa([(t, t), (t, t), (f, f), (t, f)])["value"], 0.5)
+        self.assertAlmostEqual(runner.cohen_kappa([(t, f), (f, t)])["value"], -1.0)
+        self.assertEqual(runner.cohen_kappa([(t, t), (f, f)])["value"], 1.0)
+        self.assertIsNone(runner.cohen_kappa([])["value"])
 
 
 @unittest.skipUnless(VIEWER.is_file() and AGGREGATOR.is_file(),

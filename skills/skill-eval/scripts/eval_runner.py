@@ -5546,6 +5546,7 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> dict[str, Any]:
                        if meta.get("runs_per_configuration", 1) > 1 else None),
         "per_eval": per_eval,
         "judge": judge_summary(runs, configs, meta.get("grader_runs", 1)),
+        "judge_vs_checks": judge_vs_checks(runs, meta.get("common_assertions")),
         "notes": [],
     }
     # `paired` is the first baseline's comparison, in the shape two-config iterations had.
@@ -5576,6 +5577,66 @@ def judge_summary(runs: list[dict[str, Any]], configs: tuple[str, ...],
             "cost": judge_cost(runs, configs),
             "agreement": judge_agreement(scored, grader_runs),
             "variance": judge_variance(scored, configs, grader_runs)}
+
+
+JUDGE_CHECK_DISAGREEMENT_MAX = 0.10  # more than this share of cells: judge_disagrees_with_check
+
+
+def judge_vs_checks(runs: list[dict[str, Any]], common: list[str] | None) -> dict[str, Any]:
+    """How often the judge agreed with the check that decides the same fact, over the scored
+    runs: overall and per (assertion, check) pair, with Cohen's kappa and every cell where
+    the two disagreed. The check is the reference: it looked at the files, the judge at a text."""
+    common_texts = set(common or [])
+    pairs: dict[tuple[str, str, str], dict[str, Any]] = {}
+    every: list[tuple[bool, bool]] = []
+    for run in (r for r in runs if r["scored"]):
+        checks = {e["text"]: e for e in run["expectations"] if e.get("kind") == "check"}
+        for exp in run["expectations"]:
+            check = checks.get(exp.get("check")) if exp.get("kind") != "check" else None
+            if check is None:
+                continue
+            shared = exp["text"] in common_texts
+            key = ("" if shared else str(run["eval_id"]), exp["text"], check["text"])
+            entry = pairs.setdefault(key, {
+                "eval_id": None if shared else run["eval_id"], "assertion": exp["text"],
+                "check": check["text"], "votes": [], "disagreements": []})
+            vote = (bool(exp["passed"]), bool(check["passed"]))
+            entry["votes"].append(vote)
+            every.append(vote)
+            if vote[0] != vote[1]:
+                entry["disagreements"].append({
+                    "eval_id": run["eval_id"], "configuration": run["configuration"],
+                    "run_number": run["run_number"], "judge_passed": vote[0],
+                    "check_passed": vote[1]})
+    per_pair = []
+    for entry in pairs.values():
+        votes = entry.pop("votes")
+        per_pair.append({**entry, **_agreement_of(votes)})
+    return {"pairs": len(per_pair), "overall": _agreement_of(every), "per_pair": per_pair,
+            "max_disagreement": JUDGE_CHECK_DISAGREEMENT_MAX}
+
+
+def _agreement_of(votes: list[tuple[bool, bool]]) -> dict[str, Any]:
+    """count, agreed, agreement rate and Cohen's kappa of (judge, check) verdicts."""
+    n = len(votes)
+    agreed = sum(judge == check for judge, check in votes)
+    return {"count": n, "agreed": agreed, "agreement": agreed / n if n else None,
+            "kappa": cohen_kappa(votes)}
+
+
+def cohen_kappa(votes: list[tuple[bool, bool]]) -> dict[str, Any]:
+    """Cohen's kappa of two raters on pass/fail, or absent with the reason it is undefined."""
+    n = len(votes)
+    if not n:
+        return {"value": None, "absent_reason": "no paired verdicts"}
+    observed = sum(a == b for a, b in votes) / n
+    first = sum(a for a, _ in votes) / n
+    second = sum(b for _, b in votes) / n
+    chance = first * second + (1 - first) * (1 - second)
+    if chance >= 1 - RATE_EPSILON:
+        return {"value": None, "absent_reason": "both gave the same verdict in every cell, so "
+                "agreement by chance is certain"}
+    return {"value": _snap((observed - chance) / (1 - chance))}
 
 
 def judge_cost(runs: list[dict[str, Any]], configs: tuple[str, ...]) -> dict[str, Any]:
@@ -5840,6 +5901,16 @@ def _judge_flags(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
                                    "counted as failed", eval_id=run["eval_id"],
                                    configuration=run["configuration"],
                                    run_number=run["run_number"], assertion_id=exp["id"]))
+    versus = benchmark.get("judge_vs_checks") or {}
+    for entry in versus.get("per_pair") or []:
+        wrong = len(entry["disagreements"])
+        if entry["count"] and wrong / entry["count"] > versus["max_disagreement"]:
+            kappa = entry["kappa"].get("value")
+            flags.append(_flag("warning", "judge_disagrees_with_check",
+                               f"the judge disagreed with check {entry['check'][:60]!r} in "
+                               f"{wrong} of {entry['count']} cells (kappa "
+                               f"{'n/a' if kappa is None else format(kappa, '+.2f')}): "
+                               f"{entry['assertion'][:80]}", eval_id=entry["eval_id"]))
     agreement = (benchmark.get("judge") or {}).get("agreement") or {}
     for entry in agreement.get("per_assertion") or []:
         if entry["judge_unstable"]:
@@ -6013,7 +6084,8 @@ def _absent_reason(benchmark: dict[str, Any], config: str, key: str) -> str:
 
 def render_markdown(benchmark: dict[str, Any]) -> str:
     sections = [_md_header, _md_verdict, _md_sanity, _md_arms, _md_overall, _md_comparison,
-                _md_comparisons, _md_metrics, _md_judge, _md_per_eval, _md_per_assertion,
+                _md_comparisons, _md_metrics, _md_judge, _md_judge_vs_checks, _md_per_eval,
+                _md_per_assertion,
                 _md_failed_assertions]
     return "\n".join(section(benchmark) for section in sections).rstrip() + "\n"
 
@@ -6338,6 +6410,41 @@ def judge_lines(b: dict[str, Any]) -> list[str]:
         lines.append("Judge vs executor share of the variance: not computed ("
                      f"{variance.get('absent_reason') or 'no variation in the pass rates'}).")
     return lines
+
+
+def _md_judge_vs_checks(b: dict[str, Any]) -> str:
+    versus = b.get("judge_vs_checks") or {}
+    timed = [r for r in all_runs(b) if (r.get("checks") or {}).get("time_seconds") is not None]
+    if not versus.get("pairs") and not timed:
+        return ""
+    lines = ["## Judge vs checks", ""]
+    if timed:
+        spent = describe([r["checks"]["time_seconds"] for r in timed])
+        lines += [f"The checks' own time per run, on the runner's clock and not in the "
+                  f"executor's time above: {fmt_stat(spent, ' s', 2)}.", ""]
+    if not versus.get("pairs"):
+        return "\n".join(lines) + "\n"
+    overall = versus["overall"]
+    lines += [f"Where an assertion names the check that decides the same fact, the judge agreed "
+              f"in {overall['agreed']} of {overall['count']} cells "
+              f"({fmt_rate(overall['agreement'])}); Cohen's kappa {kappa_text(overall)}.", "",
+              "| eval | assertion | check | cells | agreement | kappa | disagreeing cells |",
+              "|---|---|---|---|---|---|---|"]
+    for e in versus["per_pair"]:
+        cells = ", ".join(f"{d['configuration']} run {d['run_number']} (judge "
+                          f"{'pass' if d['judge_passed'] else 'fail'}, check "
+                          f"{'pass' if d['check_passed'] else 'fail'})"
+                          for d in e["disagreements"][:10]) or "none"
+        lines.append(f"| {_md_cell(e['eval_id'] if e['eval_id'] is not None else 'all')} | "
+                     f"{_md_cell(e['assertion'])} | {_md_cell(e['check'])} | {e['count']} | "
+                     f"{fmt_rate(e['agreement'])} | {kappa_text(e)} | {_md_cell(cells)} |")
+    return "\n".join(lines) + "\n"
+
+
+def kappa_text(entry: dict[str, Any]) -> str:
+    kappa = entry["kappa"]
+    return (f"{kappa['value']:+.2f}" if kappa.get("value") is not None
+            else f"not computed ({kappa.get('absent_reason')})")
 
 
 def _md_judge(b: dict[str, Any]) -> str:
