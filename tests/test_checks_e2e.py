@@ -168,6 +168,16 @@ class ChecksRun(ChecksBase):
             self.assertEqual([e["kind"] for e in grading["expectations"]], ["check", "check"])
             self.assertTrue(load(self.cell(config) / "run.json")["scored"])
 
+    def test_dry_run_says_a_checks_only_case_needs_no_grader(self) -> None:
+        suite = fix_suite()
+        suite["evals"].append({"id": "only", "prompt": "Fix it.", "checks": [FILE_FIXED]})
+        code, out, err = self.run_suite(suite, executors(FIXES, FIXES), "--dry-run")
+        self.assertEqual(code, 0, err)
+        self.assertIn("provider calls: up to 6 (4 executors + 2 x 1 graders)", out)
+        self.assertIn("checks: 6 in 4 cells", out)
+        self.assertIn("scored by checks alone, without a grader call: 2 cells (cases only)", out)
+        self.assertEqual(fake_calls(self.tmp.path), [])
+
     def test_a_hanging_check_ends_at_its_timeout_and_the_run_is_unscored(self) -> None:
         hang = {"name": "hangs", "run": "sleep 60", "timeout": 1}
         code, out, err = self.run_suite(fix_suite(checks=[hang, FILE_FIXED],

@@ -9000,7 +9000,10 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     if source is not None:
         return print_regrade_dry_run(suite, options, provider, sandbox_base, source, cells)
     per_cell = 1 + options.grader_runs  # the executor, then K graders, one at a time in a lane
-    calls = per_cell * len(cells)
+    checks_only = [c for c in cells
+                   if suite.checks_for(c.case) and not suite.assertions_for(c.case)]
+    graded = len(cells) - len(checks_only)
+    calls = len(cells) + graded * options.grader_runs
     waves = math.ceil(len(cells) / options.concurrency)
     sandbox = sandbox_base / "skill-eval-XXXXXX" / "repo"
     grader = sandbox_base / "skill-eval-grader-XXXXXX"
@@ -9013,7 +9016,8 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     print(f"dry run: {suite.skill_name} with {options.agent}: nothing launched, no iteration made")
     print(f"cells: {len(cells)} ({len(set(c.case.key for c in cells))} cases x "
           f"{len(options.configs)} configs x {options.runs} runs); provider calls: up to {calls}"
-          f" ({len(cells)} executors + {len(cells)} x {options.grader_runs} graders)")
+          f" ({len(cells)} executors + {graded} x {options.grader_runs} graders)")
+    print_checks_plan(suite, cells, checks_only)
     print(f"concurrency: {options.concurrency} agent processes (graders count); timeout per "
           f"call: {options.timeout_s:g} s; "
           f"worst-case wall time: {waves * per_cell * options.timeout_s:g} s"
@@ -9040,9 +9044,28 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     print(f"isolation: --isolation {options.isolation}; bwrap "
           f"{'at ' + bwrap if bwrap else 'not found'} (checked when a real run starts)")
     print_forecast(forecast_run(options.workspace, suite, options, cells), options, suite)
+    if checks_only:
+        print(f"  the forecast counts what earlier cells used; {len(checks_only)} cell(s) of "
+              "this plan are scored by their checks alone and call no grader")
     for line in dry_run_forecast(suite, options, len({c.case.key for c in cells})):
         print(line)
     return EXIT_OK
+
+
+def print_checks_plan(suite: Suite, cells: list[Cell], checks_only: list[Cell]) -> None:
+    """What the deterministic checks add to the plan; nothing when the suite has none."""
+    with_checks = [c for c in cells if suite.checks_for(c.case)]
+    if not with_checks:
+        return
+    count = sum(len(suite.checks_for(c.case)) for c in with_checks)
+    longest = sum(check.timeout_s for c in with_checks for check in suite.checks_for(c.case)
+                  if check.subject == "run")
+    print(f"checks: {count} in {len(with_checks)} cells, run in each executor's sandbox after "
+          f"it ends, confined as it was (no agent; run checks up to {longest:g} s in all)")
+    if checks_only:
+        cases = ", ".join(dict.fromkeys(c.case.key for c in checks_only))
+        print(f"scored by checks alone, without a grader call: {len(checks_only)} cells "
+              f"(cases {cases})")
 
 
 def dry_run_forecast(suite: Suite, options: RunOptions, planned_evals: int) -> list[str]:
