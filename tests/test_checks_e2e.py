@@ -211,6 +211,72 @@ class ChecksRun(ChecksBase):
         self.assertIn("symbolic link (not followed)", results[4][1])
         self.assertEqual(code, 0, err)  # a failed check is a result, not a fault
 
+    def test_a_sandbox_the_executor_removed_leaves_the_run_unscored(self) -> None:
+        gone = {"text": "Fixed.", "fault": "delete_cwd"}
+        code, out, err = self.run_suite(fix_suite(checks=[FILE_FIXED], expectations=[]),
+                                        executors(gone, gone), "--config", "with_skill")
+        run = load(self.cell("with_skill") / "run.json")
+        if run["status"] == "executor_failed":
+            self.skipTest("the fake's delete_cwd executor fails before any check")
+        self.assertEqual(code, 1, err)
+        self.assertEqual(run["status"], "check_error")
+        self.assertIn("the sandbox was gone", run["failure"]["detail"])
+
+
+# A POSIX sh `claude` (nothing to mount) for the confined run: as executor it fixes the bug
+# with a shell command and answers in stream-json; no grader is called (checks only).
+SH_CLAUDE = r"""#!/bin/sh
+case " $* " in *" --version "*) echo "2.1.197 (Claude Code)"; exit 0 ;; esac
+cat >/dev/null
+printf 'def add(a, b):\n    return a + b\n' > calc/calc.py
+printf '%s\n' '__EXECUTOR__'
+"""
+EXECUTOR_LINES = "\n".join(json.dumps(event) for event in (
+    {"type": "system", "subtype": "init", "cwd": ".", "session_id": "s", "tools": ["Bash"]},
+    {"type": "result", "subtype": "success", "is_error": False, "duration_ms": 5,
+     "num_turns": 1, "result": "done", "total_cost_usd": 0.001,
+     "usage": {"input_tokens": 100, "output_tokens": 20, "cache_read_input_tokens": 0,
+               "cache_creation_input_tokens": 0}}))
+
+
+class ConfinedChecks(ChecksBase):
+    """Under bwrap a check runs as the executor did: a fresh, empty HOME, the system
+    read-only, and no view of the checkout or the iteration folder."""
+
+    def test_checks_run_under_bwrap_without_the_checkout(self) -> None:
+        from tests.test_confinement import bwrap_problem
+        problem = bwrap_problem()
+        if problem:
+            self.skipTest(problem)
+        root = self.tmp.path / "repo"
+        # The sandbox sits under the test's temp folder, so that folder's name shows in the
+        # private /tmp; the checkout and the workspace beside it do not.
+        probe = ('test "$HOME" = /home/skill-eval && test -z "$(ls -A "$HOME")" && '
+                 f'test ! -e {root} && test ! -e {self.tmp.path}/ws && test -d calc')
+        checks = [{"name": "tests pass", "run": "cd calc && /usr/bin/python3 -m unittest -q",
+                   "protect": ["calc/test_calc.py"]},
+                  {"name": "confined", "run": probe}, FILE_FIXED]
+        bin_dir = self.tmp.path / "sh-bin"
+        bin_dir.mkdir()
+        (bin_dir / "claude").write_text(
+            SH_CLAUDE.replace("__EXECUTOR__", EXECUTOR_LINES.replace("\n", "' '")),
+            encoding="utf-8")
+        (bin_dir / "claude").chmod(0o755)
+        self.root = make_repo(self.tmp.path, fix_suite(checks=checks, expectations=[]), PROJECT)
+        self.workspace = self.tmp.path / "ws"
+        env = fake_env(self.tmp.path)
+        env["PATH"] = f"{bin_dir}:{env['PATH']}"
+        code, out, err = call_main(["run", str(self.root / SUITE_REL), "--agent", "claude",
+                                    "--workspace", str(self.workspace), "--config",
+                                    "without_skill", "--isolation", "bwrap"], env)
+        run = load(self.cell("without_skill") / "run.json")
+        self.assertEqual(code, 0, (err, run.get("failure"), run.get("checks")))
+        results = {r["name"]: r for r in run["checks"]["results"]}
+        for name in ("tests pass", "confined", "add fixed"):
+            self.assertTrue(results[name]["passed"], results[name])
+        self.assertEqual(results["confined"]["isolation"]["mode"], "bwrap")
+        self.assertEqual(run["executor"]["isolation"]["mode"], "bwrap")
+
 
 class KappaTests(unittest.TestCase):
     def test_cohen_kappa_of_known_tables(self) -> None:

@@ -4967,20 +4967,30 @@ def run_checks_step(ctx: RunContext, run: CellRun) -> None:
         if protect and not git.get("ok"):
             state["unrun"] = "the sandbox has no baseline commit to restore protected paths from"
             return
-        for rel in protect:
-            changed = protected_changes(sandbox.repo, sandbox.baseline_git, git["baseline"], rel)
-            state["protected"][rel] = {"changed_by_executor": changed}
-        for check in checks:
-            for rel in check.protect:
-                restore_delivered(sandbox.repo, sandbox.baseline_git, git["baseline"], rel)
-            result = run_one_check(ctx, run, check)
-            state["results"].append(result)
-            if result.get("unrun"):
-                state["unrun"] = f"check {check.name!r} could not run: {result['unrun']}"
-                return
+        run_checks_in_order(ctx, run, checks, protect, state)
+    except OSError as exc:  # a protected path the runner could not read or put back
+        state["unrun"] = f"protected paths could not be restored: {exc.strerror or exc}"
     finally:
         state["duration_s"] = round(time.monotonic() - started, 3)
         state["note"] = "the checks' own time, on the runner's clock; not the executor's"
+
+
+def run_checks_in_order(ctx: RunContext, run: CellRun, checks: list[Check], protect: list[str],
+                        state: dict[str, Any]) -> None:
+    sandbox = run.sandbox
+    commit = sandbox.record["git"].get("baseline", "")
+    for rel in protect:  # what the executor left, before any check runs and writes there
+        changed = protected_changes(sandbox.repo, sandbox.baseline_git, commit, rel)
+        state["protected"][rel] = {"changed_by_executor": changed}
+    for check in checks:
+        for rel in check.protect:
+            restore_delivered(sandbox.repo, sandbox.baseline_git, commit, rel)
+        result = run_one_check(ctx, run, check)
+        state["results"].append(result)
+        if result.get("unrun"):
+            state["unrun"] = f"check {check.name!r} could not run: {result['unrun']}"
+            state["cancelled"] = bool(result.get("cancelled"))
+            return
 
 
 def run_one_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, Any]:
@@ -5011,7 +5021,7 @@ def run_command_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, 
     if result.timed_out:
         return {**tails, "unrun": f"timed out after {check.timeout_s:g} s"}
     if result.cancelled:
-        return {**tails, "unrun": "the run was stopped while it ran"}
+        return {**tails, "unrun": "the run was stopped while it ran", "cancelled": True}
     if result.spawn_error or result.returncode is None:
         return {**tails, "unrun": f"could not start: {result.spawn_error or 'no exit status'}"}
     passed = result.returncode == check.expected
@@ -5116,7 +5126,8 @@ def add_check_verdicts(ctx: RunContext, cell: Cell, record: RunRecord) -> None:
     state = record.checks or {}
     if state.get("unrun") or len(state.get("results") or []) != len(checks):
         reason = state.get("unrun") or "the checks did not run"
-        record.fail("check_error", "checks", f"{reason}; not scored")
+        record.fail("cancelled" if state.get("cancelled") else "check_error", "checks",
+                    f"{reason}; not scored")
         return
     if ctx.suite.assertions_for(cell.case) and record.grading is None:
         return  # the grader's failure is on the record already
@@ -5741,7 +5752,7 @@ def judge_variance(scored: list[dict[str, Any]], configs: tuple[str, ...],
         return absent("one grader per output (--grader-runs 1): the judge's share is unknown")
     cells: dict[tuple[str, str], list[list[float]]] = {}
     for run in scored:
-        exps = run["expectations"]
+        exps = [e for e in run["expectations"] if e.get("kind") != "check"]  # the judge's only
         if not exps or any("ballots" not in e for e in exps):
             continue
         rates = [sum(e["ballots"][v]["passed"] for e in exps) / len(exps) for v in range(k)]
