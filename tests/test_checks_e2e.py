@@ -124,6 +124,17 @@ class ChecksRun(ChecksBase):
         self.assertIn("the judge agreed in 1 of 2 cells (50.0%); Cohen's kappa +0.00", markdown)
         self.assertIn("without_skill run 1 (judge pass, check fail)", markdown)
         self.assertIn("The checks' own time per run", markdown)
+        self.assertIn("| add fixed [check] |", markdown)  # per assertion, marked
+        page, junit = self.tmp.path / "page.html", self.tmp.path / "junit.xml"
+        code, _, err = call_main(["report", str(iteration), "--html", str(page),
+                                  "--junit", str(junit)])
+        self.assertEqual(code, 0, err)
+        html = page.read_text(encoding="utf-8")
+        self.assertIn("<h2>Judge vs checks</h2>", html)
+        self.assertIn("tests pass [check]", html)
+        xml = junit.read_text(encoding="utf-8")
+        self.assertIn('type="check" message="tests pass"', xml)
+        self.assertNotIn('type="assertion"', xml)  # the lenient judge failed nothing
 
     def test_a_judge_that_agrees_with_the_checks_raises_no_flag(self) -> None:
         code, out, err = self.run_suite(fix_suite(), executors(FIXES, FIXES))

@@ -5486,6 +5486,7 @@ def per_assertion(runs: list[dict[str, Any]], configs: tuple[str, ...],
                 "scope": "common" if shared else "eval",
                 "eval_id": None if shared else run["eval_id"],
                 "assertion_id": exp["id"], "text": exp["text"],
+                **({"kind": "check"} if exp.get("kind") == "check" else {}),
                 "configs": {c: {"passed": 0, "graded": 0} for c in configs}})
             slot = row["configs"].get(run["configuration"])
             if slot is not None:
@@ -6053,6 +6054,11 @@ def apply_results_check(benchmark: dict[str, Any], check: dict[str, Any]) -> Non
 # ==== rendering ==============================================================
 
 
+def _kind_mark(entry: dict[str, Any]) -> str:
+    """How a deterministic check is told from a judged assertion in every report."""
+    return " [check]" if entry.get("kind") == "check" else ""
+
+
 def fmt_rate(value: float | None) -> str:
     return "n/a" if value is None else f"{value * 100:.1f}%"
 
@@ -6315,7 +6321,7 @@ def _md_per_assertion(b: dict[str, Any]) -> str:
         where = "all (common)" if row["scope"] == "common" else _md_cell(row["eval_id"])
         gains = [fmt_delta(row["gains"].get(c)) for c in configs[1:]]
         note = "non-discriminating" if row["non_discriminating"] else ""
-        lines.append(f"| {_md_cell(row['text'])} | {where} | "
+        lines.append(f"| {_md_cell(row['text'] + _kind_mark(row))} | {where} | "
                      + " | ".join(fmt_assertion_rate(row["configs"][c]) for c in configs)
                      + " | " + " | ".join(gains) + f"{' | ' if gains else ''}{note} |")
     if not rows:
@@ -6435,21 +6441,32 @@ def _md_judge_vs_checks(b: dict[str, Any]) -> str:
                   f"executor's time above: {fmt_stat(spent, ' s', 2)}.", ""]
     if not versus.get("pairs"):
         return "\n".join(lines) + "\n"
-    overall = versus["overall"]
-    lines += [f"Where an assertion names the check that decides the same fact, the judge agreed "
-              f"in {overall['agreed']} of {overall['count']} cells "
-              f"({fmt_rate(overall['agreement'])}); Cohen's kappa {kappa_text(overall)}.", "",
+    lines += [agreement_sentence(versus), "",
               "| eval | assertion | check | cells | agreement | kappa | disagreeing cells |",
               "|---|---|---|---|---|---|---|"]
     for e in versus["per_pair"]:
-        cells = ", ".join(f"{d['configuration']} run {d['run_number']} (judge "
-                          f"{'pass' if d['judge_passed'] else 'fail'}, check "
-                          f"{'pass' if d['check_passed'] else 'fail'})"
-                          for d in e["disagreements"][:10]) or "none"
-        lines.append(f"| {_md_cell(e['eval_id'] if e['eval_id'] is not None else 'all')} | "
-                     f"{_md_cell(e['assertion'])} | {_md_cell(e['check'])} | {e['count']} | "
-                     f"{fmt_rate(e['agreement'])} | {kappa_text(e)} | {_md_cell(cells)} |")
+        lines.append("| " + " | ".join(_md_cell(c) for c in judge_check_row(e)) + " |")
     return "\n".join(lines) + "\n"
+
+
+def agreement_sentence(versus: dict[str, Any]) -> str:
+    overall = versus["overall"]
+    return (f"Where an assertion names the check that decides the same fact, the judge agreed "
+            f"in {overall['agreed']} of {overall['count']} cells "
+            f"({fmt_rate(overall['agreement'])}); Cohen's kappa {kappa_text(overall)}.")
+
+
+def judge_check_row(entry: dict[str, Any]) -> list[str]:
+    """eval, assertion, check, cells, agreement, kappa and the first disagreeing cells."""
+    cells = ", ".join(f"{d['configuration']} run {d['run_number']} (judge "
+                      f"{'pass' if d['judge_passed'] else 'fail'}, check "
+                      f"{'pass' if d['check_passed'] else 'fail'})"
+                      for d in entry["disagreements"][:10]) or "none"
+    more = len(entry["disagreements"]) - 10
+    return [str(entry["eval_id"]) if entry["eval_id"] is not None else "all (common)",
+            entry["assertion"], entry["check"], str(entry["count"]),
+            fmt_rate(entry["agreement"]), kappa_text(entry),
+            cells + (f" ... {more} more" if more > 0 else "")]
 
 
 def kappa_text(entry: dict[str, Any]) -> str:
@@ -6793,7 +6810,8 @@ def render_html(benchmark: dict[str, Any], files: dict[tuple, dict]) -> str:
     `files` holds each run's output and artifact as read_html_run_files gives them.
     """
     sections = [_html_header, _html_headline, _html_sanity, _html_comparisons, _html_chart,
-                _html_per_assertion, _html_metrics, _html_judge, _html_failed_assertions]
+                _html_per_assertion, _html_metrics, _html_judge, _html_judge_vs_checks,
+                _html_failed_assertions]
     body = "".join(section(benchmark) for section in sections) + _html_runs(benchmark, files)
     return _html_document(f"skill-eval: {benchmark['metadata'].get('skill_name')}", body)
 
@@ -6911,7 +6929,7 @@ def _html_per_assertion(b: dict[str, Any]) -> str:
             gain = row["gains"].get(config)
             tone = "" if not gain else ' class="pass"' if gain > 0 else ' class="fail"'
             gains.append(f"<td{tone}>{_h(fmt_delta(gain))}</td>")
-        body.append(f"<tr><td>{_h(row['text'])}</td><td>{_h(where)}</td>"
+        body.append(f"<tr><td>{_h(row['text'] + _kind_mark(row))}</td><td>{_h(where)}</td>"
                     + "".join(f"<td>{_h(fmt_assertion_rate(row['configs'][c]))}</td>"
                               for c in configs) + "".join(gains)
                     + f"<td>{'non-discriminating' if row['non_discriminating'] else ''}</td>"
@@ -7080,6 +7098,18 @@ def _html_judge(b: dict[str, Any]) -> str:
             + "".join(f"<p>{_h(line)}</p>\n" for line in judge_lines(b)) + splits)
 
 
+def _html_judge_vs_checks(b: dict[str, Any]) -> str:
+    versus = b.get("judge_vs_checks") or {}
+    if not versus.get("pairs"):
+        return ""
+    head = "".join(f"<th>{name}</th>" for name in (
+        "eval", "assertion", "check", "cells", "agreement", "kappa", "disagreeing cells"))
+    rows = ["<tr>" + "".join(f"<td>{_h(c)}</td>" for c in judge_check_row(e)) + "</tr>"
+            for e in versus["per_pair"]]
+    return (f"<h2>Judge vs checks</h2>\n<p>{_h(agreement_sentence(versus))}</p>\n<table><tr>"
+            + head + "</tr>\n" + "\n".join(rows) + "\n</table>\n")
+
+
 def _html_failed_assertions(b: dict[str, Any]) -> str:
     groups = group_failed_assertions(b)
     if not groups:
@@ -7122,7 +7152,7 @@ def _html_verdicts(expectations: list[dict[str, Any]]) -> str:
         return '<p class="absent">No grader verdicts.</p>'
     rows = [f'<tr><td class="{"pass" if e["passed"] else "fail"}">'
             f'{"pass" if e["passed"] else "FAIL"}{_html_votes(e)}</td>'
-            f'<td>{_h(e["id"])}. {_h(e["text"])}</td>'
+            f'<td>{_h(e["id"])}. {_h(e["text"] + _kind_mark(e))}</td>'
             f"<td>{_h(e['evidence'])}</td></tr>" for e in expectations]
     return ("<table><tr><th>verdict</th><th>assertion</th><th>evidence</th></tr>\n"
             + "\n".join(rows) + "</table>")
@@ -7237,7 +7267,7 @@ def _junit_case(run: dict[str, Any]) -> tuple[Any, str]:
         return case, "skipped"
     failed = [e for e in run["expectations"] if not e["passed"]]
     for exp in failed:
-        failure = ET.SubElement(case, "failure", type="assertion",
+        failure = ET.SubElement(case, "failure", type=exp.get("kind") or "assertion",
                                 message=_xml_text(exp["text"], JUNIT_MESSAGE_CAP_CHARS))
         failure.text = _xml_text(exp["evidence"])
     return case, "failures" if failed else "passed"
