@@ -139,6 +139,17 @@ class ValidateChecksTests(unittest.TestCase):
                          {"It works.": "check: `make test` exits 0"})
         self.assertEqual(case.expectations, ["It works."])
 
+    def test_the_documented_example_is_valid(self) -> None:
+        from tests.helpers import PROJECT
+        text = (PROJECT / "skills/skill-eval/references/checks.md").read_text(encoding="utf-8")
+        example = json.loads(text.split("```json\n", 1)[1].split("```", 1)[0])
+        root = make_repo(self.tmp.path, example, {"README.md": "x\n"}, use_git=False,
+                         skill_md="---\nname: bugfix\ndescription: Use to fix bugs.\n---\n")
+        code, out, err = call_main(["validate", str(root / "evals/bugfix/evals.json"), "--json"])
+        report = json.loads(out)
+        self.assertEqual((code, report["errors"], report["warnings"]), (0, [], []))
+        self.assertEqual(report["counts"]["checks"], 4)
+
 
 if __name__ == "__main__":
     unittest.main()
