@@ -234,6 +234,34 @@ class ChecksRun(ChecksBase):
         self.assertIn("the sandbox was gone", run["failure"]["detail"])
 
 
+    def test_no_malformed_checks_entry_in_benchmark_json_is_an_internal_error(self) -> None:
+        """Each place of judge_vs_checks, a run's checks and its check entries, set to each kind
+        of JSON value: report with every output is exit 0, 1 or 2, never a traceback."""
+        from tests.test_outputs import _json_paths, _with_value
+        code, _, err = self.run_suite(fix_suite(), executors(FIXES, CLAIMS))
+        self.assertEqual(code, 1, err)
+        iteration = self.workspace / "iteration-1"
+        good = load(iteration / "benchmark.json")
+        index = next(i for i, r in enumerate(good["runs"]) if "checks" in r)
+        places = [("judge_vs_checks",), *(("judge_vs_checks", *p)
+                                          for p in _json_paths(good["judge_vs_checks"]))]
+        places += [("runs", index, "checks"), *(("runs", index, "checks", *p)
+                                                for p in _json_paths(good["runs"][index]["checks"]))]
+        places += [("runs", index, "expectations", 0, "check"),
+                   ("runs", index, "expectations", 1, "kind")]
+        argv = ["report", str(iteration), "--html", str(self.tmp.path / "page.html"),
+                "--junit", str(self.tmp.path / "r.xml")]
+        crashes = []
+        for path in places:
+            for value in (None, 7, "x", [1], {}):
+                bad = _with_value(good, path, value)
+                (iteration / "benchmark.json").write_text(json.dumps(bad), encoding="utf-8")
+                code, _, err = call_main(argv)
+                if code not in (0, 1, 2):
+                    crashes.append(f"{path} = {value!r}: exit {code}: {err[:200]}")
+        self.assertEqual(crashes[:5], [], f"{len(crashes)} internal errors")
+
+
 # A POSIX sh `claude` (nothing to mount) for the confined run: as executor it fixes the bug
 # with a shell command and answers in stream-json; no grader is called (checks only).
 SH_CLAUDE = r"""#!/bin/sh
