@@ -104,6 +104,13 @@ class ValidateChecksTests(unittest.TestCase):
         self.assertIn("used twice", at["evals[0].checks[1].name"]["message"])
         self.assertIn("also common_checks", at["evals[0].checks[2].name"]["message"])
 
+    def test_a_check_may_not_be_named_like_an_assertion(self) -> None:
+        code, report, _ = self.validate(suite_with(
+            [{"name": "It is polite.", "run": "true"}], ["It is polite."]))
+        self.assertEqual(code, 2)
+        self.assertIn("also the text of an assertion",
+                      self.errors_at(report)["evals[0].checks"]["message"])
+
     def test_an_assertion_may_name_the_check_that_decides_it(self) -> None:
         checks = [{"name": "tests pass", "run": "python3 -m unittest"}]
         code, report, _ = self.validate(suite_with(

@@ -912,6 +912,7 @@ class SuiteChecker:
         if "common_checks" in data:
             self.common_checks = self.check_list(data["common_checks"], "common_checks", None, [])
         self.check_pairs(self.common_paired, self.common_checks, None)
+        self.check_names_apart(self.common_checks, common, "common_checks", None)
         self.check_scoring(data.get("scoring"))
         cases = self.check_cases(data.get("evals"), common) if "evals" in data else []
         return skill_name, common, cases
@@ -1006,6 +1007,8 @@ class SuiteChecker:
             checks = self.check_list(raw["checks"], _path_join(path, "checks"), cid,
                                      self.common_checks)
         self.check_pairs(paired, [*self.common_checks, *checks], cid)
+        self.check_names_apart(checks, [*common, *expectations], _path_join(path, "checks"), cid)
+        self.check_names_apart(self.common_checks, expectations, "common_checks", cid)
         files = []
         if "files" in raw:
             files = self.check_files(raw["files"], _path_join(path, "files"), cid)
@@ -1081,6 +1084,16 @@ class SuiteChecker:
                 self.error(f"assertion names check {name!r}, which this case does not have",
                            where, f"{hint}known checks: {', '.join(names) or 'none'}; name "
                            "the check with \"name\" and use that", cid)
+
+    def check_names_apart(self, checks: list[Check], texts: list[str], path: str,
+                          cid: str | None) -> None:
+        """A check named like an assertion would share its row in every report."""
+        for check in checks:
+            if check.name in texts:
+                self.error(f"check name {check.name[:60]!r} is also the text of an assertion",
+                           path, "name the check differently, e.g. after the command or file "
+                           "it looks at; to pair them write the assertion as {\"text\": ..., "
+                           "\"check\": NAME}", cid)
 
     def check_list(self, value: Any, path: str, cid: str | None,
                    inherited: list[Check]) -> list[Check]:
