@@ -167,6 +167,21 @@ class ChecksRun(ChecksBase):
                          ["calc/test_calc.py"])
         self.assertEqual(runs["without_skill"]["checks"]["protected_changed"], [])
 
+    def test_several_graders_vote_on_assertions_and_checks_are_counted_once(self) -> None:
+        code, out, err = self.run_suite(fix_suite(), executors(FIXES, CLAIMS),
+                                        "--grader-runs", "3")
+        self.assertEqual(code, 1, err)
+        self.assertEqual(len(self.graders()), 6)
+        grading = load(self.cell("without_skill") / "grading.json")
+        judged, checked = grading["expectations"][0], grading["expectations"][1:]
+        self.assertEqual((judged["votes"], judged["passed"], judged["check"]),
+                         (3, True, "tests pass"))
+        self.assertEqual([("ballots" in e, e["kind"]) for e in checked],
+                         [(False, "check"), (False, "check")])
+        bench = load(self.workspace / "iteration-1" / "benchmark.json")
+        self.assertEqual(bench["judge"]["agreement"]["overall"]["items"], 2)  # judged only
+        self.assertEqual(bench["judge_vs_checks"]["overall"]["count"], 2)
+
     def test_a_checks_only_suite_launches_no_grader(self) -> None:
         suite = fix_suite(expectations=[])
         del suite["evals"][0]["expectations"]
