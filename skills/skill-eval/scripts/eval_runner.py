@@ -119,6 +119,8 @@ ARTIFACT_RELPATH = ".skill-eval/artifact.md"
 ARTIFACT_CAP_CHARS = 400_000
 OUTPUT_CAP_CHARS = 400_000
 STREAM_HEAD_BYTES = 8 * 1024 * 1024
+# The most a metric can plausibly be: more is a CLI bug or a forged reply, recorded as absent.
+PLAUSIBLE_MAX = {"count": 10**12, "ms": 10**12, "usd": 10**6}  # tokens/turns, ms, USD
 MAX_AGENT_JSON_DEPTH = 100  # agent JSON deeper than this is cut (the parser would recurse out)
 STREAM_TAIL_BYTES = 2 * 1024 * 1024
 STDERR_KEEP_BYTES = 64 * 1024
@@ -579,10 +581,12 @@ def encodable_text(text: str) -> tuple[str, int]:
 
 
 def write_json(path: Path, data: Any) -> str:
+    """Every JSON file the runner writes is strict JSON: never NaN or Infinity."""
     try:
-        text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
-    except (RecursionError, ValueError):  # agent JSON nested too deep, or a huge int
-        text = json.dumps(_printable(data), indent=2, ensure_ascii=False, default=str)
+        text = json.dumps(data, indent=2, ensure_ascii=False, default=str, allow_nan=False)
+    except (RecursionError, ValueError):  # agent JSON nested too deep, a huge int, infinity
+        text = json.dumps(_printable(data), indent=2, ensure_ascii=False, default=str,
+                          allow_nan=False)
     return write_text(path, text + "\n")
 
 
@@ -596,6 +600,8 @@ def _printable(value: Any, depth: int = 0) -> Any:
         return [_printable(v, depth + 1) for v in value]
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 10_000:
         return f"<an integer of {value.bit_length()} bits>"
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # strict JSON has no NaN or infinity
     return value
 
 
@@ -2582,6 +2588,52 @@ def _number(value: Any) -> bool:
         return False
 
 
+def reported(value: Any, source: str, missing: str, kind: str = "count") -> dict[str, Any]:
+    """What an agent CLI reported for one metric: captured when plausible for its kind
+    ("count", "ms" or "usd"), absent with `missing` when not reported, and absent marked
+    `implausible` (never counted or summed; a sanity flag names the cell) otherwise."""
+    if value is None:
+        return absent(missing)
+    problem = _implausibility(value, kind)
+    if problem:
+        return {"value": None, "implausible": True,
+                "absent_reason": f"{source} reported {_shown_number(value)}, {problem}: not a "
+                                 "plausible measurement, so it is left out and never counted"}
+    return captured(int(value) if kind == "count" else value, source)
+
+
+def reported_sum(values: list[Any], source: str, missing: str,
+                 kind: str = "count") -> dict[str, Any]:
+    """The sum over several events, each checked by `reported`; the first value that is
+    missing or implausible makes the total absent for that reason."""
+    if not values:
+        return absent(missing)
+    parts = [reported(v, source, missing, kind) for v in values]
+    bad = next((p for p in parts if p["value"] is None), None)
+    return bad or captured(sum(p["value"] for p in parts), source)
+
+
+def _implausibility(value: Any, kind: str) -> str:
+    """Why `value` cannot be a measurement of this kind; empty when it can."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return f"a {type(value).__name__}, not a number"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "not a finite number"
+    if value < 0:
+        return "a negative amount"
+    if value > PLAUSIBLE_MAX[kind]:
+        return f"more than {PLAUSIBLE_MAX[kind]:.0e}"
+    if kind == "count" and isinstance(value, float) and not value.is_integer():
+        return "not a whole number"
+    return ""
+
+
+def _shown_number(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 100:
+        return f"an integer of {value.bit_length()} bits"  # str() of it may be refused
+    return repr(value)[:60]
+
+
 def parse_json_lines(text: str) -> list[dict[str, Any]]:
     events = []
     for line in text.splitlines():
@@ -2839,13 +2891,13 @@ class ClaudeProvider(Provider):
 
 
 CLAUDE_METRIC_FIELDS = (
-    ("duration_ms", ("duration_ms",)),
-    ("num_turns", ("num_turns",)),
-    ("input_tokens", ("usage", "input_tokens")),
-    ("output_tokens", ("usage", "output_tokens")),
-    ("cache_read_input_tokens", ("usage", "cache_read_input_tokens")),
-    ("cache_creation_input_tokens", ("usage", "cache_creation_input_tokens")),
-    ("total_cost_usd", ("total_cost_usd",)),
+    ("duration_ms", ("duration_ms",), "ms"),
+    ("num_turns", ("num_turns",), "count"),
+    ("input_tokens", ("usage", "input_tokens"), "count"),
+    ("output_tokens", ("usage", "output_tokens"), "count"),
+    ("cache_read_input_tokens", ("usage", "cache_read_input_tokens"), "count"),
+    ("cache_creation_input_tokens", ("usage", "cache_creation_input_tokens"), "count"),
+    ("total_cost_usd", ("total_cost_usd",), "usd"),
 )
 
 
@@ -2857,13 +2909,13 @@ def _dig(data: Any, keys: tuple[str, ...]) -> Any:
 
 def claude_metrics(envelope: dict | None, reason: str) -> dict[str, dict[str, Any]]:
     metrics = {}
-    for name, keys in CLAUDE_METRIC_FIELDS:
+    for name, keys, kind in CLAUDE_METRIC_FIELDS:
         if envelope is None:
             metrics[name] = absent(f"no claude result envelope ({reason})")
             continue
-        value = _dig(envelope, keys)
-        metrics[name] = (captured(value, "claude envelope " + ".".join(keys)) if _number(value)
-                         else absent(f"claude envelope has no numeric {'.'.join(keys)}"))
+        field = ".".join(keys)
+        metrics[name] = reported(_dig(envelope, keys), "claude envelope " + field,
+                                 f"claude envelope has no {field}", kind)
     duration = metrics["duration_ms"]
     metrics["time_seconds"] = (
         captured(duration["value"] / 1000.0, "claude envelope duration_ms")
@@ -2982,12 +3034,10 @@ def codex_metrics(usages: list[dict], result: ProcessResult,
                   failure: str | None) -> dict[str, dict[str, Any]]:
     metrics: dict[str, dict[str, Any]] = {}
     for name in CODEX_USAGE_FIELDS:
-        values = [u.get(name) for u in usages]
-        if usages and all(_number(v) for v in values):
-            metrics[name] = captured(sum(values), f"codex turn.completed usage.{name}")
-        else:
-            metrics[name] = absent(f"codex reported no usage.{name}"
-                                   + (f" ({failure})" if failure else ""))
+        metrics[name] = reported_sum([u.get(name) for u in usages],
+                                     f"codex turn.completed usage.{name}",
+                                     f"codex reported no usage.{name}"
+                                     + (f" ({failure})" if failure else ""))
     metrics["total_cost_usd"] = absent("codex reports no cost")
     # `codex exec` is one turn per call, so counting turn.completed would always say 1.
     metrics["num_turns"] = absent("codex exec reports one turn per call, not the agent's turns")
@@ -3206,12 +3256,13 @@ def gemini_metrics(stats: Any, failure: str) -> dict[str, dict[str, Any]]:
     metrics = {}
     for name, key in GEMINI_STAT_FIELDS:
         value = stats.get(key) if isinstance(stats, dict) else None
-        metrics[name] = (captured(value, f"gemini result stats.{key}") if _number(value)
-                         else absent(f"gemini reported no stats.{key}{why}"))
-    duration = stats.get("duration_ms") if isinstance(stats, dict) else None
-    metrics["time_seconds"] = (captured(duration / 1000.0, "gemini result stats.duration_ms")
-                               if _number(duration)
-                               else absent(f"gemini reported no stats.duration_ms{why}"))
+        metrics[name] = reported(value, f"gemini result stats.{key}",
+                                 f"gemini reported no stats.{key}{why}")
+    duration = reported(stats.get("duration_ms") if isinstance(stats, dict) else None,
+                        "gemini result stats.duration_ms",
+                        f"gemini reported no stats.duration_ms{why}", "ms")
+    metrics["time_seconds"] = (captured(duration["value"] / 1000.0, duration["source"])
+                               if duration["value"] is not None else duration)
     metrics["num_turns"] = absent("gemini reports no turn count")
     metrics["total_cost_usd"] = absent("gemini reports no cost")
     return metrics
@@ -3357,22 +3408,18 @@ def opencode_metrics(steps: list[dict], result: ProcessResult,
     why = f" ({failure})" if failure else ""
     metrics = {}
     for name, keys in OPENCODE_TOKEN_FIELDS:
-        values = [_dig(step.get("tokens"), keys) for step in steps]
-        metrics[name] = (
-            captured(sum(values), f"opencode step_finish tokens.{'.'.join(keys)}, summed")
-            if steps and all(_number(v) for v in values)
-            else absent(f"opencode reported no tokens.{'.'.join(keys)}{why}"))
+        metrics[name] = reported_sum([_dig(step.get("tokens"), keys) for step in steps],
+                                     f"opencode step_finish tokens.{'.'.join(keys)}, summed",
+                                     f"opencode reported no tokens.{'.'.join(keys)}{why}")
     parts = [metrics[k]["value"] for k, _ in OPENCODE_TOKEN_FIELDS
              if k != "reasoning_output_tokens"]
     metrics["tokens"] = (
         captured(sum(parts), "opencode tokens: input + output + cache read + cache write")
         if all(v is not None for v in parts) else absent("opencode token counts are missing"))
-    costs = [step.get("cost") for step in steps]
-    metrics["total_cost_usd"] = (
-        captured(sum(costs), "opencode step_finish cost, summed")
-        if steps and all(_number(c) for c in costs) and sum(costs) > 0
-        else absent("opencode reported no cost (it reports 0 when the model has no price "
-                    "configured)"))
+    no_cost = "opencode reported no cost (it reports 0 when the model has no price configured)"
+    cost = reported_sum([step.get("cost") for step in steps],
+                        "opencode step_finish cost, summed", no_cost, "usd")
+    metrics["total_cost_usd"] = cost if cost["value"] != 0 else absent(no_cost)
     metrics["num_turns"] = (captured(len(steps), "count of opencode step_finish events")
                             if steps else absent(f"opencode finished no step{why}"))
     # Its event timestamps are when it printed them, all at the end: not a duration.
@@ -3726,7 +3773,9 @@ def spend_of(record: RunRecord, kind: str) -> float | None:
         if process is None:
             continue
         value = ((metrics or {}).get(name) or {}).get("value")
-        if value is None:
+        # a value an older runner recorded as measured may be absurd (a negative cost lifted
+        # the cap): it is unknown here, never counted
+        if value is None or _implausibility(value, "usd" if kind == "cost" else "count"):
             return None
         total += value
     return total
@@ -4248,6 +4297,8 @@ def sum_metrics(calls: list[dict[str, dict[str, Any]]], planned: int) -> dict[st
         missing = next((p for p in parts if p.get("value") is None), None)
         if missing is not None:
             totals[name] = absent(missing.get("absent_reason") or "not captured")
+            if missing.get("implausible"):  # kept, so the sanity checks name the cell
+                totals[name]["implausible"] = True
             continue
         source = parts[0].get("source", "")
         if len(parts) > 1:
@@ -5132,6 +5183,7 @@ def _run_flags(records: list[RunRecord]) -> list[dict[str, Any]]:
             flags.append(_flag("error", "infrastructure_failure",
                                f"{r.status}: {detail}"[:300] + " (excluded, not scored)",
                                **where))
+        flags += _implausible_metric_flags(r, where)
         if r.permission_denials:
             flags.append(_flag("warning", "permission_denials",
                                f"the executor was refused {len(r.permission_denials)} tool "
@@ -5149,6 +5201,17 @@ def _run_flags(records: list[RunRecord]) -> list[dict[str, Any]]:
             flags.append(_flag("error", "baseline_contamination",
                                "the without_skill executor read the target skill's SKILL.md",
                                **where))
+    return flags
+
+
+def _implausible_metric_flags(record: RunRecord, where: dict[str, Any]) -> list[dict[str, Any]]:
+    flags = []
+    for role, metrics in (("executor", record.metrics), ("grader", record.grader_metrics)):
+        for name, metric in (metrics or {}).items():
+            if isinstance(metric, dict) and metric.get("implausible"):
+                flags.append(_flag("warning", "implausible_metric",
+                                   f"{role} {name}: {metric.get('absent_reason')}"[:300],
+                                   **where))
     return flags
 
 
