@@ -8474,7 +8474,23 @@ def output_path(value: str | None, flag: str, default: Path | None = None) -> Pa
     if path is None or path.is_dir() or path.name in ("benchmark.json", "benchmark.md"):
         raise InputError(f"{flag} {value or '(default)'}: not a file path this report may write",
                          "give a new file name such as results.xml or report.html")
+    kind = _special_file_kind(path)  # resolved: a link to a device is the device
+    if kind:
+        raise InputError(f"{flag} {value or '(default)'}: {path} is {kind}, not a regular file; "
+                         "the report would replace it", "give a new file name such as "
+                         "results.xml or report.html, or a regular file to overwrite")
     return path
+
+
+def _special_file_kind(path: Path) -> str:
+    """What `path` is when it exists and is not a regular file (or a folder); empty otherwise."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return ""
+    kinds = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+    return next((name for test, name in kinds if test(mode)), "")
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -8484,11 +8500,11 @@ def cmd_merge(args: argparse.Namespace) -> int:
                          f"merge first, then run report MERGED_DIR {flag} ...")
     target = Path(args.iteration).resolve()
     junit_path = output_path(args.junit, "--junit")
+    # benchmark.html is always written; a path asks for another copy (checked before merging)
+    html_path = output_path(args.html, "--html") if args.html else None
     benchmark, code = merge_shards(target, [Path(f) for f in args.merge], junit_path)
-    if args.html:  # benchmark.html is always written; a path asks for another copy
-        html_path = output_path(args.html, "--html")
-        if html_path:
-            write_text(html_path, html_page(benchmark, target))
+    if html_path:
+        write_text(html_path, html_page(benchmark, target))
     for missing in benchmark["metadata"]["missing_shards"]:
         print(f"missing shard {missing['shard']}: evals {', '.join(missing['evals'])}",
               file=sys.stderr)
