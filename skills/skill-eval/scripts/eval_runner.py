@@ -30,12 +30,30 @@ Rules the code enforces:
     * invalid input launches no subprocess; a failed run is recorded, never scored.
 
 Sections (search for the banner "# ==== <name>"); each uses only those above it:
-    constants and schemas | errors | data model | files and text |
+    startup | constants and schemas | errors | data model | files and text |
     suite loading and validation | process runner | sandbox | confinement | providers | grading |
     execution engine | aggregation | rendering | iteration | CLI
 """
 
 from __future__ import annotations
+
+# ruff: noqa: E402 (the Ctrl-C handler below is installed before the other imports run)
+# ==== startup ================================================================
+import os
+import signal
+import sys
+
+
+def _interrupted_while_starting(signum: int, frame: object) -> None:
+    """Ctrl-C while the interpreter still reads this file: nothing exists yet to clean up, so
+    exit 130 at once, without the traceback a KeyboardInterrupt in an import would print."""
+    sys.stderr.write("eval_runner: interrupted while starting; nothing was written\n")
+    sys.stderr.flush()
+    os._exit(130)
+
+
+if __name__ == "__main__":  # main() puts the usual handling back; an importer keeps its own
+    signal.signal(signal.SIGINT, _interrupted_while_starting)
 
 import argparse
 import collections
@@ -43,18 +61,16 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import difflib
+import errno
 import hashlib
 import json
 import math
-import os
 import random
 import re
 import secrets
 import shutil
-import signal
 import stat
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -121,6 +137,7 @@ OUTPUT_CAP_CHARS = 400_000
 STREAM_HEAD_BYTES = 8 * 1024 * 1024
 # The most a metric can plausibly be: more is a CLI bug or a forged reply, recorded as absent.
 PLAUSIBLE_MAX = {"count": 10**12, "ms": 10**12, "usd": 10**6}  # tokens/turns, ms, USD
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # a write the disk refused
 MAX_AGENT_JSON_DEPTH = 100  # agent JSON deeper than this is cut (the parser would recurse out)
 STREAM_TAIL_BYTES = 2 * 1024 * 1024
 STDERR_KEEP_BYTES = 64 * 1024
@@ -1877,7 +1894,10 @@ def add_runner_baselines(template: GitTemplate, folder: Path) -> None:
     if template.error or not template.commit:
         return
     shutil.rmtree(folder, ignore_errors=True)  # a resumed iteration starts them afresh
-    folder.mkdir(parents=True)
+    try:
+        folder.mkdir(parents=True)
+    except OSError as exc:
+        raise WriteFailed(folder, exc) from exc
     arms: list[bool | str] = [False, True, *template.revision_commits]
     for number, with_skill in enumerate(arms):
         name = (f"revision-{number}.git" if isinstance(with_skill, str) else
@@ -2238,17 +2258,26 @@ def _write_git_dir(git_dir: Path, alternates: list[Path], commit: str | None,
     Only what git needs to recognise a repository; creating folders and files is most of a
     sandbox's cost on slow filesystems. The branch is in packed-refs; git makes the rest.
     """
-    for sub in ("", "objects", "objects/info", "refs"):
-        os.mkdir(git_dir / sub)
-    (git_dir / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
-    (git_dir / "config").write_text(SANDBOX_GIT_CONFIG, encoding="utf-8")
+    files = [("HEAD", "ref: refs/heads/main\n"), ("config", SANDBOX_GIT_CONFIG)]
     if alternates:
-        (git_dir / "objects/info/alternates").write_text(
-            "".join(f"{path}\n" for path in alternates), encoding="utf-8")
+        files.append(("objects/info/alternates", "".join(f"{path}\n" for path in alternates)))
     if commit:
-        (git_dir / "packed-refs").write_text(f"{commit} refs/heads/main\n", encoding="utf-8")
-    if index is not None:
-        shutil.copyfile(index, git_dir / "index")
+        files.append(("packed-refs", f"{commit} refs/heads/main\n"))
+    path = git_dir
+    try:  # a full disk names the file it could not write (exit 3), never an internal error
+        for sub in ("", "objects", "objects/info", "refs"):
+            path = git_dir / sub
+            os.mkdir(path)
+        for rel, text in files:
+            path = git_dir / rel
+            path.write_text(text, encoding="utf-8")
+        if index is not None:
+            path = git_dir / "index"
+            shutil.copyfile(index, path)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        raise WriteFailed(path, exc) from exc
 
 
 def init_sandbox_git(repo: Path, baseline: Path, template: GitTemplate | None,
@@ -2709,6 +2738,15 @@ def _process_failure(result: ProcessResult) -> str | None:
     return None
 
 
+def _lost_to_output_cap(result: ProcessResult, what: str = "the result envelope") -> str:
+    """Why no result was found when the output was cut at the cap: it may have been there and
+    lost with the middle, which is no fault of the CLI's."""
+    if not result.stdout_truncated:
+        return ""
+    return (f"the output exceeded {STREAM_HEAD_BYTES + STREAM_TAIL_BYTES:,} bytes "
+            f"({result.stdout_bytes:,} printed) and was cut; {what} was lost")
+
+
 class Provider:
     """One agent CLI: how to call it per role and how to read what it printed.
 
@@ -2863,8 +2901,8 @@ class ClaudeProvider(Provider):
     def _reply_from_envelope(self, result: ProcessResult, envelope: dict | None) -> AgentReply:
         failure = _process_failure(result)
         if envelope is None:
-            reason = failure or (f"exited {result.returncode} without a result envelope"
-                                 + _stderr_reason(result))
+            reason = failure or _lost_to_output_cap(result) or (
+                f"exited {result.returncode} without a result envelope" + _stderr_reason(result))
             return AgentReply(False, failure=reason, metrics=claude_metrics(None, reason))
         text = envelope.get("result")
         text = text if isinstance(text, str) else ""
@@ -3009,8 +3047,9 @@ class CodexProvider(Provider):
             said = "; ".join(turn_errors) or "no turn.failed event" + _stderr_reason(result)
             failure = f"codex failed (exit {result.returncode}): {said}"[:800]
         if failure is None and not usages:
-            failure = ("codex stream ended without turn.completed" if events
-                       else "codex printed no events")
+            failure = _lost_to_output_cap(result, "its turn.completed event") or (
+                "codex stream ended without turn.completed" if events
+                else "codex printed no events")
         metrics = codex_metrics(usages, result, failure)
         return AgentReply(failure is None, text=messages[-1] if messages else "",
                           failure=failure or "", metrics=metrics,
@@ -3463,6 +3502,8 @@ def provider_version(provider: Provider, groups: ProcessGroups,
     """`<cli> --version`, run with the environment the agents get."""
     invocation = Invocation(provider.version_argv(), Path.cwd())
     result = run_process(invocation, agent_env, 60.0, groups)
+    if groups.cancelled.is_set() or result.returncode == -signal.SIGINT:
+        raise KeyboardInterrupt  # Ctrl-C ended the probe: an interrupt, not a broken CLI
     if result.returncode != 0 or result.timed_out:
         detail = (result.spawn_error or result.stderr.strip() or result.stdout.strip())[:300]
         raise EnvironmentProblem(f"`{' '.join(invocation.argv)}` failed: {detail}",
@@ -3835,8 +3876,12 @@ class RunContext:
     agent_mounts: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
     hidden: list[Path] = dataclasses.field(default_factory=list)  # masked if under a mount
     budget: Budget | None = None
+    write_failed: WriteFailed | None = None  # the first file a cell could not write
 
     def should_stop(self) -> str | None:
+        if self.write_failed is not None:
+            return (f"a file could not be written before this cell started "
+                    f"({self.write_failed.message})")
         if self.deadline_at is not None and time.monotonic() >= self.deadline_at:
             return "the --deadline passed before this cell started"
         if self.budget is not None and self.budget.reached():
@@ -4072,6 +4117,7 @@ class CellRun:
     started_at: str
     sandbox: Sandbox | None = None
     answer: ExecutorAnswer | None = None  # set once the executor finished ok
+    write_failed: WriteFailed | None = None  # a file of this cell could not be written
 
 
 def run_lane(ctx: RunContext, queue: CellQueue,
@@ -4091,10 +4137,17 @@ def run_lane(ctx: RunContext, queue: CellQueue,
 
 
 def guarded(run: CellRun, step: Callable[..., Any], *args: Any) -> Any:
-    """One broken cell must never stop the others: a fault of the runner's is recorded on it."""
+    """One broken cell must never stop the others: a fault of the runner's is recorded on it.
+    A file that could not be written (a full disk) is also kept for the run's exit status."""
     try:
         return step(*args)
     except Exception as exc:
+        if isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS:
+            exc = WriteFailed(Path(exc.filename or run.cell.run_dir), exc)
+        if isinstance(exc, WriteFailed):
+            run.write_failed = run.write_failed or exc
+            run.record.fail("runner_error", "runner", exc.message)
+            return None
         run.record.fail("runner_error", "runner", f"{type(exc).__name__}: {exc}")
         return None
 
@@ -4155,6 +4208,8 @@ def finish_cell(ctx: RunContext, run: CellRun, closing: concurrent.futures.Futur
     record.started_at, record.finished_at = run.started_at, utc_now()
     record.resumed = ctx.resuming
     save_run_files(ctx, run)
+    if run.write_failed is not None and ctx.write_failed is None:
+        ctx.write_failed = run.write_failed  # no new cell starts; the run ends with exit 3
     if ctx.budget is not None:
         ctx.budget.add(record)
     if ctx.progress:
@@ -7360,8 +7415,16 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
         if not options.keep_sandboxes:  # kept sandboxes still borrow its objects
             snapshot.template.remove()
     manifest["checkout_check"]["after"] = check_checkout(checkout, checkout_failure)
-    return finish_iteration(suite, options, groups, iteration_dir, manifest, cells, records,
-                            fixtures)
+    return exit_status(ctx, finish_iteration(suite, options, groups, iteration_dir, manifest,
+                                             cells, records, fixtures))
+
+
+def exit_status(ctx: RunContext, code: int) -> int:
+    """A file a cell could not write (a full disk) ends the run with exit 3 naming it, once
+    the benchmark says which cells it cost; an interrupt keeps its 130."""
+    if ctx.write_failed is not None and code != EXIT_INTERRUPTED:
+        raise ctx.write_failed
+    return code
 
 
 def abandon_unstarted_iteration(iteration_dir: Path, previous: dict[str, Any] | None,
@@ -7609,8 +7672,8 @@ def run_regrade_iteration(suite: Suite, options: RunOptions, provider: Provider,
         records = run_matrix_until_deadline(ctx, cells, finished, regrade_matrix, sources)
     finally:
         end_strays(keep=children_before)
-    return finish_iteration(suite, options, groups, iteration_dir, manifest, cells, records,
-                            fixtures)
+    return exit_status(ctx, finish_iteration(suite, options, groups, iteration_dir, manifest,
+                                             cells, records, fixtures))
 
 
 def write_benchmark(iteration_dir: Path, benchmark: dict[str, Any]) -> None:
@@ -8631,6 +8694,8 @@ def write_traceback(exc: BaseException) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # from here: KeyboardInterrupt
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     CRASH_FOLDER.clear()
