@@ -9,12 +9,14 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
 import subprocess
 import unittest
 from pathlib import Path
+from unittest import mock
 
 from tests import helpers as h
 from tests.test_reliability import ProcessAudit, iteration_dirs, load_json, suite_file
@@ -91,6 +93,28 @@ class FullWorkspaceTests(unittest.TestCase):
                  if r["eval_id"] != "E01"]
         self.assertEqual(later, [("E02", "cancelled"), ("E03", "cancelled")])
         self.assertTrue(benchmark["metadata"]["incomplete"])
+
+
+class DiskRefusedElsewhereTests(unittest.TestCase):
+    """A write the disk refuses outside the write helpers (here: the git template in the
+    sandbox root) is still an environment problem, never an internal error."""
+
+    def test_enospc_while_building_the_template_is_exit_3(self) -> None:
+        tmp = h.TempDir()
+        self.addCleanup(tmp.cleanup)
+        repo = h.make_repo(tmp.path, h.demo_suite(1))
+
+        def full(*args, **kwargs):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        argv = ["run", suite_file(repo), "--agent", "claude", "--quiet", "--workspace",
+                str(tmp.path / "ws")]
+        with mock.patch.object(runner, "_fill_git_template", full):
+            code, _, err = h.call_main(argv, h.fake_env(tmp.path, {}))
+        self.assertEqual(code, runner.EXIT_ENVIRONMENT, err)
+        self.assertNotIn("internal error", err)
+        self.assertIn("No space left on device", err)
+        self.assertEqual(iteration_dirs(tmp.path / "ws"), [])
+        self.assertEqual(list((tmp.path / "sandboxes").iterdir()), [])
 
 
 SHADOW_DIFFLIB = """import os, time

@@ -8693,6 +8693,16 @@ def write_traceback(exc: BaseException) -> str:
         return "(could not be written; printed above)"
 
 
+def disk_refused(exc: OSError) -> EnvironmentProblem:
+    """A write the disk refused outside the write helpers: the file when the OS named it."""
+    if exc.filename:
+        return WriteFailed(Path(exc.filename), exc)
+    return EnvironmentProblem(f"a write failed: {exc.strerror or exc} (the system named no "
+                              "file; the workspace, the sandbox root or the temporary folder)",
+                              "free space on that filesystem or choose another --workspace or "
+                              "SKILL_EVAL_SANDBOX_ROOT")
+
+
 def main(argv: list[str] | None = None) -> int:
     if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
         signal.signal(signal.SIGINT, signal.default_int_handler)  # from here: KeyboardInterrupt
@@ -8717,6 +8727,9 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # --help and --version
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     except Exception as exc:
+        if isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS:  # never the runner's bug
+            print(disk_refused(exc).render(), file=sys.stderr)
+            return EXIT_ENVIRONMENT
         if debug:
             raise
         where = write_traceback(exc)
