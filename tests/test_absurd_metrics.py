@@ -182,6 +182,33 @@ class CodexAbsurdMetricsTests(AbsurdMetricsBase):
         self.assertFalse(budget["cancelled_by_cap"])
 
 
+class OpenCodeAbsurdMetricsTests(AbsurdMetricsBase):
+    """opencode sums its steps: one absurd step makes the sum absent, never a smaller total."""
+    cases = 2
+
+    def test_a_negative_cost_or_huge_count_in_a_step_is_absent_and_flagged(self) -> None:
+        config = self.tmp.path / "home" / ".config" / "opencode"
+        config.mkdir(parents=True)
+        (config / "opencode.json").write_text(json.dumps({
+            "model": "fake/fake-model",
+            "provider": {"fake": {"options": {"baseURL": "http://127.0.0.1:9/v1"},
+                                  "models": {"fake-model": {}}}}}), encoding="utf-8")
+        data = self.tmp.path / "home" / ".local" / "share" / "opencode"
+        data.mkdir(parents=True)
+        (data / "auth.json").write_text('{"fake": {"type": "api", "key": "k"}}')
+        script = {"cases": [case(1, "executor", {"total_cost_usd": -5.0}),
+                            case(2, "executor", {"usage": {"input": 10**18}})]}
+        code, output = self.run_suite("opencode", script, "--config", "without_skill")
+        self.assertEqual(code, 1, output)
+        self.every_json_is_strict()
+        self.assert_implausible(self.metrics("E01")["total_cost_usd"], "negative")
+        e2 = self.metrics("E02")
+        self.assert_implausible(e2["input_tokens"], "more than")
+        self.assertIsNone(e2["tokens"]["value"])
+        self.assert_flagged("E01", "total_cost_usd")
+        self.assert_flagged("E02", "input_tokens")
+
+
 class StrictJsonTests(unittest.TestCase):
     def test_the_write_helper_never_writes_nan_or_infinity(self) -> None:
         tmp = TempDir()
