@@ -343,6 +343,18 @@ class OutputsFromRunTests(unittest.TestCase):
         self.assertEqual(os.readlink(link), os.devnull)
         self.assertTrue(stat.S_ISCHR(os.stat(os.devnull).st_mode))
 
+    def test_run_refuses_a_workspace_that_is_no_folder_and_launches_nothing(self) -> None:
+        repo = make_repo(self.work.path, demo_suite(1))
+        fifo = self.work.path / "ws.fifo"
+        os.mkfifo(fifo)
+        code, _, err = call_main(["run", str(repo / "evals/demo/evals.json"), "--agent",
+                                  "claude", "--workspace", str(fifo)],
+                                 fake_env(self.work.path, {}))
+        self.assertEqual(code, 2, err)
+        self.assertIn("it exists and is not a folder", err)
+        self.assertTrue(stat.S_ISFIFO(os.lstat(fifo).st_mode))
+        self.assertEqual(list((self.work.path / "log").iterdir()), [], "an agent was launched")
+
     def test_run_refuses_a_fifo_as_junit_output_and_launches_nothing(self) -> None:
         repo = make_repo(self.work.path, demo_suite(1))
         fifo = self.work.path / "junit.fifo"

@@ -8291,6 +8291,9 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
                 if any(config_has_skill(c) for c in configs) else None)
     workspace = Path(args.workspace).resolve() if args.workspace else (
         suite.root / "evals" / suite.skill_name / "workspace" / args.agent)
+    if workspace.exists() and not workspace.is_dir():
+        raise InputError(f"--workspace {workspace}: it exists and is not a folder",
+                         "give a folder, or a path that does not exist yet")
     return RunOptions(
         agent=args.agent, configs=configs, runs=args.runs or 1, timeout_s=args.timeout,
         concurrency=args.concurrency, deadline_s=args.deadline,
