@@ -30,12 +30,30 @@ Rules the code enforces:
     * invalid input launches no subprocess; a failed run is recorded, never scored.
 
 Sections (search for the banner "# ==== <name>"); each uses only those above it:
-    constants and schemas | errors | data model | files and text |
+    startup | constants and schemas | errors | data model | files and text |
     suite loading and validation | process runner | sandbox | confinement | providers | grading |
     execution engine | aggregation | rendering | iteration | CLI
 """
 
 from __future__ import annotations
+
+# ruff: noqa: E402 (the Ctrl-C handler below is installed before the other imports run)
+# ==== startup ================================================================
+import os
+import signal
+import sys
+
+
+def _interrupted_while_starting(signum: int, frame: object) -> None:
+    """Ctrl-C while the interpreter still reads this file: nothing exists yet to clean up, so
+    exit 130 at once, without the traceback a KeyboardInterrupt in an import would print."""
+    sys.stderr.write("eval_runner: interrupted while starting; nothing was written\n")
+    sys.stderr.flush()
+    os._exit(130)
+
+
+if __name__ == "__main__":  # main() puts the usual handling back; an importer keeps its own
+    signal.signal(signal.SIGINT, _interrupted_while_starting)
 
 import argparse
 import collections
@@ -43,18 +61,16 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import difflib
+import errno
 import hashlib
 import json
 import math
-import os
 import random
 import re
 import secrets
 import shutil
-import signal
 import stat
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -131,6 +147,9 @@ ARTIFACT_RELPATH = ".skill-eval/artifact.md"
 ARTIFACT_CAP_CHARS = 400_000
 OUTPUT_CAP_CHARS = 400_000
 STREAM_HEAD_BYTES = 8 * 1024 * 1024
+# The most a metric can plausibly be: more is a CLI bug or a forged reply, recorded as absent.
+PLAUSIBLE_MAX = {"count": 10**12, "ms": 10**12, "usd": 10**6}  # tokens/turns, ms, USD
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # a write the disk refused
 MAX_AGENT_JSON_DEPTH = 100  # agent JSON deeper than this is cut (the parser would recurse out)
 STREAM_TAIL_BYTES = 2 * 1024 * 1024
 STDERR_KEEP_BYTES = 64 * 1024
@@ -633,10 +652,12 @@ def encodable_text(text: str) -> tuple[str, int]:
 
 
 def write_json(path: Path, data: Any) -> str:
+    """Every JSON file the runner writes is strict JSON: never NaN or Infinity."""
     try:
-        text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
-    except (RecursionError, ValueError):  # agent JSON nested too deep, or a huge int
-        text = json.dumps(_printable(data), indent=2, ensure_ascii=False, default=str)
+        text = json.dumps(data, indent=2, ensure_ascii=False, default=str, allow_nan=False)
+    except (RecursionError, ValueError):  # agent JSON nested too deep, a huge int, infinity
+        text = json.dumps(_printable(data), indent=2, ensure_ascii=False, default=str,
+                          allow_nan=False)
     return write_text(path, text + "\n")
 
 
@@ -650,6 +671,8 @@ def _printable(value: Any, depth: int = 0) -> Any:
         return [_printable(v, depth + 1) for v in value]
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 10_000:
         return f"<an integer of {value.bit_length()} bits>"
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # strict JSON has no NaN or infinity
     return value
 
 
@@ -2172,7 +2195,10 @@ def add_runner_baselines(template: GitTemplate, folder: Path) -> None:
     if template.error or not template.commit:
         return
     shutil.rmtree(folder, ignore_errors=True)  # a resumed iteration starts them afresh
-    folder.mkdir(parents=True)
+    try:
+        folder.mkdir(parents=True)
+    except OSError as exc:
+        raise WriteFailed(folder, exc) from exc
     arms: list[bool | str] = [False, True, *template.revision_commits]
     for number, with_skill in enumerate(arms):
         name = (f"revision-{number}.git" if isinstance(with_skill, str) else
@@ -2533,17 +2559,26 @@ def _write_git_dir(git_dir: Path, alternates: list[Path], commit: str | None,
     Only what git needs to recognise a repository; creating folders and files is most of a
     sandbox's cost on slow filesystems. The branch is in packed-refs; git makes the rest.
     """
-    for sub in ("", "objects", "objects/info", "refs"):
-        os.mkdir(git_dir / sub)
-    (git_dir / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
-    (git_dir / "config").write_text(SANDBOX_GIT_CONFIG, encoding="utf-8")
+    files = [("HEAD", "ref: refs/heads/main\n"), ("config", SANDBOX_GIT_CONFIG)]
     if alternates:
-        (git_dir / "objects/info/alternates").write_text(
-            "".join(f"{path}\n" for path in alternates), encoding="utf-8")
+        files.append(("objects/info/alternates", "".join(f"{path}\n" for path in alternates)))
     if commit:
-        (git_dir / "packed-refs").write_text(f"{commit} refs/heads/main\n", encoding="utf-8")
-    if index is not None:
-        shutil.copyfile(index, git_dir / "index")
+        files.append(("packed-refs", f"{commit} refs/heads/main\n"))
+    path = git_dir
+    try:  # a full disk names the file it could not write (exit 3), never an internal error
+        for sub in ("", "objects", "objects/info", "refs"):
+            path = git_dir / sub
+            os.mkdir(path)
+        for rel, text in files:
+            path = git_dir / rel
+            path.write_text(text, encoding="utf-8")
+        if index is not None:
+            path = git_dir / "index"
+            shutil.copyfile(index, path)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        raise WriteFailed(path, exc) from exc
 
 
 def init_sandbox_git(repo: Path, baseline: Path, template: GitTemplate | None,
@@ -3006,6 +3041,52 @@ def _number(value: Any) -> bool:
         return False
 
 
+def reported(value: Any, source: str, missing: str, kind: str = "count") -> dict[str, Any]:
+    """What an agent CLI reported for one metric: captured when plausible for its kind
+    ("count", "ms" or "usd"), absent with `missing` when not reported, and absent marked
+    `implausible` (never counted or summed; a sanity flag names the cell) otherwise."""
+    if value is None:
+        return absent(missing)
+    problem = _implausibility(value, kind)
+    if problem:
+        return {"value": None, "implausible": True,
+                "absent_reason": f"{source} reported {_shown_number(value)}, {problem}: not a "
+                                 "plausible measurement, so it is left out and never counted"}
+    return captured(int(value) if kind == "count" else value, source)
+
+
+def reported_sum(values: list[Any], source: str, missing: str,
+                 kind: str = "count") -> dict[str, Any]:
+    """The sum over several events, each checked by `reported`; the first value that is
+    missing or implausible makes the total absent for that reason."""
+    if not values:
+        return absent(missing)
+    parts = [reported(v, source, missing, kind) for v in values]
+    bad = next((p for p in parts if p["value"] is None), None)
+    return bad or captured(sum(p["value"] for p in parts), source)
+
+
+def _implausibility(value: Any, kind: str) -> str:
+    """Why `value` cannot be a measurement of this kind; empty when it can."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return f"a {type(value).__name__}, not a number"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "not a finite number"
+    if value < 0:
+        return "a negative amount"
+    if value > PLAUSIBLE_MAX[kind]:
+        return f"more than {PLAUSIBLE_MAX[kind]:.0e}"
+    if kind == "count" and isinstance(value, float) and not value.is_integer():
+        return "not a whole number"
+    return ""
+
+
+def _shown_number(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 100:
+        return f"an integer of {value.bit_length()} bits"  # str() of it may be refused
+    return repr(value)[:60]
+
+
 def parse_json_lines(text: str) -> list[dict[str, Any]]:
     events = []
     for line in text.splitlines():
@@ -3079,6 +3160,15 @@ def _process_failure(result: ProcessResult) -> str | None:
     if result.cancelled:
         return "cancelled"
     return None
+
+
+def _lost_to_output_cap(result: ProcessResult, what: str = "the result envelope") -> str:
+    """Why no result was found when the output was cut at the cap: it may have been there and
+    lost with the middle, which is no fault of the CLI's."""
+    if not result.stdout_truncated:
+        return ""
+    return (f"the output exceeded {STREAM_HEAD_BYTES + STREAM_TAIL_BYTES:,} bytes "
+            f"({result.stdout_bytes:,} printed) and was cut; {what} was lost")
 
 
 class Provider:
@@ -3235,8 +3325,8 @@ class ClaudeProvider(Provider):
     def _reply_from_envelope(self, result: ProcessResult, envelope: dict | None) -> AgentReply:
         failure = _process_failure(result)
         if envelope is None:
-            reason = failure or (f"exited {result.returncode} without a result envelope"
-                                 + _stderr_reason(result))
+            reason = failure or _lost_to_output_cap(result) or (
+                f"exited {result.returncode} without a result envelope" + _stderr_reason(result))
             return AgentReply(False, failure=reason, metrics=claude_metrics(None, reason))
         text = envelope.get("result")
         text = text if isinstance(text, str) else ""
@@ -3263,13 +3353,13 @@ class ClaudeProvider(Provider):
 
 
 CLAUDE_METRIC_FIELDS = (
-    ("duration_ms", ("duration_ms",)),
-    ("num_turns", ("num_turns",)),
-    ("input_tokens", ("usage", "input_tokens")),
-    ("output_tokens", ("usage", "output_tokens")),
-    ("cache_read_input_tokens", ("usage", "cache_read_input_tokens")),
-    ("cache_creation_input_tokens", ("usage", "cache_creation_input_tokens")),
-    ("total_cost_usd", ("total_cost_usd",)),
+    ("duration_ms", ("duration_ms",), "ms"),
+    ("num_turns", ("num_turns",), "count"),
+    ("input_tokens", ("usage", "input_tokens"), "count"),
+    ("output_tokens", ("usage", "output_tokens"), "count"),
+    ("cache_read_input_tokens", ("usage", "cache_read_input_tokens"), "count"),
+    ("cache_creation_input_tokens", ("usage", "cache_creation_input_tokens"), "count"),
+    ("total_cost_usd", ("total_cost_usd",), "usd"),
 )
 
 
@@ -3281,13 +3371,13 @@ def _dig(data: Any, keys: tuple[str, ...]) -> Any:
 
 def claude_metrics(envelope: dict | None, reason: str) -> dict[str, dict[str, Any]]:
     metrics = {}
-    for name, keys in CLAUDE_METRIC_FIELDS:
+    for name, keys, kind in CLAUDE_METRIC_FIELDS:
         if envelope is None:
             metrics[name] = absent(f"no claude result envelope ({reason})")
             continue
-        value = _dig(envelope, keys)
-        metrics[name] = (captured(value, "claude envelope " + ".".join(keys)) if _number(value)
-                         else absent(f"claude envelope has no numeric {'.'.join(keys)}"))
+        field = ".".join(keys)
+        metrics[name] = reported(_dig(envelope, keys), "claude envelope " + field,
+                                 f"claude envelope has no {field}", kind)
     duration = metrics["duration_ms"]
     metrics["time_seconds"] = (
         captured(duration["value"] / 1000.0, "claude envelope duration_ms")
@@ -3381,8 +3471,9 @@ class CodexProvider(Provider):
             said = "; ".join(turn_errors) or "no turn.failed event" + _stderr_reason(result)
             failure = f"codex failed (exit {result.returncode}): {said}"[:800]
         if failure is None and not usages:
-            failure = ("codex stream ended without turn.completed" if events
-                       else "codex printed no events")
+            failure = _lost_to_output_cap(result, "its turn.completed event") or (
+                "codex stream ended without turn.completed" if events
+                else "codex printed no events")
         metrics = codex_metrics(usages, result, failure)
         return AgentReply(failure is None, text=messages[-1] if messages else "",
                           failure=failure or "", metrics=metrics,
@@ -3406,12 +3497,10 @@ def codex_metrics(usages: list[dict], result: ProcessResult,
                   failure: str | None) -> dict[str, dict[str, Any]]:
     metrics: dict[str, dict[str, Any]] = {}
     for name in CODEX_USAGE_FIELDS:
-        values = [u.get(name) for u in usages]
-        if usages and all(_number(v) for v in values):
-            metrics[name] = captured(sum(values), f"codex turn.completed usage.{name}")
-        else:
-            metrics[name] = absent(f"codex reported no usage.{name}"
-                                   + (f" ({failure})" if failure else ""))
+        metrics[name] = reported_sum([u.get(name) for u in usages],
+                                     f"codex turn.completed usage.{name}",
+                                     f"codex reported no usage.{name}"
+                                     + (f" ({failure})" if failure else ""))
     metrics["total_cost_usd"] = absent("codex reports no cost")
     # `codex exec` is one turn per call, so counting turn.completed would always say 1.
     metrics["num_turns"] = absent("codex exec reports one turn per call, not the agent's turns")
@@ -3630,12 +3719,13 @@ def gemini_metrics(stats: Any, failure: str) -> dict[str, dict[str, Any]]:
     metrics = {}
     for name, key in GEMINI_STAT_FIELDS:
         value = stats.get(key) if isinstance(stats, dict) else None
-        metrics[name] = (captured(value, f"gemini result stats.{key}") if _number(value)
-                         else absent(f"gemini reported no stats.{key}{why}"))
-    duration = stats.get("duration_ms") if isinstance(stats, dict) else None
-    metrics["time_seconds"] = (captured(duration / 1000.0, "gemini result stats.duration_ms")
-                               if _number(duration)
-                               else absent(f"gemini reported no stats.duration_ms{why}"))
+        metrics[name] = reported(value, f"gemini result stats.{key}",
+                                 f"gemini reported no stats.{key}{why}")
+    duration = reported(stats.get("duration_ms") if isinstance(stats, dict) else None,
+                        "gemini result stats.duration_ms",
+                        f"gemini reported no stats.duration_ms{why}", "ms")
+    metrics["time_seconds"] = (captured(duration["value"] / 1000.0, duration["source"])
+                               if duration["value"] is not None else duration)
     metrics["num_turns"] = absent("gemini reports no turn count")
     metrics["total_cost_usd"] = absent("gemini reports no cost")
     return metrics
@@ -3781,22 +3871,18 @@ def opencode_metrics(steps: list[dict], result: ProcessResult,
     why = f" ({failure})" if failure else ""
     metrics = {}
     for name, keys in OPENCODE_TOKEN_FIELDS:
-        values = [_dig(step.get("tokens"), keys) for step in steps]
-        metrics[name] = (
-            captured(sum(values), f"opencode step_finish tokens.{'.'.join(keys)}, summed")
-            if steps and all(_number(v) for v in values)
-            else absent(f"opencode reported no tokens.{'.'.join(keys)}{why}"))
+        metrics[name] = reported_sum([_dig(step.get("tokens"), keys) for step in steps],
+                                     f"opencode step_finish tokens.{'.'.join(keys)}, summed",
+                                     f"opencode reported no tokens.{'.'.join(keys)}{why}")
     parts = [metrics[k]["value"] for k, _ in OPENCODE_TOKEN_FIELDS
              if k != "reasoning_output_tokens"]
     metrics["tokens"] = (
         captured(sum(parts), "opencode tokens: input + output + cache read + cache write")
         if all(v is not None for v in parts) else absent("opencode token counts are missing"))
-    costs = [step.get("cost") for step in steps]
-    metrics["total_cost_usd"] = (
-        captured(sum(costs), "opencode step_finish cost, summed")
-        if steps and all(_number(c) for c in costs) and sum(costs) > 0
-        else absent("opencode reported no cost (it reports 0 when the model has no price "
-                    "configured)"))
+    no_cost = "opencode reported no cost (it reports 0 when the model has no price configured)"
+    cost = reported_sum([step.get("cost") for step in steps],
+                        "opencode step_finish cost, summed", no_cost, "usd")
+    metrics["total_cost_usd"] = cost if cost["value"] != 0 else absent(no_cost)
     metrics["num_turns"] = (captured(len(steps), "count of opencode step_finish events")
                             if steps else absent(f"opencode finished no step{why}"))
     # Its event timestamps are when it printed them, all at the end: not a duration.
@@ -3840,6 +3926,8 @@ def provider_version(provider: Provider, groups: ProcessGroups,
     """`<cli> --version`, run with the environment the agents get."""
     invocation = Invocation(provider.version_argv(), Path.cwd())
     result = run_process(invocation, agent_env, 60.0, groups)
+    if groups.cancelled.is_set() or result.returncode == -signal.SIGINT:
+        raise KeyboardInterrupt  # Ctrl-C ended the probe: an interrupt, not a broken CLI
     if result.returncode != 0 or result.timed_out:
         detail = (result.spawn_error or result.stderr.strip() or result.stdout.strip())[:300]
         raise EnvironmentProblem(f"`{' '.join(invocation.argv)}` failed: {detail}",
@@ -4150,7 +4238,9 @@ def spend_of(record: RunRecord, kind: str) -> float | None:
         if process is None:
             continue
         value = ((metrics or {}).get(name) or {}).get("value")
-        if value is None:
+        # a value an older runner recorded as measured may be absurd (a negative cost lifted
+        # the cap): it is unknown here, never counted
+        if value is None or _implausibility(value, "usd" if kind == "cost" else "count"):
             return None
         total += value
     return total
@@ -4210,8 +4300,12 @@ class RunContext:
     agent_mounts: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
     hidden: list[Path] = dataclasses.field(default_factory=list)  # masked if under a mount
     budget: Budget | None = None
+    write_failed: WriteFailed | None = None  # the first file a cell could not write
 
     def should_stop(self) -> str | None:
+        if self.write_failed is not None:
+            return (f"a file could not be written before this cell started "
+                    f"({self.write_failed.message})")
         if self.deadline_at is not None and time.monotonic() >= self.deadline_at:
             return "the --deadline passed before this cell started"
         if self.budget is not None and self.budget.reached():
@@ -4447,6 +4541,7 @@ class CellRun:
     started_at: str
     sandbox: Sandbox | None = None
     answer: ExecutorAnswer | None = None  # set once the executor finished ok
+    write_failed: WriteFailed | None = None  # a file of this cell could not be written
 
 
 def run_lane(ctx: RunContext, queue: CellQueue,
@@ -4466,10 +4561,17 @@ def run_lane(ctx: RunContext, queue: CellQueue,
 
 
 def guarded(run: CellRun, step: Callable[..., Any], *args: Any) -> Any:
-    """One broken cell must never stop the others: a fault of the runner's is recorded on it."""
+    """One broken cell must never stop the others: a fault of the runner's is recorded on it.
+    A file that could not be written (a full disk) is also kept for the run's exit status."""
     try:
         return step(*args)
     except Exception as exc:
+        if isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS:
+            exc = WriteFailed(Path(exc.filename or run.cell.run_dir), exc)
+        if isinstance(exc, WriteFailed):
+            run.write_failed = run.write_failed or exc
+            run.record.fail("runner_error", "runner", exc.message)
+            return None
         run.record.fail("runner_error", "runner", f"{type(exc).__name__}: {exc}")
         return None
 
@@ -4533,6 +4635,8 @@ def finish_cell(ctx: RunContext, run: CellRun, closing: concurrent.futures.Futur
     record.started_at, record.finished_at = run.started_at, utc_now()
     record.resumed = ctx.resuming
     save_run_files(ctx, run)
+    if run.write_failed is not None and ctx.write_failed is None:
+        ctx.write_failed = run.write_failed  # no new cell starts; the run ends with exit 3
     if ctx.budget is not None:
         ctx.budget.add(record)
     if ctx.progress:
@@ -4677,6 +4781,8 @@ def sum_metrics(calls: list[dict[str, dict[str, Any]]], planned: int) -> dict[st
         missing = next((p for p in parts if p.get("value") is None), None)
         if missing is not None:
             totals[name] = absent(missing.get("absent_reason") or "not captured")
+            if missing.get("implausible"):  # kept, so the sanity checks name the cell
+                totals[name]["implausible"] = True
             continue
         source = parts[0].get("source", "")
         if len(parts) > 1:
@@ -5842,6 +5948,7 @@ def _run_flags(records: list[RunRecord]) -> list[dict[str, Any]]:
             flags.append(_flag("error", "infrastructure_failure",
                                f"{r.status}: {detail}"[:300] + " (excluded, not scored)",
                                **where))
+        flags += _implausible_metric_flags(r, where)
         if r.permission_denials:
             flags.append(_flag("warning", "permission_denials",
                                f"the executor was refused {len(r.permission_denials)} tool "
@@ -5866,6 +5973,17 @@ def _run_flags(records: list[RunRecord]) -> list[dict[str, Any]]:
             flags.append(_flag("error", "baseline_contamination",
                                "the without_skill executor read the target skill's SKILL.md",
                                **where))
+    return flags
+
+
+def _implausible_metric_flags(record: RunRecord, where: dict[str, Any]) -> list[dict[str, Any]]:
+    flags = []
+    for role, metrics in (("executor", record.metrics), ("grader", record.grader_metrics)):
+        for name, metric in (metrics or {}).items():
+            if isinstance(metric, dict) and metric.get("implausible"):
+                flags.append(_flag("warning", "implausible_metric",
+                                   f"{role} {name}: {metric.get('absent_reason')}"[:300],
+                                   **where))
     return flags
 
 
@@ -8089,8 +8207,16 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
         if not options.keep_sandboxes:  # kept sandboxes still borrow its objects
             snapshot.template.remove()
     manifest["checkout_check"]["after"] = check_checkout(checkout, checkout_failure)
-    return finish_iteration(suite, options, groups, iteration_dir, manifest, cells, records,
-                            fixtures)
+    return exit_status(ctx, finish_iteration(suite, options, groups, iteration_dir, manifest,
+                                             cells, records, fixtures))
+
+
+def exit_status(ctx: RunContext, code: int) -> int:
+    """A file a cell could not write (a full disk) ends the run with exit 3 naming it, once
+    the benchmark says which cells it cost; an interrupt keeps its 130."""
+    if ctx.write_failed is not None and code != EXIT_INTERRUPTED:
+        raise ctx.write_failed
+    return code
 
 
 def abandon_unstarted_iteration(iteration_dir: Path, previous: dict[str, Any] | None,
@@ -8338,8 +8464,8 @@ def run_regrade_iteration(suite: Suite, options: RunOptions, provider: Provider,
         records = run_matrix_until_deadline(ctx, cells, finished, regrade_matrix, sources)
     finally:
         end_strays(keep=children_before)
-    return finish_iteration(suite, options, groups, iteration_dir, manifest, cells, records,
-                            fixtures)
+    return exit_status(ctx, finish_iteration(suite, options, groups, iteration_dir, manifest,
+                                             cells, records, fixtures))
 
 
 def write_benchmark(iteration_dir: Path, benchmark: dict[str, Any]) -> None:
@@ -8958,6 +9084,9 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
                 if any(config_has_skill(c) for c in configs) else None)
     workspace = Path(args.workspace).resolve() if args.workspace else (
         suite.root / "evals" / suite.skill_name / "workspace" / args.agent)
+    if workspace.exists() and not workspace.is_dir():
+        raise InputError(f"--workspace {workspace}: it exists and is not a folder",
+                         "give a folder, or a path that does not exist yet")
     return RunOptions(
         agent=args.agent, configs=configs, runs=args.runs or 1, timeout_s=args.timeout,
         concurrency=args.concurrency, deadline_s=args.deadline,
@@ -9227,7 +9356,23 @@ def output_path(value: str | None, flag: str, default: Path | None = None) -> Pa
     if path is None or path.is_dir() or path.name in ("benchmark.json", "benchmark.md"):
         raise InputError(f"{flag} {value or '(default)'}: not a file path this report may write",
                          "give a new file name such as results.xml or report.html")
+    kind = _special_file_kind(path)  # resolved: a link to a device is the device
+    if kind:
+        raise InputError(f"{flag} {value or '(default)'}: {path} is {kind}, not a regular file; "
+                         "the report would replace it", "give a new file name such as "
+                         "results.xml or report.html, or a regular file to overwrite")
     return path
+
+
+def _special_file_kind(path: Path) -> str:
+    """What `path` is when it exists and is not a regular file (or a folder); empty otherwise."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return ""
+    kinds = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+    return next((name for test, name in kinds if test(mode)), "")
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -9237,11 +9382,11 @@ def cmd_merge(args: argparse.Namespace) -> int:
                          f"merge first, then run report MERGED_DIR {flag} ...")
     target = Path(args.iteration).resolve()
     junit_path = output_path(args.junit, "--junit")
+    # benchmark.html is always written; a path asks for another copy (checked before merging)
+    html_path = output_path(args.html, "--html") if args.html else None
     benchmark, code = merge_shards(target, [Path(f) for f in args.merge], junit_path)
-    if args.html:  # benchmark.html is always written; a path asks for another copy
-        html_path = output_path(args.html, "--html")
-        if html_path:
-            write_text(html_path, html_page(benchmark, target))
+    if html_path:
+        write_text(html_path, html_page(benchmark, target))
     for missing in benchmark["metadata"]["missing_shards"]:
         print(f"missing shard {missing['shard']}: evals {', '.join(missing['evals'])}",
               file=sys.stderr)
@@ -9367,7 +9512,19 @@ def write_traceback(exc: BaseException) -> str:
         return "(could not be written; printed above)"
 
 
+def disk_refused(exc: OSError) -> EnvironmentProblem:
+    """A write the disk refused outside the write helpers: the file when the OS named it."""
+    if exc.filename:
+        return WriteFailed(Path(exc.filename), exc)
+    return EnvironmentProblem(f"a write failed: {exc.strerror or exc} (the system named no "
+                              "file; the workspace, the sandbox root or the temporary folder)",
+                              "free space on that filesystem or choose another --workspace or "
+                              "SKILL_EVAL_SANDBOX_ROOT")
+
+
 def main(argv: list[str] | None = None) -> int:
+    if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # from here: KeyboardInterrupt
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     CRASH_FOLDER.clear()
@@ -9389,6 +9546,9 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # --help and --version
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     except Exception as exc:
+        if isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS:  # never the runner's bug
+            print(disk_refused(exc).render(), file=sys.stderr)
+            return EXIT_ENVIRONMENT
         if debug:
             raise
         where = write_traceback(exc)
