@@ -591,6 +591,49 @@ class VerdictEndToEndTest(EndToEndCase):
         self.assertTrue(all(f["severity"] == "info" for f in flags))
         self.assertIn("non_discriminating_assertion: 22", run.md)
 
+    def test_five_evals_never_claim_at_the_five_percent_level(self) -> None:
+        # Issue 25: three wins and two ties were "improved" (CI [0.2, 1.0]); five wins of five
+        # too, at an exact two-sided p of 2 / 2^5 = 0.0625.
+        for helps, p_value in ((range(1, 4), 0.25), (range(1, 6), 0.0625)):
+            base = self.tmp.path / f"wins-{len(helps)}"
+            base.mkdir()
+            run = self.run_matrix({}, marker_script(),
+                                  root=make_repo(base, marked_suite(5, helps=helps)))
+            paired = run.b["paired"]
+            with self.subTest(wins=len(helps)):
+                self.assertEqual(run.code, 0, run.out + run.err)
+                self.assertEqual(paired["wins"], len(helps))
+                self.assertEqual(paired["test"]["p_value"], p_value)
+                self.assertEqual(paired["verdict"], "inconclusive")
+                self.assertEqual(paired["ci95"], [-1.0, 1.0])
+                self.assertIn("at least 6 are needed", paired["verdict_reason"])
+                self.assertIsNone(run.b["comparisons"][0]["power"]["mde"])
+                self.assertIn("**Verdict: inconclusive**", run.md)
+
+    @volume_test
+    def test_a_clear_effect_over_20_evals_and_3_runs_in_any_case_order(self) -> None:
+        # 12 evals helped (+1/3), 2 hurt (-1/3), 6 ties. A paired t-test on the per-eval
+        # deltas: mean 1/6, sd sqrt(1/19) = 0.2294, t = 3.25 on 19 df, p = 0.004 < 0.01.
+        # Above 16 evals the sign patterns are drawn at random, seeded from the deltas: the
+        # same suite with its cases in reverse order gives identical numbers.
+        suite = marked_suite(20, helps=range(1, 13), hurts=(13, 14))
+        forward = self.run_matrix(suite, marker_script(), args=("--runs", "3"))
+        paired = forward.b["paired"]
+        self.assertEqual((paired["wins"], paired["ties"], paired["losses"]), (12, 6, 2))
+        self.assertAlmostEqual(paired["mean_delta"], 1 / 6, places=12)
+        self.assertEqual(paired["verdict"], "improved", paired)
+        self.assertLess(paired["test"]["p_value"], 0.05)
+        self.assertGreater(paired["ci95"][0], 0)
+        self.assertFalse(paired["test"]["exact"])
+        suite["evals"].reverse()
+        (self.tmp.path / "reversed").mkdir()
+        backward = self.run_matrix({}, marker_script(), args=("--runs", "3"),
+                                   root=make_repo(self.tmp.path / "reversed", suite))
+        self.assertEqual([r["eval_id"] for r in backward.b["per_eval"]][:2], ["E20", "E19"])
+        self.assertEqual(backward.b["paired"], paired)
+        self.assertEqual(backward.b["comparisons"][0]["power"],
+                         forward.b["comparisons"][0]["power"])
+
     def test_helps_on_one_hurts_on_one_is_inconclusive(self) -> None:
         run = self.run_matrix(marked_suite(10, helps=[1], hurts=[2]), marker_script())
         paired = run.b["paired"]
