@@ -38,7 +38,6 @@ Sections (search for the banner "# ==== <name>"); each uses only those above it:
 from __future__ import annotations
 
 import argparse
-import bisect
 import collections
 import concurrent.futures
 import contextlib
@@ -4765,8 +4764,8 @@ def sign_flip_test(deltas: list[float], alpha: float = ALPHA) -> dict[str, Any]:
     tail = math.floor(alpha / 2 * patterns + 1e-9) - (unflipped - 1)
     # Below `tail` no shift is rejected: the interval is the whole range of a pass-rate delta.
     low, high = (means[tail - 1], means[-tail]) if tail >= 1 else (-1.0, 1.0)
-    at_most_zero = bisect.bisect_right(means, 0.0)
-    at_least_zero = len(means) - bisect.bisect_left(means, 0.0)
+    at_most_zero = sum(1 for m in means if m <= 0.0)
+    at_least_zero = sum(1 for m in means if m >= 0.0)
     p_value = min(1.0, 2 * (unflipped + min(at_most_zero, at_least_zero)) / patterns)
     return {"ci": (low, high), "p_value": p_value, "exact": exact, "patterns": patterns,
             "seed": seed, "min_p_value": min(1.0, 2 / patterns) if exact else None}
