@@ -19,9 +19,10 @@ What is asserted, and why not more:
 - coverage of ci95 at least 93%, with no effect and at the MDE.
 - power at the MDE between 55% and 90%. The issue's target is 70-90%; the forecast is the
   t-test's, and the exact test loses some of that power on coarse data, most at 10 evals
-  (about 61-63% measured). The README prints the table.
+  (62% measured; 70-78% from 20 evals). skills/skill-eval/references/statistics.md prints
+  the table.
 Suites per cell: 1,000 up to 20 evals, 500 at 50 (above 16 evals the Monte Carlo test costs
-about 15 ms of CPU a suite); about three minutes of CPU, printed with the table.
+about 15 ms of CPU a suite); about 100 s of CPU, printed with the table.
 """
 
 from __future__ import annotations
