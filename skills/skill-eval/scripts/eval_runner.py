@@ -5416,7 +5416,7 @@ def sign_flip_test(deltas: list[float], alpha: float = ALPHA) -> dict[str, Any]:
     at_least_zero = sum(1 for m in means if m >= 0.0)
     p_value = min(1.0, 2 * (unflipped + min(at_most_zero, at_least_zero)) / patterns)
     return {"ci": (low, high), "p_value": p_value, "exact": exact, "patterns": patterns,
-            "seed": seed, "min_p_value": min(1.0, 2 / patterns) if exact else None}
+            "seed": seed}
 
 
 def paired_statistics(per_eval: list[dict[str, Any]],
