@@ -70,6 +70,7 @@ import re
 import secrets
 import shutil
 import stat
+import statistics
 import subprocess
 import tempfile
 import threading
@@ -5307,9 +5308,17 @@ def timing_json(metrics: dict[str, dict[str, Any]]) -> dict[str, Any]:
 # ==== aggregation ============================================================
 
 
-BOOTSTRAP_RESAMPLES = 2000
-BOOTSTRAP_SEED = 20261129
-MIN_PAIRED_EVALS = 5
+ALPHA = 0.05  # two-sided, for every verdict, interval and forecast
+# Every sign pattern is enumerated up to this many evals (2^16 = 65,536 patterns); above it,
+# SIGN_FLIP_RESAMPLES random patterns seeded from the deltas give the p-value within about
+# +-0.004 at 0.05.
+SIGN_FLIP_EXACT_MAX_EVALS = 16
+SIGN_FLIP_RESAMPLES = 9999
+SIGN_FLIP_METHOD = ("sign-flip permutation test of the mean per-eval delta (evals are the "
+                    "unit, runs stay inside their eval); the interval inverts the test")
+# The fewest evals with which any outcome reaches p <= ALPHA: all six deltas of one sign give
+# the exact two-sided p = 2 / 2^6 = 0.031; with five it is at best 2 / 2^5 = 0.0625.
+MIN_PAIRED_EVALS = 6
 SEVERITIES_NEEDING_REVIEW = ("error", "warning")
 
 
@@ -5437,48 +5446,101 @@ def per_eval_rates(runs: list[dict[str, Any]], configs: tuple[str, ...]) -> list
     return rows
 
 
-def bootstrap_interval(pairs: list[tuple[list[float], list[float]]], resamples: int,
-                       seed: int) -> tuple[float, float]:
-    """95% percentile interval of the mean per-eval delta; evals, then runs, resampled."""
+def paired_deltas(pairs: list[tuple[list[float], list[float]]]) -> list[float]:
+    """Each eval's delta of mean pass rates (candidate minus baseline), in sorted order.
+
+    Only the multiset of deltas enters the test, so sorting makes every number independent of
+    the order in which the cases were listed or finished.
+    """
+    return sorted(_snap(_mean(cand) - _mean(base)) for cand, base in pairs)
+
+
+def _subset_table(values: list[float]) -> tuple[list[float], list[int]]:
+    """Sum and size of every subset of `values` (2^len entries, the empty subset first)."""
+    sums, sizes = [0.0], [0]
+    for value in values:
+        sums += [s + value for s in sums]
+        sizes += [k + 1 for k in sizes]
+    return sums, sizes
+
+
+def _content_seed(values: list[float]) -> int:
+    text = ",".join(f"{v:.12g}" for v in values)
+    return int.from_bytes(hashlib.sha256(text.encode("ascii")).digest()[:8], "big")
+
+
+def _sampled_subsets(values: list[float], draws: int,
+                     seed: int) -> tuple[list[float], list[int]]:
+    """Sum and size of `draws` random subsets (each value in with probability 1/2).
+
+    The values are cut into chunks of 10 whose 1,024 subsets are tabled once, so one draw
+    costs a lookup per chunk rather than a coin per eval.
+    """
     rng = random.Random(seed)
-    n = len(pairs)
-    fixed = all(len(c) == 1 and len(b) == 1 for c, b in pairs)
-    deltas = [c[0] - b[0] for c, b in pairs] if fixed else []
-    means = []
-    for _ in range(resamples):
-        if fixed:
-            means.append(math.fsum(rng.choices(deltas, k=n)) / n)
-            continue
-        total = 0.0
-        for cand, base in rng.choices(pairs, k=n):
-            total += _mean(rng.choices(cand, k=len(cand))) - _mean(rng.choices(base, k=len(base)))
-        means.append(total / n)
-    means.sort()
-    low = means[int(0.025 * (resamples - 1))]
-    high = means[int(math.ceil(0.975 * (resamples - 1)))]
-    return low, high
+    tables = [(len(chunk), *_subset_table(chunk))
+              for chunk in (values[i:i + 10] for i in range(0, len(values), 10))]
+    sums, sizes = [], []
+    for _ in range(draws):
+        total, size = 0.0, 0
+        for width, chunk_sums, chunk_sizes in tables:
+            pick = rng.getrandbits(width)
+            total += chunk_sums[pick]
+            size += chunk_sizes[pick]
+        sums.append(total)
+        sizes.append(size)
+    return sums, sizes
 
 
-def paired_statistics(per_eval: list[dict[str, Any]], configs: tuple[str, ...],
-                      resamples: int = BOOTSTRAP_RESAMPLES,
-                      seed: int = BOOTSTRAP_SEED) -> dict[str, Any] | None:
+def sign_flip_test(deltas: list[float], alpha: float = ALPHA) -> dict[str, Any]:
+    """Two-sided sign-flip permutation test of "mean delta = 0" and the interval it inverts to.
+
+    Under no effect an eval's delta is as likely to be +d as -d, so every pattern of signs is
+    equally likely. Flipping the signs of a subset F of the deltas shifted by s moves the sum
+    past the observed one exactly when the mean of F is at most s (or at least s, the other
+    tail), so the one-sided p-value at shift s is (1 + #subsets whose mean <= s) / patterns:
+    the interval's ends are order statistics of the subset means, and the verdict ("the
+    interval excludes 0") and the p-value agree by construction. Every pattern is enumerated
+    up to SIGN_FLIP_EXACT_MAX_EVALS evals; above that SIGN_FLIP_RESAMPLES random patterns,
+    seeded from the deltas themselves, plus the observed one.
+    """
+    values = sorted(deltas)
+    exact = len(values) <= SIGN_FLIP_EXACT_MAX_EVALS
+    seed = None if exact else _content_seed(values)
+    if exact:
+        sums, sizes = _subset_table(values)
+        sums, sizes, patterns = sums[1:], sizes[1:], 2 ** len(values)
+    else:
+        sums, sizes = _sampled_subsets(values, SIGN_FLIP_RESAMPLES, seed)
+        patterns = SIGN_FLIP_RESAMPLES + 1
+    # A sampled empty subset flips nothing: it ties with the observed pattern in both tails.
+    unflipped = 1 + sizes.count(0)
+    means = sorted(_snap(s) / k for s, k in zip(sums, sizes) if k)
+    tail = math.floor(alpha / 2 * patterns + 1e-9) - (unflipped - 1)
+    # Below `tail` no shift is rejected: the interval is the whole range of a pass-rate delta.
+    low, high = (means[tail - 1], means[-tail]) if tail >= 1 else (-1.0, 1.0)
+    at_most_zero = sum(1 for m in means if m <= 0.0)
+    at_least_zero = sum(1 for m in means if m >= 0.0)
+    p_value = min(1.0, 2 * (unflipped + min(at_most_zero, at_least_zero)) / patterns)
+    return {"ci": (low, high), "p_value": p_value, "exact": exact, "patterns": patterns,
+            "seed": seed}
+
+
+def paired_statistics(per_eval: list[dict[str, Any]],
+                      configs: tuple[str, ...]) -> dict[str, Any] | None:
     if len(configs) != 2:
         return None
-    pairs, deltas = [], []
-    for row in per_eval:
-        cand, base = (row["configs"][c]["pass_rates"] for c in configs)
-        if cand and base:
-            pairs.append((cand, base))
-            deltas.append(_snap(_mean(cand) - _mean(base)))
+    deltas = paired_deltas(_paired_rates(per_eval, configs))
     result: dict[str, Any] = {
-        "paired_evals": len(pairs), "min_paired_evals": MIN_PAIRED_EVALS,
-        "mean_delta": _snap(_mean(deltas)) if deltas else None, "ci95": None, "bootstrap": {
-            "resamples": resamples, "seed": seed, "method": "percentile; evals resampled, "
-            "then runs within each eval when there are several"},
+        "paired_evals": len(deltas), "min_paired_evals": MIN_PAIRED_EVALS,
+        "mean_delta": _snap(_mean(deltas)) if deltas else None, "ci95": None, "test": None,
         "wins": sum(_sign(d) > 0 for d in deltas), "ties": sum(_sign(d) == 0 for d in deltas),
         "losses": sum(_sign(d) < 0 for d in deltas)}
-    if pairs:
-        result["ci95"] = [_snap(bound) for bound in bootstrap_interval(pairs, resamples, seed)]
+    if deltas:
+        test = sign_flip_test(deltas)
+        result["ci95"] = [_snap(bound) for bound in test["ci"]]
+        result["test"] = {
+            "method": SIGN_FLIP_METHOD, "alpha": ALPHA, "p_value": test["p_value"],
+            "exact": test["exact"], "sign_patterns": test["patterns"], "seed": test["seed"]}
     result["verdict"], result["verdict_reason"] = _verdict(result)
     return result
 
@@ -5486,21 +5548,21 @@ def paired_statistics(per_eval: list[dict[str, Any]], configs: tuple[str, ...],
 def _verdict(stats: dict[str, Any]) -> tuple[str, str]:
     if stats["paired_evals"] < MIN_PAIRED_EVALS:
         return "inconclusive", (f"only {stats['paired_evals']} eval(s) scored in both configs; "
-                                f"at least {MIN_PAIRED_EVALS} are needed")
+                                f"at least {MIN_PAIRED_EVALS} are needed: with fewer, no "
+                                f"outcome reaches p <= {ALPHA:g} in the exact sign-flip test")
     low, high = stats["ci95"]
-    if _sign(low) > 0:
-        return "improved", "the 95% interval of the mean per-eval delta lies above 0"
-    if _sign(high) < 0:
-        return "regressed", "the 95% interval of the mean per-eval delta lies below 0"
-    return "inconclusive", "the 95% interval of the mean per-eval delta includes 0"
+    p_text = f"sign-flip p = {stats['test']['p_value']:.4g}"
+    if low > 0:
+        return "improved", f"the 95% interval of the mean per-eval delta lies above 0 ({p_text})"
+    if high < 0:
+        return "regressed", f"the 95% interval of the mean per-eval delta lies below 0 ({p_text})"
+    return "inconclusive", f"the 95% interval of the mean per-eval delta includes 0 ({p_text})"
 
 
-# How much data a verdict needs: the normal approximation for a two-sided test at alpha 0.05
-# with power 0.8 on the mean of the paired per-eval deltas (README: "How much data").
-Z_ALPHA_TWO_SIDED = 1.959963984540054  # z at 1 - 0.05 / 2
-Z_POWER = 0.8416212335729143  # z at 0.8
+FORECAST_POWER = 0.8
 FORECAST_TARGET_DELTA = 0.10
 MAX_FORECAST_RUNS = 50
+MAX_FORECAST_EVALS = 100000
 
 
 def comparisons(per_eval: list[dict[str, Any]], configs: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -5520,49 +5582,74 @@ def _paired_rates(per_eval: list[dict[str, Any]],
     return [(cand, base) for cand, base in rows if cand and base]
 
 
+def t_quantile(p: float, df: int) -> float:
+    """Student's t quantile: the Cornish-Fisher expansion in 1/df (within 3e-4 at df >= 5)."""
+    z = statistics.NormalDist().inv_cdf(p)
+    terms = ((z ** 3 + z) / 4,
+             (5 * z ** 5 + 16 * z ** 3 + 3 * z) / 96,
+             (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / 384,
+             (79 * z ** 9 + 776 * z ** 7 + 1482 * z ** 5 - 1920 * z ** 3 - 945 * z) / 92160)
+    return z + math.fsum(term / df ** (i + 1) for i, term in enumerate(terms))
+
+
+def minimum_detectable(sd: float, n: int) -> float | None:
+    """The true mean delta the verdict finds with FORECAST_POWER, for n evals of spread sd.
+
+    The sign-flip test on the mean has the power of a one-sample t-test on the same deltas
+    (both condition on the same spread), so the t-test's formula forecasts it:
+    (t_{n-1}(1 - alpha / 2) + t_{n-1}(power)) * sd / sqrt(n). None below MIN_PAIRED_EVALS,
+    where no outcome is a verdict.
+    """
+    if n < MIN_PAIRED_EVALS:
+        return None
+    factor = t_quantile(1 - ALPHA / 2, n - 1) + t_quantile(FORECAST_POWER, n - 1)
+    return factor * sd / math.sqrt(n)
+
+
 def power_forecast(per_eval: list[dict[str, Any]], pair: tuple[str, str],
                    observed: float | None) -> dict[str, Any]:
     """Minimum detectable effect, and evals (or runs per eval) a target delta would need.
 
-    sd is the sample SD of the paired per-eval deltas: the spread of their mean. The verdict's
-    bootstrap also resamples runs within an eval, which widens its interval by a run-level
-    variance; the interval's width uses that wider spread, the chance of the mean landing
-    beyond it uses sd, so the forecast describes the verdict rule actually used:
-    MDE = (z_alpha * sqrt(sd^2 + run variance) + z_power * sd) / sqrt(n).
+    sd is the sample SD of the paired per-eval deltas (each already the mean of its runs, so
+    it holds the run-to-run noise once); see minimum_detectable for the formula.
     """
     pairs = _paired_rates(per_eval, pair)
+    n = len(pairs)
     result: dict[str, Any] = {
-        "method": "normal approximation on the paired per-eval deltas", "alpha": 0.05,
-        "power": 0.8, "paired_evals": len(pairs), "sd_per_eval_delta": None,
-        "bootstrap_run_variance": None, "mde": None, "reason": None, "targets": []}
-    if len(pairs) < 2:
+        "method": "t approximation to the sign-flip test on the paired per-eval deltas",
+        "alpha": ALPHA, "power": FORECAST_POWER, "paired_evals": n,
+        "sd_per_eval_delta": None, "mde": None, "reason": None, "targets": []}
+    if n < 2:
         result["reason"] = "fewer than 2 paired evals: the spread of the deltas is unknown"
         return result
-    deltas = [_mean(cand) - _mean(base) for cand, base in pairs]
-    sd = math.sqrt(_sample_variance(deltas))
-    # What resampling r runs with replacement adds to an eval's delta: s^2 (r - 1) / r^2.
-    extra = _mean([math.fsum(_sample_variance(rates) * (len(rates) - 1) / len(rates) ** 2
-                             for rates in arms if len(rates) > 1) for arms in pairs])
-    spread = math.sqrt(sd ** 2 + extra)
-    n = len(pairs)
-    result.update(sd_per_eval_delta=sd, bootstrap_run_variance=extra)
-    if spread <= RATE_EPSILON:
-        result["reason"] = ("every paired eval has the same delta: with no spread the normal "
+    sd = math.sqrt(_sample_variance(paired_deltas(pairs)))
+    result["sd_per_eval_delta"] = sd
+    if sd <= RATE_EPSILON:
+        result["reason"] = ("every paired eval has the same delta: with no spread the "
                             "approximation cannot say what would be detected")
         return result
-    result["mde"] = _detectable(spread, sd) / math.sqrt(n)
+    result["mde"] = minimum_detectable(sd, n)
+    if result["mde"] is None:
+        result["reason"] = (f"only {n} paired evals: the verdict needs at least "
+                            f"{MIN_PAIRED_EVALS}, so nothing is detectable yet")
     targets = [("observed", abs(observed))] if observed and abs(observed) > RATE_EPSILON else []
     for label, target in [*targets, ("10 pp", FORECAST_TARGET_DELTA)]:
-        result["targets"].append({
-            "label": label, "delta": target,
-            "evals_needed": math.ceil((_detectable(spread, sd) / target) ** 2 - 1e-9),
-            **_runs_needed(pairs, sd, n, target)})
+        result["targets"].append({"label": label, "delta": target,
+                                  "evals_needed": _evals_needed(sd, target),
+                                  **_runs_needed(pairs, sd, n, target)})
     return result
 
 
-def _detectable(spread: float, sd: float) -> float:
-    """sqrt(n) times the true delta the verdict finds with the target power (see above)."""
-    return Z_ALPHA_TWO_SIDED * spread + Z_POWER * sd
+def _evals_needed(sd: float, target: float) -> int | None:
+    """The fewest paired evals whose MDE at this spread is at most `target`."""
+    guess = max(MIN_PAIRED_EVALS, math.ceil((2.8 * sd / target) ** 2 * 0.9))
+    while guess > MIN_PAIRED_EVALS and minimum_detectable(sd, guess - 1) <= target:
+        guess -= 1
+    while guess <= MAX_FORECAST_EVALS:
+        if minimum_detectable(sd, guess) <= target:
+            return guess
+        guess += 1
+    return None
 
 
 def _runs_needed(pairs: list[tuple[list[float], list[float]]], sd: float, n: int,
@@ -5570,18 +5657,20 @@ def _runs_needed(pairs: list[tuple[list[float], list[float]]], sd: float, n: int
     """Runs per eval that would bring the MDE with these n evals down to `target`.
 
     Model: an eval's delta varies by tau^2 between evals plus W / r from r runs per config
-    (W: the run-to-run variance of one run's delta, both configs added); the bootstrap adds
-    W (r - 1) / r^2. Needs at least two runs per config to measure W.
+    (W: the run-to-run variance of one run's delta, both configs added). Needs at least two
+    runs per config to measure W.
     """
     if not all(len(cand) > 1 and len(base) > 1 for cand, base in pairs):
         return {"runs_needed": None, "runs_note": "needs at least 2 runs per eval and config "
                 "to measure the run-to-run spread"}
+    if n < MIN_PAIRED_EVALS:
+        return {"runs_needed": None, "runs_note": f"needs at least {MIN_PAIRED_EVALS} evals "
+                "first"}
     within = _mean([_sample_variance(c) + _sample_variance(b) for c, b in pairs]) or 0.0
     runs = _mean([(len(c) + len(b)) / 2 for c, b in pairs]) or 1.0
     between = max(0.0, sd ** 2 - within / runs)
     for r in range(1, MAX_FORECAST_RUNS + 1):
-        spread = math.sqrt(between + within * (2 * r - 1) / r ** 2)
-        if _detectable(spread, math.sqrt(between + within / r)) / math.sqrt(n) <= target:
+        if minimum_detectable(math.sqrt(between + within / r), n) <= target:
             return {"runs_needed": r, "runs_note": "" if r <= RUNS_RANGE[1] else
                     f"more than --runs allows ({RUNS_RANGE[1]}); add evals instead"}
     return {"runs_needed": None, "runs_note": "more runs alone cannot reach it: the evals "
@@ -6416,8 +6505,9 @@ def _md_comparisons(b: dict[str, Any]) -> str:
                      f"{fmt_delta(mde).lstrip('+') if mde is not None else 'n/a'} |")
     notes = [line for c in compared for line in forecast_lines(c)]
     if notes:
-        lines += ["", "Power (two-sided alpha 0.05, power 0.8, normal approximation on the "
-                  "paired per-eval deltas; see README):", ""] + [f"- {n}" for n in notes]
+        lines += ["", "Power (two-sided alpha 0.05, power 0.8, t approximation to the sign-flip "
+                  "test on the paired per-eval deltas; see README):", ""]
+        lines += [f"- {n}" for n in notes]
     return "\n".join(lines) + "\n"
 
 
@@ -6792,8 +6882,8 @@ def across_lift_label(first: dict[str, Any]) -> str:
 
 ACROSS_AGENTS_CAVEAT = ("Each agent ran the suite in its own iteration and graded its answers "
                         "with its own grader, so a difference between agents mixes the executor "
-                        "with the judge. A verdict is each agent's own paired bootstrap over its "
-                        "evals (see its benchmark.md).")
+                        "with the judge. A verdict is each agent's own paired sign-flip test "
+                        "over its evals (see its benchmark.md).")
 
 
 def _lift_cell(row: dict[str, Any] | None) -> str:
@@ -9271,10 +9361,13 @@ def dry_run_forecast(suite: Suite, options: RunOptions, planned_evals: int) -> l
                       "power": power_forecast(benchmark["per_eval"], pair,
                                               stats.get("mean_delta"))}
         lines += [f"  {pair[0]} {line}" for line in forecast_lines(comparison, True)]
-        mde, n = comparison["power"]["mde"], comparison["power"]["paired_evals"]
-        if mde is not None and planned_evals and planned_evals != n:
+        sd, n = comparison["power"]["sd_per_eval_delta"], comparison["power"]["paired_evals"]
+        planned_mde = minimum_detectable(sd, planned_evals) if sd and planned_evals else None
+        if sd and planned_evals and planned_evals != n:
             lines.append(f"  {pair[0]} vs {pair[1]}: with the {planned_evals} evals planned now, "
-                         f"about {fmt_delta(mde * math.sqrt(n / planned_evals)).lstrip('+')}")
+                         + (f"about {fmt_delta(planned_mde).lstrip('+')}" if planned_mde
+                            is not None else f"none: a verdict needs at least "
+                            f"{MIN_PAIRED_EVALS} evals"))
     return lines
 
 
