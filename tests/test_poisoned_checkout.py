@@ -210,9 +210,27 @@ class GitStateTests(UnconfinedRun):
         self.assertNotIn("node_modules/pkg/index.js", snapshot.entries)
         (self.root / "node_modules/pkg/index.js").write_text("changed\n")
         self.assertEqual(snapshot.compare()["changed_count"], 0, "documented as unseen")
-        (self.root / "debug.log").write_text("changed\n")
+        later = time.time_ns() + 2_000_000_000
+        os.utime(self.root / "debug.log", ns=(later, later))  # not hashed: a touch is a change
         self.assertEqual(snapshot.compare()["changed"],
                          [{"path": "debug.log", "change": "modified"}])
+        self.assertIsNone(snapshot.entries["debug.log"][1], "compared by metadata, not read")
+
+    def test_an_ignored_workspace_another_run_makes_is_not_a_change(self) -> None:
+        (self.root / ".gitignore").write_text("evals/*/workspace/\n")
+        iteration = self.root / "evals/demo/workspace/claude/iteration-1"
+        iteration.mkdir(parents=True)
+        (self.root / "evals/other").mkdir()
+        (self.root / "evals/other/evals.json").write_text("{}")  # another suite
+        snapshot = runner.CheckoutSnapshot.take(self.root, iteration)
+        other = self.root / "evals/other/workspace/codex/iteration-1"
+        other.mkdir(parents=True)
+        (other / "benchmark.json").write_text("{}")
+        (self.root / "evals/demo/workspace/codex").mkdir()
+        self.assertEqual(snapshot.compare()["changed_count"], 0)
+        (self.root / "evals/other/planted.py").write_text("x\n")
+        self.assertEqual(snapshot.compare()["changed"],
+                         [{"path": "evals/other/planted.py", "change": "added"}])
 
     def test_a_worktree_sees_its_own_branch_not_the_others(self) -> None:
         worktree = self.tmp.path / "wt"

@@ -6751,7 +6751,8 @@ def _classify_change(key: tuple, digest: str | None, now: tuple, path: str) -> s
         return "type changed"
     if now[2] != key[2]:
         return "mode changed"
-    if now[1] != key[1] or _content_hash(path, now[0]) != digest:
+    # No digest: compared by metadata only (what git ignores), so moved metadata is a change.
+    if now[1] != key[1] or digest is None or _content_hash(path, now[0]) != digest:
         return "modified"
     return None
 
@@ -6804,7 +6805,13 @@ def _git_listing(root: Path) -> tuple[list[str] | None, list[str]]:
     ok, hidden = run_git(["ls-files", "-z", "--others", "--ignored", "--exclude-standard",
                           "--directory"], root)
     names = [rel.rstrip("/") for rel in out.split("\0") if rel]
-    return names, [rel.rstrip("/") for rel in hidden.split("\0") if rel] if ok else []
+    return names, [rel.rstrip("/") for rel in hidden.split("\0")
+                   if rel and not RUN_FOLDERS.fullmatch(rel)] if ok else []
+
+
+# An ignored default workspace (or its agent folder), listed as one entry: another run may
+# create one at any time, and the iteration folders in it are the runs' own (see above).
+RUN_FOLDERS = re.compile(r"evals/[^/]+/workspace(/[^/]+)?/")
 
 
 def _git_folders(root: Path) -> tuple[str, str]:
