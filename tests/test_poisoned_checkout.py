@@ -115,6 +115,17 @@ class PoisonedSkillTests(UnconfinedRun):
         self.assertEqual(load(iteration / "eval-E01/with_skill/run-1", "run.json")["status"],
                          "ok")
 
+    def test_a_poisoned_revision_copy_fails_the_cell_instead_of_delivering(self) -> None:
+        copy = (f"{self.tmp.path}/sandboxes/skill-eval-template-*/revision-0/skills/demo/"
+                "SKILL.md")
+        script = {"cases": [{"match": "Task number 1.", "role": "executor",
+                             "spec": {"shell_write_files": {copy: POISON}}}]}
+        code, out, iteration = self.run_suite(script, "--config", "with_skill@HEAD")
+        self.assertEqual(code, 1, out)
+        record = load(iteration / "eval-E02/with_skill@HEAD/run-1", "run.json")
+        self.assertEqual(record["status"], "runner_error", record)
+        self.assertIn("differs from the snapshot", record["failure"]["detail"])
+
 
 class CoveredWriteTests(UnconfinedRun):
     """Writes whose content is as before: a plain touch stays touched_only elsewhere."""
