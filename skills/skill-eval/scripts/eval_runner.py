@@ -88,7 +88,7 @@ DEFAULT_TIMEOUT_S = 600.0
 
 TOP_LEVEL_KEYS = frozenset(
     {"skill_name", "evals", "common_assertions", "schema_version", "purpose",
-     "coverage_notes", "scoring"}
+     "coverage_notes", "scoring", "common_checks"}
 )
 REQUIRED_TOP_LEVEL_KEYS = ("skill_name", "evals")
 SCORING_KEYS = frozenset(
@@ -96,12 +96,24 @@ SCORING_KEYS = frozenset(
 )
 CASE_KEYS = frozenset(
     {"id", "prompt", "expectations", "files", "name", "expected_output", "archetype",
-     "project_class"}
+     "project_class", "checks"}
 )
 REQUIRED_CASE_KEYS = ("id", "prompt")
 MAX_SUITE_BYTES = 10 * 1024 * 1024
 MAX_JSON_DEPTH = 64
 MAX_NAME_CHARS = 100  # skill names and case ids become folder names
+
+# Deterministic checks (README: `checks`): each names exactly one subject, and one test of it.
+CHECK_SUBJECTS = ("run", "file", "answer")
+CHECK_TESTS = {"run": ("exit_code",), "file": ("exists", "contains", "matches", "json"),
+               "answer": ("contains", "matches")}
+CHECK_OPTIONS = {"run": ("timeout", "protect"), "file": (), "answer": ()}
+CHECK_KEYS = frozenset({"name", *CHECK_SUBJECTS, "exit_code", "exists", "contains", "matches",
+                        "json", "timeout", "protect"})
+ANSWER_SOURCES = ("reply", "artifact")  # the recorded final answer, or the written artifact
+CHECK_TIMEOUT_RANGE = (1, 3600)
+CHECK_DEFAULT_TIMEOUT_S = 120
+EXPECTATION_OBJECT_KEYS = frozenset({"text", "check"})
 
 # Folders that hold host-local or generated state; never delivered, never fixtures. The
 # agent adapters add, when they are registered, the folders their CLI reads skills and
@@ -112,7 +124,7 @@ FIXTURE_FORBIDDEN_DIR_NAMES: set[str] = {".git", "node_modules", "workspace"}
 STATUS_OK = "ok"
 STATUSES = (
     "ok", "executor_failed", "executor_timeout", "grader_failed", "grader_timeout",
-    "grader_unparseable", "runner_error", "cancelled",
+    "grader_unparseable", "runner_error", "cancelled", "check_error",
 )
 
 ARTIFACT_RELPATH = ".skill-eval/artifact.md"
@@ -262,6 +274,35 @@ class WriteFailed(EnvironmentProblem):
 
 
 @dataclasses.dataclass
+class Check:
+    """One deterministic check: a subject (a command, a sandbox file, the answer) and a test."""
+
+    name: str  # the author's, or a description made from the check
+    subject: str  # "run", "file" or "answer"
+    target: str  # the command, the sandbox-relative path, or "reply"/"artifact"
+    test: str  # "exit_code", "exists", "contains", "matches" or "json"
+    expected: Any  # the exit code, True/False, the text, the pattern, or True
+    timeout_s: float = CHECK_DEFAULT_TIMEOUT_S
+    protect: list[str] = dataclasses.field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def describe_check(subject: str, target: str, test: str, expected: Any) -> str:
+    """A check's text when its author gave it no name."""
+    if subject == "run":
+        return f"check: `{target[:120]}` exits {expected}"
+    what = target if subject == "file" else f"the {target}"
+    if test == "exists":
+        return f"check: {what} {'exists' if expected else 'does not exist'}"
+    if test == "json":
+        return f"check: {what} parses as JSON"
+    verb = "contains" if test == "contains" else "matches"
+    return f"check: {what} {verb} {str(expected)[:80]!r}"
+
+
+@dataclasses.dataclass
 class Case:
     id: str | int
     index: int
@@ -270,6 +311,8 @@ class Case:
     expectations: list[str]
     files: list[str]  # repository-relative, as resolved by validation
     expected_output: str = ""  # for people and the grader's author; never for the executor
+    checks: list[Check] = dataclasses.field(default_factory=list)  # never for the executor
+    paired_checks: dict[str, str] = dataclasses.field(default_factory=dict)  # text -> check
 
     @property
     def key(self) -> str:
@@ -284,6 +327,16 @@ class Suite:
     common_assertions: list[str]
     cases: list[Case]
     sha256: str
+    common_checks: list[Check] = dataclasses.field(default_factory=list)
+    common_paired_checks: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def checks_for(self, case: Case) -> list[Check]:
+        """Common checks then the case's own (validation keeps their names apart)."""
+        return [*self.common_checks, *case.checks]
+
+    def paired_checks_for(self, case: Case) -> dict[str, str]:
+        """Assertion text -> the name of the check that decides the same fact."""
+        return {**self.common_paired_checks, **case.paired_checks}
 
     def assertions_for(self, case: Case) -> list[str]:
         """Common assertions then the case's own, each text once, in order."""
@@ -445,6 +498,7 @@ class RunRecord:
     grading: dict[str, Any] | None = None  # verdicts per assertion, once graded
     grader_metrics: dict[str, dict[str, Any]] | None = None  # all grader calls together
     grader_calls: list[dict[str, Any]] | None = None  # one entry per grader process
+    checks: dict[str, Any] | None = None  # the deterministic checks' results, time, protection
     regraded_from: dict[str, Any] | None = None  # the run whose recorded answer was graded
     permission_denials: list[Any] = dataclasses.field(default_factory=list)
     skill_read: dict[str, Any] | None = None
@@ -791,6 +845,8 @@ class SuiteChecker:
         self.problems: list[Problem] = []
         self.fixture_files: set[str] = set()
         self.skill_name: str | None = None
+        self.common_checks: list[Check] = []
+        self.common_paired: dict[str, tuple[str, str]] = {}  # text -> (check name, JSON path)
 
     def error(self, message: str, path: str, fix: str, case_id: str | None = None) -> None:
         self.problems.append(Problem("error", message, self.file, path, case_id, fix))
@@ -851,8 +907,12 @@ class SuiteChecker:
         skill_name = self.skill_name = self.check_skill_name(data.get("skill_name"))
         common = []
         if "common_assertions" in data:
-            common = self.string_list(data["common_assertions"], "common_assertions",
-                                      "common_assertions")
+            common, self.common_paired = self.assertion_list(
+                data["common_assertions"], "common_assertions", "common_assertions", None)
+        if "common_checks" in data:
+            self.common_checks = self.check_list(data["common_checks"], "common_checks", None, [])
+        self.check_pairs(self.common_paired, self.common_checks, None)
+        self.check_names_apart(self.common_checks, common, "common_checks", None)
         self.check_scoring(data.get("scoring"))
         cases = self.check_cases(data.get("evals"), common) if "evals" in data else []
         return skill_name, common, cases
@@ -938,10 +998,17 @@ class SuiteChecker:
         if "prompt" in raw and (not isinstance(prompt, str) or not prompt.strip()):
             self.error("prompt must be a non-empty string", _path_join(path, "prompt"),
                        "write the task the executor should perform", cid)
-        expectations = []
+        expectations, paired = [], {}
         if "expectations" in raw:
-            expectations = self.string_list(raw["expectations"], _path_join(path, "expectations"),
-                                            "expectations", cid)
+            expectations, paired = self.assertion_list(
+                raw["expectations"], _path_join(path, "expectations"), "expectations", cid)
+        checks = []
+        if "checks" in raw:
+            checks = self.check_list(raw["checks"], _path_join(path, "checks"), cid,
+                                     self.common_checks)
+        self.check_pairs(paired, [*self.common_checks, *checks], cid)
+        self.check_names_apart(checks, [*common, *expectations], _path_join(path, "checks"), cid)
+        self.check_names_apart(self.common_checks, expectations, "common_checks", cid)
         files = []
         if "files" in raw:
             files = self.check_files(raw["files"], _path_join(path, "files"), cid)
@@ -949,16 +1016,20 @@ class SuiteChecker:
         expected_output = self.optional_text(raw, "expected_output", path, cid)
         for key in ("archetype", "project_class"):
             self.optional_text(raw, key, path, cid)
-        self.check_assertion_overlap(common, expectations, path, cid)
+        self.check_assertion_overlap(common, expectations, path, cid,
+                                     bool(checks or self.common_checks))
         if case_id is None or not isinstance(prompt, str) or not prompt.strip():
             return None
-        return Case(case_id, index, prompt, name, expectations, files, expected_output)
+        return Case(case_id, index, prompt, name, expectations, files, expected_output, checks,
+                    {text: check for text, (check, _) in paired.items()})
 
     def check_assertion_overlap(self, common: list[str], own: list[str], path: str,
-                                cid: str | None) -> None:
+                                cid: str | None, has_checks: bool = False) -> None:
         if not common and not own:
-            self.warning("case has no assertions: nothing to grade", path,
-                         "add expectations to the case or common_assertions to the suite", cid)
+            if not has_checks:
+                self.warning("case has no assertions: nothing to grade", path,
+                             "add expectations to the case or common_assertions to the suite",
+                             cid)
             return
         seen: set[str] = set()
         for i, text in enumerate([*common, *own]):
@@ -968,6 +1039,225 @@ class SuiteChecker:
                 self.warning(f"assertion {text[:60]!r} appears twice; it is graded once", where,
                              "remove the repeated assertion", cid)
             seen.add(text)
+
+    # -- assertions that name a check, and the checks ------------------------
+
+    def assertion_list(self, value: Any, path: str, what: str, cid: str | None
+                       ) -> tuple[list[str], dict[str, tuple[str, str]]]:
+        """Assertion texts; an entry may be {"text": ..., "check": NAME}, pairing the text
+        with the check that decides the same fact (text -> (name, JSON path))."""
+        if not isinstance(value, list):
+            return self.string_list(value, path, what, cid), {}
+        # Plain entries are checked as they always were; objects are read below.
+        self.string_list([item if not isinstance(item, dict) else "object" for item in value],
+                         path, what, cid)
+        texts, paired = [], {}
+        for i, item in enumerate(value):
+            item_path = _path_join(path, i)
+            if not isinstance(item, dict):
+                if isinstance(item, str) and item.strip():
+                    texts.append(item)
+                continue
+            self.check_unknown_keys(item, EXPECTATION_OBJECT_KEYS, item_path, "assertion", cid)
+            text, check = item.get("text"), item.get("check")
+            if not isinstance(text, str) or not text.strip():
+                self.error("an assertion object needs a non-empty 'text'",
+                           _path_join(item_path, "text"),
+                           'write it as {"text": "...", "check": "<check name>"}', cid)
+                continue
+            texts.append(text)
+            if not isinstance(check, str) or not check.strip():
+                self.error("'check' must name one of the case's checks",
+                           _path_join(item_path, "check"),
+                           "give the name of a check in the case's checks or common_checks, "
+                           "or write the assertion as a plain string", cid)
+                continue
+            paired[text] = (check, _path_join(item_path, "check"))
+        return texts, paired
+
+    def check_pairs(self, paired: dict[str, tuple[str, str]], checks: list[Check],
+                    cid: str | None) -> None:
+        names = [check.name for check in checks]
+        for name, where in paired.values():
+            if name not in names:
+                hint = _did_you_mean(name, names)
+                self.error(f"assertion names check {name!r}, which this case does not have",
+                           where, f"{hint}known checks: {', '.join(names) or 'none'}; name "
+                           "the check with \"name\" and use that", cid)
+
+    def check_names_apart(self, checks: list[Check], texts: list[str], path: str,
+                          cid: str | None) -> None:
+        """A check named like an assertion would share its row in every report."""
+        for check in checks:
+            if check.name in texts:
+                self.error(f"check name {check.name[:60]!r} is also the text of an assertion",
+                           path, "name the check differently, e.g. after the command or file "
+                           "it looks at; to pair them write the assertion as {\"text\": ..., "
+                           "\"check\": NAME}", cid)
+
+    def check_list(self, value: Any, path: str, cid: str | None,
+                   inherited: list[Check]) -> list[Check]:
+        if not isinstance(value, list):
+            self.error(f"checks must be a list of objects, not {_type_name(value)}", path,
+                       'write it as [{"run": "python3 -m unittest", "exit_code": 0}]', cid)
+            return []
+        checks = []
+        seen = {check.name: "common_checks" for check in inherited}
+        for i, raw in enumerate(value):
+            check = self.check_one(raw, _path_join(path, i), cid)
+            if check is None:
+                continue
+            if check.name in seen:
+                self.error(f"check name {check.name!r} is used twice (also {seen[check.name]})",
+                           _path_join(_path_join(path, i), "name"),
+                           "give every check of a case its own \"name\"", cid)
+                continue
+            seen[check.name] = _path_join(path, i)
+            checks.append(check)
+        return checks
+
+    def check_one(self, raw: Any, path: str, cid: str | None) -> Check | None:
+        if not isinstance(raw, dict):
+            self.error(f"a check must be an object, not {_type_name(raw)}", path,
+                       'write it as {"file": "src/app.py", "exists": true}', cid)
+            return None
+        self.check_unknown_keys(raw, CHECK_KEYS, path, "check", cid)
+        subjects = [key for key in CHECK_SUBJECTS if key in raw]
+        if len(subjects) != 1:
+            found = ", ".join(subjects) if subjects else "none"
+            self.error(f"a check needs exactly one of run, file or answer (found {found})", path,
+                       "split it into one check per subject", cid)
+            return None
+        subject = subjects[0]
+        for key in sorted(set(raw) & CHECK_KEYS - {"name", subject}):
+            if key not in CHECK_TESTS[subject] + CHECK_OPTIONS[subject]:
+                self.error(f"{key!r} does not apply to a {subject} check", _path_join(path, key),
+                           f"a {subject} check takes "
+                           f"{', '.join(CHECK_TESTS[subject] + CHECK_OPTIONS[subject])}", cid)
+        target = self.check_target(subject, raw[subject], _path_join(path, subject), cid)
+        test, expected = self.check_test(subject, raw, path, cid)
+        name = self.check_name(raw, path, cid)
+        timeout = self.check_timeout(raw, path, cid)
+        protect = self.check_protect(raw, path, cid)
+        if None in (target, test, timeout, protect) or name == "":
+            return None
+        return Check(name or describe_check(subject, target, test, expected), subject, target,
+                     test, expected, timeout, protect)
+
+    def check_name(self, raw: dict, path: str, cid: str | None) -> str | None:
+        """The author's name, None when there is none, "" when it is unusable."""
+        if "name" not in raw:
+            return None
+        value = raw["name"]
+        if not isinstance(value, str) or not value.strip() or len(value) > MAX_NAME_CHARS:
+            self.error(f"a check name must be a non-empty string of up to {MAX_NAME_CHARS} "
+                       "characters", _path_join(path, "name"),
+                       'name the fact it decides, e.g. "tests pass"', cid)
+            return ""
+        return value
+
+    def check_target(self, subject: str, value: Any, path: str, cid: str | None) -> str | None:
+        if subject == "run":
+            if not isinstance(value, str) or not value.strip() or "\x00" in value:
+                self.error("'run' must be a non-empty shell command", path,
+                           'write the command, e.g. "python3 -m unittest -q"', cid)
+                return None
+            return value
+        if subject == "answer":
+            if value not in ANSWER_SOURCES:
+                hint = _did_you_mean(str(value), ANSWER_SOURCES) if isinstance(value, str) else ""
+                self.error(f"'answer' must be one of {', '.join(ANSWER_SOURCES)}, not "
+                           f"{_shown(value)}", path, f"{hint}\"reply\" is the executor's final "
+                           "answer, \"artifact\" the document it wrote", cid)
+                return None
+            return value
+        return self.sandbox_path(value, path, cid, "'file'")
+
+    def sandbox_path(self, value: Any, path: str, cid: str | None, what: str) -> str | None:
+        """A path relative to the sandbox that stays inside it, checked as fixture paths are."""
+        if not isinstance(value, str) or not value.strip():
+            self.error(f"{what} must be a non-empty path", path,
+                       "write a path relative to the repository root, e.g. src/app.py", cid)
+            return None
+        if "\x00" in value or os.path.isabs(value) or value.startswith("~"):
+            self.error(f"{what} path {value!r} must be relative to the sandbox", path,
+                       "write it from the repository root, e.g. src/app.py", cid)
+            return None
+        rel = os.path.normpath(value)
+        if rel == ".." or rel.startswith("../"):
+            self.error(f"{what} path {value!r} climbs out of the sandbox", path,
+                       "remove the '..' parts", cid)
+            return None
+        bad = _forbidden_fixture_part(Path(rel))
+        if bad or rel == ".":
+            self.error(f"{what} path {value!r} " + (f"lies under {bad}/, which is not delivered"
+                                                     if bad else "names the whole sandbox"),
+                       path, "name a file or folder of the task", cid)
+            return None
+        return Path(rel).as_posix()
+
+    def check_test(self, subject: str, raw: dict, path: str, cid: str | None
+                   ) -> tuple[str | None, Any]:
+        tests = [key for key in CHECK_TESTS[subject] if key in raw]
+        if subject == "run":
+            code = raw.get("exit_code", 0)
+            if not isinstance(code, int) or isinstance(code, bool) or not 0 <= code <= 255:
+                self.error(f"exit_code must be an integer from 0 to 255, not {_shown(code)}",
+                           _path_join(path, "exit_code"), "write the expected exit code, e.g. 0",
+                           cid)
+                return None, None
+            return "exit_code", code
+        if len(tests) != 1:
+            self.error(f"a {subject} check needs exactly one of {', '.join(CHECK_TESTS[subject])} "
+                       f"(found {', '.join(tests) or 'none'})", path,
+                       'add one, e.g. "contains": "def main"; split several into several checks',
+                       cid)
+            return None, None
+        test, value = tests[0], raw[tests[0]]
+        where = _path_join(path, test)
+        if test in ("exists", "json") and not isinstance(value, bool):
+            self.error(f"{test!r} must be true or false, not {_shown(value)}", where,
+                       f'write "{test}": true', cid)
+            return None, None
+        if test == "json" and value is not True:
+            self.error("'json' can only be true", where,
+                       'write "json": true, or {"file": ..., "exists": true} for presence', cid)
+            return None, None
+        if test in ("contains", "matches") and (not isinstance(value, str) or not value):
+            self.error(f"{test!r} must be a non-empty string, not {_shown(value)}", where,
+                       "write the text or the regular expression in quotes", cid)
+            return None, None
+        if test == "matches":
+            try:
+                re.compile(value)
+            except re.error as exc:
+                self.error(f"'matches' is not a valid regular expression: {exc}", where,
+                           "correct the pattern (Python re syntax); escape literal characters "
+                           "such as ( or [ with a backslash", cid)
+                return None, None
+        return test, value
+
+    def check_timeout(self, raw: dict, path: str, cid: str | None) -> float | None:
+        value = raw.get("timeout", CHECK_DEFAULT_TIMEOUT_S)
+        low, high = CHECK_TIMEOUT_RANGE
+        if (not isinstance(value, (int, float)) or isinstance(value, bool)
+                or not low <= value <= high):
+            self.error(f"timeout must be a number of seconds from {low} to {high}, not "
+                       f"{_shown(value)}", _path_join(path, "timeout"),
+                       f"write e.g. \"timeout\": {CHECK_DEFAULT_TIMEOUT_S}", cid)
+            return None
+        return float(value)
+
+    def check_protect(self, raw: dict, path: str, cid: str | None) -> list[str] | None:
+        value = raw.get("protect", [])
+        where = _path_join(path, "protect")
+        if not isinstance(value, list):
+            self.error(f"protect must be a list of paths, not {_type_name(value)}", where,
+                       'write it as ["tests/"]', cid)
+            return None
+        paths = [self.sandbox_path(item, _path_join(where, i), cid, "a protect")
+                 for i, item in enumerate(value)]
+        return None if None in paths else list(dict.fromkeys(paths))
 
     # -- fixture files -----------------------------------------------------
 
@@ -1076,6 +1366,15 @@ class SuiteChecker:
             inner.append(inner_rel.as_posix())
         self.fixture_files.update(inner)
         return rel.as_posix()
+
+
+def _shown(value: Any) -> str:
+    """A value as the suite wrote it, short enough for a message."""
+    if isinstance(value, _NonFinite):
+        return value.token
+    text = json.dumps(value) if isinstance(value, (str, int, float, bool, type(None))) else \
+        _type_name(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _type_name(value: Any) -> str:
@@ -1244,7 +1543,8 @@ def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedS
     if any(p.severity == "error" for p in problems) or root is None or skill_name is None:
         return LoadedSuite(None, problems, checker.fixture_files)
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    suite = Suite(suite_path, root, skill_name, common, cases, digest)
+    suite = Suite(suite_path, root, skill_name, common, cases, digest, checker.common_checks,
+                  {text: check for text, (check, _) in checker.common_paired.items()})
     problems += withholding_problems(suite)
     return LoadedSuite(suite, problems, checker.fixture_files)
 
@@ -1275,6 +1575,7 @@ def suite_counts(loaded: LoadedSuite) -> dict[str, int]:
     return {
         "cases": len(cases),
         "assertions": sum(len(suite.assertions_for(c)) for c in cases) if suite else 0,
+        "checks": sum(len(suite.checks_for(c)) for c in cases) if suite else 0,
         "fixture_files": len(loaded.fixture_files),
         "errors": len(loaded.errors),
         "warnings": len(loaded.warnings),
@@ -2382,6 +2683,129 @@ def sandbox_changes(repo: Path, baseline: Path, git_record: dict[str, Any]) -> d
             "deleted" if "D" in code else "modified")
         changes[kind].append(path)
     return {"captured": True, **{k: sorted(v) for k, v in changes.items()}}
+
+
+# -- protected paths: what a check relies on, put back as it was delivered -----------------
+
+PROTECT_READ_CAP = 64 * 1024 * 1024  # a delivered tree larger than this is not read back
+
+
+def delivered_tree(baseline: Path, commit: str, rel: str) -> dict[str, tuple[str, bytes]]:
+    """What the cell's baseline commit holds at `rel` (a file or a folder): path -> (git mode,
+    bytes), read from the runner's own baseline repository, never from the sandbox's .git.
+    Raises OSError when git cannot read it."""
+    ok, out = run_git([f"--git-dir={baseline}", *GIT_READ_ONLY, "ls-tree", "-r", "-z",
+                       "--full-tree", commit, "--", rel], baseline)
+    if not ok:
+        raise OSError(f"cannot list {rel} in the baseline: {out}")
+    entries = {}
+    for line in filter(None, out.split("\0")):
+        info, _, path = line.partition("\t")
+        mode, kind, obj = info.split()
+        if kind == "blob":
+            entries[path] = (mode, obj)
+    if not entries:
+        return {}
+    done = subprocess.run(["git", f"--git-dir={baseline}", *GIT_READ_ONLY, "cat-file", "--batch"],
+                          cwd=baseline, env=git_environment(), capture_output=True, timeout=300,
+                          input="".join(f"{obj}\n" for _, obj in entries.values()).encode(),
+                          check=False)
+    if done.returncode != 0 or len(done.stdout) > PROTECT_READ_CAP:
+        raise OSError(f"cannot read {rel} from the baseline: "
+                      f"{done.stderr.decode('utf-8', 'replace').strip()[-300:] or 'too large'}")
+    tree, data, at = {}, done.stdout, 0
+    for path, (mode, _) in entries.items():
+        end = data.index(b"\n", at)
+        size = int(data[at:end].split()[2])
+        tree[path] = (mode, data[end + 1:end + 1 + size])
+        at = end + 1 + size + 1
+    return tree
+
+
+def _generated(rel: str) -> bool:
+    """Host-local or generated state (__pycache__, node_modules): never delivered, so its
+    appearance is not a change; restoring removes it all the same."""
+    return any(part in EXCLUDED_DIR_NAMES for part in rel.split("/"))
+
+
+def _link_in_parents(repo: Path, rel: str) -> str | None:
+    """The first folder above `rel` that is not a real folder (a link, a file), or None."""
+    parts = rel.split("/")[:-1]
+    for depth in range(1, len(parts) + 1):
+        ancestor = "/".join(parts[:depth])
+        try:
+            mode = os.lstat(repo / ancestor).st_mode
+        except FileNotFoundError:
+            return None
+        if not stat.S_ISDIR(mode):
+            return ancestor
+    return None
+
+
+def sandbox_tree(repo: Path, rel: str) -> dict[str, tuple[str, bytes]]:
+    """What the sandbox holds at `rel` now, in delivered_tree's shape; no link is followed
+    (a link is its target, anything but files and links is its kind)."""
+    found: dict[str, tuple[str, bytes]] = {}
+
+    def add(path: str) -> None:
+        full = repo / path
+        mode = os.lstat(full).st_mode
+        if stat.S_ISLNK(mode):
+            found[path] = ("120000", os.readlink(full).encode("utf-8", "surrogateescape"))
+        elif stat.S_ISREG(mode):
+            with open(full, "rb") as handle:
+                found[path] = ("100755" if mode & 0o100 else "100644",
+                               handle.read(PROTECT_READ_CAP))
+        else:
+            found[path] = (f"special {stat.S_IFMT(mode):o}", b"")  # a FIFO, a socket, ...
+
+    top = repo / rel
+    if not os.path.lexists(top):
+        return found
+    if not (top.is_dir() and not top.is_symlink()):
+        add(rel)
+        return found
+    for folder, dirs, files in os.walk(top, followlinks=False):
+        for name in [*files, *(d for d in dirs if os.path.islink(os.path.join(folder, d)))]:
+            add(Path(folder, name).relative_to(repo).as_posix())
+    return found
+
+
+def protected_changes(repo: Path, baseline: Path, commit: str, rel: str) -> list[str]:
+    """The files under `rel` the executor added, changed or deleted since delivery."""
+    parent = _link_in_parents(repo, rel)
+    if parent is not None:
+        return [parent]
+    delivered, now = delivered_tree(baseline, commit, rel), sandbox_tree(repo, rel)
+    now = {path: entry for path, entry in now.items() if not _generated(path)}
+    return sorted(path for path in set(delivered) | set(now)
+                  if delivered.get(path) != now.get(path))
+
+
+def restore_delivered(repo: Path, baseline: Path, commit: str, rel: str) -> None:
+    """Put `rel` back exactly as delivered: whatever is there now goes (links are removed,
+    never followed), then the baseline's files are written."""
+    delivered = delivered_tree(baseline, commit, rel)
+    parts = rel.split("/")
+    for depth in range(1, len(parts)):  # every folder above rel a real folder
+        ancestor = repo / "/".join(parts[:depth])
+        if os.path.lexists(ancestor) and not (ancestor.is_dir() and not ancestor.is_symlink()):
+            os.unlink(ancestor)
+        if not os.path.lexists(ancestor):
+            os.mkdir(ancestor)
+    top = repo / rel
+    if top.is_dir() and not top.is_symlink():
+        shutil.rmtree(top)
+    elif os.path.lexists(top):
+        os.unlink(top)
+    for path, (mode, data) in sorted(delivered.items()):
+        target = repo / path
+        target.parent.mkdir(parents=True, exist_ok=True)  # folders made just now: no links
+        if mode == "120000":
+            os.symlink(data.decode("utf-8", "surrogateescape"), target)
+        else:
+            target.write_bytes(data)
+            target.chmod(0o755 if mode == "100755" else 0o644)
 
 
 def fixture_status(root: Path, paths: list[str]) -> dict[str, Any]:
@@ -4144,6 +4568,8 @@ def close_sandbox_and_start_next(ctx: RunContext, run: CellRun,
         def close() -> None:
             run.record.changes = sandbox_changes(sandbox.repo, sandbox.baseline_git,
                                                  sandbox.record["git"])
+            if run.answer is not None and ctx.suite.checks_for(run.cell.case):
+                guarded(run, run_checks_step, ctx, run)  # before the copy goes
             if not ctx.options.keep_sandboxes:
                 sandbox.remove_copy()
         guarded(run, close)
@@ -4154,6 +4580,7 @@ def close_sandbox_and_start_next(ctx: RunContext, run: CellRun,
 def finish_cell(ctx: RunContext, run: CellRun, closing: concurrent.futures.Future) -> RunRecord:
     closing.result()  # the executor's changes are on the record, its sandbox gone
     record = run.record
+    guarded(run, add_check_verdicts, ctx, run.cell, record)
     if run.sandbox is not None:
         if ctx.options.keep_sandboxes:
             run.sandbox.record["kept"] = True
@@ -4247,7 +4674,9 @@ def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Any, record: RunRecord
     """
     assertions = ctx.suite.assertions_for(cell.case)
     if not assertions:
-        record.failure = {"stage": "grader", "detail": "the case has no assertions; not graded"}
+        if not ctx.suite.checks_for(cell.case):  # with checks only, no grader is needed
+            record.failure = {"stage": "grader",
+                              "detail": "the case has no assertions; not graded"}
         return
     prompt = build_grader_prompt(cell.case.prompt, answer.text, answer.artifact,
                                  answer.artifact_truncated, assertions)
@@ -4483,7 +4912,7 @@ def regrade_steps(ctx: RunContext, run: CellRun, source_dir: Path, room: GraderR
         if (source_dir / rel).is_file():
             files.copy(rel, source_dir / rel)
     for name in ("executor", "sandbox", "changes", "written_artifact", "metrics",
-                 "permission_denials", "skill_read"):
+                 "permission_denials", "skill_read", "checks"):
         setattr(record, name, getattr(source, name))
     record.regraded_from = {"run_dir": str(source_dir), "status": source.status,
                             "executor_started_at": source.started_at,
@@ -4503,6 +4932,7 @@ def regrade_steps(ctx: RunContext, run: CellRun, source_dir: Path, room: GraderR
     answer = ExecutorAnswer(text, artifact, bool(record.written_artifact.get("truncated")))
     record.sandbox = {**(record.sandbox or {}), "regrade_grader": room.record}
     run_grader_step(ctx, cell, room, record, answer)
+    add_check_verdicts(ctx, cell, record)  # the source's check results: its sandbox is gone
 
 
 def capture_artifact(path: Path, root: Path | None = None) -> dict[str, Any]:
@@ -4581,6 +5011,213 @@ def skill_read_evidence(trace: list[dict] | None, skill_name: str, config: str) 
     hits = [call for call in trace if needle in json.dumps(call.get("input"), ensure_ascii=False)]
     return {"state": "read" if hits else "not_read", "calls": len(trace),
             "reads": [c.get("tool") for c in hits][:10], "config": config}
+
+
+# -- deterministic checks: after the executor, in its sandbox, confined as it was ----------
+
+CHECK_TAIL_CHARS = 1500  # of a run check's stdout and stderr, kept as its evidence
+CHECK_READ_CAP = 4 * 1024 * 1024  # of a checked file
+
+
+def run_checks_step(ctx: RunContext, run: CellRun) -> None:
+    """Every check of the cell, in order, once its executor has ended. Protected paths are
+    compared with what was delivered first (what the executor did), then put back before each
+    run check. A check that could not run stops the rest: the cell will not be scored."""
+    sandbox, checks = run.sandbox, ctx.suite.checks_for(run.cell.case)
+    state: dict[str, Any] = {"results": [], "protected": {}, "unrun": None}
+    run.record.checks = state
+    started = time.monotonic()
+    try:
+        if sandbox is None or not sandbox.repo.is_dir():
+            state["unrun"] = "the sandbox was gone when the checks were to run"
+            return
+        git = sandbox.record["git"]
+        protect = sorted({rel for check in checks for rel in check.protect})
+        if protect and not git.get("ok"):
+            state["unrun"] = "the sandbox has no baseline commit to restore protected paths from"
+            return
+        run_checks_in_order(ctx, run, checks, protect, state)
+    except OSError as exc:  # a protected path the runner could not read or put back
+        state["unrun"] = f"protected paths could not be restored: {exc.strerror or exc}"
+    finally:
+        state["duration_s"] = round(time.monotonic() - started, 3)
+        state["note"] = "the checks' own time, on the runner's clock; not the executor's"
+
+
+def run_checks_in_order(ctx: RunContext, run: CellRun, checks: list[Check], protect: list[str],
+                        state: dict[str, Any]) -> None:
+    sandbox = run.sandbox
+    commit = sandbox.record["git"].get("baseline", "")
+    for rel in protect:  # what the executor left, before any check runs and writes there
+        changed = protected_changes(sandbox.repo, sandbox.baseline_git, commit, rel)
+        state["protected"][rel] = {"changed_by_executor": changed}
+    for check in checks:
+        for rel in check.protect:
+            restore_delivered(sandbox.repo, sandbox.baseline_git, commit, rel)
+        result = run_one_check(ctx, run, check)
+        state["results"].append(result)
+        if result.get("unrun"):
+            state["unrun"] = f"check {check.name!r} could not run: {result['unrun']}"
+            state["cancelled"] = bool(result.get("cancelled"))
+            return
+
+
+def run_one_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, Any]:
+    """{name, subject, passed, evidence, duration_s}, or with `unrun` (why it could not)."""
+    started = time.monotonic()
+    if check.subject == "run":
+        result = run_command_check(ctx, run, check)
+    elif check.subject == "file":
+        result = file_check(run.sandbox, check)
+    else:
+        answer = run.answer
+        text = answer.text if check.target == "reply" else answer.artifact
+        result = (text_check(check, text, f"the {check.target}") if text is not None else
+                  {"passed": False, "evidence": "the executor wrote no artifact"})
+    return {"name": check.name, "subject": check.subject, **result,
+            "duration_s": round(time.monotonic() - started, 3)}
+
+
+def run_command_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, Any]:
+    """The command in the sandbox under /bin/sh, confined as the executor was."""
+    sandbox = run.sandbox
+    invocation = Invocation(["/bin/sh", "-c", check.target], sandbox.repo)
+    borrowed = [Path(p) for p in sandbox.record["git"].get("borrowed_objects", [])]
+    result, isolation = run_confined_command(ctx, invocation, check.timeout_s, borrowed)
+    tails = {"stdout_tail": result.stdout[-CHECK_TAIL_CHARS:],
+             "stderr_tail": result.stderr[-CHECK_TAIL_CHARS:], "returncode": result.returncode,
+             "isolation": isolation}
+    if result.timed_out:
+        return {**tails, "unrun": f"timed out after {check.timeout_s:g} s"}
+    if result.cancelled:
+        return {**tails, "unrun": "the run was stopped while it ran", "cancelled": True}
+    if result.spawn_error or result.returncode is None:
+        return {**tails, "unrun": f"could not start: {result.spawn_error or 'no exit status'}"}
+    passed = result.returncode == check.expected
+    shown = "; ".join(f"{name}: {_squash(tails[key][-400:])}" for name, key in
+                      (("stdout", "stdout_tail"), ("stderr", "stderr_tail")) if tails[key].strip())
+    evidence = f"exited {result.returncode} (expected {check.expected})" + (
+        f"; {shown}" if shown else "")
+    return {**tails, "passed": passed, "evidence": evidence}
+
+
+def run_confined_command(ctx: RunContext, invocation: Invocation, timeout_s: float,
+                         ro_binds: list[Path]) -> tuple[ProcessResult, dict[str, Any]]:
+    """A check's process, under the executor's own confinement: with bwrap the same mounts,
+    the same hidden folders and a fresh, empty HOME; unconfined a fresh HOME too, and whatever
+    it left running ended with it. No agent's login is carried into the HOME."""
+    home = Path(tempfile.mkdtemp(prefix="skill-eval-home-check-", dir=ctx.sandbox_base))
+    try:
+        inside = confined_env(provider_env(ctx, invocation.cwd), invocation.cwd, {})
+        if ctx.confinement.mode != "bwrap":
+            token = secrets.token_hex(8)
+            env = {**inside, "HOME": str(home), AGENT_TOKEN_ENV: token}
+            result = run_process(invocation, env, timeout_s, ctx.groups)
+            strays = end_strays(token=token)
+            return result, {**ctx.confinement.to_json(), "strays_ended": len(strays)}
+        argv = bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
+                          home=home, ro_entries=ctx.agent_mounts, ro_binds=ro_binds,
+                          hide=ctx.hidden)
+        short, fd = options_through_fd(argv)
+        try:
+            result = run_process(dataclasses.replace(invocation, argv=short, pass_fds=(fd,)),
+                                 inside, timeout_s, ctx.groups)
+        finally:
+            os.close(fd)
+        return result, ctx.confinement.to_json()
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def file_check(sandbox: Sandbox, check: Check) -> dict[str, Any]:
+    """A sandbox file, reached from the sandbox base without following any link."""
+    if not sandbox.repo.is_dir():
+        return {"unrun": "the sandbox was gone when the check was to run"}
+    rel = sandbox.repo.relative_to(sandbox.base) / check.target
+    if check.test == "exists":
+        found, why = _exists_unfollowed(sandbox.base, rel)
+        passed = found == check.expected
+        return {"passed": passed, "evidence": f"{check.target} {why}"}
+    fd, why = _open_regular_unfollowed(sandbox.base, rel)
+    if fd is None:
+        return {"passed": False,
+                "evidence": f"{check.target}: {why.replace('the artifact path', 'the path')}"}
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(CHECK_READ_CAP + 1)
+    if len(data) > CHECK_READ_CAP:
+        return {"passed": False, "evidence": f"{check.target} is larger than "
+                f"{CHECK_READ_CAP // (1024 * 1024)} MB; not read"}
+    return text_check(check, data.decode("utf-8", "replace"), check.target)
+
+
+def _exists_unfollowed(root: Path, rel: Path) -> tuple[bool, str]:
+    """(whether a regular file or a folder is at rel, reached with no link followed, why)."""
+    current = root
+    for index, name in enumerate(rel.parts):
+        current = current / name
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            return False, "does not exist"
+        last = index == len(rel.parts) - 1
+        if stat.S_ISLNK(mode):
+            return False, "is reached through a symbolic link (not followed)"
+        if not last and not stat.S_ISDIR(mode):
+            return False, "does not exist (a file is where a folder would be)"
+    kind = "a folder" if stat.S_ISDIR(mode) else "a file" if stat.S_ISREG(mode) else None
+    return (kind is not None), (f"exists ({kind})" if kind else f"is {_node_kind(mode)}")
+
+
+def text_check(check: Check, text: str, what: str) -> dict[str, Any]:
+    if check.test == "json":
+        try:
+            json.loads(text)
+        except ValueError as exc:
+            return {"passed": False, "evidence": f"{what} does not parse as JSON: {exc}"}
+        return {"passed": True, "evidence": f"{what} parses as JSON"}
+    if check.test == "contains":
+        passed = check.expected in text
+        verb = "contains" if passed else "does not contain"
+        return {"passed": passed, "evidence": f"{what} {verb} {check.expected[:80]!r}"}
+    match = re.search(check.expected, text)
+    if match is None:
+        return {"passed": False, "evidence": f"{what} has no match for {check.expected[:80]!r}"}
+    return {"passed": True, "evidence": f"{what} matches {check.expected[:80]!r}: "
+            f"{_squash(match.group(0))[:120]!r}"}
+
+
+def add_check_verdicts(ctx: RunContext, cell: Cell, record: RunRecord) -> None:
+    """The checks' results after the grader's verdicts in the grading, each marked as a check;
+    a check that could not run leaves the cell unscored, with the reason."""
+    checks = ctx.suite.checks_for(cell.case)
+    if not checks or record.status != STATUS_OK:
+        return
+    state = record.checks or {}
+    if state.get("unrun") or len(state.get("results") or []) != len(checks):
+        reason = state.get("unrun") or "the checks did not run"
+        record.fail("cancelled" if state.get("cancelled") else "check_error", "checks",
+                    f"{reason}; not scored")
+        return
+    if ctx.suite.assertions_for(cell.case) and record.grading is None:
+        return  # the grader's failure is on the record already
+    grading = record.grading or {"expectations": [], "notes": [], "graded_by": "checks only"}
+    record.grading = grading_with_checks(grading, state["results"],
+                                         ctx.suite.paired_checks_for(cell.case))
+
+
+def grading_with_checks(grading: dict[str, Any], results: list[dict[str, Any]],
+                        paired: dict[str, str]) -> dict[str, Any]:
+    judged = [{**e, "check": paired[e["text"]]} if e["text"] in paired else e
+              for e in grading["expectations"]]
+    first = len(judged) + 1
+    checked = [{"id": first + i, "text": r["name"], "passed": r["passed"],
+                "evidence": r["evidence"], "kind": "check"} for i, r in enumerate(results)]
+    expectations = judged + checked
+    passed = sum(e["passed"] for e in expectations)
+    total = len(expectations)
+    return {**grading, "expectations": expectations,
+            "summary": {"passed": passed, "failed": total - passed, "total": total,
+                        "pass_rate": passed / total if total else None}}
 
 
 def write_run_files(cell: Cell, record: RunRecord, judge: dict[str, Any]) -> bool:
@@ -4671,7 +5308,18 @@ def benchmark_run(record: RunRecord) -> dict[str, Any]:
                            for name in ("time_seconds", "tokens")},
         "files_sha256": dict(sorted(record.written_files.items())),
         "grader": grader_result(record),
+        **({"checks": checks_result(record)} if record.checks is not None else {}),
     }
+
+
+def checks_result(record: RunRecord) -> dict[str, Any]:
+    """What the deterministic checks of a run took, apart from the executor's metrics."""
+    state = record.checks or {}
+    return {"count": len(state.get("results") or []),
+            "passed": sum(bool(r.get("passed")) for r in state.get("results") or []),
+            "time_seconds": state.get("duration_s"), "could_not_run": state.get("unrun"),
+            "protected_changed": sorted({path for seen in (state.get("protected") or {}).values()
+                                         for path in seen.get("changed_by_executor") or []})}
 
 
 GRADER_METRICS = ("time_seconds", "tokens", "total_cost_usd")
@@ -4907,6 +5555,7 @@ def per_assertion(runs: list[dict[str, Any]], configs: tuple[str, ...],
                 "scope": "common" if shared else "eval",
                 "eval_id": None if shared else run["eval_id"],
                 "assertion_id": exp["id"], "text": exp["text"],
+                **({"kind": "check"} if exp.get("kind") == "check" else {}),
                 "configs": {c: {"passed": 0, "graded": 0} for c in configs}})
             slot = row["configs"].get(run["configuration"])
             if slot is not None:
@@ -4978,6 +5627,7 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> dict[str, Any]:
                        if meta.get("runs_per_configuration", 1) > 1 else None),
         "per_eval": per_eval,
         "judge": judge_summary(runs, configs, meta.get("grader_runs", 1)),
+        "judge_vs_checks": judge_vs_checks(runs, meta.get("common_assertions")),
         "notes": [],
     }
     # `paired` is the first baseline's comparison, in the shape two-config iterations had.
@@ -5008,6 +5658,66 @@ def judge_summary(runs: list[dict[str, Any]], configs: tuple[str, ...],
             "cost": judge_cost(runs, configs),
             "agreement": judge_agreement(scored, grader_runs),
             "variance": judge_variance(scored, configs, grader_runs)}
+
+
+JUDGE_CHECK_DISAGREEMENT_MAX = 0.10  # more than this share of cells: judge_disagrees_with_check
+
+
+def judge_vs_checks(runs: list[dict[str, Any]], common: list[str] | None) -> dict[str, Any]:
+    """How often the judge agreed with the check that decides the same fact, over the scored
+    runs: overall and per (assertion, check) pair, with Cohen's kappa and every cell where
+    the two disagreed. The check is the reference: it looked at the files, the judge at a text."""
+    common_texts = set(common or [])
+    pairs: dict[tuple[str, str, str], dict[str, Any]] = {}
+    every: list[tuple[bool, bool]] = []
+    for run in (r for r in runs if r["scored"]):
+        checks = {e["text"]: e for e in run["expectations"] if e.get("kind") == "check"}
+        for exp in run["expectations"]:
+            check = checks.get(exp.get("check")) if exp.get("kind") != "check" else None
+            if check is None:
+                continue
+            shared = exp["text"] in common_texts
+            key = ("" if shared else str(run["eval_id"]), exp["text"], check["text"])
+            entry = pairs.setdefault(key, {
+                "eval_id": None if shared else run["eval_id"], "assertion": exp["text"],
+                "check": check["text"], "votes": [], "disagreements": []})
+            vote = (bool(exp["passed"]), bool(check["passed"]))
+            entry["votes"].append(vote)
+            every.append(vote)
+            if vote[0] != vote[1]:
+                entry["disagreements"].append({
+                    "eval_id": run["eval_id"], "configuration": run["configuration"],
+                    "run_number": run["run_number"], "judge_passed": vote[0],
+                    "check_passed": vote[1]})
+    per_pair = []
+    for entry in pairs.values():
+        votes = entry.pop("votes")
+        per_pair.append({**entry, **_agreement_of(votes)})
+    return {"pairs": len(per_pair), "overall": _agreement_of(every), "per_pair": per_pair,
+            "max_disagreement": JUDGE_CHECK_DISAGREEMENT_MAX}
+
+
+def _agreement_of(votes: list[tuple[bool, bool]]) -> dict[str, Any]:
+    """count, agreed, agreement rate and Cohen's kappa of (judge, check) verdicts."""
+    n = len(votes)
+    agreed = sum(judge == check for judge, check in votes)
+    return {"count": n, "agreed": agreed, "agreement": agreed / n if n else None,
+            "kappa": cohen_kappa(votes)}
+
+
+def cohen_kappa(votes: list[tuple[bool, bool]]) -> dict[str, Any]:
+    """Cohen's kappa of two raters on pass/fail, or absent with the reason it is undefined."""
+    n = len(votes)
+    if not n:
+        return {"value": None, "absent_reason": "no paired verdicts"}
+    observed = sum(a == b for a, b in votes) / n
+    first = sum(a for a, _ in votes) / n
+    second = sum(b for _, b in votes) / n
+    chance = first * second + (1 - first) * (1 - second)
+    if chance >= 1 - RATE_EPSILON:
+        return {"value": None, "absent_reason": "both gave the same verdict in every cell, so "
+                "agreement by chance is certain"}
+    return {"value": _snap((observed - chance) / (1 - chance))}
 
 
 def judge_cost(runs: list[dict[str, Any]], configs: tuple[str, ...]) -> dict[str, Any]:
@@ -5112,7 +5822,7 @@ def judge_variance(scored: list[dict[str, Any]], configs: tuple[str, ...],
         return absent("one grader per output (--grader-runs 1): the judge's share is unknown")
     cells: dict[tuple[str, str], list[list[float]]] = {}
     for run in scored:
-        exps = run["expectations"]
+        exps = [e for e in run["expectations"] if e.get("kind") != "check"]  # the judge's only
         if not exps or any("ballots" not in e for e in exps):
             continue
         rates = [sum(e["ballots"][v]["passed"] for e in exps) / len(exps) for v in range(k)]
@@ -5201,6 +5911,13 @@ def _run_flags(records: list[RunRecord]) -> list[dict[str, Any]]:
             flags.append(_flag("info", "skill_read_unknown",
                                "no tool-call trace was captured; whether the skill was read is "
                                "unknown", **where))
+        for rel, seen in sorted(((r.checks or {}).get("protected") or {}).items()):
+            changed = seen.get("changed_by_executor")
+            if changed:
+                flags.append(_flag("warning", "protected_path_changed",
+                                   f"the executor changed {', '.join(changed[:10])} under the "
+                                   f"protected path {rel}; restored as delivered before the "
+                                   "checks ran", **where))
         if r.configuration == "without_skill" and read == "read":
             flags.append(_flag("error", "baseline_contamination",
                                "the without_skill executor read the target skill's SKILL.md",
@@ -5265,6 +5982,16 @@ def _judge_flags(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
                                    "counted as failed", eval_id=run["eval_id"],
                                    configuration=run["configuration"],
                                    run_number=run["run_number"], assertion_id=exp["id"]))
+    versus = benchmark.get("judge_vs_checks") or {}
+    for entry in versus.get("per_pair") or []:
+        wrong = len(entry["disagreements"])
+        if entry["count"] and wrong / entry["count"] > versus["max_disagreement"]:
+            kappa = entry["kappa"].get("value")
+            flags.append(_flag("warning", "judge_disagrees_with_check",
+                               f"the judge disagreed with check {entry['check'][:60]!r} in "
+                               f"{wrong} of {entry['count']} cells (kappa "
+                               f"{'n/a' if kappa is None else format(kappa, '+.2f')}): "
+                               f"{entry['assertion'][:80]}", eval_id=entry["eval_id"]))
     agreement = (benchmark.get("judge") or {}).get("agreement") or {}
     for entry in agreement.get("per_assertion") or []:
         if entry["judge_unstable"]:
@@ -5396,6 +6123,11 @@ def apply_results_check(benchmark: dict[str, Any], check: dict[str, Any]) -> Non
 # ==== rendering ==============================================================
 
 
+def _kind_mark(entry: dict[str, Any]) -> str:
+    """How a deterministic check is told from a judged assertion in every report."""
+    return " [check]" if entry.get("kind") == "check" else ""
+
+
 def fmt_rate(value: float | None) -> str:
     return "n/a" if value is None else f"{value * 100:.1f}%"
 
@@ -5438,7 +6170,8 @@ def _absent_reason(benchmark: dict[str, Any], config: str, key: str) -> str:
 
 def render_markdown(benchmark: dict[str, Any]) -> str:
     sections = [_md_header, _md_verdict, _md_sanity, _md_arms, _md_overall, _md_comparison,
-                _md_comparisons, _md_metrics, _md_judge, _md_per_eval, _md_per_assertion,
+                _md_comparisons, _md_metrics, _md_judge, _md_judge_vs_checks, _md_per_eval,
+                _md_per_assertion,
                 _md_failed_assertions]
     return "\n".join(section(benchmark) for section in sections).rstrip() + "\n"
 
@@ -5657,7 +6390,7 @@ def _md_per_assertion(b: dict[str, Any]) -> str:
         where = "all (common)" if row["scope"] == "common" else _md_cell(row["eval_id"])
         gains = [fmt_delta(row["gains"].get(c)) for c in configs[1:]]
         note = "non-discriminating" if row["non_discriminating"] else ""
-        lines.append(f"| {_md_cell(row['text'])} | {where} | "
+        lines.append(f"| {_md_cell(row['text'] + _kind_mark(row))} | {where} | "
                      + " | ".join(fmt_assertion_rate(row["configs"][c]) for c in configs)
                      + " | " + " | ".join(gains) + f"{' | ' if gains else ''}{note} |")
     if not rows:
@@ -5763,6 +6496,52 @@ def judge_lines(b: dict[str, Any]) -> list[str]:
         lines.append("Judge vs executor share of the variance: not computed ("
                      f"{variance.get('absent_reason') or 'no variation in the pass rates'}).")
     return lines
+
+
+def _md_judge_vs_checks(b: dict[str, Any]) -> str:
+    versus = b.get("judge_vs_checks") or {}
+    timed = [r for r in all_runs(b) if (r.get("checks") or {}).get("time_seconds") is not None]
+    if not versus.get("pairs") and not timed:
+        return ""
+    lines = ["## Judge vs checks", ""]
+    if timed:
+        spent = describe([r["checks"]["time_seconds"] for r in timed])
+        lines += [f"The checks' own time per run, on the runner's clock and not in the "
+                  f"executor's time above: {fmt_stat(spent, ' s', 2)}.", ""]
+    if not versus.get("pairs"):
+        return "\n".join(lines) + "\n"
+    lines += [agreement_sentence(versus), "",
+              "| eval | assertion | check | cells | agreement | kappa | disagreeing cells |",
+              "|---|---|---|---|---|---|---|"]
+    for e in versus["per_pair"]:
+        lines.append("| " + " | ".join(_md_cell(c) for c in judge_check_row(e)) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def agreement_sentence(versus: dict[str, Any]) -> str:
+    overall = versus["overall"]
+    return (f"Where an assertion names the check that decides the same fact, the judge agreed "
+            f"in {overall['agreed']} of {overall['count']} cells "
+            f"({fmt_rate(overall['agreement'])}); Cohen's kappa {kappa_text(overall)}.")
+
+
+def judge_check_row(entry: dict[str, Any]) -> list[str]:
+    """eval, assertion, check, cells, agreement, kappa and the first disagreeing cells."""
+    cells = ", ".join(f"{d['configuration']} run {d['run_number']} (judge "
+                      f"{'pass' if d['judge_passed'] else 'fail'}, check "
+                      f"{'pass' if d['check_passed'] else 'fail'})"
+                      for d in entry["disagreements"][:10]) or "none"
+    more = len(entry["disagreements"]) - 10
+    return [str(entry["eval_id"]) if entry["eval_id"] is not None else "all (common)",
+            entry["assertion"], entry["check"], str(entry["count"]),
+            fmt_rate(entry["agreement"]), kappa_text(entry),
+            cells + (f" ... {more} more" if more > 0 else "")]
+
+
+def kappa_text(entry: dict[str, Any]) -> str:
+    kappa = entry["kappa"]
+    return (f"{kappa['value']:+.2f}" if kappa.get("value") is not None
+            else f"not computed ({kappa.get('absent_reason')})")
 
 
 def _md_judge(b: dict[str, Any]) -> str:
@@ -6100,7 +6879,8 @@ def render_html(benchmark: dict[str, Any], files: dict[tuple, dict]) -> str:
     `files` holds each run's output and artifact as read_html_run_files gives them.
     """
     sections = [_html_header, _html_headline, _html_sanity, _html_comparisons, _html_chart,
-                _html_per_assertion, _html_metrics, _html_judge, _html_failed_assertions]
+                _html_per_assertion, _html_metrics, _html_judge, _html_judge_vs_checks,
+                _html_failed_assertions]
     body = "".join(section(benchmark) for section in sections) + _html_runs(benchmark, files)
     return _html_document(f"skill-eval: {benchmark['metadata'].get('skill_name')}", body)
 
@@ -6218,7 +6998,7 @@ def _html_per_assertion(b: dict[str, Any]) -> str:
             gain = row["gains"].get(config)
             tone = "" if not gain else ' class="pass"' if gain > 0 else ' class="fail"'
             gains.append(f"<td{tone}>{_h(fmt_delta(gain))}</td>")
-        body.append(f"<tr><td>{_h(row['text'])}</td><td>{_h(where)}</td>"
+        body.append(f"<tr><td>{_h(row['text'] + _kind_mark(row))}</td><td>{_h(where)}</td>"
                     + "".join(f"<td>{_h(fmt_assertion_rate(row['configs'][c]))}</td>"
                               for c in configs) + "".join(gains)
                     + f"<td>{'non-discriminating' if row['non_discriminating'] else ''}</td>"
@@ -6387,6 +7167,18 @@ def _html_judge(b: dict[str, Any]) -> str:
             + "".join(f"<p>{_h(line)}</p>\n" for line in judge_lines(b)) + splits)
 
 
+def _html_judge_vs_checks(b: dict[str, Any]) -> str:
+    versus = b.get("judge_vs_checks") or {}
+    if not versus.get("pairs"):
+        return ""
+    head = "".join(f"<th>{name}</th>" for name in (
+        "eval", "assertion", "check", "cells", "agreement", "kappa", "disagreeing cells"))
+    rows = ["<tr>" + "".join(f"<td>{_h(c)}</td>" for c in judge_check_row(e)) + "</tr>"
+            for e in versus["per_pair"]]
+    return (f"<h2>Judge vs checks</h2>\n<p>{_h(agreement_sentence(versus))}</p>\n<table><tr>"
+            + head + "</tr>\n" + "\n".join(rows) + "\n</table>\n")
+
+
 def _html_failed_assertions(b: dict[str, Any]) -> str:
     groups = group_failed_assertions(b)
     if not groups:
@@ -6429,7 +7221,7 @@ def _html_verdicts(expectations: list[dict[str, Any]]) -> str:
         return '<p class="absent">No grader verdicts.</p>'
     rows = [f'<tr><td class="{"pass" if e["passed"] else "fail"}">'
             f'{"pass" if e["passed"] else "FAIL"}{_html_votes(e)}</td>'
-            f'<td>{_h(e["id"])}. {_h(e["text"])}</td>'
+            f'<td>{_h(e["id"])}. {_h(e["text"] + _kind_mark(e))}</td>'
             f"<td>{_h(e['evidence'])}</td></tr>" for e in expectations]
     return ("<table><tr><th>verdict</th><th>assertion</th><th>evidence</th></tr>\n"
             + "\n".join(rows) + "</table>")
@@ -6544,7 +7336,7 @@ def _junit_case(run: dict[str, Any]) -> tuple[Any, str]:
         return case, "skipped"
     failed = [e for e in run["expectations"] if not e["passed"]]
     for exp in failed:
-        failure = ET.SubElement(case, "failure", type="assertion",
+        failure = ET.SubElement(case, "failure", type=exp.get("kind") or "assertion",
                                 message=_xml_text(exp["text"], JUNIT_MESSAGE_CAP_CHARS))
         failure.text = _xml_text(exp["evidence"])
     return case, "failures" if failed else "passed"
@@ -8313,8 +9105,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if counts["cases"] == 0:
         print(f"OK: {args.suite}: 0 cases: nothing to run")
     else:
+        checks = f"{counts['checks']} checks, " if counts["checks"] else ""
         print(f"OK: {args.suite}: {counts['cases']} cases, {counts['assertions']} assertions, "
-              f"{counts['fixture_files']} fixture files, {counts['warnings']} warnings")
+              f"{checks}{counts['fixture_files']} fixture files, {counts['warnings']} warnings")
     return EXIT_OK
 
 
@@ -8449,7 +9242,10 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     if source is not None:
         return print_regrade_dry_run(suite, options, provider, sandbox_base, source, cells)
     per_cell = 1 + options.grader_runs  # the executor, then K graders, one at a time in a lane
-    calls = per_cell * len(cells)
+    checks_only = [c for c in cells
+                   if suite.checks_for(c.case) and not suite.assertions_for(c.case)]
+    graded = len(cells) - len(checks_only)
+    calls = len(cells) + graded * options.grader_runs
     waves = math.ceil(len(cells) / options.concurrency)
     sandbox = sandbox_base / "skill-eval-XXXXXX" / "repo"
     grader = sandbox_base / "skill-eval-grader-XXXXXX"
@@ -8462,7 +9258,8 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     print(f"dry run: {suite.skill_name} with {options.agent}: nothing launched, no iteration made")
     print(f"cells: {len(cells)} ({len(set(c.case.key for c in cells))} cases x "
           f"{len(options.configs)} configs x {options.runs} runs); provider calls: up to {calls}"
-          f" ({len(cells)} executors + {len(cells)} x {options.grader_runs} graders)")
+          f" ({len(cells)} executors + {graded} x {options.grader_runs} graders)")
+    print_checks_plan(suite, cells, checks_only)
     print(f"concurrency: {options.concurrency} agent processes (graders count); timeout per "
           f"call: {options.timeout_s:g} s; "
           f"worst-case wall time: {waves * per_cell * options.timeout_s:g} s"
@@ -8489,9 +9286,28 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     print(f"isolation: --isolation {options.isolation}; bwrap "
           f"{'at ' + bwrap if bwrap else 'not found'} (checked when a real run starts)")
     print_forecast(forecast_run(options.workspace, suite, options, cells), options, suite)
+    if checks_only:
+        print(f"  the forecast counts what earlier cells used; {len(checks_only)} cell(s) of "
+              "this plan are scored by their checks alone and call no grader")
     for line in dry_run_forecast(suite, options, len({c.case.key for c in cells})):
         print(line)
     return EXIT_OK
+
+
+def print_checks_plan(suite: Suite, cells: list[Cell], checks_only: list[Cell]) -> None:
+    """What the deterministic checks add to the plan; nothing when the suite has none."""
+    with_checks = [c for c in cells if suite.checks_for(c.case)]
+    if not with_checks:
+        return
+    count = sum(len(suite.checks_for(c.case)) for c in with_checks)
+    longest = sum(check.timeout_s for c in with_checks for check in suite.checks_for(c.case)
+                  if check.subject == "run")
+    print(f"checks: {count} in {len(with_checks)} cells, run in each executor's sandbox after "
+          f"it ends, confined as it was (no agent; run checks up to {longest:g} s in all)")
+    if checks_only:
+        cases = ", ".join(dict.fromkeys(c.case.key for c in checks_only))
+        print(f"scored by checks alone, without a grader call: {len(checks_only)} cells "
+              f"(cases {cases})")
 
 
 def dry_run_forecast(suite: Suite, options: RunOptions, planned_evals: int) -> list[str]:
