@@ -2087,6 +2087,10 @@ class RepoSnapshot:
     resolved: dict[str, str | None] = dataclasses.field(default_factory=dict)
     withheld: dict[str, str] = dataclasses.field(default_factory=dict)  # package files kept back
     revisions: dict[str, RevisionPackage] = dataclasses.field(default_factory=dict)
+    # The working tree's package as it was before the first agent (copy_skill_package).
+    skill_copy: Path | None = None
+    skill_sha256: str = ""
+    skill_unreadable: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def take(cls, root: Path, skill_name: str,
@@ -2117,6 +2121,25 @@ class RepoSnapshot:
         inside = real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
         self.resolved[rel] = real if inside else None
         return self.resolved[rel]
+
+    @property
+    def skill_delivered(self) -> list[str]:
+        return [rel for rel in self.skill_files if rel not in self.skill_unreadable]
+
+    def copy_skill_package(self, folder: Path) -> None:
+        """Copy the package once, before any agent starts, into the runner's temp area. Every
+        with_skill cell is delivered from this copy, never from the checkout, so what an
+        unconfined agent writes into the checkout's package reaches no later cell."""
+        for rel in self.skill_files:
+            real = self.resolve(rel)
+            target = folder / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if real is None:
+                self.skill_unreadable[rel] = "link leaves the repository"
+            elif not copy_file_preserving(real, str(target)):
+                self.skill_unreadable[rel] = "missing or not a regular file"
+        self.skill_copy = folder
+        self.skill_sha256 = tree_hash(folder, self.skill_delivered)
 
 
 @dataclasses.dataclass
@@ -2220,6 +2243,7 @@ def build_git_template(snapshot: RepoSnapshot, base: Path) -> GitTemplate:
 
 
 def _fill_git_template(snapshot: RepoSnapshot, folder: Path) -> GitTemplate:
+    snapshot.copy_skill_package(folder / "skill-package")
     for number, package in enumerate(snapshot.revisions.values()):
         package.write(folder / f"revision-{number}")
     git_dir = folder / "git"
@@ -2248,7 +2272,7 @@ def _fill_git_template(snapshot: RepoSnapshot, folder: Path) -> GitTemplate:
     if not ok:
         return GitTemplate(folder, "", commit)
     template = GitTemplate(folder, commit.strip())
-    template.skill_commit = _add_skill_commit(snapshot, template, common)
+    template.skill_commit = _add_skill_commit(snapshot, template)
     for number, (config, package) in enumerate(snapshot.revisions.items()):
         objects = folder / f"revision-objects-{number}"
         found = _add_revision_commit(package, template, folder / f"index-revision-{number}",
@@ -2259,9 +2283,12 @@ def _fill_git_template(snapshot: RepoSnapshot, folder: Path) -> GitTemplate:
     return template
 
 
-def _add_skill_commit(snapshot: RepoSnapshot, template: GitTemplate, common: list[str]) -> str:
-    """The baseline plus the skill package, so with_skill cells need no git call of their own."""
-    files = [rel for rel in snapshot.skill_files if not os.path.islink(snapshot.root / rel)]
+def _add_skill_commit(snapshot: RepoSnapshot, template: GitTemplate) -> str:
+    """The baseline plus the skill package, so with_skill cells need no git call of their own;
+    read from the package's private copy, which is what those cells are delivered."""
+    files = [rel for rel in snapshot.skill_delivered if rel not in snapshot.linked_skill_files]
+    common = ["-c", "core.bigFileThreshold=1", f"--git-dir={template.folder / 'git'}",
+              f"--work-tree={snapshot.skill_copy}"]
     index = template.folder / "index-skill"
     shutil.copyfile(template.folder / "index", index)
     for sub in ("info", "pack"):
@@ -2508,12 +2535,15 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, ba
     for rel in snapshot.base_files:
         copier.copy(rel)
     revision = snapshot.revisions[with_skill] if isinstance(with_skill, str) else None
-    if revision is not None:
-        for rel in revision.files:  # the same place in the sandbox as the working tree's
-            copier.copy_from(str(revision.path_of(rel)), rel)
-    elif with_skill:
-        for rel in snapshot.skill_files:
-            copier.copy(rel)
+    delivered = deliver_skill_package(snapshot, copier, with_skill)
+    if delivered is not None and delivered != (revision.sha256 if revision is not None
+                                               else snapshot.skill_sha256):
+        shutil.rmtree(sandbox.cell_dir, ignore_errors=True)
+        raise SkillCopyChanged(
+            f"the skill package delivered to this cell differs from the snapshot taken before "
+            f"the first agent (sha256 {delivered[:12]}): its private copy under "
+            f"{snapshot.template.folder if snapshot.template else base} was changed during "
+            "the run, so this cell was not run")
     for rel in case.files:
         copier.copy_fixture(rel)
     extras = set(snapshot.linked_files) | set(case.files) | set(copier.fixture_files)
@@ -2535,11 +2565,37 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, ba
         "withheld_from_skill_package": [{"path": rel, "reason": reason} for rel, reason
                                         in sorted(snapshot.withheld.items())] if with_skill else [],
         "kept": False, "removed": False})
+    if delivered is not None:
+        sandbox.record["skill_package_sha256"] = delivered
     if revision is not None:
         sandbox.record["skill_revision"] = {"revision": revision.revision,
                                             "commit": revision.commit,
                                             "package_sha256": revision.sha256}
     return sandbox
+
+
+class SkillCopyChanged(RuntimeError):
+    """The private copy a cell's skill package comes from no longer matches its snapshot."""
+
+
+def deliver_skill_package(snapshot: RepoSnapshot, copier: FileCopier,
+                          with_skill: bool | str) -> str | None:
+    """Copy the cell's skill package from its snapshot (never the checkout) and return the hash
+    of what landed in the sandbox, or None when the cell gets no package."""
+    if not with_skill:
+        return None
+    if isinstance(with_skill, str):
+        revision = snapshot.revisions[with_skill]
+        for rel in revision.files:  # the same place in the sandbox as the working tree's
+            copier.copy_from(str(revision.path_of(rel)), rel)
+        return tree_hash(Path(copier.dest), revision.files)
+    assert snapshot.skill_copy is not None, "build the iteration's template first"
+    for rel in snapshot.skill_files:
+        if rel in snapshot.skill_unreadable:
+            copier.skipped.append({"path": rel, "reason": snapshot.skill_unreadable[rel]})
+        else:
+            copier.copy_from(str(snapshot.skill_copy / rel), rel)
+    return tree_hash(Path(copier.dest), snapshot.skill_delivered)
 
 
 SANDBOX_GIT_CONFIG = """\
@@ -7609,24 +7665,35 @@ def _content_hash(path: str, kind: str) -> str | None:
 
 @dataclasses.dataclass
 class CheckoutSnapshot:
-    """The source checkout's files as agents could change them: metadata and content hashes."""
+    """The source checkout's files as agents could change them: metadata and content hashes.
+
+    Files git ignores are compared too (a file hidden by a new exclude rule is still seen),
+    by metadata only, so a large ignored file costs a stat, not a read; folders git ignored
+    when the snapshot was taken (node_modules, .venv) are one entry each, not walked.
+    """
 
     root: Path
     skip: Callable[[str], bool]  # the runner's own output folders inside the checkout
     entries: dict[str, tuple[tuple, str | None]]  # name -> (stat key, content hash)
     listing: str
     seconds: float
+    paths: dict[str, str] = dataclasses.field(default_factory=dict)  # name -> where it is
+    # Names (prefixes) where any write counts as a change, a touch included: the skill package.
+    guarded: tuple[str, ...] = ()
 
     @classmethod
-    def take(cls, root: Path, iteration_dir: Path) -> CheckoutSnapshot:
+    def take(cls, root: Path, iteration_dir: Path,
+             guarded: tuple[str, ...] = ()) -> CheckoutSnapshot:
         started = time.monotonic()
         skip = _runner_output_filter(root, iteration_dir)
-        paths, listing = _checkout_files(root, skip)
+        listed = _checkout_files(root, skip)
         entries = {}
-        for name, path in paths.items():
+        for name, path in listed.paths.items():
             key = _stat_key(path)
-            entries[name] = (key, _content_hash(path, key[0]))
-        return cls(root, skip, entries, listing, time.monotonic() - started)
+            hashed = name not in listed.unhashed
+            entries[name] = (key, _content_hash(path, key[0]) if hashed else None)
+        return cls(root, skip, entries, listed.source, time.monotonic() - started,
+                   dict(listed.paths), guarded)
 
     def summary(self) -> dict[str, Any]:
         return {"files": len(self.entries), "listing": self.listing,
@@ -7636,7 +7703,7 @@ class CheckoutSnapshot:
         """What changed since the snapshot; a file whose times moved but whose type, mode and
         content did not (a `touch`) is counted as touched, not as changed."""
         started = time.monotonic()
-        paths, _ = _checkout_files(self.root, self.skip)
+        paths = _checkout_files(self.root, self.skip).paths
         changes, touched = [], 0
         for name in sorted(set(paths) | set(self.entries)):
             if name not in self.entries:
@@ -7644,10 +7711,13 @@ class CheckoutSnapshot:
                     changes.append({"path": name, "change": "added"})
                 continue
             (key, digest) = self.entries[name]
-            now = _stat_key(paths[name]) if name in paths else ("missing",)
+            # Stat where it was even when the listing leaves it out now (a new ignore rule).
+            path = paths.get(name) or self.paths.get(name) or os.path.join(self.root, name)
+            now = _stat_key(path)
             if now == key:
                 continue
-            change = _classify_change(key, digest, now, paths.get(name, ""))
+            change = _classify_change(key, digest, now, path) or self._covered_write(name, key,
+                                                                                     now)
             if change:
                 changes.append({"path": name, "change": change})
             else:
@@ -7657,8 +7727,19 @@ class CheckoutSnapshot:
                 "touched_only": touched, "listing": self.listing,
                 "seconds_before": round(self.seconds, 3),
                 "seconds_after": round(time.monotonic() - started, 3),
-                "note": "compared by type, size, mode and content; files whose times changed "
-                        "but whose content did not are counted as touched_only, not as changes"}
+                "note": "compared by type, size, mode and content (files git ignores: by "
+                        "metadata); files whose times changed but whose content did not are "
+                        "counted as touched_only, not as changes, except in the skill package "
+                        "and where the mtime was set back"}
+
+    def _covered_write(self, name: str, key: tuple, now: tuple) -> str | None:
+        """A write the content does not show: its mtime put back (only the ctime moved, which
+        no user can set), or any write into the skill package, which nothing should touch."""
+        if key[0] == "file" and now[3] == key[3]:
+            return "rewritten, times set back"
+        if name.startswith(self.guarded) and self.guarded:
+            return "written to (content as before)"
+        return None
 
 
 def _classify_change(key: tuple, digest: str | None, now: tuple, path: str) -> str | None:
@@ -7670,7 +7751,8 @@ def _classify_change(key: tuple, digest: str | None, now: tuple, path: str) -> s
         return "type changed"
     if now[2] != key[2]:
         return "mode changed"
-    if now[1] != key[1] or _content_hash(path, now[0]) != digest:
+    # No digest: compared by metadata only (what git ignores), so moved metadata is a change.
+    if now[1] != key[1] or digest is None or _content_hash(path, now[0]) != digest:
         return "modified"
     return None
 
@@ -7691,24 +7773,107 @@ def _runner_output_filter(root: Path, iteration_dir: Path) -> Callable[[str], bo
     return lambda rel: any(pattern.match(rel) for pattern in patterns)
 
 
-def _checkout_files(root: Path, skip: Callable[[str], bool]) -> tuple[dict[str, str], str]:
-    """name -> path of every file to compare: tracked and untracked-not-ignored files (all
-    files outside git), plus git's config and hooks, which could run code later."""
-    listing = "folder walk"
-    rels: list[str] = []
-    if (root / ".git").exists():
-        ok, out = run_git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], root)
-        if ok:
-            rels, listing = [rel.rstrip("/") for rel in out.split("\0") if rel], "git ls-files"
-    if listing == "folder walk":
+@dataclasses.dataclass
+class CheckoutListing:
+    paths: dict[str, str]  # name -> path of every file to compare
+    source: str  # "git ls-files" or "folder walk"
+    unhashed: set[str]  # names compared by metadata only: what git ignores
+
+
+def _checkout_files(root: Path, skip: Callable[[str], bool]) -> CheckoutListing:
+    """Every file to compare: tracked, untracked and ignored files (all files outside git),
+    an ignored folder as one entry; plus what decides what git does and sees, wherever the
+    git folder is (a worktree's .git is a file naming it)."""
+    rels, ignored = _git_listing(root)
+    source = "git ls-files" if rels is not None else "folder walk"
+    if rels is None:
         rels = [p.relative_to(root).as_posix() for p in _walk_files(root)]
-    files = {rel: os.path.join(root, rel) for rel in rels if not skip(rel)}
-    git_dir = root / ".git"
-    if git_dir.is_dir():  # a worktree's .git is a file: its config and hooks live elsewhere
-        files[".git/config"] = str(git_dir / "config")
-        for path in _walk_files_all(git_dir / "hooks"):
-            files[path.relative_to(root).as_posix()] = str(path)
-    return files, listing
+    files = {rel: os.path.join(root, rel) for rel in [*rels, *ignored] if not skip(rel)}
+    files.update(_git_state_files(root) if source == "git ls-files" else {})
+    return CheckoutListing(files, source, set(ignored) - set(rels))
+
+
+def _git_listing(root: Path) -> tuple[list[str] | None, list[str]]:
+    """(tracked and untracked-not-ignored, ignored) names; (None, []) outside git. Ignored
+    ones are asked for separately, so a file excluded after the snapshot is still listed;
+    `--directory` keeps a wholly ignored folder (node_modules) to one entry."""
+    if not (root / ".git").exists():
+        return None, []
+    ok, out = run_git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], root)
+    if not ok:
+        return None, []
+    ok, hidden = run_git(["ls-files", "-z", "--others", "--ignored", "--exclude-standard",
+                          "--directory"], root)
+    names = [rel.rstrip("/") for rel in out.split("\0") if rel]
+    return names, [rel.rstrip("/") for rel in hidden.split("\0")
+                   if rel and not RUN_FOLDERS.fullmatch(rel)] if ok else []
+
+
+# An ignored default workspace (or its agent folder), listed as one entry: another run may
+# create one at any time, and the iteration folders in it are the runs' own (see above).
+RUN_FOLDERS = re.compile(r"evals/[^/]+/workspace(/[^/]+)?/")
+
+
+def _git_folders(root: Path) -> tuple[str, str]:
+    """(git folder, common git folder) of a checkout, read as git reads them (no git call):
+    .git itself, or for a worktree the folder its `gitdir:` line names and that folder's
+    `commondir`. ("", "") when neither can be read."""
+    dot_git = os.path.join(root, ".git")
+    if os.path.isdir(dot_git):
+        return dot_git, dot_git
+    try:
+        with open(dot_git, encoding="utf-8") as handle:
+            line = handle.readline().strip()
+        if not line.startswith("gitdir:"):
+            return "", ""
+        git_dir = os.path.normpath(os.path.join(root, line[len("gitdir:"):].strip()))
+        with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as handle:
+            common = os.path.normpath(os.path.join(git_dir, handle.readline().strip()))
+    except OSError:
+        return "", ""
+    return git_dir, common
+
+
+GIT_STATE_FOLDERS = ("refs", "info", "hooks")
+
+
+def _git_state_files(root: Path) -> dict[str, str]:
+    """HEAD, refs, packed-refs, info/ (exclude, attributes, sparse-checkout), config and hooks:
+    what decides which commit, which files and which programs git uses. Named .git/<path in
+    the common git folder>, so a worktree's own HEAD is .git/worktrees/<name>/HEAD. Branches
+    checked out in other worktrees are left out: they move whenever someone commits there."""
+    git_dir, common = _git_folders(root)
+    if not common:
+        return {}
+    found = [os.path.join(git_dir, "HEAD"), os.path.join(git_dir, "config.worktree"),
+             os.path.join(common, "config"), os.path.join(common, "packed-refs")]
+    found += [str(path) for name in GIT_STATE_FOLDERS
+              for path in _walk_files_all(Path(common) / name)]
+    elsewhere = {f"refs/{ref}" for ref in _branches_of_other_worktrees(git_dir, common)}
+    named = {".git/" + Path(os.path.relpath(path, common)).as_posix(): path
+             for path in dict.fromkeys(found) if os.path.lexists(path)}
+    return {name: path for name, path in named.items() if name[len(".git/"):] not in elsewhere}
+
+
+def _branches_of_other_worktrees(git_dir: str, common: str) -> set[str]:
+    """Branches (heads/<name>) the other worktrees of this repository have checked out."""
+    try:
+        linked = [os.path.join(common, "worktrees", name)
+                  for name in os.listdir(os.path.join(common, "worktrees"))]
+    except OSError:
+        linked = []
+    branches = {folder: _head_branch(folder) for folder in [common, *linked]}
+    own = branches.pop(git_dir, None) or _head_branch(git_dir)
+    return {branch for branch in branches.values() if branch and branch != own}
+
+
+def _head_branch(git_dir: str) -> str:
+    try:
+        with open(os.path.join(git_dir, "HEAD"), encoding="utf-8") as handle:
+            line = handle.readline().strip()
+    except OSError:
+        return ""
+    return line[len("ref: refs/"):] if line.startswith("ref: refs/heads/") else ""
 
 
 def _walk_files_all(folder: Path) -> Iterator[Path]:
@@ -8181,6 +8346,26 @@ def arm_records(suite: Suite, configs: Iterable[str],
     return arms
 
 
+def skill_snapshot_record(snapshot: RepoSnapshot, configs: Iterable[str]) -> dict[str, Any]:
+    """Per skill arm: the package every one of its cells is delivered, as copied before the
+    first agent started, with its hash (each cell's sandbox record holds the hash it got)."""
+    records: dict[str, Any] = {}
+    for config in configs:
+        if config in snapshot.revisions:
+            package = snapshot.revisions[config]
+            records[config] = {"source": "git revision", "sha256": package.sha256,
+                               "files": len(package.files), "copy": str(package.root)}
+        elif config_has_skill(config):
+            records[config] = {"source": "working tree", "sha256": snapshot.skill_sha256,
+                               "files": len(snapshot.skill_delivered),
+                               "copy": str(snapshot.skill_copy),
+                               "not_delivered": dict(sorted(snapshot.skill_unreadable.items()))}
+        else:
+            continue
+        records[config]["taken"] = "before the first agent"
+    return records
+
+
 def changed_revision_arms(recorded: dict[str, Any],
                           revisions: dict[str, RevisionPackage]) -> list[str]:
     """Revision arms whose REV now names another commit or package than the iteration used."""
@@ -8235,7 +8420,8 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
     fixtures = sorted({rel for cell in cells for rel in cell.case.files})
     sharding = ({"plan": plan_identity(suite, options, plan_cells(suite, options, iteration_dir)),
                  "shard": shard_record(options, cells)} if options.shard else {})
-    checkout, checkout_failure = take_checkout_snapshot(suite.root, iteration_dir)
+    checkout, checkout_failure = take_checkout_snapshot(suite.root, iteration_dir,
+                                                        suite.skill_name)
     withheld = package_withholdings(suite.root, suite.skill_name, suite.path,
                                     suite.secret_texts())
     snapshot = RepoSnapshot.take(suite.root, suite.skill_name, withheld)
@@ -8259,7 +8445,8 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
             "isolation": {**confinement.to_json(), "summary": confinement.describe(),
                           "subreaper": subreaper},
             "fixture_status": {"before": fixture_status(suite.root, fixtures)},
-            "arms": arm_records(suite, options.configs, snapshot.revisions), **sharding})
+            "arms": arm_records(suite, options.configs, snapshot.revisions),
+            "skill_snapshot": skill_snapshot_record(snapshot, options.configs), **sharding})
         manifest["checkout_check"] = {
             "before": checkout.summary() if checkout else {"reason": checkout_failure}}
         if groups.cancelled.is_set():
@@ -8333,9 +8520,10 @@ def recorded_run_hashes(iteration_dir: Path) -> dict[str, dict[str, str]]:
         return {}
 
 
-def take_checkout_snapshot(root: Path, iteration_dir: Path) -> tuple[CheckoutSnapshot | None, str]:
+def take_checkout_snapshot(root: Path, iteration_dir: Path,
+                           skill_name: str) -> tuple[CheckoutSnapshot | None, str]:
     try:
-        return CheckoutSnapshot.take(root, iteration_dir), ""
+        return CheckoutSnapshot.take(root, iteration_dir, (f"skills/{skill_name}/",)), ""
     except OSError as exc:
         return None, f"the snapshot failed: {exc}"
 
