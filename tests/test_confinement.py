@@ -22,6 +22,7 @@ from pathlib import Path
 from unittest import mock
 
 from tests.helpers import (
+    FAKES,
     TempDir,
     call_main,
     demo_suite,
@@ -66,6 +67,9 @@ mkdir -p .skill-eval
   for f in "$workspace"/iteration-*/eval-*/*/run-*/outputs/output.txt; do
     { echo forged > "$f"; } 2>/dev/null && echo "forged-output"
   done
+  if [ -n "$HOSTILE_LIST" ]; then
+    ls -a "$(printf '%s' "$HOSTILE_LIST" | base64 -d)" 2>&1 | sed 's/^/listed: /'
+  fi
   if [ -n "$HOSTILE_FIND" ]; then
     find / -name SKILL.md 2>/dev/null | sed 's/^/found: /'
   fi
@@ -109,6 +113,8 @@ def digest(path: Path) -> str:
 class HostileExecutorCase(unittest.TestCase):
     isolation = "none"
     find = False
+    # The CLI in a folder holding the sandbox root: binding the CLI's folder binds them all.
+    sandboxes_beside_the_cli = False
 
     def setUp(self) -> None:
         self.tmp = TempDir()
@@ -119,6 +125,12 @@ class HostileExecutorCase(unittest.TestCase):
         bin_dir = write_hostile_claude(self.tmp.path / "hostile-bin")
         self.token = f"hostile-{os.getpid()}-{time.monotonic_ns()}"
         env = fake_env(self.tmp.path)
+        if self.sandboxes_beside_the_cli:
+            bin_dir = write_hostile_claude(self.tmp.path / "cli")
+            self.sandbox_root = bin_dir / "sb"
+            self.sandbox_root.mkdir()
+            env.update(SKILL_EVAL_SANDBOX_ROOT=str(self.sandbox_root),
+                       HOSTILE_LIST=b64(self.sandbox_root))
         env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
         env.update(HOSTILE_CHECKOUT=b64(self.root), HOSTILE_WORKSPACE=b64(self.workspace),
                    FAKE_AGENT_MARKER=self.token, CLAUDECODE="runner-only-secret")
@@ -211,6 +223,102 @@ class ConfinedHostileExecutorTest(HostileExecutorCase):
         self.assertIn("- Isolation: bwrap ", markdown)
         flags = json.loads((self.iteration / "benchmark.json").read_text())["sanity_checks"]
         self.assertNotIn("unconfined", [f["kind"] for f in flags["flags"]])
+
+
+@unittest.skipIf(bwrap_problem() is not None, f"needs working bubblewrap: {bwrap_problem()}")
+class SandboxRootInsideTheCliFolderTest(HostileExecutorCase):
+    """Issue 24 item 2: the CLI in X/cli/claude, the sandboxes in X/cli/sb. The CLI's folder
+    is bound read-only, and with it, unless hidden, every cell's sandbox, home and template."""
+
+    isolation = "bwrap"
+    find = True
+    sandboxes_beside_the_cli = True
+
+    def test_an_executor_sees_no_other_cell_nor_any_home_or_grader_folder(self) -> None:
+        self.assertEqual(self.code, 1, self.err)  # its left-behind daemons are flagged
+        reports = self.reports()
+        self.assertEqual(len(reports), 4, self.err)
+        for name, text in reports.items():
+            record = self.run_json(str(Path(name).parent.parent))
+            own = Path(record["sandbox"]["path"]).parent.name
+            template = Path(json.loads((self.iteration / "iteration_manifest.json").read_text())
+                            ["git_template"]["path"]).name
+            listed = {line[len("listed: "):] for line in text.splitlines()
+                      if line.startswith("listed: ")}
+            with self.subTest(run=name):
+                self.assertIn(own, listed)
+                # Its own sandbox, and the template folder only as the way to the objects it
+                # borrows; no other cell's sandbox, no home, no grader folder.
+                self.assertLessEqual(listed, {".", "..", own, template})
+
+    def test_a_baseline_run_finds_no_copy_of_the_skill(self) -> None:
+        ConfinedHostileExecutorTest.test_a_baseline_run_finds_no_copy_of_the_skill(self)
+
+
+HOISTED_LAUNCHER = """#!/usr/bin/env python3
+# Like an npm launcher: the real program is in a sibling package of the same node_modules.
+import os
+import sys
+
+native = os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..",
+                      "claude-code-linux-x64", "claude")
+if not os.path.exists(native):
+    sys.exit("Missing optional dependency @anthropic-ai/claude-code-linux-x64")
+os.execv(native, [native, *sys.argv[1:]])
+"""
+
+
+def write_hoisted_install(prefix: Path) -> Path:
+    """A fake claude laid out as `npm install --prefix PREFIX` leaves it; its bin folder."""
+    modules = prefix / "node_modules"
+    launcher = modules / "@anthropic-ai" / "claude-code" / "bin" / "claude"
+    native = modules / "@anthropic-ai" / "claude-code-linux-x64"
+    launcher.parent.mkdir(parents=True)
+    native.mkdir(parents=True)
+    launcher.write_text(HOISTED_LAUNCHER, encoding="utf-8")
+    launcher.chmod(0o755)
+    for name in ("claude", "_fakecore.py"):
+        shutil.copy2(FAKES / name, native / name)
+    (modules / ".bin").mkdir()
+    (modules / ".bin" / "claude").symlink_to("../@anthropic-ai/claude-code/bin/claude")
+    return modules / ".bin"
+
+
+@unittest.skipIf(bwrap_problem() is not None, f"needs working bubblewrap: {bwrap_problem()}")
+class HoistedInstallTest(unittest.TestCase):
+    """Issue 24 item 1: a CLI whose launcher needs a sibling package starts under bwrap."""
+
+    def test_every_cell_runs_confined_from_a_hoisted_install(self) -> None:
+        tmp = TempDir()
+        self.addCleanup(tmp.cleanup)
+        root = make_repo(tmp.path, demo_suite(1))
+        env = fake_env(tmp.path)
+        env["PATH"] = f"{write_hoisted_install(tmp.path / 'prefix')}{os.pathsep}{env['PATH']}"
+        code, _, err = call_main(["run", str(root / "evals/demo/evals.json"), "--agent",
+                                  "claude", "--quiet", "--isolation", "auto"], env)
+        self.assertEqual(code, 0, err)
+        iteration = root / "evals/demo/workspace/claude/iteration-1"
+        for config in ("with_skill", "without_skill"):
+            record = json.loads((iteration / f"eval-E01/{config}/run-1/run.json").read_text())
+            self.assertEqual(record["status"], "ok", record.get("failure"))
+            self.assertEqual(record["executor"]["isolation"]["mode"], "bwrap")
+
+    def test_a_cli_installed_inside_the_checkout_is_refused_under_bwrap(self) -> None:
+        tmp = TempDir()
+        self.addCleanup(tmp.cleanup)
+        root = make_repo(tmp.path, demo_suite(1))
+        bin_dir = write_hoisted_install(root / "vendor")
+        outside = tmp.path / "bin"
+        outside.mkdir()
+        (outside / "claude").symlink_to(bin_dir / "claude")  # reached from outside the checkout
+        env = fake_env(tmp.path)
+        env["PATH"] = f"{outside}{os.pathsep}{env['PATH']}"
+        code, _, err = call_main(["run", str(root / "evals/demo/evals.json"), "--agent",
+                                  "claude", "--quiet", "--isolation", "bwrap"], env)
+        self.assertEqual(code, 3, err)
+        self.assertIn("installed inside the checkout", err)
+        self.assertIn(str(root / "vendor" / "node_modules"), err)
+        self.assertFalse((root / "evals/demo/workspace").exists())
 
 
 class UnconfinedHostileExecutorTest(HostileExecutorCase):

@@ -2420,13 +2420,15 @@ def system_mounts() -> list[tuple[str, str, str]]:
     return entries
 
 
-def _package_root(real: str) -> str:
-    """The npm package holding a file (node_modules/<pkg> or node_modules/@scope/<pkg>)."""
+def install_root(real: str) -> str:
+    """What an installed CLI needs beside its own file: for an npm package, the whole
+    outermost node_modules folder above it, because node looks for a package's dependencies
+    (an optional native binary in a sibling package, as a hoisted `npm install --prefix DIR`
+    or a project's install lays them out) in every node_modules folder above the package;
+    for anything else, the folder the file is in."""
     parts = Path(real).parts
     if "node_modules" in parts:
-        at = len(parts) - 1 - parts[::-1].index("node_modules")
-        depth = at + 3 if len(parts) > at + 1 and parts[at + 1].startswith("@") else at + 2
-        return str(Path(*parts[:depth]))
+        return str(Path(*parts[:parts.index("node_modules") + 1]))
     return os.path.dirname(real)
 
 
@@ -2453,7 +2455,7 @@ def _interpreter_root(script: str, path: str) -> str | None:
 
 def cli_mounts(executable: str, path: str) -> list[tuple[str, str, str]]:
     """What makes an agent CLI start inside: each link from its PATH entry to the real file,
-    the real file's package read-only, and a `#!` launcher's interpreter installation."""
+    the real file's install_root read-only, and a `#!` launcher's interpreter installation."""
     entries: list[tuple[str, str, str]] = []
     current = os.path.abspath(executable)
     for _ in range(40):
@@ -2463,11 +2465,26 @@ def cli_mounts(executable: str, path: str) -> list[tuple[str, str, str]]:
         entries.append(("symlink", target, current))
         current = os.path.normpath(os.path.join(os.path.dirname(current), target))
     real = os.path.realpath(current)
-    entries.append(("ro-bind", _package_root(real), _package_root(real)))
+    entries.append(("ro-bind", install_root(real), install_root(real)))
     interpreter = _interpreter_root(real, path)
     if interpreter and interpreter != "/":
         entries.append(("ro-bind", interpreter, interpreter))
     return entries
+
+
+def check_cli_install(executable: str, path: str, root: Path) -> None:
+    """Refuse (exit 3) a CLI whose install folder lies in the checkout: binding it read-only
+    would show every confined agent part of the checkout, and where the checkout is."""
+    real_root = os.path.realpath(root)
+    for kind, source, _ in cli_mounts(executable, path):
+        if kind == "ro-bind" and _covered(os.path.realpath(source), [real_root]):
+            raise EnvironmentProblem(
+                f"the agent CLI {executable} is installed inside the checkout {root} (its "
+                f"install folder {source} would be bound into every confined agent, and the "
+                "checkout with it)",
+                "install it outside the checkout (npm install -g, or npm install --prefix DIR "
+                "with DIR outside it) and put that bin folder on PATH, or run with "
+                "--isolation none")
 
 
 def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
@@ -2502,15 +2519,30 @@ def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
             bound.append(dest)
         elif kind == "symlink" and not _covered(dest, bound):
             argv += ["--symlink", source, dest]
+    # The runner's own folders (sandbox root, homes, template, checkout, iteration) that a
+    # read-only bind shows are covered by an empty tmpfs first; the agent's own folders are
+    # bound inside it afterwards, and only then is it made read-only.
+    masks = runner_folder_masks(hide, bound)
+    for mask in masks:
+        argv += ["--tmpfs", mask]
     for folder in ro_binds:
         argv += ["--ro-bind", str(folder), str(folder)]
-    for secret in sorted({os.path.realpath(p) for p in hide}, key=lambda p: len(Path(p).parts)):
-        if _covered(secret, bound) and not _covered(os.path.realpath(workdir), [secret]):
-            argv += ["--tmpfs", secret, "--remount-ro", secret]
     argv += ["--bind", str(home), HOME_INSIDE]
     for folder in sorted({str(workdir), *map(str, rw_binds)}, key=lambda p: len(Path(p).parts)):
         argv += ["--bind", folder, folder]
+    for mask in masks:
+        argv += ["--remount-ro", mask]
     return argv + ["--remount-ro", "/", "--chdir", str(workdir), "--", *command]
+
+
+def runner_folder_masks(hide: Iterable[Path], bound: list[str]) -> list[str]:
+    """Of the folders to hide, those some read-only bind would show, outermost first; one
+    inside another needs no mask of its own."""
+    masks: list[str] = []
+    for secret in sorted({os.path.realpath(p) for p in hide}, key=lambda p: len(Path(p).parts)):
+        if _covered(secret, bound) and not _covered(secret, masks):
+            masks.append(secret)
+    return masks
 
 
 def options_through_fd(argv: list[str]) -> tuple[list[str], int]:
@@ -7347,7 +7379,9 @@ def confine_agents(ctx: RunContext, confinement: Confinement) -> None:
     agent_path = ctx.base_env.get("PATH", "")
     executable = shutil.which(ctx.provider.binary, path=agent_path) or ctx.provider.executable()
     ctx.agent_mounts = cli_mounts(executable, agent_path) if executable else []
-    ctx.hidden = [ctx.suite.root, ctx.iteration_dir, Path.home()]
+    # Everything the runner makes or reads, hidden wherever a read-only bind would show it.
+    ctx.hidden = [folder for folder in (ctx.suite.root, ctx.iteration_dir, ctx.options.workspace,
+                                        ctx.sandbox_base, Path.home()) if folder is not None]
 
 
 def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
@@ -8221,6 +8255,9 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     with InterruptHandler(groups):
         cli_version = provider_version(provider, groups, agent_env)
         confinement = choose_confinement(options.isolation)
+        if confinement.mode == "bwrap":
+            check_cli_install(provider.executable(agent_env.get("PATH", "")) or "",
+                              agent_env.get("PATH", ""), suite.root)
         if groups.cancelled.is_set():
             print(f"{PROG}: interrupted before the run started; nothing was written",
                   file=sys.stderr)
