@@ -1429,17 +1429,41 @@ def _feed(stream: Any, data: bytes) -> None:
             pass
 
 
+class OwnChildren:
+    """The processes the runner started on purpose and has not yet reaped, and the markers of
+    the unconfined agents running now. Any other child of the runner (a subreaper) is
+    something an agent left behind. Starting a process and sweeping for strays take the same
+    lock, so a sweep never sees a process of ours between its fork and its registration."""
+
+    lock = threading.Lock()
+    pids: set[int] = set()
+    live_tokens: set[str] = set()
+
+    @classmethod
+    @contextlib.contextmanager
+    def starting(cls) -> Iterator[Callable[[subprocess.Popen], None]]:
+        with cls.lock:
+            yield lambda proc: cls.pids.add(proc.pid)
+
+    @classmethod
+    def reaped(cls, proc: subprocess.Popen) -> None:
+        with cls.lock:
+            cls.pids.discard(proc.pid)
+
+
 def run_process(invocation: Invocation, env: dict[str, str], timeout_s: float,
                 groups: ProcessGroups) -> ProcessResult:
     """Run one provider process in its own session, bounded in time and memory."""
     started = time.monotonic()
     feeding = invocation.stdin_text is not None
     try:
-        proc = subprocess.Popen(
-            invocation.argv, cwd=invocation.cwd, env=env, start_new_session=True,
-            pass_fds=invocation.pass_fds,
-            stdin=subprocess.PIPE if feeding else subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        with OwnChildren.starting() as register:
+            proc = subprocess.Popen(
+                invocation.argv, cwd=invocation.cwd, env=env, start_new_session=True,
+                pass_fds=invocation.pass_fds,
+                stdin=subprocess.PIPE if feeding else subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            register(proc)
     except OSError as exc:
         return ProcessResult(invocation.argv, None, "", "", time.monotonic() - started,
                              spawn_error=f"{type(exc).__name__}: {exc}")
@@ -1464,6 +1488,7 @@ def run_process(invocation: Invocation, env: dict[str, str], timeout_s: float,
         _signal_group(proc.pid, signal.SIGKILL)
         reaper.join()
         groups.discard(proc)
+        OwnChildren.reaped(proc)
     for thread in threads:
         thread.join(timeout=5)
     return ProcessResult(
@@ -1514,6 +1539,36 @@ def _marked(pid: int, needle: bytes) -> bool:
             return needle in handle.read().split(b"\0")
     except OSError:
         return False
+
+
+def _environ(pid: int) -> list[bytes]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return handle.read().split(b"\0")
+    except OSError:
+        return []
+
+
+def end_left_behind(keep: set[int]) -> list[int]:
+    """Unconfined, after each agent: end every child of ours that we did not start on purpose,
+    that was not there before the run (`keep`) and that no running agent's marker names. A
+    daemon that dropped its marker (a new session, an empty environment) is one of them; a
+    process a running agent of another lane started for itself keeps running with it."""
+    ended: list[int] = []
+    with OwnChildren.lock:
+        live = {f"{AGENT_TOKEN_ENV}={token}".encode() for token in OwnChildren.live_tokens}
+        for _ in range(50):  # ending one hands us its children: rounds
+            strays = [pid for pid in child_pids() - set(keep) - OwnChildren.pids
+                      if not live.intersection(_environ(pid))]
+            if not strays:
+                break
+            for pid in strays:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(OSError):
+                    os.waitpid(pid, 0)
+                ended.append(pid)
+    return ended
 
 
 def end_strays(keep: set[int] = frozenset(), token: str | None = None,
@@ -1572,9 +1627,12 @@ def run_git(args: list[str], cwd: Path, timeout_s: float = 300.0, stdin: bytes |
             "-c", "core.fsmonitor=false", "-c", "commit.gpgsign=false", *args]
     try:
         # Its own session, so anything git starts ends with it on a timeout.
-        proc = subprocess.Popen(argv, cwd=cwd, env=full_env, start_new_session=True,
-                                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        with OwnChildren.starting() as register:
+            proc = subprocess.Popen(
+                argv, cwd=cwd, env=full_env, start_new_session=True,
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            register(proc)
     except OSError as exc:
         return False, f"git could not run: {exc}"
     # Git the main thread runs (listing, the template) is ended by an interrupt with the agents.
@@ -1595,6 +1653,7 @@ def run_git(args: list[str], cwd: Path, timeout_s: float = 300.0, stdin: bytes |
     finally:
         if groups is not None:
             groups.discard(proc)
+        OwnChildren.reaped(proc)
     _signal_group(proc.pid, signal.SIGKILL)
     if proc.returncode != 0:
         detail = err.decode("utf-8", "replace").strip()[-500:]
@@ -3812,6 +3871,7 @@ class RunContext:
     on_cell_start: Callable[[str], None] | None = None  # a cell's executor is about to start
     judge: dict[str, Any] = dataclasses.field(default_factory=dict)
     resuming: bool = False
+    children_before: set[int] = dataclasses.field(default_factory=set)  # never strays
     base_env: dict[str, str] = dataclasses.field(default_factory=dict)
     confinement: Confinement = dataclasses.field(
         default_factory=lambda: Confinement("none", "--isolation none"))
@@ -3960,8 +4020,14 @@ def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
     if ctx.confinement.mode != "bwrap":
         token = secrets.token_hex(8)
         env = {**env, AGENT_TOKEN_ENV: token}
-        result = run_process(invocation, env, ctx.options.timeout_s, ctx.groups)
-        strays = end_strays(token=token)
+        with OwnChildren.lock:
+            OwnChildren.live_tokens.add(token)
+        try:
+            result = run_process(invocation, env, ctx.options.timeout_s, ctx.groups)
+        finally:
+            with OwnChildren.lock:
+                OwnChildren.live_tokens.discard(token)
+        strays = end_strays(token=token) + end_left_behind(ctx.children_before)
         return result, env, {**ctx.confinement.to_json(), "strays_ended": len(strays)}
     home = Path(tempfile.mkdtemp(prefix="skill-eval-home-", dir=ctx.sandbox_base))
     try:
@@ -7306,7 +7372,7 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
     ctx = RunContext(suite, options, provider, iteration_dir, snapshot, sandbox_base, groups,
                      progress=None,
                      judge=judge_identity(provider, options, cli_version),
-                     resuming=previous is not None)
+                     resuming=previous is not None, children_before=children_before)
     ctx.base_env, manifest["environment_scrub"] = scrub_checkout_paths(clean_environment(),
                                                                        suite.root)
     confine_agents(ctx, confinement)
@@ -7568,7 +7634,7 @@ def run_regrade_iteration(suite: Suite, options: RunOptions, provider: Provider,
         return abandon_unstarted_iteration(iteration_dir, previous, exc)
     ctx = RunContext(suite, options, provider, iteration_dir, None, sandbox_base, groups,
                      judge=judge_identity(provider, options, cli_version),
-                     resuming=previous is not None)
+                     resuming=previous is not None, children_before=children_before)
     ctx.base_env, manifest["environment_scrub"] = scrub_checkout_paths(clean_environment(),
                                                                        suite.root)
     confine_agents(ctx, confinement)
