@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import time
 import unittest
 from pathlib import Path
@@ -321,6 +322,57 @@ class HoistedInstallTest(unittest.TestCase):
         self.assertFalse((root / "evals/demo/workspace").exists())
 
 
+TMP_FILLER = r"""#!/bin/sh
+case " $* " in *" --version "*) echo "2.1.197 (Claude Code)"; exit 0 ;; esac
+case " $* " in *" --json-schema "*) cat >/dev/null; printf '%s\n' '__GRADER__'; exit 0 ;; esac
+cat >/dev/null
+# Writes 16 MiB into /tmp; like a CLI whose own write fails, it gives up when the disk is full.
+head -c 16777216 /dev/zero > /tmp/filler || exit 1
+printf '%s\n' '__EXECUTOR__'
+"""
+
+
+@unittest.skipIf(bwrap_problem() is not None, f"needs working bubblewrap: {bwrap_problem()}")
+class TmpSizeTest(unittest.TestCase):
+    """Issue 24 item 9: the private /tmp has --tmp-size (default 512 MiB); a cell that fills it
+    fails, and its failure says the /tmp was full."""
+
+    def run_filler(self, *extra: str) -> tuple[int, str, Path]:
+        tmp = TempDir()
+        self.addCleanup(tmp.cleanup)
+        root = make_repo(tmp.path, demo_suite(1))
+        bin_dir = tmp.path / "filler-bin"
+        bin_dir.mkdir()
+        (bin_dir / "claude").write_text(TMP_FILLER.replace("__GRADER__", GRADER_ENVELOPE).replace(
+            "__EXECUTOR__", EXECUTOR_LINES.replace("\n", "' '")), encoding="utf-8")
+        (bin_dir / "claude").chmod(0o755)
+        env = fake_env(tmp.path)
+        env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+        code, out, err = call_main(["run", str(root / "evals/demo/evals.json"), "--agent",
+                                    "claude", "--quiet", "--isolation", "bwrap",
+                                    "--config", "without_skill", *extra], env)
+        return code, out + err, root / "evals/demo/workspace/claude/iteration-1"
+
+    def test_a_cell_that_fills_its_tmp_fails_and_says_so(self) -> None:
+        code, said, iteration = self.run_filler("--tmp-size", "8")
+        self.assertEqual(code, 1, said)
+        record = json.loads((iteration / "eval-E01/without_skill/run-1/run.json").read_text())
+        self.assertEqual(record["status"], "executor_failed")
+        self.assertIn("private /tmp (8 MiB, --tmp-size) was most likely full",
+                      record["failure"]["detail"])
+        self.assertEqual(record["executor"]["isolation"]["tmp_size_bytes"], 8 << 20)
+        manifest = json.loads((iteration / "iteration_manifest.json").read_text())
+        self.assertEqual(manifest["isolation"]["tmp_size_bytes"], 8 << 20)
+        self.assertIn("/tmp 8 MiB", manifest["isolation"]["summary"])
+
+    def test_the_default_size_holds_what_a_cell_usually_writes(self) -> None:
+        code, said, iteration = self.run_filler()
+        self.assertEqual(code, 0, said)
+        record = json.loads((iteration / "eval-E01/without_skill/run-1/run.json").read_text())
+        self.assertEqual(record["status"], "ok")
+        self.assertEqual(record["executor"]["isolation"]["tmp_size_bytes"], 512 << 20)
+
+
 class UnconfinedHostileExecutorTest(HostileExecutorCase):
     isolation = "none"
 
@@ -388,6 +440,29 @@ class ChooseConfinementTest(unittest.TestCase):
             chosen = runner.choose_confinement("auto")
         self.assertEqual((chosen.mode, chosen.reason), ("none", "no user namespaces"))
 
+    def test_a_bwrap_that_cannot_size_a_tmpfs_runs_with_an_unbounded_tmp_and_says_so(
+            self) -> None:
+        with mock.patch.object(runner.shutil, "which", return_value="/usr/bin/bwrap"), \
+                mock.patch.object(runner, "bwrap_sizes_tmpfs", return_value=False), \
+                mock.patch.object(runner, "probe_bwrap", return_value=None) as probe, \
+                mock.patch.object(runner, "bwrap_version", return_value="0.4.0"):
+            chosen = runner.choose_confinement("auto", 64)
+        probe.assert_called_once_with("/usr/bin/bwrap", None)  # probed without --size
+        record = chosen.to_json()
+        self.assertEqual((record["mode"], record["tmp_size_bytes"]), ("bwrap", None))
+        self.assertIn("bwrap 0.4.0 has no --size option", record["tmp_size_reason"])
+        self.assertIn("/tmp unbounded", chosen.describe())
+
+    def test_the_installed_bwrap_is_asked_whether_it_can_size_a_tmpfs(self) -> None:
+        found = shutil.which("bwrap")
+        if found is None:
+            self.skipTest("bubblewrap (bwrap) is not installed")
+        with mock.patch.object(runner, "probe_bwrap", return_value=None):
+            chosen = runner.choose_confinement("bwrap", 64)
+        sizes = "--size" in subprocess.run([found, "--help"], capture_output=True,
+                                           text=True).stdout
+        self.assertEqual(chosen.tmp_size_bytes, 64 << 20 if sizes else None)
+
     def test_bwrap_required_but_missing_is_exit_3_and_nothing_launches(self) -> None:
         tmp = TempDir()
         self.addCleanup(tmp.cleanup)
@@ -433,6 +508,12 @@ class BwrapArgvTest(unittest.TestCase):
         self.assertEqual(argv[argv.index("--chdir") + 1], str(self.work))
         if os.geteuid() == 0:
             self.assertEqual(argv[argv.index("--uid") + 1], str(runner.CONFINED_UID))
+
+    def test_the_private_tmp_gets_the_size_asked_for(self) -> None:
+        argv = self.argv(tmp_size=8 << 20)
+        at = argv.index("/tmp")
+        self.assertEqual(argv[at - 3:at + 1], ["--size", str(8 << 20), "--tmpfs", "/tmp"])
+        self.assertNotIn("--size", self.argv())  # unsized only when no size is given
 
     def test_options_go_through_a_descriptor_not_the_command_line(self) -> None:
         argv = self.argv(hide=[self.tmp.path / "checkout"])

@@ -81,6 +81,8 @@ MAX_REVISION_CHARS = 200
 RUNS_RANGE = (1, 5)
 GRADER_RUNS_RANGE = (1, 5)
 CONCURRENCY_RANGE = (1, 16)
+TMP_SIZE_MIB_RANGE = (1, 1 << 20)  # --tmp-size: a confined agent's private /tmp, in MiB
+DEFAULT_TMP_SIZE_MIB = 512
 SHARD_COUNT_MAX = 256
 SHARD_ALGORITHM = ("whole evals, heaviest first (cells), ties by sha256 of the eval id; each to "
                    "the shard with the fewest cells, ties to the lowest shard number")
@@ -344,6 +346,7 @@ class RunOptions:
     junit: Path | None = None
     grader_runs: int = 1  # independent grader processes per recorded output; majority decides
     isolation: str = "auto"
+    tmp_size_mib: int = DEFAULT_TMP_SIZE_MIB  # the confined agents' /tmp
     shard: tuple[int, int] | None = None  # (K, N): run the K-th of N shards of the plan
     max_cost_usd: float | None = None  # stop starting cells once finished cells cost this
     max_tokens: int | None = None  # ... or used this many tokens
@@ -410,15 +413,22 @@ class Confinement:
     reason: str = ""  # why unconfined; empty under bwrap
     bwrap: str = ""
     version: str = ""
+    tmp_size_bytes: int | None = None  # the private /tmp's size; None: unbounded, and why
+    tmp_size_reason: str = ""
 
     def to_json(self) -> dict[str, Any]:
         if self.mode == "bwrap":
-            return {"mode": "bwrap", "version": self.version}
+            tmp: dict[str, Any] = {"tmp_size_bytes": self.tmp_size_bytes}
+            if self.tmp_size_bytes is None:
+                tmp["tmp_size_reason"] = self.tmp_size_reason
+            return {"mode": "bwrap", "version": self.version, **tmp}
         return {"mode": "none", "reason": self.reason}
 
     def describe(self) -> str:
         if self.mode == "bwrap":
-            return f"bwrap {self.version} for executors and graders"
+            tmp = (f"/tmp {self.tmp_size_bytes >> 20} MiB" if self.tmp_size_bytes
+                   else f"/tmp unbounded: {self.tmp_size_reason}")
+            return f"bwrap {self.version} for executors and graders ({tmp})"
         return f"none ({self.reason}): executors could reach the checkout"
 
 
@@ -2409,17 +2419,23 @@ def fixture_status(root: Path, paths: list[str]) -> dict[str, Any]:
 # each flag are in README.md ("Isolation").
 
 
-def choose_confinement(requested: str) -> Confinement:
-    """--isolation: bwrap when asked, or when `auto` finds it working here; else none, and why."""
+def choose_confinement(requested: str, tmp_size_mib: int = DEFAULT_TMP_SIZE_MIB
+                       ) -> Confinement:
+    """--isolation: bwrap when asked, or when `auto` finds it working here; else none, and why.
+    Under bwrap the private /tmp gets --tmp-size, where this bwrap can size a tmpfs."""
     if requested == "none":
         return Confinement("none", "--isolation none")
     found = shutil.which("bwrap")
+    size = tmp_size_mib << 20 if found and bwrap_sizes_tmpfs(found) else None
     if not sys.platform.startswith("linux"):
         problem: str | None = f"bubblewrap confines agents on Linux only, not {sys.platform}"
     else:
-        problem = "bwrap not found" if found is None else probe_bwrap(found)
+        problem = "bwrap not found" if found is None else probe_bwrap(found, size)
     if problem is None and found is not None:
-        return Confinement("bwrap", bwrap=found, version=bwrap_version(found))
+        version = bwrap_version(found)
+        return Confinement("bwrap", bwrap=found, version=version, tmp_size_bytes=size,
+                           tmp_size_reason="" if size else f"bwrap {version} has no --size "
+                           "option; the tmpfs has the kernel's default size, half the memory")
     if requested == "bwrap":
         raise EnvironmentProblem(
             f"--isolation bwrap: {problem}",
@@ -2438,7 +2454,17 @@ def bwrap_version(bwrap: str) -> str:
     return words[-1] if words else "unknown"
 
 
-def probe_bwrap(bwrap: str) -> str | None:
+def bwrap_sizes_tmpfs(bwrap: str) -> bool:
+    """Whether this bwrap has `--size` (for the next --tmpfs), as its --help lists it."""
+    try:
+        done = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return re.search(r"^\s*--size\b", done.stdout + done.stderr, re.MULTILINE) is not None
+
+
+def probe_bwrap(bwrap: str, tmp_size: int | None = None) -> str | None:
     """Does the very argv shape agents get run here? None if so, else bwrap's reason.
 
     A plain `bwrap --ro-bind / / true` would pass where mounting /proc or a user namespace is
@@ -2448,7 +2474,7 @@ def probe_bwrap(bwrap: str) -> str | None:
         work, home = Path(folder, "work"), Path(folder, "home")
         work.mkdir()
         home.mkdir()
-        argv = bwrap_argv(["true"], bwrap=bwrap, workdir=work, home=home)
+        argv = bwrap_argv(["true"], bwrap=bwrap, workdir=work, home=home, tmp_size=tmp_size)
         try:
             done = subprocess.run(argv, env={"PATH": "/usr/bin:/bin"}, capture_output=True,
                                   timeout=20, stdin=subprocess.DEVNULL, start_new_session=True)
@@ -2548,7 +2574,8 @@ def check_cli_install(executable: str, path: str, root: Path) -> None:
 
 def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
                ro_entries: Iterable[tuple[str, str, str]] = (), ro_binds: Iterable[Path] = (),
-               rw_binds: Iterable[Path] = (), hide: Iterable[Path] = ()) -> list[str]:
+               rw_binds: Iterable[Path] = (), hide: Iterable[Path] = (),
+               tmp_size: int | None = None) -> list[str]:
     """bwrap's whole argv. Mounts apply in order and a later one shadows an earlier one.
 
     - the new root read-only; no capabilities; as root, a non-zero uid inside, because codex's
@@ -2569,7 +2596,8 @@ def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
                  for arg in ("--ro-bind", "/dev/null", secret)]
         argv += [arg for secret in SECRET_ETC_DIRS if os.path.isdir(secret)
                  for arg in ("--tmpfs", secret, "--remount-ro", secret)]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    argv += (["--size", str(tmp_size)] if tmp_size else []) + ["--tmpfs", "/tmp"]
     bound = [dest for kind, _, dest in system if kind == "ro-bind"]
     ordered = sorted(ro_entries, key=lambda e: (e[0] != "ro-bind", len(Path(e[2]).parts)))
     for kind, source, dest in ordered:
@@ -4038,7 +4066,8 @@ def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
             inside = ctx.provider.prepare_home(home, inside, role, model, HOME_INSIDE, env)
         argv = bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
                           home=home, ro_entries=ctx.agent_mounts, ro_binds=ro_binds,
-                          rw_binds=rw_binds, hide=ctx.hidden)
+                          rw_binds=rw_binds, hide=ctx.hidden,
+                          tmp_size=ctx.confinement.tmp_size_bytes)
         short, fd = options_through_fd(argv)
         try:
             result = run_process(dataclasses.replace(invocation, argv=short, pass_fds=(fd,)),
@@ -4047,7 +4076,37 @@ def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
             os.close(fd)
     finally:
         shutil.rmtree(home, ignore_errors=True)
-    return result, inside, {**ctx.confinement.to_json(), "home_files": carried}
+    isolation = {**ctx.confinement.to_json(), "home_files": carried}
+    full = tmp_full_reason(result, invocation.cwd, ctx.confinement.tmp_size_bytes)
+    if full:
+        isolation["tmp_full"] = full
+    return result, inside, isolation
+
+
+NO_SPACE = ("No space left on device", "ENOSPC")
+
+
+def tmp_full_reason(result: ProcessResult, workdir: Path, tmp_size: int | None) -> str:
+    """Why a failed confined agent most likely filled its private /tmp, or empty.
+
+    The tmpfs is gone when the agent ends, so this is read from what is left: an agent that
+    failed, said "No space left on device", while its own folder's filesystem still had room.
+    """
+    if result.returncode == 0 and not result.timed_out:
+        return ""
+    said = result.stderr[-20000:] + result.stdout[-20000:]
+    if not any(text in said for text in NO_SPACE):
+        return ""
+    try:
+        free = shutil.disk_usage(workdir).free
+    except OSError:
+        return ""
+    if free < 64 << 20:
+        return ""
+    limit = (f"{tmp_size >> 20} MiB, --tmp-size" if tmp_size
+             else "no size set, as this bwrap cannot")
+    return (f"it reported \"No space left on device\" while its folder's filesystem had "
+            f"{free >> 20} MiB free: its private /tmp ({limit}) was most likely full")
 
 
 def execute_matrix(ctx: RunContext, cells: list[Cell],
@@ -4259,7 +4318,9 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     files.text("outputs/output.txt", reply.text)
     if not reply.ok:
         files.text("logs/executor_stderr.txt", result.stderr)
-        record.fail(failure_status("executor", result), "executor", reply.failure)
+        full = isolation.get("tmp_full")
+        record.fail(failure_status("executor", result), "executor",
+                    f"{reply.failure} ({full})" if full else reply.failure)
         return None
     # From the sandbox base, which the executor cannot replace: no step of the path is followed.
     artifact = capture_artifact(sandbox.artifact_path, sandbox.base)
@@ -8172,6 +8233,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--isolation", choices=ISOLATION_MODES, default="auto",
                      help="confine agents with bubblewrap: auto (when it works here), bwrap "
                      "(required), none (default: auto)")
+    run.add_argument("--tmp-size", type=_bounded_int(*TMP_SIZE_MIB_RANGE),
+                     default=DEFAULT_TMP_SIZE_MIB, metavar="MIB",
+                     help="size of a confined agent's private /tmp, in MiB; a cell that fills "
+                     f"it fails and says so (default: {DEFAULT_TMP_SIZE_MIB}; bwrap only)")
     run.add_argument("--repo-root", metavar="DIR", help="repository root (default: detected)")
     aliases = [alias for kind in PROVIDERS.values() for alias in kind.setting_aliases]
     run.add_argument("--agent-config", *aliases, dest="agent_config", type=_agent_setting,
@@ -8272,7 +8337,7 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         grader_model=args.grader_model or args.model, skill_md=skill_md, workspace=workspace,
         eval_ids=eval_ids, keep_sandboxes=args.keep_sandboxes, agent_settings=args.agent_config,
         quiet=args.quiet, junit=output_path(args.junit, "--junit"),
-        grader_runs=args.grader_runs, isolation=args.isolation,
+        grader_runs=args.grader_runs, isolation=args.isolation, tmp_size_mib=args.tmp_size,
         shard=args.shard, max_cost_usd=args.max_cost, max_tokens=args.max_tokens)
 
 
@@ -8320,7 +8385,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     # Installed before any work, so an interrupt at any moment is answered the same way.
     with InterruptHandler(groups):
         cli_version = provider_version(provider, groups, agent_env)
-        confinement = choose_confinement(options.isolation)
+        confinement = choose_confinement(options.isolation, options.tmp_size_mib)
         if confinement.mode == "bwrap":
             check_cli_install(provider.executable(agent_env.get("PATH", "")) or "",
                               agent_env.get("PATH", ""), suite.root)
