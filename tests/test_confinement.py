@@ -373,6 +373,24 @@ class TmpSizeTest(unittest.TestCase):
         self.assertEqual(record["executor"]["isolation"]["tmp_size_bytes"], 512 << 20)
 
 
+@unittest.skipIf(bwrap_problem() is not None, f"needs working bubblewrap: {bwrap_problem()}")
+class CliInsideTheSandboxRootTest(unittest.TestCase):
+    """The sandbox root is hidden from agents; a CLI inside it could not start: refused."""
+
+    def test_a_cli_in_the_sandbox_root_is_refused_before_anything_starts(self) -> None:
+        tmp = TempDir()
+        self.addCleanup(tmp.cleanup)
+        root = make_repo(tmp.path, demo_suite(1))
+        bin_dir = write_hostile_claude(tmp.path / "cli")
+        env = fake_env(tmp.path)
+        env.update(PATH=f"{bin_dir}{os.pathsep}{env['PATH']}", SKILL_EVAL_SANDBOX_ROOT=str(bin_dir))
+        code, _, err = call_main(["run", str(root / "evals/demo/evals.json"), "--agent",
+                                  "claude", "--quiet", "--isolation", "bwrap"], env)
+        self.assertEqual(code, 3, err)
+        self.assertIn(f"lies in {os.path.realpath(bin_dir)}, a folder of the runner's", err)
+        self.assertFalse((root / "evals/demo/workspace").exists())
+
+
 class UnconfinedHostileExecutorTest(HostileExecutorCase):
     isolation = "none"
 

@@ -2557,19 +2557,36 @@ def cli_mounts(executable: str, path: str) -> list[tuple[str, str, str]]:
     return entries
 
 
-def check_cli_install(executable: str, path: str, root: Path) -> None:
-    """Refuse (exit 3) a CLI whose install folder lies in the checkout: binding it read-only
-    would show every confined agent part of the checkout, and where the checkout is."""
+def check_cli_install(executable: str, path: str, root: Path,
+                      runner_folders: Iterable[Path]) -> None:
+    """Refuse (exit 3) a CLI confinement would expose or hide: one whose install folder lies in
+    the checkout (binding it would show every confined agent part of the checkout, and where
+    it is), or one inside a runner's folder that bwrap_argv masks (it could not start)."""
+    if not executable:
+        return
+    sources = [os.path.realpath(source) for kind, source, _ in cli_mounts(executable, path)
+               if kind == "ro-bind"]
     real_root = os.path.realpath(root)
-    for kind, source, _ in cli_mounts(executable, path):
-        if kind == "ro-bind" and _covered(os.path.realpath(source), [real_root]):
+    exposed = [source for source in sources if _covered(source, [real_root])]
+    if exposed:
+        raise EnvironmentProblem(
+            f"the agent CLI {executable} is installed inside the checkout {root} (its "
+            f"install folder {exposed[0]} would be bound into every confined agent, and the "
+            "checkout with it)",
+            "install it outside the checkout (npm install -g, or npm install --prefix DIR "
+            "with DIR outside it) and put that bin folder on PATH, or run with "
+            "--isolation none")
+    bound = [dest for kind, _, dest in system_mounts() if kind == "ro-bind"] + sources
+    masks = runner_folder_masks(runner_folders, bound)
+    real = os.path.realpath(executable)
+    for mask in masks:
+        if _covered(real, [mask]):
             raise EnvironmentProblem(
-                f"the agent CLI {executable} is installed inside the checkout {root} (its "
-                f"install folder {source} would be bound into every confined agent, and the "
-                "checkout with it)",
-                "install it outside the checkout (npm install -g, or npm install --prefix DIR "
-                "with DIR outside it) and put that bin folder on PATH, or run with "
-                "--isolation none")
+                f"the agent CLI {executable} lies in {mask}, a folder of the runner's "
+                "(sandbox root, workspace or home) that confined agents never see, so it "
+                "could not start",
+                f"install the CLI elsewhere, or point {SANDBOX_ROOT_ENV} or --workspace at "
+                "a folder that does not hold it")
 
 
 def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
@@ -8388,7 +8405,8 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         confinement = choose_confinement(options.isolation, options.tmp_size_mib)
         if confinement.mode == "bwrap":
             check_cli_install(provider.executable(agent_env.get("PATH", "")) or "",
-                              agent_env.get("PATH", ""), suite.root)
+                              agent_env.get("PATH", ""), suite.root,
+                              [options.workspace, sandbox_base, Path.home()])
         if groups.cancelled.is_set():
             print(f"{PROG}: interrupted before the run started; nothing was written",
                   file=sys.stderr)
