@@ -16,12 +16,14 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import time
 import unittest
 from pathlib import Path
 from unittest import mock
 
 from tests.helpers import (
+    FAKES,
     TempDir,
     call_main,
     demo_suite,
@@ -66,6 +68,9 @@ mkdir -p .skill-eval
   for f in "$workspace"/iteration-*/eval-*/*/run-*/outputs/output.txt; do
     { echo forged > "$f"; } 2>/dev/null && echo "forged-output"
   done
+  if [ -n "$HOSTILE_LIST" ]; then
+    ls -a "$(printf '%s' "$HOSTILE_LIST" | base64 -d)" 2>&1 | sed 's/^/listed: /'
+  fi
   if [ -n "$HOSTILE_FIND" ]; then
     find / -name SKILL.md 2>/dev/null | sed 's/^/found: /'
   fi
@@ -109,6 +114,8 @@ def digest(path: Path) -> str:
 class HostileExecutorCase(unittest.TestCase):
     isolation = "none"
     find = False
+    # The CLI in a folder holding the sandbox root: binding the CLI's folder binds them all.
+    sandboxes_beside_the_cli = False
 
     def setUp(self) -> None:
         self.tmp = TempDir()
@@ -119,6 +126,12 @@ class HostileExecutorCase(unittest.TestCase):
         bin_dir = write_hostile_claude(self.tmp.path / "hostile-bin")
         self.token = f"hostile-{os.getpid()}-{time.monotonic_ns()}"
         env = fake_env(self.tmp.path)
+        if self.sandboxes_beside_the_cli:
+            bin_dir = write_hostile_claude(self.tmp.path / "cli")
+            self.sandbox_root = bin_dir / "sb"
+            self.sandbox_root.mkdir()
+            env.update(SKILL_EVAL_SANDBOX_ROOT=str(self.sandbox_root),
+                       HOSTILE_LIST=b64(self.sandbox_root))
         env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
         env.update(HOSTILE_CHECKOUT=b64(self.root), HOSTILE_WORKSPACE=b64(self.workspace),
                    FAKE_AGENT_MARKER=self.token, CLAUDECODE="runner-only-secret")
@@ -213,6 +226,171 @@ class ConfinedHostileExecutorTest(HostileExecutorCase):
         self.assertNotIn("unconfined", [f["kind"] for f in flags["flags"]])
 
 
+@unittest.skipIf(bwrap_problem() is not None, f"needs working bubblewrap: {bwrap_problem()}")
+class SandboxRootInsideTheCliFolderTest(HostileExecutorCase):
+    """Issue 24 item 2: the CLI in X/cli/claude, the sandboxes in X/cli/sb. The CLI's folder
+    is bound read-only, and with it, unless hidden, every cell's sandbox, home and template."""
+
+    isolation = "bwrap"
+    find = True
+    sandboxes_beside_the_cli = True
+
+    def test_an_executor_sees_no_other_cell_nor_any_home_or_grader_folder(self) -> None:
+        self.assertEqual(self.code, 1, self.err)  # its left-behind daemons are flagged
+        reports = self.reports()
+        self.assertEqual(len(reports), 4, self.err)
+        for name, text in reports.items():
+            record = self.run_json(str(Path(name).parent.parent))
+            own = Path(record["sandbox"]["path"]).parent.name
+            template = Path(json.loads((self.iteration / "iteration_manifest.json").read_text())
+                            ["git_template"]["path"]).name
+            listed = {line[len("listed: "):] for line in text.splitlines()
+                      if line.startswith("listed: ")}
+            with self.subTest(run=name):
+                self.assertIn(own, listed)
+                # Its own sandbox, and the template folder only as the way to the objects it
+                # borrows; no other cell's sandbox, no home, no grader folder.
+                self.assertLessEqual(listed, {".", "..", own, template})
+
+    def test_a_baseline_run_finds_no_copy_of_the_skill(self) -> None:
+        ConfinedHostileExecutorTest.test_a_baseline_run_finds_no_copy_of_the_skill(self)
+
+
+HOISTED_LAUNCHER = """#!/usr/bin/env python3
+# Like an npm launcher: the real program is in a sibling package of the same node_modules.
+import os
+import sys
+
+native = os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..",
+                      "claude-code-linux-x64", "claude")
+if not os.path.exists(native):
+    sys.exit("Missing optional dependency @anthropic-ai/claude-code-linux-x64")
+os.execv(native, [native, *sys.argv[1:]])
+"""
+
+
+def write_hoisted_install(prefix: Path) -> Path:
+    """A fake claude laid out as `npm install --prefix PREFIX` leaves it; its bin folder."""
+    modules = prefix / "node_modules"
+    launcher = modules / "@anthropic-ai" / "claude-code" / "bin" / "claude"
+    native = modules / "@anthropic-ai" / "claude-code-linux-x64"
+    launcher.parent.mkdir(parents=True)
+    native.mkdir(parents=True)
+    launcher.write_text(HOISTED_LAUNCHER, encoding="utf-8")
+    launcher.chmod(0o755)
+    for name in ("claude", "_fakecore.py"):
+        shutil.copy2(FAKES / name, native / name)
+    (modules / ".bin").mkdir()
+    (modules / ".bin" / "claude").symlink_to("../@anthropic-ai/claude-code/bin/claude")
+    return modules / ".bin"
+
+
+@unittest.skipIf(bwrap_problem() is not None, f"needs working bubblewrap: {bwrap_problem()}")
+class HoistedInstallTest(unittest.TestCase):
+    """Issue 24 item 1: a CLI whose launcher needs a sibling package starts under bwrap."""
+
+    def test_every_cell_runs_confined_from_a_hoisted_install(self) -> None:
+        tmp = TempDir()
+        self.addCleanup(tmp.cleanup)
+        root = make_repo(tmp.path, demo_suite(1))
+        env = fake_env(tmp.path)
+        env["PATH"] = f"{write_hoisted_install(tmp.path / 'prefix')}{os.pathsep}{env['PATH']}"
+        code, _, err = call_main(["run", str(root / "evals/demo/evals.json"), "--agent",
+                                  "claude", "--quiet", "--isolation", "auto"], env)
+        self.assertEqual(code, 0, err)
+        iteration = root / "evals/demo/workspace/claude/iteration-1"
+        for config in ("with_skill", "without_skill"):
+            record = json.loads((iteration / f"eval-E01/{config}/run-1/run.json").read_text())
+            self.assertEqual(record["status"], "ok", record.get("failure"))
+            self.assertEqual(record["executor"]["isolation"]["mode"], "bwrap")
+
+    def test_a_cli_installed_inside_the_checkout_is_refused_under_bwrap(self) -> None:
+        tmp = TempDir()
+        self.addCleanup(tmp.cleanup)
+        root = make_repo(tmp.path, demo_suite(1))
+        bin_dir = write_hoisted_install(root / "vendor")
+        outside = tmp.path / "bin"
+        outside.mkdir()
+        (outside / "claude").symlink_to(bin_dir / "claude")  # reached from outside the checkout
+        env = fake_env(tmp.path)
+        env["PATH"] = f"{outside}{os.pathsep}{env['PATH']}"
+        code, _, err = call_main(["run", str(root / "evals/demo/evals.json"), "--agent",
+                                  "claude", "--quiet", "--isolation", "bwrap"], env)
+        self.assertEqual(code, 3, err)
+        self.assertIn("installed inside the checkout", err)
+        self.assertIn(str(root / "vendor" / "node_modules"), err)
+        self.assertFalse((root / "evals/demo/workspace").exists())
+
+
+TMP_FILLER = r"""#!/bin/sh
+case " $* " in *" --version "*) echo "2.1.197 (Claude Code)"; exit 0 ;; esac
+case " $* " in *" --json-schema "*) cat >/dev/null; printf '%s\n' '__GRADER__'; exit 0 ;; esac
+cat >/dev/null
+# Writes 16 MiB into /tmp; like a CLI whose own write fails, it gives up when the disk is full.
+head -c 16777216 /dev/zero > /tmp/filler || exit 1
+printf '%s\n' '__EXECUTOR__'
+"""
+
+
+@unittest.skipIf(bwrap_problem() is not None, f"needs working bubblewrap: {bwrap_problem()}")
+class TmpSizeTest(unittest.TestCase):
+    """Issue 24 item 9: the private /tmp has --tmp-size (default 512 MiB); a cell that fills it
+    fails, and its failure says the /tmp was full."""
+
+    def run_filler(self, *extra: str) -> tuple[int, str, Path]:
+        tmp = TempDir()
+        self.addCleanup(tmp.cleanup)
+        root = make_repo(tmp.path, demo_suite(1))
+        bin_dir = tmp.path / "filler-bin"
+        bin_dir.mkdir()
+        (bin_dir / "claude").write_text(TMP_FILLER.replace("__GRADER__", GRADER_ENVELOPE).replace(
+            "__EXECUTOR__", EXECUTOR_LINES.replace("\n", "' '")), encoding="utf-8")
+        (bin_dir / "claude").chmod(0o755)
+        env = fake_env(tmp.path)
+        env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+        code, out, err = call_main(["run", str(root / "evals/demo/evals.json"), "--agent",
+                                    "claude", "--quiet", "--isolation", "bwrap",
+                                    "--config", "without_skill", *extra], env)
+        return code, out + err, root / "evals/demo/workspace/claude/iteration-1"
+
+    def test_a_cell_that_fills_its_tmp_fails_and_says_so(self) -> None:
+        code, said, iteration = self.run_filler("--tmp-size", "8")
+        self.assertEqual(code, 1, said)
+        record = json.loads((iteration / "eval-E01/without_skill/run-1/run.json").read_text())
+        self.assertEqual(record["status"], "executor_failed")
+        self.assertIn("private /tmp (8 MiB, --tmp-size) was most likely full",
+                      record["failure"]["detail"])
+        self.assertEqual(record["executor"]["isolation"]["tmp_size_bytes"], 8 << 20)
+        manifest = json.loads((iteration / "iteration_manifest.json").read_text())
+        self.assertEqual(manifest["isolation"]["tmp_size_bytes"], 8 << 20)
+        self.assertIn("/tmp 8 MiB", manifest["isolation"]["summary"])
+
+    def test_the_default_size_holds_what_a_cell_usually_writes(self) -> None:
+        code, said, iteration = self.run_filler()
+        self.assertEqual(code, 0, said)
+        record = json.loads((iteration / "eval-E01/without_skill/run-1/run.json").read_text())
+        self.assertEqual(record["status"], "ok")
+        self.assertEqual(record["executor"]["isolation"]["tmp_size_bytes"], 512 << 20)
+
+
+@unittest.skipIf(bwrap_problem() is not None, f"needs working bubblewrap: {bwrap_problem()}")
+class CliInsideTheSandboxRootTest(unittest.TestCase):
+    """The sandbox root is hidden from agents; a CLI inside it could not start: refused."""
+
+    def test_a_cli_in_the_sandbox_root_is_refused_before_anything_starts(self) -> None:
+        tmp = TempDir()
+        self.addCleanup(tmp.cleanup)
+        root = make_repo(tmp.path, demo_suite(1))
+        bin_dir = write_hostile_claude(tmp.path / "cli")
+        env = fake_env(tmp.path)
+        env.update(PATH=f"{bin_dir}{os.pathsep}{env['PATH']}", SKILL_EVAL_SANDBOX_ROOT=str(bin_dir))
+        code, _, err = call_main(["run", str(root / "evals/demo/evals.json"), "--agent",
+                                  "claude", "--quiet", "--isolation", "bwrap"], env)
+        self.assertEqual(code, 3, err)
+        self.assertIn(f"lies in {os.path.realpath(bin_dir)}, a folder of the runner's", err)
+        self.assertFalse((root / "evals/demo/workspace").exists())
+
+
 class UnconfinedHostileExecutorTest(HostileExecutorCase):
     isolation = "none"
 
@@ -280,6 +458,29 @@ class ChooseConfinementTest(unittest.TestCase):
             chosen = runner.choose_confinement("auto")
         self.assertEqual((chosen.mode, chosen.reason), ("none", "no user namespaces"))
 
+    def test_a_bwrap_that_cannot_size_a_tmpfs_runs_with_an_unbounded_tmp_and_says_so(
+            self) -> None:
+        with mock.patch.object(runner.shutil, "which", return_value="/usr/bin/bwrap"), \
+                mock.patch.object(runner, "bwrap_sizes_tmpfs", return_value=False), \
+                mock.patch.object(runner, "probe_bwrap", return_value=None) as probe, \
+                mock.patch.object(runner, "bwrap_version", return_value="0.4.0"):
+            chosen = runner.choose_confinement("auto", 64)
+        probe.assert_called_once_with("/usr/bin/bwrap", None)  # probed without --size
+        record = chosen.to_json()
+        self.assertEqual((record["mode"], record["tmp_size_bytes"]), ("bwrap", None))
+        self.assertIn("bwrap 0.4.0 has no --size option", record["tmp_size_reason"])
+        self.assertIn("/tmp unbounded", chosen.describe())
+
+    def test_the_installed_bwrap_is_asked_whether_it_can_size_a_tmpfs(self) -> None:
+        found = shutil.which("bwrap")
+        if found is None:
+            self.skipTest("bubblewrap (bwrap) is not installed")
+        with mock.patch.object(runner, "probe_bwrap", return_value=None):
+            chosen = runner.choose_confinement("bwrap", 64)
+        sizes = "--size" in subprocess.run([found, "--help"], capture_output=True,
+                                           text=True).stdout
+        self.assertEqual(chosen.tmp_size_bytes, 64 << 20 if sizes else None)
+
     def test_bwrap_required_but_missing_is_exit_3_and_nothing_launches(self) -> None:
         tmp = TempDir()
         self.addCleanup(tmp.cleanup)
@@ -325,6 +526,12 @@ class BwrapArgvTest(unittest.TestCase):
         self.assertEqual(argv[argv.index("--chdir") + 1], str(self.work))
         if os.geteuid() == 0:
             self.assertEqual(argv[argv.index("--uid") + 1], str(runner.CONFINED_UID))
+
+    def test_the_private_tmp_gets_the_size_asked_for(self) -> None:
+        argv = self.argv(tmp_size=8 << 20)
+        at = argv.index("/tmp")
+        self.assertEqual(argv[at - 3:at + 1], ["--size", str(8 << 20), "--tmpfs", "/tmp"])
+        self.assertNotIn("--size", self.argv())  # unsized only when no size is given
 
     def test_options_go_through_a_descriptor_not_the_command_line(self) -> None:
         argv = self.argv(hide=[self.tmp.path / "checkout"])

@@ -9,6 +9,8 @@ the notes cap and the exit code for the runner's own faults.
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import errno
 import json
 import os
@@ -357,6 +359,72 @@ class InterruptedStartTests(ProcessAudit, unittest.TestCase):
 
     def test_sigterm_during_the_template_build(self) -> None:
         self.check(signal.SIGTERM)
+
+
+STRAY_AGENT = r"""#!/bin/sh
+case " $* " in *" --version "*) echo "2.1.197 (Claude Code)"; exit 0 ;; esac
+events=$(printf '%s' "$STRAY_EVENTS" | base64 -d)
+echo "start $(date +%s.%N)" >> "$events"
+case " $* " in *" --json-schema "*) cat >/dev/null; printf '%s\n' '__GRADER__'; exit 0 ;; esac
+cat >/dev/null
+if mkdir "$events.once" 2>/dev/null; then  # the first executor only
+  setsid /bin/sh "$(dirname "$0")/daemon" first "$events" </dev/null >/dev/null 2>&1 &
+  while ! grep -q '^beat' "$events"; do sleep 0.02; done
+fi
+printf '%s\n' '__EXECUTOR__'
+"""
+
+# Re-executes itself with an empty environment (no SKILL_EVAL_AGENT marker, no PATH) in the
+# new session it was started in, then writes a heartbeat for longer than the whole run lasts.
+STRAY_DAEMON = """#!/bin/sh
+[ "$1" = again ] || exec /usr/bin/env -i /bin/sh "$0" again "$2"
+echo "pid $$" >> "$2"
+end=$(( $(date +%s) + 6 ))
+while [ "$(date +%s)" -lt "$end" ]; do echo "beat $(date +%s.%N)" >> "$2"; sleep 0.05; done
+"""
+
+
+class UnmarkedStrayTests(unittest.TestCase):
+    """Issue 24 item 5: unconfined, a daemon that dropped the runner's marker dies with the
+    agent that left it, before the next agent starts, not at the end of the matrix."""
+
+    def test_a_daemon_without_the_marker_is_ended_when_its_agent_ends(self) -> None:
+        from tests.test_confinement import EXECUTOR_LINES, GRADER_ENVELOPE
+        tmp = h.TempDir()
+        self.addCleanup(tmp.cleanup)
+        repo = h.make_repo(tmp.path, h.demo_suite(1))
+        bin_dir = tmp.path / "stray-bin"
+        bin_dir.mkdir()
+        agent = STRAY_AGENT.replace("__GRADER__", GRADER_ENVELOPE).replace(
+            "__EXECUTOR__", EXECUTOR_LINES.replace("\n", "' '"))
+        for name, text in (("claude", agent), ("daemon", STRAY_DAEMON)):
+            (bin_dir / name).write_text(text, encoding="utf-8")
+            (bin_dir / name).chmod(0o755)
+        events = tmp.path / "events.txt"
+        env = h.fake_env(tmp.path)
+        env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+        env["STRAY_EVENTS"] = base64.b64encode(str(events).encode()).decode()
+        self.addCleanup(self.kill_daemon, events)
+        code, out, err = h.call_main(["run", suite_file(repo), "--agent", "claude", "--quiet",
+                                    "--isolation", "none", "--concurrency", "1"], env)
+        self.assertEqual(code, 1, out + err)  # skill_not_read: this executor reads nothing
+        self.assertIn("skill_not_read", out)
+        lines = [line.split() for line in events.read_text(encoding="utf-8").splitlines()]
+        starts = [float(t) for kind, t in lines if kind == "start"]
+        beats = [float(t) for kind, t in lines if kind == "beat"]
+        self.assertEqual(len(starts), 4)  # two executors, two graders
+        self.assertTrue(beats)
+        self.assertLess(max(beats), sorted(starts)[1],
+                        "the daemon was still running when the next agent started")
+
+    @staticmethod
+    def kill_daemon(events: Path) -> None:
+        if not events.is_file():
+            return
+        for line in events.read_text(encoding="utf-8").splitlines():
+            if line.startswith("pid "):
+                with contextlib.suppress(OSError):
+                    os.kill(int(line.split()[1]), signal.SIGKILL)
 
 
 class InternalErrorTests(unittest.TestCase):

@@ -116,6 +116,30 @@ CODEX = _real_cli("codex")
 GEMINI = _real_cli("gemini")
 OPENCODE = _real_cli("opencode")
 
+# The same CLIs as `npm install --prefix DIR` lays them out (hoisted: codex's native binary is
+# the sibling package node_modules/@openai/codex-linux-x64), outside every system folder.
+HOISTED_ENV = "SKILL_EVAL_REAL_CLI_HOISTED"
+HOISTED_PREFIX = Path(os.path.expanduser(
+    os.environ.get(HOISTED_ENV) or "~/.cache/skill-eval-ci/npm-hoisted"))
+
+
+NPM_PACKAGES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex",
+                "gemini": "@google/gemini-cli", "opencode": "opencode-ai"}
+
+
+def hoisted_cli(name: str) -> str | None:
+    found = HOISTED_PREFIX / "node_modules" / ".bin" / name
+    real = os.path.realpath(found)
+    system = ("/usr/", "/bin/", "/sbin/", "/lib", "/etc/", "/opt/")
+    if not found.exists() or real.startswith((str(REPO_ROOT) + os.sep, *system)):
+        return None
+    return str(found)
+
+
+def hoisted_skip_reason(name: str) -> str:
+    return (f"no hoisted npm install of {name} at {HOISTED_PREFIX}/node_modules/.bin "
+            f"(.ci/install-clis makes one; {HOISTED_ENV} names another prefix)")
+
 
 def _version(binary: str) -> str:
     with tempfile.TemporaryDirectory(prefix="skill-eval-it-version-") as scratch:
@@ -347,6 +371,17 @@ class RunnerRealCLITest(unittest.TestCase):
 
     def agent_env(self, home: Path, codex_home: Path) -> dict:
         raise NotImplementedError
+
+    def use_hoisted_install(self) -> None:
+        """This test runs the CLI from the hoisted install, first on PATH, or skips."""
+        found = hoisted_cli(self.agent)
+        if found is None:
+            self.skipTest(hoisted_skip_reason(self.agent))
+        # Read from the package, not `--version`: gemini's can take 30 s on a loaded machine.
+        package = HOISTED_PREFIX / "node_modules" / NPM_PACKAGES[self.agent] / "package.json"
+        self.assertEqual(json.loads(package.read_text(encoding="utf-8"))["version"],
+                         PINS[self.agent], package)
+        self.binary = found
 
     def run_runner(self, repo: Path, *args: str, env: dict | None = None, agent_env=None,
                    timeout: float = RUNNER_TIMEOUT) -> RunnerRun:
@@ -606,12 +641,15 @@ class ClaudeRunnerTest(RunnerRealCLITest):
         self.server.add_rule(ms.contains(marker), [claude_executor])
         self.assert_checks_run_confined(marker)
 
-    def test_confined_and_unconfined_runs_agree(self):
-        marker = "[[RUN-CLAUDE-CONFINED]]"
+    def test_confined_and_unconfined_runs_agree(self, marker="[[RUN-CLAUDE-CONFINED]]"):
         self.server.add_rule(is_claude_grader(marker), [ms.structured_output(VERDICTS)])
         self.server.add_rule(ms.contains(marker), [claude_executor])
         self.assert_confinement_changes_no_result(
             self.make_suite({"E01": f"{marker} Write notes and a plan."}))
+
+    def test_confined_from_a_hoisted_install(self):
+        self.use_hoisted_install()
+        self.test_confined_and_unconfined_runs_agree("[[RUN-CLAUDE-HOISTED]]")
 
     def test_api_errors_are_not_scored(self):
         exec_marker, grade_marker = "[[RUN-CLAUDE-EXEC400]]", "[[RUN-CLAUDE-GRADE500]]"
@@ -760,8 +798,11 @@ class CodexRunnerTest(RunnerRealCLITest):
         self.server.add_rule(ms.contains(marker), [codex_executor])
         self.assert_checks_run_confined(marker)
 
-    def test_confined_and_unconfined_runs_agree(self):
-        marker = "[[RUN-CODEX-CONFINED]]"
+    def test_confined_from_a_hoisted_install(self):
+        self.use_hoisted_install()  # issue 24: every cell failed, the native binary unbound
+        self.test_confined_and_unconfined_runs_agree("[[RUN-CODEX-HOISTED]]")
+
+    def test_confined_and_unconfined_runs_agree(self, marker="[[RUN-CODEX-CONFINED]]"):
         self.server.add_rule(is_codex_grader(marker), [ms.responses_json(VERDICTS)])
         self.server.add_rule(ms.contains(marker), [codex_executor])
         # Unconfined codex with a system bwrap will not make its sandbox helper under a temp
@@ -1050,6 +1091,13 @@ class FreshHomeAgentTest(RunnerRealCLITest):
         self.server.add_rule(ms.contains(marker), [self.executor])
         return self.assert_checks_run_confined(marker, *args)
 
+    def assert_confined(self, run: RunnerRun) -> None:
+        """Every cell ran under bwrap; check_ok_run checked the tokens against the script."""
+        for config in ("with_skill", "without_skill"):
+            rec = run.run_json("E01", config)
+            for role in ("executor", "grader"):
+                self.assertEqual(rec[role]["isolation"]["mode"], "bwrap", rec[role])
+
     def run_runner(self, repo: Path, *args: str, **kw) -> RunnerRun:
         base_env = kw.pop("agent_env", None) or self.agent_env
 
@@ -1087,6 +1135,13 @@ class GeminiRunnerTest(FreshHomeAgentTest):
                          sum(gemini_usage(s).cache_read for s in steps))
         self.assertEqual(metrics["tokens"]["value"], sum(
             gemini_usage(s).input_tokens + gemini_usage(s).output_tokens for s in steps))
+
+    def test_confined_from_a_hoisted_install(self):
+        self.use_hoisted_install()
+        run = self.check_ok_run("[[RUN-GEMINI-HOISTED]]", ms.has_response_schema(),
+                                ms.gemini_json(VERDICTS), "--model", ms.GEMINI_MODEL,
+                                "--isolation", "bwrap")
+        self.assert_confined(run)
 
     def test_with_and_without_skill_graded_and_user_skills_invisible(self):
         run = self.check_ok_run("[[RUN-GEMINI-OK]]", ms.has_response_schema(),
@@ -1146,6 +1201,11 @@ class OpenCodeRunnerTest(FreshHomeAgentTest):
 
     def test_checks_run_under_bwrap(self):
         self.checks_run("[[RUN-OPENCODE-CHECKS]]", ms.no_tools(), ms.chat_json(VERDICTS))
+
+    def test_confined_from_a_hoisted_install(self):
+        self.use_hoisted_install()
+        self.assert_confined(self.check_ok_run("[[RUN-OPENCODE-HOISTED]]", ms.no_tools(),
+                                               ms.chat_json(VERDICTS), "--isolation", "bwrap"))
 
     def test_down_server_is_a_failed_run_within_the_timeout(self):
         class Dead:  # what write_opencode_config needs from a server

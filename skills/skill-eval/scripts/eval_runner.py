@@ -98,6 +98,8 @@ MAX_REVISION_CHARS = 200
 RUNS_RANGE = (1, 5)
 GRADER_RUNS_RANGE = (1, 5)
 CONCURRENCY_RANGE = (1, 16)
+TMP_SIZE_MIB_RANGE = (1, 1 << 20)  # --tmp-size: a confined agent's private /tmp, in MiB
+DEFAULT_TMP_SIZE_MIB = 512
 SHARD_COUNT_MAX = 256
 SHARD_ALGORITHM = ("whole evals, heaviest first (cells), ties by sha256 of the eval id; each to "
                    "the shard with the fewest cells, ties to the lowest shard number")
@@ -417,6 +419,7 @@ class RunOptions:
     junit: Path | None = None
     grader_runs: int = 1  # independent grader processes per recorded output; majority decides
     isolation: str = "auto"
+    tmp_size_mib: int = DEFAULT_TMP_SIZE_MIB  # the confined agents' /tmp
     shard: tuple[int, int] | None = None  # (K, N): run the K-th of N shards of the plan
     max_cost_usd: float | None = None  # stop starting cells once finished cells cost this
     max_tokens: int | None = None  # ... or used this many tokens
@@ -483,15 +486,22 @@ class Confinement:
     reason: str = ""  # why unconfined; empty under bwrap
     bwrap: str = ""
     version: str = ""
+    tmp_size_bytes: int | None = None  # the private /tmp's size; None: unbounded, and why
+    tmp_size_reason: str = ""
 
     def to_json(self) -> dict[str, Any]:
         if self.mode == "bwrap":
-            return {"mode": "bwrap", "version": self.version}
+            tmp: dict[str, Any] = {"tmp_size_bytes": self.tmp_size_bytes}
+            if self.tmp_size_bytes is None:
+                tmp["tmp_size_reason"] = self.tmp_size_reason
+            return {"mode": "bwrap", "version": self.version, **tmp}
         return {"mode": "none", "reason": self.reason}
 
     def describe(self) -> str:
         if self.mode == "bwrap":
-            return f"bwrap {self.version} for executors and graders"
+            tmp = (f"/tmp {self.tmp_size_bytes >> 20} MiB" if self.tmp_size_bytes
+                   else f"/tmp unbounded: {self.tmp_size_reason}")
+            return f"bwrap {self.version} for executors and graders ({tmp})"
         return f"none ({self.reason}): executors could reach the checkout"
 
 
@@ -1754,17 +1764,41 @@ def _feed(stream: Any, data: bytes) -> None:
             pass
 
 
+class OwnChildren:
+    """The processes the runner started on purpose and has not yet reaped, and the markers of
+    the unconfined agents running now. Any other child of the runner (a subreaper) is
+    something an agent left behind. Starting a process and sweeping for strays take the same
+    lock, so a sweep never sees a process of ours between its fork and its registration."""
+
+    lock = threading.Lock()
+    pids: set[int] = set()
+    live_tokens: set[str] = set()
+
+    @classmethod
+    @contextlib.contextmanager
+    def starting(cls) -> Iterator[Callable[[subprocess.Popen], None]]:
+        with cls.lock:
+            yield lambda proc: cls.pids.add(proc.pid)
+
+    @classmethod
+    def reaped(cls, proc: subprocess.Popen) -> None:
+        with cls.lock:
+            cls.pids.discard(proc.pid)
+
+
 def run_process(invocation: Invocation, env: dict[str, str], timeout_s: float,
                 groups: ProcessGroups) -> ProcessResult:
     """Run one provider process in its own session, bounded in time and memory."""
     started = time.monotonic()
     feeding = invocation.stdin_text is not None
     try:
-        proc = subprocess.Popen(
-            invocation.argv, cwd=invocation.cwd, env=env, start_new_session=True,
-            pass_fds=invocation.pass_fds,
-            stdin=subprocess.PIPE if feeding else subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        with OwnChildren.starting() as register:
+            proc = subprocess.Popen(
+                invocation.argv, cwd=invocation.cwd, env=env, start_new_session=True,
+                pass_fds=invocation.pass_fds,
+                stdin=subprocess.PIPE if feeding else subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            register(proc)
     except OSError as exc:
         return ProcessResult(invocation.argv, None, "", "", time.monotonic() - started,
                              spawn_error=f"{type(exc).__name__}: {exc}")
@@ -1789,6 +1823,7 @@ def run_process(invocation: Invocation, env: dict[str, str], timeout_s: float,
         _signal_group(proc.pid, signal.SIGKILL)
         reaper.join()
         groups.discard(proc)
+        OwnChildren.reaped(proc)
     for thread in threads:
         thread.join(timeout=5)
     return ProcessResult(
@@ -1839,6 +1874,36 @@ def _marked(pid: int, needle: bytes) -> bool:
             return needle in handle.read().split(b"\0")
     except OSError:
         return False
+
+
+def _environ(pid: int) -> list[bytes]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return handle.read().split(b"\0")
+    except OSError:
+        return []
+
+
+def end_left_behind(keep: set[int]) -> list[int]:
+    """Unconfined, after each agent: end every child of ours that we did not start on purpose,
+    that was not there before the run (`keep`) and that no running agent's marker names. A
+    daemon that dropped its marker (a new session, an empty environment) is one of them; a
+    process a running agent of another lane started for itself keeps running with it."""
+    ended: list[int] = []
+    with OwnChildren.lock:
+        live = {f"{AGENT_TOKEN_ENV}={token}".encode() for token in OwnChildren.live_tokens}
+        for _ in range(50):  # ending one hands us its children: rounds
+            strays = [pid for pid in child_pids() - set(keep) - OwnChildren.pids
+                      if not live.intersection(_environ(pid))]
+            if not strays:
+                break
+            for pid in strays:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(OSError):
+                    os.waitpid(pid, 0)
+                ended.append(pid)
+    return ended
 
 
 def end_strays(keep: set[int] = frozenset(), token: str | None = None,
@@ -1897,9 +1962,12 @@ def run_git(args: list[str], cwd: Path, timeout_s: float = 300.0, stdin: bytes |
             "-c", "core.fsmonitor=false", "-c", "commit.gpgsign=false", *args]
     try:
         # Its own session, so anything git starts ends with it on a timeout.
-        proc = subprocess.Popen(argv, cwd=cwd, env=full_env, start_new_session=True,
-                                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        with OwnChildren.starting() as register:
+            proc = subprocess.Popen(
+                argv, cwd=cwd, env=full_env, start_new_session=True,
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            register(proc)
     except OSError as exc:
         return False, f"git could not run: {exc}"
     # Git the main thread runs (listing, the template) is ended by an interrupt with the agents.
@@ -1920,6 +1988,7 @@ def run_git(args: list[str], cwd: Path, timeout_s: float = 300.0, stdin: bytes |
     finally:
         if groups is not None:
             groups.discard(proc)
+        OwnChildren.reaped(proc)
     _signal_group(proc.pid, signal.SIGKILL)
     if proc.returncode != 0:
         detail = err.decode("utf-8", "replace").strip()[-500:]
@@ -2866,17 +2935,23 @@ def fixture_status(root: Path, paths: list[str]) -> dict[str, Any]:
 # each flag are in README.md ("Isolation").
 
 
-def choose_confinement(requested: str) -> Confinement:
-    """--isolation: bwrap when asked, or when `auto` finds it working here; else none, and why."""
+def choose_confinement(requested: str, tmp_size_mib: int = DEFAULT_TMP_SIZE_MIB
+                       ) -> Confinement:
+    """--isolation: bwrap when asked, or when `auto` finds it working here; else none, and why.
+    Under bwrap the private /tmp gets --tmp-size, where this bwrap can size a tmpfs."""
     if requested == "none":
         return Confinement("none", "--isolation none")
     found = shutil.which("bwrap")
+    size = tmp_size_mib << 20 if found and bwrap_sizes_tmpfs(found) else None
     if not sys.platform.startswith("linux"):
         problem: str | None = f"bubblewrap confines agents on Linux only, not {sys.platform}"
     else:
-        problem = "bwrap not found" if found is None else probe_bwrap(found)
+        problem = "bwrap not found" if found is None else probe_bwrap(found, size)
     if problem is None and found is not None:
-        return Confinement("bwrap", bwrap=found, version=bwrap_version(found))
+        version = bwrap_version(found)
+        return Confinement("bwrap", bwrap=found, version=version, tmp_size_bytes=size,
+                           tmp_size_reason="" if size else f"bwrap {version} has no --size "
+                           "option; the tmpfs has the kernel's default size, half the memory")
     if requested == "bwrap":
         raise EnvironmentProblem(
             f"--isolation bwrap: {problem}",
@@ -2895,7 +2970,17 @@ def bwrap_version(bwrap: str) -> str:
     return words[-1] if words else "unknown"
 
 
-def probe_bwrap(bwrap: str) -> str | None:
+def bwrap_sizes_tmpfs(bwrap: str) -> bool:
+    """Whether this bwrap has `--size` (for the next --tmpfs), as its --help lists it."""
+    try:
+        done = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return re.search(r"^\s*--size\b", done.stdout + done.stderr, re.MULTILINE) is not None
+
+
+def probe_bwrap(bwrap: str, tmp_size: int | None = None) -> str | None:
     """Does the very argv shape agents get run here? None if so, else bwrap's reason.
 
     A plain `bwrap --ro-bind / / true` would pass where mounting /proc or a user namespace is
@@ -2905,7 +2990,7 @@ def probe_bwrap(bwrap: str) -> str | None:
         work, home = Path(folder, "work"), Path(folder, "home")
         work.mkdir()
         home.mkdir()
-        argv = bwrap_argv(["true"], bwrap=bwrap, workdir=work, home=home)
+        argv = bwrap_argv(["true"], bwrap=bwrap, workdir=work, home=home, tmp_size=tmp_size)
         try:
             done = subprocess.run(argv, env={"PATH": "/usr/bin:/bin"}, capture_output=True,
                                   timeout=20, stdin=subprocess.DEVNULL, start_new_session=True)
@@ -2936,13 +3021,15 @@ def system_mounts() -> list[tuple[str, str, str]]:
     return entries
 
 
-def _package_root(real: str) -> str:
-    """The npm package holding a file (node_modules/<pkg> or node_modules/@scope/<pkg>)."""
+def install_root(real: str) -> str:
+    """What an installed CLI needs beside its own file: for an npm package, the whole
+    outermost node_modules folder above it, because node looks for a package's dependencies
+    (an optional native binary in a sibling package, as a hoisted `npm install --prefix DIR`
+    or a project's install lays them out) in every node_modules folder above the package;
+    for anything else, the folder the file is in."""
     parts = Path(real).parts
     if "node_modules" in parts:
-        at = len(parts) - 1 - parts[::-1].index("node_modules")
-        depth = at + 3 if len(parts) > at + 1 and parts[at + 1].startswith("@") else at + 2
-        return str(Path(*parts[:depth]))
+        return str(Path(*parts[:parts.index("node_modules") + 1]))
     return os.path.dirname(real)
 
 
@@ -2969,7 +3056,7 @@ def _interpreter_root(script: str, path: str) -> str | None:
 
 def cli_mounts(executable: str, path: str) -> list[tuple[str, str, str]]:
     """What makes an agent CLI start inside: each link from its PATH entry to the real file,
-    the real file's package read-only, and a `#!` launcher's interpreter installation."""
+    the real file's install_root read-only, and a `#!` launcher's interpreter installation."""
     entries: list[tuple[str, str, str]] = []
     current = os.path.abspath(executable)
     for _ in range(40):
@@ -2979,16 +3066,49 @@ def cli_mounts(executable: str, path: str) -> list[tuple[str, str, str]]:
         entries.append(("symlink", target, current))
         current = os.path.normpath(os.path.join(os.path.dirname(current), target))
     real = os.path.realpath(current)
-    entries.append(("ro-bind", _package_root(real), _package_root(real)))
+    entries.append(("ro-bind", install_root(real), install_root(real)))
     interpreter = _interpreter_root(real, path)
     if interpreter and interpreter != "/":
         entries.append(("ro-bind", interpreter, interpreter))
     return entries
 
 
+def check_cli_install(executable: str, path: str, root: Path,
+                      runner_folders: Iterable[Path]) -> None:
+    """Refuse (exit 3) a CLI confinement would expose or hide: one whose install folder lies in
+    the checkout (binding it would show every confined agent part of the checkout, and where
+    it is), or one inside a runner's folder that bwrap_argv masks (it could not start)."""
+    if not executable:
+        return
+    sources = [os.path.realpath(source) for kind, source, _ in cli_mounts(executable, path)
+               if kind == "ro-bind"]
+    real_root = os.path.realpath(root)
+    exposed = [source for source in sources if _covered(source, [real_root])]
+    if exposed:
+        raise EnvironmentProblem(
+            f"the agent CLI {executable} is installed inside the checkout {root} (its "
+            f"install folder {exposed[0]} would be bound into every confined agent, and the "
+            "checkout with it)",
+            "install it outside the checkout (npm install -g, or npm install --prefix DIR "
+            "with DIR outside it) and put that bin folder on PATH, or run with "
+            "--isolation none")
+    bound = [dest for kind, _, dest in system_mounts() if kind == "ro-bind"] + sources
+    masks = runner_folder_masks(runner_folders, bound)
+    real = os.path.realpath(executable)
+    for mask in masks:
+        if _covered(real, [mask]):
+            raise EnvironmentProblem(
+                f"the agent CLI {executable} lies in {mask}, a folder of the runner's "
+                "(sandbox root, workspace or home) that confined agents never see, so it "
+                "could not start",
+                f"install the CLI elsewhere, or point {SANDBOX_ROOT_ENV} or --workspace at "
+                "a folder that does not hold it")
+
+
 def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
                ro_entries: Iterable[tuple[str, str, str]] = (), ro_binds: Iterable[Path] = (),
-               rw_binds: Iterable[Path] = (), hide: Iterable[Path] = ()) -> list[str]:
+               rw_binds: Iterable[Path] = (), hide: Iterable[Path] = (),
+               tmp_size: int | None = None) -> list[str]:
     """bwrap's whole argv. Mounts apply in order and a later one shadows an earlier one.
 
     - the new root read-only; no capabilities; as root, a non-zero uid inside, because codex's
@@ -3009,7 +3129,8 @@ def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
                  for arg in ("--ro-bind", "/dev/null", secret)]
         argv += [arg for secret in SECRET_ETC_DIRS if os.path.isdir(secret)
                  for arg in ("--tmpfs", secret, "--remount-ro", secret)]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    argv += (["--size", str(tmp_size)] if tmp_size else []) + ["--tmpfs", "/tmp"]
     bound = [dest for kind, _, dest in system if kind == "ro-bind"]
     ordered = sorted(ro_entries, key=lambda e: (e[0] != "ro-bind", len(Path(e[2]).parts)))
     for kind, source, dest in ordered:
@@ -3018,15 +3139,30 @@ def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
             bound.append(dest)
         elif kind == "symlink" and not _covered(dest, bound):
             argv += ["--symlink", source, dest]
+    # The runner's own folders (sandbox root, homes, template, checkout, iteration) that a
+    # read-only bind shows are covered by an empty tmpfs first; the agent's own folders are
+    # bound inside it afterwards, and only then is it made read-only.
+    masks = runner_folder_masks(hide, bound)
+    for mask in masks:
+        argv += ["--tmpfs", mask]
     for folder in ro_binds:
         argv += ["--ro-bind", str(folder), str(folder)]
-    for secret in sorted({os.path.realpath(p) for p in hide}, key=lambda p: len(Path(p).parts)):
-        if _covered(secret, bound) and not _covered(os.path.realpath(workdir), [secret]):
-            argv += ["--tmpfs", secret, "--remount-ro", secret]
     argv += ["--bind", str(home), HOME_INSIDE]
     for folder in sorted({str(workdir), *map(str, rw_binds)}, key=lambda p: len(Path(p).parts)):
         argv += ["--bind", folder, folder]
+    for mask in masks:
+        argv += ["--remount-ro", mask]
     return argv + ["--remount-ro", "/", "--chdir", str(workdir), "--", *command]
+
+
+def runner_folder_masks(hide: Iterable[Path], bound: list[str]) -> list[str]:
+    """Of the folders to hide, those some read-only bind would show, outermost first; one
+    inside another needs no mask of its own."""
+    masks: list[str] = []
+    for secret in sorted({os.path.realpath(p) for p in hide}, key=lambda p: len(Path(p).parts)):
+        if _covered(secret, bound) and not _covered(secret, masks):
+            masks.append(secret)
+    return masks
 
 
 def options_through_fd(argv: list[str]) -> tuple[list[str], int]:
@@ -4351,6 +4487,7 @@ class RunContext:
     on_cell_start: Callable[[str], None] | None = None  # a cell's executor is about to start
     judge: dict[str, Any] = dataclasses.field(default_factory=dict)
     resuming: bool = False
+    children_before: set[int] = dataclasses.field(default_factory=set)  # never strays
     base_env: dict[str, str] = dataclasses.field(default_factory=dict)
     confinement: Confinement = dataclasses.field(
         default_factory=lambda: Confinement("none", "--isolation none"))
@@ -4503,8 +4640,14 @@ def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
     if ctx.confinement.mode != "bwrap":
         token = secrets.token_hex(8)
         env = {**env, AGENT_TOKEN_ENV: token}
-        result = run_process(invocation, env, ctx.options.timeout_s, ctx.groups)
-        strays = end_strays(token=token)
+        with OwnChildren.lock:
+            OwnChildren.live_tokens.add(token)
+        try:
+            result = run_process(invocation, env, ctx.options.timeout_s, ctx.groups)
+        finally:
+            with OwnChildren.lock:
+                OwnChildren.live_tokens.discard(token)
+        strays = end_strays(token=token) + end_left_behind(ctx.children_before)
         return result, env, {**ctx.confinement.to_json(), "strays_ended": len(strays)}
     home = Path(tempfile.mkdtemp(prefix="skill-eval-home-", dir=ctx.sandbox_base))
     try:
@@ -4515,7 +4658,8 @@ def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
             inside = ctx.provider.prepare_home(home, inside, role, model, HOME_INSIDE, env)
         argv = bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
                           home=home, ro_entries=ctx.agent_mounts, ro_binds=ro_binds,
-                          rw_binds=rw_binds, hide=ctx.hidden)
+                          rw_binds=rw_binds, hide=ctx.hidden,
+                          tmp_size=ctx.confinement.tmp_size_bytes)
         short, fd = options_through_fd(argv)
         try:
             result = run_process(dataclasses.replace(invocation, argv=short, pass_fds=(fd,)),
@@ -4524,7 +4668,37 @@ def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
             os.close(fd)
     finally:
         shutil.rmtree(home, ignore_errors=True)
-    return result, inside, {**ctx.confinement.to_json(), "home_files": carried}
+    isolation = {**ctx.confinement.to_json(), "home_files": carried}
+    full = tmp_full_reason(result, invocation.cwd, ctx.confinement.tmp_size_bytes)
+    if full:
+        isolation["tmp_full"] = full
+    return result, inside, isolation
+
+
+NO_SPACE = ("No space left on device", "ENOSPC")
+
+
+def tmp_full_reason(result: ProcessResult, workdir: Path, tmp_size: int | None) -> str:
+    """Why a failed confined agent most likely filled its private /tmp, or empty.
+
+    The tmpfs is gone when the agent ends, so this is read from what is left: an agent that
+    failed, said "No space left on device", while its own folder's filesystem still had room.
+    """
+    if result.returncode == 0 and not result.timed_out:
+        return ""
+    said = result.stderr[-20000:] + result.stdout[-20000:]
+    if not any(text in said for text in NO_SPACE):
+        return ""
+    try:
+        free = shutil.disk_usage(workdir).free
+    except OSError:
+        return ""
+    if free < 64 << 20:
+        return ""
+    limit = (f"{tmp_size >> 20} MiB, --tmp-size" if tmp_size
+             else "no size set, as this bwrap cannot")
+    return (f"it reported \"No space left on device\" while its folder's filesystem had "
+            f"{free >> 20} MiB free: its private /tmp ({limit}) was most likely full")
 
 
 def execute_matrix(ctx: RunContext, cells: list[Cell],
@@ -4749,7 +4923,9 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     files.text("outputs/output.txt", reply.text)
     if not reply.ok:
         files.text("logs/executor_stderr.txt", result.stderr)
-        record.fail(failure_status("executor", result), "executor", reply.failure)
+        full = isolation.get("tmp_full")
+        record.fail(failure_status("executor", result), "executor",
+                    f"{reply.failure} ({full})" if full else reply.failure)
         return None
     # From the sandbox base, which the executor cannot replace: no step of the path is followed.
     artifact = capture_artifact(sandbox.artifact_path, sandbox.base)
@@ -8461,7 +8637,7 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
     ctx = RunContext(suite, options, provider, iteration_dir, snapshot, sandbox_base, groups,
                      progress=None,
                      judge=judge_identity(provider, options, cli_version),
-                     resuming=previous is not None)
+                     resuming=previous is not None, children_before=children_before)
     ctx.base_env, manifest["environment_scrub"] = scrub_checkout_paths(clean_environment(),
                                                                        suite.root)
     confine_agents(ctx, confinement)
@@ -8543,7 +8719,9 @@ def confine_agents(ctx: RunContext, confinement: Confinement) -> None:
     agent_path = ctx.base_env.get("PATH", "")
     executable = shutil.which(ctx.provider.binary, path=agent_path) or ctx.provider.executable()
     ctx.agent_mounts = cli_mounts(executable, agent_path) if executable else []
-    ctx.hidden = [ctx.suite.root, ctx.iteration_dir, Path.home()]
+    # Everything the runner makes or reads, hidden wherever a read-only bind would show it.
+    ctx.hidden = [folder for folder in (ctx.suite.root, ctx.iteration_dir, ctx.options.workspace,
+                                        ctx.sandbox_base, Path.home()) if folder is not None]
 
 
 def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
@@ -8730,7 +8908,7 @@ def run_regrade_iteration(suite: Suite, options: RunOptions, provider: Provider,
         return abandon_unstarted_iteration(iteration_dir, previous, exc)
     ctx = RunContext(suite, options, provider, iteration_dir, None, sandbox_base, groups,
                      judge=judge_identity(provider, options, cli_version),
-                     resuming=previous is not None)
+                     resuming=previous is not None, children_before=children_before)
     ctx.base_env, manifest["environment_scrub"] = scrub_checkout_paths(clean_environment(),
                                                                        suite.root)
     confine_agents(ctx, confinement)
@@ -9268,6 +9446,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--isolation", choices=ISOLATION_MODES, default="auto",
                      help="confine agents with bubblewrap: auto (when it works here), bwrap "
                      "(required), none (default: auto)")
+    run.add_argument("--tmp-size", type=_bounded_int(*TMP_SIZE_MIB_RANGE),
+                     default=DEFAULT_TMP_SIZE_MIB, metavar="MIB",
+                     help="size of a confined agent's private /tmp, in MiB; a cell that fills "
+                     f"it fails and says so (default: {DEFAULT_TMP_SIZE_MIB}; bwrap only)")
     run.add_argument("--repo-root", metavar="DIR", help="repository root (default: detected)")
     aliases = [alias for kind in PROVIDERS.values() for alias in kind.setting_aliases]
     run.add_argument("--agent-config", *aliases, dest="agent_config", type=_agent_setting,
@@ -9372,7 +9554,7 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         grader_model=args.grader_model or args.model, skill_md=skill_md, workspace=workspace,
         eval_ids=eval_ids, keep_sandboxes=args.keep_sandboxes, agent_settings=args.agent_config,
         quiet=args.quiet, junit=output_path(args.junit, "--junit"),
-        grader_runs=args.grader_runs, isolation=args.isolation,
+        grader_runs=args.grader_runs, isolation=args.isolation, tmp_size_mib=args.tmp_size,
         shard=args.shard, max_cost_usd=args.max_cost, max_tokens=args.max_tokens)
 
 
@@ -9420,7 +9602,11 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     # Installed before any work, so an interrupt at any moment is answered the same way.
     with InterruptHandler(groups):
         cli_version = provider_version(provider, groups, agent_env)
-        confinement = choose_confinement(options.isolation)
+        confinement = choose_confinement(options.isolation, options.tmp_size_mib)
+        if confinement.mode == "bwrap":
+            check_cli_install(provider.executable(agent_env.get("PATH", "")) or "",
+                              agent_env.get("PATH", ""), suite.root,
+                              [options.workspace, sandbox_base, Path.home()])
         if groups.cancelled.is_set():
             print(f"{PROG}: interrupted before the run started; nothing was written",
                   file=sys.stderr)
