@@ -1786,6 +1786,26 @@ class OwnChildren:
             cls.pids.discard(proc.pid)
 
 
+def run_owned(argv: list[str], cwd: Path, env: dict[str, str], stdin: bytes,
+              timeout_s: float) -> subprocess.CompletedProcess:
+    """subprocess.run for a helper the runner starts while agents run (git reading a baseline):
+    registered as ours, so the sweep for an agent's strays never ends it."""
+    with OwnChildren.starting() as register:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        register(proc)
+    try:
+        out, err = proc.communicate(stdin, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        return subprocess.CompletedProcess(argv, -signal.SIGKILL, out, err + b" (timed out)")
+    finally:
+        if proc.returncode is not None:
+            OwnChildren.reaped(proc)
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
 def run_process(invocation: Invocation, env: dict[str, str], timeout_s: float,
                 groups: ProcessGroups) -> ProcessResult:
     """Run one provider process in its own session, bounded in time and memory."""
@@ -2103,9 +2123,8 @@ def _read_blobs(root: Path, objects: list[str], config: str) -> dict[str, bytes]
     if shutil.which("git") is None:
         raise InputError("git is not installed", "install git")
     full = ["git", "--literal-pathspecs", "-c", "core.hooksPath=/dev/null", *argv]
-    done = subprocess.run(full, cwd=root, env=git_environment(), capture_output=True,
-                          input="".join(f"{obj}\n" for obj in objects).encode(), timeout=300,
-                          check=False)
+    done = run_owned(full, root, git_environment(),
+                     "".join(f"{obj}\n" for obj in objects).encode(), 300)
     if done.returncode != 0:
         raise InputError(f"--config {config}: git could not read the package's files",
                          done.stderr.decode("utf-8", "replace").strip()[-300:])
@@ -2811,10 +2830,9 @@ def delivered_tree(baseline: Path, commit: str, rel: str) -> dict[str, tuple[str
             entries[path] = (mode, obj)
     if not entries:
         return {}
-    done = subprocess.run(["git", f"--git-dir={baseline}", *GIT_READ_ONLY, "cat-file", "--batch"],
-                          cwd=baseline, env=git_environment(), capture_output=True, timeout=300,
-                          input="".join(f"{obj}\n" for _, obj in entries.values()).encode(),
-                          check=False)
+    done = run_owned(["git", f"--git-dir={baseline}", *GIT_READ_ONLY, "cat-file", "--batch"],
+                     baseline, git_environment(),
+                     "".join(f"{obj}\n" for _, obj in entries.values()).encode(), 300)
     if done.returncode != 0 or len(done.stdout) > PROTECT_READ_CAP:
         raise OSError(f"cannot read {rel} from the baseline: "
                       f"{done.stderr.decode('utf-8', 'replace').strip()[-300:] or 'too large'}")
