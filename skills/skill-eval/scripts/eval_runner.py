@@ -6777,10 +6777,13 @@ def _run_file_problem(folder: str, rel: str, digest: Any) -> str | None:
 
 def allocate_iteration_dir(workspace: Path) -> Path:
     """Claim iteration-N with mkdir, which is atomic: two runs never share a folder."""
+    created = not workspace.exists()
     try:
         workspace.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise WriteFailed(workspace, exc) from exc
+    if created:  # as a virtual environment does: out of `git status` without a .gitignore rule
+        write_text(workspace / ".gitignore", "*\n")
     taken = [int(m.group(1)) for p in workspace.iterdir()
              if (m := re.fullmatch(r"iteration-(\d+)", p.name))]
     number = max(taken, default=0) + 1
