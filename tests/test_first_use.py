@@ -5,7 +5,9 @@ a CLI that is not signed in, `report` flags typed the natural way, and small val
 
 from __future__ import annotations
 
+import json
 import unittest
+from pathlib import Path
 
 from tests.helpers import (
     TempDir,
@@ -51,6 +53,48 @@ class WorkspaceIgnoresItselfTests(FirstUseBase):
         self.assertIn(code, (0, 1), err)
         self.assertFalse((mine / ".gitignore").exists())
         self.assertTrue((mine / "iteration-1" / "benchmark.json").is_file())
+
+
+class ValidationNoteTests(FirstUseBase):
+    """Small notes of `validate`: each names the right thing."""
+
+    def validate_json(self, cases: list[dict], files: dict[str, str] | None = None) -> dict:
+        for rel, text in (files or {}).items():
+            (self.root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (self.root / rel).write_text(text)
+        Path(self.suite).write_text(json.dumps({"skill_name": "demo", "evals": cases}))
+        code, out, err = self.run_main("validate", self.suite, "--json")
+        self.assertEqual(code, 2, out + err)
+        return json.loads(out)
+
+    def test_a_string_id_twice_gets_no_note_about_numbers(self) -> None:
+        report = self.validate_json([{"id": "E1", "prompt": "x", "expectations": ["a"]},
+                                     {"id": "E1", "prompt": "y", "expectations": ["b"]}])
+        [error] = report["errors"]
+        self.assertEqual(error["message"], "case id 'E1' is used twice (also evals[0])")
+
+    def test_a_number_and_its_string_get_the_note(self) -> None:
+        report = self.validate_json([{"id": 1, "prompt": "x", "expectations": ["a"]},
+                                     {"id": "1", "prompt": "y", "expectations": ["b"]}])
+        [error] = report["errors"]
+        self.assertIn('1 and "1" count as the same', error["message"])
+
+    def test_a_misspelt_fixture_is_matched_to_the_file_beside_it(self) -> None:
+        report = self.validate_json(
+            [{"id": "E1", "prompt": "x", "expectations": ["a"],
+              "files": ["evals/demo/fixtures/readme.dif"]}],
+            {"evals/demo/fixtures/readme.diff": "diff\n"})
+        [error] = report["errors"]
+        self.assertEqual(error["json_path"], "evals[0].files[0]")
+        self.assertTrue(error["fix"].startswith(
+            "did you mean 'evals/demo/fixtures/readme.diff'? "), error["fix"])
+
+    def test_an_unknown_key_in_a_refused_case_still_names_the_case(self) -> None:
+        report = self.validate_json([{"id": "E1", "prompt": "x", "expectations": ["a"]},
+                                     {"id": "E1", "prompt": "y", "expectatons": ["b"]}])
+        unknown = next(e for e in report["errors"] if "expectatons" in e["message"])
+        self.assertEqual((unknown["case_id"], unknown["json_path"]), ("E1", "evals[1].expectatons"))
+        self.assertEqual({w["case_id"] for w in report["warnings"]}, {"E1"})
 
 
 if __name__ == "__main__":

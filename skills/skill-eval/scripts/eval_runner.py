@@ -887,14 +887,15 @@ class SuiteChecker:
                        'write it as "evals": [{"id": ..., "prompt": ...}]')
             return []
         cases = []
-        seen_ids: dict[str, int] = {}
+        seen_ids: dict[str, tuple[int, Any]] = {}  # an id's text -> (index, the id as written)
         for index, raw in enumerate(value):
             case = self.check_case(raw, index, common, seen_ids)
             if case is not None:
                 cases.append(case)
         return cases
 
-    def check_case_id(self, raw: dict, index: int, seen_ids: dict[str, int]) -> str | int | None:
+    def check_case_id(self, raw: dict, index: int,
+                      seen_ids: dict[str, tuple[int, Any]]) -> str | int | None:
         path = f"evals[{index}]"
         if "id" not in raw:
             return None
@@ -913,22 +914,24 @@ class SuiteChecker:
             return None
         key = str(value)
         if key in seen_ids:
-            self.error(f"case id {key!r} is used twice (also evals[{seen_ids[key]}]; "
-                       "1 and \"1\" count as the same)", _path_join(path, "id"),
-                       "give every case its own id", key)
+            earlier, written = seen_ids[key]
+            # Only when the two are written differently: for "1" twice the note would be wrong.
+            same = "; 1 and \"1\" count as the same" if type(written) is not type(value) else ""
+            self.error(f"case id {key!r} is used twice (also evals[{earlier}]{same})",
+                       _path_join(path, "id"), "give every case its own id", key)
             return None
-        seen_ids[key] = index
+        seen_ids[key] = (index, value)
         return value
 
     def check_case(self, raw: Any, index: int, common: list[str],
-                   seen_ids: dict[str, int]) -> Case | None:
+                   seen_ids: dict[str, tuple[int, Any]]) -> Case | None:
         path = f"evals[{index}]"
         if not isinstance(raw, dict):
             self.error(f"a case must be an object, not {_type_name(raw)}", path,
                        'write it as {"id": ..., "prompt": ...}')
             return None
         case_id = self.check_case_id(raw, index, seen_ids)
-        cid = None if case_id is None else str(case_id)
+        cid = _written_case_id(raw)  # a refused id (twice, unusable) still names its case
         self.check_unknown_keys(raw, CASE_KEYS, path, "case", cid)
         for key in REQUIRED_CASE_KEYS:
             if key not in raw:
@@ -992,8 +995,9 @@ class SuiteChecker:
         found = [base / entry for base in self.fixture_bases() if os.path.lexists(base / entry)]
         if not found:
             self.error(f"fixture {entry!r} does not exist", path,
-                       f"create it or correct the path (looked under {self.root}, the suite "
-                       "folder, its fixtures/ folder and the skill's folder)", cid)
+                       f"{self.near_fixture(entry)}create it or correct the path (looked under "
+                       f"{self.root}, the suite folder, its fixtures/ folder and the skill's "
+                       "folder)", cid)
             return None
         others = [c for c in found[1:] if os.path.realpath(c) != os.path.realpath(found[0])]
         if others:
@@ -1001,6 +1005,23 @@ class SuiteChecker:
                          f"{', '.join(map(str, others))}; the first is used", path,
                          "rename one of them, or write the path from the repository root", cid)
         return self.accept_fixture(entry, found[0], path, cid)
+
+    def near_fixture(self, entry: str) -> str:
+        """A did-you-mean for a missing fixture: a close name in the folder it names."""
+        folder, name = os.path.split(entry)
+        real_root = Path(os.path.realpath(self.root))
+        for base in self.fixture_bases():
+            parent = Path(os.path.realpath(base / folder))
+            if not (_is_within(parent, real_root) and parent.is_dir()):
+                continue
+            try:
+                names = os.listdir(parent)
+            except OSError:
+                continue
+            close = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.6)
+            if close:
+                return f"did you mean {(folder + '/' if folder else '') + close[0]!r}? "
+        return ""
 
     def fixture_bases(self) -> list[Path]:
         """Where a fixture path is looked up, first match wins (README: `files`)."""
@@ -1076,6 +1097,14 @@ class SuiteChecker:
             inner.append(inner_rel.as_posix())
         self.fixture_files.update(inner)
         return rel.as_posix()
+
+
+def _written_case_id(raw: dict) -> str | None:
+    """A case's id as written, for messages: a string or a number, else None."""
+    value = raw.get("id")
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip():
+        return None
+    return str(value)[:MAX_NAME_CHARS]
 
 
 def _type_name(value: Any) -> str:
