@@ -55,6 +55,39 @@ class WorkspaceIgnoresItselfTests(FirstUseBase):
         self.assertTrue((mine / "iteration-1" / "benchmark.json").is_file())
 
 
+class ReportFlagsTests(FirstUseBase):
+    """`report --html ITER` and `report --across ITER`: the folder is the flag's value."""
+
+    def run_agent(self, agent: str) -> Path:
+        code, _, err = self.run_main("run", self.suite, "--agent", agent, "--quiet")
+        self.assertIn(code, (0, 1), err)
+        return self.root / "evals" / "demo" / "workspace" / agent / "iteration-1"
+
+    def test_html_followed_by_the_folder_writes_the_page_in_it(self) -> None:
+        folder = self.run_agent("claude")
+        (folder / "benchmark.html").unlink()
+        code, _, err = self.run_main("report", "--html", str(folder))
+        self.assertEqual(code, 0, err)
+        self.assertTrue((folder / "benchmark.html").is_file())
+        code, _, err = self.run_main("report", str(folder), "--html", str(self.tmp.path / "p.html"))
+        self.assertEqual(code, 0, err)  # the old forms still work
+        self.assertTrue((self.tmp.path / "p.html").is_file())
+
+    def test_across_followed_by_the_folder_compares_with_the_other_agents(self) -> None:
+        folder = self.run_agent("claude")
+        self.run_agent("codex")
+        code, out, err = self.run_main("report", "--across", str(folder))
+        self.assertEqual(code, 0, err)
+        self.assertIn("Across agents:", out)
+        self.assertTrue((folder / "agents.md").is_file())
+
+    def test_a_missing_folder_is_still_a_usage_error(self) -> None:
+        code, out, err = self.run_main("report", "--html", str(self.tmp.path / "page.html"))
+        self.assertEqual(code, 2, out + err)
+        self.assertIn("ITERATION_DIR", err.splitlines()[0])
+        self.assertIn("fix: add ITERATION_DIR", err)
+
+
 class ValidationNoteTests(FirstUseBase):
     """Small notes of `validate`: each names the right thing."""
 

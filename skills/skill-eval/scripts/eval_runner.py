@@ -8118,7 +8118,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
     report = commands.add_parser("report", help="re-render benchmark.md from benchmark.json")
-    report.add_argument("iteration", metavar="ITERATION_DIR", help="an iteration-N folder")
+    # Optional to argparse only: `report --html ITER` and `report --across ITER` name the
+    # folder through the flag's optional value (report_folder_from_flags).
+    report.add_argument("iteration", metavar="ITERATION_DIR", nargs="?",
+                        help="an iteration-N folder")
     # nargs="?" with const "": a bare --html means the default place beside benchmark.json.
     report.add_argument("--html", nargs="?", const="", metavar="PATH",
                         help="also write a static HTML page (default: benchmark.html in it)")
@@ -8465,7 +8468,29 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return code
 
 
+def _is_iteration_dir(value: str) -> bool:
+    return Path(value).is_dir() and (Path(value) / "benchmark.json").is_file()
+
+
+def report_folder_from_flags(args: argparse.Namespace) -> None:
+    """`report --html ITER` and `report --across ITER` as a person types them: with no
+    ITERATION_DIR, an iteration folder given as the flag's optional value is the folder (a
+    folder is never a page to write, so nothing else could have been meant)."""
+    if args.iteration is not None:
+        return
+    if args.html and _is_iteration_dir(args.html):
+        args.iteration, args.html = args.html, ""
+    elif args.across and _is_iteration_dir(args.across[0]):
+        args.iteration = args.across.pop(0)
+    else:
+        raise InputError("the following arguments are required: ITERATION_DIR",
+                         "add ITERATION_DIR (an iteration-N folder holding benchmark.json), "
+                         "e.g. report evals/<skill>/workspace/<agent>/iteration-1 --html\n"
+                         f"  help: {PROG}.py report --help")
+
+
 def cmd_report(args: argparse.Namespace) -> int:
+    report_folder_from_flags(args)
     if args.merge:
         return cmd_merge(args)
     benchmark = load_benchmark(args.iteration)
