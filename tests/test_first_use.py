@@ -6,6 +6,9 @@ a CLI that is not signed in, `report` flags typed the natural way, and small val
 from __future__ import annotations
 
 import json
+import shlex
+import signal
+import subprocess
 import unittest
 from pathlib import Path
 
@@ -13,9 +16,14 @@ from tests.helpers import (
     TempDir,
     call_main,
     demo_suite,
+    fake_calls,
     fake_env,
     git,
     make_repo,
+    read_output,
+    runner,
+    start_script,
+    wait_until,
 )
 
 
@@ -53,6 +61,192 @@ class WorkspaceIgnoresItselfTests(FirstUseBase):
         self.assertIn(code, (0, 1), err)
         self.assertFalse((mine / ".gitignore").exists())
         self.assertTrue((mine / "iteration-1" / "benchmark.json").is_file())
+
+
+def slow_script(*cases: int, seconds: float = 30.0) -> dict:
+    """Executors of these case numbers sleep; the others answer at once."""
+    return {"cases": [{"match": f"Task number {i}.", "role": "executor",
+                       "spec": {"sleep_s": seconds}} for i in cases]}
+
+
+class ResumeTests(FirstUseBase):
+    """After Ctrl-C or the deadline: the exact command to resume, and `run --resume DIR` alone
+    finishes the iteration with the suite, agent and options it was started with."""
+
+    cases = 4
+
+    def iteration(self) -> Path:
+        return self.root / "evals" / "demo" / "workspace" / "claude" / "iteration-1"
+
+    def test_ctrl_c_prints_the_command_that_finishes_the_iteration(self) -> None:
+        env = fake_env(self.tmp.path, slow_script(3, 4))
+        proc = start_script(["run", self.suite, "--agent", "claude", "--timeout", "60"],
+                            env=env, cwd=self.root, out_dir=self.tmp.path / "out")
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+
+        def slow_started() -> bool:
+            return any("Task number 3." in json.dumps(c) for c in fake_calls(self.tmp.path))
+        self.assertTrue(wait_until(slow_started, 60), "no slow executor started")
+        proc.send_signal(signal.SIGINT)
+        self.assertEqual(proc.wait(timeout=60), 130)
+        out, err = read_output(proc)
+        self.assertIn("of them cancelled)", out)
+        self.assertIn("[warning] cancelled", out)
+        self.assertNotIn("infrastructure_failure", out)
+        self.assertRegex(err, r"\] ok \d+, failed 0, cancelled [1-9]")
+        lines = err.splitlines()
+        hint = next(i for i, line in enumerate(lines) if "to run them, resume" in line)
+        command = shlex.split(lines[hint + 1])
+        self.assertEqual(command[2:4], ["run", "--resume"])
+        self.assertEqual((self.root / command[4]).resolve(), self.iteration().resolve())
+        before = len(fake_calls(self.tmp.path))
+        done = subprocess.run(command, env=fake_env(self.tmp.path, {}), cwd=self.root,
+                              capture_output=True, text=True, timeout=120,
+                              stdin=subprocess.DEVNULL)
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        self.assertIn("(8 runs, 8 scored, 0 excluded)", done.stdout)
+        benchmark = json.loads((self.iteration() / "benchmark.json").read_text())
+        self.assertFalse(benchmark["metadata"]["incomplete"])
+        self.assertGreater(len(fake_calls(self.tmp.path)), before)
+
+    def test_resume_alone_keeps_the_options_the_iteration_started_with(self) -> None:
+        failing = {"cases": [{"match": "Task number 2.", "role": "executor",
+                              "spec": {"fault": "exit_nonzero"}}]}
+        code, out, err = self.run_main("run", self.suite, "--agent", "claude", "--runs", "2",
+                                       "--eval-id", "E01,E02", "--config",
+                                       "without_skill,with_skill", "--quiet",
+                                       env=fake_env(self.tmp.path, failing))
+        self.assertEqual(code, 1, err)
+        code, out, err = self.run_main("run", "--resume", str(self.iteration()), "--quiet",
+                                       env=fake_env(self.tmp.path, {}))
+        self.assertEqual(code, 1, err)  # 2 of the 4 cases: a partial selection to review
+        self.assertIn("(8 runs, 8 scored, 0 excluded)", out)
+        self.assertIn("partial_selection", out)
+        meta = json.loads((self.iteration() / "benchmark.json").read_text())["metadata"]
+        self.assertEqual((meta["runs_per_configuration"], meta["evals_run"], meta["configs"]),
+                         (2, ["E01", "E02"], ["without_skill", "with_skill"]))
+
+    def test_the_deadline_prints_the_resume_command_too(self) -> None:
+        code, _, err = self.run_main("run", self.suite, "--agent", "claude", "--deadline", "1",
+                                     "--timeout", "60", "--quiet",
+                                     env=fake_env(self.tmp.path, slow_script(1, 2, 3, 4)))
+        self.assertEqual(code, 1, err)
+        self.assertIn("stopped (deadline)", err)
+        self.assertIn(f"run --resume {self.iteration()}", err)
+
+    def test_an_option_that_differs_is_named_with_both_values_before_any_plan(self) -> None:
+        code, _, err = self.run_main("run", self.suite, "--agent", "claude", "--quiet")
+        self.assertIn(code, (0, 1), err)
+        calls = len(fake_calls(self.tmp.path))
+        code, out, err = self.run_main("run", self.suite, "--agent", "claude", "--runs", "2",
+                                       "--model", "m-1", "--resume", str(self.iteration()))
+        self.assertEqual(code, 2, out + err)
+        first = err.splitlines()[0]
+        self.assertIn("--runs 2 here, 1 in that iteration", first)
+        self.assertIn("--model m-1 here, (not set) in that iteration", first)
+        self.assertIn("fix: drop --runs, --model", err)
+        self.assertNotIn("cells (", err, "a plan line was printed first")
+        self.assertEqual(len(fake_calls(self.tmp.path)), calls, "an agent was launched")
+
+    def test_without_resume_the_suite_and_agent_are_still_required(self) -> None:
+        code, out, err = self.run_main("run")
+        self.assertEqual(code, 2, out + err)
+        self.assertIn("required: SUITE, --agent", err.splitlines()[0])
+
+
+class CompareLikeWithLikeTests(FirstUseBase):
+    """`report --compare` compares the same candidate against the same baseline, or says
+    there is nothing alike; "same inputs" only when the comparisons are the same too."""
+
+    def iterate(self, configs: str) -> Path:
+        code, _, err = self.run_main("run", self.suite, "--agent", "claude", "--quiet",
+                                     "--config", configs)
+        self.assertIn(code, (0, 1), err)
+        workspace = self.root / "evals" / "demo" / "workspace" / "claude"
+        return max(workspace.glob("iteration-*"), key=lambda p: int(p.name.split("-")[1]))
+
+    def compare(self, this: Path, other: Path) -> tuple[str, str]:
+        code, out, err = self.run_main("report", str(this), "--compare", str(other))
+        self.assertEqual(code, 0, err)
+        return out, (this / "comparison.md").read_text()
+
+    def test_a_third_arm_restricts_the_deltas_to_the_shared_baseline(self) -> None:
+        skill = self.root / "skills" / "demo" / "SKILL.md"
+        skill.write_text(skill.read_text() + "\nOne more rule.\n")
+        git(self.root, "commit", "-qam", "a second version of the skill")
+        two = self.iterate("with_skill,without_skill")
+        three = self.iterate("with_skill,with_skill@HEAD~1,without_skill")
+        out, text = self.compare(three, two)
+        self.assertNotIn("same inputs", out + text)
+        self.assertIn("different comparisons: this iteration ran with_skill, "
+                      "with_skill@HEAD~1, without_skill, the other with_skill, without_skill; "
+                      "only with_skill vs without_skill is compared", text)
+        header = next(line for line in text.splitlines() if line.startswith("| eval |"))
+        self.assertIn("delta vs without_skill (this / other)", header)
+        self.assertNotIn("delta vs with_skill@HEAD~1", header)
+        out, _ = self.compare(two, three)
+        self.assertIn("different comparisons", out)
+
+    def test_other_candidates_give_no_delta_to_compare(self) -> None:
+        first = self.iterate("with_skill,without_skill")
+        swapped = self.iterate("without_skill,with_skill")
+        out, text = self.compare(swapped, first)
+        self.assertIn("the candidates differ (this: without_skill, other: with_skill)", out)
+        self.assertNotIn("delta vs", text)
+
+    def test_the_same_comparisons_are_still_the_same_inputs(self) -> None:
+        first = self.iterate("with_skill,without_skill")
+        second = self.iterate("with_skill,without_skill")
+        out, text = self.compare(second, first)
+        self.assertIn("Comparability: same inputs", text)
+        self.assertIn("delta vs without_skill (this / other)", text)
+
+
+class VerdictMinimumTests(FirstUseBase):
+    """A plan too small for a verdict is found out before it is paid for, and the power line
+    never asks for fewer evals than the verdict needs."""
+
+    cases = 3
+    need = runner.MIN_PAIRED_EVALS  # the verdict's own minimum, whatever it becomes
+
+    def test_validate_warns_with_the_numbers(self) -> None:
+        code, out, err = self.run_main("validate", self.suite)
+        self.assertEqual(code, 0, err)
+        self.assertIn("1 warnings", out)
+        self.assertIn(f"3 eval(s) cannot give a verdict: it needs at least {self.need} evals "
+                      "scored in both configs", err)
+        self.assertIn(f"fix: add {self.need - 3} more case(s)", err)
+        code, out, _ = self.run_main("validate", self.suite, "--json")
+        self.assertEqual(code, 0)
+        [warning] = json.loads(out)["warnings"]
+        self.assertEqual(warning["json_path"], "evals")
+
+    def test_a_suite_big_enough_gets_no_warning(self) -> None:
+        suite = demo_suite(self.need)
+        Path(self.suite).write_text(json.dumps(suite))
+        code, out, err = self.run_main("validate", self.suite)
+        self.assertEqual(code, 0, err)
+        self.assertIn("0 warnings", out)
+        self.assertNotIn("verdict", err)
+
+    def test_dry_run_warns_and_a_single_config_does_not(self) -> None:
+        code, out, err = self.run_main("run", self.suite, "--agent", "claude", "--dry-run")
+        self.assertEqual(code, 0, err)
+        self.assertIn(f"warning: this plan's 3 eval(s) cannot give a verdict: it needs at "
+                      f"least {self.need}", out)
+        code, out, err = self.run_main("run", self.suite, "--agent", "claude", "--dry-run",
+                                       "--config", "with_skill")
+        self.assertEqual(code, 0, err)
+        self.assertNotIn("cannot give a verdict", out)
+
+    def test_the_power_line_never_asks_for_fewer_evals_than_the_verdict(self) -> None:
+        rows = [{"configs": {"a": {"pass_rates": [c]}, "b": {"pass_rates": [0.0]}}}
+                for c in (1.0, 0.9, 1.0)]
+        power = runner.power_forecast(rows, ("a", "b"), 0.97)
+        self.assertEqual([t["evals_needed"] for t in power["targets"]][0], self.need)
+        lines = runner.forecast_lines({"baseline": "b", "verdict": "inconclusive",
+                                       "power": power})
+        self.assertIn(f"no verdict is given below {self.need} paired evals", lines[0])
 
 
 class ReportFlagsTests(FirstUseBase):

@@ -4830,7 +4830,9 @@ def power_forecast(per_eval: list[dict[str, Any]], pair: tuple[str, str],
     for label, target in [*targets, ("10 pp", FORECAST_TARGET_DELTA)]:
         result["targets"].append({
             "label": label, "delta": target,
-            "evals_needed": math.ceil((_detectable(spread, sd) / target) ** 2 - 1e-9),
+            # Never fewer than the verdict itself needs, whatever the spread suggests.
+            "evals_needed": max(MIN_PAIRED_EVALS,
+                                math.ceil((_detectable(spread, sd) / target) ** 2 - 1e-9)),
             **_runs_needed(pairs, sd, n, target)})
     return result
 
@@ -5156,7 +5158,12 @@ def _run_flags(records: list[RunRecord]) -> list[dict[str, Any]]:
     for r in records:
         where = {"eval_id": r.eval_id, "configuration": r.configuration,
                  "run_number": r.run_number}
-        if r.status != STATUS_OK:
+        if r.status == "cancelled":  # stopped on purpose (Ctrl-C, deadline, cap): not a fault
+            detail = (r.failure or {}).get("detail", "")
+            flags.append(_flag("warning", "cancelled",
+                               f"not run to the end ({detail})"[:300] + "; excluded, not "
+                               "scored; run --resume runs it again", **where))
+        elif r.status != STATUS_OK:
             detail = (r.failure or {}).get("detail", "")
             flags.append(_flag("error", "infrastructure_failure",
                                f"{r.status}: {detail}"[:300] + " (excluded, not scored)",
@@ -5569,9 +5576,11 @@ def forecast_lines(comparison: dict[str, Any], always_targets: bool = False) -> 
     name = f"vs {comparison['baseline']}"
     if power.get("mde") is None:
         return [f"{name}: minimum detectable effect unknown: {power.get('reason')}"]
+    short = (f"; but no verdict is given below {MIN_PAIRED_EVALS} paired evals"
+             if power["paired_evals"] < MIN_PAIRED_EVALS else "")
     lines = [f"{name}: minimum detectable effect {fmt_delta(power['mde']).lstrip('+')} with "
              f"{power['paired_evals']} paired evals (SD of per-eval deltas "
-             f"{fmt_delta(power['sd_per_eval_delta']).lstrip('+')})"]
+             f"{fmt_delta(power['sd_per_eval_delta']).lstrip('+')}){short}"]
     if always_targets or comparison.get("verdict") == "inconclusive":
         lines += [f"{name}: to detect {fmt_evals_needed(t)}" for t in power["targets"]]
     return lines
@@ -5790,12 +5799,49 @@ IDENTITY_LABELS = (
 
 
 def comparability(this: dict[str, Any], other: dict[str, Any]) -> str:
+    """"same inputs" only when the inputs and the comparisons made of them are the same."""
     mine = this["metadata"].get("identity")
     theirs = other["metadata"].get("identity")
     if not mine or not theirs:
         return "unknown (an iteration records no identities)"
     changed = [label for key, label in IDENTITY_LABELS if mine.get(key) != theirs.get(key)]
-    return "same inputs" if not changed else f"different series: {', '.join(changed)} changed"
+    parts = [f"different series: {', '.join(changed)} changed"] if changed else []
+    _, differ = shared_comparisons(this, other)
+    if differ:
+        parts.append(f"different comparisons: {differ}")
+    return "; ".join(parts) or "same inputs"
+
+
+def _arm_package(benchmark: dict[str, Any], config: str) -> Any:
+    """What a with_skill@REV arm delivered (its package hash; None when not recorded): the
+    same name may mean another commit later. The working tree's package changing is what a
+    series measures; the identity's "skill changed" says so."""
+    if config_revision(config) is None:
+        return None
+    return ((benchmark["metadata"].get("arms") or {}).get(config) or {}).get("package_sha256")
+
+
+def shared_comparisons(this: dict[str, Any], other: dict[str, Any]) -> tuple[list[str], str]:
+    """The baselines both iterations compared the same candidate with, each arm delivering
+    the same package in both; and, when the two made other comparisons too, what differs."""
+    configs, their_configs = this["metadata"]["configs"], other["metadata"]["configs"]
+    candidate = configs[0]
+    if their_configs[0] != candidate or _arm_package(this, candidate) != _arm_package(
+            other, candidate):
+        what = "another package of " if their_configs[0] == candidate else ""
+        return [], (f"the candidates differ (this: {candidate}, other: {what}"
+                    f"{their_configs[0]})")
+    shared = [b for b in configs[1:] if b in their_configs[1:]
+              and _arm_package(this, b) == _arm_package(other, b)]
+    if list(configs) == list(their_configs) and len(shared) == len(configs) - 1:
+        return shared, ""
+    moved = [b for b in configs[1:] if b in their_configs[1:] and b not in shared]
+    only = (f"only {candidate} vs {', '.join(shared)} is compared" if shared
+            else "no comparison is in both, so no delta is compared")
+    if moved:
+        only += f" ({', '.join(moved)} named another commit)"
+    return shared, (f"this iteration ran {', '.join(configs)}, the other "
+                    f"{', '.join(their_configs)}; {only}")
 
 
 def _regraded_from(later: dict[str, Any], earlier: dict[str, Any]) -> bool:
@@ -5804,8 +5850,18 @@ def _regraded_from(later: dict[str, Any], earlier: dict[str, Any]) -> bool:
     return bool(regrade) and stamp is not None and regrade.get("source_timestamp") == stamp
 
 
+def _delta_against(row: dict[str, Any], configs: list[str], baseline: str) -> float | None:
+    """One eval's candidate-minus-baseline delta, for any of the iteration's baselines."""
+    if len(configs) > 1 and baseline == configs[1]:
+        return row.get("delta")
+    return (row.get("deltas") or {}).get(baseline)
+
+
 def render_compare_markdown(this: dict[str, Any], other: dict[str, Any], other_name: str) -> str:
     configs = this["metadata"]["configs"]
+    their_configs = other["metadata"]["configs"]
+    shared, _ = shared_comparisons(this, other)
+    rated = [c for c in configs if c in their_configs]
     theirs = {str(row["eval_id"]): row for row in other["per_eval"]}
     lines = [f"## Compared with {other_name}", "",
              f"Comparability: {comparability(this, other)}", ""]
@@ -5813,22 +5869,20 @@ def render_compare_markdown(this: dict[str, Any], other: dict[str, Any], other_n
         lines += ["Judge only: one of the two re-graded the answers recorded in the other, so "
                   "every difference below comes from the grading (assertions, grader, or "
                   "chance), none from the executor.", ""]
-    lines += ["| eval | " + " | ".join(f"{c} (this / other)" for c in configs)
-              + " | delta (this / other) | change in delta |",
-              "|---|" + "---|" * (len(configs) + 2)]
+    lines += ["| eval | " + " | ".join(f"{c} (this / other)" for c in rated)
+              + "".join(f" | delta vs {b} (this / other) | change" for b in shared) + " |",
+              "|---|" + "---|" * (len(rated) + 2 * len(shared))]
     for row in this["per_eval"]:
-        old = theirs.get(str(row["eval_id"]))
-        rates = []
-        for config in configs:
-            before = (old or {}).get("configs", {}).get(config, {}).get("mean_pass_rate")
-            rates.append(f"{fmt_rate(row['configs'][config]['mean_pass_rate'])} / "
-                         f"{fmt_rate(before)}")
-        old_delta = (old or {}).get("delta")
-        change = (row["delta"] - old_delta
-                  if row["delta"] is not None and old_delta is not None else None)
-        lines.append(f"| {_md_cell(row['eval_id'])} | " + " | ".join(rates)
-                     + f" | {fmt_delta(row['delta'])} / {fmt_delta(old_delta)} | "
-                     f"{fmt_delta(change)} |")
+        old = theirs.get(str(row["eval_id"])) or {}
+        cells = [f"{fmt_rate(row['configs'][c]['mean_pass_rate'])} / "
+                 f"{fmt_rate(old.get('configs', {}).get(c, {}).get('mean_pass_rate'))}"
+                 for c in rated]
+        for baseline in shared:
+            now = _delta_against(row, configs, baseline)
+            before = _delta_against(old, their_configs, baseline) if old else None
+            change = now - before if now is not None and before is not None else None
+            cells += [f"{fmt_delta(now)} / {fmt_delta(before)}", fmt_delta(change)]
+        lines.append(f"| {_md_cell(row['eval_id'])} | " + " | ".join(cells) + " |")
     missing = sorted(set(theirs) - {str(r["eval_id"]) for r in this["per_eval"]})
     if missing:
         lines += ["", f"Only in {other_name}: {', '.join(missing)}"]
@@ -6531,9 +6585,11 @@ def render_summary(benchmark: dict[str, Any], iteration_dir: Path) -> str:
     c, sanity = benchmark["comparison"], benchmark["sanity_checks"]
     meta = benchmark["metadata"]
     review = [f for f in sanity["flags"] if f["severity"] in SEVERITIES_NEEDING_REVIEW]
+    cancelled = sum(run.get("status") == "cancelled" for run in all_runs(benchmark))
     lines = [f"skill-eval: {meta['skill_name']} with {meta['agent']} "
              f"({'INCOMPLETE, ' if meta.get('incomplete') else ''}{len(all_runs(benchmark))} runs, "
-             f"{benchmark['scored_run_count']} scored, {benchmark['error_run_count']} excluded)",
+             f"{benchmark['scored_run_count']} scored, {benchmark['error_run_count']} excluded"
+             + (f", {cancelled} of them cancelled" if cancelled else "") + ")",
              f"Sanity checks: {sanity['status']}"
              + (f" ({len(review)} flag(s); see benchmark.md)" if review else "")]
     groups = group_flags(review)
@@ -6704,19 +6760,23 @@ def _classify_change(key: tuple, digest: str | None, now: tuple, path: str) -> s
     return None
 
 
-DEFAULT_ITERATIONS = re.compile(r"evals/[^/]+/workspace/[^/]+/iteration-\d+(/|$)")
+DEFAULT_ITERATIONS = re.compile(
+    r"evals/[^/]+/workspace/[^/]+/(iteration-\d+(/|$)|\.gitignore$)")
 
 
 def _runner_output_filter(root: Path, iteration_dir: Path) -> Callable[[str], bool]:
     """Whether a checkout path is one a skill-eval run writes: this iteration's folder, its
-    sibling iteration-N folders, and iteration-N folders in the default workspaces. Other runs
-    in the same checkout may be writing there now; their own run-file hashes cover them."""
+    sibling iteration-N folders, and iteration-N folders in the default workspaces, and the
+    .gitignore beside them. Other runs in the same checkout may be writing there now; their
+    own run-file hashes cover them."""
     real_root, real_iteration = os.path.realpath(root), os.path.realpath(iteration_dir)
     patterns = [DEFAULT_ITERATIONS]
     if _is_within(Path(real_iteration), Path(real_root)):
         workspace = Path(os.path.relpath(os.path.dirname(real_iteration), real_root)).as_posix()
         prefix = "" if workspace == "." else re.escape(workspace) + "/"
-        patterns.append(re.compile(prefix + r"iteration-\d+(/|$)"))
+        # The workspace's own .gitignore, never the checkout's (a workspace at the root).
+        own = r"|\.gitignore$" if prefix else ""
+        patterns.append(re.compile(prefix + rf"(iteration-\d+(/|$){own})"))
     return lambda rel: any(pattern.match(rel) for pattern in patterns)
 
 
@@ -6970,7 +7030,7 @@ class Progress:
         self.total, self.quiet = total, quiet
         self.stream = stream or sys.stderr
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.done = self.ok = 0
+        self.done = self.ok = self.cancelled = 0
         self.running: set[str] = set()
         self.last = ""
         self.started = time.monotonic()
@@ -7007,6 +7067,7 @@ class Progress:
             self.running.discard(record.label)
             self.done += 1
             self.ok += record.status == STATUS_OK
+            self.cancelled += record.status == "cancelled"  # stopped by us, not a failure
             self.last = f"{record.label} {record.status}"
             if self.quiet:
                 return
@@ -7018,7 +7079,9 @@ class Progress:
         elapsed = time.monotonic() - self.started
         eta = (f"eta {fmt_duration(elapsed / self.done * (self.total - self.done))}"
                if self.done else "eta after the first cell")
-        text = (f"[{self.done}/{self.total}] ok {self.ok}, failed {self.done - self.ok}, "
+        failed = self.done - self.ok - self.cancelled
+        cancelled = f", cancelled {self.cancelled}" if self.cancelled else ""
+        text = (f"[{self.done}/{self.total}] ok {self.ok}, failed {failed}{cancelled}, "
                 f"running {len(self.running)}; elapsed {fmt_duration(elapsed)}, {eta}")
         return text + (f"; last: {self.last}" if self.last else "")
 
@@ -8065,8 +8128,10 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--json", action="store_true", help="print one JSON object")
 
     run = commands.add_parser("run", help="run the executor/grader matrix and write a benchmark")
-    run.add_argument("suite", metavar="SUITE", help="path to evals/<skill>/evals.json")
-    run.add_argument("--agent", required=True, choices=sorted(PROVIDERS), help="agent CLI to drive")
+    # SUITE and --agent are required unless --resume names an iteration, which recorded them
+    # (cmd_run enforces it).
+    run.add_argument("suite", metavar="SUITE", nargs="?", help="path to evals/<skill>/evals.json")
+    run.add_argument("--agent", choices=sorted(PROVIDERS), help="agent CLI to drive")
     run.add_argument("--model", type=_model_name, help="model for both roles, passed verbatim")
     run.add_argument("--executor-model", type=_model_name, help="model for the executor only")
     run.add_argument("--grader-model", type=_model_name, help="model for the grader only")
@@ -8111,7 +8176,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a setting for the agent CLI, for every call (see README: which "
                           "agents take one and what it means)")
     run.add_argument("--resume", metavar="ITERATION_DIR",
-                     help="finish an interrupted iteration: rerun every cell not finished ok")
+                     help="finish an interrupted iteration: rerun every cell not finished ok; "
+                     "the suite, agent and options default to the iteration's own")
     run.add_argument("--dry-run", action="store_true",
                      help="validate and print the plan and argv; launch nothing")
     run.add_argument("--junit", metavar="PATH", help="also write the results as JUnit XML")
@@ -8141,8 +8207,24 @@ def build_parser() -> argparse.ArgumentParser:
 # -- validate -----------------------------------------------------------------
 
 
+def verdict_shortfall(evals: int) -> str | None:
+    """Why a plan with `evals` paired evals can give no verdict, in numbers; None if it can.
+    The minimum is the verdict's own (MIN_PAIRED_EVALS), so the two never disagree."""
+    if evals >= MIN_PAIRED_EVALS:
+        return None
+    return (f"{evals} eval(s) cannot give a verdict: it needs at least {MIN_PAIRED_EVALS} evals "
+            "scored in both configs, so the result can only be inconclusive")
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     loaded = load_suite(args.suite, args.repo_root)
+    shortfall = verdict_shortfall(len(loaded.suite.cases)) if loaded.suite and \
+        loaded.suite.cases and not loaded.errors else None
+    if shortfall:
+        loaded.problems.append(Problem(
+            "warning", shortfall, str(loaded.suite.path), "evals", None,
+            f"add {MIN_PAIRED_EVALS - len(loaded.suite.cases)} more case(s) for a verdict; a "
+            "smaller pilot still shows pass rates and which assertions discriminate"))
     counts = suite_counts(loaded)
     ok = not loaded.errors
     if args.json:
@@ -8177,6 +8259,10 @@ def load_valid_suite(suite: str, repo_root: str | None) -> Suite:
     return loaded.suite
 
 
+def _eval_id_list(text: str | None) -> list[str] | None:
+    return None if text is None else [part.strip() for part in text.split(",") if part.strip()]
+
+
 def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
     if args.agent_config and not PROVIDERS[args.agent].accepts_settings:
         takers = sorted(name for name, kind in PROVIDERS.items() if kind.accepts_settings)
@@ -8189,7 +8275,7 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
                          "the time with --deadline S")
     eval_ids = None
     if args.eval_id is not None:
-        eval_ids = [part.strip() for part in args.eval_id.split(",") if part.strip()]
+        eval_ids = _eval_id_list(args.eval_id)
         known = {case.key for case in suite.cases}
         unknown = [i for i in eval_ids if i not in known]
         if unknown or not eval_ids:
@@ -8212,6 +8298,13 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
 
 
 def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
+    run_parser = build_parser()._subcommands()["run"]  # type: ignore[attr-defined]
+    if args.resume:
+        args = resumed_args(args, argv, run_parser)
+    missing = [name for name, value in (("SUITE", args.suite), ("--agent", args.agent))
+               if value is None]
+    if missing:
+        run_parser.error(f"the following arguments are required: {', '.join(missing)}")
     suite = load_valid_suite(args.suite, args.repo_root)
     options = options_from_args(args, suite)
     sandbox_base = check_sandbox_base(suite.root)
@@ -8239,11 +8332,13 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
               f"({len(selected)} evals for {options.shard[1]} shards): nothing to run; no agent "
               "was launched, and report --merge does not expect it")
         return EXIT_OK
-    if not options.quiet:  # at once: the version check and the sandbox template take a while
-        print(start_line(suite, options, len(selected) * len(options.configs) * options.runs),
-              file=sys.stderr, flush=True)
+    # Before the start line: a resume that is refused must not first print a plan.
     previous = (check_resume(Path(args.resume), suite, options, revisions)
                 if args.resume else None)
+    if not options.quiet:  # at once: the version check and the sandbox template take a while
+        print(start_line(suite, options, len(selected) * len(options.configs) * options.runs)
+              + (f"; resuming {args.resume}" if args.resume else ""),
+              file=sys.stderr, flush=True)
     if source is not None:  # refuse a missing or changed source before anything starts
         regrade_sources(source, plan_cells(suite, options, Path("<iteration>")))
         recorded = ((previous or {}).get("regrade") or {}).get("source_benchmark_sha256")
@@ -8265,11 +8360,128 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         iteration_dir = (Path(args.resume) if args.resume
                          else allocate_iteration_dir(options.workspace))
         if source is not None:
-            return run_regrade_iteration(suite, options, provider, groups, iteration_dir, argv,
+            code = run_regrade_iteration(suite, options, provider, groups, iteration_dir, argv,
                                          cli_version, sandbox_base, source, previous,
                                          confinement)
-        return run_iteration(suite, options, provider, groups, iteration_dir, argv, cli_version,
-                             sandbox_base, previous, confinement, revisions)
+        else:
+            code = run_iteration(suite, options, provider, groups, iteration_dir, argv,
+                                 cli_version, sandbox_base, previous, confinement, revisions)
+    if groups.reason is not None and (iteration_dir / "iteration_manifest.json").is_file():
+        print(resume_hint(iteration_dir, groups.reason), file=sys.stderr)
+    return code
+
+
+# -- resume -------------------------------------------------------------------
+
+# Not taken from the command that started an iteration: where output goes, how much is
+# printed, and what names the iteration (its manifest names a re-grade's source).
+NOT_RESUMED = ("resume", "dry_run", "quiet", "junit", "workspace", "regrade", "suite",
+               "repo_root")
+# The options that decide what a cell means (options_fingerprint); each one's value as the
+# run uses it. Given again on a resume, they must agree with the iteration's.
+RESUME_MUST_AGREE: dict[str, Callable[[argparse.Namespace], Any]] = {
+    "--agent": lambda a: a.agent,
+    "--config": lambda a: list(a.config or CONFIGS),
+    "--runs": lambda a: a.runs or 1,
+    "--executor-model": lambda a: a.executor_model or a.model,
+    "--grader-model": lambda a: a.grader_model or a.model,
+    "--grader-runs": lambda a: a.grader_runs,
+    "--eval-id": lambda a: _eval_id_list(a.eval_id),
+    "--agent-config": lambda a: list(a.agent_config),
+    "--shard": lambda a: list(a.shard) if a.shard else None,
+}
+
+
+def given_options(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
+    """The dests of the options argv names, abbreviations resolved as argparse does."""
+    actions = parser._option_string_actions
+    found = set()
+    for word in argv:
+        if not word.startswith("--") or word == "--":
+            continue
+        name = word.split("=", 1)[0]
+        matches = {a.dest for option, a in actions.items() if option == name} or {
+            a.dest for option, a in actions.items() if option.startswith(name)}
+        if len(matches) == 1:
+            found |= matches
+    return found
+
+
+def _recorded_command(folder: Path) -> tuple[dict[str, Any], argparse.Namespace]:
+    """The iteration's manifest and the `run` command line it recorded, parsed."""
+    try:
+        manifest = json.loads((folder / "iteration_manifest.json").read_text(encoding="utf-8"))
+        recorded = build_parser().parse_args([str(word) for word in manifest["argv"]])
+        suite_path = str(manifest["suite"]["path"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise InputError(f"--resume {folder}: no readable iteration_manifest.json",
+                         "pass an iteration-N folder written by `run`") from None
+    except InputError:
+        raise InputError(f"--resume {folder}: the command that started it no longer parses "
+                         f"({_shell_join(manifest['argv'])})",
+                         "give the suite and options again: run SUITE --agent AGENT ... "
+                         "--resume DIR") from None
+    if recorded.command != "run":
+        raise InputError(f"--resume {folder}: its manifest records no `run` command",
+                         "pass an iteration-N folder written by `run`")
+    recorded.suite = suite_path  # as resolved then: the command may have been relative
+    recorded.repo_root = manifest.get("repo_root") or recorded.repo_root
+    return manifest, recorded
+
+
+def _fmt_option(value: Any) -> str:
+    if value is None:
+        return "(not set)"
+    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+def resumed_args(args: argparse.Namespace, argv: list[str],
+                 parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """`run --resume DIR`: what the iteration was started with, overlaid with what this
+    command gives again; an option that changes what a cell means must agree."""
+    _, recorded = _recorded_command(Path(args.resume))
+    given = given_options(parser, argv) | ({"suite"} if args.suite is not None else set())
+    merged = argparse.Namespace(**vars(recorded))
+    for dest in given | set(NOT_RESUMED):
+        if dest not in ("suite", "repo_root") or getattr(args, dest) is not None:
+            setattr(merged, dest, getattr(args, dest))
+    for role in ("executor_model", "grader_model"):
+        if "model" in given and role not in given:  # a new --model is for both roles
+            setattr(merged, role, None)
+    differ = []
+    for flag, value in RESUME_MUST_AGREE.items():
+        then, now = value(recorded), value(merged)
+        if then != now:
+            named = "--model" if "model" in given and flag.endswith("-model") and \
+                flag.lstrip("-").replace("-", "_") not in given else flag
+            differ.append(f"{named} {_fmt_option(now)} here, {_fmt_option(then)} in that "
+                          "iteration")
+    if differ:
+        flags = ", ".join(dict.fromkeys(d.split()[0] for d in differ))
+        raise InputError(f"--resume {args.resume}: {'; '.join(dict.fromkeys(differ))}; its "
+                         "finished cells would not be comparable",
+                         f"drop {flags} (a resume takes the iteration's own), or start a new "
+                         "iteration (drop --resume)")
+    return merged
+
+
+def _display_path(path: Path) -> str:
+    """A path as short as it can be typed from here: relative below the working folder."""
+    absolute = path.resolve()
+    try:
+        return str(absolute.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(absolute)
+
+
+def resume_hint(iteration_dir: Path, reason: str) -> str:
+    """The exact command that finishes an iteration stopped by Ctrl-C or the deadline."""
+    command = _shell_join(["python3", _display_path(Path(__file__)), "run", "--resume",
+                           _display_path(iteration_dir)])
+    why = "interrupted" if reason == "interrupted" else f"stopped ({reason})"
+    return (f"{PROG}: {why}: the cells not finished ok are recorded as cancelled; to run "
+            f"them, resume the iteration (its suite, agent and options are recorded):\n"
+            f"  {command}")
 
 
 def regrade_source_for(args: argparse.Namespace, suite: Suite) -> RegradeSource | None:
@@ -8310,6 +8522,11 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     print(f"cells: {len(cells)} ({len(set(c.case.key for c in cells))} cases x "
           f"{len(options.configs)} configs x {options.runs} runs); provider calls: up to {calls}"
           f" ({len(cells)} executors + {len(cells)} x {options.grader_runs} graders)")
+    plan_evals = len({c.case.key for c in plan_cells(suite, options, Path("."))})
+    shortfall = verdict_shortfall(plan_evals) if len(options.configs) > 1 else None
+    if shortfall:
+        print(f"warning: this plan's {shortfall}; add cases"
+              + (" or select more with --eval-id" if options.eval_ids else ""))
     print(f"concurrency: {options.concurrency} agent processes (graders count); timeout per "
           f"call: {options.timeout_s:g} s; "
           f"worst-case wall time: {waves * per_cell * options.timeout_s:g} s"
