@@ -154,6 +154,73 @@ class ResumeTests(FirstUseBase):
         self.assertIn("required: SUITE, --agent", err.splitlines()[0])
 
 
+class CliReadinessTests(FirstUseBase):
+    """A CLI that is not signed in: refused before launch where its settings show it, else
+    the matrix stops after its first cells fail the same way."""
+
+    cases = 6
+
+    def gemini_env(self, settings: dict | None = None, **extra: str) -> dict:
+        env = fake_env(self.tmp.path)
+        env.pop("GEMINI_API_KEY", None)
+        env.update(extra)
+        if settings is not None:
+            (self.tmp.path / "home" / ".gemini").mkdir(parents=True, exist_ok=True)
+            (self.tmp.path / "home" / ".gemini" / "settings.json").write_text(
+                json.dumps(settings))
+        return env
+
+    def test_gemini_without_a_sign_in_method_launches_nothing(self) -> None:
+        code, out, err = self.run_main("run", self.suite, "--agent", "gemini",
+                                       env=self.gemini_env())
+        self.assertEqual(code, 3, out + err)
+        self.assertIn("no sign-in method", err.splitlines()[0])
+        self.assertIn("fix: sign in once by running `gemini`", err)
+        self.assertEqual(fake_calls(self.tmp.path), [])
+        self.assertFalse((self.root / "evals" / "demo" / "workspace").exists())
+
+    def test_gemini_set_to_an_api_key_that_is_not_there_launches_nothing(self) -> None:
+        env = self.gemini_env({"security": {"auth": {"selectedType": "gemini-api-key"}}})
+        code, out, err = self.run_main("run", self.suite, "--agent", "gemini", env=env)
+        self.assertEqual(code, 3, out + err)
+        self.assertIn("GEMINI_API_KEY is not set", err.splitlines()[0])
+        self.assertEqual(fake_calls(self.tmp.path), [])
+        code, out, err = self.run_main("run", self.suite, "--agent", "gemini", "--dry-run",
+                                       env=env)
+        self.assertEqual(code, 0, err)
+        self.assertIn("GEMINI_API_KEY is not set", out)
+        self.assertIn("a real run would stop with exit 3", out)
+
+    def test_gemini_with_a_key_runs(self) -> None:
+        code, _, err = self.run_main("run", self.suite, "--agent", "gemini", "--quiet",
+                                     env=self.gemini_env(None, GEMINI_API_KEY="k"))
+        self.assertIn(code, (0, 1), err)
+        self.assertTrue(fake_calls(self.tmp.path))
+
+    def test_the_first_cells_failing_alike_stop_the_matrix(self) -> None:
+        script = {"executor": {"fault": "exit_nonzero"}}
+        code, out, err = self.run_main("run", self.suite, "--agent", "claude",
+                                       "--concurrency", "1",
+                                       env=fake_env(self.tmp.path, script))
+        self.assertEqual(code, 3, out + err)
+        executors = [c for c in fake_calls(self.tmp.path) if c.get("role") == "executor"]
+        self.assertEqual(len(executors), runner.REPEATED_FAILURES)
+        self.assertIn(f"the first {runner.REPEATED_FAILURES} cells failed the same way", err)
+        self.assertIn("run --resume", err)
+        self.assertIn(f"{self.cases * 2 - runner.REPEATED_FAILURES} of them cancelled", out)
+
+    def test_failures_after_a_cell_finished_ok_do_not_stop_it(self) -> None:
+        script = {"cases": [{"match": f"Task number {i}.", "role": "executor",
+                             "spec": {"fault": "exit_nonzero"}} for i in range(2, 7)]}
+        code, out, err = self.run_main("run", self.suite, "--agent", "claude",
+                                       "--concurrency", "1", "--config", "without_skill",
+                                       env=fake_env(self.tmp.path, script))
+        self.assertEqual(code, 1, out + err)
+        self.assertNotIn("failed the same way", err)
+        executors = [c for c in fake_calls(self.tmp.path) if c.get("role") == "executor"]
+        self.assertEqual(len(executors), self.cases)
+
+
 class CompareLikeWithLikeTests(FirstUseBase):
     """`report --compare` compares the same candidate against the same baseline, or says
     there is nothing alike; "same inputs" only when the comparisons are the same too."""

@@ -2740,6 +2740,12 @@ class Provider:
     def version_argv(self) -> list[str]:
         return [self.binary, "--version"]
 
+    def readiness_problem(self, env: dict[str, str]) -> tuple[str, str] | None:
+        """(what, how to fix it) when every call would fail for want of a sign-in, as far as
+        the CLI's settings and `env` show without calling a model; None when ready or when
+        this CLI cannot be checked that way."""
+        return None
+
     def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
         raise NotImplementedError
 
@@ -3173,6 +3179,31 @@ class GeminiProvider(Provider):
             _set_path(settings, *_json_setting(setting))
         return settings
 
+    def readiness_problem(self, env: dict[str, str]) -> tuple[str, str] | None:
+        # Observed with gemini 0.61.0: each of these exits 41 before any model request.
+        user_dir = Path(env.get("GEMINI_CLI_HOME") or _home(env)) / ".gemini"
+        auth = _dig(self.settings_for("executor", None, env,
+                                      _read_json_object(user_dir / "settings.json")),
+                    ("security", "auth", "selectedType"))
+        fix = ("sign in once by running `gemini` in a terminal, or export GEMINI_API_KEY "
+               "(with --agent-config security.auth.selectedType=gemini-api-key if your "
+               "settings name another method)")
+        if not auth:
+            return (f"the gemini CLI has no sign-in method: {user_dir / 'settings.json'} sets "
+                    "no security.auth.selectedType and neither GEMINI_API_KEY nor "
+                    "GOOGLE_GENAI_USE_VERTEXAI is set, so every call would fail (\"Invalid auth "
+                    "method selected\", exit 41)", fix)
+        if auth == "gemini-api-key" and not env.get("GEMINI_API_KEY"):
+            return ("the gemini CLI is set to sign in with an API key (security.auth."
+                    "selectedType gemini-api-key) but GEMINI_API_KEY is not set, so every call "
+                    "would fail (exit 41)", "export GEMINI_API_KEY, or sign in another way")
+        if auth == "oauth-personal" and not (user_dir / "oauth_creds.json").is_file() and \
+                not env.get("GOOGLE_APPLICATION_CREDENTIALS"):
+            return (f"the gemini CLI is set to sign in with Google but holds no sign-in "
+                    f"({user_dir / 'oauth_creds.json'} is missing); a headless call cannot "
+                    "sign in, so every call would fail (exit 41)", fix)
+        return None
+
     @staticmethod
     def _auth_from_env(env: dict[str, str]) -> str | None:
         if env.get("GOOGLE_GENAI_USE_VERTEXAI", "").lower() == "true":
@@ -3437,6 +3468,9 @@ def require_provider(options: RunOptions, agent_env: dict[str, str]) -> Provider
             "install the CLI outside the checkout, or copy it out and put that folder on PATH "
             "(for the bundled fakes see README.md, 'Try it without an agent CLI')") if inside
             else f"install it ({provider.install_hint}) or fix PATH")
+    unready = provider.readiness_problem(agent_env)
+    if unready is not None:
+        raise EnvironmentProblem(f"{unready[0]}; no agent was launched", unready[1])
     return provider
 
 
@@ -7103,6 +7137,43 @@ class Progress:
         self.stream.flush()
 
 
+REPEATED_FAILURES = 3  # the first cells failing alike: the rest would fail so too
+REPEATED_FAILURE_REASON = "the first cells failed the same way"
+
+
+def failure_shape(record: Any) -> tuple[str, str]:
+    """A failed cell's status and detail with what differs between cells (paths, timings,
+    ids) masked, so one cause gives one shape."""
+    detail = str((record.failure or {}).get("detail", ""))[:300]
+    detail = re.sub(r"/[^\s'\":,)]+", "<path>", detail)
+    return record.status, re.sub(r"\b[0-9a-f]{8,}\b|\d+\.\d+", "<n>", detail)
+
+
+class RepeatedFailureStop:
+    """Ends the matrix when its first cells all fail the same way before any finishes ok:
+    a CLI whose sign-in cannot be checked beforehand fails every call alike, and the rest of
+    the matrix would only cost time. Wraps the per-cell callback (the progress line)."""
+
+    def __init__(self, groups: ProcessGroups, then: Callable[[Any], None]):
+        self.groups, self.then = groups, then
+        self.shapes: list[tuple[str, str]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, record: Any) -> None:
+        self.then(record)
+        with self.lock:
+            if record.status == "cancelled" or self.groups.cancelled.is_set():
+                return
+            if record.status == STATUS_OK or len(self.shapes) >= REPEATED_FAILURES:
+                self.shapes = [("", "")] * REPEATED_FAILURES  # settled: never stop later
+                return
+            self.shapes.append(failure_shape(record))
+            if len(self.shapes) == REPEATED_FAILURES and len(set(self.shapes)) == 1:
+                detail = str((record.failure or {}).get("detail", ""))[:200]
+                self.groups.cancel(reason=f"{REPEATED_FAILURE_REASON}: {record.status}: "
+                                          f"{detail}")
+
+
 class InterruptHandler:
     """First signal: stop scheduling and TERM running groups. Any later one: KILL them."""
 
@@ -7376,7 +7447,7 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
     finished = (load_finished_cells(cells, recorded_run_hashes(iteration_dir))
                 if previous is not None else {})
     progress = Progress(len(cells) - len(finished), options.quiet)
-    ctx.progress, ctx.on_cell_start = progress, progress.cell_started
+    ctx.progress, ctx.on_cell_start = RepeatedFailureStop(groups, progress), progress.cell_started
     progress.start(f"iteration: {iteration_dir}"
                    + (f" (resumed: {len(finished)} cells already finished)" if finished else ""))
     if options.max_cost_usd is not None or options.max_tokens is not None:
@@ -8368,6 +8439,8 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
                                  cli_version, sandbox_base, previous, confinement, revisions)
     if groups.reason is not None and (iteration_dir / "iteration_manifest.json").is_file():
         print(resume_hint(iteration_dir, groups.reason), file=sys.stderr)
+    if (groups.reason or "").startswith(REPEATED_FAILURE_REASON):
+        return EXIT_ENVIRONMENT  # most likely the CLI or its sign-in, not the skill
     return code
 
 
@@ -8478,6 +8551,11 @@ def resume_hint(iteration_dir: Path, reason: str) -> str:
     """The exact command that finishes an iteration stopped by Ctrl-C or the deadline."""
     command = _shell_join(["python3", _display_path(Path(__file__)), "run", "--resume",
                            _display_path(iteration_dir)])
+    if reason.startswith(REPEATED_FAILURE_REASON):
+        return (f"{PROG}: stopped: the first {REPEATED_FAILURES} cells failed the same way "
+                f"({reason[len(REPEATED_FAILURE_REASON) + 2:]}), so the rest were cancelled "
+                "without being launched; fix that (often the CLI's sign-in), then run the "
+                f"rest with:\n  {command}")
     why = "interrupted" if reason == "interrupted" else f"stopped ({reason})"
     return (f"{PROG}: {why}: the cells not finished ok are recorded as cancelled; to run "
             f"them, resume the iteration (its suite, agent and options are recorded):\n"
@@ -8546,7 +8624,8 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
         print(f"withheld from the delivered skill package ({len(withheld)} file(s)): "
               + ", ".join(sorted(withheld)[:5]) + (" ..." if len(withheld) > 5 else ""))
     agent_env, _ = scrub_checkout_paths(clean_environment(), suite.root)
-    problem = agent_path_problem(provider, agent_env)
+    problem = agent_path_problem(provider, agent_env) or (
+        provider.readiness_problem(agent_env) or (None,))[0]
     print(f"{provider.binary}: {provider.executable(agent_env.get('PATH', ''))}" if not problem
           else f"{provider.binary}: {problem}; a real run would stop with exit 3")
     bwrap = shutil.which("bwrap")
