@@ -6,6 +6,7 @@ a CLI that is not signed in, `report` flags typed the natural way, and small val
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import signal
 import subprocess
@@ -347,6 +348,56 @@ class ReportFlagsTests(FirstUseBase):
         self.assertEqual(code, 2, out + err)
         self.assertIn("ITERATION_DIR", err.splitlines()[0])
         self.assertIn("fix: add ITERATION_DIR", err)
+
+
+class ReadableOutputTests(FirstUseBase):
+    """What a person reads: the deciding parts first, one way of counting, plain words."""
+
+    cases = 6  # 13 assertions (one common, two per case): the per-assertion table folds
+
+    def setUp(self) -> None:
+        super().setUp()
+        code, self.out, err = self.run_main("run", self.suite, "--agent", "claude", "--quiet")
+        self.assertIn(code, (0, 1), err)
+        self.folder = self.root / "evals" / "demo" / "workspace" / "claude" / "iteration-1"
+
+    def test_the_page_puts_what_decides_first_and_folds_the_long_table(self) -> None:
+        html = (self.folder / "benchmark.html").read_text()
+        order = [html.index(h) for h in ("<h2>Sanity checks", "<h2>Execution metrics",
+                                         "<h2>Failed assertions", "<h2>Per assertion")]
+        self.assertEqual(order, sorted(order))
+        self.assertIn("<details><summary>13 assertions: show the table</summary>", html)
+
+    def test_info_flags_are_counted_as_the_table_counts_them(self) -> None:
+        md = (self.folder / "benchmark.md").read_text()
+        self.assertNotIn("No anomalies", md)
+        self.assertIn("non_discriminating_assertion: 13 of the 13 assertions in the "
+                      "per-assertion table", md)
+
+    def test_no_spread_is_said_in_plain_words(self) -> None:
+        self.assertIn("there is no variation yet to tell how small an effect", self.out)
+        self.assertNotIn("normal approximation cannot", self.out)
+
+    def test_agents_md_shows_one_kind_of_path(self) -> None:
+        code, _, err = self.run_main("run", self.suite, "--agent", "codex", "--quiet")
+        self.assertIn(code, (0, 1), err)
+        code, _, err = self.run_main("report", os.path.relpath(self.folder), "--across")
+        self.assertEqual(code, 0, err)
+        text = (self.folder / "agents.md").read_text()
+        self.assertIn(str(self.folder.resolve()), text)
+        self.assertNotIn("../", text)
+
+
+class DryRunForecastTests(FirstUseBase):
+    def test_an_earlier_iteration_with_nothing_measured_is_named_not_denied(self) -> None:
+        code, _, err = self.run_main("run", self.suite, "--agent", "claude", "--quiet",
+                                     "--deadline", "0.001")
+        self.assertEqual(code, 1, err)
+        code, out, err = self.run_main("run", self.suite, "--agent", "claude", "--dry-run")
+        self.assertEqual(code, 0, err)
+        self.assertNotIn("no earlier iteration of demo", out)
+        self.assertIn("nothing to forecast from (iteration-1 of demo with claude finished no "
+                      "cell to measure)", out)
 
 
 class ValidationNoteTests(FirstUseBase):

@@ -4856,8 +4856,9 @@ def power_forecast(per_eval: list[dict[str, Any]], pair: tuple[str, str],
     n = len(pairs)
     result.update(sd_per_eval_delta=sd, bootstrap_run_variance=extra)
     if spread <= RATE_EPSILON:
-        result["reason"] = ("every paired eval has the same delta: with no spread the normal "
-                            "approximation cannot say what would be detected")
+        result["reason"] = ("every paired eval has the same delta, so there is no variation "
+                            "yet to tell how small an effect this suite could detect; more "
+                            "evals, or --runs 2 or more, will show it")
         return result
     result["mde"] = _detectable(spread, sd) / math.sqrt(n)
     targets = [("observed", abs(observed))] if observed and abs(observed) > RATE_EPSILON else []
@@ -5556,9 +5557,9 @@ def _md_sanity(b: dict[str, Any]) -> str:
     lines = ["## Sanity checks", "", f"Status: **{sanity['status']}**", ""]
     lines += _md_integrity(b)
     shown = [f for f in sanity["flags"] if f["severity"] != "info"]
-    info = [f for f in sanity["flags"] if f["severity"] == "info"]
+    info = info_summary(b)
     if not shown:
-        lines.append("No anomalies that need review.")
+        lines.append("Nothing needs review." + (" For information:" if info else ""))
     for group in group_flags(shown):
         if group["count"] == 1:
             lines.append(f"- {group_title(group)}: {_md_cell(group_example(group['examples'][0]))}")
@@ -5569,12 +5570,28 @@ def _md_sanity(b: dict[str, Any]) -> str:
             lines.append(f"  - ... {group['count'] - len(group['examples']):,} more in "
                          "benchmark.json (`sanity_checks.flags`)")
     if info:
-        kinds: dict[str, int] = {}
-        for flag in info:
-            kinds[flag["kind"]] = kinds.get(flag["kind"], 0) + 1
-        lines.append("- [info] " + ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items()))
-                     + " (details in benchmark.json)")
+        lines.append(f"- [info] {info}")
     return "\n".join(lines) + "\n"
+
+
+def info_summary(b: dict[str, Any]) -> str:
+    """The info flags by kind, counted as the tables count them: non-discriminating
+    assertions as rows of the per-assertion table (a common assertion is one row, and one
+    flag per eval), so a number here matches what the reader finds below."""
+    kinds: dict[str, int] = {}
+    for flag in b["sanity_checks"]["flags"]:
+        if flag["severity"] == "info":
+            kinds[flag["kind"]] = kinds.get(flag["kind"], 0) + 1
+    rows = b.get("per_assertion") or []
+    parts = []
+    for kind, count in sorted(kinds.items()):
+        if kind == "non_discriminating_assertion" and rows:
+            same = sum(bool(row.get("non_discriminating")) for row in rows)
+            parts.append(f"{kind}: {same} of the {len(rows)} assertions in the per-assertion "
+                         "table")
+        else:
+            parts.append(f"{kind}: {count}")
+    return ", ".join(parts) + " (details in benchmark.json)" if parts else ""
 
 
 def _md_arms(b: dict[str, Any]) -> str:
@@ -6160,8 +6177,9 @@ def render_html(benchmark: dict[str, Any], files: dict[tuple, dict]) -> str:
 
     `files` holds each run's output and artifact as read_html_run_files gives them.
     """
-    sections = [_html_header, _html_headline, _html_sanity, _html_comparisons, _html_chart,
-                _html_per_assertion, _html_metrics, _html_judge, _html_failed_assertions]
+    # What decides first (verdict, what it rests on, what failed), the detail after it.
+    sections = [_html_header, _html_headline, _html_sanity, _html_comparisons, _html_metrics,
+                _html_failed_assertions, _html_chart, _html_per_assertion, _html_judge]
     body = "".join(section(benchmark) for section in sections) + _html_runs(benchmark, files)
     return _html_document(f"skill-eval: {benchmark['metadata'].get('skill_name')}", body)
 
@@ -6284,9 +6302,19 @@ def _html_per_assertion(b: dict[str, Any]) -> str:
                               for c in configs) + "".join(gains)
                     + f"<td>{'non-discriminating' if row['non_discriminating'] else ''}</td>"
                     "</tr>")
+    table = "<table>" + head + "\n" + "\n".join(body) + "\n</table>"
     return ("<h2>Per assertion</h2>\n<p>Pass rate over scored runs; common assertions pooled "
-            "across evals; sorted by gain.</p>\n<table>" + head + "\n" + "\n".join(body)
-            + "\n</table>\n")
+            "across evals; sorted by gain.</p>\n" + _html_fold(table, len(rows), "assertions")
+            + "\n")
+
+
+HTML_FOLD_ROWS = 12  # a longer table is folded (<details>), so what decides stays in view
+
+
+def _html_fold(table: str, rows: int, what: str) -> str:
+    if rows <= HTML_FOLD_ROWS:
+        return table
+    return f"<details><summary>{rows:,} {what}: show the table</summary>{table}</details>"
 
 
 def _html_sanity(b: dict[str, Any]) -> str:
@@ -6304,14 +6332,13 @@ def _html_sanity(b: dict[str, Any]) -> str:
             examples += f"<li>... {more:,} more in benchmark.json</li>"
         items.append(f"<li>{_h(group_title(group))}: {group['count']:,} flags, for example:"
                      f"<ul>{examples}</ul></li>")
-    kinds: dict[str, int] = {}
-    for flag in (f for f in flags if f["severity"] == "info"):
-        kinds[flag["kind"]] = kinds.get(flag["kind"], 0) + 1
-    if kinds:
-        items.append("<li>[info] " + _h(", ".join(f"{k}: {n}" for k, n in sorted(kinds.items())))
-                     + " (details in benchmark.json)</li>")
-    listing = "<ul>\n" + "\n".join(items) + "\n</ul>" if items else "<p>No anomalies.</p>"
-    return f"<h2>Sanity checks</h2>\n{listing}\n"
+    info = info_summary(b)
+    if info:
+        items.append(f"<li>[info] {_h(info)}</li>")
+    lead = "" if shown else ("<p>Nothing needs review." + (" For information:" if info else "")
+                             + "</p>\n")
+    listing = "<ul>\n" + "\n".join(items) + "\n</ul>" if items else ""
+    return f"<h2>Sanity checks</h2>\n{lead}{listing}\n"
 
 
 @dataclasses.dataclass
@@ -8717,8 +8744,13 @@ def _forecast_line(label: str, total: dict[str, Any] | None, fmt: str, unit: str
 
 def print_forecast(forecast: dict[str, Any] | None, options: RunOptions, suite: Suite) -> None:
     if forecast is None:
-        print(f"forecast: nothing to forecast from (no earlier iteration of {suite.skill_name} "
-              f"with {options.agent} in {options.workspace})")
+        latest = latest_iteration_of(options.workspace, suite.skill_name, options.agent) \
+            if options.workspace is not None else None
+        print(f"forecast of use: nothing to forecast from ({latest.name} of "
+              f"{suite.skill_name} with {options.agent} finished no cell to measure)"
+              if latest is not None else
+              f"forecast of use: nothing to forecast from (no earlier iteration of "
+              f"{suite.skill_name} with {options.agent} in {options.workspace})")
         return
     totals = forecast["totals"]
     print(f"FORECAST, not a measurement: from {forecast['source']} "
@@ -8810,7 +8842,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                          f"{exc})", "re-run the iteration, or restore the file") from None
     across = None
     if args.across is not None:
-        first = AgentIteration(benchmark, str(folder), check["changed_count"])
+        first = AgentIteration(benchmark, str(folder.resolve()), check["changed_count"])
         across = across_agent_entries(first, folder, args.across)
     write_text(folder / "benchmark.md", text)
     if comparison:  # beside, never inside, this iteration's own benchmark.md
@@ -8849,7 +8881,9 @@ def across_agent_entries(first: AgentIteration, folder: Path, named: list[str]
             check = verify_run_files(benchmark, other_dir, "report --across")
         except MALFORMED_DATA as exc:
             raise _malformed_across(str(other_dir / "benchmark.json"), exc) from None
-        entries.append(AgentIteration(benchmark, str(other_dir), check["changed_count"]))
+        # Absolute like the others found in the workspace: agents.md shows one kind of path.
+        entries.append(AgentIteration(benchmark, str(other_dir.resolve()),
+                                      check["changed_count"]))
     try:
         text, page = render_agents_markdown(entries), render_agents_html(entries)
     except MALFORMED_DATA as exc:
