@@ -11,7 +11,7 @@ SKILL_EVAL_TEST_TIER, so the default tier), --repeat times, and reports per run:
   machine needs is their sum), against --target-mb (default 500);
 - the largest single process (ru_maxrss of the children), which needs no sampling.
 
-    python3 benchmarks/bench_test_command.py [--quick] [--repeat 1] [--tier core]
+    python3 tests/benchmarks/bench_test_command.py [--quick] [--repeat 1] [--tier core]
 
 --quick runs one small module instead of the whole command (a smoke run of this script).
 """
