@@ -36,7 +36,8 @@ class PowerForecastTest(unittest.TestCase):
     def test_mde_and_evals_needed_by_hand(self) -> None:
         # Deltas 0.1, 0.3, 0.1, 0.3 (one run each): mean 0.2, sample SD sqrt(4 * 0.01 / 3)
         # = 0.11547. MDE = 2.8016 * 0.11547 / sqrt(4) = 0.16175. To detect 0.2 (observed):
-        # (2.8016 * 0.11547 / 0.2)^2 = 2.616 -> 3 evals; 0.1: 10.47 -> 11 evals.
+        # (2.8016 * 0.11547 / 0.2)^2 = 2.616 -> 3 evals, raised to the verdict's own minimum
+        # (MIN_PAIRED_EVALS): fewer could never give one; 0.1: 10.47 -> 11 evals.
         per_eval = [row("a", c=[0.6], b=[0.5]), row("b", c=[0.8], b=[0.5]),
                     row("c", c=[0.4], b=[0.3]), row("d", c=[0.9], b=[0.6])]
         power = runner.power_forecast(per_eval, ("c", "b"), 0.2)
@@ -46,7 +47,7 @@ class PowerForecastTest(unittest.TestCase):
         self.assertAlmostEqual(power["mde"], Z_SUM * sd / 2)
         self.assertAlmostEqual(power["mde"], 0.16175, places=4)
         self.assertEqual([(t["label"], t["evals_needed"]) for t in power["targets"]],
-                         [("observed", 3), ("10 pp", 11)])
+                         [("observed", max(3, runner.MIN_PAIRED_EVALS)), ("10 pp", 11)])
         self.assertIsNone(power["targets"][0]["runs_needed"])
         self.assertIn("at least 2 runs", power["targets"][0]["runs_note"])
 
