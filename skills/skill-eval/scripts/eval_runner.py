@@ -7177,9 +7177,10 @@ def failure_shape(record: Any) -> tuple[str, str]:
 
 
 class RepeatedFailureStop:
-    """Ends the matrix when its first cells all fail the same way before any finishes ok:
-    a CLI whose sign-in cannot be checked beforehand fails every call alike, and the rest of
-    the matrix would only cost time. Wraps the per-cell callback (the progress line)."""
+    """Ends the matrix when its first cells all fail the same way (the CLI exiting with an
+    error) before any cell ends otherwise: a CLI whose sign-in cannot be checked beforehand
+    fails every call alike, and the rest of the matrix would only cost time. Wraps the
+    per-cell callback (the progress line)."""
 
     def __init__(self, groups: ProcessGroups, then: Callable[[Any], None]):
         self.groups, self.then = groups, then
@@ -7191,7 +7192,10 @@ class RepeatedFailureStop:
         with self.lock:
             if record.status == "cancelled" or self.groups.cancelled.is_set():
                 return
-            if record.status == STATUS_OK or len(self.shapes) >= REPEATED_FAILURES:
+            # Only a CLI that ended in an error: a timeout says a task was slow, and a
+            # runner_error is the runner's own fault, neither that every call will fail.
+            if record.status not in ("executor_failed", "grader_failed") or \
+                    len(self.shapes) >= REPEATED_FAILURES:
                 self.shapes = [("", "")] * REPEATED_FAILURES  # settled: never stop later
                 return
             self.shapes.append(failure_shape(record))
