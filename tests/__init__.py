@@ -1,9 +1,10 @@
-"""The test suite. `python3 -m unittest` from the checkout runs all of it (the full tier).
+"""The test suite, in three tiers picked by SKILL_EVAL_TEST_TIER (README, "Tests").
 
-With SKILL_EVAL_TEST_TIER=unit, discovery keeps only UNIT_MODULES: the core tested directly,
-validation, the layering and documentation checks, and the end-to-end runs through main()
-with the fake CLIs. CI runs that tier on the Python versions between the supported bounds
-(README, "Tests"); the bounds run the rest too.
+`unit`, the default, is what `python3 -m unittest` runs, so the README's test command is the
+quick one: discovery keeps only UNIT_MODULES (the core tested directly, validation, the
+layering and documentation checks, and the end-to-end runs through main() with the fake CLIs).
+`core` is every module but the volume tests; `full` is everything. CI names the tier of every
+Python version it runs (.ci/run), so the default never decides what CI covers.
 """
 
 from __future__ import annotations
@@ -12,11 +13,16 @@ import os
 import unittest
 from pathlib import Path
 
+TIERS = ("unit", "core", "full")
+DEFAULT_TIER = "unit"
+TIER = os.environ.get("SKILL_EVAL_TEST_TIER") or DEFAULT_TIER
+
 UNIT_MODULES = (
     "tests.test_core_units", "tests.test_layering", "tests.test_docs",
     "tests.test_validate", "tests.test_validate_fixtures", "tests.test_agent_neutral_core",
     "tests.test_comparisons", "tests.test_report_details", "tests.test_run_e2e",
     "tests.test_validate_checks", "tests.test_checks_e2e", "tests.test_absurd_metrics",
+    "tests.test_first_use",
 )
 
 
@@ -40,7 +46,7 @@ def load_tests(loader: unittest.TestLoader, standard_tests: unittest.TestSuite,
                pattern: str | None) -> unittest.TestSuite:
     here = Path(__file__).resolve().parent
     found = loader.discover(str(here), pattern or "test*.py", str(here.parent))
-    if os.environ.get("SKILL_EVAL_TEST_TIER") != "unit":
+    if TIER != "unit":
         standard_tests.addTests(found)
         return standard_tests
     standard_tests.addTests(t for t in _flatten(found) if _in_unit_tier(t))

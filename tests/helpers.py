@@ -16,18 +16,18 @@ import time
 import unittest
 from pathlib import Path
 
+from tests import TIER, TIERS
+
 PROJECT = Path(__file__).resolve().parent.parent
 RUNNER_PATH = PROJECT / "skills" / "skill-eval" / "scripts" / "eval_runner.py"
 FAKES = PROJECT / "tests" / "fakes"
 PEER_CORPUS = PROJECT.parent / "shared" / "peer-corpus"
 
 
-# Test tiers (README, "Tests"): `full`, the default, runs everything; `core` leaves out the
-# volume tests (thousands of generated inputs, all seven peer suites, timing), which test no
-# behaviour the other tests miss, only more of it; `unit` runs the modules tests/__init__.py
-# lists. CI runs each Python version at one tier; a developer's `python3 -m unittest` is full.
-TIERS = ("unit", "core", "full")
-TIER = os.environ.get("SKILL_EVAL_TEST_TIER", "full")
+# Test tiers (README, "Tests"; the names and the default are in tests/__init__.py): `unit`,
+# the default, runs the modules tests/__init__.py lists; `core` leaves out the volume tests
+# (thousands of generated inputs, all seven peer suites, timing), which test no behaviour the
+# other tests miss, only more of it; `full` runs everything. CI names each version's tier.
 if TIER not in TIERS:
     raise SystemExit(f"SKILL_EVAL_TEST_TIER={TIER!r}: use one of {', '.join(TIERS)}")
 
@@ -35,7 +35,7 @@ if TIER not in TIERS:
 def volume_test(test):
     """Mark a test (or class) of volume: it runs in the full tier only."""
     return unittest.skipUnless(TIER == "full", "a volume test: it runs in the full tier "
-                               "(SKILL_EVAL_TEST_TIER=full, the default)")(test)
+                               "(SKILL_EVAL_TEST_TIER=full)")(test)
 
 
 def load_runner():

@@ -22,7 +22,7 @@ from tests.helpers import volume_test
 PROJECT = Path(__file__).resolve().parent.parent
 BENCHMARKS = PROJECT / "tests" / "benchmarks"
 SCRIPTS = ("bench_parallel", "bench_overhead", "bench_report", "bench_sandbox",
-           "bench_checkout")
+           "bench_checkout", "bench_test_command")
 EXTRA_ARGS = {"bench_parallel": ["--phases"]}  # the stamped fake and the overhead split too
 TIMEOUT_S = 600
 

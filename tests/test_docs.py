@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import subprocess
+import sys
 import unittest
 
+from tests import TIERS, UNIT_MODULES
 from tests.helpers import PROJECT, runner
 
 README = (PROJECT / "README.md").read_text(encoding="utf-8")
@@ -60,6 +64,51 @@ class ReadmeTests(unittest.TestCase):
         for code in (runner.EXIT_OK, runner.EXIT_REVIEW, runner.EXIT_INVALID,
                      runner.EXIT_ENVIRONMENT, runner.EXIT_INTERRUPTED):
             self.assertRegex(README, rf"\n\| {code} \|")
+
+
+# Prints the module of every test `python3 -m unittest` would run from the project root.
+DISCOVER = ("import unittest\n"
+            "suite = unittest.defaultTestLoader.discover('.')\n"
+            "def walk(s):\n"
+            "    for t in s:\n"
+            "        yield from walk(t) if isinstance(t, unittest.TestSuite) else [t]\n"
+            "print('\\n'.join(sorted({type(t).__module__ for t in walk(suite)})))\n")
+
+
+class TestTierTests(unittest.TestCase):
+    """The README's `python3 -m unittest` is the quick tier; CI names every version's tier."""
+
+    def discovered_modules(self, tier: str | None) -> set[str]:
+        env = {k: v for k, v in os.environ.items() if k != "SKILL_EVAL_TEST_TIER"}
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        if tier is not None:
+            env["SKILL_EVAL_TEST_TIER"] = tier
+        done = subprocess.run([sys.executable, "-c", DISCOVER], cwd=PROJECT, env=env,
+                              capture_output=True, text=True, timeout=300,
+                              stdin=subprocess.DEVNULL)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        return set(done.stdout.split())
+
+    def test_the_plain_command_runs_only_the_unit_modules(self) -> None:
+        plain = self.discovered_modules(None)
+        tiered = {next((name for name in UNIT_MODULES if module == name
+                        or module.startswith(name + ".")), module) for module in plain}
+        self.assertEqual(tiered, set(UNIT_MODULES))
+        self.assertEqual(self.discovered_modules("unit"), plain)
+        self.assertGreater(self.discovered_modules("core"), plain)
+
+    def test_ci_sets_the_tier_of_every_version(self) -> None:
+        ci = (PROJECT / ".ci" / "run").read_text(encoding="utf-8")
+        function = re.search(r"^tier_for\(\) \{.*?^\}", ci, re.M | re.S).group(0)
+        script = (f"REAL_CLI_PYTHON=3.11\n{function}\n"
+                  "for v in 3.9 3.10 3.11 3.12 3.13; do echo \"$v $(tier_for $v)\"; done")
+        done = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
+                              timeout=60, stdin=subprocess.DEVNULL)
+        tiers = dict(line.split() for line in done.stdout.splitlines())
+        self.assertEqual(tiers, {"3.9": "core", "3.10": "unit", "3.11": "full",
+                                 "3.12": "unit", "3.13": "core"})
+        self.assertTrue(set(tiers.values()) <= set(TIERS))
+        self.assertRegex(ci, r'SKILL_EVAL_TEST_TIER="\$tier" "\$py" -m unittest')
 
 
 if __name__ == "__main__":

@@ -401,9 +401,17 @@ class BoundsTests(JudgeRunTestCase):
         self.assertEqual(sorted(self.launched(before)), ["executor"] * 2 + ["grader"] * 4)
         bench = load_json(iteration / "benchmark.json")
         self.assertEqual(bench["scored_run_count"], 4)
+        # Left out, K is the iteration's own; a different K is a different iteration.
+        before = len(self.calls())
         code, out, err = self.run_main(root, self.env({}), "--agent", "claude",
                                        "--resume", str(iteration), "--quiet")
-        self.assert_exit(code, 2, out, err)  # a different K is a different iteration
+        self.assertIn(code, (0, 1), err)
+        self.assertEqual(self.launched(before), [])
+        code, out, err = self.run_main(root, self.env({}), "--agent", "claude",
+                                       "--grader-runs", "1", "--resume", str(iteration),
+                                       "--quiet")
+        self.assert_exit(code, 2, out, err)
+        self.assertIn("--grader-runs 1 here, 2 in that iteration", err)
 
     def test_resume_a_regraded_iteration(self) -> None:
         root = self.repo(self.SUITE)

@@ -214,7 +214,9 @@ class OptionsFromArgsTest(unittest.TestCase):
         with contextlib.redirect_stderr(io.StringIO()):
             for argv in (["run", "s.json"], ["run", "s.json", "--agent", "aider"]):
                 with self.subTest(argv=argv), self.assertRaises(runner.InputError) as caught:
-                    runner.build_parser().parse_args(argv)
+                    # argparse refuses an unknown agent; cmd_run a missing one (--resume
+                    # alone needs none: the iteration recorded it).
+                    runner.cmd_run(runner.build_parser().parse_args(argv), argv)
                 self.assertIn("--agent", caught.exception.message)
                 self.assertTrue(caught.exception.fix)
 

@@ -981,14 +981,15 @@ class SuiteChecker:
                        'write it as "evals": [{"id": ..., "prompt": ...}]')
             return []
         cases = []
-        seen_ids: dict[str, int] = {}
+        seen_ids: dict[str, tuple[int, Any]] = {}  # an id's text -> (index, the id as written)
         for index, raw in enumerate(value):
             case = self.check_case(raw, index, common, seen_ids)
             if case is not None:
                 cases.append(case)
         return cases
 
-    def check_case_id(self, raw: dict, index: int, seen_ids: dict[str, int]) -> str | int | None:
+    def check_case_id(self, raw: dict, index: int,
+                      seen_ids: dict[str, tuple[int, Any]]) -> str | int | None:
         path = f"evals[{index}]"
         if "id" not in raw:
             return None
@@ -1007,22 +1008,24 @@ class SuiteChecker:
             return None
         key = str(value)
         if key in seen_ids:
-            self.error(f"case id {key!r} is used twice (also evals[{seen_ids[key]}]; "
-                       "1 and \"1\" count as the same)", _path_join(path, "id"),
-                       "give every case its own id", key)
+            earlier, written = seen_ids[key]
+            # Only when the two are written differently: for "1" twice the note would be wrong.
+            same = "; 1 and \"1\" count as the same" if type(written) is not type(value) else ""
+            self.error(f"case id {key!r} is used twice (also evals[{earlier}]{same})",
+                       _path_join(path, "id"), "give every case its own id", key)
             return None
-        seen_ids[key] = index
+        seen_ids[key] = (index, value)
         return value
 
     def check_case(self, raw: Any, index: int, common: list[str],
-                   seen_ids: dict[str, int]) -> Case | None:
+                   seen_ids: dict[str, tuple[int, Any]]) -> Case | None:
         path = f"evals[{index}]"
         if not isinstance(raw, dict):
             self.error(f"a case must be an object, not {_type_name(raw)}", path,
                        'write it as {"id": ..., "prompt": ...}')
             return None
         case_id = self.check_case_id(raw, index, seen_ids)
-        cid = None if case_id is None else str(case_id)
+        cid = _written_case_id(raw)  # a refused id (twice, unusable) still names its case
         self.check_unknown_keys(raw, CASE_KEYS, path, "case", cid)
         for key in REQUIRED_CASE_KEYS:
             if key not in raw:
@@ -1316,8 +1319,9 @@ class SuiteChecker:
         found = [base / entry for base in self.fixture_bases() if os.path.lexists(base / entry)]
         if not found:
             self.error(f"fixture {entry!r} does not exist", path,
-                       f"create it or correct the path (looked under {self.root}, the suite "
-                       "folder, its fixtures/ folder and the skill's folder)", cid)
+                       f"{self.near_fixture(entry)}create it or correct the path (looked under "
+                       f"{self.root}, the suite folder, its fixtures/ folder and the skill's "
+                       "folder)", cid)
             return None
         others = [c for c in found[1:] if os.path.realpath(c) != os.path.realpath(found[0])]
         if others:
@@ -1325,6 +1329,23 @@ class SuiteChecker:
                          f"{', '.join(map(str, others))}; the first is used", path,
                          "rename one of them, or write the path from the repository root", cid)
         return self.accept_fixture(entry, found[0], path, cid)
+
+    def near_fixture(self, entry: str) -> str:
+        """A did-you-mean for a missing fixture: a close name in the folder it names."""
+        folder, name = os.path.split(entry)
+        real_root = Path(os.path.realpath(self.root))
+        for base in self.fixture_bases():
+            parent = Path(os.path.realpath(base / folder))
+            if not (_is_within(parent, real_root) and parent.is_dir()):
+                continue
+            try:
+                names = os.listdir(parent)
+            except OSError:
+                continue
+            close = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.6)
+            if close:
+                return f"did you mean {(folder + '/' if folder else '') + close[0]!r}? "
+        return ""
 
     def fixture_bases(self) -> list[Path]:
         """Where a fixture path is looked up, first match wins (README: `files`)."""
@@ -1409,6 +1430,14 @@ def _shown(value: Any) -> str:
     text = json.dumps(value) if isinstance(value, (str, int, float, bool, type(None))) else \
         _type_name(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _written_case_id(raw: dict) -> str | None:
+    """A case's id as written, for messages: a string or a number, else None."""
+    value = raw.get("id")
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip():
+        return None
+    return str(value)[:MAX_NAME_CHARS]
 
 
 def _type_name(value: Any) -> str:
@@ -3436,6 +3465,12 @@ class Provider:
     def version_argv(self) -> list[str]:
         return [self.binary, "--version"]
 
+    def readiness_problem(self, env: dict[str, str]) -> tuple[str, str] | None:
+        """(what, how to fix it) when every call would fail for want of a sign-in, as far as
+        the CLI's settings and `env` show without calling a model; None when ready or when
+        this CLI cannot be checked that way."""
+        return None
+
     def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
         raise NotImplementedError
 
@@ -3868,6 +3903,31 @@ class GeminiProvider(Provider):
             _set_path(settings, *_json_setting(setting))
         return settings
 
+    def readiness_problem(self, env: dict[str, str]) -> tuple[str, str] | None:
+        # Observed with gemini 0.61.0: each of these exits 41 before any model request.
+        user_dir = Path(env.get("GEMINI_CLI_HOME") or _home(env)) / ".gemini"
+        auth = _dig(self.settings_for("executor", None, env,
+                                      _read_json_object(user_dir / "settings.json")),
+                    ("security", "auth", "selectedType"))
+        fix = ("sign in once by running `gemini` in a terminal, or export GEMINI_API_KEY "
+               "(with --agent-config security.auth.selectedType=gemini-api-key if your "
+               "settings name another method)")
+        if not auth:
+            return (f"the gemini CLI has no sign-in method: {user_dir / 'settings.json'} sets "
+                    "no security.auth.selectedType and neither GEMINI_API_KEY nor "
+                    "GOOGLE_GENAI_USE_VERTEXAI is set, so every call would fail (\"Invalid auth "
+                    "method selected\", exit 41)", fix)
+        if auth == "gemini-api-key" and not env.get("GEMINI_API_KEY"):
+            return ("the gemini CLI is set to sign in with an API key (security.auth."
+                    "selectedType gemini-api-key) but GEMINI_API_KEY is not set, so every call "
+                    "would fail (exit 41)", "export GEMINI_API_KEY, or sign in another way")
+        if auth == "oauth-personal" and not (user_dir / "oauth_creds.json").is_file() and \
+                not env.get("GOOGLE_APPLICATION_CREDENTIALS"):
+            return (f"the gemini CLI is set to sign in with Google but holds no sign-in "
+                    f"({user_dir / 'oauth_creds.json'} is missing); a headless call cannot "
+                    "sign in, so every call would fail (exit 41)", fix)
+        return None
+
     @staticmethod
     def _auth_from_env(env: dict[str, str]) -> str | None:
         if env.get("GOOGLE_GENAI_USE_VERTEXAI", "").lower() == "true":
@@ -4129,6 +4189,9 @@ def require_provider(options: RunOptions, agent_env: dict[str, str]) -> Provider
             "install the CLI outside the checkout, or copy it out and put that folder on PATH "
             "(for the bundled fakes see README.md, 'Try it without an agent CLI')") if inside
             else f"install it ({provider.install_hint}) or fix PATH")
+    unready = provider.readiness_problem(agent_env)
+    if unready is not None:
+        raise EnvironmentProblem(f"{unready[0]}; no agent was launched", unready[1])
     return provider
 
 
@@ -5875,8 +5938,9 @@ def power_forecast(per_eval: list[dict[str, Any]], pair: tuple[str, str],
     sd = math.sqrt(_sample_variance(paired_deltas(pairs)))
     result["sd_per_eval_delta"] = sd
     if sd <= RATE_EPSILON:
-        result["reason"] = ("every paired eval has the same delta: with no spread the "
-                            "approximation cannot say what would be detected")
+        result["reason"] = ("every paired eval has the same delta, so there is no variation "
+                            "yet to tell how small an effect this suite could detect; more "
+                            "evals, or --runs 2 or more, will show it")
         return result
     result["mde"] = minimum_detectable(sd, n)
     if result["mde"] is None:
@@ -6282,7 +6346,12 @@ def _run_flags(records: list[RunRecord]) -> list[dict[str, Any]]:
     for r in records:
         where = {"eval_id": r.eval_id, "configuration": r.configuration,
                  "run_number": r.run_number}
-        if r.status != STATUS_OK:
+        if r.status == "cancelled":  # stopped on purpose (Ctrl-C, deadline, cap): not a fault
+            detail = (r.failure or {}).get("detail", "")
+            flags.append(_flag("warning", "cancelled",
+                               f"not run to the end ({detail})"[:300] + "; excluded, not "
+                               "scored; run --resume runs it again", **where))
+        elif r.status != STATUS_OK:
             detail = (r.failure or {}).get("detail", "")
             flags.append(_flag("error", "infrastructure_failure",
                                f"{r.status}: {detail}"[:300] + " (excluded, not scored)",
@@ -6676,9 +6745,9 @@ def _md_sanity(b: dict[str, Any]) -> str:
     lines = ["## Sanity checks", "", f"Status: **{sanity['status']}**", ""]
     lines += _md_integrity(b)
     shown = [f for f in sanity["flags"] if f["severity"] != "info"]
-    info = [f for f in sanity["flags"] if f["severity"] == "info"]
+    info = info_summary(b)
     if not shown:
-        lines.append("No anomalies that need review.")
+        lines.append("Nothing needs review." + (" For information:" if info else ""))
     for group in group_flags(shown):
         if group["count"] == 1:
             lines.append(f"- {group_title(group)}: {_md_cell(group_example(group['examples'][0]))}")
@@ -6689,12 +6758,28 @@ def _md_sanity(b: dict[str, Any]) -> str:
             lines.append(f"  - ... {group['count'] - len(group['examples']):,} more in "
                          "benchmark.json (`sanity_checks.flags`)")
     if info:
-        kinds: dict[str, int] = {}
-        for flag in info:
-            kinds[flag["kind"]] = kinds.get(flag["kind"], 0) + 1
-        lines.append("- [info] " + ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items()))
-                     + " (details in benchmark.json)")
+        lines.append(f"- [info] {info}")
     return "\n".join(lines) + "\n"
+
+
+def info_summary(b: dict[str, Any]) -> str:
+    """The info flags by kind, counted as the tables count them: non-discriminating
+    assertions as rows of the per-assertion table (a common assertion is one row, and one
+    flag per eval), so a number here matches what the reader finds below."""
+    kinds: dict[str, int] = {}
+    for flag in b["sanity_checks"]["flags"]:
+        if flag["severity"] == "info":
+            kinds[flag["kind"]] = kinds.get(flag["kind"], 0) + 1
+    rows = b.get("per_assertion") or []
+    parts = []
+    for kind, count in sorted(kinds.items()):
+        if kind == "non_discriminating_assertion" and rows:
+            same = sum(bool(row.get("non_discriminating")) for row in rows)
+            parts.append(f"{kind}: {same} of the {len(rows)} assertions in the per-assertion "
+                         "table")
+        else:
+            parts.append(f"{kind}: {count}")
+    return ", ".join(parts) + " (details in benchmark.json)" if parts else ""
 
 
 def _md_arms(b: dict[str, Any]) -> str:
@@ -6730,9 +6815,11 @@ def forecast_lines(comparison: dict[str, Any], always_targets: bool = False) -> 
     name = f"vs {comparison['baseline']}"
     if power.get("mde") is None:
         return [f"{name}: minimum detectable effect unknown: {power.get('reason')}"]
+    short = (f"; but no verdict is given below {MIN_PAIRED_EVALS} paired evals"
+             if power["paired_evals"] < MIN_PAIRED_EVALS else "")
     lines = [f"{name}: minimum detectable effect {fmt_delta(power['mde']).lstrip('+')} with "
              f"{power['paired_evals']} paired evals (SD of per-eval deltas "
-             f"{fmt_delta(power['sd_per_eval_delta']).lstrip('+')})"]
+             f"{fmt_delta(power['sd_per_eval_delta']).lstrip('+')}){short}"]
     if always_targets or comparison.get("verdict") == "inconclusive":
         lines += [f"{name}: to detect {fmt_evals_needed(t)}" for t in power["targets"]]
     return lines
@@ -6998,12 +7085,49 @@ IDENTITY_LABELS = (
 
 
 def comparability(this: dict[str, Any], other: dict[str, Any]) -> str:
+    """"same inputs" only when the inputs and the comparisons made of them are the same."""
     mine = this["metadata"].get("identity")
     theirs = other["metadata"].get("identity")
     if not mine or not theirs:
         return "unknown (an iteration records no identities)"
     changed = [label for key, label in IDENTITY_LABELS if mine.get(key) != theirs.get(key)]
-    return "same inputs" if not changed else f"different series: {', '.join(changed)} changed"
+    parts = [f"different series: {', '.join(changed)} changed"] if changed else []
+    _, differ = shared_comparisons(this, other)
+    if differ:
+        parts.append(f"different comparisons: {differ}")
+    return "; ".join(parts) or "same inputs"
+
+
+def _arm_package(benchmark: dict[str, Any], config: str) -> Any:
+    """What a with_skill@REV arm delivered (its package hash; None when not recorded): the
+    same name may mean another commit later. The working tree's package changing is what a
+    series measures; the identity's "skill changed" says so."""
+    if config_revision(config) is None:
+        return None
+    return ((benchmark["metadata"].get("arms") or {}).get(config) or {}).get("package_sha256")
+
+
+def shared_comparisons(this: dict[str, Any], other: dict[str, Any]) -> tuple[list[str], str]:
+    """The baselines both iterations compared the same candidate with, each arm delivering
+    the same package in both; and, when the two made other comparisons too, what differs."""
+    configs, their_configs = this["metadata"]["configs"], other["metadata"]["configs"]
+    candidate = configs[0]
+    if their_configs[0] != candidate or _arm_package(this, candidate) != _arm_package(
+            other, candidate):
+        what = "another package of " if their_configs[0] == candidate else ""
+        return [], (f"the candidates differ (this: {candidate}, other: {what}"
+                    f"{their_configs[0]})")
+    shared = [b for b in configs[1:] if b in their_configs[1:]
+              and _arm_package(this, b) == _arm_package(other, b)]
+    if list(configs) == list(their_configs) and len(shared) == len(configs) - 1:
+        return shared, ""
+    moved = [b for b in configs[1:] if b in their_configs[1:] and b not in shared]
+    only = (f"only {candidate} vs {', '.join(shared)} is compared" if shared
+            else "no comparison is in both, so no delta is compared")
+    if moved:
+        only += f" ({', '.join(moved)} named another commit)"
+    return shared, (f"this iteration ran {', '.join(configs)}, the other "
+                    f"{', '.join(their_configs)}; {only}")
 
 
 def _regraded_from(later: dict[str, Any], earlier: dict[str, Any]) -> bool:
@@ -7012,8 +7136,18 @@ def _regraded_from(later: dict[str, Any], earlier: dict[str, Any]) -> bool:
     return bool(regrade) and stamp is not None and regrade.get("source_timestamp") == stamp
 
 
+def _delta_against(row: dict[str, Any], configs: list[str], baseline: str) -> float | None:
+    """One eval's candidate-minus-baseline delta, for any of the iteration's baselines."""
+    if len(configs) > 1 and baseline == configs[1]:
+        return row.get("delta")
+    return (row.get("deltas") or {}).get(baseline)
+
+
 def render_compare_markdown(this: dict[str, Any], other: dict[str, Any], other_name: str) -> str:
     configs = this["metadata"]["configs"]
+    their_configs = other["metadata"]["configs"]
+    shared, _ = shared_comparisons(this, other)
+    rated = [c for c in configs if c in their_configs]
     theirs = {str(row["eval_id"]): row for row in other["per_eval"]}
     lines = [f"## Compared with {other_name}", "",
              f"Comparability: {comparability(this, other)}", ""]
@@ -7021,22 +7155,20 @@ def render_compare_markdown(this: dict[str, Any], other: dict[str, Any], other_n
         lines += ["Judge only: one of the two re-graded the answers recorded in the other, so "
                   "every difference below comes from the grading (assertions, grader, or "
                   "chance), none from the executor.", ""]
-    lines += ["| eval | " + " | ".join(f"{c} (this / other)" for c in configs)
-              + " | delta (this / other) | change in delta |",
-              "|---|" + "---|" * (len(configs) + 2)]
+    lines += ["| eval | " + " | ".join(f"{c} (this / other)" for c in rated)
+              + "".join(f" | delta vs {b} (this / other) | change" for b in shared) + " |",
+              "|---|" + "---|" * (len(rated) + 2 * len(shared))]
     for row in this["per_eval"]:
-        old = theirs.get(str(row["eval_id"]))
-        rates = []
-        for config in configs:
-            before = (old or {}).get("configs", {}).get(config, {}).get("mean_pass_rate")
-            rates.append(f"{fmt_rate(row['configs'][config]['mean_pass_rate'])} / "
-                         f"{fmt_rate(before)}")
-        old_delta = (old or {}).get("delta")
-        change = (row["delta"] - old_delta
-                  if row["delta"] is not None and old_delta is not None else None)
-        lines.append(f"| {_md_cell(row['eval_id'])} | " + " | ".join(rates)
-                     + f" | {fmt_delta(row['delta'])} / {fmt_delta(old_delta)} | "
-                     f"{fmt_delta(change)} |")
+        old = theirs.get(str(row["eval_id"])) or {}
+        cells = [f"{fmt_rate(row['configs'][c]['mean_pass_rate'])} / "
+                 f"{fmt_rate(old.get('configs', {}).get(c, {}).get('mean_pass_rate'))}"
+                 for c in rated]
+        for baseline in shared:
+            now = _delta_against(row, configs, baseline)
+            before = _delta_against(old, their_configs, baseline) if old else None
+            change = now - before if now is not None and before is not None else None
+            cells += [f"{fmt_delta(now)} / {fmt_delta(before)}", fmt_delta(change)]
+        lines.append(f"| {_md_cell(row['eval_id'])} | " + " | ".join(cells) + " |")
     missing = sorted(set(theirs) - {str(r["eval_id"]) for r in this["per_eval"]})
     if missing:
         lines += ["", f"Only in {other_name}: {', '.join(missing)}"]
@@ -7280,9 +7412,10 @@ def render_html(benchmark: dict[str, Any], files: dict[tuple, dict]) -> str:
 
     `files` holds each run's output and artifact as read_html_run_files gives them.
     """
-    sections = [_html_header, _html_headline, _html_sanity, _html_comparisons, _html_chart,
-                _html_per_assertion, _html_metrics, _html_judge, _html_judge_vs_checks,
-                _html_failed_assertions]
+    # What decides first (verdict, what it rests on, what failed), the detail after it.
+    sections = [_html_header, _html_headline, _html_sanity, _html_comparisons, _html_metrics,
+                _html_failed_assertions, _html_chart, _html_per_assertion, _html_judge,
+                _html_judge_vs_checks]
     body = "".join(section(benchmark) for section in sections) + _html_runs(benchmark, files)
     return _html_document(f"skill-eval: {benchmark['metadata'].get('skill_name')}", body)
 
@@ -7405,9 +7538,19 @@ def _html_per_assertion(b: dict[str, Any]) -> str:
                               for c in configs) + "".join(gains)
                     + f"<td>{'non-discriminating' if row['non_discriminating'] else ''}</td>"
                     "</tr>")
+    table = "<table>" + head + "\n" + "\n".join(body) + "\n</table>"
     return ("<h2>Per assertion</h2>\n<p>Pass rate over scored runs; common assertions pooled "
-            "across evals; sorted by gain.</p>\n<table>" + head + "\n" + "\n".join(body)
-            + "\n</table>\n")
+            "across evals; sorted by gain.</p>\n" + _html_fold(table, len(rows), "assertions")
+            + "\n")
+
+
+HTML_FOLD_ROWS = 12  # a longer table is folded (<details>), so what decides stays in view
+
+
+def _html_fold(table: str, rows: int, what: str) -> str:
+    if rows <= HTML_FOLD_ROWS:
+        return table
+    return f"<details><summary>{rows:,} {what}: show the table</summary>{table}</details>"
 
 
 def _html_sanity(b: dict[str, Any]) -> str:
@@ -7425,14 +7568,13 @@ def _html_sanity(b: dict[str, Any]) -> str:
             examples += f"<li>... {more:,} more in benchmark.json</li>"
         items.append(f"<li>{_h(group_title(group))}: {group['count']:,} flags, for example:"
                      f"<ul>{examples}</ul></li>")
-    kinds: dict[str, int] = {}
-    for flag in (f for f in flags if f["severity"] == "info"):
-        kinds[flag["kind"]] = kinds.get(flag["kind"], 0) + 1
-    if kinds:
-        items.append("<li>[info] " + _h(", ".join(f"{k}: {n}" for k, n in sorted(kinds.items())))
-                     + " (details in benchmark.json)</li>")
-    listing = "<ul>\n" + "\n".join(items) + "\n</ul>" if items else "<p>No anomalies.</p>"
-    return f"<h2>Sanity checks</h2>\n{listing}\n"
+    info = info_summary(b)
+    if info:
+        items.append(f"<li>[info] {_h(info)}</li>")
+    lead = "" if shown else ("<p>Nothing needs review." + (" For information:" if info else "")
+                             + "</p>\n")
+    listing = "<ul>\n" + "\n".join(items) + "\n</ul>" if items else ""
+    return f"<h2>Sanity checks</h2>\n{lead}{listing}\n"
 
 
 @dataclasses.dataclass
@@ -7752,9 +7894,11 @@ def render_summary(benchmark: dict[str, Any], iteration_dir: Path) -> str:
     c, sanity = benchmark["comparison"], benchmark["sanity_checks"]
     meta = benchmark["metadata"]
     review = [f for f in sanity["flags"] if f["severity"] in SEVERITIES_NEEDING_REVIEW]
+    cancelled = sum(run.get("status") == "cancelled" for run in all_runs(benchmark))
     lines = [f"skill-eval: {meta['skill_name']} with {meta['agent']} "
              f"({'INCOMPLETE, ' if meta.get('incomplete') else ''}{len(all_runs(benchmark))} runs, "
-             f"{benchmark['scored_run_count']} scored, {benchmark['error_run_count']} excluded)",
+             f"{benchmark['scored_run_count']} scored, {benchmark['error_run_count']} excluded"
+             + (f", {cancelled} of them cancelled" if cancelled else "") + ")",
              f"Sanity checks: {sanity['status']}"
              + (f" ({len(review)} flag(s); see benchmark.md)" if review else "")]
     groups = group_flags(review)
@@ -7951,19 +8095,23 @@ def _classify_change(key: tuple, digest: str | None, now: tuple, path: str) -> s
     return None
 
 
-DEFAULT_ITERATIONS = re.compile(r"evals/[^/]+/workspace/[^/]+/iteration-\d+(/|$)")
+DEFAULT_ITERATIONS = re.compile(
+    r"evals/[^/]+/workspace/[^/]+/(iteration-\d+(/|$)|\.gitignore$)")
 
 
 def _runner_output_filter(root: Path, iteration_dir: Path) -> Callable[[str], bool]:
     """Whether a checkout path is one a skill-eval run writes: this iteration's folder, its
-    sibling iteration-N folders, and iteration-N folders in the default workspaces. Other runs
-    in the same checkout may be writing there now; their own run-file hashes cover them."""
+    sibling iteration-N folders, and iteration-N folders in the default workspaces, and the
+    .gitignore beside them. Other runs in the same checkout may be writing there now; their
+    own run-file hashes cover them."""
     real_root, real_iteration = os.path.realpath(root), os.path.realpath(iteration_dir)
     patterns = [DEFAULT_ITERATIONS]
     if _is_within(Path(real_iteration), Path(real_root)):
         workspace = Path(os.path.relpath(os.path.dirname(real_iteration), real_root)).as_posix()
         prefix = "" if workspace == "." else re.escape(workspace) + "/"
-        patterns.append(re.compile(prefix + r"iteration-\d+(/|$)"))
+        # The workspace's own .gitignore, never the checkout's (a workspace at the root).
+        own = r"|\.gitignore$" if prefix else ""
+        patterns.append(re.compile(prefix + rf"(iteration-\d+(/|$){own})"))
     return lambda rel: any(pattern.match(rel) for pattern in patterns)
 
 
@@ -8136,10 +8284,13 @@ def _run_file_problem(folder: str, rel: str, digest: Any) -> str | None:
 
 def allocate_iteration_dir(workspace: Path) -> Path:
     """Claim iteration-N with mkdir, which is atomic: two runs never share a folder."""
+    created = not workspace.exists()
     try:
         workspace.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise WriteFailed(workspace, exc) from exc
+    if created:  # as a virtual environment does: out of `git status` without a .gitignore rule
+        write_text(workspace / ".gitignore", "*\n")
     taken = [int(m.group(1)) for p in workspace.iterdir()
              if (m := re.fullmatch(r"iteration-(\d+)", p.name))]
     number = max(taken, default=0) + 1
@@ -8297,7 +8448,7 @@ class Progress:
         self.total, self.quiet = total, quiet
         self.stream = stream or sys.stderr
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.done = self.ok = 0
+        self.done = self.ok = self.cancelled = 0
         self.running: set[str] = set()
         self.last = ""
         self.started = time.monotonic()
@@ -8334,6 +8485,7 @@ class Progress:
             self.running.discard(record.label)
             self.done += 1
             self.ok += record.status == STATUS_OK
+            self.cancelled += record.status == "cancelled"  # stopped by us, not a failure
             self.last = f"{record.label} {record.status}"
             if self.quiet:
                 return
@@ -8345,7 +8497,9 @@ class Progress:
         elapsed = time.monotonic() - self.started
         eta = (f"eta {fmt_duration(elapsed / self.done * (self.total - self.done))}"
                if self.done else "eta after the first cell")
-        text = (f"[{self.done}/{self.total}] ok {self.ok}, failed {self.done - self.ok}, "
+        failed = self.done - self.ok - self.cancelled
+        cancelled = f", cancelled {self.cancelled}" if self.cancelled else ""
+        text = (f"[{self.done}/{self.total}] ok {self.ok}, failed {failed}{cancelled}, "
                 f"running {len(self.running)}; elapsed {fmt_duration(elapsed)}, {eta}")
         return text + (f"; last: {self.last}" if self.last else "")
 
@@ -8365,6 +8519,47 @@ class Progress:
         else:
             self.stream.write(line + "\n")
         self.stream.flush()
+
+
+REPEATED_FAILURES = 3  # the first cells failing alike: the rest would fail so too
+REPEATED_FAILURE_REASON = "the first cells failed the same way"
+
+
+def failure_shape(record: Any) -> tuple[str, str]:
+    """A failed cell's status and detail with what differs between cells (paths, timings,
+    ids) masked, so one cause gives one shape."""
+    detail = str((record.failure or {}).get("detail", ""))[:300]
+    detail = re.sub(r"/[^\s'\":,)]+", "<path>", detail)
+    return record.status, re.sub(r"\b[0-9a-f]{8,}\b|\d+\.\d+", "<n>", detail)
+
+
+class RepeatedFailureStop:
+    """Ends the matrix when its first cells all fail the same way (the CLI exiting with an
+    error) before any cell ends otherwise: a CLI whose sign-in cannot be checked beforehand
+    fails every call alike, and the rest of the matrix would only cost time. Wraps the
+    per-cell callback (the progress line)."""
+
+    def __init__(self, groups: ProcessGroups, then: Callable[[Any], None]):
+        self.groups, self.then = groups, then
+        self.shapes: list[tuple[str, str]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, record: Any) -> None:
+        self.then(record)
+        with self.lock:
+            if record.status == "cancelled" or self.groups.cancelled.is_set():
+                return
+            # Only a CLI that ended in an error: a timeout says a task was slow, and a
+            # runner_error is the runner's own fault, neither that every call will fail.
+            if record.status not in ("executor_failed", "grader_failed") or \
+                    len(self.shapes) >= REPEATED_FAILURES:
+                self.shapes = [("", "")] * REPEATED_FAILURES  # settled: never stop later
+                return
+            self.shapes.append(failure_shape(record))
+            if len(self.shapes) == REPEATED_FAILURES and len(set(self.shapes)) == 1:
+                detail = str((record.failure or {}).get("detail", ""))[:200]
+                self.groups.cancel(reason=f"{REPEATED_FAILURE_REASON}: {record.status}: "
+                                          f"{detail}")
 
 
 class InterruptHandler:
@@ -8662,7 +8857,7 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
     finished = (load_finished_cells(cells, recorded_run_hashes(iteration_dir))
                 if previous is not None else {})
     progress = Progress(len(cells) - len(finished), options.quiet)
-    ctx.progress, ctx.on_cell_start = progress, progress.cell_started
+    ctx.progress, ctx.on_cell_start = RepeatedFailureStop(groups, progress), progress.cell_started
     progress.start(f"iteration: {iteration_dir}"
                    + (f" (resumed: {len(finished)} cells already finished)" if finished else ""))
     if options.max_cost_usd is not None or options.max_tokens is not None:
@@ -9425,8 +9620,10 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--json", action="store_true", help="print one JSON object")
 
     run = commands.add_parser("run", help="run the executor/grader matrix and write a benchmark")
-    run.add_argument("suite", metavar="SUITE", help="path to evals/<skill>/evals.json")
-    run.add_argument("--agent", required=True, choices=sorted(PROVIDERS), help="agent CLI to drive")
+    # SUITE and --agent are required unless --resume names an iteration, which recorded them
+    # (cmd_run enforces it).
+    run.add_argument("suite", metavar="SUITE", nargs="?", help="path to evals/<skill>/evals.json")
+    run.add_argument("--agent", choices=sorted(PROVIDERS), help="agent CLI to drive")
     run.add_argument("--model", type=_model_name, help="model for both roles, passed verbatim")
     run.add_argument("--executor-model", type=_model_name, help="model for the executor only")
     run.add_argument("--grader-model", type=_model_name, help="model for the grader only")
@@ -9475,14 +9672,18 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a setting for the agent CLI, for every call (see README: which "
                           "agents take one and what it means)")
     run.add_argument("--resume", metavar="ITERATION_DIR",
-                     help="finish an interrupted iteration: rerun every cell not finished ok")
+                     help="finish an interrupted iteration: rerun every cell not finished ok; "
+                     "the suite, agent and options default to the iteration's own")
     run.add_argument("--dry-run", action="store_true",
                      help="validate and print the plan and argv; launch nothing")
     run.add_argument("--junit", metavar="PATH", help="also write the results as JUnit XML")
     run.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
     report = commands.add_parser("report", help="re-render benchmark.md from benchmark.json")
-    report.add_argument("iteration", metavar="ITERATION_DIR", help="an iteration-N folder")
+    # Optional to argparse only: `report --html ITER` and `report --across ITER` name the
+    # folder through the flag's optional value (report_folder_from_flags).
+    report.add_argument("iteration", metavar="ITERATION_DIR", nargs="?",
+                        help="an iteration-N folder")
     # nargs="?" with const "": a bare --html means the default place beside benchmark.json.
     report.add_argument("--html", nargs="?", const="", metavar="PATH",
                         help="also write a static HTML page (default: benchmark.html in it)")
@@ -9502,8 +9703,24 @@ def build_parser() -> argparse.ArgumentParser:
 # -- validate -----------------------------------------------------------------
 
 
+def verdict_shortfall(evals: int) -> str | None:
+    """Why a plan with `evals` paired evals can give no verdict, in numbers; None if it can.
+    The minimum is the verdict's own (MIN_PAIRED_EVALS), so the two never disagree."""
+    if evals >= MIN_PAIRED_EVALS:
+        return None
+    return (f"{evals} eval(s) cannot give a verdict: it needs at least {MIN_PAIRED_EVALS} evals "
+            "scored in both configs, so the result can only be inconclusive")
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     loaded = load_suite(args.suite, args.repo_root)
+    shortfall = verdict_shortfall(len(loaded.suite.cases)) if loaded.suite and \
+        loaded.suite.cases and not loaded.errors else None
+    if shortfall:
+        loaded.problems.append(Problem(
+            "warning", shortfall, str(loaded.suite.path), "evals", None,
+            f"add {MIN_PAIRED_EVALS - len(loaded.suite.cases)} more case(s) for a verdict; a "
+            "smaller pilot still shows pass rates and which assertions discriminate"))
     counts = suite_counts(loaded)
     ok = not loaded.errors
     if args.json:
@@ -9539,6 +9756,10 @@ def load_valid_suite(suite: str, repo_root: str | None) -> Suite:
     return loaded.suite
 
 
+def _eval_id_list(text: str | None) -> list[str] | None:
+    return None if text is None else [part.strip() for part in text.split(",") if part.strip()]
+
+
 def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
     if args.agent_config and not PROVIDERS[args.agent].accepts_settings:
         takers = sorted(name for name, kind in PROVIDERS.items() if kind.accepts_settings)
@@ -9551,7 +9772,7 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
                          "the time with --deadline S")
     eval_ids = None
     if args.eval_id is not None:
-        eval_ids = [part.strip() for part in args.eval_id.split(",") if part.strip()]
+        eval_ids = _eval_id_list(args.eval_id)
         known = {case.key for case in suite.cases}
         unknown = [i for i in eval_ids if i not in known]
         if unknown or not eval_ids:
@@ -9577,6 +9798,13 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
 
 
 def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
+    run_parser = build_parser()._subcommands()["run"]  # type: ignore[attr-defined]
+    if args.resume:
+        args = resumed_args(args, argv, run_parser)
+    missing = [name for name, value in (("SUITE", args.suite), ("--agent", args.agent))
+               if value is None]
+    if missing:
+        run_parser.error(f"the following arguments are required: {', '.join(missing)}")
     suite = load_valid_suite(args.suite, args.repo_root)
     options = options_from_args(args, suite)
     sandbox_base = check_sandbox_base(suite.root)
@@ -9604,11 +9832,13 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
               f"({len(selected)} evals for {options.shard[1]} shards): nothing to run; no agent "
               "was launched, and report --merge does not expect it")
         return EXIT_OK
-    if not options.quiet:  # at once: the version check and the sandbox template take a while
-        print(start_line(suite, options, len(selected) * len(options.configs) * options.runs),
-              file=sys.stderr, flush=True)
+    # Before the start line: a resume that is refused must not first print a plan.
     previous = (check_resume(Path(args.resume), suite, options, revisions)
                 if args.resume else None)
+    if not options.quiet:  # at once: the version check and the sandbox template take a while
+        print(start_line(suite, options, len(selected) * len(options.configs) * options.runs)
+              + (f"; resuming {args.resume}" if args.resume else ""),
+              file=sys.stderr, flush=True)
     if source is not None:  # refuse a missing or changed source before anything starts
         regrade_sources(source, plan_cells(suite, options, Path("<iteration>")))
         recorded = ((previous or {}).get("regrade") or {}).get("source_benchmark_sha256")
@@ -9634,11 +9864,135 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         iteration_dir = (Path(args.resume) if args.resume
                          else allocate_iteration_dir(options.workspace))
         if source is not None:
-            return run_regrade_iteration(suite, options, provider, groups, iteration_dir, argv,
+            code = run_regrade_iteration(suite, options, provider, groups, iteration_dir, argv,
                                          cli_version, sandbox_base, source, previous,
                                          confinement)
-        return run_iteration(suite, options, provider, groups, iteration_dir, argv, cli_version,
-                             sandbox_base, previous, confinement, revisions)
+        else:
+            code = run_iteration(suite, options, provider, groups, iteration_dir, argv,
+                                 cli_version, sandbox_base, previous, confinement, revisions)
+    if groups.reason is not None and (iteration_dir / "iteration_manifest.json").is_file():
+        print(resume_hint(iteration_dir, groups.reason), file=sys.stderr)
+    if (groups.reason or "").startswith(REPEATED_FAILURE_REASON):
+        return EXIT_ENVIRONMENT  # most likely the CLI or its sign-in, not the skill
+    return code
+
+
+# -- resume -------------------------------------------------------------------
+
+# Not taken from the command that started an iteration: where output goes, how much is
+# printed, and what names the iteration (its manifest names a re-grade's source).
+NOT_RESUMED = ("resume", "dry_run", "quiet", "junit", "workspace", "regrade", "suite",
+               "repo_root")
+# The options that decide what a cell means (options_fingerprint); each one's value as the
+# run uses it. Given again on a resume, they must agree with the iteration's.
+RESUME_MUST_AGREE: dict[str, Callable[[argparse.Namespace], Any]] = {
+    "--agent": lambda a: a.agent,
+    "--config": lambda a: list(a.config or CONFIGS),
+    "--runs": lambda a: a.runs or 1,
+    "--executor-model": lambda a: a.executor_model or a.model,
+    "--grader-model": lambda a: a.grader_model or a.model,
+    "--grader-runs": lambda a: a.grader_runs,
+    "--eval-id": lambda a: _eval_id_list(a.eval_id),
+    "--agent-config": lambda a: list(a.agent_config),
+    "--shard": lambda a: list(a.shard) if a.shard else None,
+}
+
+
+def given_options(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
+    """The dests of the options argv names, abbreviations resolved as argparse does."""
+    actions = parser._option_string_actions
+    found = set()
+    for word in argv:
+        if not word.startswith("--") or word == "--":
+            continue
+        name = word.split("=", 1)[0]
+        matches = {a.dest for option, a in actions.items() if option == name} or {
+            a.dest for option, a in actions.items() if option.startswith(name)}
+        if len(matches) == 1:
+            found |= matches
+    return found
+
+
+def _recorded_command(folder: Path) -> tuple[dict[str, Any], argparse.Namespace]:
+    """The iteration's manifest and the `run` command line it recorded, parsed."""
+    try:
+        manifest = json.loads((folder / "iteration_manifest.json").read_text(encoding="utf-8"))
+        recorded = build_parser().parse_args([str(word) for word in manifest["argv"]])
+        suite_path = str(manifest["suite"]["path"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise InputError(f"--resume {folder}: no readable iteration_manifest.json",
+                         "pass an iteration-N folder written by `run`") from None
+    except InputError:
+        raise InputError(f"--resume {folder}: the command that started it no longer parses "
+                         f"({_shell_join(manifest['argv'])})",
+                         "give the suite and options again: run SUITE --agent AGENT ... "
+                         "--resume DIR") from None
+    if recorded.command != "run":
+        raise InputError(f"--resume {folder}: its manifest records no `run` command",
+                         "pass an iteration-N folder written by `run`")
+    recorded.suite = suite_path  # as resolved then: the command may have been relative
+    recorded.repo_root = manifest.get("repo_root") or recorded.repo_root
+    return manifest, recorded
+
+
+def _fmt_option(value: Any) -> str:
+    if value is None:
+        return "(not set)"
+    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+def resumed_args(args: argparse.Namespace, argv: list[str],
+                 parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """`run --resume DIR`: what the iteration was started with, overlaid with what this
+    command gives again; an option that changes what a cell means must agree."""
+    _, recorded = _recorded_command(Path(args.resume))
+    given = given_options(parser, argv) | ({"suite"} if args.suite is not None else set())
+    merged = argparse.Namespace(**vars(recorded))
+    for dest in given | set(NOT_RESUMED):
+        if dest not in ("suite", "repo_root") or getattr(args, dest) is not None:
+            setattr(merged, dest, getattr(args, dest))
+    for role in ("executor_model", "grader_model"):
+        if "model" in given and role not in given:  # a new --model is for both roles
+            setattr(merged, role, None)
+    differ = []
+    for flag, value in RESUME_MUST_AGREE.items():
+        then, now = value(recorded), value(merged)
+        if then != now:
+            named = "--model" if "model" in given and flag.endswith("-model") and \
+                flag.lstrip("-").replace("-", "_") not in given else flag
+            differ.append(f"{named} {_fmt_option(now)} here, {_fmt_option(then)} in that "
+                          "iteration")
+    if differ:
+        flags = ", ".join(dict.fromkeys(d.split()[0] for d in differ))
+        raise InputError(f"--resume {args.resume}: {'; '.join(dict.fromkeys(differ))}; its "
+                         "finished cells would not be comparable",
+                         f"drop {flags} (a resume takes the iteration's own), or start a new "
+                         "iteration (drop --resume)")
+    return merged
+
+
+def _display_path(path: Path) -> str:
+    """A path as short as it can be typed from here: relative below the working folder."""
+    absolute = path.resolve()
+    try:
+        return str(absolute.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(absolute)
+
+
+def resume_hint(iteration_dir: Path, reason: str) -> str:
+    """The exact command that finishes an iteration stopped by Ctrl-C or the deadline."""
+    command = _shell_join(["python3", _display_path(Path(__file__)), "run", "--resume",
+                           _display_path(iteration_dir)])
+    if reason.startswith(REPEATED_FAILURE_REASON):
+        return (f"{PROG}: stopped: the first {REPEATED_FAILURES} cells failed the same way "
+                f"({reason[len(REPEATED_FAILURE_REASON) + 2:]}), so the rest were cancelled "
+                "without being launched; fix that (often the CLI's sign-in), then run the "
+                f"rest with:\n  {command}")
+    why = "interrupted" if reason == "interrupted" else f"stopped ({reason})"
+    return (f"{PROG}: {why}: the cells not finished ok are recorded as cancelled; to run "
+            f"them, resume the iteration (its suite, agent and options are recorded):\n"
+            f"  {command}")
 
 
 def regrade_source_for(args: argparse.Namespace, suite: Suite) -> RegradeSource | None:
@@ -9683,6 +10037,11 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
           f"{len(options.configs)} configs x {options.runs} runs); provider calls: up to {calls}"
           f" ({len(cells)} executors + {graded} x {options.grader_runs} graders)")
     print_checks_plan(suite, cells, checks_only)
+    plan_evals = len({c.case.key for c in plan_cells(suite, options, Path("."))})
+    shortfall = verdict_shortfall(plan_evals) if len(options.configs) > 1 else None
+    if shortfall:
+        print(f"warning: this plan's {shortfall}; add cases"
+              + (" or select more with --eval-id" if options.eval_ids else ""))
     print(f"concurrency: {options.concurrency} agent processes (graders count); timeout per "
           f"call: {options.timeout_s:g} s; "
           f"worst-case wall time: {waves * per_cell * options.timeout_s:g} s"
@@ -9702,7 +10061,8 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
         print(f"withheld from the delivered skill package ({len(withheld)} file(s)): "
               + ", ".join(sorted(withheld)[:5]) + (" ..." if len(withheld) > 5 else ""))
     agent_env, _ = scrub_checkout_paths(clean_environment(), suite.root)
-    problem = agent_path_problem(provider, agent_env)
+    problem = agent_path_problem(provider, agent_env) or (
+        provider.readiness_problem(agent_env) or (None,))[0]
     print(f"{provider.binary}: {provider.executable(agent_env.get('PATH', ''))}" if not problem
           else f"{provider.binary}: {problem}; a real run would stop with exit 3")
     bwrap = shutil.which("bwrap")
@@ -9816,8 +10176,13 @@ def _forecast_line(label: str, total: dict[str, Any] | None, fmt: str, unit: str
 
 def print_forecast(forecast: dict[str, Any] | None, options: RunOptions, suite: Suite) -> None:
     if forecast is None:
-        print(f"forecast: nothing to forecast from (no earlier iteration of {suite.skill_name} "
-              f"with {options.agent} in {options.workspace})")
+        latest = latest_iteration_of(options.workspace, suite.skill_name, options.agent) \
+            if options.workspace is not None else None
+        print(f"forecast of use: nothing to forecast from ({latest.name} of "
+              f"{suite.skill_name} with {options.agent} finished no cell to measure)"
+              if latest is not None else
+              f"forecast of use: nothing to forecast from (no earlier iteration of "
+              f"{suite.skill_name} with {options.agent} in {options.workspace})")
         return
     totals = forecast["totals"]
     print(f"FORECAST, not a measurement: from {forecast['source']} "
@@ -9879,7 +10244,29 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return code
 
 
+def _is_iteration_dir(value: str) -> bool:
+    return Path(value).is_dir() and (Path(value) / "benchmark.json").is_file()
+
+
+def report_folder_from_flags(args: argparse.Namespace) -> None:
+    """`report --html ITER` and `report --across ITER` as a person types them: with no
+    ITERATION_DIR, an iteration folder given as the flag's optional value is the folder (a
+    folder is never a page to write, so nothing else could have been meant)."""
+    if args.iteration is not None:
+        return
+    if args.html and _is_iteration_dir(args.html):
+        args.iteration, args.html = args.html, ""
+    elif args.across and _is_iteration_dir(args.across[0]):
+        args.iteration = args.across.pop(0)
+    else:
+        raise InputError("the following arguments are required: ITERATION_DIR",
+                         "add ITERATION_DIR (an iteration-N folder holding benchmark.json), "
+                         "e.g. report evals/<skill>/workspace/<agent>/iteration-1 --html\n"
+                         f"  help: {PROG}.py report --help")
+
+
 def cmd_report(args: argparse.Namespace) -> int:
+    report_folder_from_flags(args)
     if args.merge:
         return cmd_merge(args)
     benchmark = load_benchmark(args.iteration)
@@ -9903,7 +10290,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                          f"{exc})", "re-run the iteration, or restore the file") from None
     across = None
     if args.across is not None:
-        first = AgentIteration(benchmark, str(folder), check["changed_count"])
+        first = AgentIteration(benchmark, str(folder.resolve()), check["changed_count"])
         across = across_agent_entries(first, folder, args.across)
     write_text(folder / "benchmark.md", text)
     if comparison:  # beside, never inside, this iteration's own benchmark.md
@@ -9942,7 +10329,9 @@ def across_agent_entries(first: AgentIteration, folder: Path, named: list[str]
             check = verify_run_files(benchmark, other_dir, "report --across")
         except MALFORMED_DATA as exc:
             raise _malformed_across(str(other_dir / "benchmark.json"), exc) from None
-        entries.append(AgentIteration(benchmark, str(other_dir), check["changed_count"]))
+        # Absolute like the others found in the workspace: agents.md shows one kind of path.
+        entries.append(AgentIteration(benchmark, str(other_dir.resolve()),
+                                      check["changed_count"]))
     try:
         text, page = render_agents_markdown(entries), render_agents_html(entries)
     except MALFORMED_DATA as exc:

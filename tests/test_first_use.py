@@ -1,0 +1,446 @@
+"""What a new user and a skill author hit on first use (issue 28): a workspace that ignores
+itself, resuming after Ctrl-C, like-with-like comparisons, plans that cannot give a verdict,
+a CLI that is not signed in, `report` flags typed the natural way, and small validation notes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import unittest
+from pathlib import Path
+
+from tests.helpers import (
+    TempDir,
+    call_main,
+    demo_suite,
+    fake_calls,
+    fake_env,
+    git,
+    make_repo,
+    read_output,
+    runner,
+    start_script,
+    wait_until,
+)
+
+
+class FirstUseBase(unittest.TestCase):
+    cases = 2
+
+    def setUp(self) -> None:
+        self.tmp = TempDir()
+        self.addCleanup(self.tmp.cleanup)
+        self.root = make_repo(self.tmp.path, demo_suite(self.cases))
+        self.suite = str(self.root / "evals" / "demo" / "evals.json")
+        self.env = fake_env(self.tmp.path)
+
+    def run_main(self, *args: str, env: dict | None = None) -> tuple[int, str, str]:
+        return call_main(list(args), env=env or self.env)
+
+
+class WorkspaceIgnoresItselfTests(FirstUseBase):
+    """A repository with no .gitignore: the workspace still stays out of `git status`."""
+
+    def test_a_new_workspace_holds_a_gitignore_of_everything(self) -> None:
+        self.assertFalse((self.root / ".gitignore").exists())
+        code, _, err = self.run_main("run", self.suite, "--agent", "claude", "--quiet")
+        self.assertIn(code, (0, 1), err)
+        workspace = self.root / "evals" / "demo" / "workspace" / "claude"
+        self.assertEqual((workspace / ".gitignore").read_text(), "*\n")
+        self.assertTrue((workspace / "iteration-1" / "benchmark.json").is_file())
+        self.assertEqual(git(self.root, "status", "--porcelain", "--untracked-files=all"), "")
+
+    def test_an_existing_folder_given_as_workspace_is_left_as_it_is(self) -> None:
+        mine = self.tmp.path / "mine"
+        mine.mkdir()
+        code, _, err = self.run_main("run", self.suite, "--agent", "claude", "--quiet",
+                                     "--workspace", str(mine))
+        self.assertIn(code, (0, 1), err)
+        self.assertFalse((mine / ".gitignore").exists())
+        self.assertTrue((mine / "iteration-1" / "benchmark.json").is_file())
+
+
+def slow_script(*cases: int, seconds: float = 30.0) -> dict:
+    """Executors of these case numbers sleep; the others answer at once."""
+    return {"cases": [{"match": f"Task number {i}.", "role": "executor",
+                       "spec": {"sleep_s": seconds}} for i in cases]}
+
+
+class ResumeTests(FirstUseBase):
+    """After Ctrl-C or the deadline: the exact command to resume, and `run --resume DIR` alone
+    finishes the iteration with the suite, agent and options it was started with."""
+
+    cases = 4
+
+    def iteration(self) -> Path:
+        return self.root / "evals" / "demo" / "workspace" / "claude" / "iteration-1"
+
+    def test_ctrl_c_prints_the_command_that_finishes_the_iteration(self) -> None:
+        env = fake_env(self.tmp.path, slow_script(3, 4))
+        proc = start_script(["run", self.suite, "--agent", "claude", "--timeout", "60"],
+                            env=env, cwd=self.root, out_dir=self.tmp.path / "out")
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+
+        def slow_started() -> bool:
+            return any("Task number 3." in json.dumps(c) for c in fake_calls(self.tmp.path))
+        self.assertTrue(wait_until(slow_started, 60), "no slow executor started")
+        proc.send_signal(signal.SIGINT)
+        self.assertEqual(proc.wait(timeout=60), 130)
+        out, err = read_output(proc)
+        self.assertIn("of them cancelled)", out)
+        self.assertIn("[warning] cancelled", out)
+        self.assertNotIn("infrastructure_failure", out)
+        self.assertRegex(err, r"\] ok \d+, failed 0, cancelled [1-9]")
+        lines = err.splitlines()
+        hint = next(i for i, line in enumerate(lines) if "to run them, resume" in line)
+        command = shlex.split(lines[hint + 1])
+        self.assertEqual(command[2:4], ["run", "--resume"])
+        self.assertEqual((self.root / command[4]).resolve(), self.iteration().resolve())
+        before = len(fake_calls(self.tmp.path))
+        done = subprocess.run(command, env=fake_env(self.tmp.path, {}), cwd=self.root,
+                              capture_output=True, text=True, timeout=120,
+                              stdin=subprocess.DEVNULL)
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        self.assertIn("(8 runs, 8 scored, 0 excluded)", done.stdout)
+        benchmark = json.loads((self.iteration() / "benchmark.json").read_text())
+        self.assertFalse(benchmark["metadata"]["incomplete"])
+        self.assertGreater(len(fake_calls(self.tmp.path)), before)
+
+    def test_resume_alone_keeps_the_options_the_iteration_started_with(self) -> None:
+        failing = {"cases": [{"match": "Task number 2.", "role": "executor",
+                              "spec": {"fault": "exit_nonzero"}}]}
+        code, out, err = self.run_main("run", self.suite, "--agent", "claude", "--runs", "2",
+                                       "--eval-id", "E01,E02", "--config",
+                                       "without_skill,with_skill", "--quiet",
+                                       env=fake_env(self.tmp.path, failing))
+        self.assertEqual(code, 1, err)
+        code, out, err = self.run_main("run", "--resume", str(self.iteration()), "--quiet",
+                                       env=fake_env(self.tmp.path, {}))
+        self.assertEqual(code, 1, err)  # 2 of the 4 cases: a partial selection to review
+        self.assertIn("(8 runs, 8 scored, 0 excluded)", out)
+        self.assertIn("partial_selection", out)
+        meta = json.loads((self.iteration() / "benchmark.json").read_text())["metadata"]
+        self.assertEqual((meta["runs_per_configuration"], meta["evals_run"], meta["configs"]),
+                         (2, ["E01", "E02"], ["without_skill", "with_skill"]))
+
+    def test_the_deadline_prints_the_resume_command_too(self) -> None:
+        code, _, err = self.run_main("run", self.suite, "--agent", "claude", "--deadline", "1",
+                                     "--timeout", "60", "--quiet",
+                                     env=fake_env(self.tmp.path, slow_script(1, 2, 3, 4)))
+        self.assertEqual(code, 1, err)
+        self.assertIn("stopped (deadline)", err)
+        self.assertIn(f"run --resume {self.iteration()}", err)
+
+    def test_an_option_that_differs_is_named_with_both_values_before_any_plan(self) -> None:
+        code, _, err = self.run_main("run", self.suite, "--agent", "claude", "--quiet")
+        self.assertIn(code, (0, 1), err)
+        calls = len(fake_calls(self.tmp.path))
+        code, out, err = self.run_main("run", self.suite, "--agent", "claude", "--runs", "2",
+                                       "--model", "m-1", "--resume", str(self.iteration()))
+        self.assertEqual(code, 2, out + err)
+        first = err.splitlines()[0]
+        self.assertIn("--runs 2 here, 1 in that iteration", first)
+        self.assertIn("--model m-1 here, (not set) in that iteration", first)
+        self.assertIn("fix: drop --runs, --model", err)
+        self.assertNotIn("cells (", err, "a plan line was printed first")
+        self.assertEqual(len(fake_calls(self.tmp.path)), calls, "an agent was launched")
+
+    def test_without_resume_the_suite_and_agent_are_still_required(self) -> None:
+        code, out, err = self.run_main("run")
+        self.assertEqual(code, 2, out + err)
+        self.assertIn("required: SUITE, --agent", err.splitlines()[0])
+
+
+class CliReadinessTests(FirstUseBase):
+    """A CLI that is not signed in: refused before launch where its settings show it, else
+    the matrix stops after its first cells fail the same way."""
+
+    cases = 6
+
+    def gemini_env(self, settings: dict | None = None, **extra: str) -> dict:
+        env = fake_env(self.tmp.path)
+        env.pop("GEMINI_API_KEY", None)
+        env.update(extra)
+        if settings is not None:
+            (self.tmp.path / "home" / ".gemini").mkdir(parents=True, exist_ok=True)
+            (self.tmp.path / "home" / ".gemini" / "settings.json").write_text(
+                json.dumps(settings))
+        return env
+
+    def test_gemini_without_a_sign_in_method_launches_nothing(self) -> None:
+        code, out, err = self.run_main("run", self.suite, "--agent", "gemini",
+                                       env=self.gemini_env())
+        self.assertEqual(code, 3, out + err)
+        self.assertIn("no sign-in method", err.splitlines()[0])
+        self.assertIn("fix: sign in once by running `gemini`", err)
+        self.assertEqual(fake_calls(self.tmp.path), [])
+        self.assertFalse((self.root / "evals" / "demo" / "workspace").exists())
+
+    def test_gemini_set_to_an_api_key_that_is_not_there_launches_nothing(self) -> None:
+        env = self.gemini_env({"security": {"auth": {"selectedType": "gemini-api-key"}}})
+        code, out, err = self.run_main("run", self.suite, "--agent", "gemini", env=env)
+        self.assertEqual(code, 3, out + err)
+        self.assertIn("GEMINI_API_KEY is not set", err.splitlines()[0])
+        self.assertEqual(fake_calls(self.tmp.path), [])
+        code, out, err = self.run_main("run", self.suite, "--agent", "gemini", "--dry-run",
+                                       env=env)
+        self.assertEqual(code, 0, err)
+        self.assertIn("GEMINI_API_KEY is not set", out)
+        self.assertIn("a real run would stop with exit 3", out)
+
+    def test_gemini_with_a_key_runs(self) -> None:
+        code, _, err = self.run_main("run", self.suite, "--agent", "gemini", "--quiet",
+                                     env=self.gemini_env(None, GEMINI_API_KEY="k"))
+        self.assertIn(code, (0, 1), err)
+        self.assertTrue(fake_calls(self.tmp.path))
+
+    def test_the_first_cells_failing_alike_stop_the_matrix(self) -> None:
+        script = {"executor": {"fault": "exit_nonzero"}}
+        code, out, err = self.run_main("run", self.suite, "--agent", "claude",
+                                       "--concurrency", "1",
+                                       env=fake_env(self.tmp.path, script))
+        self.assertEqual(code, 3, out + err)
+        executors = [c for c in fake_calls(self.tmp.path) if c.get("role") == "executor"]
+        self.assertEqual(len(executors), runner.REPEATED_FAILURES)
+        self.assertIn(f"the first {runner.REPEATED_FAILURES} cells failed the same way", err)
+        self.assertIn("run --resume", err)
+        self.assertIn(f"{self.cases * 2 - runner.REPEATED_FAILURES} of them cancelled", out)
+
+    def test_failures_after_a_cell_finished_ok_do_not_stop_it(self) -> None:
+        script = {"cases": [{"match": f"Task number {i}.", "role": "executor",
+                             "spec": {"fault": "exit_nonzero"}} for i in range(2, 7)]}
+        code, out, err = self.run_main("run", self.suite, "--agent", "claude",
+                                       "--concurrency", "1", "--config", "without_skill",
+                                       env=fake_env(self.tmp.path, script))
+        self.assertEqual(code, 1, out + err)
+        self.assertNotIn("failed the same way", err)
+        executors = [c for c in fake_calls(self.tmp.path) if c.get("role") == "executor"]
+        self.assertEqual(len(executors), self.cases)
+
+
+class CompareLikeWithLikeTests(FirstUseBase):
+    """`report --compare` compares the same candidate against the same baseline, or says
+    there is nothing alike; "same inputs" only when the comparisons are the same too."""
+
+    def iterate(self, configs: str) -> Path:
+        code, _, err = self.run_main("run", self.suite, "--agent", "claude", "--quiet",
+                                     "--config", configs)
+        self.assertIn(code, (0, 1), err)
+        workspace = self.root / "evals" / "demo" / "workspace" / "claude"
+        return max(workspace.glob("iteration-*"), key=lambda p: int(p.name.split("-")[1]))
+
+    def compare(self, this: Path, other: Path) -> tuple[str, str]:
+        code, out, err = self.run_main("report", str(this), "--compare", str(other))
+        self.assertEqual(code, 0, err)
+        return out, (this / "comparison.md").read_text()
+
+    def test_a_third_arm_restricts_the_deltas_to_the_shared_baseline(self) -> None:
+        skill = self.root / "skills" / "demo" / "SKILL.md"
+        skill.write_text(skill.read_text() + "\nOne more rule.\n")
+        git(self.root, "commit", "-qam", "a second version of the skill")
+        two = self.iterate("with_skill,without_skill")
+        three = self.iterate("with_skill,with_skill@HEAD~1,without_skill")
+        out, text = self.compare(three, two)
+        self.assertNotIn("same inputs", out + text)
+        self.assertIn("different comparisons: this iteration ran with_skill, "
+                      "with_skill@HEAD~1, without_skill, the other with_skill, without_skill; "
+                      "only with_skill vs without_skill is compared", text)
+        header = next(line for line in text.splitlines() if line.startswith("| eval |"))
+        self.assertIn("delta vs without_skill (this / other)", header)
+        self.assertNotIn("delta vs with_skill@HEAD~1", header)
+        out, _ = self.compare(two, three)
+        self.assertIn("different comparisons", out)
+
+    def test_other_candidates_give_no_delta_to_compare(self) -> None:
+        first = self.iterate("with_skill,without_skill")
+        swapped = self.iterate("without_skill,with_skill")
+        out, text = self.compare(swapped, first)
+        self.assertIn("the candidates differ (this: without_skill, other: with_skill)", out)
+        self.assertNotIn("delta vs", text)
+
+    def test_the_same_comparisons_are_still_the_same_inputs(self) -> None:
+        first = self.iterate("with_skill,without_skill")
+        second = self.iterate("with_skill,without_skill")
+        out, text = self.compare(second, first)
+        self.assertIn("Comparability: same inputs", text)
+        self.assertIn("delta vs without_skill (this / other)", text)
+
+
+class VerdictMinimumTests(FirstUseBase):
+    """A plan too small for a verdict is found out before it is paid for, and the power line
+    never asks for fewer evals than the verdict needs."""
+
+    cases = 3
+    need = runner.MIN_PAIRED_EVALS  # the verdict's own minimum, whatever it becomes
+
+    def test_validate_warns_with_the_numbers(self) -> None:
+        code, out, err = self.run_main("validate", self.suite)
+        self.assertEqual(code, 0, err)
+        self.assertIn("1 warnings", out)
+        self.assertIn(f"3 eval(s) cannot give a verdict: it needs at least {self.need} evals "
+                      "scored in both configs", err)
+        self.assertIn(f"fix: add {self.need - 3} more case(s)", err)
+        code, out, _ = self.run_main("validate", self.suite, "--json")
+        self.assertEqual(code, 0)
+        [warning] = json.loads(out)["warnings"]
+        self.assertEqual(warning["json_path"], "evals")
+
+    def test_a_suite_big_enough_gets_no_warning(self) -> None:
+        suite = demo_suite(self.need)
+        Path(self.suite).write_text(json.dumps(suite))
+        code, out, err = self.run_main("validate", self.suite)
+        self.assertEqual(code, 0, err)
+        self.assertIn("0 warnings", out)
+        self.assertNotIn("verdict", err)
+
+    def test_dry_run_warns_and_a_single_config_does_not(self) -> None:
+        code, out, err = self.run_main("run", self.suite, "--agent", "claude", "--dry-run")
+        self.assertEqual(code, 0, err)
+        self.assertIn(f"warning: this plan's 3 eval(s) cannot give a verdict: it needs at "
+                      f"least {self.need}", out)
+        code, out, err = self.run_main("run", self.suite, "--agent", "claude", "--dry-run",
+                                       "--config", "with_skill")
+        self.assertEqual(code, 0, err)
+        self.assertNotIn("cannot give a verdict", out)
+
+    def test_the_power_line_never_asks_for_fewer_evals_than_the_verdict(self) -> None:
+        rows = [{"configs": {"a": {"pass_rates": [c]}, "b": {"pass_rates": [0.0]}}}
+                for c in (1.0, 0.9, 1.0)]
+        power = runner.power_forecast(rows, ("a", "b"), 0.97)
+        self.assertEqual([t["evals_needed"] for t in power["targets"]][0], self.need)
+        lines = runner.forecast_lines({"baseline": "b", "verdict": "inconclusive",
+                                       "power": power})
+        self.assertIn(f"no verdict is given below {self.need} paired evals", lines[0])
+
+
+class ReportFlagsTests(FirstUseBase):
+    """`report --html ITER` and `report --across ITER`: the folder is the flag's value."""
+
+    def run_agent(self, agent: str) -> Path:
+        code, _, err = self.run_main("run", self.suite, "--agent", agent, "--quiet")
+        self.assertIn(code, (0, 1), err)
+        return self.root / "evals" / "demo" / "workspace" / agent / "iteration-1"
+
+    def test_html_followed_by_the_folder_writes_the_page_in_it(self) -> None:
+        folder = self.run_agent("claude")
+        (folder / "benchmark.html").unlink()
+        code, _, err = self.run_main("report", "--html", str(folder))
+        self.assertEqual(code, 0, err)
+        self.assertTrue((folder / "benchmark.html").is_file())
+        code, _, err = self.run_main("report", str(folder), "--html", str(self.tmp.path / "p.html"))
+        self.assertEqual(code, 0, err)  # the old forms still work
+        self.assertTrue((self.tmp.path / "p.html").is_file())
+
+    def test_across_followed_by_the_folder_compares_with_the_other_agents(self) -> None:
+        folder = self.run_agent("claude")
+        self.run_agent("codex")
+        code, out, err = self.run_main("report", "--across", str(folder))
+        self.assertEqual(code, 0, err)
+        self.assertIn("Across agents:", out)
+        self.assertTrue((folder / "agents.md").is_file())
+
+    def test_a_missing_folder_is_still_a_usage_error(self) -> None:
+        code, out, err = self.run_main("report", "--html", str(self.tmp.path / "page.html"))
+        self.assertEqual(code, 2, out + err)
+        self.assertIn("ITERATION_DIR", err.splitlines()[0])
+        self.assertIn("fix: add ITERATION_DIR", err)
+
+
+class ReadableOutputTests(FirstUseBase):
+    """What a person reads: the deciding parts first, one way of counting, plain words."""
+
+    cases = 6  # 13 assertions (one common, two per case): the per-assertion table folds
+
+    def setUp(self) -> None:
+        super().setUp()
+        code, self.out, err = self.run_main("run", self.suite, "--agent", "claude", "--quiet")
+        self.assertIn(code, (0, 1), err)
+        self.folder = self.root / "evals" / "demo" / "workspace" / "claude" / "iteration-1"
+
+    def test_the_page_puts_what_decides_first_and_folds_the_long_table(self) -> None:
+        html = (self.folder / "benchmark.html").read_text()
+        order = [html.index(h) for h in ("<h2>Sanity checks", "<h2>Execution metrics",
+                                         "<h2>Failed assertions", "<h2>Per assertion")]
+        self.assertEqual(order, sorted(order))
+        self.assertIn("<details><summary>13 assertions: show the table</summary>", html)
+
+    def test_info_flags_are_counted_as_the_table_counts_them(self) -> None:
+        md = (self.folder / "benchmark.md").read_text()
+        self.assertNotIn("No anomalies", md)
+        self.assertIn("non_discriminating_assertion: 13 of the 13 assertions in the "
+                      "per-assertion table", md)
+
+    def test_no_spread_is_said_in_plain_words(self) -> None:
+        self.assertIn("there is no variation yet to tell how small an effect", self.out)
+        self.assertNotIn("normal approximation cannot", self.out)
+
+    def test_agents_md_shows_one_kind_of_path(self) -> None:
+        code, _, err = self.run_main("run", self.suite, "--agent", "codex", "--quiet")
+        self.assertIn(code, (0, 1), err)
+        code, _, err = self.run_main("report", os.path.relpath(self.folder), "--across")
+        self.assertEqual(code, 0, err)
+        text = (self.folder / "agents.md").read_text()
+        self.assertIn(str(self.folder.resolve()), text)
+        self.assertNotIn("../", text)
+
+
+class DryRunForecastTests(FirstUseBase):
+    def test_an_earlier_iteration_with_nothing_measured_is_named_not_denied(self) -> None:
+        code, _, err = self.run_main("run", self.suite, "--agent", "claude", "--quiet",
+                                     "--deadline", "0.001")
+        self.assertEqual(code, 1, err)
+        code, out, err = self.run_main("run", self.suite, "--agent", "claude", "--dry-run")
+        self.assertEqual(code, 0, err)
+        self.assertNotIn("no earlier iteration of demo", out)
+        self.assertIn("nothing to forecast from (iteration-1 of demo with claude finished no "
+                      "cell to measure)", out)
+
+
+class ValidationNoteTests(FirstUseBase):
+    """Small notes of `validate`: each names the right thing."""
+
+    def validate_json(self, cases: list[dict], files: dict[str, str] | None = None) -> dict:
+        for rel, text in (files or {}).items():
+            (self.root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (self.root / rel).write_text(text)
+        Path(self.suite).write_text(json.dumps({"skill_name": "demo", "evals": cases}))
+        code, out, err = self.run_main("validate", self.suite, "--json")
+        self.assertEqual(code, 2, out + err)
+        return json.loads(out)
+
+    def test_a_string_id_twice_gets_no_note_about_numbers(self) -> None:
+        report = self.validate_json([{"id": "E1", "prompt": "x", "expectations": ["a"]},
+                                     {"id": "E1", "prompt": "y", "expectations": ["b"]}])
+        [error] = report["errors"]
+        self.assertEqual(error["message"], "case id 'E1' is used twice (also evals[0])")
+
+    def test_a_number_and_its_string_get_the_note(self) -> None:
+        report = self.validate_json([{"id": 1, "prompt": "x", "expectations": ["a"]},
+                                     {"id": "1", "prompt": "y", "expectations": ["b"]}])
+        [error] = report["errors"]
+        self.assertIn('1 and "1" count as the same', error["message"])
+
+    def test_a_misspelt_fixture_is_matched_to_the_file_beside_it(self) -> None:
+        report = self.validate_json(
+            [{"id": "E1", "prompt": "x", "expectations": ["a"],
+              "files": ["evals/demo/fixtures/readme.dif"]}],
+            {"evals/demo/fixtures/readme.diff": "diff\n"})
+        [error] = report["errors"]
+        self.assertEqual(error["json_path"], "evals[0].files[0]")
+        self.assertTrue(error["fix"].startswith(
+            "did you mean 'evals/demo/fixtures/readme.diff'? "), error["fix"])
+
+    def test_an_unknown_key_in_a_refused_case_still_names_the_case(self) -> None:
+        report = self.validate_json([{"id": "E1", "prompt": "x", "expectations": ["a"]},
+                                     {"id": "E1", "prompt": "y", "expectatons": ["b"]}])
+        unknown = next(e for e in report["errors"] if "expectatons" in e["message"])
+        self.assertEqual((unknown["case_id"], unknown["json_path"]), ("E1", "evals[1].expectatons"))
+        self.assertEqual({w["case_id"] for w in report["warnings"]}, {"E1"})
+
+
+if __name__ == "__main__":
+    unittest.main()
