@@ -314,7 +314,7 @@ class VerdictMinimumTests(FirstUseBase):
         self.assertEqual([t["evals_needed"] for t in power["targets"]][0], self.need)
         lines = runner.forecast_lines({"baseline": "b", "verdict": "inconclusive",
                                        "power": power})
-        self.assertIn(f"no verdict is given below {self.need} paired evals", lines[0])
+        self.assertIn(f"the verdict needs at least {self.need}", lines[0])
 
 
 class ReportFlagsTests(FirstUseBase):
