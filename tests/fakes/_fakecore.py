@@ -55,6 +55,7 @@ SPEC_KEYS = frozenset((
     "write_files", "read_skill", "read_paths", "permission_denials",
     "verdicts", "raw_verdicts", "verdict_form", "flood_bytes",
     "shell_write_files", "shell_symlinks", "shell_special", "quote_reads", "noisy",
+    "list_paths",
 ))
 SPECIAL_KINDS = ("fifo", "socket", "directory")
 VERDICT_FORMS = ("structured", "text", "fenced", "legacy", "prose")
@@ -686,12 +687,19 @@ def plan_actions(cli: str, spec: dict[str, Any], prompt: str, root: str) -> list
     return actions
 
 
-def executor_text(spec: dict[str, Any], actions: list[Action]) -> str:
+def executor_text(spec: dict[str, Any], actions: list[Action], root: str = ".") -> str:
     """The final answer; with `quote_reads`, followed by the text of every file read, so the
-    answer depends on what the executor was given (a skill version, say)."""
+    answer depends on what the executor was given (a skill version, say); with `list_paths`,
+    by a line per folder naming its entries, as `ls` would show them."""
     text = spec.get("text", DEFAULT_EXECUTOR_TEXT)
     if spec.get("quote_reads"):
         text += "".join(f"\n\n{a.result}" for a in actions if a.kind == "read" and a.ok)
+    for path in spec.get("list_paths") or []:
+        try:
+            entries = ",".join(sorted(os.listdir(_absolute(path, root))))
+        except OSError as exc:
+            entries = f"<{exc.strerror}>"
+        text += f"\nlisting {path}: {entries}"
     if spec.get("fault") == "lone_surrogate":
         text += " " + LONE_SURROGATE
     return text

@@ -75,7 +75,12 @@ EXIT_INTERNAL = 4
 EXIT_INTERRUPTED = 130
 
 CONFIGS = ("with_skill", "without_skill")
+# The skill installed where the agent CLI discovers skills, the prompt naming neither it nor
+# a path: does the agent find the skill on its own? Not a default arm.
+INSTALLED_CONFIG = "installed"
+KNOWN_CONFIGS = (*CONFIGS, INSTALLED_CONFIG)
 REVISION_SEPARATOR = "@"  # with_skill@REV: the skill package as committed at REV
+REVISION_ARMS = ("with_skill", INSTALLED_CONFIG)  # the arms that take an @REV
 MAX_CONFIGS = 3  # a candidate and up to two baselines
 MAX_REVISION_CHARS = 200
 RUNS_RANGE = (1, 5)
@@ -284,6 +289,7 @@ class Suite:
     common_assertions: list[str]
     cases: list[Case]
     sha256: str
+    installed_with: list[str] = dataclasses.field(default_factory=list)  # skills/<other>
 
     def assertions_for(self, case: Case) -> list[str]:
         """Common assertions then the case's own, each text once, in order."""
@@ -312,10 +318,16 @@ def config_has_skill(config: str) -> bool:
     return config == "with_skill" or config.startswith("with_skill" + REVISION_SEPARATOR)
 
 
+def config_installs_skill(config: str) -> bool:
+    """installed and installed@REV put the package where the agent discovers skills."""
+    return config == INSTALLED_CONFIG or config.startswith(INSTALLED_CONFIG + REVISION_SEPARATOR)
+
+
 def config_revision(config: str) -> str | None:
-    """REV of with_skill@REV, None for the working tree and for without_skill."""
-    if config.startswith("with_skill" + REVISION_SEPARATOR):
-        return config[len("with_skill" + REVISION_SEPARATOR):]
+    """REV of with_skill@REV or installed@REV, None for the working tree and without_skill."""
+    for arm in REVISION_ARMS:
+        if config.startswith(arm + REVISION_SEPARATOR):
+            return config[len(arm + REVISION_SEPARATOR):]
     return None
 
 
@@ -386,6 +398,7 @@ class Invocation:
     cwd: Path
     stdin_text: str | None = None
     pass_fds: tuple[int, ...] = ()  # descriptors the process inherits (bwrap's --args)
+    skills_on: bool = False  # an installed cell: the CLI may discover and load skills
 
 
 @dataclasses.dataclass
@@ -1795,6 +1808,41 @@ class RepoSnapshot:
 
 
 @dataclasses.dataclass
+class Installation:
+    """Skill packages an installed cell finds where its agent CLI discovers project skills.
+
+    Copied into each cell's own sandbox, so no cell sees another's copy, and committed in its
+    baseline, so they are not counted as the executor's changes.
+    """
+
+    folder: str  # sandbox-relative discovery folder, e.g. .claude/skills
+    skills: list[str]  # folder names under it: the skill first, then its neighbours
+    files: list[tuple[str, str]]  # (file to copy, sandbox-relative path)
+
+    def record(self) -> dict[str, Any]:
+        return {"folder": self.folder, "skills": list(self.skills), "files": len(self.files)}
+
+
+def installation_for(snapshot: RepoSnapshot, skill_name: str, config: str, folder: str,
+                     neighbours: list[str]) -> Installation:
+    """The package of `config` (the working tree's or installed@REV's) and each neighbour
+    (a repository path such as skills/other), mapped into `folder`."""
+    revision = snapshot.revisions.get(config)
+    if revision is not None:
+        pairs = [(str(revision.path_of(rel)), rel) for rel in revision.files]
+    else:
+        pairs = [(snapshot.resolve(rel), rel) for rel in snapshot.skill_files]
+    for package in neighbours:
+        prefix = package.rstrip("/") + "/"
+        pairs += [(snapshot.resolve(rel), rel) for rel in snapshot.base_files
+                  if rel.startswith(prefix)]
+    files = [(source, f"{folder}/{rel.split('/', 1)[1]}") for source, rel in pairs
+             if source is not None]  # a link out of the repository is not installed
+    names = [skill_name] + [package.rstrip("/").rsplit("/", 1)[-1] for package in neighbours]
+    return Installation(folder, names, files)
+
+
+@dataclasses.dataclass
 class GitTemplate:
     """One object store and index holding the baseline of every sandbox of an iteration.
 
@@ -2170,8 +2218,9 @@ class Sandbox:
 
 
 def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, base: Path,
-                  baseline_git: Path) -> Sandbox:
-    """`with_skill`: False, True (the working tree's package) or a with_skill@REV config."""
+                  baseline_git: Path, install: Installation | None = None) -> Sandbox:
+    """`with_skill`: False, True (the working tree's package) or a with_skill@REV config;
+    `install`: the packages an installed cell finds in its discovery folder."""
     sandbox = Sandbox(Path(tempfile.mkdtemp(prefix="skill-eval-", dir=base)), baseline_git,
                       base, {})
     repo = sandbox.repo
@@ -2188,7 +2237,11 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, ba
             copier.copy(rel)
     for rel in case.files:
         copier.copy_fixture(rel)
+    installed = [] if install is None else install.files
+    for source, rel in installed:
+        copier.copy_from(source, rel)
     extras = set(snapshot.linked_files) | set(case.files) | set(copier.fixture_files)
+    extras |= {rel for _, rel in installed}
     in_template = snapshot.template is not None and snapshot.template.holds_package(with_skill)
     if revision is not None:
         extras |= set() if in_template else set(revision.files)
@@ -2211,6 +2264,8 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, ba
         sandbox.record["skill_revision"] = {"revision": revision.revision,
                                             "commit": revision.commit,
                                             "package_sha256": revision.sha256}
+    if install is not None:
+        sandbox.record["installed_skills"] = install.record()
     return sandbox
 
 
@@ -2677,6 +2732,9 @@ class Provider:
     session_vars: tuple[str, ...] = ()
     # Each process gets a new, empty home that prepare_home fills with the runner's settings.
     fresh_home = False
+    # Where, relative to its working folder, this CLI discovers project skills: an installed
+    # cell's packages go there. Observed per CLI version; see README.md.
+    skills_folder = ""
 
     def __init__(self, settings: list[str] | None = None):
         self.settings = list(settings or [])
@@ -2707,6 +2765,14 @@ class Provider:
     def home_vars(self, home_inside: str) -> dict[str, str | None]:
         """Variables set inside (None: removed) so the CLI uses its fresh HOME."""
         return {}
+
+    def installed_invocation(self, invocation: Invocation) -> Invocation:
+        """An installed cell's executor call: the same, with the CLI's skill tool allowed."""
+        return dataclasses.replace(invocation, skills_on=True)
+
+    def allow_skills(self, home: Path, env: dict[str, str]) -> dict[str, str]:
+        """Undo, in a home prepare_home filled, what keeps skills away from other cells."""
+        return env
 
     def version_argv(self) -> list[str]:
         return [self.binary, "--version"]
@@ -2751,6 +2817,7 @@ class ClaudeProvider(Provider):
     reports_cost = True  # the result envelope's total_cost_usd
     executor_tools = "Bash,Read,Write,Edit,Glob,Grep"
     state_dirs = (".claude",)
+    skills_folder = ".claude/skills"  # not .agents/skills (claude 2.1.197 and 2.1.332)
     session_vars = ("CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT",
                     "CLAUDE_CODE_SESSION_ID", "CLAUDE_AGENT_SDK_VERSION")
 
@@ -2765,6 +2832,12 @@ class ClaudeProvider(Provider):
 
     def home_vars(self, home_inside: str) -> dict[str, str | None]:
         return {"CLAUDE_CONFIG_DIR": None}
+
+    def installed_invocation(self, invocation: Invocation) -> Invocation:
+        argv = list(invocation.argv)
+        at = argv.index("--allowedTools") + 1
+        argv[at] += ",Skill"  # its skill tool, which -p mode would otherwise have to ask for
+        return dataclasses.replace(invocation, argv=argv, skills_on=True)
 
     def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
         # stream-json (which needs --verbose) ends with the same result envelope as json
@@ -2889,6 +2962,7 @@ class CodexProvider(Provider):
     accepts_settings = True  # each one becomes `-c KEY=VALUE`
     setting_aliases = ("--codex-config",)
     state_dirs = (".codex", ".agents")
+    skills_folder = ".agents/skills"
     session_vars = ("CODEX_SANDBOX", "CODEX_SANDBOX_NETWORK_DISABLED", "CODEX_THREAD_ID",
                     "CODEX_SESSION_ID", "CODEX_CI")
 
@@ -3073,6 +3147,7 @@ class GeminiProvider(Provider):
     accepts_settings = True  # KEY=VALUE: a settings.json key path and a JSON value
     fresh_home = True
     state_dirs = (".gemini", ".agents")
+    skills_folder = ".agents/skills"  # found in a trusted folder (the runner trusts it)
     session_vars = ("GEMINI_CLI", "GEMINI_CLI_IDE_SERVER_PORT", "GEMINI_CLI_IDE_WORKSPACE_PATH",
                     "GEMINI_CLI_IDE_SERVER_STDIO_ARGS", "GEMINI_CLI_ACTIVE_APPROVAL_MODE",
                     "GEMINI_PROJECT_DIR", "GEMINI_SANDBOX")
@@ -3143,6 +3218,11 @@ class GeminiProvider(Provider):
         for setting in self.settings:
             _set_path(settings, *_json_setting(setting))
         return settings
+
+    def allow_skills(self, home: Path, env: dict[str, str]) -> dict[str, str]:
+        path = home / ".gemini" / "settings.json"
+        write_json(path, _merge(_read_json_object(path), {"skills": {"enabled": True}}))
+        return env
 
     @staticmethod
     def _auth_from_env(env: dict[str, str]) -> str | None:
@@ -3230,6 +3310,9 @@ class OpenCodeProvider(Provider):
     accepts_settings = True  # KEY=VALUE: an opencode.json key path and a JSON value
     fresh_home = True
     state_dirs = (".opencode", ".claude", ".agents")
+    # Not .opencode/skills: OPENCODE_DISABLE_PROJECT_CONFIG, which keeps ancestor configs
+    # out, hides that folder too (opencode 1.18.33, `opencode debug skill`).
+    skills_folder = ".agents/skills"
     session_vars = ("OPENCODE", "OPENCODE_PID", "OPENCODE_CLIENT", "OPENCODE_SERVER_PASSWORD",
                     "OPENCODE_SERVER_USERNAME")
     grader_agent = "skill-eval-grader"
@@ -3277,6 +3360,14 @@ class OpenCodeProvider(Provider):
             OPENCODE_DISABLE_AUTOUPDATE="1",
             npm_config_offline="true")  # no plugin install into <sandbox>/.opencode
         return fresh
+
+    def allow_skills(self, home: Path, env: dict[str, str]) -> dict[str, str]:
+        path = home / ".config" / "opencode" / "opencode.json"
+        config = _read_json_object(path)
+        config["permission"] = {**(config.get("permission") or {}), "skill": "allow"}
+        write_json(path, config)
+        # .agents/skills back in view; .claude/skills stays out (OPENCODE_DISABLE_CLAUDE_CODE).
+        return {k: v for k, v in env.items() if k != "OPENCODE_DISABLE_EXTERNAL_SKILLS"}
 
     def _user_config(self, env: dict[str, str]) -> dict[str, Any]:
         config_home = Path(env.get("XDG_CONFIG_HOME") or _home(env) / ".config")
@@ -3668,7 +3759,15 @@ def _short(value: Any) -> str:
 # ==== execution engine =======================================================
 
 
-def build_executor_prompt(suite: Suite, case: Case, config: str, sandbox: Path) -> str:
+def skill_ban_of(configs: Iterable[str]) -> bool:
+    """Whether a prompt without a skill path also forbids skills. Not beside an installed arm:
+    its prompt is the without_skill prompt byte for byte, and a ban would stop the discovery
+    it measures."""
+    return not any(config_installs_skill(config) for config in configs)
+
+
+def build_executor_prompt(suite: Suite, case: Case, config: str, sandbox: Path,
+                          skill_ban: bool = True) -> str:
     """The task and the configuration contract; never assertions, names or expected output."""
     lines = ["# Task", "", case.prompt.strip(), "", "# Working environment", "",
              f"You are working in a copy of the repository at {sandbox}. Stay inside it.", ""]
@@ -3681,7 +3780,7 @@ def build_executor_prompt(suite: Suite, case: Case, config: str, sandbox: Path) 
                   f"Skill path: {skill_md}",
                   "Read the skill from that file directly and follow it for this task. Do not use "
                   "a host skill tool, an installed snapshot, a link or a cached copy instead.", ""]
-    else:
+    elif skill_ban:
         lines += ["# Skill", "", "Use no agent skill for this task: do not look for, load or "
                   "invoke any skill.", ""]
     lines += ["# Deliverable", "",
@@ -3909,14 +4008,15 @@ def provider_env(ctx: RunContext, cwd: Path) -> dict[str, str]:
 
 
 def agent_env(ctx: RunContext, sandbox: Sandbox, cwd: Path, role: str,
-              model: str | None) -> dict[str, str]:
+              model: str | None, skills_on: bool = False) -> dict[str, str]:
     """The environment of one agent process; unconfined, a fresh home of its own next to the
     sandbox when its adapter asks (a confined one gets it from run_agent)."""
     env = provider_env(ctx, cwd)
     if not ctx.provider.fresh_home or ctx.confinement.mode == "bwrap":
         return env
     home = sandbox.make_home(role)
-    return ctx.provider.prepare_home(home, env, role, model, str(home), env)
+    env = ctx.provider.prepare_home(home, env, role, model, str(home), env)
+    return ctx.provider.allow_skills(home, env) if skills_on else env
 
 
 def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
@@ -3938,6 +4038,8 @@ def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
         inside = confined_env(env, invocation.cwd, home_vars)
         if ctx.provider.fresh_home:
             inside = ctx.provider.prepare_home(home, inside, role, model, HOME_INSIDE, env)
+            if invocation.skills_on:
+                inside = ctx.provider.allow_skills(home, inside)
         argv = bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
                           home=home, ro_entries=ctx.agent_mounts, ro_binds=ro_binds,
                           rw_binds=rw_binds, hide=ctx.hidden)
@@ -4070,13 +4172,19 @@ def prepare_sandbox(ctx: RunContext, run: CellRun) -> None:
     if reason:
         run.record.fail("cancelled", "scheduling", reason)
         return
+    install = (installation_for(ctx.snapshot, ctx.suite.skill_name, cell.config,
+                                ctx.provider.skills_folder, ctx.suite.installed_with)
+               if config_installs_skill(cell.config) else None)
     run.sandbox = build_sandbox(ctx.snapshot, cell.case, sandbox_delivery(cell.config),
-                                ctx.sandbox_base, cell.run_dir / "baseline.git")
+                                ctx.sandbox_base, cell.run_dir / "baseline.git", install)
     run.record.sandbox = run.sandbox.record
 
 
 def sandbox_delivery(config: str) -> bool | str:
-    """What build_sandbox delivers for a config: no package, the working tree's, or REV's."""
+    """What build_sandbox delivers for a config: no package, the working tree's, or REV's.
+    An installed cell's package goes to its discovery folder instead (installation_for)."""
+    if config_installs_skill(config):
+        return False
     return config if config_revision(config) is not None else config_has_skill(config)
 
 
@@ -4132,11 +4240,15 @@ def save_run_files(ctx: RunContext, run: CellRun) -> None:
 def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
                       record: RunRecord) -> ExecutorAnswer | None:
     """Run the executor in its sandbox; its answer when it finished ok, else None."""
-    prompt = build_executor_prompt(ctx.suite, cell.case, cell.config, sandbox.repo)
+    prompt = build_executor_prompt(ctx.suite, cell.case, cell.config, sandbox.repo,
+                                   skill_ban_of(ctx.options.configs))
     files = RunFiles(cell.run_dir, record)
     files.text("prompt.md", prompt)
     invocation = ctx.provider.executor_invocation(prompt, sandbox.repo, ctx.options.executor_model)
-    env = agent_env(ctx, sandbox, sandbox.repo, "executor", ctx.options.executor_model)
+    if config_installs_skill(cell.config):
+        invocation = ctx.provider.installed_invocation(invocation)
+    env = agent_env(ctx, sandbox, sandbox.repo, "executor", ctx.options.executor_model,
+                    invocation.skills_on)
     # The sandbox was built while the lane's previous agent ran: check again before starting.
     reason = ctx.should_stop()
     if reason:
@@ -7171,7 +7283,7 @@ def arm_records(suite: Suite, configs: Iterable[str],
     for config in configs:
         if config in revisions:
             arms[config] = revisions[config].record()
-        elif config_has_skill(config):
+        elif config_has_skill(config) or config_installs_skill(config):
             files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
             arms[config] = {"source": "working tree", "revision": None, "commit": None,
                             "package_sha256": tree_hash(suite.root, files), "files": len(files)}
@@ -7919,13 +8031,13 @@ def _model_name(text: str) -> str:
 
 def _config_list(text: str) -> tuple[str, ...]:
     configs = tuple(part.strip() for part in text.split(","))
-    unknown = [c for c in configs if c not in CONFIGS and not _is_revision_config(c)]
+    unknown = [c for c in configs if c not in KNOWN_CONFIGS and not _is_revision_config(c)]
     if unknown or not configs or len(set(configs)) != len(configs) or len(configs) > MAX_CONFIGS:
-        hint = _did_you_mean(unknown[0], CONFIGS) if unknown else ""
+        hint = _did_you_mean(unknown[0], KNOWN_CONFIGS) if unknown else ""
         raise argparse.ArgumentTypeError(
             f"{text!r}: {hint}give one to {MAX_CONFIGS} distinct configs, comma-separated, "
-            f"candidate first, from {', '.join(CONFIGS)} and with_skill@REV (REV: a git commit, "
-            "tag or branch, e.g. with_skill@HEAD~1)")
+            f"candidate first, from {', '.join(KNOWN_CONFIGS)}, with_skill@REV and "
+            "installed@REV (REV: a git commit, tag or branch, e.g. with_skill@HEAD~1)")
     return configs
 
 
@@ -8040,7 +8152,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--grader-model", type=_model_name, help="model for the grader only")
     run.add_argument("--config", type=_config_list, metavar="LIST",
                      help="up to 3 configs, candidate first: with_skill, without_skill, "
-                     "with_skill@REV (default: with_skill,without_skill)")
+                     "installed, with_skill@REV, installed@REV "
+                     "(default: with_skill,without_skill)")
     run.add_argument("--runs", type=_bounded_int(*RUNS_RANGE),
                      help="runs per case and config, 1..5 (default: 1)")
     run.add_argument("--grader-runs", type=_bounded_int(*GRADER_RUNS_RANGE), default=1,
@@ -8227,6 +8340,8 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
             return EXIT_INTERRUPTED
         if confinement.mode != "bwrap" and options.isolation == "auto":
             print(f"Isolation: {confinement.describe()}")
+        if confinement.mode != "bwrap" and any(map(config_installs_skill, options.configs)):
+            print(installed_unconfined_warning(provider, suite.skill_name), file=sys.stderr)
         iteration_dir = (Path(args.resume) if args.resume
                          else allocate_iteration_dir(options.workspace))
         if source is not None:
@@ -8235,6 +8350,19 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
                                          confinement)
         return run_iteration(suite, options, provider, groups, iteration_dir, argv, cli_version,
                              sandbox_base, previous, confinement, revisions)
+
+
+def installed_unconfined_warning(provider: Provider, skill_name: str) -> str:
+    """Unconfined, an installed cell's agent also sees the skills of the user's home."""
+    folders = dict.fromkeys(place.parent for place in
+                            provider.skill_places(skill_name, dict(os.environ)))
+    found = [f"{folder} ({len(list(folder.iterdir()))} entries)" for folder in folders
+             if folder.is_dir()]
+    return (f"{PROG}: warning: installed cells run without --isolation bwrap, so the "
+            f"{provider.name} CLI also discovers the skills installed in your home"
+            + (f": {', '.join(found)}" if found else " and above the sandbox folder")
+            + f"; they can compete with {skill_name} for activation. Run with --isolation "
+            "bwrap for a fresh home that holds no other skill.")
 
 
 def regrade_source_for(args: argparse.Namespace, suite: Suite) -> RegradeSource | None:
