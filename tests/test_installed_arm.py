@@ -12,13 +12,17 @@ import unittest
 from pathlib import Path
 
 from tests.helpers import (
+    PROJECT,
     TempDir,
     call_main,
     demo_suite,
     fake_env,
     git,
     make_repo,
+    runner,
 )
+
+SAMPLES = PROJECT.parent / "shared" / "cli-samples"
 
 DISCOVERY = {"claude": ".claude/skills", "codex": ".agents/skills", "gemini": ".agents/skills",
              "opencode": ".agents/skills"}
@@ -133,6 +137,91 @@ class InstalledArmTest(InstalledCase):
         code, out, err = self.run_main("claude", "instaled,without_skill")
         self.assertEqual(code, 2)
         self.assertIn("did you mean 'installed'?", err)
+
+
+MIGRATION_SKILL = ("---\nname: demo\ndescription: Use when planning a database migration.\n"
+                   "---\n\n# Demo\n\nList the steps.\n")
+ACTIVATION_TOOL = {"claude": ("Skill", "skill tool"), "gemini": ("activate_skill", "skill tool"),
+                   "opencode": ("skill", "skill tool"),
+                   "codex": ("command_execution", "read of the installed SKILL.md")}
+
+
+def migration_suite() -> dict:
+    """E01 is the skill's kind of task, E02 is not."""
+    return {"skill_name": "demo", "evals": [
+        {"id": "E01", "prompt": "Plan the migration of the orders table.",
+         "expectations": ["It lists steps."]},
+        {"id": "E02", "prompt": "Write a haiku about autumn.", "expectations": ["It rhymes."]}]}
+
+
+class ActivationTest(InstalledCase):
+    def make_root(self) -> Path:
+        return make_repo(self.tmp.path, migration_suite(), skill_md=MIGRATION_SKILL)
+
+    def test_a_fitting_description_activates_in_each_agents_stream_and_a_misfit_does_not(
+            self) -> None:
+        for agent, (tool, signal) in ACTIVATION_TOOL.items():
+            with self.subTest(agent=agent):
+                self.workspace = self.tmp.path / f"ws-{agent}"
+                code, out, err = self.run_main(agent, "installed,without_skill")
+                self.assertEqual(code, 0, out + err)
+                found = self.run_json("E01", "installed")["activation"]
+                self.assertIs(found["activated"], True, found)
+                self.assertEqual((found["signal"], found["evidence"]["tool"]), (signal, tool))
+                self.assertEqual(found["evidence"]["call"], 0)
+                self.assertIsInstance(found["evidence"]["event"], int)
+                stream = (self.run_dir("E01", "installed") / "logs/executor_stream.txt")
+                events = [json.loads(line) for line in stream.read_text().splitlines()
+                          if line.startswith("{")]
+                self.assertIn("demo", json.dumps(events[found["evidence"]["event"]]))
+                self.assertIs(self.run_json("E02", "installed")["activation"]["activated"],
+                              False)
+                self.assertIsNone(self.run_json("E01", "without_skill")["activation"])
+
+    def test_a_stream_the_adapter_cannot_read_is_unknown_never_false(self) -> None:
+        script = {"cases": [{"match": "haiku", "role": "executor",
+                             "spec": {"fault": "invalid_json"}},
+                            {"match": "migration", "role": "executor",
+                             "spec": {"fault": "exit_nonzero"}}]}
+        code, out, err = self.run_main("claude", "installed", script)
+        self.assertEqual(code, 1, out + err)
+        for case in ("E01", "E02"):
+            found = self.run_json(case, "installed")["activation"]
+            self.assertEqual(found["activated"], "unknown", found)
+            self.assertTrue(found["reason"])
+
+    def test_an_executor_that_failed_before_activating_is_unknown(self) -> None:
+        script = {"executor": {"fault": "is_error"}}
+        code, out, err = self.run_main("claude", "installed", script)
+        self.assertEqual(code, 1, out + err)
+        self.assertEqual(self.run_json("E02", "installed")["activation"]["activated"], "unknown")
+
+
+class RealStreamSamplesTest(unittest.TestCase):
+    """Streams the real CLIs printed (tests/../shared/cli-samples), read by the adapters."""
+
+    def activation(self, agent: str, sample: str, skill: str) -> dict:
+        path = SAMPLES / sample
+        if not path.is_file():
+            self.skipTest(f"no sample {path}")
+        result = runner.ProcessResult([agent], 0, path.read_text(encoding="utf-8"), "", 1.0)
+        provider = runner.PROVIDERS[agent]()
+        reply = provider.read_executor(result)
+        return runner.activation_evidence(provider, reply.trace, skill, reply.ok, False)
+
+    def test_gemini_activate_skill_and_opencode_skill_tool_are_found(self) -> None:
+        for agent, sample, skill, event in (
+                ("gemini", "gemini_stream_json_activate_skill.jsonl", "s-proj-gemini", 2),
+                ("opencode", "opencode_json_skill_tool.jsonl", "s-proj-opencode", 1)):
+            with self.subTest(agent=agent):
+                found = self.activation(agent, sample, skill)
+                self.assertIs(found["activated"], True, found)
+                self.assertEqual(found["evidence"]["event"], event)
+                self.assertIs(self.activation(agent, sample, "another")["activated"], False)
+
+    def test_a_shell_only_stream_is_not_an_activation(self) -> None:
+        found = self.activation("gemini", "gemini_stream_json_shell.jsonl", "demo")
+        self.assertIs(found["activated"], False, found)
 
 
 class EightConcurrentCellsTest(InstalledCase):

@@ -461,6 +461,9 @@ class RunRecord:
     regraded_from: dict[str, Any] | None = None  # the run whose recorded answer was graded
     permission_denials: list[Any] = dataclasses.field(default_factory=list)
     skill_read: dict[str, Any] | None = None
+    # installed cells: did the agent load the skill, by its CLI's own stream (activated
+    # true, false or "unknown", with the evidence)
+    activation: dict[str, Any] | None = None
     notes: list[str] = dataclasses.field(default_factory=list)  # what was odd in the output
     started_at: str | None = None
     finished_at: str | None = None
@@ -2735,6 +2738,9 @@ class Provider:
     # Where, relative to its working folder, this CLI discovers project skills: an installed
     # cell's packages go there. Observed per CLI version; see README.md.
     skills_folder = ""
+    # The CLI's own skill-loading tool, as it appears in the trace: (tool name, the input key
+    # that names the skill); None when the CLI has none and reading SKILL.md is the signal.
+    skill_tool: tuple[str, str] | None = None
 
     def __init__(self, settings: list[str] | None = None):
         self.settings = list(settings or [])
@@ -2818,6 +2824,7 @@ class ClaudeProvider(Provider):
     executor_tools = "Bash,Read,Write,Edit,Glob,Grep"
     state_dirs = (".claude",)
     skills_folder = ".claude/skills"  # not .agents/skills (claude 2.1.197 and 2.1.332)
+    skill_tool = ("Skill", "skill")  # {"skill": "<name>", "args": ...} (2.1.197's schema)
     session_vars = ("CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT",
                     "CLAUDE_CODE_SESSION_ID", "CLAUDE_AGENT_SDK_VERSION")
 
@@ -2902,12 +2909,13 @@ class ClaudeProvider(Provider):
     @staticmethod
     def _tool_calls(events: list[dict]) -> list[dict[str, Any]]:
         calls = []
-        for event in events:
+        for position, event in enumerate(events):
             message = event.get("message") if event.get("type") == "assistant" else None
             content = message.get("content") if isinstance(message, dict) else None
             for block in content if isinstance(content, list) else []:
                 if isinstance(block, dict) and block.get("type") == "tool_use":
-                    calls.append({"tool": block.get("name"), "input": block.get("input")})
+                    calls.append({"tool": block.get("name"), "input": block.get("input"),
+                                  "event": position})
         return calls
 
 
@@ -3016,7 +3024,7 @@ class CodexProvider(Provider):
         events = parse_json_lines(result.stdout)
         failure = _process_failure(result)
         messages, trace, usages, turn_errors = [], [], [], []
-        for event in events:
+        for position, event in enumerate(events):
             kind = event.get("type")
             item = event.get("item") if isinstance(event.get("item"), dict) else {}
             if kind == "turn.failed":
@@ -3026,7 +3034,7 @@ class CodexProvider(Provider):
             elif kind == "item.completed" and item.get("type") == "agent_message":
                 messages.append(str(item.get("text") or ""))
             if kind == "item.completed" and item.get("type") in CODEX_TRACE_ITEMS:
-                trace.append(_codex_trace_entry(item))
+                trace.append({**_codex_trace_entry(item), "event": position})
         if failure is None and (turn_errors or result.returncode != 0):
             said = "; ".join(turn_errors) or "no turn.failed event" + _stderr_reason(result)
             failure = f"codex failed (exit {result.returncode}): {said}"[:800]
@@ -3148,6 +3156,7 @@ class GeminiProvider(Provider):
     fresh_home = True
     state_dirs = (".gemini", ".agents")
     skills_folder = ".agents/skills"  # found in a trusted folder (the runner trusts it)
+    skill_tool = ("activate_skill", "name")
     session_vars = ("GEMINI_CLI", "GEMINI_CLI_IDE_SERVER_PORT", "GEMINI_CLI_IDE_WORKSPACE_PATH",
                     "GEMINI_CLI_IDE_SERVER_STDIO_ARGS", "GEMINI_CLI_ACTIVE_APPROVAL_MODE",
                     "GEMINI_PROJECT_DIR", "GEMINI_SANDBOX")
@@ -3244,9 +3253,10 @@ class GeminiProvider(Provider):
             failure = (f"gemini reported an error (exit {result.returncode}, status "
                        f"{final.get('status')!r}): {str(said)[:500]}")
         pieces, trace = [], []
-        for event in events:
+        for position, event in enumerate(events):
             if event.get("type") == "tool_use":
-                trace.append({"tool": event.get("tool_name"), "input": event.get("parameters")})
+                trace.append({"tool": event.get("tool_name"), "input": event.get("parameters"),
+                              "event": position})
                 pieces.append(("tool", ""))
             elif event.get("type") == "message" and event.get("role") == "assistant":
                 pieces.append(("text", str(event.get("content") or "")))
@@ -3313,6 +3323,7 @@ class OpenCodeProvider(Provider):
     # Not .opencode/skills: OPENCODE_DISABLE_PROJECT_CONFIG, which keeps ancestor configs
     # out, hides that folder too (opencode 1.18.33, `opencode debug skill`).
     skills_folder = ".agents/skills"
+    skill_tool = ("skill", "name")
     session_vars = ("OPENCODE", "OPENCODE_PID", "OPENCODE_CLIENT", "OPENCODE_SERVER_PASSWORD",
                     "OPENCODE_SERVER_USERNAME")
     grader_agent = "skill-eval-grader"
@@ -3398,12 +3409,13 @@ class OpenCodeProvider(Provider):
         events = parse_json_lines(result.stdout)
         failure = _process_failure(result)
         pieces, trace, steps, errors, rejected = [], [], [], [], []
-        for event in events:
+        for position, event in enumerate(events):
             kind, part = event.get("type"), event.get("part")
             part = part if isinstance(part, dict) else {}
             if kind == "tool_use":
                 state = part.get("state") if isinstance(part.get("state"), dict) else {}
-                trace.append({"tool": part.get("tool"), "input": state.get("input")})
+                trace.append({"tool": part.get("tool"), "input": state.get("input"),
+                              "event": position})
                 pieces.append(("tool", ""))
                 if state.get("status") == "error":
                     rejected.append(f"{part.get('tool')}: {str(state.get('error'))[:200]}")
@@ -4270,6 +4282,9 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     record.metrics = reply.metrics
     record.permission_denials = reply.permission_denials
     record.skill_read = skill_read_evidence(reply.trace, ctx.suite.skill_name, cell.config)
+    if config_installs_skill(cell.config):
+        record.activation = activation_evidence(ctx.provider, reply.trace, ctx.suite.skill_name,
+                                                reply.ok, result.stdout_truncated)
     files.text("outputs/output.txt", reply.text)
     if not reply.ok:
         files.text("logs/executor_stderr.txt", result.stderr)
@@ -4539,7 +4554,7 @@ def regrade_steps(ctx: RunContext, run: CellRun, source_dir: Path, room: GraderR
         if (source_dir / rel).is_file():
             files.copy(rel, source_dir / rel)
     for name in ("executor", "sandbox", "changes", "written_artifact", "metrics",
-                 "permission_denials", "skill_read"):
+                 "permission_denials", "skill_read", "activation"):
         setattr(record, name, getattr(source, name))
     record.regraded_from = {"run_dir": str(source_dir), "status": source.status,
                             "executor_started_at": source.started_at,
@@ -4637,6 +4652,41 @@ def skill_read_evidence(trace: list[dict] | None, skill_name: str, config: str) 
     hits = [call for call in trace if needle in json.dumps(call.get("input"), ensure_ascii=False)]
     return {"state": "read" if hits else "not_read", "calls": len(trace),
             "reads": [c.get("tool") for c in hits][:10], "config": config}
+
+
+def activation_evidence(provider: Provider, trace: list[dict] | None, skill_name: str,
+                        finished: bool, cut: bool) -> dict[str, Any]:
+    """Did an installed cell's agent load the skill? Read from its CLI's own stream: the
+    first call of its skill tool naming the skill, or of any tool that opens the installed
+    SKILL.md. A stream that cannot tell is "unknown", never false."""
+    if trace is None:
+        return {"activated": "unknown", "reason": "the executor's stream held no event the "
+                f"{provider.name} adapter could read"}
+    for position, call in enumerate(trace):
+        signal = _activation_signal(provider, call, skill_name)
+        if signal:
+            shown = json.dumps(call.get("input"), ensure_ascii=False)
+            return {"activated": True, "signal": signal, "calls": len(trace), "evidence": {
+                "tool": call.get("tool"), "input": shown[:300], "call": position,
+                "event": call.get("event")}}
+    why = ("the executor did not finish, so it may have loaded the skill later" if not finished
+           else "the stream was cut in the middle" if cut else "")
+    if why:
+        return {"activated": "unknown", "reason": why, "calls": len(trace)}
+    return {"activated": False, "calls": len(trace)}
+
+
+def _activation_signal(provider: Provider, call: dict[str, Any], skill_name: str) -> str:
+    tool_input = call.get("input")
+    if provider.skill_tool and call.get("tool") == provider.skill_tool[0]:
+        named = tool_input.get(provider.skill_tool[1]) if isinstance(tool_input, dict) else None
+        # a plugin's skill is "plugin:name"; a slash command may keep its "/"
+        if isinstance(named, str) and named.lstrip("/").rsplit(":", 1)[-1] == skill_name:
+            return "skill tool"
+    needle = f"{provider.skills_folder}/{skill_name}/SKILL.md"
+    if needle in json.dumps(tool_input, ensure_ascii=False):
+        return "read of the installed SKILL.md"
+    return ""
 
 
 def write_run_files(cell: Cell, record: RunRecord, judge: dict[str, Any]) -> bool:
