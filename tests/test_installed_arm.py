@@ -40,6 +40,7 @@ def agent_env(tmp: Path, script: dict) -> dict:
 
 class InstalledCase(unittest.TestCase):
     cases = 2
+    activate: list[str] | None = ["demo"]  # the fakes load the skill: no never_activated flag
 
     def setUp(self) -> None:
         self.tmp = TempDir()
@@ -52,7 +53,10 @@ class InstalledCase(unittest.TestCase):
         return make_repo(self.tmp.path, demo_suite(self.cases))
 
     def run_main(self, agent: str, configs: str, script: dict | None = None, *extra: str):
-        env = agent_env(self.tmp.path, script or {})
+        script = json.loads(json.dumps(script or {}))
+        if self.activate is not None:  # else the fakes decide from the description
+            script.setdefault("executor", {}).setdefault("activate_skills", self.activate)
+        env = agent_env(self.tmp.path, script)
         return call_main(["run", self.suite, "--agent", agent, "--config", configs, "--quiet",
                           "--workspace", str(self.workspace), *extra], env)
 
@@ -155,6 +159,8 @@ def migration_suite() -> dict:
 
 
 class ActivationTest(InstalledCase):
+    activate = None
+
     def make_root(self) -> Path:
         return make_repo(self.tmp.path, migration_suite(), skill_md=MIGRATION_SKILL)
 
@@ -222,6 +228,107 @@ class RealStreamSamplesTest(unittest.TestCase):
     def test_a_shell_only_stream_is_not_an_activation(self) -> None:
         found = self.activation("gemini", "gemini_stream_json_shell.jsonl", "demo")
         self.assertIs(found["activated"], False, found)
+
+
+OTHER_SKILL = "---\nname: other\ndescription: Use when writing poems.\n---\n\n# Other\n"
+
+
+def negative_suite(**extra) -> dict:
+    """E01 is for the skill; E02 is not but shares a word with its description; E03 is not."""
+    return {"skill_name": "demo", **extra, "evals": [
+        {"id": "E01", "prompt": "Plan the migration of the orders table.",
+         "expectations": ["It lists steps."]},
+        {"id": "E02", "prompt": "Describe the migration of swallows.", "should_activate": False,
+         "expectations": ["It names Africa."]},
+        {"id": "E03", "prompt": "Write a haiku about autumn.", "should_activate": False,
+         "expectations": ["It has three lines."]}]}
+
+
+class NegativeCasesTest(InstalledCase):
+    activate = None
+
+    def make_root(self) -> Path:
+        return make_repo(self.tmp.path, negative_suite(installed_with=["skills/other"]),
+                         files={"skills/other/SKILL.md": OTHER_SKILL}, skill_md=MIGRATION_SKILL)
+
+    def test_rates_with_wilson_intervals_per_case_and_overall(self) -> None:
+        script = {"executor": {"list_paths": [".claude/skills"]}}
+        code, out, err = self.run_main("claude", "installed,without_skill", script)
+        self.assertEqual(code, 0, out + err)
+        self.assertIn("listing .claude/skills: demo,other\n", self.answer("E01", "installed")
+                      + "\n")
+        record = self.run_json("E02", "installed")
+        self.assertEqual(record["sandbox"]["installed_skills"]["skills"], ["demo", "other"])
+        self.assertIs(record["activation"]["should_activate"], False)
+        self.assertIs(record["activation"]["activated"], True)  # a false activation
+        # the neighbour was chosen for the poem, the skill under test was not
+        self.assertIs(self.run_json("E03", "installed")["activation"]["activated"], False)
+        benchmark = json.loads((self.workspace / "iteration-1/benchmark.json").read_text())
+        arm = benchmark["activation"]["installed"]
+        self.assertEqual({k: arm["activation"][k] for k in ("activated", "runs", "unknown")},
+                         {"activated": 1, "runs": 1, "unknown": 0})
+        self.assertEqual([round(x, 4) for x in arm["activation"]["interval_95"]], [0.2065, 1.0])
+        false = arm["false_activation"]
+        self.assertEqual((false["activated"], false["runs"], false["rate"]), (1, 2, 0.5))
+        self.assertEqual([round(x, 4) for x in false["interval_95"]], [0.0945, 0.9055])
+        self.assertEqual([(row["eval_id"], row["should_activate"], row["activated"])
+                          for row in arm["per_eval"]],
+                         [("E01", True, 1), ("E02", False, 1), ("E03", False, 0)])
+        self.assertEqual(arm["pass_rate_activated"]["n"], 2)
+        self.assertEqual(arm["pass_rate_not_activated"]["n"], 1)
+        self.assertNotIn("without_skill", benchmark["activation"])
+        self.assertIn("Activation: installed: activated 1/1 (100.0%, 95% CI 20.7-100.0%) on "
+                      "cases it is for; false activation 1/2 (50.0%, 95% CI 9.5-90.5%)", out)
+        markdown = (self.workspace / "iteration-1/benchmark.md").read_text()
+        self.assertIn("## Activation (installed arms)", markdown)
+        self.assertIn("| installed | E02 | no | 1/1 (100.0%, 95% CI 20.7-100.0%) |", markdown)
+        self.assertNotIn("never_activated", json.dumps(benchmark["sanity_checks"]))
+
+    def test_an_arm_that_never_activated_is_flagged_for_review(self) -> None:
+        script = {"executor": {"activate_skills": []}}
+        code, out, err = self.run_main("claude", "installed,without_skill", script)
+        self.assertEqual(code, 1, out + err)
+        flags = json.loads((self.workspace / "iteration-1/benchmark.json").read_text())[
+            "sanity_checks"]["flags"]
+        found = [f for f in flags if f["kind"] == "never_activated"]
+        self.assertEqual([(f["severity"], f["config"]) for f in found],
+                         [("warning", "installed")])
+        self.assertIn("never_activated", out)
+
+
+class InstalledSuiteValidationTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.tmp = TempDir()
+        self.addCleanup(self.tmp.cleanup)
+
+    def validate(self, suite: dict) -> tuple[int, str, str]:
+        root = make_repo(self.tmp.path, suite, files={
+            "skills/other/SKILL.md": OTHER_SKILL, "skills/empty/notes.md": "no skill here\n"})
+        return call_main(["validate", str(root / "evals/demo/evals.json")])
+
+    def test_good_neighbours_and_negative_cases_pass(self) -> None:
+        code, out, err = self.validate(negative_suite(installed_with=["skills/other"]))
+        self.assertEqual(code, 0, out + err)
+
+    def test_each_bad_entry_is_named_with_a_fix(self) -> None:
+        suite = negative_suite(installed_with=["skills/demo", "skills/missing", "skills/empty",
+                                               "tools/other", "skills/other", "skills/other/",
+                                               7])
+        suite["evals"][1]["should_activate"] = "no"
+        code, out, err = self.validate(suite)
+        self.assertEqual(code, 2, out + err)
+        text = out + err
+        for where, what in (("installed_with[0]", "is the skill under test itself"),
+                            ("installed_with[1]", "names no folder in the repository"),
+                            ("installed_with[2]", "it has no SKILL.md"),
+                            ("installed_with[3]", "not a package folder directly under skills/"),
+                            ("installed_with[5]", "is listed twice"),
+                            ("installed_with[6]", "entries must be strings"),
+                            ("evals[1].should_activate", "should_activate must be true or false")):
+            self.assertIn(what, text)
+            self.assertIn(where, text)
+        self.assertNotIn("installed_with[4]", text)
+        self.assertIn("fix:", text)
 
 
 class EightConcurrentCellsTest(InstalledCase):

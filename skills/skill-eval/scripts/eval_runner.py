@@ -93,7 +93,7 @@ DEFAULT_TIMEOUT_S = 600.0
 
 TOP_LEVEL_KEYS = frozenset(
     {"skill_name", "evals", "common_assertions", "schema_version", "purpose",
-     "coverage_notes", "scoring"}
+     "coverage_notes", "scoring", "installed_with"}
 )
 REQUIRED_TOP_LEVEL_KEYS = ("skill_name", "evals")
 SCORING_KEYS = frozenset(
@@ -101,7 +101,7 @@ SCORING_KEYS = frozenset(
 )
 CASE_KEYS = frozenset(
     {"id", "prompt", "expectations", "files", "name", "expected_output", "archetype",
-     "project_class"}
+     "project_class", "should_activate"}
 )
 REQUIRED_CASE_KEYS = ("id", "prompt")
 MAX_SUITE_BYTES = 10 * 1024 * 1024
@@ -275,6 +275,7 @@ class Case:
     expectations: list[str]
     files: list[str]  # repository-relative, as resolved by validation
     expected_output: str = ""  # for people and the grader's author; never for the executor
+    should_activate: bool = True  # False: a task the skill is not for (the installed arm)
 
     @property
     def key(self) -> str:
@@ -807,6 +808,7 @@ class SuiteChecker:
         self.problems: list[Problem] = []
         self.fixture_files: set[str] = set()
         self.skill_name: str | None = None
+        self.installed_with: list[str] = []
 
     def error(self, message: str, path: str, fix: str, case_id: str | None = None) -> None:
         self.problems.append(Problem("error", message, self.file, path, case_id, fix))
@@ -870,6 +872,8 @@ class SuiteChecker:
             common = self.string_list(data["common_assertions"], "common_assertions",
                                       "common_assertions")
         self.check_scoring(data.get("scoring"))
+        if "installed_with" in data:
+            self.installed_with = self.check_installed_with(data["installed_with"], skill_name)
         cases = self.check_cases(data.get("evals"), common) if "evals" in data else []
         return skill_name, common, cases
 
@@ -896,6 +900,45 @@ class SuiteChecker:
                        "remove it or write it as an object")
             return
         self.check_unknown_keys(value, SCORING_KEYS, "scoring", "scoring", severity="warning")
+
+    def check_installed_with(self, value: Any, skill_name: str | None) -> list[str]:
+        """The other skill packages installed beside the skill in installed cells."""
+        entries = self.string_list(value, "installed_with", "installed_with")
+        kept: list[str] = []
+        for i, entry in enumerate(value if isinstance(value, list) else []):
+            if entry not in entries:
+                continue
+            problem = self.installed_with_problem(entry.rstrip("/"), skill_name, kept)
+            if problem:
+                self.error(f"installed_with entry {entry[:80]!r} {problem[0]}",
+                           _path_join("installed_with", i), problem[1])
+            else:
+                kept.append(entry.rstrip("/"))
+        return kept
+
+    def installed_with_problem(self, entry: str, skill_name: str | None,
+                               kept: list[str]) -> tuple[str, str] | None:
+        """(what is wrong, how to fix it), or None for a usable neighbour package."""
+        parts = entry.split("/")
+        if len(parts) != 2 or parts[0] != "skills" or parts[1] in ("", ".", ".."):
+            return ("is not a package folder directly under skills/",
+                    "write it as skills/<name>, a folder of this repository")
+        if parts[1] == skill_name:
+            return ("is the skill under test itself",
+                    "list only other skills; the installed arm always installs this one")
+        if entry in kept:
+            return "is listed twice", "list each package once"
+        if self.root is None:
+            return None
+        folder = self.root / entry
+        if not folder.is_dir() or not _is_within(Path(os.path.realpath(folder)),
+                                                 Path(os.path.realpath(self.root))):
+            return (f"names no folder in the repository ({folder})",
+                    "list an existing skills/<name> folder, or remove the entry")
+        if not (folder / "SKILL.md").is_file():
+            return ("is not a skill package: it has no SKILL.md",
+                    f"add {entry}/SKILL.md, or remove the entry")
+        return None
 
     def check_cases(self, value: Any, common: list[str]) -> list[Case]:
         if not isinstance(value, list):
@@ -965,10 +1008,18 @@ class SuiteChecker:
         expected_output = self.optional_text(raw, "expected_output", path, cid)
         for key in ("archetype", "project_class"):
             self.optional_text(raw, key, path, cid)
+        should_activate = raw.get("should_activate", True)
+        if not isinstance(should_activate, bool):
+            self.error(f"should_activate must be true or false, not "
+                       f"{_type_name(should_activate)}", _path_join(path, "should_activate"),
+                       "write true (the skill is for this task, the default) or false (a task "
+                       "the installed skill should leave alone)", cid)
+            should_activate = True
         self.check_assertion_overlap(common, expectations, path, cid)
         if case_id is None or not isinstance(prompt, str) or not prompt.strip():
             return None
-        return Case(case_id, index, prompt, name, expectations, files, expected_output)
+        return Case(case_id, index, prompt, name, expectations, files, expected_output,
+                    should_activate)
 
     def check_assertion_overlap(self, common: list[str], own: list[str], path: str,
                                 cid: str | None) -> None:
@@ -1260,7 +1311,7 @@ def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedS
     if any(p.severity == "error" for p in problems) or root is None or skill_name is None:
         return LoadedSuite(None, problems, checker.fixture_files)
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    suite = Suite(suite_path, root, skill_name, common, cases, digest)
+    suite = Suite(suite_path, root, skill_name, common, cases, digest, checker.installed_with)
     problems += withholding_problems(suite)
     return LoadedSuite(suite, problems, checker.fixture_files)
 
@@ -4283,8 +4334,10 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     record.permission_denials = reply.permission_denials
     record.skill_read = skill_read_evidence(reply.trace, ctx.suite.skill_name, cell.config)
     if config_installs_skill(cell.config):
-        record.activation = activation_evidence(ctx.provider, reply.trace, ctx.suite.skill_name,
-                                                reply.ok, result.stdout_truncated)
+        record.activation = {"should_activate": cell.case.should_activate,
+                             **activation_evidence(ctx.provider, reply.trace,
+                                                   ctx.suite.skill_name, reply.ok,
+                                                   result.stdout_truncated)}
     files.text("outputs/output.txt", reply.text)
     if not reply.ok:
         files.text("logs/executor_stderr.txt", result.stderr)
@@ -4773,6 +4826,9 @@ def benchmark_run(record: RunRecord) -> dict[str, Any]:
         "failure": record.failure,
         "permission_denials": len(record.permission_denials or []),
         "skill_read": (record.skill_read or {}).get("state"),
+        "activation": ({key: record.activation.get(key) for key in
+                        ("activated", "should_activate", "signal")}
+                       if record.activation else None),
         "metric_sources": {name: (record.metrics or {}).get(name)
                            for name in ("time_seconds", "tokens")},
         "files_sha256": dict(sorted(record.written_files.items())),
@@ -5084,6 +5140,7 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> dict[str, Any]:
                        if meta.get("runs_per_configuration", 1) > 1 else None),
         "per_eval": per_eval,
         "judge": judge_summary(runs, configs, meta.get("grader_runs", 1)),
+        "activation": activation_summary(runs, configs),
         "notes": [],
     }
     # `paired` is the first baseline's comparison, in the shape two-config iterations had.
@@ -5098,6 +5155,67 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> dict[str, Any]:
     benchmark["runs"] = [run for run in runs if run["scored"]]
     benchmark["unscored_runs"] = [run for run in runs if not run["scored"]]
     return benchmark
+
+
+# -- the installed arm: how often the agent found the skill on its own ----------------------
+
+WILSON_Z = 1.959963984540054  # the normal's 97.5th percentile: a two-sided 95% interval
+
+
+def wilson_interval(hits: int, n: int) -> list[float] | None:
+    """Wilson's 95% score interval for a share of hits in n runs; None without runs. Unlike
+    p +- z*se it stays inside [0, 1] and is not empty at 0 or n hits."""
+    if n <= 0:
+        return None
+    share, z2 = hits / n, WILSON_Z * WILSON_Z
+    scale = 1 + z2 / n
+    centre = (share + z2 / (2 * n)) / scale
+    half = WILSON_Z * math.sqrt(share * (1 - share) / n + z2 / (4 * n * n)) / scale
+    return [max(0.0, centre - half), min(1.0, centre + half)]
+
+
+def activation_tally(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Activated runs among those whose stream could tell; "unknown" ones are counted apart,
+    never as misses."""
+    known = [r for r in runs if r["activation"]["activated"] in (True, False)]
+    hits = sum(r["activation"]["activated"] is True for r in known)
+    return {"activated": hits, "runs": len(known), "unknown": len(runs) - len(known),
+            "rate": hits / len(known) if known else None,
+            "interval_95": wilson_interval(hits, len(known))}
+
+
+def activation_summary(runs: list[dict[str, Any]],
+                       configs: tuple[str, ...]) -> dict[str, Any] | None:
+    """Per installed arm: activation on should-activate cases, false activation on the
+    others, per case and overall, and the pass rate of runs that did and did not activate."""
+    arms = [config for config in configs if config_installs_skill(config)]
+    if not arms:
+        return None
+    summary = {}
+    for config in arms:
+        mine = [r for r in runs if r["configuration"] == config and r.get("activation")]
+        by_eval: dict[str, list[dict[str, Any]]] = {}
+        for run in mine:
+            by_eval.setdefault(str(run["eval_id"]), []).append(run)
+        summary[config] = {
+            "activation": activation_tally([r for r in mine
+                                            if r["activation"]["should_activate"]]),
+            "false_activation": activation_tally([r for r in mine
+                                                  if not r["activation"]["should_activate"]]),
+            "pass_rate_activated": _pass_rates(mine, True),
+            "pass_rate_not_activated": _pass_rates(mine, False),
+            "executor_not_run": sum(r["configuration"] == config and not r.get("activation")
+                                    for r in runs),
+            "per_eval": [{"eval_id": these[0]["eval_id"],
+                          "should_activate": these[0]["activation"]["should_activate"],
+                          **activation_tally(these)} for these in by_eval.values()]}
+    return summary
+
+
+def _pass_rates(runs: list[dict[str, Any]], activated: bool) -> dict[str, Any]:
+    return describe([r["result"]["pass_rate"] for r in runs
+                     if r["scored"] and r["result"]["pass_rate"] is not None
+                     and r["activation"]["activated"] is activated])
 
 
 # -- the judge: its cost, its agreement with itself, and its share of the variation --------
@@ -5279,6 +5397,7 @@ def sanity_checks(benchmark: dict[str, Any], records: list[RunRecord]) -> dict[s
     flags += _assertion_flags(benchmark)
     flags += _judge_flags(benchmark)
     flags += _iteration_flags(benchmark, meta)
+    flags += _activation_flags(benchmark)
     status = ("REVIEW REQUIRED" if any(f["severity"] in SEVERITIES_NEEDING_REVIEW for f in flags)
               else "OK")
     return {"status": status, "flags": flags}
@@ -5445,6 +5564,19 @@ def _iteration_flags(benchmark: dict[str, Any], meta: dict[str, Any]) -> list[di
     return flags
 
 
+def _activation_flags(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
+    flags = []
+    for config, arm in (benchmark.get("activation") or {}).items():
+        tally = arm["activation"]
+        if tally["runs"] and not tally["activated"]:
+            flags.append(_flag(
+                "warning", "never_activated",
+                f"{config}: the agent never loaded the installed skill in {tally['runs']} "
+                "run(s) of cases it is for; its description may not say when to use it",
+                config=config))
+    return flags
+
+
 def _named_changes(changes: list[dict[str, str]], total: int) -> str:
     names = ", ".join(f"{c['path']} ({c['change']})" for c in changes)
     more = total - len(changes)
@@ -5544,8 +5676,8 @@ def _absent_reason(benchmark: dict[str, Any], config: str, key: str) -> str:
 
 def render_markdown(benchmark: dict[str, Any]) -> str:
     sections = [_md_header, _md_verdict, _md_sanity, _md_arms, _md_overall, _md_comparison,
-                _md_comparisons, _md_metrics, _md_judge, _md_per_eval, _md_per_assertion,
-                _md_failed_assertions]
+                _md_comparisons, _md_activation, _md_metrics, _md_judge, _md_per_eval,
+                _md_per_assertion, _md_failed_assertions]
     return "\n".join(section(benchmark) for section in sections).rstrip() + "\n"
 
 
@@ -5680,6 +5812,45 @@ def _md_arms(b: dict[str, Any]) -> str:
         sha = arm.get("package_sha256")
         lines.append(f"| {_md_cell(config)} | {_md_cell(arm.get('source'))} | "
                      f"{arm.get('commit') or 'n/a'} | {sha[:16] if sha else 'n/a'} |")
+    return "\n".join(lines) + "\n"
+
+
+def fmt_share(tally: dict[str, Any]) -> str:
+    """"7/10 (70.0%, 95% CI 39.7-89.2%)", with the unknown runs named apart."""
+    if not tally["runs"]:
+        text = "n/a"
+    else:
+        low, high = tally["interval_95"]
+        text = (f"{tally['activated']}/{tally['runs']} ({fmt_rate(tally['rate'])}, 95% CI "
+                f"{low * 100:.1f}-{high * 100:.1f}%)")
+    return text + (f", {tally['unknown']} unknown" if tally["unknown"] else "")
+
+
+def activation_lines(benchmark: dict[str, Any]) -> list[str]:
+    """One sentence per installed arm: how often the agent found the skill, and when not."""
+    lines = []
+    for config, arm in (benchmark.get("activation") or {}).items():
+        line = f"{config}: activated {fmt_share(arm['activation'])} on cases it is for"
+        if arm["false_activation"]["runs"] or arm["false_activation"]["unknown"]:
+            line += f"; false activation {fmt_share(arm['false_activation'])} on cases it is not"
+        lines.append(line + f"; pass rate when used {fmt_rate_stat(arm['pass_rate_activated'])}, "
+                     f"when not {fmt_rate_stat(arm['pass_rate_not_activated'])}")
+    return lines
+
+
+def _md_activation(b: dict[str, Any]) -> str:
+    if not b.get("activation"):
+        return ""
+    lines = ["## Activation (installed arms)", "",
+             "Whether the agent loaded the installed skill on its own, read from its CLI's "
+             "stream; a run whose stream could not tell is unknown, not a miss. Intervals are "
+             "Wilson 95%.", ""]
+    lines += [f"- {line}" for line in activation_lines(b)] + [""]
+    lines += ["| config | eval | should activate | activated |", "|---|---|---|---|"]
+    for config, arm in b["activation"].items():
+        for row in arm["per_eval"]:
+            lines.append(f"| {_md_cell(config)} | {_md_cell(row['eval_id'])} | "
+                         f"{'yes' if row['should_activate'] else 'no'} | {fmt_share(row)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -6687,6 +6858,7 @@ def render_summary(benchmark: dict[str, Any], iteration_dir: Path) -> str:
         lines.append(_md_verdict(benchmark).strip().replace("**", "").replace("\n\n", "\n"))
     lines += [f"Power: {line}" for c in benchmark.get("comparisons") or []
               for line in forecast_lines(c)]
+    lines += [f"Activation: {line}" for line in activation_lines(benchmark)]
     if (benchmark.get("judge") or {}).get("grader_runs", 1) > 1:
         lines.append("Judge: " + judge_lines(benchmark)[0])
     lines.append(f"Benchmark: {iteration_dir / 'benchmark.md'}")
