@@ -8,6 +8,8 @@ sees what each cell was given.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import unittest
 from pathlib import Path
 
@@ -23,6 +25,14 @@ from tests.helpers import (
 )
 
 SAMPLES = PROJECT.parent / "shared" / "cli-samples"
+SEARCHING_CLAUDE = r"""#!/bin/sh
+case " $* " in *" --version "*) echo "2.1.197 (Claude Code)"; exit 0 ;; esac
+case " $* " in *" --json-schema "*) cat >/dev/null; printf '%s\n' '__GRADER__'; exit 0 ;; esac
+cat >/dev/null
+mkdir -p .skill-eval
+find / -name SKILL.md 2>/dev/null | sed 's/^/found: /' > .skill-eval/artifact.md
+printf '%s\n' '__EXECUTOR__'
+"""
 
 DISCOVERY = {"claude": ".claude/skills", "codex": ".agents/skills", "gemini": ".agents/skills",
              "opencode": ".agents/skills"}
@@ -329,6 +339,44 @@ class InstalledSuiteValidationTest(unittest.TestCase):
             self.assertIn(where, text)
         self.assertNotIn("installed_with[4]", text)
         self.assertIn("fix:", text)
+
+
+def bwrap_problem() -> str | None:
+    if shutil.which("bwrap") is None:
+        return "bubblewrap (bwrap) is not installed"
+    return runner.probe_bwrap(shutil.which("bwrap"))
+
+
+@unittest.skipIf(bwrap_problem() is not None, f"needs working bubblewrap: {bwrap_problem()}")
+class ConfinedInstalledCellTest(InstalledCase):
+    """A shell `claude` (the fakes' Python is not mounted) searches the whole disk it sees."""
+
+    def test_a_confined_cell_sees_its_own_copy_and_no_skill_of_the_users_home(self) -> None:
+        from tests.test_confinement import EXECUTOR_LINES, GRADER_ENVELOPE
+        home_skill = self.tmp.path / "home/.claude/skills/other/SKILL.md"
+        home_skill.parent.mkdir(parents=True)
+        home_skill.write_text("---\nname: other\ndescription: x\n---\n")
+        folder = self.tmp.path / "searching-bin"
+        folder.mkdir()
+        script = folder / "claude"
+        script.write_text(SEARCHING_CLAUDE.replace("__GRADER__", GRADER_ENVELOPE).replace(
+            "__EXECUTOR__", EXECUTOR_LINES.replace("\n", "' '")))
+        script.chmod(0o755)
+        env = agent_env(self.tmp.path, {})
+        env["PATH"] = f"{folder}{os.pathsep}{env['PATH']}"
+        code, out, err = call_main(["run", self.suite, "--agent", "claude", "--config",
+                                    "installed,without_skill", "--quiet", "--workspace",
+                                    str(self.workspace), "--isolation", "bwrap"], env)
+        self.assertIn(code, (0, 1), out + err)
+        self.assertNotIn("can compete", err)
+        for config in ("installed", "without_skill"):
+            found = (self.run_dir("E01", config) / "outputs/plan.md").read_text().splitlines()
+            with self.subTest(config=config):
+                if config == "without_skill":
+                    self.assertEqual(found, [])
+                else:
+                    self.assertEqual(len(found), 1, found)
+                    self.assertTrue(found[0].endswith("/repo/.claude/skills/demo/SKILL.md"))
 
 
 class EightConcurrentCellsTest(InstalledCase):
