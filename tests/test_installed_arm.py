@@ -293,6 +293,12 @@ class NegativeCasesTest(InstalledCase):
         self.assertIn("## Activation (installed arms)", markdown)
         self.assertIn("| installed | E02 | no | 1/1 (100.0%, 95% CI 20.7-100.0%) |", markdown)
         self.assertNotIn("never_activated", json.dumps(benchmark["sanity_checks"]))
+        code, out, err = call_main(["report", str(self.workspace / "iteration-1"), "--html"])
+        self.assertEqual(code, 0, out + err)
+        page = (self.workspace / "iteration-1/benchmark.html").read_text()
+        self.assertIn("<h2>Activation (installed arms)</h2>", page)
+        self.assertIn("<td>E02</td><td>no</td><td>1/1 (100.0%, 95% CI 20.7-100.0%)</td>", page)
+        self.assertIn("Activation: installed: activated 1/1", out)  # report's summary too
 
     def test_an_arm_that_never_activated_is_flagged_for_review(self) -> None:
         script = {"executor": {"activate_skills": []}}

@@ -6376,8 +6376,9 @@ def render_html(benchmark: dict[str, Any], files: dict[tuple, dict]) -> str:
 
     `files` holds each run's output and artifact as read_html_run_files gives them.
     """
-    sections = [_html_header, _html_headline, _html_sanity, _html_comparisons, _html_chart,
-                _html_per_assertion, _html_metrics, _html_judge, _html_failed_assertions]
+    sections = [_html_header, _html_headline, _html_sanity, _html_comparisons,
+                _html_activation, _html_chart, _html_per_assertion, _html_metrics, _html_judge,
+                _html_failed_assertions]
     body = "".join(section(benchmark) for section in sections) + _html_runs(benchmark, files)
     return _html_document(f"skill-eval: {benchmark['metadata'].get('skill_name')}", body)
 
@@ -6619,6 +6620,19 @@ def _chart_bar(geo: ChartGeometry, row: dict[str, Any], config: str, index: int,
             f'height="{CHART_BAR_H}"><title>{_h(tip)}</title></rect>'
             f'<text x="{geo.label_w + CHART_BAR_W + 6}" y="{text_y}">'
             f"{_h(fmt_rate(rate))}</text>")
+
+
+def _html_activation(b: dict[str, Any]) -> str:
+    if not b.get("activation"):
+        return ""
+    rows = [[config, str(row["eval_id"]), "yes" if row["should_activate"] else "no",
+             fmt_share(row)]
+            for config, arm in b["activation"].items() for row in arm["per_eval"]]
+    return ("<h2>Activation (installed arms)</h2>\n<p>Whether the agent loaded the installed "
+            "skill on its own, read from its CLI's stream; unknown runs are not misses. "
+            "Intervals are Wilson 95%.</p>\n"
+            + "".join(f"<p>{_h(line)}</p>\n" for line in activation_lines(b))
+            + _html_table(["config", "eval", "should activate", "activated"], rows))
 
 
 def _html_metrics(b: dict[str, Any]) -> str:
