@@ -312,6 +312,28 @@ class NegativeCasesTest(InstalledCase):
         self.assertIn("never_activated", out)
 
 
+class ActivationTallyTest(unittest.TestCase):
+    def test_unknown_runs_are_counted_apart_never_as_misses(self) -> None:
+        runs = [{"activation": {"activated": value}} for value in (True, "unknown", "unknown")]
+        tally = runner.activation_tally(runs)
+        self.assertEqual((tally["activated"], tally["runs"], tally["unknown"], tally["rate"]),
+                         (1, 1, 2, 1.0))
+        nothing = runner.activation_tally([{"activation": {"activated": "unknown"}}])
+        self.assertEqual((nothing["rate"], nothing["interval_95"]), (None, None))
+
+    def test_wilson_interval_at_the_edges(self) -> None:
+        self.assertEqual([round(x, 4) for x in runner.wilson_interval(0, 5)], [0.0, 0.4345])
+        self.assertEqual([round(x, 4) for x in runner.wilson_interval(7, 10)], [0.3968, 0.8922])
+        self.assertIsNone(runner.wilson_interval(0, 0))
+
+
+class InstalledDryRunTest(InstalledCase):
+    def test_the_dry_run_names_the_discovery_folder(self) -> None:
+        code, out, err = self.run_main("codex", "installed,without_skill", None, "--dry-run")
+        self.assertEqual(code, 0, out + err)
+        self.assertIn("installed cells: demo copied into each sandbox's .agents/skills/", out)
+
+
 class InstalledSuiteValidationTest(unittest.TestCase):
     def setUp(self) -> None:
         self.tmp = TempDir()

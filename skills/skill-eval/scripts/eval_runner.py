@@ -8650,6 +8650,10 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
         print(f"{config}: skills/{suite.skill_name}/ as committed at {package.commit} "
               f"({len(package.contents)} files, package sha256 {package.sha256[:16]})")
     print(f"executor argv ({first.label}): {_shell_join(executor.argv)}  (cwd {executor.cwd})")
+    if any(map(config_installs_skill, options.configs)):
+        names = [suite.skill_name] + [p.rsplit("/", 1)[-1] for p in suite.installed_with]
+        print(f"installed cells: {', '.join(names)} copied into each sandbox's "
+              f"{provider.skills_folder}/; their prompt is the without_skill prompt")
     print(f"grader argv: {_shell_join(grader_call.argv)}  (cwd {grader_call.cwd})")
     print("executor and grader prompts go on standard input; assertions reach only the grader")
     withheld = package_withholdings(suite.root, suite.skill_name, suite.path,
