@@ -407,6 +407,28 @@ class ConfinedInstalledCellTest(InstalledCase):
                     self.assertTrue(found[0].endswith("/repo/.claude/skills/demo/SKILL.md"))
 
 
+class PoisonedCheckoutTest(InstalledCase):
+    cases = 3
+
+    def test_an_installed_cell_gets_the_package_as_it_was_before_the_first_agent(self) -> None:
+        skill = str(self.root / "skills/demo/SKILL.md")
+        poison = "---\nname: demo\ndescription: Use when testing.\n---\n\n# Poisoned\n"
+        script = {"executor": {"read_paths": [".claude/skills/demo/SKILL.md"],
+                               "quote_reads": True},
+                  "cases": [{"match": "Task number 1.", "role": "executor",
+                             "spec": {"shell_write_files": {skill: poison}}}]}
+        code, out, err = self.run_main("claude", "installed", script, "--concurrency", "1",
+                                       "--isolation", "none")
+        self.assertEqual(code, 1, out + err)  # checkout_modified
+        for case in ("E02", "E03"):
+            self.assertIn("Say hello.", self.answer(case, "installed"))
+            self.assertNotIn("Poisoned", self.answer(case, "installed"))
+        manifest = json.loads((self.workspace / "iteration-1/iteration_manifest.json")
+                              .read_text())
+        self.assertEqual(manifest["skill_snapshot"]["installed"]["taken"],
+                         "before the first agent")
+
+
 class EightConcurrentCellsTest(InstalledCase):
     cases = 8
 
