@@ -55,7 +55,7 @@ SPEC_KEYS = frozenset((
     "write_files", "read_skill", "read_paths", "permission_denials",
     "verdicts", "raw_verdicts", "verdict_form", "flood_bytes",
     "shell_write_files", "shell_symlinks", "shell_special", "quote_reads", "noisy",
-    "shell_keep_times",
+    "shell_keep_times", "list_paths", "activate_skills",
 ))
 SPECIAL_KINDS = ("fifo", "socket", "directory")
 VERDICT_FORMS = ("structured", "text", "fenced", "legacy", "prose")
@@ -494,6 +494,10 @@ def validate_spec(cli: str, spec: dict[str, Any]) -> None:
             and isinstance(noisy["counter_dir"], str)):
         raise script_error(cli, "noisy must be {\"if_text_contains\": [...], \"votes\": "
                                 "[true, false, ...], \"counter_dir\": \"DIR\"}")
+    chosen = spec.get("activate_skills", "auto")
+    if chosen != "auto" and not (isinstance(chosen, list)
+                                 and all(isinstance(n, str) for n in chosen)):
+        raise script_error(cli, "activate_skills must be \"auto\" or a list of skill names")
     writes = [k for k in ("write_artifact", "write_artifact_hex", "artifact_bytes") if k in spec]
     if len(writes) > 1:
         raise script_error(cli, f"use only one of {', '.join(writes)}")
@@ -501,6 +505,62 @@ def validate_spec(cli: str, spec: dict[str, Any]) -> None:
 # ============================================================================
 # 6. prompt conventions
 # ============================================================================
+
+# Words too common to tell one skill from another when a description is matched to a task.
+DESCRIPTION_STOPWORDS = frozenset((
+    "when", "with", "this", "that", "then", "than", "from", "into", "your", "about", "skill",
+    "skills", "using", "used", "uses", "should", "must", "will", "have", "each", "only", "also",
+    "some", "such", "them", "they", "what", "which"))
+TASK_HEADING = "# Task"
+
+
+def task_text(prompt: str) -> str:
+    """The task section of an executor prompt (the runner's own text around it would match
+    any description that speaks of files or paths)."""
+    lines, inside = [], False
+    for line in prompt.splitlines():
+        if line.startswith("# "):
+            inside = line.strip() == TASK_HEADING
+            continue
+        if inside:
+            lines.append(line)
+    return "\n".join(lines) if lines else prompt
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9]+", text.lower())
+            if len(w) >= 4 and w not in DESCRIPTION_STOPWORDS}
+
+
+def discovered_skills(folder: str) -> list[tuple[str, str, str]]:
+    """(name, description, SKILL.md path) of each skill in a discovery folder, by name."""
+    found = []
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    for name in names:
+        path = os.path.join(folder, name, "SKILL.md")
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                text = handle.read()
+        except OSError:
+            continue
+        match = re.search(r"^description:\s*(.+)$", text, re.MULTILINE)
+        found.append((name, match.group(1).strip() if match else "", path))
+    return found
+
+
+def skills_to_activate(spec: dict[str, Any], prompt: str,
+                       skills: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """The model's choice, made from each skill's description as a real one makes it: a skill
+    whose description shares a word with the task. `activate_skills` in the spec overrides:
+    a list of names, or "auto" (the default)."""
+    chosen = spec.get("activate_skills", "auto")
+    if chosen != "auto":
+        return [skill for skill in skills if skill[0] in chosen]
+    task = _words(task_text(prompt))
+    return [skill for skill in skills if _words(skill[1]) & task]
 
 
 def line_value(prompt: str, prefix: str) -> str | None:
@@ -687,12 +747,19 @@ def plan_actions(cli: str, spec: dict[str, Any], prompt: str, root: str) -> list
     return actions
 
 
-def executor_text(spec: dict[str, Any], actions: list[Action]) -> str:
+def executor_text(spec: dict[str, Any], actions: list[Action], root: str = ".") -> str:
     """The final answer; with `quote_reads`, followed by the text of every file read, so the
-    answer depends on what the executor was given (a skill version, say)."""
+    answer depends on what the executor was given (a skill version, say); with `list_paths`,
+    by a line per folder naming its entries, as `ls` would show them."""
     text = spec.get("text", DEFAULT_EXECUTOR_TEXT)
     if spec.get("quote_reads"):
         text += "".join(f"\n\n{a.result}" for a in actions if a.kind == "read" and a.ok)
+    for path in spec.get("list_paths") or []:
+        try:
+            entries = ",".join(sorted(os.listdir(_absolute(path, root))))
+        except OSError as exc:
+            entries = f"<{exc.strerror}>"
+        text += f"\nlisting {path}: {entries}"
     if spec.get("fault") == "lone_surrogate":
         text += " " + LONE_SURROGATE
     return text

@@ -147,9 +147,10 @@ class ClaudeExecutorTest(MetricAsserts):
         self.assertEqual(reply.text, "done")
         self.assertEqual(reply.trace, [
             {"tool": "Write", "input": {"file_path": "sandbox_claude_exec/out.txt",
-                                        "content": "hello from executor\n"}},
-            {"tool": "Bash", "input": {"command": "cat out.txt", "description": "show"}},
-        ])
+                                        "content": "hello from executor\n"}, "event": 1},
+            {"tool": "Bash", "input": {"command": "cat out.txt", "description": "show"},
+             "event": 3},
+        ])  # event: the call's place among the stream's JSON events
         self.assertEqual(reply.permission_denials, [])
         m = reply.metrics
         self.assert_metric_shapes(m)
@@ -398,8 +399,10 @@ class CodexExecutorTest(MetricAsserts):
         # completed items only: an item.started twin is not a second call
         self.assertEqual(reply.trace, [
             {"tool": "command_execution", "input": {
-                "command": "/bin/bash -lc 'echo hello-from-codex > out.txt && cat out.txt'"}},
-            {"tool": "file_change", "input": {"paths": ["sandbox_codex_exec/hello.py"]}},
+                "command": "/bin/bash -lc 'echo hello-from-codex > out.txt && cat out.txt'"},
+             "event": 3},
+            {"tool": "file_change", "input": {"paths": ["sandbox_codex_exec/hello.py"]},
+             "event": 5},
         ])
         m = reply.metrics
         self.assert_metric_shapes(m)

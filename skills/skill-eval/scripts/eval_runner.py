@@ -92,7 +92,12 @@ EXIT_INTERNAL = 4
 EXIT_INTERRUPTED = 130
 
 CONFIGS = ("with_skill", "without_skill")
+# The skill installed where the agent CLI discovers skills, the prompt naming neither it nor
+# a path: does the agent find the skill on its own? Not a default arm.
+INSTALLED_CONFIG = "installed"
+KNOWN_CONFIGS = (*CONFIGS, INSTALLED_CONFIG)
 REVISION_SEPARATOR = "@"  # with_skill@REV: the skill package as committed at REV
+REVISION_ARMS = ("with_skill", INSTALLED_CONFIG)  # the arms that take an @REV
 MAX_CONFIGS = 3  # a candidate and up to two baselines
 MAX_REVISION_CHARS = 200
 RUNS_RANGE = (1, 5)
@@ -107,7 +112,7 @@ DEFAULT_TIMEOUT_S = 600.0
 
 TOP_LEVEL_KEYS = frozenset(
     {"skill_name", "evals", "common_assertions", "schema_version", "purpose",
-     "coverage_notes", "scoring", "common_checks"}
+     "coverage_notes", "scoring", "common_checks", "installed_with"}
 )
 REQUIRED_TOP_LEVEL_KEYS = ("skill_name", "evals")
 SCORING_KEYS = frozenset(
@@ -115,7 +120,7 @@ SCORING_KEYS = frozenset(
 )
 CASE_KEYS = frozenset(
     {"id", "prompt", "expectations", "files", "name", "expected_output", "archetype",
-     "project_class", "checks"}
+     "project_class", "checks", "should_activate"}
 )
 REQUIRED_CASE_KEYS = ("id", "prompt")
 MAX_SUITE_BYTES = 10 * 1024 * 1024
@@ -335,6 +340,7 @@ class Case:
     expected_output: str = ""  # for people and the grader's author; never for the executor
     checks: list[Check] = dataclasses.field(default_factory=list)  # never for the executor
     paired_checks: dict[str, str] = dataclasses.field(default_factory=dict)  # text -> check
+    should_activate: bool = True  # False: a task the skill is not for (the installed arm)
 
     @property
     def key(self) -> str:
@@ -351,6 +357,7 @@ class Suite:
     sha256: str
     common_checks: list[Check] = dataclasses.field(default_factory=list)
     common_paired_checks: dict[str, str] = dataclasses.field(default_factory=dict)
+    installed_with: list[str] = dataclasses.field(default_factory=list)  # skills/<other>
 
     def checks_for(self, case: Case) -> list[Check]:
         """Common checks then the case's own (validation keeps their names apart)."""
@@ -387,10 +394,16 @@ def config_has_skill(config: str) -> bool:
     return config == "with_skill" or config.startswith("with_skill" + REVISION_SEPARATOR)
 
 
+def config_installs_skill(config: str) -> bool:
+    """installed and installed@REV put the package where the agent discovers skills."""
+    return config == INSTALLED_CONFIG or config.startswith(INSTALLED_CONFIG + REVISION_SEPARATOR)
+
+
 def config_revision(config: str) -> str | None:
-    """REV of with_skill@REV, None for the working tree and for without_skill."""
-    if config.startswith("with_skill" + REVISION_SEPARATOR):
-        return config[len("with_skill" + REVISION_SEPARATOR):]
+    """REV of with_skill@REV or installed@REV, None for the working tree and without_skill."""
+    for arm in REVISION_ARMS:
+        if config.startswith(arm + REVISION_SEPARATOR):
+            return config[len(arm + REVISION_SEPARATOR):]
     return None
 
 
@@ -462,6 +475,7 @@ class Invocation:
     cwd: Path
     stdin_text: str | None = None
     pass_fds: tuple[int, ...] = ()  # descriptors the process inherits (bwrap's --args)
+    skills_on: bool = False  # an installed cell: the CLI may discover and load skills
 
 
 @dataclasses.dataclass
@@ -532,6 +546,9 @@ class RunRecord:
     regraded_from: dict[str, Any] | None = None  # the run whose recorded answer was graded
     permission_denials: list[Any] = dataclasses.field(default_factory=list)
     skill_read: dict[str, Any] | None = None
+    # installed cells: did the agent load the skill, by its CLI's own stream (activated
+    # true, false or "unknown", with the evidence)
+    activation: dict[str, Any] | None = None
     notes: list[str] = dataclasses.field(default_factory=list)  # what was odd in the output
     started_at: str | None = None
     finished_at: str | None = None
@@ -879,6 +896,7 @@ class SuiteChecker:
         self.problems: list[Problem] = []
         self.fixture_files: set[str] = set()
         self.skill_name: str | None = None
+        self.installed_with: list[str] = []
         self.common_checks: list[Check] = []
         self.common_paired: dict[str, tuple[str, str]] = {}  # text -> (check name, JSON path)
 
@@ -948,6 +966,8 @@ class SuiteChecker:
         self.check_pairs(self.common_paired, self.common_checks, None)
         self.check_names_apart(self.common_checks, common, "common_checks", None)
         self.check_scoring(data.get("scoring"))
+        if "installed_with" in data:
+            self.installed_with = self.check_installed_with(data["installed_with"], skill_name)
         cases = self.check_cases(data.get("evals"), common) if "evals" in data else []
         return skill_name, common, cases
 
@@ -974,6 +994,45 @@ class SuiteChecker:
                        "remove it or write it as an object")
             return
         self.check_unknown_keys(value, SCORING_KEYS, "scoring", "scoring", severity="warning")
+
+    def check_installed_with(self, value: Any, skill_name: str | None) -> list[str]:
+        """The other skill packages installed beside the skill in installed cells."""
+        entries = self.string_list(value, "installed_with", "installed_with")
+        kept: list[str] = []
+        for i, entry in enumerate(value if isinstance(value, list) else []):
+            if entry not in entries:
+                continue
+            problem = self.installed_with_problem(entry.rstrip("/"), skill_name, kept)
+            if problem:
+                self.error(f"installed_with entry {entry[:80]!r} {problem[0]}",
+                           _path_join("installed_with", i), problem[1])
+            else:
+                kept.append(entry.rstrip("/"))
+        return kept
+
+    def installed_with_problem(self, entry: str, skill_name: str | None,
+                               kept: list[str]) -> tuple[str, str] | None:
+        """(what is wrong, how to fix it), or None for a usable neighbour package."""
+        parts = entry.split("/")
+        if len(parts) != 2 or parts[0] != "skills" or parts[1] in ("", ".", ".."):
+            return ("is not a package folder directly under skills/",
+                    "write it as skills/<name>, a folder of this repository")
+        if parts[1] == skill_name:
+            return ("is the skill under test itself",
+                    "list only other skills; the installed arm always installs this one")
+        if entry in kept:
+            return "is listed twice", "list each package once"
+        if self.root is None:
+            return None
+        folder = self.root / entry
+        if not folder.is_dir() or not _is_within(Path(os.path.realpath(folder)),
+                                                 Path(os.path.realpath(self.root))):
+            return (f"names no folder in the repository ({folder})",
+                    "list an existing skills/<name> folder, or remove the entry")
+        if not (folder / "SKILL.md").is_file():
+            return ("is not a skill package: it has no SKILL.md",
+                    f"add {entry}/SKILL.md, or remove the entry")
+        return None
 
     def check_cases(self, value: Any, common: list[str]) -> list[Case]:
         if not isinstance(value, list):
@@ -1053,12 +1112,20 @@ class SuiteChecker:
         expected_output = self.optional_text(raw, "expected_output", path, cid)
         for key in ("archetype", "project_class"):
             self.optional_text(raw, key, path, cid)
+        should_activate = raw.get("should_activate", True)
+        if not isinstance(should_activate, bool):
+            self.error(f"should_activate must be true or false, not "
+                       f"{_type_name(should_activate)}", _path_join(path, "should_activate"),
+                       "write true (the skill is for this task, the default) or false (a task "
+                       "the installed skill should leave alone)", cid)
+            should_activate = True
         self.check_assertion_overlap(common, expectations, path, cid,
                                      bool(checks or self.common_checks))
         if case_id is None or not isinstance(prompt, str) or not prompt.strip():
             return None
         return Case(case_id, index, prompt, name, expectations, files, expected_output, checks,
-                    {text: check for text, (check, _) in paired.items()})
+                    {text: check for text, (check, _) in paired.items()},
+                    should_activate)
 
     def check_assertion_overlap(self, common: list[str], own: list[str], path: str,
                                 cid: str | None, has_checks: bool = False) -> None:
@@ -1607,7 +1674,8 @@ def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedS
         return LoadedSuite(None, problems, checker.fixture_files)
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     suite = Suite(suite_path, root, skill_name, common, cases, digest, checker.common_checks,
-                  {text: check for text, (check, _) in checker.common_paired.items()})
+                  {text: check for text, (check, _) in checker.common_paired.items()},
+                  checker.installed_with)
     problems += withholding_problems(suite)
     return LoadedSuite(suite, problems, checker.fixture_files)
 
@@ -2260,6 +2328,43 @@ class RepoSnapshot:
 
 
 @dataclasses.dataclass
+class Installation:
+    """Skill packages an installed cell finds where its agent CLI discovers project skills.
+
+    Copied into each cell's own sandbox, so no cell sees another's copy, and committed in its
+    baseline, so they are not counted as the executor's changes.
+    """
+
+    folder: str  # sandbox-relative discovery folder, e.g. .claude/skills
+    skills: list[str]  # folder names under it: the skill first, then its neighbours
+    files: list[tuple[str, str]]  # (file to copy, sandbox-relative path)
+
+    def record(self) -> dict[str, Any]:
+        return {"folder": self.folder, "skills": list(self.skills), "files": len(self.files)}
+
+
+def installation_for(snapshot: RepoSnapshot, skill_name: str, config: str, folder: str,
+                     neighbours: list[str]) -> Installation:
+    """The package of `config` (the working tree's or installed@REV's) and each neighbour
+    (a repository path such as skills/other, delivered like any repository file), mapped
+    into `folder`."""
+    revision = snapshot.revisions.get(config)
+    if revision is not None:
+        pairs = [(str(revision.path_of(rel)), rel) for rel in revision.files]
+    else:  # the copy taken before the first agent, as with_skill cells get it
+        assert snapshot.skill_copy is not None, "build the iteration's template first"
+        pairs = [(str(snapshot.skill_copy / rel), rel) for rel in snapshot.skill_delivered]
+    for package in neighbours:
+        prefix = package.rstrip("/") + "/"
+        pairs += [(snapshot.resolve(rel), rel) for rel in snapshot.base_files
+                  if rel.startswith(prefix)]
+    files = [(source, f"{folder}/{rel.split('/', 1)[1]}") for source, rel in pairs
+             if source is not None]  # a link out of the repository is not installed
+    names = [skill_name] + [package.rstrip("/").rsplit("/", 1)[-1] for package in neighbours]
+    return Installation(folder, names, files)
+
+
+@dataclasses.dataclass
 class GitTemplate:
     """One object store and index holding the baseline of every sandbox of an iteration.
 
@@ -2642,8 +2747,9 @@ class Sandbox:
 
 
 def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, base: Path,
-                  baseline_git: Path) -> Sandbox:
-    """`with_skill`: False, True (the working tree's package) or a with_skill@REV config."""
+                  baseline_git: Path, install: Installation | None = None) -> Sandbox:
+    """`with_skill`: False, True (the working tree's package) or a with_skill@REV config;
+    `install`: the packages an installed cell finds in its discovery folder."""
     sandbox = Sandbox(Path(tempfile.mkdtemp(prefix="skill-eval-", dir=base)), baseline_git,
                       base, {})
     repo = sandbox.repo
@@ -2663,7 +2769,11 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, ba
             "the run, so this cell was not run")
     for rel in case.files:
         copier.copy_fixture(rel)
+    installed = [] if install is None else install.files
+    for source, rel in installed:
+        copier.copy_from(source, rel)
     extras = set(snapshot.linked_files) | set(case.files) | set(copier.fixture_files)
+    extras |= {rel for _, rel in installed}
     in_template = snapshot.template is not None and snapshot.template.holds_package(with_skill)
     if revision is not None:
         extras |= set() if in_template else set(revision.files)
@@ -2688,6 +2798,8 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, ba
         sandbox.record["skill_revision"] = {"revision": revision.revision,
                                             "commit": revision.commit,
                                             "package_sha256": revision.sha256}
+    if install is not None:
+        sandbox.record["installed_skills"] = install.record()
     return sandbox
 
 
@@ -3431,6 +3543,12 @@ class Provider:
     session_vars: tuple[str, ...] = ()
     # Each process gets a new, empty home that prepare_home fills with the runner's settings.
     fresh_home = False
+    # Where, relative to its working folder, this CLI discovers project skills: an installed
+    # cell's packages go there. Observed per CLI version; see README.md.
+    skills_folder = ""
+    # The CLI's own skill-loading tool, as it appears in the trace: (tool name, the input key
+    # that names the skill); None when the CLI has none and reading SKILL.md is the signal.
+    skill_tool: tuple[str, str] | None = None
 
     def __init__(self, settings: list[str] | None = None):
         self.settings = list(settings or [])
@@ -3461,6 +3579,14 @@ class Provider:
     def home_vars(self, home_inside: str) -> dict[str, str | None]:
         """Variables set inside (None: removed) so the CLI uses its fresh HOME."""
         return {}
+
+    def installed_invocation(self, invocation: Invocation) -> Invocation:
+        """An installed cell's executor call: the same, with the CLI's skill tool allowed."""
+        return dataclasses.replace(invocation, skills_on=True)
+
+    def allow_skills(self, home: Path, env: dict[str, str]) -> dict[str, str]:
+        """Undo, in a home prepare_home filled, what keeps skills away from other cells."""
+        return env
 
     def version_argv(self) -> list[str]:
         return [self.binary, "--version"]
@@ -3511,6 +3637,8 @@ class ClaudeProvider(Provider):
     reports_cost = True  # the result envelope's total_cost_usd
     executor_tools = "Bash,Read,Write,Edit,Glob,Grep"
     state_dirs = (".claude",)
+    skills_folder = ".claude/skills"  # not .agents/skills (claude 2.1.197 and 2.1.332)
+    skill_tool = ("Skill", "skill")  # {"skill": "<name>", "args": ...} (2.1.197's schema)
     session_vars = ("CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT",
                     "CLAUDE_CODE_SESSION_ID", "CLAUDE_AGENT_SDK_VERSION")
 
@@ -3525,6 +3653,12 @@ class ClaudeProvider(Provider):
 
     def home_vars(self, home_inside: str) -> dict[str, str | None]:
         return {"CLAUDE_CONFIG_DIR": None}
+
+    def installed_invocation(self, invocation: Invocation) -> Invocation:
+        argv = list(invocation.argv)
+        at = argv.index("--allowedTools") + 1
+        argv[at] += ",Skill"  # its skill tool, which -p mode would otherwise have to ask for
+        return dataclasses.replace(invocation, argv=argv, skills_on=True)
 
     def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
         # stream-json (which needs --verbose) ends with the same result envelope as json
@@ -3589,12 +3723,13 @@ class ClaudeProvider(Provider):
     @staticmethod
     def _tool_calls(events: list[dict]) -> list[dict[str, Any]]:
         calls = []
-        for event in events:
+        for position, event in enumerate(events):
             message = event.get("message") if event.get("type") == "assistant" else None
             content = message.get("content") if isinstance(message, dict) else None
             for block in content if isinstance(content, list) else []:
                 if isinstance(block, dict) and block.get("type") == "tool_use":
-                    calls.append({"tool": block.get("name"), "input": block.get("input")})
+                    calls.append({"tool": block.get("name"), "input": block.get("input"),
+                                  "event": position})
         return calls
 
 
@@ -3649,6 +3784,7 @@ class CodexProvider(Provider):
     accepts_settings = True  # each one becomes `-c KEY=VALUE`
     setting_aliases = ("--codex-config",)
     state_dirs = (".codex", ".agents")
+    skills_folder = ".agents/skills"
     session_vars = ("CODEX_SANDBOX", "CODEX_SANDBOX_NETWORK_DISABLED", "CODEX_THREAD_ID",
                     "CODEX_SESSION_ID", "CODEX_CI")
 
@@ -3702,7 +3838,7 @@ class CodexProvider(Provider):
         events = parse_json_lines(result.stdout)
         failure = _process_failure(result)
         messages, trace, usages, turn_errors = [], [], [], []
-        for event in events:
+        for position, event in enumerate(events):
             kind = event.get("type")
             item = event.get("item") if isinstance(event.get("item"), dict) else {}
             if kind == "turn.failed":
@@ -3712,7 +3848,7 @@ class CodexProvider(Provider):
             elif kind == "item.completed" and item.get("type") == "agent_message":
                 messages.append(str(item.get("text") or ""))
             if kind == "item.completed" and item.get("type") in CODEX_TRACE_ITEMS:
-                trace.append(_codex_trace_entry(item))
+                trace.append({**_codex_trace_entry(item), "event": position})
         if failure is None and (turn_errors or result.returncode != 0):
             said = "; ".join(turn_errors) or "no turn.failed event" + _stderr_reason(result)
             failure = f"codex failed (exit {result.returncode}): {said}"[:800]
@@ -3832,6 +3968,8 @@ class GeminiProvider(Provider):
     accepts_settings = True  # KEY=VALUE: a settings.json key path and a JSON value
     fresh_home = True
     state_dirs = (".gemini", ".agents")
+    skills_folder = ".agents/skills"  # found in a trusted folder (the runner trusts it)
+    skill_tool = ("activate_skill", "name")
     session_vars = ("GEMINI_CLI", "GEMINI_CLI_IDE_SERVER_PORT", "GEMINI_CLI_IDE_WORKSPACE_PATH",
                     "GEMINI_CLI_IDE_SERVER_STDIO_ARGS", "GEMINI_CLI_ACTIVE_APPROVAL_MODE",
                     "GEMINI_PROJECT_DIR", "GEMINI_SANDBOX")
@@ -3928,6 +4066,11 @@ class GeminiProvider(Provider):
                     "sign in, so every call would fail (exit 41)", fix)
         return None
 
+    def allow_skills(self, home: Path, env: dict[str, str]) -> dict[str, str]:
+        path = home / ".gemini" / "settings.json"
+        write_json(path, _merge(_read_json_object(path), {"skills": {"enabled": True}}))
+        return env
+
     @staticmethod
     def _auth_from_env(env: dict[str, str]) -> str | None:
         if env.get("GOOGLE_GENAI_USE_VERTEXAI", "").lower() == "true":
@@ -3948,9 +4091,10 @@ class GeminiProvider(Provider):
             failure = (f"gemini reported an error (exit {result.returncode}, status "
                        f"{final.get('status')!r}): {str(said)[:500]}")
         pieces, trace = [], []
-        for event in events:
+        for position, event in enumerate(events):
             if event.get("type") == "tool_use":
-                trace.append({"tool": event.get("tool_name"), "input": event.get("parameters")})
+                trace.append({"tool": event.get("tool_name"), "input": event.get("parameters"),
+                              "event": position})
                 pieces.append(("tool", ""))
             elif event.get("type") == "message" and event.get("role") == "assistant":
                 pieces.append(("text", str(event.get("content") or "")))
@@ -4015,6 +4159,10 @@ class OpenCodeProvider(Provider):
     accepts_settings = True  # KEY=VALUE: an opencode.json key path and a JSON value
     fresh_home = True
     state_dirs = (".opencode", ".claude", ".agents")
+    # Not .opencode/skills: OPENCODE_DISABLE_PROJECT_CONFIG, which keeps ancestor configs
+    # out, hides that folder too (opencode 1.18.33, `opencode debug skill`).
+    skills_folder = ".agents/skills"
+    skill_tool = ("skill", "name")
     session_vars = ("OPENCODE", "OPENCODE_PID", "OPENCODE_CLIENT", "OPENCODE_SERVER_PASSWORD",
                     "OPENCODE_SERVER_USERNAME")
     grader_agent = "skill-eval-grader"
@@ -4063,6 +4211,14 @@ class OpenCodeProvider(Provider):
             npm_config_offline="true")  # no plugin install into <sandbox>/.opencode
         return fresh
 
+    def allow_skills(self, home: Path, env: dict[str, str]) -> dict[str, str]:
+        path = home / ".config" / "opencode" / "opencode.json"
+        config = _read_json_object(path)
+        config["permission"] = {**(config.get("permission") or {}), "skill": "allow"}
+        write_json(path, config)
+        # .agents/skills back in view; .claude/skills stays out (OPENCODE_DISABLE_CLAUDE_CODE).
+        return {k: v for k, v in env.items() if k != "OPENCODE_DISABLE_EXTERNAL_SKILLS"}
+
     def _user_config(self, env: dict[str, str]) -> dict[str, Any]:
         config_home = Path(env.get("XDG_CONFIG_HOME") or _home(env) / ".config")
         user = _read_json_object(config_home / "opencode" / "opencode.json")
@@ -4092,12 +4248,13 @@ class OpenCodeProvider(Provider):
         events = parse_json_lines(result.stdout)
         failure = _process_failure(result)
         pieces, trace, steps, errors, rejected = [], [], [], [], []
-        for event in events:
+        for position, event in enumerate(events):
             kind, part = event.get("type"), event.get("part")
             part = part if isinstance(part, dict) else {}
             if kind == "tool_use":
                 state = part.get("state") if isinstance(part.get("state"), dict) else {}
-                trace.append({"tool": part.get("tool"), "input": state.get("input")})
+                trace.append({"tool": part.get("tool"), "input": state.get("input"),
+                              "event": position})
                 pieces.append(("tool", ""))
                 if state.get("status") == "error":
                     rejected.append(f"{part.get('tool')}: {str(state.get('error'))[:200]}")
@@ -4454,7 +4611,15 @@ def _short(value: Any) -> str:
 # ==== execution engine =======================================================
 
 
-def build_executor_prompt(suite: Suite, case: Case, config: str, sandbox: Path) -> str:
+def skill_ban_of(configs: Iterable[str]) -> bool:
+    """Whether a prompt without a skill path also forbids skills. Not beside an installed arm:
+    its prompt is the without_skill prompt byte for byte, and a ban would stop the discovery
+    it measures."""
+    return not any(config_installs_skill(config) for config in configs)
+
+
+def build_executor_prompt(suite: Suite, case: Case, config: str, sandbox: Path,
+                          skill_ban: bool = True) -> str:
     """The task and the configuration contract; never assertions, names or expected output."""
     lines = ["# Task", "", case.prompt.strip(), "", "# Working environment", "",
              f"You are working in a copy of the repository at {sandbox}. Stay inside it.", ""]
@@ -4467,7 +4632,7 @@ def build_executor_prompt(suite: Suite, case: Case, config: str, sandbox: Path) 
                   f"Skill path: {skill_md}",
                   "Read the skill from that file directly and follow it for this task. Do not use "
                   "a host skill tool, an installed snapshot, a link or a cached copy instead.", ""]
-    else:
+    elif skill_ban:
         lines += ["# Skill", "", "Use no agent skill for this task: do not look for, load or "
                   "invoke any skill.", ""]
     lines += ["# Deliverable", "",
@@ -4702,14 +4867,15 @@ def provider_env(ctx: RunContext, cwd: Path) -> dict[str, str]:
 
 
 def agent_env(ctx: RunContext, sandbox: Sandbox, cwd: Path, role: str,
-              model: str | None) -> dict[str, str]:
+              model: str | None, skills_on: bool = False) -> dict[str, str]:
     """The environment of one agent process; unconfined, a fresh home of its own next to the
     sandbox when its adapter asks (a confined one gets it from run_agent)."""
     env = provider_env(ctx, cwd)
     if not ctx.provider.fresh_home or ctx.confinement.mode == "bwrap":
         return env
     home = sandbox.make_home(role)
-    return ctx.provider.prepare_home(home, env, role, model, str(home), env)
+    env = ctx.provider.prepare_home(home, env, role, model, str(home), env)
+    return ctx.provider.allow_skills(home, env) if skills_on else env
 
 
 def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
@@ -4737,6 +4903,8 @@ def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
         inside = confined_env(env, invocation.cwd, home_vars)
         if ctx.provider.fresh_home:
             inside = ctx.provider.prepare_home(home, inside, role, model, HOME_INSIDE, env)
+            if invocation.skills_on:
+                inside = ctx.provider.allow_skills(home, inside)
         argv = bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
                           home=home, ro_entries=ctx.agent_mounts, ro_binds=ro_binds,
                           rw_binds=rw_binds, hide=ctx.hidden,
@@ -4908,13 +5076,19 @@ def prepare_sandbox(ctx: RunContext, run: CellRun) -> None:
     if reason:
         run.record.fail("cancelled", "scheduling", reason)
         return
+    install = (installation_for(ctx.snapshot, ctx.suite.skill_name, cell.config,
+                                ctx.provider.skills_folder, ctx.suite.installed_with)
+               if config_installs_skill(cell.config) else None)
     run.sandbox = build_sandbox(ctx.snapshot, cell.case, sandbox_delivery(cell.config),
-                                ctx.sandbox_base, cell.run_dir / "baseline.git")
+                                ctx.sandbox_base, cell.run_dir / "baseline.git", install)
     run.record.sandbox = run.sandbox.record
 
 
 def sandbox_delivery(config: str) -> bool | str:
-    """What build_sandbox delivers for a config: no package, the working tree's, or REV's."""
+    """What build_sandbox delivers for a config: no package, the working tree's, or REV's.
+    An installed cell's package goes to its discovery folder instead (installation_for)."""
+    if config_installs_skill(config):
+        return False
     return config if config_revision(config) is not None else config_has_skill(config)
 
 
@@ -4975,11 +5149,15 @@ def save_run_files(ctx: RunContext, run: CellRun) -> None:
 def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
                       record: RunRecord) -> ExecutorAnswer | None:
     """Run the executor in its sandbox; its answer when it finished ok, else None."""
-    prompt = build_executor_prompt(ctx.suite, cell.case, cell.config, sandbox.repo)
+    prompt = build_executor_prompt(ctx.suite, cell.case, cell.config, sandbox.repo,
+                                   skill_ban_of(ctx.options.configs))
     files = RunFiles(cell.run_dir, record)
     files.text("prompt.md", prompt)
     invocation = ctx.provider.executor_invocation(prompt, sandbox.repo, ctx.options.executor_model)
-    env = agent_env(ctx, sandbox, sandbox.repo, "executor", ctx.options.executor_model)
+    if config_installs_skill(cell.config):
+        invocation = ctx.provider.installed_invocation(invocation)
+    env = agent_env(ctx, sandbox, sandbox.repo, "executor", ctx.options.executor_model,
+                    invocation.skills_on)
     # The sandbox was built while the lane's previous agent ran: check again before starting.
     reason = ctx.should_stop()
     if reason:
@@ -5001,6 +5179,11 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     record.metrics = reply.metrics
     record.permission_denials = reply.permission_denials
     record.skill_read = skill_read_evidence(reply.trace, ctx.suite.skill_name, cell.config)
+    if config_installs_skill(cell.config):
+        record.activation = {"should_activate": cell.case.should_activate,
+                             **activation_evidence(ctx.provider, reply.trace,
+                                                   ctx.suite.skill_name, reply.ok,
+                                                   result.stdout_truncated)}
     files.text("outputs/output.txt", reply.text)
     if not reply.ok:
         files.text("logs/executor_stderr.txt", result.stderr)
@@ -5276,7 +5459,7 @@ def regrade_steps(ctx: RunContext, run: CellRun, source_dir: Path, room: GraderR
         if (source_dir / rel).is_file():
             files.copy(rel, source_dir / rel)
     for name in ("executor", "sandbox", "changes", "written_artifact", "metrics",
-                 "permission_denials", "skill_read", "checks"):
+                 "permission_denials", "skill_read", "checks", "activation"):
         setattr(record, name, getattr(source, name))
     record.regraded_from = {"run_dir": str(source_dir), "status": source.status,
                             "executor_started_at": source.started_at,
@@ -5375,6 +5558,41 @@ def skill_read_evidence(trace: list[dict] | None, skill_name: str, config: str) 
     hits = [call for call in trace if needle in json.dumps(call.get("input"), ensure_ascii=False)]
     return {"state": "read" if hits else "not_read", "calls": len(trace),
             "reads": [c.get("tool") for c in hits][:10], "config": config}
+
+
+def activation_evidence(provider: Provider, trace: list[dict] | None, skill_name: str,
+                        finished: bool, cut: bool) -> dict[str, Any]:
+    """Did an installed cell's agent load the skill? Read from its CLI's own stream: the
+    first call of its skill tool naming the skill, or of any tool that opens the installed
+    SKILL.md. A stream that cannot tell is "unknown", never false."""
+    if trace is None:
+        return {"activated": "unknown", "reason": "the executor's stream held no event the "
+                f"{provider.name} adapter could read"}
+    for position, call in enumerate(trace):
+        signal = _activation_signal(provider, call, skill_name)
+        if signal:
+            shown = json.dumps(call.get("input"), ensure_ascii=False)
+            return {"activated": True, "signal": signal, "calls": len(trace), "evidence": {
+                "tool": call.get("tool"), "input": shown[:300], "call": position,
+                "event": call.get("event")}}
+    why = ("the executor did not finish, so it may have loaded the skill later" if not finished
+           else "the stream was cut in the middle" if cut else "")
+    if why:
+        return {"activated": "unknown", "reason": why, "calls": len(trace)}
+    return {"activated": False, "calls": len(trace)}
+
+
+def _activation_signal(provider: Provider, call: dict[str, Any], skill_name: str) -> str:
+    tool_input = call.get("input")
+    if provider.skill_tool and call.get("tool") == provider.skill_tool[0]:
+        named = tool_input.get(provider.skill_tool[1]) if isinstance(tool_input, dict) else None
+        # a plugin's skill is "plugin:name"; a slash command may keep its "/"
+        if isinstance(named, str) and named.lstrip("/").rsplit(":", 1)[-1] == skill_name:
+            return "skill tool"
+    needle = f"{provider.skills_folder}/{skill_name}/SKILL.md"
+    if needle in json.dumps(tool_input, ensure_ascii=False):
+        return "read of the installed SKILL.md"
+    return ""
 
 
 # -- deterministic checks: after the executor, in its sandbox, confined as it was ----------
@@ -5676,6 +5894,9 @@ def benchmark_run(record: RunRecord) -> dict[str, Any]:
         "failure": record.failure,
         "permission_denials": len(record.permission_denials or []),
         "skill_read": (record.skill_read or {}).get("state"),
+        "activation": ({key: record.activation.get(key) for key in
+                        ("activated", "should_activate", "signal")}
+                       if record.activation else None),
         "metric_sources": {name: (record.metrics or {}).get(name)
                            for name in ("time_seconds", "tokens")},
         "files_sha256": dict(sorted(record.written_files.items())),
@@ -6081,6 +6302,7 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> dict[str, Any]:
         "per_eval": per_eval,
         "judge": judge_summary(runs, configs, meta.get("grader_runs", 1)),
         "judge_vs_checks": judge_vs_checks(runs, meta.get("common_assertions")),
+        "activation": activation_summary(runs, configs),
         "notes": [],
     }
     # `paired` is the first baseline's comparison, in the shape two-config iterations had.
@@ -6095,6 +6317,67 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> dict[str, Any]:
     benchmark["runs"] = [run for run in runs if run["scored"]]
     benchmark["unscored_runs"] = [run for run in runs if not run["scored"]]
     return benchmark
+
+
+# -- the installed arm: how often the agent found the skill on its own ----------------------
+
+WILSON_Z = 1.959963984540054  # the normal's 97.5th percentile: a two-sided 95% interval
+
+
+def wilson_interval(hits: int, n: int) -> list[float] | None:
+    """Wilson's 95% score interval for a share of hits in n runs; None without runs. Unlike
+    p +- z*se it stays inside [0, 1] and is not empty at 0 or n hits."""
+    if n <= 0:
+        return None
+    share, z2 = hits / n, WILSON_Z * WILSON_Z
+    scale = 1 + z2 / n
+    centre = (share + z2 / (2 * n)) / scale
+    half = WILSON_Z * math.sqrt(share * (1 - share) / n + z2 / (4 * n * n)) / scale
+    return [max(0.0, centre - half), min(1.0, centre + half)]
+
+
+def activation_tally(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Activated runs among those whose stream could tell; "unknown" ones are counted apart,
+    never as misses."""
+    known = [r for r in runs if r["activation"]["activated"] in (True, False)]
+    hits = sum(r["activation"]["activated"] is True for r in known)
+    return {"activated": hits, "runs": len(known), "unknown": len(runs) - len(known),
+            "rate": hits / len(known) if known else None,
+            "interval_95": wilson_interval(hits, len(known))}
+
+
+def activation_summary(runs: list[dict[str, Any]],
+                       configs: tuple[str, ...]) -> dict[str, Any] | None:
+    """Per installed arm: activation on should-activate cases, false activation on the
+    others, per case and overall, and the pass rate of runs that did and did not activate."""
+    arms = [config for config in configs if config_installs_skill(config)]
+    if not arms:
+        return None
+    summary = {}
+    for config in arms:
+        mine = [r for r in runs if r["configuration"] == config and r.get("activation")]
+        by_eval: dict[str, list[dict[str, Any]]] = {}
+        for run in mine:
+            by_eval.setdefault(str(run["eval_id"]), []).append(run)
+        summary[config] = {
+            "activation": activation_tally([r for r in mine
+                                            if r["activation"]["should_activate"]]),
+            "false_activation": activation_tally([r for r in mine
+                                                  if not r["activation"]["should_activate"]]),
+            "pass_rate_activated": _pass_rates(mine, True),
+            "pass_rate_not_activated": _pass_rates(mine, False),
+            "executor_not_run": sum(r["configuration"] == config and not r.get("activation")
+                                    for r in runs),
+            "per_eval": [{"eval_id": these[0]["eval_id"],
+                          "should_activate": these[0]["activation"]["should_activate"],
+                          **activation_tally(these)} for these in by_eval.values()]}
+    return summary
+
+
+def _pass_rates(runs: list[dict[str, Any]], activated: bool) -> dict[str, Any]:
+    return describe([r["result"]["pass_rate"] for r in runs
+                     if r["scored"] and r["result"]["pass_rate"] is not None
+                     and r["activation"]["activated"] is activated])
 
 
 # -- the judge: its cost, its agreement with itself, and its share of the variation --------
@@ -6336,6 +6619,7 @@ def sanity_checks(benchmark: dict[str, Any], records: list[RunRecord]) -> dict[s
     flags += _assertion_flags(benchmark)
     flags += _judge_flags(benchmark)
     flags += _iteration_flags(benchmark, meta)
+    flags += _activation_flags(benchmark)
     status = ("REVIEW REQUIRED" if any(f["severity"] in SEVERITIES_NEEDING_REVIEW for f in flags)
               else "OK")
     return {"status": status, "flags": flags}
@@ -6536,6 +6820,19 @@ def _iteration_flags(benchmark: dict[str, Any], meta: dict[str, Any]) -> list[di
     return flags
 
 
+def _activation_flags(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
+    flags = []
+    for config, arm in (benchmark.get("activation") or {}).items():
+        tally = arm["activation"]
+        if tally["runs"] and not tally["activated"]:
+            flags.append(_flag(
+                "warning", "never_activated",
+                f"{config}: the agent never loaded the installed skill in {tally['runs']} "
+                "run(s) of cases it is for; its description may not say when to use it",
+                config=config))
+    return flags
+
+
 def _named_changes(changes: list[dict[str, str]], total: int) -> str:
     names = ", ".join(f"{c['path']} ({c['change']})" for c in changes)
     more = total - len(changes)
@@ -6640,9 +6937,8 @@ def _absent_reason(benchmark: dict[str, Any], config: str, key: str) -> str:
 
 def render_markdown(benchmark: dict[str, Any]) -> str:
     sections = [_md_header, _md_verdict, _md_sanity, _md_arms, _md_overall, _md_comparison,
-                _md_comparisons, _md_metrics, _md_judge, _md_judge_vs_checks, _md_per_eval,
-                _md_per_assertion,
-                _md_failed_assertions]
+                _md_comparisons, _md_activation, _md_metrics, _md_judge, _md_judge_vs_checks,
+                _md_per_eval, _md_per_assertion, _md_failed_assertions]
     return "\n".join(section(benchmark) for section in sections).rstrip() + "\n"
 
 
@@ -6793,6 +7089,45 @@ def _md_arms(b: dict[str, Any]) -> str:
         sha = arm.get("package_sha256")
         lines.append(f"| {_md_cell(config)} | {_md_cell(arm.get('source'))} | "
                      f"{arm.get('commit') or 'n/a'} | {sha[:16] if sha else 'n/a'} |")
+    return "\n".join(lines) + "\n"
+
+
+def fmt_share(tally: dict[str, Any]) -> str:
+    """"7/10 (70.0%, 95% CI 39.7-89.2%)", with the unknown runs named apart."""
+    if not tally["runs"]:
+        text = "n/a"
+    else:
+        low, high = tally["interval_95"]
+        text = (f"{tally['activated']}/{tally['runs']} ({fmt_rate(tally['rate'])}, 95% CI "
+                f"{low * 100:.1f}-{high * 100:.1f}%)")
+    return text + (f", {tally['unknown']} unknown" if tally["unknown"] else "")
+
+
+def activation_lines(benchmark: dict[str, Any]) -> list[str]:
+    """One sentence per installed arm: how often the agent found the skill, and when not."""
+    lines = []
+    for config, arm in (benchmark.get("activation") or {}).items():
+        line = f"{config}: activated {fmt_share(arm['activation'])} on cases it is for"
+        if arm["false_activation"]["runs"] or arm["false_activation"]["unknown"]:
+            line += f"; false activation {fmt_share(arm['false_activation'])} on cases it is not"
+        lines.append(line + f"; pass rate when used {fmt_rate_stat(arm['pass_rate_activated'])}, "
+                     f"when not {fmt_rate_stat(arm['pass_rate_not_activated'])}")
+    return lines
+
+
+def _md_activation(b: dict[str, Any]) -> str:
+    if not b.get("activation"):
+        return ""
+    lines = ["## Activation (installed arms)", "",
+             "Whether the agent loaded the installed skill on its own, read from its CLI's "
+             "stream; a run whose stream could not tell is unknown, not a miss. Intervals are "
+             "Wilson 95%.", ""]
+    lines += [f"- {line}" for line in activation_lines(b)] + [""]
+    lines += ["| config | eval | should activate | activated |", "|---|---|---|---|"]
+    for config, arm in b["activation"].items():
+        for row in arm["per_eval"]:
+            lines.append(f"| {_md_cell(config)} | {_md_cell(row['eval_id'])} | "
+                         f"{'yes' if row['should_activate'] else 'no'} | {fmt_share(row)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -7413,9 +7748,9 @@ def render_html(benchmark: dict[str, Any], files: dict[tuple, dict]) -> str:
     `files` holds each run's output and artifact as read_html_run_files gives them.
     """
     # What decides first (verdict, what it rests on, what failed), the detail after it.
-    sections = [_html_header, _html_headline, _html_sanity, _html_comparisons, _html_metrics,
-                _html_failed_assertions, _html_chart, _html_per_assertion, _html_judge,
-                _html_judge_vs_checks]
+    sections = [_html_header, _html_headline, _html_sanity, _html_comparisons, _html_activation,
+                _html_metrics, _html_failed_assertions, _html_chart, _html_per_assertion,
+                _html_judge, _html_judge_vs_checks]
     body = "".join(section(benchmark) for section in sections) + _html_runs(benchmark, files)
     return _html_document(f"skill-eval: {benchmark['metadata'].get('skill_name')}", body)
 
@@ -7666,6 +8001,19 @@ def _chart_bar(geo: ChartGeometry, row: dict[str, Any], config: str, index: int,
             f'height="{CHART_BAR_H}"><title>{_h(tip)}</title></rect>'
             f'<text x="{geo.label_w + CHART_BAR_W + 6}" y="{text_y}">'
             f"{_h(fmt_rate(rate))}</text>")
+
+
+def _html_activation(b: dict[str, Any]) -> str:
+    if not b.get("activation"):
+        return ""
+    rows = [[config, str(row["eval_id"]), "yes" if row["should_activate"] else "no",
+             fmt_share(row)]
+            for config, arm in b["activation"].items() for row in arm["per_eval"]]
+    return ("<h2>Activation (installed arms)</h2>\n<p>Whether the agent loaded the installed "
+            "skill on its own, read from its CLI's stream; unknown runs are not misses. "
+            "Intervals are Wilson 95%.</p>\n"
+            + "".join(f"<p>{_h(line)}</p>\n" for line in activation_lines(b))
+            + _html_table(["config", "eval", "should activate", "activated"], rows))
 
 
 def _html_metrics(b: dict[str, Any]) -> str:
@@ -7919,6 +8267,7 @@ def render_summary(benchmark: dict[str, Any], iteration_dir: Path) -> str:
         lines.append(_md_verdict(benchmark).strip().replace("**", "").replace("\n\n", "\n"))
     lines += [f"Power: {line}" for c in benchmark.get("comparisons") or []
               for line in forecast_lines(c)]
+    lines += [f"Activation: {line}" for line in activation_lines(benchmark)]
     if (benchmark.get("judge") or {}).get("grader_runs", 1) > 1:
         lines.append("Judge: " + judge_lines(benchmark)[0])
     lines.append(f"Benchmark: {iteration_dir / 'benchmark.md'}")
@@ -8725,7 +9074,7 @@ def arm_records(suite: Suite, configs: Iterable[str],
     for config in configs:
         if config in revisions:
             arms[config] = revisions[config].record()
-        elif config_has_skill(config):
+        elif config_has_skill(config) or config_installs_skill(config):
             files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
             arms[config] = {"source": "working tree", "revision": None, "commit": None,
                             "package_sha256": tree_hash(suite.root, files), "files": len(files)}
@@ -8744,7 +9093,7 @@ def skill_snapshot_record(snapshot: RepoSnapshot, configs: Iterable[str]) -> dic
             package = snapshot.revisions[config]
             records[config] = {"source": "git revision", "sha256": package.sha256,
                                "files": len(package.files), "copy": str(package.root)}
-        elif config_has_skill(config):
+        elif config_has_skill(config) or config_installs_skill(config):
             records[config] = {"source": "working tree", "sha256": snapshot.skill_sha256,
                                "files": len(snapshot.skill_delivered),
                                "copy": str(snapshot.skill_copy),
@@ -9506,13 +9855,13 @@ def _model_name(text: str) -> str:
 
 def _config_list(text: str) -> tuple[str, ...]:
     configs = tuple(part.strip() for part in text.split(","))
-    unknown = [c for c in configs if c not in CONFIGS and not _is_revision_config(c)]
+    unknown = [c for c in configs if c not in KNOWN_CONFIGS and not _is_revision_config(c)]
     if unknown or not configs or len(set(configs)) != len(configs) or len(configs) > MAX_CONFIGS:
-        hint = _did_you_mean(unknown[0], CONFIGS) if unknown else ""
+        hint = _did_you_mean(unknown[0], KNOWN_CONFIGS) if unknown else ""
         raise argparse.ArgumentTypeError(
             f"{text!r}: {hint}give one to {MAX_CONFIGS} distinct configs, comma-separated, "
-            f"candidate first, from {', '.join(CONFIGS)} and with_skill@REV (REV: a git commit, "
-            "tag or branch, e.g. with_skill@HEAD~1)")
+            f"candidate first, from {', '.join(KNOWN_CONFIGS)}, with_skill@REV and "
+            "installed@REV (REV: a git commit, tag or branch, e.g. with_skill@HEAD~1)")
     return configs
 
 
@@ -9629,7 +9978,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--grader-model", type=_model_name, help="model for the grader only")
     run.add_argument("--config", type=_config_list, metavar="LIST",
                      help="up to 3 configs, candidate first: with_skill, without_skill, "
-                     "with_skill@REV (default: with_skill,without_skill)")
+                     "installed, with_skill@REV, installed@REV "
+                     "(default: with_skill,without_skill)")
     run.add_argument("--runs", type=_bounded_int(*RUNS_RANGE),
                      help="runs per case and config, 1..5 (default: 1)")
     run.add_argument("--grader-runs", type=_bounded_int(*GRADER_RUNS_RANGE), default=1,
@@ -9861,6 +10211,8 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
             return EXIT_INTERRUPTED
         if confinement.mode != "bwrap" and options.isolation == "auto":
             print(f"Isolation: {confinement.describe()}")
+        if confinement.mode != "bwrap" and any(map(config_installs_skill, options.configs)):
+            print(installed_unconfined_warning(provider, suite.skill_name), file=sys.stderr)
         iteration_dir = (Path(args.resume) if args.resume
                          else allocate_iteration_dir(options.workspace))
         if source is not None:
@@ -9995,6 +10347,19 @@ def resume_hint(iteration_dir: Path, reason: str) -> str:
             f"  {command}")
 
 
+def installed_unconfined_warning(provider: Provider, skill_name: str) -> str:
+    """Unconfined, an installed cell's agent also sees the skills of the user's home."""
+    folders = dict.fromkeys(place.parent for place in
+                            provider.skill_places(skill_name, dict(os.environ)))
+    found = [f"{folder} ({len(list(folder.iterdir()))} entries)" for folder in folders
+             if folder.is_dir()]
+    return (f"{PROG}: warning: installed cells run without --isolation bwrap, so the "
+            f"{provider.name} CLI also discovers the skills installed in your home"
+            + (f": {', '.join(found)}" if found else " and above the sandbox folder")
+            + f"; they can compete with {skill_name} for activation. Run with --isolation "
+            "bwrap for a fresh home that holds no other skill.")
+
+
 def regrade_source_for(args: argparse.Namespace, suite: Suite) -> RegradeSource | None:
     """The iteration to re-grade: --regrade, or the one a resumed re-graded iteration names."""
     recorded = recorded_regrade_source(Path(args.resume)) if args.resume else None
@@ -10053,6 +10418,10 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
         print(f"{config}: skills/{suite.skill_name}/ as committed at {package.commit} "
               f"({len(package.contents)} files, package sha256 {package.sha256[:16]})")
     print(f"executor argv ({first.label}): {_shell_join(executor.argv)}  (cwd {executor.cwd})")
+    if any(map(config_installs_skill, options.configs)):
+        names = [suite.skill_name] + [p.rsplit("/", 1)[-1] for p in suite.installed_with]
+        print(f"installed cells: {', '.join(names)} copied into each sandbox's "
+              f"{provider.skills_folder}/; their prompt is the without_skill prompt")
     print(f"grader argv: {_shell_join(grader_call.argv)}  (cwd {grader_call.cwd})")
     print("executor and grader prompts go on standard input; assertions reach only the grader")
     withheld = package_withholdings(suite.root, suite.skill_name, suite.path,

@@ -1,0 +1,159 @@
+"""The `installed` arm with the REAL agent CLIs under bubblewrap (issue 27).
+
+The loopback model server plays a model that loads the installed skill through the CLI's own
+skill tool (codex has none: it reads SKILL.md with a command), and the run must record
+`activated: true` from the CLI's stream; a model that never loads it must give `false`. The
+next request the CLI sends must carry the skill's body: the CLI really found the copy the
+runner installed. Setup, skips and process checks are those of test_runner_real_cli.
+"""
+
+from __future__ import annotations
+
+import shutil
+import unittest
+from pathlib import Path
+
+try:
+    from ..helpers import make_repo
+    from . import model_servers as ms
+    from . import test_runner_real_cli as real
+except ImportError:  # run from inside tests/integration
+    from tests.helpers import make_repo  # type: ignore[no-redef]
+    from tests.integration import model_servers as ms  # type: ignore[no-redef]
+    from tests.integration import test_runner_real_cli as real  # type: ignore[no-redef]
+
+BODY = "INSTALLED-SKILL-BODY-2f7c"
+SKILL = ("---\nname: demo\ndescription: Use when planning a database migration.\n---\n\n"
+         f"# Demo\n\n{BODY}\n")
+ANSWER = "Here is the migration plan."
+
+
+class InstalledScenario:
+    """The two runs per agent; mixed into a RunnerRealCLITest per agent below."""
+
+    server_class: type
+    skill_call: staticmethod
+    text_reply: staticmethod
+    grader_reply: staticmethod
+    run_args: tuple[str, ...] = ()
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = cls.server_class().start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def setUp(self):
+        super().setUp()
+        bwrap = shutil.which("bwrap")
+        if bwrap is None or real.RUNNER_MODULE.probe_bwrap(bwrap) is not None:
+            self.skipTest("needs working bubblewrap (.ci/run installs it)")
+
+    def grader_matcher(self):
+        raise NotImplementedError
+
+    def run_installed(self, marker: str, loads: bool) -> dict:
+        calls = [self.skill_call(), self.text_reply(ANSWER)] if loads else [
+            self.text_reply(ANSWER)]
+
+        def executor(req: ms.RecordedRequest) -> ms.Reply:
+            return calls[min(req.step, len(calls) - 1)]
+        self.server.add_rule(ms.all_of(ms.contains(marker), self.grader_matcher()),
+                             [self.grader_reply(real.VERDICTS)])
+        self.server.add_rule(ms.contains(marker), [executor])
+        suite = {"skill_name": "demo", "evals": [
+            {"id": "E01", "prompt": f"{marker} Plan the migration of the orders table.",
+             "expectations": list(real.ASSERTIONS)}]}
+        repo = make_repo(self.tmpdir("repo"), suite, skill_md=SKILL)
+        run = self.run_runner(repo, "--config", "installed", "--isolation", "bwrap",
+                              *self.run_args)
+        self.assertIn(run.code, (0, 1), run)
+        rec = run.run_json("E01", "installed")
+        self.assertEqual(rec["status"], "ok", run)
+        self.assertEqual(rec["executor"]["isolation"]["mode"], "bwrap")
+        execs = [r for r in real._requests_with(self.server, marker)
+                 if not self.grader_matcher()(r)]
+        # the prompt names no path (the CLI's own context lists its skills, as it should)
+        self.assertNotIn("skills/demo", (run.cell("E01", "installed") / "prompt.md").read_text())
+        if loads:  # the CLI sent the installed copy's text back to the model
+            self.assertTrue(any(BODY in r.text for r in execs if r.step >= 1), run)
+        return rec["activation"]
+
+    def test_a_model_that_loads_the_skill_is_recorded_as_activated(self):
+        found = self.run_installed(f"[[INSTALLED-{self.agent.upper()}-YES]]", True)
+        self.assertIs(found["activated"], True, found)
+        self.assertIsInstance(found["evidence"]["event"], int)
+
+    def test_a_model_that_never_loads_it_is_recorded_as_not_activated(self):
+        found = self.run_installed(f"[[INSTALLED-{self.agent.upper()}-NO]]", False)
+        self.assertIs(found["activated"], False, found)
+
+
+@unittest.skipUnless(real.CLAUDE, f"claude not found ({real.INSTALL_HINT})")
+class ClaudeInstalledTest(InstalledScenario, real.RunnerRealCLITest):
+    agent, binary = "claude", real.CLAUDE
+    server_class = ms.AnthropicServer
+    skill_call = staticmethod(lambda: ms.anthropic_tool("Skill", {"skill": "demo"}))
+    text_reply = staticmethod(ms.anthropic_text)
+    grader_reply = staticmethod(ms.structured_output)
+
+    def grader_matcher(self):
+        return ms.has_tool("StructuredOutput")
+
+    def agent_env(self, home: Path, codex_home: Path) -> dict:
+        return ms.claude_env(self.server, str(home))
+
+
+@unittest.skipUnless(real.CODEX, f"codex not found ({real.INSTALL_HINT})")
+class CodexInstalledTest(InstalledScenario, real.RunnerRealCLITest):
+    agent, binary = "codex", real.CODEX
+    server_class = ms.ResponsesServer
+    skill_call = staticmethod(lambda: ms.responses_exec("cat .agents/skills/demo/SKILL.md"))
+    text_reply = staticmethod(ms.responses_text)
+    grader_reply = staticmethod(ms.responses_json)
+
+    def grader_matcher(self):
+        return ms.has_json_schema()
+
+    def agent_env(self, home: Path, codex_home: Path) -> dict:
+        ms.write_codex_config(self.server, str(codex_home))
+        return ms.codex_env(self.server, str(codex_home), home=str(home))
+
+
+@unittest.skipUnless(real.GEMINI, f"gemini not found ({real.INSTALL_HINT})")
+class GeminiInstalledTest(InstalledScenario, real.RunnerRealCLITest):
+    agent, binary = "gemini", real.GEMINI
+    server_class = ms.GeminiServer
+    skill_call = staticmethod(lambda: ms.gemini_call("activate_skill", {"name": "demo"}))
+    text_reply = staticmethod(ms.gemini_text)
+    grader_reply = staticmethod(ms.gemini_json)
+    run_args = ("--model", ms.GEMINI_MODEL)
+
+    def grader_matcher(self):
+        return ms.has_response_schema()
+
+    def agent_env(self, home: Path, codex_home: Path) -> dict:
+        return ms.gemini_env(self.server)
+
+
+@unittest.skipUnless(real.OPENCODE and shutil.which("rg"),
+                     f"opencode or ripgrep not found ({real.INSTALL_HINT})")
+class OpenCodeInstalledTest(InstalledScenario, real.RunnerRealCLITest):
+    agent, binary = "opencode", real.OPENCODE
+    server_class = ms.ChatCompletionsServer
+    skill_call = staticmethod(lambda: ms.chat_tool("skill", {"name": "demo"}))
+    text_reply = staticmethod(ms.chat_text)
+    grader_reply = staticmethod(ms.chat_json)
+
+    def grader_matcher(self):
+        return ms.no_tools()
+
+    def agent_env(self, home: Path, codex_home: Path) -> dict:
+        ms.write_opencode_config(self.server, str(home))
+        return ms.opencode_env()
+
+
+if __name__ == "__main__":
+    unittest.main()
