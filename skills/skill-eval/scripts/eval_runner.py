@@ -7614,7 +7614,8 @@ def write_eval_metadata(suite: Suite, cells: list[Cell], iteration_dir: Path) ->
                     "prompt": case.prompt, "assertions": suite.assertions_for(case)}
         write_json(iteration_dir / f"eval-{key}" / "eval_metadata.json", metadata)
         for config in sorted({cell.config for cell in cells if cell.case.key == key}):
-            write_json(iteration_dir / f"eval-{key}" / config / "eval_metadata.json", metadata)
+            write_json(iteration_dir / f"eval-{key}" / config_folder(config)
+                       / "eval_metadata.json", metadata)
 
 
 def prepare_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: list[Cell],
@@ -8304,7 +8305,8 @@ def forecast_run(workspace: Path, suite: Suite, options: RunOptions,
     observed: dict[str, list[dict]] = {}
     graded = False
     for run in benchmark["runs"]:
-        record = read_run_record(source / f"eval-{run['eval_id']}" / run["configuration"]
+        record = read_run_record(source / f"eval-{run['eval_id']}"
+                                 / config_folder(run["configuration"])
                                  / f"run-{run['run_number']}")
         cell = observed_cell(record) if record is not None else None
         if cell is not None:
