@@ -20,7 +20,7 @@ from pathlib import Path
 from tests.helpers import volume_test
 
 PROJECT = Path(__file__).resolve().parent.parent
-BENCHMARKS = PROJECT / "benchmarks"
+BENCHMARKS = PROJECT / "tests" / "benchmarks"
 SCRIPTS = ("bench_parallel", "bench_overhead", "bench_report", "bench_sandbox",
            "bench_checkout")
 EXTRA_ARGS = {"bench_parallel": ["--phases"]}  # the stamped fake and the overhead split too

@@ -44,6 +44,18 @@ class ReadmeTests(unittest.TestCase):
         ci = (PROJECT / ".ci" / "run").read_text(encoding="utf-8")
         self.assertIn("-m unittest", ci)
 
+    def test_readme_stays_short_and_its_reference_links_resolve(self) -> None:
+        # The README is for starting and using the tool; the reference lives with the skill.
+        self.assertLessEqual(len(README.split()), 2600)
+        skill = (PROJECT / "skills" / "skill-eval" / "SKILL.md").read_text(encoding="utf-8")
+        linked = set(re.findall(r"\((skills/skill-eval/references/[\w.-]+\.md)", README))
+        linked |= {"skills/skill-eval/" + rel
+                   for rel in re.findall(r"`(references/[\w.-]+\.md)`", skill)}
+        self.assertGreaterEqual(len(linked), 8)
+        for rel in sorted(linked):
+            with self.subTest(link=rel):
+                self.assertTrue((PROJECT / rel).is_file(), f"{rel} is linked but missing")
+
     def test_exit_codes_match_the_runner(self) -> None:
         for code in (runner.EXIT_OK, runner.EXIT_REVIEW, runner.EXIT_INVALID,
                      runner.EXIT_ENVIRONMENT, runner.EXIT_INTERRUPTED):

@@ -10,7 +10,7 @@ from unittest import mock
 from tests.helpers import TempDir, call_main, runner
 from tests.test_statistics import CONFIGS, make_record
 
-EVALS, RUNS = 500, 5  # the shape of benchmarks/bench_report.py's iteration: 5,000 runs
+EVALS, RUNS = 500, 5  # the shape of tests/benchmarks/bench_report.py's iteration: 5,000 runs
 MD_LIMIT_BYTES = 100_000
 
 

@@ -218,6 +218,23 @@ def last_user_contains(marker: str) -> Matcher:
     return lambda req: marker in req.last_user_text
 
 
+def callable_tool_names(req) -> list:
+    """The tools a model could call: Claude Code 2.1.3xx also offers a `DeferredToolPlaceholder`
+    (`defer_loading: true`, an empty schema, "never call this tool") beside the real ones."""
+    tools = req.body.get("tools") if isinstance(req.body, dict) else None
+    placeholders = {t.get("name") for t in tools or []
+                    if isinstance(t, dict) and t.get("defer_loading") is True
+                    and t.get("name") == "DeferredToolPlaceholder"
+                    and t.get("input_schema") == {"type": "object", "properties": {}}}
+    return [name for name in req.tool_names if name not in placeholders]
+
+
+# Claude Code answers an HTTP 400 by trying again without its optional betas and without the
+# deferred-tool placeholder (up to 6 requests in 2.1.332, all for the first step, none counted as
+# an SDK retry); any other error status is sent once under CLAUDE_CODE_MAX_RETRIES=0.
+CLAUDE_400_ATTEMPTS_MAX = 6
+
+
 def has_tool(name: str) -> Matcher:
     """True when the request offers a tool of that name (e.g. StructuredOutput)."""
     return lambda req: name in req.tool_names

@@ -35,7 +35,10 @@ except ImportError:  # run from inside tests/integration
     import model_servers as ms  # type: ignore[no-redef]
 
 HERE = Path(__file__).resolve().parent
-PINS = json.loads((HERE / "cli_versions.json").read_text())
+# SKILL_EVAL_CLI_VERSIONS names another versions file: CI's advisory run against the newest
+# releases (.ci/run) installs and tests those instead of the pins.
+PINS = json.loads(Path(os.environ.get("SKILL_EVAL_CLI_VERSIONS") or HERE / "cli_versions.json")
+                  .read_text(encoding="utf-8"))
 INSTALL_HINT = 'install the pinned CLIs: PATH="$(.ci/install-clis | tail -1):$PATH"'
 REPO_ROOT = HERE.parent.parent
 
@@ -256,7 +259,7 @@ class ClaudeRealCLITest(CLITestCase):
         self.assertEqual(first.auth_headers, ("x-api-key",))
         self.assertEqual(first.headers.get("anthropic-version"), "2023-06-01")
         self.assertIn("Write", first.tool_names)
-        self.assertTrue(any(r.method == "HEAD" and r.path == "/" for r in self.server.requests))
+        # 2.1.197 sent a `HEAD /` preflight first; 2.1.332 does not, and the runner needs neither.
 
     def test_executor_bash_read_and_model_flag(self):
         marker = "[[MARK-CLAUDE-EXEC-BASH]]"
@@ -295,8 +298,9 @@ class ClaudeRealCLITest(CLITestCase):
         self.assertEqual(json.loads(env["result"]), verdicts)
         self.assertEqual(env["stop_reason"], "tool_use")
         req, = _requests_with(self.server, marker)
-        self.assertEqual(req.tool_names, ["StructuredOutput"])
-        self.assertEqual(req.body["tools"][0]["input_schema"], GRADER_SCHEMA)
+        self.assertEqual(ms.callable_tool_names(req), ["StructuredOutput"])
+        structured, = (tool for tool in req.body["tools"] if tool["name"] == "StructuredOutput")
+        self.assertEqual(structured["input_schema"], GRADER_SCHEMA)
 
     def test_grader_schema_never_satisfied(self):
         marker = "[[MARK-CLAUDE-GRADE-BADSCHEMA]]"
@@ -308,7 +312,9 @@ class ClaudeRealCLITest(CLITestCase):
         self.assertIs(env["is_error"], True)
         self.assertNotIn("structured_output", env)
         self.assertNotIn("result", env)
-        self.assertEqual(env["errors"], ["Failed to provide valid structured output after 5 attempts"])
+        error, = env["errors"]  # 2.1.3xx appends the last schema error to this text
+        self.assertTrue(error.startswith("Failed to provide valid structured output after 5 attempts"),
+                        error)
         reqs = _requests_with(self.server, marker)
         self.assertEqual([r.step for r in reqs], [0, 1, 2, 3, 4])
         self.assertIn("does not match required schema", json.dumps(reqs[-1].body["messages"][-1]))
@@ -326,7 +332,12 @@ class ClaudeRealCLITest(CLITestCase):
                 self.assertEqual(env["api_error_status"], status)
                 self.assertTrue(env["result"].startswith(f"API Error: {status} scripted {status}"), env)
                 self.assertNotIn("structured_output", env)
-                self.assertEqual(len(_requests_with(self.server, marker)), 1)  # MAX_RETRIES=0
+                reqs = _requests_with(self.server, marker)
+                if status == 400:  # the CLI's own fallback without optional betas, one step
+                    self.assertLessEqual(len(reqs), ms.CLAUDE_400_ATTEMPTS_MAX)
+                    self.assertEqual({r.step for r in reqs}, {0})
+                else:
+                    self.assertEqual(len(reqs), 1)  # MAX_RETRIES=0
 
     def test_grader_plain_text_without_tool(self):
         """Observed: one enforcement nudge, then the text run *succeeds* (exit 0) with no structured_output."""

@@ -64,7 +64,10 @@ except ImportError:  # run from inside tests/integration
 
 RUNNER = Path(os.environ.get("SKILL_EVAL_RUNNER")
               or REPO_ROOT / "skills" / "skill-eval" / "scripts" / "eval_runner.py").resolve()
-PINS = json.loads((HERE / "cli_versions.json").read_text(encoding="utf-8"))
+# SKILL_EVAL_CLI_VERSIONS names another versions file: CI's advisory run against the newest
+# releases (.ci/run) installs and tests those instead of the pins.
+PINS = json.loads(Path(os.environ.get("SKILL_EVAL_CLI_VERSIONS") or HERE / "cli_versions.json")
+                  .read_text(encoding="utf-8"))
 BIN_ENV = "SKILL_EVAL_REAL_CLI_BIN"
 INSTALL_HINT = (f'install the pinned CLIs: PATH="$(.ci/install-clis | tail -1):$PATH", '
                 f"or set {BIN_ENV} to their bin folder")
@@ -557,7 +560,7 @@ class ClaudeRunnerTest(RunnerRealCLITest):
                    if "StructuredOutput" in r.tool_names]
         self.assertEqual(len(graders), 2)
         for req in graders:  # the grader saw the recorded answer and the written artifact
-            self.assertEqual(req.tool_names, ["StructuredOutput"])
+            self.assertEqual(ms.callable_tool_names(req), ["StructuredOutput"])
             self.assertIn(FINAL_TEXT, req.text)
             self.assertIn(json.dumps(ARTIFACT_TEXT)[1:-1], req.text)
         bench = run.benchmark()
@@ -586,7 +589,9 @@ class ClaudeRunnerTest(RunnerRealCLITest):
         self.assert_not_scored(run, "E02", "without_skill", "grader_failed",
                                "api_error_status 500", "scripted server error")
         self.assertEqual(run.benchmark()["scored_run_count"], 0)
-        self.assertEqual(len(_requests_with(self.server, exec_marker)), 1)  # no retry
+        attempts = _requests_with(self.server, exec_marker)  # the CLI's beta fallback, one step
+        self.assertLessEqual(len(attempts), ms.CLAUDE_400_ATTEMPTS_MAX)
+        self.assertEqual({r.step for r in attempts}, {0})
 
     def test_unreachable_model_fails_fast(self):
         repo = self.make_suite({"E01": "[[RUN-CLAUDE-DEAD]] task"})

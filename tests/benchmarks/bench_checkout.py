@@ -13,7 +13,7 @@ path) is timed, per repetition:
 The files were just written, so their content is in the page cache: these are warm-cache
 figures (a cold first read of 100 MB adds the disk's read time to step 1).
 
-    python3 benchmarks/bench_checkout.py [--quick] [--reps N] [--files 10000] [--mb 100]
+    python3 tests/benchmarks/bench_checkout.py [--quick] [--reps N] [--files 10000] [--mb 100]
 """
 
 from __future__ import annotations

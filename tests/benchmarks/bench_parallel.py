@@ -17,7 +17,7 @@ interpreter, validation, snapshots, probes), between the first start and the las
 the ideal (per step of a lane), and after the last agent ends (checks, aggregation, reports).
 The stamps cost each call two `date` processes, inside the agent's time, in both runs.
 
-    python3 benchmarks/bench_parallel.py [--quick] [--reps N] [--cases 32] [--concurrency 8]
+    python3 tests/benchmarks/bench_parallel.py [--quick] [--reps N] [--cases 32] [--concurrency 8]
         [--sleep 1.0] [--agent claude|codex] [--phases]
 """
 

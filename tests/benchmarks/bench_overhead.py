@@ -11,7 +11,7 @@ ThreadPoolExecutor of the same concurrency) is measured and subtracted.
 
 Targets (issue 6): <= 25 ms per cell, and t(5000) / t(500) <= 11 (runner wall, medians).
 
-    python3 benchmarks/bench_overhead.py [--quick] [--reps N] [--sizes 500,5000]
+    python3 tests/benchmarks/bench_overhead.py [--quick] [--reps N] [--sizes 500,5000]
         [--agent claude|codex] [--concurrency 8] [--keep-iteration DIR]
 """
 

@@ -7,7 +7,7 @@ grader call): the wall difference, and the mean agent-call duration recorded in 
 includes starting bwrap and its namespaces). Then, with --parallel, the parallel-efficiency
 matrix of bench_parallel (64 cells, concurrency 8, 1 s agents) under bwrap.
 
-    python3 benchmarks/bench_isolation.py [--quick] [--reps N] [--cases 50] [--parallel]
+    python3 tests/benchmarks/bench_isolation.py [--quick] [--reps N] [--cases 50] [--parallel]
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ benchmark.json, the floor any `report` that reads that file pays; and, when the 
 
 Targets (issue 6): report wall <= 1 s, peak memory <= 150 MB.
 
-    python3 benchmarks/bench_report.py [--quick] [--reps N] [--iteration DIR] [--cells 5000]
+    python3 tests/benchmarks/bench_report.py [--quick] [--reps N] [--iteration DIR] [--cells 5000]
 """
 
 from __future__ import annotations

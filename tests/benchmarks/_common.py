@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
-PROJECT = BENCH_DIR.parent
+PROJECT = BENCH_DIR.parent.parent
 # SKILL_EVAL_BENCH_RUNNER=/path/to/eval_runner.py measures another copy (e.g. an older commit).
 RUNNER_PATH = Path(os.environ.get("SKILL_EVAL_BENCH_RUNNER")
                    or PROJECT / "skills" / "skill-eval" / "scripts" / "eval_runner.py").resolve()

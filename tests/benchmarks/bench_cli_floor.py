@@ -7,7 +7,7 @@ tests/integration (an instant text answer for the executor, an instant verdict f
 N cases, without_skill only, one at a time, unconfined. Reported per CLI and role: the median
 (and min / max) of the call durations the runner recorded in run.json.
 
-    python3 benchmarks/bench_cli_floor.py [--quick] [--cases 5]
+    python3 tests/benchmarks/bench_cli_floor.py [--quick] [--cases 5]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(PROJECT))
 
 from tests.integration import model_servers as ms  # noqa: E402

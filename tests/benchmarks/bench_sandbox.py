@@ -16,7 +16,7 @@ its suite) is made once in a temporary folder. Then, in the same process run:
    blocks (hard links once). Target: peak <= 4 x delivered size; the ratio is given against
    the delivered files' disk usage (du of the plain copy) and against their byte size.
 
-    python3 benchmarks/bench_sandbox.py [--quick] [--reps N] [--disk-reps N] [--files 10000]
+    python3 tests/benchmarks/bench_sandbox.py [--quick] [--reps N] [--disk-reps N] [--files 10000]
         [--mb 100] [--sleep 0.5]
 """
 

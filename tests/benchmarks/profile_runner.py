@@ -7,7 +7,7 @@ alone would see only the main thread), merges them and prints the top functions.
 timer is each thread's CPU time, so waiting for child processes does not show; --wall uses the
 wall clock instead. Every run_git and run_process call is also timed (wall) and counted.
 
-    python3 benchmarks/profile_runner.py [--cells 500] [--concurrency 8] [--wall] [--top 30]
+    python3 tests/benchmarks/profile_runner.py [--cells 500] [--concurrency 8] [--wall] [--top 30]
         [--out FILE.prof]
 
 Not a benchmark with a target: a tool to find what to change. Standard library only.
