@@ -4714,6 +4714,8 @@ def regrade_matrix(ctx: RunContext, cells: list[Cell], sources: dict[str, Source
 def regrade_cell(ctx: RunContext, cell: Cell, source: SourceRun) -> RunRecord:
     """Copy the source run's executor record and answer, then grade it afresh."""
     run = CellRun(cell, new_record(cell), utc_now())
+    if ctx.on_cell_start:
+        ctx.on_cell_start(cell.label)
     room = GraderRoom(ctx.sandbox_base)
     guarded(run, regrade_steps, ctx, run, source, room)
     record = run.record
@@ -7690,20 +7692,9 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
     ctx.base_env, manifest["environment_scrub"] = scrub_checkout_paths(clean_environment(),
                                                                        suite.root)
     confine_agents(ctx, confinement)
-    finished = (load_finished_cells(cells, recorded_run_hashes(iteration_dir))
-                if previous is not None else {})
-    progress = Progress(len(cells) - len(finished), options.quiet)
-    ctx.progress, ctx.on_cell_start = progress, progress.cell_started
-    progress.start(f"iteration: {iteration_dir}"
-                   + (f" (resumed: {len(finished)} cells already finished)" if finished else ""))
-    if options.max_cost_usd is not None or options.max_tokens is not None:
-        ctx.budget = Budget(options.max_cost_usd, options.max_tokens)
-        for record in finished.values():  # the cap is on the iteration, resumed or not
-            ctx.budget.add(record)
     try:  # the interrupt handler is the caller's, installed before any work
-        records = run_matrix_until_deadline(ctx, cells, finished)
+        records = run_planned_cells(ctx, cells, previous is not None)
     finally:
-        progress.stop()
         end_strays(keep=children_before)  # whatever an agent left running ends now
         snapshot.template.remove_runner_baselines()
         if not options.keep_sandboxes:  # kept sandboxes still borrow its objects
@@ -7711,6 +7702,28 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
     manifest["checkout_check"]["after"] = check_checkout(checkout, checkout_failure)
     return finish_iteration(suite, options, groups, iteration_dir, manifest, cells, records,
                             fixtures)
+
+
+def run_planned_cells(ctx: RunContext, cells: list[Cell], resumed: bool,
+                      matrix: Callable[..., list[RunRecord]] = execute_matrix,
+                      *extra: Any) -> list[RunRecord]:
+    """The one execution path of run, --resume and --regrade: the cells an earlier attempt
+    finished kept (only while their files match the hashes taken when they finished),
+    progress shown, the spending caps counted over the whole iteration, the deadline kept."""
+    finished = (load_finished_cells(cells, recorded_run_hashes(ctx.iteration_dir))
+                if resumed else {})
+    progress = Progress(len(cells) - len(finished), ctx.options.quiet)
+    ctx.progress, ctx.on_cell_start = progress, progress.cell_started
+    progress.start(f"iteration: {ctx.iteration_dir}"
+                   + (f" (resumed: {len(finished)} cells already finished)" if finished else ""))
+    if ctx.options.max_cost_usd is not None or ctx.options.max_tokens is not None:
+        ctx.budget = Budget(ctx.options.max_cost_usd, ctx.options.max_tokens)
+        for record in finished.values():  # the cap is on the iteration, resumed or not
+            ctx.budget.add(record)
+    try:
+        return run_matrix_until_deadline(ctx, cells, finished, matrix, *extra)
+    finally:
+        progress.stop()
 
 
 def abandon_unstarted_iteration(iteration_dir: Path, previous: dict[str, Any] | None,
@@ -7980,15 +7993,8 @@ def run_regrade_iteration(suite: Suite, options: RunOptions, provider: Provider,
     confine_agents(ctx, confinement)
     if confinement.mode == "bwrap":  # the graders never see the earlier verdicts
         ctx.hidden.append(source.folder)
-    finished = (load_finished_cells(cells, recorded_run_hashes(iteration_dir))
-                if previous is not None else {})
-    ctx.progress = Progress(len(cells) - len(finished), options.quiet)
-    if options.max_cost_usd is not None or options.max_tokens is not None:
-        ctx.budget = Budget(options.max_cost_usd, options.max_tokens)
-        for record in finished.values():  # the cap is on the iteration, resumed or not
-            ctx.budget.add(record)
     try:  # the interrupt handler is the caller's, installed before any work
-        records = run_matrix_until_deadline(ctx, cells, finished, regrade_matrix, sources)
+        records = run_planned_cells(ctx, cells, previous is not None, regrade_matrix, sources)
     finally:
         end_strays(keep=children_before)
     return finish_iteration(suite, options, groups, iteration_dir, manifest, cells, records,
