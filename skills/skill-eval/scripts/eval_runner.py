@@ -7131,11 +7131,19 @@ def run_file_changes(folder: Path, benchmark: BenchmarkFile) -> tuple[list[dict]
             continue
         if run.label in journal and journal[run.label] != run.files_sha256:
             changes.append({"path": run.label, "change": f"hashes differ from {HASH_JOURNAL}"})
-        for rel, digest in run.files_sha256.items():
-            files += 1
-            problem = _run_file_problem(base, f"{run.label}/{rel}", digest)
-            if problem:
-                changes.append({"path": f"{run.label}/{rel}", "change": problem})
+        try:
+            run_fd, failure = _open_unfollowed(base, run.label, folder=True), None
+        except OSError as exc:
+            run_fd, failure = None, _open_problem(exc)
+        try:
+            for rel, digest in run.files_sha256.items():
+                files += 1
+                problem = failure or _run_file_problem(run_fd, rel, digest)
+                if problem:
+                    changes.append({"path": f"{run.label}/{rel}", "change": problem})
+        finally:
+            if run_fd is not None:
+                os.close(run_fd)
     return changes, files, unverifiable
 
 
@@ -7150,30 +7158,37 @@ def verify_run_files(benchmark: dict[str, Any], iteration_dir: Path,
             "seconds": round(time.monotonic() - started, 3)}
 
 
-def _open_unfollowed(folder: str, rel: str) -> int:
-    """rel under folder, opened with no link followed at any step (an OSError if one is)."""
+def _open_unfollowed(base: str | int, rel: str, folder: bool = False) -> int:
+    """rel under base (a path or a folder descriptor), opened with no link followed at any
+    step: an OSError if one is. `folder` opens a folder, else a file (never blocking)."""
     parts = rel.split("/")
-    fd = os.open(folder, os.O_RDONLY | _DIRECTORY)
+    last = _DIRECTORY if folder else getattr(os, "O_NONBLOCK", 0)
+    if len(parts) == 1 and not isinstance(base, str):  # most run files: one open
+        return os.open(rel, os.O_RDONLY | _NOFOLLOW | last, dir_fd=base)
+    fd = os.open(base, os.O_RDONLY | _DIRECTORY) if isinstance(base, str) else os.dup(base)
     try:
         for name in parts[:-1]:
             inner = os.open(name, os.O_RDONLY | _DIRECTORY | _NOFOLLOW, dir_fd=fd)
             os.close(fd)
             fd = inner
-        return os.open(parts[-1], os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0),
-                       dir_fd=fd)
+        return os.open(parts[-1], os.O_RDONLY | _NOFOLLOW | last, dir_fd=fd)
     finally:
         os.close(fd)
 
 
-def _run_file_problem(folder: str, rel: str, digest: str) -> str | None:
-    try:
-        fd = _open_unfollowed(folder, rel)
-    except FileNotFoundError:
+def _open_problem(exc: OSError) -> str:
+    if isinstance(exc, FileNotFoundError):
         return "missing"
+    if exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR):
+        return "a link or other non-file where the runner wrote a file (not followed)"
+    return f"unreadable ({exc.strerror or exc})"
+
+
+def _run_file_problem(run_fd: int, rel: str, digest: str) -> str | None:
+    try:
+        fd = _open_unfollowed(run_fd, rel)
     except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR):
-            return "a link or other non-file where the runner wrote a file (not followed)"
-        return f"unreadable ({exc.strerror or exc})"
+        return _open_problem(exc)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return "not a regular file (not read)"
