@@ -724,6 +724,9 @@ class BenchmarkFile:
         runs += [RunEntry.from_json(run, file, f"unscored_runs[{i}]")
                  for i, run in enumerate(unscored)]
         take(obj["metadata"], "configs", list, file, "metadata")
+        for index, row in enumerate(obj["per_eval"]):
+            if not isinstance(row, dict):
+                raise misshapen(file, f"per_eval[{index}]", "an object", row)
         return cls(obj, tuple(runs))
 
     def hashes(self) -> dict[str, dict[str, str] | None]:
