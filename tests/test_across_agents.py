@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tests.helpers import TempDir, call_main, demo_suite, fake_env, make_repo
 
-CASES = 5  # MIN_PAIRED_EVALS: fewer and no verdict could be "improved"
+CASES = 6  # MIN_PAIRED_EVALS: fewer and no verdict could be "improved"
 # The executor quotes what it read; only a with_skill answer holds the skill's text.
 HELPED = {"executor": {"quote_reads": True},
           "grader": {"verdicts": "all_fail"},

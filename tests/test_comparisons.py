@@ -14,8 +14,6 @@ from types import SimpleNamespace
 
 from tests.helpers import runner, volume_test
 
-Z_SUM = 1.959963984540054 + 0.8416212335729143  # z(0.975) + z(0.8)
-
 
 def row(eval_id: str, **rates: list[float]) -> dict:
     """A per_eval row as per_eval_rates leaves it: pass rates of the scored runs per config."""
@@ -32,23 +30,43 @@ def graded_run(eval_id: str, config: str, run_number: int, verdicts: list[tuple[
                              for i, (text, passed) in enumerate(verdicts, 1)] if scored else []}
 
 
+def t_sum(n: int) -> float:
+    """t_{n-1}(0.975) + t_{n-1}(0.8), from tables (scipy.stats.t.ppf)."""
+    return {6: 2.570582 + 0.919544, 8: 2.364624 + 0.896030, 12: 2.200985 + 0.875539}[n]
+
+
 class PowerForecastTest(unittest.TestCase):
     def test_mde_and_evals_needed_by_hand(self) -> None:
-        # Deltas 0.1, 0.3, 0.1, 0.3 (one run each): mean 0.2, sample SD sqrt(4 * 0.01 / 3)
-        # = 0.11547. MDE = 2.8016 * 0.11547 / sqrt(4) = 0.16175. To detect 0.2 (observed):
-        # (2.8016 * 0.11547 / 0.2)^2 = 2.616 -> 3 evals; 0.1: 10.47 -> 11 evals.
-        per_eval = [row("a", c=[0.6], b=[0.5]), row("b", c=[0.8], b=[0.5]),
-                    row("c", c=[0.4], b=[0.3]), row("d", c=[0.9], b=[0.6])]
+        # Deltas 0.1, 0.3 three times each (one run): mean 0.2, sample SD sqrt(6 * 0.01 / 5)
+        # = 0.10954. MDE = (t_5(0.975) + t_5(0.8)) * sd / sqrt(6) = 3.4901 * 0.10954 / 2.4495
+        # = 0.15608. To detect 0.2 (observed): the fewest n >= 6 with MDE(n) <= 0.2 is 6
+        # itself; 0.1: n = 11 gives (2.2281 + 0.8791) * 0.10954 / 3.3166 = 0.1026 > 0.1 and
+        # n = 12 gives (2.2010 + 0.8755) * 0.10954 / 3.4641 = 0.0973.
+        per_eval = [row(str(i), c=[0.6 if i % 2 else 0.8], b=[0.5]) for i in range(6)]
         power = runner.power_forecast(per_eval, ("c", "b"), 0.2)
-        sd = math.sqrt(4 * 0.01 / 3)
+        sd = math.sqrt(6 * 0.01 / 5)
         self.assertAlmostEqual(power["sd_per_eval_delta"], sd)
-        self.assertEqual(power["bootstrap_run_variance"], 0.0)
-        self.assertAlmostEqual(power["mde"], Z_SUM * sd / 2)
-        self.assertAlmostEqual(power["mde"], 0.16175, places=4)
+        self.assertNotIn("bootstrap_run_variance", power)
+        self.assertAlmostEqual(power["mde"], t_sum(6) * sd / math.sqrt(6), places=4)
+        self.assertAlmostEqual(power["mde"], 0.15608, places=4)
         self.assertEqual([(t["label"], t["evals_needed"]) for t in power["targets"]],
-                         [("observed", 3), ("10 pp", 11)])
+                         [("observed", 6), ("10 pp", 12)])
         self.assertIsNone(power["targets"][0]["runs_needed"])
         self.assertIn("at least 2 runs", power["targets"][0]["runs_note"])
+
+    def test_t_quantile_matches_tables(self) -> None:
+        for p, df, table in ((0.975, 5, 2.570582), (0.975, 9, 2.262157), (0.975, 49, 2.009575),
+                             (0.8, 5, 0.919544), (0.8, 19, 0.860951)):
+            self.assertAlmostEqual(runner.t_quantile(p, df), table, delta=3e-4)
+
+    def test_below_the_minimum_of_evals_nothing_is_detectable(self) -> None:
+        # Five evals: the verdict cannot be "improved" whatever the effect, so the forecast
+        # must not name an effect this suite would detect (issue 25: it used to).
+        per_eval = [row(str(i), c=[0.6 if i % 2 else 0.8], b=[0.5]) for i in range(5)]
+        power = runner.power_forecast(per_eval, ("c", "b"), 0.2)
+        self.assertIsNone(power["mde"])
+        self.assertIn("at least 6", power["reason"])
+        self.assertEqual(power["targets"][-1]["evals_needed"], 12)
 
     def test_no_spread_and_too_few_evals_say_why(self) -> None:
         same = [row(str(i), c=[1.0], b=[0.5]) for i in range(6)]
@@ -60,16 +78,18 @@ class PowerForecastTest(unittest.TestCase):
         self.assertIn("fewer than 2", one["reason"])
 
     def test_runs_per_eval_forecast_uses_the_run_to_run_spread(self) -> None:
-        # 8 evals, two runs per config: with 0.6 and 0.4, without 0.5 and 0.5. Every delta of
-        # means is 0 (sd 0, no spread between evals); one run's delta varies by W = 0.02 + 0.
-        # With r runs: spread^2 = W (2r - 1) / r^2, sd^2 = W / r, and the MDE is
-        # (1.96 * spread + 0.84 * sd) / sqrt(8): r=2 gives 0.1147, r=3 gives 0.0973 <= 0.1.
-        per_eval = [row(str(i), c=[0.6, 0.4], b=[0.5, 0.5]) for i in range(8)]
+        # 8 evals, two runs per config; without_skill 0.5 and 0.5; with_skill 0.7/0.4 (mean
+        # 0.55) on even evals and 0.6/0.3 (0.45) on odd: deltas +-0.05, sd^2 = 8 * 0.0025 / 7. One run's delta varies by W = 0.045 (the with arm) + 0. Between
+        # evals: tau^2 = max(0, sd^2 - W / 2) = 0. With r runs sd'^2 = W / r, and the MDE is
+        # 3.2607 * sqrt(W / r) / sqrt(8): r=9 gives 0.0815, r=5 0.1093, r=6 0.0998 <= 0.1.
+        per_eval = [row(str(i), c=[0.7, 0.4] if i % 2 == 0 else [0.6, 0.3], b=[0.5, 0.5])
+                    for i in range(8)]
         power = runner.power_forecast(per_eval, ("c", "b"), None)
-        self.assertAlmostEqual(power["bootstrap_run_variance"], 0.02 * 1 / 4)
-        self.assertAlmostEqual(power["mde"], 1.959963984540054 * math.sqrt(0.005) / math.sqrt(8))
+        sd = math.sqrt(8 * 0.0025 / 7)
+        self.assertAlmostEqual(power["mde"], t_sum(8) * sd / math.sqrt(8), places=4)
         ten = power["targets"][-1]
-        self.assertEqual((ten["label"], ten["runs_needed"], ten["runs_note"]), ("10 pp", 3, ""))
+        self.assertEqual((ten["label"], ten["runs_needed"]), ("10 pp", 6))
+        self.assertIn("more than --runs allows (5)", ten["runs_note"])
 
     def test_more_runs_cannot_beat_spread_between_evals(self) -> None:
         # Deltas of +-0.5 with identical runs: all the spread is between evals.
@@ -88,7 +108,8 @@ class PowerSimulationTest(unittest.TestCase):
     Model (the forecast's own assumptions): n evals, one run per config, per-eval deltas
     independent and normal with the reference suite's SD. 300 suites per size, fixed seeds;
     the share must lie within 0.80 +- 0.07: the binomial SE at 300 is 0.023, so this allows
-    3 SE. About 10,000 bootstrap resamples per second of CPU make it a few seconds.
+    3 SE. The deltas are continuous, where the exact sign-flip test has about the t-test's
+    power; tests/test_verdict_simulation.py checks the coarse pass rates of real suites.
     """
 
     SIMULATIONS = 300
@@ -100,10 +121,9 @@ class PowerSimulationTest(unittest.TestCase):
         power = runner.power_forecast(reference, ("c", "b"), None)
         mde, sd = power["mde"], power["sd_per_eval_delta"]
         improved = 0
-        for k in range(self.SIMULATIONS):
+        for _ in range(self.SIMULATIONS):
             suite = [row(str(i), c=[rng.gauss(mde, sd)], b=[0.0]) for i in range(n)]
-            improved += runner.paired_statistics(suite, ("c", "b"), seed=k)["verdict"] == \
-                "improved"
+            improved += runner.paired_statistics(suite, ("c", "b"))["verdict"] == "improved"
         return mde, improved / self.SIMULATIONS
 
     def test_improved_in_about_80_percent_at_the_mde(self) -> None:
@@ -119,7 +139,7 @@ class PowerSimulationTest(unittest.TestCase):
         mde = shares[20][0]
         half = sum(runner.paired_statistics(
             [row(str(i), c=[rng.gauss(mde / 2, 0.2)], b=[0.0]) for i in range(20)],
-            ("c", "b"), seed=k)["verdict"] == "improved" for k in range(60)) / 60
+            ("c", "b"))["verdict"] == "improved" for _ in range(60)) / 60
         self.assertLess(half, 0.6)
         print(f"\n[power simulation] (MDE, share improved) by n: {shares}; at MDE/2 (n=20): "
               f"{half:.0%}; {time.perf_counter() - started:.1f} s")

@@ -278,7 +278,8 @@ class DiskFullTests(unittest.TestCase):
         with mock.patch.object(runner.os, "replace", replace):
             code, out, err = h.call_main(argv, self.env)
         self.assertTrue(failed)
-        self.assertEqual(code, 1, err)
+        self.assertEqual(code, runner.EXIT_ENVIRONMENT, err)  # the file is named, not hidden
+        self.assertRegex(err, r"could not write \S+/eval-E01/without_skill/run-1/grading\.json")
         (iteration,) = iteration_dirs(self.workspace)
         cell = iteration / "eval-E01" / "without_skill" / "run-1"
         run = load_json(cell / "run.json")

@@ -8,6 +8,8 @@ import os
 import re
 import shutil
 import signal
+import socket
+import stat
 import struct
 import subprocess
 import unittest
@@ -15,6 +17,7 @@ import xml.etree.ElementTree as ET
 import zlib
 from html.parser import HTMLParser
 from pathlib import Path
+from unittest import mock
 
 from tests.helpers import TempDir, call_main, demo_suite, fake_env, make_repo, runner, volume_test
 
@@ -293,6 +296,78 @@ class OutputsFromRunTests(unittest.TestCase):
             self.assertEqual(code, 2, argv)
             self.assertIn("not a file path this report may write", err)
         self.assertEqual((iteration / "benchmark.json").read_bytes(), before)
+
+    def tree_state(self, folder: Path) -> dict:
+        return {str(p): (p.stat().st_mode, p.read_bytes() if p.is_file() else b"")
+                for p in sorted(folder.rglob("*"))}
+
+    def test_report_refuses_a_fifo_or_a_socket_as_output_and_changes_nothing(self) -> None:
+        iteration = self.copy_iteration()
+        fifo = self.work.path / "out.fifo"
+        os.mkfifo(fifo)
+        sock = self.work.path / "s.sock"
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.addCleanup(server.close)
+        server.bind(str(sock))
+        before = self.tree_state(self.work.path)
+        for argv, kind in ((["--html", str(fifo)], "a FIFO"), (["--junit", str(fifo)], "a FIFO"),
+                           (["--junit", str(sock)], "a socket")):
+            with self.subTest(argv=argv):
+                code, _, err = call_main(["report", str(iteration), *argv])
+                self.assertEqual(code, 2, err)
+                self.assertIn(f"is {kind}, not a regular file", err)
+                self.assertEqual(self.tree_state(self.work.path), before)
+
+    def test_report_refuses_a_link_to_a_device_before_any_write(self) -> None:
+        """A link to /dev/null: refused before anything is written. The write helper is
+        guarded, so even a runner without the check can never replace /dev/null here."""
+        iteration = self.copy_iteration()
+        link = self.work.path / "results.xml"
+        os.symlink(os.devnull, link)
+        attempts = []
+        real = runner.write_bytes
+
+        def guarded(path, data):
+            attempts.append(str(path))
+            if not Path(path).resolve().is_relative_to(self.work.path.resolve()):
+                raise AssertionError(f"the runner was about to write {path}")
+            return real(path, data)
+        before = self.tree_state(iteration)
+        for flag in ("--junit", "--html"):
+            with self.subTest(flag=flag), mock.patch.object(runner, "write_bytes", guarded):
+                code, _, err = call_main(["report", str(iteration), flag, str(link)])
+                self.assertEqual(code, 2, err)
+                self.assertIn("is a character device, not a regular file", err)
+        self.assertEqual(attempts, [], "something was written")
+        self.assertEqual(self.tree_state(iteration), before)
+        self.assertEqual(os.readlink(link), os.devnull)
+        self.assertTrue(stat.S_ISCHR(os.stat(os.devnull).st_mode))
+
+    def test_run_refuses_a_workspace_that_is_no_folder_and_launches_nothing(self) -> None:
+        repo = make_repo(self.work.path, demo_suite(1))
+        fifo = self.work.path / "ws.fifo"
+        os.mkfifo(fifo)
+        code, _, err = call_main(["run", str(repo / "evals/demo/evals.json"), "--agent",
+                                  "claude", "--workspace", str(fifo)],
+                                 fake_env(self.work.path, {}))
+        self.assertEqual(code, 2, err)
+        self.assertIn("it exists and is not a folder", err)
+        self.assertTrue(stat.S_ISFIFO(os.lstat(fifo).st_mode))
+        self.assertEqual(list((self.work.path / "log").iterdir()), [], "an agent was launched")
+
+    def test_run_refuses_a_fifo_as_junit_output_and_launches_nothing(self) -> None:
+        repo = make_repo(self.work.path, demo_suite(1))
+        fifo = self.work.path / "junit.fifo"
+        os.mkfifo(fifo)
+        workspace = self.work.path / "ws"
+        code, _, err = call_main(["run", str(repo / "evals/demo/evals.json"), "--agent",
+                                  "claude", "--workspace", str(workspace), "--junit", str(fifo)],
+                                 fake_env(self.work.path, {}))
+        self.assertEqual(code, 2, err)
+        self.assertIn("is a FIFO, not a regular file", err)
+        self.assertTrue(stat.S_ISFIFO(os.lstat(fifo).st_mode))
+        self.assertFalse(workspace.exists())
+        self.assertEqual(list((self.work.path / "log").iterdir()), [], "an agent was launched")
 
     def test_report_of_a_malformed_benchmark_writes_nothing_and_is_invalid_input(self) -> None:
         iteration = self.copy_iteration()

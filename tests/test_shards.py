@@ -288,14 +288,18 @@ class ShardMergeTests(unittest.TestCase):
                 self.assertIn(str(copy), err)
 
 
+SHARDING_DOC = PROJECT / "skills" / "skill-eval" / "references" / "sharding.md"
+
+
 def readme_shell_loop() -> str:
-    readme = (PROJECT / "README.md").read_text(encoding="utf-8")
+    readme = SHARDING_DOC.read_text(encoding="utf-8")
     block = readme.split("<!-- shard-loop -->", 1)[1].split("```sh\n", 1)[1]
     return block.split("```", 1)[0]
 
 
 class ShellLoopTests(unittest.TestCase):
-    """README's plain shell loop, run as written: N shard processes at once, then the merge."""
+    """The sharding reference's plain shell loop, run as written: N shard processes at once,
+    then the merge."""
 
     def test_readme_shell_loop_runs_parallel_shards_and_merges_them(self) -> None:
         tmp = TempDir()

@@ -1,8 +1,8 @@
 """Paired statistics, sanity checks, judge identity and contamination evidence (issue 7).
 
 Small verdict mixes are built by hand and their statistics worked out in the comments next to
-them; a property test drives the bootstrap with a few hundred seeded random mixes; end-to-end
-tests run the whole matrix through the fake `claude` and `codex` CLIs in tests/fakes.
+them; a property test drives the sign-flip test with a few hundred seeded random mixes;
+end-to-end tests run the whole matrix through the fake `claude` and `codex` CLIs in tests/fakes.
 
 How the end-to-end scripts tell the configs apart: only a with_skill executor prompt holds a
 `Skill path:` line and only a without_skill one says "Use no agent skill", so the executor
@@ -155,31 +155,44 @@ class PairedStatisticsTest(unittest.TestCase):
         self.assertEqual(b["paired"]["paired_evals"], 2)
 
     def test_improved_with_a_hand_computed_interval(self) -> None:
-        # Six evals, two assertions. with_skill passes both everywhere; without_skill passes
-        # one of two on E01..E05 and both on E06. Per-eval deltas: 0.5 x5, 0.0 x1.
-        # mean = 2.5 / 6; wins/ties/losses 5/1/0.
-        # A resample draws 6 deltas; with Z zeros drawn its mean is (6 - Z) * 0.5 / 6,
-        # Z ~ Binomial(6, 1/6): P(Z >= 4) = 0.0087 < 2.5% < P(Z >= 3) = 0.0623, so the 2.5th
-        # percentile is Z = 3 -> 0.25; P(Z = 0) = 0.335 > 2.5%, so the 97.5th is 0.5.
-        b = aggregate([([2], [1])] * 5 + [([2], [2])], total=2)
+        # Seven evals, two assertions. with_skill passes both everywhere; without_skill passes
+        # one of two on E01..E06 and both on E07. Per-eval deltas: 0.5 x6, 0.0 x1.
+        # mean = 3 / 7; wins/ties/losses 6/1/0. Exact sign-flip test over 2^7 = 128 patterns:
+        # a pattern's sum reaches the observed 3.0 only when it flips no 0.5, i.e. flips
+        # nothing or only the 0: p_one_sided = 2 / 128, two-sided p = 4 / 128 = 0.03125.
+        # Interval: 0.025 * 128 = 3.2 -> the 3rd smallest and 3rd largest of the 127 nonempty
+        # subset means. Smallest: {0} -> 0, then {0, 0.5} six times -> 0.25: the 3rd is 0.25.
+        # Largest: the 63 subsets of 0.5s alone -> 0.5.
+        b = aggregate([([2], [1])] * 6 + [([2], [2])], total=2)
         paired = b["paired"]
-        self.assertAlmostEqual(paired["mean_delta"], 2.5 / 6, places=12)
-        self.assertEqual((paired["wins"], paired["ties"], paired["losses"]), (5, 1, 0))
+        self.assertAlmostEqual(paired["mean_delta"], 3 / 7, places=12)
+        self.assertEqual((paired["wins"], paired["ties"], paired["losses"]), (6, 1, 0))
         self.assertAlmostEqual(paired["ci95"][0], 0.25, places=12)
         self.assertAlmostEqual(paired["ci95"][1], 0.5, places=12)
+        self.assertEqual(paired["test"]["p_value"], 4 / 128)
+        self.assertEqual((paired["test"]["exact"], paired["test"]["sign_patterns"]), (True, 128))
         self.assertEqual(paired["verdict"], "improved")
         self.assertIn("above 0", paired["verdict_reason"])
+        self.assertIn("p = 0.03125", paired["verdict_reason"])
+
+    def test_five_wins_and_a_tie_are_not_improved(self) -> None:
+        # Old bootstrap: [0.25, 0.5], improved. Exactly: the tie carries no sign, so this is
+        # five signs of five: two-sided p = 2 * 2 / 64 = 0.0625 > 0.05.
+        b = aggregate([([2], [1])] * 5 + [([2], [2])], total=2)
+        self.assertEqual(b["paired"]["test"]["p_value"], 0.0625)
+        self.assertEqual(b["paired"]["verdict"], "inconclusive")
+        self.assertEqual(b["paired"]["ci95"][0], 0.0)
 
     def test_regressed_mirror_image(self) -> None:
-        b = aggregate([([1], [2])] * 5 + [([2], [2])], total=2)
+        b = aggregate([([1], [2])] * 6 + [([2], [2])], total=2)
         paired = b["paired"]
-        self.assertAlmostEqual(paired["mean_delta"], -2.5 / 6, places=12)
-        self.assertEqual((paired["wins"], paired["ties"], paired["losses"]), (0, 1, 5))
+        self.assertAlmostEqual(paired["mean_delta"], -3 / 7, places=12)
+        self.assertEqual((paired["wins"], paired["ties"], paired["losses"]), (0, 1, 6))
         self.assertAlmostEqual(paired["ci95"][0], -0.5, places=12)
         self.assertAlmostEqual(paired["ci95"][1], -0.25, places=12)
         self.assertEqual(paired["verdict"], "regressed")
         self.assertIn("below 0", paired["verdict_reason"])
-        self.assertEqual(len(flags_of(b, "candidate_below_baseline")), 5)
+        self.assertEqual(len(flags_of(b, "candidate_below_baseline")), 6)
 
     def test_interval_spanning_zero_is_inconclusive(self) -> None:
         # Deltas +0.5, -0.5, 0 x4: mean 0, wins/ties/losses 1/4/1.
@@ -193,24 +206,29 @@ class PairedStatisticsTest(unittest.TestCase):
         self.assertIn("includes 0", paired["verdict_reason"])
 
     def test_interval_touching_zero_is_not_improved(self) -> None:
-        # Deltas 0.5, 0 x4: P(no 0.5 drawn in 5) = 0.8^5 = 0.33, so the 2.5th percentile is 0
-        # exactly. "Improved" needs the whole interval above 0.
-        b = aggregate([([2], [1])] + [([2], [2])] * 4, total=2)
-        self.assertAlmostEqual(b["paired"]["mean_delta"], 0.1, places=12)
+        # Deltas 0.5, 0 x5: 0.025 * 64 = 1.6, so the interval starts at the smallest subset
+        # mean, that of a lone 0: exactly 0. "Improved" needs the whole interval above 0.
+        b = aggregate([([2], [1])] + [([2], [2])] * 5, total=2)
+        self.assertAlmostEqual(b["paired"]["mean_delta"], 0.5 / 6, places=12)
         self.assertEqual(b["paired"]["ci95"][0], 0.0)
         self.assertEqual(b["paired"]["verdict"], "inconclusive")
 
     def test_too_few_paired_evals_is_inconclusive_with_the_reason(self) -> None:
         minimum = runner.MIN_PAIRED_EVALS
-        self.assertEqual(minimum, 5, "the stated minimum of paired evals changed")
+        # Six: the fewest evals whose best outcome, all one sign, reaches exact p <= 0.05
+        # (2 / 2^6 = 0.031; five give 0.0625). It was 5, which let five wins of five be
+        # "improved" at p = 0.0625.
+        self.assertEqual(minimum, 6, "the stated minimum of paired evals changed")
         # minimum evals help by 0.5, but one of them has no scored baseline run: it is not a
-        # pair, leaving minimum - 1 pairs, each +0.5, interval [0.5, 0.5], still inconclusive.
+        # pair, leaving minimum - 1 pairs, each +0.5. No outcome of five reaches the level, so
+        # the interval is the whole range of a delta.
         table = [([2], [1])] * (minimum - 1) + [([2], ["executor_failed"])]
         b = aggregate(table, total=2)
         paired = b["paired"]
         self.assertEqual(paired["paired_evals"], minimum - 1)
         self.assertEqual(paired["min_paired_evals"], minimum)
-        self.assertEqual(paired["ci95"], [0.5, 0.5])
+        self.assertEqual(paired["ci95"], [-1.0, 1.0])
+        self.assertEqual(paired["test"]["p_value"], 0.0625)
         self.assertEqual(paired["verdict"], "inconclusive")
         self.assertIn(f"only {minimum - 1} eval(s) scored in both configs",
                       paired["verdict_reason"])
@@ -235,14 +253,15 @@ class PairedStatisticsTest(unittest.TestCase):
         self.assertIn("no comparison", runner.render_markdown(b))
 
     def test_markdown_shows_the_verdict_in_its_first_lines(self) -> None:
-        b = aggregate([([2], [1])] * 5 + [([2], [2])], total=2)
+        b = aggregate([([2], [1])] * 6 + [([2], [2])], total=2)
         head = runner.render_markdown(b).splitlines()[:10]
         line = next((x for x in head if "Verdict" in x), None)
         self.assertIsNotNone(line, "\n".join(head))
         self.assertIn("improved", line)
-        self.assertIn("+41.7 pp", line)                     # 2.5 / 6
+        self.assertIn("+42.9 pp", line)                     # 3 / 7
         self.assertIn("[+25.0 pp, +50.0 pp]", line)
-        self.assertIn("5/1/0", line)
+        self.assertIn("6/1/0", line)
+        self.assertIn("sign-flip p = 0.03125", line)
 
     def test_identical_rates_are_a_tie(self) -> None:
         # Five assertions, three runs; every scored run of both configs passes 1 of 5 (0.2),
@@ -262,9 +281,9 @@ class PairedStatisticsTest(unittest.TestCase):
     def test_identical_rates_never_give_improved(self) -> None:
         # Every scored run of both configs passes 1 of 5 (0.2). with_skill has three scored
         # runs per eval, without_skill one (two runs failed). Each "delta" is
-        # 0.20000000000000004 - 0.2 = 2.8e-17 and so is every bootstrap mean: the interval is
-        # [2.8e-17, 2.8e-17], above 0, and the verdict comes out "improved".
-        table = [([1, 1, 1], [1, "executor_failed", "executor_failed"])] * 5
+        # 0.20000000000000004 - 0.2 = 2.8e-17 unless snapped to 0; the old interval was
+        # [2.8e-17, 2.8e-17], above 0, and the verdict came out "improved".
+        table = [([1, 1, 1], [1, "executor_failed", "executor_failed"])] * 6
         b = aggregate(table, total=5, runs=3)
         self.assertEqual(b["paired"]["mean_delta"], 0.0)
         self.assertNotEqual(b["paired"]["verdict"], "improved")
@@ -368,7 +387,7 @@ class SanityUnitTest(unittest.TestCase):
 
 
 # ---------------------------------------------------------------------------
-# 2. bootstrap properties
+# 2. sign-flip test properties
 # ---------------------------------------------------------------------------
 
 
@@ -376,34 +395,32 @@ def _mean(values):
     return sum(values) / len(values)
 
 
-class BootstrapPropertyTest(unittest.TestCase):
-    def test_interval_contains_the_point_estimate(self) -> None:
+def deltas_of(pairs):
+    return [_mean(c) - _mean(b) for c, b in pairs]
+
+
+class SignFlipPropertyTest(unittest.TestCase):
+    def test_interval_contains_the_point_estimate_and_agrees_with_the_p_value(self) -> None:
         for case in range(300):
             rng = random.Random(1000 + case)
-            evals, assertions = rng.randint(1, 12), rng.randint(1, 5)
+            evals, assertions = rng.randint(1, 20), rng.randint(1, 5)
             pairs = []
             for _ in range(evals):
                 runs_c = rng.randint(1, 5)
                 runs_b = rng.randint(1, 5) if rng.random() < 0.3 else runs_c
                 pairs.append(([rng.randint(0, assertions) / assertions for _ in range(runs_c)],
                               [rng.randint(0, assertions) / assertions for _ in range(runs_b)]))
-            point = _mean([_mean(c) - _mean(b) for c, b in pairs])
-            low, high = runner.bootstrap_interval(pairs, 200, 7 + case)
+            deltas = deltas_of(pairs)
+            point = _mean(deltas)
+            test = runner.sign_flip_test(deltas)
+            low, high = test["ci"]
             with self.subTest(case=case, pairs=pairs):
                 self.assertLessEqual(low, high)
                 # 1e-12 only absorbs summation order; pass rates differ by >= 0.2 / 5.
                 self.assertLessEqual(low, point + 1e-12)
                 self.assertGreaterEqual(high, point - 1e-12)
-
-    def test_paired_statistics_point_estimate_is_inside_its_interval(self) -> None:
-        for case in range(20):
-            rng = random.Random(9000 + case)
-            table = [([rng.randint(0, 3) for _ in range(2)], [rng.randint(0, 3) for _ in range(2)])
-                     for _ in range(rng.randint(5, 9))]
-            paired = aggregate(table, total=3, runs=2)["paired"]
-            with self.subTest(case=case):
-                self.assertLessEqual(paired["ci95"][0], paired["mean_delta"] + 1e-12)
-                self.assertGreaterEqual(paired["ci95"][1], paired["mean_delta"] - 1e-12)
+                # By construction: 0 outside the interval exactly when p <= alpha.
+                self.assertEqual(low > 0 or high < 0, test["p_value"] <= runner.ALPHA)
 
     def test_interval_narrows_as_runs_per_eval_grow(self) -> None:
         # Each eval has its own true pass probability per config; run r of an eval is the
@@ -419,43 +436,52 @@ class BootstrapPropertyTest(unittest.TestCase):
                                    [float(rng.random() < p_b) for _ in range(5)]))
             for runs in widths:
                 pairs = [(c[:runs], b[:runs]) for c, b in population]
-                low, high = runner.bootstrap_interval(pairs, 300, 99)
+                low, high = runner.sign_flip_test(deltas_of(pairs))["ci"]
                 widths[runs].append(high - low)
         average = {runs: _mean(w) for runs, w in widths.items()}
         for runs in range(1, 5):
             self.assertLessEqual(average[runs + 1], average[runs], average)
         self.assertLess(average[5], average[1] * 0.9, average)
 
-    def test_runs_within_an_eval_are_resampled(self) -> None:
+    def test_runs_are_not_resampled_a_second_time(self) -> None:
         # Every eval: with_skill runs [1, 0] (mean 0.5), without_skill [0.5, 0.5]: each
-        # per-eval delta is exactly 0. Resampling evals alone gives [0, 0]; resampling the runs
-        # inside each eval as well must give an interval of positive width around 0.
-        pairs = [([1.0, 0.0], [0.5, 0.5])] * 6
-        low, high = runner.bootstrap_interval(pairs, 2000, 1)
-        self.assertLess(low, 0)
-        self.assertGreater(high, 0)
+        # per-eval delta is exactly 0. The spread between evals' deltas already holds the
+        # run-to-run noise; the old bootstrap resampled runs again and widened the interval
+        # around 0 (counting that noise twice). Evals are the unit: the interval is [0, 0].
+        table = [([2, 0], [1, 1])] * 6
+        paired = aggregate(table, total=2, runs=2)["paired"]
+        self.assertEqual(paired["ci95"], [0.0, 0.0])
+        self.assertEqual(paired["test"]["p_value"], 1.0)
+        self.assertEqual(paired["verdict"], "inconclusive")
 
-    def test_same_seed_same_numbers_and_the_seed_is_recorded(self) -> None:
-        # Seven assertions and three runs give many distinct resample means, so the interval
-        # moves with the seed: equal numbers below are the seed's doing, not coarse data.
+    def test_case_order_and_seed_come_from_the_content(self) -> None:
+        # 24 evals: above the exact limit, so random sign patterns are drawn; seven assertions
+        # and three runs give many distinct subset means, so the interval moves with the seed.
         rng = random.Random(42)
         table = [([rng.randint(0, 7) for _ in range(3)], [rng.randint(0, 7) for _ in range(3)])
-                 for _ in range(8)]
+                 for _ in range(24)]
         first = aggregate(table, total=7, runs=3)
-        second = aggregate(table, total=7, runs=3)
-        self.assertEqual(first["paired"], second["paired"])
-        bootstrap = first["paired"]["bootstrap"]
-        self.assertEqual(bootstrap["seed"], runner.BOOTSTRAP_SEED)
-        self.assertEqual(bootstrap["resamples"], runner.BOOTSTRAP_RESAMPLES)
-        self.assertGreaterEqual(runner.BOOTSTRAP_RESAMPLES, 1000)
-        # Recomputing from the recorded per-eval rates, seed and count gives the same interval.
+        test = first["paired"]["test"]
+        self.assertFalse(test["exact"])
+        self.assertEqual(test["sign_patterns"], runner.SIGN_FLIP_RESAMPLES + 1)
+        self.assertIsInstance(test["seed"], int)
+        # The same runs with the cases in reverse (or any) order: identical numbers.
+        for order in (table[::-1], random.Random(3).sample(table, len(table))):
+            again = aggregate(order, total=7, runs=3)
+            self.assertEqual(again["paired"], first["paired"])
+            self.assertEqual(again["comparisons"][0]["power"], first["comparisons"][0]["power"])
+        # Recomputing from the recorded per-eval rates gives the same interval and seed.
         pairs = [tuple(row["configs"][c]["pass_rates"] for c in CONFIGS)
                  for row in first["per_eval"]]
-        again = runner.bootstrap_interval(pairs, bootstrap["resamples"], bootstrap["seed"])
-        self.assertEqual(list(again), first["paired"]["ci95"])
+        recomputed = runner.sign_flip_test(runner.paired_deltas(pairs))
+        self.assertEqual([runner._snap(x) for x in recomputed["ci"]], first["paired"]["ci95"])
+        self.assertEqual(recomputed["seed"], test["seed"])
         # The seed is really used: other seeds move this interval.
-        others = {tuple(runner.paired_statistics(first["per_eval"], CONFIGS, seed=seed)["ci95"])
-                  for seed in range(4)}
+        values = runner.paired_deltas(pairs)
+        others = set()
+        for seed in range(4):
+            with mock.patch.object(runner, "_content_seed", lambda _values, s=seed: s):
+                others.add(runner.sign_flip_test(values)["ci"])
         self.assertGreater(len(others), 1)
 
 
@@ -534,9 +560,7 @@ class VerdictEndToEndTest(EndToEndCase):
         self.assertEqual(run.code, 0, run.out + run.err)
         paired = run.b["paired"]
         # E01..E08: with_skill 3/3, without_skill 2/3 -> +1/3; E09, E10: 0.
-        # mean = 8/3/10 = 0.2667. Resampling 10 evals with Z zero deltas: mean (10 - Z)/30,
-        # Z ~ Binomial(10, 0.2): P(Z >= 6) = 0.006 < 2.5% < P(Z >= 5) = 0.033 -> low 5/30;
-        # P(Z = 0) = 0.107 -> high 10/30.
+        # mean = 8/3/10 = 0.2667.
         for i in range(1, 11):
             expected = 1 / 3 if i <= 8 else 0.0
             self.assertAlmostEqual(per_eval(run.b, f"E{i:02d}")["delta"], expected, places=12)
@@ -547,8 +571,11 @@ class VerdictEndToEndTest(EndToEndCase):
         self.assertGreater(paired["ci95"][0], 0)
         self.assertAlmostEqual(paired["ci95"][0], 5 / 30, places=12)
         self.assertAlmostEqual(paired["ci95"][1], 10 / 30, places=12)
-        self.assertEqual(paired["bootstrap"]["seed"], runner.BOOTSTRAP_SEED)
-        self.assertEqual(paired["bootstrap"]["resamples"], runner.BOOTSTRAP_RESAMPLES)
+        # Exact over 2^10 patterns; only the two ties can be flipped without lowering the
+        # sum: p = 2 * 4 / 1024. Interval: 25 = floor(0.025 * 1024) -> the 25th smallest
+        # subset mean: {0}s (3), {1/3, 0, 0} (8), {1/3, 0} (16) -> 1/6; 25th largest: 1/3.
+        self.assertEqual(paired["test"]["p_value"], 8 / 1024)
+        self.assertTrue(paired["test"]["exact"])
         self.assertIsNone(run.b["pass_hat_k"])
         self.assertEqual(run.b["sanity_checks"]["status"], "OK")
         self.assertIn("Verdict: improved", run.out)
@@ -563,6 +590,49 @@ class VerdictEndToEndTest(EndToEndCase):
         self.assertEqual(got, expected)
         self.assertTrue(all(f["severity"] == "info" for f in flags))
         self.assertIn("non_discriminating_assertion: 22", run.md)
+
+    def test_five_evals_never_claim_at_the_five_percent_level(self) -> None:
+        # Issue 25: three wins and two ties were "improved" (CI [0.2, 1.0]); five wins of five
+        # too, at an exact two-sided p of 2 / 2^5 = 0.0625.
+        for helps, p_value in ((range(1, 4), 0.25), (range(1, 6), 0.0625)):
+            base = self.tmp.path / f"wins-{len(helps)}"
+            base.mkdir()
+            run = self.run_matrix({}, marker_script(),
+                                  root=make_repo(base, marked_suite(5, helps=helps)))
+            paired = run.b["paired"]
+            with self.subTest(wins=len(helps)):
+                self.assertEqual(run.code, 0, run.out + run.err)
+                self.assertEqual(paired["wins"], len(helps))
+                self.assertEqual(paired["test"]["p_value"], p_value)
+                self.assertEqual(paired["verdict"], "inconclusive")
+                self.assertEqual(paired["ci95"], [-1.0, 1.0])
+                self.assertIn("at least 6 are needed", paired["verdict_reason"])
+                self.assertIsNone(run.b["comparisons"][0]["power"]["mde"])
+                self.assertIn("**Verdict: inconclusive**", run.md)
+
+    @volume_test
+    def test_a_clear_effect_over_20_evals_and_3_runs_in_any_case_order(self) -> None:
+        # 12 evals helped (+1/3), 2 hurt (-1/3), 6 ties. A paired t-test on the per-eval
+        # deltas: mean 1/6, sd sqrt(1/19) = 0.2294, t = 3.25 on 19 df, p = 0.004 < 0.01.
+        # Above 16 evals the sign patterns are drawn at random, seeded from the deltas: the
+        # same suite with its cases in reverse order gives identical numbers.
+        suite = marked_suite(20, helps=range(1, 13), hurts=(13, 14))
+        forward = self.run_matrix(suite, marker_script(), args=("--runs", "3"))
+        paired = forward.b["paired"]
+        self.assertEqual((paired["wins"], paired["ties"], paired["losses"]), (12, 6, 2))
+        self.assertAlmostEqual(paired["mean_delta"], 1 / 6, places=12)
+        self.assertEqual(paired["verdict"], "improved", paired)
+        self.assertLess(paired["test"]["p_value"], 0.05)
+        self.assertGreater(paired["ci95"][0], 0)
+        self.assertFalse(paired["test"]["exact"])
+        suite["evals"].reverse()
+        (self.tmp.path / "reversed").mkdir()
+        backward = self.run_matrix({}, marker_script(), args=("--runs", "3"),
+                                   root=make_repo(self.tmp.path / "reversed", suite))
+        self.assertEqual([r["eval_id"] for r in backward.b["per_eval"]][:2], ["E20", "E19"])
+        self.assertEqual(backward.b["paired"], paired)
+        self.assertEqual(backward.b["comparisons"][0]["power"],
+                         forward.b["comparisons"][0]["power"])
 
     def test_helps_on_one_hurts_on_one_is_inconclusive(self) -> None:
         run = self.run_matrix(marked_suite(10, helps=[1], hurts=[2]), marker_script())
@@ -857,7 +927,7 @@ class CompareMarkdownTest(unittest.TestCase):
 
 
 # ---------------------------------------------------------------------------
-# 6. what the bootstrap costs
+# 6. what the sign-flip test costs
 # ---------------------------------------------------------------------------
 
 
@@ -869,7 +939,7 @@ def synthetic_rows(evals: int, runs: int, seed: int) -> list[dict]:
 
 
 @volume_test
-class BootstrapCostTest(unittest.TestCase):
+class SignFlipCostTest(unittest.TestCase):
     def test_wall_time_for_5000_runs(self) -> None:
         timings = []
         for evals, runs in ((2500, 1), (500, 5)):
@@ -880,10 +950,10 @@ class BootstrapCostTest(unittest.TestCase):
             self.assertEqual(evals * 2 * runs, 5000)
             self.assertEqual(paired["paired_evals"], evals)
             self.assertLessEqual(paired["ci95"][0], paired["mean_delta"])
-            self.assertLess(elapsed, 30.0, f"bootstrap for {evals} evals x {runs} runs")
+            self.assertLess(elapsed, 30.0, f"sign-flip test for {evals} evals x {runs} runs")
             timings.append(f"{evals} evals x 2 configs x {runs} run(s): {elapsed:.2f} s wall "
                            f"({cpu:.2f} s CPU)")
-        print(f"\n[bootstrap, {runner.BOOTSTRAP_RESAMPLES} resamples, 5,000 runs, Python "
+        print(f"\n[sign-flip test, {runner.SIGN_FLIP_RESAMPLES} patterns, 5,000 runs, Python "
               f"{sys.version.split()[0]}] " + "; ".join(timings), file=sys.stderr)
 
 

@@ -55,6 +55,7 @@ SPEC_KEYS = frozenset((
     "write_files", "read_skill", "read_paths", "permission_denials",
     "verdicts", "raw_verdicts", "verdict_form", "flood_bytes",
     "shell_write_files", "shell_symlinks", "shell_special", "quote_reads", "noisy",
+    "shell_keep_times",
 ))
 SPECIAL_KINDS = ("fifo", "socket", "directory")
 VERDICT_FORMS = ("structured", "text", "fenced", "legacy", "prose")
@@ -706,7 +707,11 @@ def perform_shell_actions(spec: dict[str, Any], root: str) -> None:
         # a pattern is expanded as a shell would (`tee ../*/x`): existing matches only
         matches = sorted(glob.glob(target)) if set("*?[") & set(target) else [target]
         for match in matches:
-            perform_write(Action("write", match, content.encode("utf-8")))
+            times = _times_of(match) if spec.get("shell_keep_times") else None
+            write = Action("write", match, content.encode("utf-8"))
+            perform_write(write)
+            if times is not None and write.ok:  # `touch -r`: its times as they were before
+                os.utime(match, ns=times)
     for path, target in (spec.get("shell_symlinks") or {}).items():
         link = _absolute(path, root)
         try:
@@ -720,6 +725,14 @@ def perform_shell_actions(spec: dict[str, Any], root: str) -> None:
             pass
     for path, kind in (spec.get("shell_special") or {}).items():
         plant_special(_absolute(path, root), kind)
+
+
+def _times_of(path: str) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_atime_ns, info.st_mtime_ns
 
 
 def plant_special(path: str, kind: str) -> None:

@@ -454,6 +454,38 @@ class RunnerRealCLITest(unittest.TestCase):
                 self.assertEqual(seen["none"], seen["bwrap"])
                 self.assertTrue(any(v for v in seen["bwrap"].values()), seen)
 
+    def assert_checks_run_confined(self, marker: str, *args: str) -> RunnerRun:
+        """One without_skill case with checks under bubblewrap (issue 26): the file check reads
+        what the executor wrote, the run check runs confined with a fresh HOME, the protected
+        folder is put back, and both join the grader's verdicts; the judge's paired verdict
+        agrees with its check."""
+        bwrap = shutil.which("bwrap")
+        if bwrap is None or RUNNER_MODULE.probe_bwrap(bwrap) is not None:
+            self.skipTest("needs working bubblewrap (.ci/run installs it)")
+        checks = [{"name": "notes written", "file": "notes.txt", "contains": NOTES_TEXT},
+                  {"name": "confined", "protect": ["src"],
+                   "run": 'test -f notes.txt && test "$HOME" = /home/skill-eval && '
+                          'test -z "$(ls -A "$HOME")" && grep -q delivered src/app.txt'}]
+        suite = {"skill_name": SKILL_NAME, "evals": [{
+            "id": "E01", "prompt": f"{marker} Write notes and a plan.", "checks": checks,
+            "expectations": [{"text": ASSERTIONS[0], "check": "notes written"}, ASSERTIONS[1]]}]}
+        repo = make_repo(self.tmpdir("repo"), suite, {"src/app.txt": "delivered\n"})
+        run = self.run_runner(repo, "--isolation", "bwrap", "--config", "without_skill", *args)
+        self.assertEqual(run.code, 0, run)
+        rec = run.run_json("E01", "without_skill")
+        self.assertEqual((rec["status"], rec["scored"]), ("ok", True), run)
+        self.assertEqual(rec["executor"]["isolation"]["mode"], "bwrap")
+        results = {r["name"]: r for r in rec["checks"]["results"]}
+        self.assertTrue(all(r["passed"] for r in results.values()), rec["checks"])
+        self.assertEqual(results["confined"]["isolation"]["mode"], "bwrap")
+        self.assertEqual(rec["checks"]["protected"], {"src": {"changed_by_executor": []}})
+        grading = run.json("E01", "without_skill", "grading.json")
+        self.assertEqual([(e["passed"], e.get("kind")) for e in grading["expectations"]],
+                         [(True, None), (False, None), (True, "check"), (True, "check")])
+        versus = run.benchmark()["judge_vs_checks"]["overall"]
+        self.assertEqual((versus["count"], versus["agreed"]), (1, 1))
+        return run
+
     def assert_scored_run(self, run: RunnerRun, eval_id: str, config: str) -> dict:
         """The common checks of a successful cell: status, grading, changes, artifact."""
         rec = run.run_json(eval_id, config)
@@ -567,6 +599,12 @@ class ClaudeRunnerTest(RunnerRealCLITest):
         self.assertEqual((bench["scored_run_count"], bench["error_run_count"]), (2, 0))
         manifest = json.loads((run.iteration / "iteration_manifest.json").read_text())
         self.assertIn(PINS["claude"], manifest["cli_version"])
+
+    def test_checks_run_under_bwrap(self):
+        marker = "[[RUN-CLAUDE-CHECKS]]"
+        self.server.add_rule(is_claude_grader(marker), [ms.structured_output(VERDICTS)])
+        self.server.add_rule(ms.contains(marker), [claude_executor])
+        self.assert_checks_run_confined(marker)
 
     def test_confined_and_unconfined_runs_agree(self):
         marker = "[[RUN-CLAUDE-CONFINED]]"
@@ -715,6 +753,12 @@ class CodexRunnerTest(RunnerRealCLITest):
             self.assertIn(FINAL_TEXT, req.text)
             self.assertIn(json.dumps(ARTIFACT_TEXT)[1:-1], req.text)
         self.assertEqual(run.benchmark()["scored_run_count"], 2)
+
+    def test_checks_run_under_bwrap(self):
+        marker = "[[RUN-CODEX-CHECKS]]"
+        self.server.add_rule(is_codex_grader(marker), [ms.responses_json(VERDICTS)])
+        self.server.add_rule(ms.contains(marker), [codex_executor])
+        self.assert_checks_run_confined(marker)
 
     def test_confined_and_unconfined_runs_agree(self):
         marker = "[[RUN-CODEX-CONFINED]]"
@@ -1001,6 +1045,11 @@ class FreshHomeAgentTest(RunnerRealCLITest):
         self.assertEqual(run.benchmark()["scored_run_count"], 2)
         return run
 
+    def checks_run(self, marker: str, grader_matcher, grader_reply, *args: str) -> RunnerRun:
+        self.server.add_rule(ms.all_of(ms.contains(marker), grader_matcher), [grader_reply])
+        self.server.add_rule(ms.contains(marker), [self.executor])
+        return self.assert_checks_run_confined(marker, *args)
+
     def run_runner(self, repo: Path, *args: str, **kw) -> RunnerRun:
         base_env = kw.pop("agent_env", None) or self.agent_env
 
@@ -1049,6 +1098,10 @@ class GeminiRunnerTest(FreshHomeAgentTest):
         self.assertIn(PINS["gemini"], json.loads(
             (run.iteration / "iteration_manifest.json").read_text())["cli_version"])
 
+    def test_checks_run_under_bwrap(self):
+        self.checks_run("[[RUN-GEMINI-CHECKS]]", ms.has_response_schema(),
+                        ms.gemini_json(VERDICTS), "--model", ms.GEMINI_MODEL)
+
     def test_down_server_is_a_failed_run_within_the_timeout(self):
         run = self.down_server_run(
             "[[RUN-GEMINI-DEAD]]", 40, "--model", ms.GEMINI_MODEL,
@@ -1090,6 +1143,9 @@ class OpenCodeRunnerTest(FreshHomeAgentTest):
 
     def test_with_and_without_skill_graded_and_user_skills_invisible(self):
         self.check_ok_run("[[RUN-OPENCODE-OK]]", ms.no_tools(), ms.chat_json(VERDICTS))
+
+    def test_checks_run_under_bwrap(self):
+        self.checks_run("[[RUN-OPENCODE-CHECKS]]", ms.no_tools(), ms.chat_json(VERDICTS))
 
     def test_down_server_is_a_failed_run_within_the_timeout(self):
         class Dead:  # what write_opencode_config needs from a server

@@ -30,12 +30,30 @@ Rules the code enforces:
     * invalid input launches no subprocess; a failed run is recorded, never scored.
 
 Sections (search for the banner "# ==== <name>"); each uses only those above it:
-    constants and schemas | errors | data model | result model | files and text |
+    startup | constants and schemas | errors | data model | result model | files and text |
     suite loading and validation | process runner | sandbox | confinement | providers | grading |
     execution engine | aggregation | rendering | iteration | CLI
 """
 
 from __future__ import annotations
+
+# ruff: noqa: E402 (the Ctrl-C handler below is installed before the other imports run)
+# ==== startup ================================================================
+import os
+import signal
+import sys
+
+
+def _interrupted_while_starting(signum: int, frame: object) -> None:
+    """Ctrl-C while the interpreter still reads this file: nothing exists yet to clean up, so
+    exit 130 at once, without the traceback a KeyboardInterrupt in an import would print."""
+    sys.stderr.write("eval_runner: interrupted while starting; nothing was written\n")
+    sys.stderr.flush()
+    os._exit(130)
+
+
+if __name__ == "__main__":  # main() puts the usual handling back; an importer keeps its own
+    signal.signal(signal.SIGINT, _interrupted_while_starting)
 
 import argparse
 import collections
@@ -47,15 +65,13 @@ import errno
 import hashlib
 import json
 import math
-import os
 import random
 import re
 import secrets
 import shutil
-import signal
 import stat
+import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -90,7 +106,7 @@ DEFAULT_TIMEOUT_S = 600.0
 
 TOP_LEVEL_KEYS = frozenset(
     {"skill_name", "evals", "common_assertions", "schema_version", "purpose",
-     "coverage_notes", "scoring"}
+     "coverage_notes", "scoring", "common_checks"}
 )
 REQUIRED_TOP_LEVEL_KEYS = ("skill_name", "evals")
 SCORING_KEYS = frozenset(
@@ -98,12 +114,24 @@ SCORING_KEYS = frozenset(
 )
 CASE_KEYS = frozenset(
     {"id", "prompt", "expectations", "files", "name", "expected_output", "archetype",
-     "project_class"}
+     "project_class", "checks"}
 )
 REQUIRED_CASE_KEYS = ("id", "prompt")
 MAX_SUITE_BYTES = 10 * 1024 * 1024
 MAX_JSON_DEPTH = 64
 MAX_NAME_CHARS = 100  # skill names and case ids become folder names
+
+# Deterministic checks (README: `checks`): each names exactly one subject, and one test of it.
+CHECK_SUBJECTS = ("run", "file", "answer")
+CHECK_TESTS = {"run": ("exit_code",), "file": ("exists", "contains", "matches", "json"),
+               "answer": ("contains", "matches")}
+CHECK_OPTIONS = {"run": ("timeout", "protect"), "file": (), "answer": ()}
+CHECK_KEYS = frozenset({"name", *CHECK_SUBJECTS, "exit_code", "exists", "contains", "matches",
+                        "json", "timeout", "protect"})
+ANSWER_SOURCES = ("reply", "artifact")  # the recorded final answer, or the written artifact
+CHECK_TIMEOUT_RANGE = (1, 3600)
+CHECK_DEFAULT_TIMEOUT_S = 120
+EXPECTATION_OBJECT_KEYS = frozenset({"text", "check"})
 
 # Folders that hold host-local or generated state; never delivered, never fixtures. The
 # agent adapters add, when they are registered, the folders their CLI reads skills and
@@ -114,13 +142,16 @@ FIXTURE_FORBIDDEN_DIR_NAMES: set[str] = {".git", "node_modules", "workspace"}
 STATUS_OK = "ok"
 STATUSES = (
     "ok", "executor_failed", "executor_timeout", "grader_failed", "grader_timeout",
-    "grader_unparseable", "runner_error", "cancelled",
+    "grader_unparseable", "runner_error", "cancelled", "check_error",
 )
 
 ARTIFACT_RELPATH = ".skill-eval/artifact.md"
 ARTIFACT_CAP_CHARS = 400_000
 OUTPUT_CAP_CHARS = 400_000
 STREAM_HEAD_BYTES = 8 * 1024 * 1024
+# The most a metric can plausibly be: more is a CLI bug or a forged reply, recorded as absent.
+PLAUSIBLE_MAX = {"count": 10**12, "ms": 10**12, "usd": 10**6}  # tokens/turns, ms, USD
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # a write the disk refused
 MAX_AGENT_JSON_DEPTH = 100  # agent JSON deeper than this is cut (the parser would recurse out)
 STREAM_TAIL_BYTES = 2 * 1024 * 1024
 STDERR_KEEP_BYTES = 64 * 1024
@@ -264,6 +295,35 @@ class WriteFailed(EnvironmentProblem):
 
 
 @dataclasses.dataclass
+class Check:
+    """One deterministic check: a subject (a command, a sandbox file, the answer) and a test."""
+
+    name: str  # the author's, or a description made from the check
+    subject: str  # "run", "file" or "answer"
+    target: str  # the command, the sandbox-relative path, or "reply"/"artifact"
+    test: str  # "exit_code", "exists", "contains", "matches" or "json"
+    expected: Any  # the exit code, True/False, the text, the pattern, or True
+    timeout_s: float = CHECK_DEFAULT_TIMEOUT_S
+    protect: list[str] = dataclasses.field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def describe_check(subject: str, target: str, test: str, expected: Any) -> str:
+    """A check's text when its author gave it no name."""
+    if subject == "run":
+        return f"check: `{target[:120]}` exits {expected}"
+    what = target if subject == "file" else f"the {target}"
+    if test == "exists":
+        return f"check: {what} {'exists' if expected else 'does not exist'}"
+    if test == "json":
+        return f"check: {what} parses as JSON"
+    verb = "contains" if test == "contains" else "matches"
+    return f"check: {what} {verb} {str(expected)[:80]!r}"
+
+
+@dataclasses.dataclass
 class Case:
     id: str | int
     index: int
@@ -272,6 +332,8 @@ class Case:
     expectations: list[str]
     files: list[str]  # repository-relative, as resolved by validation
     expected_output: str = ""  # for people and the grader's author; never for the executor
+    checks: list[Check] = dataclasses.field(default_factory=list)  # never for the executor
+    paired_checks: dict[str, str] = dataclasses.field(default_factory=dict)  # text -> check
 
     @property
     def key(self) -> str:
@@ -286,6 +348,16 @@ class Suite:
     common_assertions: list[str]
     cases: list[Case]
     sha256: str
+    common_checks: list[Check] = dataclasses.field(default_factory=list)
+    common_paired_checks: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def checks_for(self, case: Case) -> list[Check]:
+        """Common checks then the case's own (validation keeps their names apart)."""
+        return [*self.common_checks, *case.checks]
+
+    def paired_checks_for(self, case: Case) -> dict[str, str]:
+        """Assertion text -> the name of the check that decides the same fact."""
+        return {**self.common_paired_checks, **case.paired_checks}
 
     def assertions_for(self, case: Case) -> list[str]:
         """Common assertions then the case's own, each text once, in order."""
@@ -447,6 +519,7 @@ class RunRecord:
     grading: dict[str, Any] | None = None  # verdicts per assertion, once graded
     grader_metrics: dict[str, dict[str, Any]] | None = None  # all grader calls together
     grader_calls: list[dict[str, Any]] | None = None  # one entry per grader process
+    checks: dict[str, Any] | None = None  # the deterministic checks' results, time, protection
     regraded_from: dict[str, Any] | None = None  # the run whose recorded answer was graded
     permission_denials: list[Any] = dataclasses.field(default_factory=list)
     skill_read: dict[str, Any] | None = None
@@ -836,10 +909,12 @@ def encodable_text(text: str) -> tuple[str, int]:
 
 
 def write_json(path: Path, data: Any) -> str:
+    """Every JSON file the runner writes is strict JSON: never NaN or Infinity."""
     try:
-        text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
-    except (RecursionError, ValueError):  # agent JSON nested too deep, or a huge int
-        text = json.dumps(_printable(data), indent=2, ensure_ascii=False, default=str)
+        text = json.dumps(data, indent=2, ensure_ascii=False, default=str, allow_nan=False)
+    except (RecursionError, ValueError):  # agent JSON nested too deep, a huge int, infinity
+        text = json.dumps(_printable(data), indent=2, ensure_ascii=False, default=str,
+                          allow_nan=False)
     return write_text(path, text + "\n")
 
 
@@ -853,6 +928,8 @@ def _printable(value: Any, depth: int = 0) -> Any:
         return [_printable(v, depth + 1) for v in value]
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 10_000:
         return f"<an integer of {value.bit_length()} bits>"
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # strict JSON has no NaN or infinity
     return value
 
 
@@ -1088,6 +1165,8 @@ class SuiteChecker:
         self.problems: list[Problem] = []
         self.fixture_files: set[str] = set()
         self.skill_name: str | None = None
+        self.common_checks: list[Check] = []
+        self.common_paired: dict[str, tuple[str, str]] = {}  # text -> (check name, JSON path)
 
     def error(self, message: str, path: str, fix: str, case_id: str | None = None) -> None:
         self.problems.append(Problem("error", message, self.file, path, case_id, fix))
@@ -1148,8 +1227,12 @@ class SuiteChecker:
         skill_name = self.skill_name = self.check_skill_name(data.get("skill_name"))
         common = []
         if "common_assertions" in data:
-            common = self.string_list(data["common_assertions"], "common_assertions",
-                                      "common_assertions")
+            common, self.common_paired = self.assertion_list(
+                data["common_assertions"], "common_assertions", "common_assertions", None)
+        if "common_checks" in data:
+            self.common_checks = self.check_list(data["common_checks"], "common_checks", None, [])
+        self.check_pairs(self.common_paired, self.common_checks, None)
+        self.check_names_apart(self.common_checks, common, "common_checks", None)
         self.check_scoring(data.get("scoring"))
         cases = self.check_cases(data.get("evals"), common) if "evals" in data else []
         return skill_name, common, cases
@@ -1234,10 +1317,17 @@ class SuiteChecker:
         if "prompt" in raw and (not isinstance(prompt, str) or not prompt.strip()):
             self.error("prompt must be a non-empty string", _path_join(path, "prompt"),
                        "write the task the executor should perform", cid)
-        expectations = []
+        expectations, paired = [], {}
         if "expectations" in raw:
-            expectations = self.string_list(raw["expectations"], _path_join(path, "expectations"),
-                                            "expectations", cid)
+            expectations, paired = self.assertion_list(
+                raw["expectations"], _path_join(path, "expectations"), "expectations", cid)
+        checks = []
+        if "checks" in raw:
+            checks = self.check_list(raw["checks"], _path_join(path, "checks"), cid,
+                                     self.common_checks)
+        self.check_pairs(paired, [*self.common_checks, *checks], cid)
+        self.check_names_apart(checks, [*common, *expectations], _path_join(path, "checks"), cid)
+        self.check_names_apart(self.common_checks, expectations, "common_checks", cid)
         files = []
         if "files" in raw:
             files = self.check_files(raw["files"], _path_join(path, "files"), cid)
@@ -1245,16 +1335,20 @@ class SuiteChecker:
         expected_output = self.optional_text(raw, "expected_output", path, cid)
         for key in ("archetype", "project_class"):
             self.optional_text(raw, key, path, cid)
-        self.check_assertion_overlap(common, expectations, path, cid)
+        self.check_assertion_overlap(common, expectations, path, cid,
+                                     bool(checks or self.common_checks))
         if case_id is None or not isinstance(prompt, str) or not prompt.strip():
             return None
-        return Case(case_id, index, prompt, name, expectations, files, expected_output)
+        return Case(case_id, index, prompt, name, expectations, files, expected_output, checks,
+                    {text: check for text, (check, _) in paired.items()})
 
     def check_assertion_overlap(self, common: list[str], own: list[str], path: str,
-                                cid: str | None) -> None:
+                                cid: str | None, has_checks: bool = False) -> None:
         if not common and not own:
-            self.warning("case has no assertions: nothing to grade", path,
-                         "add expectations to the case or common_assertions to the suite", cid)
+            if not has_checks:
+                self.warning("case has no assertions: nothing to grade", path,
+                             "add expectations to the case or common_assertions to the suite",
+                             cid)
             return
         seen: set[str] = set()
         for i, text in enumerate([*common, *own]):
@@ -1264,6 +1358,225 @@ class SuiteChecker:
                 self.warning(f"assertion {text[:60]!r} appears twice; it is graded once", where,
                              "remove the repeated assertion", cid)
             seen.add(text)
+
+    # -- assertions that name a check, and the checks ------------------------
+
+    def assertion_list(self, value: Any, path: str, what: str, cid: str | None
+                       ) -> tuple[list[str], dict[str, tuple[str, str]]]:
+        """Assertion texts; an entry may be {"text": ..., "check": NAME}, pairing the text
+        with the check that decides the same fact (text -> (name, JSON path))."""
+        if not isinstance(value, list):
+            return self.string_list(value, path, what, cid), {}
+        # Plain entries are checked as they always were; objects are read below.
+        self.string_list([item if not isinstance(item, dict) else "object" for item in value],
+                         path, what, cid)
+        texts, paired = [], {}
+        for i, item in enumerate(value):
+            item_path = _path_join(path, i)
+            if not isinstance(item, dict):
+                if isinstance(item, str) and item.strip():
+                    texts.append(item)
+                continue
+            self.check_unknown_keys(item, EXPECTATION_OBJECT_KEYS, item_path, "assertion", cid)
+            text, check = item.get("text"), item.get("check")
+            if not isinstance(text, str) or not text.strip():
+                self.error("an assertion object needs a non-empty 'text'",
+                           _path_join(item_path, "text"),
+                           'write it as {"text": "...", "check": "<check name>"}', cid)
+                continue
+            texts.append(text)
+            if not isinstance(check, str) or not check.strip():
+                self.error("'check' must name one of the case's checks",
+                           _path_join(item_path, "check"),
+                           "give the name of a check in the case's checks or common_checks, "
+                           "or write the assertion as a plain string", cid)
+                continue
+            paired[text] = (check, _path_join(item_path, "check"))
+        return texts, paired
+
+    def check_pairs(self, paired: dict[str, tuple[str, str]], checks: list[Check],
+                    cid: str | None) -> None:
+        names = [check.name for check in checks]
+        for name, where in paired.values():
+            if name not in names:
+                hint = _did_you_mean(name, names)
+                self.error(f"assertion names check {name!r}, which this case does not have",
+                           where, f"{hint}known checks: {', '.join(names) or 'none'}; name "
+                           "the check with \"name\" and use that", cid)
+
+    def check_names_apart(self, checks: list[Check], texts: list[str], path: str,
+                          cid: str | None) -> None:
+        """A check named like an assertion would share its row in every report."""
+        for check in checks:
+            if check.name in texts:
+                self.error(f"check name {check.name[:60]!r} is also the text of an assertion",
+                           path, "name the check differently, e.g. after the command or file "
+                           "it looks at; to pair them write the assertion as {\"text\": ..., "
+                           "\"check\": NAME}", cid)
+
+    def check_list(self, value: Any, path: str, cid: str | None,
+                   inherited: list[Check]) -> list[Check]:
+        if not isinstance(value, list):
+            self.error(f"checks must be a list of objects, not {_type_name(value)}", path,
+                       'write it as [{"run": "python3 -m unittest", "exit_code": 0}]', cid)
+            return []
+        checks = []
+        seen = {check.name: "common_checks" for check in inherited}
+        for i, raw in enumerate(value):
+            check = self.check_one(raw, _path_join(path, i), cid)
+            if check is None:
+                continue
+            if check.name in seen:
+                self.error(f"check name {check.name!r} is used twice (also {seen[check.name]})",
+                           _path_join(_path_join(path, i), "name"),
+                           "give every check of a case its own \"name\"", cid)
+                continue
+            seen[check.name] = _path_join(path, i)
+            checks.append(check)
+        return checks
+
+    def check_one(self, raw: Any, path: str, cid: str | None) -> Check | None:
+        if not isinstance(raw, dict):
+            self.error(f"a check must be an object, not {_type_name(raw)}", path,
+                       'write it as {"file": "src/app.py", "exists": true}', cid)
+            return None
+        self.check_unknown_keys(raw, CHECK_KEYS, path, "check", cid)
+        subjects = [key for key in CHECK_SUBJECTS if key in raw]
+        if len(subjects) != 1:
+            found = ", ".join(subjects) if subjects else "none"
+            self.error(f"a check needs exactly one of run, file or answer (found {found})", path,
+                       "split it into one check per subject", cid)
+            return None
+        subject = subjects[0]
+        for key in sorted(set(raw) & CHECK_KEYS - {"name", subject}):
+            if key not in CHECK_TESTS[subject] + CHECK_OPTIONS[subject]:
+                self.error(f"{key!r} does not apply to a {subject} check", _path_join(path, key),
+                           f"a {subject} check takes "
+                           f"{', '.join(CHECK_TESTS[subject] + CHECK_OPTIONS[subject])}", cid)
+        target = self.check_target(subject, raw[subject], _path_join(path, subject), cid)
+        test, expected = self.check_test(subject, raw, path, cid)
+        name = self.check_name(raw, path, cid)
+        timeout = self.check_timeout(raw, path, cid)
+        protect = self.check_protect(raw, path, cid)
+        if None in (target, test, timeout, protect) or name == "":
+            return None
+        return Check(name or describe_check(subject, target, test, expected), subject, target,
+                     test, expected, timeout, protect)
+
+    def check_name(self, raw: dict, path: str, cid: str | None) -> str | None:
+        """The author's name, None when there is none, "" when it is unusable."""
+        if "name" not in raw:
+            return None
+        value = raw["name"]
+        if not isinstance(value, str) or not value.strip() or len(value) > MAX_NAME_CHARS:
+            self.error(f"a check name must be a non-empty string of up to {MAX_NAME_CHARS} "
+                       "characters", _path_join(path, "name"),
+                       'name the fact it decides, e.g. "tests pass"', cid)
+            return ""
+        return value
+
+    def check_target(self, subject: str, value: Any, path: str, cid: str | None) -> str | None:
+        if subject == "run":
+            if not isinstance(value, str) or not value.strip() or "\x00" in value:
+                self.error("'run' must be a non-empty shell command", path,
+                           'write the command, e.g. "python3 -m unittest -q"', cid)
+                return None
+            return value
+        if subject == "answer":
+            if value not in ANSWER_SOURCES:
+                hint = _did_you_mean(str(value), ANSWER_SOURCES) if isinstance(value, str) else ""
+                self.error(f"'answer' must be one of {', '.join(ANSWER_SOURCES)}, not "
+                           f"{_shown(value)}", path, f"{hint}\"reply\" is the executor's final "
+                           "answer, \"artifact\" the document it wrote", cid)
+                return None
+            return value
+        return self.sandbox_path(value, path, cid, "'file'")
+
+    def sandbox_path(self, value: Any, path: str, cid: str | None, what: str) -> str | None:
+        """A path relative to the sandbox that stays inside it, checked as fixture paths are."""
+        if not isinstance(value, str) or not value.strip():
+            self.error(f"{what} must be a non-empty path", path,
+                       "write a path relative to the repository root, e.g. src/app.py", cid)
+            return None
+        if "\x00" in value or os.path.isabs(value) or value.startswith("~"):
+            self.error(f"{what} path {value!r} must be relative to the sandbox", path,
+                       "write it from the repository root, e.g. src/app.py", cid)
+            return None
+        rel = os.path.normpath(value)
+        if rel == ".." or rel.startswith("../"):
+            self.error(f"{what} path {value!r} climbs out of the sandbox", path,
+                       "remove the '..' parts", cid)
+            return None
+        bad = _forbidden_fixture_part(Path(rel))
+        if bad or rel == ".":
+            self.error(f"{what} path {value!r} " + (f"lies under {bad}/, which is not delivered"
+                                                     if bad else "names the whole sandbox"),
+                       path, "name a file or folder of the task", cid)
+            return None
+        return Path(rel).as_posix()
+
+    def check_test(self, subject: str, raw: dict, path: str, cid: str | None
+                   ) -> tuple[str | None, Any]:
+        tests = [key for key in CHECK_TESTS[subject] if key in raw]
+        if subject == "run":
+            code = raw.get("exit_code", 0)
+            if not isinstance(code, int) or isinstance(code, bool) or not 0 <= code <= 255:
+                self.error(f"exit_code must be an integer from 0 to 255, not {_shown(code)}",
+                           _path_join(path, "exit_code"), "write the expected exit code, e.g. 0",
+                           cid)
+                return None, None
+            return "exit_code", code
+        if len(tests) != 1:
+            self.error(f"a {subject} check needs exactly one of {', '.join(CHECK_TESTS[subject])} "
+                       f"(found {', '.join(tests) or 'none'})", path,
+                       'add one, e.g. "contains": "def main"; split several into several checks',
+                       cid)
+            return None, None
+        test, value = tests[0], raw[tests[0]]
+        where = _path_join(path, test)
+        if test in ("exists", "json") and not isinstance(value, bool):
+            self.error(f"{test!r} must be true or false, not {_shown(value)}", where,
+                       f'write "{test}": true', cid)
+            return None, None
+        if test == "json" and value is not True:
+            self.error("'json' can only be true", where,
+                       'write "json": true, or {"file": ..., "exists": true} for presence', cid)
+            return None, None
+        if test in ("contains", "matches") and (not isinstance(value, str) or not value):
+            self.error(f"{test!r} must be a non-empty string, not {_shown(value)}", where,
+                       "write the text or the regular expression in quotes", cid)
+            return None, None
+        if test == "matches":
+            try:
+                re.compile(value)
+            except re.error as exc:
+                self.error(f"'matches' is not a valid regular expression: {exc}", where,
+                           "correct the pattern (Python re syntax); escape literal characters "
+                           "such as ( or [ with a backslash", cid)
+                return None, None
+        return test, value
+
+    def check_timeout(self, raw: dict, path: str, cid: str | None) -> float | None:
+        value = raw.get("timeout", CHECK_DEFAULT_TIMEOUT_S)
+        low, high = CHECK_TIMEOUT_RANGE
+        if (not isinstance(value, (int, float)) or isinstance(value, bool)
+                or not low <= value <= high):
+            self.error(f"timeout must be a number of seconds from {low} to {high}, not "
+                       f"{_shown(value)}", _path_join(path, "timeout"),
+                       f"write e.g. \"timeout\": {CHECK_DEFAULT_TIMEOUT_S}", cid)
+            return None
+        return float(value)
+
+    def check_protect(self, raw: dict, path: str, cid: str | None) -> list[str] | None:
+        value = raw.get("protect", [])
+        where = _path_join(path, "protect")
+        if not isinstance(value, list):
+            self.error(f"protect must be a list of paths, not {_type_name(value)}", where,
+                       'write it as ["tests/"]', cid)
+            return None
+        paths = [self.sandbox_path(item, _path_join(where, i), cid, "a protect")
+                 for i, item in enumerate(value)]
+        return None if None in paths else list(dict.fromkeys(paths))
 
     # -- fixture files -----------------------------------------------------
 
@@ -1372,6 +1685,15 @@ class SuiteChecker:
             inner.append(inner_rel.as_posix())
         self.fixture_files.update(inner)
         return rel.as_posix()
+
+
+def _shown(value: Any) -> str:
+    """A value as the suite wrote it, short enough for a message."""
+    if isinstance(value, _NonFinite):
+        return value.token
+    text = json.dumps(value) if isinstance(value, (str, int, float, bool, type(None))) else \
+        _type_name(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _type_name(value: Any) -> str:
@@ -1540,7 +1862,8 @@ def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedS
     if any(p.severity == "error" for p in problems) or root is None or skill_name is None:
         return LoadedSuite(None, problems, checker.fixture_files)
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    suite = Suite(suite_path, root, skill_name, common, cases, digest)
+    suite = Suite(suite_path, root, skill_name, common, cases, digest, checker.common_checks,
+                  {text: check for text, (check, _) in checker.common_paired.items()})
     problems += withholding_problems(suite)
     return LoadedSuite(suite, problems, checker.fixture_files)
 
@@ -1571,6 +1894,7 @@ def suite_counts(loaded: LoadedSuite) -> dict[str, int]:
     return {
         "cases": len(cases),
         "assertions": sum(len(suite.assertions_for(c)) for c in cases) if suite else 0,
+        "checks": sum(len(suite.checks_for(c)) for c in cases) if suite else 0,
         "fixture_files": len(loaded.fixture_files),
         "errors": len(loaded.errors),
         "warnings": len(loaded.warnings),
@@ -2058,6 +2382,10 @@ class RepoSnapshot:
     resolved: dict[str, str | None] = dataclasses.field(default_factory=dict)
     withheld: dict[str, str] = dataclasses.field(default_factory=dict)  # package files kept back
     revisions: dict[str, RevisionPackage] = dataclasses.field(default_factory=dict)
+    # The working tree's package as it was before the first agent (copy_skill_package).
+    skill_copy: Path | None = None
+    skill_sha256: str = ""
+    skill_unreadable: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def take(cls, root: Path, skill_name: str,
@@ -2088,6 +2416,25 @@ class RepoSnapshot:
         inside = real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
         self.resolved[rel] = real if inside else None
         return self.resolved[rel]
+
+    @property
+    def skill_delivered(self) -> list[str]:
+        return [rel for rel in self.skill_files if rel not in self.skill_unreadable]
+
+    def copy_skill_package(self, folder: Path) -> None:
+        """Copy the package once, before any agent starts, into the runner's temp area. Every
+        with_skill cell is delivered from this copy, never from the checkout, so what an
+        unconfined agent writes into the checkout's package reaches no later cell."""
+        for rel in self.skill_files:
+            real = self.resolve(rel)
+            target = folder / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if real is None:
+                self.skill_unreadable[rel] = "link leaves the repository"
+            elif not copy_file_preserving(real, str(target)):
+                self.skill_unreadable[rel] = "missing or not a regular file"
+        self.skill_copy = folder
+        self.skill_sha256 = tree_hash(folder, self.skill_delivered)
 
 
 @dataclasses.dataclass
@@ -2167,7 +2514,10 @@ def add_runner_baselines(template: GitTemplate, folder: Path) -> None:
     if template.error or not template.commit:
         return
     shutil.rmtree(folder, ignore_errors=True)  # a resumed iteration starts them afresh
-    folder.mkdir(parents=True)
+    try:
+        folder.mkdir(parents=True)
+    except OSError as exc:
+        raise WriteFailed(folder, exc) from exc
     arms: list[bool | str] = [False, True, *template.revision_commits]
     for number, with_skill in enumerate(arms):
         name = (f"revision-{number}.git" if isinstance(with_skill, str) else
@@ -2188,6 +2538,7 @@ def build_git_template(snapshot: RepoSnapshot, base: Path) -> GitTemplate:
 
 
 def _fill_git_template(snapshot: RepoSnapshot, folder: Path) -> GitTemplate:
+    snapshot.copy_skill_package(folder / "skill-package")
     for number, package in enumerate(snapshot.revisions.values()):
         package.write(folder / f"revision-{number}")
     git_dir = folder / "git"
@@ -2216,7 +2567,7 @@ def _fill_git_template(snapshot: RepoSnapshot, folder: Path) -> GitTemplate:
     if not ok:
         return GitTemplate(folder, "", commit)
     template = GitTemplate(folder, commit.strip())
-    template.skill_commit = _add_skill_commit(snapshot, template, common)
+    template.skill_commit = _add_skill_commit(snapshot, template)
     for number, (config, package) in enumerate(snapshot.revisions.items()):
         objects = folder / f"revision-objects-{number}"
         found = _add_revision_commit(package, template, folder / f"index-revision-{number}",
@@ -2227,9 +2578,12 @@ def _fill_git_template(snapshot: RepoSnapshot, folder: Path) -> GitTemplate:
     return template
 
 
-def _add_skill_commit(snapshot: RepoSnapshot, template: GitTemplate, common: list[str]) -> str:
-    """The baseline plus the skill package, so with_skill cells need no git call of their own."""
-    files = [rel for rel in snapshot.skill_files if not os.path.islink(snapshot.root / rel)]
+def _add_skill_commit(snapshot: RepoSnapshot, template: GitTemplate) -> str:
+    """The baseline plus the skill package, so with_skill cells need no git call of their own;
+    read from the package's private copy, which is what those cells are delivered."""
+    files = [rel for rel in snapshot.skill_delivered if rel not in snapshot.linked_skill_files]
+    common = ["-c", "core.bigFileThreshold=1", f"--git-dir={template.folder / 'git'}",
+              f"--work-tree={snapshot.skill_copy}"]
     index = template.folder / "index-skill"
     shutil.copyfile(template.folder / "index", index)
     for sub in ("info", "pack"):
@@ -2476,12 +2830,15 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, ba
     for rel in snapshot.base_files:
         copier.copy(rel)
     revision = snapshot.revisions[with_skill] if isinstance(with_skill, str) else None
-    if revision is not None:
-        for rel in revision.files:  # the same place in the sandbox as the working tree's
-            copier.copy_from(str(revision.path_of(rel)), rel)
-    elif with_skill:
-        for rel in snapshot.skill_files:
-            copier.copy(rel)
+    delivered = deliver_skill_package(snapshot, copier, with_skill)
+    if delivered is not None and delivered != (revision.sha256 if revision is not None
+                                               else snapshot.skill_sha256):
+        shutil.rmtree(sandbox.cell_dir, ignore_errors=True)
+        raise SkillCopyChanged(
+            f"the skill package delivered to this cell differs from the snapshot taken before "
+            f"the first agent (sha256 {delivered[:12]}): its private copy under "
+            f"{snapshot.template.folder if snapshot.template else base} was changed during "
+            "the run, so this cell was not run")
     for rel in case.files:
         copier.copy_fixture(rel)
     extras = set(snapshot.linked_files) | set(case.files) | set(copier.fixture_files)
@@ -2503,11 +2860,37 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, ba
         "withheld_from_skill_package": [{"path": rel, "reason": reason} for rel, reason
                                         in sorted(snapshot.withheld.items())] if with_skill else [],
         "kept": False, "removed": False})
+    if delivered is not None:
+        sandbox.record["skill_package_sha256"] = delivered
     if revision is not None:
         sandbox.record["skill_revision"] = {"revision": revision.revision,
                                             "commit": revision.commit,
                                             "package_sha256": revision.sha256}
     return sandbox
+
+
+class SkillCopyChanged(RuntimeError):
+    """The private copy a cell's skill package comes from no longer matches its snapshot."""
+
+
+def deliver_skill_package(snapshot: RepoSnapshot, copier: FileCopier,
+                          with_skill: bool | str) -> str | None:
+    """Copy the cell's skill package from its snapshot (never the checkout) and return the hash
+    of what landed in the sandbox, or None when the cell gets no package."""
+    if not with_skill:
+        return None
+    if isinstance(with_skill, str):
+        revision = snapshot.revisions[with_skill]
+        for rel in revision.files:  # the same place in the sandbox as the working tree's
+            copier.copy_from(str(revision.path_of(rel)), rel)
+        return tree_hash(Path(copier.dest), revision.files)
+    assert snapshot.skill_copy is not None, "build the iteration's template first"
+    for rel in snapshot.skill_files:
+        if rel in snapshot.skill_unreadable:
+            copier.skipped.append({"path": rel, "reason": snapshot.skill_unreadable[rel]})
+        else:
+            copier.copy_from(str(snapshot.skill_copy / rel), rel)
+    return tree_hash(Path(copier.dest), snapshot.skill_delivered)
 
 
 SANDBOX_GIT_CONFIG = """\
@@ -2528,17 +2911,26 @@ def _write_git_dir(git_dir: Path, alternates: list[Path], commit: str | None,
     Only what git needs to recognise a repository; creating folders and files is most of a
     sandbox's cost on slow filesystems. The branch is in packed-refs; git makes the rest.
     """
-    for sub in ("", "objects", "objects/info", "refs"):
-        os.mkdir(git_dir / sub)
-    (git_dir / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
-    (git_dir / "config").write_text(SANDBOX_GIT_CONFIG, encoding="utf-8")
+    files = [("HEAD", "ref: refs/heads/main\n"), ("config", SANDBOX_GIT_CONFIG)]
     if alternates:
-        (git_dir / "objects/info/alternates").write_text(
-            "".join(f"{path}\n" for path in alternates), encoding="utf-8")
+        files.append(("objects/info/alternates", "".join(f"{path}\n" for path in alternates)))
     if commit:
-        (git_dir / "packed-refs").write_text(f"{commit} refs/heads/main\n", encoding="utf-8")
-    if index is not None:
-        shutil.copyfile(index, git_dir / "index")
+        files.append(("packed-refs", f"{commit} refs/heads/main\n"))
+    path = git_dir
+    try:  # a full disk names the file it could not write (exit 3), never an internal error
+        for sub in ("", "objects", "objects/info", "refs"):
+            path = git_dir / sub
+            os.mkdir(path)
+        for rel, text in files:
+            path = git_dir / rel
+            path.write_text(text, encoding="utf-8")
+        if index is not None:
+            path = git_dir / "index"
+            shutil.copyfile(index, path)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        raise WriteFailed(path, exc) from exc
 
 
 def init_sandbox_git(repo: Path, baseline: Path, template: GitTemplate | None,
@@ -2622,6 +3014,129 @@ def sandbox_changes(repo: Path, baseline: Path, git_record: dict[str, Any]) -> d
             "deleted" if "D" in code else "modified")
         changes[kind].append(path)
     return {"captured": True, **{k: sorted(v) for k, v in changes.items()}}
+
+
+# -- protected paths: what a check relies on, put back as it was delivered -----------------
+
+PROTECT_READ_CAP = 64 * 1024 * 1024  # a delivered tree larger than this is not read back
+
+
+def delivered_tree(baseline: Path, commit: str, rel: str) -> dict[str, tuple[str, bytes]]:
+    """What the cell's baseline commit holds at `rel` (a file or a folder): path -> (git mode,
+    bytes), read from the runner's own baseline repository, never from the sandbox's .git.
+    Raises OSError when git cannot read it."""
+    ok, out = run_git([f"--git-dir={baseline}", *GIT_READ_ONLY, "ls-tree", "-r", "-z",
+                       "--full-tree", commit, "--", rel], baseline)
+    if not ok:
+        raise OSError(f"cannot list {rel} in the baseline: {out}")
+    entries = {}
+    for line in filter(None, out.split("\0")):
+        info, _, path = line.partition("\t")
+        mode, kind, obj = info.split()
+        if kind == "blob":
+            entries[path] = (mode, obj)
+    if not entries:
+        return {}
+    done = subprocess.run(["git", f"--git-dir={baseline}", *GIT_READ_ONLY, "cat-file", "--batch"],
+                          cwd=baseline, env=git_environment(), capture_output=True, timeout=300,
+                          input="".join(f"{obj}\n" for _, obj in entries.values()).encode(),
+                          check=False)
+    if done.returncode != 0 or len(done.stdout) > PROTECT_READ_CAP:
+        raise OSError(f"cannot read {rel} from the baseline: "
+                      f"{done.stderr.decode('utf-8', 'replace').strip()[-300:] or 'too large'}")
+    tree, data, at = {}, done.stdout, 0
+    for path, (mode, _) in entries.items():
+        end = data.index(b"\n", at)
+        size = int(data[at:end].split()[2])
+        tree[path] = (mode, data[end + 1:end + 1 + size])
+        at = end + 1 + size + 1
+    return tree
+
+
+def _generated(rel: str) -> bool:
+    """Host-local or generated state (__pycache__, node_modules): never delivered, so its
+    appearance is not a change; restoring removes it all the same."""
+    return any(part in EXCLUDED_DIR_NAMES for part in rel.split("/"))
+
+
+def _link_in_parents(repo: Path, rel: str) -> str | None:
+    """The first folder above `rel` that is not a real folder (a link, a file), or None."""
+    parts = rel.split("/")[:-1]
+    for depth in range(1, len(parts) + 1):
+        ancestor = "/".join(parts[:depth])
+        try:
+            mode = os.lstat(repo / ancestor).st_mode
+        except FileNotFoundError:
+            return None
+        if not stat.S_ISDIR(mode):
+            return ancestor
+    return None
+
+
+def sandbox_tree(repo: Path, rel: str) -> dict[str, tuple[str, bytes]]:
+    """What the sandbox holds at `rel` now, in delivered_tree's shape; no link is followed
+    (a link is its target, anything but files and links is its kind)."""
+    found: dict[str, tuple[str, bytes]] = {}
+
+    def add(path: str) -> None:
+        full = repo / path
+        mode = os.lstat(full).st_mode
+        if stat.S_ISLNK(mode):
+            found[path] = ("120000", os.readlink(full).encode("utf-8", "surrogateescape"))
+        elif stat.S_ISREG(mode):
+            with open(full, "rb") as handle:
+                found[path] = ("100755" if mode & 0o100 else "100644",
+                               handle.read(PROTECT_READ_CAP))
+        else:
+            found[path] = (f"special {stat.S_IFMT(mode):o}", b"")  # a FIFO, a socket, ...
+
+    top = repo / rel
+    if not os.path.lexists(top):
+        return found
+    if not (top.is_dir() and not top.is_symlink()):
+        add(rel)
+        return found
+    for folder, dirs, files in os.walk(top, followlinks=False):
+        for name in [*files, *(d for d in dirs if os.path.islink(os.path.join(folder, d)))]:
+            add(Path(folder, name).relative_to(repo).as_posix())
+    return found
+
+
+def protected_changes(repo: Path, baseline: Path, commit: str, rel: str) -> list[str]:
+    """The files under `rel` the executor added, changed or deleted since delivery."""
+    parent = _link_in_parents(repo, rel)
+    if parent is not None:
+        return [parent]
+    delivered, now = delivered_tree(baseline, commit, rel), sandbox_tree(repo, rel)
+    now = {path: entry for path, entry in now.items() if not _generated(path)}
+    return sorted(path for path in set(delivered) | set(now)
+                  if delivered.get(path) != now.get(path))
+
+
+def restore_delivered(repo: Path, baseline: Path, commit: str, rel: str) -> None:
+    """Put `rel` back exactly as delivered: whatever is there now goes (links are removed,
+    never followed), then the baseline's files are written."""
+    delivered = delivered_tree(baseline, commit, rel)
+    parts = rel.split("/")
+    for depth in range(1, len(parts)):  # every folder above rel a real folder
+        ancestor = repo / "/".join(parts[:depth])
+        if os.path.lexists(ancestor) and not (ancestor.is_dir() and not ancestor.is_symlink()):
+            os.unlink(ancestor)
+        if not os.path.lexists(ancestor):
+            os.mkdir(ancestor)
+    top = repo / rel
+    if top.is_dir() and not top.is_symlink():
+        shutil.rmtree(top)
+    elif os.path.lexists(top):
+        os.unlink(top)
+    for path, (mode, data) in sorted(delivered.items()):
+        target = repo / path
+        target.parent.mkdir(parents=True, exist_ok=True)  # folders made just now: no links
+        if mode == "120000":
+            os.symlink(data.decode("utf-8", "surrogateescape"), target)
+        else:
+            target.write_bytes(data)
+            target.chmod(0o755 if mode == "100755" else 0o644)
 
 
 def fixture_status(root: Path, paths: list[str]) -> dict[str, Any]:
@@ -2878,6 +3393,52 @@ def _number(value: Any) -> bool:
         return False
 
 
+def reported(value: Any, source: str, missing: str, kind: str = "count") -> dict[str, Any]:
+    """What an agent CLI reported for one metric: captured when plausible for its kind
+    ("count", "ms" or "usd"), absent with `missing` when not reported, and absent marked
+    `implausible` (never counted or summed; a sanity flag names the cell) otherwise."""
+    if value is None:
+        return absent(missing)
+    problem = _implausibility(value, kind)
+    if problem:
+        return {"value": None, "implausible": True,
+                "absent_reason": f"{source} reported {_shown_number(value)}, {problem}: not a "
+                                 "plausible measurement, so it is left out and never counted"}
+    return captured(int(value) if kind == "count" else value, source)
+
+
+def reported_sum(values: list[Any], source: str, missing: str,
+                 kind: str = "count") -> dict[str, Any]:
+    """The sum over several events, each checked by `reported`; the first value that is
+    missing or implausible makes the total absent for that reason."""
+    if not values:
+        return absent(missing)
+    parts = [reported(v, source, missing, kind) for v in values]
+    bad = next((p for p in parts if p["value"] is None), None)
+    return bad or captured(sum(p["value"] for p in parts), source)
+
+
+def _implausibility(value: Any, kind: str) -> str:
+    """Why `value` cannot be a measurement of this kind; empty when it can."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return f"a {type(value).__name__}, not a number"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "not a finite number"
+    if value < 0:
+        return "a negative amount"
+    if value > PLAUSIBLE_MAX[kind]:
+        return f"more than {PLAUSIBLE_MAX[kind]:.0e}"
+    if kind == "count" and isinstance(value, float) and not value.is_integer():
+        return "not a whole number"
+    return ""
+
+
+def _shown_number(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 100:
+        return f"an integer of {value.bit_length()} bits"  # str() of it may be refused
+    return repr(value)[:60]
+
+
 def parse_json_lines(text: str) -> list[dict[str, Any]]:
     events = []
     for line in text.splitlines():
@@ -2951,6 +3512,15 @@ def _process_failure(result: ProcessResult) -> str | None:
     if result.cancelled:
         return "cancelled"
     return None
+
+
+def _lost_to_output_cap(result: ProcessResult, what: str = "the result envelope") -> str:
+    """Why no result was found when the output was cut at the cap: it may have been there and
+    lost with the middle, which is no fault of the CLI's."""
+    if not result.stdout_truncated:
+        return ""
+    return (f"the output exceeded {STREAM_HEAD_BYTES + STREAM_TAIL_BYTES:,} bytes "
+            f"({result.stdout_bytes:,} printed) and was cut; {what} was lost")
 
 
 class Provider:
@@ -3107,8 +3677,8 @@ class ClaudeProvider(Provider):
     def _reply_from_envelope(self, result: ProcessResult, envelope: dict | None) -> AgentReply:
         failure = _process_failure(result)
         if envelope is None:
-            reason = failure or (f"exited {result.returncode} without a result envelope"
-                                 + _stderr_reason(result))
+            reason = failure or _lost_to_output_cap(result) or (
+                f"exited {result.returncode} without a result envelope" + _stderr_reason(result))
             return AgentReply(False, failure=reason, metrics=claude_metrics(None, reason))
         text = envelope.get("result")
         text = text if isinstance(text, str) else ""
@@ -3135,13 +3705,13 @@ class ClaudeProvider(Provider):
 
 
 CLAUDE_METRIC_FIELDS = (
-    ("duration_ms", ("duration_ms",)),
-    ("num_turns", ("num_turns",)),
-    ("input_tokens", ("usage", "input_tokens")),
-    ("output_tokens", ("usage", "output_tokens")),
-    ("cache_read_input_tokens", ("usage", "cache_read_input_tokens")),
-    ("cache_creation_input_tokens", ("usage", "cache_creation_input_tokens")),
-    ("total_cost_usd", ("total_cost_usd",)),
+    ("duration_ms", ("duration_ms",), "ms"),
+    ("num_turns", ("num_turns",), "count"),
+    ("input_tokens", ("usage", "input_tokens"), "count"),
+    ("output_tokens", ("usage", "output_tokens"), "count"),
+    ("cache_read_input_tokens", ("usage", "cache_read_input_tokens"), "count"),
+    ("cache_creation_input_tokens", ("usage", "cache_creation_input_tokens"), "count"),
+    ("total_cost_usd", ("total_cost_usd",), "usd"),
 )
 
 
@@ -3153,13 +3723,13 @@ def _dig(data: Any, keys: tuple[str, ...]) -> Any:
 
 def claude_metrics(envelope: dict | None, reason: str) -> dict[str, dict[str, Any]]:
     metrics = {}
-    for name, keys in CLAUDE_METRIC_FIELDS:
+    for name, keys, kind in CLAUDE_METRIC_FIELDS:
         if envelope is None:
             metrics[name] = absent(f"no claude result envelope ({reason})")
             continue
-        value = _dig(envelope, keys)
-        metrics[name] = (captured(value, "claude envelope " + ".".join(keys)) if _number(value)
-                         else absent(f"claude envelope has no numeric {'.'.join(keys)}"))
+        field = ".".join(keys)
+        metrics[name] = reported(_dig(envelope, keys), "claude envelope " + field,
+                                 f"claude envelope has no {field}", kind)
     duration = metrics["duration_ms"]
     metrics["time_seconds"] = (
         captured(duration["value"] / 1000.0, "claude envelope duration_ms")
@@ -3253,8 +3823,9 @@ class CodexProvider(Provider):
             said = "; ".join(turn_errors) or "no turn.failed event" + _stderr_reason(result)
             failure = f"codex failed (exit {result.returncode}): {said}"[:800]
         if failure is None and not usages:
-            failure = ("codex stream ended without turn.completed" if events
-                       else "codex printed no events")
+            failure = _lost_to_output_cap(result, "its turn.completed event") or (
+                "codex stream ended without turn.completed" if events
+                else "codex printed no events")
         metrics = codex_metrics(usages, result, failure)
         return AgentReply(failure is None, text=messages[-1] if messages else "",
                           failure=failure or "", metrics=metrics,
@@ -3278,12 +3849,10 @@ def codex_metrics(usages: list[dict], result: ProcessResult,
                   failure: str | None) -> dict[str, dict[str, Any]]:
     metrics: dict[str, dict[str, Any]] = {}
     for name in CODEX_USAGE_FIELDS:
-        values = [u.get(name) for u in usages]
-        if usages and all(_number(v) for v in values):
-            metrics[name] = captured(sum(values), f"codex turn.completed usage.{name}")
-        else:
-            metrics[name] = absent(f"codex reported no usage.{name}"
-                                   + (f" ({failure})" if failure else ""))
+        metrics[name] = reported_sum([u.get(name) for u in usages],
+                                     f"codex turn.completed usage.{name}",
+                                     f"codex reported no usage.{name}"
+                                     + (f" ({failure})" if failure else ""))
     metrics["total_cost_usd"] = absent("codex reports no cost")
     # `codex exec` is one turn per call, so counting turn.completed would always say 1.
     metrics["num_turns"] = absent("codex exec reports one turn per call, not the agent's turns")
@@ -3502,12 +4071,13 @@ def gemini_metrics(stats: Any, failure: str) -> dict[str, dict[str, Any]]:
     metrics = {}
     for name, key in GEMINI_STAT_FIELDS:
         value = stats.get(key) if isinstance(stats, dict) else None
-        metrics[name] = (captured(value, f"gemini result stats.{key}") if _number(value)
-                         else absent(f"gemini reported no stats.{key}{why}"))
-    duration = stats.get("duration_ms") if isinstance(stats, dict) else None
-    metrics["time_seconds"] = (captured(duration / 1000.0, "gemini result stats.duration_ms")
-                               if _number(duration)
-                               else absent(f"gemini reported no stats.duration_ms{why}"))
+        metrics[name] = reported(value, f"gemini result stats.{key}",
+                                 f"gemini reported no stats.{key}{why}")
+    duration = reported(stats.get("duration_ms") if isinstance(stats, dict) else None,
+                        "gemini result stats.duration_ms",
+                        f"gemini reported no stats.duration_ms{why}", "ms")
+    metrics["time_seconds"] = (captured(duration["value"] / 1000.0, duration["source"])
+                               if duration["value"] is not None else duration)
     metrics["num_turns"] = absent("gemini reports no turn count")
     metrics["total_cost_usd"] = absent("gemini reports no cost")
     return metrics
@@ -3653,22 +4223,18 @@ def opencode_metrics(steps: list[dict], result: ProcessResult,
     why = f" ({failure})" if failure else ""
     metrics = {}
     for name, keys in OPENCODE_TOKEN_FIELDS:
-        values = [_dig(step.get("tokens"), keys) for step in steps]
-        metrics[name] = (
-            captured(sum(values), f"opencode step_finish tokens.{'.'.join(keys)}, summed")
-            if steps and all(_number(v) for v in values)
-            else absent(f"opencode reported no tokens.{'.'.join(keys)}{why}"))
+        metrics[name] = reported_sum([_dig(step.get("tokens"), keys) for step in steps],
+                                     f"opencode step_finish tokens.{'.'.join(keys)}, summed",
+                                     f"opencode reported no tokens.{'.'.join(keys)}{why}")
     parts = [metrics[k]["value"] for k, _ in OPENCODE_TOKEN_FIELDS
              if k != "reasoning_output_tokens"]
     metrics["tokens"] = (
         captured(sum(parts), "opencode tokens: input + output + cache read + cache write")
         if all(v is not None for v in parts) else absent("opencode token counts are missing"))
-    costs = [step.get("cost") for step in steps]
-    metrics["total_cost_usd"] = (
-        captured(sum(costs), "opencode step_finish cost, summed")
-        if steps and all(_number(c) for c in costs) and sum(costs) > 0
-        else absent("opencode reported no cost (it reports 0 when the model has no price "
-                    "configured)"))
+    no_cost = "opencode reported no cost (it reports 0 when the model has no price configured)"
+    cost = reported_sum([step.get("cost") for step in steps],
+                        "opencode step_finish cost, summed", no_cost, "usd")
+    metrics["total_cost_usd"] = cost if cost["value"] != 0 else absent(no_cost)
     metrics["num_turns"] = (captured(len(steps), "count of opencode step_finish events")
                             if steps else absent(f"opencode finished no step{why}"))
     # Its event timestamps are when it printed them, all at the end: not a duration.
@@ -3712,6 +4278,8 @@ def provider_version(provider: Provider, groups: ProcessGroups,
     """`<cli> --version`, run with the environment the agents get."""
     invocation = Invocation(provider.version_argv(), Path.cwd())
     result = run_process(invocation, agent_env, 60.0, groups)
+    if groups.cancelled.is_set() or result.returncode == -signal.SIGINT:
+        raise KeyboardInterrupt  # Ctrl-C ended the probe: an interrupt, not a broken CLI
     if result.returncode != 0 or result.timed_out:
         detail = (result.spawn_error or result.stderr.strip() or result.stdout.strip())[:300]
         raise EnvironmentProblem(f"`{' '.join(invocation.argv)}` failed: {detail}",
@@ -4022,7 +4590,9 @@ def spend_of(record: RunRecord, kind: str) -> float | None:
         if process is None:
             continue
         value = ((metrics or {}).get(name) or {}).get("value")
-        if value is None:
+        # a value an older runner recorded as measured may be absurd (a negative cost lifted
+        # the cap): it is unknown here, never counted
+        if value is None or _implausibility(value, "usd" if kind == "cost" else "count"):
             return None
         total += value
     return total
@@ -4082,8 +4652,12 @@ class RunContext:
     agent_mounts: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
     hidden: list[Path] = dataclasses.field(default_factory=list)  # masked if under a mount
     budget: Budget | None = None
+    write_failed: WriteFailed | None = None  # the first file a cell could not write
 
     def should_stop(self) -> str | None:
+        if self.write_failed is not None:
+            return (f"a file could not be written before this cell started "
+                    f"({self.write_failed.message})")
         if self.deadline_at is not None and time.monotonic() >= self.deadline_at:
             return "the --deadline passed before this cell started"
         if self.budget is not None and self.budget.reached():
@@ -4321,6 +4895,7 @@ class CellRun:
     started_at: str
     sandbox: Sandbox | None = None
     answer: ExecutorAnswer | None = None  # set once the executor finished ok
+    write_failed: WriteFailed | None = None  # a file of this cell could not be written
 
 
 def run_lane(ctx: RunContext, queue: CellQueue,
@@ -4340,10 +4915,17 @@ def run_lane(ctx: RunContext, queue: CellQueue,
 
 
 def guarded(run: CellRun, step: Callable[..., Any], *args: Any) -> Any:
-    """One broken cell must never stop the others: a fault of the runner's is recorded on it."""
+    """One broken cell must never stop the others: a fault of the runner's is recorded on it.
+    A file that could not be written (a full disk) is also kept for the run's exit status."""
     try:
         return step(*args)
     except Exception as exc:
+        if isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS:
+            exc = WriteFailed(Path(exc.filename or run.cell.run_dir), exc)
+        if isinstance(exc, WriteFailed):
+            run.write_failed = run.write_failed or exc
+            run.record.fail("runner_error", "runner", exc.message)
+            return None
         run.record.fail("runner_error", "runner", f"{type(exc).__name__}: {exc}")
         return None
 
@@ -4386,6 +4968,8 @@ def close_sandbox_and_start_next(ctx: RunContext, run: CellRun,
         def close() -> None:
             run.record.changes = sandbox_changes(sandbox.repo, sandbox.baseline_git,
                                                  sandbox.record["git"])
+            if run.answer is not None and ctx.suite.checks_for(run.cell.case):
+                guarded(run, run_checks_step, ctx, run)  # before the copy goes
             if not ctx.options.keep_sandboxes:
                 sandbox.remove_copy()
         guarded(run, close)
@@ -4396,6 +4980,7 @@ def close_sandbox_and_start_next(ctx: RunContext, run: CellRun,
 def finish_cell(ctx: RunContext, run: CellRun, closing: concurrent.futures.Future) -> RunRecord:
     closing.result()  # the executor's changes are on the record, its sandbox gone
     record = run.record
+    guarded(run, add_check_verdicts, ctx, run.cell, record)
     if run.sandbox is not None:
         if ctx.options.keep_sandboxes:
             run.sandbox.record["kept"] = True
@@ -4405,6 +4990,8 @@ def finish_cell(ctx: RunContext, run: CellRun, closing: concurrent.futures.Futur
     record.resumed = ctx.resuming
     save_run_files(ctx, run)
     journal_cell(ctx, run)
+    if run.write_failed is not None and ctx.write_failed is None:
+        ctx.write_failed = run.write_failed  # no new cell starts; the run ends with exit 3
     if ctx.budget is not None:
         ctx.budget.add(record)
     if ctx.progress:
@@ -4498,7 +5085,9 @@ def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Any, record: RunRecord
     """
     assertions = ctx.suite.assertions_for(cell.case)
     if not assertions:
-        record.failure = {"stage": "grader", "detail": "the case has no assertions; not graded"}
+        if not ctx.suite.checks_for(cell.case):  # with checks only, no grader is needed
+            record.failure = {"stage": "grader",
+                              "detail": "the case has no assertions; not graded"}
         return
     prompt = build_grader_prompt(cell.case.prompt, answer.text, answer.artifact,
                                  answer.artifact_truncated, assertions)
@@ -4555,6 +5144,8 @@ def sum_metrics(calls: list[dict[str, dict[str, Any]]], planned: int) -> dict[st
         missing = next((p for p in parts if p.get("value") is None), None)
         if missing is not None:
             totals[name] = absent(missing.get("absent_reason") or "not captured")
+            if missing.get("implausible"):  # kept, so the sanity checks name the cell
+                totals[name]["implausible"] = True
             continue
         source = parts[0].get("source", "")
         if len(parts) > 1:
@@ -4754,7 +5345,7 @@ def regrade_steps(ctx: RunContext, run: CellRun, source_run: SourceRun,
         if os.path.isfile(source_dir / rel) and not os.path.islink(source_dir / rel):
             files.copy(rel, source_dir / rel)
     for name in ("executor", "sandbox", "changes", "written_artifact", "metrics",
-                 "permission_denials", "skill_read"):
+                 "permission_denials", "skill_read", "checks"):
         setattr(record, name, getattr(source, name))
     record.regraded_from = {"run_dir": str(source_dir), "status": source.status,
                             "executor_started_at": source.started_at,
@@ -4774,6 +5365,7 @@ def regrade_steps(ctx: RunContext, run: CellRun, source_run: SourceRun,
     answer = ExecutorAnswer(text, artifact, bool(record.written_artifact.get("truncated")))
     record.sandbox = {**(record.sandbox or {}), "regrade_grader": room.record}
     run_grader_step(ctx, cell, room, record, answer)
+    add_check_verdicts(ctx, cell, record)  # the source's check results: its sandbox is gone
 
 
 def capture_artifact(path: Path, root: Path | None = None) -> dict[str, Any]:
@@ -4854,6 +5446,213 @@ def skill_read_evidence(trace: list[dict] | None, skill_name: str, config: str) 
             "reads": [c.get("tool") for c in hits][:10], "config": config}
 
 
+# -- deterministic checks: after the executor, in its sandbox, confined as it was ----------
+
+CHECK_TAIL_CHARS = 1500  # of a run check's stdout and stderr, kept as its evidence
+CHECK_READ_CAP = 4 * 1024 * 1024  # of a checked file
+
+
+def run_checks_step(ctx: RunContext, run: CellRun) -> None:
+    """Every check of the cell, in order, once its executor has ended. Protected paths are
+    compared with what was delivered first (what the executor did), then put back before each
+    run check. A check that could not run stops the rest: the cell will not be scored."""
+    sandbox, checks = run.sandbox, ctx.suite.checks_for(run.cell.case)
+    state: dict[str, Any] = {"results": [], "protected": {}, "unrun": None}
+    run.record.checks = state
+    started = time.monotonic()
+    try:
+        if sandbox is None or not sandbox.repo.is_dir():
+            state["unrun"] = "the sandbox was gone when the checks were to run"
+            return
+        git = sandbox.record["git"]
+        protect = sorted({rel for check in checks for rel in check.protect})
+        if protect and not git.get("ok"):
+            state["unrun"] = "the sandbox has no baseline commit to restore protected paths from"
+            return
+        run_checks_in_order(ctx, run, checks, protect, state)
+    except OSError as exc:  # a protected path the runner could not read or put back
+        state["unrun"] = f"protected paths could not be restored: {exc.strerror or exc}"
+    finally:
+        state["duration_s"] = round(time.monotonic() - started, 3)
+        state["note"] = "the checks' own time, on the runner's clock; not the executor's"
+
+
+def run_checks_in_order(ctx: RunContext, run: CellRun, checks: list[Check], protect: list[str],
+                        state: dict[str, Any]) -> None:
+    sandbox = run.sandbox
+    commit = sandbox.record["git"].get("baseline", "")
+    for rel in protect:  # what the executor left, before any check runs and writes there
+        changed = protected_changes(sandbox.repo, sandbox.baseline_git, commit, rel)
+        state["protected"][rel] = {"changed_by_executor": changed}
+    for check in checks:
+        for rel in check.protect:
+            restore_delivered(sandbox.repo, sandbox.baseline_git, commit, rel)
+        result = run_one_check(ctx, run, check)
+        state["results"].append(result)
+        if result.get("unrun"):
+            state["unrun"] = f"check {check.name!r} could not run: {result['unrun']}"
+            state["cancelled"] = bool(result.get("cancelled"))
+            return
+
+
+def run_one_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, Any]:
+    """{name, subject, passed, evidence, duration_s}, or with `unrun` (why it could not)."""
+    started = time.monotonic()
+    if check.subject == "run":
+        result = run_command_check(ctx, run, check)
+    elif check.subject == "file":
+        result = file_check(run.sandbox, check)
+    else:
+        answer = run.answer
+        text = answer.text if check.target == "reply" else answer.artifact
+        result = (text_check(check, text, f"the {check.target}") if text is not None else
+                  {"passed": False, "evidence": "the executor wrote no artifact"})
+    return {"name": check.name, "subject": check.subject, **result,
+            "duration_s": round(time.monotonic() - started, 3)}
+
+
+def run_command_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, Any]:
+    """The command in the sandbox under /bin/sh, confined as the executor was."""
+    sandbox = run.sandbox
+    invocation = Invocation(["/bin/sh", "-c", check.target], sandbox.repo)
+    borrowed = [Path(p) for p in sandbox.record["git"].get("borrowed_objects", [])]
+    result, isolation = run_confined_command(ctx, invocation, check.timeout_s, borrowed)
+    tails = {"stdout_tail": result.stdout[-CHECK_TAIL_CHARS:],
+             "stderr_tail": result.stderr[-CHECK_TAIL_CHARS:], "returncode": result.returncode,
+             "isolation": isolation}
+    if result.timed_out:
+        return {**tails, "unrun": f"timed out after {check.timeout_s:g} s"}
+    if result.cancelled:
+        return {**tails, "unrun": "the run was stopped while it ran", "cancelled": True}
+    if result.spawn_error or result.returncode is None:
+        return {**tails, "unrun": f"could not start: {result.spawn_error or 'no exit status'}"}
+    passed = result.returncode == check.expected
+    shown = "; ".join(f"{name}: {_squash(tails[key][-400:])}" for name, key in
+                      (("stdout", "stdout_tail"), ("stderr", "stderr_tail")) if tails[key].strip())
+    evidence = f"exited {result.returncode} (expected {check.expected})" + (
+        f"; {shown}" if shown else "")
+    return {**tails, "passed": passed, "evidence": evidence}
+
+
+def run_confined_command(ctx: RunContext, invocation: Invocation, timeout_s: float,
+                         ro_binds: list[Path]) -> tuple[ProcessResult, dict[str, Any]]:
+    """A check's process, under the executor's own confinement: with bwrap the same mounts,
+    the same hidden folders and a fresh, empty HOME; unconfined a fresh HOME too, and whatever
+    it left running ended with it. No agent's login is carried into the HOME."""
+    home = Path(tempfile.mkdtemp(prefix="skill-eval-home-check-", dir=ctx.sandbox_base))
+    try:
+        inside = confined_env(provider_env(ctx, invocation.cwd), invocation.cwd, {})
+        if ctx.confinement.mode != "bwrap":
+            token = secrets.token_hex(8)
+            env = {**inside, "HOME": str(home), AGENT_TOKEN_ENV: token}
+            result = run_process(invocation, env, timeout_s, ctx.groups)
+            strays = end_strays(token=token)
+            return result, {**ctx.confinement.to_json(), "strays_ended": len(strays)}
+        argv = bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
+                          home=home, ro_entries=ctx.agent_mounts, ro_binds=ro_binds,
+                          hide=ctx.hidden)
+        short, fd = options_through_fd(argv)
+        try:
+            result = run_process(dataclasses.replace(invocation, argv=short, pass_fds=(fd,)),
+                                 inside, timeout_s, ctx.groups)
+        finally:
+            os.close(fd)
+        return result, ctx.confinement.to_json()
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def file_check(sandbox: Sandbox, check: Check) -> dict[str, Any]:
+    """A sandbox file, reached from the sandbox base without following any link."""
+    if not sandbox.repo.is_dir():
+        return {"unrun": "the sandbox was gone when the check was to run"}
+    rel = sandbox.repo.relative_to(sandbox.base) / check.target
+    if check.test == "exists":
+        found, why = _exists_unfollowed(sandbox.base, rel)
+        passed = found == check.expected
+        return {"passed": passed, "evidence": f"{check.target} {why}"}
+    fd, why = _open_regular_unfollowed(sandbox.base, rel)
+    if fd is None:
+        return {"passed": False,
+                "evidence": f"{check.target}: {why.replace('the artifact path', 'the path')}"}
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(CHECK_READ_CAP + 1)
+    if len(data) > CHECK_READ_CAP:
+        return {"passed": False, "evidence": f"{check.target} is larger than "
+                f"{CHECK_READ_CAP // (1024 * 1024)} MB; not read"}
+    return text_check(check, data.decode("utf-8", "replace"), check.target)
+
+
+def _exists_unfollowed(root: Path, rel: Path) -> tuple[bool, str]:
+    """(whether a regular file or a folder is at rel, reached with no link followed, why)."""
+    current = root
+    for index, name in enumerate(rel.parts):
+        current = current / name
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            return False, "does not exist"
+        last = index == len(rel.parts) - 1
+        if stat.S_ISLNK(mode):
+            return False, "is reached through a symbolic link (not followed)"
+        if not last and not stat.S_ISDIR(mode):
+            return False, "does not exist (a file is where a folder would be)"
+    kind = "a folder" if stat.S_ISDIR(mode) else "a file" if stat.S_ISREG(mode) else None
+    return (kind is not None), (f"exists ({kind})" if kind else f"is {_node_kind(mode)}")
+
+
+def text_check(check: Check, text: str, what: str) -> dict[str, Any]:
+    if check.test == "json":
+        try:
+            json.loads(text)
+        except ValueError as exc:
+            return {"passed": False, "evidence": f"{what} does not parse as JSON: {exc}"}
+        return {"passed": True, "evidence": f"{what} parses as JSON"}
+    if check.test == "contains":
+        passed = check.expected in text
+        verb = "contains" if passed else "does not contain"
+        return {"passed": passed, "evidence": f"{what} {verb} {check.expected[:80]!r}"}
+    match = re.search(check.expected, text)
+    if match is None:
+        return {"passed": False, "evidence": f"{what} has no match for {check.expected[:80]!r}"}
+    return {"passed": True, "evidence": f"{what} matches {check.expected[:80]!r}: "
+            f"{_squash(match.group(0))[:120]!r}"}
+
+
+def add_check_verdicts(ctx: RunContext, cell: Cell, record: RunRecord) -> None:
+    """The checks' results after the grader's verdicts in the grading, each marked as a check;
+    a check that could not run leaves the cell unscored, with the reason."""
+    checks = ctx.suite.checks_for(cell.case)
+    if not checks or record.status != STATUS_OK:
+        return
+    state = record.checks or {}
+    if state.get("unrun") or len(state.get("results") or []) != len(checks):
+        reason = state.get("unrun") or "the checks did not run"
+        record.fail("cancelled" if state.get("cancelled") else "check_error", "checks",
+                    f"{reason}; not scored")
+        return
+    if ctx.suite.assertions_for(cell.case) and record.grading is None:
+        return  # the grader's failure is on the record already
+    grading = record.grading or {"expectations": [], "notes": [], "graded_by": "checks only"}
+    record.grading = grading_with_checks(grading, state["results"],
+                                         ctx.suite.paired_checks_for(cell.case))
+
+
+def grading_with_checks(grading: dict[str, Any], results: list[dict[str, Any]],
+                        paired: dict[str, str]) -> dict[str, Any]:
+    judged = [{**e, "check": paired[e["text"]]} if e["text"] in paired else e
+              for e in grading["expectations"]]
+    first = len(judged) + 1
+    checked = [{"id": first + i, "text": r["name"], "passed": r["passed"],
+                "evidence": r["evidence"], "kind": "check"} for i, r in enumerate(results)]
+    expectations = judged + checked
+    passed = sum(e["passed"] for e in expectations)
+    total = len(expectations)
+    return {**grading, "expectations": expectations,
+            "summary": {"passed": passed, "failed": total - passed, "total": total,
+                        "pass_rate": passed / total if total else None}}
+
+
 def write_run_files(cell: Cell, record: RunRecord, judge: dict[str, Any]) -> bool:
     """grading.json, the metrics, then run.json: run.json on disk means the rest is."""
     files = RunFiles(cell.run_dir, record)
@@ -4891,9 +5690,17 @@ def timing_json(metrics: dict[str, dict[str, Any]]) -> dict[str, Any]:
 # ==== aggregation ============================================================
 
 
-BOOTSTRAP_RESAMPLES = 2000
-BOOTSTRAP_SEED = 20261129
-MIN_PAIRED_EVALS = 5
+ALPHA = 0.05  # two-sided, for every verdict, interval and forecast
+# Every sign pattern is enumerated up to this many evals (2^16 = 65,536 patterns); above it,
+# SIGN_FLIP_RESAMPLES random patterns seeded from the deltas give the p-value within about
+# +-0.004 at 0.05.
+SIGN_FLIP_EXACT_MAX_EVALS = 16
+SIGN_FLIP_RESAMPLES = 9999
+SIGN_FLIP_METHOD = ("sign-flip permutation test of the mean per-eval delta (evals are the "
+                    "unit, runs stay inside their eval); the interval inverts the test")
+# The fewest evals with which any outcome reaches p <= ALPHA: all six deltas of one sign give
+# the exact two-sided p = 2 / 2^6 = 0.031; with five it is at best 2 / 2^5 = 0.0625.
+MIN_PAIRED_EVALS = 6
 SEVERITIES_NEEDING_REVIEW = ("error", "warning")
 
 
@@ -4942,7 +5749,18 @@ def benchmark_run(record: RunRecord) -> dict[str, Any]:
                            for name in ("time_seconds", "tokens")},
         "files_sha256": dict(sorted(record.written_files.items())),
         "grader": grader_result(record),
+        **({"checks": checks_result(record)} if record.checks is not None else {}),
     }
+
+
+def checks_result(record: RunRecord) -> dict[str, Any]:
+    """What the deterministic checks of a run took, apart from the executor's metrics."""
+    state = record.checks or {}
+    return {"count": len(state.get("results") or []),
+            "passed": sum(bool(r.get("passed")) for r in state.get("results") or []),
+            "time_seconds": state.get("duration_s"), "could_not_run": state.get("unrun"),
+            "protected_changed": sorted({path for seen in (state.get("protected") or {}).values()
+                                         for path in seen.get("changed_by_executor") or []})}
 
 
 GRADER_METRICS = ("time_seconds", "tokens", "total_cost_usd")
@@ -5010,48 +5828,101 @@ def per_eval_rates(runs: list[dict[str, Any]], configs: tuple[str, ...]) -> list
     return rows
 
 
-def bootstrap_interval(pairs: list[tuple[list[float], list[float]]], resamples: int,
-                       seed: int) -> tuple[float, float]:
-    """95% percentile interval of the mean per-eval delta; evals, then runs, resampled."""
+def paired_deltas(pairs: list[tuple[list[float], list[float]]]) -> list[float]:
+    """Each eval's delta of mean pass rates (candidate minus baseline), in sorted order.
+
+    Only the multiset of deltas enters the test, so sorting makes every number independent of
+    the order in which the cases were listed or finished.
+    """
+    return sorted(_snap(_mean(cand) - _mean(base)) for cand, base in pairs)
+
+
+def _subset_table(values: list[float]) -> tuple[list[float], list[int]]:
+    """Sum and size of every subset of `values` (2^len entries, the empty subset first)."""
+    sums, sizes = [0.0], [0]
+    for value in values:
+        sums += [s + value for s in sums]
+        sizes += [k + 1 for k in sizes]
+    return sums, sizes
+
+
+def _content_seed(values: list[float]) -> int:
+    text = ",".join(f"{v:.12g}" for v in values)
+    return int.from_bytes(hashlib.sha256(text.encode("ascii")).digest()[:8], "big")
+
+
+def _sampled_subsets(values: list[float], draws: int,
+                     seed: int) -> tuple[list[float], list[int]]:
+    """Sum and size of `draws` random subsets (each value in with probability 1/2).
+
+    The values are cut into chunks of 10 whose 1,024 subsets are tabled once, so one draw
+    costs a lookup per chunk rather than a coin per eval.
+    """
     rng = random.Random(seed)
-    n = len(pairs)
-    fixed = all(len(c) == 1 and len(b) == 1 for c, b in pairs)
-    deltas = [c[0] - b[0] for c, b in pairs] if fixed else []
-    means = []
-    for _ in range(resamples):
-        if fixed:
-            means.append(math.fsum(rng.choices(deltas, k=n)) / n)
-            continue
-        total = 0.0
-        for cand, base in rng.choices(pairs, k=n):
-            total += _mean(rng.choices(cand, k=len(cand))) - _mean(rng.choices(base, k=len(base)))
-        means.append(total / n)
-    means.sort()
-    low = means[int(0.025 * (resamples - 1))]
-    high = means[int(math.ceil(0.975 * (resamples - 1)))]
-    return low, high
+    tables = [(len(chunk), *_subset_table(chunk))
+              for chunk in (values[i:i + 10] for i in range(0, len(values), 10))]
+    sums, sizes = [], []
+    for _ in range(draws):
+        total, size = 0.0, 0
+        for width, chunk_sums, chunk_sizes in tables:
+            pick = rng.getrandbits(width)
+            total += chunk_sums[pick]
+            size += chunk_sizes[pick]
+        sums.append(total)
+        sizes.append(size)
+    return sums, sizes
 
 
-def paired_statistics(per_eval: list[dict[str, Any]], configs: tuple[str, ...],
-                      resamples: int = BOOTSTRAP_RESAMPLES,
-                      seed: int = BOOTSTRAP_SEED) -> dict[str, Any] | None:
+def sign_flip_test(deltas: list[float], alpha: float = ALPHA) -> dict[str, Any]:
+    """Two-sided sign-flip permutation test of "mean delta = 0" and the interval it inverts to.
+
+    Under no effect an eval's delta is as likely to be +d as -d, so every pattern of signs is
+    equally likely. Flipping the signs of a subset F of the deltas shifted by s moves the sum
+    past the observed one exactly when the mean of F is at most s (or at least s, the other
+    tail), so the one-sided p-value at shift s is (1 + #subsets whose mean <= s) / patterns:
+    the interval's ends are order statistics of the subset means, and the verdict ("the
+    interval excludes 0") and the p-value agree by construction. Every pattern is enumerated
+    up to SIGN_FLIP_EXACT_MAX_EVALS evals; above that SIGN_FLIP_RESAMPLES random patterns,
+    seeded from the deltas themselves, plus the observed one.
+    """
+    values = sorted(deltas)
+    exact = len(values) <= SIGN_FLIP_EXACT_MAX_EVALS
+    seed = None if exact else _content_seed(values)
+    if exact:
+        sums, sizes = _subset_table(values)
+        sums, sizes, patterns = sums[1:], sizes[1:], 2 ** len(values)
+    else:
+        sums, sizes = _sampled_subsets(values, SIGN_FLIP_RESAMPLES, seed)
+        patterns = SIGN_FLIP_RESAMPLES + 1
+    # A sampled empty subset flips nothing: it ties with the observed pattern in both tails.
+    unflipped = 1 + sizes.count(0)
+    means = sorted(_snap(s) / k for s, k in zip(sums, sizes) if k)
+    tail = math.floor(alpha / 2 * patterns + 1e-9) - (unflipped - 1)
+    # Below `tail` no shift is rejected: the interval is the whole range of a pass-rate delta.
+    low, high = (means[tail - 1], means[-tail]) if tail >= 1 else (-1.0, 1.0)
+    at_most_zero = sum(1 for m in means if m <= 0.0)
+    at_least_zero = sum(1 for m in means if m >= 0.0)
+    p_value = min(1.0, 2 * (unflipped + min(at_most_zero, at_least_zero)) / patterns)
+    return {"ci": (low, high), "p_value": p_value, "exact": exact, "patterns": patterns,
+            "seed": seed}
+
+
+def paired_statistics(per_eval: list[dict[str, Any]],
+                      configs: tuple[str, ...]) -> dict[str, Any] | None:
     if len(configs) != 2:
         return None
-    pairs, deltas = [], []
-    for row in per_eval:
-        cand, base = (row["configs"][c]["pass_rates"] for c in configs)
-        if cand and base:
-            pairs.append((cand, base))
-            deltas.append(_snap(_mean(cand) - _mean(base)))
+    deltas = paired_deltas(_paired_rates(per_eval, configs))
     result: dict[str, Any] = {
-        "paired_evals": len(pairs), "min_paired_evals": MIN_PAIRED_EVALS,
-        "mean_delta": _snap(_mean(deltas)) if deltas else None, "ci95": None, "bootstrap": {
-            "resamples": resamples, "seed": seed, "method": "percentile; evals resampled, "
-            "then runs within each eval when there are several"},
+        "paired_evals": len(deltas), "min_paired_evals": MIN_PAIRED_EVALS,
+        "mean_delta": _snap(_mean(deltas)) if deltas else None, "ci95": None, "test": None,
         "wins": sum(_sign(d) > 0 for d in deltas), "ties": sum(_sign(d) == 0 for d in deltas),
         "losses": sum(_sign(d) < 0 for d in deltas)}
-    if pairs:
-        result["ci95"] = [_snap(bound) for bound in bootstrap_interval(pairs, resamples, seed)]
+    if deltas:
+        test = sign_flip_test(deltas)
+        result["ci95"] = [_snap(bound) for bound in test["ci"]]
+        result["test"] = {
+            "method": SIGN_FLIP_METHOD, "alpha": ALPHA, "p_value": test["p_value"],
+            "exact": test["exact"], "sign_patterns": test["patterns"], "seed": test["seed"]}
     result["verdict"], result["verdict_reason"] = _verdict(result)
     return result
 
@@ -5059,21 +5930,21 @@ def paired_statistics(per_eval: list[dict[str, Any]], configs: tuple[str, ...],
 def _verdict(stats: dict[str, Any]) -> tuple[str, str]:
     if stats["paired_evals"] < MIN_PAIRED_EVALS:
         return "inconclusive", (f"only {stats['paired_evals']} eval(s) scored in both configs; "
-                                f"at least {MIN_PAIRED_EVALS} are needed")
+                                f"at least {MIN_PAIRED_EVALS} are needed: with fewer, no "
+                                f"outcome reaches p <= {ALPHA:g} in the exact sign-flip test")
     low, high = stats["ci95"]
-    if _sign(low) > 0:
-        return "improved", "the 95% interval of the mean per-eval delta lies above 0"
-    if _sign(high) < 0:
-        return "regressed", "the 95% interval of the mean per-eval delta lies below 0"
-    return "inconclusive", "the 95% interval of the mean per-eval delta includes 0"
+    p_text = f"sign-flip p = {stats['test']['p_value']:.4g}"
+    if low > 0:
+        return "improved", f"the 95% interval of the mean per-eval delta lies above 0 ({p_text})"
+    if high < 0:
+        return "regressed", f"the 95% interval of the mean per-eval delta lies below 0 ({p_text})"
+    return "inconclusive", f"the 95% interval of the mean per-eval delta includes 0 ({p_text})"
 
 
-# How much data a verdict needs: the normal approximation for a two-sided test at alpha 0.05
-# with power 0.8 on the mean of the paired per-eval deltas (README: "How much data").
-Z_ALPHA_TWO_SIDED = 1.959963984540054  # z at 1 - 0.05 / 2
-Z_POWER = 0.8416212335729143  # z at 0.8
+FORECAST_POWER = 0.8
 FORECAST_TARGET_DELTA = 0.10
 MAX_FORECAST_RUNS = 50
+MAX_FORECAST_EVALS = 100000
 
 
 def comparisons(per_eval: list[dict[str, Any]], configs: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -5093,49 +5964,74 @@ def _paired_rates(per_eval: list[dict[str, Any]],
     return [(cand, base) for cand, base in rows if cand and base]
 
 
+def t_quantile(p: float, df: int) -> float:
+    """Student's t quantile: the Cornish-Fisher expansion in 1/df (within 3e-4 at df >= 5)."""
+    z = statistics.NormalDist().inv_cdf(p)
+    terms = ((z ** 3 + z) / 4,
+             (5 * z ** 5 + 16 * z ** 3 + 3 * z) / 96,
+             (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / 384,
+             (79 * z ** 9 + 776 * z ** 7 + 1482 * z ** 5 - 1920 * z ** 3 - 945 * z) / 92160)
+    return z + math.fsum(term / df ** (i + 1) for i, term in enumerate(terms))
+
+
+def minimum_detectable(sd: float, n: int) -> float | None:
+    """The true mean delta the verdict finds with FORECAST_POWER, for n evals of spread sd.
+
+    The sign-flip test on the mean has the power of a one-sample t-test on the same deltas
+    (both condition on the same spread), so the t-test's formula forecasts it:
+    (t_{n-1}(1 - alpha / 2) + t_{n-1}(power)) * sd / sqrt(n). None below MIN_PAIRED_EVALS,
+    where no outcome is a verdict.
+    """
+    if n < MIN_PAIRED_EVALS:
+        return None
+    factor = t_quantile(1 - ALPHA / 2, n - 1) + t_quantile(FORECAST_POWER, n - 1)
+    return factor * sd / math.sqrt(n)
+
+
 def power_forecast(per_eval: list[dict[str, Any]], pair: tuple[str, str],
                    observed: float | None) -> dict[str, Any]:
     """Minimum detectable effect, and evals (or runs per eval) a target delta would need.
 
-    sd is the sample SD of the paired per-eval deltas: the spread of their mean. The verdict's
-    bootstrap also resamples runs within an eval, which widens its interval by a run-level
-    variance; the interval's width uses that wider spread, the chance of the mean landing
-    beyond it uses sd, so the forecast describes the verdict rule actually used:
-    MDE = (z_alpha * sqrt(sd^2 + run variance) + z_power * sd) / sqrt(n).
+    sd is the sample SD of the paired per-eval deltas (each already the mean of its runs, so
+    it holds the run-to-run noise once); see minimum_detectable for the formula.
     """
     pairs = _paired_rates(per_eval, pair)
+    n = len(pairs)
     result: dict[str, Any] = {
-        "method": "normal approximation on the paired per-eval deltas", "alpha": 0.05,
-        "power": 0.8, "paired_evals": len(pairs), "sd_per_eval_delta": None,
-        "bootstrap_run_variance": None, "mde": None, "reason": None, "targets": []}
-    if len(pairs) < 2:
+        "method": "t approximation to the sign-flip test on the paired per-eval deltas",
+        "alpha": ALPHA, "power": FORECAST_POWER, "paired_evals": n,
+        "sd_per_eval_delta": None, "mde": None, "reason": None, "targets": []}
+    if n < 2:
         result["reason"] = "fewer than 2 paired evals: the spread of the deltas is unknown"
         return result
-    deltas = [_mean(cand) - _mean(base) for cand, base in pairs]
-    sd = math.sqrt(_sample_variance(deltas))
-    # What resampling r runs with replacement adds to an eval's delta: s^2 (r - 1) / r^2.
-    extra = _mean([math.fsum(_sample_variance(rates) * (len(rates) - 1) / len(rates) ** 2
-                             for rates in arms if len(rates) > 1) for arms in pairs])
-    spread = math.sqrt(sd ** 2 + extra)
-    n = len(pairs)
-    result.update(sd_per_eval_delta=sd, bootstrap_run_variance=extra)
-    if spread <= RATE_EPSILON:
-        result["reason"] = ("every paired eval has the same delta: with no spread the normal "
+    sd = math.sqrt(_sample_variance(paired_deltas(pairs)))
+    result["sd_per_eval_delta"] = sd
+    if sd <= RATE_EPSILON:
+        result["reason"] = ("every paired eval has the same delta: with no spread the "
                             "approximation cannot say what would be detected")
         return result
-    result["mde"] = _detectable(spread, sd) / math.sqrt(n)
+    result["mde"] = minimum_detectable(sd, n)
+    if result["mde"] is None:
+        result["reason"] = (f"only {n} paired evals: the verdict needs at least "
+                            f"{MIN_PAIRED_EVALS}, so nothing is detectable yet")
     targets = [("observed", abs(observed))] if observed and abs(observed) > RATE_EPSILON else []
     for label, target in [*targets, ("10 pp", FORECAST_TARGET_DELTA)]:
-        result["targets"].append({
-            "label": label, "delta": target,
-            "evals_needed": math.ceil((_detectable(spread, sd) / target) ** 2 - 1e-9),
-            **_runs_needed(pairs, sd, n, target)})
+        result["targets"].append({"label": label, "delta": target,
+                                  "evals_needed": _evals_needed(sd, target),
+                                  **_runs_needed(pairs, sd, n, target)})
     return result
 
 
-def _detectable(spread: float, sd: float) -> float:
-    """sqrt(n) times the true delta the verdict finds with the target power (see above)."""
-    return Z_ALPHA_TWO_SIDED * spread + Z_POWER * sd
+def _evals_needed(sd: float, target: float) -> int | None:
+    """The fewest paired evals whose MDE at this spread is at most `target`."""
+    guess = max(MIN_PAIRED_EVALS, math.ceil((2.8 * sd / target) ** 2 * 0.9))
+    while guess > MIN_PAIRED_EVALS and minimum_detectable(sd, guess - 1) <= target:
+        guess -= 1
+    while guess <= MAX_FORECAST_EVALS:
+        if minimum_detectable(sd, guess) <= target:
+            return guess
+        guess += 1
+    return None
 
 
 def _runs_needed(pairs: list[tuple[list[float], list[float]]], sd: float, n: int,
@@ -5143,18 +6039,20 @@ def _runs_needed(pairs: list[tuple[list[float], list[float]]], sd: float, n: int
     """Runs per eval that would bring the MDE with these n evals down to `target`.
 
     Model: an eval's delta varies by tau^2 between evals plus W / r from r runs per config
-    (W: the run-to-run variance of one run's delta, both configs added); the bootstrap adds
-    W (r - 1) / r^2. Needs at least two runs per config to measure W.
+    (W: the run-to-run variance of one run's delta, both configs added). Needs at least two
+    runs per config to measure W.
     """
     if not all(len(cand) > 1 and len(base) > 1 for cand, base in pairs):
         return {"runs_needed": None, "runs_note": "needs at least 2 runs per eval and config "
                 "to measure the run-to-run spread"}
+    if n < MIN_PAIRED_EVALS:
+        return {"runs_needed": None, "runs_note": f"needs at least {MIN_PAIRED_EVALS} evals "
+                "first"}
     within = _mean([_sample_variance(c) + _sample_variance(b) for c, b in pairs]) or 0.0
     runs = _mean([(len(c) + len(b)) / 2 for c, b in pairs]) or 1.0
     between = max(0.0, sd ** 2 - within / runs)
     for r in range(1, MAX_FORECAST_RUNS + 1):
-        spread = math.sqrt(between + within * (2 * r - 1) / r ** 2)
-        if _detectable(spread, math.sqrt(between + within / r)) / math.sqrt(n) <= target:
+        if minimum_detectable(math.sqrt(between + within / r), n) <= target:
             return {"runs_needed": r, "runs_note": "" if r <= RUNS_RANGE[1] else
                     f"more than --runs allows ({RUNS_RANGE[1]}); add evals instead"}
     return {"runs_needed": None, "runs_note": "more runs alone cannot reach it: the evals "
@@ -5178,6 +6076,7 @@ def per_assertion(runs: list[dict[str, Any]], configs: tuple[str, ...],
                 "scope": "common" if shared else "eval",
                 "eval_id": None if shared else run["eval_id"],
                 "assertion_id": exp["id"], "text": exp["text"],
+                **({"kind": "check"} if exp.get("kind") == "check" else {}),
                 "configs": {c: {"passed": 0, "graded": 0} for c in configs}})
             slot = row["configs"].get(run["configuration"])
             if slot is not None:
@@ -5249,6 +6148,7 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> dict[str, Any]:
                        if meta.get("runs_per_configuration", 1) > 1 else None),
         "per_eval": per_eval,
         "judge": judge_summary(runs, configs, meta.get("grader_runs", 1)),
+        "judge_vs_checks": judge_vs_checks(runs, meta.get("common_assertions")),
         "notes": [],
     }
     # `paired` is the first baseline's comparison, in the shape two-config iterations had.
@@ -5279,6 +6179,66 @@ def judge_summary(runs: list[dict[str, Any]], configs: tuple[str, ...],
             "cost": judge_cost(runs, configs),
             "agreement": judge_agreement(scored, grader_runs),
             "variance": judge_variance(scored, configs, grader_runs)}
+
+
+JUDGE_CHECK_DISAGREEMENT_MAX = 0.10  # more than this share of cells: judge_disagrees_with_check
+
+
+def judge_vs_checks(runs: list[dict[str, Any]], common: list[str] | None) -> dict[str, Any]:
+    """How often the judge agreed with the check that decides the same fact, over the scored
+    runs: overall and per (assertion, check) pair, with Cohen's kappa and every cell where
+    the two disagreed. The check is the reference: it looked at the files, the judge at a text."""
+    common_texts = set(common or [])
+    pairs: dict[tuple[str, str, str], dict[str, Any]] = {}
+    every: list[tuple[bool, bool]] = []
+    for run in (r for r in runs if r["scored"]):
+        checks = {e["text"]: e for e in run["expectations"] if e.get("kind") == "check"}
+        for exp in run["expectations"]:
+            check = checks.get(exp.get("check")) if exp.get("kind") != "check" else None
+            if check is None:
+                continue
+            shared = exp["text"] in common_texts
+            key = ("" if shared else str(run["eval_id"]), exp["text"], check["text"])
+            entry = pairs.setdefault(key, {
+                "eval_id": None if shared else run["eval_id"], "assertion": exp["text"],
+                "check": check["text"], "votes": [], "disagreements": []})
+            vote = (bool(exp["passed"]), bool(check["passed"]))
+            entry["votes"].append(vote)
+            every.append(vote)
+            if vote[0] != vote[1]:
+                entry["disagreements"].append({
+                    "eval_id": run["eval_id"], "configuration": run["configuration"],
+                    "run_number": run["run_number"], "judge_passed": vote[0],
+                    "check_passed": vote[1]})
+    per_pair = []
+    for entry in pairs.values():
+        votes = entry.pop("votes")
+        per_pair.append({**entry, **_agreement_of(votes)})
+    return {"pairs": len(per_pair), "overall": _agreement_of(every), "per_pair": per_pair,
+            "max_disagreement": JUDGE_CHECK_DISAGREEMENT_MAX}
+
+
+def _agreement_of(votes: list[tuple[bool, bool]]) -> dict[str, Any]:
+    """count, agreed, agreement rate and Cohen's kappa of (judge, check) verdicts."""
+    n = len(votes)
+    agreed = sum(judge == check for judge, check in votes)
+    return {"count": n, "agreed": agreed, "agreement": agreed / n if n else None,
+            "kappa": cohen_kappa(votes)}
+
+
+def cohen_kappa(votes: list[tuple[bool, bool]]) -> dict[str, Any]:
+    """Cohen's kappa of two raters on pass/fail, or absent with the reason it is undefined."""
+    n = len(votes)
+    if not n:
+        return {"value": None, "absent_reason": "no paired verdicts"}
+    observed = sum(a == b for a, b in votes) / n
+    first = sum(a for a, _ in votes) / n
+    second = sum(b for _, b in votes) / n
+    chance = first * second + (1 - first) * (1 - second)
+    if chance >= 1 - RATE_EPSILON:
+        return {"value": None, "absent_reason": "both gave the same verdict in every cell, so "
+                "agreement by chance is certain"}
+    return {"value": _snap((observed - chance) / (1 - chance))}
 
 
 def judge_cost(runs: list[dict[str, Any]], configs: tuple[str, ...]) -> dict[str, Any]:
@@ -5383,7 +6343,7 @@ def judge_variance(scored: list[dict[str, Any]], configs: tuple[str, ...],
         return absent("one grader per output (--grader-runs 1): the judge's share is unknown")
     cells: dict[tuple[str, str], list[list[float]]] = {}
     for run in scored:
-        exps = run["expectations"]
+        exps = [e for e in run["expectations"] if e.get("kind") != "check"]  # the judge's only
         if not exps or any("ballots" not in e for e in exps):
             continue
         rates = [sum(e["ballots"][v]["passed"] for e in exps) / len(exps) for v in range(k)]
@@ -5459,6 +6419,7 @@ def _run_flags(records: list[RunRecord]) -> list[dict[str, Any]]:
             flags.append(_flag("error", "infrastructure_failure",
                                f"{r.status}: {detail}"[:300] + " (excluded, not scored)",
                                **where))
+        flags += _implausible_metric_flags(r, where)
         if r.permission_denials:
             flags.append(_flag("warning", "permission_denials",
                                f"the executor was refused {len(r.permission_denials)} tool "
@@ -5472,10 +6433,28 @@ def _run_flags(records: list[RunRecord]) -> list[dict[str, Any]]:
             flags.append(_flag("info", "skill_read_unknown",
                                "no tool-call trace was captured; whether the skill was read is "
                                "unknown", **where))
+        for rel, seen in sorted(((r.checks or {}).get("protected") or {}).items()):
+            changed = seen.get("changed_by_executor")
+            if changed:
+                flags.append(_flag("warning", "protected_path_changed",
+                                   f"the executor changed {', '.join(changed[:10])} under the "
+                                   f"protected path {rel}; restored as delivered before the "
+                                   "checks ran", **where))
         if r.configuration == "without_skill" and read == "read":
             flags.append(_flag("error", "baseline_contamination",
                                "the without_skill executor read the target skill's SKILL.md",
                                **where))
+    return flags
+
+
+def _implausible_metric_flags(record: RunRecord, where: dict[str, Any]) -> list[dict[str, Any]]:
+    flags = []
+    for role, metrics in (("executor", record.metrics), ("grader", record.grader_metrics)):
+        for name, metric in (metrics or {}).items():
+            if isinstance(metric, dict) and metric.get("implausible"):
+                flags.append(_flag("warning", "implausible_metric",
+                                   f"{role} {name}: {metric.get('absent_reason')}"[:300],
+                                   **where))
     return flags
 
 
@@ -5536,6 +6515,16 @@ def _judge_flags(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
                                    "counted as failed", eval_id=run["eval_id"],
                                    configuration=run["configuration"],
                                    run_number=run["run_number"], assertion_id=exp["id"]))
+    versus = benchmark.get("judge_vs_checks") or {}
+    for entry in versus.get("per_pair") or []:
+        wrong = len(entry["disagreements"])
+        if entry["count"] and wrong / entry["count"] > versus["max_disagreement"]:
+            kappa = entry["kappa"].get("value")
+            flags.append(_flag("warning", "judge_disagrees_with_check",
+                               f"the judge disagreed with check {entry['check'][:60]!r} in "
+                               f"{wrong} of {entry['count']} cells (kappa "
+                               f"{'n/a' if kappa is None else format(kappa, '+.2f')}): "
+                               f"{entry['assertion'][:80]}", eval_id=entry["eval_id"]))
     agreement = (benchmark.get("judge") or {}).get("agreement") or {}
     for entry in agreement.get("per_assertion") or []:
         if entry["judge_unstable"]:
@@ -5667,6 +6656,11 @@ def apply_results_check(benchmark: dict[str, Any], check: dict[str, Any]) -> Non
 # ==== rendering ==============================================================
 
 
+def _kind_mark(entry: dict[str, Any]) -> str:
+    """How a deterministic check is told from a judged assertion in every report."""
+    return " [check]" if entry.get("kind") == "check" else ""
+
+
 def fmt_rate(value: float | None) -> str:
     return "n/a" if value is None else f"{value * 100:.1f}%"
 
@@ -5709,7 +6703,8 @@ def _absent_reason(benchmark: dict[str, Any], config: str, key: str) -> str:
 
 def render_markdown(benchmark: dict[str, Any]) -> str:
     sections = [_md_header, _md_verdict, _md_sanity, _md_arms, _md_overall, _md_comparison,
-                _md_comparisons, _md_metrics, _md_judge, _md_per_eval, _md_per_assertion,
+                _md_comparisons, _md_metrics, _md_judge, _md_judge_vs_checks, _md_per_eval,
+                _md_per_assertion,
                 _md_failed_assertions]
     return "\n".join(section(benchmark) for section in sections).rstrip() + "\n"
 
@@ -5892,8 +6887,9 @@ def _md_comparisons(b: dict[str, Any]) -> str:
                      f"{fmt_delta(mde).lstrip('+') if mde is not None else 'n/a'} |")
     notes = [line for c in compared for line in forecast_lines(c)]
     if notes:
-        lines += ["", "Power (two-sided alpha 0.05, power 0.8, normal approximation on the "
-                  "paired per-eval deltas; see README):", ""] + [f"- {n}" for n in notes]
+        lines += ["", "Power (two-sided alpha 0.05, power 0.8, t approximation to the sign-flip "
+                  "test on the paired per-eval deltas; see README):", ""]
+        lines += [f"- {n}" for n in notes]
     return "\n".join(lines) + "\n"
 
 
@@ -5928,7 +6924,7 @@ def _md_per_assertion(b: dict[str, Any]) -> str:
         where = "all (common)" if row["scope"] == "common" else _md_cell(row["eval_id"])
         gains = [fmt_delta(row["gains"].get(c)) for c in configs[1:]]
         note = "non-discriminating" if row["non_discriminating"] else ""
-        lines.append(f"| {_md_cell(row['text'])} | {where} | "
+        lines.append(f"| {_md_cell(row['text'] + _kind_mark(row))} | {where} | "
                      + " | ".join(fmt_assertion_rate(row["configs"][c]) for c in configs)
                      + " | " + " | ".join(gains) + f"{' | ' if gains else ''}{note} |")
     if not rows:
@@ -6034,6 +7030,52 @@ def judge_lines(b: dict[str, Any]) -> list[str]:
         lines.append("Judge vs executor share of the variance: not computed ("
                      f"{variance.get('absent_reason') or 'no variation in the pass rates'}).")
     return lines
+
+
+def _md_judge_vs_checks(b: dict[str, Any]) -> str:
+    versus = b.get("judge_vs_checks") or {}
+    timed = [r for r in all_runs(b) if (r.get("checks") or {}).get("time_seconds") is not None]
+    if not versus.get("pairs") and not timed:
+        return ""
+    lines = ["## Judge vs checks", ""]
+    if timed:
+        spent = describe([r["checks"]["time_seconds"] for r in timed])
+        lines += [f"The checks' own time per run, on the runner's clock and not in the "
+                  f"executor's time above: {fmt_stat(spent, ' s', 2)}.", ""]
+    if not versus.get("pairs"):
+        return "\n".join(lines) + "\n"
+    lines += [agreement_sentence(versus), "",
+              "| eval | assertion | check | cells | agreement | kappa | disagreeing cells |",
+              "|---|---|---|---|---|---|---|"]
+    for e in versus["per_pair"]:
+        lines.append("| " + " | ".join(_md_cell(c) for c in judge_check_row(e)) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def agreement_sentence(versus: dict[str, Any]) -> str:
+    overall = versus["overall"]
+    return (f"Where an assertion names the check that decides the same fact, the judge agreed "
+            f"in {overall['agreed']} of {overall['count']} cells "
+            f"({fmt_rate(overall['agreement'])}); Cohen's kappa {kappa_text(overall)}.")
+
+
+def judge_check_row(entry: dict[str, Any]) -> list[str]:
+    """eval, assertion, check, cells, agreement, kappa and the first disagreeing cells."""
+    cells = ", ".join(f"{d['configuration']} run {d['run_number']} (judge "
+                      f"{'pass' if d['judge_passed'] else 'fail'}, check "
+                      f"{'pass' if d['check_passed'] else 'fail'})"
+                      for d in entry["disagreements"][:10]) or "none"
+    more = len(entry["disagreements"]) - 10
+    return [str(entry["eval_id"]) if entry["eval_id"] is not None else "all (common)",
+            entry["assertion"], entry["check"], str(entry["count"]),
+            fmt_rate(entry["agreement"]), kappa_text(entry),
+            cells + (f" ... {more} more" if more > 0 else "")]
+
+
+def kappa_text(entry: dict[str, Any]) -> str:
+    kappa = entry["kappa"]
+    return (f"{kappa['value']:+.2f}" if kappa.get("value") is not None
+            else f"not computed ({kappa.get('absent_reason')})")
 
 
 def _md_judge(b: dict[str, Any]) -> str:
@@ -6222,8 +7264,8 @@ def across_lift_label(first: dict[str, Any]) -> str:
 
 ACROSS_AGENTS_CAVEAT = ("Each agent ran the suite in its own iteration and graded its answers "
                         "with its own grader, so a difference between agents mixes the executor "
-                        "with the judge. A verdict is each agent's own paired bootstrap over its "
-                        "evals (see its benchmark.md).")
+                        "with the judge. A verdict is each agent's own paired sign-flip test "
+                        "over its evals (see its benchmark.md).")
 
 
 def _lift_cell(row: dict[str, Any] | None) -> str:
@@ -6371,7 +7413,8 @@ def render_html(benchmark: dict[str, Any], files: dict[tuple, dict]) -> str:
     `files` holds each run's output and artifact as read_html_run_files gives them.
     """
     sections = [_html_header, _html_headline, _html_sanity, _html_comparisons, _html_chart,
-                _html_per_assertion, _html_metrics, _html_judge, _html_failed_assertions]
+                _html_per_assertion, _html_metrics, _html_judge, _html_judge_vs_checks,
+                _html_failed_assertions]
     body = "".join(section(benchmark) for section in sections) + _html_runs(benchmark, files)
     return _html_document(f"skill-eval: {benchmark['metadata'].get('skill_name')}", body)
 
@@ -6489,7 +7532,7 @@ def _html_per_assertion(b: dict[str, Any]) -> str:
             gain = row["gains"].get(config)
             tone = "" if not gain else ' class="pass"' if gain > 0 else ' class="fail"'
             gains.append(f"<td{tone}>{_h(fmt_delta(gain))}</td>")
-        body.append(f"<tr><td>{_h(row['text'])}</td><td>{_h(where)}</td>"
+        body.append(f"<tr><td>{_h(row['text'] + _kind_mark(row))}</td><td>{_h(where)}</td>"
                     + "".join(f"<td>{_h(fmt_assertion_rate(row['configs'][c]))}</td>"
                               for c in configs) + "".join(gains)
                     + f"<td>{'non-discriminating' if row['non_discriminating'] else ''}</td>"
@@ -6658,6 +7701,18 @@ def _html_judge(b: dict[str, Any]) -> str:
             + "".join(f"<p>{_h(line)}</p>\n" for line in judge_lines(b)) + splits)
 
 
+def _html_judge_vs_checks(b: dict[str, Any]) -> str:
+    versus = b.get("judge_vs_checks") or {}
+    if not versus.get("pairs"):
+        return ""
+    head = "".join(f"<th>{name}</th>" for name in (
+        "eval", "assertion", "check", "cells", "agreement", "kappa", "disagreeing cells"))
+    rows = ["<tr>" + "".join(f"<td>{_h(c)}</td>" for c in judge_check_row(e)) + "</tr>"
+            for e in versus["per_pair"]]
+    return (f"<h2>Judge vs checks</h2>\n<p>{_h(agreement_sentence(versus))}</p>\n<table><tr>"
+            + head + "</tr>\n" + "\n".join(rows) + "\n</table>\n")
+
+
 def _html_failed_assertions(b: dict[str, Any]) -> str:
     groups = group_failed_assertions(b)
     if not groups:
@@ -6700,7 +7755,7 @@ def _html_verdicts(expectations: list[dict[str, Any]]) -> str:
         return '<p class="absent">No grader verdicts.</p>'
     rows = [f'<tr><td class="{"pass" if e["passed"] else "fail"}">'
             f'{"pass" if e["passed"] else "FAIL"}{_html_votes(e)}</td>'
-            f'<td>{_h(e["id"])}. {_h(e["text"])}</td>'
+            f'<td>{_h(e["id"])}. {_h(e["text"] + _kind_mark(e))}</td>'
             f"<td>{_h(e['evidence'])}</td></tr>" for e in expectations]
     return ("<table><tr><th>verdict</th><th>assertion</th><th>evidence</th></tr>\n"
             + "\n".join(rows) + "</table>")
@@ -6815,7 +7870,7 @@ def _junit_case(run: dict[str, Any]) -> tuple[Any, str]:
         return case, "skipped"
     failed = [e for e in run["expectations"] if not e["passed"]]
     for exp in failed:
-        failure = ET.SubElement(case, "failure", type="assertion",
+        failure = ET.SubElement(case, "failure", type=exp.get("kind") or "assertion",
                                 message=_xml_text(exp["text"], JUNIT_MESSAGE_CAP_CHARS))
         failure.text = _xml_text(exp["evidence"])
     return case, "failures" if failed else "passed"
@@ -6936,24 +7991,35 @@ def _content_hash(path: str, kind: str) -> str | None:
 
 @dataclasses.dataclass
 class CheckoutSnapshot:
-    """The source checkout's files as agents could change them: metadata and content hashes."""
+    """The source checkout's files as agents could change them: metadata and content hashes.
+
+    Files git ignores are compared too (a file hidden by a new exclude rule is still seen),
+    by metadata only, so a large ignored file costs a stat, not a read; folders git ignored
+    when the snapshot was taken (node_modules, .venv) are one entry each, not walked.
+    """
 
     root: Path
     skip: Callable[[str], bool]  # the runner's own output folders inside the checkout
     entries: dict[str, tuple[tuple, str | None]]  # name -> (stat key, content hash)
     listing: str
     seconds: float
+    paths: dict[str, str] = dataclasses.field(default_factory=dict)  # name -> where it is
+    # Names (prefixes) where any write counts as a change, a touch included: the skill package.
+    guarded: tuple[str, ...] = ()
 
     @classmethod
-    def take(cls, root: Path, iteration_dir: Path) -> CheckoutSnapshot:
+    def take(cls, root: Path, iteration_dir: Path,
+             guarded: tuple[str, ...] = ()) -> CheckoutSnapshot:
         started = time.monotonic()
         skip = _runner_output_filter(root, iteration_dir)
-        paths, listing = _checkout_files(root, skip)
+        listed = _checkout_files(root, skip)
         entries = {}
-        for name, path in paths.items():
+        for name, path in listed.paths.items():
             key = _stat_key(path)
-            entries[name] = (key, _content_hash(path, key[0]))
-        return cls(root, skip, entries, listing, time.monotonic() - started)
+            hashed = name not in listed.unhashed
+            entries[name] = (key, _content_hash(path, key[0]) if hashed else None)
+        return cls(root, skip, entries, listed.source, time.monotonic() - started,
+                   dict(listed.paths), guarded)
 
     def summary(self) -> dict[str, Any]:
         return {"files": len(self.entries), "listing": self.listing,
@@ -6963,7 +8029,7 @@ class CheckoutSnapshot:
         """What changed since the snapshot; a file whose times moved but whose type, mode and
         content did not (a `touch`) is counted as touched, not as changed."""
         started = time.monotonic()
-        paths, _ = _checkout_files(self.root, self.skip)
+        paths = _checkout_files(self.root, self.skip).paths
         changes, touched = [], 0
         for name in sorted(set(paths) | set(self.entries)):
             if name not in self.entries:
@@ -6971,10 +8037,13 @@ class CheckoutSnapshot:
                     changes.append({"path": name, "change": "added"})
                 continue
             (key, digest) = self.entries[name]
-            now = _stat_key(paths[name]) if name in paths else ("missing",)
+            # Stat where it was even when the listing leaves it out now (a new ignore rule).
+            path = paths.get(name) or self.paths.get(name) or os.path.join(self.root, name)
+            now = _stat_key(path)
             if now == key:
                 continue
-            change = _classify_change(key, digest, now, paths.get(name, ""))
+            change = _classify_change(key, digest, now, path) or self._covered_write(name, key,
+                                                                                     now)
             if change:
                 changes.append({"path": name, "change": change})
             else:
@@ -6984,8 +8053,19 @@ class CheckoutSnapshot:
                 "touched_only": touched, "listing": self.listing,
                 "seconds_before": round(self.seconds, 3),
                 "seconds_after": round(time.monotonic() - started, 3),
-                "note": "compared by type, size, mode and content; files whose times changed "
-                        "but whose content did not are counted as touched_only, not as changes"}
+                "note": "compared by type, size, mode and content (files git ignores: by "
+                        "metadata); files whose times changed but whose content did not are "
+                        "counted as touched_only, not as changes, except in the skill package "
+                        "and where the mtime was set back"}
+
+    def _covered_write(self, name: str, key: tuple, now: tuple) -> str | None:
+        """A write the content does not show: its mtime put back (only the ctime moved, which
+        no user can set), or any write into the skill package, which nothing should touch."""
+        if key[0] == "file" and now[3] == key[3]:
+            return "rewritten, times set back"
+        if name.startswith(self.guarded) and self.guarded:
+            return "written to (content as before)"
+        return None
 
 
 def _classify_change(key: tuple, digest: str | None, now: tuple, path: str) -> str | None:
@@ -6997,7 +8077,8 @@ def _classify_change(key: tuple, digest: str | None, now: tuple, path: str) -> s
         return "type changed"
     if now[2] != key[2]:
         return "mode changed"
-    if now[1] != key[1] or _content_hash(path, now[0]) != digest:
+    # No digest: compared by metadata only (what git ignores), so moved metadata is a change.
+    if now[1] != key[1] or digest is None or _content_hash(path, now[0]) != digest:
         return "modified"
     return None
 
@@ -7018,24 +8099,107 @@ def _runner_output_filter(root: Path, iteration_dir: Path) -> Callable[[str], bo
     return lambda rel: any(pattern.match(rel) for pattern in patterns)
 
 
-def _checkout_files(root: Path, skip: Callable[[str], bool]) -> tuple[dict[str, str], str]:
-    """name -> path of every file to compare: tracked and untracked-not-ignored files (all
-    files outside git), plus git's config and hooks, which could run code later."""
-    listing = "folder walk"
-    rels: list[str] = []
-    if (root / ".git").exists():
-        ok, out = run_git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], root)
-        if ok:
-            rels, listing = [rel.rstrip("/") for rel in out.split("\0") if rel], "git ls-files"
-    if listing == "folder walk":
+@dataclasses.dataclass
+class CheckoutListing:
+    paths: dict[str, str]  # name -> path of every file to compare
+    source: str  # "git ls-files" or "folder walk"
+    unhashed: set[str]  # names compared by metadata only: what git ignores
+
+
+def _checkout_files(root: Path, skip: Callable[[str], bool]) -> CheckoutListing:
+    """Every file to compare: tracked, untracked and ignored files (all files outside git),
+    an ignored folder as one entry; plus what decides what git does and sees, wherever the
+    git folder is (a worktree's .git is a file naming it)."""
+    rels, ignored = _git_listing(root)
+    source = "git ls-files" if rels is not None else "folder walk"
+    if rels is None:
         rels = [p.relative_to(root).as_posix() for p in _walk_files(root)]
-    files = {rel: os.path.join(root, rel) for rel in rels if not skip(rel)}
-    git_dir = root / ".git"
-    if git_dir.is_dir():  # a worktree's .git is a file: its config and hooks live elsewhere
-        files[".git/config"] = str(git_dir / "config")
-        for path in _walk_files_all(git_dir / "hooks"):
-            files[path.relative_to(root).as_posix()] = str(path)
-    return files, listing
+    files = {rel: os.path.join(root, rel) for rel in [*rels, *ignored] if not skip(rel)}
+    files.update(_git_state_files(root) if source == "git ls-files" else {})
+    return CheckoutListing(files, source, set(ignored) - set(rels))
+
+
+def _git_listing(root: Path) -> tuple[list[str] | None, list[str]]:
+    """(tracked and untracked-not-ignored, ignored) names; (None, []) outside git. Ignored
+    ones are asked for separately, so a file excluded after the snapshot is still listed;
+    `--directory` keeps a wholly ignored folder (node_modules) to one entry."""
+    if not (root / ".git").exists():
+        return None, []
+    ok, out = run_git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], root)
+    if not ok:
+        return None, []
+    ok, hidden = run_git(["ls-files", "-z", "--others", "--ignored", "--exclude-standard",
+                          "--directory"], root)
+    names = [rel.rstrip("/") for rel in out.split("\0") if rel]
+    return names, [rel.rstrip("/") for rel in hidden.split("\0")
+                   if rel and not RUN_FOLDERS.fullmatch(rel)] if ok else []
+
+
+# An ignored default workspace (or its agent folder), listed as one entry: another run may
+# create one at any time, and the iteration folders in it are the runs' own (see above).
+RUN_FOLDERS = re.compile(r"evals/[^/]+/workspace(/[^/]+)?/")
+
+
+def _git_folders(root: Path) -> tuple[str, str]:
+    """(git folder, common git folder) of a checkout, read as git reads them (no git call):
+    .git itself, or for a worktree the folder its `gitdir:` line names and that folder's
+    `commondir`. ("", "") when neither can be read."""
+    dot_git = os.path.join(root, ".git")
+    if os.path.isdir(dot_git):
+        return dot_git, dot_git
+    try:
+        with open(dot_git, encoding="utf-8") as handle:
+            line = handle.readline().strip()
+        if not line.startswith("gitdir:"):
+            return "", ""
+        git_dir = os.path.normpath(os.path.join(root, line[len("gitdir:"):].strip()))
+        with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as handle:
+            common = os.path.normpath(os.path.join(git_dir, handle.readline().strip()))
+    except OSError:
+        return "", ""
+    return git_dir, common
+
+
+GIT_STATE_FOLDERS = ("refs", "info", "hooks")
+
+
+def _git_state_files(root: Path) -> dict[str, str]:
+    """HEAD, refs, packed-refs, info/ (exclude, attributes, sparse-checkout), config and hooks:
+    what decides which commit, which files and which programs git uses. Named .git/<path in
+    the common git folder>, so a worktree's own HEAD is .git/worktrees/<name>/HEAD. Branches
+    checked out in other worktrees are left out: they move whenever someone commits there."""
+    git_dir, common = _git_folders(root)
+    if not common:
+        return {}
+    found = [os.path.join(git_dir, "HEAD"), os.path.join(git_dir, "config.worktree"),
+             os.path.join(common, "config"), os.path.join(common, "packed-refs")]
+    found += [str(path) for name in GIT_STATE_FOLDERS
+              for path in _walk_files_all(Path(common) / name)]
+    elsewhere = {f"refs/{ref}" for ref in _branches_of_other_worktrees(git_dir, common)}
+    named = {".git/" + Path(os.path.relpath(path, common)).as_posix(): path
+             for path in dict.fromkeys(found) if os.path.lexists(path)}
+    return {name: path for name, path in named.items() if name[len(".git/"):] not in elsewhere}
+
+
+def _branches_of_other_worktrees(git_dir: str, common: str) -> set[str]:
+    """Branches (heads/<name>) the other worktrees of this repository have checked out."""
+    try:
+        linked = [os.path.join(common, "worktrees", name)
+                  for name in os.listdir(os.path.join(common, "worktrees"))]
+    except OSError:
+        linked = []
+    branches = {folder: _head_branch(folder) for folder in [common, *linked]}
+    own = branches.pop(git_dir, None) or _head_branch(git_dir)
+    return {branch for branch in branches.values() if branch and branch != own}
+
+
+def _head_branch(git_dir: str) -> str:
+    try:
+        with open(os.path.join(git_dir, "HEAD"), encoding="utf-8") as handle:
+            line = handle.readline().strip()
+    except OSError:
+        return ""
+    return line[len("ref: refs/"):] if line.startswith("ref: refs/heads/") else ""
 
 
 def _walk_files_all(folder: Path) -> Iterator[Path]:
@@ -7612,6 +8776,26 @@ def arm_records(suite: Suite, configs: Iterable[str],
     return arms
 
 
+def skill_snapshot_record(snapshot: RepoSnapshot, configs: Iterable[str]) -> dict[str, Any]:
+    """Per skill arm: the package every one of its cells is delivered, as copied before the
+    first agent started, with its hash (each cell's sandbox record holds the hash it got)."""
+    records: dict[str, Any] = {}
+    for config in configs:
+        if config in snapshot.revisions:
+            package = snapshot.revisions[config]
+            records[config] = {"source": "git revision", "sha256": package.sha256,
+                               "files": len(package.files), "copy": str(package.root)}
+        elif config_has_skill(config):
+            records[config] = {"source": "working tree", "sha256": snapshot.skill_sha256,
+                               "files": len(snapshot.skill_delivered),
+                               "copy": str(snapshot.skill_copy),
+                               "not_delivered": dict(sorted(snapshot.skill_unreadable.items()))}
+        else:
+            continue
+        records[config]["taken"] = "before the first agent"
+    return records
+
+
 def changed_revision_arms(recorded: dict[str, Any],
                           revisions: dict[str, RevisionPackage]) -> list[str]:
     """Revision arms whose REV now names another commit or package than the iteration used."""
@@ -7667,7 +8851,8 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
     fixtures = sorted({rel for cell in cells for rel in cell.case.files})
     sharding = ({"plan": plan_identity(suite, options, plan_cells(suite, options, iteration_dir)),
                  "shard": shard_record(options, cells)} if options.shard else {})
-    checkout, checkout_failure = take_checkout_snapshot(suite.root, iteration_dir)
+    checkout, checkout_failure = take_checkout_snapshot(suite.root, iteration_dir,
+                                                        suite.skill_name)
     withheld = package_withholdings(suite.root, suite.skill_name, suite.path,
                                     suite.secret_texts())
     snapshot = RepoSnapshot.take(suite.root, suite.skill_name, withheld)
@@ -7691,7 +8876,8 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
             "isolation": {**confinement.to_json(), "summary": confinement.describe(),
                           "subreaper": subreaper},
             "fixture_status": {"before": fixture_status(suite.root, fixtures)},
-            "arms": arm_records(suite, options.configs, snapshot.revisions), **sharding})
+            "arms": arm_records(suite, options.configs, snapshot.revisions),
+            "skill_snapshot": skill_snapshot_record(snapshot, options.configs), **sharding})
         manifest["checkout_check"] = {
             "before": checkout.summary() if checkout else {"reason": checkout_failure}}
         if groups.cancelled.is_set():
@@ -7718,8 +8904,16 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
         if not options.keep_sandboxes:  # kept sandboxes still borrow its objects
             snapshot.template.remove()
     manifest["checkout_check"]["after"] = check_checkout(checkout, checkout_failure)
-    return finish_iteration(suite, options, groups, iteration_dir, manifest, cells, records,
-                            fixtures)
+    return exit_status(ctx, finish_iteration(suite, options, groups, iteration_dir, manifest,
+                                             cells, records, fixtures))
+
+
+def exit_status(ctx: RunContext, code: int) -> int:
+    """A file a cell could not write (a full disk) ends the run with exit 3 naming it, once
+    the benchmark says which cells it cost; an interrupt keeps its 130."""
+    if ctx.write_failed is not None and code != EXIT_INTERRUPTED:
+        raise ctx.write_failed
+    return code
 
 
 def run_planned_cells(ctx: RunContext, cells: list[Cell], resumed: bool,
@@ -7767,9 +8961,10 @@ def recorded_run_hashes(iteration_dir: Path) -> dict[str, dict[str, str]]:
     return recorded_hashes(iteration_dir, benchmark)
 
 
-def take_checkout_snapshot(root: Path, iteration_dir: Path) -> tuple[CheckoutSnapshot | None, str]:
+def take_checkout_snapshot(root: Path, iteration_dir: Path,
+                           skill_name: str) -> tuple[CheckoutSnapshot | None, str]:
     try:
-        return CheckoutSnapshot.take(root, iteration_dir), ""
+        return CheckoutSnapshot.take(root, iteration_dir, (f"skills/{skill_name}/",)), ""
     except OSError as exc:
         return None, f"the snapshot failed: {exc}"
 
@@ -8015,8 +9210,8 @@ def run_regrade_iteration(suite: Suite, options: RunOptions, provider: Provider,
         records = run_planned_cells(ctx, cells, previous is not None, regrade_matrix, sources)
     finally:
         end_strays(keep=children_before)
-    return finish_iteration(suite, options, groups, iteration_dir, manifest, cells, records,
-                            fixtures)
+    return exit_status(ctx, finish_iteration(suite, options, groups, iteration_dir, manifest,
+                                             cells, records, fixtures))
 
 
 def write_benchmark(iteration_dir: Path, benchmark: dict[str, Any]) -> None:
@@ -8600,8 +9795,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if counts["cases"] == 0:
         print(f"OK: {args.suite}: 0 cases: nothing to run")
     else:
+        checks = f"{counts['checks']} checks, " if counts["checks"] else ""
         print(f"OK: {args.suite}: {counts['cases']} cases, {counts['assertions']} assertions, "
-              f"{counts['fixture_files']} fixture files, {counts['warnings']} warnings")
+              f"{checks}{counts['fixture_files']} fixture files, {counts['warnings']} warnings")
     return EXIT_OK
 
 
@@ -8640,6 +9836,9 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
                 if any(config_has_skill(c) for c in configs) else None)
     workspace = Path(args.workspace).resolve() if args.workspace else (
         suite.root / "evals" / suite.skill_name / "workspace" / args.agent)
+    if workspace.exists() and not workspace.is_dir():
+        raise InputError(f"--workspace {workspace}: it exists and is not a folder",
+                         "give a folder, or a path that does not exist yet")
     return RunOptions(
         agent=args.agent, configs=configs, runs=args.runs or 1, timeout_s=args.timeout,
         concurrency=args.concurrency, deadline_s=args.deadline,
@@ -8736,7 +9935,10 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     if source is not None:
         return print_regrade_dry_run(suite, options, provider, sandbox_base, source, cells)
     per_cell = 1 + options.grader_runs  # the executor, then K graders, one at a time in a lane
-    calls = per_cell * len(cells)
+    checks_only = [c for c in cells
+                   if suite.checks_for(c.case) and not suite.assertions_for(c.case)]
+    graded = len(cells) - len(checks_only)
+    calls = len(cells) + graded * options.grader_runs
     waves = math.ceil(len(cells) / options.concurrency)
     sandbox = sandbox_base / "skill-eval-XXXXXX" / "repo"
     grader = sandbox_base / "skill-eval-grader-XXXXXX"
@@ -8749,7 +9951,8 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     print(f"dry run: {suite.skill_name} with {options.agent}: nothing launched, no iteration made")
     print(f"cells: {len(cells)} ({len(set(c.case.key for c in cells))} cases x "
           f"{len(options.configs)} configs x {options.runs} runs); provider calls: up to {calls}"
-          f" ({len(cells)} executors + {len(cells)} x {options.grader_runs} graders)")
+          f" ({len(cells)} executors + {graded} x {options.grader_runs} graders)")
+    print_checks_plan(suite, cells, checks_only)
     print(f"concurrency: {options.concurrency} agent processes (graders count); timeout per "
           f"call: {options.timeout_s:g} s; "
           f"worst-case wall time: {waves * per_cell * options.timeout_s:g} s"
@@ -8776,9 +9979,28 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     print(f"isolation: --isolation {options.isolation}; bwrap "
           f"{'at ' + bwrap if bwrap else 'not found'} (checked when a real run starts)")
     print_forecast(forecast_run(options.workspace, suite, options, cells), options, suite)
+    if checks_only:
+        print(f"  the forecast counts what earlier cells used; {len(checks_only)} cell(s) of "
+              "this plan are scored by their checks alone and call no grader")
     for line in dry_run_forecast(suite, options, len({c.case.key for c in cells})):
         print(line)
     return EXIT_OK
+
+
+def print_checks_plan(suite: Suite, cells: list[Cell], checks_only: list[Cell]) -> None:
+    """What the deterministic checks add to the plan; nothing when the suite has none."""
+    with_checks = [c for c in cells if suite.checks_for(c.case)]
+    if not with_checks:
+        return
+    count = sum(len(suite.checks_for(c.case)) for c in with_checks)
+    longest = sum(check.timeout_s for c in with_checks for check in suite.checks_for(c.case)
+                  if check.subject == "run")
+    print(f"checks: {count} in {len(with_checks)} cells, run in each executor's sandbox after "
+          f"it ends, confined as it was (no agent; run checks up to {longest:g} s in all)")
+    if checks_only:
+        cases = ", ".join(dict.fromkeys(c.case.key for c in checks_only))
+        print(f"scored by checks alone, without a grader call: {len(checks_only)} cells "
+              f"(cases {cases})")
 
 
 def dry_run_forecast(suite: Suite, options: RunOptions, planned_evals: int) -> list[str]:
@@ -8801,10 +10023,13 @@ def dry_run_forecast(suite: Suite, options: RunOptions, planned_evals: int) -> l
                       "power": power_forecast(benchmark["per_eval"], pair,
                                               stats.get("mean_delta"))}
         lines += [f"  {pair[0]} {line}" for line in forecast_lines(comparison, True)]
-        mde, n = comparison["power"]["mde"], comparison["power"]["paired_evals"]
-        if mde is not None and planned_evals and planned_evals != n:
+        sd, n = comparison["power"]["sd_per_eval_delta"], comparison["power"]["paired_evals"]
+        planned_mde = minimum_detectable(sd, planned_evals) if sd and planned_evals else None
+        if sd and planned_evals and planned_evals != n:
             lines.append(f"  {pair[0]} vs {pair[1]}: with the {planned_evals} evals planned now, "
-                         f"about {fmt_delta(mde * math.sqrt(n / planned_evals)).lstrip('+')}")
+                         + (f"about {fmt_delta(planned_mde).lstrip('+')}" if planned_mde
+                            is not None else f"none: a verdict needs at least "
+                            f"{MIN_PAIRED_EVALS} evals"))
     return lines
 
 
@@ -8887,7 +10112,23 @@ def output_path(value: str | None, flag: str, default: Path | None = None) -> Pa
     if path is None or path.is_dir() or path.name in ("benchmark.json", "benchmark.md"):
         raise InputError(f"{flag} {value or '(default)'}: not a file path this report may write",
                          "give a new file name such as results.xml or report.html")
+    kind = _special_file_kind(path)  # resolved: a link to a device is the device
+    if kind:
+        raise InputError(f"{flag} {value or '(default)'}: {path} is {kind}, not a regular file; "
+                         "the report would replace it", "give a new file name such as "
+                         "results.xml or report.html, or a regular file to overwrite")
     return path
+
+
+def _special_file_kind(path: Path) -> str:
+    """What `path` is when it exists and is not a regular file (or a folder); empty otherwise."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return ""
+    kinds = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+    return next((name for test, name in kinds if test(mode)), "")
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -8897,11 +10138,11 @@ def cmd_merge(args: argparse.Namespace) -> int:
                          f"merge first, then run report MERGED_DIR {flag} ...")
     target = Path(args.iteration).resolve()
     junit_path = output_path(args.junit, "--junit")
+    # benchmark.html is always written; a path asks for another copy (checked before merging)
+    html_path = output_path(args.html, "--html") if args.html else None
     benchmark, code = merge_shards(target, [Path(f) for f in args.merge], junit_path)
-    if args.html:  # benchmark.html is always written; a path asks for another copy
-        html_path = output_path(args.html, "--html")
-        if html_path:
-            write_text(html_path, html_page(benchmark, target))
+    if html_path:
+        write_text(html_path, html_page(benchmark, target))
     for missing in benchmark["metadata"]["missing_shards"]:
         print(f"missing shard {missing['shard']}: evals {', '.join(missing['evals'])}",
               file=sys.stderr)
@@ -9027,7 +10268,19 @@ def write_traceback(exc: BaseException) -> str:
         return "(could not be written; printed above)"
 
 
+def disk_refused(exc: OSError) -> EnvironmentProblem:
+    """A write the disk refused outside the write helpers: the file when the OS named it."""
+    if exc.filename:
+        return WriteFailed(Path(exc.filename), exc)
+    return EnvironmentProblem(f"a write failed: {exc.strerror or exc} (the system named no "
+                              "file; the workspace, the sandbox root or the temporary folder)",
+                              "free space on that filesystem or choose another --workspace or "
+                              "SKILL_EVAL_SANDBOX_ROOT")
+
+
 def main(argv: list[str] | None = None) -> int:
+    if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # from here: KeyboardInterrupt
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     CRASH_FOLDER.clear()
@@ -9049,6 +10302,9 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # --help and --version
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     except Exception as exc:
+        if isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS:  # never the runner's bug
+            print(disk_refused(exc).render(), file=sys.stderr)
+            return EXIT_ENVIRONMENT
         if debug:
             raise
         where = write_traceback(exc)
