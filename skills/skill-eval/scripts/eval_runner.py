@@ -762,6 +762,7 @@ class Manifest:
         for key, value in (obj.get("cases") or {}).items():
             if not names_one_folder(key) or not isinstance(value, dict):
                 raise misshapen(file, f"cases.{key}", "a case id's identity", value)
+        check_recorded_options(obj.get("options") or {}, file)
         regrade = obj.get("regrade") or {}
         take(regrade, "source", str, file, "regrade")
         take(regrade, "source_benchmark_sha256", str, file, "regrade")
@@ -769,6 +770,18 @@ class Manifest:
         plan = obj.get("plan")
         return cls(obj, None if shard is None else ShardRecord.from_json(shard, file, "shard"),
                    None if plan is None else PlanRecord.from_json(plan, file, "plan"))
+
+
+def check_recorded_options(options: dict[str, Any], file: Any) -> None:
+    """The options a manifest records, which --regrade adopts and --resume compares."""
+    if options.get("configs") is not None:
+        take_names(options, "configs", is_config_name, file, "options")
+    if options.get("eval_ids") is not None:
+        take_names(options, "eval_ids", names_one_folder, file, "options")
+    for key in ("runs", "grader_runs", "concurrency"):
+        value = take(options, key, int, file, "options")
+        if value is not None and value < 1:
+            raise misshapen(file, f"options.{key}", "a count from 1", value)
 
 
 # What benchmark.json must hold, and the kind of each.
