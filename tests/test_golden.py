@@ -45,6 +45,20 @@ def shaped_files(iteration: Path) -> dict[str, object]:
             for path in sorted(iteration.rglob("*.json")) if path.name in SHAPED}
 
 
+def differences(fresh, stored, path: str = "") -> list[str]:
+    """Where two shapes differ, by JSON path: a missing key, a key out of order, a kind."""
+    if isinstance(fresh, dict) and isinstance(stored, dict):
+        if list(fresh) != list(stored):
+            return [f"{path}: keys {list(fresh)} != {list(stored)}"]
+        return [d for key in fresh for d in differences(fresh[key], stored[key], f"{path}/{key}")]
+    if isinstance(fresh, list) and isinstance(stored, list):
+        if len(fresh) != len(stored):
+            return [f"{path}: {len(fresh)} items != {len(stored)}"]
+        return [d for i, pair in enumerate(zip(fresh, stored))
+                for d in differences(*pair, f"{path}[{i}]")]
+    return [] if fresh == stored else [f"{path}: {fresh} != {stored}"]
+
+
 class GoldenReportTest(unittest.TestCase):
     def copy(self, name: str) -> Path:
         tmp = TempDir()
@@ -87,7 +101,7 @@ class GoldenShapeTest(unittest.TestCase):
         tmp = TempDir()
         self.addCleanup(tmp.cleanup)
         fresh = MAKERS[name](tmp.path)
-        self.assertEqual(shaped_files(fresh), shaped_files(GOLDEN / name))
+        self.assertEqual(differences(shaped_files(fresh), shaped_files(GOLDEN / name)), [])
 
     def test_two_arms_files_keep_their_shape(self) -> None:
         self.check_shape("two_arms")
