@@ -23,6 +23,8 @@ SHAPED = ("benchmark.json", "grading.json", "metrics.json", "run.json", "grader_
 # Keys whose values are maps keyed by what a run happened to produce (file names, commands,
 # dirty paths): their keys are data, not shape.
 DATA_KEYED = {"files_sha256", "fixtures", "cases", "changed", "dirty", "written_files"}
+# Lists whose length is the test machine's, not the runner's: the environment's names.
+DATA_LISTED = {"env_names"}
 
 
 def shape(value, key: str = ""):
@@ -32,7 +34,7 @@ def shape(value, key: str = ""):
             return "object"
         return {k: shape(v, k) for k, v in value.items()}
     if isinstance(value, list):
-        return [shape(v, key) for v in value]
+        return "list" if key in DATA_LISTED else [shape(v, key) for v in value]
     if isinstance(value, bool) or value is None:
         return type(value).__name__
     if isinstance(value, (int, float)):
