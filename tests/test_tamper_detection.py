@@ -260,8 +260,9 @@ class ResultsVerificationTests(TempRepoTest):
         benchmark["runs"][0]["files_sha256"]["../../../../README.md"] = "0" * 64
         (iteration / "benchmark.json").write_text(json.dumps(benchmark))
         code, out, err = call_main(["report", str(iteration)], env=self.env)
-        self.assertEqual(code, 1)
-        self.assertIn("README.md (not a run file)", out)
+        self.assertEqual(code, 2, out + err)  # a name that leaves the folder is invalid input
+        self.assertIn("benchmark.json holds the wrong kind of value at "
+                      "runs[0].files_sha256.../../../../README.md", err)
 
     def test_an_older_benchmark_without_hashes_renders_with_a_note(self) -> None:
         code, out, iteration = self.run_suite({})

@@ -30,7 +30,7 @@ Rules the code enforces:
     * invalid input launches no subprocess; a failed run is recorded, never scored.
 
 Sections (search for the banner "# ==== <name>"); each uses only those above it:
-    startup | constants and schemas | errors | data model | files and text |
+    startup | constants and schemas | errors | data model | result model | files and text |
     suite loading and validation | process runner | sandbox | confinement | providers | grading |
     execution engine | aggregation | rendering | iteration | CLI
 """
@@ -96,6 +96,7 @@ CONFIGS = ("with_skill", "without_skill")
 # a path: does the agent find the skill on its own? Not a default arm.
 INSTALLED_CONFIG = "installed"
 KNOWN_CONFIGS = (*CONFIGS, INSTALLED_CONFIG)
+HASH_JOURNAL = "cell_hashes.jsonl"  # an iteration's finished cells' file hashes, a line each
 REVISION_SEPARATOR = "@"  # with_skill@REV: the skill package as committed at REV
 REVISION_ARMS = ("with_skill", INSTALLED_CONFIG)  # the arms that take an @REV
 MAX_CONFIGS = 3  # a candidate and up to two baselines
@@ -577,6 +578,274 @@ class RunRecord:
         return cls(**{**values, "grading": grading, "metrics": metrics})
 
 
+# ==== result model ===========================================================
+# What the runner reads back of an iteration it wrote earlier (its manifest, benchmark.json,
+# the per-cell hash journal): parsed once, at the edge, into frozen values. A value of the
+# wrong kind is invalid input naming the file and the JSON path, never an internal error,
+# and every name that becomes a path is checked as a suite's case ids are.
+
+FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def names_one_folder(value: Any) -> bool:
+    """A case id as validation accepts it: an integer, or one folder name, never a path."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return len(str(value)) <= MAX_NAME_CHARS
+    return (isinstance(value, str) and len(value) <= MAX_NAME_CHARS
+            and FOLDER_NAME.fullmatch(value) is not None)
+
+
+def is_revision_config(config: str) -> bool:
+    revision = config_revision(config)
+    return bool(revision) and len(revision) <= MAX_REVISION_CHARS and not revision.startswith(
+        "-") and re.fullmatch(r"[^\s\x00-\x1f\x7f]+", revision) is not None
+
+
+def is_config_name(value: Any) -> bool:
+    return isinstance(value, str) and (value in CONFIGS or is_revision_config(value))
+
+
+def misshapen(file: Any, json_path: str, expected: str, value: Any) -> InputError:
+    shown = type(value).__name__ if not isinstance(value, (str, int)) else repr(value)[:80]
+    return InputError(f"{file} holds the wrong kind of value at {json_path or 'the top level'}: "
+                      f"{expected} expected, not {shown}",
+                      "restore the file as the runner wrote it, or run the iteration again")
+
+
+KIND_NAMES = {dict: "an object", list: "a list", str: "a string", int: "an integer",
+              bool: "true or false"}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def take(obj: dict[str, Any], key: str, kind: Any, file: Any, json_path: str,
+         required: bool = False) -> Any:
+    """obj[key] when it is of `kind` (None when absent and not required)."""
+    path = f"{json_path}.{key}" if json_path else key
+    value = obj.get(key)
+    if value is None and not required:
+        return None
+    good = _is_int(value) if kind is int else isinstance(value, kind)
+    if not good:
+        raise misshapen(file, path, KIND_NAMES.get(kind, "another kind of value"), value)
+    return value
+
+
+def take_names(obj: dict[str, Any], key: str, check: Callable[[Any], bool], file: Any,
+               json_path: str) -> tuple[str, ...]:
+    """A list of case ids or config names, each checked as a folder name."""
+    values = take(obj, key, list, file, json_path, required=True)
+    for index, value in enumerate(values):
+        if not check(value):
+            raise misshapen(file, f"{json_path}.{key}[{index}]",
+                            "a case id or config name that names one folder", value)
+    return tuple(str(value) for value in values)
+
+
+def _hashes(value: Any, file: Any, json_path: str) -> dict[str, str] | None:
+    """A cell's {relative file: sha256}; None for a run written before hashes were kept."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise misshapen(file, json_path, "an object of file hashes", value)
+    for rel, digest in value.items():
+        parts = rel.split("/")
+        if ".." in parts or "" in parts or "." in parts or not isinstance(digest, str):
+            raise misshapen(file, f"{json_path}.{rel}", "a run file's hash", digest)
+    return dict(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunEntry:
+    """One run as benchmark.json lists it: where its files are and their recorded hashes."""
+
+    eval_id: str
+    configuration: str
+    run_number: int
+    files_sha256: dict[str, str] | None
+
+    @property
+    def label(self) -> str:
+        return f"eval-{self.eval_id}/{config_folder(self.configuration)}/run-{self.run_number}"
+
+    @classmethod
+    def from_json(cls, obj: Any, file: Any, json_path: str) -> RunEntry:
+        if not isinstance(obj, dict):
+            raise misshapen(file, json_path, "an object", obj)
+        eval_id, config = obj.get("eval_id"), obj.get("configuration")
+        if not names_one_folder(eval_id):
+            raise misshapen(file, f"{json_path}.eval_id", "a case id", eval_id)
+        if not is_config_name(config):
+            raise misshapen(file, f"{json_path}.configuration", "a config name", config)
+        number = take(obj, "run_number", int, file, json_path, required=True)
+        if number < 1:
+            raise misshapen(file, f"{json_path}.run_number", "a run number from 1", number)
+        return cls(str(eval_id), config, number,
+                   _hashes(obj.get("files_sha256"), file, f"{json_path}.files_sha256"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"eval_id": self.eval_id, "configuration": self.configuration,
+                "run_number": self.run_number, "files_sha256": self.files_sha256}
+
+
+@dataclasses.dataclass(frozen=True)
+class CellHashes:
+    """One line of an iteration's hash journal: a finished cell's files as written."""
+
+    label: str
+    files_sha256: dict[str, str]
+
+    @classmethod
+    def from_json(cls, obj: Any, file: Any, json_path: str) -> CellHashes:
+        if not isinstance(obj, dict):
+            raise misshapen(file, json_path, "an object", obj)
+        label = take(obj, "cell", str, file, json_path, required=True)
+        parts = label.split("/")
+        if (len(parts) != 3 or not parts[0].startswith("eval-")
+                or not names_one_folder(parts[0][len("eval-"):]) or parts[1] in ("", ".", "..")
+                or not re.fullmatch(r"run-[1-9][0-9]*", parts[2])):
+            raise misshapen(file, f"{json_path}.cell", "a cell's run folder", label)
+        hashes = _hashes(obj.get("files_sha256"), file, f"{json_path}.files_sha256")
+        if hashes is None:
+            raise misshapen(file, f"{json_path}.files_sha256", "an object of file hashes", None)
+        return cls(label, hashes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cell": self.label, "files_sha256": self.files_sha256}
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardRecord:
+    index: int
+    count: int
+    label: str
+    evals: tuple[str, ...]
+    cells: int
+
+    @classmethod
+    def from_json(cls, obj: Any, file: Any, json_path: str) -> ShardRecord:
+        if not isinstance(obj, dict):
+            raise misshapen(file, json_path, "an object", obj)
+        return cls(take(obj, "index", int, file, json_path, True),
+                   take(obj, "count", int, file, json_path, True),
+                   take(obj, "label", str, file, json_path, True),
+                   take_names(obj, "evals", names_one_folder, file, json_path),
+                   take(obj, "cells", int, file, json_path, True))
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanRecord:
+    """What every shard of one plan shares (see plan_identity); `data` as written."""
+
+    configs: tuple[str, ...]
+    runs: int
+    evals: tuple[str, ...]
+    cells: int
+    shard_count: int | None
+    data: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, obj: Any, file: Any, json_path: str) -> PlanRecord:
+        if not isinstance(obj, dict):
+            raise misshapen(file, json_path, "an object", obj)
+        runs = take(obj, "runs", int, file, json_path, True)
+        count = take(obj, "shard_count", int, file, json_path)
+        if runs < 1 or (count is not None and count < 1):
+            raise misshapen(file, json_path, "a plan of at least one run and shard", obj)
+        for key in ("fixtures_sha256", "sha256", "agent"):
+            take(obj, key, str, file, json_path)
+        return cls(take_names(obj, "configs", is_config_name, file, json_path), runs,
+                   take_names(obj, "evals", names_one_folder, file, json_path),
+                   take(obj, "cells", int, file, json_path, True), count, obj)
+
+
+# What readers take from a manifest, and the kind each must be when present.
+MANIFEST_KINDS = {"runner": dict, "suite": dict, "skill_package": dict, "options": dict,
+                  "cases": dict, "fixtures": dict, "options_sha256": str, "agent": str,
+                  "executor_model": str, "grader_model": str, "cli_version": str,
+                  "isolation": dict, "fixture_status": dict, "arms": dict,
+                  "checkout_check": dict, "resumes": list, "skill_installed_elsewhere": list,
+                  "regrade": dict, "merged": bool, "shards": list, "missing_shards": list}
+
+
+@dataclasses.dataclass(frozen=True)
+class Manifest:
+    """iteration_manifest.json, checked; `data` is the object as written."""
+
+    data: dict[str, Any]
+    shard: ShardRecord | None
+    plan: PlanRecord | None
+
+    @classmethod
+    def from_json(cls, obj: Any, file: Any, json_path: str = "") -> Manifest:
+        if not isinstance(obj, dict):
+            raise misshapen(file, json_path, "an object", obj)
+        for key, kind in MANIFEST_KINDS.items():
+            take(obj, key, kind, file, json_path)
+        for key in ("suite", "skill_package", "runner"):
+            take(obj.get(key) or {}, "sha256", str, file, f"{json_path}{key}")
+        for key, value in (obj.get("cases") or {}).items():
+            if not names_one_folder(key) or not isinstance(value, dict):
+                raise misshapen(file, f"cases.{key}", "a case id's identity", value)
+        check_recorded_options(obj.get("options") or {}, file)
+        regrade = obj.get("regrade") or {}
+        take(regrade, "source", str, file, "regrade")
+        take(regrade, "source_benchmark_sha256", str, file, "regrade")
+        shard = obj.get("shard")
+        plan = obj.get("plan")
+        return cls(obj, None if shard is None else ShardRecord.from_json(shard, file, "shard"),
+                   None if plan is None else PlanRecord.from_json(plan, file, "plan"))
+
+
+def check_recorded_options(options: dict[str, Any], file: Any) -> None:
+    """The options a manifest records, which --regrade adopts and --resume compares."""
+    if options.get("configs") is not None:
+        take_names(options, "configs", is_config_name, file, "options")
+    if options.get("eval_ids") is not None:
+        take_names(options, "eval_ids", names_one_folder, file, "options")
+    for key in ("runs", "grader_runs", "concurrency"):
+        value = take(options, key, int, file, "options")
+        if value is not None and value < 1:
+            raise misshapen(file, f"options.{key}", "a count from 1", value)
+
+
+# What benchmark.json must hold, and the kind of each.
+BENCHMARK_KINDS = {"metadata": dict, "runs": list, "run_summary": dict, "comparison": dict,
+                   "sanity_checks": dict, "per_eval": list, "scored_run_count": int,
+                   "error_run_count": int}
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkFile:
+    """benchmark.json, checked where it names files; `data` is the object as written."""
+
+    data: dict[str, Any]
+    runs: tuple[RunEntry, ...]  # scored and unscored
+
+    @classmethod
+    def from_json(cls, obj: Any, file: Any, json_path: str = "") -> BenchmarkFile:
+        missing = [k for k, kind in BENCHMARK_KINDS.items() if not isinstance(obj, dict)
+                   or not (_is_int(obj.get(k)) if kind is int else isinstance(obj.get(k), kind))]
+        if missing:
+            raise InputError(f"{file} is not a skill-eval benchmark (missing or mistyped: "
+                             f"{', '.join(missing)})",
+                             "pass an iteration folder written by this runner")
+        unscored = take(obj, "unscored_runs", list, file, json_path) or []
+        runs = [RunEntry.from_json(run, file, f"runs[{i}]") for i, run in enumerate(obj["runs"])]
+        runs += [RunEntry.from_json(run, file, f"unscored_runs[{i}]")
+                 for i, run in enumerate(unscored)]
+        take(obj["metadata"], "configs", list, file, "metadata")
+        for index, row in enumerate(obj["per_eval"]):
+            if not isinstance(row, dict):
+                raise misshapen(file, f"per_eval[{index}]", "an object", row)
+        return cls(obj, tuple(runs))
+
+    def hashes(self) -> dict[str, dict[str, str] | None]:
+        return {run.label: run.files_sha256 for run in self.runs}
+
+
 # ==== files and text =========================================================
 
 
@@ -706,6 +975,46 @@ def _printable(value: Any, depth: int = 0) -> Any:
 
 def utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def read_unfollowed(path: Path | str) -> bytes:
+    """A regular file's bytes; a link (never followed) or a FIFO, device or folder is an
+    OSError, so a file the runner wrote and someone replaced is not read through."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        chunks = []
+        for chunk in iter(lambda: os.read(fd, 1 << 20), b""):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_json_unfollowed(path: Path | str) -> Any:
+    """JSON of a file the runner wrote: OSError (a link, a missing file) or ValueError."""
+    return json.loads(read_unfollowed(path).decode("utf-8"))
+
+
+_APPEND_LOCK = threading.Lock()
+
+
+def append_line_durably(path: Path, line: str) -> None:
+    """Add one line and fsync it before returning: a journal a SIGKILL cannot cut short of
+    what was already reported finished."""
+    data = (line.rstrip("\n") + "\n").encode("utf-8")
+    with _APPEND_LOCK:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT
+                         | getattr(os, "O_NOFOLLOW", 0), FILE_MODE)
+            try:
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise WriteFailed(path, exc) from exc
 
 
 def sha256_file(path: Path) -> str:
@@ -1059,8 +1368,7 @@ class SuiteChecker:
             self.error(f"case id {value!r} must be a non-empty string or an integer",
                        _path_join(path, "id"), 'use an id such as "E01" or 1')
             return None
-        if len(str(value)) > MAX_NAME_CHARS or (
-                isinstance(value, str) and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value)):
+        if not names_one_folder(value):
             self.error(f"case id {str(value)[:80]!r} cannot name a folder", _path_join(path, "id"),
                        f"use up to {MAX_NAME_CHARS} letters, digits, '.', '_' or '-' "
                        "(it becomes eval-<id>/)")
@@ -4655,7 +4963,7 @@ class RunFiles:
         self.hashes[rel] = write_json(self.run_dir / rel, data)
 
     def copy(self, rel: str, source: Path) -> None:
-        self.hashes[rel] = write_bytes(self.run_dir / rel, source.read_bytes())
+        self.hashes[rel] = write_bytes(self.run_dir / rel, read_unfollowed(source))
 
 
 SPEND_METRICS = {"cost": "total_cost_usd", "tokens": "tokens"}
@@ -4810,22 +5118,24 @@ def load_finished_cells(cells: list[Cell],
                         recorded: dict[str, dict[str, str]] | None = None) -> dict[str, RunRecord]:
     """Records of cells a previous attempt finished `ok`, read back from their files.
 
-    `recorded` holds the file hashes the previous attempt's benchmark.json lists per cell label:
-    a cell whose files no longer match them is run again rather than trusted.
+    `recorded` holds the file hashes taken when each cell finished, by cell label: a cell
+    with none, or whose files no longer match them, is run again rather than trusted.
     """
     recorded = recorded or {}
     finished = {}
     for cell in cells:
+        if cell.label not in recorded:  # no hashes taken when it finished: not trusted
+            continue
         try:
-            run = json.loads((cell.run_dir / "run.json").read_text(encoding="utf-8"))
-            grading = json.loads((cell.run_dir / "grading.json").read_text(encoding="utf-8"))
-            metrics = json.loads((cell.run_dir / "metrics.json").read_text(encoding="utf-8"))
+            run = read_json_unfollowed(cell.run_dir / "run.json")
+            grading = read_json_unfollowed(cell.run_dir / "grading.json")
+            metrics = read_json_unfollowed(cell.run_dir / "metrics.json")
             record = RunRecord.from_files(run, grading, metrics.get("metrics"))
         except (OSError, ValueError, TypeError, AttributeError):
             continue
         if record.status == STATUS_OK and record.scored:
             record.written_files = hash_run_folder(cell.run_dir)
-            if recorded.get(cell.label, record.written_files) != record.written_files:
+            if recorded[cell.label] != record.written_files:
                 continue
             finished[cell.label] = record
     return finished
@@ -5121,6 +5431,7 @@ def finish_cell(ctx: RunContext, run: CellRun, closing: concurrent.futures.Futur
     record.started_at, record.finished_at = run.started_at, utc_now()
     record.resumed = ctx.resuming
     save_run_files(ctx, run)
+    journal_cell(ctx, run)
     if run.write_failed is not None and ctx.write_failed is None:
         ctx.write_failed = run.write_failed  # no new cell starts; the run ends with exit 3
     if ctx.budget is not None:
@@ -5144,6 +5455,14 @@ def save_run_files(ctx: RunContext, run: CellRun) -> None:
     record.written_files.pop("grading.json", None)
     guarded(run, write_run_files, run.cell, record, ctx.judge)
     record.status, record.failure = "runner_error", failure
+
+
+def journal_cell(ctx: RunContext, run: CellRun) -> None:
+    """The cell's file hashes, on disk the moment it finished: a resume after a SIGKILL (no
+    benchmark.json yet) still tells the files the runner wrote from files edited since."""
+    line = json.dumps({"cell": run.cell.label, "files_sha256": run.record.written_files},
+                      sort_keys=True)
+    append_line_durably(ctx.iteration_dir / HASH_JOURNAL, line)
 
 
 def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
@@ -5368,13 +5687,15 @@ def executor_finished(source: RunRecord) -> bool:
 def read_run_record(run_dir: Path) -> RunRecord | None:
     """A finished cell's record read back from its files, whatever its status."""
     try:
-        run = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+        run = read_json_unfollowed(run_dir / "run.json")
     except (OSError, ValueError):
+        return None
+    if not isinstance(run, dict):
         return None
     extras = {}
     for name in ("grading", "metrics"):
         try:
-            extras[name] = json.loads((run_dir / f"{name}.json").read_text(encoding="utf-8"))
+            extras[name] = read_json_unfollowed(run_dir / f"{name}.json")
         except (OSError, ValueError):
             extras[name] = None
     metrics = extras["metrics"].get("metrics") if isinstance(extras["metrics"], dict) else None
@@ -5384,7 +5705,7 @@ def read_run_record(run_dir: Path) -> RunRecord | None:
         return None
     if hasattr(record, "grader_metrics"):  # where the grader's own use is captured
         try:
-            graded = json.loads((run_dir / "grader_metrics.json").read_text(encoding="utf-8"))
+            graded = read_json_unfollowed(run_dir / "grader_metrics.json")
             record.grader_metrics = graded.get("metrics") if isinstance(graded, dict) else None
         except (OSError, ValueError):
             pass
@@ -5412,7 +5733,15 @@ class GraderRoom:
         self.record["removed"] = not any(os.path.lexists(f) for f in self.folders)
 
 
-def regrade_matrix(ctx: RunContext, cells: list[Cell], sources: dict[str, Path],
+@dataclasses.dataclass(frozen=True)
+class SourceRun:
+    """A source cell of a re-grade: its folder, and why its files cannot be trusted, if so."""
+
+    folder: Path
+    changed: str = ""
+
+
+def regrade_matrix(ctx: RunContext, cells: list[Cell], sources: dict[str, SourceRun],
                    finished: dict[str, RunRecord] | None = None) -> list[RunRecord]:
     """Grade every cell's recorded answer again, --concurrency cells at a time."""
     finished = finished or {}
@@ -5429,34 +5758,44 @@ def regrade_matrix(ctx: RunContext, cells: list[Cell], sources: dict[str, Path],
     return sorted(records, key=lambda record: position[record.label])
 
 
-def regrade_cell(ctx: RunContext, cell: Cell, source_dir: Path) -> RunRecord:
+def regrade_cell(ctx: RunContext, cell: Cell, source: SourceRun) -> RunRecord:
     """Copy the source run's executor record and answer, then grade it afresh."""
     run = CellRun(cell, new_record(cell), utc_now())
+    if ctx.on_cell_start:
+        ctx.on_cell_start(cell.label)
     room = GraderRoom(ctx.sandbox_base)
-    guarded(run, regrade_steps, ctx, run, source_dir, room)
+    guarded(run, regrade_steps, ctx, run, source, room)
     record = run.record
     if not ctx.options.keep_sandboxes:
         guarded(run, room.remove_grader_dirs)
     record.started_at, record.finished_at = run.started_at, utc_now()
     record.resumed = ctx.resuming
     save_run_files(ctx, run)
+    journal_cell(ctx, run)
+    if ctx.budget is not None:
+        ctx.budget.add(record)
     if ctx.progress:
         ctx.progress(record)
     return record
 
 
-def regrade_steps(ctx: RunContext, run: CellRun, source_dir: Path, room: GraderRoom) -> None:
-    cell, record = run.cell, run.record
+def regrade_steps(ctx: RunContext, run: CellRun, source_run: SourceRun,
+                  room: GraderRoom) -> None:
+    cell, record, source_dir = run.cell, run.record, source_run.folder
     if cell.run_dir.exists():  # a resumed cell starts clean
         shutil.rmtree(cell.run_dir)
     cell.run_dir.joinpath("outputs").mkdir(parents=True)
+    if source_run.changed:  # never graded, nor copied, as if the runner had written them
+        record.fail("runner_error", "runner", f"the source run's files changed since the runner "
+                    f"wrote them: {source_run.changed}; not re-graded")
+        return
     source = read_run_record(source_dir)
     if source is None:
         record.fail("runner_error", "runner", f"cannot read the source run at {source_dir}")
         return
     files = RunFiles(cell.run_dir, record)
     for rel in EXECUTOR_FILES:
-        if (source_dir / rel).is_file():
+        if os.path.isfile(source_dir / rel) and not os.path.islink(source_dir / rel):
             files.copy(rel, source_dir / rel)
     for name in ("executor", "sandbox", "changes", "written_artifact", "metrics",
                  "permission_denials", "skill_read", "checks", "activation"):
@@ -8583,44 +8922,147 @@ def check_checkout(snapshot: CheckoutSnapshot | None, failure: str = "") -> dict
         return {"checked": False, "reason": f"the comparison failed: {exc}"}
 
 
-def verify_run_files(benchmark: dict[str, Any], iteration_dir: Path,
-                     checked_by: str) -> dict[str, Any]:
-    """Hash every run file benchmark.json lists and compare it with the hash taken at write time.
+# -- reading a written iteration back ------------------------------------------
+# The one way in for report, --compare, --across, --merge, --resume and --regrade: every
+# file is read without following a link, parsed into the result model (which checks every
+# name that becomes a path), and every run file is checked against the hashes taken when
+# its cell finished.
+
+RESTORE_FIX = "restore the file as the runner wrote it, or run the iteration again"
+
+
+def read_iteration_json(path: Path, fix: str = RESTORE_FIX) -> Any:
+    """A JSON file the runner wrote, parsed; a link is refused without reading its target."""
+    try:
+        return read_json_unfollowed(path)
+    except FileNotFoundError:
+        raise InputError(f"no readable {path.name} at {path}: there is none", fix) from None
+    except OSError as exc:
+        why = ("it is a link, which the runner never writes (not followed)"
+               if exc.errno in (errno.ELOOP, errno.EMLINK) else exc.strerror or str(exc))
+        raise InputError(f"cannot read {path}: {why}", fix) from None
+    except ValueError as exc:
+        raise InputError(f"cannot read {path}: {exc}", fix) from None
+
+
+def read_manifest(folder: Path, fix: str = RESTORE_FIX) -> Manifest:
+    path = folder / "iteration_manifest.json"
+    return Manifest.from_json(read_iteration_json(path, fix), path)
+
+
+def read_hash_journal(folder: Path) -> dict[str, dict[str, str]]:
+    """Per cell label, the hashes its last attempt recorded when it finished; {} for an
+    iteration written before the journal. A last line cut short by a crash is left out."""
+    path = folder / HASH_JOURNAL
+    if not os.path.lexists(path):
+        return {}
+    try:
+        lines = read_unfollowed(path).decode("utf-8").split("\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {path}: {exc}", RESTORE_FIX) from None
+    hashes: dict[str, dict[str, str]] = {}
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            if number == len(lines):  # unterminated: the write a crash interrupted
+                continue
+            raise InputError(f"{path}: line {number} is not JSON", RESTORE_FIX) from None
+        entry = CellHashes.from_json(obj, path, f"line {number}")
+        hashes[entry.label] = entry.files_sha256
+    return hashes
+
+
+def recorded_hashes(folder: Path, benchmark: BenchmarkFile | None) -> dict[str, dict[str, str]]:
+    """The hashes each cell's files had when it finished: the journal's, written at that
+    moment, else benchmark.json's. A cell the two disagree on is left out (one was edited),
+    so a resume runs it again."""
+    journal = read_hash_journal(folder)
+    listed = {label: hashes for label, hashes in (benchmark.hashes() if benchmark else {}).items()
+              if hashes is not None}
+    merged = {**listed, **journal}
+    return {label: hashes for label, hashes in merged.items()
+            if label not in listed or label not in journal or listed[label] == journal[label]}
+
+
+def run_file_changes(folder: Path, benchmark: BenchmarkFile) -> tuple[list[dict], int, int]:
+    """(changes, files checked, runs without hashes) of every run benchmark.json lists.
 
     Plain string paths and os.open: on a 5,000-run iteration (some 32,000 small files) pathlib
     and buffered file objects cost four times the CPU of the hashing itself.
     """
-    started = time.monotonic()
+    journal = read_hash_journal(folder)
     changes, files, unverifiable = [], 0, 0
-    folder = os.fspath(iteration_dir)
-    for run in all_runs(benchmark):  # an unscored run's files are evidence too
-        hashes = run.get("files_sha256")
-        if not isinstance(hashes, dict):
+    base = os.fspath(folder)
+    for run in benchmark.runs:  # an unscored run's files are evidence too
+        if run.files_sha256 is None:
             unverifiable += 1
             continue
-        run_rel = (f"eval-{run['eval_id']}/{config_folder(run['configuration'])}/"
-                   f"run-{run['run_number']}")
-        for rel, digest in hashes.items():
-            files += 1
-            problem = _run_file_problem(folder, f"{run_rel}/{rel}", digest)
-            if problem:
-                changes.append({"path": f"{run_rel}/{rel}", "change": problem})
+        if run.label in journal and journal[run.label] != run.files_sha256:
+            changes.append({"path": run.label, "change": f"hashes differ from {HASH_JOURNAL}"})
+        try:
+            run_fd, failure = _open_unfollowed(base, run.label, folder=True), None
+        except OSError as exc:
+            run_fd, failure = None, _open_problem(exc)
+        try:
+            for rel, digest in run.files_sha256.items():
+                files += 1
+                problem = failure or _run_file_problem(run_fd, rel, digest)
+                if problem:
+                    changes.append({"path": f"{run.label}/{rel}", "change": problem})
+        finally:
+            if run_fd is not None:
+                os.close(run_fd)
+    return changes, files, unverifiable
+
+
+def verify_run_files(benchmark: dict[str, Any], iteration_dir: Path,
+                     checked_by: str) -> dict[str, Any]:
+    """Hash every run file benchmark.json lists and compare it with the hash taken at write time."""
+    started = time.monotonic()
+    parsed = BenchmarkFile.from_json(benchmark, Path(iteration_dir) / "benchmark.json")
+    changes, files, unverifiable = run_file_changes(Path(iteration_dir), parsed)
     return {"checked_by": checked_by, "files": files, "changed_count": len(changes),
             "changed": changes[:CHANGES_SHOWN], "unverifiable_runs": unverifiable,
             "seconds": round(time.monotonic() - started, 3)}
 
 
-def _run_file_problem(folder: str, rel: str, digest: Any) -> str | None:
+def _open_unfollowed(base: str | int, rel: str, folder: bool = False) -> int:
+    """rel under base (a path or a folder descriptor), opened with no link followed at any
+    step: an OSError if one is. `folder` opens a folder, else a file (never blocking)."""
     parts = rel.split("/")
-    if ".." in parts or "" in parts or not isinstance(digest, str):
-        return "not a run file"  # benchmark.json itself was edited
+    last = _DIRECTORY if folder else getattr(os, "O_NONBLOCK", 0)
+    if len(parts) == 1 and not isinstance(base, str):  # most run files: one open
+        return os.open(rel, os.O_RDONLY | _NOFOLLOW | last, dir_fd=base)
+    fd = os.open(base, os.O_RDONLY | _DIRECTORY) if isinstance(base, str) else os.dup(base)
     try:
-        fd = os.open(os.path.join(folder, rel), os.O_RDONLY)
-    except FileNotFoundError:
+        for name in parts[:-1]:
+            inner = os.open(name, os.O_RDONLY | _DIRECTORY | _NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        return os.open(parts[-1], os.O_RDONLY | _NOFOLLOW | last, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def _open_problem(exc: OSError) -> str:
+    if isinstance(exc, FileNotFoundError):
         return "missing"
-    except OSError as exc:
-        return f"unreadable ({exc.strerror or exc})"
+    if exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR):
+        return "a link or other non-file where the runner wrote a file (not followed)"
+    return f"unreadable ({exc.strerror or exc})"
+
+
+def _run_file_problem(run_fd: int, rel: str, digest: str) -> str | None:
     try:
+        fd = _open_unfollowed(run_fd, rel)
+    except OSError as exc:
+        return _open_problem(exc)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "not a regular file (not read)"
         hasher = hashlib.sha256()
         for chunk in iter(lambda: os.read(fd, 1 << 20), b""):
             hasher.update(chunk)
@@ -9034,13 +9476,14 @@ def check_resume(iteration_dir: Path, suite: Suite, options: RunOptions,
                  revisions: dict[str, RevisionPackage] | None = None) -> dict[str, Any]:
     """The earlier manifest, if suite, skill, runner and options still hash the same."""
     path = iteration_dir / "iteration_manifest.json"
+    manifest = read_manifest(iteration_dir, "pass an iteration-N folder written by `run`").data
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
         recorded = {"suite": manifest["suite"]["sha256"],
                     "skill package": manifest["skill_package"]["sha256"],
                     "runner": manifest["runner"]["sha256"], "options": manifest["options_sha256"]}
-    except (OSError, ValueError, KeyError, TypeError):
-        raise InputError(f"--resume {iteration_dir}: no readable iteration_manifest.json",
+    except (KeyError, TypeError):
+        raise InputError(f"--resume {iteration_dir}: {path} names no suite, skill package, "
+                         "runner and options hashes",
                          "pass an iteration-N folder written by `run`") from None
     misshapen = manifest_shape_problems(manifest)
     if misshapen:
@@ -9126,7 +9569,8 @@ def write_eval_metadata(suite: Suite, cells: list[Cell], iteration_dir: Path) ->
                     "prompt": case.prompt, "assertions": suite.assertions_for(case)}
         write_json(iteration_dir / f"eval-{key}" / "eval_metadata.json", metadata)
         for config in sorted({cell.config for cell in cells if cell.case.key == key}):
-            write_json(iteration_dir / f"eval-{key}" / config / "eval_metadata.json", metadata)
+            write_json(iteration_dir / f"eval-{key}" / config_folder(config)
+                       / "eval_metadata.json", metadata)
 
 
 def prepare_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: list[Cell],
@@ -9203,20 +9647,9 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
     ctx.base_env, manifest["environment_scrub"] = scrub_checkout_paths(clean_environment(),
                                                                        suite.root)
     confine_agents(ctx, confinement)
-    finished = (load_finished_cells(cells, recorded_run_hashes(iteration_dir))
-                if previous is not None else {})
-    progress = Progress(len(cells) - len(finished), options.quiet)
-    ctx.progress, ctx.on_cell_start = RepeatedFailureStop(groups, progress), progress.cell_started
-    progress.start(f"iteration: {iteration_dir}"
-                   + (f" (resumed: {len(finished)} cells already finished)" if finished else ""))
-    if options.max_cost_usd is not None or options.max_tokens is not None:
-        ctx.budget = Budget(options.max_cost_usd, options.max_tokens)
-        for record in finished.values():  # the cap is on the iteration, resumed or not
-            ctx.budget.add(record)
     try:  # the interrupt handler is the caller's, installed before any work
-        records = run_matrix_until_deadline(ctx, cells, finished)
+        records = run_planned_cells(ctx, cells, previous is not None)
     finally:
-        progress.stop()
         end_strays(keep=children_before)  # whatever an agent left running ends now
         snapshot.template.remove_runner_baselines()
         if not options.keep_sandboxes:  # kept sandboxes still borrow its objects
@@ -9234,6 +9667,29 @@ def exit_status(ctx: RunContext, code: int) -> int:
     return code
 
 
+def run_planned_cells(ctx: RunContext, cells: list[Cell], resumed: bool,
+                      matrix: Callable[..., list[RunRecord]] = execute_matrix,
+                      *extra: Any) -> list[RunRecord]:
+    """The one execution path of run, --resume and --regrade: the cells an earlier attempt
+    finished kept (only while their files match the hashes taken when they finished),
+    progress shown, the spending caps counted over the whole iteration, the deadline kept."""
+    finished = (load_finished_cells(cells, recorded_run_hashes(ctx.iteration_dir))
+                if resumed else {})
+    progress = Progress(len(cells) - len(finished), ctx.options.quiet)
+    ctx.progress = RepeatedFailureStop(ctx.groups, progress)
+    ctx.on_cell_start = progress.cell_started
+    progress.start(f"iteration: {ctx.iteration_dir}"
+                   + (f" (resumed: {len(finished)} cells already finished)" if finished else ""))
+    if ctx.options.max_cost_usd is not None or ctx.options.max_tokens is not None:
+        ctx.budget = Budget(ctx.options.max_cost_usd, ctx.options.max_tokens)
+        for record in finished.values():  # the cap is on the iteration, resumed or not
+            ctx.budget.add(record)
+    try:
+        return run_matrix_until_deadline(ctx, cells, finished, matrix, *extra)
+    finally:
+        progress.stop()
+
+
 def abandon_unstarted_iteration(iteration_dir: Path, previous: dict[str, Any] | None,
                                 exc: BaseException) -> int:
     """An iteration stopped before its manifest was written: remove a new one (a resumed one
@@ -9249,13 +9705,12 @@ def abandon_unstarted_iteration(iteration_dir: Path, previous: dict[str, Any] | 
 
 
 def recorded_run_hashes(iteration_dir: Path) -> dict[str, dict[str, str]]:
-    """The run-file hashes an earlier attempt's benchmark.json lists, by cell label."""
+    """The hashes each cell of an earlier attempt had when it finished, by cell label."""
     try:
-        runs = json.loads((iteration_dir / "benchmark.json").read_text(encoding="utf-8"))["runs"]
-        return {f"eval-{r['eval_id']}/{config_folder(r['configuration'])}/run-{r['run_number']}":
-                r["files_sha256"] for r in runs if isinstance(r.get("files_sha256"), dict)}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return {}
+        benchmark = read_benchmark(iteration_dir)
+    except InputError:  # a SIGKILL left none, or it was damaged: the journal alone says
+        benchmark = None
+    return recorded_hashes(iteration_dir, benchmark)
 
 
 def take_checkout_snapshot(root: Path, iteration_dir: Path,
@@ -9314,7 +9769,8 @@ def finish_iteration(suite: Suite, options: RunOptions, groups: ProcessGroups,
     incomplete = groups.cancelled.is_set() or any(r.status == "cancelled" for r in records)
     meta = benchmark_metadata(suite, options, manifest, cells, records, incomplete)
     benchmark = aggregate(records, meta)
-    apply_results_check(benchmark, verify_run_files(benchmark, iteration_dir, "run"))
+    apply_results_check(benchmark, source_check(
+        manifest, verify_run_files(benchmark, iteration_dir, "run")))
     write_benchmark(iteration_dir, benchmark)
     write_text(iteration_dir / "benchmark.html", html_page(benchmark, iteration_dir))
     if options.junit:
@@ -9336,6 +9792,8 @@ class RegradeSource:
     manifest: dict[str, Any]
     metadata: dict[str, Any]
     benchmark_sha256: str
+    # per source cell label: why its files are not the ones the runner wrote, if they are not
+    changed: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def record(self) -> dict[str, Any]:
         """What the new manifest and benchmark say about where the answers came from."""
@@ -9360,21 +9818,46 @@ def recorded_regrade_source(iteration_dir: Path) -> str | None:
 
 def load_regrade_source(folder: Path) -> RegradeSource:
     refuse = f"--regrade {folder}"
-    try:
-        manifest = json.loads((folder / "iteration_manifest.json").read_text(encoding="utf-8"))
-        benchmark_path = folder / "benchmark.json"
-        metadata = json.loads(benchmark_path.read_text(encoding="utf-8"))["metadata"]
-        options = manifest["options"]
-        if not isinstance(metadata, dict) or not isinstance(options, dict):
-            raise TypeError("not objects")
-    except (OSError, ValueError, KeyError, TypeError):
-        raise InputError(f"{refuse}: no readable iteration_manifest.json and benchmark.json",
-                         "pass an iteration-N folder that `run` finished") from None
+    fix = "pass an iteration-N folder that `run` finished"
+    manifest = read_manifest(folder, fix)
+    benchmark = read_benchmark(folder)
+    metadata = benchmark.data["metadata"]
+    if not isinstance(manifest.data.get("options"), dict):
+        raise InputError(f"{refuse}: its iteration_manifest.json holds no options", fix)
     if metadata.get("incomplete"):
         raise InputError(f"{refuse}: that iteration is incomplete ({metadata.get('cells_finished')}"
                          f" of {metadata.get('cells_planned')} cells finished)",
                          "finish it first with `run ... --resume` on it, then re-grade")
-    return RegradeSource(folder.resolve(), manifest, metadata, sha256_file(benchmark_path))
+    return RegradeSource(folder.resolve(), manifest.data, metadata,
+                         sha256_file(folder / "benchmark.json"), source_changes(folder, benchmark))
+
+
+def source_changes(folder: Path, benchmark: BenchmarkFile) -> dict[str, str]:
+    """Per run folder of an iteration, its files that differ from what the runner wrote."""
+    changes, _, _ = run_file_changes(folder, benchmark)
+    changed: dict[str, str] = {}
+    for change in changes:
+        label = "/".join(change["path"].split("/")[:3])
+        rel = change["path"][len(label) + 1:] or "its hashes"
+        found = f"{rel} ({change['change']})"
+        changed[label] = f"{changed[label]}, {found}" if label in changed else found
+    return changed
+
+
+def source_check(manifest: dict[str, Any], check: dict[str, Any]) -> dict[str, Any]:
+    """A re-grade's results check with its source's changed run files added: answers that
+    were edited before they were graded again are results that were modified."""
+    source = (manifest.get("regrade") or {}).get("source")
+    if not source:
+        return check
+    try:
+        changed = source_changes(Path(source), read_benchmark(source))
+    except InputError as exc:
+        changed = {str(source): f"unreadable at the end of the re-grade ({exc.message})"}
+    extra = [{"path": f"source {label}", "change": why} for label, why in changed.items()]
+    shown = check["changed"] + extra
+    return {**check, "changed_count": check["changed_count"] + len(extra),
+            "changed": shown[:CHANGES_SHOWN]}
 
 
 def check_regrade_source(source: RegradeSource, suite: Suite, options: RunOptions,
@@ -9429,10 +9912,11 @@ def _legacy_case_identity(folder: Path, key: str) -> dict[str, Any]:
         return {"prompt_sha256": None}
 
 
-def regrade_sources(source: RegradeSource, cells: list[Cell]) -> dict[str, Path]:
+def regrade_sources(source: RegradeSource, cells: list[Cell]) -> dict[str, SourceRun]:
     """Each planned cell's run folder in the source; refuses when one is missing."""
-    sources = {cell.label: source.folder / cell.label for cell in cells}
-    missing = [label for label, folder in sources.items() if not (folder / "run.json").is_file()]
+    sources = {cell.label: SourceRun(source.folder / cell.label, source.changed.get(cell.label, ""))
+               for cell in cells}
+    missing = [label for label, run in sources.items() if not (run.folder / "run.json").is_file()]
     if missing:
         raise InputError(f"--regrade {source.folder}: {len(missing)} run(s) have no run.json "
                          f"(first: {missing[0]}): the source is incomplete",
@@ -9476,10 +9960,8 @@ def run_regrade_iteration(suite: Suite, options: RunOptions, provider: Provider,
     confine_agents(ctx, confinement)
     if confinement.mode == "bwrap":  # the graders never see the earlier verdicts
         ctx.hidden.append(source.folder)
-    finished = load_finished_cells(cells) if previous is not None else {}
-    ctx.progress = Progress(len(cells) - len(finished), options.quiet)
     try:  # the interrupt handler is the caller's, installed before any work
-        records = run_matrix_until_deadline(ctx, cells, finished, regrade_matrix, sources)
+        records = run_planned_cells(ctx, cells, previous is not None, regrade_matrix, sources)
     finally:
         end_strays(keep=children_before)
     return exit_status(ctx, finish_iteration(suite, options, groups, iteration_dir, manifest,
@@ -9495,25 +9977,18 @@ def write_benchmark(iteration_dir: Path, benchmark: dict[str, Any]) -> None:
 
 
 def load_benchmark(iteration: str | Path) -> dict[str, Any]:
+    return read_benchmark(iteration).data
+
+
+def read_benchmark(iteration: str | Path) -> BenchmarkFile:
+    """An iteration's benchmark.json (or the file named), checked by the result model."""
     folder = Path(iteration)
     path = folder / "benchmark.json" if folder.is_dir() else folder
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise InputError(f"no benchmark.json at {path}",
                          "pass an iteration-N folder written by `run`")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read {path}: {exc}", "re-run, or restore the file") from None
-    required = {"metadata": dict, "runs": list, "run_summary": dict, "comparison": dict,
-                "sanity_checks": dict, "per_eval": list, "scored_run_count": int,
-                "error_run_count": int}
-    missing = [k for k, kind in required.items()
-               if not isinstance(data, dict) or not isinstance(data.get(k), kind)]
-    if missing:
-        raise InputError(f"{path} is not a skill-eval benchmark (missing or mistyped: "
-                         f"{', '.join(missing)})",
-                         "pass an iteration folder written by this runner")
-    return data
+    return BenchmarkFile.from_json(read_iteration_json(path, "re-run, or restore the file"),
+                                   path)
 
 
 # -- merging shards -----------------------------------------------------------
@@ -9522,15 +9997,13 @@ def load_benchmark(iteration: str | Path) -> dict[str, Any]:
 def read_shard(folder: Path) -> dict[str, Any]:
     """A shard iteration's manifest and benchmark; refused unless it is a finished shard."""
     fix = "pass iteration folders written by `run --shard K/N`"
-    try:
-        manifest = json.loads((folder / "iteration_manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        raise InputError(f"--merge {folder}: no readable iteration_manifest.json", fix) from None
-    if not (isinstance(manifest, dict) and isinstance(manifest.get("shard"), dict)
-            and isinstance(manifest.get("plan"), dict)):
+    manifest = read_manifest(folder, fix)
+    if manifest.shard is None or manifest.plan is None:
         raise InputError(f"--merge {folder}: not a shard (it was run without --shard K/N)", fix)
-    return {"folder": folder, "manifest": manifest, "benchmark": load_benchmark(folder),
-            "shard": manifest["shard"], "plan": manifest["plan"]}
+    benchmark = read_benchmark(folder)
+    return {"folder": folder, "manifest": manifest.data, "benchmark": benchmark.data,
+            "shard": manifest.data["shard"], "plan": manifest.data["plan"],
+            "checked": benchmark}
 
 
 def expected_shards(plan: dict[str, Any], count: int) -> dict[int, list[str]]:
@@ -9586,7 +10059,8 @@ def shard_records(shard: dict[str, Any]) -> list[RunRecord]:
     for key in shard["shard"]["evals"]:
         for config in plan["configs"]:
             for number in range(1, plan["runs"] + 1):
-                run_dir = shard["folder"] / f"eval-{key}" / config / f"run-{number}"
+                run_dir = (shard["folder"] / f"eval-{key}" / config_folder(config)
+                           / f"run-{number}")
                 record = read_run_record(run_dir)
                 if record is None:
                     raise InputError(f"--merge: {run_dir} has no readable run.json",
@@ -9658,6 +10132,20 @@ def _malformed_shards(folders: list[Path], exc: Exception) -> InputError:
                       "merge the iterations `run --shard` wrote, unchanged")
 
 
+def shards_check(shards: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every shard's run files against the hashes taken when its cells finished, before the
+    merged iteration is written: a shard edited after it ran is results_modified."""
+    started = time.monotonic()
+    changes, files, unverifiable = [], 0, 0
+    for shard in shards:
+        found, checked, unknown = run_file_changes(shard["folder"], shard["checked"])
+        changes += found
+        files, unverifiable = files + checked, unverifiable + unknown
+    return {"checked_by": "report --merge", "files": files, "changed_count": len(changes),
+            "changed": changes[:CHANGES_SHOWN], "unverifiable_runs": unverifiable,
+            "seconds": round(time.monotonic() - started, 3)}
+
+
 def merge_shards(target: Path, folders: list[Path],
                  junit: Path | None) -> tuple[dict[str, Any], int]:
     """One iteration at `target` from shard iterations: (benchmark, exit code).
@@ -9677,6 +10165,7 @@ def merge_shards(target: Path, folders: list[Path],
                    for record in by_eval[key][1]]  # plan order, as one machine writes them
         meta = merged_metadata(shards, records, missing)
         benchmark = aggregate(records, meta)
+        apply_results_check(benchmark, shards_check(shards))
         junit_text = render_junit(benchmark) if junit else ""
     except MALFORMED_DATA as exc:
         raise _malformed_shards(folders, exc) from None
@@ -9789,7 +10278,8 @@ def forecast_run(workspace: Path, suite: Suite, options: RunOptions,
     observed: dict[str, list[dict]] = {}
     graded = False
     for run in benchmark["runs"]:
-        record = read_run_record(source / f"eval-{run['eval_id']}" / run["configuration"]
+        record = read_run_record(source / f"eval-{run['eval_id']}"
+                                 / config_folder(run["configuration"])
                                  / f"run-{run['run_number']}")
         cell = observed_cell(record) if record is not None else None
         if cell is not None:
@@ -9866,9 +10356,7 @@ def _config_list(text: str) -> tuple[str, ...]:
 
 
 def _is_revision_config(config: str) -> bool:
-    revision = config_revision(config)
-    return bool(revision) and len(revision) <= MAX_REVISION_CHARS and not revision.startswith(
-        "-") and re.fullmatch(r"[^\s\x00-\x1f\x7f]+", revision) is not None
+    return is_revision_config(config)
 
 
 def _shard_spec(text: str) -> tuple[int, int]:
@@ -10514,8 +11002,9 @@ def latest_matching_iteration(workspace: Path | None, suite_sha256: str,
 def print_regrade_dry_run(suite: Suite, options: RunOptions, provider: Provider,
                           sandbox_base: Path, source: RegradeSource, cells: list[Cell]) -> int:
     sources = regrade_sources(source, cells)
-    gradable = [label for label, folder in sources.items()
-                if (record := read_run_record(folder)) is not None and executor_finished(record)]
+    gradable = [label for label, run in sources.items() if not run.changed
+                and (record := read_run_record(run.folder)) is not None
+                and executor_finished(record)]
     calls = len(gradable) * options.grader_runs
     waves = math.ceil(len(gradable) / options.concurrency) if gradable else 0
     grader = sandbox_base / "skill-eval-grader-XXXXXX"
