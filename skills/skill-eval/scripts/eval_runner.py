@@ -7517,7 +7517,7 @@ def _md_comparisons(b: dict[str, Any]) -> str:
     notes = [line for c in compared for line in forecast_lines(c)]
     if notes:
         lines += ["", "Power (two-sided alpha 0.05, power 0.8, t approximation to the sign-flip "
-                  "test on the paired per-eval deltas; see README):", ""]
+                  "test on the paired per-eval deltas; see references/statistics.md):", ""]
         lines += [f"- {n}" for n in notes]
     return "\n".join(lines) + "\n"
 
