@@ -2314,20 +2314,26 @@ def end_left_behind(keep: set[int]) -> list[int]:
     that was not there before the run (`keep`) and that no running agent's marker names. A
     daemon that dropped its marker (a new session, an empty environment) is one of them; a
     process a running agent of another lane started for itself keeps running with it."""
-    ended: list[int] = []
     with OwnChildren.lock:
         live = {f"{AGENT_TOKEN_ENV}={token}".encode() for token in OwnChildren.live_tokens}
-        for _ in range(50):  # ending one hands us its children: rounds
-            strays = [pid for pid in child_pids() - set(keep) - OwnChildren.pids
-                      if not live.intersection(_environ(pid))]
-            if not strays:
-                break
-            for pid in strays:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
-                with contextlib.suppress(OSError):
-                    os.waitpid(pid, 0)
-                ended.append(pid)
+        return _end_in_rounds(lambda: [pid for pid in child_pids() - set(keep) - OwnChildren.pids
+                                       if not live.intersection(_environ(pid))], 50)
+
+
+def _end_in_rounds(find_strays: Callable[[], list[int]], rounds: int) -> list[int]:
+    """Kill and reap what `find_strays` names until it names nothing: ending a stray hands us
+    its own children (we are a subreaper). Returns the pids ended."""
+    ended: list[int] = []
+    for _ in range(rounds):
+        strays = find_strays()
+        if not strays:
+            break
+        for pid in strays:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.waitpid(pid, 0)
+            ended.append(pid)
     return ended
 
 
@@ -2339,19 +2345,8 @@ def end_strays(keep: set[int] = frozenset(), token: str | None = None,
     Returns the pids ended.
     """
     needle = f"{AGENT_TOKEN_ENV}={token}".encode() if token else None
-    ended: list[int] = []
-    for _ in range(rounds):
-        strays = [pid for pid in child_pids() - set(keep)
-                  if needle is None or _marked(pid, needle)]
-        if not strays:
-            break
-        for pid in strays:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(OSError):
-                os.waitpid(pid, 0)
-            ended.append(pid)
-    return ended
+    return _end_in_rounds(lambda: [pid for pid in child_pids() - set(keep)
+                                   if needle is None or _marked(pid, needle)], rounds)
 
 
 # ==== sandbox ================================================================
