@@ -602,7 +602,7 @@ def is_revision_config(config: str) -> bool:
 
 
 def is_config_name(value: Any) -> bool:
-    return isinstance(value, str) and (value in CONFIGS or is_revision_config(value))
+    return isinstance(value, str) and (value in KNOWN_CONFIGS or is_revision_config(value))
 
 
 def misshapen(file: Any, json_path: str, expected: str, value: Any) -> InputError:
