@@ -149,6 +149,24 @@ class RegradeTests(LoaderCase):
         self.assertEqual(self.launches(), before)
         self.assertFalse((self.ws / "iteration-2").exists())
 
+    def test_a_source_manifest_without_its_runs_is_invalid_input(self) -> None:
+        # Found by the result fuzz: the re-grade adopted a null `runs` and failed inside the plan.
+        source = self.first()
+        for key, value in (("runs", None), ("configs", [])):
+            with self.subTest(key=key, value=value):
+                manifest = load(source / "iteration_manifest.json")
+                saved = manifest["options"][key]
+                manifest["options"][key] = value
+                (source / "iteration_manifest.json").write_text(json.dumps(manifest))
+                before = self.launches()
+                code, out, err = self.regrade(source)
+                self.assertEqual(code, 2, out + err)
+                self.assertIn("iteration_manifest.json", err)
+                self.assertEqual(self.launches(), before)
+                self.assertFalse((self.ws / "iteration-2").exists())
+                manifest["options"][key] = saved
+                (source / "iteration_manifest.json").write_text(json.dumps(manifest))
+
     def test_max_tokens_stops_a_regrade_at_the_cap(self) -> None:
         source = self.first()
         before = self.launches()

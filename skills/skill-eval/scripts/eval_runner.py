@@ -9883,7 +9883,10 @@ def check_regrade_source(source: RegradeSource, suite: Suite, options: RunOption
     for rel, digest in (manifest.get("fixtures") or {}).items():
         if tree_hash(suite.root, [rel]) != digest:
             changed.append(f"fixture {rel}")
-    adopted = {"configs": tuple(recorded.get("configs") or ()), "runs": recorded.get("runs"),
+    if recorded.get("runs") is None or not recorded.get("configs"):  # what a cell was
+        raise misshapen(source.folder / "iteration_manifest.json", "options",
+                        "the configs and runs the source ran with", recorded)
+    adopted = {"configs": tuple(recorded["configs"]), "runs": recorded["runs"],
                "eval_ids": recorded.get("eval_ids"),
                "executor_model": manifest.get("executor_model")}
     for name, value in explicit.items():
