@@ -9862,10 +9862,15 @@ def check_regrade_source(source: RegradeSource, suite: Suite, options: RunOption
     Assertions may differ (that is the point); what the executor was given may not: the case
     prompts, the fixtures, the skill package and the configs, runs and executor model.
     """
-    manifest, recorded = source.manifest, source.manifest["options"]
+    manifest, path = source.manifest, source.folder / "iteration_manifest.json"
+    # What the re-grade compares and adopts must be there, not only well-typed when present.
+    for key in ("options", "skill_package"):  # `cases` may be absent: an older runner
+        take(manifest, key, dict, path, "", required=True)
+    take(manifest["skill_package"], "sha256", str, path, "skill_package", required=True)
+    recorded = manifest["options"]
     changed = []
     skill_files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
-    if manifest.get("skill_package", {}).get("sha256") != tree_hash(suite.root, skill_files):
+    if manifest["skill_package"]["sha256"] != tree_hash(suite.root, skill_files):
         changed.append("the skill package")
     cases = {case.key: case for case in suite.cases}
     recorded_cases = manifest.get("cases") or {}
@@ -9884,8 +9889,7 @@ def check_regrade_source(source: RegradeSource, suite: Suite, options: RunOption
         if tree_hash(suite.root, [rel]) != digest:
             changed.append(f"fixture {rel}")
     if recorded.get("runs") is None or not recorded.get("configs"):  # what a cell was
-        raise misshapen(source.folder / "iteration_manifest.json", "options",
-                        "the configs and runs the source ran with", recorded)
+        raise misshapen(path, "options", "the configs and runs the source ran with", recorded)
     adopted = {"configs": tuple(recorded["configs"]), "runs": recorded["runs"],
                "eval_ids": recorded.get("eval_ids"),
                "executor_model": manifest.get("executor_model")}
