@@ -284,10 +284,6 @@ class EnvironmentProblem(EvalError):
 MALFORMED_DATA = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 
 
-class Interrupted(Exception):
-    """The user asked the run to stop before its iteration was set up."""
-
-
 class WriteFailed(EnvironmentProblem):
     """A result file could not be written (a full disk, a read-only folder): exit 3."""
 
@@ -9609,7 +9605,7 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
         snapshot.template = (None if groups.cancelled.is_set()
                              else build_git_template(snapshot, sandbox_base))
         if groups.cancelled.is_set():
-            raise Interrupted
+            raise KeyboardInterrupt  # a stop asked before the manifest unwinds as Ctrl-C does
         add_runner_baselines(snapshot.template, iteration_dir / ".baselines")
         manifest = prepare_manifest(suite, options, argv, cells, previous, {
             "cli_version": cli_version, "sandbox_base": str(sandbox_base),
@@ -9627,7 +9623,7 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
         manifest["checkout_check"] = {
             "before": checkout.summary() if checkout else {"reason": checkout_failure}}
         if groups.cancelled.is_set():
-            raise Interrupted
+            raise KeyboardInterrupt
         write_json(iteration_dir / "iteration_manifest.json", manifest)
         write_eval_metadata(suite, cells, iteration_dir)
     except BaseException as exc:
@@ -9692,7 +9688,7 @@ def abandon_unstarted_iteration(iteration_dir: Path, previous: dict[str, Any] | 
     if previous is None:
         shutil.rmtree(iteration_dir, ignore_errors=True)
         CRASH_FOLDER.pop("iteration", None)
-    if isinstance(exc, Interrupted):
+    if isinstance(exc, KeyboardInterrupt):
         print(f"{PROG}: interrupted before the first cell started; no iteration was kept",
               file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -9940,7 +9936,7 @@ def run_regrade_iteration(suite: Suite, options: RunOptions, provider: Provider,
     fixtures = sorted({rel for cell in cells for rel in cell.case.files})
     try:
         if groups.cancelled.is_set():
-            raise Interrupted
+            raise KeyboardInterrupt
         manifest = prepare_manifest(suite, options, argv, cells, previous, {
             "cli_version": cli_version, "sandbox_base": str(sandbox_base),
             "regrade": source.record(),
