@@ -534,7 +534,7 @@ class BwrapArgvTest(unittest.TestCase):
         self.assertNotIn("--size", self.argv())  # unsized only when no size is given
 
     def test_options_go_through_a_descriptor_not_the_command_line(self) -> None:
-        argv = self.argv(hide=[self.tmp.path / "checkout"])
+        argv = self.argv(mounts=runner.Mounts(hide=[self.tmp.path / "checkout"]))
         short, fd = runner.options_through_fd(argv)
         self.addCleanup(os.close, fd)
         self.assertEqual(short[:2], ["bwrap", "--args"])

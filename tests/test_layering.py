@@ -105,6 +105,30 @@ def imported_modules(tree: ast.Module) -> set[str]:
 STDLIB_SUBSET = frozenset(["__future__", "argparse", "ast", "base64", "collections", "concurrent", "contextlib", "copy", "csv", "ctypes", "dataclasses", "datetime", "difflib", "email", "enum", "errno", "fcntl", "functools", "glob", "gzip", "hashlib", "heapq", "html", "http", "importlib", "io", "itertools", "json", "locale", "logging", "math", "mimetypes", "operator", "os", "pathlib", "platform", "pwd", "queue", "random", "re", "secrets", "select", "selectors", "shlex", "shutil", "signal", "socket", "stat", "statistics", "string", "struct", "subprocess", "sys", "tempfile", "textwrap", "threading", "time", "traceback", "types", "typing", "unicodedata", "urllib", "uuid", "warnings", "weakref", "xml", "zlib"])
 
 
+MAX_PARAMETERS = 6
+
+
+def parameter_count(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> int:
+    """Every parameter (positional-only, ordinary, keyword-only, *args and **kwargs) but a
+    method's first one named self or cls."""
+    args = node.args
+    names = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+    if names and names[0] in ("self", "cls"):
+        names = names[1:]
+    return len(names) + (args.vararg is not None) + (args.kwarg is not None)
+
+
+def too_many_parameters(source: str) -> list[str]:
+    """`line N NAME (K parameters)` for every def (nested ones too) and lambda over
+    MAX_PARAMETERS: a function that needs more is handed a record instead (the frozen
+    IterationPlan of an iteration, a GraderJob, the Mounts of a confined process)."""
+    return [f"line {node.lineno} {getattr(node, 'name', 'lambda')} "
+            f"({parameter_count(node)} parameters)"
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            and parameter_count(node) > MAX_PARAMETERS]
+
+
 class LayeringTest(unittest.TestCase):
     def setUp(self) -> None:
         self.source = RUNNER_PATH.read_text(encoding="utf-8")
@@ -134,6 +158,17 @@ class LayeringTest(unittest.TestCase):
             outside = {m for m in modules if m not in sys.stdlib_module_names}
             self.assertEqual(outside, set())
         self.assertEqual(modules - STDLIB_SUBSET, set())
+
+    def test_no_function_takes_more_than_six_parameters(self) -> None:
+        self.assertEqual(too_many_parameters(self.source), [])
+
+    def test_the_parameter_check_counts_every_kind_of_parameter(self) -> None:
+        sample = ("def f(a, /, b, *c, d, **e):\n    pass\n"
+                  "class K:\n    def m(self, a, b, c, d, e, f):\n        pass\n"
+                  "g = lambda a, b, c, d, e, f, h: a\n"
+                  "def outer():\n    def inner(a, b, c, d, e, f, *, h=1):\n        pass\n")
+        self.assertEqual(too_many_parameters(sample),
+                         ["line 6 lambda (7 parameters)", "line 8 inner (7 parameters)"])
 
     def test_the_checker_sees_an_upward_reference(self) -> None:
         sample = ("# ==== first ====\n\ndef a():\n    return b()\n\n"

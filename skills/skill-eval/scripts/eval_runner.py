@@ -2577,9 +2577,10 @@ class RepoSnapshot:
     skill_unreadable: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def take(cls, root: Path, skill_name: str,
-             withheld: dict[str, str] | None = None) -> RepoSnapshot:
-        """`withheld`: package files (repository-relative) never delivered, with the reason."""
+    def take(cls, root: Path, skill_name: str, withheld: dict[str, str] | None = None,
+             revisions: dict[str, RevisionPackage] | None = None) -> RepoSnapshot:
+        """`withheld`: package files (repository-relative) never delivered, with the reason;
+        `revisions`: the packages of the arms that run the skill as committed at a revision."""
         listed, source = _list_repository(root)
         base = sorted(rel for rel in listed if _is_delivered(rel, skill_name))
         skill_dir = root / "skills" / skill_name
@@ -2587,10 +2588,10 @@ class RepoSnapshot:
         skill = sorted(rel for rel in (p.relative_to(root).as_posix() for p in
                                        _walk_files(skill_dir)) if rel not in withheld)
         linked = frozenset(rel for rel in base if os.path.islink(root / rel))
-        snapshot = cls(root, base, skill, source, linked, withheld=withheld)
-        snapshot.linked_skill_files = frozenset(rel for rel in skill
-                                                if os.path.islink(root / rel))
-        return snapshot
+        return cls(root, base, skill, source, linked, withheld=withheld,
+                   linked_skill_files=frozenset(rel for rel in skill
+                                                if os.path.islink(root / rel)),
+                   revisions=dict(revisions or {}))
 
     def resolve(self, rel: str) -> str | None:
         """The file a repository path names, links followed; None if that leaves the
@@ -3563,10 +3564,18 @@ def check_cli_install(executable: str, path: str, root: Path,
                 "a folder that does not hold it")
 
 
+@dataclasses.dataclass(frozen=True)
+class Mounts:
+    """What a confined process sees besides the system folders, its work folder and home."""
+
+    ro_entries: Iterable[tuple[str, str, str]] = ()  # the agent CLI's install (cli_mounts)
+    ro_binds: Iterable[Path] = ()  # folders it reads (a sandbox's borrowed git objects)
+    rw_binds: Iterable[Path] = ()  # folders it writes besides its work folder
+    hide: Iterable[Path] = ()  # the runner's folders, masked wherever a read-only bind shows them
+
+
 def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
-               ro_entries: Iterable[tuple[str, str, str]] = (), ro_binds: Iterable[Path] = (),
-               rw_binds: Iterable[Path] = (), hide: Iterable[Path] = (),
-               tmp_size: int | None = None) -> list[str]:
+               mounts: Mounts = Mounts(), tmp_size: int | None = None) -> list[str]:
     """bwrap's whole argv. Mounts apply in order and a later one shadows an earlier one.
 
     - the new root read-only; no capabilities; as root, a non-zero uid inside, because codex's
@@ -3590,7 +3599,7 @@ def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
     argv += ["--proc", "/proc", "--dev", "/dev"]
     argv += (["--size", str(tmp_size)] if tmp_size else []) + ["--tmpfs", "/tmp"]
     bound = [dest for kind, _, dest in system if kind == "ro-bind"]
-    ordered = sorted(ro_entries, key=lambda e: (e[0] != "ro-bind", len(Path(e[2]).parts)))
+    ordered = sorted(mounts.ro_entries, key=lambda e: (e[0] != "ro-bind", len(Path(e[2]).parts)))
     for kind, source, dest in ordered:
         if kind == "ro-bind" and not _covered(dest, bound):
             argv += ["--ro-bind", source, dest]
@@ -3600,13 +3609,14 @@ def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
     # The runner's own folders (sandbox root, homes, template, checkout, iteration) that a
     # read-only bind shows are covered by an empty tmpfs first; the agent's own folders are
     # bound inside it afterwards, and only then is it made read-only.
-    masks = runner_folder_masks(hide, bound)
+    masks = runner_folder_masks(mounts.hide, bound)
     for mask in masks:
         argv += ["--tmpfs", mask]
-    for folder in ro_binds:
+    for folder in mounts.ro_binds:
         argv += ["--ro-bind", str(folder), str(folder)]
     argv += ["--bind", str(home), HOME_INSIDE]
-    for folder in sorted({str(workdir), *map(str, rw_binds)}, key=lambda p: len(Path(p).parts)):
+    for folder in sorted({str(workdir), *map(str, mounts.rw_binds)},
+                         key=lambda p: len(Path(p).parts)):
         argv += ["--bind", folder, folder]
     for mask in masks:
         argv += ["--remount-ro", mask]
@@ -5019,7 +5029,18 @@ class Budget:
 
 
 @dataclasses.dataclass
+class RunState:
+    """What the cells of one iteration learn as they run and the others must see: the one
+    mutable part of a RunContext (every copy made with dataclasses.replace shares it)."""
+
+    write_failed: WriteFailed | None = None  # the first file a cell could not write
+
+
+@dataclasses.dataclass(frozen=True)
 class RunContext:
+    """What every cell of an iteration runs with, complete when built: a later stage that
+    adds to it (the progress line, the caps, the deadline) makes a copy."""
+
     suite: Suite
     options: RunOptions
     provider: Provider
@@ -5039,12 +5060,12 @@ class RunContext:
     agent_mounts: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
     hidden: list[Path] = dataclasses.field(default_factory=list)  # masked if under a mount
     budget: Budget | None = None
-    write_failed: WriteFailed | None = None  # the first file a cell could not write
+    state: RunState = dataclasses.field(default_factory=RunState)
 
     def should_stop(self) -> str | None:
-        if self.write_failed is not None:
+        if self.state.write_failed is not None:
             return (f"a file could not be written before this cell started "
-                    f"({self.write_failed.message})")
+                    f"({self.state.write_failed.message})")
         if self.deadline_at is not None and time.monotonic() >= self.deadline_at:
             return "the --deadline passed before this cell started"
         if self.budget is not None and self.budget.reached():
@@ -5180,11 +5201,11 @@ def agent_env(ctx: RunContext, sandbox: Sandbox, cwd: Path, role: str,
 
 
 def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
-              ro_binds: Iterable[Path] = (), rw_binds: Iterable[Path] = (),
-              role: str = "executor", model: str | None = None
+              binds: Mounts = Mounts(), role: str = "executor", model: str | None = None
               ) -> tuple[ProcessResult, dict[str, str], dict[str, Any]]:
     """One agent process, confined when the iteration is: (result, its environment, how it
-    was isolated). Unconfined, what it left running is ended when it ends."""
+    was isolated). Unconfined, what it left running is ended when it ends. `binds` names the
+    folders this call binds; the CLI's install and the hidden folders are the iteration's."""
     if ctx.confinement.mode != "bwrap":
         token = secrets.token_hex(8)
         env = {**env, AGENT_TOKEN_ENV: token}
@@ -5206,10 +5227,9 @@ def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
             inside = ctx.provider.prepare_home(home, inside, role, model, HOME_INSIDE, env)
             if invocation.skills_on:
                 inside = ctx.provider.allow_skills(home, inside)
+        mounts = dataclasses.replace(binds, ro_entries=ctx.agent_mounts, hide=ctx.hidden)
         argv = bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
-                          home=home, ro_entries=ctx.agent_mounts, ro_binds=ro_binds,
-                          rw_binds=rw_binds, hide=ctx.hidden,
-                          tmp_size=ctx.confinement.tmp_size_bytes)
+                          home=home, mounts=mounts, tmp_size=ctx.confinement.tmp_size_bytes)
         short, fd = options_through_fd(argv)
         try:
             result = run_process(dataclasses.replace(invocation, argv=short, pass_fds=(fd,)),
@@ -5423,8 +5443,8 @@ def finish_cell(ctx: RunContext, run: CellRun, closing: concurrent.futures.Futur
     record.resumed = ctx.resuming
     save_run_files(ctx, run)
     journal_cell(ctx, run)
-    if run.write_failed is not None and ctx.write_failed is None:
-        ctx.write_failed = run.write_failed  # no new cell starts; the run ends with exit 3
+    if run.write_failed is not None and ctx.state.write_failed is None:
+        ctx.state.write_failed = run.write_failed  # no new cell starts; the run ends with exit 3
     if ctx.budget is not None:
         ctx.budget.add(record)
     if ctx.progress:
@@ -5476,7 +5496,7 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     if ctx.on_cell_start:
         ctx.on_cell_start(cell.label)
     borrowed = [Path(p) for p in sandbox.record["git"].get("borrowed_objects", [])]
-    result, env, isolation = run_agent(ctx, invocation, env, ro_binds=borrowed,
+    result, env, isolation = run_agent(ctx, invocation, env, Mounts(ro_binds=borrowed),
                                        role="executor", model=ctx.options.executor_model)
     record.executor = {**process_record(invocation, result, env), "isolation": isolation}
     files.text("logs/executor_stream.txt", result.stdout)  # kept whatever it holds
@@ -5539,11 +5559,12 @@ def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Any, record: RunRecord
     files.text("grader_prompt.md", prompt)
     k = ctx.options.grader_runs
     votes, record.grader_calls = [], []
+    job = GraderJob(sandbox, record, prompt, assertions, files)
     for vote in range(1, k + 1):
         if ctx.groups.cancelled.is_set():
             record.fail("cancelled", "grader", "interrupted before grading")
             break
-        grading = grade_once(ctx, cell, sandbox, record, prompt, assertions, vote, files)
+        grading = grade_once(ctx, job, vote)
         if grading is None:
             break
         votes.append(grading)
@@ -5552,11 +5573,22 @@ def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Any, record: RunRecord
         record.grading = majority_grading(votes)
 
 
-def grade_once(ctx: RunContext, cell: Cell, sandbox: Any, record: RunRecord, prompt: str,
-               assertions: list[str], vote: int, files: RunFiles) -> dict[str, Any] | None:
+@dataclasses.dataclass(frozen=True)
+class GraderJob:
+    """What each of a cell's graders is given: the same prompt, about the same answer."""
+
+    sandbox: Any
+    record: RunRecord
+    prompt: str
+    assertions: list[str]
+    files: RunFiles
+
+
+def grade_once(ctx: RunContext, job: GraderJob, vote: int) -> dict[str, Any] | None:
     """One grader process; its grading, or None with the failure on the record."""
+    record, assertions = job.record, job.assertions
     suffix = "" if vote == 1 else f".vote-{vote}"
-    result, reply = call_grader(ctx, sandbox, prompt, files, suffix)
+    result, reply = call_grader(ctx, job.sandbox, job.prompt, job.files, suffix)
     record.grader = result
     call = {"vote": vote, "process": result, "metrics": reply.metrics, "status": STATUS_OK}
     record.grader_calls.append(call)
@@ -5630,7 +5662,7 @@ def call_grader(ctx: RunContext, sandbox: Any, prompt: str, files: RunFiles,
                                                 schema_path, last_message)
     env = agent_env(ctx, sandbox, grader_dir, "grader", ctx.options.grader_model)
     result, env, isolation = run_agent(ctx, invocation, env,
-                                       rw_binds=[grader_io] if grader_io else [],
+                                       Mounts(rw_binds=[grader_io] if grader_io else []),
                                        role="grader", model=ctx.options.grader_model)
     files.text(f"logs/grader_output{suffix}.txt", result.stdout)  # kept before it is read
     reply = ctx.provider.read_grader(result, last_message)
@@ -6028,8 +6060,8 @@ def run_confined_command(ctx: RunContext, invocation: Invocation, timeout_s: flo
             strays = end_strays(token=token)
             return result, {**ctx.confinement.to_json(), "strays_ended": len(strays)}
         argv = bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
-                          home=home, ro_entries=ctx.agent_mounts, ro_binds=ro_binds,
-                          hide=ctx.hidden)
+                          home=home, mounts=Mounts(ctx.agent_mounts, ro_binds,
+                                                   hide=ctx.hidden))
         short, fd = options_through_fd(argv)
         try:
             result = run_process(dataclasses.replace(invocation, argv=short, pass_fds=(fd,)),
@@ -9564,29 +9596,86 @@ def write_eval_metadata(suite: Suite, cells: list[Cell], iteration_dir: Path) ->
                        / "eval_metadata.json", metadata)
 
 
-def prepare_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: list[Cell],
-                     previous: dict[str, Any] | None, extra: dict[str, Any]) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class IterationPlan:
+    """One `run`, `run --resume` or `run --regrade` as its command decided it, before any work:
+    built once by cmd_run, read and never changed by the execution path below."""
+
+    suite: Suite
+    options: RunOptions
+    provider: Provider
+    iteration_dir: Path
+    argv: list[str]
+    cli_version: str
+    sandbox_base: Path
+    base_env: dict[str, str]  # the environment agents start from, checkout paths scrubbed
+    environment_scrub: dict[str, Any]  # what that scrub removed, for the manifest
+    confinement: Confinement = dataclasses.field(
+        default_factory=lambda: Confinement("none", "--isolation none"))
+    revisions: dict[str, RevisionPackage] = dataclasses.field(default_factory=dict)
+    previous: dict[str, Any] | None = None  # the manifest of the iteration a --resume continues
+    source: RegradeSource | None = None  # the iteration a --regrade grades again
+
+    @property
+    def resuming(self) -> bool:
+        return self.previous is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class BegunIteration:
+    """An iteration whose manifest is on disk: its cells, their fixtures and that manifest."""
+
+    cells: list[Cell]
+    fixtures: list[str]
+    manifest: dict[str, Any]
+
+
+# What each attempt at an iteration records afresh, even on a resume (which keeps the rest).
+ATTEMPT_ENTRIES = ("checkout_check", "environment_scrub")
+
+
+def prepare_manifest(plan: IterationPlan, cells: list[Cell],
+                     extra: dict[str, Any]) -> dict[str, Any]:
+    """A new iteration's manifest; or the resumed one's, with this attempt's entry in its
+    `resumes`, the weaker of the two isolations and this attempt's ATTEMPT_ENTRIES."""
+    previous = plan.previous
     if previous is None:
-        return build_manifest(suite, options, argv, cells, extra)
-    previous.setdefault("resumes", []).append({"at": utc_now(), "argv": argv,
-                                               "cli_version": extra["cli_version"],
-                                               "isolation": extra["isolation"]})
-    # The cells this attempt runs are confined as it is: the iteration claims the weaker.
-    previous["isolation"] = weakest_isolation([previous.get("isolation") or {},
-                                               extra["isolation"]])
-    return previous
+        return build_manifest(plan.suite, plan.options, plan.argv, cells, extra)
+    attempt = {"at": utc_now(), "argv": plan.argv, "cli_version": extra["cli_version"],
+               "isolation": extra["isolation"]}
+    return {**previous, "resumes": [*previous.get("resumes", []), attempt],
+            # The cells this attempt runs are confined as it is: the iteration claims the weaker.
+            "isolation": weakest_isolation([previous.get("isolation") or {},
+                                            extra["isolation"]]),
+            **{key: extra[key] for key in ATTEMPT_ENTRIES if key in extra}}
+
+
+def launch_entries(plan: IterationPlan, subreaper: bool) -> dict[str, Any]:
+    """The manifest entries of how this attempt launches agents."""
+    return {"cli_version": plan.cli_version, "sandbox_base": str(plan.sandbox_base),
+            "isolation": {**plan.confinement.to_json(), "summary": plan.confinement.describe(),
+                          "subreaper": subreaper}}
+
+
+def write_start(plan: IterationPlan, cells: list[Cell], manifest: dict[str, Any]) -> None:
+    """From here the iteration exists: it can be reported and resumed."""
+    write_json(plan.iteration_dir / "iteration_manifest.json", manifest)
+    write_eval_metadata(plan.suite, cells, plan.iteration_dir)
 
 
 CRASH_FOLDER: dict[str, Path] = {}  # the iteration being written: where a traceback goes
 
 
-def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups: ProcessGroups,
-                  iteration_dir: Path, argv: list[str], cli_version: str,
-                  sandbox_base: Path, previous: dict[str, Any] | None = None,
-                  confinement: Confinement | None = None,
-                  revisions: dict[str, RevisionPackage] | None = None) -> int:
-    confinement = confinement or Confinement("none", "--isolation none")
-    CRASH_FOLDER["iteration"] = iteration_dir
+def run_plan(plan: IterationPlan, groups: ProcessGroups) -> int:
+    """The one execution path of run, --resume and --regrade (the interrupt handler is the
+    caller's, installed before any work)."""
+    CRASH_FOLDER["iteration"] = plan.iteration_dir
+    return (run_iteration if plan.source is None else run_regrade_iteration)(plan, groups)
+
+
+def run_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
+    """run and --resume: every cell's executor in a sandbox, then its graders."""
+    suite, options, iteration_dir = plan.suite, plan.options, plan.iteration_dir
     children_before = child_pids()
     subreaper = become_subreaper()
     cells = planned_cells(suite, options, iteration_dir)
@@ -9597,64 +9686,79 @@ def run_iteration(suite: Suite, options: RunOptions, provider: Provider, groups:
                                                         suite.skill_name)
     withheld = package_withholdings(suite.root, suite.skill_name, suite.path,
                                     suite.secret_texts())
-    snapshot = RepoSnapshot.take(suite.root, suite.skill_name, withheld)
-    snapshot.revisions = dict(revisions or {})
+    snapshot = RepoSnapshot.take(suite.root, suite.skill_name, withheld, plan.revisions)
     try:
         # Until its manifest is on disk an iteration can be neither reported nor resumed: an
         # interrupt or a failed write before then leaves no iteration and no template.
         snapshot.template = (None if groups.cancelled.is_set()
-                             else build_git_template(snapshot, sandbox_base))
+                             else build_git_template(snapshot, plan.sandbox_base))
         if groups.cancelled.is_set():
             raise KeyboardInterrupt  # a stop asked before the manifest unwinds as Ctrl-C does
         add_runner_baselines(snapshot.template, iteration_dir / ".baselines")
-        manifest = prepare_manifest(suite, options, argv, cells, previous, {
-            "cli_version": cli_version, "sandbox_base": str(sandbox_base),
+        launch = launch_entries(plan, subreaper)
+        manifest = prepare_manifest(plan, cells, {
+            "cli_version": launch["cli_version"], "sandbox_base": launch["sandbox_base"],
             "listing_source": snapshot.listing_source,
             "git_template": {"path": str(snapshot.template.folder),
                              "commit": snapshot.template.commit,
                              "error": snapshot.template.error},
-            "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name, provider),
-            "withheld_from_skill_package": withheld,
-            "isolation": {**confinement.to_json(), "summary": confinement.describe(),
-                          "subreaper": subreaper},
+            "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name,
+                                                                   plan.provider),
+            "withheld_from_skill_package": withheld, "isolation": launch["isolation"],
             "fixture_status": {"before": fixture_status(suite.root, fixtures)},
             "arms": arm_records(suite, options.configs, snapshot.revisions),
-            "skill_snapshot": skill_snapshot_record(snapshot, options.configs), **sharding})
-        manifest["checkout_check"] = {
-            "before": checkout.summary() if checkout else {"reason": checkout_failure}}
+            "skill_snapshot": skill_snapshot_record(snapshot, options.configs), **sharding,
+            "checkout_check": {"before": checkout.summary() if checkout
+                               else {"reason": checkout_failure}},
+            "environment_scrub": plan.environment_scrub})
         if groups.cancelled.is_set():
             raise KeyboardInterrupt
-        write_json(iteration_dir / "iteration_manifest.json", manifest)
-        write_eval_metadata(suite, cells, iteration_dir)
+        write_start(plan, cells, manifest)
     except BaseException as exc:
         if snapshot.template is not None:
             snapshot.template.remove_runner_baselines()
             snapshot.template.remove()
-        return abandon_unstarted_iteration(iteration_dir, previous, exc)
-    ctx = RunContext(suite, options, provider, iteration_dir, snapshot, sandbox_base, groups,
-                     progress=None,
-                     judge=judge_identity(provider, options, cli_version),
-                     resuming=previous is not None, children_before=children_before)
-    ctx.base_env, manifest["environment_scrub"] = scrub_checkout_paths(clean_environment(),
-                                                                       suite.root)
-    confine_agents(ctx, confinement)
-    try:  # the interrupt handler is the caller's, installed before any work
-        records = run_planned_cells(ctx, cells, previous is not None)
+        return abandon_unstarted_iteration(plan, exc)
+    ctx = iteration_context(plan, groups, snapshot, children_before)
+    try:
+        records = run_planned_cells(ctx, cells, plan.resuming)
     finally:
         end_strays(keep=children_before)  # whatever an agent left running ends now
         snapshot.template.remove_runner_baselines()
         if not options.keep_sandboxes:  # kept sandboxes still borrow its objects
             snapshot.template.remove()
-    manifest["checkout_check"]["after"] = check_checkout(checkout, checkout_failure)
-    return exit_status(ctx, finish_iteration(suite, options, groups, iteration_dir, manifest,
-                                             cells, records, fixtures))
+    checked = {**manifest["checkout_check"], "after": check_checkout(checkout, checkout_failure)}
+    begun = BegunIteration(cells, fixtures, {**manifest, "checkout_check": checked})
+    return exit_status(ctx, finish_iteration(plan, groups, begun, records))
+
+
+def iteration_context(plan: IterationPlan, groups: ProcessGroups, snapshot: RepoSnapshot | None,
+                      children_before: set[int]) -> RunContext:
+    """What the cells run with, complete: how agents are confined and what they never see."""
+    mounts: list[tuple[str, str, str]] = []
+    hidden: list[Path] = []
+    if plan.confinement.mode == "bwrap":  # what of the CLI's install a confined agent sees
+        agent_path = plan.base_env.get("PATH", "")
+        executable = (shutil.which(plan.provider.binary, path=agent_path)
+                      or plan.provider.executable())
+        mounts = cli_mounts(executable, agent_path) if executable else []
+        # Everything the runner makes or reads, hidden wherever a read-only bind would show
+        # it; a re-grade's graders never see the earlier verdicts either.
+        hidden = [folder for folder in (plan.suite.root, plan.iteration_dir,
+                                        plan.options.workspace, plan.sandbox_base, Path.home())
+                  if folder is not None] + ([plan.source.folder] if plan.source else [])
+    return RunContext(plan.suite, plan.options, plan.provider, plan.iteration_dir, snapshot,
+                      plan.sandbox_base, groups, judge=judge_identity(plan),
+                      resuming=plan.resuming, children_before=children_before,
+                      base_env=plan.base_env, confinement=plan.confinement,
+                      agent_mounts=mounts, hidden=hidden)
 
 
 def exit_status(ctx: RunContext, code: int) -> int:
     """A file a cell could not write (a full disk) ends the run with exit 3 naming it, once
     the benchmark says which cells it cost; an interrupt keeps its 130."""
-    if ctx.write_failed is not None and code != EXIT_INTERRUPTED:
-        raise ctx.write_failed
+    if ctx.state.write_failed is not None and code != EXIT_INTERRUPTED:
+        raise ctx.state.write_failed
     return code
 
 
@@ -9667,26 +9771,26 @@ def run_planned_cells(ctx: RunContext, cells: list[Cell], resumed: bool,
     finished = (load_finished_cells(cells, recorded_run_hashes(ctx.iteration_dir))
                 if resumed else {})
     progress = Progress(len(cells) - len(finished), ctx.options.quiet)
-    ctx.progress = RepeatedFailureStop(ctx.groups, progress)
-    ctx.on_cell_start = progress.cell_started
+    budget = None
+    if ctx.options.max_cost_usd is not None or ctx.options.max_tokens is not None:
+        budget = Budget(ctx.options.max_cost_usd, ctx.options.max_tokens)
+        for record in finished.values():  # the cap is on the iteration, resumed or not
+            budget.add(record)
+    ctx = dataclasses.replace(ctx, progress=RepeatedFailureStop(ctx.groups, progress),
+                              on_cell_start=progress.cell_started, budget=budget)
     progress.start(f"iteration: {ctx.iteration_dir}"
                    + (f" (resumed: {len(finished)} cells already finished)" if finished else ""))
-    if ctx.options.max_cost_usd is not None or ctx.options.max_tokens is not None:
-        ctx.budget = Budget(ctx.options.max_cost_usd, ctx.options.max_tokens)
-        for record in finished.values():  # the cap is on the iteration, resumed or not
-            ctx.budget.add(record)
     try:
         return run_matrix_until_deadline(ctx, cells, finished, matrix, *extra)
     finally:
         progress.stop()
 
 
-def abandon_unstarted_iteration(iteration_dir: Path, previous: dict[str, Any] | None,
-                                exc: BaseException) -> int:
+def abandon_unstarted_iteration(plan: IterationPlan, exc: BaseException) -> int:
     """An iteration stopped before its manifest was written: remove a new one (a resumed one
     keeps what it had); an interrupt exits 130, anything else goes on up."""
-    if previous is None:
-        shutil.rmtree(iteration_dir, ignore_errors=True)
+    if not plan.resuming:
+        shutil.rmtree(plan.iteration_dir, ignore_errors=True)
         CRASH_FOLDER.pop("iteration", None)
     if isinstance(exc, KeyboardInterrupt):
         print(f"{PROG}: interrupted before the first cell started; no iteration was kept",
@@ -9712,24 +9816,11 @@ def take_checkout_snapshot(root: Path, iteration_dir: Path,
         return None, f"the snapshot failed: {exc}"
 
 
-def judge_identity(provider: Provider, options: RunOptions, cli_version: str) -> dict[str, Any]:
+def judge_identity(plan: IterationPlan) -> dict[str, Any]:
     """Who graded: written into every grading.json."""
-    return {"provider": provider.name, "model": options.grader_model or "CLI default",
-            "cli_version": cli_version, "prompt_template_sha256": grader_template_sha256(),
-            "grader_runs": options.grader_runs}
-
-
-def confine_agents(ctx: RunContext, confinement: Confinement) -> None:
-    """Tell the engine how agents run; under bwrap, what of the CLI's install they see."""
-    ctx.confinement = confinement
-    if confinement.mode != "bwrap":
-        return
-    agent_path = ctx.base_env.get("PATH", "")
-    executable = shutil.which(ctx.provider.binary, path=agent_path) or ctx.provider.executable()
-    ctx.agent_mounts = cli_mounts(executable, agent_path) if executable else []
-    # Everything the runner makes or reads, hidden wherever a read-only bind would show it.
-    ctx.hidden = [folder for folder in (ctx.suite.root, ctx.iteration_dir, ctx.options.workspace,
-                                        ctx.sandbox_base, Path.home()) if folder is not None]
+    return {"provider": plan.provider.name, "model": plan.options.grader_model or "CLI default",
+            "cli_version": plan.cli_version, "prompt_template_sha256": grader_template_sha256(),
+            "grader_runs": plan.options.grader_runs}
 
 
 def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
@@ -9739,7 +9830,7 @@ def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
     """At the deadline nothing new starts and running agents are ended (cancelled)."""
     timer = None
     if ctx.options.deadline_s:
-        ctx.deadline_at = time.monotonic() + ctx.options.deadline_s
+        ctx = dataclasses.replace(ctx, deadline_at=time.monotonic() + ctx.options.deadline_s)
         timer = threading.Timer(ctx.options.deadline_s, ctx.groups.cancel,
                                 kwargs={"reason": "deadline"})
         timer.daemon = True
@@ -9751,10 +9842,13 @@ def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
             timer.cancel()
 
 
-def finish_iteration(suite: Suite, options: RunOptions, groups: ProcessGroups,
-                     iteration_dir: Path, manifest: dict[str, Any], cells: list[Cell],
-                     records: list[RunRecord], fixtures: list[str]) -> int:
-    manifest["fixture_status"]["after"] = fixture_status(suite.root, fixtures)
+def finish_iteration(plan: IterationPlan, groups: ProcessGroups, begun: BegunIteration,
+                     records: list[RunRecord]) -> int:
+    """The manifest completed with the fixtures as the cells left them, then the benchmark."""
+    suite, options, iteration_dir = plan.suite, plan.options, plan.iteration_dir
+    cells = begun.cells
+    manifest = {**begun.manifest, "fixture_status": {
+        **begun.manifest["fixture_status"], "after": fixture_status(suite.root, begun.fixtures)}}
     write_json(iteration_dir / "iteration_manifest.json", manifest)
     interrupted = groups.reason == "interrupted"
     incomplete = groups.cancelled.is_set() or any(r.status == "cancelled" for r in records)
@@ -9922,48 +10016,37 @@ def regrade_sources(source: RegradeSource, cells: list[Cell]) -> dict[str, Sourc
     return sources
 
 
-def run_regrade_iteration(suite: Suite, options: RunOptions, provider: Provider,
-                          groups: ProcessGroups, iteration_dir: Path, argv: list[str],
-                          cli_version: str, sandbox_base: Path, source: RegradeSource,
-                          previous: dict[str, Any] | None = None,
-                          confinement: Confinement | None = None) -> int:
-    confinement = confinement or Confinement("none", "--isolation none")
-    CRASH_FOLDER["iteration"] = iteration_dir
+def run_regrade_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
+    """--regrade: the source iteration's recorded answers graded again; no executor runs."""
+    suite, options, source = plan.suite, plan.options, plan.source
     children_before = child_pids()
     subreaper = become_subreaper()
-    cells = plan_cells(suite, options, iteration_dir)
+    cells = plan_cells(suite, options, plan.iteration_dir)
     sources = regrade_sources(source, cells)
     fixtures = sorted({rel for cell in cells for rel in cell.case.files})
     try:
         if groups.cancelled.is_set():
             raise KeyboardInterrupt
-        manifest = prepare_manifest(suite, options, argv, cells, previous, {
-            "cli_version": cli_version, "sandbox_base": str(sandbox_base),
+        launch = launch_entries(plan, subreaper)
+        manifest = prepare_manifest(plan, cells, {
+            "cli_version": launch["cli_version"], "sandbox_base": launch["sandbox_base"],
             "regrade": source.record(),
             # about the executor's run, so they come from the source
             "skill_installed_elsewhere": source.manifest.get("skill_installed_elsewhere") or [],
-            "isolation": {**confinement.to_json(), "summary": confinement.describe(),
-                          "subreaper": subreaper},
+            "isolation": launch["isolation"],
             "fixture_status": {"before": (source.manifest.get("fixture_status") or {}).get(
-                "before") or fixture_status(suite.root, fixtures)}})
-        write_json(iteration_dir / "iteration_manifest.json", manifest)
-        write_eval_metadata(suite, cells, iteration_dir)
+                "before") or fixture_status(suite.root, fixtures)},
+            "environment_scrub": plan.environment_scrub})
+        write_start(plan, cells, manifest)
     except BaseException as exc:
-        return abandon_unstarted_iteration(iteration_dir, previous, exc)
-    ctx = RunContext(suite, options, provider, iteration_dir, None, sandbox_base, groups,
-                     judge=judge_identity(provider, options, cli_version),
-                     resuming=previous is not None, children_before=children_before)
-    ctx.base_env, manifest["environment_scrub"] = scrub_checkout_paths(clean_environment(),
-                                                                       suite.root)
-    confine_agents(ctx, confinement)
-    if confinement.mode == "bwrap":  # the graders never see the earlier verdicts
-        ctx.hidden.append(source.folder)
-    try:  # the interrupt handler is the caller's, installed before any work
-        records = run_planned_cells(ctx, cells, previous is not None, regrade_matrix, sources)
+        return abandon_unstarted_iteration(plan, exc)
+    ctx = iteration_context(plan, groups, None, children_before)
+    try:
+        records = run_planned_cells(ctx, cells, plan.resuming, regrade_matrix, sources)
     finally:
         end_strays(keep=children_before)
-    return exit_status(ctx, finish_iteration(suite, options, groups, iteration_dir, manifest,
-                                             cells, records, fixtures))
+    return exit_status(ctx, finish_iteration(plan, groups,
+                                             BegunIteration(cells, fixtures, manifest), records))
 
 
 def write_benchmark(iteration_dir: Path, benchmark: dict[str, Any]) -> None:
@@ -10657,7 +10740,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     if args.dry_run:  # a preview needs no agent CLI, so a fresh machine can see the plan
         return print_dry_run(suite, options, PROVIDERS[options.agent](options.agent_settings),
                              sandbox_base, source, revisions)
-    agent_env, _ = scrub_checkout_paths(clean_environment(), suite.root)
+    agent_env, environment_scrub = scrub_checkout_paths(clean_environment(), suite.root)
     provider = require_provider(options, agent_env)
     selected = [c for c in suite.cases if not options.eval_ids or c.key in options.eval_ids]
     if not selected:
@@ -10701,13 +10784,9 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
             print(installed_unconfined_warning(provider, suite.skill_name), file=sys.stderr)
         iteration_dir = (Path(args.resume) if args.resume
                          else allocate_iteration_dir(options.workspace))
-        if source is not None:
-            code = run_regrade_iteration(suite, options, provider, groups, iteration_dir, argv,
-                                         cli_version, sandbox_base, source, previous,
-                                         confinement)
-        else:
-            code = run_iteration(suite, options, provider, groups, iteration_dir, argv,
-                                 cli_version, sandbox_base, previous, confinement, revisions)
+        code = run_plan(IterationPlan(
+            suite, options, provider, iteration_dir, argv, cli_version, sandbox_base,
+            agent_env, environment_scrub, confinement, revisions, previous, source), groups)
     if groups.reason is not None and (iteration_dir / "iteration_manifest.json").is_file():
         print(resume_hint(iteration_dir, groups.reason), file=sys.stderr)
     if (groups.reason or "").startswith(REPEATED_FAILURE_REASON):
