@@ -129,6 +129,53 @@ def too_many_parameters(source: str) -> list[str]:
             and parameter_count(node) > MAX_PARAMETERS]
 
 
+CLI_MAX_LINES = 400
+CLI_COMMANDS = ("build_parser", "_Parser", "main")
+
+
+def _type_helpers(nodes: list[ast.stmt]) -> set[str]:
+    """The chapter's argument-type helpers: the names a `type=` of an add_argument call in
+    build_parser uses, and the chapter's names their own definitions use."""
+    defined = {name: node for node in nodes for name in _defined_names(node)}
+    parser = defined.get("build_parser")
+    found = {n.id for call in ast.walk(parser) if isinstance(call, ast.Call)
+             for kw in call.keywords if kw.arg == "type"
+             for n in ast.walk(kw.value) if isinstance(n, ast.Name)} if parser else set()
+    found &= set(defined)
+    while True:
+        more = {n.id for name in found for n in ast.walk(defined[name])
+                if isinstance(n, ast.Name) and n.id in defined} - found
+        if not more:
+            return found
+        found |= more
+
+
+def cli_chapter_problems(source: str) -> list[str]:
+    """Why the last chapter, CLI, is more than the command line: over CLI_MAX_LINES lines
+    (its banner to the end of the file), or a top-level statement in it that is none of
+    build_parser, _Parser, main, a cmd_* function, an argument-type helper (_type_helpers)
+    or the closing `if __name__ == "__main__":`."""
+    marks = chapters(source)
+    start, name = marks[-1]
+    if name != "CLI":
+        return [f"the last chapter is {name}, not CLI"]
+    problems = []
+    length = len(source.splitlines()) - start + 1
+    if length > CLI_MAX_LINES:
+        problems.append(f"the CLI chapter is {length} lines (at most {CLI_MAX_LINES})")
+    nodes = [node for node in ast.parse(source).body if node.lineno > start]
+    allowed = _type_helpers(nodes)
+    for node in nodes:
+        if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
+            continue
+        names = _defined_names(node)
+        if not names or not all(n in CLI_COMMANDS or n.startswith("cmd_") or n in allowed
+                                for n in names):
+            problems.append(f"line {node.lineno}: {', '.join(names) or type(node).__name__} "
+                            "is not a command, the parser or an argument type")
+    return problems
+
+
 class LayeringTest(unittest.TestCase):
     def setUp(self) -> None:
         self.source = RUNNER_PATH.read_text(encoding="utf-8")
@@ -158,6 +205,21 @@ class LayeringTest(unittest.TestCase):
             outside = {m for m in modules if m not in sys.stdlib_module_names}
             self.assertEqual(outside, set())
         self.assertEqual(modules - STDLIB_SUBSET, set())
+
+    def test_the_cli_chapter_holds_only_the_parser_and_the_commands(self) -> None:
+        self.assertEqual(cli_chapter_problems(self.source), [])
+
+    def test_the_cli_check_sees_a_helper_and_a_long_chapter(self) -> None:
+        sample = ("# ==== CLI ====\n\ndef _count(text):\n    return int(text)\n\n"
+                  "def build_parser():\n    p.add_argument('--n', type=_count)\n\n"
+                  "def cmd_run(args):\n    return helper(args)\n\n"
+                  "def helper(args):\n    return 0\n\n"
+                  "if __name__ == '__main__':\n    main()\n")
+        self.assertEqual(cli_chapter_problems(sample),
+                         ["line 12: helper is not a command, the parser or an argument type"])
+        long = sample.replace("def helper(args):\n    return 0\n\n", "") + "\n" * 400
+        self.assertEqual(cli_chapter_problems(long),
+                         ["the CLI chapter is 413 lines (at most 400)"])
 
     def test_no_function_takes_more_than_six_parameters(self) -> None:
         self.assertEqual(too_many_parameters(self.source), [])

@@ -32,7 +32,7 @@ Rules the code enforces:
 Sections (search for the banner "# ==== <name>"); each uses only those above it:
     startup | constants and schemas | errors | data model | result model | files and text |
     suite loading and validation | process runner | sandbox | confinement | providers | grading |
-    execution engine | aggregation | rendering | iteration | CLI
+    execution engine | aggregation | rendering | iteration | commands | CLI
 """
 
 from __future__ import annotations
@@ -10385,241 +10385,71 @@ def forecast_run(workspace: Path, suite: Suite, options: RunOptions,
                       "were captured)"}
 
 
-# ==== CLI ====================================================================
+# ==== commands ===============================================================
 
 
-def _bounded_int(low: int, high: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{value} is outside {low}..{high}")
-        return value
-    return parse
+# -- usage errors -------------------------------------------------------------
 
 
-def _positive(noun: str, unit: str) -> Callable[[str], float]:
-    """A parser of a finite number above 0: `--timeout S`, `--max-cost USD`."""
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
-        if not math.isfinite(value) or value <= 0:
-            raise argparse.ArgumentTypeError(f"{text!r} must be more than 0 {unit}")
-        return value
-    return parse
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """A parser's subcommands by name; none for a parser without any."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
 
 
-_positive_seconds = _positive("a number of seconds", "seconds")
-_positive_usd = _positive("an amount in USD", "USD")
+def usage_fix(parser: argparse.ArgumentParser, message: str) -> tuple[str, str]:
+    """The fix for one argparse message, and the prog whose --help to point at."""
+    choice = re.search(r"argument ([^:]+): invalid choice: '?([^' ]*)'? \(choose from (.*)\)",
+                       message)
+    if choice:
+        options = [c.strip(" '\"") for c in choice.group(3).split(",")]
+        hint = _did_you_mean(choice.group(2), options)
+        return f"{hint}choose one of: {', '.join(options)}", parser.prog
+    unknown = re.match(r"unrecognized arguments: (.*)", message)
+    if unknown:
+        return _unknown_fix(parser, unknown.group(1).split())
+    required = re.match(r"the following arguments are required: (.*)", message)
+    if required:
+        return "add " + ", ".join(_describe_argument(parser, name.strip())
+                                  for name in required.group(1).split(",")), parser.prog
+    named = re.match(r"argument ([^:]+):", message)
+    action = _action_named(parser, named.group(1).split("/")[0]) if named else None
+    if action is not None and action.help:
+        return f"{named.group(1)}: {action.help}", parser.prog
+    return "correct the command line", parser.prog
 
 
-def _model_name(text: str) -> str:
-    if not text.strip() or text.startswith("-") or text != text.strip():
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a model name (empty, padded, or starting with '-')")
-    return text
+def _describe_argument(parser: argparse.ArgumentParser, name: str) -> str:
+    action = _action_named(parser, name.split("/")[0])
+    if action is None:
+        return name
+    if action.choices and not action.option_strings:
+        return f"{name} (one of: {', '.join(map(str, action.choices))})"
+    value = f" {{{','.join(map(str, action.choices))}}}" if action.choices else ""
+    return f"{name}{value} ({action.help})" if action.help else f"{name}{value}"
 
 
-def _config_list(text: str) -> tuple[str, ...]:
-    configs = tuple(part.strip() for part in text.split(","))
-    unknown = [c for c in configs if c not in KNOWN_CONFIGS and not _is_revision_config(c)]
-    if unknown or not configs or len(set(configs)) != len(configs) or len(configs) > MAX_CONFIGS:
-        hint = _did_you_mean(unknown[0], KNOWN_CONFIGS) if unknown else ""
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: {hint}give one to {MAX_CONFIGS} distinct configs, comma-separated, "
-            f"candidate first, from {', '.join(KNOWN_CONFIGS)}, with_skill@REV and "
-            "installed@REV (REV: a git commit, tag or branch, e.g. with_skill@HEAD~1)")
-    return configs
+def _action_named(parser: argparse.ArgumentParser, name: str) -> argparse.Action | None:
+    return next((a for a in parser._actions if name in a.option_strings
+                 or name in (a.metavar, a.dest)), None)
 
 
-def _is_revision_config(config: str) -> bool:
-    return is_revision_config(config)
+def _unknown_fix(parser: argparse.ArgumentParser, words: list[str]) -> tuple[str, str]:
+    """An unknown option's fix, from the options of the subcommand it was given to."""
+    commands = subcommands(parser)
+    command = next((w for w in getattr(parser, "seen_argv", []) if w in commands), None)
+    target = commands.get(command, parser) if command else parser
+    known = [o for a in target._actions for o in a.option_strings]
+    flags = [w.split("=")[0] for w in words if w.startswith("-")]
+    hint = _did_you_mean(flags[0], known) if flags else ""
+    what = "otherwise remove it" if hint else "remove it"
+    return f"{hint}{what}" if len(words) == 1 else f"{hint}remove what is not an option " \
+        "of this command", target.prog
 
 
-def _shard_spec(text: str) -> tuple[int, int]:
-    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
-    if not match:
-        raise argparse.ArgumentTypeError(f"{text!r} is not K/N (for example 2/4)")
-    index, count = int(match.group(1)), int(match.group(2))
-    if not 1 <= index <= count <= SHARD_COUNT_MAX:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: need 1 <= K <= N <= {SHARD_COUNT_MAX}")
-    return index, count
-
-
-def _agent_setting(text: str) -> str:
-    key, sep, _ = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
-    return text
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with our error form: the problem and its fix first, then where help is."""
-
-    seen_argv: list[str] = []
-
-    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
-        self.seen_argv = list(sys.argv[1:] if args is None else args)
-        return super().parse_args(args, namespace)
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        fix, prog = self._fix_for(message)
-        raise InputError(message, f"{fix}\n  help: {prog} --help")
-
-    def _subcommands(self) -> dict[str, argparse.ArgumentParser]:
-        for action in self._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                return dict(action.choices)
-        return {}
-
-    def _fix_for(self, message: str) -> tuple[str, str]:
-        """The fix for one argparse message, and the prog whose --help to point at."""
-        choice = re.search(r"argument ([^:]+): invalid choice: '?([^' ]*)'? \(choose from (.*)\)",
-                           message)
-        if choice:
-            options = [c.strip(" '\"") for c in choice.group(3).split(",")]
-            hint = _did_you_mean(choice.group(2), options)
-            return f"{hint}choose one of: {', '.join(options)}", self.prog
-        unknown = re.match(r"unrecognized arguments: (.*)", message)
-        if unknown:
-            return self._unknown_fix(unknown.group(1).split())
-        required = re.match(r"the following arguments are required: (.*)", message)
-        if required:
-            return "add " + ", ".join(self._describe(name.strip())
-                                      for name in required.group(1).split(",")), self.prog
-        named = re.match(r"argument ([^:]+):", message)
-        action = self._action_named(named.group(1).split("/")[0]) if named else None
-        if action is not None and action.help:
-            return f"{named.group(1)}: {action.help}", self.prog
-        return "correct the command line", self.prog
-
-    def _describe(self, name: str) -> str:
-        action = self._action_named(name.split("/")[0])
-        if action is None:
-            return name
-        if action.choices and not action.option_strings:
-            return f"{name} (one of: {', '.join(map(str, action.choices))})"
-        value = f" {{{','.join(map(str, action.choices))}}}" if action.choices else ""
-        return f"{name}{value} ({action.help})" if action.help else f"{name}{value}"
-
-    def _action_named(self, name: str) -> argparse.Action | None:
-        return next((a for a in self._actions if name in a.option_strings
-                     or name in (a.metavar, a.dest)), None)
-
-    def _unknown_fix(self, words: list[str]) -> tuple[str, str]:
-        commands = self._subcommands()
-        command = next((w for w in self.seen_argv if w in commands), None)
-        parser = commands.get(command, self) if command else self
-        known = [o for a in parser._actions for o in a.option_strings]
-        flags = [w.split("=")[0] for w in words if w.startswith("-")]
-        hint = _did_you_mean(flags[0], known) if flags else ""
-        what = "otherwise remove it" if hint else "remove it"
-        return f"{hint}{what}" if len(words) == 1 else f"{hint}remove what is not an option " \
-            "of this command", parser.prog
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="eval_runner.py", description=(
-        "Evaluate an agent skill: validate a suite, run it with and without the skill through "
-        "an agent CLI with a separate grader, and report the result."))
-    parser.add_argument("--version", action="version", version=f"skill-eval {RUNNER_VERSION}")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks for internal errors")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    commands.required = True
-
-    validate = commands.add_parser("validate", help="check a suite completely; launch nothing")
-    validate.add_argument("suite", metavar="SUITE", help="path to evals/<skill>/evals.json")
-    validate.add_argument("--repo-root", metavar="DIR", help="repository root (default: detected)")
-    validate.add_argument("--json", action="store_true", help="print one JSON object")
-
-    run = commands.add_parser("run", help="run the executor/grader matrix and write a benchmark")
-    # SUITE and --agent are required unless --resume names an iteration, which recorded them
-    # (cmd_run enforces it).
-    run.add_argument("suite", metavar="SUITE", nargs="?", help="path to evals/<skill>/evals.json")
-    run.add_argument("--agent", choices=sorted(PROVIDERS), help="agent CLI to drive")
-    run.add_argument("--model", type=_model_name, help="model for both roles, passed verbatim")
-    run.add_argument("--executor-model", type=_model_name, help="model for the executor only")
-    run.add_argument("--grader-model", type=_model_name, help="model for the grader only")
-    run.add_argument("--config", type=_config_list, metavar="LIST",
-                     help="up to 3 configs, candidate first: with_skill, without_skill, "
-                     "installed, with_skill@REV, installed@REV "
-                     "(default: with_skill,without_skill)")
-    run.add_argument("--runs", type=_bounded_int(*RUNS_RANGE),
-                     help="runs per case and config, 1..5 (default: 1)")
-    run.add_argument("--grader-runs", type=_bounded_int(*GRADER_RUNS_RANGE), default=1,
-                     metavar="K", help="independent graders per recorded output, 1..5; the "
-                     "majority decides, a tie fails (default: 1)")
-    run.add_argument("--regrade", metavar="ITERATION_DIR",
-                     help="grade that iteration's recorded answers again with the current "
-                     "assertions; runs no executor")
-    run.add_argument("--timeout", type=_positive_seconds, default=DEFAULT_TIMEOUT_S, metavar="S",
-                     help="seconds per agent process (default: 600)")
-    run.add_argument("--concurrency", type=_bounded_int(*CONCURRENCY_RANGE), default=4,
-                     help="agent processes at once, 1..16 (default: 4)")
-    run.add_argument("--deadline", type=_positive_seconds, metavar="S",
-                     help="seconds for the whole matrix; cells not started by then are cancelled")
-    run.add_argument("--max-cost", type=_positive_usd, metavar="USD",
-                     help="start no new cell once finished cells' captured executor and grader "
-                     "cost reaches USD; the rest are cancelled")
-    run.add_argument("--max-tokens", type=_bounded_int(1, 10 ** 15), metavar="N",
-                     help="start no new cell once finished cells' captured tokens reach N")
-    run.add_argument("--skill-path", metavar="P", help="the skill's SKILL.md or its folder "
-                     "(default: skills/<skill_name>/SKILL.md)")
-    run.add_argument("--workspace", metavar="DIR",
-                     help="where iteration-N/ goes (default: evals/<skill>/workspace/<agent>/)")
-    run.add_argument("--eval-id", metavar="ID,...", help="run only these case ids")
-    run.add_argument("--keep-sandboxes", action="store_true", help="keep sandbox copies for audit")
-    run.add_argument("--shard", type=_shard_spec, metavar="K/N",
-                     help="run only shard K of N: whole evals, balanced by cells, the same split "
-                     "on every machine; merge with report --merge")
-    run.add_argument("--isolation", choices=ISOLATION_MODES, default="auto",
-                     help="confine agents with bubblewrap: auto (when it works here), bwrap "
-                     "(required), none (default: auto)")
-    run.add_argument("--tmp-size", type=_bounded_int(*TMP_SIZE_MIB_RANGE),
-                     default=DEFAULT_TMP_SIZE_MIB, metavar="MIB",
-                     help="size of a confined agent's private /tmp, in MiB; a cell that fills "
-                     f"it fails and says so (default: {DEFAULT_TMP_SIZE_MIB}; bwrap only)")
-    run.add_argument("--repo-root", metavar="DIR", help="repository root (default: detected)")
-    aliases = [alias for kind in PROVIDERS.values() for alias in kind.setting_aliases]
-    run.add_argument("--agent-config", *aliases, dest="agent_config", type=_agent_setting,
-                     action="append", default=[], metavar="KEY=VALUE",
-                     help="a setting for the agent CLI, for every call (see README: which "
-                          "agents take one and what it means)")
-    run.add_argument("--resume", metavar="ITERATION_DIR",
-                     help="finish an interrupted iteration: rerun every cell not finished ok; "
-                     "the suite, agent and options default to the iteration's own")
-    run.add_argument("--dry-run", action="store_true",
-                     help="validate and print the plan and argv; launch nothing")
-    run.add_argument("--junit", metavar="PATH", help="also write the results as JUnit XML")
-    run.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-
-    report = commands.add_parser("report", help="re-render benchmark.md from benchmark.json")
-    # Optional to argparse only: `report --html ITER` and `report --across ITER` name the
-    # folder through the flag's optional value (report_folder_from_flags).
-    report.add_argument("iteration", metavar="ITERATION_DIR", nargs="?",
-                        help="an iteration-N folder")
-    # nargs="?" with const "": a bare --html means the default place beside benchmark.json.
-    report.add_argument("--html", nargs="?", const="", metavar="PATH",
-                        help="also write a static HTML page (default: benchmark.html in it)")
-    report.add_argument("--junit", metavar="PATH", help="also write the results as JUnit XML")
-    report.add_argument("--compare", metavar="OTHER_DIR",
-                        help="add another iteration's per-eval rates and say if they compare")
-    report.add_argument("--across", nargs="*", metavar="OTHER_AGENT_DIR",
-                        help="which agents the skill helps: this iteration beside the same "
-                        "suite's iterations by other agents, in agents.md (default: the newest "
-                        "of each other agent in this workspace)")
-    report.add_argument("--merge", nargs="+", metavar="SHARD_ITERATION",
-                        help="create ITERATION_DIR (new) as one iteration from these shard "
-                        "iterations of one plan (run --shard K/N)")
-    return parser
-
-
-# -- validate -----------------------------------------------------------------
+# -- run ----------------------------------------------------------------------
 
 
 def verdict_shortfall(evals: int) -> str | None:
@@ -10629,41 +10459,6 @@ def verdict_shortfall(evals: int) -> str | None:
         return None
     return (f"{evals} eval(s) cannot give a verdict: it needs at least {MIN_PAIRED_EVALS} evals "
             "scored in both configs, so the result can only be inconclusive")
-
-
-def cmd_validate(args: argparse.Namespace) -> int:
-    loaded = load_suite(args.suite, args.repo_root)
-    shortfall = verdict_shortfall(len(loaded.suite.cases)) if loaded.suite and \
-        loaded.suite.cases and not loaded.errors else None
-    if shortfall:
-        loaded.problems.append(Problem(
-            "warning", shortfall, str(loaded.suite.path), "evals", None,
-            f"add {MIN_PAIRED_EVALS - len(loaded.suite.cases)} more case(s) for a verdict; a "
-            "smaller pilot still shows pass rates and which assertions discriminate"))
-    counts = suite_counts(loaded)
-    ok = not loaded.errors
-    if args.json:
-        print(json.dumps({"ok": ok, "suite": str(Path(args.suite)),
-                          "errors": [p.to_json() for p in loaded.errors],
-                          "warnings": [p.to_json() for p in loaded.warnings],
-                          "counts": counts}, indent=2))
-        return EXIT_OK if ok else EXIT_INVALID
-    for problem in loaded.problems:
-        print(problem.render(), file=sys.stderr)
-    if not ok:
-        print(f"INVALID: {args.suite}: {counts['errors']} error(s), {counts['warnings']} "
-              "warning(s)", file=sys.stderr)
-        return EXIT_INVALID
-    if counts["cases"] == 0:
-        print(f"OK: {args.suite}: 0 cases: nothing to run")
-    else:
-        checks = f"{counts['checks']} checks, " if counts["checks"] else ""
-        print(f"OK: {args.suite}: {counts['cases']} cases, {counts['assertions']} assertions, "
-              f"{checks}{counts['fixture_files']} fixture files, {counts['warnings']} warnings")
-    return EXIT_OK
-
-
-# -- run ----------------------------------------------------------------------
 
 
 def load_valid_suite(suite: str, repo_root: str | None) -> Suite:
@@ -10716,90 +10511,39 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         shard=args.shard, max_cost_usd=args.max_cost, max_tokens=args.max_tokens)
 
 
-def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
-    run_parser = build_parser()._subcommands()["run"]  # type: ignore[attr-defined]
-    if args.resume:
-        args = resumed_args(args, argv, run_parser)
-    missing = [name for name, value in (("SUITE", args.suite), ("--agent", args.agent))
-               if value is None]
-    if missing:
-        run_parser.error(f"the following arguments are required: {', '.join(missing)}")
-    suite = load_valid_suite(args.suite, args.repo_root)
-    options = options_from_args(args, suite)
-    sandbox_base = check_sandbox_base(suite.root)
-    source = regrade_source_for(args, suite)
-    if source is not None:
-        options = check_regrade_source(source, suite, options, {
-            "configs": args.config, "runs": args.runs, "eval_ids": options.eval_ids
-            if args.eval_id is not None else None, "executor_model": args.executor_model})
-    # A re-grade runs no executor, so it needs no skill package at any revision.
-    revisions = read_revision_packages(suite, options.configs) if source is None else {}
-    for package in revisions.values():
-        for warning in package.warnings:
-            print(warning.render(), file=sys.stderr)
-    if args.dry_run:  # a preview needs no agent CLI, so a fresh machine can see the plan
-        return print_dry_run(suite, options, PROVIDERS[options.agent](options.agent_settings),
-                             sandbox_base, source, revisions)
-    agent_env, environment_scrub = scrub_checkout_paths(clean_environment(), suite.root)
-    provider = require_provider(options, agent_env)
-    selected = [c for c in suite.cases if not options.eval_ids or c.key in options.eval_ids]
-    if not selected:
-        print(f"0 cases: nothing to run ({suite.path}); no agent was launched")
-        return EXIT_OK
-    if options.shard and not planned_cells(suite, options, Path(".")):
-        print(f"shard {options.shard[0]}/{options.shard[1]} holds no eval of this plan "
-              f"({len(selected)} evals for {options.shard[1]} shards): nothing to run; no agent "
-              "was launched, and report --merge does not expect it")
-        return EXIT_OK
-    # Before the start line: a resume that is refused must not first print a plan.
-    previous = (check_resume(Path(args.resume), suite, options, revisions)
-                if args.resume else None)
-    if not options.quiet:  # at once: the version check and the sandbox template take a while
-        print(start_line(suite, options, len(selected) * len(options.configs) * options.runs)
-              + (f"; resuming {args.resume}" if args.resume else ""),
-              file=sys.stderr, flush=True)
-    if source is not None:  # refuse a missing or changed source before anything starts
-        regrade_sources(source, plan_cells(suite, options, Path("<iteration>")))
-        recorded = ((previous or {}).get("regrade") or {}).get("source_benchmark_sha256")
-        if recorded is not None and recorded != source.benchmark_sha256:
-            raise InputError(f"--resume {args.resume}: its source {source.folder} changed since "
-                             "the re-grade started (its benchmark.json hash differs)",
-                             "start a new re-grade (drop --resume)")
-    groups = ProcessGroups()
-    # Installed before any work, so an interrupt at any moment is answered the same way.
-    with InterruptHandler(groups):
-        cli_version = provider_version(provider, groups, agent_env)
-        confinement = choose_confinement(options.isolation, options.tmp_size_mib)
-        if confinement.mode == "bwrap":
-            check_cli_install(provider.executable(agent_env.get("PATH", "")) or "",
-                              agent_env.get("PATH", ""), suite.root,
-                              [options.workspace, sandbox_base, Path.home()])
-        if groups.cancelled.is_set():
-            print(f"{PROG}: interrupted before the run started; nothing was written",
-                  file=sys.stderr)
-            return EXIT_INTERRUPTED
-        if confinement.mode != "bwrap" and options.isolation == "auto":
-            print(f"Isolation: {confinement.describe()}")
-        if confinement.mode != "bwrap" and any(map(config_installs_skill, options.configs)):
-            print(installed_unconfined_warning(provider, suite.skill_name), file=sys.stderr)
-        iteration_dir = (Path(args.resume) if args.resume
-                         else allocate_iteration_dir(options.workspace))
-        code = run_plan(IterationPlan(
-            suite, options, provider, iteration_dir, argv, cli_version, sandbox_base,
-            agent_env, environment_scrub, confinement, revisions, previous, source), groups)
-    if groups.reason is not None and (iteration_dir / "iteration_manifest.json").is_file():
-        print(resume_hint(iteration_dir, groups.reason), file=sys.stderr)
-    if (groups.reason or "").startswith(REPEATED_FAILURE_REASON):
-        return EXIT_ENVIRONMENT  # most likely the CLI or its sign-in, not the skill
-    return code
+def installed_unconfined_warning(provider: Provider, skill_name: str) -> str:
+    """Unconfined, an installed cell's agent also sees the skills of the user's home."""
+    folders = dict.fromkeys(place.parent for place in
+                            provider.skill_places(skill_name, dict(os.environ)))
+    found = [f"{folder} ({len(list(folder.iterdir()))} entries)" for folder in folders
+             if folder.is_dir()]
+    return (f"{PROG}: warning: installed cells run without --isolation bwrap, so the "
+            f"{provider.name} CLI also discovers the skills installed in your home"
+            + (f": {', '.join(found)}" if found else " and above the sandbox folder")
+            + f"; they can compete with {skill_name} for activation. Run with --isolation "
+            "bwrap for a fresh home that holds no other skill.")
+
+
+def regrade_source_for(args: argparse.Namespace, suite: Suite) -> RegradeSource | None:
+    """The iteration to re-grade: --regrade, or the one a resumed re-graded iteration names."""
+    recorded = recorded_regrade_source(Path(args.resume)) if args.resume else None
+    if args.regrade and args.resume and (
+            recorded is None or Path(recorded) != Path(args.regrade).resolve()):
+        raise InputError(f"--resume {args.resume} did not re-grade {args.regrade}",
+                         "resume a re-graded iteration without --regrade; it names its source")
+    folder = args.regrade or recorded
+    return load_regrade_source(Path(folder)) if folder else None
 
 
 # -- resume -------------------------------------------------------------------
+
 
 # Not taken from the command that started an iteration: where output goes, how much is
 # printed, and what names the iteration (its manifest names a re-grade's source).
 NOT_RESUMED = ("resume", "dry_run", "quiet", "junit", "workspace", "regrade", "suite",
                "repo_root")
+
+
 # The options that decide what a cell means (options_fingerprint); each one's value as the
 # run uses it. Given again on a resume, they must agree with the iteration's.
 RESUME_MUST_AGREE: dict[str, Callable[[argparse.Namespace], Any]] = {
@@ -10830,11 +10574,12 @@ def given_options(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
     return found
 
 
-def _recorded_command(folder: Path) -> tuple[dict[str, Any], argparse.Namespace]:
-    """The iteration's manifest and the `run` command line it recorded, parsed."""
+def _recorded_command(folder: Path, parser: argparse.ArgumentParser
+                      ) -> tuple[dict[str, Any], argparse.Namespace]:
+    """The iteration's manifest and the `run` command line it recorded, parsed by `parser`."""
     try:
         manifest = json.loads((folder / "iteration_manifest.json").read_text(encoding="utf-8"))
-        recorded = build_parser().parse_args([str(word) for word in manifest["argv"]])
+        recorded = parser.parse_args([str(word) for word in manifest["argv"]])
         suite_path = str(manifest["suite"]["path"])
     except (OSError, ValueError, KeyError, TypeError):
         raise InputError(f"--resume {folder}: no readable iteration_manifest.json",
@@ -10861,9 +10606,11 @@ def _fmt_option(value: Any) -> str:
 def resumed_args(args: argparse.Namespace, argv: list[str],
                  parser: argparse.ArgumentParser) -> argparse.Namespace:
     """`run --resume DIR`: what the iteration was started with, overlaid with what this
-    command gives again; an option that changes what a cell means must agree."""
-    _, recorded = _recorded_command(Path(args.resume))
-    given = given_options(parser, argv) | ({"suite"} if args.suite is not None else set())
+    command gives again; an option that changes what a cell means must agree. `parser`: a
+    fresh parser of the whole command line."""
+    _, recorded = _recorded_command(Path(args.resume), parser)
+    given = given_options(subcommands(parser)["run"], argv) | (
+        {"suite"} if args.suite is not None else set())
     merged = argparse.Namespace(**vars(recorded))
     for dest in given | set(NOT_RESUMED):
         if dest not in ("suite", "repo_root") or getattr(args, dest) is not None:
@@ -10912,28 +10659,7 @@ def resume_hint(iteration_dir: Path, reason: str) -> str:
             f"  {command}")
 
 
-def installed_unconfined_warning(provider: Provider, skill_name: str) -> str:
-    """Unconfined, an installed cell's agent also sees the skills of the user's home."""
-    folders = dict.fromkeys(place.parent for place in
-                            provider.skill_places(skill_name, dict(os.environ)))
-    found = [f"{folder} ({len(list(folder.iterdir()))} entries)" for folder in folders
-             if folder.is_dir()]
-    return (f"{PROG}: warning: installed cells run without --isolation bwrap, so the "
-            f"{provider.name} CLI also discovers the skills installed in your home"
-            + (f": {', '.join(found)}" if found else " and above the sandbox folder")
-            + f"; they can compete with {skill_name} for activation. Run with --isolation "
-            "bwrap for a fresh home that holds no other skill.")
-
-
-def regrade_source_for(args: argparse.Namespace, suite: Suite) -> RegradeSource | None:
-    """The iteration to re-grade: --regrade, or the one a resumed re-graded iteration names."""
-    recorded = recorded_regrade_source(Path(args.resume)) if args.resume else None
-    if args.regrade and args.resume and (
-            recorded is None or Path(recorded) != Path(args.regrade).resolve()):
-        raise InputError(f"--resume {args.resume} did not re-grade {args.regrade}",
-                         "resume a re-graded iteration without --regrade; it names its source")
-    folder = args.regrade or recorded
-    return load_regrade_source(Path(folder)) if folder else None
+# -- dry run ------------------------------------------------------------------
 
 
 def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox_base: Path,
@@ -11133,6 +10859,9 @@ def print_forecast(forecast: dict[str, Any] | None, options: RunOptions, suite: 
           + f" at concurrency {options.concurrency}")
 
 
+# -- report -------------------------------------------------------------------
+
+
 def output_path(value: str | None, flag: str, default: Path | None = None) -> Path | None:
     """Where an optional extra report goes: None when not asked, `default` for a bare flag."""
     if value is None:
@@ -11160,25 +10889,6 @@ def _special_file_kind(path: Path) -> str:
     return next((name for test, name in kinds if test(mode)), "")
 
 
-def cmd_merge(args: argparse.Namespace) -> int:
-    if args.compare or args.across is not None:
-        flag = "--compare" if args.compare else "--across"
-        raise InputError(f"{flag} and --merge do not go together",
-                         f"merge first, then run report MERGED_DIR {flag} ...")
-    target = Path(args.iteration).resolve()
-    junit_path = output_path(args.junit, "--junit")
-    # benchmark.html is always written; a path asks for another copy (checked before merging)
-    html_path = output_path(args.html, "--html") if args.html else None
-    benchmark, code = merge_shards(target, [Path(f) for f in args.merge], junit_path)
-    if html_path:
-        write_text(html_path, html_page(benchmark, target))
-    for missing in benchmark["metadata"]["missing_shards"]:
-        print(f"missing shard {missing['shard']}: evals {', '.join(missing['evals'])}",
-              file=sys.stderr)
-    print(render_summary(benchmark, target))
-    return code
-
-
 def _is_iteration_dir(value: str) -> bool:
     return Path(value).is_dir() and (Path(value) / "benchmark.json").is_file()
 
@@ -11198,55 +10908,6 @@ def report_folder_from_flags(args: argparse.Namespace) -> None:
                          "add ITERATION_DIR (an iteration-N folder holding benchmark.json), "
                          "e.g. report evals/<skill>/workspace/<agent>/iteration-1 --html\n"
                          f"  help: {PROG}.py report --help")
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    report_folder_from_flags(args)
-    if args.merge:
-        return cmd_merge(args)
-    benchmark = load_benchmark(args.iteration)
-    folder = Path(args.iteration)
-    folder = folder if folder.is_dir() else folder.parent
-    html_path = output_path(args.html, "--html", folder.resolve() / "benchmark.html")
-    junit_path = output_path(args.junit, "--junit")
-    other = load_benchmark(args.compare) if args.compare else None
-    # Everything is read and rendered before anything is written: bad input changes nothing.
-    try:
-        check = verify_run_files(benchmark, folder, "report")
-        apply_results_check(benchmark, check)
-        text = render_markdown(benchmark)
-        comparison = render_compare_markdown(benchmark, other, args.compare) if other else ""
-        compared = comparability(benchmark, other) if other else ""
-        page = html_page(benchmark, folder) if html_path else ""
-        junit = render_junit(benchmark) if junit_path else ""
-        summary = render_summary(benchmark, folder)
-    except MALFORMED_DATA as exc:
-        raise InputError(f"{folder / 'benchmark.json'} is malformed ({type(exc).__name__}: "
-                         f"{exc})", "re-run the iteration, or restore the file") from None
-    across = None
-    if args.across is not None:
-        first = AgentIteration(benchmark, str(folder.resolve()), check["changed_count"])
-        across = across_agent_entries(first, folder, args.across)
-    write_text(folder / "benchmark.md", text)
-    if comparison:  # beside, never inside, this iteration's own benchmark.md
-        write_text(folder / "comparison.md", comparison)
-    if html_path:
-        write_text(html_path, page)
-        print(f"wrote {html_path}", file=sys.stderr)
-    if junit_path:
-        write_text(junit_path, junit)
-        print(f"wrote {junit_path}", file=sys.stderr)
-    print(summary)
-    if comparison:
-        print(f"Comparison with {args.compare}: {compared}; {folder / 'comparison.md'}")
-    code = EXIT_OK
-    if check["changed_count"]:
-        print(f"{PROG}: REVIEW REQUIRED: {check['changed_count']} run file(s) changed since the "
-              "runner wrote them (results_modified in benchmark.md)", file=sys.stderr)
-        code = EXIT_REVIEW
-    if across is not None:
-        code = max(code, report_across_agents(*across, folder))
-    return code
 
 
 def across_agent_entries(first: AgentIteration, folder: Path, named: list[str]
@@ -11300,6 +10961,9 @@ def report_across_agents(entries: list[AgentIteration], text: str, page: str,
     return code
 
 
+# -- failures -----------------------------------------------------------------
+
+
 def write_traceback(exc: BaseException) -> str:
     """Write exc's traceback into the iteration folder, else a temporary file; its path."""
     import traceback
@@ -11329,6 +10993,364 @@ def disk_refused(exc: OSError) -> EnvironmentProblem:
                               "file; the workspace, the sandbox root or the temporary folder)",
                               "free space on that filesystem or choose another --workspace or "
                               "SKILL_EVAL_SANDBOX_ROOT")
+
+
+# ==== CLI ====================================================================
+
+
+def _bounded_int(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is outside {low}..{high}")
+        return value
+    return parse
+
+
+def _positive(noun: str, unit: str) -> Callable[[str], float]:
+    """A parser of a finite number above 0: `--timeout S`, `--max-cost USD`."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
+        if not math.isfinite(value) or value <= 0:
+            raise argparse.ArgumentTypeError(f"{text!r} must be more than 0 {unit}")
+        return value
+    return parse
+
+
+_positive_seconds = _positive("a number of seconds", "seconds")
+_positive_usd = _positive("an amount in USD", "USD")
+
+
+def _model_name(text: str) -> str:
+    if not text.strip() or text.startswith("-") or text != text.strip():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a model name (empty, padded, or starting with '-')")
+    return text
+
+
+def _config_list(text: str) -> tuple[str, ...]:
+    configs = tuple(part.strip() for part in text.split(","))
+    unknown = [c for c in configs if c not in KNOWN_CONFIGS and not is_revision_config(c)]
+    if unknown or not configs or len(set(configs)) != len(configs) or len(configs) > MAX_CONFIGS:
+        hint = _did_you_mean(unknown[0], KNOWN_CONFIGS) if unknown else ""
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: {hint}give one to {MAX_CONFIGS} distinct configs, comma-separated, "
+            f"candidate first, from {', '.join(KNOWN_CONFIGS)}, with_skill@REV and "
+            "installed@REV (REV: a git commit, tag or branch, e.g. with_skill@HEAD~1)")
+    return configs
+
+
+def _shard_spec(text: str) -> tuple[int, int]:
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"{text!r} is not K/N (for example 2/4)")
+    index, count = int(match.group(1)), int(match.group(2))
+    if not 1 <= index <= count <= SHARD_COUNT_MAX:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: need 1 <= K <= N <= {SHARD_COUNT_MAX}")
+    return index, count
+
+
+def _agent_setting(text: str) -> str:
+    key, sep, _ = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return text
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with our error form: the problem and its fix (usage_fix) first, then where
+    help is."""
+
+    seen_argv: list[str] = []
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        self.seen_argv = list(sys.argv[1:] if args is None else args)
+        return super().parse_args(args, namespace)
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        fix, prog = usage_fix(self, message)
+        raise InputError(message, f"{fix}\n  help: {prog} --help")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="eval_runner.py", description=(
+        "Evaluate an agent skill: validate a suite, run it with and without the skill through "
+        "an agent CLI with a separate grader, and report the result."))
+    parser.add_argument("--version", action="version", version=f"skill-eval {RUNNER_VERSION}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for internal errors")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands.required = True
+
+    validate = commands.add_parser("validate", help="check a suite completely; launch nothing")
+    validate.add_argument("suite", metavar="SUITE", help="path to evals/<skill>/evals.json")
+    validate.add_argument("--repo-root", metavar="DIR", help="repository root (default: detected)")
+    validate.add_argument("--json", action="store_true", help="print one JSON object")
+
+    run = commands.add_parser("run", help="run the executor/grader matrix and write a benchmark")
+    # SUITE and --agent are required unless --resume names an iteration, which recorded them
+    # (cmd_run enforces it).
+    run.add_argument("suite", metavar="SUITE", nargs="?", help="path to evals/<skill>/evals.json")
+    run.add_argument("--agent", choices=sorted(PROVIDERS), help="agent CLI to drive")
+    run.add_argument("--model", type=_model_name, help="model for both roles, passed verbatim")
+    run.add_argument("--executor-model", type=_model_name, help="model for the executor only")
+    run.add_argument("--grader-model", type=_model_name, help="model for the grader only")
+    run.add_argument("--config", type=_config_list, metavar="LIST",
+                     help="up to 3 configs, candidate first: with_skill, without_skill, "
+                     "installed, with_skill@REV, installed@REV "
+                     "(default: with_skill,without_skill)")
+    run.add_argument("--runs", type=_bounded_int(*RUNS_RANGE),
+                     help="runs per case and config, 1..5 (default: 1)")
+    run.add_argument("--grader-runs", type=_bounded_int(*GRADER_RUNS_RANGE), default=1,
+                     metavar="K", help="independent graders per recorded output, 1..5; the "
+                     "majority decides, a tie fails (default: 1)")
+    run.add_argument("--regrade", metavar="ITERATION_DIR",
+                     help="grade that iteration's recorded answers again with the current "
+                     "assertions; runs no executor")
+    run.add_argument("--timeout", type=_positive_seconds, default=DEFAULT_TIMEOUT_S, metavar="S",
+                     help="seconds per agent process (default: 600)")
+    run.add_argument("--concurrency", type=_bounded_int(*CONCURRENCY_RANGE), default=4,
+                     help="agent processes at once, 1..16 (default: 4)")
+    run.add_argument("--deadline", type=_positive_seconds, metavar="S",
+                     help="seconds for the whole matrix; cells not started by then are cancelled")
+    run.add_argument("--max-cost", type=_positive_usd, metavar="USD",
+                     help="start no new cell once finished cells' captured executor and grader "
+                     "cost reaches USD; the rest are cancelled")
+    run.add_argument("--max-tokens", type=_bounded_int(1, 10 ** 15), metavar="N",
+                     help="start no new cell once finished cells' captured tokens reach N")
+    run.add_argument("--skill-path", metavar="P", help="the skill's SKILL.md or its folder "
+                     "(default: skills/<skill_name>/SKILL.md)")
+    run.add_argument("--workspace", metavar="DIR",
+                     help="where iteration-N/ goes (default: evals/<skill>/workspace/<agent>/)")
+    run.add_argument("--eval-id", metavar="ID,...", help="run only these case ids")
+    run.add_argument("--keep-sandboxes", action="store_true", help="keep sandbox copies for audit")
+    run.add_argument("--shard", type=_shard_spec, metavar="K/N",
+                     help="run only shard K of N: whole evals, balanced by cells, the same split "
+                     "on every machine; merge with report --merge")
+    run.add_argument("--isolation", choices=ISOLATION_MODES, default="auto",
+                     help="confine agents with bubblewrap: auto (when it works here), bwrap "
+                     "(required), none (default: auto)")
+    run.add_argument("--tmp-size", type=_bounded_int(*TMP_SIZE_MIB_RANGE),
+                     default=DEFAULT_TMP_SIZE_MIB, metavar="MIB",
+                     help="size of a confined agent's private /tmp, in MiB; a cell that fills "
+                     f"it fails and says so (default: {DEFAULT_TMP_SIZE_MIB}; bwrap only)")
+    run.add_argument("--repo-root", metavar="DIR", help="repository root (default: detected)")
+    aliases = [alias for kind in PROVIDERS.values() for alias in kind.setting_aliases]
+    run.add_argument("--agent-config", *aliases, dest="agent_config", type=_agent_setting,
+                     action="append", default=[], metavar="KEY=VALUE",
+                     help="a setting for the agent CLI, for every call (see README: which "
+                          "agents take one and what it means)")
+    run.add_argument("--resume", metavar="ITERATION_DIR",
+                     help="finish an interrupted iteration: rerun every cell not finished ok; "
+                     "the suite, agent and options default to the iteration's own")
+    run.add_argument("--dry-run", action="store_true",
+                     help="validate and print the plan and argv; launch nothing")
+    run.add_argument("--junit", metavar="PATH", help="also write the results as JUnit XML")
+    run.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+    report = commands.add_parser("report", help="re-render benchmark.md from benchmark.json")
+    # Optional to argparse only: `report --html ITER` and `report --across ITER` name the
+    # folder through the flag's optional value (report_folder_from_flags).
+    report.add_argument("iteration", metavar="ITERATION_DIR", nargs="?",
+                        help="an iteration-N folder")
+    # nargs="?" with const "": a bare --html means the default place beside benchmark.json.
+    report.add_argument("--html", nargs="?", const="", metavar="PATH",
+                        help="also write a static HTML page (default: benchmark.html in it)")
+    report.add_argument("--junit", metavar="PATH", help="also write the results as JUnit XML")
+    report.add_argument("--compare", metavar="OTHER_DIR",
+                        help="add another iteration's per-eval rates and say if they compare")
+    report.add_argument("--across", nargs="*", metavar="OTHER_AGENT_DIR",
+                        help="which agents the skill helps: this iteration beside the same "
+                        "suite's iterations by other agents, in agents.md (default: the newest "
+                        "of each other agent in this workspace)")
+    report.add_argument("--merge", nargs="+", metavar="SHARD_ITERATION",
+                        help="create ITERATION_DIR (new) as one iteration from these shard "
+                        "iterations of one plan (run --shard K/N)")
+    return parser
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    loaded = load_suite(args.suite, args.repo_root)
+    shortfall = verdict_shortfall(len(loaded.suite.cases)) if loaded.suite and \
+        loaded.suite.cases and not loaded.errors else None
+    if shortfall:
+        loaded.problems.append(Problem(
+            "warning", shortfall, str(loaded.suite.path), "evals", None,
+            f"add {MIN_PAIRED_EVALS - len(loaded.suite.cases)} more case(s) for a verdict; a "
+            "smaller pilot still shows pass rates and which assertions discriminate"))
+    counts = suite_counts(loaded)
+    ok = not loaded.errors
+    if args.json:
+        print(json.dumps({"ok": ok, "suite": str(Path(args.suite)),
+                          "errors": [p.to_json() for p in loaded.errors],
+                          "warnings": [p.to_json() for p in loaded.warnings],
+                          "counts": counts}, indent=2))
+        return EXIT_OK if ok else EXIT_INVALID
+    for problem in loaded.problems:
+        print(problem.render(), file=sys.stderr)
+    if not ok:
+        print(f"INVALID: {args.suite}: {counts['errors']} error(s), {counts['warnings']} "
+              "warning(s)", file=sys.stderr)
+        return EXIT_INVALID
+    if counts["cases"] == 0:
+        print(f"OK: {args.suite}: 0 cases: nothing to run")
+    else:
+        checks = f"{counts['checks']} checks, " if counts["checks"] else ""
+        print(f"OK: {args.suite}: {counts['cases']} cases, {counts['assertions']} assertions, "
+              f"{checks}{counts['fixture_files']} fixture files, {counts['warnings']} warnings")
+    return EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
+    run_parser = subcommands(build_parser())["run"]
+    if args.resume:
+        args = resumed_args(args, argv, build_parser())
+    missing = [name for name, value in (("SUITE", args.suite), ("--agent", args.agent))
+               if value is None]
+    if missing:
+        run_parser.error(f"the following arguments are required: {', '.join(missing)}")
+    suite = load_valid_suite(args.suite, args.repo_root)
+    options = options_from_args(args, suite)
+    sandbox_base = check_sandbox_base(suite.root)
+    source = regrade_source_for(args, suite)
+    if source is not None:
+        options = check_regrade_source(source, suite, options, {
+            "configs": args.config, "runs": args.runs, "eval_ids": options.eval_ids
+            if args.eval_id is not None else None, "executor_model": args.executor_model})
+    # A re-grade runs no executor, so it needs no skill package at any revision.
+    revisions = read_revision_packages(suite, options.configs) if source is None else {}
+    for package in revisions.values():
+        for warning in package.warnings:
+            print(warning.render(), file=sys.stderr)
+    if args.dry_run:  # a preview needs no agent CLI, so a fresh machine can see the plan
+        return print_dry_run(suite, options, PROVIDERS[options.agent](options.agent_settings),
+                             sandbox_base, source, revisions)
+    agent_env, environment_scrub = scrub_checkout_paths(clean_environment(), suite.root)
+    provider = require_provider(options, agent_env)
+    selected = [c for c in suite.cases if not options.eval_ids or c.key in options.eval_ids]
+    if not selected:
+        print(f"0 cases: nothing to run ({suite.path}); no agent was launched")
+        return EXIT_OK
+    if options.shard and not planned_cells(suite, options, Path(".")):
+        print(f"shard {options.shard[0]}/{options.shard[1]} holds no eval of this plan "
+              f"({len(selected)} evals for {options.shard[1]} shards): nothing to run; no agent "
+              "was launched, and report --merge does not expect it")
+        return EXIT_OK
+    # Before the start line: a resume that is refused must not first print a plan.
+    previous = (check_resume(Path(args.resume), suite, options, revisions)
+                if args.resume else None)
+    if not options.quiet:  # at once: the version check and the sandbox template take a while
+        print(start_line(suite, options, len(selected) * len(options.configs) * options.runs)
+              + (f"; resuming {args.resume}" if args.resume else ""),
+              file=sys.stderr, flush=True)
+    if source is not None:  # refuse a missing or changed source before anything starts
+        regrade_sources(source, plan_cells(suite, options, Path("<iteration>")))
+        recorded = ((previous or {}).get("regrade") or {}).get("source_benchmark_sha256")
+        if recorded is not None and recorded != source.benchmark_sha256:
+            raise InputError(f"--resume {args.resume}: its source {source.folder} changed since "
+                             "the re-grade started (its benchmark.json hash differs)",
+                             "start a new re-grade (drop --resume)")
+    groups = ProcessGroups()
+    # Installed before any work, so an interrupt at any moment is answered the same way.
+    with InterruptHandler(groups):
+        cli_version = provider_version(provider, groups, agent_env)
+        confinement = choose_confinement(options.isolation, options.tmp_size_mib)
+        if confinement.mode == "bwrap":
+            check_cli_install(provider.executable(agent_env.get("PATH", "")) or "",
+                              agent_env.get("PATH", ""), suite.root,
+                              [options.workspace, sandbox_base, Path.home()])
+        if groups.cancelled.is_set():
+            print(f"{PROG}: interrupted before the run started; nothing was written",
+                  file=sys.stderr)
+            return EXIT_INTERRUPTED
+        if confinement.mode != "bwrap" and options.isolation == "auto":
+            print(f"Isolation: {confinement.describe()}")
+        if confinement.mode != "bwrap" and any(map(config_installs_skill, options.configs)):
+            print(installed_unconfined_warning(provider, suite.skill_name), file=sys.stderr)
+        iteration_dir = (Path(args.resume) if args.resume
+                         else allocate_iteration_dir(options.workspace))
+        code = run_plan(IterationPlan(
+            suite, options, provider, iteration_dir, argv, cli_version, sandbox_base,
+            agent_env, environment_scrub, confinement, revisions, previous, source), groups)
+    if groups.reason is not None and (iteration_dir / "iteration_manifest.json").is_file():
+        print(resume_hint(iteration_dir, groups.reason), file=sys.stderr)
+    if (groups.reason or "").startswith(REPEATED_FAILURE_REASON):
+        return EXIT_ENVIRONMENT  # most likely the CLI or its sign-in, not the skill
+    return code
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    if args.compare or args.across is not None:
+        flag = "--compare" if args.compare else "--across"
+        raise InputError(f"{flag} and --merge do not go together",
+                         f"merge first, then run report MERGED_DIR {flag} ...")
+    target = Path(args.iteration).resolve()
+    junit_path = output_path(args.junit, "--junit")
+    # benchmark.html is always written; a path asks for another copy (checked before merging)
+    html_path = output_path(args.html, "--html") if args.html else None
+    benchmark, code = merge_shards(target, [Path(f) for f in args.merge], junit_path)
+    if html_path:
+        write_text(html_path, html_page(benchmark, target))
+    for missing in benchmark["metadata"]["missing_shards"]:
+        print(f"missing shard {missing['shard']}: evals {', '.join(missing['evals'])}",
+              file=sys.stderr)
+    print(render_summary(benchmark, target))
+    return code
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    report_folder_from_flags(args)
+    if args.merge:
+        return cmd_merge(args)
+    benchmark = load_benchmark(args.iteration)
+    folder = Path(args.iteration)
+    folder = folder if folder.is_dir() else folder.parent
+    html_path = output_path(args.html, "--html", folder.resolve() / "benchmark.html")
+    junit_path = output_path(args.junit, "--junit")
+    other = load_benchmark(args.compare) if args.compare else None
+    # Everything is read and rendered before anything is written: bad input changes nothing.
+    try:
+        check = verify_run_files(benchmark, folder, "report")
+        apply_results_check(benchmark, check)
+        text = render_markdown(benchmark)
+        comparison = render_compare_markdown(benchmark, other, args.compare) if other else ""
+        compared = comparability(benchmark, other) if other else ""
+        page = html_page(benchmark, folder) if html_path else ""
+        junit = render_junit(benchmark) if junit_path else ""
+        summary = render_summary(benchmark, folder)
+    except MALFORMED_DATA as exc:
+        raise InputError(f"{folder / 'benchmark.json'} is malformed ({type(exc).__name__}: "
+                         f"{exc})", "re-run the iteration, or restore the file") from None
+    across = None
+    if args.across is not None:
+        first = AgentIteration(benchmark, str(folder.resolve()), check["changed_count"])
+        across = across_agent_entries(first, folder, args.across)
+    write_text(folder / "benchmark.md", text)
+    if comparison:  # beside, never inside, this iteration's own benchmark.md
+        write_text(folder / "comparison.md", comparison)
+    if html_path:
+        write_text(html_path, page)
+        print(f"wrote {html_path}", file=sys.stderr)
+    if junit_path:
+        write_text(junit_path, junit)
+        print(f"wrote {junit_path}", file=sys.stderr)
+    print(summary)
+    if comparison:
+        print(f"Comparison with {args.compare}: {compared}; {folder / 'comparison.md'}")
+    code = EXIT_OK
+    if check["changed_count"]:
+        print(f"{PROG}: REVIEW REQUIRED: {check['changed_count']} run file(s) changed since the "
+              "runner wrote them (results_modified in benchmark.md)", file=sys.stderr)
+        code = EXIT_REVIEW
+    if across is not None:
+        code = max(code, report_across_agents(*across, folder))
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -11370,6 +11392,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-
