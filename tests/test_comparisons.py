@@ -35,24 +35,71 @@ def t_sum(n: int) -> float:
     return {6: 2.570582 + 0.919544, 8: 2.364624 + 0.896030, 12: 2.200985 + 0.875539}[n]
 
 
+def t_by_integration(p: float, df: int) -> float:
+    """Student's t quantile by Simpson integration of the density and bisection: an
+    independent check of the runner's series for levels no printed table has."""
+    def density(x: float) -> float:
+        return (math.gamma((df + 1) / 2) / (math.sqrt(df * math.pi) * math.gamma(df / 2))
+                * (1 + x * x / df) ** (-(df + 1) / 2))
+
+    def cdf(x: float) -> float:
+        steps, width = 4000, x / 4000
+        total = density(0.0) + density(x) + sum(
+            (4 if i % 2 else 2) * density(i * width) for i in range(1, steps))
+        return 0.5 + total * width / 3
+
+    low, high = 0.0, 20.0
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if cdf(middle) < p else (low, middle)
+    return (low + high) / 2
+
+
 class PowerForecastTest(unittest.TestCase):
     def test_mde_and_evals_needed_by_hand(self) -> None:
         # Deltas 0.1, 0.3 three times each (one run): mean 0.2, sample SD sqrt(6 * 0.01 / 5)
-        # = 0.10954. MDE = (t_5(0.975) + t_5(0.8)) * sd / sqrt(6) = 3.4901 * 0.10954 / 2.4495
-        # = 0.15608. To detect 0.2 (observed): the fewest n >= 6 with MDE(n) <= 0.2 is 6
-        # itself; 0.1: n = 11 gives (2.2281 + 0.8791) * 0.10954 / 3.3166 = 0.1026 > 0.1 and
-        # n = 12 gives (2.2010 + 0.8755) * 0.10954 / 3.4641 = 0.0973.
+        # = 0.10954. Of the 64 sign patterns only "all +" (sum 1.2) lies in the top 2.5%: the
+        # next sum, 1.0, comes with 3 more patterns (4/64 > 2.5%). So the exact test attains
+        # 2/64 = 0.03125, and the forecast's level is sqrt(0.05 * 0.03125) = 0.039528.
+        # MDE = (t_5(1 - level / 2) + t_5(0.8)) * sd / sqrt(6) = 0.16483. To detect 0.2
+        # (observed) 6 evals do; 0.1 needs 13: (t_12(1 - level / 2) + t_12(0.8)) * sd /
+        # sqrt(13) = 0.0967, where 12 evals give 0.1015.
         per_eval = [row(str(i), c=[0.6 if i % 2 else 0.8], b=[0.5]) for i in range(6)]
         power = runner.power_forecast(per_eval, ("c", "b"), 0.2)
         sd = math.sqrt(6 * 0.01 / 5)
+        level = math.sqrt(0.05 * 2 / 64)
         self.assertAlmostEqual(power["sd_per_eval_delta"], sd)
+        self.assertAlmostEqual(power["level"], level)
         self.assertNotIn("bootstrap_run_variance", power)
-        self.assertAlmostEqual(power["mde"], t_sum(6) * sd / math.sqrt(6), places=4)
-        self.assertAlmostEqual(power["mde"], 0.15608, places=4)
+        by_hand = (t_by_integration(1 - level / 2, 5) + 0.919544) * sd / math.sqrt(6)
+        self.assertAlmostEqual(power["mde"], by_hand, places=3)
+        self.assertAlmostEqual(power["mde"], 0.16483, places=3)
         self.assertEqual([(t["label"], t["evals_needed"]) for t in power["targets"]],
-                         [("observed", 6), ("10 pp", 12)])
+                         [("observed", 6), ("10 pp", 13)])
         self.assertIsNone(power["targets"][0]["runs_needed"])
         self.assertIn("at least 2 runs", power["targets"][0]["runs_note"])
+
+    def test_the_level_is_what_the_exact_test_attains(self) -> None:
+        # Eight equal-sized deltas: the sum is binomial; all 8 of one sign is 1/256 a tail,
+        # 7 or more is 9/256 > 2.5%, so the test attains 2/256. Sixteen distinct sizes
+        # (powers of two: every subset sum differs) attain floor(0.025 * 65536) * 2 / 65536.
+        # Deltas all tied at 0 attain nothing.
+        self.assertAlmostEqual(runner.attainable_level([0.5, -0.5] * 4), 2 / 256)
+        self.assertAlmostEqual(runner.attainable_level([2.0 ** -k for k in range(16)]),
+                               2 * 1638 / 65536)
+        self.assertEqual(runner.attainable_level([0.0] * 10), 0.0)
+        self.assertAlmostEqual(runner.forecast_level([0.5, -0.5] * 4),
+                               math.sqrt(0.05 * 2 / 256))
+
+    def test_a_suite_whose_ties_allow_no_verdict_names_no_mde(self) -> None:
+        # Ten evals, one run: nine ties at 0 and one win. No sign pattern of one non-zero
+        # delta reaches p <= 0.05, so no effect is detectable and no target is forecast.
+        per_eval = [row(str(i), c=[1.0 if i == 0 else 0.0], b=[0.0]) for i in range(10)]
+        power = runner.power_forecast(per_eval, ("c", "b"), 0.1)
+        self.assertIsNone(power["mde"])
+        self.assertEqual(power["level"], 0.0)
+        self.assertIn("no sign pattern", power["reason"])
+        self.assertEqual(power["targets"], [])
 
     def test_t_quantile_matches_tables(self) -> None:
         for p, df, table in ((0.975, 5, 2.570582), (0.975, 9, 2.262157), (0.975, 49, 2.009575),
@@ -79,16 +126,21 @@ class PowerForecastTest(unittest.TestCase):
 
     def test_runs_per_eval_forecast_uses_the_run_to_run_spread(self) -> None:
         # 8 evals, two runs per config; without_skill 0.5 and 0.5; with_skill 0.7/0.4 (mean
-        # 0.55) on even evals and 0.6/0.3 (0.45) on odd: deltas +-0.05, sd^2 = 8 * 0.0025 / 7. One run's delta varies by W = 0.045 (the with arm) + 0. Between
-        # evals: tau^2 = max(0, sd^2 - W / 2) = 0. With r runs sd'^2 = W / r, and the MDE is
-        # 3.2607 * sqrt(W / r) / sqrt(8): r=9 gives 0.0815, r=5 0.1093, r=6 0.0998 <= 0.1.
+        # 0.55) on even evals and 0.6/0.3 (0.45) on odd: deltas +-0.05, sd^2 = 8 * 0.0025 / 7.
+        # One run's delta varies by W = 0.045 (the with arm) + 0. Between evals: tau^2 =
+        # max(0, sd^2 - W / 2) = 0. Eight equal-sized deltas attain 2/256, so the level is
+        # sqrt(0.05 * 2 / 256) = 0.019764. With r runs sd'^2 = W / r, and the MDE is
+        # (t_7(1 - level / 2) + t_7(0.8)) * sqrt(W / r) / sqrt(8) = 3.9021 * ...: r=8 gives
+        # 0.1035, r=9 0.0976 <= 0.1.
         per_eval = [row(str(i), c=[0.7, 0.4] if i % 2 == 0 else [0.6, 0.3], b=[0.5, 0.5])
                     for i in range(8)]
         power = runner.power_forecast(per_eval, ("c", "b"), None)
         sd = math.sqrt(8 * 0.0025 / 7)
-        self.assertAlmostEqual(power["mde"], t_sum(8) * sd / math.sqrt(8), places=4)
+        level = math.sqrt(0.05 * 2 / 256)
+        factor = t_by_integration(1 - level / 2, 7) + 0.896030
+        self.assertAlmostEqual(power["mde"], factor * sd / math.sqrt(8), places=3)
         ten = power["targets"][-1]
-        self.assertEqual((ten["label"], ten["runs_needed"]), ("10 pp", 6))
+        self.assertEqual((ten["label"], ten["runs_needed"]), ("10 pp", 9))
         self.assertIn("more than --runs allows (5)", ten["runs_note"])
 
     def test_more_runs_cannot_beat_spread_between_evals(self) -> None:

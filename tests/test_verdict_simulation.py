@@ -16,13 +16,16 @@ What is asserted, and why not more:
   exact test is valid, so on coarse pass rates (1 run: deltas -1, 0, +1 with many ties) it is
   conservative, and no valid non-randomized test can reach 3% there; below 6 evals it never
   claims (the best exact two-sided p with 5 evals is 0.0625).
-- coverage of ci95 at least 93%, with no effect and at the MDE.
-- power at the MDE between 55% and 90%. The issue's target is 70-90%; the forecast is the
-  t-test's, and the exact test loses some of that power on coarse data, most at 10 evals
-  (62% measured; 70-78% from 20 evals). skills/skill-eval/references/statistics.md prints
-  the table.
+- coverage of ci95 at least 93% with no effect; at the MDE as well where the MDE is at most
+  40 pp. Above that (20 evals x 1 run: about 46 pp, where the model's ceiling is 50 pp and
+  almost every candidate run passes) the interval, which inverts a test that assumes deltas
+  symmetric about their mean, covers about 92%: at least 90% is asserted there.
+- power at the MDE between 70% and 90% (the issue's band). The forecast assumes the level
+  the exact test attains on the suite's deltas (forecast_level in the runner); with the
+  stated 5% it was 62% at 10 evals. skills/skill-eval/references/statistics.md prints the
+  table.
 Suites per cell: 1,000 up to 20 evals, 500 at 50 (above 16 evals the Monte Carlo test costs
-about 15 ms of CPU a suite); about 100 s of CPU, printed with the table.
+about 15 ms of CPU a suite); about 160 s of CPU, printed with the table.
 """
 
 from __future__ import annotations
@@ -114,11 +117,12 @@ class VerdictSimulationTest(unittest.TestCase):
                 self.assertEqual(cell["false_claims"], 0.0, name)
                 self.assertIsNone(cell["mde"], name)
             if cell["power"] is not None:
-                self.assertGreaterEqual(cell["coverage_effect"], 0.93, name)
-                self.assertGreaterEqual(cell["power"], 0.55, name)
+                floor = 0.93 if cell["mde"] <= 0.40 else 0.90
+                self.assertGreaterEqual(cell["coverage_effect"], floor, name)
+                self.assertGreaterEqual(cell["power"], 0.70, name)
                 self.assertLessEqual(cell["power"], 0.90, name)
         # Power is checked where the model can make the MDE (at most 50 pp): not at 5 evals
-        # (no MDE), nor 10 x 1 run (about 63 pp).
+        # (no MDE), nor 10 x 1 run (about 85 pp).
         self.assertGreaterEqual(sum(c["power"] is not None for c in cells), 8)
 
 
