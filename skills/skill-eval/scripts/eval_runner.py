@@ -4416,7 +4416,8 @@ class GeminiProvider(Provider):
             said = _dig(error, ("error", "message")) or _stderr_reason(result)
             failure = f"gemini grader failed (exit {result.returncode}): {str(said)[:500]}"
         return AgentReply(failure is None, text=response if isinstance(response, str) else "",
-                          failure=failure or "")
+                          failure=failure or "",
+                          metrics=gemini_json_metrics(envelope, result, failure or ""))
 
 
 def _loads_json_object(text: str) -> dict[str, Any] | None:
@@ -4444,6 +4445,29 @@ def gemini_metrics(stats: Any, failure: str) -> dict[str, dict[str, Any]]:
                         f"gemini reported no stats.duration_ms{why}", "ms")
     metrics["time_seconds"] = (captured(duration["value"] / 1000.0, duration["source"])
                                if duration["value"] is not None else duration)
+    metrics["num_turns"] = absent("gemini reports no turn count")
+    metrics["total_cost_usd"] = absent("gemini reports no cost")
+    return metrics
+
+
+# `-o json` (the grader) has no flat stats: tokens per model, under stats.models.<id>.tokens.
+GEMINI_MODEL_TOKEN_FIELDS = (("input_tokens", "prompt"), ("output_tokens", "candidates"),
+                             ("cached_input_tokens", "cached"), ("tokens", "total"))
+
+
+def gemini_json_metrics(envelope: dict[str, Any] | None, result: ProcessResult,
+                        failure: str) -> dict[str, dict[str, Any]]:
+    why = f" ({failure})" if failure else ""
+    models = _dig(envelope, ("stats", "models"))
+    per_model = list(models.values()) if isinstance(models, dict) else []
+    metrics = {name: reported_sum([_dig(m, ("tokens", key)) for m in per_model],
+                                  f"gemini stats.models.*.tokens.{key}, summed",
+                                  f"gemini reported no stats.models.*.tokens.{key}{why}")
+               for name, key in GEMINI_MODEL_TOKEN_FIELDS}
+    metrics["time_seconds"] = (
+        absent(f"gemini never started ({result.spawn_error})") if result.spawn_error else
+        captured(round(result.duration_s, 3), "runner wall clock (gemini -o json has no "
+                                              "duration)"))
     metrics["num_turns"] = absent("gemini reports no turn count")
     metrics["total_cost_usd"] = absent("gemini reports no cost")
     return metrics
