@@ -21,6 +21,10 @@ HELPED = {"executor": {"quote_reads": True},
           "grader": {"verdicts": "all_fail"},
           "cases": [{"match": "Say hello.", "role": "grader", "spec": {"verdicts": "all_pass"}}]}
 INDIFFERENT = {"executor": {}, "grader": {"verdicts": "all_pass"}}
+# The exit code of each run: HELPED's without_skill runs all score zero (a scored_zero
+# warning per eval), so its run asks for review; INDIFFERENT's run of every case is clean,
+# and of some cases only it asks for review too (partial_selection).
+REVIEW, CLEAN = 1, 0
 
 
 class AcrossAgentsTest(unittest.TestCase):
@@ -31,12 +35,12 @@ class AcrossAgentsTest(unittest.TestCase):
         self.suite = str(self.repo / "evals" / "demo" / "evals.json")
         self.workspace = self.repo / "evals" / "demo" / "workspace"
 
-    def run_agent(self, agent: str, script: dict, *args: str) -> Path:
+    def run_agent(self, agent: str, script: dict, *args: str, exit_code: int) -> Path:
         # gemini needs a sign-in it can carry into its fresh home; an API key is one.
         env = fake_env(self.tmp.path, script, {"GEMINI_API_KEY": "test-key"})
         code, _, err = call_main(["run", self.suite, "--agent", agent, "--timeout", "60",
                                   "--quiet", *args], env)
-        self.assertIn(code, (0, 1), err)
+        self.assertEqual(code, exit_code, err)
         folders = sorted((self.workspace / agent).glob("iteration-*"))
         return folders[-1]
 
@@ -44,8 +48,8 @@ class AcrossAgentsTest(unittest.TestCase):
         return call_main(["report", *argv])
 
     def test_each_agents_verdict_and_lift_side_by_side(self) -> None:
-        claude = self.run_agent("claude", HELPED)
-        gemini = self.run_agent("gemini", INDIFFERENT)
+        claude = self.run_agent("claude", HELPED, exit_code=REVIEW)
+        gemini = self.run_agent("gemini", INDIFFERENT, exit_code=CLEAN)
         code, out, err = self.report(str(claude), "--across")  # found in the workspace
         self.assertEqual(code, 0, err)
         self.assertIn("Helps on: claude. Hurts on: none. No verdict either way: gemini.", out)
@@ -68,8 +72,8 @@ class AcrossAgentsTest(unittest.TestCase):
         self.assertIn("| eval | gemini | claude |", (gemini / "agents.md").read_text())
 
     def test_the_same_tables_as_a_page(self) -> None:
-        claude = self.run_agent("claude", HELPED)
-        gemini = self.run_agent("gemini", INDIFFERENT)
+        claude = self.run_agent("claude", HELPED, exit_code=REVIEW)
+        gemini = self.run_agent("gemini", INDIFFERENT, exit_code=CLEAN)
         code, out, err = self.report(str(claude), "--across")
         self.assertEqual(code, 0, err)
         self.assertIn("(and agents.html)", out)
@@ -93,8 +97,8 @@ class AcrossAgentsTest(unittest.TestCase):
         self.assertIn("&lt;script&gt;alert(1)&lt;/script&gt;", page)
 
     def test_an_eval_one_agent_did_not_run_is_not_run_never_zero(self) -> None:
-        claude = self.run_agent("claude", HELPED)
-        self.run_agent("gemini", INDIFFERENT, "--eval-id", "E01,E02")
+        claude = self.run_agent("claude", HELPED, exit_code=REVIEW)
+        self.run_agent("gemini", INDIFFERENT, "--eval-id", "E01,E02", exit_code=REVIEW)
         code, _, err = self.report(str(claude), "--across")
         self.assertEqual(code, 0, err)
         text = (claude / "agents.md").read_text(encoding="utf-8")
@@ -102,10 +106,10 @@ class AcrossAgentsTest(unittest.TestCase):
         self.assertIn("| E05 | +100.0 pp | not run |", text)
 
     def test_another_skill_version_needs_review(self) -> None:
-        claude = self.run_agent("claude", HELPED)
+        claude = self.run_agent("claude", HELPED, exit_code=REVIEW)
         skill = self.repo / "skills" / "demo" / "SKILL.md"
         skill.write_text(skill.read_text() + "\nSay it twice.\n", encoding="utf-8")
-        self.run_agent("gemini", INDIFFERENT)
+        self.run_agent("gemini", INDIFFERENT, exit_code=CLEAN)
         code, out, err = self.report(str(claude), "--across")
         self.assertEqual(code, 1, out)
         self.assertIn("REVIEW REQUIRED", err)
@@ -113,8 +117,8 @@ class AcrossAgentsTest(unittest.TestCase):
         self.assertIn("NOT comparable: skill differ", (claude / "agents.md").read_text())
 
     def test_a_changed_run_file_of_the_other_agent_needs_review(self) -> None:
-        claude = self.run_agent("claude", HELPED)
-        gemini = self.run_agent("gemini", INDIFFERENT)
+        claude = self.run_agent("claude", HELPED, exit_code=REVIEW)
+        gemini = self.run_agent("gemini", INDIFFERENT, exit_code=CLEAN)
         grading = next(gemini.glob("eval-E01/without_skill/run-1/grading.json"))
         data = json.loads(grading.read_text())
         data["expectations"][0]["passed"] = not data["expectations"][0]["passed"]
@@ -125,7 +129,7 @@ class AcrossAgentsTest(unittest.TestCase):
         self.assertIn("REVIEW: 1 run file(s) changed", (claude / "agents.md").read_text())
 
     def test_no_other_agent_says_how_to_get_one_and_writes_nothing(self) -> None:
-        claude = self.run_agent("claude", HELPED)
+        claude = self.run_agent("claude", HELPED, exit_code=REVIEW)
         written = {p.name: p.stat().st_mtime_ns for p in claude.glob("benchmark.*")}
         (claude / "benchmark.md").unlink()  # were report to write first, it would be back
         code, _, err = self.report(str(claude), "--across")
@@ -138,8 +142,8 @@ class AcrossAgentsTest(unittest.TestCase):
         self.assertEqual(written["benchmark.html"], (claude / "benchmark.html").stat().st_mtime_ns)
 
     def test_a_malformed_other_iteration_changes_nothing(self) -> None:
-        claude = self.run_agent("claude", HELPED)
-        gemini = self.run_agent("gemini", INDIFFERENT)
+        claude = self.run_agent("claude", HELPED, exit_code=REVIEW)
+        gemini = self.run_agent("gemini", INDIFFERENT, exit_code=CLEAN)
         good = json.loads((gemini / "benchmark.json").read_text(encoding="utf-8"))
         (claude / "benchmark.md").unlink()
         for label, text in (("not JSON", "{not json"),

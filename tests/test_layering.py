@@ -2,7 +2,11 @@
 
 A chapter starts at a banner line ``# ==== <name> ====``. A top-level definition that names a
 definition of a later chapter (anywhere in its body, default values and decorators included)
-is an upward reference, and fails this test. The script may import only the standard library.
+is an upward reference, and fails this test. Names are resolved scope by scope, as Python
+does: a parameter or local of one function hides the global of that name in that function
+only. A later chapter that writes into a module-level container of an earlier one (a
+registry filled from below) fails too, when a chapter above the writer reads it. The script
+may import only the standard library.
 
 Run as a script (``python3 tests/test_layering.py``) to print the chapter map and any upward
 references.
@@ -14,6 +18,7 @@ import ast
 import re
 import sys
 import unittest
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -57,18 +62,93 @@ def definitions(tree: ast.Module, marks: list[tuple[int, str]]) -> dict[str, int
     return found
 
 
-def _local_names(node: ast.stmt) -> set[str]:
-    """Names a definition binds itself (parameters, assignments, loop and `as` targets): a
-    parameter that shares a later function's name is no reference to it."""
-    local: set[str] = set()
-    for inner in ast.walk(node):
-        if isinstance(inner, ast.arg):
-            local.add(inner.arg)
-        elif isinstance(inner, ast.Name) and isinstance(inner.ctx, (ast.Store, ast.Del)):
-            local.add(inner.id)
-        elif isinstance(inner, ast.ExceptHandler) and inner.name:
-            local.add(inner.name)
-    return local
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_SCOPES = (*_FUNCTIONS, ast.ClassDef, *_COMPREHENSIONS)
+
+
+def _parameters(node: ast.AST) -> set[str]:
+    args = node.args
+    every = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+    return {a.arg for a in every if a is not None}
+
+
+def _scope_parts(node: ast.AST) -> tuple[list[ast.AST], list[ast.AST]]:
+    """(what a scope runs in the scope around it, what it runs in its own scope)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        args = node.args
+        outer = [*node.decorator_list, *args.defaults, *[d for d in args.kw_defaults if d],
+                 *[a.annotation for a in (*args.posonlyargs, *args.args, *args.kwonlyargs,
+                                          args.vararg, args.kwarg) if a and a.annotation]]
+        return outer + ([node.returns] if node.returns else []), list(node.body)
+    if isinstance(node, ast.Lambda):
+        return [*node.args.defaults, *[d for d in node.args.kw_defaults if d]], [node.body]
+    if isinstance(node, ast.ClassDef):
+        return [*node.decorator_list, *node.bases, *node.keywords], list(node.body)
+    # a comprehension: its first iterable runs outside, the rest inside
+    first, *more = node.generators
+    inner = [first.target, *first.ifs, *more]
+    inner += [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+    return [first.iter], inner
+
+
+def _own_nodes(roots: list[ast.AST]) -> Iterator[ast.AST]:
+    """Every node under `roots` that runs in their scope; a nested scope is yielded itself
+    (it binds its name here), its inside is not."""
+    stack = list(reversed(roots))
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, _SCOPES):
+            stack.extend(reversed(_scope_parts(node)[0]))
+        else:
+            stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def _bound_here(node: ast.AST, own: list[ast.AST]) -> set[str]:
+    """Names a scope binds (Python's rule: bound anywhere in it, unless declared global)."""
+    bound = _parameters(node) if isinstance(node, _FUNCTIONS) else set()
+    declared: set[str] = set()
+    for inner in own:
+        if isinstance(inner, ast.Name) and isinstance(inner.ctx, (ast.Store, ast.Del)):
+            bound.add(inner.id)
+        elif isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or (
+                isinstance(inner, ast.ExceptHandler) and inner.name):
+            bound.add(inner.name)
+        elif isinstance(inner, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in inner.names)
+        elif isinstance(inner, (ast.Global, ast.Nonlocal)):
+            declared.update(inner.names)
+    return bound - declared
+
+
+def global_uses(node: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """(node, name) for each name a top-level definition reads or writes as a module global,
+    scope by scope: a parameter or local of one function hides nothing in another."""
+    def visit(scope: ast.AST, visible: frozenset[str]) -> Iterator[tuple[ast.AST, str]]:
+        outside, inside = _scope_parts(scope)
+        yield from names_in(outside, visible)
+        own = list(_own_nodes(inside))
+        bound = _bound_here(scope, own)
+        # a class body's names are not seen by the functions inside it
+        seen = visible if isinstance(scope, ast.ClassDef) else visible | bound
+        for inner in own:
+            if isinstance(inner, ast.Name) and inner.id not in bound | visible:
+                yield inner, inner.id
+            elif isinstance(inner, _SCOPES):
+                yield from visit(inner, seen)
+
+    def names_in(roots: list[ast.AST], visible: frozenset[str]) -> Iterator[tuple[ast.AST, str]]:
+        for inner in _own_nodes(roots):
+            if isinstance(inner, ast.Name) and inner.id not in visible:
+                yield inner, inner.id
+            elif isinstance(inner, _SCOPES):
+                yield from visit(inner, visible)
+
+    if isinstance(node, _SCOPES):
+        yield from visit(node, frozenset())
+    else:
+        yield from names_in([node], frozenset())
 
 
 def upward_references(source: str) -> list[str]:
@@ -81,12 +161,63 @@ def upward_references(source: str) -> list[str]:
         if not names:
             continue
         own = _chapter_of(node.lineno, marks)
-        used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} - _local_names(node)
+        used = {name for _, name in global_uses(node)}
         for name in sorted(used):
             target = where.get(name)
             if target is not None and target > own:
                 problems.append(f"line {node.lineno}: {names[0]} ({marks[own][1]}) uses {name} "
                                 f"({marks[target][1]})")
+    return problems
+
+
+# Calls that change a list, dict or set in place.
+MUTATING_METHODS = frozenset({
+    "append", "extend", "insert", "remove", "pop", "clear", "update", "add", "discard",
+    "setdefault", "popitem", "sort", "reverse", "difference_update", "intersection_update",
+    "symmetric_difference_update", "__setitem__", "__delitem__"})
+
+
+def _written_global(node: ast.AST, parent: ast.AST | None, name: str) -> bool:
+    """Whether this use of the global `name` writes into what it names."""
+    if isinstance(node.ctx, (ast.Store, ast.Del)):  # rebound under `global`
+        return True
+    if isinstance(parent, ast.Attribute) and parent.value is node:
+        return isinstance(parent.ctx, (ast.Store, ast.Del)) or parent.attr in MUTATING_METHODS
+    if isinstance(parent, ast.Subscript) and parent.value is node:
+        return isinstance(parent.ctx, (ast.Store, ast.Del))
+    return False
+
+
+def later_writes(source: str) -> list[str]:
+    """A registry filled from below: a later chapter writes into a module-level container
+    an earlier chapter defined, and a chapter above the writer reads it. What the earlier
+    chapters do then depends on code they cannot see."""
+    marks = chapters(source)
+    tree = ast.parse(source)
+    where = definitions(tree, marks)
+    parents = {child: parent for parent in ast.walk(tree)
+               for child in ast.iter_child_nodes(parent)}
+    readers: dict[str, list[tuple[int, str]]] = {}
+    writes: list[tuple[int, str, int, str]] = []
+    for node in tree.body:
+        chapter = _chapter_of(node.lineno, marks)
+        label = (_defined_names(node) or ["module code"])[0]
+        for use, name in global_uses(node):
+            if name not in where:
+                continue
+            if _written_global(use, parents.get(use), name):
+                writes.append((chapter, label, use.lineno, name))
+            elif not (isinstance(node, (ast.Assign, ast.AnnAssign)) and label == name):
+                readers.setdefault(name, []).append((chapter, label))
+    problems = []
+    for chapter, label, line, name in writes:
+        if where[name] >= chapter:
+            continue
+        above = sorted({(c, r) for c, r in readers.get(name, []) if c < chapter})
+        if above:
+            shown = ", ".join(f"{r} ({marks[c][1]})" for c, r in above[:3])
+            problems.append(f"line {line}: {label} ({marks[chapter][1]}) writes into {name} "
+                            f"({marks[where[name]][1]}), which {shown} read")
     return problems
 
 
@@ -240,6 +371,87 @@ class LayeringTest(unittest.TestCase):
         shadowed = sample.replace("def a():\n    return b()", "def a(b):\n    return b()")
         self.assertEqual(upward_references(shadowed), [])
 
+    def test_a_parameter_of_one_method_hides_nothing_in_another(self) -> None:
+        sample = ("# ==== first ====\n\nclass A:\n    def one(self, b):\n        return b\n\n"
+                  "    def two(self):\n        return b()\n\n"
+                  "# ==== second ====\n\ndef b():\n    return 1\n")
+        self.assertEqual(upward_references(sample), ["line 3: A (first) uses b (second)"])
+        # the same with a local, a loop target, an import and an `except ... as`
+        for binding in ("b = 1", "for b in ():\n            pass", "import b",
+                        "try:\n            pass\n        except ValueError as b:\n"
+                        "            pass"):
+            with self.subTest(binding=binding):
+                hidden = sample.replace("def one(self, b):\n        return b",
+                                        f"def one(self):\n        {binding}")
+                self.assertEqual(upward_references(hidden), ["line 3: A (first) uses b (second)"])
+        # bound in the method that uses it, it is that method's own name
+        own = sample.replace("def two(self):\n        return b()",
+                             "def two(self, b):\n        return b()")
+        self.assertEqual(upward_references(own), [])
+
+    def test_scopes_follow_python_rules(self) -> None:
+        def check(body: str) -> list[str]:
+            return upward_references(f"# ==== first ====\n\n{body}\n\n"
+                                     "# ==== second ====\n\ndef b():\n    return 1\n")
+
+        found = ["line 3: a (first) uses b (second)"]
+        # an enclosing function's parameter is seen by its nested function and lambda
+        self.assertEqual(check("def a(b):\n    def inner():\n        return b\n    return inner"),
+                         [])
+        self.assertEqual(check("def a(b):\n    return lambda: b"), [])
+        # but not by a sibling nested function, nor through a class body
+        self.assertEqual(check("def a():\n    def one(b):\n        return b\n"
+                               "    def two():\n        return b()\n    return one, two"), found)
+        self.assertEqual(check("class a:\n    b = 1\n\n    def m(self):\n        return b()"),
+                         ["line 3: a (first) uses b (second)"])
+        # a default value and a decorator run outside the function
+        self.assertEqual(check("def a(b=b):\n    return b"), found)
+        self.assertEqual(check("@b\ndef a(b):\n    return b"),
+                         ["line 4: a (first) uses b (second)"])
+        # a comprehension's target is its own; `global` makes a local name the global one
+        self.assertEqual(check("def a():\n    return [b for b in range(3)], b()"), found)
+        self.assertEqual(check("def a():\n    global b\n    b = 2"), found)
+
+    def test_the_checker_sees_a_registry_filled_from_below(self) -> None:
+        sample = ("# ==== constants ====\n\nNAMES = set()\nKINDS = {}\n\n"
+                  "# ==== validation ====\n\ndef valid(name):\n    return name in NAMES\n\n"
+                  "def kind_of(name):\n    return KINDS[name]\n\n"
+                  "# ==== providers ====\n\ndef register(kind):\n    NAMES.add(kind.name)\n"
+                  "    KINDS[kind.name] = kind\n    return kind\n")
+        self.assertEqual(upward_references(sample), [])  # no name of a later chapter is used
+        self.assertEqual(later_writes(sample), [
+            "line 17: register (providers) writes into NAMES (constants), which valid "
+            "(validation) read",
+            "line 18: register (providers) writes into KINDS (constants), which kind_of "
+            "(validation) read"])
+        # every way of writing into it counts, from module code too
+        for write in ("NAMES.update(['x'])", "NAMES |= {'x'}", "del KINDS['x']",
+                      "KINDS.setdefault('x', 1)", "KINDS.attr = 1"):
+            with self.subTest(write=write):
+                planted = sample.replace("def register(kind):", f"{write}\n\n\n"
+                                         "def register(kind):")
+                self.assertEqual(len(later_writes(planted)), 3, later_writes(planted))
+
+    def test_a_registry_written_where_it_is_defined_or_read_only_below_passes(self) -> None:
+        sample = ("# ==== constants ====\n\nNAMES = set()\n\n"
+                  "# ==== providers ====\n\ndef register(kind):\n    NAMES.add(kind)\n\n"
+                  "# ==== cli ====\n\ndef main():\n    return sorted(NAMES)\n")
+        self.assertEqual(later_writes(sample), [])  # the only reader is below the writer
+        read_above = sample.replace("NAMES = set()\n", "NAMES = set()\n\n\ndef known(x):\n"
+                                    "    return x in NAMES\n")
+        self.assertEqual(len(later_writes(read_above)), 1)
+        filled_here = read_above.replace("# ==== providers ====\n\n", "").replace(
+            "\n\n\ndef known", "\n\n\ndef register_here(kind):\n    NAMES.add(kind)\n\n\n"
+            "def known")
+        self.assertEqual(later_writes(filled_here), [])
+        # a parameter that shares the registry's name is no write into it
+        shadowed = read_above.replace("def register(kind):\n    NAMES.add(kind)",
+                                      "def register(NAMES):\n    NAMES.add(1)")
+        self.assertEqual(later_writes(shadowed), [])
+
+    def test_no_later_chapter_fills_an_earlier_chapters_registry(self) -> None:
+        self.assertEqual(later_writes(self.source), [])
+
     def test_the_import_check_sees_a_third_party_module(self) -> None:
         modules = imported_modules(ast.parse("import requests\nfrom yaml import safe_load\n"))
         self.assertEqual(modules - STDLIB_SUBSET, {"requests", "yaml"})
@@ -249,5 +461,5 @@ if __name__ == "__main__":
     source = RUNNER_PATH.read_text(encoding="utf-8")
     for start, name in chapters(source):
         print(f"{start:6d}  {name}")
-    problems = upward_references(source)
-    print("\n".join(problems) or "no upward references")
+    problems = upward_references(source) + later_writes(source)
+    print("\n".join(problems) or "no upward references, no registry filled from below")

@@ -1029,33 +1029,34 @@ class HostileInputTests(RunTestCase):
         self.assertIn("config", (listings / "planted").read_text(encoding="utf-8"))
         self.assertFalse(ran.exists(), "the runner ran a command the executor planted")
 
+    def assert_refused_before_any_agent(self, root: Path, message: str, *args: str) -> None:
+        code, out, err = call_main(["validate", str(root / SUITE_REL)])
+        self.assert_exit(code, 2, out, err)
+        self.assertIn(message, err)
+        code, out, err = self.run_main(root, self.env({}), "--agent", "claude", *args)
+        self.assert_exit(code, 2, out, err)
+        self.assertIn(message, err)
+        self.assertFalse((root / "evals" / "demo" / "workspace").exists(),
+                         "an invalid suite must launch and write nothing")
+
     def test_folder_fixture_does_not_deliver_the_suite(self) -> None:
-        # "files": ["evals/demo"] passes validation and copies evals.json (the assertions) and
-        # earlier iterations' grading files into the sandbox.
+        # "files": ["evals/demo"] once passed validation and copied evals.json (the
+        # assertions) and earlier iterations' grading files into the sandbox. It is refused.
         suite = {"skill_name": "demo", "evals": [case("E01", "Go.", ["SECRET-ASSERTION"],
                                                       files=["evals/demo"])]}
         root = self.repo(suite, {"evals/demo/fixtures/a.txt": "a\n"})
-        code, _, _ = call_main(["validate", str(root / SUITE_REL)])
-        if code == 2:
-            return  # refusing the fixture is a fix too
-        code, out, err = self.run_main(root, self.env({}), "--agent", "claude", "--config",
-                                       "with_skill", "--keep-sandboxes", "--quiet")
-        self.assertIn(code, (0, 1), err)
-        box = Path(self.runs(self.iteration(root))[("E01", "with_skill")]["sandbox"]["path"])
-        self.assertFalse((box / SUITE_REL).exists(), "the executor can read the assertions")
+        self.assert_refused_before_any_agent(
+            root, "fixture 'evals/demo' is a folder holding the suite file", "--config",
+            "with_skill", "--quiet")
 
     def test_fixture_inside_the_skill_package_stays_out_of_without_skill(self) -> None:
+        # A fixture from the skill package would hand the baseline the skill: refused.
         suite = {"skill_name": "demo", "evals": [case("E01", "Go.", ["It goes."],
                                                       files=["skills/demo/SKILL.md"])]}
         root = self.repo(suite)
-        code, _, _ = call_main(["validate", str(root / SUITE_REL)])
-        if code == 2:
-            return  # refusing the fixture is a fix too
-        code, out, err = self.run_main(root, self.env({}), "--agent", "claude", "--config",
-                                       "without_skill", "--keep-sandboxes", "--quiet")
-        self.assertIn(code, (0, 1), err)
-        box = Path(self.runs(self.iteration(root))[("E01", "without_skill")]["sandbox"]["path"])
-        self.assertFalse((box / "skills" / "demo").exists(), "the baseline received the skill")
+        self.assert_refused_before_any_agent(
+            root, "fixture 'skills/demo/SKILL.md' holds the target skill's package",
+            "--config", "without_skill", "--quiet")
 
     def test_default_skill_md_link_leaving_the_repository_is_refused(self) -> None:
         # Only --skill-path is checked for links; the default path is not, and the sandbox

@@ -197,6 +197,21 @@ GIT_REDIRECT_VARS = frozenset(
 GIT_REDIRECT_PREFIXES = ("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")
 # Variables that tie a process to a parent agent session; each adapter adds its own.
 AGENT_SESSION_VARS: set[str] = set()
+# The agent adapters by name. The registry and the sets above that it fills live here, with
+# the only code that writes them: each adapter class (providers chapter) passes itself to
+# register_provider as it is defined, so they are complete before any command runs.
+PROVIDERS: dict[str, type] = {}
+
+
+def register_provider(kind: type) -> type:
+    """Add an adapter (a Provider subclass) with the folders and variables it declares."""
+    PROVIDERS[kind.name] = kind
+    EXCLUDED_DIR_NAMES.update(kind.state_dirs)
+    FIXTURE_FORBIDDEN_DIR_NAMES.update(kind.state_dirs)
+    AGENT_SESSION_VARS.update(kind.session_vars)
+    return kind
+
+
 SANDBOX_ROOT_ENV = "SKILL_EVAL_SANDBOX_ROOT"
 
 ISOLATION_MODES = ("auto", "bwrap", "none")
@@ -2367,6 +2382,44 @@ def git_environment() -> dict[str, str]:
 INTERRUPTIBLE: list[ProcessGroups] = []  # the run's groups while its interrupt handler is on
 
 
+class InterruptHandler:
+    """First signal: stop scheduling and TERM running groups. Any later one: KILL them."""
+
+    def __init__(self, groups: ProcessGroups):
+        self.groups = groups
+        self.count = 0
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> InterruptHandler:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.previous[sig] = signal.signal(sig, self.handle)
+        INTERRUPTIBLE.append(self.groups)
+        return self
+
+    def handle(self, signum: int, frame: Any) -> None:
+        # Never raise here: the benchmark of what finished must still be written.
+        self.count += 1
+        if self.count == 1:
+            print(f"\n{PROG}: interrupted: ending running agents and writing what finished "
+                  "(press Ctrl-C again to kill them at once)", file=sys.stderr)
+            self.groups.cancel(signal.SIGTERM)
+        else:
+            self.groups.signal_all(signal.SIGKILL)
+
+    def __exit__(self, *exc: Any) -> None:
+        with contextlib.suppress(ValueError):
+            INTERRUPTIBLE.remove(self.groups)
+        if self.count:
+            # A late Ctrl-C while we finish or the interpreter shuts down must not kill us
+            # without the exit status 130 that says what happened.
+            for sig in self.previous:
+                signal.signal(sig, signal.SIG_IGN)
+            return
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+
 def run_git(args: list[str], cwd: Path, timeout_s: float = 300.0, stdin: bytes | None = None,
             env: dict[str, str] | None = None) -> tuple[bool, str]:
     """Run git quietly; (ok, stdout or the error). Never raises."""
@@ -3920,18 +3973,6 @@ class Provider:
         raise NotImplementedError
 
 
-def register_provider(kind: type[Provider]) -> type[Provider]:
-    """Add an adapter to the registry, with the folders and variables it declares."""
-    PROVIDERS[kind.name] = kind
-    EXCLUDED_DIR_NAMES.update(kind.state_dirs)
-    FIXTURE_FORBIDDEN_DIR_NAMES.update(kind.state_dirs)
-    AGENT_SESSION_VARS.update(kind.session_vars)
-    return kind
-
-
-PROVIDERS: dict[str, type[Provider]] = {}
-
-
 def _home(env: dict[str, str]) -> Path:
     return Path(env.get("HOME") or Path.home())
 
@@ -4422,7 +4463,8 @@ class GeminiProvider(Provider):
             said = _dig(error, ("error", "message")) or _stderr_reason(result)
             failure = f"gemini grader failed (exit {result.returncode}): {str(said)[:500]}"
         return AgentReply(failure is None, text=response if isinstance(response, str) else "",
-                          failure=failure or "")
+                          failure=failure or "",
+                          metrics=gemini_json_metrics(envelope, result, failure or ""))
 
 
 def _loads_json_object(text: str) -> dict[str, Any] | None:
@@ -4450,6 +4492,29 @@ def gemini_metrics(stats: Any, failure: str) -> dict[str, dict[str, Any]]:
                         f"gemini reported no stats.duration_ms{why}", "ms")
     metrics["time_seconds"] = (captured(duration["value"] / 1000.0, duration["source"])
                                if duration["value"] is not None else duration)
+    metrics["num_turns"] = absent("gemini reports no turn count")
+    metrics["total_cost_usd"] = absent("gemini reports no cost")
+    return metrics
+
+
+# `-o json` (the grader) has no flat stats: tokens per model, under stats.models.<id>.tokens.
+GEMINI_MODEL_TOKEN_FIELDS = (("input_tokens", "prompt"), ("output_tokens", "candidates"),
+                             ("cached_input_tokens", "cached"), ("tokens", "total"))
+
+
+def gemini_json_metrics(envelope: dict[str, Any] | None, result: ProcessResult,
+                        failure: str) -> dict[str, dict[str, Any]]:
+    why = f" ({failure})" if failure else ""
+    models = _dig(envelope, ("stats", "models"))
+    per_model = list(models.values()) if isinstance(models, dict) else []
+    metrics = {name: reported_sum([_dig(m, ("tokens", key)) for m in per_model],
+                                  f"gemini stats.models.*.tokens.{key}, summed",
+                                  f"gemini reported no stats.models.*.tokens.{key}{why}")
+               for name, key in GEMINI_MODEL_TOKEN_FIELDS}
+    metrics["time_seconds"] = (
+        absent(f"gemini never started ({result.spawn_error})") if result.spawn_error else
+        captured(round(result.duration_s, 3), "runner wall clock (gemini -o json has no "
+                                              "duration)"))
     metrics["num_turns"] = absent("gemini reports no turn count")
     metrics["total_cost_usd"] = absent("gemini reports no cost")
     return metrics
@@ -9429,44 +9494,6 @@ class RepeatedFailureStop:
                 detail = str((record.failure or {}).get("detail", ""))[:200]
                 self.groups.cancel(reason=f"{REPEATED_FAILURE_REASON}: {record.status}: "
                                           f"{detail}")
-
-
-class InterruptHandler:
-    """First signal: stop scheduling and TERM running groups. Any later one: KILL them."""
-
-    def __init__(self, groups: ProcessGroups):
-        self.groups = groups
-        self.count = 0
-        self.previous: dict[int, Any] = {}
-
-    def __enter__(self) -> InterruptHandler:
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self.previous[sig] = signal.signal(sig, self.handle)
-        INTERRUPTIBLE.append(self.groups)
-        return self
-
-    def handle(self, signum: int, frame: Any) -> None:
-        # Never raise here: the benchmark of what finished must still be written.
-        self.count += 1
-        if self.count == 1:
-            print(f"\n{PROG}: interrupted: ending running agents and writing what finished "
-                  "(press Ctrl-C again to kill them at once)", file=sys.stderr)
-            self.groups.cancel(signal.SIGTERM)
-        else:
-            self.groups.signal_all(signal.SIGKILL)
-
-    def __exit__(self, *exc: Any) -> None:
-        with contextlib.suppress(ValueError):
-            INTERRUPTIBLE.remove(self.groups)
-        if self.count:
-            # A late Ctrl-C while we finish or the interpreter shuts down must not kill us
-            # without the exit status 130 that says what happened.
-            for sig in self.previous:
-                signal.signal(sig, signal.SIG_IGN)
-            return
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler)
 
 
 def options_fingerprint(options: RunOptions) -> str:
