@@ -9748,6 +9748,11 @@ def write_start(plan: IterationPlan, cells: list[Cell], manifest: dict[str, Any]
 CRASH_FOLDER: dict[str, Path] = {}  # the iteration being written: where a traceback goes
 
 
+def forget_crash_folder() -> None:
+    """A new command starts with no iteration to put a traceback in (tests call main again)."""
+    CRASH_FOLDER.clear()
+
+
 def run_plan(plan: IterationPlan, groups: ProcessGroups) -> int:
     """The one execution path of run, --resume and --regrade (the interrupt handler is the
     caller's, installed before any work)."""
@@ -11441,7 +11446,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGINT, signal.default_int_handler)  # from here: KeyboardInterrupt
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
-    CRASH_FOLDER.clear()
+    forget_crash_folder()
     try:
         args = build_parser().parse_args(argv)
         if args.command == "validate":
