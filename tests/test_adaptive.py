@@ -130,6 +130,8 @@ class AdaptiveRunTest(RunTestCase):
         self.assertEqual((folder / "benchmark.md").read_text(encoding="utf-8"), md)
         self.assertIn("CI [+50.0 pp, +50.0 pp]", out)
         self.assertIn("look 3 of 5", out)
+        self.assertIn("Adaptive: 3 of 5 waves, decided: improved; saved 32 of 80 cells (32 "
+                      "executor and 32 grader calls)", out)
 
     def test_no_effect_makes_no_claim_and_stops_for_futility(self) -> None:
         code, out, err, root = self.run_adaptive(["[b-fail]"] * 4 + ["[w-fail]"] * 4)

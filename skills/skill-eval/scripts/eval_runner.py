@@ -8779,6 +8779,18 @@ def _junit_case(run: dict[str, Any]) -> tuple[Any, str]:
 SUMMARY_FLAG_GROUPS = 6
 
 
+def adaptive_summary_lines(benchmark: dict[str, Any]) -> list[str]:
+    """The summary's line on an adaptive run's waves; none for a fixed matrix."""
+    adaptive = benchmark.get("adaptive")
+    if not adaptive:
+        return []
+    saved = adaptive["saved"]
+    return [f"Adaptive: {adaptive['waves_run']} of {adaptive['waves_max']} waves, "
+            f"{adaptive['stop_reason'].split(' (')[0]}; saved {saved['cells']} of "
+            f"{saved['full_matrix']['cells']} cells ({saved['executor_calls']} executor and "
+            f"{saved['grader_calls']} grader calls)"]
+
+
 def render_summary(benchmark: dict[str, Any], iteration_dir: Path) -> str:
     """The few lines `run` and `report` print: status, pass rates, verdict, where to look."""
     c, sanity = benchmark["comparison"], benchmark["sanity_checks"]
@@ -8807,6 +8819,7 @@ def render_summary(benchmark: dict[str, Any], iteration_dir: Path) -> str:
     lines.append(f"Pass rate: {rates}")
     if benchmark.get("paired"):
         lines.append(_md_verdict(benchmark).strip().replace("**", "").replace("\n\n", "\n"))
+    lines += adaptive_summary_lines(benchmark)
     lines += [f"Power: {line}" for c in benchmark.get("comparisons") or []
               for line in forecast_lines(c)]
     lines += [f"Activation: {line}" for line in activation_lines(benchmark)]
