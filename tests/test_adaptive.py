@@ -156,6 +156,15 @@ class AdaptiveRunTest(RunTestCase):
         self.assertEqual(agent_calls(self.tmp.path), calls)  # nothing ran again
         self.assertEqual(load_json(folder / "benchmark.json")["adaptive"]["waves_run"], 3)
 
+    def test_an_adaptive_iteration_is_not_regraded(self) -> None:
+        code, out, err, root = self.run_adaptive(["[b-fail]"] * 8)
+        calls = agent_calls(self.tmp.path)
+        code, out, err = self.run_main(root, self.env(SCRIPT), "--agent", "claude", "--regrade",
+                                       str(self.iteration(root)), "--quiet")
+        self.assertEqual(code, 2, out + err)
+        self.assertIn("that iteration ran --adaptive", err)
+        self.assertEqual(agent_calls(self.tmp.path), calls)
+
     def test_a_spending_cap_stops_the_waves(self) -> None:
         # The fake claude reports 240 tokens a cell (an executor and a grader call); the cap
         # is reached inside the first wave.

@@ -10134,6 +10134,17 @@ def recorded_regrade_source(iteration_dir: Path) -> str | None:
         return None
 
 
+def refuse_adaptive_source(options: dict[str, Any], refuse: str) -> None:
+    """An --adaptive iteration stopped on what its own grader saw: graded again, its runs
+    would need the looks replayed on the new grades, which a re-grade does not do."""
+    if options.get("adaptive") is True:
+        raise InputError(f"{refuse}: that iteration ran --adaptive, and its waves stopped on "
+                         "its own grades; a re-grade would read a matrix cut short by a rule "
+                         "it does not apply",
+                         "run the suite again with --adaptive, or re-grade an iteration run "
+                         "without it")
+
+
 def load_regrade_source(folder: Path) -> RegradeSource:
     refuse = f"--regrade {folder}"
     fix = "pass an iteration-N folder that `run` finished"
@@ -10142,6 +10153,7 @@ def load_regrade_source(folder: Path) -> RegradeSource:
     metadata = benchmark.data["metadata"]
     if not isinstance(manifest.data.get("options"), dict):
         raise InputError(f"{refuse}: its iteration_manifest.json holds no options", fix)
+    refuse_adaptive_source(manifest.data["options"], refuse)
     if metadata.get("incomplete"):
         raise InputError(f"{refuse}: that iteration is incomplete ({metadata.get('cells_finished')}"
                          f" of {metadata.get('cells_planned')} cells finished)",
