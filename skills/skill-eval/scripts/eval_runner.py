@@ -448,6 +448,7 @@ class RunOptions:
     shard: tuple[int, int] | None = None  # (K, N): run the K-th of N shards of the plan
     max_cost_usd: float | None = None  # stop starting cells once finished cells cost this
     max_tokens: int | None = None  # ... or used this many tokens
+    adaptive: bool = False  # run in waves, stop once the sequential verdict is decided
 
 
 @dataclasses.dataclass
@@ -5099,6 +5100,7 @@ class RunState:
     mutable part of a RunContext (every copy made with dataclasses.replace shares it)."""
 
     write_failed: WriteFailed | None = None  # the first file a cell could not write
+    adaptive: dict[str, Any] | None = None  # the waves' record, once --adaptive ran them
 
 
 @dataclasses.dataclass(frozen=True)
@@ -6520,6 +6522,166 @@ def _verdict(stats: dict[str, Any]) -> tuple[str, str]:
     return "inconclusive", f"the 95% interval of the mean per-eval delta includes 0 ({p_text})"
 
 
+# -- adaptive runs: a sequential verdict over waves of runs (issue 25) ----------------------
+#
+# With --adaptive the matrix runs in waves (wave k is run k of every eval and arm) and after
+# each wave the paired comparison takes a look. The overall false-claim rate ALPHA is split
+# over the K = --runs looks by a spending function; look k tests the per-eval mean deltas
+# so far with the exact sign-flip test at its share alpha_k. Each look's test is valid at its
+# own level, so by the union bound the chance of any false claim over all looks is at most
+# the sum of the shares, ALPHA, however the looks depend on one another. Futility stops
+# the waves when no outcome of the waves left could reach a verdict at any later look; it
+# only ever removes claims, so it costs no validity. See references/statistics.md.
+
+SEQUENTIAL_SPENDING = "obrien-fleming"  # the shares' shape; "pocock" is the other one kept
+SEQUENTIAL_METHOD = ("group-sequential sign-flip test: alpha spent over the waves by a "
+                     "{spending}-like spending function, each look an exact sign-flip test at "
+                     "its share, the union bound holding the false-claim rate over all looks")
+
+
+def spending_shares(looks: int, alpha: float = ALPHA,
+                    spending: str = SEQUENTIAL_SPENDING) -> list[float]:
+    """The share of alpha each of `looks` equally spaced looks may spend; they sum to alpha.
+
+    pocock: alpha * ln(1 + (e - 1) t), spent fairly evenly, so early looks can stop;
+    obrien-fleming: 2 - 2 Phi(z_{1 - alpha/2} / sqrt(t)), almost nothing early, most of alpha
+    kept for the last look (Lan and DeMets' two spending functions, t the share of waves).
+    """
+    normal = statistics.NormalDist()
+    z = normal.inv_cdf(1 - alpha / 2)
+
+    def spent(t: float) -> float:
+        if t <= 0:
+            return 0.0
+        if t >= 1:
+            return alpha
+        if spending == "obrien-fleming":
+            return 2 - 2 * normal.cdf(z / math.sqrt(t))
+        return alpha * math.log(1 + (math.e - 1) * t)
+
+    return [spent(k / looks) - spent((k - 1) / looks) for k in range(1, looks + 1)]
+
+
+def _decision(test: dict[str, Any], paired: int) -> str | None:
+    """`improved` / `regressed` when a look's interval excludes 0, else None."""
+    if paired < MIN_PAIRED_EVALS:
+        return None
+    low, high = test["ci"]
+    return "improved" if low > 0 else "regressed" if high < 0 else None
+
+
+def _best_case_deltas(pairs: list[tuple[list[float], list[float]]], more: int,
+                      sign: int) -> list[float]:
+    """Each eval's delta if `more` further runs of each arm all went one way: for sign +1 the
+    candidate passes every new run and the baseline fails it (sign -1 the other way round).
+    An eval not yet scored in an arm counts from its new runs alone."""
+    deltas = []
+    for cand, base in pairs:
+        cand_new, base_new = (1.0, 0.0) if sign > 0 else (0.0, 1.0)
+        n_c, n_b = len(cand) + more, len(base) + more
+        if not n_c or not n_b:
+            continue
+        deltas.append(_snap((math.fsum(cand) + cand_new * more) / n_c
+                            - (math.fsum(base) + base_new * more) / n_b))
+    return sorted(deltas)
+
+
+def _reachable(deltas: list[float], alpha: float) -> bool:
+    """Could these deltas be a verdict at level alpha?"""
+    if len(deltas) < MIN_PAIRED_EVALS:
+        return False
+    patterns = (2 ** len(deltas) if len(deltas) <= SIGN_FLIP_EXACT_MAX_EVALS
+                else SIGN_FLIP_RESAMPLES + 1)
+    if 2 / patterns > alpha + 1e-12:  # not even every delta of one sign would do
+        return False
+    if all(_sign(d) > 0 for d in deltas) or all(_sign(d) < 0 for d in deltas):
+        return True  # the most extreme pattern there is: p = 2 / patterns
+    return _decision(sign_flip_test(deltas, alpha), len(deltas)) is not None
+
+
+def still_reachable(pairs: list[tuple[list[float], list[float]]], look: int,
+                    shares: list[float]) -> bool:
+    """Could any outcome of the waves after `look` reach a verdict at some later look?
+
+    The sign-flip p-value of one tail never grows when a delta grows (flipping a larger
+    delta moves the flipped sum further below the observed one), so the most favourable
+    outcome for `improved` is every remaining run won by the candidate, for `regressed`
+    every one won by the baseline; a run's pass rate lies in [0, 1], so each delta in [-1, 1].
+    """
+    # The last look first: its deltas are the most favourable and, with shares that grow
+    # (obrien-fleming), its level the largest, so it nearly always settles the question.
+    for later in range(len(shares), look, -1):
+        for sign in (1, -1):
+            if _reachable(_best_case_deltas(pairs, later - look, sign), shares[later - 1]):
+                return True
+    return False
+
+
+def sequential_look(pairs: list[tuple[list[float], list[float]]], look: int, looks: int,
+                    spending: str = SEQUENTIAL_SPENDING) -> dict[str, Any]:
+    """Look `look` of `looks` (1-based): the test at this look's share of alpha, its interval
+    (every shift the test at that level does not reject), and whether the waves stop.
+
+    `pairs` holds, per eval, the candidate's and the baseline's scored pass rates so far (an
+    arm may still have none). `stop` is the decision, "futility" when no later look could
+    reach one, "ceiling" at the last look, or None to run the next wave.
+    """
+    shares = spending_shares(looks, ALPHA, spending)
+    level = shares[look - 1]
+    scored = [(cand, base) for cand, base in pairs if cand and base]
+    deltas = paired_deltas(scored)
+    result: dict[str, Any] = {"look": look, "looks": looks, "alpha": level,
+                              "alpha_spent": math.fsum(shares[:look]),
+                              "paired_evals": len(deltas),
+                              "mean_delta": _snap(_mean(deltas)) if deltas else None,
+                              "p_value": None, "ci": None, "decision": None, "stop": None}
+    if deltas:
+        test = sign_flip_test(deltas, level)
+        result.update(p_value=test["p_value"], ci=[_snap(b) for b in test["ci"]],
+                      exact=test["exact"], sign_patterns=test["patterns"], seed=test["seed"])
+        result["decision"] = _decision(test, len(deltas))
+    if result["decision"]:
+        result["stop"] = result["decision"]
+    elif look >= looks:
+        result["stop"] = "ceiling"
+    elif not still_reachable(pairs, look, shares):
+        result["stop"] = "futility"
+    return result
+
+
+def sequential_verdict(look: dict[str, Any]) -> tuple[str, str]:
+    """The verdict and its reason from the look the waves stopped at."""
+    if look["paired_evals"] < MIN_PAIRED_EVALS:
+        return "inconclusive", (f"only {look['paired_evals']} eval(s) scored in both configs; "
+                                f"at least {MIN_PAIRED_EVALS} are needed")
+    where = (f"sequential sign-flip p = {look['p_value']:.4g} at look {look['look']} of "
+             f"{look['looks']}, whose share of alpha is {look['alpha']:.4g}")
+    level = f"the {1 - look['alpha']:.2%} interval of the mean per-eval delta"
+    if look["decision"] == "improved":
+        return "improved", f"{level} lies above 0 ({where})"
+    if look["decision"] == "regressed":
+        return "regressed", f"{level} lies below 0 ({where})"
+    return "inconclusive", f"{level} includes 0 ({where})"
+
+
+def apply_sequential_verdict(benchmark: dict[str, Any], adaptive: dict[str, Any] | None) -> None:
+    """An adaptive iteration's verdict and interval are the last look's, at its share of
+    alpha, never the fixed-sample test's: the waves stopped on what the looks saw."""
+    if not adaptive or not benchmark.get("comparisons"):
+        return
+    look = adaptive["looks"][-1]
+    verdict, reason = sequential_verdict(look)
+    test = {"method": adaptive["method"], "alpha": look["alpha"], "p_value": look["p_value"],
+            "exact": look.get("exact"), "sign_patterns": look.get("sign_patterns"),
+            "seed": look.get("seed"), "look": look["look"], "looks": look["looks"]}
+    changes = {"ci95": look["ci"], "interval_level": 1 - look["alpha"], "test": test,
+               "verdict": verdict, "verdict_reason": reason}
+    benchmark["comparisons"][0].update(changes)
+    if benchmark.get("paired") is not None:
+        benchmark["paired"].update(changes)
+    benchmark["adaptive"] = adaptive
+
+
 FORECAST_POWER = 0.8
 FORECAST_TARGET_DELTA = 0.10
 MAX_FORECAST_RUNS = 50
@@ -7418,7 +7580,7 @@ def _absent_reason(benchmark: dict[str, Any], config: str, key: str) -> str:
 
 
 def render_markdown(benchmark: dict[str, Any]) -> str:
-    sections = [_md_header, _md_verdict, _md_sanity, _md_arms, _md_overall, _md_comparison,
+    sections = [_md_header, _md_verdict_waves, _md_sanity, _md_arms, _md_overall, _md_comparison,
                 _md_comparisons, _md_activation, _md_metrics, _md_judge, _md_judge_vs_checks,
                 _md_per_eval, _md_per_assertion, _md_failed_assertions]
     return "\n".join(section(benchmark) for section in sections).rstrip() + "\n"
@@ -7463,10 +7625,22 @@ def _md_verdict(b: dict[str, Any]) -> str:
     return f"**Verdict: {paired['verdict']}**: {paired_evidence(paired)}\n"
 
 
+def interval_heading(b: dict[str, Any]) -> str:
+    """What the comparison tables call the interval: an adaptive run's is the last look's."""
+    level = ((b.get("paired") or {}).get("interval_level") if b.get("adaptive") else None)
+    return f"{level:.2%} CI (sequential)" if level else "95% CI"
+
+
+def _md_verdict_waves(b: dict[str, Any]) -> str:
+    """The verdict, then an adaptive run's waves (nothing more for a fixed matrix)."""
+    return _md_verdict(b) + ("\n" + _md_adaptive(b) if b.get("adaptive") else "")
+
+
 def paired_evidence(paired: dict[str, Any]) -> str:
     """The numbers behind a verdict and its reason, as the reports print them."""
     ci = paired.get("ci95")
-    interval = f", 95% CI [{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else ""
+    level = f"{paired['interval_level']:.2%}" if paired.get("interval_level") else "95%"
+    interval = f", {level} CI [{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else ""
     return (f"mean per-eval delta {fmt_delta(paired['mean_delta'])}{interval}; wins/ties/losses "
             f"{paired['wins']}/{paired['ties']}/{paired['losses']} over "
             f"{paired['paired_evals']} paired evals. {_sentence(paired['verdict_reason'])}")
@@ -7474,6 +7648,41 @@ def paired_evidence(paired: dict[str, Any]) -> str:
 
 def _sentence(text: str) -> str:
     return (text[:1].upper() + text[1:]).rstrip(".") + "."
+
+
+def _saved_estimate(entry: dict[str, Any], unit: str) -> str:
+    if "estimate" not in entry:
+        return f"absent: {entry['absent_reason']}"
+    number = f"{entry['estimate']:.4f}" if unit else f"{entry['estimate']:,.0f}"
+    return f"about {number}{unit} (estimated: {entry['basis']})"
+
+
+def _md_adaptive(b: dict[str, Any]) -> str:
+    """benchmark.md's account of an adaptive run: the waves, why they stopped, what it saved."""
+    adaptive = b.get("adaptive")
+    if not adaptive:
+        return ""
+    saved = adaptive["saved"]
+    full = saved["full_matrix"]
+    lines = ["## Adaptive waves", "",
+             f"- Waves run: {adaptive['waves_run']} of {adaptive['waves_max']}; stopped: "
+             f"{_md_cell(adaptive['stop_reason'])}",
+             f"- Method: {adaptive['method']}; overall alpha {adaptive['alpha']:g}",
+             f"- Saved against the full matrix: {saved['cells']} of {full['cells']} cells "
+             f"({saved['share']:.0%}): {saved['executor_calls']} of {full['executor_calls']} "
+             f"executor calls and {saved['grader_calls']} of {full['grader_calls']} grader calls"]
+    for key, label, unit in (("cost_usd", "cost", " USD"), ("tokens", "tokens", "")):
+        lines.append(f"- Saved {label}: {_md_cell(_saved_estimate(saved[key], unit))}")
+    lines += ["", "| look | alpha share | paired evals | mean delta | p | interval | decision |",
+              "|---|---|---|---|---|---|---|"]
+    for look in adaptive["looks"]:
+        ci = look["ci"]
+        interval = f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else "n/a"
+        p_value = "n/a" if look["p_value"] is None else f"{look['p_value']:.4g}"
+        lines.append(f"| {look['look']} | {look['alpha']:.4g} | {look['paired_evals']} | "
+                     f"{fmt_delta(look['mean_delta'])} | {p_value} | {interval} | "
+                     f"{look['decision'] or look['stop'] or 'next wave'} |")
+    return "\n".join(lines) + "\n"
 
 
 FLAG_EXAMPLES = 3  # flags shown per group; the full list stays in benchmark.json
@@ -7647,8 +7856,9 @@ def _md_comparisons(b: dict[str, Any]) -> str:
     if not compared:
         return ""
     lines = [f"## Paired comparisons (candidate: {compared[0]['candidate']})", "",
-             "| baseline | verdict | mean per-eval delta | 95% CI | wins/ties/losses | "
-             "paired evals | minimum detectable effect |", "|---|---|---|---|---|---|---|"]
+             f"| baseline | verdict | mean per-eval delta | {interval_heading(b)} | "
+             "wins/ties/losses | paired evals | minimum detectable effect |",
+             "|---|---|---|---|---|---|---|"]
     for c in compared:
         ci = c.get("ci95")
         mde = (c.get("power") or {}).get("mde")
@@ -8330,7 +8540,7 @@ def _html_comparisons(b: dict[str, Any]) -> str:
     listing = ("<ul>" + "".join(f"<li>{_h(n)}</li>" for n in notes) + "</ul>\n") if notes else ""
     return (f"<h2>Paired comparisons (candidate: {_h(compared[0]['candidate'])})</h2>\n"
             "<table><tr><th>baseline</th><th>verdict</th><th>mean per-eval delta</th>"
-            "<th>95% CI</th><th>wins/ties/losses</th><th>paired evals</th>"
+            f"<th>{_h(interval_heading(b))}</th><th>wins/ties/losses</th><th>paired evals</th>"
             "<th>minimum detectable effect</th></tr>\n" + "\n".join(rows) + "\n</table>\n"
             + listing)
 
@@ -8719,6 +8929,18 @@ def _junit_case(run: dict[str, Any]) -> tuple[Any, str]:
 SUMMARY_FLAG_GROUPS = 6
 
 
+def adaptive_summary_lines(benchmark: dict[str, Any]) -> list[str]:
+    """The summary's line on an adaptive run's waves; none for a fixed matrix."""
+    adaptive = benchmark.get("adaptive")
+    if not adaptive:
+        return []
+    saved = adaptive["saved"]
+    return [f"Adaptive: {adaptive['waves_run']} of {adaptive['waves_max']} waves, "
+            f"{adaptive['stop_reason'].split(' (')[0]}; saved {saved['cells']} of "
+            f"{saved['full_matrix']['cells']} cells ({saved['executor_calls']} executor and "
+            f"{saved['grader_calls']} grader calls)"]
+
+
 def render_summary(benchmark: dict[str, Any], iteration_dir: Path) -> str:
     """The few lines `run` and `report` print: status, pass rates, verdict, where to look."""
     c, sanity = benchmark["comparison"], benchmark["sanity_checks"]
@@ -8747,6 +8969,7 @@ def render_summary(benchmark: dict[str, Any], iteration_dir: Path) -> str:
     lines.append(f"Pass rate: {rates}")
     if benchmark.get("paired"):
         lines.append(_md_verdict(benchmark).strip().replace("**", "").replace("\n\n", "\n"))
+    lines += adaptive_summary_lines(benchmark)
     lines += [f"Power: {line}" for c in benchmark.get("comparisons") or []
               for line in forecast_lines(c)]
     lines += [f"Activation: {line}" for line in activation_lines(benchmark)]
@@ -9270,7 +9493,8 @@ def build_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: li
                     "deadline_s": options.deadline_s, "eval_ids": options.eval_ids,
                     "keep_sandboxes": options.keep_sandboxes,
                     "agent_settings": options.agent_settings,
-                    "grader_runs": options.grader_runs},
+                    "grader_runs": options.grader_runs,
+                    **({"adaptive": True} if options.adaptive else {})},
         "options_sha256": options_fingerprint(options),
         "cells_planned": len(cells), "created_at": utc_now(), **extra,
     }
@@ -9504,6 +9728,8 @@ def options_fingerprint(options: RunOptions) -> str:
                 "grader_runs": options.grader_runs}
     if options.shard is not None:  # only then, so unsharded fingerprints stay as they were
         relevant["shard"] = list(options.shard)
+    if options.adaptive:  # likewise
+        relevant["adaptive"] = True
     return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
 
 
@@ -9808,14 +10034,16 @@ def run_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
         return abandon_unstarted_iteration(plan, exc)
     ctx = iteration_context(plan, groups, snapshot, children_before)
     try:
-        records = run_planned_cells(ctx, cells, plan.resuming)
+        records = run_planned_cells(ctx, cells, plan.resuming,
+                                    adaptive_matrix if plan.options.adaptive else execute_matrix)
+        cells, waves = adaptive_cells(ctx, cells)
     finally:
         end_strays(keep=children_before)  # whatever an agent left running ends now
         snapshot.template.remove_runner_baselines()
         if not options.keep_sandboxes:  # kept sandboxes still borrow its objects
             snapshot.template.remove()
     checked = {**manifest["checkout_check"], "after": check_checkout(checkout, checkout_failure)}
-    begun = BegunIteration(cells, fixtures, {**manifest, "checkout_check": checked})
+    begun = BegunIteration(cells, fixtures, {**manifest, "checkout_check": checked, **waves})
     return exit_status(ctx, finish_iteration(plan, groups, begun, records))
 
 
@@ -9839,6 +10067,104 @@ def iteration_context(plan: IterationPlan, groups: ProcessGroups, snapshot: Repo
                       resuming=plan.resuming, children_before=children_before,
                       base_env=plan.base_env, confinement=plan.confinement,
                       agent_mounts=mounts, hidden=hidden)
+
+
+# -- adaptive runs: the matrix in waves, a sequential look after each -----------------------
+
+
+def adaptive_pairs(cells: list[Cell], records: list[RunRecord],
+                   configs: tuple[str, ...]) -> list[tuple[list[float], list[float]]]:
+    """Per eval of the plan, in plan order: the candidate's and the first baseline's scored
+    pass rates so far (either may still be empty)."""
+    rates: dict[str, tuple[list[float], list[float]]] = {}
+    for cell in cells:
+        rates.setdefault(str(cell.case.id), ([], []))
+    for run in map(benchmark_run, records):
+        slot = rates.get(str(run["eval_id"]))
+        if slot is None or not run["scored"] or run["configuration"] not in configs[:2]:
+            continue
+        slot[configs.index(run["configuration"])].append(run["result"]["pass_rate"])
+    return list(rates.values())
+
+
+def adaptive_matrix(ctx: RunContext, cells: list[Cell],
+                    finished: dict[str, RunRecord] | None = None) -> list[RunRecord]:
+    """--adaptive: wave k runs run k of every eval and arm through the shared matrix, then
+    the sequential look decides whether another wave runs. A resumed iteration replays its
+    looks from the kept cells, so it stops where the first attempt would have."""
+    looks = ctx.options.runs
+    records: list[RunRecord] = []
+    history: list[dict[str, Any]] = []
+    for wave in range(1, looks + 1):
+        records += execute_matrix(ctx, [c for c in cells if c.run_number == wave], finished)
+        look = sequential_look(adaptive_pairs(cells, records, ctx.options.configs), wave, looks)
+        history.append(look)
+        cancelled = [r.failure or "a cell was cancelled" for r in records
+                     if r.status == "cancelled"]
+        halted = ctx.should_stop() or (cancelled[0] if cancelled else None)
+        if not look["decision"] and halted:
+            look["stop"], look["halted"] = "stopped", str(halted)
+        if look["stop"]:
+            break
+    ctx.state.adaptive = adaptive_record(ctx, cells, records, history)
+    return records
+
+
+ADAPTIVE_STOPS = {
+    "improved": "decided: improved (the interval at this look's share of alpha lies above 0)",
+    "regressed": "decided: regressed (the interval at this look's share of alpha lies below 0)",
+    "futility": "futility: no outcome of the waves left could reach a verdict at any later look",
+    "ceiling": "ceiling reached: every wave --runs allows ran",
+    "stopped": "stopped before the verdict was decided (a spending cap, the deadline, an "
+               "interrupt or repeated failures); the verdict uses the waves that ran",
+}
+
+
+def adaptive_record(ctx: RunContext, cells: list[Cell], records: list[RunRecord],
+                    history: list[dict[str, Any]]) -> dict[str, Any]:
+    """How many waves ran, why they stopped, and what the waves not run saved."""
+    waves = len(history)
+    graders = {cell.label: (ctx.options.grader_runs if ctx.suite.assertions_for(cell.case)
+                            else 0) for cell in cells}
+    skipped = [cell for cell in cells if cell.run_number > waves]
+    ran = [r for r in records if r.executor is not None]
+    saved: dict[str, Any] = {
+        "cells": len(skipped), "executor_calls": len(skipped),
+        "grader_calls": sum(graders[c.label] for c in skipped),
+        "share": len(skipped) / len(cells) if cells else 0.0,
+        "full_matrix": {"cells": len(cells), "executor_calls": len(cells),
+                        "grader_calls": sum(graders.values())}}
+    for kind, key in (("cost", "cost_usd"), ("tokens", "tokens")):
+        values = [spend_of(r, kind) for r in ran]
+        # Cells not run have no recorded use: what they would have cost is an estimate, kept
+        # apart from captured metrics ("estimate" and its "basis", never "value").
+        if not skipped:
+            saved[key] = {"estimate": 0.0, "basis": "no wave was left out"}
+        elif not values:
+            saved[key] = absent("no cell ran, so there is no recorded use to estimate from")
+        elif None in values:
+            saved[key] = absent(f"{values.count(None)} of the {len(values)} cells that ran "
+                                f"recorded no {'cost' if kind == 'cost' else 'token count'}")
+        else:
+            saved[key] = {"estimate": math.fsum(values) / len(values) * len(skipped),
+                          "basis": f"the mean of the {len(values)} cells that ran, times the "
+                                   f"{len(skipped)} cells left out"}
+    last = history[-1]
+    return {"method": SEQUENTIAL_METHOD.format(spending=SEQUENTIAL_SPENDING),
+            "spending": SEQUENTIAL_SPENDING, "alpha": ALPHA,
+            "alpha_shares": spending_shares(ctx.options.runs), "waves_max": ctx.options.runs,
+            "waves_run": waves, "stop": last["stop"], "stop_reason": ADAPTIVE_STOPS[last["stop"]]
+            + (f": {last['halted']}" if last.get("halted") else ""),
+            "looks": history, "saved": saved}
+
+
+def adaptive_cells(ctx: RunContext, cells: list[Cell]) -> tuple[list[Cell], dict[str, Any]]:
+    """The cells of the waves an adaptive run started (all cells otherwise), and the
+    manifest's `adaptive` entry, which the benchmark's sequential verdict is read from."""
+    waves = ctx.state.adaptive
+    if waves is None:
+        return cells, {}
+    return [cell for cell in cells if cell.run_number <= waves["waves_run"]], {"adaptive": waves}
 
 
 def exit_status(ctx: RunContext, code: int) -> int:
@@ -9941,6 +10267,7 @@ def finish_iteration(plan: IterationPlan, groups: ProcessGroups, begun: BegunIte
     incomplete = groups.cancelled.is_set() or any(r.status == "cancelled" for r in records)
     meta = benchmark_metadata(suite, options, manifest, cells, records, incomplete)
     benchmark = aggregate(records, meta)
+    apply_sequential_verdict(benchmark, manifest.get("adaptive"))
     apply_results_check(benchmark, source_check(
         manifest, verify_run_files(benchmark, iteration_dir, "run")))
     write_benchmark(iteration_dir, benchmark)
@@ -9988,6 +10315,17 @@ def recorded_regrade_source(iteration_dir: Path) -> str | None:
         return None
 
 
+def refuse_adaptive_source(options: dict[str, Any], refuse: str) -> None:
+    """An --adaptive iteration stopped on what its own grader saw: graded again, its runs
+    would need the looks replayed on the new grades, which a re-grade does not do."""
+    if options.get("adaptive") is True:
+        raise InputError(f"{refuse}: that iteration ran --adaptive, and its waves stopped on "
+                         "its own grades; a re-grade would read a matrix cut short by a rule "
+                         "it does not apply",
+                         "run the suite again with --adaptive, or re-grade an iteration run "
+                         "without it")
+
+
 def load_regrade_source(folder: Path) -> RegradeSource:
     refuse = f"--regrade {folder}"
     fix = "pass an iteration-N folder that `run` finished"
@@ -9996,6 +10334,7 @@ def load_regrade_source(folder: Path) -> RegradeSource:
     metadata = benchmark.data["metadata"]
     if not isinstance(manifest.data.get("options"), dict):
         raise InputError(f"{refuse}: its iteration_manifest.json holds no options", fix)
+    refuse_adaptive_source(manifest.data["options"], refuse)
     if metadata.get("incomplete"):
         raise InputError(f"{refuse}: that iteration is incomplete ({metadata.get('cells_finished')}"
                          f" of {metadata.get('cells_planned')} cells finished)",
@@ -10595,7 +10934,29 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         eval_ids=eval_ids, keep_sandboxes=args.keep_sandboxes, agent_settings=args.agent_config,
         quiet=args.quiet, junit=output_path(args.junit, "--junit"),
         grader_runs=args.grader_runs, isolation=args.isolation, tmp_size_mib=args.tmp_size,
-        shard=args.shard, max_cost_usd=args.max_cost, max_tokens=args.max_tokens)
+        shard=args.shard, max_cost_usd=args.max_cost, max_tokens=args.max_tokens,
+        adaptive=check_adaptive_usage(args, configs))
+
+
+def check_adaptive_usage(args: argparse.Namespace, configs: tuple[str, ...]) -> bool:
+    """--adaptive, refused where its stopping rule could not be honest."""
+    if not getattr(args, "adaptive", False):
+        return False
+    if args.shard:
+        raise InputError("--adaptive cannot run with --shard: the look after each wave needs "
+                         "every eval's delta, and a shard sees only its own evals, so no shard "
+                         "could tell when the verdict is decided",
+                         "run --adaptive on one machine without --shard, or shard the full "
+                         "matrix without --adaptive")
+    if len(configs) != 2:
+        raise InputError(f"--adaptive needs exactly two configs (a candidate and one "
+                         f"baseline), not {len(configs)}: the waves stop on one comparison, "
+                         "and the other baselines' verdicts would then rest on data chosen by it",
+                         "pass two --config values, or drop --adaptive")
+    if getattr(args, "regrade", None):
+        raise InputError("--adaptive cannot re-grade: a re-grade grades the runs an earlier "
+                         "iteration recorded, it runs no waves", "drop --adaptive")
+    return True
 
 
 def installed_unconfined_warning(provider: Provider, skill_name: str) -> str:
@@ -10643,6 +11004,7 @@ RESUME_MUST_AGREE: dict[str, Callable[[argparse.Namespace], Any]] = {
     "--eval-id": lambda a: _eval_id_list(a.eval_id),
     "--agent-config": lambda a: list(a.agent_config),
     "--shard": lambda a: list(a.shard) if a.shard else None,
+    "--adaptive": lambda a: bool(a.adaptive),
 }
 
 
@@ -10780,6 +11142,7 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
           f"{len(options.configs)} configs x {options.runs} runs); provider calls: up to {calls}"
           f" ({len(cells)} executors + {graded} x {options.grader_runs} graders)")
     print_checks_plan(suite, cells, checks_only)
+    print_adaptive_plan(suite, options, cells, calls)
     plan_evals = len({c.case.key for c in plan_cells(suite, options, Path("."))})
     shortfall = verdict_shortfall(plan_evals) if len(options.configs) > 1 else None
     if shortfall:
@@ -10822,6 +11185,30 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     for line in dry_run_forecast(suite, options, len({c.case.key for c in cells})):
         print(line)
     return EXIT_OK
+
+
+def print_adaptive_plan(suite: Suite, options: RunOptions, cells: list[Cell], calls: int) -> None:
+    """--dry-run's account of the waves: each wave's cells and share of alpha, the most all
+    waves can call, and a warning when the suite is too small for any look to decide."""
+    if not options.adaptive:
+        return
+    shares = spending_shares(options.runs)
+    print(f"adaptive: up to {options.runs} waves, one run of every eval and arm each; after "
+          f"each a sequential sign-flip look at its share of alpha {ALPHA:g} "
+          f"({SEQUENTIAL_SPENDING}-like spending); the waves stop once the verdict is decided "
+          "or no later wave could decide it. At most (every wave): "
+          f"{len(cells)} cells, {calls} provider calls")
+    for wave, share in enumerate(shares, 1):
+        wave_cells = sum(cell.run_number == wave for cell in cells)
+        print(f"  wave {wave}: {wave_cells} cells (run {wave} of each eval and arm); look "
+              f"{wave} at alpha {share:.4g}")
+    evals = len({cell.case.key for cell in cells})
+    best = 2 / 2 ** evals if evals <= SIGN_FLIP_EXACT_MAX_EVALS else 2 / (SIGN_FLIP_RESAMPLES
+                                                                           + 1)
+    if evals < MIN_PAIRED_EVALS or best > max(shares):
+        print(f"warning: with {evals} evals no look can decide (the smallest sign-flip p is "
+              f"{best:.3g}, above every look's share of alpha); the waves would stop for "
+              "futility after the first; add cases or drop --adaptive")
 
 
 def print_checks_plan(suite: Suite, cells: list[Cell], checks_only: list[Cell]) -> None:
@@ -11218,6 +11605,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="where iteration-N/ goes (default: evals/<skill>/workspace/<agent>/)")
     run.add_argument("--eval-id", metavar="ID,...", help="run only these case ids")
     run.add_argument("--keep-sandboxes", action="store_true", help="keep sandbox copies for audit")
+    run.add_argument("--adaptive", action="store_true", help="run in waves of one run per "
+                     "eval and arm (up to --runs), stopping once a sequential test decides the "
+                     "verdict or no later wave could; two configs only, not with --shard")
     run.add_argument("--shard", type=_shard_spec, metavar="K/N",
                      help="run only shard K of N: whole evals, balanced by cells, the same split "
                      "on every machine; merge with report --merge")

@@ -1,0 +1,225 @@
+"""Issue 25, items 4 and 5: `run --adaptive`, the matrix in waves with a sequential verdict.
+
+The statistics are tested directly (the shares of alpha, the looks, futility); the runs go
+end to end through the fake CLIs: the fake grader fails an assertion that carries the tag of
+the arm it grades ([b-fail] for the baseline's answer, [w-fail] for the skill's), so every
+eval's delta is scripted exactly. The false-claim rate over all looks is checked by simulation
+in tests/test_verdict_simulation.py (a volume test).
+"""
+
+from __future__ import annotations
+
+import math
+import unittest
+from pathlib import Path
+
+from tests.helpers import call_main, fake_calls, runner
+from tests.test_run_e2e import RunTestCase, case, load_json
+
+SCRIPT = {
+    "executor": {"text": "answer from the baseline run"},
+    "grader": {"verdicts": {"fail_if_text_contains": ["[b-fail]"]}},
+    "cases": [
+        {"match": "Skill path:", "role": "executor", "spec": {"text": "answer from the skill run"}},
+        {"match": "answer from the skill run", "role": "grader",
+         "spec": {"verdicts": {"fail_if_text_contains": ["[w-fail]"]}}},
+    ],
+}
+
+
+def suite_of(tags: list[str]) -> dict:
+    """One eval per tag: [b-fail] gives a delta of +1/2 in every run, [w-fail] -1/2, '' 0
+    (the common assertion passes everywhere)."""
+    return {"skill_name": "demo", "common_assertions": ["The reply is in English."], "evals": [
+        case(f"E{i:02d}", f"Task number {i}.", [f"It does step {i}. {tag}".strip()])
+        for i, tag in enumerate(tags, 1)]}
+
+
+class SequentialStatisticsTest(unittest.TestCase):
+    def test_shares_sum_to_alpha_and_grow_for_obrien_fleming(self) -> None:
+        for spending in ("obrien-fleming", "pocock"):
+            for looks in range(1, 6):
+                shares = runner.spending_shares(looks, spending=spending)
+                self.assertEqual(len(shares), looks)
+                self.assertAlmostEqual(math.fsum(shares), runner.ALPHA, places=12)
+                self.assertTrue(all(share > 0 for share in shares))
+        self.assertEqual(runner.spending_shares(1), [runner.ALPHA])
+        shares = runner.spending_shares(5, spending="obrien-fleming")
+        self.assertEqual(shares, sorted(shares))  # almost nothing early, most kept for last
+        self.assertLess(shares[0], 1e-4)
+
+    def test_a_clear_effect_stops_once_its_share_allows(self) -> None:
+        # 8 evals all +1: p = 2/256 = 0.0078; the third look's share (0.0095) is the first
+        # above it.
+        for look in (1, 2):
+            result = runner.sequential_look([([1.0] * look, [0.0] * look)] * 8, look, 5)
+            self.assertIsNone(result["stop"])
+            self.assertEqual(result["ci"], [-1.0, 1.0])
+        result = runner.sequential_look([([1.0] * 3, [0.0] * 3)] * 8, 3, 5)
+        self.assertEqual((result["decision"], result["stop"]), ("improved", "improved"))
+        self.assertGreater(result["ci"][0], 0)  # the interval agrees with the decision
+        self.assertLessEqual(result["p_value"], result["alpha"])
+        verdict, reason = runner.sequential_verdict(result)
+        self.assertEqual(verdict, "improved")
+        self.assertIn("look 3 of 5", reason)
+
+    def test_futility_when_no_later_outcome_could_decide(self) -> None:
+        # Four evals won and four lost by every run: after three waves even two more waves
+        # all won by the candidate leave four deltas below 0, and no later look decides.
+        def pairs(k: int) -> list:
+            return [([1.0] * k, [0.0] * k)] * 4 + [([0.0] * k, [1.0] * k)] * 4
+        self.assertIsNone(runner.sequential_look(pairs(2), 2, 5)["stop"])
+        self.assertEqual(runner.sequential_look(pairs(3), 3, 5)["stop"], "futility")
+        self.assertEqual(runner.sequential_look(pairs(5), 5, 5)["stop"], "ceiling")
+        # Six evals can never reach a share of alpha: 2/64 is above every look's share.
+        self.assertEqual(runner.sequential_look([([1.0], [0.0])] * 6, 1, 5)["stop"],
+                         "futility")
+
+    def test_best_case_is_monotone_bound(self) -> None:
+        # An eval not scored yet in an arm counts from its future runs alone.
+        self.assertEqual(runner._best_case_deltas([([], [])], 2, 1), [1.0])
+        self.assertEqual(runner._best_case_deltas([([0.0], [1.0])], 1, 1), [0.0])
+        self.assertEqual(runner._best_case_deltas([([1.0], [1.0])], 1, -1), [-0.5])
+
+
+class AdaptiveRunTest(RunTestCase):
+    def run_adaptive(self, tags: list[str], *extra: str) -> tuple[int, str, str, Path]:
+        root = self.repo(suite_of(tags))
+        code, out, err = self.run_main(root, self.env(SCRIPT), "--agent", "claude",
+                                       "--runs", "5", "--adaptive", "--concurrency", "8",
+                                       "--quiet", *extra)
+        return code, out, err, root
+
+    def test_large_effect_stops_early_and_reports_calls_saved(self) -> None:
+        code, out, err, root = self.run_adaptive(["[b-fail]"] * 8)
+        self.assertEqual(code, 0, out + err)
+        folder = self.iteration(root)
+        bench = load_json(folder / "benchmark.json")
+        adaptive = bench["adaptive"]
+        self.assertEqual((adaptive["waves_run"], adaptive["waves_max"]), (3, 5))
+        self.assertEqual(adaptive["stop"], "improved")
+        saved = adaptive["saved"]
+        self.assertEqual((saved["cells"], saved["executor_calls"], saved["grader_calls"]),
+                         (32, 32, 32))
+        self.assertEqual(saved["full_matrix"], {"cells": 80, "executor_calls": 80,
+                                                "grader_calls": 80})
+        self.assertAlmostEqual(saved["share"], 0.4)
+        # The fake claude reports cost and tokens: the saving is estimated from them.
+        self.assertGreater(saved["cost_usd"]["estimate"], 0)
+        self.assertNotIn("value", saved["cost_usd"])  # an estimate, never a captured metric
+        self.assertIn("cells that ran", saved["cost_usd"]["basis"])
+        self.assertEqual(agent_calls(self.tmp.path), 2 * 48)
+        self.assertEqual(len(bench["runs"]), 48)
+        self.assertEqual({r["run_number"] for r in bench["runs"]}, {1, 2, 3})
+        # The verdict is the sequential one, its interval at the third look's share of alpha.
+        paired = bench["paired"]
+        self.assertEqual(paired["verdict"], "improved")
+        self.assertEqual(paired["test"]["look"], 3)
+        self.assertAlmostEqual(paired["test"]["alpha"], runner.spending_shares(5)[2])
+        self.assertEqual(paired["ci95"], adaptive["looks"][-1]["ci"])
+        self.assertGreater(paired["ci95"][0], 0)
+        md = (folder / "benchmark.md").read_text(encoding="utf-8")
+        self.assertIn("## Adaptive waves", md)
+        self.assertIn("Waves run: 3 of 5", md)
+        self.assertIn("32 of 80 cells", md)
+        self.assertIn("look 3 of 5", md)
+        self.assertEqual(load_json(folder / "iteration_manifest.json")["options"]["adaptive"],
+                         True)
+        # `report` re-renders the same account from benchmark.json.
+        code, out, err = call_main(["report", str(folder)])
+        self.assertEqual(code, 0, out + err)
+        self.assertEqual((folder / "benchmark.md").read_text(encoding="utf-8"), md)
+        self.assertIn("CI [+50.0 pp, +50.0 pp]", out)
+        self.assertIn("look 3 of 5", out)
+        self.assertIn("Adaptive: 3 of 5 waves, decided: improved; saved 32 of 80 cells (32 "
+                      "executor and 32 grader calls)", out)
+
+    def test_no_effect_makes_no_claim_and_stops_for_futility(self) -> None:
+        code, out, err, root = self.run_adaptive(["[b-fail]"] * 4 + ["[w-fail]"] * 4)
+        folder = self.iteration(root)
+        bench = load_json(folder / "benchmark.json")
+        adaptive = bench["adaptive"]
+        # After four waves a fifth one won by the candidate still leaves four deltas below 0
+        # (cand 2.5/5 - base 4/5 for the [w-fail] evals): no later look can decide.
+        self.assertEqual((adaptive["stop"], adaptive["waves_run"]), ("futility", 4), out + err)
+        self.assertIn("futility", adaptive["stop_reason"])
+        self.assertEqual(bench["paired"]["verdict"], "inconclusive")
+        self.assertEqual(adaptive["saved"]["cells"], 16)
+        self.assertEqual(agent_calls(self.tmp.path), 2 * 64)
+        self.assertIn("futility", (folder / "benchmark.md").read_text(encoding="utf-8"))
+
+    def test_resume_replays_the_looks(self) -> None:
+        code, out, err, root = self.run_adaptive(["[b-fail]"] * 8)
+        folder = self.iteration(root)
+        calls = agent_calls(self.tmp.path)
+        code, out, err = call_resume(folder, self.env(SCRIPT))
+        self.assertEqual(code, 0, out + err)
+        self.assertEqual(agent_calls(self.tmp.path), calls)  # nothing ran again
+        self.assertEqual(load_json(folder / "benchmark.json")["adaptive"]["waves_run"], 3)
+
+    def test_an_adaptive_iteration_is_not_regraded(self) -> None:
+        code, out, err, root = self.run_adaptive(["[b-fail]"] * 8)
+        calls = agent_calls(self.tmp.path)
+        code, out, err = self.run_main(root, self.env(SCRIPT), "--agent", "claude", "--regrade",
+                                       str(self.iteration(root)), "--quiet")
+        self.assertEqual(code, 2, out + err)
+        self.assertIn("that iteration ran --adaptive", err)
+        self.assertEqual(agent_calls(self.tmp.path), calls)
+
+    def test_a_spending_cap_stops_the_waves(self) -> None:
+        # The fake claude reports 240 tokens a cell (an executor and a grader call); the cap
+        # is reached inside the first wave.
+        code, out, err, root = self.run_adaptive(["[b-fail]"] * 8, "--max-tokens", "500",
+                                                 "--concurrency", "1")
+        bench = load_json(self.iteration(root) / "benchmark.json")
+        self.assertEqual(bench["adaptive"]["stop"], "stopped", out + err)
+        self.assertEqual(bench["adaptive"]["waves_run"], 1)
+        self.assertIn("spending cap", bench["adaptive"]["stop_reason"])
+        self.assertEqual(bench["paired"]["verdict"], "inconclusive")
+
+    def test_shard_is_refused_before_anything_starts(self) -> None:
+        root = self.repo(suite_of(["[b-fail]"] * 8))
+        code, out, err = self.run_main(root, self.env(SCRIPT), "--agent", "claude", "--runs",
+                                       "5", "--adaptive", "--shard", "1/2")
+        self.assertEqual(code, 2, out + err)
+        self.assertIn("--adaptive cannot run with --shard", err)
+        self.assertIn("a shard sees only its own evals", err)
+        self.assertEqual(fake_calls(self.tmp.path), [])
+        self.assertFalse((root / "evals" / "demo" / "workspace").exists())
+
+    def test_three_configs_are_refused(self) -> None:
+        root = self.repo(suite_of(["[b-fail]"] * 8))
+        code, out, err = self.run_main(root, self.env(SCRIPT), "--agent", "claude", "--adaptive",
+                                       "--config", "with_skill,without_skill,installed")
+        self.assertEqual(code, 2, out + err)
+        self.assertIn("exactly two configs", err)
+        self.assertEqual(fake_calls(self.tmp.path), [])
+
+    def test_dry_run_lists_the_waves_and_the_most_they_cost(self) -> None:
+        root = self.repo(suite_of(["[b-fail]"] * 8))
+        code, out, err = self.run_main(root, self.env(SCRIPT), "--agent", "claude", "--runs",
+                                       "5", "--adaptive", "--dry-run")
+        self.assertEqual(code, 0, out + err)
+        self.assertIn("adaptive: up to 5 waves", out)
+        self.assertIn("At most (every wave): 80 cells, 160 provider calls", out)
+        for wave in range(1, 6):
+            self.assertIn(f"  wave {wave}: 16 cells (run {wave} of each eval and arm)", out)
+        self.assertNotIn("no look can decide", out)
+        self.assertEqual(fake_calls(self.tmp.path), [])
+        root6 = self.repo(suite_of([""] * 6), base=self.tmp.path / "six")
+        code, out, err = self.run_main(root6, self.env(SCRIPT), "--agent", "claude", "--runs",
+                                       "5", "--adaptive", "--dry-run")
+        self.assertIn("warning: with 6 evals no look can decide", out)
+
+
+def agent_calls(tmp: Path) -> int:
+    """Executor and grader calls the fakes logged (not the version check)."""
+    return sum(call.get("role") in ("executor", "grader") for call in fake_calls(tmp))
+
+
+def call_resume(folder: Path, env: dict) -> tuple[int, str, str]:
+    return call_main(["run", "--resume", str(folder), "--quiet"], env=env)
+
+
+if __name__ == "__main__":
+    unittest.main()
