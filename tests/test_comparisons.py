@@ -22,12 +22,15 @@ def row(eval_id: str, **rates: list[float]) -> dict:
 
 
 def graded_run(eval_id: str, config: str, run_number: int, verdicts: list[tuple[str, bool]],
-               scored: bool = True) -> dict:
-    """A benchmark run (benchmark_run's shape) with the given (assertion text, passed) list."""
-    return {"eval_id": eval_id, "eval_name": eval_id, "configuration": config,
-            "run_number": run_number, "scored": scored,
-            "expectations": [{"id": i, "text": text, "passed": passed, "evidence": ""}
-                             for i, (text, passed) in enumerate(verdicts, 1)] if scored else []}
+               scored: bool = True) -> runner.RunResult:
+    """A benchmark run (what benchmark_run gives) with the given (assertion text, passed)."""
+    return runner.RunResult(
+        eval_id=eval_id, eval_name=eval_id, configuration=config, run_number=run_number,
+        status="ok", scored=scored, result=runner.RunScore(None, None, None, None, None, None, 0),
+        expectations=tuple({"id": i, "text": text, "passed": passed, "evidence": ""}
+                           for i, (text, passed) in enumerate(verdicts, 1)) if scored else (),
+        failure=None, permission_denials=0, skill_read=None, activation=None,
+        metric_sources=None, files_sha256=None, grader=None)
 
 
 def t_sum(n: int) -> float:
@@ -226,9 +229,10 @@ class PerAssertionTest(unittest.TestCase):
         meta = {"skill_name": "demo", "agent": "claude", "configs": ["with_skill",
                 "without_skill"], "runs_per_configuration": 1, "evals_run": ["E1"],
                 "suite_case_count": 1}
-        benchmark = runner.aggregate(records, meta)
+        written = runner.aggregate(records, meta).to_json()
         for key in ("comparisons", "per_assertion"):
-            benchmark.pop(key)
+            written.pop(key)
+        benchmark = runner.Benchmark.from_json(written, "benchmark.json")
         md = runner.render_markdown(benchmark)
         self.assertNotIn("## Per assertion", md)
         self.assertIn("Verdict", md)
