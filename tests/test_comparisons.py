@@ -153,12 +153,12 @@ class ComparisonsTest(unittest.TestCase):
         per_eval = [row(str(i), new=[1.0], old=[0.5], none=[0.0 if i else 1.0])
                     for i in range(6)]
         found = runner.comparisons(per_eval, ("new", "old", "none"))
-        self.assertEqual([(c["candidate"], c["baseline"]) for c in found],
+        self.assertEqual([(c.candidate, c.baseline) for c in found],
                          [("new", "old"), ("new", "none")])
-        self.assertEqual(found[0]["verdict"], "improved")  # every delta 0.5: CI [0.5, 0.5]
-        self.assertEqual(found[0]["mean_delta"], 0.5)
-        self.assertEqual((found[1]["wins"], found[1]["ties"], found[1]["losses"]), (5, 1, 0))
-        self.assertIn("mde", found[1]["power"])
+        self.assertEqual(found[0].verdict, "improved")  # every delta 0.5: CI [0.5, 0.5]
+        self.assertEqual(found[0].mean_delta, 0.5)
+        self.assertEqual((found[1].wins, found[1].ties, found[1].losses), (5, 1, 0))
+        self.assertIn("mde", found[1].power)
 
 
 class PerAssertionTest(unittest.TestCase):

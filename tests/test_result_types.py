@@ -35,6 +35,9 @@ class RoundTripTest(unittest.TestCase):
                     self.assertIsInstance(summary.pass_rate, runner.Stats)
                 for flag in model.sanity_checks.flags:
                     self.assertIsInstance(flag, runner.SanityFlag)
+                for compared in model.comparisons:
+                    self.assertIsInstance(compared, runner.Comparison)
+                self.assertEqual(model.paired, model.comparisons[0].as_paired())
 
     def test_values_are_frozen(self) -> None:
         path, written = golden("two_arms")
@@ -68,6 +71,10 @@ class WrongKindTest(unittest.TestCase):
         (("run_summary", "with_skill", "runs"), "run_summary.with_skill.runs"),
         (("sanity_checks", "flags", 0, "message"), "sanity_checks.flags[0].message"),
         (("sanity_checks", "status"), "sanity_checks.status"),
+        (("comparisons", 0, "verdict"), "comparisons[0].verdict"),
+        (("comparisons", 0, "ci95"), "comparisons[0].ci95"),
+        (("paired", "wins"), "paired.wins"),
+        (("paired", "test"), "paired.test"),
     )
 
     def test_each_names_its_path(self) -> None:

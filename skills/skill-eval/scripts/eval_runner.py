@@ -1019,6 +1019,62 @@ class RunResult:
 
 
 @dataclasses.dataclass(frozen=True)
+class Comparison:
+    """The candidate against one baseline (an entry of `comparisons`): the paired sign-flip
+    test over the evals, its verdict and the power forecast. Without a candidate it is the
+    `paired` block, the first baseline's test in the shape two-config iterations had (no
+    candidate, baseline or power). `test` and `power` are JSON as written."""
+
+    paired_evals: int
+    min_paired_evals: int | None
+    mean_delta: float | None
+    ci95: tuple[float, float] | None
+    test: dict[str, Any] | None
+    wins: int
+    ties: int
+    losses: int
+    verdict: str  # "improved", "regressed" or "inconclusive"
+    verdict_reason: str
+    candidate: str | None = None
+    baseline: str | None = None
+    power: dict[str, Any] | None = None
+
+    def as_paired(self) -> Comparison:
+        return dataclasses.replace(self, candidate=None, baseline=None, power=None)
+
+    @classmethod
+    def from_json(cls, obj: Any, file: Any, json_path: str) -> Comparison:
+        _object(obj, file, json_path, nullable=False)
+        counts = {key: take(obj, key, int, file, json_path, True)
+                  for key in ("paired_evals", "wins", "ties", "losses")}
+        ci = obj.get("ci95")
+        if ci is not None and (not isinstance(ci, list) or len(ci) != 2 or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in ci)):
+            raise misshapen(file, f"{json_path}.ci95", "an interval of two numbers", ci)
+        names = {key: take(obj, key, str, file, json_path, json_path != "paired")
+                 for key in ("candidate", "baseline")}
+        return cls(counts["paired_evals"], take(obj, "min_paired_evals", int, file, json_path),
+                   _number_or_none(obj, "mean_delta", file, json_path),
+                   None if ci is None else (ci[0], ci[1]),
+                   _object(obj.get("test"), file, f"{json_path}.test"),
+                   counts["wins"], counts["ties"], counts["losses"],
+                   take(obj, "verdict", str, file, json_path, True),
+                   take(obj, "verdict_reason", str, file, json_path, True),
+                   names["candidate"], names["baseline"],
+                   _object(obj.get("power"), file, f"{json_path}.power"))
+
+    def to_json(self) -> dict[str, Any]:
+        whole = self.candidate is not None
+        return {**({"candidate": self.candidate, "baseline": self.baseline} if whole else {}),
+                "paired_evals": self.paired_evals, "min_paired_evals": self.min_paired_evals,
+                "mean_delta": self.mean_delta,
+                "ci95": None if self.ci95 is None else list(self.ci95), "test": self.test,
+                "wins": self.wins, "ties": self.ties, "losses": self.losses,
+                "verdict": self.verdict, "verdict_reason": self.verdict_reason,
+                **({"power": self.power} if whole else {})}
+
+
+@dataclasses.dataclass(frozen=True)
 class SanityFlag:
     """One sanity flag: severity, kind, message, and where it points (eval_id, configuration,
     run_number, assertion_id, config, ... in the order given)."""
@@ -1066,14 +1122,14 @@ class SanityChecks:
 
 
 # benchmark.json's blocks that stay JSON as written, in the order of the file.
-BENCHMARK_BLOCKS = ("status_counts", "comparison", "comparisons", "per_assertion", "pass_hat_k",
-                    "per_eval", "judge", "judge_vs_checks", "activation", "notes", "paired")
+BENCHMARK_BLOCKS = ("status_counts", "comparison", "per_assertion", "pass_hat_k", "per_eval",
+                    "judge", "judge_vs_checks", "activation", "notes")
 
 
 @dataclasses.dataclass(frozen=True)
 class Benchmark:
     """benchmark.json: what aggregate() returns, write_benchmark writes and every report
-    renders. Runs, run summaries and sanity flags are values; the other blocks
+    renders. Runs, run summaries, comparisons and sanity flags are values; the other blocks
     (BENCHMARK_BLOCKS, the metadata and the results check) are JSON as written."""
 
     metadata: dict[str, Any]
@@ -1086,7 +1142,7 @@ class Benchmark:
     sanity_checks: SanityChecks
     status_counts: dict[str, int] | None = None
     comparison: dict[str, Any] = dataclasses.field(default_factory=dict)
-    comparisons: list[dict[str, Any]] | None = None
+    comparisons: tuple[Comparison, ...] | None = None  # None: written before there were any
     per_assertion: list[dict[str, Any]] | None = None
     pass_hat_k: dict[str, Any] | None = None
     per_eval: list[dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -1094,7 +1150,7 @@ class Benchmark:
     judge_vs_checks: dict[str, Any] | None = None
     activation: dict[str, Any] | None = None
     notes: list[Any] | None = None
-    paired: dict[str, Any] | None = None
+    paired: Comparison | None = None
     results_check: dict[str, Any] | None = None
 
     @property
@@ -1125,15 +1181,19 @@ class Benchmark:
                           ("status_counts", dict), ("pass_hat_k", dict), ("judge", dict),
                           ("judge_vs_checks", dict), ("activation", dict), ("paired", dict)):
             take(obj, key, kind, file, json_path)
-        _objects(blocks["comparisons"], file, "comparisons")
         _objects(blocks["per_assertion"], file, "per_assertion")
+        compared = None if obj.get("comparisons") is None else tuple(
+            Comparison.from_json(c, file, f"comparisons[{i}]")
+            for i, c in enumerate(obj["comparisons"]))
+        paired = obj.get("paired")
         return cls(obj["metadata"], runs, unscored,
                    {c: ConfigSummary.from_json(s, file, f"run_summary.{c}")
                     for c, s in summary.items() if c != "delta"}, delta,
                    obj["scored_run_count"], obj["error_run_count"],
                    SanityChecks.from_json(obj["sanity_checks"], file, "sanity_checks"),
-                   **blocks, results_check=_object(obj.get("results_check"), file,
-                                                   "results_check"))
+                   **blocks, comparisons=compared,
+                   paired=None if paired is None else Comparison.from_json(paired, file, "paired"),
+                   results_check=_object(obj.get("results_check"), file, "results_check"))
 
     def to_json(self) -> dict[str, Any]:
         summary: dict[str, Any] = {c: s.to_json() for c, s in self.run_summary.items()}
@@ -1143,8 +1203,12 @@ class Benchmark:
         return {"metadata": self.metadata, "runs": [run.to_json() for run in self.runs],
                 "run_summary": summary, "scored_run_count": self.scored_run_count,
                 "error_run_count": self.error_run_count,
-                **{key: blocks[key] for key in BENCHMARK_BLOCKS[:-1]},
-                "paired": self.paired, "sanity_checks": self.sanity_checks.to_json(),
+                "status_counts": blocks["status_counts"], "comparison": blocks["comparison"],
+                "comparisons": (None if self.comparisons is None
+                                else [c.to_json() for c in self.comparisons]),
+                **{key: blocks[key] for key in BENCHMARK_BLOCKS[2:]},
+                "paired": None if self.paired is None else self.paired.to_json(),
+                "sanity_checks": self.sanity_checks.to_json(),
                 "unscored_runs": [run.to_json() for run in self.unscored_runs],
                 **({"results_check": self.results_check} if self.results_check is not None
                    else {})}
@@ -6735,15 +6799,21 @@ MAX_FORECAST_RUNS = 50
 MAX_FORECAST_EVALS = 100000
 
 
-def comparisons(per_eval: list[dict[str, Any]], configs: tuple[str, ...]) -> list[dict[str, Any]]:
+def comparisons(per_eval: list[dict[str, Any]], configs: tuple[str, ...]) -> list[Comparison]:
     """The candidate (first config) against each other config: paired statistics and power."""
-    found = []
-    for baseline in configs[1:]:
-        pair = (configs[0], baseline)
-        stats = paired_statistics(per_eval, pair) or {}
-        found.append({"candidate": pair[0], "baseline": baseline, **stats,
-                      "power": power_forecast(per_eval, pair, stats.get("mean_delta"))})
-    return found
+    return [comparison_of(per_eval, (configs[0], baseline)) for baseline in configs[1:]]
+
+
+def comparison_of(per_eval: list[dict[str, Any]], pair: tuple[str, str]) -> Comparison:
+    """pair[0] against pair[1] over the evals scored in both: the test, verdict and power."""
+    stats = paired_statistics(per_eval, pair)
+    ci = stats["ci95"]
+    return Comparison(
+        paired_evals=stats["paired_evals"], min_paired_evals=stats["min_paired_evals"],
+        mean_delta=stats["mean_delta"], ci95=None if ci is None else (ci[0], ci[1]),
+        test=stats["test"], wins=stats["wins"], ties=stats["ties"], losses=stats["losses"],
+        verdict=stats["verdict"], verdict_reason=stats["verdict_reason"], candidate=pair[0],
+        baseline=pair[1], power=power_forecast(per_eval, pair, stats["mean_delta"]))
 
 
 def _paired_rates(per_eval: list[dict[str, Any]],
@@ -6940,7 +7010,7 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> Benchmark:
                     "candidate_pass_rate": cand_rate, "baseline_pass_rate": base_rate,
                     "delta": cand_rate - base_rate
                     if cand_rate is not None and base_rate is not None else None},
-        comparisons=compared,
+        comparisons=tuple(compared),
         per_assertion=per_assertion(runs, configs, meta.get("common_assertions")),
         pass_hat_k=({c: pass_hat_k(per_eval, runs, c) for c in configs}
                     if meta.get("runs_per_configuration", 1) > 1 else None),
@@ -6950,8 +7020,7 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> Benchmark:
         activation=activation_summary(runs, configs),
         notes=[],
         # `paired` is the first baseline's comparison, in the shape two-config iterations had.
-        paired=({k: v for k, v in compared[0].items()
-                 if k not in ("candidate", "baseline", "power")} if compared else None))
+        paired=compared[0].as_paired() if compared else None)
     return dataclasses.replace(benchmark, sanity_checks=sanity_checks(benchmark, records))
 
 
@@ -7620,20 +7689,20 @@ def _md_verdict(b: Benchmark) -> str:
     paired = b.paired
     compared = b.comparisons or []
     if len(compared) > 1:  # one verdict per baseline
-        return "\n".join(f"**Verdict vs {c['baseline']}: {c['verdict']}**: {paired_evidence(c)}\n"
+        return "\n".join(f"**Verdict vs {c.baseline}: {c.verdict}**: {paired_evidence(c)}\n"
                          for c in compared)
     if not paired:
         return "**Verdict:** no comparison (one config only)\n"
-    return f"**Verdict: {paired['verdict']}**: {paired_evidence(paired)}\n"
+    return f"**Verdict: {paired.verdict}**: {paired_evidence(paired)}\n"
 
 
-def paired_evidence(paired: dict[str, Any]) -> str:
+def paired_evidence(paired: Comparison) -> str:
     """The numbers behind a verdict and its reason, as the reports print them."""
-    ci = paired.get("ci95")
+    ci = paired.ci95
     interval = f", 95% CI [{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else ""
-    return (f"mean per-eval delta {fmt_delta(paired['mean_delta'])}{interval}; wins/ties/losses "
-            f"{paired['wins']}/{paired['ties']}/{paired['losses']} over "
-            f"{paired['paired_evals']} paired evals. {_sentence(paired['verdict_reason'])}")
+    return (f"mean per-eval delta {fmt_delta(paired.mean_delta)}{interval}; wins/ties/losses "
+            f"{paired.wins}/{paired.ties}/{paired.losses} over "
+            f"{paired.paired_evals} paired evals. {_sentence(paired.verdict_reason)}")
 
 
 def _sentence(text: str) -> str:
@@ -7787,12 +7856,12 @@ def fmt_evals_needed(target: dict[str, Any]) -> str:
     return text
 
 
-def forecast_lines(comparison: dict[str, Any], always_targets: bool = False) -> list[str]:
+def forecast_lines(comparison: Comparison, always_targets: bool = False) -> list[str]:
     """The power forecast of one comparison as sentences; empty for older benchmarks."""
-    power = comparison.get("power")
+    power = comparison.power
     if not power:
         return []
-    name = f"vs {comparison['baseline']}"
+    name = f"vs {comparison.baseline}"
     if power.get("mde") is None:
         return [f"{name}: minimum detectable effect unknown: {power.get('reason')}"]
     short = (f"; but no verdict is given below {MIN_PAIRED_EVALS} paired evals"
@@ -7800,7 +7869,7 @@ def forecast_lines(comparison: dict[str, Any], always_targets: bool = False) -> 
     lines = [f"{name}: minimum detectable effect {fmt_delta(power['mde']).lstrip('+')} with "
              f"{power['paired_evals']} paired evals (SD of per-eval deltas "
              f"{fmt_delta(power['sd_per_eval_delta']).lstrip('+')}){short}"]
-    if always_targets or comparison.get("verdict") == "inconclusive":
+    if always_targets or comparison.verdict == "inconclusive":
         lines += [f"{name}: to detect {fmt_evals_needed(t)}" for t in power["targets"]]
     return lines
 
@@ -7809,16 +7878,16 @@ def _md_comparisons(b: Benchmark) -> str:
     compared = b.comparisons or []
     if not compared:
         return ""
-    lines = [f"## Paired comparisons (candidate: {compared[0]['candidate']})", "",
+    lines = [f"## Paired comparisons (candidate: {compared[0].candidate})", "",
              "| baseline | verdict | mean per-eval delta | 95% CI | wins/ties/losses | "
              "paired evals | minimum detectable effect |", "|---|---|---|---|---|---|---|"]
     for c in compared:
-        ci = c.get("ci95")
-        mde = (c.get("power") or {}).get("mde")
-        lines.append(f"| {_md_cell(c['baseline'])} | {c['verdict']} | "
-                     f"{fmt_delta(c['mean_delta'])} | "
+        ci = c.ci95
+        mde = (c.power or {}).get("mde")
+        lines.append(f"| {_md_cell(c.baseline)} | {c.verdict} | "
+                     f"{fmt_delta(c.mean_delta)} | "
                      f"{f'[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]' if ci else 'n/a'} | "
-                     f"{c['wins']}/{c['ties']}/{c['losses']} | {c['paired_evals']} | "
+                     f"{c.wins}/{c.ties}/{c.losses} | {c.paired_evals} | "
                      f"{fmt_delta(mde).lstrip('+') if mde is not None else 'n/a'} |")
     notes = [line for c in compared for line in forecast_lines(c)]
     if notes:
@@ -8191,7 +8260,7 @@ def across_comparability(first: Benchmark, other: Benchmark) -> str | None:
 
 def agent_verdict(benchmark: Benchmark) -> str:
     paired = benchmark.paired
-    return paired["verdict"] if paired else "none (one config only)"
+    return paired.verdict if paired else "none (one config only)"
 
 
 def _agent_labels(entries: list[AgentIteration]) -> list[str]:
@@ -8207,17 +8276,17 @@ AGENT_TABLE_HEADERS = ("agent", "iteration", "verdict", "mean per-eval lift", "9
 def _agent_values(label: str, entry: AgentIteration, first: Benchmark) -> list[str]:
     """One agent's row of the across-agents table, as plain text."""
     b = entry.benchmark
-    paired = b.paired or {}
-    ci = paired.get("ci95")
+    paired = b.paired
+    ci = paired.ci95 if paired else None
     verdict = agent_verdict(b)
     if entry.changed_files:
         verdict += f" (REVIEW: {entry.changed_files} run file(s) changed)"
     if b.metadata.get("incomplete"):
         verdict += " (incomplete iteration)"
     inputs = across_comparability(first, b)
-    counts = (f"{paired['wins']}/{paired['ties']}/{paired['losses']} of "
-              f"{paired['paired_evals']}" if paired else "n/a")
-    return [label, entry.where, verdict, fmt_delta(paired.get("mean_delta")),
+    counts = (f"{paired.wins}/{paired.ties}/{paired.losses} of "
+              f"{paired.paired_evals}" if paired else "n/a")
+    return [label, entry.where, verdict, fmt_delta(paired.mean_delta if paired else None),
             f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else "n/a", counts,
             "NOT comparable: " + inputs if inputs else "same suite, skill and fixtures"]
 
@@ -8445,11 +8514,10 @@ def _html_header(b: Benchmark) -> str:
 
 def _html_headline(b: Benchmark) -> str:
     """Verdict and sanity status first: the two things a reader must see."""
-    paired = b.paired or {}
-    verdict = paired.get("verdict")
+    verdict = b.paired.verdict if b.paired else None
     status = b.sanity_checks.status
     word = verdict or "no comparison"
-    badges = [(f"Verdict vs {c['baseline']}", c["verdict"]) for c in b.comparisons or []]
+    badges = [(f"Verdict vs {c.baseline}", c.verdict) for c in b.comparisons or []]
     if len(badges) < 2:
         badges = [("Verdict", verdict)]
     return ('<section class="headline">\n'
@@ -8482,16 +8550,16 @@ def _html_comparisons(b: Benchmark) -> str:
         return ""
     rows = []
     for c in compared:
-        ci = c.get("ci95")
-        mde = (c.get("power") or {}).get("mde")
-        cells = [c["baseline"], c["verdict"], fmt_delta(c["mean_delta"]),
+        ci = c.ci95
+        mde = (c.power or {}).get("mde")
+        cells = [c.baseline, c.verdict, fmt_delta(c.mean_delta),
                  f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else "n/a",
-                 f"{c['wins']}/{c['ties']}/{c['losses']}", c["paired_evals"],
+                 f"{c.wins}/{c.ties}/{c.losses}", c.paired_evals,
                  fmt_delta(mde).lstrip("+") if mde is not None else "n/a"]
         rows.append("<tr>" + "".join(f"<td>{_h(x)}</td>" for x in cells) + "</tr>")
     notes = [line for c in compared for line in forecast_lines(c)]
     listing = ("<ul>" + "".join(f"<li>{_h(n)}</li>" for n in notes) + "</ul>\n") if notes else ""
-    return (f"<h2>Paired comparisons (candidate: {_h(compared[0]['candidate'])})</h2>\n"
+    return (f"<h2>Paired comparisons (candidate: {_h(compared[0].candidate)})</h2>\n"
             "<table><tr><th>baseline</th><th>verdict</th><th>mean per-eval delta</th>"
             "<th>95% CI</th><th>wins/ties/losses</th><th>paired evals</th>"
             "<th>minimum detectable effect</th></tr>\n" + "\n".join(rows) + "\n</table>\n"
@@ -8831,12 +8899,12 @@ def _junit_suite(b: Benchmark, config: str) -> Any:
 
 
 def _junit_properties(b: Benchmark, config: str) -> list[tuple[str, Any]]:
-    paired, c = b.paired or {}, b.comparison
+    paired, c = b.paired, b.comparison
     return [("skill_name", b.metadata.get("skill_name")), ("agent", b.metadata.get("agent")),
-            ("verdict", paired.get("verdict") or "none (one config only)"),
-            ("verdict_reason", paired.get("verdict_reason") or ""),
+            ("verdict", paired.verdict if paired else "none (one config only)"),
+            ("verdict_reason", paired.verdict_reason if paired else ""),
             ("delta", fmt_delta(c.get("delta"))),
-            ("mean_per_eval_delta", fmt_delta(paired.get("mean_delta"))),
+            ("mean_per_eval_delta", fmt_delta(paired.mean_delta if paired else None)),
             ("candidate", c.get("candidate")), ("baseline", c.get("baseline") or ""),
             ("pass_rate", fmt_rate(b.run_summary[config].pass_rate.mean)),
             ("sanity_status", b.sanity_checks.status), *_junit_comparison_properties(b)]
@@ -8846,12 +8914,12 @@ def _junit_comparison_properties(b: Benchmark) -> list[tuple[str, Any]]:
     """Each baseline's paired comparison, side by side: `<what> vs <baseline>`."""
     found = []
     for c in b.comparisons or []:
-        ci, mde = c.get("ci95"), (c.get("power") or {}).get("mde")
-        name = f" vs {c['baseline']}"
-        found += [("verdict" + name, c["verdict"]), ("verdict_reason" + name, c["verdict_reason"]),
-                  ("mean_per_eval_delta" + name, fmt_delta(c["mean_delta"])),
+        ci, mde = c.ci95, (c.power or {}).get("mde")
+        name = f" vs {c.baseline}"
+        found += [("verdict" + name, c.verdict), ("verdict_reason" + name, c.verdict_reason),
+                  ("mean_per_eval_delta" + name, fmt_delta(c.mean_delta)),
                   ("ci95" + name, f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else "n/a"),
-                  ("wins_ties_losses" + name, f"{c['wins']}/{c['ties']}/{c['losses']}"),
+                  ("wins_ties_losses" + name, f"{c.wins}/{c.ties}/{c.losses}"),
                   ("minimum_detectable_effect" + name,
                    fmt_delta(mde).lstrip("+") if mde is not None else "n/a")]
     return found
@@ -11283,12 +11351,9 @@ def dry_run_forecast(suite: Suite, options: RunOptions, planned_evals: int) -> l
              "alpha "
              "0.05, power 0.8):"]
     for pair in pairs:
-        stats = paired_statistics(benchmark["per_eval"], pair) or {}
-        comparison = {"candidate": pair[0], "baseline": pair[1], **stats,
-                      "power": power_forecast(benchmark["per_eval"], pair,
-                                              stats.get("mean_delta"))}
+        comparison = comparison_of(benchmark["per_eval"], pair)
         lines += [f"  {pair[0]} {line}" for line in forecast_lines(comparison, True)]
-        sd, n = comparison["power"]["sd_per_eval_delta"], comparison["power"]["paired_evals"]
+        sd, n = comparison.power["sd_per_eval_delta"], comparison.power["paired_evals"]
         planned_mde = minimum_detectable(sd, planned_evals) if sd and planned_evals else None
         if sd and planned_evals and planned_evals != n:
             lines.append(f"  {pair[0]} vs {pair[1]}: with the {planned_evals} evals planned now, "
