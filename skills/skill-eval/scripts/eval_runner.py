@@ -10440,8 +10440,8 @@ def shard_records(shard: dict[str, Any]) -> list[RunRecord]:
     """Every cell of a shard, read back from its run files, in plan order, with the file
     hashes the shard's runner recorded (so the merged iteration verifies them too)."""
     plan, records = shard["plan"], []
-    hashes = {(str(run["eval_id"]), run["configuration"], run["run_number"]):
-              run.files_sha256 for run in shard["checked"].runs}
+    hashes = {(run.eval_id, run.configuration, run.run_number): run.files_sha256
+              for run in shard["checked"].runs}
     for key in shard["shard"]["evals"]:
         for config in plan["configs"]:
             for number in range(1, plan["runs"] + 1):
