@@ -22,12 +22,15 @@ def row(eval_id: str, **rates: list[float]) -> dict:
 
 
 def graded_run(eval_id: str, config: str, run_number: int, verdicts: list[tuple[str, bool]],
-               scored: bool = True) -> dict:
-    """A benchmark run (benchmark_run's shape) with the given (assertion text, passed) list."""
-    return {"eval_id": eval_id, "eval_name": eval_id, "configuration": config,
-            "run_number": run_number, "scored": scored,
-            "expectations": [{"id": i, "text": text, "passed": passed, "evidence": ""}
-                             for i, (text, passed) in enumerate(verdicts, 1)] if scored else []}
+               scored: bool = True) -> runner.RunResult:
+    """A benchmark run (what benchmark_run gives) with the given (assertion text, passed)."""
+    return runner.RunResult(
+        eval_id=eval_id, eval_name=eval_id, configuration=config, run_number=run_number,
+        status="ok", scored=scored, result=runner.RunScore(None, None, None, None, None, None, 0),
+        expectations=tuple({"id": i, "text": text, "passed": passed, "evidence": ""}
+                           for i, (text, passed) in enumerate(verdicts, 1)) if scored else (),
+        failure=None, permission_denials=0, skill_read=None, activation=None,
+        metric_sources=None, files_sha256=None, grader=None)
 
 
 def t_sum(n: int) -> float:
@@ -202,12 +205,12 @@ class ComparisonsTest(unittest.TestCase):
         per_eval = [row(str(i), new=[1.0], old=[0.5], none=[0.0 if i else 1.0])
                     for i in range(6)]
         found = runner.comparisons(per_eval, ("new", "old", "none"))
-        self.assertEqual([(c["candidate"], c["baseline"]) for c in found],
+        self.assertEqual([(c.candidate, c.baseline) for c in found],
                          [("new", "old"), ("new", "none")])
-        self.assertEqual(found[0]["verdict"], "improved")  # every delta 0.5: CI [0.5, 0.5]
-        self.assertEqual(found[0]["mean_delta"], 0.5)
-        self.assertEqual((found[1]["wins"], found[1]["ties"], found[1]["losses"]), (5, 1, 0))
-        self.assertIn("mde", found[1]["power"])
+        self.assertEqual(found[0].verdict, "improved")  # every delta 0.5: CI [0.5, 0.5]
+        self.assertEqual(found[0].mean_delta, 0.5)
+        self.assertEqual((found[1].wins, found[1].ties, found[1].losses), (5, 1, 0))
+        self.assertIn("mde", found[1].power)
 
 
 class PerAssertionTest(unittest.TestCase):
@@ -278,9 +281,10 @@ class PerAssertionTest(unittest.TestCase):
         meta = {"skill_name": "demo", "agent": "claude", "configs": ["with_skill",
                 "without_skill"], "runs_per_configuration": 1, "evals_run": ["E1"],
                 "suite_case_count": 1}
-        benchmark = runner.aggregate(records, meta)
+        written = runner.aggregate(records, meta).to_json()
         for key in ("comparisons", "per_assertion"):
-            benchmark.pop(key)
+            written.pop(key)
+        benchmark = runner.Benchmark.from_json(written, "benchmark.json")
         md = runner.render_markdown(benchmark)
         self.assertNotIn("## Per assertion", md)
         self.assertIn("Verdict", md)

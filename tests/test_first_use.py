@@ -5,6 +5,7 @@ a CLI that is not signed in, `report` flags typed the natural way, and small val
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
@@ -312,8 +313,9 @@ class VerdictMinimumTests(FirstUseBase):
                 for c in (1.0, 0.9, 1.0)]
         power = runner.power_forecast(rows, ("a", "b"), 0.97)
         self.assertEqual([t["evals_needed"] for t in power["targets"]][0], self.need)
-        lines = runner.forecast_lines({"baseline": "b", "verdict": "inconclusive",
-                                       "power": power})
+        comparison = runner.comparison_of(rows, ("a", "b"))
+        self.assertEqual(comparison.verdict, "inconclusive")
+        lines = runner.forecast_lines(dataclasses.replace(comparison, power=power))
         self.assertIn(f"the verdict needs at least {self.need}", lines[0])
 
 

@@ -24,6 +24,17 @@ from tests.helpers import (
     runner,
 )
 
+
+def run_result(**fields) -> runner.RunResult:
+    """A run as aggregate() builds it, with the given fields and the rest empty."""
+    empty = runner.RunScore(None, None, None, None, None, None, 0)
+    base = {"eval_id": "E1", "eval_name": "E1", "configuration": "with_skill", "run_number": 1,
+            "status": "ok", "scored": True, "result": empty, "expectations": (),
+            "failure": None, "permission_denials": 0, "skill_read": None, "activation": None,
+            "metric_sources": None, "files_sha256": None, "grader": None}
+    return runner.RunResult(**{**base, **fields})
+
+
 SAMPLES = PROJECT.parent / "shared" / "cli-samples"
 SEARCHING_CLAUDE = r"""#!/bin/sh
 case " $* " in *" --version "*) echo "2.1.197 (Claude Code)"; exit 0 ;; esac
@@ -314,11 +325,12 @@ class NegativeCasesTest(InstalledCase):
 
 class ActivationTallyTest(unittest.TestCase):
     def test_unknown_runs_are_counted_apart_never_as_misses(self) -> None:
-        runs = [{"activation": {"activated": value}} for value in (True, "unknown", "unknown")]
+        runs = [run_result(activation={"activated": value})
+                for value in (True, "unknown", "unknown")]
         tally = runner.activation_tally(runs)
         self.assertEqual((tally["activated"], tally["runs"], tally["unknown"], tally["rate"]),
                          (1, 1, 2, 1.0))
-        nothing = runner.activation_tally([{"activation": {"activated": "unknown"}}])
+        nothing = runner.activation_tally([run_result(activation={"activated": "unknown"})])
         self.assertEqual((nothing["rate"], nothing["interval_95"]), (None, None))
 
     def test_wilson_interval_at_the_edges(self) -> None:

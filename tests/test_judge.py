@@ -17,6 +17,17 @@ from pathlib import Path
 from tests.helpers import call_main, runner
 from tests.test_run_e2e import SUITE_REL, RunTestCase, case, load_json
 
+
+def run_result(**fields) -> runner.RunResult:
+    """A run as aggregate() builds it, with the given fields and the rest empty."""
+    empty = runner.RunScore(None, None, None, None, None, None, 0)
+    base = {"eval_id": "E1", "eval_name": "E1", "configuration": "with_skill", "run_number": 1,
+            "status": "ok", "scored": True, "result": empty, "expectations": (),
+            "failure": None, "permission_denials": 0, "skill_read": None, "activation": None,
+            "metric_sources": None, "files_sha256": None, "grader": None}
+    return runner.RunResult(**{**base, **fields})
+
+
 NOISY = "NOISY"
 
 
@@ -54,7 +65,7 @@ class FleissKappaTests(unittest.TestCase):
                  "expectations": [{"id": 1, "text": "steady", **votes_item(3, 3)},
                                   {"id": 2, "text": "shaky", **votes_item(y, 3)}]}
                 for c, y in (("with_skill", 2), ("without_skill", 3), ("with_skill", 1))]
-        agreement = runner.judge_agreement(runs, 3)
+        agreement = runner.judge_agreement([run_result(**run) for run in runs], 3)
         self.assertAlmostEqual(agreement["overall"]["unanimous_share"], 4 / 6)
         by_id = {e["assertion_id"]: e for e in agreement["per_assertion"]}
         self.assertFalse(by_id[1]["judge_unstable"])
@@ -87,11 +98,10 @@ class MajorityTests(unittest.TestCase):
 
 class VarianceSplitTests(unittest.TestCase):
     @staticmethod
-    def graded_run(number: int, ballots: list[list[bool]]) -> dict:
-        return {"eval_id": "E1", "configuration": "with_skill", "run_number": number,
-                "scored": True,
-                "expectations": [{"id": i + 1, "ballots": [{"passed": p} for p in votes]}
-                                 for i, votes in enumerate(ballots)]}
+    def graded_run(number: int, ballots: list[list[bool]]) -> runner.RunResult:
+        return run_result(run_number=number, expectations=tuple(
+            {"id": i + 1, "ballots": [{"passed": p} for p in votes]}
+            for i, votes in enumerate(ballots)))
 
     def test_judge_and_executor_shares_match_a_hand_computation(self) -> None:
         # Two assertions, two graders. Run 1: both votes pass both -> rates [1, 1].

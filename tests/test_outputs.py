@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import re
@@ -20,6 +21,11 @@ from pathlib import Path
 from unittest import mock
 
 from tests.helpers import TempDir, call_main, demo_suite, fake_env, make_repo, runner, volume_test
+
+
+def model(benchmark: dict) -> runner.Benchmark:
+    """A benchmark.json object as the reports take it."""
+    return runner.Benchmark.from_json(benchmark, "benchmark.json")
 
 PLANTED_OUTPUT = "Done. <script>alert(1)</script> <img src=http://example.invalid/x.png>"
 PLANTED_ARTIFACT = "# Plan\n</pre><script>alert(2)</script>\n"
@@ -157,7 +163,7 @@ class OutputsFromRunTests(unittest.TestCase):
         for run in benchmark["runs"]:
             run["metric_sources"]["tokens"] = {"value": None, "absent_reason": "no usage <here>"}
         benchmark["run_summary"]["with_skill"]["tokens"] = runner.describe([])
-        html = runner.html_page(benchmark, self.iteration)
+        html = runner.html_page(model(benchmark), self.iteration)
         self.assertIn("not captured (no usage &lt;here&gt;)", html)
 
     def test_big_files_are_cut_with_a_note(self) -> None:
@@ -165,7 +171,7 @@ class OutputsFromRunTests(unittest.TestCase):
         shutil.copytree(self.iteration, iteration)
         big = iteration / "eval-E01" / "with_skill" / "run-1" / "outputs" / "output.txt"
         big.write_text("é" * 300_000, encoding="utf-8")
-        html = runner.html_page(self.benchmark, iteration)
+        html = runner.html_page(model(self.benchmark), iteration)
         self.assertIn("cut at 100,000 of 600,000 bytes; see eval-E01/with_skill/run-1/", html)
         self.assertLess(len(html.encode("utf-8")), 200_000)
 
@@ -180,7 +186,8 @@ class OutputsFromRunTests(unittest.TestCase):
 
     def test_a_large_suite_stays_small(self) -> None:
         benchmark = copy.deepcopy(self.benchmark)
-        template_rows, template_runs = benchmark["per_eval"], runner.all_runs(benchmark)
+        template_rows, template_runs = (benchmark["per_eval"],
+                                        benchmark["runs"] + benchmark["unscored_runs"])
         benchmark["per_eval"], benchmark["runs"], benchmark["unscored_runs"] = [], [], []
         for number in range(71):
             for row in template_rows:
@@ -188,7 +195,7 @@ class OutputsFromRunTests(unittest.TestCase):
             for run in template_runs:
                 kept = benchmark["runs"] if run["scored"] else benchmark["unscored_runs"]
                 kept.append({**run, "eval_id": f"{run['eval_id']}-{number}"})
-        html = runner.html_page(benchmark, self.iteration)
+        html = runner.html_page(model(benchmark), self.iteration)
         self.assertEqual(html.count('<details class="run'), 71 * 6)
         self.assertLess(len(html.encode("utf-8")), 2_000_000)
 
@@ -196,11 +203,11 @@ class OutputsFromRunTests(unittest.TestCase):
         single = copy.deepcopy(self.benchmark)
         single["paired"] = None
         single["metadata"]["configs"] = ["with_skill"]
-        html = runner.html_page(single, self.iteration)
+        html = runner.html_page(model(single), self.iteration)
         self.assertIn("<strong>no comparison</strong>", html)
         self.assertIn("<svg", html)
         single["per_eval"], single["runs"] = [], []
-        self.assertIn("No eval ran.", runner.html_page(single, self.iteration))
+        self.assertIn("No eval ran.", runner.html_page(model(single), self.iteration))
 
     # -- JUnit --------------------------------------------------------------------------------
 
@@ -236,11 +243,12 @@ class OutputsFromRunTests(unittest.TestCase):
         self.assertEqual(props["delta"], "+0.0 pp")
 
     def test_junit_survives_characters_xml_cannot_hold(self) -> None:
-        benchmark = copy.deepcopy(self.benchmark)
-        run = benchmark["runs"][0]
-        run["eval_id"] = "E01\x00"
-        run["expectations"][1]["text"] = "bad \x1b[31m <&> \"text\" \ud800"
-        run["expectations"][1]["evidence"] = "evidence \x07 with ]]> inside"
+        benchmark = model(copy.deepcopy(self.benchmark))
+        run = benchmark.runs[0]
+        run.expectations[1]["text"] = "bad \x1b[31m <&> \"text\" \ud800"
+        run.expectations[1]["evidence"] = "evidence \x07 with ]]> inside"
+        odd = dataclasses.replace(run, eval_id="E01\x00")  # no folder name: only in memory
+        benchmark = dataclasses.replace(benchmark, runs=(odd, *benchmark.runs[1:]))
         root = ET.fromstring(runner.render_junit(benchmark).encode("utf-8"))
         failure = next(f for f in root.iter("failure") if f.get("message").startswith("bad"))
         self.assertEqual(failure.get("message"), "bad \ufffd[31m <&> \"text\" \ufffd")
@@ -251,7 +259,7 @@ class OutputsFromRunTests(unittest.TestCase):
         single["paired"] = None
         single["metadata"]["configs"] = ["with_skill"]
         single["runs"] = [r for r in single["runs"] if r["configuration"] == "with_skill"]
-        root = ET.fromstring(runner.render_junit(single).encode("utf-8"))
+        root = ET.fromstring(runner.render_junit(model(single)).encode("utf-8"))
         self.assertEqual(len(root.findall("testsuite")), 1)
         props = {p.get("name"): p.get("value") for p in root.iter("property")}
         self.assertEqual(props["verdict"], "none (one config only)")

@@ -10,7 +10,7 @@ import sys
 import unittest
 
 from tests.helpers import RUNNER_PATH, TempDir, demo_suite, fake_env, make_repo
-from tests.test_statistics import aggregate, runner
+from tests.test_statistics import aggregate, model, runner
 
 LONG_NAME = "migrates the billing schema without downtime"  # 48 characters with its id
 
@@ -43,8 +43,8 @@ class ReportFormatTests(unittest.TestCase):
     def setUpClass(cls) -> None:
         cls.b = aggregate([([3, 2], [1, 1])] * 2, total=3, runs=2)
         cls.b["per_eval"][0]["eval_name"] = LONG_NAME
-        cls.md = runner.render_markdown(cls.b)
-        cls.html = runner.render_html(cls.b, {})
+        cls.md = runner.render_markdown(model(cls.b))
+        cls.html = runner.render_html(model(cls.b), {})
 
     def test_chart_shows_a_long_eval_name_whole(self) -> None:
         svg = self.html[self.html.index("<svg"):self.html.index("</svg>")]

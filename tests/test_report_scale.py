@@ -35,8 +35,9 @@ class ReportAtScaleTests(unittest.TestCase):
         cls.iteration = cls.tmp.path / "iteration-1"
         cls.iteration.mkdir()
         benchmark = big_benchmark()
-        cls.flag_count = len(benchmark["sanity_checks"]["flags"])
-        (cls.iteration / "benchmark.json").write_text(json.dumps(benchmark), encoding="utf-8")
+        cls.flag_count = len(benchmark.sanity_checks.flags)
+        (cls.iteration / "benchmark.json").write_text(json.dumps(benchmark.to_json()),
+                                                      encoding="utf-8")
         del benchmark
         cls.code, cls.out, cls.err = call_main(["report", str(cls.iteration), "--html"])
 

@@ -823,7 +823,7 @@ class ReportTests(RunTestCase):
         self.assert_exit(code, 0, out, err)
         self.assertEqual((iteration / "benchmark.md").read_text(encoding="utf-8"), written)
         # stdout is the summary `run` ends with, not the whole file.
-        summary = runner.render_summary(load_json(iteration / "benchmark.json"), iteration)
+        summary = runner.render_summary(runner.load_benchmark_model(iteration), iteration)
         self.assertEqual(out, summary + "\n")
         self.assertIn(f"Benchmark: {iteration / 'benchmark.md'}", out)
         done = run_script(["report", str(iteration)])
@@ -968,7 +968,7 @@ class MetricsTests(RunTestCase):
             self.assertIsNone(broken[name]["value"], name)
             self.assertTrue(broken[name]["absent_reason"], name)
         bench = load_json(iteration / "benchmark.json")
-        by_eval = {r["eval_id"]: r["result"] for r in runner.all_runs(bench)}
+        by_eval = {r["eval_id"]: r["result"] for r in bench["runs"] + bench["unscored_runs"]}
         self.assertAlmostEqual(by_eval["E01"]["time_seconds"], 4.321)
         self.assertEqual(by_eval["E01"]["tokens"], 1305)
         self.assertEqual((by_eval["E02"]["time_seconds"], by_eval["E02"]["tokens"]), (None, None))

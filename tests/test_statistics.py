@@ -81,7 +81,13 @@ def meta_for(table: list, runs: int = 1, configs=CONFIGS) -> dict:
 
 
 def aggregate(table: list, total: int, runs: int = 1) -> dict:
-    return runner.aggregate(make_records(table, total), meta_for(table, runs))
+    """benchmark.json's object, as the runner writes it."""
+    return runner.aggregate(make_records(table, total), meta_for(table, runs)).to_json()
+
+
+def model(benchmark: dict) -> runner.Benchmark:
+    """A benchmark.json object as the reports take it."""
+    return runner.Benchmark.from_json(benchmark, "benchmark.json")
 
 
 def flags_of(benchmark: dict, kind: str) -> list[dict]:
@@ -248,13 +254,14 @@ class PairedStatisticsTest(unittest.TestCase):
 
     def test_one_config_has_no_paired_block(self) -> None:
         table = [([2], [])] * 5
-        b = runner.aggregate(make_records(table, 2), meta_for(table, configs=("with_skill",)))
+        b = runner.aggregate(make_records(table, 2),
+                             meta_for(table, configs=("with_skill",))).to_json()
         self.assertIsNone(b["paired"])
-        self.assertIn("no comparison", runner.render_markdown(b))
+        self.assertIn("no comparison", runner.render_markdown(model(b)))
 
     def test_markdown_shows_the_verdict_in_its_first_lines(self) -> None:
         b = aggregate([([2], [1])] * 6 + [([2], [2])], total=2)
-        head = runner.render_markdown(b).splitlines()[:10]
+        head = runner.render_markdown(model(b)).splitlines()[:10]
         line = next((x for x in head if "Verdict" in x), None)
         self.assertIsNotNone(line, "\n".join(head))
         self.assertIn("improved", line)
@@ -307,14 +314,14 @@ class PassHatKTest(unittest.TestCase):
         b = aggregate(self.TABLE, total=2, runs=2)
         self.assertAlmostEqual(b["pass_hat_k"]["with_skill"], 4 / 6, places=12)
         self.assertAlmostEqual(b["pass_hat_k"]["without_skill"], 3 / 6, places=12)
-        text = runner.render_markdown(b)
+        text = runner.render_markdown(model(b))
         self.assertIn("pass^k (with_skill): 66.7%", text)
         self.assertIn("pass^k (without_skill): 50.0%", text)
 
     def test_absent_with_one_run(self) -> None:
         b = aggregate([([2], [2])] * 5, total=2, runs=1)
         self.assertIsNone(b["pass_hat_k"])
-        self.assertNotIn("pass^k", runner.render_markdown(b))
+        self.assertNotIn("pass^k", runner.render_markdown(model(b)))
 
 
 class SanityUnitTest(unittest.TestCase):
@@ -338,7 +345,7 @@ class SanityUnitTest(unittest.TestCase):
                    make_record(2, "without_skill", 1, 2, 2, skill_read="unknown"),
                    make_record(3, "with_skill", 1, 2, 2, skill_read="read"),
                    make_record(3, "without_skill", 1, 2, 2, skill_read="not_read")]
-        b = runner.aggregate(records, meta_for([0, 0, 0]))
+        b = runner.aggregate(records, meta_for([0, 0, 0])).to_json()
         got = {(f["kind"], f["severity"], f["eval_id"], f["configuration"])
                for f in b["sanity_checks"]["flags"]
                if f["kind"] in ("skill_not_read", "skill_read_unknown", "baseline_contamination")}
@@ -547,7 +554,8 @@ class EndToEndCase(unittest.TestCase):
         iteration = iterations[-1]
         benchmark = json.loads((iteration / "benchmark.json").read_text(encoding="utf-8"))
         return SimpleNamespace(code=code, out=out, err=err, root=root, dir=iteration,
-                               b=benchmark, md=(iteration / "benchmark.md").read_text("utf-8"))
+                               b=benchmark, md=(iteration / "benchmark.md").read_text("utf-8"),
+                               model=model(benchmark))
 
     def run_json(self, run, eval_id: str, config: str, number: int = 1) -> dict:
         path = run.dir / f"eval-{eval_id}" / config / f"run-{number}" / "run.json"
@@ -856,15 +864,15 @@ class IdentityAndCompareTest(EndToEndCase):
         self.assertNotEqual(manifest3["fixtures"][self.FIXTURE], manifest["fixtures"][self.FIXTURE])
         self.assertEqual(manifest3["suite"]["sha256"], manifest["suite"]["sha256"])
         self.assertEqual(manifest3["runner"]["sha256"], manifest["runner"]["sha256"])
-        self.assertEqual(runner.comparability(third.b, first.b),
+        self.assertEqual(runner.comparability(third.model, first.model),
                          "different series: skill, fixtures changed")
 
     def test_comparability_and_report_compare(self) -> None:
         first = self.iterate()
         second = self.iterate()
-        self.assertEqual(runner.comparability(second.b, first.b), "same inputs")
+        self.assertEqual(runner.comparability(second.model, first.model), "same inputs")
         self.assertIn("Comparability: same inputs",
-                      runner.render_compare_markdown(second.b, first.b, "iteration-1"))
+                      runner.render_compare_markdown(second.model, first.model, "iteration-1"))
 
         # Through the CLI: the comparison goes to comparison.md, beside (never inside) the
         # iteration's own benchmark.md; stdout names it and says whether the two compare.
@@ -885,7 +893,7 @@ class IdentityAndCompareTest(EndToEndCase):
         original = skill_md.read_text("utf-8")
         skill_md.write_text(original + "\nAlways say hello twice.\n", "utf-8")
         edited = self.iterate()
-        self.assertEqual(runner.comparability(edited.b, first.b),
+        self.assertEqual(runner.comparability(edited.model, first.model),
                          "different series: skill changed")
         code, out, _ = call_main(["report", str(edited.dir), "--compare", str(first.dir)])
         self.assertEqual(code, 0)
@@ -895,13 +903,13 @@ class IdentityAndCompareTest(EndToEndCase):
         skill_md.write_text(original, "utf-8")
 
         graded_elsewhere = self.iterate("--grader-model", "other-grader")
-        self.assertEqual(runner.comparability(graded_elsewhere.b, first.b),
+        self.assertEqual(runner.comparability(graded_elsewhere.model, first.model),
                          "different series: grader model changed")
 
         legacy = json.loads(json.dumps(first.b))
         del legacy["metadata"]["identity"]
-        self.assertTrue(runner.comparability(second.b, legacy).startswith("unknown"))
-        self.assertTrue(runner.comparability(legacy, second.b).startswith("unknown"))
+        self.assertTrue(runner.comparability(second.model, model(legacy)).startswith("unknown"))
+        self.assertTrue(runner.comparability(model(legacy), second.model).startswith("unknown"))
         legacy_dir = self.tmp.path / "legacy-iteration"
         legacy_dir.mkdir()
         (legacy_dir / "benchmark.json").write_text(json.dumps(legacy), "utf-8")
@@ -918,7 +926,7 @@ class CompareMarkdownTest(unittest.TestCase):
         other_table = [([1], [1]), ([0], [0]), ([2], [0])]
         other_records = [r for r in make_records(other_table, 2) if r.eval_id != "E02"]
         other = runner.aggregate(other_records, meta_for(other_table))
-        text = runner.render_compare_markdown(this, other, "iteration-7")
+        text = runner.render_compare_markdown(model(this), other, "iteration-7")
         lines = text.splitlines()
         self.assertEqual(lines[0], "## Compared with iteration-7")
         self.assertIn("| E01 | 100.0% / 50.0% | 50.0% / 50.0% | +50.0 pp / +0.0 pp | +50.0 pp |",

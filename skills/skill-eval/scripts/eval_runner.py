@@ -75,7 +75,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Callable
 
@@ -856,6 +856,381 @@ class BenchmarkFile:
 
     def hashes(self) -> dict[str, dict[str, str] | None]:
         return {run.label: run.files_sha256 for run in self.runs}
+
+
+# -- what the runner writes: benchmark.json as values -----------------------------------------
+# aggregate() builds these, the reports read them, and `report` parses a written benchmark.json
+# into them once. Each to_json gives back the object exactly as written (keys in order); each
+# from_json refuses a value of the wrong kind naming the file and the JSON path.
+
+BENCHMARK_FILE = "benchmark.json"
+
+
+def _number_or_none(obj: dict[str, Any], key: str, file: Any, json_path: str) -> Any:
+    value = obj.get(key)
+    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+        return value
+    raise misshapen(file, f"{json_path}.{key}", "a number or null", value)
+
+
+def _object(value: Any, file: Any, json_path: str, nullable: bool = True) -> Any:
+    if (value is None and nullable) or isinstance(value, dict):
+        return value
+    raise misshapen(file, json_path, "an object", value)
+
+
+def _objects(value: Any, file: Any, json_path: str) -> tuple[dict[str, Any], ...]:
+    """A list of objects (an absent list is empty)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise misshapen(file, json_path, "a list", value)
+    for index, item in enumerate(value):
+        _object(item, file, f"{json_path}[{index}]", nullable=False)
+    return tuple(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Stats:
+    """mean, sample stddev, min, max and n of some values (describe() computes it)."""
+
+    mean: float | None = None
+    stddev: float | None = None
+    min: float | None = None
+    max: float | None = None
+    n: int = 0
+
+    @classmethod
+    def from_json(cls, obj: Any, file: Any, json_path: str) -> Stats:
+        """An absent block (null or {}) is no values."""
+        if not obj:
+            _object(obj, file, json_path)
+            return cls()
+        _object(obj, file, json_path)
+        values = [_number_or_none(obj, key, file, json_path)
+                  for key in ("mean", "stddev", "min", "max")]
+        return cls(*values, take(obj, "n", int, file, json_path) or 0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mean": self.mean, "stddev": self.stddev, "min": self.min, "max": self.max,
+                "n": self.n}
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigSummary:
+    """One config's line of run_summary: its scored runs' pass rate, time and tokens."""
+
+    pass_rate: Stats
+    time_seconds: Stats
+    tokens: Stats
+    scored_runs: int
+    runs: int
+
+    def stat(self, name: str) -> Stats:
+        return {"pass_rate": self.pass_rate, "time_seconds": self.time_seconds,
+                "tokens": self.tokens}[name]
+
+    @classmethod
+    def from_json(cls, obj: Any, file: Any, json_path: str) -> ConfigSummary:
+        _object(obj, file, json_path, nullable=False)
+        stats = [Stats.from_json(obj.get(key), file, f"{json_path}.{key}")
+                 for key in ("pass_rate", "time_seconds", "tokens")]
+        return cls(*stats, take(obj, "scored_runs", int, file, json_path, True),
+                   take(obj, "runs", int, file, json_path, True))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pass_rate": self.pass_rate.to_json(), "time_seconds": self.time_seconds.to_json(),
+                "tokens": self.tokens.to_json(), "scored_runs": self.scored_runs,
+                "runs": self.runs}
+
+
+@dataclasses.dataclass(frozen=True)
+class RunScore:
+    """A run's `result`: its grading's counts and the executor's time and tokens."""
+
+    pass_rate: float | None
+    passed: int | None
+    failed: int | None
+    total: int | None
+    time_seconds: float | None
+    tokens: float | None
+    errors: int
+
+    FIELDS = ("pass_rate", "passed", "failed", "total", "time_seconds", "tokens", "errors")
+
+    @classmethod
+    def from_json(cls, obj: Any, file: Any, json_path: str) -> RunScore:
+        _object(obj, file, json_path, nullable=False)
+        return cls(*(_number_or_none(obj, key, file, json_path) for key in cls.FIELDS))
+
+    def to_json(self) -> dict[str, Any]:
+        return {key: getattr(self, key) for key in self.FIELDS}
+
+
+@dataclasses.dataclass(frozen=True)
+class RunResult:
+    """One run as benchmark.json lists it (`runs` or `unscored_runs`), in skill-creator's
+    field names plus the runner's own. `expectations` are grading.json's verdicts as written;
+    `checks` is None for a run without deterministic checks (the key is then left out)."""
+
+    eval_id: str | int
+    eval_name: Any
+    configuration: str
+    run_number: int
+    status: str
+    scored: bool
+    result: RunScore
+    expectations: tuple[dict[str, Any], ...]
+    failure: dict[str, Any] | None
+    permission_denials: int | None
+    skill_read: str | None
+    activation: dict[str, Any] | None
+    metric_sources: dict[str, Any] | None
+    files_sha256: dict[str, str] | None
+    grader: dict[str, Any] | None
+    checks: dict[str, Any] | None = None
+
+    @property
+    def label(self) -> str:
+        return f"eval-{self.eval_id}/{config_folder(self.configuration)}/run-{self.run_number}"
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return str(self.eval_id), self.configuration, self.run_number
+
+    def entry(self) -> RunEntry:
+        return RunEntry(str(self.eval_id), self.configuration, self.run_number,
+                        self.files_sha256)
+
+    @classmethod
+    def from_json(cls, obj: Any, file: Any, json_path: str) -> RunResult:
+        entry = RunEntry.from_json(obj, file, json_path)  # where its files are, checked
+        scored = take(obj, "scored", bool, file, json_path, True)
+        status = take(obj, "status", str, file, json_path, True)
+        denials = take(obj, "permission_denials", int, file, json_path)
+        read = take(obj, "skill_read", str, file, json_path)
+        nested = {key: _object(obj.get(key), file, f"{json_path}.{key}")
+                  for key in ("failure", "activation", "metric_sources", "grader", "checks")}
+        return cls(obj["eval_id"], obj.get("eval_name"), entry.configuration, entry.run_number,
+                   status, scored, RunScore.from_json(obj.get("result"), file,
+                                                      f"{json_path}.result"),
+                   _objects(obj.get("expectations"), file, f"{json_path}.expectations"),
+                   nested["failure"], denials, read, nested["activation"],
+                   nested["metric_sources"], entry.files_sha256, nested["grader"],
+                   nested["checks"])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"eval_id": self.eval_id, "eval_name": self.eval_name,
+                "configuration": self.configuration, "run_number": self.run_number,
+                "status": self.status, "scored": self.scored, "result": self.result.to_json(),
+                "expectations": list(self.expectations), "failure": self.failure,
+                "permission_denials": self.permission_denials, "skill_read": self.skill_read,
+                "activation": self.activation, "metric_sources": self.metric_sources,
+                "files_sha256": self.files_sha256, "grader": self.grader,
+                **({"checks": self.checks} if self.checks is not None else {})}
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """The candidate against one baseline (an entry of `comparisons`): the paired sign-flip
+    test over the evals, its verdict and the power forecast. Without a candidate it is the
+    `paired` block, the first baseline's test in the shape two-config iterations had (no
+    candidate, baseline or power). `test` and `power` are JSON as written."""
+
+    paired_evals: int
+    min_paired_evals: int | None
+    mean_delta: float | None
+    ci95: tuple[float, float] | None
+    test: dict[str, Any] | None
+    wins: int
+    ties: int
+    losses: int
+    verdict: str  # "improved", "regressed" or "inconclusive"
+    verdict_reason: str
+    candidate: str | None = None
+    baseline: str | None = None
+    power: dict[str, Any] | None = None
+    interval_level: float | None = None  # an adaptive run's: the last look's, not 95%
+
+    def as_paired(self) -> Comparison:
+        return dataclasses.replace(self, candidate=None, baseline=None, power=None)
+
+    @classmethod
+    def from_json(cls, obj: Any, file: Any, json_path: str) -> Comparison:
+        _object(obj, file, json_path, nullable=False)
+        counts = {key: take(obj, key, int, file, json_path, True)
+                  for key in ("paired_evals", "wins", "ties", "losses")}
+        ci = obj.get("ci95")
+        if ci is not None and (not isinstance(ci, list) or len(ci) != 2 or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in ci)):
+            raise misshapen(file, f"{json_path}.ci95", "an interval of two numbers", ci)
+        names = {key: take(obj, key, str, file, json_path, json_path != "paired")
+                 for key in ("candidate", "baseline")}
+        return cls(counts["paired_evals"], take(obj, "min_paired_evals", int, file, json_path),
+                   _number_or_none(obj, "mean_delta", file, json_path),
+                   None if ci is None else (ci[0], ci[1]),
+                   _object(obj.get("test"), file, f"{json_path}.test"),
+                   counts["wins"], counts["ties"], counts["losses"],
+                   take(obj, "verdict", str, file, json_path, True),
+                   take(obj, "verdict_reason", str, file, json_path, True),
+                   names["candidate"], names["baseline"],
+                   _object(obj.get("power"), file, f"{json_path}.power"),
+                   _number_or_none(obj, "interval_level", file, json_path))
+
+    def to_json(self) -> dict[str, Any]:
+        whole = self.candidate is not None
+        return {**({"candidate": self.candidate, "baseline": self.baseline} if whole else {}),
+                "paired_evals": self.paired_evals, "min_paired_evals": self.min_paired_evals,
+                "mean_delta": self.mean_delta,
+                "ci95": None if self.ci95 is None else list(self.ci95), "test": self.test,
+                "wins": self.wins, "ties": self.ties, "losses": self.losses,
+                "verdict": self.verdict, "verdict_reason": self.verdict_reason,
+                **({"interval_level": self.interval_level}
+                   if self.interval_level is not None else {}),
+                **({"power": self.power} if whole else {})}
+
+
+@dataclasses.dataclass(frozen=True)
+class SanityFlag:
+    """One sanity flag: severity, kind, message, and where it points (eval_id, configuration,
+    run_number, assertion_id, config, ... in the order given)."""
+
+    severity: str
+    kind: str
+    message: str
+    where: tuple[tuple[str, Any], ...] = ()
+
+    def place(self, key: str) -> Any:
+        """The value of one of the flag's places; None when it names no such place."""
+        return dict(self.where).get(key)
+
+    def points_at(self, key: str) -> bool:
+        return any(name == key for name, _ in self.where)
+
+    @classmethod
+    def from_json(cls, obj: Any, file: Any, json_path: str) -> SanityFlag:
+        _object(obj, file, json_path, nullable=False)
+        texts = [take(obj, key, str, file, json_path, True)
+                 for key in ("severity", "kind", "message")]
+        return cls(*texts, tuple((k, v) for k, v in obj.items()
+                                 if k not in ("severity", "kind", "message")))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"severity": self.severity, "kind": self.kind, "message": self.message,
+                **dict(self.where)}
+
+
+@dataclasses.dataclass(frozen=True)
+class SanityChecks:
+    status: str  # "OK" or "REVIEW REQUIRED"
+    flags: tuple[SanityFlag, ...]
+
+    @classmethod
+    def from_json(cls, obj: Any, file: Any, json_path: str) -> SanityChecks:
+        _object(obj, file, json_path, nullable=False)
+        flags = take(obj, "flags", list, file, json_path, True)
+        return cls(take(obj, "status", str, file, json_path, True),
+                   tuple(SanityFlag.from_json(flag, file, f"{json_path}.flags[{i}]")
+                         for i, flag in enumerate(flags)))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": self.status, "flags": [flag.to_json() for flag in self.flags]}
+
+
+# benchmark.json's blocks that stay JSON as written, in the order of the file.
+BENCHMARK_BLOCKS = ("status_counts", "comparison", "per_assertion", "pass_hat_k", "per_eval",
+                    "judge", "judge_vs_checks", "activation", "notes")
+
+
+@dataclasses.dataclass(frozen=True)
+class Benchmark:
+    """benchmark.json: what aggregate() returns, write_benchmark writes and every report
+    renders. Runs, run summaries, comparisons and sanity flags are values; the other blocks
+    (BENCHMARK_BLOCKS, the metadata and the results check) are JSON as written."""
+
+    metadata: dict[str, Any]
+    runs: tuple[RunResult, ...]  # scored: skill-creator averages every entry
+    unscored_runs: tuple[RunResult, ...]
+    run_summary: dict[str, ConfigSummary]
+    summary_delta: dict[str, Any] | None  # run_summary.delta: candidate minus first baseline
+    scored_run_count: int
+    error_run_count: int
+    sanity_checks: SanityChecks
+    status_counts: dict[str, int] | None = None
+    comparison: dict[str, Any] = dataclasses.field(default_factory=dict)
+    comparisons: tuple[Comparison, ...] | None = None  # None: written before there were any
+    per_assertion: list[dict[str, Any]] | None = None
+    pass_hat_k: dict[str, Any] | None = None
+    per_eval: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    judge: dict[str, Any] | None = None
+    judge_vs_checks: dict[str, Any] | None = None
+    activation: dict[str, Any] | None = None
+    notes: list[Any] | None = None
+    paired: Comparison | None = None
+    results_check: dict[str, Any] | None = None
+    adaptive: dict[str, Any] | None = None  # --adaptive: the waves, their looks, the saving
+
+    @property
+    def configs(self) -> list[str]:
+        return self.metadata["configs"]
+
+    def hashes(self) -> dict[str, dict[str, str] | None]:
+        return {run.label: run.files_sha256 for run in (*self.runs, *self.unscored_runs)}
+
+    def file_entries(self) -> BenchmarkFile:
+        """The runs as the hash checks read them (where each run's files are)."""
+        return BenchmarkFile({}, tuple(run.entry() for run in (*self.runs, *self.unscored_runs)))
+
+    @classmethod
+    def from_json(cls, obj: Any, file: Any, json_path: str = "") -> Benchmark:
+        BenchmarkFile.from_json(obj, file, json_path)  # the kinds of its top-level keys
+        runs = tuple(RunResult.from_json(run, file, f"runs[{i}]")
+                     for i, run in enumerate(obj["runs"]))
+        unscored = tuple(RunResult.from_json(run, file, f"unscored_runs[{i}]")
+                         for i, run in enumerate(obj.get("unscored_runs") or []))
+        configs = obj["metadata"].get("configs")
+        if configs is None or not all(isinstance(c, str) for c in configs):
+            raise misshapen(file, "metadata.configs", "a list of config names", configs)
+        summary = obj["run_summary"]
+        delta = _object(summary.get("delta"), file, "run_summary.delta")
+        blocks = {key: obj.get(key) for key in BENCHMARK_BLOCKS}
+        for key, kind in (("comparisons", list), ("per_assertion", list), ("notes", list),
+                          ("status_counts", dict), ("pass_hat_k", dict), ("judge", dict),
+                          ("judge_vs_checks", dict), ("activation", dict), ("paired", dict)):
+            take(obj, key, kind, file, json_path)
+        _objects(blocks["per_assertion"], file, "per_assertion")
+        compared = None if obj.get("comparisons") is None else tuple(
+            Comparison.from_json(c, file, f"comparisons[{i}]")
+            for i, c in enumerate(obj["comparisons"]))
+        paired = obj.get("paired")
+        return cls(obj["metadata"], runs, unscored,
+                   {c: ConfigSummary.from_json(s, file, f"run_summary.{c}")
+                    for c, s in summary.items() if c != "delta"}, delta,
+                   obj["scored_run_count"], obj["error_run_count"],
+                   SanityChecks.from_json(obj["sanity_checks"], file, "sanity_checks"),
+                   **blocks, comparisons=compared,
+                   paired=None if paired is None else Comparison.from_json(paired, file, "paired"),
+                   results_check=_object(obj.get("results_check"), file, "results_check"),
+                   adaptive=_object(obj.get("adaptive"), file, "adaptive"))
+
+    def to_json(self) -> dict[str, Any]:
+        summary: dict[str, Any] = {c: s.to_json() for c, s in self.run_summary.items()}
+        if self.summary_delta is not None:
+            summary["delta"] = self.summary_delta
+        blocks = {key: getattr(self, key) for key in BENCHMARK_BLOCKS}
+        return {"metadata": self.metadata, "runs": [run.to_json() for run in self.runs],
+                "run_summary": summary, "scored_run_count": self.scored_run_count,
+                "error_run_count": self.error_run_count,
+                "status_counts": blocks["status_counts"], "comparison": blocks["comparison"],
+                "comparisons": (None if self.comparisons is None
+                                else [c.to_json() for c in self.comparisons]),
+                **{key: blocks[key] for key in BENCHMARK_BLOCKS[2:]},
+                "paired": None if self.paired is None else self.paired.to_json(),
+                "sanity_checks": self.sanity_checks.to_json(),
+                "unscored_runs": [run.to_json() for run in self.unscored_runs],
+                **({"adaptive": self.adaptive} if self.adaptive is not None else {}),
+                **({"results_check": self.results_check} if self.results_check is not None
+                   else {})}
 
 
 # ==== files and text =========================================================
@@ -6304,34 +6679,32 @@ def _metric_value(record: RunRecord, name: str) -> float | None:
     return metric.get("value")
 
 
-def benchmark_run(record: RunRecord) -> dict[str, Any]:
+def benchmark_run(record: RunRecord) -> RunResult:
     """One run in skill-creator's field names, plus status and scored."""
     grading = record.grading if record.scored else None
     summary = grading["summary"] if grading else {}
-    return {
-        "eval_id": record.eval_id, "eval_name": record.eval_name,
-        "configuration": record.configuration, "run_number": record.run_number,
-        "status": record.status, "scored": bool(record.scored),
-        "result": {
-            "pass_rate": summary.get("pass_rate"), "passed": summary.get("passed"),
-            "failed": summary.get("failed"), "total": summary.get("total"),
-            "time_seconds": _metric_value(record, "time_seconds"),
-            "tokens": _metric_value(record, "tokens"),
-            "errors": 0 if record.status == STATUS_OK else 1,
-        },
-        "expectations": grading["expectations"] if grading else [],
-        "failure": record.failure,
-        "permission_denials": len(record.permission_denials or []),
-        "skill_read": (record.skill_read or {}).get("state"),
-        "activation": ({key: record.activation.get(key) for key in
-                        ("activated", "should_activate", "signal")}
-                       if record.activation else None),
-        "metric_sources": {name: (record.metrics or {}).get(name)
-                           for name in ("time_seconds", "tokens")},
-        "files_sha256": dict(sorted(record.written_files.items())),
-        "grader": grader_result(record),
-        **({"checks": checks_result(record)} if record.checks is not None else {}),
-    }
+    return RunResult(
+        eval_id=record.eval_id, eval_name=record.eval_name,
+        configuration=record.configuration, run_number=record.run_number,
+        status=record.status, scored=bool(record.scored),
+        result=RunScore(
+            pass_rate=summary.get("pass_rate"), passed=summary.get("passed"),
+            failed=summary.get("failed"), total=summary.get("total"),
+            time_seconds=_metric_value(record, "time_seconds"),
+            tokens=_metric_value(record, "tokens"),
+            errors=0 if record.status == STATUS_OK else 1),
+        expectations=tuple(grading["expectations"]) if grading else (),
+        failure=record.failure,
+        permission_denials=len(record.permission_denials or []),
+        skill_read=(record.skill_read or {}).get("state"),
+        activation=({key: record.activation.get(key) for key in
+                     ("activated", "should_activate", "signal")}
+                    if record.activation else None),
+        metric_sources={name: (record.metrics or {}).get(name)
+                        for name in ("time_seconds", "tokens")},
+        files_sha256=dict(sorted(record.written_files.items())),
+        grader=grader_result(record),
+        checks=checks_result(record) if record.checks is not None else None)
 
 
 def checks_result(record: RunRecord) -> dict[str, Any]:
@@ -6356,15 +6729,15 @@ def grader_result(record: RunRecord) -> dict[str, Any]:
             "metric_sources": {name: metrics.get(name) for name in GRADER_METRICS}}
 
 
-def summarize_config(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    scored = [r for r in runs if r["scored"]]
+def summarize_config(runs: list[RunResult]) -> ConfigSummary:
+    scored = [r for r in runs if r.scored]
 
-    def pick(key: str) -> list[float]:
-        return [r["result"][key] for r in scored if r["result"][key] is not None]
+    def pick(key: str) -> Stats:
+        return Stats(**describe([getattr(r.result, key) for r in scored
+                                 if getattr(r.result, key) is not None]))
 
-    return {"pass_rate": describe(pick("pass_rate")),
-            "time_seconds": describe(pick("time_seconds")), "tokens": describe(pick("tokens")),
-            "scored_runs": len(scored), "runs": len(runs)}
+    return ConfigSummary(pick("pass_rate"), pick("time_seconds"), pick("tokens"),
+                         scored_runs=len(scored), runs=len(runs))
 
 
 # Pass rates are ratios of small counts: a difference below this is float noise
@@ -6384,16 +6757,16 @@ def _sign(delta: float) -> int:
     return 0 if abs(delta) <= RATE_EPSILON else (1 if delta > 0 else -1)
 
 
-def per_eval_rates(runs: list[dict[str, Any]], configs: tuple[str, ...]) -> list[dict[str, Any]]:
+def per_eval_rates(runs: list[RunResult], configs: tuple[str, ...]) -> list[dict[str, Any]]:
     by_eval: dict[str, dict[str, Any]] = {}
     for run in runs:
-        entry = by_eval.setdefault(str(run["eval_id"]), {
-            "eval_id": run["eval_id"], "eval_name": run["eval_name"],
+        entry = by_eval.setdefault(str(run.eval_id), {
+            "eval_id": run.eval_id, "eval_name": run.eval_name,
             "configs": {c: {"pass_rates": [], "statuses": []} for c in configs}})
-        slot = entry["configs"][run["configuration"]]
-        slot["statuses"].append(run["status"])
-        if run["scored"]:
-            slot["pass_rates"].append(run["result"]["pass_rate"])
+        slot = entry["configs"][run.configuration]
+        slot["statuses"].append(run.status)
+        if run.scored:
+            slot["pass_rates"].append(run.result.pass_rate)
     rows = []
     for entry in by_eval.values():
         for slot in entry["configs"].values():
@@ -6664,22 +7037,24 @@ def sequential_verdict(look: dict[str, Any]) -> tuple[str, str]:
     return "inconclusive", f"{level} includes 0 ({where})"
 
 
-def apply_sequential_verdict(benchmark: dict[str, Any], adaptive: dict[str, Any] | None) -> None:
+def with_sequential_verdict(benchmark: Benchmark, adaptive: dict[str, Any] | None) -> Benchmark:
     """An adaptive iteration's verdict and interval are the last look's, at its share of
     alpha, never the fixed-sample test's: the waves stopped on what the looks saw."""
-    if not adaptive or not benchmark.get("comparisons"):
-        return
+    if not adaptive or not benchmark.comparisons:
+        return benchmark
     look = adaptive["looks"][-1]
     verdict, reason = sequential_verdict(look)
     test = {"method": adaptive["method"], "alpha": look["alpha"], "p_value": look["p_value"],
             "exact": look.get("exact"), "sign_patterns": look.get("sign_patterns"),
             "seed": look.get("seed"), "look": look["look"], "looks": look["looks"]}
-    changes = {"ci95": look["ci"], "interval_level": 1 - look["alpha"], "test": test,
+    changes = {"ci95": None if look["ci"] is None else tuple(look["ci"]),
+               "interval_level": 1 - look["alpha"], "test": test,
                "verdict": verdict, "verdict_reason": reason}
-    benchmark["comparisons"][0].update(changes)
-    if benchmark.get("paired") is not None:
-        benchmark["paired"].update(changes)
-    benchmark["adaptive"] = adaptive
+    first, *others = benchmark.comparisons
+    paired = (None if benchmark.paired is None
+              else dataclasses.replace(benchmark.paired, **changes))
+    return dataclasses.replace(benchmark, adaptive=adaptive, paired=paired,
+                               comparisons=(dataclasses.replace(first, **changes), *others))
 
 
 FORECAST_POWER = 0.8
@@ -6688,15 +7063,21 @@ MAX_FORECAST_RUNS = 50
 MAX_FORECAST_EVALS = 100000
 
 
-def comparisons(per_eval: list[dict[str, Any]], configs: tuple[str, ...]) -> list[dict[str, Any]]:
+def comparisons(per_eval: list[dict[str, Any]], configs: tuple[str, ...]) -> list[Comparison]:
     """The candidate (first config) against each other config: paired statistics and power."""
-    found = []
-    for baseline in configs[1:]:
-        pair = (configs[0], baseline)
-        stats = paired_statistics(per_eval, pair) or {}
-        found.append({"candidate": pair[0], "baseline": baseline, **stats,
-                      "power": power_forecast(per_eval, pair, stats.get("mean_delta"))})
-    return found
+    return [comparison_of(per_eval, (configs[0], baseline)) for baseline in configs[1:]]
+
+
+def comparison_of(per_eval: list[dict[str, Any]], pair: tuple[str, str]) -> Comparison:
+    """pair[0] against pair[1] over the evals scored in both: the test, verdict and power."""
+    stats = paired_statistics(per_eval, pair)
+    ci = stats["ci95"]
+    return Comparison(
+        paired_evals=stats["paired_evals"], min_paired_evals=stats["min_paired_evals"],
+        mean_delta=stats["mean_delta"], ci95=None if ci is None else (ci[0], ci[1]),
+        test=stats["test"], wins=stats["wins"], ties=stats["ties"], losses=stats["losses"],
+        verdict=stats["verdict"], verdict_reason=stats["verdict_reason"], candidate=pair[0],
+        baseline=pair[1], power=power_forecast(per_eval, pair, stats["mean_delta"]))
 
 
 def _paired_rates(per_eval: list[dict[str, Any]],
@@ -6856,7 +7237,7 @@ def _runs_needed(pairs: list[tuple[list[float], list[float]]], spread: tuple[flo
             "differ too much from each other; add evals"}
 
 
-def per_assertion(runs: list[dict[str, Any]], configs: tuple[str, ...],
+def per_assertion(runs: list[RunResult], configs: tuple[str, ...],
                   common: list[str] | None) -> list[dict[str, Any]]:
     """Each assertion's pass rate per config over scored runs, and the candidate's gain.
 
@@ -6865,17 +7246,17 @@ def per_assertion(runs: list[dict[str, Any]], configs: tuple[str, ...],
     """
     common_texts = set(common or [])
     rows: dict[tuple[str, str], dict[str, Any]] = {}
-    for run in (r for r in runs if r["scored"]):
-        for exp in run["expectations"]:
+    for run in (r for r in runs if r.scored):
+        for exp in run.expectations:
             shared = exp["text"] in common_texts
-            key = ("", exp["text"]) if shared else (str(run["eval_id"]), exp["text"])
+            key = ("", exp["text"]) if shared else (str(run.eval_id), exp["text"])
             row = rows.setdefault(key, {
                 "scope": "common" if shared else "eval",
-                "eval_id": None if shared else run["eval_id"],
+                "eval_id": None if shared else run.eval_id,
                 "assertion_id": exp["id"], "text": exp["text"],
                 **({"kind": "check"} if exp.get("kind") == "check" else {}),
                 "configs": {c: {"passed": 0, "graded": 0} for c in configs}})
-            slot = row["configs"].get(run["configuration"])
+            slot = row["configs"].get(run.configuration)
             if slot is not None:
                 slot["graded"] += 1
                 slot["passed"] += bool(exp["passed"])
@@ -6904,7 +7285,7 @@ def _assertion_rates(row: dict[str, Any], configs: tuple[str, ...]) -> None:
         all(s["passed"] == s["graded"] for s in graded) or all(s["passed"] == 0 for s in graded))
 
 
-def pass_hat_k(per_eval: list[dict[str, Any]], runs: list[dict[str, Any]],
+def pass_hat_k(per_eval: list[dict[str, Any]], runs: list[RunResult],
                config: str) -> float | None:
     """Share of evals whose every run was scored and passed every assertion."""
     evals = [row for row in per_eval if row["configs"][config]["statuses"]]
@@ -6917,50 +7298,49 @@ def pass_hat_k(per_eval: list[dict[str, Any]], runs: list[dict[str, Any]],
     return perfect / len(evals)
 
 
-def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> dict[str, Any]:
+def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> Benchmark:
     configs = tuple(meta["configs"])
     runs = [benchmark_run(r) for r in records]
-    run_summary = {c: summarize_config([r for r in runs if r["configuration"] == c])
+    run_summary = {c: summarize_config([r for r in runs if r.configuration == c])
                    for c in configs}
     per_eval = per_eval_rates(runs, configs)
     candidate = configs[0]
     baseline = configs[1] if len(configs) > 1 else None
-    cand_rate = run_summary[candidate]["pass_rate"]["mean"]
-    base_rate = run_summary[baseline]["pass_rate"]["mean"] if baseline else None
+    cand_rate = run_summary[candidate].pass_rate.mean
+    base_rate = run_summary[baseline].pass_rate.mean if baseline else None
     statuses: dict[str, int] = {}
     for run in runs:
-        statuses[run["status"]] = statuses.get(run["status"], 0) + 1
-    benchmark = {
-        "metadata": meta, "runs": runs, "run_summary": run_summary,
-        "scored_run_count": sum(r["scored"] for r in runs),
-        "error_run_count": sum(r["status"] != STATUS_OK for r in runs),
-        "status_counts": dict(sorted(statuses.items())),
-        "comparison": {"candidate": candidate, "baseline": baseline,
-                       "candidate_pass_rate": cand_rate, "baseline_pass_rate": base_rate,
-                       "delta": cand_rate - base_rate
-                       if cand_rate is not None and base_rate is not None else None},
-        "comparisons": comparisons(per_eval, configs),
-        "per_assertion": per_assertion(runs, configs, meta.get("common_assertions")),
-        "pass_hat_k": ({c: pass_hat_k(per_eval, runs, c) for c in configs}
-                       if meta.get("runs_per_configuration", 1) > 1 else None),
-        "per_eval": per_eval,
-        "judge": judge_summary(runs, configs, meta.get("grader_runs", 1)),
-        "judge_vs_checks": judge_vs_checks(runs, meta.get("common_assertions")),
-        "activation": activation_summary(runs, configs),
-        "notes": [],
-    }
-    # `paired` is the first baseline's comparison, in the shape two-config iterations had.
-    benchmark["paired"] = ({k: v for k, v in benchmark["comparisons"][0].items()
-                            if k not in ("candidate", "baseline", "power")}
-                           if benchmark["comparisons"] else None)
-    if baseline:
-        run_summary["delta"] = _summary_delta(run_summary[candidate], run_summary[baseline])
-    benchmark["sanity_checks"] = sanity_checks(benchmark, records)
-    # skill-creator's viewer and aggregator average every entry of runs[]; a run that was not
-    # scored must never be averaged in as 0, so it is kept apart.
-    benchmark["runs"] = [run for run in runs if run["scored"]]
-    benchmark["unscored_runs"] = [run for run in runs if not run["scored"]]
-    return benchmark
+        statuses[run.status] = statuses.get(run.status, 0) + 1
+    compared = comparisons(per_eval, configs)
+    benchmark = Benchmark(
+        metadata=meta,
+        # skill-creator's viewer and aggregator average every entry of runs[]; a run that was
+        # not scored must never be averaged in as 0, so it is kept apart.
+        runs=tuple(run for run in runs if run.scored),
+        unscored_runs=tuple(run for run in runs if not run.scored),
+        run_summary=run_summary,
+        summary_delta=(_summary_delta(run_summary[candidate], run_summary[baseline])
+                       if baseline else None),
+        scored_run_count=sum(r.scored for r in runs),
+        error_run_count=sum(r.status != STATUS_OK for r in runs),
+        sanity_checks=SanityChecks("OK", ()),  # below, from everything else
+        status_counts=dict(sorted(statuses.items())),
+        comparison={"candidate": candidate, "baseline": baseline,
+                    "candidate_pass_rate": cand_rate, "baseline_pass_rate": base_rate,
+                    "delta": cand_rate - base_rate
+                    if cand_rate is not None and base_rate is not None else None},
+        comparisons=tuple(compared),
+        per_assertion=per_assertion(runs, configs, meta.get("common_assertions")),
+        pass_hat_k=({c: pass_hat_k(per_eval, runs, c) for c in configs}
+                    if meta.get("runs_per_configuration", 1) > 1 else None),
+        per_eval=per_eval,
+        judge=judge_summary(runs, configs, meta.get("grader_runs", 1)),
+        judge_vs_checks=judge_vs_checks(runs, meta.get("common_assertions")),
+        activation=activation_summary(runs, configs),
+        notes=[],
+        # `paired` is the first baseline's comparison, in the shape two-config iterations had.
+        paired=compared[0].as_paired() if compared else None)
+    return dataclasses.replace(benchmark, sanity_checks=sanity_checks(benchmark, records))
 
 
 # -- the installed arm: how often the agent found the skill on its own ----------------------
@@ -6980,17 +7360,17 @@ def wilson_interval(hits: int, n: int) -> list[float] | None:
     return [max(0.0, centre - half), min(1.0, centre + half)]
 
 
-def activation_tally(runs: list[dict[str, Any]]) -> dict[str, Any]:
+def activation_tally(runs: list[RunResult]) -> dict[str, Any]:
     """Activated runs among those whose stream could tell; "unknown" ones are counted apart,
     never as misses."""
-    known = [r for r in runs if r["activation"]["activated"] in (True, False)]
-    hits = sum(r["activation"]["activated"] is True for r in known)
+    known = [r for r in runs if r.activation["activated"] in (True, False)]
+    hits = sum(r.activation["activated"] is True for r in known)
     return {"activated": hits, "runs": len(known), "unknown": len(runs) - len(known),
             "rate": hits / len(known) if known else None,
             "interval_95": wilson_interval(hits, len(known))}
 
 
-def activation_summary(runs: list[dict[str, Any]],
+def activation_summary(runs: list[RunResult],
                        configs: tuple[str, ...]) -> dict[str, Any] | None:
     """Per installed arm: activation on should-activate cases, false activation on the
     others, per case and overall, and the pass rate of runs that did and did not activate."""
@@ -6999,29 +7379,29 @@ def activation_summary(runs: list[dict[str, Any]],
         return None
     summary = {}
     for config in arms:
-        mine = [r for r in runs if r["configuration"] == config and r.get("activation")]
-        by_eval: dict[str, list[dict[str, Any]]] = {}
+        mine = [r for r in runs if r.configuration == config and r.activation]
+        by_eval: dict[str, list[RunResult]] = {}
         for run in mine:
-            by_eval.setdefault(str(run["eval_id"]), []).append(run)
+            by_eval.setdefault(str(run.eval_id), []).append(run)
         summary[config] = {
             "activation": activation_tally([r for r in mine
-                                            if r["activation"]["should_activate"]]),
+                                            if r.activation["should_activate"]]),
             "false_activation": activation_tally([r for r in mine
-                                                  if not r["activation"]["should_activate"]]),
+                                                  if not r.activation["should_activate"]]),
             "pass_rate_activated": _pass_rates(mine, True),
             "pass_rate_not_activated": _pass_rates(mine, False),
-            "executor_not_run": sum(r["configuration"] == config and not r.get("activation")
+            "executor_not_run": sum(r.configuration == config and not r.activation
                                     for r in runs),
-            "per_eval": [{"eval_id": these[0]["eval_id"],
-                          "should_activate": these[0]["activation"]["should_activate"],
+            "per_eval": [{"eval_id": these[0].eval_id,
+                          "should_activate": these[0].activation["should_activate"],
                           **activation_tally(these)} for these in by_eval.values()]}
     return summary
 
 
-def _pass_rates(runs: list[dict[str, Any]], activated: bool) -> dict[str, Any]:
-    return describe([r["result"]["pass_rate"] for r in runs
-                     if r["scored"] and r["result"]["pass_rate"] is not None
-                     and r["activation"]["activated"] is activated])
+def _pass_rates(runs: list[RunResult], activated: bool) -> dict[str, Any]:
+    return describe([r.result.pass_rate for r in runs
+                     if r.scored and r.result.pass_rate is not None
+                     and r.activation["activated"] is activated])
 
 
 # -- the judge: its cost, its agreement with itself, and its share of the variation --------
@@ -7031,9 +7411,9 @@ def _pass_rates(runs: list[dict[str, Any]], activated: bool) -> dict[str, Any]:
 JUDGE_UNSTABLE_SPLIT_SHARE = 1 / 3
 
 
-def judge_summary(runs: list[dict[str, Any]], configs: tuple[str, ...],
+def judge_summary(runs: list[RunResult], configs: tuple[str, ...],
                   grader_runs: int) -> dict[str, Any]:
-    scored = [r for r in runs if r["scored"]]
+    scored = [r for r in runs if r.scored]
     return {"grader_runs": grader_runs,
             "cost": judge_cost(runs, configs),
             "agreement": judge_agreement(scored, grader_runs),
@@ -7043,31 +7423,31 @@ def judge_summary(runs: list[dict[str, Any]], configs: tuple[str, ...],
 JUDGE_CHECK_DISAGREEMENT_MAX = 0.10  # more than this share of cells: judge_disagrees_with_check
 
 
-def judge_vs_checks(runs: list[dict[str, Any]], common: list[str] | None) -> dict[str, Any]:
+def judge_vs_checks(runs: list[RunResult], common: list[str] | None) -> dict[str, Any]:
     """How often the judge agreed with the check that decides the same fact, over the scored
     runs: overall and per (assertion, check) pair, with Cohen's kappa and every cell where
     the two disagreed. The check is the reference: it looked at the files, the judge at a text."""
     common_texts = set(common or [])
     pairs: dict[tuple[str, str, str], dict[str, Any]] = {}
     every: list[tuple[bool, bool]] = []
-    for run in (r for r in runs if r["scored"]):
-        checks = {e["text"]: e for e in run["expectations"] if e.get("kind") == "check"}
-        for exp in run["expectations"]:
+    for run in (r for r in runs if r.scored):
+        checks = {e["text"]: e for e in run.expectations if e.get("kind") == "check"}
+        for exp in run.expectations:
             check = checks.get(exp.get("check")) if exp.get("kind") != "check" else None
             if check is None:
                 continue
             shared = exp["text"] in common_texts
-            key = ("" if shared else str(run["eval_id"]), exp["text"], check["text"])
+            key = ("" if shared else str(run.eval_id), exp["text"], check["text"])
             entry = pairs.setdefault(key, {
-                "eval_id": None if shared else run["eval_id"], "assertion": exp["text"],
+                "eval_id": None if shared else run.eval_id, "assertion": exp["text"],
                 "check": check["text"], "votes": [], "disagreements": []})
             vote = (bool(exp["passed"]), bool(check["passed"]))
             entry["votes"].append(vote)
             every.append(vote)
             if vote[0] != vote[1]:
                 entry["disagreements"].append({
-                    "eval_id": run["eval_id"], "configuration": run["configuration"],
-                    "run_number": run["run_number"], "judge_passed": vote[0],
+                    "eval_id": run.eval_id, "configuration": run.configuration,
+                    "run_number": run.run_number, "judge_passed": vote[0],
                     "check_passed": vote[1]})
     per_pair = []
     for entry in pairs.values():
@@ -7100,20 +7480,20 @@ def cohen_kappa(votes: list[tuple[bool, bool]]) -> dict[str, Any]:
     return {"value": _snap((observed - chance) / (1 - chance))}
 
 
-def judge_cost(runs: list[dict[str, Any]], configs: tuple[str, ...]) -> dict[str, Any]:
+def judge_cost(runs: list[RunResult], configs: tuple[str, ...]) -> dict[str, Any]:
     """Per config, mean ± stddev over the runs that were judged; the grand total too."""
-    judged = [r for r in runs if (r.get("grader") or {}).get("calls")]
+    judged = [r for r in runs if (r.grader or {}).get("calls")]
     cost: dict[str, Any] = {}
     for config in configs:
-        mine = [r for r in judged if r["configuration"] == config]
+        mine = [r for r in judged if r.configuration == config]
         cost[config] = {"judged_runs": len(mine),
-                        "grader_calls": sum(r["grader"]["calls"] for r in mine),
-                        **{name: describe([r["grader"][name] for r in mine
-                                           if r["grader"][name] is not None])
+                        "grader_calls": sum(r.grader["calls"] for r in mine),
+                        **{name: describe([r.grader[name] for r in mine
+                                           if r.grader[name] is not None])
                            for name in GRADER_METRICS}}
-    total: dict[str, Any] = {"grader_calls": sum(r["grader"]["calls"] for r in judged)}
+    total: dict[str, Any] = {"grader_calls": sum(r.grader["calls"] for r in judged)}
     for name in GRADER_METRICS:
-        values = [r["grader"][name] for r in judged]
+        values = [r.grader[name] for r in judged]
         total[name] = (math.fsum(values) if values and None not in values else None)
     cost["total"] = total
     cost["absent_reasons"] = {name: _grader_absent_reason(judged, name)
@@ -7121,11 +7501,11 @@ def judge_cost(runs: list[dict[str, Any]], configs: tuple[str, ...]) -> dict[str
     return cost
 
 
-def _grader_absent_reason(judged: list[dict[str, Any]], name: str) -> str | None:
+def _grader_absent_reason(judged: list[RunResult], name: str) -> str | None:
     if not judged:
         return "no grader ran"
     for run in judged:
-        source = run["grader"]["metric_sources"].get(name) or {}
+        source = run.grader["metric_sources"].get(name) or {}
         if source.get("value") is None:
             return source.get("absent_reason") or "not reported"
     return None
@@ -7160,15 +7540,15 @@ def _agreement(items: list[dict[str, Any]], k: int) -> dict[str, Any]:
             "kappa": fleiss_kappa([i["votes_passed"] for i in items], k)}
 
 
-def judge_agreement(scored: list[dict[str, Any]], k: int) -> dict[str, Any]:
+def judge_agreement(scored: list[RunResult], k: int) -> dict[str, Any]:
     """Overall and per (eval, assertion): unanimous share and Fleiss' kappa of the votes."""
     items_by_assertion: dict[tuple[str, int], list[dict[str, Any]]] = {}
     texts: dict[tuple[str, int], str] = {}
     for run in scored:
-        for exp in run["expectations"]:
+        for exp in run.expectations:
             if "votes_passed" not in exp:
                 continue
-            key = (str(run["eval_id"]), exp["id"])
+            key = (str(run.eval_id), exp["id"])
             items_by_assertion.setdefault(key, []).append(exp)
             texts[key] = exp["text"]
     every = [item for items in items_by_assertion.values() for item in items]
@@ -7189,7 +7569,7 @@ def _sample_variance(values: list[float]) -> float:
     return math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)
 
 
-def judge_variance(scored: list[dict[str, Any]], configs: tuple[str, ...],
+def judge_variance(scored: list[RunResult], configs: tuple[str, ...],
                    k: int) -> dict[str, Any]:
     """How much of the spread of a pass rate comes from the judge, how much from the executor.
 
@@ -7202,11 +7582,11 @@ def judge_variance(scored: list[dict[str, Any]], configs: tuple[str, ...],
         return absent("one grader per output (--grader-runs 1): the judge's share is unknown")
     cells: dict[tuple[str, str], list[list[float]]] = {}
     for run in scored:
-        exps = [e for e in run["expectations"] if e.get("kind") != "check"]  # the judge's only
+        exps = [e for e in run.expectations if e.get("kind") != "check"]  # the judge's only
         if not exps or any("ballots" not in e for e in exps):
             continue
         rates = [sum(e["ballots"][v]["passed"] for e in exps) / len(exps) for v in range(k)]
-        cells.setdefault((str(run["eval_id"]), run["configuration"]), []).append(rates)
+        cells.setdefault((str(run.eval_id), run.configuration), []).append(rates)
     rows = []
     for (eval_id, config), per_run in cells.items():
         if len(per_run) < 2:
@@ -7233,43 +7613,46 @@ def _share(judge: float, executor: float) -> float | None:
     return judge / total if total > RATE_EPSILON ** 2 else None
 
 
-def all_runs(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
+def all_runs(benchmark: Benchmark) -> list[RunResult]:
     """Scored and unscored runs in plan order (eval, config, run number)."""
-    runs = benchmark["runs"] + (benchmark.get("unscored_runs") or [])
-    evals = {str(row["eval_id"]): i for i, row in enumerate(benchmark.get("per_eval") or [])}
-    configs = {c: i for i, c in enumerate(benchmark["metadata"].get("configs") or [])}
-    return sorted(runs, key=lambda r: (evals.get(str(r["eval_id"]), len(evals)),
-                                       configs.get(r["configuration"], len(configs)),
-                                       r["run_number"]))
+    runs = [*benchmark.runs, *benchmark.unscored_runs]
+    evals = {str(row["eval_id"]): i for i, row in enumerate(benchmark.per_eval or [])}
+    configs = {c: i for i, c in enumerate(benchmark.configs or [])}
+    return sorted(runs, key=lambda r: (evals.get(str(r.eval_id), len(evals)),
+                                       configs.get(r.configuration, len(configs)),
+                                       r.run_number))
 
 
-def _summary_delta(cand: dict[str, Any], base: dict[str, Any]) -> dict[str, str | None]:
+def _summary_delta(cand: ConfigSummary, base: ConfigSummary) -> dict[str, str | None]:
     out = {}
     for key, fmt in (("pass_rate", "{:+.2f}"), ("time_seconds", "{:+.1f}"), ("tokens", "{:+.0f}")):
-        a, b = cand[key]["mean"], base[key]["mean"]
+        a, b = cand.stat(key).mean, base.stat(key).mean
         out[key] = fmt.format(a - b) if a is not None and b is not None else None
     return out
 
 
-def _flag(severity: str, kind: str, message: str, **where: Any) -> dict[str, Any]:
-    return {"severity": severity, "kind": kind, "message": message, **where}
+def _flag(severity: str, kind: str, message: str, **where: Any) -> SanityFlag:
+    return SanityFlag(severity, kind, message, tuple(where.items()))
 
 
-def sanity_checks(benchmark: dict[str, Any], records: list[RunRecord]) -> dict[str, Any]:
-    meta = benchmark["metadata"]
-    flags: list[dict[str, Any]] = []
+def sanity_checks(benchmark: Benchmark, records: list[RunRecord]) -> SanityChecks:
+    meta = benchmark.metadata
+    flags: list[SanityFlag] = []
     flags += _run_flags(records)
     flags += _eval_flags(benchmark)
     flags += _assertion_flags(benchmark)
     flags += _judge_flags(benchmark)
     flags += _iteration_flags(benchmark, meta)
     flags += _activation_flags(benchmark)
-    status = ("REVIEW REQUIRED" if any(f["severity"] in SEVERITIES_NEEDING_REVIEW for f in flags)
-              else "OK")
-    return {"status": status, "flags": flags}
+    return SanityChecks(_review_status(flags), tuple(flags))
 
 
-def _run_flags(records: list[RunRecord]) -> list[dict[str, Any]]:
+def _review_status(flags: Iterable[SanityFlag]) -> str:
+    return ("REVIEW REQUIRED" if any(f.severity in SEVERITIES_NEEDING_REVIEW for f in flags)
+            else "OK")
+
+
+def _run_flags(records: list[RunRecord]) -> list[SanityFlag]:
     flags = []
     for r in records:
         where = {"eval_id": r.eval_id, "configuration": r.configuration,
@@ -7312,7 +7695,7 @@ def _run_flags(records: list[RunRecord]) -> list[dict[str, Any]]:
     return flags
 
 
-def _implausible_metric_flags(record: RunRecord, where: dict[str, Any]) -> list[dict[str, Any]]:
+def _implausible_metric_flags(record: RunRecord, where: dict[str, Any]) -> list[SanityFlag]:
     flags = []
     for role, metrics in (("executor", record.metrics), ("grader", record.grader_metrics)):
         for name, metric in (metrics or {}).items():
@@ -7323,10 +7706,10 @@ def _implausible_metric_flags(record: RunRecord, where: dict[str, Any]) -> list[
     return flags
 
 
-def _eval_flags(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
+def _eval_flags(benchmark: Benchmark) -> list[SanityFlag]:
     flags = []
-    comparison = benchmark["comparison"]
-    for row in benchmark["per_eval"]:
+    comparison = benchmark.comparison
+    for row in benchmark.per_eval:
         eid = row["eval_id"]
         for config, slot in row["configs"].items():
             if slot["pass_rates"] and all(rate == 0 for rate in slot["pass_rates"]):
@@ -7346,16 +7729,16 @@ def _eval_flags(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
     return flags
 
 
-def _assertion_flags(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
-    configs = benchmark["metadata"]["configs"]
+def _assertion_flags(benchmark: Benchmark) -> list[SanityFlag]:
+    configs = benchmark.configs
     if len(configs) < 2:
         return []
     outcomes: dict[tuple[str, int], dict[str, set]] = {}
     texts: dict[tuple[str, int], str] = {}
-    for run in benchmark["runs"]:
-        for exp in run["expectations"] if run["scored"] else []:
-            key = (str(run["eval_id"]), exp["id"])
-            outcomes.setdefault(key, {c: set() for c in configs})[run["configuration"]].add(
+    for run in benchmark.runs:
+        for exp in run.expectations if run.scored else []:
+            key = (str(run.eval_id), exp["id"])
+            outcomes.setdefault(key, {c: set() for c in configs})[run.configuration].add(
                 exp["passed"])
             texts[key] = exp["text"]
     flags = []
@@ -7369,18 +7752,18 @@ def _assertion_flags(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
     return flags
 
 
-def _judge_flags(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
+def _judge_flags(benchmark: Benchmark) -> list[SanityFlag]:
     flags = []
-    for run in benchmark["runs"]:
-        for exp in run["expectations"] if run["scored"] else []:
+    for run in benchmark.runs:
+        for exp in run.expectations if run.scored else []:
             if exp.get("tie"):
                 flags.append(_flag("warning", "judge_tie",
                                    f"assertion {exp['id']}: the graders tied "
                                    f"{exp['votes_passed']}-{exp['votes'] - exp['votes_passed']}; "
-                                   "counted as failed", eval_id=run["eval_id"],
-                                   configuration=run["configuration"],
-                                   run_number=run["run_number"], assertion_id=exp["id"]))
-    versus = benchmark.get("judge_vs_checks") or {}
+                                   "counted as failed", eval_id=run.eval_id,
+                                   configuration=run.configuration,
+                                   run_number=run.run_number, assertion_id=exp["id"]))
+    versus = benchmark.judge_vs_checks or {}
     for entry in versus.get("per_pair") or []:
         wrong = len(entry["disagreements"])
         if entry["count"] and wrong / entry["count"] > versus["max_disagreement"]:
@@ -7390,7 +7773,7 @@ def _judge_flags(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
                                f"{wrong} of {entry['count']} cells (kappa "
                                f"{'n/a' if kappa is None else format(kappa, '+.2f')}): "
                                f"{entry['assertion'][:80]}", eval_id=entry["eval_id"]))
-    agreement = (benchmark.get("judge") or {}).get("agreement") or {}
+    agreement = (benchmark.judge or {}).get("agreement") or {}
     for entry in agreement.get("per_assertion") or []:
         if entry["judge_unstable"]:
             flags.append(_flag("warning", "judge_unstable",
@@ -7401,7 +7784,7 @@ def _judge_flags(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
     return flags
 
 
-def _iteration_flags(benchmark: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, Any]]:
+def _iteration_flags(benchmark: Benchmark, meta: dict[str, Any]) -> list[SanityFlag]:
     flags = []
     if meta.get("incomplete"):
         flags.append(_flag("error", "incomplete",
@@ -7434,7 +7817,7 @@ def _iteration_flags(benchmark: dict[str, Any], meta: dict[str, Any]) -> list[di
             flags.append(_flag("warning", "installed_skill_copy",
                                f"the target skill is also installed at {place}; with_skill runs "
                                "may have loaded that copy instead of the sandbox one"))
-    if not benchmark["scored_run_count"] and benchmark["runs"]:
+    if not benchmark.scored_run_count and (benchmark.runs or benchmark.unscored_runs):
         flags.append(_flag("error", "nothing_scored", "no run was scored"))
     budget = meta.get("budget") or {}
     if budget.get("cancelled_by_cap"):
@@ -7464,9 +7847,9 @@ def _iteration_flags(benchmark: dict[str, Any], meta: dict[str, Any]) -> list[di
     return flags
 
 
-def _activation_flags(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
+def _activation_flags(benchmark: Benchmark) -> list[SanityFlag]:
     flags = []
-    for config, arm in (benchmark.get("activation") or {}).items():
+    for config, arm in (benchmark.activation or {}).items():
         tally = arm["activation"]
         if tally["runs"] and not tally["activated"]:
             flags.append(_flag(
@@ -7483,7 +7866,7 @@ def _named_changes(changes: list[dict[str, str]], total: int) -> str:
     return names + (f" and {more} more" if more > 0 else "")
 
 
-def _checkout_flags(check: dict[str, Any] | None) -> list[dict[str, Any]]:
+def _checkout_flags(check: dict[str, Any] | None) -> list[SanityFlag]:
     if not check:  # an iteration written before the checkout was compared
         return []
     if not check.get("checked"):
@@ -7500,7 +7883,7 @@ def _checkout_flags(check: dict[str, Any] | None) -> list[dict[str, Any]]:
 RESULTS_FLAG_KINDS = ("results_modified", "results_unverifiable")
 
 
-def results_flags(check: dict[str, Any]) -> list[dict[str, Any]]:
+def results_flags(check: dict[str, Any]) -> list[SanityFlag]:
     flags = []
     if check["changed_count"]:
         flags.append(_flag("error", "results_modified",
@@ -7514,21 +7897,23 @@ def results_flags(check: dict[str, Any]) -> list[dict[str, Any]]:
     return flags
 
 
-def apply_results_check(benchmark: dict[str, Any], check: dict[str, Any]) -> None:
-    """Put a verification of the run files into the sanity checks and their status.
+def apply_results_check(benchmark: Benchmark, check: dict[str, Any]) -> Benchmark:
+    """The benchmark with a verification of the run files in its sanity checks and status.
 
     A finding replaces an earlier one; a clean check never clears a finding the run recorded
     (files changed and then put back are still files that were changed).
     """
-    sanity = benchmark["sanity_checks"]
-    earlier = [f for f in sanity["flags"] if f["kind"] in RESULTS_FLAG_KINDS]
+    sanity = benchmark.sanity_checks
+    flags = sanity.flags
+    earlier = [f for f in flags if f.kind in RESULTS_FLAG_KINDS]
     found = results_flags(check)
+    results = benchmark.results_check
     if found or not earlier:
-        sanity["flags"] = [f for f in sanity["flags"] if f["kind"] not in RESULTS_FLAG_KINDS]
-        sanity["flags"] += found
-        benchmark["results_check"] = check
-    if any(f["severity"] in SEVERITIES_NEEDING_REVIEW for f in sanity["flags"]):
-        sanity["status"] = "REVIEW REQUIRED"
+        flags = (*(f for f in flags if f.kind not in RESULTS_FLAG_KINDS), *found)
+        results = check
+    status = "REVIEW REQUIRED" if _review_status(flags) != "OK" else sanity.status
+    return dataclasses.replace(benchmark, sanity_checks=SanityChecks(status, tuple(flags)),
+                               results_check=results)
 
 
 # ==== rendering ==============================================================
@@ -7547,47 +7932,52 @@ def fmt_delta(value: float | None) -> str:
     return "n/a" if value is None else f"{value * 100:+.1f} pp"
 
 
-def fmt_stat(stats: dict[str, Any], unit: str = "", digits: int = 1) -> str:
-    if not stats or stats.get("n", 0) == 0 or stats.get("mean") is None:  # none, or overflowed
+def fmt_stat(stats: Stats, unit: str = "", digits: int = 1) -> str:
+    if stats.n == 0 or stats.mean is None:  # none, or overflowed
         return ""
-    text = f"{stats['mean']:,.{digits}f}{unit}"
-    if stats.get("n", 0) > 1 and stats.get("stddev") is not None:
-        text += f" ± {stats['stddev']:,.{digits}f}{unit}"
-    return f"{text} (n={stats['n']})"
+    text = f"{stats.mean:,.{digits}f}{unit}"
+    if stats.n > 1 and stats.stddev is not None:
+        text += f" ± {stats.stddev:,.{digits}f}{unit}"
+    return f"{text} (n={stats.n})"
 
 
-def fmt_rate_stat(stats: dict[str, Any]) -> str:
+def fmt_rate_stat(stats: Stats) -> str:
     """A mean pass rate as the other tables show rates: percent, one decimal."""
-    if not stats or stats.get("n", 0) == 0:
+    if stats.n == 0:
         return "n/a"
-    text = fmt_rate(stats["mean"])
-    if stats.get("n", 0) > 1 and stats.get("stddev") is not None:
-        text += f" ± {stats['stddev'] * 100:.1f} pp"
-    return f"{text} (n={stats['n']})"
+    text = fmt_rate(stats.mean)
+    if stats.n > 1 and stats.stddev is not None:
+        text += f" ± {stats.stddev * 100:.1f} pp"
+    return f"{text} (n={stats.n})"
+
+
+def block_stats(value: Any, json_path: str) -> Stats:
+    """describe()'s block inside a benchmark block that stays JSON (judge cost, activation)."""
+    return Stats.from_json(value, BENCHMARK_FILE, json_path)
 
 
 def _md_cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _absent_reason(benchmark: dict[str, Any], config: str, key: str) -> str:
-    for run in benchmark["runs"]:
-        if run["configuration"] == config and run["scored"]:
-            source = (run.get("metric_sources") or {}).get(key) or {}
+def _absent_reason(benchmark: Benchmark, config: str, key: str) -> str:
+    for run in benchmark.runs:
+        if run.configuration == config and run.scored:
+            source = (run.metric_sources or {}).get(key) or {}
             if source.get("absent_reason"):
                 return source["absent_reason"]
     return "no scored run captured it"
 
 
-def render_markdown(benchmark: dict[str, Any]) -> str:
+def render_markdown(benchmark: Benchmark) -> str:
     sections = [_md_header, _md_verdict_waves, _md_sanity, _md_arms, _md_overall, _md_comparison,
                 _md_comparisons, _md_activation, _md_metrics, _md_judge, _md_judge_vs_checks,
                 _md_per_eval, _md_per_assertion, _md_failed_assertions]
     return "\n".join(section(benchmark) for section in sections).rstrip() + "\n"
 
 
-def _md_header(b: dict[str, Any]) -> str:
-    m = b["metadata"]
+def _md_header(b: Benchmark) -> str:
+    m = b.metadata
     models = (f"executor {m.get('executor_model') or 'CLI default'}, "
               f"grader {m.get('grader_model') or 'CLI default'}")
     lines = [f"# skill-eval benchmark: {m.get('skill_name')}", "",
@@ -7596,8 +7986,8 @@ def _md_header(b: dict[str, Any]) -> str:
              f"(candidate first); runs per config: {m.get('runs_per_configuration')}",
              f"- Cases: {len(m.get('evals_run') or [])} of {m.get('suite_case_count')} "
              "in the suite",
-             f"- Runs: {len(all_runs(b))}, scored {b['scored_run_count']}, "
-             f"excluded {b['error_run_count']}"]
+             f"- Runs: {len(all_runs(b))}, scored {b.scored_run_count}, "
+             f"excluded {b.error_run_count}"]
     if m.get("isolation"):
         lines.append(f"- Isolation: {m['isolation'].get('summary')}")
     if m.get("incomplete"):
@@ -7614,36 +8004,36 @@ def regrade_sentence(regrade: dict[str, Any]) -> str:
             f"{regrade.get('executor_agent')} (executor {model}) in {regrade.get('source')}")
 
 
-def _md_verdict(b: dict[str, Any]) -> str:
-    paired = b.get("paired")
-    compared = b.get("comparisons") or []
+def _md_verdict(b: Benchmark) -> str:
+    paired = b.paired
+    compared = b.comparisons or []
     if len(compared) > 1:  # one verdict per baseline
-        return "\n".join(f"**Verdict vs {c['baseline']}: {c['verdict']}**: {paired_evidence(c)}\n"
+        return "\n".join(f"**Verdict vs {c.baseline}: {c.verdict}**: {paired_evidence(c)}\n"
                          for c in compared)
     if not paired:
         return "**Verdict:** no comparison (one config only)\n"
-    return f"**Verdict: {paired['verdict']}**: {paired_evidence(paired)}\n"
+    return f"**Verdict: {paired.verdict}**: {paired_evidence(paired)}\n"
 
 
-def interval_heading(b: dict[str, Any]) -> str:
+def interval_heading(b: Benchmark) -> str:
     """What the comparison tables call the interval: an adaptive run's is the last look's."""
-    level = ((b.get("paired") or {}).get("interval_level") if b.get("adaptive") else None)
+    level = b.paired.interval_level if b.adaptive and b.paired else None
     return f"{level:.2%} CI (sequential)" if level else "95% CI"
 
 
-def _md_verdict_waves(b: dict[str, Any]) -> str:
+def _md_verdict_waves(b: Benchmark) -> str:
     """The verdict, then an adaptive run's waves (nothing more for a fixed matrix)."""
-    return _md_verdict(b) + ("\n" + _md_adaptive(b) if b.get("adaptive") else "")
+    return _md_verdict(b) + ("\n" + _md_adaptive(b) if b.adaptive else "")
 
 
-def paired_evidence(paired: dict[str, Any]) -> str:
+def paired_evidence(paired: Comparison) -> str:
     """The numbers behind a verdict and its reason, as the reports print them."""
-    ci = paired.get("ci95")
-    level = f"{paired['interval_level']:.2%}" if paired.get("interval_level") else "95%"
+    ci = paired.ci95
+    level = f"{paired.interval_level:.2%}" if paired.interval_level else "95%"
     interval = f", {level} CI [{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else ""
-    return (f"mean per-eval delta {fmt_delta(paired['mean_delta'])}{interval}; wins/ties/losses "
-            f"{paired['wins']}/{paired['ties']}/{paired['losses']} over "
-            f"{paired['paired_evals']} paired evals. {_sentence(paired['verdict_reason'])}")
+    return (f"mean per-eval delta {fmt_delta(paired.mean_delta)}{interval}; wins/ties/losses "
+            f"{paired.wins}/{paired.ties}/{paired.losses} over "
+            f"{paired.paired_evals} paired evals. {_sentence(paired.verdict_reason)}")
 
 
 def _sentence(text: str) -> str:
@@ -7657,9 +8047,9 @@ def _saved_estimate(entry: dict[str, Any], unit: str) -> str:
     return f"about {number}{unit} (estimated: {entry['basis']})"
 
 
-def _md_adaptive(b: dict[str, Any]) -> str:
+def _md_adaptive(b: Benchmark) -> str:
     """benchmark.md's account of an adaptive run: the waves, why they stopped, what it saved."""
-    adaptive = b.get("adaptive")
+    adaptive = b.adaptive
     if not adaptive:
         return ""
     saved = adaptive["saved"]
@@ -7689,12 +8079,12 @@ FLAG_EXAMPLES = 3  # flags shown per group; the full list stays in benchmark.jso
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
-def group_flags(flags: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def group_flags(flags: list[SanityFlag]) -> list[dict[str, Any]]:
     """Flags grouped by severity, kind and config, worst and most frequent first; each group
     keeps its count and its first few flags as examples."""
     groups: dict[tuple, dict[str, Any]] = {}
     for flag in flags:
-        key = (flag["severity"], flag["kind"], flag.get("configuration"))
+        key = (flag.severity, flag.kind, flag.place("configuration"))
         group = groups.setdefault(key, {"severity": key[0], "kind": key[1],
                                         "configuration": key[2], "count": 0, "examples": []})
         group["count"] += 1
@@ -7704,15 +8094,12 @@ def group_flags(flags: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                                   -g["count"], g["kind"]))
 
 
-def flag_place(flag: dict[str, Any]) -> str:
+def flag_place(flag: SanityFlag) -> str:
     """Where a flag points, e.g. `eval E01, run 2` (its group names the config)."""
     parts = []
-    if "eval_id" in flag:
-        parts.append(f"eval {flag['eval_id']}")
-    if "run_number" in flag:
-        parts.append(f"run {flag['run_number']}")
-    if "assertion_id" in flag:
-        parts.append(f"assertion {flag['assertion_id']}")
+    for key, word in (("eval_id", "eval"), ("run_number", "run"), ("assertion_id", "assertion")):
+        if flag.points_at(key):
+            parts.append(f"{word} {flag.place(key)}")
     return ", ".join(parts)
 
 
@@ -7721,17 +8108,17 @@ def group_title(group: dict[str, Any]) -> str:
     return f"[{group['severity']}] {group['kind']}{config}"
 
 
-def group_example(flag: dict[str, Any], cap: int = 200) -> str:
+def group_example(flag: SanityFlag, cap: int = 200) -> str:
     place = flag_place(flag)
-    message = flag["message"] if len(flag["message"]) <= cap else flag["message"][:cap - 3] + "..."
+    message = flag.message if len(flag.message) <= cap else flag.message[:cap - 3] + "..."
     return f"{place}: {message}" if place else message
 
 
-def _md_sanity(b: dict[str, Any]) -> str:
-    sanity = b["sanity_checks"]
-    lines = ["## Sanity checks", "", f"Status: **{sanity['status']}**", ""]
+def _md_sanity(b: Benchmark) -> str:
+    sanity = b.sanity_checks
+    lines = ["## Sanity checks", "", f"Status: **{sanity.status}**", ""]
     lines += _md_integrity(b)
-    shown = [f for f in sanity["flags"] if f["severity"] != "info"]
+    shown = [f for f in sanity.flags if f.severity != "info"]
     info = info_summary(b)
     if not shown:
         lines.append("Nothing needs review." + (" For information:" if info else ""))
@@ -7749,15 +8136,15 @@ def _md_sanity(b: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def info_summary(b: dict[str, Any]) -> str:
+def info_summary(b: Benchmark) -> str:
     """The info flags by kind, counted as the tables count them: non-discriminating
     assertions as rows of the per-assertion table (a common assertion is one row, and one
     flag per eval), so a number here matches what the reader finds below."""
     kinds: dict[str, int] = {}
-    for flag in b["sanity_checks"]["flags"]:
-        if flag["severity"] == "info":
-            kinds[flag["kind"]] = kinds.get(flag["kind"], 0) + 1
-    rows = b.get("per_assertion") or []
+    for flag in b.sanity_checks.flags:
+        if flag.severity == "info":
+            kinds[flag.kind] = kinds.get(flag.kind, 0) + 1
+    rows = b.per_assertion or []
     parts = []
     for kind, count in sorted(kinds.items()):
         if kind == "non_discriminating_assertion" and rows:
@@ -7769,9 +8156,9 @@ def info_summary(b: dict[str, Any]) -> str:
     return ", ".join(parts) + " (details in benchmark.json)" if parts else ""
 
 
-def _md_arms(b: dict[str, Any]) -> str:
+def _md_arms(b: Benchmark) -> str:
     """Which skill package each config delivered (present from the arms feature on)."""
-    arms = b["metadata"].get("arms") or {}
+    arms = b.metadata.get("arms") or {}
     if not any((arm or {}).get("revision") for arm in arms.values()):
         return ""
     lines = ["## Skill versions", "", "| config | package | commit | package sha256 |",
@@ -7794,20 +8181,22 @@ def fmt_share(tally: dict[str, Any]) -> str:
     return text + (f", {tally['unknown']} unknown" if tally["unknown"] else "")
 
 
-def activation_lines(benchmark: dict[str, Any]) -> list[str]:
+def activation_lines(benchmark: Benchmark) -> list[str]:
     """One sentence per installed arm: how often the agent found the skill, and when not."""
     lines = []
-    for config, arm in (benchmark.get("activation") or {}).items():
+    for config, arm in (benchmark.activation or {}).items():
         line = f"{config}: activated {fmt_share(arm['activation'])} on cases it is for"
         if arm["false_activation"]["runs"] or arm["false_activation"]["unknown"]:
             line += f"; false activation {fmt_share(arm['false_activation'])} on cases it is not"
-        lines.append(line + f"; pass rate when used {fmt_rate_stat(arm['pass_rate_activated'])}, "
-                     f"when not {fmt_rate_stat(arm['pass_rate_not_activated'])}")
+        used, unused = (block_stats(arm[key], f"activation.{config}.{key}")
+                        for key in ("pass_rate_activated", "pass_rate_not_activated"))
+        lines.append(line + f"; pass rate when used {fmt_rate_stat(used)}, "
+                     f"when not {fmt_rate_stat(unused)}")
     return lines
 
 
-def _md_activation(b: dict[str, Any]) -> str:
-    if not b.get("activation"):
+def _md_activation(b: Benchmark) -> str:
+    if not b.activation:
         return ""
     lines = ["## Activation (installed arms)", "",
              "Whether the agent loaded the installed skill on its own, read from its CLI's "
@@ -7815,7 +8204,7 @@ def _md_activation(b: dict[str, Any]) -> str:
              "Wilson 95%.", ""]
     lines += [f"- {line}" for line in activation_lines(b)] + [""]
     lines += ["| config | eval | should activate | activated |", "|---|---|---|---|"]
-    for config, arm in b["activation"].items():
+    for config, arm in b.activation.items():
         for row in arm["per_eval"]:
             lines.append(f"| {_md_cell(config)} | {_md_cell(row['eval_id'])} | "
                          f"{'yes' if row['should_activate'] else 'no'} | {fmt_share(row)} |")
@@ -7833,12 +8222,12 @@ def fmt_evals_needed(target: dict[str, Any]) -> str:
     return text
 
 
-def forecast_lines(comparison: dict[str, Any], always_targets: bool = False) -> list[str]:
+def forecast_lines(comparison: Comparison, always_targets: bool = False) -> list[str]:
     """The power forecast of one comparison as sentences; empty for older benchmarks."""
-    power = comparison.get("power")
+    power = comparison.power
     if not power:
         return []
-    name = f"vs {comparison['baseline']}"
+    name = f"vs {comparison.baseline}"
     if power.get("mde") is None:
         return [f"{name}: minimum detectable effect unknown: {power.get('reason')}"]
     short = (f"; but no verdict is given below {MIN_PAIRED_EVALS} paired evals"
@@ -7846,26 +8235,26 @@ def forecast_lines(comparison: dict[str, Any], always_targets: bool = False) -> 
     lines = [f"{name}: minimum detectable effect {fmt_delta(power['mde']).lstrip('+')} with "
              f"{power['paired_evals']} paired evals (SD of per-eval deltas "
              f"{fmt_delta(power['sd_per_eval_delta']).lstrip('+')}){short}"]
-    if always_targets or comparison.get("verdict") == "inconclusive":
+    if always_targets or comparison.verdict == "inconclusive":
         lines += [f"{name}: to detect {fmt_evals_needed(t)}" for t in power["targets"]]
     return lines
 
 
-def _md_comparisons(b: dict[str, Any]) -> str:
-    compared = b.get("comparisons") or []
+def _md_comparisons(b: Benchmark) -> str:
+    compared = b.comparisons or []
     if not compared:
         return ""
-    lines = [f"## Paired comparisons (candidate: {compared[0]['candidate']})", "",
+    lines = [f"## Paired comparisons (candidate: {compared[0].candidate})", "",
              f"| baseline | verdict | mean per-eval delta | {interval_heading(b)} | "
              "wins/ties/losses | paired evals | minimum detectable effect |",
              "|---|---|---|---|---|---|---|"]
     for c in compared:
-        ci = c.get("ci95")
-        mde = (c.get("power") or {}).get("mde")
-        lines.append(f"| {_md_cell(c['baseline'])} | {c['verdict']} | "
-                     f"{fmt_delta(c['mean_delta'])} | "
+        ci = c.ci95
+        mde = (c.power or {}).get("mde")
+        lines.append(f"| {_md_cell(c.baseline)} | {c.verdict} | "
+                     f"{fmt_delta(c.mean_delta)} | "
                      f"{f'[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]' if ci else 'n/a'} | "
-                     f"{c['wins']}/{c['ties']}/{c['losses']} | {c['paired_evals']} | "
+                     f"{c.wins}/{c.ties}/{c.losses} | {c.paired_evals} | "
                      f"{fmt_delta(mde).lstrip('+') if mde is not None else 'n/a'} |")
     notes = [line for c in compared for line in forecast_lines(c)]
     if notes:
@@ -7884,11 +8273,11 @@ def fmt_assertion_rate(slot: dict[str, Any]) -> str:
 PER_ASSERTION_SHOWN_EACH_END = 20  # benchmark.md lists the top and bottom of a long table
 
 
-def _md_per_assertion(b: dict[str, Any]) -> str:
-    rows = b.get("per_assertion")
+def _md_per_assertion(b: Benchmark) -> str:
+    rows = b.per_assertion
     if rows is None:
         return ""
-    configs = b["metadata"]["configs"]
+    configs = b.configs
     lines = ["## Per assertion", "",
              "Pass rate over scored runs; common assertions pooled across evals. Sorted by "
              "gain.", "",
@@ -7914,10 +8303,10 @@ def _md_per_assertion(b: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _md_integrity(b: dict[str, Any]) -> list[str]:
+def _md_integrity(b: Benchmark) -> list[str]:
     """One line each on the source checkout and on the run files, when they were checked."""
     lines = []
-    checkout = b["metadata"].get("checkout_check")
+    checkout = b.metadata.get("checkout_check")
     if checkout and checkout.get("checked"):
         state = (f"CHANGED ({checkout['changed_count']} file(s))" if checkout["changed_count"]
                  else "unchanged")
@@ -7925,7 +8314,7 @@ def _md_integrity(b: dict[str, Any]) -> list[str]:
                      "before and after the agents ran")
     elif checkout:
         lines.append(f"- Source checkout: not compared ({checkout.get('reason')})")
-    results = b.get("results_check")
+    results = b.results_check
     every = all_runs(b)
     if results is None or results["unverifiable_runs"] == len(every) and every:
         lines.append("- Run files: not verifiable: written by an older runner")
@@ -7938,38 +8327,38 @@ def _md_integrity(b: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
-def _md_overall(b: dict[str, Any]) -> str:
+def _md_overall(b: Benchmark) -> str:
     lines = ["## Overall raw pass rate", "", "| config | mean pass rate | scored runs |",
              "|---|---|---|"]
-    for config in b["metadata"]["configs"]:
-        summary = b["run_summary"][config]
-        lines.append(f"| {config} | {fmt_rate_stat(summary['pass_rate'])} | "
-                     f"{summary['scored_runs']} of {summary['runs']} |")
+    for config in b.configs:
+        summary = b.run_summary[config]
+        lines.append(f"| {config} | {fmt_rate_stat(summary.pass_rate)} | "
+                     f"{summary.scored_runs} of {summary.runs} |")
     return "\n".join(lines) + "\n"
 
 
-def _md_comparison(b: dict[str, Any]) -> str:
-    c = b["comparison"]
+def _md_comparison(b: Benchmark) -> str:
+    c = b.comparison
     if not c.get("baseline"):
         return "## Comparison\n\nNo baseline config was run.\n"
     lines = ["## Comparison", "",
              f"- {c['candidate']}: {fmt_rate(c['candidate_pass_rate'])}",
              f"- {c['baseline']}: {fmt_rate(c['baseline_pass_rate'])}",
              f"- Delta (pooled over scored runs): {fmt_delta(c['delta'])}"]
-    if b.get("pass_hat_k"):
-        lines += [f"- pass^k ({k}): {fmt_rate(v)}" for k, v in b["pass_hat_k"].items()]
+    if b.pass_hat_k:
+        lines += [f"- pass^k ({k}): {fmt_rate(v)}" for k, v in b.pass_hat_k.items()]
     return "\n".join(lines) + "\n"
 
 
-def _md_metrics(b: dict[str, Any]) -> str:
+def _md_metrics(b: Benchmark) -> str:
     lines = ["## Execution metrics (executor only)", "",
              "Grader cost is excluded. Mean ± stddev over scored runs; ± only when n > 1.", "",
              "| config | time | tokens |", "|---|---|---|"]
-    for config in b["metadata"]["configs"]:
-        summary = b["run_summary"][config]
+    for config in b.configs:
+        summary = b.run_summary[config]
         cells = []
         for key, unit, digits in (("time_seconds", " s", 1), ("tokens", "", 0)):
-            text = fmt_stat(summary[key], unit, digits)
+            text = fmt_stat(summary.stat(key), unit, digits)
             cells.append(text or f"not captured ({_absent_reason(b, config, key)})")
         lines.append(f"| {config} | {_md_cell(cells[0])} | {_md_cell(cells[1])} |")
     return "\n".join(lines) + "\n"
@@ -7982,15 +8371,15 @@ def judge_cost_cells(cost: dict[str, Any], config: str) -> list[str]:
     """time, tokens and cost of the graders of one config, or why each is not known."""
     cells = []
     for key, unit, digits in JUDGE_COST_COLUMNS:
-        text = fmt_stat(cost[config][key], unit, digits)
+        text = fmt_stat(block_stats(cost[config][key], f"judge.cost.{config}.{key}"), unit, digits)
         reason = cost["absent_reasons"].get(key) or "no judged run captured it"
         cells.append(text or f"not captured ({reason})")
     return cells
 
 
-def judge_lines(b: dict[str, Any]) -> list[str]:
+def judge_lines(b: Benchmark) -> list[str]:
     """The judge's agreement and its share of the variation, as sentences."""
-    judge = b.get("judge") or {}
+    judge = b.judge or {}
     k = judge.get("grader_runs", 1)
     agreement = (judge.get("agreement") or {}).get("overall") or {}
     if k < 2:
@@ -8014,14 +8403,14 @@ def judge_lines(b: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _md_judge_vs_checks(b: dict[str, Any]) -> str:
-    versus = b.get("judge_vs_checks") or {}
-    timed = [r for r in all_runs(b) if (r.get("checks") or {}).get("time_seconds") is not None]
+def _md_judge_vs_checks(b: Benchmark) -> str:
+    versus = b.judge_vs_checks or {}
+    timed = [r for r in all_runs(b) if (r.checks or {}).get("time_seconds") is not None]
     if not versus.get("pairs") and not timed:
         return ""
     lines = ["## Judge vs checks", ""]
     if timed:
-        spent = describe([r["checks"]["time_seconds"] for r in timed])
+        spent = Stats(**describe([r.checks["time_seconds"] for r in timed]))
         lines += [f"The checks' own time per run, on the runner's clock and not in the "
                   f"executor's time above: {fmt_stat(spent, ' s', 2)}.", ""]
     if not versus.get("pairs"):
@@ -8060,8 +8449,8 @@ def kappa_text(entry: dict[str, Any]) -> str:
             else f"not computed ({kappa.get('absent_reason')})")
 
 
-def _md_judge(b: dict[str, Any]) -> str:
-    judge = b.get("judge")
+def _md_judge(b: Benchmark) -> str:
+    judge = b.judge
     if not judge:
         return ""
     cost = judge["cost"]
@@ -8070,7 +8459,7 @@ def _md_judge(b: dict[str, Any]) -> str:
              "run, all its grader calls together.", "",
              "| config | judged runs | grader calls | time | tokens | cost |",
              "|---|---|---|---|---|---|"]
-    for config in b["metadata"]["configs"]:
+    for config in b.configs:
         cells = judge_cost_cells(cost, config)
         lines.append(f"| {config} | {cost[config]['judged_runs']} | "
                      f"{cost[config]['grader_calls']} | "
@@ -8090,11 +8479,11 @@ def _md_judge(b: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _md_per_eval(b: dict[str, Any]) -> str:
-    configs = b["metadata"]["configs"]
+def _md_per_eval(b: Benchmark) -> str:
+    configs = b.configs
     lines = ["## Per eval", "", "| eval | " + " | ".join(configs) + " | delta | statuses |",
              "|---|" + "---|" * (len(configs) + 2)]
-    for row in b["per_eval"]:
+    for row in b.per_eval:
         rates = [fmt_rate(row["configs"][c]["mean_pass_rate"]) for c in configs]
         statuses = sorted({s for c in configs for s in row["configs"][c]["statuses"]})
         lines.append(f"| {_md_cell(row['eval_id'])} {_md_cell(row['eval_name'])} | "
@@ -8111,10 +8500,10 @@ IDENTITY_LABELS = (
 )
 
 
-def comparability(this: dict[str, Any], other: dict[str, Any]) -> str:
+def comparability(this: Benchmark, other: Benchmark) -> str:
     """"same inputs" only when the inputs and the comparisons made of them are the same."""
-    mine = this["metadata"].get("identity")
-    theirs = other["metadata"].get("identity")
+    mine = this.metadata.get("identity")
+    theirs = other.metadata.get("identity")
     if not mine or not theirs:
         return "unknown (an iteration records no identities)"
     changed = [label for key, label in IDENTITY_LABELS if mine.get(key) != theirs.get(key)]
@@ -8125,19 +8514,19 @@ def comparability(this: dict[str, Any], other: dict[str, Any]) -> str:
     return "; ".join(parts) or "same inputs"
 
 
-def _arm_package(benchmark: dict[str, Any], config: str) -> Any:
+def _arm_package(benchmark: Benchmark, config: str) -> Any:
     """What a with_skill@REV arm delivered (its package hash; None when not recorded): the
     same name may mean another commit later. The working tree's package changing is what a
     series measures; the identity's "skill changed" says so."""
     if config_revision(config) is None:
         return None
-    return ((benchmark["metadata"].get("arms") or {}).get(config) or {}).get("package_sha256")
+    return ((benchmark.metadata.get("arms") or {}).get(config) or {}).get("package_sha256")
 
 
-def shared_comparisons(this: dict[str, Any], other: dict[str, Any]) -> tuple[list[str], str]:
+def shared_comparisons(this: Benchmark, other: Benchmark) -> tuple[list[str], str]:
     """The baselines both iterations compared the same candidate with, each arm delivering
     the same package in both; and, when the two made other comparisons too, what differs."""
-    configs, their_configs = this["metadata"]["configs"], other["metadata"]["configs"]
+    configs, their_configs = this.configs, other.configs
     candidate = configs[0]
     if their_configs[0] != candidate or _arm_package(this, candidate) != _arm_package(
             other, candidate):
@@ -8157,9 +8546,9 @@ def shared_comparisons(this: dict[str, Any], other: dict[str, Any]) -> tuple[lis
                     f"{', '.join(their_configs)}; {only}")
 
 
-def _regraded_from(later: dict[str, Any], earlier: dict[str, Any]) -> bool:
-    regrade = later["metadata"].get("regrade") or {}
-    stamp = earlier["metadata"].get("timestamp")
+def _regraded_from(later: Benchmark, earlier: Benchmark) -> bool:
+    regrade = later.metadata.get("regrade") or {}
+    stamp = earlier.metadata.get("timestamp")
     return bool(regrade) and stamp is not None and regrade.get("source_timestamp") == stamp
 
 
@@ -8170,12 +8559,12 @@ def _delta_against(row: dict[str, Any], configs: list[str], baseline: str) -> fl
     return (row.get("deltas") or {}).get(baseline)
 
 
-def render_compare_markdown(this: dict[str, Any], other: dict[str, Any], other_name: str) -> str:
-    configs = this["metadata"]["configs"]
-    their_configs = other["metadata"]["configs"]
+def render_compare_markdown(this: Benchmark, other: Benchmark, other_name: str) -> str:
+    configs = this.configs
+    their_configs = other.configs
     shared, _ = shared_comparisons(this, other)
     rated = [c for c in configs if c in their_configs]
-    theirs = {str(row["eval_id"]): row for row in other["per_eval"]}
+    theirs = {str(row["eval_id"]): row for row in other.per_eval}
     lines = [f"## Compared with {other_name}", "",
              f"Comparability: {comparability(this, other)}", ""]
     if _regraded_from(this, other) or _regraded_from(other, this):
@@ -8185,7 +8574,7 @@ def render_compare_markdown(this: dict[str, Any], other: dict[str, Any], other_n
     lines += ["| eval | " + " | ".join(f"{c} (this / other)" for c in rated)
               + "".join(f" | delta vs {b} (this / other) | change" for b in shared) + " |",
               "|---|" + "---|" * (len(rated) + 2 * len(shared))]
-    for row in this["per_eval"]:
+    for row in this.per_eval:
         old = theirs.get(str(row["eval_id"])) or {}
         cells = [f"{fmt_rate(row['configs'][c]['mean_pass_rate'])} / "
                  f"{fmt_rate(old.get('configs', {}).get(c, {}).get('mean_pass_rate'))}"
@@ -8196,7 +8585,7 @@ def render_compare_markdown(this: dict[str, Any], other: dict[str, Any], other_n
             change = now - before if now is not None and before is not None else None
             cells += [f"{fmt_delta(now)} / {fmt_delta(before)}", fmt_delta(change)]
         lines.append(f"| {_md_cell(row['eval_id'])} | " + " | ".join(cells) + " |")
-    missing = sorted(set(theirs) - {str(r["eval_id"]) for r in this["per_eval"]})
+    missing = sorted(set(theirs) - {str(r["eval_id"]) for r in this.per_eval})
     if missing:
         lines += ["", f"Only in {other_name}: {', '.join(missing)}"]
     return "\n".join(lines) + "\n"
@@ -8211,34 +8600,34 @@ ACROSS_AGENTS_SAME = ("suite_sha256", "skill_sha256", "fixtures_sha256", "grader
 @dataclasses.dataclass
 class AgentIteration:
     """One agent's iteration as `report --across` shows it."""
-    benchmark: dict[str, Any]
+    benchmark: Benchmark
     where: str  # the folder, as the user should read it
     changed_files: int  # run files changed since the runner wrote them
 
 
-def agent_label(benchmark: dict[str, Any]) -> str:
-    meta = benchmark["metadata"]
+def agent_label(benchmark: Benchmark) -> str:
+    meta = benchmark.metadata
     model = meta.get("executor_model")
     return f"{meta.get('agent')} ({model})" if model else str(meta.get("agent"))
 
 
-def across_comparability(first: dict[str, Any], other: dict[str, Any]) -> str | None:
+def across_comparability(first: Benchmark, other: Benchmark) -> str | None:
     """None when other measured the same suite, skill, fixtures and configs as first, else
     what differs."""
-    mine = first["metadata"].get("identity")
-    theirs = other["metadata"].get("identity")
+    mine = first.metadata.get("identity")
+    theirs = other.metadata.get("identity")
     if not mine or not theirs:
         return "unknown (an iteration records no identities)"
     differ = [label for key, label in IDENTITY_LABELS
               if key in ACROSS_AGENTS_SAME and mine.get(key) != theirs.get(key)]
-    if first["metadata"].get("configs") != other["metadata"].get("configs"):
+    if first.metadata.get("configs") != other.metadata.get("configs"):
         differ.append("configs")
     return f"{', '.join(differ)} differ" if differ else None
 
 
-def agent_verdict(benchmark: dict[str, Any]) -> str:
-    paired = benchmark.get("paired")
-    return paired["verdict"] if paired else "none (one config only)"
+def agent_verdict(benchmark: Benchmark) -> str:
+    paired = benchmark.paired
+    return paired.verdict if paired else "none (one config only)"
 
 
 def _agent_labels(entries: list[AgentIteration]) -> list[str]:
@@ -8251,20 +8640,20 @@ AGENT_TABLE_HEADERS = ("agent", "iteration", "verdict", "mean per-eval lift", "9
                        "wins/ties/losses", "inputs")
 
 
-def _agent_values(label: str, entry: AgentIteration, first: dict[str, Any]) -> list[str]:
+def _agent_values(label: str, entry: AgentIteration, first: Benchmark) -> list[str]:
     """One agent's row of the across-agents table, as plain text."""
     b = entry.benchmark
-    paired = b.get("paired") or {}
-    ci = paired.get("ci95")
+    paired = b.paired
+    ci = paired.ci95 if paired else None
     verdict = agent_verdict(b)
     if entry.changed_files:
         verdict += f" (REVIEW: {entry.changed_files} run file(s) changed)"
-    if b["metadata"].get("incomplete"):
+    if b.metadata.get("incomplete"):
         verdict += " (incomplete iteration)"
     inputs = across_comparability(first, b)
-    counts = (f"{paired['wins']}/{paired['ties']}/{paired['losses']} of "
-              f"{paired['paired_evals']}" if paired else "n/a")
-    return [label, entry.where, verdict, fmt_delta(paired.get("mean_delta")),
+    counts = (f"{paired.wins}/{paired.ties}/{paired.losses} of "
+              f"{paired.paired_evals}" if paired else "n/a")
+    return [label, entry.where, verdict, fmt_delta(paired.mean_delta if paired else None),
             f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else "n/a", counts,
             "NOT comparable: " + inputs if inputs else "same suite, skill and fixtures"]
 
@@ -8276,15 +8665,15 @@ def across_agent_tables(entries: list[AgentIteration]
     first = entries[0].benchmark
     labels = _agent_labels(entries)
     agents = [_agent_values(label, e, first) for label, e in zip(labels, entries)]
-    rows = [{str(r["eval_id"]): r for r in e.benchmark["per_eval"]} for e in entries]
+    rows = [{str(r["eval_id"]): r for r in e.benchmark.per_eval} for e in entries]
     eval_ids = list(dict.fromkeys(key for by_id in rows for key in by_id))
     lifts = [[eval_id, *(_lift_cell(by_id.get(eval_id)) for by_id in rows)]
              for eval_id in eval_ids]
     return agents, ["eval", *labels], lifts
 
 
-def across_lift_label(first: dict[str, Any]) -> str:
-    configs = first["metadata"]["configs"]
+def across_lift_label(first: Benchmark) -> str:
+    configs = first.configs
     lift = f"{configs[0]} - {configs[1]}" if len(configs) > 1 else "no baseline"
     return f"Per-eval lift ({lift}, pass rate)"
 
@@ -8321,7 +8710,7 @@ def render_agents_markdown(entries: list[AgentIteration]) -> str:
     against its inputs."""
     first = entries[0].benchmark
     agents, lift_header, lifts = across_agent_tables(entries)
-    lines = [f"# Across agents: skill {first['metadata'].get('skill_name')}", "",
+    lines = [f"# Across agents: skill {first.metadata.get('skill_name')}", "",
              across_agents_summary(entries), "", ACROSS_AGENTS_CAVEAT, ""]
     lines += _md_table(list(AGENT_TABLE_HEADERS), agents)
     lines += ["", f"## {_md_cell(across_lift_label(first))}", ""]
@@ -8339,22 +8728,22 @@ FAILED_ASSERTION_GROUPS = 40  # assertions listed in benchmark.md and the HTML p
 FAILED_ASSERTION_EVALS = 8  # evals named per assertion
 
 
-def group_failed_assertions(b: dict[str, Any]) -> list[dict[str, Any]]:
+def group_failed_assertions(b: Benchmark) -> list[dict[str, Any]]:
     """Failed assertions grouped by their text, most failures first: per config the count of
     failing runs, the evals where it failed, and one piece of the grader's evidence."""
     groups: dict[str, dict[str, Any]] = {}
-    for run in b["runs"]:
-        for exp in run["expectations"]:
+    for run in b.runs:
+        for exp in run.expectations:
             if exp["passed"]:
                 continue
             group = groups.setdefault(exp["text"], {"text": exp["text"], "count": 0,
                                                     "by_config": {}, "evals": [],
                                                     "evidence": exp["evidence"]})
             group["count"] += 1
-            config = run["configuration"]
+            config = run.configuration
             group["by_config"][config] = group["by_config"].get(config, 0) + 1
-            if run["eval_id"] not in group["evals"]:
-                group["evals"].append(run["eval_id"])
+            if run.eval_id not in group["evals"]:
+                group["evals"].append(run.eval_id)
     return sorted(groups.values(), key=lambda g: -g["count"])
 
 
@@ -8366,7 +8755,7 @@ def _failed_where(group: dict[str, Any]) -> str:
             + (f" and {more:,} more" if more > 0 else ""))
 
 
-def _md_failed_assertions(b: dict[str, Any]) -> str:
+def _md_failed_assertions(b: Benchmark) -> str:
     lines = ["## Failed assertions", ""]
     groups = group_failed_assertions(b)
     for group in groups[:FAILED_ASSERTION_GROUPS]:
@@ -8430,11 +8819,11 @@ def _h(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _run_key(run: dict[str, Any]) -> tuple[str, str, int]:
-    return str(run["eval_id"]), run["configuration"], run["run_number"]
+def _run_key(run: RunResult) -> tuple[str, str, int]:
+    return run.key
 
 
-def render_html(benchmark: dict[str, Any], files: dict[tuple, dict]) -> str:
+def render_html(benchmark: Benchmark, files: dict[tuple, dict]) -> str:
     """One self-contained page: inline CSS and SVG, no script, nothing fetched.
 
     `files` holds each run's output and artifact as read_html_run_files gives them.
@@ -8444,7 +8833,7 @@ def render_html(benchmark: dict[str, Any], files: dict[tuple, dict]) -> str:
                 _html_metrics, _html_failed_assertions, _html_chart, _html_per_assertion,
                 _html_judge, _html_judge_vs_checks]
     body = "".join(section(benchmark) for section in sections) + _html_runs(benchmark, files)
-    return _html_document(f"skill-eval: {benchmark['metadata'].get('skill_name')}", body)
+    return _html_document(f"skill-eval: {benchmark.metadata.get('skill_name')}", body)
 
 
 def _html_document(title: str, body: str) -> str:
@@ -8459,7 +8848,7 @@ def render_agents_html(entries: list[AgentIteration]) -> str:
     """agents.md as one self-contained page, in the style of benchmark.html."""
     first = entries[0].benchmark
     agents, lift_header, lifts = across_agent_tables(entries)
-    title = f"skill-eval across agents: {first['metadata'].get('skill_name')}"
+    title = f"skill-eval across agents: {first.metadata.get('skill_name')}"
     body = (f"<h1>{_h(title)}</h1>\n"
             f"<p><strong>{_h(across_agents_summary(entries))}</strong></p>\n"
             f'<p class="meta">{_h(ACROSS_AGENTS_CAVEAT)}</p>\n'
@@ -8474,14 +8863,14 @@ def _html_table(header: list[str], rows: list[list[str]]) -> str:
                       for row in rows) + "</table>\n")
 
 
-def _html_header(b: dict[str, Any]) -> str:
-    m = b["metadata"]
+def _html_header(b: Benchmark) -> str:
+    m = b.metadata
     facts = [f"agent {m.get('agent')} (executor {m.get('executor_model') or 'CLI default'}, "
              f"grader {m.get('grader_model') or 'CLI default'})",
              f"configs {', '.join(m.get('configs') or [])} (candidate first)",
              f"{len(m.get('evals_run') or [])} of {m.get('suite_case_count')} cases",
-             f"{len(all_runs(b))} runs: {b['scored_run_count']} scored, "
-             f"{b['error_run_count']} excluded", f"written {m.get('timestamp')}"]
+             f"{len(all_runs(b))} runs: {b.scored_run_count} scored, "
+             f"{b.error_run_count} excluded", f"written {m.get('timestamp')}"]
     text = (f"<h1>skill-eval benchmark: {_h(m.get('skill_name'))}</h1>\n"
             f'<p class="meta">{_h(" · ".join(facts))}</p>\n')
     if m.get("incomplete"):
@@ -8490,13 +8879,12 @@ def _html_header(b: dict[str, Any]) -> str:
     return text
 
 
-def _html_headline(b: dict[str, Any]) -> str:
+def _html_headline(b: Benchmark) -> str:
     """Verdict and sanity status first: the two things a reader must see."""
-    paired = b.get("paired") or {}
-    verdict = paired.get("verdict")
-    status = b["sanity_checks"]["status"]
+    verdict = b.paired.verdict if b.paired else None
+    status = b.sanity_checks.status
     word = verdict or "no comparison"
-    badges = [(f"Verdict vs {c['baseline']}", c["verdict"]) for c in b.get("comparisons") or []]
+    badges = [(f"Verdict vs {c.baseline}", c.verdict) for c in b.comparisons or []]
     if len(badges) < 2:
         badges = [("Verdict", verdict)]
     return ('<section class="headline">\n'
@@ -8508,48 +8896,48 @@ def _html_headline(b: dict[str, Any]) -> str:
             "</section>\n")
 
 
-def _verdict_sentence(b: dict[str, Any]) -> str:
-    paired = b.get("paired")
+def _verdict_sentence(b: Benchmark) -> str:
+    paired = b.paired
     if not paired:
         return "One config only: there is no with/without comparison."
     return _sentence(paired_evidence(paired))
 
 
-def _rates_sentence(b: dict[str, Any]) -> str:
-    c = b["comparison"]
-    parts = [f"{config} {fmt_rate(b['run_summary'][config]['pass_rate']['mean'])}"
-             for config in b["metadata"]["configs"]]
+def _rates_sentence(b: Benchmark) -> str:
+    c = b.comparison
+    parts = [f"{config} {fmt_rate(b.run_summary[config].pass_rate.mean)}"
+             for config in b.configs]
     delta = f"; delta {fmt_delta(c['delta'])}" if c.get("baseline") else ""
     return f"Pass rate (pooled over scored runs): {', '.join(parts)}{delta}."
 
 
-def _html_comparisons(b: dict[str, Any]) -> str:
-    compared = b.get("comparisons") or []
+def _html_comparisons(b: Benchmark) -> str:
+    compared = b.comparisons or []
     if not compared:
         return ""
     rows = []
     for c in compared:
-        ci = c.get("ci95")
-        mde = (c.get("power") or {}).get("mde")
-        cells = [c["baseline"], c["verdict"], fmt_delta(c["mean_delta"]),
+        ci = c.ci95
+        mde = (c.power or {}).get("mde")
+        cells = [c.baseline, c.verdict, fmt_delta(c.mean_delta),
                  f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else "n/a",
-                 f"{c['wins']}/{c['ties']}/{c['losses']}", c["paired_evals"],
+                 f"{c.wins}/{c.ties}/{c.losses}", c.paired_evals,
                  fmt_delta(mde).lstrip("+") if mde is not None else "n/a"]
         rows.append("<tr>" + "".join(f"<td>{_h(x)}</td>" for x in cells) + "</tr>")
     notes = [line for c in compared for line in forecast_lines(c)]
     listing = ("<ul>" + "".join(f"<li>{_h(n)}</li>" for n in notes) + "</ul>\n") if notes else ""
-    return (f"<h2>Paired comparisons (candidate: {_h(compared[0]['candidate'])})</h2>\n"
+    return (f"<h2>Paired comparisons (candidate: {_h(compared[0].candidate)})</h2>\n"
             "<table><tr><th>baseline</th><th>verdict</th><th>mean per-eval delta</th>"
             f"<th>{_h(interval_heading(b))}</th><th>wins/ties/losses</th><th>paired evals</th>"
             "<th>minimum detectable effect</th></tr>\n" + "\n".join(rows) + "\n</table>\n"
             + listing)
 
 
-def _html_per_assertion(b: dict[str, Any]) -> str:
-    rows = b.get("per_assertion")
+def _html_per_assertion(b: Benchmark) -> str:
+    rows = b.per_assertion
     if not rows:
         return ""
-    configs = b["metadata"]["configs"]
+    configs = b.configs
     head = ("<tr><th>assertion</th><th>eval</th>" + "".join(f"<th>{_h(c)}</th>" for c in configs)
             + "".join(f"<th>gain vs {_h(c)}</th>" for c in configs[1:]) + "<th>note</th></tr>")
     body = []
@@ -8580,9 +8968,9 @@ def _html_fold(table: str, rows: int, what: str) -> str:
     return f"<details><summary>{rows:,} {what}: show the table</summary>{table}</details>"
 
 
-def _html_sanity(b: dict[str, Any]) -> str:
-    flags = b["sanity_checks"]["flags"]
-    shown = [f for f in flags if f["severity"] != "info"]
+def _html_sanity(b: Benchmark) -> str:
+    flags = b.sanity_checks.flags
+    shown = [f for f in flags if f.severity != "info"]
     items = []
     for group in group_flags(shown)[:HTML_FLAG_LIMIT]:
         if group["count"] == 1:
@@ -8623,9 +9011,9 @@ def _chart_label(row: dict[str, Any]) -> str:
     return f"{row['eval_id']} {row['eval_name']}"
 
 
-def _html_chart(b: dict[str, Any]) -> str:
+def _html_chart(b: Benchmark) -> str:
     """Horizontal bars per eval, candidate above baseline, the delta at the right."""
-    configs, rows = b["metadata"]["configs"], b["per_eval"]
+    configs, rows = b.configs, b.per_eval
     if not rows:
         return "<h2>Pass rate per eval</h2>\n<p>No eval ran.</p>\n"
     low, high = CHART_LABEL_CHARS
@@ -8695,12 +9083,12 @@ def _chart_bar(geo: ChartGeometry, row: dict[str, Any], config: str, index: int,
             f"{_h(fmt_rate(rate))}</text>")
 
 
-def _html_activation(b: dict[str, Any]) -> str:
-    if not b.get("activation"):
+def _html_activation(b: Benchmark) -> str:
+    if not b.activation:
         return ""
     rows = [[config, str(row["eval_id"]), "yes" if row["should_activate"] else "no",
              fmt_share(row)]
-            for config, arm in b["activation"].items() for row in arm["per_eval"]]
+            for config, arm in b.activation.items() for row in arm["per_eval"]]
     return ("<h2>Activation (installed arms)</h2>\n<p>Whether the agent loaded the installed "
             "skill on its own, read from its CLI's stream; unknown runs are not misses. "
             "Intervals are Wilson 95%.</p>\n"
@@ -8708,14 +9096,14 @@ def _html_activation(b: dict[str, Any]) -> str:
             + _html_table(["config", "eval", "should activate", "activated"], rows))
 
 
-def _html_metrics(b: dict[str, Any]) -> str:
+def _html_metrics(b: Benchmark) -> str:
     rows = []
-    for config in b["metadata"]["configs"]:
-        summary = b["run_summary"][config]
-        cells = [_h(config), f"{summary['scored_runs']} of {summary['runs']}",
-                 _h(fmt_rate_stat(summary["pass_rate"]))]
+    for config in b.configs:
+        summary = b.run_summary[config]
+        cells = [_h(config), f"{summary.scored_runs} of {summary.runs}",
+                 _h(fmt_rate_stat(summary.pass_rate))]
         for key, unit, digits in (("time_seconds", " s", 1), ("tokens", "", 0)):
-            text = fmt_stat(summary[key], unit, digits)
+            text = fmt_stat(summary.stat(key), unit, digits)
             cells.append(_h(text) if text else '<span class="absent">not captured ('
                          f"{_h(_absent_reason(b, config, key))})</span>")
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
@@ -8725,12 +9113,12 @@ def _html_metrics(b: dict[str, Any]) -> str:
             + "\n</table>\n")
 
 
-def _html_judge(b: dict[str, Any]) -> str:
-    judge = b.get("judge")
+def _html_judge(b: Benchmark) -> str:
+    judge = b.judge
     if not judge:
         return ""
     rows = []
-    for config in b["metadata"]["configs"]:
+    for config in b.configs:
         cost = judge["cost"][config]
         cells = [_h(config), _h(cost["judged_runs"]), _h(cost["grader_calls"])]
         cells += [_h(c) if not c.startswith("not captured") else
@@ -8751,8 +9139,8 @@ def _html_judge(b: dict[str, Any]) -> str:
             + "".join(f"<p>{_h(line)}</p>\n" for line in judge_lines(b)) + splits)
 
 
-def _html_judge_vs_checks(b: dict[str, Any]) -> str:
-    versus = b.get("judge_vs_checks") or {}
+def _html_judge_vs_checks(b: Benchmark) -> str:
+    versus = b.judge_vs_checks or {}
     if not versus.get("pairs"):
         return ""
     head = "".join(f"<th>{name}</th>" for name in (
@@ -8763,7 +9151,7 @@ def _html_judge_vs_checks(b: dict[str, Any]) -> str:
             + head + "</tr>\n" + "\n".join(rows) + "\n</table>\n")
 
 
-def _html_failed_assertions(b: dict[str, Any]) -> str:
+def _html_failed_assertions(b: Benchmark) -> str:
     groups = group_failed_assertions(b)
     if not groups:
         return "<h2>Failed assertions</h2>\n<p>None.</p>\n"
@@ -8778,29 +9166,29 @@ def _html_failed_assertions(b: dict[str, Any]) -> str:
             + "\n</table>\n")
 
 
-def _html_runs(b: dict[str, Any], files: dict[tuple, dict]) -> str:
+def _html_runs(b: Benchmark, files: dict[tuple, dict]) -> str:
     blocks = [_html_run(run, files) for run in all_runs(b)]
     return "<h2>Runs</h2>\n" + ("\n".join(blocks) if blocks else "<p>No runs.</p>") + "\n"
 
 
-def _html_run(run: dict[str, Any], files: dict[tuple, dict]) -> str:
-    result = run["result"]
-    score = (f"{result['passed']} of {result['total']} assertions passed" if run["scored"]
+def _html_run(run: RunResult, files: dict[tuple, dict]) -> str:
+    result = run.result
+    score = (f"{result.passed} of {result.total} assertions passed" if run.scored
              else "not scored")
-    head = (f"{run['eval_id']} {run['eval_name']} · {run['configuration']} · run "
-            f"{run['run_number']}: {run['status']}, {score}")
-    parts = [f'<details class="run{"" if run["status"] == STATUS_OK else " st-bad"}">'
+    head = (f"{run.eval_id} {run.eval_name} · {run.configuration} · run "
+            f"{run.run_number}: {run.status}, {score}")
+    parts = [f'<details class="run{"" if run.status == STATUS_OK else " st-bad"}">'
              f"<summary>{_h(head)}</summary>"]
-    if run.get("failure"):
-        failure = run["failure"]
+    if run.failure:
+        failure = run.failure
         parts.append(f"<p>{_h(failure.get('stage', ''))}: {_h(failure.get('detail', ''))}</p>")
-    parts.append(_html_verdicts(run["expectations"]))
+    parts.append(_html_verdicts(run.expectations))
     for kind, rel in HTML_RUN_FILES:
         parts.append(_html_file(kind, rel, files.get((*_run_key(run), kind)) or {}))
     return "\n".join(parts) + "\n</details>"
 
 
-def _html_verdicts(expectations: list[dict[str, Any]]) -> str:
+def _html_verdicts(expectations: Sequence[dict[str, Any]]) -> str:
     if not expectations:
         return '<p class="absent">No grader verdicts.</p>'
     rows = [f'<tr><td class="{"pass" if e["passed"] else "fail"}">'
@@ -8837,10 +9225,10 @@ def _xml_text(value: Any, cap: int | None = None) -> str:
     return text if cap is None or len(text) <= cap else text[:cap - 3] + "..."
 
 
-def render_junit(benchmark: dict[str, Any]) -> str:
+def render_junit(benchmark: Benchmark) -> str:
     """JUnit XML: a testsuite per config, a testcase per eval x run."""
     import xml.etree.ElementTree as ET
-    meta = benchmark["metadata"]
+    meta = benchmark.metadata
     root = ET.Element("testsuites", name=_xml_text(f"skill-eval {meta.get('skill_name')}"))
     totals = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
     for config in meta["configs"]:
@@ -8854,7 +9242,7 @@ def render_junit(benchmark: dict[str, Any]) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"
 
 
-def _junit_suite(b: dict[str, Any], config: str) -> Any:
+def _junit_suite(b: Benchmark, config: str) -> Any:
     import xml.etree.ElementTree as ET
     suite = ET.Element("testsuite", name=config)
     properties = ET.SubElement(suite, "properties")
@@ -8862,63 +9250,63 @@ def _junit_suite(b: dict[str, Any], config: str) -> Any:
         ET.SubElement(properties, "property", name=name, value=_xml_text(value))
     counts = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
     seconds = []
-    for run in (r for r in all_runs(b) if r["configuration"] == config):
+    for run in (r for r in all_runs(b) if r.configuration == config):
         case, outcome = _junit_case(run)
         suite.append(case)
         counts["tests"] += 1
         counts[outcome] = counts.get(outcome, 0) + 1
-        if run["result"]["time_seconds"] is not None:
-            seconds.append(run["result"]["time_seconds"])
+        if run.result.time_seconds is not None:
+            seconds.append(run.result.time_seconds)
     for key in ("tests", "failures", "errors", "skipped"):
         suite.set(key, str(counts[key]))
     if seconds:  # executor time only; an uncaptured time is left out, never written as 0
         suite.set("time", f"{sum(seconds):.3f}")
-    suite.set("timestamp", str(b["metadata"].get("timestamp") or ""))
+    suite.set("timestamp", str(b.metadata.get("timestamp") or ""))
     return suite
 
 
-def _junit_properties(b: dict[str, Any], config: str) -> list[tuple[str, Any]]:
-    paired, c = b.get("paired") or {}, b["comparison"]
-    return [("skill_name", b["metadata"].get("skill_name")), ("agent", b["metadata"].get("agent")),
-            ("verdict", paired.get("verdict") or "none (one config only)"),
-            ("verdict_reason", paired.get("verdict_reason") or ""),
+def _junit_properties(b: Benchmark, config: str) -> list[tuple[str, Any]]:
+    paired, c = b.paired, b.comparison
+    return [("skill_name", b.metadata.get("skill_name")), ("agent", b.metadata.get("agent")),
+            ("verdict", paired.verdict if paired else "none (one config only)"),
+            ("verdict_reason", paired.verdict_reason if paired else ""),
             ("delta", fmt_delta(c.get("delta"))),
-            ("mean_per_eval_delta", fmt_delta(paired.get("mean_delta"))),
+            ("mean_per_eval_delta", fmt_delta(paired.mean_delta if paired else None)),
             ("candidate", c.get("candidate")), ("baseline", c.get("baseline") or ""),
-            ("pass_rate", fmt_rate(b["run_summary"][config]["pass_rate"]["mean"])),
-            ("sanity_status", b["sanity_checks"]["status"]), *_junit_comparison_properties(b)]
+            ("pass_rate", fmt_rate(b.run_summary[config].pass_rate.mean)),
+            ("sanity_status", b.sanity_checks.status), *_junit_comparison_properties(b)]
 
 
-def _junit_comparison_properties(b: dict[str, Any]) -> list[tuple[str, Any]]:
+def _junit_comparison_properties(b: Benchmark) -> list[tuple[str, Any]]:
     """Each baseline's paired comparison, side by side: `<what> vs <baseline>`."""
     found = []
-    for c in b.get("comparisons") or []:
-        ci, mde = c.get("ci95"), (c.get("power") or {}).get("mde")
-        name = f" vs {c['baseline']}"
-        found += [("verdict" + name, c["verdict"]), ("verdict_reason" + name, c["verdict_reason"]),
-                  ("mean_per_eval_delta" + name, fmt_delta(c["mean_delta"])),
+    for c in b.comparisons or []:
+        ci, mde = c.ci95, (c.power or {}).get("mde")
+        name = f" vs {c.baseline}"
+        found += [("verdict" + name, c.verdict), ("verdict_reason" + name, c.verdict_reason),
+                  ("mean_per_eval_delta" + name, fmt_delta(c.mean_delta)),
                   ("ci95" + name, f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else "n/a"),
-                  ("wins_ties_losses" + name, f"{c['wins']}/{c['ties']}/{c['losses']}"),
+                  ("wins_ties_losses" + name, f"{c.wins}/{c.ties}/{c.losses}"),
                   ("minimum_detectable_effect" + name,
                    fmt_delta(mde).lstrip("+") if mde is not None else "n/a")]
     return found
 
 
-def _junit_case(run: dict[str, Any]) -> tuple[Any, str]:
+def _junit_case(run: RunResult) -> tuple[Any, str]:
     """The testcase element and its outcome: passed, failures, errors or skipped."""
     import xml.etree.ElementTree as ET
-    case = ET.Element("testcase", classname=run["configuration"],
-                      name=_xml_text(f"{run['eval_id']} run-{run['run_number']}"))
-    if run["result"]["time_seconds"] is not None:
-        case.set("time", f"{run['result']['time_seconds']:.3f}")
-    detail = _xml_text((run.get("failure") or {}).get("detail"), JUNIT_MESSAGE_CAP_CHARS)
-    if run["status"] != STATUS_OK:
-        ET.SubElement(case, "error", type=run["status"], message=detail).text = detail
+    case = ET.Element("testcase", classname=run.configuration,
+                      name=_xml_text(f"{run.eval_id} run-{run.run_number}"))
+    if run.result.time_seconds is not None:
+        case.set("time", f"{run.result.time_seconds:.3f}")
+    detail = _xml_text((run.failure or {}).get("detail"), JUNIT_MESSAGE_CAP_CHARS)
+    if run.status != STATUS_OK:
+        ET.SubElement(case, "error", type=run.status, message=detail).text = detail
         return case, "errors"
-    if not run["scored"]:
+    if not run.scored:
         ET.SubElement(case, "skipped", message=detail or "not scored")
         return case, "skipped"
-    failed = [e for e in run["expectations"] if not e["passed"]]
+    failed = [e for e in run.expectations if not e["passed"]]
     for exp in failed:
         failure = ET.SubElement(case, "failure", type=exp.get("kind") or "assertion",
                                 message=_xml_text(exp["text"], JUNIT_MESSAGE_CAP_CHARS))
@@ -8929,9 +9317,9 @@ def _junit_case(run: dict[str, Any]) -> tuple[Any, str]:
 SUMMARY_FLAG_GROUPS = 6
 
 
-def adaptive_summary_lines(benchmark: dict[str, Any]) -> list[str]:
+def adaptive_summary_lines(benchmark: Benchmark) -> list[str]:
     """The summary's line on an adaptive run's waves; none for a fixed matrix."""
-    adaptive = benchmark.get("adaptive")
+    adaptive = benchmark.adaptive
     if not adaptive:
         return []
     saved = adaptive["saved"]
@@ -8941,17 +9329,17 @@ def adaptive_summary_lines(benchmark: dict[str, Any]) -> list[str]:
             f"{saved['grader_calls']} grader calls)"]
 
 
-def render_summary(benchmark: dict[str, Any], iteration_dir: Path) -> str:
+def render_summary(benchmark: Benchmark, iteration_dir: Path) -> str:
     """The few lines `run` and `report` print: status, pass rates, verdict, where to look."""
-    c, sanity = benchmark["comparison"], benchmark["sanity_checks"]
-    meta = benchmark["metadata"]
-    review = [f for f in sanity["flags"] if f["severity"] in SEVERITIES_NEEDING_REVIEW]
-    cancelled = sum(run.get("status") == "cancelled" for run in all_runs(benchmark))
+    c, sanity = benchmark.comparison, benchmark.sanity_checks
+    meta = benchmark.metadata
+    review = [f for f in sanity.flags if f.severity in SEVERITIES_NEEDING_REVIEW]
+    cancelled = sum(run.status == "cancelled" for run in all_runs(benchmark))
     lines = [f"skill-eval: {meta['skill_name']} with {meta['agent']} "
              f"({'INCOMPLETE, ' if meta.get('incomplete') else ''}{len(all_runs(benchmark))} runs, "
-             f"{benchmark['scored_run_count']} scored, {benchmark['error_run_count']} excluded"
+             f"{benchmark.scored_run_count} scored, {benchmark.error_run_count} excluded"
              + (f", {cancelled} of them cancelled" if cancelled else "") + ")",
-             f"Sanity checks: {sanity['status']}"
+             f"Sanity checks: {sanity.status}"
              + (f" ({len(review)} flag(s); see benchmark.md)" if review else "")]
     groups = group_flags(review)
     for group in groups[:SUMMARY_FLAG_GROUPS]:
@@ -8963,17 +9351,17 @@ def render_summary(benchmark: dict[str, Any], iteration_dir: Path) -> str:
     if c.get("baseline"):
         rates += f", {c['baseline']} {fmt_rate(c['baseline_pass_rate'])}"
         for other in meta["configs"][2:]:
-            rates += f", {other} {fmt_rate(benchmark['run_summary'][other]['pass_rate']['mean'])}"
+            rates += f", {other} {fmt_rate(benchmark.run_summary[other].pass_rate.mean)}"
         rates += (f", delta {fmt_delta(c['delta'])}" if len(meta["configs"]) < 3 else
                   f"; delta vs {c['baseline']} {fmt_delta(c['delta'])}")
     lines.append(f"Pass rate: {rates}")
-    if benchmark.get("paired"):
+    if benchmark.paired:
         lines.append(_md_verdict(benchmark).strip().replace("**", "").replace("\n\n", "\n"))
     lines += adaptive_summary_lines(benchmark)
-    lines += [f"Power: {line}" for c in benchmark.get("comparisons") or []
+    lines += [f"Power: {line}" for c in benchmark.comparisons or []
               for line in forecast_lines(c)]
     lines += [f"Activation: {line}" for line in activation_lines(benchmark)]
-    if (benchmark.get("judge") or {}).get("grader_runs", 1) > 1:
+    if (benchmark.judge or {}).get("grader_runs", 1) > 1:
         lines.append("Judge: " + judge_lines(benchmark)[0])
     lines.append(f"Benchmark: {iteration_dir / 'benchmark.md'}")
     return "\n".join(lines)
@@ -9010,19 +9398,18 @@ def read_run_file(path: Path, iteration_dir: Path, budget: _FileBudget) -> dict[
     return {"text": shown.decode("utf-8", "replace"), "note": note, "bytes": size}
 
 
-def read_html_run_files(benchmark: dict[str, Any], iteration_dir: Path) -> dict[tuple, dict]:
+def read_html_run_files(benchmark: Benchmark, iteration_dir: Path) -> dict[tuple, dict]:
     """Each run's output and artifact, keyed by (eval id, config, run number, kind)."""
     budget = _FileBudget(HTML_FILES_BUDGET_BYTES)
     files: dict[tuple, dict] = {}
     for run in all_runs(benchmark):
-        run_dir = (iteration_dir / f"eval-{run['eval_id']}"
-                   / config_folder(run["configuration"]) / f"run-{run['run_number']}")
+        run_dir = iteration_dir / run.label
         for kind, rel in HTML_RUN_FILES:
             files[(*_run_key(run), kind)] = read_run_file(run_dir / rel, iteration_dir, budget)
     return files
 
 
-def html_page(benchmark: dict[str, Any], iteration_dir: Path) -> str:
+def html_page(benchmark: Benchmark, iteration_dir: Path) -> str:
     """The HTML report of an iteration, its runs' answers and artifacts embedded."""
     return render_html(benchmark, read_html_run_files(benchmark, Path(iteration_dir)))
 
@@ -9384,12 +9771,11 @@ def run_file_changes(folder: Path, benchmark: BenchmarkFile) -> tuple[list[dict]
     return changes, files, unverifiable
 
 
-def verify_run_files(benchmark: dict[str, Any], iteration_dir: Path,
+def verify_run_files(benchmark: Benchmark, iteration_dir: Path,
                      checked_by: str) -> dict[str, Any]:
     """Hash every run file benchmark.json lists and compare it with the hash taken at write time."""
     started = time.monotonic()
-    parsed = BenchmarkFile.from_json(benchmark, Path(iteration_dir) / "benchmark.json")
-    changes, files, unverifiable = run_file_changes(Path(iteration_dir), parsed)
+    changes, files, unverifiable = run_file_changes(Path(iteration_dir), benchmark.file_entries())
     return {"checked_by": checked_by, "files": files, "changed_count": len(changes),
             "changed": changes[:CHANGES_SHOWN], "unverifiable_runs": unverifiable,
             "seconds": round(time.monotonic() - started, 3)}
@@ -10080,10 +10466,10 @@ def adaptive_pairs(cells: list[Cell], records: list[RunRecord],
     for cell in cells:
         rates.setdefault(str(cell.case.id), ([], []))
     for run in map(benchmark_run, records):
-        slot = rates.get(str(run["eval_id"]))
-        if slot is None or not run["scored"] or run["configuration"] not in configs[:2]:
+        slot = rates.get(str(run.eval_id))
+        if slot is None or not run.scored or run.configuration not in configs[:2]:
             continue
-        slot[configs.index(run["configuration"])].append(run["result"]["pass_rate"])
+        slot[configs.index(run.configuration)].append(run.result.pass_rate)
     return list(rates.values())
 
 
@@ -10267,8 +10653,8 @@ def finish_iteration(plan: IterationPlan, groups: ProcessGroups, begun: BegunIte
     incomplete = groups.cancelled.is_set() or any(r.status == "cancelled" for r in records)
     meta = benchmark_metadata(suite, options, manifest, cells, records, incomplete)
     benchmark = aggregate(records, meta)
-    apply_sequential_verdict(benchmark, manifest.get("adaptive"))
-    apply_results_check(benchmark, source_check(
+    benchmark = with_sequential_verdict(benchmark, manifest.get("adaptive"))
+    benchmark = apply_results_check(benchmark, source_check(
         manifest, verify_run_files(benchmark, iteration_dir, "run")))
     write_benchmark(iteration_dir, benchmark)
     write_text(iteration_dir / "benchmark.html", html_page(benchmark, iteration_dir))
@@ -10277,7 +10663,7 @@ def finish_iteration(plan: IterationPlan, groups: ProcessGroups, begun: BegunIte
     print(render_summary(benchmark, iteration_dir))
     if interrupted:
         return EXIT_INTERRUPTED
-    return EXIT_OK if benchmark["sanity_checks"]["status"] == "OK" else EXIT_REVIEW
+    return EXIT_OK if benchmark.sanity_checks.status == "OK" else EXIT_REVIEW
 
 
 # -- re-grade ------------------------------------------------------------------
@@ -10475,8 +10861,8 @@ def run_regrade_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
                                              BegunIteration(cells, fixtures, manifest), records))
 
 
-def write_benchmark(iteration_dir: Path, benchmark: dict[str, Any]) -> None:
-    write_json(iteration_dir / "benchmark.json", benchmark)
+def write_benchmark(iteration_dir: Path, benchmark: Benchmark) -> None:
+    write_json(iteration_dir / BENCHMARK_FILE, benchmark.to_json())
     write_text(iteration_dir / "benchmark.md", render_markdown(benchmark))
 
 
@@ -10485,6 +10871,13 @@ def write_benchmark(iteration_dir: Path, benchmark: dict[str, Any]) -> None:
 
 def load_benchmark(iteration: str | Path) -> dict[str, Any]:
     return read_benchmark(iteration).data
+
+
+def load_benchmark_model(iteration: str | Path) -> Benchmark:
+    """An iteration's benchmark.json as the reports read it, parsed once, here."""
+    folder = Path(iteration)
+    path = folder / BENCHMARK_FILE if folder.is_dir() else folder
+    return Benchmark.from_json(read_benchmark(iteration).data, path)
 
 
 def read_benchmark(iteration: str | Path) -> BenchmarkFile:
@@ -10561,8 +10954,8 @@ def shard_records(shard: dict[str, Any]) -> list[RunRecord]:
     """Every cell of a shard, read back from its run files, in plan order, with the file
     hashes the shard's runner recorded (so the merged iteration verifies them too)."""
     plan, records = shard["plan"], []
-    hashes = {(str(run["eval_id"]), run["configuration"], run["run_number"]):
-              run.get("files_sha256") for run in all_runs(shard["benchmark"])}
+    hashes = {(run.eval_id, run.configuration, run.run_number): run.files_sha256
+              for run in shard["checked"].runs}
     for key in shard["shard"]["evals"]:
         for config in plan["configs"]:
             for number in range(1, plan["runs"] + 1):
@@ -10654,7 +11047,7 @@ def shards_check(shards: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def merge_shards(target: Path, folders: list[Path],
-                 junit: Path | None) -> tuple[dict[str, Any], int]:
+                 junit: Path | None) -> tuple[Benchmark, int]:
     """One iteration at `target` from shard iterations: (benchmark, exit code).
 
     Every check runs before anything is written; the iteration is built beside `target` and
@@ -10672,7 +11065,7 @@ def merge_shards(target: Path, folders: list[Path],
                    for record in by_eval[key][1]]  # plan order, as one machine writes them
         meta = merged_metadata(shards, records, missing)
         benchmark = aggregate(records, meta)
-        apply_results_check(benchmark, shards_check(shards))
+        benchmark = apply_results_check(benchmark, shards_check(shards))
         junit_text = render_junit(benchmark) if junit else ""
     except MALFORMED_DATA as exc:
         raise _malformed_shards(folders, exc) from None
@@ -10699,7 +11092,7 @@ def merge_shards(target: Path, folders: list[Path],
         raise
     if junit:
         write_text(junit, junit_text)
-    code = EXIT_OK if benchmark["sanity_checks"]["status"] == "OK" else EXIT_REVIEW
+    code = EXIT_OK if benchmark.sanity_checks.status == "OK" else EXIT_REVIEW
     return benchmark, code
 
 
@@ -10722,12 +11115,12 @@ def latest_iteration_of(workspace: Path, skill_name: str, agent: str) -> Path | 
     return None
 
 
-def other_agent_iterations(iteration: Path, benchmark: dict[str, Any]) -> list[Path]:
+def other_agent_iterations(iteration: Path, benchmark: Benchmark) -> list[Path]:
     """The newest iteration of this skill by every other agent in the same workspace
     (evals/<skill>/workspace/<agent>/iteration-N)."""
     agent_dir = iteration.resolve().parent
     workspace = agent_dir.parent
-    skill = benchmark["metadata"].get("skill_name")
+    skill = benchmark.metadata.get("skill_name")
     found = []
     for folder in sorted(p for p in workspace.iterdir() if p.is_dir() and p != agent_dir):
         latest = latest_iteration_of(folder, skill, folder.name)
@@ -11242,13 +11635,10 @@ def dry_run_forecast(suite: Suite, options: RunOptions, planned_evals: int) -> l
              "alpha "
              "0.05, power 0.8):"]
     for pair in pairs:
-        stats = paired_statistics(benchmark["per_eval"], pair) or {}
-        comparison = {"candidate": pair[0], "baseline": pair[1], **stats,
-                      "power": power_forecast(benchmark["per_eval"], pair,
-                                              stats.get("mean_delta"))}
+        comparison = comparison_of(benchmark["per_eval"], pair)
         lines += [f"  {pair[0]} {line}" for line in forecast_lines(comparison, True)]
-        sd, n = comparison["power"]["sd_per_eval_delta"], comparison["power"]["paired_evals"]
-        planned_mde = (minimum_detectable(sd, planned_evals, comparison["power"]["level"])
+        sd, n = comparison.power["sd_per_eval_delta"], comparison.power["paired_evals"]
+        planned_mde = (minimum_detectable(sd, planned_evals, comparison.power["level"])
                        if sd and planned_evals else None)
         if sd and planned_evals and planned_evals != n:
             lines.append(f"  {pair[0]} vs {pair[1]}: with the {planned_evals} evals planned now, "
@@ -11395,7 +11785,7 @@ def across_agent_entries(first: AgentIteration, folder: Path, named: list[str]
         other_dir = other if other.is_dir() else other.parent
         if other_dir.resolve() == folder.resolve():
             continue
-        benchmark = load_benchmark(other)
+        benchmark = load_benchmark_model(other)
         try:
             check = verify_run_files(benchmark, other_dir, "report --across")
         except MALFORMED_DATA as exc:
@@ -11775,7 +12165,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     benchmark, code = merge_shards(target, [Path(f) for f in args.merge], junit_path)
     if html_path:
         write_text(html_path, html_page(benchmark, target))
-    for missing in benchmark["metadata"]["missing_shards"]:
+    for missing in benchmark.metadata["missing_shards"]:
         print(f"missing shard {missing['shard']}: evals {', '.join(missing['evals'])}",
               file=sys.stderr)
     print(render_summary(benchmark, target))
@@ -11786,16 +12176,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     report_folder_from_flags(args)
     if args.merge:
         return cmd_merge(args)
-    benchmark = load_benchmark(args.iteration)
+    benchmark = load_benchmark_model(args.iteration)
     folder = Path(args.iteration)
     folder = folder if folder.is_dir() else folder.parent
     html_path = output_path(args.html, "--html", folder.resolve() / "benchmark.html")
     junit_path = output_path(args.junit, "--junit")
-    other = load_benchmark(args.compare) if args.compare else None
+    other = load_benchmark_model(args.compare) if args.compare else None
     # Everything is read and rendered before anything is written: bad input changes nothing.
     try:
         check = verify_run_files(benchmark, folder, "report")
-        apply_results_check(benchmark, check)
+        benchmark = apply_results_check(benchmark, check)
         text = render_markdown(benchmark)
         comparison = render_compare_markdown(benchmark, other, args.compare) if other else ""
         compared = comparability(benchmark, other) if other else ""

@@ -1,0 +1,111 @@
+"""The result model of what the runner writes (issue 23, "One result model"): benchmark.json
+read into frozen values and written back from them byte for byte, a value of the wrong kind
+refused naming the file and the JSON path, and aggregate() building the same values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import unittest
+
+from tests.golden_iterations import GOLDEN
+from tests.helpers import runner
+
+GOLDEN_NAMES = ("two_arms", "three_arms", "regrade")
+
+
+def golden(name: str) -> tuple[str, dict]:
+    path = GOLDEN / name / "benchmark.json"
+    return str(path), json.loads(path.read_text(encoding="utf-8"))
+
+
+class RoundTripTest(unittest.TestCase):
+    def test_golden_benchmarks_come_back_as_written(self) -> None:
+        for name in GOLDEN_NAMES:
+            with self.subTest(name):
+                path, written = golden(name)
+                model = runner.Benchmark.from_json(written, path)
+                # The same text, so the same keys in the same order.
+                self.assertEqual(json.dumps(model.to_json()), json.dumps(written))
+                for run in (*model.runs, *model.unscored_runs):
+                    self.assertIsInstance(run, runner.RunResult)
+                    self.assertIsInstance(run.result, runner.RunScore)
+                for summary in model.run_summary.values():
+                    self.assertIsInstance(summary.pass_rate, runner.Stats)
+                for flag in model.sanity_checks.flags:
+                    self.assertIsInstance(flag, runner.SanityFlag)
+                for compared in model.comparisons:
+                    self.assertIsInstance(compared, runner.Comparison)
+                self.assertEqual(model.paired, model.comparisons[0].as_paired())
+
+    def test_values_are_frozen(self) -> None:
+        path, written = golden("two_arms")
+        model = runner.Benchmark.from_json(written, path)
+        with self.assertRaises(dataclasses.FrozenInstanceError):
+            model.runs[0].status = "changed"  # type: ignore[misc]
+        with self.assertRaises(dataclasses.FrozenInstanceError):
+            model.sanity_checks.status = "OK"  # type: ignore[misc]
+
+    def test_a_flag_keeps_where_it_points_in_order(self) -> None:
+        flag = {"severity": "warning", "kind": "judge_tie", "message": "m", "eval_id": "E1",
+                "configuration": "with_skill", "run_number": 2, "assertion_id": 3}
+        parsed = runner.SanityFlag.from_json(flag, "benchmark.json", "sanity_checks.flags[0]")
+        self.assertEqual(list(parsed.to_json().items()), list(flag.items()))
+        self.assertEqual(runner.flag_place(parsed), "eval E1, run 2, assertion 3")
+        common = runner.SanityFlag("warning", "judge_disagrees_with_check", "m",
+                                   (("eval_id", None),))
+        self.assertEqual(runner.flag_place(common), "eval None")  # as the reports always said
+
+
+class WrongKindTest(unittest.TestCase):
+    """A mistyped value is invalid input naming the file and the JSON path."""
+
+    CASES = (
+        (("runs", 0, "scored"), "runs[0].scored"),
+        (("runs", 0, "result"), "runs[0].result"),
+        (("runs", 0, "result", "pass_rate"), "runs[0].result.pass_rate"),
+        (("runs", 0, "expectations"), "runs[0].expectations"),
+        (("runs", 0, "grader"), "runs[0].grader"),
+        (("run_summary", "with_skill", "pass_rate", "mean"), "run_summary.with_skill.pass_rate"),
+        (("run_summary", "with_skill", "runs"), "run_summary.with_skill.runs"),
+        (("sanity_checks", "flags", 0, "message"), "sanity_checks.flags[0].message"),
+        (("sanity_checks", "status"), "sanity_checks.status"),
+        (("comparisons", 0, "verdict"), "comparisons[0].verdict"),
+        (("comparisons", 0, "ci95"), "comparisons[0].ci95"),
+        (("paired", "wins"), "paired.wins"),
+        (("paired", "test"), "paired.test"),
+    )
+
+    def test_each_names_its_path(self) -> None:
+        for steps, shown in self.CASES:
+            for value in ("x", [1], {"k": 1}, 7):
+                path, written = golden("two_arms")
+                target = written
+                for step in steps[:-1]:
+                    target = target[step]
+                before = target[steps[-1]]
+                numbers = all(isinstance(v, (int, float)) for v in (before, value))
+                if type(before) is type(value) or numbers:
+                    continue  # the same kind: not a mistyped value
+                target[steps[-1]] = value
+                with self.subTest(steps=steps, value=value):
+                    with self.assertRaises(runner.InputError) as caught:
+                        runner.Benchmark.from_json(written, path)
+                    self.assertIn(path, str(caught.exception))
+                    self.assertIn(shown, str(caught.exception))
+
+
+class AggregateTest(unittest.TestCase):
+    def test_aggregate_builds_the_values_and_writes_what_it_read(self) -> None:
+        path, written = golden("three_arms")
+        model = runner.Benchmark.from_json(written, path)
+        again = runner.Benchmark.from_json(model.to_json(), path)
+        self.assertEqual(again, model)
+        checked = runner.apply_results_check(model, dict(model.results_check))
+        self.assertEqual(checked.sanity_checks, model.sanity_checks)
+        self.assertEqual(runner.render_markdown(checked), runner.render_markdown(model))
+
+
+if __name__ == "__main__":
+    unittest.main()
