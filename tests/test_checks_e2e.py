@@ -204,6 +204,25 @@ class ChecksRun(ChecksBase):
         self.assertIn("scored by checks alone, without a grader call: 2 cells (cases only)", out)
         self.assertEqual(fake_calls(self.tmp.path), [])
 
+    def test_regrade_dry_run_keeps_the_recorded_checks_and_counts_only_judged_cells(self) -> None:
+        # A re-grade cannot run checks again (the sandboxes are gone): the dry run says their
+        # recorded results are kept, and a checks-only case costs no grader call.
+        suite = fix_suite()
+        suite["evals"].append({"id": "only", "prompt": "Fix it.", "checks": [FILE_FIXED]})
+        code, _, err = self.run_suite(suite, executors(FIXES, FIXES))
+        self.assertEqual(code, 0, err)
+        before = len(fake_calls(self.tmp.path))
+        code, out, err = call_main(
+            ["run", str(self.root / SUITE_REL), "--agent", "claude", "--workspace",
+             str(self.workspace), "--regrade", str(self.workspace / "iteration-1"), "--dry-run"],
+            fake_env(self.tmp.path, executors(FIXES, FIXES)))
+        self.assertEqual(code, 0, err)
+        self.assertIn("grader calls: up to 2 (2 x 1)", out)
+        self.assertIn("checks: not run again (the executors' sandboxes are gone); the results "
+                      "the source recorded are kept for 4 cells, 2 of them scored by checks "
+                      "alone, without a grader call", out)
+        self.assertEqual(len(fake_calls(self.tmp.path)), before)
+
     def test_a_hanging_check_ends_at_its_timeout_and_the_run_is_unscored(self) -> None:
         hang = {"name": "hangs", "run": "sleep 60", "timeout": 1}
         code, out, err = self.run_suite(fix_suite(checks=[hang, FILE_FIXED],

@@ -11673,8 +11673,10 @@ def print_regrade_dry_run(suite: Suite, options: RunOptions, provider: Provider,
     gradable = [label for label, run in sources.items() if not run.changed
                 and (record := read_run_record(run.folder)) is not None
                 and executor_finished(record)]
-    calls = len(gradable) * options.grader_runs
-    waves = math.ceil(len(gradable) / options.concurrency) if gradable else 0
+    by_label = {cell.label: cell for cell in cells}
+    judged = [label for label in gradable if suite.assertions_for(by_label[label].case)]
+    calls = len(judged) * options.grader_runs
+    waves = math.ceil(len(judged) / options.concurrency) if judged else 0
     grader = sandbox_base / "skill-eval-grader-XXXXXX"
     grader_call = provider.grader_invocation("<prompt on stdin>", grader, options.grader_model,
                                              sandbox_base / "skill-eval-YYYYYY/verdict_schema.json",
@@ -11683,7 +11685,13 @@ def print_regrade_dry_run(suite: Suite, options: RunOptions, provider: Provider,
     print(f"dry run: re-grade {source.folder} ({suite.skill_name}) with {options.agent}: "
           "nothing launched, no iteration made")
     print(f"runs: {len(cells)}, of which {len(gradable)} have a finished executor to grade; "
-          f"executors: 0; grader calls: up to {calls} ({len(gradable)} x {options.grader_runs})")
+          f"executors: 0; grader calls: up to {calls} ({len(judged)} x {options.grader_runs})")
+    with_checks = [label for label in gradable if suite.checks_for(by_label[label].case)]
+    if with_checks:
+        print(f"checks: not run again (the executors' sandboxes are gone); the results the "
+              f"source recorded are kept for {len(with_checks)} cells"
+              + (f", {len(gradable) - len(judged)} of them scored by checks alone, without a "
+                 "grader call" if len(judged) < len(gradable) else ""))
     print(f"concurrency: {options.concurrency} grader processes; timeout per call: "
           f"{options.timeout_s:g} s; worst-case wall time: "
           f"{waves * options.grader_runs * options.timeout_s:g} s")
