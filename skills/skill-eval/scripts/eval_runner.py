@@ -7973,7 +7973,9 @@ def render_markdown(benchmark: Benchmark) -> str:
     sections = [_md_header, _md_verdict_waves, _md_sanity, _md_arms, _md_overall, _md_comparison,
                 _md_comparisons, _md_activation, _md_metrics, _md_judge, _md_judge_vs_checks,
                 _md_per_eval, _md_per_assertion, _md_failed_assertions]
-    return "\n".join(section(benchmark) for section in sections).rstrip() + "\n"
+    # One blank line between sections, however a section ends, and none for an empty one.
+    texts = [section(benchmark).rstrip("\n") for section in sections]
+    return "\n\n".join(text for text in texts if text.strip()) + "\n"
 
 
 def _md_header(b: Benchmark) -> str:
