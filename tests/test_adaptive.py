@@ -123,6 +123,10 @@ class AdaptiveRunTest(RunTestCase):
         self.assertIn("Waves run: 3 of 5", md)
         self.assertIn("32 of 80 cells", md)
         self.assertIn("look 3 of 5", md)
+        page = (folder / "benchmark.html").read_text(encoding="utf-8")
+        self.assertIn("<h2>Adaptive waves</h2>", page)
+        self.assertIn("<li>Saved against the full matrix: 32 of 80 cells (40%)", page)
+        self.assertEqual(page.count("<td>next wave</td>"), 2)  # looks 1 and 2 went on
         self.assertEqual(load_json(folder / "iteration_manifest.json")["options"]["adaptive"],
                          True)
         # `report` re-renders the same account from benchmark.json.

@@ -8049,31 +8049,44 @@ def _saved_estimate(entry: dict[str, Any], unit: str) -> str:
     return f"about {number}{unit} (estimated: {entry['basis']})"
 
 
-def _md_adaptive(b: Benchmark) -> str:
-    """benchmark.md's account of an adaptive run: the waves, why they stopped, what it saved."""
-    adaptive = b.adaptive
-    if not adaptive:
-        return ""
+ADAPTIVE_LOOK_HEADERS = ("look", "alpha share", "paired evals", "mean delta", "p", "interval",
+                         "decision")
+
+
+def adaptive_facts(adaptive: dict[str, Any]) -> list[str]:
+    """An adaptive run in sentences: the waves, why they stopped, what they saved."""
     saved = adaptive["saved"]
     full = saved["full_matrix"]
-    lines = ["## Adaptive waves", "",
-             f"- Waves run: {adaptive['waves_run']} of {adaptive['waves_max']}; stopped: "
-             f"{_md_cell(adaptive['stop_reason'])}",
-             f"- Method: {adaptive['method']}; overall alpha {adaptive['alpha']:g}",
-             f"- Saved against the full matrix: {saved['cells']} of {full['cells']} cells "
-             f"({saved['share']:.0%}): {saved['executor_calls']} of {full['executor_calls']} "
-             f"executor calls and {saved['grader_calls']} of {full['grader_calls']} grader calls"]
-    for key, label, unit in (("cost_usd", "cost", " USD"), ("tokens", "tokens", "")):
-        lines.append(f"- Saved {label}: {_md_cell(_saved_estimate(saved[key], unit))}")
-    lines += ["", "| look | alpha share | paired evals | mean delta | p | interval | decision |",
-              "|---|---|---|---|---|---|---|"]
+    return [f"Waves run: {adaptive['waves_run']} of {adaptive['waves_max']}; stopped: "
+            f"{adaptive['stop_reason']}",
+            f"Method: {adaptive['method']}; overall alpha {adaptive['alpha']:g}",
+            f"Saved against the full matrix: {saved['cells']} of {full['cells']} cells "
+            f"({saved['share']:.0%}): {saved['executor_calls']} of {full['executor_calls']} "
+            f"executor calls and {saved['grader_calls']} of {full['grader_calls']} grader calls",
+            *(f"Saved {label}: {_saved_estimate(saved[key], unit)}"
+              for key, label, unit in (("cost_usd", "cost", " USD"), ("tokens", "tokens", "")))]
+
+
+def adaptive_look_rows(adaptive: dict[str, Any]) -> list[list[str]]:
+    rows = []
     for look in adaptive["looks"]:
         ci = look["ci"]
-        interval = f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else "n/a"
-        p_value = "n/a" if look["p_value"] is None else f"{look['p_value']:.4g}"
-        lines.append(f"| {look['look']} | {look['alpha']:.4g} | {look['paired_evals']} | "
-                     f"{fmt_delta(look['mean_delta'])} | {p_value} | {interval} | "
-                     f"{look['decision'] or look['stop'] or 'next wave'} |")
+        rows.append([str(look["look"]), f"{look['alpha']:.4g}", str(look["paired_evals"]),
+                     fmt_delta(look["mean_delta"]),
+                     "n/a" if look["p_value"] is None else f"{look['p_value']:.4g}",
+                     f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else "n/a",
+                     look["decision"] or look["stop"] or "next wave"])
+    return rows
+
+
+def _md_adaptive(b: Benchmark) -> str:
+    """benchmark.md's account of an adaptive run: the waves, why they stopped, what it saved."""
+    if not b.adaptive:
+        return ""
+    facts = [f"- {_md_cell(fact)}" for fact in adaptive_facts(b.adaptive)]
+    lines = ["## Adaptive waves", "", *facts, "", "| " + " | ".join(ADAPTIVE_LOOK_HEADERS) + " |",
+             "|" + "---|" * len(ADAPTIVE_LOOK_HEADERS)]
+    lines += ["| " + " | ".join(row) + " |" for row in adaptive_look_rows(b.adaptive)]
     return "\n".join(lines) + "\n"
 
 
@@ -8831,7 +8844,8 @@ def render_html(benchmark: Benchmark, files: dict[tuple, dict]) -> str:
     `files` holds each run's output and artifact as read_html_run_files gives them.
     """
     # What decides first (verdict, what it rests on, what failed), the detail after it.
-    sections = [_html_header, _html_headline, _html_sanity, _html_comparisons, _html_activation,
+    sections = [_html_header, _html_headline, _html_adaptive, _html_sanity, _html_comparisons,
+                _html_activation,
                 _html_metrics, _html_failed_assertions, _html_chart, _html_per_assertion,
                 _html_judge, _html_judge_vs_checks]
     body = "".join(section(benchmark) for section in sections) + _html_runs(benchmark, files)
@@ -8879,6 +8893,15 @@ def _html_header(b: Benchmark) -> str:
         text += (f'<p class="warn">INCOMPLETE: {_h(m.get("cells_finished"))} of '
                  f'{_h(m.get("cells_planned"))} cells finished before the run stopped.</p>\n')
     return text
+
+
+def _html_adaptive(b: Benchmark) -> str:
+    """An adaptive run's waves, as benchmark.md gives them."""
+    if not b.adaptive:
+        return ""
+    return ("<h2>Adaptive waves</h2>\n<ul>"
+            + "".join(f"<li>{_h(fact)}</li>" for fact in adaptive_facts(b.adaptive))
+            + "</ul>\n" + _html_table(list(ADAPTIVE_LOOK_HEADERS), adaptive_look_rows(b.adaptive)))
 
 
 def _html_headline(b: Benchmark) -> str:
