@@ -262,12 +262,14 @@ class DryRunForecastTest(RevisionArmCase):
         self.assertEqual(code, 0, err)
         self.assertIn("no earlier iteration", out)
         self.assertIn("with_skill@HEAD~1: skills/demo/ as committed at", out)
-        # An earlier run whose deltas vary: the grader fails one assertion on E02 and E03.
+        # An earlier run whose deltas vary, none of them 0 (a tie leaves the sign-flip test
+        # too few patterns for an MDE at 6 evals): after the MARKER-V2 rule, so only the
+        # HEAD~1 arm's graders see them, E02 and E03 fail one assertion of three there
+        # (deltas 1/3) and the other evals two (deltas 2/3).
         script = script_passing_on("MARKER-V2")
-        script["cases"].insert(0, {"match": "Task number 2", "role": "grader",
-                                   "spec": {"verdicts": {"fail_ids": [2]}}})
-        script["cases"].insert(0, {"match": "Task number 3", "role": "grader",
-                                   "spec": {"verdicts": {"fail_ids": [3]}}})
+        for task in ("Task number 2", "Task number 3"):
+            script["cases"].append({"match": task, "role": "grader",
+                                    "spec": {"verdicts": {"fail_ids": [2]}}})
         env = fake_env(self.tmp.path, script)
         code, out, err = call_main(["run", self.suite, "--agent", "claude", "--quiet",
                                     "--config", "with_skill,with_skill@HEAD~1",
