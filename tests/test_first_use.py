@@ -30,6 +30,12 @@ from tests.helpers import (
 
 
 class FirstUseBase(unittest.TestCase):
+    """A `run` with the fakes' defaults exits 0, never 1: every cell is ok, the with_skill
+    executor reads SKILL.md and the grader passes every assertion, so the only sanity flags are
+    info (non_discriminating_assertion, and unconfined from --isolation none); fewer evals than
+    MIN_PAIRED_EVALS give an inconclusive verdict but raise no flag. The tests below that run
+    with these defaults assert exit 0."""
+
     cases = 2
 
     def setUp(self) -> None:
@@ -49,7 +55,7 @@ class WorkspaceIgnoresItselfTests(FirstUseBase):
     def test_a_new_workspace_holds_a_gitignore_of_everything(self) -> None:
         self.assertFalse((self.root / ".gitignore").exists())
         code, _, err = self.run_main("run", self.suite, "--agent", "claude", "--quiet")
-        self.assertIn(code, (0, 1), err)
+        self.assertEqual(code, 0, err)  # the fakes' defaults: info flags only (FirstUseBase)
         workspace = self.root / "evals" / "demo" / "workspace" / "claude"
         self.assertEqual((workspace / ".gitignore").read_text(), "*\n")
         self.assertTrue((workspace / "iteration-1" / "benchmark.json").is_file())
@@ -60,7 +66,7 @@ class WorkspaceIgnoresItselfTests(FirstUseBase):
         mine.mkdir()
         code, _, err = self.run_main("run", self.suite, "--agent", "claude", "--quiet",
                                      "--workspace", str(mine))
-        self.assertIn(code, (0, 1), err)
+        self.assertEqual(code, 0, err)  # the fakes' defaults: info flags only (FirstUseBase)
         self.assertFalse((mine / ".gitignore").exists())
         self.assertTrue((mine / "iteration-1" / "benchmark.json").is_file())
 
@@ -138,7 +144,7 @@ class ResumeTests(FirstUseBase):
 
     def test_an_option_that_differs_is_named_with_both_values_before_any_plan(self) -> None:
         code, _, err = self.run_main("run", self.suite, "--agent", "claude", "--quiet")
-        self.assertIn(code, (0, 1), err)
+        self.assertEqual(code, 0, err)  # the fakes' defaults: info flags only (FirstUseBase)
         calls = len(fake_calls(self.tmp.path))
         code, out, err = self.run_main("run", self.suite, "--agent", "claude", "--runs", "2",
                                        "--model", "m-1", "--resume", str(self.iteration()))
@@ -196,7 +202,7 @@ class CliReadinessTests(FirstUseBase):
     def test_gemini_with_a_key_runs(self) -> None:
         code, _, err = self.run_main("run", self.suite, "--agent", "gemini", "--quiet",
                                      env=self.gemini_env(None, GEMINI_API_KEY="k"))
-        self.assertIn(code, (0, 1), err)
+        self.assertEqual(code, 0, err)  # the fakes' defaults: info flags only (FirstUseBase)
         self.assertTrue(fake_calls(self.tmp.path))
 
     def test_the_first_cells_failing_alike_stop_the_matrix(self) -> None:
@@ -230,7 +236,7 @@ class CompareLikeWithLikeTests(FirstUseBase):
     def iterate(self, configs: str) -> Path:
         code, _, err = self.run_main("run", self.suite, "--agent", "claude", "--quiet",
                                      "--config", configs)
-        self.assertIn(code, (0, 1), err)
+        self.assertEqual(code, 0, err)  # the fakes' defaults: info flags only (FirstUseBase)
         workspace = self.root / "evals" / "demo" / "workspace" / "claude"
         return max(workspace.glob("iteration-*"), key=lambda p: int(p.name.split("-")[1]))
 
@@ -324,7 +330,7 @@ class ReportFlagsTests(FirstUseBase):
 
     def run_agent(self, agent: str) -> Path:
         code, _, err = self.run_main("run", self.suite, "--agent", agent, "--quiet")
-        self.assertIn(code, (0, 1), err)
+        self.assertEqual(code, 0, err)  # the fakes' defaults: info flags only (FirstUseBase)
         return self.root / "evals" / "demo" / "workspace" / agent / "iteration-1"
 
     def test_html_followed_by_the_folder_writes_the_page_in_it(self) -> None:
@@ -360,7 +366,7 @@ class ReadableOutputTests(FirstUseBase):
     def setUp(self) -> None:
         super().setUp()
         code, self.out, err = self.run_main("run", self.suite, "--agent", "claude", "--quiet")
-        self.assertIn(code, (0, 1), err)
+        self.assertEqual(code, 0, err)  # the fakes' defaults: info flags only (FirstUseBase)
         self.folder = self.root / "evals" / "demo" / "workspace" / "claude" / "iteration-1"
 
     def test_the_page_puts_what_decides_first_and_folds_the_long_table(self) -> None:
@@ -382,7 +388,7 @@ class ReadableOutputTests(FirstUseBase):
 
     def test_agents_md_shows_one_kind_of_path(self) -> None:
         code, _, err = self.run_main("run", self.suite, "--agent", "codex", "--quiet")
-        self.assertIn(code, (0, 1), err)
+        self.assertEqual(code, 0, err)  # the fakes' defaults: info flags only (FirstUseBase)
         code, _, err = self.run_main("report", os.path.relpath(self.folder), "--across")
         self.assertEqual(code, 0, err)
         text = (self.folder / "agents.md").read_text()

@@ -407,7 +407,13 @@ class ConfinedInstalledCellTest(InstalledCase):
         code, out, err = call_main(["run", self.suite, "--agent", "claude", "--config",
                                     "installed,without_skill", "--quiet", "--workspace",
                                     str(self.workspace), "--isolation", "bwrap"], env)
-        self.assertIn(code, (0, 1), out + err)
+        # the searching `claude` prints no Skill tool call, so the installed arm never
+        # activated: the warning never_activated makes it REVIEW REQUIRED, exit 1
+        self.assertEqual(code, 1, out + err)
+        flags = json.loads((self.workspace / "iteration-1/benchmark.json").read_text())[
+            "sanity_checks"]["flags"]
+        self.assertEqual([f["kind"] for f in flags if f["severity"] in ("warning", "error")],
+                         ["never_activated"])
         self.assertNotIn("can compete", err)
         for config in ("installed", "without_skill"):
             found = (self.run_dir("E01", config) / "outputs/plan.md").read_text().splitlines()

@@ -415,7 +415,9 @@ class BoundsTests(JudgeRunTestCase):
         before = len(self.calls())
         code, out, err = self.run_main(root, self.env({}), "--agent", "claude",
                                        "--resume", str(iteration), "--quiet")
-        self.assertIn(code, (0, 1), err)
+        # nothing left to run: the benchmark is written again from the same four ok cells,
+        # which raised only info flags just above (exit 0 there), so exit 0 again
+        self.assertEqual(code, 0, err)
         self.assertEqual(self.launched(before), [])
         code, out, err = self.run_main(root, self.env({}), "--agent", "claude",
                                        "--grader-runs", "1", "--resume", str(iteration),

@@ -69,7 +69,12 @@ class InstalledScenario:
         repo = make_repo(self.tmpdir("repo"), suite, skill_md=SKILL)
         run = self.run_runner(repo, "--config", "installed", "--isolation", "bwrap",
                               *self.run_args)
-        self.assertIn(run.code, (0, 1), run)
+        # one config (single_config is info), confined (no unconfined flag), the graders' mixed
+        # verdicts (no scored_zero): the only flag that asks for review is never_activated, a
+        # warning when the installed arm never loaded the skill. So exit 0 when the model loads
+        # it, 1 when it does not, as the fake-CLI twins in tests/test_installed_arm.py assert
+        # (ActivationTest: 0; test_an_arm_that_never_activated_is_flagged_for_review: 1).
+        self.assertEqual(run.code, 0 if loads else 1, run)
         rec = run.run_json("E01", "installed")
         self.assertEqual(rec["status"], "ok", run)
         self.assertEqual(rec["executor"]["isolation"]["mode"], "bwrap")
