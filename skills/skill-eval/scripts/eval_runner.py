@@ -11517,6 +11517,7 @@ def _recorded_command(folder: Path, parser: argparse.ArgumentParser
         raise InputError(f"--resume {folder}: its manifest records no `run` command",
                          "pass an iteration-N folder written by `run`")
     recorded.suite = suite_path  # as resolved then: the command may have been relative
+    take(manifest, "repo_root", str, folder / "iteration_manifest.json", "")
     recorded.repo_root = manifest.get("repo_root") or recorded.repo_root
     return manifest, recorded
 
