@@ -38,6 +38,11 @@ class RoundTripTest(unittest.TestCase):
                 for compared in model.comparisons:
                     self.assertIsInstance(compared, runner.Comparison)
                 self.assertEqual(model.paired, model.comparisons[0].as_paired())
+                for row, as_written in zip(model.per_eval, written["per_eval"]):
+                    self.assertIsInstance(row, runner.PerEval)
+                    for slot in row.configs.values():
+                        self.assertIsInstance(slot, runner.EvalConfigRates)
+                    self.assertEqual(json.dumps(row.to_json()), json.dumps(as_written))
 
     def test_values_are_frozen(self) -> None:
         path, written = golden("two_arms")
@@ -46,6 +51,30 @@ class RoundTripTest(unittest.TestCase):
             model.runs[0].status = "changed"  # type: ignore[misc]
         with self.assertRaises(dataclasses.FrozenInstanceError):
             model.sanity_checks.status = "OK"  # type: ignore[misc]
+        with self.assertRaises(dataclasses.FrozenInstanceError):
+            model.per_eval[0].delta = 1.0  # type: ignore[misc]
+        with self.assertRaises(dataclasses.FrozenInstanceError):
+            model.per_eval[0].configs["with_skill"].scored_runs = 0  # type: ignore[misc]
+
+    def test_a_per_eval_row_writes_deltas_only_with_three_or_more_configs(self) -> None:
+        for name, has_deltas in (("two_arms", False), ("three_arms", True)):
+            with self.subTest(name):
+                path, written = golden(name)
+                row = runner.PerEval.from_json(written["per_eval"][0], path, "per_eval[0]")
+                self.assertEqual("deltas" in row.to_json(), has_deltas)
+                self.assertEqual(list(row.to_json()), list(written["per_eval"][0]))
+                first = next(iter(row.configs.values()))
+                self.assertEqual(list(first.to_json()),
+                                 ["pass_rates", "statuses", "mean_pass_rate", "scored_runs"])
+
+    def test_typed_and_plain_rows_give_the_same_paired_statistics(self) -> None:
+        path, written = golden("three_arms")
+        model = runner.Benchmark.from_json(written, path)
+        pair = tuple(model.configs[:2])
+        self.assertEqual(runner.paired_statistics(model.per_eval, pair),
+                         runner.paired_statistics(written["per_eval"], pair))
+        self.assertEqual(runner.power_forecast(model.per_eval, pair, 0.1),
+                         runner.power_forecast(written["per_eval"], pair, 0.1))
 
     def test_a_flag_keeps_where_it_points_in_order(self) -> None:
         flag = {"severity": "warning", "kind": "judge_tie", "message": "m", "eval_id": "E1",
@@ -75,6 +104,18 @@ class WrongKindTest(unittest.TestCase):
         (("comparisons", 0, "ci95"), "comparisons[0].ci95"),
         (("paired", "wins"), "paired.wins"),
         (("paired", "test"), "paired.test"),
+        (("per_eval", 0), "per_eval[0]"),
+        (("per_eval", 0, "configs"), "per_eval[0].configs"),
+        (("per_eval", 0, "configs", "with_skill"), "per_eval[0].configs.with_skill"),
+        (("per_eval", 0, "configs", "with_skill", "pass_rates"),
+         "per_eval[0].configs.with_skill.pass_rates"),
+        (("per_eval", 0, "configs", "with_skill", "statuses"),
+         "per_eval[0].configs.with_skill.statuses"),
+        (("per_eval", 0, "configs", "with_skill", "mean_pass_rate"),
+         "per_eval[0].configs.with_skill.mean_pass_rate"),
+        (("per_eval", 0, "configs", "with_skill", "scored_runs"),
+         "per_eval[0].configs.with_skill.scored_runs"),
+        (("per_eval", 0, "delta"), "per_eval[0].delta"),
     )
 
     def test_each_names_its_path(self) -> None:
@@ -94,6 +135,27 @@ class WrongKindTest(unittest.TestCase):
                         runner.Benchmark.from_json(written, path)
                     self.assertIn(path, str(caught.exception))
                     self.assertIn(shown, str(caught.exception))
+
+    def test_a_per_eval_row_names_the_item_inside_its_lists(self) -> None:
+        for steps, value, shown in (
+                (("per_eval", 1, "configs", "with_skill", "pass_rates", 0), "x",
+                 "per_eval[1].configs.with_skill.pass_rates[0]"),
+                (("per_eval", 1, "configs", "without_skill", "statuses", 0), 3,
+                 "per_eval[1].configs.without_skill.statuses[0]"),
+                (("per_eval", 0, "deltas", "without_skill"), "x",
+                 "per_eval[0].deltas.without_skill"),
+                (("per_eval", 0, "deltas"), [0.5], "per_eval[0].deltas"),
+                (("per_eval", 0, "eval_id"), "../up", "per_eval[0].eval_id")):
+            path, written = golden("three_arms")
+            target = written
+            for step in steps[:-1]:
+                target = target[step]
+            target[steps[-1]] = value
+            with self.subTest(steps=steps):
+                with self.assertRaises(runner.InputError) as caught:
+                    runner.Benchmark.from_json(written, path)
+                self.assertIn(path, str(caught.exception))
+                self.assertIn(shown, str(caught.exception))
 
 
 class AggregateTest(unittest.TestCase):

@@ -1137,15 +1137,94 @@ class SanityChecks:
         return {"status": self.status, "flags": [flag.to_json() for flag in self.flags]}
 
 
+def _numbers(obj: dict[str, Any], key: str, file: Any, json_path: str) -> tuple[float, ...]:
+    """A required list of numbers (pass rates)."""
+    values = take(obj, key, list, file, json_path, True)
+    for index, value in enumerate(values):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise misshapen(file, f"{json_path}.{key}[{index}]", "a number", value)
+    return tuple(values)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalConfigRates:
+    """One config's runs of one eval (per_eval[].configs.<config>): the pass rate of each
+    scored run, the status of every run, their mean and how many were scored."""
+
+    pass_rates: tuple[float, ...]
+    statuses: tuple[str, ...]
+    mean_pass_rate: float | None
+    scored_runs: int
+
+    @classmethod
+    def from_json(cls, obj: Any, file: Any, json_path: str) -> EvalConfigRates:
+        _object(obj, file, json_path, nullable=False)
+        statuses = take(obj, "statuses", list, file, json_path, True)
+        for index, status in enumerate(statuses):
+            if not isinstance(status, str):
+                raise misshapen(file, f"{json_path}.statuses[{index}]", "a string", status)
+        return cls(_numbers(obj, "pass_rates", file, json_path), tuple(statuses),
+                   _number_or_none(obj, "mean_pass_rate", file, json_path),
+                   take(obj, "scored_runs", int, file, json_path, True))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pass_rates": list(self.pass_rates), "statuses": list(self.statuses),
+                "mean_pass_rate": self.mean_pass_rate, "scored_runs": self.scored_runs}
+
+
+@dataclasses.dataclass(frozen=True)
+class PerEval:
+    """One eval's row of benchmark.json's per_eval: its configs' rates, and the candidate's
+    delta against the first baseline (`deltas`, against every baseline, only with three or
+    more configs; the key is then written, else left out)."""
+
+    eval_id: str | int
+    eval_name: Any
+    configs: dict[str, EvalConfigRates]
+    delta: float | None
+    deltas: dict[str, float | None] | None = None
+
+    @classmethod
+    def from_json(cls, obj: Any, file: Any, json_path: str) -> PerEval:
+        _object(obj, file, json_path, nullable=False)
+        eval_id = obj.get("eval_id")
+        if not names_one_folder(eval_id):
+            raise misshapen(file, f"{json_path}.eval_id", "a case id", eval_id)
+        configs = take(obj, "configs", dict, file, json_path, True)
+        deltas = take(obj, "deltas", dict, file, json_path)
+        return cls(eval_id, obj.get("eval_name"),
+                   {c: EvalConfigRates.from_json(s, file, f"{json_path}.configs.{c}")
+                    for c, s in configs.items()},
+                   _number_or_none(obj, "delta", file, json_path),
+                   None if deltas is None else {
+                       c: _number_or_none(deltas, c, file, f"{json_path}.deltas")
+                       for c in deltas})
+
+    def to_json(self) -> dict[str, Any]:
+        return {"eval_id": self.eval_id, "eval_name": self.eval_name,
+                "configs": {c: s.to_json() for c, s in self.configs.items()},
+                "delta": self.delta,
+                **({"deltas": dict(self.deltas)} if self.deltas is not None else {})}
+
+    def delta_against(self, configs: list[str] | tuple[str, ...],
+                      baseline: str) -> float | None:
+        """The candidate-minus-baseline delta, for any of the iteration's baselines."""
+        if len(configs) > 1 and baseline == configs[1]:
+            return self.delta
+        return (self.deltas or {}).get(baseline)
+
+
 # benchmark.json's blocks that stay JSON as written, in the order of the file.
 BENCHMARK_BLOCKS = ("status_counts", "comparison", "per_assertion", "pass_hat_k", "per_eval",
                     "judge", "judge_vs_checks", "activation", "notes")
+JSON_BLOCKS = tuple(key for key in BENCHMARK_BLOCKS if key != "per_eval")
 
 
 @dataclasses.dataclass(frozen=True)
 class Benchmark:
     """benchmark.json: what aggregate() returns, write_benchmark writes and every report
-    renders. Runs, run summaries, comparisons and sanity flags are values; the other blocks
+    renders. Runs, run summaries, per-eval rows, comparisons and sanity flags are values; the
+    other blocks
     (BENCHMARK_BLOCKS, the metadata and the results check) are JSON as written."""
 
     metadata: dict[str, Any]
@@ -1161,7 +1240,7 @@ class Benchmark:
     comparisons: tuple[Comparison, ...] | None = None  # None: written before there were any
     per_assertion: list[dict[str, Any]] | None = None
     pass_hat_k: dict[str, Any] | None = None
-    per_eval: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    per_eval: tuple[PerEval, ...] = ()
     judge: dict[str, Any] | None = None
     judge_vs_checks: dict[str, Any] | None = None
     activation: dict[str, Any] | None = None
@@ -1193,7 +1272,7 @@ class Benchmark:
             raise misshapen(file, "metadata.configs", "a list of config names", configs)
         summary = obj["run_summary"]
         delta = _object(summary.get("delta"), file, "run_summary.delta")
-        blocks = {key: obj.get(key) for key in BENCHMARK_BLOCKS}
+        blocks = {key: obj.get(key) for key in JSON_BLOCKS}
         for key, kind in (("comparisons", list), ("per_assertion", list), ("notes", list),
                           ("status_counts", dict), ("pass_hat_k", dict), ("judge", dict),
                           ("judge_vs_checks", dict), ("activation", dict), ("paired", dict)):
@@ -1209,6 +1288,8 @@ class Benchmark:
                    obj["scored_run_count"], obj["error_run_count"],
                    SanityChecks.from_json(obj["sanity_checks"], file, "sanity_checks"),
                    **blocks, comparisons=compared,
+                   per_eval=tuple(PerEval.from_json(row, file, f"per_eval[{i}]")
+                                  for i, row in enumerate(obj["per_eval"])),
                    paired=None if paired is None else Comparison.from_json(paired, file, "paired"),
                    results_check=_object(obj.get("results_check"), file, "results_check"),
                    adaptive=_object(obj.get("adaptive"), file, "adaptive"))
@@ -1217,7 +1298,8 @@ class Benchmark:
         summary: dict[str, Any] = {c: s.to_json() for c, s in self.run_summary.items()}
         if self.summary_delta is not None:
             summary["delta"] = self.summary_delta
-        blocks = {key: getattr(self, key) for key in BENCHMARK_BLOCKS}
+        blocks = {key: getattr(self, key) for key in JSON_BLOCKS}
+        blocks["per_eval"] = [row.to_json() for row in self.per_eval]
         return {"metadata": self.metadata, "runs": [run.to_json() for run in self.runs],
                 "run_summary": summary, "scored_run_count": self.scored_run_count,
                 "error_run_count": self.error_run_count,
@@ -6757,29 +6839,34 @@ def _sign(delta: float) -> int:
     return 0 if abs(delta) <= RATE_EPSILON else (1 if delta > 0 else -1)
 
 
-def per_eval_rates(runs: list[RunResult], configs: tuple[str, ...]) -> list[dict[str, Any]]:
-    by_eval: dict[str, dict[str, Any]] = {}
+def per_eval_rates(runs: list[RunResult], configs: tuple[str, ...]) -> tuple[PerEval, ...]:
+    by_eval: dict[str, tuple[RunResult, dict[str, list[RunResult]]]] = {}
     for run in runs:
-        entry = by_eval.setdefault(str(run.eval_id), {
-            "eval_id": run.eval_id, "eval_name": run.eval_name,
-            "configs": {c: {"pass_rates": [], "statuses": []} for c in configs}})
-        slot = entry["configs"][run.configuration]
-        slot["statuses"].append(run.status)
-        if run.scored:
-            slot["pass_rates"].append(run.result.pass_rate)
+        _, mine = by_eval.setdefault(str(run.eval_id), (run, {c: [] for c in configs}))
+        mine[run.configuration].append(run)
     rows = []
-    for entry in by_eval.values():
-        for slot in entry["configs"].values():
-            slot["mean_pass_rate"] = _mean(slot["pass_rates"])
-            slot["scored_runs"] = len(slot["pass_rates"])
-        rates = [entry["configs"][c]["mean_pass_rate"] for c in configs]
-        entry["delta"] = (_snap(rates[0] - rates[1])  # against the first baseline
-                          if len(rates) >= 2 and None not in rates[:2] else None)
-        if len(rates) > 2:
-            entry["deltas"] = {c: _snap(rates[0] - rate) if None not in (rates[0], rate)
-                               else None for c, rate in zip(configs[1:], rates[1:])}
-        rows.append(entry)
-    return rows
+    for first, mine in by_eval.values():
+        slots = {}
+        for config, these in mine.items():
+            rates = tuple(run.result.pass_rate for run in these if run.scored)
+            slots[config] = EvalConfigRates(rates, tuple(run.status for run in these),
+                                            _mean(list(rates)), len(rates))
+        means = [slots[c].mean_pass_rate for c in configs]
+        rows.append(PerEval(
+            first.eval_id, first.eval_name, slots,
+            delta=(_snap(means[0] - means[1])  # against the first baseline
+                   if len(means) >= 2 and None not in means[:2] else None),
+            deltas=({c: _snap(means[0] - rate) if None not in (means[0], rate) else None
+                     for c, rate in zip(configs[1:], means[1:])} if len(means) > 2 else None)))
+    return tuple(rows)
+
+
+def _pass_rates_of(row: PerEval | dict[str, Any], config: str) -> Sequence[float]:
+    """A row's pass rates for one config; a plain dict row (as the unit tests build, with
+    only the pass rates) is read by its keys."""
+    if isinstance(row, PerEval):
+        return row.configs[config].pass_rates
+    return row["configs"][config]["pass_rates"]
 
 
 def paired_deltas(pairs: list[tuple[list[float], list[float]]]) -> list[float]:
@@ -6861,7 +6948,7 @@ def sign_flip_test(deltas: list[float], alpha: float = ALPHA) -> dict[str, Any]:
             "seed": seed}
 
 
-def paired_statistics(per_eval: list[dict[str, Any]],
+def paired_statistics(per_eval: Sequence[PerEval | dict[str, Any]],
                       configs: tuple[str, ...]) -> dict[str, Any] | None:
     if len(configs) != 2:
         return None
@@ -7063,12 +7150,14 @@ MAX_FORECAST_RUNS = 50
 MAX_FORECAST_EVALS = 100000
 
 
-def comparisons(per_eval: list[dict[str, Any]], configs: tuple[str, ...]) -> list[Comparison]:
+def comparisons(per_eval: Sequence[PerEval | dict[str, Any]],
+                configs: tuple[str, ...]) -> list[Comparison]:
     """The candidate (first config) against each other config: paired statistics and power."""
     return [comparison_of(per_eval, (configs[0], baseline)) for baseline in configs[1:]]
 
 
-def comparison_of(per_eval: list[dict[str, Any]], pair: tuple[str, str]) -> Comparison:
+def comparison_of(per_eval: Sequence[PerEval | dict[str, Any]],
+                  pair: tuple[str, str]) -> Comparison:
     """pair[0] against pair[1] over the evals scored in both: the test, verdict and power."""
     stats = paired_statistics(per_eval, pair)
     ci = stats["ci95"]
@@ -7080,9 +7169,9 @@ def comparison_of(per_eval: list[dict[str, Any]], pair: tuple[str, str]) -> Comp
         baseline=pair[1], power=power_forecast(per_eval, pair, stats["mean_delta"]))
 
 
-def _paired_rates(per_eval: list[dict[str, Any]],
+def _paired_rates(per_eval: Sequence[PerEval | dict[str, Any]],
                   pair: tuple[str, str]) -> list[tuple[list[float], list[float]]]:
-    rows = [tuple(row["configs"][c]["pass_rates"] for c in pair) for row in per_eval]
+    rows = [tuple(list(_pass_rates_of(row, c)) for c in pair) for row in per_eval]
     return [(cand, base) for cand, base in rows if cand and base]
 
 
@@ -7147,7 +7236,7 @@ def minimum_detectable(sd: float, n: int, level: float = ALPHA) -> float | None:
     return factor * sd / math.sqrt(n)
 
 
-def power_forecast(per_eval: list[dict[str, Any]], pair: tuple[str, str],
+def power_forecast(per_eval: Sequence[PerEval | dict[str, Any]], pair: tuple[str, str],
                    observed: float | None) -> dict[str, Any]:
     """Minimum detectable effect, and evals (or runs per eval) a target delta would need.
 
@@ -7285,17 +7374,16 @@ def _assertion_rates(row: dict[str, Any], configs: tuple[str, ...]) -> None:
         all(s["passed"] == s["graded"] for s in graded) or all(s["passed"] == 0 for s in graded))
 
 
-def pass_hat_k(per_eval: list[dict[str, Any]], runs: list[RunResult],
+def pass_hat_k(per_eval: Sequence[PerEval], runs: list[RunResult],
                config: str) -> float | None:
     """Share of evals whose every run was scored and passed every assertion."""
-    evals = [row for row in per_eval if row["configs"][config]["statuses"]]
-    if not evals:
+    slots = [row.configs[config] for row in per_eval if row.configs[config].statuses]
+    if not slots:
         return None
-    perfect = sum(1 for row in evals
-                  if all(s == STATUS_OK for s in row["configs"][config]["statuses"])
-                  and row["configs"][config]["pass_rates"]
-                  and all(r == 1.0 for r in row["configs"][config]["pass_rates"]))
-    return perfect / len(evals)
+    perfect = sum(1 for slot in slots
+                  if all(s == STATUS_OK for s in slot.statuses)
+                  and slot.pass_rates and all(r == 1.0 for r in slot.pass_rates))
+    return perfect / len(slots)
 
 
 def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> Benchmark:
@@ -7616,7 +7704,7 @@ def _share(judge: float, executor: float) -> float | None:
 def all_runs(benchmark: Benchmark) -> list[RunResult]:
     """Scored and unscored runs in plan order (eval, config, run number)."""
     runs = [*benchmark.runs, *benchmark.unscored_runs]
-    evals = {str(row["eval_id"]): i for i, row in enumerate(benchmark.per_eval or [])}
+    evals = {str(row.eval_id): i for i, row in enumerate(benchmark.per_eval)}
     configs = {c: i for i, c in enumerate(benchmark.configs or [])}
     return sorted(runs, key=lambda r: (evals.get(str(r.eval_id), len(evals)),
                                        configs.get(r.configuration, len(configs)),
@@ -7710,17 +7798,17 @@ def _eval_flags(benchmark: Benchmark) -> list[SanityFlag]:
     flags = []
     comparison = benchmark.comparison
     for row in benchmark.per_eval:
-        eid = row["eval_id"]
-        for config, slot in row["configs"].items():
-            if slot["pass_rates"] and all(rate == 0 for rate in slot["pass_rates"]):
+        eid = row.eval_id
+        for config, slot in row.configs.items():
+            if slot.pass_rates and all(rate == 0 for rate in slot.pass_rates):
                 flags.append(_flag("warning", "scored_zero",
                                    "every scored run passed no assertion", eval_id=eid,
                                    configuration=config))
-        if row["configs"] and all(slot["statuses"] and not slot["pass_rates"]
-                                  for slot in row["configs"].values()):
+        if row.configs and all(slot.statuses and not slot.pass_rates
+                               for slot in row.configs.values()):
             flags.append(_flag("error", "eval_unscored",
                                "no run of this eval was scored in any config", eval_id=eid))
-        deltas = row.get("deltas") or {comparison["baseline"]: row["delta"]}
+        deltas = row.deltas or {comparison["baseline"]: row.delta}
         for baseline, delta in deltas.items():
             if delta is not None and _sign(delta) < 0:
                 flags.append(_flag("warning", "candidate_below_baseline",
@@ -8499,10 +8587,10 @@ def _md_per_eval(b: Benchmark) -> str:
     lines = ["## Per eval", "", "| eval | " + " | ".join(configs) + " | delta | statuses |",
              "|---|" + "---|" * (len(configs) + 2)]
     for row in b.per_eval:
-        rates = [fmt_rate(row["configs"][c]["mean_pass_rate"]) for c in configs]
-        statuses = sorted({s for c in configs for s in row["configs"][c]["statuses"]})
-        lines.append(f"| {_md_cell(row['eval_id'])} {_md_cell(row['eval_name'])} | "
-                     + " | ".join(rates) + f" | {fmt_delta(row['delta'])} | "
+        rates = [fmt_rate(row.configs[c].mean_pass_rate) for c in configs]
+        statuses = sorted({s for c in configs for s in row.configs[c].statuses})
+        lines.append(f"| {_md_cell(row.eval_id)} {_md_cell(row.eval_name)} | "
+                     + " | ".join(rates) + f" | {fmt_delta(row.delta)} | "
                      f"{', '.join(statuses)} |")
     return "\n".join(lines) + "\n"
 
@@ -8567,19 +8655,12 @@ def _regraded_from(later: Benchmark, earlier: Benchmark) -> bool:
     return bool(regrade) and stamp is not None and regrade.get("source_timestamp") == stamp
 
 
-def _delta_against(row: dict[str, Any], configs: list[str], baseline: str) -> float | None:
-    """One eval's candidate-minus-baseline delta, for any of the iteration's baselines."""
-    if len(configs) > 1 and baseline == configs[1]:
-        return row.get("delta")
-    return (row.get("deltas") or {}).get(baseline)
-
-
 def render_compare_markdown(this: Benchmark, other: Benchmark, other_name: str) -> str:
     configs = this.configs
     their_configs = other.configs
     shared, _ = shared_comparisons(this, other)
     rated = [c for c in configs if c in their_configs]
-    theirs = {str(row["eval_id"]): row for row in other.per_eval}
+    theirs = {str(row.eval_id): row for row in other.per_eval}
     lines = [f"## Compared with {other_name}", "",
              f"Comparability: {comparability(this, other)}", ""]
     if _regraded_from(this, other) or _regraded_from(other, this):
@@ -8590,17 +8671,18 @@ def render_compare_markdown(this: Benchmark, other: Benchmark, other_name: str) 
               + "".join(f" | delta vs {b} (this / other) | change" for b in shared) + " |",
               "|---|" + "---|" * (len(rated) + 2 * len(shared))]
     for row in this.per_eval:
-        old = theirs.get(str(row["eval_id"])) or {}
-        cells = [f"{fmt_rate(row['configs'][c]['mean_pass_rate'])} / "
-                 f"{fmt_rate(old.get('configs', {}).get(c, {}).get('mean_pass_rate'))}"
+        old = theirs.get(str(row.eval_id))
+        old_slots = old.configs if old is not None else {}
+        cells = [f"{fmt_rate(row.configs[c].mean_pass_rate)} / "
+                 f"{fmt_rate(old_slots[c].mean_pass_rate if c in old_slots else None)}"
                  for c in rated]
         for baseline in shared:
-            now = _delta_against(row, configs, baseline)
-            before = _delta_against(old, their_configs, baseline) if old else None
+            now = row.delta_against(configs, baseline)
+            before = old.delta_against(their_configs, baseline) if old is not None else None
             change = now - before if now is not None and before is not None else None
             cells += [f"{fmt_delta(now)} / {fmt_delta(before)}", fmt_delta(change)]
-        lines.append(f"| {_md_cell(row['eval_id'])} | " + " | ".join(cells) + " |")
-    missing = sorted(set(theirs) - {str(r["eval_id"]) for r in this.per_eval})
+        lines.append(f"| {_md_cell(row.eval_id)} | " + " | ".join(cells) + " |")
+    missing = sorted(set(theirs) - {str(r.eval_id) for r in this.per_eval})
     if missing:
         lines += ["", f"Only in {other_name}: {', '.join(missing)}"]
     return "\n".join(lines) + "\n"
@@ -8680,7 +8762,7 @@ def across_agent_tables(entries: list[AgentIteration]
     first = entries[0].benchmark
     labels = _agent_labels(entries)
     agents = [_agent_values(label, e, first) for label, e in zip(labels, entries)]
-    rows = [{str(r["eval_id"]): r for r in e.benchmark.per_eval} for e in entries]
+    rows = [{str(r.eval_id): r for r in e.benchmark.per_eval} for e in entries]
     eval_ids = list(dict.fromkeys(key for by_id in rows for key in by_id))
     lifts = [[eval_id, *(_lift_cell(by_id.get(eval_id)) for by_id in rows)]
              for eval_id in eval_ids]
@@ -8699,12 +8781,12 @@ ACROSS_AGENTS_CAVEAT = ("Each agent ran the suite in its own iteration and grade
                         "over its evals (see its benchmark.md).")
 
 
-def _lift_cell(row: dict[str, Any] | None) -> str:
+def _lift_cell(row: PerEval | None) -> str:
     if row is None:
         return "not run"
-    if row.get("delta") is None:
+    if row.delta is None:
         return "n/a (not scored in both configs)"
-    return fmt_delta(row["delta"])
+    return fmt_delta(row.delta)
 
 
 def across_agents_summary(entries: list[AgentIteration]) -> str:
@@ -9032,8 +9114,8 @@ class ChartGeometry:
         return self.label_w + CHART_BAR_W + 64
 
 
-def _chart_label(row: dict[str, Any]) -> str:
-    return f"{row['eval_id']} {row['eval_name']}"
+def _chart_label(row: PerEval) -> str:
+    return f"{row.eval_id} {row.eval_name}"
 
 
 def _html_chart(b: Benchmark) -> str:
@@ -9073,7 +9155,7 @@ def _chart_frame(geo: ChartGeometry, configs: list[str], height: int) -> list[st
     return parts
 
 
-def _chart_row(geo: ChartGeometry, row: dict[str, Any], configs: list[str], top: int,
+def _chart_row(geo: ChartGeometry, row: PerEval, configs: list[str], top: int,
                row_h: int) -> list[str]:
     label = _chart_label(row)
     short = label if len(label) <= geo.label_chars else label[:geo.label_chars - 1] + "…"
@@ -9082,23 +9164,23 @@ def _chart_row(geo: ChartGeometry, row: dict[str, Any], configs: list[str], top:
     for i, config in enumerate(configs):
         parts.append(_chart_bar(geo, row, config, i, top + 5 + i * (CHART_BAR_H + 3)))
     if len(configs) > 1:
-        delta = row["delta"]
+        delta = row.delta
         tone = "" if delta in (None, 0) else ' class="pos"' if delta > 0 else ' class="neg"'
         parts.append(f'<text x="{geo.delta_x}" y="{top + row_h // 2 + 4}"{tone}>'
                      f"{_h(fmt_delta(delta))}</text>")
     return parts
 
 
-def _chart_bar(geo: ChartGeometry, row: dict[str, Any], config: str, index: int, y: int) -> str:
-    slot = row["configs"][config]
-    rate = slot["mean_pass_rate"]
-    tip = (f"{row['eval_id']} {config}: {fmt_rate(rate)} ({slot['scored_runs']} of "
-           f"{len(slot['statuses'])} runs scored; {', '.join(slot['statuses']) or 'no runs'})")
+def _chart_bar(geo: ChartGeometry, row: PerEval, config: str, index: int, y: int) -> str:
+    slot = row.configs[config]
+    rate = slot.mean_pass_rate
+    tip = (f"{row.eval_id} {config}: {fmt_rate(rate)} ({slot.scored_runs} of "
+           f"{len(slot.statuses)} runs scored; {', '.join(slot.statuses) or 'no runs'})")
     track = (f'<rect class="track" x="{geo.label_w}" y="{y}" width="{CHART_BAR_W}" '
              f'height="{CHART_BAR_H}"><title>{_h(tip)}</title></rect>')
     text_y = y + CHART_BAR_H - 1
     if rate is None:
-        reason = ", ".join(sorted(set(slot["statuses"]))) or "no runs"
+        reason = ", ".join(sorted(set(slot.statuses))) or "no runs"
         return (track + f'<text class="muted" x="{geo.label_w + 4}" y="{text_y}">'
                 f"not scored ({_h(reason)})</text>")
     width = round(rate * CHART_BAR_W, 1)
@@ -11460,6 +11542,7 @@ def _recorded_command(folder: Path, parser: argparse.ArgumentParser
         raise InputError(f"--resume {folder}: its manifest records no `run` command",
                          "pass an iteration-N folder written by `run`")
     recorded.suite = suite_path  # as resolved then: the command may have been relative
+    take(manifest, "repo_root", str, folder / "iteration_manifest.json", "")
     recorded.repo_root = manifest.get("repo_root") or recorded.repo_root
     return manifest, recorded
 
@@ -11652,6 +11735,8 @@ def dry_run_forecast(suite: Suite, options: RunOptions, planned_evals: int) -> l
         return ["power forecast: no earlier iteration of this very suite with this agent in the "
                 "workspace"]
     folder, benchmark = earlier
+    rows = [PerEval.from_json(row, folder / BENCHMARK_FILE, f"per_eval[{i}]")
+            for i, row in enumerate(benchmark["per_eval"])]
     configs = tuple(benchmark["metadata"].get("configs") or ())
     planned = [(options.configs[0], b) for b in options.configs[1:]]
     pairs = [p for p in planned if set(p) <= set(configs)] or [
@@ -11660,7 +11745,7 @@ def dry_run_forecast(suite: Suite, options: RunOptions, planned_evals: int) -> l
              "alpha "
              "0.05, power 0.8):"]
     for pair in pairs:
-        comparison = comparison_of(benchmark["per_eval"], pair)
+        comparison = comparison_of(rows, pair)
         lines += [f"  {pair[0]} {line}" for line in forecast_lines(comparison, True)]
         sd, n = comparison.power["sd_per_eval_delta"], comparison.power["paired_evals"]
         planned_mde = (minimum_detectable(sd, planned_evals, comparison.power["level"])
