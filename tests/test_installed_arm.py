@@ -21,19 +21,9 @@ from tests.helpers import (
     fake_env,
     git,
     make_repo,
+    run_result,
     runner,
 )
-
-
-def run_result(**fields) -> runner.RunResult:
-    """A run as aggregate() builds it, with the given fields and the rest empty."""
-    empty = runner.RunScore(None, None, None, None, None, None, 0)
-    base = {"eval_id": "E1", "eval_name": "E1", "configuration": "with_skill", "run_number": 1,
-            "status": "ok", "scored": True, "result": empty, "expectations": (),
-            "failure": None, "permission_denials": 0, "skill_read": None, "activation": None,
-            "metric_sources": None, "files_sha256": None, "grader": None}
-    return runner.RunResult(**{**base, **fields})
-
 
 SAMPLES = PROJECT.parent / "shared" / "cli-samples"
 SEARCHING_CLAUDE = r"""#!/bin/sh

@@ -14,19 +14,8 @@ import shutil
 import unittest
 from pathlib import Path
 
-from tests.helpers import call_main, runner
+from tests.helpers import call_main, run_result, runner
 from tests.test_run_e2e import SUITE_REL, RunTestCase, case, load_json
-
-
-def run_result(**fields) -> runner.RunResult:
-    """A run as aggregate() builds it, with the given fields and the rest empty."""
-    empty = runner.RunScore(None, None, None, None, None, None, 0)
-    base = {"eval_id": "E1", "eval_name": "E1", "configuration": "with_skill", "run_number": 1,
-            "status": "ok", "scored": True, "result": empty, "expectations": (),
-            "failure": None, "permission_denials": 0, "skill_read": None, "activation": None,
-            "metric_sources": None, "files_sha256": None, "grader": None}
-    return runner.RunResult(**{**base, **fields})
-
 
 NOISY = "NOISY"
 
