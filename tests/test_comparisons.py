@@ -33,11 +33,6 @@ def graded_run(eval_id: str, config: str, run_number: int, verdicts: list[tuple[
         metric_sources=None, files_sha256=None, grader=None)
 
 
-def t_sum(n: int) -> float:
-    """t_{n-1}(0.975) + t_{n-1}(0.8), from tables (scipy.stats.t.ppf)."""
-    return {6: 2.570582 + 0.919544, 8: 2.364624 + 0.896030, 12: 2.200985 + 0.875539}[n]
-
-
 def t_by_integration(p: float, df: int) -> float:
     """Student's t quantile by Simpson integration of the density and bisection: an
     independent check of the runner's series for levels no printed table has."""
