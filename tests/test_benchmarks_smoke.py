@@ -68,5 +68,35 @@ class BenchmarkSmokeTest(unittest.TestCase):
         self.assertEqual(sorted(p.name for p in private_tmp.iterdir()), [])
 
 
+class ZeroClockReadingTest(unittest.TestCase):
+    """A CPU clock reads 0.00 s for a copy shorter than its resolution (CI stop 23 crashed
+    with ZeroDivisionError on one): the ratio is left out and shown absent, never divided."""
+
+    def setUp(self):
+        sys.path.insert(0, str(BENCHMARKS))
+        self.addCleanup(sys.path.remove, str(BENCHMARKS))
+        import bench_sandbox
+        self.bench = bench_sandbox
+
+    def cell(self, plain_cpu):
+        cell = {"plain": [0.05, 0.04], "plain_cpu": plain_cpu, "template": [0.0]}
+        for config, _ in self.bench.CONFIGS:
+            cell.update({f"{config}|build": [0.03, 0.02], f"{config}|build_cpu": [0.02, 0.01],
+                         f"{config}|nongit": [0.01, 0.01], f"{config}|calls": [0, 0],
+                         f"{config}|status": [0.0, 0.0], f"{config}|remove": [0.0, 0.0]})
+        return cell
+
+    def test_a_zero_cpu_reading_is_left_out_of_the_ratio(self):
+        rows = dict(self.bench.cell_rows(self.cell([0.0, 0.01])))
+        self.assertEqual(rows["  build / plain copy, CPU"], "1.00 / 1.00 / 1.00")
+        self.assertIn("in CPU with_skill 1.00", self.bench.build_summary(self.cell([0.0, 0.01])))
+
+    def test_every_cpu_reading_zero_shows_the_ratio_absent(self):
+        summary = self.bench.build_summary(self.cell([0.0, 0.0]))
+        self.assertIn("in CPU with_skill absent (clock read 0 s)", summary)
+        rows = dict(self.bench.cell_rows(self.cell([0.0, 0.0])))
+        self.assertTrue(rows["  build / plain copy, CPU"].startswith("absent"))
+
+
 if __name__ == "__main__":
     unittest.main()

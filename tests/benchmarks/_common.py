@@ -60,7 +60,15 @@ def mmm(values: list[float]) -> tuple[float, float, float]:
     return min(values), statistics.median(values), max(values)
 
 
+def ratios(numerators: list[float], denominators: list[float]) -> list[float]:
+    """Pairwise n / d, leaving out the pairs whose d is zero: a CPU clock can read 0.00 s
+    for a step shorter than its resolution, and that pair measures nothing."""
+    return [n / d for n, d in zip(numerators, denominators) if d > 0]
+
+
 def fmt_mmm(values: list[float], digits: int = 2, scale: float = 1.0) -> str:
+    if not values:
+        return "absent (every denominator read 0, below the clock's resolution)"
     low, mid, high = mmm([v * scale for v in values])
     return f"{low:.{digits}f} / {mid:.{digits}f} / {high:.{digits}f}"
 

@@ -307,9 +307,9 @@ def cell_rows(cell: dict[str, list[float]]) -> list[list[str]]:
                  for key, values in cell.items() if key.startswith(f"{config}|git ")]
         rows += [["  git calls", c.fmt_mmm(get("calls"), 0)],
                  ["  build / plain copy", c.fmt_mmm(
-                     [b / p for b, p in zip(get("build"), cell["plain"])])],
+                     c.ratios(get("build"), cell["plain"]))],
                  ["  build / plain copy, CPU", c.fmt_mmm(
-                     [b / p for b, p in zip(get("build_cpu"), cell["plain_cpu"])])],
+                     c.ratios(get("build_cpu"), cell["plain_cpu"]))],
                  ["  sandbox_changes (git status after the agent), s", c.fmt_mmm(get("status"))],
                  ["  sandbox removal, s", c.fmt_mmm(get("remove"))]]
     if cell["template"][0]:
@@ -318,19 +318,28 @@ def cell_rows(cell: dict[str, list[float]]) -> list[list[str]]:
     return rows
 
 
-def build_ratios(cell: dict[str, list[float]], kind: str = "") -> dict[str, float]:
-    """Median build / plain copy for each config, of wall time or (kind "_cpu") CPU time."""
-    return {config: c.mmm([b / p for b, p in zip(cell[f"{config}|build{kind}"],
-                                                 cell[f"plain{kind}"])])[1]
-            for config, _ in CONFIGS}
+def build_ratios(cell: dict[str, list[float]], kind: str = "") -> dict[str, float | None]:
+    """Median build / plain copy for each config, of wall time or (kind "_cpu") CPU time;
+    None where every plain copy read 0 s on that clock."""
+    out: dict[str, float | None] = {}
+    for config, _ in CONFIGS:
+        values = c.ratios(cell[f"{config}|build{kind}"], cell[f"plain{kind}"])
+        out[config] = c.mmm(values)[1] if values else None
+    return out
+
+
+def fmt_ratios(ratios: dict[str, float | None]) -> str:
+    return ", ".join(f"{k} {v:.2f}" if v is not None else f"{k} absent (clock read 0 s)"
+                     for k, v in ratios.items())
 
 
 def build_summary(cell: dict[str, list[float]]) -> str:
     ratios = build_ratios(cell)
-    worst = max(ratios.values())
-    return ("build/plain-copy median " + ", ".join(f"{k} {v:.2f}" for k, v in ratios.items())
-            + f" (target <= {TARGET_BUILD_RATIO}: {c.verdict(worst, TARGET_BUILD_RATIO)}); "
-            "in CPU " + ", ".join(f"{k} {v:.2f}" for k, v in build_ratios(cell, "_cpu").items()))
+    measured = [v for v in ratios.values() if v is not None]
+    verdict = c.verdict(max(measured), TARGET_BUILD_RATIO) if measured else "not measured"
+    return (f"build/plain-copy median {fmt_ratios(ratios)} "
+            f"(target <= {TARGET_BUILD_RATIO}: {verdict}); "
+            f"in CPU {fmt_ratios(build_ratios(cell, '_cpu'))}")
 
 
 # ---- peak disk during a run -----------------------------------------------------------------
