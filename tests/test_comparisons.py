@@ -27,7 +27,7 @@ def graded_run(eval_id: str, config: str, run_number: int, verdicts: list[tuple[
     return runner.RunResult(
         eval_id=eval_id, eval_name=eval_id, configuration=config, run_number=run_number,
         status="ok", scored=scored, result=runner.RunScore(None, None, None, None, None, None, 0),
-        expectations=tuple({"id": i, "text": text, "passed": passed, "evidence": ""}
+        expectations=tuple(runner.Verdict(i, text, passed, "")
                            for i, (text, passed) in enumerate(verdicts, 1)) if scored else (),
         failure=None, permission_denials=0, skill_read=None, activation=None,
         metric_sources=None, files_sha256=None, grader=None)

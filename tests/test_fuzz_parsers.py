@@ -242,7 +242,7 @@ class FuzzParsersTests(unittest.TestCase):
                   "grader_metrics": grader.metrics, "notes": executor.notes + grader.notes}
         payload = runner.parse_verdict_payload(grader.structured, grader.text)
         if payload is not None:
-            record["grading"] = runner.grade_assertions(ASSERTIONS, payload)
+            record["grading"] = runner.grade_assertions(ASSERTIONS, payload).to_json()
         runner.skill_read_evidence(executor.trace, "demo", "with_skill")
         self.parsed.append(record)
         if len(self.parsed) == 8:  # written in batches: the disk is not what is tested

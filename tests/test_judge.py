@@ -20,8 +20,11 @@ from tests.test_run_e2e import SUITE_REL, RunTestCase, case, load_json
 NOISY = "NOISY"
 
 
-def votes_item(yes: int, k: int) -> dict:
-    return {"votes_passed": yes, "votes": k, "unanimous": yes in (0, k), "tie": 2 * yes == k}
+def voted(number: int, text: str, yes: int, k: int) -> runner.Verdict:
+    """A majority verdict of k graders, yes of them voting pass."""
+    ballots = tuple(runner.Ballot(v, v <= yes, "") for v in range(1, k + 1))
+    return runner.Verdict(number, text, 2 * yes > k, "", runner.Majority(
+        yes, k, yes in (0, k), 2 * yes == k, ballots))
 
 
 class FleissKappaTests(unittest.TestCase):
@@ -51,8 +54,7 @@ class FleissKappaTests(unittest.TestCase):
 
     def test_unanimous_share_and_unstable_flag(self) -> None:
         runs = [{"eval_id": "E1", "configuration": c, "run_number": 1, "scored": True,
-                 "expectations": [{"id": 1, "text": "steady", **votes_item(3, 3)},
-                                  {"id": 2, "text": "shaky", **votes_item(y, 3)}]}
+                 "expectations": (voted(1, "steady", 3, 3), voted(2, "shaky", y, 3))}
                 for c, y in (("with_skill", 2), ("without_skill", 3), ("with_skill", 1))]
         agreement = runner.judge_agreement([run_result(**run) for run in runs], 3)
         self.assertAlmostEqual(agreement["overall"]["unanimous_share"], 4 / 6)
@@ -64,7 +66,7 @@ class FleissKappaTests(unittest.TestCase):
 
 class MajorityTests(unittest.TestCase):
     @staticmethod
-    def grading(*passed: bool) -> dict:
+    def grading(*passed: bool) -> runner.Grading:
         return runner.grade_assertions(
             [f"a{i}" for i in range(len(passed))],
             {"verdicts": [{"id": i + 1, "passed": p, "evidence": f"e{i}{p}"}
@@ -72,14 +74,14 @@ class MajorityTests(unittest.TestCase):
 
     def test_majority_wins_and_a_tie_fails(self) -> None:
         three = runner.majority_grading([self.grading(True, False), self.grading(True, True),
-                                         self.grading(False, False)])
+                                         self.grading(False, False)]).to_json()
         first, second = three["expectations"]
         self.assertEqual((first["passed"], first["votes_passed"], first["tie"]), (True, 2, False))
         self.assertEqual((second["passed"], second["votes_passed"]), (False, 1))
         self.assertEqual([b["evidence"] for b in first["ballots"]], ["e0True", "e0True",
                                                                       "e0False"])
         self.assertEqual(three["summary"]["passed"], 1)
-        two = runner.majority_grading([self.grading(True), self.grading(False)])
+        two = runner.majority_grading([self.grading(True), self.grading(False)]).to_json()
         tied = two["expectations"][0]
         self.assertEqual((tied["passed"], tied["tie"], tied["unanimous"]), (False, True, False))
         self.assertIn("tied", tied["evidence"])
@@ -88,9 +90,14 @@ class MajorityTests(unittest.TestCase):
 class VarianceSplitTests(unittest.TestCase):
     @staticmethod
     def graded_run(number: int, ballots: list[list[bool]]) -> runner.RunResult:
+        def verdict(number: int, votes: list[bool]) -> runner.Verdict:
+            yes, k = sum(votes), len(votes)
+            return runner.Verdict(number, f"a{number}", 2 * yes > k, "", runner.Majority(
+                yes, k, yes in (0, k), 2 * yes == k,
+                tuple(runner.Ballot(v, p, "") for v, p in enumerate(votes, 1))))
+
         return run_result(run_number=number, expectations=tuple(
-            {"id": i + 1, "ballots": [{"passed": p} for p in votes]}
-            for i, votes in enumerate(ballots)))
+            verdict(i + 1, votes) for i, votes in enumerate(ballots)))
 
     def test_judge_and_executor_shares_match_a_hand_computation(self) -> None:
         # Two assertions, two graders. Run 1: both votes pass both -> rates [1, 1].

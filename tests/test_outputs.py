@@ -245,9 +245,11 @@ class OutputsFromRunTests(unittest.TestCase):
     def test_junit_survives_characters_xml_cannot_hold(self) -> None:
         benchmark = model(copy.deepcopy(self.benchmark))
         run = benchmark.runs[0]
-        run.expectations[1]["text"] = "bad \x1b[31m <&> \"text\" \ud800"
-        run.expectations[1]["evidence"] = "evidence \x07 with ]]> inside"
-        odd = dataclasses.replace(run, eval_id="E01\x00")  # no folder name: only in memory
+        bad = dataclasses.replace(run.expectations[1], text="bad \x1b[31m <&> \"text\" \ud800",
+                                  evidence="evidence \x07 with ]]> inside")
+        odd = dataclasses.replace(run, eval_id="E01\x00",  # no folder name: only in memory
+                                  expectations=(run.expectations[0], bad,
+                                                *run.expectations[2:]))
         benchmark = dataclasses.replace(benchmark, runs=(odd, *benchmark.runs[1:]))
         root = ET.fromstring(runner.render_junit(benchmark).encode("utf-8"))
         failure = next(f for f in root.iter("failure") if f.get("message").startswith("bad"))

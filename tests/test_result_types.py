@@ -96,6 +96,13 @@ class WrongKindTest(unittest.TestCase):
         (("runs", 0, "result", "pass_rate"), "runs[0].result.pass_rate"),
         (("runs", 0, "expectations"), "runs[0].expectations"),
         (("runs", 0, "grader"), "runs[0].grader"),
+        (("runs", 0, "expectations", 0, "passed"), "runs[0].expectations[0].passed"),
+        (("runs", 0, "expectations", 0, "ballots"), "runs[0].expectations[0].ballots"),
+        (("runs", 0, "expectations", 0, "ballots", 0, "evidence"),
+         "runs[0].expectations[0].ballots[0].evidence"),
+        (("runs", 0, "metric_sources", "tokens"), "runs[0].metric_sources.tokens"),
+        (("runs", 0, "metric_sources", "tokens", "value"),
+         "runs[0].metric_sources.tokens.value"),
         (("run_summary", "with_skill", "pass_rate", "mean"), "run_summary.with_skill.pass_rate"),
         (("run_summary", "with_skill", "runs"), "run_summary.with_skill.runs"),
         (("sanity_checks", "flags", 0, "message"), "sanity_checks.flags[0].message"),
@@ -156,6 +163,88 @@ class WrongKindTest(unittest.TestCase):
                     runner.Benchmark.from_json(written, path)
                 self.assertIn(path, str(caught.exception))
                 self.assertIn(shown, str(caught.exception))
+
+
+def golden_run_files(name: str):
+    for folder in sorted((GOLDEN / name).glob("eval-*/*/run-*")):
+        yield folder
+
+
+class RunFileTypesTest(unittest.TestCase):
+    """grading.json and the metrics files, parsed into Grading, Verdict and Metric records
+    and written from them: the same bytes, and a misshapen value named by file and path."""
+
+    def test_golden_run_files_come_back_as_written(self) -> None:
+        for name in GOLDEN_NAMES:
+            for folder in golden_run_files(name):
+                with self.subTest(folder=str(folder)):
+                    grading_text = (folder / "grading.json").read_text(encoding="utf-8")
+                    grading = runner.Grading.from_json(json.loads(grading_text), folder)
+                    self.assertTrue(all(isinstance(v, runner.Verdict)
+                                        for v in grading.expectations))
+                    self.assertEqual(json.dumps(grading.to_json(), indent=2, ensure_ascii=False)
+                                     + "\n", grading_text)
+                    for file in ("metrics.json", "grader_metrics.json"):
+                        written = json.loads((folder / file).read_text(encoding="utf-8"))
+                        typed = runner.metrics_from_json(written["metrics"], file, "metrics")
+                        self.assertEqual(json.dumps({k: m.to_json() for k, m in typed.items()}),
+                                         json.dumps(written["metrics"]))
+
+    def test_the_read_record_holds_the_types(self) -> None:
+        folder = next(golden_run_files("regrade"))
+        record = runner.read_run_record(folder)
+        self.assertIsInstance(record.grading, runner.Grading)
+        self.assertEqual(record.grading.grader_runs, 2)
+        self.assertEqual(record.grading.expectations[0].majority.votes, 2)
+
+    def grading(self) -> dict:
+        folder = next(golden_run_files("regrade"))
+        return json.loads((folder / "grading.json").read_text(encoding="utf-8"))
+
+    def test_a_misshapen_grading_names_the_path(self) -> None:
+        for steps, value, shown in (
+                (("expectations", 0, "passed"), "yes", "expectations[0].passed"),
+                (("expectations", 1, "id"), True, "expectations[1].id"),
+                (("expectations", 0, "ballots", 1, "passed"), None,
+                 "expectations[0].ballots[1].passed"),
+                (("expectations", 2, "votes_passed"), "2", "expectations[2].votes_passed"),
+                (("notes",), [3], "notes[0]"),
+                (("summary", "passed"), 0, "summary"),  # counts that disagree with the list
+                (("judge",), "codex", "judge")):
+            grading = self.grading()
+            target = grading
+            for step in steps[:-1]:
+                target = target[step]
+            target[steps[-1]] = value
+            with self.subTest(steps=steps):
+                with self.assertRaises(runner.InputError) as caught:
+                    runner.Grading.from_json(grading, "grading.json")
+                self.assertIn(f"grading.json holds the wrong kind of value at {shown}",
+                              str(caught.exception))
+
+    def test_a_metric_absent_without_a_reason_or_not_finite_is_refused(self) -> None:
+        for metric, shown in (({"value": None}, "tokens.absent_reason"),
+                              ({"value": float("inf"), "source": "s"}, "tokens.value"),
+                              ({"value": "12", "source": "s"}, "tokens.value"),
+                              ({"value": 3, "source": 4}, "tokens.source"),
+                              ({"value": None, "absent_reason": "r", "implausible": "yes"},
+                               "tokens.implausible")):
+            with self.subTest(metric=metric):
+                with self.assertRaises(runner.InputError) as caught:
+                    runner.metrics_from_json({"tokens": metric}, "metrics.json", "")
+                self.assertIn(f"at {shown}:", str(caught.exception))
+
+    def test_each_kind_of_metric_keeps_its_keys_in_one_order(self) -> None:
+        for written in ({"value": 3, "source": "s"}, {"value": None, "absent_reason": "r"},
+                        {"value": None, "implausible": True, "absent_reason": "r"},
+                        {"value": 2, "source": "s", "note": "1 of 2 grader calls ran"}):
+            metric = runner.Metric.from_json(written, "m.json", "x")
+            self.assertEqual(list(metric.to_json().items()), list(written.items()))
+
+    def test_a_grader_sum_marked_implausible_is_written_in_the_same_order(self) -> None:
+        implausible = {"value": None, "implausible": True, "absent_reason": "r"}
+        total = runner.sum_metrics([{"tokens": implausible}, {"tokens": implausible}], 2)
+        self.assertEqual(list(total["tokens"]), ["value", "implausible", "absent_reason"])
 
 
 class AggregateTest(unittest.TestCase):

@@ -53,7 +53,8 @@ class ParseVerdictPayloadTest(unittest.TestCase):
 
 class GradeAssertionsTest(unittest.TestCase):
     def grade(self, verdicts: list) -> dict:
-        return runner.grade_assertions(ASSERTIONS, {"verdicts": verdicts})
+        """The grading as grading.json holds it."""
+        return runner.grade_assertions(ASSERTIONS, {"verdicts": verdicts}).to_json()
 
     def test_one_verdict_each_in_assertion_order(self):
         graded = self.grade([{"id": 3, "passed": True, "evidence": "polite"},
@@ -122,14 +123,14 @@ class GradeAssertionsTest(unittest.TestCase):
             {"text": "It  is\npolite.", "passed": True, "evidence": "kind words"},
             {"text": "The reply is in English.", "passed": True},
             {"text": "An assertion nobody asked for.", "passed": True}]}
-        graded = runner.grade_assertions(ASSERTIONS, payload)
+        graded = runner.grade_assertions(ASSERTIONS, payload).to_json()
         self.assertEqual([e["passed"] for e in graded["expectations"]], [True, False, True])
         self.assertEqual(graded["expectations"][2]["evidence"], "kind words")
         self.assertEqual(len(graded["notes"]), 1)
         self.assertIn("matches no assertion", graded["notes"][0])
 
     def test_no_assertions_has_no_pass_rate(self):
-        graded = runner.grade_assertions([], {"verdicts": [{"id": 1, "passed": True}]})
+        graded = runner.grade_assertions([], {"verdicts": [{"id": 1, "passed": True}]}).to_json()
         self.assertEqual(graded["summary"], {"passed": 0, "failed": 0, "total": 0,
                                              "pass_rate": None})
 

@@ -473,7 +473,7 @@ class GeminiGraderTest(MetricAsserts):
         self.assertEqual(runner.parse_verdict_payload(reply.structured, reply.text), VERDICTS)
         grading = runner.grade_assertions(["says hi", "wrote a file"],
                                           runner.parse_verdict_payload(None, reply.text))
-        self.assertEqual([e["passed"] for e in grading["expectations"]], [True, False])
+        self.assertEqual([e.passed for e in grading.expectations], [True, False])
 
     def test_recorded_reply_reports_what_the_grader_spent(self):
         # -o json has no flat stats: its tokens are per model, under stats.models.

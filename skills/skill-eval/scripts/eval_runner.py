@@ -532,64 +532,6 @@ class Confinement:
         return f"none ({self.reason}): executors could reach the checkout"
 
 
-@dataclasses.dataclass
-class RunRecord:
-    """What one cell left: run.json's fields, plus its grading and metrics (files of their own).
-
-    The nested values are JSON documents written as they are; their shapes are in README.md.
-    """
-
-    eval_id: str | int
-    eval_name: str
-    configuration: str
-    run_number: int
-    status: str = STATUS_OK
-    failure: dict[str, str] | None = None  # {"stage", "detail"}: why it failed or went ungraded
-    executor: dict[str, Any] | None = None  # the process: argv, cwd, exit code, duration, ...
-    grader: dict[str, Any] | None = None
-    sandbox: dict[str, Any] | None = None
-    changes: dict[str, Any] | None = None  # what the executor added, modified or deleted
-    written_artifact: dict[str, Any] = dataclasses.field(
-        default_factory=lambda: {"captured": False})
-    metrics: dict[str, dict[str, Any]] | None = None  # executor-only; captured or absent
-    grading: dict[str, Any] | None = None  # verdicts per assertion, once graded
-    grader_metrics: dict[str, dict[str, Any]] | None = None  # all grader calls together
-    grader_calls: list[dict[str, Any]] | None = None  # one entry per grader process
-    checks: dict[str, Any] | None = None  # the deterministic checks' results, time, protection
-    regraded_from: dict[str, Any] | None = None  # the run whose recorded answer was graded
-    permission_denials: list[Any] = dataclasses.field(default_factory=list)
-    skill_read: dict[str, Any] | None = None
-    # installed cells: did the agent load the skill, by its CLI's own stream (activated
-    # true, false or "unknown", with the evidence)
-    activation: dict[str, Any] | None = None
-    notes: list[str] = dataclasses.field(default_factory=list)  # what was odd in the output
-    started_at: str | None = None
-    finished_at: str | None = None
-    resumed: bool = False
-    scored: bool = False
-    # SHA-256 of each file the runner wrote in the run folder (path relative to it), taken at
-    # write time. Kept out of run.json, which is one of those files; benchmark.json holds it.
-    written_files: dict[str, str] = dataclasses.field(default_factory=dict)
-
-    @property
-    def label(self) -> str:
-        return f"eval-{self.eval_id}/{config_folder(self.configuration)}/run-{self.run_number}"
-
-    def fail(self, status: str, stage: str, detail: str) -> None:
-        self.status, self.failure = status, {"stage": stage, "detail": detail}
-
-    def run_json(self) -> dict[str, Any]:
-        """run.json: every field but the grading and the metrics, which have their own files."""
-        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)
-                if field.name not in ("grading", "metrics", "written_files")}
-
-    @classmethod
-    def from_files(cls, run_json: dict[str, Any], grading: Any, metrics: Any) -> RunRecord:
-        known = {field.name for field in dataclasses.fields(cls)}
-        values = {k: v for k, v in run_json.items() if k in known}
-        return cls(**{**values, "grading": grading, "metrics": metrics})
-
-
 # ==== result model ===========================================================
 # What the runner reads back of an iteration it wrote earlier (its manifest, benchmark.json,
 # the per-cell hash journal): parsed once, at the edge, into frozen values. A value of the
@@ -890,6 +832,192 @@ def _objects(value: Any, file: Any, json_path: str) -> tuple[dict[str, Any], ...
     return tuple(value)
 
 
+def _member(json_path: str, key: str) -> str:
+    return f"{json_path}.{key}" if json_path else key
+
+
+def _finite_number(value: Any) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and (isinstance(value, int) or math.isfinite(value)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Metric:
+    """One measurement of a metrics file: the value with where it came from, or absent with
+    the reason. `implausible` marks a value the CLI did report that cannot be a measurement
+    (left out, never summed); `note` says a sum is over fewer calls than planned."""
+
+    value: int | float | None
+    source: str | None = None
+    absent_reason: str | None = None
+    implausible: bool = False
+    note: str | None = None
+
+    @classmethod
+    def from_json(cls, obj: Any, file: Any, json_path: str) -> Metric:
+        _object(obj, file, json_path, nullable=False)
+        value = obj.get("value")
+        if value is not None and not _finite_number(value):
+            raise misshapen(file, _member(json_path, "value"), "a finite number or null", value)
+        reason = take(obj, "absent_reason", str, file, json_path)
+        if value is None and reason is None:  # an absent value always says why
+            raise misshapen(file, _member(json_path, "absent_reason"),
+                            "the reason the value is absent", None)
+        return cls(value, take(obj, "source", str, file, json_path), reason,
+                   bool(take(obj, "implausible", bool, file, json_path)),
+                   take(obj, "note", str, file, json_path))
+
+    def to_json(self) -> dict[str, Any]:
+        optional = (("source", self.source), ("implausible", self.implausible or None),
+                    ("absent_reason", self.absent_reason), ("note", self.note))
+        return {"value": self.value, **{key: value for key, value in optional if value is not None}}
+
+
+def metrics_from_json(obj: Any, file: Any, json_path: str) -> dict[str, Metric]:
+    """A metrics block, {name: metric}; null is no metrics."""
+    _object(obj, file, json_path)
+    return {name: Metric.from_json(entry, file, _member(json_path, name))
+            for name, entry in (obj or {}).items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class Ballot:
+    """One grader's vote on one assertion, kept beside the majority verdict."""
+
+    vote: int
+    passed: bool
+    evidence: str
+
+    @classmethod
+    def from_json(cls, obj: Any, file: Any, json_path: str) -> Ballot:
+        _object(obj, file, json_path, nullable=False)
+        return cls(take(obj, "vote", int, file, json_path, True),
+                   take(obj, "passed", bool, file, json_path, True),
+                   take(obj, "evidence", str, file, json_path, True))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"vote": self.vote, "passed": self.passed, "evidence": self.evidence}
+
+
+@dataclasses.dataclass(frozen=True)
+class Majority:
+    """How K graders voted on one assertion: a tie counts as failed and is marked."""
+
+    votes_passed: int
+    votes: int
+    unanimous: bool
+    tie: bool
+    ballots: tuple[Ballot, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"votes_passed": self.votes_passed, "votes": self.votes,
+                "unanimous": self.unanimous, "tie": self.tie,
+                "ballots": [ballot.to_json() for ballot in self.ballots]}
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """One assertion's verdict in a grading: the judge's (with its votes when K graders
+    voted, and `check` naming the deterministic check it is paired with) or a check's own
+    result (`kind` "check")."""
+
+    id: int
+    text: str
+    passed: bool
+    evidence: str
+    majority: Majority | None = None
+    check: str | None = None
+    kind: str | None = None
+
+    @property
+    def is_check(self) -> bool:
+        return self.kind == "check"
+
+    @classmethod
+    def from_json(cls, obj: Any, file: Any, json_path: str) -> Verdict:
+        _object(obj, file, json_path, nullable=False)
+        number = take(obj, "id", int, file, json_path, True)
+        text = take(obj, "text", str, file, json_path, True)
+        passed = take(obj, "passed", bool, file, json_path, True)
+        evidence = take(obj, "evidence", str, file, json_path, True)
+        majority = None
+        if "ballots" in obj:
+            ballots = tuple(Ballot.from_json(b, file, f"{json_path}.ballots[{i}]")
+                            for i, b in enumerate(take(obj, "ballots", list, file, json_path)))
+            majority = Majority(take(obj, "votes_passed", int, file, json_path, True),
+                                take(obj, "votes", int, file, json_path, True),
+                                take(obj, "unanimous", bool, file, json_path, True),
+                                take(obj, "tie", bool, file, json_path, True), ballots)
+        return cls(number, text, passed, evidence, majority,
+                   take(obj, "check", str, file, json_path),
+                   take(obj, "kind", str, file, json_path))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "text": self.text, "passed": self.passed,
+                "evidence": self.evidence, **(self.majority.to_json() if self.majority else {}),
+                **({"check": self.check} if self.check is not None else {}),
+                **({"kind": self.kind} if self.kind is not None else {})}
+
+
+def verdicts_from_json(obj: Any, file: Any, json_path: str) -> tuple[Verdict, ...]:
+    return tuple(Verdict.from_json(item, file, f"{json_path}[{index}]")
+                 for index, item in enumerate(_objects(obj, file, json_path)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Grading:
+    """grading.json: every assertion's verdict, their counts, and what the grader noted.
+    `grader_runs` is K when K graders voted; `graded_by` says who graded when no judge did;
+    `judge` is who judged (provider, model, CLI version, prompt hash), written beside."""
+
+    expectations: tuple[Verdict, ...]
+    notes: tuple[str, ...] = ()
+    grader_runs: int | None = None
+    graded_by: str | None = None
+    judge: dict[str, Any] | None = None
+
+    @property
+    def passed(self) -> int:
+        return sum(verdict.passed for verdict in self.expectations)
+
+    @property
+    def total(self) -> int:
+        return len(self.expectations)
+
+    @property
+    def pass_rate(self) -> float | None:
+        return self.passed / self.total if self.total else None
+
+    def summary(self) -> dict[str, Any]:
+        return {"passed": self.passed, "failed": self.total - self.passed, "total": self.total,
+                "pass_rate": self.pass_rate}
+
+    @classmethod
+    def from_json(cls, obj: Any, file: Any, json_path: str = "") -> Grading:
+        _object(obj, file, json_path, nullable=False)
+        verdicts = verdicts_from_json(obj.get("expectations"), file,
+                                      _member(json_path, "expectations"))
+        notes = take(obj, "notes", list, file, json_path) or []
+        for index, note in enumerate(notes):
+            if not isinstance(note, str):
+                raise misshapen(file, f"{_member(json_path, 'notes')}[{index}]", "a note",
+                                note)
+        grading = cls(verdicts, tuple(notes), take(obj, "grader_runs", int, file, json_path),
+                      take(obj, "graded_by", str, file, json_path),
+                      _object(obj.get("judge"), file, _member(json_path, "judge")))
+        if obj.get("summary") is not None and obj.get("summary") != grading.summary():
+            raise misshapen(file, _member(json_path, "summary"),
+                            "the counts of the verdicts listed", obj.get("summary"))
+        return grading
+
+    def to_json(self) -> dict[str, Any]:
+        optional = (("grader_runs", self.grader_runs), ("graded_by", self.graded_by),
+                    ("judge", self.judge))
+        return {"expectations": [verdict.to_json() for verdict in self.expectations],
+                "summary": self.summary(), "notes": list(self.notes),
+                **{key: value for key, value in optional if value is not None}}
+
+
 @dataclasses.dataclass(frozen=True)
 class Stats:
     """mean, sample stddev, min, max and n of some values (describe() computes it)."""
@@ -980,12 +1108,12 @@ class RunResult:
     status: str
     scored: bool
     result: RunScore
-    expectations: tuple[dict[str, Any], ...]
+    expectations: tuple[Verdict, ...]
     failure: dict[str, Any] | None
     permission_denials: int | None
     skill_read: str | None
     activation: dict[str, Any] | None
-    metric_sources: dict[str, Any] | None
+    metric_sources: dict[str, Metric | None] | None
     files_sha256: dict[str, str] | None
     grader: dict[str, Any] | None
     checks: dict[str, Any] | None = None
@@ -1011,21 +1139,29 @@ class RunResult:
         read = take(obj, "skill_read", str, file, json_path)
         nested = {key: _object(obj.get(key), file, f"{json_path}.{key}")
                   for key in ("failure", "activation", "metric_sources", "grader", "checks")}
+        sources = nested["metric_sources"]
+        if sources is not None:
+            sources = {name: Metric.from_json(metric, file, f"{json_path}.metric_sources.{name}")
+                       if metric is not None else None for name, metric in sources.items()}
         return cls(obj["eval_id"], obj.get("eval_name"), entry.configuration, entry.run_number,
                    status, scored, RunScore.from_json(obj.get("result"), file,
                                                       f"{json_path}.result"),
-                   _objects(obj.get("expectations"), file, f"{json_path}.expectations"),
+                   verdicts_from_json(obj.get("expectations"), file, f"{json_path}.expectations"),
                    nested["failure"], denials, read, nested["activation"],
-                   nested["metric_sources"], entry.files_sha256, nested["grader"],
+                   sources, entry.files_sha256, nested["grader"],
                    nested["checks"])
 
     def to_json(self) -> dict[str, Any]:
         return {"eval_id": self.eval_id, "eval_name": self.eval_name,
                 "configuration": self.configuration, "run_number": self.run_number,
                 "status": self.status, "scored": self.scored, "result": self.result.to_json(),
-                "expectations": list(self.expectations), "failure": self.failure,
+                "expectations": [verdict.to_json() for verdict in self.expectations],
+                "failure": self.failure,
                 "permission_denials": self.permission_denials, "skill_read": self.skill_read,
-                "activation": self.activation, "metric_sources": self.metric_sources,
+                "activation": self.activation,
+                "metric_sources": None if self.metric_sources is None else {
+                    name: metric.to_json() if metric is not None else None
+                    for name, metric in self.metric_sources.items()},
                 "files_sha256": self.files_sha256, "grader": self.grader,
                 **({"checks": self.checks} if self.checks is not None else {})}
 
@@ -1313,6 +1449,76 @@ class Benchmark:
                 **({"adaptive": self.adaptive} if self.adaptive is not None else {}),
                 **({"results_check": self.results_check} if self.results_check is not None
                    else {})}
+
+
+@dataclasses.dataclass
+class RunRecord:
+    """What one cell left: run.json's fields, plus its grading and metrics (files of their own).
+
+    The nested values are JSON documents written as they are; their shapes are in README.md.
+    """
+
+    eval_id: str | int
+    eval_name: str
+    configuration: str
+    run_number: int
+    status: str = STATUS_OK
+    failure: dict[str, str] | None = None  # {"stage", "detail"}: why it failed or went ungraded
+    executor: dict[str, Any] | None = None  # the process: argv, cwd, exit code, duration, ...
+    grader: dict[str, Any] | None = None
+    sandbox: dict[str, Any] | None = None
+    changes: dict[str, Any] | None = None  # what the executor added, modified or deleted
+    written_artifact: dict[str, Any] = dataclasses.field(
+        default_factory=lambda: {"captured": False})
+    metrics: dict[str, dict[str, Any]] | None = None  # executor-only; captured or absent
+    grading: Grading | None = None  # verdicts per assertion, once graded
+    grader_metrics: dict[str, dict[str, Any]] | None = None  # all grader calls together
+    grader_calls: list[dict[str, Any]] | None = None  # one entry per grader process
+    checks: dict[str, Any] | None = None  # the deterministic checks' results, time, protection
+    regraded_from: dict[str, Any] | None = None  # the run whose recorded answer was graded
+    permission_denials: list[Any] = dataclasses.field(default_factory=list)
+    skill_read: dict[str, Any] | None = None
+    # installed cells: did the agent load the skill, by its CLI's own stream (activated
+    # true, false or "unknown", with the evidence)
+    activation: dict[str, Any] | None = None
+    notes: list[str] = dataclasses.field(default_factory=list)  # what was odd in the output
+    started_at: str | None = None
+    finished_at: str | None = None
+    resumed: bool = False
+    scored: bool = False
+    # SHA-256 of each file the runner wrote in the run folder (path relative to it), taken at
+    # write time. Kept out of run.json, which is one of those files; benchmark.json holds it.
+    written_files: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"eval-{self.eval_id}/{config_folder(self.configuration)}/run-{self.run_number}"
+
+    def fail(self, status: str, stage: str, detail: str) -> None:
+        self.status, self.failure = status, {"stage": stage, "detail": detail}
+
+    def run_json(self) -> dict[str, Any]:
+        """run.json: every field but the grading and the metrics, which have their own files."""
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)
+                if field.name not in ("grading", "metrics", "written_files")}
+
+    @classmethod
+    def from_files(cls, run_dir: Path, run_json: Any, grading: Any, metrics: Any) -> RunRecord:
+        """A finished cell read back from its run folder's files. The grading and the metrics
+        are checked in full (InputError naming the file and JSON path); run.json's other
+        fields are what it holds, each cell's own record."""
+        _object(run_json, run_dir / "run.json", "", nullable=False)
+        known = {field.name for field in dataclasses.fields(cls)}
+        values = {k: v for k, v in run_json.items() if k in known}
+        for key in ("eval_name", "configuration", "status"):
+            take(values, key, str, run_dir / "run.json", "", required=key != "eval_name")
+        take(values, "run_number", int, run_dir / "run.json", "", required=True)
+        parsed = Grading.from_json(grading, run_dir / "grading.json") if grading is not None \
+            else None
+        checked = metrics_from_json(metrics, run_dir / "metrics.json", "metrics")
+        return cls(**{**values, "grading": parsed,
+                      "metrics": {name: m.to_json() for name, m in checked.items()}
+                      if metrics is not None else None})
 
 
 # ==== files and text =========================================================
@@ -5317,7 +5523,7 @@ def _verdict_id(raw: Any) -> int | None:
     return None
 
 
-def grade_assertions(assertions: list[str], payload: dict[str, Any]) -> dict[str, Any]:
+def grade_assertions(assertions: list[str], payload: dict[str, Any]) -> Grading:
     """One entry per assertion, in order. Only a boolean true passes."""
     by_id, notes = _collect_verdicts(assertions, payload)
     expectations = []
@@ -5338,23 +5544,18 @@ def grade_assertions(assertions: list[str], payload: dict[str, Any]) -> dict[str
                             f"boolean; counted as failed. {evidence}").strip()
         evidence, bad = encodable_text(evidence)
         replaced += bad
-        expectations.append({"id": number, "text": text, "passed": passed, "evidence": evidence})
+        expectations.append(Verdict(number, text, passed, evidence))
     notes = [encodable_text(note)[0] for note in notes]
     if replaced:
         notes.append(f"replaced {replaced} unpaired surrogate(s) in the grader's evidence "
                      "with U+FFFD")
-    passed_count = sum(e["passed"] for e in expectations)
-    total = len(expectations)
-    return {"expectations": expectations,
-            "summary": {"passed": passed_count, "failed": total - passed_count, "total": total,
-                        "pass_rate": passed_count / total if total else None},
-            "notes": notes}
+    return Grading(tuple(expectations), tuple(notes))
 
 
 NOTES_PER_KIND = 5  # repeated notes: the first few, then a count
 
 
-def majority_grading(votes: list[dict[str, Any]]) -> dict[str, Any]:
+def majority_grading(votes: list[Grading]) -> Grading:
     """One grading from K independent gradings of the same answer: the majority per assertion.
 
     A tie (possible with an even K) counts as failed and is marked `tie`, so the sanity checks
@@ -5362,30 +5563,24 @@ def majority_grading(votes: list[dict[str, Any]]) -> dict[str, Any]:
     """
     k = len(votes)
     expectations = []
-    for index, first in enumerate(votes[0]["expectations"]):
-        ballots = [{"vote": n, "passed": grading["expectations"][index]["passed"],
-                    "evidence": grading["expectations"][index]["evidence"]}
-                   for n, grading in enumerate(votes, 1)]
-        yes = sum(b["passed"] for b in ballots)
+    for index, first in enumerate(votes[0].expectations):
+        ballots = tuple(Ballot(n, grading.expectations[index].passed,
+                               grading.expectations[index].evidence)
+                        for n, grading in enumerate(votes, 1))
+        yes = sum(b.passed for b in ballots)
         tie = 2 * yes == k
         passed = 2 * yes > k
         if tie:
             evidence = f"the {k} graders tied {yes}-{k - yes}; a tie counts as failed"
         else:
-            evidence = next(b["evidence"] for b in ballots if b["passed"] == passed)
+            evidence = next(b.evidence for b in ballots if b.passed == passed)
             if 0 < yes < k:
                 evidence = f"majority {max(yes, k - yes)} of {k}: {evidence}"
-        expectations.append({"id": first["id"], "text": first["text"], "passed": passed,
-                             "evidence": evidence, "votes_passed": yes, "votes": k,
-                             "unanimous": yes in (0, k), "tie": tie, "ballots": ballots})
-    passed_count = sum(e["passed"] for e in expectations)
-    total = len(expectations)
-    notes = [f"grader {n}: {note}" for n, grading in enumerate(votes, 1)
-             for note in grading.get("notes") or []]
-    return {"expectations": expectations,
-            "summary": {"passed": passed_count, "failed": total - passed_count, "total": total,
-                        "pass_rate": passed_count / total if total else None},
-            "notes": notes, "grader_runs": k}
+        expectations.append(Verdict(first.id, first.text, passed, evidence,
+                                    Majority(yes, k, yes in (0, k), tie, ballots)))
+    notes = tuple(f"grader {n}: {note}" for n, grading in enumerate(votes, 1)
+                  for note in grading.notes)
+    return Grading(tuple(expectations), notes, grader_runs=k)
 
 
 def _collect_verdicts(assertions: list[str], payload: dict[str, Any]) -> tuple[dict, list[str]]:
@@ -5666,8 +5861,8 @@ def load_finished_cells(cells: list[Cell],
             run = read_json_unfollowed(cell.run_dir / "run.json")
             grading = read_json_unfollowed(cell.run_dir / "grading.json")
             metrics = read_json_unfollowed(cell.run_dir / "metrics.json")
-            record = RunRecord.from_files(run, grading, metrics.get("metrics"))
-        except (OSError, ValueError, TypeError, AttributeError):
+            record = RunRecord.from_files(cell.run_dir, run, grading, _metrics_block(metrics))
+        except (OSError, ValueError, InputError):  # unreadable or misshapen: run it again
             continue
         if record.status == STATUS_OK and record.scored:
             record.written_files = hash_run_folder(cell.run_dir)
@@ -6108,7 +6303,7 @@ class GraderJob:
     files: RunFiles
 
 
-def grade_once(ctx: RunContext, job: GraderJob, vote: int) -> dict[str, Any] | None:
+def grade_once(ctx: RunContext, job: GraderJob, vote: int) -> Grading | None:
     """One grader process; its grading, or None with the failure on the record."""
     record, assertions = job.record, job.assertions
     suffix = "" if vote == 1 else f".vote-{vote}"
@@ -6143,9 +6338,10 @@ def sum_metrics(calls: list[dict[str, dict[str, Any]]], planned: int) -> dict[st
         parts = [metrics.get(name) or absent(f"not reported for {name}") for metrics in calls]
         missing = next((p for p in parts if p.get("value") is None), None)
         if missing is not None:
-            totals[name] = absent(missing.get("absent_reason") or "not captured")
-            if missing.get("implausible"):  # kept, so the sanity checks name the cell
-                totals[name]["implausible"] = True
+            reason = missing.get("absent_reason") or "not captured"
+            # implausible is kept, so the sanity checks name the cell
+            totals[name] = Metric(None, absent_reason=reason,
+                                  implausible=bool(missing.get("implausible"))).to_json()
             continue
         source = parts[0].get("source", "")
         if len(parts) > 1:
@@ -6231,32 +6427,40 @@ def executor_finished(source: RunRecord) -> bool:
     return source.status in REGRADABLE_STATUSES or source.status == "cancelled"
 
 
+def _metrics_block(document: Any) -> Any:
+    """The `metrics` of a metrics file; a file that is not an object is passed on whole, so
+    the parse names it."""
+    return document.get("metrics") if isinstance(document, dict) else document
+
+
 def read_run_record(run_dir: Path) -> RunRecord | None:
-    """A finished cell's record read back from its files, whatever its status."""
+    """A finished cell's record read back from its files, whatever its status: None when it
+    has no readable run.json, InputError naming the file when one of its files is misshapen."""
     try:
         run = read_json_unfollowed(run_dir / "run.json")
     except (OSError, ValueError):
         return None
-    if not isinstance(run, dict):
-        return None
     extras = {}
-    for name in ("grading", "metrics"):
+    for name in ("grading", "metrics", "grader_metrics"):
         try:
             extras[name] = read_json_unfollowed(run_dir / f"{name}.json")
         except (OSError, ValueError):
             extras[name] = None
-    metrics = extras["metrics"].get("metrics") if isinstance(extras["metrics"], dict) else None
-    try:
-        record = RunRecord.from_files(run, extras["grading"], metrics)
-    except TypeError:
-        return None
-    if hasattr(record, "grader_metrics"):  # where the grader's own use is captured
-        try:
-            graded = read_json_unfollowed(run_dir / "grader_metrics.json")
-            record.grader_metrics = graded.get("metrics") if isinstance(graded, dict) else None
-        except (OSError, ValueError):
-            pass
+    record = RunRecord.from_files(run_dir, run, extras["grading"],
+                                  _metrics_block(extras["metrics"]))
+    if extras["grader_metrics"] is not None:  # where the grader's own use is captured
+        graded = metrics_from_json(_metrics_block(extras["grader_metrics"]),
+                                   run_dir / "grader_metrics.json", "metrics")
+        record.grader_metrics = {name: metric.to_json() for name, metric in graded.items()}
     return record
+
+
+def read_run_record_or_none(run_dir: Path) -> RunRecord | None:
+    """read_run_record for a forecast or a plan, where a misshapen cell is left out."""
+    try:
+        return read_run_record(run_dir)
+    except InputError:
+        return None
 
 
 @dataclasses.dataclass
@@ -6336,9 +6540,14 @@ def regrade_steps(ctx: RunContext, run: CellRun, source_run: SourceRun,
         record.fail("runner_error", "runner", f"the source run's files changed since the runner "
                     f"wrote them: {source_run.changed}; not re-graded")
         return
-    source = read_run_record(source_dir)
+    try:
+        source = read_run_record(source_dir)
+    except InputError as exc:
+        source, why = None, f": {exc.message}"
+    else:
+        why = ""
     if source is None:
-        record.fail("runner_error", "runner", f"cannot read the source run at {source_dir}")
+        record.fail("runner_error", "runner", f"cannot read the source run at {source_dir}{why}")
         return
     files = RunFiles(cell.run_dir, record)
     for rel in EXECUTOR_FILES:
@@ -6668,38 +6877,33 @@ def add_check_verdicts(ctx: RunContext, cell: Cell, record: RunRecord) -> None:
         return
     if ctx.suite.assertions_for(cell.case) and record.grading is None:
         return  # the grader's failure is on the record already
-    grading = record.grading or {"expectations": [], "notes": [], "graded_by": "checks only"}
+    grading = record.grading or Grading((), graded_by="checks only")
     record.grading = grading_with_checks(grading, state["results"],
                                          ctx.suite.paired_checks_for(cell.case))
 
 
-def grading_with_checks(grading: dict[str, Any], results: list[dict[str, Any]],
-                        paired: dict[str, str]) -> dict[str, Any]:
-    judged = [{**e, "check": paired[e["text"]]} if e["text"] in paired else e
-              for e in grading["expectations"]]
+def grading_with_checks(grading: Grading, results: list[dict[str, Any]],
+                        paired: dict[str, str]) -> Grading:
+    judged = [dataclasses.replace(v, check=paired[v.text]) if v.text in paired else v
+              for v in grading.expectations]
     first = len(judged) + 1
-    checked = [{"id": first + i, "text": r["name"], "passed": r["passed"],
-                "evidence": r["evidence"], "kind": "check"} for i, r in enumerate(results)]
-    expectations = judged + checked
-    passed = sum(e["passed"] for e in expectations)
-    total = len(expectations)
-    return {**grading, "expectations": expectations,
-            "summary": {"passed": passed, "failed": total - passed, "total": total,
-                        "pass_rate": passed / total if total else None}}
+    checked = [Verdict(first + i, r["name"], r["passed"], r["evidence"], kind="check")
+               for i, r in enumerate(results)]
+    return dataclasses.replace(grading, expectations=tuple(judged + checked))
 
 
 def write_run_files(cell: Cell, record: RunRecord, judge: dict[str, Any]) -> bool:
     """grading.json, the metrics, then run.json: run.json on disk means the rest is."""
     files = RunFiles(cell.run_dir, record)
     if record.scored and record.grading is not None:
-        files.json("grading.json", {**record.grading, "judge": judge})
+        files.json("grading.json", dataclasses.replace(record.grading, judge=judge).to_json())
     files.json("metrics.json", {
         "role": "executor", "note": "executor-only; the grader's cost is not included",
-        "metrics": record.metrics or {}})
+        "metrics": typed_metrics_json(record.metrics, "the executor's metrics")})
     if record.grader_calls:
         files.json("grader_metrics.json", {
             "role": "grader", "note": "every grader call of this run; apart from the executor's",
-            "metrics": record.grader_metrics or {},
+            "metrics": typed_metrics_json(record.grader_metrics, "the graders' metrics"),
             "calls": [{"vote": c["vote"], "status": c["status"], "metrics": c["metrics"]}
                       for c in record.grader_calls]})
     timing = timing_json(record.metrics or {})
@@ -6707,6 +6911,16 @@ def write_run_files(cell: Cell, record: RunRecord, judge: dict[str, Any]) -> boo
         files.json("timing.json", timing)
     files.json("run.json", record.run_json())
     return True
+
+
+def typed_metrics_json(metrics: dict[str, dict[str, Any]] | None, what: str) -> dict[str, Any]:
+    """A metrics block written from Metric records: a provider that built a metric of the
+    wrong shape is the runner's own bug, caught here rather than written to disk."""
+    try:
+        typed = metrics_from_json(metrics or {}, what, "metrics")
+    except InputError as exc:
+        raise AssertionError(f"the runner built a misshapen metric: {exc.message}") from exc
+    return {name: metric.to_json() for name, metric in typed.items()}
 
 
 def timing_json(metrics: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -6764,7 +6978,7 @@ def _metric_value(record: RunRecord, name: str) -> float | None:
 def benchmark_run(record: RunRecord) -> RunResult:
     """One run in skill-creator's field names, plus status and scored."""
     grading = record.grading if record.scored else None
-    summary = grading["summary"] if grading else {}
+    summary = grading.summary() if grading else {}
     return RunResult(
         eval_id=record.eval_id, eval_name=record.eval_name,
         configuration=record.configuration, run_number=record.run_number,
@@ -6775,14 +6989,15 @@ def benchmark_run(record: RunRecord) -> RunResult:
             time_seconds=_metric_value(record, "time_seconds"),
             tokens=_metric_value(record, "tokens"),
             errors=0 if record.status == STATUS_OK else 1),
-        expectations=tuple(grading["expectations"]) if grading else (),
+        expectations=grading.expectations if grading else (),
         failure=record.failure,
         permission_denials=len(record.permission_denials or []),
         skill_read=(record.skill_read or {}).get("state"),
         activation=({key: record.activation.get(key) for key in
                      ("activated", "should_activate", "signal")}
                     if record.activation else None),
-        metric_sources={name: (record.metrics or {}).get(name)
+        metric_sources={name: Metric.from_json(metric, "the executor's metrics", name)
+                        if (metric := (record.metrics or {}).get(name)) is not None else None
                         for name in ("time_seconds", "tokens")},
         files_sha256=dict(sorted(record.written_files.items())),
         grader=grader_result(record),
@@ -7337,18 +7552,18 @@ def per_assertion(runs: list[RunResult], configs: tuple[str, ...],
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for run in (r for r in runs if r.scored):
         for exp in run.expectations:
-            shared = exp["text"] in common_texts
-            key = ("", exp["text"]) if shared else (str(run.eval_id), exp["text"])
+            shared = exp.text in common_texts
+            key = ("", exp.text) if shared else (str(run.eval_id), exp.text)
             row = rows.setdefault(key, {
                 "scope": "common" if shared else "eval",
                 "eval_id": None if shared else run.eval_id,
-                "assertion_id": exp["id"], "text": exp["text"],
-                **({"kind": "check"} if exp.get("kind") == "check" else {}),
+                "assertion_id": exp.id, "text": exp.text,
+                **({"kind": "check"} if exp.is_check else {}),
                 "configs": {c: {"passed": 0, "graded": 0} for c in configs}})
             slot = row["configs"].get(run.configuration)
             if slot is not None:
                 slot["graded"] += 1
-                slot["passed"] += bool(exp["passed"])
+                slot["passed"] += exp.passed
     for row in rows.values():
         _assertion_rates(row, configs)
     first = configs[1] if len(configs) > 1 else None
@@ -7519,17 +7734,17 @@ def judge_vs_checks(runs: list[RunResult], common: list[str] | None) -> dict[str
     pairs: dict[tuple[str, str, str], dict[str, Any]] = {}
     every: list[tuple[bool, bool]] = []
     for run in (r for r in runs if r.scored):
-        checks = {e["text"]: e for e in run.expectations if e.get("kind") == "check"}
+        checks = {e.text: e for e in run.expectations if e.is_check}
         for exp in run.expectations:
-            check = checks.get(exp.get("check")) if exp.get("kind") != "check" else None
+            check = checks.get(exp.check) if not exp.is_check and exp.check else None
             if check is None:
                 continue
-            shared = exp["text"] in common_texts
-            key = ("" if shared else str(run.eval_id), exp["text"], check["text"])
+            shared = exp.text in common_texts
+            key = ("" if shared else str(run.eval_id), exp.text, check.text)
             entry = pairs.setdefault(key, {
-                "eval_id": None if shared else run.eval_id, "assertion": exp["text"],
-                "check": check["text"], "votes": [], "disagreements": []})
-            vote = (bool(exp["passed"]), bool(check["passed"]))
+                "eval_id": None if shared else run.eval_id, "assertion": exp.text,
+                "check": check.text, "votes": [], "disagreements": []})
+            vote = (exp.passed, check.passed)
             entry["votes"].append(vote)
             every.append(vote)
             if vote[0] != vote[1]:
@@ -7620,25 +7835,25 @@ def fleiss_kappa(yes_counts: list[int], k: int) -> dict[str, Any]:
             "chance_agreement": chance, "method": "Fleiss' kappa, nominal (pass/fail)"}
 
 
-def _agreement(items: list[dict[str, Any]], k: int) -> dict[str, Any]:
-    split = [i for i in items if not i["unanimous"]]
+def _agreement(items: list[Majority], k: int) -> dict[str, Any]:
+    split = [i for i in items if not i.unanimous]
     return {"items": len(items),
             "unanimous_share": (len(items) - len(split)) / len(items) if items else None,
-            "split_items": len(split), "ties": sum(i["tie"] for i in items),
-            "kappa": fleiss_kappa([i["votes_passed"] for i in items], k)}
+            "split_items": len(split), "ties": sum(i.tie for i in items),
+            "kappa": fleiss_kappa([i.votes_passed for i in items], k)}
 
 
 def judge_agreement(scored: list[RunResult], k: int) -> dict[str, Any]:
     """Overall and per (eval, assertion): unanimous share and Fleiss' kappa of the votes."""
-    items_by_assertion: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    items_by_assertion: dict[tuple[str, int], list[Majority]] = {}
     texts: dict[tuple[str, int], str] = {}
     for run in scored:
         for exp in run.expectations:
-            if "votes_passed" not in exp:
+            if exp.majority is None:
                 continue
-            key = (str(run.eval_id), exp["id"])
-            items_by_assertion.setdefault(key, []).append(exp)
-            texts[key] = exp["text"]
+            key = (str(run.eval_id), exp.id)
+            items_by_assertion.setdefault(key, []).append(exp.majority)
+            texts[key] = exp.text
     every = [item for items in items_by_assertion.values() for item in items]
     per_assertion = []
     for (eval_id, number), items in items_by_assertion.items():
@@ -7670,10 +7885,10 @@ def judge_variance(scored: list[RunResult], configs: tuple[str, ...],
         return absent("one grader per output (--grader-runs 1): the judge's share is unknown")
     cells: dict[tuple[str, str], list[list[float]]] = {}
     for run in scored:
-        exps = [e for e in run.expectations if e.get("kind") != "check"]  # the judge's only
-        if not exps or any("ballots" not in e for e in exps):
+        exps = [e for e in run.expectations if not e.is_check]  # the judge's only
+        if not exps or any(e.majority is None or len(e.majority.ballots) < k for e in exps):
             continue
-        rates = [sum(e["ballots"][v]["passed"] for e in exps) / len(exps) for v in range(k)]
+        rates = [sum(e.majority.ballots[v].passed for e in exps) / len(exps) for v in range(k)]
         cells.setdefault((str(run.eval_id), run.configuration), []).append(rates)
     rows = []
     for (eval_id, config), per_run in cells.items():
@@ -7825,10 +8040,10 @@ def _assertion_flags(benchmark: Benchmark) -> list[SanityFlag]:
     texts: dict[tuple[str, int], str] = {}
     for run in benchmark.runs:
         for exp in run.expectations if run.scored else []:
-            key = (str(run.eval_id), exp["id"])
+            key = (str(run.eval_id), exp.id)
             outcomes.setdefault(key, {c: set() for c in configs})[run.configuration].add(
-                exp["passed"])
-            texts[key] = exp["text"]
+                exp.passed)
+            texts[key] = exp.text
     flags = []
     for (eid, number), by_config in outcomes.items():
         seen = set().union(*by_config.values())
@@ -7844,13 +8059,14 @@ def _judge_flags(benchmark: Benchmark) -> list[SanityFlag]:
     flags = []
     for run in benchmark.runs:
         for exp in run.expectations if run.scored else []:
-            if exp.get("tie"):
+            vote = exp.majority
+            if vote is not None and vote.tie:
                 flags.append(_flag("warning", "judge_tie",
-                                   f"assertion {exp['id']}: the graders tied "
-                                   f"{exp['votes_passed']}-{exp['votes'] - exp['votes_passed']}; "
+                                   f"assertion {exp.id}: the graders tied "
+                                   f"{vote.votes_passed}-{vote.votes - vote.votes_passed}; "
                                    "counted as failed", eval_id=run.eval_id,
                                    configuration=run.configuration,
-                                   run_number=run.run_number, assertion_id=exp["id"]))
+                                   run_number=run.run_number, assertion_id=exp.id))
     versus = benchmark.judge_vs_checks or {}
     for entry in versus.get("per_pair") or []:
         wrong = len(entry["disagreements"])
@@ -8051,9 +8267,9 @@ def _md_cell(text: Any) -> str:
 def _absent_reason(benchmark: Benchmark, config: str, key: str) -> str:
     for run in benchmark.runs:
         if run.configuration == config and run.scored:
-            source = (run.metric_sources or {}).get(key) or {}
-            if source.get("absent_reason"):
-                return source["absent_reason"]
+            source = (run.metric_sources or {}).get(key)
+            if source is not None and source.absent_reason:
+                return source.absent_reason
     return "no scored run captured it"
 
 
@@ -8831,11 +9047,11 @@ def group_failed_assertions(b: Benchmark) -> list[dict[str, Any]]:
     groups: dict[str, dict[str, Any]] = {}
     for run in b.runs:
         for exp in run.expectations:
-            if exp["passed"]:
+            if exp.passed:
                 continue
-            group = groups.setdefault(exp["text"], {"text": exp["text"], "count": 0,
-                                                    "by_config": {}, "evals": [],
-                                                    "evidence": exp["evidence"]})
+            group = groups.setdefault(exp.text, {"text": exp.text, "count": 0,
+                                                 "by_config": {}, "evals": [],
+                                                 "evidence": exp.evidence})
             group["count"] += 1
             config = run.configuration
             group["by_config"][config] = group["by_config"].get(config, 0) + 1
@@ -9295,21 +9511,21 @@ def _html_run(run: RunResult, files: dict[tuple, dict]) -> str:
     return "\n".join(parts) + "\n</details>"
 
 
-def _html_verdicts(expectations: Sequence[dict[str, Any]]) -> str:
+def _html_verdicts(expectations: Sequence[Verdict]) -> str:
     if not expectations:
         return '<p class="absent">No grader verdicts.</p>'
-    rows = [f'<tr><td class="{"pass" if e["passed"] else "fail"}">'
-            f'{"pass" if e["passed"] else "FAIL"}{_html_votes(e)}</td>'
-            f'<td>{_h(e["id"])}. {_h(e["text"] + _kind_mark(e))}</td>'
-            f"<td>{_h(e['evidence'])}</td></tr>" for e in expectations]
+    rows = [f'<tr><td class="{"pass" if e.passed else "fail"}">'
+            f'{"pass" if e.passed else "FAIL"}{_html_votes(e)}</td>'
+            f'<td>{_h(e.id)}. {_h(e.text + _kind_mark({"kind": e.kind}))}</td>'
+            f"<td>{_h(e.evidence)}</td></tr>" for e in expectations]
     return ("<table><tr><th>verdict</th><th>assertion</th><th>evidence</th></tr>\n"
             + "\n".join(rows) + "</table>")
 
 
-def _html_votes(expectation: dict[str, Any]) -> str:
-    votes = expectation.get("votes", 1)
-    return (f" ({_h(expectation.get('votes_passed'))} of {_h(votes)} graders)"
-            if isinstance(votes, int) and votes > 1 else "")
+def _html_votes(verdict: Verdict) -> str:
+    vote = verdict.majority
+    return (f" ({_h(vote.votes_passed)} of {_h(vote.votes)} graders)"
+            if vote is not None and vote.votes > 1 else "")
 
 
 def _html_file(kind: str, rel: str, found: dict[str, Any]) -> str:
@@ -9413,11 +9629,11 @@ def _junit_case(run: RunResult) -> tuple[Any, str]:
     if not run.scored:
         ET.SubElement(case, "skipped", message=detail or "not scored")
         return case, "skipped"
-    failed = [e for e in run.expectations if not e["passed"]]
+    failed = [e for e in run.expectations if not e.passed]
     for exp in failed:
-        failure = ET.SubElement(case, "failure", type=exp.get("kind") or "assertion",
-                                message=_xml_text(exp["text"], JUNIT_MESSAGE_CAP_CHARS))
-        failure.text = _xml_text(exp["evidence"])
+        failure = ET.SubElement(case, "failure", type=exp.kind or "assertion",
+                                message=_xml_text(exp.text, JUNIT_MESSAGE_CAP_CHARS))
+        failure.text = _xml_text(exp.evidence)
     return case, "failures" if failed else "passed"
 
 
@@ -11285,7 +11501,7 @@ def forecast_run(workspace: Path, suite: Suite, options: RunOptions,
     observed: dict[str, list[dict]] = {}
     graded = False
     for run in benchmark["runs"]:
-        record = read_run_record(source / f"eval-{run['eval_id']}"
+        record = read_run_record_or_none(source / f"eval-{run['eval_id']}"
                                  / config_folder(run["configuration"])
                                  / f"run-{run['run_number']}")
         cell = observed_cell(record) if record is not None else None
@@ -11781,7 +11997,7 @@ def print_regrade_dry_run(suite: Suite, options: RunOptions, provider: Provider,
                           sandbox_base: Path, source: RegradeSource, cells: list[Cell]) -> int:
     sources = regrade_sources(source, cells)
     gradable = [label for label, run in sources.items() if not run.changed
-                and (record := read_run_record(run.folder)) is not None
+                and (record := read_run_record_or_none(run.folder)) is not None
                 and executor_finished(record)]
     by_label = {cell.label: cell for cell in cells}
     judged = [label for label in gradable if suite.assertions_for(by_label[label].case)]
