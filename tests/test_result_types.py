@@ -165,9 +165,8 @@ class WrongKindTest(unittest.TestCase):
                 self.assertIn(shown, str(caught.exception))
 
 
-def golden_run_files(name: str):
-    for folder in sorted((GOLDEN / name).glob("eval-*/*/run-*")):
-        yield folder
+def golden_run_files(name: str) -> list:
+    return sorted((GOLDEN / name).glob("eval-*/*/run-*"))
 
 
 class RunFileTypesTest(unittest.TestCase):
@@ -191,14 +190,46 @@ class RunFileTypesTest(unittest.TestCase):
                                          json.dumps(written["metrics"]))
 
     def test_the_read_record_holds_the_types(self) -> None:
-        folder = next(golden_run_files("regrade"))
+        folder = golden_run_files("regrade")[0]
         record = runner.read_run_record(folder)
         self.assertIsInstance(record.grading, runner.Grading)
         self.assertEqual(record.grading.grader_runs, 2)
         self.assertEqual(record.grading.expectations[0].majority.votes, 2)
 
+    def test_the_processes_of_run_json_are_typed_and_written_back_as_read(self) -> None:
+        for name in GOLDEN_NAMES:
+            for folder in golden_run_files(name):
+                with self.subTest(folder=str(folder)):
+                    written = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+                    record = runner.read_run_record(folder)
+                    self.assertIsInstance(record.executor, runner.ProcessCall)
+                    self.assertIsInstance(record.grader, runner.ProcessCall)
+                    self.assertTrue(all(isinstance(c, runner.GraderCall)
+                                        for c in record.grader_calls))
+                    self.assertEqual(json.dumps(record.run_json()), json.dumps(written))
+
+    def test_a_misshapen_process_names_run_json_and_the_path(self) -> None:
+        folder = golden_run_files("two_arms")[0]
+        for steps, value, shown in ((("executor", "argv", 0), 7, "executor.argv[0]"),
+                                    (("executor", "returncode"), "0", "executor.returncode"),
+                                    (("grader", "timed_out"), "no", "grader.timed_out"),
+                                    (("grader_calls", 0, "process"), None,
+                                     "grader_calls[0].process"),
+                                    (("grader_calls", 0, "metrics", "tokens", "value"), "9",
+                                     "grader_calls[0].metrics.tokens.value")):
+            written = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+            target = written
+            for step in steps[:-1]:
+                target = target[step]
+            target[steps[-1]] = value
+            with self.subTest(steps=steps):
+                with self.assertRaises(runner.InputError) as caught:
+                    runner.RunRecord.from_files(folder, written, None, None)
+                self.assertIn(f"run.json holds the wrong kind of value at {shown}:",
+                              str(caught.exception))
+
     def grading(self) -> dict:
-        folder = next(golden_run_files("regrade"))
+        folder = golden_run_files("regrade")[0]
         return json.loads((folder / "grading.json").read_text(encoding="utf-8"))
 
     def test_a_misshapen_grading_names_the_path(self) -> None:
@@ -208,6 +239,7 @@ class RunFileTypesTest(unittest.TestCase):
                 (("expectations", 0, "ballots", 1, "passed"), None,
                  "expectations[0].ballots[1].passed"),
                 (("expectations", 2, "votes_passed"), "2", "expectations[2].votes_passed"),
+                (("expectations", 1, "ballots"), None, "expectations[1].ballots"),
                 (("notes",), [3], "notes[0]"),
                 (("summary", "passed"), 0, "summary"),  # counts that disagree with the list
                 (("judge",), "codex", "judge")):

@@ -943,7 +943,8 @@ class Verdict:
         majority = None
         if "ballots" in obj:
             ballots = tuple(Ballot.from_json(b, file, f"{json_path}.ballots[{i}]")
-                            for i, b in enumerate(take(obj, "ballots", list, file, json_path)))
+                            for i, b in enumerate(take(obj, "ballots", list, file, json_path,
+                                                       required=True)))
             majority = Majority(take(obj, "votes_passed", int, file, json_path, True),
                                 take(obj, "votes", int, file, json_path, True),
                                 take(obj, "unanimous", bool, file, json_path, True),
@@ -1016,6 +1017,82 @@ class Grading:
         return {"expectations": [verdict.to_json() for verdict in self.expectations],
                 "summary": self.summary(), "notes": list(self.notes),
                 **{key: value for key, value in optional if value is not None}}
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessCall:
+    """One agent process as run.json records it: what was started (argv, folder, whether the
+    prompt went on stdin, the environment's variable names, never their values) and how it
+    ended. `isolation` is the confinement's own record, written as it reports it."""
+
+    argv: tuple[str, ...]
+    cwd: str
+    stdin: str
+    env_names: tuple[str, ...]
+    returncode: int | None
+    duration_s: float | None
+    timed_out: bool
+    cancelled: bool
+    spawn_error: str | None
+    stdout_bytes: int | None
+    stdout_truncated: bool
+    stderr_truncated: bool
+    isolation: dict[str, Any] | None = None
+
+    @classmethod
+    def from_json(cls, obj: Any, file: Any, json_path: str) -> ProcessCall:
+        _object(obj, file, json_path, nullable=False)
+        lists = {}
+        for key in ("argv", "env_names"):
+            items = take(obj, key, list, file, json_path, True)
+            for index, item in enumerate(items):
+                if not isinstance(item, str):
+                    raise misshapen(file, f"{json_path}.{key}[{index}]", "a string", item)
+            lists[key] = tuple(items)
+        flags = [bool(take(obj, key, bool, file, json_path))
+                 for key in ("timed_out", "cancelled", "stdout_truncated", "stderr_truncated")]
+        return cls(lists["argv"], take(obj, "cwd", str, file, json_path, True),
+                   take(obj, "stdin", str, file, json_path, True), lists["env_names"],
+                   take(obj, "returncode", int, file, json_path),
+                   _number_or_none(obj, "duration_s", file, json_path), flags[0], flags[1],
+                   take(obj, "spawn_error", str, file, json_path),
+                   take(obj, "stdout_bytes", int, file, json_path), flags[2], flags[3],
+                   _object(obj.get("isolation"), file, f"{json_path}.isolation"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"argv": list(self.argv), "cwd": self.cwd, "stdin": self.stdin,
+                "env_names": list(self.env_names), "returncode": self.returncode,
+                "duration_s": self.duration_s, "timed_out": self.timed_out,
+                "cancelled": self.cancelled, "spawn_error": self.spawn_error,
+                "stdout_bytes": self.stdout_bytes, "stdout_truncated": self.stdout_truncated,
+                "stderr_truncated": self.stderr_truncated,
+                **({"isolation": self.isolation} if self.isolation is not None else {})}
+
+
+@dataclasses.dataclass(frozen=True)
+class GraderCall:
+    """One of a run's grader processes: which vote it cast, the process, what it spent (as
+    its CLI reported it) and how it ended."""
+
+    vote: int
+    process: ProcessCall
+    metrics: dict[str, Metric]
+    status: str
+
+    @classmethod
+    def from_json(cls, obj: Any, file: Any, json_path: str) -> GraderCall:
+        _object(obj, file, json_path, nullable=False)
+        return cls(take(obj, "vote", int, file, json_path, True),
+                   ProcessCall.from_json(obj.get("process"), file, f"{json_path}.process"),
+                   metrics_from_json(obj.get("metrics"), file, f"{json_path}.metrics"),
+                   take(obj, "status", str, file, json_path, True))
+
+    def metrics_json(self) -> dict[str, Any]:
+        return {name: metric.to_json() for name, metric in self.metrics.items()}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"vote": self.vote, "process": self.process.to_json(),
+                "metrics": self.metrics_json(), "status": self.status}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1464,8 +1541,8 @@ class RunRecord:
     run_number: int
     status: str = STATUS_OK
     failure: dict[str, str] | None = None  # {"stage", "detail"}: why it failed or went ungraded
-    executor: dict[str, Any] | None = None  # the process: argv, cwd, exit code, duration, ...
-    grader: dict[str, Any] | None = None
+    executor: ProcessCall | None = None  # the process: argv, cwd, exit code, duration, ...
+    grader: ProcessCall | None = None  # the last grader process
     sandbox: dict[str, Any] | None = None
     changes: dict[str, Any] | None = None  # what the executor added, modified or deleted
     written_artifact: dict[str, Any] = dataclasses.field(
@@ -1473,7 +1550,7 @@ class RunRecord:
     metrics: dict[str, dict[str, Any]] | None = None  # executor-only; captured or absent
     grading: Grading | None = None  # verdicts per assertion, once graded
     grader_metrics: dict[str, dict[str, Any]] | None = None  # all grader calls together
-    grader_calls: list[dict[str, Any]] | None = None  # one entry per grader process
+    grader_calls: list[GraderCall] | None = None  # one entry per grader process
     checks: dict[str, Any] | None = None  # the deterministic checks' results, time, protection
     regraded_from: dict[str, Any] | None = None  # the run whose recorded answer was graded
     permission_denials: list[Any] = dataclasses.field(default_factory=list)
@@ -1499,8 +1576,16 @@ class RunRecord:
 
     def run_json(self) -> dict[str, Any]:
         """run.json: every field but the grading and the metrics, which have their own files."""
-        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)
+        return {field.name: self._json_of(field.name) for field in dataclasses.fields(self)
                 if field.name not in ("grading", "metrics", "written_files")}
+
+    def _json_of(self, name: str) -> Any:
+        value = getattr(self, name)
+        if isinstance(value, ProcessCall):
+            return value.to_json()
+        if name == "grader_calls" and value is not None:
+            return [call.to_json() for call in value]
+        return value
 
     @classmethod
     def from_files(cls, run_dir: Path, run_json: Any, grading: Any, metrics: Any) -> RunRecord:
@@ -1513,6 +1598,14 @@ class RunRecord:
         for key in ("eval_name", "configuration", "status"):
             take(values, key, str, run_dir / "run.json", "", required=key != "eval_name")
         take(values, "run_number", int, run_dir / "run.json", "", required=True)
+        for key in ("executor", "grader"):
+            if values.get(key) is not None:
+                values[key] = ProcessCall.from_json(values[key], run_dir / "run.json", key)
+        if values.get("grader_calls") is not None:
+            calls = take(values, "grader_calls", list, run_dir / "run.json", "")
+            values["grader_calls"] = [GraderCall.from_json(call, run_dir / "run.json",
+                                                           f"grader_calls[{index}]")
+                                      for index, call in enumerate(calls)]
         parsed = Grading.from_json(grading, run_dir / "grading.json") if grading is not None \
             else None
         checked = metrics_from_json(metrics, run_dir / "metrics.json", "metrics")
@@ -6217,7 +6310,7 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     borrowed = [Path(p) for p in sandbox.record["git"].get("borrowed_objects", [])]
     result, env, isolation = run_agent(ctx, invocation, env, Mounts(ro_binds=borrowed),
                                        role="executor", model=ctx.options.executor_model)
-    record.executor = {**process_record(invocation, result, env), "isolation": isolation}
+    record.executor = process_record(invocation, result, env, isolation)
     files.text("logs/executor_stream.txt", result.stdout)  # kept whatever it holds
     reply = ctx.provider.read_executor(result)
     reply.text, replaced = encodable_text(reply.text)
@@ -6287,7 +6380,7 @@ def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Any, record: RunRecord
         if grading is None:
             break
         votes.append(grading)
-    record.grader_metrics = sum_metrics([c["metrics"] for c in record.grader_calls], k)
+    record.grader_metrics = sum_metrics([c.metrics_json() for c in record.grader_calls], k)
     if len(votes) == k:
         record.grading = majority_grading(votes)
 
@@ -6309,15 +6402,15 @@ def grade_once(ctx: RunContext, job: GraderJob, vote: int) -> Grading | None:
     suffix = "" if vote == 1 else f".vote-{vote}"
     result, reply = call_grader(ctx, job.sandbox, job.prompt, job.files, suffix)
     record.grader = result
-    call = {"vote": vote, "process": result, "metrics": reply.metrics, "status": STATUS_OK}
-    record.grader_calls.append(call)
+    payload = parse_verdict_payload(reply.structured, reply.text) if reply.ok else None
+    status = (reply.failure_status if not reply.ok
+              else "grader_unparseable" if payload is None else STATUS_OK)
+    record.grader_calls.append(GraderCall(vote, result, built_metrics(
+        reply.metrics, "the grader's metrics"), status))
     if not reply.ok:
-        call["status"] = reply.failure_status
         record.fail(reply.failure_status, "grader", _vote_label(vote, ctx) + reply.failure)
         return None
-    payload = parse_verdict_payload(reply.structured, reply.text)
     if payload is None:
-        call["status"] = "grader_unparseable"
         record.fail("grader_unparseable", "grader", _vote_label(vote, ctx) + "; ".join(
             ["the grader's answer holds no verdict list", *reply.notes]))
         return None
@@ -6327,6 +6420,15 @@ def grade_once(ctx: RunContext, job: GraderJob, vote: int) -> Grading | None:
 def _vote_label(vote: int, ctx: RunContext) -> str:
     k = ctx.options.grader_runs
     return f"grader {vote} of {k}: " if k > 1 else ""
+
+
+def built_metrics(metrics: dict[str, dict[str, Any]] | None, what: str) -> dict[str, Metric]:
+    """The metrics a provider built, as Metric records: one of the wrong shape is the
+    runner's own bug, caught here rather than written to disk."""
+    try:
+        return metrics_from_json(metrics or {}, what, "metrics")
+    except InputError as exc:
+        raise AssertionError(f"the runner built a misshapen metric: {exc.message}") from exc
 
 
 def sum_metrics(calls: list[dict[str, dict[str, Any]]], planned: int) -> dict[str, dict[str, Any]]:
@@ -6392,23 +6494,21 @@ def call_grader(ctx: RunContext, sandbox: Any, prompt: str, files: RunFiles,
         files.text(f"logs/grader_last_message{suffix}.txt", kept)
     if not reply.ok:
         files.text(f"logs/grader_stderr{suffix}.txt", result.stderr)
-        return {**process_record(invocation, result, env), "isolation": isolation}, GraderReply(
+        return process_record(invocation, result, env, isolation), GraderReply(
             False, failure=reply.failure, failure_status=failure_status("grader", result),
             metrics=reply.metrics)
-    return {**process_record(invocation, result, env), "isolation": isolation}, GraderReply(
+    return process_record(invocation, result, env, isolation), GraderReply(
         True, reply.text, reply.structured, metrics=reply.metrics, notes=reply.notes)
 
 
-def process_record(invocation: Invocation, result: ProcessResult,
-                   env: dict[str, str]) -> dict[str, Any]:
-    env_names = sorted(env)
-    return {"argv": list(invocation.argv), "cwd": str(invocation.cwd),
-            "stdin": "prompt" if invocation.stdin_text is not None else "closed",
-            "env_names": env_names, "returncode": result.returncode,
-            "duration_s": round(result.duration_s, 3), "timed_out": result.timed_out,
-            "cancelled": result.cancelled, "spawn_error": result.spawn_error,
-            "stdout_bytes": result.stdout_bytes, "stdout_truncated": result.stdout_truncated,
-            "stderr_truncated": result.stderr_truncated}
+def process_record(invocation: Invocation, result: ProcessResult, env: dict[str, str],
+                   isolation: dict[str, Any]) -> ProcessCall:
+    return ProcessCall(
+        tuple(invocation.argv), str(invocation.cwd),
+        "prompt" if invocation.stdin_text is not None else "closed", tuple(sorted(env)),
+        result.returncode, round(result.duration_s, 3), result.timed_out, result.cancelled,
+        result.spawn_error, result.stdout_bytes, result.stdout_truncated,
+        result.stderr_truncated, isolation)
 
 
 # -- re-grading: recorded answers graded again, no executor -------------------------------
@@ -6904,7 +7004,7 @@ def write_run_files(cell: Cell, record: RunRecord, judge: dict[str, Any]) -> boo
         files.json("grader_metrics.json", {
             "role": "grader", "note": "every grader call of this run; apart from the executor's",
             "metrics": typed_metrics_json(record.grader_metrics, "the graders' metrics"),
-            "calls": [{"vote": c["vote"], "status": c["status"], "metrics": c["metrics"]}
+            "calls": [{"vote": c.vote, "status": c.status, "metrics": c.metrics_json()}
                       for c in record.grader_calls]})
     timing = timing_json(record.metrics or {})
     if timing:
@@ -6914,13 +7014,8 @@ def write_run_files(cell: Cell, record: RunRecord, judge: dict[str, Any]) -> boo
 
 
 def typed_metrics_json(metrics: dict[str, dict[str, Any]] | None, what: str) -> dict[str, Any]:
-    """A metrics block written from Metric records: a provider that built a metric of the
-    wrong shape is the runner's own bug, caught here rather than written to disk."""
-    try:
-        typed = metrics_from_json(metrics or {}, what, "metrics")
-    except InputError as exc:
-        raise AssertionError(f"the runner built a misshapen metric: {exc.message}") from exc
-    return {name: metric.to_json() for name, metric in typed.items()}
+    """A metrics block written from Metric records."""
+    return {name: metric.to_json() for name, metric in built_metrics(metrics, what).items()}
 
 
 def timing_json(metrics: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -11462,7 +11557,7 @@ def observed_cell(record: RunRecord) -> dict[str, float | None] | None:
     processes = [p for p in (record.executor, record.grader) if p is not None]
     if not processes:  # cancelled before it started: it tells nothing about a cell's use
         return None
-    seconds = [p.get("duration_s") for p in processes]
+    seconds = [p.duration_s for p in processes]
     return {"calls": float(len(processes)),
             "seconds": sum(seconds) if all(_number(v) for v in seconds) else None,
             "tokens": spend_of(record, "tokens"), "cost": spend_of(record, "cost")}
