@@ -533,10 +533,12 @@ class Confinement:
 
 
 # ==== result model ===========================================================
-# What the runner reads back of an iteration it wrote earlier (its manifest, benchmark.json,
-# the per-cell hash journal): parsed once, at the edge, into frozen values. A value of the
-# wrong kind is invalid input naming the file and the JSON path, never an internal error,
-# and every name that becomes a path is checked as a suite's case ids are.
+# What the runner writes and reads back of an iteration (its manifest, benchmark.json, the
+# per-cell hash journal, each run's grading, metrics and processes): written from frozen
+# values and parsed once, at the edge, into them. A value of the wrong kind is invalid input
+# naming the file and the JSON path, never an internal error, and every name that becomes a
+# path is checked as a suite's case ids are. RunRecord, last, is the one mutable record: a
+# cell's, filled in while it runs, of these values.
 
 FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
