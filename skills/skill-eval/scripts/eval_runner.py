@@ -11289,10 +11289,6 @@ def write_benchmark(iteration_dir: Path, benchmark: Benchmark) -> None:
 # -- report -------------------------------------------------------------------
 
 
-def load_benchmark(iteration: str | Path) -> dict[str, Any]:
-    return read_benchmark(iteration).data
-
-
 def load_benchmark_model(iteration: str | Path) -> Benchmark:
     """An iteration's benchmark.json as the reports read it, parsed once, here."""
     folder = Path(iteration)
@@ -11527,7 +11523,7 @@ def latest_iteration_of(workspace: Path, skill_name: str, agent: str) -> Path | 
                        if (m := re.fullmatch(r"iteration-(\d+)", p.name))), reverse=True)
     for _, folder in numbered:
         try:
-            meta = load_benchmark(folder)["metadata"]
+            meta = load_benchmark_model(folder).metadata
         except InputError:
             continue
         if meta.get("skill_name") == skill_name and meta.get("agent") == agent:
@@ -11594,23 +11590,21 @@ def forecast_run(workspace: Path, suite: Suite, options: RunOptions,
     source = latest_iteration_of(workspace, suite.skill_name, options.agent)
     if source is None:
         return None
-    benchmark = load_benchmark(source)
+    benchmark = load_benchmark_model(source)
     observed: dict[str, list[dict]] = {}
     graded = False
-    for run in benchmark["runs"]:
-        record = read_run_record_or_none(source / f"eval-{run['eval_id']}"
-                                 / config_folder(run["configuration"])
-                                 / f"run-{run['run_number']}")
+    for run in benchmark.runs:
+        record = read_run_record_or_none(source / run.label)
         cell = observed_cell(record) if record is not None else None
         if cell is not None:
-            observed.setdefault(run["configuration"], []).append(cell)
-            graded = graded or bool(getattr(record, "grader_metrics", None))
+            observed.setdefault(run.configuration, []).append(cell)
+            graded = graded or bool(record.grader_metrics)
     if not observed:
         return None
     planned: dict[str, int] = {}
     for cell in cells:
         planned[cell.config] = planned.get(cell.config, 0) + 1
-    meta = benchmark["metadata"]
+    meta = benchmark.metadata
     totals = {key: forecast_totals(observed, planned, key)
               for key in ("calls", "seconds", "tokens", "cost")}
     lanes = max(1, min(options.concurrency, len(cells)))
@@ -12048,9 +12042,8 @@ def dry_run_forecast(suite: Suite, options: RunOptions, planned_evals: int) -> l
         return ["power forecast: no earlier iteration of this very suite with this agent in the "
                 "workspace"]
     folder, benchmark = earlier
-    rows = [PerEval.from_json(row, folder / BENCHMARK_FILE, f"per_eval[{i}]")
-            for i, row in enumerate(benchmark["per_eval"])]
-    configs = tuple(benchmark["metadata"].get("configs") or ())
+    rows = list(benchmark.per_eval)
+    configs = tuple(benchmark.metadata.get("configs") or ())
     planned = [(options.configs[0], b) for b in options.configs[1:]]
     pairs = [p for p in planned if set(p) <= set(configs)] or [
         (configs[0], b) for b in configs[1:]]
@@ -12072,7 +12065,7 @@ def dry_run_forecast(suite: Suite, options: RunOptions, planned_evals: int) -> l
 
 
 def latest_matching_iteration(workspace: Path | None, suite_sha256: str,
-                              agent: str) -> tuple[Path, dict[str, Any]] | None:
+                              agent: str) -> tuple[Path, Benchmark] | None:
     """The newest iteration-N in the workspace whose benchmark is of this suite and agent."""
     if workspace is None or not workspace.is_dir():
         return None
@@ -12080,10 +12073,10 @@ def latest_matching_iteration(workspace: Path | None, suite_sha256: str,
                        if (m := re.fullmatch(r"iteration-(\d+)", p.name))), reverse=True)
     for _, folder in numbered:
         try:
-            benchmark = load_benchmark(folder)
+            benchmark = load_benchmark_model(folder)
         except InputError:
             continue
-        meta = benchmark["metadata"]
+        meta = benchmark.metadata
         if (meta.get("identity") or {}).get("suite_sha256") == suite_sha256 and \
                 meta.get("agent") == agent:
             return folder, benchmark
