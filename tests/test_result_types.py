@@ -15,6 +15,13 @@ from tests.helpers import runner
 GOLDEN_NAMES = ("two_arms", "three_arms", "regrade")
 
 
+def set_at(document, steps: tuple, value) -> None:
+    """document[steps[0]][steps[1]]... = value."""
+    for step in steps[:-1]:
+        document = document[step]
+    document[steps[-1]] = value
+
+
 def golden(name: str) -> tuple[str, dict]:
     path = GOLDEN / name / "benchmark.json"
     return str(path), json.loads(path.read_text(encoding="utf-8"))
@@ -154,10 +161,7 @@ class WrongKindTest(unittest.TestCase):
                 (("per_eval", 0, "deltas"), [0.5], "per_eval[0].deltas"),
                 (("per_eval", 0, "eval_id"), "../up", "per_eval[0].eval_id")):
             path, written = golden("three_arms")
-            target = written
-            for step in steps[:-1]:
-                target = target[step]
-            target[steps[-1]] = value
+            set_at(written, steps, value)
             with self.subTest(steps=steps):
                 with self.assertRaises(runner.InputError) as caught:
                     runner.Benchmark.from_json(written, path)
@@ -218,10 +222,7 @@ class RunFileTypesTest(unittest.TestCase):
                                     (("grader_calls", 0, "metrics", "tokens", "value"), "9",
                                      "grader_calls[0].metrics.tokens.value")):
             written = json.loads((folder / "run.json").read_text(encoding="utf-8"))
-            target = written
-            for step in steps[:-1]:
-                target = target[step]
-            target[steps[-1]] = value
+            set_at(written, steps, value)
             with self.subTest(steps=steps):
                 with self.assertRaises(runner.InputError) as caught:
                     runner.RunRecord.from_files(folder, written, None, None)
@@ -244,10 +245,7 @@ class RunFileTypesTest(unittest.TestCase):
                 (("summary", "passed"), 0, "summary"),  # counts that disagree with the list
                 (("judge",), "codex", "judge")):
             grading = self.grading()
-            target = grading
-            for step in steps[:-1]:
-                target = target[step]
-            target[steps[-1]] = value
+            set_at(grading, steps, value)
             with self.subTest(steps=steps):
                 with self.assertRaises(runner.InputError) as caught:
                     runner.Grading.from_json(grading, "grading.json")
