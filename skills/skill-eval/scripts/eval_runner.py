@@ -1532,10 +1532,10 @@ class Benchmark:
 
 @dataclasses.dataclass
 class RunRecord:
-    """What one cell left: run.json's fields, plus its grading and metrics (files of their own).
-
-    The nested values are JSON documents written as they are; their shapes are in README.md.
-    """
+    """What one cell left, filled in while it runs: run.json's fields, plus its grading and
+    metrics (files of their own). The processes, the grader calls and the grading are the
+    records above; the other nested values are JSON documents written as they are (their
+    shapes are in README.md), and the metrics are checked as Metric records when written."""
 
     eval_id: str | int
     eval_name: str
