@@ -234,6 +234,24 @@ class MergeTests(LoaderCase):
         self.assertNotIn("Sanity checks: OK", out)
         self.assertIn("results_modified", flag_kinds(target))
 
+    def test_a_shard_grading_edited_out_of_shape_is_results_modified_as_report_says(self):
+        shards = self.shards()
+        edited = next(s for s in shards if (s / GRADING).exists())
+        grading = load(edited / GRADING)
+        grading["expectations"][0]["passed"] = "yes"
+        (edited / GRADING).write_text(json.dumps(grading))
+        code, out, err = call_main(["report", str(edited)], self.env)
+        self.assertEqual(code, 1, out + err)  # report: the file changed
+        code, out, err, target = self.merge(shards)
+        self.assertEqual(code, 1, out + err)  # the merge says the same, and scores no answer
+        self.assertNotIn("Sanity checks: OK", out)
+        self.assertIn("results_modified", flag_kinds(target))
+        merged = load(target / "benchmark.json")
+        failed = [r for r in merged["unscored_runs"] if r["status"] == "runner_error"]
+        self.assertEqual(len(failed), 1)
+        self.assertIn("no longer parse", failed[0]["failure"]["detail"])
+        self.assertIn("expectations[0].passed", failed[0]["failure"]["detail"])
+
     def test_a_traversal_eval_key_in_a_shard_is_invalid_input(self) -> None:
         shards = self.shards()
         path = shards[0] / "iteration_manifest.json"

@@ -11377,15 +11377,34 @@ def shard_records(shard: dict[str, Any]) -> list[RunRecord]:
             for number in range(1, plan["runs"] + 1):
                 run_dir = (shard["folder"] / f"eval-{key}" / config_folder(config)
                            / f"run-{number}")
-                record = read_run_record(run_dir)
-                if record is None:
-                    raise InputError(f"--merge: {run_dir} has no readable run.json",
-                                     "merge finished shard iterations, unchanged")
                 recorded = hashes.get((str(key), config, number))
+                record = shard_cell_record(run_dir, recorded, (key, config, number))
                 if isinstance(recorded, dict):
                     record.written_files = dict(recorded)
                 records.append(record)
     return records
+
+
+def shard_cell_record(run_dir: Path, recorded: Any, cell: tuple[Any, str, int]) -> RunRecord:
+    """One shard cell read back. A cell whose files changed since its runner hashed them and
+    no longer parse is merged as a failed cell, so the merge says results_modified as
+    `report` does for the same edit; misshapen files that are as the runner wrote them, or a
+    cell with no run.json, are refused."""
+    try:
+        record = read_run_record(run_dir)
+    except InputError as exc:
+        if not isinstance(recorded, dict) or hash_run_folder(run_dir) == recorded:
+            raise
+        key, config, number = cell
+        record = RunRecord(eval_id=key, eval_name=f"eval-{key}", configuration=config,
+                           run_number=number)
+        record.fail("runner_error", "runner", f"the run files changed since the runner wrote "
+                    f"them and no longer parse ({exc.message}); not merged as a result")
+        return record
+    if record is None:
+        raise InputError(f"--merge: {run_dir} has no readable run.json",
+                         "merge finished shard iterations, unchanged")
+    return record
 
 
 def _weakest_isolation(shards: list[dict[str, Any]]) -> Any:
