@@ -576,10 +576,14 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _member(json_path: str, key: str) -> str:
+    return f"{json_path}.{key}" if json_path else key
+
+
 def take(obj: dict[str, Any], key: str, kind: Any, file: Any, json_path: str,
          required: bool = False) -> Any:
     """obj[key] when it is of `kind` (None when absent and not required)."""
-    path = f"{json_path}.{key}" if json_path else key
+    path = _member(json_path, key)
     value = obj.get(key)
     if value is None and not required:
         return None
@@ -834,13 +838,14 @@ def _objects(value: Any, file: Any, json_path: str) -> tuple[dict[str, Any], ...
     return tuple(value)
 
 
-def _member(json_path: str, key: str) -> str:
-    return f"{json_path}.{key}" if json_path else key
-
-
-def _finite_number(value: Any) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and (isinstance(value, int) or math.isfinite(value)))
+def _number(value: Any) -> bool:
+    """A finite int or float (never a bool) that a measurement can be."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer beyond any float: no usable measurement
+        return False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -859,7 +864,7 @@ class Metric:
     def from_json(cls, obj: Any, file: Any, json_path: str) -> Metric:
         _object(obj, file, json_path, nullable=False)
         value = obj.get("value")
-        if value is not None and not _finite_number(value):
+        if value is not None and not _number(value):
             raise misshapen(file, _member(json_path, "value"), "a finite number or null", value)
         reason = take(obj, "absent_reason", str, file, json_path)
         if value is None and reason is None:  # an absent value always says why
@@ -4498,20 +4503,11 @@ def confined_env(env: dict[str, str], workdir: Path, home_vars: dict[str, str | 
 
 
 def captured(value: Any, source: str) -> dict[str, Any]:
-    return {"value": value, "source": source}
+    return Metric(value, source=source).to_json()
 
 
 def absent(reason: str) -> dict[str, Any]:
-    return {"value": None, "absent_reason": reason}
-
-
-def _number(value: Any) -> bool:
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:  # an integer beyond any float: no usable measurement
-        return False
+    return Metric(None, absent_reason=reason).to_json()
 
 
 def reported(value: Any, source: str, missing: str, kind: str = "count") -> dict[str, Any]:
@@ -4522,9 +4518,9 @@ def reported(value: Any, source: str, missing: str, kind: str = "count") -> dict
         return absent(missing)
     problem = _implausibility(value, kind)
     if problem:
-        return {"value": None, "implausible": True,
-                "absent_reason": f"{source} reported {_shown_number(value)}, {problem}: not a "
-                                 "plausible measurement, so it is left out and never counted"}
+        return Metric(None, absent_reason=f"{source} reported {_shown_number(value)}, {problem}: "
+                      "not a plausible measurement, so it is left out and never counted",
+                      implausible=True).to_json()
     return captured(int(value) if kind == "count" else value, source)
 
 
@@ -7076,6 +7072,7 @@ def benchmark_run(record: RunRecord) -> RunResult:
     """One run in skill-creator's field names, plus status and scored."""
     grading = record.grading if record.scored else None
     summary = grading.summary() if grading else {}
+    executor_metrics = built_metrics(record.metrics, "the executor's metrics")
     return RunResult(
         eval_id=record.eval_id, eval_name=record.eval_name,
         configuration=record.configuration, run_number=record.run_number,
@@ -7093,9 +7090,7 @@ def benchmark_run(record: RunRecord) -> RunResult:
         activation=({key: record.activation.get(key) for key in
                      ("activated", "should_activate", "signal")}
                     if record.activation else None),
-        metric_sources={name: Metric.from_json(metric, "the executor's metrics", name)
-                        if (metric := (record.metrics or {}).get(name)) is not None else None
-                        for name in ("time_seconds", "tokens")},
+        metric_sources={name: executor_metrics.get(name) for name in ("time_seconds", "tokens")},
         files_sha256=dict(sorted(record.written_files.items())),
         grader=grader_result(record),
         checks=checks_result(record) if record.checks is not None else None)
@@ -8320,9 +8315,9 @@ def apply_results_check(benchmark: Benchmark, check: dict[str, Any]) -> Benchmar
 # ==== rendering ==============================================================
 
 
-def _kind_mark(entry: dict[str, Any]) -> str:
+def _kind_mark(kind: str | None) -> str:
     """How a deterministic check is told from a judged assertion in every report."""
-    return " [check]" if entry.get("kind") == "check" else ""
+    return " [check]" if kind == "check" else ""
 
 
 def fmt_rate(value: float | None) -> str:
@@ -8711,7 +8706,7 @@ def _md_per_assertion(b: Benchmark) -> str:
         where = "all (common)" if row["scope"] == "common" else _md_cell(row["eval_id"])
         gains = [fmt_delta(row["gains"].get(c)) for c in configs[1:]]
         note = "non-discriminating" if row["non_discriminating"] else ""
-        lines.append(f"| {_md_cell(row['text'] + _kind_mark(row))} | {where} | "
+        lines.append(f"| {_md_cell(row['text'] + _kind_mark(row.get('kind')))} | {where} | "
                      + " | ".join(fmt_assertion_rate(row["configs"][c]) for c in configs)
                      + " | " + " | ".join(gains) + f"{' | ' if gains else ''}{note} |")
     if not rows:
@@ -9368,7 +9363,8 @@ def _html_per_assertion(b: Benchmark) -> str:
             gain = row["gains"].get(config)
             tone = "" if not gain else ' class="pass"' if gain > 0 else ' class="fail"'
             gains.append(f"<td{tone}>{_h(fmt_delta(gain))}</td>")
-        body.append(f"<tr><td>{_h(row['text'] + _kind_mark(row))}</td><td>{_h(where)}</td>"
+        text = row["text"] + _kind_mark(row.get("kind"))
+        body.append(f"<tr><td>{_h(text)}</td><td>{_h(where)}</td>"
                     + "".join(f"<td>{_h(fmt_assertion_rate(row['configs'][c]))}</td>"
                               for c in configs) + "".join(gains)
                     + f"<td>{'non-discriminating' if row['non_discriminating'] else ''}</td>"
@@ -9613,7 +9609,7 @@ def _html_verdicts(expectations: Sequence[Verdict]) -> str:
         return '<p class="absent">No grader verdicts.</p>'
     rows = [f'<tr><td class="{"pass" if e.passed else "fail"}">'
             f'{"pass" if e.passed else "FAIL"}{_html_votes(e)}</td>'
-            f'<td>{_h(e.id)}. {_h(e.text + _kind_mark({"kind": e.kind}))}</td>'
+            f'<td>{_h(e.id)}. {_h(e.text + _kind_mark(e.kind))}</td>'
             f"<td>{_h(e.evidence)}</td></tr>" for e in expectations]
     return ("<table><tr><th>verdict</th><th>assertion</th><th>evidence</th></tr>\n"
             + "\n".join(rows) + "</table>")
