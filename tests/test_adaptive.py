@@ -75,6 +75,12 @@ class SequentialStatisticsTest(unittest.TestCase):
         self.assertEqual(runner.sequential_look([([1.0], [0.0])] * 6, 1, 5)["stop"],
                          "futility")
 
+    def test_a_level_never_reads_100_percent(self) -> None:
+        # The first look of five is at 1 - 1.17e-5: "100.00%" would claim certainty.
+        self.assertEqual(runner.level_text(1 - runner.spending_shares(5)[0]), "99.999%")
+        self.assertEqual(runner.level_text(1 - runner.spending_shares(5)[2]), "99.05%")
+        self.assertEqual(runner.level_text(0.95), "95.00%")
+
     def test_best_case_is_monotone_bound(self) -> None:
         # An eval not scored yet in an arm counts from its future runs alone.
         self.assertEqual(runner._best_case_deltas([([], [])], 2, 1), [1.0])
@@ -181,15 +187,114 @@ class AdaptiveRunTest(RunTestCase):
         self.assertIn("spending cap", bench["adaptive"]["stop_reason"])
         self.assertEqual(bench["paired"]["verdict"], "inconclusive")
 
-    def test_shard_is_refused_before_anything_starts(self) -> None:
+    def test_shards_run_one_wave_at_a_time_and_the_merge_looks(self) -> None:
         root = self.repo(suite_of(["[b-fail]"] * 8))
-        code, out, err = self.run_main(root, self.env(SCRIPT), "--agent", "claude", "--runs",
-                                       "5", "--adaptive", "--shard", "1/2")
+        env = self.env(SCRIPT)
+        shards = [self.tmp.path / f"shard{k}" for k in (1, 2)]
+        merged: list[Path] = []
+        for wave in (1, 2, 3):
+            for k, workspace in enumerate(shards, 1):
+                if wave == 1:
+                    code, out, err = self.run_main(root, env, "--agent", "claude", "--runs",
+                                                   "5", "--adaptive", "--shard", f"{k}/2",
+                                                   "--workspace", str(workspace), "--quiet")
+                else:
+                    code, out, err = call_main(["run", "--resume", str(workspace / "iteration-1"),
+                                                "--next-wave", str(merged[-1]), "--quiet"],
+                                               env=env)
+                self.assertEqual(code, 0, out + err)
+                bench = load_json(workspace / "iteration-1" / "benchmark.json")
+                # A shard claims nothing: its evals are only some of the suite's.
+                self.assertEqual(bench["paired"]["verdict"], "inconclusive")
+                self.assertIn("the verdict is the look that report --merge makes",
+                              bench["paired"]["verdict_reason"])
+                self.assertEqual(bench["adaptive"]["waves_run"], wave)
+                self.assertEqual({r["run_number"] for r in bench["runs"]},
+                                 set(range(1, wave + 1)))
+                self.assertIn(f"shard {k}/2 ran wave {wave} of 5", out)
+            self.assertEqual(agent_calls(self.tmp.path), 2 * 16 * wave)
+            merged.append(self.tmp.path / f"merged-{wave}")
+            code, out, err = call_main(["report", str(merged[-1]), "--merge",
+                                        *(str(w / "iteration-1") for w in shards)])
+            self.assertEqual(code, 0, out + err)
+            adaptive = load_json(merged[-1] / "benchmark.json")["adaptive"]
+            self.assertEqual(adaptive["waves_run"], wave)
+            if wave < 3:
+                self.assertIsNone(adaptive["stop"])
+                self.assertIsNone(adaptive["saved"])
+                self.assertEqual(adaptive["next_wave"], wave + 1)
+                self.assertIn(f"not decided yet; next: wave {wave + 1} on every shard", out)
+                self.assertIn(f"--next-wave {merged[-1]}", out)
+                self.assertIn("so far only", load_json(merged[-1] / "benchmark.json")
+                              ["paired"]["verdict_reason"])
+                md = (merged[-1] / "benchmark.md").read_text(encoding="utf-8")
+                self.assertIn(f"Waves run: {wave} of 5; not stopped: waiting for wave", md)
+                self.assertIn("Saved against the full matrix: not known until the waves stop",
+                              md)
+                self.assertEqual(call_main(["report", str(merged[-1])])[0], 0)
+                self.assertEqual((merged[-1] / "benchmark.md").read_text(encoding="utf-8"), md)
+        # The third look decides, as on one machine (test_large_effect_stops_early...).
+        bench = load_json(merged[-1] / "benchmark.json")
+        self.assertEqual((bench["adaptive"]["stop"], bench["paired"]["verdict"]),
+                         ("improved", "improved"))
+        self.assertEqual(bench["paired"]["test"]["look"], 3)
+        saved = bench["adaptive"]["saved"]
+        self.assertEqual((saved["cells"], saved["grader_calls"], saved["full_matrix"]["cells"]),
+                         (32, 32, 80))
+        self.assertEqual(len(bench["runs"]), 48)
+        self.assertIn("Adaptive: 3 of 5 waves, decided: improved; saved 32 of 80 cells", out)
+        # The shards are done: a further --next-wave launches nothing.
+        calls = agent_calls(self.tmp.path)
+        code, out, err = call_main(["run", "--resume", str(shards[0] / "iteration-1"),
+                                    "--next-wave", str(merged[-1]), "--quiet"], env=env)
+        self.assertEqual(code, 0, out + err)
+        self.assertIn("stopped the waves (improved): nothing to run", out)
+        self.assertEqual(agent_calls(self.tmp.path), calls)
+
+    def test_shard_waves_are_refused_out_of_step(self) -> None:
+        root = self.repo(suite_of(["[b-fail]"] * 8))
+        env = self.env(SCRIPT)
+        shards = [self.tmp.path / f"shard{k}" / "iteration-1" for k in (1, 2)]
+        for k in (1, 2):
+            code, out, err = self.run_main(root, env, "--agent", "claude", "--runs", "5",
+                                           "--adaptive", "--shard", f"{k}/2", "--workspace",
+                                           str(shards[k - 1].parent), "--quiet")
+            self.assertEqual(code, 0, out + err)
+        first = self.tmp.path / "merged-1"
+        # A look needs every shard: one alone is refused, and nothing is written.
+        code, out, err = call_main(["report", str(first), "--merge", str(shards[0])])
         self.assertEqual(code, 2, out + err)
-        self.assertIn("--adaptive cannot run with --shard", err)
-        self.assertIn("a shard sees only its own evals", err)
-        self.assertEqual(fake_calls(self.tmp.path), [])
-        self.assertFalse((root / "evals" / "demo" / "workspace").exists())
+        self.assertIn("needs every shard of an adaptive run, and shard 2/2 is not given", err)
+        self.assertFalse(first.exists())
+        self.assertEqual(call_main(["report", str(first), "--merge", *map(str, shards)])[0], 0)
+        calls = agent_calls(self.tmp.path)
+        # --next-wave only continues a shard's iteration.
+        code, out, err = self.run_main(root, env, "--agent", "claude", "--runs", "5",
+                                       "--adaptive", "--shard", "1/2", "--next-wave", str(first))
+        self.assertEqual(code, 2, out + err)
+        self.assertIn("--next-wave continues the iteration of a shard", err)
+        # Shard 1 goes on to wave 2; shard 2 does not: merging them is refused.
+        code, out, err = call_main(["run", "--resume", str(shards[0]), "--next-wave",
+                                    str(first), "--quiet"], env=env)
+        self.assertEqual(code, 0, out + err)
+        code, out, err = call_main(["report", str(self.tmp.path / "m"), "--merge",
+                                    *map(str, shards)])
+        self.assertEqual(code, 2, out + err)
+        self.assertIn("at different waves (shard 1/2: 2, shard 2/2: 1)", err)
+        # The first merge no longer holds shard 1's cells as they are: refused.
+        code, out, err = call_main(["run", "--resume", str(shards[0]), "--next-wave",
+                                    str(first), "--quiet"], env=env)
+        self.assertEqual(code, 2, out + err)
+        self.assertIn("that merge looked after wave 1, and this shard has run 2 wave(s)", err)
+        # A merge whose cells were edited after it was written is refused too.
+        grading = next(first.glob("eval-*/without_skill/run-1/grading.json"))
+        grading.write_text(grading.read_text(encoding="utf-8").replace("false", "true"),
+                           encoding="utf-8")
+        code, out, err = call_main(["run", "--resume", str(shards[1]), "--next-wave",
+                                    str(first), "--quiet"], env=env)
+        self.assertEqual(code, 2, out + err)
+        self.assertIn("changed since the merge wrote them", err)
+        self.assertEqual(agent_calls(self.tmp.path), calls + 16)  # shard 1's wave 2 alone
 
     def test_three_configs_are_refused(self) -> None:
         root = self.repo(suite_of(["[b-fail]"] * 8))
@@ -214,6 +319,14 @@ class AdaptiveRunTest(RunTestCase):
         code, out, err = self.run_main(root6, self.env(SCRIPT), "--agent", "claude", "--runs",
                                        "5", "--adaptive", "--dry-run")
         self.assertIn("warning: with 6 evals no look can decide", out)
+        # A shard's plan: its own cells, one wave at a time, the looks over all 8 evals.
+        code, out, err = self.run_main(root, self.env(SCRIPT), "--agent", "claude", "--runs",
+                                       "5", "--adaptive", "--dry-run", "--shard", "2/2")
+        self.assertEqual(code, 0, out + err)
+        self.assertIn("  wave 1: 8 cells (run 1 of each eval and arm)", out)
+        self.assertIn("shard 2/2: one wave per invocation", out)
+        self.assertNotIn("no look can decide", out)
+        self.assertEqual(fake_calls(self.tmp.path), [])
 
 
 def agent_calls(tmp: Path) -> int:

@@ -5871,6 +5871,7 @@ class RunContext:
     hidden: list[Path] = dataclasses.field(default_factory=list)  # masked if under a mount
     budget: Budget | None = None
     state: RunState = dataclasses.field(default_factory=RunState)
+    wave_limit: int | None = None  # an adaptive shard's last wave this invocation runs
 
     def should_stop(self) -> str | None:
         if self.state.write_failed is not None:
@@ -7416,6 +7417,16 @@ def sequential_look(pairs: list[tuple[list[float], list[float]]], look: int, loo
     return result
 
 
+def level_text(level: float) -> str:
+    """A confidence level in percent, with the digits it needs never to read 100% (the first
+    look of five is at 99.9988%, not 100.00%)."""
+    for digits in range(2, 9):
+        text = f"{level:.{digits}%}"
+        if not text.startswith("100"):
+            return text
+    return "over 99.99999999%"
+
+
 def sequential_verdict(look: dict[str, Any]) -> tuple[str, str]:
     """The verdict and its reason from the look the waves stopped at."""
     if look["paired_evals"] < MIN_PAIRED_EVALS:
@@ -7423,7 +7434,7 @@ def sequential_verdict(look: dict[str, Any]) -> tuple[str, str]:
                                 f"at least {MIN_PAIRED_EVALS} are needed")
     where = (f"sequential sign-flip p = {look['p_value']:.4g} at look {look['look']} of "
              f"{look['looks']}, whose share of alpha is {look['alpha']:.4g}")
-    level = f"the {1 - look['alpha']:.2%} interval of the mean per-eval delta"
+    level = f"the {level_text(1 - look['alpha'])} interval of the mean per-eval delta"
     if look["decision"] == "improved":
         return "improved", f"{level} lies above 0 ({where})"
     if look["decision"] == "regressed":
@@ -7436,14 +7447,34 @@ def with_sequential_verdict(benchmark: Benchmark, adaptive: dict[str, Any] | Non
     alpha, never the fixed-sample test's: the waves stopped on what the looks saw."""
     if not adaptive or not benchmark.comparisons:
         return benchmark
+    if not adaptive["looks"]:
+        return with_shard_wave_verdict(benchmark, adaptive)
     look = adaptive["looks"][-1]
     verdict, reason = sequential_verdict(look)
+    if look["stop"] is None:  # a merge of shards' waves whose next wave is still to run
+        reason += (f"; so far only: the waves have not stopped, wave {look['look'] + 1} of "
+                   f"{look['looks']} is still to run on every shard")
     test = {"method": adaptive["method"], "alpha": look["alpha"], "p_value": look["p_value"],
             "exact": look.get("exact"), "sign_patterns": look.get("sign_patterns"),
             "seed": look.get("seed"), "look": look["look"], "looks": look["looks"]}
     changes = {"ci95": None if look["ci"] is None else tuple(look["ci"]),
                "interval_level": 1 - look["alpha"], "test": test,
                "verdict": verdict, "verdict_reason": reason}
+    first, *others = benchmark.comparisons
+    paired = (None if benchmark.paired is None
+              else dataclasses.replace(benchmark.paired, **changes))
+    return dataclasses.replace(benchmark, adaptive=adaptive, paired=paired,
+                               comparisons=(dataclasses.replace(first, **changes), *others))
+
+
+def with_shard_wave_verdict(benchmark: Benchmark, adaptive: dict[str, Any]) -> Benchmark:
+    """A shard of an adaptive run claims nothing: no fixed-sample test on part of the evals,
+    since the verdict is the merged look's."""
+    changes = {"ci95": None, "test": {"method": adaptive["method"], "look": None},
+               "verdict": "inconclusive",
+               "verdict_reason": f"shard {adaptive['shard']} of an adaptive run holds only "
+                                 "some of the evals; the verdict is the look that report "
+                                 "--merge makes over every shard"}
     first, *others = benchmark.comparisons
     paired = (None if benchmark.paired is None
               else dataclasses.replace(benchmark.paired, **changes))
@@ -8416,7 +8447,7 @@ def _md_verdict(b: Benchmark) -> str:
 def interval_heading(b: Benchmark) -> str:
     """What the comparison tables call the interval: an adaptive run's is the last look's."""
     level = b.paired.interval_level if b.adaptive and b.paired else None
-    return f"{level:.2%} CI (sequential)" if level else "95% CI"
+    return f"{level_text(level)} CI (sequential)" if level else "95% CI"
 
 
 def _md_verdict_waves(b: Benchmark) -> str:
@@ -8427,7 +8458,7 @@ def _md_verdict_waves(b: Benchmark) -> str:
 def paired_evidence(paired: Comparison) -> str:
     """The numbers behind a verdict and its reason, as the reports print them."""
     ci = paired.ci95
-    level = f"{paired.interval_level:.2%}" if paired.interval_level else "95%"
+    level = level_text(paired.interval_level) if paired.interval_level else "95%"
     interval = f", {level} CI [{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else ""
     return (f"mean per-eval delta {fmt_delta(paired.mean_delta)}{interval}; wins/ties/losses "
             f"{paired.wins}/{paired.ties}/{paired.losses} over "
@@ -8452,10 +8483,14 @@ ADAPTIVE_LOOK_HEADERS = ("look", "alpha share", "paired evals", "mean delta", "p
 def adaptive_facts(adaptive: dict[str, Any]) -> list[str]:
     """An adaptive run in sentences: the waves, why they stopped, what they saved."""
     saved = adaptive["saved"]
-    full = saved["full_matrix"]
-    return [f"Waves run: {adaptive['waves_run']} of {adaptive['waves_max']}; stopped: "
+    state = "stopped" if adaptive["stop"] else "not stopped"
+    head = [f"Waves run: {adaptive['waves_run']} of {adaptive['waves_max']}; {state}: "
             f"{adaptive['stop_reason']}",
-            f"Method: {adaptive['method']}; overall alpha {adaptive['alpha']:g}",
+            f"Method: {adaptive['method']}; overall alpha {adaptive['alpha']:g}"]
+    if saved is None:
+        return head + ["Saved against the full matrix: not known until the waves stop"]
+    full = saved["full_matrix"]
+    return [*head,
             f"Saved against the full matrix: {saved['cells']} of {full['cells']} cells "
             f"({saved['share']:.0%}): {saved['executor_calls']} of {full['executor_calls']} "
             f"executor calls and {saved['grader_calls']} of {full['grader_calls']} grader calls",
@@ -9733,12 +9768,20 @@ def _junit_case(run: RunResult) -> tuple[Any, str]:
 SUMMARY_FLAG_GROUPS = 6
 
 
-def adaptive_summary_lines(benchmark: Benchmark) -> list[str]:
+def adaptive_summary_lines(benchmark: Benchmark, iteration_dir: Path) -> list[str]:
     """The summary's line on an adaptive run's waves; none for a fixed matrix."""
     adaptive = benchmark.adaptive
     if not adaptive:
         return []
     saved = adaptive["saved"]
+    if adaptive.get("shard"):
+        return [f"Adaptive: shard {adaptive['shard']} ran wave {adaptive['waves_run']} of "
+                f"{adaptive['waves_max']}; merge every shard (report NEW_DIR --merge SHARD "
+                "...): the merged look decides whether the next wave runs"]
+    if saved is None:
+        return [f"Adaptive: {adaptive['waves_run']} of {adaptive['waves_max']} waves, not "
+                f"decided yet; next: wave {adaptive['waves_run'] + 1} on every shard (run "
+                f"--resume SHARD_ITERATION --next-wave {iteration_dir}), then merge again"]
     return [f"Adaptive: {adaptive['waves_run']} of {adaptive['waves_max']} waves, "
             f"{adaptive['stop_reason'].split(' (')[0]}; saved {saved['cells']} of "
             f"{saved['full_matrix']['cells']} cells ({saved['executor_calls']} executor and "
@@ -9773,7 +9816,7 @@ def render_summary(benchmark: Benchmark, iteration_dir: Path) -> str:
     lines.append(f"Pass rate: {rates}")
     if benchmark.paired:
         lines.append(_md_verdict(benchmark).strip().replace("**", "").replace("\n\n", "\n"))
-    lines += adaptive_summary_lines(benchmark)
+    lines += adaptive_summary_lines(benchmark, iteration_dir)
     lines += [f"Power: {line}" for c in benchmark.comparisons or []
               for line in forecast_lines(c)]
     lines += [f"Activation: {line}" for line in activation_lines(benchmark)]
@@ -10725,6 +10768,7 @@ class IterationPlan:
     revisions: dict[str, RevisionPackage] = dataclasses.field(default_factory=dict)
     previous: dict[str, Any] | None = None  # the manifest of the iteration a --resume continues
     source: RegradeSource | None = None  # the iteration a --regrade grades again
+    wave_limit: int | None = None  # an adaptive shard: the waves this invocation may run
 
     @property
     def resuming(self) -> bool:
@@ -10835,6 +10879,8 @@ def run_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
             snapshot.template.remove()
         return abandon_unstarted_iteration(plan, exc)
     ctx = iteration_context(plan, groups, snapshot, children_before)
+    if plan.wave_limit:  # an adaptive shard runs its waves so far and no further
+        cells = [cell for cell in cells if cell.run_number <= plan.wave_limit]
     try:
         records = run_planned_cells(ctx, cells, plan.resuming,
                                     adaptive_matrix if plan.options.adaptive else execute_matrix)
@@ -10868,47 +10914,84 @@ def iteration_context(plan: IterationPlan, groups: ProcessGroups, snapshot: Repo
                       plan.sandbox_base, groups, judge=judge_identity(plan),
                       resuming=plan.resuming, children_before=children_before,
                       base_env=plan.base_env, confinement=plan.confinement,
-                      agent_mounts=mounts, hidden=hidden)
+                      agent_mounts=mounts, hidden=hidden, wave_limit=plan.wave_limit)
 
 
 # -- adaptive runs: the matrix in waves, a sequential look after each -----------------------
 
 
-def adaptive_pairs(cells: list[Cell], records: list[RunRecord],
-                   configs: tuple[str, ...]) -> list[tuple[list[float], list[float]]]:
-    """Per eval of the plan, in plan order: the candidate's and the first baseline's scored
-    pass rates so far (either may still be empty)."""
+def adaptive_pairs(eval_keys: Iterable[str], records: list[RunRecord],
+                   configs: Sequence[str]) -> list[tuple[list[float], list[float]]]:
+    """Per eval, in the order given: the candidate's and the first baseline's scored pass
+    rates so far (either may still be empty)."""
     rates: dict[str, tuple[list[float], list[float]]] = {}
-    for cell in cells:
-        rates.setdefault(str(cell.case.id), ([], []))
+    for key in eval_keys:
+        rates.setdefault(str(key), ([], []))
     for run in map(benchmark_run, records):
         slot = rates.get(str(run.eval_id))
         if slot is None or not run.scored or run.configuration not in configs[:2]:
             continue
-        slot[configs.index(run.configuration)].append(run.result.pass_rate)
+        slot[list(configs).index(run.configuration)].append(run.result.pass_rate)
     return list(rates.values())
+
+
+def wave_size(ctx: RunContext, cells: list[Cell]) -> dict[str, int]:
+    """The cells and grader calls of one wave (every wave holds the same ones)."""
+    first = [cell for cell in cells if cell.run_number == 1]
+    return {"cells": len(first),
+            "grader_calls": sum(ctx.options.grader_runs for cell in first
+                                if ctx.suite.assertions_for(cell.case))}
 
 
 def adaptive_matrix(ctx: RunContext, cells: list[Cell],
                     finished: dict[str, RunRecord] | None = None) -> list[RunRecord]:
     """--adaptive: wave k runs run k of every eval and arm through the shared matrix, then
     the sequential look decides whether another wave runs. A resumed iteration replays its
-    looks from the kept cells, so it stops where the first attempt would have."""
+    looks from the kept cells, so it stops where the first attempt would have. A shard runs
+    the waves up to ctx.wave_limit and looks at nothing: the look needs every shard's evals,
+    so it is the merged iteration's (merge_shards)."""
+    if ctx.options.shard is not None:
+        return shard_waves(ctx, cells, finished)
     looks = ctx.options.runs
     records: list[RunRecord] = []
     history: list[dict[str, Any]] = []
+    keys = list(dict.fromkeys(cell.case.key for cell in cells))
     for wave in range(1, looks + 1):
         records += execute_matrix(ctx, [c for c in cells if c.run_number == wave], finished)
-        look = sequential_look(adaptive_pairs(cells, records, ctx.options.configs), wave, looks)
+        look = sequential_look(adaptive_pairs(keys, records, ctx.options.configs), wave, looks)
         history.append(look)
-        cancelled = [r.failure or "a cell was cancelled" for r in records
-                     if r.status == "cancelled"]
-        halted = ctx.should_stop() or (cancelled[0] if cancelled else None)
+        halted = ctx.should_stop() or cancelled_reason(records)
         if not look["decision"] and halted:
             look["stop"], look["halted"] = "stopped", str(halted)
         if look["stop"]:
             break
-    ctx.state.adaptive = adaptive_record(ctx, cells, records, history)
+    ctx.state.adaptive = adaptive_record(ctx.options.runs, wave_size(ctx, cells), records,
+                                         history)
+    return records
+
+
+def cancelled_reason(records: list[RunRecord]) -> str | None:
+    """Why the first cancelled cell of these was cancelled, or None when none was."""
+    for record in records:
+        if record.status == "cancelled":
+            detail = (record.failure or {}).get("detail") if isinstance(record.failure, dict) \
+                else record.failure
+            return f"{record.label} was cancelled" + (f" ({detail})" if detail else "")
+    return None
+
+
+def shard_waves(ctx: RunContext, cells: list[Cell],
+                finished: dict[str, RunRecord] | None) -> list[RunRecord]:
+    """An adaptive shard's invocation: its waves up to the limit, then it waits for a merge."""
+    limit = ctx.wave_limit or 1
+    records: list[RunRecord] = []
+    for wave in range(1, limit + 1):
+        records += execute_matrix(ctx, [c for c in cells if c.run_number == wave], finished)
+    index, count = ctx.options.shard or (1, 1)
+    ctx.state.adaptive = {
+        **adaptive_method(ctx.options.runs), "shard": f"{index}/{count}",
+        "waves_run": limit, "wave_size": wave_size(ctx, cells), "stop": None,
+        "stop_reason": ADAPTIVE_SHARD_WAITS.format(wave=limit), "looks": [], "saved": None}
     return records
 
 
@@ -10920,27 +11003,37 @@ ADAPTIVE_STOPS = {
     "stopped": "stopped before the verdict was decided (a spending cap, the deadline, an "
                "interrupt or repeated failures); the verdict uses the waves that ran",
 }
+ADAPTIVE_SHARD_WAITS = ("waiting for the merge: this shard ran wave {wave}; the look after it "
+                        "needs every shard's evals, so it is made by report --merge")
+ADAPTIVE_MERGE_WAITS = ("waiting for wave {next}: the look after wave {wave} decided nothing "
+                        "and a later look still can; run wave {next} on every shard (run "
+                        "--resume SHARD_ITERATION --next-wave THIS_ITERATION), then merge again")
 
 
-def adaptive_record(ctx: RunContext, cells: list[Cell], records: list[RunRecord],
+def adaptive_method(waves_max: int) -> dict[str, Any]:
+    return {"method": SEQUENTIAL_METHOD.format(spending=SEQUENTIAL_SPENDING),
+            "spending": SEQUENTIAL_SPENDING, "alpha": ALPHA,
+            "alpha_shares": spending_shares(waves_max), "waves_max": waves_max}
+
+
+def adaptive_record(waves_max: int, per_wave: dict[str, int], records: list[RunRecord],
                     history: list[dict[str, Any]]) -> dict[str, Any]:
-    """How many waves ran, why they stopped, and what the waves not run saved."""
+    """How many waves ran, why they stopped, and what the waves not run saved. `per_wave`:
+    the cells and grader calls of one wave of the whole plan."""
     waves = len(history)
-    graders = {cell.label: (ctx.options.grader_runs if ctx.suite.assertions_for(cell.case)
-                            else 0) for cell in cells}
-    skipped = [cell for cell in cells if cell.run_number > waves]
-    ran = [r for r in records if r.executor is not None]
+    left = waves_max - waves
+    full = {"cells": per_wave["cells"] * waves_max, "executor_calls": per_wave["cells"] * waves_max,
+            "grader_calls": per_wave["grader_calls"] * waves_max}
     saved: dict[str, Any] = {
-        "cells": len(skipped), "executor_calls": len(skipped),
-        "grader_calls": sum(graders[c.label] for c in skipped),
-        "share": len(skipped) / len(cells) if cells else 0.0,
-        "full_matrix": {"cells": len(cells), "executor_calls": len(cells),
-                        "grader_calls": sum(graders.values())}}
+        "cells": per_wave["cells"] * left, "executor_calls": per_wave["cells"] * left,
+        "grader_calls": per_wave["grader_calls"] * left,
+        "share": left / waves_max if full["cells"] else 0.0, "full_matrix": full}
+    ran = [r for r in records if r.executor is not None]
     for kind, key in (("cost", "cost_usd"), ("tokens", "tokens")):
         values = [spend_of(r, kind) for r in ran]
         # Cells not run have no recorded use: what they would have cost is an estimate, kept
         # apart from captured metrics ("estimate" and its "basis", never "value").
-        if not skipped:
+        if not left:
             saved[key] = {"estimate": 0.0, "basis": "no wave was left out"}
         elif not values:
             saved[key] = absent("no cell ran, so there is no recorded use to estimate from")
@@ -10948,16 +11041,41 @@ def adaptive_record(ctx: RunContext, cells: list[Cell], records: list[RunRecord]
             saved[key] = absent(f"{values.count(None)} of the {len(values)} cells that ran "
                                 f"recorded no {'cost' if kind == 'cost' else 'token count'}")
         else:
-            saved[key] = {"estimate": math.fsum(values) / len(values) * len(skipped),
+            saved[key] = {"estimate": math.fsum(values) / len(values) * saved["cells"],
                           "basis": f"the mean of the {len(values)} cells that ran, times the "
-                                   f"{len(skipped)} cells left out"}
+                                   f"{saved['cells']} cells left out"}
     last = history[-1]
-    return {"method": SEQUENTIAL_METHOD.format(spending=SEQUENTIAL_SPENDING),
-            "spending": SEQUENTIAL_SPENDING, "alpha": ALPHA,
-            "alpha_shares": spending_shares(ctx.options.runs), "waves_max": ctx.options.runs,
-            "waves_run": waves, "stop": last["stop"], "stop_reason": ADAPTIVE_STOPS[last["stop"]]
+    if last["stop"] is None:  # merged shards' waves, the next one still to run on each
+        return {**adaptive_method(waves_max), "waves_run": waves, "stop": None,
+                "stop_reason": ADAPTIVE_MERGE_WAITS.format(wave=waves, next=waves + 1),
+                "next_wave": waves + 1, "looks": history, "saved": None}
+    return {**adaptive_method(waves_max), "waves_run": waves, "stop": last["stop"],
+            "stop_reason": ADAPTIVE_STOPS[last["stop"]]
             + (f": {last['halted']}" if last.get("halted") else ""),
             "looks": history, "saved": saved}
+
+
+def replay_looks(plan: dict[str, Any], records: list[RunRecord], waves: int,
+                 where: str) -> list[dict[str, Any]]:
+    """The looks after waves 1..`waves` of shards' cells merged, as one machine makes them.
+    A look before the last that stopped the waves means later waves ran against the rule:
+    refused, since no look may use them."""
+    history = []
+    for wave in range(1, waves + 1):
+        seen = [record for record in records if record.run_number <= wave]
+        look = sequential_look(adaptive_pairs(plan["evals"], seen, plan["configs"]), wave,
+                               plan["runs"])
+        if look["stop"] and wave < waves:
+            raise InputError(f"{where}: the look after wave {wave} stops the waves "
+                             f"({look['stop']}), yet the shards ran {waves} waves; no look may "
+                             "use waves run after the one that stopped",
+                             "run the next wave of a shard only with --next-wave MERGED, "
+                             "which checks the merged look first")
+        history.append(look)
+    halted = cancelled_reason([r for r in records if r.run_number == waves])
+    if halted and not history[-1]["decision"]:
+        history[-1]["stop"], history[-1]["halted"] = "stopped", halted
+    return history
 
 
 def adaptive_cells(ctx: RunContext, cells: list[Cell]) -> tuple[list[Cell], dict[str, Any]]:
@@ -11313,9 +11431,55 @@ def read_shard(folder: Path) -> dict[str, Any]:
     if manifest.shard is None or manifest.plan is None:
         raise InputError(f"--merge {folder}: not a shard (it was run without --shard K/N)", fix)
     benchmark = read_benchmark(folder)
-    return {"folder": folder, "manifest": manifest.data, "benchmark": benchmark.data,
-            "shard": manifest.data["shard"], "plan": manifest.data["plan"],
-            "checked": benchmark}
+    shard = {"folder": folder, "manifest": manifest.data, "benchmark": benchmark.data,
+             "shard": manifest.data["shard"], "plan": manifest.data["plan"],
+             "checked": benchmark, "waves": manifest.data["plan"]["runs"]}
+    if (manifest.data.get("options") or {}).get("adaptive") is True:
+        shard["waves"], shard["wave_size"] = shard_wave_entry(folder, manifest.data)
+    return shard
+
+
+def shard_wave_entry(folder: Path, manifest: dict[str, Any]) -> tuple[int, dict[str, int]]:
+    """An adaptive shard's waves run and the size of one of its waves, from its manifest."""
+    entry = manifest.get("adaptive")
+    runs = manifest["plan"]["runs"]
+    size = entry.get("wave_size") if isinstance(entry, dict) else None
+    waves = entry.get("waves_run") if isinstance(entry, dict) else None
+    if not (isinstance(waves, int) and 1 <= waves <= runs and isinstance(size, dict)
+            and all(isinstance(size.get(k), int) for k in ("cells", "grader_calls"))):
+        raise InputError(f"--merge {folder}: a shard of an adaptive run, but its manifest "
+                         "records no finished wave (adaptive.waves_run, adaptive.wave_size)",
+                         "finish the shard's wave first (run --resume SHARD_ITERATION), or "
+                         "restore the manifest as `run` wrote it")
+    return waves, {"cells": size["cells"], "grader_calls": size["grader_calls"]}
+
+
+def merged_waves(shards: list[dict[str, Any]], missing: list[dict[str, Any]]) -> int | None:
+    """The wave every shard of an adaptive plan has reached (None for a fixed plan)."""
+    if "wave_size" not in shards[0]:
+        return None
+    fix = ("bring every shard to the same wave: run --resume SHARD_ITERATION --next-wave "
+           "MERGED on each, with the same merged iteration, then merge again")
+    if missing:
+        raise InputError(f"--merge: the look after a wave needs every shard of an adaptive run, "
+                         f"and {', '.join('shard ' + m['shard'] for m in missing)} "
+                         "is not given", "pass every shard's iteration")
+    reached = {shard["shard"]["label"]: shard["waves"] for shard in shards}
+    if len(set(reached.values())) > 1:
+        raise InputError("--merge: the shards of an adaptive run are at different waves ("
+                         + ", ".join(f"shard {label}: {waves}" for label, waves in
+                                     sorted(reached.items())) + ")", fix)
+    return shards[0]["waves"]
+
+
+def merged_adaptive(shards: list[dict[str, Any]], records: list[RunRecord],
+                    waves: int) -> dict[str, Any]:
+    """The merged shards' looks, replayed as one machine makes them, and what they saved."""
+    plan = shards[0]["plan"]
+    per_wave = {key: sum(shard["wave_size"][key] for shard in shards)
+                for key in ("cells", "grader_calls")}
+    history = replay_looks(plan, records, waves, "--merge")
+    return adaptive_record(plan["runs"], per_wave, records, history)
 
 
 def expected_shards(plan: dict[str, Any], count: int) -> dict[int, list[str]]:
@@ -11370,7 +11534,7 @@ def shard_records(shard: dict[str, Any]) -> list[RunRecord]:
               for run in shard["checked"].runs}
     for key in shard["shard"]["evals"]:
         for config in plan["configs"]:
-            for number in range(1, plan["runs"] + 1):
+            for number in range(1, shard["waves"] + 1):
                 run_dir = (shard["folder"] / f"eval-{key}" / config_folder(config)
                            / f"run-{number}")
                 recorded = hashes.get((str(key), config, number))
@@ -11429,7 +11593,8 @@ def merged_metadata(shards: list[dict[str, Any]], records: list[RunRecord],
                  for place in s["benchmark"]["metadata"].get("skill_installed_elsewhere") or []]
     meta.update({
         "timestamp": utc_now(), "evals_run": list(dict.fromkeys(r.eval_id for r in records)),
-        "cells_planned": plan["cells"],
+        # An adaptive plan's waves not run are not planned cells (as on one machine).
+        "cells_planned": plan["cells"] * shards[0]["waves"] // plan["runs"],
         "cells_finished": sum(r.status != "cancelled" for r in records),
         "incomplete": bool(missing) or any(s["benchmark"]["metadata"].get("incomplete")
                                            for s in shards),
@@ -11451,7 +11616,7 @@ def merged_metadata(shards: list[dict[str, Any]], records: list[RunRecord],
 def zip_evals(shard: dict[str, Any],
               records: list[RunRecord]) -> Iterator[tuple[str, list[RunRecord]]]:
     """A shard's records grouped by eval key, in the shard's order."""
-    per_eval = len(shard["plan"]["configs"]) * shard["plan"]["runs"]
+    per_eval = len(shard["plan"]["configs"]) * shard["waves"]
     for position, key in enumerate(shard["shard"]["evals"]):
         yield key, records[position * per_eval:(position + 1) * per_eval]
 
@@ -11490,12 +11655,14 @@ def merge_shards(target: Path, folders: list[Path],
     shards = [read_shard(folder) for folder in folders]
     try:
         missing = check_shards(shards)
+        waves = merged_waves(shards, missing)
         by_eval = {key: (shard, eval_records) for shard in shards
                    for key, eval_records in zip_evals(shard, shard_records(shard))}
         records = [record for key in shards[0]["plan"]["evals"] if key in by_eval
                    for record in by_eval[key][1]]  # plan order, as one machine writes them
         meta = merged_metadata(shards, records, missing)
-        benchmark = aggregate(records, meta)
+        adaptive = merged_adaptive(shards, records, waves) if waves is not None else None
+        benchmark = with_sequential_verdict(aggregate(records, meta), adaptive)
         benchmark = apply_results_check(benchmark, shards_check(shards))
         junit_text = render_junit(benchmark) if junit else ""
     except MALFORMED_DATA as exc:
@@ -11510,7 +11677,7 @@ def merge_shards(target: Path, folders: list[Path],
             "merged": True, "created_at": utc_now(),
             "runner": {"version": RUNNER_VERSION, "sha256": sha256_file(Path(__file__))},
             "cli_version": shards[0]["manifest"].get("cli_version"), "plan": meta["plan"],
-            "missing_shards": missing,
+            "missing_shards": missing, **({"adaptive": adaptive} if adaptive else {}),
             "shards": [{"shard": s["shard"]["label"], "iteration": str(s["folder"].resolve()),
                         "manifest": s["manifest"]} for s in shards]})
         write_benchmark(building, benchmark)
@@ -11764,12 +11931,6 @@ def check_adaptive_usage(args: argparse.Namespace, configs: tuple[str, ...]) -> 
     """--adaptive, refused where its stopping rule could not be honest."""
     if not getattr(args, "adaptive", False):
         return False
-    if args.shard:
-        raise InputError("--adaptive cannot run with --shard: the look after each wave needs "
-                         "every eval's delta, and a shard sees only its own evals, so no shard "
-                         "could tell when the verdict is decided",
-                         "run --adaptive on one machine without --shard, or shard the full "
-                         "matrix without --adaptive")
     if len(configs) != 2:
         raise InputError(f"--adaptive needs exactly two configs (a candidate and one "
                          f"baseline), not {len(configs)}: the waves stop on one comparison, "
@@ -11779,6 +11940,78 @@ def check_adaptive_usage(args: argparse.Namespace, configs: tuple[str, ...]) -> 
         raise InputError("--adaptive cannot re-grade: a re-grade grades the runs an earlier "
                          "iteration recorded, it runs no waves", "drop --adaptive")
     return True
+
+
+def check_regrade_source_unchanged(source: RegradeSource, cells: list[Cell], resume: str | None,
+                                   previous: dict[str, Any] | None) -> None:
+    """A re-grade's source cells all there, and, resumed, the source as the re-grade began."""
+    regrade_sources(source, cells)
+    recorded = ((previous or {}).get("regrade") or {}).get("source_benchmark_sha256")
+    if recorded is not None and recorded != source.benchmark_sha256:
+        raise InputError(f"--resume {resume}: its source {source.folder} changed since the "
+                         "re-grade started (its benchmark.json hash differs)",
+                         "start a new re-grade (drop --resume)")
+
+
+def shard_wave_limit(args: argparse.Namespace, options: RunOptions,
+                     previous: dict[str, Any] | None) -> int | None:
+    """The last wave an adaptive shard runs now: wave 1 when it starts, the waves it began
+    on a --resume, one more with --next-wave MERGED when the merged look asks for it, 0 when
+    that look stopped the waves. None when this is not an adaptive shard."""
+    next_wave = getattr(args, "next_wave", None)
+    if next_wave and not (options.adaptive and options.shard and previous is not None):
+        raise InputError("--next-wave continues the iteration of a shard of an --adaptive run",
+                         "pass it with --resume SHARD_ITERATION, where that iteration was run "
+                         "with --adaptive --shard K/N")
+    if not (options.adaptive and options.shard):
+        return None
+    entry = (previous or {}).get("adaptive")
+    began = entry.get("waves_run") if isinstance(entry, dict) else None
+    waves = began if isinstance(began, int) and began >= 1 else 1
+    if not next_wave:
+        return waves
+    stop = merged_look_stop(Path(next_wave), Path(args.resume), previous or {}, waves)
+    if stop:
+        print(f"the merged look in {next_wave} stopped the waves ({stop}): nothing to run; no "
+              "agent was launched (that merge holds the verdict)")
+        return 0
+    return waves + 1
+
+
+def merged_look_stop(merged: Path, shard: Path, shard_manifest: dict[str, Any],
+                     waves: int) -> str | None:
+    """Whether the merged look after this shard's last wave stopped the waves, worked out
+    again from the merged iteration's cells (never taken from its benchmark's word), once
+    they are checked to be every cell of the plan's waves, unchanged, this shard's as it
+    recorded them."""
+    where, fix = f"--next-wave {merged}", ("pass the iteration report --merge wrote from every "
+                                           "shard's latest wave, unchanged")
+    manifest = read_manifest(merged, fix)
+    plan = shard_manifest["plan"]
+    if not manifest.data.get("merged") or manifest.plan is None or \
+            manifest.data["plan"].get("sha256") != plan["sha256"]:
+        raise InputError(f"{where}: not a merge of this shard's plan's shards", fix)
+    benchmark = load_benchmark_model(merged)
+    reached = (benchmark.adaptive or {}).get("waves_run")
+    if reached != waves:
+        raise InputError(f"{where}: that merge looked after wave {reached}, and this shard "
+                         f"has run {waves} wave(s)", fix)
+    check = verify_run_files(benchmark, merged, where)
+    if check["changed_count"] or check["unverifiable_runs"]:
+        raise InputError(f"{where}: {check['changed_count'] + check['unverifiable_runs']} of "
+                         "its cells changed since the merge wrote them", fix)
+    own = recorded_run_hashes(shard)
+    mine = {str(key) for key in shard_manifest["shard"]["evals"]}
+    stale = [run.label for run in benchmark.runs
+             if str(run.eval_id) in mine and own.get(run.label) != run.files_sha256]
+    if stale or len(benchmark.runs) != len(plan["evals"]) * len(plan["configs"]) * waves:
+        raise InputError(f"{where}: that merge did not see this shard's cells as they are now"
+                         + (f" ({stale[0]} differs)" if stale else " (cells are missing)"),
+                         "merge again from every shard as it is now, then pass that merge")
+    records = [read_run_record(merged / run.label) for run in benchmark.runs]
+    if None in records:
+        raise InputError(f"{where}: a cell of that merge has no readable run.json", fix)
+    return replay_looks(plan, [r for r in records if r is not None], waves, where)[-1]["stop"]
 
 
 def installed_unconfined_warning(provider: Provider, skill_name: str) -> str:
@@ -11811,7 +12044,7 @@ def regrade_source_for(args: argparse.Namespace, suite: Suite) -> RegradeSource 
 # Not taken from the command that started an iteration: where output goes, how much is
 # printed, and what names the iteration (its manifest names a re-grade's source).
 NOT_RESUMED = ("resume", "dry_run", "quiet", "junit", "workspace", "regrade", "suite",
-               "repo_root")
+               "repo_root", "next_wave")
 
 
 # The options that decide what a cell means (options_fingerprint); each one's value as the
@@ -12025,7 +12258,13 @@ def print_adaptive_plan(suite: Suite, options: RunOptions, cells: list[Cell], ca
         wave_cells = sum(cell.run_number == wave for cell in cells)
         print(f"  wave {wave}: {wave_cells} cells (run {wave} of each eval and arm); look "
               f"{wave} at alpha {share:.4g}")
-    evals = len({cell.case.key for cell in cells})
+    if options.shard:
+        print(f"shard {options.shard[0]}/{options.shard[1]}: one wave per invocation, and the "
+              "look after it is the merge's: run wave 1, merge every shard (report NEW_DIR "
+              "--merge SHARD ...), then run --resume SHARD_ITERATION --next-wave NEW_DIR on "
+              "each shard for the next wave, until the merged look stops the waves")
+    # The looks are over the whole suite's evals, a shard's included.
+    evals = len([c for c in suite.cases if not options.eval_ids or c.key in options.eval_ids])
     best = 2 / 2 ** evals if evals <= SIGN_FLIP_EXACT_MAX_EVALS else 2 / (SIGN_FLIP_RESAMPLES
                                                                            + 1)
     if evals < MIN_PAIRED_EVALS or best > max(shares):
@@ -12436,7 +12675,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--keep-sandboxes", action="store_true", help="keep sandbox copies for audit")
     run.add_argument("--adaptive", action="store_true", help="run in waves of one run per "
                      "eval and arm (up to --runs), stopping once a sequential test decides the "
-                     "verdict or no later wave could; two configs only, not with --shard")
+                     "verdict or no later wave could; two configs; shards merge between waves")
+    run.add_argument("--next-wave", metavar="MERGED_DIR", help="with --resume of an --adaptive "
+                     "shard: its next wave, if the merged look in MERGED_DIR asks for one")
     run.add_argument("--shard", type=_shard_spec, metavar="K/N",
                      help="run only shard K of N: whole evals, balanced by cells, the same split "
                      "on every machine; merge with report --merge")
@@ -12550,19 +12791,16 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
               "was launched, and report --merge does not expect it")
         return EXIT_OK
     # Before the start line: a resume that is refused must not first print a plan.
-    previous = (check_resume(Path(args.resume), suite, options, revisions)
-                if args.resume else None)
+    previous = check_resume(Path(args.resume), suite, options, revisions) if args.resume else None
+    if (wave_limit := shard_wave_limit(args, options, previous)) == 0:
+        return EXIT_OK  # the merged look stopped the waves (said so): nothing to run
     if not options.quiet:  # at once: the version check and the sandbox template take a while
         print(start_line(suite, options, len(selected) * len(options.configs) * options.runs)
               + (f"; resuming {args.resume}" if args.resume else ""),
               file=sys.stderr, flush=True)
     if source is not None:  # refuse a missing or changed source before anything starts
-        regrade_sources(source, plan_cells(suite, options, Path("<iteration>")))
-        recorded = ((previous or {}).get("regrade") or {}).get("source_benchmark_sha256")
-        if recorded is not None and recorded != source.benchmark_sha256:
-            raise InputError(f"--resume {args.resume}: its source {source.folder} changed since "
-                             "the re-grade started (its benchmark.json hash differs)",
-                             "start a new re-grade (drop --resume)")
+        check_regrade_source_unchanged(source, plan_cells(suite, options, Path("<iteration>")),
+                                       args.resume, previous)
     groups = ProcessGroups()
     # Installed before any work, so an interrupt at any moment is answered the same way.
     with InterruptHandler(groups):
@@ -12584,7 +12822,8 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
                          else allocate_iteration_dir(options.workspace))
         code = run_plan(IterationPlan(
             suite, options, provider, iteration_dir, argv, cli_version, sandbox_base,
-            agent_env, environment_scrub, confinement, revisions, previous, source), groups)
+            agent_env, environment_scrub, confinement, revisions, previous, source,
+            wave_limit), groups)
     if groups.reason is not None and (iteration_dir / "iteration_manifest.json").is_file():
         print(resume_hint(iteration_dir, groups.reason), file=sys.stderr)
     if (groups.reason or "").startswith(REPEATED_FAILURE_REASON):
