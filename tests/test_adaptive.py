@@ -296,6 +296,36 @@ class AdaptiveRunTest(RunTestCase):
         self.assertIn("changed since the merge wrote them", err)
         self.assertEqual(agent_calls(self.tmp.path), calls + 16)  # shard 1's wave 2 alone
 
+    def test_a_shard_stopped_inside_a_wave_stops_the_merged_look_until_it_is_finished(
+            self) -> None:
+        root = self.repo(suite_of(["[b-fail]"] * 8))
+        env = self.env(SCRIPT)
+        shards = [self.tmp.path / f"shard{k}" / "iteration-1" for k in (1, 2)]
+        for k, cap in ((1, ["--max-tokens", "500", "--concurrency", "1"]), (2, [])):
+            code, out, err = self.run_main(root, env, "--agent", "claude", "--runs", "5",
+                                           "--adaptive", "--shard", f"{k}/2", "--workspace",
+                                           str(shards[k - 1].parent), "--quiet", *cap)
+            self.assertEqual(code, 1 if cap else 0, out + err)  # the cap cancelled cells
+        stopped = self.tmp.path / "merged-stopped"
+        code, out, err = call_main(["report", str(stopped), "--merge", *map(str, shards)])
+        self.assertEqual(code, 1, out + err)
+        adaptive = load_json(stopped / "benchmark.json")["adaptive"]
+        self.assertEqual((adaptive["stop"], adaptive["waves_run"]), ("stopped", 1))
+        self.assertIn("was cancelled", adaptive["stop_reason"])
+        calls = agent_calls(self.tmp.path)
+        code, out, err = call_main(["run", "--resume", str(shards[1]), "--next-wave",
+                                    str(stopped), "--quiet"], env=env)
+        self.assertEqual(code, 0, out + err)
+        self.assertIn("stopped the waves (stopped): nothing to run", out)
+        self.assertEqual(agent_calls(self.tmp.path), calls)
+        # Finishing shard 1's wave, then merging again, lets the waves go on.
+        code, out, err = call_main(["run", "--resume", str(shards[0]), "--max-tokens",
+                                    "100000", "--quiet"], env=env)
+        self.assertEqual(code, 0, out + err)
+        again = self.tmp.path / "merged-again"
+        self.assertEqual(call_main(["report", str(again), "--merge", *map(str, shards)])[0], 0)
+        self.assertEqual(load_json(again / "benchmark.json")["adaptive"]["next_wave"], 2)
+
     def test_three_configs_are_refused(self) -> None:
         root = self.repo(suite_of(["[b-fail]"] * 8))
         code, out, err = self.run_main(root, self.env(SCRIPT), "--agent", "claude", "--adaptive",

@@ -12002,13 +12002,19 @@ def merged_look_stop(merged: Path, shard: Path, shard_manifest: dict[str, Any],
                          "its cells changed since the merge wrote them", fix)
     own = recorded_run_hashes(shard)
     mine = {str(key) for key in shard_manifest["shard"]["evals"]}
-    stale = [run.label for run in benchmark.runs
-             if str(run.eval_id) in mine and own.get(run.label) != run.files_sha256]
-    if stale or len(benchmark.runs) != len(plan["evals"]) * len(plan["configs"]) * waves:
-        raise InputError(f"{where}: that merge did not see this shard's cells as they are now"
-                         + (f" ({stale[0]} differs)" if stale else " (cells are missing)"),
+    seen = {run.label: run.files_sha256 for run in benchmark.runs if str(run.eval_id) in mine}
+    listed = {run.label for run in read_benchmark(shard).runs if run.run_number <= waves}
+    stale = sorted(label for label in seen.keys() | listed
+                   if label not in seen or label not in listed or own.get(label) != seen[label])
+    if stale:
+        raise InputError(f"{where}: that merge did not see this shard's cells as they are now "
+                         f"({stale[0]} differs)",
                          "merge again from every shard as it is now, then pass that merge")
-    records = [read_run_record(merged / run.label) for run in benchmark.runs]
+    # Every cell of the waves, the cancelled ones too (benchmark.json lists only those that
+    # ran), so the look is `stopped` where the merge's was.
+    records = [read_run_record(merged / f"eval-{key}" / config_folder(config) / f"run-{number}")
+               for key in plan["evals"] for config in plan["configs"]
+               for number in range(1, waves + 1)]
     if None in records:
         raise InputError(f"{where}: a cell of that merge has no readable run.json", fix)
     return replay_looks(plan, [r for r in records if r is not None], waves, where)[-1]["stop"]
