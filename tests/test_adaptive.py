@@ -9,6 +9,7 @@ in tests/test_verdict_simulation.py (a volume test).
 
 from __future__ import annotations
 
+import json
 import math
 import unittest
 from pathlib import Path
@@ -295,6 +296,41 @@ class AdaptiveRunTest(RunTestCase):
         self.assertEqual(code, 2, out + err)
         self.assertIn("changed since the merge wrote them", err)
         self.assertEqual(agent_calls(self.tmp.path), calls + 16)  # shard 1's wave 2 alone
+
+    def test_the_next_wave_keeps_the_failed_cells_the_merged_look_counted(self) -> None:
+        # E01's graders fail in wave 1: those cells count as unscored in the first look, and
+        # running them again with the next wave would change what that look saw.
+        root = self.repo(suite_of(["[b-fail]"] * 8))
+        failing = {**SCRIPT, "cases": [{"match": "It does step 1.", "role": "grader",
+                                        "spec": {"fault": "exit_nonzero"}}, *SCRIPT["cases"]]}
+        env = self.env(failing)
+        shards = [self.tmp.path / f"shard{k}" / "iteration-1" for k in (1, 2)]
+        suite = runner.load_suite(root / "evals" / "demo" / "evals.json").suite
+        cells = runner.plan_cells(suite, runner.RunOptions(agent="claude", runs=5), Path("x"))
+        owner = runner.shard_of_plan(cells, 2)["E01"]  # its shard needs review (exit 1)
+        holds_e01 = {k: k == owner for k in (1, 2)}
+        for k in (1, 2):
+            code, out, err = self.run_main(root, env, "--agent", "claude", "--runs", "5",
+                                           "--adaptive", "--shard", f"{k}/2", "--workspace",
+                                           str(shards[k - 1].parent), "--quiet")
+            self.assertEqual(code, 1 if holds_e01[k] else 0, out + err)
+        first = self.tmp.path / "merged-1"
+        code, out, err = call_main(["report", str(first), "--merge", *map(str, shards)])
+        self.assertEqual(code, 1, out + err)  # two grader failures: review required
+        look = load_json(first / "benchmark.json")["adaptive"]["looks"][0]
+        self.assertEqual(look["paired_evals"], 7)
+        (self.tmp.path / "script.json").write_text(json.dumps(SCRIPT), encoding="utf-8")
+        calls = agent_calls(self.tmp.path)
+        for k, shard in enumerate(shards, 1):
+            code, out, err = call_main(["run", "--resume", str(shard), "--next-wave",
+                                        str(first), "--quiet"], env=env)
+            self.assertEqual(code, 1 if holds_e01[k] else 0, out + err)
+        self.assertEqual(agent_calls(self.tmp.path), calls + 2 * 16)  # wave 2 alone
+        second = self.tmp.path / "merged-2"
+        code, out, err = call_main(["report", str(second), "--merge", *map(str, shards)])
+        self.assertEqual(code, 1, out + err)
+        looks = load_json(second / "benchmark.json")["adaptive"]["looks"]
+        self.assertEqual(looks[0], look)  # the first look replayed as it was taken
 
     def test_a_shard_stopped_inside_a_wave_stops_the_merged_look_until_it_is_finished(
             self) -> None:

@@ -5937,17 +5937,25 @@ def planned_cells(suite: Suite, options: RunOptions, iteration_dir: Path) -> lis
     return [cell for cell in cells if assignment[cell.case.key] == index]
 
 
-def load_finished_cells(cells: list[Cell],
-                        recorded: dict[str, dict[str, str]] | None = None) -> dict[str, RunRecord]:
+def load_finished_cells(cells: list[Cell], recorded: dict[str, dict[str, str]] | None = None,
+                        looked_waves: int = 0) -> dict[str, RunRecord]:
     """Records of cells a previous attempt finished `ok`, read back from their files.
 
     `recorded` holds the file hashes taken when each cell finished, by cell label: a cell
-    with none, or whose files no longer match them, is run again rather than trusted.
+    with none, or whose files no longer match them, is run again rather than trusted. The
+    cells of an adaptive shard's first `looked_waves` waves, which a merged look may have
+    counted as they are, are kept whatever they ended as (cancelled aside): running a failed
+    one again would change what that look saw.
     """
     recorded = recorded or {}
     finished = {}
     for cell in cells:
         if cell.label not in recorded:  # no hashes taken when it finished: not trusted
+            continue
+        if cell.run_number <= looked_waves:
+            kept = read_looked_cell(cell, recorded[cell.label])
+            if kept is not None:
+                finished[cell.label] = kept
             continue
         try:
             run = read_json_unfollowed(cell.run_dir / "run.json")
@@ -5962,6 +5970,18 @@ def load_finished_cells(cells: list[Cell],
                 continue
             finished[cell.label] = record
     return finished
+
+
+def read_looked_cell(cell: Cell, recorded: dict[str, str]) -> RunRecord | None:
+    """A cell a merged look counted, as it finished, while its files match their hashes."""
+    try:
+        record = read_run_record(cell.run_dir)
+    except InputError:
+        return None
+    if record is None or record.status == "cancelled":
+        return None
+    record.written_files = hash_run_folder(cell.run_dir)
+    return record if record.written_files == recorded else None
 
 
 def hash_run_folder(run_dir: Path) -> dict[str, str]:
@@ -11101,7 +11121,9 @@ def run_planned_cells(ctx: RunContext, cells: list[Cell], resumed: bool,
     """The one execution path of run, --resume and --regrade: the cells an earlier attempt
     finished kept (only while their files match the hashes taken when they finished),
     progress shown, the spending caps counted over the whole iteration, the deadline kept."""
-    finished = (load_finished_cells(cells, recorded_run_hashes(ctx.iteration_dir))
+    # An adaptive shard's waves before its latest are the ones a merged look saw.
+    looked = max((ctx.wave_limit or 0) - 1, 0)
+    finished = (load_finished_cells(cells, recorded_run_hashes(ctx.iteration_dir), looked)
                 if resumed else {})
     progress = Progress(len(cells) - len(finished), ctx.options.quiet)
     budget = None
@@ -12002,7 +12024,8 @@ def merged_look_stop(merged: Path, shard: Path, shard_manifest: dict[str, Any],
                          "its cells changed since the merge wrote them", fix)
     own = recorded_run_hashes(shard)
     mine = {str(key) for key in shard_manifest["shard"]["evals"]}
-    seen = {run.label: run.files_sha256 for run in benchmark.runs if str(run.eval_id) in mine}
+    seen = {run.label: run.files_sha256 for run in (*benchmark.runs, *benchmark.unscored_runs)
+            if str(run.eval_id) in mine}
     listed = {run.label for run in read_benchmark(shard).runs if run.run_number <= waves}
     stale = sorted(label for label in seen.keys() | listed
                    if label not in seen or label not in listed or own.get(label) != seen[label])
