@@ -5,6 +5,11 @@ quick one: discovery keeps only UNIT_MODULES (the core tested directly, validati
 layering and documentation checks, and the end-to-end runs through main() with the fake CLIs).
 `core` is every module but the volume tests; `full` is everything. CI names the tier of every
 Python version it runs (.ci/run), so the default never decides what CI covers.
+
+SKILL_EVAL_TEST_SHARD=K/N keeps the K-th of N parts of the chosen tier, whole test classes
+(their setUpClass runs once), dealt out by measured cost so the parts take about as long: CI
+runs the N parts of a tier at once, one a core. Every part of every tier, together, is the
+tier; tests/test_docs.py checks that no test is lost or run twice.
 """
 
 from __future__ import annotations
@@ -42,12 +47,59 @@ def _in_unit_tier(test: unittest.TestCase) -> bool:
         module == name or module.startswith(name + ".") for name in UNIT_MODULES)
 
 
+# Seconds the slowest test classes took (python3.12, full tier, a quiet 2-core machine); every
+# other test counts DEFAULT_TEST_SECONDS. Only the balance of the parts depends on these.
+CLASS_SECONDS = {
+    "tests.test_verdict_simulation.VerdictSimulationTest": 250,
+    "tests.test_result_fuzz.ResultFuzzTest": 130,
+    "tests.test_verdict_simulation.AdaptiveSimulationTest": 120,
+    "tests.test_outputs.OutputsFromRunTests": 70,
+    "tests.test_statistics.VerdictEndToEndTest": 80,
+    "tests.test_run_e2e.PeerCorpusTests": 40,
+    "tests.test_adaptive.AdaptiveRunTest": 110,
+    "tests.test_validate_mutation.ValidateMutationTest": 30,
+    "tests.test_reliability.FaultMatrixTests": 50,
+}
+DEFAULT_TEST_SECONDS = 1.5
+
+
+def shard_spec(text: str) -> tuple[int, int]:
+    index, _, count = text.partition("/")
+    if not (index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
+        raise ValueError(f"SKILL_EVAL_TEST_SHARD={text!r}: expected K/N with 1 <= K <= N")
+    return int(index), int(count)
+
+
+def _class_of(test: unittest.TestCase) -> str:
+    return f"{type(test).__module__}.{type(test).__qualname__}"
+
+
+def shard_of(tests: list[unittest.TestCase], index: int, count: int) -> list[unittest.TestCase]:
+    """The tests of part `index` of `count`: whole classes, heaviest first to the lightest
+    part so far (ties by name), the same on every machine."""
+    classes: dict[str, list[unittest.TestCase]] = {}
+    for test in tests:
+        classes.setdefault(_class_of(test), []).append(test)
+    cost = {name: CLASS_SECONDS.get(name, DEFAULT_TEST_SECONDS * len(members))
+            for name, members in classes.items()}
+    loads = [0.0] * count
+    owner: dict[str, int] = {}
+    for name in sorted(classes, key=lambda n: (-cost[n], n)):
+        lightest = min(range(count), key=lambda i: (loads[i], i))
+        loads[lightest] += cost[name]
+        owner[name] = lightest + 1
+    return [test for test in tests if owner[_class_of(test)] == index]
+
+
 def load_tests(loader: unittest.TestLoader, standard_tests: unittest.TestSuite,
                pattern: str | None) -> unittest.TestSuite:
     here = Path(__file__).resolve().parent
     found = loader.discover(str(here), pattern or "test*.py", str(here.parent))
-    if TIER != "unit":
-        standard_tests.addTests(found)
-        return standard_tests
-    standard_tests.addTests(t for t in _flatten(found) if _in_unit_tier(t))
+    tests = list(_flatten(found))
+    if TIER == "unit":
+        tests = [t for t in tests if _in_unit_tier(t)]
+    shard = os.environ.get("SKILL_EVAL_TEST_SHARD")
+    if shard:
+        tests = shard_of(tests, *shard_spec(shard))
+    standard_tests.addTests(tests)
     return standard_tests
