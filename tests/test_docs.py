@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import unittest
+from unittest import mock
 
 from tests import TIERS, UNIT_MODULES
 from tests.helpers import PROJECT, runner
@@ -79,7 +80,8 @@ class TestTierTests(unittest.TestCase):
     """The README's `python3 -m unittest` is the quick tier; CI names every version's tier."""
 
     def discovered_modules(self, tier: str | None) -> set[str]:
-        env = {k: v for k, v in os.environ.items() if k != "SKILL_EVAL_TEST_TIER"}
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("SKILL_EVAL_TEST_TIER", "SKILL_EVAL_TEST_SHARD")}  # CI runs parts
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         if tier is not None:
             env["SKILL_EVAL_TEST_TIER"] = tier
@@ -108,7 +110,27 @@ class TestTierTests(unittest.TestCase):
         self.assertEqual(tiers, {"3.9": "core", "3.10": "unit", "3.11": "full",
                                  "3.12": "unit", "3.13": "core"})
         self.assertTrue(set(tiers.values()) <= set(TIERS))
-        self.assertRegex(ci, r'SKILL_EVAL_TEST_TIER="\$tier" "\$py" -m unittest')
+        self.assertRegex(ci, r'SKILL_EVAL_TEST_TIER="\$tier" SKILL_EVAL_TEST_SHARD=')
+        self.assertRegex(ci, r'TMPDIR="\$part_tmp" "\$py" -m unittest -v')
+
+    def test_the_parts_of_a_tier_are_the_tier(self) -> None:
+        import tests
+        with mock.patch.dict(os.environ):  # CI runs this test inside one of the parts
+            os.environ.pop("SKILL_EVAL_TEST_SHARD", None)
+            found = list(tests._flatten(unittest.defaultTestLoader.discover(
+                str(PROJECT / "tests"), "test*.py", str(PROJECT))))
+        self.assertGreater(len(found), 300)
+        whole = sorted(test.id() for test in found)
+        for count in (1, 2, 3):
+            parts = [[t.id() for t in tests.shard_of(found, k, count)] for k in
+                     range(1, count + 1)]
+            self.assertEqual(sorted(i for part in parts for i in part), whole, count)
+            self.assertTrue(all(parts), count)  # no part is empty
+            classes = [{i.rsplit(".", 1)[0] for i in part} for part in parts]
+            for k, mine in enumerate(classes):  # a class is never split
+                self.assertFalse(mine & set().union(*classes[:k], *classes[k + 1:]), count)
+        with self.assertRaises(ValueError):
+            tests.shard_spec("3/2")
 
 
 if __name__ == "__main__":

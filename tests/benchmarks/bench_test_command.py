@@ -113,7 +113,8 @@ def main() -> int:
     parser.add_argument("--target-s", type=float, default=180.0)
     parser.add_argument("--target-mb", type=float, default=500.0)
     args = parser.parse_args()
-    env = {k: v for k, v in os.environ.items() if k != "SKILL_EVAL_TEST_TIER"}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("SKILL_EVAL_TEST_TIER", "SKILL_EVAL_TEST_SHARD")}
     env["PYTHONDONTWRITEBYTECODE"] = "1"  # as CI: no __pycache__ in the checkout
     if args.tier:
         env["SKILL_EVAL_TEST_TIER"] = args.tier
