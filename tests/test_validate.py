@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 import unittest
 from pathlib import Path
 
@@ -154,6 +155,24 @@ class ValidateTests(unittest.TestCase):
         self.assertEqual(code, 0, err)
         self.assertNotIn("warning", err)
 
+
+
+class RepoRootTests(unittest.TestCase):
+    def test_an_empty_git_folder_above_is_no_repository(self) -> None:
+        # The real codex's sandbox once left an empty /tmp/.git behind: git reads no
+        # repository there, and neither may the runner.
+        base = Path(tempfile.mkdtemp(prefix="skill-eval-test-"))
+        self.addCleanup(shutil.rmtree, base, True)
+        root = base / "project"
+        (root / "evals" / "demo").mkdir(parents=True)
+        (root / "skills").mkdir()
+        (base / ".git").mkdir()
+        suite = root / "evals" / "demo" / "evals.json"
+        self.assertEqual(runner.find_repo_root(suite), root)
+        (base / ".git" / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
+        self.assertEqual(runner.find_repo_root(suite), base)  # a repository: its top level
+        (root / ".git").write_text("gitdir: elsewhere\n", encoding="utf-8")  # a worktree
+        self.assertEqual(runner.find_repo_root(suite), root)
 
 if __name__ == "__main__":
     unittest.main()

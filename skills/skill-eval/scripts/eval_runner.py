@@ -1947,7 +1947,10 @@ def find_repo_root(suite_path: Path) -> Path | None:
     """The git top level holding the suite, else the nearest folder with evals/ and skills/."""
     folders = [suite_path.parent, *suite_path.parent.parents]
     for folder in folders:
-        if (folder / ".git").exists():
+        marker = folder / ".git"
+        # As git reads it: a .git file (a worktree) or a folder with a HEAD; an empty .git
+        # folder (a CLI's sandbox can leave one in /tmp) is no repository.
+        if marker.is_file() or (marker / "HEAD").is_file():
             return folder
     for folder in folders:
         if (folder / "evals").is_dir() and (folder / "skills").is_dir():
