@@ -7480,24 +7480,26 @@ def with_sequential_verdict(benchmark: Benchmark, adaptive: dict[str, Any] | Non
     test = {"method": adaptive["method"], "alpha": look["alpha"], "p_value": look["p_value"],
             "exact": look.get("exact"), "sign_patterns": look.get("sign_patterns"),
             "seed": look.get("seed"), "look": look["look"], "looks": look["looks"]}
-    changes = {"ci95": None if look["ci"] is None else tuple(look["ci"]),
-               "interval_level": 1 - look["alpha"], "test": test,
-               "verdict": verdict, "verdict_reason": reason}
-    first, *others = benchmark.comparisons
-    paired = (None if benchmark.paired is None
-              else dataclasses.replace(benchmark.paired, **changes))
-    return dataclasses.replace(benchmark, adaptive=adaptive, paired=paired,
-                               comparisons=(dataclasses.replace(first, **changes), *others))
+    return with_first_comparison(benchmark, adaptive, {
+        "ci95": None if look["ci"] is None else tuple(look["ci"]),
+        "interval_level": 1 - look["alpha"], "test": test, "verdict": verdict,
+        "verdict_reason": reason})
 
 
 def with_shard_wave_verdict(benchmark: Benchmark, adaptive: dict[str, Any]) -> Benchmark:
     """A shard of an adaptive run claims nothing: no fixed-sample test on part of the evals,
     since the verdict is the merged look's."""
-    changes = {"ci95": None, "test": {"method": adaptive["method"], "look": None},
-               "verdict": "inconclusive",
-               "verdict_reason": f"shard {adaptive['shard']} of an adaptive run holds only "
-                                 "some of the evals; the verdict is the look that report "
-                                 "--merge makes over every shard"}
+    return with_first_comparison(benchmark, adaptive, {
+        "ci95": None, "test": {"method": adaptive["method"], "look": None},
+        "verdict": "inconclusive",
+        "verdict_reason": f"shard {adaptive['shard']} of an adaptive run holds only some of "
+                          "the evals; the verdict is the look that report --merge makes over "
+                          "every shard"})
+
+
+def with_first_comparison(benchmark: Benchmark, adaptive: dict[str, Any],
+                          changes: dict[str, Any]) -> Benchmark:
+    """The adaptive record, and `changes` to the first comparison and the paired block."""
     first, *others = benchmark.comparisons
     paired = (None if benchmark.paired is None
               else dataclasses.replace(benchmark.paired, **changes))
@@ -11010,7 +11012,7 @@ def shard_waves(ctx: RunContext, cells: list[Cell],
     records: list[RunRecord] = []
     for wave in range(1, limit + 1):
         records += execute_matrix(ctx, [c for c in cells if c.run_number == wave], finished)
-    index, count = ctx.options.shard or (1, 1)
+    index, count = ctx.options.shard  # adaptive_matrix sends only shards here
     ctx.state.adaptive = {
         **adaptive_method(ctx.options.runs), "shard": f"{index}/{count}",
         "waves_run": limit, "wave_size": wave_size(ctx, cells), "stop": None,
@@ -12038,12 +12040,17 @@ def merged_look_stop(merged: Path, shard: Path, shard_manifest: dict[str, Any],
                          "merge again from every shard as it is now, then pass that merge")
     # Every cell of the waves, the cancelled ones too (benchmark.json lists only those that
     # ran), so the look is `stopped` where the merge's was.
-    records = [read_run_record(merged / f"eval-{key}" / config_folder(config) / f"run-{number}")
-               for key in plan["evals"] for config in plan["configs"]
-               for number in range(1, waves + 1)]
-    if None in records:
-        raise InputError(f"{where}: a cell of that merge has no readable run.json", fix)
-    return replay_looks(plan, [r for r in records if r is not None], waves, where)[-1]["stop"]
+    records = []
+    for key in plan["evals"]:
+        for config in plan["configs"]:
+            for number in range(1, waves + 1):
+                record = read_run_record(merged / f"eval-{key}" / config_folder(config)
+                                         / f"run-{number}")
+                if record is None:
+                    raise InputError(f"{where}: a cell of that merge has no readable run.json",
+                                     fix)
+                records.append(record)
+    return replay_looks(plan, records, waves, where)[-1]["stop"]
 
 
 def installed_unconfined_warning(provider: Provider, skill_name: str) -> str:
