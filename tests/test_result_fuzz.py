@@ -6,18 +6,36 @@ No case may end in an internal error (exit 4). A case refused as invalid input (
 must have launched nothing and written nothing. The agent CLI on PATH during the fuzz only
 records that it was started and fails, so no case can run an agent: an input the runner
 accepts ends at the CLI's version check (exit 3), after reading everything it reads.
+
+BoundedReadFuzzTest (issue 33 item 11): every file each reading command opens, found by
+watching the command's opens, replaced in turn by JSON nested 200,000 deep, a file over its
+size cap, a FIFO and a link to /dev/zero. No case may end in exit 4, hang or exhaust memory;
+the test guards itself with an alarm and an address-space limit, so a regression fails it
+rather than the machine.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
+import re
 import shutil
+import signal
+import sys
 import unittest
 from pathlib import Path
 
-from tests.helpers import TempDir, call_main, demo_suite, fake_env, make_repo, volume_test
+from tests.helpers import (
+    TempDir,
+    call_main,
+    demo_suite,
+    fake_env,
+    make_repo,
+    runner,
+    volume_test,
+)
 
 SUITE = "evals/demo/evals.json"
 VALUES = (None, 7, "x", [1], {"k": 1})
@@ -157,6 +175,191 @@ class ResultFuzzTest(unittest.TestCase):
             shutil.rmtree(self.tmp.path / "merged", ignore_errors=True)
         self.assertGreater(codes.get(2, 0), 0)  # the fuzz did reach the refusals
         print(f"\nresult fuzz: {len(cases)} cases, exit codes {dict(sorted(codes.items()))}")
+
+
+# -- bounded reads -------------------------------------------------------------------------
+
+CASE_SECONDS = 30  # a reading command that takes longer is hanging (a FIFO, a device)
+MEMORY_HEADROOM = 1 << 30  # above what the test process holds: /dev/zero read whole fails
+HOSTILE_FILES = ("deep", "over_cap", "fifo", "dev_zero")
+OPENED: list[str] = []  # the files under WATCHED[0] a command opened for reading
+WATCHED: list[str] = []
+
+
+def _watch_opens(event: str, args: tuple) -> None:
+    if event != "open" or not WATCHED or not isinstance(args[0], (str, bytes, os.PathLike)):
+        return
+    path, mode, flags = os.fsdecode(args[0]), args[1], args[2] or 0
+    writing = (mode and any(c in mode for c in "wax+")) or flags & (
+        os.O_WRONLY | os.O_RDWR | os.O_CREAT)
+    if path.startswith(WATCHED[0]) and not writing and not os.path.isdir(path):
+        OPENED.append(path)
+
+
+if hasattr(sys, "addaudithook"):
+    sys.addaudithook(_watch_opens)  # inert unless a test sets WATCHED
+
+
+class CaseTimedOut(BaseException):
+    """Not an Exception: the runner's own handler must not turn it into an exit code."""
+
+
+@contextlib.contextmanager
+def guarded_case(fifo: Path | None):
+    """An alarm after CASE_SECONDS (which also opens the FIFO for writing, so a reader
+    blocked in another thread gets an end of file) and an address-space limit."""
+    def expire(_signum, _frame):
+        if fifo is not None:
+            with contextlib.suppress(OSError):
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        raise CaseTimedOut
+    import resource
+    limits = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/statm", encoding="ascii") as handle:
+        used = int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    hard = limits[1]
+    soft = used + MEMORY_HEADROOM if hard == resource.RLIM_INFINITY else min(
+        hard, used + MEMORY_HEADROOM)
+    previous = signal.signal(signal.SIGALRM, expire)
+    resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    signal.alarm(CASE_SECONDS)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        resource.setrlimit(resource.RLIMIT_AS, limits)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def file_kind(rel: str) -> str:
+    """The file as one of its kind: any cell's run.json, any shard's manifest, is the same
+    reader's input."""
+    rel = re.sub(r"/eval-[^/]+/", "/eval-*/", rel)
+    rel = re.sub(r"/(with|without)_skill/run-\d+/", "/*/run-*/", rel)
+    return re.sub(r"^shard-\d+/", "shard-*/", rel)
+
+
+def hostile_kinds(path: Path) -> tuple[str, ...]:
+    """Deep nesting matters only where JSON is parsed."""
+    return HOSTILE_FILES if path.suffix in (".json", ".jsonl") else HOSTILE_FILES[1:]
+
+
+@volume_test
+@unittest.skipUnless(sys.platform.startswith("linux") and hasattr(sys, "addaudithook"),
+                     "needs /proc, FIFOs, /dev/zero and audit hooks")
+class BoundedReadFuzzTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.tmp = TempDir()
+        base = cls.tmp.path
+        cls.root = make_repo(base, demo_suite(2))
+        cls.suite = str(cls.root / SUITE)
+        cls.env = fake_env(base, {})
+        runs = {"source": [], "other": [], "shard-1": ["--shard", "1/2"],
+                "shard-2": ["--shard", "2/2"],
+                "wave-1": ["--shard", "1/2", "--adaptive", "--runs", "2"],
+                "wave-2": ["--shard", "2/2", "--adaptive", "--runs", "2"]}
+        for name, extra in runs.items():
+            code, out, err = call_main(["run", cls.suite, "--agent", "claude", "--quiet",
+                                        "--workspace", str(base / name), *extra], cls.env)
+            assert code == 0, out + err
+        code, out, err = call_main(["report", str(base / "look"), "--merge",
+                                    str(base / "wave-1" / "iteration-1"),
+                                    str(base / "wave-2" / "iteration-1")], cls.env)
+        assert code == 0, out + err
+        cls.pristine = base / "pristine"
+        cls.pristine.mkdir()
+        for name in (*runs, "look"):
+            shutil.copytree(base / name, cls.pristine / name, symlinks=True)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.tmp.cleanup()
+
+    def commands(self) -> dict[str, tuple[list[str], list[str]]]:
+        """Each reading command: its argv, and the folders it writes (put back after it)."""
+        base = self.tmp.path
+        source, other = str(base / "source/iteration-1"), str(base / "other/iteration-1")
+        run = ["run", self.suite, "--agent", "claude", "--quiet", "--isolation", "none"]
+        return {
+            "report": (["report", source], []),
+            "compare": (["report", other, "--compare", source], []),
+            "across": (["report", other, "--across", source], []),
+            "merge": (["report", str(base / "merged"), "--merge",
+                       str(base / "shard-1/iteration-1"), str(base / "shard-2/iteration-1")],
+                      ["merged"]),
+            "resume": ([*run, "--resume", source], ["source"]),
+            "regrade": ([*run, "--workspace", str(base / "regraded"), "--regrade", source],
+                        ["regraded"]),
+            "next-wave": (["run", "--resume", str(base / "wave-1/iteration-1"), "--next-wave",
+                           str(base / "look"), "--quiet", "--isolation", "none"], ["wave-1"]),
+        }
+
+    def put_back(self, names: list[str]) -> None:
+        for name in names:
+            shutil.rmtree(self.tmp.path / name, ignore_errors=True)
+            if (self.pristine / name).exists():
+                shutil.copytree(self.pristine / name, self.tmp.path / name, symlinks=True)
+
+    def files_read_by(self, argv: list[str], writes: list[str]) -> list[str]:
+        """The files under the workspaces the command opens for reading, one of each kind."""
+        OPENED.clear()
+        WATCHED[:] = [str(self.tmp.path) + os.sep]
+        try:
+            code, out, err = call_main(argv, self.env)
+        finally:
+            WATCHED.clear()
+            self.put_back(writes)
+        self.assertIn(code, (0, 1), f"{argv}: {out}{err}")
+        kinds: dict[str, str] = {}
+        for path in OPENED:
+            rel = os.path.relpath(path, self.tmp.path)
+            if rel.split(os.sep)[0] in ("repo", "log", "home", "sandboxes", "pristine"):
+                continue
+            if os.path.isfile(path) and not rel.endswith(".tmp"):
+                kinds.setdefault(file_kind(rel), path)
+        return sorted(kinds.values())
+
+    def plant(self, path: Path, kind: str) -> None:
+        path.unlink()
+        if kind == "deep":
+            path.write_text("[" * 200_000 + "]" * 200_000)
+        elif kind == "over_cap":
+            with open(path, "wb") as handle:  # sparse: costs no disk
+                handle.truncate(runner.read_cap(path) + 1)
+        elif kind == "fifo":
+            os.mkfifo(path)
+        else:
+            path.symlink_to("/dev/zero")
+
+    def test_no_file_a_command_reads_can_hang_it_or_exhaust_it(self) -> None:
+        codes: dict[int, int] = {}
+        cases = 0
+        only = os.environ.get("BOUNDED_READ_FUZZ_ONLY")  # one command, when debugging
+        for name, (argv, writes) in self.commands().items():
+            if only and name != only:
+                continue
+            files = self.files_read_by(argv, writes)
+            self.assertTrue(files, f"{name} read no file")
+            for path in map(Path, files):
+                for kind in hostile_kinds(path):
+                    where = f"{name} with {path.relative_to(self.tmp.path)} as {kind}"
+                    self.plant(path, kind)
+                    try:
+                        with guarded_case(path if kind == "fifo" else None):
+                            code, out, err = call_main(argv, self.env)
+                    except CaseTimedOut:
+                        self.fail(f"{where}: still running after {CASE_SECONDS} s")
+                    finally:
+                        path.unlink()
+                        shutil.copy2(self.pristine / path.relative_to(self.tmp.path), path)
+                        self.put_back(writes)
+                    cases += 1
+                    codes[code] = codes.get(code, 0) + 1
+                    self.assertNotEqual(code, 4, f"{where}\n{err}")
+                    self.assertNotIn("MemoryError", err, where)
+        self.assertGreater(codes.get(2, 0), 0)
+        print(f"\nbounded-read fuzz: {cases} cases, exit codes {dict(sorted(codes.items()))}")
 
 
 if __name__ == "__main__":

@@ -160,6 +160,13 @@ STREAM_HEAD_BYTES = 8 * 1024 * 1024
 PLAUSIBLE_MAX = {"count": 10**12, "ms": 10**12, "usd": 10**6}  # tokens/turns, ms, USD
 DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # a write the disk refused
 MAX_AGENT_JSON_DEPTH = 100  # agent JSON deeper than this is cut (the parser would recurse out)
+# Reading back what the runner wrote (read_unfollowed): the most bytes per file name, and how
+# deep its JSON may nest. Far above what the runner writes (a run's files hold at most a few
+# MB of agent output; benchmark.json about 6 KB a run), far below what exhausts memory.
+READ_CAPS = {"benchmark.json": 256 << 20, "iteration_manifest.json": 64 << 20,
+             HASH_JOURNAL: 256 << 20}
+RUN_FILE_READ_CAP = 64 << 20  # any other file: a run's files, eval_metadata.json
+MAX_READ_JSON_DEPTH = 256  # the runner writes agent JSON cut at MAX_AGENT_JSON_DEPTH
 STREAM_TAIL_BYTES = 2 * 1024 * 1024
 STDERR_KEEP_BYTES = 64 * 1024
 KILL_GRACE_S = 2.0
@@ -1752,24 +1759,84 @@ def utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def read_unfollowed(path: Path | str) -> bytes:
-    """A regular file's bytes; a link (never followed) or a FIFO, device or folder is an
-    OSError, so a file the runner wrote and someone replaced is not read through."""
+class FileOverCap(InputError):
+    """A file the runner reads back is larger, or nested deeper, than the runner ever writes
+    one: refused before it is parsed (exit 2), naming it."""
+
+    def __init__(self, path: Path | str, what: str):
+        super().__init__(f"{path} is {what}; the runner never writes such a file, so it was "
+                         "not read", "restore the file as the runner wrote it, or run the "
+                         "iteration again")
+
+
+def read_cap(path: Path | str) -> int:
+    """The most bytes the runner reads back from a file of this name (READ_CAPS)."""
+    return READ_CAPS.get(os.path.basename(path), RUN_FILE_READ_CAP)
+
+
+def read_unfollowed(path: Path | str, cap: int | None = None) -> bytes:
+    """A regular file's bytes, at most `cap` (by default its kind's, read_cap): the one way
+    the runner reads a file back. A link (never followed), a FIFO, device or folder is an
+    OSError, found without waiting on it; a larger file is FileOverCap, found before it is
+    read, so neither a pipe nor /dev/zero nor a huge file can hang the runner or fill memory."""
+    cap = read_cap(path) if cap is None else cap
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             raise OSError(errno.EINVAL, "not a regular file")
-        chunks = []
-        for chunk in iter(lambda: os.read(fd, 1 << 20), b""):
+        if info.st_size > cap:
+            raise FileOverCap(path, f"{info.st_size:,} bytes, over the {cap:,}-byte limit")
+        chunks, size = [], 0
+        while size <= cap:  # a file that grows while it is read stops at the cap too
+            chunk = os.read(fd, min(1 << 20, cap + 1 - size))
+            if not chunk:
+                break
             chunks.append(chunk)
+            size += len(chunk)
+        if size > cap:
+            raise FileOverCap(path, f"over the {cap:,}-byte limit")
         return b"".join(chunks)
     finally:
         os.close(fd)
 
 
+_ONLY_BRACKETS = (bytes.maketrans(b"{}", b"[]"),
+                  bytes(b for b in range(256) if b not in b"[]{}"))
+
+
+def json_nesting(data: bytes, limit: int = MAX_READ_JSON_DEPTH) -> int:
+    """How deep JSON text nests, found without parsing it (so without recursion), in C-speed
+    passes: never less than what json.loads would recurse through; above `limit`, any
+    number above it (an upper bound up to `limit`). Brackets inside strings do not count:
+    escapes are dropped, then every other run between quotes is a string."""
+    openers = data.count(b"[") + data.count(b"{")
+    if openers <= limit:
+        return openers  # too few brackets to matter: no pass over the text
+    plain = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    brackets = b"".join(plain.split(b'"')[::2]).translate(*_ONLY_BRACKETS)
+    levels = 0
+    while b"[]" in brackets and levels <= limit:  # each pass closes the innermost pairs
+        brackets = brackets.replace(b"[]", b"")
+        levels += 1
+    return levels + brackets.count(b"[")  # what is left: unmatched, the unclosed are open
+
+
+def loads_bounded(data: bytes, path: Path | str) -> Any:
+    """JSON the runner wrote, parsed once its nesting is known to be within
+    MAX_READ_JSON_DEPTH (deeper is FileOverCap); ValueError for text that is not JSON."""
+    if json_nesting(data) > MAX_READ_JSON_DEPTH:
+        raise FileOverCap(path, f"JSON nested deeper than {MAX_READ_JSON_DEPTH} levels")
+    try:
+        return json.loads(data.decode("utf-8"))
+    except RecursionError:  # not expected below the cap; never a traceback if it is
+        raise FileOverCap(path, "JSON nested too deep to read") from None
+
+
 def read_json_unfollowed(path: Path | str) -> Any:
-    """JSON of a file the runner wrote: OSError (a link, a missing file) or ValueError."""
-    return json.loads(read_unfollowed(path).decode("utf-8"))
+    """JSON of a file the runner wrote: OSError (a link, a missing file, not a regular file),
+    ValueError (not JSON) or FileOverCap (too large or too deep)."""
+    return loads_bounded(read_unfollowed(path), path)
 
 
 _APPEND_LOCK = threading.Lock()
@@ -5990,8 +6057,18 @@ def read_looked_cell(cell: Cell, recorded: dict[str, str]) -> RunRecord | None:
 def hash_run_folder(run_dir: Path) -> dict[str, str]:
     """A kept cell's files, hashed as a resumed run finds them: the hashes taken when they were
     written are not carried over an interruption."""
-    return {path.relative_to(run_dir).as_posix(): sha256_file(path)
+    return {path.relative_to(run_dir).as_posix(): _kept_file_hash(path)
             for path in sorted(run_dir.rglob("*")) if path.is_file() and not path.is_symlink()}
+
+
+def _kept_file_hash(path: Path) -> str:
+    """A run file's SHA-256; one larger than the runner writes is not read, and its "hash"
+    then matches no recorded one."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+    return f"too large: {size} bytes" if size > read_cap(path) else sha256_file(path)
 
 
 def scrub_checkout_paths(env: dict[str, str], root: Path) -> tuple[dict[str, str], dict]:
@@ -10202,7 +10279,7 @@ def read_hash_journal(folder: Path) -> dict[str, dict[str, str]]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = loads_bounded(line.encode("utf-8"), f"{path} line {number}")
         except ValueError:
             if number == len(lines):  # unterminated: the write a crash interrupted
                 continue
@@ -10297,8 +10374,11 @@ def _run_file_problem(run_fd: int, rel: str, digest: str) -> str | None:
     except OSError as exc:
         return _open_problem(exc)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             return "not a regular file (not read)"
+        if info.st_size > read_cap(rel):
+            return f"{info.st_size:,} bytes, larger than the runner writes (not read)"
         hasher = hashlib.sha256()
         for chunk in iter(lambda: os.read(fd, 1 << 20), b""):
             hasher.update(chunk)
@@ -11256,9 +11336,9 @@ class RegradeSource:
 def recorded_regrade_source(iteration_dir: Path) -> str | None:
     """The source a re-graded iteration names in its manifest, None for any other."""
     try:
-        manifest = json.loads((iteration_dir / "iteration_manifest.json").read_text("utf-8"))
+        manifest = read_json_unfollowed(iteration_dir / "iteration_manifest.json")
         return str(manifest["regrade"]["source"]) if manifest.get("regrade") else None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, FileOverCap):
         return None
 
 
@@ -11287,7 +11367,8 @@ def load_regrade_source(folder: Path) -> RegradeSource:
                          f" of {metadata.get('cells_planned')} cells finished)",
                          "finish it first with `run ... --resume` on it, then re-grade")
     return RegradeSource(folder.resolve(), manifest.data, metadata,
-                         sha256_file(folder / "benchmark.json"), source_changes(folder, benchmark))
+                         hashlib.sha256(read_unfollowed(folder / BENCHMARK_FILE)).hexdigest(),
+                         source_changes(folder, benchmark))
 
 
 def source_changes(folder: Path, benchmark: BenchmarkFile) -> dict[str, str]:
@@ -11371,9 +11452,9 @@ def check_regrade_source(source: RegradeSource, suite: Suite, options: RunOption
 def _legacy_case_identity(folder: Path, key: str) -> dict[str, Any]:
     """An iteration from before manifests held case identities: its eval_metadata.json."""
     try:
-        meta = json.loads((folder / f"eval-{key}" / "eval_metadata.json").read_text("utf-8"))
+        meta = read_json_unfollowed(folder / f"eval-{key}" / "eval_metadata.json")
         return {"prompt_sha256": hashlib.sha256(meta["prompt"].encode("utf-8")).hexdigest()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, FileOverCap):
         return {"prompt_sha256": None}
 
 
@@ -11699,7 +11780,7 @@ def merge_shards(target: Path, folders: list[Path],
     try:
         for key, (shard, _) in by_eval.items():
             shutil.copytree(shard["folder"] / f"eval-{key}", building / f"eval-{key}",
-                            symlinks=True)
+                            symlinks=True, copy_function=_copy_shard_file)
         write_json(building / "iteration_manifest.json", {
             "merged": True, "created_at": utc_now(),
             "runner": {"version": RUNNER_VERSION, "sha256": sha256_file(Path(__file__))},
@@ -11719,6 +11800,17 @@ def merge_shards(target: Path, folders: list[Path],
         write_text(junit, junit_text)
     code = EXIT_OK if benchmark.sanity_checks.status == "OK" else EXIT_REVIEW
     return benchmark, code
+
+
+def _copy_shard_file(source: str, target: str) -> None:
+    """--merge's copy of a shard's file: read back as every file is (a regular file within
+    its cap); a pipe or device where a run file was is refused, naming it."""
+    try:
+        data = read_unfollowed(source)
+    except OSError as exc:
+        raise InputError(f"--merge: cannot copy {source}: {exc.strerror or exc}",
+                         "merge finished shard iterations, unchanged") from None
+    write_bytes(Path(target), data)
 
 
 # -- forecast -----------------------------------------------------------------
@@ -12120,8 +12212,9 @@ def given_options(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
 def _recorded_command(folder: Path, parser: argparse.ArgumentParser
                       ) -> tuple[dict[str, Any], argparse.Namespace]:
     """The iteration's manifest and the `run` command line it recorded, parsed by `parser`."""
+    manifest = read_iteration_json(folder / "iteration_manifest.json",
+                                   "pass an iteration-N folder written by `run`")
     try:
-        manifest = json.loads((folder / "iteration_manifest.json").read_text(encoding="utf-8"))
         recorded = parser.parse_args([str(word) for word in manifest["argv"]])
         suite_path = str(manifest["suite"]["path"])
     except (OSError, ValueError, KeyError, TypeError):
