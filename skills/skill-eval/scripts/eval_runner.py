@@ -757,6 +757,7 @@ class Manifest:
             if not names_one_folder(key) or not isinstance(value, dict):
                 raise misshapen(file, f"cases.{key}", "a case id's identity", value)
         check_recorded_options(obj.get("options") or {}, file)
+        check_fixture_status(obj.get("fixture_status") or {}, file, "fixture_status")
         regrade = obj.get("regrade") or {}
         take(regrade, "source", str, file, "regrade")
         take(regrade, "source_benchmark_sha256", str, file, "regrade")
@@ -764,6 +765,21 @@ class Manifest:
         plan = obj.get("plan")
         return cls(obj, None if shard is None else ShardRecord.from_json(shard, file, "shard"),
                    None if plan is None else PlanRecord.from_json(plan, file, "plan"))
+
+
+def check_fixture_status(status: dict[str, Any], file: Any, json_path: str) -> None:
+    """git's view of the fixtures before and after a run, which a re-grade carries over and
+    the sanity checks list: {"checked": bool, "dirty": [path, ...], "reason": text}."""
+    for moment in ("before", "after"):
+        state = take(status, moment, dict, file, json_path)
+        if state is None:
+            continue
+        where = f"{json_path}.{moment}"
+        take(state, "checked", bool, file, where)
+        take(state, "reason", str, file, where)
+        for index, path in enumerate(take(state, "dirty", list, file, where) or []):
+            if not isinstance(path, str):
+                raise misshapen(file, f"{where}.dirty[{index}]", "a fixture path", path)
 
 
 def check_recorded_options(options: dict[str, Any], file: Any) -> None:
@@ -804,6 +820,8 @@ class BenchmarkFile:
         runs += [RunEntry.from_json(run, file, f"unscored_runs[{i}]")
                  for i, run in enumerate(unscored)]
         take(obj["metadata"], "configs", list, file, "metadata")
+        check_fixture_status(take(obj["metadata"], "fixture_status", dict, file, "metadata")
+                             or {}, file, "metadata.fixture_status")
         for index, row in enumerate(obj["per_eval"]):
             if not isinstance(row, dict):
                 raise misshapen(file, f"per_eval[{index}]", "an object", row)
