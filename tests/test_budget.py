@@ -104,6 +104,28 @@ class CapTests(unittest.TestCase):
         self.assertFalse(meta["incomplete"])
         self.assertEqual(meta["budget"]["cancelled_by_cap"], 0)
 
+    def test_a_forged_executor_cost_leaves_the_graders_cost_on_the_cap(self) -> None:
+        # Issue 33: an executor reporting an implausible cost made the whole cell unknown,
+        # and with it the grader's real cost: four grader calls ran past a $0.0025 cap.
+        for forged in (-1, 1e9):
+            with self.subTest(executor_cost=forged):
+                workspace = self.tmp.path / f"forged-{forged}"
+                env = fake_env(self.tmp.path, {
+                    "executor": {"total_cost_usd": forged, "duration_ms": 300},
+                    "grader": {"total_cost_usd": 0.001, "duration_ms": 200}})
+                code, out, err = call_main(["run", self.suite, "--agent", "claude", "--quiet",
+                                            "--concurrency", "1", "--max-cost", "0.0025",
+                                            "--workspace", str(workspace)], env)
+                self.assertEqual(code, 1, out + err)
+                records = records_of(workspace / "iteration-1")
+                graded = [r for r in records if r.grader is not None]
+                self.assertEqual(len(graded), 3, "the third grader call reaches $0.003")
+                budget = load_json(workspace / "iteration-1" / "benchmark.json")["metadata"][
+                    "budget"]
+                self.assertAlmostEqual(budget["spent_cost_usd"], 0.003)
+                self.assertEqual(budget["cells_without_cost"], 3)
+                self.assertEqual(budget["cancelled_by_cap"], len(records) - 3)
+
     def test_bad_cap_values_are_refused(self) -> None:
         for cap in (["--max-cost", "0"], ["--max-cost", "nan"], ["--max-tokens", "-1"]):
             with self.subTest(cap=cap):

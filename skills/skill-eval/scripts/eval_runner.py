@@ -5874,8 +5874,16 @@ def spend_of(record: RunRecord, kind: str) -> float | None:
     A role that never ran adds nothing; a role that ran without reporting the value makes the
     cell's value unknown rather than smaller.
     """
+    captured, unknown = captured_spend(record, kind)
+    return None if unknown else captured
+
+
+def captured_spend(record: RunRecord, kind: str) -> tuple[float, int]:
+    """(what the cell's roles captured of cost or tokens, how many roles that ran did not):
+    a role without the value, or with an implausible one, adds nothing, and the others still
+    count."""
     name = SPEND_METRICS[kind]
-    total = 0.0
+    total, unknown = 0.0, 0
     roles = [(record.executor, record.metrics)]
     if hasattr(record, "grader_metrics"):  # a runner that captures the grader's use
         roles.append((record.grader, record.grader_metrics))
@@ -5886,9 +5894,10 @@ def spend_of(record: RunRecord, kind: str) -> float | None:
         # a value an older runner recorded as measured may be absurd (a negative cost lifted
         # the cap): it is unknown here, never counted
         if value is None or _implausibility(value, "usd" if kind == "cost" else "count"):
-            return None
-        total += value
-    return total
+            unknown += 1
+        else:
+            total += value
+    return total, unknown
 
 
 class Budget:
@@ -5907,11 +5916,11 @@ class Budget:
         with self.lock:
             self.counted += 1
             for kind in self.spent:
-                value = spend_of(record, kind)
-                if value is None:
-                    self.unknown[kind] += 1
-                else:
-                    self.spent[kind] += value
+                # what was captured counts even when a role's value is missing: a forged
+                # executor cost must not take the grader's real spend off the cap
+                value, unknown = captured_spend(record, kind)
+                self.spent[kind] += value
+                self.unknown[kind] += 1 if unknown else 0
 
     def reached(self) -> str | None:
         with self.lock:
