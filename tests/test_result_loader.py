@@ -12,7 +12,18 @@ import shutil
 import unittest
 from pathlib import Path
 
-from tests.helpers import TempDir, call_main, demo_suite, fake_calls, fake_env, git, make_repo
+from tests.helpers import (
+    TempDir,
+    call_main,
+    demo_suite,
+    fake_calls,
+    fake_env,
+    git,
+    make_repo,
+    read_output,
+    start_script,
+    wait_until,
+)
 
 SUITE = "evals/demo/evals.json"
 ANSWER = "eval-E01/with_skill/run-1/outputs/output.txt"
@@ -206,6 +217,30 @@ class ResumeTests(LoaderCase):
         self.assertEqual(code, 0, out + err)
         self.assertEqual(self.roles(before), ["grader"])  # that cell's grader only
         self.assertNotIn("EDITED", (regraded / GRADING).read_text())
+
+
+class ConcurrentResumeTests(LoaderCase):
+    def test_a_resume_of_an_iteration_another_run_is_writing_is_refused_at_once(self) -> None:
+        # Issue 33: two runs of one iteration were found out only afterwards, in mixed files.
+        script = self.tmp.path / "slow.json"
+        script.write_text(json.dumps({"executor": {"sleep_s": 4}}), encoding="utf-8")
+        env = {**self.env, "FAKE_AGENT_SCRIPT": str(script)}
+        iteration = self.ws / "iteration-1"
+        first = start_script(["run", str(self.root / SUITE), "--agent", "claude", "--quiet",
+                              "--workspace", str(self.ws)], env, out_dir=self.tmp.path / "out")
+        self.addCleanup(lambda: first.poll() is None and (first.kill(), first.wait()))
+        self.assertTrue(wait_until(lambda: (iteration / "iteration_manifest.json").is_file()
+                                   and self.launches() > 0, 60), read_output(first))
+        launched = self.launches()
+        resume = ["run", str(self.root / SUITE), "--agent", "claude", "--quiet",
+                  "--resume", str(iteration)]
+        code, out, err = call_main(resume, self.env)
+        self.assertEqual(code, 2, out + err)
+        self.assertIn("is being written by another skill-eval run right now", err)
+        self.assertEqual(self.launches(), launched)  # the version check included: nothing
+        self.assertEqual(first.wait(120), 0, read_output(first))
+        code, out, err = call_main(resume, self.env)  # the lock ends with its holder
+        self.assertEqual(code, 0, out + err)
 
 
 class MergeTests(LoaderCase):

@@ -10952,6 +10952,33 @@ def write_start(plan: IterationPlan, cells: list[Cell], manifest: dict[str, Any]
 CRASH_FOLDER: dict[str, Path] = {}  # the iteration being written: where a traceback goes
 
 
+@contextlib.contextmanager
+def iteration_lock(folder: Path) -> Iterator[None]:
+    """Held while a run writes an iteration, so a second `run --resume` of it is refused at
+    once (exit 2) instead of found out afterwards in mixed files. An flock on the folder
+    itself, which the kernel releases however the holder ends (SIGKILL too); where Python has
+    no fcntl, or the filesystem no locks, the run goes on unlocked."""
+    try:
+        import fcntl
+        fd = os.open(folder, os.O_RDONLY | _DIRECTORY)
+    except (ImportError, OSError):  # no fcntl, or no folder: what reads it next says why
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise InputError(
+                    f"{folder} is being written by another skill-eval run right now (it holds "
+                    "the iteration's lock): two runs of one iteration would mix their cells",
+                    "wait for that run to end, then resume; or start a new iteration (drop "
+                    "--resume)") from None
+        yield
+    finally:
+        os.close(fd)
+
+
 def forget_crash_folder() -> None:
     """A new command starts with no iteration to put a traceback in (tests call main again)."""
     CRASH_FOLDER.clear()
@@ -12915,6 +12942,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
+    with contextlib.ExitStack() as locks:
+        if args.resume and not args.dry_run:  # before its manifest is read
+            locks.enter_context(iteration_lock(Path(args.resume)))
+        return run_command(args, argv, locks)
+
+
+def run_command(args: argparse.Namespace, argv: list[str], locks: contextlib.ExitStack) -> int:
     run_parser = subcommands(build_parser())["run"]
     if args.resume:
         args = resumed_args(args, argv, build_parser())
@@ -12979,6 +13013,8 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
             print(installed_unconfined_warning(provider, suite.skill_name), file=sys.stderr)
         iteration_dir = (Path(args.resume) if args.resume
                          else allocate_iteration_dir(options.workspace))
+        if not args.resume:  # a resume's is held already
+            locks.enter_context(iteration_lock(iteration_dir))
         code = run_plan(IterationPlan(
             suite, options, provider, iteration_dir, argv, cli_version, sandbox_base,
             agent_env, environment_scrub, confinement, revisions, previous, source,
