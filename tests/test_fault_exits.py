@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import signal
 import subprocess
 import unittest
@@ -33,6 +34,40 @@ def mount_tmpfs(folder: Path, size: str) -> str:
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
                           capture_output=True, text=True)
     return "" if done.returncode == 0 else f"mount failed: {done.stderr.strip()}"
+
+
+class TracebackPlacementTests(unittest.TestCase):
+    """Issue 33: an internal error's traceback goes beside the results it concerns (the
+    iteration, else the workspace), not into the system temp folder, once they are known."""
+
+    def setUp(self) -> None:
+        self.tmp = h.TempDir()
+        self.addCleanup(self.tmp.cleanup)
+        self.repo = h.make_repo(self.tmp.path, h.demo_suite(1))
+        self.env = h.fake_env(self.tmp.path, {})
+        self.ws = self.tmp.path / "ws"
+        self.run = ["run", suite_file(self.repo), "--agent", "claude", "--quiet"]
+        code, out, err = h.call_main([*self.run, "--workspace", str(self.ws)], self.env)
+        self.assertEqual(code, 0, out + err)
+        self.iteration = self.ws / "iteration-1"
+
+    def traceback_of(self, argv: list[str], planted: str) -> Path:
+        with mock.patch.object(runner, planted, side_effect=RuntimeError("a planted bug")):
+            code, _, err = h.call_main(argv, self.env)
+        self.assertEqual(code, 4, err)
+        found = re.search(r"traceback: (\S+)", err)
+        self.assertIsNotNone(found, err)
+        path = Path(found.group(1))
+        self.assertIn("a planted bug", path.read_text(encoding="utf-8"))
+        return path
+
+    def test_the_traceback_lands_in_the_iteration_or_the_workspace(self) -> None:
+        for argv, planted, folder in (
+                (["report", str(self.iteration)], "render_summary", self.iteration),
+                ([*self.run, "--resume", str(self.iteration)], "check_resume", self.iteration),
+                ([*self.run, "--workspace", str(self.ws)], "provider_version", self.ws)):
+            with self.subTest(command=argv[0], planted=planted):
+                self.assertEqual(self.traceback_of(argv, planted).parent, folder)
 
 
 class FullWorkspaceTests(unittest.TestCase):

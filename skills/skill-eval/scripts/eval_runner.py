@@ -20,7 +20,7 @@ Exit codes:
     3    environment: the agent CLI is missing or not ready (nothing was launched), or a
          file could not be written (disk full, no permission); the message names it
     4    internal error: a bug in the runner; its traceback is written to a file (in the
-         iteration folder when there is one, else a temporary file) whose path is printed
+         iteration folder, else the workspace, else a temporary file) whose path is printed
     130  interrupted (finished cells are kept; the benchmark is marked incomplete)
 
 Rules the code enforces:
@@ -10949,7 +10949,8 @@ def write_start(plan: IterationPlan, cells: list[Cell], manifest: dict[str, Any]
     write_eval_metadata(plan.suite, cells, plan.iteration_dir)
 
 
-CRASH_FOLDER: dict[str, Path] = {}  # the iteration being written: where a traceback goes
+# Where a traceback goes: the iteration the command works on, else its workspace, once known
+CRASH_FOLDER: dict[str, Path] = {}
 
 
 @contextlib.contextmanager
@@ -12694,12 +12695,14 @@ def report_across_agents(entries: list[AgentIteration], text: str, page: str,
 
 
 def write_traceback(exc: BaseException) -> str:
-    """Write exc's traceback into the iteration folder, else a temporary file; its path."""
+    """Write exc's traceback into the iteration folder, else the workspace, else a temporary
+    file (before either is known); its path."""
     import traceback
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     text = f"{PROG} {RUNNER_VERSION} on Python {sys.version.split()[0]}\n{text}"
-    folder = CRASH_FOLDER.get("iteration")
-    if folder is not None and folder.is_dir():
+    for folder in (CRASH_FOLDER.get("iteration"), CRASH_FOLDER.get("workspace")):
+        if folder is None or not folder.is_dir():
+            continue
         path = folder / f"runner_traceback-{time.strftime('%Y%m%dT%H%M%S')}.txt"
         with contextlib.suppress(EvalError):
             write_text(path, text)
@@ -12942,6 +12945,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
+    if args.resume:
+        CRASH_FOLDER["iteration"] = Path(args.resume)
     with contextlib.ExitStack() as locks:
         if args.resume and not args.dry_run:  # before its manifest is read
             locks.enter_context(iteration_lock(Path(args.resume)))
@@ -12958,6 +12963,7 @@ def run_command(args: argparse.Namespace, argv: list[str], locks: contextlib.Exi
         run_parser.error(f"the following arguments are required: {', '.join(missing)}")
     suite = load_valid_suite(args.suite, args.repo_root)
     options = options_from_args(args, suite)
+    CRASH_FOLDER["workspace"] = options.workspace
     sandbox_base = check_sandbox_base(suite.root)
     source = regrade_source_for(args, suite)
     if source is not None:
@@ -13047,6 +13053,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     report_folder_from_flags(args)
+    if args.iteration:  # where the merge is built, or the iteration read
+        CRASH_FOLDER["workspace" if args.merge else "iteration"] = (
+            Path(args.iteration).resolve().parent if args.merge else Path(args.iteration))
     if args.merge:
         return cmd_merge(args)
     benchmark = load_benchmark_model(args.iteration)
