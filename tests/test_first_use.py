@@ -9,12 +9,14 @@ import dataclasses
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import unittest
 from pathlib import Path
 
 from tests.helpers import (
+    FAKES,
     TempDir,
     call_main,
     demo_suite,
@@ -25,6 +27,7 @@ from tests.helpers import (
     read_output,
     runner,
     start_script,
+    this_python_dir,
     wait_until,
 )
 
@@ -75,6 +78,34 @@ def slow_script(*cases: int, seconds: float = 30.0) -> dict:
     """Executors of these case numbers sleep; the others answer at once."""
     return {"cases": [{"match": f"Task number {i}.", "role": "executor",
                        "spec": {"sleep_s": seconds}} for i in cases]}
+
+
+class CopiedFakesBesideTheCheckoutTests(FirstUseBase):
+    def test_a_folder_whose_name_extends_the_checkouts_is_not_inside_it(self) -> None:
+        # Issue 33: the checkout at /tmp/rc and TMPDIR=/tmp/rctmp: the README's copied fakes
+        # counted as "inside the checkout" (compared as strings), were taken off the agents'
+        # PATH, and the run stopped with exit 3 saying the CLI was not on that PATH.
+        copied = Path(f"{self.root}tmp") / "fakes"
+        copied.mkdir(parents=True)
+        for name in ("claude", "_fakecore.py"):
+            shutil.copy2(FAKES / name, copied / name)
+        env = {**self.env, "PATH": os.pathsep.join(
+            (str(copied), this_python_dir(), "/usr/bin", "/bin")),
+            "TMPDIR_BESIDE": f"{self.root}tmp", "INSIDE": str(self.root / "x")}
+        code, out, err = self.run_main("run", self.suite, "--agent", "claude", "--quiet",
+                                       env=env)
+        self.assertEqual(code, 0, out + err)
+        scrub = json.loads((self.root / "evals/demo/workspace/claude/iteration-1/"
+                            "iteration_manifest.json").read_text())["environment_scrub"]
+        self.assertEqual(scrub["dropped"], ["INSIDE"])
+        self.assertNotIn("PATH", scrub["filtered_path_lists"])
+
+    def test_a_mention_is_compared_by_whole_path_parts(self) -> None:
+        names = runner.path_mention({"/tmp/rc"})
+        for text in ("/tmp/rc", "/tmp/rc/bin", "/a:/tmp/rc/bin", "--dir=/tmp/rc", "'/tmp/rc'"):
+            self.assertTrue(names(text), text)
+        for text in ("/tmp/rctmp", "/tmp/rctmp/x", "/tmp/rc.old", "/tmp/rc-2", "/home/u/tmp/rc"):
+            self.assertFalse(names(text), text)
 
 
 class ResumeTests(FirstUseBase):

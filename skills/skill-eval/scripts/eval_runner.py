@@ -6105,12 +6105,12 @@ def scrub_checkout_paths(env: dict[str, str], root: Path) -> tuple[dict[str, str
     boundary while its origin stays unknown. Path lists lose the entries inside the checkout,
     other variables that mention it are dropped; both are recorded by name.
     """
-    needles = {str(root), os.path.realpath(root)}
+    names_checkout = path_mention({os.path.normpath(root), os.path.realpath(root)})
     scrubbed, dropped, filtered = dict(env), [], []
     for name, value in env.items():
-        if not any(n in value for n in needles):
+        if not names_checkout(value):
             continue
-        kept = [part for part in value.split(os.pathsep) if not any(n in part for n in needles)]
+        kept = [part for part in value.split(os.pathsep) if not names_checkout(part)]
         if os.pathsep in value and kept:
             scrubbed[name] = os.pathsep.join(kept)
             filtered.append(name)
@@ -6118,6 +6118,16 @@ def scrub_checkout_paths(env: dict[str, str], root: Path) -> tuple[dict[str, str
             del scrubbed[name]
             dropped.append(name)
     return scrubbed, {"dropped": sorted(dropped), "filtered_path_lists": sorted(filtered)}
+
+
+def path_mention(folders: Iterable[str]) -> Callable[[str], bool]:
+    """Whether a text names one of `folders` or a path inside it, compared by whole path
+    parts: /tmp/rc names /tmp/rc and /tmp/rc/bin, never /tmp/rctmp or /tmp/rc.old. A path
+    starts the text or follows a separator (=, :, a quote, a space ...) and ends the text or
+    is followed by / or a separator."""
+    alternatives = "|".join(re.escape(folder.rstrip("/")) for folder in folders)  # "/": ""
+    pattern = re.compile(rf"(?:^|(?<=[\s\"'=:;,(\[{{]))(?:{alternatives})(?=$|[/\s\"'=:;,)\]}}])")
+    return lambda text: pattern.search(text) is not None
 
 
 def provider_env(ctx: RunContext, cwd: Path) -> dict[str, str]:
