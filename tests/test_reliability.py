@@ -750,6 +750,53 @@ class InterruptTests(ProcessAudit, unittest.TestCase):
         self.assertEqual(len(calls_for(h.fake_calls(self.tmp.path), "executor", 2)), 0)
 
 
+HANGING_CLAUDE = """#!/bin/sh
+case " $* " in *" --version "*) echo "2.1.197 (Claude Code)"; exit 0 ;; esac
+sleep 1000 &
+setsid sleep 1000 &
+sleep 1000
+"""
+
+
+class RunnerKilledTests(ProcessAudit, unittest.TestCase):
+    """Issue 33: SIGKILL gives the runner no moment to end its agents. Unconfined, a guardian
+    process it started ends them (their groups, and on Linux whatever carries their marker,
+    a `setsid` child too); confined, bubblewrap's --die-with-parent and PID namespace do."""
+
+    def kill_runner_mid_cell(self, isolation: str) -> None:
+        tmp = h.TempDir()
+        self.addCleanup(tmp.cleanup)
+        repo = h.make_repo(tmp.path, h.demo_suite(1))
+        marker = new_marker()
+        self.addCleanup(self.reap_marked, marker)
+        bin_dir = tmp.path / "cli"
+        bin_dir.mkdir()
+        (bin_dir / "claude").write_text(HANGING_CLAUDE)
+        (bin_dir / "claude").chmod(0o755)
+        env = h.fake_env(tmp.path, {}, {"FAKE_AGENT_MARKER": marker})
+        env["PATH"] = f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin"
+        proc = h.start_script(["run", suite_file(repo), "--agent", "claude", "--timeout", "300",
+                               "--isolation", isolation, "--workspace", str(tmp.path / "ws")],
+                              env=env, out_dir=tmp.path / "out")
+        self.stop_later(proc)
+        started = h.wait_until(lambda: len(h.marked_processes(marker)) >= 6, 60)
+        self.assertTrue(started, f"the agents never started: {h.read_output(proc)}")
+        proc.kill()
+        proc.wait()
+        self.assertTrue(h.wait_until(lambda: not h.marked_processes(marker), 10))
+        self.assertNoMarkedProcesses(marker)
+
+    def test_unconfined_agents_end_with_a_killed_runner(self) -> None:
+        self.kill_runner_mid_cell("none")
+
+    def test_confined_agents_end_with_a_killed_runner(self) -> None:
+        from tests.test_confinement import bwrap_problem
+        why = bwrap_problem()
+        if why is not None:
+            self.skipTest(f"needs working bubblewrap: {why}")
+        self.kill_runner_mid_cell("bwrap")
+
+
 class SignalOnAnyThreadTests(ProcessAudit, unittest.TestCase):
     """The kernel hands a process-directed signal to any thread that does not block it; Python
     runs the handler only in the main thread. A Ctrl-C that lands on a lane thread must still

@@ -2955,16 +2955,21 @@ class ProcessGroups:
         self.active: dict[int, subprocess.Popen] = {}
         self.cancelled = threading.Event()
         self.reason: str | None = None  # "interrupted" or "deadline"
+        self.guardian: Guardian | None = None  # unconfined: ends them if the runner is killed
 
     def add(self, proc: subprocess.Popen) -> None:
         with self.lock:
             self.active[proc.pid] = proc
+            if self.guardian is not None:
+                self.guardian.tell(f"+ {proc.pid}")
         if self.cancelled.is_set():
             _signal_group(proc.pid, signal.SIGKILL)
 
     def discard(self, proc: subprocess.Popen) -> None:
         with self.lock:
             self.active.pop(proc.pid, None)
+            if self.guardian is not None:
+                self.guardian.tell(f"- {proc.pid}")
 
     def cancel(self, sig: int = signal.SIGTERM, reason: str = "interrupted") -> None:
         """Stop everything: signal every live group now, and KILL what is left after a grace."""
@@ -2982,6 +2987,105 @@ class ProcessGroups:
             pids = list(self.active)
         for pid in pids:
             _signal_group(pid, sig)
+
+
+# Run as a separate small Python (stdlib only, any POSIX): told each agent's process group as
+# it starts and ends, it waits on a pipe from the runner. The pipe's end without "stop" means
+# the runner was killed (SIGKILL leaves it no moment to clean up): the guardian then KILLs
+# every group still listed and, where /proc exists, every process whose environment carries
+# this runner's agent marker (an agent's descendant that left its group keeps the marker).
+GUARDIAN_SOURCE = r"""
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+marker, groups = ("%s=%s." % (sys.argv[1], sys.argv[2])).encode(), set()
+for line in sys.stdin.buffer:
+    word, _, pid = line.strip().partition(b" ")
+    if word == b"stop":
+        sys.exit(0)
+    (groups.add if word == b"+" else groups.discard)(int(pid))
+def marked():
+    try:
+        names = [n for n in os.listdir("/proc") if n.isdigit()]
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        try:
+            with open("/proc/%s/environ" % name, "rb") as handle:
+                if any(v.startswith(marker) for v in handle.read().split(b"\0")):
+                    found.append(int(name))
+        except OSError:
+            pass
+    return found
+for _ in range(5):
+    for pgid in groups:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except OSError:
+            pass
+    for pid in marked():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    time.sleep(0.2)
+"""
+AGENT_TOKEN_RUN = secrets.token_hex(6)  # this runner's agents' markers start with it
+
+
+def new_agent_token() -> str:
+    """The marker of one unconfined agent's processes (AGENT_TOKEN_ENV), which names this
+    runner too, so its guardian finds them."""
+    return f"{AGENT_TOKEN_RUN}.{secrets.token_hex(8)}"
+
+
+class Guardian:
+    """The process that ends the unconfined agents if the runner itself is killed."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
+        self.lock = threading.Lock()
+
+    @classmethod
+    def start(cls) -> Guardian | None:
+        """None where no Python can be started for it: the run goes on unguarded."""
+        try:
+            with OwnChildren.starting() as register:
+                proc = subprocess.Popen(
+                    [sys.executable, "-I", "-c", GUARDIAN_SOURCE, AGENT_TOKEN_ENV,
+                     AGENT_TOKEN_RUN], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL, start_new_session=True)
+                register(proc)
+        except (OSError, ValueError):
+            return None
+        return cls(proc)
+
+    def tell(self, line: str) -> None:
+        with self.lock:
+            with contextlib.suppress(OSError, ValueError):
+                self.proc.stdin.write(line.encode("ascii") + b"\n")
+                self.proc.stdin.flush()
+
+    def stop(self) -> None:
+        """The run ended as it should: the guardian leaves everything alone."""
+        self.tell("stop")
+        with contextlib.suppress(OSError, ValueError):
+            self.proc.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(5)
+        OwnChildren.reaped(self.proc)
+
+
+@contextlib.contextmanager
+def guarded_groups(groups: ProcessGroups) -> Iterator[None]:
+    """Unconfined agents outlive a runner ended by SIGKILL unless someone else ends them."""
+    groups.guardian = Guardian.start()
+    try:
+        yield
+    finally:
+        if groups.guardian is not None:
+            groups.guardian.stop()
+        groups.guardian = None
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -6155,7 +6259,7 @@ def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
     was isolated). Unconfined, what it left running is ended when it ends. `binds` names the
     folders this call binds; the CLI's install and the hidden folders are the iteration's."""
     if ctx.confinement.mode != "bwrap":
-        token = secrets.token_hex(8)
+        token = new_agent_token()
         env = {**env, AGENT_TOKEN_ENV: token}
         with OwnChildren.lock:
             OwnChildren.live_tokens.add(token)
@@ -13023,6 +13127,8 @@ def run_command(args: argparse.Namespace, argv: list[str], locks: contextlib.Exi
             print(f"{PROG}: interrupted before the run started; nothing was written",
                   file=sys.stderr)
             return EXIT_INTERRUPTED
+        if confinement.mode != "bwrap":  # bwrap's --die-with-parent does this confined
+            locks.enter_context(guarded_groups(groups))
         if confinement.mode != "bwrap" and options.isolation == "auto":
             print(f"Isolation: {confinement.describe()}")
         if confinement.mode != "bwrap" and any(map(config_installs_skill, options.configs)):
