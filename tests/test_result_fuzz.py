@@ -24,6 +24,7 @@ import re
 import shutil
 import signal
 import sys
+import time
 import unittest
 from pathlib import Path
 
@@ -334,11 +335,12 @@ class BoundedReadFuzzTest(unittest.TestCase):
 
     def test_no_file_a_command_reads_can_hang_it_or_exhaust_it(self) -> None:
         codes: dict[int, int] = {}
-        cases = 0
+        cases, timing = 0, []
         only = os.environ.get("BOUNDED_READ_FUZZ_ONLY")  # one command, when debugging
         for name, (argv, writes) in self.commands().items():
             if only and name != only:
                 continue
+            started, before = time.monotonic(), cases
             files = self.files_read_by(argv, writes)
             self.assertTrue(files, f"{name} read no file")
             for path in map(Path, files):
@@ -358,8 +360,10 @@ class BoundedReadFuzzTest(unittest.TestCase):
                     codes[code] = codes.get(code, 0) + 1
                     self.assertNotEqual(code, 4, f"{where}\n{err}")
                     self.assertNotIn("MemoryError", err, where)
+            timing.append(f"{name} {cases - before} in {time.monotonic() - started:.0f} s")
         self.assertGreater(codes.get(2, 0), 0)
-        print(f"\nbounded-read fuzz: {cases} cases, exit codes {dict(sorted(codes.items()))}")
+        print(f"\nbounded-read fuzz: {cases} cases ({', '.join(timing)}), exit codes "
+              f"{dict(sorted(codes.items()))}")
 
 
 if __name__ == "__main__":
