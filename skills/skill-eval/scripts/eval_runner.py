@@ -3077,8 +3077,12 @@ class Guardian:
 
 
 @contextlib.contextmanager
-def guarded_groups(groups: ProcessGroups) -> Iterator[None]:
-    """Unconfined agents outlive a runner ended by SIGKILL unless someone else ends them."""
+def guarded_groups(groups: ProcessGroups, confinement: Any) -> Iterator[None]:
+    """Unconfined agents outlive a runner ended by SIGKILL unless someone else ends them;
+    confined, bubblewrap's --die-with-parent and PID namespace end them."""
+    if confinement.mode == "bwrap":
+        yield
+        return
     groups.guardian = Guardian.start()
     try:
         yield
@@ -11103,7 +11107,8 @@ def run_plan(plan: IterationPlan, groups: ProcessGroups) -> int:
     """The one execution path of run, --resume and --regrade (the interrupt handler is the
     caller's, installed before any work)."""
     CRASH_FOLDER["iteration"] = plan.iteration_dir
-    return (run_iteration if plan.source is None else run_regrade_iteration)(plan, groups)
+    with iteration_lock(plan.iteration_dir), guarded_groups(groups, plan.confinement):
+        return (run_iteration if plan.source is None else run_regrade_iteration)(plan, groups)
 
 
 def run_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
@@ -12177,6 +12182,14 @@ def _eval_id_list(text: str | None) -> list[str] | None:
     return None if text is None else [part.strip() for part in text.split(",") if part.strip()]
 
 
+def options_for_command(args: argparse.Namespace, suite: Suite) -> RunOptions:
+    """The options of the `run` now starting; its workspace is where a traceback goes until
+    the iteration is known."""
+    options = options_from_args(args, suite)
+    CRASH_FOLDER["workspace"] = options.workspace
+    return options
+
+
 def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
     if args.agent_config and not PROVIDERS[args.agent].accepts_settings:
         takers = sorted(name for name, kind in PROVIDERS.items() if kind.accepts_settings)
@@ -12413,7 +12426,8 @@ def resumed_args(args: argparse.Namespace, argv: list[str],
                  parser: argparse.ArgumentParser) -> argparse.Namespace:
     """`run --resume DIR`: what the iteration was started with, overlaid with what this
     command gives again; an option that changes what a cell means must agree. `parser`: a
-    fresh parser of the whole command line."""
+    fresh parser of the whole command line. DIR is where a traceback goes from here."""
+    CRASH_FOLDER["iteration"] = Path(args.resume)
     _, recorded = _recorded_command(Path(args.resume), parser)
     given = given_options(subcommands(parser)["run"], argv) | (
         {"suite"} if args.suite is not None else set())
@@ -12740,7 +12754,15 @@ def _is_iteration_dir(value: str) -> bool:
 def report_folder_from_flags(args: argparse.Namespace) -> None:
     """`report --html ITER` and `report --across ITER` as a person types them: with no
     ITERATION_DIR, an iteration folder given as the flag's optional value is the folder (a
-    folder is never a page to write, so nothing else could have been meant)."""
+    folder is never a page to write, so nothing else could have been meant). That folder
+    (or, merging, the one the merge is built in) is where a traceback goes."""
+    _report_folder_from_flags(args)
+    if args.iteration:
+        CRASH_FOLDER["workspace" if args.merge else "iteration"] = (
+            Path(args.iteration).resolve().parent if args.merge else Path(args.iteration))
+
+
+def _report_folder_from_flags(args: argparse.Namespace) -> None:
     if args.iteration is not None:
         return
     if args.html and _is_iteration_dir(args.html):
@@ -13059,15 +13081,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
-    if args.resume:
-        CRASH_FOLDER["iteration"] = Path(args.resume)
-    with contextlib.ExitStack() as locks:
-        if args.resume and not args.dry_run:  # before its manifest is read
-            locks.enter_context(iteration_lock(Path(args.resume)))
-        return run_command(args, argv, locks)
-
-
-def run_command(args: argparse.Namespace, argv: list[str], locks: contextlib.ExitStack) -> int:
     run_parser = subcommands(build_parser())["run"]
     if args.resume:
         args = resumed_args(args, argv, build_parser())
@@ -13076,8 +13089,7 @@ def run_command(args: argparse.Namespace, argv: list[str], locks: contextlib.Exi
     if missing:
         run_parser.error(f"the following arguments are required: {', '.join(missing)}")
     suite = load_valid_suite(args.suite, args.repo_root)
-    options = options_from_args(args, suite)
-    CRASH_FOLDER["workspace"] = options.workspace
+    options = options_for_command(args, suite)
     sandbox_base = check_sandbox_base(suite.root)
     source = regrade_source_for(args, suite)
     if source is not None:
@@ -13127,16 +13139,12 @@ def run_command(args: argparse.Namespace, argv: list[str], locks: contextlib.Exi
             print(f"{PROG}: interrupted before the run started; nothing was written",
                   file=sys.stderr)
             return EXIT_INTERRUPTED
-        if confinement.mode != "bwrap":  # bwrap's --die-with-parent does this confined
-            locks.enter_context(guarded_groups(groups))
         if confinement.mode != "bwrap" and options.isolation == "auto":
             print(f"Isolation: {confinement.describe()}")
         if confinement.mode != "bwrap" and any(map(config_installs_skill, options.configs)):
             print(installed_unconfined_warning(provider, suite.skill_name), file=sys.stderr)
         iteration_dir = (Path(args.resume) if args.resume
                          else allocate_iteration_dir(options.workspace))
-        if not args.resume:  # a resume's is held already
-            locks.enter_context(iteration_lock(iteration_dir))
         code = run_plan(IterationPlan(
             suite, options, provider, iteration_dir, argv, cli_version, sandbox_base,
             agent_env, environment_scrub, confinement, revisions, previous, source,
@@ -13169,9 +13177,6 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     report_folder_from_flags(args)
-    if args.iteration:  # where the merge is built, or the iteration read
-        CRASH_FOLDER["workspace" if args.merge else "iteration"] = (
-            Path(args.iteration).resolve().parent if args.merge else Path(args.iteration))
     if args.merge:
         return cmd_merge(args)
     benchmark = load_benchmark_model(args.iteration)
