@@ -149,6 +149,24 @@ class ResumeManifestTest(ReadBackCase):
         self.assertIn("it is a link", err)
 
 
+    def test_a_recorded_suite_path_naming_a_fifo_is_refused_at_once(self) -> None:
+        # `run --resume DIR` alone takes the suite from the manifest: an edit can point it
+        # anywhere, a FIFO included.
+        fifo = self.tmp.path / "suite.json"
+        os.mkfifo(fifo)
+        manifest = self.iteration / "iteration_manifest.json"
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+        data["suite"]["path"] = str(fifo)
+        manifest.write_text(json.dumps(data), encoding="utf-8")
+        try:
+            with alarm_guard(fifo):
+                code, _, err = call_main(["run", "--resume", str(self.iteration)], self.env)
+        except Hung:
+            self.fail("run --resume waited on a FIFO named as the suite")
+        self.assertEqual(code, 2, err)
+        self.assertIn("cannot read the suite file: not a regular file", err)
+
+
 class DeepAndLargeFilesTest(ReadBackCase):
     def test_deep_json_in_any_iteration_file_is_never_an_internal_error(self) -> None:
         cell = "eval-E01/with_skill/run-1"

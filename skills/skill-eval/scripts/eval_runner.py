@@ -1797,8 +1797,14 @@ def read_unfollowed(path: Path | str, cap: int | None = None) -> bytes:
     the runner reads a file back. A link (never followed), a FIFO, device or folder is an
     OSError, found without waiting on it; a larger file is FileOverCap, found before it is
     read, so neither a pipe nor /dev/zero nor a huge file can hang the runner or fill memory."""
-    cap = read_cap(path) if cap is None else cap
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    return read_bounded(path, read_cap(path) if cap is None else cap, follow_links=False)
+
+
+def read_bounded(path: Path | str, cap: int, follow_links: bool) -> bytes:
+    """read_unfollowed's reader, also for a file the user names (a suite), where a link is
+    theirs to use."""
+    nofollow = 0 if follow_links else getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, os.O_RDONLY | nofollow | getattr(os, "O_NONBLOCK", 0))
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -2013,13 +2019,10 @@ def read_suite_text(path: Path) -> tuple[str | None, list[Problem]]:
         return fail("the suite path is a folder, not a file", hint)
     too_big = (f"suite file is larger than the {MAX_SUITE_BYTES // (1024 * 1024)} MB limit",
                "keep large material in fixture files listed under 'files'")
-    try:
-        if path.stat().st_size > MAX_SUITE_BYTES:
-            return fail(*too_big)
-        with open(path, "rb") as handle:  # bounded: devices and pipes report no size
-            raw = handle.read(MAX_SUITE_BYTES + 1)
-        if len(raw) > MAX_SUITE_BYTES:
-            return fail(*too_big)
+    try:  # a FIFO or device (a --resume's recorded suite path may name one) is never waited on
+        raw = read_bounded(path, MAX_SUITE_BYTES, follow_links=True)
+    except FileOverCap:
+        return fail(*too_big)
     except OSError as exc:
         return fail(f"cannot read the suite file: {exc.strerror or exc}", "check its permissions")
     try:
