@@ -234,8 +234,10 @@ def guarded_case(fifo: Path | None):
 
 def file_kind(rel: str) -> str:
     """The file as one of its kind: any cell's run.json, any shard's manifest, is the same
-    reader's input."""
+    reader's input; so is any of a cell's text files (answers, logs, prompts), which only
+    the hash check and a copy read."""
     rel = re.sub(r"/eval-[^/]+/", "/eval-*/", rel)
+    rel = re.sub(r"/(with|without)_skill/run-\d+/.*\.(md|txt)$", "/*/run-*/text", rel)
     rel = re.sub(r"/(with|without)_skill/run-\d+/", "/*/run-*/", rel)
     return re.sub(r"^shard-\d+/", "shard-*/", rel)
 
