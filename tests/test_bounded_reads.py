@@ -29,22 +29,32 @@ class Hung(BaseException):
 
 @contextlib.contextmanager
 def alarm_guard(fifo: Path | None = None):
-    """Fail rather than hang: an alarm, which also gives a blocked FIFO reader an end."""
+    """Fail rather than hang or fill the machine's memory: an alarm, which also gives a
+    blocked FIFO reader an end, and an address-space limit 1 GiB above what is used now."""
+    import resource
+
     def expire(_signum, _frame):
         if fifo is not None:
             with contextlib.suppress(OSError):
                 os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
         raise Hung
+    limits = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/statm", encoding="ascii") as handle:
+        soft = int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE") + (1 << 30)
+    if limits[1] != resource.RLIM_INFINITY:
+        soft = min(soft, limits[1])
     previous = signal.signal(signal.SIGALRM, expire)
+    resource.setrlimit(resource.RLIMIT_AS, (soft, limits[1]))
     signal.alarm(GUARD_SECONDS)
     try:
         yield
     finally:
         signal.alarm(0)
+        resource.setrlimit(resource.RLIMIT_AS, limits)
         signal.signal(signal.SIGALRM, previous)
 
 
-@unittest.skipUnless(hasattr(os, "mkfifo"), "FIFOs are POSIX")
+@unittest.skipUnless(sys.platform.startswith("linux"), "FIFOs, /dev/zero and /proc")
 class BoundedReaderTest(unittest.TestCase):
     def setUp(self) -> None:
         self.tmp = TempDir()
@@ -94,6 +104,32 @@ class BoundedReaderTest(unittest.TestCase):
                             ('["\\"]", [[]]]', 3), ("[[[[", 4), ('{"a": "}}}}", "b": [{}]}', 3)):
             with self.subTest(text=text):
                 self.assertGreaterEqual(runner.json_nesting(text.encode(), 0), depth)
+
+
+    @unittest.skipUnless(os.path.exists("/dev/zero"), "needs /dev/zero")
+    def test_a_graders_last_message_file_is_read_without_link_fifo_or_device(self) -> None:
+        # codex's grader writes its last message to a file; with no text on stdout the
+        # runner reads that file, which the grader controls.
+        events = [{"type": "thread.started", "thread_id": "t"}, {"type": "turn.started"},
+                  {"type": "turn.completed", "usage": {"input_tokens": 1, "output_tokens": 1}}]
+        result = runner.ProcessResult(["codex"], 0, "\n".join(map(json.dumps, events)), "", 0.1)
+        provider = runner.PROVIDERS["codex"]()
+        message = self.tmp.path / "last.txt"
+        for plant in ("link", "fifo"):
+            with self.subTest(plant=plant):
+                if plant == "link":
+                    message.symlink_to("/dev/zero")
+                else:
+                    os.mkfifo(message)
+                try:
+                    with alarm_guard(message):
+                        reply = provider.read_grader(result, message)
+                finally:
+                    message.unlink()
+                self.assertEqual(reply.text, "")
+        message.write_text("x" * (runner.STREAM_HEAD_BYTES + 10))
+        self.assertEqual(len(provider.read_grader(result, message).text),
+                         runner.STREAM_HEAD_BYTES)
 
 
 class ReadBackCase(unittest.TestCase):

@@ -1800,20 +1800,22 @@ def read_unfollowed(path: Path | str, cap: int | None = None) -> bytes:
     return read_bounded(path, read_cap(path) if cap is None else cap, follow_links=False)
 
 
-def read_bounded(path: Path | str, cap: int, follow_links: bool) -> bytes:
+def read_bounded(path: Path | str, cap: int, follow_links: bool, head: bool = False) -> bytes:
     """read_unfollowed's reader, also for a file the user names (a suite), where a link is
-    theirs to use."""
+    theirs to use, and (`head`) for a file an agent wrote, of which the first `cap` bytes are
+    kept rather than the file refused."""
     nofollow = 0 if follow_links else getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(path, os.O_RDONLY | nofollow | getattr(os, "O_NONBLOCK", 0))
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise OSError(errno.EINVAL, "not a regular file")
-        if info.st_size > cap:
+        if info.st_size > cap and not head:
             raise FileOverCap(path, f"{info.st_size:,} bytes, over the {cap:,}-byte limit")
+        limit = cap if head else cap + 1  # a file that grows while it is read stops there too
         chunks, size = [], 0
-        while size <= cap:  # a file that grows while it is read stops at the cap too
-            chunk = os.read(fd, min(1 << 20, cap + 1 - size))
+        while size < limit:
+            chunk = os.read(fd, min(1 << 20, limit - size))
             if not chunk:
                 break
             chunks.append(chunk)
@@ -5132,8 +5134,9 @@ class CodexProvider(Provider):
     def read_grader(self, result: ProcessResult, last_message_path: Path) -> AgentReply:
         reply = self._read(result)
         if reply.ok and not reply.text.strip():
-            try:
-                reply.text = last_message_path.read_text(encoding="utf-8", errors="replace")
+            try:  # the grader wrote it: a link, a FIFO or a device is not read
+                reply.text = read_bounded(last_message_path, STREAM_HEAD_BYTES, False,
+                                          head=True).decode("utf-8", "replace")
             except OSError:
                 pass
         return reply
@@ -6736,9 +6739,9 @@ def call_grader(ctx: RunContext, sandbox: Any, prompt: str, files: RunFiles,
     files.text(f"logs/grader_output{suffix}.txt", result.stdout)  # kept before it is read
     reply = ctx.provider.read_grader(result, last_message)
     if grader_io is not None and last_message.is_file():  # as text: kept files are UTF-8
-        with open(last_message, "rb") as handle:
-            kept = handle.read(STREAM_HEAD_BYTES).decode("utf-8", "replace")
-        files.text(f"logs/grader_last_message{suffix}.txt", kept)
+        with contextlib.suppress(OSError):  # the grader wrote it: no link, FIFO or device
+            kept = read_bounded(last_message, STREAM_HEAD_BYTES, False, head=True)
+            files.text(f"logs/grader_last_message{suffix}.txt", kept.decode("utf-8", "replace"))
     if not reply.ok:
         files.text(f"logs/grader_stderr{suffix}.txt", result.stderr)
         return process_record(invocation, result, env, isolation), GraderReply(
