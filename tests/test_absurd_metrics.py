@@ -122,9 +122,10 @@ class ClaudeAbsurdMetricsTests(AbsurdMetricsBase):
         benchmark = strict_load(self.iteration / "benchmark.json")
         budget = benchmark["metadata"]["budget"]
         self.assertEqual(budget["cells_without_cost"], 2)  # E01 in both configs: unknown
-        # every other cell cost 0.02: the cap (0.05) stops the run after three of them
+        # E01's graders still count (0.01 each), every other cell costs 0.02: the cap (0.05)
+        # stops the run after E01's two cells and two more
         self.assertAlmostEqual(budget["spent_cost_usd"], 0.06, places=6)
-        self.assertEqual(budget["cancelled_by_cap"], 3)
+        self.assertEqual(budget["cancelled_by_cap"], 4)
         kinds = {f["kind"] for f in benchmark["sanity_checks"]["flags"]}
         self.assertLessEqual({"spending_cap", "implausible_metric"}, kinds)
 
