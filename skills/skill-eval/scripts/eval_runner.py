@@ -1833,9 +1833,9 @@ _ONLY_BRACKETS = (bytes.maketrans(b"{}", b"[]"),
 
 def json_nesting(data: bytes, limit: int = MAX_READ_JSON_DEPTH) -> int:
     """How deep JSON text nests, found without parsing it (so without recursion), in C-speed
-    passes: never less than what json.loads would recurse through; above `limit`, any
-    number above it (an upper bound up to `limit`). Brackets inside strings do not count:
-    escapes are dropped, then every other run between quotes is a string."""
+    passes: at most `limit` only if json.loads would recurse no deeper than that (above
+    `limit` the number is not exact). Brackets inside strings do not count: escapes are
+    dropped, then every other run between quotes is a string."""
     openers = data.count(b"[") + data.count(b"{")
     if openers <= limit:
         return openers  # too few brackets to matter: no pass over the text
