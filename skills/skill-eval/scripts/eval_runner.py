@@ -6850,15 +6850,113 @@ def run_checks_in_order(ctx: RunContext, run: CellRun, checks: list[Check], prot
     for rel in protect:  # what the executor left, before any check runs and writes there
         changed = protected_changes(sandbox.repo, sandbox.baseline_git, commit, rel)
         state["protected"][rel] = {"changed_by_executor": changed}
+    planted: list[str] = []
+    if any(check.subject == "run" for check in checks):
+        planted = planted_interpreter_files(sandbox, commit)
+        state["planted_interpreter_files"] = planted
+        remove_bytecode_caches(sandbox.repo)
     for check in checks:
         for rel in check.protect:
             restore_delivered(sandbox.repo, sandbox.baseline_git, commit, rel)
-        result = run_one_check(ctx, run, check)
+        result = (refused_run_check(check, planted) if planted and check.subject == "run"
+                  else run_one_check(ctx, run, check))
         state["results"].append(result)
         if result.get("unrun"):
             state["unrun"] = f"check {check.name!r} could not run: {result['unrun']}"
             state["cancelled"] = bool(result.get("cancelled"))
             return
+
+
+# A Python the check starts could load these from the tree instead of the standard library
+# (a folder of the tree first on sys.path: PYTHONPATH=. in the command, `python3 -m` before
+# 3.11) or run them at startup. The executor adding one makes the cell's run checks unrun.
+PYTHON_STARTUP_HOOKS = frozenset({"sitecustomize", "usercustomize"})
+PYTHON_MODULE_SUFFIXES = (".py", ".pyc", ".so", ".pyd")
+PLANTED_SHOWN = 5
+
+
+def stdlib_module_names() -> frozenset[str]:
+    """The top-level names of this Python's standard library (3.9 has no list: its folders)."""
+    names = getattr(sys, "stdlib_module_names", None)
+    if names is None:
+        names = set(sys.builtin_module_names)
+        home = os.path.dirname(os.__file__)
+        for folder in (home, os.path.join(home, "lib-dynload")):
+            with contextlib.suppress(OSError):
+                names.update(entry.split(".", 1)[0] for entry in os.listdir(folder))
+    # `test` (CPython's own regression tests) is left out: no check imports it, and a project's
+    # test.py is common.
+    return frozenset(names) - {"__main__", "__init__", "test"}
+
+
+STDLIB_MODULE_NAMES = stdlib_module_names()
+
+
+def delivered_paths(baseline: Path, commit: str) -> set[str]:
+    """Every path the cell's baseline commit holds. Raises OSError when git cannot list it."""
+    ok, out = run_git([f"--git-dir={baseline}", *GIT_READ_ONLY, "ls-tree", "-r", "-z",
+                       "--name-only", "--full-tree", commit], baseline)
+    if not ok:
+        raise OSError(f"cannot list the baseline: {out}")
+    return set(filter(None, out.split("\0")))
+
+
+def _imported_as(rel: str, delivered: set[str]) -> str | None:
+    """The module name Python would import `rel` as, if that name is a startup hook, a
+    standard-library module, or a delivered source beside it that a compiled module takes the
+    place of; else None."""
+    folder, _, name = rel.rpartition("/")
+    stem, dot, suffix = name.partition(".")
+    module = folder.rpartition("/")[2] if stem == "__init__" else stem
+    if dot and not name.endswith(PYTHON_MODULE_SUFFIXES):
+        return None
+    if module in PYTHON_STARTUP_HOOKS or module in STDLIB_MODULE_NAMES:
+        return module
+    beside = f"{folder}/{stem}.py" if folder else f"{stem}.py"
+    return stem if name.endswith((".so", ".pyd")) and beside in delivered else None
+
+
+def planted_interpreter_files(sandbox: Sandbox, commit: str) -> list[str]:
+    """Files and links the executor added (not delivered) that a Python started by a check
+    could import in place of the standard library or the code under test, or run at startup.
+    Bytecode caches are not listed: checks never read them (PYTHONPYCACHEPREFIX)."""
+    delivered = delivered_paths(sandbox.baseline_git, commit)
+    found = []
+    for folder, dirs, files in os.walk(sandbox.repo):
+        here = Path(folder).relative_to(sandbox.repo).as_posix()
+        dirs[:] = [d for d in dirs if d != "__pycache__" and not (here == "." and d == ".git")]
+        linked = [d for d in dirs if os.path.islink(os.path.join(folder, d))]
+        for name in [*files, *linked]:
+            rel = name if here == "." else f"{here}/{name}"
+            if rel not in delivered and _imported_as(rel, delivered):
+                found.append(rel)
+    return sorted(found)
+
+
+def refused_run_check(check: Check, planted: list[str]) -> dict[str, Any]:
+    shown = ", ".join(planted[:PLANTED_SHOWN]) + (
+        f" and {len(planted) - PLANTED_SHOWN} more" if len(planted) > PLANTED_SHOWN else "")
+    return {"name": check.name, "subject": check.subject, "duration_s": 0.0,
+            "unrun": f"not run: the executor added {shown}, which a Python the check starts "
+                     "could load in place of the standard library or the code under test, or "
+                     "run at startup; its result could not be trusted"}
+
+
+def remove_bytecode_caches(repo: Path) -> None:
+    """Every __pycache__ folder in the tree, gone before the run checks: generated state never
+    delivered, and a tool that keeps its own cache there (pytest's rewritten tests) would read a
+    planted one. Python itself reads none (PYTHONPYCACHEPREFIX); what cannot be removed stays."""
+    for folder, dirs, _ in os.walk(repo):
+        if Path(folder) == repo and ".git" in dirs:
+            dirs.remove(".git")
+        for name in [d for d in dirs if d == "__pycache__"]:
+            dirs.remove(name)
+            cache = os.path.join(folder, name)
+            if os.path.islink(cache):
+                with contextlib.suppress(OSError):
+                    os.unlink(cache)
+            else:
+                shutil.rmtree(cache, ignore_errors=True)
 
 
 def run_one_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, Any]:
@@ -6900,6 +6998,26 @@ def run_command_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, 
     return {**tails, "passed": passed, "evidence": evidence}
 
 
+# A check's PATH: the system's folders, then the agent CLI's (node beside an npm CLI). Never the
+# caller's: an empty or relative entry there would find a `python3` the executor planted.
+CHECK_SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+CHECK_KEPT_VARS = ("LANG", "LANGUAGE", "TZ")  # and every LC_*
+
+
+def check_env(ctx: RunContext, workdir: Path, home: str) -> dict[str, str]:
+    """The environment a run check gets, built here rather than inherited: nothing the caller
+    set (PYTHONPATH, NODE_OPTIONS, LD_PRELOAD, a PATH with `.` in it) reaches it, no user site,
+    and Python's bytecode cache in an empty folder of the fresh HOME, so none planted in the
+    tree is ever read."""
+    cli = shutil.which(ctx.provider.binary, path=ctx.base_env.get("PATH", ""))
+    folders = [*CHECK_SYSTEM_PATH, *([os.path.dirname(os.path.abspath(cli))] if cli else [])]
+    env = {name: value for name, value in ctx.base_env.items()
+           if name in CHECK_KEPT_VARS or name.startswith("LC_")}
+    return {**env, "PATH": os.pathsep.join(dict.fromkeys(folders)), "HOME": home,
+            "PWD": str(workdir), "TMPDIR": "/tmp", "PYTHONNOUSERSITE": "1",
+            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": f"{home}/.pycache"}
+
+
 def run_confined_command(ctx: RunContext, invocation: Invocation, timeout_s: float,
                          ro_binds: list[Path]) -> tuple[ProcessResult, dict[str, Any]]:
     """A check's process, under the executor's own confinement: with bwrap the same mounts,
@@ -6907,25 +7025,65 @@ def run_confined_command(ctx: RunContext, invocation: Invocation, timeout_s: flo
     it left running ended with it. No agent's login is carried into the HOME."""
     home = Path(tempfile.mkdtemp(prefix="skill-eval-home-check-", dir=ctx.sandbox_base))
     try:
-        inside = confined_env(provider_env(ctx, invocation.cwd), invocation.cwd, {})
-        if ctx.confinement.mode != "bwrap":
+        confined = ctx.confinement.mode == "bwrap"
+        inside = check_env(ctx, invocation.cwd, HOME_INSIDE if confined else str(home))
+        if not confined:
             token = secrets.token_hex(8)
-            env = {**inside, "HOME": str(home), AGENT_TOKEN_ENV: token}
+            env = {**inside, AGENT_TOKEN_ENV: token}
             result = run_process(invocation, env, timeout_s, ctx.groups)
             strays = end_strays(token=token)
             return result, {**ctx.confinement.to_json(), "strays_ended": len(strays)}
         argv = bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
                           home=home, mounts=Mounts(ctx.agent_mounts, ro_binds,
                                                    hide=ctx.hidden))
-        short, fd = options_through_fd(argv)
-        try:
-            result = run_process(dataclasses.replace(invocation, argv=short, pass_fds=(fd,)),
-                                 inside, timeout_s, ctx.groups)
-        finally:
-            os.close(fd)
-        return result, ctx.confinement.to_json()
+        with tempfile.TemporaryFile() as status:
+            cut = argv.index("--")
+            argv[cut:cut] = ["--json-status-fd", str(status.fileno())]
+            short, fd = options_through_fd(argv)
+            try:
+                result = run_process(dataclasses.replace(
+                    invocation, argv=short, pass_fds=(fd, status.fileno())),
+                    inside, timeout_s, ctx.groups)
+            finally:
+                os.close(fd)
+            return command_status(result, status), ctx.confinement.to_json()
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+BWRAP_STATUS_CAP = 64 * 1024
+
+
+def json_documents(text: str) -> Iterator[Any]:
+    """The JSON documents written one after another in `text`, up to the first that is cut."""
+    decoder, at = json.JSONDecoder(), 0
+    while True:
+        at = len(text) - len(text[at:].lstrip())
+        try:
+            document, at = decoder.raw_decode(text, at)
+        except ValueError:
+            return
+        yield document
+
+
+def command_status(result: ProcessResult, status: Any) -> ProcessResult:
+    """The confined command's own exit status, from bwrap's --json-status-fd report. bwrap
+    writes "exit-code" only for a command it started; without it, bwrap's own status (1 when
+    it could not enter a folder the executor locked with `chmod 000`) is no command's, and the
+    check could not start."""
+    status.seek(0)
+    reported: dict[str, Any] = {}
+    for document in json_documents(status.read(BWRAP_STATUS_CAP).decode("utf-8", "replace")):
+        if isinstance(document, dict):
+            reported.update(document)
+    code = reported.get("exit-code")
+    if isinstance(code, int) and not isinstance(code, bool):
+        return dataclasses.replace(result, returncode=code)
+    if result.timed_out or result.cancelled:
+        return result
+    said = result.stderr.strip().splitlines()[-1:] or ["no message"]
+    return dataclasses.replace(result, returncode=None,
+                               spawn_error=f"bubblewrap did not start it ({said[0][:300]})")
 
 
 def file_check(sandbox: Sandbox, check: Check) -> dict[str, Any]:
