@@ -132,7 +132,8 @@ MAX_NAME_CHARS = 100  # skill names and case ids become folder names
 CHECK_SUBJECTS = ("run", "file", "answer")
 CHECK_TESTS = {"run": ("exit_code",), "file": ("exists", "contains", "matches", "json"),
                "answer": ("contains", "matches")}
-CHECK_OPTIONS = {"run": ("timeout", "protect"), "file": (), "answer": ()}
+# A file or answer check's timeout bounds its pattern search: it applies to `matches` only.
+CHECK_OPTIONS = {"run": ("timeout", "protect"), "file": ("timeout",), "answer": ("timeout",)}
 CHECK_KEYS = frozenset({"name", *CHECK_SUBJECTS, "exit_code", "exists", "contains", "matches",
                         "json", "timeout", "protect"})
 ANSWER_SOURCES = ("reply", "artifact")  # the recorded final answer, or the written artifact
@@ -2324,6 +2325,9 @@ class SuiteChecker:
                 self.error(f"{key!r} does not apply to a {subject} check", _path_join(path, key),
                            f"a {subject} check takes "
                            f"{', '.join(CHECK_TESTS[subject] + CHECK_OPTIONS[subject])}", cid)
+            elif key == "timeout" and subject != "run" and "matches" not in raw:
+                self.error(f"'timeout' does not apply to a {subject} check without matches",
+                           _path_join(path, key), "remove it: it bounds a pattern search", cid)
         target = self.check_target(subject, raw[subject], _path_join(path, subject), cid)
         test, expected = self.check_test(subject, raw, path, cid)
         name = self.check_name(raw, path, cid)
@@ -6906,9 +6910,9 @@ def _imported_as(rel: str, delivered: set[str]) -> str | None:
     standard-library module, or a delivered source beside it that a compiled module takes the
     place of; else None."""
     folder, _, name = rel.rpartition("/")
-    stem, dot, suffix = name.partition(".")
+    stem = name.partition(".")[0]
     module = folder.rpartition("/")[2] if stem == "__init__" else stem
-    if dot and not name.endswith(PYTHON_MODULE_SUFFIXES):
+    if not name.endswith(PYTHON_MODULE_SUFFIXES):
         return None
     if module in PYTHON_STARTUP_HOOKS or module in STDLIB_MODULE_NAMES:
         return module
@@ -6925,10 +6929,12 @@ def planted_interpreter_files(sandbox: Sandbox, commit: str) -> list[str]:
     for folder, dirs, files in os.walk(sandbox.repo):
         here = Path(folder).relative_to(sandbox.repo).as_posix()
         dirs[:] = [d for d in dirs if d != "__pycache__" and not (here == "." and d == ".git")]
-        linked = [d for d in dirs if os.path.islink(os.path.join(folder, d))]
+        linked = {d for d in dirs if os.path.islink(os.path.join(folder, d))}
         for name in [*files, *linked]:
             rel = name if here == "." else f"{here}/{name}"
-            if rel not in delivered and _imported_as(rel, delivered):
+            # a linked folder is imported as a package: as if its __init__.py were added
+            as_module = f"{rel}/__init__.py" if name in linked else rel
+            if rel not in delivered and _imported_as(as_module, delivered):
                 found.append(rel)
     return sorted(found)
 
@@ -6962,15 +6968,18 @@ def remove_bytecode_caches(repo: Path) -> None:
 def run_one_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, Any]:
     """{name, subject, passed, evidence, duration_s}, or with `unrun` (why it could not)."""
     started = time.monotonic()
+    def search(pattern: str, text: str, timeout_s: float) -> tuple[str | None, str]:
+        return search_in_child(ctx, pattern, text, timeout_s)
+
     if check.subject == "run":
         result = run_command_check(ctx, run, check)
     elif check.subject == "file":
-        result = file_check(run.sandbox, check)
+        result = file_check(run.sandbox, check, search)
     else:
         answer = run.answer
         text = answer.text if check.target == "reply" else answer.artifact
-        result = (text_check(check, text, f"the {check.target}") if text is not None else
-                  {"passed": False, "evidence": "the executor wrote no artifact"})
+        result = (text_check(check, text, f"the {check.target}", search) if text is not None
+                  else {"passed": False, "evidence": "the executor wrote no artifact"})
     return {"name": check.name, "subject": check.subject, **result,
             "duration_s": round(time.monotonic() - started, 3)}
 
@@ -7086,7 +7095,7 @@ def command_status(result: ProcessResult, status: Any) -> ProcessResult:
                                spawn_error=f"bubblewrap did not start it ({said[0][:300]})")
 
 
-def file_check(sandbox: Sandbox, check: Check) -> dict[str, Any]:
+def file_check(sandbox: Sandbox, check: Check, search: Search) -> dict[str, Any]:
     """A sandbox file, reached from the sandbox base without following any link."""
     if not sandbox.repo.is_dir():
         return {"unrun": "the sandbox was gone when the check was to run"}
@@ -7104,7 +7113,7 @@ def file_check(sandbox: Sandbox, check: Check) -> dict[str, Any]:
     if len(data) > CHECK_READ_CAP:
         return {"passed": False, "evidence": f"{check.target} is larger than "
                 f"{CHECK_READ_CAP // (1024 * 1024)} MB; not read"}
-    return text_check(check, data.decode("utf-8", "replace"), check.target)
+    return text_check(check, data.decode("utf-8", "replace"), check.target, search)
 
 
 def _exists_unfollowed(root: Path, rel: Path) -> tuple[bool, str]:
@@ -7125,7 +7134,39 @@ def _exists_unfollowed(root: Path, rel: Path) -> tuple[bool, str]:
     return (kind is not None), (f"exists ({kind})" if kind else f"is {_node_kind(mode)}")
 
 
-def text_check(check: Check, text: str, what: str) -> dict[str, Any]:
+# A suite's pattern is searched in a child process: a pattern that backtracks for hours holds
+# the interpreter lock, so in the runner no timeout, --deadline or Ctrl-C could end it.
+PATTERN_SEARCH = """import json, re, sys
+pattern, text = json.load(sys.stdin)
+found = re.search(pattern, text)
+json.dump(None if found is None else found.group(0)[:400], sys.stdout)
+"""
+Search = Callable[[str, str, float], "tuple[str | None, str]"]
+
+
+def search_in_child(ctx: RunContext, pattern: str, text: str, timeout_s: float
+                    ) -> tuple[str | None, str]:
+    """(the matched text or None, "") or (None, why the search could not finish)."""
+    invocation = Invocation([sys.executable, "-I", "-S", "-c", PATTERN_SEARCH],
+                            ctx.sandbox_base, stdin_text=json.dumps([pattern, text]))
+    result = run_process(invocation, {"PATH": os.pathsep.join(CHECK_SYSTEM_PATH)}, timeout_s,
+                         ctx.groups)
+    if result.timed_out:
+        return None, f"the pattern search did not end within {timeout_s:g} s"
+    if result.cancelled:
+        return None, "the run was stopped while it ran"
+    try:
+        if result.returncode == 0:
+            found = json.loads(result.stdout)
+            if found is None or isinstance(found, str):
+                return found, ""
+    except ValueError:
+        pass
+    said = result.spawn_error or result.stderr.strip()[-300:] or f"exit {result.returncode}"
+    return None, f"the pattern search failed: {said}"
+
+
+def text_check(check: Check, text: str, what: str, search: Search) -> dict[str, Any]:
     if check.test == "json":
         try:
             json.loads(text)
@@ -7136,11 +7177,13 @@ def text_check(check: Check, text: str, what: str) -> dict[str, Any]:
         passed = check.expected in text
         verb = "contains" if passed else "does not contain"
         return {"passed": passed, "evidence": f"{what} {verb} {check.expected[:80]!r}"}
-    match = re.search(check.expected, text)
-    if match is None:
+    found, unrun = search(check.expected, text, check.timeout_s)
+    if unrun:
+        return {"unrun": unrun, "cancelled": unrun == "the run was stopped while it ran"}
+    if found is None:
         return {"passed": False, "evidence": f"{what} has no match for {check.expected[:80]!r}"}
     return {"passed": True, "evidence": f"{what} matches {check.expected[:80]!r}: "
-            f"{_squash(match.group(0))[:120]!r}"}
+            f"{_squash(found)[:120]!r}"}
 
 
 def add_check_verdicts(ctx: RunContext, cell: Cell, record: RunRecord) -> None:
