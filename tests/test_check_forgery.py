@@ -244,6 +244,20 @@ class RunawayPatterns(ForgeryBase):
         self.assertIn("'second'", run["checks"]["results"][0]["evidence"])
 
 
+class ProtectedPermissions(ForgeryBase):
+    """Item 12: a protected file's permission change is put back and listed, not only the
+    execute bit git keeps."""
+
+    def test_a_chmod_of_the_protected_test_is_listed(self) -> None:
+        fixed = BUGGY.replace("a - b", "a + b")
+        spec = {"shell_write_files": {"calc/calc.py": fixed},
+                "shell_chmod": {"calc/test_calc.py": "666"}}
+        run = self.attack([RUN_TESTS], spec, "")
+        self.assertEqual(run["checks"]["protected"]["calc/test_calc.py"],
+                         {"changed_by_executor": ["calc/test_calc.py"]})
+        self.assertTrue(run["checks"]["results"][0]["passed"], run["checks"])  # put back
+
+
 class PlantedModuleNames(unittest.TestCase):
     """Which added files a Python a check starts could load in place of what it expects."""
 

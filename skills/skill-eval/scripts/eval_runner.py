@@ -3818,6 +3818,8 @@ class Sandbox:
     earlier_grader_dirs: list[Path] = dataclasses.field(default_factory=list)  # --grader-runs
     # Fresh agent homes (HOME, settings, TMPDIR) for CLIs that get one per process.
     homes: dict[str, Path] = dataclasses.field(default_factory=dict)
+    # The permission bits of the protected files as delivered: git keeps only the execute bit.
+    delivered_modes: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def repo(self) -> Path:
@@ -4159,15 +4161,44 @@ def sandbox_tree(repo: Path, rel: str) -> dict[str, tuple[str, bytes]]:
     return found
 
 
-def protected_changes(repo: Path, baseline: Path, commit: str, rel: str) -> list[str]:
-    """The files under `rel` the executor added, changed or deleted since delivery."""
+def permission_bits(repo: Path, rels: Iterable[str]) -> dict[str, int]:
+    """The permission bits of every regular file under `rels` in the sandbox, no link
+    followed: what protected_changes compares a later chmod with."""
+    modes = {}
+    for rel in rels:
+        top = repo / rel
+        if _link_in_parents(repo, rel) is not None:
+            continue
+        paths = ([Path(folder, name) for folder, _, names in os.walk(top) for name in names]
+                 if top.is_dir() and not top.is_symlink() else [top])
+        for path in paths:
+            with contextlib.suppress(OSError):
+                info = os.lstat(path)
+                if stat.S_ISREG(info.st_mode):
+                    modes[path.relative_to(repo).as_posix()] = stat.S_IMODE(info.st_mode)
+    return modes
+
+
+def _mode_changed(repo: Path, path: str, delivered_modes: dict[str, int]) -> bool:
+    try:
+        return stat.S_IMODE(os.lstat(repo / path).st_mode) != delivered_modes[path]
+    except OSError:
+        return False  # gone: listed as deleted already
+
+
+def protected_changes(repo: Path, baseline: Path, commit: str, rel: str,
+                      delivered_modes: dict[str, int] | None = None) -> list[str]:
+    """The files under `rel` the executor added, changed or deleted since delivery, a change
+    of permission bits (`chmod 666`, `chmod 000`) included."""
     parent = _link_in_parents(repo, rel)
     if parent is not None:
         return [parent]
     delivered, now = delivered_tree(baseline, commit, rel), sandbox_tree(repo, rel)
     now = {path: entry for path, entry in now.items() if not _generated(path)}
+    modes = delivered_modes or {}
     return sorted(path for path in set(delivered) | set(now)
-                  if delivered.get(path) != now.get(path))
+                  if delivered.get(path) != now.get(path)
+                  or (path in modes and path in now and _mode_changed(repo, path, modes)))
 
 
 def restore_delivered(repo: Path, baseline: Path, commit: str, rel: str) -> None:
@@ -6241,6 +6272,8 @@ def prepare_sandbox(ctx: RunContext, run: CellRun) -> None:
     run.sandbox = build_sandbox(ctx.snapshot, cell.case, sandbox_delivery(cell.config),
                                 ctx.sandbox_base, cell.run_dir / "baseline.git", install)
     run.record.sandbox = run.sandbox.record
+    protect = {rel for check in ctx.suite.checks_for(cell.case) for rel in check.protect}
+    run.sandbox.delivered_modes = permission_bits(run.sandbox.repo, sorted(protect))
 
 
 def sandbox_delivery(config: str) -> bool | str:
@@ -6852,7 +6885,8 @@ def run_checks_in_order(ctx: RunContext, run: CellRun, checks: list[Check], prot
     sandbox = run.sandbox
     commit = sandbox.record["git"].get("baseline", "")
     for rel in protect:  # what the executor left, before any check runs and writes there
-        changed = protected_changes(sandbox.repo, sandbox.baseline_git, commit, rel)
+        changed = protected_changes(sandbox.repo, sandbox.baseline_git, commit, rel,
+                                    sandbox.delivered_modes)
         state["protected"][rel] = {"changed_by_executor": changed}
     planted: list[str] = []
     if any(check.subject == "run" for check in checks):
