@@ -81,7 +81,8 @@ class ForgeryBase(ChecksBase):
         self.addCleanup(unlock, self.tmp.path / "sandboxes")
 
     def attack(self, checks: list[dict], spec: dict, shell: str,
-               env_extra: dict[str, str] | None = None, path_prefix: str = "") -> dict:
+               env_extra: dict[str, str] | None = None, path_prefix: str = "",
+               extra_args: tuple[str, ...] = ()) -> dict:
         """Run the one without_skill cell whose executor does `spec` (unconfined: the Python
         fake) or `shell` (under bwrap: the sh fake); return its run.json."""
         self.root = make_repo(self.tmp.path, suite_of(*checks), PROJECT)
@@ -101,7 +102,7 @@ class ForgeryBase(ChecksBase):
         self.code, self.out, self.err = call_main(
             ["run", str(self.root / SUITE_REL), "--agent", "claude", "--workspace",
              str(self.workspace), "--config", "without_skill", "--timeout", "60",
-             "--isolation", self.isolation], env)
+             "--isolation", self.isolation, *extra_args], env)
         return load(self.cell("without_skill") / "run.json")
 
     def assert_failed(self, run: dict, name: str = "tests pass") -> dict:
@@ -256,6 +257,42 @@ class ProtectedPermissions(ForgeryBase):
         self.assertEqual(run["checks"]["protected"]["calc/test_calc.py"],
                          {"changed_by_executor": ["calc/test_calc.py"]})
         self.assertTrue(run["checks"]["results"][0]["passed"], run["checks"])  # put back
+
+
+@unittest.skipIf(bwrap_problem() is not None, f"needs working bubblewrap: {bwrap_problem()}")
+class ProcessLimit(ForgeryBase):
+    """Item 12: each sandbox gets --max-processes, recorded, and where the kernel cannot hold
+    it (a root runner) the record says why instead of claiming a limit."""
+
+    isolation = "bwrap"
+    # 40 sleepers at once; with --max-processes 16 the shell cannot fork them all
+    SWARM = {"name": "swarm", "run": "i=0; while [ $i -lt 40 ]; do sleep 2 & i=$((i+1)); done; "
+             "wait"}
+
+    def run_swarm(self, *extra: str) -> dict:
+        return self.attack([self.SWARM], {}, "true", extra_args=extra)
+
+    def test_the_limit_is_set_and_recorded(self) -> None:
+        run = self.run_swarm("--max-processes", "16")
+        isolation = run["executor"]["isolation"]
+        self.assertEqual(isolation["max_processes"], 16)
+        manifest = load(self.workspace / "iteration-1" / "iteration_manifest.json")
+        self.assertEqual(manifest["isolation"]["max_processes"], 16)
+        [result] = run["checks"]["results"]
+        if os.geteuid() == 0:  # the kernel exempts root: said, never claimed
+            self.assertIn("runs as root", isolation["max_processes_reason"])
+            self.assertIn("no process limit: the runner runs as root",
+                          manifest["isolation"]["summary"])
+            self.assertTrue(result["passed"], result)
+        else:
+            self.assertNotIn("max_processes_reason", isolation)
+            self.assertFalse(result["passed"], result)
+            self.assertIn("fork", result["stderr_tail"].lower())
+
+    def test_no_limit_when_asked(self) -> None:
+        run = self.run_swarm("--max-processes", "0")
+        self.assertEqual(run["executor"]["isolation"]["max_processes"], 0)
+        self.assertTrue(run["checks"]["results"][0]["passed"], run["checks"])
 
 
 class PlantedModuleNames(unittest.TestCase):

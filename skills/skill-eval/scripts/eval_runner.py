@@ -106,6 +106,13 @@ GRADER_RUNS_RANGE = (1, 5)
 CONCURRENCY_RANGE = (1, 16)
 TMP_SIZE_MIB_RANGE = (1, 1 << 20)  # --tmp-size: a confined agent's private /tmp, in MiB
 DEFAULT_TMP_SIZE_MIB = 512
+TMP_SIZE_HELP = ("size of a confined agent's private /tmp, in MiB; a cell that fills it fails "
+                 f"and says so (default: {DEFAULT_TMP_SIZE_MIB}; bwrap only)")
+# --max-processes: processes and threads a confined agent or check may have at once; 0 = none.
+MAX_PROCESSES_RANGE = (0, 1 << 22)
+DEFAULT_MAX_PROCESSES = 4096
+MAX_PROCESSES_HELP = ("processes and threads each confined agent or check may have at once; 0 "
+                      f"for no limit (default: {DEFAULT_MAX_PROCESSES}; bwrap only, not as root)")
 SHARD_COUNT_MAX = 256
 SHARD_ALGORITHM = ("whole evals, heaviest first (cells), ties by sha256 of the eval id; each to "
                    "the shard with the fewest cells, ties to the lowest shard number")
@@ -446,6 +453,7 @@ class RunOptions:
     grader_runs: int = 1  # independent grader processes per recorded output; majority decides
     isolation: str = "auto"
     tmp_size_mib: int = DEFAULT_TMP_SIZE_MIB  # the confined agents' /tmp
+    max_processes: int = DEFAULT_MAX_PROCESSES  # per confined agent or check; 0: no limit
     shard: tuple[int, int] | None = None  # (K, N): run the K-th of N shards of the plan
     max_cost_usd: float | None = None  # stop starting cells once finished cells cost this
     max_tokens: int | None = None  # ... or used this many tokens
@@ -506,6 +514,14 @@ class AgentReply:
     notes: list[str] = dataclasses.field(default_factory=list)  # what was odd in the output
 
 
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """What bounds a confined process besides its time: its /tmp's size, its process count."""
+
+    tmp_size: int | None = None  # bytes; None: the kernel's default
+    max_processes: int = 0  # 0: no limit
+
+
 @dataclasses.dataclass
 class Confinement:
     """How this iteration's agents run: under bubblewrap, or unconfined and why."""
@@ -516,20 +532,30 @@ class Confinement:
     version: str = ""
     tmp_size_bytes: int | None = None  # the private /tmp's size; None: unbounded, and why
     tmp_size_reason: str = ""
+    max_processes: int = 0  # the limit set inside each sandbox; 0: none
+    max_processes_reason: str = ""  # why the kernel does not hold it, where it does not
 
     def to_json(self) -> dict[str, Any]:
         if self.mode == "bwrap":
             tmp: dict[str, Any] = {"tmp_size_bytes": self.tmp_size_bytes}
             if self.tmp_size_bytes is None:
                 tmp["tmp_size_reason"] = self.tmp_size_reason
-            return {"mode": "bwrap", "version": self.version, **tmp}
+            limit: dict[str, Any] = {"max_processes": self.max_processes}
+            if self.max_processes_reason:
+                limit["max_processes_reason"] = self.max_processes_reason
+            return {"mode": "bwrap", "version": self.version, **tmp, **limit}
         return {"mode": "none", "reason": self.reason}
+
+    def limits(self) -> Limits:
+        return Limits(self.tmp_size_bytes, self.max_processes)
 
     def describe(self) -> str:
         if self.mode == "bwrap":
             tmp = (f"/tmp {self.tmp_size_bytes >> 20} MiB" if self.tmp_size_bytes
                    else f"/tmp unbounded: {self.tmp_size_reason}")
-            return f"bwrap {self.version} for executors and graders ({tmp})"
+            limit = (f"no process limit: {self.max_processes_reason}"
+                     if self.max_processes_reason else f"at most {self.max_processes} processes")
+            return f"bwrap {self.version} for executors and graders ({tmp}; {limit})"
         return f"none ({self.reason}): executors could reach the checkout"
 
 
@@ -4249,10 +4275,11 @@ def fixture_status(root: Path, paths: list[str]) -> dict[str, Any]:
 # each flag are in README.md ("Isolation").
 
 
-def choose_confinement(requested: str, tmp_size_mib: int = DEFAULT_TMP_SIZE_MIB
-                       ) -> Confinement:
+def choose_confinement(requested: str, tmp_size_mib: int = DEFAULT_TMP_SIZE_MIB,
+                       max_processes: int = DEFAULT_MAX_PROCESSES) -> Confinement:
     """--isolation: bwrap when asked, or when `auto` finds it working here; else none, and why.
-    Under bwrap the private /tmp gets --tmp-size, where this bwrap can size a tmpfs."""
+    Under bwrap the private /tmp gets --tmp-size, where this bwrap can size a tmpfs, and each
+    sandbox --max-processes."""
     if requested == "none":
         return Confinement("none", "--isolation none")
     found = shutil.which("bwrap")
@@ -4260,18 +4287,25 @@ def choose_confinement(requested: str, tmp_size_mib: int = DEFAULT_TMP_SIZE_MIB
     if not sys.platform.startswith("linux"):
         problem: str | None = f"bubblewrap confines agents on Linux only, not {sys.platform}"
     else:
-        problem = "bwrap not found" if found is None else probe_bwrap(found, size)
+        problem = ("bwrap not found" if found is None
+                   else probe_bwrap(found, size, max_processes))
     if problem is None and found is not None:
         version = bwrap_version(found)
         return Confinement("bwrap", bwrap=found, version=version, tmp_size_bytes=size,
                            tmp_size_reason="" if size else f"bwrap {version} has no --size "
-                           "option; the tmpfs has the kernel's default size, half the memory")
+                           "option; the tmpfs has the kernel's default size, half the memory",
+                           max_processes=max_processes,
+                           max_processes_reason=process_limit_problem(max_processes))
     if requested == "bwrap":
         raise EnvironmentProblem(
             f"--isolation bwrap: {problem}",
             "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and allow "
             "unprivileged user namespaces, or run with --isolation auto or none")
     return Confinement("none", problem or "bwrap unusable")
+
+
+def confinement_for(options: RunOptions) -> Confinement:
+    return choose_confinement(options.isolation, options.tmp_size_mib, options.max_processes)
 
 
 def bwrap_version(bwrap: str) -> str:
@@ -4294,7 +4328,19 @@ def bwrap_sizes_tmpfs(bwrap: str) -> bool:
     return re.search(r"^\s*--size\b", done.stdout + done.stderr, re.MULTILINE) is not None
 
 
-def probe_bwrap(bwrap: str, tmp_size: int | None = None) -> str | None:
+def process_limit_problem(max_processes: int) -> str:
+    """Why --max-processes does not hold here, or empty. bubblewrap maps the sandbox to the
+    runner's own user, and Linux applies no process limit (RLIMIT_NPROC) to root's."""
+    if max_processes == 0:
+        return "--max-processes 0"
+    if os.geteuid() == 0:
+        return ("the runner runs as root, whose processes Linux never limits in number; run "
+                "it as an ordinary user for the limit to hold")
+    return ""
+
+
+def probe_bwrap(bwrap: str, tmp_size: int | None = None,
+                max_processes: int = 0) -> str | None:
     """Does the very argv shape agents get run here? None if so, else bwrap's reason.
 
     A plain `bwrap --ro-bind / / true` would pass where mounting /proc or a user namespace is
@@ -4304,7 +4350,8 @@ def probe_bwrap(bwrap: str, tmp_size: int | None = None) -> str | None:
         work, home = Path(folder, "work"), Path(folder, "home")
         work.mkdir()
         home.mkdir()
-        argv = bwrap_argv(["true"], bwrap=bwrap, workdir=work, home=home, tmp_size=tmp_size)
+        argv = bwrap_argv(["true"], bwrap=bwrap, workdir=work, home=home,
+                          limits=Limits(tmp_size, max_processes))
         try:
             done = subprocess.run(argv, env={"PATH": "/usr/bin:/bin"}, capture_output=True,
                                   timeout=20, stdin=subprocess.DEVNULL, start_new_session=True)
@@ -4429,8 +4476,15 @@ class Mounts:
     hide: Iterable[Path] = ()  # the runner's folders, masked wherever a read-only bind shows them
 
 
+# Inside the sandbox, before the command: its processes and threads at most $0 (bash's ulimit
+# takes -u, dash's -p). Set inside the user namespace, it counts only the sandbox's own.
+PROCESS_LIMIT_SH = ('ulimit -u "$0" 2>/dev/null || ulimit -p "$0" 2>/dev/null || '
+                    '{ echo "skill-eval: /bin/sh could not set the process limit" >&2; exit 125; }'
+                    '; exec "$@"')
+
+
 def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
-               mounts: Mounts = Mounts(), tmp_size: int | None = None) -> list[str]:
+               mounts: Mounts = Mounts(), limits: Limits = Limits()) -> list[str]:
     """bwrap's whole argv. Mounts apply in order and a later one shadows an earlier one.
 
     - the new root read-only; no capabilities; as root, a non-zero uid inside, because codex's
@@ -4452,7 +4506,7 @@ def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
         argv += [arg for secret in SECRET_ETC_DIRS if os.path.isdir(secret)
                  for arg in ("--tmpfs", secret, "--remount-ro", secret)]
     argv += ["--proc", "/proc", "--dev", "/dev"]
-    argv += (["--size", str(tmp_size)] if tmp_size else []) + ["--tmpfs", "/tmp"]
+    argv += (["--size", str(limits.tmp_size)] if limits.tmp_size else []) + ["--tmpfs", "/tmp"]
     bound = [dest for kind, _, dest in system if kind == "ro-bind"]
     ordered = sorted(mounts.ro_entries, key=lambda e: (e[0] != "ro-bind", len(Path(e[2]).parts)))
     for kind, source, dest in ordered:
@@ -4475,7 +4529,9 @@ def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
         argv += ["--bind", folder, folder]
     for mask in masks:
         argv += ["--remount-ro", mask]
-    return argv + ["--remount-ro", "/", "--chdir", str(workdir), "--", *command]
+    limit = (["/bin/sh", "-c", PROCESS_LIMIT_SH, str(limits.max_processes)]
+             if limits.max_processes else [])
+    return argv + ["--remount-ro", "/", "--chdir", str(workdir), "--", *limit, *command]
 
 
 def runner_folder_masks(hide: Iterable[Path], bound: list[str]) -> list[str]:
@@ -6098,7 +6154,7 @@ def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
                 inside = ctx.provider.allow_skills(home, inside)
         mounts = dataclasses.replace(binds, ro_entries=ctx.agent_mounts, hide=ctx.hidden)
         argv = bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
-                          home=home, mounts=mounts, tmp_size=ctx.confinement.tmp_size_bytes)
+                          home=home, mounts=mounts, limits=ctx.confinement.limits())
         short, fd = options_through_fd(argv)
         try:
             result = run_process(dataclasses.replace(invocation, argv=short, pass_fds=(fd,)),
@@ -7078,7 +7134,8 @@ def run_confined_command(ctx: RunContext, invocation: Invocation, timeout_s: flo
             return result, {**ctx.confinement.to_json(), "strays_ended": len(strays)}
         argv = bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
                           home=home, mounts=Mounts(ctx.agent_mounts, ro_binds,
-                                                   hide=ctx.hidden))
+                                                   hide=ctx.hidden),
+                          limits=Limits(max_processes=ctx.confinement.max_processes))
         with tempfile.TemporaryFile() as status:
             cut = argv.index("--")
             argv[cut:cut] = ["--json-status-fd", str(status.fileno())]
@@ -12185,6 +12242,7 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         eval_ids=eval_ids, keep_sandboxes=args.keep_sandboxes, agent_settings=args.agent_config,
         quiet=args.quiet, junit=output_path(args.junit, "--junit"),
         grader_runs=args.grader_runs, isolation=args.isolation, tmp_size_mib=args.tmp_size,
+        max_processes=args.max_processes,
         shard=args.shard, max_cost_usd=args.max_cost, max_tokens=args.max_tokens,
         adaptive=check_adaptive_usage(args, configs))
 
@@ -12958,10 +13016,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--isolation", choices=ISOLATION_MODES, default="auto",
                      help="confine agents with bubblewrap: auto (when it works here), bwrap "
                      "(required), none (default: auto)")
-    run.add_argument("--tmp-size", type=_bounded_int(*TMP_SIZE_MIB_RANGE),
-                     default=DEFAULT_TMP_SIZE_MIB, metavar="MIB",
-                     help="size of a confined agent's private /tmp, in MiB; a cell that fills "
-                     f"it fails and says so (default: {DEFAULT_TMP_SIZE_MIB}; bwrap only)")
+    run.add_argument("--tmp-size", type=_bounded_int(*TMP_SIZE_MIB_RANGE), metavar="MIB",
+                     default=DEFAULT_TMP_SIZE_MIB, help=TMP_SIZE_HELP)
+    run.add_argument("--max-processes", type=_bounded_int(*MAX_PROCESSES_RANGE), metavar="N",
+                     default=DEFAULT_MAX_PROCESSES, help=MAX_PROCESSES_HELP)
     run.add_argument("--repo-root", metavar="DIR", help="repository root (default: detected)")
     aliases = [alias for kind in PROVIDERS.values() for alias in kind.setting_aliases]
     run.add_argument("--agent-config", *aliases, dest="agent_config", type=_agent_setting,
@@ -13079,7 +13137,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     # Installed before any work, so an interrupt at any moment is answered the same way.
     with InterruptHandler(groups):
         cli_version = provider_version(provider, groups, agent_env)
-        confinement = choose_confinement(options.isolation, options.tmp_size_mib)
+        confinement = confinement_for(options)
         if confinement.mode == "bwrap":
             check_cli_install(provider.executable(agent_env.get("PATH", "")) or "",
                               agent_env.get("PATH", ""), suite.root,
