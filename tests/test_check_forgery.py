@@ -172,6 +172,15 @@ class ForgedRunChecks(ForgeryBase):
         self.assertEqual(run["status"], "ok", run["checks"])
         self.assertTrue(run["checks"]["results"][0]["passed"], run["checks"]["results"][0])
 
+    def test_the_readmes_named_test_module_ignores_a_test_file_the_executor_added(self) -> None:
+        # Discovery (`python3 -m unittest` with no name) would import calc/test_a.py first,
+        # and it ends the process with status 0: the README names the protected module.
+        named = {**RUN_TESTS, "run": "cd calc && python3 -m unittest -q test_calc"}
+        exits = "import os; os._exit(0)\n"
+        run = self.attack([named], {"shell_write_files": {"calc/test_a.py": exits}},
+                          "printf 'import os; os._exit(0)\\n' > calc/test_a.py")
+        self.assertIn("exited 1 (expected 0)", self.assert_failed(run)["evidence"])
+
     def test_an_honest_fix_still_passes_with_test_files_of_its_own(self) -> None:
         # A test module the executor added (not a standard library name) is no reason to
         # refuse: the check runs and the fix passes.
@@ -180,9 +189,10 @@ class ForgedRunChecks(ForgeryBase):
                                       "calc/test_more.py": "import unittest\n"}}
         shell = ("printf 'def add(a, b):\\n    return a + b\\n' > calc/calc.py && "
                  "printf 'import unittest\\n' > calc/test_more.py")
-        run = self.attack([RUN_TESTS], spec, shell)
+        named = {**RUN_TESTS, "name": "named", "run": "cd calc && python3 -m unittest test_calc"}
+        run = self.attack([RUN_TESTS, named], spec, shell)
         self.assertEqual(run["status"], "ok", run["checks"])
-        self.assertTrue(run["checks"]["results"][0]["passed"], run["checks"]["results"][0])
+        self.assertEqual([r["passed"] for r in run["checks"]["results"]], [True, True])
 
 
 @unittest.skipIf(bwrap_problem() is not None, f"needs working bubblewrap: {bwrap_problem()}")
