@@ -6952,8 +6952,8 @@ def run_checks_in_order(ctx: RunContext, run: CellRun, checks: list[Check], prot
     for check in checks:
         for rel in check.protect:
             restore_delivered(sandbox.repo, sandbox.baseline_git, commit, rel)
-        result = (refused_run_check(check, planted) if planted and check.subject == "run"
-                  else run_one_check(ctx, run, check))
+        result = (refused_run_check(check, planted, bool(sandbox.record["git"].get("ok")))
+                  if planted and check.subject == "run" else run_one_check(ctx, run, check))
         state["results"].append(result)
         if result.get("unrun"):
             state["unrun"] = f"check {check.name!r} could not run: {result['unrun']}"
@@ -7013,8 +7013,10 @@ def _imported_as(rel: str, delivered: set[str]) -> str | None:
 def planted_interpreter_files(sandbox: Sandbox, commit: str) -> list[str]:
     """Files and links the executor added (not delivered) that a Python started by a check
     could import in place of the standard library or the code under test, or run at startup.
+    Without a baseline commit nothing tells them from delivered ones: all are listed.
     Bytecode caches are not listed: checks never read them (PYTHONPYCACHEPREFIX)."""
-    delivered = delivered_paths(sandbox.baseline_git, commit)
+    known = sandbox.record["git"].get("ok")
+    delivered = delivered_paths(sandbox.baseline_git, commit) if known else set()
     found = []
     for folder, dirs, files in os.walk(sandbox.repo):
         here = Path(folder).relative_to(sandbox.repo).as_posix()
@@ -7029,13 +7031,15 @@ def planted_interpreter_files(sandbox: Sandbox, commit: str) -> list[str]:
     return sorted(found)
 
 
-def refused_run_check(check: Check, planted: list[str]) -> dict[str, Any]:
+def refused_run_check(check: Check, planted: list[str], known: bool) -> dict[str, Any]:
     shown = ", ".join(planted[:PLANTED_SHOWN]) + (
         f" and {len(planted) - PLANTED_SHOWN} more" if len(planted) > PLANTED_SHOWN else "")
+    who = ("the executor added" if known else
+           "with no baseline commit to tell delivered files from added ones, the tree holds")
     return {"name": check.name, "subject": check.subject, "duration_s": 0.0,
-            "unrun": f"not run: the executor added {shown}, which a Python the check starts "
-                     "could load in place of the standard library or the code under test, or "
-                     "run at startup; its result could not be trusted"}
+            "unrun": f"not run: {who} {shown}, which a Python the check starts could load in "
+                     "place of the standard library or the code under test, or run at "
+                     "startup; its result could not be trusted"}
 
 
 def remove_bytecode_caches(repo: Path) -> None:
