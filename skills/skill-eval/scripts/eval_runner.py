@@ -7001,13 +7001,16 @@ def _imported_as(rel: str, delivered: set[str]) -> str | None:
     place of; else None."""
     folder, _, name = rel.rpartition("/")
     stem = name.partition(".")[0]
-    module = folder.rpartition("/")[2] if stem == "__init__" else stem
     if not name.endswith(PYTHON_MODULE_SUFFIXES):
         return None
-    if module in PYTHON_STARTUP_HOOKS or module in STDLIB_MODULE_NAMES:
-        return module
+    package = stem == "__init__"
+    if package:  # the folder is the module, found before a source of its name beside it
+        folder, _, stem = folder.rpartition("/")
+    if stem in PYTHON_STARTUP_HOOKS or stem in STDLIB_MODULE_NAMES:
+        return stem
     beside = f"{folder}/{stem}.py" if folder else f"{stem}.py"
-    return stem if name.endswith((".so", ".pyd")) and beside in delivered else None
+    replaces = package or name.endswith((".so", ".pyd"))
+    return stem if replaces and beside in delivered else None
 
 
 def planted_interpreter_files(sandbox: Sandbox, commit: str) -> list[str]:
