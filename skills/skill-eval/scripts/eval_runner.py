@@ -7142,7 +7142,7 @@ def run_confined_command(ctx: RunContext, invocation: Invocation, timeout_s: flo
         argv = bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
                           home=home, mounts=Mounts(ctx.agent_mounts, ro_binds,
                                                    hide=ctx.hidden),
-                          limits=Limits(max_processes=ctx.confinement.max_processes))
+                          limits=ctx.confinement.limits())
         with tempfile.TemporaryFile() as status:
             cut = argv.index("--")
             argv[cut:cut] = ["--json-status-fd", str(status.fileno())]
