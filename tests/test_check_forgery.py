@@ -247,6 +247,16 @@ class RunawayPatterns(ForgeryBase):
         self.assert_unrun(run, "check 'one word per line' could not run",
                           "the pattern search did not end within 2 s")
 
+    def test_the_deadline_ends_a_search_with_a_long_timeout(self) -> None:
+        check = {"name": "one word per line", "file": "notes.txt",
+                 "matches": r"^(\w+\s?)+$", "timeout": 3600}
+        started = time.monotonic()
+        run = self.attack([check], {"shell_write_files": {"notes.txt": SHOUT}}, "",
+                          extra_args=("--deadline", "4"))
+        self.assertLess(time.monotonic() - started, 60)
+        self.assertEqual(run["status"], "cancelled", run["checks"])
+        self.assertFalse(run["scored"])
+
     def test_a_pattern_on_the_answer_is_bounded_too(self) -> None:
         check = {"name": "shouted", "answer": "reply", "matches": r"^(\w+\s?)+$",
                  "timeout": 1}
