@@ -62,7 +62,6 @@ import contextlib
 import dataclasses
 import difflib
 import errno
-import fnmatch
 import hashlib
 import json
 import math
@@ -3874,7 +3873,8 @@ def _protect_problem(rel: str, json_path: str, suite: Suite, snapshot: RepoSnaps
     nothing = ("; a protect path that names nothing protects nothing, and an executor that "
                "rewrote the real file would pass the check")
     if PROTECT_PATTERN_CHARS & set(rel):
-        matches = [p for p in known if fnmatch.fnmatchcase(p, rel)][:5]
+        wild = re.escape(rel).replace(r"\*", ".*").replace(r"\?", ".")
+        matches = [p for p in known if re.fullmatch(wild, p)][:5]
         parent = rel.rsplit("/", 1)[0] if "/" in rel else ""
         return Problem("error", f"protect path {rel!r} is a pattern: protect paths are literal "
                        "file or folder names, and none is named this" + nothing,
@@ -12156,10 +12156,16 @@ def verdict_shortfall(evals: int) -> str | None:
             "scored in both configs, so the result can only be inconclusive")
 
 
-def load_valid_suite(suite: str, repo_root: str | None) -> Suite:
+def load_suite_and_delivery(suite: str, repo_root: str | None) -> LoadedSuite:
+    """The suite checked, then, once it is valid, against the tree its sandboxes get."""
     loaded = load_suite(suite, repo_root)
     if loaded.suite is not None and not loaded.errors:
         loaded.problems += delivery_problems(loaded.suite)
+    return loaded
+
+
+def load_valid_suite(suite: str, repo_root: str | None) -> Suite:
+    loaded = load_suite_and_delivery(suite, repo_root)
     for warning in loaded.warnings:
         print(warning.render(), file=sys.stderr)
     if loaded.errors or loaded.suite is None:
@@ -13018,9 +13024,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    loaded = load_suite(args.suite, args.repo_root)
-    if loaded.suite is not None and not loaded.errors:
-        loaded.problems += delivery_problems(loaded.suite)
+    loaded = load_suite_and_delivery(args.suite, args.repo_root)
     shortfall = verdict_shortfall(len(loaded.suite.cases)) if loaded.suite and \
         loaded.suite.cases and not loaded.errors else None
     if shortfall:
