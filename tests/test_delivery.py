@@ -74,11 +74,13 @@ class SuiteNeverDeliveredTest(DeliveryCase):
         (self.root / "notes/suite-link.json").symlink_to("../qa/suite.json")
         (self.root / "notes/suite-crlf.json").write_bytes(text.replace("\n", "\r\n").encode())
         os.link(self.root / "qa/suite.json", self.root / "notes/suite-hard.json")
+        (self.root / "notes/suite-abs.json").symlink_to(self.root / "qa/suite.json")
+        (self.root / "notes/git-head").symlink_to("../.git/HEAD")  # never delivered either
         self.commit()
         code, output = self.run_nosy("qa/suite.json")
         self.assertIn(code, (0, 1), output)
         kept = {"qa/suite.json", "notes/suite-link.json", "notes/suite-crlf.json",
-                "notes/suite-hard.json"}
+                "notes/suite-hard.json", "notes/suite-abs.json"}
         for case in ("E01", "E02"):
             for config in ("with_skill", "without_skill"):
                 with self.subTest(case=case, config=config):
@@ -86,7 +88,9 @@ class SuiteNeverDeliveredTest(DeliveryCase):
                     self.assertIn("print(1)", answer)  # the nosy executor did read the tree
                     for secret in (SECRET, HIDDEN_OUTPUT, "It mentions item 2."):
                         self.assertFalse(secret in answer, f"{secret!r} reached the sandbox")
-                    self.assertEqual(self.withheld(case, config), dict.fromkeys(kept, "suite"))
+                    self.assertEqual(self.withheld(case, config),
+                                     {**dict.fromkeys(kept, "suite"),
+                                      "notes/git-head": "undelivered"})
         self.assertEqual(self.flags("baseline_contamination"), [])
 
 
@@ -94,7 +98,12 @@ class SkillNeverInBaselineTest(DeliveryCase):
     """Item 6: links into the package, and copies of its files, never reach a sandbox."""
 
     def layout(self) -> None:
-        self.root = make_repo(self.tmp.path, demo_suite(1), {
+        suite = demo_suite(1)
+        suite["evals"][0]["files"] = ["evals/demo/fixtures/skill-copy.md",
+                                      "evals/demo/fixtures/data.txt"]
+        self.root = make_repo(self.tmp.path, suite, {
+            "evals/demo/fixtures/skill-copy.md": SKILL_MD,
+            "evals/demo/fixtures/data.txt": "fixture data, nothing of the skill\n",
             "src/app.py": "print(1)\n", "src/__init__.py": "",
             "skills/demo/reference.md": REFERENCE, "skills/demo/scripts/__init__.py": "",
             "docs/guide.md": "A guide of the project, nothing of the skill.\n"},
@@ -113,13 +122,14 @@ class SkillNeverInBaselineTest(DeliveryCase):
         code, output = self.run_nosy("evals/demo/evals.json")
         self.assertEqual(code, 1, output)  # the warnings ask for review
         kept = ["AGENTS.md", "docs/pkg", "docs/ref-copy.md", "docs/skill-crlf.md",
-                "docs/skill-hard.md", "docs/skill.md"]
+                "docs/skill-hard.md", "docs/skill.md", "evals/demo/fixtures/skill-copy.md"]
         baseline = self.answer("E01", "without_skill")
         self.assertIn("print(1)", baseline)
         self.assertIn("A guide of the project", baseline)
         self.assertFalse("quokka" in baseline, "the skill reached the baseline")
         self.assertFalse("wombat" in baseline, "a package file reached the baseline")
         self.assertIn("file src/__init__.py", baseline)  # an empty file is nobody's copy
+        self.assertIn("fixture data, nothing of the skill", baseline)
         skilled = self.answer("E01", "with_skill")
         self.assertIn(SKILL_MARKER, skilled)  # from skills/demo/, where the arm gets it
         for config in ("with_skill", "without_skill"):
@@ -137,14 +147,18 @@ class SkillNeverInBaselineTest(DeliveryCase):
 
     def test_the_snapshot_keeps_them_out_of_the_template_git_objects_too(self) -> None:
         self.layout()
-        suite = runner.load_valid_suite(str(self.root / "evals/demo/evals.json"),
-                                        str(self.root))
+        suite = runner.load_suite(self.root / "evals/demo/evals.json").suite
         snapshot = runner.RepoSnapshot.take(self.root, "demo", suite_path=suite.path)
         self.assertNotIn("AGENTS.md", snapshot.base_files)
         self.assertIn("src/__init__.py", snapshot.base_files)
         self.assertIn("docs/guide.md", snapshot.base_files)
         self.assertEqual(snapshot.kept_back["docs/skill-crlf.md"]["kind"], "skill")
         self.assertIn("skills/demo/SKILL.md", snapshot.kept_back["docs/skill-crlf.md"]["reason"])
+        code, out, _ = call_main(["validate", str(suite.path), "--json"])
+        warned = [w["message"] for w in json.loads(out)["warnings"]]
+        self.assertEqual(code, 0)
+        for rel in ("AGENTS.md", "docs/skill-hard.md", "evals/demo/fixtures/skill-copy.md"):
+            self.assertTrue(any(m.startswith(f"{rel} is a ") for m in warned), (rel, warned))
 
 
 if __name__ == "__main__":

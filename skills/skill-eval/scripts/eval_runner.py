@@ -3820,7 +3820,13 @@ def delivery_problems(suite: Suite) -> list[Problem]:
     a file kept from every sandbox (the skill or the suite under another name) is a warning."""
     snapshot = RepoSnapshot.take(suite.root, suite.skill_name, suite_path=suite.path)
     problems = protect_problems(suite, snapshot)
-    for rel, why in sorted(snapshot.kept_back.items()):
+    kept = dict(snapshot.kept_back)
+    for rel in sorted({inner for case in suite.cases for entry in case.files
+                       for inner in fixture_paths(snapshot, entry)}):
+        why = snapshot.kept_back_reason(rel)
+        if why is not None:
+            kept[rel] = why
+    for rel, why in sorted(kept.items()):
         if why["reason"] != "the eval suite":
             problems.append(Problem(
                 "warning", f"{rel} is {why['reason']}; no sandbox gets it", str(suite.path),
@@ -3953,22 +3959,24 @@ class FileCopier:
             self.skipped.append({"path": rel, "reason": "missing or not a regular file"})
 
     def copy_fixture(self, rel: str) -> None:
-        real = self.snapshot.resolve(rel)
-        if real is not None and os.path.isdir(real):
-            for path in _walk_files(Path(real)):
-                inner = f"{rel}/{path.relative_to(real).as_posix()}"
+        """A fixture file, or each file of a fixture folder, unless it is a copy of the suite
+        or of a package file."""
+        for inner in fixture_paths(self.snapshot, rel):
+            if inner != rel:
                 self.fixture_files.append(inner)
-                self.copy_screened(inner)
-        else:
-            self.copy_screened(rel)
+            why = self.snapshot.kept_back_reason(inner)
+            if why is None:
+                self.copy(inner)
+            else:
+                self.kept_back[inner] = why
 
-    def copy_screened(self, rel: str) -> None:
-        """A fixture, unless it is a copy of the suite or of a package file."""
-        why = self.snapshot.kept_back_reason(rel)
-        if why is None:
-            self.copy(rel)
-        else:
-            self.kept_back[rel] = why
+
+def fixture_paths(snapshot: RepoSnapshot, rel: str) -> list[str]:
+    """The files a fixture entry delivers: itself, or each file of the folder it names."""
+    real = snapshot.resolve(rel)
+    if real is not None and os.path.isdir(real):
+        return [f"{rel}/{path.relative_to(real).as_posix()}" for path in _walk_files(Path(real))]
+    return [rel]
 
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
