@@ -161,5 +161,19 @@ class SkillNeverInBaselineTest(DeliveryCase):
             self.assertTrue(any(m.startswith(f"{rel} is a ") for m in warned), (rel, warned))
 
 
+    def test_a_copy_of_a_revisions_package_file_is_kept_back_when_that_revision_runs(self):
+        self.root = make_repo(self.tmp.path, demo_suite(1), {"docs/old-skill.md": SKILL_MD},
+                              skill_md=SKILL_MD)
+        (self.root / "skills/demo/SKILL.md").write_text(SKILL_MD + "\nVersion two.\n")
+        self.commit()
+        revision = runner.read_revision_package(self.root, "demo", "with_skill@HEAD~1")
+        snapshot = runner.RepoSnapshot.take(self.root, "demo")
+        self.assertIn("docs/old-skill.md", snapshot.base_files)
+        snapshot = runner.RepoSnapshot.take(self.root, "demo",
+                                            revisions={"with_skill@HEAD~1": revision})
+        self.assertEqual(snapshot.kept_back["docs/old-skill.md"],
+                         {"kind": "skill", "reason": "a copy of skills/demo/SKILL.md at HEAD~1"})
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -222,6 +222,17 @@ class ProtectPathTests(unittest.TestCase):
         for i in (4, 5):
             self.assertIn("never delivered", at[f"{base}[{i}].protect[0]"]["message"])
 
+    def test_a_common_check_must_protect_something_in_every_case(self) -> None:
+        suite = suite_with([], common_checks=[{"run": "true",
+                                               "protect": ["evals/demo/fixtures/data.txt"]}])
+        suite["evals"][0]["files"] = ["evals/demo/fixtures/data.txt"]
+        suite["evals"].append({"id": "E02", "prompt": "Another task.", "expectations": ["x"]})
+        root = make_repo(self.tmp.path, suite, {"evals/demo/fixtures/data.txt": "1 2\n"})
+        code, out, _ = call_main(["validate", str(root / "evals/demo/evals.json"), "--json"])
+        [error] = json.loads(out)["errors"]
+        self.assertEqual((code, error["json_path"]), (2, "common_checks[0].protect[0]"))
+        self.assertIn("(in case E02, whose fixtures lack it)", error["message"])
+
     def test_a_literal_file_named_like_a_pattern_is_a_file(self) -> None:
         suite = suite_with([{"run": "true", "protect": ["calc/test_[x].py"]}])
         root = make_repo(self.tmp.path, suite, {"calc/test_[x].py": "import unittest\n"})

@@ -3874,10 +3874,10 @@ def _protect_problem(rel: str, json_path: str, suite: Suite, snapshot: RepoSnaps
                      missing: list[Case | None], known: list[str]) -> Problem:
     cases = [case for case in missing if case is not None]
     case_id = str(cases[0].id) if len(cases) == 1 and len(missing) == len(cases) else None
-    if len(missing) < len(suite.cases or [None]):
-        json_path += f" (cases {', '.join(str(case.id) for case in cases)})"
-    nothing = ("; a protect path that names nothing protects nothing, and an executor that "
-               "rewrote the real file would pass the check")
+    partly = (f" (in case {', '.join(str(case.id) for case in cases)}, whose fixtures lack it)"
+              if len(missing) < len(suite.cases or [None]) else "")
+    nothing = (f"{partly}; a protect path that names nothing protects nothing, and an executor "
+               "that rewrote the real file would pass the check")
     if PROTECT_PATTERN_CHARS & set(rel):
         wild = re.escape(rel).replace(r"\*", ".*").replace(r"\?", ".")
         matches = [p for p in known if re.fullmatch(wild, p)][:5]
