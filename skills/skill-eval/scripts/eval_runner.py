@@ -3474,7 +3474,7 @@ class RepoSnapshot:
     skill_sha256: str = ""
     skill_unreadable: dict[str, str] = dataclasses.field(default_factory=dict)
     skill_name: str = ""
-    suite_path: Path | None = None
+    real_suite: str = ""  # the suite file's real path: no sandbox gets it, under any name
     fingerprints: Fingerprints = dataclasses.field(default_factory=Fingerprints)
     # Repository files no sandbox of any arm gets (the suite, links to what is never
     # delivered, copies of the suite or of a package file): path -> {"kind", "reason"}.
@@ -3497,7 +3497,7 @@ class RepoSnapshot:
                        linked_skill_files=frozenset(rel for rel in skill
                                                     if os.path.islink(root / rel)),
                        revisions=dict(revisions or {}), skill_name=skill_name,
-                       suite_path=suite_path)
+                       real_suite=os.path.realpath(suite_path) if suite_path else "")
         snapshot.fingerprints = delivery_fingerprints(root, skill_name, suite_path,
                                                       snapshot.revisions)
         delivered = sorted(rel for rel in listed if _is_delivered(rel, skill_name))
@@ -3521,12 +3521,10 @@ class RepoSnapshot:
         real = self.resolve(rel)
         if real is None:
             return None  # the copier records a link out of the repository
-        real_root = self.resolve("") or ""
-        if self.suite_path is not None and real == os.path.realpath(self.suite_path):
-            target = Path(os.path.relpath(real, real_root)).as_posix()
+        target = Path(os.path.relpath(real, self.resolve("") or "")).as_posix()
+        if real == self.real_suite:
             return {"kind": "suite", "reason": "the eval suite" if target == rel
                     else f"a link to the eval suite {target}"}
-        target = Path(os.path.relpath(real, real_root)).as_posix()
         if target != rel:
             package = os.path.realpath(self.root / "skills" / self.skill_name)
             if _is_within(Path(real), Path(package)):
@@ -3891,7 +3889,8 @@ def _protect_problem(rel: str, json_path: str, suite: Suite, snapshot: RepoSnaps
                         if parent and not PROTECT_PATTERN_CHARS & set(parent) else ""))
     why = snapshot.kept_back.get(rel)
     if why is not None or not _is_delivered(rel, suite.skill_name):
-        reason = why["reason"] if why else "under evals/ or in the skill package"
+        reason = why["reason"] if why else ("it lies under evals/, in the skill package or "
+                                            "in a folder never delivered")
         return Problem("error", f"protect path {rel!r} is never delivered to a sandbox "
                        f"({reason})" + nothing, str(suite.path), json_path, case_id,
                        "protect a file or folder of the task the check runs against")
