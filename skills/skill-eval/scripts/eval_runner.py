@@ -4148,9 +4148,11 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, ba
         "fixtures": list(case.files), "skipped": copier.skipped, "git": git,
         "withheld_from_skill_package": [{"path": rel, "reason": reason} for rel, reason
                                         in sorted(snapshot.withheld.items())] if with_skill else [],
-        "withheld": [{"path": rel, **why} for rel, why
-                     in sorted({**snapshot.kept_back, **copier.kept_back}.items())],
         "kept": False, "removed": False})
+    kept_back = {**snapshot.kept_back, **copier.kept_back}
+    if kept_back:  # the suite or the skill under another name: none of this cell got it
+        sandbox.record["withheld"] = [{"path": rel, **why} for rel, why in sorted(
+            kept_back.items())]
     if delivered is not None:
         sandbox.record["skill_package_sha256"] = delivered
     if revision is not None:
