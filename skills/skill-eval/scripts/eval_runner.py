@@ -106,6 +106,13 @@ GRADER_RUNS_RANGE = (1, 5)
 CONCURRENCY_RANGE = (1, 16)
 TMP_SIZE_MIB_RANGE = (1, 1 << 20)  # --tmp-size: a confined agent's private /tmp, in MiB
 DEFAULT_TMP_SIZE_MIB = 512
+TMP_SIZE_HELP = ("size of a confined agent's private /tmp, in MiB; a cell that fills it fails "
+                 f"and says so (default: {DEFAULT_TMP_SIZE_MIB}; bwrap only)")
+# --max-processes: processes and threads a confined agent or check may have at once; 0 = none.
+MAX_PROCESSES_RANGE = (0, 1 << 22)
+DEFAULT_MAX_PROCESSES = 4096
+MAX_PROCESSES_HELP = ("processes and threads each confined agent or check may have at once; 0 "
+                      f"for no limit (default: {DEFAULT_MAX_PROCESSES}; bwrap only, not as root)")
 SHARD_COUNT_MAX = 256
 SHARD_ALGORITHM = ("whole evals, heaviest first (cells), ties by sha256 of the eval id; each to "
                    "the shard with the fewest cells, ties to the lowest shard number")
@@ -132,7 +139,8 @@ MAX_NAME_CHARS = 100  # skill names and case ids become folder names
 CHECK_SUBJECTS = ("run", "file", "answer")
 CHECK_TESTS = {"run": ("exit_code",), "file": ("exists", "contains", "matches", "json"),
                "answer": ("contains", "matches")}
-CHECK_OPTIONS = {"run": ("timeout", "protect"), "file": (), "answer": ()}
+# A file or answer check's timeout bounds its pattern search: it applies to `matches` only.
+CHECK_OPTIONS = {"run": ("timeout", "protect"), "file": ("timeout",), "answer": ("timeout",)}
 CHECK_KEYS = frozenset({"name", *CHECK_SUBJECTS, "exit_code", "exists", "contains", "matches",
                         "json", "timeout", "protect"})
 ANSWER_SOURCES = ("reply", "artifact")  # the recorded final answer, or the written artifact
@@ -452,6 +460,7 @@ class RunOptions:
     grader_runs: int = 1  # independent grader processes per recorded output; majority decides
     isolation: str = "auto"
     tmp_size_mib: int = DEFAULT_TMP_SIZE_MIB  # the confined agents' /tmp
+    max_processes: int = DEFAULT_MAX_PROCESSES  # per confined agent or check; 0: no limit
     shard: tuple[int, int] | None = None  # (K, N): run the K-th of N shards of the plan
     max_cost_usd: float | None = None  # stop starting cells once finished cells cost this
     max_tokens: int | None = None  # ... or used this many tokens
@@ -512,6 +521,14 @@ class AgentReply:
     notes: list[str] = dataclasses.field(default_factory=list)  # what was odd in the output
 
 
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """What bounds a confined process besides its time: its /tmp's size, its process count."""
+
+    tmp_size: int | None = None  # bytes; None: the kernel's default
+    max_processes: int = 0  # 0: no limit
+
+
 @dataclasses.dataclass
 class Confinement:
     """How this iteration's agents run: under bubblewrap, or unconfined and why."""
@@ -522,20 +539,30 @@ class Confinement:
     version: str = ""
     tmp_size_bytes: int | None = None  # the private /tmp's size; None: unbounded, and why
     tmp_size_reason: str = ""
+    max_processes: int = 0  # the limit set inside each sandbox; 0: none
+    max_processes_reason: str = ""  # why the kernel does not hold it, where it does not
 
     def to_json(self) -> dict[str, Any]:
         if self.mode == "bwrap":
             tmp: dict[str, Any] = {"tmp_size_bytes": self.tmp_size_bytes}
             if self.tmp_size_bytes is None:
                 tmp["tmp_size_reason"] = self.tmp_size_reason
-            return {"mode": "bwrap", "version": self.version, **tmp}
+            limit: dict[str, Any] = {"max_processes": self.max_processes}
+            if self.max_processes_reason:
+                limit["max_processes_reason"] = self.max_processes_reason
+            return {"mode": "bwrap", "version": self.version, **tmp, **limit}
         return {"mode": "none", "reason": self.reason}
+
+    def limits(self) -> Limits:
+        return Limits(self.tmp_size_bytes, self.max_processes)
 
     def describe(self) -> str:
         if self.mode == "bwrap":
             tmp = (f"/tmp {self.tmp_size_bytes >> 20} MiB" if self.tmp_size_bytes
                    else f"/tmp unbounded: {self.tmp_size_reason}")
-            return f"bwrap {self.version} for executors and graders ({tmp})"
+            limit = (f"no process limit: {self.max_processes_reason}"
+                     if self.max_processes_reason else f"at most {self.max_processes} processes")
+            return f"bwrap {self.version} for executors and graders ({tmp}; {limit})"
         return f"none ({self.reason}): executors could reach the checkout"
 
 
@@ -2414,6 +2441,9 @@ class SuiteChecker:
                 self.error(f"{key!r} does not apply to a {subject} check", _path_join(path, key),
                            f"a {subject} check takes "
                            f"{', '.join(CHECK_TESTS[subject] + CHECK_OPTIONS[subject])}", cid)
+            elif key == "timeout" and subject != "run" and "matches" not in raw:
+                self.error(f"'timeout' does not apply to a {subject} check without matches",
+                           _path_join(path, key), "remove it: it bounds a pattern search", cid)
         target = self.check_target(subject, raw[subject], _path_join(path, subject), cid)
         test, expected = self.check_test(subject, raw, path, cid)
         name = self.check_name(raw, path, cid)
@@ -3437,6 +3467,84 @@ def _is_delivered(rel: str, skill_name: str) -> bool:
     return not (len(parts) > 2 and parts[0] == "skills" and parts[1] == skill_name)
 
 
+# -- what no sandbox may hold: the suite, and (for the baseline) the skill under another name --
+
+MIN_COPY_BYTES = 24  # a shorter file (an empty __init__.py, a one-line stub) is nobody's copy
+COPY_READ_CAP = 16 * 1024 * 1024  # a larger file is not compared (nor, in a package, listed)
+
+
+def _read_regular(path: Path | str, cap: int) -> bytes | None:
+    """A regular file's bytes, or None when it is something else or larger than `cap`; a FIFO
+    planted there cannot stall the read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > cap:
+            return None
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            return handle.read(cap + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+@dataclasses.dataclass
+class Fingerprints:
+    """Files no sandbox may hold a copy of, by the SHA-256 of their bytes with CRLF read as LF
+    (so a copy saved with other line endings matches); `sizes` are the sizes such a copy can
+    have, so only files of one of those sizes are read."""
+
+    by_hash: dict[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
+    sizes: set[int] = dataclasses.field(default_factory=set)
+
+    def add(self, data: bytes, kind: str, source: str) -> None:
+        if len(data) < MIN_COPY_BYTES:
+            return
+        lf = data.replace(b"\r\n", b"\n")
+        self.by_hash.setdefault(hashlib.sha256(lf).hexdigest(), (kind, source))
+        self.sizes.update((len(data), len(lf), len(lf) + lf.count(b"\n")))
+
+    def match(self, path: str) -> tuple[str, str] | None:
+        """(kind, the file it copies) when the file at `path` is one of them."""
+        try:
+            if os.stat(path).st_size not in self.sizes:
+                return None
+        except OSError:
+            return None
+        data = _read_regular(path, COPY_READ_CAP)
+        if data is None:
+            return None
+        return self.by_hash.get(hashlib.sha256(data.replace(b"\r\n", b"\n")).hexdigest())
+
+
+def delivery_fingerprints(root: Path, skill_name: str, suite_path: Path | None,
+                          revisions: dict[str, RevisionPackage]) -> Fingerprints:
+    """The suite file and every file of the skill package (the working tree's and each
+    revision's). The task material kept beside a suite inside the package (skill-creator's
+    evals/ folder) is left out: its files reach both arms as fixtures."""
+    prints = Fingerprints()
+    held = withheld_suite_part(root, skill_name, suite_path) if suite_path else None
+    if suite_path is not None:
+        data = _read_regular(suite_path, COPY_READ_CAP)
+        if data is not None:
+            prints.add(data, "suite", "the eval suite")
+    for path in _walk_files(root / "skills" / skill_name):
+        rel = path.relative_to(root).as_posix()
+        if held and (rel == held or rel.startswith(held + "/")):
+            continue
+        data = _read_regular(path, COPY_READ_CAP)
+        if data is not None:
+            prints.add(data, "skill", rel)
+    for package in revisions.values():
+        for rel, (data, _) in package.contents.items():
+            prints.add(data, "skill", f"{rel} at {package.revision}")
+    return prints
+
+
 @dataclasses.dataclass
 class RevisionPackage:
     """The skill package exactly as committed at one revision, read from the checkout's git
@@ -3593,23 +3701,70 @@ class RepoSnapshot:
     skill_copy: Path | None = None
     skill_sha256: str = ""
     skill_unreadable: dict[str, str] = dataclasses.field(default_factory=dict)
+    skill_name: str = ""
+    real_suite: str = ""  # the suite file's real path: no sandbox gets it, under any name
+    fingerprints: Fingerprints = dataclasses.field(default_factory=Fingerprints)
+    # Repository files no sandbox of any arm gets (the suite, links to what is never
+    # delivered, copies of the suite or of a package file): path -> {"kind", "reason"}.
+    kept_back: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    screened: dict[str, dict[str, str] | None] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def take(cls, root: Path, skill_name: str, withheld: dict[str, str] | None = None,
-             revisions: dict[str, RevisionPackage] | None = None) -> RepoSnapshot:
+             revisions: dict[str, RevisionPackage] | None = None,
+             suite_path: Path | None = None) -> RepoSnapshot:
         """`withheld`: package files (repository-relative) never delivered, with the reason;
-        `revisions`: the packages of the arms that run the skill as committed at a revision."""
+        `revisions`: the packages of the arms that run the skill as committed at a revision;
+        `suite_path`: the suite, which no sandbox gets wherever it lives."""
         listed, source = _list_repository(root)
-        base = sorted(rel for rel in listed if _is_delivered(rel, skill_name))
         skill_dir = root / "skills" / skill_name
         withheld = dict(withheld or {})
         skill = sorted(rel for rel in (p.relative_to(root).as_posix() for p in
                                        _walk_files(skill_dir)) if rel not in withheld)
-        linked = frozenset(rel for rel in base if os.path.islink(root / rel))
-        return cls(root, base, skill, source, linked, withheld=withheld,
-                   linked_skill_files=frozenset(rel for rel in skill
-                                                if os.path.islink(root / rel)),
-                   revisions=dict(revisions or {}))
+        snapshot = cls(root, [], skill, source, withheld=withheld,
+                       linked_skill_files=frozenset(rel for rel in skill
+                                                    if os.path.islink(root / rel)),
+                       revisions=dict(revisions or {}), skill_name=skill_name,
+                       real_suite=os.path.realpath(suite_path) if suite_path else "")
+        snapshot.fingerprints = delivery_fingerprints(root, skill_name, suite_path,
+                                                      snapshot.revisions)
+        delivered = sorted(rel for rel in listed if _is_delivered(rel, skill_name))
+        snapshot.kept_back = {rel: why for rel in delivered
+                              if (why := snapshot.kept_back_reason(rel)) is not None}
+        snapshot.base_files = [rel for rel in delivered if rel not in snapshot.kept_back]
+        snapshot.linked_files = frozenset(rel for rel in snapshot.base_files
+                                          if os.path.islink(root / rel))
+        return snapshot
+
+    def kept_back_reason(self, rel: str) -> dict[str, str] | None:
+        """Why no sandbox may get `rel` ({"kind", "reason"}), or None. Kind "suite": the suite
+        or a link to it or a copy of it; "skill": a link into the skill package or a copy of
+        one of its files (the baseline would get the skill); "undelivered": a link to what is
+        never delivered (evals/, .git). Decided once per path."""
+        if rel not in self.screened:
+            self.screened[rel] = self._screen(rel)
+        return self.screened[rel]
+
+    def _screen(self, rel: str) -> dict[str, str] | None:
+        real = self.resolve(rel)
+        if real is None:
+            return None  # the copier records a link out of the repository
+        target = Path(os.path.relpath(real, self.resolve("") or "")).as_posix()
+        if real == self.real_suite:
+            return {"kind": "suite", "reason": "the eval suite" if target == rel
+                    else f"a link to the eval suite {target}"}
+        if target != rel:
+            package = os.path.realpath(self.root / "skills" / self.skill_name)
+            if _is_within(Path(real), Path(package)):
+                return {"kind": "skill", "reason": f"a link to {target}, in the skill package"}
+            if not _is_delivered(target, self.skill_name):
+                return {"kind": "undelivered",
+                        "reason": f"a link to {target}, which is never delivered"}
+        found = self.fingerprints.match(real)
+        if found is None:
+            return None
+        kind, source = found
+        return {"kind": kind, "reason": f"a copy of {source}"}
 
     def resolve(self, rel: str) -> str | None:
         """The file a repository path names, links followed; None if that leaves the
@@ -3880,6 +4035,107 @@ def _list_repository(root: Path) -> tuple[list[str], str]:
     return [p.relative_to(root).as_posix() for p in _walk_files(root)], "folder walk"
 
 
+# -- what validate says about delivery: protect paths, files kept from every sandbox ----------
+
+PROTECT_PATTERN_CHARS = set("*?[")
+
+
+def delivery_problems(suite: Suite) -> list[Problem]:
+    """Checked against the tree every sandbox gets, listed as `run` lists it: a protect path
+    must name a delivered file, or a folder holding one (literally: protect takes no patterns);
+    a file kept from every sandbox (the skill or the suite under another name) is a warning."""
+    snapshot = RepoSnapshot.take(suite.root, suite.skill_name, suite_path=suite.path)
+    problems = protect_problems(suite, snapshot)
+    kept = dict(snapshot.kept_back)
+    for rel in sorted({inner for case in suite.cases for entry in case.files
+                       for inner in fixture_paths(snapshot, entry)}):
+        why = snapshot.kept_back_reason(rel)
+        if why is not None:
+            kept[rel] = why
+    for rel, why in sorted(kept.items()):
+        if why["reason"] != "the eval suite":
+            problems.append(Problem(
+                "warning", f"{rel} is {why['reason']}; no sandbox gets it", str(suite.path),
+                fix="leave it if the task does not need it; otherwise keep the skill and the "
+                "suite out of the task's files (a link or a copy hands the baseline the skill "
+                "or every sandbox the assertions)"))
+    return problems
+
+
+def protect_problems(suite: Suite, snapshot: RepoSnapshot) -> list[Problem]:
+    """A protect path that names nothing delivered protects nothing: the executor could rewrite
+    the real test and the check would pass. Each must name, in every case whose checks use it,
+    a delivered file or a folder holding one (the case's fixtures count)."""
+    delivered = set(snapshot.base_files)
+    folders = {rel.rsplit("/", 1)[0] for rel in delivered if "/" in rel}
+    folders |= {f.rsplit("/", i)[0] for f in list(folders) for i in range(1, f.count("/") + 1)}
+    uses = [(f"common_checks[{i}]", check, suite.cases or [None])
+            for i, check in enumerate(suite.common_checks)]
+    uses += [(f"evals[{case.index}].checks[{i}]", check, [case])
+             for case in suite.cases for i, check in enumerate(case.checks)]
+    problems = []
+    for where, check, cases in uses:
+        for j, rel in enumerate(check.protect):
+            missing = [case for case in cases
+                       if not _protects_something(rel, delivered, folders, suite.root, case)]
+            if missing:
+                problems.append(_protect_problem(rel, f"{where}.protect[{j}]", suite, snapshot,
+                                                 missing, sorted(delivered | folders)))
+    return problems
+
+
+def _protects_something(rel: str, delivered: set[str], folders: set[str], root: Path,
+                        case: Case | None) -> bool:
+    if rel in delivered or rel in folders:
+        return True
+    for entry in case.files if case is not None else []:
+        if entry == rel or entry.startswith(rel + "/"):
+            return True
+        if rel.startswith(entry + "/") and os.path.lexists(root / rel):
+            return True  # inside a fixture folder
+    return False
+
+
+def _protect_problem(rel: str, json_path: str, suite: Suite, snapshot: RepoSnapshot,
+                     missing: list[Case | None], known: list[str]) -> Problem:
+    cases = [case for case in missing if case is not None]
+    case_id = str(cases[0].id) if len(cases) == 1 and len(missing) == len(cases) else None
+    partly = (f" (in case {', '.join(str(case.id) for case in cases)}, whose fixtures lack it)"
+              if len(missing) < len(suite.cases or [None]) else "")
+    nothing = (f"{partly}; a protect path that names nothing protects nothing, and an executor "
+               "that rewrote the real file would pass the check")
+    if PROTECT_PATTERN_CHARS & set(rel):
+        wild = re.escape(rel).replace(r"\*", ".*").replace(r"\?", ".")
+        matches = [p for p in known if re.fullmatch(wild, p)][:5]
+        parent = rel.rsplit("/", 1)[0] if "/" in rel else ""
+        return Problem("error", f"protect path {rel!r} is a pattern: protect paths are literal "
+                       "file or folder names, and none is named this" + nothing,
+                       str(suite.path), json_path, case_id,
+                       (f"list the files themselves: {', '.join(map(repr, matches))}"
+                        if matches else "name the files literally") +
+                       (f", or the folder that holds them ({parent}/)"
+                        if parent and not PROTECT_PATTERN_CHARS & set(parent) else ""))
+    why = snapshot.kept_back.get(rel)
+    if why is not None or not _is_delivered(rel, suite.skill_name):
+        reason = why["reason"] if why else ("it lies under evals/, in the skill package or "
+                                            "in a folder never delivered")
+        return Problem("error", f"protect path {rel!r} is never delivered to a sandbox "
+                       f"({reason})" + nothing, str(suite.path), json_path, case_id,
+                       "protect a file or folder of the task the check runs against")
+    if os.path.lexists(suite.root / rel) and snapshot.listing_source == "git ls-files":
+        return Problem("error", f"protect path {rel!r} exists but git does not track it, so "
+                       "no sandbox gets it" + nothing, str(suite.path), json_path, case_id,
+                       f"git add {rel}, or protect a tracked file")
+    folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
+    siblings = [p for p in known if (p.rsplit("/", 1)[0] if "/" in p else "") == folder]
+    close = (difflib.get_close_matches(rel, siblings, n=1, cutoff=0.8)
+             or difflib.get_close_matches(rel, known[:20000], n=1, cutoff=0.8))
+    return Problem("error", f"protect path {rel!r} names no file or folder of the delivered "
+                   "tree" + nothing, str(suite.path), json_path, case_id,
+                   (f"did you mean {close[0]!r}? " if close else "") +
+                   "name a tracked file or folder (git ls-files lists what a sandbox gets)")
+
+
 def sandbox_base_dir() -> Path:
     return Path(os.environ.get(SANDBOX_ROOT_ENV) or tempfile.gettempdir())
 
@@ -3908,6 +4164,7 @@ class FileCopier:
         self.made_dirs: set[str] = set()
         self.skipped: list[dict[str, str]] = []
         self.fixture_files: list[str] = []
+        self.kept_back: dict[str, dict[str, str]] = {}  # fixtures no sandbox may get
         self.copied = 0
 
     def copy(self, rel: str) -> None:
@@ -3929,14 +4186,24 @@ class FileCopier:
             self.skipped.append({"path": rel, "reason": "missing or not a regular file"})
 
     def copy_fixture(self, rel: str) -> None:
-        real = self.snapshot.resolve(rel)
-        if real is not None and os.path.isdir(real):
-            for path in _walk_files(Path(real)):
-                inner = f"{rel}/{path.relative_to(real).as_posix()}"
+        """A fixture file, or each file of a fixture folder, unless it is a copy of the suite
+        or of a package file."""
+        for inner in fixture_paths(self.snapshot, rel):
+            if inner != rel:
                 self.fixture_files.append(inner)
+            why = self.snapshot.kept_back_reason(inner)
+            if why is None:
                 self.copy(inner)
-        else:
-            self.copy(rel)
+            else:
+                self.kept_back[inner] = why
+
+
+def fixture_paths(snapshot: RepoSnapshot, rel: str) -> list[str]:
+    """The files a fixture entry delivers: itself, or each file of the folder it names."""
+    real = snapshot.resolve(rel)
+    if real is not None and os.path.isdir(real):
+        return [f"{rel}/{path.relative_to(real).as_posix()}" for path in _walk_files(Path(real))]
+    return [rel]
 
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -4012,6 +4279,8 @@ class Sandbox:
     earlier_grader_dirs: list[Path] = dataclasses.field(default_factory=list)  # --grader-runs
     # Fresh agent homes (HOME, settings, TMPDIR) for CLIs that get one per process.
     homes: dict[str, Path] = dataclasses.field(default_factory=dict)
+    # The permission bits of the protected files as delivered: git keeps only the execute bit.
+    delivered_modes: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def repo(self) -> Path:
@@ -4110,6 +4379,10 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, ba
         "withheld_from_skill_package": [{"path": rel, "reason": reason} for rel, reason
                                         in sorted(snapshot.withheld.items())] if with_skill else [],
         "kept": False, "removed": False})
+    kept_back = {**snapshot.kept_back, **copier.kept_back}
+    if kept_back:  # the suite or the skill under another name: none of this cell got it
+        sandbox.record["withheld"] = [{"path": rel, **why} for rel, why in sorted(
+            kept_back.items())]
     if delivered is not None:
         sandbox.record["skill_package_sha256"] = delivered
     if revision is not None:
@@ -4353,15 +4626,44 @@ def sandbox_tree(repo: Path, rel: str) -> dict[str, tuple[str, bytes]]:
     return found
 
 
-def protected_changes(repo: Path, baseline: Path, commit: str, rel: str) -> list[str]:
-    """The files under `rel` the executor added, changed or deleted since delivery."""
+def permission_bits(repo: Path, rels: Iterable[str]) -> dict[str, int]:
+    """The permission bits of every regular file under `rels` in the sandbox, no link
+    followed: what protected_changes compares a later chmod with."""
+    modes = {}
+    for rel in rels:
+        top = repo / rel
+        if _link_in_parents(repo, rel) is not None:
+            continue
+        paths = ([Path(folder, name) for folder, _, names in os.walk(top) for name in names]
+                 if top.is_dir() and not top.is_symlink() else [top])
+        for path in paths:
+            with contextlib.suppress(OSError):
+                info = os.lstat(path)
+                if stat.S_ISREG(info.st_mode):
+                    modes[path.relative_to(repo).as_posix()] = stat.S_IMODE(info.st_mode)
+    return modes
+
+
+def _mode_changed(repo: Path, path: str, delivered_modes: dict[str, int]) -> bool:
+    try:
+        return stat.S_IMODE(os.lstat(repo / path).st_mode) != delivered_modes[path]
+    except OSError:
+        return False  # gone: listed as deleted already
+
+
+def protected_changes(repo: Path, baseline: Path, commit: str, rel: str,
+                      delivered_modes: dict[str, int] | None = None) -> list[str]:
+    """The files under `rel` the executor added, changed or deleted since delivery, a change
+    of permission bits (`chmod 666`, `chmod 000`) included."""
     parent = _link_in_parents(repo, rel)
     if parent is not None:
         return [parent]
     delivered, now = delivered_tree(baseline, commit, rel), sandbox_tree(repo, rel)
     now = {path: entry for path, entry in now.items() if not _generated(path)}
+    modes = delivered_modes or {}
     return sorted(path for path in set(delivered) | set(now)
-                  if delivered.get(path) != now.get(path))
+                  if delivered.get(path) != now.get(path)
+                  or (path in modes and path in now and _mode_changed(repo, path, modes)))
 
 
 def restore_delivered(repo: Path, baseline: Path, commit: str, rel: str) -> None:
@@ -4412,10 +4714,11 @@ def fixture_status(root: Path, paths: list[str]) -> dict[str, Any]:
 # each flag are in README.md ("Isolation").
 
 
-def choose_confinement(requested: str, tmp_size_mib: int = DEFAULT_TMP_SIZE_MIB
-                       ) -> Confinement:
+def choose_confinement(requested: str, tmp_size_mib: int = DEFAULT_TMP_SIZE_MIB,
+                       max_processes: int = DEFAULT_MAX_PROCESSES) -> Confinement:
     """--isolation: bwrap when asked, or when `auto` finds it working here; else none, and why.
-    Under bwrap the private /tmp gets --tmp-size, where this bwrap can size a tmpfs."""
+    Under bwrap the private /tmp gets --tmp-size, where this bwrap can size a tmpfs, and each
+    sandbox --max-processes."""
     if requested == "none":
         return Confinement("none", "--isolation none")
     found = shutil.which("bwrap")
@@ -4423,18 +4726,25 @@ def choose_confinement(requested: str, tmp_size_mib: int = DEFAULT_TMP_SIZE_MIB
     if not sys.platform.startswith("linux"):
         problem: str | None = f"bubblewrap confines agents on Linux only, not {sys.platform}"
     else:
-        problem = "bwrap not found" if found is None else probe_bwrap(found, size)
+        problem = ("bwrap not found" if found is None
+                   else probe_bwrap(found, size, max_processes))
     if problem is None and found is not None:
         version = bwrap_version(found)
         return Confinement("bwrap", bwrap=found, version=version, tmp_size_bytes=size,
                            tmp_size_reason="" if size else f"bwrap {version} has no --size "
-                           "option; the tmpfs has the kernel's default size, half the memory")
+                           "option; the tmpfs has the kernel's default size, half the memory",
+                           max_processes=max_processes,
+                           max_processes_reason=process_limit_problem(max_processes))
     if requested == "bwrap":
         raise EnvironmentProblem(
             f"--isolation bwrap: {problem}",
             "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and allow "
             "unprivileged user namespaces, or run with --isolation auto or none")
     return Confinement("none", problem or "bwrap unusable")
+
+
+def confinement_for(options: RunOptions) -> Confinement:
+    return choose_confinement(options.isolation, options.tmp_size_mib, options.max_processes)
 
 
 def bwrap_version(bwrap: str) -> str:
@@ -4457,7 +4767,19 @@ def bwrap_sizes_tmpfs(bwrap: str) -> bool:
     return re.search(r"^\s*--size\b", done.stdout + done.stderr, re.MULTILINE) is not None
 
 
-def probe_bwrap(bwrap: str, tmp_size: int | None = None) -> str | None:
+def process_limit_problem(max_processes: int) -> str:
+    """Why --max-processes does not hold here, or empty. bubblewrap maps the sandbox to the
+    runner's own user, and Linux applies no process limit (RLIMIT_NPROC) to root's."""
+    if max_processes == 0:
+        return "--max-processes 0"
+    if os.geteuid() == 0:
+        return ("the runner runs as root, whose processes Linux never limits in number; run "
+                "it as an ordinary user for the limit to hold")
+    return ""
+
+
+def probe_bwrap(bwrap: str, tmp_size: int | None = None,
+                max_processes: int = 0) -> str | None:
     """Does the very argv shape agents get run here? None if so, else bwrap's reason.
 
     A plain `bwrap --ro-bind / / true` would pass where mounting /proc or a user namespace is
@@ -4467,7 +4789,8 @@ def probe_bwrap(bwrap: str, tmp_size: int | None = None) -> str | None:
         work, home = Path(folder, "work"), Path(folder, "home")
         work.mkdir()
         home.mkdir()
-        argv = bwrap_argv(["true"], bwrap=bwrap, workdir=work, home=home, tmp_size=tmp_size)
+        argv = bwrap_argv(["true"], bwrap=bwrap, workdir=work, home=home,
+                          limits=Limits(tmp_size, max_processes))
         try:
             done = subprocess.run(argv, env={"PATH": "/usr/bin:/bin"}, capture_output=True,
                                   timeout=20, stdin=subprocess.DEVNULL, start_new_session=True)
@@ -4592,8 +4915,15 @@ class Mounts:
     hide: Iterable[Path] = ()  # the runner's folders, masked wherever a read-only bind shows them
 
 
+# Inside the sandbox, before the command: its processes and threads at most $0 (bash's ulimit
+# takes -u, dash's -p). Set inside the user namespace, it counts only the sandbox's own.
+PROCESS_LIMIT_SH = ('ulimit -u "$0" 2>/dev/null || ulimit -p "$0" 2>/dev/null || '
+                    '{ echo "skill-eval: /bin/sh could not set the process limit" >&2; exit 125; }'
+                    '; exec "$@"')
+
+
 def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
-               mounts: Mounts = Mounts(), tmp_size: int | None = None) -> list[str]:
+               mounts: Mounts = Mounts(), limits: Limits = Limits()) -> list[str]:
     """bwrap's whole argv. Mounts apply in order and a later one shadows an earlier one.
 
     - the new root read-only; no capabilities; as root, a non-zero uid inside, because codex's
@@ -4615,7 +4945,7 @@ def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
         argv += [arg for secret in SECRET_ETC_DIRS if os.path.isdir(secret)
                  for arg in ("--tmpfs", secret, "--remount-ro", secret)]
     argv += ["--proc", "/proc", "--dev", "/dev"]
-    argv += (["--size", str(tmp_size)] if tmp_size else []) + ["--tmpfs", "/tmp"]
+    argv += (["--size", str(limits.tmp_size)] if limits.tmp_size else []) + ["--tmpfs", "/tmp"]
     bound = [dest for kind, _, dest in system if kind == "ro-bind"]
     ordered = sorted(mounts.ro_entries, key=lambda e: (e[0] != "ro-bind", len(Path(e[2]).parts)))
     for kind, source, dest in ordered:
@@ -4638,7 +4968,9 @@ def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
         argv += ["--bind", folder, folder]
     for mask in masks:
         argv += ["--remount-ro", mask]
-    return argv + ["--remount-ro", "/", "--chdir", str(workdir), "--", *command]
+    limit = (["/bin/sh", "-c", PROCESS_LIMIT_SH, str(limits.max_processes)]
+             if limits.max_processes else [])
+    return argv + ["--remount-ro", "/", "--chdir", str(workdir), "--", *limit, *command]
 
 
 def runner_folder_masks(hide: Iterable[Path], bound: list[str]) -> list[str]:
@@ -6291,7 +6623,7 @@ def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
                 inside = ctx.provider.allow_skills(home, inside)
         mounts = dataclasses.replace(binds, ro_entries=ctx.agent_mounts, hide=ctx.hidden)
         argv = bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
-                          home=home, mounts=mounts, tmp_size=ctx.confinement.tmp_size_bytes)
+                          home=home, mounts=mounts, limits=ctx.confinement.limits())
         short, fd = options_through_fd(argv)
         try:
             result = run_process(dataclasses.replace(invocation, argv=short, pass_fds=(fd,)),
@@ -6465,6 +6797,8 @@ def prepare_sandbox(ctx: RunContext, run: CellRun) -> None:
     run.sandbox = build_sandbox(ctx.snapshot, cell.case, sandbox_delivery(cell.config),
                                 ctx.sandbox_base, cell.run_dir / "baseline.git", install)
     run.record.sandbox = run.sandbox.record
+    protect = {rel for check in ctx.suite.checks_for(cell.case) for rel in check.protect}
+    run.sandbox.delivered_modes = permission_bits(run.sandbox.repo, sorted(protect))
 
 
 def sandbox_delivery(config: str) -> bool | str:
@@ -7076,12 +7410,19 @@ def run_checks_in_order(ctx: RunContext, run: CellRun, checks: list[Check], prot
     sandbox = run.sandbox
     commit = sandbox.record["git"].get("baseline", "")
     for rel in protect:  # what the executor left, before any check runs and writes there
-        changed = protected_changes(sandbox.repo, sandbox.baseline_git, commit, rel)
+        changed = protected_changes(sandbox.repo, sandbox.baseline_git, commit, rel,
+                                    sandbox.delivered_modes)
         state["protected"][rel] = {"changed_by_executor": changed}
+    planted: list[str] = []
+    if any(check.subject == "run" for check in checks):
+        planted = planted_interpreter_files(sandbox, commit)
+        state["planted_interpreter_files"] = planted
+        remove_bytecode_caches(sandbox.repo)
     for check in checks:
         for rel in check.protect:
             restore_delivered(sandbox.repo, sandbox.baseline_git, commit, rel)
-        result = run_one_check(ctx, run, check)
+        result = (refused_run_check(check, planted, bool(sandbox.record["git"].get("ok")))
+                  if planted and check.subject == "run" else run_one_check(ctx, run, check))
         state["results"].append(result)
         if result.get("unrun"):
             state["unrun"] = f"check {check.name!r} could not run: {result['unrun']}"
@@ -7089,18 +7430,122 @@ def run_checks_in_order(ctx: RunContext, run: CellRun, checks: list[Check], prot
             return
 
 
+# A Python the check starts could load these from the tree instead of the standard library
+# (a folder of the tree first on sys.path: PYTHONPATH=. in the command, `python3 -m` before
+# 3.11) or run them at startup. The executor adding one makes the cell's run checks unrun.
+PYTHON_STARTUP_HOOKS = frozenset({"sitecustomize", "usercustomize"})
+PYTHON_MODULE_SUFFIXES = (".py", ".pyc", ".so", ".pyd")
+PLANTED_SHOWN = 5
+
+
+def stdlib_module_names() -> frozenset[str]:
+    """The top-level names of this Python's standard library (3.9 has no list: its folders)."""
+    names = getattr(sys, "stdlib_module_names", None)
+    if names is None:
+        names = set(sys.builtin_module_names)
+        home = os.path.dirname(os.__file__)
+        for folder in (home, os.path.join(home, "lib-dynload")):
+            with contextlib.suppress(OSError):
+                names.update(entry.split(".", 1)[0] for entry in os.listdir(folder))
+    # `test` (CPython's own regression tests) is left out: no check imports it, and a project's
+    # test.py is common.
+    return frozenset(names) - {"__main__", "__init__", "test"}
+
+
+STDLIB_MODULE_NAMES = stdlib_module_names()
+
+
+def delivered_paths(baseline: Path, commit: str) -> set[str]:
+    """Every path the cell's baseline commit holds. Raises OSError when git cannot list it."""
+    ok, out = run_git([f"--git-dir={baseline}", *GIT_READ_ONLY, "ls-tree", "-r", "-z",
+                       "--name-only", "--full-tree", commit], baseline)
+    if not ok:
+        raise OSError(f"cannot list the baseline: {out}")
+    return set(filter(None, out.split("\0")))
+
+
+def _imported_as(rel: str, delivered: set[str]) -> str | None:
+    """The module name Python would import `rel` as, if that name is a startup hook, a
+    standard-library module, or a delivered source beside it that a compiled module takes the
+    place of; else None."""
+    folder, _, name = rel.rpartition("/")
+    stem = name.partition(".")[0]
+    if not name.endswith(PYTHON_MODULE_SUFFIXES):
+        return None
+    package = stem == "__init__"
+    if package:  # the folder is the module, found before a source of its name beside it
+        folder, _, stem = folder.rpartition("/")
+    if stem in PYTHON_STARTUP_HOOKS or stem in STDLIB_MODULE_NAMES:
+        return stem
+    beside = f"{folder}/{stem}.py" if folder else f"{stem}.py"
+    replaces = package or name.endswith((".so", ".pyd"))
+    return stem if replaces and beside in delivered else None
+
+
+def planted_interpreter_files(sandbox: Sandbox, commit: str) -> list[str]:
+    """Files and links the executor added (not delivered) that a Python started by a check
+    could import in place of the standard library or the code under test, or run at startup.
+    Without a baseline commit nothing tells them from delivered ones: all are listed.
+    Bytecode caches are not listed: checks never read them (PYTHONPYCACHEPREFIX)."""
+    known = sandbox.record["git"].get("ok")
+    delivered = delivered_paths(sandbox.baseline_git, commit) if known else set()
+    found = []
+    for folder, dirs, files in os.walk(sandbox.repo):
+        here = Path(folder).relative_to(sandbox.repo).as_posix()
+        dirs[:] = [d for d in dirs if d != "__pycache__" and not (here == "." and d == ".git")]
+        linked = {d for d in dirs if os.path.islink(os.path.join(folder, d))}
+        for name in [*files, *linked]:
+            rel = name if here == "." else f"{here}/{name}"
+            # a linked folder is imported as a package: as if its __init__.py were added
+            as_module = f"{rel}/__init__.py" if name in linked else rel
+            if rel not in delivered and _imported_as(as_module, delivered):
+                found.append(rel)
+    return sorted(found)
+
+
+def refused_run_check(check: Check, planted: list[str], known: bool) -> dict[str, Any]:
+    shown = ", ".join(planted[:PLANTED_SHOWN]) + (
+        f" and {len(planted) - PLANTED_SHOWN} more" if len(planted) > PLANTED_SHOWN else "")
+    who = ("the executor added" if known else
+           "with no baseline commit to tell delivered files from added ones, the tree holds")
+    return {"name": check.name, "subject": check.subject, "duration_s": 0.0,
+            "unrun": f"not run: {who} {shown}, which a Python the check starts could load in "
+                     "place of the standard library or the code under test, or run at "
+                     "startup; its result could not be trusted"}
+
+
+def remove_bytecode_caches(repo: Path) -> None:
+    """Every __pycache__ folder in the tree, gone before the run checks: generated state never
+    delivered, and a tool that keeps its own cache there (pytest's rewritten tests) would read a
+    planted one. Python itself reads none (PYTHONPYCACHEPREFIX); what cannot be removed stays."""
+    for folder, dirs, _ in os.walk(repo):
+        if Path(folder) == repo and ".git" in dirs:
+            dirs.remove(".git")
+        for name in [d for d in dirs if d == "__pycache__"]:
+            dirs.remove(name)
+            cache = os.path.join(folder, name)
+            if os.path.islink(cache):
+                with contextlib.suppress(OSError):
+                    os.unlink(cache)
+            else:
+                shutil.rmtree(cache, ignore_errors=True)
+
+
 def run_one_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, Any]:
     """{name, subject, passed, evidence, duration_s}, or with `unrun` (why it could not)."""
     started = time.monotonic()
+    def search(pattern: str, text: str, timeout_s: float) -> tuple[str | None, str]:
+        return search_in_child(ctx, pattern, text, timeout_s)
+
     if check.subject == "run":
         result = run_command_check(ctx, run, check)
     elif check.subject == "file":
-        result = file_check(run.sandbox, check)
+        result = file_check(run.sandbox, check, search)
     else:
         answer = run.answer
         text = answer.text if check.target == "reply" else answer.artifact
-        result = (text_check(check, text, f"the {check.target}") if text is not None else
-                  {"passed": False, "evidence": "the executor wrote no artifact"})
+        result = (text_check(check, text, f"the {check.target}", search) if text is not None
+                  else {"passed": False, "evidence": "the executor wrote no artifact"})
     return {"name": check.name, "subject": check.subject, **result,
             "duration_s": round(time.monotonic() - started, 3)}
 
@@ -7128,6 +7573,26 @@ def run_command_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, 
     return {**tails, "passed": passed, "evidence": evidence}
 
 
+# A check's PATH: the system's folders, then the agent CLI's (node beside an npm CLI). Never the
+# caller's: an empty or relative entry there would find a `python3` the executor planted.
+CHECK_SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+CHECK_KEPT_VARS = ("LANG", "LANGUAGE", "TZ")  # and every LC_*
+
+
+def check_env(ctx: RunContext, workdir: Path, home: str) -> dict[str, str]:
+    """The environment a run check gets, built here rather than inherited: nothing the caller
+    set (PYTHONPATH, NODE_OPTIONS, LD_PRELOAD, a PATH with `.` in it) reaches it, no user site,
+    and Python's bytecode cache in an empty folder of the fresh HOME, so none planted in the
+    tree is ever read."""
+    cli = shutil.which(ctx.provider.binary, path=ctx.base_env.get("PATH", ""))
+    folders = [*CHECK_SYSTEM_PATH, *([os.path.dirname(os.path.abspath(cli))] if cli else [])]
+    env = {name: value for name, value in ctx.base_env.items()
+           if name in CHECK_KEPT_VARS or name.startswith("LC_")}
+    return {**env, "PATH": os.pathsep.join(dict.fromkeys(folders)), "HOME": home,
+            "PWD": str(workdir), "TMPDIR": "/tmp", "PYTHONNOUSERSITE": "1",
+            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": f"{home}/.pycache"}
+
+
 def run_confined_command(ctx: RunContext, invocation: Invocation, timeout_s: float,
                          ro_binds: list[Path]) -> tuple[ProcessResult, dict[str, Any]]:
     """A check's process, under the executor's own confinement: with bwrap the same mounts,
@@ -7135,28 +7600,69 @@ def run_confined_command(ctx: RunContext, invocation: Invocation, timeout_s: flo
     it left running ended with it. No agent's login is carried into the HOME."""
     home = Path(tempfile.mkdtemp(prefix="skill-eval-home-check-", dir=ctx.sandbox_base))
     try:
-        inside = confined_env(provider_env(ctx, invocation.cwd), invocation.cwd, {})
-        if ctx.confinement.mode != "bwrap":
+        confined = ctx.confinement.mode == "bwrap"
+        inside = check_env(ctx, invocation.cwd, HOME_INSIDE if confined else str(home))
+        if not confined:
             token = secrets.token_hex(8)
-            env = {**inside, "HOME": str(home), AGENT_TOKEN_ENV: token}
+            env = {**inside, AGENT_TOKEN_ENV: token}
             result = run_process(invocation, env, timeout_s, ctx.groups)
             strays = end_strays(token=token)
             return result, {**ctx.confinement.to_json(), "strays_ended": len(strays)}
         argv = bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
                           home=home, mounts=Mounts(ctx.agent_mounts, ro_binds,
-                                                   hide=ctx.hidden))
-        short, fd = options_through_fd(argv)
-        try:
-            result = run_process(dataclasses.replace(invocation, argv=short, pass_fds=(fd,)),
-                                 inside, timeout_s, ctx.groups)
-        finally:
-            os.close(fd)
-        return result, ctx.confinement.to_json()
+                                                   hide=ctx.hidden),
+                          limits=ctx.confinement.limits())
+        with tempfile.TemporaryFile() as status:
+            cut = argv.index("--")
+            argv[cut:cut] = ["--json-status-fd", str(status.fileno())]
+            short, fd = options_through_fd(argv)
+            try:
+                result = run_process(dataclasses.replace(
+                    invocation, argv=short, pass_fds=(fd, status.fileno())),
+                    inside, timeout_s, ctx.groups)
+            finally:
+                os.close(fd)
+            return command_status(result, status), ctx.confinement.to_json()
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
 
-def file_check(sandbox: Sandbox, check: Check) -> dict[str, Any]:
+BWRAP_STATUS_CAP = 64 * 1024
+
+
+def json_documents(text: str) -> Iterator[Any]:
+    """The JSON documents written one after another in `text`, up to the first that is cut."""
+    decoder, at = json.JSONDecoder(), 0
+    while True:
+        at = len(text) - len(text[at:].lstrip())
+        try:
+            document, at = decoder.raw_decode(text, at)
+        except ValueError:
+            return
+        yield document
+
+
+def command_status(result: ProcessResult, status: Any) -> ProcessResult:
+    """The confined command's own exit status, from bwrap's --json-status-fd report. bwrap
+    writes "exit-code" only for a command it started; without it, bwrap's own status (1 when
+    it could not enter a folder the executor locked with `chmod 000`) is no command's, and the
+    check could not start."""
+    status.seek(0)
+    reported: dict[str, Any] = {}
+    for document in json_documents(status.read(BWRAP_STATUS_CAP).decode("utf-8", "replace")):
+        if isinstance(document, dict):
+            reported.update(document)
+    code = reported.get("exit-code")
+    if isinstance(code, int) and not isinstance(code, bool):
+        return dataclasses.replace(result, returncode=code)
+    if result.timed_out or result.cancelled:
+        return result
+    said = result.stderr.strip().splitlines()[-1:] or ["no message"]
+    return dataclasses.replace(result, returncode=None,
+                               spawn_error=f"bubblewrap did not start it ({said[0][:300]})")
+
+
+def file_check(sandbox: Sandbox, check: Check, search: Search) -> dict[str, Any]:
     """A sandbox file, reached from the sandbox base without following any link."""
     if not sandbox.repo.is_dir():
         return {"unrun": "the sandbox was gone when the check was to run"}
@@ -7174,7 +7680,7 @@ def file_check(sandbox: Sandbox, check: Check) -> dict[str, Any]:
     if len(data) > CHECK_READ_CAP:
         return {"passed": False, "evidence": f"{check.target} is larger than "
                 f"{CHECK_READ_CAP // (1024 * 1024)} MB; not read"}
-    return text_check(check, data.decode("utf-8", "replace"), check.target)
+    return text_check(check, data.decode("utf-8", "replace"), check.target, search)
 
 
 def _exists_unfollowed(root: Path, rel: Path) -> tuple[bool, str]:
@@ -7195,7 +7701,39 @@ def _exists_unfollowed(root: Path, rel: Path) -> tuple[bool, str]:
     return (kind is not None), (f"exists ({kind})" if kind else f"is {_node_kind(mode)}")
 
 
-def text_check(check: Check, text: str, what: str) -> dict[str, Any]:
+# A suite's pattern is searched in a child process: a pattern that backtracks for hours holds
+# the interpreter lock, so in the runner no timeout, --deadline or Ctrl-C could end it.
+PATTERN_SEARCH = """import json, re, sys
+pattern, text = json.load(sys.stdin)
+found = re.search(pattern, text)
+json.dump(None if found is None else found.group(0)[:400], sys.stdout)
+"""
+Search = Callable[[str, str, float], "tuple[str | None, str]"]
+
+
+def search_in_child(ctx: RunContext, pattern: str, text: str, timeout_s: float
+                    ) -> tuple[str | None, str]:
+    """(the matched text or None, "") or (None, why the search could not finish)."""
+    invocation = Invocation([sys.executable, "-I", "-S", "-c", PATTERN_SEARCH],
+                            ctx.sandbox_base, stdin_text=json.dumps([pattern, text]))
+    result = run_process(invocation, {"PATH": os.pathsep.join(CHECK_SYSTEM_PATH)}, timeout_s,
+                         ctx.groups)
+    if result.timed_out:
+        return None, f"the pattern search did not end within {timeout_s:g} s"
+    if result.cancelled:
+        return None, "the run was stopped while it ran"
+    try:
+        if result.returncode == 0:
+            found = json.loads(result.stdout)
+            if found is None or isinstance(found, str):
+                return found, ""
+    except ValueError:
+        pass
+    said = result.spawn_error or result.stderr.strip()[-300:] or f"exit {result.returncode}"
+    return None, f"the pattern search failed: {said}"
+
+
+def text_check(check: Check, text: str, what: str, search: Search) -> dict[str, Any]:
     if check.test == "json":
         try:
             json.loads(text)
@@ -7206,11 +7744,13 @@ def text_check(check: Check, text: str, what: str) -> dict[str, Any]:
         passed = check.expected in text
         verb = "contains" if passed else "does not contain"
         return {"passed": passed, "evidence": f"{what} {verb} {check.expected[:80]!r}"}
-    match = re.search(check.expected, text)
-    if match is None:
+    found, unrun = search(check.expected, text, check.timeout_s)
+    if unrun:
+        return {"unrun": unrun, "cancelled": unrun == "the run was stopped while it ran"}
+    if found is None:
         return {"passed": False, "evidence": f"{what} has no match for {check.expected[:80]!r}"}
     return {"passed": True, "evidence": f"{what} matches {check.expected[:80]!r}: "
-            f"{_squash(match.group(0))[:120]!r}"}
+            f"{_squash(found)[:120]!r}"}
 
 
 def add_check_verdicts(ctx: RunContext, cell: Cell, record: RunRecord) -> None:
@@ -8323,6 +8863,7 @@ def sanity_checks(benchmark: Benchmark, records: list[RunRecord]) -> SanityCheck
     flags += _judge_flags(benchmark)
     flags += _iteration_flags(benchmark, meta)
     flags += _activation_flags(benchmark)
+    flags += _kept_back_flags(records)
     return SanityChecks(_review_status(flags), tuple(flags))
 
 
@@ -8372,6 +8913,24 @@ def _run_flags(records: list[RunRecord]) -> list[SanityFlag]:
                                "the without_skill executor read the target skill's SKILL.md",
                                **where))
     return flags
+
+
+def _kept_back_flags(records: list[RunRecord]) -> list[SanityFlag]:
+    """One warning per repository path kept from every sandbox because it is the skill under
+    another name (a link into the package, a copy of one of its files): the baseline would
+    have read the skill through it, and a task that needs the file went without it."""
+    found: dict[str, str] = {}
+    for record in records:
+        entries = (record.sandbox or {}).get("withheld") if isinstance(record.sandbox, dict) \
+            else None
+        for entry in entries if isinstance(entries, list) else []:
+            if (isinstance(entry, dict) and entry.get("kind") == "skill"
+                    and isinstance(entry.get("path"), str)):
+                found.setdefault(entry["path"], str(entry.get("reason") or ""))
+    return [_flag("warning", "baseline_contamination",
+                  f"{path} is {reason[:200]}: withheld from every sandbox, so without_skill "
+                  "runs could not read the skill through it; make sure the task does not need "
+                  "it") for path, reason in sorted(found.items())]
 
 
 def _implausible_metric_flags(record: RunRecord, where: dict[str, Any]) -> list[SanityFlag]:
@@ -11130,7 +11689,8 @@ def run_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
                                                         suite.skill_name)
     withheld = package_withholdings(suite.root, suite.skill_name, suite.path,
                                     suite.secret_texts())
-    snapshot = RepoSnapshot.take(suite.root, suite.skill_name, withheld, plan.revisions)
+    snapshot = RepoSnapshot.take(suite.root, suite.skill_name, withheld, plan.revisions,
+                                 suite.path)
     try:
         # Until its manifest is on disk an iteration can be neither reported nor resumed: an
         # interrupt or a failed write before then leaves no iteration and no template.
@@ -11149,6 +11709,7 @@ def run_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
             "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name,
                                                                    plan.provider),
             "withheld_from_skill_package": withheld, "isolation": launch["isolation"],
+            "withheld_from_every_sandbox": snapshot.kept_back,
             "fixture_status": {"before": fixture_status(suite.root, fixtures)},
             "arms": arm_records(suite, options.configs, snapshot.revisions),
             "skill_snapshot": skill_snapshot_record(snapshot, options.configs), **sharding,
@@ -12175,8 +12736,16 @@ def verdict_shortfall(evals: int) -> str | None:
             "scored in both configs, so the result can only be inconclusive")
 
 
-def load_valid_suite(suite: str, repo_root: str | None) -> Suite:
+def load_suite_and_delivery(suite: str, repo_root: str | None) -> LoadedSuite:
+    """The suite checked, then, once it is valid, against the tree its sandboxes get."""
     loaded = load_suite(suite, repo_root)
+    if loaded.suite is not None and not loaded.errors:
+        loaded.problems += delivery_problems(loaded.suite)
+    return loaded
+
+
+def load_valid_suite(suite: str, repo_root: str | None) -> Suite:
+    loaded = load_suite_and_delivery(suite, repo_root)
     for warning in loaded.warnings:
         print(warning.render(), file=sys.stderr)
     if loaded.errors or loaded.suite is None:
@@ -12230,6 +12799,7 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         eval_ids=eval_ids, keep_sandboxes=args.keep_sandboxes, agent_settings=args.agent_config,
         quiet=args.quiet, junit=output_path(args.junit, "--junit"),
         grader_runs=args.grader_runs, isolation=args.isolation, tmp_size_mib=args.tmp_size,
+        max_processes=args.max_processes,
         shard=args.shard, max_cost_usd=args.max_cost, max_tokens=args.max_tokens,
         adaptive=check_adaptive_usage(args, configs))
 
@@ -13015,10 +13585,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--isolation", choices=ISOLATION_MODES, default="auto",
                      help="confine agents with bubblewrap: auto (when it works here), bwrap "
                      "(required), none (default: auto)")
-    run.add_argument("--tmp-size", type=_bounded_int(*TMP_SIZE_MIB_RANGE),
-                     default=DEFAULT_TMP_SIZE_MIB, metavar="MIB",
-                     help="size of a confined agent's private /tmp, in MiB; a cell that fills "
-                     f"it fails and says so (default: {DEFAULT_TMP_SIZE_MIB}; bwrap only)")
+    run.add_argument("--tmp-size", type=_bounded_int(*TMP_SIZE_MIB_RANGE), metavar="MIB",
+                     default=DEFAULT_TMP_SIZE_MIB, help=TMP_SIZE_HELP)
+    run.add_argument("--max-processes", type=_bounded_int(*MAX_PROCESSES_RANGE), metavar="N",
+                     default=DEFAULT_MAX_PROCESSES, help=MAX_PROCESSES_HELP)
     run.add_argument("--repo-root", metavar="DIR", help="repository root (default: detected)")
     aliases = [alias for kind in PROVIDERS.values() for alias in kind.setting_aliases]
     run.add_argument("--agent-config", *aliases, dest="agent_config", type=_agent_setting,
@@ -13055,7 +13625,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    loaded = load_suite(args.suite, args.repo_root)
+    loaded = load_suite_and_delivery(args.suite, args.repo_root)
     shortfall = verdict_shortfall(len(loaded.suite.cases)) if loaded.suite and \
         loaded.suite.cases and not loaded.errors else None
     if shortfall:
@@ -13136,7 +13706,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     # Installed before any work, so an interrupt at any moment is answered the same way.
     with InterruptHandler(groups):
         cli_version = provider_version(provider, groups, agent_env)
-        confinement = choose_confinement(options.isolation, options.tmp_size_mib)
+        confinement = confinement_for(options)
         if confinement.mode == "bwrap":
             check_cli_install(provider.executable(agent_env.get("PATH", "")) or "",
                               agent_env.get("PATH", ""), suite.root,
