@@ -7,6 +7,7 @@ still carrying it: whatever the fakes or their grandchildren were doing, nothing
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -779,7 +780,13 @@ class RunnerKilledTests(ProcessAudit, unittest.TestCase):
                                "--isolation", isolation, "--workspace", str(tmp.path / "ws")],
                               env=env, out_dir=tmp.path / "out")
         self.stop_later(proc)
-        started = h.wait_until(lambda: len(h.marked_processes(marker)) >= 6, 60)
+        def sleeping() -> int:  # three per cell once both executors are fully started
+            count = 0
+            for pid in h.marked_processes(marker):
+                with contextlib.suppress(OSError):
+                    count += Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep\0")
+            return count
+        started = h.wait_until(lambda: sleeping() >= 6, 60)
         self.assertTrue(started, f"the agents never started: {h.read_output(proc)}")
         proc.kill()
         proc.wait()
