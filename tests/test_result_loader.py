@@ -231,13 +231,16 @@ class ConcurrentResumeTests(LoaderCase):
         self.addCleanup(lambda: first.poll() is None and (first.kill(), first.wait()))
         self.assertTrue(wait_until(lambda: (iteration / "iteration_manifest.json").is_file()
                                    and self.launches() > 0, 60), read_output(first))
-        launched = self.launches()
         resume = ["run", str(self.root / SUITE), "--agent", "claude", "--quiet",
                   "--resume", str(iteration)]
-        code, out, err = call_main(resume, self.env)
+        second_log = self.tmp.path / "second-log"  # the resume's agents log apart
+        second_log.mkdir()
+        code, out, err = call_main(resume, {**self.env, "FAKE_AGENT_LOG": str(second_log)})
         self.assertEqual(code, 2, out + err)
         self.assertIn("is being written by another skill-eval run right now", err)
-        self.assertEqual(self.roles(launched), [])  # no agent: refused before any cell
+        roles = [json.loads(p.read_text(encoding="utf-8")).get("role")
+                 for p in second_log.glob("*.json")]
+        self.assertEqual([r for r in roles if r], [])  # no agent: refused before any cell
         self.assertEqual(first.wait(120), 0, read_output(first))
         code, out, err = call_main(resume, self.env)  # the lock ends with its holder
         self.assertEqual(code, 0, out + err)
