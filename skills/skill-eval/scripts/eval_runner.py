@@ -121,8 +121,20 @@ SCORING_KEYS = frozenset(
 )
 CASE_KEYS = frozenset(
     {"id", "prompt", "expectations", "files", "name", "expected_output", "archetype",
-     "project_class", "checks", "should_activate"}
+     "project_class", "checks", "should_activate", "assertions", "anti_expectations"}
 )
+# skill-creator's SKILL.md and eval_metadata.json call a case's assertions `assertions`, its
+# schema `expectations`: suites use either or both, and both are one list of assertions.
+ASSERTION_KEYS = ("expectations", "assertions")
+# The grader judges an anti-expectation as this sentence: it passes when the output does not
+# do what the author wrote, so a verdict's polarity needs no special case anywhere.
+ANTI_EXPECTATION_PREFIX = "The output does NOT do the following (passes only if it does not): "
+# Keys other tools write for a required key: named in the error when the required one is missing.
+REQUIRED_KEY_STAND_INS = {
+    "skill_name": ("name", "skill", "skill-name", "skillName"),
+    "evals": ("cases", "tests", "test_cases", "eval_cases", "examples"),
+    "prompt": ("query", "input", "task", "question", "instruction", "user_prompt"),
+}
 REQUIRED_CASE_KEYS = ("id", "prompt")
 MAX_SUITE_BYTES = 10 * 1024 * 1024
 MAX_JSON_DEPTH = 64
@@ -138,7 +150,7 @@ CHECK_KEYS = frozenset({"name", *CHECK_SUBJECTS, "exit_code", "exists", "contain
 ANSWER_SOURCES = ("reply", "artifact")  # the recorded final answer, or the written artifact
 CHECK_TIMEOUT_RANGE = (1, 3600)
 CHECK_DEFAULT_TIMEOUT_S = 120
-EXPECTATION_OBJECT_KEYS = frozenset({"text", "check"})
+EXPECTATION_OBJECT_KEYS = frozenset({"text", "check", "id"})  # an "id" is the author's label
 
 # Folders that hold host-local or generated state; never delivered, never fixtures. The
 # agent adapters add, when they are registered, the folders their CLI reads skills and
@@ -353,6 +365,8 @@ class Case:
     checks: list[Check] = dataclasses.field(default_factory=list)  # never for the executor
     paired_checks: dict[str, str] = dataclasses.field(default_factory=dict)  # text -> check
     should_activate: bool = True  # False: a task the skill is not for (the installed arm)
+    # As written; expectations holds each negated (ANTI_EXPECTATION_PREFIX), for the grader.
+    anti_expectations: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -397,7 +411,8 @@ class Suite:
         """Every text only the grader (or a person) may see: assertions, expected outputs."""
         texts = list(self.common_assertions)
         for case in self.cases:
-            texts += case.expectations + ([case.expected_output] if case.expected_output else [])
+            texts += case.expectations + case.anti_expectations + (
+                [case.expected_output] if case.expected_output else [])
         return texts
 
 
@@ -1958,19 +1973,110 @@ def find_repo_root(suite_path: Path) -> Path | None:
     return None
 
 
+# Never task material, at any depth: a repository's own database and installed packages.
+ALWAYS_FORBIDDEN_DIR_NAMES = frozenset({".git", "node_modules"})
+
+
 def _forbidden_fixture_part(rel: Path) -> str | None:
+    """An agent CLI's state folder (.claude, .agents, ...) is the host's, except inside an
+    evals/ folder (evals/<skill>/files/.agents/...): there it is task material the author
+    wrote, delivered at its own path, below the sandbox's top where agent CLIs look for the
+    project's skills (they look in the working folder and its parents, never below)."""
     parts = rel.parts
-    for part in parts:
-        if part in FIXTURE_FORBIDDEN_DIR_NAMES - {"workspace"}:
+    for depth, part in enumerate(parts):
+        task_material = "evals" in parts[:depth]
+        if part in ALWAYS_FORBIDDEN_DIR_NAMES or (
+                not task_material and part in FIXTURE_FORBIDDEN_DIR_NAMES - {"workspace"}):
             return part
     if len(parts) >= 3 and parts[0] == "evals" and parts[2] == "workspace":
         return "evals/*/workspace"
     return None
 
 
+# Keys other tools give a meaning skill-eval has under another name: the warning says so.
+FOREIGN_KEY_MEANINGS = {
+    "should_trigger": "should_activate (false: a task the installed skill should leave alone)",
+    "eval_name": "name", "title": "name",
+}
+
+
+def foreign_key_hint(key: str, what: str) -> str:
+    meaning = FOREIGN_KEY_MEANINGS.get(key) if what == "case" else None
+    return f"if it means {meaning.split(' ')[0]!r}, write {meaning}; " if meaning else ""
+
+
 def _did_you_mean(key: str, known: Iterable[str]) -> str:
     close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
     return f"did you mean {close[0]!r}? " if close else ""
+
+
+def _edits_apart(a: str, b: str, limit: int) -> int:
+    """Letters to insert, delete, change or swap with a neighbour to turn a into b; any
+    count over `limit` is returned as limit + 1 (the rows stop early)."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    before, row = None, list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            current[j] = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + (ca != cb))
+            if before is not None and i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                current[j] = min(current[j], before[j - 2] + 1)
+        if min(current) > limit:
+            return limit + 1
+        before, row = row, current
+    return min(row[-1], limit + 1)
+
+
+def _folded(word: str) -> str:
+    return re.sub(r"[-_\s]", "", word.lower())
+
+
+def _close_name(word: str, known: Iterable[str]) -> str | None:
+    """The known name `word` is most likely a slip for, or None: the same letters but for case,
+    '-' and '_', or one edit away (two for words of six letters or more). Names further apart
+    are other words (kind/id, version/schema_version), never suggested."""
+    names = sorted(known)
+    for name in names:
+        if _folded(name) == _folded(word):
+            return name
+    if len(word) < 3:
+        return None
+    limit = 1 if len(word) <= 5 else 2
+    scored = sorted((_edits_apart(word.lower(), name.lower(), limit), name) for name in names)
+    return scored[0][1] if scored and scored[0][0] <= limit else None
+
+
+def _suggest(word: str, known: Iterable[str]) -> str:
+    close = _close_name(word, known)
+    return f"did you mean {close!r}? " if close else ""
+
+
+# Where `validate DIR` looks for suites: the folder is a suite's folder, a skill (skill-creator
+# keeps evals/evals.json beside SKILL.md), a repository of skills, or an evals/ folder.
+SUITE_PLACES = ("evals.json", "evals/evals.json", "*/evals.json", "evals/*/evals.json",
+                "skills/*/evals/evals.json")
+TRIGGER_FILE_NAMES = ("trigger.json", "trigger-evals.json", "trigger_evals.json",
+                      "triggers.json", "trigger-eval.json", "trigger_eval.json")
+
+
+def suites_in_folder(folder: Path) -> list[Path]:
+    found: list[Path] = []
+    for pattern in SUITE_PLACES:
+        for path in sorted(folder.glob(pattern)):
+            if path.is_file() and path not in found and not any(
+                    part in EXCLUDED_DIR_NAMES or part == "workspace"
+                    for part in path.relative_to(folder).parts[:-1]):
+                found.append(path)
+    return found
+
+
+def trigger_files_in_folder(folder: Path) -> list[Path]:
+    found: list[Path] = []
+    for place in ("", "evals/", "evals/*/", "skills/*/evals/"):
+        for name in TRIGGER_FILE_NAMES:
+            found += [p for p in sorted(folder.glob(place + name)) if p.is_file()]
+    return list(dict.fromkeys(found))
 
 
 class SuiteChecker:
@@ -1986,6 +2092,10 @@ class SuiteChecker:
         self.installed_with: list[str] = []
         self.common_checks: list[Check] = []
         self.common_paired: dict[str, tuple[str, str]] = {}  # text -> (check name, JSON path)
+        # One finding said once however many cases share it: (severity, message, fix) ->
+        # the JSON paths and case ids where it occurs (see report_grouped).
+        self.grouped: dict[tuple[str, str, str], list[tuple[str, str | None]]] = {}
+        self.slips: set[tuple[str | None, str]] = set()  # (case id, known key) of a likely typo
 
     def error(self, message: str, path: str, fix: str, case_id: str | None = None) -> None:
         self.problems.append(Problem("error", message, self.file, path, case_id, fix))
@@ -1995,14 +2105,42 @@ class SuiteChecker:
 
     # -- pieces ------------------------------------------------------------
 
+    def group(self, severity: str, message: str, path: str, fix: str,
+              case_id: str | None) -> None:
+        """A finding that may recur in many cases: reported once, naming them all."""
+        self.grouped.setdefault((severity, message, fix), []).append((path, case_id))
+
+    def report_grouped(self) -> None:
+        for (severity, message, fix), places in self.grouped.items():
+            paths = list(dict.fromkeys(re.sub(r"\[\d+\]", "[*]", p) for p, _ in places))
+            path = places[0][0] if len(places) == 1 else " ".join(paths)
+            ids = list(dict.fromkeys(cid for _, cid in places if cid is not None))
+            if len(ids) > 1:
+                shown = ", ".join(ids[:10]) + (f", ... ({len(ids)} in all)" if len(ids) > 10
+                                               else "")
+                message = f"{message} (in cases {shown})"
+            self.problems.append(Problem(severity, message, self.file, path,
+                                         ids[0] if len(ids) == 1 else None, fix))
+        self.grouped.clear()
+
     def check_unknown_keys(self, obj: dict, known: frozenset, path: str, what: str,
-                           case_id: str | None = None, severity: str = "error") -> None:
+                           case_id: str | None = None, interpreted: bool = True) -> None:
+        """A key close to a known one is a slip (an error: what it says would be lost); any
+        other is the author's own note, kept in the file and ignored (a warning)."""
         for key in obj:
-            if key not in known:
-                hint = _did_you_mean(key, known)
-                report = self.error if severity == "error" else self.warning
-                report(f"unknown {what} key {key!r}", _path_join(path, key),
-                       f"{hint}known keys: {', '.join(sorted(known))}", case_id)
+            if key in known:
+                continue
+            close = _close_name(key, known)
+            where = _path_join(path, key)
+            if close is not None:
+                self.slips.add((case_id, close))
+                self.group("error" if interpreted else "warning",
+                           f"unknown {what} key {key!r}", where,
+                           f"did you mean {close!r}? rename the key", case_id)
+            else:
+                self.group("warning", f"{what} key {key!r} is not a skill-eval field; it is "
+                           "ignored", where, foreign_key_hint(key, what) +
+                           f"known {what} keys: {', '.join(sorted(known))}", case_id)
 
     def string_list(self, value: Any, path: str, what: str,
                     case_id: str | None = None) -> list[str]:
@@ -2034,15 +2172,24 @@ class SuiteChecker:
     # -- the document ------------------------------------------------------
 
     def check_document(self, data: Any) -> tuple[str | None, list[str], list[Case]]:
+        found = self.check_document_parts(data)
+        self.report_grouped()
+        return found
+
+    def check_document_parts(self, data: Any) -> tuple[str | None, list[str], list[Case]]:
         if not isinstance(data, dict):
-            self.error(f"the suite must be a JSON object, not {_type_name(data)}", "(top level)",
-                       'start the file with {"skill_name": ..., "evals": [...]}')
+            self.problems.append(not_a_suite_object(data, self.file))
+            if looks_like_case_list(data):  # every problem at once: the cases are read too
+                self.check_cases(data, [])
+            return None, [], []
+        if (foreign := foreign_json_format(data, self.file)) is not None:
+            self.problems.append(foreign)
             return None, [], []
         self.check_unknown_keys(data, TOP_LEVEL_KEYS, "", "top-level")
         for key in REQUIRED_TOP_LEVEL_KEYS:
             if key not in data:
                 self.error(f"required key {key!r} is missing", "(top level)",
-                           f"add {key!r} to the top-level object")
+                           stand_in_fix(data, key, "the top-level object"))
         skill_name = self.skill_name = self.check_skill_name(data.get("skill_name"))
         common = []
         if "common_assertions" in data:
@@ -2080,7 +2227,7 @@ class SuiteChecker:
             self.error(f"scoring must be an object, not {_type_name(value)}", "scoring",
                        "remove it or write it as an object")
             return
-        self.check_unknown_keys(value, SCORING_KEYS, "scoring", "scoring", severity="warning")
+        self.check_unknown_keys(value, SCORING_KEYS, "scoring", "scoring", interpreted=False)
 
     def check_installed_with(self, value: Any, skill_name: str | None) -> list[str]:
         """The other skill packages installed beside the skill in installed cells."""
@@ -2175,15 +2322,13 @@ class SuiteChecker:
         for key in REQUIRED_CASE_KEYS:
             if key not in raw:
                 self.error(f"required key {key!r} is missing", path,
-                           f"add {key!r} to the case", cid)
+                           stand_in_fix(raw, key, "the case"), cid)
         prompt = raw.get("prompt")
         if "prompt" in raw and (not isinstance(prompt, str) or not prompt.strip()):
             self.error("prompt must be a non-empty string", _path_join(path, "prompt"),
                        "write the task the executor should perform", cid)
-        expectations, paired = [], {}
-        if "expectations" in raw:
-            expectations, paired = self.assertion_list(
-                raw["expectations"], _path_join(path, "expectations"), "expectations", cid)
+        expectations, paired = self.case_assertions(raw, path, cid)
+        anti = self.anti_expectations(raw, path, cid)
         checks = []
         if "checks" in raw:
             checks = self.check_list(raw["checks"], _path_join(path, "checks"), cid,
@@ -2205,21 +2350,59 @@ class SuiteChecker:
                        "write true (the skill is for this task, the default) or false (a task "
                        "the installed skill should leave alone)", cid)
             should_activate = True
-        self.check_assertion_overlap(common, expectations, path, cid,
+        graded = expectations + [ANTI_EXPECTATION_PREFIX + text for text in anti
+                                 if ANTI_EXPECTATION_PREFIX + text not in expectations]
+        self.check_assertion_overlap(common, graded, path, cid,
                                      bool(checks or self.common_checks))
         if case_id is None or not isinstance(prompt, str) or not prompt.strip():
             return None
-        return Case(case_id, index, prompt, name, expectations, files, expected_output, checks,
+        return Case(case_id, index, prompt, name, graded, files, expected_output, checks,
                     {text: check for text, (check, _) in paired.items()},
-                    should_activate)
+                    should_activate, anti)
+
+    def case_assertions(self, raw: dict, path: str, cid: str | None
+                        ) -> tuple[list[str], dict[str, tuple[str, str]]]:
+        """`expectations` and `assertions` (skill-creator writes both names) as one list:
+        expectations first, a text written under both names graded once."""
+        texts: list[str] = []
+        paired: dict[str, tuple[str, str]] = {}
+        lists = []
+        for key in ASSERTION_KEYS:
+            if key in raw:
+                found, pairs = self.assertion_list(raw[key], _path_join(path, key), key, cid)
+                lists.append(found)
+                texts += [text for text in found if text not in texts]
+                paired.update(pairs)
+        if len(lists) == 2 and lists[0] != lists[1]:
+            self.group("warning", "a case has both 'expectations' and 'assertions'; all of "
+                       "them are graded, expectations first, a text in both once",
+                       _path_join(path, "assertions"), "keep one of the two keys so a reader "
+                       "sees every assertion in one place", cid)
+        return texts, paired
+
+    def anti_expectations(self, raw: dict, path: str, cid: str | None) -> list[str]:
+        """What the output must not do; graded as the negated sentence (see
+        ANTI_EXPECTATION_PREFIX)."""
+        if "anti_expectations" not in raw:
+            return []
+        where = _path_join(path, "anti_expectations")
+        texts, paired = self.assertion_list(raw["anti_expectations"], where,
+                                            "anti_expectations", cid)
+        for _, check_path in paired.values():
+            self.error("an anti-expectation cannot name a check", check_path,
+                       "write the check's opposite as a check of its own (e.g. \"exists\": "
+                       "false) and pair it with a plain expectation", cid)
+        return texts
 
     def check_assertion_overlap(self, common: list[str], own: list[str], path: str,
                                 cid: str | None, has_checks: bool = False) -> None:
         if not common and not own:
-            if not has_checks:
-                self.warning("case has no assertions: nothing to grade", path,
-                             "add expectations to the case or common_assertions to the suite",
-                             cid)
+            slipped = any((cid, key) in self.slips for key in (*ASSERTION_KEYS,
+                                                               "anti_expectations"))
+            if not has_checks and not slipped:  # a misspelt key already said where they are
+                self.group("warning", "case has no assertions: nothing to grade", path,
+                           "add expectations to the case or common_assertions to the suite",
+                           cid)
             return
         seen: set[str] = set()
         for i, text in enumerate([*common, *own]):
@@ -2253,9 +2436,12 @@ class SuiteChecker:
             if not isinstance(text, str) or not text.strip():
                 self.error("an assertion object needs a non-empty 'text'",
                            _path_join(item_path, "text"),
-                           'write it as {"text": "...", "check": "<check name>"}', cid)
+                           'write it as {"text": "..."} or {"text": "...", "check": "<check '
+                           'name>"}', cid)
                 continue
             texts.append(text)
+            if "check" not in item:
+                continue  # {"text": ...} and {"id": ..., "text": ...}: a plain assertion
             if not isinstance(check, str) or not check.strip():
                 self.error("'check' must name one of the case's checks",
                            _path_join(item_path, "check"),
@@ -2576,6 +2762,109 @@ class SuiteChecker:
         return rel.as_posix()
 
 
+# -- files in other formats: say what the file looks like and what to do ----------
+
+SUITE_SHAPE = '{"skill_name": "<skill>", "evals": [{"id": 1, "prompt": "...", "expectations": [...]}]}'
+TRIGGER_SET_FIX = (
+    "this file is a trigger set: it says whether the skill should be picked for each query, "
+    "which skill-eval does not run from this file; to measure it, put each query in an "
+    "evals.json case as its prompt with \"should_activate\": true or false, and run that suite "
+    "with --config installed (reports.md: does the agent find the skill on its own)")
+
+
+def stand_in_fix(obj: dict, key: str, where: str) -> str:
+    """How to add a missing required key, naming a key that may stand for it."""
+    present = [name for name in REQUIRED_KEY_STAND_INS.get(key, ()) if name in obj]
+    if present:
+        return f"rename {present[0]!r} to {key!r} if it holds the {key.replace('_', ' ')}"
+    return f"add {key!r} to {where}"
+
+
+def is_trigger_entry(item: Any) -> bool:
+    return isinstance(item, dict) and "query" in item and "should_trigger" in item
+
+
+def looks_like_case_list(data: Any) -> bool:
+    return isinstance(data, list) and any(isinstance(item, dict) and "prompt" in item
+                                          for item in data)
+
+
+def not_a_suite_object(data: Any, file: str) -> Problem:
+    """The document is not an object: a trigger set, a bare list of cases, or other JSON."""
+    if isinstance(data, list) and data and all(is_trigger_entry(item) for item in data):
+        return Problem("error", "this is a skill-creator trigger set (a list of {\"query\", "
+                       "\"should_trigger\"}), not an eval suite", file, "(top level)",
+                       fix=TRIGGER_SET_FIX)
+    if looks_like_case_list(data):
+        return Problem("error", "the file is a list of cases; an eval suite is an object that "
+                       "names its skill", file, "(top level)",
+                       fix='wrap the list: {"skill_name": "<the skill\'s folder name>", "evals": '
+                       '<this list>}')
+    return Problem("error", f"the suite must be a JSON object, not {_type_name(data)}",
+                   file, "(top level)", fix=f"start the file with {SUITE_SHAPE}")
+
+
+def foreign_json_format(data: dict, file: str) -> Problem | None:
+    """An object that is another tool's configuration, not a suite."""
+    if "evals" in data or "skill_name" in data:
+        return None
+    if "tests" in data and ("prompts" in data or "providers" in data):
+        return Problem("error", "this looks like a promptfoo configuration (prompts, providers, "
+                       "tests), not an eval suite", file, "(top level)",
+                       fix="run it with promptfoo (npx promptfoo eval -c FILE), or convert it: "
+                       "each test becomes a case, its prompt with the vars filled in the "
+                       "case's prompt, its assert values the case's expectations; "
+                       f"the suite's shape: {SUITE_SHAPE}")
+    if "tasks" in data and isinstance(data["tasks"], list):
+        return skillgrade_problem(file)
+    return None
+
+
+def skillgrade_problem(file: str) -> Problem:
+    return Problem("error", "this looks like a skillgrade eval file (tasks with an instruction "
+                   "and graders), not an eval suite", file, "(top level)",
+                   fix="run it with skillgrade, or convert it to evals.json: each task becomes "
+                   "a case, its instruction the prompt, its rubric's criteria the "
+                   f"expectations; the suite's shape: {SUITE_SHAPE}")
+
+
+def yaml_top_keys(text: str) -> list[str]:
+    """The keys of a YAML document's top-level mapping, read from its unindented lines."""
+    return re.findall(r"^([A-Za-z_][\w-]*)\s*:", text, flags=re.MULTILINE)
+
+
+def unparsable_format(text: str, path: Path) -> Problem | None:
+    """For text that is not JSON: the format it looks like and what to do, or None."""
+    file, stripped = str(path), text.lstrip("\ufeff \t\r\n")
+    if stripped.startswith(("{", "[")):
+        lines = [line for line in stripped.splitlines() if line.strip()]
+        if len(lines) > 1 and all(_loads_or_none_json(line) is not None for line in lines):
+            return Problem("error", "this file holds one JSON value per line (JSON Lines), not "
+                           "one JSON document", file,
+                           fix="put the cases in one list under \"evals\": " + SUITE_SHAPE)
+        return None
+    keys = set(yaml_top_keys(stripped))
+    if not keys and path.suffix.lower() not in (".yaml", ".yml"):
+        return None
+    if "tests" in keys and keys & {"prompts", "providers"}:
+        return Problem("error", "this looks like a promptfoo configuration in YAML (prompts, "
+                       "providers, tests), not a JSON eval suite", file,
+                       fix="run it with promptfoo (npx promptfoo eval -c FILE), or convert "
+                       "each test to a case of an evals.json: " + SUITE_SHAPE)
+    if "tasks" in keys:
+        return skillgrade_problem(file)
+    return Problem("error", "this looks like YAML; an eval suite is JSON", file,
+                   fix="convert it to JSON (keys and lists keep their names), saved as "
+                   "evals/<skill>/evals.json: " + SUITE_SHAPE)
+
+
+def _loads_or_none_json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
 def _shown(value: Any) -> str:
     """A value as the suite wrote it, short enough for a message."""
     if isinstance(value, _NonFinite):
@@ -2749,9 +3038,12 @@ def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedS
         return LoadedSuite(None, problems, set())
     data, problems = parse_json_document(text, str(suite_path))
     if data is None:
-        return LoadedSuite(None, problems, set())
+        foreign = unparsable_format(text, suite_path)
+        return LoadedSuite(None, [foreign] if foreign else problems, set())
     root, root_problems = _choose_root(suite_path, repo_root)
-    checker = SuiteChecker(str(suite_path), root, suite_path)
+    # Without a root the suite is refused, but its fixtures are still looked up from where the
+    # root most likely is, so fixing the layout reveals no second round of errors.
+    checker = SuiteChecker(str(suite_path), root or provisional_root(suite_path), suite_path)
     skill_name, common, cases = checker.check_document(data)
     problems = root_problems + problems + checker.problems
     if root is not None and skill_name is not None:
@@ -2764,6 +3056,15 @@ def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedS
                   checker.installed_with)
     problems += withholding_problems(suite)
     return LoadedSuite(suite, problems, checker.fixture_files)
+
+
+def provisional_root(suite_path: Path) -> Path:
+    """Where the repository root most likely is when none was found: above the evals/ folder
+    holding the suite, else the suite's own folder."""
+    for folder in suite_path.parents:
+        if folder.name == "evals":
+            return folder.parent
+    return suite_path.parent
 
 
 def _choose_root(suite_path: Path,
@@ -11903,6 +12204,14 @@ def verdict_shortfall(evals: int) -> str | None:
             "scored in both configs, so the result can only be inconclusive")
 
 
+def only_suite_in(folder: str) -> str:
+    suites = suites_for_argument(folder)
+    if len(suites) > 1:
+        raise InputError(f"{folder} holds {len(suites)} eval suites: "
+                         f"{', '.join(map(str, suites))}", "pass the one to run")
+    return str(suites[0])
+
+
 def load_valid_suite(suite: str, repo_root: str | None) -> Suite:
     loaded = load_suite(suite, repo_root)
     for warning in loaded.warnings:
@@ -12763,7 +13072,37 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    loaded = load_suite(args.suite, args.repo_root)
+    if not Path(args.suite).is_dir():
+        return validate_suite(args.suite, args)
+    suites = suites_for_argument(args.suite)
+    for trigger in trigger_files_in_folder(Path(args.suite)):
+        print(f"{PROG}: note: {trigger} is not validated: {TRIGGER_SET_FIX}", file=sys.stderr)
+    if args.json and len(suites) > 1:  # one JSON document: the suites' reports in a list
+        reports: list[dict[str, Any]] = []
+        codes = [validate_suite(str(suite), args, reports) for suite in suites]
+        print(json.dumps({"ok": not any(codes), "suites": reports}, indent=2))
+        return max(codes)
+    codes = []
+    for suite in suites:
+        if len(suites) > 1 and not args.json:
+            print(f"== {suite}", file=sys.stderr)
+        codes.append(validate_suite(str(suite), args))
+    return max(codes)
+
+
+def suites_for_argument(folder: str) -> list[Path]:
+    """The suites a folder holds (a repository, a skill, an evals/ folder), or a refusal."""
+    suites = suites_in_folder(Path(folder))
+    if not suites:
+        raise InputError(f"{folder} is a folder and holds no eval suite",
+                         f"looked for {', '.join(SUITE_PLACES)} under it; pass the suite file "
+                         "itself, or create evals/evals.json beside the skill's SKILL.md")
+    return suites
+
+
+def validate_suite(suite_arg: str, args: argparse.Namespace,
+                   reports: list[dict[str, Any]] | None = None) -> int:
+    loaded = load_suite(suite_arg, args.repo_root)
     shortfall = verdict_shortfall(len(loaded.suite.cases)) if loaded.suite and \
         loaded.suite.cases and not loaded.errors else None
     if shortfall:
@@ -12774,22 +13113,25 @@ def cmd_validate(args: argparse.Namespace) -> int:
     counts = suite_counts(loaded)
     ok = not loaded.errors
     if args.json:
-        print(json.dumps({"ok": ok, "suite": str(Path(args.suite)),
-                          "errors": [p.to_json() for p in loaded.errors],
-                          "warnings": [p.to_json() for p in loaded.warnings],
-                          "counts": counts}, indent=2))
+        report = {"ok": ok, "suite": str(Path(suite_arg)),
+                  "errors": [p.to_json() for p in loaded.errors],
+                  "warnings": [p.to_json() for p in loaded.warnings], "counts": counts}
+        if reports is None:
+            print(json.dumps(report, indent=2))
+        else:
+            reports.append(report)
         return EXIT_OK if ok else EXIT_INVALID
     for problem in loaded.problems:
         print(problem.render(), file=sys.stderr)
     if not ok:
-        print(f"INVALID: {args.suite}: {counts['errors']} error(s), {counts['warnings']} "
+        print(f"INVALID: {suite_arg}: {counts['errors']} error(s), {counts['warnings']} "
               "warning(s)", file=sys.stderr)
         return EXIT_INVALID
     if counts["cases"] == 0:
-        print(f"OK: {args.suite}: 0 cases: nothing to run")
+        print(f"OK: {suite_arg}: 0 cases: nothing to run")
     else:
         checks = f"{counts['checks']} checks, " if counts["checks"] else ""
-        print(f"OK: {args.suite}: {counts['cases']} cases, {counts['assertions']} assertions, "
+        print(f"OK: {suite_arg}: {counts['cases']} cases, {counts['assertions']} assertions, "
               f"{checks}{counts['fixture_files']} fixture files, {counts['warnings']} warnings")
     return EXIT_OK
 
@@ -12802,6 +13144,8 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
                if value is None]
     if missing:
         run_parser.error(f"the following arguments are required: {', '.join(missing)}")
+    if Path(args.suite).is_dir():
+        args.suite = only_suite_in(args.suite)
     suite = load_valid_suite(args.suite, args.repo_root)
     options = options_from_args(args, suite)
     sandbox_base = check_sandbox_base(suite.root)
