@@ -2456,7 +2456,7 @@ class SuiteChecker:
         names = [check.name for check in checks]
         for name, where in paired.values():
             if name not in names:
-                hint = _did_you_mean(name, names)
+                hint = _suggest(name, names)
                 self.error(f"assertion names check {name!r}, which this case does not have",
                            where, f"{hint}known checks: {', '.join(names) or 'none'}; name "
                            "the check with \"name\" and use that", cid)
@@ -2541,7 +2541,7 @@ class SuiteChecker:
             return value
         if subject == "answer":
             if value not in ANSWER_SOURCES:
-                hint = _did_you_mean(str(value), ANSWER_SOURCES) if isinstance(value, str) else ""
+                hint = _suggest(str(value), ANSWER_SOURCES) if isinstance(value, str) else ""
                 self.error(f"'answer' must be one of {', '.join(ANSWER_SOURCES)}, not "
                            f"{_shown(value)}", path, f"{hint}\"reply\" is the executor's final "
                            "answer, \"artifact\" the document it wrote", cid)
@@ -2681,9 +2681,9 @@ class SuiteChecker:
                 names = os.listdir(parent)
             except OSError:
                 continue
-            close = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.6)
+            close = _close_name(name, names)
             if close:
-                return f"did you mean {(folder + '/' if folder else '') + close[0]!r}? "
+                return f"did you mean {(folder + '/' if folder else '') + close!r}? "
         return ""
 
     def fixture_bases(self) -> list[Path]:
@@ -2913,7 +2913,7 @@ def check_skill_package(root: Path, skill_name: str, file: str) -> list[Problem]
             if skills.is_dir() else []
         return [Problem("error", f"the target skill has no {skill_md.relative_to(root)}", file,
                         "skill_name",
-                        fix=f"{_did_you_mean(skill_name, names)}create "
+                        fix=f"{_suggest(skill_name, names)}create "
                         f"skills/{skill_name}/SKILL.md or correct skill_name")]
     real_package = Path(os.path.realpath(skill_md.parent))
     if not _is_within(Path(os.path.realpath(skill_md)), real_package) or not _is_within(
@@ -12204,6 +12204,52 @@ def verdict_shortfall(evals: int) -> str | None:
             "scored in both configs, so the result can only be inconclusive")
 
 
+def suites_for_argument(folder: str) -> list[Path]:
+    """The suites a folder holds (a repository, a skill, an evals/ folder), or a refusal."""
+    suites = suites_in_folder(Path(folder))
+    if not suites:
+        raise InputError(f"{folder} is a folder and holds no eval suite",
+                         f"looked for {', '.join(SUITE_PLACES)} under it; pass the suite file "
+                         "itself, or create evals/evals.json beside the skill's SKILL.md")
+    return suites
+
+
+def validate_suite(suite_arg: str, args: argparse.Namespace,
+                   reports: list[dict[str, Any]] | None = None) -> int:
+    loaded = load_suite(suite_arg, args.repo_root)
+    shortfall = verdict_shortfall(len(loaded.suite.cases)) if loaded.suite and \
+        loaded.suite.cases and not loaded.errors else None
+    if shortfall:
+        loaded.problems.append(Problem(
+            "warning", shortfall, str(loaded.suite.path), "evals", None,
+            f"add {MIN_PAIRED_EVALS - len(loaded.suite.cases)} more case(s) for a verdict; a "
+            "smaller pilot still shows pass rates and which assertions discriminate"))
+    counts = suite_counts(loaded)
+    ok = not loaded.errors
+    if args.json:
+        report = {"ok": ok, "suite": str(Path(suite_arg)),
+                  "errors": [p.to_json() for p in loaded.errors],
+                  "warnings": [p.to_json() for p in loaded.warnings], "counts": counts}
+        if reports is None:
+            print(json.dumps(report, indent=2))
+        else:
+            reports.append(report)
+        return EXIT_OK if ok else EXIT_INVALID
+    for problem in loaded.problems:
+        print(problem.render(), file=sys.stderr)
+    if not ok:
+        print(f"INVALID: {suite_arg}: {counts['errors']} error(s), {counts['warnings']} "
+              "warning(s)", file=sys.stderr)
+        return EXIT_INVALID
+    if counts["cases"] == 0:
+        print(f"OK: {suite_arg}: 0 cases: nothing to run")
+    else:
+        checks = f"{counts['checks']} checks, " if counts["checks"] else ""
+        print(f"OK: {suite_arg}: {counts['cases']} cases, {counts['assertions']} assertions, "
+              f"{checks}{counts['fixture_files']} fixture files, {counts['warnings']} warnings")
+    return EXIT_OK
+
+
 def only_suite_in(folder: str) -> str:
     suites = suites_for_argument(folder)
     if len(suites) > 1:
@@ -12980,7 +13026,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands.required = True
 
     validate = commands.add_parser("validate", help="check a suite completely; launch nothing")
-    validate.add_argument("suite", metavar="SUITE", help="path to evals/<skill>/evals.json")
+    validate.add_argument("suite", metavar="SUITE", help="an evals.json, or a folder holding "
+                          "suites (a skill, a repository): each is validated")
     validate.add_argument("--repo-root", metavar="DIR", help="repository root (default: detected)")
     validate.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -13088,52 +13135,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
             print(f"== {suite}", file=sys.stderr)
         codes.append(validate_suite(str(suite), args))
     return max(codes)
-
-
-def suites_for_argument(folder: str) -> list[Path]:
-    """The suites a folder holds (a repository, a skill, an evals/ folder), or a refusal."""
-    suites = suites_in_folder(Path(folder))
-    if not suites:
-        raise InputError(f"{folder} is a folder and holds no eval suite",
-                         f"looked for {', '.join(SUITE_PLACES)} under it; pass the suite file "
-                         "itself, or create evals/evals.json beside the skill's SKILL.md")
-    return suites
-
-
-def validate_suite(suite_arg: str, args: argparse.Namespace,
-                   reports: list[dict[str, Any]] | None = None) -> int:
-    loaded = load_suite(suite_arg, args.repo_root)
-    shortfall = verdict_shortfall(len(loaded.suite.cases)) if loaded.suite and \
-        loaded.suite.cases and not loaded.errors else None
-    if shortfall:
-        loaded.problems.append(Problem(
-            "warning", shortfall, str(loaded.suite.path), "evals", None,
-            f"add {MIN_PAIRED_EVALS - len(loaded.suite.cases)} more case(s) for a verdict; a "
-            "smaller pilot still shows pass rates and which assertions discriminate"))
-    counts = suite_counts(loaded)
-    ok = not loaded.errors
-    if args.json:
-        report = {"ok": ok, "suite": str(Path(suite_arg)),
-                  "errors": [p.to_json() for p in loaded.errors],
-                  "warnings": [p.to_json() for p in loaded.warnings], "counts": counts}
-        if reports is None:
-            print(json.dumps(report, indent=2))
-        else:
-            reports.append(report)
-        return EXIT_OK if ok else EXIT_INVALID
-    for problem in loaded.problems:
-        print(problem.render(), file=sys.stderr)
-    if not ok:
-        print(f"INVALID: {suite_arg}: {counts['errors']} error(s), {counts['warnings']} "
-              "warning(s)", file=sys.stderr)
-        return EXIT_INVALID
-    if counts["cases"] == 0:
-        print(f"OK: {suite_arg}: 0 cases: nothing to run")
-    else:
-        checks = f"{counts['checks']} checks, " if counts["checks"] else ""
-        print(f"OK: {suite_arg}: {counts['cases']} cases, {counts['assertions']} assertions, "
-              f"{checks}{counts['fixture_files']} fixture files, {counts['warnings']} warnings")
-    return EXIT_OK
 
 
 def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
