@@ -384,6 +384,9 @@ class Suite:
     common_checks: list[Check] = dataclasses.field(default_factory=list)
     common_paired_checks: dict[str, str] = dataclasses.field(default_factory=dict)
     installed_with: list[str] = dataclasses.field(default_factory=list)  # skills/<other>
+    # The repository is the skill: SKILL.md at its root (package_dir). Its package is then
+    # delivered at skills/<name>/ in with_skill sandboxes, as any package is.
+    at_root: bool = False
 
     def checks_for(self, case: Case) -> list[Check]:
         """Common checks then the case's own (validation keeps their names apart)."""
@@ -405,7 +408,7 @@ class Suite:
 
     @property
     def skill_dir(self) -> Path:
-        return self.root / "skills" / self.skill_name
+        return self.root if self.at_root else self.root / "skills" / self.skill_name
 
     def secret_texts(self) -> list[str]:
         """Every text only the grader (or a person) may see: assertions, expected outputs."""
@@ -2735,12 +2738,16 @@ class SuiteChecker:
             return "is the suite file itself, and the executor must never see the assertions"
         if real.is_dir() and _is_within(real_suite, real):
             return "is a folder holding the suite file, and the executor must never see it"
-        skill_dir = real_root / "skills" / (self.skill_name or "\0")
+        skill_dir = package_dir(real_root, self.skill_name or "\0")
         held = withheld_suite_part(real_root, self.skill_name or "\0", real_suite)
         if held and _is_within(real, real_root / held):
             return None  # task material beside the suite, withheld from the package itself
+        if skill_dir == real_root and _is_within(real, real_root / "evals"):
+            return None  # the repository is the skill: evals/ is the one place for task material
         if _is_within(real, skill_dir) or (real.is_dir() and _is_within(skill_dir, real)):
-            return "holds the target skill's package, which without_skill runs must not get"
+            return ("holds the target skill's package, which without_skill runs must not get"
+                    + ("; the repository is the skill, so fixtures live under evals/"
+                       if skill_dir == real_root else ""))
         return None
 
     def accept_fixture_folder(self, entry: str, rel: Path, real: Path, real_root: Path,
@@ -2905,15 +2912,62 @@ def read_frontmatter(text: str) -> dict[str, str] | None:
     return None
 
 
+def root_skill_name(root: Path) -> str | None:
+    """The front matter name of the repository's own top SKILL.md (a regular file, never a
+    link), or None."""
+    skill_md = root / "SKILL.md"
+    if os.path.islink(skill_md) or not skill_md.is_file():
+        return None
+    try:
+        front = read_frontmatter(skill_md.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return None
+    return (front or {}).get("name") or None
+
+
+def package_dir(root: Path, skill_name: str) -> Path:
+    """skills/<name>/, or the repository root when the repository is the skill: no
+    skills/<name>/SKILL.md, and a top SKILL.md whose front matter names the skill."""
+    nested = root / "skills" / skill_name
+    if (nested / "SKILL.md").is_file() or root_skill_name(root) != skill_name:
+        return nested
+    return root
+
+
+# A repository that is the skill: its top folders that are never part of the package.
+ROOT_PACKAGE_SKIPPED = ("evals", "skills")
+
+
+def package_paths(root: Path, skill_name: str) -> Iterator[Path]:
+    """The files of the skill's package; for a skill at the root, the repository's files but
+    its evals/ (suites, fixtures, workspaces) and skills/ folders."""
+    folder = package_dir(root, skill_name)
+    if folder != root:
+        yield from _walk_files(folder)
+        return
+    for child in sorted(root.iterdir()):
+        if child.name in ROOT_PACKAGE_SKIPPED or child.name in EXCLUDED_DIR_NAMES:
+            continue
+        if child.is_dir() and not child.is_symlink():
+            yield from _walk_files(child)
+        elif not (child.is_symlink() and child.is_dir()):  # os.walk lists, never follows, those
+            yield child
+
+
 def check_skill_package(root: Path, skill_name: str, file: str) -> list[Problem]:
-    skill_md = root / "skills" / skill_name / "SKILL.md"
+    skill_md = package_dir(root, skill_name) / "SKILL.md"
     if not skill_md.is_file():
         skills = root / "skills"
         names = [p.name for p in skills.iterdir() if (p / "SKILL.md").is_file()] \
             if skills.is_dir() else []
-        return [Problem("error", f"the target skill has no {skill_md.relative_to(root)}", file,
-                        "skill_name",
-                        fix=f"{_suggest(skill_name, names)}create "
+        top = root_skill_name(root)
+        seen = (f"; the repository's own SKILL.md names the skill {top!r}: set skill_name to "
+                f"{top!r} to evaluate it" if top else
+                "; the repository's SKILL.md is a link, and only a regular file is the skill"
+                if os.path.islink(root / "SKILL.md") else "")
+        return [Problem("error", f"the target skill has no {skill_md.relative_to(root)}{seen}",
+                        file, "skill_name",
+                        fix=f"{_suggest(skill_name, names + ([top] if top else []))}create "
                         f"skills/{skill_name}/SKILL.md or correct skill_name")]
     real_package = Path(os.path.realpath(skill_md.parent))
     if not _is_within(Path(os.path.realpath(skill_md)), real_package) or not _is_within(
@@ -2957,7 +3011,7 @@ def withheld_suite_part(root: Path, skill_name: str, suite_path: Path) -> str | 
     beside it): the suite's whole folder is then withheld from the delivered package, or the
     suite file alone when it sits at the package's top.
     """
-    skill_dir = Path(os.path.abspath(root / "skills" / skill_name))
+    skill_dir = Path(os.path.abspath(package_dir(root, skill_name)))
     suite = Path(os.path.abspath(suite_path))
     if not _is_within(suite, skill_dir):
         return None
@@ -2980,12 +3034,12 @@ def package_withholdings(root: Path, skill_name: str, suite_path: Path,
     the suite and its folder, any other evals.json, and any file quoting an assertion or an
     expected_output. The top SKILL.md is the skill under test and is never withheld; validation
     warns when it quotes one."""
-    skill_dir = root / "skills" / skill_name
+    skill_dir = package_dir(root, skill_name)
     held = withheld_suite_part(root, skill_name, suite_path)
     needles = sorted({t.strip().encode("utf-8") for t in secrets
                       if len(t.strip()) >= MIN_SECRET_CHARS})
     withheld = {}
-    for path in _walk_files(skill_dir):
+    for path in package_paths(root, skill_name):
         rel = path.relative_to(root).as_posix()
         if held and (rel == held or rel.startswith(held + "/")):
             withheld[rel] = "the eval suite or a file beside it (assertions reach only the grader)"
@@ -3053,7 +3107,7 @@ def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedS
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     suite = Suite(suite_path, root, skill_name, common, cases, digest, checker.common_checks,
                   {text: check for text, (check, _) in checker.common_paired.items()},
-                  checker.installed_with)
+                  checker.installed_with, package_dir(root, skill_name) == root)
     problems += withholding_problems(suite)
     return LoadedSuite(suite, problems, checker.fixture_files)
 
@@ -3696,6 +3750,8 @@ class RepoSnapshot:
     skill_copy: Path | None = None
     skill_sha256: str = ""
     skill_unreadable: dict[str, str] = dataclasses.field(default_factory=dict)
+    # A skill at the repository root: sandbox path (skills/<name>/...) -> repository path.
+    skill_sources: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def take(cls, root: Path, skill_name: str, withheld: dict[str, str] | None = None,
@@ -3703,9 +3759,11 @@ class RepoSnapshot:
         """`withheld`: package files (repository-relative) never delivered, with the reason;
         `revisions`: the packages of the arms that run the skill as committed at a revision."""
         listed, source = _list_repository(root)
+        withheld = dict(withheld or {})
+        if package_dir(root, skill_name) == root:
+            return cls.of_root_skill(root, skill_name, source, withheld, revisions)
         base = sorted(rel for rel in listed if _is_delivered(rel, skill_name))
         skill_dir = root / "skills" / skill_name
-        withheld = dict(withheld or {})
         skill = sorted(rel for rel in (p.relative_to(root).as_posix() for p in
                                        _walk_files(skill_dir)) if rel not in withheld)
         linked = frozenset(rel for rel in base if os.path.islink(root / rel))
@@ -3713,6 +3771,19 @@ class RepoSnapshot:
                    linked_skill_files=frozenset(rel for rel in skill
                                                 if os.path.islink(root / rel)),
                    revisions=dict(revisions or {}))
+
+    @classmethod
+    def of_root_skill(cls, root: Path, skill_name: str, source: str, withheld: dict[str, str],
+                      revisions: dict[str, RevisionPackage] | None) -> RepoSnapshot:
+        """The repository is the skill: every tracked file but evals/ is the package, so the
+        baseline gets no repository file at all (only its fixtures), and with_skill gets the
+        package at skills/<name>/, where the executor prompt names it."""
+        sources = {f"skills/{skill_name}/{rel}": rel for rel in root_package_files(root)
+                   if rel not in withheld}
+        return cls(root, [], sorted(sources), source, withheld=withheld,
+                   linked_skill_files=frozenset(rel for rel, real in sources.items()
+                                                if os.path.islink(root / real)),
+                   revisions=dict(revisions or {}), skill_sources=sources)
 
     def resolve(self, rel: str) -> str | None:
         """The file a repository path names, links followed; None if that leaves the
@@ -3737,7 +3808,7 @@ class RepoSnapshot:
         with_skill cell is delivered from this copy, never from the checkout, so what an
         unconfined agent writes into the checkout's package reaches no later cell."""
         for rel in self.skill_files:
-            real = self.resolve(rel)
+            real = self.resolve(self.skill_sources.get(rel, rel))
             target = folder / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             if real is None:
@@ -3981,6 +4052,26 @@ def _list_repository(root: Path) -> tuple[list[str], str]:
         if ok:
             return [rel for rel in out.split("\0") if rel], "git ls-files"
     return [p.relative_to(root).as_posix() for p in _walk_files(root)], "folder walk"
+
+
+def root_package_files(root: Path) -> list[str]:
+    """The package of a skill at the repository root: the repository's tracked files but
+    evals/, skills/ and host-local folders. Only git says what is tracked, so such a skill is
+    run only from a git checkout whose SKILL.md is tracked (never a copy or a link)."""
+    listed, source = _list_repository(root)
+    if source != "git ls-files" or "SKILL.md" not in listed:
+        raise InputError(f"{root / 'SKILL.md'} is not a file git tracks in {root}", "the "
+                         "repository's own committed SKILL.md is the skill: `git add SKILL.md` "
+                         "(and commit), or run from the git checkout that tracks it")
+    return sorted(rel for rel in listed if rel.split("/", 1)[0] not in ROOT_PACKAGE_SKIPPED
+                  and not any(part in EXCLUDED_DIR_NAMES for part in rel.split("/")))
+
+
+def package_files(suite: Suite) -> list[str]:
+    """Repository-relative files of the skill package, as the iteration hashes and lists it."""
+    if suite.at_root:
+        return root_package_files(suite.root)
+    return [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
 
 
 def sandbox_base_dir() -> Path:
@@ -10645,7 +10736,7 @@ def skill_installed_elsewhere(skill_name: str, provider: Provider | None = None)
 def build_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: list[Cell],
                    extra: dict[str, Any]) -> dict[str, Any]:
     fixtures = sorted({rel for cell in cells for rel in cell.case.files})
-    skill_files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
+    skill_files = package_files(suite)
     return {
         "runner": {"version": RUNNER_VERSION, "path": str(Path(__file__).resolve()),
                    "sha256": sha256_file(Path(__file__))},
@@ -10906,7 +10997,7 @@ def options_fingerprint(options: RunOptions) -> str:
 
 def plan_identity(suite: Suite, options: RunOptions, cells: list[Cell]) -> dict[str, Any]:
     """What every shard of one plan must share; `sha256` sums it up for `report --merge`."""
-    skill_files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
+    skill_files = package_files(suite)
     fixtures = sorted({rel for cell in cells for rel in cell.case.files})
     evals: list[str] = []
     for cell in cells:
@@ -10993,7 +11084,7 @@ def check_resume(iteration_dir: Path, suite: Suite, options: RunOptions,
                          f"kind of value at {', '.join(misshapen)}",
                          "restore the file as `run` wrote it, or start a new iteration "
                          "(drop --resume)")
-    skill_files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
+    skill_files = package_files(suite)
     current = {"suite": suite.sha256, "skill package": tree_hash(suite.root, skill_files),
                "runner": sha256_file(Path(__file__)), "options": options_fingerprint(options)}
     changed = [name for name in recorded if recorded[name] != current[name]]
@@ -11020,7 +11111,7 @@ def arm_records(suite: Suite, configs: Iterable[str],
         if config in revisions:
             arms[config] = revisions[config].record()
         elif config_has_skill(config) or config_installs_skill(config):
-            files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
+            files = package_files(suite)
             arms[config] = {"source": "working tree", "revision": None, "commit": None,
                             "package_sha256": tree_hash(suite.root, files), "files": len(files)}
         else:
@@ -11633,7 +11724,7 @@ def check_regrade_source(source: RegradeSource, suite: Suite, options: RunOption
     take(manifest["skill_package"], "sha256", str, path, "skill_package", required=True)
     recorded = manifest["options"]
     changed = []
-    skill_files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
+    skill_files = package_files(suite)
     if manifest["skill_package"]["sha256"] != tree_hash(suite.root, skill_files):
         changed.append("the skill package")
     cases = {case.key: case for case in suite.cases}
@@ -12248,6 +12339,17 @@ def validate_suite(suite_arg: str, args: argparse.Namespace,
         print(f"OK: {suite_arg}: {counts['cases']} cases, {counts['assertions']} assertions, "
               f"{checks}{counts['fixture_files']} fixture files, {counts['warnings']} warnings")
     return EXIT_OK
+
+
+def check_root_skill_run(suite: Suite, options: RunOptions) -> None:
+    """A skill at the repository root runs from its tracked files, in the working tree only."""
+    root_package_files(suite.root)  # refuses an untracked SKILL.md or a folder without git
+    for config in options.configs:
+        if config_revision(config) is not None:
+            raise InputError(f"--config {config}: the skill is the repository itself, and "
+                             "arms at a revision read skills/<name>/ as committed",
+                             "run with_skill (the working tree) against without_skill, or keep "
+                             f"the skill under skills/{suite.skill_name}/ to compare revisions")
 
 
 def only_suite_in(folder: str) -> str:
@@ -13149,6 +13251,8 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         args.suite = only_suite_in(args.suite)
     suite = load_valid_suite(args.suite, args.repo_root)
     options = options_from_args(args, suite)
+    if suite.at_root:
+        check_root_skill_run(suite, options)
     sandbox_base = check_sandbox_base(suite.root)
     source = regrade_source_for(args, suite)
     if source is not None:
