@@ -90,6 +90,7 @@ class ValidateRealSuiteTests(unittest.TestCase):
         self.assertIn("(in cases E01, E02", category["message"])
         self.assertIn("(24 in all)", category["message"])
         self.assertEqual(category["json_path"], "evals[*].category")
+        self.assertEqual(category["case_ids"], [f"E{i:02d}" for i in range(1, 25)])
         for warning in report["warnings"]:
             self.assertNotIn("did you mean", warning["fix"], warning)
 

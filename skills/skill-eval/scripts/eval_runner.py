@@ -264,6 +264,7 @@ class Problem:
     json_path: str = ""
     case_id: str | None = None
     fix: str = ""
+    case_ids: list[str] = dataclasses.field(default_factory=list)  # a finding shared by cases
 
     def render(self) -> str:
         lines = [f"{PROG}: {self.severity}: {self.message}"]
@@ -277,8 +278,9 @@ class Problem:
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
+        shared = {"case_ids": list(self.case_ids)} if self.case_ids else {}
         return {"severity": self.severity, "message": self.message, "file": self.file,
-                "json_path": self.json_path, "case_id": self.case_id, "fix": self.fix}
+                "json_path": self.json_path, "case_id": self.case_id, "fix": self.fix, **shared}
 
 
 class EvalError(Exception):
@@ -2123,7 +2125,8 @@ class SuiteChecker:
                                                else "")
                 message = f"{message} (in cases {shown})"
             self.problems.append(Problem(severity, message, self.file, path,
-                                         ids[0] if len(ids) == 1 else None, fix))
+                                         ids[0] if len(ids) == 1 else None, fix,
+                                         ids if len(ids) > 1 else []))
         self.grouped.clear()
 
     def check_unknown_keys(self, obj: dict, known: frozenset, path: str, what: str,
