@@ -243,6 +243,21 @@ class ValidateRealSuiteTests(unittest.TestCase):
                 self.assertIn(f"OK: {skill / 'evals' / 'evals.json'}: 1 cases", out)
                 self.assertIn("trigger-evals.json is not validated", err)
 
+    def test_a_skill_name_unlike_the_folder_holding_the_suite_names_that_folder(self) -> None:
+        root = self.tmp.path / "repo"
+        (root / "skills" / "pdf-tools" / "evals").mkdir(parents=True)
+        (root / "skills" / "pdf-tools" / "SKILL.md").write_text(SKILL_MD)
+        suite = root / "skills" / "pdf-tools" / "evals" / "evals.json"
+        suite.write_text(json.dumps({"skill_name": "PDF", "evals": [
+            case(1, assertions=["x"])]}))
+        git(root, "init", "-q")
+        code, out, _ = call_main(["validate", str(suite), "--json"])
+        self.assertEqual(code, 2)
+        [error] = json.loads(out)["errors"]
+        self.assertEqual(error["message"], "the target skill has no skills/PDF/SKILL.md")
+        self.assertTrue(error["fix"].startswith("the suite sits in the skill skills/pdf-tools/: "
+                                                "set skill_name to 'pdf-tools'"), error["fix"])
+
     def test_a_folder_of_several_suites_validates_each_in_one_json_document(self) -> None:
         root = make_repo(self.tmp.path, {"skill_name": "demo", "evals": [
             case(1, expectations=["x"])]}, {"skills/other/SKILL.md": SKILL_MD,

@@ -2957,6 +2957,18 @@ def package_paths(root: Path, skill_name: str) -> Iterator[Path]:
             yield child
 
 
+def suite_home_skill(root: Path, suite_path: Path) -> str | None:
+    """The skill folder holding the suite (skill-creator's layout), when it has a SKILL.md."""
+    try:
+        parts = Path(os.path.abspath(suite_path)).relative_to(os.path.abspath(root)).parts
+    except ValueError:
+        return None
+    if len(parts) > 2 and parts[0] == "skills" and (root / "skills" / parts[1] /
+                                                     "SKILL.md").is_file():
+        return parts[1]
+    return None
+
+
 def check_skill_package(root: Path, skill_name: str, file: str) -> list[Problem]:
     skill_md = package_dir(root, skill_name) / "SKILL.md"
     if not skill_md.is_file():
@@ -2968,10 +2980,12 @@ def check_skill_package(root: Path, skill_name: str, file: str) -> list[Problem]
                 f"{top!r} to evaluate it" if top else
                 "; the repository's SKILL.md is a link, and only a regular file is the skill"
                 if os.path.islink(root / "SKILL.md") else "")
+        home = suite_home_skill(root, Path(file))
+        hint = (f"the suite sits in the skill skills/{home}/: set skill_name to {home!r}, or "
+                if home else _suggest(skill_name, names + ([top] if top else [])))
         return [Problem("error", f"the target skill has no {skill_md.relative_to(root)}{seen}",
-                        file, "skill_name",
-                        fix=f"{_suggest(skill_name, names + ([top] if top else []))}create "
-                        f"skills/{skill_name}/SKILL.md or correct skill_name")]
+                        file, "skill_name", fix=f"{hint}create skills/{skill_name}/SKILL.md "
+                        "or correct skill_name")]
     real_package = Path(os.path.realpath(skill_md.parent))
     if not _is_within(Path(os.path.realpath(skill_md)), real_package) or not _is_within(
             real_package, Path(os.path.realpath(root))):
