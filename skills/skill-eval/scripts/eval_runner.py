@@ -2547,7 +2547,8 @@ class SuiteChecker:
             return value
         if subject == "answer":
             if value not in ANSWER_SOURCES:
-                hint = _suggest(str(value), ANSWER_SOURCES) if isinstance(value, str) else ""
+                # Two fixed choices: a looser match ("replies") names the one meant.
+                hint = _did_you_mean(str(value), ANSWER_SOURCES) if isinstance(value, str) else ""
                 self.error(f"'answer' must be one of {', '.join(ANSWER_SOURCES)}, not "
                            f"{_shown(value)}", path, f"{hint}\"reply\" is the executor's final "
                            "answer, \"artifact\" the document it wrote", cid)
