@@ -169,5 +169,23 @@ class RootSkillRunTest(unittest.TestCase):
         self.assertEqual(git(self.root, "status", "--porcelain"), "")
 
 
+class RootSkillBaselineAttackTest(unittest.TestCase):
+    """A hostile baseline executor, unconfined, reads the checkout's own SKILL.md."""
+
+    def test_the_read_is_flagged_as_baseline_contamination(self) -> None:
+        tmp = TempDir()
+        self.addCleanup(tmp.cleanup)
+        root = root_skill_repo(tmp.path)
+        script = {"cases": [{"match": "Use no agent skill", "role": "executor",
+                             "spec": {"read_paths": [str(root / "SKILL.md")]}}]}
+        code, out, err = call_main(["run", str(root), "--agent", "claude", "--eval-id", "1",
+                                    "--quiet"], env=fake_env(tmp.path, script))
+        self.assertEqual(code, 1, out + err)
+        iteration = root / "evals/tidy/workspace/claude/iteration-1"
+        run = json.loads((iteration / "eval-1/without_skill/run-1/run.json").read_text())
+        self.assertEqual(run["skill_read"]["state"], "read")
+        self.assertIn("baseline_contamination", out)
+
+
 if __name__ == "__main__":
     unittest.main()

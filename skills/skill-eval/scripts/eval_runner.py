@@ -6752,7 +6752,10 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     record.notes = reply.notes
     record.metrics = reply.metrics
     record.permission_denials = reply.permission_denials
-    record.skill_read = skill_read_evidence(reply.trace, ctx.suite.skill_name, cell.config)
+    record.skill_read = skill_read_evidence(
+        reply.trace, ctx.suite.skill_name, cell.config,
+        # The repository is the skill: its checkout SKILL.md has no skills/<name>/ in its path.
+        str(ctx.suite.root / "SKILL.md") if ctx.suite.at_root else None)
     if config_installs_skill(cell.config):
         record.activation = {"should_activate": cell.case.should_activate,
                              **activation_evidence(ctx.provider, reply.trace,
@@ -7177,12 +7180,15 @@ def _open_regular_unfollowed(root: Path, rel: Path) -> tuple[int | None, str]:
             os.close(fd)
 
 
-def skill_read_evidence(trace: list[dict] | None, skill_name: str, config: str) -> dict[str, Any]:
+def skill_read_evidence(trace: list[dict] | None, skill_name: str, config: str,
+                        checkout_skill_md: str | None = None) -> dict[str, Any]:
     """Did the executor's recorded tool calls touch the target skill's SKILL.md?"""
     if trace is None:
         return {"state": "unknown", "reason": "no tool-call trace was captured"}
-    needle = f"skills/{skill_name}/SKILL.md"
-    hits = [call for call in trace if needle in json.dumps(call.get("input"), ensure_ascii=False)]
+    needles = [f"skills/{skill_name}/SKILL.md", *([checkout_skill_md] if checkout_skill_md
+                                                   else [])]
+    hits = [call for call in trace
+            if any(n in json.dumps(call.get("input"), ensure_ascii=False) for n in needles)]
     return {"state": "read" if hits else "not_read", "calls": len(trace),
             "reads": [c.get("tool") for c in hits][:10], "config": config}
 
