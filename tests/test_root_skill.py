@@ -112,6 +112,13 @@ class RootSkillValidateTests(unittest.TestCase):
         self.assertIn("is not a file git tracks", err)
         self.assertFalse(any((self.tmp.path / "log").iterdir()), "an agent was started")
 
+    def test_validate_reports_an_untracked_root_skill_md(self) -> None:
+        root = root_skill_repo(self.tmp.path, track=False)
+        code, out, _ = call_main(["validate", str(root / "evals/evals.json"), "--json"])
+        self.assertEqual(code, 2)
+        [error] = json.loads(out)["errors"]
+        self.assertIn("is not a file git tracks", error["message"])
+
     def test_arms_at_a_revision_are_refused(self) -> None:
         root = root_skill_repo(self.tmp.path)
         code, _, err = call_main(["run", str(root), "--agent", "claude", "--config",
