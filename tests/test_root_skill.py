@@ -112,6 +112,17 @@ class RootSkillValidateTests(unittest.TestCase):
         self.assertIn("is not a file git tracks", err)
         self.assertFalse(any((self.tmp.path / "log").iterdir()), "an agent was started")
 
+    def test_a_fixture_that_copies_a_package_file_is_kept_from_every_sandbox(self) -> None:
+        suite = json.loads(json.dumps(SUITE))
+        suite["evals"][0]["files"].append("evals/files/notes.md")
+        root = root_skill_repo(self.tmp.path, {"evals/files/notes.md": STYLE,
+                                               "evals/evals.json": json.dumps(suite)})
+        code, out, _ = call_main(["validate", str(root), "--json"])
+        self.assertEqual(code, 0, out)
+        kept = [w["message"] for w in json.loads(out)["warnings"] if "no sandbox" in w["message"]]
+        self.assertEqual(kept, ["evals/files/notes.md is a copy of references/style.md; no "
+                                "sandbox gets it"])
+
     def test_validate_reports_an_untracked_root_skill_md(self) -> None:
         root = root_skill_repo(self.tmp.path, track=False)
         code, out, _ = call_main(["validate", str(root / "evals/evals.json"), "--json"])
