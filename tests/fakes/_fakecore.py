@@ -55,7 +55,8 @@ SPEC_KEYS = frozenset((
     "write_files", "read_skill", "read_paths", "permission_denials",
     "verdicts", "raw_verdicts", "verdict_form", "flood_bytes",
     "shell_write_files", "shell_symlinks", "shell_special", "quote_reads", "noisy",
-    "shell_keep_times", "list_paths", "activate_skills", "read_tree",
+    "shell_keep_times", "list_paths", "activate_skills", "read_tree", "shell_write_hex",
+    "shell_chmod",
 ))
 SPECIAL_KINDS = ("fifo", "socket", "directory")
 VERDICT_FORMS = ("structured", "text", "fenced", "legacy", "prose")
@@ -824,6 +825,13 @@ def perform_shell_actions(spec: dict[str, Any], root: str) -> None:
             pass
     for path, kind in (spec.get("shell_special") or {}).items():
         plant_special(_absolute(path, root), kind)
+    for path, data in (spec.get("shell_write_hex") or {}).items():  # bytes no text can hold
+        perform_write(Action("write", _absolute(path, root), bytes.fromhex(data)))
+    for path, mode in (spec.get("shell_chmod") or {}).items():  # last: `chmod 000 .` locks it
+        try:
+            os.chmod(_absolute(path, root), int(mode, 8))
+        except OSError:
+            pass
 
 
 def _times_of(path: str) -> tuple[int, int] | None:

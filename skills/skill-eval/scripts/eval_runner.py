@@ -106,6 +106,13 @@ GRADER_RUNS_RANGE = (1, 5)
 CONCURRENCY_RANGE = (1, 16)
 TMP_SIZE_MIB_RANGE = (1, 1 << 20)  # --tmp-size: a confined agent's private /tmp, in MiB
 DEFAULT_TMP_SIZE_MIB = 512
+TMP_SIZE_HELP = ("size of a confined agent's private /tmp, in MiB; a cell that fills it fails "
+                 f"and says so (default: {DEFAULT_TMP_SIZE_MIB}; bwrap only)")
+# --max-processes: processes and threads a confined agent or check may have at once; 0 = none.
+MAX_PROCESSES_RANGE = (0, 1 << 22)
+DEFAULT_MAX_PROCESSES = 4096
+MAX_PROCESSES_HELP = ("processes and threads each confined agent or check may have at once; 0 "
+                      f"for no limit (default: {DEFAULT_MAX_PROCESSES}; bwrap only, not as root)")
 SHARD_COUNT_MAX = 256
 SHARD_ALGORITHM = ("whole evals, heaviest first (cells), ties by sha256 of the eval id; each to "
                    "the shard with the fewest cells, ties to the lowest shard number")
@@ -144,7 +151,8 @@ MAX_NAME_CHARS = 100  # skill names and case ids become folder names
 CHECK_SUBJECTS = ("run", "file", "answer")
 CHECK_TESTS = {"run": ("exit_code",), "file": ("exists", "contains", "matches", "json"),
                "answer": ("contains", "matches")}
-CHECK_OPTIONS = {"run": ("timeout", "protect"), "file": (), "answer": ()}
+# A file or answer check's timeout bounds its pattern search: it applies to `matches` only.
+CHECK_OPTIONS = {"run": ("timeout", "protect"), "file": ("timeout",), "answer": ("timeout",)}
 CHECK_KEYS = frozenset({"name", *CHECK_SUBJECTS, "exit_code", "exists", "contains", "matches",
                         "json", "timeout", "protect"})
 ANSWER_SOURCES = ("reply", "artifact")  # the recorded final answer, or the written artifact
@@ -465,6 +473,7 @@ class RunOptions:
     grader_runs: int = 1  # independent grader processes per recorded output; majority decides
     isolation: str = "auto"
     tmp_size_mib: int = DEFAULT_TMP_SIZE_MIB  # the confined agents' /tmp
+    max_processes: int = DEFAULT_MAX_PROCESSES  # per confined agent or check; 0: no limit
     shard: tuple[int, int] | None = None  # (K, N): run the K-th of N shards of the plan
     max_cost_usd: float | None = None  # stop starting cells once finished cells cost this
     max_tokens: int | None = None  # ... or used this many tokens
@@ -525,6 +534,14 @@ class AgentReply:
     notes: list[str] = dataclasses.field(default_factory=list)  # what was odd in the output
 
 
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """What bounds a confined process besides its time: its /tmp's size, its process count."""
+
+    tmp_size: int | None = None  # bytes; None: the kernel's default
+    max_processes: int = 0  # 0: no limit
+
+
 @dataclasses.dataclass
 class Confinement:
     """How this iteration's agents run: under bubblewrap, or unconfined and why."""
@@ -535,20 +552,30 @@ class Confinement:
     version: str = ""
     tmp_size_bytes: int | None = None  # the private /tmp's size; None: unbounded, and why
     tmp_size_reason: str = ""
+    max_processes: int = 0  # the limit set inside each sandbox; 0: none
+    max_processes_reason: str = ""  # why the kernel does not hold it, where it does not
 
     def to_json(self) -> dict[str, Any]:
         if self.mode == "bwrap":
             tmp: dict[str, Any] = {"tmp_size_bytes": self.tmp_size_bytes}
             if self.tmp_size_bytes is None:
                 tmp["tmp_size_reason"] = self.tmp_size_reason
-            return {"mode": "bwrap", "version": self.version, **tmp}
+            limit: dict[str, Any] = {"max_processes": self.max_processes}
+            if self.max_processes_reason:
+                limit["max_processes_reason"] = self.max_processes_reason
+            return {"mode": "bwrap", "version": self.version, **tmp, **limit}
         return {"mode": "none", "reason": self.reason}
+
+    def limits(self) -> Limits:
+        return Limits(self.tmp_size_bytes, self.max_processes)
 
     def describe(self) -> str:
         if self.mode == "bwrap":
             tmp = (f"/tmp {self.tmp_size_bytes >> 20} MiB" if self.tmp_size_bytes
                    else f"/tmp unbounded: {self.tmp_size_reason}")
-            return f"bwrap {self.version} for executors and graders ({tmp})"
+            limit = (f"no process limit: {self.max_processes_reason}"
+                     if self.max_processes_reason else f"at most {self.max_processes} processes")
+            return f"bwrap {self.version} for executors and graders ({tmp}; {limit})"
         return f"none ({self.reason}): executors could reach the checkout"
 
 
@@ -2516,6 +2543,9 @@ class SuiteChecker:
                 self.error(f"{key!r} does not apply to a {subject} check", _path_join(path, key),
                            f"a {subject} check takes "
                            f"{', '.join(CHECK_TESTS[subject] + CHECK_OPTIONS[subject])}", cid)
+            elif key == "timeout" and subject != "run" and "matches" not in raw:
+                self.error(f"'timeout' does not apply to a {subject} check without matches",
+                           _path_join(path, key), "remove it: it bounds a pattern search", cid)
         target = self.check_target(subject, raw[subject], _path_join(path, subject), cid)
         test, expected = self.check_test(subject, raw, path, cid)
         name = self.check_name(raw, path, cid)
@@ -4468,6 +4498,8 @@ class Sandbox:
     earlier_grader_dirs: list[Path] = dataclasses.field(default_factory=list)  # --grader-runs
     # Fresh agent homes (HOME, settings, TMPDIR) for CLIs that get one per process.
     homes: dict[str, Path] = dataclasses.field(default_factory=dict)
+    # The permission bits of the protected files as delivered: git keeps only the execute bit.
+    delivered_modes: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def repo(self) -> Path:
@@ -4813,15 +4845,44 @@ def sandbox_tree(repo: Path, rel: str) -> dict[str, tuple[str, bytes]]:
     return found
 
 
-def protected_changes(repo: Path, baseline: Path, commit: str, rel: str) -> list[str]:
-    """The files under `rel` the executor added, changed or deleted since delivery."""
+def permission_bits(repo: Path, rels: Iterable[str]) -> dict[str, int]:
+    """The permission bits of every regular file under `rels` in the sandbox, no link
+    followed: what protected_changes compares a later chmod with."""
+    modes = {}
+    for rel in rels:
+        top = repo / rel
+        if _link_in_parents(repo, rel) is not None:
+            continue
+        paths = ([Path(folder, name) for folder, _, names in os.walk(top) for name in names]
+                 if top.is_dir() and not top.is_symlink() else [top])
+        for path in paths:
+            with contextlib.suppress(OSError):
+                info = os.lstat(path)
+                if stat.S_ISREG(info.st_mode):
+                    modes[path.relative_to(repo).as_posix()] = stat.S_IMODE(info.st_mode)
+    return modes
+
+
+def _mode_changed(repo: Path, path: str, delivered_modes: dict[str, int]) -> bool:
+    try:
+        return stat.S_IMODE(os.lstat(repo / path).st_mode) != delivered_modes[path]
+    except OSError:
+        return False  # gone: listed as deleted already
+
+
+def protected_changes(repo: Path, baseline: Path, commit: str, rel: str,
+                      delivered_modes: dict[str, int] | None = None) -> list[str]:
+    """The files under `rel` the executor added, changed or deleted since delivery, a change
+    of permission bits (`chmod 666`, `chmod 000`) included."""
     parent = _link_in_parents(repo, rel)
     if parent is not None:
         return [parent]
     delivered, now = delivered_tree(baseline, commit, rel), sandbox_tree(repo, rel)
     now = {path: entry for path, entry in now.items() if not _generated(path)}
+    modes = delivered_modes or {}
     return sorted(path for path in set(delivered) | set(now)
-                  if delivered.get(path) != now.get(path))
+                  if delivered.get(path) != now.get(path)
+                  or (path in modes and path in now and _mode_changed(repo, path, modes)))
 
 
 def restore_delivered(repo: Path, baseline: Path, commit: str, rel: str) -> None:
@@ -4872,10 +4933,11 @@ def fixture_status(root: Path, paths: list[str]) -> dict[str, Any]:
 # each flag are in README.md ("Isolation").
 
 
-def choose_confinement(requested: str, tmp_size_mib: int = DEFAULT_TMP_SIZE_MIB
-                       ) -> Confinement:
+def choose_confinement(requested: str, tmp_size_mib: int = DEFAULT_TMP_SIZE_MIB,
+                       max_processes: int = DEFAULT_MAX_PROCESSES) -> Confinement:
     """--isolation: bwrap when asked, or when `auto` finds it working here; else none, and why.
-    Under bwrap the private /tmp gets --tmp-size, where this bwrap can size a tmpfs."""
+    Under bwrap the private /tmp gets --tmp-size, where this bwrap can size a tmpfs, and each
+    sandbox --max-processes."""
     if requested == "none":
         return Confinement("none", "--isolation none")
     found = shutil.which("bwrap")
@@ -4883,18 +4945,25 @@ def choose_confinement(requested: str, tmp_size_mib: int = DEFAULT_TMP_SIZE_MIB
     if not sys.platform.startswith("linux"):
         problem: str | None = f"bubblewrap confines agents on Linux only, not {sys.platform}"
     else:
-        problem = "bwrap not found" if found is None else probe_bwrap(found, size)
+        problem = ("bwrap not found" if found is None
+                   else probe_bwrap(found, size, max_processes))
     if problem is None and found is not None:
         version = bwrap_version(found)
         return Confinement("bwrap", bwrap=found, version=version, tmp_size_bytes=size,
                            tmp_size_reason="" if size else f"bwrap {version} has no --size "
-                           "option; the tmpfs has the kernel's default size, half the memory")
+                           "option; the tmpfs has the kernel's default size, half the memory",
+                           max_processes=max_processes,
+                           max_processes_reason=process_limit_problem(max_processes))
     if requested == "bwrap":
         raise EnvironmentProblem(
             f"--isolation bwrap: {problem}",
             "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and allow "
             "unprivileged user namespaces, or run with --isolation auto or none")
     return Confinement("none", problem or "bwrap unusable")
+
+
+def confinement_for(options: RunOptions) -> Confinement:
+    return choose_confinement(options.isolation, options.tmp_size_mib, options.max_processes)
 
 
 def bwrap_version(bwrap: str) -> str:
@@ -4917,7 +4986,19 @@ def bwrap_sizes_tmpfs(bwrap: str) -> bool:
     return re.search(r"^\s*--size\b", done.stdout + done.stderr, re.MULTILINE) is not None
 
 
-def probe_bwrap(bwrap: str, tmp_size: int | None = None) -> str | None:
+def process_limit_problem(max_processes: int) -> str:
+    """Why --max-processes does not hold here, or empty. bubblewrap maps the sandbox to the
+    runner's own user, and Linux applies no process limit (RLIMIT_NPROC) to root's."""
+    if max_processes == 0:
+        return "--max-processes 0"
+    if os.geteuid() == 0:
+        return ("the runner runs as root, whose processes Linux never limits in number; run "
+                "it as an ordinary user for the limit to hold")
+    return ""
+
+
+def probe_bwrap(bwrap: str, tmp_size: int | None = None,
+                max_processes: int = 0) -> str | None:
     """Does the very argv shape agents get run here? None if so, else bwrap's reason.
 
     A plain `bwrap --ro-bind / / true` would pass where mounting /proc or a user namespace is
@@ -4927,7 +5008,8 @@ def probe_bwrap(bwrap: str, tmp_size: int | None = None) -> str | None:
         work, home = Path(folder, "work"), Path(folder, "home")
         work.mkdir()
         home.mkdir()
-        argv = bwrap_argv(["true"], bwrap=bwrap, workdir=work, home=home, tmp_size=tmp_size)
+        argv = bwrap_argv(["true"], bwrap=bwrap, workdir=work, home=home,
+                          limits=Limits(tmp_size, max_processes))
         try:
             done = subprocess.run(argv, env={"PATH": "/usr/bin:/bin"}, capture_output=True,
                                   timeout=20, stdin=subprocess.DEVNULL, start_new_session=True)
@@ -5052,8 +5134,15 @@ class Mounts:
     hide: Iterable[Path] = ()  # the runner's folders, masked wherever a read-only bind shows them
 
 
+# Inside the sandbox, before the command: its processes and threads at most $0 (bash's ulimit
+# takes -u, dash's -p). Set inside the user namespace, it counts only the sandbox's own.
+PROCESS_LIMIT_SH = ('ulimit -u "$0" 2>/dev/null || ulimit -p "$0" 2>/dev/null || '
+                    '{ echo "skill-eval: /bin/sh could not set the process limit" >&2; exit 125; }'
+                    '; exec "$@"')
+
+
 def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
-               mounts: Mounts = Mounts(), tmp_size: int | None = None) -> list[str]:
+               mounts: Mounts = Mounts(), limits: Limits = Limits()) -> list[str]:
     """bwrap's whole argv. Mounts apply in order and a later one shadows an earlier one.
 
     - the new root read-only; no capabilities; as root, a non-zero uid inside, because codex's
@@ -5075,7 +5164,7 @@ def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
         argv += [arg for secret in SECRET_ETC_DIRS if os.path.isdir(secret)
                  for arg in ("--tmpfs", secret, "--remount-ro", secret)]
     argv += ["--proc", "/proc", "--dev", "/dev"]
-    argv += (["--size", str(tmp_size)] if tmp_size else []) + ["--tmpfs", "/tmp"]
+    argv += (["--size", str(limits.tmp_size)] if limits.tmp_size else []) + ["--tmpfs", "/tmp"]
     bound = [dest for kind, _, dest in system if kind == "ro-bind"]
     ordered = sorted(mounts.ro_entries, key=lambda e: (e[0] != "ro-bind", len(Path(e[2]).parts)))
     for kind, source, dest in ordered:
@@ -5098,7 +5187,9 @@ def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
         argv += ["--bind", folder, folder]
     for mask in masks:
         argv += ["--remount-ro", mask]
-    return argv + ["--remount-ro", "/", "--chdir", str(workdir), "--", *command]
+    limit = (["/bin/sh", "-c", PROCESS_LIMIT_SH, str(limits.max_processes)]
+             if limits.max_processes else [])
+    return argv + ["--remount-ro", "/", "--chdir", str(workdir), "--", *limit, *command]
 
 
 def runner_folder_masks(hide: Iterable[Path], bound: list[str]) -> list[str]:
@@ -6721,7 +6812,7 @@ def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
                 inside = ctx.provider.allow_skills(home, inside)
         mounts = dataclasses.replace(binds, ro_entries=ctx.agent_mounts, hide=ctx.hidden)
         argv = bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
-                          home=home, mounts=mounts, tmp_size=ctx.confinement.tmp_size_bytes)
+                          home=home, mounts=mounts, limits=ctx.confinement.limits())
         short, fd = options_through_fd(argv)
         try:
             result = run_process(dataclasses.replace(invocation, argv=short, pass_fds=(fd,)),
@@ -6895,6 +6986,8 @@ def prepare_sandbox(ctx: RunContext, run: CellRun) -> None:
     run.sandbox = build_sandbox(ctx.snapshot, cell.case, sandbox_delivery(cell.config),
                                 ctx.sandbox_base, cell.run_dir / "baseline.git", install)
     run.record.sandbox = run.sandbox.record
+    protect = {rel for check in ctx.suite.checks_for(cell.case) for rel in check.protect}
+    run.sandbox.delivered_modes = permission_bits(run.sandbox.repo, sorted(protect))
 
 
 def sandbox_delivery(config: str) -> bool | str:
@@ -7512,12 +7605,19 @@ def run_checks_in_order(ctx: RunContext, run: CellRun, checks: list[Check], prot
     sandbox = run.sandbox
     commit = sandbox.record["git"].get("baseline", "")
     for rel in protect:  # what the executor left, before any check runs and writes there
-        changed = protected_changes(sandbox.repo, sandbox.baseline_git, commit, rel)
+        changed = protected_changes(sandbox.repo, sandbox.baseline_git, commit, rel,
+                                    sandbox.delivered_modes)
         state["protected"][rel] = {"changed_by_executor": changed}
+    planted: list[str] = []
+    if any(check.subject == "run" for check in checks):
+        planted = planted_interpreter_files(sandbox, commit)
+        state["planted_interpreter_files"] = planted
+        remove_bytecode_caches(sandbox.repo)
     for check in checks:
         for rel in check.protect:
             restore_delivered(sandbox.repo, sandbox.baseline_git, commit, rel)
-        result = run_one_check(ctx, run, check)
+        result = (refused_run_check(check, planted, bool(sandbox.record["git"].get("ok")))
+                  if planted and check.subject == "run" else run_one_check(ctx, run, check))
         state["results"].append(result)
         if result.get("unrun"):
             state["unrun"] = f"check {check.name!r} could not run: {result['unrun']}"
@@ -7525,18 +7625,122 @@ def run_checks_in_order(ctx: RunContext, run: CellRun, checks: list[Check], prot
             return
 
 
+# A Python the check starts could load these from the tree instead of the standard library
+# (a folder of the tree first on sys.path: PYTHONPATH=. in the command, `python3 -m` before
+# 3.11) or run them at startup. The executor adding one makes the cell's run checks unrun.
+PYTHON_STARTUP_HOOKS = frozenset({"sitecustomize", "usercustomize"})
+PYTHON_MODULE_SUFFIXES = (".py", ".pyc", ".so", ".pyd")
+PLANTED_SHOWN = 5
+
+
+def stdlib_module_names() -> frozenset[str]:
+    """The top-level names of this Python's standard library (3.9 has no list: its folders)."""
+    names = getattr(sys, "stdlib_module_names", None)
+    if names is None:
+        names = set(sys.builtin_module_names)
+        home = os.path.dirname(os.__file__)
+        for folder in (home, os.path.join(home, "lib-dynload")):
+            with contextlib.suppress(OSError):
+                names.update(entry.split(".", 1)[0] for entry in os.listdir(folder))
+    # `test` (CPython's own regression tests) is left out: no check imports it, and a project's
+    # test.py is common.
+    return frozenset(names) - {"__main__", "__init__", "test"}
+
+
+STDLIB_MODULE_NAMES = stdlib_module_names()
+
+
+def delivered_paths(baseline: Path, commit: str) -> set[str]:
+    """Every path the cell's baseline commit holds. Raises OSError when git cannot list it."""
+    ok, out = run_git([f"--git-dir={baseline}", *GIT_READ_ONLY, "ls-tree", "-r", "-z",
+                       "--name-only", "--full-tree", commit], baseline)
+    if not ok:
+        raise OSError(f"cannot list the baseline: {out}")
+    return set(filter(None, out.split("\0")))
+
+
+def _imported_as(rel: str, delivered: set[str]) -> str | None:
+    """The module name Python would import `rel` as, if that name is a startup hook, a
+    standard-library module, or a delivered source beside it that a compiled module takes the
+    place of; else None."""
+    folder, _, name = rel.rpartition("/")
+    stem = name.partition(".")[0]
+    if not name.endswith(PYTHON_MODULE_SUFFIXES):
+        return None
+    package = stem == "__init__"
+    if package:  # the folder is the module, found before a source of its name beside it
+        folder, _, stem = folder.rpartition("/")
+    if stem in PYTHON_STARTUP_HOOKS or stem in STDLIB_MODULE_NAMES:
+        return stem
+    beside = f"{folder}/{stem}.py" if folder else f"{stem}.py"
+    replaces = package or name.endswith((".so", ".pyd"))
+    return stem if replaces and beside in delivered else None
+
+
+def planted_interpreter_files(sandbox: Sandbox, commit: str) -> list[str]:
+    """Files and links the executor added (not delivered) that a Python started by a check
+    could import in place of the standard library or the code under test, or run at startup.
+    Without a baseline commit nothing tells them from delivered ones: all are listed.
+    Bytecode caches are not listed: checks never read them (PYTHONPYCACHEPREFIX)."""
+    known = sandbox.record["git"].get("ok")
+    delivered = delivered_paths(sandbox.baseline_git, commit) if known else set()
+    found = []
+    for folder, dirs, files in os.walk(sandbox.repo):
+        here = Path(folder).relative_to(sandbox.repo).as_posix()
+        dirs[:] = [d for d in dirs if d != "__pycache__" and not (here == "." and d == ".git")]
+        linked = {d for d in dirs if os.path.islink(os.path.join(folder, d))}
+        for name in [*files, *linked]:
+            rel = name if here == "." else f"{here}/{name}"
+            # a linked folder is imported as a package: as if its __init__.py were added
+            as_module = f"{rel}/__init__.py" if name in linked else rel
+            if rel not in delivered and _imported_as(as_module, delivered):
+                found.append(rel)
+    return sorted(found)
+
+
+def refused_run_check(check: Check, planted: list[str], known: bool) -> dict[str, Any]:
+    shown = ", ".join(planted[:PLANTED_SHOWN]) + (
+        f" and {len(planted) - PLANTED_SHOWN} more" if len(planted) > PLANTED_SHOWN else "")
+    who = ("the executor added" if known else
+           "with no baseline commit to tell delivered files from added ones, the tree holds")
+    return {"name": check.name, "subject": check.subject, "duration_s": 0.0,
+            "unrun": f"not run: {who} {shown}, which a Python the check starts could load in "
+                     "place of the standard library or the code under test, or run at "
+                     "startup; its result could not be trusted"}
+
+
+def remove_bytecode_caches(repo: Path) -> None:
+    """Every __pycache__ folder in the tree, gone before the run checks: generated state never
+    delivered, and a tool that keeps its own cache there (pytest's rewritten tests) would read a
+    planted one. Python itself reads none (PYTHONPYCACHEPREFIX); what cannot be removed stays."""
+    for folder, dirs, _ in os.walk(repo):
+        if Path(folder) == repo and ".git" in dirs:
+            dirs.remove(".git")
+        for name in [d for d in dirs if d == "__pycache__"]:
+            dirs.remove(name)
+            cache = os.path.join(folder, name)
+            if os.path.islink(cache):
+                with contextlib.suppress(OSError):
+                    os.unlink(cache)
+            else:
+                shutil.rmtree(cache, ignore_errors=True)
+
+
 def run_one_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, Any]:
     """{name, subject, passed, evidence, duration_s}, or with `unrun` (why it could not)."""
     started = time.monotonic()
+    def search(pattern: str, text: str, timeout_s: float) -> tuple[str | None, str]:
+        return search_in_child(ctx, pattern, text, timeout_s)
+
     if check.subject == "run":
         result = run_command_check(ctx, run, check)
     elif check.subject == "file":
-        result = file_check(run.sandbox, check)
+        result = file_check(run.sandbox, check, search)
     else:
         answer = run.answer
         text = answer.text if check.target == "reply" else answer.artifact
-        result = (text_check(check, text, f"the {check.target}") if text is not None else
-                  {"passed": False, "evidence": "the executor wrote no artifact"})
+        result = (text_check(check, text, f"the {check.target}", search) if text is not None
+                  else {"passed": False, "evidence": "the executor wrote no artifact"})
     return {"name": check.name, "subject": check.subject, **result,
             "duration_s": round(time.monotonic() - started, 3)}
 
@@ -7564,6 +7768,26 @@ def run_command_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, 
     return {**tails, "passed": passed, "evidence": evidence}
 
 
+# A check's PATH: the system's folders, then the agent CLI's (node beside an npm CLI). Never the
+# caller's: an empty or relative entry there would find a `python3` the executor planted.
+CHECK_SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+CHECK_KEPT_VARS = ("LANG", "LANGUAGE", "TZ")  # and every LC_*
+
+
+def check_env(ctx: RunContext, workdir: Path, home: str) -> dict[str, str]:
+    """The environment a run check gets, built here rather than inherited: nothing the caller
+    set (PYTHONPATH, NODE_OPTIONS, LD_PRELOAD, a PATH with `.` in it) reaches it, no user site,
+    and Python's bytecode cache in an empty folder of the fresh HOME, so none planted in the
+    tree is ever read."""
+    cli = shutil.which(ctx.provider.binary, path=ctx.base_env.get("PATH", ""))
+    folders = [*CHECK_SYSTEM_PATH, *([os.path.dirname(os.path.abspath(cli))] if cli else [])]
+    env = {name: value for name, value in ctx.base_env.items()
+           if name in CHECK_KEPT_VARS or name.startswith("LC_")}
+    return {**env, "PATH": os.pathsep.join(dict.fromkeys(folders)), "HOME": home,
+            "PWD": str(workdir), "TMPDIR": "/tmp", "PYTHONNOUSERSITE": "1",
+            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": f"{home}/.pycache"}
+
+
 def run_confined_command(ctx: RunContext, invocation: Invocation, timeout_s: float,
                          ro_binds: list[Path]) -> tuple[ProcessResult, dict[str, Any]]:
     """A check's process, under the executor's own confinement: with bwrap the same mounts,
@@ -7571,28 +7795,69 @@ def run_confined_command(ctx: RunContext, invocation: Invocation, timeout_s: flo
     it left running ended with it. No agent's login is carried into the HOME."""
     home = Path(tempfile.mkdtemp(prefix="skill-eval-home-check-", dir=ctx.sandbox_base))
     try:
-        inside = confined_env(provider_env(ctx, invocation.cwd), invocation.cwd, {})
-        if ctx.confinement.mode != "bwrap":
+        confined = ctx.confinement.mode == "bwrap"
+        inside = check_env(ctx, invocation.cwd, HOME_INSIDE if confined else str(home))
+        if not confined:
             token = secrets.token_hex(8)
-            env = {**inside, "HOME": str(home), AGENT_TOKEN_ENV: token}
+            env = {**inside, AGENT_TOKEN_ENV: token}
             result = run_process(invocation, env, timeout_s, ctx.groups)
             strays = end_strays(token=token)
             return result, {**ctx.confinement.to_json(), "strays_ended": len(strays)}
         argv = bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
                           home=home, mounts=Mounts(ctx.agent_mounts, ro_binds,
-                                                   hide=ctx.hidden))
-        short, fd = options_through_fd(argv)
-        try:
-            result = run_process(dataclasses.replace(invocation, argv=short, pass_fds=(fd,)),
-                                 inside, timeout_s, ctx.groups)
-        finally:
-            os.close(fd)
-        return result, ctx.confinement.to_json()
+                                                   hide=ctx.hidden),
+                          limits=ctx.confinement.limits())
+        with tempfile.TemporaryFile() as status:
+            cut = argv.index("--")
+            argv[cut:cut] = ["--json-status-fd", str(status.fileno())]
+            short, fd = options_through_fd(argv)
+            try:
+                result = run_process(dataclasses.replace(
+                    invocation, argv=short, pass_fds=(fd, status.fileno())),
+                    inside, timeout_s, ctx.groups)
+            finally:
+                os.close(fd)
+            return command_status(result, status), ctx.confinement.to_json()
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
 
-def file_check(sandbox: Sandbox, check: Check) -> dict[str, Any]:
+BWRAP_STATUS_CAP = 64 * 1024
+
+
+def json_documents(text: str) -> Iterator[Any]:
+    """The JSON documents written one after another in `text`, up to the first that is cut."""
+    decoder, at = json.JSONDecoder(), 0
+    while True:
+        at = len(text) - len(text[at:].lstrip())
+        try:
+            document, at = decoder.raw_decode(text, at)
+        except ValueError:
+            return
+        yield document
+
+
+def command_status(result: ProcessResult, status: Any) -> ProcessResult:
+    """The confined command's own exit status, from bwrap's --json-status-fd report. bwrap
+    writes "exit-code" only for a command it started; without it, bwrap's own status (1 when
+    it could not enter a folder the executor locked with `chmod 000`) is no command's, and the
+    check could not start."""
+    status.seek(0)
+    reported: dict[str, Any] = {}
+    for document in json_documents(status.read(BWRAP_STATUS_CAP).decode("utf-8", "replace")):
+        if isinstance(document, dict):
+            reported.update(document)
+    code = reported.get("exit-code")
+    if isinstance(code, int) and not isinstance(code, bool):
+        return dataclasses.replace(result, returncode=code)
+    if result.timed_out or result.cancelled:
+        return result
+    said = result.stderr.strip().splitlines()[-1:] or ["no message"]
+    return dataclasses.replace(result, returncode=None,
+                               spawn_error=f"bubblewrap did not start it ({said[0][:300]})")
+
+
+def file_check(sandbox: Sandbox, check: Check, search: Search) -> dict[str, Any]:
     """A sandbox file, reached from the sandbox base without following any link."""
     if not sandbox.repo.is_dir():
         return {"unrun": "the sandbox was gone when the check was to run"}
@@ -7610,7 +7875,7 @@ def file_check(sandbox: Sandbox, check: Check) -> dict[str, Any]:
     if len(data) > CHECK_READ_CAP:
         return {"passed": False, "evidence": f"{check.target} is larger than "
                 f"{CHECK_READ_CAP // (1024 * 1024)} MB; not read"}
-    return text_check(check, data.decode("utf-8", "replace"), check.target)
+    return text_check(check, data.decode("utf-8", "replace"), check.target, search)
 
 
 def _exists_unfollowed(root: Path, rel: Path) -> tuple[bool, str]:
@@ -7631,7 +7896,39 @@ def _exists_unfollowed(root: Path, rel: Path) -> tuple[bool, str]:
     return (kind is not None), (f"exists ({kind})" if kind else f"is {_node_kind(mode)}")
 
 
-def text_check(check: Check, text: str, what: str) -> dict[str, Any]:
+# A suite's pattern is searched in a child process: a pattern that backtracks for hours holds
+# the interpreter lock, so in the runner no timeout, --deadline or Ctrl-C could end it.
+PATTERN_SEARCH = """import json, re, sys
+pattern, text = json.load(sys.stdin)
+found = re.search(pattern, text)
+json.dump(None if found is None else found.group(0)[:400], sys.stdout)
+"""
+Search = Callable[[str, str, float], "tuple[str | None, str]"]
+
+
+def search_in_child(ctx: RunContext, pattern: str, text: str, timeout_s: float
+                    ) -> tuple[str | None, str]:
+    """(the matched text or None, "") or (None, why the search could not finish)."""
+    invocation = Invocation([sys.executable, "-I", "-S", "-c", PATTERN_SEARCH],
+                            ctx.sandbox_base, stdin_text=json.dumps([pattern, text]))
+    result = run_process(invocation, {"PATH": os.pathsep.join(CHECK_SYSTEM_PATH)}, timeout_s,
+                         ctx.groups)
+    if result.timed_out:
+        return None, f"the pattern search did not end within {timeout_s:g} s"
+    if result.cancelled:
+        return None, "the run was stopped while it ran"
+    try:
+        if result.returncode == 0:
+            found = json.loads(result.stdout)
+            if found is None or isinstance(found, str):
+                return found, ""
+    except ValueError:
+        pass
+    said = result.spawn_error or result.stderr.strip()[-300:] or f"exit {result.returncode}"
+    return None, f"the pattern search failed: {said}"
+
+
+def text_check(check: Check, text: str, what: str, search: Search) -> dict[str, Any]:
     if check.test == "json":
         try:
             json.loads(text)
@@ -7642,11 +7939,13 @@ def text_check(check: Check, text: str, what: str) -> dict[str, Any]:
         passed = check.expected in text
         verb = "contains" if passed else "does not contain"
         return {"passed": passed, "evidence": f"{what} {verb} {check.expected[:80]!r}"}
-    match = re.search(check.expected, text)
-    if match is None:
+    found, unrun = search(check.expected, text, check.timeout_s)
+    if unrun:
+        return {"unrun": unrun, "cancelled": unrun == "the run was stopped while it ran"}
+    if found is None:
         return {"passed": False, "evidence": f"{what} has no match for {check.expected[:80]!r}"}
     return {"passed": True, "evidence": f"{what} matches {check.expected[:80]!r}: "
-            f"{_squash(match.group(0))[:120]!r}"}
+            f"{_squash(found)[:120]!r}"}
 
 
 def add_check_verdicts(ctx: RunContext, cell: Cell, record: RunRecord) -> None:
@@ -12712,6 +13011,7 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         eval_ids=eval_ids, keep_sandboxes=args.keep_sandboxes, agent_settings=args.agent_config,
         quiet=args.quiet, junit=output_path(args.junit, "--junit"),
         grader_runs=args.grader_runs, isolation=args.isolation, tmp_size_mib=args.tmp_size,
+        max_processes=args.max_processes,
         shard=args.shard, max_cost_usd=args.max_cost, max_tokens=args.max_tokens,
         adaptive=check_adaptive_usage(args, configs))
 
@@ -13486,10 +13786,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--isolation", choices=ISOLATION_MODES, default="auto",
                      help="confine agents with bubblewrap: auto (when it works here), bwrap "
                      "(required), none (default: auto)")
-    run.add_argument("--tmp-size", type=_bounded_int(*TMP_SIZE_MIB_RANGE),
-                     default=DEFAULT_TMP_SIZE_MIB, metavar="MIB",
-                     help="size of a confined agent's private /tmp, in MiB; a cell that fills "
-                     f"it fails and says so (default: {DEFAULT_TMP_SIZE_MIB}; bwrap only)")
+    run.add_argument("--tmp-size", type=_bounded_int(*TMP_SIZE_MIB_RANGE), metavar="MIB",
+                     default=DEFAULT_TMP_SIZE_MIB, help=TMP_SIZE_HELP)
+    run.add_argument("--max-processes", type=_bounded_int(*MAX_PROCESSES_RANGE), metavar="N",
+                     default=DEFAULT_MAX_PROCESSES, help=MAX_PROCESSES_HELP)
     run.add_argument("--repo-root", metavar="DIR", help="repository root (default: detected)")
     aliases = [alias for kind in PROVIDERS.values() for alias in kind.setting_aliases]
     run.add_argument("--agent-config", *aliases, dest="agent_config", type=_agent_setting,
@@ -13598,7 +13898,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     # Installed before any work, so an interrupt at any moment is answered the same way.
     with InterruptHandler(groups):
         cli_version = provider_version(provider, groups, agent_env)
-        confinement = choose_confinement(options.isolation, options.tmp_size_mib)
+        confinement = confinement_for(options)
         if confinement.mode == "bwrap":
             check_cli_install(provider.executable(agent_env.get("PATH", "")) or "",
                               agent_env.get("PATH", ""), suite.root,
