@@ -976,6 +976,66 @@ class MetricsTests(RunTestCase):
         self.assertEqual((summary["tokens"]["mean"], summary["tokens"]["n"]), (1305, 1))
         self.assertIsNone(summary["tokens"]["stddev"])
 
+    def summary_lines(self, out: str) -> dict[str, str]:
+        return {line.split(" (grader excluded): ")[0]: line.split(" (grader excluded): ")[1]
+                for line in out.splitlines() if line.startswith("Executor-only ")}
+
+    def test_run_summary_shows_executor_only_time_and_tokens_per_config(self) -> None:
+        script = {"executor": {"usage": self.USAGE, "duration_ms": 2000},
+                  "grader": {"usage": {"input_tokens": 999999}, "duration_ms": 99000},
+                  "cases": [{"match": "TASK-BROKEN", "role": "executor",
+                             "spec": {"usage": {**self.USAGE, "output_tokens": 256},
+                                      "duration_ms": 4000}}]}
+        root = self.repo(self.suite())
+        code, out, err = self.run_main(root, self.env(script), "--agent", "claude")
+        self.assert_exit(code, 0, out, err)
+        lines = self.summary_lines(out)
+        # E01: 1305 tokens in 2.0 s, E02: 1505 in 4.0 s; the grader's numbers never count.
+        for config in ("with_skill", "without_skill"):
+            self.assertIn(f"{config} 3.0 s ± 1.4 s (n=2)", lines["Executor-only time"])
+            self.assertIn(f"{config} 1,405 ± 141 (n=2)", lines["Executor-only tokens"])
+        md = (self.iteration(root) / "benchmark.md").read_text(encoding="utf-8")
+        self.assertIn("| with_skill | 3.0 s ± 1.4 s (n=2) | 1,405 ± 141 (n=2) |", md)
+        self.assertIn("Executor-only", md)
+
+    def test_one_captured_value_has_no_spread(self) -> None:
+        script = {"executor": {"usage": self.USAGE, "duration_ms": 2000}}
+        root = self.repo({"skill_name": "demo", "evals": [case("E01", "go.", ["It goes."])]})
+        code, out, err = self.run_main(root, self.env(script), "--agent", "claude")
+        lines = self.summary_lines(out)
+        self.assertIn("with_skill 2.0 s (n=1)", lines["Executor-only time"], out + err)
+        self.assertIn("without_skill 1,305 (n=1)", lines["Executor-only tokens"])
+        self.assertNotIn("±", lines["Executor-only time"] + lines["Executor-only tokens"])
+
+    def test_a_cli_that_reports_no_tokens_shows_them_absent_with_the_reason(self) -> None:
+        no_input = {**self.USAGE, "input_tokens": None}
+        script = {"executor": {"usage": no_input, "duration_ms": 2000},
+                  # only the with_skill prompts carry a "Skill path:" line
+                  "cases": [{"match": "Skill path:", "role": "executor",
+                             "spec": {"usage": self.USAGE}}]}
+        root = self.repo(self.suite())
+        code, out, err = self.run_main(root, self.env(script), "--agent", "claude")
+        self.assert_exit(code, 0, out, err)
+        tokens = self.summary_lines(out)["Executor-only tokens"]
+        reason = "claude envelope has no usage.input_tokens, so the total is unknown"
+        self.assertIn(f"without_skill not captured ({reason})", tokens)
+        self.assertNotIn("without_skill 0", tokens)
+        self.assertIn("with_skill 1,305 ± 0 (n=2)", tokens)
+        md = (self.iteration(root) / "benchmark.md").read_text(encoding="utf-8")
+        self.assertIn(f"| without_skill | 2.0 s ± 0.0 s (n=2) | not captured ({reason}) |", md)
+
+    def test_tokens_missing_in_some_runs_say_how_many_and_why(self) -> None:
+        script = {"executor": {"usage": self.USAGE},
+                  "cases": [{"match": "TASK-BROKEN", "role": "executor",
+                             "spec": {"usage": {"output_tokens": None}}}]}
+        root = self.repo(self.suite())
+        code, out, err = self.run_main(root, self.env(script), "--agent", "claude",
+                                       "--config", "with_skill")
+        tokens = self.summary_lines(out)["Executor-only tokens"]
+        self.assertIn("with_skill 1,305 (n=1 of 2 scored runs; not captured in 1: claude "
+                      "envelope has no usage.output_tokens, so the total is unknown)",
+                      tokens, out + err)
+
     def test_codex_time_is_the_runner_clock(self) -> None:
         usage = {"input_tokens": 500, "cached_input_tokens": 100, "output_tokens": 40,
                  "reasoning_output_tokens": 10}

@@ -156,6 +156,7 @@ ARTIFACT_RELPATH = ".skill-eval/artifact.md"
 ARTIFACT_CAP_CHARS = 400_000
 OUTPUT_CAP_CHARS = 400_000
 STREAM_HEAD_BYTES = 8 * 1024 * 1024
+EXECUTOR_STREAM_FILE = "executor_stream.txt"  # under a run's logs/: what the executor printed
 # The most a metric can plausibly be: more is a CLI bug or a forged reply, recorded as absent.
 PLAUSIBLE_MAX = {"count": 10**12, "ms": 10**12, "usd": 10**6}  # tokens/turns, ms, USD
 DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # a write the disk refused
@@ -4873,11 +4874,11 @@ def claude_metrics(envelope: dict | None, reason: str) -> dict[str, dict[str, An
         if duration["value"] is not None else absent(duration["absent_reason"]))
     parts = [metrics[k] for k in ("input_tokens", "output_tokens", "cache_read_input_tokens",
                                   "cache_creation_input_tokens")]
+    missing = next((p for p in parts if p["value"] is None), None)
     metrics["tokens"] = (
         captured(sum(p["value"] for p in parts),
                  "claude envelope usage: input + output + cache read + cache creation")
-        if all(p["value"] is not None for p in parts)
-        else absent("a claude usage field is missing, so the total is unknown"))
+        if missing is None else absent(f"{missing['absent_reason']}, so the total is unknown"))
     return metrics
 
 
@@ -6333,7 +6334,7 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     result, env, isolation = run_agent(ctx, invocation, env, Mounts(ro_binds=borrowed),
                                        role="executor", model=ctx.options.executor_model)
     record.executor = process_record(invocation, result, env, isolation)
-    files.text("logs/executor_stream.txt", result.stdout)  # kept whatever it holds
+    files.text(f"logs/{EXECUTOR_STREAM_FILE}", result.stdout)  # kept whatever it holds
     reply = ctx.provider.read_executor(result)
     reply.text, replaced = encodable_text(reply.text)
     if replaced:
@@ -6789,6 +6790,7 @@ def activation_evidence(provider: Provider, trace: list[dict] | None, skill_name
         signal = _activation_signal(provider, call, skill_name)
         if signal:
             shown = json.dumps(call.get("input"), ensure_ascii=False)
+            signal += _where_in_stream(provider, position, call.get("event"))
             return {"activated": True, "signal": signal, "calls": len(trace), "evidence": {
                 "tool": call.get("tool"), "input": shown[:300], "call": position,
                 "event": call.get("event")}}
@@ -6800,16 +6802,28 @@ def activation_evidence(provider: Provider, trace: list[dict] | None, skill_name
 
 
 def _activation_signal(provider: Provider, call: dict[str, Any], skill_name: str) -> str:
-    tool_input = call.get("input")
-    if provider.skill_tool and call.get("tool") == provider.skill_tool[0]:
+    """What the call was, named as the CLI reported it; empty when it loads no skill."""
+    tool_input, tool = call.get("input"), call.get("tool")
+    shown = json.dumps(str(tool), ensure_ascii=False)[:80]
+    if provider.skill_tool and tool == provider.skill_tool[0]:
         named = tool_input.get(provider.skill_tool[1]) if isinstance(tool_input, dict) else None
         # a plugin's skill is "plugin:name"; a slash command may keep its "/"
         if isinstance(named, str) and named.lstrip("/").rsplit(":", 1)[-1] == skill_name:
-            return "skill tool"
+            return (f"{provider.name}'s skill tool {shown} called with "
+                    f"{provider.skill_tool[1]}={json.dumps(named, ensure_ascii=False)[:120]}")
     needle = f"{provider.skills_folder}/{skill_name}/SKILL.md"
     if needle in json.dumps(tool_input, ensure_ascii=False):
-        return "read of the installed SKILL.md"
+        return f"{provider.name}'s tool {shown} called on the installed {needle}"
     return ""
+
+
+def _where_in_stream(provider: Provider, position: int, event: Any) -> str:
+    """Where to find the call: its rank among the tool calls and the stream's JSON events."""
+    where = f"tool call {position + 1}"
+    if isinstance(event, int) and not isinstance(event, bool):
+        where += (f", JSON event {event + 1} (index {event}) of "
+                  f"logs/{EXECUTOR_STREAM_FILE}")
+    return f" ({where})"
 
 
 # -- deterministic checks: after the executor, in its sandbox, confined as it was ----------
@@ -8418,7 +8432,34 @@ def _absent_reason(benchmark: Benchmark, config: str, key: str) -> str:
             source = (run.metric_sources or {}).get(key)
             if source is not None and source.absent_reason:
                 return source.absent_reason
+    if not benchmark.run_summary[config].scored_runs:
+        return "no run of this config was scored"
     return "no scored run captured it"
+
+
+EXECUTOR_METRICS = (("time_seconds", "time", " s", 1), ("tokens", "tokens", "", 0))
+
+
+def executor_metric_text(b: Benchmark, config: str, key: str, unit: str, digits: int) -> str:
+    """One config's executor-only figure: mean, ± stddev when more than one run captured it,
+    how many of the scored runs did; absent with the CLI's reason when none did."""
+    summary = b.run_summary[config]
+    stats = summary.stat(key)
+    text = fmt_stat(stats, unit, digits)
+    if not text:
+        return f"not captured ({_absent_reason(b, config, key)})"
+    missing = summary.scored_runs - stats.n
+    if missing > 0:
+        text = (f"{text[:-1]} of {summary.scored_runs} scored runs; not captured in {missing}: "
+                f"{_absent_reason(b, config, key)})")
+    return text
+
+
+def executor_metric_lines(b: Benchmark) -> list[str]:
+    """The run summary's executor-only time and tokens, one line per metric, every config."""
+    return [f"Executor-only {label} (grader excluded): " + ", ".join(
+        f"{config} {executor_metric_text(b, config, key, unit, digits)}" for config in b.configs)
+        for key, label, unit, digits in EXECUTOR_METRICS]
 
 
 def render_markdown(benchmark: Benchmark) -> str:
@@ -8823,14 +8864,12 @@ def _md_comparison(b: Benchmark) -> str:
 
 def _md_metrics(b: Benchmark) -> str:
     lines = ["## Execution metrics (executor only)", "",
-             "Grader cost is excluded. Mean ± stddev over scored runs; ± only when n > 1.", "",
+             "Executor-only: the grader's time and tokens are excluded. Mean ± stddev over "
+             "scored runs; ± only when more than one run captured the value.", "",
              "| config | time | tokens |", "|---|---|---|"]
     for config in b.configs:
-        summary = b.run_summary[config]
-        cells = []
-        for key, unit, digits in (("time_seconds", " s", 1), ("tokens", "", 0)):
-            text = fmt_stat(summary.stat(key), unit, digits)
-            cells.append(text or f"not captured ({_absent_reason(b, config, key)})")
+        cells = [executor_metric_text(b, config, key, unit, digits)
+                 for key, _, unit, digits in EXECUTOR_METRICS]
         lines.append(f"| {config} | {_md_cell(cells[0])} | {_md_cell(cells[1])} |")
     return "\n".join(lines) + "\n"
 
@@ -9578,10 +9617,10 @@ def _html_metrics(b: Benchmark) -> str:
         summary = b.run_summary[config]
         cells = [_h(config), f"{summary.scored_runs} of {summary.runs}",
                  _h(fmt_rate_stat(summary.pass_rate))]
-        for key, unit, digits in (("time_seconds", " s", 1), ("tokens", "", 0)):
-            text = fmt_stat(summary.stat(key), unit, digits)
-            cells.append(_h(text) if text else '<span class="absent">not captured ('
-                         f"{_h(_absent_reason(b, config, key))})</span>")
+        for key, _, unit, digits in EXECUTOR_METRICS:
+            text = executor_metric_text(b, config, key, unit, digits)
+            cells.append(f'<span class="absent">{_h(text)}</span>'
+                         if text.startswith("not captured (") else _h(text))
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return ("<h2>Execution metrics (executor only)</h2>\n<p>Grader cost is excluded. Mean ± "
             "stddev over scored runs.</p>\n<table><tr><th>config</th><th>scored runs</th>"
@@ -9844,6 +9883,7 @@ def render_summary(benchmark: Benchmark, iteration_dir: Path) -> str:
     lines += adaptive_summary_lines(benchmark, iteration_dir)
     lines += [f"Power: {line}" for c in benchmark.comparisons or []
               for line in forecast_lines(c)]
+    lines += executor_metric_lines(benchmark)
     lines += [f"Activation: {line}" for line in activation_lines(benchmark)]
     if (benchmark.judge or {}).get("grader_runs", 1) > 1:
         lines.append("Judge: " + judge_lines(benchmark)[0])
