@@ -4712,10 +4712,17 @@ class Provider:
     def version_argv(self) -> list[str]:
         return [self.binary, "--version"]
 
-    def readiness_problem(self, env: dict[str, str]) -> tuple[str, str] | None:
-        """(what, how to fix it) when every call would fail for want of a sign-in, as far as
-        the CLI's settings and `env` show without calling a model; None when ready or when
-        this CLI cannot be checked that way."""
+    def readiness_problem(self, env: dict[str, str],
+                          models: tuple[str | None, ...] = ()) -> tuple[str, str] | None:
+        """(what, how to fix it) when every call would fail for want of a sign-in, a model or
+        a provider, as far as the CLI's settings and `env` show without calling a model
+        (`models`: the executor's and the grader's --model, None for the CLI's own choice);
+        None when ready or when this CLI cannot be checked that way."""
+        return None
+
+    def rejected_sign_in(self, failure: str) -> tuple[str, str] | None:
+        """(what, how to fix it) when a failed call's detail shows the service refused the
+        sign-in itself, so every call will fail alike; None otherwise."""
         return None
 
     def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
@@ -5150,7 +5157,8 @@ class GeminiProvider(Provider):
             _set_path(settings, *_json_setting(setting))
         return settings
 
-    def readiness_problem(self, env: dict[str, str]) -> tuple[str, str] | None:
+    def readiness_problem(self, env: dict[str, str],
+                          models: tuple[str | None, ...] = ()) -> tuple[str, str] | None:
         # Observed with gemini 0.61.0: each of these exits 41 before any model request.
         user_dir = Path(env.get("GEMINI_CLI_HOME") or _home(env)) / ".gemini"
         auth = _dig(self.settings_for("executor", None, env,
@@ -5174,6 +5182,19 @@ class GeminiProvider(Provider):
                     f"({user_dir / 'oauth_creds.json'} is missing); a headless call cannot "
                     "sign in, so every call would fail (exit 41)", fix)
         return None
+
+    def rejected_sign_in(self, failure: str) -> tuple[str, str] | None:
+        # Reported for gemini 0.58.0 with a personal Google login on the free tier: the token
+        # is accepted, then "Error authenticating: IneligibleTierError: This client is no
+        # longer supported ..." with reasonCode 'UNSUPPORTED_CLIENT', before any model call.
+        if "IneligibleTierError" not in failure and "UNSUPPORTED_CLIENT" not in failure:
+            return None
+        return ("gemini refused its Google sign-in (IneligibleTierError: a free-tier personal "
+                "login, 'Gemini Code Assist for individuals', is no longer accepted from this "
+                "client), so every call would fail",
+                "export GEMINI_API_KEY (a key from Google AI Studio) and run with "
+                "--agent-config security.auth.selectedType=gemini-api-key, or use Vertex AI "
+                "(GOOGLE_GENAI_USE_VERTEXAI=true)")
 
     def allow_skills(self, home: Path, env: dict[str, str]) -> dict[str, str]:
         path = home / ".gemini" / "settings.json"
@@ -5359,6 +5380,83 @@ class OpenCodeProvider(Provider):
             user = _merge(user, _read_json_object(Path(env["OPENCODE_CONFIG"])))
         return {key: user[key] for key in self.carried_keys if key in user}
 
+    def readiness_problem(self, env: dict[str, str],
+                          models: tuple[str | None, ...] = ()) -> tuple[str, str] | None:
+        # Observed with opencode 1.18.33: a model it cannot resolve fails every call with
+        # only "UnknownError: Unexpected server error" on stdout; its log says
+        # ProviderModelNotFoundError. Checked here from the same config the cells get.
+        config = self.config_for("executor", self._user_config(env))
+        for model in dict.fromkeys(m or config.get("model") for m in models or (None,)):
+            if isinstance(model, str) and model:
+                problem = self._model_problem(model, config, env)
+                if problem:
+                    return (f"opencode cannot use the model {model!r}: {problem}, so every "
+                            "call would fail (ProviderModelNotFoundError); no model was "
+                            "called", self._model_fix(config))
+        return None
+
+    def _model_problem(self, model: str, config: dict[str, Any], env: dict[str, str]) -> str:
+        """Why opencode 1.18.33 would not find `model`, as far as its config, its model
+        catalog (when cached) and the credentials show; empty when it may."""
+        provider_id, _, model_id = model.partition("/")
+        if not model_id:
+            return "opencode takes a model as PROVIDER/MODEL"
+        enabled = config.get("enabled_providers")
+        if provider_id in (config.get("disabled_providers") or []) or (
+                isinstance(enabled, list) and provider_id not in enabled):
+            return (f"the provider {provider_id!r} is switched off by disabled_providers or "
+                    "enabled_providers in your opencode config")
+        configured = config.get("provider") if isinstance(config.get("provider"), dict) else {}
+        catalog = self._catalog(env)
+        listed = catalog.get(provider_id) if catalog is not None else None
+        known = {*_keys(_dig(configured, (provider_id, "models"))),
+                 *_keys(_dig(listed, ("models",)))}
+        if provider_id in configured:
+            # a custom provider knows only the models its entry lists; one that extends a
+            # catalog provider also knows the catalog's, which cannot be checked without it
+            if model_id in known or (listed is None and catalog is None
+                                     and "npm" not in (configured[provider_id] or {})):
+                return ""
+            return (f"provider.{provider_id}.models in your opencode config lists "
+                    f"{_names(known)}")
+        if provider_id == "opencode" and catalog is None:
+            return ""  # its built-in free provider: the models are not known here
+        if catalog is None:
+            return ""  # a catalog provider, perhaps: opencode's own list is not cached here
+        if listed is None:
+            return (f"no provider {provider_id!r} in your opencode config or in opencode's "
+                    "model catalog")
+        if model_id not in known:
+            return f"opencode's catalog lists no model {model_id!r} for {provider_id!r}"
+        if provider_id != "opencode" and not self._has_credentials(provider_id, listed, env):
+            names = [n for n in _keys(listed.get("env")) if isinstance(n, str)]
+            return (f"the provider {provider_id!r} has no credentials (none of "
+                    f"{_names(names)} is set and `opencode auth login` stored none)")
+        return ""
+
+    def _model_fix(self, config: dict[str, Any]) -> str:
+        configured = config.get("provider") if isinstance(config.get("provider"), dict) else {}
+        ours = [f"{pid}/{mid}" for pid, entry in configured.items()
+                for mid in _keys(_dig(entry, ("models",)))][:3]
+        return ("name a model opencode has with --model PROVIDER/MODEL ("
+                + (f"yours: {', '.join(ours)}; " if ours else "")
+                + "`opencode models` lists them), or sign in to its provider with "
+                "`opencode auth login`, or leave --model out and opencode picks its default")
+
+    @staticmethod
+    def _catalog(env: dict[str, str]) -> dict[str, Any] | None:
+        """opencode's cached model catalog (models.dev), None when it has none cached."""
+        cache = Path(env.get("XDG_CACHE_HOME") or _home(env) / ".cache")
+        path = cache / "opencode" / "models.json"
+        return _read_json_object(path) or None if path.is_file() else None
+
+    @staticmethod
+    def _has_credentials(provider_id: str, listed: dict[str, Any], env: dict[str, str]) -> bool:
+        if any(isinstance(n, str) and env.get(n) for n in _keys(listed.get("env"))):
+            return True
+        data = Path(env.get("XDG_DATA_HOME") or _home(env) / ".local" / "share")
+        return provider_id in _read_json_object(data / "opencode" / "auth.json")
+
     def config_for(self, role: str, user: dict[str, Any]) -> dict[str, Any]:
         config: dict[str, Any] = {**user, "share": "disabled", "autoupdate": False,
                                   "snapshot": False, "permission": {"skill": "deny"}}
@@ -5453,6 +5551,20 @@ def opencode_metrics(steps: list[dict], result: ProcessResult,
     return metrics
 
 
+def _keys(value: Any) -> list[Any]:
+    """The names a config lists, as a mapping's keys or a list's items; [] otherwise."""
+    if isinstance(value, dict):
+        return list(value)
+    return list(value) if isinstance(value, list) else []
+
+
+def _names(names: Any) -> str:
+    shown = sorted(str(n)[:60] for n in names)
+    if not shown:
+        return "none"
+    return ", ".join(shown[:5]) + (f" and {len(shown) - 5} more" if len(shown) > 5 else "")
+
+
 def _model_args(flag: str, model: str | None) -> list[str]:
     return [flag, model] if model else []
 
@@ -5479,7 +5591,8 @@ def require_provider(options: RunOptions, agent_env: dict[str, str]) -> Provider
             "install the CLI outside the checkout, or copy it out and put that folder on PATH "
             "(for the bundled fakes see README.md, 'Try it without an agent CLI')") if inside
             else f"install it ({provider.install_hint}) or fix PATH")
-    unready = provider.readiness_problem(agent_env)
+    unready = provider.readiness_problem(agent_env, (options.executor_model,
+                                                     options.grader_model))
     if unready is not None:
         raise EnvironmentProblem(f"{unready[0]}; no agent was launched", unready[1])
     return provider
@@ -10591,6 +10704,7 @@ class Progress:
 
 REPEATED_FAILURES = 3  # the first cells failing alike: the rest would fail so too
 REPEATED_FAILURE_REASON = "the first cells failed the same way"
+SIGN_IN_REJECTED_REASON = "the agent CLI's sign-in was refused"
 
 
 def failure_shape(record: Any) -> tuple[str, str]:
@@ -10607,8 +10721,9 @@ class RepeatedFailureStop:
     fails every call alike, and the rest of the matrix would only cost time. Wraps the
     per-cell callback (the progress line)."""
 
-    def __init__(self, groups: ProcessGroups, then: Callable[[Any], None]):
-        self.groups, self.then = groups, then
+    def __init__(self, groups: ProcessGroups, then: Callable[[Any], None],
+                 provider: Provider | None = None):
+        self.groups, self.then, self.provider = groups, then, provider
         self.shapes: list[tuple[str, str]] = []
         self.lock = threading.Lock()
 
@@ -10616,6 +10731,8 @@ class RepeatedFailureStop:
         self.then(record)
         with self.lock:
             if record.status == "cancelled" or self.groups.cancelled.is_set():
+                return
+            if self._stopped_for_sign_in(record):
                 return
             # Only a CLI that ended in an error: a timeout says a task was slow, and a
             # runner_error is the runner's own fault, neither that every call will fail.
@@ -10628,6 +10745,17 @@ class RepeatedFailureStop:
                 detail = str((record.failure or {}).get("detail", ""))[:200]
                 self.groups.cancel(reason=f"{REPEATED_FAILURE_REASON}: {record.status}: "
                                           f"{detail}")
+
+    def _stopped_for_sign_in(self, record: Any) -> bool:
+        """One failed call that shows the service refused the sign-in stops the matrix."""
+        if record.status not in ("executor_failed", "grader_failed") or self.provider is None:
+            return False
+        refused = self.provider.rejected_sign_in(str((record.failure or {}).get("detail", "")))
+        if refused is None:
+            return False
+        self.groups.cancel(reason=f"{SIGN_IN_REJECTED_REASON}: {refused[0]}; fix: "
+                                  f"{refused[1]}")
+        return True
 
 
 def options_fingerprint(options: RunOptions) -> str:
@@ -11176,7 +11304,8 @@ def run_planned_cells(ctx: RunContext, cells: list[Cell], resumed: bool,
         budget = Budget(ctx.options.max_cost_usd, ctx.options.max_tokens)
         for record in finished.values():  # the cap is on the iteration, resumed or not
             budget.add(record)
-    ctx = dataclasses.replace(ctx, progress=RepeatedFailureStop(ctx.groups, progress),
+    ctx = dataclasses.replace(ctx, progress=RepeatedFailureStop(ctx.groups, progress,
+                                                                ctx.provider),
                               on_cell_start=progress.cell_started, budget=budget)
     progress.start(f"iteration: {ctx.iteration_dir}"
                    + (f" (resumed: {len(finished)} cells already finished)" if finished else ""))
@@ -12232,10 +12361,17 @@ def resume_hint(iteration_dir: Path, reason: str) -> str:
     """The exact command that finishes an iteration stopped by Ctrl-C or the deadline."""
     command = _shell_join(["python3", _display_path(Path(__file__)), "run", "--resume",
                            _display_path(iteration_dir)])
+    if reason.startswith(SIGN_IN_REJECTED_REASON):
+        what, _, fix = reason[len(SIGN_IN_REJECTED_REASON) + 2:].rpartition("; fix: ")
+        return (f"{PROG}: stopped: {what}\n  fix: {fix}\nThe cells not finished were "
+                "cancelled without being launched. After the fix, run again; when the fix "
+                "needed no new option (it was in your settings or environment), this "
+                f"finishes the iteration instead:\n  {command}")
     if reason.startswith(REPEATED_FAILURE_REASON):
         return (f"{PROG}: stopped: the first {REPEATED_FAILURES} cells failed the same way "
                 f"({reason[len(REPEATED_FAILURE_REASON) + 2:]}), so the rest were cancelled "
-                "without being launched; fix that (often the CLI's sign-in), then run the "
+                "without being launched; fix that (often the CLI's sign-in, model or "
+                "provider: the failure above says which), then run the "
                 f"rest with:\n  {command}")
     why = "interrupted" if reason == "interrupted" else f"stopped ({reason})"
     return (f"{PROG}: {why}: the cells not finished ok are recorded as cancelled; to run "
@@ -12307,7 +12443,8 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
               + ", ".join(sorted(withheld)[:5]) + (" ..." if len(withheld) > 5 else ""))
     agent_env, _ = scrub_checkout_paths(clean_environment(), suite.root)
     problem = agent_path_problem(provider, agent_env) or (
-        provider.readiness_problem(agent_env) or (None,))[0]
+        provider.readiness_problem(agent_env, (options.executor_model, options.grader_model))
+        or (None,))[0]
     print(f"{provider.binary}: {provider.executable(agent_env.get('PATH', ''))}" if not problem
           else f"{provider.binary}: {problem}; a real run would stop with exit 3")
     bwrap = shutil.which("bwrap")
@@ -12905,7 +13042,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
             wave_limit), groups)
     if groups.reason is not None and (iteration_dir / "iteration_manifest.json").is_file():
         print(resume_hint(iteration_dir, groups.reason), file=sys.stderr)
-    if (groups.reason or "").startswith(REPEATED_FAILURE_REASON):
+    if (groups.reason or "").startswith((REPEATED_FAILURE_REASON, SIGN_IN_REJECTED_REASON)):
         return EXIT_ENVIRONMENT  # most likely the CLI or its sign-in, not the skill
     return code
 
