@@ -5508,6 +5508,10 @@ class OpenCodeProvider(Provider):
                  errors: list[str], rejected: list[str]) -> str | None:
         if errors or result.returncode != 0:
             said = "; ".join(errors) or "no error event" + _stderr_reason(result)
+            if any(e.startswith("UnknownError:") for e in errors):
+                # 1.18.33 prints only this for what it logs, a model it cannot find among them
+                said = (f"{said[:500]} (opencode logs the cause in its own log; a model or "
+                        "provider it cannot find is one: check --model and `opencode models`)")
             return f"opencode failed (exit {result.returncode}): {said}"[:800]
         if not steps:
             return ("opencode finished no step" if events else "opencode printed no events") \
