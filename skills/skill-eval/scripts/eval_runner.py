@@ -9134,11 +9134,46 @@ def comparability(this: Benchmark, other: Benchmark) -> str:
     if not mine or not theirs:
         return "unknown (an iteration records no identities)"
     changed = [label for key, label in IDENTITY_LABELS if mine.get(key) != theirs.get(key)]
+    # The skill changing is what comparing two iterations measures: said, never a warning.
+    skill_changed = "skill" in changed
+    changed = [label for label in changed if label != "skill"]
     parts = [f"different series: {', '.join(changed)} changed"] if changed else []
     _, differ = shared_comparisons(this, other)
     if differ:
         parts.append(f"different comparisons: {differ}")
-    return "; ".join(parts) or "same inputs"
+    text = "; ".join(parts) or "same inputs"
+    if skill_changed:
+        text += f"; {SKILL_CHANGE_NOTE}"
+    return text
+
+
+SKILL_CHANGE_NOTE = "the skill changed (the change being measured, not a comparability problem)"
+
+
+def compare_overall(this: Benchmark, other: Benchmark) -> list[str]:
+    """Per shared comparison: the mean change of the per-eval delta over the evals both
+    iterations measured, with the paired sign-flip test of "no change"."""
+    shared, _ = shared_comparisons(this, other)
+    theirs = {str(row.eval_id): row for row in other.per_eval}
+    lines = []
+    for baseline in shared:
+        changes = []
+        for row in this.per_eval:
+            old = theirs.get(str(row.eval_id))
+            now = row.delta_against(this.configs, baseline)
+            before = old.delta_against(other.configs, baseline) if old is not None else None
+            if now is not None and before is not None:
+                changes.append(now - before)
+        head = f"Overall change of the delta vs {baseline}: "
+        if not changes:
+            lines.append(head + "none measured (no eval has this delta in both iterations)")
+            continue
+        test = sign_flip_test(changes)
+        lines.append(head + f"mean {fmt_delta(statistics.fmean(changes))} over the "
+                     f"{len(changes)} eval(s) both measured; paired sign-flip p = "
+                     f"{test['p_value']:.4g} ({'exact' if test['exact'] else 'sampled'}, "
+                     "two-sided, each eval's change as one pair)")
+    return lines
 
 
 def _arm_package(benchmark: Benchmark, config: str) -> Any:
@@ -9187,6 +9222,7 @@ def render_compare_markdown(this: Benchmark, other: Benchmark, other_name: str) 
     theirs = {str(row.eval_id): row for row in other.per_eval}
     lines = [f"## Compared with {other_name}", "",
              f"Comparability: {comparability(this, other)}", ""]
+    lines += compare_overall(this, other) + [""]
     if _regraded_from(this, other) or _regraded_from(other, this):
         lines += ["Judge only: one of the two re-graded the answers recorded in the other, so "
                   "every difference below comes from the grading (assertions, grader, or "
@@ -13087,6 +13123,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         text = render_markdown(benchmark)
         comparison = render_compare_markdown(benchmark, other, args.compare) if other else ""
         compared = comparability(benchmark, other) if other else ""
+        overall = compare_overall(benchmark, other) if other else []
         page = html_page(benchmark, folder) if html_path else ""
         junit = render_junit(benchmark) if junit_path else ""
         summary = render_summary(benchmark, folder)
@@ -13109,6 +13146,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(summary)
     if comparison:
         print(f"Comparison with {args.compare}: {compared}; {folder / 'comparison.md'}")
+        for line in overall:
+            print(f"  {line}")
     code = EXIT_OK
     if check["changed_count"]:
         print(f"{PROG}: REVIEW REQUIRED: {check['changed_count']} run file(s) changed since the "
