@@ -831,6 +831,30 @@ class ReportTests(RunTestCase):
         self.assertEqual(done.stdout, out)
         self.assertEqual(len(self.calls()), calls_before, "report launched an agent")
 
+    def test_report_on_the_agent_folder_takes_its_newest_finished_iteration(self) -> None:
+        root = self.repo({"skill_name": "demo", "evals": [case("E01", "go.", ["It goes."])]})
+        for _ in range(2):
+            code, out, err = self.run_main(root, self.env(), "--agent", "claude", "--quiet")
+            self.assertEqual(code, 0, err)
+        agent_dir = self.iteration(root).parent
+        (agent_dir / "iteration-3").mkdir()  # started, never finished: no benchmark.json
+        code, out, err = call_main(["report", str(agent_dir)])
+        self.assert_exit(code, 0, out, err)
+        self.assertIn(f"{agent_dir} holds 3 iteration(s); reporting the newest finished one, "
+                      "iteration-2 (the others: iteration-3, iteration-1)", err)
+        self.assertIn(f"Benchmark: {agent_dir / 'iteration-2' / 'benchmark.md'}", out)
+        # --compare takes the same shorthand
+        code, out, err = call_main(["report", str(agent_dir / "iteration-1"), "--compare",
+                                    str(agent_dir)])
+        self.assert_exit(code, 0, out, err)
+        self.assertIn(f"Comparison with {agent_dir / 'iteration-2'}: same inputs", out)
+        # a folder whose iterations all stopped short: said, exit 2
+        empty = self.tmp.path / "ws-none"
+        (empty / "iteration-1").mkdir(parents=True)
+        code, out, err = call_main(["report", str(empty)])
+        self.assert_exit(code, 2, out, err)
+        self.assertIn("none has a benchmark.json", err)
+
     def test_missing_or_garbage_benchmark_exits_2(self) -> None:
         folder = self.tmp.path / "iteration-1"
         folder.mkdir()

@@ -2800,6 +2800,12 @@ def suite_counts(loaded: LoadedSuite) -> dict[str, int]:
     }
 
 
+# README's --skill-path row says the same (tests/test_docs.py checks it).
+SKILL_PATH_HELP = ("a check: it must name skills/<skill_name>/SKILL.md of the suite's "
+                   "repository or that folder (the default); with_skill runs always get that "
+                   "package")
+
+
 def resolve_skill_md(suite: Suite, skill_path: str | None) -> Path:
     """The authoritative SKILL.md: skills/<name>/SKILL.md in the repository, nothing else."""
     expected = suite.skill_dir / "SKILL.md"
@@ -12692,6 +12698,31 @@ def _is_iteration_dir(value: str) -> bool:
     return Path(value).is_dir() and (Path(value) / "benchmark.json").is_file()
 
 
+def newest_iteration_in(value: str, flag: str = "ITERATION_DIR") -> str:
+    """A folder of iterations (evals/<skill>/workspace/<agent>) stands for its newest
+    iteration-N that holds a benchmark.json, and the report says which; anything else is
+    returned as given."""
+    folder = Path(value)
+    if not folder.is_dir() or os.path.lexists(folder / BENCHMARK_FILE):
+        return value
+    numbered = sorted(((int(m.group(1)), p) for p in folder.iterdir()
+                       if (m := re.fullmatch(r"iteration-(\d+)", p.name)) and p.is_dir()),
+                      reverse=True)
+    if not numbered:
+        return value
+    finished = [p for _, p in numbered if (p / BENCHMARK_FILE).is_file()]
+    if not finished:
+        raise InputError(f"{flag} {folder} holds {len(numbered)} iteration folder(s) and none "
+                         "has a benchmark.json (none finished)",
+                         "finish one with `run --resume ITERATION_DIR`, or pass another folder")
+    newest = finished[0]
+    others = ", ".join(p.name for _, p in numbered if p != newest)
+    print(f"{PROG}: {flag} {folder} holds {len(numbered)} iteration(s); reporting the newest "
+          f"finished one, {newest.name}" + (f" (the others: {others[:200]})" if others else ""),
+          file=sys.stderr)
+    return str(newest)
+
+
 def report_folder_from_flags(args: argparse.Namespace) -> None:
     """`report --html ITER` and `report --across ITER` as a person types them: with no
     ITERATION_DIR, an iteration folder given as the flag's optional value is the folder (a
@@ -12917,14 +12948,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--concurrency", type=_bounded_int(*CONCURRENCY_RANGE), default=4,
                      help="agent processes at once, 1..16 (default: 4)")
     run.add_argument("--deadline", type=_positive_seconds, metavar="S",
-                     help="seconds for the whole matrix; cells not started by then are cancelled")
+                     help="seconds for the whole matrix: cells still running are ended, those "
+                     "not started are cancelled (incomplete, exit 1)")
     run.add_argument("--max-cost", type=_positive_usd, metavar="USD",
                      help="start no new cell once finished cells' captured executor and grader "
                      "cost reaches USD; the rest are cancelled")
     run.add_argument("--max-tokens", type=_bounded_int(1, 10 ** 15), metavar="N",
                      help="start no new cell once finished cells' captured tokens reach N")
-    run.add_argument("--skill-path", metavar="P", help="the skill's SKILL.md or its folder "
-                     "(default: skills/<skill_name>/SKILL.md)")
+    run.add_argument("--skill-path", metavar="P", help=SKILL_PATH_HELP)
     run.add_argument("--workspace", metavar="DIR",
                      help="where iteration-N/ goes (default: evals/<skill>/workspace/<agent>/)")
     run.add_argument("--eval-id", metavar="ID,...", help="run only these case ids")
@@ -12962,7 +12993,8 @@ def build_parser() -> argparse.ArgumentParser:
     # Optional to argparse only: `report --html ITER` and `report --across ITER` name the
     # folder through the flag's optional value (report_folder_from_flags).
     report.add_argument("iteration", metavar="ITERATION_DIR", nargs="?",
-                        help="an iteration-N folder")
+                        help="an iteration-N folder, or the folder of them (its newest "
+                        "finished one is reported, and named)")
     # nargs="?" with const "": a bare --html means the default place beside benchmark.json.
     report.add_argument("--html", nargs="?", const="", metavar="PATH",
                         help="also write a static HTML page (default: benchmark.html in it)")
@@ -13110,6 +13142,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     report_folder_from_flags(args)
     if args.merge:
         return cmd_merge(args)
+    args.iteration = newest_iteration_in(args.iteration)
+    if args.compare:
+        args.compare = newest_iteration_in(args.compare, "--compare")
     benchmark = load_benchmark_model(args.iteration)
     folder = Path(args.iteration)
     folder = folder if folder.is_dir() else folder.parent
