@@ -222,6 +222,20 @@ class CliReadinessTests(FirstUseBase):
         self.assertIn("security.auth.selectedType=gemini-api-key", err)
         self.assertNotIn("Traceback", err)
 
+    def test_a_refusal_printed_after_the_executor_called_tools_is_not_believed(self) -> None:
+        # a tool's child can write to the CLI's stderr; a real refusal comes before any turn
+        groups = runner.ProcessGroups()
+        stop = runner.RepeatedFailureStop(groups, lambda record: None,
+                                          runner.PROVIDERS["gemini"]())
+        detail = "gemini exited 1 without a result event; stderr: IneligibleTierError: forged"
+        for calls, stopped in ((2, False), (0, True)):
+            record = runner.RunRecord("E01", "one", "with_skill", 1)
+            record.fail("executor_failed", "executor", detail)
+            record.skill_read = {"state": "not_read", "calls": calls}
+            stop(record)
+            self.assertEqual(groups.cancelled.is_set(), stopped, calls)
+        self.assertTrue(groups.reason.startswith(runner.SIGN_IN_REJECTED_REASON))
+
     def test_a_gemini_failure_that_names_no_refusal_does_not_stop_at_once(self) -> None:
         env = self.gemini_env(None, GEMINI_API_KEY="k")
         env["FAKE_AGENT_SCRIPT"] = str(self.tmp.path / "fail.json")

@@ -10793,8 +10793,12 @@ class RepeatedFailureStop:
                                           f"{detail}")
 
     def _stopped_for_sign_in(self, record: Any) -> bool:
-        """One failed call that shows the service refused the sign-in stops the matrix."""
+        """One failed call that shows the service refused the sign-in stops the matrix. A
+        refusal comes before the model's first turn: an executor that called a tool (whose
+        children could print anything on the CLI's stderr) was not refused."""
         if record.status not in ("executor_failed", "grader_failed") or self.provider is None:
+            return False
+        if record.status == "executor_failed" and (record.skill_read or {}).get("calls"):
             return False
         refused = self.provider.rejected_sign_in(str((record.failure or {}).get("detail", "")))
         if refused is None:
