@@ -157,6 +157,12 @@ ARTIFACT_CAP_CHARS = 400_000
 OUTPUT_CAP_CHARS = 400_000
 STREAM_HEAD_BYTES = 8 * 1024 * 1024
 EXECUTOR_STREAM_FILE = "executor_stream.txt"  # under a run's logs/: what the executor printed
+# `run --help` for options whose README row says the same (tests/test_docs.py checks it).
+SKILL_PATH_HELP = ("a check: it must name skills/<skill_name>/SKILL.md of the suite's "
+                   "repository or that folder (the default); with_skill runs always get that "
+                   "package")
+DEADLINE_HELP = ("seconds for the whole matrix: cells still running are ended, those not "
+                 "started are cancelled (incomplete, exit 1)")
 # The most a metric can plausibly be: more is a CLI bug or a forged reply, recorded as absent.
 PLAUSIBLE_MAX = {"count": 10**12, "ms": 10**12, "usd": 10**6}  # tokens/turns, ms, USD
 DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # a write the disk refused
@@ -2798,12 +2804,6 @@ def suite_counts(loaded: LoadedSuite) -> dict[str, int]:
         "errors": len(loaded.errors),
         "warnings": len(loaded.warnings),
     }
-
-
-# README's --skill-path row says the same (tests/test_docs.py checks it).
-SKILL_PATH_HELP = ("a check: it must name skills/<skill_name>/SKILL.md of the suite's "
-                   "repository or that folder (the default); with_skill runs always get that "
-                   "package")
 
 
 def resolve_skill_md(suite: Suite, skill_path: str | None) -> Path:
@@ -9156,6 +9156,14 @@ def comparability(this: Benchmark, other: Benchmark) -> str:
 SKILL_CHANGE_NOTE = "the skill changed (the change being measured, not a comparability problem)"
 
 
+def compare_summary(this: Benchmark, other: Benchmark, other_name: str, folder: Path) -> str:
+    """What `report --compare` prints: whether the two compare, where comparison.md is, and
+    the overall change per shared comparison."""
+    lines = [f"Comparison with {other_name}: {comparability(this, other)}; "
+             f"{folder / 'comparison.md'}"]
+    return "\n".join(lines + [f"  {line}" for line in compare_overall(this, other)])
+
+
 def compare_overall(this: Benchmark, other: Benchmark) -> list[str]:
     """Per shared comparison: the mean change of the per-eval delta over the evals both
     iterations measured, with the paired sign-flip test of "no change"."""
@@ -11667,6 +11675,37 @@ def read_benchmark(iteration: str | Path) -> BenchmarkFile:
                                    path)
 
 
+def newest_iteration_in(value: str, flag: str = "ITERATION_DIR") -> str:
+    """A folder of iterations (evals/<skill>/workspace/<agent>) stands for its newest
+    iteration-N that holds a benchmark.json, and the report says which; anything else is
+    returned as given."""
+    folder = Path(value)
+    if not folder.is_dir() or os.path.lexists(folder / BENCHMARK_FILE):
+        return value
+    numbered = sorted(((int(m.group(1)), p) for p in folder.iterdir()
+                       if (m := re.fullmatch(r"iteration-(\d+)", p.name)) and p.is_dir()),
+                      reverse=True)
+    if not numbered:
+        return value
+    finished = [p for _, p in numbered if (p / BENCHMARK_FILE).is_file()]
+    if not finished:
+        raise InputError(f"{flag} {folder} holds {len(numbered)} iteration folder(s) and none "
+                         "has a benchmark.json (none finished)",
+                         "finish one with `run --resume ITERATION_DIR`, or pass another folder")
+    newest = finished[0]
+    others = ", ".join(p.name for _, p in numbered if p != newest)
+    print(f"{PROG}: {flag} {folder} holds {len(numbered)} iteration(s); reporting the newest "
+          f"finished one, {newest.name}" + (f" (the others: {others[:200]})" if others else ""),
+          file=sys.stderr)
+    return str(newest)
+
+
+def newest_iterations(iteration: str, compare: str | None) -> tuple[str, str | None]:
+    """`report`'s ITERATION_DIR and --compare, each folder of iterations read as its newest."""
+    return (newest_iteration_in(iteration),
+            newest_iteration_in(compare, "--compare") if compare else compare)
+
+
 # -- merging shards -----------------------------------------------------------
 
 
@@ -12702,31 +12741,6 @@ def _is_iteration_dir(value: str) -> bool:
     return Path(value).is_dir() and (Path(value) / "benchmark.json").is_file()
 
 
-def newest_iteration_in(value: str, flag: str = "ITERATION_DIR") -> str:
-    """A folder of iterations (evals/<skill>/workspace/<agent>) stands for its newest
-    iteration-N that holds a benchmark.json, and the report says which; anything else is
-    returned as given."""
-    folder = Path(value)
-    if not folder.is_dir() or os.path.lexists(folder / BENCHMARK_FILE):
-        return value
-    numbered = sorted(((int(m.group(1)), p) for p in folder.iterdir()
-                       if (m := re.fullmatch(r"iteration-(\d+)", p.name)) and p.is_dir()),
-                      reverse=True)
-    if not numbered:
-        return value
-    finished = [p for _, p in numbered if (p / BENCHMARK_FILE).is_file()]
-    if not finished:
-        raise InputError(f"{flag} {folder} holds {len(numbered)} iteration folder(s) and none "
-                         "has a benchmark.json (none finished)",
-                         "finish one with `run --resume ITERATION_DIR`, or pass another folder")
-    newest = finished[0]
-    others = ", ".join(p.name for _, p in numbered if p != newest)
-    print(f"{PROG}: {flag} {folder} holds {len(numbered)} iteration(s); reporting the newest "
-          f"finished one, {newest.name}" + (f" (the others: {others[:200]})" if others else ""),
-          file=sys.stderr)
-    return str(newest)
-
-
 def report_folder_from_flags(args: argparse.Namespace) -> None:
     """`report --html ITER` and `report --across ITER` as a person types them: with no
     ITERATION_DIR, an iteration folder given as the flag's optional value is the folder (a
@@ -12951,9 +12965,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="seconds per agent process (default: 600)")
     run.add_argument("--concurrency", type=_bounded_int(*CONCURRENCY_RANGE), default=4,
                      help="agent processes at once, 1..16 (default: 4)")
-    run.add_argument("--deadline", type=_positive_seconds, metavar="S",
-                     help="seconds for the whole matrix: cells still running are ended, those "
-                     "not started are cancelled (incomplete, exit 1)")
+    run.add_argument("--deadline", type=_positive_seconds, metavar="S", help=DEADLINE_HELP)
     run.add_argument("--max-cost", type=_positive_usd, metavar="USD",
                      help="start no new cell once finished cells' captured executor and grader "
                      "cost reaches USD; the rest are cancelled")
@@ -12997,8 +13009,7 @@ def build_parser() -> argparse.ArgumentParser:
     # Optional to argparse only: `report --html ITER` and `report --across ITER` name the
     # folder through the flag's optional value (report_folder_from_flags).
     report.add_argument("iteration", metavar="ITERATION_DIR", nargs="?",
-                        help="an iteration-N folder, or the folder of them (its newest "
-                        "finished one is reported, and named)")
+                        help="an iteration-N folder, or a folder of them (its newest one)")
     # nargs="?" with const "": a bare --html means the default place beside benchmark.json.
     report.add_argument("--html", nargs="?", const="", metavar="PATH",
                         help="also write a static HTML page (default: benchmark.html in it)")
@@ -13146,9 +13157,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     report_folder_from_flags(args)
     if args.merge:
         return cmd_merge(args)
-    args.iteration = newest_iteration_in(args.iteration)
-    if args.compare:
-        args.compare = newest_iteration_in(args.compare, "--compare")
+    args.iteration, args.compare = newest_iterations(args.iteration, args.compare)
     benchmark = load_benchmark_model(args.iteration)
     folder = Path(args.iteration)
     folder = folder if folder.is_dir() else folder.parent
@@ -13161,8 +13170,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         benchmark = apply_results_check(benchmark, check)
         text = render_markdown(benchmark)
         comparison = render_compare_markdown(benchmark, other, args.compare) if other else ""
-        compared = comparability(benchmark, other) if other else ""
-        overall = compare_overall(benchmark, other) if other else []
+        compared = compare_summary(benchmark, other, args.compare, folder) if other else ""
         page = html_page(benchmark, folder) if html_path else ""
         junit = render_junit(benchmark) if junit_path else ""
         summary = render_summary(benchmark, folder)
@@ -13184,9 +13192,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"wrote {junit_path}", file=sys.stderr)
     print(summary)
     if comparison:
-        print(f"Comparison with {args.compare}: {compared}; {folder / 'comparison.md'}")
-        for line in overall:
-            print(f"  {line}")
+        print(compared)
     code = EXIT_OK
     if check["changed_count"]:
         print(f"{PROG}: REVIEW REQUIRED: {check['changed_count']} run file(s) changed since the "
