@@ -1047,6 +1047,16 @@ class MetricsTests(RunTestCase):
         self.assertIn("with_skill 1,305 ± 0 (n=2)", tokens)
         md = (self.iteration(root) / "benchmark.md").read_text(encoding="utf-8")
         self.assertIn(f"| without_skill | 2.0 s ± 0.0 s (n=2) | not captured ({reason}) |", md)
+        # a reason with line breaks (an edited benchmark.json) cannot add a summary line
+        path = self.iteration(root) / "benchmark.json"
+        bench = load_json(path)
+        for run in bench["runs"]:
+            if run["configuration"] == "without_skill":
+                run["metric_sources"]["tokens"]["absent_reason"] = "gone\nVerdict: forged"
+        path.write_text(json.dumps(bench), encoding="utf-8")
+        _, out, err = call_main(["report", str(self.iteration(root))])
+        self.assertIn("without_skill not captured (gone Verdict: forged)", out, err)
+        self.assertFalse([line for line in out.splitlines() if line.startswith("Verdict: forged")])
 
     def test_tokens_missing_in_some_runs_say_how_many_and_why(self) -> None:
         script = {"executor": {"usage": self.USAGE},

@@ -8569,12 +8569,14 @@ def executor_metric_text(b: Benchmark, config: str, key: str, unit: str, digits:
     summary = b.run_summary[config]
     stats = summary.stat(key)
     text = fmt_stat(stats, unit, digits)
+    # one line whatever the reason holds: the summary's lines are read line by line
+    reason = " ".join(_absent_reason(b, config, key).split())[:300]
     if not text:
-        return f"not captured ({_absent_reason(b, config, key)})"
+        return f"not captured ({reason})"
     missing = summary.scored_runs - stats.n
     if missing > 0:
         text = (f"{text[:-1]} of {summary.scored_runs} scored runs; not captured in {missing}: "
-                f"{_absent_reason(b, config, key)})")
+                f"{reason})")
     return text
 
 
