@@ -6913,7 +6913,7 @@ def activation_evidence(provider: Provider, trace: list[dict] | None, skill_name
         signal = _activation_signal(provider, call, skill_name)
         if signal:
             shown = json.dumps(call.get("input"), ensure_ascii=False)
-            signal += _where_in_stream(provider, position, call.get("event"))
+            signal += _where_in_stream(position, call.get("event"))
             return {"activated": True, "signal": signal, "calls": len(trace), "evidence": {
                 "tool": call.get("tool"), "input": shown[:300], "call": position,
                 "event": call.get("event")}}
@@ -6940,7 +6940,7 @@ def _activation_signal(provider: Provider, call: dict[str, Any], skill_name: str
     return ""
 
 
-def _where_in_stream(provider: Provider, position: int, event: Any) -> str:
+def _where_in_stream(position: int, event: Any) -> str:
     """Where to find the call: its rank among the tool calls and the stream's JSON events."""
     where = f"tool call {position + 1}"
     if isinstance(event, int) and not isinstance(event, bool):
