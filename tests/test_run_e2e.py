@@ -1020,7 +1020,7 @@ class MetricsTests(RunTestCase):
             self.assertIn(f"{config} 1,405 ± 141 (n=2)", lines["Executor-only tokens"])
         md = (self.iteration(root) / "benchmark.md").read_text(encoding="utf-8")
         self.assertIn("| with_skill | 3.0 s ± 1.4 s (n=2) | 1,405 ± 141 (n=2) |", md)
-        self.assertIn("Executor-only", md)
+        self.assertIn("## Execution metrics (executor only)", md)
 
     def test_one_captured_value_has_no_spread(self) -> None:
         script = {"executor": {"usage": self.USAGE, "duration_ms": 2000}}

@@ -8989,8 +8989,7 @@ def _md_comparison(b: Benchmark) -> str:
 
 def _md_metrics(b: Benchmark) -> str:
     lines = ["## Execution metrics (executor only)", "",
-             "Executor-only: the grader's time and tokens are excluded. Mean ± stddev over "
-             "scored runs; ± only when more than one run captured the value.", "",
+             "Grader cost is excluded. Mean ± stddev over scored runs; ± only when n > 1.", "",
              "| config | time | tokens |", "|---|---|---|"]
     for config in b.configs:
         cells = [executor_metric_text(b, config, key, unit, digits)
