@@ -176,6 +176,13 @@ ARTIFACT_RELPATH = ".skill-eval/artifact.md"
 ARTIFACT_CAP_CHARS = 400_000
 OUTPUT_CAP_CHARS = 400_000
 STREAM_HEAD_BYTES = 8 * 1024 * 1024
+EXECUTOR_STREAM_FILE = "executor_stream.txt"  # under a run's logs/: what the executor printed
+# `run --help` for options whose README row says the same (tests/test_docs.py checks it).
+SKILL_PATH_HELP = ("a check: it must name skills/<skill_name>/SKILL.md of the suite's "
+                   "repository or that folder (the default); with_skill runs always get that "
+                   "package")
+DEADLINE_HELP = ("seconds for the whole matrix: cells still running are ended, those not "
+                 "started are cancelled (incomplete, exit 1)")
 # The most a metric can plausibly be: more is a CLI bug or a forged reply, recorded as absent.
 PLAUSIBLE_MAX = {"count": 10**12, "ms": 10**12, "usd": 10**6}  # tokens/turns, ms, USD
 DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # a write the disk refused
@@ -5460,10 +5467,17 @@ class Provider:
     def version_argv(self) -> list[str]:
         return [self.binary, "--version"]
 
-    def readiness_problem(self, env: dict[str, str]) -> tuple[str, str] | None:
-        """(what, how to fix it) when every call would fail for want of a sign-in, as far as
-        the CLI's settings and `env` show without calling a model; None when ready or when
-        this CLI cannot be checked that way."""
+    def readiness_problem(self, env: dict[str, str],
+                          models: tuple[str | None, ...] = ()) -> tuple[str, str] | None:
+        """(what, how to fix it) when every call would fail for want of a sign-in, a model or
+        a provider, as far as the CLI's settings and `env` show without calling a model
+        (`models`: the executor's and the grader's --model, None for the CLI's own choice);
+        None when ready or when this CLI cannot be checked that way."""
+        return None
+
+    def rejected_sign_in(self, failure: str) -> tuple[str, str] | None:
+        """(what, how to fix it) when a failed call's detail shows the service refused the
+        sign-in itself, so every call will fail alike; None otherwise."""
         return None
 
     def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
@@ -5622,11 +5636,11 @@ def claude_metrics(envelope: dict | None, reason: str) -> dict[str, dict[str, An
         if duration["value"] is not None else absent(duration["absent_reason"]))
     parts = [metrics[k] for k in ("input_tokens", "output_tokens", "cache_read_input_tokens",
                                   "cache_creation_input_tokens")]
+    missing = next((p for p in parts if p["value"] is None), None)
     metrics["tokens"] = (
         captured(sum(p["value"] for p in parts),
                  "claude envelope usage: input + output + cache read + cache creation")
-        if all(p["value"] is not None for p in parts)
-        else absent("a claude usage field is missing, so the total is unknown"))
+        if missing is None else absent(f"{missing['absent_reason']}, so the total is unknown"))
     return metrics
 
 
@@ -5898,7 +5912,8 @@ class GeminiProvider(Provider):
             _set_path(settings, *_json_setting(setting))
         return settings
 
-    def readiness_problem(self, env: dict[str, str]) -> tuple[str, str] | None:
+    def readiness_problem(self, env: dict[str, str],
+                          models: tuple[str | None, ...] = ()) -> tuple[str, str] | None:
         # Observed with gemini 0.61.0: each of these exits 41 before any model request.
         user_dir = Path(env.get("GEMINI_CLI_HOME") or _home(env)) / ".gemini"
         auth = _dig(self.settings_for("executor", None, env,
@@ -5922,6 +5937,19 @@ class GeminiProvider(Provider):
                     f"({user_dir / 'oauth_creds.json'} is missing); a headless call cannot "
                     "sign in, so every call would fail (exit 41)", fix)
         return None
+
+    def rejected_sign_in(self, failure: str) -> tuple[str, str] | None:
+        # Reported for gemini 0.58.0 with a personal Google login on the free tier: the token
+        # is accepted, then "Error authenticating: IneligibleTierError: This client is no
+        # longer supported ..." with reasonCode 'UNSUPPORTED_CLIENT', before any model call.
+        if "IneligibleTierError" not in failure and "UNSUPPORTED_CLIENT" not in failure:
+            return None
+        return ("gemini refused its Google sign-in (IneligibleTierError: a free-tier personal "
+                "login, 'Gemini Code Assist for individuals', is no longer accepted from this "
+                "client), so every call would fail",
+                "export GEMINI_API_KEY (a key from Google AI Studio) and run with "
+                "--agent-config security.auth.selectedType=gemini-api-key, or use Vertex AI "
+                "(GOOGLE_GENAI_USE_VERTEXAI=true)")
 
     def allow_skills(self, home: Path, env: dict[str, str]) -> dict[str, str]:
         path = home / ".gemini" / "settings.json"
@@ -6107,6 +6135,83 @@ class OpenCodeProvider(Provider):
             user = _merge(user, _read_json_object(Path(env["OPENCODE_CONFIG"])))
         return {key: user[key] for key in self.carried_keys if key in user}
 
+    def readiness_problem(self, env: dict[str, str],
+                          models: tuple[str | None, ...] = ()) -> tuple[str, str] | None:
+        # Observed with opencode 1.18.33: a model it cannot resolve fails every call with
+        # only "UnknownError: Unexpected server error" on stdout; its log says
+        # ProviderModelNotFoundError. Checked here from the same config the cells get.
+        config = self.config_for("executor", self._user_config(env))
+        for model in dict.fromkeys(m or config.get("model") for m in models or (None,)):
+            if isinstance(model, str) and model:
+                problem = self._model_problem(model, config, env)
+                if problem:
+                    return (f"opencode cannot use the model {model!r}: {problem}, so every "
+                            "call would fail (ProviderModelNotFoundError); no model was "
+                            "called", self._model_fix(config))
+        return None
+
+    def _model_problem(self, model: str, config: dict[str, Any], env: dict[str, str]) -> str:
+        """Why opencode 1.18.33 would not find `model`, as far as its config, its model
+        catalog (when cached) and the credentials show; empty when it may."""
+        provider_id, _, model_id = model.partition("/")
+        if not model_id:
+            return "opencode takes a model as PROVIDER/MODEL"
+        enabled = config.get("enabled_providers")
+        if provider_id in (config.get("disabled_providers") or []) or (
+                isinstance(enabled, list) and provider_id not in enabled):
+            return (f"the provider {provider_id!r} is switched off by disabled_providers or "
+                    "enabled_providers in your opencode config")
+        configured = config.get("provider") if isinstance(config.get("provider"), dict) else {}
+        catalog = self._catalog(env)
+        listed = catalog.get(provider_id) if catalog is not None else None
+        known = {*_keys(_dig(configured, (provider_id, "models"))),
+                 *_keys(_dig(listed, ("models",)))}
+        if provider_id in configured:
+            # a custom provider knows only the models its entry lists; one that extends a
+            # catalog provider also knows the catalog's, which cannot be checked without it
+            if model_id in known or (listed is None and catalog is None
+                                     and "npm" not in (configured[provider_id] or {})):
+                return ""
+            return (f"provider.{provider_id}.models in your opencode config lists "
+                    f"{_names(known)}")
+        if provider_id == "opencode" and catalog is None:
+            return ""  # its built-in free provider: the models are not known here
+        if catalog is None:
+            return ""  # a catalog provider, perhaps: opencode's own list is not cached here
+        if listed is None:
+            return (f"no provider {provider_id!r} in your opencode config or in opencode's "
+                    "model catalog")
+        if model_id not in known:
+            return f"opencode's catalog lists no model {model_id!r} for {provider_id!r}"
+        if provider_id != "opencode" and not self._has_credentials(provider_id, listed, env):
+            names = [n for n in _keys(listed.get("env")) if isinstance(n, str)]
+            return (f"the provider {provider_id!r} has no credentials (none of "
+                    f"{_names(names)} is set and `opencode auth login` stored none)")
+        return ""
+
+    def _model_fix(self, config: dict[str, Any]) -> str:
+        configured = config.get("provider") if isinstance(config.get("provider"), dict) else {}
+        ours = [f"{pid}/{mid}" for pid, entry in configured.items()
+                for mid in _keys(_dig(entry, ("models",)))][:3]
+        return ("name a model opencode has with --model PROVIDER/MODEL ("
+                + (f"yours: {', '.join(ours)}; " if ours else "")
+                + "`opencode models` lists them), or sign in to its provider with "
+                "`opencode auth login`, or leave --model out and opencode picks its default")
+
+    @staticmethod
+    def _catalog(env: dict[str, str]) -> dict[str, Any] | None:
+        """opencode's cached model catalog (models.dev), None when it has none cached."""
+        cache = Path(env.get("XDG_CACHE_HOME") or _home(env) / ".cache")
+        path = cache / "opencode" / "models.json"
+        return _read_json_object(path) or None if path.is_file() else None
+
+    @staticmethod
+    def _has_credentials(provider_id: str, listed: dict[str, Any], env: dict[str, str]) -> bool:
+        if any(isinstance(n, str) and env.get(n) for n in _keys(listed.get("env"))):
+            return True
+        data = Path(env.get("XDG_DATA_HOME") or _home(env) / ".local" / "share")
+        return provider_id in _read_json_object(data / "opencode" / "auth.json")
+
     def config_for(self, role: str, user: dict[str, Any]) -> dict[str, Any]:
         config: dict[str, Any] = {**user, "share": "disabled", "autoupdate": False,
                                   "snapshot": False, "permission": {"skill": "deny"}}
@@ -6158,6 +6263,10 @@ class OpenCodeProvider(Provider):
                  errors: list[str], rejected: list[str]) -> str | None:
         if errors or result.returncode != 0:
             said = "; ".join(errors) or "no error event" + _stderr_reason(result)
+            if any(e.startswith("UnknownError:") for e in errors):
+                # 1.18.33 prints only this for what it logs, a model it cannot find among them
+                said = (f"{said[:500]} (opencode logs the cause in its own log; a model or "
+                        "provider it cannot find is one: check --model and `opencode models`)")
             return f"opencode failed (exit {result.returncode}): {said}"[:800]
         if not steps:
             return ("opencode finished no step" if events else "opencode printed no events") \
@@ -6201,6 +6310,20 @@ def opencode_metrics(steps: list[dict], result: ProcessResult,
     return metrics
 
 
+def _keys(value: Any) -> list[Any]:
+    """The names a config lists, as a mapping's keys or a list's items; [] otherwise."""
+    if isinstance(value, dict):
+        return list(value)
+    return list(value) if isinstance(value, list) else []
+
+
+def _names(names: Any) -> str:
+    shown = sorted(str(n)[:60] for n in names)
+    if not shown:
+        return "none"
+    return ", ".join(shown[:5]) + (f" and {len(shown) - 5} more" if len(shown) > 5 else "")
+
+
 def _model_args(flag: str, model: str | None) -> list[str]:
     return [flag, model] if model else []
 
@@ -6227,7 +6350,8 @@ def require_provider(options: RunOptions, agent_env: dict[str, str]) -> Provider
             "install the CLI outside the checkout, or copy it out and put that folder on PATH "
             "(for the bundled fakes see README.md, 'Try it without an agent CLI')") if inside
             else f"install it ({provider.install_hint}) or fix PATH")
-    unready = provider.readiness_problem(agent_env)
+    unready = provider.readiness_problem(agent_env, (options.executor_model,
+                                                     options.grader_model))
     if unready is not None:
         raise EnvironmentProblem(f"{unready[0]}; no agent was launched", unready[1])
     return provider
@@ -7084,7 +7208,7 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     result, env, isolation = run_agent(ctx, invocation, env, Mounts(ro_binds=borrowed),
                                        role="executor", model=ctx.options.executor_model)
     record.executor = process_record(invocation, result, env, isolation)
-    files.text("logs/executor_stream.txt", result.stdout)  # kept whatever it holds
+    files.text(f"logs/{EXECUTOR_STREAM_FILE}", result.stdout)  # kept whatever it holds
     reply = ctx.provider.read_executor(result)
     reply.text, replaced = encodable_text(reply.text)
     if replaced:
@@ -7546,6 +7670,7 @@ def activation_evidence(provider: Provider, trace: list[dict] | None, skill_name
         signal = _activation_signal(provider, call, skill_name)
         if signal:
             shown = json.dumps(call.get("input"), ensure_ascii=False)
+            signal += _where_in_stream(position, call.get("event"))
             return {"activated": True, "signal": signal, "calls": len(trace), "evidence": {
                 "tool": call.get("tool"), "input": shown[:300], "call": position,
                 "event": call.get("event")}}
@@ -7557,16 +7682,28 @@ def activation_evidence(provider: Provider, trace: list[dict] | None, skill_name
 
 
 def _activation_signal(provider: Provider, call: dict[str, Any], skill_name: str) -> str:
-    tool_input = call.get("input")
-    if provider.skill_tool and call.get("tool") == provider.skill_tool[0]:
+    """What the call was, named as the CLI reported it; empty when it loads no skill."""
+    tool_input, tool = call.get("input"), call.get("tool")
+    shown = json.dumps(str(tool), ensure_ascii=False)[:80]
+    if provider.skill_tool and tool == provider.skill_tool[0]:
         named = tool_input.get(provider.skill_tool[1]) if isinstance(tool_input, dict) else None
         # a plugin's skill is "plugin:name"; a slash command may keep its "/"
         if isinstance(named, str) and named.lstrip("/").rsplit(":", 1)[-1] == skill_name:
-            return "skill tool"
+            return (f"{provider.name}'s skill tool {shown} called with "
+                    f"{provider.skill_tool[1]}={json.dumps(named, ensure_ascii=False)[:120]}")
     needle = f"{provider.skills_folder}/{skill_name}/SKILL.md"
     if needle in json.dumps(tool_input, ensure_ascii=False):
-        return "read of the installed SKILL.md"
+        return f"{provider.name}'s tool {shown} called on the installed {needle}"
     return ""
+
+
+def _where_in_stream(position: int, event: Any) -> str:
+    """Where to find the call: its rank among the tool calls and the stream's JSON events."""
+    where = f"tool call {position + 1}"
+    if isinstance(event, int) and not isinstance(event, bool):
+        where += (f", JSON event {event + 1} (index {event}) of "
+                  f"logs/{EXECUTOR_STREAM_FILE}")
+    return f" ({where})"
 
 
 # -- deterministic checks: after the executor, in its sandbox, confined as it was ----------
@@ -9400,7 +9537,36 @@ def _absent_reason(benchmark: Benchmark, config: str, key: str) -> str:
             source = (run.metric_sources or {}).get(key)
             if source is not None and source.absent_reason:
                 return source.absent_reason
+    if not benchmark.run_summary[config].scored_runs:
+        return "no run of this config was scored"
     return "no scored run captured it"
+
+
+EXECUTOR_METRICS = (("time_seconds", "time", " s", 1), ("tokens", "tokens", "", 0))
+
+
+def executor_metric_text(b: Benchmark, config: str, key: str, unit: str, digits: int) -> str:
+    """One config's executor-only figure: mean, ± stddev when more than one run captured it,
+    how many of the scored runs did; absent with the CLI's reason when none did."""
+    summary = b.run_summary[config]
+    stats = summary.stat(key)
+    text = fmt_stat(stats, unit, digits)
+    # one line whatever the reason holds: the summary's lines are read line by line
+    reason = " ".join(_absent_reason(b, config, key).split())[:300]
+    if not text:
+        return f"not captured ({reason})"
+    missing = summary.scored_runs - stats.n
+    if missing > 0:
+        text = (f"{text[:-1]} of {summary.scored_runs} scored runs; not captured in {missing}: "
+                f"{reason})")
+    return text
+
+
+def executor_metric_lines(b: Benchmark) -> list[str]:
+    """The run summary's executor-only time and tokens, one line per metric, every config."""
+    return [f"Executor-only {label} (grader excluded): " + ", ".join(
+        f"{config} {executor_metric_text(b, config, key, unit, digits)}" for config in b.configs)
+        for key, label, unit, digits in EXECUTOR_METRICS]
 
 
 def render_markdown(benchmark: Benchmark) -> str:
@@ -9808,11 +9974,8 @@ def _md_metrics(b: Benchmark) -> str:
              "Grader cost is excluded. Mean ± stddev over scored runs; ± only when n > 1.", "",
              "| config | time | tokens |", "|---|---|---|"]
     for config in b.configs:
-        summary = b.run_summary[config]
-        cells = []
-        for key, unit, digits in (("time_seconds", " s", 1), ("tokens", "", 0)):
-            text = fmt_stat(summary.stat(key), unit, digits)
-            cells.append(text or f"not captured ({_absent_reason(b, config, key)})")
+        cells = [executor_metric_text(b, config, key, unit, digits)
+                 for key, _, unit, digits in EXECUTOR_METRICS]
         lines.append(f"| {config} | {_md_cell(cells[0])} | {_md_cell(cells[1])} |")
     return "\n".join(lines) + "\n"
 
@@ -9960,11 +10123,54 @@ def comparability(this: Benchmark, other: Benchmark) -> str:
     if not mine or not theirs:
         return "unknown (an iteration records no identities)"
     changed = [label for key, label in IDENTITY_LABELS if mine.get(key) != theirs.get(key)]
+    # The skill changing is what comparing two iterations measures: said, never a warning.
+    skill_changed = "skill" in changed
+    changed = [label for label in changed if label != "skill"]
     parts = [f"different series: {', '.join(changed)} changed"] if changed else []
     _, differ = shared_comparisons(this, other)
     if differ:
         parts.append(f"different comparisons: {differ}")
-    return "; ".join(parts) or "same inputs"
+    text = "; ".join(parts) or "same inputs"
+    if skill_changed:
+        text += f"; {SKILL_CHANGE_NOTE}"
+    return text
+
+
+SKILL_CHANGE_NOTE = "the skill changed (the change being measured, not a comparability problem)"
+
+
+def compare_summary(this: Benchmark, other: Benchmark, other_name: str, folder: Path) -> str:
+    """What `report --compare` prints: whether the two compare, where comparison.md is, and
+    the overall change per shared comparison."""
+    lines = [f"Comparison with {other_name}: {comparability(this, other)}; "
+             f"{folder / 'comparison.md'}"]
+    return "\n".join(lines + [f"  {line}" for line in compare_overall(this, other)])
+
+
+def compare_overall(this: Benchmark, other: Benchmark) -> list[str]:
+    """Per shared comparison: the mean change of the per-eval delta over the evals both
+    iterations measured, with the paired sign-flip test of "no change"."""
+    shared, _ = shared_comparisons(this, other)
+    theirs = {str(row.eval_id): row for row in other.per_eval}
+    lines = []
+    for baseline in shared:
+        changes = []
+        for row in this.per_eval:
+            old = theirs.get(str(row.eval_id))
+            now = row.delta_against(this.configs, baseline)
+            before = old.delta_against(other.configs, baseline) if old is not None else None
+            if now is not None and before is not None:
+                changes.append(now - before)
+        head = f"Overall change of the delta vs {baseline}: "
+        if not changes:
+            lines.append(head + "none measured (no eval has this delta in both iterations)")
+            continue
+        test = sign_flip_test(changes)
+        lines.append(head + f"mean {fmt_delta(statistics.fmean(changes))} over the "
+                     f"{len(changes)} eval(s) both measured; paired sign-flip p = "
+                     f"{test['p_value']:.4g} ({'exact' if test['exact'] else 'sampled'}, "
+                     "two-sided, each eval's change as one pair)")
+    return lines
 
 
 def _arm_package(benchmark: Benchmark, config: str) -> Any:
@@ -10013,6 +10219,7 @@ def render_compare_markdown(this: Benchmark, other: Benchmark, other_name: str) 
     theirs = {str(row.eval_id): row for row in other.per_eval}
     lines = [f"## Compared with {other_name}", "",
              f"Comparability: {comparability(this, other)}", ""]
+    lines += compare_overall(this, other) + [""]
     if _regraded_from(this, other) or _regraded_from(other, this):
         lines += ["Judge only: one of the two re-graded the answers recorded in the other, so "
                   "every difference below comes from the grading (assertions, grader, or "
@@ -10560,10 +10767,10 @@ def _html_metrics(b: Benchmark) -> str:
         summary = b.run_summary[config]
         cells = [_h(config), f"{summary.scored_runs} of {summary.runs}",
                  _h(fmt_rate_stat(summary.pass_rate))]
-        for key, unit, digits in (("time_seconds", " s", 1), ("tokens", "", 0)):
-            text = fmt_stat(summary.stat(key), unit, digits)
-            cells.append(_h(text) if text else '<span class="absent">not captured ('
-                         f"{_h(_absent_reason(b, config, key))})</span>")
+        for key, _, unit, digits in EXECUTOR_METRICS:
+            text = executor_metric_text(b, config, key, unit, digits)
+            cells.append(f'<span class="absent">{_h(text)}</span>'
+                         if text.startswith("not captured (") else _h(text))
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return ("<h2>Execution metrics (executor only)</h2>\n<p>Grader cost is excluded. Mean ± "
             "stddev over scored runs.</p>\n<table><tr><th>config</th><th>scored runs</th>"
@@ -10826,6 +11033,7 @@ def render_summary(benchmark: Benchmark, iteration_dir: Path) -> str:
     lines += adaptive_summary_lines(benchmark, iteration_dir)
     lines += [f"Power: {line}" for c in benchmark.comparisons or []
               for line in forecast_lines(c)]
+    lines += executor_metric_lines(benchmark)
     lines += [f"Activation: {line}" for line in activation_lines(benchmark)]
     if (benchmark.judge or {}).get("grader_runs", 1) > 1:
         lines.append("Judge: " + judge_lines(benchmark)[0])
@@ -11533,6 +11741,7 @@ class Progress:
 
 REPEATED_FAILURES = 3  # the first cells failing alike: the rest would fail so too
 REPEATED_FAILURE_REASON = "the first cells failed the same way"
+SIGN_IN_REJECTED_REASON = "the agent CLI's sign-in was refused"
 
 
 def failure_shape(record: Any) -> tuple[str, str]:
@@ -11549,8 +11758,9 @@ class RepeatedFailureStop:
     fails every call alike, and the rest of the matrix would only cost time. Wraps the
     per-cell callback (the progress line)."""
 
-    def __init__(self, groups: ProcessGroups, then: Callable[[Any], None]):
-        self.groups, self.then = groups, then
+    def __init__(self, groups: ProcessGroups, then: Callable[[Any], None],
+                 provider: Provider | None = None):
+        self.groups, self.then, self.provider = groups, then, provider
         self.shapes: list[tuple[str, str]] = []
         self.lock = threading.Lock()
 
@@ -11558,6 +11768,8 @@ class RepeatedFailureStop:
         self.then(record)
         with self.lock:
             if record.status == "cancelled" or self.groups.cancelled.is_set():
+                return
+            if self._stopped_for_sign_in(record):
                 return
             # Only a CLI that ended in an error: a timeout says a task was slow, and a
             # runner_error is the runner's own fault, neither that every call will fail.
@@ -11570,6 +11782,21 @@ class RepeatedFailureStop:
                 detail = str((record.failure or {}).get("detail", ""))[:200]
                 self.groups.cancel(reason=f"{REPEATED_FAILURE_REASON}: {record.status}: "
                                           f"{detail}")
+
+    def _stopped_for_sign_in(self, record: Any) -> bool:
+        """One failed call that shows the service refused the sign-in stops the matrix. A
+        refusal comes before the model's first turn: an executor that called a tool (whose
+        children could print anything on the CLI's stderr) was not refused."""
+        if record.status not in ("executor_failed", "grader_failed") or self.provider is None:
+            return False
+        if record.status == "executor_failed" and (record.skill_read or {}).get("calls"):
+            return False
+        refused = self.provider.rejected_sign_in(str((record.failure or {}).get("detail", "")))
+        if refused is None:
+            return False
+        self.groups.cancel(reason=f"{SIGN_IN_REJECTED_REASON}: {refused[0]}; fix: "
+                                  f"{refused[1]}")
+        return True
 
 
 def options_fingerprint(options: RunOptions) -> str:
@@ -12120,7 +12347,8 @@ def run_planned_cells(ctx: RunContext, cells: list[Cell], resumed: bool,
         budget = Budget(ctx.options.max_cost_usd, ctx.options.max_tokens)
         for record in finished.values():  # the cap is on the iteration, resumed or not
             budget.add(record)
-    ctx = dataclasses.replace(ctx, progress=RepeatedFailureStop(ctx.groups, progress),
+    ctx = dataclasses.replace(ctx, progress=RepeatedFailureStop(ctx.groups, progress,
+                                                                ctx.provider),
                               on_cell_start=progress.cell_started, budget=budget)
     progress.start(f"iteration: {ctx.iteration_dir}"
                    + (f" (resumed: {len(finished)} cells already finished)" if finished else ""))
@@ -12430,6 +12658,37 @@ def read_benchmark(iteration: str | Path) -> BenchmarkFile:
                          "pass an iteration-N folder written by `run`")
     return BenchmarkFile.from_json(read_iteration_json(path, "re-run, or restore the file"),
                                    path)
+
+
+def newest_iteration_in(value: str, flag: str = "ITERATION_DIR") -> str:
+    """A folder of iterations (evals/<skill>/workspace/<agent>) stands for its newest
+    iteration-N that holds a benchmark.json, and the report says which; anything else is
+    returned as given."""
+    folder = Path(value)
+    if not folder.is_dir() or os.path.lexists(folder / BENCHMARK_FILE):
+        return value
+    numbered = sorted(((int(m.group(1)), p) for p in folder.iterdir()
+                       if (m := re.fullmatch(r"iteration-(\d+)", p.name)) and p.is_dir()),
+                      reverse=True)
+    if not numbered:
+        return value
+    finished = [p for _, p in numbered if (p / BENCHMARK_FILE).is_file()]
+    if not finished:
+        raise InputError(f"{flag} {folder} holds {len(numbered)} iteration folder(s) and none "
+                         "has a benchmark.json (none finished)",
+                         "finish one with `run --resume ITERATION_DIR`, or pass another folder")
+    newest = finished[0]
+    others = ", ".join(p.name for _, p in numbered if p != newest)
+    print(f"{PROG}: {flag} {folder} holds {len(numbered)} iteration(s); reporting the newest "
+          f"finished one, {newest.name}" + (f" (the others: {others[:200]})" if others else ""),
+          file=sys.stderr)
+    return str(newest)
+
+
+def newest_iterations(iteration: str, compare: str | None) -> tuple[str, str | None]:
+    """`report`'s ITERATION_DIR and --compare, each folder of iterations read as its newest."""
+    return (newest_iteration_in(iteration),
+            newest_iteration_in(compare, "--compare") if compare else compare)
 
 
 # -- merging shards -----------------------------------------------------------
@@ -13254,10 +13513,17 @@ def resume_hint(iteration_dir: Path, reason: str) -> str:
     """The exact command that finishes an iteration stopped by Ctrl-C or the deadline."""
     command = _shell_join(["python3", _display_path(Path(__file__)), "run", "--resume",
                            _display_path(iteration_dir)])
+    if reason.startswith(SIGN_IN_REJECTED_REASON):
+        what, _, fix = reason[len(SIGN_IN_REJECTED_REASON) + 2:].rpartition("; fix: ")
+        return (f"{PROG}: stopped: {what}\n  fix: {fix}\nThe cells not finished were "
+                "cancelled without being launched. After the fix, run again; when the fix "
+                "needed no new option (it was in your settings or environment), this "
+                f"finishes the iteration instead:\n  {command}")
     if reason.startswith(REPEATED_FAILURE_REASON):
         return (f"{PROG}: stopped: the first {REPEATED_FAILURES} cells failed the same way "
                 f"({reason[len(REPEATED_FAILURE_REASON) + 2:]}), so the rest were cancelled "
-                "without being launched; fix that (often the CLI's sign-in), then run the "
+                "without being launched; fix that (often the CLI's sign-in, model or "
+                "provider: the failure above says which), then run the "
                 f"rest with:\n  {command}")
     why = "interrupted" if reason == "interrupted" else f"stopped ({reason})"
     return (f"{PROG}: {why}: the cells not finished ok are recorded as cancelled; to run "
@@ -13329,7 +13595,8 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
               + ", ".join(sorted(withheld)[:5]) + (" ..." if len(withheld) > 5 else ""))
     agent_env, _ = scrub_checkout_paths(clean_environment(), suite.root)
     problem = agent_path_problem(provider, agent_env) or (
-        provider.readiness_problem(agent_env) or (None,))[0]
+        provider.readiness_problem(agent_env, (options.executor_model, options.grader_model))
+        or (None,))[0]
     print(f"{provider.binary}: {provider.executable(agent_env.get('PATH', ''))}" if not problem
           else f"{provider.binary}: {problem}; a real run would stop with exit 3")
     bwrap = shutil.which("bwrap")
@@ -13762,15 +14029,13 @@ def build_parser() -> argparse.ArgumentParser:
                      help="seconds per agent process (default: 600)")
     run.add_argument("--concurrency", type=_bounded_int(*CONCURRENCY_RANGE), default=4,
                      help="agent processes at once, 1..16 (default: 4)")
-    run.add_argument("--deadline", type=_positive_seconds, metavar="S",
-                     help="seconds for the whole matrix; cells not started by then are cancelled")
+    run.add_argument("--deadline", type=_positive_seconds, metavar="S", help=DEADLINE_HELP)
     run.add_argument("--max-cost", type=_positive_usd, metavar="USD",
                      help="start no new cell once finished cells' captured executor and grader "
                      "cost reaches USD; the rest are cancelled")
     run.add_argument("--max-tokens", type=_bounded_int(1, 10 ** 15), metavar="N",
                      help="start no new cell once finished cells' captured tokens reach N")
-    run.add_argument("--skill-path", metavar="P", help="the skill's SKILL.md or its folder "
-                     "(default: skills/<skill_name>/SKILL.md)")
+    run.add_argument("--skill-path", metavar="P", help=SKILL_PATH_HELP)
     run.add_argument("--workspace", metavar="DIR",
                      help="where iteration-N/ goes (default: evals/<skill>/workspace/<agent>/)")
     run.add_argument("--eval-id", metavar="ID,...", help="run only these case ids")
@@ -13808,7 +14073,7 @@ def build_parser() -> argparse.ArgumentParser:
     # Optional to argparse only: `report --html ITER` and `report --across ITER` name the
     # folder through the flag's optional value (report_folder_from_flags).
     report.add_argument("iteration", metavar="ITERATION_DIR", nargs="?",
-                        help="an iteration-N folder")
+                        help="an iteration-N folder, or a folder of them (its newest one)")
     # nargs="?" with const "": a bare --html means the default place beside benchmark.json.
     report.add_argument("--html", nargs="?", const="", metavar="PATH",
                         help="also write a static HTML page (default: benchmark.html in it)")
@@ -13919,7 +14184,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
             wave_limit), groups)
     if groups.reason is not None and (iteration_dir / "iteration_manifest.json").is_file():
         print(resume_hint(iteration_dir, groups.reason), file=sys.stderr)
-    if (groups.reason or "").startswith(REPEATED_FAILURE_REASON):
+    if (groups.reason or "").startswith((REPEATED_FAILURE_REASON, SIGN_IN_REJECTED_REASON)):
         return EXIT_ENVIRONMENT  # most likely the CLI or its sign-in, not the skill
     return code
 
@@ -13947,6 +14212,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     report_folder_from_flags(args)
     if args.merge:
         return cmd_merge(args)
+    args.iteration, args.compare = newest_iterations(args.iteration, args.compare)
     benchmark = load_benchmark_model(args.iteration)
     folder = Path(args.iteration)
     folder = folder if folder.is_dir() else folder.parent
@@ -13959,7 +14225,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         benchmark = apply_results_check(benchmark, check)
         text = render_markdown(benchmark)
         comparison = render_compare_markdown(benchmark, other, args.compare) if other else ""
-        compared = comparability(benchmark, other) if other else ""
+        compared = compare_summary(benchmark, other, args.compare, folder) if other else ""
         page = html_page(benchmark, folder) if html_path else ""
         junit = render_junit(benchmark) if junit_path else ""
         summary = render_summary(benchmark, folder)
@@ -13981,7 +14247,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"wrote {junit_path}", file=sys.stderr)
     print(summary)
     if comparison:
-        print(f"Comparison with {args.compare}: {compared}; {folder / 'comparison.md'}")
+        print(compared)
     code = EXIT_OK
     if check["changed_count"]:
         print(f"{PROG}: REVIEW REQUIRED: {check['changed_count']} run file(s) changed since the "
