@@ -164,7 +164,7 @@ class FamilySimulationTest(unittest.TestCase):
         started, cpu = time.perf_counter(), time.process_time()
         rows = []
         for evals, runs, assertions in FAMILY_CELLS:
-            suites = 300 if evals > runner.SIGN_FLIP_EXACT_MAX_EVALS else 600
+            suites = 600
             share = family_claims(evals, runs, assertions, suites,
                                   seed=77000 + 100 * evals + 10 * runs + assertions)
             rows.append((evals, runs, assertions, suites, share))

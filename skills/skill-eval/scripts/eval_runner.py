@@ -7363,7 +7363,8 @@ def paired_statistics(per_eval: Sequence[PerEval | dict[str, Any]],
 
 
 def _interval_name(alpha: float) -> str:
-    return f"the {level_text(1 - alpha)} interval of the mean per-eval delta"
+    level = "95%" if alpha == ALPHA else level_text(1 - alpha)
+    return f"the {level} interval of the mean per-eval delta"
 
 
 def _verdict(stats: dict[str, Any], alpha: float = ALPHA) -> tuple[str, str]:
