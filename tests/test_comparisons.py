@@ -105,7 +105,7 @@ class PowerForecastTest(unittest.TestCase):
         power = runner.power_forecast(per_eval, ("c", "b"), None)
         self.assertAlmostEqual(power["max_effect"], 0.5)
         self.assertIsNone(power["mde"])
-        self.assertIn("even if the candidate passed every assertion", power["reason"])
+        self.assertIn("passed every assertion it failed", power["reason"])
 
     def test_a_suite_of_ties_can_still_show_what_it_could_detect(self) -> None:
         # Ten evals, one run: nine ties at 0 and one win. A skill that fixed most failures

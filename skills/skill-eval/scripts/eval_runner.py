@@ -7863,11 +7863,12 @@ def power_forecast(per_eval: Sequence[PerEval | dict[str, Any]], pair: tuple[str
         result["reason"] = (f"only {planned} paired evals: the verdict needs at least "
                             f"{MIN_PAIRED_EVALS}, so nothing is detectable yet")
     elif mde is None:
-        result["reason"] = (f"even if the candidate passed every assertion it failed (an effect "
-                            f"of about {room * 100:.0f} pp here), fewer than "
-                            f"{FORECAST_POWER:.0%} of {planned}-eval suites like this one "
-                            "would be called improved; more evals, or more runs per eval, are "
-                            "needed before any effect is detectable")
+        result["reason"] = (f"in {planned}-eval suites resampled from this one with its effect "
+                            "removed (each eval's arms swapped at random), even a candidate "
+                            "that passed every assertion it failed (about "
+                            f"{room * 100:.0f} pp more) would be called improved in fewer "
+                            f"than {FORECAST_POWER:.0%}; more evals, or more runs per eval, "
+                            "are needed to detect an effect reliably")
     # The t-test's spread that gives the simulated MDE at this size carries it to others.
     spread = (mde / minimum_detectable(1.0, planned, alpha)) if mde else sd
     targets = [("observed", abs(observed))] if observed and abs(observed) > RATE_EPSILON else []
@@ -8825,7 +8826,8 @@ def adaptive_look_rows(adaptive: dict[str, Any]) -> list[list[str]]:
                      fmt_delta(look["mean_delta"]),
                      "n/a" if look["p_value"] is None else f"{look['p_value']:.4g}",
                      f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else "n/a",
-                     look["decision"] or look["stop"] or "next wave"])
+                     look["decision"] or look["stop"] or (
+                         "could not decide; next wave" if look.get("skipped") else "next wave")])
     return rows
 
 
