@@ -9039,8 +9039,10 @@ def _md_comparisons(b: Benchmark) -> str:
     compared = b.comparisons or []
     if not compared:
         return ""
+    held = not b.adaptive and any(c.interval_level is not None for c in compared)
     lines = [f"## Paired comparisons (candidate: {compared[0].candidate})", "",
-             f"| baseline | verdict | mean per-eval delta | {interval_heading(b)} | "
+             f"| baseline | verdict | mean per-eval delta | "
+             f"{'CI (Holm level)' if held else interval_heading(b)} | "
              "wins/ties/losses | paired evals | minimum detectable effect |",
              "|---|---|---|---|---|---|---|"]
     for c in compared:
