@@ -9014,6 +9014,12 @@ def forecast_lines(comparison: Comparison, always_targets: bool = False) -> list
     return lines
 
 
+def comparisons_interval_heading(b: Benchmark) -> str:
+    """With several baselines under Holm each row names its own level."""
+    held = not b.adaptive and any(c.interval_level is not None for c in b.comparisons or [])
+    return "CI (Holm level)" if held else interval_heading(b)
+
+
 def power_method_text(compared: Sequence[Comparison]) -> str:
     """How the stored forecast was made: simulated from this iteration on, a t approximation
     in older benchmarks."""
@@ -9039,10 +9045,8 @@ def _md_comparisons(b: Benchmark) -> str:
     compared = b.comparisons or []
     if not compared:
         return ""
-    held = not b.adaptive and any(c.interval_level is not None for c in compared)
     lines = [f"## Paired comparisons (candidate: {compared[0].candidate})", "",
-             f"| baseline | verdict | mean per-eval delta | "
-             f"{'CI (Holm level)' if held else interval_heading(b)} | "
+             f"| baseline | verdict | mean per-eval delta | {comparisons_interval_heading(b)} | "
              "wins/ties/losses | paired evals | minimum detectable effect |",
              "|---|---|---|---|---|---|---|"]
     for c in compared:
@@ -9752,16 +9756,19 @@ def _html_comparisons(b: Benchmark) -> str:
     for c in compared:
         ci = c.ci95
         mde = (c.power or {}).get("mde")
+        level = (f" ({level_text(c.interval_level)})"
+                 if c.interval_level is not None and not b.adaptive else "")
         cells = [c.baseline, c.verdict, fmt_delta(c.mean_delta),
-                 f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else "n/a",
+                 f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]{level}" if ci else "n/a",
                  f"{c.wins}/{c.ties}/{c.losses}", c.paired_evals,
                  fmt_delta(mde).lstrip("+") if mde is not None else "n/a"]
         rows.append("<tr>" + "".join(f"<td>{_h(x)}</td>" for x in cells) + "</tr>")
-    notes = [line for c in compared for line in forecast_lines(c)]
+    notes = multiplicity_lines(compared) + [line for c in compared for line in forecast_lines(c)]
     listing = ("<ul>" + "".join(f"<li>{_h(n)}</li>" for n in notes) + "</ul>\n") if notes else ""
     return (f"<h2>Paired comparisons (candidate: {_h(compared[0].candidate)})</h2>\n"
             "<table><tr><th>baseline</th><th>verdict</th><th>mean per-eval delta</th>"
-            f"<th>{_h(interval_heading(b))}</th><th>wins/ties/losses</th><th>paired evals</th>"
+            f"<th>{_h(comparisons_interval_heading(b))}</th><th>wins/ties/losses</th>"
+            "<th>paired evals</th>"
             "<th>minimum detectable effect</th></tr>\n" + "\n".join(rows) + "\n</table>\n"
             + listing)
 
