@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 import unittest
 from types import SimpleNamespace
 
@@ -132,12 +133,16 @@ class PowerForecastTest(unittest.TestCase):
         self.assertIsNone(one["mde"])
         self.assertIn("fewer than 2", one["reason"])
 
-    def test_a_target_beyond_the_room_is_not_forecast(self) -> None:
-        # The baseline passes 95%: a 10 pp gain is beyond what is left to gain.
-        per_eval = [row(str(i), c=[1.0] * 2, b=[1.0, 1.0 if i % 5 else 0.0]) for i in range(10)]
-        ten = runner.power_forecast(per_eval, ("c", "b"), None)["targets"][-1]
+    def test_a_suite_where_nothing_failed_forecasts_nothing(self) -> None:
+        # Every assertion passed in both configs: no skill could show an effect here.
+        per_eval = [row(str(i), c=[1.0] * 2, b=[1.0] * 2) for i in range(8)]
+        power = runner.power_forecast(per_eval, ("c", "b"), None)
+        self.assertIsNone(power["mde"])
+        self.assertEqual(power["max_effect"], 0.0)
+        self.assertIn("leaves nothing for a skill to fix", power["reason"])
+        ten = power["targets"][-1]
         self.assertIsNone(ten["evals_needed"])
-        self.assertIn("room for", ten["runs_note"])
+        self.assertIn("nothing is left to gain", ten["runs_note"])
 
     def test_more_runs_cannot_beat_spread_between_evals(self) -> None:
         # Deltas of +-0.5 with identical runs: all the spread is between evals.
@@ -146,6 +151,21 @@ class PowerForecastTest(unittest.TestCase):
         ten = runner.power_forecast(per_eval, ("c", "b"), None)["targets"][-1]
         self.assertIsNone(ten["runs_needed"])
         self.assertIn("add evals", ten["runs_note"])
+
+    def test_a_huge_suite_forecasts_in_seconds(self) -> None:
+        # Hostile sizes: 97 assertions a run (a lattice of 1/485 steps) and 400 evals x 5 runs
+        # x 20 assertions (40,000 failed assertions to draw per resampled suite) took 20 s
+        # each before the exact count and the draws had their limits.
+        rng = random.Random(7)
+        for evals, runs, assertions in ((60, 5, 97), (400, 5, 20)):
+            per_eval = [row(str(i), c=[rng.randint(0, assertions) / assertions
+                                       for _ in range(runs)],
+                            b=[rng.randint(0, assertions) / assertions for _ in range(runs)])
+                        for i in range(evals)]
+            started = time.process_time()
+            power = runner.power_forecast(per_eval, ("c", "b"), None)
+            self.assertLess(time.process_time() - started, 6.0, (evals, runs, assertions))
+            self.assertLessEqual(power["mde"], power["max_effect"])
 
     def test_dry_run_planned_evals_are_simulated_too(self) -> None:
         rng = random.Random(6)

@@ -7957,6 +7957,11 @@ def minimum_detectable(sd: float, n: int, level: float = ALPHA) -> float | None:
 FORECAST_RESAMPLES = 200
 FORECAST_EXACT_MAX_EVALS = 60  # above: the sign-flip test's normal approximation
 FORECAST_MAX_SCALE = 720  # the finest lattice of deltas the simulation keeps exactly
+# Above these the exact count (its cost grows with the lattice's span) and the per-assertion
+# draws give way to the normal approximation and the expected fix per eval, so a suite of
+# thousands of assertions forecasts in seconds, not minutes.
+FORECAST_EXACT_MAX_SPAN = 3000
+FORECAST_MAX_UNITS = 3000
 FORECAST_METHOD = ("simulation of the verdict (the exact sign-flip test and the interval) on "
                    "{resamples} suites resampled from the paired evals: each resampled eval "
                    "keeps its runs, its arms swapped at random (no effect), then each failing "
@@ -8012,7 +8017,9 @@ def forecast_claims(lattice: list[int], scale: int, step: float, alpha: float) -
     n = len(lattice)
     if n < MIN_PAIRED_EVALS:
         return False
-    if n <= FORECAST_EXACT_MAX_EVALS:
+    exact = (n <= FORECAST_EXACT_MAX_EVALS and all(isinstance(v, int) for v in lattice)
+             and sum(abs(v) for v in lattice) <= FORECAST_EXACT_MAX_SPAN)
+    if exact:
         if _nonpositive_subsets(lattice) > math.floor(alpha / 2 * 2 ** n + 1e-9):
             return False
     else:
@@ -8026,14 +8033,19 @@ def _threshold_share(rows: list[ForecastEval], scale: int, step: float, alpha: f
                      rng: random.Random) -> float:
     """One resampled suite: the smallest share g of the candidate's failing assertions that,
     fixed, makes it improved (inf when fixing all of them does not)."""
-    base, units = [], []
+    base, units, room, drawing = [], [], [], True
     for index, row in enumerate(rows):
         cand, other = (row.cand, row.base) if rng.random() < 0.5 else (row.base, row.cand)
         weight = scale // (row.units * len(cand))
         base.append(round(scale * (sum(cand) / (row.units * len(cand))
                                    - sum(other) / (row.units * len(other)))))
-        units += [(rng.random(), index, weight)
-                  for passed in cand for _ in range(row.units - passed)]
+        failed = sum(row.units - passed for passed in cand)
+        room.append(failed * weight)
+        drawing = drawing and len(units) + failed <= FORECAST_MAX_UNITS
+        if drawing:
+            units += [(rng.random(), index, weight) for _ in range(failed)]
+    if not drawing:
+        return _threshold_share_expected(base, room, (scale, step, alpha))
     units.sort()
 
     def claims(fixed: int) -> bool:
@@ -8056,6 +8068,25 @@ def _room(rows: list[ForecastEval]) -> float:
     assertions, both arms averaged (a candidate that fixes every one of them)."""
     return _mean([(1 - sum(r.cand) / (r.units * len(r.cand))
                    + 1 - sum(r.base) / (r.units * len(r.base))) / 2 for r in rows]) or 0.0
+
+
+def _threshold_share_expected(base: list[int], room: list[int],
+                              test: tuple[int, float, float]) -> float:
+    """_threshold_share for a suite with very many failed assertions: each eval gains its
+    expected fix, g times its failed assertions' weight (by the law of large numbers the
+    draws would come close to it), and g is found by bisection."""
+    scale, step, alpha = test
+
+    def claims(share: float) -> bool:
+        return forecast_claims([b + share * r for b, r in zip(base, room)], scale, step, alpha)
+
+    if not claims(1.0):
+        return math.inf
+    low, high = 0.0, 1.0
+    for _ in range(30):
+        middle = (low + high) / 2
+        low, high = (low, middle) if claims(middle) else (middle, high)
+    return high
 
 
 def simulated_mde(pairs: list[tuple[list[float], list[float]]], evals: int,
@@ -8103,6 +8134,10 @@ def power_forecast(per_eval: Sequence[PerEval | dict[str, Any]], pair: tuple[str
     if planned < MIN_PAIRED_EVALS:
         result["reason"] = (f"only {planned} paired evals: the verdict needs at least "
                             f"{MIN_PAIRED_EVALS}, so nothing is detectable yet")
+    elif room <= RATE_EPSILON:
+        result["reason"] = ("no assertion failed in either config, so this suite leaves nothing "
+                            "for a skill to fix and no effect can show; add harder cases or "
+                            "stricter assertions")
     elif mde is None:
         result["reason"] = (f"in {planned}-eval suites resampled from this one with its effect "
                             "removed (each eval's arms swapped at random), even a candidate "
@@ -8120,13 +8155,13 @@ def power_forecast(per_eval: Sequence[PerEval | dict[str, Any]], pair: tuple[str
 
 def _target(pairs: list[tuple[list[float], list[float]]], spread: tuple[float, float, float],
             target: tuple[str, float], room: float) -> dict[str, Any]:
-    """The evals, or runs per eval, a target effect needs; none beyond what the pass rates
-    leave room for, or without any spread to scale."""
+    """The evals, or runs per eval, a target effect needs; none when nothing failed (no
+    room for any effect), or without any spread to scale."""
     label, delta = target
     entry = {"label": label, "delta": delta}
-    if delta > room + RATE_EPSILON:
+    if room <= RATE_EPSILON:
         return {**entry, "evals_needed": None, "runs_needed": None,
-                "runs_note": f"above the {room * 100:.0f} pp these pass rates leave room for"}
+                "runs_note": "no assertion failed: nothing is left to gain"}
     if spread[2] <= RATE_EPSILON:
         return {**entry, "evals_needed": None, "runs_needed": None,
                 "runs_note": "every delta tied: no spread to scale from yet"}
