@@ -240,6 +240,15 @@ class ComparisonsTest(unittest.TestCase):
         self.assertNotIn("multiplicity", alone.test)
         self.assertIsNone(alone.interval_level)
 
+    def test_the_plan_warning_knows_holm_needs_a_seventh_eval(self) -> None:
+        # 2/2^6 = 0.031 > 0.025: with two baselines six evals can give no verdict (dry run).
+        self.assertIsNone(runner.verdict_shortfall(6))
+        warning = runner.verdict_shortfall(6, 2)
+        self.assertIn("at least 7 evals", warning)
+        self.assertIn("Holm", warning)
+        self.assertIsNone(runner.verdict_shortfall(7, 2))
+        self.assertIn("at least 6 evals", runner.verdict_shortfall(5, 2))
+
     def test_holm_steps_down_to_the_full_level(self) -> None:
         # Eight evals: against `old` every one won (p = 2/256, a claim at 0.025); against
         # `none` six won and two tied (p = 2 * 4/256 = 0.031): no claim at 0.025, but once

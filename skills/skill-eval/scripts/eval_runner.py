@@ -12566,13 +12566,25 @@ def _unknown_fix(parser: argparse.ArgumentParser, words: list[str]) -> tuple[str
 # -- run ----------------------------------------------------------------------
 
 
-def verdict_shortfall(evals: int) -> str | None:
+def verdict_shortfall(evals: int, comparisons: int = 1) -> str | None:
     """Why a plan with `evals` paired evals can give no verdict, in numbers; None if it can.
-    The minimum is the verdict's own (MIN_PAIRED_EVALS), so the two never disagree."""
-    if evals >= MIN_PAIRED_EVALS:
+    The minimum is the verdict's own (MIN_PAIRED_EVALS), so the two never disagree; with
+    several baselines Holm's first step asks for a smaller p, so for more evals."""
+    needed = max(MIN_PAIRED_EVALS, evals_for_level(ALPHA / max(1, comparisons)))
+    if evals >= needed:
         return None
-    return (f"{evals} eval(s) cannot give a verdict: it needs at least {MIN_PAIRED_EVALS} evals "
-            "scored in both configs, so the result can only be inconclusive")
+    holm = (f" ({comparisons} comparisons share the 5% by Holm's step-down, so the first needs "
+            f"p <= {ALPHA / comparisons:g})" if needed > MIN_PAIRED_EVALS else "")
+    return (f"{evals} eval(s) cannot give a verdict: it needs at least {needed} evals "
+            f"scored in both configs{holm}, so the result can only be inconclusive")
+
+
+def evals_for_level(alpha: float) -> int:
+    """The fewest evals whose best sign-flip p, 2 / 2^n, reaches `alpha`."""
+    evals = 1
+    while smallest_p(evals) > alpha + 1e-12 and evals < SIGN_FLIP_EXACT_MAX_EVALS:
+        evals += 1
+    return evals
 
 
 def load_suite_and_delivery(suite: str, repo_root: str | None) -> LoadedSuite:
@@ -12919,7 +12931,8 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     print_checks_plan(suite, cells, checks_only)
     print_adaptive_plan(suite, options, cells, calls)
     plan_evals = len({c.case.key for c in plan_cells(suite, options, Path("."))})
-    shortfall = verdict_shortfall(plan_evals) if len(options.configs) > 1 else None
+    shortfall = (verdict_shortfall(plan_evals, len(options.configs) - 1)
+                 if len(options.configs) > 1 else None)
     if shortfall:
         print(f"warning: this plan's {shortfall}; add cases"
               + (" or select more with --eval-id" if options.eval_ids else ""))
