@@ -247,7 +247,7 @@ class ComparisonsTest(unittest.TestCase):
         self.assertIn("at least 7 evals", warning)
         self.assertIn("Holm", warning)
         self.assertIsNone(runner.verdict_shortfall(7, 2))
-        self.assertIn("at least 6 evals", runner.verdict_shortfall(5, 2))
+        self.assertIn("at least 7 evals", runner.verdict_shortfall(5, 2))
 
     def test_holm_steps_down_to_the_full_level(self) -> None:
         # Eight evals: against `old` every one won (p = 2/256, a claim at 0.025); against
