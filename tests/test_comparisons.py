@@ -211,6 +211,24 @@ class IntervalTest(unittest.TestCase):
         self.assertAlmostEqual(runner.delta_step([([0.5, 1.0], [0.0])]), 1 / 4)
 
 
+class ActivationIntervalTest(unittest.TestCase):
+    """Issue 38, item 5: runs of one eval agree, so pooled runs are not independent trials."""
+
+    def test_evals_are_the_trials_when_runs_of_several_evals_are_pooled(self) -> None:
+        # Three evals of ten runs: the skill is found in every run of E1 and E2, never in E3.
+        runs = [SimpleNamespace(eval_id=f"E{e}", activation={"activated": e < 3})
+                for e in (1, 2, 3) for _ in range(10)]
+        tally = runner.activation_tally(runs)
+        self.assertEqual((tally["activated"], tally["runs"], tally["evals"]), (20, 30, 3))
+        self.assertEqual(tally["interval_unit"], "evals")
+        self.assertEqual(tally["interval_95"], runner.wilson_interval(2.0, 3))
+        pooled = runner.wilson_interval(20, 30)  # what the runs as trials claimed: too narrow
+        self.assertLess(tally["interval_95"][0], pooled[0] - 0.2)
+        one = runner.activation_tally(runs[:10])  # one eval: its runs are the trials
+        self.assertEqual((one["interval_unit"], one["interval_95"]),
+                         ("runs", runner.wilson_interval(10, 10)))
+
+
 class ComparisonsTest(unittest.TestCase):
     def test_three_arms_give_two_paired_comparisons(self) -> None:
         per_eval = [row(str(i), new=[1.0], old=[0.5], none=[0.0 if i else 1.0])

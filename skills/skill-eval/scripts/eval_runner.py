@@ -9296,14 +9296,15 @@ def forecast_lines(comparison: Comparison, always_targets: bool = False) -> list
         return []
     name = f"vs {comparison.baseline}"
     if power.get("mde") is None:
-        return [f"{name}: minimum detectable effect unknown: {power.get('reason')}"]
-    short = (f"; but no verdict is given below {MIN_PAIRED_EVALS} paired evals"
-             if power["paired_evals"] < MIN_PAIRED_EVALS else "")
-    lines = [f"{name}: minimum detectable effect {fmt_delta(power['mde']).lstrip('+')} with "
-             f"{power['paired_evals']} paired evals (SD of per-eval deltas "
-             f"{fmt_delta(power['sd_per_eval_delta']).lstrip('+')}"
-             + (f"; at most {fmt_delta(power['max_effect']).lstrip('+')} is possible"
-                if power.get("max_effect") is not None else "") + f"){short}"]
+        lines = [f"{name}: minimum detectable effect unknown: {power.get('reason')}"]
+    else:
+        short = (f"; but no verdict is given below {MIN_PAIRED_EVALS} paired evals"
+                 if power["paired_evals"] < MIN_PAIRED_EVALS else "")
+        lines = [f"{name}: minimum detectable effect {fmt_delta(power['mde']).lstrip('+')} "
+                 f"with {power['paired_evals']} paired evals (SD of per-eval deltas "
+                 f"{fmt_delta(power['sd_per_eval_delta']).lstrip('+')}"
+                 + (f"; at most {fmt_delta(power['max_effect']).lstrip('+')} is possible"
+                    if power.get("max_effect") is not None else "") + f"){short}"]
     if always_targets or comparison.verdict == "inconclusive":
         lines += [f"{name}: to detect {fmt_evals_needed(t)}" for t in power["targets"]]
     return lines
