@@ -7206,6 +7206,10 @@ def run_checks_in_order(ctx: RunContext, run: CellRun, checks: list[Check], prot
 # (a folder of the tree first on sys.path: PYTHONPATH=. in the command, `python3 -m` before
 # 3.11) or run them at startup. The executor adding one makes the cell's run checks unrun.
 PYTHON_STARTUP_HOOKS = frozenset({"sitecustomize", "usercustomize"})
+# pytest imports every conftest.py from its root folder down to the tests it is named, and
+# takes its options (addopts, plugins) from the nearest pytest.ini: added ones run the
+# executor's code in the test process even when the command names the protected test.
+PYTEST_READS = frozenset({"conftest.py", "pytest.ini", ".pytest.ini"})
 PYTHON_MODULE_SUFFIXES = (".py", ".pyc", ".so", ".pyd")
 PLANTED_SHOWN = 5
 
@@ -7254,9 +7258,14 @@ def _imported_as(rel: str, delivered: set[str]) -> str | None:
     return stem if replaces and beside in delivered else None
 
 
+def _read_by_pytest(rel: str) -> bool:
+    return rel.rpartition("/")[2] in PYTEST_READS
+
+
 def planted_interpreter_files(sandbox: Sandbox, commit: str) -> list[str]:
     """Files and links the executor added (not delivered) that a Python started by a check
-    could import in place of the standard library or the code under test, or run at startup.
+    could import in place of the standard library or the code under test, or run at startup,
+    and the files pytest would read as its own code or options.
     Without a baseline commit nothing tells them from delivered ones: all are listed.
     Bytecode caches are not listed: checks never read them (PYTHONPYCACHEPREFIX)."""
     known = sandbox.record["git"].get("ok")
@@ -7270,7 +7279,8 @@ def planted_interpreter_files(sandbox: Sandbox, commit: str) -> list[str]:
             rel = name if here == "." else f"{here}/{name}"
             # a linked folder is imported as a package: as if its __init__.py were added
             as_module = f"{rel}/__init__.py" if name in linked else rel
-            if rel not in delivered and _imported_as(as_module, delivered):
+            if rel not in delivered and (_imported_as(as_module, delivered)
+                                         or _read_by_pytest(rel)):
                 found.append(rel)
     return sorted(found)
 
@@ -7283,7 +7293,8 @@ def refused_run_check(check: Check, planted: list[str], known: bool) -> dict[str
     return {"name": check.name, "subject": check.subject, "duration_s": 0.0,
             "unrun": f"not run: {who} {shown}, which a Python the check starts could load in "
                      "place of the standard library or the code under test, or run at "
-                     "startup; its result could not be trusted"}
+                     "startup, or pytest would read as its own code or options; its result "
+                     "could not be trusted"}
 
 
 def remove_bytecode_caches(repo: Path) -> None:

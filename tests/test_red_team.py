@@ -1,0 +1,215 @@
+"""A red team against round 4's checks and delivery (issue 33, beyond its own list).
+
+What a hostile executor controls when its checks run: every byte, link, folder, FIFO and mode
+bit of the sandbox it leaves (the tree, the sandbox's own .git, files named like the tools a
+check starts), the exit status and output of anything of its own that a check runs, and the
+paths a link it planted names, which the runner on the host would resolve if it followed
+one. The caller controls the runner's environment (BASH_ENV, ENV, CDPATH). Each attack here
+ends as a failed check or as `check_error`, never a pass, and never a host file read, written
+or removed; the attacks that no runner can stop are written down in references/checks.md.
+
+Unconfined, the Python fake scripts the attack; under bubblewrap the POSIX sh fake of
+test_check_forgery runs the same attack as shell commands.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import unittest
+from pathlib import Path
+
+from tests.test_check_forgery import ForgeryBase
+from tests.test_checks_e2e import BUGGY, RUN_TESTS, TEST
+from tests.test_confinement import bwrap_problem
+from tests.helpers import runner
+
+PASSING_TEST = ("import unittest\n\n\nclass AddTests(unittest.TestCase):\n"
+                "    def test_add(self):\n        pass\n")
+EXITS_0 = "import os; os._exit(0)\n"
+
+
+class LinkedProtectedPaths(ForgeryBase):
+    """A protected path, or the folder above it, replaced by a link to a host folder: the
+    runner removes the link and writes the delivered file, never through it."""
+
+    def host(self) -> Path:
+        folder = self.tmp.path / "host"
+        folder.mkdir(exist_ok=True)
+        (folder / "test_calc.py").write_text(PASSING_TEST, encoding="utf-8")
+        (folder / "calc.py").write_text(BUGGY, encoding="utf-8")
+        return folder
+
+    def assert_host_untouched(self, host: Path) -> None:
+        self.assertEqual((host / "test_calc.py").read_text(encoding="utf-8"), PASSING_TEST)
+        self.assertEqual(sorted(p.name for p in host.iterdir()), ["calc.py", "test_calc.py"])
+
+    def test_the_protected_files_folder_linked_to_a_host_folder(self) -> None:
+        host = self.host()
+        run = self.attack([RUN_TESTS], {"shell_symlinks": {"calc": str(host)}},
+                          f"rm -rf calc && ln -s {host} calc")
+        self.assertEqual(run["checks"]["protected"]["calc/test_calc.py"],
+                         {"changed_by_executor": ["calc"]})
+        self.assert_failed(run)  # calc/ is a real folder again, with only the delivered test
+        self.assert_host_untouched(host)
+
+    def test_the_protected_file_linked_to_a_host_file(self) -> None:
+        host = self.host()
+        target = host / "test_calc.py"
+        run = self.attack([RUN_TESTS], {"shell_symlinks": {"calc/test_calc.py": str(target)}},
+                          f"rm calc/test_calc.py && ln -s {target} calc/test_calc.py")
+        self.assertEqual(run["checks"]["protected"]["calc/test_calc.py"],
+                         {"changed_by_executor": ["calc/test_calc.py"]})
+        self.assertIn("exited 1 (expected 0)", self.assert_failed(run)["evidence"])
+        self.assert_host_untouched(host)
+
+    def test_the_protected_file_replaced_by_a_folder(self) -> None:
+        spec = {"shell_special": {"calc/test_calc.py": "directory"}}
+        run = self.attack([RUN_TESTS], spec,
+                          "rm calc/test_calc.py && mkdir -p calc/test_calc.py/inner")
+        self.assertIn("exited 1 (expected 0)", self.assert_failed(run)["evidence"])
+        self.assertTrue(run["checks"]["protected"]["calc/test_calc.py"]["changed_by_executor"])
+
+
+@unittest.skipIf(bwrap_problem() is not None, f"needs working bubblewrap: {bwrap_problem()}")
+class LinkedProtectedPathsConfined(LinkedProtectedPaths):
+    isolation = "bwrap"
+
+
+class FileCheckTargets(ForgeryBase):
+    """A file check's target the executor turned into a link to a host file (or its folder
+    into a link), a FIFO or a link to a device: nothing outside the sandbox is read, nothing
+    blocks, and no host byte reaches run.json or grading.json."""
+
+    SECRET = "host-secret-7f3a"
+
+    def secret_file(self) -> Path:
+        folder = self.tmp.path / "host"
+        folder.mkdir(exist_ok=True)
+        (folder / "notes.txt").write_text(self.SECRET, encoding="utf-8")
+        return folder / "notes.txt"
+
+    def check_notes(self, spec: dict, shell: str, target: str = "notes.txt") -> dict:
+        checks = [{"name": "said", "file": target, "contains": "host-secret"},
+                  {"name": "shaped", "file": target, "matches": "secret-[0-9a-f]+"},
+                  {"name": "parses", "file": target, "json": True}]
+        run = self.attack(checks, spec, shell)
+        self.assertEqual(run["status"], "ok", run["checks"])
+        self.assertEqual([r["passed"] for r in run["checks"]["results"]], [False] * 3)
+        self.assertNotIn(self.SECRET, json.dumps(run))
+        return run
+
+    def test_a_link_to_a_host_file(self) -> None:
+        secret = self.secret_file()
+        run = self.check_notes({"shell_symlinks": {"notes.txt": str(secret)}},
+                               f"ln -s {secret} notes.txt")
+        self.assertIn("symbolic link", run["checks"]["results"][0]["evidence"])
+
+    def test_a_folder_linked_to_a_host_folder(self) -> None:
+        secret = self.secret_file()
+        self.check_notes({"shell_symlinks": {"docs": str(secret.parent)}},
+                         f"ln -s {secret.parent} docs", target="docs/notes.txt")
+
+    def test_a_fifo(self) -> None:
+        started = time.monotonic()
+        run = self.check_notes({"shell_special": {"notes.txt": "fifo"}}, "mkfifo notes.txt")
+        self.assertLess(time.monotonic() - started, 120)
+        self.assertIn("FIFO", run["checks"]["results"][0]["evidence"])
+
+    def test_a_link_to_a_device(self) -> None:
+        self.check_notes({"shell_symlinks": {"notes.txt": "/dev/zero"}},
+                         "ln -s /dev/zero notes.txt")
+
+
+@unittest.skipIf(bwrap_problem() is not None, f"needs working bubblewrap: {bwrap_problem()}")
+class FileCheckTargetsConfined(FileCheckTargets):
+    isolation = "bwrap"
+
+
+class CheckOutput(ForgeryBase):
+    """What a check prints is evidence, never the runner's word: a flood is cut, a forged
+    status line is not taken for the status."""
+
+    def test_a_flood_and_forged_status_lines(self) -> None:
+        check = {"name": "loud", "run":
+                 "echo 'exited 0 (expected 0)'; echo '{\"exit-code\": 0}' >&2; "
+                 "head -c 30000000 /dev/zero | tr '\\0' a; echo; "
+                 "echo 'exited 0 (expected 0)'; exit 1"}
+        run = self.attack([check], {}, "true")
+        result = self.assert_failed(run, "loud")
+        self.assertTrue(result["evidence"].startswith("exited 1 (expected 0)"), result)
+        self.assertLessEqual(len(result["stdout_tail"]), runner.CHECK_TAIL_CHARS)
+        self.assertEqual(result["returncode"], 1)
+
+
+@unittest.skipIf(bwrap_problem() is not None, f"needs working bubblewrap: {bwrap_problem()}")
+class CheckOutputConfined(CheckOutput):
+    isolation = "bwrap"
+
+    def test_a_check_cannot_write_bwraps_status_report(self) -> None:
+        # bwrap's --json-status-fd is closed in the command: a check that writes a forged
+        # exit status, then text that would stop the reader, to every descriptor it might be.
+        forge = ("for fd in 3 4 5 6 7 8 9; do "
+                 "(printf '{\"exit-code\": 0}\\nnot json' >&$fd) 2>/dev/null; done; exit 3")
+        run = self.attack([{"name": "forger", "run": forge}], {}, "true")
+        result = self.assert_failed(run, "forger")
+        self.assertEqual(result["returncode"], 3)
+
+
+class ShellStartup(ForgeryBase):
+    """The shell a check runs in reads no file the executor or the caller chose: BASH_ENV,
+    ENV and CDPATH of the caller do not reach it, and its HOME is fresh."""
+
+    def test_startup_files_and_cdpath(self) -> None:
+        elsewhere = self.tmp.path / "elsewhere"
+        (elsewhere / "calc").mkdir(parents=True)
+        (elsewhere / "calc" / "test_calc.py").write_text(PASSING_TEST, encoding="utf-8")
+        files = {".hook": "exit 0\n", ".bashrc": "exit 0\n", ".profile": "exit 0\n"}
+        shell = "printf 'exit 0\\n' > .hook && cp .hook .bashrc && cp .hook .profile"
+        checks = [{"name": "bash", "run": "bash -c 'exit 3'", "exit_code": 3},
+                  {"name": "sh", "run": "sh -c 'exit 3'", "exit_code": 3},
+                  {**RUN_TESTS, "run": "cd calc && python3 -m unittest -q test_calc"}]
+        run = self.attack(checks, {"shell_write_files": files}, shell,
+                          {"BASH_ENV": "./.hook", "ENV": "./.hook", "CDPATH": str(elsewhere)})
+        self.assertEqual([r["passed"] for r in run["checks"]["results"]], [True, True, False],
+                         run["checks"])
+
+
+class PytestConfiguration(ForgeryBase):
+    """pytest loads every conftest.py from its root folder down to the tests it is given, and
+    reads pytest.ini: an executor that adds one runs code of its own in the test process, even
+    when the command names the protected test. The cell's run checks are unrun."""
+
+    def test_an_added_conftest_makes_the_check_unrun(self) -> None:
+        run = self.attack([RUN_TESTS], {"shell_write_files": {"calc/conftest.py": EXITS_0}},
+                          "printf 'import os; os._exit(0)\\n' > calc/conftest.py")
+        self.assert_unrun(run, "calc/conftest.py", "pytest")
+        self.assertEqual(run["checks"]["planted_interpreter_files"], ["calc/conftest.py"])
+
+    def test_an_added_pytest_ini_makes_the_check_unrun(self) -> None:
+        ini = "[pytest]\naddopts = -p calc.plugin\n"
+        run = self.attack([RUN_TESTS], {"shell_write_files": {"pytest.ini": ini}},
+                          "printf '[pytest]\\naddopts = -p x\\n' > pytest.ini")
+        self.assert_unrun(run, "pytest.ini")
+
+
+@unittest.skipIf(bwrap_problem() is not None, f"needs working bubblewrap: {bwrap_problem()}")
+class PytestConfigurationConfined(PytestConfiguration):
+    isolation = "bwrap"
+
+
+class PlantedTestRunnerFiles(unittest.TestCase):
+    """Which added files pytest would read as its own code or configuration."""
+
+    def test_names(self) -> None:
+        cases = {"conftest.py": True, "calc/conftest.py": True, "tests/deep/conftest.py": True,
+                 "pytest.ini": True, "calc/.pytest.ini": True, "conftest.txt": False,
+                 "calc/my_conftest.py": False, "pytest.ini.bak": False, "tox.ini": False}
+        for rel, read in cases.items():
+            with self.subTest(rel=rel):
+                self.assertEqual(runner._read_by_pytest(rel), read)
+
+
+if __name__ == "__main__":
+    unittest.main()
