@@ -23,7 +23,8 @@ from pathlib import Path
 from tests.test_check_forgery import ForgeryBase
 from tests.test_checks_e2e import BUGGY, RUN_TESTS, TEST
 from tests.test_confinement import bwrap_problem
-from tests.helpers import runner
+from tests.helpers import TempDir, demo_suite, make_repo, runner
+from tests.test_delivery import HIDDEN_OUTPUT, SECRET, DeliveryCase, nosy_suite
 
 PASSING_TEST = ("import unittest\n\n\nclass AddTests(unittest.TestCase):\n"
                 "    def test_add(self):\n        pass\n")
@@ -193,6 +194,14 @@ class PytestConfiguration(ForgeryBase):
                           "printf '[pytest]\\naddopts = -p x\\n' > pytest.ini")
         self.assert_unrun(run, "pytest.ini")
 
+    def test_an_added_setup_cfg_with_pytest_options_makes_the_check_unrun(self) -> None:
+        # `--collect-only` exits 0 without running a test
+        cfg = "[tool:pytest]\naddopts = --collect-only\n"
+        run = self.attack([RUN_TESTS], {"shell_write_files": {"calc/setup.cfg": cfg}},
+                          "printf '[tool:pytest]\\naddopts = --collect-only\\n' "
+                          "> calc/setup.cfg")
+        self.assert_unrun(run, "calc/setup.cfg")
+
 
 @unittest.skipIf(bwrap_problem() is not None, f"needs working bubblewrap: {bwrap_problem()}")
 class PytestConfigurationConfined(PytestConfiguration):
@@ -209,6 +218,51 @@ class PlantedTestRunnerFiles(unittest.TestCase):
         for rel, read in cases.items():
             with self.subTest(rel=rel):
                 self.assertEqual(runner._read_by_pytest(rel), read)
+
+    def test_configuration_files_count_when_they_hold_pytests_section(self) -> None:
+        tmp = TempDir()
+        self.addCleanup(tmp.cleanup)
+        files = {"pyproject.toml": ("[tool.pytest.ini_options]\naddopts = '-q'\n", True),
+                 "tox.ini": ("[tox]\n[pytest]\naddopts = --co\n", True),
+                 "setup.cfg": ("[tool:pytest]\n", True),
+                 "a/pyproject.toml": ("[project]\nname = 'calc'\n", False),
+                 "b/setup.cfg": ("[metadata]\nname = calc\n", False),
+                 "c/tox.ini": ("[tox]\nenvlist = py311\n", False)}
+        for rel, (text, read) in files.items():
+            path = tmp.path / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            with self.subTest(rel=rel):
+                self.assertEqual(runner._read_by_pytest(rel, path), read)
+        (tmp.path / "e").mkdir()
+        os.mkfifo(tmp.path / "e/setup.cfg")  # unreadable without blocking: counted
+        self.assertTrue(runner._read_by_pytest("e/setup.cfg", tmp.path / "e/setup.cfg"))
+        (tmp.path / "f").mkdir()
+        (tmp.path / "f/tox.ini").symlink_to("../c/tox.ini")  # pytest follows a link
+        self.assertTrue(runner._read_by_pytest("f/tox.ini", tmp.path / "f/tox.ini"))
+
+
+class LinkedFolders(DeliveryCase):
+    """A tracked link to a folder that holds the suite (the suite outside evals/), or to the
+    skill package's folder under another name: the nosy executor reads every file of its
+    sandbox and none of the suite or the skill reaches it."""
+
+    def test_a_link_to_the_suites_folder(self) -> None:
+        self.root = make_repo(self.tmp.path, demo_suite(1), {"src/app.py": "print(1)\n"})
+        (self.root / "qa").mkdir()
+        (self.root / "qa/suite.json").write_text(json.dumps(nosy_suite(), indent=2),
+                                                 encoding="utf-8")
+        (self.root / "notes").symlink_to("qa")
+        (self.root / "docs").mkdir()
+        (self.root / "docs/qa").symlink_to(self.root / "qa")
+        self.commit()
+        code, output = self.run_nosy("qa/suite.json")
+        self.assertIn(code, (0, 1), output)
+        for config in ("with_skill", "without_skill"):
+            answer = self.answer("E01", config)
+            self.assertIn("print(1)", answer)
+            for secret in (SECRET, HIDDEN_OUTPUT):
+                self.assertNotIn(secret, answer, f"the suite reached a {config} sandbox")
 
 
 if __name__ == "__main__":

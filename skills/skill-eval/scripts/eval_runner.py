@@ -7210,6 +7210,10 @@ PYTHON_STARTUP_HOOKS = frozenset({"sitecustomize", "usercustomize"})
 # takes its options (addopts, plugins) from the nearest pytest.ini: added ones run the
 # executor's code in the test process even when the command names the protected test.
 PYTEST_READS = frozenset({"conftest.py", "pytest.ini", ".pytest.ini"})
+# ...and from these when they hold its section (`addopts = --collect-only` exits 0 unrun).
+PYTEST_SECTIONS = {"pyproject.toml": b"[tool.pytest", "tox.ini": b"[pytest]",
+                   "setup.cfg": b"[tool:pytest]"}
+PYTEST_CONFIG_READ_CAP = 1024 * 1024
 PYTHON_MODULE_SUFFIXES = (".py", ".pyc", ".so", ".pyd")
 PLANTED_SHOWN = 5
 
@@ -7258,8 +7262,19 @@ def _imported_as(rel: str, delivered: set[str]) -> str | None:
     return stem if replaces and beside in delivered else None
 
 
-def _read_by_pytest(rel: str) -> bool:
-    return rel.rpartition("/")[2] in PYTEST_READS
+def _read_by_pytest(rel: str, path: Path | None = None) -> bool:
+    """Whether pytest would take the added file at `rel` (at `path` in the tree) as its own
+    code or options. A link with a configuration file's name counts: pytest follows it."""
+    name = rel.rpartition("/")[2]
+    if name in PYTEST_READS:
+        return True
+    section = PYTEST_SECTIONS.get(name)
+    if section is None or path is None:
+        return False
+    if os.path.islink(path):
+        return True
+    data = _read_regular(path, PYTEST_CONFIG_READ_CAP)
+    return data is None or section in data
 
 
 def planted_interpreter_files(sandbox: Sandbox, commit: str) -> list[str]:
@@ -7280,7 +7295,7 @@ def planted_interpreter_files(sandbox: Sandbox, commit: str) -> list[str]:
             # a linked folder is imported as a package: as if its __init__.py were added
             as_module = f"{rel}/__init__.py" if name in linked else rel
             if rel not in delivered and (_imported_as(as_module, delivered)
-                                         or _read_by_pytest(rel)):
+                                         or _read_by_pytest(rel, Path(folder, name))):
                 found.append(rel)
     return sorted(found)
 
