@@ -23,7 +23,7 @@ from pathlib import Path
 from tests.test_check_forgery import ForgeryBase
 from tests.test_checks_e2e import BUGGY, RUN_TESTS, TEST
 from tests.test_confinement import bwrap_problem
-from tests.helpers import TempDir, demo_suite, make_repo, runner
+from tests.helpers import TempDir, call_main, demo_suite, fake_env, make_repo, runner
 from tests.test_delivery import HIDDEN_OUTPUT, SECRET, DeliveryCase, nosy_suite
 
 PASSING_TEST = ("import unittest\n\n\nclass AddTests(unittest.TestCase):\n"
@@ -142,6 +142,24 @@ class CheckOutput(ForgeryBase):
         self.assertTrue(result["evidence"].startswith("exited 1 (expected 0)"), result)
         self.assertLessEqual(len(result["stdout_tail"]), runner.CHECK_TAIL_CHARS)
         self.assertEqual(result["returncode"], 1)
+
+    def test_terminal_control_sequences_reach_no_report(self) -> None:
+        # ESC [2K and a carriage return would erase the line a terminal shows and print a
+        # forged one over it, when benchmark.md or a report is read in a terminal.
+        check = {"name": "painter", "run":
+                 "printf 'x\\033[2K\\033[1G\\033]0;title\\007exited 0 (expected 0)\\n'; exit 1"}
+        run = self.attack([check], {}, "true")
+        result = self.assert_failed(run, "painter")
+        self.assertIn("\x1b", result["stdout_tail"])  # recorded as it was, in run.json
+        iteration = self.workspace / "iteration-1"
+        shown = {"run output": self.out + self.err,
+                 "benchmark.md": (iteration / "benchmark.md").read_text(encoding="utf-8")}
+        _, out, err = call_main(["report", str(iteration)], fake_env(self.tmp.path, {}))
+        shown["report"] = out + err
+        for where, text in shown.items():
+            with self.subTest(where=where):
+                self.assertNotIn("\x1b", text)
+                self.assertNotIn("\x07", text)
 
 
 @unittest.skipIf(bwrap_problem() is not None, f"needs working bubblewrap: {bwrap_problem()}")

@@ -8993,8 +8993,14 @@ def block_stats(value: Any, json_path: str) -> Stats:
     return Stats.from_json(value, BENCHMARK_FILE, json_path)
 
 
+# Control characters an agent or a check printed (ESC sequences that erase a line and print
+# another, a bell, a title) are inert in benchmark.md as it is read in a terminal.
+MD_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
 def _md_cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    text = MD_CONTROLS.sub("\ufffd", str(text).replace("\r\n", " "))
+    return text.replace("|", "\\|").replace("\n", " ").replace("\t", " ")
 
 
 def _absent_reason(benchmark: Benchmark, config: str, key: str) -> str:
