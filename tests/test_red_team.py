@@ -123,6 +123,24 @@ class FileCheckTargets(ForgeryBase):
                          "ln -s /dev/zero notes.txt")
 
 
+    def test_a_file_behind_a_link_or_a_fifo_is_not_absent(self) -> None:
+        # "no debug log left": a file reached through a linked folder, or a FIFO, is there
+        # all the same; neither `exists: false` nor `exists: true` passes on what the runner
+        # does not follow.
+        checks = [{"name": "no log", "file": "build/debug.log", "exists": False},
+                  {"name": "no pipe", "file": "pipe.log", "exists": False},
+                  {"name": "a log", "file": "build/debug.log", "exists": True},
+                  {"name": "really absent", "file": "gone.log", "exists": False}]
+        spec = {"shell_write_files": {"real/debug.log": "x"},
+                "shell_symlinks": {"build": "real"}, "shell_special": {"pipe.log": "fifo"}}
+        shell = "mkdir real && echo x > real/debug.log && ln -s real build && mkfifo pipe.log"
+        run = self.attack(checks, spec, shell)
+        results = run["checks"]["results"]
+        self.assertEqual([r["passed"] for r in results], [False, False, False, True], results)
+        self.assertIn("symbolic link", results[0]["evidence"])
+        self.assertIn("FIFO", results[1]["evidence"])
+
+
 @unittest.skipIf(bwrap_problem() is not None, f"needs working bubblewrap: {bwrap_problem()}")
 class FileCheckTargetsConfined(FileCheckTargets):
     isolation = "bwrap"

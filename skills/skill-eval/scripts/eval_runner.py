@@ -7467,7 +7467,9 @@ def file_check(sandbox: Sandbox, check: Check, search: Search) -> dict[str, Any]
     rel = sandbox.repo.relative_to(sandbox.base) / check.target
     if check.test == "exists":
         found, why = _exists_unfollowed(sandbox.base, rel)
-        passed = found == check.expected
+        # A link on the way or a FIFO there is neither a file nor an absence: the check
+        # fails either way (a "no debug.log left" check passed with the log behind a link).
+        passed = found is not None and found == check.expected
         return {"passed": passed, "evidence": f"{check.target} {why}"}
     fd, why = _open_regular_unfollowed(sandbox.base, rel)
     if fd is None:
@@ -7481,8 +7483,9 @@ def file_check(sandbox: Sandbox, check: Check, search: Search) -> dict[str, Any]
     return text_check(check, data.decode("utf-8", "replace"), check.target, search)
 
 
-def _exists_unfollowed(root: Path, rel: Path) -> tuple[bool, str]:
-    """(whether a regular file or a folder is at rel, reached with no link followed, why)."""
+def _exists_unfollowed(root: Path, rel: Path) -> tuple[bool | None, str]:
+    """(whether a regular file or a folder is at rel, reached with no link followed, why);
+    None when something else is there or on the way (a link, a FIFO): it is not absent."""
     current = root
     for index, name in enumerate(rel.parts):
         current = current / name
@@ -7492,11 +7495,11 @@ def _exists_unfollowed(root: Path, rel: Path) -> tuple[bool, str]:
             return False, "does not exist"
         last = index == len(rel.parts) - 1
         if stat.S_ISLNK(mode):
-            return False, "is reached through a symbolic link (not followed)"
+            return None, "is reached through a symbolic link (not followed)"
         if not last and not stat.S_ISDIR(mode):
             return False, "does not exist (a file is where a folder would be)"
     kind = "a folder" if stat.S_ISDIR(mode) else "a file" if stat.S_ISREG(mode) else None
-    return (kind is not None), (f"exists ({kind})" if kind else f"is {_node_kind(mode)}")
+    return (True, f"exists ({kind})") if kind else (None, f"is {_node_kind(mode)}")
 
 
 # A suite's pattern is searched in a child process: a pattern that backtracks for hours holds
