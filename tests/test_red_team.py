@@ -224,6 +224,12 @@ class PytestConfiguration(ForgeryBase):
         self.assert_unrun(run, "calc/conftest.py", "pytest")
         self.assertEqual(run["checks"]["planted_interpreter_files"], ["calc/conftest.py"])
 
+    def test_an_added_pytest_module_makes_the_check_unrun(self) -> None:
+        named = {**RUN_TESTS, "run": "cd calc && python3 -m pytest -q test_calc.py"}
+        run = self.attack([named], {"shell_write_files": {"calc/pytest.py": EXITS_0}},
+                          "printf 'import os; os._exit(0)\\n' > calc/pytest.py")
+        self.assert_unrun(run, "calc/pytest.py", "pytest")
+
     def test_an_added_pytest_ini_makes_the_check_unrun(self) -> None:
         ini = "[pytest]\naddopts = -p calc.plugin\n"
         run = self.attack([RUN_TESTS], {"shell_write_files": {"pytest.ini": ini}},
@@ -254,6 +260,14 @@ class PlantedTestRunnerFiles(unittest.TestCase):
         for rel, read in cases.items():
             with self.subTest(rel=rel):
                 self.assertEqual(runner._read_by_pytest(rel), read)
+
+    def test_pytests_own_modules(self) -> None:
+        # `python3 -m pytest` in calc/ imports an added calc/pytest.py, not the installed one
+        cases = {"calc/pytest.py": "pytest", "calc/_pytest/__init__.py": "_pytest",
+                 "pluggy.py": "pluggy", "calc/pytest_helpers.py": None}
+        for rel, module in cases.items():
+            with self.subTest(rel=rel):
+                self.assertEqual(runner._imported_as(rel, set()), module)
 
     def test_configuration_files_count_when_they_hold_pytests_section(self) -> None:
         tmp = TempDir()

@@ -7214,6 +7214,9 @@ PYTEST_READS = frozenset({"conftest.py", "pytest.ini", ".pytest.ini"})
 PYTEST_SECTIONS = {"pyproject.toml": b"[tool.pytest", "tox.ini": b"[pytest]",
                    "setup.cfg": b"[tool:pytest]"}
 PYTEST_CONFIG_READ_CAP = 1024 * 1024
+# pytest's own modules: `python3 -m pytest` in a folder with an added pytest.py runs that file
+# (the folder comes first on sys.path, before the installed pytest).
+PYTEST_MODULES = frozenset({"pytest", "_pytest", "pluggy", "py", "iniconfig"})
 PYTHON_MODULE_SUFFIXES = (".py", ".pyc", ".so", ".pyd")
 PLANTED_SHOWN = 5
 
@@ -7255,7 +7258,7 @@ def _imported_as(rel: str, delivered: set[str]) -> str | None:
     package = stem == "__init__"
     if package:  # the folder is the module, found before a source of its name beside it
         folder, _, stem = folder.rpartition("/")
-    if stem in PYTHON_STARTUP_HOOKS or stem in STDLIB_MODULE_NAMES:
+    if stem in PYTHON_STARTUP_HOOKS or stem in STDLIB_MODULE_NAMES or stem in PYTEST_MODULES:
         return stem
     beside = f"{folder}/{stem}.py" if folder else f"{stem}.py"
     replaces = package or name.endswith((".so", ".pyd"))
@@ -7307,7 +7310,7 @@ def refused_run_check(check: Check, planted: list[str], known: bool) -> dict[str
            "with no baseline commit to tell delivered files from added ones, the tree holds")
     return {"name": check.name, "subject": check.subject, "duration_s": 0.0,
             "unrun": f"not run: {who} {shown}, which a Python the check starts could load in "
-                     "place of the standard library or the code under test, or run at "
+                     "place of the standard library, pytest or the code under test, or run at "
                      "startup, or pytest would read as its own code or options; its result "
                      "could not be trusted"}
 
