@@ -24,7 +24,8 @@ from tests.test_check_forgery import ForgeryBase
 from tests.test_checks_e2e import BUGGY, RUN_TESTS, TEST
 from tests.test_confinement import bwrap_problem
 from tests.helpers import TempDir, call_main, demo_suite, fake_env, make_repo, runner
-from tests.test_delivery import HIDDEN_OUTPUT, SECRET, DeliveryCase, nosy_suite
+from tests.test_delivery import (HIDDEN_OUTPUT, REFERENCE, SECRET, SKILL_MD, DeliveryCase,
+                                 nosy_suite)
 
 PASSING_TEST = ("import unittest\n\n\nclass AddTests(unittest.TestCase):\n"
                 "    def test_add(self):\n        pass\n")
@@ -314,6 +315,21 @@ class LinkedFolders(DeliveryCase):
             for secret in (SECRET, HIDDEN_OUTPUT):
                 self.assertNotIn(secret, answer, f"the suite reached a {config} sandbox")
 
+
+    def test_the_suite_and_the_skill_named_as_fixtures(self) -> None:
+        # a case that lists the suite itself, the skill's SKILL.md (found in the skill's
+        # folder) and a reference of the package as its fixture files
+        suite = nosy_suite()
+        suite["evals"][0]["files"] = ["evals/demo/evals.json", "SKILL.md", "reference.md"]
+        self.root = make_repo(self.tmp.path, suite, {
+            "src/app.py": "print(1)\n", "skills/demo/reference.md": REFERENCE},
+            skill_md=SKILL_MD)
+        code, output = self.run_nosy("evals/demo/evals.json")
+        self.assertEqual(code, 2, output)  # refused before any sandbox exists
+        self.assertIn("is the suite file itself", output)
+        self.assertIn("fixture 'SKILL.md' holds the target skill's package", output)
+        self.assertIn("fixture 'reference.md' holds the target skill's package", output)
+        self.assertFalse(self.workspace.exists() and any(self.workspace.rglob("run.json")))
 
 if __name__ == "__main__":
     unittest.main()
