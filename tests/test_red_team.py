@@ -214,6 +214,41 @@ class ShellStartup(ForgeryBase):
                          run["checks"])
 
 
+@unittest.skipIf(bwrap_problem() is not None, f"needs working bubblewrap: {bwrap_problem()}")
+class DeepTrees(ForgeryBase):
+    """A folder chain deeper than Python's recursion limit (os.walk and shutil.rmtree recurse
+    before 3.12): the checks still end as a result or as check_error, never an internal
+    error, and the sandbox is still removed. (The sh fake builds it: the Python fake's own
+    makedirs would recurse out first.)"""
+
+    DEPTH = 1500
+    isolation = "bwrap"
+
+    def test_a_tree_deeper_than_the_recursion_limit(self) -> None:
+        deep = "/".join(["d"] * self.DEPTH)
+        shell = (f"i=0; while [ $i -lt {self.DEPTH} ]; do mkdir d && cd d || exit 1; "
+                 "i=$((i+1)); done; printf x > unittest.py")
+        run = self.attack([RUN_TESTS], {"shell_write_files": {f"{deep}/unittest.py": "x"}},
+                          shell)
+        self.assertIn(self.code, (0, 1), self.err[-3000:])
+        # found 1,500 folders down, where os.walk would have recursed out
+        self.assertEqual(run["status"], "check_error", run.get("failure"))
+        self.assertTrue(run["checks"]["planted_interpreter_files"][0].endswith("d/unittest.py"))
+        self.assertTrue(run["sandbox"]["removed"], run["sandbox"])
+        self.assertEqual(list((self.tmp.path / "sandboxes").glob("*/repo")), [])
+
+    def test_a_deep_tree_in_a_protected_folder_is_put_back(self) -> None:
+        checks = [{**RUN_TESTS, "protect": ["calc"]}]
+        shell = (f"cd calc && i=0; while [ $i -lt {self.DEPTH} ]; do mkdir d && cd d || "
+                 "exit 1; i=$((i+1)); done; printf x > deep.txt")
+        run = self.attack(checks, {}, shell)
+        self.assertEqual(run["status"], "ok", run.get("failure"))
+        self.assertEqual(run["checks"]["protected"]["calc"]["changed_by_executor"][0][:7],
+                         "calc/d/")
+        self.assertIn("exited 1 (expected 0)", run["checks"]["results"][0]["evidence"])
+        self.assertTrue(run["sandbox"]["removed"], run["sandbox"])
+
+
 class PytestConfiguration(ForgeryBase):
     """pytest loads every conftest.py from its root folder down to the tests it is given, and
     reads pytest.ini: an executor that adds one runs code of its own in the test process, even

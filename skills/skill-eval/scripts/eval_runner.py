@@ -1779,6 +1779,46 @@ def utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+def walk_unfollowed(top: Path | str) -> Iterator[tuple[str, list[str], list[str]]]:
+    """os.walk(top) top-down, no link followed (a linked folder is listed in `dirs`, never
+    entered; prune `dirs` in place), without recursion: os.walk recurses before Python 3.12,
+    and a folder chain an executor made 1,500 deep would end the runner's cell."""
+    stack = [os.fspath(top)]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as found:
+                entries = list(found)
+        except OSError:
+            continue
+        dirs, files = [], []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            (dirs if is_dir else files).append(entry.name)
+        yield folder, dirs, files
+        stack.extend(os.path.join(folder, name) for name in reversed(dirs)
+                     if not os.path.islink(os.path.join(folder, name)))
+
+
+def remove_tree(path: Path | str) -> None:
+    """shutil.rmtree that ignores errors, and when the tree is deeper than the recursion limit
+    (rmtree recurses before 3.12) removes it deepest folder first instead."""
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    except RecursionError:
+        pass
+    for folder, dirs, files in reversed(list(walk_unfollowed(path))):
+        for name in [*files, *(d for d in dirs if os.path.islink(os.path.join(folder, d)))]:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(folder, name))
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
+
+
 def read_unfollowed(path: Path | str) -> bytes:
     """A regular file's bytes; a link (never followed) or a FIFO, device or folder is an
     OSError, so a file the runner wrote and someone replaced is not read through."""
@@ -4115,7 +4155,7 @@ class Sandbox:
         for folder in (self.baseline_git if self.owns_baseline else None, self.cell_dir,
                        self.homes.get("executor")):
             if folder is not None:
-                shutil.rmtree(folder, ignore_errors=True)
+                remove_tree(folder)
         self._note_removed()
 
     def remove_grader_dirs(self) -> None:
@@ -4422,7 +4462,7 @@ def sandbox_tree(repo: Path, rel: str) -> dict[str, tuple[str, bytes]]:
     if not (top.is_dir() and not top.is_symlink()):
         add(rel)
         return found
-    for folder, dirs, files in os.walk(top, followlinks=False):
+    for folder, dirs, files in walk_unfollowed(top):
         for name in [*files, *(d for d in dirs if os.path.islink(os.path.join(folder, d)))]:
             add(Path(folder, name).relative_to(repo).as_posix())
     return found
@@ -4481,7 +4521,9 @@ def restore_delivered(repo: Path, baseline: Path, commit: str, rel: str) -> None
             os.mkdir(ancestor)
     top = repo / rel
     if top.is_dir() and not top.is_symlink():
-        shutil.rmtree(top)
+        remove_tree(top)
+        if os.path.lexists(top):
+            raise OSError(f"{rel} could not be removed")
     elif os.path.lexists(top):
         os.unlink(top)
     for path, (mode, data) in sorted(delivered.items()):
@@ -7289,7 +7331,7 @@ def planted_interpreter_files(sandbox: Sandbox, commit: str) -> list[str]:
     known = sandbox.record["git"].get("ok")
     delivered = delivered_paths(sandbox.baseline_git, commit) if known else set()
     found = []
-    for folder, dirs, files in os.walk(sandbox.repo):
+    for folder, dirs, files in walk_unfollowed(sandbox.repo):
         here = Path(folder).relative_to(sandbox.repo).as_posix()
         dirs[:] = [d for d in dirs if d != "__pycache__" and not (here == "." and d == ".git")]
         linked = {d for d in dirs if os.path.islink(os.path.join(folder, d))}
@@ -7319,7 +7361,7 @@ def remove_bytecode_caches(repo: Path) -> None:
     """Every __pycache__ folder in the tree, gone before the run checks: generated state never
     delivered, and a tool that keeps its own cache there (pytest's rewritten tests) would read a
     planted one. Python itself reads none (PYTHONPYCACHEPREFIX); what cannot be removed stays."""
-    for folder, dirs, _ in os.walk(repo):
+    for folder, dirs, _ in walk_unfollowed(repo):
         if Path(folder) == repo and ".git" in dirs:
             dirs.remove(".git")
         for name in [d for d in dirs if d == "__pycache__"]:
@@ -7329,7 +7371,7 @@ def remove_bytecode_caches(repo: Path) -> None:
                 with contextlib.suppress(OSError):
                     os.unlink(cache)
             else:
-                shutil.rmtree(cache, ignore_errors=True)
+                remove_tree(cache)
 
 
 def run_one_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, Any]:
