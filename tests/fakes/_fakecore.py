@@ -47,8 +47,9 @@ FAULTS = (
     "exit_nonzero", "is_error", "is_error_exit0", "hang", "hang_with_child",
     "silent", "invalid_json", "truncated", "flood", "delete_cwd",
     "unreachable", "max_structured_retries", "lone_surrogate", "deep_nesting",
-    "verdict_flood",
+    "verdict_flood", "ineligible_tier",
 )
+GEMINI_ONLY_FAULTS = ("ineligible_tier",)
 SPEC_KEYS = frozenset((
     "fault", "sleep_s", "text", "usage", "duration_ms", "total_cost_usd",
     "num_turns", "write_artifact", "write_artifact_hex", "artifact_bytes",
@@ -474,6 +475,8 @@ def validate_spec(cli: str, spec: dict[str, Any]) -> None:
     fault = spec.get("fault")
     if fault is not None and fault not in FAULTS:
         raise script_error(cli, f"unknown fault {fault!r} (known: {', '.join(FAULTS)})")
+    if fault in GEMINI_ONLY_FAULTS and cli != "gemini":
+        raise script_error(cli, f"fault {fault!r} only applies to gemini")
     form = spec.get("verdict_form", "structured")
     if form not in VERDICT_FORMS:
         raise script_error(cli, f"unknown verdict_form {form!r}")
