@@ -1806,6 +1806,46 @@ def utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+def walk_unfollowed(top: Path | str) -> Iterator[tuple[str, list[str], list[str]]]:
+    """os.walk(top) top-down, no link followed (a linked folder is listed in `dirs`, never
+    entered; prune `dirs` in place), without recursion: os.walk recurses before Python 3.12,
+    and a folder chain an executor made 1,500 deep would end the runner's cell."""
+    stack = [os.fspath(top)]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as found:
+                entries = list(found)
+        except OSError:
+            continue
+        dirs, files = [], []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            (dirs if is_dir else files).append(entry.name)
+        yield folder, dirs, files
+        stack.extend(os.path.join(folder, name) for name in reversed(dirs)
+                     if not os.path.islink(os.path.join(folder, name)))
+
+
+def remove_tree(path: Path | str) -> None:
+    """shutil.rmtree that ignores errors, and when the tree is deeper than the recursion limit
+    (rmtree recurses before 3.12) removes it deepest folder first instead."""
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    except RecursionError:
+        pass
+    for folder, dirs, files in reversed(list(walk_unfollowed(path))):
+        for name in [*files, *(d for d in dirs if os.path.islink(os.path.join(folder, d)))]:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(folder, name))
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
+
+
 def read_unfollowed(path: Path | str) -> bytes:
     """A regular file's bytes; a link (never followed) or a FIFO, device or folder is an
     OSError, so a file the runner wrote and someone replaced is not read through."""
@@ -4539,7 +4579,7 @@ class Sandbox:
         for folder in (self.baseline_git if self.owns_baseline else None, self.cell_dir,
                        self.homes.get("executor")):
             if folder is not None:
-                shutil.rmtree(folder, ignore_errors=True)
+                remove_tree(folder)
         self._note_removed()
 
     def remove_grader_dirs(self) -> None:
@@ -4846,7 +4886,7 @@ def sandbox_tree(repo: Path, rel: str) -> dict[str, tuple[str, bytes]]:
     if not (top.is_dir() and not top.is_symlink()):
         add(rel)
         return found
-    for folder, dirs, files in os.walk(top, followlinks=False):
+    for folder, dirs, files in walk_unfollowed(top):
         for name in [*files, *(d for d in dirs if os.path.islink(os.path.join(folder, d)))]:
             add(Path(folder, name).relative_to(repo).as_posix())
     return found
@@ -4905,7 +4945,9 @@ def restore_delivered(repo: Path, baseline: Path, commit: str, rel: str) -> None
             os.mkdir(ancestor)
     top = repo / rel
     if top.is_dir() and not top.is_symlink():
-        shutil.rmtree(top)
+        remove_tree(top)
+        if os.path.lexists(top):
+            raise OSError(f"{rel} could not be removed")
     elif os.path.lexists(top):
         os.unlink(top)
     for path, (mode, data) in sorted(delivered.items()):
@@ -7766,6 +7808,17 @@ def run_checks_in_order(ctx: RunContext, run: CellRun, checks: list[Check], prot
 # (a folder of the tree first on sys.path: PYTHONPATH=. in the command, `python3 -m` before
 # 3.11) or run them at startup. The executor adding one makes the cell's run checks unrun.
 PYTHON_STARTUP_HOOKS = frozenset({"sitecustomize", "usercustomize"})
+# pytest imports every conftest.py from its root folder down to the tests it is named, and
+# takes its options (addopts, plugins) from the nearest pytest.ini: added ones run the
+# executor's code in the test process even when the command names the protected test.
+PYTEST_READS = frozenset({"conftest.py", "pytest.ini", ".pytest.ini"})
+# ...and from these when they hold its section (`addopts = --collect-only` exits 0 unrun).
+PYTEST_SECTIONS = {"pyproject.toml": b"[tool.pytest", "tox.ini": b"[pytest]",
+                   "setup.cfg": b"[tool:pytest]"}
+PYTEST_CONFIG_READ_CAP = 1024 * 1024
+# pytest's own modules: `python3 -m pytest` in a folder with an added pytest.py runs that file
+# (the folder comes first on sys.path, before the installed pytest).
+PYTEST_MODULES = frozenset({"pytest", "_pytest", "pluggy", "py", "iniconfig"})
 PYTHON_MODULE_SUFFIXES = (".py", ".pyc", ".so", ".pyd")
 PLANTED_SHOWN = 5
 
@@ -7807,22 +7860,38 @@ def _imported_as(rel: str, delivered: set[str]) -> str | None:
     package = stem == "__init__"
     if package:  # the folder is the module, found before a source of its name beside it
         folder, _, stem = folder.rpartition("/")
-    if stem in PYTHON_STARTUP_HOOKS or stem in STDLIB_MODULE_NAMES:
+    if stem in PYTHON_STARTUP_HOOKS or stem in STDLIB_MODULE_NAMES or stem in PYTEST_MODULES:
         return stem
     beside = f"{folder}/{stem}.py" if folder else f"{stem}.py"
     replaces = package or name.endswith((".so", ".pyd"))
     return stem if replaces and beside in delivered else None
 
 
+def _read_by_pytest(rel: str, path: Path | None = None) -> bool:
+    """Whether pytest would take the added file at `rel` (at `path` in the tree) as its own
+    code or options. A link with a configuration file's name counts: pytest follows it."""
+    name = rel.rpartition("/")[2]
+    if name in PYTEST_READS:
+        return True
+    section = PYTEST_SECTIONS.get(name)
+    if section is None or path is None:
+        return False
+    if os.path.islink(path):
+        return True
+    data = _read_regular(path, PYTEST_CONFIG_READ_CAP)
+    return data is None or section in data
+
+
 def planted_interpreter_files(sandbox: Sandbox, commit: str) -> list[str]:
     """Files and links the executor added (not delivered) that a Python started by a check
-    could import in place of the standard library or the code under test, or run at startup.
+    could import in place of the standard library or the code under test, or run at startup,
+    and the files pytest would read as its own code or options.
     Without a baseline commit nothing tells them from delivered ones: all are listed.
     Bytecode caches are not listed: checks never read them (PYTHONPYCACHEPREFIX)."""
     known = sandbox.record["git"].get("ok")
     delivered = delivered_paths(sandbox.baseline_git, commit) if known else set()
     found = []
-    for folder, dirs, files in os.walk(sandbox.repo):
+    for folder, dirs, files in walk_unfollowed(sandbox.repo):
         here = Path(folder).relative_to(sandbox.repo).as_posix()
         dirs[:] = [d for d in dirs if d != "__pycache__" and not (here == "." and d == ".git")]
         linked = {d for d in dirs if os.path.islink(os.path.join(folder, d))}
@@ -7830,7 +7899,8 @@ def planted_interpreter_files(sandbox: Sandbox, commit: str) -> list[str]:
             rel = name if here == "." else f"{here}/{name}"
             # a linked folder is imported as a package: as if its __init__.py were added
             as_module = f"{rel}/__init__.py" if name in linked else rel
-            if rel not in delivered and _imported_as(as_module, delivered):
+            if rel not in delivered and (_imported_as(as_module, delivered)
+                                         or _read_by_pytest(rel, Path(folder, name))):
                 found.append(rel)
     return sorted(found)
 
@@ -7842,15 +7912,16 @@ def refused_run_check(check: Check, planted: list[str], known: bool) -> dict[str
            "with no baseline commit to tell delivered files from added ones, the tree holds")
     return {"name": check.name, "subject": check.subject, "duration_s": 0.0,
             "unrun": f"not run: {who} {shown}, which a Python the check starts could load in "
-                     "place of the standard library or the code under test, or run at "
-                     "startup; its result could not be trusted"}
+                     "place of the standard library, pytest or the code under test, or run at "
+                     "startup, or pytest would read as its own code or options; its result "
+                     "could not be trusted"}
 
 
 def remove_bytecode_caches(repo: Path) -> None:
     """Every __pycache__ folder in the tree, gone before the run checks: generated state never
     delivered, and a tool that keeps its own cache there (pytest's rewritten tests) would read a
     planted one. Python itself reads none (PYTHONPYCACHEPREFIX); what cannot be removed stays."""
-    for folder, dirs, _ in os.walk(repo):
+    for folder, dirs, _ in walk_unfollowed(repo):
         if Path(folder) == repo and ".git" in dirs:
             dirs.remove(".git")
         for name in [d for d in dirs if d == "__pycache__"]:
@@ -7860,7 +7931,7 @@ def remove_bytecode_caches(repo: Path) -> None:
                 with contextlib.suppress(OSError):
                     os.unlink(cache)
             else:
-                shutil.rmtree(cache, ignore_errors=True)
+                remove_tree(cache)
 
 
 def run_one_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, Any]:
@@ -8001,7 +8072,9 @@ def file_check(sandbox: Sandbox, check: Check, search: Search) -> dict[str, Any]
     rel = sandbox.repo.relative_to(sandbox.base) / check.target
     if check.test == "exists":
         found, why = _exists_unfollowed(sandbox.base, rel)
-        passed = found == check.expected
+        # A link on the way or a FIFO there is neither a file nor an absence: the check
+        # fails either way (a "no debug.log left" check passed with the log behind a link).
+        passed = found is not None and found == check.expected
         return {"passed": passed, "evidence": f"{check.target} {why}"}
     fd, why = _open_regular_unfollowed(sandbox.base, rel)
     if fd is None:
@@ -8015,8 +8088,9 @@ def file_check(sandbox: Sandbox, check: Check, search: Search) -> dict[str, Any]
     return text_check(check, data.decode("utf-8", "replace"), check.target, search)
 
 
-def _exists_unfollowed(root: Path, rel: Path) -> tuple[bool, str]:
-    """(whether a regular file or a folder is at rel, reached with no link followed, why)."""
+def _exists_unfollowed(root: Path, rel: Path) -> tuple[bool | None, str]:
+    """(whether a regular file or a folder is at rel, reached with no link followed, why);
+    None when something else is there or on the way (a link, a FIFO): it is not absent."""
     current = root
     for index, name in enumerate(rel.parts):
         current = current / name
@@ -8026,11 +8100,11 @@ def _exists_unfollowed(root: Path, rel: Path) -> tuple[bool, str]:
             return False, "does not exist"
         last = index == len(rel.parts) - 1
         if stat.S_ISLNK(mode):
-            return False, "is reached through a symbolic link (not followed)"
+            return None, "is reached through a symbolic link (not followed)"
         if not last and not stat.S_ISDIR(mode):
             return False, "does not exist (a file is where a folder would be)"
     kind = "a folder" if stat.S_ISDIR(mode) else "a file" if stat.S_ISREG(mode) else None
-    return (kind is not None), (f"exists ({kind})" if kind else f"is {_node_kind(mode)}")
+    return (True, f"exists ({kind})") if kind else (None, f"is {_node_kind(mode)}")
 
 
 # A suite's pattern is searched in a child process: a pattern that backtracks for hours holds
@@ -9857,8 +9931,14 @@ def block_stats(value: Any, json_path: str) -> Stats:
     return Stats.from_json(value, BENCHMARK_FILE, json_path)
 
 
+# Control characters an agent or a check printed (ESC sequences that erase a line and print
+# another, a bell, a title) are inert in benchmark.md as it is read in a terminal.
+MD_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
 def _md_cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    text = MD_CONTROLS.sub("\ufffd", str(text).replace("\r\n", " "))
+    return text.replace("|", "\\|").replace("\n", " ").replace("\t", " ")
 
 
 def _absent_reason(benchmark: Benchmark, config: str, key: str) -> str:
