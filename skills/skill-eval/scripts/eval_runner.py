@@ -10372,8 +10372,14 @@ def benchmark_differences(folder: Path, stored: Benchmark) -> list[dict[str, str
     """Where benchmark.json differs from the benchmark its verified cells give (up to three
     JSON paths); [] when they agree."""
     try:
-        records = stored_cell_records(folder, stored)
-        fresh = recomputed_benchmark(folder, stored, records)
+        manifest = read_manifest(folder).data
+    except InputError:  # a copied-out benchmark and its run files: the cells alone say
+        manifest = {}
+    merged = manifest.get("merged") if manifest else "merged_from" in stored.metadata
+    entry = manifest.get("adaptive") if manifest else stored.adaptive
+    try:
+        records = stored_cell_records(folder, stored, bool(entry) and not merged)
+        fresh = recomputed_benchmark(stored, manifest, records)
         found = json_differences(_as_json(fresh.to_json()), _as_json(stored.to_json()))
     except InputError as exc:
         return [{"path": BENCHMARK_FILE, "change": f"its cells cannot be read back "
@@ -10385,16 +10391,18 @@ def benchmark_differences(folder: Path, stored: Benchmark) -> list[dict[str, str
              f"{given}"} for where, given, said in found[:3]]
 
 
-def stored_cell_records(folder: Path, stored: Benchmark) -> list[RunRecord]:
-    """The cells benchmark.json lists, read back from their (verified) files, in plan order:
-    the cases' order, then the configs', then the run number."""
+def stored_cell_records(folder: Path, stored: Benchmark, by_wave: bool) -> list[RunRecord]:
+    """The cells benchmark.json lists, read back from their (verified) files, in the order
+    `run` finished them: the cases' order, then the configs', then the run number; the run
+    number first for the waves of an adaptive machine (a merge lists them in plan order)."""
     evals = [str(key) for key in stored.metadata.get("evals_run") or []]
     configs = list(stored.configs)
 
-    def plan_order(run: RunResult) -> tuple[int, int, int]:
+    def plan_order(run: RunResult) -> tuple[int, ...]:
         key, config, number = run.key
-        return (evals.index(key) if key in evals else len(evals),
-                configs.index(config) if config in configs else len(configs), number)
+        place = (evals.index(key) if key in evals else len(evals),
+                 configs.index(config) if config in configs else len(configs))
+        return (number, *place) if by_wave else (*place, number)
 
     records = []
     for run in sorted((*stored.runs, *stored.unscored_runs), key=plan_order):
@@ -10406,13 +10414,9 @@ def stored_cell_records(folder: Path, stored: Benchmark) -> list[RunRecord]:
     return records
 
 
-def recomputed_benchmark(folder: Path, stored: Benchmark,
+def recomputed_benchmark(stored: Benchmark, manifest: dict[str, Any],
                          records: list[RunRecord]) -> Benchmark:
     """What `run` (or `report --merge`) wrote for these cells, worked out again."""
-    try:
-        manifest = read_manifest(folder).data
-    except InputError:  # a copied-out benchmark and its run files: the cells alone say
-        manifest = {}
     meta = recomputed_metadata(stored.metadata, manifest, records)
     fresh = aggregate(records, meta)
     entry = manifest.get("adaptive") if manifest else stored.adaptive
@@ -10429,17 +10433,13 @@ def recomputed_metadata(stored: dict[str, Any], manifest: dict[str, Any],
     """benchmark.json's metadata with what the cells and the manifest say put back."""
     meta = dict(stored)
     meta["cells_finished"] = sum(r.status != "cancelled" for r in records)
-    if any(r.status == "cancelled" for r in records):
-        meta["incomplete"] = True
-    if manifest and not manifest.get("merged"):
-        from_manifest = {
-            "fixture_status": manifest.get("fixture_status"),
-            "checkout_check": (manifest.get("checkout_check") or {}).get("after"),
-            "skill_installed_elsewhere": manifest.get("skill_installed_elsewhere"),
-            "isolation": manifest.get("isolation"), "arms": manifest.get("arms"),
-            "cli_version": manifest.get("cli_version")}
-        meta.update({key: value for key, value in from_manifest.items() if key in meta})
-    if isinstance(meta.get("budget"), dict):
+    meta.update({key: value for key, value in manifest_metadata(manifest, meta).items()
+                 if key in meta})
+    planned = meta.get("cells_planned")
+    if any(r.status == "cancelled" for r in records) or (
+            isinstance(planned, int) and len(records) < planned) or meta.get("missing_shards"):
+        meta["incomplete"] = True  # a cell struck out whole, journal line and folder too
+    if isinstance(meta.get("budget"), dict) and "merged_from" not in meta:  # a merge: shard 1's
         caps = types.SimpleNamespace(max_cost_usd=meta["budget"].get("max_cost_usd"),
                                      max_tokens=meta["budget"].get("max_tokens"))
         options = manifest.get("options") or {}
@@ -10448,6 +10448,38 @@ def recomputed_metadata(stored: dict[str, Any], manifest: dict[str, Any],
                 setattr(caps, key, options[key])
         meta["budget"] = budget_summary(caps, records)  # type: ignore[arg-type]
     return meta
+
+
+def manifest_metadata(manifest: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+    """The metadata benchmark_metadata (or merged_metadata) took from the manifest, taken
+    from it again: what was planned, how agents were confined, what the checkout and the
+    fixtures did."""
+    if not manifest:
+        return {}
+    plan = manifest.get("plan") if isinstance(manifest.get("plan"), dict) else {}
+    entry = manifest.get("adaptive") if isinstance(manifest.get("adaptive"), dict) else {}
+    options = manifest.get("options") if isinstance(manifest.get("options"), dict) else {}
+    planned = plan.get("cells") if manifest.get("merged") else manifest.get("cells_planned")
+    if entry and isinstance(planned, int) and isinstance(plan.get("runs") or options.get("runs"),
+                                                         int):
+        planned = planned * entry.get("waves_run", 0) // (plan.get("runs") or options["runs"])
+    found: dict[str, Any] = {"cells_planned": planned}
+    if manifest.get("merged"):
+        found["missing_shards"] = manifest.get("missing_shards")
+        return {key: value for key, value in found.items() if value is not None}
+    suite = manifest.get("suite") if isinstance(manifest.get("suite"), dict) else {}
+    found.update({
+        "fixture_status": manifest.get("fixture_status"),
+        "checkout_check": (manifest.get("checkout_check") or {}).get("after"),
+        "skill_installed_elsewhere": manifest.get("skill_installed_elsewhere"),
+        "isolation": manifest.get("isolation"), "arms": manifest.get("arms"),
+        "cli_version": manifest.get("cli_version"), "agent": manifest.get("agent"),
+        "configs": options.get("configs"), "runs_per_configuration": options.get("runs"),
+        "grader_runs": options.get("grader_runs"), "suite_case_count": suite.get("case_count")})
+    if isinstance(suite.get("case_count"), int):
+        found["selection_partial"] = len(plan.get("evals") or meta.get("evals_run") or []) \
+            < suite["case_count"]
+    return {key: value for key, value in found.items() if value is not None}
 
 
 def recomputed_adaptive(entry: Any, records: list[RunRecord], configs: Sequence[str],
@@ -12778,6 +12810,23 @@ def across_agent_entries(first: AgentIteration, folder: Path, named: list[str]
     return entries, text, page
 
 
+def report_exit_code(benchmark: Benchmark, check: dict[str, Any],
+                     other_check: dict[str, Any] | None, other_name: str | None) -> int:
+    """The exit code `run` gave these results (1 whenever the sanity status asks for
+    review), and 1 when the iteration compared with has changed files."""
+    code = EXIT_OK if benchmark.sanity_checks.status == "OK" else EXIT_REVIEW
+    if check["changed_count"]:
+        print(f"{PROG}: REVIEW REQUIRED: {check['changed_count']} run file(s) changed since the "
+              "runner wrote them (results_modified in benchmark.md)", file=sys.stderr)
+    if other_check is not None and other_check["changed_count"]:
+        print(f"{PROG}: REVIEW REQUIRED: {other_name}: {other_check['changed_count']} of its "
+              f"run file(s) changed since the runner wrote them: "
+              f"{_named_changes(other_check['changed'], other_check['changed_count'])}",
+              file=sys.stderr)
+        code = EXIT_REVIEW
+    return code
+
+
 def compared_check(other: Benchmark, named: str) -> dict[str, Any]:
     """The iteration given to --compare, verified as this one is: its numbers are half of
     every comparison."""
@@ -13201,17 +13250,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(summary)
     if comparison:
         print(f"Comparison with {args.compare}: {compared}; {folder / 'comparison.md'}")
-    # The exit code `run` gave these results: 1 whenever the sanity status asks for review.
-    code = EXIT_OK if benchmark.sanity_checks.status == "OK" else EXIT_REVIEW
-    if check["changed_count"]:
-        print(f"{PROG}: REVIEW REQUIRED: {check['changed_count']} run file(s) changed since the "
-              "runner wrote them (results_modified in benchmark.md)", file=sys.stderr)
-    if other_check is not None and other_check["changed_count"]:
-        print(f"{PROG}: REVIEW REQUIRED: {args.compare}: {other_check['changed_count']} of its "
-              f"run file(s) changed since the runner wrote them: "
-              f"{_named_changes(other_check['changed'], other_check['changed_count'])}",
-              file=sys.stderr)
-        code = EXIT_REVIEW
+    code = report_exit_code(benchmark, check, other_check, args.compare)
     if across is not None:
         code = max(code, report_across_agents(*across, folder))
     return code
