@@ -146,6 +146,106 @@ class ReportRecomputesTest(IterationTest):
         self.assertIn("benchmark.json paired.verdict", err)
 
 
+class FurtherEditsTest(IterationTest):
+    """Edits beyond the issue's list: a cell struck out whole, what the manifest says
+    rewritten in benchmark.json, an adaptive run's looks and saving, a shard's word."""
+
+    def assert_modified(self, iteration: Path, named: str) -> None:
+        code, out, err = self.report(iteration)
+        self.assertEqual(code, 1, out + err)
+        page = (iteration / "benchmark.md").read_text(encoding="utf-8")
+        self.assertIn("results_modified", page)
+        self.assertIn(named, page)
+
+    def test_a_cell_struck_out_with_its_folder_and_journal_line(self) -> None:
+        code, iteration = self.iteration()
+        label = "eval-E02/without_skill/run-1"
+        edit_json(iteration / "benchmark.json", lambda d: d.update(runs=[
+            r for r in d["runs"] if (r["eval_id"], r["configuration"]) != ("E02",
+                                                                           "without_skill")]))
+        shutil.rmtree(iteration / label)
+        journal = iteration / runner.HASH_JOURNAL
+        journal.write_text("".join(line + "\n" for line in journal.read_text().splitlines()
+                                   if label not in line), encoding="utf-8")
+        self.assert_modified(iteration, "metadata.incomplete")
+
+    def test_what_the_manifest_says_cannot_be_rewritten_in_the_benchmark(self) -> None:
+        self.root = self.repo(demo_suite(3))
+        code, iteration = self.iteration()
+        pristine = (iteration / "benchmark.json").read_text(encoding="utf-8")
+        edits = {
+            "metadata.configs": lambda m: m.update(configs=m["configs"][::-1]),
+            "metadata.isolation": lambda m: m.update(isolation={"mode": "bwrap"}),
+            "metadata.checkout_check": lambda m: m["checkout_check"].update(checked=False),
+            "metadata.skill_installed_elsewhere":
+                lambda m: m.update(skill_installed_elsewhere=["/somewhere"]),
+            "metadata.cells_planned": lambda m: m.update(cells_planned=4),
+        }
+        for named, change in edits.items():
+            with self.subTest(named):
+                (iteration / "benchmark.json").write_text(pristine, encoding="utf-8")
+                edit_json(iteration / "benchmark.json", lambda d: change(d["metadata"]))
+                self.assert_modified(iteration, named)
+
+    def test_a_partial_selection_cannot_be_called_whole(self) -> None:
+        self.root = self.repo(demo_suite(3))
+        self.environment = self.env({})
+        code, out, err = self.run_main(self.root, self.environment, "--agent", "claude",
+                                       "--quiet", "--eval-id", "E01,E02")
+        self.assertEqual(code, 1, out + err)  # partial_selection: not a closing result
+        iteration = self.root / "evals/demo/workspace/claude/iteration-1"
+
+        def whole(data: dict) -> None:
+            data["metadata"].update(selection_partial=False, suite_case_count=2)
+            data["sanity_checks"] = {"status": "OK", "flags": [
+                f for f in data["sanity_checks"]["flags"] if f["kind"] != "partial_selection"]}
+        edit_json(iteration / "benchmark.json", whole)
+        self.assert_modified(iteration, "metadata.selection_partial")
+
+    def test_an_adaptive_runs_looks_and_saving_are_worked_out_again(self) -> None:
+        self.root = self.repo(suite_of(["[b-fail]"] * 8))
+        self.environment = self.env(SCRIPT)
+        code, out, err = self.run_main(self.root, self.environment, "--agent", "claude",
+                                       "--runs", "5", "--adaptive", "--quiet")
+        self.assertEqual(code, 0, out + err)
+        iteration = self.root / "evals/demo/workspace/claude/iteration-1"
+        self.assertEqual(self.report(iteration)[0], 0)
+        pristine = (iteration / "benchmark.json").read_text(encoding="utf-8")
+
+        def more_saved(data: dict) -> None:
+            data["adaptive"]["saved"]["cells"] = 64
+        def earlier_look(data: dict) -> None:  # the manifest's looks too
+            for holder in (data["adaptive"],):
+                holder["looks"][0]["stop"] = "improved"
+        for named, change in (("adaptive.saved.cells", more_saved),
+                              ("adaptive.looks[0].stop", earlier_look)):
+            with self.subTest(named):
+                (iteration / "benchmark.json").write_text(pristine, encoding="utf-8")
+                edit_json(iteration / "benchmark.json", change)
+                edit_json(iteration / "iteration_manifest.json",
+                          lambda m: m.update(adaptive=json.loads(
+                              (iteration / "benchmark.json").read_text())["adaptive"]))
+                self.assert_modified(iteration, named)
+
+    def test_a_shards_edited_benchmark_is_flagged_by_the_merge(self) -> None:
+        self.root = self.repo(demo_suite(2))
+        self.environment = self.env({})
+        shards = []
+        for k in (1, 2):
+            code, out, err = self.run_main(self.root, self.environment, "--agent", "claude",
+                                           "--quiet", "--shard", f"{k}/2", "--workspace",
+                                           str(self.tmp.path / f"shard{k}"))
+            shards.append(self.tmp.path / f"shard{k}" / "iteration-1")
+        # The merge takes the isolation from the shards' metadata: a shard that ran
+        # unconfined must not be merged as confined.
+        edit_json(shards[0] / "benchmark.json",
+                  lambda d: d["metadata"].update(isolation={"mode": "bwrap"}))
+        code, out, err = self.report(self.tmp.path / "merged", "--merge", *shards)
+        self.assertEqual(code, 1, out + err)
+        self.assertIn("shard 1/2's benchmark.json metadata.isolation",
+                      (self.tmp.path / "merged" / "benchmark.md").read_text("utf-8"))
+
+
 class ReportExitCodeTest(IterationTest):
     """Item 9: `report` exits as `run` did on the same results."""
 

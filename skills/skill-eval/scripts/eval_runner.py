@@ -11892,7 +11892,13 @@ def shards_check(shards: list[dict[str, Any]]) -> dict[str, Any]:
     changes, files, unverifiable = [], 0, 0
     for shard in shards:
         found, checked, unknown = run_file_changes(shard["folder"], shard["checked"])
-        changes += found
+        model = Benchmark.from_json(shard["benchmark"], shard["folder"] / BENCHMARK_FILE)
+        found += unlisted_cells(shard["folder"], model)
+        if not found and not unknown:  # its metadata is merged: its word is checked too
+            found += benchmark_differences(shard["folder"], model)
+        changes += [{**change, "path": f"shard {shard['shard']['label']}'s {change['path']}"}
+                    if change["path"].startswith(BENCHMARK_FILE) else change
+                    for change in found]
         files, unverifiable = files + checked, unverifiable + unknown
     return {"checked_by": "report --merge", "files": files, "changed_count": len(changes),
             "changed": changes[:CHANGES_SHOWN], "unverifiable_runs": unverifiable,
