@@ -167,6 +167,24 @@ class ChecksRun(ChecksBase):
                          ["calc/test_calc.py"])
         self.assertEqual(runs["without_skill"]["checks"]["protected_changed"], [])
 
+    def test_a_protect_path_that_names_nothing_stops_the_run_before_any_agent(self) -> None:
+        # Issue 33, item 3: with a misspelt or a pattern protect path, an executor that
+        # rewrote the real test passed at 100% with "Sanity checks: OK".
+        cheat = {"text": "Fixed, all tests pass.", "shell_write_files": {
+            "calc/test_calc.py": "import unittest\n\nclass T(unittest.TestCase):\n"
+                                 "    def test_ok(self):\n        pass\n"}}
+        for protect in ("calc/tests_calc.py", "calc/test_*.py"):
+            with self.subTest(protect=protect):
+                self.tmp.cleanup()
+                self.tmp = TempDir()
+                checks = [dict(RUN_TESTS, protect=[protect])]
+                code, out, err = self.run_suite(fix_suite(checks=checks),
+                                                executors(cheat, cheat))
+                self.assertEqual(code, 2, out + err)
+                self.assertIn(f"protect path {protect!r}", err)
+                self.assertEqual(fake_calls(self.tmp.path), [])
+                self.assertFalse(self.workspace.exists())
+
     def test_several_graders_vote_on_assertions_and_checks_are_counted_once(self) -> None:
         code, out, err = self.run_suite(fix_suite(), executors(FIXES, CLAIMS),
                                         "--grader-runs", "3")

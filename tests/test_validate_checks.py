@@ -25,8 +25,9 @@ class ValidateChecksTests(unittest.TestCase):
         self.tmp = TempDir()
         self.addCleanup(self.tmp.cleanup)
 
-    def validate(self, suite: dict) -> tuple[int, dict, str]:
-        root = make_repo(self.tmp.path, suite, use_git=False)
+    def validate(self, suite: dict, files: dict[str, str] | None = None
+                 ) -> tuple[int, dict, str]:
+        root = make_repo(self.tmp.path, suite, files, use_git=False)
         code, out, _ = call_main(["validate", str(root / "evals/demo/evals.json"), "--json"])
         _, text, err = call_main(["validate", str(root / "evals/demo/evals.json")])
         return code, json.loads(out), text + err
@@ -42,7 +43,8 @@ class ValidateChecksTests(unittest.TestCase):
             {"file": "build/out.json", "json": True},
             {"file": "notes.txt", "exists": False},
             {"answer": "reply", "matches": r"fixed\s+it"},
-        ], common_checks=[{"name": "readme kept", "file": "README.md", "exists": True}]))
+        ], common_checks=[{"name": "readme kept", "file": "README.md", "exists": True}]),
+            {"tests/test_calc.py": "import unittest\n"})
         self.assertEqual(code, 0, report)
         self.assertEqual(report["counts"]["checks"], 6)
         # A case with checks has something to score: the one warning is that a single case
@@ -153,7 +155,8 @@ class ValidateChecksTests(unittest.TestCase):
         from tests.helpers import PROJECT
         text = (PROJECT / "skills/skill-eval/references/checks.md").read_text(encoding="utf-8")
         example = json.loads(text.split("```json\n", 1)[1].split("```", 1)[0])
-        root = make_repo(self.tmp.path, example, {"README.md": "x\n"}, use_git=False,
+        root = make_repo(self.tmp.path, example, {"README.md": "x\n", "calc/test_calc.py": "",
+                                                  "calc/calc.py": ""}, use_git=False,
                          skill_md="---\nname: bugfix\ndescription: Use to fix bugs.\n---\n")
         code, out, err = call_main(["validate", str(root / "evals/bugfix/evals.json"), "--json"])
         report = json.loads(out)
@@ -162,6 +165,79 @@ class ValidateChecksTests(unittest.TestCase):
         self.assertEqual([w["message"].split(":")[0] for w in report["warnings"]],
                          ["1 eval(s) cannot give a verdict"])
         self.assertEqual(report["counts"]["checks"], 4)
+
+
+class ProtectPathTests(unittest.TestCase):
+    """Issue 33, item 3: a protect path is a literal file or folder of the tree every sandbox
+    gets (the case's fixtures included), never a pattern; one that names nothing is refused
+    by validate, and so by run, which launches nothing."""
+
+    def setUp(self) -> None:
+        self.tmp = TempDir()
+        self.addCleanup(self.tmp.cleanup)
+
+    def validate(self, checks: list, **top) -> dict:
+        suite = suite_with(checks, **top)
+        suite["evals"][0]["files"] = ["evals/demo/fixtures/data.txt"]
+        root = make_repo(self.tmp.path, suite, {
+            "calc/calc.py": "def add(a, b):\n    return a - b\n",
+            "calc/test_calc.py": "import unittest\n", "docs/guide.md": "guide\n",
+            "evals/demo/fixtures/data.txt": "1 2\n"})
+        (root / "calc/untracked.py").write_text("x = 1\n", encoding="utf-8")
+        code, out, _ = call_main(["validate", str(root / "evals/demo/evals.json"), "--json"])
+        report = json.loads(out)
+        self.assertEqual(code, 0 if report["ok"] else 2)
+        return report
+
+    def test_a_path_that_names_nothing_is_refused_with_a_did_you_mean_only_when_close(self):
+        checks = [
+            {"run": "true", "protect": ["calc/tests_calc.py"]},           # 0 typo
+            {"run": "true", "protect": ["calc/test_*.py"]},               # 1 a glob
+            {"run": "true", "protect": ["zzz/nothing-like-it.txt"]},      # 2 far from all
+            {"run": "true", "protect": ["calc/untracked.py"]},            # 3 not tracked
+            {"run": "true", "protect": ["skills/demo/SKILL.md"]},         # 4 the package
+            {"run": "true", "protect": ["evals/demo/evals.json"]},        # 5 the suite
+            {"run": "true", "protect": ["calc/", "calc/test_calc.py",    # 6 all fine
+                                        "evals/demo/fixtures/data.txt", "evals/demo/fixtures"]},
+        ]
+        report = self.validate([dict(check, name=f"check {i}") for i, check in enumerate(checks)],
+                               common_checks=[{"name": "kept", "run": "true",
+                                               "protect": ["doc/guide.md"]}])
+        at = {e["json_path"]: e for e in report["errors"]}
+        base = "evals[0].checks"
+        self.assertEqual(sorted(at), sorted(["common_checks[0].protect[0]"] + [
+            f"{base}[{i}].protect[0]" for i in range(6)]))
+        typo = at[f"{base}[0].protect[0]"]
+        self.assertIn("names no file or folder of the delivered tree", typo["message"])
+        self.assertIn("protects nothing", typo["message"])
+        self.assertIn("did you mean 'calc/test_calc.py'?", typo["fix"])
+        self.assertEqual(typo["case_id"], "E01")
+        self.assertIn("did you mean 'docs/guide.md'?", at["common_checks[0].protect[0]"]["fix"])
+        glob = at[f"{base}[1].protect[0]"]
+        self.assertIn("is a pattern: protect paths are literal", glob["message"])
+        self.assertIn("'calc/test_calc.py'", glob["fix"])
+        self.assertIn("(calc/)", glob["fix"])
+        self.assertNotIn("did you mean", at[f"{base}[2].protect[0]"]["fix"])
+        self.assertIn("git does not track it", at[f"{base}[3].protect[0]"]["message"])
+        for i in (4, 5):
+            self.assertIn("never delivered", at[f"{base}[{i}].protect[0]"]["message"])
+
+    def test_a_common_check_must_protect_something_in_every_case(self) -> None:
+        suite = suite_with([], common_checks=[{"run": "true",
+                                               "protect": ["evals/demo/fixtures/data.txt"]}])
+        suite["evals"][0]["files"] = ["evals/demo/fixtures/data.txt"]
+        suite["evals"].append({"id": "E02", "prompt": "Another task.", "expectations": ["x"]})
+        root = make_repo(self.tmp.path, suite, {"evals/demo/fixtures/data.txt": "1 2\n"})
+        code, out, _ = call_main(["validate", str(root / "evals/demo/evals.json"), "--json"])
+        [error] = json.loads(out)["errors"]
+        self.assertEqual((code, error["json_path"]), (2, "common_checks[0].protect[0]"))
+        self.assertIn("(in case E02, whose fixtures lack it)", error["message"])
+
+    def test_a_literal_file_named_like_a_pattern_is_a_file(self) -> None:
+        suite = suite_with([{"run": "true", "protect": ["calc/test_[x].py"]}])
+        root = make_repo(self.tmp.path, suite, {"calc/test_[x].py": "import unittest\n"})
+        code, out, _ = call_main(["validate", str(root / "evals/demo/evals.json"), "--json"])
+        self.assertEqual((code, json.loads(out)["errors"]), (0, []))
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ SPEC_KEYS = frozenset((
     "write_files", "read_skill", "read_paths", "permission_denials",
     "verdicts", "raw_verdicts", "verdict_form", "flood_bytes",
     "shell_write_files", "shell_symlinks", "shell_special", "quote_reads", "noisy",
-    "shell_keep_times", "list_paths", "activate_skills",
+    "shell_keep_times", "list_paths", "activate_skills", "read_tree",
 ))
 SPECIAL_KINDS = ("fifo", "socket", "directory")
 VERDICT_FORMS = ("structured", "text", "fenced", "legacy", "prose")
@@ -760,9 +760,41 @@ def executor_text(spec: dict[str, Any], actions: list[Action], root: str = ".") 
         except OSError as exc:
             entries = f"<{exc.strerror}>"
         text += f"\nlisting {path}: {entries}"
+    if spec.get("read_tree"):
+        text += read_whole_tree(root)
     if spec.get("fault") == "lone_surrogate":
         text += " " + LONE_SURROGATE
     return text
+
+
+def read_whole_tree(root: str) -> str:
+    """A nosy executor: every regular file under its working root (.git included, no link
+    followed), then every object its git can reach (`git cat-file --batch-all-objects`, the
+    borrowed stores included, packs decompressed) and the history (`git log --all -p`)."""
+    parts = []
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(folder, name)
+            if os.path.islink(path) or not os.path.isfile(path):
+                continue
+            try:
+                with open(path, "rb") as handle:
+                    data = handle.read()
+            except OSError:
+                continue
+            parts.append(f"\n\nfile {os.path.relpath(path, root)}:\n"
+                         + data.decode("utf-8", "replace"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    for argv in (["git", "cat-file", "--batch-all-objects", "--batch"],
+                 ["git", "log", "--all", "-p"]):
+        try:
+            done = subprocess.run(argv, cwd=root, env=env, capture_output=True, timeout=60,
+                                  stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        parts.append(f"\n\n{' '.join(argv)}:\n" + done.stdout.decode("utf-8", "replace"))
+    return "".join(parts)
 
 
 def perform_shell_actions(spec: dict[str, Any], root: str) -> None:

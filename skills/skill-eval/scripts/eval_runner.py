@@ -3240,6 +3240,84 @@ def _is_delivered(rel: str, skill_name: str) -> bool:
     return not (len(parts) > 2 and parts[0] == "skills" and parts[1] == skill_name)
 
 
+# -- what no sandbox may hold: the suite, and (for the baseline) the skill under another name --
+
+MIN_COPY_BYTES = 24  # a shorter file (an empty __init__.py, a one-line stub) is nobody's copy
+COPY_READ_CAP = 16 * 1024 * 1024  # a larger file is not compared (nor, in a package, listed)
+
+
+def _read_regular(path: Path | str, cap: int) -> bytes | None:
+    """A regular file's bytes, or None when it is something else or larger than `cap`; a FIFO
+    planted there cannot stall the read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > cap:
+            return None
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            return handle.read(cap + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+@dataclasses.dataclass
+class Fingerprints:
+    """Files no sandbox may hold a copy of, by the SHA-256 of their bytes with CRLF read as LF
+    (so a copy saved with other line endings matches); `sizes` are the sizes such a copy can
+    have, so only files of one of those sizes are read."""
+
+    by_hash: dict[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
+    sizes: set[int] = dataclasses.field(default_factory=set)
+
+    def add(self, data: bytes, kind: str, source: str) -> None:
+        if len(data) < MIN_COPY_BYTES:
+            return
+        lf = data.replace(b"\r\n", b"\n")
+        self.by_hash.setdefault(hashlib.sha256(lf).hexdigest(), (kind, source))
+        self.sizes.update((len(data), len(lf), len(lf) + lf.count(b"\n")))
+
+    def match(self, path: str) -> tuple[str, str] | None:
+        """(kind, the file it copies) when the file at `path` is one of them."""
+        try:
+            if os.stat(path).st_size not in self.sizes:
+                return None
+        except OSError:
+            return None
+        data = _read_regular(path, COPY_READ_CAP)
+        if data is None:
+            return None
+        return self.by_hash.get(hashlib.sha256(data.replace(b"\r\n", b"\n")).hexdigest())
+
+
+def delivery_fingerprints(root: Path, skill_name: str, suite_path: Path | None,
+                          revisions: dict[str, RevisionPackage]) -> Fingerprints:
+    """The suite file and every file of the skill package (the working tree's and each
+    revision's). The task material kept beside a suite inside the package (skill-creator's
+    evals/ folder) is left out: its files reach both arms as fixtures."""
+    prints = Fingerprints()
+    held = withheld_suite_part(root, skill_name, suite_path) if suite_path else None
+    if suite_path is not None:
+        data = _read_regular(suite_path, COPY_READ_CAP)
+        if data is not None:
+            prints.add(data, "suite", "the eval suite")
+    for path in _walk_files(root / "skills" / skill_name):
+        rel = path.relative_to(root).as_posix()
+        if held and (rel == held or rel.startswith(held + "/")):
+            continue
+        data = _read_regular(path, COPY_READ_CAP)
+        if data is not None:
+            prints.add(data, "skill", rel)
+    for package in revisions.values():
+        for rel, (data, _) in package.contents.items():
+            prints.add(data, "skill", f"{rel} at {package.revision}")
+    return prints
+
+
 @dataclasses.dataclass
 class RevisionPackage:
     """The skill package exactly as committed at one revision, read from the checkout's git
@@ -3396,23 +3474,70 @@ class RepoSnapshot:
     skill_copy: Path | None = None
     skill_sha256: str = ""
     skill_unreadable: dict[str, str] = dataclasses.field(default_factory=dict)
+    skill_name: str = ""
+    real_suite: str = ""  # the suite file's real path: no sandbox gets it, under any name
+    fingerprints: Fingerprints = dataclasses.field(default_factory=Fingerprints)
+    # Repository files no sandbox of any arm gets (the suite, links to what is never
+    # delivered, copies of the suite or of a package file): path -> {"kind", "reason"}.
+    kept_back: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    screened: dict[str, dict[str, str] | None] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def take(cls, root: Path, skill_name: str, withheld: dict[str, str] | None = None,
-             revisions: dict[str, RevisionPackage] | None = None) -> RepoSnapshot:
+             revisions: dict[str, RevisionPackage] | None = None,
+             suite_path: Path | None = None) -> RepoSnapshot:
         """`withheld`: package files (repository-relative) never delivered, with the reason;
-        `revisions`: the packages of the arms that run the skill as committed at a revision."""
+        `revisions`: the packages of the arms that run the skill as committed at a revision;
+        `suite_path`: the suite, which no sandbox gets wherever it lives."""
         listed, source = _list_repository(root)
-        base = sorted(rel for rel in listed if _is_delivered(rel, skill_name))
         skill_dir = root / "skills" / skill_name
         withheld = dict(withheld or {})
         skill = sorted(rel for rel in (p.relative_to(root).as_posix() for p in
                                        _walk_files(skill_dir)) if rel not in withheld)
-        linked = frozenset(rel for rel in base if os.path.islink(root / rel))
-        return cls(root, base, skill, source, linked, withheld=withheld,
-                   linked_skill_files=frozenset(rel for rel in skill
-                                                if os.path.islink(root / rel)),
-                   revisions=dict(revisions or {}))
+        snapshot = cls(root, [], skill, source, withheld=withheld,
+                       linked_skill_files=frozenset(rel for rel in skill
+                                                    if os.path.islink(root / rel)),
+                       revisions=dict(revisions or {}), skill_name=skill_name,
+                       real_suite=os.path.realpath(suite_path) if suite_path else "")
+        snapshot.fingerprints = delivery_fingerprints(root, skill_name, suite_path,
+                                                      snapshot.revisions)
+        delivered = sorted(rel for rel in listed if _is_delivered(rel, skill_name))
+        snapshot.kept_back = {rel: why for rel in delivered
+                              if (why := snapshot.kept_back_reason(rel)) is not None}
+        snapshot.base_files = [rel for rel in delivered if rel not in snapshot.kept_back]
+        snapshot.linked_files = frozenset(rel for rel in snapshot.base_files
+                                          if os.path.islink(root / rel))
+        return snapshot
+
+    def kept_back_reason(self, rel: str) -> dict[str, str] | None:
+        """Why no sandbox may get `rel` ({"kind", "reason"}), or None. Kind "suite": the suite
+        or a link to it or a copy of it; "skill": a link into the skill package or a copy of
+        one of its files (the baseline would get the skill); "undelivered": a link to what is
+        never delivered (evals/, .git). Decided once per path."""
+        if rel not in self.screened:
+            self.screened[rel] = self._screen(rel)
+        return self.screened[rel]
+
+    def _screen(self, rel: str) -> dict[str, str] | None:
+        real = self.resolve(rel)
+        if real is None:
+            return None  # the copier records a link out of the repository
+        target = Path(os.path.relpath(real, self.resolve("") or "")).as_posix()
+        if real == self.real_suite:
+            return {"kind": "suite", "reason": "the eval suite" if target == rel
+                    else f"a link to the eval suite {target}"}
+        if target != rel:
+            package = os.path.realpath(self.root / "skills" / self.skill_name)
+            if _is_within(Path(real), Path(package)):
+                return {"kind": "skill", "reason": f"a link to {target}, in the skill package"}
+            if not _is_delivered(target, self.skill_name):
+                return {"kind": "undelivered",
+                        "reason": f"a link to {target}, which is never delivered"}
+        found = self.fingerprints.match(real)
+        if found is None:
+            return None
+        kind, source = found
+        return {"kind": kind, "reason": f"a copy of {source}"}
 
     def resolve(self, rel: str) -> str | None:
         """The file a repository path names, links followed; None if that leaves the
@@ -3683,6 +3808,107 @@ def _list_repository(root: Path) -> tuple[list[str], str]:
     return [p.relative_to(root).as_posix() for p in _walk_files(root)], "folder walk"
 
 
+# -- what validate says about delivery: protect paths, files kept from every sandbox ----------
+
+PROTECT_PATTERN_CHARS = set("*?[")
+
+
+def delivery_problems(suite: Suite) -> list[Problem]:
+    """Checked against the tree every sandbox gets, listed as `run` lists it: a protect path
+    must name a delivered file, or a folder holding one (literally: protect takes no patterns);
+    a file kept from every sandbox (the skill or the suite under another name) is a warning."""
+    snapshot = RepoSnapshot.take(suite.root, suite.skill_name, suite_path=suite.path)
+    problems = protect_problems(suite, snapshot)
+    kept = dict(snapshot.kept_back)
+    for rel in sorted({inner for case in suite.cases for entry in case.files
+                       for inner in fixture_paths(snapshot, entry)}):
+        why = snapshot.kept_back_reason(rel)
+        if why is not None:
+            kept[rel] = why
+    for rel, why in sorted(kept.items()):
+        if why["reason"] != "the eval suite":
+            problems.append(Problem(
+                "warning", f"{rel} is {why['reason']}; no sandbox gets it", str(suite.path),
+                fix="leave it if the task does not need it; otherwise keep the skill and the "
+                "suite out of the task's files (a link or a copy hands the baseline the skill "
+                "or every sandbox the assertions)"))
+    return problems
+
+
+def protect_problems(suite: Suite, snapshot: RepoSnapshot) -> list[Problem]:
+    """A protect path that names nothing delivered protects nothing: the executor could rewrite
+    the real test and the check would pass. Each must name, in every case whose checks use it,
+    a delivered file or a folder holding one (the case's fixtures count)."""
+    delivered = set(snapshot.base_files)
+    folders = {rel.rsplit("/", 1)[0] for rel in delivered if "/" in rel}
+    folders |= {f.rsplit("/", i)[0] for f in list(folders) for i in range(1, f.count("/") + 1)}
+    uses = [(f"common_checks[{i}]", check, suite.cases or [None])
+            for i, check in enumerate(suite.common_checks)]
+    uses += [(f"evals[{case.index}].checks[{i}]", check, [case])
+             for case in suite.cases for i, check in enumerate(case.checks)]
+    problems = []
+    for where, check, cases in uses:
+        for j, rel in enumerate(check.protect):
+            missing = [case for case in cases
+                       if not _protects_something(rel, delivered, folders, suite.root, case)]
+            if missing:
+                problems.append(_protect_problem(rel, f"{where}.protect[{j}]", suite, snapshot,
+                                                 missing, sorted(delivered | folders)))
+    return problems
+
+
+def _protects_something(rel: str, delivered: set[str], folders: set[str], root: Path,
+                        case: Case | None) -> bool:
+    if rel in delivered or rel in folders:
+        return True
+    for entry in case.files if case is not None else []:
+        if entry == rel or entry.startswith(rel + "/"):
+            return True
+        if rel.startswith(entry + "/") and os.path.lexists(root / rel):
+            return True  # inside a fixture folder
+    return False
+
+
+def _protect_problem(rel: str, json_path: str, suite: Suite, snapshot: RepoSnapshot,
+                     missing: list[Case | None], known: list[str]) -> Problem:
+    cases = [case for case in missing if case is not None]
+    case_id = str(cases[0].id) if len(cases) == 1 and len(missing) == len(cases) else None
+    partly = (f" (in case {', '.join(str(case.id) for case in cases)}, whose fixtures lack it)"
+              if len(missing) < len(suite.cases or [None]) else "")
+    nothing = (f"{partly}; a protect path that names nothing protects nothing, and an executor "
+               "that rewrote the real file would pass the check")
+    if PROTECT_PATTERN_CHARS & set(rel):
+        wild = re.escape(rel).replace(r"\*", ".*").replace(r"\?", ".")
+        matches = [p for p in known if re.fullmatch(wild, p)][:5]
+        parent = rel.rsplit("/", 1)[0] if "/" in rel else ""
+        return Problem("error", f"protect path {rel!r} is a pattern: protect paths are literal "
+                       "file or folder names, and none is named this" + nothing,
+                       str(suite.path), json_path, case_id,
+                       (f"list the files themselves: {', '.join(map(repr, matches))}"
+                        if matches else "name the files literally") +
+                       (f", or the folder that holds them ({parent}/)"
+                        if parent and not PROTECT_PATTERN_CHARS & set(parent) else ""))
+    why = snapshot.kept_back.get(rel)
+    if why is not None or not _is_delivered(rel, suite.skill_name):
+        reason = why["reason"] if why else ("it lies under evals/, in the skill package or "
+                                            "in a folder never delivered")
+        return Problem("error", f"protect path {rel!r} is never delivered to a sandbox "
+                       f"({reason})" + nothing, str(suite.path), json_path, case_id,
+                       "protect a file or folder of the task the check runs against")
+    if os.path.lexists(suite.root / rel) and snapshot.listing_source == "git ls-files":
+        return Problem("error", f"protect path {rel!r} exists but git does not track it, so "
+                       "no sandbox gets it" + nothing, str(suite.path), json_path, case_id,
+                       f"git add {rel}, or protect a tracked file")
+    folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
+    siblings = [p for p in known if (p.rsplit("/", 1)[0] if "/" in p else "") == folder]
+    close = (difflib.get_close_matches(rel, siblings, n=1, cutoff=0.8)
+             or difflib.get_close_matches(rel, known[:20000], n=1, cutoff=0.8))
+    return Problem("error", f"protect path {rel!r} names no file or folder of the delivered "
+                   "tree" + nothing, str(suite.path), json_path, case_id,
+                   (f"did you mean {close[0]!r}? " if close else "") +
+                   "name a tracked file or folder (git ls-files lists what a sandbox gets)")
+
+
 def sandbox_base_dir() -> Path:
     return Path(os.environ.get(SANDBOX_ROOT_ENV) or tempfile.gettempdir())
 
@@ -3711,6 +3937,7 @@ class FileCopier:
         self.made_dirs: set[str] = set()
         self.skipped: list[dict[str, str]] = []
         self.fixture_files: list[str] = []
+        self.kept_back: dict[str, dict[str, str]] = {}  # fixtures no sandbox may get
         self.copied = 0
 
     def copy(self, rel: str) -> None:
@@ -3732,14 +3959,24 @@ class FileCopier:
             self.skipped.append({"path": rel, "reason": "missing or not a regular file"})
 
     def copy_fixture(self, rel: str) -> None:
-        real = self.snapshot.resolve(rel)
-        if real is not None and os.path.isdir(real):
-            for path in _walk_files(Path(real)):
-                inner = f"{rel}/{path.relative_to(real).as_posix()}"
+        """A fixture file, or each file of a fixture folder, unless it is a copy of the suite
+        or of a package file."""
+        for inner in fixture_paths(self.snapshot, rel):
+            if inner != rel:
                 self.fixture_files.append(inner)
+            why = self.snapshot.kept_back_reason(inner)
+            if why is None:
                 self.copy(inner)
-        else:
-            self.copy(rel)
+            else:
+                self.kept_back[inner] = why
+
+
+def fixture_paths(snapshot: RepoSnapshot, rel: str) -> list[str]:
+    """The files a fixture entry delivers: itself, or each file of the folder it names."""
+    real = snapshot.resolve(rel)
+    if real is not None and os.path.isdir(real):
+        return [f"{rel}/{path.relative_to(real).as_posix()}" for path in _walk_files(Path(real))]
+    return [rel]
 
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -3913,6 +4150,10 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, ba
         "withheld_from_skill_package": [{"path": rel, "reason": reason} for rel, reason
                                         in sorted(snapshot.withheld.items())] if with_skill else [],
         "kept": False, "removed": False})
+    kept_back = {**snapshot.kept_back, **copier.kept_back}
+    if kept_back:  # the suite or the skill under another name: none of this cell got it
+        sandbox.record["withheld"] = [{"path": rel, **why} for rel, why in sorted(
+            kept_back.items())]
     if delivered is not None:
         sandbox.record["skill_package_sha256"] = delivered
     if revision is not None:
@@ -8096,6 +8337,7 @@ def sanity_checks(benchmark: Benchmark, records: list[RunRecord]) -> SanityCheck
     flags += _judge_flags(benchmark)
     flags += _iteration_flags(benchmark, meta)
     flags += _activation_flags(benchmark)
+    flags += _kept_back_flags(records)
     return SanityChecks(_review_status(flags), tuple(flags))
 
 
@@ -8145,6 +8387,24 @@ def _run_flags(records: list[RunRecord]) -> list[SanityFlag]:
                                "the without_skill executor read the target skill's SKILL.md",
                                **where))
     return flags
+
+
+def _kept_back_flags(records: list[RunRecord]) -> list[SanityFlag]:
+    """One warning per repository path kept from every sandbox because it is the skill under
+    another name (a link into the package, a copy of one of its files): the baseline would
+    have read the skill through it, and a task that needs the file went without it."""
+    found: dict[str, str] = {}
+    for record in records:
+        entries = (record.sandbox or {}).get("withheld") if isinstance(record.sandbox, dict) \
+            else None
+        for entry in entries if isinstance(entries, list) else []:
+            if (isinstance(entry, dict) and entry.get("kind") == "skill"
+                    and isinstance(entry.get("path"), str)):
+                found.setdefault(entry["path"], str(entry.get("reason") or ""))
+    return [_flag("warning", "baseline_contamination",
+                  f"{path} is {reason[:200]}: withheld from every sandbox, so without_skill "
+                  "runs could not read the skill through it; make sure the task does not need "
+                  "it") for path, reason in sorted(found.items())]
 
 
 def _implausible_metric_flags(record: RunRecord, where: dict[str, Any]) -> list[SanityFlag]:
@@ -11100,7 +11360,8 @@ def run_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
                                                         suite.skill_name)
     withheld = package_withholdings(suite.root, suite.skill_name, suite.path,
                                     suite.secret_texts())
-    snapshot = RepoSnapshot.take(suite.root, suite.skill_name, withheld, plan.revisions)
+    snapshot = RepoSnapshot.take(suite.root, suite.skill_name, withheld, plan.revisions,
+                                 suite.path)
     try:
         # Until its manifest is on disk an iteration can be neither reported nor resumed: an
         # interrupt or a failed write before then leaves no iteration and no template.
@@ -11119,6 +11380,7 @@ def run_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
             "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name,
                                                                    plan.provider),
             "withheld_from_skill_package": withheld, "isolation": launch["isolation"],
+            "withheld_from_every_sandbox": snapshot.kept_back,
             "fixture_status": {"before": fixture_status(suite.root, fixtures)},
             "arms": arm_records(suite, options.configs, snapshot.revisions),
             "skill_snapshot": skill_snapshot_record(snapshot, options.configs), **sharding,
@@ -12163,8 +12425,16 @@ def verdict_shortfall(evals: int) -> str | None:
             "scored in both configs, so the result can only be inconclusive")
 
 
-def load_valid_suite(suite: str, repo_root: str | None) -> Suite:
+def load_suite_and_delivery(suite: str, repo_root: str | None) -> LoadedSuite:
+    """The suite checked, then, once it is valid, against the tree its sandboxes get."""
     loaded = load_suite(suite, repo_root)
+    if loaded.suite is not None and not loaded.errors:
+        loaded.problems += delivery_problems(loaded.suite)
+    return loaded
+
+
+def load_valid_suite(suite: str, repo_root: str | None) -> Suite:
+    loaded = load_suite_and_delivery(suite, repo_root)
     for warning in loaded.warnings:
         print(warning.render(), file=sys.stderr)
     if loaded.errors or loaded.suite is None:
@@ -13090,7 +13360,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    loaded = load_suite(args.suite, args.repo_root)
+    loaded = load_suite_and_delivery(args.suite, args.repo_root)
     shortfall = verdict_shortfall(len(loaded.suite.cases)) if loaded.suite and \
         loaded.suite.cases and not loaded.errors else None
     if shortfall:
