@@ -226,6 +226,18 @@ class FurtherEditsTest(IterationTest):
                           lambda m: m.update(adaptive=json.loads(
                               (iteration / "benchmark.json").read_text())["adaptive"]))
                 self.assert_modified(iteration, named)
+        # A manifest that claims a billion looks is not replayed for ever; one that is a link
+        # is not read.
+        (iteration / "benchmark.json").write_text(pristine, encoding="utf-8")
+        manifest = iteration / "iteration_manifest.json"
+        edit_json(manifest, lambda m: m.update(adaptive={
+            **json.loads(pristine)["adaptive"], "waves_run": 10 ** 9}))
+        self.assert_modified(iteration, "1000000000 waves run of 5")
+        copy = self.tmp.path / "manifest.json"
+        shutil.copy(manifest, copy)
+        manifest.unlink()
+        manifest.symlink_to(copy)
+        self.assert_modified(iteration, "iteration_manifest.json")
 
     def test_a_shards_edited_benchmark_is_flagged_by_the_merge(self) -> None:
         self.root = self.repo(demo_suite(2))

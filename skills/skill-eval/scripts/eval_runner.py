@@ -10631,10 +10631,12 @@ def _subfolders(path: str, wanted: Callable[[str], Any]) -> list[str]:
 def benchmark_differences(folder: Path, stored: Benchmark) -> list[dict[str, str]]:
     """Where benchmark.json differs from the benchmark its verified cells give (up to three
     JSON paths); [] when they agree."""
-    try:
-        manifest = read_manifest(folder).data
-    except InputError:  # a copied-out benchmark and its run files: the cells alone say
-        manifest = {}
+    manifest: dict[str, Any] = {}
+    if os.path.lexists(folder / "iteration_manifest.json"):  # else a copied-out benchmark
+        try:
+            manifest = read_manifest(folder).data
+        except InputError as exc:
+            return [{"path": "iteration_manifest.json", "change": exc.message}]
     merged = manifest.get("merged") if manifest else "merged_from" in stored.metadata
     entry = manifest.get("adaptive") if manifest else stored.adaptive
     try:
@@ -10644,7 +10646,7 @@ def benchmark_differences(folder: Path, stored: Benchmark) -> list[dict[str, str
     except InputError as exc:
         return [{"path": BENCHMARK_FILE, "change": f"its cells cannot be read back "
                  f"({exc.message})"}]
-    except MALFORMED_DATA as exc:
+    except (*MALFORMED_DATA, ArithmeticError) as exc:
         return [{"path": BENCHMARK_FILE, "change": f"it cannot be worked out again from its "
                  f"cells ({type(exc).__name__}: {exc})"}]
     return [{"path": f"{BENCHMARK_FILE} {where}", "change": f"says {said}, the run files give "
@@ -10742,6 +10744,9 @@ def manifest_metadata(manifest: dict[str, Any], meta: dict[str, Any]) -> dict[st
     return {key: value for key, value in found.items() if value is not None}
 
 
+MAX_RECORDED_WAVES = 10_000  # far above any --runs; a bound on the looks made again
+
+
 def recomputed_adaptive(entry: Any, records: list[RunRecord], configs: Sequence[str],
                         keys: list[str]) -> dict[str, Any] | None:
     """An adaptive iteration's looks made again from its cells. A shard's entry looks at
@@ -10750,6 +10755,11 @@ def recomputed_adaptive(entry: Any, records: list[RunRecord], configs: Sequence[
     if not isinstance(entry, dict) or not entry.get("looks"):
         return entry if isinstance(entry, dict) else None
     waves_max, waves = entry["waves_max"], entry["waves_run"]
+    ran = max((record.run_number for record in records), default=0)
+    if not (isinstance(waves, int) and isinstance(waves_max, int)
+            and 1 <= waves <= min(waves_max, ran) and waves_max <= MAX_RECORDED_WAVES):
+        raise ValueError(f"adaptive: {waves!r} waves run of {waves_max!r} is not what its "
+                         f"cells ({ran} runs) allow")
     history = []
     for wave in range(1, waves + 1):
         seen = [record for record in records if record.run_number <= wave]
