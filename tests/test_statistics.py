@@ -18,6 +18,7 @@ import json
 import math
 import os
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -896,7 +897,7 @@ class IdentityAndCompareTest(EndToEndCase):
         self.assertEqual(runner.comparability(edited.model, first.model),
                          "different series: skill changed")
         code, out, _ = call_main(["report", str(edited.dir), "--compare", str(first.dir)])
-        self.assertEqual(code, 0)
+        self.assertEqual(code, edited.code)  # as the run of that iteration
         self.assertIn(": different series: skill changed;", out)
         self.assertIn("Comparability: different series: skill changed",
                       (edited.dir / "comparison.md").read_text("utf-8"))
@@ -910,8 +911,8 @@ class IdentityAndCompareTest(EndToEndCase):
         del legacy["metadata"]["identity"]
         self.assertTrue(runner.comparability(second.model, model(legacy)).startswith("unknown"))
         self.assertTrue(runner.comparability(model(legacy), second.model).startswith("unknown"))
-        legacy_dir = self.tmp.path / "legacy-iteration"
-        legacy_dir.mkdir()
+        legacy_dir = self.tmp.path / "legacy-iteration"  # its run files too: --compare checks them
+        shutil.copytree(first.dir, legacy_dir)
         (legacy_dir / "benchmark.json").write_text(json.dumps(legacy), "utf-8")
         code, out, _ = call_main(["report", str(second.dir), "--compare", str(legacy_dir)])
         self.assertEqual(code, 0)

@@ -10592,7 +10592,10 @@ def verify_iteration(benchmark: Benchmark, iteration_dir: Path,
     folder = Path(iteration_dir)
     changes, files, unverifiable = run_file_changes(folder, benchmark.file_entries())
     changes += unlisted_cells(folder, benchmark)
-    if not changes and not unverifiable and (benchmark.runs or benchmark.unscored_runs):
+    listed = (*benchmark.runs, *benchmark.unscored_runs)
+    # A run with no hashes (an older runner, or a benchmark built by hand) has no files
+    # known to be the runner's to work anything out from.
+    if not changes and listed and all(run.files_sha256 for run in listed):
         changes += benchmark_differences(folder, benchmark)
     return {"checked_by": checked_by, "files": files, "changed_count": len(changes),
             "changed": changes[:CHANGES_SHOWN], "unverifiable_runs": unverifiable,
