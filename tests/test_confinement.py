@@ -465,7 +465,8 @@ class ChooseConfinementTest(unittest.TestCase):
                 mock.patch.object(runner, "probe_bwrap", return_value=None) as probe, \
                 mock.patch.object(runner, "bwrap_version", return_value="0.4.0"):
             chosen = runner.choose_confinement("auto", 64)
-        probe.assert_called_once_with("/usr/bin/bwrap", None)  # probed without --size
+        probe.assert_called_once_with("/usr/bin/bwrap", None,  # probed without --size
+                                      runner.DEFAULT_MAX_PROCESSES)
         record = chosen.to_json()
         self.assertEqual((record["mode"], record["tmp_size_bytes"]), ("bwrap", None))
         self.assertIn("bwrap 0.4.0 has no --size option", record["tmp_size_reason"])
@@ -528,7 +529,7 @@ class BwrapArgvTest(unittest.TestCase):
             self.assertEqual(argv[argv.index("--uid") + 1], str(runner.CONFINED_UID))
 
     def test_the_private_tmp_gets_the_size_asked_for(self) -> None:
-        argv = self.argv(tmp_size=8 << 20)
+        argv = self.argv(limits=runner.Limits(tmp_size=8 << 20))
         at = argv.index("/tmp")
         self.assertEqual(argv[at - 3:at + 1], ["--size", str(8 << 20), "--tmpfs", "/tmp"])
         self.assertNotIn("--size", self.argv())  # unsized only when no size is given

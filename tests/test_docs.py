@@ -63,8 +63,35 @@ class ReadmeTests(unittest.TestCase):
 
     def test_exit_codes_match_the_runner(self) -> None:
         for code in (runner.EXIT_OK, runner.EXIT_REVIEW, runner.EXIT_INVALID,
-                     runner.EXIT_ENVIRONMENT, runner.EXIT_INTERRUPTED):
+                     runner.EXIT_ENVIRONMENT, runner.EXIT_INTERNAL, runner.EXIT_INTERRUPTED):
             self.assertRegex(README, rf"\n\| {code} \|")
+
+    def test_skill_md_names_every_exit_code(self) -> None:
+        skill = (PROJECT / "skills" / "skill-eval" / "SKILL.md").read_text(encoding="utf-8")
+        line = " ".join(skill.split("- Exit codes:", 1)[1].split("\n- ", 1)[0].split())
+        for code, word in ((runner.EXIT_OK, "clean"), (runner.EXIT_REVIEW, "finished"),
+                           (runner.EXIT_INVALID, "invalid"),
+                           (runner.EXIT_ENVIRONMENT, "agent CLI"),
+                           (runner.EXIT_INTERNAL, "internal error"),
+                           (runner.EXIT_INTERRUPTED, "interrupted")):
+            self.assertRegex(line, rf"(^|; ){code} {word}", f"SKILL.md leaves out exit {code}")
+
+    def help_of(self, option: str) -> str:
+        parser = runner.build_parser()
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        action = next(a for a in sub.choices["run"]._actions if option in a.option_strings)
+        return action.help
+
+    def test_skill_path_help_and_readme_say_the_same(self) -> None:
+        row = re.search(r"\n\| `--skill-path P` \| (.*) \|\n", README).group(1)
+        self.assertEqual(row, self.help_of("--skill-path"))
+        self.assertIn("must name skills/<skill_name>/SKILL.md", row)
+
+    def test_deadline_help_says_it_ends_running_cells_too(self) -> None:
+        for text in (self.help_of("--deadline"),
+                     re.search(r"\n\| `--deadline S` \| (.*) \|\n", README).group(1)):
+            self.assertIn("still running are ended", text)
+            self.assertIn("not started are cancelled", text)
 
 
 # Prints the module of every test `python3 -m unittest` would run from the project root.

@@ -156,6 +156,16 @@ class OpenCodeE2ETest(MoreAgentsTestBase):
         (self.tmp.path / "sandboxes" / "opencode.json").write_text('{"agent": {"evil": {}}}')
         return {"OPENCODE_CONFIG": str(self.tmp.path / "missing.json")}
 
+    def test_a_model_it_cannot_find_fails_the_cell_and_points_at_the_model(self) -> None:
+        # nope/x: no provider the runner can check beforehand (no cached catalog); the CLI
+        # then prints only "UnknownError: Unexpected server error", as 1.18.33 does
+        code, _, err = self.run_suite("--config", "without_skill", "--model", "nope/x")
+        self.assertEqual(code, 1, err)
+        rec = self.record("without_skill")
+        self.assertEqual(rec["status"], "executor_failed")
+        self.assertIn("UnknownError: Unexpected server error", rec["failure"]["detail"])
+        self.assertIn("check --model and `opencode models`", rec["failure"]["detail"])
+
     def test_with_and_without_skill_graded_in_fresh_homes(self) -> None:
         calls = self.check_scored_both()
         for call in calls:

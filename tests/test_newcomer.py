@@ -61,13 +61,15 @@ class AgentLookupTests(unittest.TestCase):
 
 
 class ReadmeFirstRunTests(unittest.TestCase):
-    """README's command for a machine without an agent CLI gives a complete run."""
+    """README's command for a machine without an agent CLI gives a complete run, with each
+    of the four agents as the README says (only --agent changed)."""
 
-    def test_the_readme_command_runs_every_cell(self) -> None:
+    def test_the_readme_command_runs_every_cell_with_each_agent(self) -> None:
         text = (PROJECT / "README.md").read_text(encoding="utf-8")
         section = text.split("### Try it without an agent CLI", 1)[1]
         command = re.search(r"```\n(.*?)\n```", section, re.DOTALL).group(1).strip()
         self.assertIn("tests/fakes", command)
+        self.assertTrue(command.endswith("--agent claude"), command)
         tmp = TempDir()
         self.addCleanup(tmp.cleanup)
         clone = tmp.path / "clone"
@@ -75,17 +77,23 @@ class ReadmeFirstRunTests(unittest.TestCase):
             shutil.copytree(PROJECT / rel, clone / rel,
                             ignore=shutil.ignore_patterns("workspace", "__pycache__"))
         subprocess.run(["git", "init", "-q"], cwd=clone, check=True)
-        # No agent CLI anywhere on PATH: only system folders.
+        # No agent CLI anywhere on PATH: only system folders; a home with no sign-in.
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp.path),
                "SKILL_EVAL_SANDBOX_ROOT": str(tmp.path), "TMPDIR": str(tmp.path)}
-        if shutil.which("claude", path=env["PATH"]):
-            self.skipTest("a claude CLI is installed in a system folder")
-        done = subprocess.run(["bash", "-c", command], cwd=clone, env=env, capture_output=True,
-                              text=True, timeout=300, stdin=subprocess.DEVNULL)
-        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
-        self.assertRegex(done.stdout, r"\((\d+) runs, \1 scored, 0 excluded\)")
-        self.assertTrue((clone / "evals/skill-eval/workspace/claude/iteration-1/benchmark.md")
-                        .is_file())
+        for agent in ("claude", "codex", "gemini", "opencode"):
+            with self.subTest(agent=agent):
+                if shutil.which(agent, path=env["PATH"]):
+                    self.skipTest(f"a {agent} CLI is installed in a system folder")
+                argv = command[:-len("claude")] + agent
+                done = subprocess.run(["bash", "-c", argv], cwd=clone, env=env,
+                                      capture_output=True, text=True, timeout=300,
+                                      stdin=subprocess.DEVNULL)
+                self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+                self.assertRegex(done.stdout, r"\((\d+) runs, \1 scored, 0 excluded\)")
+                self.assertIn("Executor-only tokens (grader excluded): with_skill ",
+                              done.stdout)
+                self.assertTrue((clone / f"evals/skill-eval/workspace/{agent}/iteration-1/"
+                                 "benchmark.md").is_file())
 
 
 if __name__ == "__main__":

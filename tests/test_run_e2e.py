@@ -831,6 +831,30 @@ class ReportTests(RunTestCase):
         self.assertEqual(done.stdout, out)
         self.assertEqual(len(self.calls()), calls_before, "report launched an agent")
 
+    def test_report_on_the_agent_folder_takes_its_newest_finished_iteration(self) -> None:
+        root = self.repo({"skill_name": "demo", "evals": [case("E01", "go.", ["It goes."])]})
+        for _ in range(2):
+            code, out, err = self.run_main(root, self.env(), "--agent", "claude", "--quiet")
+            self.assertEqual(code, 0, err)
+        agent_dir = self.iteration(root).parent
+        (agent_dir / "iteration-3").mkdir()  # started, never finished: no benchmark.json
+        code, out, err = call_main(["report", str(agent_dir)])
+        self.assert_exit(code, 0, out, err)
+        self.assertIn(f"{agent_dir} holds 3 iteration(s); reporting the newest finished one, "
+                      "iteration-2 (the others: iteration-3, iteration-1)", err)
+        self.assertIn(f"Benchmark: {agent_dir / 'iteration-2' / 'benchmark.md'}", out)
+        # --compare takes the same shorthand
+        code, out, err = call_main(["report", str(agent_dir / "iteration-1"), "--compare",
+                                    str(agent_dir)])
+        self.assert_exit(code, 0, out, err)
+        self.assertIn(f"Comparison with {agent_dir / 'iteration-2'}: same inputs", out)
+        # a folder whose iterations all stopped short: said, exit 2
+        empty = self.tmp.path / "ws-none"
+        (empty / "iteration-1").mkdir(parents=True)
+        code, out, err = call_main(["report", str(empty)])
+        self.assert_exit(code, 2, out, err)
+        self.assertIn("none has a benchmark.json", err)
+
     def test_missing_or_garbage_benchmark_exits_2(self) -> None:
         folder = self.tmp.path / "iteration-1"
         folder.mkdir()
@@ -975,6 +999,76 @@ class MetricsTests(RunTestCase):
         summary = bench["run_summary"]["with_skill"]
         self.assertEqual((summary["tokens"]["mean"], summary["tokens"]["n"]), (1305, 1))
         self.assertIsNone(summary["tokens"]["stddev"])
+
+    def summary_lines(self, out: str) -> dict[str, str]:
+        return {line.split(" (grader excluded): ")[0]: line.split(" (grader excluded): ")[1]
+                for line in out.splitlines() if line.startswith("Executor-only ")}
+
+    def test_run_summary_shows_executor_only_time_and_tokens_per_config(self) -> None:
+        script = {"executor": {"usage": self.USAGE, "duration_ms": 2000},
+                  "grader": {"usage": {"input_tokens": 999999}, "duration_ms": 99000},
+                  "cases": [{"match": "TASK-BROKEN", "role": "executor",
+                             "spec": {"usage": {**self.USAGE, "output_tokens": 256},
+                                      "duration_ms": 4000}}]}
+        root = self.repo(self.suite())
+        code, out, err = self.run_main(root, self.env(script), "--agent", "claude")
+        self.assert_exit(code, 0, out, err)
+        lines = self.summary_lines(out)
+        # E01: 1305 tokens in 2.0 s, E02: 1505 in 4.0 s; the grader's numbers never count.
+        for config in ("with_skill", "without_skill"):
+            self.assertIn(f"{config} 3.0 s ± 1.4 s (n=2)", lines["Executor-only time"])
+            self.assertIn(f"{config} 1,405 ± 141 (n=2)", lines["Executor-only tokens"])
+        md = (self.iteration(root) / "benchmark.md").read_text(encoding="utf-8")
+        self.assertIn("| with_skill | 3.0 s ± 1.4 s (n=2) | 1,405 ± 141 (n=2) |", md)
+        self.assertIn("## Execution metrics (executor only)", md)
+
+    def test_one_captured_value_has_no_spread(self) -> None:
+        script = {"executor": {"usage": self.USAGE, "duration_ms": 2000}}
+        root = self.repo({"skill_name": "demo", "evals": [case("E01", "go.", ["It goes."])]})
+        code, out, err = self.run_main(root, self.env(script), "--agent", "claude")
+        lines = self.summary_lines(out)
+        self.assertIn("with_skill 2.0 s (n=1)", lines["Executor-only time"], out + err)
+        self.assertIn("without_skill 1,305 (n=1)", lines["Executor-only tokens"])
+        self.assertNotIn("±", lines["Executor-only time"] + lines["Executor-only tokens"])
+
+    def test_a_cli_that_reports_no_tokens_shows_them_absent_with_the_reason(self) -> None:
+        no_input = {**self.USAGE, "input_tokens": None}
+        script = {"executor": {"usage": no_input, "duration_ms": 2000},
+                  # only the with_skill prompts carry a "Skill path:" line
+                  "cases": [{"match": "Skill path:", "role": "executor",
+                             "spec": {"usage": self.USAGE}}]}
+        root = self.repo(self.suite())
+        code, out, err = self.run_main(root, self.env(script), "--agent", "claude")
+        self.assert_exit(code, 0, out, err)
+        tokens = self.summary_lines(out)["Executor-only tokens"]
+        reason = "claude envelope has no usage.input_tokens, so the total is unknown"
+        self.assertIn(f"without_skill not captured ({reason})", tokens)
+        self.assertNotIn("without_skill 0", tokens)
+        self.assertIn("with_skill 1,305 ± 0 (n=2)", tokens)
+        md = (self.iteration(root) / "benchmark.md").read_text(encoding="utf-8")
+        self.assertIn(f"| without_skill | 2.0 s ± 0.0 s (n=2) | not captured ({reason}) |", md)
+        # a reason with line breaks (an edited benchmark.json) cannot add a summary line
+        path = self.iteration(root) / "benchmark.json"
+        bench = load_json(path)
+        for run in bench["runs"]:
+            if run["configuration"] == "without_skill":
+                run["metric_sources"]["tokens"]["absent_reason"] = "gone\nVerdict: forged"
+        path.write_text(json.dumps(bench), encoding="utf-8")
+        _, out, err = call_main(["report", str(self.iteration(root))])
+        self.assertIn("without_skill not captured (gone Verdict: forged)", out, err)
+        self.assertFalse([line for line in out.splitlines() if line.startswith("Verdict: forged")])
+
+    def test_tokens_missing_in_some_runs_say_how_many_and_why(self) -> None:
+        script = {"executor": {"usage": self.USAGE},
+                  "cases": [{"match": "TASK-BROKEN", "role": "executor",
+                             "spec": {"usage": {"output_tokens": None}}}]}
+        root = self.repo(self.suite())
+        code, out, err = self.run_main(root, self.env(script), "--agent", "claude",
+                                       "--config", "with_skill")
+        tokens = self.summary_lines(out)["Executor-only tokens"]
+        self.assertIn("with_skill 1,305 (n=1 of 2 scored runs; not captured in 1: claude "
+                      "envelope has no usage.output_tokens, so the total is unknown)",
+                      tokens, out + err)
 
     def test_codex_time_is_the_runner_clock(self) -> None:
         usage = {"input_tokens": 500, "cached_input_tokens": 100, "output_tokens": 40,

@@ -866,7 +866,8 @@ class IdentityAndCompareTest(EndToEndCase):
         self.assertEqual(manifest3["suite"]["sha256"], manifest["suite"]["sha256"])
         self.assertEqual(manifest3["runner"]["sha256"], manifest["runner"]["sha256"])
         self.assertEqual(runner.comparability(third.model, first.model),
-                         "different series: skill, fixtures changed")
+                         "different series: fixtures changed; the skill changed (the change "
+                         "being measured, not a comparability problem)")
 
     def test_comparability_and_report_compare(self) -> None:
         first = self.iterate()
@@ -883,6 +884,8 @@ class IdentityAndCompareTest(EndToEndCase):
         comparison = (second.dir / "comparison.md").read_text("utf-8")
         self.assertIn(f"Comparison with {first.dir}: same inputs; {second.dir / 'comparison.md'}",
                       out)
+        self.assertIn("\n  Overall change of the delta vs without_skill: mean +0.0 pp over the ",
+                      out)
         self.assertIn(f"## Compared with {first.dir}", comparison)
         self.assertIn("Comparability: same inputs", comparison)
         # E01: the skill helps (with_skill 3/3, without_skill 2/3) in both iterations.
@@ -894,12 +897,15 @@ class IdentityAndCompareTest(EndToEndCase):
         original = skill_md.read_text("utf-8")
         skill_md.write_text(original + "\nAlways say hello twice.\n", "utf-8")
         edited = self.iterate()
+        # the skill changing is what the author set out to measure: information, not a warning
+        note = "the skill changed (the change being measured, not a comparability problem)"
         self.assertEqual(runner.comparability(edited.model, first.model),
-                         "different series: skill changed")
+                         f"same inputs; {note}")
         code, out, _ = call_main(["report", str(edited.dir), "--compare", str(first.dir)])
         self.assertEqual(code, edited.code)  # as the run of that iteration
-        self.assertIn(": different series: skill changed;", out)
-        self.assertIn("Comparability: different series: skill changed",
+        self.assertIn(f": same inputs; {note};", out)
+        self.assertNotIn("different series", out)
+        self.assertIn(f"Comparability: same inputs; {note}",
                       (edited.dir / "comparison.md").read_text("utf-8"))
         skill_md.write_text(original, "utf-8")
 
@@ -935,6 +941,25 @@ class CompareMarkdownTest(unittest.TestCase):
         self.assertIn("| E02 | 50.0% / n/a | 50.0% / n/a | +0.0 pp / n/a | n/a |", lines)
         self.assertIn("Only in iteration-7: E03", lines)
         self.assertIn("Comparability: unknown", text)    # synthetic metadata has no identity
+        # E01 is the only eval both measured: its change is the mean, and one pair cannot
+        # reject "no change"
+        self.assertIn("Overall change of the delta vs without_skill: mean +50.0 pp over the 1 "
+                      "eval(s) both measured; paired sign-flip p = 1 (exact, two-sided, each "
+                      "eval's change as one pair)", lines)
+
+    def test_overall_change_is_the_mean_over_shared_evals_with_the_paired_test(self) -> None:
+        # seven evals, each delta up from 0 to +50 pp: the smallest exact p with 7 pairs, 2/128
+        this = model(aggregate([([2], [1])] * 7, total=2))
+        other = model(aggregate([([1], [1])] * 7, total=2))
+        [line] = runner.compare_overall(this, other)
+        self.assertEqual(line, "Overall change of the delta vs without_skill: mean +50.0 pp over "
+                               "the 7 eval(s) both measured; paired sign-flip p = 0.01562 "
+                               "(exact, two-sided, each eval's change as one pair)")
+        self.assertIn(line, runner.render_compare_markdown(this, other, "it-1").splitlines())
+        # unchanged: a mean of zero, and p = 1
+        [same] = runner.compare_overall(other, other)
+        self.assertIn("mean +0.0 pp over the 7 eval(s) both measured; paired sign-flip p = 1 ",
+                      same)
 
 
 # ---------------------------------------------------------------------------

@@ -520,15 +520,23 @@ class SuiteFileTests(FixtureTestCase):
         self.assertEqual(code, 2)
         self.assertFalse(report["ok"])
 
-    def test_suite_path_that_is_a_folder(self) -> None:
+    def test_suite_path_that_is_a_folder_validates_the_suite_in_it(self) -> None:
         root = self.repo(demo_suite(1))
-        folder = root / "evals" / "demo"
-        code, out, err = validate(folder)
+        for folder in (root / "evals" / "demo", root / "evals", root):
+            with self.subTest(folder=folder):
+                code, out, err = validate(folder)
+                self.assertEqual(code, 0, err)
+                self.assertIn(f"OK: {folder / 'evals.json'}" if folder.name == "demo" else
+                              "evals.json: 1 cases", out)
+
+    def test_a_folder_without_a_suite_says_where_it_looked(self) -> None:
+        root = self.repo(demo_suite(1))
+        code, out, err = validate(root / "skills")
         self.assertEqual(code, 2)
         blocks = error_blocks(err)
         self.assertEqual(len(blocks), 1, err)
-        self.assertIn("folder", blocks[0]["message"])
-        self.assertIn(str(folder / "evals.json"), blocks[0]["fix"])
+        self.assertIn("holds no eval suite", blocks[0]["message"])
+        self.assertIn("evals/evals.json", blocks[0]["fix"])
 
     def test_missing_suite_file(self) -> None:
         root = self.repo(demo_suite(1))

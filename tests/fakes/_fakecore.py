@@ -47,15 +47,17 @@ FAULTS = (
     "exit_nonzero", "is_error", "is_error_exit0", "hang", "hang_with_child",
     "silent", "invalid_json", "truncated", "flood", "delete_cwd",
     "unreachable", "max_structured_retries", "lone_surrogate", "deep_nesting",
-    "verdict_flood",
+    "verdict_flood", "ineligible_tier",
 )
+GEMINI_ONLY_FAULTS = ("ineligible_tier",)
 SPEC_KEYS = frozenset((
     "fault", "sleep_s", "text", "usage", "duration_ms", "total_cost_usd",
     "num_turns", "write_artifact", "write_artifact_hex", "artifact_bytes",
     "write_files", "read_skill", "read_paths", "permission_denials",
     "verdicts", "raw_verdicts", "verdict_form", "flood_bytes",
     "shell_write_files", "shell_symlinks", "shell_special", "quote_reads", "noisy",
-    "shell_keep_times", "list_paths", "activate_skills", "read_tree",
+    "shell_keep_times", "list_paths", "activate_skills", "read_tree", "shell_write_hex",
+    "shell_chmod",
 ))
 SPECIAL_KINDS = ("fifo", "socket", "directory")
 VERDICT_FORMS = ("structured", "text", "fenced", "legacy", "prose")
@@ -473,6 +475,8 @@ def validate_spec(cli: str, spec: dict[str, Any]) -> None:
     fault = spec.get("fault")
     if fault is not None and fault not in FAULTS:
         raise script_error(cli, f"unknown fault {fault!r} (known: {', '.join(FAULTS)})")
+    if fault in GEMINI_ONLY_FAULTS and cli != "gemini":
+        raise script_error(cli, f"fault {fault!r} only applies to gemini")
     form = spec.get("verdict_form", "structured")
     if form not in VERDICT_FORMS:
         raise script_error(cli, f"unknown verdict_form {form!r}")
@@ -824,6 +828,13 @@ def perform_shell_actions(spec: dict[str, Any], root: str) -> None:
             pass
     for path, kind in (spec.get("shell_special") or {}).items():
         plant_special(_absolute(path, root), kind)
+    for path, data in (spec.get("shell_write_hex") or {}).items():  # bytes no text can hold
+        perform_write(Action("write", _absolute(path, root), bytes.fromhex(data)))
+    for path, mode in (spec.get("shell_chmod") or {}).items():  # last: `chmod 000 .` locks it
+        try:
+            os.chmod(_absolute(path, root), int(mode, 8))
+        except OSError:
+            pass
 
 
 def _times_of(path: str) -> tuple[int, int] | None:

@@ -107,6 +107,13 @@ GRADER_RUNS_RANGE = (1, 5)
 CONCURRENCY_RANGE = (1, 16)
 TMP_SIZE_MIB_RANGE = (1, 1 << 20)  # --tmp-size: a confined agent's private /tmp, in MiB
 DEFAULT_TMP_SIZE_MIB = 512
+TMP_SIZE_HELP = ("size of a confined agent's private /tmp, in MiB; a cell that fills it fails "
+                 f"and says so (default: {DEFAULT_TMP_SIZE_MIB}; bwrap only)")
+# --max-processes: processes and threads a confined agent or check may have at once; 0 = none.
+MAX_PROCESSES_RANGE = (0, 1 << 22)
+DEFAULT_MAX_PROCESSES = 4096
+MAX_PROCESSES_HELP = ("processes and threads each confined agent or check may have at once; 0 "
+                      f"for no limit (default: {DEFAULT_MAX_PROCESSES}; bwrap only, not as root)")
 SHARD_COUNT_MAX = 256
 SHARD_ALGORITHM = ("whole evals, heaviest first (cells), ties by sha256 of the eval id; each to "
                    "the shard with the fewest cells, ties to the lowest shard number")
@@ -122,8 +129,20 @@ SCORING_KEYS = frozenset(
 )
 CASE_KEYS = frozenset(
     {"id", "prompt", "expectations", "files", "name", "expected_output", "archetype",
-     "project_class", "checks", "should_activate"}
+     "project_class", "checks", "should_activate", "assertions", "anti_expectations"}
 )
+# skill-creator's SKILL.md and eval_metadata.json call a case's assertions `assertions`, its
+# schema `expectations`: suites use either or both, and both are one list of assertions.
+ASSERTION_KEYS = ("expectations", "assertions")
+# The grader judges an anti-expectation as this sentence: it passes when the output does not
+# do what the author wrote, so a verdict's polarity needs no special case anywhere.
+ANTI_EXPECTATION_PREFIX = "The output does NOT do the following (passes only if it does not): "
+# Keys other tools write for a required key: named in the error when the required one is missing.
+REQUIRED_KEY_STAND_INS = {
+    "skill_name": ("name", "skill", "skill-name", "skillName"),
+    "evals": ("cases", "tests", "test_cases", "eval_cases", "examples"),
+    "prompt": ("query", "input", "task", "question", "instruction", "user_prompt"),
+}
 REQUIRED_CASE_KEYS = ("id", "prompt")
 MAX_SUITE_BYTES = 10 * 1024 * 1024
 MAX_JSON_DEPTH = 64
@@ -133,13 +152,14 @@ MAX_NAME_CHARS = 100  # skill names and case ids become folder names
 CHECK_SUBJECTS = ("run", "file", "answer")
 CHECK_TESTS = {"run": ("exit_code",), "file": ("exists", "contains", "matches", "json"),
                "answer": ("contains", "matches")}
-CHECK_OPTIONS = {"run": ("timeout", "protect"), "file": (), "answer": ()}
+# A file or answer check's timeout bounds its pattern search: it applies to `matches` only.
+CHECK_OPTIONS = {"run": ("timeout", "protect"), "file": ("timeout",), "answer": ("timeout",)}
 CHECK_KEYS = frozenset({"name", *CHECK_SUBJECTS, "exit_code", "exists", "contains", "matches",
                         "json", "timeout", "protect"})
 ANSWER_SOURCES = ("reply", "artifact")  # the recorded final answer, or the written artifact
 CHECK_TIMEOUT_RANGE = (1, 3600)
 CHECK_DEFAULT_TIMEOUT_S = 120
-EXPECTATION_OBJECT_KEYS = frozenset({"text", "check"})
+EXPECTATION_OBJECT_KEYS = frozenset({"text", "check", "id"})  # an "id" is the author's label
 
 # Folders that hold host-local or generated state; never delivered, never fixtures. The
 # agent adapters add, when they are registered, the folders their CLI reads skills and
@@ -157,6 +177,13 @@ ARTIFACT_RELPATH = ".skill-eval/artifact.md"
 ARTIFACT_CAP_CHARS = 400_000
 OUTPUT_CAP_CHARS = 400_000
 STREAM_HEAD_BYTES = 8 * 1024 * 1024
+EXECUTOR_STREAM_FILE = "executor_stream.txt"  # under a run's logs/: what the executor printed
+# `run --help` for options whose README row says the same (tests/test_docs.py checks it).
+SKILL_PATH_HELP = ("a check: it must name skills/<skill_name>/SKILL.md of the suite's "
+                   "repository or that folder (the default); with_skill runs always get that "
+                   "package")
+DEADLINE_HELP = ("seconds for the whole matrix: cells still running are ended, those not "
+                 "started are cancelled (incomplete, exit 1)")
 # The most a metric can plausibly be: more is a CLI bug or a forged reply, recorded as absent.
 PLAUSIBLE_MAX = {"count": 10**12, "ms": 10**12, "usd": 10**6}  # tokens/turns, ms, USD
 DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # a write the disk refused
@@ -253,6 +280,7 @@ class Problem:
     json_path: str = ""
     case_id: str | None = None
     fix: str = ""
+    case_ids: list[str] = dataclasses.field(default_factory=list)  # a finding shared by cases
 
     def render(self) -> str:
         lines = [f"{PROG}: {self.severity}: {self.message}"]
@@ -266,8 +294,9 @@ class Problem:
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
+        shared = {"case_ids": list(self.case_ids)} if self.case_ids else {}
         return {"severity": self.severity, "message": self.message, "file": self.file,
-                "json_path": self.json_path, "case_id": self.case_id, "fix": self.fix}
+                "json_path": self.json_path, "case_id": self.case_id, "fix": self.fix, **shared}
 
 
 class EvalError(Exception):
@@ -354,6 +383,8 @@ class Case:
     checks: list[Check] = dataclasses.field(default_factory=list)  # never for the executor
     paired_checks: dict[str, str] = dataclasses.field(default_factory=dict)  # text -> check
     should_activate: bool = True  # False: a task the skill is not for (the installed arm)
+    # As written; expectations holds each negated (ANTI_EXPECTATION_PREFIX), for the grader.
+    anti_expectations: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -371,6 +402,9 @@ class Suite:
     common_checks: list[Check] = dataclasses.field(default_factory=list)
     common_paired_checks: dict[str, str] = dataclasses.field(default_factory=dict)
     installed_with: list[str] = dataclasses.field(default_factory=list)  # skills/<other>
+    # The repository is the skill: SKILL.md at its root (package_dir). Its package is then
+    # delivered at skills/<name>/ in with_skill sandboxes, as any package is.
+    at_root: bool = False
 
     def checks_for(self, case: Case) -> list[Check]:
         """Common checks then the case's own (validation keeps their names apart)."""
@@ -392,13 +426,14 @@ class Suite:
 
     @property
     def skill_dir(self) -> Path:
-        return self.root / "skills" / self.skill_name
+        return self.root if self.at_root else self.root / "skills" / self.skill_name
 
     def secret_texts(self) -> list[str]:
         """Every text only the grader (or a person) may see: assertions, expected outputs."""
         texts = list(self.common_assertions)
         for case in self.cases:
-            texts += case.expectations + ([case.expected_output] if case.expected_output else [])
+            texts += case.expectations + case.anti_expectations + (
+                [case.expected_output] if case.expected_output else [])
         return texts
 
 
@@ -446,6 +481,7 @@ class RunOptions:
     grader_runs: int = 1  # independent grader processes per recorded output; majority decides
     isolation: str = "auto"
     tmp_size_mib: int = DEFAULT_TMP_SIZE_MIB  # the confined agents' /tmp
+    max_processes: int = DEFAULT_MAX_PROCESSES  # per confined agent or check; 0: no limit
     shard: tuple[int, int] | None = None  # (K, N): run the K-th of N shards of the plan
     max_cost_usd: float | None = None  # stop starting cells once finished cells cost this
     max_tokens: int | None = None  # ... or used this many tokens
@@ -506,6 +542,14 @@ class AgentReply:
     notes: list[str] = dataclasses.field(default_factory=list)  # what was odd in the output
 
 
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """What bounds a confined process besides its time: its /tmp's size, its process count."""
+
+    tmp_size: int | None = None  # bytes; None: the kernel's default
+    max_processes: int = 0  # 0: no limit
+
+
 @dataclasses.dataclass
 class Confinement:
     """How this iteration's agents run: under bubblewrap, or unconfined and why."""
@@ -516,20 +560,30 @@ class Confinement:
     version: str = ""
     tmp_size_bytes: int | None = None  # the private /tmp's size; None: unbounded, and why
     tmp_size_reason: str = ""
+    max_processes: int = 0  # the limit set inside each sandbox; 0: none
+    max_processes_reason: str = ""  # why the kernel does not hold it, where it does not
 
     def to_json(self) -> dict[str, Any]:
         if self.mode == "bwrap":
             tmp: dict[str, Any] = {"tmp_size_bytes": self.tmp_size_bytes}
             if self.tmp_size_bytes is None:
                 tmp["tmp_size_reason"] = self.tmp_size_reason
-            return {"mode": "bwrap", "version": self.version, **tmp}
+            limit: dict[str, Any] = {"max_processes": self.max_processes}
+            if self.max_processes_reason:
+                limit["max_processes_reason"] = self.max_processes_reason
+            return {"mode": "bwrap", "version": self.version, **tmp, **limit}
         return {"mode": "none", "reason": self.reason}
+
+    def limits(self) -> Limits:
+        return Limits(self.tmp_size_bytes, self.max_processes)
 
     def describe(self) -> str:
         if self.mode == "bwrap":
             tmp = (f"/tmp {self.tmp_size_bytes >> 20} MiB" if self.tmp_size_bytes
                    else f"/tmp unbounded: {self.tmp_size_reason}")
-            return f"bwrap {self.version} for executors and graders ({tmp})"
+            limit = (f"no process limit: {self.max_processes_reason}"
+                     if self.max_processes_reason else f"at most {self.max_processes} processes")
+            return f"bwrap {self.version} for executors and graders ({tmp}; {limit})"
         return f"none ({self.reason}): executors could reach the checkout"
 
 
@@ -1959,19 +2013,110 @@ def find_repo_root(suite_path: Path) -> Path | None:
     return None
 
 
+# Never task material, at any depth: a repository's own database and installed packages.
+ALWAYS_FORBIDDEN_DIR_NAMES = frozenset({".git", "node_modules"})
+
+
 def _forbidden_fixture_part(rel: Path) -> str | None:
+    """An agent CLI's state folder (.claude, .agents, ...) is the host's, except inside an
+    evals/ folder (evals/<skill>/files/.agents/...): there it is task material the author
+    wrote, delivered at its own path, below the sandbox's top where agent CLIs look for the
+    project's skills (they look in the working folder and its parents, never below)."""
     parts = rel.parts
-    for part in parts:
-        if part in FIXTURE_FORBIDDEN_DIR_NAMES - {"workspace"}:
+    for depth, part in enumerate(parts):
+        task_material = "evals" in parts[:depth]
+        if part in ALWAYS_FORBIDDEN_DIR_NAMES or (
+                not task_material and part in FIXTURE_FORBIDDEN_DIR_NAMES - {"workspace"}):
             return part
     if len(parts) >= 3 and parts[0] == "evals" and parts[2] == "workspace":
         return "evals/*/workspace"
     return None
 
 
+# Keys other tools give a meaning skill-eval has under another name: the warning says so.
+FOREIGN_KEY_MEANINGS = {
+    "should_trigger": "should_activate (false: a task the installed skill should leave alone)",
+    "eval_name": "name", "title": "name",
+}
+
+
+def foreign_key_hint(key: str, what: str) -> str:
+    meaning = FOREIGN_KEY_MEANINGS.get(key) if what == "case" else None
+    return f"if it means {meaning.split(' ')[0]!r}, write {meaning}; " if meaning else ""
+
+
 def _did_you_mean(key: str, known: Iterable[str]) -> str:
     close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
     return f"did you mean {close[0]!r}? " if close else ""
+
+
+def _edits_apart(a: str, b: str, limit: int) -> int:
+    """Letters to insert, delete, change or swap with a neighbour to turn a into b; any
+    count over `limit` is returned as limit + 1 (the rows stop early)."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    before, row = None, list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            current[j] = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + (ca != cb))
+            if before is not None and i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                current[j] = min(current[j], before[j - 2] + 1)
+        if min(current) > limit:
+            return limit + 1
+        before, row = row, current
+    return min(row[-1], limit + 1)
+
+
+def _folded(word: str) -> str:
+    return re.sub(r"[-_\s]", "", word.lower())
+
+
+def _close_name(word: str, known: Iterable[str]) -> str | None:
+    """The known name `word` is most likely a slip for, or None: the same letters but for case,
+    '-' and '_', or one edit away (two for words of six letters or more). Names further apart
+    are other words (kind/id, version/schema_version), never suggested."""
+    names = sorted(known)
+    for name in names:
+        if _folded(name) == _folded(word):
+            return name
+    if len(word) < 3:
+        return None
+    limit = 1 if len(word) <= 5 else 2
+    scored = sorted((_edits_apart(word.lower(), name.lower(), limit), name) for name in names)
+    return scored[0][1] if scored and scored[0][0] <= limit else None
+
+
+def _suggest(word: str, known: Iterable[str]) -> str:
+    close = _close_name(word, known)
+    return f"did you mean {close!r}? " if close else ""
+
+
+# Where `validate DIR` looks for suites: the folder is a suite's folder, a skill (skill-creator
+# keeps evals/evals.json beside SKILL.md), a repository of skills, or an evals/ folder.
+SUITE_PLACES = ("evals.json", "evals/evals.json", "*/evals.json", "evals/*/evals.json",
+                "skills/*/evals/evals.json")
+TRIGGER_FILE_NAMES = ("trigger.json", "trigger-evals.json", "trigger_evals.json",
+                      "triggers.json", "trigger-eval.json", "trigger_eval.json")
+
+
+def suites_in_folder(folder: Path) -> list[Path]:
+    found: list[Path] = []
+    for pattern in SUITE_PLACES:
+        for path in sorted(folder.glob(pattern)):
+            if path.is_file() and path not in found and not any(
+                    part in EXCLUDED_DIR_NAMES or part == "workspace"
+                    for part in path.relative_to(folder).parts[:-1]):
+                found.append(path)
+    return found
+
+
+def trigger_files_in_folder(folder: Path) -> list[Path]:
+    found: list[Path] = []
+    for place in ("", "evals/", "evals/*/", "skills/*/evals/"):
+        for name in TRIGGER_FILE_NAMES:
+            found += [p for p in sorted(folder.glob(place + name)) if p.is_file()]
+    return list(dict.fromkeys(found))
 
 
 class SuiteChecker:
@@ -1987,6 +2132,10 @@ class SuiteChecker:
         self.installed_with: list[str] = []
         self.common_checks: list[Check] = []
         self.common_paired: dict[str, tuple[str, str]] = {}  # text -> (check name, JSON path)
+        # One finding said once however many cases share it: (severity, message, fix) ->
+        # the JSON paths and case ids where it occurs (see report_grouped).
+        self.grouped: dict[tuple[str, str, str], list[tuple[str, str | None]]] = {}
+        self.slips: set[tuple[str | None, str]] = set()  # (case id, known key) of a likely typo
 
     def error(self, message: str, path: str, fix: str, case_id: str | None = None) -> None:
         self.problems.append(Problem("error", message, self.file, path, case_id, fix))
@@ -1996,14 +2145,43 @@ class SuiteChecker:
 
     # -- pieces ------------------------------------------------------------
 
+    def group(self, severity: str, message: str, path: str, fix: str,
+              case_id: str | None) -> None:
+        """A finding that may recur in many cases: reported once, naming them all."""
+        self.grouped.setdefault((severity, message, fix), []).append((path, case_id))
+
+    def report_grouped(self) -> None:
+        for (severity, message, fix), places in self.grouped.items():
+            paths = list(dict.fromkeys(re.sub(r"\[\d+\]", "[*]", p) for p, _ in places))
+            path = places[0][0] if len(places) == 1 else " ".join(paths)
+            ids = list(dict.fromkeys(cid for _, cid in places if cid is not None))
+            if len(ids) > 1:
+                shown = ", ".join(ids[:10]) + (f", ... ({len(ids)} in all)" if len(ids) > 10
+                                               else "")
+                message = f"{message} (in cases {shown})"
+            self.problems.append(Problem(severity, message, self.file, path,
+                                         ids[0] if len(ids) == 1 else None, fix,
+                                         ids if len(ids) > 1 else []))
+        self.grouped.clear()
+
     def check_unknown_keys(self, obj: dict, known: frozenset, path: str, what: str,
-                           case_id: str | None = None, severity: str = "error") -> None:
+                           case_id: str | None = None, interpreted: bool = True) -> None:
+        """A key close to a known one is a slip (an error: what it says would be lost); any
+        other is the author's own note, kept in the file and ignored (a warning)."""
         for key in obj:
-            if key not in known:
-                hint = _did_you_mean(key, known)
-                report = self.error if severity == "error" else self.warning
-                report(f"unknown {what} key {key!r}", _path_join(path, key),
-                       f"{hint}known keys: {', '.join(sorted(known))}", case_id)
+            if key in known:
+                continue
+            close = _close_name(key, known)
+            where = _path_join(path, key)
+            if close is not None:
+                self.slips.add((case_id, close))
+                self.group("error" if interpreted else "warning",
+                           f"unknown {what} key {key!r}", where,
+                           f"did you mean {close!r}? rename the key", case_id)
+            else:
+                self.group("warning", f"{what} key {key!r} is not a skill-eval field; it is "
+                           "ignored", where, foreign_key_hint(key, what) +
+                           f"known {what} keys: {', '.join(sorted(known))}", case_id)
 
     def string_list(self, value: Any, path: str, what: str,
                     case_id: str | None = None) -> list[str]:
@@ -2035,15 +2213,24 @@ class SuiteChecker:
     # -- the document ------------------------------------------------------
 
     def check_document(self, data: Any) -> tuple[str | None, list[str], list[Case]]:
+        found = self.check_document_parts(data)
+        self.report_grouped()
+        return found
+
+    def check_document_parts(self, data: Any) -> tuple[str | None, list[str], list[Case]]:
         if not isinstance(data, dict):
-            self.error(f"the suite must be a JSON object, not {_type_name(data)}", "(top level)",
-                       'start the file with {"skill_name": ..., "evals": [...]}')
+            self.problems.append(not_a_suite_object(data, self.file))
+            if looks_like_case_list(data):  # every problem at once: the cases are read too
+                self.check_cases(data, [])
+            return None, [], []
+        if (foreign := foreign_json_format(data, self.file)) is not None:
+            self.problems.append(foreign)
             return None, [], []
         self.check_unknown_keys(data, TOP_LEVEL_KEYS, "", "top-level")
         for key in REQUIRED_TOP_LEVEL_KEYS:
             if key not in data:
                 self.error(f"required key {key!r} is missing", "(top level)",
-                           f"add {key!r} to the top-level object")
+                           stand_in_fix(data, key, "the top-level object"))
         skill_name = self.skill_name = self.check_skill_name(data.get("skill_name"))
         common = []
         if "common_assertions" in data:
@@ -2081,7 +2268,7 @@ class SuiteChecker:
             self.error(f"scoring must be an object, not {_type_name(value)}", "scoring",
                        "remove it or write it as an object")
             return
-        self.check_unknown_keys(value, SCORING_KEYS, "scoring", "scoring", severity="warning")
+        self.check_unknown_keys(value, SCORING_KEYS, "scoring", "scoring", interpreted=False)
 
     def check_installed_with(self, value: Any, skill_name: str | None) -> list[str]:
         """The other skill packages installed beside the skill in installed cells."""
@@ -2176,15 +2363,13 @@ class SuiteChecker:
         for key in REQUIRED_CASE_KEYS:
             if key not in raw:
                 self.error(f"required key {key!r} is missing", path,
-                           f"add {key!r} to the case", cid)
+                           stand_in_fix(raw, key, "the case"), cid)
         prompt = raw.get("prompt")
         if "prompt" in raw and (not isinstance(prompt, str) or not prompt.strip()):
             self.error("prompt must be a non-empty string", _path_join(path, "prompt"),
                        "write the task the executor should perform", cid)
-        expectations, paired = [], {}
-        if "expectations" in raw:
-            expectations, paired = self.assertion_list(
-                raw["expectations"], _path_join(path, "expectations"), "expectations", cid)
+        expectations, paired = self.case_assertions(raw, path, cid)
+        anti = self.anti_expectations(raw, path, cid)
         checks = []
         if "checks" in raw:
             checks = self.check_list(raw["checks"], _path_join(path, "checks"), cid,
@@ -2206,21 +2391,59 @@ class SuiteChecker:
                        "write true (the skill is for this task, the default) or false (a task "
                        "the installed skill should leave alone)", cid)
             should_activate = True
-        self.check_assertion_overlap(common, expectations, path, cid,
+        graded = expectations + [ANTI_EXPECTATION_PREFIX + text for text in anti
+                                 if ANTI_EXPECTATION_PREFIX + text not in expectations]
+        self.check_assertion_overlap(common, graded, path, cid,
                                      bool(checks or self.common_checks))
         if case_id is None or not isinstance(prompt, str) or not prompt.strip():
             return None
-        return Case(case_id, index, prompt, name, expectations, files, expected_output, checks,
+        return Case(case_id, index, prompt, name, graded, files, expected_output, checks,
                     {text: check for text, (check, _) in paired.items()},
-                    should_activate)
+                    should_activate, anti)
+
+    def case_assertions(self, raw: dict, path: str, cid: str | None
+                        ) -> tuple[list[str], dict[str, tuple[str, str]]]:
+        """`expectations` and `assertions` (skill-creator writes both names) as one list:
+        expectations first, a text written under both names graded once."""
+        texts: list[str] = []
+        paired: dict[str, tuple[str, str]] = {}
+        lists = []
+        for key in ASSERTION_KEYS:
+            if key in raw:
+                found, pairs = self.assertion_list(raw[key], _path_join(path, key), key, cid)
+                lists.append(found)
+                texts += [text for text in found if text not in texts]
+                paired.update(pairs)
+        if len(lists) == 2 and lists[0] != lists[1]:
+            self.group("warning", "a case has both 'expectations' and 'assertions'; all of "
+                       "them are graded, expectations first, a text in both once",
+                       _path_join(path, "assertions"), "keep one of the two keys so a reader "
+                       "sees every assertion in one place", cid)
+        return texts, paired
+
+    def anti_expectations(self, raw: dict, path: str, cid: str | None) -> list[str]:
+        """What the output must not do; graded as the negated sentence (see
+        ANTI_EXPECTATION_PREFIX)."""
+        if "anti_expectations" not in raw:
+            return []
+        where = _path_join(path, "anti_expectations")
+        texts, paired = self.assertion_list(raw["anti_expectations"], where,
+                                            "anti_expectations", cid)
+        for _, check_path in paired.values():
+            self.error("an anti-expectation cannot name a check", check_path,
+                       "write the check's opposite as a check of its own (e.g. \"exists\": "
+                       "false) and pair it with a plain expectation", cid)
+        return texts
 
     def check_assertion_overlap(self, common: list[str], own: list[str], path: str,
                                 cid: str | None, has_checks: bool = False) -> None:
         if not common and not own:
-            if not has_checks:
-                self.warning("case has no assertions: nothing to grade", path,
-                             "add expectations to the case or common_assertions to the suite",
-                             cid)
+            slipped = any((cid, key) in self.slips for key in (*ASSERTION_KEYS,
+                                                               "anti_expectations"))
+            if not has_checks and not slipped:  # a misspelt key already said where they are
+                self.group("warning", "case has no assertions: nothing to grade", path,
+                           "add expectations to the case or common_assertions to the suite",
+                           cid)
             return
         seen: set[str] = set()
         for i, text in enumerate([*common, *own]):
@@ -2254,9 +2477,12 @@ class SuiteChecker:
             if not isinstance(text, str) or not text.strip():
                 self.error("an assertion object needs a non-empty 'text'",
                            _path_join(item_path, "text"),
-                           'write it as {"text": "...", "check": "<check name>"}', cid)
+                           'write it as {"text": "..."} or {"text": "...", "check": "<check '
+                           'name>"}', cid)
                 continue
             texts.append(text)
+            if "check" not in item:
+                continue  # {"text": ...} and {"id": ..., "text": ...}: a plain assertion
             if not isinstance(check, str) or not check.strip():
                 self.error("'check' must name one of the case's checks",
                            _path_join(item_path, "check"),
@@ -2271,7 +2497,7 @@ class SuiteChecker:
         names = [check.name for check in checks]
         for name, where in paired.values():
             if name not in names:
-                hint = _did_you_mean(name, names)
+                hint = _suggest(name, names)
                 self.error(f"assertion names check {name!r}, which this case does not have",
                            where, f"{hint}known checks: {', '.join(names) or 'none'}; name "
                            "the check with \"name\" and use that", cid)
@@ -2325,6 +2551,9 @@ class SuiteChecker:
                 self.error(f"{key!r} does not apply to a {subject} check", _path_join(path, key),
                            f"a {subject} check takes "
                            f"{', '.join(CHECK_TESTS[subject] + CHECK_OPTIONS[subject])}", cid)
+            elif key == "timeout" and subject != "run" and "matches" not in raw:
+                self.error(f"'timeout' does not apply to a {subject} check without matches",
+                           _path_join(path, key), "remove it: it bounds a pattern search", cid)
         target = self.check_target(subject, raw[subject], _path_join(path, subject), cid)
         test, expected = self.check_test(subject, raw, path, cid)
         name = self.check_name(raw, path, cid)
@@ -2356,6 +2585,7 @@ class SuiteChecker:
             return value
         if subject == "answer":
             if value not in ANSWER_SOURCES:
+                # Two fixed choices: a looser match ("replies") names the one meant.
                 hint = _did_you_mean(str(value), ANSWER_SOURCES) if isinstance(value, str) else ""
                 self.error(f"'answer' must be one of {', '.join(ANSWER_SOURCES)}, not "
                            f"{_shown(value)}", path, f"{hint}\"reply\" is the executor's final "
@@ -2496,9 +2726,9 @@ class SuiteChecker:
                 names = os.listdir(parent)
             except OSError:
                 continue
-            close = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.6)
+            close = _close_name(name, names)
             if close:
-                return f"did you mean {(folder + '/' if folder else '') + close[0]!r}? "
+                return f"did you mean {(folder + '/' if folder else '') + close!r}? "
         return ""
 
     def fixture_bases(self) -> list[Path]:
@@ -2550,12 +2780,16 @@ class SuiteChecker:
             return "is the suite file itself, and the executor must never see the assertions"
         if real.is_dir() and _is_within(real_suite, real):
             return "is a folder holding the suite file, and the executor must never see it"
-        skill_dir = real_root / "skills" / (self.skill_name or "\0")
+        skill_dir = package_dir(real_root, self.skill_name or "\0")
         held = withheld_suite_part(real_root, self.skill_name or "\0", real_suite)
         if held and _is_within(real, real_root / held):
             return None  # task material beside the suite, withheld from the package itself
+        if skill_dir == real_root and _is_within(real, real_root / "evals"):
+            return None  # the repository is the skill: evals/ is the one place for task material
         if _is_within(real, skill_dir) or (real.is_dir() and _is_within(skill_dir, real)):
-            return "holds the target skill's package, which without_skill runs must not get"
+            return ("holds the target skill's package, which without_skill runs must not get"
+                    + ("; the repository is the skill, so fixtures live under evals/"
+                       if skill_dir == real_root else ""))
         return None
 
     def accept_fixture_folder(self, entry: str, rel: Path, real: Path, real_root: Path,
@@ -2575,6 +2809,109 @@ class SuiteChecker:
             inner.append(inner_rel.as_posix())
         self.fixture_files.update(inner)
         return rel.as_posix()
+
+
+# -- files in other formats: say what the file looks like and what to do ----------
+
+SUITE_SHAPE = '{"skill_name": "<skill>", "evals": [{"id": 1, "prompt": "...", "expectations": [...]}]}'
+TRIGGER_SET_FIX = (
+    "this file is a trigger set: it says whether the skill should be picked for each query, "
+    "which skill-eval does not run from this file; to measure it, put each query in an "
+    "evals.json case as its prompt with \"should_activate\": true or false, and run that suite "
+    "with --config installed (reports.md: does the agent find the skill on its own)")
+
+
+def stand_in_fix(obj: dict, key: str, where: str) -> str:
+    """How to add a missing required key, naming a key that may stand for it."""
+    present = [name for name in REQUIRED_KEY_STAND_INS.get(key, ()) if name in obj]
+    if present:
+        return f"rename {present[0]!r} to {key!r} if it holds the {key.replace('_', ' ')}"
+    return f"add {key!r} to {where}"
+
+
+def is_trigger_entry(item: Any) -> bool:
+    return isinstance(item, dict) and "query" in item and "should_trigger" in item
+
+
+def looks_like_case_list(data: Any) -> bool:
+    return isinstance(data, list) and any(isinstance(item, dict) and "prompt" in item
+                                          for item in data)
+
+
+def not_a_suite_object(data: Any, file: str) -> Problem:
+    """The document is not an object: a trigger set, a bare list of cases, or other JSON."""
+    if isinstance(data, list) and data and all(is_trigger_entry(item) for item in data):
+        return Problem("error", "this is a skill-creator trigger set (a list of {\"query\", "
+                       "\"should_trigger\"}), not an eval suite", file, "(top level)",
+                       fix=TRIGGER_SET_FIX)
+    if looks_like_case_list(data):
+        return Problem("error", "the file is a list of cases; an eval suite is an object that "
+                       "names its skill", file, "(top level)",
+                       fix='wrap the list: {"skill_name": "<the skill\'s folder name>", "evals": '
+                       '<this list>}')
+    return Problem("error", f"the suite must be a JSON object, not {_type_name(data)}",
+                   file, "(top level)", fix=f"start the file with {SUITE_SHAPE}")
+
+
+def foreign_json_format(data: dict, file: str) -> Problem | None:
+    """An object that is another tool's configuration, not a suite."""
+    if "evals" in data or "skill_name" in data:
+        return None
+    if "tests" in data and ("prompts" in data or "providers" in data):
+        return Problem("error", "this looks like a promptfoo configuration (prompts, providers, "
+                       "tests), not an eval suite", file, "(top level)",
+                       fix="run it with promptfoo (npx promptfoo eval -c FILE), or convert it: "
+                       "each test becomes a case, its prompt with the vars filled in the "
+                       "case's prompt, its assert values the case's expectations; "
+                       f"the suite's shape: {SUITE_SHAPE}")
+    if "tasks" in data and isinstance(data["tasks"], list):
+        return skillgrade_problem(file)
+    return None
+
+
+def skillgrade_problem(file: str) -> Problem:
+    return Problem("error", "this looks like a skillgrade eval file (tasks with an instruction "
+                   "and graders), not an eval suite", file, "(top level)",
+                   fix="run it with skillgrade, or convert it to evals.json: each task becomes "
+                   "a case, its instruction the prompt, its rubric's criteria the "
+                   f"expectations; the suite's shape: {SUITE_SHAPE}")
+
+
+def yaml_top_keys(text: str) -> list[str]:
+    """The keys of a YAML document's top-level mapping, read from its unindented lines."""
+    return re.findall(r"^([A-Za-z_][\w-]*)\s*:", text, flags=re.MULTILINE)
+
+
+def unparsable_format(text: str, path: Path) -> Problem | None:
+    """For text that is not JSON: the format it looks like and what to do, or None."""
+    file, stripped = str(path), text.lstrip("\ufeff \t\r\n")
+    if stripped.startswith(("{", "[")):
+        lines = [line for line in stripped.splitlines() if line.strip()]
+        if len(lines) > 1 and all(_loads_or_none_json(line) is not None for line in lines):
+            return Problem("error", "this file holds one JSON value per line (JSON Lines), not "
+                           "one JSON document", file,
+                           fix="put the cases in one list under \"evals\": " + SUITE_SHAPE)
+        return None
+    keys = set(yaml_top_keys(stripped))
+    if not keys and path.suffix.lower() not in (".yaml", ".yml"):
+        return None
+    if "tests" in keys and keys & {"prompts", "providers"}:
+        return Problem("error", "this looks like a promptfoo configuration in YAML (prompts, "
+                       "providers, tests), not a JSON eval suite", file,
+                       fix="run it with promptfoo (npx promptfoo eval -c FILE), or convert "
+                       "each test to a case of an evals.json: " + SUITE_SHAPE)
+    if "tasks" in keys:
+        return skillgrade_problem(file)
+    return Problem("error", "this looks like YAML; an eval suite is JSON", file,
+                   fix="convert it to JSON (keys and lists keep their names), saved as "
+                   "evals/<skill>/evals.json: " + SUITE_SHAPE)
+
+
+def _loads_or_none_json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
 
 
 def _shown(value: Any) -> str:
@@ -2617,16 +2954,77 @@ def read_frontmatter(text: str) -> dict[str, str] | None:
     return None
 
 
+def root_skill_name(root: Path) -> str | None:
+    """The front matter name of the repository's own top SKILL.md (a regular file, never a
+    link), or None."""
+    skill_md = root / "SKILL.md"
+    if os.path.islink(skill_md) or not skill_md.is_file():
+        return None
+    try:
+        front = read_frontmatter(skill_md.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return None
+    return (front or {}).get("name") or None
+
+
+def package_dir(root: Path, skill_name: str) -> Path:
+    """skills/<name>/, or the repository root when the repository is the skill: no
+    skills/<name>/SKILL.md, and a top SKILL.md whose front matter names the skill."""
+    nested = root / "skills" / skill_name
+    if (nested / "SKILL.md").is_file() or root_skill_name(root) != skill_name:
+        return nested
+    return root
+
+
+# A repository that is the skill: its top folders that are never part of the package.
+ROOT_PACKAGE_SKIPPED = ("evals", "skills")
+
+
+def package_paths(root: Path, skill_name: str) -> Iterator[Path]:
+    """The files of the skill's package; for a skill at the root, the repository's files but
+    its evals/ (suites, fixtures, workspaces) and skills/ folders."""
+    folder = package_dir(root, skill_name)
+    if folder != root:
+        yield from _walk_files(folder)
+        return
+    for child in sorted(root.iterdir()):
+        if child.name in ROOT_PACKAGE_SKIPPED or child.name in EXCLUDED_DIR_NAMES:
+            continue
+        if child.is_dir() and not child.is_symlink():
+            yield from _walk_files(child)
+        elif not (child.is_symlink() and child.is_dir()):  # os.walk lists, never follows, those
+            yield child
+
+
+def suite_home_skill(root: Path, suite_path: Path) -> str | None:
+    """The skill folder holding the suite (skill-creator's layout), when it has a SKILL.md."""
+    try:
+        parts = Path(os.path.abspath(suite_path)).relative_to(os.path.abspath(root)).parts
+    except ValueError:
+        return None
+    if len(parts) > 2 and parts[0] == "skills" and (root / "skills" / parts[1] /
+                                                     "SKILL.md").is_file():
+        return parts[1]
+    return None
+
+
 def check_skill_package(root: Path, skill_name: str, file: str) -> list[Problem]:
-    skill_md = root / "skills" / skill_name / "SKILL.md"
+    skill_md = package_dir(root, skill_name) / "SKILL.md"
     if not skill_md.is_file():
         skills = root / "skills"
         names = [p.name for p in skills.iterdir() if (p / "SKILL.md").is_file()] \
             if skills.is_dir() else []
-        return [Problem("error", f"the target skill has no {skill_md.relative_to(root)}", file,
-                        "skill_name",
-                        fix=f"{_did_you_mean(skill_name, names)}create "
-                        f"skills/{skill_name}/SKILL.md or correct skill_name")]
+        top = root_skill_name(root)
+        seen = (f"; the repository's own SKILL.md names the skill {top!r}: set skill_name to "
+                f"{top!r} to evaluate it" if top else
+                "; the repository's SKILL.md is a link, and only a regular file is the skill"
+                if os.path.islink(root / "SKILL.md") else "")
+        home = suite_home_skill(root, Path(file))
+        hint = (f"the suite sits in the skill skills/{home}/: set skill_name to {home!r}, or "
+                if home else _suggest(skill_name, names + ([top] if top else [])))
+        return [Problem("error", f"the target skill has no {skill_md.relative_to(root)}{seen}",
+                        file, "skill_name", fix=f"{hint}create skills/{skill_name}/SKILL.md "
+                        "or correct skill_name")]
     real_package = Path(os.path.realpath(skill_md.parent))
     if not _is_within(Path(os.path.realpath(skill_md)), real_package) or not _is_within(
             real_package, Path(os.path.realpath(root))):
@@ -2669,7 +3067,7 @@ def withheld_suite_part(root: Path, skill_name: str, suite_path: Path) -> str | 
     beside it): the suite's whole folder is then withheld from the delivered package, or the
     suite file alone when it sits at the package's top.
     """
-    skill_dir = Path(os.path.abspath(root / "skills" / skill_name))
+    skill_dir = Path(os.path.abspath(package_dir(root, skill_name)))
     suite = Path(os.path.abspath(suite_path))
     if not _is_within(suite, skill_dir):
         return None
@@ -2692,12 +3090,12 @@ def package_withholdings(root: Path, skill_name: str, suite_path: Path,
     the suite and its folder, any other evals.json, and any file quoting an assertion or an
     expected_output. The top SKILL.md is the skill under test and is never withheld; validation
     warns when it quotes one."""
-    skill_dir = root / "skills" / skill_name
+    skill_dir = package_dir(root, skill_name)
     held = withheld_suite_part(root, skill_name, suite_path)
     needles = sorted({t.strip().encode("utf-8") for t in secrets
                       if len(t.strip()) >= MIN_SECRET_CHARS})
     withheld = {}
-    for path in _walk_files(skill_dir):
+    for path in package_paths(root, skill_name):
         rel = path.relative_to(root).as_posix()
         if held and (rel == held or rel.startswith(held + "/")):
             withheld[rel] = "the eval suite or a file beside it (assertions reach only the grader)"
@@ -2750,9 +3148,12 @@ def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedS
         return LoadedSuite(None, problems, set())
     data, problems = parse_json_document(text, str(suite_path))
     if data is None:
-        return LoadedSuite(None, problems, set())
+        foreign = unparsable_format(text, suite_path)
+        return LoadedSuite(None, [foreign] if foreign else problems, set())
     root, root_problems = _choose_root(suite_path, repo_root)
-    checker = SuiteChecker(str(suite_path), root, suite_path)
+    # Without a root the suite is refused, but its fixtures are still looked up from where the
+    # root most likely is, so fixing the layout reveals no second round of errors.
+    checker = SuiteChecker(str(suite_path), root or provisional_root(suite_path), suite_path)
     skill_name, common, cases = checker.check_document(data)
     problems = root_problems + problems + checker.problems
     if root is not None and skill_name is not None:
@@ -2762,9 +3163,18 @@ def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedS
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     suite = Suite(suite_path, root, skill_name, common, cases, digest, checker.common_checks,
                   {text: check for text, (check, _) in checker.common_paired.items()},
-                  checker.installed_with)
+                  checker.installed_with, package_dir(root, skill_name) == root)
     problems += withholding_problems(suite)
     return LoadedSuite(suite, problems, checker.fixture_files)
+
+
+def provisional_root(suite_path: Path) -> Path:
+    """Where the repository root most likely is when none was found: above the evals/ folder
+    holding the suite, else the suite's own folder."""
+    for folder in suite_path.parents:
+        if folder.name == "evals":
+            return folder.parent
+    return suite_path.parent
 
 
 def _choose_root(suite_path: Path,
@@ -3305,7 +3715,7 @@ def delivery_fingerprints(root: Path, skill_name: str, suite_path: Path | None,
         data = _read_regular(suite_path, COPY_READ_CAP)
         if data is not None:
             prints.add(data, "suite", "the eval suite")
-    for path in _walk_files(root / "skills" / skill_name):
+    for path in package_paths(root, skill_name):
         rel = path.relative_to(root).as_posix()
         if held and (rel == held or rel.startswith(held + "/")):
             continue
@@ -3481,6 +3891,8 @@ class RepoSnapshot:
     # delivered, copies of the suite or of a package file): path -> {"kind", "reason"}.
     kept_back: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
     screened: dict[str, dict[str, str] | None] = dataclasses.field(default_factory=dict)
+    # A skill at the repository root: sandbox path (skills/<name>/...) -> repository path.
+    skill_sources: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def take(cls, root: Path, skill_name: str, withheld: dict[str, str] | None = None,
@@ -3490,8 +3902,10 @@ class RepoSnapshot:
         `revisions`: the packages of the arms that run the skill as committed at a revision;
         `suite_path`: the suite, which no sandbox gets wherever it lives."""
         listed, source = _list_repository(root)
-        skill_dir = root / "skills" / skill_name
         withheld = dict(withheld or {})
+        if package_dir(root, skill_name) == root:
+            return cls.of_root_skill(root, skill_name, source, withheld, revisions, suite_path)
+        skill_dir = root / "skills" / skill_name
         skill = sorted(rel for rel in (p.relative_to(root).as_posix() for p in
                                        _walk_files(skill_dir)) if rel not in withheld)
         snapshot = cls(root, [], skill, source, withheld=withheld,
@@ -3527,8 +3941,9 @@ class RepoSnapshot:
             return {"kind": "suite", "reason": "the eval suite" if target == rel
                     else f"a link to the eval suite {target}"}
         if target != rel:
-            package = os.path.realpath(self.root / "skills" / self.skill_name)
-            if _is_within(Path(real), Path(package)):
+            package = os.path.realpath(package_dir(self.root, self.skill_name))
+            if _is_within(Path(real), Path(package)) and not (  # a root skill's evals/ is not
+                    package == self.resolve("") and target.split("/")[0] == "evals"):
                 return {"kind": "skill", "reason": f"a link to {target}, in the skill package"}
             if not _is_delivered(target, self.skill_name):
                 return {"kind": "undelivered",
@@ -3538,6 +3953,25 @@ class RepoSnapshot:
             return None
         kind, source = found
         return {"kind": kind, "reason": f"a copy of {source}"}
+
+    @classmethod
+    def of_root_skill(cls, root: Path, skill_name: str, source: str, withheld: dict[str, str],
+                      revisions: dict[str, RevisionPackage] | None,
+                      suite_path: Path | None) -> RepoSnapshot:
+        """The repository is the skill: every tracked file but evals/ is the package, so the
+        baseline gets no repository file at all (only its fixtures), and with_skill gets the
+        package at skills/<name>/, where the executor prompt names it."""
+        sources = {f"skills/{skill_name}/{rel}": rel for rel in root_package_files(root)
+                   if rel not in withheld}
+        snapshot = cls(root, [], sorted(sources), source, withheld=withheld,
+                       linked_skill_files=frozenset(rel for rel, real in sources.items()
+                                                    if os.path.islink(root / real)),
+                       revisions=dict(revisions or {}), skill_name=skill_name,
+                       real_suite=os.path.realpath(suite_path) if suite_path else "",
+                       skill_sources=sources)
+        snapshot.fingerprints = delivery_fingerprints(root, skill_name, suite_path,
+                                                      snapshot.revisions)
+        return snapshot
 
     def resolve(self, rel: str) -> str | None:
         """The file a repository path names, links followed; None if that leaves the
@@ -3562,7 +3996,7 @@ class RepoSnapshot:
         with_skill cell is delivered from this copy, never from the checkout, so what an
         unconfined agent writes into the checkout's package reaches no later cell."""
         for rel in self.skill_files:
-            real = self.resolve(rel)
+            real = self.resolve(self.skill_sources.get(rel, rel))
             target = folder / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             if real is None:
@@ -3806,6 +4240,26 @@ def _list_repository(root: Path) -> tuple[list[str], str]:
         if ok:
             return [rel for rel in out.split("\0") if rel], "git ls-files"
     return [p.relative_to(root).as_posix() for p in _walk_files(root)], "folder walk"
+
+
+def root_package_files(root: Path) -> list[str]:
+    """The package of a skill at the repository root: the repository's tracked files but
+    evals/, skills/ and host-local folders. Only git says what is tracked, so such a skill is
+    run only from a git checkout whose SKILL.md is tracked (never a copy or a link)."""
+    listed, source = _list_repository(root)
+    if source != "git ls-files" or "SKILL.md" not in listed:
+        raise InputError(f"{root / 'SKILL.md'} is not a file git tracks in {root}", "the "
+                         "repository's own committed SKILL.md is the skill: `git add SKILL.md` "
+                         "(and commit), or run from the git checkout that tracks it")
+    return sorted(rel for rel in listed if rel.split("/", 1)[0] not in ROOT_PACKAGE_SKIPPED
+                  and not any(part in EXCLUDED_DIR_NAMES for part in rel.split("/")))
+
+
+def package_files(suite: Suite) -> list[str]:
+    """Repository-relative files of the skill package, as the iteration hashes and lists it."""
+    if suite.at_root:
+        return root_package_files(suite.root)
+    return [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
 
 
 # -- what validate says about delivery: protect paths, files kept from every sandbox ----------
@@ -4052,6 +4506,8 @@ class Sandbox:
     earlier_grader_dirs: list[Path] = dataclasses.field(default_factory=list)  # --grader-runs
     # Fresh agent homes (HOME, settings, TMPDIR) for CLIs that get one per process.
     homes: dict[str, Path] = dataclasses.field(default_factory=dict)
+    # The permission bits of the protected files as delivered: git keeps only the execute bit.
+    delivered_modes: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def repo(self) -> Path:
@@ -4397,15 +4853,44 @@ def sandbox_tree(repo: Path, rel: str) -> dict[str, tuple[str, bytes]]:
     return found
 
 
-def protected_changes(repo: Path, baseline: Path, commit: str, rel: str) -> list[str]:
-    """The files under `rel` the executor added, changed or deleted since delivery."""
+def permission_bits(repo: Path, rels: Iterable[str]) -> dict[str, int]:
+    """The permission bits of every regular file under `rels` in the sandbox, no link
+    followed: what protected_changes compares a later chmod with."""
+    modes = {}
+    for rel in rels:
+        top = repo / rel
+        if _link_in_parents(repo, rel) is not None:
+            continue
+        paths = ([Path(folder, name) for folder, _, names in os.walk(top) for name in names]
+                 if top.is_dir() and not top.is_symlink() else [top])
+        for path in paths:
+            with contextlib.suppress(OSError):
+                info = os.lstat(path)
+                if stat.S_ISREG(info.st_mode):
+                    modes[path.relative_to(repo).as_posix()] = stat.S_IMODE(info.st_mode)
+    return modes
+
+
+def _mode_changed(repo: Path, path: str, delivered_modes: dict[str, int]) -> bool:
+    try:
+        return stat.S_IMODE(os.lstat(repo / path).st_mode) != delivered_modes[path]
+    except OSError:
+        return False  # gone: listed as deleted already
+
+
+def protected_changes(repo: Path, baseline: Path, commit: str, rel: str,
+                      delivered_modes: dict[str, int] | None = None) -> list[str]:
+    """The files under `rel` the executor added, changed or deleted since delivery, a change
+    of permission bits (`chmod 666`, `chmod 000`) included."""
     parent = _link_in_parents(repo, rel)
     if parent is not None:
         return [parent]
     delivered, now = delivered_tree(baseline, commit, rel), sandbox_tree(repo, rel)
     now = {path: entry for path, entry in now.items() if not _generated(path)}
+    modes = delivered_modes or {}
     return sorted(path for path in set(delivered) | set(now)
-                  if delivered.get(path) != now.get(path))
+                  if delivered.get(path) != now.get(path)
+                  or (path in modes and path in now and _mode_changed(repo, path, modes)))
 
 
 def restore_delivered(repo: Path, baseline: Path, commit: str, rel: str) -> None:
@@ -4456,10 +4941,11 @@ def fixture_status(root: Path, paths: list[str]) -> dict[str, Any]:
 # each flag are in README.md ("Isolation").
 
 
-def choose_confinement(requested: str, tmp_size_mib: int = DEFAULT_TMP_SIZE_MIB
-                       ) -> Confinement:
+def choose_confinement(requested: str, tmp_size_mib: int = DEFAULT_TMP_SIZE_MIB,
+                       max_processes: int = DEFAULT_MAX_PROCESSES) -> Confinement:
     """--isolation: bwrap when asked, or when `auto` finds it working here; else none, and why.
-    Under bwrap the private /tmp gets --tmp-size, where this bwrap can size a tmpfs."""
+    Under bwrap the private /tmp gets --tmp-size, where this bwrap can size a tmpfs, and each
+    sandbox --max-processes."""
     if requested == "none":
         return Confinement("none", "--isolation none")
     found = shutil.which("bwrap")
@@ -4467,18 +4953,25 @@ def choose_confinement(requested: str, tmp_size_mib: int = DEFAULT_TMP_SIZE_MIB
     if not sys.platform.startswith("linux"):
         problem: str | None = f"bubblewrap confines agents on Linux only, not {sys.platform}"
     else:
-        problem = "bwrap not found" if found is None else probe_bwrap(found, size)
+        problem = ("bwrap not found" if found is None
+                   else probe_bwrap(found, size, max_processes))
     if problem is None and found is not None:
         version = bwrap_version(found)
         return Confinement("bwrap", bwrap=found, version=version, tmp_size_bytes=size,
                            tmp_size_reason="" if size else f"bwrap {version} has no --size "
-                           "option; the tmpfs has the kernel's default size, half the memory")
+                           "option; the tmpfs has the kernel's default size, half the memory",
+                           max_processes=max_processes,
+                           max_processes_reason=process_limit_problem(max_processes))
     if requested == "bwrap":
         raise EnvironmentProblem(
             f"--isolation bwrap: {problem}",
             "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and allow "
             "unprivileged user namespaces, or run with --isolation auto or none")
     return Confinement("none", problem or "bwrap unusable")
+
+
+def confinement_for(options: RunOptions) -> Confinement:
+    return choose_confinement(options.isolation, options.tmp_size_mib, options.max_processes)
 
 
 def bwrap_version(bwrap: str) -> str:
@@ -4501,7 +4994,19 @@ def bwrap_sizes_tmpfs(bwrap: str) -> bool:
     return re.search(r"^\s*--size\b", done.stdout + done.stderr, re.MULTILINE) is not None
 
 
-def probe_bwrap(bwrap: str, tmp_size: int | None = None) -> str | None:
+def process_limit_problem(max_processes: int) -> str:
+    """Why --max-processes does not hold here, or empty. bubblewrap maps the sandbox to the
+    runner's own user, and Linux applies no process limit (RLIMIT_NPROC) to root's."""
+    if max_processes == 0:
+        return "--max-processes 0"
+    if os.geteuid() == 0:
+        return ("the runner runs as root, whose processes Linux never limits in number; run "
+                "it as an ordinary user for the limit to hold")
+    return ""
+
+
+def probe_bwrap(bwrap: str, tmp_size: int | None = None,
+                max_processes: int = 0) -> str | None:
     """Does the very argv shape agents get run here? None if so, else bwrap's reason.
 
     A plain `bwrap --ro-bind / / true` would pass where mounting /proc or a user namespace is
@@ -4511,7 +5016,8 @@ def probe_bwrap(bwrap: str, tmp_size: int | None = None) -> str | None:
         work, home = Path(folder, "work"), Path(folder, "home")
         work.mkdir()
         home.mkdir()
-        argv = bwrap_argv(["true"], bwrap=bwrap, workdir=work, home=home, tmp_size=tmp_size)
+        argv = bwrap_argv(["true"], bwrap=bwrap, workdir=work, home=home,
+                          limits=Limits(tmp_size, max_processes))
         try:
             done = subprocess.run(argv, env={"PATH": "/usr/bin:/bin"}, capture_output=True,
                                   timeout=20, stdin=subprocess.DEVNULL, start_new_session=True)
@@ -4636,8 +5142,15 @@ class Mounts:
     hide: Iterable[Path] = ()  # the runner's folders, masked wherever a read-only bind shows them
 
 
+# Inside the sandbox, before the command: its processes and threads at most $0 (bash's ulimit
+# takes -u, dash's -p). Set inside the user namespace, it counts only the sandbox's own.
+PROCESS_LIMIT_SH = ('ulimit -u "$0" 2>/dev/null || ulimit -p "$0" 2>/dev/null || '
+                    '{ echo "skill-eval: /bin/sh could not set the process limit" >&2; exit 125; }'
+                    '; exec "$@"')
+
+
 def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
-               mounts: Mounts = Mounts(), tmp_size: int | None = None) -> list[str]:
+               mounts: Mounts = Mounts(), limits: Limits = Limits()) -> list[str]:
     """bwrap's whole argv. Mounts apply in order and a later one shadows an earlier one.
 
     - the new root read-only; no capabilities; as root, a non-zero uid inside, because codex's
@@ -4659,7 +5172,7 @@ def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
         argv += [arg for secret in SECRET_ETC_DIRS if os.path.isdir(secret)
                  for arg in ("--tmpfs", secret, "--remount-ro", secret)]
     argv += ["--proc", "/proc", "--dev", "/dev"]
-    argv += (["--size", str(tmp_size)] if tmp_size else []) + ["--tmpfs", "/tmp"]
+    argv += (["--size", str(limits.tmp_size)] if limits.tmp_size else []) + ["--tmpfs", "/tmp"]
     bound = [dest for kind, _, dest in system if kind == "ro-bind"]
     ordered = sorted(mounts.ro_entries, key=lambda e: (e[0] != "ro-bind", len(Path(e[2]).parts)))
     for kind, source, dest in ordered:
@@ -4682,7 +5195,9 @@ def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
         argv += ["--bind", folder, folder]
     for mask in masks:
         argv += ["--remount-ro", mask]
-    return argv + ["--remount-ro", "/", "--chdir", str(workdir), "--", *command]
+    limit = (["/bin/sh", "-c", PROCESS_LIMIT_SH, str(limits.max_processes)]
+             if limits.max_processes else [])
+    return argv + ["--remount-ro", "/", "--chdir", str(workdir), "--", *limit, *command]
 
 
 def runner_folder_masks(hide: Iterable[Path], bound: list[str]) -> list[str]:
@@ -4953,10 +5468,17 @@ class Provider:
     def version_argv(self) -> list[str]:
         return [self.binary, "--version"]
 
-    def readiness_problem(self, env: dict[str, str]) -> tuple[str, str] | None:
-        """(what, how to fix it) when every call would fail for want of a sign-in, as far as
-        the CLI's settings and `env` show without calling a model; None when ready or when
-        this CLI cannot be checked that way."""
+    def readiness_problem(self, env: dict[str, str],
+                          models: tuple[str | None, ...] = ()) -> tuple[str, str] | None:
+        """(what, how to fix it) when every call would fail for want of a sign-in, a model or
+        a provider, as far as the CLI's settings and `env` show without calling a model
+        (`models`: the executor's and the grader's --model, None for the CLI's own choice);
+        None when ready or when this CLI cannot be checked that way."""
+        return None
+
+    def rejected_sign_in(self, failure: str) -> tuple[str, str] | None:
+        """(what, how to fix it) when a failed call's detail shows the service refused the
+        sign-in itself, so every call will fail alike; None otherwise."""
         return None
 
     def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
@@ -5115,11 +5637,11 @@ def claude_metrics(envelope: dict | None, reason: str) -> dict[str, dict[str, An
         if duration["value"] is not None else absent(duration["absent_reason"]))
     parts = [metrics[k] for k in ("input_tokens", "output_tokens", "cache_read_input_tokens",
                                   "cache_creation_input_tokens")]
+    missing = next((p for p in parts if p["value"] is None), None)
     metrics["tokens"] = (
         captured(sum(p["value"] for p in parts),
                  "claude envelope usage: input + output + cache read + cache creation")
-        if all(p["value"] is not None for p in parts)
-        else absent("a claude usage field is missing, so the total is unknown"))
+        if missing is None else absent(f"{missing['absent_reason']}, so the total is unknown"))
     return metrics
 
 
@@ -5391,7 +5913,8 @@ class GeminiProvider(Provider):
             _set_path(settings, *_json_setting(setting))
         return settings
 
-    def readiness_problem(self, env: dict[str, str]) -> tuple[str, str] | None:
+    def readiness_problem(self, env: dict[str, str],
+                          models: tuple[str | None, ...] = ()) -> tuple[str, str] | None:
         # Observed with gemini 0.61.0: each of these exits 41 before any model request.
         user_dir = Path(env.get("GEMINI_CLI_HOME") or _home(env)) / ".gemini"
         auth = _dig(self.settings_for("executor", None, env,
@@ -5415,6 +5938,19 @@ class GeminiProvider(Provider):
                     f"({user_dir / 'oauth_creds.json'} is missing); a headless call cannot "
                     "sign in, so every call would fail (exit 41)", fix)
         return None
+
+    def rejected_sign_in(self, failure: str) -> tuple[str, str] | None:
+        # Reported for gemini 0.58.0 with a personal Google login on the free tier: the token
+        # is accepted, then "Error authenticating: IneligibleTierError: This client is no
+        # longer supported ..." with reasonCode 'UNSUPPORTED_CLIENT', before any model call.
+        if "IneligibleTierError" not in failure and "UNSUPPORTED_CLIENT" not in failure:
+            return None
+        return ("gemini refused its Google sign-in (IneligibleTierError: a free-tier personal "
+                "login, 'Gemini Code Assist for individuals', is no longer accepted from this "
+                "client), so every call would fail",
+                "export GEMINI_API_KEY (a key from Google AI Studio) and run with "
+                "--agent-config security.auth.selectedType=gemini-api-key, or use Vertex AI "
+                "(GOOGLE_GENAI_USE_VERTEXAI=true)")
 
     def allow_skills(self, home: Path, env: dict[str, str]) -> dict[str, str]:
         path = home / ".gemini" / "settings.json"
@@ -5600,6 +6136,83 @@ class OpenCodeProvider(Provider):
             user = _merge(user, _read_json_object(Path(env["OPENCODE_CONFIG"])))
         return {key: user[key] for key in self.carried_keys if key in user}
 
+    def readiness_problem(self, env: dict[str, str],
+                          models: tuple[str | None, ...] = ()) -> tuple[str, str] | None:
+        # Observed with opencode 1.18.33: a model it cannot resolve fails every call with
+        # only "UnknownError: Unexpected server error" on stdout; its log says
+        # ProviderModelNotFoundError. Checked here from the same config the cells get.
+        config = self.config_for("executor", self._user_config(env))
+        for model in dict.fromkeys(m or config.get("model") for m in models or (None,)):
+            if isinstance(model, str) and model:
+                problem = self._model_problem(model, config, env)
+                if problem:
+                    return (f"opencode cannot use the model {model!r}: {problem}, so every "
+                            "call would fail (ProviderModelNotFoundError); no model was "
+                            "called", self._model_fix(config))
+        return None
+
+    def _model_problem(self, model: str, config: dict[str, Any], env: dict[str, str]) -> str:
+        """Why opencode 1.18.33 would not find `model`, as far as its config, its model
+        catalog (when cached) and the credentials show; empty when it may."""
+        provider_id, _, model_id = model.partition("/")
+        if not model_id:
+            return "opencode takes a model as PROVIDER/MODEL"
+        enabled = config.get("enabled_providers")
+        if provider_id in (config.get("disabled_providers") or []) or (
+                isinstance(enabled, list) and provider_id not in enabled):
+            return (f"the provider {provider_id!r} is switched off by disabled_providers or "
+                    "enabled_providers in your opencode config")
+        configured = config.get("provider") if isinstance(config.get("provider"), dict) else {}
+        catalog = self._catalog(env)
+        listed = catalog.get(provider_id) if catalog is not None else None
+        known = {*_keys(_dig(configured, (provider_id, "models"))),
+                 *_keys(_dig(listed, ("models",)))}
+        if provider_id in configured:
+            # a custom provider knows only the models its entry lists; one that extends a
+            # catalog provider also knows the catalog's, which cannot be checked without it
+            if model_id in known or (listed is None and catalog is None
+                                     and "npm" not in (configured[provider_id] or {})):
+                return ""
+            return (f"provider.{provider_id}.models in your opencode config lists "
+                    f"{_names(known)}")
+        if provider_id == "opencode" and catalog is None:
+            return ""  # its built-in free provider: the models are not known here
+        if catalog is None:
+            return ""  # a catalog provider, perhaps: opencode's own list is not cached here
+        if listed is None:
+            return (f"no provider {provider_id!r} in your opencode config or in opencode's "
+                    "model catalog")
+        if model_id not in known:
+            return f"opencode's catalog lists no model {model_id!r} for {provider_id!r}"
+        if provider_id != "opencode" and not self._has_credentials(provider_id, listed, env):
+            names = [n for n in _keys(listed.get("env")) if isinstance(n, str)]
+            return (f"the provider {provider_id!r} has no credentials (none of "
+                    f"{_names(names)} is set and `opencode auth login` stored none)")
+        return ""
+
+    def _model_fix(self, config: dict[str, Any]) -> str:
+        configured = config.get("provider") if isinstance(config.get("provider"), dict) else {}
+        ours = [f"{pid}/{mid}" for pid, entry in configured.items()
+                for mid in _keys(_dig(entry, ("models",)))][:3]
+        return ("name a model opencode has with --model PROVIDER/MODEL ("
+                + (f"yours: {', '.join(ours)}; " if ours else "")
+                + "`opencode models` lists them), or sign in to its provider with "
+                "`opencode auth login`, or leave --model out and opencode picks its default")
+
+    @staticmethod
+    def _catalog(env: dict[str, str]) -> dict[str, Any] | None:
+        """opencode's cached model catalog (models.dev), None when it has none cached."""
+        cache = Path(env.get("XDG_CACHE_HOME") or _home(env) / ".cache")
+        path = cache / "opencode" / "models.json"
+        return _read_json_object(path) or None if path.is_file() else None
+
+    @staticmethod
+    def _has_credentials(provider_id: str, listed: dict[str, Any], env: dict[str, str]) -> bool:
+        if any(isinstance(n, str) and env.get(n) for n in _keys(listed.get("env"))):
+            return True
+        data = Path(env.get("XDG_DATA_HOME") or _home(env) / ".local" / "share")
+        return provider_id in _read_json_object(data / "opencode" / "auth.json")
+
     def config_for(self, role: str, user: dict[str, Any]) -> dict[str, Any]:
         config: dict[str, Any] = {**user, "share": "disabled", "autoupdate": False,
                                   "snapshot": False, "permission": {"skill": "deny"}}
@@ -5651,6 +6264,10 @@ class OpenCodeProvider(Provider):
                  errors: list[str], rejected: list[str]) -> str | None:
         if errors or result.returncode != 0:
             said = "; ".join(errors) or "no error event" + _stderr_reason(result)
+            if any(e.startswith("UnknownError:") for e in errors):
+                # 1.18.33 prints only this for what it logs, a model it cannot find among them
+                said = (f"{said[:500]} (opencode logs the cause in its own log; a model or "
+                        "provider it cannot find is one: check --model and `opencode models`)")
             return f"opencode failed (exit {result.returncode}): {said}"[:800]
         if not steps:
             return ("opencode finished no step" if events else "opencode printed no events") \
@@ -5694,6 +6311,20 @@ def opencode_metrics(steps: list[dict], result: ProcessResult,
     return metrics
 
 
+def _keys(value: Any) -> list[Any]:
+    """The names a config lists, as a mapping's keys or a list's items; [] otherwise."""
+    if isinstance(value, dict):
+        return list(value)
+    return list(value) if isinstance(value, list) else []
+
+
+def _names(names: Any) -> str:
+    shown = sorted(str(n)[:60] for n in names)
+    if not shown:
+        return "none"
+    return ", ".join(shown[:5]) + (f" and {len(shown) - 5} more" if len(shown) > 5 else "")
+
+
 def _model_args(flag: str, model: str | None) -> list[str]:
     return [flag, model] if model else []
 
@@ -5720,7 +6351,8 @@ def require_provider(options: RunOptions, agent_env: dict[str, str]) -> Provider
             "install the CLI outside the checkout, or copy it out and put that folder on PATH "
             "(for the bundled fakes see README.md, 'Try it without an agent CLI')") if inside
             else f"install it ({provider.install_hint}) or fix PATH")
-    unready = provider.readiness_problem(agent_env)
+    unready = provider.readiness_problem(agent_env, (options.executor_model,
+                                                     options.grader_model))
     if unready is not None:
         raise EnvironmentProblem(f"{unready[0]}; no agent was launched", unready[1])
     return provider
@@ -6305,7 +6937,7 @@ def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
                 inside = ctx.provider.allow_skills(home, inside)
         mounts = dataclasses.replace(binds, ro_entries=ctx.agent_mounts, hide=ctx.hidden)
         argv = bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
-                          home=home, mounts=mounts, tmp_size=ctx.confinement.tmp_size_bytes)
+                          home=home, mounts=mounts, limits=ctx.confinement.limits())
         short, fd = options_through_fd(argv)
         try:
             result = run_process(dataclasses.replace(invocation, argv=short, pass_fds=(fd,)),
@@ -6479,6 +7111,8 @@ def prepare_sandbox(ctx: RunContext, run: CellRun) -> None:
     run.sandbox = build_sandbox(ctx.snapshot, cell.case, sandbox_delivery(cell.config),
                                 ctx.sandbox_base, cell.run_dir / "baseline.git", install)
     run.record.sandbox = run.sandbox.record
+    protect = {rel for check in ctx.suite.checks_for(cell.case) for rel in check.protect}
+    run.sandbox.delivered_modes = permission_bits(run.sandbox.repo, sorted(protect))
 
 
 def sandbox_delivery(config: str) -> bool | str:
@@ -6575,7 +7209,7 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     result, env, isolation = run_agent(ctx, invocation, env, Mounts(ro_binds=borrowed),
                                        role="executor", model=ctx.options.executor_model)
     record.executor = process_record(invocation, result, env, isolation)
-    files.text("logs/executor_stream.txt", result.stdout)  # kept whatever it holds
+    files.text(f"logs/{EXECUTOR_STREAM_FILE}", result.stdout)  # kept whatever it holds
     reply = ctx.provider.read_executor(result)
     reply.text, replaced = encodable_text(reply.text)
     if replaced:
@@ -6584,7 +7218,10 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     record.notes = reply.notes
     record.metrics = reply.metrics
     record.permission_denials = reply.permission_denials
-    record.skill_read = skill_read_evidence(reply.trace, ctx.suite.skill_name, cell.config)
+    record.skill_read = skill_read_evidence(
+        reply.trace, ctx.suite.skill_name, cell.config,
+        # The repository is the skill: its checkout SKILL.md has no skills/<name>/ in its path.
+        str(ctx.suite.root / "SKILL.md") if ctx.suite.at_root else None)
     if config_installs_skill(cell.config):
         record.activation = {"should_activate": cell.case.should_activate,
                              **activation_evidence(ctx.provider, reply.trace,
@@ -7009,12 +7646,15 @@ def _open_regular_unfollowed(root: Path, rel: Path) -> tuple[int | None, str]:
             os.close(fd)
 
 
-def skill_read_evidence(trace: list[dict] | None, skill_name: str, config: str) -> dict[str, Any]:
+def skill_read_evidence(trace: list[dict] | None, skill_name: str, config: str,
+                        checkout_skill_md: str | None = None) -> dict[str, Any]:
     """Did the executor's recorded tool calls touch the target skill's SKILL.md?"""
     if trace is None:
         return {"state": "unknown", "reason": "no tool-call trace was captured"}
-    needle = f"skills/{skill_name}/SKILL.md"
-    hits = [call for call in trace if needle in json.dumps(call.get("input"), ensure_ascii=False)]
+    needles = [f"skills/{skill_name}/SKILL.md", *([checkout_skill_md] if checkout_skill_md
+                                                   else [])]
+    hits = [call for call in trace
+            if any(n in json.dumps(call.get("input"), ensure_ascii=False) for n in needles)]
     return {"state": "read" if hits else "not_read", "calls": len(trace),
             "reads": [c.get("tool") for c in hits][:10], "config": config}
 
@@ -7031,6 +7671,7 @@ def activation_evidence(provider: Provider, trace: list[dict] | None, skill_name
         signal = _activation_signal(provider, call, skill_name)
         if signal:
             shown = json.dumps(call.get("input"), ensure_ascii=False)
+            signal += _where_in_stream(position, call.get("event"))
             return {"activated": True, "signal": signal, "calls": len(trace), "evidence": {
                 "tool": call.get("tool"), "input": shown[:300], "call": position,
                 "event": call.get("event")}}
@@ -7042,16 +7683,28 @@ def activation_evidence(provider: Provider, trace: list[dict] | None, skill_name
 
 
 def _activation_signal(provider: Provider, call: dict[str, Any], skill_name: str) -> str:
-    tool_input = call.get("input")
-    if provider.skill_tool and call.get("tool") == provider.skill_tool[0]:
+    """What the call was, named as the CLI reported it; empty when it loads no skill."""
+    tool_input, tool = call.get("input"), call.get("tool")
+    shown = json.dumps(str(tool), ensure_ascii=False)[:80]
+    if provider.skill_tool and tool == provider.skill_tool[0]:
         named = tool_input.get(provider.skill_tool[1]) if isinstance(tool_input, dict) else None
         # a plugin's skill is "plugin:name"; a slash command may keep its "/"
         if isinstance(named, str) and named.lstrip("/").rsplit(":", 1)[-1] == skill_name:
-            return "skill tool"
+            return (f"{provider.name}'s skill tool {shown} called with "
+                    f"{provider.skill_tool[1]}={json.dumps(named, ensure_ascii=False)[:120]}")
     needle = f"{provider.skills_folder}/{skill_name}/SKILL.md"
     if needle in json.dumps(tool_input, ensure_ascii=False):
-        return "read of the installed SKILL.md"
+        return f"{provider.name}'s tool {shown} called on the installed {needle}"
     return ""
+
+
+def _where_in_stream(position: int, event: Any) -> str:
+    """Where to find the call: its rank among the tool calls and the stream's JSON events."""
+    where = f"tool call {position + 1}"
+    if isinstance(event, int) and not isinstance(event, bool):
+        where += (f", JSON event {event + 1} (index {event}) of "
+                  f"logs/{EXECUTOR_STREAM_FILE}")
+    return f" ({where})"
 
 
 # -- deterministic checks: after the executor, in its sandbox, confined as it was ----------
@@ -7090,12 +7743,19 @@ def run_checks_in_order(ctx: RunContext, run: CellRun, checks: list[Check], prot
     sandbox = run.sandbox
     commit = sandbox.record["git"].get("baseline", "")
     for rel in protect:  # what the executor left, before any check runs and writes there
-        changed = protected_changes(sandbox.repo, sandbox.baseline_git, commit, rel)
+        changed = protected_changes(sandbox.repo, sandbox.baseline_git, commit, rel,
+                                    sandbox.delivered_modes)
         state["protected"][rel] = {"changed_by_executor": changed}
+    planted: list[str] = []
+    if any(check.subject == "run" for check in checks):
+        planted = planted_interpreter_files(sandbox, commit)
+        state["planted_interpreter_files"] = planted
+        remove_bytecode_caches(sandbox.repo)
     for check in checks:
         for rel in check.protect:
             restore_delivered(sandbox.repo, sandbox.baseline_git, commit, rel)
-        result = run_one_check(ctx, run, check)
+        result = (refused_run_check(check, planted, bool(sandbox.record["git"].get("ok")))
+                  if planted and check.subject == "run" else run_one_check(ctx, run, check))
         state["results"].append(result)
         if result.get("unrun"):
             state["unrun"] = f"check {check.name!r} could not run: {result['unrun']}"
@@ -7103,18 +7763,122 @@ def run_checks_in_order(ctx: RunContext, run: CellRun, checks: list[Check], prot
             return
 
 
+# A Python the check starts could load these from the tree instead of the standard library
+# (a folder of the tree first on sys.path: PYTHONPATH=. in the command, `python3 -m` before
+# 3.11) or run them at startup. The executor adding one makes the cell's run checks unrun.
+PYTHON_STARTUP_HOOKS = frozenset({"sitecustomize", "usercustomize"})
+PYTHON_MODULE_SUFFIXES = (".py", ".pyc", ".so", ".pyd")
+PLANTED_SHOWN = 5
+
+
+def stdlib_module_names() -> frozenset[str]:
+    """The top-level names of this Python's standard library (3.9 has no list: its folders)."""
+    names = getattr(sys, "stdlib_module_names", None)
+    if names is None:
+        names = set(sys.builtin_module_names)
+        home = os.path.dirname(os.__file__)
+        for folder in (home, os.path.join(home, "lib-dynload")):
+            with contextlib.suppress(OSError):
+                names.update(entry.split(".", 1)[0] for entry in os.listdir(folder))
+    # `test` (CPython's own regression tests) is left out: no check imports it, and a project's
+    # test.py is common.
+    return frozenset(names) - {"__main__", "__init__", "test"}
+
+
+STDLIB_MODULE_NAMES = stdlib_module_names()
+
+
+def delivered_paths(baseline: Path, commit: str) -> set[str]:
+    """Every path the cell's baseline commit holds. Raises OSError when git cannot list it."""
+    ok, out = run_git([f"--git-dir={baseline}", *GIT_READ_ONLY, "ls-tree", "-r", "-z",
+                       "--name-only", "--full-tree", commit], baseline)
+    if not ok:
+        raise OSError(f"cannot list the baseline: {out}")
+    return set(filter(None, out.split("\0")))
+
+
+def _imported_as(rel: str, delivered: set[str]) -> str | None:
+    """The module name Python would import `rel` as, if that name is a startup hook, a
+    standard-library module, or a delivered source beside it that a compiled module takes the
+    place of; else None."""
+    folder, _, name = rel.rpartition("/")
+    stem = name.partition(".")[0]
+    if not name.endswith(PYTHON_MODULE_SUFFIXES):
+        return None
+    package = stem == "__init__"
+    if package:  # the folder is the module, found before a source of its name beside it
+        folder, _, stem = folder.rpartition("/")
+    if stem in PYTHON_STARTUP_HOOKS or stem in STDLIB_MODULE_NAMES:
+        return stem
+    beside = f"{folder}/{stem}.py" if folder else f"{stem}.py"
+    replaces = package or name.endswith((".so", ".pyd"))
+    return stem if replaces and beside in delivered else None
+
+
+def planted_interpreter_files(sandbox: Sandbox, commit: str) -> list[str]:
+    """Files and links the executor added (not delivered) that a Python started by a check
+    could import in place of the standard library or the code under test, or run at startup.
+    Without a baseline commit nothing tells them from delivered ones: all are listed.
+    Bytecode caches are not listed: checks never read them (PYTHONPYCACHEPREFIX)."""
+    known = sandbox.record["git"].get("ok")
+    delivered = delivered_paths(sandbox.baseline_git, commit) if known else set()
+    found = []
+    for folder, dirs, files in os.walk(sandbox.repo):
+        here = Path(folder).relative_to(sandbox.repo).as_posix()
+        dirs[:] = [d for d in dirs if d != "__pycache__" and not (here == "." and d == ".git")]
+        linked = {d for d in dirs if os.path.islink(os.path.join(folder, d))}
+        for name in [*files, *linked]:
+            rel = name if here == "." else f"{here}/{name}"
+            # a linked folder is imported as a package: as if its __init__.py were added
+            as_module = f"{rel}/__init__.py" if name in linked else rel
+            if rel not in delivered and _imported_as(as_module, delivered):
+                found.append(rel)
+    return sorted(found)
+
+
+def refused_run_check(check: Check, planted: list[str], known: bool) -> dict[str, Any]:
+    shown = ", ".join(planted[:PLANTED_SHOWN]) + (
+        f" and {len(planted) - PLANTED_SHOWN} more" if len(planted) > PLANTED_SHOWN else "")
+    who = ("the executor added" if known else
+           "with no baseline commit to tell delivered files from added ones, the tree holds")
+    return {"name": check.name, "subject": check.subject, "duration_s": 0.0,
+            "unrun": f"not run: {who} {shown}, which a Python the check starts could load in "
+                     "place of the standard library or the code under test, or run at "
+                     "startup; its result could not be trusted"}
+
+
+def remove_bytecode_caches(repo: Path) -> None:
+    """Every __pycache__ folder in the tree, gone before the run checks: generated state never
+    delivered, and a tool that keeps its own cache there (pytest's rewritten tests) would read a
+    planted one. Python itself reads none (PYTHONPYCACHEPREFIX); what cannot be removed stays."""
+    for folder, dirs, _ in os.walk(repo):
+        if Path(folder) == repo and ".git" in dirs:
+            dirs.remove(".git")
+        for name in [d for d in dirs if d == "__pycache__"]:
+            dirs.remove(name)
+            cache = os.path.join(folder, name)
+            if os.path.islink(cache):
+                with contextlib.suppress(OSError):
+                    os.unlink(cache)
+            else:
+                shutil.rmtree(cache, ignore_errors=True)
+
+
 def run_one_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, Any]:
     """{name, subject, passed, evidence, duration_s}, or with `unrun` (why it could not)."""
     started = time.monotonic()
+    def search(pattern: str, text: str, timeout_s: float) -> tuple[str | None, str]:
+        return search_in_child(ctx, pattern, text, timeout_s)
+
     if check.subject == "run":
         result = run_command_check(ctx, run, check)
     elif check.subject == "file":
-        result = file_check(run.sandbox, check)
+        result = file_check(run.sandbox, check, search)
     else:
         answer = run.answer
         text = answer.text if check.target == "reply" else answer.artifact
-        result = (text_check(check, text, f"the {check.target}") if text is not None else
-                  {"passed": False, "evidence": "the executor wrote no artifact"})
+        result = (text_check(check, text, f"the {check.target}", search) if text is not None
+                  else {"passed": False, "evidence": "the executor wrote no artifact"})
     return {"name": check.name, "subject": check.subject, **result,
             "duration_s": round(time.monotonic() - started, 3)}
 
@@ -7142,6 +7906,26 @@ def run_command_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, 
     return {**tails, "passed": passed, "evidence": evidence}
 
 
+# A check's PATH: the system's folders, then the agent CLI's (node beside an npm CLI). Never the
+# caller's: an empty or relative entry there would find a `python3` the executor planted.
+CHECK_SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+CHECK_KEPT_VARS = ("LANG", "LANGUAGE", "TZ")  # and every LC_*
+
+
+def check_env(ctx: RunContext, workdir: Path, home: str) -> dict[str, str]:
+    """The environment a run check gets, built here rather than inherited: nothing the caller
+    set (PYTHONPATH, NODE_OPTIONS, LD_PRELOAD, a PATH with `.` in it) reaches it, no user site,
+    and Python's bytecode cache in an empty folder of the fresh HOME, so none planted in the
+    tree is ever read."""
+    cli = shutil.which(ctx.provider.binary, path=ctx.base_env.get("PATH", ""))
+    folders = [*CHECK_SYSTEM_PATH, *([os.path.dirname(os.path.abspath(cli))] if cli else [])]
+    env = {name: value for name, value in ctx.base_env.items()
+           if name in CHECK_KEPT_VARS or name.startswith("LC_")}
+    return {**env, "PATH": os.pathsep.join(dict.fromkeys(folders)), "HOME": home,
+            "PWD": str(workdir), "TMPDIR": "/tmp", "PYTHONNOUSERSITE": "1",
+            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": f"{home}/.pycache"}
+
+
 def run_confined_command(ctx: RunContext, invocation: Invocation, timeout_s: float,
                          ro_binds: list[Path]) -> tuple[ProcessResult, dict[str, Any]]:
     """A check's process, under the executor's own confinement: with bwrap the same mounts,
@@ -7149,28 +7933,69 @@ def run_confined_command(ctx: RunContext, invocation: Invocation, timeout_s: flo
     it left running ended with it. No agent's login is carried into the HOME."""
     home = Path(tempfile.mkdtemp(prefix="skill-eval-home-check-", dir=ctx.sandbox_base))
     try:
-        inside = confined_env(provider_env(ctx, invocation.cwd), invocation.cwd, {})
-        if ctx.confinement.mode != "bwrap":
+        confined = ctx.confinement.mode == "bwrap"
+        inside = check_env(ctx, invocation.cwd, HOME_INSIDE if confined else str(home))
+        if not confined:
             token = secrets.token_hex(8)
-            env = {**inside, "HOME": str(home), AGENT_TOKEN_ENV: token}
+            env = {**inside, AGENT_TOKEN_ENV: token}
             result = run_process(invocation, env, timeout_s, ctx.groups)
             strays = end_strays(token=token)
             return result, {**ctx.confinement.to_json(), "strays_ended": len(strays)}
         argv = bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
                           home=home, mounts=Mounts(ctx.agent_mounts, ro_binds,
-                                                   hide=ctx.hidden))
-        short, fd = options_through_fd(argv)
-        try:
-            result = run_process(dataclasses.replace(invocation, argv=short, pass_fds=(fd,)),
-                                 inside, timeout_s, ctx.groups)
-        finally:
-            os.close(fd)
-        return result, ctx.confinement.to_json()
+                                                   hide=ctx.hidden),
+                          limits=ctx.confinement.limits())
+        with tempfile.TemporaryFile() as status:
+            cut = argv.index("--")
+            argv[cut:cut] = ["--json-status-fd", str(status.fileno())]
+            short, fd = options_through_fd(argv)
+            try:
+                result = run_process(dataclasses.replace(
+                    invocation, argv=short, pass_fds=(fd, status.fileno())),
+                    inside, timeout_s, ctx.groups)
+            finally:
+                os.close(fd)
+            return command_status(result, status), ctx.confinement.to_json()
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
 
-def file_check(sandbox: Sandbox, check: Check) -> dict[str, Any]:
+BWRAP_STATUS_CAP = 64 * 1024
+
+
+def json_documents(text: str) -> Iterator[Any]:
+    """The JSON documents written one after another in `text`, up to the first that is cut."""
+    decoder, at = json.JSONDecoder(), 0
+    while True:
+        at = len(text) - len(text[at:].lstrip())
+        try:
+            document, at = decoder.raw_decode(text, at)
+        except ValueError:
+            return
+        yield document
+
+
+def command_status(result: ProcessResult, status: Any) -> ProcessResult:
+    """The confined command's own exit status, from bwrap's --json-status-fd report. bwrap
+    writes "exit-code" only for a command it started; without it, bwrap's own status (1 when
+    it could not enter a folder the executor locked with `chmod 000`) is no command's, and the
+    check could not start."""
+    status.seek(0)
+    reported: dict[str, Any] = {}
+    for document in json_documents(status.read(BWRAP_STATUS_CAP).decode("utf-8", "replace")):
+        if isinstance(document, dict):
+            reported.update(document)
+    code = reported.get("exit-code")
+    if isinstance(code, int) and not isinstance(code, bool):
+        return dataclasses.replace(result, returncode=code)
+    if result.timed_out or result.cancelled:
+        return result
+    said = result.stderr.strip().splitlines()[-1:] or ["no message"]
+    return dataclasses.replace(result, returncode=None,
+                               spawn_error=f"bubblewrap did not start it ({said[0][:300]})")
+
+
+def file_check(sandbox: Sandbox, check: Check, search: Search) -> dict[str, Any]:
     """A sandbox file, reached from the sandbox base without following any link."""
     if not sandbox.repo.is_dir():
         return {"unrun": "the sandbox was gone when the check was to run"}
@@ -7188,7 +8013,7 @@ def file_check(sandbox: Sandbox, check: Check) -> dict[str, Any]:
     if len(data) > CHECK_READ_CAP:
         return {"passed": False, "evidence": f"{check.target} is larger than "
                 f"{CHECK_READ_CAP // (1024 * 1024)} MB; not read"}
-    return text_check(check, data.decode("utf-8", "replace"), check.target)
+    return text_check(check, data.decode("utf-8", "replace"), check.target, search)
 
 
 def _exists_unfollowed(root: Path, rel: Path) -> tuple[bool, str]:
@@ -7209,7 +8034,39 @@ def _exists_unfollowed(root: Path, rel: Path) -> tuple[bool, str]:
     return (kind is not None), (f"exists ({kind})" if kind else f"is {_node_kind(mode)}")
 
 
-def text_check(check: Check, text: str, what: str) -> dict[str, Any]:
+# A suite's pattern is searched in a child process: a pattern that backtracks for hours holds
+# the interpreter lock, so in the runner no timeout, --deadline or Ctrl-C could end it.
+PATTERN_SEARCH = """import json, re, sys
+pattern, text = json.load(sys.stdin)
+found = re.search(pattern, text)
+json.dump(None if found is None else found.group(0)[:400], sys.stdout)
+"""
+Search = Callable[[str, str, float], "tuple[str | None, str]"]
+
+
+def search_in_child(ctx: RunContext, pattern: str, text: str, timeout_s: float
+                    ) -> tuple[str | None, str]:
+    """(the matched text or None, "") or (None, why the search could not finish)."""
+    invocation = Invocation([sys.executable, "-I", "-S", "-c", PATTERN_SEARCH],
+                            ctx.sandbox_base, stdin_text=json.dumps([pattern, text]))
+    result = run_process(invocation, {"PATH": os.pathsep.join(CHECK_SYSTEM_PATH)}, timeout_s,
+                         ctx.groups)
+    if result.timed_out:
+        return None, f"the pattern search did not end within {timeout_s:g} s"
+    if result.cancelled:
+        return None, "the run was stopped while it ran"
+    try:
+        if result.returncode == 0:
+            found = json.loads(result.stdout)
+            if found is None or isinstance(found, str):
+                return found, ""
+    except ValueError:
+        pass
+    said = result.spawn_error or result.stderr.strip()[-300:] or f"exit {result.returncode}"
+    return None, f"the pattern search failed: {said}"
+
+
+def text_check(check: Check, text: str, what: str, search: Search) -> dict[str, Any]:
     if check.test == "json":
         try:
             json.loads(text)
@@ -7220,11 +8077,13 @@ def text_check(check: Check, text: str, what: str) -> dict[str, Any]:
         passed = check.expected in text
         verb = "contains" if passed else "does not contain"
         return {"passed": passed, "evidence": f"{what} {verb} {check.expected[:80]!r}"}
-    match = re.search(check.expected, text)
-    if match is None:
+    found, unrun = search(check.expected, text, check.timeout_s)
+    if unrun:
+        return {"unrun": unrun, "cancelled": unrun == "the run was stopped while it ran"}
+    if found is None:
         return {"passed": False, "evidence": f"{what} has no match for {check.expected[:80]!r}"}
     return {"passed": True, "evidence": f"{what} matches {check.expected[:80]!r}: "
-            f"{_squash(match.group(0))[:120]!r}"}
+            f"{_squash(found)[:120]!r}"}
 
 
 def add_check_verdicts(ctx: RunContext, cell: Cell, record: RunRecord) -> None:
@@ -8679,7 +9538,36 @@ def _absent_reason(benchmark: Benchmark, config: str, key: str) -> str:
             source = (run.metric_sources or {}).get(key)
             if source is not None and source.absent_reason:
                 return source.absent_reason
+    if not benchmark.run_summary[config].scored_runs:
+        return "no run of this config was scored"
     return "no scored run captured it"
+
+
+EXECUTOR_METRICS = (("time_seconds", "time", " s", 1), ("tokens", "tokens", "", 0))
+
+
+def executor_metric_text(b: Benchmark, config: str, key: str, unit: str, digits: int) -> str:
+    """One config's executor-only figure: mean, ± stddev when more than one run captured it,
+    how many of the scored runs did; absent with the CLI's reason when none did."""
+    summary = b.run_summary[config]
+    stats = summary.stat(key)
+    text = fmt_stat(stats, unit, digits)
+    # one line whatever the reason holds: the summary's lines are read line by line
+    reason = " ".join(_absent_reason(b, config, key).split())[:300]
+    if not text:
+        return f"not captured ({reason})"
+    missing = summary.scored_runs - stats.n
+    if missing > 0:
+        text = (f"{text[:-1]} of {summary.scored_runs} scored runs; not captured in {missing}: "
+                f"{reason})")
+    return text
+
+
+def executor_metric_lines(b: Benchmark) -> list[str]:
+    """The run summary's executor-only time and tokens, one line per metric, every config."""
+    return [f"Executor-only {label} (grader excluded): " + ", ".join(
+        f"{config} {executor_metric_text(b, config, key, unit, digits)}" for config in b.configs)
+        for key, label, unit, digits in EXECUTOR_METRICS]
 
 
 def render_markdown(benchmark: Benchmark) -> str:
@@ -9087,11 +9975,8 @@ def _md_metrics(b: Benchmark) -> str:
              "Grader cost is excluded. Mean ± stddev over scored runs; ± only when n > 1.", "",
              "| config | time | tokens |", "|---|---|---|"]
     for config in b.configs:
-        summary = b.run_summary[config]
-        cells = []
-        for key, unit, digits in (("time_seconds", " s", 1), ("tokens", "", 0)):
-            text = fmt_stat(summary.stat(key), unit, digits)
-            cells.append(text or f"not captured ({_absent_reason(b, config, key)})")
+        cells = [executor_metric_text(b, config, key, unit, digits)
+                 for key, _, unit, digits in EXECUTOR_METRICS]
         lines.append(f"| {config} | {_md_cell(cells[0])} | {_md_cell(cells[1])} |")
     return "\n".join(lines) + "\n"
 
@@ -9239,11 +10124,54 @@ def comparability(this: Benchmark, other: Benchmark) -> str:
     if not mine or not theirs:
         return "unknown (an iteration records no identities)"
     changed = [label for key, label in IDENTITY_LABELS if mine.get(key) != theirs.get(key)]
+    # The skill changing is what comparing two iterations measures: said, never a warning.
+    skill_changed = "skill" in changed
+    changed = [label for label in changed if label != "skill"]
     parts = [f"different series: {', '.join(changed)} changed"] if changed else []
     _, differ = shared_comparisons(this, other)
     if differ:
         parts.append(f"different comparisons: {differ}")
-    return "; ".join(parts) or "same inputs"
+    text = "; ".join(parts) or "same inputs"
+    if skill_changed:
+        text += f"; {SKILL_CHANGE_NOTE}"
+    return text
+
+
+SKILL_CHANGE_NOTE = "the skill changed (the change being measured, not a comparability problem)"
+
+
+def compare_summary(this: Benchmark, other: Benchmark, other_name: str, folder: Path) -> str:
+    """What `report --compare` prints: whether the two compare, where comparison.md is, and
+    the overall change per shared comparison."""
+    lines = [f"Comparison with {other_name}: {comparability(this, other)}; "
+             f"{folder / 'comparison.md'}"]
+    return "\n".join(lines + [f"  {line}" for line in compare_overall(this, other)])
+
+
+def compare_overall(this: Benchmark, other: Benchmark) -> list[str]:
+    """Per shared comparison: the mean change of the per-eval delta over the evals both
+    iterations measured, with the paired sign-flip test of "no change"."""
+    shared, _ = shared_comparisons(this, other)
+    theirs = {str(row.eval_id): row for row in other.per_eval}
+    lines = []
+    for baseline in shared:
+        changes = []
+        for row in this.per_eval:
+            old = theirs.get(str(row.eval_id))
+            now = row.delta_against(this.configs, baseline)
+            before = old.delta_against(other.configs, baseline) if old is not None else None
+            if now is not None and before is not None:
+                changes.append(now - before)
+        head = f"Overall change of the delta vs {baseline}: "
+        if not changes:
+            lines.append(head + "none measured (no eval has this delta in both iterations)")
+            continue
+        test = sign_flip_test(changes)
+        lines.append(head + f"mean {fmt_delta(statistics.fmean(changes))} over the "
+                     f"{len(changes)} eval(s) both measured; paired sign-flip p = "
+                     f"{test['p_value']:.4g} ({'exact' if test['exact'] else 'sampled'}, "
+                     "two-sided, each eval's change as one pair)")
+    return lines
 
 
 def _arm_package(benchmark: Benchmark, config: str) -> Any:
@@ -9292,6 +10220,7 @@ def render_compare_markdown(this: Benchmark, other: Benchmark, other_name: str) 
     theirs = {str(row.eval_id): row for row in other.per_eval}
     lines = [f"## Compared with {other_name}", "",
              f"Comparability: {comparability(this, other)}", ""]
+    lines += compare_overall(this, other) + [""]
     if _regraded_from(this, other) or _regraded_from(other, this):
         lines += ["Judge only: one of the two re-graded the answers recorded in the other, so "
                   "every difference below comes from the grading (assertions, grader, or "
@@ -9839,10 +10768,10 @@ def _html_metrics(b: Benchmark) -> str:
         summary = b.run_summary[config]
         cells = [_h(config), f"{summary.scored_runs} of {summary.runs}",
                  _h(fmt_rate_stat(summary.pass_rate))]
-        for key, unit, digits in (("time_seconds", " s", 1), ("tokens", "", 0)):
-            text = fmt_stat(summary.stat(key), unit, digits)
-            cells.append(_h(text) if text else '<span class="absent">not captured ('
-                         f"{_h(_absent_reason(b, config, key))})</span>")
+        for key, _, unit, digits in EXECUTOR_METRICS:
+            text = executor_metric_text(b, config, key, unit, digits)
+            cells.append(f'<span class="absent">{_h(text)}</span>'
+                         if text.startswith("not captured (") else _h(text))
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return ("<h2>Execution metrics (executor only)</h2>\n<p>Grader cost is excluded. Mean ± "
             "stddev over scored runs.</p>\n<table><tr><th>config</th><th>scored runs</th>"
@@ -10105,6 +11034,7 @@ def render_summary(benchmark: Benchmark, iteration_dir: Path) -> str:
     lines += adaptive_summary_lines(benchmark, iteration_dir)
     lines += [f"Power: {line}" for c in benchmark.comparisons or []
               for line in forecast_lines(c)]
+    lines += executor_metric_lines(benchmark)
     lines += [f"Activation: {line}" for line in activation_lines(benchmark)]
     if (benchmark.judge or {}).get("grader_runs", 1) > 1:
         lines.append("Judge: " + judge_lines(benchmark)[0])
@@ -10847,7 +11777,7 @@ def skill_installed_elsewhere(skill_name: str, provider: Provider | None = None)
 def build_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: list[Cell],
                    extra: dict[str, Any]) -> dict[str, Any]:
     fixtures = sorted({rel for cell in cells for rel in cell.case.files})
-    skill_files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
+    skill_files = package_files(suite)
     return {
         "runner": {"version": RUNNER_VERSION, "path": str(Path(__file__).resolve()),
                    "sha256": sha256_file(Path(__file__))},
@@ -11054,6 +11984,7 @@ class Progress:
 
 REPEATED_FAILURES = 3  # the first cells failing alike: the rest would fail so too
 REPEATED_FAILURE_REASON = "the first cells failed the same way"
+SIGN_IN_REJECTED_REASON = "the agent CLI's sign-in was refused"
 
 
 def failure_shape(record: Any) -> tuple[str, str]:
@@ -11070,8 +12001,9 @@ class RepeatedFailureStop:
     fails every call alike, and the rest of the matrix would only cost time. Wraps the
     per-cell callback (the progress line)."""
 
-    def __init__(self, groups: ProcessGroups, then: Callable[[Any], None]):
-        self.groups, self.then = groups, then
+    def __init__(self, groups: ProcessGroups, then: Callable[[Any], None],
+                 provider: Provider | None = None):
+        self.groups, self.then, self.provider = groups, then, provider
         self.shapes: list[tuple[str, str]] = []
         self.lock = threading.Lock()
 
@@ -11079,6 +12011,8 @@ class RepeatedFailureStop:
         self.then(record)
         with self.lock:
             if record.status == "cancelled" or self.groups.cancelled.is_set():
+                return
+            if self._stopped_for_sign_in(record):
                 return
             # Only a CLI that ended in an error: a timeout says a task was slow, and a
             # runner_error is the runner's own fault, neither that every call will fail.
@@ -11091,6 +12025,21 @@ class RepeatedFailureStop:
                 detail = str((record.failure or {}).get("detail", ""))[:200]
                 self.groups.cancel(reason=f"{REPEATED_FAILURE_REASON}: {record.status}: "
                                           f"{detail}")
+
+    def _stopped_for_sign_in(self, record: Any) -> bool:
+        """One failed call that shows the service refused the sign-in stops the matrix. A
+        refusal comes before the model's first turn: an executor that called a tool (whose
+        children could print anything on the CLI's stderr) was not refused."""
+        if record.status not in ("executor_failed", "grader_failed") or self.provider is None:
+            return False
+        if record.status == "executor_failed" and (record.skill_read or {}).get("calls"):
+            return False
+        refused = self.provider.rejected_sign_in(str((record.failure or {}).get("detail", "")))
+        if refused is None:
+            return False
+        self.groups.cancel(reason=f"{SIGN_IN_REJECTED_REASON}: {refused[0]}; fix: "
+                                  f"{refused[1]}")
+        return True
 
 
 def options_fingerprint(options: RunOptions) -> str:
@@ -11108,7 +12057,7 @@ def options_fingerprint(options: RunOptions) -> str:
 
 def plan_identity(suite: Suite, options: RunOptions, cells: list[Cell]) -> dict[str, Any]:
     """What every shard of one plan must share; `sha256` sums it up for `report --merge`."""
-    skill_files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
+    skill_files = package_files(suite)
     fixtures = sorted({rel for cell in cells for rel in cell.case.files})
     evals: list[str] = []
     for cell in cells:
@@ -11195,7 +12144,7 @@ def check_resume(iteration_dir: Path, suite: Suite, options: RunOptions,
                          f"kind of value at {', '.join(misshapen)}",
                          "restore the file as `run` wrote it, or start a new iteration "
                          "(drop --resume)")
-    skill_files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
+    skill_files = package_files(suite)
     current = {"suite": suite.sha256, "skill package": tree_hash(suite.root, skill_files),
                "runner": sha256_file(Path(__file__)), "options": options_fingerprint(options)}
     changed = [name for name in recorded if recorded[name] != current[name]]
@@ -11222,7 +12171,7 @@ def arm_records(suite: Suite, configs: Iterable[str],
         if config in revisions:
             arms[config] = revisions[config].record()
         elif config_has_skill(config) or config_installs_skill(config):
-            files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
+            files = package_files(suite)
             arms[config] = {"source": "working tree", "revision": None, "commit": None,
                             "package_sha256": tree_hash(suite.root, files), "files": len(files)}
         else:
@@ -11641,7 +12590,8 @@ def run_planned_cells(ctx: RunContext, cells: list[Cell], resumed: bool,
         budget = Budget(ctx.options.max_cost_usd, ctx.options.max_tokens)
         for record in finished.values():  # the cap is on the iteration, resumed or not
             budget.add(record)
-    ctx = dataclasses.replace(ctx, progress=RepeatedFailureStop(ctx.groups, progress),
+    ctx = dataclasses.replace(ctx, progress=RepeatedFailureStop(ctx.groups, progress,
+                                                                ctx.provider),
                               on_cell_start=progress.cell_started, budget=budget)
     progress.start(f"iteration: {ctx.iteration_dir}"
                    + (f" (resumed: {len(finished)} cells already finished)" if finished else ""))
@@ -11837,7 +12787,7 @@ def check_regrade_source(source: RegradeSource, suite: Suite, options: RunOption
     take(manifest["skill_package"], "sha256", str, path, "skill_package", required=True)
     recorded = manifest["options"]
     changed = []
-    skill_files = [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
+    skill_files = package_files(suite)
     if manifest["skill_package"]["sha256"] != tree_hash(suite.root, skill_files):
         changed.append("the skill package")
     cases = {case.key: case for case in suite.cases}
@@ -11951,6 +12901,37 @@ def read_benchmark(iteration: str | Path) -> BenchmarkFile:
                          "pass an iteration-N folder written by `run`")
     return BenchmarkFile.from_json(read_iteration_json(path, "re-run, or restore the file"),
                                    path)
+
+
+def newest_iteration_in(value: str, flag: str = "ITERATION_DIR") -> str:
+    """A folder of iterations (evals/<skill>/workspace/<agent>) stands for its newest
+    iteration-N that holds a benchmark.json, and the report says which; anything else is
+    returned as given."""
+    folder = Path(value)
+    if not folder.is_dir() or os.path.lexists(folder / BENCHMARK_FILE):
+        return value
+    numbered = sorted(((int(m.group(1)), p) for p in folder.iterdir()
+                       if (m := re.fullmatch(r"iteration-(\d+)", p.name)) and p.is_dir()),
+                      reverse=True)
+    if not numbered:
+        return value
+    finished = [p for _, p in numbered if (p / BENCHMARK_FILE).is_file()]
+    if not finished:
+        raise InputError(f"{flag} {folder} holds {len(numbered)} iteration folder(s) and none "
+                         "has a benchmark.json (none finished)",
+                         "finish one with `run --resume ITERATION_DIR`, or pass another folder")
+    newest = finished[0]
+    others = ", ".join(p.name for _, p in numbered if p != newest)
+    print(f"{PROG}: {flag} {folder} holds {len(numbered)} iteration(s); reporting the newest "
+          f"finished one, {newest.name}" + (f" (the others: {others[:200]})" if others else ""),
+          file=sys.stderr)
+    return str(newest)
+
+
+def newest_iterations(iteration: str, compare: str | None) -> tuple[str, str | None]:
+    """`report`'s ITERATION_DIR and --compare, each folder of iterations read as its newest."""
+    return (newest_iteration_in(iteration),
+            newest_iteration_in(compare, "--compare") if compare else compare)
 
 
 # -- merging shards -----------------------------------------------------------
@@ -12438,11 +13419,80 @@ def verdict_shortfall(evals: int) -> str | None:
             "scored in both configs, so the result can only be inconclusive")
 
 
+def suites_for_argument(folder: str) -> list[Path]:
+    """The suites a folder holds (a repository, a skill, an evals/ folder), or a refusal."""
+    suites = suites_in_folder(Path(folder))
+    if not suites:
+        raise InputError(f"{folder} is a folder and holds no eval suite",
+                         f"looked for {', '.join(SUITE_PLACES)} under it; pass the suite file "
+                         "itself, or create evals/evals.json beside the skill's SKILL.md")
+    return suites
+
+
+def validate_suite(suite_arg: str, args: argparse.Namespace,
+                   reports: list[dict[str, Any]] | None = None) -> int:
+    loaded = load_suite_and_delivery(suite_arg, args.repo_root)
+    shortfall = verdict_shortfall(len(loaded.suite.cases)) if loaded.suite and \
+        loaded.suite.cases and not loaded.errors else None
+    if shortfall:
+        loaded.problems.append(Problem(
+            "warning", shortfall, str(loaded.suite.path), "evals", None,
+            f"add {MIN_PAIRED_EVALS - len(loaded.suite.cases)} more case(s) for a verdict; a "
+            "smaller pilot still shows pass rates and which assertions discriminate"))
+    counts = suite_counts(loaded)
+    ok = not loaded.errors
+    if args.json:
+        report = {"ok": ok, "suite": str(Path(suite_arg)),
+                  "errors": [p.to_json() for p in loaded.errors],
+                  "warnings": [p.to_json() for p in loaded.warnings], "counts": counts}
+        if reports is None:
+            print(json.dumps(report, indent=2))
+        else:
+            reports.append(report)
+        return EXIT_OK if ok else EXIT_INVALID
+    for problem in loaded.problems:
+        print(problem.render(), file=sys.stderr)
+    if not ok:
+        print(f"INVALID: {suite_arg}: {counts['errors']} error(s), {counts['warnings']} "
+              "warning(s)", file=sys.stderr)
+        return EXIT_INVALID
+    if counts["cases"] == 0:
+        print(f"OK: {suite_arg}: 0 cases: nothing to run")
+    else:
+        checks = f"{counts['checks']} checks, " if counts["checks"] else ""
+        print(f"OK: {suite_arg}: {counts['cases']} cases, {counts['assertions']} assertions, "
+              f"{checks}{counts['fixture_files']} fixture files, {counts['warnings']} warnings")
+    return EXIT_OK
+
+
+def check_root_skill_run(suite: Suite, options: RunOptions) -> None:
+    """A skill at the repository root runs from its tracked files, in the working tree only."""
+    root_package_files(suite.root)  # refuses an untracked SKILL.md or a folder without git
+    for config in options.configs:
+        if config_revision(config) is not None:
+            raise InputError(f"--config {config}: the skill is the repository itself, and "
+                             "arms at a revision read skills/<name>/ as committed",
+                             "run with_skill (the working tree) against without_skill, or keep "
+                             f"the skill under skills/{suite.skill_name}/ to compare revisions")
+
+
+def only_suite_in(folder: str) -> str:
+    suites = suites_for_argument(folder)
+    if len(suites) > 1:
+        raise InputError(f"{folder} holds {len(suites)} eval suites: "
+                         f"{', '.join(map(str, suites))}", "pass the one to run")
+    return str(suites[0])
+
+
 def load_suite_and_delivery(suite: str, repo_root: str | None) -> LoadedSuite:
     """The suite checked, then, once it is valid, against the tree its sandboxes get."""
     loaded = load_suite(suite, repo_root)
     if loaded.suite is not None and not loaded.errors:
-        loaded.problems += delivery_problems(loaded.suite)
+        try:
+            loaded.problems += delivery_problems(loaded.suite)
+        except InputError as exc:  # a skill at the root whose SKILL.md git does not track
+            loaded.problems.append(Problem("error", exc.message, str(loaded.suite.path),
+                                           fix=exc.fix))
     return loaded
 
 
@@ -12493,6 +13543,7 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         eval_ids=eval_ids, keep_sandboxes=args.keep_sandboxes, agent_settings=args.agent_config,
         quiet=args.quiet, junit=output_path(args.junit, "--junit"),
         grader_runs=args.grader_runs, isolation=args.isolation, tmp_size_mib=args.tmp_size,
+        max_processes=args.max_processes,
         shard=args.shard, max_cost_usd=args.max_cost, max_tokens=args.max_tokens,
         adaptive=check_adaptive_usage(args, configs))
 
@@ -12749,10 +13800,17 @@ def resume_hint(iteration_dir: Path, reason: str) -> str:
     """The exact command that finishes an iteration stopped by Ctrl-C or the deadline."""
     command = _shell_join(["python3", _display_path(Path(__file__)), "run", "--resume",
                            _display_path(iteration_dir)])
+    if reason.startswith(SIGN_IN_REJECTED_REASON):
+        what, _, fix = reason[len(SIGN_IN_REJECTED_REASON) + 2:].rpartition("; fix: ")
+        return (f"{PROG}: stopped: {what}\n  fix: {fix}\nThe cells not finished were "
+                "cancelled without being launched. After the fix, run again; when the fix "
+                "needed no new option (it was in your settings or environment), this "
+                f"finishes the iteration instead:\n  {command}")
     if reason.startswith(REPEATED_FAILURE_REASON):
         return (f"{PROG}: stopped: the first {REPEATED_FAILURES} cells failed the same way "
                 f"({reason[len(REPEATED_FAILURE_REASON) + 2:]}), so the rest were cancelled "
-                "without being launched; fix that (often the CLI's sign-in), then run the "
+                "without being launched; fix that (often the CLI's sign-in, model or "
+                "provider: the failure above says which), then run the "
                 f"rest with:\n  {command}")
     why = "interrupted" if reason == "interrupted" else f"stopped ({reason})"
     return (f"{PROG}: {why}: the cells not finished ok are recorded as cancelled; to run "
@@ -12824,7 +13882,8 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
               + ", ".join(sorted(withheld)[:5]) + (" ..." if len(withheld) > 5 else ""))
     agent_env, _ = scrub_checkout_paths(clean_environment(), suite.root)
     problem = agent_path_problem(provider, agent_env) or (
-        provider.readiness_problem(agent_env) or (None,))[0]
+        provider.readiness_problem(agent_env, (options.executor_model, options.grader_model))
+        or (None,))[0]
     print(f"{provider.binary}: {provider.executable(agent_env.get('PATH', ''))}" if not problem
           else f"{provider.binary}: {problem}; a real run would stop with exit 3")
     bwrap = shutil.which("bwrap")
@@ -13281,7 +14340,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands.required = True
 
     validate = commands.add_parser("validate", help="check a suite completely; launch nothing")
-    validate.add_argument("suite", metavar="SUITE", help="path to evals/<skill>/evals.json")
+    validate.add_argument("suite", metavar="SUITE", help="an evals.json, or a folder holding "
+                          "suites (a skill, a repository): each is validated")
     validate.add_argument("--repo-root", metavar="DIR", help="repository root (default: detected)")
     validate.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -13309,15 +14369,13 @@ def build_parser() -> argparse.ArgumentParser:
                      help="seconds per agent process (default: 600)")
     run.add_argument("--concurrency", type=_bounded_int(*CONCURRENCY_RANGE), default=4,
                      help="agent processes at once, 1..16 (default: 4)")
-    run.add_argument("--deadline", type=_positive_seconds, metavar="S",
-                     help="seconds for the whole matrix; cells not started by then are cancelled")
+    run.add_argument("--deadline", type=_positive_seconds, metavar="S", help=DEADLINE_HELP)
     run.add_argument("--max-cost", type=_positive_usd, metavar="USD",
                      help="start no new cell once finished cells' captured executor and grader "
                      "cost reaches USD; the rest are cancelled")
     run.add_argument("--max-tokens", type=_bounded_int(1, 10 ** 15), metavar="N",
                      help="start no new cell once finished cells' captured tokens reach N")
-    run.add_argument("--skill-path", metavar="P", help="the skill's SKILL.md or its folder "
-                     "(default: skills/<skill_name>/SKILL.md)")
+    run.add_argument("--skill-path", metavar="P", help=SKILL_PATH_HELP)
     run.add_argument("--workspace", metavar="DIR",
                      help="where iteration-N/ goes (default: evals/<skill>/workspace/<agent>/)")
     run.add_argument("--eval-id", metavar="ID,...", help="run only these case ids")
@@ -13333,10 +14391,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--isolation", choices=ISOLATION_MODES, default="auto",
                      help="confine agents with bubblewrap: auto (when it works here), bwrap "
                      "(required), none (default: auto)")
-    run.add_argument("--tmp-size", type=_bounded_int(*TMP_SIZE_MIB_RANGE),
-                     default=DEFAULT_TMP_SIZE_MIB, metavar="MIB",
-                     help="size of a confined agent's private /tmp, in MiB; a cell that fills "
-                     f"it fails and says so (default: {DEFAULT_TMP_SIZE_MIB}; bwrap only)")
+    run.add_argument("--tmp-size", type=_bounded_int(*TMP_SIZE_MIB_RANGE), metavar="MIB",
+                     default=DEFAULT_TMP_SIZE_MIB, help=TMP_SIZE_HELP)
+    run.add_argument("--max-processes", type=_bounded_int(*MAX_PROCESSES_RANGE), metavar="N",
+                     default=DEFAULT_MAX_PROCESSES, help=MAX_PROCESSES_HELP)
     run.add_argument("--repo-root", metavar="DIR", help="repository root (default: detected)")
     aliases = [alias for kind in PROVIDERS.values() for alias in kind.setting_aliases]
     run.add_argument("--agent-config", *aliases, dest="agent_config", type=_agent_setting,
@@ -13355,7 +14413,7 @@ def build_parser() -> argparse.ArgumentParser:
     # Optional to argparse only: `report --html ITER` and `report --across ITER` name the
     # folder through the flag's optional value (report_folder_from_flags).
     report.add_argument("iteration", metavar="ITERATION_DIR", nargs="?",
-                        help="an iteration-N folder")
+                        help="an iteration-N folder, or a folder of them (its newest one)")
     # nargs="?" with const "": a bare --html means the default place beside benchmark.json.
     report.add_argument("--html", nargs="?", const="", metavar="PATH",
                         help="also write a static HTML page (default: benchmark.html in it)")
@@ -13373,35 +14431,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    loaded = load_suite_and_delivery(args.suite, args.repo_root)
-    shortfall = verdict_shortfall(len(loaded.suite.cases)) if loaded.suite and \
-        loaded.suite.cases and not loaded.errors else None
-    if shortfall:
-        loaded.problems.append(Problem(
-            "warning", shortfall, str(loaded.suite.path), "evals", None,
-            f"add {MIN_PAIRED_EVALS - len(loaded.suite.cases)} more case(s) for a verdict; a "
-            "smaller pilot still shows pass rates and which assertions discriminate"))
-    counts = suite_counts(loaded)
-    ok = not loaded.errors
-    if args.json:
-        print(json.dumps({"ok": ok, "suite": str(Path(args.suite)),
-                          "errors": [p.to_json() for p in loaded.errors],
-                          "warnings": [p.to_json() for p in loaded.warnings],
-                          "counts": counts}, indent=2))
-        return EXIT_OK if ok else EXIT_INVALID
-    for problem in loaded.problems:
-        print(problem.render(), file=sys.stderr)
-    if not ok:
-        print(f"INVALID: {args.suite}: {counts['errors']} error(s), {counts['warnings']} "
-              "warning(s)", file=sys.stderr)
-        return EXIT_INVALID
-    if counts["cases"] == 0:
-        print(f"OK: {args.suite}: 0 cases: nothing to run")
-    else:
-        checks = f"{counts['checks']} checks, " if counts["checks"] else ""
-        print(f"OK: {args.suite}: {counts['cases']} cases, {counts['assertions']} assertions, "
-              f"{checks}{counts['fixture_files']} fixture files, {counts['warnings']} warnings")
-    return EXIT_OK
+    if not Path(args.suite).is_dir():
+        return validate_suite(args.suite, args)
+    suites = suites_for_argument(args.suite)
+    for trigger in trigger_files_in_folder(Path(args.suite)):
+        print(f"{PROG}: note: {trigger} is not validated: {TRIGGER_SET_FIX}", file=sys.stderr)
+    if args.json and len(suites) > 1:  # one JSON document: the suites' reports in a list
+        reports: list[dict[str, Any]] = []
+        codes = [validate_suite(str(suite), args, reports) for suite in suites]
+        print(json.dumps({"ok": not any(codes), "suites": reports}, indent=2))
+        return max(codes)
+    codes = []
+    for suite in suites:
+        if len(suites) > 1 and not args.json:
+            print(f"== {suite}", file=sys.stderr)
+        codes.append(validate_suite(str(suite), args))
+    return max(codes)
 
 
 def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
@@ -13412,8 +14457,12 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
                if value is None]
     if missing:
         run_parser.error(f"the following arguments are required: {', '.join(missing)}")
+    if Path(args.suite).is_dir():
+        args.suite = only_suite_in(args.suite)
     suite = load_valid_suite(args.suite, args.repo_root)
     options = options_from_args(args, suite)
+    if suite.at_root:
+        check_root_skill_run(suite, options)
     sandbox_base = check_sandbox_base(suite.root)
     source = regrade_source_for(args, suite)
     if source is not None:
@@ -13454,7 +14503,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     # Installed before any work, so an interrupt at any moment is answered the same way.
     with InterruptHandler(groups):
         cli_version = provider_version(provider, groups, agent_env)
-        confinement = choose_confinement(options.isolation, options.tmp_size_mib)
+        confinement = confinement_for(options)
         if confinement.mode == "bwrap":
             check_cli_install(provider.executable(agent_env.get("PATH", "")) or "",
                               agent_env.get("PATH", ""), suite.root,
@@ -13475,7 +14524,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
             wave_limit), groups)
     if groups.reason is not None and (iteration_dir / "iteration_manifest.json").is_file():
         print(resume_hint(iteration_dir, groups.reason), file=sys.stderr)
-    if (groups.reason or "").startswith(REPEATED_FAILURE_REASON):
+    if (groups.reason or "").startswith((REPEATED_FAILURE_REASON, SIGN_IN_REJECTED_REASON)):
         return EXIT_ENVIRONMENT  # most likely the CLI or its sign-in, not the skill
     return code
 
@@ -13503,6 +14552,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     report_folder_from_flags(args)
     if args.merge:
         return cmd_merge(args)
+    args.iteration, args.compare = newest_iterations(args.iteration, args.compare)
     benchmark = load_benchmark_model(args.iteration)
     folder = Path(args.iteration)
     folder = folder if folder.is_dir() else folder.parent
@@ -13516,7 +14566,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         other_check = compared_check(other, args.compare) if other else None
         text = render_markdown(benchmark)
         comparison = render_compare_markdown(benchmark, other, args.compare) if other else ""
-        compared = comparability(benchmark, other) if other else ""
+        compared = compare_summary(benchmark, other, args.compare, folder) if other else ""
         page = html_page(benchmark, folder) if html_path else ""
         junit = render_junit(benchmark) if junit_path else ""
         summary = render_summary(benchmark, folder)
@@ -13538,7 +14588,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"wrote {junit_path}", file=sys.stderr)
     print(summary)
     if comparison:
-        print(f"Comparison with {args.compare}: {compared}; {folder / 'comparison.md'}")
+        print(compared)
     code = report_exit_code(benchmark, check, other_check, args.compare)
     if across is not None:
         code = max(code, report_across_agents(*across, folder))
