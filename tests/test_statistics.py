@@ -18,6 +18,7 @@ import json
 import math
 import os
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -943,7 +944,7 @@ class IdentityAndCompareTest(EndToEndCase):
         self.assertEqual(runner.comparability(edited.model, first.model),
                          f"same inputs; {note}")
         code, out, _ = call_main(["report", str(edited.dir), "--compare", str(first.dir)])
-        self.assertEqual(code, 0)
+        self.assertEqual(code, edited.code)  # as the run of that iteration
         self.assertIn(f": same inputs; {note};", out)
         self.assertNotIn("different series", out)
         self.assertIn(f"Comparability: same inputs; {note}",
@@ -958,8 +959,8 @@ class IdentityAndCompareTest(EndToEndCase):
         del legacy["metadata"]["identity"]
         self.assertTrue(runner.comparability(second.model, model(legacy)).startswith("unknown"))
         self.assertTrue(runner.comparability(model(legacy), second.model).startswith("unknown"))
-        legacy_dir = self.tmp.path / "legacy-iteration"
-        legacy_dir.mkdir()
+        legacy_dir = self.tmp.path / "legacy-iteration"  # its run files too: --compare checks them
+        shutil.copytree(first.dir, legacy_dir)
         (legacy_dir / "benchmark.json").write_text(json.dumps(legacy), "utf-8")
         code, out, _ = call_main(["report", str(second.dir), "--compare", str(legacy_dir)])
         self.assertEqual(code, 0)

@@ -75,6 +75,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import types
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Callable
@@ -11906,7 +11907,11 @@ def run_file_changes(folder: Path, benchmark: BenchmarkFile) -> tuple[list[dict]
     base = os.fspath(folder)
     for run in benchmark.runs:  # an unscored run's files are evidence too
         if run.files_sha256 is None:
-            unverifiable += 1
+            if run.label in journal:  # the hashes were taken, then struck from benchmark.json
+                changes.append({"path": run.label, "change": f"benchmark.json records no "
+                                f"hashes, {HASH_JOURNAL} does"})
+            else:
+                unverifiable += 1
             continue
         if run.label in journal and journal[run.label] != run.files_sha256:
             changes.append({"path": run.label, "change": f"hashes differ from {HASH_JOURNAL}"})
@@ -11978,6 +11983,244 @@ def _run_file_problem(run_fd: int, rel: str, digest: str) -> str | None:
     finally:
         os.close(fd)
     return None if hasher.hexdigest() == digest else "modified"
+
+
+# -- benchmark.json worked out again -------------------------------------------------------
+# benchmark.json is a summary anyone can edit; the run files, checked against the hashes taken
+# when each cell finished, are the evidence. A report therefore never repeats the summary: it
+# reads every cell back, aggregates them as `run` did and compares. The metadata it cannot
+# work out from the cells (when, with which models) is taken from the file; what the manifest
+# or the cells say is taken from them.
+
+RUN_FOLDER = re.compile(r"run-[1-9][0-9]*")
+
+
+def verify_iteration(benchmark: Benchmark, iteration_dir: Path,
+                     checked_by: str) -> dict[str, Any]:
+    """verify_run_files, then benchmark.json itself: every cell the iteration holds is listed
+    in it, and the benchmark its cells' files give is the one it stores."""
+    started = time.monotonic()
+    folder = Path(iteration_dir)
+    changes, files, unverifiable = run_file_changes(folder, benchmark.file_entries())
+    changes += unlisted_cells(folder, benchmark)
+    listed = (*benchmark.runs, *benchmark.unscored_runs)
+    # A run with no hashes (an older runner, or a benchmark built by hand) has no files
+    # known to be the runner's to work anything out from.
+    if not changes and listed and all(run.files_sha256 for run in listed):
+        changes += benchmark_differences(folder, benchmark)
+    return {"checked_by": checked_by, "files": files, "changed_count": len(changes),
+            "changed": changes[:CHANGES_SHOWN], "unverifiable_runs": unverifiable,
+            "seconds": round(time.monotonic() - started, 3)}
+
+
+def unlisted_cells(folder: Path, benchmark: Benchmark) -> list[dict[str, str]]:
+    """Cells the hash journal or the folder holds that benchmark.json does not list: a row
+    struck from it takes a cell out of every rate, so it is a change, never a smaller run."""
+    listed = set(benchmark.hashes())
+    found = set(read_hash_journal(folder)) | run_folders(folder)
+    return [{"path": label, "change": "a cell left out of benchmark.json"}
+            for label in sorted(found - listed)]
+
+
+def run_folders(folder: Path) -> set[str]:
+    """Every eval-*/CONFIG/run-N folder holding a run.json (no link followed)."""
+    labels = set()
+    for eval_dir in _subfolders(os.fspath(folder), lambda name: name.startswith("eval-")):
+        for config_dir in _subfolders(eval_dir, lambda name: True):
+            for run_dir in _subfolders(config_dir, RUN_FOLDER.fullmatch):
+                if os.path.lexists(os.path.join(run_dir, "run.json")):
+                    labels.add(os.path.relpath(run_dir, folder).replace(os.sep, "/"))
+    return labels
+
+
+def _subfolders(path: str, wanted: Callable[[str], Any]) -> list[str]:
+    try:
+        with os.scandir(path) as entries:
+            return [entry.path for entry in entries
+                    if wanted(entry.name) and entry.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+
+
+def benchmark_differences(folder: Path, stored: Benchmark) -> list[dict[str, str]]:
+    """Where benchmark.json differs from the benchmark its verified cells give (up to three
+    JSON paths); [] when they agree."""
+    manifest: dict[str, Any] = {}
+    if os.path.lexists(folder / "iteration_manifest.json"):  # else a copied-out benchmark
+        try:
+            manifest = read_manifest(folder).data
+        except InputError as exc:
+            return [{"path": "iteration_manifest.json", "change": exc.message}]
+    merged = manifest.get("merged") if manifest else "merged_from" in stored.metadata
+    entry = manifest.get("adaptive") if manifest else stored.adaptive
+    try:
+        records = stored_cell_records(folder, stored, bool(entry) and not merged)
+        fresh = recomputed_benchmark(stored, manifest, records)
+        found = json_differences(_as_json(fresh.to_json()), _as_json(stored.to_json()))
+    except InputError as exc:
+        return [{"path": BENCHMARK_FILE, "change": f"its cells cannot be read back "
+                 f"({exc.message})"}]
+    except (*MALFORMED_DATA, ArithmeticError) as exc:
+        return [{"path": BENCHMARK_FILE, "change": f"it cannot be worked out again from its "
+                 f"cells ({type(exc).__name__}: {exc})"}]
+    return [{"path": f"{BENCHMARK_FILE} {where}", "change": f"says {said}, the run files give "
+             f"{given}"} for where, given, said in found[:3]]
+
+
+def stored_cell_records(folder: Path, stored: Benchmark, by_wave: bool) -> list[RunRecord]:
+    """The cells benchmark.json lists, read back from their (verified) files, in the order
+    `run` finished them: the cases' order, then the configs', then the run number; the run
+    number first for the waves of an adaptive machine (a merge lists them in plan order)."""
+    evals = [str(key) for key in stored.metadata.get("evals_run") or []]
+    configs = list(stored.configs)
+
+    def plan_order(run: RunResult) -> tuple[int, ...]:
+        key, config, number = run.key
+        place = (evals.index(key) if key in evals else len(evals),
+                 configs.index(config) if config in configs else len(configs))
+        return (number, *place) if by_wave else (*place, number)
+
+    records = []
+    for run in sorted((*stored.runs, *stored.unscored_runs), key=plan_order):
+        record = read_run_record(folder / run.label)
+        if record is None:
+            raise InputError(f"{run.label} has no readable run.json", RESTORE_FIX)
+        record.written_files = dict(run.files_sha256 or {})
+        records.append(record)
+    return records
+
+
+def recomputed_benchmark(stored: Benchmark, manifest: dict[str, Any],
+                         records: list[RunRecord]) -> Benchmark:
+    """What `run` (or `report --merge`) wrote for these cells, worked out again."""
+    meta = recomputed_metadata(stored.metadata, manifest, records)
+    fresh = aggregate(records, meta)
+    entry = manifest.get("adaptive") if manifest else stored.adaptive
+    keys = [str(key) for key in ((manifest.get("plan") or {}).get("evals")
+                                 or dict.fromkeys(str(r.eval_id) for r in records))]
+    fresh = with_sequential_verdict(fresh, recomputed_adaptive(entry, records, meta["configs"],
+                                                               keys))
+    return (apply_results_check(fresh, stored.results_check) if stored.results_check
+            else fresh)
+
+
+def recomputed_metadata(stored: dict[str, Any], manifest: dict[str, Any],
+                        records: list[RunRecord]) -> dict[str, Any]:
+    """benchmark.json's metadata with what the cells and the manifest say put back."""
+    meta = dict(stored)
+    meta["cells_finished"] = sum(r.status != "cancelled" for r in records)
+    meta.update({key: value for key, value in manifest_metadata(manifest, meta).items()
+                 if key in meta})
+    planned = meta.get("cells_planned")
+    if any(r.status == "cancelled" for r in records) or (
+            isinstance(planned, int) and len(records) < planned) or meta.get("missing_shards"):
+        meta["incomplete"] = True  # a cell struck out whole, journal line and folder too
+    if isinstance(meta.get("budget"), dict) and "merged_from" not in meta:  # a merge: shard 1's
+        caps = types.SimpleNamespace(max_cost_usd=meta["budget"].get("max_cost_usd"),
+                                     max_tokens=meta["budget"].get("max_tokens"))
+        options = manifest.get("options") or {}
+        for key in ("max_cost_usd", "max_tokens"):
+            if key in options:
+                setattr(caps, key, options[key])
+        meta["budget"] = budget_summary(caps, records)  # type: ignore[arg-type]
+    return meta
+
+
+def manifest_metadata(manifest: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+    """The metadata benchmark_metadata (or merged_metadata) took from the manifest, taken
+    from it again: what was planned, how agents were confined, what the checkout and the
+    fixtures did."""
+    if not manifest:
+        return {}
+    plan = manifest.get("plan") if isinstance(manifest.get("plan"), dict) else {}
+    entry = manifest.get("adaptive") if isinstance(manifest.get("adaptive"), dict) else {}
+    options = manifest.get("options") if isinstance(manifest.get("options"), dict) else {}
+    planned = plan.get("cells") if manifest.get("merged") else manifest.get("cells_planned")
+    if entry and isinstance(planned, int) and isinstance(plan.get("runs") or options.get("runs"),
+                                                         int):
+        planned = planned * entry.get("waves_run", 0) // (plan.get("runs") or options["runs"])
+    found: dict[str, Any] = {"cells_planned": planned}
+    if manifest.get("merged"):
+        found["missing_shards"] = manifest.get("missing_shards")
+        return {key: value for key, value in found.items() if value is not None}
+    suite = manifest.get("suite") if isinstance(manifest.get("suite"), dict) else {}
+    found.update({
+        "fixture_status": manifest.get("fixture_status"),
+        "checkout_check": (manifest.get("checkout_check") or {}).get("after"),
+        "skill_installed_elsewhere": manifest.get("skill_installed_elsewhere"),
+        "isolation": manifest.get("isolation"), "arms": manifest.get("arms"),
+        "cli_version": manifest.get("cli_version"), "agent": manifest.get("agent"),
+        "configs": options.get("configs"), "runs_per_configuration": options.get("runs"),
+        "grader_runs": options.get("grader_runs"), "suite_case_count": suite.get("case_count")})
+    if isinstance(suite.get("case_count"), int):
+        found["selection_partial"] = len(plan.get("evals") or meta.get("evals_run") or []) \
+            < suite["case_count"]
+    return {key: value for key, value in found.items() if value is not None}
+
+
+MAX_RECORDED_WAVES = 10_000  # far above any --runs; a bound on the looks made again
+
+
+def recomputed_adaptive(entry: Any, records: list[RunRecord], configs: Sequence[str],
+                        keys: list[str]) -> dict[str, Any] | None:
+    """An adaptive iteration's looks made again from its cells. A shard's entry looks at
+    nothing and is kept; a stop no cell shows (the deadline, an interrupt) is taken from the
+    entry, only where the look itself decided nothing."""
+    if not isinstance(entry, dict) or not entry.get("looks"):
+        return entry if isinstance(entry, dict) else None
+    waves_max, waves = entry["waves_max"], entry["waves_run"]
+    ran = max((record.run_number for record in records), default=0)
+    if not (isinstance(waves, int) and isinstance(waves_max, int)
+            and 1 <= waves <= min(waves_max, ran) and waves_max <= MAX_RECORDED_WAVES):
+        raise ValueError(f"adaptive: {waves!r} waves run of {waves_max!r} is not what its "
+                         f"cells ({ran} runs) allow")
+    history = []
+    for wave in range(1, waves + 1):
+        seen = [record for record in records if record.run_number <= wave]
+        look = sequential_look(adaptive_pairs(keys, seen, configs), wave, waves_max)
+        said = entry["looks"][wave - 1] if wave <= len(entry["looks"]) else {}
+        halted = said.get("halted") if isinstance(said, dict) else None
+        if halted and not look["decision"]:
+            look["stop"], look["halted"] = "stopped", halted
+        history.append(look)
+    full = ((entry.get("saved") or {}).get("full_matrix") or {})
+    per_wave = {"cells": sum(record.run_number == 1 for record in records),
+                "grader_calls": (full.get("grader_calls") or 0) // waves_max}
+    return adaptive_record(waves_max, per_wave, records, history)
+
+
+def _as_json(value: Any) -> Any:
+    """A value as a JSON file holds it (tuples as lists)."""
+    return json.loads(json.dumps(value))
+
+
+def json_differences(fresh: Any, stored: Any, path: str = "") -> list[tuple[str, str, str]]:
+    """(JSON path, fresh, stored) where two JSON values differ; numbers within a relative
+    1e-9 of each other are equal (a sum taken in another order), keys in any order."""
+    if isinstance(fresh, dict) and isinstance(stored, dict):
+        return [found for key in list(fresh) + [k for k in stored if k not in fresh]
+                for found in json_differences(fresh.get(key, _ABSENT), stored.get(key, _ABSENT),
+                                              f"{path}.{key}" if path else key)]
+    if isinstance(fresh, list) and isinstance(stored, list) and len(fresh) == len(stored):
+        return [found for index, pair in enumerate(zip(fresh, stored))
+                for found in json_differences(*pair, f"{path}[{index}]")]
+    if _same_number(fresh, stored) or (fresh == stored and type(fresh) is type(stored)):
+        return []
+    return [(path, _shown(fresh), _shown(stored))]
+
+
+_ABSENT = object()
+
+
+def _same_number(a: Any, b: Any) -> bool:
+    if not (_number(a) and _number(b)):
+        return False
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _shown(value: Any) -> str:
+    text = "nothing" if value is _ABSENT else json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def allocate_iteration_dir(workspace: Path) -> Path:
@@ -13396,11 +13639,36 @@ def shards_check(shards: list[dict[str, Any]]) -> dict[str, Any]:
     changes, files, unverifiable = [], 0, 0
     for shard in shards:
         found, checked, unknown = run_file_changes(shard["folder"], shard["checked"])
-        changes += found
+        model = Benchmark.from_json(shard["benchmark"], shard["folder"] / BENCHMARK_FILE)
+        found += unlisted_cells(shard["folder"], model)
+        if not found and not unknown:  # its metadata is merged: its word is checked too
+            found += benchmark_differences(shard["folder"], model)
+        changes += [{**change, "path": f"shard {shard['shard']['label']}'s {change['path']}"}
+                    if change["path"].startswith(BENCHMARK_FILE) else change
+                    for change in found]
         files, unverifiable = files + checked, unverifiable + unknown
     return {"checked_by": "report --merge", "files": files, "changed_count": len(changes),
             "changed": changes[:CHANGES_SHOWN], "unverifiable_runs": unverifiable,
             "seconds": round(time.monotonic() - started, 3)}
+
+
+def refuse_linked_files(folder: Path, eval_folder: str) -> None:
+    """A shard's eval folder holds only what the runner writes: folders and regular files.
+    A link would carry into the merged iteration whatever it points at, unhashed."""
+    top = folder / eval_folder
+    found = [top] if top.is_symlink() else []
+    for where, folders, files in ([] if found else os.walk(top)):
+        found += [Path(where) / name for name in (*folders, *files)
+                  if (Path(where) / name).is_symlink()]
+    if found:
+        raise InputError(f"--merge: {found[0]} is a link, which the runner never writes "
+                         f"({len(found)} link(s) in {top})",
+                         "merge the iterations `run --shard` wrote, unchanged: remove the "
+                         "link or run the shard again")
+
+
+def _links(where: str, names: list[str]) -> list[str]:
+    return [name for name in names if os.path.islink(os.path.join(where, name))]
 
 
 def merge_shards(target: Path, folders: list[Path],
@@ -13428,12 +13696,17 @@ def merge_shards(target: Path, folders: list[Path],
         junit_text = render_junit(benchmark) if junit else ""
     except MALFORMED_DATA as exc:
         raise _malformed_shards(folders, exc) from None
+    for key, (shard, _) in by_eval.items():
+        refuse_linked_files(shard["folder"], f"eval-{key}")
     target.parent.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=f".{target.name}.merging-", dir=target.parent))
     try:
         for key, (shard, _) in by_eval.items():
             shutil.copytree(shard["folder"] / f"eval-{key}", building / f"eval-{key}",
-                            symlinks=True)
+                            symlinks=True, ignore=_links)  # a link made since: left behind
+        write_text(building / HASH_JOURNAL, "".join(
+            json.dumps({"cell": r.label, "files_sha256": r.written_files}, sort_keys=True) + "\n"
+            for r in records if r.written_files))
         write_json(building / "iteration_manifest.json", {
             "merged": True, "created_at": utc_now(),
             "runner": {"version": RUNNER_VERSION, "sha256": sha256_file(Path(__file__))},
@@ -13847,29 +14120,43 @@ def merged_look_stop(merged: Path, shard: Path, shard_manifest: dict[str, Any],
     if reached != waves:
         raise InputError(f"{where}: that merge looked after wave {reached}, and this shard "
                          f"has run {waves} wave(s)", fix)
-    check = verify_run_files(benchmark, merged, where)
+    try:
+        check = verify_iteration(benchmark, merged, where)
+    except MALFORMED_DATA as exc:
+        raise InputError(f"{where}: its benchmark.json is malformed ({type(exc).__name__}: "
+                         f"{exc})", fix) from None
     if check["changed_count"] or check["unverifiable_runs"]:
         raise InputError(f"{where}: {check['changed_count'] + check['unverifiable_runs']} of "
-                         "its cells changed since the merge wrote them", fix)
+                         "its cells or its benchmark.json changed since the merge wrote them ("
+                         f"{_named_changes(check['changed'], check['changed_count'])})", fix)
     own = recorded_run_hashes(shard)
     mine = {str(key) for key in shard_manifest["shard"]["evals"]}
     seen = {run.label: run.files_sha256 for run in (*benchmark.runs, *benchmark.unscored_runs)
             if str(run.eval_id) in mine}
     listed = {run.label for run in read_benchmark(shard).runs if run.run_number <= waves}
+    # The shard's files as they are now, not only the hashes it recorded: a cell deleted or
+    # edited since the look counted it would be run again, and the look would not be the one
+    # its cells give.
     stale = sorted(label for label in seen.keys() | listed
-                   if label not in seen or label not in listed or own.get(label) != seen[label])
+                   if label not in seen or label not in listed or own.get(label) != seen[label]
+                   or hash_run_folder(shard / label) != seen[label])
     if stale:
         raise InputError(f"{where}: that merge did not see this shard's cells as they are now "
                          f"({stale[0]} differs)",
-                         "merge again from every shard as it is now, then pass that merge")
+                         "restore the shard's cell as the merge saw it, or merge again from "
+                         "every shard as it is now, then pass that merge")
+    hashed = benchmark.hashes()
     # Every cell of the waves, the cancelled ones too (benchmark.json lists only those that
     # ran), so the look is `stopped` where the merge's was.
     records = []
     for key in plan["evals"]:
         for config in plan["configs"]:
             for number in range(1, waves + 1):
-                record = read_run_record(merged / f"eval-{key}" / config_folder(config)
-                                         / f"run-{number}")
+                label = f"eval-{key}/{config_folder(config)}/run-{number}"
+                if not hashed.get(label):  # no hash, so no proof the merge wrote these files
+                    raise InputError(f"{where}: its benchmark.json does not list the cell "
+                                     f"{label} with the hashes of its files", fix)
+                record = read_run_record(merged / label)
                 if record is None:
                     raise InputError(f"{where}: a cell of that merge has no readable run.json",
                                      fix)
@@ -14288,12 +14575,37 @@ def output_path(value: str | None, flag: str, default: Path | None = None) -> Pa
     if path is None or path.is_dir() or path.name in ("benchmark.json", "benchmark.md"):
         raise InputError(f"{flag} {value or '(default)'}: not a file path this report may write",
                          "give a new file name such as results.xml or report.html")
+    recorded = iteration_file_of(path)
+    if recorded and path != default:
+        raise InputError(f"{flag} {value}: {path} is {recorded}; the report would overwrite it",
+                         "give a file name outside every iteration's recorded files, such as "
+                         "results.xml beside the iteration folders")
     kind = _special_file_kind(path)  # resolved: a link to a device is the device
     if kind:
         raise InputError(f"{flag} {value or '(default)'}: {path} is {kind}, not a regular file; "
                          "the report would replace it", "give a new file name such as "
                          "results.xml or report.html, or a regular file to overwrite")
     return path
+
+
+ITERATION_FILES = (BENCHMARK_FILE, "benchmark.md", "benchmark.html", "iteration_manifest.json",
+                   HASH_JOURNAL, "comparison.md", "agents.md", "agents.html")
+
+
+def iteration_file_of(path: Path) -> str:
+    """What `path` (resolved) is to an iteration folder above it, when a write there would
+    replace that iteration's record: one of the files the runner keeps beside its cells, or
+    anything inside its cells' and baselines' folders. Empty otherwise."""
+    for folder in path.parents:
+        if not any(os.path.lexists(folder / name)
+                   for name in ("iteration_manifest.json", BENCHMARK_FILE)):
+            continue
+        if path.parent != folder:
+            return f"inside iteration {folder} ({path.relative_to(folder).parts[0]}/)"
+        if path.name in ITERATION_FILES:
+            return f"iteration {folder}'s {path.name}"
+        return ""
+    return ""
 
 
 def _special_file_kind(path: Path) -> str:
@@ -14340,7 +14652,7 @@ def across_agent_entries(first: AgentIteration, folder: Path, named: list[str]
             continue
         benchmark = load_benchmark_model(other)
         try:
-            check = verify_run_files(benchmark, other_dir, "report --across")
+            check = verify_iteration(benchmark, other_dir, "report --across")
         except MALFORMED_DATA as exc:
             raise _malformed_across(str(other_dir / "benchmark.json"), exc) from None
         # Absolute like the others found in the workspace: agents.md shows one kind of path.
@@ -14351,6 +14663,34 @@ def across_agent_entries(first: AgentIteration, folder: Path, named: list[str]
     except MALFORMED_DATA as exc:
         raise _malformed_across("an iteration given to --across", exc) from None
     return entries, text, page
+
+
+def report_exit_code(benchmark: Benchmark, check: dict[str, Any],
+                     other_check: dict[str, Any] | None, other_name: str | None) -> int:
+    """The exit code `run` gave these results (1 whenever the sanity status asks for
+    review), and 1 when the iteration compared with has changed files."""
+    code = EXIT_OK if benchmark.sanity_checks.status == "OK" else EXIT_REVIEW
+    if check["changed_count"]:
+        print(f"{PROG}: REVIEW REQUIRED: {check['changed_count']} run file(s) changed since the "
+              "runner wrote them (results_modified in benchmark.md)", file=sys.stderr)
+    if other_check is not None and other_check["changed_count"]:
+        print(f"{PROG}: REVIEW REQUIRED: {other_name}: {other_check['changed_count']} of its "
+              f"run file(s) changed since the runner wrote them: "
+              f"{_named_changes(other_check['changed'], other_check['changed_count'])}",
+              file=sys.stderr)
+        code = EXIT_REVIEW
+    return code
+
+
+def compared_check(other: Benchmark, named: str) -> dict[str, Any]:
+    """The iteration given to --compare, verified as this one is: its numbers are half of
+    every comparison."""
+    other_dir = Path(named) if Path(named).is_dir() else Path(named).parent
+    try:
+        return verify_iteration(other, other_dir, "report --compare")
+    except MALFORMED_DATA as exc:
+        raise InputError(f"{other_dir / BENCHMARK_FILE} is malformed ({type(exc).__name__}: "
+                         f"{exc})", "re-run that iteration, or restore the file") from None
 
 
 def _malformed_across(what: str, exc: Exception) -> InputError:
@@ -14728,8 +15068,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     other = load_benchmark_model(args.compare) if args.compare else None
     # Everything is read and rendered before anything is written: bad input changes nothing.
     try:
-        check = verify_run_files(benchmark, folder, "report")
+        check = verify_iteration(benchmark, folder, "report")
         benchmark = apply_results_check(benchmark, check)
+        other_check = compared_check(other, args.compare) if other else None
         text = render_markdown(benchmark)
         comparison = render_compare_markdown(benchmark, other, args.compare) if other else ""
         compared = compare_summary(benchmark, other, args.compare, folder) if other else ""
@@ -14755,11 +15096,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(summary)
     if comparison:
         print(compared)
-    code = EXIT_OK
-    if check["changed_count"]:
-        print(f"{PROG}: REVIEW REQUIRED: {check['changed_count']} run file(s) changed since the "
-              "runner wrote them (results_modified in benchmark.md)", file=sys.stderr)
-        code = EXIT_REVIEW
+    code = report_exit_code(benchmark, check, other_check, args.compare)
     if across is not None:
         code = max(code, report_across_agents(*across, folder))
     return code
