@@ -23,7 +23,8 @@ HELPED = {"executor": {"quote_reads": True},
 INDIFFERENT = {"executor": {}, "grader": {"verdicts": "all_pass"}}
 # The exit code of each run: HELPED's without_skill runs all score zero (a scored_zero
 # warning per eval), so its run asks for review; INDIFFERENT's run of every case is clean,
-# and of some cases only it asks for review too (partial_selection).
+# and of some cases only it asks for review too (partial_selection). `report` on an iteration
+# exits as its run did.
 REVIEW, CLEAN = 1, 0
 
 
@@ -51,7 +52,7 @@ class AcrossAgentsTest(unittest.TestCase):
         claude = self.run_agent("claude", HELPED, exit_code=REVIEW)
         gemini = self.run_agent("gemini", INDIFFERENT, exit_code=CLEAN)
         code, out, err = self.report(str(claude), "--across")  # found in the workspace
-        self.assertEqual(code, 0, err)
+        self.assertEqual(code, REVIEW, err)  # as claude's run
         self.assertIn("Helps on: claude. Hurts on: none. No verdict either way: gemini.", out)
         text = (claude / "agents.md").read_text(encoding="utf-8")
         table = [line for line in text.splitlines() if line.startswith("| claude |")
@@ -75,7 +76,7 @@ class AcrossAgentsTest(unittest.TestCase):
         claude = self.run_agent("claude", HELPED, exit_code=REVIEW)
         gemini = self.run_agent("gemini", INDIFFERENT, exit_code=CLEAN)
         code, out, err = self.report(str(claude), "--across")
-        self.assertEqual(code, 0, err)
+        self.assertEqual(code, REVIEW, err)  # as claude's run
         self.assertIn("(and agents.html)", out)
         page = (claude / "agents.html").read_text(encoding="utf-8")
         self.assertIn("Content-Security-Policy", page)
@@ -91,7 +92,7 @@ class AcrossAgentsTest(unittest.TestCase):
         odd = self.tmp.path / "<script>alert(1)</script>"
         shutil.copytree(gemini, odd)
         code, _, err = self.report(str(claude), "--across", str(odd))
-        self.assertEqual(code, 0, err)
+        self.assertEqual(code, REVIEW, err)  # as claude's run
         page = (claude / "agents.html").read_text(encoding="utf-8")
         self.assertNotIn("<script", page)
         self.assertIn("&lt;script&gt;alert(1)&lt;/script&gt;", page)
@@ -100,7 +101,7 @@ class AcrossAgentsTest(unittest.TestCase):
         claude = self.run_agent("claude", HELPED, exit_code=REVIEW)
         self.run_agent("gemini", INDIFFERENT, "--eval-id", "E01,E02", exit_code=REVIEW)
         code, _, err = self.report(str(claude), "--across")
-        self.assertEqual(code, 0, err)
+        self.assertEqual(code, REVIEW, err)  # as claude's run
         text = (claude / "agents.md").read_text(encoding="utf-8")
         self.assertIn("| E01 | +100.0 pp | +0.0 pp |", text)
         self.assertIn("| E05 | +100.0 pp | not run |", text)

@@ -50,12 +50,15 @@ class SequentialStatisticsTest(unittest.TestCase):
         self.assertLess(shares[0], 1e-4)
 
     def test_a_clear_effect_stops_once_its_share_allows(self) -> None:
-        # 8 evals all +1: p = 2/256 = 0.0078; the third look's share (0.0095) is the first
-        # above it.
+        # 8 evals all +1: p = 2/256 = 0.0078. Looks 1 and 2 (0.0000117, 0.00193) cannot reach
+        # it with 8 evals, so they spend nothing and pass their shares on (issue 38): the
+        # third look has a(3/5) = 0.0113 of alpha, the first above 0.0078.
         for look in (1, 2):
             result = runner.sequential_look([([1.0] * look, [0.0] * look)] * 8, look, 5)
             self.assertIsNone(result["stop"])
-            self.assertEqual(result["ci"], [-1.0, 1.0])
+            self.assertEqual(result["alpha"], 0.0)
+            self.assertIsNone(result["ci"])
+            self.assertIn("could not decide", result["skipped"])
         result = runner.sequential_look([([1.0] * 3, [0.0] * 3)] * 8, 3, 5)
         self.assertEqual((result["decision"], result["stop"]), ("improved", "improved"))
         self.assertGreater(result["ci"][0], 0)  # the interval agrees with the decision
@@ -72,9 +75,34 @@ class SequentialStatisticsTest(unittest.TestCase):
         self.assertIsNone(runner.sequential_look(pairs(2), 2, 5)["stop"])
         self.assertEqual(runner.sequential_look(pairs(3), 3, 5)["stop"], "futility")
         self.assertEqual(runner.sequential_look(pairs(5), 5, 5)["stop"], "ceiling")
-        # Six evals can never reach a share of alpha: 2/64 is above every look's share.
-        self.assertEqual(runner.sequential_look([([1.0], [0.0])] * 6, 1, 5)["stop"],
+        # Five evals can never decide (2/32 > 0.05): the waves stop after the first.
+        self.assertEqual(runner.sequential_look([([1.0], [0.0])] * 5, 1, 5)["stop"],
                          "futility")
+        # Six evals could not decide at any nominal share of five looks (2/64 = 0.031 is
+        # above each); with the shares of the looks that cannot decide passed on, the last
+        # look has all of alpha, so the waves go on and a clean sweep decides there.
+        self.assertIsNone(runner.sequential_look([([1.0], [0.0])] * 6, 1, 5)["stop"])
+        last = runner.sequential_look([([1.0] * 5, [0.0] * 5)] * 6, 5, 5)
+        self.assertEqual((last["alpha"], last["decision"]), (runner.ALPHA, "improved"))
+
+    def test_looks_that_cannot_decide_pass_their_share_on(self) -> None:
+        # Issue 38, item 8: with 7 evals the smallest p is 2/128 = 0.0156, above the shares
+        # of looks 1-3 of five (0.0000117, 0.00193, 0.00945; 0.0114 together): they spend
+        # nothing, look 4 has a(4/5) = 0.0284, look 5 the rest.
+        nominal = runner.spending_shares(5)
+        shares = runner.spending_shares(5, evals=7)
+        self.assertEqual(shares[:3], [0.0, 0.0, 0.0])
+        self.assertAlmostEqual(shares[3], math.fsum(nominal[:4]))
+        self.assertAlmostEqual(shares[4], nominal[4])
+        self.assertAlmostEqual(math.fsum(shares), runner.ALPHA, places=12)
+        self.assertEqual(runner.deciding_looks(5, 7), [4, 5])
+        self.assertEqual(runner.deciding_looks(5, 20), [2, 3, 4, 5])
+        self.assertEqual(runner.deciding_looks(5, 5), [])
+        # 40 evals (sampled patterns, smallest p 2/10000): only the first look passes on.
+        forty = runner.spending_shares(5, evals=40)
+        self.assertEqual(forty[0], 0.0)
+        self.assertAlmostEqual(forty[1], nominal[0] + nominal[1])
+        self.assertEqual(forty[2:], nominal[2:])
 
     def test_a_level_never_reads_100_percent(self) -> None:
         # The first look of five is at 1 - 1.17e-5: "100.00%" would claim certainty.
@@ -122,7 +150,8 @@ class AdaptiveRunTest(RunTestCase):
         paired = bench["paired"]
         self.assertEqual(paired["verdict"], "improved")
         self.assertEqual(paired["test"]["look"], 3)
-        self.assertAlmostEqual(paired["test"]["alpha"], runner.spending_shares(5)[2])
+        self.assertAlmostEqual(paired["test"]["alpha"], runner.spending_shares(5, evals=8)[2])
+        self.assertEqual(adaptive["deciding_looks"], [3, 4, 5])
         self.assertEqual(paired["ci95"], adaptive["looks"][-1]["ci"])
         self.assertGreater(paired["ci95"][0], 0)
         md = (folder / "benchmark.md").read_text(encoding="utf-8")
@@ -133,14 +162,15 @@ class AdaptiveRunTest(RunTestCase):
         page = (folder / "benchmark.html").read_text(encoding="utf-8")
         self.assertIn("<h2>Adaptive waves</h2>", page)
         self.assertIn("<li>Saved against the full matrix: 32 of 80 cells (40%)", page)
-        self.assertEqual(page.count("<td>next wave</td>"), 2)  # looks 1 and 2 went on
+        # Looks 1 and 2 went on: with 8 evals they could not decide (issue 38, item 8).
+        self.assertEqual(page.count("<td>could not decide; next wave</td>"), 2)
         self.assertEqual(load_json(folder / "iteration_manifest.json")["options"]["adaptive"],
                          True)
         # `report` re-renders the same account from benchmark.json.
         code, out, err = call_main(["report", str(folder)])
         self.assertEqual(code, 0, out + err)
         self.assertEqual((folder / "benchmark.md").read_text(encoding="utf-8"), md)
-        self.assertIn("CI [+50.0 pp, +50.0 pp]", out)
+        self.assertIn("98.86% CI [+17.5 pp, +62.5 pp]", out)
         self.assertIn("look 3 of 5", out)
         self.assertIn("Adaptive: 3 of 5 waves, decided: improved; saved 32 of 80 cells (32 "
                       "executor and 32 grader calls)", out)
@@ -380,11 +410,19 @@ class AdaptiveRunTest(RunTestCase):
         for wave in range(1, 6):
             self.assertIn(f"  wave {wave}: 16 cells (run {wave} of each eval and arm)", out)
         self.assertNotIn("no look can decide", out)
+        self.assertIn("wave 1: 16 cells (run 1 of each eval and arm); look 1 cannot decide with "
+                      "8 evals (smallest p 0.00781); it spends no alpha", out)
+        self.assertIn("looks that can decide with 8 evals: 3, 4, 5", out)
         self.assertEqual(fake_calls(self.tmp.path), [])
         root6 = self.repo(suite_of([""] * 6), base=self.tmp.path / "six")
         code, out, err = self.run_main(root6, self.env(SCRIPT), "--agent", "claude", "--runs",
                                        "5", "--adaptive", "--dry-run")
-        self.assertIn("warning: with 6 evals no look can decide", out)
+        self.assertIn("looks that can decide with 6 evals: 5", out)
+        self.assertNotIn("no look can decide", out)
+        root5 = self.repo(suite_of([""] * 5), base=self.tmp.path / "five")
+        code, out, err = self.run_main(root5, self.env(SCRIPT), "--agent", "claude", "--runs",
+                                       "5", "--adaptive", "--dry-run")
+        self.assertIn("warning: with 5 evals no look can decide", out)
         # A shard's plan: its own cells, one wave at a time, the looks over all 8 evals.
         code, out, err = self.run_main(root, self.env(SCRIPT), "--agent", "claude", "--runs",
                                        "5", "--adaptive", "--dry-run", "--shard", "2/2")

@@ -535,7 +535,7 @@ class ReadableOutputTests(FirstUseBase):
                       "per-assertion table", md)
 
     def test_no_spread_is_said_in_plain_words(self) -> None:
-        self.assertIn("there is no variation yet to tell how small an effect", self.out)
+        self.assertIn("leaves nothing for a skill to fix", self.out)
         self.assertNotIn("normal approximation cannot", self.out)
 
     def test_agents_md_shows_one_kind_of_path(self) -> None:

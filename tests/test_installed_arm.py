@@ -308,7 +308,8 @@ class NegativeCasesTest(InstalledCase):
         self.assertEqual(arm["pass_rate_not_activated"]["n"], 1)
         self.assertNotIn("without_skill", benchmark["activation"])
         self.assertIn("Activation: installed: activated 1/1 (100.0%, 95% CI 20.7-100.0%) on "
-                      "cases it is for; false activation 1/2 (50.0%, 95% CI 9.5-90.5%)", out)
+                      "cases it is for; false activation 1/2 (50.0%, 95% CI 9.5-90.5% over 2 "
+                      "evals)", out)
         markdown = (self.workspace / "iteration-1/benchmark.md").read_text()
         self.assertIn("## Activation (installed arms)", markdown)
         self.assertIn("| installed | E02 | no | 1/1 (100.0%, 95% CI 20.7-100.0%) |", markdown)

@@ -277,7 +277,7 @@ class OutputsFromRunTests(unittest.TestCase):
     def test_report_html_default_path(self) -> None:
         iteration = self.copy_iteration()
         code, out, err = call_main(["report", str(iteration), "--html"])
-        self.assertEqual(code, 0, err)
+        self.assertEqual(code, self.code, err)  # as the run
         self.assertTrue(out.startswith("skill-eval: demo with claude"), out)
         self.assertIn("<svg", (iteration / "benchmark.html").read_text(encoding="utf-8"))
 
@@ -286,7 +286,7 @@ class OutputsFromRunTests(unittest.TestCase):
         page, junit = self.work.path / "out" / "page.html", self.work.path / "out" / "r.xml"
         code, _, err = call_main(["report", str(iteration), "--html", str(page),
                                   "--junit", str(junit)])
-        self.assertEqual(code, 0, err)
+        self.assertEqual(code, self.code, err)  # as the run
         self.assertFalse((iteration / "benchmark.html").exists())
         self.assertIn("&lt;script&gt;alert(1)", page.read_text(encoding="utf-8"))
         self.assertEqual(junit_counts(ET.parse(junit).getroot())["tests"], 6)
@@ -294,7 +294,7 @@ class OutputsFromRunTests(unittest.TestCase):
     def test_report_without_flags_writes_no_extra_files(self) -> None:
         iteration = self.copy_iteration()
         code, _, err = call_main(["report", str(iteration)])
-        self.assertEqual(code, 0, err)
+        self.assertEqual(code, self.code, err)  # as the run
         self.assertFalse((iteration / "benchmark.html").exists())
 
     def test_report_refuses_a_folder_or_the_benchmark_as_output(self) -> None:

@@ -46,7 +46,8 @@ class ReportAtScaleTests(unittest.TestCase):
         cls.tmp.cleanup()
 
     def test_report_prints_the_summary_not_the_file(self) -> None:
-        self.assertEqual(self.code, 0, self.err)
+        self.assertEqual(self.code, 1, self.err)  # its warnings ask for review, as in `run`
+        self.assertNotIn("changed", self.err)
         self.assertLess(len(self.out), 2_000, self.out)
         self.assertIn(f"Benchmark: {self.iteration / 'benchmark.md'}", self.out)
         self.assertIn("[warning] skill_not_read (with_skill): 2,500, e.g. eval E01, run 1: ",

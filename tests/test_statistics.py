@@ -18,6 +18,7 @@ import json
 import math
 import os
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -166,15 +167,23 @@ class PairedStatisticsTest(unittest.TestCase):
         # mean = 3 / 7; wins/ties/losses 6/1/0. Exact sign-flip test over 2^7 = 128 patterns:
         # a pattern's sum reaches the observed 3.0 only when it flips no 0.5, i.e. flips
         # nothing or only the 0: p_one_sided = 2 / 128, two-sided p = 4 / 128 = 0.03125.
-        # Interval: 0.025 * 128 = 3.2 -> the 3rd smallest and 3rd largest of the 127 nonempty
-        # subset means. Smallest: {0} -> 0, then {0, 0.5} six times -> 0.25: the 3rd is 0.25.
-        # Largest: the 63 subsets of 0.5s alone -> 0.5.
+        # The test's interval: 0.025 * 128 = 3.2 -> the 3rd smallest and 3rd largest of the
+        # 127 nonempty subset means. Smallest: {0} -> 0, then {0, 0.5} six times -> 0.25: the
+        # 3rd is 0.25. Largest: the 63 subsets of 0.5s alone -> 0.5.
+        # The pseudo-eval t interval (issue 38): a delta moves in steps of 0.5 (one of two
+        # assertions, one run), so the deltas plus +0.5 and -0.5: nine values, mean 1/3,
+        # squared deviations 7/36 + 4/36 + 25/36 = 1, SD sqrt(1/8); t_8(0.975) = 2.306004:
+        # 1/3 -+ 2.306004 * sqrt(1/8) / 3 = [0.0616, 0.6051]. The stated interval is the
+        # hull of the two: [0.0616, 0.6051].
         b = aggregate([([2], [1])] * 6 + [([2], [2])], total=2)
         paired = b["paired"]
         self.assertAlmostEqual(paired["mean_delta"], 3 / 7, places=12)
         self.assertEqual((paired["wins"], paired["ties"], paired["losses"]), (6, 1, 0))
-        self.assertAlmostEqual(paired["ci95"][0], 0.25, places=12)
-        self.assertAlmostEqual(paired["ci95"][1], 0.5, places=12)
+        self.assertEqual(paired["test"]["interval"]["sign_flip"], [0.25, 0.5])
+        self.assertEqual(paired["test"]["interval"]["step"], 0.5)
+        half = 2.306004 * math.sqrt(1 / 8) / 3
+        self.assertAlmostEqual(paired["ci95"][0], 1 / 3 - half, places=3)
+        self.assertAlmostEqual(paired["ci95"][1], 1 / 3 + half, places=3)
         self.assertEqual(paired["test"]["p_value"], 4 / 128)
         self.assertEqual((paired["test"]["exact"], paired["test"]["sign_patterns"]), (True, 128))
         self.assertEqual(paired["verdict"], "improved")
@@ -194,8 +203,10 @@ class PairedStatisticsTest(unittest.TestCase):
         paired = b["paired"]
         self.assertAlmostEqual(paired["mean_delta"], -3 / 7, places=12)
         self.assertEqual((paired["wins"], paired["ties"], paired["losses"]), (0, 1, 6))
-        self.assertAlmostEqual(paired["ci95"][0], -0.5, places=12)
-        self.assertAlmostEqual(paired["ci95"][1], -0.25, places=12)
+        half = 2.306004 * math.sqrt(1 / 8) / 3  # the mirror of the hand-computed case above
+        self.assertAlmostEqual(paired["ci95"][0], -1 / 3 - half, places=3)
+        self.assertAlmostEqual(paired["ci95"][1], -1 / 3 + half, places=3)
+        self.assertEqual(paired["test"]["interval"]["sign_flip"], [-0.5, -0.25])
         self.assertEqual(paired["verdict"], "regressed")
         self.assertIn("below 0", paired["verdict_reason"])
         self.assertEqual(len(flags_of(b, "candidate_below_baseline")), 6)
@@ -212,11 +223,13 @@ class PairedStatisticsTest(unittest.TestCase):
         self.assertIn("includes 0", paired["verdict_reason"])
 
     def test_interval_touching_zero_is_not_improved(self) -> None:
-        # Deltas 0.5, 0 x5: 0.025 * 64 = 1.6, so the interval starts at the smallest subset
-        # mean, that of a lone 0: exactly 0. "Improved" needs the whole interval above 0.
+        # Deltas 0.5, 0 x5: 0.025 * 64 = 1.6, so the test's interval starts at the smallest
+        # subset mean, that of a lone 0: exactly 0; the stated hull reaches below it.
+        # "Improved" needs the whole interval above 0.
         b = aggregate([([2], [1])] + [([2], [2])] * 5, total=2)
         self.assertAlmostEqual(b["paired"]["mean_delta"], 0.5 / 6, places=12)
-        self.assertEqual(b["paired"]["ci95"][0], 0.0)
+        self.assertEqual(b["paired"]["test"]["interval"]["sign_flip"][0], 0.0)
+        self.assertLess(b["paired"]["ci95"][0], 0.0)
         self.assertEqual(b["paired"]["verdict"], "inconclusive")
 
     def test_too_few_paired_evals_is_inconclusive_with_the_reason(self) -> None:
@@ -266,7 +279,7 @@ class PairedStatisticsTest(unittest.TestCase):
         self.assertIsNotNone(line, "\n".join(head))
         self.assertIn("improved", line)
         self.assertIn("+42.9 pp", line)                     # 3 / 7
-        self.assertIn("[+25.0 pp, +50.0 pp]", line)
+        self.assertIn("[+6.2 pp, +60.5 pp]", line)
         self.assertIn("6/1/0", line)
         self.assertIn("sign-flip p = 0.03125", line)
 
@@ -312,11 +325,34 @@ class PassHatKTest(unittest.TestCase):
 
     def test_pass_hat_k_per_config(self) -> None:
         b = aggregate(self.TABLE, total=2, runs=2)
-        self.assertAlmostEqual(b["pass_hat_k"]["with_skill"], 4 / 6, places=12)
-        self.assertAlmostEqual(b["pass_hat_k"]["without_skill"], 3 / 6, places=12)
+        self.assertAlmostEqual(b["pass_hat_k"]["with_skill"]["rate"], 4 / 6, places=12)
+        self.assertAlmostEqual(b["pass_hat_k"]["without_skill"]["rate"], 3 / 6, places=12)
+        self.assertEqual(b["pass_hat_k"]["with_skill"]["k"], 2)
         text = runner.render_markdown(model(b))
-        self.assertIn("pass^k (with_skill): 66.7%", text)
+        self.assertIn("pass^k (with_skill): 66.7% (k = 2 runs of each of 6 evals)", text)
         self.assertIn("pass^k (without_skill): 50.0%", text)
+
+    def test_an_unscored_run_is_left_out_not_failed(self) -> None:
+        # Issue 38, item 6: E03's second with_skill run failed to run. It is neither a pass
+        # nor a failure: E03 leaves the with_skill count, which says so.
+        table = [([2, 2], [2, 2]), ([2, 2], [2, 1]), ([2, "timeout"], [0, 0])] + \
+            [([2, 2], [2, 2])] * 3
+        b = aggregate(table, total=2, runs=2)
+        self.assertEqual(b["pass_hat_k"]["with_skill"],
+                         {"rate": 1.0, "k": 2, "evals": 5, "evals_left_out": 1})
+        self.assertIn("1 eval(s) with an unscored run left out",
+                      runner.render_markdown(model(b)))
+
+    def test_after_an_adaptive_stop_k_is_the_waves_that_ran(self) -> None:
+        # --runs 5 planned, the waves stopped after 2: k is 2, and the page says so.
+        b = aggregate(self.TABLE, total=2, runs=5)
+        self.assertEqual(b["pass_hat_k"]["with_skill"]["k"], 2)
+        self.assertIn("k = 2 runs", runner.render_markdown(model(b)))
+
+    def test_an_older_benchmark_keeps_its_share(self) -> None:
+        b = aggregate(self.TABLE, total=2, runs=2)
+        b["pass_hat_k"] = {"with_skill": 4 / 6, "without_skill": 0.5}
+        self.assertIn("pass^k (with_skill): 66.7%\n", runner.render_markdown(model(b)))
 
     def test_absent_with_one_run(self) -> None:
         b = aggregate([([2], [2])] * 5, total=2, runs=1)
@@ -454,10 +490,15 @@ class SignFlipPropertyTest(unittest.TestCase):
         # Every eval: with_skill runs [1, 0] (mean 0.5), without_skill [0.5, 0.5]: each
         # per-eval delta is exactly 0. The spread between evals' deltas already holds the
         # run-to-run noise; the old bootstrap resampled runs again and widened the interval
-        # around 0 (counting that noise twice). Evals are the unit: the interval is [0, 0].
+        # around 0 (counting that noise twice). Evals are the unit: the test's interval is
+        # [0, 0], and the stated one is what identical runs give (the pseudo-evals' width,
+        # never zero: issue 38).
         table = [([2, 0], [1, 1])] * 6
         paired = aggregate(table, total=2, runs=2)["paired"]
-        self.assertEqual(paired["ci95"], [0.0, 0.0])
+        self.assertEqual(paired["test"]["interval"]["sign_flip"], [0.0, 0.0])
+        steady = aggregate([([1, 1], [1, 1])] * 6, total=2, runs=2)["paired"]
+        self.assertEqual(paired["ci95"], steady["ci95"])
+        self.assertLess(paired["ci95"][0], 0.0)
         self.assertEqual(paired["test"]["p_value"], 1.0)
         self.assertEqual(paired["verdict"], "inconclusive")
 
@@ -577,8 +618,10 @@ class VerdictEndToEndTest(EndToEndCase):
         self.assertEqual(paired["paired_evals"], 10)
         self.assertEqual(paired["verdict"], "improved")
         self.assertGreater(paired["ci95"][0], 0)
-        self.assertAlmostEqual(paired["ci95"][0], 5 / 30, places=12)
-        self.assertAlmostEqual(paired["ci95"][1], 10 / 30, places=12)
+        sign_flip = paired["test"]["interval"]["sign_flip"]
+        self.assertAlmostEqual(sign_flip[0], 5 / 30, places=12)
+        self.assertAlmostEqual(sign_flip[1], 10 / 30, places=12)
+        self.assertLessEqual(paired["ci95"][0], sign_flip[0])
         # Exact over 2^10 patterns; only the two ties can be flipped without lowering the
         # sum: p = 2 * 4 / 1024. Interval: 25 = floor(0.025 * 1024) -> the 25th smallest
         # subset mean: {0}s (3), {1/3, 0, 0} (8), {1/3, 0} (16) -> 1/6; 25th largest: 1/3.
@@ -901,7 +944,7 @@ class IdentityAndCompareTest(EndToEndCase):
         self.assertEqual(runner.comparability(edited.model, first.model),
                          f"same inputs; {note}")
         code, out, _ = call_main(["report", str(edited.dir), "--compare", str(first.dir)])
-        self.assertEqual(code, 0)
+        self.assertEqual(code, edited.code)  # as the run of that iteration
         self.assertIn(f": same inputs; {note};", out)
         self.assertNotIn("different series", out)
         self.assertIn(f"Comparability: same inputs; {note}",
@@ -916,8 +959,8 @@ class IdentityAndCompareTest(EndToEndCase):
         del legacy["metadata"]["identity"]
         self.assertTrue(runner.comparability(second.model, model(legacy)).startswith("unknown"))
         self.assertTrue(runner.comparability(model(legacy), second.model).startswith("unknown"))
-        legacy_dir = self.tmp.path / "legacy-iteration"
-        legacy_dir.mkdir()
+        legacy_dir = self.tmp.path / "legacy-iteration"  # its run files too: --compare checks them
+        shutil.copytree(first.dir, legacy_dir)
         (legacy_dir / "benchmark.json").write_text(json.dumps(legacy), "utf-8")
         code, out, _ = call_main(["report", str(second.dir), "--compare", str(legacy_dir)])
         self.assertEqual(code, 0)

@@ -245,13 +245,18 @@ class ResultsVerificationTests(TempRepoTest):
     def test_a_finding_of_the_run_survives_a_clean_report(self) -> None:
         code, out, iteration = self.run_suite({})
         benchmark = load(iteration)
-        benchmark["sanity_checks"]["flags"].append(
-            {"severity": "error", "kind": "results_modified", "message": "seen during the run"})
+        # What the run writes when a cell's files changed while it ran (then put back since).
+        seen = {"path": "eval-E01/with_skill/run-1/outputs/output.txt", "change": "modified"}
+        benchmark["results_check"].update(changed_count=1, changed=[seen])
+        benchmark["sanity_checks"]["flags"].append(runner.results_flags(
+            benchmark["results_check"])[0].to_json())
         benchmark["sanity_checks"]["status"] = "REVIEW REQUIRED"
         (iteration / "benchmark.json").write_text(json.dumps(benchmark))
         code, out, err = call_main(["report", str(iteration)], env=self.env)
-        self.assertEqual(code, 0, err)  # the files are as written now
-        self.assertIn("seen during the run", out)
+        # The files are as written now, and the finding stands: review, as `run` said.
+        self.assertEqual(code, 1, err)
+        self.assertNotIn("run file(s) changed since", err)
+        self.assertIn("checked at run time: eval-E01/with_skill/run-1/outputs/output.txt", out)
         self.assertIn("Sanity checks: REVIEW REQUIRED", out)
 
     def test_a_path_edited_into_benchmark_json_is_not_followed(self) -> None:
@@ -271,6 +276,7 @@ class ResultsVerificationTests(TempRepoTest):
             del run["files_sha256"]
         del benchmark["results_check"]
         (iteration / "benchmark.json").write_text(json.dumps(benchmark))
+        (iteration / runner.HASH_JOURNAL).unlink()  # an older runner kept no journal either
         shutil.rmtree(iteration / "eval-E01")  # nothing to verify against, nothing claimed
         code, out, err = call_main(["report", str(iteration)], env=self.env)
         self.assertEqual(code, 0, err)

@@ -75,6 +75,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import types
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Callable
@@ -1829,6 +1830,46 @@ def _printable(value: Any, depth: int = 0) -> Any:
 
 def utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def walk_unfollowed(top: Path | str) -> Iterator[tuple[str, list[str], list[str]]]:
+    """os.walk(top) top-down, no link followed (a linked folder is listed in `dirs`, never
+    entered; prune `dirs` in place), without recursion: os.walk recurses before Python 3.12,
+    and a folder chain an executor made 1,500 deep would end the runner's cell."""
+    stack = [os.fspath(top)]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as found:
+                entries = list(found)
+        except OSError:
+            continue
+        dirs, files = [], []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            (dirs if is_dir else files).append(entry.name)
+        yield folder, dirs, files
+        stack.extend(os.path.join(folder, name) for name in reversed(dirs)
+                     if not os.path.islink(os.path.join(folder, name)))
+
+
+def remove_tree(path: Path | str) -> None:
+    """shutil.rmtree that ignores errors, and when the tree is deeper than the recursion limit
+    (rmtree recurses before 3.12) removes it deepest folder first instead."""
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    except RecursionError:
+        pass
+    for folder, dirs, files in reversed(list(walk_unfollowed(path))):
+        for name in [*files, *(d for d in dirs if os.path.islink(os.path.join(folder, d)))]:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(folder, name))
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
 
 
 class FileOverCap(InputError):
@@ -4737,7 +4778,7 @@ class Sandbox:
         for folder in (self.baseline_git if self.owns_baseline else None, self.cell_dir,
                        self.homes.get("executor")):
             if folder is not None:
-                shutil.rmtree(folder, ignore_errors=True)
+                remove_tree(folder)
         self._note_removed()
 
     def remove_grader_dirs(self) -> None:
@@ -5044,7 +5085,7 @@ def sandbox_tree(repo: Path, rel: str) -> dict[str, tuple[str, bytes]]:
     if not (top.is_dir() and not top.is_symlink()):
         add(rel)
         return found
-    for folder, dirs, files in os.walk(top, followlinks=False):
+    for folder, dirs, files in walk_unfollowed(top):
         for name in [*files, *(d for d in dirs if os.path.islink(os.path.join(folder, d)))]:
             add(Path(folder, name).relative_to(repo).as_posix())
     return found
@@ -5103,7 +5144,9 @@ def restore_delivered(repo: Path, baseline: Path, commit: str, rel: str) -> None
             os.mkdir(ancestor)
     top = repo / rel
     if top.is_dir() and not top.is_symlink():
-        shutil.rmtree(top)
+        remove_tree(top)
+        if os.path.lexists(top):
+            raise OSError(f"{rel} could not be removed")
     elif os.path.lexists(top):
         os.unlink(top)
     for path, (mode, data) in sorted(delivered.items()):
@@ -7994,6 +8037,17 @@ def run_checks_in_order(ctx: RunContext, run: CellRun, checks: list[Check], prot
 # (a folder of the tree first on sys.path: PYTHONPATH=. in the command, `python3 -m` before
 # 3.11) or run them at startup. The executor adding one makes the cell's run checks unrun.
 PYTHON_STARTUP_HOOKS = frozenset({"sitecustomize", "usercustomize"})
+# pytest imports every conftest.py from its root folder down to the tests it is named, and
+# takes its options (addopts, plugins) from the nearest pytest.ini: added ones run the
+# executor's code in the test process even when the command names the protected test.
+PYTEST_READS = frozenset({"conftest.py", "pytest.ini", ".pytest.ini"})
+# ...and from these when they hold its section (`addopts = --collect-only` exits 0 unrun).
+PYTEST_SECTIONS = {"pyproject.toml": b"[tool.pytest", "tox.ini": b"[pytest]",
+                   "setup.cfg": b"[tool:pytest]"}
+PYTEST_CONFIG_READ_CAP = 1024 * 1024
+# pytest's own modules: `python3 -m pytest` in a folder with an added pytest.py runs that file
+# (the folder comes first on sys.path, before the installed pytest).
+PYTEST_MODULES = frozenset({"pytest", "_pytest", "pluggy", "py", "iniconfig"})
 PYTHON_MODULE_SUFFIXES = (".py", ".pyc", ".so", ".pyd")
 PLANTED_SHOWN = 5
 
@@ -8035,22 +8089,38 @@ def _imported_as(rel: str, delivered: set[str]) -> str | None:
     package = stem == "__init__"
     if package:  # the folder is the module, found before a source of its name beside it
         folder, _, stem = folder.rpartition("/")
-    if stem in PYTHON_STARTUP_HOOKS or stem in STDLIB_MODULE_NAMES:
+    if stem in PYTHON_STARTUP_HOOKS or stem in STDLIB_MODULE_NAMES or stem in PYTEST_MODULES:
         return stem
     beside = f"{folder}/{stem}.py" if folder else f"{stem}.py"
     replaces = package or name.endswith((".so", ".pyd"))
     return stem if replaces and beside in delivered else None
 
 
+def _read_by_pytest(rel: str, path: Path | None = None) -> bool:
+    """Whether pytest would take the added file at `rel` (at `path` in the tree) as its own
+    code or options. A link with a configuration file's name counts: pytest follows it."""
+    name = rel.rpartition("/")[2]
+    if name in PYTEST_READS:
+        return True
+    section = PYTEST_SECTIONS.get(name)
+    if section is None or path is None:
+        return False
+    if os.path.islink(path):
+        return True
+    data = _read_regular(path, PYTEST_CONFIG_READ_CAP)
+    return data is None or section in data
+
+
 def planted_interpreter_files(sandbox: Sandbox, commit: str) -> list[str]:
     """Files and links the executor added (not delivered) that a Python started by a check
-    could import in place of the standard library or the code under test, or run at startup.
+    could import in place of the standard library or the code under test, or run at startup,
+    and the files pytest would read as its own code or options.
     Without a baseline commit nothing tells them from delivered ones: all are listed.
     Bytecode caches are not listed: checks never read them (PYTHONPYCACHEPREFIX)."""
     known = sandbox.record["git"].get("ok")
     delivered = delivered_paths(sandbox.baseline_git, commit) if known else set()
     found = []
-    for folder, dirs, files in os.walk(sandbox.repo):
+    for folder, dirs, files in walk_unfollowed(sandbox.repo):
         here = Path(folder).relative_to(sandbox.repo).as_posix()
         dirs[:] = [d for d in dirs if d != "__pycache__" and not (here == "." and d == ".git")]
         linked = {d for d in dirs if os.path.islink(os.path.join(folder, d))}
@@ -8058,7 +8128,8 @@ def planted_interpreter_files(sandbox: Sandbox, commit: str) -> list[str]:
             rel = name if here == "." else f"{here}/{name}"
             # a linked folder is imported as a package: as if its __init__.py were added
             as_module = f"{rel}/__init__.py" if name in linked else rel
-            if rel not in delivered and _imported_as(as_module, delivered):
+            if rel not in delivered and (_imported_as(as_module, delivered)
+                                         or _read_by_pytest(rel, Path(folder, name))):
                 found.append(rel)
     return sorted(found)
 
@@ -8070,15 +8141,16 @@ def refused_run_check(check: Check, planted: list[str], known: bool) -> dict[str
            "with no baseline commit to tell delivered files from added ones, the tree holds")
     return {"name": check.name, "subject": check.subject, "duration_s": 0.0,
             "unrun": f"not run: {who} {shown}, which a Python the check starts could load in "
-                     "place of the standard library or the code under test, or run at "
-                     "startup; its result could not be trusted"}
+                     "place of the standard library, pytest or the code under test, or run at "
+                     "startup, or pytest would read as its own code or options; its result "
+                     "could not be trusted"}
 
 
 def remove_bytecode_caches(repo: Path) -> None:
     """Every __pycache__ folder in the tree, gone before the run checks: generated state never
     delivered, and a tool that keeps its own cache there (pytest's rewritten tests) would read a
     planted one. Python itself reads none (PYTHONPYCACHEPREFIX); what cannot be removed stays."""
-    for folder, dirs, _ in os.walk(repo):
+    for folder, dirs, _ in walk_unfollowed(repo):
         if Path(folder) == repo and ".git" in dirs:
             dirs.remove(".git")
         for name in [d for d in dirs if d == "__pycache__"]:
@@ -8088,7 +8160,7 @@ def remove_bytecode_caches(repo: Path) -> None:
                 with contextlib.suppress(OSError):
                     os.unlink(cache)
             else:
-                shutil.rmtree(cache, ignore_errors=True)
+                remove_tree(cache)
 
 
 def run_one_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, Any]:
@@ -8229,7 +8301,9 @@ def file_check(sandbox: Sandbox, check: Check, search: Search) -> dict[str, Any]
     rel = sandbox.repo.relative_to(sandbox.base) / check.target
     if check.test == "exists":
         found, why = _exists_unfollowed(sandbox.base, rel)
-        passed = found == check.expected
+        # A link on the way or a FIFO there is neither a file nor an absence: the check
+        # fails either way (a "no debug.log left" check passed with the log behind a link).
+        passed = found is not None and found == check.expected
         return {"passed": passed, "evidence": f"{check.target} {why}"}
     fd, why = _open_regular_unfollowed(sandbox.base, rel)
     if fd is None:
@@ -8243,8 +8317,9 @@ def file_check(sandbox: Sandbox, check: Check, search: Search) -> dict[str, Any]
     return text_check(check, data.decode("utf-8", "replace"), check.target, search)
 
 
-def _exists_unfollowed(root: Path, rel: Path) -> tuple[bool, str]:
-    """(whether a regular file or a folder is at rel, reached with no link followed, why)."""
+def _exists_unfollowed(root: Path, rel: Path) -> tuple[bool | None, str]:
+    """(whether a regular file or a folder is at rel, reached with no link followed, why);
+    None when something else is there or on the way (a link, a FIFO): it is not absent."""
     current = root
     for index, name in enumerate(rel.parts):
         current = current / name
@@ -8254,11 +8329,11 @@ def _exists_unfollowed(root: Path, rel: Path) -> tuple[bool, str]:
             return False, "does not exist"
         last = index == len(rel.parts) - 1
         if stat.S_ISLNK(mode):
-            return False, "is reached through a symbolic link (not followed)"
+            return None, "is reached through a symbolic link (not followed)"
         if not last and not stat.S_ISDIR(mode):
             return False, "does not exist (a file is where a folder would be)"
     kind = "a folder" if stat.S_ISDIR(mode) else "a file" if stat.S_ISREG(mode) else None
-    return (kind is not None), (f"exists ({kind})" if kind else f"is {_node_kind(mode)}")
+    return (True, f"exists ({kind})") if kind else (None, f"is {_node_kind(mode)}")
 
 
 # A suite's pattern is searched in a child process: a pattern that backtracks for hours holds
@@ -8607,38 +8682,112 @@ def sign_flip_test(deltas: list[float], alpha: float = ALPHA) -> dict[str, Any]:
             "seed": seed}
 
 
+INTERVAL_METHOD = ("the hull of two intervals of the mean per-eval delta at the same level: "
+                   "the inversion of the sign-flip test, and a t interval of the deltas with "
+                   "two pseudo-evals at +-step (the step of a delta between two of these "
+                   "pass rates), so ties never give a zero-width interval")
+# Pass rates are shares of at most this many assertions when the step is looked for; finer
+# rates count as continuous.
+STEP_MAX_ASSERTIONS = 100
+
+
+def _assertion_units(rates: Sequence[float]) -> int | None:
+    """The fewest assertions a run could have had to give every one of these pass rates."""
+    for units in range(1, STEP_MAX_ASSERTIONS + 1):
+        if all(abs(rate * units - round(rate * units)) <= 1e-9 for rate in rates):
+            return units
+    return None
+
+
+def delta_step(pairs: list[tuple[list[float], list[float]]]) -> float:
+    """The smallest non-zero change of an eval's delta (one assertion of one run), the
+    median over the evals: 1 with one run of one assertion, 1/9 with 3 runs of 3."""
+    steps = []
+    for cand, base in pairs:
+        units = _assertion_units([*cand, *base]) or STEP_MAX_ASSERTIONS
+        steps.append(1 / (units * math.lcm(len(cand), len(base))))
+    return statistics.median(steps) if steps else 1.0
+
+
+def pseudo_t_interval(deltas: list[float], step: float, alpha: float) -> tuple[float, float]:
+    """A t interval of the mean delta with two pseudo-evals at +step and -step added (as
+    Agresti and Coull add pseudo-counts): the spread is never zero, so deltas that all tie
+    still leave room for the effects a suite of this size could not see."""
+    values = [*deltas, step, -step]
+    n = len(values)
+    mean = math.fsum(values) / n
+    spread = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+    half = t_quantile(1 - alpha / 2, n - 1) * spread / math.sqrt(n)
+    return mean - half, mean + half
+
+
+def mean_delta_interval(deltas: list[float], step: float,
+                        alpha: float = ALPHA) -> dict[str, Any]:
+    """The interval of the mean per-eval delta at level 1 - alpha, and the sign-flip test.
+
+    The sign-flip inversion alone assumes each delta symmetric about the true mean; with
+    few, lumpy deltas (one run: -1, 0, +1) and a small true effect it is [min, max] of the
+    deltas at 6 evals and zero-wide when they tie, and covers +5 pp only 78% of the time.
+    The hull with the pseudo-eval t interval covers at its level in the simulation (the
+    reference's table); the verdict needs the whole hull on one side of 0, so it claims no
+    more than the exact test.
+    """
+    test = sign_flip_test(deltas, alpha)
+    low, high = test["ci"]
+    if len(deltas) >= MIN_PAIRED_EVALS:
+        t_low, t_high = pseudo_t_interval(deltas, step, alpha)
+        low, high = min(low, t_low), max(high, t_high)
+    low, high = max(-1.0, _snap(low)), min(1.0, _snap(high))
+    return {**test, "ci": (low, high), "sign_flip_ci": tuple(_snap(b) for b in test["ci"]),
+            "step": step, "bounded": (low, high) != (-1.0, 1.0)}
+
+
 def paired_statistics(per_eval: Sequence[PerEval | dict[str, Any]],
-                      configs: tuple[str, ...]) -> dict[str, Any] | None:
+                      configs: tuple[str, ...], alpha: float = ALPHA) -> dict[str, Any] | None:
     if len(configs) != 2:
         return None
-    deltas = paired_deltas(_paired_rates(per_eval, configs))
+    pairs = _paired_rates(per_eval, configs)
+    deltas = paired_deltas(pairs)
     result: dict[str, Any] = {
         "paired_evals": len(deltas), "min_paired_evals": MIN_PAIRED_EVALS,
         "mean_delta": _snap(_mean(deltas)) if deltas else None, "ci95": None, "test": None,
         "wins": sum(_sign(d) > 0 for d in deltas), "ties": sum(_sign(d) == 0 for d in deltas),
         "losses": sum(_sign(d) < 0 for d in deltas)}
     if deltas:
-        test = sign_flip_test(deltas)
-        result["ci95"] = [_snap(bound) for bound in test["ci"]]
+        test = mean_delta_interval(deltas, delta_step(pairs), alpha)
+        result["ci95"] = list(test["ci"])
         result["test"] = {
-            "method": SIGN_FLIP_METHOD, "alpha": ALPHA, "p_value": test["p_value"],
-            "exact": test["exact"], "sign_patterns": test["patterns"], "seed": test["seed"]}
-    result["verdict"], result["verdict_reason"] = _verdict(result)
+            "method": SIGN_FLIP_METHOD, "alpha": alpha, "p_value": test["p_value"],
+            "exact": test["exact"], "sign_patterns": test["patterns"], "seed": test["seed"],
+            "interval": {"method": INTERVAL_METHOD, "sign_flip": list(test["sign_flip_ci"]),
+                         "step": test["step"], "bounded": test["bounded"]}}
+    result["verdict"], result["verdict_reason"] = _verdict(result, alpha)
     return result
 
 
-def _verdict(stats: dict[str, Any]) -> tuple[str, str]:
+def _interval_name(alpha: float) -> str:
+    level = "95%" if alpha == ALPHA else level_text(1 - alpha)
+    return f"the {level} interval of the mean per-eval delta"
+
+
+def _verdict(stats: dict[str, Any], alpha: float = ALPHA) -> tuple[str, str]:
     if stats["paired_evals"] < MIN_PAIRED_EVALS:
         return "inconclusive", (f"only {stats['paired_evals']} eval(s) scored in both configs; "
                                 f"at least {MIN_PAIRED_EVALS} are needed: with fewer, no "
-                                f"outcome reaches p <= {ALPHA:g} in the exact sign-flip test")
+                                f"outcome reaches p <= {ALPHA:g} in the exact sign-flip test, "
+                                "and the suite cannot bound the effect")
     low, high = stats["ci95"]
-    p_text = f"sign-flip p = {stats['test']['p_value']:.4g}"
+    test = stats["test"]
+    p_text = f"sign-flip p = {test['p_value']:.4g}"
+    name = _interval_name(alpha)
     if low > 0:
-        return "improved", f"the 95% interval of the mean per-eval delta lies above 0 ({p_text})"
+        return "improved", f"{name} lies above 0 ({p_text})"
     if high < 0:
-        return "regressed", f"the 95% interval of the mean per-eval delta lies below 0 ({p_text})"
-    return "inconclusive", f"the 95% interval of the mean per-eval delta includes 0 ({p_text})"
+        return "regressed", f"{name} lies below 0 ({p_text})"
+    if test["p_value"] <= alpha:
+        return "inconclusive", (f"{name} includes 0 ({p_text}, but the deltas tie so much "
+                                "that the suite cannot bound the mean effect away from 0)")
+    return "inconclusive", f"{name} includes 0 ({p_text})"
 
 
 # -- adaptive runs: a sequential verdict over waves of runs (issue 25) ----------------------
@@ -8658,14 +8807,47 @@ SEQUENTIAL_METHOD = ("group-sequential sign-flip test: alpha spent over the wave
                      "its share, the union bound holding the false-claim rate over all looks")
 
 
-def spending_shares(looks: int, alpha: float = ALPHA,
-                    spending: str = SEQUENTIAL_SPENDING) -> list[float]:
+def smallest_p(evals: int) -> float:
+    """The smallest two-sided p the sign-flip test can give with this many paired evals."""
+    patterns = (2 ** evals if evals <= SIGN_FLIP_EXACT_MAX_EVALS
+                else SIGN_FLIP_RESAMPLES + 1)
+    return 1.0 if evals < MIN_PAIRED_EVALS else min(1.0, 2 / patterns)
+
+
+def spending_shares(looks: int, alpha: float = ALPHA, spending: str = SEQUENTIAL_SPENDING,
+                    evals: int | None = None) -> list[float]:
     """The share of alpha each of `looks` equally spaced looks may spend; they sum to alpha.
 
     pocock: alpha * ln(1 + (e - 1) t), spent fairly evenly, so early looks can stop;
     obrien-fleming: 2 - 2 Phi(z_{1 - alpha/2} / sqrt(t)), almost nothing early, most of alpha
     kept for the last look (Lan and DeMets' two spending functions, t the share of waves).
+    With `evals`, a look whose share (with what earlier skipped looks left) is below the
+    smallest p those evals can give could never decide: it spends nothing and passes its
+    share on to the next look. That depends only on the plan, fixed before the first wave.
     """
+    nominal = _nominal_shares(looks, alpha, spending)
+    if evals is None:
+        return nominal
+    best, shares, carried = smallest_p(evals), [], 0.0
+    for index, share in enumerate(nominal):
+        available = carried + share
+        if best > available + 1e-12 and index < looks - 1:
+            shares.append(0.0)
+            carried = available
+        else:
+            shares.append(available)
+            carried = 0.0
+    return shares
+
+
+def deciding_looks(looks: int, evals: int) -> list[int]:
+    """The looks (1-based) that can decide with this many evals: their share reaches the
+    smallest p of the sign-flip test."""
+    return [k for k, share in enumerate(spending_shares(looks, evals=evals), 1)
+            if share >= smallest_p(evals) - 1e-12]
+
+
+def _nominal_shares(looks: int, alpha: float, spending: str) -> list[float]:
     normal = statistics.NormalDist()
     z = normal.inv_cdf(1 - alpha / 2)
 
@@ -8745,7 +8927,7 @@ def sequential_look(pairs: list[tuple[list[float], list[float]]], look: int, loo
     arm may still have none). `stop` is the decision, "futility" when no later look could
     reach one, "ceiling" at the last look, or None to run the next wave.
     """
-    shares = spending_shares(looks, ALPHA, spending)
+    shares = spending_shares(looks, ALPHA, spending, evals=len(pairs))
     level = shares[look - 1]
     scored = [(cand, base) for cand, base in pairs if cand and base]
     deltas = paired_deltas(scored)
@@ -8754,8 +8936,12 @@ def sequential_look(pairs: list[tuple[list[float], list[float]]], look: int, loo
                               "paired_evals": len(deltas),
                               "mean_delta": _snap(_mean(deltas)) if deltas else None,
                               "p_value": None, "ci": None, "decision": None, "stop": None}
-    if deltas:
-        test = sign_flip_test(deltas, level)
+    if level <= 0:
+        result["skipped"] = (f"with {len(pairs)} evals the smallest sign-flip p is "
+                             f"{smallest_p(len(pairs)):.3g}, above this look's share: it could "
+                             "not decide, so it spends no alpha and passes its share on")
+    elif deltas:
+        test = mean_delta_interval(deltas, delta_step(scored), level)
         result.update(p_value=test["p_value"], ci=[_snap(b) for b in test["ci"]],
                       exact=test["exact"], sign_patterns=test["patterns"], seed=test["seed"])
         result["decision"] = _decision(test, len(deltas))
@@ -8783,6 +8969,9 @@ def sequential_verdict(look: dict[str, Any]) -> tuple[str, str]:
     if look["paired_evals"] < MIN_PAIRED_EVALS:
         return "inconclusive", (f"only {look['paired_evals']} eval(s) scored in both configs; "
                                 f"at least {MIN_PAIRED_EVALS} are needed")
+    if look.get("skipped"):
+        return "inconclusive", (f"the waves stopped at look {look['look']} of {look['looks']}, "
+                                f"which could not decide: {look['skipped']}")
     where = (f"sequential sign-flip p = {look['p_value']:.4g} at look {look['look']} of "
              f"{look['looks']}, whose share of alpha is {look['alpha']:.4g}")
     level = f"the {level_text(1 - look['alpha'])} interval of the mean per-eval delta"
@@ -8841,23 +9030,62 @@ MAX_FORECAST_RUNS = 50
 MAX_FORECAST_EVALS = 100000
 
 
+MULTIPLICITY_METHOD = ("Holm's step-down: with m comparisons, those whose interval at level "
+                       "1 - alpha/m excludes 0 claim; then the rest at 1 - alpha/(m - claimed), "
+                       "until none claims; the chance of any false claim among them stays at "
+                       "most alpha")
+
+
 def comparisons(per_eval: Sequence[PerEval | dict[str, Any]],
                 configs: tuple[str, ...]) -> list[Comparison]:
-    """The candidate (first config) against each other config: paired statistics and power."""
-    return [comparison_of(per_eval, (configs[0], baseline)) for baseline in configs[1:]]
+    """The candidate (first config) against each other config: paired statistics and power.
+
+    With two or more baselines each comparison is another chance of a false claim, so the
+    family is held at ALPHA by Holm's step-down; each interval is stated at the level of the
+    step that decided it.
+    """
+    pairs = [(configs[0], baseline) for baseline in configs[1:]]
+    levels = holm_levels(per_eval, pairs) if len(pairs) > 1 else [ALPHA] * len(pairs)
+    return [comparison_of(per_eval, pair, level, len(pairs))
+            for pair, level in zip(pairs, levels)]
 
 
-def comparison_of(per_eval: Sequence[PerEval | dict[str, Any]],
-                  pair: tuple[str, str]) -> Comparison:
-    """pair[0] against pair[1] over the evals scored in both: the test, verdict and power."""
-    stats = paired_statistics(per_eval, pair)
+def holm_levels(per_eval: Sequence[PerEval | dict[str, Any]],
+                pairs: list[tuple[str, str]]) -> list[float]:
+    """Per comparison, the level Holm's step-down tests it at: a claimed one the level of
+    its step, the others the level of the last step, where none of them claimed."""
+    levels = [ALPHA / len(pairs)] * len(pairs)
+    remaining = list(range(len(pairs)))
+    while remaining:
+        level = ALPHA / len(remaining)
+        for index in remaining:
+            levels[index] = level
+        claimed = [i for i in remaining
+                   if paired_statistics(per_eval, pairs[i], level)["verdict"] != "inconclusive"]
+        if not claimed:
+            break
+        remaining = [i for i in remaining if i not in claimed]
+    return levels
+
+
+def comparison_of(per_eval: Sequence[PerEval | dict[str, Any]], pair: tuple[str, str],
+                  alpha: float = ALPHA, family: int = 1) -> Comparison:
+    """pair[0] against pair[1] over the evals scored in both: the test, verdict and power,
+    at `alpha` (Holm's level for it when `family` comparisons share ALPHA)."""
+    stats = paired_statistics(per_eval, pair, alpha)
     ci = stats["ci95"]
+    test = stats["test"]
+    if family > 1 and test is not None:
+        test = {**test, "multiplicity": {"method": MULTIPLICITY_METHOD, "comparisons": family,
+                                         "family_alpha": ALPHA, "alpha": alpha}}
     return Comparison(
         paired_evals=stats["paired_evals"], min_paired_evals=stats["min_paired_evals"],
         mean_delta=stats["mean_delta"], ci95=None if ci is None else (ci[0], ci[1]),
-        test=stats["test"], wins=stats["wins"], ties=stats["ties"], losses=stats["losses"],
+        test=test, wins=stats["wins"], ties=stats["ties"], losses=stats["losses"],
         verdict=stats["verdict"], verdict_reason=stats["verdict_reason"], candidate=pair[0],
-        baseline=pair[1], power=power_forecast(per_eval, pair, stats["mean_delta"]))
+        baseline=pair[1],
+        power=power_forecast(per_eval, pair, stats["mean_delta"], ALPHA / family),
+        interval_level=1 - alpha if family > 1 else None)
 
 
 def _paired_rates(per_eval: Sequence[PerEval | dict[str, Any]],
@@ -8876,108 +9104,236 @@ def t_quantile(p: float, df: int) -> float:
     return z + math.fsum(term / df ** (i + 1) for i, term in enumerate(terms))
 
 
-def attainable_level(deltas: list[float], alpha: float = ALPHA) -> float:
-    """The largest two-sided level at most `alpha` that the sign-flip test can reach on
-    deltas of these sizes under no effect (the share of sign patterns it would reject).
-
-    On lumpy deltas (one run: -1, 0 or +1, with many ties) the steps of the permutation
-    distribution are coarse, and the step below alpha can lie far below it.
-    """
-    sizes = sorted(abs(d) for d in deltas if abs(d) > RATE_EPSILON)
-    if not sizes:
-        return 0.0
-    if len(sizes) <= SIGN_FLIP_EXACT_MAX_EVALS:
-        sums, _ = _subset_table(sizes)
-    else:
-        sums, _ = _sampled_subsets(sizes, SIGN_FLIP_RESAMPLES, _content_seed(sizes))
-    total = math.fsum(sizes)
-    counts = collections.Counter(_snap(total - 2 * s) for s in sums)
-    rejected = 0
-    for value in sorted(counts, reverse=True):
-        if (rejected + counts[value]) / len(sums) > alpha / 2 + 1e-12:
-            break
-        rejected += counts[value]
-    return 2 * rejected / len(sums)
-
-
-def forecast_level(deltas: list[float]) -> float:
-    """The level the power forecast assumes: the geometric mean of ALPHA and the level the
-    exact test attains on these deltas' sizes (0 when it attains none).
-
-    The attained level under no effect understates the test's reach once an effect makes
-    more deltas non-zero; ALPHA overstates it on coarse data. The midpoint on the log scale
-    was chosen by simulation (the reference's statistics table): it brings the power at the
-    reported MDE to 73-90% from 10 evals, where ALPHA alone gave 62% at 10 evals.
-    """
-    attained = attainable_level(deltas)
-    return math.sqrt(ALPHA * attained) if attained > 0 else 0.0
-
-
 def minimum_detectable(sd: float, n: int, level: float = ALPHA) -> float | None:
-    """The true mean delta the verdict finds with FORECAST_POWER, for n evals of spread sd.
-
-    The sign-flip test on the mean has about the power of a one-sample t-test on the same
-    deltas at the level the exact test can reach (see forecast_level), so the t-test's
-    formula forecasts it: (t_{n-1}(1 - level / 2) + t_{n-1}(power)) * sd / sqrt(n). None
-    below MIN_PAIRED_EVALS, where no outcome is a verdict, or at a level of 0.
-    """
+    """The t-test's minimum detectable effect for n evals of spread sd at this level:
+    (t_{n-1}(1 - level / 2) + t_{n-1}(power)) * sd / sqrt(n). Only used to carry the
+    simulated MDE to other numbers of evals or runs (it scales as the t-test's does). None
+    below MIN_PAIRED_EVALS, where no outcome is a verdict."""
     if n < MIN_PAIRED_EVALS or level <= 0:
         return None
     factor = t_quantile(1 - level / 2, n - 1) + t_quantile(FORECAST_POWER, n - 1)
     return factor * sd / math.sqrt(n)
 
 
+# The power forecast simulates the verdict on suites resampled from the observed evals.
+FORECAST_RESAMPLES = 200
+FORECAST_EXACT_MAX_EVALS = 60  # above: the sign-flip test's normal approximation
+FORECAST_MAX_SCALE = 720  # the finest lattice of deltas the simulation keeps exactly
+# Above these the exact count (its cost grows with the lattice's span) and the per-assertion
+# draws give way to the normal approximation and the expected fix per eval, so a suite of
+# thousands of assertions forecasts in seconds, not minutes.
+FORECAST_EXACT_MAX_SPAN = 3000
+FORECAST_MAX_UNITS = 3000
+FORECAST_METHOD = ("simulation of the verdict (the exact sign-flip test and the interval) on "
+                   "{resamples} suites resampled from the paired evals: each resampled eval "
+                   "keeps its runs, its arms swapped at random (no effect), then each failing "
+                   "assertion of the candidate passes with chance g; the MDE is the effect of "
+                   "the g that 80% of the resampled suites call improved")
+
+
+@dataclasses.dataclass(frozen=True)
+class ForecastEval:
+    """One observed eval on an integer lattice: the assertions a run has (`units`), each
+    run's passed assertions per arm, and what one more passed assertion adds to a delta."""
+
+    units: int
+    cand: tuple[int, ...]
+    base: tuple[int, ...]
+
+
+def forecast_evals(pairs: list[tuple[list[float], list[float]]]) -> list[ForecastEval]:
+    rows = []
+    for cand, base in pairs:
+        units = _assertion_units([*cand, *base]) or STEP_MAX_ASSERTIONS
+        rows.append(ForecastEval(units, tuple(round(r * units) for r in cand),
+                                 tuple(round(r * units) for r in base)))
+    return rows
+
+
+def _lattice_scale(rows: list[ForecastEval]) -> int:
+    scale = 1
+    for row in rows:
+        for runs in (len(row.cand), len(row.base)):
+            scale = math.lcm(scale, row.units * runs)
+    return scale if scale <= FORECAST_MAX_SCALE else FORECAST_MAX_SCALE
+
+
+def _nonpositive_subsets(values: list[int]) -> int:
+    """How many subsets (the empty one too) of these integers sum to at most 0."""
+    def sums(sizes: list[int]) -> list[int]:
+        counts = [1]
+        for size in sizes:
+            counts = [a + b for a, b in zip(counts + [0] * size, [0] * size + counts)]
+        return counts
+    ups, downs = sums([v for v in values if v > 0]), sums([-v for v in values if v < 0])
+    at_least, running = [0] * len(downs), 0  # subsets of the negatives summing to >= k
+    for k in range(len(downs) - 1, -1, -1):
+        running += downs[k]
+        at_least[k] = running
+    zeros = sum(1 for v in values if v == 0)
+    return sum(ups[k] * at_least[k] for k in range(min(len(ups), len(downs)))) << zeros
+
+
+def forecast_claims(lattice: list[int], scale: int, step: float, alpha: float) -> bool:
+    """Would the verdict call these deltas (integers over `scale`) improved at `alpha`?"""
+    n = len(lattice)
+    if n < MIN_PAIRED_EVALS:
+        return False
+    exact = (n <= FORECAST_EXACT_MAX_EVALS and all(isinstance(v, int) for v in lattice)
+             and sum(abs(v) for v in lattice) <= FORECAST_EXACT_MAX_SPAN)
+    if exact:
+        if _nonpositive_subsets(lattice) > math.floor(alpha / 2 * 2 ** n + 1e-9):
+            return False
+    else:
+        z = statistics.NormalDist().inv_cdf(1 - alpha / 2)
+        if sum(lattice) <= z * math.sqrt(sum(v * v for v in lattice)):
+            return False
+    return pseudo_t_interval([v / scale for v in lattice], step, alpha)[0] > 0
+
+
+def _threshold_share(rows: list[ForecastEval], scale: int, step: float, alpha: float,
+                     rng: random.Random) -> float:
+    """One resampled suite: the smallest share g of the candidate's failing assertions that,
+    fixed, makes it improved (inf when fixing all of them does not)."""
+    base, units, room, drawing = [], [], [], True
+    for index, row in enumerate(rows):
+        cand, other = (row.cand, row.base) if rng.random() < 0.5 else (row.base, row.cand)
+        weight = scale // (row.units * len(cand))
+        base.append(round(scale * (sum(cand) / (row.units * len(cand))
+                                   - sum(other) / (row.units * len(other)))))
+        failed = sum(row.units - passed for passed in cand)
+        room.append(failed * weight)
+        drawing = drawing and len(units) + failed <= FORECAST_MAX_UNITS
+        if drawing:
+            units += [(rng.random(), index, weight) for _ in range(failed)]
+    if not drawing:
+        return _threshold_share_expected(base, room, (scale, step, alpha))
+    units.sort()
+
+    def claims(fixed: int) -> bool:
+        lattice = list(base)
+        for _, index, weight in units[:fixed]:
+            lattice[index] += weight
+        return forecast_claims(lattice, scale, step, alpha)
+
+    if not claims(len(units)):
+        return math.inf
+    low, high = -1, len(units)  # claims(high) holds
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if claims(middle) else (middle, high)
+    return units[high - 1][0] if high > 0 else 0.0
+
+
+def _room(rows: list[ForecastEval]) -> float:
+    """The largest mean effect the forecast's model can make: the mean share of failed
+    assertions, both arms averaged (a candidate that fixes every one of them)."""
+    return _mean([(1 - sum(r.cand) / (r.units * len(r.cand))
+                   + 1 - sum(r.base) / (r.units * len(r.base))) / 2 for r in rows]) or 0.0
+
+
+def _threshold_share_expected(base: list[int], room: list[int],
+                              test: tuple[int, float, float]) -> float:
+    """_threshold_share for a suite with very many failed assertions: each eval gains its
+    expected fix, g times its failed assertions' weight (by the law of large numbers the
+    draws would come close to it), and g is found by bisection."""
+    scale, step, alpha = test
+
+    def claims(share: float) -> bool:
+        return forecast_claims([b + share * r for b, r in zip(base, room)], scale, step, alpha)
+
+    if not claims(1.0):
+        return math.inf
+    low, high = 0.0, 1.0
+    for _ in range(30):
+        middle = (low + high) / 2
+        low, high = (low, middle) if claims(middle) else (middle, high)
+    return high
+
+
+def simulated_mde(pairs: list[tuple[list[float], list[float]]], evals: int,
+                  alpha: float) -> tuple[float | None, float]:
+    """The effect the verdict finds with FORECAST_POWER in suites of `evals` evals resampled
+    from these, and the largest effect the model can make (every failure fixed)."""
+    rows = sorted(forecast_evals(pairs), key=lambda r: (r.units, r.cand, r.base))
+    room = _room(rows)
+    scale, step = _lattice_scale(rows), delta_step(pairs)
+    rng = random.Random(_content_seed(sorted(
+        v for row in rows for v in (row.units, *row.cand, -1, *row.base, -2))))
+    shares = sorted(_threshold_share([rows[rng.randrange(len(rows))] for _ in range(evals)],
+                                     scale, step, alpha, rng)
+                    for _ in range(FORECAST_RESAMPLES))
+    share = shares[math.ceil(FORECAST_POWER * FORECAST_RESAMPLES) - 1]
+    return (None if math.isinf(share) else share * room), room
+
+
 def power_forecast(per_eval: Sequence[PerEval | dict[str, Any]], pair: tuple[str, str],
-                   observed: float | None) -> dict[str, Any]:
+                   observed: float | None, alpha: float = ALPHA,
+                   evals: int | None = None) -> dict[str, Any]:
     """Minimum detectable effect, and evals (or runs per eval) a target delta would need.
 
-    sd is the sample SD of the paired per-eval deltas (each already the mean of its runs, so
-    it holds the run-to-run noise once); see minimum_detectable for the formula.
+    The MDE is simulated (simulated_mde) for `evals` evals (default: as many as were paired),
+    so it holds the suite's own ties, spread and pass rates, and never exceeds what its pass
+    rates leave room for. Evals and runs needed carry it to other sizes as the t-test scales.
     """
     pairs = _paired_rates(per_eval, pair)
     n = len(pairs)
+    planned = evals or n
     result: dict[str, Any] = {
-        "method": "t approximation to the sign-flip test on the paired per-eval deltas, "
-                  "at the level the exact test attains on them",
-        "alpha": ALPHA, "level": None, "power": FORECAST_POWER, "paired_evals": n,
-        "sd_per_eval_delta": None, "mde": None, "reason": None, "targets": []}
+        "method": FORECAST_METHOD.format(resamples=FORECAST_RESAMPLES),
+        "alpha": alpha, "power": FORECAST_POWER, "paired_evals": n, "evals": planned,
+        "sd_per_eval_delta": None, "max_effect": None, "mde": None, "reason": None,
+        "targets": []}
     if n < 2:
         result["reason"] = "fewer than 2 paired evals: the spread of the deltas is unknown"
         return result
     deltas = paired_deltas(pairs)
     sd = math.sqrt(_sample_variance(deltas))
     result["sd_per_eval_delta"] = sd
-    if sd <= RATE_EPSILON:
-        result["reason"] = ("every paired eval has the same delta, so there is no variation "
-                            "yet to tell how small an effect this suite could detect; more "
-                            "evals, or --runs 2 or more, will show it")
-        return result
-    # Below the minimum the test attains no level at all; a forecast of a larger suite then
-    # assumes the stated one.
-    level = result["level"] = forecast_level(deltas) if n >= MIN_PAIRED_EVALS else ALPHA
-    result["mde"] = minimum_detectable(sd, n, level)
-    if n < MIN_PAIRED_EVALS:
-        result["reason"] = (f"only {n} paired evals: the verdict needs at least "
+    mde, room = simulated_mde(pairs, planned, alpha) if planned >= MIN_PAIRED_EVALS else (
+        None, _room(forecast_evals(pairs)))
+    result.update(mde=mde, max_effect=room)
+    if planned < MIN_PAIRED_EVALS:
+        result["reason"] = (f"only {planned} paired evals: the verdict needs at least "
                             f"{MIN_PAIRED_EVALS}, so nothing is detectable yet")
-    elif result["mde"] is None:
-        result["reason"] = (f"so many deltas tie that no sign pattern of these {n} evals "
-                            f"reaches p <= {ALPHA:g}; more evals, or more runs per eval, are "
-                            "needed before any effect is detectable")
-        return result
+    elif room <= RATE_EPSILON:
+        result["reason"] = ("no assertion failed in either config, so this suite leaves nothing "
+                            "for a skill to fix and no effect can show; add harder cases or "
+                            "stricter assertions")
+    elif mde is None:
+        result["reason"] = (f"in {planned}-eval suites resampled from this one with its effect "
+                            "removed (each eval's arms swapped at random), even a candidate "
+                            "that passed every assertion it failed (about "
+                            f"{room * 100:.0f} pp more) would be called improved in fewer "
+                            f"than {FORECAST_POWER:.0%}; more evals, or more runs per eval, "
+                            "are needed to detect an effect reliably")
+    # The t-test's spread that gives the simulated MDE at this size carries it to others.
+    spread = (mde / minimum_detectable(1.0, planned, alpha)) if mde else sd
     targets = [("observed", abs(observed))] if observed and abs(observed) > RATE_EPSILON else []
     for label, target in [*targets, ("10 pp", FORECAST_TARGET_DELTA)]:
-        result["targets"].append({"label": label, "delta": target,
-                                  "evals_needed": _evals_needed(sd, target, level),
-                                  **_runs_needed(pairs, (sd, level), n, target)})
+        result["targets"].append(_target(pairs, (sd, alpha, spread), (label, target), room))
     return result
 
 
-def _evals_needed(sd: float, target: float, level: float) -> int | None:
-    """The fewest paired evals whose MDE at this spread and level is at most `target`.
+def _target(pairs: list[tuple[list[float], list[float]]], spread: tuple[float, float, float],
+            target: tuple[str, float], room: float) -> dict[str, Any]:
+    """The evals, or runs per eval, a target effect needs; none when nothing failed (no
+    room for any effect), or without any spread to scale."""
+    label, delta = target
+    entry = {"label": label, "delta": delta}
+    if room <= RATE_EPSILON:
+        return {**entry, "evals_needed": None, "runs_needed": None,
+                "runs_note": "no assertion failed: nothing is left to gain"}
+    if spread[2] <= RATE_EPSILON:
+        return {**entry, "evals_needed": None, "runs_needed": None,
+                "runs_note": "every delta tied: no spread to scale from yet"}
+    return {**entry, "evals_needed": _evals_needed(spread[2], delta, spread[1]),
+            **_runs_needed(pairs, spread, len(pairs), delta)}
 
-    The level stays this suite's: more evals make the exact test's steps finer, so the
-    count is on the safe side.
-    """
+
+def _evals_needed(sd: float, target: float, level: float) -> int | None:
+    """The fewest paired evals whose MDE at this spread and level is at most `target`
+    (`sd` the t-test's spread that gives the simulated MDE at the suite's size)."""
     if level <= 0:
         return None
     guess = max(MIN_PAIRED_EVALS, math.ceil((2.8 * sd / target) ** 2 * 0.9))
@@ -9004,12 +9360,13 @@ def _runs_needed(pairs: list[tuple[list[float], list[float]]], spread: tuple[flo
     if n < MIN_PAIRED_EVALS:
         return {"runs_needed": None, "runs_note": f"needs at least {MIN_PAIRED_EVALS} evals "
                 "first"}
-    sd, level = spread
+    sd, level, calibrated = spread
     within = _mean([_sample_variance(c) + _sample_variance(b) for c, b in pairs]) or 0.0
     runs = _mean([(len(c) + len(b)) / 2 for c, b in pairs]) or 1.0
     between = max(0.0, sd ** 2 - within / runs)
+    ratio = calibrated / sd if sd > RATE_EPSILON else 1.0  # the simulated MDE over the t-test's
     for r in range(1, MAX_FORECAST_RUNS + 1):
-        mde = minimum_detectable(math.sqrt(between + within / r), n, level)
+        mde = minimum_detectable(ratio * math.sqrt(between + within / r), n, level)
         if mde is not None and mde <= target:
             return {"runs_needed": r, "runs_note": "" if r <= RUNS_RANGE[1] else
                     f"more than --runs allows ({RUNS_RANGE[1]}); add evals instead"}
@@ -9019,13 +9376,17 @@ def _runs_needed(pairs: list[tuple[list[float], list[float]]], spread: tuple[flo
 
 def per_assertion(runs: list[RunResult], configs: tuple[str, ...],
                   common: list[str] | None) -> list[dict[str, Any]]:
-    """Each assertion's pass rate per config over scored runs, and the candidate's gain.
+    """Each assertion's pass rate per config over scored runs, and the candidate's gain,
+    each with its 95% interval.
 
     Common assertions are pooled across evals; a case's own expectations stay per case. A
-    row is non-discriminating when every config graded it and all its verdicts agree.
+    row is non-discriminating when every config graded it and all its verdicts agree. Rows
+    keep the suite's order (common ones first): sorted by gain, the top rows of a table of
+    many assertions would show chance as findings.
     """
     common_texts = set(common or [])
     rows: dict[tuple[str, str], dict[str, Any]] = {}
+    evals_seen: dict[tuple[str, str], dict[str, set[str]]] = {}
     for run in (r for r in runs if r.scored):
         for exp in run.expectations:
             shared = exp.text in common_texts
@@ -9040,41 +9401,75 @@ def per_assertion(runs: list[RunResult], configs: tuple[str, ...],
             if slot is not None:
                 slot["graded"] += 1
                 slot["passed"] += exp.passed
-    for row in rows.values():
-        _assertion_rates(row, configs)
-    first = configs[1] if len(configs) > 1 else None
+                evals_seen.setdefault(key, {}).setdefault(run.configuration, set()).add(
+                    str(run.eval_id))
+    for key, row in rows.items():
+        _assertion_rates(row, configs, evals_seen.get(key, {}))
+    first_seen = {str(run.eval_id): index for index, run in reversed(list(enumerate(runs)))}
 
     def order(row: dict[str, Any]) -> tuple:
-        gain = row["gains"].get(first) if first else None
-        return (gain is None, -(gain or 0.0), row["scope"] != "common", str(row["eval_id"]),
-                row["assertion_id"])
+        return (row["scope"] != "common", first_seen.get(str(row["eval_id"]), 0),
+                row["assertion_id"], row["text"])
 
     return sorted(rows.values(), key=order)
 
 
-def _assertion_rates(row: dict[str, Any], configs: tuple[str, ...]) -> None:
+PER_ASSERTION_INTERVAL = ("95%: Wilson per config (a common assertion's trials are its evals, "
+                          "not its runs, since runs of one eval agree more than runs of "
+                          "different ones), Newcombe's hybrid score interval for a gain; one "
+                          "interval per row, not corrected for the number of rows")
+
+
+def _trials(slot: dict[str, Any], scope: str, evals: int) -> float:
+    """What a pass rate's interval counts as independent trials: the runs of one eval, or for
+    a common assertion the evals it was graded in (never more than its runs)."""
+    return min(slot["graded"], evals) if scope == "common" else slot["graded"]
+
+
+def newcombe_interval(first: tuple[float, list[float]],
+                      second: tuple[float, list[float]]) -> list[float]:
+    """Newcombe's hybrid score interval for a difference of two shares, each given with its
+    Wilson interval (method 10 of Newcombe 1998)."""
+    (p1, (l1, u1)), (p2, (l2, u2)) = first, second
+    gain = p1 - p2
+    return [_snap(max(-1.0, gain - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2))),
+            _snap(min(1.0, gain + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)))]
+
+
+def _assertion_rates(row: dict[str, Any], configs: tuple[str, ...],
+                     evals: dict[str, set[str]]) -> None:
     slots = row["configs"]
-    for slot in slots.values():
+    for config, slot in slots.items():
         slot["pass_rate"] = slot["passed"] / slot["graded"] if slot["graded"] else None
-    cand = slots[configs[0]]["pass_rate"]
-    row["gains"] = {c: (_snap(cand - slots[c]["pass_rate"])
-                        if cand is not None and slots[c]["pass_rate"] is not None else None)
+        trials = _trials(slot, row["scope"], len(evals.get(config, ())))
+        slot["interval_95"] = (wilson_interval(slot["pass_rate"] * trials, trials)
+                               if slot["graded"] else None)
+    cand = slots[configs[0]]
+    row["gains"] = {c: (_snap(cand["pass_rate"] - slots[c]["pass_rate"])
+                        if cand["graded"] and slots[c]["graded"] else None)
                     for c in configs[1:]}
+    row["gain_intervals_95"] = {
+        c: (newcombe_interval((cand["pass_rate"], cand["interval_95"]),
+                              (slots[c]["pass_rate"], slots[c]["interval_95"]))
+            if row["gains"][c] is not None else None) for c in configs[1:]}
     graded = [slot for slot in slots.values() if slot["graded"]]
     row["non_discriminating"] = len(configs) > 1 and len(graded) == len(configs) and (
         all(s["passed"] == s["graded"] for s in graded) or all(s["passed"] == 0 for s in graded))
 
 
 def pass_hat_k(per_eval: Sequence[PerEval], runs: list[RunResult],
-               config: str) -> float | None:
-    """Share of evals whose every run was scored and passed every assertion."""
+               config: str) -> dict[str, Any] | None:
+    """Share of evals whose k runs all passed every assertion, k the runs an eval had (after
+    an adaptive stop, the waves that ran, not --runs). An eval with an unscored run is left
+    out and counted apart: a run that failed to run is neither a pass nor a failure."""
     slots = [row.configs[config] for row in per_eval if row.configs[config].statuses]
     if not slots:
         return None
-    perfect = sum(1 for slot in slots
-                  if all(s == STATUS_OK for s in slot.statuses)
-                  and slot.pass_rates and all(r == 1.0 for r in slot.pass_rates))
-    return perfect / len(slots)
+    k = max(len(slot.statuses) for slot in slots)
+    whole = [slot for slot in slots if len(slot.pass_rates) == k]
+    perfect = sum(1 for slot in whole if all(r == 1.0 for r in slot.pass_rates))
+    return {"rate": perfect / len(whole) if whole else None, "k": k, "evals": len(whole),
+            "evals_left_out": len(slots) - len(whole)}
 
 
 def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> Benchmark:
@@ -9127,7 +9522,7 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> Benchmark:
 WILSON_Z = 1.959963984540054  # the normal's 97.5th percentile: a two-sided 95% interval
 
 
-def wilson_interval(hits: int, n: int) -> list[float] | None:
+def wilson_interval(hits: float, n: float) -> list[float] | None:
     """Wilson's 95% score interval for a share of hits in n runs; None without runs. Unlike
     p +- z*se it stays inside [0, 1] and is not empty at 0 or n hits."""
     if n <= 0:
@@ -9141,12 +9536,22 @@ def wilson_interval(hits: int, n: int) -> list[float] | None:
 
 def activation_tally(runs: list[RunResult]) -> dict[str, Any]:
     """Activated runs among those whose stream could tell; "unknown" ones are counted apart,
-    never as misses."""
+    never as misses.
+
+    The runs of one eval agree more than runs of different evals, so over several evals the
+    interval counts the evals as its trials (Wilson at the pooled share with n = evals: the
+    design effect of clustered runs is at most the runs per eval, so this never claims more
+    than the data hold); within one eval its runs are the trials.
+    """
     known = [r for r in runs if r.activation["activated"] in (True, False)]
     hits = sum(r.activation["activated"] is True for r in known)
+    evals = len({str(r.eval_id) for r in known})
+    trials = evals if evals > 1 else len(known)
     return {"activated": hits, "runs": len(known), "unknown": len(runs) - len(known),
-            "rate": hits / len(known) if known else None,
-            "interval_95": wilson_interval(hits, len(known))}
+            "rate": hits / len(known) if known else None, "evals": evals,
+            "interval_unit": "evals" if evals > 1 else "runs",
+            "interval_95": wilson_interval(hits / len(known) * trials, trials) if known
+            else None}
 
 
 def activation_summary(runs: list[RunResult],
@@ -9755,8 +10160,14 @@ def block_stats(value: Any, json_path: str) -> Stats:
     return Stats.from_json(value, BENCHMARK_FILE, json_path)
 
 
+# Control characters an agent or a check printed (ESC sequences that erase a line and print
+# another, a bell, a title) are inert in benchmark.md as it is read in a terminal.
+MD_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
 def _md_cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    text = MD_CONTROLS.sub("\ufffd", str(text).replace("\r\n", " "))
+    return text.replace("|", "\\|").replace("\n", " ").replace("\t", " ")
 
 
 def _absent_reason(benchmark: Benchmark, config: str, key: str) -> str:
@@ -9907,7 +10318,8 @@ def adaptive_look_rows(adaptive: dict[str, Any]) -> list[list[str]]:
                      fmt_delta(look["mean_delta"]),
                      "n/a" if look["p_value"] is None else f"{look['p_value']:.4g}",
                      f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else "n/a",
-                     look["decision"] or look["stop"] or "next wave"])
+                     look["decision"] or look["stop"] or (
+                         "could not decide; next wave" if look.get("skipped") else "next wave")])
     return rows
 
 
@@ -10023,8 +10435,10 @@ def fmt_share(tally: dict[str, Any]) -> str:
         text = "n/a"
     else:
         low, high = tally["interval_95"]
+        unit = (f" over {tally['evals']} evals" if tally.get("interval_unit") == "evals"
+                else "")
         text = (f"{tally['activated']}/{tally['runs']} ({fmt_rate(tally['rate'])}, 95% CI "
-                f"{low * 100:.1f}-{high * 100:.1f}%)")
+                f"{low * 100:.1f}-{high * 100:.1f}%{unit})")
     return text + (f", {tally['unknown']} unknown" if tally["unknown"] else "")
 
 
@@ -10048,7 +10462,8 @@ def _md_activation(b: Benchmark) -> str:
     lines = ["## Activation (installed arms)", "",
              "Whether the agent loaded the installed skill on its own, read from its CLI's "
              "stream; a run whose stream could not tell is unknown, not a miss. Intervals are "
-             "Wilson 95%.", ""]
+             "Wilson 95%, with the evals as trials when the runs of several evals are pooled "
+             "(runs of one eval tend to agree), the runs within one eval.", ""]
     lines += [f"- {line}" for line in activation_lines(b)] + [""]
     lines += ["| config | eval | should activate | activated |", "|---|---|---|---|"]
     for config, arm in b.activation.items():
@@ -10060,8 +10475,10 @@ def _md_activation(b: Benchmark) -> str:
 
 def fmt_evals_needed(target: dict[str, Any]) -> str:
     """About how many paired evals (or runs per eval) a target delta needs."""
-    text = (f"{fmt_delta(target['delta']).lstrip('+')} ({target['label']}): about "
-            f"{target['evals_needed']:,} paired evals")
+    needed = target["evals_needed"]
+    text = (f"{fmt_delta(target['delta']).lstrip('+')} ({target['label']}): "
+            + (f"about {needed:,} paired evals" if needed is not None
+               else "no number of evals can be named"))
     if target.get("runs_needed"):
         text += f", or {target['runs_needed']} runs per eval with these evals"
     if target.get("runs_note"):
@@ -10076,15 +10493,45 @@ def forecast_lines(comparison: Comparison, always_targets: bool = False) -> list
         return []
     name = f"vs {comparison.baseline}"
     if power.get("mde") is None:
-        return [f"{name}: minimum detectable effect unknown: {power.get('reason')}"]
-    short = (f"; but no verdict is given below {MIN_PAIRED_EVALS} paired evals"
-             if power["paired_evals"] < MIN_PAIRED_EVALS else "")
-    lines = [f"{name}: minimum detectable effect {fmt_delta(power['mde']).lstrip('+')} with "
-             f"{power['paired_evals']} paired evals (SD of per-eval deltas "
-             f"{fmt_delta(power['sd_per_eval_delta']).lstrip('+')}){short}"]
+        lines = [f"{name}: minimum detectable effect unknown: {power.get('reason')}"]
+    else:
+        short = (f"; but no verdict is given below {MIN_PAIRED_EVALS} paired evals"
+                 if power["paired_evals"] < MIN_PAIRED_EVALS else "")
+        lines = [f"{name}: minimum detectable effect {fmt_delta(power['mde']).lstrip('+')} "
+                 f"with {power['paired_evals']} paired evals (SD of per-eval deltas "
+                 f"{fmt_delta(power['sd_per_eval_delta']).lstrip('+')}"
+                 + (f"; at most {fmt_delta(power['max_effect']).lstrip('+')} is possible"
+                    if power.get("max_effect") is not None else "") + f"){short}"]
     if always_targets or comparison.verdict == "inconclusive":
         lines += [f"{name}: to detect {fmt_evals_needed(t)}" for t in power["targets"]]
     return lines
+
+
+def comparisons_interval_heading(b: Benchmark) -> str:
+    """With several baselines under Holm each row names its own level."""
+    held = not b.adaptive and any(c.interval_level is not None for c in b.comparisons or [])
+    return "CI (Holm level)" if held else interval_heading(b)
+
+
+def power_method_text(compared: Sequence[Comparison]) -> str:
+    """How the stored forecast was made: simulated from this iteration on, a t approximation
+    in older benchmarks."""
+    method = next(((c.power or {}).get("method") for c in compared if c.power), "") or ""
+    if method.startswith("simulation"):
+        return (f"simulated on {FORECAST_RESAMPLES} suites resampled from these evals"
+                if str(FORECAST_RESAMPLES) in method else "simulated on resampled suites")
+    return "t approximation to the sign-flip test on the paired per-eval deltas"
+
+
+def multiplicity_lines(compared: Sequence[Comparison]) -> list[str]:
+    """What holds the family's false-claim rate when there are several baselines."""
+    held = [(c.test or {}).get("multiplicity") for c in compared]
+    if len(compared) < 2 or not all(held):
+        return []
+    return [f"{len(compared)} comparisons share the false-claim rate "
+            f"{held[0]['family_alpha']:g} by Holm's step-down: each interval is stated at the "
+            "level of the step that tested it (the chance of any false claim among them is at "
+            f"most {held[0]['family_alpha']:g})."]
 
 
 def _md_comparisons(b: Benchmark) -> str:
@@ -10092,21 +10539,24 @@ def _md_comparisons(b: Benchmark) -> str:
     if not compared:
         return ""
     lines = [f"## Paired comparisons (candidate: {compared[0].candidate})", "",
-             f"| baseline | verdict | mean per-eval delta | {interval_heading(b)} | "
+             f"| baseline | verdict | mean per-eval delta | {comparisons_interval_heading(b)} | "
              "wins/ties/losses | paired evals | minimum detectable effect |",
              "|---|---|---|---|---|---|---|"]
     for c in compared:
         ci = c.ci95
         mde = (c.power or {}).get("mde")
+        level = (f" ({level_text(c.interval_level)})"
+                 if c.interval_level is not None and not b.adaptive else "")
         lines.append(f"| {_md_cell(c.baseline)} | {c.verdict} | "
                      f"{fmt_delta(c.mean_delta)} | "
-                     f"{f'[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]' if ci else 'n/a'} | "
+                     f"{f'[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]' if ci else 'n/a'}{level} | "
                      f"{c.wins}/{c.ties}/{c.losses} | {c.paired_evals} | "
                      f"{fmt_delta(mde).lstrip('+') if mde is not None else 'n/a'} |")
+    lines += ["", *multiplicity_lines(compared)] if multiplicity_lines(compared) else []
     notes = [line for c in compared for line in forecast_lines(c)]
     if notes:
-        lines += ["", "Power (two-sided alpha 0.05, power 0.8, t approximation to the sign-flip "
-                  "test on the paired per-eval deltas; see references/statistics.md):", ""]
+        lines += ["", "Power (two-sided alpha 0.05, power 0.8, " + power_method_text(compared)
+                  + "; see references/statistics.md):", ""]
         lines += [f"- {n}" for n in notes]
     return "\n".join(lines) + "\n"
 
@@ -10117,7 +10567,26 @@ def fmt_assertion_rate(slot: dict[str, Any]) -> str:
     return f"{fmt_rate(slot['pass_rate'])} ({slot['passed']}/{slot['graded']})"
 
 
-PER_ASSERTION_SHOWN_EACH_END = 20  # benchmark.md lists the top and bottom of a long table
+PER_ASSERTION_SHOWN_EACH_END = 20  # benchmark.md lists the start and end of a long table
+
+
+def fmt_gain(row: dict[str, Any], baseline: str) -> str:
+    """"+33.3 pp [-12.0, +70.1]": a gain with its interval (older benchmarks: the gain)."""
+    gain = fmt_delta(row["gains"].get(baseline))
+    interval = (row.get("gain_intervals_95") or {}).get(baseline)
+    return gain + (f" [{fmt_delta(interval[0])}, {fmt_delta(interval[1])}]" if interval else "")
+
+
+def per_assertion_intro(rows: list[dict[str, Any]]) -> str:
+    """What the per-assertion table holds; an older benchmark's rows (no intervals) were
+    sorted by gain, and the page still says so."""
+    if rows and "gain_intervals_95" not in rows[0]:
+        return "Pass rate over scored runs; common assertions pooled across evals. Sorted by gain."
+    return ("Pass rate over scored runs; common assertions pooled across evals. In the suite's "
+            "order, not by gain: among many assertions the largest gains are mostly chance. "
+            f"Each gain with its {PER_ASSERTION_INTERVAL}"
+            + (f"; of {len(rows)} rows about {0.05 * len(rows):.1f} exclude 0 by chance alone"
+               if len(rows) > 1 else "") + ".")
 
 
 def _md_per_assertion(b: Benchmark) -> str:
@@ -10126,21 +10595,20 @@ def _md_per_assertion(b: Benchmark) -> str:
         return ""
     configs = b.configs
     lines = ["## Per assertion", "",
-             "Pass rate over scored runs; common assertions pooled across evals. Sorted by "
-             "gain.", "",
+             per_assertion_intro(rows), "",
              "| assertion | eval | " + " | ".join(_md_cell(c) for c in configs) + " | "
              + " | ".join(f"gain vs {_md_cell(c)}" for c in configs[1:])
              + " | note |", "|---|---|" + "---|" * (2 * len(configs))]
     shown = rows if len(rows) <= 2 * PER_ASSERTION_SHOWN_EACH_END else (
         rows[:PER_ASSERTION_SHOWN_EACH_END] + [None] + rows[-PER_ASSERTION_SHOWN_EACH_END:])
     for row in shown:
-        if row is None:  # a big suite: the greatest gains and losses, the rest in the JSON
+        if row is None:  # a big suite: the first and last rows, the rest in the JSON
             hidden = len(rows) - 2 * PER_ASSERTION_SHOWN_EACH_END
             lines.append(f"| ... {hidden} more assertions, all in benchmark.json "
                          "(`per_assertion`) |" + " |" * (2 * len(configs)))
             continue
         where = "all (common)" if row["scope"] == "common" else _md_cell(row["eval_id"])
-        gains = [fmt_delta(row["gains"].get(c)) for c in configs[1:]]
+        gains = [fmt_gain(row, c) for c in configs[1:]]
         note = "non-discriminating" if row["non_discriminating"] else ""
         lines.append(f"| {_md_cell(row['text'] + _kind_mark(row.get('kind')))} | {where} | "
                      + " | ".join(fmt_assertion_rate(row["configs"][c]) for c in configs)
@@ -10193,8 +10661,19 @@ def _md_comparison(b: Benchmark) -> str:
              f"- {c['baseline']}: {fmt_rate(c['baseline_pass_rate'])}",
              f"- Delta (pooled over scored runs): {fmt_delta(c['delta'])}"]
     if b.pass_hat_k:
-        lines += [f"- pass^k ({k}): {fmt_rate(v)}" for k, v in b.pass_hat_k.items()]
+        lines += [f"- pass^k ({config}): {fmt_pass_hat_k(value)}"
+                  for config, value in b.pass_hat_k.items()]
     return "\n".join(lines) + "\n"
+
+
+def fmt_pass_hat_k(value: Any) -> str:
+    """pass^k with the k it is over and the evals it counts (older benchmarks: the share)."""
+    if not isinstance(value, dict):
+        return fmt_rate(value)
+    left = value["evals_left_out"]
+    return (f"{fmt_rate(value['rate'])} (k = {value['k']} runs of each of {value['evals']} "
+            "evals" + (f"; {left} eval(s) with an unscored run left out" if left else "")
+            + ")")
 
 
 def _md_metrics(b: Benchmark) -> str:
@@ -10811,16 +11290,19 @@ def _html_comparisons(b: Benchmark) -> str:
     for c in compared:
         ci = c.ci95
         mde = (c.power or {}).get("mde")
+        level = (f" ({level_text(c.interval_level)})"
+                 if c.interval_level is not None and not b.adaptive else "")
         cells = [c.baseline, c.verdict, fmt_delta(c.mean_delta),
-                 f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else "n/a",
+                 f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]{level}" if ci else "n/a",
                  f"{c.wins}/{c.ties}/{c.losses}", c.paired_evals,
                  fmt_delta(mde).lstrip("+") if mde is not None else "n/a"]
         rows.append("<tr>" + "".join(f"<td>{_h(x)}</td>" for x in cells) + "</tr>")
-    notes = [line for c in compared for line in forecast_lines(c)]
+    notes = multiplicity_lines(compared) + [line for c in compared for line in forecast_lines(c)]
     listing = ("<ul>" + "".join(f"<li>{_h(n)}</li>" for n in notes) + "</ul>\n") if notes else ""
     return (f"<h2>Paired comparisons (candidate: {_h(compared[0].candidate)})</h2>\n"
             "<table><tr><th>baseline</th><th>verdict</th><th>mean per-eval delta</th>"
-            f"<th>{_h(interval_heading(b))}</th><th>wins/ties/losses</th><th>paired evals</th>"
+            f"<th>{_h(comparisons_interval_heading(b))}</th><th>wins/ties/losses</th>"
+            "<th>paired evals</th>"
             "<th>minimum detectable effect</th></tr>\n" + "\n".join(rows) + "\n</table>\n"
             + listing)
 
@@ -10837,9 +11319,7 @@ def _html_per_assertion(b: Benchmark) -> str:
         where = "all (common)" if row["scope"] == "common" else row["eval_id"]
         gains = []
         for config in configs[1:]:
-            gain = row["gains"].get(config)
-            tone = "" if not gain else ' class="pass"' if gain > 0 else ' class="fail"'
-            gains.append(f"<td{tone}>{_h(fmt_delta(gain))}</td>")
+            gains.append(f"<td>{_h(fmt_gain(row, config))}</td>")
         text = row["text"] + _kind_mark(row.get("kind"))
         body.append(f"<tr><td>{_h(text)}</td><td>{_h(where)}</td>"
                     + "".join(f"<td>{_h(fmt_assertion_rate(row['configs'][c]))}</td>"
@@ -10848,7 +11328,9 @@ def _html_per_assertion(b: Benchmark) -> str:
                     "</tr>")
     table = "<table>" + head + "\n" + "\n".join(body) + "\n</table>"
     return ("<h2>Per assertion</h2>\n<p>Pass rate over scored runs; common assertions pooled "
-            "across evals; sorted by gain.</p>\n" + _html_fold(table, len(rows), "assertions")
+            "across evals; in the suite's order, not by gain (among many assertions the "
+            f"largest gains are mostly chance). Each gain with its {_h(PER_ASSERTION_INTERVAL)}."
+            "</p>\n" + _html_fold(table, len(rows), "assertions")
             + "\n")
 
 
@@ -10984,7 +11466,7 @@ def _html_activation(b: Benchmark) -> str:
             for config, arm in b.activation.items() for row in arm["per_eval"]]
     return ("<h2>Activation (installed arms)</h2>\n<p>Whether the agent loaded the installed "
             "skill on its own, read from its CLI's stream; unknown runs are not misses. "
-            "Intervals are Wilson 95%.</p>\n"
+            "Intervals are Wilson 95%, the evals as trials when several are pooled.</p>\n"
             + "".join(f"<p>{_h(line)}</p>\n" for line in activation_lines(b))
             + _html_table(["config", "eval", "should activate", "activated"], rows))
 
@@ -11653,7 +12135,11 @@ def run_file_changes(folder: Path, benchmark: BenchmarkFile) -> tuple[list[dict]
     base = os.fspath(folder)
     for run in benchmark.runs:  # an unscored run's files are evidence too
         if run.files_sha256 is None:
-            unverifiable += 1
+            if run.label in journal:  # the hashes were taken, then struck from benchmark.json
+                changes.append({"path": run.label, "change": f"benchmark.json records no "
+                                f"hashes, {HASH_JOURNAL} does"})
+            else:
+                unverifiable += 1
             continue
         if run.label in journal and journal[run.label] != run.files_sha256:
             changes.append({"path": run.label, "change": f"hashes differ from {HASH_JOURNAL}"})
@@ -11728,6 +12214,244 @@ def _run_file_problem(run_fd: int, rel: str, digest: str) -> str | None:
     finally:
         os.close(fd)
     return None if hasher.hexdigest() == digest else "modified"
+
+
+# -- benchmark.json worked out again -------------------------------------------------------
+# benchmark.json is a summary anyone can edit; the run files, checked against the hashes taken
+# when each cell finished, are the evidence. A report therefore never repeats the summary: it
+# reads every cell back, aggregates them as `run` did and compares. The metadata it cannot
+# work out from the cells (when, with which models) is taken from the file; what the manifest
+# or the cells say is taken from them.
+
+RUN_FOLDER = re.compile(r"run-[1-9][0-9]*")
+
+
+def verify_iteration(benchmark: Benchmark, iteration_dir: Path,
+                     checked_by: str) -> dict[str, Any]:
+    """verify_run_files, then benchmark.json itself: every cell the iteration holds is listed
+    in it, and the benchmark its cells' files give is the one it stores."""
+    started = time.monotonic()
+    folder = Path(iteration_dir)
+    changes, files, unverifiable = run_file_changes(folder, benchmark.file_entries())
+    changes += unlisted_cells(folder, benchmark)
+    listed = (*benchmark.runs, *benchmark.unscored_runs)
+    # A run with no hashes (an older runner, or a benchmark built by hand) has no files
+    # known to be the runner's to work anything out from.
+    if not changes and listed and all(run.files_sha256 for run in listed):
+        changes += benchmark_differences(folder, benchmark)
+    return {"checked_by": checked_by, "files": files, "changed_count": len(changes),
+            "changed": changes[:CHANGES_SHOWN], "unverifiable_runs": unverifiable,
+            "seconds": round(time.monotonic() - started, 3)}
+
+
+def unlisted_cells(folder: Path, benchmark: Benchmark) -> list[dict[str, str]]:
+    """Cells the hash journal or the folder holds that benchmark.json does not list: a row
+    struck from it takes a cell out of every rate, so it is a change, never a smaller run."""
+    listed = set(benchmark.hashes())
+    found = set(read_hash_journal(folder)) | run_folders(folder)
+    return [{"path": label, "change": "a cell left out of benchmark.json"}
+            for label in sorted(found - listed)]
+
+
+def run_folders(folder: Path) -> set[str]:
+    """Every eval-*/CONFIG/run-N folder holding a run.json (no link followed)."""
+    labels = set()
+    for eval_dir in _subfolders(os.fspath(folder), lambda name: name.startswith("eval-")):
+        for config_dir in _subfolders(eval_dir, lambda name: True):
+            for run_dir in _subfolders(config_dir, RUN_FOLDER.fullmatch):
+                if os.path.lexists(os.path.join(run_dir, "run.json")):
+                    labels.add(os.path.relpath(run_dir, folder).replace(os.sep, "/"))
+    return labels
+
+
+def _subfolders(path: str, wanted: Callable[[str], Any]) -> list[str]:
+    try:
+        with os.scandir(path) as entries:
+            return [entry.path for entry in entries
+                    if wanted(entry.name) and entry.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+
+
+def benchmark_differences(folder: Path, stored: Benchmark) -> list[dict[str, str]]:
+    """Where benchmark.json differs from the benchmark its verified cells give (up to three
+    JSON paths); [] when they agree."""
+    manifest: dict[str, Any] = {}
+    if os.path.lexists(folder / "iteration_manifest.json"):  # else a copied-out benchmark
+        try:
+            manifest = read_manifest(folder).data
+        except InputError as exc:
+            return [{"path": "iteration_manifest.json", "change": exc.message}]
+    merged = manifest.get("merged") if manifest else "merged_from" in stored.metadata
+    entry = manifest.get("adaptive") if manifest else stored.adaptive
+    try:
+        records = stored_cell_records(folder, stored, bool(entry) and not merged)
+        fresh = recomputed_benchmark(stored, manifest, records)
+        found = json_differences(_as_json(fresh.to_json()), _as_json(stored.to_json()))
+    except InputError as exc:
+        return [{"path": BENCHMARK_FILE, "change": f"its cells cannot be read back "
+                 f"({exc.message})"}]
+    except (*MALFORMED_DATA, ArithmeticError) as exc:
+        return [{"path": BENCHMARK_FILE, "change": f"it cannot be worked out again from its "
+                 f"cells ({type(exc).__name__}: {exc})"}]
+    return [{"path": f"{BENCHMARK_FILE} {where}", "change": f"says {said}, the run files give "
+             f"{given}"} for where, given, said in found[:3]]
+
+
+def stored_cell_records(folder: Path, stored: Benchmark, by_wave: bool) -> list[RunRecord]:
+    """The cells benchmark.json lists, read back from their (verified) files, in the order
+    `run` finished them: the cases' order, then the configs', then the run number; the run
+    number first for the waves of an adaptive machine (a merge lists them in plan order)."""
+    evals = [str(key) for key in stored.metadata.get("evals_run") or []]
+    configs = list(stored.configs)
+
+    def plan_order(run: RunResult) -> tuple[int, ...]:
+        key, config, number = run.key
+        place = (evals.index(key) if key in evals else len(evals),
+                 configs.index(config) if config in configs else len(configs))
+        return (number, *place) if by_wave else (*place, number)
+
+    records = []
+    for run in sorted((*stored.runs, *stored.unscored_runs), key=plan_order):
+        record = read_run_record(folder / run.label)
+        if record is None:
+            raise InputError(f"{run.label} has no readable run.json", RESTORE_FIX)
+        record.written_files = dict(run.files_sha256 or {})
+        records.append(record)
+    return records
+
+
+def recomputed_benchmark(stored: Benchmark, manifest: dict[str, Any],
+                         records: list[RunRecord]) -> Benchmark:
+    """What `run` (or `report --merge`) wrote for these cells, worked out again."""
+    meta = recomputed_metadata(stored.metadata, manifest, records)
+    fresh = aggregate(records, meta)
+    entry = manifest.get("adaptive") if manifest else stored.adaptive
+    keys = [str(key) for key in ((manifest.get("plan") or {}).get("evals")
+                                 or dict.fromkeys(str(r.eval_id) for r in records))]
+    fresh = with_sequential_verdict(fresh, recomputed_adaptive(entry, records, meta["configs"],
+                                                               keys))
+    return (apply_results_check(fresh, stored.results_check) if stored.results_check
+            else fresh)
+
+
+def recomputed_metadata(stored: dict[str, Any], manifest: dict[str, Any],
+                        records: list[RunRecord]) -> dict[str, Any]:
+    """benchmark.json's metadata with what the cells and the manifest say put back."""
+    meta = dict(stored)
+    meta["cells_finished"] = sum(r.status != "cancelled" for r in records)
+    meta.update({key: value for key, value in manifest_metadata(manifest, meta).items()
+                 if key in meta})
+    planned = meta.get("cells_planned")
+    if any(r.status == "cancelled" for r in records) or (
+            isinstance(planned, int) and len(records) < planned) or meta.get("missing_shards"):
+        meta["incomplete"] = True  # a cell struck out whole, journal line and folder too
+    if isinstance(meta.get("budget"), dict) and "merged_from" not in meta:  # a merge: shard 1's
+        caps = types.SimpleNamespace(max_cost_usd=meta["budget"].get("max_cost_usd"),
+                                     max_tokens=meta["budget"].get("max_tokens"))
+        options = manifest.get("options") or {}
+        for key in ("max_cost_usd", "max_tokens"):
+            if key in options:
+                setattr(caps, key, options[key])
+        meta["budget"] = budget_summary(caps, records)  # type: ignore[arg-type]
+    return meta
+
+
+def manifest_metadata(manifest: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+    """The metadata benchmark_metadata (or merged_metadata) took from the manifest, taken
+    from it again: what was planned, how agents were confined, what the checkout and the
+    fixtures did."""
+    if not manifest:
+        return {}
+    plan = manifest.get("plan") if isinstance(manifest.get("plan"), dict) else {}
+    entry = manifest.get("adaptive") if isinstance(manifest.get("adaptive"), dict) else {}
+    options = manifest.get("options") if isinstance(manifest.get("options"), dict) else {}
+    planned = plan.get("cells") if manifest.get("merged") else manifest.get("cells_planned")
+    if entry and isinstance(planned, int) and isinstance(plan.get("runs") or options.get("runs"),
+                                                         int):
+        planned = planned * entry.get("waves_run", 0) // (plan.get("runs") or options["runs"])
+    found: dict[str, Any] = {"cells_planned": planned}
+    if manifest.get("merged"):
+        found["missing_shards"] = manifest.get("missing_shards")
+        return {key: value for key, value in found.items() if value is not None}
+    suite = manifest.get("suite") if isinstance(manifest.get("suite"), dict) else {}
+    found.update({
+        "fixture_status": manifest.get("fixture_status"),
+        "checkout_check": (manifest.get("checkout_check") or {}).get("after"),
+        "skill_installed_elsewhere": manifest.get("skill_installed_elsewhere"),
+        "isolation": manifest.get("isolation"), "arms": manifest.get("arms"),
+        "cli_version": manifest.get("cli_version"), "agent": manifest.get("agent"),
+        "configs": options.get("configs"), "runs_per_configuration": options.get("runs"),
+        "grader_runs": options.get("grader_runs"), "suite_case_count": suite.get("case_count")})
+    if isinstance(suite.get("case_count"), int):
+        found["selection_partial"] = len(plan.get("evals") or meta.get("evals_run") or []) \
+            < suite["case_count"]
+    return {key: value for key, value in found.items() if value is not None}
+
+
+MAX_RECORDED_WAVES = 10_000  # far above any --runs; a bound on the looks made again
+
+
+def recomputed_adaptive(entry: Any, records: list[RunRecord], configs: Sequence[str],
+                        keys: list[str]) -> dict[str, Any] | None:
+    """An adaptive iteration's looks made again from its cells. A shard's entry looks at
+    nothing and is kept; a stop no cell shows (the deadline, an interrupt) is taken from the
+    entry, only where the look itself decided nothing."""
+    if not isinstance(entry, dict) or not entry.get("looks"):
+        return entry if isinstance(entry, dict) else None
+    waves_max, waves = entry["waves_max"], entry["waves_run"]
+    ran = max((record.run_number for record in records), default=0)
+    if not (isinstance(waves, int) and isinstance(waves_max, int)
+            and 1 <= waves <= min(waves_max, ran) and waves_max <= MAX_RECORDED_WAVES):
+        raise ValueError(f"adaptive: {waves!r} waves run of {waves_max!r} is not what its "
+                         f"cells ({ran} runs) allow")
+    history = []
+    for wave in range(1, waves + 1):
+        seen = [record for record in records if record.run_number <= wave]
+        look = sequential_look(adaptive_pairs(keys, seen, configs), wave, waves_max)
+        said = entry["looks"][wave - 1] if wave <= len(entry["looks"]) else {}
+        halted = said.get("halted") if isinstance(said, dict) else None
+        if halted and not look["decision"]:
+            look["stop"], look["halted"] = "stopped", halted
+        history.append(look)
+    full = ((entry.get("saved") or {}).get("full_matrix") or {})
+    per_wave = {"cells": sum(record.run_number == 1 for record in records),
+                "grader_calls": (full.get("grader_calls") or 0) // waves_max}
+    return adaptive_record(waves_max, per_wave, records, history)
+
+
+def _as_json(value: Any) -> Any:
+    """A value as a JSON file holds it (tuples as lists)."""
+    return json.loads(json.dumps(value))
+
+
+def json_differences(fresh: Any, stored: Any, path: str = "") -> list[tuple[str, str, str]]:
+    """(JSON path, fresh, stored) where two JSON values differ; numbers within a relative
+    1e-9 of each other are equal (a sum taken in another order), keys in any order."""
+    if isinstance(fresh, dict) and isinstance(stored, dict):
+        return [found for key in list(fresh) + [k for k in stored if k not in fresh]
+                for found in json_differences(fresh.get(key, _ABSENT), stored.get(key, _ABSENT),
+                                              f"{path}.{key}" if path else key)]
+    if isinstance(fresh, list) and isinstance(stored, list) and len(fresh) == len(stored):
+        return [found for index, pair in enumerate(zip(fresh, stored))
+                for found in json_differences(*pair, f"{path}[{index}]")]
+    if _same_number(fresh, stored) or (fresh == stored and type(fresh) is type(stored)):
+        return []
+    return [(path, _shown(fresh), _shown(stored))]
+
+
+_ABSENT = object()
+
+
+def _same_number(a: Any, b: Any) -> bool:
+    if not (_number(a) and _number(b)):
+        return False
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _shown(value: Any) -> str:
+    text = "nothing" if value is _ABSENT else json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def allocate_iteration_dir(workspace: Path) -> Path:
@@ -12462,7 +13186,7 @@ def adaptive_matrix(ctx: RunContext, cells: list[Cell],
         if look["stop"]:
             break
     ctx.state.adaptive = adaptive_record(ctx.options.runs, wave_size(ctx, cells), records,
-                                         history)
+                                         history, len(keys))
     return records
 
 
@@ -12485,7 +13209,8 @@ def shard_waves(ctx: RunContext, cells: list[Cell],
         records += execute_matrix(ctx, [c for c in cells if c.run_number == wave], finished)
     index, count = ctx.options.shard  # adaptive_matrix sends only shards here
     ctx.state.adaptive = {
-        **adaptive_method(ctx.options.runs), "shard": f"{index}/{count}",
+        **adaptive_method(ctx.options.runs, adaptive_plan_evals(ctx.suite, ctx.options)),
+        "shard": f"{index}/{count}",
         "waves_run": limit, "wave_size": wave_size(ctx, cells), "stop": None,
         "stop_reason": ADAPTIVE_SHARD_WAITS.format(wave=limit), "looks": [], "saved": None}
     return records
@@ -12506,14 +13231,23 @@ ADAPTIVE_MERGE_WAITS = ("waiting for wave {next}: the look after wave {wave} dec
                         "--resume SHARD_ITERATION --next-wave THIS_ITERATION), then merge again")
 
 
-def adaptive_method(waves_max: int) -> dict[str, Any]:
+def adaptive_plan_evals(suite: Suite, options: RunOptions) -> int:
+    """The evals every look of an adaptive plan is over (a shard's and the others')."""
+    return len([c for c in suite.cases if not options.eval_ids or c.key in options.eval_ids])
+
+
+def adaptive_method(waves_max: int, evals: int | None = None) -> dict[str, Any]:
+    """The plan of the looks; with the number of evals, the shares of looks that cannot
+    decide are passed on (`deciding_looks` names the looks that can)."""
     return {"method": SEQUENTIAL_METHOD.format(spending=SEQUENTIAL_SPENDING),
             "spending": SEQUENTIAL_SPENDING, "alpha": ALPHA,
-            "alpha_shares": spending_shares(waves_max), "waves_max": waves_max}
+            "alpha_shares": spending_shares(waves_max, evals=evals), "waves_max": waves_max,
+            **({"evals": evals, "deciding_looks": deciding_looks(waves_max, evals)}
+               if evals is not None else {})}
 
 
 def adaptive_record(waves_max: int, per_wave: dict[str, int], records: list[RunRecord],
-                    history: list[dict[str, Any]]) -> dict[str, Any]:
+                    history: list[dict[str, Any]], evals: int) -> dict[str, Any]:
     """How many waves ran, why they stopped, and what the waves not run saved. `per_wave`:
     the cells and grader calls of one wave of the whole plan."""
     waves = len(history)
@@ -12542,10 +13276,10 @@ def adaptive_record(waves_max: int, per_wave: dict[str, int], records: list[RunR
                                    f"{saved['cells']} cells left out"}
     last = history[-1]
     if last["stop"] is None:  # merged shards' waves, the next one still to run on each
-        return {**adaptive_method(waves_max), "waves_run": waves, "stop": None,
+        return {**adaptive_method(waves_max, evals), "waves_run": waves, "stop": None,
                 "stop_reason": ADAPTIVE_MERGE_WAITS.format(wave=waves, next=waves + 1),
                 "next_wave": waves + 1, "looks": history, "saved": None}
-    return {**adaptive_method(waves_max), "waves_run": waves, "stop": last["stop"],
+    return {**adaptive_method(waves_max, evals), "waves_run": waves, "stop": last["stop"],
             "stop_reason": ADAPTIVE_STOPS[last["stop"]]
             + (f": {last['halted']}" if last.get("halted") else ""),
             "looks": history, "saved": saved}
@@ -13010,7 +13744,7 @@ def merged_adaptive(shards: list[dict[str, Any]], records: list[RunRecord],
     per_wave = {key: sum(shard["wave_size"][key] for shard in shards)
                 for key in ("cells", "grader_calls")}
     history = replay_looks(plan, records, waves, "--merge")
-    return adaptive_record(plan["runs"], per_wave, records, history)
+    return adaptive_record(plan["runs"], per_wave, records, history, len(plan["evals"]))
 
 
 def expected_shards(plan: dict[str, Any], count: int) -> dict[int, list[str]]:
@@ -13166,11 +13900,36 @@ def shards_check(shards: list[dict[str, Any]]) -> dict[str, Any]:
     changes, files, unverifiable = [], 0, 0
     for shard in shards:
         found, checked, unknown = run_file_changes(shard["folder"], shard["checked"])
-        changes += found
+        model = Benchmark.from_json(shard["benchmark"], shard["folder"] / BENCHMARK_FILE)
+        found += unlisted_cells(shard["folder"], model)
+        if not found and not unknown:  # its metadata is merged: its word is checked too
+            found += benchmark_differences(shard["folder"], model)
+        changes += [{**change, "path": f"shard {shard['shard']['label']}'s {change['path']}"}
+                    if change["path"].startswith(BENCHMARK_FILE) else change
+                    for change in found]
         files, unverifiable = files + checked, unverifiable + unknown
     return {"checked_by": "report --merge", "files": files, "changed_count": len(changes),
             "changed": changes[:CHANGES_SHOWN], "unverifiable_runs": unverifiable,
             "seconds": round(time.monotonic() - started, 3)}
+
+
+def refuse_linked_files(folder: Path, eval_folder: str) -> None:
+    """A shard's eval folder holds only what the runner writes: folders and regular files.
+    A link would carry into the merged iteration whatever it points at, unhashed."""
+    top = folder / eval_folder
+    found = [top] if top.is_symlink() else []
+    for where, folders, files in ([] if found else os.walk(top)):
+        found += [Path(where) / name for name in (*folders, *files)
+                  if (Path(where) / name).is_symlink()]
+    if found:
+        raise InputError(f"--merge: {found[0]} is a link, which the runner never writes "
+                         f"({len(found)} link(s) in {top})",
+                         "merge the iterations `run --shard` wrote, unchanged: remove the "
+                         "link or run the shard again")
+
+
+def _links(where: str, names: list[str]) -> list[str]:
+    return [name for name in names if os.path.islink(os.path.join(where, name))]
 
 
 def merge_shards(target: Path, folders: list[Path],
@@ -13198,12 +13957,18 @@ def merge_shards(target: Path, folders: list[Path],
         junit_text = render_junit(benchmark) if junit else ""
     except MALFORMED_DATA as exc:
         raise _malformed_shards(folders, exc) from None
+    for key, (shard, _) in by_eval.items():
+        refuse_linked_files(shard["folder"], f"eval-{key}")
     target.parent.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=f".{target.name}.merging-", dir=target.parent))
     try:
         for key, (shard, _) in by_eval.items():
             shutil.copytree(shard["folder"] / f"eval-{key}", building / f"eval-{key}",
-                            symlinks=True, copy_function=_copy_shard_file)
+                            symlinks=True, ignore=_links,  # a link made since: left behind
+                            copy_function=_copy_shard_file)
+        write_text(building / HASH_JOURNAL, "".join(
+            json.dumps({"cell": r.label, "files_sha256": r.written_files}, sort_keys=True) + "\n"
+            for r in records if r.written_files))
         write_json(building / "iteration_manifest.json", {
             "merged": True, "created_at": utc_now(),
             "runner": {"version": RUNNER_VERSION, "sha256": sha256_file(Path(__file__))},
@@ -13409,13 +14174,25 @@ def _unknown_fix(parser: argparse.ArgumentParser, words: list[str]) -> tuple[str
 # -- run ----------------------------------------------------------------------
 
 
-def verdict_shortfall(evals: int) -> str | None:
+def verdict_shortfall(evals: int, comparisons: int = 1) -> str | None:
     """Why a plan with `evals` paired evals can give no verdict, in numbers; None if it can.
-    The minimum is the verdict's own (MIN_PAIRED_EVALS), so the two never disagree."""
-    if evals >= MIN_PAIRED_EVALS:
+    The minimum is the verdict's own (MIN_PAIRED_EVALS), so the two never disagree; with
+    several baselines Holm's first step asks for a smaller p, so for more evals."""
+    needed = max(MIN_PAIRED_EVALS, evals_for_level(ALPHA / max(1, comparisons)))
+    if evals >= needed:
         return None
-    return (f"{evals} eval(s) cannot give a verdict: it needs at least {MIN_PAIRED_EVALS} evals "
-            "scored in both configs, so the result can only be inconclusive")
+    holm = (f" ({comparisons} comparisons share the 5% by Holm's step-down, so the first needs "
+            f"p <= {ALPHA / comparisons:g})" if needed > MIN_PAIRED_EVALS else "")
+    return (f"{evals} eval(s) cannot give a verdict: it needs at least {needed} evals "
+            f"scored in both configs{holm}, so the result can only be inconclusive")
+
+
+def evals_for_level(alpha: float) -> int:
+    """The fewest evals whose best sign-flip p, 2 / 2^n, reaches `alpha`."""
+    evals = 1
+    while smallest_p(evals) > alpha + 1e-12 and evals < SIGN_FLIP_EXACT_MAX_EVALS:
+        evals += 1
+    return evals
 
 
 def suites_for_argument(folder: str) -> list[Path]:
@@ -13624,29 +14401,43 @@ def merged_look_stop(merged: Path, shard: Path, shard_manifest: dict[str, Any],
     if reached != waves:
         raise InputError(f"{where}: that merge looked after wave {reached}, and this shard "
                          f"has run {waves} wave(s)", fix)
-    check = verify_run_files(benchmark, merged, where)
+    try:
+        check = verify_iteration(benchmark, merged, where)
+    except MALFORMED_DATA as exc:
+        raise InputError(f"{where}: its benchmark.json is malformed ({type(exc).__name__}: "
+                         f"{exc})", fix) from None
     if check["changed_count"] or check["unverifiable_runs"]:
         raise InputError(f"{where}: {check['changed_count'] + check['unverifiable_runs']} of "
-                         "its cells changed since the merge wrote them", fix)
+                         "its cells or its benchmark.json changed since the merge wrote them ("
+                         f"{_named_changes(check['changed'], check['changed_count'])})", fix)
     own = recorded_run_hashes(shard)
     mine = {str(key) for key in shard_manifest["shard"]["evals"]}
     seen = {run.label: run.files_sha256 for run in (*benchmark.runs, *benchmark.unscored_runs)
             if str(run.eval_id) in mine}
     listed = {run.label for run in read_benchmark(shard).runs if run.run_number <= waves}
+    # The shard's files as they are now, not only the hashes it recorded: a cell deleted or
+    # edited since the look counted it would be run again, and the look would not be the one
+    # its cells give.
     stale = sorted(label for label in seen.keys() | listed
-                   if label not in seen or label not in listed or own.get(label) != seen[label])
+                   if label not in seen or label not in listed or own.get(label) != seen[label]
+                   or hash_run_folder(shard / label) != seen[label])
     if stale:
         raise InputError(f"{where}: that merge did not see this shard's cells as they are now "
                          f"({stale[0]} differs)",
-                         "merge again from every shard as it is now, then pass that merge")
+                         "restore the shard's cell as the merge saw it, or merge again from "
+                         "every shard as it is now, then pass that merge")
+    hashed = benchmark.hashes()
     # Every cell of the waves, the cancelled ones too (benchmark.json lists only those that
     # ran), so the look is `stopped` where the merge's was.
     records = []
     for key in plan["evals"]:
         for config in plan["configs"]:
             for number in range(1, waves + 1):
-                record = read_run_record(merged / f"eval-{key}" / config_folder(config)
-                                         / f"run-{number}")
+                label = f"eval-{key}/{config_folder(config)}/run-{number}"
+                if not hashed.get(label):  # no hash, so no proof the merge wrote these files
+                    raise InputError(f"{where}: its benchmark.json does not list the cell "
+                                     f"{label} with the hashes of its files", fix)
+                record = read_run_record(merged / label)
                 if record is None:
                     raise InputError(f"{where}: a cell of that merge has no readable run.json",
                                      fix)
@@ -13849,7 +14640,8 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     print_checks_plan(suite, cells, checks_only)
     print_adaptive_plan(suite, options, cells, calls)
     plan_evals = len({c.case.key for c in plan_cells(suite, options, Path("."))})
-    shortfall = verdict_shortfall(plan_evals) if len(options.configs) > 1 else None
+    shortfall = (verdict_shortfall(plan_evals, len(options.configs) - 1)
+                 if len(options.configs) > 1 else None)
     if shortfall:
         print(f"warning: this plan's {shortfall}; add cases"
               + (" or select more with --eval-id" if options.eval_ids else ""))
@@ -13898,7 +14690,10 @@ def print_adaptive_plan(suite: Suite, options: RunOptions, cells: list[Cell], ca
     waves can call, and a warning when the suite is too small for any look to decide."""
     if not options.adaptive:
         return
-    shares = spending_shares(options.runs)
+    # The looks are over the whole suite's evals, a shard's included.
+    evals = adaptive_plan_evals(suite, options)
+    shares = spending_shares(options.runs, evals=evals)
+    deciding = deciding_looks(options.runs, evals)
     print(f"adaptive: up to {options.runs} waves, one run of every eval and arm each; after "
           f"each a sequential sign-flip look at its share of alpha {ALPHA:g} "
           f"({SEQUENTIAL_SPENDING}-like spending); the waves stop once the verdict is decided "
@@ -13906,18 +14701,20 @@ def print_adaptive_plan(suite: Suite, options: RunOptions, cells: list[Cell], ca
           f"{len(cells)} cells, {calls} provider calls")
     for wave, share in enumerate(shares, 1):
         wave_cells = sum(cell.run_number == wave for cell in cells)
-        print(f"  wave {wave}: {wave_cells} cells (run {wave} of each eval and arm); look "
-              f"{wave} at alpha {share:.4g}")
+        look = (f"look {wave} at alpha {share:.4g}" if wave in deciding else
+                f"look {wave} cannot decide with {evals} evals (smallest p "
+                f"{smallest_p(evals):.3g}); it spends no alpha"
+                + (" and passes its share on" if share == 0 else ""))
+        print(f"  wave {wave}: {wave_cells} cells (run {wave} of each eval and arm); {look}")
+    print(f"looks that can decide with {evals} evals: "
+          + (", ".join(map(str, deciding)) if deciding else "none"))
     if options.shard:
         print(f"shard {options.shard[0]}/{options.shard[1]}: one wave per invocation, and the "
               "look after it is the merge's: run wave 1, merge every shard (report NEW_DIR "
               "--merge SHARD ...), then run --resume SHARD_ITERATION --next-wave NEW_DIR on "
               "each shard for the next wave, until the merged look stops the waves")
-    # The looks are over the whole suite's evals, a shard's included.
-    evals = len([c for c in suite.cases if not options.eval_ids or c.key in options.eval_ids])
-    best = 2 / 2 ** evals if evals <= SIGN_FLIP_EXACT_MAX_EVALS else 2 / (SIGN_FLIP_RESAMPLES
-                                                                           + 1)
-    if evals < MIN_PAIRED_EVALS or best > max(shares):
+    best = smallest_p(evals)
+    if not deciding:
         print(f"warning: with {evals} evals no look can decide (the smallest sign-flip p is "
               f"{best:.3g}, above every look's share of alpha); the waves would stop for "
               "futility after the first; add cases or drop --adaptive")
@@ -13957,14 +14754,12 @@ def dry_run_forecast(suite: Suite, options: RunOptions, planned_evals: int) -> l
     for pair in pairs:
         comparison = comparison_of(rows, pair)
         lines += [f"  {pair[0]} {line}" for line in forecast_lines(comparison, True)]
-        sd, n = comparison.power["sd_per_eval_delta"], comparison.power["paired_evals"]
-        planned_mde = (minimum_detectable(sd, planned_evals, comparison.power["level"])
-                       if sd and planned_evals else None)
-        if sd and planned_evals and planned_evals != n:
+        n = comparison.power["paired_evals"]
+        if planned_evals and planned_evals != n and n >= 2:
+            planned = power_forecast(rows, pair, None, comparison.power["alpha"], planned_evals)
             lines.append(f"  {pair[0]} vs {pair[1]}: with the {planned_evals} evals planned now, "
-                         + (f"about {fmt_delta(planned_mde).lstrip('+')}" if planned_mde
-                            is not None else f"none: a verdict needs at least "
-                            f"{MIN_PAIRED_EVALS} evals"))
+                         + (f"about {fmt_delta(planned['mde']).lstrip('+')}"
+                            if planned["mde"] is not None else f"none: {planned['reason']}"))
     return lines
 
 
@@ -14063,12 +14858,37 @@ def output_path(value: str | None, flag: str, default: Path | None = None) -> Pa
     if path is None or path.is_dir() or path.name in ("benchmark.json", "benchmark.md"):
         raise InputError(f"{flag} {value or '(default)'}: not a file path this report may write",
                          "give a new file name such as results.xml or report.html")
+    recorded = iteration_file_of(path)
+    if recorded and path != default:
+        raise InputError(f"{flag} {value}: {path} is {recorded}; the report would overwrite it",
+                         "give a file name outside every iteration's recorded files, such as "
+                         "results.xml beside the iteration folders")
     kind = _special_file_kind(path)  # resolved: a link to a device is the device
     if kind:
         raise InputError(f"{flag} {value or '(default)'}: {path} is {kind}, not a regular file; "
                          "the report would replace it", "give a new file name such as "
                          "results.xml or report.html, or a regular file to overwrite")
     return path
+
+
+ITERATION_FILES = (BENCHMARK_FILE, "benchmark.md", "benchmark.html", "iteration_manifest.json",
+                   HASH_JOURNAL, "comparison.md", "agents.md", "agents.html")
+
+
+def iteration_file_of(path: Path) -> str:
+    """What `path` (resolved) is to an iteration folder above it, when a write there would
+    replace that iteration's record: one of the files the runner keeps beside its cells, or
+    anything inside its cells' and baselines' folders. Empty otherwise."""
+    for folder in path.parents:
+        if not any(os.path.lexists(folder / name)
+                   for name in ("iteration_manifest.json", BENCHMARK_FILE)):
+            continue
+        if path.parent != folder:
+            return f"inside iteration {folder} ({path.relative_to(folder).parts[0]}/)"
+        if path.name in ITERATION_FILES:
+            return f"iteration {folder}'s {path.name}"
+        return ""
+    return ""
 
 
 def _special_file_kind(path: Path) -> str:
@@ -14123,7 +14943,7 @@ def across_agent_entries(first: AgentIteration, folder: Path, named: list[str]
             continue
         benchmark = load_benchmark_model(other)
         try:
-            check = verify_run_files(benchmark, other_dir, "report --across")
+            check = verify_iteration(benchmark, other_dir, "report --across")
         except MALFORMED_DATA as exc:
             raise _malformed_across(str(other_dir / "benchmark.json"), exc) from None
         # Absolute like the others found in the workspace: agents.md shows one kind of path.
@@ -14134,6 +14954,34 @@ def across_agent_entries(first: AgentIteration, folder: Path, named: list[str]
     except MALFORMED_DATA as exc:
         raise _malformed_across("an iteration given to --across", exc) from None
     return entries, text, page
+
+
+def report_exit_code(benchmark: Benchmark, check: dict[str, Any],
+                     other_check: dict[str, Any] | None, other_name: str | None) -> int:
+    """The exit code `run` gave these results (1 whenever the sanity status asks for
+    review), and 1 when the iteration compared with has changed files."""
+    code = EXIT_OK if benchmark.sanity_checks.status == "OK" else EXIT_REVIEW
+    if check["changed_count"]:
+        print(f"{PROG}: REVIEW REQUIRED: {check['changed_count']} run file(s) changed since the "
+              "runner wrote them (results_modified in benchmark.md)", file=sys.stderr)
+    if other_check is not None and other_check["changed_count"]:
+        print(f"{PROG}: REVIEW REQUIRED: {other_name}: {other_check['changed_count']} of its "
+              f"run file(s) changed since the runner wrote them: "
+              f"{_named_changes(other_check['changed'], other_check['changed_count'])}",
+              file=sys.stderr)
+        code = EXIT_REVIEW
+    return code
+
+
+def compared_check(other: Benchmark, named: str) -> dict[str, Any]:
+    """The iteration given to --compare, verified as this one is: its numbers are half of
+    every comparison."""
+    other_dir = Path(named) if Path(named).is_dir() else Path(named).parent
+    try:
+        return verify_iteration(other, other_dir, "report --compare")
+    except MALFORMED_DATA as exc:
+        raise InputError(f"{other_dir / BENCHMARK_FILE} is malformed ({type(exc).__name__}: "
+                         f"{exc})", "re-run that iteration, or restore the file") from None
 
 
 def _malformed_across(what: str, exc: Exception) -> InputError:
@@ -14513,8 +15361,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     other = load_benchmark_model(args.compare) if args.compare else None
     # Everything is read and rendered before anything is written: bad input changes nothing.
     try:
-        check = verify_run_files(benchmark, folder, "report")
+        check = verify_iteration(benchmark, folder, "report")
         benchmark = apply_results_check(benchmark, check)
+        other_check = compared_check(other, args.compare) if other else None
         text = render_markdown(benchmark)
         comparison = render_compare_markdown(benchmark, other, args.compare) if other else ""
         compared = compare_summary(benchmark, other, args.compare, folder) if other else ""
@@ -14540,11 +15389,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(summary)
     if comparison:
         print(compared)
-    code = EXIT_OK
-    if check["changed_count"]:
-        print(f"{PROG}: REVIEW REQUIRED: {check['changed_count']} run file(s) changed since the "
-              "runner wrote them (results_modified in benchmark.md)", file=sys.stderr)
-        code = EXIT_REVIEW
+    code = report_exit_code(benchmark, check, other_check, args.compare)
     if across is not None:
         code = max(code, report_across_agents(*across, folder))
     return code
