@@ -240,6 +240,18 @@ class DeepAndLargeFilesTest(ReadBackCase):
         self.assertIn(f"{benchmark} is {runner.read_cap(benchmark) + 1:,} bytes, over the", err)
 
 
+class MisshapenManifestTest(ReadBackCase):
+    def test_a_recorded_command_of_numbers_is_refused_naming_it(self) -> None:
+        # Found by the result fuzz: argv [1] failed to parse, and printing it raised.
+        manifest = self.iteration / "iteration_manifest.json"
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+        data["argv"] = [1]
+        manifest.write_text(json.dumps(data), encoding="utf-8")
+        code, _, err = self.resume()
+        self.assertEqual(code, 2, err)
+        self.assertIn("the command that started it no longer parses (1)", err)
+
+
 class RegradeFixtureStatusTest(ReadBackCase):
     def test_a_misshapen_fixture_status_is_refused_before_anything_starts(self) -> None:
         # Found by the re-grade fuzz: the source's fixture_status.before is carried over and

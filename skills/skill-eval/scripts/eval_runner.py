@@ -14522,7 +14522,7 @@ def _recorded_command(folder: Path, parser: argparse.ArgumentParser
                          "pass an iteration-N folder written by `run`") from None
     except InputError:
         raise InputError(f"--resume {folder}: the command that started it no longer parses "
-                         f"({_shell_join(manifest['argv'])})",
+                         f"({_shell_join([str(word) for word in manifest['argv']])})",
                          "give the suite and options again: run SUITE --agent AGENT ... "
                          "--resume DIR") from None
     if recorded.command != "run":
