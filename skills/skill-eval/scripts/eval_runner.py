@@ -12186,7 +12186,7 @@ def recomputed_adaptive(entry: Any, records: list[RunRecord], configs: Sequence[
     full = ((entry.get("saved") or {}).get("full_matrix") or {})
     per_wave = {"cells": sum(record.run_number == 1 for record in records),
                 "grader_calls": (full.get("grader_calls") or 0) // waves_max}
-    return adaptive_record(waves_max, per_wave, records, history)
+    return adaptive_record(waves_max, per_wave, records, history, len(keys))
 
 
 def _as_json(value: Any) -> Any:
