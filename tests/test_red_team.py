@@ -142,6 +142,16 @@ class FileCheckTargets(ForgeryBase):
         self.assertIn("FIFO", results[1]["evidence"])
 
 
+    def test_json_nested_deeper_than_python_parses_is_unscored(self) -> None:
+        # 200,000 levels: json.loads raises RecursionError, which is not a ValueError; the
+        # cell was a runner_error. Whether it is JSON is not decided, so never pass or fail.
+        deep = "[" * 200_000 + "]" * 200_000
+        run = self.attack([{"name": "parses", "file": "out.json", "json": True}],
+                          {"shell_write_files": {"out.json": deep}},
+                          "python3 -c \"print('[' * 200000 + ']' * 200000)\" > out.json")
+        self.assert_unrun(run, "nested too deep")
+
+
 @unittest.skipIf(bwrap_problem() is not None, f"needs working bubblewrap: {bwrap_problem()}")
 class FileCheckTargetsConfined(FileCheckTargets):
     isolation = "bwrap"
