@@ -15,7 +15,6 @@ Unconfined, the Python fake scripts the attack (`shell_write_files`, `shell_writ
 from __future__ import annotations
 
 import base64
-import json
 import os
 import stat
 import subprocess
@@ -24,8 +23,16 @@ import unittest
 from pathlib import Path
 
 from tests.helpers import call_main, fake_env, make_repo, runner
-from tests.test_checks_e2e import (BUGGY, EXECUTOR_LINES, PROJECT, RUN_TESTS, SUITE_REL, TEST,
-                                   ChecksBase, load)
+from tests.test_checks_e2e import (
+    BUGGY,
+    EXECUTOR_LINES,
+    PROJECT,
+    RUN_TESTS,
+    SUITE_REL,
+    TEST,
+    ChecksBase,
+    load,
+)
 from tests.test_confinement import bwrap_problem
 
 SH_CLAUDE = """#!/bin/sh

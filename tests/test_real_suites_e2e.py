@@ -13,9 +13,9 @@ import unittest
 from pathlib import Path
 
 from tests.helpers import SKILL_MD, TempDir, call_main, fake_env, git, runner
+from tests.test_revision_arms import python_for_skill_creator
 from tests.test_skill_creator_layout import files_holding
 from tests.test_skill_creator_tools import VIEWER
-from tests.test_revision_arms import python_for_skill_creator
 
 ANTI = "It deletes ANTI-MARKER-5Rt8 files the user did not name."
 LINT_SKILL = ".agents/skills/lint/SKILL.md"

@@ -20,12 +20,11 @@ import time
 import unittest
 from pathlib import Path
 
-from tests.test_check_forgery import ForgeryBase
-from tests.test_checks_e2e import BUGGY, RUN_TESTS, TEST
-from tests.test_confinement import bwrap_problem
 from tests.helpers import TempDir, call_main, demo_suite, fake_env, make_repo, runner
-from tests.test_delivery import (HIDDEN_OUTPUT, REFERENCE, SECRET, SKILL_MD, DeliveryCase,
-                                 nosy_suite)
+from tests.test_check_forgery import ForgeryBase
+from tests.test_checks_e2e import BUGGY, RUN_TESTS
+from tests.test_confinement import bwrap_problem
+from tests.test_delivery import HIDDEN_OUTPUT, REFERENCE, SECRET, SKILL_MD, DeliveryCase, nosy_suite
 
 PASSING_TEST = ("import unittest\n\n\nclass AddTests(unittest.TestCase):\n"
                 "    def test_add(self):\n        pass\n")

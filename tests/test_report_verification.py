@@ -184,7 +184,7 @@ class FurtherEditsTest(IterationTest):
         for named, change in edits.items():
             with self.subTest(named):
                 (iteration / "benchmark.json").write_text(pristine, encoding="utf-8")
-                edit_json(iteration / "benchmark.json", lambda d: change(d["metadata"]))
+                edit_json(iteration / "benchmark.json", lambda d, change=change: change(d["metadata"]))
                 self.assert_modified(iteration, named)
 
     def test_a_partial_selection_cannot_be_called_whole(self) -> None:

@@ -2943,7 +2943,8 @@ class SuiteChecker:
 
 # -- files in other formats: say what the file looks like and what to do ----------
 
-SUITE_SHAPE = '{"skill_name": "<skill>", "evals": [{"id": 1, "prompt": "...", "expectations": [...]}]}'
+SUITE_SHAPE = ('{"skill_name": "<skill>", '
+               '"evals": [{"id": 1, "prompt": "...", "expectations": [...]}]}')
 TRIGGER_SET_FIX = (
     "this file is a trigger set: it says whether the skill should be picked for each query, "
     "which skill-eval does not run from this file; to measure it, put each query in an "
@@ -3517,10 +3518,9 @@ class Guardian:
         return cls(proc)
 
     def tell(self, line: str) -> None:
-        with self.lock:
-            with contextlib.suppress(OSError, ValueError):
-                self.proc.stdin.write(line.encode("ascii") + b"\n")
-                self.proc.stdin.flush()
+        with self.lock, contextlib.suppress(OSError, ValueError):
+            self.proc.stdin.write(line.encode("ascii") + b"\n")
+            self.proc.stdin.flush()
 
     def stop(self) -> None:
         """The run ended as it should: the guardian leaves everything alone."""
