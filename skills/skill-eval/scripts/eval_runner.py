@@ -5928,6 +5928,12 @@ class Provider:
     def read_grader(self, result: ProcessResult, last_message_path: Path) -> AgentReply:
         raise NotImplementedError
 
+    def calls_in_event(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        """The tool calls one event of the executor's stream shows, as they begin where the
+        CLI says so (what a watch on the stream decides from)."""
+        line = json.dumps(event, ensure_ascii=False)
+        return self.read_executor(ProcessResult([], 0, line, "", 0.0)).trace or []
+
 
 def _home(env: dict[str, str]) -> Path:
     return Path(env.get("HOME") or Path.home())
@@ -6167,6 +6173,15 @@ class CodexProvider(Provider):
         return AgentReply(failure is None, text=messages[-1] if messages else "",
                           failure=failure or "", metrics=metrics,
                           trace=trace if events else None)
+
+
+    def calls_in_event(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        # item.started: a command is known before it runs, not only once it has
+        item = event.get("item") if isinstance(event.get("item"), dict) else {}
+        if event.get("type") in ("item.started", "item.completed") and \
+                item.get("type") in CODEX_TRACE_ITEMS:
+            return [_codex_trace_entry(item)]
+        return []
 
 
 def _codex_trace_entry(item: dict[str, Any]) -> dict[str, Any]:
@@ -8159,8 +8174,10 @@ def installed_activation(provider: Provider, case: Case, skill_name: str, reply:
     """An installed cell's activation. A trigger query's is decided by the first call that
     activates the skill or does anything else; what the agent did after that never counts,
     whether or not it was stopped in time."""
-    trace, finished = reply.trace, reply.ok
-    decided = trigger_decision(provider, trace, skill_name) if case.trigger else None
+    trace, finished, decided = reply.trace, reply.ok, None
+    if case.trigger and trace is not None:
+        trace = stream_calls(provider, parse_json_lines(result.stdout))
+        decided = trigger_decision(provider, trace, skill_name)
     if trace is not None and decided is not None:
         trace, finished = trace[:decided + 1], True
     found = {"should_activate": case.should_activate,
@@ -8192,11 +8209,19 @@ def trigger_decision(provider: Provider, trace: list[dict] | None,
 TRIGGER_WATCH_LINE_CAP = 4 * 1024 * 1024  # a longer line is not read while it arrives
 
 
+def stream_calls(provider: Provider, events: list[dict[str, Any]],
+                 first: int = 0) -> list[dict[str, Any]]:
+    """The tool calls of these events as they begin, each with its event's index."""
+    return [{**call, "event": first + position} for position, event in enumerate(events)
+            for call in provider.calls_in_event(event)]
+
+
 def trigger_watch(provider: Provider, skill_name: str) -> StreamWatch:
     """A watch on a trigger query's executor that stops it once the query is decided, read
     a JSON line at a time by the provider's own reader."""
     pending = bytearray()
     skipping = [False]
+    events_seen = [0]
 
     def decide(chunk: bytes) -> str:
         pending.extend(chunk)
@@ -8214,8 +8239,9 @@ def trigger_watch(provider: Provider, skill_name: str) -> StreamWatch:
             if skipping[0]:
                 skipping[0] = False
                 continue
-            text = line.decode("utf-8", "replace")
-            trace = provider.read_executor(ProcessResult([], 0, text, "", 0.0)).trace
+            events = parse_json_lines(line.decode("utf-8", "replace"))
+            trace = stream_calls(provider, events, events_seen[0])
+            events_seen[0] += len(events)
             decided = trigger_decision(provider, trace, skill_name)
             if trace and decided is not None:
                 signal = _activation_signal(provider, trace[decided], skill_name)
