@@ -221,6 +221,29 @@ class TriggerRunTest(TriggerCase):
         self.assertNotEqual(code, 0)
         self.assertIn("trigger.installed.recall.activated", out + err)
 
+    def test_beside_a_suite_the_queries_run_in_the_installed_arm_only(self) -> None:
+        (self.root / "evals/demo/trigger.json").write_text(
+            json.dumps(trigger_set((POSITIVE, True))))
+        env = agent_env(self.tmp.path, {"executor": {"activate_skills": ["demo"]}})
+        workspace = self.tmp.path / "ws"
+        code, out, err = call_main(["run", str(self.root / "evals/demo"), "--agent", "claude",
+                                    "--config", "installed,without_skill", "--quiet",
+                                    "--workspace", str(workspace)], env)
+        self.assertEqual(code, 0, out + err)
+        iteration = workspace / "iteration-1"
+        self.assertEqual(sorted(p.parent.name for p in iteration.glob("eval-trigger-1/*/run-1")),
+                         ["installed"])
+        benchmark = json.loads((iteration / "benchmark.json").read_text())
+        self.assertEqual([row["eval_id"] for row in
+                          benchmark["activation"]["installed"]["per_eval"]], ["E01", "E02"])
+        self.assertEqual([row["eval_id"] for row in
+                          benchmark["trigger"]["installed"]["per_query"]], ["trigger-1"])
+        self.assertEqual(benchmark["scored_run_count"], 4)  # the task cases, graded
+        code, out, err = call_main(["run", str(self.root / "evals/demo"), "--agent", "claude",
+                                    "--dry-run", "--workspace", str(workspace)], env)
+        self.assertEqual(code, 0, out + err)
+        self.assertIn("trigger queries are not run", err)
+
     def test_no_grader_is_launched_for_a_trigger_query(self) -> None:
         self.write_triggers(trigger_set((POSITIVE, True)))
         code, out, err, iteration = self.run_triggers("claude", {})

@@ -8047,7 +8047,7 @@ def regrade_steps(ctx: RunContext, run: CellRun, source_run: SourceRun,
     record.regraded_from = {"run_dir": str(source_dir), "status": source.status,
                             "executor_started_at": source.started_at,
                             "executor_finished_at": source.finished_at}
-    if not executor_finished(source):  # nothing to grade: the source's failure stands
+    if not executor_finished(source) or cell.case.trigger:  # nothing to grade
         record.status, record.failure = source.status, source.failure
         return
     reason = ctx.should_stop()
@@ -15686,6 +15686,10 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         args.suite = only_suite_in(args.suite)
     suite = load_valid_suite(args.suite, args.repo_root)
     options = options_for_command(args, suite)
+    if any(c.trigger for c in suite.cases) and not any(map(config_installs_skill,
+                                                            options.configs)):
+        print(f"{PROG}: note: the suite's trigger queries are not run: they run in the "
+              "installed arm only (add --config ...,installed)", file=sys.stderr)
     if suite.at_root:
         check_root_skill_run(suite, options)
     sandbox_base = check_sandbox_base(suite.root)
