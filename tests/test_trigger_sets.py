@@ -196,7 +196,8 @@ class TriggerRunTest(TriggerCase):
                     self.assertIs(record["activation"]["activated"], activated)
                     self.assertTrue(record["activation"]["stopped"]["reason"]
                                     .startswith(reason), record["activation"])
-                    self.assertIsNone(record["grading"] if "grading" in record else None)
+                    self.assertFalse((iteration / f"eval-{case}/installed/run-1/grading.json")
+                                     .exists())
                 self.assertNotIn("grader", self.roles())
                 self.assertIn(f"Trigger: {agent} installed: recall 1/1", out)
 

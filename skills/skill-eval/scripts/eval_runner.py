@@ -528,6 +528,22 @@ class ProcessResult:
     stopped: str = ""  # why the runner ended it early, once its watcher had what it wanted
 
 
+class StreamWatch:
+    """Reads a process's stdout as it arrives and says when the runner has what it needs:
+    `decide` gets each chunk and returns a reason to stop, or an empty string."""
+
+    def __init__(self, decide: Callable[[bytes], str]):
+        self.decide = decide
+        self.reason = ""
+        self.wake = threading.Event()
+
+    def feed(self, chunk: bytes) -> None:
+        if not self.reason:
+            self.reason = self.decide(chunk)
+            if self.reason:
+                self.wake.set()
+
+
 @dataclasses.dataclass
 class Invocation:
     """What a provider wants run: argv, standard input and working directory."""
@@ -537,6 +553,7 @@ class Invocation:
     stdin_text: str | None = None
     pass_fds: tuple[int, ...] = ()  # descriptors the process inherits (bwrap's --args)
     skills_on: bool = False  # an installed cell: the CLI may discover and load skills
+    watch: StreamWatch | None = None  # ends the process once it has decided (run_process)
 
 
 @dataclasses.dataclass
@@ -3453,7 +3470,7 @@ def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedS
         return LoadedSuite(None, problems, checker.fixture_files)
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     if trigger_text:  # the suite as run: its cases and its trigger queries
-        digest = hashlib.sha256(f"{digest}\0{trigger_text}".encode("utf-8")).hexdigest()
+        digest = hashlib.sha256(f"{digest}\0{trigger_text}".encode()).hexdigest()
     suite = Suite(suite_path, root, skill_name, common, cases, digest, checker.common_checks,
                   {text: check for text, (check, _) in checker.common_paired.items()},
                   checker.installed_with, package_dir(root, skill_name) == root)
@@ -3809,27 +3826,12 @@ def run_owned(argv: list[str], cwd: Path, env: dict[str, str], stdin: bytes,
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
-class StreamWatch:
-    """Reads a process's stdout as it arrives and says when the runner has what it needs:
-    `decide` gets each chunk and returns a reason to stop, or an empty string."""
-
-    def __init__(self, decide: Callable[[bytes], str]):
-        self.decide = decide
-        self.reason = ""
-        self.wake = threading.Event()
-
-    def feed(self, chunk: bytes) -> None:
-        if not self.reason:
-            self.reason = self.decide(chunk)
-            if self.reason:
-                self.wake.set()
-
-
 def run_process(invocation: Invocation, env: dict[str, str], timeout_s: float,
-                groups: ProcessGroups, watch: StreamWatch | None = None) -> ProcessResult:
+                groups: ProcessGroups) -> ProcessResult:
     """Run one provider process in its own session, bounded in time and memory; with a
     watch, its process group is ended as soon as the watch has decided."""
     started = time.monotonic()
+    watch = invocation.watch
     feeding = invocation.stdin_text is not None
     try:
         with OwnChildren.starting() as register:
@@ -7390,8 +7392,7 @@ def agent_env(ctx: RunContext, sandbox: Sandbox, cwd: Path, role: str,
 
 
 def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
-              binds: Mounts = Mounts(), role: str = "executor", model: str | None = None,
-              watch: StreamWatch | None = None
+              binds: Mounts = Mounts(), role: str = "executor", model: str | None = None
               ) -> tuple[ProcessResult, dict[str, str], dict[str, Any]]:
     """One agent process, confined when the iteration is: (result, its environment, how it
     was isolated). Unconfined, what it left running is ended when it ends. `binds` names the
@@ -7402,7 +7403,7 @@ def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
         with OwnChildren.lock:
             OwnChildren.live_tokens.add(token)
         try:
-            result = run_process(invocation, env, ctx.options.timeout_s, ctx.groups, watch)
+            result = run_process(invocation, env, ctx.options.timeout_s, ctx.groups)
         finally:
             with OwnChildren.lock:
                 OwnChildren.live_tokens.discard(token)
@@ -7423,7 +7424,7 @@ def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
         short, fd = options_through_fd(argv)
         try:
             result = run_process(dataclasses.replace(invocation, argv=short, pass_fds=(fd,)),
-                                 inside, ctx.options.timeout_s, ctx.groups, watch)
+                                 inside, ctx.options.timeout_s, ctx.groups)
         finally:
             os.close(fd)
     finally:
@@ -7688,11 +7689,10 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     if ctx.on_cell_start:
         ctx.on_cell_start(cell.label)
     borrowed = [Path(p) for p in sandbox.record["git"].get("borrowed_objects", [])]
-    watch = (trigger_watch(ctx.provider, ctx.suite.skill_name) if cell.case.trigger
-             else None)
+    if cell.case.trigger:
+        invocation.watch = trigger_watch(ctx.provider, ctx.suite.skill_name)
     result, env, isolation = run_agent(ctx, invocation, env, Mounts(ro_binds=borrowed),
-                                       role="executor", model=ctx.options.executor_model,
-                                       watch=watch)
+                                       role="executor", model=ctx.options.executor_model)
     record.executor = process_record(invocation, result, env, isolation)
     files.text(f"logs/{EXECUTOR_STREAM_FILE}", result.stdout)  # kept whatever it holds
     reply = ctx.provider.read_executor(result)
@@ -10568,8 +10568,8 @@ def executor_metric_lines(b: Benchmark) -> list[str]:
 
 def render_markdown(benchmark: Benchmark) -> str:
     sections = [_md_header, _md_verdict_waves, _md_sanity, _md_arms, _md_overall, _md_comparison,
-                _md_comparisons, _md_activation, _md_trigger, _md_metrics, _md_judge, _md_judge_vs_checks,
-                _md_per_eval, _md_per_assertion, _md_failed_assertions]
+                _md_comparisons, _md_activation, _md_trigger, _md_metrics, _md_judge,
+                _md_judge_vs_checks, _md_per_eval, _md_per_assertion, _md_failed_assertions]
     # One blank line between sections, however a section ends, and none for an empty one.
     texts = [section(benchmark).rstrip("\n") for section in sections]
     return "\n\n".join(text for text in texts if text.strip()) + "\n"
