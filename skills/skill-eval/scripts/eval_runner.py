@@ -1537,7 +1537,7 @@ class PerEval:
 
 # benchmark.json's blocks that stay JSON as written, in the order of the file.
 BENCHMARK_BLOCKS = ("status_counts", "comparison", "per_assertion", "pass_hat_k", "per_eval",
-                    "judge", "judge_vs_checks", "activation", "trigger", "notes")
+                    "judge", "judge_vs_checks", "activation", "notes")
 JSON_BLOCKS = tuple(key for key in BENCHMARK_BLOCKS if key != "per_eval")
 
 
@@ -1597,8 +1597,7 @@ class Benchmark:
         blocks = {key: obj.get(key) for key in JSON_BLOCKS}
         for key, kind in (("comparisons", list), ("per_assertion", list), ("notes", list),
                           ("status_counts", dict), ("pass_hat_k", dict), ("judge", dict),
-                          ("judge_vs_checks", dict), ("activation", dict), ("trigger", dict),
-                          ("paired", dict)):
+                          ("judge_vs_checks", dict), ("activation", dict), ("paired", dict)):
             take(obj, key, kind, file, json_path)
         _objects(blocks["per_assertion"], file, "per_assertion")
         compared = None if obj.get("comparisons") is None else tuple(
@@ -1615,7 +1614,8 @@ class Benchmark:
                                   for i, row in enumerate(obj["per_eval"])),
                    paired=None if paired is None else Comparison.from_json(paired, file, "paired"),
                    results_check=_object(obj.get("results_check"), file, "results_check"),
-                   adaptive=_object(obj.get("adaptive"), file, "adaptive"))
+                   adaptive=_object(obj.get("adaptive"), file, "adaptive"),
+                   trigger=_object(obj.get("trigger"), file, "trigger"))
 
     def to_json(self) -> dict[str, Any]:
         summary: dict[str, Any] = {c: s.to_json() for c, s in self.run_summary.items()}
@@ -1634,6 +1634,7 @@ class Benchmark:
                 "sanity_checks": self.sanity_checks.to_json(),
                 "unscored_runs": [run.to_json() for run in self.unscored_runs],
                 **({"adaptive": self.adaptive} if self.adaptive is not None else {}),
+                **({"trigger": self.trigger} if self.trigger is not None else {}),
                 **({"results_check": self.results_check} if self.results_check is not None
                    else {})}
 
