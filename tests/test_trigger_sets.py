@@ -200,6 +200,15 @@ class TriggerRunTest(TriggerCase):
                                      .exists())
                 self.assertNotIn("grader", self.roles())
                 self.assertIn(f"Trigger: {agent} installed: recall 1/1", out)
+        # per agent, side by side
+        first, *others = (str(self.tmp.path / f"ws-{agent}" / "iteration-1")
+                          for agent in FIRST_CALL_LINE)
+        code, out, err = call_main(["report", first, "--across", *others])
+        self.assertEqual(code, 0, out + err)
+        agents = (Path(first) / "agents.md").read_text()
+        self.assertIn("## Trigger set, per agent", agents)
+        for agent in FIRST_CALL_LINE:
+            self.assertIn(f"- {agent} installed: recall 1/1 (100.0%", agents)
 
     def test_report_renders_and_verifies_the_trigger_block(self) -> None:
         code, out, err, iteration = self.run_triggers(

@@ -11481,7 +11481,15 @@ def render_agents_markdown(entries: list[AgentIteration]) -> str:
     lines += _md_table(list(AGENT_TABLE_HEADERS), agents)
     lines += ["", f"## {_md_cell(across_lift_label(first))}", ""]
     lines += _md_table(lift_header, lifts)
+    triggers = across_trigger_lines(entries)
+    if triggers:
+        lines += ["", "## Trigger set, per agent", ""] + [f"- {line}" for line in triggers]
     return "\n".join(lines) + "\n"
+
+
+def across_trigger_lines(entries: list[AgentIteration]) -> list[str]:
+    """Each agent's trigger-set sentences (its recall and false activations)."""
+    return [line for entry in entries for line in trigger_lines(entry.benchmark)]
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -11621,6 +11629,10 @@ def render_agents_html(entries: list[AgentIteration]) -> str:
             f'<p class="meta">{_h(ACROSS_AGENTS_CAVEAT)}</p>\n'
             + _html_table(list(AGENT_TABLE_HEADERS), agents)
             + f"<h2>{_h(across_lift_label(first))}</h2>\n" + _html_table(lift_header, lifts))
+    triggers = across_trigger_lines(entries)
+    if triggers:
+        body += "<h2>Trigger set, per agent</h2>\n" + "".join(
+            f"<p>{_h(line)}</p>\n" for line in triggers)
     return _html_document(title, body)
 
 
