@@ -254,6 +254,20 @@ class TriggerRunTest(TriggerCase):
         self.assertEqual(code, 0, out + err)
         self.assertIn("trigger queries are not run", err)
 
+    def test_a_regrade_keeps_the_answers_and_launches_no_agent(self) -> None:
+        code, out, err, iteration = self.run_triggers("claude", {"read_paths": ["README.md"]})
+        self.assertEqual(code, 0, out + err)
+        launched = len(self.roles())
+        code, out, err = call_main(["run", str(self.trigger), "--agent", "claude", "--quiet",
+                                    "--regrade", str(iteration), "--workspace",
+                                    str(iteration.parent)], agent_env(self.tmp.path, {}))
+        self.assertEqual(code, 0, out + err)
+        self.assertEqual(len(self.roles()), launched)  # no executor, no grader
+        again = json.loads((iteration.parent / "iteration-2/benchmark.json").read_text())
+        before = json.loads((iteration / "benchmark.json").read_text())
+        self.assertEqual(again["trigger"]["installed"]["per_query"],
+                         before["trigger"]["installed"]["per_query"])
+
     def test_no_grader_is_launched_for_a_trigger_query(self) -> None:
         self.write_triggers(trigger_set((POSITIVE, True)))
         code, out, err, iteration = self.run_triggers("claude", {})
