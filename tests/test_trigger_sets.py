@@ -267,6 +267,9 @@ class TriggerRunTest(TriggerCase):
         before = json.loads((iteration / "benchmark.json").read_text())
         self.assertEqual(again["trigger"]["installed"]["per_query"],
                          before["trigger"]["installed"]["per_query"])
+        self.assertEqual((again["scored_run_count"], again["unscored_runs"][0]["status"]),
+                         (0, "ok"))  # never graded
+        self.assertEqual(list(iteration.parent.glob("iteration-2/*/*/*/grading.json")), [])
 
     def test_no_grader_is_launched_for_a_trigger_query(self) -> None:
         self.write_triggers(trigger_set((POSITIVE, True)))
