@@ -70,6 +70,13 @@ class TriggerValidateTest(TriggerCase):
         beside.write_text(json.dumps(trigger_set(("Migrate the carts table.", True))))
         self.assertNotEqual(runner.load_suite(self.root / "evals/demo/evals.json").suite.sha256,
                             before)
+        # one trigger file is read; a second one beside it is named, not silently dropped
+        (self.root / "evals/demo/trigger.json").write_text(json.dumps(trigger_set((NEGATIVE, False))))
+        loaded = runner.load_suite(self.root / "evals/demo/evals.json")
+        self.assertEqual([c.prompt for c in loaded.suite.cases if c.trigger], [NEGATIVE])
+        self.assertEqual([w.message for w in loaded.warnings], [
+            "trigger-evals.json is not read: only one trigger file beside the suite is, "
+            "trigger.json"])
 
     def test_every_problem_is_named_at_once_with_where_and_how(self) -> None:
         self.write_triggers([

@@ -3374,10 +3374,10 @@ def _trigger_entry_problems(item: Any, file: str, path: str, cid: str) -> list[P
     return problems
 
 
-def trigger_file_beside(suite_path: Path) -> Path | None:
-    """The trigger set kept beside an evals.json, skill-creator's way; the first by name."""
-    return next((suite_path.parent / name for name in TRIGGER_FILE_NAMES
-                 if (suite_path.parent / name).is_file()), None)
+def trigger_files_beside(suite_path: Path) -> list[Path]:
+    """The trigger sets kept beside an evals.json, skill-creator's way (the first is read)."""
+    return [suite_path.parent / name for name in TRIGGER_FILE_NAMES
+            if (suite_path.parent / name).is_file()]
 
 
 def read_trigger_set(path: Path, first_index: int) -> tuple[list[Case], list[Problem], str]:
@@ -3456,8 +3456,11 @@ def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedS
     checker = SuiteChecker(str(suite_path), root or provisional_root(suite_path), suite_path)
     skill_name, common, cases = checker.check_document(data)
     problems = root_problems + problems + checker.problems
-    trigger = trigger_file_beside(suite_path)
-    trigger_text = ""
+    triggers = trigger_files_beside(suite_path)
+    trigger, trigger_text = (triggers or [None])[0], ""
+    problems += [Problem("warning", f"{extra.name} is not read: only one trigger file beside "
+                         f"the suite is, {trigger.name}", str(extra),
+                         fix="merge the queries into one file") for extra in triggers[1:]]
     if trigger is not None:
         queries, found, trigger_text = read_trigger_set(trigger, len(cases))
         problems += found + [Problem("error", f"case id {case.key!r} is also the id of a trigger "
