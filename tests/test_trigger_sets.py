@@ -54,6 +54,12 @@ class TriggerValidateTest(TriggerCase):
         code, report = self.validate(self.trigger)
         self.assertEqual(code, 0, report)
         self.assertEqual(report["counts"]["cases"], 2)
+        self.assertEqual(report["warnings"], [])  # no "too few cases for a verdict": none is graded
+        code, out, err = call_main(["run", str(self.trigger), "--agent", "claude", "--dry-run"],
+                                   agent_env(self.tmp.path, {}))
+        self.assertEqual(code, 0, out + err)
+        self.assertIn("cells: 2 (2 cases x 1 configs x 1 runs); provider calls: up to 2 "
+                      "(2 executors + 0 x 1 graders)", out)
         loaded = runner.load_suite(self.trigger).suite
         self.assertEqual(loaded.skill_name, "demo")
         self.assertEqual([(c.key, c.prompt, c.should_activate, c.trigger) for c in loaded.cases],

@@ -14646,12 +14646,13 @@ def suites_for_argument(folder: str) -> list[Path]:
 def validate_suite(suite_arg: str, args: argparse.Namespace,
                    reports: list[dict[str, Any]] | None = None) -> int:
     loaded = load_suite_and_delivery(suite_arg, args.repo_root)
-    shortfall = verdict_shortfall(len(loaded.suite.cases)) if loaded.suite and \
-        loaded.suite.cases and not loaded.errors else None
+    # trigger queries are not graded: a verdict rests on the other cases alone
+    graded = [c for c in loaded.suite.cases if not c.trigger] if loaded.suite else []
+    shortfall = verdict_shortfall(len(graded)) if graded and not loaded.errors else None
     if shortfall:
         loaded.problems.append(Problem(
             "warning", shortfall, str(loaded.suite.path), "evals", None,
-            f"add {MIN_PAIRED_EVALS - len(loaded.suite.cases)} more case(s) for a verdict; a "
+            f"add {MIN_PAIRED_EVALS - len(graded)} more case(s) for a verdict; a "
             "smaller pilot still shows pass rates and which assertions discriminate"))
     counts = suite_counts(loaded)
     ok = not loaded.errors
@@ -15065,7 +15066,7 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     per_cell = 1 + options.grader_runs  # the executor, then K graders, one at a time in a lane
     checks_only = [c for c in cells
                    if suite.checks_for(c.case) and not suite.assertions_for(c.case)]
-    graded = len(cells) - len(checks_only)
+    graded = len(cells) - len(checks_only) - sum(c.case.trigger for c in cells)
     calls = len(cells) + graded * options.grader_runs
     waves = math.ceil(len(cells) / options.concurrency)
     sandbox = sandbox_base / "skill-eval-XXXXXX" / "repo"
