@@ -68,6 +68,7 @@ CLASS_SECONDS = {
     "tests.test_benchmarks_smoke.BenchmarkSmokeTest": 56,
     "tests.integration.test_runner_real_cli.CodexRunnerTest": 42,
     "tests.test_run_e2e.PeerCorpusTests": 41,
+    "tests.test_trigger_sets.TriggerRunTest": 40,
 }
 DEFAULT_TEST_SECONDS = 1.5
 

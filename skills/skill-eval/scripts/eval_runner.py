@@ -392,6 +392,9 @@ class Case:
     should_activate: bool = True  # False: a task the skill is not for (the installed arm)
     # As written; expectations holds each negated (ANTI_EXPECTATION_PREFIX), for the grader.
     anti_expectations: list[str] = dataclasses.field(default_factory=list)
+    # A query of a trigger set: run in the installed arm only, never graded; its answer is
+    # whether the agent activated the skill, and its executor stops once that is decided.
+    trigger: bool = False
 
     @property
     def key(self) -> str:
@@ -522,6 +525,23 @@ class ProcessResult:
     stdout_bytes: int = 0
     stdout_truncated: bool = False
     stderr_truncated: bool = False
+    stopped: str = ""  # why the runner ended it early, once its watcher had what it wanted
+
+
+class StreamWatch:
+    """Reads a process's stdout as it arrives and says when the runner has what it needs:
+    `decide` gets each chunk and returns a reason to stop, or an empty string."""
+
+    def __init__(self, decide: Callable[[bytes], str]):
+        self.decide = decide
+        self.reason = ""
+        self.wake = threading.Event()
+
+    def feed(self, chunk: bytes) -> None:
+        if not self.reason:
+            self.reason = self.decide(chunk)
+            if self.reason:
+                self.wake.set()
 
 
 @dataclasses.dataclass
@@ -533,6 +553,7 @@ class Invocation:
     stdin_text: str | None = None
     pass_fds: tuple[int, ...] = ()  # descriptors the process inherits (bwrap's --args)
     skills_on: bool = False  # an installed cell: the CLI may discover and load skills
+    watch: StreamWatch | None = None  # ends the process once it has decided (run_process)
 
 
 @dataclasses.dataclass
@@ -1544,6 +1565,7 @@ class Benchmark:
     judge: dict[str, Any] | None = None
     judge_vs_checks: dict[str, Any] | None = None
     activation: dict[str, Any] | None = None
+    trigger: dict[str, Any] | None = None  # a trigger set's recall and false activations
     notes: list[Any] | None = None
     paired: Comparison | None = None
     results_check: dict[str, Any] | None = None
@@ -1592,7 +1614,8 @@ class Benchmark:
                                   for i, row in enumerate(obj["per_eval"])),
                    paired=None if paired is None else Comparison.from_json(paired, file, "paired"),
                    results_check=_object(obj.get("results_check"), file, "results_check"),
-                   adaptive=_object(obj.get("adaptive"), file, "adaptive"))
+                   adaptive=_object(obj.get("adaptive"), file, "adaptive"),
+                   trigger=_object(obj.get("trigger"), file, "trigger"))
 
     def to_json(self) -> dict[str, Any]:
         summary: dict[str, Any] = {c: s.to_json() for c, s in self.run_summary.items()}
@@ -1611,6 +1634,7 @@ class Benchmark:
                 "sanity_checks": self.sanity_checks.to_json(),
                 "unscored_runs": [run.to_json() for run in self.unscored_runs],
                 **({"adaptive": self.adaptive} if self.adaptive is not None else {}),
+                **({"trigger": self.trigger} if self.trigger is not None else {}),
                 **({"results_check": self.results_check} if self.results_check is not None
                    else {})}
 
@@ -2945,13 +2969,6 @@ class SuiteChecker:
 
 SUITE_SHAPE = ('{"skill_name": "<skill>", '
                '"evals": [{"id": 1, "prompt": "...", "expectations": [...]}]}')
-TRIGGER_SET_FIX = (
-    "this file is a trigger set: it says whether the skill should be picked for each query, "
-    "which skill-eval does not run from this file; to measure it, put each query in an "
-    "evals.json case as its prompt with \"should_activate\": true or false, and run that suite "
-    "with --config installed (reports.md: does the agent find the skill on its own)")
-
-
 def stand_in_fix(obj: dict, key: str, where: str) -> str:
     """How to add a missing required key, naming a key that may stand for it."""
     present = [name for name in REQUIRED_KEY_STAND_INS.get(key, ()) if name in obj]
@@ -2960,21 +2977,13 @@ def stand_in_fix(obj: dict, key: str, where: str) -> str:
     return f"add {key!r} to {where}"
 
 
-def is_trigger_entry(item: Any) -> bool:
-    return isinstance(item, dict) and "query" in item and "should_trigger" in item
-
-
 def looks_like_case_list(data: Any) -> bool:
     return isinstance(data, list) and any(isinstance(item, dict) and "prompt" in item
                                           for item in data)
 
 
 def not_a_suite_object(data: Any, file: str) -> Problem:
-    """The document is not an object: a trigger set, a bare list of cases, or other JSON."""
-    if isinstance(data, list) and data and all(is_trigger_entry(item) for item in data):
-        return Problem("error", "this is a skill-creator trigger set (a list of {\"query\", "
-                       "\"should_trigger\"}), not an eval suite", file, "(top level)",
-                       fix=TRIGGER_SET_FIX)
+    """The document is not an object: a bare list of cases, or other JSON."""
     if looks_like_case_list(data):
         return Problem("error", "the file is a list of cases; an eval suite is an object that "
                        "names its skill", file, "(top level)",
@@ -3271,6 +3280,164 @@ class LoadedSuite:
         return [p for p in self.problems if p.severity == "warning"]
 
 
+# -- skill-creator trigger sets: each query a case of the installed arm ---------------------
+
+MAX_TRIGGER_QUERIES = 1000  # each query is an agent run
+MAX_TRIGGER_QUERY_CHARS = 20_000  # a request a user would type, not a document
+TRIGGER_KEYS = ("query", "should_trigger")
+TRIGGER_ENTRY = '{"query": "<what a user asks>", "should_trigger": true}'
+
+
+def is_trigger_document(data: Any) -> bool:
+    """A list of {"query", "should_trigger"} entries, checked as a trigger set even where some
+    entries are wrong, so every problem in it is named at once."""
+    return (isinstance(data, list) and bool(data) and not looks_like_case_list(data)
+            and any(isinstance(item, dict) and set(item) & set(TRIGGER_KEYS) for item in data))
+
+
+def trigger_case_id(number: int) -> str:
+    return f"trigger-{number}"
+
+
+def check_trigger_set(data: list[Any], file: str,
+                      first_index: int) -> tuple[list[Case], list[Problem]]:
+    """The trigger set's queries as cases, and every problem in it."""
+    if len(data) > MAX_TRIGGER_QUERIES:
+        return [], [Problem("error", f"the trigger set holds {len(data):,} queries, more than "
+                            f"the {MAX_TRIGGER_QUERIES:,} one run takes (each is an agent run)",
+                            file, "(top level)", fix=f"split it into files of at most "
+                            f"{MAX_TRIGGER_QUERIES:,} queries, or pick a sample")]
+    cases: list[Case] = []
+    problems: list[Problem] = []
+    seen: dict[str, int] = {}
+    unknown: dict[str, list[str]] = {}
+    for index, item in enumerate(data):
+        cid = trigger_case_id(index + 1)
+        found = _trigger_entry_problems(item, file, f"[{index}]", cid)
+        if isinstance(item, dict):
+            for key in item:
+                if key not in TRIGGER_KEYS and not _close_name(key, TRIGGER_KEYS):
+                    unknown.setdefault(key, []).append(cid)
+        problems += found
+        if found:
+            continue
+        words = " ".join(item["query"].split()).casefold()
+        if words in seen:
+            problems.append(Problem("error", f"the query repeats entry [{seen[words]}]", file,
+                                    f"[{index}].query", cid, "remove the repeat: each query "
+                                    "counts once, a repeat would weigh it twice"))
+            continue
+        seen[words] = index
+        cases.append(Case(cid, first_index + len(cases), item["query"],
+                          f"trigger query {index + 1}", [], [],
+                          should_activate=item["should_trigger"], trigger=True))
+    for key, cids in unknown.items():
+        problems.append(Problem("warning", f"unknown key {key!r} in trigger queries: ignored",
+                                file, fix="remove it, or keep it as a note to yourself",
+                                case_ids=cids))
+    return cases, problems
+
+
+def _trigger_entry_problems(item: Any, file: str, path: str, cid: str) -> list[Problem]:
+    def error(message: str, where: str, fix: str) -> Problem:
+        return Problem("error", message, file, where, cid, fix)
+
+    if not isinstance(item, dict):
+        return [error(f"a trigger query must be an object, not {_type_name(item)}", path,
+                      f"write {TRIGGER_ENTRY}")]
+    problems = [error(f"unknown key {key!r} in a trigger query", f"{path}.{key}",
+                      f"did you mean {_close_name(key, TRIGGER_KEYS)!r}?")
+                for key in item if key not in TRIGGER_KEYS and _close_name(key, TRIGGER_KEYS)]
+    query, should = item.get("query"), item.get("should_trigger")
+    if "query" not in item:
+        problems.append(error("the entry has no 'query'", path,
+                              "add the request a user would make as \"query\""))
+    elif not isinstance(query, str):
+        problems.append(error(f"'query' must be a string, not {_type_name(query)}",
+                              f"{path}.query", "write the request as text"))
+    elif not query.strip():
+        problems.append(error("'query' is empty", f"{path}.query",
+                              "write the request a user would make, or remove the entry"))
+    elif len(query) > MAX_TRIGGER_QUERY_CHARS:
+        problems.append(error(f"'query' is {len(query):,} characters, more than "
+                              f"{MAX_TRIGGER_QUERY_CHARS:,}", f"{path}.query",
+                              "shorten it to what a user would type; put long material in "
+                              "an evals.json case's fixture files"))
+    if "should_trigger" not in item:
+        problems.append(error("the entry has no 'should_trigger'", path,
+                              "add \"should_trigger\": true if the skill should be used for "
+                              "this query, false if not"))
+    elif not isinstance(should, bool):
+        problems.append(error(f"'should_trigger' must be true or false, not "
+                              f"{_type_name(should)}", f"{path}.should_trigger",
+                              "write true or false, without quotes"))
+    return problems
+
+
+def trigger_files_beside(suite_path: Path) -> list[Path]:
+    """The trigger sets kept beside an evals.json, skill-creator's way (the first is read)."""
+    return [suite_path.parent / name for name in TRIGGER_FILE_NAMES
+            if (suite_path.parent / name).is_file()]
+
+
+def read_trigger_set(path: Path, first_index: int) -> tuple[list[Case], list[Problem], str]:
+    """A trigger file's cases, its problems and its text (empty when unreadable)."""
+    text, problems = read_suite_text(path)
+    if text is None:
+        return [], problems, ""
+    data, problems = parse_json_document(text, str(path))
+    if data is None:
+        return [], problems, text
+    if not is_trigger_document(data):
+        return [], [Problem("error", "a trigger file must be a list of trigger queries",
+                            str(path), "(top level)", fix=f"write [{TRIGGER_ENTRY}, ...]")], text
+    cases, problems = check_trigger_set(data, str(path), first_index)
+    return cases, problems, text
+
+
+def trigger_skill_name(path: Path) -> str | None:
+    """Which skill a trigger file without an evals.json beside it is for, from where it is:
+    <skill>/evals/ beside the skill's SKILL.md, or evals/<skill>/."""
+    folder = path.parent
+    if folder.name == "evals" and (folder.parent / "SKILL.md").is_file():
+        skill = folder.parent
+        return skill.name if skill.parent.name == "skills" else root_skill_name(skill)
+    if folder.parent.name == "evals":
+        return folder.name
+    return None
+
+
+def load_trigger_suite(path: Path, text: str, data: list[Any],
+                       repo_root: str | Path | None) -> LoadedSuite:
+    """A trigger file given on its own: its queries are the suite's only cases."""
+    cases, problems = check_trigger_set(data, str(path), 0)
+    skill_name = _beside_skill_name(path) or trigger_skill_name(path)
+    if skill_name is None:
+        problems.append(Problem("error", "cannot tell which skill this trigger set is for",
+                                str(path), fix="keep it in the skill's evals/ folder beside its "
+                                "SKILL.md, or beside the evals.json that names the skill"))
+    root, root_problems = _choose_root(path, repo_root)
+    problems = root_problems + problems
+    if root is not None and skill_name is not None:
+        problems += check_skill_package(root, skill_name, str(path))
+    if any(p.severity == "error" for p in problems) or root is None or skill_name is None:
+        return LoadedSuite(None, problems, set())
+    suite = Suite(path, root, skill_name, [], cases,
+                  hashlib.sha256(text.encode("utf-8")).hexdigest(),
+                  at_root=package_dir(root, skill_name) == root)
+    return LoadedSuite(suite, problems, set())
+
+
+def _beside_skill_name(path: Path) -> str | None:
+    """The skill_name of the evals.json beside a trigger file, when it names one."""
+    try:
+        data = json.loads((path.parent / SUITE_FILE_NAME).read_text(encoding="utf-8-sig"))
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    name = data.get("skill_name") if isinstance(data, dict) else None
+    return name if isinstance(name, str) and name.strip() else None
+
+
 def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedSuite:
     """Read and check a suite completely; never raises for bad input."""
     suite_path = Path(os.path.abspath(path))
@@ -3281,17 +3448,33 @@ def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedS
     if data is None:
         foreign = unparsable_format(text, suite_path)
         return LoadedSuite(None, [foreign] if foreign else problems, set())
+    if is_trigger_document(data):
+        return load_trigger_suite(suite_path, text, data, repo_root)
     root, root_problems = _choose_root(suite_path, repo_root)
     # Without a root the suite is refused, but its fixtures are still looked up from where the
     # root most likely is, so fixing the layout reveals no second round of errors.
     checker = SuiteChecker(str(suite_path), root or provisional_root(suite_path), suite_path)
     skill_name, common, cases = checker.check_document(data)
     problems = root_problems + problems + checker.problems
+    triggers = trigger_files_beside(suite_path)
+    trigger, trigger_text = (triggers or [None])[0], ""
+    problems += [Problem("warning", f"{extra.name} is not read: only one trigger file beside "
+                         f"the suite is, {trigger.name}", str(extra),
+                         fix="merge the queries into one file") for extra in triggers[1:]]
+    if trigger is not None:
+        queries, found, trigger_text = read_trigger_set(trigger, len(cases))
+        problems += found + [Problem("error", f"case id {case.key!r} is also the id of a trigger "
+                                     f"query of {trigger.name}", str(suite_path), "evals",
+                                     case.key, "rename the case")
+                             for case in cases if case.key in {q.key for q in queries}]
+        cases = [*cases, *queries]
     if root is not None and skill_name is not None:
         problems += check_skill_package(root, skill_name, str(suite_path))
     if any(p.severity == "error" for p in problems) or root is None or skill_name is None:
         return LoadedSuite(None, problems, checker.fixture_files)
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    if trigger_text:  # the suite as run: its cases and its trigger queries
+        digest = hashlib.sha256(f"{digest}\0{trigger_text}".encode()).hexdigest()
     suite = Suite(suite_path, root, skill_name, common, cases, digest, checker.common_checks,
                   {text: check for text, (check, _) in checker.common_paired.items()},
                   checker.installed_with, package_dir(root, skill_name) == root)
@@ -3563,21 +3746,30 @@ def end_process_group(proc: subprocess.Popen, reaper: threading.Thread,
     _signal_group(proc.pid, signal.SIGKILL)
 
 
-def start_reaper(proc: subprocess.Popen) -> threading.Thread:
+def start_reaper(proc: subprocess.Popen,
+                 ended: threading.Event | None = None) -> threading.Thread:
     """A thread blocked in waitpid, so the caller learns of the exit the moment it happens.
 
     Popen.wait(timeout) polls with sleeps of up to 50 ms: twice a cell, that left a
     --concurrency slot idle for a noticeable share of every short agent call.
     """
-    reaper = threading.Thread(target=proc.wait, daemon=True)
+    def wait() -> None:
+        proc.wait()
+        if ended is not None:
+            ended.set()
+
+    reaper = threading.Thread(target=wait, daemon=True)
     reaper.start()
     return reaper
 
 
-def _pump(stream: Any, buffer: BoundedBuffer) -> None:
+def _pump(stream: Any, buffer: BoundedBuffer,
+          on_chunk: Callable[[bytes], None] | None = None) -> None:
     try:
         for chunk in iter(lambda: stream.read1(65536), b""):
             buffer.add(chunk)
+            if on_chunk is not None:
+                on_chunk(chunk)
     except (OSError, ValueError):
         pass
     finally:
@@ -3640,8 +3832,10 @@ def run_owned(argv: list[str], cwd: Path, env: dict[str, str], stdin: bytes,
 
 def run_process(invocation: Invocation, env: dict[str, str], timeout_s: float,
                 groups: ProcessGroups) -> ProcessResult:
-    """Run one provider process in its own session, bounded in time and memory."""
+    """Run one provider process in its own session, bounded in time and memory; with a
+    watch, its process group is ended as soon as the watch has decided."""
     started = time.monotonic()
+    watch = invocation.watch
     feeding = invocation.stdin_text is not None
     try:
         with OwnChildren.starting() as register:
@@ -3657,18 +3851,23 @@ def run_process(invocation: Invocation, env: dict[str, str], timeout_s: float,
     groups.add(proc)
     out = BoundedBuffer(STREAM_HEAD_BYTES, STREAM_TAIL_BYTES)
     err = BoundedBuffer(STDERR_KEEP_BYTES, STDERR_KEEP_BYTES // 4)
-    threads = [threading.Thread(target=_pump, args=(proc.stdout, out), daemon=True),
+    threads = [threading.Thread(target=_pump, args=(proc.stdout, out,
+                                                    watch.feed if watch else None), daemon=True),
                threading.Thread(target=_pump, args=(proc.stderr, err), daemon=True)]
     if feeding:
         data = invocation.stdin_text.encode("utf-8")
         threads.append(threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True))
     for thread in threads:
         thread.start()
-    reaper = start_reaper(proc)
+    reaper = start_reaper(proc, watch.wake if watch else None)
     try:
-        reaper.join(min(timeout_s, threading.TIMEOUT_MAX))
-        timed_out = reaper.is_alive()
-        if timed_out:
+        if watch is None:
+            reaper.join(min(timeout_s, threading.TIMEOUT_MAX))
+        else:
+            watch.wake.wait(min(timeout_s, threading.TIMEOUT_MAX))
+        stopped = watch.reason if watch and reaper.is_alive() else ""
+        timed_out = reaper.is_alive() and not stopped
+        if reaper.is_alive():
             end_process_group(proc, reaper)
     finally:
         # Whatever the leader left behind in its group (shells, servers) ends with it.
@@ -3682,7 +3881,8 @@ def run_process(invocation: Invocation, env: dict[str, str], timeout_s: float,
         invocation.argv, proc.returncode, out.text(), err.text(), time.monotonic() - started,
         timed_out=timed_out,
         cancelled=groups.cancelled.is_set() and not timed_out and proc.returncode != 0,
-        stdout_bytes=out.total, stdout_truncated=out.truncated, stderr_truncated=err.truncated)
+        stdout_bytes=out.total, stdout_truncated=out.truncated, stderr_truncated=err.truncated,
+        stopped=stopped)
 
 
 def become_subreaper() -> bool:
@@ -5734,6 +5934,12 @@ class Provider:
     def read_grader(self, result: ProcessResult, last_message_path: Path) -> AgentReply:
         raise NotImplementedError
 
+    def calls_in_event(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        """The tool calls one event of the executor's stream shows, as they begin where the
+        CLI says so (what a watch on the stream decides from)."""
+        line = json.dumps(event, ensure_ascii=False)
+        return self.read_executor(ProcessResult([], 0, line, "", 0.0)).trace or []
+
 
 def _home(env: dict[str, str]) -> Path:
     return Path(env.get("HOME") or Path.home())
@@ -5973,6 +6179,15 @@ class CodexProvider(Provider):
         return AgentReply(failure is None, text=messages[-1] if messages else "",
                           failure=failure or "", metrics=metrics,
                           trace=trace if events else None)
+
+
+    def calls_in_event(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        # item.started: a command is known before it runs, not only once it has
+        item = event.get("item") if isinstance(event.get("item"), dict) else {}
+        if event.get("type") in ("item.started", "item.completed") and \
+                item.get("type") in CODEX_TRACE_ITEMS:
+            return [_codex_trace_entry(item)]
+        return []
 
 
 def _codex_trace_entry(item: dict[str, Any]) -> dict[str, Any]:
@@ -7020,6 +7235,8 @@ def plan_cells(suite: Suite, options: RunOptions, iteration_dir: Path) -> list[C
         if selected is not None and case.key not in selected:
             continue
         for config in options.configs:
+            if case.trigger and not config_installs_skill(config):
+                continue  # whether the agent picks the skill is only asked where it can
             for run_number in range(1, options.runs + 1):
                 run_dir = (iteration_dir / f"eval-{case.key}" / config_folder(config)
                            / f"run-{run_number}")
@@ -7476,6 +7693,8 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     if ctx.on_cell_start:
         ctx.on_cell_start(cell.label)
     borrowed = [Path(p) for p in sandbox.record["git"].get("borrowed_objects", [])]
+    if cell.case.trigger:
+        invocation.watch = trigger_watch(ctx.provider, ctx.suite.skill_name)
     result, env, isolation = run_agent(ctx, invocation, env, Mounts(ro_binds=borrowed),
                                        role="executor", model=ctx.options.executor_model)
     record.executor = process_record(invocation, result, env, isolation)
@@ -7493,16 +7712,18 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
         # The repository is the skill: its checkout SKILL.md has no skills/<name>/ in its path.
         str(ctx.suite.root / "SKILL.md") if ctx.suite.at_root else None)
     if config_installs_skill(cell.config):
-        record.activation = {"should_activate": cell.case.should_activate,
-                             **activation_evidence(ctx.provider, reply.trace,
-                                                   ctx.suite.skill_name, reply.ok,
-                                                   result.stdout_truncated)}
+        record.activation = installed_activation(ctx.provider, cell.case, ctx.suite.skill_name,
+                                                 reply, result)
     files.text("outputs/output.txt", reply.text)
+    if cell.case.trigger and record.activation["activated"] != "unknown":
+        return None  # decided, even if ended for it: an observation, and never graded
     if not reply.ok:
         files.text("logs/executor_stderr.txt", result.stderr)
         full = isolation.get("tmp_full")
         record.fail(failure_status("executor", result), "executor",
                     f"{reply.failure} ({full})" if full else reply.failure)
+        return None
+    if cell.case.trigger:
         return None
     # From the sandbox base, which the executor cannot replace: no step of the path is followed.
     artifact = capture_artifact(sandbox.artifact_path, sandbox.base)
@@ -7830,7 +8051,7 @@ def regrade_steps(ctx: RunContext, run: CellRun, source_run: SourceRun,
     record.regraded_from = {"run_dir": str(source_dir), "status": source.status,
                             "executor_started_at": source.started_at,
                             "executor_finished_at": source.finished_at}
-    if not executor_finished(source):  # nothing to grade: the source's failure stands
+    if not executor_finished(source) or cell.case.trigger:  # nothing to grade
         record.status, record.failure = source.status, source.failure
         return
     reason = ctx.should_stop()
@@ -7950,6 +8171,90 @@ def activation_evidence(provider: Provider, trace: list[dict] | None, skill_name
     if why:
         return {"activated": "unknown", "reason": why, "calls": len(trace)}
     return {"activated": False, "calls": len(trace)}
+
+
+def installed_activation(provider: Provider, case: Case, skill_name: str, reply: AgentReply,
+                         result: ProcessResult) -> dict[str, Any]:
+    """An installed cell's activation. A trigger query's is decided by the first call that
+    activates the skill or does anything else; what the agent did after that never counts,
+    whether or not it was stopped in time."""
+    trace, finished, decided = reply.trace, reply.ok, None
+    if case.trigger and trace is not None:
+        trace = stream_calls(provider, parse_json_lines(result.stdout))
+        decided = trigger_decision(provider, trace, skill_name)
+    if trace is not None and decided is not None:
+        trace, finished = trace[:decided + 1], True
+    found = {"should_activate": case.should_activate,
+             **activation_evidence(provider, trace, skill_name, finished,
+                                   result.stdout_truncated and decided is None)}
+    if case.trigger:
+        found["trigger"] = True
+    if result.stopped:
+        found["stopped"] = {"reason": result.stopped,
+                            "after_seconds": round(result.duration_s, 3)}
+    return found
+
+
+def trigger_decision(provider: Provider, trace: list[dict] | None,
+                     skill_name: str) -> int | None:
+    """Where a trigger query is decided: the first call that activates the skill, or the
+    first other action. A look into the skills folder that opens no SKILL.md is the agent
+    choosing, not yet an action. None: not decided."""
+    for position, call in enumerate(trace or []):
+        if _activation_signal(provider, call, skill_name):
+            return position
+        shown = json.dumps(call.get("input"), ensure_ascii=False)
+        if not (provider.skills_folder and provider.skills_folder in shown
+                and "SKILL.md" not in shown):
+            return position
+    return None
+
+
+TRIGGER_WATCH_LINE_CAP = 4 * 1024 * 1024  # a longer line is not read while it arrives
+
+
+def stream_calls(provider: Provider, events: list[dict[str, Any]],
+                 first: int = 0) -> list[dict[str, Any]]:
+    """The tool calls of these events as they begin, each with its event's index."""
+    return [{**call, "event": first + position} for position, event in enumerate(events)
+            for call in provider.calls_in_event(event)]
+
+
+def trigger_watch(provider: Provider, skill_name: str) -> StreamWatch:
+    """A watch on a trigger query's executor that stops it once the query is decided, read
+    a JSON line at a time by the provider's own reader."""
+    pending = bytearray()
+    skipping = [False]
+    events_seen = [0]
+
+    def decide(chunk: bytes) -> str:
+        pending.extend(chunk)
+        if b"\n" not in chunk:
+            if len(pending) > TRIGGER_WATCH_LINE_CAP:
+                pending.clear()
+                skipping[0] = True
+            return ""
+        *lines, rest = bytes(pending).split(b"\n")
+        pending[:] = rest
+        if len(pending) > TRIGGER_WATCH_LINE_CAP:
+            pending.clear()
+            skipping[0] = True
+        for line in lines:
+            if skipping[0]:
+                skipping[0] = False
+                continue
+            events = parse_json_lines(line.decode("utf-8", "replace"))
+            trace = stream_calls(provider, events, events_seen[0])
+            events_seen[0] += len(events)
+            decided = trigger_decision(provider, trace, skill_name)
+            if trace and decided is not None:
+                signal = _activation_signal(provider, trace[decided], skill_name)
+                tool = json.dumps(str(trace[decided].get("tool")), ensure_ascii=False)[:80]
+                return (f"activated: {signal}" if signal
+                        else f"not activated: its first other action was the tool {tool}")
+        return ""
+
+    return StreamWatch(decide)
 
 
 def _activation_signal(provider: Provider, call: dict[str, Any], skill_name: str) -> str:
@@ -8517,7 +8822,8 @@ def benchmark_run(record: RunRecord) -> RunResult:
         permission_denials=len(record.permission_denials or []),
         skill_read=(record.skill_read or {}).get("state"),
         activation=({key: record.activation.get(key) for key in
-                     ("activated", "should_activate", "signal")}
+                     ("activated", "should_activate", "signal", "trigger", "stopped")
+                     if key in record.activation or key not in ("trigger", "stopped")}
                     if record.activation else None),
         metric_sources={name: executor_metrics.get(name) for name in ("time_seconds", "tokens")},
         files_sha256=dict(sorted(record.written_files.items())),
@@ -9477,6 +9783,7 @@ def pass_hat_k(per_eval: Sequence[PerEval], runs: list[RunResult],
 def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> Benchmark:
     configs = tuple(meta["configs"])
     runs = [benchmark_run(r) for r in records]
+    plain = [r for r in runs if not is_trigger_run(r)]
     run_summary = {c: summarize_config([r for r in runs if r.configuration == c])
                    for c in configs}
     per_eval = per_eval_rates(runs, configs)
@@ -9512,7 +9819,8 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> Benchmark:
         per_eval=per_eval,
         judge=judge_summary(runs, configs, meta.get("grader_runs", 1)),
         judge_vs_checks=judge_vs_checks(runs, meta.get("common_assertions")),
-        activation=activation_summary(runs, configs),
+        activation=activation_summary(plain, configs) if plain or not runs else None,
+        trigger=trigger_summary(runs, configs, meta.get("agent")),
         notes=[],
         # `paired` is the first baseline's comparison, in the shape two-config iterations had.
         paired=compared[0].as_paired() if compared else None)
@@ -9582,6 +9890,55 @@ def activation_summary(runs: list[RunResult],
                           "should_activate": these[0].activation["should_activate"],
                           **activation_tally(these)} for these in by_eval.values()]}
     return summary
+
+
+def is_trigger_run(run: RunResult) -> bool:
+    return bool(run.activation and run.activation.get("trigger"))
+
+
+def trigger_summary(runs: list[RunResult], configs: tuple[str, ...],
+                    agent: Any) -> dict[str, Any] | None:
+    """Per installed arm, a trigger set's answer: recall on the queries the skill is for and
+    false activations on the others, with the query as the unit of the interval (runs of one
+    query are one trial); a run that failed before deciding is counted apart, never as a
+    miss. And the executors stopped once the answer was known, with the time they ran."""
+    mine = [r for r in runs if is_trigger_run(r)]
+    if not mine:
+        return None
+    summary = {}
+    for config in configs:
+        these = [r for r in mine if r.configuration == config]
+        if not these:
+            continue
+        stopped = [r.activation["stopped"] for r in these
+                   if isinstance(r.activation.get("stopped"), dict)]
+        seconds = [s.get("after_seconds") for s in stopped]
+        tokens = [r.result.tokens for r in these if r.activation.get("stopped")
+                  and r.result.tokens is not None]
+        summary[config] = {
+            "agent": agent,
+            "queries": len({str(r.eval_id) for r in these}),
+            "recall": activation_tally([r for r in these if r.activation["should_activate"]]),
+            "false_activation": activation_tally([r for r in these
+                                                  if not r.activation["should_activate"]]),
+            "failed_runs": sum(r.status != STATUS_OK for r in these),
+            "stopped_at_decision": {
+                "runs": len(stopped), "of": len(these),
+                "executor_seconds": (round(sum(seconds), 3) if all(
+                    isinstance(x, (int, float)) for x in seconds) else None),
+                "tokens": sum(tokens) if tokens else None, "tokens_captured_runs": len(tokens)},
+            "per_query": [{"eval_id": group[0].eval_id,
+                           "should_trigger": group[0].activation["should_activate"],
+                           **activation_tally(group)}
+                          for group in _by_eval(these).values()]}
+    return summary or None
+
+
+def _by_eval(runs: list[RunResult]) -> dict[str, list[RunResult]]:
+    groups: dict[str, list[RunResult]] = {}
+    for run in runs:
+        groups.setdefault(str(run.eval_id), []).append(run)
+    return groups
 
 
 def _pass_rates(runs: list[RunResult], activated: bool) -> dict[str, Any]:
@@ -9914,6 +10271,8 @@ def _implausible_metric_flags(record: RunRecord, where: dict[str, Any]) -> list[
 def _eval_flags(benchmark: Benchmark) -> list[SanityFlag]:
     flags = []
     comparison = benchmark.comparison
+    triggers = {r.eval_id for r in (*benchmark.runs, *benchmark.unscored_runs)
+                if is_trigger_run(r)}  # never graded: their answer is the trigger block
     for row in benchmark.per_eval:
         eid = row.eval_id
         for config, slot in row.configs.items():
@@ -9921,8 +10280,8 @@ def _eval_flags(benchmark: Benchmark) -> list[SanityFlag]:
                 flags.append(_flag("warning", "scored_zero",
                                    "every scored run passed no assertion", eval_id=eid,
                                    configuration=config))
-        if row.configs and all(slot.statuses and not slot.pass_rates
-                               for slot in row.configs.values()):
+        if row.configs and eid not in triggers and all(
+                slot.statuses and not slot.pass_rates for slot in row.configs.values()):
             flags.append(_flag("error", "eval_unscored",
                                "no run of this eval was scored in any config", eval_id=eid))
         deltas = row.deltas or {comparison["baseline"]: row.delta}
@@ -10023,7 +10382,8 @@ def _iteration_flags(benchmark: Benchmark, meta: dict[str, Any]) -> list[SanityF
             flags.append(_flag("warning", "installed_skill_copy",
                                f"the target skill is also installed at {place}; with_skill runs "
                                "may have loaded that copy instead of the sandbox one"))
-    if not benchmark.scored_run_count and (benchmark.runs or benchmark.unscored_runs):
+    if not benchmark.scored_run_count and any(not is_trigger_run(r) for r in (
+            *benchmark.runs, *benchmark.unscored_runs)):
         flags.append(_flag("error", "nothing_scored", "no run was scored"))
     budget = meta.get("budget") or {}
     if budget.get("cancelled_by_cap"):
@@ -10212,8 +10572,8 @@ def executor_metric_lines(b: Benchmark) -> list[str]:
 
 def render_markdown(benchmark: Benchmark) -> str:
     sections = [_md_header, _md_verdict_waves, _md_sanity, _md_arms, _md_overall, _md_comparison,
-                _md_comparisons, _md_activation, _md_metrics, _md_judge, _md_judge_vs_checks,
-                _md_per_eval, _md_per_assertion, _md_failed_assertions]
+                _md_comparisons, _md_activation, _md_trigger, _md_metrics, _md_judge,
+                _md_judge_vs_checks, _md_per_eval, _md_per_assertion, _md_failed_assertions]
     # One blank line between sections, however a section ends, and none for an empty one.
     texts = [section(benchmark).rstrip("\n") for section in sections]
     return "\n\n".join(text for text in texts if text.strip()) + "\n"
@@ -10431,13 +10791,13 @@ def _md_arms(b: Benchmark) -> str:
     return "\n".join(lines) + "\n"
 
 
-def fmt_share(tally: dict[str, Any]) -> str:
+def fmt_share(tally: dict[str, Any], trials: str = "evals") -> str:
     """"7/10 (70.0%, 95% CI 39.7-89.2%)", with the unknown runs named apart."""
     if not tally["runs"]:
         text = "n/a"
     else:
         low, high = tally["interval_95"]
-        unit = (f" over {tally['evals']} evals" if tally.get("interval_unit") == "evals"
+        unit = (f" over {tally['evals']} {trials}" if tally.get("interval_unit") == "evals"
                 else "")
         text = (f"{tally['activated']}/{tally['runs']} ({fmt_rate(tally['rate'])}, 95% CI "
                 f"{low * 100:.1f}-{high * 100:.1f}%{unit})")
@@ -10456,6 +10816,52 @@ def activation_lines(benchmark: Benchmark) -> list[str]:
         lines.append(line + f"; pass rate when used {fmt_rate_stat(used)}, "
                      f"when not {fmt_rate_stat(unused)}")
     return lines
+
+
+def trigger_lines(benchmark: Benchmark) -> list[str]:
+    """One sentence per installed arm that ran a trigger set: recall, false activations, and
+    the executors stopped at the decision."""
+    lines = []
+    for config, arm in (benchmark.trigger or {}).items():
+        agent = f"{arm['agent']} " if arm.get("agent") else ""
+        line = (f"{agent}{config}: recall {fmt_share(arm['recall'], 'queries')} on queries "
+                f"that should trigger; false activation "
+                f"{fmt_share(arm['false_activation'], 'queries')} on queries that should not")
+        if arm["failed_runs"]:
+            line += f"; {arm['failed_runs']} run(s) failed before deciding (not counted)"
+        lines.append(line + "; " + _stopped_text(arm["stopped_at_decision"]))
+    return lines
+
+
+def _stopped_text(stopped: dict[str, Any]) -> str:
+    """What stopping at the decision saved, from what was captured: the runs ended early and
+    how long they ran; their tokens only where the CLI reported them before it was ended."""
+    text = f"{stopped['runs']} of {stopped['of']} executor(s) stopped once it was decided"
+    if not stopped["runs"]:
+        return text
+    if stopped.get("executor_seconds") is not None:
+        text += f", after {stopped['executor_seconds']:.1f} s in all"
+    if stopped.get("tokens") is not None:
+        return text + (f", {stopped['tokens']:,} tokens reported in "
+                       f"{stopped['tokens_captured_runs']} of them")
+    return text + "; their tokens were not captured (the CLI reports them when it ends)"
+
+
+def _md_trigger(b: Benchmark) -> str:
+    if not b.trigger:
+        return ""
+    lines = ["## Trigger set (installed arms)", "",
+             "Each query of the trigger set was run in the installed arm and ended as soon as "
+             "the agent activated the skill or did anything else first, read from its CLI's "
+             "stream, never from its answer. Intervals are Wilson 95%, the queries as trials; "
+             "a run that failed before deciding is not counted.", ""]
+    lines += [f"- {line}" for line in trigger_lines(b)] + [""]
+    lines += ["| config | query | should trigger | activated |", "|---|---|---|---|"]
+    for config, arm in b.trigger.items():
+        for row in arm["per_query"]:
+            lines.append(f"| {_md_cell(config)} | {_md_cell(row['eval_id'])} | "
+                         f"{'yes' if row['should_trigger'] else 'no'} | {fmt_share(row)} |")
+    return "\n".join(lines) + "\n"
 
 
 def _md_activation(b: Benchmark) -> str:
@@ -11078,7 +11484,15 @@ def render_agents_markdown(entries: list[AgentIteration]) -> str:
     lines += _md_table(list(AGENT_TABLE_HEADERS), agents)
     lines += ["", f"## {_md_cell(across_lift_label(first))}", ""]
     lines += _md_table(lift_header, lifts)
+    triggers = across_trigger_lines(entries)
+    if triggers:
+        lines += ["", "## Trigger set, per agent", ""] + [f"- {line}" for line in triggers]
     return "\n".join(lines) + "\n"
+
+
+def across_trigger_lines(entries: list[AgentIteration]) -> list[str]:
+    """Each agent's trigger-set sentences (its recall and false activations)."""
+    return [line for entry in entries for line in trigger_lines(entry.benchmark)]
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -11193,7 +11607,7 @@ def render_html(benchmark: Benchmark, files: dict[tuple, dict]) -> str:
     """
     # What decides first (verdict, what it rests on, what failed), the detail after it.
     sections = [_html_header, _html_headline, _html_adaptive, _html_sanity, _html_comparisons,
-                _html_activation,
+                _html_activation, _html_trigger,
                 _html_metrics, _html_failed_assertions, _html_chart, _html_per_assertion,
                 _html_judge, _html_judge_vs_checks]
     body = "".join(section(benchmark) for section in sections) + _html_runs(benchmark, files)
@@ -11218,6 +11632,10 @@ def render_agents_html(entries: list[AgentIteration]) -> str:
             f'<p class="meta">{_h(ACROSS_AGENTS_CAVEAT)}</p>\n'
             + _html_table(list(AGENT_TABLE_HEADERS), agents)
             + f"<h2>{_h(across_lift_label(first))}</h2>\n" + _html_table(lift_header, lifts))
+    triggers = across_trigger_lines(entries)
+    if triggers:
+        body += "<h2>Trigger set, per agent</h2>\n" + "".join(
+            f"<p>{_h(line)}</p>\n" for line in triggers)
     return _html_document(title, body)
 
 
@@ -11471,6 +11889,20 @@ def _html_activation(b: Benchmark) -> str:
             "Intervals are Wilson 95%, the evals as trials when several are pooled.</p>\n"
             + "".join(f"<p>{_h(line)}</p>\n" for line in activation_lines(b))
             + _html_table(["config", "eval", "should activate", "activated"], rows))
+
+
+def _html_trigger(b: Benchmark) -> str:
+    if not b.trigger:
+        return ""
+    rows = [[config, str(row["eval_id"]), "yes" if row["should_trigger"] else "no",
+             fmt_share(row)]
+            for config, arm in b.trigger.items() for row in arm["per_query"]]
+    return ("<h2>Trigger set (installed arms)</h2>\n<p>Each query ended as soon as the agent "
+            "activated the skill or did anything else first, read from its CLI's stream. "
+            "Intervals are Wilson 95%, the queries as trials; runs that failed before deciding "
+            "are not counted.</p>\n"
+            + "".join(f"<p>{_h(line)}</p>\n" for line in trigger_lines(b))
+            + _html_table(["config", "query", "should trigger", "activated"], rows))
 
 
 def _html_metrics(b: Benchmark) -> str:
@@ -11747,6 +12179,7 @@ def render_summary(benchmark: Benchmark, iteration_dir: Path) -> str:
               for line in forecast_lines(c)]
     lines += executor_metric_lines(benchmark)
     lines += [f"Activation: {line}" for line in activation_lines(benchmark)]
+    lines += [f"Trigger: {line}" for line in trigger_lines(benchmark)]
     if (benchmark.judge or {}).get("grader_runs", 1) > 1:
         lines.append("Judge: " + judge_lines(benchmark)[0])
     lines.append(f"Benchmark: {iteration_dir / 'benchmark.md'}")
@@ -14200,6 +14633,9 @@ def evals_for_level(alpha: float) -> int:
 def suites_for_argument(folder: str) -> list[Path]:
     """The suites a folder holds (a repository, a skill, an evals/ folder), or a refusal."""
     suites = suites_in_folder(Path(folder))
+    # A trigger file beside an evals.json is read with it; one alone is a suite of its own.
+    suites += [path for path in trigger_files_in_folder(Path(folder))
+               if not (path.parent / SUITE_FILE_NAME).is_file()]
     if not suites:
         raise InputError(f"{folder} is a folder and holds no eval suite",
                          f"looked for {', '.join(SUITE_PLACES)} under it; pass the suite file "
@@ -14210,12 +14646,13 @@ def suites_for_argument(folder: str) -> list[Path]:
 def validate_suite(suite_arg: str, args: argparse.Namespace,
                    reports: list[dict[str, Any]] | None = None) -> int:
     loaded = load_suite_and_delivery(suite_arg, args.repo_root)
-    shortfall = verdict_shortfall(len(loaded.suite.cases)) if loaded.suite and \
-        loaded.suite.cases and not loaded.errors else None
+    # trigger queries are not graded: a verdict rests on the other cases alone
+    graded = [c for c in loaded.suite.cases if not c.trigger] if loaded.suite else []
+    shortfall = verdict_shortfall(len(graded)) if graded and not loaded.errors else None
     if shortfall:
         loaded.problems.append(Problem(
             "warning", shortfall, str(loaded.suite.path), "evals", None,
-            f"add {MIN_PAIRED_EVALS - len(loaded.suite.cases)} more case(s) for a verdict; a "
+            f"add {MIN_PAIRED_EVALS - len(graded)} more case(s) for a verdict; a "
             "smaller pilot still shows pass rates and which assertions discriminate"))
     counts = suite_counts(loaded)
     ok = not loaded.errors
@@ -14313,7 +14750,12 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         if unknown or not eval_ids:
             raise InputError(f"--eval-id names no case: {', '.join(unknown) or '(empty)'}",
                              f"known ids: {', '.join(sorted(known)) or '(none)'}")
-    configs = args.config or CONFIGS
+    configs = args.config or (
+        (INSTALLED_CONFIG,) if suite.cases and all(c.trigger for c in suite.cases) else CONFIGS)
+    if suite.cases and all(c.trigger for c in suite.cases) and not any(
+            config_installs_skill(c) for c in configs):
+        raise InputError("a trigger set runs in the installed arm only, and --config names none",
+                         "run it with --config installed (or installed@REV)")
     skill_md = (resolve_skill_md(suite, args.skill_path)
                 if any(config_has_skill(c) for c in configs) else None)
     workspace = Path(args.workspace).resolve() if args.workspace else (
@@ -14624,7 +15066,7 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     per_cell = 1 + options.grader_runs  # the executor, then K graders, one at a time in a lane
     checks_only = [c for c in cells
                    if suite.checks_for(c.case) and not suite.assertions_for(c.case)]
-    graded = len(cells) - len(checks_only)
+    graded = len(cells) - len(checks_only) - sum(c.case.trigger for c in cells)
     calls = len(cells) + graded * options.grader_runs
     waves = math.ceil(len(cells) / options.concurrency)
     sandbox = sandbox_base / "skill-eval-XXXXXX" / "repo"
@@ -15236,8 +15678,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if not Path(args.suite).is_dir():
         return validate_suite(args.suite, args)
     suites = suites_for_argument(args.suite)
-    for trigger in trigger_files_in_folder(Path(args.suite)):
-        print(f"{PROG}: note: {trigger} is not validated: {TRIGGER_SET_FIX}", file=sys.stderr)
     if args.json and len(suites) > 1:  # one JSON document: the suites' reports in a list
         reports: list[dict[str, Any]] = []
         codes = [validate_suite(str(suite), args, reports) for suite in suites]
@@ -15263,6 +15703,10 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         args.suite = only_suite_in(args.suite)
     suite = load_valid_suite(args.suite, args.repo_root)
     options = options_for_command(args, suite)
+    if any(c.trigger for c in suite.cases) and not any(map(config_installs_skill,
+                                                            options.configs)):
+        print(f"{PROG}: note: the suite's trigger queries are not run: they run in the "
+              "installed arm only (add --config ...,installed)", file=sys.stderr)
     if suite.at_root:
         check_root_skill_run(suite, options)
     sandbox_base = check_sandbox_base(suite.root)
