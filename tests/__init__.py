@@ -100,13 +100,16 @@ def shard_of(tests: list[unittest.TestCase], index: int, count: int) -> list[uni
     return [test for test in tests if owner[_class_of(test)] == index]
 
 
+def tier_tests(tests: list[unittest.TestCase], tier: str) -> list[unittest.TestCase]:
+    """The tests discovery keeps at `tier` (the volume tests of `core` skip when they run)."""
+    return [t for t in tests if _in_unit_tier(t)] if tier == "unit" else tests
+
+
 def load_tests(loader: unittest.TestLoader, standard_tests: unittest.TestSuite,
                pattern: str | None) -> unittest.TestSuite:
     here = Path(__file__).resolve().parent
     found = loader.discover(str(here), pattern or "test*.py", str(here.parent))
-    tests = list(_flatten(found))
-    if TIER == "unit":
-        tests = [t for t in tests if _in_unit_tier(t)]
+    tests = tier_tests(list(_flatten(found)), TIER)
     shard = os.environ.get("SKILL_EVAL_TEST_SHARD")
     if shard:
         tests = shard_of(tests, *shard_spec(shard))

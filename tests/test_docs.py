@@ -94,37 +94,41 @@ class ReadmeTests(unittest.TestCase):
             self.assertIn("not started are cancelled", text)
 
 
-# Prints the module of every test `python3 -m unittest` would run from the project root.
-DISCOVER = ("import unittest\n"
-            "suite = unittest.defaultTestLoader.discover('.')\n"
-            "def walk(s):\n"
-            "    for t in s:\n"
-            "        yield from walk(t) if isinstance(t, unittest.TestSuite) else [t]\n"
-            "print('\\n'.join(sorted({type(t).__module__ for t in walk(suite)})))\n")
+def modules_of(found: list[unittest.TestCase]) -> set[str]:
+    return {type(test).__module__ for test in found}
 
 
 class TestTierTests(unittest.TestCase):
     """The README's `python3 -m unittest` is the quick tier; CI names every version's tier."""
 
-    def discovered_modules(self, tier: str | None) -> set[str]:
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("SKILL_EVAL_TEST_TIER", "SKILL_EVAL_TEST_SHARD")}  # CI runs parts
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        if tier is not None:
-            env["SKILL_EVAL_TEST_TIER"] = tier
-        done = subprocess.run([sys.executable, "-c", DISCOVER], cwd=PROJECT, env=env,
-                              capture_output=True, text=True, timeout=300,
-                              stdin=subprocess.DEVNULL)
-        self.assertEqual(done.returncode, 0, done.stderr)
-        return set(done.stdout.split())
+    @classmethod
+    def setUpClass(cls) -> None:
+        # The whole suite, discovered once the way `python3 -m unittest` does from the project
+        # root (through tests/__init__.py's load_tests), at the tier that keeps every module;
+        # CI runs this test inside one part of some tier.
+        import tests
+        with mock.patch.object(tests, "TIER", "core"), mock.patch.dict(os.environ):
+            os.environ.pop("SKILL_EVAL_TEST_SHARD", None)
+            cls.found = list(tests._flatten(unittest.TestLoader().discover(
+                str(PROJECT), "test*.py", str(PROJECT))))
 
     def test_the_plain_command_runs_only_the_unit_modules(self) -> None:
-        plain = self.discovered_modules(None)
+        import tests
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("SKILL_EVAL_TEST_TIER", "SKILL_EVAL_TEST_SHARD")}
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        for tier in (None, "", "unit"):  # unset, empty and named: the same quick tier
+            if tier is not None:
+                env["SKILL_EVAL_TEST_TIER"] = tier
+            done = subprocess.run([sys.executable, "-c", "import tests; print(tests.TIER)"],
+                                  cwd=PROJECT, env=env, capture_output=True, text=True,
+                                  timeout=60, stdin=subprocess.DEVNULL)
+            self.assertEqual((done.returncode, done.stdout.strip()), (0, "unit"), done.stderr)
+        plain = modules_of(tests.tier_tests(self.found, "unit"))
         tiered = {next((name for name in UNIT_MODULES if module == name
                         or module.startswith(name + ".")), module) for module in plain}
         self.assertEqual(tiered, set(UNIT_MODULES))
-        self.assertEqual(self.discovered_modules("unit"), plain)
-        self.assertGreater(self.discovered_modules("core"), plain)
+        self.assertGreater(modules_of(tests.tier_tests(self.found, "core")), plain)
 
     def test_ci_sets_the_tier_of_every_version(self) -> None:
         ci = (PROJECT / ".ci" / "run").read_text(encoding="utf-8")
@@ -142,10 +146,7 @@ class TestTierTests(unittest.TestCase):
 
     def test_the_parts_of_a_tier_are_the_tier(self) -> None:
         import tests
-        with mock.patch.dict(os.environ):  # CI runs this test inside one of the parts
-            os.environ.pop("SKILL_EVAL_TEST_SHARD", None)
-            found = list(tests._flatten(unittest.defaultTestLoader.discover(
-                str(PROJECT / "tests"), "test*.py", str(PROJECT))))
+        found = self.found
         self.assertGreater(len(found), 300)
         whole = sorted(test.id() for test in found)
         for count in (1, 2, 3):
