@@ -8,7 +8,7 @@ Python version it runs (.ci/run), so the default never decides what CI covers.
 
 SKILL_EVAL_TEST_SHARD=K/N keeps the K-th of N parts of the chosen tier, whole test classes
 (their setUpClass runs once), dealt out by measured cost so the parts take about as long: CI
-runs the N parts of a tier at once, one a core. Every part of every tier, together, is the
+queues the parts of every version's tier and runs two at once, one a core. Every part of every tier, together, is the
 tier; tests/test_docs.py checks that no test is lost or run twice.
 """
 

@@ -11,7 +11,7 @@ import unittest
 from unittest import mock
 
 from tests import TIERS, UNIT_MODULES
-from tests.helpers import PROJECT, runner
+from tests.helpers import PROJECT, TempDir, runner
 
 README = (PROJECT / "README.md").read_text(encoding="utf-8")
 
@@ -144,12 +144,49 @@ class TestTierTests(unittest.TestCase):
         self.assertRegex(ci, r'SKILL_EVAL_TEST_TIER="\$tier" SKILL_EVAL_TEST_SHARD=')
         self.assertRegex(ci, r'\n\s+"\$py" -m unittest -v </dev/null')
 
+    def test_ci_runs_every_part_of_every_version_and_blames_the_failed_one(self) -> None:
+        # The queue of .ci/run, run with a stand-in interpreter that reports its part at once
+        # and fails one part of 3.9.
+        ci = (PROJECT / ".ci" / "run").read_text(encoding="utf-8")
+        queue = ci[ci.index("# Every version's tier is cut into parts"):
+                   ci.index('if [ "$boundary_found" -eq 0 ]')]
+        tmp = TempDir()
+        self.addCleanup(tmp.cleanup)
+        fake = tmp.path / "python"
+        fake.write_text("#!/bin/sh\n[ \"$1\" = --version ] && exit 0\n"
+                        "echo \"$SKILL_EVAL_TEST_TIER $SKILL_EVAL_TEST_SHARD\" >> \"$0.parts\"\n"
+                        "echo 'Ran 2 tests'\n"
+                        "[ \"$SKILL_EVAL_TEST_TIER $SKILL_EVAL_TEST_SHARD\" != 'core 2/3' ]\n",
+                        encoding="utf-8")
+        fake.chmod(0o755)
+        script = ("set -euo pipefail\nPYTHON_VERSIONS=(3.9 3.10 3.11)\nREAL_CLI_PYTHON=3.11\n"
+                  "tier_for() { case $1 in 3.11) echo full ;; 3.9) echo core ;; "
+                  "*) echo unit ;; esac; }\n"
+                  f"resolve_python() {{ echo {fake}; }}\ntmp_dir={tmp.path}\n"
+                  "section() { :; }\npass() { echo \"PASS: $1\"; }\n"
+                  "fail() { echo \"FAIL: $1\"; }\n" + queue)
+        done = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
+                              timeout=120, stdin=subprocess.DEVNULL)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        ran = (tmp.path / "python.parts").read_text(encoding="utf-8").split()
+        self.assertEqual(sorted(" ".join(pair) for pair in zip(ran[::2], ran[1::2])), [
+            "core 1/3", "core 2/3", "core 3/3", "full 1/4", "full 2/4", "full 3/4",
+            "full 4/4", "unit 1/2", "unit 2/2"])
+        verdicts = [line for line in done.stdout.splitlines()
+                    if line.startswith(("PASS", "FAIL"))]
+        self.assertEqual([re.sub(r", \d+ s of a core", "", v) for v in verdicts], [
+            "FAIL: python3.9 (core tier): unittest failed (exit 1)",
+            "PASS: python3.10 (unit tier, 2 parts): ran 4 tests",
+            "PASS: python3.11 (full tier, 4 parts): ran 8 tests"])
+        starts = [line for line in done.stdout.splitlines() if line.startswith("started")]
+        self.assertTrue(starts[0].startswith("started python3.11 (full tier)"), starts)
+
     def test_the_parts_of_a_tier_are_the_tier(self) -> None:
         import tests
         found = self.found
         self.assertGreater(len(found), 300)
         whole = sorted(test.id() for test in found)
-        for count in (1, 2, 3):
+        for count in (1, 2, 3, 4):  # .ci/run cuts a tier into up to 4
             parts = [[t.id() for t in tests.shard_of(found, k, count)] for k in
                      range(1, count + 1)]
             self.assertEqual(sorted(i for part in parts for i in part), whole, count)
