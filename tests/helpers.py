@@ -51,7 +51,7 @@ def load_runner():
 runner = load_runner()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def runner_source() -> str:
     """The runner's text, read once per test run (the static tests all scan it)."""
     return RUNNER_PATH.read_text(encoding="utf-8")

@@ -19,7 +19,7 @@ TREE = parsed(SOURCE)
 BANNER = re.compile(r"^# ==== (.+?) =+$")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def chapter_by_line() -> tuple[str, ...]:
     """The chapter of each line of the runner (index 0 is line 1; "" before the first
     banner), worked out in one pass."""
@@ -34,7 +34,7 @@ def chapter_of(line: int) -> str:
     return chapter_by_line()[line - 1]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def adapter_lines() -> frozenset[int]:
     """Lines of Provider subclasses (the adapters) and the providers chapter's helpers."""
     lines: set[int] = set()
@@ -47,7 +47,7 @@ def adapter_lines() -> frozenset[int]:
     return frozenset(lines)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def docstring_nodes() -> frozenset[int]:
     found = set()
     for node in walked(TREE):
