@@ -209,6 +209,12 @@ class CliReadinessTests(FirstUseBase):
                 json.dumps(settings))
         return env
 
+    def one_eval_suite(self) -> str:
+        """A suite of one eval, for a test whose claim is that a run is let through and ends
+        well: the class's six evals are for the tests that count the cells a stop cancels."""
+        root = make_repo(self.tmp.path / "one", demo_suite(1))
+        return str(root / "evals" / "demo" / "evals.json")
+
     def test_gemini_without_a_sign_in_method_launches_nothing(self) -> None:
         code, out, err = self.run_main("run", self.suite, "--agent", "gemini",
                                        env=self.gemini_env())
@@ -231,8 +237,8 @@ class CliReadinessTests(FirstUseBase):
         self.assertIn("a real run would stop with exit 3", out)
 
     def test_gemini_with_a_key_runs(self) -> None:
-        code, _, err = self.run_main("run", self.suite, "--agent", "gemini", "--quiet",
-                                     env=self.gemini_env(None, GEMINI_API_KEY="k"))
+        code, _, err = self.run_main("run", self.one_eval_suite(), "--agent", "gemini",
+                                     "--quiet", env=self.gemini_env(None, GEMINI_API_KEY="k"))
         self.assertEqual(code, 0, err)  # the fakes' defaults: info flags only (FirstUseBase)
         self.assertTrue(fake_calls(self.tmp.path))
 
@@ -343,12 +349,13 @@ class CliReadinessTests(FirstUseBase):
     def test_opencode_with_a_model_it_has_runs(self) -> None:
         catalog = {"anthropic": {"env": ["ANTHROPIC_API_KEY"],
                                  "models": {"claude-sonnet-4-5": {}}}}
+        suite = self.one_eval_suite()
         for config, args, extra in (
                 (self.FAKE_PROVIDER, ("--model", "fake/fake-model"), {}),
                 ({}, (), {}),  # nothing configured: opencode picks its own default
                 ({}, ("--model", "opencode/big-pickle"), {})):
             with self.subTest(args=args):
-                code, out, err = self.run_main("run", self.suite, "--agent", "opencode",
+                code, out, err = self.run_main("run", suite, "--agent", "opencode",
                                                "--quiet", *args,
                                                env=self.opencode_env(config, **extra))
                 self.assertEqual(code, 0, out + err)
