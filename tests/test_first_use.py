@@ -517,16 +517,27 @@ class ReportFlagsTests(FirstUseBase):
         self.assertIn("fix: add ITERATION_DIR", err)
 
 
-class ReadableOutputTests(FirstUseBase):
-    """What a person reads: the deciding parts first, one way of counting, plain words."""
+class ReadableOutputTests(unittest.TestCase):
+    """What a person reads: the deciding parts first, one way of counting, plain words. The
+    tests only read one run's outputs, so the run is made once for all of them."""
 
     cases = 6  # 13 assertions (one common, two per case): the per-assertion table folds
 
-    def setUp(self) -> None:
-        super().setUp()
-        code, self.out, err = self.run_main("run", self.suite, "--agent", "claude", "--quiet")
-        self.assertEqual(code, 0, err)  # the fakes' defaults: info flags only (FirstUseBase)
-        self.folder = self.root / "evals" / "demo" / "workspace" / "claude" / "iteration-1"
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.tmp = TempDir()
+        root = make_repo(cls.tmp.path, demo_suite(cls.cases))
+        code, cls.out, err = call_main(["run", str(root / "evals" / "demo" / "evals.json"),
+                                        "--agent", "claude", "--quiet"],
+                                       env=fake_env(cls.tmp.path))
+        if code != 0:  # the fakes' defaults: info flags only (FirstUseBase)
+            cls.tmp.cleanup()
+            raise AssertionError(f"the run exited {code}, not 0: {err}")
+        cls.folder = root / "evals" / "demo" / "workspace" / "claude" / "iteration-1"
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.tmp.cleanup()
 
     def test_the_page_puts_what_decides_first_and_folds_the_long_table(self) -> None:
         html = (self.folder / "benchmark.html").read_text()
@@ -545,9 +556,14 @@ class ReadableOutputTests(FirstUseBase):
         self.assertIn("leaves nothing for a skill to fix", self.out)
         self.assertNotIn("normal approximation cannot", self.out)
 
+
+
+class AgentsMdPathTests(FirstUseBase):
     def test_agents_md_shows_one_kind_of_path(self) -> None:
-        code, _, err = self.run_main("run", self.suite, "--agent", "codex", "--quiet")
-        self.assertEqual(code, 0, err)  # the fakes' defaults: info flags only (FirstUseBase)
+        for agent in ("claude", "codex"):
+            code, _, err = self.run_main("run", self.suite, "--agent", agent, "--quiet")
+            self.assertEqual(code, 0, err)  # the fakes' defaults: info flags only
+        self.folder = self.root / "evals" / "demo" / "workspace" / "claude" / "iteration-1"
         code, _, err = self.run_main("report", os.path.relpath(self.folder), "--across")
         self.assertEqual(code, 0, err)
         text = (self.folder / "agents.md").read_text()
