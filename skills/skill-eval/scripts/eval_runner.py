@@ -3511,12 +3511,6 @@ for _ in range(5):
 AGENT_TOKEN_RUN = secrets.token_hex(6)  # this runner's agents' markers start with it
 
 
-def new_agent_token() -> str:
-    """The marker of one unconfined agent's processes (AGENT_TOKEN_ENV), which names this
-    runner too, so its guardian finds them."""
-    return f"{AGENT_TOKEN_RUN}.{secrets.token_hex(8)}"
-
-
 class Guardian:
     """The process that ends the unconfined agents if the runner itself is killed."""
 
@@ -3644,14 +3638,10 @@ def run_to_end(groups: ProcessGroups, invocation: Invocation, env: dict[str, str
         _signal_group(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
         return subprocess.CompletedProcess(invocation.argv, None, out, err + b" (timed out)")
-    except BaseException:  # never leave a helper running behind us
+    finally:  # what it left in its group ends with it; interrupted, all of it does
         _signal_group(proc.pid, signal.SIGKILL)
         proc.wait()
-        raise
-    finally:
-        _signal_group(proc.pid, signal.SIGKILL)  # what it left in its group ends with it
-        if proc.returncode is not None:
-            groups.forget(proc)
+        groups.forget(proc)
     return subprocess.CompletedProcess(invocation.argv, proc.returncode, out, err)
 
 
@@ -3731,14 +3721,6 @@ def child_pids() -> set[int]:
     return found
 
 
-def _marked(pid: int, needle: bytes) -> bool:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as handle:
-            return needle in handle.read().split(b"\0")
-    except OSError:
-        return False
-
-
 def _environ(pid: int) -> list[bytes]:
     try:
         with open(f"/proc/{pid}/environ", "rb") as handle:
@@ -3784,7 +3766,7 @@ def end_strays(keep: set[int] = frozenset(), token: str | None = None,
     """
     needle = f"{AGENT_TOKEN_ENV}={token}".encode() if token else None
     return _end_in_rounds(lambda: [pid for pid in child_pids() - set(keep)
-                                   if needle is None or _marked(pid, needle)], rounds)
+                                   if needle is None or needle in _environ(pid)], rounds)
 
 
 # ==== sandbox ================================================================
@@ -3841,19 +3823,25 @@ class InterruptHandler:
             signal.signal(sig, handler)
 
 
+def git_process(args: list[str], cwd: Path, groups: ProcessGroups, timeout_s: float = 300.0,
+                stdin: bytes | None = None, env: dict[str, str] | None = None
+                ) -> subprocess.CompletedProcess:
+    """git run quietly, its output as bytes; returncode None when it timed out. Raises
+    OSError. Git the main thread runs (listing, the template) ends with the agents on an
+    interrupt."""
+    argv = ["git", "--literal-pathspecs", "-c", "core.hooksPath=/dev/null",
+            "-c", "core.fsmonitor=false", "-c", "commit.gpgsign=false", *args]
+    return run_to_end(groups, Invocation(argv, cwd), {**git_environment(), **(env or {})}, stdin,
+                      timeout_s, threading.current_thread() is threading.main_thread())
+
+
 def run_git(args: list[str], cwd: Path, groups: ProcessGroups, timeout_s: float = 300.0,
             stdin: bytes | None = None, env: dict[str, str] | None = None) -> tuple[bool, str]:
     """Run git quietly; (ok, stdout or the error). Never raises."""
     if shutil.which("git") is None:
         return False, "git is not installed"
-    full_env = git_environment()
-    full_env.update(env or {})
-    argv = ["git", "--literal-pathspecs", "-c", "core.hooksPath=/dev/null",
-            "-c", "core.fsmonitor=false", "-c", "commit.gpgsign=false", *args]
-    # Git the main thread runs (listing, the template) is ended by an interrupt with the agents.
     try:
-        done = run_to_end(groups, Invocation(argv, cwd), full_env, stdin, timeout_s,
-                          threading.current_thread() is threading.main_thread())
+        done = git_process(args, cwd, groups, timeout_s, stdin, env)
     except OSError as exc:
         return False, f"git could not run: {exc}"
     if done.returncode is None:
@@ -3862,6 +3850,26 @@ def run_git(args: list[str], cwd: Path, groups: ProcessGroups, timeout_s: float 
         detail = done.stderr.decode("utf-8", "replace").strip()[-500:]
         return False, f"git exited {done.returncode}: {detail}"
     return True, done.stdout.decode("utf-8", "replace")
+
+
+def git_blobs(git_dir: list[str], objects: Iterable[str], cwd: Path, groups: ProcessGroups
+              ) -> dict[str, bytes]:
+    """The bytes of each blob, in one `git cat-file --batch` call. Raises OSError."""
+    wanted = list(dict.fromkeys(objects))
+    if not wanted:
+        return {}
+    done = git_process([*git_dir, *GIT_READ_ONLY, "cat-file", "--batch"], cwd, groups,
+                       stdin="".join(f"{obj}\n" for obj in wanted).encode())
+    if done.returncode != 0:
+        said = done.stderr.decode("utf-8", "replace").strip()[-300:]
+        raise OSError(said or f"git exited {done.returncode}")
+    blobs, data, at = {}, done.stdout, 0
+    for obj in wanted:
+        end = data.index(b"\n", at)
+        size = int(data[at:end].split()[2])
+        blobs[obj] = data[end + 1:end + 1 + size]
+        at = end + 1 + size + 1
+    return blobs
 
 
 def _is_delivered(rel: str, skill_name: str) -> bool:
@@ -4025,8 +4033,12 @@ def read_revision_package(root: Path, skill_name: str, config: str,
         mode, kind, obj = info.split()
         if not any(part in EXCLUDED_DIR_NAMES for part in path.split("/")):
             entries[path] = (mode, kind, obj)
-    blobs = _read_blobs(root, sorted({obj for _, kind, obj in entries.values()
-                                      if kind == "blob"}), config, groups)
+    try:
+        blobs = git_blobs([], sorted({obj for _, kind, obj in entries.values()
+                                      if kind == "blob"}), root, groups)
+    except OSError as exc:
+        raise InputError(f"--config {config}: git could not read the package's files",
+                         str(exc)) from None
     contents, skipped = _package_contents(entries, blobs, package)
     skill_md = package + "SKILL.md"
     where = f"{skill_md} at {revision} ({commit[:12]})"
@@ -4040,30 +4052,6 @@ def read_revision_package(root: Path, skill_name: str, config: str,
     front = read_frontmatter(contents[skill_md][0].decode("utf-8", "replace"))
     return RevisionPackage(config, revision, commit, contents, skipped,
                            skill_md_front_problems(front, skill_name, where))
-
-
-def _read_blobs(root: Path, objects: list[str], config: str, groups: ProcessGroups
-                ) -> dict[str, bytes]:
-    """The bytes of each blob, in one `git cat-file --batch` call."""
-    if not objects:
-        return {}
-    argv = [*GIT_READ_ONLY, "cat-file", "--batch"]
-    if shutil.which("git") is None:
-        raise InputError("git is not installed", "install git")
-    full = ["git", "--literal-pathspecs", "-c", "core.hooksPath=/dev/null", *argv]
-    done = run_to_end(groups, Invocation(full, root), git_environment(),
-                      "".join(f"{obj}\n" for obj in objects).encode(), 300)
-    if done.returncode != 0:
-        raise InputError(f"--config {config}: git could not read the package's files",
-                         done.stderr.decode("utf-8", "replace").strip()[-300:])
-    blobs, data, at = {}, done.stdout, 0
-    for obj in objects:
-        end = data.index(b"\n", at)
-        header = data[at:end].decode().split()
-        size = int(header[2])
-        blobs[obj] = data[end + 1:end + 1 + size]
-        at = end + 1 + size + 1
-    return blobs
 
 
 def _package_contents(entries: dict[str, tuple[str, str, str]], blobs: dict[str, bytes],
@@ -5029,21 +5017,14 @@ def delivered_tree(baseline: Path, commit: str, rel: str, groups: ProcessGroups
         mode, kind, obj = info.split()
         if kind == "blob":
             entries[path] = (mode, obj)
-    if not entries:
-        return {}
-    done = run_to_end(groups, Invocation(["git", f"--git-dir={baseline}", *GIT_READ_ONLY,
-                                          "cat-file", "--batch"], baseline), git_environment(),
-                      "".join(f"{obj}\n" for _, obj in entries.values()).encode(), 300)
-    if done.returncode != 0 or len(done.stdout) > PROTECT_READ_CAP:
-        raise OSError(f"cannot read {rel} from the baseline: "
-                      f"{done.stderr.decode('utf-8', 'replace').strip()[-300:] or 'too large'}")
-    tree, data, at = {}, done.stdout, 0
-    for path, (mode, _) in entries.items():
-        end = data.index(b"\n", at)
-        size = int(data[at:end].split()[2])
-        tree[path] = (mode, data[end + 1:end + 1 + size])
-        at = end + 1 + size + 1
-    return tree
+    try:
+        blobs = git_blobs([f"--git-dir={baseline}"], (o for _, o in entries.values()), baseline,
+                          groups)
+    except OSError as exc:
+        raise OSError(f"cannot read {rel} from the baseline: {exc}") from None
+    if sum(map(len, blobs.values())) > PROTECT_READ_CAP:
+        raise OSError(f"cannot read {rel} from the baseline: too large")
+    return {path: (mode, blobs[obj]) for path, (mode, obj) in entries.items()}
 
 
 def _generated(rel: str) -> bool:
@@ -5220,16 +5201,14 @@ def confinement_for(options: RunOptions) -> Confinement:
     return choose_confinement(options.isolation, options.tmp_size_mib, options.max_processes)
 
 
-def run_probe(argv: list[str], timeout_s: float, env: dict[str, str] | None = None
-              ) -> subprocess.CompletedProcess:
-    """bwrap asked about itself, before any agent starts: no sweep or interrupt handler has
-    to know of it, so it gets a registry of its own. Raises OSError."""
-    return run_to_end(ProcessGroups(), Invocation(argv, Path("/")), env, None, timeout_s)
+# bwrap's probes run before any agent starts: no sweep or interrupt handler needs to know of
+# them, so each gets a registry of its own (a new ProcessGroups).
 
 
 def bwrap_version(bwrap: str) -> str:
     try:
-        done = run_probe([bwrap, "--version"], 10)
+        done = run_to_end(ProcessGroups(), Invocation([bwrap, "--version"], Path("/")), None,
+                          None, 10)
     except OSError:
         return "unknown"
     words = done.stdout.decode("utf-8", "replace").split() if done.returncode is not None else []
@@ -5239,7 +5218,8 @@ def bwrap_version(bwrap: str) -> str:
 def bwrap_sizes_tmpfs(bwrap: str) -> bool:
     """Whether this bwrap has `--size` (for the next --tmpfs), as its --help lists it."""
     try:
-        done = run_probe([bwrap, "--help"], 10)
+        done = run_to_end(ProcessGroups(), Invocation([bwrap, "--help"], Path("/")), None, None,
+                          10)
     except OSError:
         return False
     said = (done.stdout + done.stderr).decode("utf-8", "replace")
@@ -5272,7 +5252,8 @@ def probe_bwrap(bwrap: str, tmp_size: int | None = None,
         argv = bwrap_argv(["true"], bwrap=bwrap, workdir=work, home=home,
                           limits=Limits(tmp_size, max_processes))
         try:
-            done = run_probe(argv, 20, env={"PATH": "/usr/bin:/bin"})
+            done = run_to_end(ProcessGroups(), Invocation(argv, Path("/")),
+                              {"PATH": "/usr/bin:/bin"}, None, 20)
         except OSError as exc:
             return f"the bwrap probe failed: {exc}"
     if done.returncode is None:
@@ -7226,30 +7207,25 @@ def run_confinable(ctx: RunContext, invocation: Invocation, timeout_s: float, bi
                                  dir=ctx.sandbox_base))
     try:
         env, recorded = environment(home, confined)
-        if not confined:
-            return _run_marked(ctx, invocation, env, timeout_s)
-        mounts = dataclasses.replace(binds, ro_entries=ctx.agent_mounts, hide=ctx.hidden)
-        result = _run_in_bwrap(ctx, invocation, env, timeout_s,
-                               bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap,
-                                          workdir=invocation.cwd, home=home, mounts=mounts,
-                                          limits=ctx.confinement.limits()), check)
+        if confined:
+            mounts = dataclasses.replace(binds, ro_entries=ctx.agent_mounts, hide=ctx.hidden)
+            result = _run_in_bwrap(ctx, invocation, env, timeout_s, bwrap_argv(
+                invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
+                home=home, mounts=mounts, limits=ctx.confinement.limits()), check)
+        else:  # its marker names this runner too, so the guardian finds what it leaves
+            token = f"{AGENT_TOKEN_RUN}.{secrets.token_hex(8)}"
+            env = {**env, AGENT_TOKEN_ENV: token}
+            with ctx.groups.live(token):
+                result = run_process(invocation, env, timeout_s, ctx.groups)
+            ended = end_strays(token=token) + end_left_behind(ctx.groups, ctx.children_before)
+            recorded = {"strays_ended": len(ended)}
     finally:
         shutil.rmtree(home, ignore_errors=True)
     isolation = {**ctx.confinement.to_json(), **recorded}
-    full = tmp_full_reason(result, invocation.cwd, ctx.confinement.tmp_size_bytes)
+    full = confined and tmp_full_reason(result, invocation.cwd, ctx.confinement.tmp_size_bytes)
     if full:
         isolation["tmp_full"] = full
     return result, env, isolation
-
-
-def _run_marked(ctx: RunContext, invocation: Invocation, env: dict[str, str], timeout_s: float
-                ) -> tuple[ProcessResult, dict[str, str], dict[str, Any]]:
-    token = new_agent_token()
-    env = {**env, AGENT_TOKEN_ENV: token}
-    with ctx.groups.live(token):
-        result = run_process(invocation, env, timeout_s, ctx.groups)
-    strays = end_strays(token=token) + end_left_behind(ctx.groups, ctx.children_before)
-    return result, env, {**ctx.confinement.to_json(), "strays_ended": len(strays)}
 
 
 def _run_in_bwrap(ctx: RunContext, invocation: Invocation, env: dict[str, str],
@@ -13037,10 +13013,6 @@ def write_start(plan: IterationPlan, cells: list[Cell], manifest: dict[str, Any]
     write_eval_metadata(plan.suite, cells, plan.iteration_dir)
 
 
-# Where a traceback goes: the iteration the command works on, else its workspace, once known
-CRASH_FOLDER: dict[str, Path] = {}
-
-
 @contextlib.contextmanager
 def iteration_lock(folder: Path) -> Iterator[None]:
     """Held while a run writes an iteration, so a second `run --resume` of it is refused at
@@ -13068,15 +13040,9 @@ def iteration_lock(folder: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def forget_crash_folder() -> None:
-    """A new command starts with no iteration to put a traceback in (tests call main again)."""
-    CRASH_FOLDER.clear()
-
-
 def run_plan(plan: IterationPlan, groups: ProcessGroups) -> int:
     """The one execution path of run, --resume and --regrade (the interrupt handler is the
     caller's, installed before any work)."""
-    CRASH_FOLDER["iteration"] = plan.iteration_dir
     with iteration_lock(plan.iteration_dir), guarded_groups(groups, plan.confinement):
         return (run_iteration if plan.source is None else run_regrade_iteration)(plan, groups)
 
@@ -13389,7 +13355,6 @@ def abandon_unstarted_iteration(plan: IterationPlan, exc: BaseException) -> int:
     keeps what it had); an interrupt exits 130, anything else goes on up."""
     if not plan.resuming:
         shutil.rmtree(plan.iteration_dir, ignore_errors=True)
-        CRASH_FOLDER.pop("iteration", None)
     if isinstance(exc, KeyboardInterrupt):
         print(f"{PROG}: interrupted before the first cell started; no iteration was kept",
               file=sys.stderr)
@@ -14319,14 +14284,6 @@ def _eval_id_list(text: str | None) -> list[str] | None:
     return None if text is None else [part.strip() for part in text.split(",") if part.strip()]
 
 
-def options_for_command(args: argparse.Namespace, suite: Suite) -> RunOptions:
-    """The options of the `run` now starting; its workspace is where a traceback goes until
-    the iteration is known."""
-    options = options_from_args(args, suite)
-    CRASH_FOLDER["workspace"] = options.workspace
-    return options
-
-
 def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
     if args.agent_config and not PROVIDERS[args.agent].accepts_settings:
         takers = sorted(name for name, kind in PROVIDERS.items() if kind.accepts_settings)
@@ -14578,8 +14535,7 @@ def resumed_args(args: argparse.Namespace, argv: list[str],
                  parser: argparse.ArgumentParser) -> argparse.Namespace:
     """`run --resume DIR`: what the iteration was started with, overlaid with what this
     command gives again; an option that changes what a cell means must agree. `parser`: a
-    fresh parser of the whole command line. DIR is where a traceback goes from here."""
-    CRASH_FOLDER["iteration"] = Path(args.resume)
+    fresh parser of the whole command line."""
     _, recorded = _recorded_command(Path(args.resume), parser)
     given = given_options(subcommands(parser)["run"], argv) | (
         {"suite"} if args.suite is not None else set())
@@ -14943,15 +14899,7 @@ def _is_iteration_dir(value: str) -> bool:
 def report_folder_from_flags(args: argparse.Namespace) -> None:
     """`report --html ITER` and `report --across ITER` as a person types them: with no
     ITERATION_DIR, an iteration folder given as the flag's optional value is the folder (a
-    folder is never a page to write, so nothing else could have been meant). That folder
-    (or, merging, the one the merge is built in) is where a traceback goes."""
-    _report_folder_from_flags(args)
-    if args.iteration:
-        CRASH_FOLDER["workspace" if args.merge else "iteration"] = (
-            Path(args.iteration).resolve().parent if args.merge else Path(args.iteration))
-
-
-def _report_folder_from_flags(args: argparse.Namespace) -> None:
+    folder is never a page to write, so nothing else could have been meant)."""
     if args.iteration is not None:
         return
     if args.html and _is_iteration_dir(args.html):
@@ -15047,13 +14995,13 @@ def report_across_agents(entries: list[AgentIteration], text: str, page: str,
 # -- failures -----------------------------------------------------------------
 
 
-def write_traceback(exc: BaseException) -> str:
-    """Write exc's traceback into the iteration folder, else the workspace, else a temporary
-    file (before either is known); its path."""
+def write_traceback(exc: BaseException, folders: dict[str, Path]) -> str:
+    """Write exc's traceback into the command's iteration folder, else its workspace (as far as
+    `folders` knows them), else a temporary file; its path."""
     import traceback
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     text = f"{PROG} {RUNNER_VERSION} on Python {sys.version.split()[0]}\n{text}"
-    for folder in (CRASH_FOLDER.get("iteration"), CRASH_FOLDER.get("workspace")):
+    for folder in (folders.get("iteration"), folders.get("workspace")):
         if folder is None or not folder.is_dir():
             continue
         path = folder / f"runner_traceback-{time.strftime('%Y%m%dT%H%M%S')}.txt"
@@ -15283,9 +15231,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return max(codes)
 
 
-def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
+def cmd_run(args: argparse.Namespace, argv: list[str], folders: dict[str, Path]) -> int:
+    """`folders`: where a traceback goes, told the iteration and the workspace once known."""
     run_parser = subcommands(build_parser())["run"]
     if args.resume:
+        folders["iteration"] = Path(args.resume)
         args = resumed_args(args, argv, build_parser())
     missing = [name for name, value in (("SUITE", args.suite), ("--agent", args.agent))
                if value is None]
@@ -15294,7 +15244,8 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     if Path(args.suite).is_dir():
         args.suite = only_suite_in(args.suite)
     suite = load_valid_suite(args.suite, args.repo_root)
-    options = options_for_command(args, suite)
+    options = options_from_args(args, suite)
+    folders["workspace"] = options.workspace
     if suite.at_root:
         check_root_skill_run(suite, options)
     sandbox_base = check_sandbox_base(suite.root)
@@ -15352,6 +15303,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
             print(installed_unconfined_warning(provider, suite.skill_name), file=sys.stderr)
         iteration_dir = (Path(args.resume) if args.resume
                          else allocate_iteration_dir(options.workspace))
+        folders["iteration"] = iteration_dir
         code = run_plan(IterationPlan(
             suite, options, provider, iteration_dir, argv, cli_version, sandbox_base,
             agent_env, environment_scrub, confinement, revisions, previous, source,
@@ -15382,8 +15334,13 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return code
 
 
-def cmd_report(args: argparse.Namespace) -> int:
+def cmd_report(args: argparse.Namespace, folders: dict[str, Path]) -> int:
+    """`folders`: where a traceback goes, told the report's folder (or, merging, the one the
+    merge is built in)."""
     report_folder_from_flags(args)
+    if args.iteration:
+        folders["workspace" if args.merge else "iteration"] = (
+            Path(args.iteration).resolve().parent if args.merge else Path(args.iteration))
     if args.merge:
         return cmd_merge(args)
     args.iteration, args.compare = newest_iterations(args.iteration, args.compare)
@@ -15434,14 +15391,14 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGINT, signal.default_int_handler)  # from here: KeyboardInterrupt
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
-    forget_crash_folder()
+    folders: dict[str, Path] = {}  # where a traceback goes: "iteration", "workspace"
     try:
         args = build_parser().parse_args(argv)
         if args.command == "validate":
             return cmd_validate(args)
         if args.command == "run":
-            return cmd_run(args, argv)
-        return cmd_report(args)
+            return cmd_run(args, argv, folders)
+        return cmd_report(args, folders)
     except EvalError as exc:
         print(exc.render(), file=sys.stderr)
         return exc.exit_code
@@ -15458,7 +15415,7 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_ENVIRONMENT
         if debug:
             raise
-        where = write_traceback(exc)
+        where = write_traceback(exc, folders)
         print(f"{PROG}: internal error: {type(exc).__name__}: {exc}\n"
               f"  traceback: {where}\n"
               "  fix: this is a bug in skill-eval, not a problem with the suite: report it with "
