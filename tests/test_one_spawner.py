@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import ast
 import re
+import threading
 import unittest
 
-from tests.helpers import RUNNER_PATH
+from tests.helpers import RUNNER_PATH, runner
 
 SOURCE = RUNNER_PATH.read_text(encoding="utf-8")
 TREE = ast.parse(SOURCE)
@@ -180,6 +181,22 @@ class OneSpawnerTest(unittest.TestCase):
                           "out (subprocess.check_output)"])
         self.assertEqual(hidden_state_writes(planted),
                          ["RUNNING written by git", "pids written by Kids"])
+
+
+class ProcessGroupsTest(unittest.TestCase):
+    def test_an_interrupt_while_the_main_thread_starts_a_process_does_not_hang(self) -> None:
+        # spawn holds the registry's lock while git starts on the main thread; the interrupt
+        # handler runs on that same thread and takes it again to signal the groups.
+        groups, done = runner.ProcessGroups(), []
+
+        def interrupted_while_starting() -> None:
+            with groups.lock:
+                groups.cancel()
+                done.append(groups.reason)
+        thread = threading.Thread(target=interrupted_while_starting, daemon=True)
+        thread.start()
+        thread.join(5)
+        self.assertEqual(done, ["interrupted"])
 
 
 if __name__ == "__main__":

@@ -3414,7 +3414,9 @@ class ProcessGroups:
     between its fork and its registration."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        # Re-entrant: the interrupt handler takes it on the main thread, which may hold it
+        # already (starting git); a plain lock would deadlock the run there.
+        self.lock = threading.RLock()
         self.active: dict[int, Process] = {}  # interruptible, by group
         self.own: set[int] = set()
         self.live_tokens: set[str] = set()
