@@ -62,7 +62,7 @@ def main() -> int:
             groups = ([runner.ProcessGroups()] if "groups" in
                       inspect.signature(runner.CheckoutSnapshot.compare).parameters else [])
             snapshot = runner.CheckoutSnapshot.take(repo, iteration,
-                                                    **{"groups": g for g in groups})
+                                                    **dict(zip(["groups"], groups)))
             files = len(snapshot.entries)
             started = time.monotonic()
             unchanged = snapshot.compare(*groups)
