@@ -3612,7 +3612,7 @@ def _feed(stream: Any, data: bytes) -> None:
 
 def spawn(groups: ProcessGroups, invocation: Invocation, env: dict[str, str] | None, *,
           stdin: int, output: int = subprocess.PIPE) -> Process:
-    """The one place the runner starts a process (tests/test_layering.py keeps it so): in a
+    """The one place the runner starts a process (tests/test_one_spawner.py keeps it so): in a
     session of its own, a group the runner ends whole and no terminal signal reaches, and
     registered in `groups` before a sweep can see it. `output` takes stdout and stderr;
     `invocation.stdin_text` is the caller's to write. Raises OSError."""
