@@ -12953,15 +12953,6 @@ class IterationPlan:
         return self.previous is not None
 
 
-@dataclasses.dataclass(frozen=True)
-class BegunIteration:
-    """An iteration whose manifest is on disk: its cells, their fixtures and that manifest."""
-
-    cells: list[Cell]
-    fixtures: list[str]
-    manifest: dict[str, Any]
-
-
 # What each attempt at an iteration records afresh, even on a resume (which keeps the rest).
 ATTEMPT_ENTRIES = ("checkout_check", "environment_scrub")
 
@@ -13044,21 +13035,24 @@ def run_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
     executed or graded again, through one loop, then the iteration's outputs written once."""
     children_before = child_pids()
     subreaper = become_subreaper()
-    cells = iteration_cells(plan)
-    fixtures = sorted({rel for cell in cells for rel in cell.case.files})
+    # A re-grade grades every recorded run of its source, whatever --shard says.
+    cells = (plan_cells if plan.source else planned_cells)(plan.suite, plan.options,
+                                                           plan.iteration_dir)
+    fixtures = fixtures_of(cells)
     ground = (RecordedRuns(plan.source, regrade_sources(plan.source, cells))
               if plan.source is not None else Sandboxes.take(plan))
     try:
         # Until its manifest is on disk an iteration can be neither reported nor resumed: an
         # interrupt or a failed write before then leaves no iteration and no template.
-        ground.build(plan, groups)
+        if groups.cancelled.is_set():
+            raise KeyboardInterrupt  # a stop asked before the manifest unwinds as Ctrl-C does
         launch = launch_entries(plan, subreaper)
         manifest = prepare_manifest(plan, cells, {
             "cli_version": launch["cli_version"], "sandbox_base": launch["sandbox_base"],
-            **ground.entries(plan, cells, fixtures, launch["isolation"]),
+            **ground.begin(plan, groups, cells, fixtures, launch["isolation"]),
             "environment_scrub": plan.environment_scrub})
         if groups.cancelled.is_set():
-            raise KeyboardInterrupt  # a stop asked before the manifest unwinds as Ctrl-C does
+            raise KeyboardInterrupt
         write_start(plan, cells, manifest)
     except BaseException as exc:
         ground.remove(keep_template=False)
@@ -13072,16 +13066,12 @@ def run_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
     finally:
         end_strays(keep=children_before)  # whatever an agent left running ends now
         ground.remove(keep_template=plan.options.keep_sandboxes)
-    begun = BegunIteration(cells, fixtures, {**manifest, **ground.after(manifest), **waves})
-    return exit_status(ctx, finish_iteration(plan, groups, begun, records))
+    manifest = {**manifest, **ground.after(manifest), **waves}
+    return exit_status(ctx, finish_iteration(plan, groups, cells, manifest, records))
 
 
-def iteration_cells(plan: IterationPlan) -> list[Cell]:
-    """The cells of this invocation: the whole plan, or its --shard K/N; a re-grade grades
-    every recorded run of its source."""
-    if plan.source is not None:
-        return plan_cells(plan.suite, plan.options, plan.iteration_dir)
-    return planned_cells(plan.suite, plan.options, plan.iteration_dir)
+def fixtures_of(cells: list[Cell]) -> list[str]:
+    return sorted({rel for cell in cells for rel in cell.case.files})
 
 
 @dataclasses.dataclass
@@ -13098,25 +13088,26 @@ class Sandboxes:
     @classmethod
     def take(cls, plan: IterationPlan) -> Sandboxes:
         suite = plan.suite
-        checkout, failure = take_checkout_snapshot(suite.root, plan.iteration_dir,
-                                                   suite.skill_name)
+        try:
+            checkout, failure = CheckoutSnapshot.take(suite.root, plan.iteration_dir,
+                                                      (f"skills/{suite.skill_name}/",)), ""
+        except OSError as exc:
+            checkout, failure = None, f"the snapshot failed: {exc}"
         withheld = package_withholdings(suite.root, suite.skill_name, suite.path,
                                         suite.secret_texts())
         snapshot = RepoSnapshot.take(suite.root, suite.skill_name, withheld, plan.revisions,
                                      suite.path)
         return cls(snapshot, checkout, failure, withheld)
 
-    def build(self, plan: IterationPlan, groups: ProcessGroups) -> None:
-        self.snapshot.template = (None if groups.cancelled.is_set()
-                                  else build_git_template(self.snapshot, plan.sandbox_base))
+    def begin(self, plan: IterationPlan, groups: ProcessGroups, cells: list[Cell],
+              fixtures: list[str], isolation: dict[str, Any]) -> dict[str, Any]:
+        """The sandboxes' git template built; the manifest's account of what the sandboxes
+        hold and how agents run in them."""
+        suite, options, snapshot = plan.suite, plan.options, self.snapshot
+        snapshot.template = build_git_template(snapshot, plan.sandbox_base)
         if groups.cancelled.is_set():
             raise KeyboardInterrupt
-        add_runner_baselines(self.snapshot.template, plan.iteration_dir / ".baselines")
-
-    def entries(self, plan: IterationPlan, cells: list[Cell], fixtures: list[str],
-                isolation: dict[str, Any]) -> dict[str, Any]:
-        """The manifest's account of what the sandboxes hold and how agents run in them."""
-        suite, options, snapshot = plan.suite, plan.options, self.snapshot
+        add_runner_baselines(snapshot.template, plan.iteration_dir / ".baselines")
         sharding = ({"plan": plan_identity(suite, options, plan_cells(suite, options,
                                                                       plan.iteration_dir)),
                      "shard": shard_record(options, cells)} if options.shard else {})
@@ -13157,14 +13148,9 @@ class RecordedRuns:
     sources: dict[str, SourceRun]  # every cell's: graded again, never executed
     snapshot: None = None
 
-    def build(self, plan: IterationPlan, groups: ProcessGroups) -> None:
-        if groups.cancelled.is_set():
-            raise KeyboardInterrupt
-
-    def entries(self, plan: IterationPlan, cells: list[Cell], fixtures: list[str],
-                isolation: dict[str, Any]) -> dict[str, Any]:
-        """Where the answers came from; what is about the executor's run comes from the
-        source."""
+    def begin(self, plan: IterationPlan, groups: ProcessGroups, cells: list[Cell],
+              fixtures: list[str], isolation: dict[str, Any]) -> dict[str, Any]:
+        """Where the answers came from; what is about the executor's run, from the source."""
         source = self.source
         return {"regrade": source.record(),
                 "skill_installed_elsewhere": source.manifest.get("skill_installed_elsewhere")
@@ -13439,14 +13425,6 @@ def recorded_run_hashes(iteration_dir: Path) -> dict[str, dict[str, str]]:
     return recorded_hashes(iteration_dir, benchmark)
 
 
-def take_checkout_snapshot(root: Path, iteration_dir: Path,
-                           skill_name: str) -> tuple[CheckoutSnapshot | None, str]:
-    try:
-        return CheckoutSnapshot.take(root, iteration_dir, (f"skills/{skill_name}/",)), ""
-    except OSError as exc:
-        return None, f"the snapshot failed: {exc}"
-
-
 def judge_identity(plan: IterationPlan) -> dict[str, Any]:
     """Who graded: written into every grading.json."""
     return {"provider": plan.provider.name, "model": plan.options.grader_model or "CLI default",
@@ -13471,13 +13449,12 @@ def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
             timer.cancel()
 
 
-def finish_iteration(plan: IterationPlan, groups: ProcessGroups, begun: BegunIteration,
-                     records: list[RunRecord]) -> int:
+def finish_iteration(plan: IterationPlan, groups: ProcessGroups, cells: list[Cell],
+                     manifest: dict[str, Any], records: list[RunRecord]) -> int:
     """The manifest completed with the fixtures as the cells left them, then the benchmark."""
     suite, options, iteration_dir = plan.suite, plan.options, plan.iteration_dir
-    cells = begun.cells
-    manifest = {**begun.manifest, "fixture_status": {
-        **begun.manifest["fixture_status"], "after": fixture_status(suite.root, begun.fixtures)}}
+    manifest = {**manifest, "fixture_status": {
+        **manifest["fixture_status"], "after": fixture_status(suite.root, fixtures_of(cells))}}
     write_json(iteration_dir / "iteration_manifest.json", manifest)
     interrupted = groups.reason == "interrupted"
     incomplete = groups.cancelled.is_set() or any(r.status == "cancelled" for r in records)
@@ -13486,10 +13463,7 @@ def finish_iteration(plan: IterationPlan, groups: ProcessGroups, begun: BegunIte
     benchmark = with_sequential_verdict(benchmark, manifest.get("adaptive"))
     benchmark = apply_results_check(benchmark, source_check(
         manifest, verify_run_files(benchmark, iteration_dir, "run")))
-    write_benchmark(iteration_dir, benchmark)
-    write_text(iteration_dir / "benchmark.html", html_page(benchmark, iteration_dir))
-    if options.junit:
-        write_text(options.junit, render_junit(benchmark))
+    write_benchmark(iteration_dir, benchmark, iteration_dir / "benchmark.html", options.junit)
     print(render_summary(benchmark, iteration_dir))
     if interrupted:
         return EXIT_INTERRUPTED
@@ -13659,9 +13633,26 @@ def regrade_sources(source: RegradeSource, cells: list[Cell]) -> dict[str, Sourc
     return sources
 
 
-def write_benchmark(iteration_dir: Path, benchmark: Benchmark) -> None:
+def write_benchmark(iteration_dir: Path, benchmark: Benchmark, html: Path | None = None,
+                    junit: Path | None = None) -> None:
+    """The one writer of an iteration's outputs (run, --merge): its benchmark.json, then what
+    benchmark_outputs renders from it."""
+    outputs = benchmark_outputs(benchmark, iteration_dir, html, junit)
     write_json(iteration_dir / BENCHMARK_FILE, benchmark.to_json())
-    write_text(iteration_dir / "benchmark.md", render_markdown(benchmark))
+    for path, text in outputs.items():
+        write_text(path, text)
+
+
+def benchmark_outputs(benchmark: Benchmark, iteration_dir: Path, html: Path | None = None,
+                      junit: Path | None = None) -> dict[Path, str]:
+    """benchmark.md, and the HTML page and JUnit file where named, each by the path it goes
+    to: every one rendered before any is written (`report` rewrites them from the JSON)."""
+    outputs = {iteration_dir / "benchmark.md": render_markdown(benchmark)}
+    if html:
+        outputs[html] = html_page(benchmark, iteration_dir)
+    if junit:
+        outputs[junit] = render_junit(benchmark)
+    return outputs
 
 
 # -- report -------------------------------------------------------------------
@@ -14006,8 +13997,7 @@ def merge_shards(target: Path, folders: list[Path],
             "missing_shards": missing, **({"adaptive": adaptive} if adaptive else {}),
             "shards": [{"shard": s["shard"]["label"], "iteration": str(s["folder"].resolve()),
                         "manifest": s["manifest"]} for s in shards]})
-        write_benchmark(building, benchmark)
-        write_text(building / "benchmark.html", html_page(benchmark, building))
+        write_benchmark(building, benchmark, building / "benchmark.html")
         os.rename(building, target)  # fails, rather than merges into, a folder made meanwhile
     except BaseException as exc:
         shutil.rmtree(building, ignore_errors=True)
@@ -15394,11 +15384,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         check = verify_iteration(benchmark, folder, "report")
         benchmark = apply_results_check(benchmark, check)
         other_check = compared_check(other, args.compare) if other else None
-        text = render_markdown(benchmark)
+        outputs = benchmark_outputs(benchmark, folder, html_path, junit_path)
         comparison = render_compare_markdown(benchmark, other, args.compare) if other else ""
         compared = compare_summary(benchmark, other, args.compare, folder) if other else ""
-        page = html_page(benchmark, folder) if html_path else ""
-        junit = render_junit(benchmark) if junit_path else ""
         summary = render_summary(benchmark, folder)
     except MALFORMED_DATA as exc:
         raise InputError(f"{folder / 'benchmark.json'} is malformed ({type(exc).__name__}: "
@@ -15407,15 +15395,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.across is not None:
         first = AgentIteration(benchmark, str(folder.resolve()), check["changed_count"])
         across = across_agent_entries(first, folder, args.across)
-    write_text(folder / "benchmark.md", text)
     if comparison:  # beside, never inside, this iteration's own benchmark.md
-        write_text(folder / "comparison.md", comparison)
-    if html_path:
-        write_text(html_path, page)
-        print(f"wrote {html_path}", file=sys.stderr)
-    if junit_path:
-        write_text(junit_path, junit)
-        print(f"wrote {junit_path}", file=sys.stderr)
+        outputs[folder / "comparison.md"] = comparison
+    for path, text in outputs.items():
+        write_text(path, text)
+        if path in (html_path, junit_path):
+            print(f"wrote {path}", file=sys.stderr)
     print(summary)
     if comparison:
         print(compared)
