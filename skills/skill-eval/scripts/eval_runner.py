@@ -6999,7 +6999,7 @@ class RunContext:
     budget: Budget | None = None
     state: RunState = dataclasses.field(default_factory=RunState)
     wave_limit: int | None = None  # an adaptive shard's last wave this invocation runs
-    # a re-grade's cells: each one's recorded run, whose answer is graded again (no executor)
+    # a re-grade's cells: the recorded run each one's answer is read from (no executor)
     sources: dict[str, SourceRun] = dataclasses.field(default_factory=dict)
 
     def should_stop(self) -> str | None:
@@ -7298,18 +7298,12 @@ def wait_waking_for_signals(futures: list[concurrent.futures.Future]) -> None:
         _, pending = concurrent.futures.wait(pending, timeout=SIGNAL_WAKE_S)
 
 
-class CellQueue:
+class CellQueue(collections.deque):
     """The cells still to start, in plan order; lanes take them one at a time."""
-
-    def __init__(self, cells: list[Cell]):
-        self._cells = collections.deque(cells)
-
-    def __len__(self) -> int:
-        return len(self._cells)
 
     def take(self) -> Cell | None:
         try:
-            return self._cells.popleft()  # atomic: no two lanes get the same cell
+            return self.popleft()  # atomic: no two lanes get the same cell
         except IndexError:
             return None
 
@@ -7326,12 +7320,7 @@ class CellRun:
     answer: ExecutorAnswer | None = None  # set once the executor finished ok
     write_failed: WriteFailed | None = None  # a file of this cell could not be written
     source: SourceRun | None = None
-    room: GraderRoom | None = None
-
-    @property
-    def graders(self) -> Sandbox | GraderRoom | None:
-        """Where this cell's graders get their folders."""
-        return self.sandbox if self.sandbox is not None else self.room
+    room: GraderRoom | None = None  # where a re-graded cell's graders get their folders
 
 
 def run_lane(ctx: RunContext, queue: CellQueue,
@@ -7343,7 +7332,8 @@ def run_lane(ctx: RunContext, queue: CellQueue,
         run.answer = guarded(run, answer_step, ctx, run)
         upcoming = helpers.submit(close_sandbox_and_start_next, ctx, run, queue)
         if run.answer is not None:
-            guarded(run, run_grader_step, ctx, run.cell, run.graders, run.record, run.answer)
+            guarded(run, run_grader_step, ctx, run.cell, run.sandbox or run.room, run.record,
+                    run.answer)
         records.append(finish_cell(ctx, run, upcoming))
         run = upcoming.result()
     return records
@@ -7383,15 +7373,11 @@ def answer_step(ctx: RunContext, run: CellRun) -> ExecutorAnswer | None:
     return recorded_answer(ctx, run) if run.room is not None else None
 
 
-def fresh_run_dir(cell: Cell) -> None:
+def prepare_sandbox(ctx: RunContext, run: CellRun) -> None:
+    cell = run.cell
     if cell.run_dir.exists():  # a resumed cell starts clean: no stale verdicts survive
         shutil.rmtree(cell.run_dir)
     cell.run_dir.joinpath("outputs").mkdir(parents=True, exist_ok=True)
-
-
-def prepare_sandbox(ctx: RunContext, run: CellRun) -> None:
-    cell = run.cell
-    fresh_run_dir(cell)
     reason = ctx.should_stop()
     if reason:
         run.record.fail("cancelled", "scheduling", reason)
@@ -7437,8 +7423,8 @@ def finish_cell(ctx: RunContext, run: CellRun, closing: concurrent.futures.Futur
     guarded(run, add_check_verdicts, ctx, run.cell, record)
     if run.sandbox is not None and ctx.options.keep_sandboxes:
         run.sandbox.record["kept"] = True
-    elif run.graders is not None and not ctx.options.keep_sandboxes:
-        guarded(run, run.graders.remove_grader_dirs)
+    elif (run.sandbox or run.room) is not None and not ctx.options.keep_sandboxes:
+        guarded(run, (run.sandbox or run.room).remove_grader_dirs)
     record.started_at, record.finished_at = run.started_at, utc_now()
     record.resumed = ctx.resuming
     save_run_files(ctx, run)
@@ -7787,7 +7773,9 @@ def copy_source_run(ctx: RunContext, run: CellRun) -> None:
     """A re-graded cell's executor record and files, copied from its source run; a room for
     its graders when that executor finished, else the source's failure stands."""
     cell, record, source_dir = run.cell, run.record, run.source.folder
-    fresh_run_dir(cell)
+    if cell.run_dir.exists():  # a resumed cell starts clean
+        shutil.rmtree(cell.run_dir)
+    cell.run_dir.joinpath("outputs").mkdir(parents=True)
     if run.source.changed:  # never graded, nor copied, as if the runner had written them
         record.fail("runner_error", "runner", f"the source run's files changed since the runner "
                     f"wrote them: {run.source.changed}; not re-graded")
@@ -13038,7 +13026,7 @@ def run_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
     # A re-grade grades every recorded run of its source, whatever --shard says.
     cells = (plan_cells if plan.source else planned_cells)(plan.suite, plan.options,
                                                            plan.iteration_dir)
-    fixtures = fixtures_of(cells)
+    fixtures = sorted({rel for cell in cells for rel in cell.case.files})
     ground = (RecordedRuns(plan.source, regrade_sources(plan.source, cells))
               if plan.source is not None else Sandboxes.take(plan))
     try:
@@ -13067,11 +13055,9 @@ def run_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
         end_strays(keep=children_before)  # whatever an agent left running ends now
         ground.remove(keep_template=plan.options.keep_sandboxes)
     manifest = {**manifest, **ground.after(manifest), **waves}
-    return exit_status(ctx, finish_iteration(plan, groups, cells, manifest, records))
-
-
-def fixtures_of(cells: list[Cell]) -> list[str]:
-    return sorted({rel for cell in cells for rel in cell.case.files})
+    return finish_iteration(plan, ctx, cells, {**manifest, "fixture_status": {
+        **manifest["fixture_status"], "after": fixture_status(plan.suite.root, fixtures)}},
+        records)
 
 
 @dataclasses.dataclass
@@ -13369,14 +13355,6 @@ def adaptive_cells(ctx: RunContext, cells: list[Cell]) -> tuple[list[Cell], dict
     return [cell for cell in cells if cell.run_number <= waves["waves_run"]], {"adaptive": waves}
 
 
-def exit_status(ctx: RunContext, code: int) -> int:
-    """A file a cell could not write (a full disk) ends the run with exit 3 naming it, once
-    the benchmark says which cells it cost; an interrupt keeps its 130."""
-    if ctx.state.write_failed is not None and code != EXIT_INTERRUPTED:
-        raise ctx.state.write_failed
-    return code
-
-
 def run_planned_cells(ctx: RunContext, cells: list[Cell], resumed: bool) -> list[RunRecord]:
     """The cells of run, --resume, --regrade and --next-wave: the ones an earlier attempt
     finished kept (only while their files match the hashes taken when they finished), the
@@ -13449,15 +13427,15 @@ def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
             timer.cancel()
 
 
-def finish_iteration(plan: IterationPlan, groups: ProcessGroups, cells: list[Cell],
+def finish_iteration(plan: IterationPlan, ctx: RunContext, cells: list[Cell],
                      manifest: dict[str, Any], records: list[RunRecord]) -> int:
-    """The manifest completed with the fixtures as the cells left them, then the benchmark."""
+    """The completed manifest, then the benchmark. A file a cell could not write (a full
+    disk) ends the run with exit 3 naming it, once the benchmark says which cells it cost;
+    an interrupt keeps its 130."""
     suite, options, iteration_dir = plan.suite, plan.options, plan.iteration_dir
-    manifest = {**manifest, "fixture_status": {
-        **manifest["fixture_status"], "after": fixture_status(suite.root, fixtures_of(cells))}}
     write_json(iteration_dir / "iteration_manifest.json", manifest)
-    interrupted = groups.reason == "interrupted"
-    incomplete = groups.cancelled.is_set() or any(r.status == "cancelled" for r in records)
+    interrupted = ctx.groups.reason == "interrupted"
+    incomplete = ctx.groups.cancelled.is_set() or any(r.status == "cancelled" for r in records)
     meta = benchmark_metadata(suite, options, manifest, cells, records, incomplete)
     benchmark = aggregate(records, meta)
     benchmark = with_sequential_verdict(benchmark, manifest.get("adaptive"))
@@ -13467,6 +13445,8 @@ def finish_iteration(plan: IterationPlan, groups: ProcessGroups, cells: list[Cel
     print(render_summary(benchmark, iteration_dir))
     if interrupted:
         return EXIT_INTERRUPTED
+    if ctx.state.write_failed is not None:
+        raise ctx.state.write_failed
     return EXIT_OK if benchmark.sanity_checks.status == "OK" else EXIT_REVIEW
 
 
