@@ -7210,6 +7210,8 @@ class RunContext:
     budget: Budget | None = None
     state: RunState = dataclasses.field(default_factory=RunState)
     wave_limit: int | None = None  # an adaptive shard's last wave this invocation runs
+    # a re-grade's cells: the recorded run each one's answer is read from (no executor)
+    sources: dict[str, SourceRun] = dataclasses.field(default_factory=dict)
 
     def should_stop(self) -> str | None:
         if self.state.write_failed is not None:
@@ -7489,15 +7491,16 @@ def tmp_full_reason(result: ProcessResult, workdir: Path, tmp_size: int | None) 
             f"{free >> 20} MiB free: its private /tmp ({limit}) was most likely full")
 
 
-def execute_matrix(ctx: RunContext, cells: list[Cell],
-                   finished: dict[str, RunRecord] | None = None) -> list[RunRecord]:
+def run_matrix(ctx: RunContext, cells: list[Cell],
+               finished: dict[str, RunRecord] | None = None) -> list[RunRecord]:
     """Run every cell not already finished, in --concurrency lanes; records in plan order.
 
-    A lane runs one agent process at a time, a cell's executor then its grader then the next
-    cell's executor, as a worker of a plain pool would. What surrounds the agents (reading the
-    executor's changes, removing its sandbox, building the next cell's) runs on a helper thread
-    while the grader works, so a lane passes from one agent straight to the next, and a lane
-    never holds more than one sandbox.
+    A lane runs one agent process at a time, a cell's executor (or, re-graded, the copy of its
+    recorded answer) then its grader then the next cell's executor, as a worker of a plain
+    pool would. What surrounds the agents (reading the executor's changes, removing its
+    sandbox, building the next cell's) runs on a helper thread while the grader works, so a
+    lane passes from one agent straight to the next, and a lane never holds more than one
+    sandbox.
     """
     finished = finished or {}
     records = [finished[cell.label] for cell in cells if cell.label in finished]
@@ -7535,25 +7538,20 @@ def wait_waking_for_signals(futures: list[concurrent.futures.Future]) -> None:
         _, pending = concurrent.futures.wait(pending, timeout=SIGNAL_WAKE_S)
 
 
-class CellQueue:
+class CellQueue(collections.deque):
     """The cells still to start, in plan order; lanes take them one at a time."""
-
-    def __init__(self, cells: list[Cell]):
-        self._cells = collections.deque(cells)
-
-    def __len__(self) -> int:
-        return len(self._cells)
 
     def take(self) -> Cell | None:
         try:
-            return self._cells.popleft()  # atomic: no two lanes get the same cell
+            return self.popleft()  # atomic: no two lanes get the same cell
         except IndexError:
             return None
 
 
 @dataclasses.dataclass
 class CellRun:
-    """One cell on its way through a lane: its record, and its sandbox while it has one."""
+    """One cell on its way through a lane: its record, and its sandbox while it has one; a
+    re-graded cell has its source run instead, and a room for its graders once it is read."""
 
     cell: Cell
     record: RunRecord
@@ -7561,6 +7559,8 @@ class CellRun:
     sandbox: Sandbox | None = None
     answer: ExecutorAnswer | None = None  # set once the executor finished ok
     write_failed: WriteFailed | None = None  # a file of this cell could not be written
+    source: SourceRun | None = None
+    room: GraderRoom | None = None  # where a re-graded cell's graders get their folders
 
 
 def run_lane(ctx: RunContext, queue: CellQueue,
@@ -7569,11 +7569,11 @@ def run_lane(ctx: RunContext, queue: CellQueue,
     cell = queue.take()
     run = start_cell(ctx, cell) if cell is not None else None
     while run is not None:
-        if run.sandbox is not None:
-            run.answer = guarded(run, run_executor_step, ctx, run.cell, run.sandbox, run.record)
+        run.answer = guarded(run, answer_step, ctx, run)
         upcoming = helpers.submit(close_sandbox_and_start_next, ctx, run, queue)
         if run.answer is not None:
-            guarded(run, run_grader_step, ctx, run.cell, run.sandbox, run.record, run.answer)
+            guarded(run, run_grader_step, ctx, run.cell, run.sandbox or run.room, run.record,
+                    run.answer)
         records.append(finish_cell(ctx, run, upcoming))
         run = upcoming.result()
     return records
@@ -7601,9 +7601,16 @@ def new_record(cell: Cell) -> RunRecord:
 
 
 def start_cell(ctx: RunContext, cell: Cell) -> CellRun:
-    run = CellRun(cell, new_record(cell), utc_now())
-    guarded(run, prepare_sandbox, ctx, run)
+    run = CellRun(cell, new_record(cell), utc_now(), source=ctx.sources.get(cell.label))
+    guarded(run, prepare_sandbox if run.source is None else copy_source_run, ctx, run)
     return run
+
+
+def answer_step(ctx: RunContext, run: CellRun) -> ExecutorAnswer | None:
+    """The answer the graders read: the executor's in the cell's sandbox, or the source's."""
+    if run.sandbox is not None:
+        return run_executor_step(ctx, run.cell, run.sandbox, run.record)
+    return recorded_answer(ctx, run) if run.room is not None else None
 
 
 def prepare_sandbox(ctx: RunContext, run: CellRun) -> None:
@@ -7638,7 +7645,7 @@ def close_sandbox_and_start_next(ctx: RunContext, run: CellRun,
                                  queue: CellQueue) -> CellRun | None:
     """After the executor: its changes read and its sandbox gone, then the next cell built."""
     sandbox = run.sandbox
-    if sandbox is not None:
+    if sandbox is not None:  # a re-graded cell has none: its checks' results are its source's
         def close() -> None:
             run.record.changes = sandbox_changes(sandbox.repo, sandbox.baseline_git,
                                                  sandbox.record["git"], ctx.groups)
@@ -7655,11 +7662,10 @@ def finish_cell(ctx: RunContext, run: CellRun, closing: concurrent.futures.Futur
     closing.result()  # the executor's changes are on the record, its sandbox gone
     record = run.record
     guarded(run, add_check_verdicts, ctx, run.cell, record)
-    if run.sandbox is not None:
-        if ctx.options.keep_sandboxes:
-            run.sandbox.record["kept"] = True
-        else:
-            guarded(run, run.sandbox.remove_grader_dirs)
+    if run.sandbox is not None and ctx.options.keep_sandboxes:
+        run.sandbox.record["kept"] = True
+    elif (run.sandbox or run.room) is not None and not ctx.options.keep_sandboxes:
+        guarded(run, (run.sandbox or run.room).remove_grader_dirs)
     record.started_at, record.finished_at = run.started_at, utc_now()
     record.resumed = ctx.resuming
     save_run_files(ctx, run)
@@ -8008,53 +8014,16 @@ class SourceRun:
     changed: str = ""
 
 
-def regrade_matrix(ctx: RunContext, cells: list[Cell], sources: dict[str, SourceRun],
-                   finished: dict[str, RunRecord] | None = None) -> list[RunRecord]:
-    """Grade every cell's recorded answer again, --concurrency cells at a time."""
-    finished = finished or {}
-    records = [finished[cell.label] for cell in cells if cell.label in finished]
-    todo = [cell for cell in cells if cell.label not in finished]
-    if todo:
-        workers = min(ctx.options.concurrency, len(todo))
-        with concurrent.futures.ThreadPoolExecutor(workers, "skill-eval-regrade") as pool:
-            futures = [pool.submit(regrade_cell, ctx, cell, sources[cell.label])
-                       for cell in todo]
-            wait_waking_for_signals(futures)
-            records += [future.result() for future in futures]
-    position = {cell.label: index for index, cell in enumerate(cells)}
-    return sorted(records, key=lambda record: position[record.label])
-
-
-def regrade_cell(ctx: RunContext, cell: Cell, source: SourceRun) -> RunRecord:
-    """Copy the source run's executor record and answer, then grade it afresh."""
-    run = CellRun(cell, new_record(cell), utc_now())
-    if ctx.on_cell_start:
-        ctx.on_cell_start(cell.label)
-    room = GraderRoom(ctx.sandbox_base)
-    guarded(run, regrade_steps, ctx, run, source, room)
-    record = run.record
-    if not ctx.options.keep_sandboxes:
-        guarded(run, room.remove_grader_dirs)
-    record.started_at, record.finished_at = run.started_at, utc_now()
-    record.resumed = ctx.resuming
-    save_run_files(ctx, run)
-    journal_cell(ctx, run)
-    if ctx.budget is not None:
-        ctx.budget.add(record)
-    if ctx.progress:
-        ctx.progress(record)
-    return record
-
-
-def regrade_steps(ctx: RunContext, run: CellRun, source_run: SourceRun,
-                  room: GraderRoom) -> None:
-    cell, record, source_dir = run.cell, run.record, source_run.folder
+def copy_source_run(ctx: RunContext, run: CellRun) -> None:
+    """A re-graded cell's executor record and files, copied from its source run; a room for
+    its graders when that executor finished, else the source's failure stands."""
+    cell, record, source_dir = run.cell, run.record, run.source.folder
     if cell.run_dir.exists():  # a resumed cell starts clean
         shutil.rmtree(cell.run_dir)
     cell.run_dir.joinpath("outputs").mkdir(parents=True)
-    if source_run.changed:  # never graded, nor copied, as if the runner had written them
+    if run.source.changed:  # never graded, nor copied, as if the runner had written them
         record.fail("runner_error", "runner", f"the source run's files changed since the runner "
-                    f"wrote them: {source_run.changed}; not re-graded")
+                    f"wrote them: {run.source.changed}; not re-graded")
         return
     try:
         source = read_run_record(source_dir)
@@ -8078,19 +8047,25 @@ def regrade_steps(ctx: RunContext, run: CellRun, source_run: SourceRun,
     if not executor_finished(source) or cell.case.trigger:  # nothing to grade
         record.status, record.failure = source.status, source.failure
         return
+    run.room = GraderRoom(ctx.sandbox_base)
+
+
+def recorded_answer(ctx: RunContext, run: CellRun) -> ExecutorAnswer | None:
+    """A re-graded cell's answer as its source recorded it, unless the run is stopping."""
+    cell, record = run.cell, run.record
     reason = ctx.should_stop()
     if reason:
         record.fail("cancelled", "scheduling", reason)
-        return
+        return None
+    if ctx.on_cell_start:
+        ctx.on_cell_start(cell.label)
     outputs = cell.run_dir / "outputs"
     text = (outputs / "output.txt").read_text(encoding="utf-8", errors="replace")
     artifact = ((outputs / "plan.md").read_text(encoding="utf-8", errors="replace")
                 if record.written_artifact.get("captured") and (outputs / "plan.md").is_file()
                 else None)
-    answer = ExecutorAnswer(text, artifact, bool(record.written_artifact.get("truncated")))
-    record.sandbox = {**(record.sandbox or {}), "regrade_grader": room.record}
-    run_grader_step(ctx, cell, room, record, answer)
-    add_check_verdicts(ctx, cell, record)  # the source's check results: its sandbox is gone
+    record.sandbox = {**(record.sandbox or {}), "regrade_grader": run.room.record}
+    return ExecutorAnswer(text, artifact, bool(record.written_artifact.get("truncated")))
 
 
 def capture_artifact(path: Path, root: Path | None = None) -> dict[str, Any]:
@@ -13405,15 +13380,6 @@ class IterationPlan:
         return self.previous is not None
 
 
-@dataclasses.dataclass(frozen=True)
-class BegunIteration:
-    """An iteration whose manifest is on disk: its cells, their fixtures and that manifest."""
-
-    cells: list[Cell]
-    fixtures: list[str]
-    manifest: dict[str, Any]
-
-
 # What each attempt at an iteration records afresh, even on a resume (which keeps the rest).
 ATTEMPT_ENTRIES = ("checkout_check", "environment_scrub")
 
@@ -13475,79 +13441,149 @@ def iteration_lock(folder: Path) -> Iterator[None]:
 
 
 def run_plan(plan: IterationPlan, groups: ProcessGroups) -> int:
-    """The one execution path of run, --resume and --regrade (the interrupt handler is the
-    caller's, installed before any work)."""
+    """Run one iteration under its lock (the interrupt handler is the caller's, installed
+    before any work)."""
     with iteration_lock(plan.iteration_dir), guarded_groups(groups, plan.confinement):
-        return (run_iteration if plan.source is None else run_regrade_iteration)(plan, groups)
+        return run_iteration(plan, groups)
 
 
 def run_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
-    """run and --resume: every cell's executor in a sandbox, then its graders."""
-    suite, options, iteration_dir = plan.suite, plan.options, plan.iteration_dir
+    """The one path of run, --resume, --regrade and --next-wave: the plan's cells, each kept,
+    executed or graded again, through one loop, then the iteration's outputs written once."""
     children_before = child_pids()
     subreaper = become_subreaper()
-    cells = planned_cells(suite, options, iteration_dir)
+    # A re-grade grades every recorded run of its source, whatever --shard says.
+    cells = (plan_cells if plan.source else planned_cells)(plan.suite, plan.options,
+                                                           plan.iteration_dir)
     fixtures = sorted({rel for cell in cells for rel in cell.case.files})
-    sharding = ({"plan": plan_identity(suite, options, plan_cells(suite, options, iteration_dir)),
-                 "shard": shard_record(options, cells)} if options.shard else {})
-    checkout, checkout_failure = take_checkout_snapshot(suite.root, iteration_dir,
-                                                        suite.skill_name, groups)
-    withheld = package_withholdings(suite.root, suite.skill_name, suite.path,
-                                    suite.secret_texts())
-    snapshot = RepoSnapshot.take(suite.root, suite.skill_name, withheld, plan.revisions,
-                                 suite.path, groups=groups)
+    ground = (RecordedRuns(plan.source, regrade_sources(plan.source, cells))
+              if plan.source is not None else Sandboxes.take(plan, groups))
     try:
         # Until its manifest is on disk an iteration can be neither reported nor resumed: an
         # interrupt or a failed write before then leaves no iteration and no template.
-        snapshot.template = (None if groups.cancelled.is_set()
-                             else build_git_template(snapshot, plan.sandbox_base, groups))
         if groups.cancelled.is_set():
             raise KeyboardInterrupt  # a stop asked before the manifest unwinds as Ctrl-C does
-        add_runner_baselines(snapshot.template, iteration_dir / ".baselines")
         launch = launch_entries(plan, subreaper)
         manifest = prepare_manifest(plan, cells, {
             "cli_version": launch["cli_version"], "sandbox_base": launch["sandbox_base"],
-            "listing_source": snapshot.listing_source,
-            "git_template": {"path": str(snapshot.template.folder),
-                             "commit": snapshot.template.commit,
-                             "error": snapshot.template.error},
-            "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name,
-                                                                   plan.provider),
-            "withheld_from_skill_package": withheld, "isolation": launch["isolation"],
-            "withheld_from_every_sandbox": snapshot.kept_back,
-            "fixture_status": {"before": fixture_status(suite.root, fixtures, groups)},
-            "arms": arm_records(suite, options.configs, snapshot.revisions),
-            "skill_snapshot": skill_snapshot_record(snapshot, options.configs), **sharding,
-            "checkout_check": {"before": checkout.summary() if checkout
-                               else {"reason": checkout_failure}},
+            **ground.begin(plan, groups, cells, fixtures, launch["isolation"]),
             "environment_scrub": plan.environment_scrub})
         if groups.cancelled.is_set():
             raise KeyboardInterrupt
         write_start(plan, cells, manifest)
     except BaseException as exc:
-        if snapshot.template is not None:
-            snapshot.template.remove_runner_baselines()
-            snapshot.template.remove()
+        ground.remove(keep_template=False)
         return abandon_unstarted_iteration(plan, exc)
-    ctx = iteration_context(plan, groups, snapshot, children_before)
+    ctx = iteration_context(plan, groups, ground, children_before)
     if plan.wave_limit:  # an adaptive shard runs its waves so far and no further
         cells = [cell for cell in cells if cell.run_number <= plan.wave_limit]
     try:
-        records = run_planned_cells(ctx, cells, plan.resuming,
-                                    adaptive_matrix if plan.options.adaptive else execute_matrix)
+        records = run_planned_cells(ctx, cells, plan.resuming)
         cells, waves = adaptive_cells(ctx, cells)
     finally:
         end_strays(keep=children_before)  # whatever an agent left running ends now
-        snapshot.template.remove_runner_baselines()
-        if not options.keep_sandboxes:  # kept sandboxes still borrow its objects
-            snapshot.template.remove()
-    checked = {**manifest["checkout_check"], "after": check_checkout(checkout, checkout_failure,
-                                                                       groups)}
-    begun = BegunIteration(cells, fixtures, {**manifest, "checkout_check": checked, **waves})
-    return exit_status(ctx, finish_iteration(plan, groups, begun, records))
+        ground.remove(keep_template=plan.options.keep_sandboxes)
+    manifest = {**manifest, **ground.after(manifest, groups), **waves}
+    return finish_iteration(plan, ctx, cells, {**manifest, "fixture_status": {
+        **manifest["fixture_status"], "after": fixture_status(plan.suite.root, fixtures, groups)}},
+        records)
 
 
-def iteration_context(plan: IterationPlan, groups: ProcessGroups, snapshot: RepoSnapshot | None,
+@dataclasses.dataclass
+class Sandboxes:
+    """Where a run's executors work: copies of the checkout's snapshot, taken before the
+    manifest, built from a git template made once the iteration may start."""
+
+    snapshot: RepoSnapshot
+    checkout: CheckoutSnapshot | None
+    checkout_failure: str
+    withheld: list[str]
+    sources: dict[str, SourceRun] = dataclasses.field(default_factory=dict)  # none: executed
+
+    @classmethod
+    def take(cls, plan: IterationPlan, groups: ProcessGroups) -> Sandboxes:
+        suite = plan.suite
+        try:
+            checkout, failure = CheckoutSnapshot.take(suite.root, plan.iteration_dir,
+                                                      (f"skills/{suite.skill_name}/",),
+                                                      groups=groups), ""
+        except OSError as exc:
+            checkout, failure = None, f"the snapshot failed: {exc}"
+        withheld = package_withholdings(suite.root, suite.skill_name, suite.path,
+                                        suite.secret_texts())
+        snapshot = RepoSnapshot.take(suite.root, suite.skill_name, withheld, plan.revisions,
+                                     suite.path, groups=groups)
+        return cls(snapshot, checkout, failure, withheld)
+
+    def begin(self, plan: IterationPlan, groups: ProcessGroups, cells: list[Cell],
+              fixtures: list[str], isolation: dict[str, Any]) -> dict[str, Any]:
+        """The sandboxes' git template built; the manifest's account of what the sandboxes
+        hold and how agents run in them."""
+        suite, options, snapshot = plan.suite, plan.options, self.snapshot
+        snapshot.template = (None if groups.cancelled.is_set()
+                             else build_git_template(snapshot, plan.sandbox_base, groups))
+        if groups.cancelled.is_set():
+            raise KeyboardInterrupt
+        add_runner_baselines(snapshot.template, plan.iteration_dir / ".baselines")
+        sharding = ({"plan": plan_identity(suite, options, plan_cells(suite, options,
+                                                                      plan.iteration_dir)),
+                     "shard": shard_record(options, cells)} if options.shard else {})
+        return {"listing_source": snapshot.listing_source,
+                "git_template": {"path": str(snapshot.template.folder),
+                                 "commit": snapshot.template.commit,
+                                 "error": snapshot.template.error},
+                "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name,
+                                                                       plan.provider),
+                "withheld_from_skill_package": self.withheld, "isolation": isolation,
+                "withheld_from_every_sandbox": snapshot.kept_back,
+                "fixture_status": {"before": fixture_status(suite.root, fixtures, groups)},
+                "arms": arm_records(suite, options.configs, snapshot.revisions),
+                "skill_snapshot": skill_snapshot_record(snapshot, options.configs), **sharding,
+                "checkout_check": {"before": self.checkout.summary() if self.checkout
+                                   else {"reason": self.checkout_failure}}}
+
+    def remove(self, keep_template: bool) -> None:
+        """The runner's baselines, and the template unless kept sandboxes borrow its objects."""
+        template = self.snapshot.template
+        if template is None:
+            return
+        template.remove_runner_baselines()
+        if not keep_template:
+            template.remove()
+
+    def after(self, manifest: dict[str, Any], groups: ProcessGroups) -> dict[str, Any]:
+        """The checkout as the cells left it, beside how they found it."""
+        return {"checkout_check": {**manifest["checkout_check"], "after": check_checkout(
+            self.checkout, self.checkout_failure, groups)}}
+
+
+@dataclasses.dataclass
+class RecordedRuns:
+    """Where a re-grade's answers come from: the source iteration's recorded runs."""
+
+    source: RegradeSource
+    sources: dict[str, SourceRun]  # every cell's: graded again, never executed
+    snapshot: None = None
+
+    def begin(self, plan: IterationPlan, groups: ProcessGroups, cells: list[Cell],
+              fixtures: list[str], isolation: dict[str, Any]) -> dict[str, Any]:
+        """Where the answers came from; what is about the executor's run, from the source."""
+        source = self.source
+        return {"regrade": source.record(),
+                "skill_installed_elsewhere": source.manifest.get("skill_installed_elsewhere")
+                or [],
+                "isolation": isolation,
+                "fixture_status": {"before": (source.manifest.get("fixture_status") or {}).get(
+                    "before") or fixture_status(plan.suite.root, fixtures, groups)}}
+
+    def remove(self, keep_template: bool) -> None:
+        """Nothing to remove: each cell's graders' room goes with the cell."""
+
+    def after(self, manifest: dict[str, Any], groups: ProcessGroups) -> dict[str, Any]:
+        return {}
+
+
+def iteration_context(plan: IterationPlan, groups: ProcessGroups, ground: Sandboxes | RecordedRuns,
                       children_before: set[int]) -> RunContext:
     """What the cells run with, complete: how agents are confined and what they never see."""
     mounts: list[tuple[str, str, str]] = []
@@ -13562,11 +13598,12 @@ def iteration_context(plan: IterationPlan, groups: ProcessGroups, snapshot: Repo
         hidden = [folder for folder in (plan.suite.root, plan.iteration_dir,
                                         plan.options.workspace, plan.sandbox_base, Path.home())
                   if folder is not None] + ([plan.source.folder] if plan.source else [])
-    return RunContext(plan.suite, plan.options, plan.provider, plan.iteration_dir, snapshot,
-                      plan.sandbox_base, groups, judge=judge_identity(plan),
+    return RunContext(plan.suite, plan.options, plan.provider, plan.iteration_dir,
+                      ground.snapshot, plan.sandbox_base, groups, judge=judge_identity(plan),
                       resuming=plan.resuming, children_before=children_before,
                       base_env=plan.base_env, confinement=plan.confinement,
-                      agent_mounts=mounts, hidden=hidden, wave_limit=plan.wave_limit)
+                      agent_mounts=mounts, hidden=hidden, wave_limit=plan.wave_limit,
+                      sources=ground.sources)
 
 
 # -- adaptive runs: the matrix in waves, a sequential look after each -----------------------
@@ -13609,7 +13646,7 @@ def adaptive_matrix(ctx: RunContext, cells: list[Cell],
     history: list[dict[str, Any]] = []
     keys = list(dict.fromkeys(cell.case.key for cell in cells))
     for wave in range(1, looks + 1):
-        records += execute_matrix(ctx, [c for c in cells if c.run_number == wave], finished)
+        records += run_matrix(ctx, [c for c in cells if c.run_number == wave], finished)
         look = sequential_look(adaptive_pairs(keys, records, ctx.options.configs), wave, looks)
         history.append(look)
         halted = ctx.should_stop() or cancelled_reason(records)
@@ -13638,7 +13675,7 @@ def shard_waves(ctx: RunContext, cells: list[Cell],
     limit = ctx.wave_limit or 1
     records: list[RunRecord] = []
     for wave in range(1, limit + 1):
-        records += execute_matrix(ctx, [c for c in cells if c.run_number == wave], finished)
+        records += run_matrix(ctx, [c for c in cells if c.run_number == wave], finished)
     index, count = ctx.options.shard  # adaptive_matrix sends only shards here
     ctx.state.adaptive = {
         **adaptive_method(ctx.options.runs, adaptive_plan_evals(ctx.suite, ctx.options)),
@@ -13749,20 +13786,11 @@ def adaptive_cells(ctx: RunContext, cells: list[Cell]) -> tuple[list[Cell], dict
     return [cell for cell in cells if cell.run_number <= waves["waves_run"]], {"adaptive": waves}
 
 
-def exit_status(ctx: RunContext, code: int) -> int:
-    """A file a cell could not write (a full disk) ends the run with exit 3 naming it, once
-    the benchmark says which cells it cost; an interrupt keeps its 130."""
-    if ctx.state.write_failed is not None and code != EXIT_INTERRUPTED:
-        raise ctx.state.write_failed
-    return code
-
-
-def run_planned_cells(ctx: RunContext, cells: list[Cell], resumed: bool,
-                      matrix: Callable[..., list[RunRecord]] = execute_matrix,
-                      *extra: Any) -> list[RunRecord]:
-    """The one execution path of run, --resume and --regrade: the cells an earlier attempt
-    finished kept (only while their files match the hashes taken when they finished),
-    progress shown, the spending caps counted over the whole iteration, the deadline kept."""
+def run_planned_cells(ctx: RunContext, cells: list[Cell], resumed: bool) -> list[RunRecord]:
+    """The cells of run, --resume, --regrade and --next-wave: the ones an earlier attempt
+    finished kept (only while their files match the hashes taken when they finished), the
+    others run in waves (--adaptive) or at once, progress shown, the spending caps counted
+    over the whole iteration, the deadline kept."""
     # An adaptive shard's waves before its latest are the ones a merged look saw.
     looked = max((ctx.wave_limit or 0) - 1, 0)
     finished = (load_finished_cells(cells, recorded_run_hashes(ctx.iteration_dir), looked)
@@ -13779,7 +13807,7 @@ def run_planned_cells(ctx: RunContext, cells: list[Cell], resumed: bool,
     progress.start(f"iteration: {ctx.iteration_dir}"
                    + (f" (resumed: {len(finished)} cells already finished)" if finished else ""))
     try:
-        return run_matrix_until_deadline(ctx, cells, finished, matrix, *extra)
+        return run_matrix_until_deadline(ctx, cells, finished)
     finally:
         progress.stop()
 
@@ -13805,15 +13833,6 @@ def recorded_run_hashes(iteration_dir: Path) -> dict[str, dict[str, str]]:
     return recorded_hashes(iteration_dir, benchmark)
 
 
-def take_checkout_snapshot(root: Path, iteration_dir: Path, skill_name: str,
-                           groups: ProcessGroups) -> tuple[CheckoutSnapshot | None, str]:
-    try:
-        return CheckoutSnapshot.take(root, iteration_dir, (f"skills/{skill_name}/",),
-                                     groups=groups), ""
-    except OSError as exc:
-        return None, f"the snapshot failed: {exc}"
-
-
 def judge_identity(plan: IterationPlan) -> dict[str, Any]:
     """Who graded: written into every grading.json."""
     return {"provider": plan.provider.name, "model": plan.options.grader_model or "CLI default",
@@ -13822,9 +13841,7 @@ def judge_identity(plan: IterationPlan) -> dict[str, Any]:
 
 
 def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
-                              finished: dict[str, RunRecord],
-                              matrix: Callable[..., list[RunRecord]] = execute_matrix,
-                              *extra: Any) -> list[RunRecord]:
+                              finished: dict[str, RunRecord]) -> list[RunRecord]:
     """At the deadline nothing new starts and running agents are ended (cancelled)."""
     timer = None
     if ctx.options.deadline_s:
@@ -13834,35 +13851,32 @@ def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
         timer.daemon = True
         timer.start()
     try:
-        return matrix(ctx, cells, *extra, finished) if extra else matrix(ctx, cells, finished)
+        return (adaptive_matrix if ctx.options.adaptive else run_matrix)(ctx, cells, finished)
     finally:
         if timer is not None:
             timer.cancel()
 
 
-def finish_iteration(plan: IterationPlan, groups: ProcessGroups, begun: BegunIteration,
-                     records: list[RunRecord]) -> int:
-    """The manifest completed with the fixtures as the cells left them, then the benchmark."""
+def finish_iteration(plan: IterationPlan, ctx: RunContext, cells: list[Cell],
+                     manifest: dict[str, Any], records: list[RunRecord]) -> int:
+    """The completed manifest, then the benchmark. A file a cell could not write (a full
+    disk) ends the run with exit 3 naming it, once the benchmark says which cells it cost;
+    an interrupt keeps its 130."""
     suite, options, iteration_dir = plan.suite, plan.options, plan.iteration_dir
-    cells = begun.cells
-    manifest = {**begun.manifest, "fixture_status": {
-        **begun.manifest["fixture_status"], "after": fixture_status(suite.root, begun.fixtures,
-                                                                 groups)}}
     write_json(iteration_dir / "iteration_manifest.json", manifest)
-    interrupted = groups.reason == "interrupted"
-    incomplete = groups.cancelled.is_set() or any(r.status == "cancelled" for r in records)
+    interrupted = ctx.groups.reason == "interrupted"
+    incomplete = ctx.groups.cancelled.is_set() or any(r.status == "cancelled" for r in records)
     meta = benchmark_metadata(suite, options, manifest, cells, records, incomplete)
     benchmark = aggregate(records, meta)
     benchmark = with_sequential_verdict(benchmark, manifest.get("adaptive"))
     benchmark = apply_results_check(benchmark, source_check(
         manifest, verify_run_files(benchmark, iteration_dir, "run")))
-    write_benchmark(iteration_dir, benchmark)
-    write_text(iteration_dir / "benchmark.html", html_page(benchmark, iteration_dir))
-    if options.junit:
-        write_text(options.junit, render_junit(benchmark))
+    write_benchmark(iteration_dir, benchmark, iteration_dir / "benchmark.html", options.junit)
     print(render_summary(benchmark, iteration_dir))
     if interrupted:
         return EXIT_INTERRUPTED
+    if ctx.state.write_failed is not None:
+        raise ctx.state.write_failed
     return EXIT_OK if benchmark.sanity_checks.status == "OK" else EXIT_REVIEW
 
 
@@ -14029,42 +14043,26 @@ def regrade_sources(source: RegradeSource, cells: list[Cell]) -> dict[str, Sourc
     return sources
 
 
-def run_regrade_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
-    """--regrade: the source iteration's recorded answers graded again; no executor runs."""
-    suite, options, source = plan.suite, plan.options, plan.source
-    children_before = child_pids()
-    subreaper = become_subreaper()
-    cells = plan_cells(suite, options, plan.iteration_dir)
-    sources = regrade_sources(source, cells)
-    fixtures = sorted({rel for cell in cells for rel in cell.case.files})
-    try:
-        if groups.cancelled.is_set():
-            raise KeyboardInterrupt
-        launch = launch_entries(plan, subreaper)
-        manifest = prepare_manifest(plan, cells, {
-            "cli_version": launch["cli_version"], "sandbox_base": launch["sandbox_base"],
-            "regrade": source.record(),
-            # about the executor's run, so they come from the source
-            "skill_installed_elsewhere": source.manifest.get("skill_installed_elsewhere") or [],
-            "isolation": launch["isolation"],
-            "fixture_status": {"before": (source.manifest.get("fixture_status") or {}).get(
-                "before") or fixture_status(suite.root, fixtures, groups)},
-            "environment_scrub": plan.environment_scrub})
-        write_start(plan, cells, manifest)
-    except BaseException as exc:
-        return abandon_unstarted_iteration(plan, exc)
-    ctx = iteration_context(plan, groups, None, children_before)
-    try:
-        records = run_planned_cells(ctx, cells, plan.resuming, regrade_matrix, sources)
-    finally:
-        end_strays(keep=children_before)
-    return exit_status(ctx, finish_iteration(plan, groups,
-                                             BegunIteration(cells, fixtures, manifest), records))
-
-
-def write_benchmark(iteration_dir: Path, benchmark: Benchmark) -> None:
+def write_benchmark(iteration_dir: Path, benchmark: Benchmark, html: Path | None = None,
+                    junit: Path | None = None) -> None:
+    """The one writer of an iteration's outputs (run, --merge): its benchmark.json, then what
+    benchmark_outputs renders from it."""
+    outputs = benchmark_outputs(benchmark, iteration_dir, html, junit)
     write_json(iteration_dir / BENCHMARK_FILE, benchmark.to_json())
-    write_text(iteration_dir / "benchmark.md", render_markdown(benchmark))
+    for path, text in outputs.items():
+        write_text(path, text)
+
+
+def benchmark_outputs(benchmark: Benchmark, iteration_dir: Path, html: Path | None = None,
+                      junit: Path | None = None) -> dict[Path, str]:
+    """benchmark.md, and the HTML page and JUnit file where named, each by the path it goes
+    to: every one rendered before any is written (`report` rewrites them from the JSON)."""
+    outputs = {iteration_dir / "benchmark.md": render_markdown(benchmark)}
+    if html:
+        outputs[html] = html_page(benchmark, iteration_dir)
+    if junit:
+        outputs[junit] = render_junit(benchmark)
+    return outputs
 
 
 # -- report -------------------------------------------------------------------
@@ -14409,8 +14407,7 @@ def merge_shards(target: Path, folders: list[Path],
             "missing_shards": missing, **({"adaptive": adaptive} if adaptive else {}),
             "shards": [{"shard": s["shard"]["label"], "iteration": str(s["folder"].resolve()),
                         "manifest": s["manifest"]} for s in shards]})
-        write_benchmark(building, benchmark)
-        write_text(building / "benchmark.html", html_page(benchmark, building))
+        write_benchmark(building, benchmark, building / "benchmark.html")
         os.rename(building, target)  # fails, rather than merges into, a folder made meanwhile
     except BaseException as exc:
         shutil.rmtree(building, ignore_errors=True)
@@ -15800,11 +15797,9 @@ def cmd_report(args: argparse.Namespace, folders: dict[str, Path]) -> int:
         check = verify_iteration(benchmark, folder, "report")
         benchmark = apply_results_check(benchmark, check)
         other_check = compared_check(other, args.compare) if other else None
-        text = render_markdown(benchmark)
+        outputs = benchmark_outputs(benchmark, folder, html_path, junit_path)
         comparison = render_compare_markdown(benchmark, other, args.compare) if other else ""
         compared = compare_summary(benchmark, other, args.compare, folder) if other else ""
-        page = html_page(benchmark, folder) if html_path else ""
-        junit = render_junit(benchmark) if junit_path else ""
         summary = render_summary(benchmark, folder)
     except MALFORMED_DATA as exc:
         raise InputError(f"{folder / 'benchmark.json'} is malformed ({type(exc).__name__}: "
@@ -15813,15 +15808,12 @@ def cmd_report(args: argparse.Namespace, folders: dict[str, Path]) -> int:
     if args.across is not None:
         first = AgentIteration(benchmark, str(folder.resolve()), check["changed_count"])
         across = across_agent_entries(first, folder, args.across)
-    write_text(folder / "benchmark.md", text)
     if comparison:  # beside, never inside, this iteration's own benchmark.md
-        write_text(folder / "comparison.md", comparison)
-    if html_path:
-        write_text(html_path, page)
-        print(f"wrote {html_path}", file=sys.stderr)
-    if junit_path:
-        write_text(junit_path, junit)
-        print(f"wrote {junit_path}", file=sys.stderr)
+        outputs[folder / "comparison.md"] = comparison
+    for path, text in outputs.items():
+        write_text(path, text)
+        if path in (html_path, junit_path):
+            print(f"wrote {path}", file=sys.stderr)
     print(summary)
     if comparison:
         print(compared)
