@@ -277,35 +277,6 @@ SANDBOX_GIT_ENV = {
 # ==== errors =================================================================
 
 
-@dataclasses.dataclass
-class Problem:
-    """One finding about the input: what is wrong, where, and how to fix it."""
-
-    severity: str  # "error" or "warning"
-    message: str
-    file: str = ""
-    json_path: str = ""
-    case_id: str | None = None
-    fix: str = ""
-    case_ids: list[str] = dataclasses.field(default_factory=list)  # a finding shared by cases
-
-    def render(self) -> str:
-        lines = [f"{PROG}: {self.severity}: {self.message}"]
-        where = ": ".join(part for part in (self.file, self.json_path) if part)
-        if self.case_id is not None:
-            where = f"{where} (case {self.case_id!r})" if where else f"case {self.case_id!r}"
-        if where:
-            lines.append(f"  at: {where}")
-        if self.fix:
-            lines.append(f"  fix: {self.fix}")
-        return "\n".join(lines)
-
-    def to_json(self) -> dict[str, Any]:
-        shared = {"case_ids": list(self.case_ids)} if self.case_ids else {}
-        return {"severity": self.severity, "message": self.message, "file": self.file,
-                "json_path": self.json_path, "case_id": self.case_id, "fix": self.fix, **shared}
-
-
 class EvalError(Exception):
     """A refusal the CLI turns into a message and an exit code (never a traceback)."""
 
@@ -346,11 +317,280 @@ class WriteFailed(EnvironmentProblem):
                          "--resume")
 
 
+# -- the codec: each record declares its JSON members once ------------------------------------
+# A record lists its members in FIELDS, in the order they are written; read_record is the one
+# reader and write_record the one writer. A Cursor carries the file and the JSON path, so a
+# value of the wrong kind is refused naming both, with the fix, never an internal error.
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _member(json_path: str, key: str) -> str:
+    return f"{json_path}.{key}" if json_path else key
+
+
+def misshapen(file: Any, json_path: str, expected: str, value: Any) -> InputError:
+    shown = type(value).__name__ if not isinstance(value, (str, int)) else repr(value)[:80]
+    return InputError(f"{file} holds the wrong kind of value at {json_path or 'the top level'}: "
+                      f"{expected} expected, not {shown}",
+                      "restore the file as the runner wrote it, or run the iteration again")
+
+
+@dataclasses.dataclass(frozen=True)
+class Cursor:
+    """Where a value sits: its file and its JSON path."""
+
+    file: Any
+    path: str = ""
+
+    def at(self, key: str) -> Cursor:
+        return Cursor(self.file, _member(self.path, key))
+
+    def item(self, index: int) -> Cursor:
+        return Cursor(self.file, f"{self.path}[{index}]")
+
+    def refuse(self, expected: str, value: Any) -> InputError:
+        return misshapen(self.file, self.path, expected, value)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """A JSON scalar (or a value kept as written): `test` accepts it, `expected` names it in
+    a refusal, `load` turns it into the record's value and `dump` back into JSON."""
+
+    expected: str
+    test: Callable[[Any], bool]
+    load: Callable[[Any], Any] = _same
+    dump: Callable[[Any], Any] = _same
+
+    def read(self, value: Any, cursor: Cursor) -> Any:
+        if not self.test(value):
+            raise cursor.refuse(self.expected, value)
+        return self.load(value)
+
+    def write(self, value: Any) -> Any:
+        return self.dump(value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+TEXT = Kind("a string", lambda value: isinstance(value, str))
+INTEGER = Kind("an integer", _is_int)
+COUNT = Kind("a count from 1", lambda value: _is_int(value) and value >= 1)
+FLAG = Kind("true or false", lambda value: isinstance(value, bool))
+NUMBER = Kind("a number", _is_number)
+ANY = Kind("any value", lambda value: True)
+
+
+@dataclasses.dataclass(frozen=True)
+class ListOf:
+    """A JSON list of `item`, read into a tuple (or what `load` makes of it)."""
+
+    item: Any
+    expected: str = "a list"
+    load: Callable[[Any], Any] = tuple  # list: a record that grows the list as it runs
+
+    def read(self, value: Any, cursor: Cursor) -> Any:
+        if not isinstance(value, list):
+            raise cursor.refuse(self.expected, value)
+        return self.load(self.item.read(item, cursor.item(index))
+                         for index, item in enumerate(value))
+
+    def write(self, value: Any) -> list[Any]:
+        return [self.item.write(item) for item in value]
+
+
+@dataclasses.dataclass(frozen=True)
+class MapOf:
+    """A JSON object of names to `item`; `nullable`: an item may be null."""
+
+    item: Any
+    nullable: bool = False
+    expected: str = "an object"
+
+    def read(self, value: Any, cursor: Cursor) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise cursor.refuse(self.expected, value)
+        return {key: None if item is None and self.nullable
+                else self.item.read(item, cursor.at(key)) for key, item in value.items()}
+
+    def write(self, value: Any) -> dict[str, Any]:
+        return {key: None if item is None else self.item.write(item)
+                for key, item in value.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class Pairs:
+    """The members no other field names, in order, as (name, value) pairs."""
+
+    def read(self, value: Any, cursor: Cursor) -> tuple[tuple[str, Any], ...]:
+        return tuple(value.items())
+
+    def write(self, value: Any) -> dict[str, Any]:
+        return dict(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """One member of a record. `omit`: None (always written), "none" (left out when None),
+    "empty" (left out when false or empty), or a test of the record that leaves it out.
+    `inline`: a nested record whose members sit in this object, read when the member of that
+    name is there. `rest`: the members no other field names. `derived`: written from the
+    record's method of this name, and on reading must agree with it. `within`: a member of
+    the object member of that name, read and written there."""
+
+    name: str
+    kind: Any
+    optional: bool = False  # absent or null reads as `default` (called when callable)
+    default: Any = None
+    key: str = ""
+    omit: Any = None
+    inline: str = ""
+    rest: bool = False
+    derived: bool = False
+    within: str = ""  # a member of this object member (written after the others)
+
+    @property
+    def json_key(self) -> str:
+        return self.key or self.name
+
+
+class Record:
+    """A value the runner writes and reads back as JSON, by its FIELDS. `required` names the
+    optional members a context requires; `_check` holds a rule across members."""
+
+    FIELDS: tuple[Field, ...] = ()
+
+    @classmethod
+    def read(cls, value: Any, cursor: Cursor) -> Any:
+        return read_record(cls, value, cursor)
+
+    @classmethod
+    def write(cls, value: Any) -> dict[str, Any]:
+        return write_record(value)
+
+    @classmethod
+    def from_json(cls, obj: Any, file: Any, json_path: str = "") -> Any:
+        return read_record(cls, obj, Cursor(file, json_path))
+
+    def to_json(self) -> dict[str, Any]:
+        return write_record(self)
+
+    def _check(self, cursor: Cursor) -> None:
+        """A rule across members, when the record has one."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Requiring:
+    """A record read where some of its optional members are required."""
+
+    record: Any
+    keys: tuple[str, ...]
+
+    def read(self, value: Any, cursor: Cursor) -> Any:
+        return read_record(self.record, value, cursor, self.keys)
+
+    def write(self, value: Any) -> dict[str, Any]:
+        return write_record(value)
+
+
+def _read_field(field: Field, obj: dict[str, Any], cursor: Cursor, required: tuple[str, ...],
+                named: set[str]) -> Any:
+    if field.rest:
+        return field.kind.read({k: v for k, v in obj.items() if k not in named}, cursor)
+    if field.inline:
+        return field.kind.read(obj, cursor) if field.inline in obj else None
+    if field.within:
+        obj, cursor = obj[field.within], cursor.at(field.within)  # an object, read above
+    value = obj.get(field.json_key)
+    if value is None and field.optional and field.json_key not in required:
+        return field.default() if callable(field.default) else field.default
+    return field.kind.read(value, cursor.at(field.json_key))
+
+
+def read_record(cls: Any, obj: Any, cursor: Cursor, required: tuple[str, ...] = ()) -> Any:
+    """The one reader: obj as a `cls`, each member checked by its field's kind."""
+    if not isinstance(obj, dict):
+        raise cursor.refuse("an object", obj)
+    named = {field.json_key for field in cls.FIELDS if not field.rest}
+    record = cls(**{field.name: _read_field(field, obj, cursor, required, named)
+                    for field in cls.FIELDS if not field.derived})
+    for field in cls.FIELDS:
+        written = obj.get(field.json_key)
+        if field.derived and written is not None and written != getattr(record, field.name)():
+            raise cursor.at(field.json_key).refuse(field.kind.expected, written)
+    record._check(cursor)
+    return record
+
+
+def _left_out(field: Field, record: Any, value: Any) -> bool:
+    if field.omit is None:
+        return False
+    if field.omit == "none":
+        return value is None
+    if field.omit == "empty":
+        return not value
+    return bool(field.omit(record))
+
+
+def write_record(record: Any) -> dict[str, Any]:
+    """The one writer: the record's members in FIELDS order, as JSON."""
+    out: dict[str, Any] = {}
+    for field in type(record).FIELDS:
+        value = getattr(record, field.name)
+        value = value() if field.derived else value
+        if _left_out(field, record, value):
+            continue
+        if field.rest or field.inline:
+            out.update(field.kind.write(value))
+        elif field.within:
+            out[field.within][field.json_key] = None if value is None else field.kind.write(value)
+        else:
+            out[field.json_key] = None if value is None else field.kind.write(value)
+    return out
+
+
+@dataclasses.dataclass
+class Problem(Record):
+    """One finding about the input: what is wrong, where, and how to fix it."""
+
+    severity: str  # "error" or "warning"
+    message: str
+    file: str = ""
+    json_path: str = ""
+    case_id: str | None = None
+    fix: str = ""
+    case_ids: list[str] = dataclasses.field(default_factory=list)  # a finding shared by cases
+
+    FIELDS = (Field("severity", TEXT), Field("message", TEXT), Field("file", TEXT),
+              Field("json_path", TEXT), Field("case_id", ANY, optional=True), Field("fix", TEXT),
+              Field("case_ids", ListOf(TEXT), optional=True, default=list, omit="empty"))
+
+    def render(self) -> str:
+        lines = [f"{PROG}: {self.severity}: {self.message}"]
+        where = ": ".join(part for part in (self.file, self.json_path) if part)
+        if self.case_id is not None:
+            where = f"{where} (case {self.case_id!r})" if where else f"case {self.case_id!r}"
+        if where:
+            lines.append(f"  at: {where}")
+        if self.fix:
+            lines.append(f"  fix: {self.fix}")
+        return "\n".join(lines)
+
+
 # ==== data model =============================================================
 
 
 @dataclasses.dataclass
-class Check:
+class Check(Record):
     """One deterministic check: a subject (a command, a sandbox file, the answer) and a test."""
 
     name: str  # the author's, or a description made from the check
@@ -361,8 +601,9 @@ class Check:
     timeout_s: float = CHECK_DEFAULT_TIMEOUT_S
     protect: list[str] = dataclasses.field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    FIELDS = (*(Field(key, TEXT) for key in ("name", "subject", "target", "test")),
+              Field("expected", ANY, optional=True), Field("timeout_s", NUMBER),
+              Field("protect", ListOf(TEXT, load=list), optional=True, default=list))
 
 
 def describe_check(subject: str, target: str, test: str, expected: Any) -> str:
@@ -558,7 +799,7 @@ class Limits:
 
 
 @dataclasses.dataclass
-class Confinement:
+class Confinement(Record):
     """How this iteration's agents run: under bubblewrap, or unconfined and why."""
 
     mode: str  # "bwrap" or "none"
@@ -570,16 +811,14 @@ class Confinement:
     max_processes: int = 0  # the limit set inside each sandbox; 0: none
     max_processes_reason: str = ""  # why the kernel does not hold it, where it does not
 
-    def to_json(self) -> dict[str, Any]:
-        if self.mode == "bwrap":
-            tmp: dict[str, Any] = {"tmp_size_bytes": self.tmp_size_bytes}
-            if self.tmp_size_bytes is None:
-                tmp["tmp_size_reason"] = self.tmp_size_reason
-            limit: dict[str, Any] = {"max_processes": self.max_processes}
-            if self.max_processes_reason:
-                limit["max_processes_reason"] = self.max_processes_reason
-            return {"mode": "bwrap", "version": self.version, **tmp, **limit}
-        return {"mode": "none", "reason": self.reason}
+    FIELDS = (Field("mode", TEXT), Field("reason", TEXT, omit=lambda c: c.mode == "bwrap"),
+              Field("version", TEXT, omit=lambda c: c.mode != "bwrap"),
+              Field("tmp_size_bytes", INTEGER, optional=True, omit=lambda c: c.mode != "bwrap"),
+              Field("tmp_size_reason", TEXT, omit=lambda c: c.mode != "bwrap"
+                    or c.tmp_size_bytes is not None),
+              Field("max_processes", INTEGER, omit=lambda c: c.mode != "bwrap"),
+              Field("max_processes_reason", TEXT,
+                    omit=lambda c: c.mode != "bwrap" or not c.max_processes_reason))
 
     def limits(self) -> Limits:
         return Limits(self.tmp_size_bytes, self.max_processes)
@@ -623,23 +862,8 @@ def is_config_name(value: Any) -> bool:
     return isinstance(value, str) and (value in KNOWN_CONFIGS or is_revision_config(value))
 
 
-def misshapen(file: Any, json_path: str, expected: str, value: Any) -> InputError:
-    shown = type(value).__name__ if not isinstance(value, (str, int)) else repr(value)[:80]
-    return InputError(f"{file} holds the wrong kind of value at {json_path or 'the top level'}: "
-                      f"{expected} expected, not {shown}",
-                      "restore the file as the runner wrote it, or run the iteration again")
-
-
 KIND_NAMES = {dict: "an object", list: "a list", str: "a string", int: "an integer",
               bool: "true or false"}
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _member(json_path: str, key: str) -> str:
-    return f"{json_path}.{key}" if json_path else key
 
 
 def take(obj: dict[str, Any], key: str, kind: Any, file: Any, json_path: str,
@@ -666,21 +890,46 @@ def take_names(obj: dict[str, Any], key: str, check: Callable[[Any], bool], file
     return tuple(str(value) for value in values)
 
 
-def _hashes(value: Any, file: Any, json_path: str) -> dict[str, str] | None:
-    """A cell's {relative file: sha256}; None for a run written before hashes were kept."""
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise misshapen(file, json_path, "an object of file hashes", value)
-    for rel, digest in value.items():
-        parts = rel.split("/")
-        if ".." in parts or "" in parts or "." in parts or not isinstance(digest, str):
-            raise misshapen(file, f"{json_path}.{rel}", "a run file's hash", digest)
-    return dict(value)
+def _is_run_file(rel: Any) -> bool:
+    parts = rel.split("/")
+    return ".." not in parts and "" not in parts and "." not in parts
 
 
 @dataclasses.dataclass(frozen=True)
-class RunEntry:
+class FileHashes:
+    """A cell's {relative file: sha256}, each name a path inside the run folder."""
+
+    def read(self, value: Any, cursor: Cursor) -> dict[str, str]:
+        if not isinstance(value, dict):
+            raise cursor.refuse("an object of file hashes", value)
+        for rel, digest in value.items():
+            if not _is_run_file(rel) or not isinstance(digest, str):
+                raise cursor.at(rel).refuse("a run file's hash", digest)
+        return dict(value)
+
+    def write(self, value: Any) -> dict[str, str]:
+        return value
+
+
+HASHES = FileHashes()
+CASE_ID = Kind("a case id", names_one_folder)
+CASE_KEY = Kind("a case id", names_one_folder, str)  # kept as its folder's name
+CONFIG_NAME = Kind("a config name", is_config_name)
+FOLDER_NAMES = ListOf(Kind("a case id or config name that names one folder", names_one_folder,
+                           str))
+CONFIG_NAMES = ListOf(Kind("a case id or config name that names one folder", is_config_name))
+RUN_NUMBER = Kind("a run number from 1", lambda value: _is_int(value) and value >= 1)
+
+
+def _is_cell_label(label: Any) -> bool:
+    parts = label.split("/") if isinstance(label, str) else []
+    return (len(parts) == 3 and parts[0].startswith("eval-")
+            and names_one_folder(parts[0][len("eval-"):]) and parts[1] not in ("", ".", "..")
+            and re.fullmatch(r"run-[1-9][0-9]*", parts[2]) is not None)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunEntry(Record):
     """One run as benchmark.json lists it: where its files are and their recorded hashes."""
 
     eval_id: str
@@ -688,99 +937,63 @@ class RunEntry:
     run_number: int
     files_sha256: dict[str, str] | None
 
+    FIELDS = (Field("eval_id", CASE_KEY), Field("configuration", CONFIG_NAME),
+              Field("run_number", RUN_NUMBER), Field("files_sha256", HASHES, optional=True))
+
     @property
     def label(self) -> str:
         return f"eval-{self.eval_id}/{config_folder(self.configuration)}/run-{self.run_number}"
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> RunEntry:
-        if not isinstance(obj, dict):
-            raise misshapen(file, json_path, "an object", obj)
-        eval_id, config = obj.get("eval_id"), obj.get("configuration")
-        if not names_one_folder(eval_id):
-            raise misshapen(file, f"{json_path}.eval_id", "a case id", eval_id)
-        if not is_config_name(config):
-            raise misshapen(file, f"{json_path}.configuration", "a config name", config)
-        number = take(obj, "run_number", int, file, json_path, required=True)
-        if number < 1:
-            raise misshapen(file, f"{json_path}.run_number", "a run number from 1", number)
-        return cls(str(eval_id), config, number,
-                   _hashes(obj.get("files_sha256"), file, f"{json_path}.files_sha256"))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"eval_id": self.eval_id, "configuration": self.configuration,
-                "run_number": self.run_number, "files_sha256": self.files_sha256}
-
 
 @dataclasses.dataclass(frozen=True)
-class CellHashes:
+class CellHashes(Record):
     """One line of an iteration's hash journal: a finished cell's files as written."""
 
     label: str
     files_sha256: dict[str, str]
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> CellHashes:
-        if not isinstance(obj, dict):
-            raise misshapen(file, json_path, "an object", obj)
-        label = take(obj, "cell", str, file, json_path, required=True)
-        parts = label.split("/")
-        if (len(parts) != 3 or not parts[0].startswith("eval-")
-                or not names_one_folder(parts[0][len("eval-"):]) or parts[1] in ("", ".", "..")
-                or not re.fullmatch(r"run-[1-9][0-9]*", parts[2])):
-            raise misshapen(file, f"{json_path}.cell", "a cell's run folder", label)
-        hashes = _hashes(obj.get("files_sha256"), file, f"{json_path}.files_sha256")
-        if hashes is None:
-            raise misshapen(file, f"{json_path}.files_sha256", "an object of file hashes", None)
-        return cls(label, hashes)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"cell": self.label, "files_sha256": self.files_sha256}
+    FIELDS = (Field("label", Kind("a cell's run folder", _is_cell_label), key="cell"),
+              Field("files_sha256", HASHES))
 
 
 @dataclasses.dataclass(frozen=True)
-class ShardRecord:
+class ShardRecord(Record):
     index: int
     count: int
     label: str
     evals: tuple[str, ...]
     cells: int
+    algorithm: str | None = None
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> ShardRecord:
-        if not isinstance(obj, dict):
-            raise misshapen(file, json_path, "an object", obj)
-        return cls(take(obj, "index", int, file, json_path, True),
-                   take(obj, "count", int, file, json_path, True),
-                   take(obj, "label", str, file, json_path, True),
-                   take_names(obj, "evals", names_one_folder, file, json_path),
-                   take(obj, "cells", int, file, json_path, True))
+    FIELDS = (Field("index", INTEGER), Field("count", INTEGER), Field("label", TEXT),
+              Field("evals", FOLDER_NAMES), Field("cells", INTEGER),
+              Field("algorithm", TEXT, optional=True, omit="none"))
 
 
 @dataclasses.dataclass(frozen=True)
-class PlanRecord:
-    """What every shard of one plan shares (see plan_identity); `data` as written."""
+class PlanRecord(Record):
+    """What every shard of one plan shares (plan_identity); `sha256` sums up the rest."""
 
+    suite_sha256: str | None
+    skill_name: str | None
+    skill_sha256: str | None
+    runner_sha256: str | None
+    fixtures_sha256: str | None
+    options_sha256: str | None
+    agent: str | None
     configs: tuple[str, ...]
     runs: int
     evals: tuple[str, ...]
     cells: int
-    shard_count: int | None
-    data: dict[str, Any]
+    shard_count: int | None = None
+    sha256: str | None = None
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> PlanRecord:
-        if not isinstance(obj, dict):
-            raise misshapen(file, json_path, "an object", obj)
-        runs = take(obj, "runs", int, file, json_path, True)
-        count = take(obj, "shard_count", int, file, json_path)
-        if runs < 1 or (count is not None and count < 1):
-            raise misshapen(file, json_path, "a plan of at least one run and shard", obj)
-        for key in ("fixtures_sha256", "sha256", "agent"):
-            take(obj, key, str, file, json_path)
-        return cls(take_names(obj, "configs", is_config_name, file, json_path), runs,
-                   take_names(obj, "evals", names_one_folder, file, json_path),
-                   take(obj, "cells", int, file, json_path, True), count, obj)
+    FIELDS = (*(Field(key, TEXT, optional=True) for key in (
+        "suite_sha256", "skill_name", "skill_sha256", "runner_sha256", "fixtures_sha256",
+        "options_sha256", "agent")),
+        Field("configs", CONFIG_NAMES), Field("runs", COUNT), Field("evals", FOLDER_NAMES),
+        Field("cells", INTEGER), Field("shard_count", COUNT, optional=True, omit="none"),
+        Field("sha256", TEXT, optional=True, omit="none"))
 
 
 # What readers take from a manifest, and the kind each must be when present.
@@ -894,30 +1107,6 @@ class BenchmarkFile:
 BENCHMARK_FILE = "benchmark.json"
 
 
-def _number_or_none(obj: dict[str, Any], key: str, file: Any, json_path: str) -> Any:
-    value = obj.get(key)
-    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
-        return value
-    raise misshapen(file, f"{json_path}.{key}", "a number or null", value)
-
-
-def _object(value: Any, file: Any, json_path: str, nullable: bool = True) -> Any:
-    if (value is None and nullable) or isinstance(value, dict):
-        return value
-    raise misshapen(file, json_path, "an object", value)
-
-
-def _objects(value: Any, file: Any, json_path: str) -> tuple[dict[str, Any], ...]:
-    """A list of objects (an absent list is empty)."""
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise misshapen(file, json_path, "a list", value)
-    for index, item in enumerate(value):
-        _object(item, file, f"{json_path}[{index}]", nullable=False)
-    return tuple(value)
-
-
 def _number(value: Any) -> bool:
     """A finite int or float (never a bool) that a measurement can be."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
@@ -928,8 +1117,11 @@ def _number(value: Any) -> bool:
         return False
 
 
+OBJECT = Kind("an object", lambda value: isinstance(value, dict))  # JSON kept as written
+
+
 @dataclasses.dataclass(frozen=True)
-class Metric:
+class Metric(Record):
     """One measurement of a metrics file: the value with where it came from, or absent with
     the reason. `implausible` marks a value the CLI did report that cannot be a measurement
     (left out, never summed); `note` says a sum is over fewer calls than planned."""
@@ -940,54 +1132,38 @@ class Metric:
     implausible: bool = False
     note: str | None = None
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> Metric:
-        _object(obj, file, json_path, nullable=False)
-        value = obj.get("value")
-        if value is not None and not _number(value):
-            raise misshapen(file, _member(json_path, "value"), "a finite number or null", value)
-        reason = take(obj, "absent_reason", str, file, json_path)
-        if value is None and reason is None:  # an absent value always says why
-            raise misshapen(file, _member(json_path, "absent_reason"),
-                            "the reason the value is absent", None)
-        return cls(value, take(obj, "source", str, file, json_path), reason,
-                   bool(take(obj, "implausible", bool, file, json_path)),
-                   take(obj, "note", str, file, json_path))
+    FIELDS = (Field("value", Kind("a finite number or null", _number), optional=True),
+              Field("source", TEXT, optional=True, omit="none"),
+              Field("implausible", FLAG, optional=True, default=False, omit="empty"),
+              Field("absent_reason", TEXT, optional=True, omit="none"),
+              Field("note", TEXT, optional=True, omit="none"))
 
-    def to_json(self) -> dict[str, Any]:
-        optional = (("source", self.source), ("implausible", self.implausible or None),
-                    ("absent_reason", self.absent_reason), ("note", self.note))
-        return {"value": self.value, **{key: value for key, value in optional if value is not None}}
+    def _check(self, cursor: Cursor) -> None:
+        if self.value is None and self.absent_reason is None:  # an absent value says why
+            raise cursor.at("absent_reason").refuse("the reason the value is absent", None)
+
+
+METRICS = MapOf(Metric)
 
 
 def metrics_from_json(obj: Any, file: Any, json_path: str) -> dict[str, Metric]:
     """A metrics block, {name: metric}; null is no metrics."""
-    _object(obj, file, json_path)
-    return {name: Metric.from_json(entry, file, _member(json_path, name))
-            for name, entry in (obj or {}).items()}
+    return {} if obj is None else METRICS.read(obj, Cursor(file, json_path))
 
 
 @dataclasses.dataclass(frozen=True)
-class Ballot:
+class Ballot(Record):
     """One grader's vote on one assertion, kept beside the majority verdict."""
 
     vote: int
     passed: bool
     evidence: str
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> Ballot:
-        _object(obj, file, json_path, nullable=False)
-        return cls(take(obj, "vote", int, file, json_path, True),
-                   take(obj, "passed", bool, file, json_path, True),
-                   take(obj, "evidence", str, file, json_path, True))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"vote": self.vote, "passed": self.passed, "evidence": self.evidence}
+    FIELDS = (Field("vote", INTEGER), Field("passed", FLAG), Field("evidence", TEXT))
 
 
 @dataclasses.dataclass(frozen=True)
-class Majority:
+class Majority(Record):
     """How K graders voted on one assertion: a tie counts as failed and is marked."""
 
     votes_passed: int
@@ -996,14 +1172,12 @@ class Majority:
     tie: bool
     ballots: tuple[Ballot, ...]
 
-    def to_json(self) -> dict[str, Any]:
-        return {"votes_passed": self.votes_passed, "votes": self.votes,
-                "unanimous": self.unanimous, "tie": self.tie,
-                "ballots": [ballot.to_json() for ballot in self.ballots]}
+    FIELDS = (Field("votes_passed", INTEGER), Field("votes", INTEGER),
+              Field("unanimous", FLAG), Field("tie", FLAG), Field("ballots", ListOf(Ballot)))
 
 
 @dataclasses.dataclass(frozen=True)
-class Verdict:
+class Verdict(Record):
     """One assertion's verdict in a grading: the judge's (with its votes when K graders
     voted, and `check` naming the deterministic check it is paired with) or a check's own
     result (`kind` "check")."""
@@ -1016,44 +1190,21 @@ class Verdict:
     check: str | None = None
     kind: str | None = None
 
+    FIELDS = (Field("id", INTEGER), Field("text", TEXT), Field("passed", FLAG),
+              Field("evidence", TEXT), Field("majority", Majority, inline="ballots", omit="none"),
+              Field("check", TEXT, optional=True, omit="none"),
+              Field("kind", TEXT, optional=True, omit="none"))
+
     @property
     def is_check(self) -> bool:
         return self.kind == "check"
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> Verdict:
-        _object(obj, file, json_path, nullable=False)
-        number = take(obj, "id", int, file, json_path, True)
-        text = take(obj, "text", str, file, json_path, True)
-        passed = take(obj, "passed", bool, file, json_path, True)
-        evidence = take(obj, "evidence", str, file, json_path, True)
-        majority = None
-        if "ballots" in obj:
-            ballots = tuple(Ballot.from_json(b, file, f"{json_path}.ballots[{i}]")
-                            for i, b in enumerate(take(obj, "ballots", list, file, json_path,
-                                                       required=True)))
-            majority = Majority(take(obj, "votes_passed", int, file, json_path, True),
-                                take(obj, "votes", int, file, json_path, True),
-                                take(obj, "unanimous", bool, file, json_path, True),
-                                take(obj, "tie", bool, file, json_path, True), ballots)
-        return cls(number, text, passed, evidence, majority,
-                   take(obj, "check", str, file, json_path),
-                   take(obj, "kind", str, file, json_path))
 
-    def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "text": self.text, "passed": self.passed,
-                "evidence": self.evidence, **(self.majority.to_json() if self.majority else {}),
-                **({"check": self.check} if self.check is not None else {}),
-                **({"kind": self.kind} if self.kind is not None else {})}
-
-
-def verdicts_from_json(obj: Any, file: Any, json_path: str) -> tuple[Verdict, ...]:
-    return tuple(Verdict.from_json(item, file, f"{json_path}[{index}]")
-                 for index, item in enumerate(_objects(obj, file, json_path)))
+VERDICTS = ListOf(Verdict)
 
 
 @dataclasses.dataclass(frozen=True)
-class Grading:
+class Grading(Record):
     """grading.json: every assertion's verdict, their counts, and what the grader noted.
     `grader_runs` is K when K graders voted; `graded_by` says who graded when no judge did;
     `judge` is who judged (provider, model, CLI version, prompt hash), written beside."""
@@ -1063,6 +1214,14 @@ class Grading:
     grader_runs: int | None = None
     graded_by: str | None = None
     judge: dict[str, Any] | None = None
+
+    FIELDS = (Field("expectations", VERDICTS, optional=True, default=()),
+              Field("summary", Kind("the counts of the verdicts listed", _same), derived=True),
+              Field("notes", ListOf(Kind("a note", lambda value: isinstance(value, str))),
+                    optional=True, default=()),
+              Field("grader_runs", INTEGER, optional=True, omit="none"),
+              Field("graded_by", TEXT, optional=True, omit="none"),
+              Field("judge", OBJECT, optional=True, omit="none"))
 
     @property
     def passed(self) -> int:
@@ -1080,34 +1239,12 @@ class Grading:
         return {"passed": self.passed, "failed": self.total - self.passed, "total": self.total,
                 "pass_rate": self.pass_rate}
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str = "") -> Grading:
-        _object(obj, file, json_path, nullable=False)
-        verdicts = verdicts_from_json(obj.get("expectations"), file,
-                                      _member(json_path, "expectations"))
-        notes = take(obj, "notes", list, file, json_path) or []
-        for index, note in enumerate(notes):
-            if not isinstance(note, str):
-                raise misshapen(file, f"{_member(json_path, 'notes')}[{index}]", "a note",
-                                note)
-        grading = cls(verdicts, tuple(notes), take(obj, "grader_runs", int, file, json_path),
-                      take(obj, "graded_by", str, file, json_path),
-                      _object(obj.get("judge"), file, _member(json_path, "judge")))
-        if obj.get("summary") is not None and obj.get("summary") != grading.summary():
-            raise misshapen(file, _member(json_path, "summary"),
-                            "the counts of the verdicts listed", obj.get("summary"))
-        return grading
 
-    def to_json(self) -> dict[str, Any]:
-        optional = (("grader_runs", self.grader_runs), ("graded_by", self.graded_by),
-                    ("judge", self.judge))
-        return {"expectations": [verdict.to_json() for verdict in self.expectations],
-                "summary": self.summary(), "notes": list(self.notes),
-                **{key: value for key, value in optional if value is not None}}
+TEXTS = ListOf(TEXT)
 
 
 @dataclasses.dataclass(frozen=True)
-class ProcessCall:
+class ProcessCall(Record):
     """One agent process as run.json records it: what was started (argv, folder, whether the
     prompt went on stdin, the environment's variable names, never their values) and how it
     ended. `isolation` is the confinement's own record, written as it reports it."""
@@ -1126,38 +1263,20 @@ class ProcessCall:
     stderr_truncated: bool
     isolation: dict[str, Any] | None = None
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> ProcessCall:
-        _object(obj, file, json_path, nullable=False)
-        lists = {}
-        for key in ("argv", "env_names"):
-            items = take(obj, key, list, file, json_path, True)
-            for index, item in enumerate(items):
-                if not isinstance(item, str):
-                    raise misshapen(file, f"{json_path}.{key}[{index}]", "a string", item)
-            lists[key] = tuple(items)
-        flags = [bool(take(obj, key, bool, file, json_path))
-                 for key in ("timed_out", "cancelled", "stdout_truncated", "stderr_truncated")]
-        return cls(lists["argv"], take(obj, "cwd", str, file, json_path, True),
-                   take(obj, "stdin", str, file, json_path, True), lists["env_names"],
-                   take(obj, "returncode", int, file, json_path),
-                   _number_or_none(obj, "duration_s", file, json_path), flags[0], flags[1],
-                   take(obj, "spawn_error", str, file, json_path),
-                   take(obj, "stdout_bytes", int, file, json_path), flags[2], flags[3],
-                   _object(obj.get("isolation"), file, f"{json_path}.isolation"))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"argv": list(self.argv), "cwd": self.cwd, "stdin": self.stdin,
-                "env_names": list(self.env_names), "returncode": self.returncode,
-                "duration_s": self.duration_s, "timed_out": self.timed_out,
-                "cancelled": self.cancelled, "spawn_error": self.spawn_error,
-                "stdout_bytes": self.stdout_bytes, "stdout_truncated": self.stdout_truncated,
-                "stderr_truncated": self.stderr_truncated,
-                **({"isolation": self.isolation} if self.isolation is not None else {})}
+    FIELDS = (Field("argv", TEXTS), Field("cwd", TEXT), Field("stdin", TEXT),
+              Field("env_names", TEXTS), Field("returncode", INTEGER, optional=True),
+              Field("duration_s", NUMBER, optional=True),
+              *(Field(key, FLAG, optional=True, default=False)
+                for key in ("timed_out", "cancelled")),
+              Field("spawn_error", TEXT, optional=True),
+              Field("stdout_bytes", INTEGER, optional=True),
+              *(Field(key, FLAG, optional=True, default=False)
+                for key in ("stdout_truncated", "stderr_truncated")),
+              Field("isolation", OBJECT, optional=True, omit="none"))
 
 
 @dataclasses.dataclass(frozen=True)
-class GraderCall:
+class GraderCall(Record):
     """One of a run's grader processes: which vote it cast, the process, what it spent (as
     its CLI reported it) and how it ended."""
 
@@ -1166,25 +1285,17 @@ class GraderCall:
     metrics: dict[str, Metric]
     status: str
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> GraderCall:
-        _object(obj, file, json_path, nullable=False)
-        return cls(take(obj, "vote", int, file, json_path, True),
-                   ProcessCall.from_json(obj.get("process"), file, f"{json_path}.process"),
-                   metrics_from_json(obj.get("metrics"), file, f"{json_path}.metrics"),
-                   take(obj, "status", str, file, json_path, True))
+    FIELDS = (Field("vote", INTEGER), Field("process", ProcessCall),
+              Field("metrics", METRICS, optional=True, default=dict), Field("status", TEXT))
 
     def metrics_json(self) -> dict[str, Any]:
-        return {name: metric.to_json() for name, metric in self.metrics.items()}
-
-    def to_json(self) -> dict[str, Any]:
-        return {"vote": self.vote, "process": self.process.to_json(),
-                "metrics": self.metrics_json(), "status": self.status}
+        return METRICS.write(self.metrics)
 
 
 @dataclasses.dataclass(frozen=True)
-class Stats:
-    """mean, sample stddev, min, max and n of some values (describe() computes it)."""
+class Stats(Record):
+    """mean, sample stddev, min, max and n of some values (describe() computes it); an
+    absent block (null or {}) is no values."""
 
     mean: float | None = None
     stddev: float | None = None
@@ -1192,24 +1303,12 @@ class Stats:
     max: float | None = None
     n: int = 0
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> Stats:
-        """An absent block (null or {}) is no values."""
-        if not obj:
-            _object(obj, file, json_path)
-            return cls()
-        _object(obj, file, json_path)
-        values = [_number_or_none(obj, key, file, json_path)
-                  for key in ("mean", "stddev", "min", "max")]
-        return cls(*values, take(obj, "n", int, file, json_path) or 0)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"mean": self.mean, "stddev": self.stddev, "min": self.min, "max": self.max,
-                "n": self.n}
+    FIELDS = (*(Field(key, NUMBER, optional=True) for key in ("mean", "stddev", "min", "max")),
+              Field("n", INTEGER, optional=True, default=0))
 
 
 @dataclasses.dataclass(frozen=True)
-class ConfigSummary:
+class ConfigSummary(Record):
     """One config's line of run_summary: its scored runs' pass rate, time and tokens."""
 
     pass_rate: Stats
@@ -1218,26 +1317,17 @@ class ConfigSummary:
     scored_runs: int
     runs: int
 
+    FIELDS = (*(Field(key, Stats, optional=True, default=Stats)
+                for key in ("pass_rate", "time_seconds", "tokens")),
+              Field("scored_runs", INTEGER), Field("runs", INTEGER))
+
     def stat(self, name: str) -> Stats:
         return {"pass_rate": self.pass_rate, "time_seconds": self.time_seconds,
                 "tokens": self.tokens}[name]
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> ConfigSummary:
-        _object(obj, file, json_path, nullable=False)
-        stats = [Stats.from_json(obj.get(key), file, f"{json_path}.{key}")
-                 for key in ("pass_rate", "time_seconds", "tokens")]
-        return cls(*stats, take(obj, "scored_runs", int, file, json_path, True),
-                   take(obj, "runs", int, file, json_path, True))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"pass_rate": self.pass_rate.to_json(), "time_seconds": self.time_seconds.to_json(),
-                "tokens": self.tokens.to_json(), "scored_runs": self.scored_runs,
-                "runs": self.runs}
-
 
 @dataclasses.dataclass(frozen=True)
-class RunScore:
+class RunScore(Record):
     """A run's `result`: its grading's counts and the executor's time and tokens."""
 
     pass_rate: float | None
@@ -1248,19 +1338,12 @@ class RunScore:
     tokens: float | None
     errors: int
 
-    FIELDS = ("pass_rate", "passed", "failed", "total", "time_seconds", "tokens", "errors")
-
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> RunScore:
-        _object(obj, file, json_path, nullable=False)
-        return cls(*(_number_or_none(obj, key, file, json_path) for key in cls.FIELDS))
-
-    def to_json(self) -> dict[str, Any]:
-        return {key: getattr(self, key) for key in self.FIELDS}
+    FIELDS = tuple(Field(key, NUMBER, optional=True) for key in (
+        "pass_rate", "passed", "failed", "total", "time_seconds", "tokens", "errors"))
 
 
 @dataclasses.dataclass(frozen=True)
-class RunResult:
+class RunResult(Record):
     """One run as benchmark.json lists it (`runs` or `unscored_runs`), in skill-creator's
     field names plus the runner's own. `expectations` are grading.json's verdicts as written;
     `checks` is None for a run without deterministic checks (the key is then left out)."""
@@ -1282,6 +1365,17 @@ class RunResult:
     grader: dict[str, Any] | None
     checks: dict[str, Any] | None = None
 
+    FIELDS = (Field("eval_id", CASE_ID), Field("eval_name", ANY, optional=True),
+              Field("configuration", CONFIG_NAME), Field("run_number", RUN_NUMBER),
+              Field("status", TEXT), Field("scored", FLAG), Field("result", RunScore),
+              Field("expectations", VERDICTS, optional=True, default=()),
+              Field("failure", OBJECT, optional=True),
+              Field("permission_denials", INTEGER, optional=True),
+              Field("skill_read", TEXT, optional=True), Field("activation", OBJECT, optional=True),
+              Field("metric_sources", MapOf(Metric, nullable=True), optional=True),
+              Field("files_sha256", HASHES, optional=True), Field("grader", OBJECT, optional=True),
+              Field("checks", OBJECT, optional=True, omit="none"))
+
     @property
     def label(self) -> str:
         return f"eval-{self.eval_id}/{config_folder(self.configuration)}/run-{self.run_number}"
@@ -1294,44 +1388,13 @@ class RunResult:
         return RunEntry(str(self.eval_id), self.configuration, self.run_number,
                         self.files_sha256)
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> RunResult:
-        entry = RunEntry.from_json(obj, file, json_path)  # where its files are, checked
-        scored = take(obj, "scored", bool, file, json_path, True)
-        status = take(obj, "status", str, file, json_path, True)
-        denials = take(obj, "permission_denials", int, file, json_path)
-        read = take(obj, "skill_read", str, file, json_path)
-        nested = {key: _object(obj.get(key), file, f"{json_path}.{key}")
-                  for key in ("failure", "activation", "metric_sources", "grader", "checks")}
-        sources = nested["metric_sources"]
-        if sources is not None:
-            sources = {name: Metric.from_json(metric, file, f"{json_path}.metric_sources.{name}")
-                       if metric is not None else None for name, metric in sources.items()}
-        return cls(obj["eval_id"], obj.get("eval_name"), entry.configuration, entry.run_number,
-                   status, scored, RunScore.from_json(obj.get("result"), file,
-                                                      f"{json_path}.result"),
-                   verdicts_from_json(obj.get("expectations"), file, f"{json_path}.expectations"),
-                   nested["failure"], denials, read, nested["activation"],
-                   sources, entry.files_sha256, nested["grader"],
-                   nested["checks"])
 
-    def to_json(self) -> dict[str, Any]:
-        return {"eval_id": self.eval_id, "eval_name": self.eval_name,
-                "configuration": self.configuration, "run_number": self.run_number,
-                "status": self.status, "scored": self.scored, "result": self.result.to_json(),
-                "expectations": [verdict.to_json() for verdict in self.expectations],
-                "failure": self.failure,
-                "permission_denials": self.permission_denials, "skill_read": self.skill_read,
-                "activation": self.activation,
-                "metric_sources": None if self.metric_sources is None else {
-                    name: metric.to_json() if metric is not None else None
-                    for name, metric in self.metric_sources.items()},
-                "files_sha256": self.files_sha256, "grader": self.grader,
-                **({"checks": self.checks} if self.checks is not None else {})}
+def _is_interval(value: Any) -> bool:
+    return isinstance(value, list) and len(value) == 2 and all(map(_is_number, value))
 
 
 @dataclasses.dataclass(frozen=True)
-class Comparison:
+class Comparison(Record):
     """The candidate against one baseline (an entry of `comparisons`): the paired sign-flip
     test over the evals, its verdict and the power forecast. Without a candidate it is the
     `paired` block, the first baseline's test in the shape two-config iterations had (no
@@ -1352,46 +1415,24 @@ class Comparison:
     power: dict[str, Any] | None = None
     interval_level: float | None = None  # an adaptive run's: the last look's, not 95%
 
+    FIELDS = (*(Field(key, TEXT, optional=True, omit=lambda c: c.candidate is None)
+                for key in ("candidate", "baseline")),
+              Field("paired_evals", INTEGER), Field("min_paired_evals", INTEGER, optional=True),
+              Field("mean_delta", NUMBER, optional=True),
+              Field("ci95", Kind("an interval of two numbers", _is_interval, tuple, list),
+                    optional=True),
+              Field("test", OBJECT, optional=True),
+              *(Field(key, INTEGER) for key in ("wins", "ties", "losses")),
+              Field("verdict", TEXT), Field("verdict_reason", TEXT),
+              Field("interval_level", NUMBER, optional=True, omit="none"),
+              Field("power", OBJECT, optional=True, omit=lambda c: c.candidate is None))
+
     def as_paired(self) -> Comparison:
         return dataclasses.replace(self, candidate=None, baseline=None, power=None)
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> Comparison:
-        _object(obj, file, json_path, nullable=False)
-        counts = {key: take(obj, key, int, file, json_path, True)
-                  for key in ("paired_evals", "wins", "ties", "losses")}
-        ci = obj.get("ci95")
-        if ci is not None and (not isinstance(ci, list) or len(ci) != 2 or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in ci)):
-            raise misshapen(file, f"{json_path}.ci95", "an interval of two numbers", ci)
-        names = {key: take(obj, key, str, file, json_path, json_path != "paired")
-                 for key in ("candidate", "baseline")}
-        return cls(counts["paired_evals"], take(obj, "min_paired_evals", int, file, json_path),
-                   _number_or_none(obj, "mean_delta", file, json_path),
-                   None if ci is None else (ci[0], ci[1]),
-                   _object(obj.get("test"), file, f"{json_path}.test"),
-                   counts["wins"], counts["ties"], counts["losses"],
-                   take(obj, "verdict", str, file, json_path, True),
-                   take(obj, "verdict_reason", str, file, json_path, True),
-                   names["candidate"], names["baseline"],
-                   _object(obj.get("power"), file, f"{json_path}.power"),
-                   _number_or_none(obj, "interval_level", file, json_path))
-
-    def to_json(self) -> dict[str, Any]:
-        whole = self.candidate is not None
-        return {**({"candidate": self.candidate, "baseline": self.baseline} if whole else {}),
-                "paired_evals": self.paired_evals, "min_paired_evals": self.min_paired_evals,
-                "mean_delta": self.mean_delta,
-                "ci95": None if self.ci95 is None else list(self.ci95), "test": self.test,
-                "wins": self.wins, "ties": self.ties, "losses": self.losses,
-                "verdict": self.verdict, "verdict_reason": self.verdict_reason,
-                **({"interval_level": self.interval_level}
-                   if self.interval_level is not None else {}),
-                **({"power": self.power} if whole else {})}
-
 
 @dataclasses.dataclass(frozen=True)
-class SanityFlag:
+class SanityFlag(Record):
     """One sanity flag: severity, kind, message, and where it points (eval_id, configuration,
     run_number, assertion_id, config, ... in the order given)."""
 
@@ -1400,6 +1441,9 @@ class SanityFlag:
     message: str
     where: tuple[tuple[str, Any], ...] = ()
 
+    FIELDS = (Field("severity", TEXT), Field("kind", TEXT), Field("message", TEXT),
+              Field("where", Pairs(), rest=True))
+
     def place(self, key: str) -> Any:
         """The value of one of the flag's places; None when it names no such place."""
         return dict(self.where).get(key)
@@ -1407,47 +1451,17 @@ class SanityFlag:
     def points_at(self, key: str) -> bool:
         return any(name == key for name, _ in self.where)
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> SanityFlag:
-        _object(obj, file, json_path, nullable=False)
-        texts = [take(obj, key, str, file, json_path, True)
-                 for key in ("severity", "kind", "message")]
-        return cls(*texts, tuple((k, v) for k, v in obj.items()
-                                 if k not in ("severity", "kind", "message")))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"severity": self.severity, "kind": self.kind, "message": self.message,
-                **dict(self.where)}
-
 
 @dataclasses.dataclass(frozen=True)
-class SanityChecks:
+class SanityChecks(Record):
     status: str  # "OK" or "REVIEW REQUIRED"
     flags: tuple[SanityFlag, ...]
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> SanityChecks:
-        _object(obj, file, json_path, nullable=False)
-        flags = take(obj, "flags", list, file, json_path, True)
-        return cls(take(obj, "status", str, file, json_path, True),
-                   tuple(SanityFlag.from_json(flag, file, f"{json_path}.flags[{i}]")
-                         for i, flag in enumerate(flags)))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, "flags": [flag.to_json() for flag in self.flags]}
-
-
-def _numbers(obj: dict[str, Any], key: str, file: Any, json_path: str) -> tuple[float, ...]:
-    """A required list of numbers (pass rates)."""
-    values = take(obj, key, list, file, json_path, True)
-    for index, value in enumerate(values):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise misshapen(file, f"{json_path}.{key}[{index}]", "a number", value)
-    return tuple(values)
+    FIELDS = (Field("status", TEXT), Field("flags", ListOf(SanityFlag)))
 
 
 @dataclasses.dataclass(frozen=True)
-class EvalConfigRates:
+class EvalConfigRates(Record):
     """One config's runs of one eval (per_eval[].configs.<config>): the pass rate of each
     scored run, the status of every run, their mean and how many were scored."""
 
@@ -1456,24 +1470,12 @@ class EvalConfigRates:
     mean_pass_rate: float | None
     scored_runs: int
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> EvalConfigRates:
-        _object(obj, file, json_path, nullable=False)
-        statuses = take(obj, "statuses", list, file, json_path, True)
-        for index, status in enumerate(statuses):
-            if not isinstance(status, str):
-                raise misshapen(file, f"{json_path}.statuses[{index}]", "a string", status)
-        return cls(_numbers(obj, "pass_rates", file, json_path), tuple(statuses),
-                   _number_or_none(obj, "mean_pass_rate", file, json_path),
-                   take(obj, "scored_runs", int, file, json_path, True))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"pass_rates": list(self.pass_rates), "statuses": list(self.statuses),
-                "mean_pass_rate": self.mean_pass_rate, "scored_runs": self.scored_runs}
+    FIELDS = (Field("pass_rates", ListOf(NUMBER)), Field("statuses", TEXTS),
+              Field("mean_pass_rate", NUMBER, optional=True), Field("scored_runs", INTEGER))
 
 
 @dataclasses.dataclass(frozen=True)
-class PerEval:
+class PerEval(Record):
     """One eval's row of benchmark.json's per_eval: its configs' rates, and the candidate's
     delta against the first baseline (`deltas`, against every baseline, only with three or
     more configs; the key is then written, else left out)."""
@@ -1484,27 +1486,9 @@ class PerEval:
     delta: float | None
     deltas: dict[str, float | None] | None = None
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> PerEval:
-        _object(obj, file, json_path, nullable=False)
-        eval_id = obj.get("eval_id")
-        if not names_one_folder(eval_id):
-            raise misshapen(file, f"{json_path}.eval_id", "a case id", eval_id)
-        configs = take(obj, "configs", dict, file, json_path, True)
-        deltas = take(obj, "deltas", dict, file, json_path)
-        return cls(eval_id, obj.get("eval_name"),
-                   {c: EvalConfigRates.from_json(s, file, f"{json_path}.configs.{c}")
-                    for c, s in configs.items()},
-                   _number_or_none(obj, "delta", file, json_path),
-                   None if deltas is None else {
-                       c: _number_or_none(deltas, c, file, f"{json_path}.deltas")
-                       for c in deltas})
-
-    def to_json(self) -> dict[str, Any]:
-        return {"eval_id": self.eval_id, "eval_name": self.eval_name,
-                "configs": {c: s.to_json() for c, s in self.configs.items()},
-                "delta": self.delta,
-                **({"deltas": dict(self.deltas)} if self.deltas is not None else {})}
+    FIELDS = (Field("eval_id", CASE_ID), Field("eval_name", ANY, optional=True),
+              Field("configs", MapOf(EvalConfigRates)), Field("delta", NUMBER, optional=True),
+              Field("deltas", MapOf(NUMBER, nullable=True), optional=True, omit="none"))
 
     def delta_against(self, configs: list[str] | tuple[str, ...],
                       baseline: str) -> float | None:
@@ -1514,18 +1498,27 @@ class PerEval:
         return (self.deltas or {}).get(baseline)
 
 
-# benchmark.json's blocks that stay JSON as written, in the order of the file.
-BENCHMARK_BLOCKS = ("status_counts", "comparison", "per_assertion", "pass_hat_k", "per_eval",
-                    "judge", "judge_vs_checks", "activation", "notes")
-JSON_BLOCKS = tuple(key for key in BENCHMARK_BLOCKS if key != "per_eval")
+@dataclasses.dataclass(frozen=True)
+class ConfigSummaries:
+    """run_summary's configs, {config: ConfigSummary}; its `delta` member is a field of its
+    own (Benchmark.summary_delta)."""
+
+    def read(self, value: Any, cursor: Cursor) -> dict[str, ConfigSummary]:
+        if not isinstance(value, dict):
+            raise cursor.refuse("an object", value)
+        return {config: ConfigSummary.read(summary, cursor.at(config))
+                for config, summary in value.items() if config != "delta"}
+
+    def write(self, value: Any) -> dict[str, Any]:
+        return {config: summary.to_json() for config, summary in value.items()}
 
 
 @dataclasses.dataclass(frozen=True)
-class Benchmark:
+class Benchmark(Record):
     """benchmark.json: what aggregate() returns, write_benchmark writes and every report
     renders. Runs, run summaries, per-eval rows, comparisons and sanity flags are values; the
-    other blocks
-    (BENCHMARK_BLOCKS, the metadata and the results check) are JSON as written."""
+    other blocks (the metadata, per_assertion, pass_hat_k, judge, judge_vs_checks,
+    activation, the results check and the adaptive record) are JSON as written."""
 
     metadata: dict[str, Any]
     runs: tuple[RunResult, ...]  # scored: skill-creator averages every entry
@@ -1538,16 +1531,40 @@ class Benchmark:
     status_counts: dict[str, int] | None = None
     comparison: dict[str, Any] = dataclasses.field(default_factory=dict)
     comparisons: tuple[Comparison, ...] | None = None  # None: written before there were any
-    per_assertion: list[dict[str, Any]] | None = None
+    per_assertion: tuple[dict[str, Any], ...] | None = None
     pass_hat_k: dict[str, Any] | None = None
     per_eval: tuple[PerEval, ...] = ()
     judge: dict[str, Any] | None = None
     judge_vs_checks: dict[str, Any] | None = None
     activation: dict[str, Any] | None = None
-    notes: list[Any] | None = None
+    notes: tuple[Any, ...] | None = None
     paired: Comparison | None = None
     results_check: dict[str, Any] | None = None
     adaptive: dict[str, Any] | None = None  # --adaptive: the waves, their looks, the saving
+
+    FIELDS = (Field("metadata", OBJECT), Field("runs", ListOf(RunResult)),
+              Field("run_summary", ConfigSummaries()),
+              Field("summary_delta", OBJECT, optional=True, omit="none", key="delta",
+                    within="run_summary"),
+              Field("scored_run_count", INTEGER), Field("error_run_count", INTEGER),
+              Field("status_counts", OBJECT, optional=True), Field("comparison", OBJECT),
+              Field("comparisons", ListOf(Requiring(Comparison, ("candidate", "baseline"))),
+                    optional=True),
+              Field("per_assertion", ListOf(OBJECT), optional=True),
+              Field("pass_hat_k", OBJECT, optional=True), Field("per_eval", ListOf(PerEval)),
+              *(Field(key, OBJECT, optional=True)
+                for key in ("judge", "judge_vs_checks", "activation")),
+              Field("notes", ListOf(ANY), optional=True),
+              Field("paired", Comparison, optional=True),
+              Field("sanity_checks", SanityChecks),
+              Field("unscored_runs", ListOf(RunResult), optional=True, default=()),
+              Field("adaptive", OBJECT, optional=True, omit="none"),
+              Field("results_check", OBJECT, optional=True, omit="none"))
+
+    def _check(self, cursor: Cursor) -> None:
+        configs = self.metadata.get("configs")
+        if configs is None or not all(isinstance(c, str) for c in configs):
+            raise cursor.at("metadata.configs").refuse("a list of config names", configs)
 
     @property
     def configs(self) -> list[str]:
@@ -1560,63 +1577,9 @@ class Benchmark:
         """The runs as the hash checks read them (where each run's files are)."""
         return BenchmarkFile({}, tuple(run.entry() for run in (*self.runs, *self.unscored_runs)))
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str = "") -> Benchmark:
-        BenchmarkFile.from_json(obj, file, json_path)  # the kinds of its top-level keys
-        runs = tuple(RunResult.from_json(run, file, f"runs[{i}]")
-                     for i, run in enumerate(obj["runs"]))
-        unscored = tuple(RunResult.from_json(run, file, f"unscored_runs[{i}]")
-                         for i, run in enumerate(obj.get("unscored_runs") or []))
-        configs = obj["metadata"].get("configs")
-        if configs is None or not all(isinstance(c, str) for c in configs):
-            raise misshapen(file, "metadata.configs", "a list of config names", configs)
-        summary = obj["run_summary"]
-        delta = _object(summary.get("delta"), file, "run_summary.delta")
-        blocks = {key: obj.get(key) for key in JSON_BLOCKS}
-        for key, kind in (("comparisons", list), ("per_assertion", list), ("notes", list),
-                          ("status_counts", dict), ("pass_hat_k", dict), ("judge", dict),
-                          ("judge_vs_checks", dict), ("activation", dict), ("paired", dict)):
-            take(obj, key, kind, file, json_path)
-        _objects(blocks["per_assertion"], file, "per_assertion")
-        compared = None if obj.get("comparisons") is None else tuple(
-            Comparison.from_json(c, file, f"comparisons[{i}]")
-            for i, c in enumerate(obj["comparisons"]))
-        paired = obj.get("paired")
-        return cls(obj["metadata"], runs, unscored,
-                   {c: ConfigSummary.from_json(s, file, f"run_summary.{c}")
-                    for c, s in summary.items() if c != "delta"}, delta,
-                   obj["scored_run_count"], obj["error_run_count"],
-                   SanityChecks.from_json(obj["sanity_checks"], file, "sanity_checks"),
-                   **blocks, comparisons=compared,
-                   per_eval=tuple(PerEval.from_json(row, file, f"per_eval[{i}]")
-                                  for i, row in enumerate(obj["per_eval"])),
-                   paired=None if paired is None else Comparison.from_json(paired, file, "paired"),
-                   results_check=_object(obj.get("results_check"), file, "results_check"),
-                   adaptive=_object(obj.get("adaptive"), file, "adaptive"))
-
-    def to_json(self) -> dict[str, Any]:
-        summary: dict[str, Any] = {c: s.to_json() for c, s in self.run_summary.items()}
-        if self.summary_delta is not None:
-            summary["delta"] = self.summary_delta
-        blocks = {key: getattr(self, key) for key in JSON_BLOCKS}
-        blocks["per_eval"] = [row.to_json() for row in self.per_eval]
-        return {"metadata": self.metadata, "runs": [run.to_json() for run in self.runs],
-                "run_summary": summary, "scored_run_count": self.scored_run_count,
-                "error_run_count": self.error_run_count,
-                "status_counts": blocks["status_counts"], "comparison": blocks["comparison"],
-                "comparisons": (None if self.comparisons is None
-                                else [c.to_json() for c in self.comparisons]),
-                **{key: blocks[key] for key in BENCHMARK_BLOCKS[2:]},
-                "paired": None if self.paired is None else self.paired.to_json(),
-                "sanity_checks": self.sanity_checks.to_json(),
-                "unscored_runs": [run.to_json() for run in self.unscored_runs],
-                **({"adaptive": self.adaptive} if self.adaptive is not None else {}),
-                **({"results_check": self.results_check} if self.results_check is not None
-                   else {})}
-
 
 @dataclasses.dataclass
-class RunRecord:
+class RunRecord(Record):
     """What one cell left, filled in while it runs: run.json's fields, plus its grading and
     metrics (files of their own). The processes, the grader calls and the grading are the
     records above; the other nested values are JSON documents written as they are (their
@@ -1654,6 +1617,22 @@ class RunRecord:
     # write time. Kept out of run.json, which is one of those files; benchmark.json holds it.
     written_files: dict[str, str] = dataclasses.field(default_factory=dict)
 
+    FIELDS = (Field("eval_id", CASE_ID), Field("eval_name", TEXT, optional=True),
+              Field("configuration", CONFIG_NAME), Field("run_number", INTEGER),
+              Field("status", TEXT), Field("failure", OBJECT, optional=True),
+              *(Field(key, ProcessCall, optional=True) for key in ("executor", "grader")),
+              Field("sandbox", OBJECT, optional=True), Field("changes", OBJECT, optional=True),
+              Field("written_artifact", OBJECT, optional=True,
+                    default=lambda: {"captured": False}),
+              Field("grader_metrics", OBJECT, optional=True),
+              Field("grader_calls", ListOf(GraderCall, load=list), optional=True),
+              *(Field(key, OBJECT, optional=True) for key in ("checks", "regraded_from")),
+              Field("permission_denials", ListOf(ANY, load=list), optional=True, default=list),
+              *(Field(key, OBJECT, optional=True) for key in ("skill_read", "activation")),
+              Field("notes", ListOf(TEXT, load=list), optional=True, default=list),
+              *(Field(key, TEXT, optional=True) for key in ("started_at", "finished_at")),
+              *(Field(key, FLAG, optional=True, default=False) for key in ("resumed", "scored")))
+
     @property
     def label(self) -> str:
         return f"eval-{self.eval_id}/{config_folder(self.configuration)}/run-{self.run_number}"
@@ -1663,42 +1642,19 @@ class RunRecord:
 
     def run_json(self) -> dict[str, Any]:
         """run.json: every field but the grading and the metrics, which have their own files."""
-        return {field.name: self._json_of(field.name) for field in dataclasses.fields(self)
-                if field.name not in ("grading", "metrics", "written_files")}
-
-    def _json_of(self, name: str) -> Any:
-        value = getattr(self, name)
-        if isinstance(value, ProcessCall):
-            return value.to_json()
-        if name == "grader_calls" and value is not None:
-            return [call.to_json() for call in value]
-        return value
+        return write_record(self)
 
     @classmethod
     def from_files(cls, run_dir: Path, run_json: Any, grading: Any, metrics: Any) -> RunRecord:
-        """A finished cell read back from its run folder's files. The grading and the metrics
-        are checked in full (InputError naming the file and JSON path); run.json's other
-        fields are what it holds, each cell's own record."""
-        _object(run_json, run_dir / "run.json", "", nullable=False)
-        known = {field.name for field in dataclasses.fields(cls)}
-        values = {k: v for k, v in run_json.items() if k in known}
-        for key in ("eval_name", "configuration", "status"):
-            take(values, key, str, run_dir / "run.json", "", required=key != "eval_name")
-        take(values, "run_number", int, run_dir / "run.json", "", required=True)
-        for key in ("executor", "grader"):
-            if values.get(key) is not None:
-                values[key] = ProcessCall.from_json(values[key], run_dir / "run.json", key)
-        if values.get("grader_calls") is not None:
-            calls = take(values, "grader_calls", list, run_dir / "run.json", "")
-            values["grader_calls"] = [GraderCall.from_json(call, run_dir / "run.json",
-                                                           f"grader_calls[{index}]")
-                                      for index, call in enumerate(calls)]
-        parsed = Grading.from_json(grading, run_dir / "grading.json") if grading is not None \
-            else None
-        checked = metrics_from_json(metrics, run_dir / "metrics.json", "metrics")
-        return cls(**{**values, "grading": parsed,
-                      "metrics": {name: m.to_json() for name, m in checked.items()}
-                      if metrics is not None else None})
+        """A finished cell read back from its run folder's files, each checked in full
+        (InputError naming the file and JSON path)."""
+        record = read_record(cls, run_json, Cursor(run_dir / "run.json"))
+        if grading is not None:
+            record.grading = Grading.from_json(grading, run_dir / "grading.json")
+        if metrics is not None:
+            record.metrics = METRICS.write(metrics_from_json(metrics, run_dir / "metrics.json",
+                                                             "metrics"))
+        return record
 
 
 # ==== files and text =========================================================
