@@ -414,13 +414,18 @@ class MapOf:
 
     item: Any
     nullable: bool = False
-    expected: str = "an object"
+    besides: tuple[str, ...] = ()  # members another field reads
+    names: Callable[[str], bool] = lambda name: True  # which member names may hold an item
 
     def read(self, value: Any, cursor: Cursor) -> dict[str, Any]:
         if not isinstance(value, dict):
-            raise cursor.refuse(self.expected, value)
+            raise cursor.refuse("an object", value)
+        for key, item in value.items():
+            if not self.names(key):
+                raise cursor.at(key).refuse(self.item.expected, item)
         return {key: None if item is None and self.nullable
-                else self.item.read(item, cursor.at(key)) for key, item in value.items()}
+                else self.item.read(item, cursor.at(key))
+                for key, item in value.items() if key not in self.besides}
 
     def write(self, value: Any) -> dict[str, Any]:
         return {key: None if item is None else self.item.write(item)
@@ -443,7 +448,7 @@ class Field:
     """One member of a record. `omit`: None (always written), "none" (left out when None),
     "empty" (left out when false or empty), or a test of the record that leaves it out.
     `inline`: a nested record whose members sit in this object, read when the member of that
-    name is there. `rest`: the members no other field names. `derived`: written from the
+    name is there (always, unless optional). `rest`: the members no other field names. `derived`: written from the
     record's method of this name, and on reading must agree with it. `within`: a member of
     the object member of that name, read and written there."""
 
@@ -507,7 +512,8 @@ def _read_field(field: Field, obj: dict[str, Any], cursor: Cursor, required: tup
     if field.rest:
         return field.kind.read({k: v for k, v in obj.items() if k not in named}, cursor)
     if field.inline:
-        return field.kind.read(obj, cursor) if field.inline in obj else None
+        present = field.inline in obj or not field.optional
+        return field.kind.read(obj, cursor) if present else None
     if field.within:
         obj, cursor = obj[field.within], cursor.at(field.within)  # an object, read above
     value = obj.get(field.json_key)
@@ -879,41 +885,14 @@ def take(obj: dict[str, Any], key: str, kind: Any, file: Any, json_path: str,
     return value
 
 
-def take_names(obj: dict[str, Any], key: str, check: Callable[[Any], bool], file: Any,
-               json_path: str) -> tuple[str, ...]:
-    """A list of case ids or config names, each checked as a folder name."""
-    values = take(obj, key, list, file, json_path, required=True)
-    for index, value in enumerate(values):
-        if not check(value):
-            raise misshapen(file, f"{json_path}.{key}[{index}]",
-                            "a case id or config name that names one folder", value)
-    return tuple(str(value) for value in values)
-
-
 def _is_run_file(rel: Any) -> bool:
     parts = rel.split("/")
     return ".." not in parts and "" not in parts and "." not in parts
 
 
-@dataclasses.dataclass(frozen=True)
-class FileHashes:
-    """A cell's {relative file: sha256}, each name a path inside the run folder."""
-
-    def read(self, value: Any, cursor: Cursor) -> dict[str, str]:
-        if not isinstance(value, dict):
-            raise cursor.refuse("an object of file hashes", value)
-        for rel, digest in value.items():
-            if not _is_run_file(rel) or not isinstance(digest, str):
-                raise cursor.at(rel).refuse("a run file's hash", digest)
-        return dict(value)
-
-    def write(self, value: Any) -> dict[str, str]:
-        return value
-
-
-HASHES = FileHashes()
+HASHES = MapOf(Kind("a run file's hash", lambda value: isinstance(value, str)),
+               names=_is_run_file)  # a cell's {relative file: sha256}
 CASE_ID = Kind("a case id", names_one_folder)
-CASE_KEY = Kind("a case id", names_one_folder, str)  # kept as its folder's name
 CONFIG_NAME = Kind("a config name", is_config_name)
 FOLDER_NAMES = ListOf(Kind("a case id or config name that names one folder", names_one_folder,
                            str))
@@ -926,23 +905,6 @@ def _is_cell_label(label: Any) -> bool:
     return (len(parts) == 3 and parts[0].startswith("eval-")
             and names_one_folder(parts[0][len("eval-"):]) and parts[1] not in ("", ".", "..")
             and re.fullmatch(r"run-[1-9][0-9]*", parts[2]) is not None)
-
-
-@dataclasses.dataclass(frozen=True)
-class RunEntry(Record):
-    """One run as benchmark.json lists it: where its files are and their recorded hashes."""
-
-    eval_id: str
-    configuration: str
-    run_number: int
-    files_sha256: dict[str, str] | None
-
-    FIELDS = (Field("eval_id", CASE_KEY), Field("configuration", CONFIG_NAME),
-              Field("run_number", RUN_NUMBER), Field("files_sha256", HASHES, optional=True))
-
-    @property
-    def label(self) -> str:
-        return f"eval-{self.eval_id}/{config_folder(self.configuration)}/run-{self.run_number}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1052,14 +1014,10 @@ def check_fixture_status(status: dict[str, Any], file: Any, json_path: str) -> N
 
 def check_recorded_options(options: dict[str, Any], file: Any) -> None:
     """The options a manifest records, which --regrade adopts and --resume compares."""
-    if options.get("configs") is not None:
-        take_names(options, "configs", is_config_name, file, "options")
-    if options.get("eval_ids") is not None:
-        take_names(options, "eval_ids", names_one_folder, file, "options")
-    for key in ("runs", "grader_runs", "concurrency"):
-        value = take(options, key, int, file, "options")
-        if value is not None and value < 1:
-            raise misshapen(file, f"options.{key}", "a count from 1", value)
+    for key, kind in (("configs", CONFIG_NAMES), ("eval_ids", FOLDER_NAMES), ("runs", COUNT),
+                      ("grader_runs", COUNT), ("concurrency", COUNT)):
+        if options.get(key) is not None:
+            kind.read(options[key], Cursor(file, f"options.{key}"))
 
 
 # What benchmark.json must hold, and the kind of each.
@@ -1068,35 +1026,14 @@ BENCHMARK_KINDS = {"metadata": dict, "runs": list, "run_summary": dict, "compari
                    "error_run_count": int}
 
 
-@dataclasses.dataclass(frozen=True)
-class BenchmarkFile:
-    """benchmark.json, checked where it names files; `data` is the object as written."""
-
-    data: dict[str, Any]
-    runs: tuple[RunEntry, ...]  # scored and unscored
-
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str = "") -> BenchmarkFile:
-        missing = [k for k, kind in BENCHMARK_KINDS.items() if not isinstance(obj, dict)
-                   or not (_is_int(obj.get(k)) if kind is int else isinstance(obj.get(k), kind))]
-        if missing:
-            raise InputError(f"{file} is not a skill-eval benchmark (missing or mistyped: "
-                             f"{', '.join(missing)})",
-                             "pass an iteration folder written by this runner")
-        unscored = take(obj, "unscored_runs", list, file, json_path) or []
-        runs = [RunEntry.from_json(run, file, f"runs[{i}]") for i, run in enumerate(obj["runs"])]
-        runs += [RunEntry.from_json(run, file, f"unscored_runs[{i}]")
-                 for i, run in enumerate(unscored)]
-        take(obj["metadata"], "configs", list, file, "metadata")
-        check_fixture_status(take(obj["metadata"], "fixture_status", dict, file, "metadata")
-                             or {}, file, "metadata.fixture_status")
-        for index, row in enumerate(obj["per_eval"]):
-            if not isinstance(row, dict):
-                raise misshapen(file, f"per_eval[{index}]", "an object", row)
-        return cls(obj, tuple(runs))
-
-    def hashes(self) -> dict[str, dict[str, str] | None]:
-        return {run.label: run.files_sha256 for run in self.runs}
+def refuse_other_files(obj: Any, file: Any) -> None:
+    """A file that is not a benchmark at all is named as such, before any member is read."""
+    missing = [k for k, kind in BENCHMARK_KINDS.items() if not isinstance(obj, dict)
+               or not (_is_int(obj.get(k)) if kind is int else isinstance(obj.get(k), kind))]
+    if missing:
+        raise InputError(f"{file} is not a skill-eval benchmark (missing or mistyped: "
+                         f"{', '.join(missing)})",
+                         "pass an iteration folder written by this runner")
 
 
 # -- what the runner writes: benchmark.json as values -----------------------------------------
@@ -1191,7 +1128,8 @@ class Verdict(Record):
     kind: str | None = None
 
     FIELDS = (Field("id", INTEGER), Field("text", TEXT), Field("passed", FLAG),
-              Field("evidence", TEXT), Field("majority", Majority, inline="ballots", omit="none"),
+              Field("evidence", TEXT),
+              Field("majority", Majority, optional=True, inline="ballots", omit="none"),
               Field("check", TEXT, optional=True, omit="none"),
               Field("kind", TEXT, optional=True, omit="none"))
 
@@ -1384,9 +1322,6 @@ class RunResult(Record):
     def key(self) -> tuple[str, str, int]:
         return str(self.eval_id), self.configuration, self.run_number
 
-    def entry(self) -> RunEntry:
-        return RunEntry(str(self.eval_id), self.configuration, self.run_number,
-                        self.files_sha256)
 
 
 def _is_interval(value: Any) -> bool:
@@ -1499,43 +1434,113 @@ class PerEval(Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class ConfigSummaries:
-    """run_summary's configs, {config: ConfigSummary}; its `delta` member is a field of its
-    own (Benchmark.summary_delta)."""
+class SummaryDelta(Record):
+    """run_summary.delta: the candidate's mean minus the first baseline's, as signed text."""
 
-    def read(self, value: Any, cursor: Cursor) -> dict[str, ConfigSummary]:
-        if not isinstance(value, dict):
-            raise cursor.refuse("an object", value)
-        return {config: ConfigSummary.read(summary, cursor.at(config))
-                for config, summary in value.items() if config != "delta"}
+    pass_rate: str | None
+    time_seconds: str | None
+    tokens: str | None
 
-    def write(self, value: Any) -> dict[str, Any]:
-        return {config: summary.to_json() for config, summary in value.items()}
+    FIELDS = tuple(Field(key, TEXT, optional=True)
+                   for key in ("pass_rate", "time_seconds", "tokens"))
+
+
+@dataclasses.dataclass(frozen=True)
+class PooledComparison(Record):
+    """benchmark.json's `comparison`: the candidate's and the first baseline's pass rates
+    pooled over scored runs, and their difference (no baseline with one config)."""
+
+    candidate: str
+    baseline: str | None
+    candidate_pass_rate: float | None
+    baseline_pass_rate: float | None
+    delta: float | None
+
+    FIELDS = (Field("candidate", TEXT), Field("baseline", TEXT, optional=True),
+              *(Field(key, NUMBER, optional=True)
+                for key in ("candidate_pass_rate", "baseline_pass_rate", "delta")))
+
+
+@dataclasses.dataclass(frozen=True)
+class Agreement(Record):
+    """count, agreed, agreement rate and Cohen's kappa of (judge, check) verdicts."""
+
+    count: int
+    agreed: int
+    agreement: float | None
+    kappa: Metric
+
+    FIELDS = (Field("count", INTEGER), Field("agreed", INTEGER),
+              Field("agreement", NUMBER, optional=True), Field("kappa", Metric))
+
+
+@dataclasses.dataclass(frozen=True)
+class Disagreement(Record):
+    """A cell where the judge and the paired check gave different verdicts."""
+
+    eval_id: str | int
+    configuration: str
+    run_number: int
+    judge_passed: bool
+    check_passed: bool
+
+    FIELDS = (Field("eval_id", CASE_ID), Field("configuration", CONFIG_NAME),
+              Field("run_number", RUN_NUMBER),
+              *(Field(key, FLAG) for key in ("judge_passed", "check_passed")))
+
+
+@dataclasses.dataclass(frozen=True)
+class PairAgreement(Record):
+    """One (assertion, check) pair of judge_vs_checks; eval_id None: a common assertion."""
+
+    eval_id: str | int | None
+    assertion: str
+    check: str
+    disagreements: tuple[Disagreement, ...]
+    votes: Agreement
+
+    FIELDS = (Field("eval_id", CASE_ID, optional=True), Field("assertion", TEXT),
+              Field("check", TEXT), Field("disagreements", ListOf(Disagreement)),
+              Field("votes", Agreement, inline="count"))
+
+
+@dataclasses.dataclass(frozen=True)
+class JudgeVsChecks(Record):
+    """benchmark.json's judge_vs_checks: how often the judge agreed with the check that
+    decides the same fact, overall and per pair, and the disagreement share that flags."""
+
+    pairs: int
+    overall: Agreement
+    per_pair: tuple[PairAgreement, ...]
+    max_disagreement: float
+
+    FIELDS = (Field("pairs", INTEGER), Field("overall", Agreement),
+              Field("per_pair", ListOf(PairAgreement)), Field("max_disagreement", NUMBER))
 
 
 @dataclasses.dataclass(frozen=True)
 class Benchmark(Record):
     """benchmark.json: what aggregate() returns, write_benchmark writes and every report
     renders. Runs, run summaries, per-eval rows, comparisons and sanity flags are values; the
-    other blocks (the metadata, per_assertion, pass_hat_k, judge, judge_vs_checks,
-    activation, the results check and the adaptive record) are JSON as written."""
+    other blocks (the metadata, per_assertion, pass_hat_k, judge, activation, the results
+    check and the adaptive record) are JSON as written."""
 
     metadata: dict[str, Any]
     runs: tuple[RunResult, ...]  # scored: skill-creator averages every entry
     unscored_runs: tuple[RunResult, ...]
     run_summary: dict[str, ConfigSummary]
-    summary_delta: dict[str, Any] | None  # run_summary.delta: candidate minus first baseline
+    summary_delta: SummaryDelta | None  # run_summary.delta: candidate minus first baseline
     scored_run_count: int
     error_run_count: int
     sanity_checks: SanityChecks
+    comparison: PooledComparison
     status_counts: dict[str, int] | None = None
-    comparison: dict[str, Any] = dataclasses.field(default_factory=dict)
     comparisons: tuple[Comparison, ...] | None = None  # None: written before there were any
     per_assertion: tuple[dict[str, Any], ...] | None = None
     pass_hat_k: dict[str, Any] | None = None
     per_eval: tuple[PerEval, ...] = ()
     judge: dict[str, Any] | None = None
-    judge_vs_checks: dict[str, Any] | None = None
+    judge_vs_checks: JudgeVsChecks | None = None
     activation: dict[str, Any] | None = None
     notes: tuple[Any, ...] | None = None
     paired: Comparison | None = None
@@ -1543,17 +1548,19 @@ class Benchmark(Record):
     adaptive: dict[str, Any] | None = None  # --adaptive: the waves, their looks, the saving
 
     FIELDS = (Field("metadata", OBJECT), Field("runs", ListOf(RunResult)),
-              Field("run_summary", ConfigSummaries()),
-              Field("summary_delta", OBJECT, optional=True, omit="none", key="delta",
+              Field("run_summary", MapOf(ConfigSummary, besides=("delta",))),
+              Field("summary_delta", SummaryDelta, optional=True, omit="none", key="delta",
                     within="run_summary"),
               Field("scored_run_count", INTEGER), Field("error_run_count", INTEGER),
-              Field("status_counts", OBJECT, optional=True), Field("comparison", OBJECT),
+              Field("status_counts", MapOf(INTEGER), optional=True),
+              Field("comparison", PooledComparison),
               Field("comparisons", ListOf(Requiring(Comparison, ("candidate", "baseline"))),
                     optional=True),
               Field("per_assertion", ListOf(OBJECT), optional=True),
               Field("pass_hat_k", OBJECT, optional=True), Field("per_eval", ListOf(PerEval)),
-              *(Field(key, OBJECT, optional=True)
-                for key in ("judge", "judge_vs_checks", "activation")),
+              Field("judge", OBJECT, optional=True),
+              Field("judge_vs_checks", JudgeVsChecks, optional=True),
+              Field("activation", OBJECT, optional=True),
               Field("notes", ListOf(ANY), optional=True),
               Field("paired", Comparison, optional=True),
               Field("sanity_checks", SanityChecks),
@@ -1563,19 +1570,22 @@ class Benchmark(Record):
 
     def _check(self, cursor: Cursor) -> None:
         configs = self.metadata.get("configs")
-        if configs is None or not all(isinstance(c, str) for c in configs):
+        if not isinstance(configs, list) or not all(isinstance(c, str) for c in configs):
             raise cursor.at("metadata.configs").refuse("a list of config names", configs)
+        status = take(self.metadata, "fixture_status", dict, cursor.file, "metadata")
+        check_fixture_status(status or {}, cursor.file, "metadata.fixture_status")
 
     @property
     def configs(self) -> list[str]:
         return self.metadata["configs"]
 
     def hashes(self) -> dict[str, dict[str, str] | None]:
-        return {run.label: run.files_sha256 for run in (*self.runs, *self.unscored_runs)}
+        return {run.label: run.files_sha256 for run in self.listed_runs}
 
-    def file_entries(self) -> BenchmarkFile:
-        """The runs as the hash checks read them (where each run's files are)."""
-        return BenchmarkFile({}, tuple(run.entry() for run in (*self.runs, *self.unscored_runs)))
+    @property
+    def listed_runs(self) -> tuple[RunResult, ...]:
+        """Scored and unscored runs, as listed: where each run's files are."""
+        return (*self.runs, *self.unscored_runs)
 
 
 @dataclasses.dataclass
@@ -8553,14 +8563,6 @@ def per_eval_rates(runs: list[RunResult], configs: tuple[str, ...]) -> tuple[Per
     return tuple(rows)
 
 
-def _pass_rates_of(row: PerEval | dict[str, Any], config: str) -> Sequence[float]:
-    """A row's pass rates for one config; a plain dict row (as the unit tests build, with
-    only the pass rates) is read by its keys."""
-    if isinstance(row, PerEval):
-        return row.configs[config].pass_rates
-    return row["configs"][config]["pass_rates"]
-
-
 def paired_deltas(pairs: list[tuple[list[float], list[float]]]) -> list[float]:
     """Each eval's delta of mean pass rates (candidate minus baseline), in sorted order.
 
@@ -8700,7 +8702,7 @@ def mean_delta_interval(deltas: list[float], step: float,
             "step": step, "bounded": (low, high) != (-1.0, 1.0)}
 
 
-def paired_statistics(per_eval: Sequence[PerEval | dict[str, Any]],
+def paired_statistics(per_eval: Sequence[PerEval],
                       configs: tuple[str, ...], alpha: float = ALPHA) -> dict[str, Any] | None:
     if len(configs) != 2:
         return None
@@ -8994,7 +8996,7 @@ MULTIPLICITY_METHOD = ("Holm's step-down: with m comparisons, those whose interv
                        "most alpha")
 
 
-def comparisons(per_eval: Sequence[PerEval | dict[str, Any]],
+def comparisons(per_eval: Sequence[PerEval],
                 configs: tuple[str, ...]) -> list[Comparison]:
     """The candidate (first config) against each other config: paired statistics and power.
 
@@ -9008,7 +9010,7 @@ def comparisons(per_eval: Sequence[PerEval | dict[str, Any]],
             for pair, level in zip(pairs, levels)]
 
 
-def holm_levels(per_eval: Sequence[PerEval | dict[str, Any]],
+def holm_levels(per_eval: Sequence[PerEval],
                 pairs: list[tuple[str, str]]) -> list[float]:
     """Per comparison, the level Holm's step-down tests it at: a claimed one the level of
     its step, the others the level of the last step, where none of them claimed."""
@@ -9026,7 +9028,7 @@ def holm_levels(per_eval: Sequence[PerEval | dict[str, Any]],
     return levels
 
 
-def comparison_of(per_eval: Sequence[PerEval | dict[str, Any]], pair: tuple[str, str],
+def comparison_of(per_eval: Sequence[PerEval], pair: tuple[str, str],
                   alpha: float = ALPHA, family: int = 1) -> Comparison:
     """pair[0] against pair[1] over the evals scored in both: the test, verdict and power,
     at `alpha` (Holm's level for it when `family` comparisons share ALPHA)."""
@@ -9046,9 +9048,9 @@ def comparison_of(per_eval: Sequence[PerEval | dict[str, Any]], pair: tuple[str,
         interval_level=1 - alpha if family > 1 else None)
 
 
-def _paired_rates(per_eval: Sequence[PerEval | dict[str, Any]],
+def _paired_rates(per_eval: Sequence[PerEval],
                   pair: tuple[str, str]) -> list[tuple[list[float], list[float]]]:
-    rows = [tuple(list(_pass_rates_of(row, c)) for c in pair) for row in per_eval]
+    rows = [tuple(list(row.configs[c].pass_rates) for c in pair) for row in per_eval]
     return [(cand, base) for cand, base in rows if cand and base]
 
 
@@ -9225,7 +9227,7 @@ def simulated_mde(pairs: list[tuple[list[float], list[float]]], evals: int,
     return (None if math.isinf(share) else share * room), room
 
 
-def power_forecast(per_eval: Sequence[PerEval | dict[str, Any]], pair: tuple[str, str],
+def power_forecast(per_eval: Sequence[PerEval], pair: tuple[str, str],
                    observed: float | None, alpha: float = ALPHA,
                    evals: int | None = None) -> dict[str, Any]:
     """Minimum detectable effect, and evals (or runs per eval) a target delta would need.
@@ -9457,10 +9459,9 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> Benchmark:
         error_run_count=sum(r.status != STATUS_OK for r in runs),
         sanity_checks=SanityChecks("OK", ()),  # below, from everything else
         status_counts=dict(sorted(statuses.items())),
-        comparison={"candidate": candidate, "baseline": baseline,
-                    "candidate_pass_rate": cand_rate, "baseline_pass_rate": base_rate,
-                    "delta": cand_rate - base_rate
-                    if cand_rate is not None and base_rate is not None else None},
+        comparison=PooledComparison(candidate, baseline, cand_rate, base_rate,
+                                    cand_rate - base_rate
+                                    if cand_rate is not None and base_rate is not None else None),
         comparisons=tuple(compared),
         per_assertion=per_assertion(runs, configs, meta.get("common_assertions")),
         pass_hat_k=({c: pass_hat_k(per_eval, runs, c) for c in configs}
@@ -9565,7 +9566,7 @@ def judge_summary(runs: list[RunResult], configs: tuple[str, ...],
 JUDGE_CHECK_DISAGREEMENT_MAX = 0.10  # more than this share of cells: judge_disagrees_with_check
 
 
-def judge_vs_checks(runs: list[RunResult], common: list[str] | None) -> dict[str, Any]:
+def judge_vs_checks(runs: list[RunResult], common: list[str] | None) -> JudgeVsChecks:
     """How often the judge agreed with the check that decides the same fact, over the scored
     runs: overall and per (assertion, check) pair, with Cohen's kappa and every cell where
     the two disagreed. The check is the reference: it looked at the files, the judge at a text."""
@@ -9587,39 +9588,35 @@ def judge_vs_checks(runs: list[RunResult], common: list[str] | None) -> dict[str
             entry["votes"].append(vote)
             every.append(vote)
             if vote[0] != vote[1]:
-                entry["disagreements"].append({
-                    "eval_id": run.eval_id, "configuration": run.configuration,
-                    "run_number": run.run_number, "judge_passed": vote[0],
-                    "check_passed": vote[1]})
-    per_pair = []
-    for entry in pairs.values():
-        votes = entry.pop("votes")
-        per_pair.append({**entry, **_agreement_of(votes)})
-    return {"pairs": len(per_pair), "overall": _agreement_of(every), "per_pair": per_pair,
-            "max_disagreement": JUDGE_CHECK_DISAGREEMENT_MAX}
+                entry["disagreements"].append(Disagreement(
+                    run.eval_id, run.configuration, run.run_number, vote[0], vote[1]))
+    per_pair = tuple(PairAgreement(entry["eval_id"], entry["assertion"], entry["check"],
+                                   tuple(entry["disagreements"]), _agreement_of(entry["votes"]))
+                     for entry in pairs.values())
+    return JudgeVsChecks(len(per_pair), _agreement_of(every), per_pair,
+                         JUDGE_CHECK_DISAGREEMENT_MAX)
 
 
-def _agreement_of(votes: list[tuple[bool, bool]]) -> dict[str, Any]:
+def _agreement_of(votes: list[tuple[bool, bool]]) -> Agreement:
     """count, agreed, agreement rate and Cohen's kappa of (judge, check) verdicts."""
     n = len(votes)
     agreed = sum(judge == check for judge, check in votes)
-    return {"count": n, "agreed": agreed, "agreement": agreed / n if n else None,
-            "kappa": cohen_kappa(votes)}
+    return Agreement(n, agreed, agreed / n if n else None, cohen_kappa(votes))
 
 
-def cohen_kappa(votes: list[tuple[bool, bool]]) -> dict[str, Any]:
+def cohen_kappa(votes: list[tuple[bool, bool]]) -> Metric:
     """Cohen's kappa of two raters on pass/fail, or absent with the reason it is undefined."""
     n = len(votes)
     if not n:
-        return {"value": None, "absent_reason": "no paired verdicts"}
+        return Metric(None, absent_reason="no paired verdicts")
     observed = sum(a == b for a, b in votes) / n
     first = sum(a for a, _ in votes) / n
     second = sum(b for _, b in votes) / n
     chance = first * second + (1 - first) * (1 - second)
     if chance >= 1 - RATE_EPSILON:
-        return {"value": None, "absent_reason": "both gave the same verdict in every cell, so "
-                "agreement by chance is certain"}
-    return {"value": _snap((observed - chance) / (1 - chance))}
+        return Metric(None, absent_reason="both gave the same verdict in every cell, so "
+                      "agreement by chance is certain")
+    return Metric(_snap((observed - chance) / (1 - chance)))
 
 
 def judge_cost(runs: list[RunResult], configs: tuple[str, ...]) -> dict[str, Any]:
@@ -9765,12 +9762,12 @@ def all_runs(benchmark: Benchmark) -> list[RunResult]:
                                        r.run_number))
 
 
-def _summary_delta(cand: ConfigSummary, base: ConfigSummary) -> dict[str, str | None]:
+def _summary_delta(cand: ConfigSummary, base: ConfigSummary) -> SummaryDelta:
     out = {}
     for key, fmt in (("pass_rate", "{:+.2f}"), ("time_seconds", "{:+.1f}"), ("tokens", "{:+.0f}")):
         a, b = cand.stat(key).mean, base.stat(key).mean
         out[key] = fmt.format(a - b) if a is not None and b is not None else None
-    return out
+    return SummaryDelta(**out)
 
 
 def _flag(severity: str, kind: str, message: str, **where: Any) -> SanityFlag:
@@ -9881,11 +9878,11 @@ def _eval_flags(benchmark: Benchmark) -> list[SanityFlag]:
                                for slot in row.configs.values()):
             flags.append(_flag("error", "eval_unscored",
                                "no run of this eval was scored in any config", eval_id=eid))
-        deltas = row.deltas or {comparison["baseline"]: row.delta}
+        deltas = row.deltas or {comparison.baseline: row.delta}
         for baseline, delta in deltas.items():
             if delta is not None and _sign(delta) < 0:
                 flags.append(_flag("warning", "candidate_below_baseline",
-                                   f"{comparison['candidate']} scored {delta:+.2f} against "
+                                   f"{comparison.candidate} scored {delta:+.2f} against "
                                    f"{baseline}", eval_id=eid))
     return flags
 
@@ -9925,16 +9922,16 @@ def _judge_flags(benchmark: Benchmark) -> list[SanityFlag]:
                                    "counted as failed", eval_id=run.eval_id,
                                    configuration=run.configuration,
                                    run_number=run.run_number, assertion_id=exp.id))
-    versus = benchmark.judge_vs_checks or {}
-    for entry in versus.get("per_pair") or []:
-        wrong = len(entry["disagreements"])
-        if entry["count"] and wrong / entry["count"] > versus["max_disagreement"]:
-            kappa = entry["kappa"].get("value")
+    versus = benchmark.judge_vs_checks
+    for entry in versus.per_pair if versus else ():
+        wrong, count = len(entry.disagreements), entry.votes.count
+        if count and wrong / count > versus.max_disagreement:
+            kappa = entry.votes.kappa.value
             flags.append(_flag("warning", "judge_disagrees_with_check",
-                               f"the judge disagreed with check {entry['check'][:60]!r} in "
-                               f"{wrong} of {entry['count']} cells (kappa "
+                               f"the judge disagreed with check {entry.check[:60]!r} in "
+                               f"{wrong} of {count} cells (kappa "
                                f"{'n/a' if kappa is None else format(kappa, '+.2f')}): "
-                               f"{entry['assertion'][:80]}", eval_id=entry["eval_id"]))
+                               f"{entry.assertion[:80]}", eval_id=entry.eval_id))
     agreement = (benchmark.judge or {}).get("agreement") or {}
     for entry in agreement.get("per_assertion") or []:
         if entry["judge_unstable"]:
@@ -10612,12 +10609,12 @@ def _md_overall(b: Benchmark) -> str:
 
 def _md_comparison(b: Benchmark) -> str:
     c = b.comparison
-    if not c.get("baseline"):
+    if not c.baseline:
         return "## Comparison\n\nNo baseline config was run.\n"
     lines = ["## Comparison", "",
-             f"- {c['candidate']}: {fmt_rate(c['candidate_pass_rate'])}",
-             f"- {c['baseline']}: {fmt_rate(c['baseline_pass_rate'])}",
-             f"- Delta (pooled over scored runs): {fmt_delta(c['delta'])}"]
+             f"- {c.candidate}: {fmt_rate(c.candidate_pass_rate)}",
+             f"- {c.baseline}: {fmt_rate(c.baseline_pass_rate)}",
+             f"- Delta (pooled over scored runs): {fmt_delta(c.delta)}"]
     if b.pass_hat_k:
         lines += [f"- pass^k ({config}): {fmt_pass_hat_k(value)}"
                   for config, value in b.pass_hat_k.items()]
@@ -10685,49 +10682,49 @@ def judge_lines(b: Benchmark) -> list[str]:
 
 
 def _md_judge_vs_checks(b: Benchmark) -> str:
-    versus = b.judge_vs_checks or {}
+    versus = b.judge_vs_checks
     timed = [r for r in all_runs(b) if (r.checks or {}).get("time_seconds") is not None]
-    if not versus.get("pairs") and not timed:
+    if not (versus and versus.pairs) and not timed:
         return ""
     lines = ["## Judge vs checks", ""]
     if timed:
         spent = Stats(**describe([r.checks["time_seconds"] for r in timed]))
         lines += [f"The checks' own time per run, on the runner's clock and not in the "
                   f"executor's time above: {fmt_stat(spent, ' s', 2)}.", ""]
-    if not versus.get("pairs"):
+    if not versus or not versus.pairs:
         return "\n".join(lines) + "\n"
     lines += [agreement_sentence(versus), "",
               "| eval | assertion | check | cells | agreement | kappa | disagreeing cells |",
               "|---|---|---|---|---|---|---|"]
-    for e in versus["per_pair"]:
+    for e in versus.per_pair:
         lines.append("| " + " | ".join(_md_cell(c) for c in judge_check_row(e)) + " |")
     return "\n".join(lines) + "\n"
 
 
-def agreement_sentence(versus: dict[str, Any]) -> str:
-    overall = versus["overall"]
+def agreement_sentence(versus: JudgeVsChecks) -> str:
+    overall = versus.overall
     return (f"Where an assertion names the check that decides the same fact, the judge agreed "
-            f"in {overall['agreed']} of {overall['count']} cells "
-            f"({fmt_rate(overall['agreement'])}); Cohen's kappa {kappa_text(overall)}.")
+            f"in {overall.agreed} of {overall.count} cells "
+            f"({fmt_rate(overall.agreement)}); Cohen's kappa {kappa_text(overall)}.")
 
 
-def judge_check_row(entry: dict[str, Any]) -> list[str]:
+def judge_check_row(entry: PairAgreement) -> list[str]:
     """eval, assertion, check, cells, agreement, kappa and the first disagreeing cells."""
-    cells = ", ".join(f"{d['configuration']} run {d['run_number']} (judge "
-                      f"{'pass' if d['judge_passed'] else 'fail'}, check "
-                      f"{'pass' if d['check_passed'] else 'fail'})"
-                      for d in entry["disagreements"][:10]) or "none"
-    more = len(entry["disagreements"]) - 10
-    return [str(entry["eval_id"]) if entry["eval_id"] is not None else "all (common)",
-            entry["assertion"], entry["check"], str(entry["count"]),
-            fmt_rate(entry["agreement"]), kappa_text(entry),
+    cells = ", ".join(f"{d.configuration} run {d.run_number} (judge "
+                      f"{'pass' if d.judge_passed else 'fail'}, check "
+                      f"{'pass' if d.check_passed else 'fail'})"
+                      for d in entry.disagreements[:10]) or "none"
+    more = len(entry.disagreements) - 10
+    return [str(entry.eval_id) if entry.eval_id is not None else "all (common)",
+            entry.assertion, entry.check, str(entry.votes.count),
+            fmt_rate(entry.votes.agreement), kappa_text(entry.votes),
             cells + (f" ... {more} more" if more > 0 else "")]
 
 
-def kappa_text(entry: dict[str, Any]) -> str:
-    kappa = entry["kappa"]
-    return (f"{kappa['value']:+.2f}" if kappa.get("value") is not None
-            else f"not computed ({kappa.get('absent_reason')})")
+def kappa_text(votes: Agreement) -> str:
+    kappa = votes.kappa
+    return (f"{kappa.value:+.2f}" if kappa.value is not None
+            else f"not computed ({kappa.absent_reason})")
 
 
 def _md_judge(b: Benchmark) -> str:
@@ -11236,7 +11233,7 @@ def _rates_sentence(b: Benchmark) -> str:
     c = b.comparison
     parts = [f"{config} {fmt_rate(b.run_summary[config].pass_rate.mean)}"
              for config in b.configs]
-    delta = f"; delta {fmt_delta(c['delta'])}" if c.get("baseline") else ""
+    delta = f"; delta {fmt_delta(c.delta)}" if c.baseline else ""
     return f"Pass rate (pooled over scored runs): {', '.join(parts)}{delta}."
 
 
@@ -11473,13 +11470,13 @@ def _html_judge(b: Benchmark) -> str:
 
 
 def _html_judge_vs_checks(b: Benchmark) -> str:
-    versus = b.judge_vs_checks or {}
-    if not versus.get("pairs"):
+    versus = b.judge_vs_checks
+    if not versus or not versus.pairs:
         return ""
     head = "".join(f"<th>{name}</th>" for name in (
         "eval", "assertion", "check", "cells", "agreement", "kappa", "disagreeing cells"))
     rows = ["<tr>" + "".join(f"<td>{_h(c)}</td>" for c in judge_check_row(e)) + "</tr>"
-            for e in versus["per_pair"]]
+            for e in versus.per_pair]
     return (f"<h2>Judge vs checks</h2>\n<p>{_h(agreement_sentence(versus))}</p>\n<table><tr>"
             + head + "</tr>\n" + "\n".join(rows) + "\n</table>\n")
 
@@ -11603,9 +11600,9 @@ def _junit_properties(b: Benchmark, config: str) -> list[tuple[str, Any]]:
     return [("skill_name", b.metadata.get("skill_name")), ("agent", b.metadata.get("agent")),
             ("verdict", paired.verdict if paired else "none (one config only)"),
             ("verdict_reason", paired.verdict_reason if paired else ""),
-            ("delta", fmt_delta(c.get("delta"))),
+            ("delta", fmt_delta(c.delta)),
             ("mean_per_eval_delta", fmt_delta(paired.mean_delta if paired else None)),
-            ("candidate", c.get("candidate")), ("baseline", c.get("baseline") or ""),
+            ("candidate", c.candidate), ("baseline", c.baseline or ""),
             ("pass_rate", fmt_rate(b.run_summary[config].pass_rate.mean)),
             ("sanity_status", b.sanity_checks.status), *_junit_comparison_properties(b)]
 
@@ -11688,13 +11685,13 @@ def render_summary(benchmark: Benchmark, iteration_dir: Path) -> str:
                      f"{group_example(group['examples'][0], 160)}")
     if len(groups) > SUMMARY_FLAG_GROUPS:
         lines.append(f"  ... {len(groups) - SUMMARY_FLAG_GROUPS} more kinds in benchmark.md")
-    rates = f"{c['candidate']} {fmt_rate(c['candidate_pass_rate'])}"
-    if c.get("baseline"):
-        rates += f", {c['baseline']} {fmt_rate(c['baseline_pass_rate'])}"
+    rates = f"{c.candidate} {fmt_rate(c.candidate_pass_rate)}"
+    if c.baseline:
+        rates += f", {c.baseline} {fmt_rate(c.baseline_pass_rate)}"
         for other in meta["configs"][2:]:
             rates += f", {other} {fmt_rate(benchmark.run_summary[other].pass_rate.mean)}"
-        rates += (f", delta {fmt_delta(c['delta'])}" if len(meta["configs"]) < 3 else
-                  f"; delta vs {c['baseline']} {fmt_delta(c['delta'])}")
+        rates += (f", delta {fmt_delta(c.delta)}" if len(meta["configs"]) < 3 else
+                  f"; delta vs {c.baseline} {fmt_delta(c.delta)}")
     lines.append(f"Pass rate: {rates}")
     if benchmark.paired:
         lines.append(_md_verdict(benchmark).strip().replace("**", "").replace("\n\n", "\n"))
@@ -12070,7 +12067,7 @@ def read_hash_journal(folder: Path) -> dict[str, dict[str, str]]:
     return hashes
 
 
-def recorded_hashes(folder: Path, benchmark: BenchmarkFile | None) -> dict[str, dict[str, str]]:
+def recorded_hashes(folder: Path, benchmark: Benchmark | None) -> dict[str, dict[str, str]]:
     """The hashes each cell's files had when it finished: the journal's, written at that
     moment, else benchmark.json's. A cell the two disagree on is left out (one was edited),
     so a resume runs it again."""
@@ -12082,7 +12079,7 @@ def recorded_hashes(folder: Path, benchmark: BenchmarkFile | None) -> dict[str, 
             if label not in listed or label not in journal or listed[label] == journal[label]}
 
 
-def run_file_changes(folder: Path, benchmark: BenchmarkFile) -> tuple[list[dict], int, int]:
+def run_file_changes(folder: Path, benchmark: Benchmark) -> tuple[list[dict], int, int]:
     """(changes, files checked, runs without hashes) of every run benchmark.json lists.
 
     Plain string paths and os.open: on a 5,000-run iteration (some 32,000 small files) pathlib
@@ -12091,7 +12088,7 @@ def run_file_changes(folder: Path, benchmark: BenchmarkFile) -> tuple[list[dict]
     journal = read_hash_journal(folder)
     changes, files, unverifiable = [], 0, 0
     base = os.fspath(folder)
-    for run in benchmark.runs:  # an unscored run's files are evidence too
+    for run in benchmark.listed_runs:  # an unscored run's files are evidence too
         if run.files_sha256 is None:
             if run.label in journal:  # the hashes were taken, then struck from benchmark.json
                 changes.append({"path": run.label, "change": f"benchmark.json records no "
@@ -12121,7 +12118,7 @@ def verify_run_files(benchmark: Benchmark, iteration_dir: Path,
                      checked_by: str) -> dict[str, Any]:
     """Hash every run file benchmark.json lists and compare it with the hash taken at write time."""
     started = time.monotonic()
-    changes, files, unverifiable = run_file_changes(Path(iteration_dir), benchmark.file_entries())
+    changes, files, unverifiable = run_file_changes(Path(iteration_dir), benchmark)
     return {"checked_by": checked_by, "files": files, "changed_count": len(changes),
             "changed": changes[:CHANGES_SHOWN], "unverifiable_runs": unverifiable,
             "seconds": round(time.monotonic() - started, 3)}
@@ -12190,7 +12187,7 @@ def verify_iteration(benchmark: Benchmark, iteration_dir: Path,
     in it, and the benchmark its cells' files give is the one it stores."""
     started = time.monotonic()
     folder = Path(iteration_dir)
-    changes, files, unverifiable = run_file_changes(folder, benchmark.file_entries())
+    changes, files, unverifiable = run_file_changes(folder, benchmark)
     changes += unlisted_cells(folder, benchmark)
     listed = (*benchmark.runs, *benchmark.unscored_runs)
     # A run with no hashes (an older runner, or a benchmark built by hand) has no files
@@ -13243,7 +13240,7 @@ def adaptive_record(waves_max: int, per_wave: dict[str, int], records: list[RunR
             "looks": history, "saved": saved}
 
 
-def replay_looks(plan: dict[str, Any], records: list[RunRecord], waves: int,
+def replay_looks(plan: PlanRecord, records: list[RunRecord], waves: int,
                  where: str) -> list[dict[str, Any]]:
     """The looks after waves 1..`waves` of shards' cells merged, as one machine makes them.
     A look before the last that stopped the waves means later waves ran against the rule:
@@ -13251,8 +13248,8 @@ def replay_looks(plan: dict[str, Any], records: list[RunRecord], waves: int,
     history = []
     for wave in range(1, waves + 1):
         seen = [record for record in records if record.run_number <= wave]
-        look = sequential_look(adaptive_pairs(plan["evals"], seen, plan["configs"]), wave,
-                               plan["runs"])
+        look = sequential_look(adaptive_pairs(list(plan.evals), seen, list(plan.configs)),
+                               wave, plan.runs)
         if look["stop"] and wave < waves:
             raise InputError(f"{where}: the look after wave {wave} stops the waves "
                              f"({look['stop']}), yet the shards ran {waves} waves; no look may "
@@ -13326,7 +13323,7 @@ def abandon_unstarted_iteration(plan: IterationPlan, exc: BaseException) -> int:
 def recorded_run_hashes(iteration_dir: Path) -> dict[str, dict[str, str]]:
     """The hashes each cell of an earlier attempt had when it finished, by cell label."""
     try:
-        benchmark = read_benchmark(iteration_dir)
+        benchmark = load_benchmark_model(iteration_dir)
     except InputError:  # a SIGKILL left none, or it was damaged: the journal alone says
         benchmark = None
     return recorded_hashes(iteration_dir, benchmark)
@@ -13441,8 +13438,8 @@ def load_regrade_source(folder: Path) -> RegradeSource:
     refuse = f"--regrade {folder}"
     fix = "pass an iteration-N folder that `run` finished"
     manifest = read_manifest(folder, fix)
-    benchmark = read_benchmark(folder)
-    metadata = benchmark.data["metadata"]
+    benchmark = load_benchmark_model(folder)
+    metadata = benchmark.metadata
     if not isinstance(manifest.data.get("options"), dict):
         raise InputError(f"{refuse}: its iteration_manifest.json holds no options", fix)
     refuse_adaptive_source(manifest.data["options"], refuse)
@@ -13455,7 +13452,7 @@ def load_regrade_source(folder: Path) -> RegradeSource:
                          source_changes(folder, benchmark))
 
 
-def source_changes(folder: Path, benchmark: BenchmarkFile) -> dict[str, str]:
+def source_changes(folder: Path, benchmark: Benchmark) -> dict[str, str]:
     """Per run folder of an iteration, its files that differ from what the runner wrote."""
     changes, _, _ = run_file_changes(folder, benchmark)
     changed: dict[str, str] = {}
@@ -13474,7 +13471,7 @@ def source_check(manifest: dict[str, Any], check: dict[str, Any]) -> dict[str, A
     if not source:
         return check
     try:
-        changed = source_changes(Path(source), read_benchmark(source))
+        changed = source_changes(Path(source), load_benchmark_model(source))
     except InputError as exc:
         changed = {str(source): f"unreadable at the end of the re-grade ({exc.message})"}
     extra = [{"path": f"source {label}", "change": why} for label, why in changed.items()]
@@ -13599,18 +13596,13 @@ def load_benchmark_model(iteration: str | Path) -> Benchmark:
     """An iteration's benchmark.json as the reports read it, parsed once, here."""
     folder = Path(iteration)
     path = folder / BENCHMARK_FILE if folder.is_dir() else folder
-    return Benchmark.from_json(read_benchmark(iteration).data, path)
-
-
-def read_benchmark(iteration: str | Path) -> BenchmarkFile:
-    """An iteration's benchmark.json (or the file named), checked by the result model."""
-    folder = Path(iteration)
-    path = folder / "benchmark.json" if folder.is_dir() else folder
     if not os.path.lexists(path):
         raise InputError(f"no benchmark.json at {path}",
                          "pass an iteration-N folder written by `run`")
-    return BenchmarkFile.from_json(read_iteration_json(path, "re-run, or restore the file"),
-                                   path)
+    written = read_iteration_json(path, "re-run, or restore the file")
+    refuse_other_files(written, path)
+    return Benchmark.from_json(written, path)
+
 
 
 def newest_iteration_in(value: str, flag: str = "ITERATION_DIR") -> str:
@@ -13647,25 +13639,39 @@ def newest_iterations(iteration: str, compare: str | None) -> tuple[str, str | N
 # -- merging shards -----------------------------------------------------------
 
 
-def read_shard(folder: Path) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class ShardIteration:
+    """A finished shard's iteration, read once: its manifest (with its shard and plan), its
+    benchmark, the waves it ran and, for an adaptive run, the size of one of its waves."""
+
+    folder: Path
+    manifest: Manifest
+    shard: ShardRecord
+    plan: PlanRecord
+    benchmark: Benchmark
+    waves: int
+    wave_size: dict[str, int] | None = None
+
+
+def read_shard(folder: Path) -> ShardIteration:
     """A shard iteration's manifest and benchmark; refused unless it is a finished shard."""
     fix = "pass iteration folders written by `run --shard K/N`"
     manifest = read_manifest(folder, fix)
     if manifest.shard is None or manifest.plan is None:
         raise InputError(f"--merge {folder}: not a shard (it was run without --shard K/N)", fix)
-    benchmark = read_benchmark(folder)
-    shard = {"folder": folder, "manifest": manifest.data, "benchmark": benchmark.data,
-             "shard": manifest.data["shard"], "plan": manifest.data["plan"],
-             "checked": benchmark, "waves": manifest.data["plan"]["runs"]}
+    benchmark = load_benchmark_model(folder)
+    shard = ShardIteration(folder, manifest, manifest.shard, manifest.plan, benchmark,
+                           manifest.plan.runs)
     if (manifest.data.get("options") or {}).get("adaptive") is True:
-        shard["waves"], shard["wave_size"] = shard_wave_entry(folder, manifest.data)
+        waves, size = shard_wave_entry(folder, manifest)
+        shard = dataclasses.replace(shard, waves=waves, wave_size=size)
     return shard
 
 
-def shard_wave_entry(folder: Path, manifest: dict[str, Any]) -> tuple[int, dict[str, int]]:
+def shard_wave_entry(folder: Path, manifest: Manifest) -> tuple[int, dict[str, int]]:
     """An adaptive shard's waves run and the size of one of its waves, from its manifest."""
-    entry = manifest.get("adaptive")
-    runs = manifest["plan"]["runs"]
+    entry = manifest.data.get("adaptive")
+    runs = manifest.plan.runs if manifest.plan else 0
     size = entry.get("wave_size") if isinstance(entry, dict) else None
     waves = entry.get("waves_run") if isinstance(entry, dict) else None
     if not (isinstance(waves, int) and 1 <= waves <= runs and isinstance(size, dict)
@@ -13677,9 +13683,9 @@ def shard_wave_entry(folder: Path, manifest: dict[str, Any]) -> tuple[int, dict[
     return waves, {"cells": size["cells"], "grader_calls": size["grader_calls"]}
 
 
-def merged_waves(shards: list[dict[str, Any]], missing: list[dict[str, Any]]) -> int | None:
+def merged_waves(shards: list[ShardIteration], missing: list[dict[str, Any]]) -> int | None:
     """The wave every shard of an adaptive plan has reached (None for a fixed plan)."""
-    if "wave_size" not in shards[0]:
+    if shards[0].wave_size is None:
         return None
     fix = ("bring every shard to the same wave: run --resume SHARD_ITERATION --next-wave "
            "MERGED on each, with the same merged iteration, then merge again")
@@ -13687,78 +13693,81 @@ def merged_waves(shards: list[dict[str, Any]], missing: list[dict[str, Any]]) ->
         raise InputError(f"--merge: the look after a wave needs every shard of an adaptive run, "
                          f"and {', '.join('shard ' + m['shard'] for m in missing)} "
                          "is not given", "pass every shard's iteration")
-    reached = {shard["shard"]["label"]: shard["waves"] for shard in shards}
+    reached = {shard.shard.label: shard.waves for shard in shards}
     if len(set(reached.values())) > 1:
         raise InputError("--merge: the shards of an adaptive run are at different waves ("
                          + ", ".join(f"shard {label}: {waves}" for label, waves in
                                      sorted(reached.items())) + ")", fix)
-    return shards[0]["waves"]
+    return shards[0].waves
 
 
-def merged_adaptive(shards: list[dict[str, Any]], records: list[RunRecord],
+def merged_adaptive(shards: list[ShardIteration], records: list[RunRecord],
                     waves: int) -> dict[str, Any]:
     """The merged shards' looks, replayed as one machine makes them, and what they saved."""
-    plan = shards[0]["plan"]
-    per_wave = {key: sum(shard["wave_size"][key] for shard in shards)
+    plan = shards[0].plan
+    per_wave = {key: sum((shard.wave_size or {})[key] for shard in shards)
                 for key in ("cells", "grader_calls")}
     history = replay_looks(plan, records, waves, "--merge")
-    return adaptive_record(plan["runs"], per_wave, records, history, len(plan["evals"]))
+    return adaptive_record(plan.runs, per_wave, records, history, len(plan.evals))
 
 
-def expected_shards(plan: dict[str, Any], count: int) -> dict[int, list[str]]:
+def expected_shards(plan: PlanRecord, count: int) -> dict[int, list[str]]:
     """The evals each shard of this plan must hold, by the same assignment `run` used."""
-    per_eval = len(plan["configs"]) * plan["runs"]
-    assignment = assign_shards({key: per_eval for key in plan["evals"]}, count)
+    per_eval = len(plan.configs) * plan.runs
+    assignment = assign_shards({key: per_eval for key in plan.evals}, count)
     owners: dict[int, list[str]] = {}
-    for key in plan["evals"]:
+    for key in plan.evals:
         owners.setdefault(assignment[key], []).append(key)
     return owners
 
 
-def check_shards(shards: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def check_shards(shards: list[ShardIteration]) -> list[dict[str, Any]]:
     """Refuse shards of different plans, repeated or tampered; the missing ones, named."""
     first = shards[0]
     fix = ("merge only shards of one plan: the same suite, skill package, runner file, options "
            "and agent CLI version, with the same N")
     for other in shards[1:]:
-        differ = sorted(k for k in set(first["plan"]) | set(other["plan"])
-                        if k != "sha256" and first["plan"].get(k) != other["plan"].get(k))
-        if other["plan"].get("sha256") != first["plan"].get("sha256") or differ:
-            raise InputError(f"--merge: {other['folder']} belongs to another plan than "
-                             f"{first['folder']} ({', '.join(differ) or 'plan hash'} differ)", fix)
-        if other["manifest"].get("cli_version") != first["manifest"].get("cli_version"):
-            raise InputError(f"--merge: {other['folder']} ran agent CLI "
-                             f"{other['manifest'].get('cli_version')!r}, {first['folder']} ran "
-                             f"{first['manifest'].get('cli_version')!r}", fix)
-    count = first["plan"].get("shard_count")
-    owners = expected_shards(first["plan"], count)
+        differ = sorted(f.name for f in dataclasses.fields(PlanRecord) if f.name != "sha256"
+                        and getattr(first.plan, f.name) != getattr(other.plan, f.name))
+        if other.plan.sha256 != first.plan.sha256 or differ:
+            raise InputError(f"--merge: {other.folder} belongs to another plan than "
+                             f"{first.folder} ({', '.join(differ) or 'plan hash'} differ)", fix)
+        if other.manifest.data.get("cli_version") != first.manifest.data.get("cli_version"):
+            raise InputError(f"--merge: {other.folder} ran agent CLI "
+                             f"{other.manifest.data.get('cli_version')!r}, {first.folder} ran "
+                             f"{first.manifest.data.get('cli_version')!r}", fix)
+    count = first.plan.shard_count
+    if count is None:
+        raise InputError(f"--merge: {first.folder}'s plan records no shard count "
+                         "(plan.shard_count)", "pass iterations written by `run --shard`")
+    owners = expected_shards(first.plan, count)
     seen: dict[int, Path] = {}
     for shard in shards:
-        index = shard["shard"].get("index")
+        index = shard.shard.index
         if index in seen:
             raise InputError(f"--merge: shard {index}/{count} is given twice ({seen[index]} and "
-                             f"{shard['folder']}): their runs would overlap",
+                             f"{shard.folder}): their runs would overlap",
                              "pass each shard's iteration once")
-        seen[index] = shard["folder"]
-        if shard["shard"].get("evals") != owners.get(index, []):
-            raise InputError(f"--merge: {shard['folder']} holds evals "
-                             f"{shard['shard'].get('evals')} but shard {index}/{count} of this "
+        seen[index] = shard.folder
+        if list(shard.shard.evals) != owners.get(index, []):
+            raise InputError(f"--merge: {shard.folder} holds evals "
+                             f"{list(shard.shard.evals)} but shard {index}/{count} of this "
                              f"plan holds {owners.get(index, [])}",
                              "pass iterations written by `run --shard` unchanged")
     return [{"shard": f"{index}/{count}", "evals": evals}
             for index, evals in sorted(owners.items()) if index not in seen]
 
 
-def shard_records(shard: dict[str, Any]) -> list[RunRecord]:
+def shard_records(shard: ShardIteration) -> list[RunRecord]:
     """Every cell of a shard, read back from its run files, in plan order, with the file
     hashes the shard's runner recorded (so the merged iteration verifies them too)."""
-    plan, records = shard["plan"], []
-    hashes = {(run.eval_id, run.configuration, run.run_number): run.files_sha256
-              for run in shard["checked"].runs}
-    for key in shard["shard"]["evals"]:
-        for config in plan["configs"]:
-            for number in range(1, shard["waves"] + 1):
-                run_dir = (shard["folder"] / f"eval-{key}" / config_folder(config)
+    plan, records = shard.plan, []
+    hashes = {run.key: run.files_sha256
+              for run in (*shard.benchmark.runs, *shard.benchmark.unscored_runs)}
+    for key in shard.shard.evals:
+        for config in plan.configs:
+            for number in range(1, shard.waves + 1):
+                run_dir = (shard.folder / f"eval-{key}" / config_folder(config)
                            / f"run-{number}")
                 recorded = hashes.get((str(key), config, number))
                 record = shard_cell_record(run_dir, recorded, (key, config, number))
@@ -13790,15 +13799,15 @@ def shard_cell_record(run_dir: Path, recorded: Any, cell: tuple[Any, str, int]) 
     return record
 
 
-def _weakest_isolation(shards: list[dict[str, Any]]) -> Any:
+def _weakest_isolation(shards: list[ShardIteration]) -> Any:
     """One unconfined shard makes the merged iteration unconfined: say so, never hide it."""
-    return weakest_isolation([s["benchmark"]["metadata"].get("isolation") or {} for s in shards])
+    return weakest_isolation([s.benchmark.metadata.get("isolation") or {} for s in shards])
 
 
-def _merged_fixture_status(shards: list[dict[str, Any]]) -> dict[str, Any]:
+def _merged_fixture_status(shards: list[ShardIteration]) -> dict[str, Any]:
     merged: dict[str, Any] = {}
     for moment in ("before", "after"):
-        states = [(s["benchmark"]["metadata"].get("fixture_status") or {}).get(moment) or {}
+        states = [(s.benchmark.metadata.get("fixture_status") or {}).get(moment) or {}
                   for s in shards]
         unchecked = [st for st in states if not st.get("checked", True)]
         merged[moment] = unchecked[0] if unchecked else {
@@ -13806,41 +13815,40 @@ def _merged_fixture_status(shards: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def merged_metadata(shards: list[dict[str, Any]], records: list[RunRecord],
+def merged_metadata(shards: list[ShardIteration], records: list[RunRecord],
                     missing: list[dict[str, Any]]) -> dict[str, Any]:
     """The metadata one machine would have written for the plan, plus where it came from."""
-    plan = shards[0]["plan"]
-    meta = {k: v for k, v in shards[0]["benchmark"]["metadata"].items()
+    plan = shards[0].plan
+    meta = {k: v for k, v in shards[0].benchmark.metadata.items()
             if k not in ("shard", "plan")}
     elsewhere = [place for s in shards
-                 for place in s["benchmark"]["metadata"].get("skill_installed_elsewhere") or []]
+                 for place in s.benchmark.metadata.get("skill_installed_elsewhere") or []]
     meta.update({
         "timestamp": utc_now(), "evals_run": list(dict.fromkeys(r.eval_id for r in records)),
         # An adaptive plan's waves not run are not planned cells (as on one machine).
-        "cells_planned": plan["cells"] * shards[0]["waves"] // plan["runs"],
+        "cells_planned": plan.cells * shards[0].waves // plan.runs,
         "cells_finished": sum(r.status != "cancelled" for r in records),
-        "incomplete": bool(missing) or any(s["benchmark"]["metadata"].get("incomplete")
+        "incomplete": bool(missing) or any(s.benchmark.metadata.get("incomplete")
                                            for s in shards),
         "fixture_status": _merged_fixture_status(shards),
         "skill_installed_elsewhere": list(dict.fromkeys(elsewhere)),
         "isolation": _weakest_isolation(shards),
         "identity": {**(meta.get("identity") or {}),
-                     "fixtures_sha256": plan["fixtures_sha256"]},
-        "plan": plan,
-        "merged_from": [{"shard": s["shard"]["label"], "iteration": str(s["folder"].resolve()),
-                         "cells": s["shard"]["cells"],
-                         "timestamp": s["benchmark"]["metadata"].get("timestamp")}
-                        for s in sorted(shards, key=lambda s: s["shard"]["index"])],
+                     "fixtures_sha256": plan.fixtures_sha256},
+        "plan": plan.to_json(),
+        "merged_from": [{"shard": s.shard.label, "iteration": str(s.folder.resolve()),
+                         "cells": s.shard.cells, "timestamp": s.benchmark.metadata.get("timestamp")}
+                        for s in sorted(shards, key=lambda s: s.shard.index)],
         "missing_shards": missing,
     })
     return meta
 
 
-def zip_evals(shard: dict[str, Any],
+def zip_evals(shard: ShardIteration,
               records: list[RunRecord]) -> Iterator[tuple[str, list[RunRecord]]]:
     """A shard's records grouped by eval key, in the shard's order."""
-    per_eval = len(shard["plan"]["configs"]) * shard["waves"]
-    for position, key in enumerate(shard["shard"]["evals"]):
+    per_eval = len(shard.plan.configs) * shard.waves
+    for position, key in enumerate(shard.shard.evals):
         yield key, records[position * per_eval:(position + 1) * per_eval]
 
 
@@ -13851,18 +13859,18 @@ def _malformed_shards(folders: list[Path], exc: Exception) -> InputError:
                       "merge the iterations `run --shard` wrote, unchanged")
 
 
-def shards_check(shards: list[dict[str, Any]]) -> dict[str, Any]:
+def shards_check(shards: list[ShardIteration]) -> dict[str, Any]:
     """Every shard's run files against the hashes taken when its cells finished, before the
     merged iteration is written: a shard edited after it ran is results_modified."""
     started = time.monotonic()
     changes, files, unverifiable = [], 0, 0
     for shard in shards:
-        found, checked, unknown = run_file_changes(shard["folder"], shard["checked"])
-        model = Benchmark.from_json(shard["benchmark"], shard["folder"] / BENCHMARK_FILE)
-        found += unlisted_cells(shard["folder"], model)
+        model = shard.benchmark
+        found, checked, unknown = run_file_changes(shard.folder, model)
+        found += unlisted_cells(shard.folder, model)
         if not found and not unknown:  # its metadata is merged: its word is checked too
-            found += benchmark_differences(shard["folder"], model)
-        changes += [{**change, "path": f"shard {shard['shard']['label']}'s {change['path']}"}
+            found += benchmark_differences(shard.folder, model)
+        changes += [{**change, "path": f"shard {shard.shard.label}'s {change['path']}"}
                     if change["path"].startswith(BENCHMARK_FILE) else change
                     for change in found]
         files, unverifiable = files + checked, unverifiable + unknown
@@ -13906,7 +13914,7 @@ def merge_shards(target: Path, folders: list[Path],
         waves = merged_waves(shards, missing)
         by_eval = {key: (shard, eval_records) for shard in shards
                    for key, eval_records in zip_evals(shard, shard_records(shard))}
-        records = [record for key in shards[0]["plan"]["evals"] if key in by_eval
+        records = [record for key in shards[0].plan.evals if key in by_eval
                    for record in by_eval[key][1]]  # plan order, as one machine writes them
         meta = merged_metadata(shards, records, missing)
         adaptive = merged_adaptive(shards, records, waves) if waves is not None else None
@@ -13916,12 +13924,12 @@ def merge_shards(target: Path, folders: list[Path],
     except MALFORMED_DATA as exc:
         raise _malformed_shards(folders, exc) from None
     for key, (shard, _) in by_eval.items():
-        refuse_linked_files(shard["folder"], f"eval-{key}")
+        refuse_linked_files(shard.folder, f"eval-{key}")
     target.parent.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=f".{target.name}.merging-", dir=target.parent))
     try:
         for key, (shard, _) in by_eval.items():
-            shutil.copytree(shard["folder"] / f"eval-{key}", building / f"eval-{key}",
+            shutil.copytree(shard.folder / f"eval-{key}", building / f"eval-{key}",
                             symlinks=True, ignore=_links,  # a link made since: left behind
                             copy_function=_copy_shard_file)
         write_text(building / HASH_JOURNAL, "".join(
@@ -13930,10 +13938,10 @@ def merge_shards(target: Path, folders: list[Path],
         write_json(building / "iteration_manifest.json", {
             "merged": True, "created_at": utc_now(),
             "runner": {"version": RUNNER_VERSION, "sha256": sha256_file(Path(__file__))},
-            "cli_version": shards[0]["manifest"].get("cli_version"), "plan": meta["plan"],
+            "cli_version": shards[0].manifest.data.get("cli_version"), "plan": meta["plan"],
             "missing_shards": missing, **({"adaptive": adaptive} if adaptive else {}),
-            "shards": [{"shard": s["shard"]["label"], "iteration": str(s["folder"].resolve()),
-                        "manifest": s["manifest"]} for s in shards]})
+            "shards": [{"shard": s.shard.label, "iteration": str(s.folder.resolve()),
+                        "manifest": s.manifest.data} for s in shards]})
         write_benchmark(building, benchmark)
         write_text(building / "benchmark.html", html_page(benchmark, building))
         os.rename(building, target)  # fails, rather than merges into, a folder made meanwhile
@@ -14372,7 +14380,7 @@ def merged_look_stop(merged: Path, shard: Path, shard_manifest: dict[str, Any],
     mine = {str(key) for key in shard_manifest["shard"]["evals"]}
     seen = {run.label: run.files_sha256 for run in (*benchmark.runs, *benchmark.unscored_runs)
             if str(run.eval_id) in mine}
-    listed = {run.label for run in read_benchmark(shard).runs if run.run_number <= waves}
+    listed = {run.label for run in load_benchmark_model(shard).listed_runs if run.run_number <= waves}
     # The shard's files as they are now, not only the hashes it recorded: a cell deleted or
     # edited since the look counted it would be run again, and the look would not be the one
     # its cells give.
@@ -14400,7 +14408,7 @@ def merged_look_stop(merged: Path, shard: Path, shard_manifest: dict[str, Any],
                     raise InputError(f"{where}: a cell of that merge has no readable run.json",
                                      fix)
                 records.append(record)
-    return replay_looks(plan, records, waves, where)[-1]["stop"]
+    return replay_looks(manifest.plan, records, waves, where)[-1]["stop"]
 
 
 def installed_unconfined_warning(provider: Provider, skill_name: str) -> str:
