@@ -1038,8 +1038,8 @@ def refuse_other_files(obj: Any, file: Any) -> None:
 
 # -- what the runner writes: benchmark.json as values -----------------------------------------
 # aggregate() builds these, the reports read them, and `report` parses a written benchmark.json
-# into them once. Each to_json gives back the object exactly as written (keys in order); each
-# from_json refuses a value of the wrong kind naming the file and the JSON path.
+# into them once. Each declares its members in FIELDS, in the order written; the codec (in
+# "errors") reads and writes them all, so to_json gives back the object exactly as written.
 
 BENCHMARK_FILE = "benchmark.json"
 
