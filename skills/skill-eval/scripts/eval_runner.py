@@ -101,7 +101,7 @@ import types
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from subprocess import Popen as Process  # the type only: spawn() starts every one
-from typing import Any, Callable
+from typing import IO, Any, Callable, Protocol, TypeVar, cast
 
 # ==== constants and schemas ==================================================
 
@@ -258,10 +258,24 @@ AGENT_SESSION_VARS: set[str] = set()
 # The agent adapters by name. The registry and the sets above that it fills live here, with
 # the only code that writes them: each adapter class (providers chapter) passes itself to
 # register_provider as it is defined, so they are complete before any command runs.
-PROVIDERS: dict[str, type] = {}
+class AdapterClass(Protocol):
+    """What the registry and the commands read from an adapter class (Provider, below)."""
+
+    name: str
+    state_dirs: tuple[str, ...]
+    session_vars: tuple[str, ...]
+    setting_aliases: tuple[str, ...]
+    accepts_settings: bool
+    reports_cost: bool
+
+    def __call__(self, settings: list[str] | None = None) -> Any: ...
 
 
-def register_provider(kind: type) -> type:
+PROVIDERS: dict[str, AdapterClass] = {}
+_Adapter = TypeVar("_Adapter", bound=AdapterClass)
+
+
+def register_provider(kind: _Adapter) -> _Adapter:
     """Add an adapter (a Provider subclass) with the folders and variables it declares."""
     PROVIDERS[kind.name] = kind
     EXCLUDED_DIR_NAMES.update(kind.state_dirs)
@@ -903,7 +917,7 @@ def names_one_folder(value: Any) -> bool:
 
 
 def is_revision_config(config: str) -> bool:
-    revision = config_revision(config)
+    revision = config_revision(config) or ""
     return bool(revision) and len(revision) <= MAX_REVISION_CHARS and not revision.startswith(
         "-") and re.fullmatch(r"[^\s\x00-\x1f\x7f]+", revision) is not None
 
@@ -1856,7 +1870,8 @@ def walk_unfollowed(top: Path | str) -> Iterator[tuple[str, list[str], list[str]
                 entries = list(found)
         except OSError:
             continue
-        dirs, files = [], []
+        dirs: list[str] = []
+        files: list[str] = []
         for entry in entries:
             try:
                 is_dir = entry.is_dir()
@@ -2264,7 +2279,7 @@ def trigger_files_in_folder(folder: Path) -> list[Path]:
 class SuiteChecker:
     """Collects every problem in one suite document (it never stops at the first)."""
 
-    def __init__(self, file: str, root: Path | None, suite_path: Path):
+    def __init__(self, file: str, root: Path, suite_path: Path):
         self.file = file
         self.root = root
         self.suite_path = suite_path
@@ -2374,7 +2389,7 @@ class SuiteChecker:
                 self.error(f"required key {key!r} is missing", "(top level)",
                            stand_in_fix(data, key, "the top-level object"))
         skill_name = self.skill_name = self.check_skill_name(data.get("skill_name"))
-        common = []
+        common: list[str] = []
         if "common_assertions" in data:
             common, self.common_paired = self.assertion_list(
                 data["common_assertions"], "common_assertions", "common_assertions", None)
@@ -2701,7 +2716,7 @@ class SuiteChecker:
         name = self.check_name(raw, path, cid)
         timeout = self.check_timeout(raw, path, cid)
         protect = self.check_protect(raw, path, cid)
-        if None in (target, test, timeout, protect) or name == "":
+        if target is None or test is None or timeout is None or protect is None or name == "":
             return None
         return Check(name or describe_check(subject, target, test, expected), subject, target,
                      test, expected, timeout, protect)
@@ -2820,7 +2835,8 @@ class SuiteChecker:
             return None
         paths = [self.sandbox_path(item, _path_join(where, i), cid, "a protect")
                  for i, item in enumerate(value)]
-        return None if None in paths else list(dict.fromkeys(paths))
+        # every path is a str once None is ruled out
+        return None if None in paths else list(dict.fromkeys(cast("list[str]", paths)))
 
     # -- fixture files -----------------------------------------------------
 
@@ -3445,9 +3461,9 @@ def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedS
     skill_name, common, cases = checker.check_document(data)
     problems = root_problems + problems + checker.problems
     triggers = trigger_files_beside(suite_path)
-    trigger, trigger_text = (triggers or [None])[0], ""
+    trigger, trigger_text = (triggers[0] if triggers else None), ""
     problems += [Problem("warning", f"{extra.name} is not read: only one trigger file beside "
-                         f"the suite is, {trigger.name}", str(extra),
+                         f"the suite is, {triggers[0].name}", str(extra),
                          fix="merge the queries into one file") for extra in triggers[1:]]
     if trigger is not None:
         queries, found, trigger_text = read_trigger_set(trigger, len(cases))
@@ -3491,12 +3507,13 @@ def _choose_root(suite_path: Path,
                                   str(suite_path),
                                   fix="pass the folder that holds evals/ and skills/")]
         return root, []
-    root = find_repo_root(suite_path)
-    if root is None:
+    found = find_repo_root(suite_path)
+    if found is None:
         return None, [Problem("error", "cannot find the repository root (no git top level and no "
                               "ancestor folder holding both evals/ and skills/)", str(suite_path),
                               fix="pass --repo-root DIR")]
-    return root, []
+    return found, []
+
 
 
 def suite_counts(loaded: LoadedSuite) -> dict[str, int]:
@@ -3688,6 +3705,7 @@ class Guardian:
 
     def __init__(self, proc: Process):
         self.proc = proc
+        self.stdin = cast("IO[bytes]", proc.stdin)  # start() always opens it as a pipe
         self.lock = threading.Lock()
 
     @classmethod
@@ -3703,14 +3721,14 @@ class Guardian:
 
     def tell(self, line: str) -> None:
         with self.lock, contextlib.suppress(OSError, ValueError):
-            self.proc.stdin.write(line.encode("ascii") + b"\n")
-            self.proc.stdin.flush()
+            self.stdin.write(line.encode("ascii") + b"\n")
+            self.stdin.flush()
 
     def stop(self, groups: ProcessGroups) -> None:
         """The run ended as it should: the guardian leaves everything alone."""
         self.tell("stop")
         with contextlib.suppress(OSError, ValueError):
-            self.proc.stdin.close()
+            self.stdin.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(5)
         groups.forget(self.proc)
@@ -3817,7 +3835,9 @@ def run_to_end(groups: ProcessGroups, invocation: Invocation, env: dict[str, str
     except subprocess.TimeoutExpired:
         _signal_group(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
-        return subprocess.CompletedProcess(invocation.argv, None, out, err + b" (timed out)")
+        # returncode None is how this function says "timed out" (typeshed allows only int)
+        return subprocess.CompletedProcess(invocation.argv, None, out,  # type: ignore[arg-type]
+                                           err + b" (timed out)")
     finally:  # what it left in its group ends with it; interrupted, all of it does
         _signal_group(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -3844,7 +3864,7 @@ def run_process(invocation: Invocation, env: dict[str, str], timeout_s: float,
     threads = [threading.Thread(target=_pump, args=(proc.stdout, out,
                                                     watch.feed if watch else None), daemon=True),
                threading.Thread(target=_pump, args=(proc.stderr, err), daemon=True)]
-    if feeding:
+    if invocation.stdin_text is not None:
         data = invocation.stdin_text.encode("utf-8")
         threads.append(threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True))
     for thread in threads:
@@ -3889,7 +3909,7 @@ def become_subreaper() -> bool:
 
 def child_pids() -> set[int]:
     """This process's direct children, read from /proc; empty where there is none."""
-    me, found = os.getpid(), set()
+    me, found = os.getpid(), set[int]()
     try:
         names = os.listdir("/proc")
     except OSError:
@@ -3945,7 +3965,7 @@ def _end_in_rounds(find_strays: Callable[[], list[int]], rounds: int) -> list[in
     return ended
 
 
-def end_strays(keep: set[int] = frozenset(), token: str | None = None,
+def end_strays(keep: set[int] | frozenset[int] = frozenset(), token: str | None = None,
                rounds: int = 50) -> list[int]:
     """Kill and reap our children outside `keep` (with a token: only those it marks).
 
@@ -4381,7 +4401,8 @@ class RepoSnapshot:
         except KeyError:
             pass
         # "" names the root itself: its real path, worked out once like every other entry.
-        real_root = self.resolved.setdefault("", os.path.realpath(self.root))
+        # the root is always inside itself, so its entry is never None
+        real_root = cast(str, self.resolved.setdefault("", os.path.realpath(self.root)))
         real = os.path.realpath(os.path.join(self.root, rel))
         inside = real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
         self.resolved[rel] = real if inside else None
@@ -4430,7 +4451,8 @@ def installation_for(snapshot: RepoSnapshot, skill_name: str, config: str, folde
     into `folder`."""
     revision = snapshot.revisions.get(config)
     if revision is not None:
-        pairs = [(str(revision.path_of(rel)), rel) for rel in revision.files]
+        pairs: list[tuple[str | None, str]] = [(str(revision.path_of(rel)), rel)
+                                              for rel in revision.files]
     else:  # the copy taken before the first agent, as with_skill cells get it
         assert snapshot.skill_copy is not None, "build the iteration's template first"
         pairs = [(str(snapshot.skill_copy / rel), rel) for rel in snapshot.skill_delivered]
@@ -4705,6 +4727,7 @@ def protect_problems(suite: Suite, snapshot: RepoSnapshot) -> list[Problem]:
     delivered = set(snapshot.base_files)
     folders = {rel.rsplit("/", 1)[0] for rel in delivered if "/" in rel}
     folders |= {f.rsplit("/", i)[0] for f in list(folders) for i in range(1, f.count("/") + 1)}
+    uses: list[tuple[str, Check, Sequence[Case | None]]]
     uses = [(f"common_checks[{i}]", check, suite.cases or [None])
             for i, check in enumerate(suite.common_checks)]
     uses += [(f"evals[{case.index}].checks[{i}]", check, [case])
@@ -5105,26 +5128,26 @@ def init_sandbox_git(repo: Path, baseline: Path, template: GitTemplate | None,
 
     Failure is recorded, never worked around with the real repository.
     """
-    usable = bool(template is not None and not template.error and template.commit)
+    usable = template if template is not None and not template.error and template.commit else None
     added = [rel for rel in extras if (repo / rel).is_file()] if usable else ["."]
-    shared = template.runner_baselines.get(with_skill) if usable and not added else None
+    shared = usable.runner_baselines.get(with_skill) if usable and not added else None
     method = "template" if usable else "full"
-    if shared is not None:
-        baseline, commit = shared, template.commit_for(with_skill)
+    if usable and shared is not None:
+        baseline, commit = shared, usable.commit_for(with_skill)
     else:
-        error, commit = _commit_cell_baseline(repo, baseline, template if usable else None,
+        error, commit = _commit_cell_baseline(repo, baseline, usable,
                                               added, with_skill, groups)
         if error:
             return {"ok": False, "error": error, "method": method}
     # The executor gets its own copy to use as it likes; the runner never reads it back. The
     # cell's own objects are copied, not borrowed: an alternates entry would tell the executor
     # where the run folder, and so the checkout, is.
-    _write_git_dir(repo / ".git", template.objects_for(with_skill) if usable else [], commit,
+    _write_git_dir(repo / ".git", usable.objects_for(with_skill) if usable else [], commit,
                    baseline / "index")
     if shared is None:
         shutil.copytree(baseline / "objects", repo / ".git" / "objects", dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("alternates"))
-    borrowed = template.objects_for(with_skill) if usable else []
+    borrowed = usable.objects_for(with_skill) if usable else []
     return {"ok": True, "baseline": commit, "method": method,
             "baseline_repository": str(baseline), "shared_baseline": shared is not None,
             "borrowed_objects": [str(path) for path in borrowed]}
@@ -5613,9 +5636,10 @@ def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
     for folder in mounts.ro_binds:
         argv += ["--ro-bind", str(folder), str(folder)]
     argv += ["--bind", str(home), HOME_INSIDE]
-    for folder in sorted({str(workdir), *map(str, mounts.rw_binds)},
-                         key=lambda p: len(Path(p).parts)):
-        argv += ["--bind", folder, folder]
+    for writable in sorted({str(workdir), *map(str, mounts.rw_binds)},
+                           key=lambda p: len(Path(p).parts)):
+        argv += ["--bind", writable, writable]
+
     for mask in masks:
         argv += ["--remount-ro", mask]
     limit = (["/bin/sh", "-c", PROCESS_LIMIT_SH, str(limits.max_processes)]
