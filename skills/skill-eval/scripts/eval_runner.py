@@ -101,7 +101,7 @@ import types
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from subprocess import Popen as Process  # the type only: spawn() starts every one
-from typing import IO, Any, Callable, Protocol, TypeVar, cast
+from typing import IO, Any, Callable, ClassVar, Protocol, TypeVar, cast
 
 # ==== constants and schemas ==================================================
 
@@ -261,12 +261,18 @@ AGENT_SESSION_VARS: set[str] = set()
 class AdapterClass(Protocol):
     """What the registry and the commands read from an adapter class (Provider, below)."""
 
-    name: str
-    state_dirs: tuple[str, ...]
-    session_vars: tuple[str, ...]
-    setting_aliases: tuple[str, ...]
-    accepts_settings: bool
-    reports_cost: bool
+    @property
+    def name(self) -> str: ...
+    @property
+    def state_dirs(self) -> tuple[str, ...]: ...
+    @property
+    def session_vars(self) -> tuple[str, ...]: ...
+    @property
+    def setting_aliases(self) -> tuple[str, ...]: ...
+    @property
+    def accepts_settings(self) -> bool: ...
+    @property
+    def reports_cost(self) -> bool: ...
 
     def __call__(self, settings: list[str] | None = None) -> Any: ...
 
@@ -1981,7 +1987,20 @@ def loads_bounded(data: bytes, path: Path | str) -> Any:
         raise FileOverCap(path, "JSON nested too deep to read") from None
 
 
+def object_at(data: dict[str, Any], key: str) -> dict[str, Any]:
+    """data[key] when it is a JSON object, else an empty one (foreign JSON: never trusted)."""
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def list_at(data: dict[str, Any], key: str) -> list[Any]:
+    """data[key] when it is a JSON array, else an empty one."""
+    value = data.get(key)
+    return value if isinstance(value, list) else []
+
+
 def read_json_unfollowed(path: Path | str) -> Any:
+
     """JSON of a file the runner wrote: OSError (a link, a missing file, not a regular file),
     ValueError (not JSON) or FileOverCap (too large or too deep)."""
     return loads_bounded(read_unfollowed(path), path)
@@ -5859,12 +5878,12 @@ class Provider:
     grader_uses_files = False  # a schema file in, a last-message file out
     accepts_settings = False  # takes KEY=VALUE settings (--agent-config) from the command line
     reports_cost = False  # its output carries a cost per call (what --max-cost needs)
-    setting_aliases: tuple[str, ...] = ()  # older option names for --agent-config
+    setting_aliases: ClassVar[tuple[str, ...]] = ()  # older option names for --agent-config
     # Folders, in a repository or a home, where this CLI finds skills and settings: never
     # copied into a sandbox, never accepted as fixtures (register_provider adds them).
-    state_dirs: tuple[str, ...] = ()
+    state_dirs: ClassVar[tuple[str, ...]] = ()
     # Variables that tie a process to a parent session of this agent: no agent inherits them.
-    session_vars: tuple[str, ...] = ()
+    session_vars: ClassVar[tuple[str, ...]] = ()
     # Each process gets a new, empty home that prepare_home fills with the runner's settings.
     fresh_home = False
     # Where, relative to its working folder, this CLI discovers project skills: an installed
@@ -6166,7 +6185,7 @@ class CodexProvider(Provider):
         messages, trace, usages, turn_errors = [], [], [], []
         for position, event in enumerate(events):
             kind = event.get("type")
-            item = event.get("item") if isinstance(event.get("item"), dict) else {}
+            item = object_at(event, "item")
             if kind == "turn.failed":
                 turn_errors.append(str(_dig(event, ("error", "message")) or "turn failed"))
             elif kind == "turn.completed" and isinstance(event.get("usage"), dict):
@@ -6190,7 +6209,7 @@ class CodexProvider(Provider):
 
     def calls_in_event(self, event: dict[str, Any]) -> list[dict[str, Any]]:
         # item.started: a command is known before it runs, not only once it has
-        item = event.get("item") if isinstance(event.get("item"), dict) else {}
+        item = object_at(event, "item")
         if event.get("type") in ("item.started", "item.completed") and \
                 item.get("type") in CODEX_TRACE_ITEMS:
             return [_codex_trace_entry(item)]
@@ -6200,7 +6219,7 @@ class CodexProvider(Provider):
 def _codex_trace_entry(item: dict[str, Any]) -> dict[str, Any]:
     if item.get("type") == "command_execution":
         return {"tool": "command_execution", "input": {"command": item.get("command")}}
-    changes = item.get("changes") if isinstance(item.get("changes"), list) else []
+    changes = list_at(item, "changes")
     return {"tool": "file_change",
             "input": {"paths": [c.get("path") for c in changes if isinstance(c, dict)]}}
 
@@ -6364,6 +6383,7 @@ class GeminiProvider(Provider):
         if isinstance(user_model, str) and user_model:
             settings["model"] = {"name": user_model}
         if role == "grader":
+            alias: dict[str, Any]  # nested objects the model line below writes into
             alias = {"extends": "chat-base", "modelConfig": {"generateContentConfig": {
                 "responseMimeType": "application/json", "responseJsonSchema": VERDICT_SCHEMA}}}
             chosen = model or (user_model if isinstance(user_model, str) else None)
@@ -6435,7 +6455,8 @@ class GeminiProvider(Provider):
         if failure is None and final is None:
             failure = (f"gemini exited {result.returncode} without a result event"
                        + _stderr_reason(result))
-        elif failure is None and (final.get("status") != "success" or result.returncode != 0):
+        elif failure is None and final is not None and (final.get("status") != "success"
+                                                        or result.returncode != 0):
             said = _dig(final, ("error", "message")) or "no error message"
             failure = (f"gemini reported an error (exit {result.returncode}, status "
                        f"{final.get('status')!r}): {str(said)[:500]}")
@@ -6625,7 +6646,7 @@ class OpenCodeProvider(Provider):
                 isinstance(enabled, list) and provider_id not in enabled):
             return (f"the provider {provider_id!r} is switched off by disabled_providers or "
                     "enabled_providers in your opencode config")
-        configured = config.get("provider") if isinstance(config.get("provider"), dict) else {}
+        configured = object_at(config, "provider")
         catalog = self._catalog(env)
         listed = catalog.get(provider_id) if catalog is not None else None
         known = {*_keys(_dig(configured, (provider_id, "models"))),
@@ -6654,7 +6675,7 @@ class OpenCodeProvider(Provider):
         return ""
 
     def _model_fix(self, config: dict[str, Any]) -> str:
-        configured = config.get("provider") if isinstance(config.get("provider"), dict) else {}
+        configured = object_at(config, "provider")
         ours = [f"{pid}/{mid}" for pid, entry in configured.items()
                 for mid in _keys(_dig(entry, ("models",)))][:3]
         return ("name a model opencode has with --model PROVIDER/MODEL ("
@@ -6702,7 +6723,8 @@ class OpenCodeProvider(Provider):
             kind, part = event.get("type"), event.get("part")
             part = part if isinstance(part, dict) else {}
             if kind == "tool_use":
-                state = part.get("state") if isinstance(part.get("state"), dict) else {}
+                state = object_at(part, "state")
+
                 trace.append({"tool": part.get("tool"), "input": state.get("input"),
                               "event": position})
                 pieces.append(("tool", ""))
