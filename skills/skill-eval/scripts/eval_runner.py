@@ -2000,7 +2000,6 @@ def list_at(data: dict[str, Any], key: str) -> list[Any]:
 
 
 def read_json_unfollowed(path: Path | str) -> Any:
-
     """JSON of a file the runner wrote: OSError (a link, a missing file, not a regular file),
     ValueError (not JSON) or FileOverCap (too large or too deep)."""
     return loads_bounded(read_unfollowed(path), path)
@@ -3532,7 +3531,6 @@ def _choose_root(suite_path: Path,
                               "ancestor folder holding both evals/ and skills/)", str(suite_path),
                               fix="pass --repo-root DIR")]
     return found, []
-
 
 
 def suite_counts(loaded: LoadedSuite) -> dict[str, int]:
@@ -5658,7 +5656,6 @@ def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
     for writable in sorted({str(workdir), *map(str, mounts.rw_binds)},
                            key=lambda p: len(Path(p).parts)):
         argv += ["--bind", writable, writable]
-
     for mask in masks:
         argv += ["--remount-ro", mask]
     limit = (["/bin/sh", "-c", PROCESS_LIMIT_SH, str(limits.max_processes)]
@@ -6724,7 +6721,6 @@ class OpenCodeProvider(Provider):
             part = part if isinstance(part, dict) else {}
             if kind == "tool_use":
                 state = object_at(part, "state")
-
                 trace.append({"tool": part.get("tool"), "input": state.get("input"),
                               "event": position})
                 pieces.append(("tool", ""))
@@ -7230,7 +7226,7 @@ class RunContext:
     sandbox_base: Path
     groups: ProcessGroups
     deadline_at: float | None = None
-    progress: Callable[[dict[str, Any]], None] | None = None
+    progress: Callable[[RunRecord], None] | None = None
     on_cell_start: Callable[[str], None] | None = None  # a cell's executor is about to start
     judge: dict[str, Any] = dataclasses.field(default_factory=dict)
     resuming: bool = False
@@ -7697,8 +7693,8 @@ def finish_cell(ctx: RunContext, run: CellRun, closing: concurrent.futures.Futur
     guarded(run, add_check_verdicts, ctx, run.cell, record)
     if run.sandbox is not None and ctx.options.keep_sandboxes:
         run.sandbox.record["kept"] = True
-    elif (run.sandbox or run.room) is not None and not ctx.options.keep_sandboxes:
-        guarded(run, (run.sandbox or run.room).remove_grader_dirs)
+    elif (place := run.sandbox or run.room) is not None and not ctx.options.keep_sandboxes:
+        guarded(run, place.remove_grader_dirs)
     record.started_at, record.finished_at = run.started_at, utc_now()
     record.resumed = ctx.resuming
     save_run_files(ctx, run)
@@ -7778,7 +7774,8 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
         record.activation = installed_activation(ctx.provider, cell.case, ctx.suite.skill_name,
                                                  reply, result)
     files.text("outputs/output.txt", reply.text)
-    if cell.case.trigger and record.activation["activated"] != "unknown":
+    if cell.case.trigger and record.activation is not None and \
+            record.activation["activated"] != "unknown":
         return None  # decided, even if ended for it: an observation, and never graded
     if not reply.ok:
         files.text("logs/executor_stderr.txt", result.stderr)
@@ -7860,6 +7857,7 @@ def grade_once(ctx: RunContext, job: GraderJob, vote: int) -> Grading | None:
     payload = parse_verdict_payload(reply.structured, reply.text) if reply.ok else None
     status = (reply.failure_status if not reply.ok
               else "grader_unparseable" if payload is None else STATUS_OK)
+    assert record.grader_calls is not None, "grade_cell starts the list before any vote"
     record.grader_calls.append(GraderCall(vote, result, built_metrics(
         reply.metrics, "the grader's metrics"), status))
     if not reply.ok:
@@ -7924,7 +7922,7 @@ class GraderReply:
 
 
 def call_grader(ctx: RunContext, sandbox: Any, prompt: str, files: RunFiles,
-                suffix: str = "") -> tuple[dict[str, Any], GraderReply]:
+                suffix: str = "") -> tuple[ProcessCall, GraderReply]:
     """One grader process in an empty folder outside the checkout; its output kept in logs/.
 
     Returns the process record and the provider's reading of the reply.
@@ -8050,6 +8048,7 @@ class SourceRun:
 def copy_source_run(ctx: RunContext, run: CellRun) -> None:
     """A re-graded cell's executor record and files, copied from its source run; a room for
     its graders when that executor finished, else the source's failure stands."""
+    assert run.source is not None, "start_cell copies only a cell that has a source run"
     cell, record, source_dir = run.cell, run.record, run.source.folder
     if cell.run_dir.exists():  # a resumed cell starts clean
         shutil.rmtree(cell.run_dir)
@@ -8097,6 +8096,7 @@ def recorded_answer(ctx: RunContext, run: CellRun) -> ExecutorAnswer | None:
     artifact = ((outputs / "plan.md").read_text(encoding="utf-8", errors="replace")
                 if record.written_artifact.get("captured") and (outputs / "plan.md").is_file()
                 else None)
+    assert run.room is not None, "answer_step reads a recorded answer only with a room"
     record.sandbox = {**(record.sandbox or {}), "regrade_grader": run.room.record}
     return ExecutorAnswer(text, artifact, bool(record.written_artifact.get("truncated")))
 
@@ -8135,7 +8135,7 @@ def _open_regular_unfollowed(root: Path, rel: Path) -> tuple[int | None, str]:
     with no other hard link is refused before it is opened, so a FIFO or device never blocks."""
     parts = rel.parts
     try:
-        fd = os.open(root, os.O_RDONLY | _DIRECTORY)
+        fd: int | None = os.open(root, os.O_RDONLY | _DIRECTORY)
     except OSError as exc:
         return None, f"the sandbox folder is unreadable: {exc.strerror or exc}"
     try:
@@ -8155,7 +8155,9 @@ def _open_regular_unfollowed(root: Path, rel: Path) -> tuple[int | None, str]:
             flags = (os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | getattr(os, "O_NOCTTY", 0)
                      | (0 if last else _DIRECTORY))
             inner = os.open(name, flags, dir_fd=fd)
-            os.close(fd)
+            # fd is None only after the loop; mypy widens it to its declared type when it
+            # checks this try body again for the finally below
+            os.close(fd)  # type: ignore[arg-type]
             fd = inner
             now = os.fstat(fd)
             if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
@@ -8348,6 +8350,7 @@ def run_checks_step(ctx: RunContext, run: CellRun) -> None:
 def run_checks_in_order(ctx: RunContext, run: CellRun, checks: list[Check], protect: list[str],
                         state: dict[str, Any]) -> None:
     sandbox = run.sandbox
+    assert sandbox is not None, "run_checks_step returns first when there is none"
     commit = sandbox.record["git"].get("baseline", "")
     for rel in protect:  # what the executor left, before any check runs and writes there
         changed = protected_changes(sandbox.repo, sandbox.baseline_git, commit, rel,
@@ -8510,9 +8513,11 @@ def run_one_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, Any]
     if check.subject == "run":
         result = run_command_check(ctx, run, check)
     elif check.subject == "file":
+        assert run.sandbox is not None, "checks run only in a sandbox"
         result = file_check(run.sandbox, check, search)
     else:
         answer = run.answer
+        assert answer is not None, "checks run only once the executor answered"
         text = answer.text if check.target == "reply" else answer.artifact
         result = (text_check(check, text, f"the {check.target}", search) if text is not None
                   else {"passed": False, "evidence": "the executor wrote no artifact"})
@@ -8523,12 +8528,14 @@ def run_one_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, Any]
 def run_command_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, Any]:
     """The command in the sandbox under /bin/sh, confined as the executor was."""
     sandbox = run.sandbox
+    assert sandbox is not None, "checks run only in a sandbox"
     invocation = Invocation(["/bin/sh", "-c", check.target], sandbox.repo)
     borrowed = [Path(p) for p in sandbox.record["git"].get("borrowed_objects", [])]
     result, isolation = run_confined_command(ctx, invocation, check.timeout_s, borrowed)
-    tails = {"stdout_tail": result.stdout[-CHECK_TAIL_CHARS:],
-             "stderr_tail": result.stderr[-CHECK_TAIL_CHARS:], "returncode": result.returncode,
-             "isolation": isolation}
+    tails: dict[str, Any] = {
+        "stdout_tail": result.stdout[-CHECK_TAIL_CHARS:],
+        "stderr_tail": result.stderr[-CHECK_TAIL_CHARS:], "returncode": result.returncode,
+        "isolation": isolation}
     if result.timed_out:
         return {**tails, "unrun": f"timed out after {check.timeout_s:g} s"}
     if result.cancelled:
