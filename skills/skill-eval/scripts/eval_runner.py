@@ -129,8 +129,16 @@ SCORING_KEYS = frozenset(
 )
 CASE_KEYS = frozenset(
     {"id", "prompt", "expectations", "files", "name", "expected_output", "archetype",
-     "project_class", "checks", "should_activate", "assertions", "anti_expectations"}
+     "project_class", "checks", "should_activate", "assertions", "anti_expectations",
+     "turns", "user"}
 )
+# Conversations (references/file-formats.md#conversations): the executor answers at most this
+# many messages in one cell, the case's prompt included; a simulated user's max_turns too.
+MAX_CONVERSATION_TURNS = 10
+DEFAULT_USER_MAX_TURNS = 5
+USER_KEYS = frozenset({"persona", "goal", "max_turns"})
+# A whole conversation may take at most this many times --timeout (each turn has --timeout).
+CONVERSATION_TIMEOUT_FACTOR = 3
 # skill-creator's SKILL.md and eval_metadata.json call a case's assertions `assertions`, its
 # schema `expectations`: suites use either or both, and both are one list of assertions.
 ASSERTION_KEYS = ("expectations", "assertions")
@@ -392,10 +400,28 @@ class Case:
     should_activate: bool = True  # False: a task the skill is not for (the installed arm)
     # As written; expectations holds each negated (ANTI_EXPECTATION_PREFIX), for the grader.
     anti_expectations: list[str] = dataclasses.field(default_factory=list)
+    turns: list[str] = dataclasses.field(default_factory=list)  # follow-up user messages
+    user: SimulatedUser | None = None  # or a simulated user writes them
 
     @property
     def key(self) -> str:
         return str(self.id)
+
+    @property
+    def most_turns(self) -> int:
+        """The most executor turns this case can take: 1 for a one-prompt case."""
+        if self.user is not None:
+            return self.user.max_turns
+        return 1 + len(self.turns)
+
+
+@dataclasses.dataclass(frozen=True)
+class SimulatedUser:
+    """The person a user agent plays: never shown to the executor or with any assertion."""
+
+    persona: str
+    goal: str
+    max_turns: int = DEFAULT_USER_MAX_TURNS
 
 
 @dataclasses.dataclass
@@ -2521,6 +2547,7 @@ class SuiteChecker:
                        "write true (the skill is for this task, the default) or false (a task "
                        "the installed skill should leave alone)", cid)
             should_activate = True
+        turns, user = self.conversation(raw, path, cid)
         graded = expectations + [ANTI_EXPECTATION_PREFIX + text for text in anti
                                  if ANTI_EXPECTATION_PREFIX + text not in expectations]
         self.check_assertion_overlap(common, graded, path, cid,
@@ -2529,7 +2556,77 @@ class SuiteChecker:
             return None
         return Case(case_id, index, prompt, name, graded, files, expected_output, checks,
                     {text: check for text, (check, _) in paired.items()},
-                    should_activate, anti)
+                    should_activate, anti, turns, user)
+
+    def conversation(self, raw: dict, path: str, cid: str | None
+                     ) -> tuple[list[str], SimulatedUser | None]:
+        """A case's `turns` (follow-up messages) or `user` (a simulated user), never both."""
+        if "turns" in raw and "user" in raw:
+            self.error("a case gives both 'turns' and 'user'", _path_join(path, "user"),
+                       "keep one: 'turns' lists the follow-up messages word for word, 'user' "
+                       "lets a user agent write them", cid)
+            return [], None
+        if "turns" in raw:
+            return self.follow_ups(raw["turns"], _path_join(path, "turns"), cid), None
+        if "user" in raw:
+            return [], self.simulated_user(raw["user"], _path_join(path, "user"), cid)
+        return [], None
+
+    def follow_ups(self, value: Any, path: str, cid: str | None) -> list[str]:
+        most = MAX_CONVERSATION_TURNS - 1
+        if not isinstance(value, list) or not value:
+            self.error("turns must be a non-empty list of messages, "
+                       + ("not an empty list" if value == [] else f"not {_type_name(value)}"),
+                       path,
+                       'write the follow-up messages in order, e.g. "turns": ["Use Python."]; '
+                       "leave the key out for a one-prompt case", cid)
+            return []
+        if len(value) > most:
+            self.error(f"turns lists {len(value)} messages; at most {most} follow the prompt "
+                       f"(a conversation has at most {MAX_CONVERSATION_TURNS} turns)", path,
+                       "split the case, or keep the messages the skill's behaviour turns on",
+                       cid)
+            return []
+        turns = []
+        for at, message in enumerate(value):
+            if not isinstance(message, str) or not message.strip():
+                shown = "an empty string" if isinstance(message, str) else _type_name(message)
+                self.error(f"each turn must be a non-empty string, not {shown}",
+                           _path_join(path, at), "write the user's message as text in quotes",
+                           cid)
+                continue
+            turns.append(message)
+        return turns if len(turns) == len(value) else []
+
+    def simulated_user(self, value: Any, path: str, cid: str | None) -> SimulatedUser | None:
+        example = ('write it as {"persona": "a data analyst in a hurry", "goal": "a CSV '
+                   'summary by region", "max_turns": 4}')
+        if not isinstance(value, dict):
+            self.error(f"user must be an object, not {_type_name(value)}", path, example, cid)
+            return None
+        self.check_unknown_keys(value, USER_KEYS, path, "user", cid)
+        texts = {}
+        for key, what in (("persona", "who the user is"), ("goal", "what the user wants, "
+                                                                   "which the executor is never told")):
+            text = value.get(key)
+            if not isinstance(text, str) or not text.strip():
+                shown = "an empty string" if isinstance(text, str) else _type_name(text)
+                self.error(f"user.{key} must be a non-empty string, not {shown}"
+                           if key in value else f"user.{key} is missing",
+                           _path_join(path, key), f"say in plain language {what}", cid)
+            texts[key] = text
+        most = value.get("max_turns", DEFAULT_USER_MAX_TURNS)
+        if not isinstance(most, int) or isinstance(most, bool) or \
+                not 2 <= most <= MAX_CONVERSATION_TURNS:
+            self.error(f"user.max_turns must be a whole number from 2 to "
+                       f"{MAX_CONVERSATION_TURNS}, not {most!r}"[:200],
+                       _path_join(path, "max_turns"),
+                       f"give the most executor turns the conversation may take (the prompt "
+                       f"counts as one; default {DEFAULT_USER_MAX_TURNS})", cid)
+            return None
+        if not all(isinstance(t, str) and t.strip() for t in texts.values()):
+            return None
+        return SimulatedUser(texts["persona"], texts["goal"], most)
 
     def case_assertions(self, raw: dict, path: str, cid: str | None
                         ) -> tuple[list[str], dict[str, tuple[str, str]]]:
