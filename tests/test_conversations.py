@@ -1,7 +1,8 @@
 """Conversations (issue 36): `turns` and `user` in a suite, and the fakes' session contract.
 
-Validation and the fakes' sessions are quick and run in the unit tier; the runs through the
-runner are in tests/test_conversations_e2e.py.
+Validation is quick and runs in the unit tier; the fakes' sessions are in
+tests/test_conversation_fakes.py and the runs through the runner in
+tests/test_conversations_e2e.py.
 """
 
 from __future__ import annotations
@@ -106,6 +107,8 @@ class ConversationValidationTests(unittest.TestCase):
     def test_a_slip_in_the_case_key_is_an_error(self) -> None:
         errors = self.errors_at(suite_with(turn=["a"]))
         self.assertIn("did you mean 'turns'", errors["evals[0].turn"]["fix"])
+
+
 
 
 if __name__ == "__main__":

@@ -139,6 +139,9 @@ DEFAULT_USER_MAX_TURNS = 5
 USER_KEYS = frozenset({"persona", "goal", "max_turns"})
 # A whole conversation may take at most this many times --timeout (each turn has --timeout).
 CONVERSATION_TIMEOUT_FACTOR = 3
+# The user agent's prompt opens with this line; it answers this alone when the talk is over.
+USER_AGENT_HEADING = "# Playing the user"
+USER_END_SIGNAL = "END_CONVERSATION"
 # skill-creator's SKILL.md and eval_metadata.json call a case's assertions `assertions`, its
 # schema `expectations`: suites use either or both, and both are one list of assertions.
 ASSERTION_KEYS = ("expectations", "assertions")
