@@ -182,6 +182,7 @@ STATUS_OK = "ok"
 STATUSES = (
     "ok", "executor_failed", "executor_timeout", "grader_failed", "grader_timeout",
     "grader_unparseable", "runner_error", "cancelled", "check_error",
+    "user_failed", "user_timeout",  # a conversation's simulated user could not answer
 )
 
 ARTIFACT_RELPATH = ".skill-eval/artifact.md"
@@ -1676,6 +1677,8 @@ class RunRecord:
     # true, false or "unknown", with the evidence)
     activation: dict[str, Any] | None = None
     notes: list[str] = dataclasses.field(default_factory=list)  # what was odd in the output
+    # a case with turns or a user: each turn, how it ended, the user agent's calls and use
+    conversation: dict[str, Any] | None = None
     started_at: str | None = None
     finished_at: str | None = None
     resumed: bool = False
@@ -7216,6 +7219,9 @@ def captured_spend(record: RunRecord, kind: str) -> tuple[float, int]:
     roles = [(record.executor, record.metrics)]
     if hasattr(record, "grader_metrics"):  # a runner that captures the grader's use
         roles.append((record.grader, record.grader_metrics))
+    user_calls = (getattr(record, "conversation", None) or {}).get("user_calls")
+    if user_calls:  # a conversation's simulated user
+        roles.append((user_calls, record.conversation.get("user_metrics")))
     for process, metrics in roles:
         if process is None:
             continue
@@ -7477,49 +7483,76 @@ def agent_env(ctx: RunContext, sandbox: Sandbox, cwd: Path, role: str,
     return ctx.provider.allow_skills(home, env) if skills_on else env
 
 
+@dataclasses.dataclass
+class KeptHome:
+    """A confined executor's fresh HOME kept across the turns of one conversation, so its
+    session is there for the next turn; removed with the conversation."""
+
+    path: Path
+    inside: dict[str, str] | None = None  # its environment, set up by the first turn
+    carried: list[str] = dataclasses.field(default_factory=list)
+
+
 def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
-              binds: Mounts = Mounts(), role: str = "executor", model: str | None = None
+              binds: Mounts = Mounts(), role: str = "executor", model: str | None = None,
+              kept: KeptHome | None = None, timeout_s: float | None = None
               ) -> tuple[ProcessResult, dict[str, str], dict[str, Any]]:
     """One agent process, confined when the iteration is: (result, its environment, how it
     was isolated). Unconfined, what it left running is ended when it ends. `binds` names the
-    folders this call binds; the CLI's install and the hidden folders are the iteration's."""
+    folders this call binds; the CLI's install and the hidden folders are the iteration's.
+    Confined, it gets a fresh HOME of its own, or `kept` for a conversation's later turns."""
+    timeout_s = ctx.options.timeout_s if timeout_s is None else timeout_s
     if ctx.confinement.mode != "bwrap":
         token = new_agent_token()
         env = {**env, AGENT_TOKEN_ENV: token}
         with OwnChildren.lock:
             OwnChildren.live_tokens.add(token)
         try:
-            result = run_process(invocation, env, ctx.options.timeout_s, ctx.groups)
+            result = run_process(invocation, env, timeout_s, ctx.groups)
         finally:
             with OwnChildren.lock:
                 OwnChildren.live_tokens.discard(token)
         strays = end_strays(token=token) + end_left_behind(ctx.children_before)
         return result, env, {**ctx.confinement.to_json(), "strays_ended": len(strays)}
-    home = Path(tempfile.mkdtemp(prefix="skill-eval-home-", dir=ctx.sandbox_base))
+    home = kept.path if kept is not None else Path(
+        tempfile.mkdtemp(prefix="skill-eval-home-", dir=ctx.sandbox_base))
     try:
-        home_vars = ctx.provider.home_vars(HOME_INSIDE)
-        carried = fill_home(home, ctx.provider.home_files(env), home_vars)
-        inside = confined_env(env, invocation.cwd, home_vars)
-        if ctx.provider.fresh_home:
-            inside = ctx.provider.prepare_home(home, inside, role, model, HOME_INSIDE, env)
-            if invocation.skills_on:
-                inside = ctx.provider.allow_skills(home, inside)
+        if kept is not None and kept.inside is not None:
+            inside, carried = kept.inside, kept.carried
+        else:
+            inside, carried = _set_up_home(ctx, home, invocation, env, role, model)
+            if kept is not None:
+                kept.inside, kept.carried = inside, carried
         mounts = dataclasses.replace(binds, ro_entries=ctx.agent_mounts, hide=ctx.hidden)
         argv = bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
                           home=home, mounts=mounts, limits=ctx.confinement.limits())
         short, fd = options_through_fd(argv)
         try:
             result = run_process(dataclasses.replace(invocation, argv=short, pass_fds=(fd,)),
-                                 inside, ctx.options.timeout_s, ctx.groups)
+                                 inside, timeout_s, ctx.groups)
         finally:
             os.close(fd)
     finally:
-        shutil.rmtree(home, ignore_errors=True)
+        if kept is None:
+            shutil.rmtree(home, ignore_errors=True)
     isolation = {**ctx.confinement.to_json(), "home_files": carried}
     full = tmp_full_reason(result, invocation.cwd, ctx.confinement.tmp_size_bytes)
     if full:
         isolation["tmp_full"] = full
     return result, inside, isolation
+
+
+def _set_up_home(ctx: RunContext, home: Path, invocation: Invocation, env: dict[str, str],
+                 role: str, model: str | None) -> tuple[dict[str, str], list[str]]:
+    """Fill a confined agent's fresh HOME: (the environment it runs with, the files carried)."""
+    home_vars = ctx.provider.home_vars(HOME_INSIDE)
+    carried = fill_home(home, ctx.provider.home_files(env), home_vars)
+    inside = confined_env(env, invocation.cwd, home_vars)
+    if ctx.provider.fresh_home:
+        inside = ctx.provider.prepare_home(home, inside, role, model, HOME_INSIDE, env)
+        if invocation.skills_on:
+            inside = ctx.provider.allow_skills(home, inside)
+    return inside, carried
 
 
 NO_SPACE = ("No space left on device", "ENOSPC")
@@ -7580,6 +7613,7 @@ class ExecutorAnswer:
     text: str
     artifact: str | None = None
     artifact_truncated: bool = False
+    exchanges: list[Exchange] | None = None  # a conversation's turns, graded together
 
 
 def wait_waking_for_signals(futures: list[concurrent.futures.Future]) -> None:
@@ -7775,18 +7809,40 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     if ctx.on_cell_start:
         ctx.on_cell_start(cell.label)
     borrowed = [Path(p) for p in sandbox.record["git"].get("borrowed_objects", [])]
+    if cell.case.most_turns > 1:
+        return run_conversation(ctx, cell, sandbox, record, invocation, env,
+                                Mounts(ro_binds=borrowed))
     result, env, isolation = run_agent(ctx, invocation, env, Mounts(ro_binds=borrowed),
                                        role="executor", model=ctx.options.executor_model)
     record.executor = process_record(invocation, result, env, isolation)
     files.text(f"logs/{EXECUTOR_STREAM_FILE}", result.stdout)  # kept whatever it holds
+    reply = read_executor_reply(ctx, result)
+    record.notes = reply.notes
+    record.metrics = reply.metrics
+    record.permission_denials = reply.permission_denials
+    note_skill_use(ctx, cell, record, reply, result)
+    files.text("outputs/output.txt", reply.text)
+    if not reply.ok:
+        files.text("logs/executor_stderr.txt", result.stderr)
+        full = isolation.get("tmp_full")
+        record.fail(failure_status("executor", result), "executor",
+                    f"{reply.failure} ({full})" if full else reply.failure)
+        return None
+    return final_answer(sandbox, record, files, reply.text)
+
+
+def read_executor_reply(ctx: RunContext, result: ProcessResult) -> AgentReply:
     reply = ctx.provider.read_executor(result)
     reply.text, replaced = encodable_text(reply.text)
     if replaced:
         reply.notes.append(f"replaced {replaced} unpaired surrogate(s) in the executor's "
                            "answer with U+FFFD")
-    record.notes = reply.notes
-    record.metrics = reply.metrics
-    record.permission_denials = reply.permission_denials
+    return reply
+
+
+def note_skill_use(ctx: RunContext, cell: Cell, record: RunRecord, reply: AgentReply,
+                   result: ProcessResult) -> None:
+    """Whether the executor read the skill, and an installed cell whether it loaded it."""
     record.skill_read = skill_read_evidence(
         reply.trace, ctx.suite.skill_name, cell.config,
         # The repository is the skill: its checkout SKILL.md has no skills/<name>/ in its path.
@@ -7796,21 +7852,244 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
                              **activation_evidence(ctx.provider, reply.trace,
                                                    ctx.suite.skill_name, reply.ok,
                                                    result.stdout_truncated)}
-    files.text("outputs/output.txt", reply.text)
-    if not reply.ok:
-        files.text("logs/executor_stderr.txt", result.stderr)
-        full = isolation.get("tmp_full")
-        record.fail(failure_status("executor", result), "executor",
-                    f"{reply.failure} ({full})" if full else reply.failure)
-        return None
+
+
+def final_answer(sandbox: Sandbox, record: RunRecord, files: RunFiles, text: str,
+                 exchanges: list[Exchange] | None = None) -> ExecutorAnswer:
     # From the sandbox base, which the executor cannot replace: no step of the path is followed.
     artifact = capture_artifact(sandbox.artifact_path, sandbox.base)
     if artifact["captured"]:
         files.text("outputs/plan.md", artifact["text"])
-    answer = ExecutorAnswer(reply.text, artifact.pop("text", None),
-                            artifact.get("truncated", False))
+    answer = ExecutorAnswer(text, artifact.pop("text", None), artifact.get("truncated", False),
+                            exchanges)
     record.written_artifact = artifact
     return answer
+
+
+# -- conversations: follow-up turns, or a simulated user (file-formats.md#conversations) ----
+
+@dataclasses.dataclass
+class Conversation:
+    """One cell's conversation while it runs: its turns so far and what it cost."""
+
+    case: Case
+    deadline: float  # time.monotonic() past which no turn starts and a running one ends
+    exchanges: list[Exchange] = dataclasses.field(default_factory=list)
+    turns: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # run.json's
+    reported: list[dict[str, dict[str, Any]]] = dataclasses.field(default_factory=list)
+    user_calls: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    ended: str = ""
+
+    def time_left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def to_json(self, provider: Provider) -> dict[str, Any]:
+        shares = turn_shares(self.reported, provider.running_totals)
+        turns = [{**turn, "metrics": share} for turn, share in zip(self.turns, shares)]
+        document: dict[str, Any] = {
+            "kind": "user" if self.case.user else "turns", "most_turns": self.case.most_turns,
+            "turns_taken": len(self.exchanges), "ended": self.ended, "turns": turns}
+        if self.case.user is not None:
+            document["user_calls"] = self.user_calls
+            document["user_metrics"] = conversation_totals(
+                [call["metrics"] for call in self.user_calls], "user agent call"
+            ) if self.user_calls else {}
+        return document
+
+
+def run_conversation(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: RunRecord,
+                     invocation: Invocation, env: dict[str, str], binds: Mounts
+                     ) -> ExecutorAnswer | None:
+    """Every turn of a conversation, in one session of the executor's CLI, in one sandbox
+    and one fresh home kept for the conversation and removed after it. A turn that fails ends
+    the conversation as a failed run; the answer is the last reply, graded with every turn."""
+    talk = Conversation(cell.case, time.monotonic()
+                        + ctx.options.timeout_s * CONVERSATION_TIMEOUT_FACTOR)
+    first = ctx.provider.conversation_invocation(invocation)
+    kept = (KeptHome(Path(tempfile.mkdtemp(prefix="skill-eval-home-", dir=ctx.sandbox_base)))
+            if ctx.confinement.mode == "bwrap" else None)
+    if kept is None and not ctx.provider.fresh_home:
+        env = conversation_home_env(ctx, sandbox, env)
+    files = RunFiles(cell.run_dir, record)
+    try:
+        answer = converse(ctx, cell, sandbox, record, files, talk, first, env, binds, kept)
+    finally:
+        if kept is not None:
+            shutil.rmtree(kept.path, ignore_errors=True)
+        record.conversation = talk.to_json(ctx.provider)
+        record.metrics = conversation_totals(turn_shares(talk.reported,
+                                                         ctx.provider.running_totals))
+        files.text("transcript.md", transcript_markdown(talk.exchanges, talk.ended))
+        if talk.case.user is not None:
+            files.json("user_metrics.json", record.conversation["user_metrics"])
+    return answer
+
+
+def conversation_home_env(ctx: RunContext, sandbox: Sandbox, env: dict[str, str]
+                          ) -> dict[str, str]:
+    """Unconfined, a CLI that would keep its sessions in the user's own home gets a fresh
+    one for the cell instead, with only its sign-in files carried in (as confined)."""
+    home = sandbox.make_home("executor")
+    home_vars = ctx.provider.home_vars(str(home))
+    fill_home(home, ctx.provider.home_files(env), {})
+    fresh = {**env, "HOME": str(home)}
+    for name, value in home_vars.items():
+        if value is None:
+            fresh.pop(name, None)
+        else:
+            Path(value).mkdir(parents=True, exist_ok=True, mode=0o700)
+            fresh[name] = value
+    return fresh
+
+
+def converse(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: RunRecord,
+             files: RunFiles, talk: Conversation, first: Invocation, env: dict[str, str],
+             binds: Mounts, kept: KeptHome | None) -> ExecutorAnswer | None:
+    message, invocation, session_id = cell.case.prompt, first, ""
+    traces: list[dict[str, Any]] = []
+    for number in range(1, cell.case.most_turns + 1):
+        reply = take_turn(ctx, record, files, talk, number, invocation, env, binds, kept)
+        if reply is None:
+            return None
+        traces += reply.trace or []
+        talk.exchanges.append(Exchange(message, reply.text))
+        if number == 1:
+            session_id = reply.session_id
+            if not ctx.provider.valid_session_id(session_id):
+                talk.ended = "failed"
+                record.fail("executor_failed", "executor", (
+                    f"turn 1 of {cell.case.most_turns}: the {ctx.provider.name} CLI reported "
+                    f"no usable session id ({session_id[:80]!r}), so the conversation cannot "
+                    "go on"))
+                return None
+        elif reply.session_id and reply.session_id != session_id:
+            talk.ended = "failed"
+            record.fail("executor_failed", "executor", (
+                f"turn {number}: the {ctx.provider.name} CLI answered in session "
+                f"{reply.session_id[:80]!r}, not in the conversation's {session_id!r}"))
+            return None
+        message = next_message(ctx, cell, sandbox, record, files, talk, number)
+        if message is None:
+            break
+        invocation = ctx.provider.next_turn_invocation(first, session_id, message)
+    if record.status != STATUS_OK:
+        return None
+    cut = any(turn["executor"].get("stdout_truncated") for turn in talk.turns)
+    note_skill_use(ctx, cell, record, AgentReply(True, trace=traces),
+                   ProcessResult([], 0, "", "", 0.0, stdout_truncated=cut))
+    files.text("outputs/output.txt", talk.exchanges[-1].reply)
+    return final_answer(sandbox, record, files, talk.exchanges[-1].reply, talk.exchanges)
+
+
+def take_turn(ctx: RunContext, record: RunRecord, files: RunFiles, talk: Conversation,
+              number: int, invocation: Invocation, env: dict[str, str], binds: Mounts,
+              kept: KeptHome | None) -> AgentReply | None:
+    """One executor turn; its reply, or None with the run failed."""
+    most = talk.case.most_turns
+    limit = ctx.options.timeout_s * CONVERSATION_TIMEOUT_FACTOR
+    left = talk.time_left()
+    if left <= 0 or ctx.should_stop():
+        talk.ended = "failed"
+        if ctx.should_stop():
+            record.fail("cancelled", "executor", f"stopped before turn {number} of {most}: "
+                        f"{ctx.should_stop()}")
+        else:
+            record.fail("executor_timeout", "executor", (
+                f"the conversation passed its limit of {limit:g} s "
+                f"({CONVERSATION_TIMEOUT_FACTOR} x --timeout) before turn {number} of {most}"))
+        return None
+    result, used_env, isolation = run_agent(
+        ctx, invocation, env, binds, role="executor", model=ctx.options.executor_model,
+        kept=kept, timeout_s=min(ctx.options.timeout_s, left))
+    call = process_record(invocation, result, used_env, isolation)
+    record.executor = call
+    suffix = "" if number == 1 else f".turn-{number}"
+    files.text(f"logs/{EXECUTOR_STREAM_FILE}".replace(".txt", f"{suffix}.txt"), result.stdout)
+    reply = read_executor_reply(ctx, result)
+    record.notes += [f"turn {number}: {note}" for note in reply.notes]
+    record.permission_denials += reply.permission_denials
+    talk.reported.append(reply.metrics)
+    talk.turns.append({"turn": number, "status": STATUS_OK if reply.ok else
+                       failure_status("executor", result), "executor": call.to_json(),
+                       "session_id": reply.session_id})
+    files.text(f"outputs/turn-{number}.txt", reply.text)
+    if reply.ok:
+        return reply
+    talk.ended = "failed"
+    files.text(f"logs/executor_stderr{suffix}.txt", result.stderr)
+    full = isolation.get("tmp_full")
+    timed_out = result.timed_out and talk.time_left() <= 0
+    detail = (f"the conversation passed its limit of {limit:g} s during turn {number}"
+              if timed_out else reply.failure)
+    record.fail(failure_status("executor", result), "executor",
+                f"turn {number} of {most}: " + (f"{detail} ({full})" if full else detail))
+    return None
+
+
+def next_message(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: RunRecord,
+                 files: RunFiles, talk: Conversation, number: int) -> str | None:
+    """The user's message for turn number + 1, or None when the conversation is over."""
+    case = cell.case
+    if case.user is None:
+        if number <= len(case.turns):
+            return case.turns[number - 1]
+        talk.ended = "last turn"
+        return None
+    if number >= case.user.max_turns:
+        talk.ended = f"max_turns ({case.user.max_turns})"
+        return None
+    reply = ask_user_agent(ctx, sandbox, record, files, talk, number)
+    if reply is None:
+        return None
+    if user_says_over(reply.text):
+        talk.ended = "the user ended it"
+        return None
+    return reply.text
+
+
+def ask_user_agent(ctx: RunContext, sandbox: Sandbox, record: RunRecord, files: RunFiles,
+                   talk: Conversation, number: int) -> AgentReply | None:
+    """The simulated user, a fresh process like the grader: no tools, an empty folder, never
+    an assertion or a check. Its answer, or None with the run failed."""
+    prompt = build_user_prompt(talk.case.user, talk.exchanges)
+    files.text(f"logs/user_prompt.turn-{number + 1}.md", prompt)
+    folder, _ = sandbox.make_grader_dirs(False)
+    model = ctx.options.grader_model
+    invocation = ctx.provider.user_invocation(prompt, folder, model)
+    env = agent_env(ctx, sandbox, folder, "user", model)
+    left = talk.time_left()
+    if left <= 0:
+        talk.ended = "failed"
+        record.fail("executor_timeout", "executor", "the conversation passed its limit "
+                    f"before the user's message for turn {number + 1}")
+        return None
+    try:
+        result, env, isolation = run_agent(ctx, invocation, env, role="user", model=model,
+                                           timeout_s=min(ctx.options.timeout_s, left))
+    finally:
+        home = sandbox.homes.pop("user", None)
+        if home is not None:
+            remove_tree(home)
+    files.text(f"logs/user_output.turn-{number + 1}.txt", result.stdout)
+    reply = ctx.provider.read_user(result)
+    reply.text, _ = encodable_text(reply.text)
+    ok = reply.ok and bool(reply.text.strip())
+    status = STATUS_OK if ok else failure_status("user", result)
+    talk.user_calls.append({"for_turn": number + 1, "status": status,
+                            "process": process_record(invocation, result, env,
+                                                      isolation).to_json(),
+                            "metrics": built_json(reply.metrics, "the user agent's metrics")})
+    if ok:
+        return reply
+    talk.ended = "failed"
+    files.text(f"logs/user_stderr.turn-{number + 1}.txt", result.stderr)
+    record.fail(status, "user", f"the user agent, for turn {number + 1}: "
+                + (reply.failure or "it answered nothing"))
+    return None
+
+
+def built_json(metrics: dict[str, dict[str, Any]] | None, what: str) -> dict[str, Any]:
+    return {name: metric.to_json() for name, metric in built_metrics(metrics, what).items()}
 
 
 def failure_status(role: str, result: ProcessResult) -> str:
@@ -7835,8 +8114,11 @@ def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Any, record: RunRecord
             record.failure = {"stage": "grader",
                               "detail": "the case has no assertions; not graded"}
         return
-    prompt = build_grader_prompt(cell.case.prompt, answer.text, answer.artifact,
-                                 answer.artifact_truncated, assertions)
+    prompt = (build_conversation_grader_prompt(cell.case.prompt, answer.exchanges,
+                                               answer.artifact, answer.artifact_truncated,
+                                               assertions) if answer.exchanges else
+              build_grader_prompt(cell.case.prompt, answer.text, answer.artifact,
+                                  answer.artifact_truncated, assertions))
     files = RunFiles(cell.run_dir, record)
     files.text("grader_prompt.md", prompt)
     k = ctx.options.grader_runs
@@ -7951,7 +8233,8 @@ def turn_shares(reported: list[dict[str, dict[str, Any]]],
     return shares
 
 
-def conversation_totals(shares: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+def conversation_totals(shares: list[dict[str, dict[str, Any]]], what: str = "turn"
+                        ) -> dict[str, dict[str, Any]]:
     """Each metric summed over the turns, captured only when every turn captured it; else
     absent, naming the first turn without it (never a partial sum passed off as the total)."""
     totals: dict[str, dict[str, Any]] = {}
@@ -7961,13 +8244,13 @@ def conversation_totals(shares: list[dict[str, dict[str, Any]]]) -> dict[str, di
         if missing is not None:
             part = parts[missing - 1]
             totals[name] = Metric(None, implausible=bool(part.get("implausible")),
-                                  absent_reason=f"turn {missing}: "
+                                  absent_reason=f"{what} {missing}: "
                                   f"{part.get('absent_reason') or 'not captured'}").to_json()
             continue
         source = parts[0].get("source", "")
         totals[name] = captured(sum(p["value"] for p in parts),
                                 source if len(parts) == 1 else
-                                f"{source} (sum over {len(parts)} turns)")
+                                f"{source} (sum over {len(parts)} {what}s)")
     return totals
 
 
@@ -14392,6 +14675,15 @@ def observed_cell(record: RunRecord) -> dict[str, float | None] | None:
     if not processes:  # cancelled before it started: it tells nothing about a cell's use
         return None
     seconds = [p.duration_s for p in processes]
+    talk = record.conversation if isinstance(record.conversation, dict) else {}
+    if talk:  # every turn and user agent call, not only the last turn's process
+        calls = [*(t.get("executor") for t in talk.get("turns") or []),
+                 *(c.get("process") for c in talk.get("user_calls") or [])]
+        seconds = [(c or {}).get("duration_s") for c in calls] + (
+            [record.grader.duration_s] if record.grader is not None else [])
+        return {"calls": float(len(seconds)),
+                "seconds": sum(seconds) if all(_number(v) for v in seconds) else None,
+                "tokens": spend_of(record, "tokens"), "cost": spend_of(record, "cost")}
     return {"calls": float(len(processes)),
             "seconds": sum(seconds) if all(_number(v) for v in seconds) else None,
             "tokens": spend_of(record, "tokens"), "cost": spend_of(record, "cost")}
@@ -14966,11 +15258,15 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
         return EXIT_OK
     if source is not None:
         return print_regrade_dry_run(suite, options, provider, sandbox_base, source, cells)
-    per_cell = 1 + options.grader_runs  # the executor, then K graders, one at a time in a lane
+    talking = [c for c in cells if c.case.most_turns > 1]
+    # the executor (a conversation: at most its time limit), then K graders, one at a time
+    per_cell = (CONVERSATION_TIMEOUT_FACTOR if talking else 1) + options.grader_runs
     checks_only = [c for c in cells
                    if suite.checks_for(c.case) and not suite.assertions_for(c.case)]
     graded = len(cells) - len(checks_only)
-    calls = len(cells) + graded * options.grader_runs
+    turns = sum(c.case.most_turns for c in cells)
+    user_calls = sum(c.case.most_turns - 1 for c in talking if c.case.user is not None)
+    calls = turns + user_calls + graded * options.grader_runs
     waves = math.ceil(len(cells) / options.concurrency)
     sandbox = sandbox_base / "skill-eval-XXXXXX" / "repo"
     grader = sandbox_base / "skill-eval-grader-XXXXXX"
@@ -14983,7 +15279,15 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     print(f"dry run: {suite.skill_name} with {options.agent}: nothing launched, no iteration made")
     print(f"cells: {len(cells)} ({len(set(c.case.key for c in cells))} cases x "
           f"{len(options.configs)} configs x {options.runs} runs); provider calls: up to {calls}"
-          f" ({len(cells)} executors + {graded} x {options.grader_runs} graders)")
+          + (f" ({len(cells)} executors + {graded} x {options.grader_runs} graders)"
+             if not talking else
+             f" ({turns} executor turns + {user_calls} user agent calls + {graded} x "
+             f"{options.grader_runs} graders)"))
+    if talking:
+        print(f"conversations: {len(talking)} cells take up to "
+              f"{max(c.case.most_turns for c in talking)} turns each, in one session; a "
+              f"conversation may take at most {CONVERSATION_TIMEOUT_FACTOR} x --timeout in "
+              "all; the user agent runs like the grader (grader model, no tools)")
     print_checks_plan(suite, cells, checks_only)
     print_adaptive_plan(suite, options, cells, calls)
     plan_evals = len({c.case.key for c in plan_cells(suite, options, Path("."))})
@@ -15003,6 +15307,11 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
         print(f"{config}: skills/{suite.skill_name}/ as committed at {package.commit} "
               f"({len(package.contents)} files, package sha256 {package.sha256[:16]})")
     print(f"executor argv ({first.label}): {_shell_join(executor.argv)}  (cwd {executor.cwd})")
+    if talking:
+        opening = provider.conversation_invocation(executor)
+        later = provider.next_turn_invocation(opening, "<session id>", "")
+        print(f"a conversation's first turn: {_shell_join(opening.argv)}; each later turn: "
+              f"{_shell_join(later.argv)}  (cwd {later.cwd}; the message on standard input)")
     if any(map(config_installs_skill, options.configs)):
         names = [suite.skill_name] + [p.rsplit("/", 1)[-1] for p in suite.installed_with]
         print(f"installed cells: {', '.join(names)} copied into each sandbox's "
