@@ -57,7 +57,7 @@ SPEC_KEYS = frozenset((
     "verdicts", "raw_verdicts", "verdict_form", "flood_bytes",
     "shell_write_files", "shell_symlinks", "shell_special", "quote_reads", "noisy",
     "shell_keep_times", "list_paths", "activate_skills", "read_tree", "shell_write_hex",
-    "shell_chmod", "messages", "never_end",
+    "shell_chmod", "messages", "never_end", "report_session_id",
 ))
 SPECIAL_KINDS = ("fifo", "socket", "directory")
 VERDICT_FORMS = ("structured", "text", "fenced", "legacy", "prose")
@@ -490,6 +490,17 @@ def role_of(prompt: str, structured: bool) -> str:
     if prompt.startswith(USER_HEADING + "\n") or prompt.strip() == USER_HEADING:
         return "user"
     return "grader" if structured else "executor"
+
+
+def user_reads(spec: dict[str, Any], root: str) -> list[Action]:
+    """A nosy user agent's `read_paths` (only what its CLI lets it read is read)."""
+    return [Action("read", _absolute(path, root)) for path in spec.get("read_paths") or []]
+
+
+def quoted_reads(spec: dict[str, Any], actions: list[Action]) -> str:
+    if not spec.get("quote_reads"):
+        return ""
+    return "".join(f"\n\n{a.result}" for a in actions if a.kind == "read" and a.ok)
 
 
 def user_reply(spec: dict[str, Any], prompt: str) -> str:
