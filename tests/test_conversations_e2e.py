@@ -122,6 +122,15 @@ class AskFirstTest(ConversationBase):
         self.assertTrue(resumed)
         self.assertTrue(all("--resume" in c["argv"] for c in resumed))
         self.assertTrue(all(c["session"]["turn"] == 2 for c in resumed))
+        # what the user said in each turn, and the HTML report shows the turns in order
+        self.assertEqual((cell / "messages/turn-2.txt").read_text(encoding="utf-8"), ANSWER)
+        page = (self.workspace / "iteration-1" / "benchmark.html").read_text(encoding="utf-8")
+        section = page[page.index("A1 "):]
+        section = section[:section.index("</details>\n</details>")]
+        at = section.index("conversation: 2 turn(s)")
+        for text in ("turn 1: user", "Clean up the build folder", "turn 1: agent", QUESTION,
+                     "turn 2: user", "keep node_modules", "turn 2: agent", ASKED_THEN_DONE):
+            at = section.index(text, at)  # each after the one before
 
 
 GOAL = "HIDDEN-GOAL: a weekly sales total by product, as a table"

@@ -7948,6 +7948,7 @@ def converse(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: RunRecord,
     message, invocation, session_id = cell.case.prompt, first, ""
     traces: list[dict[str, Any]] = []
     for number in range(1, cell.case.most_turns + 1):
+        files.text(f"messages/turn-{number}.txt", message)
         reply = take_turn(ctx, record, files, talk, number, invocation, env, binds, kept)
         if reply is None:
             return None
@@ -12190,7 +12191,23 @@ def _html_run(run: RunResult, files: dict[tuple, dict]) -> str:
     parts.append(_html_verdicts(run.expectations))
     for kind, rel in HTML_RUN_FILES:
         parts.append(_html_file(kind, rel, files.get((*_run_key(run), kind)) or {}))
+    parts.append(_html_conversation(run, files))
     return "\n".join(parts) + "\n</details>"
+
+
+def _html_conversation(run: RunResult, files: dict[tuple, dict]) -> str:
+    """A conversation's turns, each the user's message then the agent's reply."""
+    turns = (files.get((*_run_key(run), "turns")) or {}).get("count", 0)
+    if not turns:
+        return ""
+    blocks = []
+    for number in range(1, turns + 1):
+        for who, rel in (("user", f"messages/turn-{number}.txt"),
+                         ("agent", f"outputs/turn-{number}.txt")):
+            found = files.get((*_run_key(run), f"turn-{number}-{who}")) or {}
+            blocks.append(_html_file(f"turn {number}: {who}", rel, found))
+    return (f"<details open><summary>conversation: {turns} turn(s)</summary>\n"
+            + "\n".join(blocks) + "\n</details>")
 
 
 def _html_verdicts(expectations: Sequence[Verdict]) -> str:
@@ -12420,6 +12437,16 @@ def read_html_run_files(benchmark: Benchmark, iteration_dir: Path) -> dict[tuple
         run_dir = iteration_dir / run.label
         for kind, rel in HTML_RUN_FILES:
             files[(*_run_key(run), kind)] = read_run_file(run_dir / rel, iteration_dir, budget)
+        turns = 0
+        while turns < MAX_CONVERSATION_TURNS and \
+                (run_dir / "messages" / f"turn-{turns + 1}.txt").is_file():
+            turns += 1
+            for who, rel in (("user", f"messages/turn-{turns}.txt"),
+                             ("agent", f"outputs/turn-{turns}.txt")):
+                files[(*_run_key(run), f"turn-{turns}-{who}")] = read_run_file(
+                    run_dir / rel, iteration_dir, budget)
+        if turns:
+            files[(*_run_key(run), "turns")] = {"count": turns}
     return files
 
 
