@@ -13,7 +13,10 @@ import json
 import unittest
 from pathlib import Path
 
-from tests.helpers import TempDir, call_main, fake_calls, fake_env, make_repo
+import signal
+
+from tests.helpers import (TempDir, call_main, fake_calls, fake_env, make_repo, read_output,
+                           run_script, start_script, wait_until)
 
 SUITE_REL = "evals/demo/evals.json"
 ASK_FIRST_SKILL = ("---\nname: demo\ndescription: clean build folders safely\n---\n"
@@ -273,6 +276,45 @@ class ConversationAttackTest(ConversationBase):
         for call in resumed:  # a fresh home of the cell's, gone with its sandbox
             self.assertNotEqual(call["env"]["HOME"], str(home))
             self.assertFalse(Path(call["env"]["HOME"]).exists())
+
+
+
+class InterruptedConversationTest(ConversationBase):
+    def test_a_cell_stopped_mid_conversation_runs_again_from_its_first_turn(self) -> None:
+        suite = ask_first_suite(turns=True)
+        suite["evals"] = suite["evals"][:1]
+        base = self.tmp.path / "repo"
+        base.mkdir()
+        root = make_repo(base, suite, skill_md=ASK_FIRST_SKILL)
+        workspace = base / "ws"
+        slow = fake_env(self.tmp.path, {"cases": [
+            {"role": "executor", "turn": 2, "spec": {"sleep_s": 60}}]})
+        argv = ["run", str(root / SUITE_REL), "--agent", "claude", "--workspace",
+                str(workspace), "--config", "with_skill", "--runs", "1", "--quiet"]
+        proc = start_script(argv, env=slow, cwd=root, out_dir=self.tmp.path / "out")
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        second_turn = lambda: any(c.get("session", {}).get("turn") == 2  # noqa: E731
+                                  for c in self.calls("executor"))
+        self.assertTrue(wait_until(second_turn, 60), read_output(proc)[1][-2000:])
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+        self.assertEqual(proc.returncode, 130, read_output(proc)[1][-2000:])
+        iteration = workspace / "iteration-1"
+        cell = iteration / "eval-A1" / "with_skill" / "run-1"
+        stopped = load(cell / "run.json")
+        self.assertEqual(stopped["status"], "cancelled")
+        self.assertIn("turn 2 of 2", stopped["failure"]["detail"])
+        before = len(fake_calls(self.tmp.path))
+
+        fast = fake_env(self.tmp.path, ASK_FIRST_SCRIPT)
+        done = run_script([*argv, "--resume", str(iteration)], env=fast, cwd=root)
+        self.assertIn(done.returncode, (0, 1), done.stderr[-2000:])
+        run = load(cell / "run.json")
+        self.assertEqual((run["status"], run["resumed"]), ("ok", True))
+        self.assertEqual(run["conversation"]["turns_taken"], 2)
+        again = [c for c in fake_calls(self.tmp.path)[before:] if c.get("role") == "executor"]
+        self.assertEqual([c["session"]["turn"] for c in again], [1, 2])  # from the start
+        self.assertFalse(again[0]["session"]["resumed"])
 
 
 if __name__ == "__main__":
