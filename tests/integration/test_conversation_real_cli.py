@@ -34,6 +34,7 @@ class ConversationScenario:
     text_reply: staticmethod
     grader_reply: staticmethod
     run_args: tuple[str, ...] = ()
+    runner_timeout = real.RUNNER_TIMEOUT
 
     @classmethod
     def setUpClass(cls):
@@ -64,7 +65,7 @@ class ConversationScenario:
              "turns": [FOLLOW_UP], "expectations": list(real.ASSERTIONS)}]}
         repo = make_repo(self.tmpdir("repo"), suite)
         run = self.run_runner(repo, "--config", "with_skill", "--isolation", "bwrap",
-                              *self.run_args)
+                              *self.run_args, timeout=self.runner_timeout)
         rec = run.run_json("E01", "with_skill")
         self.assertEqual(rec["status"], "ok", run)
         talk = rec["conversation"]
@@ -114,6 +115,44 @@ class CodexConversationTest(ConversationScenario, real.RunnerRealCLITest):
         ms.write_codex_config(self.server, str(codex_home))
         return ms.codex_env(self.server, str(codex_home), home=str(home))
 
+    def test_a_user_agent_that_reads_the_suite_finds_nothing(self):
+        """codex cannot run without its shell tool: its user agent, like its grader, has one
+        in a read-only sandbox. Confined, the suite is out of its sight: a model that tries
+        to read the assertions and pass them on passes on nothing."""
+        marker = "[[TALK-CODEX-NOSY-USER]]"
+        secret = "SECRET-ASSERTION-91c4 the reply names every folder."
+        suite = {"skill_name": "demo", "evals": [
+            {"id": "E01", "prompt": f"{marker} Clean up the build folder.",
+             "user": {"persona": "A developer.", "goal": "Only dist/ deleted.",
+                      "max_turns": 2}, "expectations": [secret]}]}
+        repo = make_repo(self.tmpdir("repo"), suite)
+        suite_path = repo / "evals" / "demo" / "evals.json"
+
+        def passes_on_what_it_read(req: ms.RecordedRequest) -> ms.Reply:
+            outputs = [str(item.get("output")) for item in req.body.get("input") or []
+                       if isinstance(item, dict) and item.get("type") == "function_call_output"]
+            return ms.responses_text("What I found: " + " ".join(outputs)[:2000])
+        user_agent = ms.all_of(ms.contains(marker), ms.contains(real.RUNNER_MODULE
+                                                                .USER_AGENT_HEADING))
+        self.server.add_rule(ms.all_of(ms.contains(marker), self.grader_matcher()),
+                             [self.grader_reply({"verdicts": [
+                                 {"id": 1, "passed": True, "evidence": "x"}]})])
+        self.server.add_rule(user_agent, [ms.responses_exec(f"cat {suite_path}"),
+                                          passes_on_what_it_read])
+        self.server.add_rule(ms.contains(marker), [self.text_reply(FIRST_REPLY)])
+        run = self.run_runner(repo, "--config", "with_skill", "--isolation", "bwrap")
+        rec = run.run_json("E01", "with_skill")
+        self.assertEqual(rec["status"], "ok", run)
+        self.assertEqual(rec["conversation"]["turns_taken"], 2, run)
+        sent = (run.cell("E01", "with_skill") / "messages/turn-2.txt").read_text()
+        self.assertTrue(sent.startswith("What I found:"), sent)
+        self.assertIn("No such file", sent)  # it ran `cat`, which found no suite to read
+        self.assertNotIn("SECRET-ASSERTION", sent)
+        executor = [r for r in real._requests_with(self.server, marker)
+                    if not self.grader_matcher()(r) and not user_agent(r)]
+        self.assertTrue(executor)
+        self.assertFalse([r for r in executor if "SECRET-ASSERTION" in r.text])
+
 
 @unittest.skipUnless(real.GEMINI, f"gemini not found ({real.INSTALL_HINT})")
 class GeminiConversationTest(ConversationScenario, real.RunnerRealCLITest):
@@ -137,6 +176,10 @@ class OpenCodeConversationTest(ConversationScenario, real.RunnerRealCLITest):
     server_class = ms.ChatCompletionsServer
     text_reply = staticmethod(ms.chat_text)
     grader_reply = staticmethod(ms.chat_json)
+    # three opencode processes of 8 to 45 s each on a loaded machine (README: one grader call
+    # took 43.8 s at a load average of 15 to 21)
+    run_args = ("--timeout", "150")
+    runner_timeout = 600
 
     def grader_matcher(self):
         return ms.no_tools()
