@@ -279,6 +279,28 @@ class ConversationAttackTest(ConversationBase):
 
 
 
+class RegradedConversationTest(ConversationBase):
+    def test_a_regrade_grades_the_recorded_conversation_again(self) -> None:
+        suite = ask_first_suite(turns=True)
+        suite["evals"] = suite["evals"][:1]
+        code, _, err = self.run_suite(suite, ASK_FIRST_SCRIPT, "--runs", "1")
+        self.assertIn(code, (0, 1), err)
+        before = len(fake_calls(self.tmp.path))
+        code, _, err = call_main(["run", str(self.root / SUITE_REL), "--agent", "claude",
+                                  "--workspace", str(self.workspace), "--regrade",
+                                  str(self.workspace / "iteration-1")], self.env)
+        self.assertIn(code, (0, 1), err)
+        new = fake_calls(self.tmp.path)[before:]
+        self.assertEqual({c["role"] for c in new if c.get("role")}, {"grader"})  # no executor
+        cell = self.workspace / "iteration-2" / "eval-A1" / "with_skill" / "run-1"
+        prompt = (cell / "grader_prompt.md").read_text(encoding="utf-8")
+        for text in (QUESTION, ANSWER, ASKED_THEN_DONE):
+            self.assertIn(text, prompt)
+        self.assertIn("## Recorded conversation (2 turns)", prompt)
+        self.assertEqual(load(cell / "run.json")["conversation"]["turns_taken"], 2)
+        self.assertTrue((cell / "transcript.md").is_file())
+
+
 class InterruptedConversationTest(ConversationBase):
     def test_a_cell_stopped_mid_conversation_runs_again_from_its_first_turn(self) -> None:
         suite = ask_first_suite(turns=True)

@@ -8450,11 +8450,11 @@ def regrade_steps(ctx: RunContext, run: CellRun, source_run: SourceRun,
         record.fail("runner_error", "runner", f"cannot read the source run at {source_dir}{why}")
         return
     files = RunFiles(cell.run_dir, record)
-    for rel in EXECUTOR_FILES:
+    for rel in [*EXECUTOR_FILES, *conversation_files(source_dir)]:
         if os.path.isfile(source_dir / rel) and not os.path.islink(source_dir / rel):
             files.copy(rel, source_dir / rel)
     for name in ("executor", "sandbox", "changes", "written_artifact", "metrics",
-                 "permission_denials", "skill_read", "checks", "activation"):
+                 "permission_denials", "skill_read", "checks", "activation", "conversation"):
         setattr(record, name, getattr(source, name))
     record.regraded_from = {"run_dir": str(source_dir), "status": source.status,
                             "executor_started_at": source.started_at,
@@ -8471,10 +8471,43 @@ def regrade_steps(ctx: RunContext, run: CellRun, source_run: SourceRun,
     artifact = ((outputs / "plan.md").read_text(encoding="utf-8", errors="replace")
                 if record.written_artifact.get("captured") and (outputs / "plan.md").is_file()
                 else None)
-    answer = ExecutorAnswer(text, artifact, bool(record.written_artifact.get("truncated")))
+    exchanges = None
+    if isinstance(record.conversation, dict):  # graded again as a whole conversation
+        exchanges = recorded_exchanges(cell.run_dir, record.conversation)
+        if exchanges is None:
+            record.fail("runner_error", "runner", "the source run's conversation files "
+                        "(messages/turn-N.txt, outputs/turn-N.txt) are incomplete; not re-graded")
+            return
+    answer = ExecutorAnswer(text, artifact, bool(record.written_artifact.get("truncated")),
+                            exchanges)
     record.sandbox = {**(record.sandbox or {}), "regrade_grader": room.record}
     run_grader_step(ctx, cell, room, record, answer)
     add_check_verdicts(ctx, cell, record)  # the source's check results: its sandbox is gone
+
+
+def conversation_files(run_dir: Path) -> list[str]:
+    """A conversation run's own files, besides the executor files every run has."""
+    found = ["transcript.md", "user_metrics.json"]
+    for folder, pattern in (("messages", "turn-*.txt"), ("outputs", "turn-*.txt"),
+                            ("logs", "executor_stream.turn-*.txt")):
+        found += sorted(f"{folder}/{p.name}" for p in (run_dir / folder).glob(pattern))
+    return found
+
+
+def recorded_exchanges(run_dir: Path, conversation: dict[str, Any]) -> list[Exchange] | None:
+    """The turns a finished conversation left on disk, or None when any is missing."""
+    taken = conversation.get("turns_taken")
+    if not isinstance(taken, int) or not 1 <= taken <= MAX_CONVERSATION_TURNS:
+        return None
+    exchanges = []
+    for number in range(1, taken + 1):
+        sides = [run_dir / "messages" / f"turn-{number}.txt",
+                 run_dir / "outputs" / f"turn-{number}.txt"]
+        if not all(p.is_file() and not p.is_symlink() for p in sides):
+            return None
+        exchanges.append(Exchange(*(p.read_text(encoding="utf-8", errors="replace")
+                                    for p in sides)))
+    return exchanges
 
 
 def capture_artifact(path: Path, root: Path | None = None) -> dict[str, Any]:
