@@ -238,5 +238,34 @@ class ConversationMetricsTests(unittest.TestCase):
         self.assertIsNone(runner.conversation_totals(shares)["tokens"]["value"])
 
 
+
+def conversation_record(user_cost: float | None) -> "runner.RunRecord":
+    call = runner.ProcessCall(("x",), "/", "prompt", (), 0, 1.5, False, False, None, 0,
+                              False, False)
+    user_metrics = {"total_cost_usd": runner.captured(user_cost, "u") if user_cost is not None
+                    else runner.absent("no cost reported")}
+    record = runner.RunRecord("E1", "e", "with_skill", 1, executor=call,
+                              metrics={"total_cost_usd": runner.captured(0.25, "x")})
+    record.conversation = {
+        "turns_taken": 2,
+        "turns": [{"executor": call.to_json()}, {"executor": call.to_json()}],
+        "user_calls": [{"process": call.to_json(), "metrics": user_metrics}],
+        "user_metrics": user_metrics}
+    return record
+
+
+class ConversationSpendTests(unittest.TestCase):
+    """--max-cost and the forecast count a conversation's user agent and every turn."""
+
+    def test_the_user_agents_cost_counts_against_the_budget(self) -> None:
+        self.assertEqual(runner.spend_of(conversation_record(0.5), "cost"), 0.75)
+        self.assertIsNone(runner.spend_of(conversation_record(None), "cost"))  # unknown, not 0
+
+    def test_the_forecast_counts_every_turn_and_user_call(self) -> None:
+        observed = runner.observed_cell(conversation_record(0.5))
+        self.assertEqual(observed["calls"], 3.0)  # two turns and one user agent call
+        self.assertEqual(observed["seconds"], 4.5)
+
+
 if __name__ == "__main__":
     unittest.main()

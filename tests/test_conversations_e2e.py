@@ -189,6 +189,15 @@ class SimulatedUserTest(ConversationBase):
             self.assertFalse(call["session"]["kept"])  # --no-session-persistence
             self.assertNotEqual(Path(call["cwd"]).name, "repo")  # an empty folder
 
+    def test_a_user_agent_that_quotes_its_goal_is_noted(self) -> None:
+        script = {"user": {"messages": [f"I want {GOAL}."]}}
+        code, _, err = self.run_suite(user_suite(), script, "--runs", "1", "--config",
+                                      "with_skill")
+        self.assertIn(code, (0, 1), err)
+        notes = load(self.cell("U1", "with_skill") / "run.json")["notes"]
+        self.assertIn("the user agent's message for turn 2 quotes its hidden goal word for "
+                      "word; the executor was told it", notes)
+
     def test_a_user_that_never_ends_is_stopped_at_max_turns(self) -> None:
         script = {"user": {"never_end": True}}
         code, _, err = self.run_suite(user_suite(max_turns=3), script, "--runs", "1",

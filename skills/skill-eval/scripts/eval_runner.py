@@ -8045,6 +8045,9 @@ def next_message(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: RunRecor
     if user_says_over(reply.text):
         talk.ended = "the user ended it"
         return None
+    if _squash(case.user.goal).lower() in _squash(reply.text).lower():
+        record.notes.append(f"the user agent's message for turn {number + 1} quotes its "
+                            "hidden goal word for word; the executor was told it")
     return reply.text
 
 
