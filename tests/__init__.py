@@ -58,6 +58,8 @@ CLASS_SECONDS = {
     "tests.test_result_fuzz.ResultFuzzTest": 263,
     "tests.test_result_fuzz.BoundedReadFuzzTest": 60,  # 45 s alone on a quiet machine
     "tests.integration.test_runner_real_cli.OpenCodeRunnerTest": 139,
+    "tests.integration.test_conversation_real_cli.OpenCodeConversationTest": 180,
+    "tests.test_conversations_e2e.SimulatedUserTest": 60,
     "tests.test_verdict_simulation.AdaptiveSimulationTest": 134,
     "tests.test_adaptive.AdaptiveRunTest": 190,
     "tests.test_statistics.VerdictEndToEndTest": 89,
