@@ -13,7 +13,6 @@ from typing import Callable
 
 from tests.helpers import FAKES, TempDir, fake_calls, fake_env, runner
 
-
 # -- the fakes speak each CLI's continuation contract (references/agents.md) ---------------
 
 class FakeSessionContractTests(unittest.TestCase):

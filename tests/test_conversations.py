@@ -239,7 +239,7 @@ class ConversationMetricsTests(unittest.TestCase):
 
 
 
-def conversation_record(user_cost: float | None) -> "runner.RunRecord":
+def conversation_record(user_cost: float | None) -> runner.RunRecord:
     call = runner.ProcessCall(("x",), "/", "prompt", (), 0, 1.5, False, False, None, 0,
                               False, False)
     user_metrics = {"total_cost_usd": runner.captured(user_cost, "u") if user_cost is not None

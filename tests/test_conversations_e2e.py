@@ -10,13 +10,21 @@ inside its own turn in the grader's prompt; a session id that is no id never rea
 from __future__ import annotations
 
 import json
+import signal
 import unittest
 from pathlib import Path
 
-import signal
-
-from tests.helpers import (TempDir, call_main, fake_calls, fake_env, make_repo, read_output,
-                           run_script, start_script, wait_until)
+from tests.helpers import (
+    TempDir,
+    call_main,
+    fake_calls,
+    fake_env,
+    make_repo,
+    read_output,
+    run_script,
+    start_script,
+    wait_until,
+)
 
 SUITE_REL = "evals/demo/evals.json"
 ASK_FIRST_SKILL = ("---\nname: demo\ndescription: clean build folders safely\n---\n"
