@@ -78,6 +78,7 @@ import time
 import types
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from subprocess import Popen as Process  # the type only: spawn() starts every one
 from typing import Any, Callable
 
 # ==== constants and schemas ==================================================
@@ -406,6 +407,9 @@ class Case:
     anti_expectations: list[str] = dataclasses.field(default_factory=list)
     turns: list[str] = dataclasses.field(default_factory=list)  # follow-up user messages
     user: SimulatedUser | None = None  # or a simulated user writes them
+    # A query of a trigger set: run in the installed arm only, never graded; its answer is
+    # whether the agent activated the skill, and its executor stops once that is decided.
+    trigger: bool = False
 
     @property
     def key(self) -> str:
@@ -552,6 +556,23 @@ class ProcessResult:
     stdout_bytes: int = 0
     stdout_truncated: bool = False
     stderr_truncated: bool = False
+    stopped: str = ""  # why the runner ended it early, once its watcher had what it wanted
+
+
+class StreamWatch:
+    """Reads a process's stdout as it arrives and says when the runner has what it needs:
+    `decide` gets each chunk and returns a reason to stop, or an empty string."""
+
+    def __init__(self, decide: Callable[[bytes], str]):
+        self.decide = decide
+        self.reason = ""
+        self.wake = threading.Event()
+
+    def feed(self, chunk: bytes) -> None:
+        if not self.reason:
+            self.reason = self.decide(chunk)
+            if self.reason:
+                self.wake.set()
 
 
 @dataclasses.dataclass
@@ -564,6 +585,8 @@ class Invocation:
     pass_fds: tuple[int, ...] = ()  # descriptors the process inherits (bwrap's --args)
     skills_on: bool = False  # an installed cell: the CLI may discover and load skills
     timeout_s: float | None = None  # None: --timeout (a conversation's turn may get less)
+    home: Path | None = None  # confined: a conversation's HOME, kept for its next turn
+    watch: StreamWatch | None = None  # ends the process once it has decided (run_process)
 
 
 @dataclasses.dataclass
@@ -1576,6 +1599,7 @@ class Benchmark:
     judge: dict[str, Any] | None = None
     judge_vs_checks: dict[str, Any] | None = None
     activation: dict[str, Any] | None = None
+    trigger: dict[str, Any] | None = None  # a trigger set's recall and false activations
     notes: list[Any] | None = None
     paired: Comparison | None = None
     results_check: dict[str, Any] | None = None
@@ -1624,7 +1648,8 @@ class Benchmark:
                                   for i, row in enumerate(obj["per_eval"])),
                    paired=None if paired is None else Comparison.from_json(paired, file, "paired"),
                    results_check=_object(obj.get("results_check"), file, "results_check"),
-                   adaptive=_object(obj.get("adaptive"), file, "adaptive"))
+                   adaptive=_object(obj.get("adaptive"), file, "adaptive"),
+                   trigger=_object(obj.get("trigger"), file, "trigger"))
 
     def to_json(self) -> dict[str, Any]:
         summary: dict[str, Any] = {c: s.to_json() for c, s in self.run_summary.items()}
@@ -1643,6 +1668,7 @@ class Benchmark:
                 "sanity_checks": self.sanity_checks.to_json(),
                 "unscored_runs": [run.to_json() for run in self.unscored_runs],
                 **({"adaptive": self.adaptive} if self.adaptive is not None else {}),
+                **({"trigger": self.trigger} if self.trigger is not None else {}),
                 **({"results_check": self.results_check} if self.results_check is not None
                    else {})}
 
@@ -3051,13 +3077,6 @@ class SuiteChecker:
 
 SUITE_SHAPE = ('{"skill_name": "<skill>", '
                '"evals": [{"id": 1, "prompt": "...", "expectations": [...]}]}')
-TRIGGER_SET_FIX = (
-    "this file is a trigger set: it says whether the skill should be picked for each query, "
-    "which skill-eval does not run from this file; to measure it, put each query in an "
-    "evals.json case as its prompt with \"should_activate\": true or false, and run that suite "
-    "with --config installed (reports.md: does the agent find the skill on its own)")
-
-
 def stand_in_fix(obj: dict, key: str, where: str) -> str:
     """How to add a missing required key, naming a key that may stand for it."""
     present = [name for name in REQUIRED_KEY_STAND_INS.get(key, ()) if name in obj]
@@ -3066,21 +3085,13 @@ def stand_in_fix(obj: dict, key: str, where: str) -> str:
     return f"add {key!r} to {where}"
 
 
-def is_trigger_entry(item: Any) -> bool:
-    return isinstance(item, dict) and "query" in item and "should_trigger" in item
-
-
 def looks_like_case_list(data: Any) -> bool:
     return isinstance(data, list) and any(isinstance(item, dict) and "prompt" in item
                                           for item in data)
 
 
 def not_a_suite_object(data: Any, file: str) -> Problem:
-    """The document is not an object: a trigger set, a bare list of cases, or other JSON."""
-    if isinstance(data, list) and data and all(is_trigger_entry(item) for item in data):
-        return Problem("error", "this is a skill-creator trigger set (a list of {\"query\", "
-                       "\"should_trigger\"}), not an eval suite", file, "(top level)",
-                       fix=TRIGGER_SET_FIX)
+    """The document is not an object: a bare list of cases, or other JSON."""
     if looks_like_case_list(data):
         return Problem("error", "the file is a list of cases; an eval suite is an object that "
                        "names its skill", file, "(top level)",
@@ -3377,6 +3388,164 @@ class LoadedSuite:
         return [p for p in self.problems if p.severity == "warning"]
 
 
+# -- skill-creator trigger sets: each query a case of the installed arm ---------------------
+
+MAX_TRIGGER_QUERIES = 1000  # each query is an agent run
+MAX_TRIGGER_QUERY_CHARS = 20_000  # a request a user would type, not a document
+TRIGGER_KEYS = ("query", "should_trigger")
+TRIGGER_ENTRY = '{"query": "<what a user asks>", "should_trigger": true}'
+
+
+def is_trigger_document(data: Any) -> bool:
+    """A list of {"query", "should_trigger"} entries, checked as a trigger set even where some
+    entries are wrong, so every problem in it is named at once."""
+    return (isinstance(data, list) and bool(data) and not looks_like_case_list(data)
+            and any(isinstance(item, dict) and set(item) & set(TRIGGER_KEYS) for item in data))
+
+
+def trigger_case_id(number: int) -> str:
+    return f"trigger-{number}"
+
+
+def check_trigger_set(data: list[Any], file: str,
+                      first_index: int) -> tuple[list[Case], list[Problem]]:
+    """The trigger set's queries as cases, and every problem in it."""
+    if len(data) > MAX_TRIGGER_QUERIES:
+        return [], [Problem("error", f"the trigger set holds {len(data):,} queries, more than "
+                            f"the {MAX_TRIGGER_QUERIES:,} one run takes (each is an agent run)",
+                            file, "(top level)", fix=f"split it into files of at most "
+                            f"{MAX_TRIGGER_QUERIES:,} queries, or pick a sample")]
+    cases: list[Case] = []
+    problems: list[Problem] = []
+    seen: dict[str, int] = {}
+    unknown: dict[str, list[str]] = {}
+    for index, item in enumerate(data):
+        cid = trigger_case_id(index + 1)
+        found = _trigger_entry_problems(item, file, f"[{index}]", cid)
+        if isinstance(item, dict):
+            for key in item:
+                if key not in TRIGGER_KEYS and not _close_name(key, TRIGGER_KEYS):
+                    unknown.setdefault(key, []).append(cid)
+        problems += found
+        if found:
+            continue
+        words = " ".join(item["query"].split()).casefold()
+        if words in seen:
+            problems.append(Problem("error", f"the query repeats entry [{seen[words]}]", file,
+                                    f"[{index}].query", cid, "remove the repeat: each query "
+                                    "counts once, a repeat would weigh it twice"))
+            continue
+        seen[words] = index
+        cases.append(Case(cid, first_index + len(cases), item["query"],
+                          f"trigger query {index + 1}", [], [],
+                          should_activate=item["should_trigger"], trigger=True))
+    for key, cids in unknown.items():
+        problems.append(Problem("warning", f"unknown key {key!r} in trigger queries: ignored",
+                                file, fix="remove it, or keep it as a note to yourself",
+                                case_ids=cids))
+    return cases, problems
+
+
+def _trigger_entry_problems(item: Any, file: str, path: str, cid: str) -> list[Problem]:
+    def error(message: str, where: str, fix: str) -> Problem:
+        return Problem("error", message, file, where, cid, fix)
+
+    if not isinstance(item, dict):
+        return [error(f"a trigger query must be an object, not {_type_name(item)}", path,
+                      f"write {TRIGGER_ENTRY}")]
+    problems = [error(f"unknown key {key!r} in a trigger query", f"{path}.{key}",
+                      f"did you mean {_close_name(key, TRIGGER_KEYS)!r}?")
+                for key in item if key not in TRIGGER_KEYS and _close_name(key, TRIGGER_KEYS)]
+    query, should = item.get("query"), item.get("should_trigger")
+    if "query" not in item:
+        problems.append(error("the entry has no 'query'", path,
+                              "add the request a user would make as \"query\""))
+    elif not isinstance(query, str):
+        problems.append(error(f"'query' must be a string, not {_type_name(query)}",
+                              f"{path}.query", "write the request as text"))
+    elif not query.strip():
+        problems.append(error("'query' is empty", f"{path}.query",
+                              "write the request a user would make, or remove the entry"))
+    elif len(query) > MAX_TRIGGER_QUERY_CHARS:
+        problems.append(error(f"'query' is {len(query):,} characters, more than "
+                              f"{MAX_TRIGGER_QUERY_CHARS:,}", f"{path}.query",
+                              "shorten it to what a user would type; put long material in "
+                              "an evals.json case's fixture files"))
+    if "should_trigger" not in item:
+        problems.append(error("the entry has no 'should_trigger'", path,
+                              "add \"should_trigger\": true if the skill should be used for "
+                              "this query, false if not"))
+    elif not isinstance(should, bool):
+        problems.append(error(f"'should_trigger' must be true or false, not "
+                              f"{_type_name(should)}", f"{path}.should_trigger",
+                              "write true or false, without quotes"))
+    return problems
+
+
+def trigger_files_beside(suite_path: Path) -> list[Path]:
+    """The trigger sets kept beside an evals.json, skill-creator's way (the first is read)."""
+    return [suite_path.parent / name for name in TRIGGER_FILE_NAMES
+            if (suite_path.parent / name).is_file()]
+
+
+def read_trigger_set(path: Path, first_index: int) -> tuple[list[Case], list[Problem], str]:
+    """A trigger file's cases, its problems and its text (empty when unreadable)."""
+    text, problems = read_suite_text(path)
+    if text is None:
+        return [], problems, ""
+    data, problems = parse_json_document(text, str(path))
+    if data is None:
+        return [], problems, text
+    if not is_trigger_document(data):
+        return [], [Problem("error", "a trigger file must be a list of trigger queries",
+                            str(path), "(top level)", fix=f"write [{TRIGGER_ENTRY}, ...]")], text
+    cases, problems = check_trigger_set(data, str(path), first_index)
+    return cases, problems, text
+
+
+def trigger_skill_name(path: Path) -> str | None:
+    """Which skill a trigger file without an evals.json beside it is for, from where it is:
+    <skill>/evals/ beside the skill's SKILL.md, or evals/<skill>/."""
+    folder = path.parent
+    if folder.name == "evals" and (folder.parent / "SKILL.md").is_file():
+        skill = folder.parent
+        return skill.name if skill.parent.name == "skills" else root_skill_name(skill)
+    if folder.parent.name == "evals":
+        return folder.name
+    return None
+
+
+def load_trigger_suite(path: Path, text: str, data: list[Any],
+                       repo_root: str | Path | None) -> LoadedSuite:
+    """A trigger file given on its own: its queries are the suite's only cases."""
+    cases, problems = check_trigger_set(data, str(path), 0)
+    skill_name = _beside_skill_name(path) or trigger_skill_name(path)
+    if skill_name is None:
+        problems.append(Problem("error", "cannot tell which skill this trigger set is for",
+                                str(path), fix="keep it in the skill's evals/ folder beside its "
+                                "SKILL.md, or beside the evals.json that names the skill"))
+    root, root_problems = _choose_root(path, repo_root)
+    problems = root_problems + problems
+    if root is not None and skill_name is not None:
+        problems += check_skill_package(root, skill_name, str(path))
+    if any(p.severity == "error" for p in problems) or root is None or skill_name is None:
+        return LoadedSuite(None, problems, set())
+    suite = Suite(path, root, skill_name, [], cases,
+                  hashlib.sha256(text.encode("utf-8")).hexdigest(),
+                  at_root=package_dir(root, skill_name) == root)
+    return LoadedSuite(suite, problems, set())
+
+
+def _beside_skill_name(path: Path) -> str | None:
+    """The skill_name of the evals.json beside a trigger file, when it names one."""
+    try:
+        data = json.loads((path.parent / SUITE_FILE_NAME).read_text(encoding="utf-8-sig"))
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    name = data.get("skill_name") if isinstance(data, dict) else None
+    return name if isinstance(name, str) and name.strip() else None
+
+
 def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedSuite:
     """Read and check a suite completely; never raises for bad input."""
     suite_path = Path(os.path.abspath(path))
@@ -3387,17 +3556,33 @@ def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedS
     if data is None:
         foreign = unparsable_format(text, suite_path)
         return LoadedSuite(None, [foreign] if foreign else problems, set())
+    if is_trigger_document(data):
+        return load_trigger_suite(suite_path, text, data, repo_root)
     root, root_problems = _choose_root(suite_path, repo_root)
     # Without a root the suite is refused, but its fixtures are still looked up from where the
     # root most likely is, so fixing the layout reveals no second round of errors.
     checker = SuiteChecker(str(suite_path), root or provisional_root(suite_path), suite_path)
     skill_name, common, cases = checker.check_document(data)
     problems = root_problems + problems + checker.problems
+    triggers = trigger_files_beside(suite_path)
+    trigger, trigger_text = (triggers or [None])[0], ""
+    problems += [Problem("warning", f"{extra.name} is not read: only one trigger file beside "
+                         f"the suite is, {trigger.name}", str(extra),
+                         fix="merge the queries into one file") for extra in triggers[1:]]
+    if trigger is not None:
+        queries, found, trigger_text = read_trigger_set(trigger, len(cases))
+        problems += found + [Problem("error", f"case id {case.key!r} is also the id of a trigger "
+                                     f"query of {trigger.name}", str(suite_path), "evals",
+                                     case.key, "rename the case")
+                             for case in cases if case.key in {q.key for q in queries}]
+        cases = [*cases, *queries]
     if root is not None and skill_name is not None:
         problems += check_skill_package(root, skill_name, str(suite_path))
     if any(p.severity == "error" for p in problems) or root is None or skill_name is None:
         return LoadedSuite(None, problems, checker.fixture_files)
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    if trigger_text:  # the suite as run: its cases and its trigger queries
+        digest = hashlib.sha256(f"{digest}\0{trigger_text}".encode()).hexdigest()
     suite = Suite(suite_path, root, skill_name, common, cases, digest, checker.common_checks,
                   {text: check for text, (check, _) in checker.common_paired.items()},
                   checker.installed_with, package_dir(root, skill_name) == root)
@@ -3511,16 +3696,26 @@ class BoundedBuffer:
 
 
 class ProcessGroups:
-    """Every provider process group alive now, so an interrupt can end them all."""
+    """The processes one command started and has not yet reaped. The groups of the
+    interruptible ones an interrupt, a deadline or (unconfined, the runner killed) the guardian
+    ends; their pids and the markers of the unconfined agents running now the sweep for strays
+    spares: any other child of the runner (a subreaper) is something an agent left behind.
+    Starting a process and sweeping take `lock`, so a sweep never sees a process of ours
+    between its fork and its registration."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.active: dict[int, subprocess.Popen] = {}
+        # Re-entrant: the interrupt handler takes it on the main thread, which may hold it
+        # already (starting git); a plain lock would deadlock the run there.
+        self.lock = threading.RLock()
+        self.active: dict[int, Process] = {}  # interruptible, by group
+        self.own: set[int] = set()
+        self.live_tokens: set[str] = set()
         self.cancelled = threading.Event()
         self.reason: str | None = None  # "interrupted" or "deadline"
         self.guardian: Guardian | None = None  # unconfined: ends them if the runner is killed
 
-    def add(self, proc: subprocess.Popen) -> None:
+    def add(self, proc: Process) -> None:
+        """`proc`'s group is among those an interrupt or a deadline ends."""
         with self.lock:
             self.active[proc.pid] = proc
             if self.guardian is not None:
@@ -3528,11 +3723,23 @@ class ProcessGroups:
         if self.cancelled.is_set():
             _signal_group(proc.pid, signal.SIGKILL)
 
-    def discard(self, proc: subprocess.Popen) -> None:
+    def forget(self, proc: Process) -> None:
+        """`proc` was reaped: no longer ours to end or to spare."""
         with self.lock:
-            self.active.pop(proc.pid, None)
-            if self.guardian is not None:
+            self.own.discard(proc.pid)
+            if self.active.pop(proc.pid, None) is not None and self.guardian is not None:
                 self.guardian.tell(f"- {proc.pid}")
+
+    @contextlib.contextmanager
+    def live(self, token: str) -> Iterator[None]:
+        """While inside, the sweep spares what carries this unconfined process's marker."""
+        with self.lock:
+            self.live_tokens.add(token)
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.live_tokens.discard(token)
 
     def cancel(self, sig: int = signal.SIGTERM, reason: str = "interrupted") -> None:
         """Stop everything: signal every live group now, and KILL what is left after a grace."""
@@ -3596,29 +3803,20 @@ for _ in range(5):
 AGENT_TOKEN_RUN = secrets.token_hex(6)  # this runner's agents' markers start with it
 
 
-def new_agent_token() -> str:
-    """The marker of one unconfined agent's processes (AGENT_TOKEN_ENV), which names this
-    runner too, so its guardian finds them."""
-    return f"{AGENT_TOKEN_RUN}.{secrets.token_hex(8)}"
-
-
 class Guardian:
     """The process that ends the unconfined agents if the runner itself is killed."""
 
-    def __init__(self, proc: subprocess.Popen):
+    def __init__(self, proc: Process):
         self.proc = proc
         self.lock = threading.Lock()
 
     @classmethod
-    def start(cls) -> Guardian | None:
+    def start(cls, groups: ProcessGroups) -> Guardian | None:
         """None where no Python can be started for it: the run goes on unguarded."""
         try:
-            with OwnChildren.starting() as register:
-                proc = subprocess.Popen(
-                    [sys.executable, "-I", "-c", GUARDIAN_SOURCE, AGENT_TOKEN_ENV,
-                     AGENT_TOKEN_RUN], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL, start_new_session=True)
-                register(proc)
+            proc = spawn(groups, Invocation([sys.executable, "-I", "-c", GUARDIAN_SOURCE,
+                                             AGENT_TOKEN_ENV, AGENT_TOKEN_RUN], Path("/")),
+                         None, stdin=subprocess.PIPE, output=subprocess.DEVNULL)
         except (OSError, ValueError):
             return None
         return cls(proc)
@@ -3628,14 +3826,14 @@ class Guardian:
             self.proc.stdin.write(line.encode("ascii") + b"\n")
             self.proc.stdin.flush()
 
-    def stop(self) -> None:
+    def stop(self, groups: ProcessGroups) -> None:
         """The run ended as it should: the guardian leaves everything alone."""
         self.tell("stop")
         with contextlib.suppress(OSError, ValueError):
             self.proc.stdin.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(5)
-        OwnChildren.reaped(self.proc)
+        groups.forget(self.proc)
 
 
 @contextlib.contextmanager
@@ -3645,12 +3843,12 @@ def guarded_groups(groups: ProcessGroups, confinement: Any) -> Iterator[None]:
     if confinement.mode == "bwrap":
         yield
         return
-    groups.guardian = Guardian.start()
+    groups.guardian = Guardian.start(groups)
     try:
         yield
     finally:
         if groups.guardian is not None:
-            groups.guardian.stop()
+            groups.guardian.stop(groups)
         groups.guardian = None
 
 
@@ -3661,7 +3859,7 @@ def _signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-def end_process_group(proc: subprocess.Popen, reaper: threading.Thread,
+def end_process_group(proc: Process, reaper: threading.Thread,
                       grace_s: float = KILL_GRACE_S) -> None:
     """TERM the whole group, give it a moment, then KILL; the reaper collects the leader."""
     _signal_group(proc.pid, signal.SIGTERM)
@@ -3669,21 +3867,29 @@ def end_process_group(proc: subprocess.Popen, reaper: threading.Thread,
     _signal_group(proc.pid, signal.SIGKILL)
 
 
-def start_reaper(proc: subprocess.Popen) -> threading.Thread:
+def start_reaper(proc: Process, ended: threading.Event | None = None) -> threading.Thread:
     """A thread blocked in waitpid, so the caller learns of the exit the moment it happens.
 
     Popen.wait(timeout) polls with sleeps of up to 50 ms: twice a cell, that left a
     --concurrency slot idle for a noticeable share of every short agent call.
     """
-    reaper = threading.Thread(target=proc.wait, daemon=True)
+    def wait() -> None:
+        proc.wait()
+        if ended is not None:
+            ended.set()
+
+    reaper = threading.Thread(target=wait, daemon=True)
     reaper.start()
     return reaper
 
 
-def _pump(stream: Any, buffer: BoundedBuffer) -> None:
+def _pump(stream: Any, buffer: BoundedBuffer,
+          on_chunk: Callable[[bytes], None] | None = None) -> None:
     try:
         for chunk in iter(lambda: stream.read1(65536), b""):
             buffer.add(chunk)
+            if on_chunk is not None:
+                on_chunk(chunk)
     except (OSError, ValueError):
         pass
     finally:
@@ -3702,93 +3908,90 @@ def _feed(stream: Any, data: bytes) -> None:
             pass
 
 
-class OwnChildren:
-    """The processes the runner started on purpose and has not yet reaped, and the markers of
-    the unconfined agents running now. Any other child of the runner (a subreaper) is
-    something an agent left behind. Starting a process and sweeping for strays take the same
-    lock, so a sweep never sees a process of ours between its fork and its registration."""
-
-    lock = threading.Lock()
-    pids: set[int] = set()
-    live_tokens: set[str] = set()
-
-    @classmethod
-    @contextlib.contextmanager
-    def starting(cls) -> Iterator[Callable[[subprocess.Popen], None]]:
-        with cls.lock:
-            yield lambda proc: cls.pids.add(proc.pid)
-
-    @classmethod
-    def reaped(cls, proc: subprocess.Popen) -> None:
-        with cls.lock:
-            cls.pids.discard(proc.pid)
+def spawn(groups: ProcessGroups, invocation: Invocation, env: dict[str, str] | None, *,
+          stdin: int, output: int = subprocess.PIPE) -> Process:
+    """The one place the runner starts a process (tests/test_one_spawner.py keeps it so): in a
+    session of its own, a group the runner ends whole and no terminal signal reaches, and
+    registered in `groups` before a sweep can see it. `output` takes stdout and stderr;
+    `invocation.stdin_text` is the caller's to write. Raises OSError."""
+    with groups.lock:
+        proc = subprocess.Popen(invocation.argv, cwd=invocation.cwd, env=env, stdin=stdin,
+                                stdout=output, stderr=output, start_new_session=True,
+                                pass_fds=invocation.pass_fds)
+        groups.own.add(proc.pid)
+    return proc
 
 
-def run_owned(argv: list[str], cwd: Path, env: dict[str, str], stdin: bytes,
-              timeout_s: float) -> subprocess.CompletedProcess:
-    """subprocess.run for a helper the runner starts while agents run (git reading a baseline):
-    registered as ours, so the sweep for an agent's strays never ends it."""
-    with OwnChildren.starting() as register:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        register(proc)
+def run_to_end(groups: ProcessGroups, invocation: Invocation, env: dict[str, str] | None,
+               data: bytes | None, timeout_s: float, interruptible: bool = False
+               ) -> subprocess.CompletedProcess:
+    """A helper (git, a bwrap probe) run to its end with its whole output; returncode None
+    when it did not end within `timeout_s`. Its group is KILLed once it ended, timed out or
+    the caller was interrupted: nothing it started outlives it. Raises OSError."""
+    proc = spawn(groups, invocation, env,
+                 stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL)
+    if interruptible:
+        groups.add(proc)
     try:
-        out, err = proc.communicate(stdin, timeout=timeout_s)
+        out, err = proc.communicate(data, timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        _signal_group(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
-        return subprocess.CompletedProcess(argv, -signal.SIGKILL, out, err + b" (timed out)")
-    finally:
-        if proc.returncode is not None:
-            OwnChildren.reaped(proc)
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+        return subprocess.CompletedProcess(invocation.argv, None, out, err + b" (timed out)")
+    finally:  # what it left in its group ends with it; interrupted, all of it does
+        _signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+        groups.forget(proc)
+    return subprocess.CompletedProcess(invocation.argv, proc.returncode, out, err)
 
 
 def run_process(invocation: Invocation, env: dict[str, str], timeout_s: float,
                 groups: ProcessGroups) -> ProcessResult:
-    """Run one provider process in its own session, bounded in time and memory."""
+    """Run one provider process in its own session, bounded in time and memory; with a
+    watch, its process group is ended as soon as the watch has decided."""
     started = time.monotonic()
+    watch = invocation.watch
     feeding = invocation.stdin_text is not None
     try:
-        with OwnChildren.starting() as register:
-            proc = subprocess.Popen(
-                invocation.argv, cwd=invocation.cwd, env=env, start_new_session=True,
-                pass_fds=invocation.pass_fds,
-                stdin=subprocess.PIPE if feeding else subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            register(proc)
+        proc = spawn(groups, invocation, env,
+                     stdin=subprocess.PIPE if feeding else subprocess.DEVNULL)
     except OSError as exc:
         return ProcessResult(invocation.argv, None, "", "", time.monotonic() - started,
                              spawn_error=f"{type(exc).__name__}: {exc}")
     groups.add(proc)
     out = BoundedBuffer(STREAM_HEAD_BYTES, STREAM_TAIL_BYTES)
     err = BoundedBuffer(STDERR_KEEP_BYTES, STDERR_KEEP_BYTES // 4)
-    threads = [threading.Thread(target=_pump, args=(proc.stdout, out), daemon=True),
+    threads = [threading.Thread(target=_pump, args=(proc.stdout, out,
+                                                    watch.feed if watch else None), daemon=True),
                threading.Thread(target=_pump, args=(proc.stderr, err), daemon=True)]
     if feeding:
         data = invocation.stdin_text.encode("utf-8")
         threads.append(threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True))
     for thread in threads:
         thread.start()
-    reaper = start_reaper(proc)
+    reaper = start_reaper(proc, watch.wake if watch else None)
     try:
-        reaper.join(min(timeout_s, threading.TIMEOUT_MAX))
-        timed_out = reaper.is_alive()
-        if timed_out:
+        if watch is None:
+            reaper.join(min(timeout_s, threading.TIMEOUT_MAX))
+        else:
+            watch.wake.wait(min(timeout_s, threading.TIMEOUT_MAX))
+        stopped = watch.reason if watch and reaper.is_alive() else ""
+        timed_out = reaper.is_alive() and not stopped
+        if reaper.is_alive():
             end_process_group(proc, reaper)
     finally:
         # Whatever the leader left behind in its group (shells, servers) ends with it.
         _signal_group(proc.pid, signal.SIGKILL)
         reaper.join()
-        groups.discard(proc)
-        OwnChildren.reaped(proc)
+        groups.forget(proc)
     for thread in threads:
         thread.join(timeout=5)
     return ProcessResult(
         invocation.argv, proc.returncode, out.text(), err.text(), time.monotonic() - started,
         timed_out=timed_out,
         cancelled=groups.cancelled.is_set() and not timed_out and proc.returncode != 0,
-        stdout_bytes=out.total, stdout_truncated=out.truncated, stderr_truncated=err.truncated)
+        stdout_bytes=out.total, stdout_truncated=out.truncated, stderr_truncated=err.truncated,
+        stopped=stopped)
 
 
 def become_subreaper() -> bool:
@@ -3826,14 +4029,6 @@ def child_pids() -> set[int]:
     return found
 
 
-def _marked(pid: int, needle: bytes) -> bool:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as handle:
-            return needle in handle.read().split(b"\0")
-    except OSError:
-        return False
-
-
 def _environ(pid: int) -> list[bytes]:
     try:
         with open(f"/proc/{pid}/environ", "rb") as handle:
@@ -3842,14 +4037,14 @@ def _environ(pid: int) -> list[bytes]:
         return []
 
 
-def end_left_behind(keep: set[int]) -> list[int]:
+def end_left_behind(groups: ProcessGroups, keep: set[int]) -> list[int]:
     """Unconfined, after each agent: end every child of ours that we did not start on purpose,
     that was not there before the run (`keep`) and that no running agent's marker names. A
     daemon that dropped its marker (a new session, an empty environment) is one of them; a
     process a running agent of another lane started for itself keeps running with it."""
-    with OwnChildren.lock:
-        live = {f"{AGENT_TOKEN_ENV}={token}".encode() for token in OwnChildren.live_tokens}
-        return _end_in_rounds(lambda: [pid for pid in child_pids() - set(keep) - OwnChildren.pids
+    with groups.lock:
+        live = {f"{AGENT_TOKEN_ENV}={token}".encode() for token in groups.live_tokens}
+        return _end_in_rounds(lambda: [pid for pid in child_pids() - set(keep) - groups.own
                                        if not live.intersection(_environ(pid))], 50)
 
 
@@ -3879,7 +4074,7 @@ def end_strays(keep: set[int] = frozenset(), token: str | None = None,
     """
     needle = f"{AGENT_TOKEN_ENV}={token}".encode() if token else None
     return _end_in_rounds(lambda: [pid for pid in child_pids() - set(keep)
-                                   if needle is None or _marked(pid, needle)], rounds)
+                                   if needle is None or needle in _environ(pid)], rounds)
 
 
 # ==== sandbox ================================================================
@@ -3901,9 +4096,6 @@ def git_environment() -> dict[str, str]:
     return env
 
 
-INTERRUPTIBLE: list[ProcessGroups] = []  # the run's groups while its interrupt handler is on
-
-
 class InterruptHandler:
     """First signal: stop scheduling and TERM running groups. Any later one: KILL them."""
 
@@ -3916,7 +4108,6 @@ class InterruptHandler:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self.previous[sig] = signal.signal(sig, self.handle)
-        INTERRUPTIBLE.append(self.groups)
         return self
 
     def handle(self, signum: int, frame: Any) -> None:
@@ -3930,8 +4121,6 @@ class InterruptHandler:
             self.groups.signal_all(signal.SIGKILL)
 
     def __exit__(self, *exc: Any) -> None:
-        with contextlib.suppress(ValueError):
-            INTERRUPTIBLE.remove(self.groups)
         if self.count:
             # A late Ctrl-C while we finish or the interpreter shuts down must not kill us
             # without the exit status 130 that says what happened.
@@ -3942,49 +4131,53 @@ class InterruptHandler:
             signal.signal(sig, handler)
 
 
-def run_git(args: list[str], cwd: Path, timeout_s: float = 300.0, stdin: bytes | None = None,
-            env: dict[str, str] | None = None) -> tuple[bool, str]:
+def git_process(args: list[str], cwd: Path, groups: ProcessGroups, timeout_s: float = 300.0,
+                stdin: bytes | None = None, env: dict[str, str] | None = None
+                ) -> subprocess.CompletedProcess:
+    """git run quietly, its output as bytes; returncode None when it timed out. Raises
+    OSError. Git the main thread runs (listing, the template) ends with the agents on an
+    interrupt."""
+    argv = ["git", "--literal-pathspecs", "-c", "core.hooksPath=/dev/null",
+            "-c", "core.fsmonitor=false", "-c", "commit.gpgsign=false", *args]
+    return run_to_end(groups, Invocation(argv, cwd), {**git_environment(), **(env or {})}, stdin,
+                      timeout_s, threading.current_thread() is threading.main_thread())
+
+
+def run_git(args: list[str], cwd: Path, groups: ProcessGroups, timeout_s: float = 300.0,
+            stdin: bytes | None = None, env: dict[str, str] | None = None) -> tuple[bool, str]:
     """Run git quietly; (ok, stdout or the error). Never raises."""
     if shutil.which("git") is None:
         return False, "git is not installed"
-    full_env = git_environment()
-    full_env.update(env or {})
-    argv = ["git", "--literal-pathspecs", "-c", "core.hooksPath=/dev/null",
-            "-c", "core.fsmonitor=false", "-c", "commit.gpgsign=false", *args]
     try:
-        # Its own session, so anything git starts ends with it on a timeout.
-        with OwnChildren.starting() as register:
-            proc = subprocess.Popen(
-                argv, cwd=cwd, env=full_env, start_new_session=True,
-                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            register(proc)
+        done = git_process(args, cwd, groups, timeout_s, stdin, env)
     except OSError as exc:
         return False, f"git could not run: {exc}"
-    # Git the main thread runs (listing, the template) is ended by an interrupt with the agents.
-    groups = INTERRUPTIBLE[-1] if INTERRUPTIBLE and (
-        threading.current_thread() is threading.main_thread()) else None
-    if groups is not None:
-        groups.add(proc)
-    try:
-        out, err = proc.communicate(stdin, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _signal_group(proc.pid, signal.SIGKILL)
-        proc.communicate()
+    if done.returncode is None:
         return False, f"git timed out after {timeout_s:g} s"
-    except BaseException:  # never leave a git running behind us
-        _signal_group(proc.pid, signal.SIGKILL)
-        proc.wait()
-        raise
-    finally:
-        if groups is not None:
-            groups.discard(proc)
-        OwnChildren.reaped(proc)
-    _signal_group(proc.pid, signal.SIGKILL)
-    if proc.returncode != 0:
-        detail = err.decode("utf-8", "replace").strip()[-500:]
-        return False, f"git exited {proc.returncode}: {detail}"
-    return True, out.decode("utf-8", "replace")
+    if done.returncode != 0:
+        detail = done.stderr.decode("utf-8", "replace").strip()[-500:]
+        return False, f"git exited {done.returncode}: {detail}"
+    return True, done.stdout.decode("utf-8", "replace")
+
+
+def git_blobs(git_dir: list[str], objects: Iterable[str], cwd: Path, groups: ProcessGroups
+              ) -> dict[str, bytes]:
+    """The bytes of each blob, in one `git cat-file --batch` call. Raises OSError."""
+    wanted = list(dict.fromkeys(objects))
+    if not wanted:
+        return {}
+    done = git_process([*git_dir, *GIT_READ_ONLY, "cat-file", "--batch"], cwd, groups,
+                       stdin="".join(f"{obj}\n" for obj in wanted).encode())
+    if done.returncode != 0:
+        said = done.stderr.decode("utf-8", "replace").strip()[-300:]
+        raise OSError(said or f"git exited {done.returncode}")
+    blobs, data, at = {}, done.stdout, 0
+    for obj in wanted:
+        end = data.index(b"\n", at)
+        size = int(data[at:end].split()[2])
+        blobs[obj] = data[end + 1:end + 1 + size]
+        at = end + 1 + size + 1
+    return blobs
 
 
 def _is_delivered(rel: str, skill_name: str) -> bool:
@@ -4120,7 +4313,8 @@ class RevisionPackage:
 GIT_READ_ONLY = ["--no-optional-locks"]  # never refresh the user's index or take its lock
 
 
-def read_revision_package(root: Path, skill_name: str, config: str) -> RevisionPackage:
+def read_revision_package(root: Path, skill_name: str, config: str,
+                          groups: ProcessGroups) -> RevisionPackage:
     """skills/<name>/ as committed at the config's revision; InputError (exit 2) with a fix
     when the revision does not resolve or its package breaks a rule the working tree obeys."""
     revision = config_revision(config) or ""
@@ -4129,7 +4323,7 @@ def read_revision_package(root: Path, skill_name: str, config: str) -> RevisionP
                          "revisions", "run from a git checkout, or use with_skill (the working "
                          "tree) instead of with_skill@REV")
     ok, out = run_git([*GIT_READ_ONLY, "rev-parse", "--verify", "--quiet", "--end-of-options",
-                       f"{revision}^{{commit}}"], root)
+                       f"{revision}^{{commit}}"], root, groups=groups)
     if not ok or not re.fullmatch(r"[0-9a-f]{40,64}", out.strip()):
         raise InputError(f"--config {config}: git cannot resolve {revision!r} to a commit in "
                          f"{root}", "name a commit, tag or branch that `git rev-parse` accepts, "
@@ -4137,7 +4331,7 @@ def read_revision_package(root: Path, skill_name: str, config: str) -> RevisionP
     commit = out.strip()
     package = f"skills/{skill_name}/"
     ok, out = run_git([*GIT_READ_ONLY, "ls-tree", "-r", "-z", "--full-tree", commit, "--",
-                       package], root)
+                       package], root, groups=groups)
     if not ok:
         raise InputError(f"--config {config}: cannot list {package} at {commit[:12]}: {out}",
                          "check that the repository is readable")
@@ -4147,8 +4341,12 @@ def read_revision_package(root: Path, skill_name: str, config: str) -> RevisionP
         mode, kind, obj = info.split()
         if not any(part in EXCLUDED_DIR_NAMES for part in path.split("/")):
             entries[path] = (mode, kind, obj)
-    blobs = _read_blobs(root, sorted({obj for _, kind, obj in entries.values()
-                                      if kind == "blob"}), config)
+    try:
+        blobs = git_blobs([], sorted({obj for _, kind, obj in entries.values()
+                                      if kind == "blob"}), root, groups)
+    except OSError as exc:
+        raise InputError(f"--config {config}: git could not read the package's files",
+                         str(exc)) from None
     contents, skipped = _package_contents(entries, blobs, package)
     skill_md = package + "SKILL.md"
     where = f"{skill_md} at {revision} ({commit[:12]})"
@@ -4162,29 +4360,6 @@ def read_revision_package(root: Path, skill_name: str, config: str) -> RevisionP
     front = read_frontmatter(contents[skill_md][0].decode("utf-8", "replace"))
     return RevisionPackage(config, revision, commit, contents, skipped,
                            skill_md_front_problems(front, skill_name, where))
-
-
-def _read_blobs(root: Path, objects: list[str], config: str) -> dict[str, bytes]:
-    """The bytes of each blob, in one `git cat-file --batch` call."""
-    if not objects:
-        return {}
-    argv = [*GIT_READ_ONLY, "cat-file", "--batch"]
-    if shutil.which("git") is None:
-        raise InputError("git is not installed", "install git")
-    full = ["git", "--literal-pathspecs", "-c", "core.hooksPath=/dev/null", *argv]
-    done = run_owned(full, root, git_environment(),
-                     "".join(f"{obj}\n" for obj in objects).encode(), 300)
-    if done.returncode != 0:
-        raise InputError(f"--config {config}: git could not read the package's files",
-                         done.stderr.decode("utf-8", "replace").strip()[-300:])
-    blobs, data, at = {}, done.stdout, 0
-    for obj in objects:
-        end = data.index(b"\n", at)
-        header = data[at:end].decode().split()
-        size = int(header[2])
-        blobs[obj] = data[end + 1:end + 1 + size]
-        at = end + 1 + size + 1
-    return blobs
 
 
 def _package_contents(entries: dict[str, tuple[str, str, str]], blobs: dict[str, bytes],
@@ -4241,14 +4416,15 @@ class RepoSnapshot:
     @classmethod
     def take(cls, root: Path, skill_name: str, withheld: dict[str, str] | None = None,
              revisions: dict[str, RevisionPackage] | None = None,
-             suite_path: Path | None = None) -> RepoSnapshot:
+             suite_path: Path | None = None, *, groups: ProcessGroups) -> RepoSnapshot:
         """`withheld`: package files (repository-relative) never delivered, with the reason;
         `revisions`: the packages of the arms that run the skill as committed at a revision;
         `suite_path`: the suite, which no sandbox gets wherever it lives."""
-        listed, source = _list_repository(root)
+        listed, source = _list_repository(root, groups)
         withheld = dict(withheld or {})
         if package_dir(root, skill_name) == root:
-            return cls.of_root_skill(root, skill_name, source, withheld, revisions, suite_path)
+            return cls.of_root_skill(root, skill_name, (listed, source), withheld, revisions,
+                                     suite_path)
         skill_dir = root / "skills" / skill_name
         skill = sorted(rel for rel in (p.relative_to(root).as_posix() for p in
                                        _walk_files(skill_dir)) if rel not in withheld)
@@ -4299,15 +4475,15 @@ class RepoSnapshot:
         return {"kind": kind, "reason": f"a copy of {source}"}
 
     @classmethod
-    def of_root_skill(cls, root: Path, skill_name: str, source: str, withheld: dict[str, str],
-                      revisions: dict[str, RevisionPackage] | None,
+    def of_root_skill(cls, root: Path, skill_name: str, listing: tuple[list[str], str],
+                      withheld: dict[str, str], revisions: dict[str, RevisionPackage] | None,
                       suite_path: Path | None) -> RepoSnapshot:
         """The repository is the skill: every tracked file but evals/ is the package, so the
         baseline gets no repository file at all (only its fixtures), and with_skill gets the
         package at skills/<name>/, where the executor prompt names it."""
-        sources = {f"skills/{skill_name}/{rel}": rel for rel in root_package_files(root)
+        sources = {f"skills/{skill_name}/{rel}": rel for rel in _root_package(root, *listing)
                    if rel not in withheld}
-        snapshot = cls(root, [], sorted(sources), source, withheld=withheld,
+        snapshot = cls(root, [], sorted(sources), listing[1], withheld=withheld,
                        linked_skill_files=frozenset(rel for rel, real in sources.items()
                                                     if os.path.islink(root / real)),
                        revisions=dict(revisions or {}), skill_name=skill_name,
@@ -4479,16 +4655,18 @@ def add_runner_baselines(template: GitTemplate, folder: Path) -> None:
         template.runner_baselines[with_skill] = git_dir
 
 
-def build_git_template(snapshot: RepoSnapshot, base: Path) -> GitTemplate:
+def build_git_template(snapshot: RepoSnapshot, base: Path, groups: ProcessGroups
+                       ) -> GitTemplate:
     folder = Path(tempfile.mkdtemp(prefix="skill-eval-template-", dir=base))
     try:
-        return _fill_git_template(snapshot, folder)
+        return _fill_git_template(snapshot, folder, groups)
     except BaseException:  # a failed write or an interrupt leaves no folder behind
         shutil.rmtree(folder, ignore_errors=True)
         raise
 
 
-def _fill_git_template(snapshot: RepoSnapshot, folder: Path) -> GitTemplate:
+def _fill_git_template(snapshot: RepoSnapshot, folder: Path, groups: ProcessGroups
+                       ) -> GitTemplate:
     snapshot.copy_skill_package(folder / "skill-package")
     for number, package in enumerate(snapshot.revisions.values()):
         package.write(folder / f"revision-{number}")
@@ -4510,26 +4688,27 @@ def _fill_git_template(snapshot: RepoSnapshot, folder: Path) -> GitTemplate:
     for args, stdin in steps:
         if args[-1] == "--pathspec-file-nul" and not regular:
             continue
-        ok, out = run_git(args, folder, stdin=stdin, env=env)
+        ok, out = run_git(args, folder, stdin=stdin, env=env, groups=groups)
         if not ok:
             return GitTemplate(folder, "", out)
     ok, commit = run_git([f"--git-dir={git_dir}", "commit-tree", out.strip(), "-m",
-                          "skill-eval baseline"], folder)
+                          "skill-eval baseline"], folder, groups=groups)
     if not ok:
         return GitTemplate(folder, "", commit)
     template = GitTemplate(folder, commit.strip())
-    template.skill_commit = _add_skill_commit(snapshot, template)
+    template.skill_commit = _add_skill_commit(snapshot, template, groups)
     for number, (config, package) in enumerate(snapshot.revisions.items()):
         objects = folder / f"revision-objects-{number}"
         found = _add_revision_commit(package, template, folder / f"index-revision-{number}",
-                                     objects)
+                                     objects, groups)
         if found:
             template.revision_commits[config] = found
             template.revision_objects[config] = objects
     return template
 
 
-def _add_skill_commit(snapshot: RepoSnapshot, template: GitTemplate) -> str:
+def _add_skill_commit(snapshot: RepoSnapshot, template: GitTemplate, groups: ProcessGroups
+                      ) -> str:
     """The baseline plus the skill package, so with_skill cells need no git call of their own;
     read from the package's private copy, which is what those cells are delivered."""
     files = [rel for rel in snapshot.skill_delivered if rel not in snapshot.linked_skill_files]
@@ -4542,19 +4721,20 @@ def _add_skill_commit(snapshot: RepoSnapshot, template: GitTemplate) -> str:
     env = {"GIT_INDEX_FILE": str(index), "GIT_OBJECT_DIRECTORY": str(template.skill_objects),
            "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(template.objects)}
     ok, _ = run_git([*common, "add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"],
-                    template.folder, stdin="\0".join(files).encode("utf-8"), env=env)
-    ok, tree = run_git([*common, "write-tree"], template.folder, env=env) if ok else (False, "")
+                    template.folder, stdin="\0".join(files).encode("utf-8"), env=env, groups=groups)
+    ok, tree = (run_git([*common, "write-tree"], template.folder, groups, env=env) if ok
+                else (False, ""))
     if not ok:
         return ""
     ok, commit = run_git([f"--git-dir={template.folder / 'git'}", "commit-tree", tree.strip(),
                           "-p", template.commit, "-m",
                           "skill-eval baseline with the skill package"], template.folder,
-                         env=env)
+                         env=env, groups=groups)
     return commit.strip() if ok else ""
 
 
 def _add_revision_commit(package: RevisionPackage, template: GitTemplate, index: Path,
-                         objects: Path) -> tuple[str, Path] | None:
+                         objects: Path, groups: ProcessGroups) -> tuple[str, Path] | None:
     """The baseline plus one revision's package, read from where it was written out; its
     objects in a store of their own, like the working tree's package."""
     assert package.root is not None
@@ -4567,30 +4747,34 @@ def _add_revision_commit(package: RevisionPackage, template: GitTemplate, index:
               f"--work-tree={package.root}"]
     ok, _ = run_git([*common, "add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"],
                     template.folder, stdin="\0".join(sorted(package.files)).encode("utf-8"),
-                    env=env)
-    ok, tree = run_git([*common, "write-tree"], template.folder, env=env) if ok else (False, "")
+                    env=env, groups=groups)
+    ok, tree = (run_git([*common, "write-tree"], template.folder, groups, env=env) if ok
+                else (False, ""))
     if not ok:
         return None
     ok, commit = run_git([f"--git-dir={template.folder / 'git'}", "commit-tree", tree.strip(),
                           "-p", template.commit, "-m",
                           f"skill-eval baseline with the skill package at {package.commit}"],
-                         template.folder, env=env)
+                         template.folder, env=env, groups=groups)
     return (commit.strip(), index) if ok else None
 
 
-def _list_repository(root: Path) -> tuple[list[str], str]:
+def _list_repository(root: Path, groups: ProcessGroups) -> tuple[list[str], str]:
     if (root / ".git").exists():
-        ok, out = run_git(["ls-files", "-z", "--cached"], root)
+        ok, out = run_git(["ls-files", "-z", "--cached"], root, groups=groups)
         if ok:
             return [rel for rel in out.split("\0") if rel], "git ls-files"
     return [p.relative_to(root).as_posix() for p in _walk_files(root)], "folder walk"
 
 
-def root_package_files(root: Path) -> list[str]:
+def root_package_files(root: Path, groups: ProcessGroups) -> list[str]:
     """The package of a skill at the repository root: the repository's tracked files but
     evals/, skills/ and host-local folders. Only git says what is tracked, so such a skill is
     run only from a git checkout whose SKILL.md is tracked (never a copy or a link)."""
-    listed, source = _list_repository(root)
+    return _root_package(root, *_list_repository(root, groups))
+
+
+def _root_package(root: Path, listed: list[str], source: str) -> list[str]:
     if source != "git ls-files" or "SKILL.md" not in listed:
         raise InputError(f"{root / 'SKILL.md'} is not a file git tracks in {root}", "the "
                          "repository's own committed SKILL.md is the skill: `git add SKILL.md` "
@@ -4601,8 +4785,8 @@ def root_package_files(root: Path) -> list[str]:
 
 def package_files(suite: Suite) -> list[str]:
     """Repository-relative files of the skill package, as the iteration hashes and lists it."""
-    if suite.at_root:
-        return root_package_files(suite.root)
+    if suite.at_root:  # before any agent: no sweep or interrupt needs to see its git
+        return root_package_files(suite.root, ProcessGroups())
     return [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
 
 
@@ -4615,7 +4799,8 @@ def delivery_problems(suite: Suite) -> list[Problem]:
     """Checked against the tree every sandbox gets, listed as `run` lists it: a protect path
     must name a delivered file, or a folder holding one (literally: protect takes no patterns);
     a file kept from every sandbox (the skill or the suite under another name) is a warning."""
-    snapshot = RepoSnapshot.take(suite.root, suite.skill_name, suite_path=suite.path)
+    snapshot = RepoSnapshot.take(suite.root, suite.skill_name, suite_path=suite.path,
+                                 groups=ProcessGroups())  # validating: no run, no agent
     problems = protect_problems(suite, snapshot)
     kept = dict(snapshot.kept_back)
     for rel in sorted({inner for case in suite.cases for entry in case.files
@@ -4853,6 +5038,11 @@ class Sandbox:
     # The permission bits of the protected files as delivered: git keeps only the execute bit.
     delivered_modes: dict[str, int] = dataclasses.field(default_factory=dict)
 
+    @classmethod
+    def new(cls, base: Path, baseline_git: Path) -> Sandbox:
+        """An empty cell folder in `base` (a fresh, unpredictable name)."""
+        return cls(Path(tempfile.mkdtemp(prefix="skill-eval-", dir=base)), baseline_git, base, {})
+
     @property
     def repo(self) -> Path:
         return self.cell_dir / "repo"
@@ -4904,12 +5094,11 @@ class Sandbox:
         self.record["removed"] = not any(f is not None and os.path.lexists(f) for f in folders)
 
 
-def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, base: Path,
-                  baseline_git: Path, install: Installation | None = None) -> Sandbox:
-    """`with_skill`: False, True (the working tree's package) or a with_skill@REV config;
-    `install`: the packages an installed cell finds in its discovery folder."""
-    sandbox = Sandbox(Path(tempfile.mkdtemp(prefix="skill-eval-", dir=base)), baseline_git,
-                      base, {})
+def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, sandbox: Sandbox,
+                  install: Installation | None = None, *, groups: ProcessGroups) -> Sandbox:
+    """`sandbox`: Sandbox.new's empty one, filled here; `with_skill`: False, True (the working
+    tree's package) or a with_skill@REV config; `install`: the packages an installed cell
+    finds in its discovery folder."""
     repo = sandbox.repo
     repo.mkdir()
     copier = FileCopier(snapshot, repo)
@@ -4923,8 +5112,8 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, ba
         raise SkillCopyChanged(
             f"the skill package delivered to this cell differs from the snapshot taken before "
             f"the first agent (sha256 {delivered[:12]}): its private copy under "
-            f"{snapshot.template.folder if snapshot.template else base} was changed during "
-            "the run, so this cell was not run")
+            f"{snapshot.template.folder if snapshot.template else sandbox.base} was changed "
+            "during the run, so this cell was not run")
     for rel in case.files:
         copier.copy_fixture(rel)
     installed = [] if install is None else install.files
@@ -4939,7 +5128,7 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, ba
         extras |= {rel for rel in snapshot.skill_files
                    if not in_template or rel in snapshot.linked_skill_files}
     git = init_sandbox_git(repo, sandbox.baseline_git, snapshot.template, sorted(extras),
-                           with_skill)
+                           with_skill, groups)
     if git.get("shared_baseline"):
         sandbox.baseline_git, sandbox.owns_baseline = Path(git["baseline_repository"]), False
     (repo / ARTIFACT_RELPATH).parent.mkdir(parents=True, exist_ok=True)
@@ -5030,7 +5219,8 @@ def _write_git_dir(git_dir: Path, alternates: list[Path], commit: str | None,
 
 
 def init_sandbox_git(repo: Path, baseline: Path, template: GitTemplate | None,
-                     extras: list[str], with_skill: bool | str = False) -> dict[str, Any]:
+                     extras: list[str], with_skill: bool | str, groups: ProcessGroups
+                     ) -> dict[str, Any]:
     """The baseline commit, kept by the runner outside the sandbox and mirrored into it.
 
     Failure is recorded, never worked around with the real repository.
@@ -5043,7 +5233,7 @@ def init_sandbox_git(repo: Path, baseline: Path, template: GitTemplate | None,
         baseline, commit = shared, template.commit_for(with_skill)
     else:
         error, commit = _commit_cell_baseline(repo, baseline, template if usable else None,
-                                              added, with_skill)
+                                              added, with_skill, groups)
         if error:
             return {"ok": False, "error": error, "method": method}
     # The executor gets its own copy to use as it likes; the runner never reads it back. The
@@ -5061,7 +5251,8 @@ def init_sandbox_git(repo: Path, baseline: Path, template: GitTemplate | None,
 
 
 def _commit_cell_baseline(repo: Path, baseline: Path, template: GitTemplate | None,
-                          added: list[str], with_skill: bool | str) -> tuple[str, str]:
+                          added: list[str], with_skill: bool | str, groups: ProcessGroups
+                          ) -> tuple[str, str]:
     """This cell's baseline repository: the template's commit plus the cell's own files
     (fixtures, links), or without a template every file. Returns (error, commit)."""
     if template is not None:
@@ -5078,13 +5269,14 @@ def _commit_cell_baseline(repo: Path, baseline: Path, template: GitTemplate | No
               "\0".join(added).encode("utf-8")),
              (["commit", "-q", "--no-verify", "--allow-empty", "-m", "skill-eval baseline"], None))
     for args, stdin in steps:
-        ok, detail = run_git([*tree, *args], repo, stdin=stdin)
+        ok, detail = run_git([*tree, *args], repo, stdin=stdin, groups=groups)
         if not ok:
             return detail, ""
     return "", (baseline / "refs/heads/main").read_text(encoding="utf-8").strip()
 
 
-def sandbox_changes(repo: Path, baseline: Path, git_record: dict[str, Any]) -> dict[str, Any]:
+def sandbox_changes(repo: Path, baseline: Path, git_record: dict[str, Any],
+                    groups: ProcessGroups) -> dict[str, Any]:
     """Paths the executor added, modified or deleted against the baseline commit.
 
     Read through the runner's own baseline repository, never the sandbox's .git, whose config
@@ -5095,7 +5287,8 @@ def sandbox_changes(repo: Path, baseline: Path, git_record: dict[str, Any]) -> d
     if not repo.is_dir():
         return {"captured": False, "reason": "the sandbox folder was removed during the run"}
     ok, out = run_git([f"--git-dir={baseline}", f"--work-tree={repo}", "--no-optional-locks",
-                       "status", "--porcelain=v1", "-z", "--untracked-files=all"], repo)
+                       "status", "--porcelain=v1", "-z", "--untracked-files=all"], repo,
+                      groups)
     if not ok:
         return {"captured": False, "reason": out}
     changes: dict[str, list[str]] = {"added": [], "modified": [], "deleted": []}
@@ -5117,12 +5310,13 @@ def sandbox_changes(repo: Path, baseline: Path, git_record: dict[str, Any]) -> d
 PROTECT_READ_CAP = 64 * 1024 * 1024  # a delivered tree larger than this is not read back
 
 
-def delivered_tree(baseline: Path, commit: str, rel: str) -> dict[str, tuple[str, bytes]]:
+def delivered_tree(baseline: Path, commit: str, rel: str, groups: ProcessGroups
+                   ) -> dict[str, tuple[str, bytes]]:
     """What the cell's baseline commit holds at `rel` (a file or a folder): path -> (git mode,
     bytes), read from the runner's own baseline repository, never from the sandbox's .git.
     Raises OSError when git cannot read it."""
     ok, out = run_git([f"--git-dir={baseline}", *GIT_READ_ONLY, "ls-tree", "-r", "-z",
-                       "--full-tree", commit, "--", rel], baseline)
+                       "--full-tree", commit, "--", rel], baseline, groups=groups)
     if not ok:
         raise OSError(f"cannot list {rel} in the baseline: {out}")
     entries = {}
@@ -5131,21 +5325,14 @@ def delivered_tree(baseline: Path, commit: str, rel: str) -> dict[str, tuple[str
         mode, kind, obj = info.split()
         if kind == "blob":
             entries[path] = (mode, obj)
-    if not entries:
-        return {}
-    done = run_owned(["git", f"--git-dir={baseline}", *GIT_READ_ONLY, "cat-file", "--batch"],
-                     baseline, git_environment(),
-                     "".join(f"{obj}\n" for _, obj in entries.values()).encode(), 300)
-    if done.returncode != 0 or len(done.stdout) > PROTECT_READ_CAP:
-        raise OSError(f"cannot read {rel} from the baseline: "
-                      f"{done.stderr.decode('utf-8', 'replace').strip()[-300:] or 'too large'}")
-    tree, data, at = {}, done.stdout, 0
-    for path, (mode, _) in entries.items():
-        end = data.index(b"\n", at)
-        size = int(data[at:end].split()[2])
-        tree[path] = (mode, data[end + 1:end + 1 + size])
-        at = end + 1 + size + 1
-    return tree
+    try:
+        blobs = git_blobs([f"--git-dir={baseline}"], (o for _, o in entries.values()), baseline,
+                          groups)
+    except OSError as exc:
+        raise OSError(f"cannot read {rel} from the baseline: {exc}") from None
+    if sum(map(len, blobs.values())) > PROTECT_READ_CAP:
+        raise OSError(f"cannot read {rel} from the baseline: too large")
+    return {path: (mode, blobs[obj]) for path, (mode, obj) in entries.items()}
 
 
 def _generated(rel: str) -> bool:
@@ -5223,13 +5410,14 @@ def _mode_changed(repo: Path, path: str, delivered_modes: dict[str, int]) -> boo
 
 
 def protected_changes(repo: Path, baseline: Path, commit: str, rel: str,
-                      delivered_modes: dict[str, int] | None = None) -> list[str]:
+                      delivered_modes: dict[str, int] | None, groups: ProcessGroups
+                      ) -> list[str]:
     """The files under `rel` the executor added, changed or deleted since delivery, a change
     of permission bits (`chmod 666`, `chmod 000`) included."""
     parent = _link_in_parents(repo, rel)
     if parent is not None:
         return [parent]
-    delivered, now = delivered_tree(baseline, commit, rel), sandbox_tree(repo, rel)
+    delivered, now = delivered_tree(baseline, commit, rel, groups), sandbox_tree(repo, rel)
     now = {path: entry for path, entry in now.items() if not _generated(path)}
     modes = delivered_modes or {}
     return sorted(path for path in set(delivered) | set(now)
@@ -5237,10 +5425,11 @@ def protected_changes(repo: Path, baseline: Path, commit: str, rel: str,
                   or (path in modes and path in now and _mode_changed(repo, path, modes)))
 
 
-def restore_delivered(repo: Path, baseline: Path, commit: str, rel: str) -> None:
+def restore_delivered(repo: Path, baseline: Path, commit: str, rel: str,
+                      groups: ProcessGroups) -> None:
     """Put `rel` back exactly as delivered: whatever is there now goes (links are removed,
     never followed), then the baseline's files are written."""
-    delivered = delivered_tree(baseline, commit, rel)
+    delivered = delivered_tree(baseline, commit, rel, groups)
     parts = rel.split("/")
     for depth in range(1, len(parts)):  # every folder above rel a real folder
         ancestor = repo / "/".join(parts[:depth])
@@ -5265,14 +5454,14 @@ def restore_delivered(repo: Path, baseline: Path, commit: str, rel: str) -> None
             target.chmod(0o755 if mode == "100755" else 0o644)
 
 
-def fixture_status(root: Path, paths: list[str]) -> dict[str, Any]:
+def fixture_status(root: Path, paths: list[str], groups: ProcessGroups) -> dict[str, Any]:
     """git status of the declared fixture paths in the source checkout."""
     if not paths:
         return {"checked": True, "dirty": []}
     if not (root / ".git").exists():
         return {"checked": False, "reason": "the repository is not a git checkout"}
     ok, out = run_git(["status", "--porcelain=v1", "-z", "--untracked-files=all", "--",
-                       *sorted(set(paths))], root)
+                       *sorted(set(paths))], root, groups=groups)
     if not ok:
         return {"checked": False, "reason": out}
     dirty = sorted(entry[3:] for entry in out.split("\0") if len(entry) > 3)
@@ -5320,24 +5509,30 @@ def confinement_for(options: RunOptions) -> Confinement:
     return choose_confinement(options.isolation, options.tmp_size_mib, options.max_processes)
 
 
+# bwrap's probes run before any agent starts: no sweep or interrupt handler needs to know of
+# them, so each gets a registry of its own (a new ProcessGroups).
+
+
 def bwrap_version(bwrap: str) -> str:
     try:
-        done = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10,
-                              stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
+        done = run_to_end(ProcessGroups(), Invocation([bwrap, "--version"], Path("/")), None,
+                          None, 10)
+    except OSError:
         return "unknown"
-    words = done.stdout.split()
+    words = done.stdout.decode("utf-8", "replace").split() if done.returncode is not None else []
     return words[-1] if words else "unknown"
 
 
 def bwrap_sizes_tmpfs(bwrap: str) -> bool:
     """Whether this bwrap has `--size` (for the next --tmpfs), as its --help lists it."""
     try:
-        done = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10,
-                              stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
+        done = run_to_end(ProcessGroups(), Invocation([bwrap, "--help"], Path("/")), None, None,
+                          10)
+    except OSError:
         return False
-    return re.search(r"^\s*--size\b", done.stdout + done.stderr, re.MULTILINE) is not None
+    said = (done.stdout + done.stderr).decode("utf-8", "replace")
+    listed = re.search(r"^\s*--size\b", said, re.MULTILINE) is not None
+    return done.returncode is not None and listed
 
 
 def process_limit_problem(max_processes: int) -> str:
@@ -5365,10 +5560,12 @@ def probe_bwrap(bwrap: str, tmp_size: int | None = None,
         argv = bwrap_argv(["true"], bwrap=bwrap, workdir=work, home=home,
                           limits=Limits(tmp_size, max_processes))
         try:
-            done = subprocess.run(argv, env={"PATH": "/usr/bin:/bin"}, capture_output=True,
-                                  timeout=20, stdin=subprocess.DEVNULL, start_new_session=True)
-        except (OSError, subprocess.TimeoutExpired) as exc:
+            done = run_to_end(ProcessGroups(), Invocation(argv, Path("/")),
+                              {"PATH": "/usr/bin:/bin"}, None, 20)
+        except OSError as exc:
             return f"the bwrap probe failed: {exc}"
+    if done.returncode is None:
+        return "the bwrap probe failed: it did not end within 20 s"
     if done.returncode == 0:
         return None
     detail = done.stderr.decode("utf-8", "replace").strip()[-300:]
@@ -5867,6 +6064,11 @@ class Provider:
 
     def valid_session_id(self, text: str) -> bool:
         return bool(text) and self.session_id_pattern.fullmatch(text) is not None
+    def calls_in_event(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        """The tool calls one event of the executor's stream shows, as they begin where the
+        CLI says so (what a watch on the stream decides from)."""
+        line = json.dumps(event, ensure_ascii=False)
+        return self.read_executor(ProcessResult([], 0, line, "", 0.0)).trace or []
 
 
 def _home(env: dict[str, str]) -> Path:
@@ -6153,6 +6355,15 @@ class CodexProvider(Provider):
                           failure=failure or "", metrics=metrics,
                           trace=trace if events else None,
                           session_id=str(_dig(thread, ("thread_id",)) or ""))
+
+
+    def calls_in_event(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        # item.started: a command is known before it runs, not only once it has
+        item = event.get("item") if isinstance(event.get("item"), dict) else {}
+        if event.get("type") in ("item.started", "item.completed") and \
+                item.get("type") in CODEX_TRACE_ITEMS:
+            return [_codex_trace_entry(item)]
+        return []
 
 
 def _codex_trace_entry(item: dict[str, Any]) -> dict[str, Any]:
@@ -7328,6 +7539,8 @@ def plan_cells(suite: Suite, options: RunOptions, iteration_dir: Path) -> list[C
         if selected is not None and case.key not in selected:
             continue
         for config in options.configs:
+            if case.trigger and not config_installs_skill(config):
+                continue  # whether the agent picks the skill is only asked where it can
             for run_number in range(1, options.runs + 1):
                 run_dir = (iteration_dir / f"eval-{case.key}" / config_folder(config)
                            / f"run-{run_number}")
@@ -7506,49 +7719,77 @@ def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
               binds: Mounts = Mounts(), role: str = "executor", kept: KeptHome | None = None
               ) -> tuple[ProcessResult, dict[str, str], dict[str, Any]]:
     """One agent process, confined when the iteration is: (result, its environment, how it
-    was isolated). Unconfined, what it left running is ended when it ends. `binds` names the
-    folders this call binds; the CLI's install and the hidden folders are the iteration's.
-    Confined, it gets a fresh HOME of its own, or `kept` for a conversation's later turns."""
-    timeout_s = ctx.options.timeout_s if invocation.timeout_s is None else invocation.timeout_s
+    was isolated). Confined, its fresh HOME holds what it needs to log in, or for a
+    conversation's turns the `kept` one. `binds` names the folders this call binds; the CLI's
+    install and the hidden folders are the iteration's."""
     model = role_model(ctx, role)
-    if ctx.confinement.mode != "bwrap":
-        token = new_agent_token()
-        env = {**env, AGENT_TOKEN_ENV: token}
-        with OwnChildren.lock:
-            OwnChildren.live_tokens.add(token)
-        try:
-            result = run_process(invocation, env, timeout_s, ctx.groups)
-        finally:
-            with OwnChildren.lock:
-                OwnChildren.live_tokens.discard(token)
-        strays = end_strays(token=token) + end_left_behind(ctx.children_before)
-        return result, env, {**ctx.confinement.to_json(), "strays_ended": len(strays)}
-    home = kept.path if kept is not None else Path(
-        tempfile.mkdtemp(prefix="skill-eval-home-", dir=ctx.sandbox_base))
+
+    def environment(home: Path, confined: bool) -> tuple[dict[str, str], dict[str, Any]]:
+        if not confined:
+            return env, {}
+        if kept is not None and kept.inside is not None:  # set up by the first turn
+            return kept.inside, {"home_files": kept.carried}
+        inside, carried = _set_up_home(ctx, home, invocation, env, role, model)
+        if kept is not None:
+            kept.inside, kept.carried = inside, carried
+        return inside, {"home_files": carried}
+    if kept is not None:
+        invocation = dataclasses.replace(invocation, home=kept.path)
+    timeout_s = ctx.options.timeout_s if invocation.timeout_s is None else invocation.timeout_s
+    return run_confinable(ctx, invocation, timeout_s, binds, environment)
+
+
+def run_confinable(ctx: RunContext, invocation: Invocation, timeout_s: float, binds: Mounts,
+                   environment: Callable[[Path, bool], tuple[dict[str, str], dict[str, Any]]],
+                   check: bool = False) -> tuple[ProcessResult, dict[str, str], dict[str, Any]]:
+    """The one place that decides whether a process started for a cell (an agent, a `check`)
+    is confined: (result, its environment, how it was isolated). `environment(home, confined)`
+    gives its environment and what to record of it, `home` a fresh folder (with bwrap its
+    HOME). With bwrap: `binds`, the CLI's install, the hidden folders masked, and a check's
+    exit status from bwrap's --json-status-fd report. Unconfined: marked, and whatever it
+    left running ended when it ends."""
+    confined = ctx.confinement.mode == "bwrap"
+    home = invocation.home or Path(tempfile.mkdtemp(
+        prefix="skill-eval-home-check-" if check else "skill-eval-home-", dir=ctx.sandbox_base))
     try:
-        if kept is not None and kept.inside is not None:
-            inside, carried = kept.inside, kept.carried
-        else:
-            inside, carried = _set_up_home(ctx, home, invocation, env, role, model)
-            if kept is not None:
-                kept.inside, kept.carried = inside, carried
-        mounts = dataclasses.replace(binds, ro_entries=ctx.agent_mounts, hide=ctx.hidden)
-        argv = bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
-                          home=home, mounts=mounts, limits=ctx.confinement.limits())
-        short, fd = options_through_fd(argv)
-        try:
-            result = run_process(dataclasses.replace(invocation, argv=short, pass_fds=(fd,)),
-                                 inside, timeout_s, ctx.groups)
-        finally:
-            os.close(fd)
+        env, recorded = environment(home, confined)
+        if confined:
+            mounts = dataclasses.replace(binds, ro_entries=ctx.agent_mounts, hide=ctx.hidden)
+            result = _run_in_bwrap(ctx, invocation, env, timeout_s, bwrap_argv(
+                invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
+                home=home, mounts=mounts, limits=ctx.confinement.limits()), check)
+        else:  # its marker names this runner too, so the guardian finds what it leaves
+            token = f"{AGENT_TOKEN_RUN}.{secrets.token_hex(8)}"
+            env = {**env, AGENT_TOKEN_ENV: token}
+            with ctx.groups.live(token):
+                result = run_process(invocation, env, timeout_s, ctx.groups)
+            ended = end_strays(token=token) + end_left_behind(ctx.groups, ctx.children_before)
+            recorded = {"strays_ended": len(ended)}
     finally:
-        if kept is None:
+        if invocation.home is None:  # a conversation's kept home goes with the conversation
             shutil.rmtree(home, ignore_errors=True)
-    isolation = {**ctx.confinement.to_json(), "home_files": carried}
-    full = tmp_full_reason(result, invocation.cwd, ctx.confinement.tmp_size_bytes)
+    isolation = {**ctx.confinement.to_json(), **recorded}
+    full = confined and tmp_full_reason(result, invocation.cwd, ctx.confinement.tmp_size_bytes)
     if full:
         isolation["tmp_full"] = full
-    return result, inside, isolation
+    return result, env, isolation
+
+
+def _run_in_bwrap(ctx: RunContext, invocation: Invocation, env: dict[str, str],
+                  timeout_s: float, argv: list[str], bwrap_status: bool) -> ProcessResult:
+    with tempfile.TemporaryFile() as status:
+        fds: tuple[int, ...] = ()
+        if bwrap_status:
+            cut = argv.index("--")
+            argv[cut:cut] = ["--json-status-fd", str(status.fileno())]
+            fds = (status.fileno(),)
+        short, fd = options_through_fd(argv)
+        try:
+            result = run_process(dataclasses.replace(invocation, argv=short, pass_fds=(fd, *fds)),
+                                 env, timeout_s, ctx.groups)
+        finally:
+            os.close(fd)
+        return command_status(result, status) if bwrap_status else result
 
 
 def _set_up_home(ctx: RunContext, home: Path, invocation: Invocation, env: dict[str, str],
@@ -7721,7 +7962,8 @@ def prepare_sandbox(ctx: RunContext, run: CellRun) -> None:
                                 ctx.provider.skills_folder, ctx.suite.installed_with)
                if config_installs_skill(cell.config) else None)
     run.sandbox = build_sandbox(ctx.snapshot, cell.case, sandbox_delivery(cell.config),
-                                ctx.sandbox_base, cell.run_dir / "baseline.git", install)
+                                Sandbox.new(ctx.sandbox_base, cell.run_dir / "baseline.git"),
+                                install, groups=ctx.groups)
     run.record.sandbox = run.sandbox.record
     protect = {rel for check in ctx.suite.checks_for(cell.case) for rel in check.protect}
     run.sandbox.delivered_modes = permission_bits(run.sandbox.repo, sorted(protect))
@@ -7742,7 +7984,7 @@ def close_sandbox_and_start_next(ctx: RunContext, run: CellRun,
     if sandbox is not None:
         def close() -> None:
             run.record.changes = sandbox_changes(sandbox.repo, sandbox.baseline_git,
-                                                 sandbox.record["git"])
+                                                 sandbox.record["git"], ctx.groups)
             if run.answer is not None and ctx.suite.checks_for(run.cell.case):
                 guarded(run, run_checks_step, ctx, run)  # before the copy goes
             if not ctx.options.keep_sandboxes:
@@ -7818,7 +8060,9 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     if ctx.on_cell_start:
         ctx.on_cell_start(cell.label)
     borrowed = [Path(p) for p in sandbox.record["git"].get("borrowed_objects", [])]
-    if cell.case.most_turns > 1:
+    if cell.case.trigger:
+        invocation.watch = trigger_watch(ctx.provider, ctx.suite.skill_name)
+    elif cell.case.most_turns > 1:
         return run_conversation(ctx, cell, sandbox, record, invocation, env)
     result, env, isolation = run_agent(ctx, invocation, env, Mounts(ro_binds=borrowed),
                                        role="executor")
@@ -7830,11 +8074,15 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     record.permission_denials = reply.permission_denials
     note_skill_use(ctx, cell, record, reply, result)
     files.text("outputs/output.txt", reply.text)
+    if cell.case.trigger and record.activation["activated"] != "unknown":
+        return None  # decided, even if ended for it: an observation, and never graded
     if not reply.ok:
         files.text("logs/executor_stderr.txt", result.stderr)
         full = isolation.get("tmp_full")
         record.fail(failure_status("executor", result), "executor",
                     f"{reply.failure} ({full})" if full else reply.failure)
+        return None
+    if cell.case.trigger:
         return None
     return final_answer(sandbox, record, files, reply.text)
 
@@ -7856,10 +8104,8 @@ def note_skill_use(ctx: RunContext, cell: Cell, record: RunRecord, reply: AgentR
         # The repository is the skill: its checkout SKILL.md has no skills/<name>/ in its path.
         str(ctx.suite.root / "SKILL.md") if ctx.suite.at_root else None)
     if config_installs_skill(cell.config):
-        record.activation = {"should_activate": cell.case.should_activate,
-                             **activation_evidence(ctx.provider, reply.trace,
-                                                   ctx.suite.skill_name, reply.ok,
-                                                   result.stdout_truncated)}
+        record.activation = installed_activation(ctx.provider, cell.case, ctx.suite.skill_name,
+                                                 reply, result)
 
 
 def final_answer(sandbox: Sandbox, record: RunRecord, files: RunFiles, text: str,
@@ -8482,7 +8728,7 @@ def regrade_steps(ctx: RunContext, run: CellRun, source_run: SourceRun,
     record.regraded_from = {"run_dir": str(source_dir), "status": source.status,
                             "executor_started_at": source.started_at,
                             "executor_finished_at": source.finished_at}
-    if not executor_finished(source):  # nothing to grade: the source's failure stands
+    if not executor_finished(source) or cell.case.trigger:  # nothing to grade
         record.status, record.failure = source.status, source.failure
         return
     reason = ctx.should_stop()
@@ -8637,6 +8883,90 @@ def activation_evidence(provider: Provider, trace: list[dict] | None, skill_name
     return {"activated": False, "calls": len(trace)}
 
 
+def installed_activation(provider: Provider, case: Case, skill_name: str, reply: AgentReply,
+                         result: ProcessResult) -> dict[str, Any]:
+    """An installed cell's activation. A trigger query's is decided by the first call that
+    activates the skill or does anything else; what the agent did after that never counts,
+    whether or not it was stopped in time."""
+    trace, finished, decided = reply.trace, reply.ok, None
+    if case.trigger and trace is not None:
+        trace = stream_calls(provider, parse_json_lines(result.stdout))
+        decided = trigger_decision(provider, trace, skill_name)
+    if trace is not None and decided is not None:
+        trace, finished = trace[:decided + 1], True
+    found = {"should_activate": case.should_activate,
+             **activation_evidence(provider, trace, skill_name, finished,
+                                   result.stdout_truncated and decided is None)}
+    if case.trigger:
+        found["trigger"] = True
+    if result.stopped:
+        found["stopped"] = {"reason": result.stopped,
+                            "after_seconds": round(result.duration_s, 3)}
+    return found
+
+
+def trigger_decision(provider: Provider, trace: list[dict] | None,
+                     skill_name: str) -> int | None:
+    """Where a trigger query is decided: the first call that activates the skill, or the
+    first other action. A look into the skills folder that opens no SKILL.md is the agent
+    choosing, not yet an action. None: not decided."""
+    for position, call in enumerate(trace or []):
+        if _activation_signal(provider, call, skill_name):
+            return position
+        shown = json.dumps(call.get("input"), ensure_ascii=False)
+        if not (provider.skills_folder and provider.skills_folder in shown
+                and "SKILL.md" not in shown):
+            return position
+    return None
+
+
+TRIGGER_WATCH_LINE_CAP = 4 * 1024 * 1024  # a longer line is not read while it arrives
+
+
+def stream_calls(provider: Provider, events: list[dict[str, Any]],
+                 first: int = 0) -> list[dict[str, Any]]:
+    """The tool calls of these events as they begin, each with its event's index."""
+    return [{**call, "event": first + position} for position, event in enumerate(events)
+            for call in provider.calls_in_event(event)]
+
+
+def trigger_watch(provider: Provider, skill_name: str) -> StreamWatch:
+    """A watch on a trigger query's executor that stops it once the query is decided, read
+    a JSON line at a time by the provider's own reader."""
+    pending = bytearray()
+    skipping = [False]
+    events_seen = [0]
+
+    def decide(chunk: bytes) -> str:
+        pending.extend(chunk)
+        if b"\n" not in chunk:
+            if len(pending) > TRIGGER_WATCH_LINE_CAP:
+                pending.clear()
+                skipping[0] = True
+            return ""
+        *lines, rest = bytes(pending).split(b"\n")
+        pending[:] = rest
+        if len(pending) > TRIGGER_WATCH_LINE_CAP:
+            pending.clear()
+            skipping[0] = True
+        for line in lines:
+            if skipping[0]:
+                skipping[0] = False
+                continue
+            events = parse_json_lines(line.decode("utf-8", "replace"))
+            trace = stream_calls(provider, events, events_seen[0])
+            events_seen[0] += len(events)
+            decided = trigger_decision(provider, trace, skill_name)
+            if trace and decided is not None:
+                signal = _activation_signal(provider, trace[decided], skill_name)
+                tool = json.dumps(str(trace[decided].get("tool")), ensure_ascii=False)[:80]
+                return (f"activated: {signal}" if signal
+                        else f"not activated: its first other action was the tool {tool}")
+        return ""
+
+    return StreamWatch(decide)
+
+
 def _activation_signal(provider: Provider, call: dict[str, Any], skill_name: str) -> str:
     """What the call was, named as the CLI reported it; empty when it loads no skill."""
     tool_input, tool = call.get("input"), call.get("tool")
@@ -8699,16 +9029,16 @@ def run_checks_in_order(ctx: RunContext, run: CellRun, checks: list[Check], prot
     commit = sandbox.record["git"].get("baseline", "")
     for rel in protect:  # what the executor left, before any check runs and writes there
         changed = protected_changes(sandbox.repo, sandbox.baseline_git, commit, rel,
-                                    sandbox.delivered_modes)
+                                    sandbox.delivered_modes, ctx.groups)
         state["protected"][rel] = {"changed_by_executor": changed}
     planted: list[str] = []
     if any(check.subject == "run" for check in checks):
-        planted = planted_interpreter_files(sandbox, commit)
+        planted = planted_interpreter_files(sandbox, commit, ctx.groups)
         state["planted_interpreter_files"] = planted
         remove_bytecode_caches(sandbox.repo)
     for check in checks:
         for rel in check.protect:
-            restore_delivered(sandbox.repo, sandbox.baseline_git, commit, rel)
+            restore_delivered(sandbox.repo, sandbox.baseline_git, commit, rel, ctx.groups)
         result = (refused_run_check(check, planted, bool(sandbox.record["git"].get("ok")))
                   if planted and check.subject == "run" else run_one_check(ctx, run, check))
         state["results"].append(result)
@@ -8754,10 +9084,10 @@ def stdlib_module_names() -> frozenset[str]:
 STDLIB_MODULE_NAMES = stdlib_module_names()
 
 
-def delivered_paths(baseline: Path, commit: str) -> set[str]:
+def delivered_paths(baseline: Path, commit: str, groups: ProcessGroups) -> set[str]:
     """Every path the cell's baseline commit holds. Raises OSError when git cannot list it."""
     ok, out = run_git([f"--git-dir={baseline}", *GIT_READ_ONLY, "ls-tree", "-r", "-z",
-                       "--name-only", "--full-tree", commit], baseline)
+                       "--name-only", "--full-tree", commit], baseline, groups=groups)
     if not ok:
         raise OSError(f"cannot list the baseline: {out}")
     return set(filter(None, out.split("\0")))
@@ -8796,14 +9126,15 @@ def _read_by_pytest(rel: str, path: Path | None = None) -> bool:
     return data is None or section in data
 
 
-def planted_interpreter_files(sandbox: Sandbox, commit: str) -> list[str]:
+def planted_interpreter_files(sandbox: Sandbox, commit: str, groups: ProcessGroups
+                              ) -> list[str]:
     """Files and links the executor added (not delivered) that a Python started by a check
     could import in place of the standard library or the code under test, or run at startup,
     and the files pytest would read as its own code or options.
     Without a baseline commit nothing tells them from delivered ones: all are listed.
     Bytecode caches are not listed: checks never read them (PYTHONPYCACHEPREFIX)."""
     known = sandbox.record["git"].get("ok")
-    delivered = delivered_paths(sandbox.baseline_git, commit) if known else set()
+    delivered = delivered_paths(sandbox.baseline_git, commit, groups) if known else set()
     found = []
     for folder, dirs, files in walk_unfollowed(sandbox.repo):
         here = Path(folder).relative_to(sandbox.repo).as_posix()
@@ -8912,36 +9243,13 @@ def check_env(ctx: RunContext, workdir: Path, home: str) -> dict[str, str]:
 
 def run_confined_command(ctx: RunContext, invocation: Invocation, timeout_s: float,
                          ro_binds: list[Path]) -> tuple[ProcessResult, dict[str, Any]]:
-    """A check's process, under the executor's own confinement: with bwrap the same mounts,
-    the same hidden folders and a fresh, empty HOME; unconfined a fresh HOME too, and whatever
-    it left running ended with it. No agent's login is carried into the HOME."""
-    home = Path(tempfile.mkdtemp(prefix="skill-eval-home-check-", dir=ctx.sandbox_base))
-    try:
-        confined = ctx.confinement.mode == "bwrap"
-        inside = check_env(ctx, invocation.cwd, HOME_INSIDE if confined else str(home))
-        if not confined:
-            token = secrets.token_hex(8)
-            env = {**inside, AGENT_TOKEN_ENV: token}
-            result = run_process(invocation, env, timeout_s, ctx.groups)
-            strays = end_strays(token=token)
-            return result, {**ctx.confinement.to_json(), "strays_ended": len(strays)}
-        argv = bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
-                          home=home, mounts=Mounts(ctx.agent_mounts, ro_binds,
-                                                   hide=ctx.hidden),
-                          limits=ctx.confinement.limits())
-        with tempfile.TemporaryFile() as status:
-            cut = argv.index("--")
-            argv[cut:cut] = ["--json-status-fd", str(status.fileno())]
-            short, fd = options_through_fd(argv)
-            try:
-                result = run_process(dataclasses.replace(
-                    invocation, argv=short, pass_fds=(fd, status.fileno())),
-                    inside, timeout_s, ctx.groups)
-            finally:
-                os.close(fd)
-            return command_status(result, status), ctx.confinement.to_json()
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
+    """A check's process, under the executor's own confinement (the same mounts and hidden
+    folders) with a fresh, empty HOME: no agent's login is carried into it."""
+    def environment(home: Path, confined: bool) -> tuple[dict[str, str], dict[str, Any]]:
+        return check_env(ctx, invocation.cwd, HOME_INSIDE if confined else str(home)), {}
+    result, _, isolation = run_confinable(ctx, invocation, timeout_s, Mounts(ro_binds=ro_binds),
+                                          environment, check=True)
+    return result, isolation
 
 
 BWRAP_STATUS_CAP = 64 * 1024
@@ -9202,7 +9510,8 @@ def benchmark_run(record: RunRecord) -> RunResult:
         permission_denials=len(record.permission_denials or []),
         skill_read=(record.skill_read or {}).get("state"),
         activation=({key: record.activation.get(key) for key in
-                     ("activated", "should_activate", "signal")}
+                     ("activated", "should_activate", "signal", "trigger", "stopped")
+                     if key in record.activation or key not in ("trigger", "stopped")}
                     if record.activation else None),
         metric_sources={name: executor_metrics.get(name) for name in ("time_seconds", "tokens")},
         files_sha256=dict(sorted(record.written_files.items())),
@@ -10162,6 +10471,7 @@ def pass_hat_k(per_eval: Sequence[PerEval], runs: list[RunResult],
 def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> Benchmark:
     configs = tuple(meta["configs"])
     runs = [benchmark_run(r) for r in records]
+    plain = [r for r in runs if not is_trigger_run(r)]
     run_summary = {c: summarize_config([r for r in runs if r.configuration == c])
                    for c in configs}
     per_eval = per_eval_rates(runs, configs)
@@ -10197,7 +10507,8 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> Benchmark:
         per_eval=per_eval,
         judge=judge_summary(runs, configs, meta.get("grader_runs", 1)),
         judge_vs_checks=judge_vs_checks(runs, meta.get("common_assertions")),
-        activation=activation_summary(runs, configs),
+        activation=activation_summary(plain, configs) if plain or not runs else None,
+        trigger=trigger_summary(runs, configs, meta.get("agent")),
         notes=[],
         # `paired` is the first baseline's comparison, in the shape two-config iterations had.
         paired=compared[0].as_paired() if compared else None)
@@ -10267,6 +10578,55 @@ def activation_summary(runs: list[RunResult],
                           "should_activate": these[0].activation["should_activate"],
                           **activation_tally(these)} for these in by_eval.values()]}
     return summary
+
+
+def is_trigger_run(run: RunResult) -> bool:
+    return bool(run.activation and run.activation.get("trigger"))
+
+
+def trigger_summary(runs: list[RunResult], configs: tuple[str, ...],
+                    agent: Any) -> dict[str, Any] | None:
+    """Per installed arm, a trigger set's answer: recall on the queries the skill is for and
+    false activations on the others, with the query as the unit of the interval (runs of one
+    query are one trial); a run that failed before deciding is counted apart, never as a
+    miss. And the executors stopped once the answer was known, with the time they ran."""
+    mine = [r for r in runs if is_trigger_run(r)]
+    if not mine:
+        return None
+    summary = {}
+    for config in configs:
+        these = [r for r in mine if r.configuration == config]
+        if not these:
+            continue
+        stopped = [r.activation["stopped"] for r in these
+                   if isinstance(r.activation.get("stopped"), dict)]
+        seconds = [s.get("after_seconds") for s in stopped]
+        tokens = [r.result.tokens for r in these if r.activation.get("stopped")
+                  and r.result.tokens is not None]
+        summary[config] = {
+            "agent": agent,
+            "queries": len({str(r.eval_id) for r in these}),
+            "recall": activation_tally([r for r in these if r.activation["should_activate"]]),
+            "false_activation": activation_tally([r for r in these
+                                                  if not r.activation["should_activate"]]),
+            "failed_runs": sum(r.status != STATUS_OK for r in these),
+            "stopped_at_decision": {
+                "runs": len(stopped), "of": len(these),
+                "executor_seconds": (round(sum(seconds), 3) if all(
+                    isinstance(x, (int, float)) for x in seconds) else None),
+                "tokens": sum(tokens) if tokens else None, "tokens_captured_runs": len(tokens)},
+            "per_query": [{"eval_id": group[0].eval_id,
+                           "should_trigger": group[0].activation["should_activate"],
+                           **activation_tally(group)}
+                          for group in _by_eval(these).values()]}
+    return summary or None
+
+
+def _by_eval(runs: list[RunResult]) -> dict[str, list[RunResult]]:
+    groups: dict[str, list[RunResult]] = {}
+    for run in runs:
+        groups.setdefault(str(run.eval_id), []).append(run)
+    return groups
 
 
 def _pass_rates(runs: list[RunResult], activated: bool) -> dict[str, Any]:
@@ -10599,6 +10959,8 @@ def _implausible_metric_flags(record: RunRecord, where: dict[str, Any]) -> list[
 def _eval_flags(benchmark: Benchmark) -> list[SanityFlag]:
     flags = []
     comparison = benchmark.comparison
+    triggers = {r.eval_id for r in (*benchmark.runs, *benchmark.unscored_runs)
+                if is_trigger_run(r)}  # never graded: their answer is the trigger block
     for row in benchmark.per_eval:
         eid = row.eval_id
         for config, slot in row.configs.items():
@@ -10606,8 +10968,8 @@ def _eval_flags(benchmark: Benchmark) -> list[SanityFlag]:
                 flags.append(_flag("warning", "scored_zero",
                                    "every scored run passed no assertion", eval_id=eid,
                                    configuration=config))
-        if row.configs and all(slot.statuses and not slot.pass_rates
-                               for slot in row.configs.values()):
+        if row.configs and eid not in triggers and all(
+                slot.statuses and not slot.pass_rates for slot in row.configs.values()):
             flags.append(_flag("error", "eval_unscored",
                                "no run of this eval was scored in any config", eval_id=eid))
         deltas = row.deltas or {comparison["baseline"]: row.delta}
@@ -10708,7 +11070,8 @@ def _iteration_flags(benchmark: Benchmark, meta: dict[str, Any]) -> list[SanityF
             flags.append(_flag("warning", "installed_skill_copy",
                                f"the target skill is also installed at {place}; with_skill runs "
                                "may have loaded that copy instead of the sandbox one"))
-    if not benchmark.scored_run_count and (benchmark.runs or benchmark.unscored_runs):
+    if not benchmark.scored_run_count and any(not is_trigger_run(r) for r in (
+            *benchmark.runs, *benchmark.unscored_runs)):
         flags.append(_flag("error", "nothing_scored", "no run was scored"))
     budget = meta.get("budget") or {}
     if budget.get("cancelled_by_cap"):
@@ -10897,8 +11260,8 @@ def executor_metric_lines(b: Benchmark) -> list[str]:
 
 def render_markdown(benchmark: Benchmark) -> str:
     sections = [_md_header, _md_verdict_waves, _md_sanity, _md_arms, _md_overall, _md_comparison,
-                _md_comparisons, _md_activation, _md_metrics, _md_judge, _md_judge_vs_checks,
-                _md_per_eval, _md_per_assertion, _md_failed_assertions]
+                _md_comparisons, _md_activation, _md_trigger, _md_metrics, _md_judge,
+                _md_judge_vs_checks, _md_per_eval, _md_per_assertion, _md_failed_assertions]
     # One blank line between sections, however a section ends, and none for an empty one.
     texts = [section(benchmark).rstrip("\n") for section in sections]
     return "\n\n".join(text for text in texts if text.strip()) + "\n"
@@ -11116,13 +11479,13 @@ def _md_arms(b: Benchmark) -> str:
     return "\n".join(lines) + "\n"
 
 
-def fmt_share(tally: dict[str, Any]) -> str:
+def fmt_share(tally: dict[str, Any], trials: str = "evals") -> str:
     """"7/10 (70.0%, 95% CI 39.7-89.2%)", with the unknown runs named apart."""
     if not tally["runs"]:
         text = "n/a"
     else:
         low, high = tally["interval_95"]
-        unit = (f" over {tally['evals']} evals" if tally.get("interval_unit") == "evals"
+        unit = (f" over {tally['evals']} {trials}" if tally.get("interval_unit") == "evals"
                 else "")
         text = (f"{tally['activated']}/{tally['runs']} ({fmt_rate(tally['rate'])}, 95% CI "
                 f"{low * 100:.1f}-{high * 100:.1f}%{unit})")
@@ -11141,6 +11504,52 @@ def activation_lines(benchmark: Benchmark) -> list[str]:
         lines.append(line + f"; pass rate when used {fmt_rate_stat(used)}, "
                      f"when not {fmt_rate_stat(unused)}")
     return lines
+
+
+def trigger_lines(benchmark: Benchmark) -> list[str]:
+    """One sentence per installed arm that ran a trigger set: recall, false activations, and
+    the executors stopped at the decision."""
+    lines = []
+    for config, arm in (benchmark.trigger or {}).items():
+        agent = f"{arm['agent']} " if arm.get("agent") else ""
+        line = (f"{agent}{config}: recall {fmt_share(arm['recall'], 'queries')} on queries "
+                f"that should trigger; false activation "
+                f"{fmt_share(arm['false_activation'], 'queries')} on queries that should not")
+        if arm["failed_runs"]:
+            line += f"; {arm['failed_runs']} run(s) failed before deciding (not counted)"
+        lines.append(line + "; " + _stopped_text(arm["stopped_at_decision"]))
+    return lines
+
+
+def _stopped_text(stopped: dict[str, Any]) -> str:
+    """What stopping at the decision saved, from what was captured: the runs ended early and
+    how long they ran; their tokens only where the CLI reported them before it was ended."""
+    text = f"{stopped['runs']} of {stopped['of']} executor(s) stopped once it was decided"
+    if not stopped["runs"]:
+        return text
+    if stopped.get("executor_seconds") is not None:
+        text += f", after {stopped['executor_seconds']:.1f} s in all"
+    if stopped.get("tokens") is not None:
+        return text + (f", {stopped['tokens']:,} tokens reported in "
+                       f"{stopped['tokens_captured_runs']} of them")
+    return text + "; their tokens were not captured (the CLI reports them when it ends)"
+
+
+def _md_trigger(b: Benchmark) -> str:
+    if not b.trigger:
+        return ""
+    lines = ["## Trigger set (installed arms)", "",
+             "Each query of the trigger set was run in the installed arm and ended as soon as "
+             "the agent activated the skill or did anything else first, read from its CLI's "
+             "stream, never from its answer. Intervals are Wilson 95%, the queries as trials; "
+             "a run that failed before deciding is not counted.", ""]
+    lines += [f"- {line}" for line in trigger_lines(b)] + [""]
+    lines += ["| config | query | should trigger | activated |", "|---|---|---|---|"]
+    for config, arm in b.trigger.items():
+        for row in arm["per_query"]:
+            lines.append(f"| {_md_cell(config)} | {_md_cell(row['eval_id'])} | "
+                         f"{'yes' if row['should_trigger'] else 'no'} | {fmt_share(row)} |")
+    return "\n".join(lines) + "\n"
 
 
 def _md_activation(b: Benchmark) -> str:
@@ -11763,7 +12172,15 @@ def render_agents_markdown(entries: list[AgentIteration]) -> str:
     lines += _md_table(list(AGENT_TABLE_HEADERS), agents)
     lines += ["", f"## {_md_cell(across_lift_label(first))}", ""]
     lines += _md_table(lift_header, lifts)
+    triggers = across_trigger_lines(entries)
+    if triggers:
+        lines += ["", "## Trigger set, per agent", ""] + [f"- {line}" for line in triggers]
     return "\n".join(lines) + "\n"
+
+
+def across_trigger_lines(entries: list[AgentIteration]) -> list[str]:
+    """Each agent's trigger-set sentences (its recall and false activations)."""
+    return [line for entry in entries for line in trigger_lines(entry.benchmark)]
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -11878,7 +12295,7 @@ def render_html(benchmark: Benchmark, files: dict[tuple, dict]) -> str:
     """
     # What decides first (verdict, what it rests on, what failed), the detail after it.
     sections = [_html_header, _html_headline, _html_adaptive, _html_sanity, _html_comparisons,
-                _html_activation,
+                _html_activation, _html_trigger,
                 _html_metrics, _html_failed_assertions, _html_chart, _html_per_assertion,
                 _html_judge, _html_judge_vs_checks]
     body = "".join(section(benchmark) for section in sections) + _html_runs(benchmark, files)
@@ -11903,6 +12320,10 @@ def render_agents_html(entries: list[AgentIteration]) -> str:
             f'<p class="meta">{_h(ACROSS_AGENTS_CAVEAT)}</p>\n'
             + _html_table(list(AGENT_TABLE_HEADERS), agents)
             + f"<h2>{_h(across_lift_label(first))}</h2>\n" + _html_table(lift_header, lifts))
+    triggers = across_trigger_lines(entries)
+    if triggers:
+        body += "<h2>Trigger set, per agent</h2>\n" + "".join(
+            f"<p>{_h(line)}</p>\n" for line in triggers)
     return _html_document(title, body)
 
 
@@ -12156,6 +12577,20 @@ def _html_activation(b: Benchmark) -> str:
             "Intervals are Wilson 95%, the evals as trials when several are pooled.</p>\n"
             + "".join(f"<p>{_h(line)}</p>\n" for line in activation_lines(b))
             + _html_table(["config", "eval", "should activate", "activated"], rows))
+
+
+def _html_trigger(b: Benchmark) -> str:
+    if not b.trigger:
+        return ""
+    rows = [[config, str(row["eval_id"]), "yes" if row["should_trigger"] else "no",
+             fmt_share(row)]
+            for config, arm in b.trigger.items() for row in arm["per_query"]]
+    return ("<h2>Trigger set (installed arms)</h2>\n<p>Each query ended as soon as the agent "
+            "activated the skill or did anything else first, read from its CLI's stream. "
+            "Intervals are Wilson 95%, the queries as trials; runs that failed before deciding "
+            "are not counted.</p>\n"
+            + "".join(f"<p>{_h(line)}</p>\n" for line in trigger_lines(b))
+            + _html_table(["config", "query", "should trigger", "activated"], rows))
 
 
 def _html_metrics(b: Benchmark) -> str:
@@ -12448,6 +12883,7 @@ def render_summary(benchmark: Benchmark, iteration_dir: Path) -> str:
               for line in forecast_lines(c)]
     lines += executor_metric_lines(benchmark)
     lines += [f"Activation: {line}" for line in activation_lines(benchmark)]
+    lines += [f"Trigger: {line}" for line in trigger_lines(benchmark)]
     if (benchmark.judge or {}).get("grader_runs", 1) > 1:
         lines.append("Judge: " + judge_lines(benchmark)[0])
     lines.append(f"Benchmark: {iteration_dir / 'benchmark.md'}")
@@ -12558,11 +12994,11 @@ class CheckoutSnapshot:
     guarded: tuple[str, ...] = ()
 
     @classmethod
-    def take(cls, root: Path, iteration_dir: Path,
-             guarded: tuple[str, ...] = ()) -> CheckoutSnapshot:
+    def take(cls, root: Path, iteration_dir: Path, guarded: tuple[str, ...] = (), *,
+             groups: ProcessGroups) -> CheckoutSnapshot:
         started = time.monotonic()
         skip = _runner_output_filter(root, iteration_dir)
-        listed = _checkout_files(root, skip)
+        listed = _checkout_files(root, skip, groups)
         entries = {}
         for name, path in listed.paths.items():
             key = _stat_key(path)
@@ -12575,11 +13011,11 @@ class CheckoutSnapshot:
         return {"files": len(self.entries), "listing": self.listing,
                 "seconds": round(self.seconds, 3)}
 
-    def compare(self) -> dict[str, Any]:
+    def compare(self, groups: ProcessGroups) -> dict[str, Any]:
         """What changed since the snapshot; a file whose times moved but whose type, mode and
         content did not (a `touch`) is counted as touched, not as changed."""
         started = time.monotonic()
-        paths = _checkout_files(self.root, self.skip).paths
+        paths = _checkout_files(self.root, self.skip, groups).paths
         changes, touched = [], 0
         for name in sorted(set(paths) | set(self.entries)):
             if name not in self.entries:
@@ -12660,11 +13096,12 @@ class CheckoutListing:
     unhashed: set[str]  # names compared by metadata only: what git ignores
 
 
-def _checkout_files(root: Path, skip: Callable[[str], bool]) -> CheckoutListing:
+def _checkout_files(root: Path, skip: Callable[[str], bool], groups: ProcessGroups
+                    ) -> CheckoutListing:
     """Every file to compare: tracked, untracked and ignored files (all files outside git),
     an ignored folder as one entry; plus what decides what git does and sees, wherever the
     git folder is (a worktree's .git is a file naming it)."""
-    rels, ignored = _git_listing(root)
+    rels, ignored = _git_listing(root, groups)
     source = "git ls-files" if rels is not None else "folder walk"
     if rels is None:
         rels = [p.relative_to(root).as_posix() for p in _walk_files(root)]
@@ -12673,17 +13110,18 @@ def _checkout_files(root: Path, skip: Callable[[str], bool]) -> CheckoutListing:
     return CheckoutListing(files, source, set(ignored) - set(rels))
 
 
-def _git_listing(root: Path) -> tuple[list[str] | None, list[str]]:
+def _git_listing(root: Path, groups: ProcessGroups) -> tuple[list[str] | None, list[str]]:
     """(tracked and untracked-not-ignored, ignored) names; (None, []) outside git. Ignored
     ones are asked for separately, so a file excluded after the snapshot is still listed;
     `--directory` keeps a wholly ignored folder (node_modules) to one entry."""
     if not (root / ".git").exists():
         return None, []
-    ok, out = run_git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], root)
+    ok, out = run_git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], root,
+                      groups)
     if not ok:
         return None, []
     ok, hidden = run_git(["ls-files", "-z", "--others", "--ignored", "--exclude-standard",
-                          "--directory"], root)
+                          "--directory"], root, groups=groups)
     names = [rel.rstrip("/") for rel in out.split("\0") if rel]
     return names, [rel.rstrip("/") for rel in hidden.split("\0")
                    if rel and not RUN_FOLDERS.fullmatch(rel)] if ok else []
@@ -12763,11 +13201,12 @@ def _walk_files_all(folder: Path) -> Iterator[Path]:
             yield Path(dirpath) / name
 
 
-def check_checkout(snapshot: CheckoutSnapshot | None, failure: str = "") -> dict[str, Any]:
+def check_checkout(snapshot: CheckoutSnapshot | None, failure: str, groups: ProcessGroups
+                   ) -> dict[str, Any]:
     if snapshot is None:
         return {"checked": False, "reason": failure}
     try:
-        return snapshot.compare()
+        return snapshot.compare(groups)
     except OSError as exc:
         return {"checked": False, "reason": f"the comparison failed: {exc}"}
 
@@ -13584,7 +14023,8 @@ def check_resume(iteration_dir: Path, suite: Suite, options: RunOptions,
 
 def read_revision_packages(suite: Suite, configs: Iterable[str]) -> dict[str, RevisionPackage]:
     """Every with_skill@REV arm's package, checked before anything is launched."""
-    return {config: read_revision_package(suite.root, suite.skill_name, config)
+    groups = ProcessGroups()  # before any agent: no sweep or interrupt needs to see its git
+    return {config: read_revision_package(suite.root, suite.skill_name, config, groups)
             for config in configs if config_revision(config) is not None}
 
 
@@ -13719,10 +14159,6 @@ def write_start(plan: IterationPlan, cells: list[Cell], manifest: dict[str, Any]
     write_eval_metadata(plan.suite, cells, plan.iteration_dir)
 
 
-# Where a traceback goes: the iteration the command works on, else its workspace, once known
-CRASH_FOLDER: dict[str, Path] = {}
-
-
 @contextlib.contextmanager
 def iteration_lock(folder: Path) -> Iterator[None]:
     """Held while a run writes an iteration, so a second `run --resume` of it is refused at
@@ -13750,15 +14186,9 @@ def iteration_lock(folder: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def forget_crash_folder() -> None:
-    """A new command starts with no iteration to put a traceback in (tests call main again)."""
-    CRASH_FOLDER.clear()
-
-
 def run_plan(plan: IterationPlan, groups: ProcessGroups) -> int:
     """The one execution path of run, --resume and --regrade (the interrupt handler is the
     caller's, installed before any work)."""
-    CRASH_FOLDER["iteration"] = plan.iteration_dir
     with iteration_lock(plan.iteration_dir), guarded_groups(groups, plan.confinement):
         return (run_iteration if plan.source is None else run_regrade_iteration)(plan, groups)
 
@@ -13773,16 +14203,16 @@ def run_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
     sharding = ({"plan": plan_identity(suite, options, plan_cells(suite, options, iteration_dir)),
                  "shard": shard_record(options, cells)} if options.shard else {})
     checkout, checkout_failure = take_checkout_snapshot(suite.root, iteration_dir,
-                                                        suite.skill_name)
+                                                        suite.skill_name, groups)
     withheld = package_withholdings(suite.root, suite.skill_name, suite.path,
                                     suite.secret_texts())
     snapshot = RepoSnapshot.take(suite.root, suite.skill_name, withheld, plan.revisions,
-                                 suite.path)
+                                 suite.path, groups=groups)
     try:
         # Until its manifest is on disk an iteration can be neither reported nor resumed: an
         # interrupt or a failed write before then leaves no iteration and no template.
         snapshot.template = (None if groups.cancelled.is_set()
-                             else build_git_template(snapshot, plan.sandbox_base))
+                             else build_git_template(snapshot, plan.sandbox_base, groups))
         if groups.cancelled.is_set():
             raise KeyboardInterrupt  # a stop asked before the manifest unwinds as Ctrl-C does
         add_runner_baselines(snapshot.template, iteration_dir / ".baselines")
@@ -13797,7 +14227,7 @@ def run_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
                                                                    plan.provider),
             "withheld_from_skill_package": withheld, "isolation": launch["isolation"],
             "withheld_from_every_sandbox": snapshot.kept_back,
-            "fixture_status": {"before": fixture_status(suite.root, fixtures)},
+            "fixture_status": {"before": fixture_status(suite.root, fixtures, groups)},
             "arms": arm_records(suite, options.configs, snapshot.revisions),
             "skill_snapshot": skill_snapshot_record(snapshot, options.configs), **sharding,
             "checkout_check": {"before": checkout.summary() if checkout
@@ -13823,7 +14253,8 @@ def run_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
         snapshot.template.remove_runner_baselines()
         if not options.keep_sandboxes:  # kept sandboxes still borrow its objects
             snapshot.template.remove()
-    checked = {**manifest["checkout_check"], "after": check_checkout(checkout, checkout_failure)}
+    checked = {**manifest["checkout_check"], "after": check_checkout(checkout, checkout_failure,
+                                                                       groups)}
     begun = BegunIteration(cells, fixtures, {**manifest, "checkout_check": checked, **waves})
     return exit_status(ctx, finish_iteration(plan, groups, begun, records))
 
@@ -14070,7 +14501,6 @@ def abandon_unstarted_iteration(plan: IterationPlan, exc: BaseException) -> int:
     keeps what it had); an interrupt exits 130, anything else goes on up."""
     if not plan.resuming:
         shutil.rmtree(plan.iteration_dir, ignore_errors=True)
-        CRASH_FOLDER.pop("iteration", None)
     if isinstance(exc, KeyboardInterrupt):
         print(f"{PROG}: interrupted before the first cell started; no iteration was kept",
               file=sys.stderr)
@@ -14087,10 +14517,11 @@ def recorded_run_hashes(iteration_dir: Path) -> dict[str, dict[str, str]]:
     return recorded_hashes(iteration_dir, benchmark)
 
 
-def take_checkout_snapshot(root: Path, iteration_dir: Path,
-                           skill_name: str) -> tuple[CheckoutSnapshot | None, str]:
+def take_checkout_snapshot(root: Path, iteration_dir: Path, skill_name: str,
+                           groups: ProcessGroups) -> tuple[CheckoutSnapshot | None, str]:
     try:
-        return CheckoutSnapshot.take(root, iteration_dir, (f"skills/{skill_name}/",)), ""
+        return CheckoutSnapshot.take(root, iteration_dir, (f"skills/{skill_name}/",),
+                                     groups=groups), ""
     except OSError as exc:
         return None, f"the snapshot failed: {exc}"
 
@@ -14127,7 +14558,8 @@ def finish_iteration(plan: IterationPlan, groups: ProcessGroups, begun: BegunIte
     suite, options, iteration_dir = plan.suite, plan.options, plan.iteration_dir
     cells = begun.cells
     manifest = {**begun.manifest, "fixture_status": {
-        **begun.manifest["fixture_status"], "after": fixture_status(suite.root, begun.fixtures)}}
+        **begun.manifest["fixture_status"], "after": fixture_status(suite.root, begun.fixtures,
+                                                                 groups)}}
     write_json(iteration_dir / "iteration_manifest.json", manifest)
     interrupted = groups.reason == "interrupted"
     incomplete = groups.cancelled.is_set() or any(r.status == "cancelled" for r in records)
@@ -14328,7 +14760,7 @@ def run_regrade_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
             "skill_installed_elsewhere": source.manifest.get("skill_installed_elsewhere") or [],
             "isolation": launch["isolation"],
             "fixture_status": {"before": (source.manifest.get("fixture_status") or {}).get(
-                "before") or fixture_status(suite.root, fixtures)},
+                "before") or fixture_status(suite.root, fixtures, groups)},
             "environment_scrub": plan.environment_scrub})
         write_start(plan, cells, manifest)
     except BaseException as exc:
@@ -14920,6 +15352,9 @@ def evals_for_level(alpha: float) -> int:
 def suites_for_argument(folder: str) -> list[Path]:
     """The suites a folder holds (a repository, a skill, an evals/ folder), or a refusal."""
     suites = suites_in_folder(Path(folder))
+    # A trigger file beside an evals.json is read with it; one alone is a suite of its own.
+    suites += [path for path in trigger_files_in_folder(Path(folder))
+               if not (path.parent / SUITE_FILE_NAME).is_file()]
     if not suites:
         raise InputError(f"{folder} is a folder and holds no eval suite",
                          f"looked for {', '.join(SUITE_PLACES)} under it; pass the suite file "
@@ -14930,12 +15365,13 @@ def suites_for_argument(folder: str) -> list[Path]:
 def validate_suite(suite_arg: str, args: argparse.Namespace,
                    reports: list[dict[str, Any]] | None = None) -> int:
     loaded = load_suite_and_delivery(suite_arg, args.repo_root)
-    shortfall = verdict_shortfall(len(loaded.suite.cases)) if loaded.suite and \
-        loaded.suite.cases and not loaded.errors else None
+    # trigger queries are not graded: a verdict rests on the other cases alone
+    graded = [c for c in loaded.suite.cases if not c.trigger] if loaded.suite else []
+    shortfall = verdict_shortfall(len(graded)) if graded and not loaded.errors else None
     if shortfall:
         loaded.problems.append(Problem(
             "warning", shortfall, str(loaded.suite.path), "evals", None,
-            f"add {MIN_PAIRED_EVALS - len(loaded.suite.cases)} more case(s) for a verdict; a "
+            f"add {MIN_PAIRED_EVALS - len(graded)} more case(s) for a verdict; a "
             "smaller pilot still shows pass rates and which assertions discriminate"))
     counts = suite_counts(loaded)
     ok = not loaded.errors
@@ -14965,7 +15401,7 @@ def validate_suite(suite_arg: str, args: argparse.Namespace,
 
 def check_root_skill_run(suite: Suite, options: RunOptions) -> None:
     """A skill at the repository root runs from its tracked files, in the working tree only."""
-    root_package_files(suite.root)  # refuses an untracked SKILL.md or a folder without git
+    root_package_files(suite.root, ProcessGroups())  # refuses an untracked SKILL.md or no git
     for config in options.configs:
         if config_revision(config) is not None:
             raise InputError(f"--config {config}: the skill is the repository itself, and "
@@ -15007,14 +15443,6 @@ def _eval_id_list(text: str | None) -> list[str] | None:
     return None if text is None else [part.strip() for part in text.split(",") if part.strip()]
 
 
-def options_for_command(args: argparse.Namespace, suite: Suite) -> RunOptions:
-    """The options of the `run` now starting; its workspace is where a traceback goes until
-    the iteration is known."""
-    options = options_from_args(args, suite)
-    CRASH_FOLDER["workspace"] = options.workspace
-    return options
-
-
 def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
     if args.agent_config and not PROVIDERS[args.agent].accepts_settings:
         takers = sorted(name for name, kind in PROVIDERS.items() if kind.accepts_settings)
@@ -15033,7 +15461,12 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         if unknown or not eval_ids:
             raise InputError(f"--eval-id names no case: {', '.join(unknown) or '(empty)'}",
                              f"known ids: {', '.join(sorted(known)) or '(none)'}")
-    configs = args.config or CONFIGS
+    configs = args.config or (
+        (INSTALLED_CONFIG,) if suite.cases and all(c.trigger for c in suite.cases) else CONFIGS)
+    if suite.cases and all(c.trigger for c in suite.cases) and not any(
+            config_installs_skill(c) for c in configs):
+        raise InputError("a trigger set runs in the installed arm only, and --config names none",
+                         "run it with --config installed (or installed@REV)")
     skill_md = (resolve_skill_md(suite, args.skill_path)
                 if any(config_has_skill(c) for c in configs) else None)
     workspace = Path(args.workspace).resolve() if args.workspace else (
@@ -15266,8 +15699,7 @@ def resumed_args(args: argparse.Namespace, argv: list[str],
                  parser: argparse.ArgumentParser) -> argparse.Namespace:
     """`run --resume DIR`: what the iteration was started with, overlaid with what this
     command gives again; an option that changes what a cell means must agree. `parser`: a
-    fresh parser of the whole command line. DIR is where a traceback goes from here."""
-    CRASH_FOLDER["iteration"] = Path(args.resume)
+    fresh parser of the whole command line."""
     _, recorded = _recorded_command(Path(args.resume), parser)
     given = given_options(subcommands(parser)["run"], argv) | (
         {"suite"} if args.suite is not None else set())
@@ -15346,7 +15778,7 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     per_cell = (CONVERSATION_TIMEOUT_FACTOR if talking else 1) + options.grader_runs
     checks_only = [c for c in cells
                    if suite.checks_for(c.case) and not suite.assertions_for(c.case)]
-    graded = len(cells) - len(checks_only)
+    graded = len(cells) - len(checks_only) - sum(c.case.trigger for c in cells)
     turns = sum(c.case.most_turns for c in cells)
     user_calls = sum(c.case.most_turns - 1 for c in talking if c.case.user is not None)
     calls = turns + user_calls + graded * options.grader_runs
@@ -15648,15 +16080,7 @@ def _is_iteration_dir(value: str) -> bool:
 def report_folder_from_flags(args: argparse.Namespace) -> None:
     """`report --html ITER` and `report --across ITER` as a person types them: with no
     ITERATION_DIR, an iteration folder given as the flag's optional value is the folder (a
-    folder is never a page to write, so nothing else could have been meant). That folder
-    (or, merging, the one the merge is built in) is where a traceback goes."""
-    _report_folder_from_flags(args)
-    if args.iteration:
-        CRASH_FOLDER["workspace" if args.merge else "iteration"] = (
-            Path(args.iteration).resolve().parent if args.merge else Path(args.iteration))
-
-
-def _report_folder_from_flags(args: argparse.Namespace) -> None:
+    folder is never a page to write, so nothing else could have been meant)."""
     if args.iteration is not None:
         return
     if args.html and _is_iteration_dir(args.html):
@@ -15752,13 +16176,13 @@ def report_across_agents(entries: list[AgentIteration], text: str, page: str,
 # -- failures -----------------------------------------------------------------
 
 
-def write_traceback(exc: BaseException) -> str:
-    """Write exc's traceback into the iteration folder, else the workspace, else a temporary
-    file (before either is known); its path."""
+def write_traceback(exc: BaseException, folders: dict[str, Path]) -> str:
+    """Write exc's traceback into the command's iteration folder, else its workspace (as far as
+    `folders` knows them), else a temporary file; its path."""
     import traceback
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     text = f"{PROG} {RUNNER_VERSION} on Python {sys.version.split()[0]}\n{text}"
-    for folder in (CRASH_FOLDER.get("iteration"), CRASH_FOLDER.get("workspace")):
+    for folder in (folders.get("iteration"), folders.get("workspace")):
         if folder is None or not folder.is_dir():
             continue
         path = folder / f"runner_traceback-{time.strftime('%Y%m%dT%H%M%S')}.txt"
@@ -15973,8 +16397,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if not Path(args.suite).is_dir():
         return validate_suite(args.suite, args)
     suites = suites_for_argument(args.suite)
-    for trigger in trigger_files_in_folder(Path(args.suite)):
-        print(f"{PROG}: note: {trigger} is not validated: {TRIGGER_SET_FIX}", file=sys.stderr)
     if args.json and len(suites) > 1:  # one JSON document: the suites' reports in a list
         reports: list[dict[str, Any]] = []
         codes = [validate_suite(str(suite), args, reports) for suite in suites]
@@ -15988,9 +16410,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return max(codes)
 
 
-def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
+def cmd_run(args: argparse.Namespace, argv: list[str], folders: dict[str, Path]) -> int:
+    """`folders`: where a traceback goes, told the iteration and the workspace once known."""
     run_parser = subcommands(build_parser())["run"]
     if args.resume:
+        folders["iteration"] = Path(args.resume)
         args = resumed_args(args, argv, build_parser())
     missing = [name for name, value in (("SUITE", args.suite), ("--agent", args.agent))
                if value is None]
@@ -15999,7 +16423,12 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     if Path(args.suite).is_dir():
         args.suite = only_suite_in(args.suite)
     suite = load_valid_suite(args.suite, args.repo_root)
-    options = options_for_command(args, suite)
+    options = options_from_args(args, suite)
+    folders["workspace"] = options.workspace
+    if any(c.trigger for c in suite.cases) and not any(map(config_installs_skill,
+                                                            options.configs)):
+        print(f"{PROG}: note: the suite's trigger queries are not run: they run in the "
+              "installed arm only (add --config ...,installed)", file=sys.stderr)
     if suite.at_root:
         check_root_skill_run(suite, options)
     sandbox_base = check_sandbox_base(suite.root)
@@ -16057,6 +16486,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
             print(installed_unconfined_warning(provider, suite.skill_name), file=sys.stderr)
         iteration_dir = (Path(args.resume) if args.resume
                          else allocate_iteration_dir(options.workspace))
+        folders["iteration"] = iteration_dir
         code = run_plan(IterationPlan(
             suite, options, provider, iteration_dir, argv, cli_version, sandbox_base,
             agent_env, environment_scrub, confinement, revisions, previous, source,
@@ -16087,8 +16517,13 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return code
 
 
-def cmd_report(args: argparse.Namespace) -> int:
+def cmd_report(args: argparse.Namespace, folders: dict[str, Path]) -> int:
+    """`folders`: where a traceback goes, told the report's folder (or, merging, the one the
+    merge is built in)."""
     report_folder_from_flags(args)
+    if args.iteration:
+        folders["workspace" if args.merge else "iteration"] = (
+            Path(args.iteration).resolve().parent if args.merge else Path(args.iteration))
     if args.merge:
         return cmd_merge(args)
     args.iteration, args.compare = newest_iterations(args.iteration, args.compare)
@@ -16139,14 +16574,14 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGINT, signal.default_int_handler)  # from here: KeyboardInterrupt
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
-    forget_crash_folder()
+    folders: dict[str, Path] = {}  # where a traceback goes: "iteration", "workspace"
     try:
         args = build_parser().parse_args(argv)
         if args.command == "validate":
             return cmd_validate(args)
         if args.command == "run":
-            return cmd_run(args, argv)
-        return cmd_report(args)
+            return cmd_run(args, argv, folders)
+        return cmd_report(args, folders)
     except EvalError as exc:
         print(exc.render(), file=sys.stderr)
         return exc.exit_code
@@ -16163,7 +16598,7 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_ENVIRONMENT
         if debug:
             raise
-        where = write_traceback(exc)
+        where = write_traceback(exc, folders)
         print(f"{PROG}: internal error: {type(exc).__name__}: {exc}\n"
               f"  traceback: {where}\n"
               "  fix: this is a bug in skill-eval, not a problem with the suite: report it with "
