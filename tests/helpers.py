@@ -322,3 +322,13 @@ def run_result(**fields) -> runner.RunResult:
             "failure": None, "permission_denials": 0, "skill_read": None, "activation": None,
             "metric_sources": None, "files_sha256": None, "grader": None}
     return runner.RunResult(**{**base, **fields})
+
+
+def per_eval_row(eval_id, **rates: list) -> runner.PerEval:
+    """A per_eval row holding only what the paired statistics read: each config's pass rates
+    of its scored runs."""
+    return runner.PerEval(eval_id, eval_id, {
+        config: runner.EvalConfigRates(tuple(values), ("ok",) * len(values),
+                                       sum(values) / len(values) if values else None,
+                                       len(values))
+        for config, values in rates.items()}, None)

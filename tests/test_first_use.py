@@ -24,6 +24,7 @@ from tests.helpers import (
     fake_env,
     git,
     make_repo,
+    per_eval_row,
     read_output,
     runner,
     start_script,
@@ -474,8 +475,7 @@ class VerdictMinimumTests(FirstUseBase):
         self.assertNotIn("cannot give a verdict", out)
 
     def test_the_power_line_never_asks_for_fewer_evals_than_the_verdict(self) -> None:
-        rows = [{"configs": {"a": {"pass_rates": [c]}, "b": {"pass_rates": [0.0]}}}
-                for c in (1.0, 0.9, 1.0)]
+        rows = [per_eval_row(str(i), a=[c], b=[0.0]) for i, c in enumerate((1.0, 0.9, 1.0))]
         power = runner.power_forecast(rows, ("a", "b"), 0.97)
         self.assertEqual([t["evals_needed"] for t in power["targets"]][0], self.need)
         comparison = runner.comparison_of(rows, ("a", "b"))

@@ -29,10 +29,32 @@ Rules the code enforces:
       value with its source; a value that was not captured is null with a reason;
     * invalid input launches no subprocess; a failed run is recorded, never scored.
 
-Sections (search for the banner "# ==== <name>"); each uses only those above it:
-    startup | constants and schemas | errors | data model | result model | files and text |
-    suite loading and validation | process runner | sandbox | confinement | providers | grading |
-    execution engine | aggregation | rendering | iteration | commands | CLI
+Sections (search for the banner "# ==== <name>"); each uses only those above it. The names
+after a section are its entry points, what the sections below it call:
+    startup
+    constants and schemas      register_provider
+    errors                     InputError, Cursor, Field, Record, read_record, write_record
+                               (the one codec)
+    data model                 Check, Case, Suite, RunOptions, Cell
+    result model               Benchmark, RunResult, RunRecord, Grading, Metric, Manifest
+    files and text             read_bounded, write_json, write_text
+    suite loading and validation  load_suite
+    process runner             ProcessGroups, spawn (the one place a process starts),
+                               run_process, run_to_end
+    sandbox                    build_sandbox, run_git
+    confinement                bwrap_argv
+    providers                  Provider, ClaudeProvider, CodexProvider, GeminiProvider,
+                               OpenCodeProvider
+    grading                    build_grader_prompt
+    execution engine           run_matrix (the one loop), start_cell, answer_step,
+                               finish_cell (the one cell path), run_confinable
+    aggregation                aggregate
+    rendering                  render_markdown, render_junit, render_summary
+    iteration                  run_plan, run_iteration (the one iteration path),
+                               write_benchmark (the one writer), load_benchmark_model,
+                               verify_iteration, merge_shards
+    commands                   load_valid_suite, validate_suite
+    CLI                        main, build_parser, cmd_validate, cmd_run, cmd_report
 """
 
 from __future__ import annotations
@@ -290,35 +312,6 @@ SANDBOX_GIT_ENV = {
 # ==== errors =================================================================
 
 
-@dataclasses.dataclass
-class Problem:
-    """One finding about the input: what is wrong, where, and how to fix it."""
-
-    severity: str  # "error" or "warning"
-    message: str
-    file: str = ""
-    json_path: str = ""
-    case_id: str | None = None
-    fix: str = ""
-    case_ids: list[str] = dataclasses.field(default_factory=list)  # a finding shared by cases
-
-    def render(self) -> str:
-        lines = [f"{PROG}: {self.severity}: {self.message}"]
-        where = ": ".join(part for part in (self.file, self.json_path) if part)
-        if self.case_id is not None:
-            where = f"{where} (case {self.case_id!r})" if where else f"case {self.case_id!r}"
-        if where:
-            lines.append(f"  at: {where}")
-        if self.fix:
-            lines.append(f"  fix: {self.fix}")
-        return "\n".join(lines)
-
-    def to_json(self) -> dict[str, Any]:
-        shared = {"case_ids": list(self.case_ids)} if self.case_ids else {}
-        return {"severity": self.severity, "message": self.message, "file": self.file,
-                "json_path": self.json_path, "case_id": self.case_id, "fix": self.fix, **shared}
-
-
 class EvalError(Exception):
     """A refusal the CLI turns into a message and an exit code (never a traceback)."""
 
@@ -359,11 +352,286 @@ class WriteFailed(EnvironmentProblem):
                          "--resume")
 
 
+# -- the codec: each record declares its JSON members once ------------------------------------
+# A record lists its members in FIELDS, in the order they are written; read_record is the one
+# reader and write_record the one writer. A Cursor carries the file and the JSON path, so a
+# value of the wrong kind is refused naming both, with the fix, never an internal error.
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _member(json_path: str, key: str) -> str:
+    return f"{json_path}.{key}" if json_path else key
+
+
+def misshapen(file: Any, json_path: str, expected: str, value: Any) -> InputError:
+    shown = type(value).__name__ if not isinstance(value, (str, int)) else repr(value)[:80]
+    return InputError(f"{file} holds the wrong kind of value at {json_path or 'the top level'}: "
+                      f"{expected} expected, not {shown}",
+                      "restore the file as the runner wrote it, or run the iteration again")
+
+
+@dataclasses.dataclass(frozen=True)
+class Cursor:
+    """Where a value sits: its file and its JSON path."""
+
+    file: Any
+    path: str = ""
+
+    def at(self, key: str) -> Cursor:
+        return Cursor(self.file, _member(self.path, key))
+
+    def item(self, index: int) -> Cursor:
+        return Cursor(self.file, f"{self.path}[{index}]")
+
+    def refuse(self, expected: str, value: Any) -> InputError:
+        return misshapen(self.file, self.path, expected, value)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """A JSON scalar (or a value kept as written): `test` accepts it, `expected` names it in
+    a refusal, `load` turns it into the record's value and `dump` back into JSON."""
+
+    expected: str
+    test: Callable[[Any], bool]
+    load: Callable[[Any], Any] = _same
+    dump: Callable[[Any], Any] = _same
+
+    def read(self, value: Any, cursor: Cursor) -> Any:
+        if not self.test(value):
+            raise cursor.refuse(self.expected, value)
+        return self.load(value)
+
+    def write(self, value: Any) -> Any:
+        return self.dump(value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+TEXT = Kind("a string", lambda value: isinstance(value, str))
+INTEGER = Kind("an integer", _is_int)
+COUNT = Kind("a count from 1", lambda value: _is_int(value) and value >= 1)
+FLAG = Kind("true or false", lambda value: isinstance(value, bool))
+NUMBER = Kind("a number", _is_number)
+ANY = Kind("any value", lambda value: True)
+
+
+@dataclasses.dataclass(frozen=True)
+class ListOf:
+    """A JSON list of `item`, read into a tuple (or what `load` makes of it)."""
+
+    item: Any
+    expected: str = "a list"
+    load: Callable[[Any], Any] = tuple  # list: a record that grows the list as it runs
+
+    def read(self, value: Any, cursor: Cursor) -> Any:
+        if not isinstance(value, list):
+            raise cursor.refuse(self.expected, value)
+        return self.load(self.item.read(item, cursor.item(index))
+                         for index, item in enumerate(value))
+
+    def write(self, value: Any) -> list[Any]:
+        return [self.item.write(item) for item in value]
+
+
+@dataclasses.dataclass(frozen=True)
+class MapOf:
+    """A JSON object of names to `item`; `nullable`: an item may be null."""
+
+    item: Any
+    nullable: bool = False
+    besides: tuple[str, ...] = ()  # members another field reads
+    names: Callable[[str], bool] = lambda name: True  # which member names may hold an item
+
+    def read(self, value: Any, cursor: Cursor) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise cursor.refuse("an object", value)
+        for key, item in value.items():
+            if not self.names(key):
+                raise cursor.at(key).refuse(self.item.expected, item)
+        return {key: None if item is None and self.nullable
+                else self.item.read(item, cursor.at(key))
+                for key, item in value.items() if key not in self.besides}
+
+    def write(self, value: Any) -> dict[str, Any]:
+        return {key: None if item is None else self.item.write(item)
+                for key, item in value.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class Pairs:
+    """The members no other field names, in order, as (name, value) pairs."""
+
+    def read(self, value: Any, cursor: Cursor) -> tuple[tuple[str, Any], ...]:
+        return tuple(value.items())
+
+    def write(self, value: Any) -> dict[str, Any]:
+        return dict(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """One member of a record. `omit`: None (always written), "none" (left out when None),
+    "empty" (left out when false or empty), or a test of the record that leaves it out.
+    `inline`: a nested record whose members sit in this object, read when the member of that
+    name is there (always, unless optional). `rest`: the members no other field names.
+    `derived`: written from the record's method of this name, and on reading must agree with
+    it. `within`: a member of the object member of that name, read and written there."""
+
+    name: str
+    kind: Any
+    optional: bool = False  # absent or null reads as `default` (called when callable)
+    default: Any = None
+    key: str = ""
+    omit: Any = None
+    inline: str = ""
+    rest: bool = False
+    derived: bool = False
+    within: str = ""  # a member of this object member (written after the others)
+
+    @property
+    def json_key(self) -> str:
+        return self.key or self.name
+
+
+class Record:
+    """A value the runner writes and reads back as JSON, by its FIELDS. `required` names the
+    optional members a context requires; `_check` holds a rule across members."""
+
+    FIELDS: tuple[Field, ...] = ()
+
+    @classmethod
+    def read(cls, value: Any, cursor: Cursor) -> Any:
+        return read_record(cls, value, cursor)
+
+    @classmethod
+    def write(cls, value: Any) -> dict[str, Any]:
+        return write_record(value)
+
+    @classmethod
+    def from_json(cls, obj: Any, file: Any, json_path: str = "") -> Any:
+        return read_record(cls, obj, Cursor(file, json_path))
+
+    def to_json(self) -> dict[str, Any]:
+        return write_record(self)
+
+    def _check(self, cursor: Cursor) -> None:
+        """A rule across members, when the record has one."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Requiring:
+    """A record read where some of its optional members are required."""
+
+    record: Any
+    keys: tuple[str, ...]
+
+    def read(self, value: Any, cursor: Cursor) -> Any:
+        return read_record(self.record, value, cursor, self.keys)
+
+    def write(self, value: Any) -> dict[str, Any]:
+        return write_record(value)
+
+
+def _read_field(field: Field, obj: dict[str, Any], cursor: Cursor, required: tuple[str, ...],
+                named: set[str]) -> Any:
+    if field.rest:
+        return field.kind.read({k: v for k, v in obj.items() if k not in named}, cursor)
+    if field.inline:
+        present = field.inline in obj or not field.optional
+        return field.kind.read(obj, cursor) if present else None
+    if field.within:
+        obj, cursor = obj[field.within], cursor.at(field.within)  # an object, read above
+    value = obj.get(field.json_key)
+    if value is None and field.optional and field.json_key not in required:
+        return field.default() if callable(field.default) else field.default
+    return field.kind.read(value, cursor.at(field.json_key))
+
+
+def read_record(cls: Any, obj: Any, cursor: Cursor, required: tuple[str, ...] = ()) -> Any:
+    """The one reader: obj as a `cls`, each member checked by its field's kind."""
+    if not isinstance(obj, dict):
+        raise cursor.refuse("an object", obj)
+    named = {field.json_key for field in cls.FIELDS if not field.rest}
+    record = cls(**{field.name: _read_field(field, obj, cursor, required, named)
+                    for field in cls.FIELDS if not field.derived})
+    for field in cls.FIELDS:
+        written = obj.get(field.json_key)
+        if field.derived and written is not None and written != getattr(record, field.name)():
+            raise cursor.at(field.json_key).refuse(field.kind.expected, written)
+    record._check(cursor)
+    return record
+
+
+def _left_out(field: Field, record: Any, value: Any) -> bool:
+    if field.omit is None:
+        return False
+    if field.omit == "none":
+        return value is None
+    if field.omit == "empty":
+        return not value
+    return bool(field.omit(record))
+
+
+def write_record(record: Any) -> dict[str, Any]:
+    """The one writer: the record's members in FIELDS order, as JSON."""
+    out: dict[str, Any] = {}
+    for field in type(record).FIELDS:
+        value = getattr(record, field.name)
+        value = value() if field.derived else value
+        if _left_out(field, record, value):
+            continue
+        if field.rest or field.inline:
+            out.update(field.kind.write(value))
+        elif field.within:
+            out[field.within][field.json_key] = None if value is None else field.kind.write(value)
+        else:
+            out[field.json_key] = None if value is None else field.kind.write(value)
+    return out
+
+
+@dataclasses.dataclass
+class Problem(Record):
+    """One finding about the input: what is wrong, where, and how to fix it."""
+
+    severity: str  # "error" or "warning"
+    message: str
+    file: str = ""
+    json_path: str = ""
+    case_id: str | None = None
+    fix: str = ""
+    case_ids: list[str] = dataclasses.field(default_factory=list)  # a finding shared by cases
+
+    FIELDS = (Field("severity", TEXT), Field("message", TEXT), Field("file", TEXT),
+              Field("json_path", TEXT), Field("case_id", ANY, optional=True), Field("fix", TEXT),
+              Field("case_ids", ListOf(TEXT), optional=True, default=list, omit="empty"))
+
+    def render(self) -> str:
+        lines = [f"{PROG}: {self.severity}: {self.message}"]
+        where = ": ".join(part for part in (self.file, self.json_path) if part)
+        if self.case_id is not None:
+            where = f"{where} (case {self.case_id!r})" if where else f"case {self.case_id!r}"
+        if where:
+            lines.append(f"  at: {where}")
+        if self.fix:
+            lines.append(f"  fix: {self.fix}")
+        return "\n".join(lines)
+
+
 # ==== data model =============================================================
 
 
 @dataclasses.dataclass
-class Check:
+class Check(Record):
     """One deterministic check: a subject (a command, a sandbox file, the answer) and a test."""
 
     name: str  # the author's, or a description made from the check
@@ -374,8 +642,9 @@ class Check:
     timeout_s: float = CHECK_DEFAULT_TIMEOUT_S
     protect: list[str] = dataclasses.field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    FIELDS = (*(Field(key, TEXT) for key in ("name", "subject", "target", "test")),
+              Field("expected", ANY, optional=True), Field("timeout_s", NUMBER),
+              Field("protect", ListOf(TEXT, load=list), optional=True, default=list))
 
 
 def describe_check(subject: str, target: str, test: str, expected: Any) -> str:
@@ -613,7 +882,7 @@ class Limits:
 
 
 @dataclasses.dataclass
-class Confinement:
+class Confinement(Record):
     """How this iteration's agents run: under bubblewrap, or unconfined and why."""
 
     mode: str  # "bwrap" or "none"
@@ -625,16 +894,14 @@ class Confinement:
     max_processes: int = 0  # the limit set inside each sandbox; 0: none
     max_processes_reason: str = ""  # why the kernel does not hold it, where it does not
 
-    def to_json(self) -> dict[str, Any]:
-        if self.mode == "bwrap":
-            tmp: dict[str, Any] = {"tmp_size_bytes": self.tmp_size_bytes}
-            if self.tmp_size_bytes is None:
-                tmp["tmp_size_reason"] = self.tmp_size_reason
-            limit: dict[str, Any] = {"max_processes": self.max_processes}
-            if self.max_processes_reason:
-                limit["max_processes_reason"] = self.max_processes_reason
-            return {"mode": "bwrap", "version": self.version, **tmp, **limit}
-        return {"mode": "none", "reason": self.reason}
+    FIELDS = (Field("mode", TEXT), Field("reason", TEXT, omit=lambda c: c.mode == "bwrap"),
+              Field("version", TEXT, omit=lambda c: c.mode != "bwrap"),
+              Field("tmp_size_bytes", INTEGER, optional=True, omit=lambda c: c.mode != "bwrap"),
+              Field("tmp_size_reason", TEXT, omit=lambda c: c.mode != "bwrap"
+                    or c.tmp_size_bytes is not None),
+              Field("max_processes", INTEGER, omit=lambda c: c.mode != "bwrap"),
+              Field("max_processes_reason", TEXT,
+                    omit=lambda c: c.mode != "bwrap" or not c.max_processes_reason))
 
     def limits(self) -> Limits:
         return Limits(self.tmp_size_bytes, self.max_processes)
@@ -678,23 +945,8 @@ def is_config_name(value: Any) -> bool:
     return isinstance(value, str) and (value in KNOWN_CONFIGS or is_revision_config(value))
 
 
-def misshapen(file: Any, json_path: str, expected: str, value: Any) -> InputError:
-    shown = type(value).__name__ if not isinstance(value, (str, int)) else repr(value)[:80]
-    return InputError(f"{file} holds the wrong kind of value at {json_path or 'the top level'}: "
-                      f"{expected} expected, not {shown}",
-                      "restore the file as the runner wrote it, or run the iteration again")
-
-
 KIND_NAMES = {dict: "an object", list: "a list", str: "a string", int: "an integer",
               bool: "true or false"}
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _member(json_path: str, key: str) -> str:
-    return f"{json_path}.{key}" if json_path else key
 
 
 def take(obj: dict[str, Any], key: str, kind: Any, file: Any, json_path: str,
@@ -710,132 +962,77 @@ def take(obj: dict[str, Any], key: str, kind: Any, file: Any, json_path: str,
     return value
 
 
-def take_names(obj: dict[str, Any], key: str, check: Callable[[Any], bool], file: Any,
-               json_path: str) -> tuple[str, ...]:
-    """A list of case ids or config names, each checked as a folder name."""
-    values = take(obj, key, list, file, json_path, required=True)
-    for index, value in enumerate(values):
-        if not check(value):
-            raise misshapen(file, f"{json_path}.{key}[{index}]",
-                            "a case id or config name that names one folder", value)
-    return tuple(str(value) for value in values)
+def _is_run_file(rel: Any) -> bool:
+    parts = rel.split("/")
+    return ".." not in parts and "" not in parts and "." not in parts
 
 
-def _hashes(value: Any, file: Any, json_path: str) -> dict[str, str] | None:
-    """A cell's {relative file: sha256}; None for a run written before hashes were kept."""
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise misshapen(file, json_path, "an object of file hashes", value)
-    for rel, digest in value.items():
-        parts = rel.split("/")
-        if ".." in parts or "" in parts or "." in parts or not isinstance(digest, str):
-            raise misshapen(file, f"{json_path}.{rel}", "a run file's hash", digest)
-    return dict(value)
+HASHES = MapOf(Kind("a run file's hash", lambda value: isinstance(value, str)),
+               names=_is_run_file)  # a cell's {relative file: sha256}
+CASE_ID = Kind("a case id", names_one_folder)
+CONFIG_NAME = Kind("a config name", is_config_name)
+FOLDER_NAMES = ListOf(Kind("a case id or config name that names one folder", names_one_folder,
+                           str))
+CONFIG_NAMES = ListOf(Kind("a case id or config name that names one folder", is_config_name))
+RUN_NUMBER = Kind("a run number from 1", lambda value: _is_int(value) and value >= 1)
 
 
-@dataclasses.dataclass(frozen=True)
-class RunEntry:
-    """One run as benchmark.json lists it: where its files are and their recorded hashes."""
-
-    eval_id: str
-    configuration: str
-    run_number: int
-    files_sha256: dict[str, str] | None
-
-    @property
-    def label(self) -> str:
-        return f"eval-{self.eval_id}/{config_folder(self.configuration)}/run-{self.run_number}"
-
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> RunEntry:
-        if not isinstance(obj, dict):
-            raise misshapen(file, json_path, "an object", obj)
-        eval_id, config = obj.get("eval_id"), obj.get("configuration")
-        if not names_one_folder(eval_id):
-            raise misshapen(file, f"{json_path}.eval_id", "a case id", eval_id)
-        if not is_config_name(config):
-            raise misshapen(file, f"{json_path}.configuration", "a config name", config)
-        number = take(obj, "run_number", int, file, json_path, required=True)
-        if number < 1:
-            raise misshapen(file, f"{json_path}.run_number", "a run number from 1", number)
-        return cls(str(eval_id), config, number,
-                   _hashes(obj.get("files_sha256"), file, f"{json_path}.files_sha256"))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"eval_id": self.eval_id, "configuration": self.configuration,
-                "run_number": self.run_number, "files_sha256": self.files_sha256}
+def _is_cell_label(label: Any) -> bool:
+    parts = label.split("/") if isinstance(label, str) else []
+    return (len(parts) == 3 and parts[0].startswith("eval-")
+            and names_one_folder(parts[0][len("eval-"):]) and parts[1] not in ("", ".", "..")
+            and re.fullmatch(r"run-[1-9][0-9]*", parts[2]) is not None)
 
 
 @dataclasses.dataclass(frozen=True)
-class CellHashes:
+class CellHashes(Record):
     """One line of an iteration's hash journal: a finished cell's files as written."""
 
     label: str
     files_sha256: dict[str, str]
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> CellHashes:
-        if not isinstance(obj, dict):
-            raise misshapen(file, json_path, "an object", obj)
-        label = take(obj, "cell", str, file, json_path, required=True)
-        parts = label.split("/")
-        if (len(parts) != 3 or not parts[0].startswith("eval-")
-                or not names_one_folder(parts[0][len("eval-"):]) or parts[1] in ("", ".", "..")
-                or not re.fullmatch(r"run-[1-9][0-9]*", parts[2])):
-            raise misshapen(file, f"{json_path}.cell", "a cell's run folder", label)
-        hashes = _hashes(obj.get("files_sha256"), file, f"{json_path}.files_sha256")
-        if hashes is None:
-            raise misshapen(file, f"{json_path}.files_sha256", "an object of file hashes", None)
-        return cls(label, hashes)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"cell": self.label, "files_sha256": self.files_sha256}
+    FIELDS = (Field("label", Kind("a cell's run folder", _is_cell_label), key="cell"),
+              Field("files_sha256", HASHES))
 
 
 @dataclasses.dataclass(frozen=True)
-class ShardRecord:
+class ShardRecord(Record):
     index: int
     count: int
     label: str
     evals: tuple[str, ...]
     cells: int
+    algorithm: str | None = None
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> ShardRecord:
-        if not isinstance(obj, dict):
-            raise misshapen(file, json_path, "an object", obj)
-        return cls(take(obj, "index", int, file, json_path, True),
-                   take(obj, "count", int, file, json_path, True),
-                   take(obj, "label", str, file, json_path, True),
-                   take_names(obj, "evals", names_one_folder, file, json_path),
-                   take(obj, "cells", int, file, json_path, True))
+    FIELDS = (Field("index", INTEGER), Field("count", INTEGER), Field("label", TEXT),
+              Field("evals", FOLDER_NAMES), Field("cells", INTEGER),
+              Field("algorithm", TEXT, optional=True, omit="none"))
 
 
 @dataclasses.dataclass(frozen=True)
-class PlanRecord:
-    """What every shard of one plan shares (see plan_identity); `data` as written."""
+class PlanRecord(Record):
+    """What every shard of one plan shares (plan_identity); `sha256` sums up the rest."""
 
+    suite_sha256: str | None
+    skill_name: str | None
+    skill_sha256: str | None
+    runner_sha256: str | None
+    fixtures_sha256: str | None
+    options_sha256: str | None
+    agent: str | None
     configs: tuple[str, ...]
     runs: int
     evals: tuple[str, ...]
     cells: int
-    shard_count: int | None
-    data: dict[str, Any]
+    shard_count: int | None = None
+    sha256: str | None = None
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> PlanRecord:
-        if not isinstance(obj, dict):
-            raise misshapen(file, json_path, "an object", obj)
-        runs = take(obj, "runs", int, file, json_path, True)
-        count = take(obj, "shard_count", int, file, json_path)
-        if runs < 1 or (count is not None and count < 1):
-            raise misshapen(file, json_path, "a plan of at least one run and shard", obj)
-        for key in ("fixtures_sha256", "sha256", "agent"):
-            take(obj, key, str, file, json_path)
-        return cls(take_names(obj, "configs", is_config_name, file, json_path), runs,
-                   take_names(obj, "evals", names_one_folder, file, json_path),
-                   take(obj, "cells", int, file, json_path, True), count, obj)
+    FIELDS = (*(Field(key, TEXT, optional=True) for key in (
+        "suite_sha256", "skill_name", "skill_sha256", "runner_sha256", "fixtures_sha256",
+        "options_sha256", "agent")),
+        Field("configs", CONFIG_NAMES), Field("runs", COUNT), Field("evals", FOLDER_NAMES),
+        Field("cells", INTEGER), Field("shard_count", COUNT, optional=True, omit="none"),
+        Field("sha256", TEXT, optional=True, omit="none"))
 
 
 # What readers take from a manifest, and the kind each must be when present.
@@ -894,14 +1091,10 @@ def check_fixture_status(status: dict[str, Any], file: Any, json_path: str) -> N
 
 def check_recorded_options(options: dict[str, Any], file: Any) -> None:
     """The options a manifest records, which --regrade adopts and --resume compares."""
-    if options.get("configs") is not None:
-        take_names(options, "configs", is_config_name, file, "options")
-    if options.get("eval_ids") is not None:
-        take_names(options, "eval_ids", names_one_folder, file, "options")
-    for key in ("runs", "grader_runs", "concurrency"):
-        value = take(options, key, int, file, "options")
-        if value is not None and value < 1:
-            raise misshapen(file, f"options.{key}", "a count from 1", value)
+    for key, kind in (("configs", CONFIG_NAMES), ("eval_ids", FOLDER_NAMES), ("runs", COUNT),
+                      ("grader_runs", COUNT), ("concurrency", COUNT)):
+        if options.get(key) is not None:
+            kind.read(options[key], Cursor(file, f"options.{key}"))
 
 
 # What benchmark.json must hold, and the kind of each.
@@ -910,67 +1103,22 @@ BENCHMARK_KINDS = {"metadata": dict, "runs": list, "run_summary": dict, "compari
                    "error_run_count": int}
 
 
-@dataclasses.dataclass(frozen=True)
-class BenchmarkFile:
-    """benchmark.json, checked where it names files; `data` is the object as written."""
-
-    data: dict[str, Any]
-    runs: tuple[RunEntry, ...]  # scored and unscored
-
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str = "") -> BenchmarkFile:
-        missing = [k for k, kind in BENCHMARK_KINDS.items() if not isinstance(obj, dict)
-                   or not (_is_int(obj.get(k)) if kind is int else isinstance(obj.get(k), kind))]
-        if missing:
-            raise InputError(f"{file} is not a skill-eval benchmark (missing or mistyped: "
-                             f"{', '.join(missing)})",
-                             "pass an iteration folder written by this runner")
-        unscored = take(obj, "unscored_runs", list, file, json_path) or []
-        runs = [RunEntry.from_json(run, file, f"runs[{i}]") for i, run in enumerate(obj["runs"])]
-        runs += [RunEntry.from_json(run, file, f"unscored_runs[{i}]")
-                 for i, run in enumerate(unscored)]
-        take(obj["metadata"], "configs", list, file, "metadata")
-        check_fixture_status(take(obj["metadata"], "fixture_status", dict, file, "metadata")
-                             or {}, file, "metadata.fixture_status")
-        for index, row in enumerate(obj["per_eval"]):
-            if not isinstance(row, dict):
-                raise misshapen(file, f"per_eval[{index}]", "an object", row)
-        return cls(obj, tuple(runs))
-
-    def hashes(self) -> dict[str, dict[str, str] | None]:
-        return {run.label: run.files_sha256 for run in self.runs}
+def refuse_other_files(obj: Any, file: Any) -> None:
+    """A file that is not a benchmark at all is named as such, before any member is read."""
+    missing = [k for k, kind in BENCHMARK_KINDS.items() if not isinstance(obj, dict)
+               or not (_is_int(obj.get(k)) if kind is int else isinstance(obj.get(k), kind))]
+    if missing:
+        raise InputError(f"{file} is not a skill-eval benchmark (missing or mistyped: "
+                         f"{', '.join(missing)})",
+                         "pass an iteration folder written by this runner")
 
 
 # -- what the runner writes: benchmark.json as values -----------------------------------------
 # aggregate() builds these, the reports read them, and `report` parses a written benchmark.json
-# into them once. Each to_json gives back the object exactly as written (keys in order); each
-# from_json refuses a value of the wrong kind naming the file and the JSON path.
+# into them once. Each declares its members in FIELDS, in the order written; the codec (in
+# "errors") reads and writes them all, so to_json gives back the object exactly as written.
 
 BENCHMARK_FILE = "benchmark.json"
-
-
-def _number_or_none(obj: dict[str, Any], key: str, file: Any, json_path: str) -> Any:
-    value = obj.get(key)
-    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
-        return value
-    raise misshapen(file, f"{json_path}.{key}", "a number or null", value)
-
-
-def _object(value: Any, file: Any, json_path: str, nullable: bool = True) -> Any:
-    if (value is None and nullable) or isinstance(value, dict):
-        return value
-    raise misshapen(file, json_path, "an object", value)
-
-
-def _objects(value: Any, file: Any, json_path: str) -> tuple[dict[str, Any], ...]:
-    """A list of objects (an absent list is empty)."""
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise misshapen(file, json_path, "a list", value)
-    for index, item in enumerate(value):
-        _object(item, file, f"{json_path}[{index}]", nullable=False)
-    return tuple(value)
 
 
 def _number(value: Any) -> bool:
@@ -983,8 +1131,11 @@ def _number(value: Any) -> bool:
         return False
 
 
+OBJECT = Kind("an object", lambda value: isinstance(value, dict))  # JSON kept as written
+
+
 @dataclasses.dataclass(frozen=True)
-class Metric:
+class Metric(Record):
     """One measurement of a metrics file: the value with where it came from, or absent with
     the reason. `implausible` marks a value the CLI did report that cannot be a measurement
     (left out, never summed); `note` says a sum is over fewer calls than planned."""
@@ -995,54 +1146,38 @@ class Metric:
     implausible: bool = False
     note: str | None = None
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> Metric:
-        _object(obj, file, json_path, nullable=False)
-        value = obj.get("value")
-        if value is not None and not _number(value):
-            raise misshapen(file, _member(json_path, "value"), "a finite number or null", value)
-        reason = take(obj, "absent_reason", str, file, json_path)
-        if value is None and reason is None:  # an absent value always says why
-            raise misshapen(file, _member(json_path, "absent_reason"),
-                            "the reason the value is absent", None)
-        return cls(value, take(obj, "source", str, file, json_path), reason,
-                   bool(take(obj, "implausible", bool, file, json_path)),
-                   take(obj, "note", str, file, json_path))
+    FIELDS = (Field("value", Kind("a finite number or null", _number), optional=True),
+              Field("source", TEXT, optional=True, omit="none"),
+              Field("implausible", FLAG, optional=True, default=False, omit="empty"),
+              Field("absent_reason", TEXT, optional=True, omit="none"),
+              Field("note", TEXT, optional=True, omit="none"))
 
-    def to_json(self) -> dict[str, Any]:
-        optional = (("source", self.source), ("implausible", self.implausible or None),
-                    ("absent_reason", self.absent_reason), ("note", self.note))
-        return {"value": self.value, **{key: value for key, value in optional if value is not None}}
+    def _check(self, cursor: Cursor) -> None:
+        if self.value is None and self.absent_reason is None:  # an absent value says why
+            raise cursor.at("absent_reason").refuse("the reason the value is absent", None)
+
+
+METRICS = MapOf(Metric)
 
 
 def metrics_from_json(obj: Any, file: Any, json_path: str) -> dict[str, Metric]:
     """A metrics block, {name: metric}; null is no metrics."""
-    _object(obj, file, json_path)
-    return {name: Metric.from_json(entry, file, _member(json_path, name))
-            for name, entry in (obj or {}).items()}
+    return {} if obj is None else METRICS.read(obj, Cursor(file, json_path))
 
 
 @dataclasses.dataclass(frozen=True)
-class Ballot:
+class Ballot(Record):
     """One grader's vote on one assertion, kept beside the majority verdict."""
 
     vote: int
     passed: bool
     evidence: str
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> Ballot:
-        _object(obj, file, json_path, nullable=False)
-        return cls(take(obj, "vote", int, file, json_path, True),
-                   take(obj, "passed", bool, file, json_path, True),
-                   take(obj, "evidence", str, file, json_path, True))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"vote": self.vote, "passed": self.passed, "evidence": self.evidence}
+    FIELDS = (Field("vote", INTEGER), Field("passed", FLAG), Field("evidence", TEXT))
 
 
 @dataclasses.dataclass(frozen=True)
-class Majority:
+class Majority(Record):
     """How K graders voted on one assertion: a tie counts as failed and is marked."""
 
     votes_passed: int
@@ -1051,14 +1186,12 @@ class Majority:
     tie: bool
     ballots: tuple[Ballot, ...]
 
-    def to_json(self) -> dict[str, Any]:
-        return {"votes_passed": self.votes_passed, "votes": self.votes,
-                "unanimous": self.unanimous, "tie": self.tie,
-                "ballots": [ballot.to_json() for ballot in self.ballots]}
+    FIELDS = (Field("votes_passed", INTEGER), Field("votes", INTEGER),
+              Field("unanimous", FLAG), Field("tie", FLAG), Field("ballots", ListOf(Ballot)))
 
 
 @dataclasses.dataclass(frozen=True)
-class Verdict:
+class Verdict(Record):
     """One assertion's verdict in a grading: the judge's (with its votes when K graders
     voted, and `check` naming the deterministic check it is paired with) or a check's own
     result (`kind` "check")."""
@@ -1071,44 +1204,22 @@ class Verdict:
     check: str | None = None
     kind: str | None = None
 
+    FIELDS = (Field("id", INTEGER), Field("text", TEXT), Field("passed", FLAG),
+              Field("evidence", TEXT),
+              Field("majority", Majority, optional=True, inline="ballots", omit="none"),
+              Field("check", TEXT, optional=True, omit="none"),
+              Field("kind", TEXT, optional=True, omit="none"))
+
     @property
     def is_check(self) -> bool:
         return self.kind == "check"
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> Verdict:
-        _object(obj, file, json_path, nullable=False)
-        number = take(obj, "id", int, file, json_path, True)
-        text = take(obj, "text", str, file, json_path, True)
-        passed = take(obj, "passed", bool, file, json_path, True)
-        evidence = take(obj, "evidence", str, file, json_path, True)
-        majority = None
-        if "ballots" in obj:
-            ballots = tuple(Ballot.from_json(b, file, f"{json_path}.ballots[{i}]")
-                            for i, b in enumerate(take(obj, "ballots", list, file, json_path,
-                                                       required=True)))
-            majority = Majority(take(obj, "votes_passed", int, file, json_path, True),
-                                take(obj, "votes", int, file, json_path, True),
-                                take(obj, "unanimous", bool, file, json_path, True),
-                                take(obj, "tie", bool, file, json_path, True), ballots)
-        return cls(number, text, passed, evidence, majority,
-                   take(obj, "check", str, file, json_path),
-                   take(obj, "kind", str, file, json_path))
 
-    def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "text": self.text, "passed": self.passed,
-                "evidence": self.evidence, **(self.majority.to_json() if self.majority else {}),
-                **({"check": self.check} if self.check is not None else {}),
-                **({"kind": self.kind} if self.kind is not None else {})}
-
-
-def verdicts_from_json(obj: Any, file: Any, json_path: str) -> tuple[Verdict, ...]:
-    return tuple(Verdict.from_json(item, file, f"{json_path}[{index}]")
-                 for index, item in enumerate(_objects(obj, file, json_path)))
+VERDICTS = ListOf(Verdict)
 
 
 @dataclasses.dataclass(frozen=True)
-class Grading:
+class Grading(Record):
     """grading.json: every assertion's verdict, their counts, and what the grader noted.
     `grader_runs` is K when K graders voted; `graded_by` says who graded when no judge did;
     `judge` is who judged (provider, model, CLI version, prompt hash), written beside."""
@@ -1118,6 +1229,14 @@ class Grading:
     grader_runs: int | None = None
     graded_by: str | None = None
     judge: dict[str, Any] | None = None
+
+    FIELDS = (Field("expectations", VERDICTS, optional=True, default=()),
+              Field("summary", Kind("the counts of the verdicts listed", _same), derived=True),
+              Field("notes", ListOf(Kind("a note", lambda value: isinstance(value, str))),
+                    optional=True, default=()),
+              Field("grader_runs", INTEGER, optional=True, omit="none"),
+              Field("graded_by", TEXT, optional=True, omit="none"),
+              Field("judge", OBJECT, optional=True, omit="none"))
 
     @property
     def passed(self) -> int:
@@ -1135,34 +1254,12 @@ class Grading:
         return {"passed": self.passed, "failed": self.total - self.passed, "total": self.total,
                 "pass_rate": self.pass_rate}
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str = "") -> Grading:
-        _object(obj, file, json_path, nullable=False)
-        verdicts = verdicts_from_json(obj.get("expectations"), file,
-                                      _member(json_path, "expectations"))
-        notes = take(obj, "notes", list, file, json_path) or []
-        for index, note in enumerate(notes):
-            if not isinstance(note, str):
-                raise misshapen(file, f"{_member(json_path, 'notes')}[{index}]", "a note",
-                                note)
-        grading = cls(verdicts, tuple(notes), take(obj, "grader_runs", int, file, json_path),
-                      take(obj, "graded_by", str, file, json_path),
-                      _object(obj.get("judge"), file, _member(json_path, "judge")))
-        if obj.get("summary") is not None and obj.get("summary") != grading.summary():
-            raise misshapen(file, _member(json_path, "summary"),
-                            "the counts of the verdicts listed", obj.get("summary"))
-        return grading
 
-    def to_json(self) -> dict[str, Any]:
-        optional = (("grader_runs", self.grader_runs), ("graded_by", self.graded_by),
-                    ("judge", self.judge))
-        return {"expectations": [verdict.to_json() for verdict in self.expectations],
-                "summary": self.summary(), "notes": list(self.notes),
-                **{key: value for key, value in optional if value is not None}}
+TEXTS = ListOf(TEXT)
 
 
 @dataclasses.dataclass(frozen=True)
-class ProcessCall:
+class ProcessCall(Record):
     """One agent process as run.json records it: what was started (argv, folder, whether the
     prompt went on stdin, the environment's variable names, never their values) and how it
     ended. `isolation` is the confinement's own record, written as it reports it."""
@@ -1181,38 +1278,20 @@ class ProcessCall:
     stderr_truncated: bool
     isolation: dict[str, Any] | None = None
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> ProcessCall:
-        _object(obj, file, json_path, nullable=False)
-        lists = {}
-        for key in ("argv", "env_names"):
-            items = take(obj, key, list, file, json_path, True)
-            for index, item in enumerate(items):
-                if not isinstance(item, str):
-                    raise misshapen(file, f"{json_path}.{key}[{index}]", "a string", item)
-            lists[key] = tuple(items)
-        flags = [bool(take(obj, key, bool, file, json_path))
-                 for key in ("timed_out", "cancelled", "stdout_truncated", "stderr_truncated")]
-        return cls(lists["argv"], take(obj, "cwd", str, file, json_path, True),
-                   take(obj, "stdin", str, file, json_path, True), lists["env_names"],
-                   take(obj, "returncode", int, file, json_path),
-                   _number_or_none(obj, "duration_s", file, json_path), flags[0], flags[1],
-                   take(obj, "spawn_error", str, file, json_path),
-                   take(obj, "stdout_bytes", int, file, json_path), flags[2], flags[3],
-                   _object(obj.get("isolation"), file, f"{json_path}.isolation"))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"argv": list(self.argv), "cwd": self.cwd, "stdin": self.stdin,
-                "env_names": list(self.env_names), "returncode": self.returncode,
-                "duration_s": self.duration_s, "timed_out": self.timed_out,
-                "cancelled": self.cancelled, "spawn_error": self.spawn_error,
-                "stdout_bytes": self.stdout_bytes, "stdout_truncated": self.stdout_truncated,
-                "stderr_truncated": self.stderr_truncated,
-                **({"isolation": self.isolation} if self.isolation is not None else {})}
+    FIELDS = (Field("argv", TEXTS), Field("cwd", TEXT), Field("stdin", TEXT),
+              Field("env_names", TEXTS), Field("returncode", INTEGER, optional=True),
+              Field("duration_s", NUMBER, optional=True),
+              *(Field(key, FLAG, optional=True, default=False)
+                for key in ("timed_out", "cancelled")),
+              Field("spawn_error", TEXT, optional=True),
+              Field("stdout_bytes", INTEGER, optional=True),
+              *(Field(key, FLAG, optional=True, default=False)
+                for key in ("stdout_truncated", "stderr_truncated")),
+              Field("isolation", OBJECT, optional=True, omit="none"))
 
 
 @dataclasses.dataclass(frozen=True)
-class GraderCall:
+class GraderCall(Record):
     """One of a run's grader processes: which vote it cast, the process, what it spent (as
     its CLI reported it) and how it ended."""
 
@@ -1221,25 +1300,17 @@ class GraderCall:
     metrics: dict[str, Metric]
     status: str
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> GraderCall:
-        _object(obj, file, json_path, nullable=False)
-        return cls(take(obj, "vote", int, file, json_path, True),
-                   ProcessCall.from_json(obj.get("process"), file, f"{json_path}.process"),
-                   metrics_from_json(obj.get("metrics"), file, f"{json_path}.metrics"),
-                   take(obj, "status", str, file, json_path, True))
+    FIELDS = (Field("vote", INTEGER), Field("process", ProcessCall),
+              Field("metrics", METRICS, optional=True, default=dict), Field("status", TEXT))
 
     def metrics_json(self) -> dict[str, Any]:
-        return {name: metric.to_json() for name, metric in self.metrics.items()}
-
-    def to_json(self) -> dict[str, Any]:
-        return {"vote": self.vote, "process": self.process.to_json(),
-                "metrics": self.metrics_json(), "status": self.status}
+        return METRICS.write(self.metrics)
 
 
 @dataclasses.dataclass(frozen=True)
-class Stats:
-    """mean, sample stddev, min, max and n of some values (describe() computes it)."""
+class Stats(Record):
+    """mean, sample stddev, min, max and n of some values (describe() computes it); an
+    absent block (null or {}) is no values."""
 
     mean: float | None = None
     stddev: float | None = None
@@ -1247,24 +1318,12 @@ class Stats:
     max: float | None = None
     n: int = 0
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> Stats:
-        """An absent block (null or {}) is no values."""
-        if not obj:
-            _object(obj, file, json_path)
-            return cls()
-        _object(obj, file, json_path)
-        values = [_number_or_none(obj, key, file, json_path)
-                  for key in ("mean", "stddev", "min", "max")]
-        return cls(*values, take(obj, "n", int, file, json_path) or 0)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"mean": self.mean, "stddev": self.stddev, "min": self.min, "max": self.max,
-                "n": self.n}
+    FIELDS = (*(Field(key, NUMBER, optional=True) for key in ("mean", "stddev", "min", "max")),
+              Field("n", INTEGER, optional=True, default=0))
 
 
 @dataclasses.dataclass(frozen=True)
-class ConfigSummary:
+class ConfigSummary(Record):
     """One config's line of run_summary: its scored runs' pass rate, time and tokens."""
 
     pass_rate: Stats
@@ -1273,26 +1332,17 @@ class ConfigSummary:
     scored_runs: int
     runs: int
 
+    FIELDS = (*(Field(key, Stats, optional=True, default=Stats)
+                for key in ("pass_rate", "time_seconds", "tokens")),
+              Field("scored_runs", INTEGER), Field("runs", INTEGER))
+
     def stat(self, name: str) -> Stats:
         return {"pass_rate": self.pass_rate, "time_seconds": self.time_seconds,
                 "tokens": self.tokens}[name]
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> ConfigSummary:
-        _object(obj, file, json_path, nullable=False)
-        stats = [Stats.from_json(obj.get(key), file, f"{json_path}.{key}")
-                 for key in ("pass_rate", "time_seconds", "tokens")]
-        return cls(*stats, take(obj, "scored_runs", int, file, json_path, True),
-                   take(obj, "runs", int, file, json_path, True))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"pass_rate": self.pass_rate.to_json(), "time_seconds": self.time_seconds.to_json(),
-                "tokens": self.tokens.to_json(), "scored_runs": self.scored_runs,
-                "runs": self.runs}
-
 
 @dataclasses.dataclass(frozen=True)
-class RunScore:
+class RunScore(Record):
     """A run's `result`: its grading's counts and the executor's time and tokens."""
 
     pass_rate: float | None
@@ -1303,19 +1353,12 @@ class RunScore:
     tokens: float | None
     errors: int
 
-    FIELDS = ("pass_rate", "passed", "failed", "total", "time_seconds", "tokens", "errors")
-
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> RunScore:
-        _object(obj, file, json_path, nullable=False)
-        return cls(*(_number_or_none(obj, key, file, json_path) for key in cls.FIELDS))
-
-    def to_json(self) -> dict[str, Any]:
-        return {key: getattr(self, key) for key in self.FIELDS}
+    FIELDS = tuple(Field(key, NUMBER, optional=True) for key in (
+        "pass_rate", "passed", "failed", "total", "time_seconds", "tokens", "errors"))
 
 
 @dataclasses.dataclass(frozen=True)
-class RunResult:
+class RunResult(Record):
     """One run as benchmark.json lists it (`runs` or `unscored_runs`), in skill-creator's
     field names plus the runner's own. `expectations` are grading.json's verdicts as written;
     `checks` is None for a run without deterministic checks (the key is then left out)."""
@@ -1337,6 +1380,17 @@ class RunResult:
     grader: dict[str, Any] | None
     checks: dict[str, Any] | None = None
 
+    FIELDS = (Field("eval_id", CASE_ID), Field("eval_name", ANY, optional=True),
+              Field("configuration", CONFIG_NAME), Field("run_number", RUN_NUMBER),
+              Field("status", TEXT), Field("scored", FLAG), Field("result", RunScore),
+              Field("expectations", VERDICTS, optional=True, default=()),
+              Field("failure", OBJECT, optional=True),
+              Field("permission_denials", INTEGER, optional=True),
+              Field("skill_read", TEXT, optional=True), Field("activation", OBJECT, optional=True),
+              Field("metric_sources", MapOf(Metric, nullable=True), optional=True),
+              Field("files_sha256", HASHES, optional=True), Field("grader", OBJECT, optional=True),
+              Field("checks", OBJECT, optional=True, omit="none"))
+
     @property
     def label(self) -> str:
         return f"eval-{self.eval_id}/{config_folder(self.configuration)}/run-{self.run_number}"
@@ -1345,48 +1399,14 @@ class RunResult:
     def key(self) -> tuple[str, str, int]:
         return str(self.eval_id), self.configuration, self.run_number
 
-    def entry(self) -> RunEntry:
-        return RunEntry(str(self.eval_id), self.configuration, self.run_number,
-                        self.files_sha256)
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> RunResult:
-        entry = RunEntry.from_json(obj, file, json_path)  # where its files are, checked
-        scored = take(obj, "scored", bool, file, json_path, True)
-        status = take(obj, "status", str, file, json_path, True)
-        denials = take(obj, "permission_denials", int, file, json_path)
-        read = take(obj, "skill_read", str, file, json_path)
-        nested = {key: _object(obj.get(key), file, f"{json_path}.{key}")
-                  for key in ("failure", "activation", "metric_sources", "grader", "checks")}
-        sources = nested["metric_sources"]
-        if sources is not None:
-            sources = {name: Metric.from_json(metric, file, f"{json_path}.metric_sources.{name}")
-                       if metric is not None else None for name, metric in sources.items()}
-        return cls(obj["eval_id"], obj.get("eval_name"), entry.configuration, entry.run_number,
-                   status, scored, RunScore.from_json(obj.get("result"), file,
-                                                      f"{json_path}.result"),
-                   verdicts_from_json(obj.get("expectations"), file, f"{json_path}.expectations"),
-                   nested["failure"], denials, read, nested["activation"],
-                   sources, entry.files_sha256, nested["grader"],
-                   nested["checks"])
 
-    def to_json(self) -> dict[str, Any]:
-        return {"eval_id": self.eval_id, "eval_name": self.eval_name,
-                "configuration": self.configuration, "run_number": self.run_number,
-                "status": self.status, "scored": self.scored, "result": self.result.to_json(),
-                "expectations": [verdict.to_json() for verdict in self.expectations],
-                "failure": self.failure,
-                "permission_denials": self.permission_denials, "skill_read": self.skill_read,
-                "activation": self.activation,
-                "metric_sources": None if self.metric_sources is None else {
-                    name: metric.to_json() if metric is not None else None
-                    for name, metric in self.metric_sources.items()},
-                "files_sha256": self.files_sha256, "grader": self.grader,
-                **({"checks": self.checks} if self.checks is not None else {})}
+def _is_interval(value: Any) -> bool:
+    return isinstance(value, list) and len(value) == 2 and all(map(_is_number, value))
 
 
 @dataclasses.dataclass(frozen=True)
-class Comparison:
+class Comparison(Record):
     """The candidate against one baseline (an entry of `comparisons`): the paired sign-flip
     test over the evals, its verdict and the power forecast. Without a candidate it is the
     `paired` block, the first baseline's test in the shape two-config iterations had (no
@@ -1407,46 +1427,24 @@ class Comparison:
     power: dict[str, Any] | None = None
     interval_level: float | None = None  # an adaptive run's: the last look's, not 95%
 
+    FIELDS = (*(Field(key, TEXT, optional=True, omit=lambda c: c.candidate is None)
+                for key in ("candidate", "baseline")),
+              Field("paired_evals", INTEGER), Field("min_paired_evals", INTEGER, optional=True),
+              Field("mean_delta", NUMBER, optional=True),
+              Field("ci95", Kind("an interval of two numbers", _is_interval, tuple, list),
+                    optional=True),
+              Field("test", OBJECT, optional=True),
+              *(Field(key, INTEGER) for key in ("wins", "ties", "losses")),
+              Field("verdict", TEXT), Field("verdict_reason", TEXT),
+              Field("interval_level", NUMBER, optional=True, omit="none"),
+              Field("power", OBJECT, optional=True, omit=lambda c: c.candidate is None))
+
     def as_paired(self) -> Comparison:
         return dataclasses.replace(self, candidate=None, baseline=None, power=None)
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> Comparison:
-        _object(obj, file, json_path, nullable=False)
-        counts = {key: take(obj, key, int, file, json_path, True)
-                  for key in ("paired_evals", "wins", "ties", "losses")}
-        ci = obj.get("ci95")
-        if ci is not None and (not isinstance(ci, list) or len(ci) != 2 or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in ci)):
-            raise misshapen(file, f"{json_path}.ci95", "an interval of two numbers", ci)
-        names = {key: take(obj, key, str, file, json_path, json_path != "paired")
-                 for key in ("candidate", "baseline")}
-        return cls(counts["paired_evals"], take(obj, "min_paired_evals", int, file, json_path),
-                   _number_or_none(obj, "mean_delta", file, json_path),
-                   None if ci is None else (ci[0], ci[1]),
-                   _object(obj.get("test"), file, f"{json_path}.test"),
-                   counts["wins"], counts["ties"], counts["losses"],
-                   take(obj, "verdict", str, file, json_path, True),
-                   take(obj, "verdict_reason", str, file, json_path, True),
-                   names["candidate"], names["baseline"],
-                   _object(obj.get("power"), file, f"{json_path}.power"),
-                   _number_or_none(obj, "interval_level", file, json_path))
-
-    def to_json(self) -> dict[str, Any]:
-        whole = self.candidate is not None
-        return {**({"candidate": self.candidate, "baseline": self.baseline} if whole else {}),
-                "paired_evals": self.paired_evals, "min_paired_evals": self.min_paired_evals,
-                "mean_delta": self.mean_delta,
-                "ci95": None if self.ci95 is None else list(self.ci95), "test": self.test,
-                "wins": self.wins, "ties": self.ties, "losses": self.losses,
-                "verdict": self.verdict, "verdict_reason": self.verdict_reason,
-                **({"interval_level": self.interval_level}
-                   if self.interval_level is not None else {}),
-                **({"power": self.power} if whole else {})}
-
 
 @dataclasses.dataclass(frozen=True)
-class SanityFlag:
+class SanityFlag(Record):
     """One sanity flag: severity, kind, message, and where it points (eval_id, configuration,
     run_number, assertion_id, config, ... in the order given)."""
 
@@ -1455,6 +1453,9 @@ class SanityFlag:
     message: str
     where: tuple[tuple[str, Any], ...] = ()
 
+    FIELDS = (Field("severity", TEXT), Field("kind", TEXT), Field("message", TEXT),
+              Field("where", Pairs(), rest=True))
+
     def place(self, key: str) -> Any:
         """The value of one of the flag's places; None when it names no such place."""
         return dict(self.where).get(key)
@@ -1462,47 +1463,17 @@ class SanityFlag:
     def points_at(self, key: str) -> bool:
         return any(name == key for name, _ in self.where)
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> SanityFlag:
-        _object(obj, file, json_path, nullable=False)
-        texts = [take(obj, key, str, file, json_path, True)
-                 for key in ("severity", "kind", "message")]
-        return cls(*texts, tuple((k, v) for k, v in obj.items()
-                                 if k not in ("severity", "kind", "message")))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"severity": self.severity, "kind": self.kind, "message": self.message,
-                **dict(self.where)}
-
 
 @dataclasses.dataclass(frozen=True)
-class SanityChecks:
+class SanityChecks(Record):
     status: str  # "OK" or "REVIEW REQUIRED"
     flags: tuple[SanityFlag, ...]
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> SanityChecks:
-        _object(obj, file, json_path, nullable=False)
-        flags = take(obj, "flags", list, file, json_path, True)
-        return cls(take(obj, "status", str, file, json_path, True),
-                   tuple(SanityFlag.from_json(flag, file, f"{json_path}.flags[{i}]")
-                         for i, flag in enumerate(flags)))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, "flags": [flag.to_json() for flag in self.flags]}
-
-
-def _numbers(obj: dict[str, Any], key: str, file: Any, json_path: str) -> tuple[float, ...]:
-    """A required list of numbers (pass rates)."""
-    values = take(obj, key, list, file, json_path, True)
-    for index, value in enumerate(values):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise misshapen(file, f"{json_path}.{key}[{index}]", "a number", value)
-    return tuple(values)
+    FIELDS = (Field("status", TEXT), Field("flags", ListOf(SanityFlag)))
 
 
 @dataclasses.dataclass(frozen=True)
-class EvalConfigRates:
+class EvalConfigRates(Record):
     """One config's runs of one eval (per_eval[].configs.<config>): the pass rate of each
     scored run, the status of every run, their mean and how many were scored."""
 
@@ -1511,24 +1482,12 @@ class EvalConfigRates:
     mean_pass_rate: float | None
     scored_runs: int
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> EvalConfigRates:
-        _object(obj, file, json_path, nullable=False)
-        statuses = take(obj, "statuses", list, file, json_path, True)
-        for index, status in enumerate(statuses):
-            if not isinstance(status, str):
-                raise misshapen(file, f"{json_path}.statuses[{index}]", "a string", status)
-        return cls(_numbers(obj, "pass_rates", file, json_path), tuple(statuses),
-                   _number_or_none(obj, "mean_pass_rate", file, json_path),
-                   take(obj, "scored_runs", int, file, json_path, True))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"pass_rates": list(self.pass_rates), "statuses": list(self.statuses),
-                "mean_pass_rate": self.mean_pass_rate, "scored_runs": self.scored_runs}
+    FIELDS = (Field("pass_rates", ListOf(NUMBER)), Field("statuses", TEXTS),
+              Field("mean_pass_rate", NUMBER, optional=True), Field("scored_runs", INTEGER))
 
 
 @dataclasses.dataclass(frozen=True)
-class PerEval:
+class PerEval(Record):
     """One eval's row of benchmark.json's per_eval: its configs' rates, and the candidate's
     delta against the first baseline (`deltas`, against every baseline, only with three or
     more configs; the key is then written, else left out)."""
@@ -1539,27 +1498,9 @@ class PerEval:
     delta: float | None
     deltas: dict[str, float | None] | None = None
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> PerEval:
-        _object(obj, file, json_path, nullable=False)
-        eval_id = obj.get("eval_id")
-        if not names_one_folder(eval_id):
-            raise misshapen(file, f"{json_path}.eval_id", "a case id", eval_id)
-        configs = take(obj, "configs", dict, file, json_path, True)
-        deltas = take(obj, "deltas", dict, file, json_path)
-        return cls(eval_id, obj.get("eval_name"),
-                   {c: EvalConfigRates.from_json(s, file, f"{json_path}.configs.{c}")
-                    for c, s in configs.items()},
-                   _number_or_none(obj, "delta", file, json_path),
-                   None if deltas is None else {
-                       c: _number_or_none(deltas, c, file, f"{json_path}.deltas")
-                       for c in deltas})
-
-    def to_json(self) -> dict[str, Any]:
-        return {"eval_id": self.eval_id, "eval_name": self.eval_name,
-                "configs": {c: s.to_json() for c, s in self.configs.items()},
-                "delta": self.delta,
-                **({"deltas": dict(self.deltas)} if self.deltas is not None else {})}
+    FIELDS = (Field("eval_id", CASE_ID), Field("eval_name", ANY, optional=True),
+              Field("configs", MapOf(EvalConfigRates)), Field("delta", NUMBER, optional=True),
+              Field("deltas", MapOf(NUMBER, nullable=True), optional=True, omit="none"))
 
     def delta_against(self, configs: list[str] | tuple[str, ...],
                       baseline: str) -> float | None:
@@ -1569,112 +1510,165 @@ class PerEval:
         return (self.deltas or {}).get(baseline)
 
 
-# benchmark.json's blocks that stay JSON as written, in the order of the file.
-BENCHMARK_BLOCKS = ("status_counts", "comparison", "per_assertion", "pass_hat_k", "per_eval",
-                    "judge", "judge_vs_checks", "activation", "notes")
-JSON_BLOCKS = tuple(key for key in BENCHMARK_BLOCKS if key != "per_eval")
+@dataclasses.dataclass(frozen=True)
+class SummaryDelta(Record):
+    """run_summary.delta: the candidate's mean minus the first baseline's, as signed text."""
+
+    pass_rate: str | None
+    time_seconds: str | None
+    tokens: str | None
+
+    FIELDS = tuple(Field(key, TEXT, optional=True)
+                   for key in ("pass_rate", "time_seconds", "tokens"))
 
 
 @dataclasses.dataclass(frozen=True)
-class Benchmark:
+class PooledComparison(Record):
+    """benchmark.json's `comparison`: the candidate's and the first baseline's pass rates
+    pooled over scored runs, and their difference (no baseline with one config)."""
+
+    candidate: str
+    baseline: str | None
+    candidate_pass_rate: float | None
+    baseline_pass_rate: float | None
+    delta: float | None
+
+    FIELDS = (Field("candidate", TEXT), Field("baseline", TEXT, optional=True),
+              *(Field(key, NUMBER, optional=True)
+                for key in ("candidate_pass_rate", "baseline_pass_rate", "delta")))
+
+
+@dataclasses.dataclass(frozen=True)
+class Agreement(Record):
+    """count, agreed, agreement rate and Cohen's kappa of (judge, check) verdicts."""
+
+    count: int
+    agreed: int
+    agreement: float | None
+    kappa: Metric
+
+    FIELDS = (Field("count", INTEGER), Field("agreed", INTEGER),
+              Field("agreement", NUMBER, optional=True), Field("kappa", Metric))
+
+
+@dataclasses.dataclass(frozen=True)
+class Disagreement(Record):
+    """A cell where the judge and the paired check gave different verdicts."""
+
+    eval_id: str | int
+    configuration: str
+    run_number: int
+    judge_passed: bool
+    check_passed: bool
+
+    FIELDS = (Field("eval_id", CASE_ID), Field("configuration", CONFIG_NAME),
+              Field("run_number", RUN_NUMBER),
+              *(Field(key, FLAG) for key in ("judge_passed", "check_passed")))
+
+
+@dataclasses.dataclass(frozen=True)
+class PairAgreement(Record):
+    """One (assertion, check) pair of judge_vs_checks; eval_id None: a common assertion."""
+
+    eval_id: str | int | None
+    assertion: str
+    check: str
+    disagreements: tuple[Disagreement, ...]
+    votes: Agreement
+
+    FIELDS = (Field("eval_id", CASE_ID, optional=True), Field("assertion", TEXT),
+              Field("check", TEXT), Field("disagreements", ListOf(Disagreement)),
+              Field("votes", Agreement, inline="count"))
+
+
+@dataclasses.dataclass(frozen=True)
+class JudgeVsChecks(Record):
+    """benchmark.json's judge_vs_checks: how often the judge agreed with the check that
+    decides the same fact, overall and per pair, and the disagreement share that flags."""
+
+    pairs: int
+    overall: Agreement
+    per_pair: tuple[PairAgreement, ...]
+    max_disagreement: float
+
+    FIELDS = (Field("pairs", INTEGER), Field("overall", Agreement),
+              Field("per_pair", ListOf(PairAgreement)), Field("max_disagreement", NUMBER))
+
+
+@dataclasses.dataclass(frozen=True)
+class Benchmark(Record):
     """benchmark.json: what aggregate() returns, write_benchmark writes and every report
     renders. Runs, run summaries, per-eval rows, comparisons and sanity flags are values; the
-    other blocks
-    (BENCHMARK_BLOCKS, the metadata and the results check) are JSON as written."""
+    other blocks (the metadata, per_assertion, pass_hat_k, judge, activation, the results
+    check and the adaptive record) are JSON as written."""
 
     metadata: dict[str, Any]
     runs: tuple[RunResult, ...]  # scored: skill-creator averages every entry
     unscored_runs: tuple[RunResult, ...]
     run_summary: dict[str, ConfigSummary]
-    summary_delta: dict[str, Any] | None  # run_summary.delta: candidate minus first baseline
+    summary_delta: SummaryDelta | None  # run_summary.delta: candidate minus first baseline
     scored_run_count: int
     error_run_count: int
     sanity_checks: SanityChecks
+    comparison: PooledComparison
     status_counts: dict[str, int] | None = None
-    comparison: dict[str, Any] = dataclasses.field(default_factory=dict)
     comparisons: tuple[Comparison, ...] | None = None  # None: written before there were any
-    per_assertion: list[dict[str, Any]] | None = None
+    per_assertion: tuple[dict[str, Any], ...] | None = None
     pass_hat_k: dict[str, Any] | None = None
     per_eval: tuple[PerEval, ...] = ()
     judge: dict[str, Any] | None = None
-    judge_vs_checks: dict[str, Any] | None = None
+    judge_vs_checks: JudgeVsChecks | None = None
     activation: dict[str, Any] | None = None
     trigger: dict[str, Any] | None = None  # a trigger set's recall and false activations
-    notes: list[Any] | None = None
+    notes: tuple[Any, ...] | None = None
     paired: Comparison | None = None
     results_check: dict[str, Any] | None = None
     adaptive: dict[str, Any] | None = None  # --adaptive: the waves, their looks, the saving
+
+    FIELDS = (Field("metadata", OBJECT), Field("runs", ListOf(RunResult)),
+              Field("run_summary", MapOf(ConfigSummary, besides=("delta",))),
+              Field("summary_delta", SummaryDelta, optional=True, omit="none", key="delta",
+                    within="run_summary"),
+              Field("scored_run_count", INTEGER), Field("error_run_count", INTEGER),
+              Field("status_counts", MapOf(INTEGER), optional=True),
+              Field("comparison", PooledComparison),
+              Field("comparisons", ListOf(Requiring(Comparison, ("candidate", "baseline"))),
+                    optional=True),
+              Field("per_assertion", ListOf(OBJECT), optional=True),
+              Field("pass_hat_k", OBJECT, optional=True), Field("per_eval", ListOf(PerEval)),
+              Field("judge", OBJECT, optional=True),
+              Field("judge_vs_checks", JudgeVsChecks, optional=True),
+              Field("activation", OBJECT, optional=True),
+              Field("notes", ListOf(ANY), optional=True),
+              Field("paired", Comparison, optional=True),
+              Field("sanity_checks", SanityChecks),
+              Field("unscored_runs", ListOf(RunResult), optional=True, default=()),
+              Field("adaptive", OBJECT, optional=True, omit="none"),
+              Field("trigger", OBJECT, optional=True, omit="none"),
+              Field("results_check", OBJECT, optional=True, omit="none"))
+
+    def _check(self, cursor: Cursor) -> None:
+        configs = self.metadata.get("configs")
+        if not isinstance(configs, list) or not all(isinstance(c, str) for c in configs):
+            raise cursor.at("metadata.configs").refuse("a list of config names", configs)
+        status = take(self.metadata, "fixture_status", dict, cursor.file, "metadata")
+        check_fixture_status(status or {}, cursor.file, "metadata.fixture_status")
 
     @property
     def configs(self) -> list[str]:
         return self.metadata["configs"]
 
     def hashes(self) -> dict[str, dict[str, str] | None]:
-        return {run.label: run.files_sha256 for run in (*self.runs, *self.unscored_runs)}
+        return {run.label: run.files_sha256 for run in self.listed_runs}
 
-    def file_entries(self) -> BenchmarkFile:
-        """The runs as the hash checks read them (where each run's files are)."""
-        return BenchmarkFile({}, tuple(run.entry() for run in (*self.runs, *self.unscored_runs)))
-
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str = "") -> Benchmark:
-        BenchmarkFile.from_json(obj, file, json_path)  # the kinds of its top-level keys
-        runs = tuple(RunResult.from_json(run, file, f"runs[{i}]")
-                     for i, run in enumerate(obj["runs"]))
-        unscored = tuple(RunResult.from_json(run, file, f"unscored_runs[{i}]")
-                         for i, run in enumerate(obj.get("unscored_runs") or []))
-        configs = obj["metadata"].get("configs")
-        if configs is None or not all(isinstance(c, str) for c in configs):
-            raise misshapen(file, "metadata.configs", "a list of config names", configs)
-        summary = obj["run_summary"]
-        delta = _object(summary.get("delta"), file, "run_summary.delta")
-        blocks = {key: obj.get(key) for key in JSON_BLOCKS}
-        for key, kind in (("comparisons", list), ("per_assertion", list), ("notes", list),
-                          ("status_counts", dict), ("pass_hat_k", dict), ("judge", dict),
-                          ("judge_vs_checks", dict), ("activation", dict), ("paired", dict)):
-            take(obj, key, kind, file, json_path)
-        _objects(blocks["per_assertion"], file, "per_assertion")
-        compared = None if obj.get("comparisons") is None else tuple(
-            Comparison.from_json(c, file, f"comparisons[{i}]")
-            for i, c in enumerate(obj["comparisons"]))
-        paired = obj.get("paired")
-        return cls(obj["metadata"], runs, unscored,
-                   {c: ConfigSummary.from_json(s, file, f"run_summary.{c}")
-                    for c, s in summary.items() if c != "delta"}, delta,
-                   obj["scored_run_count"], obj["error_run_count"],
-                   SanityChecks.from_json(obj["sanity_checks"], file, "sanity_checks"),
-                   **blocks, comparisons=compared,
-                   per_eval=tuple(PerEval.from_json(row, file, f"per_eval[{i}]")
-                                  for i, row in enumerate(obj["per_eval"])),
-                   paired=None if paired is None else Comparison.from_json(paired, file, "paired"),
-                   results_check=_object(obj.get("results_check"), file, "results_check"),
-                   adaptive=_object(obj.get("adaptive"), file, "adaptive"),
-                   trigger=_object(obj.get("trigger"), file, "trigger"))
-
-    def to_json(self) -> dict[str, Any]:
-        summary: dict[str, Any] = {c: s.to_json() for c, s in self.run_summary.items()}
-        if self.summary_delta is not None:
-            summary["delta"] = self.summary_delta
-        blocks = {key: getattr(self, key) for key in JSON_BLOCKS}
-        blocks["per_eval"] = [row.to_json() for row in self.per_eval]
-        return {"metadata": self.metadata, "runs": [run.to_json() for run in self.runs],
-                "run_summary": summary, "scored_run_count": self.scored_run_count,
-                "error_run_count": self.error_run_count,
-                "status_counts": blocks["status_counts"], "comparison": blocks["comparison"],
-                "comparisons": (None if self.comparisons is None
-                                else [c.to_json() for c in self.comparisons]),
-                **{key: blocks[key] for key in BENCHMARK_BLOCKS[2:]},
-                "paired": None if self.paired is None else self.paired.to_json(),
-                "sanity_checks": self.sanity_checks.to_json(),
-                "unscored_runs": [run.to_json() for run in self.unscored_runs],
-                **({"adaptive": self.adaptive} if self.adaptive is not None else {}),
-                **({"trigger": self.trigger} if self.trigger is not None else {}),
-                **({"results_check": self.results_check} if self.results_check is not None
-                   else {})}
+    @property
+    def listed_runs(self) -> tuple[RunResult, ...]:
+        """Scored and unscored runs, as listed: where each run's files are."""
+        return (*self.runs, *self.unscored_runs)
 
 
 @dataclasses.dataclass
-class RunRecord:
+class RunRecord(Record):
     """What one cell left, filled in while it runs: run.json's fields, plus its grading and
     metrics (files of their own). The processes, the grader calls and the grading are the
     records above; the other nested values are JSON documents written as they are (their
@@ -1714,6 +1708,23 @@ class RunRecord:
     # write time. Kept out of run.json, which is one of those files; benchmark.json holds it.
     written_files: dict[str, str] = dataclasses.field(default_factory=dict)
 
+    FIELDS = (Field("eval_id", CASE_ID), Field("eval_name", TEXT, optional=True),
+              Field("configuration", CONFIG_NAME), Field("run_number", INTEGER),
+              Field("status", TEXT), Field("failure", OBJECT, optional=True),
+              *(Field(key, ProcessCall, optional=True) for key in ("executor", "grader")),
+              Field("sandbox", OBJECT, optional=True), Field("changes", OBJECT, optional=True),
+              Field("written_artifact", OBJECT, optional=True,
+                    default=lambda: {"captured": False}),
+              Field("grader_metrics", OBJECT, optional=True),
+              Field("grader_calls", ListOf(GraderCall, load=list), optional=True),
+              *(Field(key, OBJECT, optional=True) for key in ("checks", "regraded_from")),
+              Field("permission_denials", ListOf(ANY, load=list), optional=True, default=list),
+              *(Field(key, OBJECT, optional=True) for key in ("skill_read", "activation")),
+              Field("notes", ListOf(TEXT, load=list), optional=True, default=list),
+              Field("conversation", OBJECT, optional=True, omit="none"),
+              *(Field(key, TEXT, optional=True) for key in ("started_at", "finished_at")),
+              *(Field(key, FLAG, optional=True, default=False) for key in ("resumed", "scored")))
+
     @property
     def label(self) -> str:
         return f"eval-{self.eval_id}/{config_folder(self.configuration)}/run-{self.run_number}"
@@ -1723,43 +1734,19 @@ class RunRecord:
 
     def run_json(self) -> dict[str, Any]:
         """run.json: every field but the grading and the metrics, which have their own files."""
-        return {field.name: self._json_of(field.name) for field in dataclasses.fields(self)
-                if field.name not in ("grading", "metrics", "written_files")
-                and not (field.name == "conversation" and self.conversation is None)}
-
-    def _json_of(self, name: str) -> Any:
-        value = getattr(self, name)
-        if isinstance(value, ProcessCall):
-            return value.to_json()
-        if name == "grader_calls" and value is not None:
-            return [call.to_json() for call in value]
-        return value
+        return write_record(self)
 
     @classmethod
     def from_files(cls, run_dir: Path, run_json: Any, grading: Any, metrics: Any) -> RunRecord:
-        """A finished cell read back from its run folder's files. The grading and the metrics
-        are checked in full (InputError naming the file and JSON path); run.json's other
-        fields are what it holds, each cell's own record."""
-        _object(run_json, run_dir / "run.json", "", nullable=False)
-        known = {field.name for field in dataclasses.fields(cls)}
-        values = {k: v for k, v in run_json.items() if k in known}
-        for key in ("eval_name", "configuration", "status"):
-            take(values, key, str, run_dir / "run.json", "", required=key != "eval_name")
-        take(values, "run_number", int, run_dir / "run.json", "", required=True)
-        for key in ("executor", "grader"):
-            if values.get(key) is not None:
-                values[key] = ProcessCall.from_json(values[key], run_dir / "run.json", key)
-        if values.get("grader_calls") is not None:
-            calls = take(values, "grader_calls", list, run_dir / "run.json", "")
-            values["grader_calls"] = [GraderCall.from_json(call, run_dir / "run.json",
-                                                           f"grader_calls[{index}]")
-                                      for index, call in enumerate(calls)]
-        parsed = Grading.from_json(grading, run_dir / "grading.json") if grading is not None \
-            else None
-        checked = metrics_from_json(metrics, run_dir / "metrics.json", "metrics")
-        return cls(**{**values, "grading": parsed,
-                      "metrics": {name: m.to_json() for name, m in checked.items()}
-                      if metrics is not None else None})
+        """A finished cell read back from its run folder's files, each checked in full
+        (InputError naming the file and JSON path)."""
+        record = read_record(cls, run_json, Cursor(run_dir / "run.json"))
+        if grading is not None:
+            record.grading = Grading.from_json(grading, run_dir / "grading.json")
+        if metrics is not None:
+            record.metrics = METRICS.write(metrics_from_json(metrics, run_dir / "metrics.json",
+                                                             "metrics"))
+        return record
 
 
 # ==== files and text =========================================================
@@ -7518,6 +7505,8 @@ class RunContext:
     budget: Budget | None = None
     state: RunState = dataclasses.field(default_factory=RunState)
     wave_limit: int | None = None  # an adaptive shard's last wave this invocation runs
+    # a re-grade's cells: the recorded run each one's answer is read from (no executor)
+    sources: dict[str, SourceRun] = dataclasses.field(default_factory=dict)
 
     def should_stop(self) -> str | None:
         if self.state.write_failed is not None:
@@ -7831,15 +7820,16 @@ def tmp_full_reason(result: ProcessResult, workdir: Path, tmp_size: int | None) 
             f"{free >> 20} MiB free: its private /tmp ({limit}) was most likely full")
 
 
-def execute_matrix(ctx: RunContext, cells: list[Cell],
-                   finished: dict[str, RunRecord] | None = None) -> list[RunRecord]:
+def run_matrix(ctx: RunContext, cells: list[Cell],
+               finished: dict[str, RunRecord] | None = None) -> list[RunRecord]:
     """Run every cell not already finished, in --concurrency lanes; records in plan order.
 
-    A lane runs one agent process at a time, a cell's executor then its grader then the next
-    cell's executor, as a worker of a plain pool would. What surrounds the agents (reading the
-    executor's changes, removing its sandbox, building the next cell's) runs on a helper thread
-    while the grader works, so a lane passes from one agent straight to the next, and a lane
-    never holds more than one sandbox.
+    A lane runs one agent process at a time, a cell's executor (or, re-graded, the copy of its
+    recorded answer) then its grader then the next cell's executor, as a worker of a plain
+    pool would. What surrounds the agents (reading the executor's changes, removing its
+    sandbox, building the next cell's) runs on a helper thread while the grader works, so a
+    lane passes from one agent straight to the next, and a lane never holds more than one
+    sandbox.
     """
     finished = finished or {}
     records = [finished[cell.label] for cell in cells if cell.label in finished]
@@ -7878,25 +7868,20 @@ def wait_waking_for_signals(futures: list[concurrent.futures.Future]) -> None:
         _, pending = concurrent.futures.wait(pending, timeout=SIGNAL_WAKE_S)
 
 
-class CellQueue:
+class CellQueue(collections.deque):
     """The cells still to start, in plan order; lanes take them one at a time."""
-
-    def __init__(self, cells: list[Cell]):
-        self._cells = collections.deque(cells)
-
-    def __len__(self) -> int:
-        return len(self._cells)
 
     def take(self) -> Cell | None:
         try:
-            return self._cells.popleft()  # atomic: no two lanes get the same cell
+            return self.popleft()  # atomic: no two lanes get the same cell
         except IndexError:
             return None
 
 
 @dataclasses.dataclass
 class CellRun:
-    """One cell on its way through a lane: its record, and its sandbox while it has one."""
+    """One cell on its way through a lane: its record, and its sandbox while it has one; a
+    re-graded cell has its source run instead, and a room for its graders once it is read."""
 
     cell: Cell
     record: RunRecord
@@ -7904,6 +7889,8 @@ class CellRun:
     sandbox: Sandbox | None = None
     answer: ExecutorAnswer | None = None  # set once the executor finished ok
     write_failed: WriteFailed | None = None  # a file of this cell could not be written
+    source: SourceRun | None = None
+    room: GraderRoom | None = None  # where a re-graded cell's graders get their folders
 
 
 def run_lane(ctx: RunContext, queue: CellQueue,
@@ -7912,11 +7899,11 @@ def run_lane(ctx: RunContext, queue: CellQueue,
     cell = queue.take()
     run = start_cell(ctx, cell) if cell is not None else None
     while run is not None:
-        if run.sandbox is not None:
-            run.answer = guarded(run, run_executor_step, ctx, run.cell, run.sandbox, run.record)
+        run.answer = guarded(run, answer_step, ctx, run)
         upcoming = helpers.submit(close_sandbox_and_start_next, ctx, run, queue)
         if run.answer is not None:
-            guarded(run, run_grader_step, ctx, run.cell, run.sandbox, run.record, run.answer)
+            guarded(run, run_grader_step, ctx, run.cell, run.sandbox or run.room, run.record,
+                    run.answer)
         records.append(finish_cell(ctx, run, upcoming))
         run = upcoming.result()
     return records
@@ -7944,9 +7931,16 @@ def new_record(cell: Cell) -> RunRecord:
 
 
 def start_cell(ctx: RunContext, cell: Cell) -> CellRun:
-    run = CellRun(cell, new_record(cell), utc_now())
-    guarded(run, prepare_sandbox, ctx, run)
+    run = CellRun(cell, new_record(cell), utc_now(), source=ctx.sources.get(cell.label))
+    guarded(run, prepare_sandbox if run.source is None else copy_source_run, ctx, run)
     return run
+
+
+def answer_step(ctx: RunContext, run: CellRun) -> ExecutorAnswer | None:
+    """The answer the graders read: the executor's in the cell's sandbox, or the source's."""
+    if run.sandbox is not None:
+        return run_executor_step(ctx, run.cell, run.sandbox, run.record)
+    return recorded_answer(ctx, run) if run.room is not None else None
 
 
 def prepare_sandbox(ctx: RunContext, run: CellRun) -> None:
@@ -7981,7 +7975,7 @@ def close_sandbox_and_start_next(ctx: RunContext, run: CellRun,
                                  queue: CellQueue) -> CellRun | None:
     """After the executor: its changes read and its sandbox gone, then the next cell built."""
     sandbox = run.sandbox
-    if sandbox is not None:
+    if sandbox is not None:  # a re-graded cell has none: its checks' results are its source's
         def close() -> None:
             run.record.changes = sandbox_changes(sandbox.repo, sandbox.baseline_git,
                                                  sandbox.record["git"], ctx.groups)
@@ -7998,11 +7992,10 @@ def finish_cell(ctx: RunContext, run: CellRun, closing: concurrent.futures.Futur
     closing.result()  # the executor's changes are on the record, its sandbox gone
     record = run.record
     guarded(run, add_check_verdicts, ctx, run.cell, record)
-    if run.sandbox is not None:
-        if ctx.options.keep_sandboxes:
-            run.sandbox.record["kept"] = True
-        else:
-            guarded(run, run.sandbox.remove_grader_dirs)
+    if run.sandbox is not None and ctx.options.keep_sandboxes:
+        run.sandbox.record["kept"] = True
+    elif (run.sandbox or run.room) is not None and not ctx.options.keep_sandboxes:
+        guarded(run, (run.sandbox or run.room).remove_grader_dirs)
     record.started_at, record.finished_at = run.started_at, utc_now()
     record.resumed = ctx.resuming
     save_run_files(ctx, run)
@@ -8160,7 +8153,8 @@ class Conversation:
         self.ended = "failed"
         self.record.fail(status, stage, detail)
 
-    def to_json(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, Any]:
+        """run.json's `conversation`: how it went, each turn's own values, the user's."""
         shares = turn_shares(self.reported, self.ctx.provider.running_totals)
         turns = [{**turn, "metrics": share} for turn, share in zip(self.turns, shares)]
         document: dict[str, Any] = {
@@ -8193,7 +8187,7 @@ def run_conversation(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: RunR
     finally:
         if kept is not None:
             shutil.rmtree(kept.path, ignore_errors=True)
-        record.conversation = talk.to_json()
+        record.conversation = talk.summary()
         record.metrics = conversation_totals(turn_shares(talk.reported,
                                                          ctx.provider.running_totals))
         talk.files.text("transcript.md", transcript_markdown(talk.exchanges, talk.ended))
@@ -8661,53 +8655,16 @@ class SourceRun:
     changed: str = ""
 
 
-def regrade_matrix(ctx: RunContext, cells: list[Cell], sources: dict[str, SourceRun],
-                   finished: dict[str, RunRecord] | None = None) -> list[RunRecord]:
-    """Grade every cell's recorded answer again, --concurrency cells at a time."""
-    finished = finished or {}
-    records = [finished[cell.label] for cell in cells if cell.label in finished]
-    todo = [cell for cell in cells if cell.label not in finished]
-    if todo:
-        workers = min(ctx.options.concurrency, len(todo))
-        with concurrent.futures.ThreadPoolExecutor(workers, "skill-eval-regrade") as pool:
-            futures = [pool.submit(regrade_cell, ctx, cell, sources[cell.label])
-                       for cell in todo]
-            wait_waking_for_signals(futures)
-            records += [future.result() for future in futures]
-    position = {cell.label: index for index, cell in enumerate(cells)}
-    return sorted(records, key=lambda record: position[record.label])
-
-
-def regrade_cell(ctx: RunContext, cell: Cell, source: SourceRun) -> RunRecord:
-    """Copy the source run's executor record and answer, then grade it afresh."""
-    run = CellRun(cell, new_record(cell), utc_now())
-    if ctx.on_cell_start:
-        ctx.on_cell_start(cell.label)
-    room = GraderRoom(ctx.sandbox_base)
-    guarded(run, regrade_steps, ctx, run, source, room)
-    record = run.record
-    if not ctx.options.keep_sandboxes:
-        guarded(run, room.remove_grader_dirs)
-    record.started_at, record.finished_at = run.started_at, utc_now()
-    record.resumed = ctx.resuming
-    save_run_files(ctx, run)
-    journal_cell(ctx, run)
-    if ctx.budget is not None:
-        ctx.budget.add(record)
-    if ctx.progress:
-        ctx.progress(record)
-    return record
-
-
-def regrade_steps(ctx: RunContext, run: CellRun, source_run: SourceRun,
-                  room: GraderRoom) -> None:
-    cell, record, source_dir = run.cell, run.record, source_run.folder
+def copy_source_run(ctx: RunContext, run: CellRun) -> None:
+    """A re-graded cell's executor record and files, copied from its source run; a room for
+    its graders when that executor finished, else the source's failure stands."""
+    cell, record, source_dir = run.cell, run.record, run.source.folder
     if cell.run_dir.exists():  # a resumed cell starts clean
         shutil.rmtree(cell.run_dir)
     cell.run_dir.joinpath("outputs").mkdir(parents=True)
-    if source_run.changed:  # never graded, nor copied, as if the runner had written them
+    if run.source.changed:  # never graded, nor copied, as if the runner had written them
         record.fail("runner_error", "runner", f"the source run's files changed since the runner "
-                    f"wrote them: {source_run.changed}; not re-graded")
+                    f"wrote them: {run.source.changed}; not re-graded")
         return
     try:
         source = read_run_record(source_dir)
@@ -8731,10 +8688,18 @@ def regrade_steps(ctx: RunContext, run: CellRun, source_run: SourceRun,
     if not executor_finished(source) or cell.case.trigger:  # nothing to grade
         record.status, record.failure = source.status, source.failure
         return
+    run.room = GraderRoom(ctx.sandbox_base)
+
+
+def recorded_answer(ctx: RunContext, run: CellRun) -> ExecutorAnswer | None:
+    """A re-graded cell's answer as its source recorded it, unless the run is stopping."""
+    cell, record = run.cell, run.record
     reason = ctx.should_stop()
     if reason:
         record.fail("cancelled", "scheduling", reason)
-        return
+        return None
+    if ctx.on_cell_start:
+        ctx.on_cell_start(cell.label)
     outputs = cell.run_dir / "outputs"
     text = (outputs / "output.txt").read_text(encoding="utf-8", errors="replace")
     artifact = ((outputs / "plan.md").read_text(encoding="utf-8", errors="replace")
@@ -8746,12 +8711,10 @@ def regrade_steps(ctx: RunContext, run: CellRun, source_run: SourceRun,
         if exchanges is None:
             record.fail("runner_error", "runner", "the source run's conversation files "
                         "(messages/turn-N.txt, outputs/turn-N.txt) are incomplete; not re-graded")
-            return
-    answer = ExecutorAnswer(text, artifact, bool(record.written_artifact.get("truncated")),
-                            exchanges)
-    record.sandbox = {**(record.sandbox or {}), "regrade_grader": room.record}
-    run_grader_step(ctx, cell, room, record, answer)
-    add_check_verdicts(ctx, cell, record)  # the source's check results: its sandbox is gone
+            return None
+    record.sandbox = {**(record.sandbox or {}), "regrade_grader": run.room.record}
+    return ExecutorAnswer(text, artifact, bool(record.written_artifact.get("truncated")),
+                          exchanges)
 
 
 def conversation_files(run_dir: Path) -> list[str]:
@@ -9591,14 +9554,6 @@ def per_eval_rates(runs: list[RunResult], configs: tuple[str, ...]) -> tuple[Per
     return tuple(rows)
 
 
-def _pass_rates_of(row: PerEval | dict[str, Any], config: str) -> Sequence[float]:
-    """A row's pass rates for one config; a plain dict row (as the unit tests build, with
-    only the pass rates) is read by its keys."""
-    if isinstance(row, PerEval):
-        return row.configs[config].pass_rates
-    return row["configs"][config]["pass_rates"]
-
-
 def paired_deltas(pairs: list[tuple[list[float], list[float]]]) -> list[float]:
     """Each eval's delta of mean pass rates (candidate minus baseline), in sorted order.
 
@@ -9738,7 +9693,7 @@ def mean_delta_interval(deltas: list[float], step: float,
             "step": step, "bounded": (low, high) != (-1.0, 1.0)}
 
 
-def paired_statistics(per_eval: Sequence[PerEval | dict[str, Any]],
+def paired_statistics(per_eval: Sequence[PerEval],
                       configs: tuple[str, ...], alpha: float = ALPHA) -> dict[str, Any] | None:
     if len(configs) != 2:
         return None
@@ -10032,7 +9987,7 @@ MULTIPLICITY_METHOD = ("Holm's step-down: with m comparisons, those whose interv
                        "most alpha")
 
 
-def comparisons(per_eval: Sequence[PerEval | dict[str, Any]],
+def comparisons(per_eval: Sequence[PerEval],
                 configs: tuple[str, ...]) -> list[Comparison]:
     """The candidate (first config) against each other config: paired statistics and power.
 
@@ -10046,7 +10001,7 @@ def comparisons(per_eval: Sequence[PerEval | dict[str, Any]],
             for pair, level in zip(pairs, levels)]
 
 
-def holm_levels(per_eval: Sequence[PerEval | dict[str, Any]],
+def holm_levels(per_eval: Sequence[PerEval],
                 pairs: list[tuple[str, str]]) -> list[float]:
     """Per comparison, the level Holm's step-down tests it at: a claimed one the level of
     its step, the others the level of the last step, where none of them claimed."""
@@ -10064,7 +10019,7 @@ def holm_levels(per_eval: Sequence[PerEval | dict[str, Any]],
     return levels
 
 
-def comparison_of(per_eval: Sequence[PerEval | dict[str, Any]], pair: tuple[str, str],
+def comparison_of(per_eval: Sequence[PerEval], pair: tuple[str, str],
                   alpha: float = ALPHA, family: int = 1) -> Comparison:
     """pair[0] against pair[1] over the evals scored in both: the test, verdict and power,
     at `alpha` (Holm's level for it when `family` comparisons share ALPHA)."""
@@ -10084,9 +10039,9 @@ def comparison_of(per_eval: Sequence[PerEval | dict[str, Any]], pair: tuple[str,
         interval_level=1 - alpha if family > 1 else None)
 
 
-def _paired_rates(per_eval: Sequence[PerEval | dict[str, Any]],
+def _paired_rates(per_eval: Sequence[PerEval],
                   pair: tuple[str, str]) -> list[tuple[list[float], list[float]]]:
-    rows = [tuple(list(_pass_rates_of(row, c)) for c in pair) for row in per_eval]
+    rows = [tuple(list(row.configs[c].pass_rates) for c in pair) for row in per_eval]
     return [(cand, base) for cand, base in rows if cand and base]
 
 
@@ -10263,7 +10218,7 @@ def simulated_mde(pairs: list[tuple[list[float], list[float]]], evals: int,
     return (None if math.isinf(share) else share * room), room
 
 
-def power_forecast(per_eval: Sequence[PerEval | dict[str, Any]], pair: tuple[str, str],
+def power_forecast(per_eval: Sequence[PerEval], pair: tuple[str, str],
                    observed: float | None, alpha: float = ALPHA,
                    evals: int | None = None) -> dict[str, Any]:
     """Minimum detectable effect, and evals (or runs per eval) a target delta would need.
@@ -10496,10 +10451,9 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> Benchmark:
         error_run_count=sum(r.status != STATUS_OK for r in runs),
         sanity_checks=SanityChecks("OK", ()),  # below, from everything else
         status_counts=dict(sorted(statuses.items())),
-        comparison={"candidate": candidate, "baseline": baseline,
-                    "candidate_pass_rate": cand_rate, "baseline_pass_rate": base_rate,
-                    "delta": cand_rate - base_rate
-                    if cand_rate is not None and base_rate is not None else None},
+        comparison=PooledComparison(candidate, baseline, cand_rate, base_rate,
+                                    cand_rate - base_rate
+                                    if cand_rate is not None and base_rate is not None else None),
         comparisons=tuple(compared),
         per_assertion=per_assertion(runs, configs, meta.get("common_assertions")),
         pass_hat_k=({c: pass_hat_k(per_eval, runs, c) for c in configs}
@@ -10654,7 +10608,7 @@ def judge_summary(runs: list[RunResult], configs: tuple[str, ...],
 JUDGE_CHECK_DISAGREEMENT_MAX = 0.10  # more than this share of cells: judge_disagrees_with_check
 
 
-def judge_vs_checks(runs: list[RunResult], common: list[str] | None) -> dict[str, Any]:
+def judge_vs_checks(runs: list[RunResult], common: list[str] | None) -> JudgeVsChecks:
     """How often the judge agreed with the check that decides the same fact, over the scored
     runs: overall and per (assertion, check) pair, with Cohen's kappa and every cell where
     the two disagreed. The check is the reference: it looked at the files, the judge at a text."""
@@ -10676,39 +10630,35 @@ def judge_vs_checks(runs: list[RunResult], common: list[str] | None) -> dict[str
             entry["votes"].append(vote)
             every.append(vote)
             if vote[0] != vote[1]:
-                entry["disagreements"].append({
-                    "eval_id": run.eval_id, "configuration": run.configuration,
-                    "run_number": run.run_number, "judge_passed": vote[0],
-                    "check_passed": vote[1]})
-    per_pair = []
-    for entry in pairs.values():
-        votes = entry.pop("votes")
-        per_pair.append({**entry, **_agreement_of(votes)})
-    return {"pairs": len(per_pair), "overall": _agreement_of(every), "per_pair": per_pair,
-            "max_disagreement": JUDGE_CHECK_DISAGREEMENT_MAX}
+                entry["disagreements"].append(Disagreement(
+                    run.eval_id, run.configuration, run.run_number, vote[0], vote[1]))
+    per_pair = tuple(PairAgreement(entry["eval_id"], entry["assertion"], entry["check"],
+                                   tuple(entry["disagreements"]), _agreement_of(entry["votes"]))
+                     for entry in pairs.values())
+    return JudgeVsChecks(len(per_pair), _agreement_of(every), per_pair,
+                         JUDGE_CHECK_DISAGREEMENT_MAX)
 
 
-def _agreement_of(votes: list[tuple[bool, bool]]) -> dict[str, Any]:
+def _agreement_of(votes: list[tuple[bool, bool]]) -> Agreement:
     """count, agreed, agreement rate and Cohen's kappa of (judge, check) verdicts."""
     n = len(votes)
     agreed = sum(judge == check for judge, check in votes)
-    return {"count": n, "agreed": agreed, "agreement": agreed / n if n else None,
-            "kappa": cohen_kappa(votes)}
+    return Agreement(n, agreed, agreed / n if n else None, cohen_kappa(votes))
 
 
-def cohen_kappa(votes: list[tuple[bool, bool]]) -> dict[str, Any]:
+def cohen_kappa(votes: list[tuple[bool, bool]]) -> Metric:
     """Cohen's kappa of two raters on pass/fail, or absent with the reason it is undefined."""
     n = len(votes)
     if not n:
-        return {"value": None, "absent_reason": "no paired verdicts"}
+        return Metric(None, absent_reason="no paired verdicts")
     observed = sum(a == b for a, b in votes) / n
     first = sum(a for a, _ in votes) / n
     second = sum(b for _, b in votes) / n
     chance = first * second + (1 - first) * (1 - second)
     if chance >= 1 - RATE_EPSILON:
-        return {"value": None, "absent_reason": "both gave the same verdict in every cell, so "
-                "agreement by chance is certain"}
-    return {"value": _snap((observed - chance) / (1 - chance))}
+        return Metric(None, absent_reason="both gave the same verdict in every cell, so "
+                      "agreement by chance is certain")
+    return Metric(_snap((observed - chance) / (1 - chance)))
 
 
 def judge_cost(runs: list[RunResult], configs: tuple[str, ...]) -> dict[str, Any]:
@@ -10854,12 +10804,12 @@ def all_runs(benchmark: Benchmark) -> list[RunResult]:
                                        r.run_number))
 
 
-def _summary_delta(cand: ConfigSummary, base: ConfigSummary) -> dict[str, str | None]:
+def _summary_delta(cand: ConfigSummary, base: ConfigSummary) -> SummaryDelta:
     out = {}
     for key, fmt in (("pass_rate", "{:+.2f}"), ("time_seconds", "{:+.1f}"), ("tokens", "{:+.0f}")):
         a, b = cand.stat(key).mean, base.stat(key).mean
         out[key] = fmt.format(a - b) if a is not None and b is not None else None
-    return out
+    return SummaryDelta(**out)
 
 
 def _flag(severity: str, kind: str, message: str, **where: Any) -> SanityFlag:
@@ -10972,11 +10922,11 @@ def _eval_flags(benchmark: Benchmark) -> list[SanityFlag]:
                 slot.statuses and not slot.pass_rates for slot in row.configs.values()):
             flags.append(_flag("error", "eval_unscored",
                                "no run of this eval was scored in any config", eval_id=eid))
-        deltas = row.deltas or {comparison["baseline"]: row.delta}
+        deltas = row.deltas or {comparison.baseline: row.delta}
         for baseline, delta in deltas.items():
             if delta is not None and _sign(delta) < 0:
                 flags.append(_flag("warning", "candidate_below_baseline",
-                                   f"{comparison['candidate']} scored {delta:+.2f} against "
+                                   f"{comparison.candidate} scored {delta:+.2f} against "
                                    f"{baseline}", eval_id=eid))
     return flags
 
@@ -11016,16 +10966,16 @@ def _judge_flags(benchmark: Benchmark) -> list[SanityFlag]:
                                    "counted as failed", eval_id=run.eval_id,
                                    configuration=run.configuration,
                                    run_number=run.run_number, assertion_id=exp.id))
-    versus = benchmark.judge_vs_checks or {}
-    for entry in versus.get("per_pair") or []:
-        wrong = len(entry["disagreements"])
-        if entry["count"] and wrong / entry["count"] > versus["max_disagreement"]:
-            kappa = entry["kappa"].get("value")
+    versus = benchmark.judge_vs_checks
+    for entry in versus.per_pair if versus else ():
+        wrong, count = len(entry.disagreements), entry.votes.count
+        if count and wrong / count > versus.max_disagreement:
+            kappa = entry.votes.kappa.value
             flags.append(_flag("warning", "judge_disagrees_with_check",
-                               f"the judge disagreed with check {entry['check'][:60]!r} in "
-                               f"{wrong} of {entry['count']} cells (kappa "
+                               f"the judge disagreed with check {entry.check[:60]!r} in "
+                               f"{wrong} of {count} cells (kappa "
                                f"{'n/a' if kappa is None else format(kappa, '+.2f')}): "
-                               f"{entry['assertion'][:80]}", eval_id=entry["eval_id"]))
+                               f"{entry.assertion[:80]}", eval_id=entry.eval_id))
     agreement = (benchmark.judge or {}).get("agreement") or {}
     for entry in agreement.get("per_assertion") or []:
         if entry["judge_unstable"]:
@@ -11750,12 +11700,12 @@ def _md_overall(b: Benchmark) -> str:
 
 def _md_comparison(b: Benchmark) -> str:
     c = b.comparison
-    if not c.get("baseline"):
+    if not c.baseline:
         return "## Comparison\n\nNo baseline config was run.\n"
     lines = ["## Comparison", "",
-             f"- {c['candidate']}: {fmt_rate(c['candidate_pass_rate'])}",
-             f"- {c['baseline']}: {fmt_rate(c['baseline_pass_rate'])}",
-             f"- Delta (pooled over scored runs): {fmt_delta(c['delta'])}"]
+             f"- {c.candidate}: {fmt_rate(c.candidate_pass_rate)}",
+             f"- {c.baseline}: {fmt_rate(c.baseline_pass_rate)}",
+             f"- Delta (pooled over scored runs): {fmt_delta(c.delta)}"]
     if b.pass_hat_k:
         lines += [f"- pass^k ({config}): {fmt_pass_hat_k(value)}"
                   for config, value in b.pass_hat_k.items()]
@@ -11823,49 +11773,49 @@ def judge_lines(b: Benchmark) -> list[str]:
 
 
 def _md_judge_vs_checks(b: Benchmark) -> str:
-    versus = b.judge_vs_checks or {}
+    versus = b.judge_vs_checks
     timed = [r for r in all_runs(b) if (r.checks or {}).get("time_seconds") is not None]
-    if not versus.get("pairs") and not timed:
+    if not (versus and versus.pairs) and not timed:
         return ""
     lines = ["## Judge vs checks", ""]
     if timed:
         spent = Stats(**describe([r.checks["time_seconds"] for r in timed]))
         lines += [f"The checks' own time per run, on the runner's clock and not in the "
                   f"executor's time above: {fmt_stat(spent, ' s', 2)}.", ""]
-    if not versus.get("pairs"):
+    if not versus or not versus.pairs:
         return "\n".join(lines) + "\n"
     lines += [agreement_sentence(versus), "",
               "| eval | assertion | check | cells | agreement | kappa | disagreeing cells |",
               "|---|---|---|---|---|---|---|"]
-    for e in versus["per_pair"]:
+    for e in versus.per_pair:
         lines.append("| " + " | ".join(_md_cell(c) for c in judge_check_row(e)) + " |")
     return "\n".join(lines) + "\n"
 
 
-def agreement_sentence(versus: dict[str, Any]) -> str:
-    overall = versus["overall"]
+def agreement_sentence(versus: JudgeVsChecks) -> str:
+    overall = versus.overall
     return (f"Where an assertion names the check that decides the same fact, the judge agreed "
-            f"in {overall['agreed']} of {overall['count']} cells "
-            f"({fmt_rate(overall['agreement'])}); Cohen's kappa {kappa_text(overall)}.")
+            f"in {overall.agreed} of {overall.count} cells "
+            f"({fmt_rate(overall.agreement)}); Cohen's kappa {kappa_text(overall)}.")
 
 
-def judge_check_row(entry: dict[str, Any]) -> list[str]:
+def judge_check_row(entry: PairAgreement) -> list[str]:
     """eval, assertion, check, cells, agreement, kappa and the first disagreeing cells."""
-    cells = ", ".join(f"{d['configuration']} run {d['run_number']} (judge "
-                      f"{'pass' if d['judge_passed'] else 'fail'}, check "
-                      f"{'pass' if d['check_passed'] else 'fail'})"
-                      for d in entry["disagreements"][:10]) or "none"
-    more = len(entry["disagreements"]) - 10
-    return [str(entry["eval_id"]) if entry["eval_id"] is not None else "all (common)",
-            entry["assertion"], entry["check"], str(entry["count"]),
-            fmt_rate(entry["agreement"]), kappa_text(entry),
+    cells = ", ".join(f"{d.configuration} run {d.run_number} (judge "
+                      f"{'pass' if d.judge_passed else 'fail'}, check "
+                      f"{'pass' if d.check_passed else 'fail'})"
+                      for d in entry.disagreements[:10]) or "none"
+    more = len(entry.disagreements) - 10
+    return [str(entry.eval_id) if entry.eval_id is not None else "all (common)",
+            entry.assertion, entry.check, str(entry.votes.count),
+            fmt_rate(entry.votes.agreement), kappa_text(entry.votes),
             cells + (f" ... {more} more" if more > 0 else "")]
 
 
-def kappa_text(entry: dict[str, Any]) -> str:
-    kappa = entry["kappa"]
-    return (f"{kappa['value']:+.2f}" if kappa.get("value") is not None
-            else f"not computed ({kappa.get('absent_reason')})")
+def kappa_text(votes: Agreement) -> str:
+    kappa = votes.kappa
+    return (f"{kappa.value:+.2f}" if kappa.value is not None
+            else f"not computed ({kappa.absent_reason})")
 
 
 def _md_judge(b: Benchmark) -> str:
@@ -12386,7 +12336,7 @@ def _rates_sentence(b: Benchmark) -> str:
     c = b.comparison
     parts = [f"{config} {fmt_rate(b.run_summary[config].pass_rate.mean)}"
              for config in b.configs]
-    delta = f"; delta {fmt_delta(c['delta'])}" if c.get("baseline") else ""
+    delta = f"; delta {fmt_delta(c.delta)}" if c.baseline else ""
     return f"Pass rate (pooled over scored runs): {', '.join(parts)}{delta}."
 
 
@@ -12637,13 +12587,13 @@ def _html_judge(b: Benchmark) -> str:
 
 
 def _html_judge_vs_checks(b: Benchmark) -> str:
-    versus = b.judge_vs_checks or {}
-    if not versus.get("pairs"):
+    versus = b.judge_vs_checks
+    if not versus or not versus.pairs:
         return ""
     head = "".join(f"<th>{name}</th>" for name in (
         "eval", "assertion", "check", "cells", "agreement", "kappa", "disagreeing cells"))
     rows = ["<tr>" + "".join(f"<td>{_h(c)}</td>" for c in judge_check_row(e)) + "</tr>"
-            for e in versus["per_pair"]]
+            for e in versus.per_pair]
     return (f"<h2>Judge vs checks</h2>\n<p>{_h(agreement_sentence(versus))}</p>\n<table><tr>"
             + head + "</tr>\n" + "\n".join(rows) + "\n</table>\n")
 
@@ -12783,9 +12733,9 @@ def _junit_properties(b: Benchmark, config: str) -> list[tuple[str, Any]]:
     return [("skill_name", b.metadata.get("skill_name")), ("agent", b.metadata.get("agent")),
             ("verdict", paired.verdict if paired else "none (one config only)"),
             ("verdict_reason", paired.verdict_reason if paired else ""),
-            ("delta", fmt_delta(c.get("delta"))),
+            ("delta", fmt_delta(c.delta)),
             ("mean_per_eval_delta", fmt_delta(paired.mean_delta if paired else None)),
-            ("candidate", c.get("candidate")), ("baseline", c.get("baseline") or ""),
+            ("candidate", c.candidate), ("baseline", c.baseline or ""),
             ("pass_rate", fmt_rate(b.run_summary[config].pass_rate.mean)),
             ("sanity_status", b.sanity_checks.status), *_junit_comparison_properties(b)]
 
@@ -12868,13 +12818,13 @@ def render_summary(benchmark: Benchmark, iteration_dir: Path) -> str:
                      f"{group_example(group['examples'][0], 160)}")
     if len(groups) > SUMMARY_FLAG_GROUPS:
         lines.append(f"  ... {len(groups) - SUMMARY_FLAG_GROUPS} more kinds in benchmark.md")
-    rates = f"{c['candidate']} {fmt_rate(c['candidate_pass_rate'])}"
-    if c.get("baseline"):
-        rates += f", {c['baseline']} {fmt_rate(c['baseline_pass_rate'])}"
+    rates = f"{c.candidate} {fmt_rate(c.candidate_pass_rate)}"
+    if c.baseline:
+        rates += f", {c.baseline} {fmt_rate(c.baseline_pass_rate)}"
         for other in meta["configs"][2:]:
             rates += f", {other} {fmt_rate(benchmark.run_summary[other].pass_rate.mean)}"
-        rates += (f", delta {fmt_delta(c['delta'])}" if len(meta["configs"]) < 3 else
-                  f"; delta vs {c['baseline']} {fmt_delta(c['delta'])}")
+        rates += (f", delta {fmt_delta(c.delta)}" if len(meta["configs"]) < 3 else
+                  f"; delta vs {c.baseline} {fmt_delta(c.delta)}")
     lines.append(f"Pass rate: {rates}")
     if benchmark.paired:
         lines.append(_md_verdict(benchmark).strip().replace("**", "").replace("\n\n", "\n"))
@@ -13264,7 +13214,7 @@ def read_hash_journal(folder: Path) -> dict[str, dict[str, str]]:
     return hashes
 
 
-def recorded_hashes(folder: Path, benchmark: BenchmarkFile | None) -> dict[str, dict[str, str]]:
+def recorded_hashes(folder: Path, benchmark: Benchmark | None) -> dict[str, dict[str, str]]:
     """The hashes each cell's files had when it finished: the journal's, written at that
     moment, else benchmark.json's. A cell the two disagree on is left out (one was edited),
     so a resume runs it again."""
@@ -13276,7 +13226,7 @@ def recorded_hashes(folder: Path, benchmark: BenchmarkFile | None) -> dict[str, 
             if label not in listed or label not in journal or listed[label] == journal[label]}
 
 
-def run_file_changes(folder: Path, benchmark: BenchmarkFile) -> tuple[list[dict], int, int]:
+def run_file_changes(folder: Path, benchmark: Benchmark) -> tuple[list[dict], int, int]:
     """(changes, files checked, runs without hashes) of every run benchmark.json lists.
 
     Plain string paths and os.open: on a 5,000-run iteration (some 32,000 small files) pathlib
@@ -13285,7 +13235,7 @@ def run_file_changes(folder: Path, benchmark: BenchmarkFile) -> tuple[list[dict]
     journal = read_hash_journal(folder)
     changes, files, unverifiable = [], 0, 0
     base = os.fspath(folder)
-    for run in benchmark.runs:  # an unscored run's files are evidence too
+    for run in benchmark.listed_runs:  # an unscored run's files are evidence too
         if run.files_sha256 is None:
             if run.label in journal:  # the hashes were taken, then struck from benchmark.json
                 changes.append({"path": run.label, "change": f"benchmark.json records no "
@@ -13315,7 +13265,7 @@ def verify_run_files(benchmark: Benchmark, iteration_dir: Path,
                      checked_by: str) -> dict[str, Any]:
     """Hash every run file benchmark.json lists and compare it with the hash taken at write time."""
     started = time.monotonic()
-    changes, files, unverifiable = run_file_changes(Path(iteration_dir), benchmark.file_entries())
+    changes, files, unverifiable = run_file_changes(Path(iteration_dir), benchmark)
     return {"checked_by": checked_by, "files": files, "changed_count": len(changes),
             "changed": changes[:CHANGES_SHOWN], "unverifiable_runs": unverifiable,
             "seconds": round(time.monotonic() - started, 3)}
@@ -13384,7 +13334,7 @@ def verify_iteration(benchmark: Benchmark, iteration_dir: Path,
     in it, and the benchmark its cells' files give is the one it stores."""
     started = time.monotonic()
     folder = Path(iteration_dir)
-    changes, files, unverifiable = run_file_changes(folder, benchmark.file_entries())
+    changes, files, unverifiable = run_file_changes(folder, benchmark)
     changes += unlisted_cells(folder, benchmark)
     listed = (*benchmark.runs, *benchmark.unscored_runs)
     # A run with no hashes (an older runner, or a benchmark built by hand) has no files
@@ -14117,15 +14067,6 @@ class IterationPlan:
         return self.previous is not None
 
 
-@dataclasses.dataclass(frozen=True)
-class BegunIteration:
-    """An iteration whose manifest is on disk: its cells, their fixtures and that manifest."""
-
-    cells: list[Cell]
-    fixtures: list[str]
-    manifest: dict[str, Any]
-
-
 # What each attempt at an iteration records afresh, even on a resume (which keeps the rest).
 ATTEMPT_ENTRIES = ("checkout_check", "environment_scrub")
 
@@ -14187,79 +14128,149 @@ def iteration_lock(folder: Path) -> Iterator[None]:
 
 
 def run_plan(plan: IterationPlan, groups: ProcessGroups) -> int:
-    """The one execution path of run, --resume and --regrade (the interrupt handler is the
-    caller's, installed before any work)."""
+    """Run one iteration under its lock (the interrupt handler is the caller's, installed
+    before any work)."""
     with iteration_lock(plan.iteration_dir), guarded_groups(groups, plan.confinement):
-        return (run_iteration if plan.source is None else run_regrade_iteration)(plan, groups)
+        return run_iteration(plan, groups)
 
 
 def run_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
-    """run and --resume: every cell's executor in a sandbox, then its graders."""
-    suite, options, iteration_dir = plan.suite, plan.options, plan.iteration_dir
+    """The one path of run, --resume, --regrade and --next-wave: the plan's cells, each kept,
+    executed or graded again, through one loop, then the iteration's outputs written once."""
     children_before = child_pids()
     subreaper = become_subreaper()
-    cells = planned_cells(suite, options, iteration_dir)
+    # A re-grade grades every recorded run of its source, whatever --shard says.
+    cells = (plan_cells if plan.source else planned_cells)(plan.suite, plan.options,
+                                                           plan.iteration_dir)
     fixtures = sorted({rel for cell in cells for rel in cell.case.files})
-    sharding = ({"plan": plan_identity(suite, options, plan_cells(suite, options, iteration_dir)),
-                 "shard": shard_record(options, cells)} if options.shard else {})
-    checkout, checkout_failure = take_checkout_snapshot(suite.root, iteration_dir,
-                                                        suite.skill_name, groups)
-    withheld = package_withholdings(suite.root, suite.skill_name, suite.path,
-                                    suite.secret_texts())
-    snapshot = RepoSnapshot.take(suite.root, suite.skill_name, withheld, plan.revisions,
-                                 suite.path, groups=groups)
+    ground = (RecordedRuns(plan.source, regrade_sources(plan.source, cells))
+              if plan.source is not None else Sandboxes.take(plan, groups))
     try:
         # Until its manifest is on disk an iteration can be neither reported nor resumed: an
         # interrupt or a failed write before then leaves no iteration and no template.
-        snapshot.template = (None if groups.cancelled.is_set()
-                             else build_git_template(snapshot, plan.sandbox_base, groups))
         if groups.cancelled.is_set():
             raise KeyboardInterrupt  # a stop asked before the manifest unwinds as Ctrl-C does
-        add_runner_baselines(snapshot.template, iteration_dir / ".baselines")
         launch = launch_entries(plan, subreaper)
         manifest = prepare_manifest(plan, cells, {
             "cli_version": launch["cli_version"], "sandbox_base": launch["sandbox_base"],
-            "listing_source": snapshot.listing_source,
-            "git_template": {"path": str(snapshot.template.folder),
-                             "commit": snapshot.template.commit,
-                             "error": snapshot.template.error},
-            "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name,
-                                                                   plan.provider),
-            "withheld_from_skill_package": withheld, "isolation": launch["isolation"],
-            "withheld_from_every_sandbox": snapshot.kept_back,
-            "fixture_status": {"before": fixture_status(suite.root, fixtures, groups)},
-            "arms": arm_records(suite, options.configs, snapshot.revisions),
-            "skill_snapshot": skill_snapshot_record(snapshot, options.configs), **sharding,
-            "checkout_check": {"before": checkout.summary() if checkout
-                               else {"reason": checkout_failure}},
+            **ground.begin(plan, groups, cells, fixtures, launch["isolation"]),
             "environment_scrub": plan.environment_scrub})
         if groups.cancelled.is_set():
             raise KeyboardInterrupt
         write_start(plan, cells, manifest)
     except BaseException as exc:
-        if snapshot.template is not None:
-            snapshot.template.remove_runner_baselines()
-            snapshot.template.remove()
+        ground.remove(keep_template=False)
         return abandon_unstarted_iteration(plan, exc)
-    ctx = iteration_context(plan, groups, snapshot, children_before)
+    ctx = iteration_context(plan, groups, ground, children_before)
     if plan.wave_limit:  # an adaptive shard runs its waves so far and no further
         cells = [cell for cell in cells if cell.run_number <= plan.wave_limit]
     try:
-        records = run_planned_cells(ctx, cells, plan.resuming,
-                                    adaptive_matrix if plan.options.adaptive else execute_matrix)
+        records = run_planned_cells(ctx, cells, plan.resuming)
         cells, waves = adaptive_cells(ctx, cells)
     finally:
         end_strays(keep=children_before)  # whatever an agent left running ends now
-        snapshot.template.remove_runner_baselines()
-        if not options.keep_sandboxes:  # kept sandboxes still borrow its objects
-            snapshot.template.remove()
-    checked = {**manifest["checkout_check"], "after": check_checkout(checkout, checkout_failure,
-                                                                       groups)}
-    begun = BegunIteration(cells, fixtures, {**manifest, "checkout_check": checked, **waves})
-    return exit_status(ctx, finish_iteration(plan, groups, begun, records))
+        ground.remove(keep_template=plan.options.keep_sandboxes)
+    manifest = {**manifest, **ground.after(manifest, groups), **waves}
+    return finish_iteration(plan, ctx, cells, {**manifest, "fixture_status": {
+        **manifest["fixture_status"], "after": fixture_status(plan.suite.root, fixtures, groups)}},
+        records)
 
 
-def iteration_context(plan: IterationPlan, groups: ProcessGroups, snapshot: RepoSnapshot | None,
+@dataclasses.dataclass
+class Sandboxes:
+    """Where a run's executors work: copies of the checkout's snapshot, taken before the
+    manifest, built from a git template made once the iteration may start."""
+
+    snapshot: RepoSnapshot
+    checkout: CheckoutSnapshot | None
+    checkout_failure: str
+    withheld: list[str]
+    sources: dict[str, SourceRun] = dataclasses.field(default_factory=dict)  # none: executed
+
+    @classmethod
+    def take(cls, plan: IterationPlan, groups: ProcessGroups) -> Sandboxes:
+        suite = plan.suite
+        try:
+            checkout, failure = CheckoutSnapshot.take(suite.root, plan.iteration_dir,
+                                                      (f"skills/{suite.skill_name}/",),
+                                                      groups=groups), ""
+        except OSError as exc:
+            checkout, failure = None, f"the snapshot failed: {exc}"
+        withheld = package_withholdings(suite.root, suite.skill_name, suite.path,
+                                        suite.secret_texts())
+        snapshot = RepoSnapshot.take(suite.root, suite.skill_name, withheld, plan.revisions,
+                                     suite.path, groups=groups)
+        return cls(snapshot, checkout, failure, withheld)
+
+    def begin(self, plan: IterationPlan, groups: ProcessGroups, cells: list[Cell],
+              fixtures: list[str], isolation: dict[str, Any]) -> dict[str, Any]:
+        """The sandboxes' git template built; the manifest's account of what the sandboxes
+        hold and how agents run in them."""
+        suite, options, snapshot = plan.suite, plan.options, self.snapshot
+        snapshot.template = (None if groups.cancelled.is_set()
+                             else build_git_template(snapshot, plan.sandbox_base, groups))
+        if groups.cancelled.is_set():
+            raise KeyboardInterrupt
+        add_runner_baselines(snapshot.template, plan.iteration_dir / ".baselines")
+        sharding = ({"plan": plan_identity(suite, options, plan_cells(suite, options,
+                                                                      plan.iteration_dir)),
+                     "shard": shard_record(options, cells)} if options.shard else {})
+        return {"listing_source": snapshot.listing_source,
+                "git_template": {"path": str(snapshot.template.folder),
+                                 "commit": snapshot.template.commit,
+                                 "error": snapshot.template.error},
+                "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name,
+                                                                       plan.provider),
+                "withheld_from_skill_package": self.withheld, "isolation": isolation,
+                "withheld_from_every_sandbox": snapshot.kept_back,
+                "fixture_status": {"before": fixture_status(suite.root, fixtures, groups)},
+                "arms": arm_records(suite, options.configs, snapshot.revisions),
+                "skill_snapshot": skill_snapshot_record(snapshot, options.configs), **sharding,
+                "checkout_check": {"before": self.checkout.summary() if self.checkout
+                                   else {"reason": self.checkout_failure}}}
+
+    def remove(self, keep_template: bool) -> None:
+        """The runner's baselines, and the template unless kept sandboxes borrow its objects."""
+        template = self.snapshot.template
+        if template is None:
+            return
+        template.remove_runner_baselines()
+        if not keep_template:
+            template.remove()
+
+    def after(self, manifest: dict[str, Any], groups: ProcessGroups) -> dict[str, Any]:
+        """The checkout as the cells left it, beside how they found it."""
+        return {"checkout_check": {**manifest["checkout_check"], "after": check_checkout(
+            self.checkout, self.checkout_failure, groups)}}
+
+
+@dataclasses.dataclass
+class RecordedRuns:
+    """Where a re-grade's answers come from: the source iteration's recorded runs."""
+
+    source: RegradeSource
+    sources: dict[str, SourceRun]  # every cell's: graded again, never executed
+    snapshot: None = None
+
+    def begin(self, plan: IterationPlan, groups: ProcessGroups, cells: list[Cell],
+              fixtures: list[str], isolation: dict[str, Any]) -> dict[str, Any]:
+        """Where the answers came from; what is about the executor's run, from the source."""
+        source = self.source
+        return {"regrade": source.record(),
+                "skill_installed_elsewhere": source.manifest.get("skill_installed_elsewhere")
+                or [],
+                "isolation": isolation,
+                "fixture_status": {"before": (source.manifest.get("fixture_status") or {}).get(
+                    "before") or fixture_status(plan.suite.root, fixtures, groups)}}
+
+    def remove(self, keep_template: bool) -> None:
+        """Nothing to remove: each cell's graders' room goes with the cell."""
+
+    def after(self, manifest: dict[str, Any], groups: ProcessGroups) -> dict[str, Any]:
+        return {}
+
+
+def iteration_context(plan: IterationPlan, groups: ProcessGroups, ground: Sandboxes | RecordedRuns,
                       children_before: set[int]) -> RunContext:
     """What the cells run with, complete: how agents are confined and what they never see."""
     mounts: list[tuple[str, str, str]] = []
@@ -14274,11 +14285,12 @@ def iteration_context(plan: IterationPlan, groups: ProcessGroups, snapshot: Repo
         hidden = [folder for folder in (plan.suite.root, plan.iteration_dir,
                                         plan.options.workspace, plan.sandbox_base, Path.home())
                   if folder is not None] + ([plan.source.folder] if plan.source else [])
-    return RunContext(plan.suite, plan.options, plan.provider, plan.iteration_dir, snapshot,
-                      plan.sandbox_base, groups, judge=judge_identity(plan),
+    return RunContext(plan.suite, plan.options, plan.provider, plan.iteration_dir,
+                      ground.snapshot, plan.sandbox_base, groups, judge=judge_identity(plan),
                       resuming=plan.resuming, children_before=children_before,
                       base_env=plan.base_env, confinement=plan.confinement,
-                      agent_mounts=mounts, hidden=hidden, wave_limit=plan.wave_limit)
+                      agent_mounts=mounts, hidden=hidden, wave_limit=plan.wave_limit,
+                      sources=ground.sources)
 
 
 # -- adaptive runs: the matrix in waves, a sequential look after each -----------------------
@@ -14321,7 +14333,7 @@ def adaptive_matrix(ctx: RunContext, cells: list[Cell],
     history: list[dict[str, Any]] = []
     keys = list(dict.fromkeys(cell.case.key for cell in cells))
     for wave in range(1, looks + 1):
-        records += execute_matrix(ctx, [c for c in cells if c.run_number == wave], finished)
+        records += run_matrix(ctx, [c for c in cells if c.run_number == wave], finished)
         look = sequential_look(adaptive_pairs(keys, records, ctx.options.configs), wave, looks)
         history.append(look)
         halted = ctx.should_stop() or cancelled_reason(records)
@@ -14350,7 +14362,7 @@ def shard_waves(ctx: RunContext, cells: list[Cell],
     limit = ctx.wave_limit or 1
     records: list[RunRecord] = []
     for wave in range(1, limit + 1):
-        records += execute_matrix(ctx, [c for c in cells if c.run_number == wave], finished)
+        records += run_matrix(ctx, [c for c in cells if c.run_number == wave], finished)
     index, count = ctx.options.shard  # adaptive_matrix sends only shards here
     ctx.state.adaptive = {
         **adaptive_method(ctx.options.runs, adaptive_plan_evals(ctx.suite, ctx.options)),
@@ -14429,7 +14441,7 @@ def adaptive_record(waves_max: int, per_wave: dict[str, int], records: list[RunR
             "looks": history, "saved": saved}
 
 
-def replay_looks(plan: dict[str, Any], records: list[RunRecord], waves: int,
+def replay_looks(plan: PlanRecord, records: list[RunRecord], waves: int,
                  where: str) -> list[dict[str, Any]]:
     """The looks after waves 1..`waves` of shards' cells merged, as one machine makes them.
     A look before the last that stopped the waves means later waves ran against the rule:
@@ -14437,8 +14449,8 @@ def replay_looks(plan: dict[str, Any], records: list[RunRecord], waves: int,
     history = []
     for wave in range(1, waves + 1):
         seen = [record for record in records if record.run_number <= wave]
-        look = sequential_look(adaptive_pairs(plan["evals"], seen, plan["configs"]), wave,
-                               plan["runs"])
+        look = sequential_look(adaptive_pairs(list(plan.evals), seen, list(plan.configs)),
+                               wave, plan.runs)
         if look["stop"] and wave < waves:
             raise InputError(f"{where}: the look after wave {wave} stops the waves "
                              f"({look['stop']}), yet the shards ran {waves} waves; no look may "
@@ -14461,20 +14473,11 @@ def adaptive_cells(ctx: RunContext, cells: list[Cell]) -> tuple[list[Cell], dict
     return [cell for cell in cells if cell.run_number <= waves["waves_run"]], {"adaptive": waves}
 
 
-def exit_status(ctx: RunContext, code: int) -> int:
-    """A file a cell could not write (a full disk) ends the run with exit 3 naming it, once
-    the benchmark says which cells it cost; an interrupt keeps its 130."""
-    if ctx.state.write_failed is not None and code != EXIT_INTERRUPTED:
-        raise ctx.state.write_failed
-    return code
-
-
-def run_planned_cells(ctx: RunContext, cells: list[Cell], resumed: bool,
-                      matrix: Callable[..., list[RunRecord]] = execute_matrix,
-                      *extra: Any) -> list[RunRecord]:
-    """The one execution path of run, --resume and --regrade: the cells an earlier attempt
-    finished kept (only while their files match the hashes taken when they finished),
-    progress shown, the spending caps counted over the whole iteration, the deadline kept."""
+def run_planned_cells(ctx: RunContext, cells: list[Cell], resumed: bool) -> list[RunRecord]:
+    """The cells of run, --resume, --regrade and --next-wave: the ones an earlier attempt
+    finished kept (only while their files match the hashes taken when they finished), the
+    others run in waves (--adaptive) or at once, progress shown, the spending caps counted
+    over the whole iteration, the deadline kept."""
     # An adaptive shard's waves before its latest are the ones a merged look saw.
     looked = max((ctx.wave_limit or 0) - 1, 0)
     finished = (load_finished_cells(cells, recorded_run_hashes(ctx.iteration_dir), looked)
@@ -14491,7 +14494,7 @@ def run_planned_cells(ctx: RunContext, cells: list[Cell], resumed: bool,
     progress.start(f"iteration: {ctx.iteration_dir}"
                    + (f" (resumed: {len(finished)} cells already finished)" if finished else ""))
     try:
-        return run_matrix_until_deadline(ctx, cells, finished, matrix, *extra)
+        return run_matrix_until_deadline(ctx, cells, finished)
     finally:
         progress.stop()
 
@@ -14511,19 +14514,10 @@ def abandon_unstarted_iteration(plan: IterationPlan, exc: BaseException) -> int:
 def recorded_run_hashes(iteration_dir: Path) -> dict[str, dict[str, str]]:
     """The hashes each cell of an earlier attempt had when it finished, by cell label."""
     try:
-        benchmark = read_benchmark(iteration_dir)
+        benchmark = load_benchmark_model(iteration_dir)
     except InputError:  # a SIGKILL left none, or it was damaged: the journal alone says
         benchmark = None
     return recorded_hashes(iteration_dir, benchmark)
-
-
-def take_checkout_snapshot(root: Path, iteration_dir: Path, skill_name: str,
-                           groups: ProcessGroups) -> tuple[CheckoutSnapshot | None, str]:
-    try:
-        return CheckoutSnapshot.take(root, iteration_dir, (f"skills/{skill_name}/",),
-                                     groups=groups), ""
-    except OSError as exc:
-        return None, f"the snapshot failed: {exc}"
 
 
 def judge_identity(plan: IterationPlan) -> dict[str, Any]:
@@ -14534,9 +14528,7 @@ def judge_identity(plan: IterationPlan) -> dict[str, Any]:
 
 
 def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
-                              finished: dict[str, RunRecord],
-                              matrix: Callable[..., list[RunRecord]] = execute_matrix,
-                              *extra: Any) -> list[RunRecord]:
+                              finished: dict[str, RunRecord]) -> list[RunRecord]:
     """At the deadline nothing new starts and running agents are ended (cancelled)."""
     timer = None
     if ctx.options.deadline_s:
@@ -14546,35 +14538,32 @@ def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
         timer.daemon = True
         timer.start()
     try:
-        return matrix(ctx, cells, *extra, finished) if extra else matrix(ctx, cells, finished)
+        return (adaptive_matrix if ctx.options.adaptive else run_matrix)(ctx, cells, finished)
     finally:
         if timer is not None:
             timer.cancel()
 
 
-def finish_iteration(plan: IterationPlan, groups: ProcessGroups, begun: BegunIteration,
-                     records: list[RunRecord]) -> int:
-    """The manifest completed with the fixtures as the cells left them, then the benchmark."""
+def finish_iteration(plan: IterationPlan, ctx: RunContext, cells: list[Cell],
+                     manifest: dict[str, Any], records: list[RunRecord]) -> int:
+    """The completed manifest, then the benchmark. A file a cell could not write (a full
+    disk) ends the run with exit 3 naming it, once the benchmark says which cells it cost;
+    an interrupt keeps its 130."""
     suite, options, iteration_dir = plan.suite, plan.options, plan.iteration_dir
-    cells = begun.cells
-    manifest = {**begun.manifest, "fixture_status": {
-        **begun.manifest["fixture_status"], "after": fixture_status(suite.root, begun.fixtures,
-                                                                 groups)}}
     write_json(iteration_dir / "iteration_manifest.json", manifest)
-    interrupted = groups.reason == "interrupted"
-    incomplete = groups.cancelled.is_set() or any(r.status == "cancelled" for r in records)
+    interrupted = ctx.groups.reason == "interrupted"
+    incomplete = ctx.groups.cancelled.is_set() or any(r.status == "cancelled" for r in records)
     meta = benchmark_metadata(suite, options, manifest, cells, records, incomplete)
     benchmark = aggregate(records, meta)
     benchmark = with_sequential_verdict(benchmark, manifest.get("adaptive"))
     benchmark = apply_results_check(benchmark, source_check(
         manifest, verify_run_files(benchmark, iteration_dir, "run")))
-    write_benchmark(iteration_dir, benchmark)
-    write_text(iteration_dir / "benchmark.html", html_page(benchmark, iteration_dir))
-    if options.junit:
-        write_text(options.junit, render_junit(benchmark))
+    write_benchmark(iteration_dir, benchmark, iteration_dir / "benchmark.html", options.junit)
     print(render_summary(benchmark, iteration_dir))
     if interrupted:
         return EXIT_INTERRUPTED
+    if ctx.state.write_failed is not None:
+        raise ctx.state.write_failed
     return EXIT_OK if benchmark.sanity_checks.status == "OK" else EXIT_REVIEW
 
 
@@ -14628,8 +14617,8 @@ def load_regrade_source(folder: Path) -> RegradeSource:
     refuse = f"--regrade {folder}"
     fix = "pass an iteration-N folder that `run` finished"
     manifest = read_manifest(folder, fix)
-    benchmark = read_benchmark(folder)
-    metadata = benchmark.data["metadata"]
+    benchmark = load_benchmark_model(folder)
+    metadata = benchmark.metadata
     if not isinstance(manifest.data.get("options"), dict):
         raise InputError(f"{refuse}: its iteration_manifest.json holds no options", fix)
     refuse_adaptive_source(manifest.data["options"], refuse)
@@ -14642,7 +14631,7 @@ def load_regrade_source(folder: Path) -> RegradeSource:
                          source_changes(folder, benchmark))
 
 
-def source_changes(folder: Path, benchmark: BenchmarkFile) -> dict[str, str]:
+def source_changes(folder: Path, benchmark: Benchmark) -> dict[str, str]:
     """Per run folder of an iteration, its files that differ from what the runner wrote."""
     changes, _, _ = run_file_changes(folder, benchmark)
     changed: dict[str, str] = {}
@@ -14661,7 +14650,7 @@ def source_check(manifest: dict[str, Any], check: dict[str, Any]) -> dict[str, A
     if not source:
         return check
     try:
-        changed = source_changes(Path(source), read_benchmark(source))
+        changed = source_changes(Path(source), load_benchmark_model(source))
     except InputError as exc:
         changed = {str(source): f"unreadable at the end of the re-grade ({exc.message})"}
     extra = [{"path": f"source {label}", "change": why} for label, why in changed.items()]
@@ -14741,42 +14730,26 @@ def regrade_sources(source: RegradeSource, cells: list[Cell]) -> dict[str, Sourc
     return sources
 
 
-def run_regrade_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
-    """--regrade: the source iteration's recorded answers graded again; no executor runs."""
-    suite, options, source = plan.suite, plan.options, plan.source
-    children_before = child_pids()
-    subreaper = become_subreaper()
-    cells = plan_cells(suite, options, plan.iteration_dir)
-    sources = regrade_sources(source, cells)
-    fixtures = sorted({rel for cell in cells for rel in cell.case.files})
-    try:
-        if groups.cancelled.is_set():
-            raise KeyboardInterrupt
-        launch = launch_entries(plan, subreaper)
-        manifest = prepare_manifest(plan, cells, {
-            "cli_version": launch["cli_version"], "sandbox_base": launch["sandbox_base"],
-            "regrade": source.record(),
-            # about the executor's run, so they come from the source
-            "skill_installed_elsewhere": source.manifest.get("skill_installed_elsewhere") or [],
-            "isolation": launch["isolation"],
-            "fixture_status": {"before": (source.manifest.get("fixture_status") or {}).get(
-                "before") or fixture_status(suite.root, fixtures, groups)},
-            "environment_scrub": plan.environment_scrub})
-        write_start(plan, cells, manifest)
-    except BaseException as exc:
-        return abandon_unstarted_iteration(plan, exc)
-    ctx = iteration_context(plan, groups, None, children_before)
-    try:
-        records = run_planned_cells(ctx, cells, plan.resuming, regrade_matrix, sources)
-    finally:
-        end_strays(keep=children_before)
-    return exit_status(ctx, finish_iteration(plan, groups,
-                                             BegunIteration(cells, fixtures, manifest), records))
-
-
-def write_benchmark(iteration_dir: Path, benchmark: Benchmark) -> None:
+def write_benchmark(iteration_dir: Path, benchmark: Benchmark, html: Path | None = None,
+                    junit: Path | None = None) -> None:
+    """The one writer of an iteration's outputs (run, --merge): its benchmark.json, then what
+    benchmark_outputs renders from it."""
+    outputs = benchmark_outputs(benchmark, iteration_dir, html, junit)
     write_json(iteration_dir / BENCHMARK_FILE, benchmark.to_json())
-    write_text(iteration_dir / "benchmark.md", render_markdown(benchmark))
+    for path, text in outputs.items():
+        write_text(path, text)
+
+
+def benchmark_outputs(benchmark: Benchmark, iteration_dir: Path, html: Path | None = None,
+                      junit: Path | None = None) -> dict[Path, str]:
+    """benchmark.md, and the HTML page and JUnit file where named, each by the path it goes
+    to: every one rendered before any is written (`report` rewrites them from the JSON)."""
+    outputs = {iteration_dir / "benchmark.md": render_markdown(benchmark)}
+    if html:
+        outputs[html] = html_page(benchmark, iteration_dir)
+    if junit:
+        outputs[junit] = render_junit(benchmark)
+    return outputs
 
 
 # -- report -------------------------------------------------------------------
@@ -14786,18 +14759,13 @@ def load_benchmark_model(iteration: str | Path) -> Benchmark:
     """An iteration's benchmark.json as the reports read it, parsed once, here."""
     folder = Path(iteration)
     path = folder / BENCHMARK_FILE if folder.is_dir() else folder
-    return Benchmark.from_json(read_benchmark(iteration).data, path)
-
-
-def read_benchmark(iteration: str | Path) -> BenchmarkFile:
-    """An iteration's benchmark.json (or the file named), checked by the result model."""
-    folder = Path(iteration)
-    path = folder / "benchmark.json" if folder.is_dir() else folder
     if not os.path.lexists(path):
         raise InputError(f"no benchmark.json at {path}",
                          "pass an iteration-N folder written by `run`")
-    return BenchmarkFile.from_json(read_iteration_json(path, "re-run, or restore the file"),
-                                   path)
+    written = read_iteration_json(path, "re-run, or restore the file")
+    refuse_other_files(written, path)
+    return Benchmark.from_json(written, path)
+
 
 
 def newest_iteration_in(value: str, flag: str = "ITERATION_DIR") -> str:
@@ -14834,25 +14802,39 @@ def newest_iterations(iteration: str, compare: str | None) -> tuple[str, str | N
 # -- merging shards -----------------------------------------------------------
 
 
-def read_shard(folder: Path) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class ShardIteration:
+    """A finished shard's iteration, read once: its manifest (with its shard and plan), its
+    benchmark, the waves it ran and, for an adaptive run, the size of one of its waves."""
+
+    folder: Path
+    manifest: Manifest
+    shard: ShardRecord
+    plan: PlanRecord
+    benchmark: Benchmark
+    waves: int
+    wave_size: dict[str, int] | None = None
+
+
+def read_shard(folder: Path) -> ShardIteration:
     """A shard iteration's manifest and benchmark; refused unless it is a finished shard."""
     fix = "pass iteration folders written by `run --shard K/N`"
     manifest = read_manifest(folder, fix)
     if manifest.shard is None or manifest.plan is None:
         raise InputError(f"--merge {folder}: not a shard (it was run without --shard K/N)", fix)
-    benchmark = read_benchmark(folder)
-    shard = {"folder": folder, "manifest": manifest.data, "benchmark": benchmark.data,
-             "shard": manifest.data["shard"], "plan": manifest.data["plan"],
-             "checked": benchmark, "waves": manifest.data["plan"]["runs"]}
+    benchmark = load_benchmark_model(folder)
+    shard = ShardIteration(folder, manifest, manifest.shard, manifest.plan, benchmark,
+                           manifest.plan.runs)
     if (manifest.data.get("options") or {}).get("adaptive") is True:
-        shard["waves"], shard["wave_size"] = shard_wave_entry(folder, manifest.data)
+        waves, size = shard_wave_entry(folder, manifest)
+        shard = dataclasses.replace(shard, waves=waves, wave_size=size)
     return shard
 
 
-def shard_wave_entry(folder: Path, manifest: dict[str, Any]) -> tuple[int, dict[str, int]]:
+def shard_wave_entry(folder: Path, manifest: Manifest) -> tuple[int, dict[str, int]]:
     """An adaptive shard's waves run and the size of one of its waves, from its manifest."""
-    entry = manifest.get("adaptive")
-    runs = manifest["plan"]["runs"]
+    entry = manifest.data.get("adaptive")
+    runs = manifest.plan.runs if manifest.plan else 0
     size = entry.get("wave_size") if isinstance(entry, dict) else None
     waves = entry.get("waves_run") if isinstance(entry, dict) else None
     if not (isinstance(waves, int) and 1 <= waves <= runs and isinstance(size, dict)
@@ -14864,9 +14846,9 @@ def shard_wave_entry(folder: Path, manifest: dict[str, Any]) -> tuple[int, dict[
     return waves, {"cells": size["cells"], "grader_calls": size["grader_calls"]}
 
 
-def merged_waves(shards: list[dict[str, Any]], missing: list[dict[str, Any]]) -> int | None:
+def merged_waves(shards: list[ShardIteration], missing: list[dict[str, Any]]) -> int | None:
     """The wave every shard of an adaptive plan has reached (None for a fixed plan)."""
-    if "wave_size" not in shards[0]:
+    if shards[0].wave_size is None:
         return None
     fix = ("bring every shard to the same wave: run --resume SHARD_ITERATION --next-wave "
            "MERGED on each, with the same merged iteration, then merge again")
@@ -14874,78 +14856,81 @@ def merged_waves(shards: list[dict[str, Any]], missing: list[dict[str, Any]]) ->
         raise InputError(f"--merge: the look after a wave needs every shard of an adaptive run, "
                          f"and {', '.join('shard ' + m['shard'] for m in missing)} "
                          "is not given", "pass every shard's iteration")
-    reached = {shard["shard"]["label"]: shard["waves"] for shard in shards}
+    reached = {shard.shard.label: shard.waves for shard in shards}
     if len(set(reached.values())) > 1:
         raise InputError("--merge: the shards of an adaptive run are at different waves ("
                          + ", ".join(f"shard {label}: {waves}" for label, waves in
                                      sorted(reached.items())) + ")", fix)
-    return shards[0]["waves"]
+    return shards[0].waves
 
 
-def merged_adaptive(shards: list[dict[str, Any]], records: list[RunRecord],
+def merged_adaptive(shards: list[ShardIteration], records: list[RunRecord],
                     waves: int) -> dict[str, Any]:
     """The merged shards' looks, replayed as one machine makes them, and what they saved."""
-    plan = shards[0]["plan"]
-    per_wave = {key: sum(shard["wave_size"][key] for shard in shards)
+    plan = shards[0].plan
+    per_wave = {key: sum((shard.wave_size or {})[key] for shard in shards)
                 for key in ("cells", "grader_calls")}
     history = replay_looks(plan, records, waves, "--merge")
-    return adaptive_record(plan["runs"], per_wave, records, history, len(plan["evals"]))
+    return adaptive_record(plan.runs, per_wave, records, history, len(plan.evals))
 
 
-def expected_shards(plan: dict[str, Any], count: int) -> dict[int, list[str]]:
+def expected_shards(plan: PlanRecord, count: int) -> dict[int, list[str]]:
     """The evals each shard of this plan must hold, by the same assignment `run` used."""
-    per_eval = len(plan["configs"]) * plan["runs"]
-    assignment = assign_shards({key: per_eval for key in plan["evals"]}, count)
+    per_eval = len(plan.configs) * plan.runs
+    assignment = assign_shards({key: per_eval for key in plan.evals}, count)
     owners: dict[int, list[str]] = {}
-    for key in plan["evals"]:
+    for key in plan.evals:
         owners.setdefault(assignment[key], []).append(key)
     return owners
 
 
-def check_shards(shards: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def check_shards(shards: list[ShardIteration]) -> list[dict[str, Any]]:
     """Refuse shards of different plans, repeated or tampered; the missing ones, named."""
     first = shards[0]
     fix = ("merge only shards of one plan: the same suite, skill package, runner file, options "
            "and agent CLI version, with the same N")
     for other in shards[1:]:
-        differ = sorted(k for k in set(first["plan"]) | set(other["plan"])
-                        if k != "sha256" and first["plan"].get(k) != other["plan"].get(k))
-        if other["plan"].get("sha256") != first["plan"].get("sha256") or differ:
-            raise InputError(f"--merge: {other['folder']} belongs to another plan than "
-                             f"{first['folder']} ({', '.join(differ) or 'plan hash'} differ)", fix)
-        if other["manifest"].get("cli_version") != first["manifest"].get("cli_version"):
-            raise InputError(f"--merge: {other['folder']} ran agent CLI "
-                             f"{other['manifest'].get('cli_version')!r}, {first['folder']} ran "
-                             f"{first['manifest'].get('cli_version')!r}", fix)
-    count = first["plan"].get("shard_count")
-    owners = expected_shards(first["plan"], count)
+        differ = sorted(f.name for f in dataclasses.fields(PlanRecord) if f.name != "sha256"
+                        and getattr(first.plan, f.name) != getattr(other.plan, f.name))
+        if other.plan.sha256 != first.plan.sha256 or differ:
+            raise InputError(f"--merge: {other.folder} belongs to another plan than "
+                             f"{first.folder} ({', '.join(differ) or 'plan hash'} differ)", fix)
+        if other.manifest.data.get("cli_version") != first.manifest.data.get("cli_version"):
+            raise InputError(f"--merge: {other.folder} ran agent CLI "
+                             f"{other.manifest.data.get('cli_version')!r}, {first.folder} ran "
+                             f"{first.manifest.data.get('cli_version')!r}", fix)
+    count = first.plan.shard_count
+    if count is None:
+        raise InputError(f"--merge: {first.folder}'s plan records no shard count "
+                         "(plan.shard_count)", "pass iterations written by `run --shard`")
+    owners = expected_shards(first.plan, count)
     seen: dict[int, Path] = {}
     for shard in shards:
-        index = shard["shard"].get("index")
+        index = shard.shard.index
         if index in seen:
             raise InputError(f"--merge: shard {index}/{count} is given twice ({seen[index]} and "
-                             f"{shard['folder']}): their runs would overlap",
+                             f"{shard.folder}): their runs would overlap",
                              "pass each shard's iteration once")
-        seen[index] = shard["folder"]
-        if shard["shard"].get("evals") != owners.get(index, []):
-            raise InputError(f"--merge: {shard['folder']} holds evals "
-                             f"{shard['shard'].get('evals')} but shard {index}/{count} of this "
+        seen[index] = shard.folder
+        if list(shard.shard.evals) != owners.get(index, []):
+            raise InputError(f"--merge: {shard.folder} holds evals "
+                             f"{list(shard.shard.evals)} but shard {index}/{count} of this "
                              f"plan holds {owners.get(index, [])}",
                              "pass iterations written by `run --shard` unchanged")
     return [{"shard": f"{index}/{count}", "evals": evals}
             for index, evals in sorted(owners.items()) if index not in seen]
 
 
-def shard_records(shard: dict[str, Any]) -> list[RunRecord]:
+def shard_records(shard: ShardIteration) -> list[RunRecord]:
     """Every cell of a shard, read back from its run files, in plan order, with the file
     hashes the shard's runner recorded (so the merged iteration verifies them too)."""
-    plan, records = shard["plan"], []
-    hashes = {(run.eval_id, run.configuration, run.run_number): run.files_sha256
-              for run in shard["checked"].runs}
-    for key in shard["shard"]["evals"]:
-        for config in plan["configs"]:
-            for number in range(1, shard["waves"] + 1):
-                run_dir = (shard["folder"] / f"eval-{key}" / config_folder(config)
+    plan, records = shard.plan, []
+    hashes = {run.key: run.files_sha256
+              for run in (*shard.benchmark.runs, *shard.benchmark.unscored_runs)}
+    for key in shard.shard.evals:
+        for config in plan.configs:
+            for number in range(1, shard.waves + 1):
+                run_dir = (shard.folder / f"eval-{key}" / config_folder(config)
                            / f"run-{number}")
                 recorded = hashes.get((str(key), config, number))
                 record = shard_cell_record(run_dir, recorded, (key, config, number))
@@ -14977,15 +14962,15 @@ def shard_cell_record(run_dir: Path, recorded: Any, cell: tuple[Any, str, int]) 
     return record
 
 
-def _weakest_isolation(shards: list[dict[str, Any]]) -> Any:
+def _weakest_isolation(shards: list[ShardIteration]) -> Any:
     """One unconfined shard makes the merged iteration unconfined: say so, never hide it."""
-    return weakest_isolation([s["benchmark"]["metadata"].get("isolation") or {} for s in shards])
+    return weakest_isolation([s.benchmark.metadata.get("isolation") or {} for s in shards])
 
 
-def _merged_fixture_status(shards: list[dict[str, Any]]) -> dict[str, Any]:
+def _merged_fixture_status(shards: list[ShardIteration]) -> dict[str, Any]:
     merged: dict[str, Any] = {}
     for moment in ("before", "after"):
-        states = [(s["benchmark"]["metadata"].get("fixture_status") or {}).get(moment) or {}
+        states = [(s.benchmark.metadata.get("fixture_status") or {}).get(moment) or {}
                   for s in shards]
         unchecked = [st for st in states if not st.get("checked", True)]
         merged[moment] = unchecked[0] if unchecked else {
@@ -14993,41 +14978,40 @@ def _merged_fixture_status(shards: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def merged_metadata(shards: list[dict[str, Any]], records: list[RunRecord],
+def merged_metadata(shards: list[ShardIteration], records: list[RunRecord],
                     missing: list[dict[str, Any]]) -> dict[str, Any]:
     """The metadata one machine would have written for the plan, plus where it came from."""
-    plan = shards[0]["plan"]
-    meta = {k: v for k, v in shards[0]["benchmark"]["metadata"].items()
+    plan = shards[0].plan
+    meta = {k: v for k, v in shards[0].benchmark.metadata.items()
             if k not in ("shard", "plan")}
     elsewhere = [place for s in shards
-                 for place in s["benchmark"]["metadata"].get("skill_installed_elsewhere") or []]
+                 for place in s.benchmark.metadata.get("skill_installed_elsewhere") or []]
     meta.update({
         "timestamp": utc_now(), "evals_run": list(dict.fromkeys(r.eval_id for r in records)),
         # An adaptive plan's waves not run are not planned cells (as on one machine).
-        "cells_planned": plan["cells"] * shards[0]["waves"] // plan["runs"],
+        "cells_planned": plan.cells * shards[0].waves // plan.runs,
         "cells_finished": sum(r.status != "cancelled" for r in records),
-        "incomplete": bool(missing) or any(s["benchmark"]["metadata"].get("incomplete")
+        "incomplete": bool(missing) or any(s.benchmark.metadata.get("incomplete")
                                            for s in shards),
         "fixture_status": _merged_fixture_status(shards),
         "skill_installed_elsewhere": list(dict.fromkeys(elsewhere)),
         "isolation": _weakest_isolation(shards),
         "identity": {**(meta.get("identity") or {}),
-                     "fixtures_sha256": plan["fixtures_sha256"]},
-        "plan": plan,
-        "merged_from": [{"shard": s["shard"]["label"], "iteration": str(s["folder"].resolve()),
-                         "cells": s["shard"]["cells"],
-                         "timestamp": s["benchmark"]["metadata"].get("timestamp")}
-                        for s in sorted(shards, key=lambda s: s["shard"]["index"])],
+                     "fixtures_sha256": plan.fixtures_sha256},
+        "plan": plan.to_json(),
+        "merged_from": [{"shard": s.shard.label, "iteration": str(s.folder.resolve()),
+                         "cells": s.shard.cells, "timestamp": s.benchmark.metadata.get("timestamp")}
+                        for s in sorted(shards, key=lambda s: s.shard.index)],
         "missing_shards": missing,
     })
     return meta
 
 
-def zip_evals(shard: dict[str, Any],
+def zip_evals(shard: ShardIteration,
               records: list[RunRecord]) -> Iterator[tuple[str, list[RunRecord]]]:
     """A shard's records grouped by eval key, in the shard's order."""
-    per_eval = len(shard["plan"]["configs"]) * shard["waves"]
-    for position, key in enumerate(shard["shard"]["evals"]):
+    per_eval = len(shard.plan.configs) * shard.waves
+    for position, key in enumerate(shard.shard.evals):
         yield key, records[position * per_eval:(position + 1) * per_eval]
 
 
@@ -15038,18 +15022,18 @@ def _malformed_shards(folders: list[Path], exc: Exception) -> InputError:
                       "merge the iterations `run --shard` wrote, unchanged")
 
 
-def shards_check(shards: list[dict[str, Any]]) -> dict[str, Any]:
+def shards_check(shards: list[ShardIteration]) -> dict[str, Any]:
     """Every shard's run files against the hashes taken when its cells finished, before the
     merged iteration is written: a shard edited after it ran is results_modified."""
     started = time.monotonic()
     changes, files, unverifiable = [], 0, 0
     for shard in shards:
-        found, checked, unknown = run_file_changes(shard["folder"], shard["checked"])
-        model = Benchmark.from_json(shard["benchmark"], shard["folder"] / BENCHMARK_FILE)
-        found += unlisted_cells(shard["folder"], model)
+        model = shard.benchmark
+        found, checked, unknown = run_file_changes(shard.folder, model)
+        found += unlisted_cells(shard.folder, model)
         if not found and not unknown:  # its metadata is merged: its word is checked too
-            found += benchmark_differences(shard["folder"], model)
-        changes += [{**change, "path": f"shard {shard['shard']['label']}'s {change['path']}"}
+            found += benchmark_differences(shard.folder, model)
+        changes += [{**change, "path": f"shard {shard.shard.label}'s {change['path']}"}
                     if change["path"].startswith(BENCHMARK_FILE) else change
                     for change in found]
         files, unverifiable = files + checked, unverifiable + unknown
@@ -15093,7 +15077,7 @@ def merge_shards(target: Path, folders: list[Path],
         waves = merged_waves(shards, missing)
         by_eval = {key: (shard, eval_records) for shard in shards
                    for key, eval_records in zip_evals(shard, shard_records(shard))}
-        records = [record for key in shards[0]["plan"]["evals"] if key in by_eval
+        records = [record for key in shards[0].plan.evals if key in by_eval
                    for record in by_eval[key][1]]  # plan order, as one machine writes them
         meta = merged_metadata(shards, records, missing)
         adaptive = merged_adaptive(shards, records, waves) if waves is not None else None
@@ -15103,12 +15087,12 @@ def merge_shards(target: Path, folders: list[Path],
     except MALFORMED_DATA as exc:
         raise _malformed_shards(folders, exc) from None
     for key, (shard, _) in by_eval.items():
-        refuse_linked_files(shard["folder"], f"eval-{key}")
+        refuse_linked_files(shard.folder, f"eval-{key}")
     target.parent.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=f".{target.name}.merging-", dir=target.parent))
     try:
         for key, (shard, _) in by_eval.items():
-            shutil.copytree(shard["folder"] / f"eval-{key}", building / f"eval-{key}",
+            shutil.copytree(shard.folder / f"eval-{key}", building / f"eval-{key}",
                             symlinks=True, ignore=_links,  # a link made since: left behind
                             copy_function=_copy_shard_file)
         write_text(building / HASH_JOURNAL, "".join(
@@ -15117,12 +15101,11 @@ def merge_shards(target: Path, folders: list[Path],
         write_json(building / "iteration_manifest.json", {
             "merged": True, "created_at": utc_now(),
             "runner": {"version": RUNNER_VERSION, "sha256": sha256_file(Path(__file__))},
-            "cli_version": shards[0]["manifest"].get("cli_version"), "plan": meta["plan"],
+            "cli_version": shards[0].manifest.data.get("cli_version"), "plan": meta["plan"],
             "missing_shards": missing, **({"adaptive": adaptive} if adaptive else {}),
-            "shards": [{"shard": s["shard"]["label"], "iteration": str(s["folder"].resolve()),
-                        "manifest": s["manifest"]} for s in shards]})
-        write_benchmark(building, benchmark)
-        write_text(building / "benchmark.html", html_page(benchmark, building))
+            "shards": [{"shard": s.shard.label, "iteration": str(s.folder.resolve()),
+                        "manifest": s.manifest.data} for s in shards]})
+        write_benchmark(building, benchmark, building / "benchmark.html")
         os.rename(building, target)  # fails, rather than merges into, a folder made meanwhile
     except BaseException as exc:
         shutil.rmtree(building, ignore_errors=True)
@@ -15569,7 +15552,8 @@ def merged_look_stop(merged: Path, shard: Path, shard_manifest: dict[str, Any],
     mine = {str(key) for key in shard_manifest["shard"]["evals"]}
     seen = {run.label: run.files_sha256 for run in (*benchmark.runs, *benchmark.unscored_runs)
             if str(run.eval_id) in mine}
-    listed = {run.label for run in read_benchmark(shard).runs if run.run_number <= waves}
+    listed = {run.label for run in load_benchmark_model(shard).listed_runs
+              if run.run_number <= waves}
     # The shard's files as they are now, not only the hashes it recorded: a cell deleted or
     # edited since the look counted it would be run again, and the look would not be the one
     # its cells give.
@@ -15597,7 +15581,7 @@ def merged_look_stop(merged: Path, shard: Path, shard_manifest: dict[str, Any],
                     raise InputError(f"{where}: a cell of that merge has no readable run.json",
                                      fix)
                 records.append(record)
-    return replay_looks(plan, records, waves, where)[-1]["stop"]
+    return replay_looks(manifest.plan, records, waves, where)[-1]["stop"]
 
 
 def installed_unconfined_warning(provider: Provider, skill_name: str) -> str:
@@ -16538,11 +16522,9 @@ def cmd_report(args: argparse.Namespace, folders: dict[str, Path]) -> int:
         check = verify_iteration(benchmark, folder, "report")
         benchmark = apply_results_check(benchmark, check)
         other_check = compared_check(other, args.compare) if other else None
-        text = render_markdown(benchmark)
+        outputs = benchmark_outputs(benchmark, folder, html_path, junit_path)
         comparison = render_compare_markdown(benchmark, other, args.compare) if other else ""
         compared = compare_summary(benchmark, other, args.compare, folder) if other else ""
-        page = html_page(benchmark, folder) if html_path else ""
-        junit = render_junit(benchmark) if junit_path else ""
         summary = render_summary(benchmark, folder)
     except MALFORMED_DATA as exc:
         raise InputError(f"{folder / 'benchmark.json'} is malformed ({type(exc).__name__}: "
@@ -16551,15 +16533,12 @@ def cmd_report(args: argparse.Namespace, folders: dict[str, Path]) -> int:
     if args.across is not None:
         first = AgentIteration(benchmark, str(folder.resolve()), check["changed_count"])
         across = across_agent_entries(first, folder, args.across)
-    write_text(folder / "benchmark.md", text)
     if comparison:  # beside, never inside, this iteration's own benchmark.md
-        write_text(folder / "comparison.md", comparison)
-    if html_path:
-        write_text(html_path, page)
-        print(f"wrote {html_path}", file=sys.stderr)
-    if junit_path:
-        write_text(junit_path, junit)
-        print(f"wrote {junit_path}", file=sys.stderr)
+        outputs[folder / "comparison.md"] = comparison
+    for path, text in outputs.items():
+        write_text(path, text)
+        if path in (html_path, junit_path):
+            print(f"wrote {path}", file=sys.stderr)
     print(summary)
     if comparison:
         print(compared)
