@@ -267,5 +267,23 @@ class ConversationSpendTests(unittest.TestCase):
         self.assertEqual(observed["seconds"], 4.5)
 
 
+
+class ConversationDryRunTests(unittest.TestCase):
+    def test_the_dry_run_counts_a_conversations_most_calls(self) -> None:
+        tmp = TempDir()
+        self.addCleanup(tmp.cleanup)
+        suite = demo_suite(2)
+        suite["evals"][0]["turns"] = ["Use Python.", "Yes."]
+        suite["evals"][1]["user"] = {"persona": "p", "goal": "g", "max_turns": 4}
+        root = make_repo(tmp.path, suite)
+        code, out, err = call_main(["run", str(root / "evals/demo/evals.json"), "--agent",
+                                    "claude", "--dry-run", "--workspace", str(tmp.path / "ws")])
+        self.assertEqual(code, 0, err)
+        # 2 configs x (3 + 4) turns, 2 x 3 user agent calls, 4 graders
+        self.assertIn("provider calls: up to 24 (14 executor turns + 6 user agent calls + "
+                      "4 x 1 graders)", out)
+        self.assertIn("--resume '<session id>'", out)
+
+
 if __name__ == "__main__":
     unittest.main()
