@@ -2660,7 +2660,7 @@ class SuiteChecker:
             self.error(f"user must be an object, not {_type_name(value)}", path, example, cid)
             return None
         self.check_unknown_keys(value, USER_KEYS, path, "user", cid)
-        texts = {}
+        texts: dict[str, Any] = {}
         for key, what in (("persona", "who the user is"),
                           ("goal", "what the user wants, which the executor is never told")):
             text = value.get(key)
@@ -7462,9 +7462,10 @@ def captured_spend(record: RunRecord, kind: str) -> tuple[float, int]:
     roles = [(record.executor, record.metrics)]
     if hasattr(record, "grader_metrics"):  # a runner that captures the grader's use
         roles.append((record.grader, record.grader_metrics))
-    user_calls = (getattr(record, "conversation", None) or {}).get("user_calls")
+    conversation = getattr(record, "conversation", None) or {}
+    user_calls = conversation.get("user_calls")
     if user_calls:  # a conversation's simulated user
-        roles.append((user_calls, record.conversation.get("user_metrics")))
+        roles.append((user_calls, conversation.get("user_metrics")))
     for process, metrics in roles:
         if process is None:
             continue
@@ -8258,6 +8259,7 @@ def conversation_home_env(ctx: RunContext, sandbox: Sandbox, env: dict[str, str]
 
 def converse(talk: Conversation) -> ExecutorAnswer | None:
     ctx, record = talk.ctx, talk.record
+    message: str | None  # None once the conversation is over
     message, invocation, session_id = talk.case.prompt, talk.first, ""
     traces: list[dict[str, Any]] = []
     for number in range(1, talk.case.most_turns + 1):
@@ -8365,6 +8367,7 @@ def ask_user_agent(talk: Conversation, number: int) -> AgentReply | None:
         talk.fail("executor_timeout", "executor", "the conversation passed its limit "
                   f"before the user's message for turn {number + 1}")
         return None
+    assert talk.case.user is not None, "next_message asks only a case that has a simulated user"
     prompt = build_user_prompt(talk.case.user, talk.exchanges)
     files.text(f"logs/user_prompt.turn-{number + 1}.md", prompt)
     folder, _ = sandbox.make_grader_dirs(False)
