@@ -9577,7 +9577,12 @@ RATE_EPSILON = 1e-9
 
 
 def _mean(values: list[float]) -> float | None:
-    return math.fsum(values) / len(values) if values else None
+    return _average(values) if values else None
+
+
+def _average(values: list[float]) -> float:
+    """The mean of values known to be there (_mean when they may not be)."""
+    return math.fsum(values) / len(values)
 
 
 def _snap(delta: float) -> float:
@@ -9597,15 +9602,18 @@ def per_eval_rates(runs: list[RunResult], configs: tuple[str, ...]) -> tuple[Per
     for first, mine in by_eval.values():
         slots = {}
         for config, these in mine.items():
-            rates = tuple(run.result.pass_rate for run in these if run.scored)
+            rates = tuple(run.result.pass_rate for run in these
+                          if run.scored and run.result.pass_rate is not None)
             slots[config] = EvalConfigRates(rates, tuple(run.status for run in these),
                                             _mean(list(rates)), len(rates))
         means = [slots[c].mean_pass_rate for c in configs]
         rows.append(PerEval(
             first.eval_id, first.eval_name, slots,
             delta=(_snap(means[0] - means[1])  # against the first baseline
-                   if len(means) >= 2 and None not in means[:2] else None),
-            deltas=({c: _snap(means[0] - rate) if None not in (means[0], rate) else None
+                   if len(means) >= 2 and means[0] is not None and means[1] is not None
+                   else None),
+            deltas=({c: _snap(means[0] - rate) if means[0] is not None and rate is not None
+                     else None
                      for c, rate in zip(configs[1:], means[1:])} if len(means) > 2 else None)))
     return tuple(rows)
 
@@ -9616,7 +9624,7 @@ def paired_deltas(pairs: list[tuple[list[float], list[float]]]) -> list[float]:
     Only the multiset of deltas enters the test, so sorting makes every number independent of
     the order in which the cases were listed or finished.
     """
-    return sorted(_snap(_mean(cand) - _mean(base)) for cand, base in pairs)
+    return sorted(_snap(_average(cand) - _average(base)) for cand, base in pairs)
 
 
 def _subset_table(values: list[float]) -> tuple[list[float], list[int]]:
@@ -9669,11 +9677,12 @@ def sign_flip_test(deltas: list[float], alpha: float = ALPHA) -> dict[str, Any]:
     """
     values = sorted(deltas)
     exact = len(values) <= SIGN_FLIP_EXACT_MAX_EVALS
-    seed = None if exact else _content_seed(values)
+    seed: int | None = None
     if exact:
         sums, sizes = _subset_table(values)
         sums, sizes, patterns = sums[1:], sizes[1:], 2 ** len(values)
     else:
+        seed = _content_seed(values)
         sums, sizes = _sampled_subsets(values, SIGN_FLIP_RESAMPLES, seed)
         patterns = SIGN_FLIP_RESAMPLES + 1
     # A sampled empty subset flips nothing: it ties with the observed pattern in both tails.
@@ -9750,14 +9759,12 @@ def mean_delta_interval(deltas: list[float], step: float,
 
 
 def paired_statistics(per_eval: Sequence[PerEval],
-                      configs: tuple[str, ...], alpha: float = ALPHA) -> dict[str, Any] | None:
-    if len(configs) != 2:
-        return None
+                      configs: tuple[str, str], alpha: float = ALPHA) -> dict[str, Any]:
     pairs = _paired_rates(per_eval, configs)
     deltas = paired_deltas(pairs)
     result: dict[str, Any] = {
         "paired_evals": len(deltas), "min_paired_evals": MIN_PAIRED_EVALS,
-        "mean_delta": _snap(_mean(deltas)) if deltas else None, "ci95": None, "test": None,
+        "mean_delta": _snap(_average(deltas)) if deltas else None, "ci95": None, "test": None,
         "wins": sum(_sign(d) > 0 for d in deltas), "ties": sum(_sign(d) == 0 for d in deltas),
         "losses": sum(_sign(d) < 0 for d in deltas)}
     if deltas:
@@ -9941,7 +9948,7 @@ def sequential_look(pairs: list[tuple[list[float], list[float]]], look: int, loo
     result: dict[str, Any] = {"look": look, "looks": looks, "alpha": level,
                               "alpha_spent": math.fsum(shares[:look]),
                               "paired_evals": len(deltas),
-                              "mean_delta": _snap(_mean(deltas)) if deltas else None,
+                              "mean_delta": _snap(_average(deltas)) if deltas else None,
                               "p_value": None, "ci": None, "decision": None, "stop": None}
     if level <= 0:
         result["skipped"] = (f"with {len(pairs)} evals the smallest sign-flip p is "
@@ -10024,6 +10031,7 @@ def with_shard_wave_verdict(benchmark: Benchmark, adaptive: dict[str, Any]) -> B
 def with_first_comparison(benchmark: Benchmark, adaptive: dict[str, Any],
                           changes: dict[str, Any]) -> Benchmark:
     """The adaptive record, and `changes` to the first comparison and the paired block."""
+    assert benchmark.comparisons, "with_sequential_verdict returns first without one"
     first, *others = benchmark.comparisons
     paired = (None if benchmark.paired is None
               else dataclasses.replace(benchmark.paired, **changes))
@@ -10118,6 +10126,11 @@ def minimum_detectable(sd: float, n: int, level: float = ALPHA) -> float | None:
     below MIN_PAIRED_EVALS, where no outcome is a verdict."""
     if n < MIN_PAIRED_EVALS or level <= 0:
         return None
+    return _mde_at(sd, n, level)
+
+
+def _mde_at(sd: float, n: int, level: float) -> float:
+    """minimum_detectable where n >= MIN_PAIRED_EVALS and level > 0 are known."""
     factor = t_quantile(1 - level / 2, n - 1) + t_quantile(FORECAST_POWER, n - 1)
     return factor * sd / math.sqrt(n)
 
@@ -10181,7 +10194,7 @@ def _nonpositive_subsets(values: list[int]) -> int:
     return sum(ups[k] * at_least[k] for k in range(min(len(ups), len(downs)))) << zeros
 
 
-def forecast_claims(lattice: list[int], scale: int, step: float, alpha: float) -> bool:
+def forecast_claims(lattice: Sequence[float], scale: int, step: float, alpha: float) -> bool:
     """Would the verdict call these deltas (integers over `scale`) improved at `alpha`?"""
     n = len(lattice)
     if n < MIN_PAIRED_EVALS:
@@ -10189,7 +10202,9 @@ def forecast_claims(lattice: list[int], scale: int, step: float, alpha: float) -
     exact = (n <= FORECAST_EXACT_MAX_EVALS and all(isinstance(v, int) for v in lattice)
              and sum(abs(v) for v in lattice) <= FORECAST_EXACT_MAX_SPAN)
     if exact:
-        if _nonpositive_subsets(lattice) > math.floor(alpha / 2 * 2 ** n + 1e-9):
+        # exact only when every value is an int (checked just above)
+        if _nonpositive_subsets(cast("list[int]", lattice)) > math.floor(alpha / 2 * 2 ** n
+                                                                        + 1e-9):
             return False
     else:
         z = statistics.NormalDist().inv_cdf(1 - alpha / 2)
@@ -10202,7 +10217,8 @@ def _threshold_share(rows: list[ForecastEval], scale: int, step: float, alpha: f
                      rng: random.Random) -> float:
     """One resampled suite: the smallest share g of the candidate's failing assertions that,
     fixed, makes it improved (inf when fixing all of them does not)."""
-    base, units, room, drawing = [], [], [], True
+    units: list[tuple[float, int, int]] = []  # (draw, eval index, weight)
+    base, room, drawing = [], [], True
     for index, row in enumerate(rows):
         cand, other = (row.cand, row.base) if rng.random() < 0.5 else (row.base, row.cand)
         weight = scale // (row.units * len(cand))
@@ -10315,7 +10331,7 @@ def power_forecast(per_eval: Sequence[PerEval], pair: tuple[str, str],
                             f"than {FORECAST_POWER:.0%}; more evals, or more runs per eval, "
                             "are needed to detect an effect reliably")
     # The t-test's spread that gives the simulated MDE at this size carries it to others.
-    spread = (mde / minimum_detectable(1.0, planned, alpha)) if mde else sd
+    spread = (mde / _mde_at(1.0, planned, alpha)) if mde else sd  # an mde: planned is enough
     targets = [("observed", abs(observed))] if observed and abs(observed) > RATE_EPSILON else []
     for label, target in [*targets, ("10 pp", FORECAST_TARGET_DELTA)]:
         result["targets"].append(_target(pairs, (sd, alpha, spread), (label, target), room))
@@ -10344,16 +10360,17 @@ def _evals_needed(sd: float, target: float, level: float) -> int | None:
     if level <= 0:
         return None
     guess = max(MIN_PAIRED_EVALS, math.ceil((2.8 * sd / target) ** 2 * 0.9))
-    while guess > MIN_PAIRED_EVALS and minimum_detectable(sd, guess - 1, level) <= target:
+    while guess > MIN_PAIRED_EVALS and _mde_at(sd, guess - 1, level) <= target:
         guess -= 1
     while guess <= MAX_FORECAST_EVALS:
-        if minimum_detectable(sd, guess, level) <= target:
+        if _mde_at(sd, guess, level) <= target:
             return guess
         guess += 1
     return None
 
 
-def _runs_needed(pairs: list[tuple[list[float], list[float]]], spread: tuple[float, float],
+def _runs_needed(pairs: list[tuple[list[float], list[float]]],
+                 spread: tuple[float, float, float],
                  n: int, target: float) -> dict[str, Any]:
     """Runs per eval that would bring the MDE with these n evals down to `target`.
 
@@ -10511,7 +10528,7 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> Benchmark:
                                     cand_rate - base_rate
                                     if cand_rate is not None and base_rate is not None else None),
         comparisons=tuple(compared),
-        per_assertion=per_assertion(runs, configs, meta.get("common_assertions")),
+        per_assertion=tuple(per_assertion(runs, configs, meta.get("common_assertions"))),
         pass_hat_k=({c: pass_hat_k(per_eval, runs, c) for c in configs}
                     if meta.get("runs_per_configuration", 1) > 1 else None),
         per_eval=per_eval,
@@ -10519,7 +10536,7 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> Benchmark:
         judge_vs_checks=judge_vs_checks(runs, meta.get("common_assertions")),
         activation=activation_summary(plain, configs) if plain or not runs else None,
         trigger=trigger_summary(runs, configs, meta.get("agent")),
-        notes=[],
+        notes=(),
         # `paired` is the first baseline's comparison, in the shape two-config iterations had.
         paired=compared[0].as_paired() if compared else None)
     return dataclasses.replace(benchmark, sanity_checks=sanity_checks(benchmark, records))
@@ -10542,6 +10559,18 @@ def wilson_interval(hits: float, n: float) -> list[float] | None:
     return [max(0.0, centre - half), min(1.0, centre + half)]
 
 
+def _activation_of(run: RunResult) -> dict[str, Any]:
+    """The activation record of a run picked for having one."""
+    assert run.activation is not None, "the caller keeps only runs with an activation record"
+    return run.activation
+
+
+def _grader_of(run: RunResult) -> dict[str, Any]:
+    """The grader block of a run picked for having been judged."""
+    assert run.grader is not None, "the caller keeps only judged runs"
+    return run.grader
+
+
 def activation_tally(runs: list[RunResult]) -> dict[str, Any]:
     """Activated runs among those whose stream could tell; "unknown" ones are counted apart,
     never as misses.
@@ -10551,8 +10580,8 @@ def activation_tally(runs: list[RunResult]) -> dict[str, Any]:
     design effect of clustered runs is at most the runs per eval, so this never claims more
     than the data hold); within one eval its runs are the trials.
     """
-    known = [r for r in runs if r.activation["activated"] in (True, False)]
-    hits = sum(r.activation["activated"] is True for r in known)
+    known = [r for r in runs if _activation_of(r)["activated"] in (True, False)]
+    hits = sum(_activation_of(r)["activated"] is True for r in known)
     evals = len({str(r.eval_id) for r in known})
     trials = evals if evals > 1 else len(known)
     return {"activated": hits, "runs": len(known), "unknown": len(runs) - len(known),
@@ -10577,15 +10606,15 @@ def activation_summary(runs: list[RunResult],
             by_eval.setdefault(str(run.eval_id), []).append(run)
         summary[config] = {
             "activation": activation_tally([r for r in mine
-                                            if r.activation["should_activate"]]),
+                                            if _activation_of(r)["should_activate"]]),
             "false_activation": activation_tally([r for r in mine
-                                                  if not r.activation["should_activate"]]),
+                                                  if not _activation_of(r)["should_activate"]]),
             "pass_rate_activated": _pass_rates(mine, True),
             "pass_rate_not_activated": _pass_rates(mine, False),
             "executor_not_run": sum(r.configuration == config and not r.activation
                                     for r in runs),
             "per_eval": [{"eval_id": these[0].eval_id,
-                          "should_activate": these[0].activation["should_activate"],
+                          "should_activate": _activation_of(these[0])["should_activate"],
                           **activation_tally(these)} for these in by_eval.values()]}
     return summary
 
@@ -10608,17 +10637,17 @@ def trigger_summary(runs: list[RunResult], configs: tuple[str, ...],
         these = [r for r in mine if r.configuration == config]
         if not these:
             continue
-        stopped = [r.activation["stopped"] for r in these
-                   if isinstance(r.activation.get("stopped"), dict)]
+        stopped = [_activation_of(r)["stopped"] for r in these
+                   if isinstance(_activation_of(r).get("stopped"), dict)]
         seconds = [s.get("after_seconds") for s in stopped]
-        tokens = [r.result.tokens for r in these if r.activation.get("stopped")
+        tokens = [r.result.tokens for r in these if _activation_of(r).get("stopped")
                   and r.result.tokens is not None]
         summary[config] = {
             "agent": agent,
             "queries": len({str(r.eval_id) for r in these}),
-            "recall": activation_tally([r for r in these if r.activation["should_activate"]]),
+            "recall": activation_tally([r for r in these if _activation_of(r)["should_activate"]]),
             "false_activation": activation_tally([r for r in these
-                                                  if not r.activation["should_activate"]]),
+                                                  if not _activation_of(r)["should_activate"]]),
             "failed_runs": sum(r.status != STATUS_OK for r in these),
             "stopped_at_decision": {
                 "runs": len(stopped), "of": len(these),
@@ -10626,7 +10655,7 @@ def trigger_summary(runs: list[RunResult], configs: tuple[str, ...],
                     isinstance(x, (int, float)) for x in seconds) else None),
                 "tokens": sum(tokens) if tokens else None, "tokens_captured_runs": len(tokens)},
             "per_query": [{"eval_id": group[0].eval_id,
-                           "should_trigger": group[0].activation["should_activate"],
+                           "should_trigger": _activation_of(group[0])["should_activate"],
                            **activation_tally(group)}
                           for group in _by_eval(these).values()]}
     return summary or None
@@ -10642,7 +10671,7 @@ def _by_eval(runs: list[RunResult]) -> dict[str, list[RunResult]]:
 def _pass_rates(runs: list[RunResult], activated: bool) -> dict[str, Any]:
     return describe([r.result.pass_rate for r in runs
                      if r.scored and r.result.pass_rate is not None
-                     and r.activation["activated"] is activated])
+                     and _activation_of(r)["activated"] is activated])
 
 
 # -- the judge: its cost, its agreement with itself, and its share of the variation --------
@@ -10724,13 +10753,13 @@ def judge_cost(runs: list[RunResult], configs: tuple[str, ...]) -> dict[str, Any
     for config in configs:
         mine = [r for r in judged if r.configuration == config]
         cost[config] = {"judged_runs": len(mine),
-                        "grader_calls": sum(r.grader["calls"] for r in mine),
-                        **{name: describe([r.grader[name] for r in mine
-                                           if r.grader[name] is not None])
+                        "grader_calls": sum(_grader_of(r)["calls"] for r in mine),
+                        **{name: describe([_grader_of(r)[name] for r in mine
+                                           if _grader_of(r)[name] is not None])
                            for name in GRADER_METRICS}}
-    total: dict[str, Any] = {"grader_calls": sum(r.grader["calls"] for r in judged)}
+    total: dict[str, Any] = {"grader_calls": sum(_grader_of(r)["calls"] for r in judged)}
     for name in GRADER_METRICS:
-        values = [r.grader[name] for r in judged]
+        values = [_grader_of(r)[name] for r in judged]
         total[name] = (math.fsum(values) if values and None not in values else None)
     cost["total"] = total
     cost["absent_reasons"] = {name: _grader_absent_reason(judged, name)
@@ -10742,7 +10771,7 @@ def _grader_absent_reason(judged: list[RunResult], name: str) -> str | None:
     if not judged:
         return "no grader ran"
     for run in judged:
-        source = run.grader["metric_sources"].get(name) or {}
+        source = _grader_of(run)["metric_sources"].get(name) or {}
         if source.get("value") is None:
             return source.get("absent_reason") or "not reported"
     return None
@@ -10820,11 +10849,12 @@ def judge_variance(scored: list[RunResult], configs: tuple[str, ...],
     cells: dict[tuple[str, str], list[list[float]]] = {}
     for run in scored:
         exps = [e for e in run.expectations if not e.is_check]  # the judge's only
-        if not exps or any(e.majority is None or len(e.majority.ballots) < k for e in exps):
+        majorities = [e.majority for e in exps if e.majority is not None]
+        if not exps or len(majorities) < len(exps) or any(len(m.ballots) < k for m in majorities):
             continue
-        rates = [sum(e.majority.ballots[v].passed for e in exps) / len(exps) for v in range(k)]
+        rates = [sum(m.ballots[v].passed for m in majorities) / len(exps) for v in range(k)]
         cells.setdefault((str(run.eval_id), run.configuration), []).append(rates)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for (eval_id, config), per_run in cells.items():
         if len(per_run) < 2:
             continue
@@ -10978,7 +11008,8 @@ def _eval_flags(benchmark: Benchmark) -> list[SanityFlag]:
                 slot.statuses and not slot.pass_rates for slot in row.configs.values()):
             flags.append(_flag("error", "eval_unscored",
                                "no run of this eval was scored in any config", eval_id=eid))
-        deltas = row.deltas or {comparison.baseline: row.delta}
+        # without deltas per baseline: one baseline, or none (one config, and no delta)
+        deltas = row.deltas or {comparison.baseline or "": row.delta}
         for baseline, delta in deltas.items():
             if delta is not None and _sign(delta) < 0:
                 flags.append(_flag("warning", "candidate_below_baseline",
@@ -11023,9 +11054,10 @@ def _judge_flags(benchmark: Benchmark) -> list[SanityFlag]:
                                    configuration=run.configuration,
                                    run_number=run.run_number, assertion_id=exp.id))
     versus = benchmark.judge_vs_checks
+    limit = versus.max_disagreement if versus else 0.0  # without it there is no pair either
     for entry in versus.per_pair if versus else ():
         wrong, count = len(entry.disagreements), entry.votes.count
-        if count and wrong / count > versus.max_disagreement:
+        if count and wrong / count > limit:
             kappa = entry.votes.kappa.value
             flags.append(_flag("warning", "judge_disagrees_with_check",
                                f"the judge disagreed with check {entry.check[:60]!r} in "
@@ -11679,7 +11711,7 @@ def fmt_gain(row: dict[str, Any], baseline: str) -> str:
     return gain + (f" [{fmt_delta(interval[0])}, {fmt_delta(interval[1])}]" if interval else "")
 
 
-def per_assertion_intro(rows: list[dict[str, Any]]) -> str:
+def per_assertion_intro(rows: Sequence[dict[str, Any]]) -> str:
     """What the per-assertion table holds; an older benchmark's rows (no intervals) were
     sorted by gain, and the page still says so."""
     if rows and "gain_intervals_95" not in rows[0]:
@@ -11702,7 +11734,7 @@ def _md_per_assertion(b: Benchmark) -> str:
              + " | ".join(f"gain vs {_md_cell(c)}" for c in configs[1:])
              + " | note |", "|---|---|" + "---|" * (2 * len(configs))]
     shown = rows if len(rows) <= 2 * PER_ASSERTION_SHOWN_EACH_END else (
-        rows[:PER_ASSERTION_SHOWN_EACH_END] + [None] + rows[-PER_ASSERTION_SHOWN_EACH_END:])
+        *rows[:PER_ASSERTION_SHOWN_EACH_END], None, *rows[-PER_ASSERTION_SHOWN_EACH_END:])
     for row in shown:
         if row is None:  # a big suite: the first and last rows, the rest in the JSON
             hidden = len(rows) - 2 * PER_ASSERTION_SHOWN_EACH_END
