@@ -7531,7 +7531,7 @@ class RunContext:
     options: RunOptions
     provider: Provider
     iteration_dir: Path
-    snapshot: RepoSnapshot
+    snapshot: RepoSnapshot | None  # None: a re-grade builds no sandbox
     sandbox_base: Path
     groups: ProcessGroups
     deadline_at: float | None = None
@@ -7988,6 +7988,7 @@ def answer_step(ctx: RunContext, run: CellRun) -> ExecutorAnswer | None:
 
 def prepare_sandbox(ctx: RunContext, run: CellRun) -> None:
     cell = run.cell
+    assert ctx.snapshot is not None, "a re-grade has no snapshot: it copies every source run"
     if cell.run_dir.exists():  # a resumed cell starts clean: no stale verdicts survive
         shutil.rmtree(cell.run_dir)
     cell.run_dir.joinpath("outputs").mkdir(parents=True, exist_ok=True)
@@ -11335,7 +11336,7 @@ def regrade_sentence(regrade: dict[str, Any]) -> str:
 
 def _md_verdict(b: Benchmark) -> str:
     paired = b.paired
-    compared = b.comparisons or []
+    compared = b.comparisons or ()
     if len(compared) > 1:  # one verdict per baseline
         return "\n".join(f"**Verdict vs {c.baseline}: {c.verdict}**: {paired_evidence(c)}\n"
                          for c in compared)
@@ -11491,7 +11492,7 @@ def info_summary(b: Benchmark) -> str:
     for flag in b.sanity_checks.flags:
         if flag.severity == "info":
             kinds[flag.kind] = kinds.get(flag.kind, 0) + 1
-    rows = b.per_assertion or []
+    rows = b.per_assertion or ()
     parts = []
     for kind, count in sorted(kinds.items()):
         if kind == "non_discriminating_assertion" and rows:
@@ -11659,8 +11660,8 @@ def power_method_text(compared: Sequence[Comparison]) -> str:
 
 def multiplicity_lines(compared: Sequence[Comparison]) -> list[str]:
     """What holds the family's false-claim rate when there are several baselines."""
-    held = [(c.test or {}).get("multiplicity") for c in compared]
-    if len(compared) < 2 or not all(held):
+    held = [found for c in compared if (found := (c.test or {}).get("multiplicity"))]
+    if len(compared) < 2 or len(held) < len(compared):
         return []
     return [f"{len(compared)} comparisons share the false-claim rate "
             f"{held[0]['family_alpha']:g} by Holm's step-down: each interval is stated at the "
@@ -11669,7 +11670,7 @@ def multiplicity_lines(compared: Sequence[Comparison]) -> list[str]:
 
 
 def _md_comparisons(b: Benchmark) -> str:
-    compared = b.comparisons or []
+    compared = b.comparisons or ()
     if not compared:
         return ""
     lines = [f"## Paired comparisons (candidate: {compared[0].candidate})", "",
@@ -11867,7 +11868,7 @@ def _md_judge_vs_checks(b: Benchmark) -> str:
         return ""
     lines = ["## Judge vs checks", ""]
     if timed:
-        spent = Stats(**describe([r.checks["time_seconds"] for r in timed]))
+        spent = Stats(**describe([(r.checks or {})["time_seconds"] for r in timed]))
         lines += [f"The checks' own time per run, on the runner's clock and not in the "
                   f"executor's time above: {fmt_stat(spent, ' s', 2)}.", ""]
     if not versus or not versus.pairs:
@@ -12401,6 +12402,7 @@ def _html_headline(b: Benchmark) -> str:
     verdict = b.paired.verdict if b.paired else None
     status = b.sanity_checks.status
     word = verdict or "no comparison"
+    badges: list[tuple[str, str | None]]
     badges = [(f"Verdict vs {c.baseline}", c.verdict) for c in b.comparisons or []]
     if len(badges) < 2:
         badges = [("Verdict", verdict)]
@@ -12429,7 +12431,7 @@ def _rates_sentence(b: Benchmark) -> str:
 
 
 def _html_comparisons(b: Benchmark) -> str:
-    compared = b.comparisons or []
+    compared = b.comparisons or ()
     if not compared:
         return ""
     rows = []
@@ -13340,7 +13342,7 @@ def run_file_changes(folder: Path, benchmark: Benchmark) -> tuple[list[dict], in
         try:
             for rel, digest in run.files_sha256.items():
                 files += 1
-                problem = failure or _run_file_problem(run_fd, rel, digest)
+                problem = failure if run_fd is None else _run_file_problem(run_fd, rel, digest)
                 if problem:
                     changes.append({"path": f"{run.label}/{rel}", "change": problem})
         finally:
@@ -13553,9 +13555,9 @@ def manifest_metadata(manifest: dict[str, Any], meta: dict[str, Any]) -> dict[st
     fixtures did."""
     if not manifest:
         return {}
-    plan = manifest.get("plan") if isinstance(manifest.get("plan"), dict) else {}
-    entry = manifest.get("adaptive") if isinstance(manifest.get("adaptive"), dict) else {}
-    options = manifest.get("options") if isinstance(manifest.get("options"), dict) else {}
+    plan = object_at(manifest, "plan")
+    entry = object_at(manifest, "adaptive")
+    options = object_at(manifest, "options")
     planned = plan.get("cells") if manifest.get("merged") else manifest.get("cells_planned")
     if entry and isinstance(planned, int) and isinstance(plan.get("runs") or options.get("runs"),
                                                          int):
@@ -13564,7 +13566,7 @@ def manifest_metadata(manifest: dict[str, Any], meta: dict[str, Any]) -> dict[st
     if manifest.get("merged"):
         found["missing_shards"] = manifest.get("missing_shards")
         return {key: value for key, value in found.items() if value is not None}
-    suite = manifest.get("suite") if isinstance(manifest.get("suite"), dict) else {}
+    suite = object_at(manifest, "suite")
     found.update({
         "fixture_status": manifest.get("fixture_status"),
         "checkout_check": (manifest.get("checkout_check") or {}).get("after"),
@@ -13627,7 +13629,7 @@ def json_differences(fresh: Any, stored: Any, path: str = "") -> list[tuple[str,
                 for found in json_differences(*pair, f"{path}[{index}]")]
     if _same_number(fresh, stored) or (fresh == stored and type(fresh) is type(stored)):
         return []
-    return [(path, _shown(fresh), _shown(stored))]
+    return [(path, _shown_setting(fresh), _shown_setting(stored))]
 
 
 _ABSENT = object()
@@ -13639,7 +13641,7 @@ def _same_number(a: Any, b: Any) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
 
 
-def _shown(value: Any) -> str:
+def _shown_setting(value: Any) -> str:
     text = "nothing" if value is _ABSENT else json.dumps(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -14272,7 +14274,7 @@ class Sandboxes:
     snapshot: RepoSnapshot
     checkout: CheckoutSnapshot | None
     checkout_failure: str
-    withheld: list[str]
+    withheld: dict[str, str]
     sources: dict[str, SourceRun] = dataclasses.field(default_factory=dict)  # none: executed
 
     @classmethod
@@ -14295,18 +14297,19 @@ class Sandboxes:
         """The sandboxes' git template built; the manifest's account of what the sandboxes
         hold and how agents run in them."""
         suite, options, snapshot = plan.suite, plan.options, self.snapshot
-        snapshot.template = (None if groups.cancelled.is_set()
-                             else build_git_template(snapshot, plan.sandbox_base, groups))
-        if groups.cancelled.is_set():
+        snapshot.template = template = (
+            None if groups.cancelled.is_set()
+            else build_git_template(snapshot, plan.sandbox_base, groups))
+        if template is None or groups.cancelled.is_set():  # None only when cancelled
             raise KeyboardInterrupt
-        add_runner_baselines(snapshot.template, plan.iteration_dir / ".baselines")
+        add_runner_baselines(template, plan.iteration_dir / ".baselines")
         sharding = ({"plan": plan_identity(suite, options, plan_cells(suite, options,
                                                                       plan.iteration_dir)),
                      "shard": shard_record(options, cells)} if options.shard else {})
         return {"listing_source": snapshot.listing_source,
-                "git_template": {"path": str(snapshot.template.folder),
-                                 "commit": snapshot.template.commit,
-                                 "error": snapshot.template.error},
+                "git_template": {"path": str(template.folder),
+                                 "commit": template.commit,
+                                 "error": template.error},
                 "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name,
                                                                        plan.provider),
                 "withheld_from_skill_package": self.withheld, "isolation": isolation,
@@ -14393,7 +14396,8 @@ def adaptive_pairs(eval_keys: Iterable[str], records: list[RunRecord],
         rates.setdefault(str(key), ([], []))
     for run in map(benchmark_run, records):
         slot = rates.get(str(run.eval_id))
-        if slot is None or not run.scored or run.configuration not in configs[:2]:
+        if slot is None or not run.scored or run.configuration not in configs[:2] \
+                or run.result.pass_rate is None:
             continue
         slot[list(configs).index(run.configuration)].append(run.result.pass_rate)
     return list(rates.values())
@@ -14451,7 +14455,8 @@ def shard_waves(ctx: RunContext, cells: list[Cell],
     records: list[RunRecord] = []
     for wave in range(1, limit + 1):
         records += run_matrix(ctx, [c for c in cells if c.run_number == wave], finished)
-    index, count = ctx.options.shard  # adaptive_matrix sends only shards here
+    assert ctx.options.shard is not None, "adaptive_matrix sends only shards here"
+    index, count = ctx.options.shard
     ctx.state.adaptive = {
         **adaptive_method(ctx.options.runs, adaptive_plan_evals(ctx.suite, ctx.options)),
         "shard": f"{index}/{count}",
@@ -14515,7 +14520,8 @@ def adaptive_record(waves_max: int, per_wave: dict[str, int], records: list[RunR
             saved[key] = absent(f"{values.count(None)} of the {len(values)} cells that ran "
                                 f"recorded no {'cost' if kind == 'cost' else 'token count'}")
         else:
-            saved[key] = {"estimate": math.fsum(values) / len(values) * saved["cells"],
+            known = cast("list[float]", values)  # None is ruled out just above
+            saved[key] = {"estimate": math.fsum(known) / len(known) * saved["cells"],
                           "basis": f"the mean of the {len(values)} cells that ran, times the "
                                    f"{saved['cells']} cells left out"}
     last = history[-1]
@@ -14618,10 +14624,10 @@ def judge_identity(plan: IterationPlan) -> dict[str, Any]:
 def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
                               finished: dict[str, RunRecord]) -> list[RunRecord]:
     """At the deadline nothing new starts and running agents are ended (cancelled)."""
-    timer = None
-    if ctx.options.deadline_s:
-        ctx = dataclasses.replace(ctx, deadline_at=time.monotonic() + ctx.options.deadline_s)
-        timer = threading.Timer(ctx.options.deadline_s, ctx.groups.cancel,
+    timer, deadline_s = None, ctx.options.deadline_s
+    if deadline_s:
+        ctx = dataclasses.replace(ctx, deadline_at=time.monotonic() + deadline_s)
+        timer = threading.Timer(deadline_s, ctx.groups.cancel,
                                 kwargs={"reason": "deadline"})
         timer.daemon = True
         timer.start()
