@@ -15226,7 +15226,7 @@ def _copy_shard_file(source: str, target: str) -> None:
 # -- forecast -----------------------------------------------------------------
 
 
-def latest_iteration_of(workspace: Path, skill_name: str, agent: str) -> Path | None:
+def latest_iteration_of(workspace: Path, skill_name: str | None, agent: str) -> Path | None:
     """The newest iteration-N in workspace with a benchmark of this skill and agent."""
     if not workspace.is_dir():
         return None
@@ -15273,11 +15273,13 @@ def observed_cell(record: RunRecord) -> dict[str, float | None] | None:
                  *(c.get("process") for c in talk.get("user_calls") or [])]
         seconds = [(c or {}).get("duration_s") for c in calls] + (
             [record.grader.duration_s] if record.grader is not None else [])
-        return {"calls": float(len(seconds)),
-                "seconds": sum(seconds) if all(_number(v) for v in seconds) else None,
+        return {"calls": float(len(seconds)),  # each a number once the check below holds
+                "seconds": sum(cast("list[float]", seconds))
+                if all(_number(v) for v in seconds) else None,
                 "tokens": spend_of(record, "tokens"), "cost": spend_of(record, "cost")}
-    return {"calls": float(len(processes)),
-            "seconds": sum(seconds) if all(_number(v) for v in seconds) else None,
+    return {"calls": float(len(processes)),  # each a number once the check below holds
+            "seconds": sum(cast("list[float]", seconds))
+            if all(_number(v) for v in seconds) else None,
             "tokens": spend_of(record, "tokens"), "cost": spend_of(record, "cost")}
 
 
@@ -15316,14 +15318,14 @@ def forecast_run(workspace: Path, suite: Suite, options: RunOptions,
     for run in benchmark.runs:
         record = read_run_record_or_none(source / run.label)
         cell = observed_cell(record) if record is not None else None
-        if cell is not None:
+        if record is not None and cell is not None:
             observed.setdefault(run.configuration, []).append(cell)
             graded = graded or bool(record.grader_metrics)
     if not observed:
         return None
     planned: dict[str, int] = {}
-    for cell in cells:
-        planned[cell.config] = planned.get(cell.config, 0) + 1
+    for to_run in cells:
+        planned[to_run.config] = planned.get(to_run.config, 0) + 1
     meta = benchmark.metadata
     totals = {key: forecast_totals(observed, planned, key)
               for key in ("calls", "seconds", "tokens", "cost")}
@@ -15369,7 +15371,7 @@ def usage_fix(parser: argparse.ArgumentParser, message: str) -> tuple[str, str]:
                                   for name in required.group(1).split(",")), parser.prog
     named = re.match(r"argument ([^:]+):", message)
     action = _action_named(parser, named.group(1).split("/")[0]) if named else None
-    if action is not None and action.help:
+    if named and action is not None and action.help:
         return f"{named.group(1)}: {action.help}", parser.prog
     return "correct the command line", parser.prog
 
@@ -15445,7 +15447,7 @@ def validate_suite(suite_arg: str, args: argparse.Namespace,
     # trigger queries are not graded: a verdict rests on the other cases alone
     graded = [c for c in loaded.suite.cases if not c.trigger] if loaded.suite else []
     shortfall = verdict_shortfall(len(graded)) if graded and not loaded.errors else None
-    if shortfall:
+    if shortfall and loaded.suite is not None:
         loaded.problems.append(Problem(
             "warning", shortfall, str(loaded.suite.path), "evals", None,
             f"add {MIN_PAIRED_EVALS - len(graded)} more case(s) for a verdict; a "
@@ -15532,7 +15534,7 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
                          "the time with --deadline S")
     eval_ids = None
     if args.eval_id is not None:
-        eval_ids = _eval_id_list(args.eval_id)
+        eval_ids = _eval_id_list(args.eval_id) or []  # a list: the text is there
         known = {case.key for case in suite.cases}
         unknown = [i for i in eval_ids if i not in known]
         if unknown or not eval_ids:
@@ -15925,6 +15927,7 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     bwrap = shutil.which("bwrap")
     print(f"isolation: --isolation {options.isolation}; bwrap "
           f"{'at ' + bwrap if bwrap else 'not found'} (checked when a real run starts)")
+    assert options.workspace is not None, "options_from_args always sets it"
     print_forecast(forecast_run(options.workspace, suite, options, cells), options, suite)
     if checks_only:
         print(f"  the forecast counts what earlier cells used; {len(checks_only)} cell(s) of "
@@ -16003,12 +16006,14 @@ def dry_run_forecast(suite: Suite, options: RunOptions, planned_evals: int) -> l
     for pair in pairs:
         comparison = comparison_of(rows, pair)
         lines += [f"  {pair[0]} {line}" for line in forecast_lines(comparison, True)]
-        n = comparison.power["paired_evals"]
+        power = comparison.power
+        assert power is not None, "comparison_of always forecasts the power"
+        n = power["paired_evals"]
         if planned_evals and planned_evals != n and n >= 2:
-            planned = power_forecast(rows, pair, None, comparison.power["alpha"], planned_evals)
+            at_plan = power_forecast(rows, pair, None, power["alpha"], planned_evals)
             lines.append(f"  {pair[0]} vs {pair[1]}: with the {planned_evals} evals planned now, "
-                         + (f"about {fmt_delta(planned['mde']).lstrip('+')}"
-                            if planned["mde"] is not None else f"none: {planned['reason']}"))
+                         + (f"about {fmt_delta(at_plan['mde']).lstrip('+')}"
+                            if at_plan["mde"] is not None else f"none: {at_plan['reason']}"))
     return lines
 
 
@@ -16502,7 +16507,9 @@ def cmd_run(args: argparse.Namespace, argv: list[str], folders: dict[str, Path])
         args.suite = only_suite_in(args.suite)
     suite = load_valid_suite(args.suite, args.repo_root)
     options = options_from_args(args, suite)
-    folders["workspace"] = options.workspace
+    workspace = options.workspace
+    assert workspace is not None, "options_from_args always sets it"
+    folders["workspace"] = workspace
     if any(c.trigger for c in suite.cases) and not any(map(config_installs_skill,
                                                             options.configs)):
         print(f"{PROG}: note: the suite's trigger queries are not run: they run in the "
@@ -16553,7 +16560,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str], folders: dict[str, Path])
         if confinement.mode == "bwrap":
             check_cli_install(provider.executable(agent_env.get("PATH", "")) or "",
                               agent_env.get("PATH", ""), suite.root,
-                              [options.workspace, sandbox_base, Path.home()])
+                              [workspace, sandbox_base, Path.home()])
         if groups.cancelled.is_set():
             print(f"{PROG}: interrupted before the run started; nothing was written",
                   file=sys.stderr)
@@ -16563,7 +16570,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str], folders: dict[str, Path])
         if confinement.mode != "bwrap" and any(map(config_installs_skill, options.configs)):
             print(installed_unconfined_warning(provider, suite.skill_name), file=sys.stderr)
         iteration_dir = (Path(args.resume) if args.resume
-                         else allocate_iteration_dir(options.workspace))
+                         else allocate_iteration_dir(workspace))
         folders["iteration"] = iteration_dir
         code = run_plan(IterationPlan(
             suite, options, provider, iteration_dir, argv, cli_version, sandbox_base,
