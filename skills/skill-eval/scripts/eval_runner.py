@@ -148,12 +148,25 @@ MAX_SUITE_BYTES = 10 * 1024 * 1024
 MAX_JSON_DEPTH = 64
 MAX_NAME_CHARS = 100  # skill names and case ids become folder names
 
+# Trace checks (references/checks.md): what the executor did, read from its CLI's own events.
+# {"trace": "ran"|"not_ran", "matches": RE}, {"read"|"not_read"|"edited": PATH},
+# {"before": [STEP, STEP]} (a STEP is {"ran": RE}, {"read": PATH} or {"edited": PATH}),
+# {"max_actions"|"max_commands": N}. Each becomes a Check of subject "trace".
+TRACE_KINDS = ("ran", "not_ran")
+TRACE_PATH_SUBJECTS = ("read", "not_read", "edited")
+TRACE_BOUND_SUBJECTS = ("max_actions", "max_commands")
+TRACE_SUBJECTS = ("trace", *TRACE_PATH_SUBJECTS, "before", *TRACE_BOUND_SUBJECTS)
+TRACE_STEP_KEYS = ("ran", "read", "edited")
+TRACE_BOUND_MAX = 100_000
 # Deterministic checks (README: `checks`): each names exactly one subject, and one test of it.
-CHECK_SUBJECTS = ("run", "file", "answer")
+CHECK_SUBJECTS = ("run", "file", "answer", *TRACE_SUBJECTS)
 CHECK_TESTS = {"run": ("exit_code",), "file": ("exists", "contains", "matches", "json"),
-               "answer": ("contains", "matches")}
+               "answer": ("contains", "matches"), "trace": ("matches",),
+               **{subject: () for subject in TRACE_SUBJECTS[1:]}}
 # A file or answer check's timeout bounds its pattern search: it applies to `matches` only.
-CHECK_OPTIONS = {"run": ("timeout", "protect"), "file": ("timeout",), "answer": ("timeout",)}
+CHECK_OPTIONS = {"run": ("timeout", "protect"), "file": ("timeout",), "answer": ("timeout",),
+                 "trace": ("timeout",), "before": ("timeout",),
+                 **{subject: () for subject in (*TRACE_PATH_SUBJECTS, *TRACE_BOUND_SUBJECTS)}}
 CHECK_KEYS = frozenset({"name", *CHECK_SUBJECTS, "exit_code", "exists", "contains", "matches",
                         "json", "timeout", "protect"})
 ANSWER_SOURCES = ("reply", "artifact")  # the recorded final answer, or the written artifact
@@ -351,13 +364,20 @@ class WriteFailed(EnvironmentProblem):
 
 @dataclasses.dataclass
 class Check:
-    """One deterministic check: a subject (a command, a sandbox file, the answer) and a test."""
+    """One deterministic check: a subject (a command, a sandbox file, the answer, the
+    executor's trace) and a test."""
 
     name: str  # the author's, or a description made from the check
-    subject: str  # "run", "file" or "answer"
-    target: str  # the command, the sandbox-relative path, or "reply"/"artifact"
-    test: str  # "exit_code", "exists", "contains", "matches" or "json"
-    expected: Any  # the exit code, True/False, the text, the pattern, or True
+    subject: str  # "run", "file", "answer" or "trace"
+    # the command, the sandbox-relative path, "reply"/"artifact", or the trace check's kind
+    # (ran, not_ran, read, not_read, edited, before, max_actions, max_commands)
+    target: str
+    # "exit_code", "exists", "contains", "matches" or "json"; for a trace check "matches"
+    # (ran, not_ran), "path", "order" (before) or "at_most"
+    test: str
+    # the exit code, True/False, the text, the pattern, or True; for a trace check the
+    # pattern, the path, the two steps of an order, or the bound
+    expected: Any
     timeout_s: float = CHECK_DEFAULT_TIMEOUT_S
     protect: list[str] = dataclasses.field(default_factory=list)
 
@@ -367,6 +387,8 @@ class Check:
 
 def describe_check(subject: str, target: str, test: str, expected: Any) -> str:
     """A check's text when its author gave it no name."""
+    if subject == "trace":
+        return "check: " + describe_trace_check(target, expected)
     if subject == "run":
         return f"check: `{target[:120]}` exits {expected}"
     what = target if subject == "file" else f"the {target}"
@@ -376,6 +398,24 @@ def describe_check(subject: str, target: str, test: str, expected: Any) -> str:
         return f"check: {what} parses as JSON"
     verb = "contains" if test == "contains" else "matches"
     return f"check: {what} {verb} {str(expected)[:80]!r}"
+
+
+def describe_trace_check(kind: str, expected: Any) -> str:
+    if kind in TRACE_KINDS:
+        return f"{'no' if kind == 'not_ran' else 'a'} command matching {str(expected)[:80]!r} ran"
+    if kind in TRACE_PATH_SUBJECTS:
+        verb = {"read": "was read", "not_read": "was not read", "edited": "was written"}[kind]
+        return f"{expected} {verb}"
+    if kind == "before":
+        return " before ".join(describe_trace_step(step) for step in expected)
+    return f"at most {expected} {'commands' if kind == 'max_commands' else 'actions'}"
+
+
+def describe_trace_step(step: dict[str, str]) -> str:
+    (key, value), = step.items()
+    if key == "ran":
+        return f"a command matching {value[:60]!r}"
+    return f"{'a read' if key == 'read' else 'a write'} of {value}"
 
 
 @dataclasses.dataclass
@@ -535,6 +575,76 @@ class Invocation:
     skills_on: bool = False  # an installed cell: the CLI may discover and load skills
 
 
+# What one action of an agent was, as its CLI reported the tool call.
+ACTION_KINDS = ("command", "read", "write", "edit", "delete", "search", "skill", "tool")
+ACTION_TEXT_CHARS = 2000  # of a command, a path or a pattern kept in trace.json
+TRACE_SAVED_ACTIONS = 5000  # actions written to trace.json; the counts take them all
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceAction:
+    """One tool call of the executor, from its CLI's own event: what kind of action, the
+    CLI's name for the tool, and the command, paths, pattern or skill it named."""
+
+    kind: str  # one of ACTION_KINDS
+    tool: str  # the tool's name as the CLI reported it
+    event: int  # the position of its event among the JSON events of the stream (from 0)
+    command: str | None = None
+    paths: tuple[str, ...] = ()  # as the CLI reported them: absolute or relative
+    pattern: str | None = None  # a search's pattern
+    skill: str | None = None  # the skill a skill tool loaded
+    exit_code: int | None = None  # None: not reported (Trace.unreported says why)
+    failed: bool | None = None  # the CLI said the call failed; None: not reported
+    time: str | int | None = None  # as the CLI stamped it (ISO text, or ms since the epoch)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"kind": self.kind, "tool": self.tool[:200], "event": self.event}
+        for key in ("command", "pattern", "skill"):
+            value = getattr(self, key)
+            if value is not None:
+                data[key] = value[:ACTION_TEXT_CHARS]
+        if self.paths:
+            data["paths"] = [path[:ACTION_TEXT_CHARS] for path in self.paths[:50]]
+        for key in ("exit_code", "failed", "time"):
+            if getattr(self, key) is not None:
+                data[key] = getattr(self, key)
+        return data
+
+
+@dataclasses.dataclass
+class Trace:
+    """The executor's actions in order, read from its CLI's own events (never from its answer
+    or a tool's output, which reach the stream only as quoted text), and what that CLI does
+    not report, with why."""
+
+    cli: str
+    actions: list[TraceAction]
+    events: int  # JSON events read from the stream
+    cut: bool = False  # the stream exceeded the output cap: its middle is lost
+    unreported: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def count(self, *kinds: str) -> int:
+        return sum(1 for action in self.actions if not kinds or action.kind in kinds)
+
+    def summary(self) -> dict[str, Any]:
+        """run.json's `trace`: the counts the process metrics are made of."""
+        paths = {kind: len({p for a in self.actions if a.kind in kinds for p in a.paths})
+                 for kind, kinds in (("files_read", ("read",)),
+                                     ("files_written", ("write", "edit", "delete")))}
+        return {"cli": self.cli, "actions": self.count(), "commands": self.count("command"),
+                **paths, "skill_activations": self.count("skill"), "cut": self.cut,
+                "unreported": dict(self.unreported)}
+
+    def to_json(self) -> dict[str, Any]:
+        """trace.json: the summary and the actions in order, at most TRACE_SAVED_ACTIONS."""
+        kept = self.actions[:TRACE_SAVED_ACTIONS]
+        return {"summary": self.summary(), "events": self.events,
+                "actions": [action.to_json() for action in kept],
+                "left_out": len(self.actions) - len(kept),
+                "note": "read from the agent CLI's own events; `event` is the position of the "
+                        "event among the JSON lines of logs/" + EXECUTOR_STREAM_FILE}
+
+
 @dataclasses.dataclass
 class AgentReply:
     """A provider's reading of one finished process."""
@@ -545,6 +655,7 @@ class AgentReply:
     structured: Any = None
     metrics: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     trace: list[dict[str, Any]] | None = None  # tool calls seen; None = no trace captured
+    actions: Trace | None = None  # the executor's actions, typed; None = no events read
     permission_denials: list[Any] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)  # what was odd in the output
 
@@ -2672,18 +2783,21 @@ class SuiteChecker:
         subjects = [key for key in CHECK_SUBJECTS if key in raw]
         if len(subjects) != 1:
             found = ", ".join(subjects) if subjects else "none"
-            self.error(f"a check needs exactly one of run, file or answer (found {found})", path,
+            self.error(f"a check needs exactly one of run, file or answer, or one of the trace "
+                       f"subjects {', '.join(TRACE_SUBJECTS)} (found {found})", path,
                        "split it into one check per subject", cid)
             return None
         subject = subjects[0]
         for key in sorted(set(raw) & CHECK_KEYS - {"name", subject}):
-            if key not in CHECK_TESTS[subject] + CHECK_OPTIONS[subject]:
+            takes = CHECK_TESTS[subject] + CHECK_OPTIONS[subject]
+            if key not in takes:
                 self.error(f"{key!r} does not apply to a {subject} check", _path_join(path, key),
-                           f"a {subject} check takes "
-                           f"{', '.join(CHECK_TESTS[subject] + CHECK_OPTIONS[subject])}", cid)
-            elif key == "timeout" and subject != "run" and "matches" not in raw:
+                           f"a {subject} check takes {', '.join(takes) or 'no other key'}", cid)
+            elif key == "timeout" and subject not in ("run", "before") and "matches" not in raw:
                 self.error(f"'timeout' does not apply to a {subject} check without matches",
                            _path_join(path, key), "remove it: it bounds a pattern search", cid)
+        if subject in TRACE_SUBJECTS:
+            return self.trace_check(raw, subject, path, cid)
         target = self.check_target(subject, raw[subject], _path_join(path, subject), cid)
         test, expected = self.check_test(subject, raw, path, cid)
         name = self.check_name(raw, path, cid)
@@ -2693,6 +2807,100 @@ class SuiteChecker:
             return None
         return Check(name or describe_check(subject, target, test, expected), subject, target,
                      test, expected, timeout, protect)
+
+    def trace_check(self, raw: dict, subject: str, path: str, cid: str | None) -> Check | None:
+        """A check on the executor's trace, as a Check of subject "trace" whose target is its
+        kind: ran, not_ran, read, not_read, edited, before, max_actions or max_commands."""
+        where = _path_join(path, subject)
+        name = self.check_name(raw, path, cid)
+        timeout = self.check_timeout(raw, path, cid)
+        if subject == "trace":
+            kind = self.trace_kind(raw[subject], where, cid)
+            test, expected = self.check_test("trace", raw, path, cid)
+        elif subject in TRACE_PATH_SUBJECTS:
+            kind, test, expected = subject, "path", self.trace_path(raw[subject], where, cid)
+        elif subject == "before":
+            kind, test, expected = subject, "order", self.trace_order(raw[subject], where, cid)
+        else:
+            kind, test, expected = subject, "at_most", self.trace_bound(raw[subject], where, cid)
+        if None in (kind, test, expected, timeout) or name == "":
+            return None
+        return Check(name or describe_check("trace", kind, test, expected), "trace", kind, test,
+                     expected, timeout)
+
+    def trace_kind(self, value: Any, path: str, cid: str | None) -> str | None:
+        if value in TRACE_KINDS:
+            return value
+        hint = _did_you_mean(str(value), TRACE_KINDS) if isinstance(value, str) else ""
+        self.error(f"'trace' must be one of {', '.join(TRACE_KINDS)}, not {_shown(value)}", path,
+                   f'{hint}write {{"trace": "ran", "matches": "pytest"}}; for files use "read", '
+                   '"not_read" or "edited", for order "before", for bounds "max_actions" or '
+                   '"max_commands"', cid)
+        return None
+
+    def trace_path(self, value: Any, path: str, cid: str | None) -> str | None:
+        """A path from the sandbox's top folder (a folder with or without its final /); unlike
+        a file check's, it may name the delivered skill package (what the skill points to)."""
+        if not isinstance(value, str) or not value.strip() or "\x00" in value:
+            self.error("a trace path must be a non-empty path", path,
+                       'write it from the repository root, e.g. "docs/api.md" or "src/"', cid)
+            return None
+        if os.path.isabs(value) or value.startswith("~"):
+            self.error(f"trace path {value!r} must be relative to the sandbox", path,
+                       "write it from the repository root, e.g. docs/api.md", cid)
+            return None
+        rel = os.path.normpath(value).replace(os.sep, "/")
+        if rel in (".", "..") or rel.startswith("../"):
+            self.error(f"trace path {value!r} " + ("names the whole sandbox" if rel == "." else
+                                                   "climbs out of the sandbox"), path,
+                       "name a file or folder of the task", cid)
+            return None
+        return rel
+
+    def trace_order(self, value: Any, path: str, cid: str | None) -> list[dict] | None:
+        if not isinstance(value, list) or len(value) != 2:
+            self.error(f"'before' must be a list of two steps, not {_shown(value)}", path,
+                       'write e.g. [{"edited": "src/"}, {"ran": "pytest"}]: the second after '
+                       'the last of the first', cid)
+            return None
+        steps = [self.trace_step(step, _path_join(path, i), cid) for i, step in enumerate(value)]
+        return None if None in steps else steps
+
+    def trace_step(self, value: Any, path: str, cid: str | None) -> dict[str, str] | None:
+        keys = [key for key in TRACE_STEP_KEYS if isinstance(value, dict) and key in value]
+        if not isinstance(value, dict) or len(keys) != 1 or len(value) != 1:
+            self.error(f"a step of 'before' must be an object with exactly one of "
+                       f"{', '.join(TRACE_STEP_KEYS)}, not {_shown(value)}", path,
+                       'write {"ran": "<regular expression>"}, {"read": "<path>"} or '
+                       '{"edited": "<path>"}', cid)
+            return None
+        key = keys[0]
+        where = _path_join(path, key)
+        if key != "ran":
+            rel = self.trace_path(value[key], where, cid)
+            return None if rel is None else {key: rel}
+        pattern = value[key]
+        if not isinstance(pattern, str) or not pattern:
+            self.error(f"'ran' must be a non-empty regular expression, not {_shown(pattern)}",
+                       where, 'write the command\'s pattern in quotes, e.g. "pytest"', cid)
+            return None
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            self.error(f"'ran' is not a valid regular expression: {exc}", where,
+                       "correct the pattern (Python re syntax); escape literal characters "
+                       "such as ( or [ with a backslash", cid)
+            return None
+        return {key: pattern}
+
+    def trace_bound(self, value: Any, path: str, cid: str | None) -> int | None:
+        if not isinstance(value, int) or isinstance(value, bool) \
+                or not 0 <= value <= TRACE_BOUND_MAX:
+            self.error(f"a bound must be a whole number from 0 to {TRACE_BOUND_MAX}, not "
+                       f"{_shown(value)}", path, "write the most the executor may take, e.g. 30",
+                       cid)
+            return None
+        return value
 
     def check_name(self, raw: dict, path: str, cid: str | None) -> str | None:
         """The author's name, None when there is none, "" when it is unusable."""
@@ -5794,6 +6002,8 @@ class ClaudeProvider(Provider):
         reply = self._reply_from_envelope(result, envelope)
         reply.trace = self._tool_calls(events) if any(
             e.get("type") in ("system", "assistant") for e in events) else None
+        reply.actions = (claude_actions(events, result.stdout_truncated)
+                         if reply.trace is not None else None)
         return reply
 
     def read_grader(self, result: ProcessResult, last_message_path: Path) -> AgentReply:
@@ -5972,7 +6182,9 @@ class CodexProvider(Provider):
         metrics = codex_metrics(usages, result, failure)
         return AgentReply(failure is None, text=messages[-1] if messages else "",
                           failure=failure or "", metrics=metrics,
-                          trace=trace if events else None)
+                          trace=trace if events else None,
+                          actions=codex_actions(events, result.stdout_truncated)
+                          if events else None)
 
 
 def _codex_trace_entry(item: dict[str, Any]) -> dict[str, Any]:
@@ -6229,7 +6441,9 @@ class GeminiProvider(Provider):
         return AgentReply(failure is None, text=_answer_after_tools(pieces),
                           failure=failure or "",
                           metrics=gemini_metrics(stats, failure or ""),
-                          trace=trace if events else None)
+                          trace=trace if events else None,
+                          actions=gemini_actions(events, result.stdout_truncated)
+                          if events else None)
 
     def read_grader(self, result: ProcessResult, last_message_path: Path) -> AgentReply:
         failure = _process_failure(result)
@@ -6498,7 +6712,9 @@ class OpenCodeProvider(Provider):
             failure = self._failure(result, events, steps, errors, rejected)
         return AgentReply(failure is None, text=_answer_after_tools(pieces),
                           failure=failure or "", metrics=opencode_metrics(steps, result, failure),
-                          trace=trace if events else None)
+                          trace=trace if events else None,
+                          actions=opencode_actions(events, result.stdout_truncated)
+                          if events else None)
 
     @staticmethod
     def _failure(result: ProcessResult, events: list[dict], steps: list[dict],
@@ -6550,6 +6766,327 @@ def opencode_metrics(steps: list[dict], result: ProcessResult,
         absent(f"opencode never started ({result.spawn_error})") if result.spawn_error else
         captured(round(result.duration_s, 3), "runner wall clock (opencode reports no duration)"))
     return metrics
+
+
+# -- the executor's actions, from its CLI's own events -----------------------
+# Each CLI's tool names: (action kind, the input keys that name its subject, first found).
+CLAUDE_ACTION_TOOLS = {
+    "Bash": ("command", ("command",)), "Read": ("read", ("file_path",)),
+    "Write": ("write", ("file_path",)), "Edit": ("edit", ("file_path",)),
+    "MultiEdit": ("edit", ("file_path",)), "NotebookEdit": ("edit", ("notebook_path",)),
+    "Glob": ("search", ("pattern",)), "Grep": ("search", ("pattern",)),
+    "WebSearch": ("search", ("query",)), "Skill": ("skill", ("skill", "command")),
+}
+GEMINI_ACTION_TOOLS = {
+    "run_shell_command": ("command", ("command",)),
+    "read_file": ("read", ("file_path", "absolute_path", "path")),
+    "read_many_files": ("read", ("paths", "include")),
+    "write_file": ("write", ("file_path",)), "replace": ("edit", ("file_path",)),
+    "glob": ("search", ("pattern",)), "search_file_content": ("search", ("pattern",)),
+    "grep_search": ("search", ("pattern",)), "google_web_search": ("search", ("query",)),
+    "activate_skill": ("skill", ("name",)),
+}
+OPENCODE_ACTION_TOOLS = {
+    "bash": ("command", ("command",)), "read": ("read", ("filePath",)),
+    "write": ("write", ("filePath",)), "edit": ("edit", ("filePath",)),
+    "multiedit": ("edit", ("filePath",)), "glob": ("search", ("pattern",)),
+    "grep": ("search", ("pattern",)), "websearch": ("search", ("query",)),
+    "skill": ("skill", ("name",)),
+}
+# What each CLI's events do not say about an action (trace.json `unreported`).
+TRACE_UNREPORTED = {
+    "claude": {"exit_code": "claude reports whether a tool call failed (is_error), not a "
+                            "command's exit status"},
+    "codex": {"time": "codex exec --json events carry no time",
+              "read": "codex has no read tool: it reads files with commands (cat, sed, rg), "
+                      "which count as reads of the files they name",
+              "skill": "codex has no skill tool: a command that opens the skill's SKILL.md "
+                       "is the evidence"},
+    "gemini": {"exit_code": "gemini reports a tool call's status (success or error), not a "
+                            "command's exit status"},
+    "opencode": {},
+}
+
+
+def _action_text(value: Any) -> str | None:
+    return value[:ACTION_TEXT_CHARS * 4] if isinstance(value, str) else None
+
+
+def _action_paths(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list):
+        return tuple(item for item in value[:200] if isinstance(item, str))
+    return ()
+
+
+def _action_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _action_time(value: Any) -> str | int | None:
+    if isinstance(value, str):
+        return value[:40]
+    return _action_int(value)
+
+
+def typed_action(tools: dict[str, tuple[str, tuple[str, ...]]], tool: Any, tool_input: Any,
+                 event: int, **reported: Any) -> TraceAction:
+    """One tool call as a TraceAction: its kind from the CLI's tool name (any tool not known
+    is "tool"), its subject from the first input key that names one."""
+    name = tool[:200] if isinstance(tool, str) else f"<{type(tool).__name__}>"
+    kind, keys = tools.get(name, ("tool", ()))
+    given = tool_input if isinstance(tool_input, dict) else {}
+    value = next((given[key] for key in keys if given.get(key) is not None), None)
+    subject: dict[str, Any] = {}
+    if kind == "command":
+        subject["command"] = _action_text(value)
+    elif kind in ("read", "write", "edit", "delete"):
+        subject["paths"] = _action_paths(value)
+    elif kind == "search":
+        subject["pattern"] = _action_text(value)
+    elif kind == "skill":
+        subject["skill"] = _action_text(value)
+    return TraceAction(kind, name, event, **subject, **reported)
+
+
+def claude_actions(events: list[dict[str, Any]], cut: bool) -> Trace:
+    """Every tool_use block of claude's assistant events, with its tool_result's is_error and
+    the time that result came back (claude stamps only the result's event)."""
+    results: dict[str, tuple[bool, Any]] = {}
+    for event in events:
+        for block in _content_blocks(event, "user"):
+            if block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str):
+                results[block["tool_use_id"]] = (block.get("is_error") is True,
+                                                 event.get("timestamp"))
+    actions = []
+    for position, event in enumerate(events):
+        for block in _content_blocks(event, "assistant"):
+            if block.get("type") != "tool_use":
+                continue
+            ident = block.get("id")
+            failed, stamp = results.get(ident if isinstance(ident, str) else "", (None, None))
+            actions.append(typed_action(CLAUDE_ACTION_TOOLS, block.get("name"),
+                                        block.get("input"), position, failed=failed,
+                                        time=_action_time(stamp)))
+    return Trace("claude", actions, len(events), cut, dict(TRACE_UNREPORTED["claude"]))
+
+
+def _content_blocks(event: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    message = event.get("message") if event.get("type") == kind else None
+    content = message.get("content") if isinstance(message, dict) else None
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+CODEX_ACTION_ITEMS = ("command_execution", "file_change", "mcp_tool_call", "web_search")
+
+
+def codex_actions(events: list[dict[str, Any]], cut: bool) -> Trace:
+    """One action per command_execution, file_change, mcp_tool_call or web_search item, at
+    the event that first showed it, with the state of the last event that did."""
+    first: dict[str, int] = {}
+    last: dict[str, dict[str, Any]] = {}
+    for position, event in enumerate(events):
+        item = event.get("item")
+        if (event.get("type") in ("item.started", "item.updated", "item.completed")
+                and isinstance(item, dict) and item.get("type") in CODEX_ACTION_ITEMS):
+            ident = str(item.get("id", f"@{position}"))[:200]
+            first.setdefault(ident, position)
+            last[ident] = item
+    actions = [codex_action(last[ident], position)
+               for ident, position in sorted(first.items(), key=lambda pair: pair[1])]
+    return Trace("codex", actions, len(events), cut, dict(TRACE_UNREPORTED["codex"]))
+
+
+def codex_action(item: dict[str, Any], position: int) -> TraceAction:
+    status = item.get("status")
+    failed = status == "failed" if status in ("completed", "failed") else None
+    kind = item.get("type")
+    if kind == "command_execution":
+        return TraceAction("command", kind, position, command=_action_text(item.get("command")),
+                           exit_code=_action_int(item.get("exit_code")), failed=failed)
+    if kind == "file_change":
+        changes = [c for c in item.get("changes") or [] if isinstance(c, dict)] \
+            if isinstance(item.get("changes"), list) else []
+        kinds = {c.get("kind") for c in changes}
+        action_kind = ("write" if kinds == {"add"} else "delete" if kinds == {"delete"}
+                       else "edit")
+        return TraceAction(action_kind, kind, position,
+                           paths=_action_paths([c.get("path") for c in changes]), failed=failed)
+    if kind == "web_search":
+        return TraceAction("search", kind, position, pattern=_action_text(item.get("query")))
+    name = f"{item.get('server')}.{item.get('tool')}" if item.get("tool") else kind
+    return TraceAction("tool", str(name)[:200], position, failed=failed)
+
+
+def gemini_actions(events: list[dict[str, Any]], cut: bool) -> Trace:
+    """Every tool_use event, with its tool_result's status and the tool_use's own time."""
+    statuses = {e.get("tool_id"): e.get("status") for e in events
+                if e.get("type") == "tool_result" and isinstance(e.get("tool_id"), str)}
+    actions = []
+    for position, event in enumerate(events):
+        if event.get("type") != "tool_use":
+            continue
+        status = statuses.get(event.get("tool_id")) if isinstance(event.get("tool_id"), str) \
+            else None
+        failed = status == "error" if status in ("success", "error") else None
+        actions.append(typed_action(GEMINI_ACTION_TOOLS, event.get("tool_name"),
+                                    event.get("parameters"), position, failed=failed,
+                                    time=_action_time(event.get("timestamp"))))
+    return Trace("gemini", actions, len(events), cut, dict(TRACE_UNREPORTED["gemini"]))
+
+
+def opencode_actions(events: list[dict[str, Any]], cut: bool) -> Trace:
+    """Every tool_use part, with its state's status, its bash exit code (metadata.exit) and
+    the time it started (state.time.start, ms since the epoch)."""
+    actions = []
+    for position, event in enumerate(events):
+        part = event.get("part") if event.get("type") == "tool_use" else None
+        if not isinstance(part, dict):
+            continue
+        state = part.get("state") if isinstance(part.get("state"), dict) else {}
+        status = state.get("status")
+        failed = status == "error" if status in ("completed", "error") else None
+        started = _dig(state, ("time", "start"))
+        actions.append(typed_action(
+            OPENCODE_ACTION_TOOLS, part.get("tool"), state.get("input"), position,
+            failed=failed, exit_code=_action_int(_dig(state, ("metadata", "exit"))),
+            time=_action_time(started if started is not None else event.get("timestamp"))))
+    return Trace("opencode", actions, len(events), cut, dict(TRACE_UNREPORTED["opencode"]))
+
+
+# Finds which texts a pattern matches: (the indexes of those texts, "") or (None, why the
+# search could not finish). The engine searches in a child process, as for every pattern.
+SearchMany = Callable[[str, "list[str]", float], "tuple[list[int] | None, str]"]
+# A path named in a command: what may stand before and after it for the name to be whole.
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
+
+
+def judge_trace_check(check: Check, trace: Trace | None, roots: Sequence[str],
+                      search_many: SearchMany) -> dict[str, Any]:
+    """A trace check's result from the executor's actions: {passed, evidence}, or {unrun} when
+    the trace cannot decide it (none was read, or the part that would tell was cut out).
+    `roots` are the executor's working folder as it saw it: absolute paths under one of them
+    are read relative to it; others never name a file of the sandbox."""
+    if trace is None:
+        return {"unrun": "no trace: the executor's stream held no event its CLI adapter "
+                         "could read"}
+    kind = check.target
+    if kind in TRACE_BOUND_SUBJECTS:
+        return _bound_verdict(kind, check.expected, trace)
+    if kind == "before":
+        return _order_verdict(check, trace, roots, search_many)
+    step = {"ran" if kind in TRACE_KINDS else "edited" if kind == "edited" else "read":
+            check.expected}
+    hits, unrun = trace_step_hits(step, trace, roots, search_many, check.timeout_s)
+    if unrun:
+        return {"unrun": unrun, "cancelled": unrun == "the run was stopped while it ran"}
+    wanted = kind in ("ran", "read", "edited")
+    what = describe_trace_step(step)
+    if hits:
+        shown = trace.actions[hits[0]]
+        return {"passed": wanted, "evidence": f"{what}: {describe_action(shown)}"
+                + (f" (and {len(hits) - 1} more)" if len(hits) > 1 else "")}
+    if trace.cut:
+        return {"unrun": f"no {what} in what was kept, but the executor's stream was cut in "
+                         "the middle, where one may have been"}
+    among = trace.count("command") if "ran" in step else trace.count()
+    return {"passed": not wanted, "evidence": f"no {what} among {among} "
+            f"{'commands' if 'ran' in step else 'actions'} the {trace.cli} stream reported"}
+
+
+def trace_step_hits(step: dict[str, str], trace: Trace, roots: Sequence[str],
+                    search_many: SearchMany, timeout_s: float) -> tuple[list[int], str]:
+    """(the indexes of the actions that match one step, why not decided or "")."""
+    (key, target), = step.items()
+    actions = trace.actions
+    if key == "ran":
+        commands = [i for i, a in enumerate(actions) if a.kind == "command"]
+        found, unrun = search_many(target, [actions[i].command or "" for i in commands],
+                                   timeout_s)
+        return ([commands[j] for j in found or []], unrun)
+    kinds = ("read", "search") if key == "read" else ("write", "edit", "delete")
+    hits = [i for i, a in enumerate(actions)
+            if (a.kind in kinds and any(_path_under(p, target, roots) for p in a.paths))
+            or (key == "read" and a.kind == "command" and _names_path(a.command or "", target))]
+    return hits, ""
+
+
+def _path_under(reported: str, target: str, roots: Sequence[str]) -> bool:
+    """Whether a path the CLI reported is `target` or lies under it, in the sandbox."""
+    if "\x00" in reported or not reported:
+        return False
+    if reported.startswith("/"):
+        inside = next((reported[len(root) + 1:] for root in roots
+                       if reported.startswith(root.rstrip("/") + "/")), None)
+        if inside is None:
+            return False
+        reported = inside
+    rel = os.path.normpath(reported).replace(os.sep, "/")
+    if rel == ".." or rel.startswith("../"):
+        return False
+    return rel == target or rel.startswith(target + "/")
+
+
+def _names_path(command: str, target: str) -> bool:
+    """Whether a command names `target` as a whole path (or a path ending in it)."""
+    start = command.find(target)
+    while start >= 0:
+        end = start + len(target)
+        before = command[start - 1] if start else " "
+        after = command[end] if end < len(command) else " "
+        if before not in _NAME_CHARS and (after not in _NAME_CHARS or after == "/"):
+            return True
+        start = command.find(target, start + 1)
+    return False
+
+
+def _order_verdict(check: Check, trace: Trace, roots: Sequence[str],
+                   search_many: SearchMany) -> dict[str, Any]:
+    """Passes when an action of the second step comes after the last one of the first."""
+    if trace.cut:
+        return {"unrun": "the executor's stream was cut in the middle: the order of what was "
+                         "lost is unknown"}
+    first, second = check.expected
+    hits = []
+    for step in (first, second):
+        found, unrun = trace_step_hits(step, trace, roots, search_many, check.timeout_s)
+        if unrun:
+            return {"unrun": unrun, "cancelled": unrun == "the run was stopped while it ran"}
+        hits.append(found)
+    if not hits[0]:
+        return {"passed": False, "evidence": f"no {describe_trace_step(first)}: nothing to "
+                                             "order"}
+    last = trace.actions[hits[0][-1]]
+    later = [i for i in hits[1] if i > hits[0][-1]]
+    if not later:
+        return {"passed": False, "evidence": f"no {describe_trace_step(second)} after the "
+                f"last {describe_trace_step(first)} ({describe_action(last)})"}
+    return {"passed": True, "evidence": f"{describe_action(trace.actions[later[0]])} after "
+            f"the last {describe_trace_step(first)} ({describe_action(last)})"}
+
+
+def _bound_verdict(kind: str, bound: int, trace: Trace) -> dict[str, Any]:
+    what = "commands" if kind == "max_commands" else "actions"
+    count = trace.count("command") if kind == "max_commands" else trace.count()
+    if count > bound:
+        return {"passed": False, "evidence": f"{count} {what}{' at least' if trace.cut else ''}"
+                f", more than {bound}"}
+    if trace.cut:
+        return {"unrun": f"{count} {what} in what was kept, but the executor's stream was cut "
+                         "in the middle, so the count is unknown"}
+    return {"passed": True, "evidence": f"{count} {what}, at most {bound}"}
+
+
+def describe_action(action: TraceAction) -> str:
+    """One action for evidence and the timeline: event, kind, what it named, its outcome."""
+    subject = (f"`{' '.join(action.command.split())[:120]}`" if action.command is not None
+               else ", ".join(action.paths[:3])[:160] if action.paths
+               else repr(action.pattern[:80]) if action.pattern is not None
+               else action.skill[:80] if action.skill is not None else "")
+    outcome = (f", exit {action.exit_code}" if action.exit_code is not None
+               else ", failed" if action.failed else "")
+    return f"event {action.event}: {action.kind} ({action.tool}) {subject}{outcome}".rstrip()
 
 
 def _keys(value: Any) -> list[Any]:
