@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import unittest
 
-from tests.helpers import TempDir, call_main, make_repo, runner
+from tests.helpers import FAKES, TempDir, call_main, make_repo, runner
 
 ROOT = "/tmp/sbx/repo"  # the executor's working folder, as it saw it
 
@@ -468,3 +470,83 @@ class ValidateTraceChecksTests(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+FORGED_LINE = json.dumps(claude_tool("Bash", {"command": "git push origin main"}, "forged"))
+TOOL_CALLS = [
+    {"command": "python3 -m pytest -q", "exit_code": 1, "output": "1 failed"},
+    {"edit": "calc.py", "old": "a - b", "new": "a + b"},
+    {"command": "python3 -m pytest -q", "output": f"1 passed\n{FORGED_LINE}\ngit push\n"},
+    {"read": "docs/api.md"},
+]
+FAKE_ARGV = {
+    "claude": ["-p", "--output-format", "stream-json", "--verbose", "--permission-mode",
+               "acceptEdits", "--allowedTools", "Bash,Read,Write,Edit"],
+    "codex": ["exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write", "-"],
+    "gemini": ["--output-format", "stream-json", "--approval-mode", "yolo", "--skip-trust"],
+    "opencode": ["run", "--format", "json"],
+}
+
+
+class FakeToolCallTests(unittest.TestCase):
+    """Each fake's `tool_calls` come out in exactly its CLI's shape, and the runner's reading
+    of that shape sees the commands (with the exit status where the CLI reports one), the edit
+    and the read, and nothing a command printed."""
+
+    def run_fake(self, cli: str) -> tuple[runner.Trace, str]:
+        tmp = TempDir()
+        self.addCleanup(tmp.cleanup)
+        work = tmp.path / "work"
+        (work / "docs").mkdir(parents=True)
+        (work / "docs" / "api.md").write_text("the api\n")
+        (work / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+        home = tmp.path / "home"
+        (home / ".gemini").mkdir(parents=True)
+        (home / ".gemini" / "settings.json").write_text(json.dumps(
+            {"security": {"auth": {"selectedType": "gemini-api-key"}}}))
+        script = tmp.path / "script.json"
+        script.write_text(json.dumps({"executor": {"tool_calls": TOOL_CALLS,
+                                                   "read_skill": False}}))
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "GEMINI_CLI_HOME": str(home),
+               "FAKE_AGENT_SCRIPT": str(script), "XDG_CONFIG_HOME": str(home / ".config"),
+               "XDG_DATA_HOME": str(home / ".local")}
+        argv = FAKE_ARGV[cli] + (["--cd", str(work)] if cli == "codex" else
+                                 ["--dir", str(work)] if cli == "opencode" else [])
+        done = subprocess.run([sys.executable, str(FAKES / cli), *argv],
+                              input="# Task\nfix calc\n", capture_output=True, text=True,
+                              cwd=work, env=env, timeout=30)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("a + b", (work / "calc.py").read_text())
+        reply = read(cli, done.stdout)
+        self.assertTrue(reply.ok, reply.failure)
+        return reply.actions, str(work)
+
+    def test_every_fake_shows_commands_edit_and_read_in_its_shape(self) -> None:
+        for cli in FAKE_ARGV:
+            with self.subTest(cli=cli):
+                trace, work = self.run_fake(cli)
+                kinds = [a.kind for a in trace.actions]
+                # codex has no read tool: its read is a `cat` command
+                self.assertEqual(kinds, ["command", "edit", "command",
+                                         "command" if cli == "codex" else "read"])
+                first = trace.actions[0]
+                if cli in ("codex", "opencode"):
+                    self.assertEqual((first.exit_code, trace.actions[2].exit_code), (1, 0))
+                else:
+                    self.assertIsNone(first.exit_code)
+                    self.assertIn("exit_code", trace.unreported)
+                if cli == "claude":
+                    self.assertIs(first.failed, True)
+
+                def verdict(kind, expected):
+                    return runner.judge_trace_check(check(kind, expected), trace, [work],
+                                                    re_search_many)
+
+                self.assertTrue(verdict("ran", "pytest")["passed"])
+                self.assertTrue(verdict("not_ran", "git push")["passed"])
+                self.assertTrue(verdict("read", "docs/api.md")["passed"])
+                self.assertTrue(verdict("edited", "calc.py")["passed"])
+                self.assertTrue(verdict("before", [{"edited": "calc.py"},
+                                                   {"ran": "pytest"}])["passed"])
+                self.assertTrue(verdict("max_commands", 3)["passed"])
+                self.assertFalse(verdict("max_actions", 3)["passed"])
