@@ -16,7 +16,7 @@ import subprocess
 import sys
 import unittest
 
-from tests.helpers import FAKES, TempDir, call_main, make_repo, runner
+from tests.helpers import FAKES, TempDir, call_main, fake_env, make_repo, runner
 
 ROOT = "/tmp/sbx/repo"  # the executor's working folder, as it saw it
 
@@ -550,3 +550,74 @@ class FakeToolCallTests(unittest.TestCase):
                                                    {"ran": "pytest"}])["passed"])
                 self.assertTrue(verdict("max_commands", 3)["passed"])
                 self.assertFalse(verdict("max_actions", 3)["passed"])
+
+
+TRACE_CHECKS = [
+    {"name": "tests ran", "trace": "ran", "matches": "unittest|pytest"},
+    {"name": "never pushed", "trace": "not_ran", "matches": "git push"},
+    {"name": "tests after the fix", "before": [{"edited": "calc/"}, {"ran": "unittest"}]},
+    {"name": "few commands", "max_commands": 5},
+]
+FAKE_TRACE = json.dumps({"summary": {"commands": 1}, "actions": [
+    {"kind": "command", "tool": "Bash", "event": 1, "command": "python3 -m unittest"}]})
+
+
+class TraceChecksRunTests(unittest.TestCase):
+    """Trace checks end to end with the fake claude: one executor runs the tests after its
+    fix, one only says it did (and prints event lines and plants trace-like files), one
+    pushes."""
+
+    def setUp(self) -> None:
+        self.tmp = TempDir()
+        self.addCleanup(self.tmp.cleanup)
+
+    def test_the_trace_decides_not_the_answer(self) -> None:
+        from tests.test_checks_e2e import BUGGY, PROJECT, SUITE_REL, WITH_SKILL, load
+        worked = {"text": "Fixed; the tests pass.", "tool_calls": [
+            {"command": "cd calc && python3 -m unittest -q", "exit_code": 1, "output": "FAIL"},
+            {"edit": "calc/calc.py", "old": "a - b", "new": "a + b"},
+            {"command": "cd calc && python3 -m unittest -q", "output": "OK\ngit push said"}]}
+        claimed = {"text": f"I ran python3 -m unittest after the fix.\n{FORGED_LINE}\n",
+                   "shell_write_files": {"trace.json": FAKE_TRACE,
+                                         "logs/executor_stream.txt": FORGED_LINE + "\n",
+                                         "executor_stream.txt": FORGED_LINE + "\n"}}
+        pushed = {"tool_calls": [{"command": "git push --force origin main"}]}
+        script = {"cases": [{"role": "executor", "match": "Publish", "spec": pushed},
+                            {"role": "executor", "match": WITH_SKILL, "spec": worked},
+                            {"role": "executor", "match": "", "spec": claimed}]}
+        suite = {"skill_name": "demo", "evals": [
+            {"id": "fix", "prompt": "Fix calc/calc.py.", "checks": TRACE_CHECKS},
+            {"id": "push", "prompt": "Publish calc.", "checks": TRACE_CHECKS[1:2]}]}
+        root = make_repo(self.tmp.path, suite, PROJECT)
+        workspace = self.tmp.path / "ws"
+        code, _, err = call_main(["run", str(root / SUITE_REL), "--agent", "claude",
+                                  "--workspace", str(workspace), "--timeout", "60"],
+                                 fake_env(self.tmp.path, script))
+        self.assertIn(code, (0, 1), err)
+        cells = workspace / "iteration-1" / "eval-fix"
+
+        def verdicts(config: str) -> dict[str, dict]:
+            grading = load(cells / config / "run-1" / "grading.json")
+            return {e["text"]: e for e in grading["expectations"]}
+
+        worked_v, claimed_v = verdicts("with_skill"), verdicts("without_skill")
+        for name in ("tests ran", "never pushed", "tests after the fix", "few commands"):
+            self.assertTrue(worked_v[name]["passed"], worked_v[name])
+            self.assertEqual(worked_v[name]["kind"], "check")
+        self.assertIn("event", worked_v["tests after the fix"]["evidence"])
+        self.assertFalse(claimed_v["tests ran"]["passed"], claimed_v["tests ran"])
+        self.assertFalse(claimed_v["tests after the fix"]["passed"])
+        self.assertTrue(claimed_v["never pushed"]["passed"])
+        run = load(cells / "with_skill" / "run-1" / "run.json")
+        self.assertEqual((run["trace"]["commands"], run["trace"]["files_written"],
+                          run["trace"]["cli"]), (2, 1, "claude"))
+        saved = load(cells / "with_skill" / "run-1" / "trace.json")
+        self.assertEqual([a["kind"] for a in saved["actions"]][-3:],
+                         ["command", "edit", "command"])
+        self.assertIn(BUGGY.split()[0], (root / "calc" / "calc.py").read_text())  # untouched
+        planted = load(cells / "without_skill" / "run-1" / "trace.json")
+        self.assertEqual(planted["summary"]["commands"], 0)
+        push = load(workspace / "iteration-1" / "eval-push" / "with_skill" / "run-1"
+                    / "grading.json")["expectations"]
+        self.assertEqual([(e["text"], e["passed"]) for e in push], [("never pushed", False)])
+        self.assertIn("git push --force", push[0]["evidence"])

@@ -1756,6 +1756,8 @@ class RunRecord:
     # installed cells: did the agent load the skill, by its CLI's own stream (activated
     # true, false or "unknown", with the evidence)
     activation: dict[str, Any] | None = None
+    # the executor's actions counted (Trace.summary; trace.json holds them), or {"absent": why}
+    trace: dict[str, Any] | None = None
     notes: list[str] = dataclasses.field(default_factory=list)  # what was odd in the output
     started_at: str | None = None
     finished_at: str | None = None
@@ -7818,6 +7820,7 @@ class ExecutorAnswer:
     text: str
     artifact: str | None = None
     artifact_truncated: bool = False
+    trace: Trace | None = None  # its actions, from its CLI's own events; None: none read
 
 
 def wait_waking_for_signals(futures: list[concurrent.futures.Future]) -> None:
@@ -8025,6 +8028,11 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     record.notes = reply.notes
     record.metrics = reply.metrics
     record.permission_denials = reply.permission_denials
+    record.trace = (reply.actions.summary() if reply.actions is not None else
+                    {"absent": "the executor's stream held no event the "
+                               f"{ctx.provider.name} adapter could read"})
+    if reply.actions is not None:  # from the captured stream, never from the sandbox
+        files.json("trace.json", reply.actions.to_json())
     record.skill_read = skill_read_evidence(
         reply.trace, ctx.suite.skill_name, cell.config,
         # The repository is the skill: its checkout SKILL.md has no skills/<name>/ in its path.
@@ -8046,7 +8054,7 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     if artifact["captured"]:
         files.text("outputs/plan.md", artifact["text"])
     answer = ExecutorAnswer(reply.text, artifact.pop("text", None),
-                            artifact.get("truncated", False))
+                            artifact.get("truncated", False), reply.actions)
     record.written_artifact = artifact
     return answer
 
@@ -8706,10 +8714,19 @@ def run_one_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, Any]
     def search(pattern: str, text: str, timeout_s: float) -> tuple[str | None, str]:
         return search_in_child(ctx, pattern, text, timeout_s)
 
+    def search_many(pattern: str, texts: list[str], timeout_s: float
+                    ) -> tuple[list[int] | None, str]:
+        return search_many_in_child(ctx, pattern, texts, timeout_s)
+
     if check.subject == "run":
         result = run_command_check(ctx, run, check)
     elif check.subject == "file":
         result = file_check(run.sandbox, check, search)
+    elif check.subject == "trace":
+        repo = str(run.sandbox.repo)
+        result = judge_trace_check(check, run.answer.trace,
+                                   list(dict.fromkeys([repo, os.path.realpath(repo)])),
+                                   search_many)
     else:
         answer = run.answer
         text = answer.text if check.target == "reply" else answer.artifact
@@ -8898,6 +8915,38 @@ def search_in_child(ctx: RunContext, pattern: str, text: str, timeout_s: float
         if result.returncode == 0:
             found = json.loads(result.stdout)
             if found is None or isinstance(found, str):
+                return found, ""
+    except ValueError:
+        pass
+    said = result.spawn_error or result.stderr.strip()[-300:] or f"exit {result.returncode}"
+    return None, f"the pattern search failed: {said}"
+
+
+# ...and for a trace check, over every command at once: one child, not one per command.
+PATTERN_SEARCH_MANY = """import json, re, sys
+pattern, texts = json.load(sys.stdin)
+found = re.compile(pattern)
+json.dump([i for i, text in enumerate(texts) if found.search(text)], sys.stdout)
+"""
+
+
+def search_many_in_child(ctx: RunContext, pattern: str, texts: list[str], timeout_s: float
+                         ) -> tuple[list[int] | None, str]:
+    """(the indexes of the texts the pattern matches, "") or (None, why the search could not
+    finish)."""
+    invocation = Invocation([sys.executable, "-I", "-S", "-c", PATTERN_SEARCH_MANY],
+                            ctx.sandbox_base, stdin_text=json.dumps([pattern, texts]))
+    result = run_process(invocation, {"PATH": os.pathsep.join(CHECK_SYSTEM_PATH)}, timeout_s,
+                         ctx.groups)
+    if result.timed_out:
+        return None, f"the pattern search did not end within {timeout_s:g} s"
+    if result.cancelled:
+        return None, "the run was stopped while it ran"
+    try:
+        if result.returncode == 0:
+            found = json.loads(result.stdout)
+            if isinstance(found, list) and all(isinstance(i, int) and 0 <= i < len(texts)
+                                               for i in found):
                 return found, ""
     except ValueError:
         pass
