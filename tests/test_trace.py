@@ -16,7 +16,7 @@ import subprocess
 import sys
 import unittest
 
-from tests.helpers import FAKES, TempDir, call_main, fake_env, make_repo, runner
+from tests.helpers import FAKES, PROJECT, TempDir, call_main, fake_env, make_repo, runner
 
 ROOT = "/tmp/sbx/repo"  # the executor's working folder, as it saw it
 
@@ -251,6 +251,39 @@ class TraceParsingTests(unittest.TestCase):
         self.assertEqual(saved["left_out"], 7)
         self.assertEqual(saved["summary"]["actions"], runner.TRACE_SAVED_ACTIONS + 7)
         self.assertEqual(len(saved["actions"][0]["command"]), runner.ACTION_TEXT_CHARS)
+
+
+SAMPLES = PROJECT / "tests" / "data" / "cli-samples"
+
+
+class RealSampleTests(unittest.TestCase):
+    """The streams the real CLIs printed (tests/data/cli-samples), read into actions."""
+
+    def actions(self, cli: str, name: str) -> list[tuple]:
+        trace = read(cli, (SAMPLES / name).read_text(encoding="utf-8")).actions
+        return [(a.kind, a.tool, a.command or a.skill or ",".join(a.paths), a.exit_code,
+                 a.failed, a.event) for a in trace.actions]
+
+    def test_each_cli_sample(self) -> None:
+        self.assertEqual(self.actions("claude", "claude_stream_json_executor.jsonl"), [
+            ("write", "Write", "sandbox_claude_exec/out.txt", None, False, 1),
+            ("command", "Bash", "cat out.txt", None, False, 3)])
+        self.assertEqual(self.actions("codex", "codex_exec_json_executor.jsonl"), [
+            ("command", "command_execution",
+             "/bin/bash -lc 'echo hello-from-codex > out.txt && cat out.txt'", 0, False, 2),
+            ("write", "file_change", "sandbox_codex_exec/hello.py", None, False, 4)])
+        self.assertEqual(self.actions("gemini", "gemini_stream_json_shell.jsonl"), [
+            ("command", "run_shell_command", "echo shell-ran > marker.txt; ls", None, False, 2)])
+        self.assertEqual(self.actions("gemini", "gemini_stream_json_yolo_write_file.jsonl"), [
+            ("write", "write_file", "hello.txt", None, False, 2)])
+        self.assertEqual(self.actions("gemini", "gemini_stream_json_activate_skill.jsonl"), [
+            ("skill", "activate_skill", "s-proj-gemini", None, False, 2)])
+        self.assertEqual(self.actions("opencode", "opencode_json_bash_tool.jsonl"), [
+            ("command", "bash", "echo shell-ran > marker.txt; ls", 0, False, 1)])
+        self.assertEqual(self.actions("opencode", "opencode_json_skill_tool.jsonl"), [
+            ("skill", "skill", "s-proj-opencode", None, False, 1)])
+        self.assertEqual(self.actions("opencode", "opencode_json_permission_autorejected.jsonl"),
+                         [("write", "write", "<probe>/runs/o1/outside.txt", None, True, 1)])
 
 
 class TraceForgeryTests(unittest.TestCase):
