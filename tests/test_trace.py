@@ -654,3 +654,41 @@ class TraceChecksRunTests(unittest.TestCase):
                     / "grading.json")["expectations"]
         self.assertEqual([(e["text"], e["passed"]) for e in push], [("never pushed", False)])
         self.assertIn("git push --force", push[0]["evidence"])
+        self.reports_show_the_process(workspace / "iteration-1")
+
+    def reports_show_the_process(self, iteration) -> None:
+        from tests.test_checks_e2e import load
+        benchmark = load(iteration / "benchmark.json")
+        process = benchmark["process"]
+        self.assertEqual(process["metrics"],
+                         ["actions", "commands", "files_read", "files_written"])
+        self.assertEqual(process["per_config"]["with_skill"]["commands"]["max"], 2)
+        self.assertEqual(process["per_config"]["without_skill"]["commands"]["mean"], 0.5)
+        [actions] = [c for c in process["comparisons"] if c["metric"] == "commands"]
+        self.assertEqual((actions["paired_evals"], actions["more"], actions["same"]), (2, 1, 1))
+        self.assertIsNone(actions["ci95"])
+        for run in benchmark["runs"]:
+            self.assertIn("process", run)
+        self.assertNotIn("actions", json.dumps(benchmark["run_summary"]))  # not the CLI's
+        markdown = (iteration / "benchmark.md").read_text(encoding="utf-8")
+        self.assertIn("## Process (from the executor's trace)", markdown)
+        self.assertIn("commands, with_skill vs without_skill: mean delta +1.00", markdown)
+        page = self.tmp.path / "page.html"
+        code, out, err = call_main(["report", str(iteration), "--html", str(page)])
+        self.assertIn(code, (0, 1), err)
+        self.assertNotIn("results_modified", out)
+        html = page.read_text(encoding="utf-8")
+        for part in ("<h2>Process (from the executor's trace)</h2>",
+                     "<details><summary>timeline: 4 actions</summary><ol>",
+                     "event 3: command (Bash) cd calc &amp;&amp; python3 -m unittest -q "
+                     "(failed)</li>", "<details><summary>timeline: 1 action</summary>",
+                     "pass: tests after the fix: event 7: command (Bash)"):
+            self.assertTrue(part in html, part)
+        self.assertNotIn("<script", html)
+        # the process block is checked like the others: an edit is caught
+        benchmark["process"]["per_config"]["with_skill"]["commands"]["mean"] = 0.5
+        (iteration / "benchmark.json").write_text(json.dumps(benchmark), encoding="utf-8")
+        code, out, err = call_main(["report", str(iteration)])
+        self.assertEqual(code, 1, out + err)
+        self.assertIn("process.per_config.with_skill.commands.mean", (
+            iteration / "benchmark.md").read_text(encoding="utf-8"))

@@ -1392,6 +1392,9 @@ class RunResult:
     files_sha256: dict[str, str] | None
     grader: dict[str, Any] | None
     checks: dict[str, Any] | None = None
+    # the executor's actions counted from its trace (PROCESS_METRICS, and `cut`), or
+    # {"absent": why}; None (the key left out) for a run recorded before traces were kept
+    process: dict[str, Any] | None = None
 
     @property
     def label(self) -> str:
@@ -1413,7 +1416,8 @@ class RunResult:
         denials = take(obj, "permission_denials", int, file, json_path)
         read = take(obj, "skill_read", str, file, json_path)
         nested = {key: _object(obj.get(key), file, f"{json_path}.{key}")
-                  for key in ("failure", "activation", "metric_sources", "grader", "checks")}
+                  for key in ("failure", "activation", "metric_sources", "grader", "checks",
+                              "process")}
         sources = nested["metric_sources"]
         if sources is not None:
             sources = {name: Metric.from_json(metric, file, f"{json_path}.metric_sources.{name}")
@@ -1424,7 +1428,7 @@ class RunResult:
                    verdicts_from_json(obj.get("expectations"), file, f"{json_path}.expectations"),
                    nested["failure"], denials, read, nested["activation"],
                    sources, entry.files_sha256, nested["grader"],
-                   nested["checks"])
+                   nested["checks"], nested["process"])
 
     def to_json(self) -> dict[str, Any]:
         return {"eval_id": self.eval_id, "eval_name": self.eval_name,
@@ -1438,7 +1442,8 @@ class RunResult:
                     name: metric.to_json() if metric is not None else None
                     for name, metric in self.metric_sources.items()},
                 "files_sha256": self.files_sha256, "grader": self.grader,
-                **({"checks": self.checks} if self.checks is not None else {})}
+                **({"checks": self.checks} if self.checks is not None else {}),
+                **({"process": self.process} if self.process is not None else {})}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1627,7 +1632,7 @@ class PerEval:
 
 # benchmark.json's blocks that stay JSON as written, in the order of the file.
 BENCHMARK_BLOCKS = ("status_counts", "comparison", "per_assertion", "pass_hat_k", "per_eval",
-                    "judge", "judge_vs_checks", "activation", "notes")
+                    "judge", "judge_vs_checks", "activation", "process", "notes")
 JSON_BLOCKS = tuple(key for key in BENCHMARK_BLOCKS if key != "per_eval")
 
 
@@ -1655,6 +1660,9 @@ class Benchmark:
     judge: dict[str, Any] | None = None
     judge_vs_checks: dict[str, Any] | None = None
     activation: dict[str, Any] | None = None
+    # the executor's actions per config and paired per eval, from the traces (never mixed
+    # into the metrics its CLI reported); None: no run had a trace
+    process: dict[str, Any] | None = None
     notes: list[Any] | None = None
     paired: Comparison | None = None
     results_check: dict[str, Any] | None = None
@@ -1686,7 +1694,8 @@ class Benchmark:
         blocks = {key: obj.get(key) for key in JSON_BLOCKS}
         for key, kind in (("comparisons", list), ("per_assertion", list), ("notes", list),
                           ("status_counts", dict), ("pass_hat_k", dict), ("judge", dict),
-                          ("judge_vs_checks", dict), ("activation", dict), ("paired", dict)):
+                          ("judge_vs_checks", dict), ("activation", dict), ("paired", dict),
+                          ("process", dict)):
             take(obj, key, kind, file, json_path)
         _objects(blocks["per_assertion"], file, "per_assertion")
         compared = None if obj.get("comparisons") is None else tuple(
@@ -6990,10 +6999,10 @@ def judge_trace_check(check: Check, trace: Trace | None, roots: Sequence[str],
         return {"passed": wanted, "evidence": f"{what}: {describe_action(shown)}"
                 + (f" (and {len(hits) - 1} more)" if len(hits) > 1 else "")}
     if trace.cut:
-        return {"unrun": f"no {what} in what was kept, but the executor's stream was cut in "
-                         "the middle, where one may have been"}
+        return {"unrun": f"{_none_of(what)} in what was kept, but the executor's stream was cut "
+                         "in the middle, where one may have been"}
     among = trace.count("command") if "ran" in step else trace.count()
-    return {"passed": not wanted, "evidence": f"no {what} among {among} "
+    return {"passed": not wanted, "evidence": f"{_none_of(what)} among {among} "
             f"{'commands' if 'ran' in step else 'actions'} the {trace.cli} stream reported"}
 
 
@@ -7057,15 +7066,21 @@ def _order_verdict(check: Check, trace: Trace, roots: Sequence[str],
             return {"unrun": unrun, "cancelled": unrun == "the run was stopped while it ran"}
         hits.append(found)
     if not hits[0]:
-        return {"passed": False, "evidence": f"no {describe_trace_step(first)}: nothing to "
-                                             "order"}
+        return {"passed": False, "evidence": f"{_none_of(describe_trace_step(first))}: nothing "
+                                             "to order"}
     last = trace.actions[hits[0][-1]]
     later = [i for i in hits[1] if i > hits[0][-1]]
+    after = f"the last {describe_trace_step(first)[2:]} ({describe_action(last)})"
     if not later:
-        return {"passed": False, "evidence": f"no {describe_trace_step(second)} after the "
-                f"last {describe_trace_step(first)} ({describe_action(last)})"}
+        return {"passed": False,
+                "evidence": f"{_none_of(describe_trace_step(second))} after {after}"}
     return {"passed": True, "evidence": f"{describe_action(trace.actions[later[0]])} after "
-            f"the last {describe_trace_step(first)} ({describe_action(last)})"}
+                                        f"{after}"}
+
+
+def _none_of(what: str) -> str:
+    """"a command matching ..." as "no command matching ..."."""
+    return "no " + what[2:] if what.startswith("a ") else "no " + what
 
 
 def _bound_verdict(kind: str, bound: int, trace: Trace) -> dict[str, Any]:
@@ -9108,7 +9123,8 @@ def benchmark_run(record: RunRecord) -> RunResult:
         metric_sources={name: executor_metrics.get(name) for name in ("time_seconds", "tokens")},
         files_sha256=dict(sorted(record.written_files.items())),
         grader=grader_result(record),
-        checks=checks_result(record) if record.checks is not None else None)
+        checks=checks_result(record) if record.checks is not None else None,
+        process=process_counts(record.trace) if record.trace is not None else None)
 
 
 def checks_result(record: RunRecord) -> dict[str, Any]:
@@ -10099,10 +10115,83 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> Benchmark:
         judge=judge_summary(runs, configs, meta.get("grader_runs", 1)),
         judge_vs_checks=judge_vs_checks(runs, meta.get("common_assertions")),
         activation=activation_summary(runs, configs),
+        process=process_summary(runs, configs),
         notes=[],
         # `paired` is the first baseline's comparison, in the shape two-config iterations had.
         paired=compared[0].as_paired() if compared else None)
     return dataclasses.replace(benchmark, sanity_checks=sanity_checks(benchmark, records))
+
+
+# -- process metrics: how the executor worked, from its trace ---------------------------------
+
+PROCESS_METRICS = ("actions", "commands", "files_read", "files_written")
+PROCESS_NOTE = ("counted from each run's trace: the tool calls its agent CLI reported in its "
+                "own events (trace.json); apart from the metrics the CLI reports, never mixed "
+                "into them")
+
+
+def process_counts(summary: Any) -> dict[str, Any]:
+    """A run's counts from run.json's `trace`, or {"absent": why}: none recorded, or the
+    stream was cut (its counts would be a lower bound)."""
+    if not isinstance(summary, dict):
+        return {"absent": "no trace was recorded"}
+    if "absent" in summary:
+        return {"absent": str(summary["absent"])[:300]}
+    counts = {name: summary.get(name) for name in PROCESS_METRICS}
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+               for v in counts.values()):
+        return {"absent": "the trace's counts are not whole numbers"}
+    if summary.get("cut") is True:
+        return {"absent": "the executor's stream was cut in the middle; its counts would be a "
+                          "lower bound"}
+    return counts
+
+
+def process_summary(runs: list[RunResult], configs: tuple[str, ...]) -> dict[str, Any] | None:
+    """Per config the mean and spread of each count over the scored runs that have one, and
+    for each baseline the paired sign-flip test over the evals, as for the pass rate."""
+    scored = [r for r in runs if r.scored and r.process is not None]
+    if not scored:
+        return None
+    per_config = {}
+    for config in configs:
+        mine = [r.process for r in scored if r.configuration == config]
+        counted = [p for p in mine if "absent" not in p]
+        per_config[config] = {
+            **{name: describe([p[name] for p in counted]) for name in PROCESS_METRICS},
+            "runs_counted": len(counted), "runs_not_counted": len(mine) - len(counted),
+            "not_counted_because": sorted({p["absent"] for p in mine if "absent" in p})[:5]}
+    compared = [process_comparison(scored, configs[0], baseline, name)
+                for baseline in configs[1:] for name in PROCESS_METRICS]
+    return {"note": PROCESS_NOTE, "metrics": list(PROCESS_METRICS), "per_config": per_config,
+            "comparisons": compared}
+
+
+def process_comparison(runs: list[RunResult], candidate: str, baseline: str,
+                       name: str) -> dict[str, Any]:
+    """One count, candidate against baseline: each eval's delta of mean counts (the evals
+    where both configs have counted runs), and the sign-flip test of the mean delta."""
+    means: dict[str, dict[str, list[float]]] = {}
+    for run in runs:
+        if "absent" not in run.process and run.configuration in (candidate, baseline):
+            slot = means.setdefault(str(run.eval_id), {candidate: [], baseline: []})
+            slot[run.configuration].append(float(run.process[name]))
+    deltas = sorted(_snap(_mean(slot[candidate]) - _mean(slot[baseline]))
+                    for slot in means.values() if slot[candidate] and slot[baseline])
+    entry: dict[str, Any] = {
+        "candidate": candidate, "baseline": baseline, "metric": name,
+        "paired_evals": len(deltas), "mean_delta": _snap(_mean(deltas)) if deltas else None,
+        "fewer": sum(_sign(d) < 0 for d in deltas), "same": sum(_sign(d) == 0 for d in deltas),
+        "more": sum(_sign(d) > 0 for d in deltas), "p_value": None, "ci95": None}
+    if deltas:
+        test = sign_flip_test(deltas)
+        entry["p_value"] = test["p_value"]
+        if len(deltas) >= MIN_PAIRED_EVALS:
+            entry["ci95"] = list(test["ci"])
+    if entry["ci95"] is None:
+        entry["ci95_absent"] = (f"{len(deltas)} paired evals; an interval needs at least "
+                                f"{MIN_PAIRED_EVALS}")
+    return entry
 
 
 # -- the installed arm: how often the agent found the skill on its own ----------------------
@@ -10798,7 +10887,8 @@ def executor_metric_lines(b: Benchmark) -> list[str]:
 
 def render_markdown(benchmark: Benchmark) -> str:
     sections = [_md_header, _md_verdict_waves, _md_sanity, _md_arms, _md_overall, _md_comparison,
-                _md_comparisons, _md_activation, _md_metrics, _md_judge, _md_judge_vs_checks,
+                _md_comparisons, _md_activation, _md_metrics, _md_process, _md_judge,
+                _md_judge_vs_checks,
                 _md_per_eval, _md_per_assertion, _md_failed_assertions]
     # One blank line between sections, however a section ends, and none for an empty one.
     texts = [section(benchmark).rstrip("\n") for section in sections]
@@ -11275,6 +11365,54 @@ def _md_metrics(b: Benchmark) -> str:
     return "\n".join(lines) + "\n"
 
 
+PROCESS_HEADERS = ("config", "actions", "commands", "files read", "files written",
+                   "runs counted")
+
+
+def process_rows(b: Benchmark) -> list[list[str]]:
+    """Per config: each count's mean ± stddev over the runs counted, and how many were."""
+    rows = []
+    for config in b.configs:
+        entry = (b.process or {}).get("per_config", {}).get(config) or {}
+        cells = [fmt_stat(block_stats(entry.get(name), f"process.per_config.{config}.{name}"),
+                          "", 1) or "none counted" for name in PROCESS_METRICS]
+        left = entry.get("runs_not_counted") or 0
+        why = "; ".join(entry.get("not_counted_because") or [])
+        counted = f"{entry.get('runs_counted', 0)}" + (f" ({left} not: {why})" if left else "")
+        rows.append([config, *cells, counted])
+    return rows
+
+
+def process_sentences(b: Benchmark) -> list[str]:
+    """Each paired comparison of a count, candidate against a baseline, per eval."""
+    lines = []
+    for entry in (b.process or {}).get("comparisons") or []:
+        name = str(entry.get("metric", "")).replace("_", " ")
+        head = f"{name}, {entry.get('candidate')} vs {entry.get('baseline')}: "
+        if not entry.get("paired_evals"):
+            lines.append(head + "no eval has counted runs in both")
+            continue
+        interval = (f"95% interval [{entry['ci95'][0]:+.2f}, {entry['ci95'][1]:+.2f}]"
+                    if entry.get("ci95") else f"no interval ({entry.get('ci95_absent')})")
+        lines.append(head + f"mean delta {entry['mean_delta']:+.2f} per eval over "
+                     f"{entry['paired_evals']} evals (fewer in {entry['fewer']}, the same in "
+                     f"{entry['same']}, more in {entry['more']}); sign-flip p = "
+                     f"{entry['p_value']:.3f}; {interval}")
+    return lines
+
+
+def _md_process(b: Benchmark) -> str:
+    if not b.process:
+        return ""
+    lines = ["## Process (from the executor's trace)", "", _sentence(PROCESS_NOTE)
+             + " Mean ± stddev over the scored runs counted.", "",
+             "| " + " | ".join(PROCESS_HEADERS) + " |", "|" + "---|" * len(PROCESS_HEADERS)]
+    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in process_rows(b)]
+    sentences = process_sentences(b)
+    return "\n".join(lines + ([""] + [f"- {_md_cell(s)}" for s in sentences]
+                              if sentences else [])) + "\n"
+
+
 JUDGE_COST_COLUMNS = (("time_seconds", " s", 1), ("tokens", "", 0), ("total_cost_usd", " USD", 4))
 
 
@@ -11748,6 +11886,7 @@ table{border-collapse:collapse;width:100%;background:#fff;margin:4px 0}
 th,td{border:1px solid #e5e7eb;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f1f5f9}
 td.pass{color:#15803d;font-weight:600}td.fail{color:#b91c1c;font-weight:600}
+li.pass{color:#15803d}li.fail{color:#b91c1c}li.skill{font-weight:600}
 .absent{color:#6b7280;font-style:italic}
 pre{white-space:pre-wrap;word-break:break-word;background:#fff;border:1px solid #e5e7eb;
 padding:8px;max-height:480px;overflow:auto;font-size:12px}
@@ -11780,7 +11919,8 @@ def render_html(benchmark: Benchmark, files: dict[tuple, dict]) -> str:
     # What decides first (verdict, what it rests on, what failed), the detail after it.
     sections = [_html_header, _html_headline, _html_adaptive, _html_sanity, _html_comparisons,
                 _html_activation,
-                _html_metrics, _html_failed_assertions, _html_chart, _html_per_assertion,
+                _html_metrics, _html_process, _html_failed_assertions, _html_chart,
+                _html_per_assertion,
                 _html_judge, _html_judge_vs_checks]
     body = "".join(section(benchmark) for section in sections) + _html_runs(benchmark, files)
     return _html_document(f"skill-eval: {benchmark.metadata.get('skill_name')}", body)
@@ -12076,6 +12216,15 @@ def _html_metrics(b: Benchmark) -> str:
             + "\n</table>\n")
 
 
+def _html_process(b: Benchmark) -> str:
+    if not b.process:
+        return ""
+    return ("<h2>Process (from the executor's trace)</h2>\n"
+            f"<p>{_h(_sentence(PROCESS_NOTE))} Mean ± stddev over the scored runs counted.</p>\n"
+            + _html_table(list(PROCESS_HEADERS), process_rows(b))
+            + "".join(f"<p>{_h(line)}</p>\n" for line in process_sentences(b)))
+
+
 def _html_judge(b: Benchmark) -> str:
     judge = b.judge
     if not judge:
@@ -12146,9 +12295,47 @@ def _html_run(run: RunResult, files: dict[tuple, dict]) -> str:
         failure = run.failure
         parts.append(f"<p>{_h(failure.get('stage', ''))}: {_h(failure.get('detail', ''))}</p>")
     parts.append(_html_verdicts(run.expectations))
+    trace = files.get((*_run_key(run), "trace"))
+    if trace is not None:
+        parts.append(_html_timeline(trace, [e for e in run.expectations if e.is_check]))
     for kind, rel in HTML_RUN_FILES:
         parts.append(_html_file(kind, rel, files.get((*_run_key(run), kind)) or {}))
     return "\n".join(parts) + "\n</details>"
+
+
+TIMELINE_SHOWN = 200  # actions listed per run; trace.json holds the rest
+TIMELINE_READ_CAP = 4 * 1024 * 1024  # of a run's trace.json
+
+
+def _html_timeline(trace: dict[str, Any], checks: list[Verdict]) -> str:
+    """The run's actions in order, folded: time where the CLI gave one, the skill's
+    activation marked, the checks' results beside them."""
+    if "note" in trace:
+        return f'<p class="absent">timeline: {_h(trace["note"])}</p>'
+    actions = trace["actions"]
+    marked = [a for a in actions if a.get("kind") == "skill"]
+    head = (f"timeline: {len(actions):,} action{'' if len(actions) == 1 else 's'}"
+            + (f", skill activated at event {marked[0].get('event')}" if marked else ""))
+    items = "".join(('<li class="skill">' if a.get("kind") == "skill" else "<li>")
+                    + f"{_h(timeline_entry(a))}</li>" for a in actions[:TIMELINE_SHOWN])
+    more = (f"<p>and {len(actions) - TIMELINE_SHOWN:,} more in trace.json</p>"
+            if len(actions) > TIMELINE_SHOWN else "")
+    beside = "".join(f'<li class="{"pass" if c.passed else "fail"}">'
+                     f'{"pass" if c.passed else "FAIL"}: {_h(c.text)}: {_h(c.evidence)}</li>'
+                     for c in checks)
+    return (f"<details><summary>{_h(head)}</summary><ol>{items}</ol>{more}"
+            + (f"<p>checks:</p><ul>{beside}</ul>" if beside else "") + "</details>")
+
+
+def timeline_entry(action: dict[str, Any]) -> str:
+    """One action of trace.json as a line: time, event, kind, tool, subject, outcome."""
+    subject = (action.get("command") or ", ".join(map(str, action.get("paths") or []))
+               or action.get("pattern") or action.get("skill") or "")
+    outcome = (f" (exit {action['exit_code']})" if action.get("exit_code") is not None
+               else " (failed)" if action.get("failed") else "")
+    stamp = f"{action['time']} · " if action.get("time") is not None else ""
+    return (f"{stamp}event {action.get('event')}: {action.get('kind')} ({action.get('tool')}) "
+            f"{' '.join(str(subject).split())[:300]}{outcome}")
 
 
 def _html_verdicts(expectations: Sequence[Verdict]) -> str:
@@ -12378,7 +12565,32 @@ def read_html_run_files(benchmark: Benchmark, iteration_dir: Path) -> dict[tuple
         run_dir = iteration_dir / run.label
         for kind, rel in HTML_RUN_FILES:
             files[(*_run_key(run), kind)] = read_run_file(run_dir / rel, iteration_dir, budget)
+        if run.process is not None:
+            files[(*_run_key(run), "trace")] = read_run_trace(run_dir, iteration_dir)
     return files
+
+
+def read_run_trace(run_dir: Path, iteration_dir: Path) -> dict[str, Any]:
+    """A run's trace.json for its timeline: {"actions": [...]} or {"note": why not}."""
+    path = run_dir / "trace.json"
+    real = Path(os.path.realpath(path))
+    if not _is_within(real, Path(os.path.realpath(iteration_dir))) or not real.is_file():
+        return {"note": "no trace.json"}
+    try:
+        with open(real, "rb") as handle:
+            data = handle.read(TIMELINE_READ_CAP + 1)
+    except OSError as exc:
+        return {"note": f"trace.json is unreadable: {exc.strerror or exc}"}
+    if len(data) > TIMELINE_READ_CAP:
+        return {"note": f"trace.json is larger than {TIMELINE_READ_CAP >> 20} MB; see it"}
+    try:
+        data, _ = loads_agent_json(data.decode("utf-8", "replace"))
+    except ValueError:
+        return {"note": "trace.json does not parse"}
+    actions = data.get("actions") if isinstance(data, dict) else None
+    if not isinstance(actions, list):
+        return {"note": "trace.json has no list of actions"}
+    return {"actions": [a for a in actions if isinstance(a, dict)]}
 
 
 def html_page(benchmark: Benchmark, iteration_dir: Path) -> str:
