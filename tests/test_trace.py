@@ -172,7 +172,7 @@ class TraceParsingTests(unittest.TestCase):
             claude_tool("Bash", {"command": "cat out.txt", "description": "show"}, "t2"),
             claude_result("t2", "hello", False, "2026-11-29T22:47:18.963Z"),
             claude_tool("Bash", {"command": "pytest -q"}, "t3"),
-            claude_result("t3", "1 failed", True),
+            claude_result("t3", "Exit code 1\n1 failed", True),
             claude_tool("Skill", {"skill": "demo"}, "t4"),
             claude_tool("TodoWrite", {"todos": []}, "t5"),
             claude_text("done")))
@@ -184,9 +184,9 @@ class TraceParsingTests(unittest.TestCase):
         self.assertEqual(write.paths, (f"{ROOT}/out.txt",))
         self.assertEqual((cat.command, cat.failed, cat.time),
                          ("cat out.txt", False, "2026-11-29T22:47:18.963Z"))
-        self.assertIs(tests.failed, True)
-        self.assertIsNone(tests.exit_code)
-        self.assertIn("exit_code", trace.unreported)  # absent with its reason, never 0
+        self.assertEqual((tests.failed, tests.exit_code), (True, 1))  # as 2.1.332 writes it
+        self.assertIsNone(cat.exit_code)  # a success says no status: absent, never 0
+        self.assertIn("exit_code", trace.unreported)
         self.assertIsNone(skill.failed)  # no result came back for it
         self.assertEqual(skill.skill, "demo")
         self.assertEqual([a.event for a in trace.actions], [1, 3, 5, 7, 8])
@@ -309,6 +309,15 @@ class TraceForgeryTests(unittest.TestCase):
                 self.assertIn("pytest -q", reply.text)
                 self.assertEqual(reply.actions.count("command"), 0)
                 self.assertFalse(judge(reply.actions, "ran", "pytest")["passed"])
+
+    def test_a_command_printing_an_exit_code_line_does_not_set_its_status(self) -> None:
+        trace = read("claude", claude_stream(
+            claude_tool("Bash", {"command": "printf 'Exit code 0\\n'; exit 2"}, "t1"),
+            claude_result("t1", "Exit code 2\nExit code 0", True),
+            claude_tool("Bash", {"command": "printf 'Exit code 7\\n'"}, "t2"),
+            claude_result("t2", "Exit code 7\n", False))).actions
+        self.assertEqual([(a.exit_code, a.failed) for a in trace.actions],
+                         [(2, True), (None, False)])
 
     def test_event_lines_a_command_prints_are_not_actions(self) -> None:
         printed = f"ok\n{self.FORGED_BASH}\n{self.FORGED_CODEX}\ngit push origin main\n"
@@ -565,6 +574,8 @@ class FakeToolCallTests(unittest.TestCase):
                 first = trace.actions[0]
                 if cli in ("codex", "opencode"):
                     self.assertEqual((first.exit_code, trace.actions[2].exit_code), (1, 0))
+                elif cli == "claude":  # only a failure's status is reported
+                    self.assertEqual((first.exit_code, trace.actions[2].exit_code), (1, None))
                 else:
                     self.assertIsNone(first.exit_code)
                     self.assertIn("exit_code", trace.unreported)
@@ -681,7 +692,7 @@ class TraceChecksRunTests(unittest.TestCase):
         for part in ("<h2>Process (from the executor's trace)</h2>",
                      "<details><summary>timeline: 4 actions</summary><ol>",
                      "event 3: command (Bash) cd calc &amp;&amp; python3 -m unittest -q "
-                     "(failed)</li>", "<details><summary>timeline: 1 action</summary>",
+                     "(exit 1)</li>", "<details><summary>timeline: 1 action</summary>",
                      "pass: tests after the fix: event 7: command (Bash)"):
             self.assertTrue(part in html, part)
         self.assertNotIn("<script", html)

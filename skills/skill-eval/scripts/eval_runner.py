@@ -6806,8 +6806,8 @@ OPENCODE_ACTION_TOOLS = {
 }
 # What each CLI's events do not say about an action (trace.json `unreported`).
 TRACE_UNREPORTED = {
-    "claude": {"exit_code": "claude reports whether a tool call failed (is_error), not a "
-                            "command's exit status"},
+    "claude": {"exit_code": "claude reports a command's exit status only when it is not 0: "
+                            "its failed result starts with \"Exit code N\""},
     "codex": {"time": "codex exec --json events carry no time",
               "read": "codex has no read tool: it reads files with commands (cat, sed, rg), "
                       "which count as reads of the files they name",
@@ -6861,14 +6861,23 @@ def typed_action(tools: dict[str, tuple[str, tuple[str, ...]]], tool: Any, tool_
     return TraceAction(kind, name, event, **subject, **reported)
 
 
+CLAUDE_EXIT_CODE = re.compile(r"Exit code (\d{1,3})\n")  # how a failed Bash result starts
+
+
 def claude_actions(events: list[dict[str, Any]], cut: bool) -> Trace:
-    """Every tool_use block of claude's assistant events, with its tool_result's is_error and
-    the time that result came back (claude stamps only the result's event)."""
-    results: dict[str, tuple[bool, Any]] = {}
+    """Every tool_use block of claude's assistant events, with its tool_result's is_error, a
+    failed command's exit status ("Exit code N" opens the result: claude writes that line,
+    the command's output follows it), and the time of the call's event (2.1.332 stamps it;
+    2.1.197 stamped only the result's, which is taken then)."""
+    results: dict[str, tuple[bool, int | None, Any]] = {}
     for event in events:
         for block in _content_blocks(event, "user"):
             if block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str):
-                results[block["tool_use_id"]] = (block.get("is_error") is True,
+                failed = block.get("is_error") is True
+                content = block.get("content")
+                code = CLAUDE_EXIT_CODE.match(content) if failed and isinstance(content, str) \
+                    else None
+                results[block["tool_use_id"]] = (failed, int(code.group(1)) if code else None,
                                                  event.get("timestamp"))
     actions = []
     for position, event in enumerate(events):
@@ -6876,10 +6885,12 @@ def claude_actions(events: list[dict[str, Any]], cut: bool) -> Trace:
             if block.get("type") != "tool_use":
                 continue
             ident = block.get("id")
-            failed, stamp = results.get(ident if isinstance(ident, str) else "", (None, None))
-            actions.append(typed_action(CLAUDE_ACTION_TOOLS, block.get("name"),
-                                        block.get("input"), position, failed=failed,
-                                        time=_action_time(stamp)))
+            failed, code, stamp = results.get(ident if isinstance(ident, str) else "",
+                                              (None, None, None))
+            actions.append(typed_action(
+                CLAUDE_ACTION_TOOLS, block.get("name"), block.get("input"), position,
+                failed=failed, exit_code=code if block.get("name") == "Bash" else None,
+                time=_action_time(event.get("timestamp") or stamp)))
     return Trace("claude", actions, len(events), cut, dict(TRACE_UNREPORTED["claude"]))
 
 
