@@ -665,7 +665,18 @@ class TraceChecksRunTests(unittest.TestCase):
                     / "grading.json")["expectations"]
         self.assertEqual([(e["text"], e["passed"]) for e in push], [("never pushed", False)])
         self.assertIn("git push --force", push[0]["evidence"])
-        self.reports_show_the_process(workspace / "iteration-1")
+        first = load(workspace / "iteration-1" / "benchmark.json")["process"]
+        self.reports_show_the_process(workspace / "iteration-1")  # edits benchmark.json last
+        # a re-grade keeps the source's trace: the process is the source's, not re-run
+        code, out, err = call_main(["run", str(root / SUITE_REL), "--agent", "claude",
+                                    "--workspace", str(workspace), "--regrade",
+                                    str(workspace / "iteration-1")],
+                                   fake_env(self.tmp.path, script))
+        self.assertIn(code, (0, 1), out + err)
+        again = load(workspace / "iteration-2" / "benchmark.json")["process"]
+        self.assertEqual(again["per_config"], first["per_config"])
+        self.assertTrue((workspace / "iteration-2" / "eval-fix" / "with_skill" / "run-1"
+                         / "trace.json").is_file())
 
     def reports_show_the_process(self, iteration) -> None:
         from tests.test_checks_e2e import load

@@ -8259,7 +8259,8 @@ def process_record(invocation: Invocation, result: ProcessResult, env: dict[str,
 # did; "cancelled" counts only when the stop came after the executor (stage "grader").
 REGRADABLE_STATUSES = ("ok", "grader_failed", "grader_timeout", "grader_unparseable")
 EXECUTOR_FILES = ("prompt.md", "metrics.json", "timing.json", "outputs/output.txt",
-                  "outputs/plan.md", "logs/executor_stream.txt", "logs/executor_stderr.txt")
+                  "outputs/plan.md", "logs/executor_stream.txt", "logs/executor_stderr.txt",
+                  "trace.json")
 
 
 def executor_finished(source: RunRecord) -> bool:
@@ -8396,7 +8397,7 @@ def regrade_steps(ctx: RunContext, run: CellRun, source_run: SourceRun,
         if os.path.isfile(source_dir / rel) and not os.path.islink(source_dir / rel):
             files.copy(rel, source_dir / rel)
     for name in ("executor", "sandbox", "changes", "written_artifact", "metrics",
-                 "permission_denials", "skill_read", "checks", "activation"):
+                 "permission_denials", "skill_read", "checks", "activation", "trace"):
         setattr(record, name, getattr(source, name))
     record.regraded_from = {"run_dir": str(source_dir), "status": source.status,
                             "executor_started_at": source.started_at,
