@@ -29,6 +29,7 @@ UNIT_MODULES = (
     "tests.test_validate_checks", "tests.test_checks_e2e", "tests.test_absurd_metrics",
     "tests.test_first_use", "tests.test_golden", "tests.test_delivery",
     "tests.test_real_suites", "tests.test_real_suites_e2e", "tests.test_root_skill",
+    "tests.test_trace",
 )
 
 
