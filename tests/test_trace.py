@@ -443,8 +443,8 @@ class ValidateTraceChecksTests(unittest.TestCase):
         self.tmp = TempDir()
         self.addCleanup(self.tmp.cleanup)
 
-    def validate(self, suite: dict) -> tuple[int, dict]:
-        root = make_repo(self.tmp.path, suite, use_git=False)
+    def validate(self, suite: dict, files: dict | None = None) -> tuple[int, dict]:
+        root = make_repo(self.tmp.path, suite, files, use_git=False)
         code, out, _ = call_main(["validate", str(root / "evals/demo/evals.json"), "--json"])
         return code, json.loads(out)
 
@@ -458,9 +458,24 @@ class ValidateTraceChecksTests(unittest.TestCase):
             {"before": [{"edited": "src/"}, {"ran": "pytest"}]},
             {"max_actions": 30},
             {"max_commands": 10},
-        ]))
+        ]), {"secrets.txt": "s\n", "src/app.py": "x = 1\n",
+             "skills/demo/references/api.md": "the api\n"})
         self.assertEqual(code, 0, report)
         self.assertEqual(report["counts"]["checks"], 8)
+        self.assertFalse([w for w in report["warnings"] if "read path" in w["message"]])
+
+    def test_a_not_read_path_that_names_nothing_is_an_error(self) -> None:
+        code, report = self.validate(suite_with([
+            {"not_read": "secret.txt"}, {"read": "docs/missing.md"},
+            {"not_read": "skills/demo/references/nope.md"}]), {"secrets.txt": "s\n"})
+        self.assertEqual(code, 2)
+        at = {e["json_path"]: e for e in report["errors"]}
+        base = "evals[0].checks"
+        self.assertIn("would pass whatever it read", at[f"{base}[0].not_read"]["message"])
+        self.assertIn("did you mean 'secrets.txt'", at[f"{base}[0].not_read"]["fix"])
+        self.assertIn(f"{base}[2].not_read", at)
+        [warning] = [w for w in report["warnings"] if w["json_path"] == f"{base}[1].read"]
+        self.assertIn("fails unless the executor makes it", warning["message"])
 
     def test_described_without_a_name(self) -> None:
         suite = runner.load_suite(make_repo(self.tmp.path, suite_with([

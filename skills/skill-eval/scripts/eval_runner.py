@@ -4729,7 +4729,7 @@ def delivery_problems(suite: Suite) -> list[Problem]:
     must name a delivered file, or a folder holding one (literally: protect takes no patterns);
     a file kept from every sandbox (the skill or the suite under another name) is a warning."""
     snapshot = RepoSnapshot.take(suite.root, suite.skill_name, suite_path=suite.path)
-    problems = protect_problems(suite, snapshot)
+    problems = protect_problems(suite, snapshot) + trace_path_problems(suite, snapshot)
     kept = dict(snapshot.kept_back)
     for rel in sorted({inner for case in suite.cases for entry in case.files
                        for inner in fixture_paths(snapshot, entry)}):
@@ -4765,6 +4765,50 @@ def protect_problems(suite: Suite, snapshot: RepoSnapshot) -> list[Problem]:
             if missing:
                 problems.append(_protect_problem(rel, f"{where}.protect[{j}]", suite, snapshot,
                                                  missing, sorted(delivered | folders)))
+    return problems
+
+
+def trace_path_problems(suite: Suite, snapshot: RepoSnapshot) -> list[Problem]:
+    """A `not_read` path that names nothing the executor is given passes whatever it read (an
+    error); a `read` path that does, fails whatever it read (a warning: it may read a file it
+    made). The skill package counts (with_skill sandboxes get it at skills/<name>/)."""
+    delivered = set(snapshot.base_files)
+    folders = {f.rsplit("/", i)[0] for f in delivered for i in range(1, f.count("/") + 1)}
+    package = f"skills/{suite.skill_name}"
+    problems = []
+    uses = [(f"common_checks[{i}]", check, suite.cases or [None])
+            for i, check in enumerate(suite.common_checks)]
+    uses += [(f"evals[{case.index}].checks[{i}]", check, [case])
+             for case in suite.cases for i, check in enumerate(case.checks)]
+    for where, check, cases in uses:
+        if check.subject != "trace" or check.target not in ("read", "not_read"):
+            continue
+        rel = check.expected
+        if rel == package or rel.startswith(package + "/"):
+            inside = rel[len(package) + 1:]
+            folder = package_dir(suite.root, suite.skill_name)
+            found = os.path.lexists(folder / inside if inside else folder)
+        else:
+            found = all(_protects_something(rel, delivered, folders, suite.root, case)
+                        for case in cases)
+        if found:
+            continue
+        known = sorted(delivered | folders)
+        close = difflib.get_close_matches(rel, known[:20000], n=1, cutoff=0.8)
+        hint = (f"did you mean {close[0]!r}? " if close else "") + (
+            "name a tracked file or folder, or one of the skill package under "
+            f"{package}/")
+        case = cases[0] if len(cases) == 1 and cases[0] is not None else None
+        if check.target == "not_read":
+            problems.append(Problem(
+                "error", f"not_read path {rel!r} names no file or folder the executor is given: "
+                "the check would pass whatever it read", str(suite.path),
+                f"{where}.not_read", str(case.id) if case else None, hint))
+        else:
+            problems.append(Problem(
+                "warning", f"read path {rel!r} names no file or folder the executor is given: "
+                "the check fails unless the executor makes it first", str(suite.path),
+                f"{where}.read", str(case.id) if case else None, hint))
     return problems
 
 
