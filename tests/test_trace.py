@@ -217,9 +217,11 @@ class TraceParsingTests(unittest.TestCase):
                          [("command", "run_shell_command"), ("write", "write_file"),
                           ("skill", "activate_skill")])
         shell = trace.actions[0]
+        # a command's "success" is the tool call's: an exit 3 is "success" too (0.61.0)
         self.assertEqual((shell.command, shell.failed, shell.time, shell.event),
-                         ("echo shell-ran > marker.txt; ls", False, "2026-11-30T20:23:32.138Z",
+                         ("echo shell-ran > marker.txt; ls", None, "2026-11-30T20:23:32.138Z",
                           2))
+        self.assertIs(trace.actions[1].failed, False)
         self.assertEqual(trace.actions[1].paths, ("hello.txt",))
         self.assertEqual(trace.actions[2].skill, "s-proj-gemini")
         self.assertIn("exit_code", trace.unreported)
@@ -271,7 +273,7 @@ class RealSampleTests(unittest.TestCase):
              "/bin/bash -lc 'echo hello-from-codex > out.txt && cat out.txt'", 0, False, 2),
             ("write", "file_change", "sandbox_codex_exec/hello.py", None, False, 4)])
         self.assertEqual(self.actions("gemini", "gemini_stream_json_shell.jsonl"), [
-            ("command", "run_shell_command", "echo shell-ran > marker.txt; ls", None, False, 2)])
+            ("command", "run_shell_command", "echo shell-ran > marker.txt; ls", None, None, 2)])
         self.assertEqual(self.actions("gemini", "gemini_stream_json_yolo_write_file.jsonl"), [
             ("write", "write_file", "hello.txt", None, False, 2)])
         self.assertEqual(self.actions("gemini", "gemini_stream_json_activate_skill.jsonl"), [

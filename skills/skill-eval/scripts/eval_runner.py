@@ -6857,8 +6857,9 @@ TRACE_UNREPORTED = {
                       "which count as reads of the files they name",
               "skill": "codex has no skill tool: a command that opens the skill's SKILL.md "
                        "is the evidence"},
-    "gemini": {"exit_code": "gemini reports a tool call's status (success or error), not a "
-                            "command's exit status"},
+    "gemini": {"exit_code": "gemini reports neither a command's exit status nor whether it "
+                            "failed: a command that exits 3 is a tool call of status success "
+                            "(0.61.0)"},
     "opencode": {},
 }
 
@@ -6995,7 +6996,9 @@ def gemini_actions(events: list[dict[str, Any]], cut: bool) -> Trace:
             continue
         status = statuses.get(event.get("tool_id")) if isinstance(event.get("tool_id"), str) \
             else None
-        failed = status == "error" if status in ("success", "error") else None
+        # its status is the tool call's: a shell command that exits 3 is still "success"
+        failed = (status == "error" if status in ("success", "error")
+                  and event.get("tool_name") != "run_shell_command" else None)
         actions.append(typed_action(GEMINI_ACTION_TOOLS, event.get("tool_name"),
                                     event.get("parameters"), position, failed=failed,
                                     time=_action_time(event.get("timestamp"))))
