@@ -237,6 +237,14 @@ class TraceParsingTests(unittest.TestCase):
                          ("write", True, ("/elsewhere/outside.txt",)))
         self.assertEqual(trace.unreported, {})
 
+    def test_opencode_a_completed_call_that_exited_3_failed(self) -> None:
+        exited = opencode_tool("bash", {  # as 1.18.33 printed it against the loopback server
+            "status": "completed", "input": {"command": "echo out-text; exit 3"},
+            "output": "out-text\n", "metadata": {"output": "out-text\n", "exit": 3,
+                                                 "truncated": False}})
+        [action] = read("opencode", opencode_stream(exited)).actions.actions
+        self.assertEqual((action.exit_code, action.failed), (3, True))
+
     def test_no_events_is_no_trace_and_a_cut_stream_says_so(self) -> None:
         self.assertIsNone(read("codex", "not json\n").actions)
         trace = read("gemini", lines(*GEMINI_SHELL), truncated=True).actions

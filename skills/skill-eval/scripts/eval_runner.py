@@ -7015,11 +7015,14 @@ def opencode_actions(events: list[dict[str, Any]], cut: bool) -> Trace:
             continue
         state = part.get("state") if isinstance(part.get("state"), dict) else {}
         status = state.get("status")
-        failed = status == "error" if status in ("completed", "error") else None
+        code = _action_int(_dig(state, ("metadata", "exit")))
+        # a bash call that ran is "completed" whatever its exit (1.18.33): the exit decides
+        failed = (status == "error" or (code is not None and code != 0)
+                  if status in ("completed", "error") else None)
         started = _dig(state, ("time", "start"))
         actions.append(typed_action(
             OPENCODE_ACTION_TOOLS, part.get("tool"), state.get("input"), position,
-            failed=failed, exit_code=_action_int(_dig(state, ("metadata", "exit"))),
+            failed=failed, exit_code=code,
             time=_action_time(started if started is not None else event.get("timestamp"))))
     return Trace("opencode", actions, len(events), cut, dict(TRACE_UNREPORTED["opencode"]))
 
