@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import atexit
 import contextlib
+import functools
 import importlib.util
 import io
 import json
@@ -47,6 +49,25 @@ def load_runner():
 
 
 runner = load_runner()
+
+
+@functools.cache
+def runner_source() -> str:
+    """The runner's text, read once per test run (the static tests all scan it)."""
+    return RUNNER_PATH.read_text(encoding="utf-8")
+
+
+@functools.lru_cache(maxsize=32)
+def parsed(source: str) -> ast.Module:
+    """`ast.parse(source)`, once per text: parsing the runner costs a third of a second, and
+    the static tests walk its tree many times. Shared, so a caller must not change the tree."""
+    return ast.parse(source)
+
+
+@functools.lru_cache(maxsize=32)
+def walked(tree: ast.AST) -> tuple[ast.AST, ...]:
+    """Every node of `tree` in `ast.walk` order, listed once per tree (shared like `parsed`)."""
+    return tuple(ast.walk(tree))
 
 SKILL_MD = "---\nname: demo\ndescription: Use when testing skill-eval.\n---\n\n# Demo\n\nSay hello.\n"
 
@@ -301,3 +322,13 @@ def run_result(**fields) -> runner.RunResult:
             "failure": None, "permission_denials": 0, "skill_read": None, "activation": None,
             "metric_sources": None, "files_sha256": None, "grader": None}
     return runner.RunResult(**{**base, **fields})
+
+
+def per_eval_row(eval_id, **rates: list) -> runner.PerEval:
+    """A per_eval row holding only what the paired statistics read: each config's pass rates
+    of its scored runs."""
+    return runner.PerEval(eval_id, eval_id, {
+        config: runner.EvalConfigRates(tuple(values), ("ok",) * len(values),
+                                       sum(values) / len(values) if values else None,
+                                       len(values))
+        for config, values in rates.items()}, None)

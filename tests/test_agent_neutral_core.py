@@ -8,26 +8,34 @@ adapter class or a module-level helper of the providers chapter; nowhere may cod
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import unittest
 
-from tests.helpers import RUNNER_PATH, runner
+from tests.helpers import parsed, runner, runner_source, walked
 
-SOURCE = RUNNER_PATH.read_text(encoding="utf-8")
-TREE = ast.parse(SOURCE)
-BANNER = re.compile(r"^# ==== (.+?) =+$", re.MULTILINE)
+SOURCE = runner_source()
+TREE = parsed(SOURCE)
+BANNER = re.compile(r"^# ==== (.+?) =+$")
+
+
+@functools.cache
+def chapter_by_line() -> tuple[str, ...]:
+    """The chapter of each line of the runner (index 0 is line 1; "" before the first
+    banner), worked out in one pass."""
+    chapters, name = [], ""
+    for line in SOURCE.splitlines():
+        name = match.group(1) if (match := BANNER.match(line)) else name
+        chapters.append(name)
+    return tuple(chapters)
 
 
 def chapter_of(line: int) -> str:
-    name = ""
-    for match in BANNER.finditer(SOURCE):
-        if SOURCE.count("\n", 0, match.start()) + 1 > line:
-            break
-        name = match.group(1)
-    return name
+    return chapter_by_line()[line - 1]
 
 
-def adapter_lines() -> set[int]:
+@functools.cache
+def adapter_lines() -> frozenset[int]:
     """Lines of Provider subclasses (the adapters) and the providers chapter's helpers."""
     lines: set[int] = set()
     for node in TREE.body:
@@ -36,17 +44,18 @@ def adapter_lines() -> set[int]:
         is_base = isinstance(node, ast.ClassDef) and node.name == "Provider"
         if not is_base:
             lines.update(range(node.lineno, node.end_lineno + 1))
-    return lines
+    return frozenset(lines)
 
 
-def docstring_nodes() -> set[int]:
+@functools.cache
+def docstring_nodes() -> frozenset[int]:
     found = set()
-    for node in ast.walk(TREE):
+    for node in walked(TREE):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = getattr(node, "body", [])
             if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
                 found.add(id(body[0].value))
-    return found
+    return frozenset(found)
 
 
 class AgentNeutralCoreTest(unittest.TestCase):
@@ -59,7 +68,7 @@ class AgentNeutralCoreTest(unittest.TestCase):
         pattern = re.compile(r"\b(" + "|".join(map(re.escape, self.names)) + r")\b", re.I)
         docs = docstring_nodes() if source_tree is TREE else set()
         offenders = []
-        for node in ast.walk(source_tree):
+        for node in walked(source_tree):
             if (isinstance(node, ast.Constant) and isinstance(node.value, str)
                     and id(node) not in docs and node.lineno not in allowed
                     and pattern.search(node.value)):
@@ -109,7 +118,7 @@ def comparisons_with_literal_agent(tree: ast.AST, allowed: set[int]) -> list[str
             "provider" in owner or "kind" in owner))
 
     found = []
-    for node in ast.walk(tree):
+    for node in walked(tree):
         if not isinstance(node, ast.Compare) or node.lineno in allowed:
             continue
         operands = [node.left, *node.comparators]

@@ -12,13 +12,12 @@ import time
 import unittest
 from types import SimpleNamespace
 
-from tests.helpers import runner
+from tests.helpers import per_eval_row, runner
 
 
-def row(eval_id: str, **rates: list[float]) -> dict:
+def row(eval_id: str, **rates: list[float]) -> runner.PerEval:
     """A per_eval row as per_eval_rates leaves it: pass rates of the scored runs per config."""
-    return {"eval_id": eval_id, "eval_name": eval_id,
-            "configs": {config: {"pass_rates": values} for config, values in rates.items()}}
+    return per_eval_row(eval_id, **rates)
 
 
 def graded_run(eval_id: str, config: str, run_number: int, verdicts: list[tuple[str, bool]],

@@ -148,7 +148,8 @@ class SkillNeverInBaselineTest(DeliveryCase):
     def test_the_snapshot_keeps_them_out_of_the_template_git_objects_too(self) -> None:
         self.layout()
         suite = runner.load_suite(self.root / "evals/demo/evals.json").suite
-        snapshot = runner.RepoSnapshot.take(self.root, "demo", suite_path=suite.path)
+        snapshot = runner.RepoSnapshot.take(self.root, "demo", suite_path=suite.path,
+                                            groups=runner.ProcessGroups())
         self.assertNotIn("AGENTS.md", snapshot.base_files)
         self.assertIn("src/__init__.py", snapshot.base_files)
         self.assertIn("docs/guide.md", snapshot.base_files)
@@ -166,11 +167,13 @@ class SkillNeverInBaselineTest(DeliveryCase):
                               skill_md=SKILL_MD)
         (self.root / "skills/demo/SKILL.md").write_text(SKILL_MD + "\nVersion two.\n")
         self.commit()
-        revision = runner.read_revision_package(self.root, "demo", "with_skill@HEAD~1")
-        snapshot = runner.RepoSnapshot.take(self.root, "demo")
+        revision = runner.read_revision_package(self.root, "demo", "with_skill@HEAD~1",
+                                                runner.ProcessGroups())
+        snapshot = runner.RepoSnapshot.take(self.root, "demo", groups=runner.ProcessGroups())
         self.assertIn("docs/old-skill.md", snapshot.base_files)
         snapshot = runner.RepoSnapshot.take(self.root, "demo",
-                                            revisions={"with_skill@HEAD~1": revision})
+                                            revisions={"with_skill@HEAD~1": revision},
+                                            groups=runner.ProcessGroups())
         self.assertEqual(snapshot.kept_back["docs/old-skill.md"],
                          {"kind": "skill", "reason": "a copy of skills/demo/SKILL.md at HEAD~1"})
 

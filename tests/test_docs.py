@@ -11,7 +11,7 @@ import unittest
 from unittest import mock
 
 from tests import TIERS, UNIT_MODULES
-from tests.helpers import PROJECT, runner
+from tests.helpers import PROJECT, TempDir, runner
 
 README = (PROJECT / "README.md").read_text(encoding="utf-8")
 
@@ -94,37 +94,41 @@ class ReadmeTests(unittest.TestCase):
             self.assertIn("not started are cancelled", text)
 
 
-# Prints the module of every test `python3 -m unittest` would run from the project root.
-DISCOVER = ("import unittest\n"
-            "suite = unittest.defaultTestLoader.discover('.')\n"
-            "def walk(s):\n"
-            "    for t in s:\n"
-            "        yield from walk(t) if isinstance(t, unittest.TestSuite) else [t]\n"
-            "print('\\n'.join(sorted({type(t).__module__ for t in walk(suite)})))\n")
+def modules_of(found: list[unittest.TestCase]) -> set[str]:
+    return {type(test).__module__ for test in found}
 
 
 class TestTierTests(unittest.TestCase):
     """The README's `python3 -m unittest` is the quick tier; CI names every version's tier."""
 
-    def discovered_modules(self, tier: str | None) -> set[str]:
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("SKILL_EVAL_TEST_TIER", "SKILL_EVAL_TEST_SHARD")}  # CI runs parts
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        if tier is not None:
-            env["SKILL_EVAL_TEST_TIER"] = tier
-        done = subprocess.run([sys.executable, "-c", DISCOVER], cwd=PROJECT, env=env,
-                              capture_output=True, text=True, timeout=300,
-                              stdin=subprocess.DEVNULL)
-        self.assertEqual(done.returncode, 0, done.stderr)
-        return set(done.stdout.split())
+    @classmethod
+    def setUpClass(cls) -> None:
+        # The whole suite, discovered once the way `python3 -m unittest` does from the project
+        # root (through tests/__init__.py's load_tests), at the tier that keeps every module;
+        # CI runs this test inside one part of some tier.
+        import tests
+        with mock.patch.object(tests, "TIER", "core"), mock.patch.dict(os.environ):
+            os.environ.pop("SKILL_EVAL_TEST_SHARD", None)
+            cls.found = list(tests._flatten(unittest.TestLoader().discover(
+                str(PROJECT), "test*.py", str(PROJECT))))
 
     def test_the_plain_command_runs_only_the_unit_modules(self) -> None:
-        plain = self.discovered_modules(None)
+        import tests
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("SKILL_EVAL_TEST_TIER", "SKILL_EVAL_TEST_SHARD")}
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        for tier in (None, "", "unit"):  # unset, empty and named: the same quick tier
+            if tier is not None:
+                env["SKILL_EVAL_TEST_TIER"] = tier
+            done = subprocess.run([sys.executable, "-c", "import tests; print(tests.TIER)"],
+                                  cwd=PROJECT, env=env, capture_output=True, text=True,
+                                  timeout=60, stdin=subprocess.DEVNULL)
+            self.assertEqual((done.returncode, done.stdout.strip()), (0, "unit"), done.stderr)
+        plain = modules_of(tests.tier_tests(self.found, "unit"))
         tiered = {next((name for name in UNIT_MODULES if module == name
                         or module.startswith(name + ".")), module) for module in plain}
         self.assertEqual(tiered, set(UNIT_MODULES))
-        self.assertEqual(self.discovered_modules("unit"), plain)
-        self.assertGreater(self.discovered_modules("core"), plain)
+        self.assertGreater(modules_of(tests.tier_tests(self.found, "core")), plain)
 
     def test_ci_sets_the_tier_of_every_version(self) -> None:
         ci = (PROJECT / ".ci" / "run").read_text(encoding="utf-8")
@@ -140,15 +144,49 @@ class TestTierTests(unittest.TestCase):
         self.assertRegex(ci, r'SKILL_EVAL_TEST_TIER="\$tier" SKILL_EVAL_TEST_SHARD=')
         self.assertRegex(ci, r'\n\s+"\$py" -m unittest -v </dev/null')
 
+    def test_ci_runs_every_part_of_every_version_and_blames_the_failed_one(self) -> None:
+        # The queue of .ci/run, run with a stand-in interpreter that reports its part at once
+        # and fails one part of 3.9.
+        ci = (PROJECT / ".ci" / "run").read_text(encoding="utf-8")
+        queue = ci[ci.index("# Every version's tier is cut into parts"):
+                   ci.index('if [ "$boundary_found" -eq 0 ]')]
+        tmp = TempDir()
+        self.addCleanup(tmp.cleanup)
+        fake = tmp.path / "python"
+        fake.write_text("#!/bin/sh\n[ \"$1\" = --version ] && exit 0\n"
+                        "echo \"$SKILL_EVAL_TEST_TIER $SKILL_EVAL_TEST_SHARD\" >> \"$0.parts\"\n"
+                        "echo 'Ran 2 tests'\n"
+                        "[ \"$SKILL_EVAL_TEST_TIER $SKILL_EVAL_TEST_SHARD\" != 'core 2/3' ]\n",
+                        encoding="utf-8")
+        fake.chmod(0o755)
+        script = ("set -euo pipefail\nPYTHON_VERSIONS=(3.9 3.10 3.11)\nREAL_CLI_PYTHON=3.11\n"
+                  "tier_for() { case $1 in 3.11) echo full ;; 3.9) echo core ;; "
+                  "*) echo unit ;; esac; }\n"
+                  f"resolve_python() {{ echo {fake}; }}\ntmp_dir={tmp.path}\n"
+                  "section() { :; }\npass() { echo \"PASS: $1\"; }\n"
+                  "fail() { echo \"FAIL: $1\"; }\n" + queue)
+        done = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
+                              timeout=120, stdin=subprocess.DEVNULL)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        ran = (tmp.path / "python.parts").read_text(encoding="utf-8").split()
+        self.assertEqual(sorted(" ".join(pair) for pair in zip(ran[::2], ran[1::2])), [
+            "core 1/3", "core 2/3", "core 3/3", "full 1/4", "full 2/4", "full 3/4",
+            "full 4/4", "unit 1/2", "unit 2/2"])
+        verdicts = [line for line in done.stdout.splitlines()
+                    if line.startswith(("PASS", "FAIL"))]
+        self.assertEqual([re.sub(r", \d+ s of a core", "", v) for v in verdicts], [
+            "FAIL: python3.9 (core tier): unittest failed (exit 1)",
+            "PASS: python3.10 (unit tier, 2 parts): ran 4 tests",
+            "PASS: python3.11 (full tier, 4 parts): ran 8 tests"])
+        starts = [line for line in done.stdout.splitlines() if line.startswith("started")]
+        self.assertTrue(starts[0].startswith("started python3.11 (full tier)"), starts)
+
     def test_the_parts_of_a_tier_are_the_tier(self) -> None:
         import tests
-        with mock.patch.dict(os.environ):  # CI runs this test inside one of the parts
-            os.environ.pop("SKILL_EVAL_TEST_SHARD", None)
-            found = list(tests._flatten(unittest.defaultTestLoader.discover(
-                str(PROJECT / "tests"), "test*.py", str(PROJECT))))
+        found = self.found
         self.assertGreater(len(found), 300)
         whole = sorted(test.id() for test in found)
-        for count in (1, 2, 3):
+        for count in (1, 2, 3, 4):  # .ci/run cuts a tier into up to 4
             parts = [[t.id() for t in tests.shard_of(found, k, count)] for k in
                      range(1, count + 1)]
             self.assertEqual(sorted(i for part in parts for i in part), whole, count)

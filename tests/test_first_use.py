@@ -24,6 +24,7 @@ from tests.helpers import (
     fake_env,
     git,
     make_repo,
+    per_eval_row,
     read_output,
     runner,
     start_script,
@@ -209,6 +210,12 @@ class CliReadinessTests(FirstUseBase):
                 json.dumps(settings))
         return env
 
+    def one_eval_suite(self) -> str:
+        """A suite of one eval, for a test whose claim is that a run is let through and ends
+        well: the class's six evals are for the tests that count the cells a stop cancels."""
+        root = make_repo(self.tmp.path / "one", demo_suite(1))
+        return str(root / "evals" / "demo" / "evals.json")
+
     def test_gemini_without_a_sign_in_method_launches_nothing(self) -> None:
         code, out, err = self.run_main("run", self.suite, "--agent", "gemini",
                                        env=self.gemini_env())
@@ -231,8 +238,8 @@ class CliReadinessTests(FirstUseBase):
         self.assertIn("a real run would stop with exit 3", out)
 
     def test_gemini_with_a_key_runs(self) -> None:
-        code, _, err = self.run_main("run", self.suite, "--agent", "gemini", "--quiet",
-                                     env=self.gemini_env(None, GEMINI_API_KEY="k"))
+        code, _, err = self.run_main("run", self.one_eval_suite(), "--agent", "gemini",
+                                     "--quiet", env=self.gemini_env(None, GEMINI_API_KEY="k"))
         self.assertEqual(code, 0, err)  # the fakes' defaults: info flags only (FirstUseBase)
         self.assertTrue(fake_calls(self.tmp.path))
 
@@ -343,12 +350,13 @@ class CliReadinessTests(FirstUseBase):
     def test_opencode_with_a_model_it_has_runs(self) -> None:
         catalog = {"anthropic": {"env": ["ANTHROPIC_API_KEY"],
                                  "models": {"claude-sonnet-4-5": {}}}}
+        suite = self.one_eval_suite()
         for config, args, extra in (
                 (self.FAKE_PROVIDER, ("--model", "fake/fake-model"), {}),
                 ({}, (), {}),  # nothing configured: opencode picks its own default
                 ({}, ("--model", "opencode/big-pickle"), {})):
             with self.subTest(args=args):
-                code, out, err = self.run_main("run", self.suite, "--agent", "opencode",
+                code, out, err = self.run_main("run", suite, "--agent", "opencode",
                                                "--quiet", *args,
                                                env=self.opencode_env(config, **extra))
                 self.assertEqual(code, 0, out + err)
@@ -467,8 +475,7 @@ class VerdictMinimumTests(FirstUseBase):
         self.assertNotIn("cannot give a verdict", out)
 
     def test_the_power_line_never_asks_for_fewer_evals_than_the_verdict(self) -> None:
-        rows = [{"configs": {"a": {"pass_rates": [c]}, "b": {"pass_rates": [0.0]}}}
-                for c in (1.0, 0.9, 1.0)]
+        rows = [per_eval_row(str(i), a=[c], b=[0.0]) for i, c in enumerate((1.0, 0.9, 1.0))]
         power = runner.power_forecast(rows, ("a", "b"), 0.97)
         self.assertEqual([t["evals_needed"] for t in power["targets"]][0], self.need)
         comparison = runner.comparison_of(rows, ("a", "b"))
@@ -510,16 +517,27 @@ class ReportFlagsTests(FirstUseBase):
         self.assertIn("fix: add ITERATION_DIR", err)
 
 
-class ReadableOutputTests(FirstUseBase):
-    """What a person reads: the deciding parts first, one way of counting, plain words."""
+class ReadableOutputTests(unittest.TestCase):
+    """What a person reads: the deciding parts first, one way of counting, plain words. The
+    tests only read one run's outputs, so the run is made once for all of them."""
 
     cases = 6  # 13 assertions (one common, two per case): the per-assertion table folds
 
-    def setUp(self) -> None:
-        super().setUp()
-        code, self.out, err = self.run_main("run", self.suite, "--agent", "claude", "--quiet")
-        self.assertEqual(code, 0, err)  # the fakes' defaults: info flags only (FirstUseBase)
-        self.folder = self.root / "evals" / "demo" / "workspace" / "claude" / "iteration-1"
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.tmp = TempDir()
+        root = make_repo(cls.tmp.path, demo_suite(cls.cases))
+        code, cls.out, err = call_main(["run", str(root / "evals" / "demo" / "evals.json"),
+                                        "--agent", "claude", "--quiet"],
+                                       env=fake_env(cls.tmp.path))
+        if code != 0:  # the fakes' defaults: info flags only (FirstUseBase)
+            cls.tmp.cleanup()
+            raise AssertionError(f"the run exited {code}, not 0: {err}")
+        cls.folder = root / "evals" / "demo" / "workspace" / "claude" / "iteration-1"
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.tmp.cleanup()
 
     def test_the_page_puts_what_decides_first_and_folds_the_long_table(self) -> None:
         html = (self.folder / "benchmark.html").read_text()
@@ -538,9 +556,14 @@ class ReadableOutputTests(FirstUseBase):
         self.assertIn("leaves nothing for a skill to fix", self.out)
         self.assertNotIn("normal approximation cannot", self.out)
 
+
+
+class AgentsMdPathTests(FirstUseBase):
     def test_agents_md_shows_one_kind_of_path(self) -> None:
-        code, _, err = self.run_main("run", self.suite, "--agent", "codex", "--quiet")
-        self.assertEqual(code, 0, err)  # the fakes' defaults: info flags only (FirstUseBase)
+        for agent in ("claude", "codex"):
+            code, _, err = self.run_main("run", self.suite, "--agent", agent, "--quiet")
+            self.assertEqual(code, 0, err)  # the fakes' defaults: info flags only
+        self.folder = self.root / "evals" / "demo" / "workspace" / "claude" / "iteration-1"
         code, _, err = self.run_main("report", os.path.relpath(self.folder), "--across")
         self.assertEqual(code, 0, err)
         text = (self.folder / "agents.md").read_text()

@@ -296,6 +296,34 @@ class DiskFullTests(unittest.TestCase):
         self.assertEqual([(r["eval_id"], r["status"], r["scored"])
                           for r in benchmark["unscored_runs"]], [("E01", "runner_error", False)])
 
+    def test_a_regrade_stops_at_a_file_it_could_not_write(self) -> None:
+        """A re-graded cell runs the cell path a run's cells do: a file it could not write
+        starts no later cell and ends the re-grade with exit 3, naming it."""
+        code, _, err = h.call_main(["run", suite_file(self.repo), "--agent", "claude",
+                                    "--config", "without_skill", "--workspace",
+                                    str(self.workspace), "--quiet"], self.env)
+        self.assertEqual(code, runner.EXIT_OK, err)
+        (source,) = iteration_dirs(self.workspace)
+        real = os.replace
+        failed = []
+
+        def replace(src, dst, *args, **kwargs):  # the re-grade's first cell's grading.json
+            if str(dst).endswith("iteration-2/eval-E01/without_skill/run-1/grading.json"):
+                failed.append(dst)
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return real(src, dst, *args, **kwargs)
+        argv = ["run", suite_file(self.repo), "--agent", "claude", "--regrade", str(source),
+                "--workspace", str(self.workspace), "--concurrency", "1", "--quiet"]
+        with mock.patch.object(runner.os, "replace", replace):
+            code, _, err = h.call_main(argv, self.env)
+        self.assertTrue(failed)
+        self.assertEqual(code, runner.EXIT_ENVIRONMENT, err)
+        self.assertRegex(err, r"could not write \S+/eval-E01/without_skill/run-1/grading\.json")
+        regraded = iteration_dirs(self.workspace)[-1]
+        later = load_json(regraded / "eval-E02" / "without_skill" / "run-1" / "run.json")
+        self.assertEqual(later["status"], "cancelled")
+        self.assertIn("could not be written", later["failure"]["detail"])
+
     def test_a_full_disk_at_start_is_an_environment_error(self) -> None:
         code, out, err = self.run_main("iteration_manifest.json")
         self.assertEqual(code, runner.EXIT_ENVIRONMENT, err)

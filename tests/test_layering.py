@@ -15,6 +15,7 @@ references.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import sys
 import unittest
@@ -23,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.helpers import RUNNER_PATH  # noqa: E402
+from tests.helpers import parsed, runner_source, walked  # noqa: E402
 
 BANNER = re.compile(r"^# ==== (?P<name>[A-Za-z][A-Za-z ,]*[A-Za-z]) =+$")
 
@@ -151,17 +152,23 @@ def global_uses(node: ast.AST) -> Iterator[tuple[ast.AST, str]]:
         yield from names_in([node], frozenset())
 
 
+@functools.lru_cache(maxsize=32)
+def top_level_uses(source: str) -> tuple[tuple[ast.stmt, tuple[tuple[ast.AST, str], ...]], ...]:
+    """(top-level statement, its global_uses) for the whole file, worked out once per text:
+    both checks below need them, and for the runner they cost a third of a second."""
+    return tuple((node, tuple(global_uses(node))) for node in parsed(source).body)
+
+
 def upward_references(source: str) -> list[str]:
     marks = chapters(source)
-    tree = ast.parse(source)
-    where = definitions(tree, marks)
+    where = definitions(parsed(source), marks)
     problems = []
-    for node in tree.body:
+    for node, uses in top_level_uses(source):
         names = _defined_names(node)
         if not names:
             continue
         own = _chapter_of(node.lineno, marks)
-        used = {name for _, name in global_uses(node)}
+        used = {name for _, name in uses}
         for name in sorted(used):
             target = where.get(name)
             if target is not None and target > own:
@@ -193,19 +200,19 @@ def later_writes(source: str) -> list[str]:
     an earlier chapter defined, and a chapter above the writer reads it. What the earlier
     chapters do then depends on code they cannot see."""
     marks = chapters(source)
-    tree = ast.parse(source)
-    where = definitions(tree, marks)
-    parents = {child: parent for parent in ast.walk(tree)
-               for child in ast.iter_child_nodes(parent)}
+    where = definitions(parsed(source), marks)
+    # the parent that _written_global looks at: an attribute or subscript of the name
+    owners = {id(node.value): node for node in walked(parsed(source))
+              if isinstance(node, (ast.Attribute, ast.Subscript))}
     readers: dict[str, list[tuple[int, str]]] = {}
     writes: list[tuple[int, str, int, str]] = []
-    for node in tree.body:
+    for node, uses in top_level_uses(source):
         chapter = _chapter_of(node.lineno, marks)
         label = (_defined_names(node) or ["module code"])[0]
-        for use, name in global_uses(node):
+        for use, name in uses:
             if name not in where:
                 continue
-            if _written_global(use, parents.get(use), name):
+            if _written_global(use, owners.get(id(use)), name):
                 writes.append((chapter, label, use.lineno, name))
             elif not (isinstance(node, (ast.Assign, ast.AnnAssign)) and label == name):
                 readers.setdefault(name, []).append((chapter, label))
@@ -223,7 +230,7 @@ def later_writes(source: str) -> list[str]:
 
 def imported_modules(tree: ast.Module) -> set[str]:
     modules = set()
-    for node in ast.walk(tree):
+    for node in walked(tree):
         if isinstance(node, ast.Import):
             modules.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -255,7 +262,7 @@ def too_many_parameters(source: str) -> list[str]:
     IterationPlan of an iteration, a GraderJob, the Mounts of a confined process)."""
     return [f"line {node.lineno} {getattr(node, 'name', 'lambda')} "
             f"({parameter_count(node)} parameters)"
-            for node in ast.walk(ast.parse(source))
+            for node in walked(parsed(source))
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
             and parameter_count(node) > MAX_PARAMETERS]
 
@@ -294,7 +301,7 @@ def cli_chapter_problems(source: str) -> list[str]:
     length = len(source.splitlines()) - start + 1
     if length > CLI_MAX_LINES:
         problems.append(f"the CLI chapter is {length} lines (at most {CLI_MAX_LINES})")
-    nodes = [node for node in ast.parse(source).body if node.lineno > start]
+    nodes = [node for node in parsed(source).body if node.lineno > start]
     allowed = _type_helpers(nodes)
     for node in nodes:
         if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
@@ -309,7 +316,7 @@ def cli_chapter_problems(source: str) -> list[str]:
 
 class LayeringTest(unittest.TestCase):
     def setUp(self) -> None:
-        self.source = RUNNER_PATH.read_text(encoding="utf-8")
+        self.source = runner_source()
 
     def test_no_chapter_uses_a_later_one(self) -> None:
         self.assertEqual(upward_references(self.source), [])
@@ -317,7 +324,7 @@ class LayeringTest(unittest.TestCase):
     def test_the_docstring_lists_the_chapters_in_order(self) -> None:
         names = [name for _, name in chapters(self.source)]
         self.assertGreaterEqual(len(names), 10)
-        docstring = ast.get_docstring(ast.parse(self.source)) or ""
+        docstring = ast.get_docstring(parsed(self.source)) or ""
         listed = re.sub(r"\s+", " ", docstring.split("Sections", 1)[-1]) + " "
         positions = [listed.find(f" {name} ") for name in names]
         self.assertNotIn(-1, positions, f"chapters missing from the section map: {names}")
@@ -326,12 +333,12 @@ class LayeringTest(unittest.TestCase):
     def test_every_top_level_definition_sits_in_a_chapter(self) -> None:
         marks = chapters(self.source)
         first = marks[0][0]
-        early = [node for node in ast.parse(self.source).body
+        early = [node for node in parsed(self.source).body
                  if _defined_names(node) and node.lineno < first]
         self.assertEqual(early, [])
 
     def test_only_the_standard_library_is_imported(self) -> None:
-        modules = imported_modules(ast.parse(self.source))
+        modules = imported_modules(parsed(self.source))
         if hasattr(sys, "stdlib_module_names"):
             outside = {m for m in modules if m not in sys.stdlib_module_names}
             self.assertEqual(outside, set())
@@ -458,7 +465,7 @@ class LayeringTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    source = RUNNER_PATH.read_text(encoding="utf-8")
+    source = runner_source()
     for start, name in chapters(source):
         print(f"{start:6d}  {name}")
     problems = upward_references(source) + later_writes(source)

@@ -132,7 +132,8 @@ class CoveredWriteTests(UnconfinedRun):
 
     def snapshot(self):
         return runner.CheckoutSnapshot.take(self.root, self.root / "evals/demo/workspace/"
-                                            "claude/iteration-1", ("skills/demo/",))
+                                            "claude/iteration-1", ("skills/demo/",),
+                                            groups=runner.ProcessGroups())
 
     def test_a_rewrite_whose_times_are_set_back_is_a_change_anywhere(self) -> None:
         snapshot = self.snapshot()
@@ -141,7 +142,7 @@ class CoveredWriteTests(UnconfinedRun):
         readme.write_text("owned\n")
         readme.write_text("readme\n")
         os.utime(readme, ns=(before.st_atime_ns, before.st_mtime_ns))
-        self.assertEqual(snapshot.compare()["changed"],
+        self.assertEqual(snapshot.compare(runner.ProcessGroups())["changed"],
                          [{"path": "README.md", "change": "rewritten, times set back"}])
 
     def test_a_touch_counts_only_outside_the_skill_package(self) -> None:
@@ -149,7 +150,7 @@ class CoveredWriteTests(UnconfinedRun):
         later = time.time_ns() + 2_000_000_000
         for rel in ("README.md", "skills/demo/SKILL.md"):
             os.utime(self.root / rel, ns=(later, later))
-        result = snapshot.compare()
+        result = snapshot.compare(runner.ProcessGroups())
         self.assertEqual(result["changed"], [{"path": "skills/demo/SKILL.md",
                                               "change": "written to (content as before)"}])
         self.assertEqual(result["touched_only"], 1)
@@ -215,15 +216,17 @@ class GitStateTests(UnconfinedRun):
         (self.root / "node_modules/pkg/index.js").write_text("x\n")
         (self.root / "debug.log").write_text("x\n")
         snapshot = runner.CheckoutSnapshot.take(self.root, self.root / "evals/demo/workspace/"
-                                                "claude/iteration-1")
+                                                "claude/iteration-1",
+                                                groups=runner.ProcessGroups())
         self.assertIn("debug.log", snapshot.entries, "an ignored file is compared")
         self.assertIn("node_modules", snapshot.entries, "an ignored folder, as one entry")
         self.assertNotIn("node_modules/pkg/index.js", snapshot.entries)
         (self.root / "node_modules/pkg/index.js").write_text("changed\n")
-        self.assertEqual(snapshot.compare()["changed_count"], 0, "documented as unseen")
+        self.assertEqual(snapshot.compare(runner.ProcessGroups())["changed_count"], 0,
+                         "documented as unseen")
         later = time.time_ns() + 2_000_000_000
         os.utime(self.root / "debug.log", ns=(later, later))  # not hashed: a touch is a change
-        self.assertEqual(snapshot.compare()["changed"],
+        self.assertEqual(snapshot.compare(runner.ProcessGroups())["changed"],
                          [{"path": "debug.log", "change": "modified"}])
         self.assertIsNone(snapshot.entries["debug.log"][1], "compared by metadata, not read")
 
@@ -233,28 +236,29 @@ class GitStateTests(UnconfinedRun):
         iteration.mkdir(parents=True)
         (self.root / "evals/other").mkdir()
         (self.root / "evals/other/evals.json").write_text("{}")  # another suite
-        snapshot = runner.CheckoutSnapshot.take(self.root, iteration)
+        snapshot = runner.CheckoutSnapshot.take(self.root, iteration, groups=runner.ProcessGroups())
         other = self.root / "evals/other/workspace/codex/iteration-1"
         other.mkdir(parents=True)
         (other / "benchmark.json").write_text("{}")
         (self.root / "evals/demo/workspace/codex").mkdir()
-        self.assertEqual(snapshot.compare()["changed_count"], 0)
+        self.assertEqual(snapshot.compare(runner.ProcessGroups())["changed_count"], 0)
         (self.root / "evals/other/planted.py").write_text("x\n")
-        self.assertEqual(snapshot.compare()["changed"],
+        self.assertEqual(snapshot.compare(runner.ProcessGroups())["changed"],
                          [{"path": "evals/other/planted.py", "change": "added"}])
 
     def test_a_worktree_sees_its_own_branch_not_the_others(self) -> None:
         worktree = self.tmp.path / "wt"
         h.git(self.root, "worktree", "add", "-q", "-b", "side", str(worktree))
         snapshot = runner.CheckoutSnapshot.take(worktree, worktree / "evals/demo/workspace/"
-                                                "claude/iteration-1")
+                                                "claude/iteration-1",
+                                                groups=runner.ProcessGroups())
         self.assertIn(".git/worktrees/wt/HEAD", snapshot.entries)
         self.assertIn(".git/refs/heads/side", snapshot.entries)
         self.assertNotIn(".git/HEAD", snapshot.entries, "the main checkout's own HEAD")
         h.git(self.root, "commit", "-q", "--allow-empty", "-m", "work elsewhere")
-        self.assertEqual(snapshot.compare()["changed_count"], 0)
+        self.assertEqual(snapshot.compare(runner.ProcessGroups())["changed_count"], 0)
         h.git(worktree, "commit", "-q", "--allow-empty", "-m", "work here")
-        self.assertEqual(snapshot.compare()["changed"],
+        self.assertEqual(snapshot.compare(runner.ProcessGroups())["changed"],
                          [{"path": ".git/refs/heads/side", "change": "modified"}])
 
 

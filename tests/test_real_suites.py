@@ -193,9 +193,6 @@ class ValidateRealSuiteTests(unittest.TestCase):
             "other yaml": ("skill_name: demo\nevals:\n  - id: 1\n", ["YAML", "convert"]),
             "json lines": ('{"id": 1, "prompt": "a"}\n{"id": 2, "prompt": "b"}\n',
                            ["JSON Lines", "evals"]),
-            "trigger set": (json.dumps([{"query": "q", "should_trigger": True},
-                                        {"query": "r", "should_trigger": False}]),
-                            ["trigger set", "should_activate", "--config installed"]),
         }
         for name, (text, words) in formats.items():
             with self.subTest(name):
@@ -226,7 +223,7 @@ class ValidateRealSuiteTests(unittest.TestCase):
         self.assertTrue(any("repository root" in m for m in messages), messages)
         self.assertIn("fixture 'evals/demo/fixtures/missing.txt' does not exist", messages)
 
-    def test_a_skill_folder_finds_its_suite_and_names_its_trigger_set(self) -> None:
+    def test_a_skill_folder_finds_its_suite_and_the_trigger_set_beside_it(self) -> None:
         root = self.tmp.path / "repo"
         skill = root / "skills" / "demo"
         (skill / "evals").mkdir(parents=True)
@@ -240,8 +237,9 @@ class ValidateRealSuiteTests(unittest.TestCase):
             with self.subTest(folder=folder):
                 code, out, err = call_main(["validate", str(folder)])
                 self.assertEqual(code, 0, err)
-                self.assertIn(f"OK: {skill / 'evals' / 'evals.json'}: 1 cases", out)
-                self.assertIn("trigger-evals.json is not validated", err)
+                # the trigger query is a case of the suite (run in the installed arm only)
+                self.assertIn(f"OK: {skill / 'evals' / 'evals.json'}: 2 cases", out)
+                self.assertNotIn("not validated", err)
 
     def test_a_skill_name_unlike_the_folder_holding_the_suite_names_that_folder(self) -> None:
         root = self.tmp.path / "repo"

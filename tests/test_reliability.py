@@ -796,6 +796,44 @@ class RunnerKilledTests(ProcessAudit, unittest.TestCase):
     def test_unconfined_agents_end_with_a_killed_runner(self) -> None:
         self.kill_runner_mid_cell("none")
 
+    def test_what_an_unconfined_check_moved_out_of_its_group_ends_with_a_killed_runner(
+            self) -> None:
+        # A check runs under the one spawner as an agent does: its marker names this runner,
+        # so the guardian finds a process it started in a session of its own (`setsid`).
+        tmp = h.TempDir()
+        self.addCleanup(tmp.cleanup)
+        duration = f"1000.{uuid.uuid4().int % 10**6}"  # names this test's sleepers
+        hang = {"name": "hangs", "run": f"setsid sleep {duration} & sleep {duration}",
+                "timeout": 600}
+        repo = h.make_repo(tmp.path, {"skill_name": "demo", "evals": [
+            {"id": "E01", "prompt": "Task.", "expectations": ["It is polite."],
+             "checks": [hang]}]})
+
+        def sleepers() -> list[int]:
+            found = []
+            for name in filter(str.isdigit, os.listdir("/proc")):
+                with contextlib.suppress(OSError):
+                    if Path(f"/proc/{name}/cmdline").read_bytes() == (
+                            f"sleep\0{duration}\0".encode()):
+                        found.append(int(name))
+            return found
+
+        def kill_sleepers() -> None:
+            for pid in sleepers():
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+        self.addCleanup(kill_sleepers)
+        proc = h.start_script(["run", suite_file(repo), "--agent", "claude", "--config",
+                               "with_skill", "--isolation", "none", "--workspace",
+                               str(tmp.path / "ws")], env=h.fake_env(tmp.path),
+                              out_dir=tmp.path / "out")
+        self.stop_later(proc)
+        started = h.wait_until(lambda: len(sleepers()) >= 2, 60)
+        self.assertTrue(started, f"the check never started: {h.read_output(proc)}")
+        proc.kill()
+        proc.wait()
+        self.assertTrue(h.wait_until(lambda: not sleepers(), 10), sleepers())
+
     def test_confined_agents_end_with_a_killed_runner(self) -> None:
         from tests.test_confinement import bwrap_problem
         why = bwrap_problem()

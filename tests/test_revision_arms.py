@@ -241,9 +241,9 @@ class RevisionSandboxTest(RevisionArmCase):
         suite = runner.load_valid_suite(self.suite, str(self.root))
         base = self.tmp.path / "sandboxes"
         base.mkdir(exist_ok=True)
-        snapshot = runner.RepoSnapshot.take(self.root, "demo")
+        snapshot = runner.RepoSnapshot.take(self.root, "demo", groups=runner.ProcessGroups())
         snapshot.revisions = runner.read_revision_packages(suite, ["with_skill@HEAD~1"])
-        snapshot.template = runner.build_git_template(snapshot, base)
+        snapshot.template = runner.build_git_template(snapshot, base, runner.ProcessGroups())
         self.addCleanup(snapshot.template.remove)
         blobs = {}
         for marker in ("MARKER-V1", "MARKER-V2"):
@@ -251,8 +251,9 @@ class RevisionSandboxTest(RevisionArmCase):
             blobs[marker] = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
         seen = {}
         for number, delivery in enumerate((True, "with_skill@HEAD~1", False)):
-            sandbox = runner.build_sandbox(snapshot, suite.cases[0], delivery, base,
-                                           self.tmp.path / f"baseline-{number}.git")
+            sandbox = runner.build_sandbox(snapshot, suite.cases[0], delivery, runner.Sandbox.new(
+                                           base, self.tmp.path / f"baseline-{number}.git"),
+                                           groups=runner.ProcessGroups())
             self.addCleanup(sandbox.remove)
             self.assertTrue(sandbox.record["git"]["ok"], sandbox.record["git"])
             self.assertEqual(git(sandbox.repo, "status", "--porcelain"), "")

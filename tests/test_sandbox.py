@@ -78,22 +78,26 @@ class BaselineTests(unittest.TestCase):
         self.suite = runner.load_valid_suite(str(self.root / "evals/demo/evals.json"),
                                              str(self.root))
         self.base = Path(tempfile.mkdtemp(dir=self.tmp.path))
+        self.groups = runner.ProcessGroups()
         self.run_folder = self.tmp.path / "iteration"
-        self.snapshot = runner.RepoSnapshot.take(self.root, "demo")
-        self.snapshot.template = runner.build_git_template(self.snapshot, self.base)
+        self.snapshot = runner.RepoSnapshot.take(self.root, "demo", groups=self.groups)
+        self.snapshot.template = runner.build_git_template(self.snapshot, self.base, self.groups)
         self.assertIsNone(self.snapshot.template.error)
         runner.add_runner_baselines(self.snapshot.template, self.run_folder / ".baselines")
 
     def build(self, case_index: int, with_skill: bool) -> runner.Sandbox:
         cell_folder = Path(tempfile.mkdtemp(dir=self.run_folder))
         sandbox = runner.build_sandbox(self.snapshot, self.suite.cases[case_index], with_skill,
-                                       self.base, cell_folder / "baseline.git")
+                                       runner.Sandbox.new(self.base,
+                                                          cell_folder / "baseline.git"),
+                                       groups=self.groups)
         self.addCleanup(sandbox.remove)
         self.assertTrue(sandbox.record["git"]["ok"], sandbox.record["git"])
         return sandbox
 
     def changes(self, sandbox: runner.Sandbox) -> dict:
-        found = runner.sandbox_changes(sandbox.repo, sandbox.baseline_git, sandbox.record["git"])
+        found = runner.sandbox_changes(sandbox.repo, sandbox.baseline_git, sandbox.record["git"],
+                                       self.groups)
         self.assertTrue(found["captured"], found)
         return {k: found[k] for k in ("added", "modified", "deleted")}
 

@@ -35,6 +35,7 @@ from tests.helpers import (
     fake_env,
     git,
     make_repo,
+    per_eval_row,
     runner,
     volume_test,
 )
@@ -1009,11 +1010,11 @@ class CompareMarkdownTest(unittest.TestCase):
 # ---------------------------------------------------------------------------
 
 
-def synthetic_rows(evals: int, runs: int, seed: int) -> list[dict]:
+def synthetic_rows(evals: int, runs: int, seed: int) -> list:
     rng = random.Random(seed)
-    return [{"eval_id": i, "configs": {
-        c: {"pass_rates": [rng.randint(0, 4) / 4 for _ in range(runs)]} for c in CONFIGS}}
-        for i in range(evals)]
+    return [per_eval_row(i, **{c: [rng.randint(0, 4) / 4 for _ in range(runs)]
+                               for c in CONFIGS})
+            for i in range(evals)]
 
 
 @volume_test

@@ -172,7 +172,8 @@ class SnapshotUnitTests(unittest.TestCase):
         self.iteration.mkdir(parents=True)
 
     def snapshot(self):
-        return runner.CheckoutSnapshot.take(self.root, self.iteration)
+        return runner.CheckoutSnapshot.take(self.root, self.iteration,
+                                            groups=runner.ProcessGroups())
 
     def test_an_edit_that_puts_the_mtime_back_is_still_seen(self) -> None:
         snap = self.snapshot()
@@ -182,7 +183,7 @@ class SnapshotUnitTests(unittest.TestCase):
         path.write_text("AAAA")  # same size
         os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
         self.assertEqual(path.stat().st_mtime_ns, before.st_mtime_ns)
-        result = snap.compare()
+        result = snap.compare(runner.ProcessGroups())
         self.assertEqual(result["changed"], [{"path": "a.txt", "change": "modified"}])
 
     def test_mode_type_and_removal_are_changes(self) -> None:
@@ -190,11 +191,12 @@ class SnapshotUnitTests(unittest.TestCase):
         (self.root / "a.txt").chmod(0o755)
         (self.root / "b.txt").unlink()
         (self.root / "b.txt").symlink_to("a.txt")
-        result = snap.compare()
+        result = snap.compare(runner.ProcessGroups())
         self.assertEqual(result["changed"], [{"path": "a.txt", "change": "mode changed"},
                                              {"path": "b.txt", "change": "type changed"}])
         (self.root / "b.txt").unlink()
-        self.assertEqual(snap.compare()["changed"][1], {"path": "b.txt", "change": "removed"})
+        self.assertEqual(snap.compare(runner.ProcessGroups())["changed"][1],
+                         {"path": "b.txt", "change": "removed"})
 
     def test_the_runners_own_iteration_folders_are_left_out(self) -> None:
         snap = self.snapshot()
@@ -205,7 +207,7 @@ class SnapshotUnitTests(unittest.TestCase):
         other_run = self.root / "evals" / "other" / "workspace" / "codex" / "iteration-3"
         other_run.mkdir(parents=True)
         (other_run / "benchmark.json").write_text("{}")  # a concurrent run with its defaults
-        result = snap.compare()
+        result = snap.compare(runner.ProcessGroups())
         self.assertEqual(result["changed"], [{"path": "ws/notes.txt", "change": "added"}])
 
 

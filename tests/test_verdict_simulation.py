@@ -31,7 +31,7 @@ import sys
 import time
 import unittest
 
-from tests.helpers import runner, volume_test
+from tests.helpers import per_eval_row, runner, volume_test
 
 PAIR = ("c", "b")
 EFFECTS = (0.0, 0.05, 0.10, 0.20)
@@ -39,7 +39,7 @@ MODEL_MAX_EFFECT = 0.5
 
 
 def simulated_suite(rng: random.Random, evals: int, runs: int, delta: float,
-                    assertions: int = 1, arms: tuple[str, ...] = ("c", "b")) -> list[dict]:
+                    assertions: int = 1, arms: tuple[str, ...] = ("c", "b")) -> list:
     """Per eval, the pass rates of `runs` runs per arm; the first arm has the effect."""
     rows = []
     for i in range(evals):
@@ -48,9 +48,9 @@ def simulated_suite(rng: random.Random, evals: int, runs: int, delta: float,
                                                for _ in range(assertions)]
         chances = {arm: [p + 2 * delta * (1 - p) for p in each] if arm == arms[0] else each
                    for arm in arms}
-        rows.append({"eval_id": i, "configs": {
-            arm: {"pass_rates": [sum(rng.random() < p for p in chances[arm]) / assertions
-                                 for _ in range(runs)]} for arm in arms}})
+        rows.append(per_eval_row(i, **{
+            arm: [sum(rng.random() < p for p in chances[arm]) / assertions
+                  for _ in range(runs)] for arm in arms}))
     return rows
 
 
@@ -254,9 +254,9 @@ class OneRunCeilingTest(unittest.TestCase):
               file=sys.stderr)
 
 
-def adaptive_suite(rows: list[dict], runs: int) -> tuple[dict, int]:
+def adaptive_suite(rows: list, runs: int) -> tuple[dict, int]:
     """The look the waves stop at, and how many waves ran."""
-    pairs = [(row["configs"]["c"]["pass_rates"], row["configs"]["b"]["pass_rates"])
+    pairs = [(list(row.configs["c"].pass_rates), list(row.configs["b"].pass_rates))
              for row in rows]
     for wave in range(1, runs + 1):
         look = runner.sequential_look([(c[:wave], b[:wave]) for c, b in pairs], wave, runs)

@@ -186,16 +186,25 @@ def plain_copy(root: Path, rels: list[str], dest: Path) -> None:
         shutil.copyfile(root / rel, dest / rel)
 
 
+def process_groups(runner: Any, function: Any) -> dict[str, Any]:
+    """{"groups": a registry of the runner's processes} when `function` takes one (the
+    runner's one spawner registers every git it starts), else nothing."""
+    takes = "groups" in inspect.signature(function).parameters
+    return {"groups": runner.ProcessGroups()} if takes else {}
+
+
 def take_snapshot(runner: Any, repo: Path, base: Path) -> tuple[Any, float, float]:
     """RepoSnapshot.take, plus the once-per-iteration git template when the runner has one
     (as `run` does); returns the snapshot and the seconds each part took."""
     started = time.perf_counter()
-    snapshot = runner.RepoSnapshot.take(repo, c.SKILL_NAME)
+    snapshot = runner.RepoSnapshot.take(repo, c.SKILL_NAME,
+                                        **process_groups(runner, runner.RepoSnapshot.take))
     listed = time.perf_counter() - started
     template_s = 0.0
     if hasattr(runner, "build_git_template") and hasattr(snapshot, "template"):
         started = time.perf_counter()
-        snapshot.template = runner.build_git_template(snapshot, base)
+        snapshot.template = runner.build_git_template(
+            snapshot, base, **process_groups(runner, runner.build_git_template))
         if hasattr(runner, "add_runner_baselines"):  # in the run folder, as `run` does
             runner.add_runner_baselines(snapshot.template,
                                         Path(tempfile.mkdtemp(dir=base.parent)) / "baselines")
@@ -221,16 +230,25 @@ def call_build(runner: Any, snapshot: Any, case: Any, with_skill: bool, base: Pa
     params = inspect.signature(runner.build_sandbox).parameters
     extra = {}
     run_folder = None
-    if "baseline_git" in params:  # the runner's own baseline repository, in the run folder
+    if "baseline_git" in params or "sandbox" in params:  # the runner's own, in the run folder
         run_folder = Path(tempfile.mkdtemp(dir=base.parent))
         extra["baseline_git"] = run_folder / "baseline.git"
-    sandbox = runner.build_sandbox(snapshot, case, with_skill, base, **extra)
+    extra.update(process_groups(runner, runner.build_sandbox))
+    if "sandbox" in params:  # an empty Sandbox made by the caller, in `base`
+        sandbox = runner.build_sandbox(snapshot, case, with_skill,
+                                       runner.Sandbox.new(base, extra.pop("baseline_git")),
+                                       **extra)
+    else:
+        sandbox = runner.build_sandbox(snapshot, case, with_skill, base, **extra)
     sandbox.bench_run_folder = run_folder  # the cell's folder; a shared baseline lives elsewhere
     return sandbox
 
 
 def call_changes(runner: Any, sandbox: Any) -> Any:
     params = inspect.signature(runner.sandbox_changes).parameters
+    if "groups" in params:
+        return runner.sandbox_changes(sandbox.repo, sandbox.baseline_git, sandbox.record["git"],
+                                      runner.ProcessGroups())
     if "baseline" in params:
         return runner.sandbox_changes(sandbox.repo, sandbox.baseline_git, sandbox.record["git"])
     return runner.sandbox_changes(sandbox.repo, sandbox.record["git"])
@@ -406,7 +424,8 @@ def main() -> int:
         base.mkdir()
         cell = per_cell(runner, repo, base, args.reps)
 
-        snapshot = runner.RepoSnapshot.take(repo, c.SKILL_NAME)
+        snapshot = runner.RepoSnapshot.take(repo, c.SKILL_NAME,
+                                            **process_groups(runner, runner.RepoSnapshot.take))
         delivered = list(snapshot.base_files) + list(snapshot.skill_files)
         delivered_bytes = sum((repo / rel).stat().st_size for rel in delivered)
         copy_dir = Path(tempfile.mkdtemp(dir=base))

@@ -57,7 +57,7 @@ SPEC_KEYS = frozenset((
     "verdicts", "raw_verdicts", "verdict_form", "flood_bytes",
     "shell_write_files", "shell_symlinks", "shell_special", "quote_reads", "noisy",
     "shell_keep_times", "list_paths", "activate_skills", "read_tree", "shell_write_hex",
-    "shell_chmod", "tool_calls",
+    "shell_chmod", "pause_after", "pause_s", "then_write", "tool_calls",
 ))
 TOOL_CALL_KEYS = {"command": {"command", "exit_code", "output"}, "edit": {"edit", "old", "new"},
                   "read": {"read"}}
@@ -1053,7 +1053,23 @@ def emit_stdout(text: str, spec: dict[str, Any]) -> None:
         text = text[: len(text) // 2]
     elif fault == "flood":
         flood(int(spec.get("flood_bytes", DEFAULT_FLOOD_BYTES)))
+    if spec.get("pause_after") and spec["pause_after"] in text:
+        text = pause_after_line(text, spec)
     out(text)
+
+
+def pause_after_line(text: str, spec: dict[str, Any]) -> str:
+    """Print up to the first line holding `pause_after` as it would stream, then take
+    `pause_s` seconds (a model still working) and write `then_write` (path -> text), which a
+    process ended at that line never does; the rest of the output is returned."""
+    at = text.index(spec["pause_after"])
+    cut = text.find("\n", at) + 1 or len(text)
+    out(text[:cut])
+    time.sleep(float(spec.get("pause_s", 60)))
+    for path, content in (spec.get("then_write") or {}).items():
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(content)
+    return text[cut:]
 
 
 def remove_tree(path: str) -> None:

@@ -9,6 +9,7 @@ runner installed. Setup, skips and process checks are those of test_runner_real_
 
 from __future__ import annotations
 
+import json
 import shutil
 import unittest
 from pathlib import Path
@@ -33,6 +34,7 @@ class InstalledScenario:
 
     server_class: type
     skill_call: staticmethod
+    shell_call: staticmethod  # a shell command, the CLI's own way
     text_reply: staticmethod
     grader_reply: staticmethod
     run_args: tuple[str, ...] = ()
@@ -95,12 +97,52 @@ class InstalledScenario:
         found = self.run_installed(f"[[INSTALLED-{self.agent.upper()}-NO]]", False)
         self.assertIs(found["activated"], False, found)
 
+    def test_a_trigger_set_is_answered_from_the_stream_and_stopped_at_the_decision(self):
+        """Issue 34: a query the skill is for (the model loads it, then would run `sleep 30`)
+        and one it is not for (the model runs `ls` first, then would sleep). Each executor must
+        be ended at its first tool call: no request after the sleep ever reaches the model.
+        (Its time is no proof: a loaded machine can take a minute to start opencode.)"""
+        yes, no = (f"[[TRIGGER-{self.agent.upper()}-{word}]]" for word in ("YES", "NO"))
+        later = [self.shell_call("sleep 30"), self.text_reply(ANSWER)]
+        self.server.add_rule(ms.contains(yes), [self.skill_call(), *later])
+        self.server.add_rule(ms.contains(no), [self.shell_call("ls"), *later])
+        suite = {"skill_name": "demo", "evals": [
+            {"id": "E01", "prompt": "Plan it.", "expectations": list(real.ASSERTIONS)}]}
+        repo = make_repo(self.tmpdir("repo"), suite, skill_md=SKILL, files={
+            "evals/demo/trigger.json": json.dumps([
+                {"query": f"{yes} Plan the migration of the orders table.",
+                 "should_trigger": True},
+                {"query": f"{no} What files are in this folder?", "should_trigger": False}])})
+        run = self.run_runner(repo, "--config", "installed", "--isolation", "bwrap",
+                              "--eval-id", "trigger-1,trigger-2", "--timeout", "150",
+                              *self.run_args, timeout=300)
+        # --eval-id leaves the suite's task case out: partial_selection, the one flag, asks for
+        # review (exit 1); no run failed, none was graded
+        self.assertEqual(run.code, 1, run)
+        self.assertEqual([flag["kind"] for flag in run.benchmark()["sanity_checks"]["flags"]
+                          if flag["severity"] != "info"], ["partial_selection"], run)
+        arm = run.benchmark()["trigger"]["installed"]
+        self.assertEqual((arm["recall"]["activated"], arm["recall"]["runs"]), (1, 1), run)
+        self.assertEqual((arm["false_activation"]["activated"],
+                          arm["false_activation"]["runs"]), (0, 1), run)
+        self.assertEqual(arm["stopped_at_decision"]["runs"], 2, run)
+        for eval_id, reason in (("trigger-1", "activated: "), ("trigger-2", "not activated: ")):
+            rec = run.run_json(eval_id, "installed")
+            self.assertEqual(rec["status"], "ok", run)
+            stopped = rec["activation"]["stopped"]
+            self.assertTrue(stopped["reason"].startswith(reason), stopped)
+            self.assertEqual(rec["activation"]["calls"], 1, rec["activation"])
+        for marker in (yes, no):
+            late = [r.step for r in real._requests_with(self.server, marker) if r.step >= 2]
+            self.assertEqual(late, [], f"{marker}: the CLI went on after the decision\n{run!r}")
+
 
 @unittest.skipUnless(real.CLAUDE, f"claude not found ({real.INSTALL_HINT})")
 class ClaudeInstalledTest(InstalledScenario, real.RunnerRealCLITest):
     agent, binary = "claude", real.CLAUDE
     server_class = ms.AnthropicServer
     skill_call = staticmethod(lambda: ms.anthropic_tool("Skill", {"skill": "demo"}))
+    shell_call = staticmethod(ms.anthropic_bash)
     text_reply = staticmethod(ms.anthropic_text)
     grader_reply = staticmethod(ms.structured_output)
 
@@ -116,6 +158,7 @@ class CodexInstalledTest(InstalledScenario, real.RunnerRealCLITest):
     agent, binary = "codex", real.CODEX
     server_class = ms.ResponsesServer
     skill_call = staticmethod(lambda: ms.responses_exec("cat .agents/skills/demo/SKILL.md"))
+    shell_call = staticmethod(ms.responses_exec)
     text_reply = staticmethod(ms.responses_text)
     grader_reply = staticmethod(ms.responses_json)
 
@@ -132,6 +175,8 @@ class GeminiInstalledTest(InstalledScenario, real.RunnerRealCLITest):
     agent, binary = "gemini", real.GEMINI
     server_class = ms.GeminiServer
     skill_call = staticmethod(lambda: ms.gemini_call("activate_skill", {"name": "demo"}))
+    shell_call = staticmethod(lambda command: ms.gemini_call("run_shell_command",
+                                                             {"command": command}))
     text_reply = staticmethod(ms.gemini_text)
     grader_reply = staticmethod(ms.gemini_json)
     run_args = ("--model", ms.GEMINI_MODEL)
@@ -149,6 +194,8 @@ class OpenCodeInstalledTest(InstalledScenario, real.RunnerRealCLITest):
     agent, binary = "opencode", real.OPENCODE
     server_class = ms.ChatCompletionsServer
     skill_call = staticmethod(lambda: ms.chat_tool("skill", {"name": "demo"}))
+    shell_call = staticmethod(lambda command: ms.chat_tool(
+        "bash", {"command": command, "description": "run a command"}))
     text_reply = staticmethod(ms.chat_text)
     grader_reply = staticmethod(ms.chat_json)
 

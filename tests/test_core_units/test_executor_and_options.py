@@ -216,7 +216,7 @@ class OptionsFromArgsTest(unittest.TestCase):
                 with self.subTest(argv=argv), self.assertRaises(runner.InputError) as caught:
                     # argparse refuses an unknown agent; cmd_run a missing one (--resume
                     # alone needs none: the iteration recorded it).
-                    runner.cmd_run(runner.build_parser().parse_args(argv), argv)
+                    runner.cmd_run(runner.build_parser().parse_args(argv), argv, {})
                 self.assertIn("--agent", caught.exception.message)
                 self.assertTrue(caught.exception.fix)
 

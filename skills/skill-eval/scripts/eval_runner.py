@@ -78,6 +78,7 @@ import time
 import types
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from subprocess import Popen as Process  # the type only: spawn() starts every one
 from typing import Any, Callable
 
 # ==== constants and schemas ==================================================
@@ -290,35 +291,6 @@ SANDBOX_GIT_ENV = {
 # ==== errors =================================================================
 
 
-@dataclasses.dataclass
-class Problem:
-    """One finding about the input: what is wrong, where, and how to fix it."""
-
-    severity: str  # "error" or "warning"
-    message: str
-    file: str = ""
-    json_path: str = ""
-    case_id: str | None = None
-    fix: str = ""
-    case_ids: list[str] = dataclasses.field(default_factory=list)  # a finding shared by cases
-
-    def render(self) -> str:
-        lines = [f"{PROG}: {self.severity}: {self.message}"]
-        where = ": ".join(part for part in (self.file, self.json_path) if part)
-        if self.case_id is not None:
-            where = f"{where} (case {self.case_id!r})" if where else f"case {self.case_id!r}"
-        if where:
-            lines.append(f"  at: {where}")
-        if self.fix:
-            lines.append(f"  fix: {self.fix}")
-        return "\n".join(lines)
-
-    def to_json(self) -> dict[str, Any]:
-        shared = {"case_ids": list(self.case_ids)} if self.case_ids else {}
-        return {"severity": self.severity, "message": self.message, "file": self.file,
-                "json_path": self.json_path, "case_id": self.case_id, "fix": self.fix, **shared}
-
-
 class EvalError(Exception):
     """A refusal the CLI turns into a message and an exit code (never a traceback)."""
 
@@ -359,11 +331,286 @@ class WriteFailed(EnvironmentProblem):
                          "--resume")
 
 
+# -- the codec: each record declares its JSON members once ------------------------------------
+# A record lists its members in FIELDS, in the order they are written; read_record is the one
+# reader and write_record the one writer. A Cursor carries the file and the JSON path, so a
+# value of the wrong kind is refused naming both, with the fix, never an internal error.
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _member(json_path: str, key: str) -> str:
+    return f"{json_path}.{key}" if json_path else key
+
+
+def misshapen(file: Any, json_path: str, expected: str, value: Any) -> InputError:
+    shown = type(value).__name__ if not isinstance(value, (str, int)) else repr(value)[:80]
+    return InputError(f"{file} holds the wrong kind of value at {json_path or 'the top level'}: "
+                      f"{expected} expected, not {shown}",
+                      "restore the file as the runner wrote it, or run the iteration again")
+
+
+@dataclasses.dataclass(frozen=True)
+class Cursor:
+    """Where a value sits: its file and its JSON path."""
+
+    file: Any
+    path: str = ""
+
+    def at(self, key: str) -> Cursor:
+        return Cursor(self.file, _member(self.path, key))
+
+    def item(self, index: int) -> Cursor:
+        return Cursor(self.file, f"{self.path}[{index}]")
+
+    def refuse(self, expected: str, value: Any) -> InputError:
+        return misshapen(self.file, self.path, expected, value)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """A JSON scalar (or a value kept as written): `test` accepts it, `expected` names it in
+    a refusal, `load` turns it into the record's value and `dump` back into JSON."""
+
+    expected: str
+    test: Callable[[Any], bool]
+    load: Callable[[Any], Any] = _same
+    dump: Callable[[Any], Any] = _same
+
+    def read(self, value: Any, cursor: Cursor) -> Any:
+        if not self.test(value):
+            raise cursor.refuse(self.expected, value)
+        return self.load(value)
+
+    def write(self, value: Any) -> Any:
+        return self.dump(value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+TEXT = Kind("a string", lambda value: isinstance(value, str))
+INTEGER = Kind("an integer", _is_int)
+COUNT = Kind("a count from 1", lambda value: _is_int(value) and value >= 1)
+FLAG = Kind("true or false", lambda value: isinstance(value, bool))
+NUMBER = Kind("a number", _is_number)
+ANY = Kind("any value", lambda value: True)
+
+
+@dataclasses.dataclass(frozen=True)
+class ListOf:
+    """A JSON list of `item`, read into a tuple (or what `load` makes of it)."""
+
+    item: Any
+    expected: str = "a list"
+    load: Callable[[Any], Any] = tuple  # list: a record that grows the list as it runs
+
+    def read(self, value: Any, cursor: Cursor) -> Any:
+        if not isinstance(value, list):
+            raise cursor.refuse(self.expected, value)
+        return self.load(self.item.read(item, cursor.item(index))
+                         for index, item in enumerate(value))
+
+    def write(self, value: Any) -> list[Any]:
+        return [self.item.write(item) for item in value]
+
+
+@dataclasses.dataclass(frozen=True)
+class MapOf:
+    """A JSON object of names to `item`; `nullable`: an item may be null."""
+
+    item: Any
+    nullable: bool = False
+    besides: tuple[str, ...] = ()  # members another field reads
+    names: Callable[[str], bool] = lambda name: True  # which member names may hold an item
+
+    def read(self, value: Any, cursor: Cursor) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise cursor.refuse("an object", value)
+        for key, item in value.items():
+            if not self.names(key):
+                raise cursor.at(key).refuse(self.item.expected, item)
+        return {key: None if item is None and self.nullable
+                else self.item.read(item, cursor.at(key))
+                for key, item in value.items() if key not in self.besides}
+
+    def write(self, value: Any) -> dict[str, Any]:
+        return {key: None if item is None else self.item.write(item)
+                for key, item in value.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class Pairs:
+    """The members no other field names, in order, as (name, value) pairs."""
+
+    def read(self, value: Any, cursor: Cursor) -> tuple[tuple[str, Any], ...]:
+        return tuple(value.items())
+
+    def write(self, value: Any) -> dict[str, Any]:
+        return dict(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """One member of a record. `omit`: None (always written), "none" (left out when None),
+    "empty" (left out when false or empty), or a test of the record that leaves it out.
+    `inline`: a nested record whose members sit in this object, read when the member of that
+    name is there (always, unless optional). `rest`: the members no other field names.
+    `derived`: written from the record's method of this name, and on reading must agree with
+    it. `within`: a member of the object member of that name, read and written there."""
+
+    name: str
+    kind: Any
+    optional: bool = False  # absent or null reads as `default` (called when callable)
+    default: Any = None
+    key: str = ""
+    omit: Any = None
+    inline: str = ""
+    rest: bool = False
+    derived: bool = False
+    within: str = ""  # a member of this object member (written after the others)
+
+    @property
+    def json_key(self) -> str:
+        return self.key or self.name
+
+
+class Record:
+    """A value the runner writes and reads back as JSON, by its FIELDS. `required` names the
+    optional members a context requires; `_check` holds a rule across members."""
+
+    FIELDS: tuple[Field, ...] = ()
+
+    @classmethod
+    def read(cls, value: Any, cursor: Cursor) -> Any:
+        return read_record(cls, value, cursor)
+
+    @classmethod
+    def write(cls, value: Any) -> dict[str, Any]:
+        return write_record(value)
+
+    @classmethod
+    def from_json(cls, obj: Any, file: Any, json_path: str = "") -> Any:
+        return read_record(cls, obj, Cursor(file, json_path))
+
+    def to_json(self) -> dict[str, Any]:
+        return write_record(self)
+
+    def _check(self, cursor: Cursor) -> None:
+        """A rule across members, when the record has one."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Requiring:
+    """A record read where some of its optional members are required."""
+
+    record: Any
+    keys: tuple[str, ...]
+
+    def read(self, value: Any, cursor: Cursor) -> Any:
+        return read_record(self.record, value, cursor, self.keys)
+
+    def write(self, value: Any) -> dict[str, Any]:
+        return write_record(value)
+
+
+def _read_field(field: Field, obj: dict[str, Any], cursor: Cursor, required: tuple[str, ...],
+                named: set[str]) -> Any:
+    if field.rest:
+        return field.kind.read({k: v for k, v in obj.items() if k not in named}, cursor)
+    if field.inline:
+        present = field.inline in obj or not field.optional
+        return field.kind.read(obj, cursor) if present else None
+    if field.within:
+        obj, cursor = obj[field.within], cursor.at(field.within)  # an object, read above
+    value = obj.get(field.json_key)
+    if value is None and field.optional and field.json_key not in required:
+        return field.default() if callable(field.default) else field.default
+    return field.kind.read(value, cursor.at(field.json_key))
+
+
+def read_record(cls: Any, obj: Any, cursor: Cursor, required: tuple[str, ...] = ()) -> Any:
+    """The one reader: obj as a `cls`, each member checked by its field's kind."""
+    if not isinstance(obj, dict):
+        raise cursor.refuse("an object", obj)
+    named = {field.json_key for field in cls.FIELDS if not field.rest}
+    record = cls(**{field.name: _read_field(field, obj, cursor, required, named)
+                    for field in cls.FIELDS if not field.derived})
+    for field in cls.FIELDS:
+        written = obj.get(field.json_key)
+        if field.derived and written is not None and written != getattr(record, field.name)():
+            raise cursor.at(field.json_key).refuse(field.kind.expected, written)
+    record._check(cursor)
+    return record
+
+
+def _left_out(field: Field, record: Any, value: Any) -> bool:
+    if field.omit is None:
+        return False
+    if field.omit == "none":
+        return value is None
+    if field.omit == "empty":
+        return not value
+    return bool(field.omit(record))
+
+
+def write_record(record: Any) -> dict[str, Any]:
+    """The one writer: the record's members in FIELDS order, as JSON."""
+    out: dict[str, Any] = {}
+    for field in type(record).FIELDS:
+        value = getattr(record, field.name)
+        value = value() if field.derived else value
+        if _left_out(field, record, value):
+            continue
+        if field.rest or field.inline:
+            out.update(field.kind.write(value))
+        elif field.within:
+            out[field.within][field.json_key] = None if value is None else field.kind.write(value)
+        else:
+            out[field.json_key] = None if value is None else field.kind.write(value)
+    return out
+
+
+@dataclasses.dataclass
+class Problem(Record):
+    """One finding about the input: what is wrong, where, and how to fix it."""
+
+    severity: str  # "error" or "warning"
+    message: str
+    file: str = ""
+    json_path: str = ""
+    case_id: str | None = None
+    fix: str = ""
+    case_ids: list[str] = dataclasses.field(default_factory=list)  # a finding shared by cases
+
+    FIELDS = (Field("severity", TEXT), Field("message", TEXT), Field("file", TEXT),
+              Field("json_path", TEXT), Field("case_id", ANY, optional=True), Field("fix", TEXT),
+              Field("case_ids", ListOf(TEXT), optional=True, default=list, omit="empty"))
+
+    def render(self) -> str:
+        lines = [f"{PROG}: {self.severity}: {self.message}"]
+        where = ": ".join(part for part in (self.file, self.json_path) if part)
+        if self.case_id is not None:
+            where = f"{where} (case {self.case_id!r})" if where else f"case {self.case_id!r}"
+        if where:
+            lines.append(f"  at: {where}")
+        if self.fix:
+            lines.append(f"  fix: {self.fix}")
+        return "\n".join(lines)
+
+
 # ==== data model =============================================================
 
 
 @dataclasses.dataclass
-class Check:
+class Check(Record):
     """One deterministic check: a subject (a command, a sandbox file, the answer, the
     executor's trace) and a test."""
 
@@ -381,8 +628,9 @@ class Check:
     timeout_s: float = CHECK_DEFAULT_TIMEOUT_S
     protect: list[str] = dataclasses.field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    FIELDS = (*(Field(key, TEXT) for key in ("name", "subject", "target", "test")),
+              Field("expected", ANY, optional=True), Field("timeout_s", NUMBER),
+              Field("protect", ListOf(TEXT, load=list), optional=True, default=list))
 
 
 def describe_check(subject: str, target: str, test: str, expected: Any) -> str:
@@ -432,6 +680,9 @@ class Case:
     should_activate: bool = True  # False: a task the skill is not for (the installed arm)
     # As written; expectations holds each negated (ANTI_EXPECTATION_PREFIX), for the grader.
     anti_expectations: list[str] = dataclasses.field(default_factory=list)
+    # A query of a trigger set: run in the installed arm only, never graded; its answer is
+    # whether the agent activated the skill, and its executor stops once that is decided.
+    trigger: bool = False
 
     @property
     def key(self) -> str:
@@ -562,6 +813,23 @@ class ProcessResult:
     stdout_bytes: int = 0
     stdout_truncated: bool = False
     stderr_truncated: bool = False
+    stopped: str = ""  # why the runner ended it early, once its watcher had what it wanted
+
+
+class StreamWatch:
+    """Reads a process's stdout as it arrives and says when the runner has what it needs:
+    `decide` gets each chunk and returns a reason to stop, or an empty string."""
+
+    def __init__(self, decide: Callable[[bytes], str]):
+        self.decide = decide
+        self.reason = ""
+        self.wake = threading.Event()
+
+    def feed(self, chunk: bytes) -> None:
+        if not self.reason:
+            self.reason = self.decide(chunk)
+            if self.reason:
+                self.wake.set()
 
 
 @dataclasses.dataclass
@@ -573,6 +841,7 @@ class Invocation:
     stdin_text: str | None = None
     pass_fds: tuple[int, ...] = ()  # descriptors the process inherits (bwrap's --args)
     skills_on: bool = False  # an installed cell: the CLI may discover and load skills
+    watch: StreamWatch | None = None  # ends the process once it has decided (run_process)
 
 
 # What one action of an agent was, as its CLI reported the tool call.
@@ -669,7 +938,7 @@ class Limits:
 
 
 @dataclasses.dataclass
-class Confinement:
+class Confinement(Record):
     """How this iteration's agents run: under bubblewrap, or unconfined and why."""
 
     mode: str  # "bwrap" or "none"
@@ -681,16 +950,14 @@ class Confinement:
     max_processes: int = 0  # the limit set inside each sandbox; 0: none
     max_processes_reason: str = ""  # why the kernel does not hold it, where it does not
 
-    def to_json(self) -> dict[str, Any]:
-        if self.mode == "bwrap":
-            tmp: dict[str, Any] = {"tmp_size_bytes": self.tmp_size_bytes}
-            if self.tmp_size_bytes is None:
-                tmp["tmp_size_reason"] = self.tmp_size_reason
-            limit: dict[str, Any] = {"max_processes": self.max_processes}
-            if self.max_processes_reason:
-                limit["max_processes_reason"] = self.max_processes_reason
-            return {"mode": "bwrap", "version": self.version, **tmp, **limit}
-        return {"mode": "none", "reason": self.reason}
+    FIELDS = (Field("mode", TEXT), Field("reason", TEXT, omit=lambda c: c.mode == "bwrap"),
+              Field("version", TEXT, omit=lambda c: c.mode != "bwrap"),
+              Field("tmp_size_bytes", INTEGER, optional=True, omit=lambda c: c.mode != "bwrap"),
+              Field("tmp_size_reason", TEXT, omit=lambda c: c.mode != "bwrap"
+                    or c.tmp_size_bytes is not None),
+              Field("max_processes", INTEGER, omit=lambda c: c.mode != "bwrap"),
+              Field("max_processes_reason", TEXT,
+                    omit=lambda c: c.mode != "bwrap" or not c.max_processes_reason))
 
     def limits(self) -> Limits:
         return Limits(self.tmp_size_bytes, self.max_processes)
@@ -734,23 +1001,8 @@ def is_config_name(value: Any) -> bool:
     return isinstance(value, str) and (value in KNOWN_CONFIGS or is_revision_config(value))
 
 
-def misshapen(file: Any, json_path: str, expected: str, value: Any) -> InputError:
-    shown = type(value).__name__ if not isinstance(value, (str, int)) else repr(value)[:80]
-    return InputError(f"{file} holds the wrong kind of value at {json_path or 'the top level'}: "
-                      f"{expected} expected, not {shown}",
-                      "restore the file as the runner wrote it, or run the iteration again")
-
-
 KIND_NAMES = {dict: "an object", list: "a list", str: "a string", int: "an integer",
               bool: "true or false"}
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _member(json_path: str, key: str) -> str:
-    return f"{json_path}.{key}" if json_path else key
 
 
 def take(obj: dict[str, Any], key: str, kind: Any, file: Any, json_path: str,
@@ -766,132 +1018,77 @@ def take(obj: dict[str, Any], key: str, kind: Any, file: Any, json_path: str,
     return value
 
 
-def take_names(obj: dict[str, Any], key: str, check: Callable[[Any], bool], file: Any,
-               json_path: str) -> tuple[str, ...]:
-    """A list of case ids or config names, each checked as a folder name."""
-    values = take(obj, key, list, file, json_path, required=True)
-    for index, value in enumerate(values):
-        if not check(value):
-            raise misshapen(file, f"{json_path}.{key}[{index}]",
-                            "a case id or config name that names one folder", value)
-    return tuple(str(value) for value in values)
+def _is_run_file(rel: Any) -> bool:
+    parts = rel.split("/")
+    return ".." not in parts and "" not in parts and "." not in parts
 
 
-def _hashes(value: Any, file: Any, json_path: str) -> dict[str, str] | None:
-    """A cell's {relative file: sha256}; None for a run written before hashes were kept."""
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise misshapen(file, json_path, "an object of file hashes", value)
-    for rel, digest in value.items():
-        parts = rel.split("/")
-        if ".." in parts or "" in parts or "." in parts or not isinstance(digest, str):
-            raise misshapen(file, f"{json_path}.{rel}", "a run file's hash", digest)
-    return dict(value)
+HASHES = MapOf(Kind("a run file's hash", lambda value: isinstance(value, str)),
+               names=_is_run_file)  # a cell's {relative file: sha256}
+CASE_ID = Kind("a case id", names_one_folder)
+CONFIG_NAME = Kind("a config name", is_config_name)
+FOLDER_NAMES = ListOf(Kind("a case id or config name that names one folder", names_one_folder,
+                           str))
+CONFIG_NAMES = ListOf(Kind("a case id or config name that names one folder", is_config_name))
+RUN_NUMBER = Kind("a run number from 1", lambda value: _is_int(value) and value >= 1)
 
 
-@dataclasses.dataclass(frozen=True)
-class RunEntry:
-    """One run as benchmark.json lists it: where its files are and their recorded hashes."""
-
-    eval_id: str
-    configuration: str
-    run_number: int
-    files_sha256: dict[str, str] | None
-
-    @property
-    def label(self) -> str:
-        return f"eval-{self.eval_id}/{config_folder(self.configuration)}/run-{self.run_number}"
-
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> RunEntry:
-        if not isinstance(obj, dict):
-            raise misshapen(file, json_path, "an object", obj)
-        eval_id, config = obj.get("eval_id"), obj.get("configuration")
-        if not names_one_folder(eval_id):
-            raise misshapen(file, f"{json_path}.eval_id", "a case id", eval_id)
-        if not is_config_name(config):
-            raise misshapen(file, f"{json_path}.configuration", "a config name", config)
-        number = take(obj, "run_number", int, file, json_path, required=True)
-        if number < 1:
-            raise misshapen(file, f"{json_path}.run_number", "a run number from 1", number)
-        return cls(str(eval_id), config, number,
-                   _hashes(obj.get("files_sha256"), file, f"{json_path}.files_sha256"))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"eval_id": self.eval_id, "configuration": self.configuration,
-                "run_number": self.run_number, "files_sha256": self.files_sha256}
+def _is_cell_label(label: Any) -> bool:
+    parts = label.split("/") if isinstance(label, str) else []
+    return (len(parts) == 3 and parts[0].startswith("eval-")
+            and names_one_folder(parts[0][len("eval-"):]) and parts[1] not in ("", ".", "..")
+            and re.fullmatch(r"run-[1-9][0-9]*", parts[2]) is not None)
 
 
 @dataclasses.dataclass(frozen=True)
-class CellHashes:
+class CellHashes(Record):
     """One line of an iteration's hash journal: a finished cell's files as written."""
 
     label: str
     files_sha256: dict[str, str]
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> CellHashes:
-        if not isinstance(obj, dict):
-            raise misshapen(file, json_path, "an object", obj)
-        label = take(obj, "cell", str, file, json_path, required=True)
-        parts = label.split("/")
-        if (len(parts) != 3 or not parts[0].startswith("eval-")
-                or not names_one_folder(parts[0][len("eval-"):]) or parts[1] in ("", ".", "..")
-                or not re.fullmatch(r"run-[1-9][0-9]*", parts[2])):
-            raise misshapen(file, f"{json_path}.cell", "a cell's run folder", label)
-        hashes = _hashes(obj.get("files_sha256"), file, f"{json_path}.files_sha256")
-        if hashes is None:
-            raise misshapen(file, f"{json_path}.files_sha256", "an object of file hashes", None)
-        return cls(label, hashes)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"cell": self.label, "files_sha256": self.files_sha256}
+    FIELDS = (Field("label", Kind("a cell's run folder", _is_cell_label), key="cell"),
+              Field("files_sha256", HASHES))
 
 
 @dataclasses.dataclass(frozen=True)
-class ShardRecord:
+class ShardRecord(Record):
     index: int
     count: int
     label: str
     evals: tuple[str, ...]
     cells: int
+    algorithm: str | None = None
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> ShardRecord:
-        if not isinstance(obj, dict):
-            raise misshapen(file, json_path, "an object", obj)
-        return cls(take(obj, "index", int, file, json_path, True),
-                   take(obj, "count", int, file, json_path, True),
-                   take(obj, "label", str, file, json_path, True),
-                   take_names(obj, "evals", names_one_folder, file, json_path),
-                   take(obj, "cells", int, file, json_path, True))
+    FIELDS = (Field("index", INTEGER), Field("count", INTEGER), Field("label", TEXT),
+              Field("evals", FOLDER_NAMES), Field("cells", INTEGER),
+              Field("algorithm", TEXT, optional=True, omit="none"))
 
 
 @dataclasses.dataclass(frozen=True)
-class PlanRecord:
-    """What every shard of one plan shares (see plan_identity); `data` as written."""
+class PlanRecord(Record):
+    """What every shard of one plan shares (plan_identity); `sha256` sums up the rest."""
 
+    suite_sha256: str | None
+    skill_name: str | None
+    skill_sha256: str | None
+    runner_sha256: str | None
+    fixtures_sha256: str | None
+    options_sha256: str | None
+    agent: str | None
     configs: tuple[str, ...]
     runs: int
     evals: tuple[str, ...]
     cells: int
-    shard_count: int | None
-    data: dict[str, Any]
+    shard_count: int | None = None
+    sha256: str | None = None
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> PlanRecord:
-        if not isinstance(obj, dict):
-            raise misshapen(file, json_path, "an object", obj)
-        runs = take(obj, "runs", int, file, json_path, True)
-        count = take(obj, "shard_count", int, file, json_path)
-        if runs < 1 or (count is not None and count < 1):
-            raise misshapen(file, json_path, "a plan of at least one run and shard", obj)
-        for key in ("fixtures_sha256", "sha256", "agent"):
-            take(obj, key, str, file, json_path)
-        return cls(take_names(obj, "configs", is_config_name, file, json_path), runs,
-                   take_names(obj, "evals", names_one_folder, file, json_path),
-                   take(obj, "cells", int, file, json_path, True), count, obj)
+    FIELDS = (*(Field(key, TEXT, optional=True) for key in (
+        "suite_sha256", "skill_name", "skill_sha256", "runner_sha256", "fixtures_sha256",
+        "options_sha256", "agent")),
+        Field("configs", CONFIG_NAMES), Field("runs", COUNT), Field("evals", FOLDER_NAMES),
+        Field("cells", INTEGER), Field("shard_count", COUNT, optional=True, omit="none"),
+        Field("sha256", TEXT, optional=True, omit="none"))
 
 
 # What readers take from a manifest, and the kind each must be when present.
@@ -950,14 +1147,10 @@ def check_fixture_status(status: dict[str, Any], file: Any, json_path: str) -> N
 
 def check_recorded_options(options: dict[str, Any], file: Any) -> None:
     """The options a manifest records, which --regrade adopts and --resume compares."""
-    if options.get("configs") is not None:
-        take_names(options, "configs", is_config_name, file, "options")
-    if options.get("eval_ids") is not None:
-        take_names(options, "eval_ids", names_one_folder, file, "options")
-    for key in ("runs", "grader_runs", "concurrency"):
-        value = take(options, key, int, file, "options")
-        if value is not None and value < 1:
-            raise misshapen(file, f"options.{key}", "a count from 1", value)
+    for key, kind in (("configs", CONFIG_NAMES), ("eval_ids", FOLDER_NAMES), ("runs", COUNT),
+                      ("grader_runs", COUNT), ("concurrency", COUNT)):
+        if options.get(key) is not None:
+            kind.read(options[key], Cursor(file, f"options.{key}"))
 
 
 # What benchmark.json must hold, and the kind of each.
@@ -966,67 +1159,22 @@ BENCHMARK_KINDS = {"metadata": dict, "runs": list, "run_summary": dict, "compari
                    "error_run_count": int}
 
 
-@dataclasses.dataclass(frozen=True)
-class BenchmarkFile:
-    """benchmark.json, checked where it names files; `data` is the object as written."""
-
-    data: dict[str, Any]
-    runs: tuple[RunEntry, ...]  # scored and unscored
-
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str = "") -> BenchmarkFile:
-        missing = [k for k, kind in BENCHMARK_KINDS.items() if not isinstance(obj, dict)
-                   or not (_is_int(obj.get(k)) if kind is int else isinstance(obj.get(k), kind))]
-        if missing:
-            raise InputError(f"{file} is not a skill-eval benchmark (missing or mistyped: "
-                             f"{', '.join(missing)})",
-                             "pass an iteration folder written by this runner")
-        unscored = take(obj, "unscored_runs", list, file, json_path) or []
-        runs = [RunEntry.from_json(run, file, f"runs[{i}]") for i, run in enumerate(obj["runs"])]
-        runs += [RunEntry.from_json(run, file, f"unscored_runs[{i}]")
-                 for i, run in enumerate(unscored)]
-        take(obj["metadata"], "configs", list, file, "metadata")
-        check_fixture_status(take(obj["metadata"], "fixture_status", dict, file, "metadata")
-                             or {}, file, "metadata.fixture_status")
-        for index, row in enumerate(obj["per_eval"]):
-            if not isinstance(row, dict):
-                raise misshapen(file, f"per_eval[{index}]", "an object", row)
-        return cls(obj, tuple(runs))
-
-    def hashes(self) -> dict[str, dict[str, str] | None]:
-        return {run.label: run.files_sha256 for run in self.runs}
+def refuse_other_files(obj: Any, file: Any) -> None:
+    """A file that is not a benchmark at all is named as such, before any member is read."""
+    missing = [k for k, kind in BENCHMARK_KINDS.items() if not isinstance(obj, dict)
+               or not (_is_int(obj.get(k)) if kind is int else isinstance(obj.get(k), kind))]
+    if missing:
+        raise InputError(f"{file} is not a skill-eval benchmark (missing or mistyped: "
+                         f"{', '.join(missing)})",
+                         "pass an iteration folder written by this runner")
 
 
 # -- what the runner writes: benchmark.json as values -----------------------------------------
 # aggregate() builds these, the reports read them, and `report` parses a written benchmark.json
-# into them once. Each to_json gives back the object exactly as written (keys in order); each
-# from_json refuses a value of the wrong kind naming the file and the JSON path.
+# into them once. Each declares its members in FIELDS, in the order written; the codec (in
+# "errors") reads and writes them all, so to_json gives back the object exactly as written.
 
 BENCHMARK_FILE = "benchmark.json"
-
-
-def _number_or_none(obj: dict[str, Any], key: str, file: Any, json_path: str) -> Any:
-    value = obj.get(key)
-    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
-        return value
-    raise misshapen(file, f"{json_path}.{key}", "a number or null", value)
-
-
-def _object(value: Any, file: Any, json_path: str, nullable: bool = True) -> Any:
-    if (value is None and nullable) or isinstance(value, dict):
-        return value
-    raise misshapen(file, json_path, "an object", value)
-
-
-def _objects(value: Any, file: Any, json_path: str) -> tuple[dict[str, Any], ...]:
-    """A list of objects (an absent list is empty)."""
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise misshapen(file, json_path, "a list", value)
-    for index, item in enumerate(value):
-        _object(item, file, f"{json_path}[{index}]", nullable=False)
-    return tuple(value)
 
 
 def _number(value: Any) -> bool:
@@ -1039,8 +1187,11 @@ def _number(value: Any) -> bool:
         return False
 
 
+OBJECT = Kind("an object", lambda value: isinstance(value, dict))  # JSON kept as written
+
+
 @dataclasses.dataclass(frozen=True)
-class Metric:
+class Metric(Record):
     """One measurement of a metrics file: the value with where it came from, or absent with
     the reason. `implausible` marks a value the CLI did report that cannot be a measurement
     (left out, never summed); `note` says a sum is over fewer calls than planned."""
@@ -1051,54 +1202,38 @@ class Metric:
     implausible: bool = False
     note: str | None = None
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> Metric:
-        _object(obj, file, json_path, nullable=False)
-        value = obj.get("value")
-        if value is not None and not _number(value):
-            raise misshapen(file, _member(json_path, "value"), "a finite number or null", value)
-        reason = take(obj, "absent_reason", str, file, json_path)
-        if value is None and reason is None:  # an absent value always says why
-            raise misshapen(file, _member(json_path, "absent_reason"),
-                            "the reason the value is absent", None)
-        return cls(value, take(obj, "source", str, file, json_path), reason,
-                   bool(take(obj, "implausible", bool, file, json_path)),
-                   take(obj, "note", str, file, json_path))
+    FIELDS = (Field("value", Kind("a finite number or null", _number), optional=True),
+              Field("source", TEXT, optional=True, omit="none"),
+              Field("implausible", FLAG, optional=True, default=False, omit="empty"),
+              Field("absent_reason", TEXT, optional=True, omit="none"),
+              Field("note", TEXT, optional=True, omit="none"))
 
-    def to_json(self) -> dict[str, Any]:
-        optional = (("source", self.source), ("implausible", self.implausible or None),
-                    ("absent_reason", self.absent_reason), ("note", self.note))
-        return {"value": self.value, **{key: value for key, value in optional if value is not None}}
+    def _check(self, cursor: Cursor) -> None:
+        if self.value is None and self.absent_reason is None:  # an absent value says why
+            raise cursor.at("absent_reason").refuse("the reason the value is absent", None)
+
+
+METRICS = MapOf(Metric)
 
 
 def metrics_from_json(obj: Any, file: Any, json_path: str) -> dict[str, Metric]:
     """A metrics block, {name: metric}; null is no metrics."""
-    _object(obj, file, json_path)
-    return {name: Metric.from_json(entry, file, _member(json_path, name))
-            for name, entry in (obj or {}).items()}
+    return {} if obj is None else METRICS.read(obj, Cursor(file, json_path))
 
 
 @dataclasses.dataclass(frozen=True)
-class Ballot:
+class Ballot(Record):
     """One grader's vote on one assertion, kept beside the majority verdict."""
 
     vote: int
     passed: bool
     evidence: str
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> Ballot:
-        _object(obj, file, json_path, nullable=False)
-        return cls(take(obj, "vote", int, file, json_path, True),
-                   take(obj, "passed", bool, file, json_path, True),
-                   take(obj, "evidence", str, file, json_path, True))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"vote": self.vote, "passed": self.passed, "evidence": self.evidence}
+    FIELDS = (Field("vote", INTEGER), Field("passed", FLAG), Field("evidence", TEXT))
 
 
 @dataclasses.dataclass(frozen=True)
-class Majority:
+class Majority(Record):
     """How K graders voted on one assertion: a tie counts as failed and is marked."""
 
     votes_passed: int
@@ -1107,14 +1242,12 @@ class Majority:
     tie: bool
     ballots: tuple[Ballot, ...]
 
-    def to_json(self) -> dict[str, Any]:
-        return {"votes_passed": self.votes_passed, "votes": self.votes,
-                "unanimous": self.unanimous, "tie": self.tie,
-                "ballots": [ballot.to_json() for ballot in self.ballots]}
+    FIELDS = (Field("votes_passed", INTEGER), Field("votes", INTEGER),
+              Field("unanimous", FLAG), Field("tie", FLAG), Field("ballots", ListOf(Ballot)))
 
 
 @dataclasses.dataclass(frozen=True)
-class Verdict:
+class Verdict(Record):
     """One assertion's verdict in a grading: the judge's (with its votes when K graders
     voted, and `check` naming the deterministic check it is paired with) or a check's own
     result (`kind` "check")."""
@@ -1127,44 +1260,22 @@ class Verdict:
     check: str | None = None
     kind: str | None = None
 
+    FIELDS = (Field("id", INTEGER), Field("text", TEXT), Field("passed", FLAG),
+              Field("evidence", TEXT),
+              Field("majority", Majority, optional=True, inline="ballots", omit="none"),
+              Field("check", TEXT, optional=True, omit="none"),
+              Field("kind", TEXT, optional=True, omit="none"))
+
     @property
     def is_check(self) -> bool:
         return self.kind == "check"
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> Verdict:
-        _object(obj, file, json_path, nullable=False)
-        number = take(obj, "id", int, file, json_path, True)
-        text = take(obj, "text", str, file, json_path, True)
-        passed = take(obj, "passed", bool, file, json_path, True)
-        evidence = take(obj, "evidence", str, file, json_path, True)
-        majority = None
-        if "ballots" in obj:
-            ballots = tuple(Ballot.from_json(b, file, f"{json_path}.ballots[{i}]")
-                            for i, b in enumerate(take(obj, "ballots", list, file, json_path,
-                                                       required=True)))
-            majority = Majority(take(obj, "votes_passed", int, file, json_path, True),
-                                take(obj, "votes", int, file, json_path, True),
-                                take(obj, "unanimous", bool, file, json_path, True),
-                                take(obj, "tie", bool, file, json_path, True), ballots)
-        return cls(number, text, passed, evidence, majority,
-                   take(obj, "check", str, file, json_path),
-                   take(obj, "kind", str, file, json_path))
 
-    def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "text": self.text, "passed": self.passed,
-                "evidence": self.evidence, **(self.majority.to_json() if self.majority else {}),
-                **({"check": self.check} if self.check is not None else {}),
-                **({"kind": self.kind} if self.kind is not None else {})}
-
-
-def verdicts_from_json(obj: Any, file: Any, json_path: str) -> tuple[Verdict, ...]:
-    return tuple(Verdict.from_json(item, file, f"{json_path}[{index}]")
-                 for index, item in enumerate(_objects(obj, file, json_path)))
+VERDICTS = ListOf(Verdict)
 
 
 @dataclasses.dataclass(frozen=True)
-class Grading:
+class Grading(Record):
     """grading.json: every assertion's verdict, their counts, and what the grader noted.
     `grader_runs` is K when K graders voted; `graded_by` says who graded when no judge did;
     `judge` is who judged (provider, model, CLI version, prompt hash), written beside."""
@@ -1174,6 +1285,14 @@ class Grading:
     grader_runs: int | None = None
     graded_by: str | None = None
     judge: dict[str, Any] | None = None
+
+    FIELDS = (Field("expectations", VERDICTS, optional=True, default=()),
+              Field("summary", Kind("the counts of the verdicts listed", _same), derived=True),
+              Field("notes", ListOf(Kind("a note", lambda value: isinstance(value, str))),
+                    optional=True, default=()),
+              Field("grader_runs", INTEGER, optional=True, omit="none"),
+              Field("graded_by", TEXT, optional=True, omit="none"),
+              Field("judge", OBJECT, optional=True, omit="none"))
 
     @property
     def passed(self) -> int:
@@ -1191,34 +1310,12 @@ class Grading:
         return {"passed": self.passed, "failed": self.total - self.passed, "total": self.total,
                 "pass_rate": self.pass_rate}
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str = "") -> Grading:
-        _object(obj, file, json_path, nullable=False)
-        verdicts = verdicts_from_json(obj.get("expectations"), file,
-                                      _member(json_path, "expectations"))
-        notes = take(obj, "notes", list, file, json_path) or []
-        for index, note in enumerate(notes):
-            if not isinstance(note, str):
-                raise misshapen(file, f"{_member(json_path, 'notes')}[{index}]", "a note",
-                                note)
-        grading = cls(verdicts, tuple(notes), take(obj, "grader_runs", int, file, json_path),
-                      take(obj, "graded_by", str, file, json_path),
-                      _object(obj.get("judge"), file, _member(json_path, "judge")))
-        if obj.get("summary") is not None and obj.get("summary") != grading.summary():
-            raise misshapen(file, _member(json_path, "summary"),
-                            "the counts of the verdicts listed", obj.get("summary"))
-        return grading
 
-    def to_json(self) -> dict[str, Any]:
-        optional = (("grader_runs", self.grader_runs), ("graded_by", self.graded_by),
-                    ("judge", self.judge))
-        return {"expectations": [verdict.to_json() for verdict in self.expectations],
-                "summary": self.summary(), "notes": list(self.notes),
-                **{key: value for key, value in optional if value is not None}}
+TEXTS = ListOf(TEXT)
 
 
 @dataclasses.dataclass(frozen=True)
-class ProcessCall:
+class ProcessCall(Record):
     """One agent process as run.json records it: what was started (argv, folder, whether the
     prompt went on stdin, the environment's variable names, never their values) and how it
     ended. `isolation` is the confinement's own record, written as it reports it."""
@@ -1237,38 +1334,20 @@ class ProcessCall:
     stderr_truncated: bool
     isolation: dict[str, Any] | None = None
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> ProcessCall:
-        _object(obj, file, json_path, nullable=False)
-        lists = {}
-        for key in ("argv", "env_names"):
-            items = take(obj, key, list, file, json_path, True)
-            for index, item in enumerate(items):
-                if not isinstance(item, str):
-                    raise misshapen(file, f"{json_path}.{key}[{index}]", "a string", item)
-            lists[key] = tuple(items)
-        flags = [bool(take(obj, key, bool, file, json_path))
-                 for key in ("timed_out", "cancelled", "stdout_truncated", "stderr_truncated")]
-        return cls(lists["argv"], take(obj, "cwd", str, file, json_path, True),
-                   take(obj, "stdin", str, file, json_path, True), lists["env_names"],
-                   take(obj, "returncode", int, file, json_path),
-                   _number_or_none(obj, "duration_s", file, json_path), flags[0], flags[1],
-                   take(obj, "spawn_error", str, file, json_path),
-                   take(obj, "stdout_bytes", int, file, json_path), flags[2], flags[3],
-                   _object(obj.get("isolation"), file, f"{json_path}.isolation"))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"argv": list(self.argv), "cwd": self.cwd, "stdin": self.stdin,
-                "env_names": list(self.env_names), "returncode": self.returncode,
-                "duration_s": self.duration_s, "timed_out": self.timed_out,
-                "cancelled": self.cancelled, "spawn_error": self.spawn_error,
-                "stdout_bytes": self.stdout_bytes, "stdout_truncated": self.stdout_truncated,
-                "stderr_truncated": self.stderr_truncated,
-                **({"isolation": self.isolation} if self.isolation is not None else {})}
+    FIELDS = (Field("argv", TEXTS), Field("cwd", TEXT), Field("stdin", TEXT),
+              Field("env_names", TEXTS), Field("returncode", INTEGER, optional=True),
+              Field("duration_s", NUMBER, optional=True),
+              *(Field(key, FLAG, optional=True, default=False)
+                for key in ("timed_out", "cancelled")),
+              Field("spawn_error", TEXT, optional=True),
+              Field("stdout_bytes", INTEGER, optional=True),
+              *(Field(key, FLAG, optional=True, default=False)
+                for key in ("stdout_truncated", "stderr_truncated")),
+              Field("isolation", OBJECT, optional=True, omit="none"))
 
 
 @dataclasses.dataclass(frozen=True)
-class GraderCall:
+class GraderCall(Record):
     """One of a run's grader processes: which vote it cast, the process, what it spent (as
     its CLI reported it) and how it ended."""
 
@@ -1277,25 +1356,17 @@ class GraderCall:
     metrics: dict[str, Metric]
     status: str
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> GraderCall:
-        _object(obj, file, json_path, nullable=False)
-        return cls(take(obj, "vote", int, file, json_path, True),
-                   ProcessCall.from_json(obj.get("process"), file, f"{json_path}.process"),
-                   metrics_from_json(obj.get("metrics"), file, f"{json_path}.metrics"),
-                   take(obj, "status", str, file, json_path, True))
+    FIELDS = (Field("vote", INTEGER), Field("process", ProcessCall),
+              Field("metrics", METRICS, optional=True, default=dict), Field("status", TEXT))
 
     def metrics_json(self) -> dict[str, Any]:
-        return {name: metric.to_json() for name, metric in self.metrics.items()}
-
-    def to_json(self) -> dict[str, Any]:
-        return {"vote": self.vote, "process": self.process.to_json(),
-                "metrics": self.metrics_json(), "status": self.status}
+        return METRICS.write(self.metrics)
 
 
 @dataclasses.dataclass(frozen=True)
-class Stats:
-    """mean, sample stddev, min, max and n of some values (describe() computes it)."""
+class Stats(Record):
+    """mean, sample stddev, min, max and n of some values (describe() computes it); an
+    absent block (null or {}) is no values."""
 
     mean: float | None = None
     stddev: float | None = None
@@ -1303,24 +1374,12 @@ class Stats:
     max: float | None = None
     n: int = 0
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> Stats:
-        """An absent block (null or {}) is no values."""
-        if not obj:
-            _object(obj, file, json_path)
-            return cls()
-        _object(obj, file, json_path)
-        values = [_number_or_none(obj, key, file, json_path)
-                  for key in ("mean", "stddev", "min", "max")]
-        return cls(*values, take(obj, "n", int, file, json_path) or 0)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"mean": self.mean, "stddev": self.stddev, "min": self.min, "max": self.max,
-                "n": self.n}
+    FIELDS = (*(Field(key, NUMBER, optional=True) for key in ("mean", "stddev", "min", "max")),
+              Field("n", INTEGER, optional=True, default=0))
 
 
 @dataclasses.dataclass(frozen=True)
-class ConfigSummary:
+class ConfigSummary(Record):
     """One config's line of run_summary: its scored runs' pass rate, time and tokens."""
 
     pass_rate: Stats
@@ -1329,26 +1388,17 @@ class ConfigSummary:
     scored_runs: int
     runs: int
 
+    FIELDS = (*(Field(key, Stats, optional=True, default=Stats)
+                for key in ("pass_rate", "time_seconds", "tokens")),
+              Field("scored_runs", INTEGER), Field("runs", INTEGER))
+
     def stat(self, name: str) -> Stats:
         return {"pass_rate": self.pass_rate, "time_seconds": self.time_seconds,
                 "tokens": self.tokens}[name]
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> ConfigSummary:
-        _object(obj, file, json_path, nullable=False)
-        stats = [Stats.from_json(obj.get(key), file, f"{json_path}.{key}")
-                 for key in ("pass_rate", "time_seconds", "tokens")]
-        return cls(*stats, take(obj, "scored_runs", int, file, json_path, True),
-                   take(obj, "runs", int, file, json_path, True))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"pass_rate": self.pass_rate.to_json(), "time_seconds": self.time_seconds.to_json(),
-                "tokens": self.tokens.to_json(), "scored_runs": self.scored_runs,
-                "runs": self.runs}
-
 
 @dataclasses.dataclass(frozen=True)
-class RunScore:
+class RunScore(Record):
     """A run's `result`: its grading's counts and the executor's time and tokens."""
 
     pass_rate: float | None
@@ -1359,19 +1409,12 @@ class RunScore:
     tokens: float | None
     errors: int
 
-    FIELDS = ("pass_rate", "passed", "failed", "total", "time_seconds", "tokens", "errors")
-
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> RunScore:
-        _object(obj, file, json_path, nullable=False)
-        return cls(*(_number_or_none(obj, key, file, json_path) for key in cls.FIELDS))
-
-    def to_json(self) -> dict[str, Any]:
-        return {key: getattr(self, key) for key in self.FIELDS}
+    FIELDS = tuple(Field(key, NUMBER, optional=True) for key in (
+        "pass_rate", "passed", "failed", "total", "time_seconds", "tokens", "errors"))
 
 
 @dataclasses.dataclass(frozen=True)
-class RunResult:
+class RunResult(Record):
     """One run as benchmark.json lists it (`runs` or `unscored_runs`), in skill-creator's
     field names plus the runner's own. `expectations` are grading.json's verdicts as written;
     `checks` is None for a run without deterministic checks (the key is then left out)."""
@@ -1396,6 +1439,18 @@ class RunResult:
     # {"absent": why}; None (the key left out) for a run recorded before traces were kept
     process: dict[str, Any] | None = None
 
+    FIELDS = (Field("eval_id", CASE_ID), Field("eval_name", ANY, optional=True),
+              Field("configuration", CONFIG_NAME), Field("run_number", RUN_NUMBER),
+              Field("status", TEXT), Field("scored", FLAG), Field("result", RunScore),
+              Field("expectations", VERDICTS, optional=True, default=()),
+              Field("failure", OBJECT, optional=True),
+              Field("permission_denials", INTEGER, optional=True),
+              Field("skill_read", TEXT, optional=True), Field("activation", OBJECT, optional=True),
+              Field("metric_sources", MapOf(Metric, nullable=True), optional=True),
+              Field("files_sha256", HASHES, optional=True), Field("grader", OBJECT, optional=True),
+              Field("checks", OBJECT, optional=True, omit="none"),
+              Field("process", OBJECT, optional=True, omit="none"))
+
     @property
     def label(self) -> str:
         return f"eval-{self.eval_id}/{config_folder(self.configuration)}/run-{self.run_number}"
@@ -1404,50 +1459,14 @@ class RunResult:
     def key(self) -> tuple[str, str, int]:
         return str(self.eval_id), self.configuration, self.run_number
 
-    def entry(self) -> RunEntry:
-        return RunEntry(str(self.eval_id), self.configuration, self.run_number,
-                        self.files_sha256)
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> RunResult:
-        entry = RunEntry.from_json(obj, file, json_path)  # where its files are, checked
-        scored = take(obj, "scored", bool, file, json_path, True)
-        status = take(obj, "status", str, file, json_path, True)
-        denials = take(obj, "permission_denials", int, file, json_path)
-        read = take(obj, "skill_read", str, file, json_path)
-        nested = {key: _object(obj.get(key), file, f"{json_path}.{key}")
-                  for key in ("failure", "activation", "metric_sources", "grader", "checks",
-                              "process")}
-        sources = nested["metric_sources"]
-        if sources is not None:
-            sources = {name: Metric.from_json(metric, file, f"{json_path}.metric_sources.{name}")
-                       if metric is not None else None for name, metric in sources.items()}
-        return cls(obj["eval_id"], obj.get("eval_name"), entry.configuration, entry.run_number,
-                   status, scored, RunScore.from_json(obj.get("result"), file,
-                                                      f"{json_path}.result"),
-                   verdicts_from_json(obj.get("expectations"), file, f"{json_path}.expectations"),
-                   nested["failure"], denials, read, nested["activation"],
-                   sources, entry.files_sha256, nested["grader"],
-                   nested["checks"], nested["process"])
 
-    def to_json(self) -> dict[str, Any]:
-        return {"eval_id": self.eval_id, "eval_name": self.eval_name,
-                "configuration": self.configuration, "run_number": self.run_number,
-                "status": self.status, "scored": self.scored, "result": self.result.to_json(),
-                "expectations": [verdict.to_json() for verdict in self.expectations],
-                "failure": self.failure,
-                "permission_denials": self.permission_denials, "skill_read": self.skill_read,
-                "activation": self.activation,
-                "metric_sources": None if self.metric_sources is None else {
-                    name: metric.to_json() if metric is not None else None
-                    for name, metric in self.metric_sources.items()},
-                "files_sha256": self.files_sha256, "grader": self.grader,
-                **({"checks": self.checks} if self.checks is not None else {}),
-                **({"process": self.process} if self.process is not None else {})}
+def _is_interval(value: Any) -> bool:
+    return isinstance(value, list) and len(value) == 2 and all(map(_is_number, value))
 
 
 @dataclasses.dataclass(frozen=True)
-class Comparison:
+class Comparison(Record):
     """The candidate against one baseline (an entry of `comparisons`): the paired sign-flip
     test over the evals, its verdict and the power forecast. Without a candidate it is the
     `paired` block, the first baseline's test in the shape two-config iterations had (no
@@ -1468,46 +1487,24 @@ class Comparison:
     power: dict[str, Any] | None = None
     interval_level: float | None = None  # an adaptive run's: the last look's, not 95%
 
+    FIELDS = (*(Field(key, TEXT, optional=True, omit=lambda c: c.candidate is None)
+                for key in ("candidate", "baseline")),
+              Field("paired_evals", INTEGER), Field("min_paired_evals", INTEGER, optional=True),
+              Field("mean_delta", NUMBER, optional=True),
+              Field("ci95", Kind("an interval of two numbers", _is_interval, tuple, list),
+                    optional=True),
+              Field("test", OBJECT, optional=True),
+              *(Field(key, INTEGER) for key in ("wins", "ties", "losses")),
+              Field("verdict", TEXT), Field("verdict_reason", TEXT),
+              Field("interval_level", NUMBER, optional=True, omit="none"),
+              Field("power", OBJECT, optional=True, omit=lambda c: c.candidate is None))
+
     def as_paired(self) -> Comparison:
         return dataclasses.replace(self, candidate=None, baseline=None, power=None)
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> Comparison:
-        _object(obj, file, json_path, nullable=False)
-        counts = {key: take(obj, key, int, file, json_path, True)
-                  for key in ("paired_evals", "wins", "ties", "losses")}
-        ci = obj.get("ci95")
-        if ci is not None and (not isinstance(ci, list) or len(ci) != 2 or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in ci)):
-            raise misshapen(file, f"{json_path}.ci95", "an interval of two numbers", ci)
-        names = {key: take(obj, key, str, file, json_path, json_path != "paired")
-                 for key in ("candidate", "baseline")}
-        return cls(counts["paired_evals"], take(obj, "min_paired_evals", int, file, json_path),
-                   _number_or_none(obj, "mean_delta", file, json_path),
-                   None if ci is None else (ci[0], ci[1]),
-                   _object(obj.get("test"), file, f"{json_path}.test"),
-                   counts["wins"], counts["ties"], counts["losses"],
-                   take(obj, "verdict", str, file, json_path, True),
-                   take(obj, "verdict_reason", str, file, json_path, True),
-                   names["candidate"], names["baseline"],
-                   _object(obj.get("power"), file, f"{json_path}.power"),
-                   _number_or_none(obj, "interval_level", file, json_path))
-
-    def to_json(self) -> dict[str, Any]:
-        whole = self.candidate is not None
-        return {**({"candidate": self.candidate, "baseline": self.baseline} if whole else {}),
-                "paired_evals": self.paired_evals, "min_paired_evals": self.min_paired_evals,
-                "mean_delta": self.mean_delta,
-                "ci95": None if self.ci95 is None else list(self.ci95), "test": self.test,
-                "wins": self.wins, "ties": self.ties, "losses": self.losses,
-                "verdict": self.verdict, "verdict_reason": self.verdict_reason,
-                **({"interval_level": self.interval_level}
-                   if self.interval_level is not None else {}),
-                **({"power": self.power} if whole else {})}
-
 
 @dataclasses.dataclass(frozen=True)
-class SanityFlag:
+class SanityFlag(Record):
     """One sanity flag: severity, kind, message, and where it points (eval_id, configuration,
     run_number, assertion_id, config, ... in the order given)."""
 
@@ -1516,6 +1513,9 @@ class SanityFlag:
     message: str
     where: tuple[tuple[str, Any], ...] = ()
 
+    FIELDS = (Field("severity", TEXT), Field("kind", TEXT), Field("message", TEXT),
+              Field("where", Pairs(), rest=True))
+
     def place(self, key: str) -> Any:
         """The value of one of the flag's places; None when it names no such place."""
         return dict(self.where).get(key)
@@ -1523,47 +1523,17 @@ class SanityFlag:
     def points_at(self, key: str) -> bool:
         return any(name == key for name, _ in self.where)
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> SanityFlag:
-        _object(obj, file, json_path, nullable=False)
-        texts = [take(obj, key, str, file, json_path, True)
-                 for key in ("severity", "kind", "message")]
-        return cls(*texts, tuple((k, v) for k, v in obj.items()
-                                 if k not in ("severity", "kind", "message")))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"severity": self.severity, "kind": self.kind, "message": self.message,
-                **dict(self.where)}
-
 
 @dataclasses.dataclass(frozen=True)
-class SanityChecks:
+class SanityChecks(Record):
     status: str  # "OK" or "REVIEW REQUIRED"
     flags: tuple[SanityFlag, ...]
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> SanityChecks:
-        _object(obj, file, json_path, nullable=False)
-        flags = take(obj, "flags", list, file, json_path, True)
-        return cls(take(obj, "status", str, file, json_path, True),
-                   tuple(SanityFlag.from_json(flag, file, f"{json_path}.flags[{i}]")
-                         for i, flag in enumerate(flags)))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, "flags": [flag.to_json() for flag in self.flags]}
-
-
-def _numbers(obj: dict[str, Any], key: str, file: Any, json_path: str) -> tuple[float, ...]:
-    """A required list of numbers (pass rates)."""
-    values = take(obj, key, list, file, json_path, True)
-    for index, value in enumerate(values):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise misshapen(file, f"{json_path}.{key}[{index}]", "a number", value)
-    return tuple(values)
+    FIELDS = (Field("status", TEXT), Field("flags", ListOf(SanityFlag)))
 
 
 @dataclasses.dataclass(frozen=True)
-class EvalConfigRates:
+class EvalConfigRates(Record):
     """One config's runs of one eval (per_eval[].configs.<config>): the pass rate of each
     scored run, the status of every run, their mean and how many were scored."""
 
@@ -1572,24 +1542,12 @@ class EvalConfigRates:
     mean_pass_rate: float | None
     scored_runs: int
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> EvalConfigRates:
-        _object(obj, file, json_path, nullable=False)
-        statuses = take(obj, "statuses", list, file, json_path, True)
-        for index, status in enumerate(statuses):
-            if not isinstance(status, str):
-                raise misshapen(file, f"{json_path}.statuses[{index}]", "a string", status)
-        return cls(_numbers(obj, "pass_rates", file, json_path), tuple(statuses),
-                   _number_or_none(obj, "mean_pass_rate", file, json_path),
-                   take(obj, "scored_runs", int, file, json_path, True))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"pass_rates": list(self.pass_rates), "statuses": list(self.statuses),
-                "mean_pass_rate": self.mean_pass_rate, "scored_runs": self.scored_runs}
+    FIELDS = (Field("pass_rates", ListOf(NUMBER)), Field("statuses", TEXTS),
+              Field("mean_pass_rate", NUMBER, optional=True), Field("scored_runs", INTEGER))
 
 
 @dataclasses.dataclass(frozen=True)
-class PerEval:
+class PerEval(Record):
     """One eval's row of benchmark.json's per_eval: its configs' rates, and the candidate's
     delta against the first baseline (`deltas`, against every baseline, only with three or
     more configs; the key is then written, else left out)."""
@@ -1600,27 +1558,9 @@ class PerEval:
     delta: float | None
     deltas: dict[str, float | None] | None = None
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str) -> PerEval:
-        _object(obj, file, json_path, nullable=False)
-        eval_id = obj.get("eval_id")
-        if not names_one_folder(eval_id):
-            raise misshapen(file, f"{json_path}.eval_id", "a case id", eval_id)
-        configs = take(obj, "configs", dict, file, json_path, True)
-        deltas = take(obj, "deltas", dict, file, json_path)
-        return cls(eval_id, obj.get("eval_name"),
-                   {c: EvalConfigRates.from_json(s, file, f"{json_path}.configs.{c}")
-                    for c, s in configs.items()},
-                   _number_or_none(obj, "delta", file, json_path),
-                   None if deltas is None else {
-                       c: _number_or_none(deltas, c, file, f"{json_path}.deltas")
-                       for c in deltas})
-
-    def to_json(self) -> dict[str, Any]:
-        return {"eval_id": self.eval_id, "eval_name": self.eval_name,
-                "configs": {c: s.to_json() for c, s in self.configs.items()},
-                "delta": self.delta,
-                **({"deltas": dict(self.deltas)} if self.deltas is not None else {})}
+    FIELDS = (Field("eval_id", CASE_ID), Field("eval_name", ANY, optional=True),
+              Field("configs", MapOf(EvalConfigRates)), Field("delta", NUMBER, optional=True),
+              Field("deltas", MapOf(NUMBER, nullable=True), optional=True, omit="none"))
 
     def delta_against(self, configs: list[str] | tuple[str, ...],
                       baseline: str) -> float | None:
@@ -1630,113 +1570,169 @@ class PerEval:
         return (self.deltas or {}).get(baseline)
 
 
-# benchmark.json's blocks that stay JSON as written, in the order of the file.
-BENCHMARK_BLOCKS = ("status_counts", "comparison", "per_assertion", "pass_hat_k", "per_eval",
-                    "judge", "judge_vs_checks", "activation", "process", "notes")
-JSON_BLOCKS = tuple(key for key in BENCHMARK_BLOCKS if key != "per_eval")
+@dataclasses.dataclass(frozen=True)
+class SummaryDelta(Record):
+    """run_summary.delta: the candidate's mean minus the first baseline's, as signed text."""
+
+    pass_rate: str | None
+    time_seconds: str | None
+    tokens: str | None
+
+    FIELDS = tuple(Field(key, TEXT, optional=True)
+                   for key in ("pass_rate", "time_seconds", "tokens"))
 
 
 @dataclasses.dataclass(frozen=True)
-class Benchmark:
+class PooledComparison(Record):
+    """benchmark.json's `comparison`: the candidate's and the first baseline's pass rates
+    pooled over scored runs, and their difference (no baseline with one config)."""
+
+    candidate: str
+    baseline: str | None
+    candidate_pass_rate: float | None
+    baseline_pass_rate: float | None
+    delta: float | None
+
+    FIELDS = (Field("candidate", TEXT), Field("baseline", TEXT, optional=True),
+              *(Field(key, NUMBER, optional=True)
+                for key in ("candidate_pass_rate", "baseline_pass_rate", "delta")))
+
+
+@dataclasses.dataclass(frozen=True)
+class Agreement(Record):
+    """count, agreed, agreement rate and Cohen's kappa of (judge, check) verdicts."""
+
+    count: int
+    agreed: int
+    agreement: float | None
+    kappa: Metric
+
+    FIELDS = (Field("count", INTEGER), Field("agreed", INTEGER),
+              Field("agreement", NUMBER, optional=True), Field("kappa", Metric))
+
+
+@dataclasses.dataclass(frozen=True)
+class Disagreement(Record):
+    """A cell where the judge and the paired check gave different verdicts."""
+
+    eval_id: str | int
+    configuration: str
+    run_number: int
+    judge_passed: bool
+    check_passed: bool
+
+    FIELDS = (Field("eval_id", CASE_ID), Field("configuration", CONFIG_NAME),
+              Field("run_number", RUN_NUMBER),
+              *(Field(key, FLAG) for key in ("judge_passed", "check_passed")))
+
+
+@dataclasses.dataclass(frozen=True)
+class PairAgreement(Record):
+    """One (assertion, check) pair of judge_vs_checks; eval_id None: a common assertion."""
+
+    eval_id: str | int | None
+    assertion: str
+    check: str
+    disagreements: tuple[Disagreement, ...]
+    votes: Agreement
+
+    FIELDS = (Field("eval_id", CASE_ID, optional=True), Field("assertion", TEXT),
+              Field("check", TEXT), Field("disagreements", ListOf(Disagreement)),
+              Field("votes", Agreement, inline="count"))
+
+
+@dataclasses.dataclass(frozen=True)
+class JudgeVsChecks(Record):
+    """benchmark.json's judge_vs_checks: how often the judge agreed with the check that
+    decides the same fact, overall and per pair, and the disagreement share that flags."""
+
+    pairs: int
+    overall: Agreement
+    per_pair: tuple[PairAgreement, ...]
+    max_disagreement: float
+
+    FIELDS = (Field("pairs", INTEGER), Field("overall", Agreement),
+              Field("per_pair", ListOf(PairAgreement)), Field("max_disagreement", NUMBER))
+
+
+@dataclasses.dataclass(frozen=True)
+class Benchmark(Record):
     """benchmark.json: what aggregate() returns, write_benchmark writes and every report
     renders. Runs, run summaries, per-eval rows, comparisons and sanity flags are values; the
-    other blocks
-    (BENCHMARK_BLOCKS, the metadata and the results check) are JSON as written."""
+    other blocks (the metadata, per_assertion, pass_hat_k, judge, activation, the results
+    check and the adaptive record) are JSON as written."""
 
     metadata: dict[str, Any]
     runs: tuple[RunResult, ...]  # scored: skill-creator averages every entry
     unscored_runs: tuple[RunResult, ...]
     run_summary: dict[str, ConfigSummary]
-    summary_delta: dict[str, Any] | None  # run_summary.delta: candidate minus first baseline
+    summary_delta: SummaryDelta | None  # run_summary.delta: candidate minus first baseline
     scored_run_count: int
     error_run_count: int
     sanity_checks: SanityChecks
+    comparison: PooledComparison
     status_counts: dict[str, int] | None = None
-    comparison: dict[str, Any] = dataclasses.field(default_factory=dict)
     comparisons: tuple[Comparison, ...] | None = None  # None: written before there were any
-    per_assertion: list[dict[str, Any]] | None = None
+    per_assertion: tuple[dict[str, Any], ...] | None = None
     pass_hat_k: dict[str, Any] | None = None
     per_eval: tuple[PerEval, ...] = ()
     judge: dict[str, Any] | None = None
-    judge_vs_checks: dict[str, Any] | None = None
+    judge_vs_checks: JudgeVsChecks | None = None
     activation: dict[str, Any] | None = None
+    trigger: dict[str, Any] | None = None  # a trigger set's recall and false activations
     # the executor's actions per config and paired per eval, from the traces (never mixed
     # into the metrics its CLI reported); None: no run had a trace
     process: dict[str, Any] | None = None
-    notes: list[Any] | None = None
+    notes: tuple[Any, ...] | None = None
     paired: Comparison | None = None
     results_check: dict[str, Any] | None = None
     adaptive: dict[str, Any] | None = None  # --adaptive: the waves, their looks, the saving
+
+    FIELDS = (Field("metadata", OBJECT), Field("runs", ListOf(RunResult)),
+              Field("run_summary", MapOf(ConfigSummary, besides=("delta",))),
+              Field("summary_delta", SummaryDelta, optional=True, omit="none", key="delta",
+                    within="run_summary"),
+              Field("scored_run_count", INTEGER), Field("error_run_count", INTEGER),
+              Field("status_counts", MapOf(INTEGER), optional=True),
+              Field("comparison", PooledComparison),
+              Field("comparisons", ListOf(Requiring(Comparison, ("candidate", "baseline"))),
+                    optional=True),
+              Field("per_assertion", ListOf(OBJECT), optional=True),
+              Field("pass_hat_k", OBJECT, optional=True), Field("per_eval", ListOf(PerEval)),
+              Field("judge", OBJECT, optional=True),
+              Field("judge_vs_checks", JudgeVsChecks, optional=True),
+              Field("activation", OBJECT, optional=True),
+              Field("process", OBJECT, optional=True, omit="none"),
+              Field("notes", ListOf(ANY), optional=True),
+              Field("paired", Comparison, optional=True),
+              Field("sanity_checks", SanityChecks),
+              Field("unscored_runs", ListOf(RunResult), optional=True, default=()),
+              Field("adaptive", OBJECT, optional=True, omit="none"),
+              Field("trigger", OBJECT, optional=True, omit="none"),
+              Field("results_check", OBJECT, optional=True, omit="none"))
+
+    def _check(self, cursor: Cursor) -> None:
+        configs = self.metadata.get("configs")
+        if not isinstance(configs, list) or not all(isinstance(c, str) for c in configs):
+            raise cursor.at("metadata.configs").refuse("a list of config names", configs)
+        status = take(self.metadata, "fixture_status", dict, cursor.file, "metadata")
+        check_fixture_status(status or {}, cursor.file, "metadata.fixture_status")
 
     @property
     def configs(self) -> list[str]:
         return self.metadata["configs"]
 
     def hashes(self) -> dict[str, dict[str, str] | None]:
-        return {run.label: run.files_sha256 for run in (*self.runs, *self.unscored_runs)}
+        return {run.label: run.files_sha256 for run in self.listed_runs}
 
-    def file_entries(self) -> BenchmarkFile:
-        """The runs as the hash checks read them (where each run's files are)."""
-        return BenchmarkFile({}, tuple(run.entry() for run in (*self.runs, *self.unscored_runs)))
-
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str = "") -> Benchmark:
-        BenchmarkFile.from_json(obj, file, json_path)  # the kinds of its top-level keys
-        runs = tuple(RunResult.from_json(run, file, f"runs[{i}]")
-                     for i, run in enumerate(obj["runs"]))
-        unscored = tuple(RunResult.from_json(run, file, f"unscored_runs[{i}]")
-                         for i, run in enumerate(obj.get("unscored_runs") or []))
-        configs = obj["metadata"].get("configs")
-        if configs is None or not all(isinstance(c, str) for c in configs):
-            raise misshapen(file, "metadata.configs", "a list of config names", configs)
-        summary = obj["run_summary"]
-        delta = _object(summary.get("delta"), file, "run_summary.delta")
-        blocks = {key: obj.get(key) for key in JSON_BLOCKS}
-        for key, kind in (("comparisons", list), ("per_assertion", list), ("notes", list),
-                          ("status_counts", dict), ("pass_hat_k", dict), ("judge", dict),
-                          ("judge_vs_checks", dict), ("activation", dict), ("paired", dict),
-                          ("process", dict)):
-            take(obj, key, kind, file, json_path)
-        _objects(blocks["per_assertion"], file, "per_assertion")
-        compared = None if obj.get("comparisons") is None else tuple(
-            Comparison.from_json(c, file, f"comparisons[{i}]")
-            for i, c in enumerate(obj["comparisons"]))
-        paired = obj.get("paired")
-        return cls(obj["metadata"], runs, unscored,
-                   {c: ConfigSummary.from_json(s, file, f"run_summary.{c}")
-                    for c, s in summary.items() if c != "delta"}, delta,
-                   obj["scored_run_count"], obj["error_run_count"],
-                   SanityChecks.from_json(obj["sanity_checks"], file, "sanity_checks"),
-                   **blocks, comparisons=compared,
-                   per_eval=tuple(PerEval.from_json(row, file, f"per_eval[{i}]")
-                                  for i, row in enumerate(obj["per_eval"])),
-                   paired=None if paired is None else Comparison.from_json(paired, file, "paired"),
-                   results_check=_object(obj.get("results_check"), file, "results_check"),
-                   adaptive=_object(obj.get("adaptive"), file, "adaptive"))
-
-    def to_json(self) -> dict[str, Any]:
-        summary: dict[str, Any] = {c: s.to_json() for c, s in self.run_summary.items()}
-        if self.summary_delta is not None:
-            summary["delta"] = self.summary_delta
-        blocks = {key: getattr(self, key) for key in JSON_BLOCKS}
-        blocks["per_eval"] = [row.to_json() for row in self.per_eval]
-        return {"metadata": self.metadata, "runs": [run.to_json() for run in self.runs],
-                "run_summary": summary, "scored_run_count": self.scored_run_count,
-                "error_run_count": self.error_run_count,
-                "status_counts": blocks["status_counts"], "comparison": blocks["comparison"],
-                "comparisons": (None if self.comparisons is None
-                                else [c.to_json() for c in self.comparisons]),
-                **{key: blocks[key] for key in BENCHMARK_BLOCKS[2:]},
-                "paired": None if self.paired is None else self.paired.to_json(),
-                "sanity_checks": self.sanity_checks.to_json(),
-                "unscored_runs": [run.to_json() for run in self.unscored_runs],
-                **({"adaptive": self.adaptive} if self.adaptive is not None else {}),
-                **({"results_check": self.results_check} if self.results_check is not None
-                   else {})}
+    @property
+    def listed_runs(self) -> tuple[RunResult, ...]:
+        """Scored and unscored runs, as listed: where each run's files are."""
+        return (*self.runs, *self.unscored_runs)
 
 
 @dataclasses.dataclass
-class RunRecord:
+class RunRecord(Record):
     """What one cell left, filled in while it runs: run.json's fields, plus its grading and
     metrics (files of their own). The processes, the grader calls and the grading are the
     records above; the other nested values are JSON documents written as they are (their
@@ -1776,6 +1772,23 @@ class RunRecord:
     # write time. Kept out of run.json, which is one of those files; benchmark.json holds it.
     written_files: dict[str, str] = dataclasses.field(default_factory=dict)
 
+    FIELDS = (Field("eval_id", CASE_ID), Field("eval_name", TEXT, optional=True),
+              Field("configuration", CONFIG_NAME), Field("run_number", INTEGER),
+              Field("status", TEXT), Field("failure", OBJECT, optional=True),
+              *(Field(key, ProcessCall, optional=True) for key in ("executor", "grader")),
+              Field("sandbox", OBJECT, optional=True), Field("changes", OBJECT, optional=True),
+              Field("written_artifact", OBJECT, optional=True,
+                    default=lambda: {"captured": False}),
+              Field("grader_metrics", OBJECT, optional=True),
+              Field("grader_calls", ListOf(GraderCall, load=list), optional=True),
+              *(Field(key, OBJECT, optional=True) for key in ("checks", "regraded_from")),
+              Field("permission_denials", ListOf(ANY, load=list), optional=True, default=list),
+              *(Field(key, OBJECT, optional=True)
+                for key in ("skill_read", "activation", "trace")),
+              Field("notes", ListOf(TEXT, load=list), optional=True, default=list),
+              *(Field(key, TEXT, optional=True) for key in ("started_at", "finished_at")),
+              *(Field(key, FLAG, optional=True, default=False) for key in ("resumed", "scored")))
+
     @property
     def label(self) -> str:
         return f"eval-{self.eval_id}/{config_folder(self.configuration)}/run-{self.run_number}"
@@ -1785,42 +1798,19 @@ class RunRecord:
 
     def run_json(self) -> dict[str, Any]:
         """run.json: every field but the grading and the metrics, which have their own files."""
-        return {field.name: self._json_of(field.name) for field in dataclasses.fields(self)
-                if field.name not in ("grading", "metrics", "written_files")}
-
-    def _json_of(self, name: str) -> Any:
-        value = getattr(self, name)
-        if isinstance(value, ProcessCall):
-            return value.to_json()
-        if name == "grader_calls" and value is not None:
-            return [call.to_json() for call in value]
-        return value
+        return write_record(self)
 
     @classmethod
     def from_files(cls, run_dir: Path, run_json: Any, grading: Any, metrics: Any) -> RunRecord:
-        """A finished cell read back from its run folder's files. The grading and the metrics
-        are checked in full (InputError naming the file and JSON path); run.json's other
-        fields are what it holds, each cell's own record."""
-        _object(run_json, run_dir / "run.json", "", nullable=False)
-        known = {field.name for field in dataclasses.fields(cls)}
-        values = {k: v for k, v in run_json.items() if k in known}
-        for key in ("eval_name", "configuration", "status"):
-            take(values, key, str, run_dir / "run.json", "", required=key != "eval_name")
-        take(values, "run_number", int, run_dir / "run.json", "", required=True)
-        for key in ("executor", "grader"):
-            if values.get(key) is not None:
-                values[key] = ProcessCall.from_json(values[key], run_dir / "run.json", key)
-        if values.get("grader_calls") is not None:
-            calls = take(values, "grader_calls", list, run_dir / "run.json", "")
-            values["grader_calls"] = [GraderCall.from_json(call, run_dir / "run.json",
-                                                           f"grader_calls[{index}]")
-                                      for index, call in enumerate(calls)]
-        parsed = Grading.from_json(grading, run_dir / "grading.json") if grading is not None \
-            else None
-        checked = metrics_from_json(metrics, run_dir / "metrics.json", "metrics")
-        return cls(**{**values, "grading": parsed,
-                      "metrics": {name: m.to_json() for name, m in checked.items()}
-                      if metrics is not None else None})
+        """A finished cell read back from its run folder's files, each checked in full
+        (InputError naming the file and JSON path)."""
+        record = read_record(cls, run_json, Cursor(run_dir / "run.json"))
+        if grading is not None:
+            record.grading = Grading.from_json(grading, run_dir / "grading.json")
+        if metrics is not None:
+            record.metrics = METRICS.write(metrics_from_json(metrics, run_dir / "metrics.json",
+                                                             "metrics"))
+        return record
 
 
 # ==== files and text =========================================================
@@ -3164,13 +3154,6 @@ class SuiteChecker:
 
 SUITE_SHAPE = ('{"skill_name": "<skill>", '
                '"evals": [{"id": 1, "prompt": "...", "expectations": [...]}]}')
-TRIGGER_SET_FIX = (
-    "this file is a trigger set: it says whether the skill should be picked for each query, "
-    "which skill-eval does not run from this file; to measure it, put each query in an "
-    "evals.json case as its prompt with \"should_activate\": true or false, and run that suite "
-    "with --config installed (reports.md: does the agent find the skill on its own)")
-
-
 def stand_in_fix(obj: dict, key: str, where: str) -> str:
     """How to add a missing required key, naming a key that may stand for it."""
     present = [name for name in REQUIRED_KEY_STAND_INS.get(key, ()) if name in obj]
@@ -3179,21 +3162,13 @@ def stand_in_fix(obj: dict, key: str, where: str) -> str:
     return f"add {key!r} to {where}"
 
 
-def is_trigger_entry(item: Any) -> bool:
-    return isinstance(item, dict) and "query" in item and "should_trigger" in item
-
-
 def looks_like_case_list(data: Any) -> bool:
     return isinstance(data, list) and any(isinstance(item, dict) and "prompt" in item
                                           for item in data)
 
 
 def not_a_suite_object(data: Any, file: str) -> Problem:
-    """The document is not an object: a trigger set, a bare list of cases, or other JSON."""
-    if isinstance(data, list) and data and all(is_trigger_entry(item) for item in data):
-        return Problem("error", "this is a skill-creator trigger set (a list of {\"query\", "
-                       "\"should_trigger\"}), not an eval suite", file, "(top level)",
-                       fix=TRIGGER_SET_FIX)
+    """The document is not an object: a bare list of cases, or other JSON."""
     if looks_like_case_list(data):
         return Problem("error", "the file is a list of cases; an eval suite is an object that "
                        "names its skill", file, "(top level)",
@@ -3490,6 +3465,164 @@ class LoadedSuite:
         return [p for p in self.problems if p.severity == "warning"]
 
 
+# -- skill-creator trigger sets: each query a case of the installed arm ---------------------
+
+MAX_TRIGGER_QUERIES = 1000  # each query is an agent run
+MAX_TRIGGER_QUERY_CHARS = 20_000  # a request a user would type, not a document
+TRIGGER_KEYS = ("query", "should_trigger")
+TRIGGER_ENTRY = '{"query": "<what a user asks>", "should_trigger": true}'
+
+
+def is_trigger_document(data: Any) -> bool:
+    """A list of {"query", "should_trigger"} entries, checked as a trigger set even where some
+    entries are wrong, so every problem in it is named at once."""
+    return (isinstance(data, list) and bool(data) and not looks_like_case_list(data)
+            and any(isinstance(item, dict) and set(item) & set(TRIGGER_KEYS) for item in data))
+
+
+def trigger_case_id(number: int) -> str:
+    return f"trigger-{number}"
+
+
+def check_trigger_set(data: list[Any], file: str,
+                      first_index: int) -> tuple[list[Case], list[Problem]]:
+    """The trigger set's queries as cases, and every problem in it."""
+    if len(data) > MAX_TRIGGER_QUERIES:
+        return [], [Problem("error", f"the trigger set holds {len(data):,} queries, more than "
+                            f"the {MAX_TRIGGER_QUERIES:,} one run takes (each is an agent run)",
+                            file, "(top level)", fix=f"split it into files of at most "
+                            f"{MAX_TRIGGER_QUERIES:,} queries, or pick a sample")]
+    cases: list[Case] = []
+    problems: list[Problem] = []
+    seen: dict[str, int] = {}
+    unknown: dict[str, list[str]] = {}
+    for index, item in enumerate(data):
+        cid = trigger_case_id(index + 1)
+        found = _trigger_entry_problems(item, file, f"[{index}]", cid)
+        if isinstance(item, dict):
+            for key in item:
+                if key not in TRIGGER_KEYS and not _close_name(key, TRIGGER_KEYS):
+                    unknown.setdefault(key, []).append(cid)
+        problems += found
+        if found:
+            continue
+        words = " ".join(item["query"].split()).casefold()
+        if words in seen:
+            problems.append(Problem("error", f"the query repeats entry [{seen[words]}]", file,
+                                    f"[{index}].query", cid, "remove the repeat: each query "
+                                    "counts once, a repeat would weigh it twice"))
+            continue
+        seen[words] = index
+        cases.append(Case(cid, first_index + len(cases), item["query"],
+                          f"trigger query {index + 1}", [], [],
+                          should_activate=item["should_trigger"], trigger=True))
+    for key, cids in unknown.items():
+        problems.append(Problem("warning", f"unknown key {key!r} in trigger queries: ignored",
+                                file, fix="remove it, or keep it as a note to yourself",
+                                case_ids=cids))
+    return cases, problems
+
+
+def _trigger_entry_problems(item: Any, file: str, path: str, cid: str) -> list[Problem]:
+    def error(message: str, where: str, fix: str) -> Problem:
+        return Problem("error", message, file, where, cid, fix)
+
+    if not isinstance(item, dict):
+        return [error(f"a trigger query must be an object, not {_type_name(item)}", path,
+                      f"write {TRIGGER_ENTRY}")]
+    problems = [error(f"unknown key {key!r} in a trigger query", f"{path}.{key}",
+                      f"did you mean {_close_name(key, TRIGGER_KEYS)!r}?")
+                for key in item if key not in TRIGGER_KEYS and _close_name(key, TRIGGER_KEYS)]
+    query, should = item.get("query"), item.get("should_trigger")
+    if "query" not in item:
+        problems.append(error("the entry has no 'query'", path,
+                              "add the request a user would make as \"query\""))
+    elif not isinstance(query, str):
+        problems.append(error(f"'query' must be a string, not {_type_name(query)}",
+                              f"{path}.query", "write the request as text"))
+    elif not query.strip():
+        problems.append(error("'query' is empty", f"{path}.query",
+                              "write the request a user would make, or remove the entry"))
+    elif len(query) > MAX_TRIGGER_QUERY_CHARS:
+        problems.append(error(f"'query' is {len(query):,} characters, more than "
+                              f"{MAX_TRIGGER_QUERY_CHARS:,}", f"{path}.query",
+                              "shorten it to what a user would type; put long material in "
+                              "an evals.json case's fixture files"))
+    if "should_trigger" not in item:
+        problems.append(error("the entry has no 'should_trigger'", path,
+                              "add \"should_trigger\": true if the skill should be used for "
+                              "this query, false if not"))
+    elif not isinstance(should, bool):
+        problems.append(error(f"'should_trigger' must be true or false, not "
+                              f"{_type_name(should)}", f"{path}.should_trigger",
+                              "write true or false, without quotes"))
+    return problems
+
+
+def trigger_files_beside(suite_path: Path) -> list[Path]:
+    """The trigger sets kept beside an evals.json, skill-creator's way (the first is read)."""
+    return [suite_path.parent / name for name in TRIGGER_FILE_NAMES
+            if (suite_path.parent / name).is_file()]
+
+
+def read_trigger_set(path: Path, first_index: int) -> tuple[list[Case], list[Problem], str]:
+    """A trigger file's cases, its problems and its text (empty when unreadable)."""
+    text, problems = read_suite_text(path)
+    if text is None:
+        return [], problems, ""
+    data, problems = parse_json_document(text, str(path))
+    if data is None:
+        return [], problems, text
+    if not is_trigger_document(data):
+        return [], [Problem("error", "a trigger file must be a list of trigger queries",
+                            str(path), "(top level)", fix=f"write [{TRIGGER_ENTRY}, ...]")], text
+    cases, problems = check_trigger_set(data, str(path), first_index)
+    return cases, problems, text
+
+
+def trigger_skill_name(path: Path) -> str | None:
+    """Which skill a trigger file without an evals.json beside it is for, from where it is:
+    <skill>/evals/ beside the skill's SKILL.md, or evals/<skill>/."""
+    folder = path.parent
+    if folder.name == "evals" and (folder.parent / "SKILL.md").is_file():
+        skill = folder.parent
+        return skill.name if skill.parent.name == "skills" else root_skill_name(skill)
+    if folder.parent.name == "evals":
+        return folder.name
+    return None
+
+
+def load_trigger_suite(path: Path, text: str, data: list[Any],
+                       repo_root: str | Path | None) -> LoadedSuite:
+    """A trigger file given on its own: its queries are the suite's only cases."""
+    cases, problems = check_trigger_set(data, str(path), 0)
+    skill_name = _beside_skill_name(path) or trigger_skill_name(path)
+    if skill_name is None:
+        problems.append(Problem("error", "cannot tell which skill this trigger set is for",
+                                str(path), fix="keep it in the skill's evals/ folder beside its "
+                                "SKILL.md, or beside the evals.json that names the skill"))
+    root, root_problems = _choose_root(path, repo_root)
+    problems = root_problems + problems
+    if root is not None and skill_name is not None:
+        problems += check_skill_package(root, skill_name, str(path))
+    if any(p.severity == "error" for p in problems) or root is None or skill_name is None:
+        return LoadedSuite(None, problems, set())
+    suite = Suite(path, root, skill_name, [], cases,
+                  hashlib.sha256(text.encode("utf-8")).hexdigest(),
+                  at_root=package_dir(root, skill_name) == root)
+    return LoadedSuite(suite, problems, set())
+
+
+def _beside_skill_name(path: Path) -> str | None:
+    """The skill_name of the evals.json beside a trigger file, when it names one."""
+    try:
+        data = json.loads((path.parent / SUITE_FILE_NAME).read_text(encoding="utf-8-sig"))
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    name = data.get("skill_name") if isinstance(data, dict) else None
+    return name if isinstance(name, str) and name.strip() else None
+
+
 def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedSuite:
     """Read and check a suite completely; never raises for bad input."""
     suite_path = Path(os.path.abspath(path))
@@ -3500,17 +3633,33 @@ def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedS
     if data is None:
         foreign = unparsable_format(text, suite_path)
         return LoadedSuite(None, [foreign] if foreign else problems, set())
+    if is_trigger_document(data):
+        return load_trigger_suite(suite_path, text, data, repo_root)
     root, root_problems = _choose_root(suite_path, repo_root)
     # Without a root the suite is refused, but its fixtures are still looked up from where the
     # root most likely is, so fixing the layout reveals no second round of errors.
     checker = SuiteChecker(str(suite_path), root or provisional_root(suite_path), suite_path)
     skill_name, common, cases = checker.check_document(data)
     problems = root_problems + problems + checker.problems
+    triggers = trigger_files_beside(suite_path)
+    trigger, trigger_text = (triggers or [None])[0], ""
+    problems += [Problem("warning", f"{extra.name} is not read: only one trigger file beside "
+                         f"the suite is, {trigger.name}", str(extra),
+                         fix="merge the queries into one file") for extra in triggers[1:]]
+    if trigger is not None:
+        queries, found, trigger_text = read_trigger_set(trigger, len(cases))
+        problems += found + [Problem("error", f"case id {case.key!r} is also the id of a trigger "
+                                     f"query of {trigger.name}", str(suite_path), "evals",
+                                     case.key, "rename the case")
+                             for case in cases if case.key in {q.key for q in queries}]
+        cases = [*cases, *queries]
     if root is not None and skill_name is not None:
         problems += check_skill_package(root, skill_name, str(suite_path))
     if any(p.severity == "error" for p in problems) or root is None or skill_name is None:
         return LoadedSuite(None, problems, checker.fixture_files)
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    if trigger_text:  # the suite as run: its cases and its trigger queries
+        digest = hashlib.sha256(f"{digest}\0{trigger_text}".encode()).hexdigest()
     suite = Suite(suite_path, root, skill_name, common, cases, digest, checker.common_checks,
                   {text: check for text, (check, _) in checker.common_paired.items()},
                   checker.installed_with, package_dir(root, skill_name) == root)
@@ -3624,16 +3773,26 @@ class BoundedBuffer:
 
 
 class ProcessGroups:
-    """Every provider process group alive now, so an interrupt can end them all."""
+    """The processes one command started and has not yet reaped. The groups of the
+    interruptible ones an interrupt, a deadline or (unconfined, the runner killed) the guardian
+    ends; their pids and the markers of the unconfined agents running now the sweep for strays
+    spares: any other child of the runner (a subreaper) is something an agent left behind.
+    Starting a process and sweeping take `lock`, so a sweep never sees a process of ours
+    between its fork and its registration."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.active: dict[int, subprocess.Popen] = {}
+        # Re-entrant: the interrupt handler takes it on the main thread, which may hold it
+        # already (starting git); a plain lock would deadlock the run there.
+        self.lock = threading.RLock()
+        self.active: dict[int, Process] = {}  # interruptible, by group
+        self.own: set[int] = set()
+        self.live_tokens: set[str] = set()
         self.cancelled = threading.Event()
         self.reason: str | None = None  # "interrupted" or "deadline"
         self.guardian: Guardian | None = None  # unconfined: ends them if the runner is killed
 
-    def add(self, proc: subprocess.Popen) -> None:
+    def add(self, proc: Process) -> None:
+        """`proc`'s group is among those an interrupt or a deadline ends."""
         with self.lock:
             self.active[proc.pid] = proc
             if self.guardian is not None:
@@ -3641,11 +3800,23 @@ class ProcessGroups:
         if self.cancelled.is_set():
             _signal_group(proc.pid, signal.SIGKILL)
 
-    def discard(self, proc: subprocess.Popen) -> None:
+    def forget(self, proc: Process) -> None:
+        """`proc` was reaped: no longer ours to end or to spare."""
         with self.lock:
-            self.active.pop(proc.pid, None)
-            if self.guardian is not None:
+            self.own.discard(proc.pid)
+            if self.active.pop(proc.pid, None) is not None and self.guardian is not None:
                 self.guardian.tell(f"- {proc.pid}")
+
+    @contextlib.contextmanager
+    def live(self, token: str) -> Iterator[None]:
+        """While inside, the sweep spares what carries this unconfined process's marker."""
+        with self.lock:
+            self.live_tokens.add(token)
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.live_tokens.discard(token)
 
     def cancel(self, sig: int = signal.SIGTERM, reason: str = "interrupted") -> None:
         """Stop everything: signal every live group now, and KILL what is left after a grace."""
@@ -3709,29 +3880,20 @@ for _ in range(5):
 AGENT_TOKEN_RUN = secrets.token_hex(6)  # this runner's agents' markers start with it
 
 
-def new_agent_token() -> str:
-    """The marker of one unconfined agent's processes (AGENT_TOKEN_ENV), which names this
-    runner too, so its guardian finds them."""
-    return f"{AGENT_TOKEN_RUN}.{secrets.token_hex(8)}"
-
-
 class Guardian:
     """The process that ends the unconfined agents if the runner itself is killed."""
 
-    def __init__(self, proc: subprocess.Popen):
+    def __init__(self, proc: Process):
         self.proc = proc
         self.lock = threading.Lock()
 
     @classmethod
-    def start(cls) -> Guardian | None:
+    def start(cls, groups: ProcessGroups) -> Guardian | None:
         """None where no Python can be started for it: the run goes on unguarded."""
         try:
-            with OwnChildren.starting() as register:
-                proc = subprocess.Popen(
-                    [sys.executable, "-I", "-c", GUARDIAN_SOURCE, AGENT_TOKEN_ENV,
-                     AGENT_TOKEN_RUN], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL, start_new_session=True)
-                register(proc)
+            proc = spawn(groups, Invocation([sys.executable, "-I", "-c", GUARDIAN_SOURCE,
+                                             AGENT_TOKEN_ENV, AGENT_TOKEN_RUN], Path("/")),
+                         None, stdin=subprocess.PIPE, output=subprocess.DEVNULL)
         except (OSError, ValueError):
             return None
         return cls(proc)
@@ -3741,14 +3903,14 @@ class Guardian:
             self.proc.stdin.write(line.encode("ascii") + b"\n")
             self.proc.stdin.flush()
 
-    def stop(self) -> None:
+    def stop(self, groups: ProcessGroups) -> None:
         """The run ended as it should: the guardian leaves everything alone."""
         self.tell("stop")
         with contextlib.suppress(OSError, ValueError):
             self.proc.stdin.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(5)
-        OwnChildren.reaped(self.proc)
+        groups.forget(self.proc)
 
 
 @contextlib.contextmanager
@@ -3758,12 +3920,12 @@ def guarded_groups(groups: ProcessGroups, confinement: Any) -> Iterator[None]:
     if confinement.mode == "bwrap":
         yield
         return
-    groups.guardian = Guardian.start()
+    groups.guardian = Guardian.start(groups)
     try:
         yield
     finally:
         if groups.guardian is not None:
-            groups.guardian.stop()
+            groups.guardian.stop(groups)
         groups.guardian = None
 
 
@@ -3774,7 +3936,7 @@ def _signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-def end_process_group(proc: subprocess.Popen, reaper: threading.Thread,
+def end_process_group(proc: Process, reaper: threading.Thread,
                       grace_s: float = KILL_GRACE_S) -> None:
     """TERM the whole group, give it a moment, then KILL; the reaper collects the leader."""
     _signal_group(proc.pid, signal.SIGTERM)
@@ -3782,21 +3944,29 @@ def end_process_group(proc: subprocess.Popen, reaper: threading.Thread,
     _signal_group(proc.pid, signal.SIGKILL)
 
 
-def start_reaper(proc: subprocess.Popen) -> threading.Thread:
+def start_reaper(proc: Process, ended: threading.Event | None = None) -> threading.Thread:
     """A thread blocked in waitpid, so the caller learns of the exit the moment it happens.
 
     Popen.wait(timeout) polls with sleeps of up to 50 ms: twice a cell, that left a
     --concurrency slot idle for a noticeable share of every short agent call.
     """
-    reaper = threading.Thread(target=proc.wait, daemon=True)
+    def wait() -> None:
+        proc.wait()
+        if ended is not None:
+            ended.set()
+
+    reaper = threading.Thread(target=wait, daemon=True)
     reaper.start()
     return reaper
 
 
-def _pump(stream: Any, buffer: BoundedBuffer) -> None:
+def _pump(stream: Any, buffer: BoundedBuffer,
+          on_chunk: Callable[[bytes], None] | None = None) -> None:
     try:
         for chunk in iter(lambda: stream.read1(65536), b""):
             buffer.add(chunk)
+            if on_chunk is not None:
+                on_chunk(chunk)
     except (OSError, ValueError):
         pass
     finally:
@@ -3815,93 +3985,90 @@ def _feed(stream: Any, data: bytes) -> None:
             pass
 
 
-class OwnChildren:
-    """The processes the runner started on purpose and has not yet reaped, and the markers of
-    the unconfined agents running now. Any other child of the runner (a subreaper) is
-    something an agent left behind. Starting a process and sweeping for strays take the same
-    lock, so a sweep never sees a process of ours between its fork and its registration."""
-
-    lock = threading.Lock()
-    pids: set[int] = set()
-    live_tokens: set[str] = set()
-
-    @classmethod
-    @contextlib.contextmanager
-    def starting(cls) -> Iterator[Callable[[subprocess.Popen], None]]:
-        with cls.lock:
-            yield lambda proc: cls.pids.add(proc.pid)
-
-    @classmethod
-    def reaped(cls, proc: subprocess.Popen) -> None:
-        with cls.lock:
-            cls.pids.discard(proc.pid)
+def spawn(groups: ProcessGroups, invocation: Invocation, env: dict[str, str] | None, *,
+          stdin: int, output: int = subprocess.PIPE) -> Process:
+    """The one place the runner starts a process (tests/test_one_spawner.py keeps it so): in a
+    session of its own, a group the runner ends whole and no terminal signal reaches, and
+    registered in `groups` before a sweep can see it. `output` takes stdout and stderr;
+    `invocation.stdin_text` is the caller's to write. Raises OSError."""
+    with groups.lock:
+        proc = subprocess.Popen(invocation.argv, cwd=invocation.cwd, env=env, stdin=stdin,
+                                stdout=output, stderr=output, start_new_session=True,
+                                pass_fds=invocation.pass_fds)
+        groups.own.add(proc.pid)
+    return proc
 
 
-def run_owned(argv: list[str], cwd: Path, env: dict[str, str], stdin: bytes,
-              timeout_s: float) -> subprocess.CompletedProcess:
-    """subprocess.run for a helper the runner starts while agents run (git reading a baseline):
-    registered as ours, so the sweep for an agent's strays never ends it."""
-    with OwnChildren.starting() as register:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        register(proc)
+def run_to_end(groups: ProcessGroups, invocation: Invocation, env: dict[str, str] | None,
+               data: bytes | None, timeout_s: float, interruptible: bool = False
+               ) -> subprocess.CompletedProcess:
+    """A helper (git, a bwrap probe) run to its end with its whole output; returncode None
+    when it did not end within `timeout_s`. Its group is KILLed once it ended, timed out or
+    the caller was interrupted: nothing it started outlives it. Raises OSError."""
+    proc = spawn(groups, invocation, env,
+                 stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL)
+    if interruptible:
+        groups.add(proc)
     try:
-        out, err = proc.communicate(stdin, timeout=timeout_s)
+        out, err = proc.communicate(data, timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        _signal_group(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
-        return subprocess.CompletedProcess(argv, -signal.SIGKILL, out, err + b" (timed out)")
-    finally:
-        if proc.returncode is not None:
-            OwnChildren.reaped(proc)
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+        return subprocess.CompletedProcess(invocation.argv, None, out, err + b" (timed out)")
+    finally:  # what it left in its group ends with it; interrupted, all of it does
+        _signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+        groups.forget(proc)
+    return subprocess.CompletedProcess(invocation.argv, proc.returncode, out, err)
 
 
 def run_process(invocation: Invocation, env: dict[str, str], timeout_s: float,
                 groups: ProcessGroups) -> ProcessResult:
-    """Run one provider process in its own session, bounded in time and memory."""
+    """Run one provider process in its own session, bounded in time and memory; with a
+    watch, its process group is ended as soon as the watch has decided."""
     started = time.monotonic()
+    watch = invocation.watch
     feeding = invocation.stdin_text is not None
     try:
-        with OwnChildren.starting() as register:
-            proc = subprocess.Popen(
-                invocation.argv, cwd=invocation.cwd, env=env, start_new_session=True,
-                pass_fds=invocation.pass_fds,
-                stdin=subprocess.PIPE if feeding else subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            register(proc)
+        proc = spawn(groups, invocation, env,
+                     stdin=subprocess.PIPE if feeding else subprocess.DEVNULL)
     except OSError as exc:
         return ProcessResult(invocation.argv, None, "", "", time.monotonic() - started,
                              spawn_error=f"{type(exc).__name__}: {exc}")
     groups.add(proc)
     out = BoundedBuffer(STREAM_HEAD_BYTES, STREAM_TAIL_BYTES)
     err = BoundedBuffer(STDERR_KEEP_BYTES, STDERR_KEEP_BYTES // 4)
-    threads = [threading.Thread(target=_pump, args=(proc.stdout, out), daemon=True),
+    threads = [threading.Thread(target=_pump, args=(proc.stdout, out,
+                                                    watch.feed if watch else None), daemon=True),
                threading.Thread(target=_pump, args=(proc.stderr, err), daemon=True)]
     if feeding:
         data = invocation.stdin_text.encode("utf-8")
         threads.append(threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True))
     for thread in threads:
         thread.start()
-    reaper = start_reaper(proc)
+    reaper = start_reaper(proc, watch.wake if watch else None)
     try:
-        reaper.join(min(timeout_s, threading.TIMEOUT_MAX))
-        timed_out = reaper.is_alive()
-        if timed_out:
+        if watch is None:
+            reaper.join(min(timeout_s, threading.TIMEOUT_MAX))
+        else:
+            watch.wake.wait(min(timeout_s, threading.TIMEOUT_MAX))
+        stopped = watch.reason if watch and reaper.is_alive() else ""
+        timed_out = reaper.is_alive() and not stopped
+        if reaper.is_alive():
             end_process_group(proc, reaper)
     finally:
         # Whatever the leader left behind in its group (shells, servers) ends with it.
         _signal_group(proc.pid, signal.SIGKILL)
         reaper.join()
-        groups.discard(proc)
-        OwnChildren.reaped(proc)
+        groups.forget(proc)
     for thread in threads:
         thread.join(timeout=5)
     return ProcessResult(
         invocation.argv, proc.returncode, out.text(), err.text(), time.monotonic() - started,
         timed_out=timed_out,
         cancelled=groups.cancelled.is_set() and not timed_out and proc.returncode != 0,
-        stdout_bytes=out.total, stdout_truncated=out.truncated, stderr_truncated=err.truncated)
+        stdout_bytes=out.total, stdout_truncated=out.truncated, stderr_truncated=err.truncated,
+        stopped=stopped)
 
 
 def become_subreaper() -> bool:
@@ -3939,14 +4106,6 @@ def child_pids() -> set[int]:
     return found
 
 
-def _marked(pid: int, needle: bytes) -> bool:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as handle:
-            return needle in handle.read().split(b"\0")
-    except OSError:
-        return False
-
-
 def _environ(pid: int) -> list[bytes]:
     try:
         with open(f"/proc/{pid}/environ", "rb") as handle:
@@ -3955,14 +4114,14 @@ def _environ(pid: int) -> list[bytes]:
         return []
 
 
-def end_left_behind(keep: set[int]) -> list[int]:
+def end_left_behind(groups: ProcessGroups, keep: set[int]) -> list[int]:
     """Unconfined, after each agent: end every child of ours that we did not start on purpose,
     that was not there before the run (`keep`) and that no running agent's marker names. A
     daemon that dropped its marker (a new session, an empty environment) is one of them; a
     process a running agent of another lane started for itself keeps running with it."""
-    with OwnChildren.lock:
-        live = {f"{AGENT_TOKEN_ENV}={token}".encode() for token in OwnChildren.live_tokens}
-        return _end_in_rounds(lambda: [pid for pid in child_pids() - set(keep) - OwnChildren.pids
+    with groups.lock:
+        live = {f"{AGENT_TOKEN_ENV}={token}".encode() for token in groups.live_tokens}
+        return _end_in_rounds(lambda: [pid for pid in child_pids() - set(keep) - groups.own
                                        if not live.intersection(_environ(pid))], 50)
 
 
@@ -3992,7 +4151,7 @@ def end_strays(keep: set[int] = frozenset(), token: str | None = None,
     """
     needle = f"{AGENT_TOKEN_ENV}={token}".encode() if token else None
     return _end_in_rounds(lambda: [pid for pid in child_pids() - set(keep)
-                                   if needle is None or _marked(pid, needle)], rounds)
+                                   if needle is None or needle in _environ(pid)], rounds)
 
 
 # ==== sandbox ================================================================
@@ -4014,9 +4173,6 @@ def git_environment() -> dict[str, str]:
     return env
 
 
-INTERRUPTIBLE: list[ProcessGroups] = []  # the run's groups while its interrupt handler is on
-
-
 class InterruptHandler:
     """First signal: stop scheduling and TERM running groups. Any later one: KILL them."""
 
@@ -4029,7 +4185,6 @@ class InterruptHandler:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self.previous[sig] = signal.signal(sig, self.handle)
-        INTERRUPTIBLE.append(self.groups)
         return self
 
     def handle(self, signum: int, frame: Any) -> None:
@@ -4043,8 +4198,6 @@ class InterruptHandler:
             self.groups.signal_all(signal.SIGKILL)
 
     def __exit__(self, *exc: Any) -> None:
-        with contextlib.suppress(ValueError):
-            INTERRUPTIBLE.remove(self.groups)
         if self.count:
             # A late Ctrl-C while we finish or the interpreter shuts down must not kill us
             # without the exit status 130 that says what happened.
@@ -4055,49 +4208,53 @@ class InterruptHandler:
             signal.signal(sig, handler)
 
 
-def run_git(args: list[str], cwd: Path, timeout_s: float = 300.0, stdin: bytes | None = None,
-            env: dict[str, str] | None = None) -> tuple[bool, str]:
+def git_process(args: list[str], cwd: Path, groups: ProcessGroups, timeout_s: float = 300.0,
+                stdin: bytes | None = None, env: dict[str, str] | None = None
+                ) -> subprocess.CompletedProcess:
+    """git run quietly, its output as bytes; returncode None when it timed out. Raises
+    OSError. Git the main thread runs (listing, the template) ends with the agents on an
+    interrupt."""
+    argv = ["git", "--literal-pathspecs", "-c", "core.hooksPath=/dev/null",
+            "-c", "core.fsmonitor=false", "-c", "commit.gpgsign=false", *args]
+    return run_to_end(groups, Invocation(argv, cwd), {**git_environment(), **(env or {})}, stdin,
+                      timeout_s, threading.current_thread() is threading.main_thread())
+
+
+def run_git(args: list[str], cwd: Path, groups: ProcessGroups, timeout_s: float = 300.0,
+            stdin: bytes | None = None, env: dict[str, str] | None = None) -> tuple[bool, str]:
     """Run git quietly; (ok, stdout or the error). Never raises."""
     if shutil.which("git") is None:
         return False, "git is not installed"
-    full_env = git_environment()
-    full_env.update(env or {})
-    argv = ["git", "--literal-pathspecs", "-c", "core.hooksPath=/dev/null",
-            "-c", "core.fsmonitor=false", "-c", "commit.gpgsign=false", *args]
     try:
-        # Its own session, so anything git starts ends with it on a timeout.
-        with OwnChildren.starting() as register:
-            proc = subprocess.Popen(
-                argv, cwd=cwd, env=full_env, start_new_session=True,
-                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            register(proc)
+        done = git_process(args, cwd, groups, timeout_s, stdin, env)
     except OSError as exc:
         return False, f"git could not run: {exc}"
-    # Git the main thread runs (listing, the template) is ended by an interrupt with the agents.
-    groups = INTERRUPTIBLE[-1] if INTERRUPTIBLE and (
-        threading.current_thread() is threading.main_thread()) else None
-    if groups is not None:
-        groups.add(proc)
-    try:
-        out, err = proc.communicate(stdin, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _signal_group(proc.pid, signal.SIGKILL)
-        proc.communicate()
+    if done.returncode is None:
         return False, f"git timed out after {timeout_s:g} s"
-    except BaseException:  # never leave a git running behind us
-        _signal_group(proc.pid, signal.SIGKILL)
-        proc.wait()
-        raise
-    finally:
-        if groups is not None:
-            groups.discard(proc)
-        OwnChildren.reaped(proc)
-    _signal_group(proc.pid, signal.SIGKILL)
-    if proc.returncode != 0:
-        detail = err.decode("utf-8", "replace").strip()[-500:]
-        return False, f"git exited {proc.returncode}: {detail}"
-    return True, out.decode("utf-8", "replace")
+    if done.returncode != 0:
+        detail = done.stderr.decode("utf-8", "replace").strip()[-500:]
+        return False, f"git exited {done.returncode}: {detail}"
+    return True, done.stdout.decode("utf-8", "replace")
+
+
+def git_blobs(git_dir: list[str], objects: Iterable[str], cwd: Path, groups: ProcessGroups
+              ) -> dict[str, bytes]:
+    """The bytes of each blob, in one `git cat-file --batch` call. Raises OSError."""
+    wanted = list(dict.fromkeys(objects))
+    if not wanted:
+        return {}
+    done = git_process([*git_dir, *GIT_READ_ONLY, "cat-file", "--batch"], cwd, groups,
+                       stdin="".join(f"{obj}\n" for obj in wanted).encode())
+    if done.returncode != 0:
+        said = done.stderr.decode("utf-8", "replace").strip()[-300:]
+        raise OSError(said or f"git exited {done.returncode}")
+    blobs, data, at = {}, done.stdout, 0
+    for obj in wanted:
+        end = data.index(b"\n", at)
+        size = int(data[at:end].split()[2])
+        blobs[obj] = data[end + 1:end + 1 + size]
+        at = end + 1 + size + 1
+    return blobs
 
 
 def _is_delivered(rel: str, skill_name: str) -> bool:
@@ -4233,7 +4390,8 @@ class RevisionPackage:
 GIT_READ_ONLY = ["--no-optional-locks"]  # never refresh the user's index or take its lock
 
 
-def read_revision_package(root: Path, skill_name: str, config: str) -> RevisionPackage:
+def read_revision_package(root: Path, skill_name: str, config: str,
+                          groups: ProcessGroups) -> RevisionPackage:
     """skills/<name>/ as committed at the config's revision; InputError (exit 2) with a fix
     when the revision does not resolve or its package breaks a rule the working tree obeys."""
     revision = config_revision(config) or ""
@@ -4242,7 +4400,7 @@ def read_revision_package(root: Path, skill_name: str, config: str) -> RevisionP
                          "revisions", "run from a git checkout, or use with_skill (the working "
                          "tree) instead of with_skill@REV")
     ok, out = run_git([*GIT_READ_ONLY, "rev-parse", "--verify", "--quiet", "--end-of-options",
-                       f"{revision}^{{commit}}"], root)
+                       f"{revision}^{{commit}}"], root, groups=groups)
     if not ok or not re.fullmatch(r"[0-9a-f]{40,64}", out.strip()):
         raise InputError(f"--config {config}: git cannot resolve {revision!r} to a commit in "
                          f"{root}", "name a commit, tag or branch that `git rev-parse` accepts, "
@@ -4250,7 +4408,7 @@ def read_revision_package(root: Path, skill_name: str, config: str) -> RevisionP
     commit = out.strip()
     package = f"skills/{skill_name}/"
     ok, out = run_git([*GIT_READ_ONLY, "ls-tree", "-r", "-z", "--full-tree", commit, "--",
-                       package], root)
+                       package], root, groups=groups)
     if not ok:
         raise InputError(f"--config {config}: cannot list {package} at {commit[:12]}: {out}",
                          "check that the repository is readable")
@@ -4260,8 +4418,12 @@ def read_revision_package(root: Path, skill_name: str, config: str) -> RevisionP
         mode, kind, obj = info.split()
         if not any(part in EXCLUDED_DIR_NAMES for part in path.split("/")):
             entries[path] = (mode, kind, obj)
-    blobs = _read_blobs(root, sorted({obj for _, kind, obj in entries.values()
-                                      if kind == "blob"}), config)
+    try:
+        blobs = git_blobs([], sorted({obj for _, kind, obj in entries.values()
+                                      if kind == "blob"}), root, groups)
+    except OSError as exc:
+        raise InputError(f"--config {config}: git could not read the package's files",
+                         str(exc)) from None
     contents, skipped = _package_contents(entries, blobs, package)
     skill_md = package + "SKILL.md"
     where = f"{skill_md} at {revision} ({commit[:12]})"
@@ -4275,29 +4437,6 @@ def read_revision_package(root: Path, skill_name: str, config: str) -> RevisionP
     front = read_frontmatter(contents[skill_md][0].decode("utf-8", "replace"))
     return RevisionPackage(config, revision, commit, contents, skipped,
                            skill_md_front_problems(front, skill_name, where))
-
-
-def _read_blobs(root: Path, objects: list[str], config: str) -> dict[str, bytes]:
-    """The bytes of each blob, in one `git cat-file --batch` call."""
-    if not objects:
-        return {}
-    argv = [*GIT_READ_ONLY, "cat-file", "--batch"]
-    if shutil.which("git") is None:
-        raise InputError("git is not installed", "install git")
-    full = ["git", "--literal-pathspecs", "-c", "core.hooksPath=/dev/null", *argv]
-    done = run_owned(full, root, git_environment(),
-                     "".join(f"{obj}\n" for obj in objects).encode(), 300)
-    if done.returncode != 0:
-        raise InputError(f"--config {config}: git could not read the package's files",
-                         done.stderr.decode("utf-8", "replace").strip()[-300:])
-    blobs, data, at = {}, done.stdout, 0
-    for obj in objects:
-        end = data.index(b"\n", at)
-        header = data[at:end].decode().split()
-        size = int(header[2])
-        blobs[obj] = data[end + 1:end + 1 + size]
-        at = end + 1 + size + 1
-    return blobs
 
 
 def _package_contents(entries: dict[str, tuple[str, str, str]], blobs: dict[str, bytes],
@@ -4354,14 +4493,15 @@ class RepoSnapshot:
     @classmethod
     def take(cls, root: Path, skill_name: str, withheld: dict[str, str] | None = None,
              revisions: dict[str, RevisionPackage] | None = None,
-             suite_path: Path | None = None) -> RepoSnapshot:
+             suite_path: Path | None = None, *, groups: ProcessGroups) -> RepoSnapshot:
         """`withheld`: package files (repository-relative) never delivered, with the reason;
         `revisions`: the packages of the arms that run the skill as committed at a revision;
         `suite_path`: the suite, which no sandbox gets wherever it lives."""
-        listed, source = _list_repository(root)
+        listed, source = _list_repository(root, groups)
         withheld = dict(withheld or {})
         if package_dir(root, skill_name) == root:
-            return cls.of_root_skill(root, skill_name, source, withheld, revisions, suite_path)
+            return cls.of_root_skill(root, skill_name, (listed, source), withheld, revisions,
+                                     suite_path)
         skill_dir = root / "skills" / skill_name
         skill = sorted(rel for rel in (p.relative_to(root).as_posix() for p in
                                        _walk_files(skill_dir)) if rel not in withheld)
@@ -4412,15 +4552,15 @@ class RepoSnapshot:
         return {"kind": kind, "reason": f"a copy of {source}"}
 
     @classmethod
-    def of_root_skill(cls, root: Path, skill_name: str, source: str, withheld: dict[str, str],
-                      revisions: dict[str, RevisionPackage] | None,
+    def of_root_skill(cls, root: Path, skill_name: str, listing: tuple[list[str], str],
+                      withheld: dict[str, str], revisions: dict[str, RevisionPackage] | None,
                       suite_path: Path | None) -> RepoSnapshot:
         """The repository is the skill: every tracked file but evals/ is the package, so the
         baseline gets no repository file at all (only its fixtures), and with_skill gets the
         package at skills/<name>/, where the executor prompt names it."""
-        sources = {f"skills/{skill_name}/{rel}": rel for rel in root_package_files(root)
+        sources = {f"skills/{skill_name}/{rel}": rel for rel in _root_package(root, *listing)
                    if rel not in withheld}
-        snapshot = cls(root, [], sorted(sources), source, withheld=withheld,
+        snapshot = cls(root, [], sorted(sources), listing[1], withheld=withheld,
                        linked_skill_files=frozenset(rel for rel, real in sources.items()
                                                     if os.path.islink(root / real)),
                        revisions=dict(revisions or {}), skill_name=skill_name,
@@ -4592,16 +4732,18 @@ def add_runner_baselines(template: GitTemplate, folder: Path) -> None:
         template.runner_baselines[with_skill] = git_dir
 
 
-def build_git_template(snapshot: RepoSnapshot, base: Path) -> GitTemplate:
+def build_git_template(snapshot: RepoSnapshot, base: Path, groups: ProcessGroups
+                       ) -> GitTemplate:
     folder = Path(tempfile.mkdtemp(prefix="skill-eval-template-", dir=base))
     try:
-        return _fill_git_template(snapshot, folder)
+        return _fill_git_template(snapshot, folder, groups)
     except BaseException:  # a failed write or an interrupt leaves no folder behind
         shutil.rmtree(folder, ignore_errors=True)
         raise
 
 
-def _fill_git_template(snapshot: RepoSnapshot, folder: Path) -> GitTemplate:
+def _fill_git_template(snapshot: RepoSnapshot, folder: Path, groups: ProcessGroups
+                       ) -> GitTemplate:
     snapshot.copy_skill_package(folder / "skill-package")
     for number, package in enumerate(snapshot.revisions.values()):
         package.write(folder / f"revision-{number}")
@@ -4623,26 +4765,27 @@ def _fill_git_template(snapshot: RepoSnapshot, folder: Path) -> GitTemplate:
     for args, stdin in steps:
         if args[-1] == "--pathspec-file-nul" and not regular:
             continue
-        ok, out = run_git(args, folder, stdin=stdin, env=env)
+        ok, out = run_git(args, folder, stdin=stdin, env=env, groups=groups)
         if not ok:
             return GitTemplate(folder, "", out)
     ok, commit = run_git([f"--git-dir={git_dir}", "commit-tree", out.strip(), "-m",
-                          "skill-eval baseline"], folder)
+                          "skill-eval baseline"], folder, groups=groups)
     if not ok:
         return GitTemplate(folder, "", commit)
     template = GitTemplate(folder, commit.strip())
-    template.skill_commit = _add_skill_commit(snapshot, template)
+    template.skill_commit = _add_skill_commit(snapshot, template, groups)
     for number, (config, package) in enumerate(snapshot.revisions.items()):
         objects = folder / f"revision-objects-{number}"
         found = _add_revision_commit(package, template, folder / f"index-revision-{number}",
-                                     objects)
+                                     objects, groups)
         if found:
             template.revision_commits[config] = found
             template.revision_objects[config] = objects
     return template
 
 
-def _add_skill_commit(snapshot: RepoSnapshot, template: GitTemplate) -> str:
+def _add_skill_commit(snapshot: RepoSnapshot, template: GitTemplate, groups: ProcessGroups
+                      ) -> str:
     """The baseline plus the skill package, so with_skill cells need no git call of their own;
     read from the package's private copy, which is what those cells are delivered."""
     files = [rel for rel in snapshot.skill_delivered if rel not in snapshot.linked_skill_files]
@@ -4655,19 +4798,20 @@ def _add_skill_commit(snapshot: RepoSnapshot, template: GitTemplate) -> str:
     env = {"GIT_INDEX_FILE": str(index), "GIT_OBJECT_DIRECTORY": str(template.skill_objects),
            "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(template.objects)}
     ok, _ = run_git([*common, "add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"],
-                    template.folder, stdin="\0".join(files).encode("utf-8"), env=env)
-    ok, tree = run_git([*common, "write-tree"], template.folder, env=env) if ok else (False, "")
+                    template.folder, stdin="\0".join(files).encode("utf-8"), env=env, groups=groups)
+    ok, tree = (run_git([*common, "write-tree"], template.folder, groups, env=env) if ok
+                else (False, ""))
     if not ok:
         return ""
     ok, commit = run_git([f"--git-dir={template.folder / 'git'}", "commit-tree", tree.strip(),
                           "-p", template.commit, "-m",
                           "skill-eval baseline with the skill package"], template.folder,
-                         env=env)
+                         env=env, groups=groups)
     return commit.strip() if ok else ""
 
 
 def _add_revision_commit(package: RevisionPackage, template: GitTemplate, index: Path,
-                         objects: Path) -> tuple[str, Path] | None:
+                         objects: Path, groups: ProcessGroups) -> tuple[str, Path] | None:
     """The baseline plus one revision's package, read from where it was written out; its
     objects in a store of their own, like the working tree's package."""
     assert package.root is not None
@@ -4680,30 +4824,34 @@ def _add_revision_commit(package: RevisionPackage, template: GitTemplate, index:
               f"--work-tree={package.root}"]
     ok, _ = run_git([*common, "add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"],
                     template.folder, stdin="\0".join(sorted(package.files)).encode("utf-8"),
-                    env=env)
-    ok, tree = run_git([*common, "write-tree"], template.folder, env=env) if ok else (False, "")
+                    env=env, groups=groups)
+    ok, tree = (run_git([*common, "write-tree"], template.folder, groups, env=env) if ok
+                else (False, ""))
     if not ok:
         return None
     ok, commit = run_git([f"--git-dir={template.folder / 'git'}", "commit-tree", tree.strip(),
                           "-p", template.commit, "-m",
                           f"skill-eval baseline with the skill package at {package.commit}"],
-                         template.folder, env=env)
+                         template.folder, env=env, groups=groups)
     return (commit.strip(), index) if ok else None
 
 
-def _list_repository(root: Path) -> tuple[list[str], str]:
+def _list_repository(root: Path, groups: ProcessGroups) -> tuple[list[str], str]:
     if (root / ".git").exists():
-        ok, out = run_git(["ls-files", "-z", "--cached"], root)
+        ok, out = run_git(["ls-files", "-z", "--cached"], root, groups=groups)
         if ok:
             return [rel for rel in out.split("\0") if rel], "git ls-files"
     return [p.relative_to(root).as_posix() for p in _walk_files(root)], "folder walk"
 
 
-def root_package_files(root: Path) -> list[str]:
+def root_package_files(root: Path, groups: ProcessGroups) -> list[str]:
     """The package of a skill at the repository root: the repository's tracked files but
     evals/, skills/ and host-local folders. Only git says what is tracked, so such a skill is
     run only from a git checkout whose SKILL.md is tracked (never a copy or a link)."""
-    listed, source = _list_repository(root)
+    return _root_package(root, *_list_repository(root, groups))
+
+
+def _root_package(root: Path, listed: list[str], source: str) -> list[str]:
     if source != "git ls-files" or "SKILL.md" not in listed:
         raise InputError(f"{root / 'SKILL.md'} is not a file git tracks in {root}", "the "
                          "repository's own committed SKILL.md is the skill: `git add SKILL.md` "
@@ -4714,8 +4862,8 @@ def root_package_files(root: Path) -> list[str]:
 
 def package_files(suite: Suite) -> list[str]:
     """Repository-relative files of the skill package, as the iteration hashes and lists it."""
-    if suite.at_root:
-        return root_package_files(suite.root)
+    if suite.at_root:  # before any agent: no sweep or interrupt needs to see its git
+        return root_package_files(suite.root, ProcessGroups())
     return [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
 
 
@@ -4728,7 +4876,8 @@ def delivery_problems(suite: Suite) -> list[Problem]:
     """Checked against the tree every sandbox gets, listed as `run` lists it: a protect path
     must name a delivered file, or a folder holding one (literally: protect takes no patterns);
     a file kept from every sandbox (the skill or the suite under another name) is a warning."""
-    snapshot = RepoSnapshot.take(suite.root, suite.skill_name, suite_path=suite.path)
+    snapshot = RepoSnapshot.take(suite.root, suite.skill_name, suite_path=suite.path,
+                                 groups=ProcessGroups())  # validating: no run, no agent
     problems = protect_problems(suite, snapshot) + trace_path_problems(suite, snapshot)
     kept = dict(snapshot.kept_back)
     for rel in sorted({inner for case in suite.cases for entry in case.files
@@ -5010,6 +5159,11 @@ class Sandbox:
     # The permission bits of the protected files as delivered: git keeps only the execute bit.
     delivered_modes: dict[str, int] = dataclasses.field(default_factory=dict)
 
+    @classmethod
+    def new(cls, base: Path, baseline_git: Path) -> Sandbox:
+        """An empty cell folder in `base` (a fresh, unpredictable name)."""
+        return cls(Path(tempfile.mkdtemp(prefix="skill-eval-", dir=base)), baseline_git, base, {})
+
     @property
     def repo(self) -> Path:
         return self.cell_dir / "repo"
@@ -5061,12 +5215,11 @@ class Sandbox:
         self.record["removed"] = not any(f is not None and os.path.lexists(f) for f in folders)
 
 
-def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, base: Path,
-                  baseline_git: Path, install: Installation | None = None) -> Sandbox:
-    """`with_skill`: False, True (the working tree's package) or a with_skill@REV config;
-    `install`: the packages an installed cell finds in its discovery folder."""
-    sandbox = Sandbox(Path(tempfile.mkdtemp(prefix="skill-eval-", dir=base)), baseline_git,
-                      base, {})
+def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, sandbox: Sandbox,
+                  install: Installation | None = None, *, groups: ProcessGroups) -> Sandbox:
+    """`sandbox`: Sandbox.new's empty one, filled here; `with_skill`: False, True (the working
+    tree's package) or a with_skill@REV config; `install`: the packages an installed cell
+    finds in its discovery folder."""
     repo = sandbox.repo
     repo.mkdir()
     copier = FileCopier(snapshot, repo)
@@ -5080,8 +5233,8 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, ba
         raise SkillCopyChanged(
             f"the skill package delivered to this cell differs from the snapshot taken before "
             f"the first agent (sha256 {delivered[:12]}): its private copy under "
-            f"{snapshot.template.folder if snapshot.template else base} was changed during "
-            "the run, so this cell was not run")
+            f"{snapshot.template.folder if snapshot.template else sandbox.base} was changed "
+            "during the run, so this cell was not run")
     for rel in case.files:
         copier.copy_fixture(rel)
     installed = [] if install is None else install.files
@@ -5096,7 +5249,7 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, ba
         extras |= {rel for rel in snapshot.skill_files
                    if not in_template or rel in snapshot.linked_skill_files}
     git = init_sandbox_git(repo, sandbox.baseline_git, snapshot.template, sorted(extras),
-                           with_skill)
+                           with_skill, groups)
     if git.get("shared_baseline"):
         sandbox.baseline_git, sandbox.owns_baseline = Path(git["baseline_repository"]), False
     (repo / ARTIFACT_RELPATH).parent.mkdir(parents=True, exist_ok=True)
@@ -5187,7 +5340,8 @@ def _write_git_dir(git_dir: Path, alternates: list[Path], commit: str | None,
 
 
 def init_sandbox_git(repo: Path, baseline: Path, template: GitTemplate | None,
-                     extras: list[str], with_skill: bool | str = False) -> dict[str, Any]:
+                     extras: list[str], with_skill: bool | str, groups: ProcessGroups
+                     ) -> dict[str, Any]:
     """The baseline commit, kept by the runner outside the sandbox and mirrored into it.
 
     Failure is recorded, never worked around with the real repository.
@@ -5200,7 +5354,7 @@ def init_sandbox_git(repo: Path, baseline: Path, template: GitTemplate | None,
         baseline, commit = shared, template.commit_for(with_skill)
     else:
         error, commit = _commit_cell_baseline(repo, baseline, template if usable else None,
-                                              added, with_skill)
+                                              added, with_skill, groups)
         if error:
             return {"ok": False, "error": error, "method": method}
     # The executor gets its own copy to use as it likes; the runner never reads it back. The
@@ -5218,7 +5372,8 @@ def init_sandbox_git(repo: Path, baseline: Path, template: GitTemplate | None,
 
 
 def _commit_cell_baseline(repo: Path, baseline: Path, template: GitTemplate | None,
-                          added: list[str], with_skill: bool | str) -> tuple[str, str]:
+                          added: list[str], with_skill: bool | str, groups: ProcessGroups
+                          ) -> tuple[str, str]:
     """This cell's baseline repository: the template's commit plus the cell's own files
     (fixtures, links), or without a template every file. Returns (error, commit)."""
     if template is not None:
@@ -5235,13 +5390,14 @@ def _commit_cell_baseline(repo: Path, baseline: Path, template: GitTemplate | No
               "\0".join(added).encode("utf-8")),
              (["commit", "-q", "--no-verify", "--allow-empty", "-m", "skill-eval baseline"], None))
     for args, stdin in steps:
-        ok, detail = run_git([*tree, *args], repo, stdin=stdin)
+        ok, detail = run_git([*tree, *args], repo, stdin=stdin, groups=groups)
         if not ok:
             return detail, ""
     return "", (baseline / "refs/heads/main").read_text(encoding="utf-8").strip()
 
 
-def sandbox_changes(repo: Path, baseline: Path, git_record: dict[str, Any]) -> dict[str, Any]:
+def sandbox_changes(repo: Path, baseline: Path, git_record: dict[str, Any],
+                    groups: ProcessGroups) -> dict[str, Any]:
     """Paths the executor added, modified or deleted against the baseline commit.
 
     Read through the runner's own baseline repository, never the sandbox's .git, whose config
@@ -5252,7 +5408,8 @@ def sandbox_changes(repo: Path, baseline: Path, git_record: dict[str, Any]) -> d
     if not repo.is_dir():
         return {"captured": False, "reason": "the sandbox folder was removed during the run"}
     ok, out = run_git([f"--git-dir={baseline}", f"--work-tree={repo}", "--no-optional-locks",
-                       "status", "--porcelain=v1", "-z", "--untracked-files=all"], repo)
+                       "status", "--porcelain=v1", "-z", "--untracked-files=all"], repo,
+                      groups)
     if not ok:
         return {"captured": False, "reason": out}
     changes: dict[str, list[str]] = {"added": [], "modified": [], "deleted": []}
@@ -5274,12 +5431,13 @@ def sandbox_changes(repo: Path, baseline: Path, git_record: dict[str, Any]) -> d
 PROTECT_READ_CAP = 64 * 1024 * 1024  # a delivered tree larger than this is not read back
 
 
-def delivered_tree(baseline: Path, commit: str, rel: str) -> dict[str, tuple[str, bytes]]:
+def delivered_tree(baseline: Path, commit: str, rel: str, groups: ProcessGroups
+                   ) -> dict[str, tuple[str, bytes]]:
     """What the cell's baseline commit holds at `rel` (a file or a folder): path -> (git mode,
     bytes), read from the runner's own baseline repository, never from the sandbox's .git.
     Raises OSError when git cannot read it."""
     ok, out = run_git([f"--git-dir={baseline}", *GIT_READ_ONLY, "ls-tree", "-r", "-z",
-                       "--full-tree", commit, "--", rel], baseline)
+                       "--full-tree", commit, "--", rel], baseline, groups=groups)
     if not ok:
         raise OSError(f"cannot list {rel} in the baseline: {out}")
     entries = {}
@@ -5288,21 +5446,14 @@ def delivered_tree(baseline: Path, commit: str, rel: str) -> dict[str, tuple[str
         mode, kind, obj = info.split()
         if kind == "blob":
             entries[path] = (mode, obj)
-    if not entries:
-        return {}
-    done = run_owned(["git", f"--git-dir={baseline}", *GIT_READ_ONLY, "cat-file", "--batch"],
-                     baseline, git_environment(),
-                     "".join(f"{obj}\n" for _, obj in entries.values()).encode(), 300)
-    if done.returncode != 0 or len(done.stdout) > PROTECT_READ_CAP:
-        raise OSError(f"cannot read {rel} from the baseline: "
-                      f"{done.stderr.decode('utf-8', 'replace').strip()[-300:] or 'too large'}")
-    tree, data, at = {}, done.stdout, 0
-    for path, (mode, _) in entries.items():
-        end = data.index(b"\n", at)
-        size = int(data[at:end].split()[2])
-        tree[path] = (mode, data[end + 1:end + 1 + size])
-        at = end + 1 + size + 1
-    return tree
+    try:
+        blobs = git_blobs([f"--git-dir={baseline}"], (o for _, o in entries.values()), baseline,
+                          groups)
+    except OSError as exc:
+        raise OSError(f"cannot read {rel} from the baseline: {exc}") from None
+    if sum(map(len, blobs.values())) > PROTECT_READ_CAP:
+        raise OSError(f"cannot read {rel} from the baseline: too large")
+    return {path: (mode, blobs[obj]) for path, (mode, obj) in entries.items()}
 
 
 def _generated(rel: str) -> bool:
@@ -5380,13 +5531,14 @@ def _mode_changed(repo: Path, path: str, delivered_modes: dict[str, int]) -> boo
 
 
 def protected_changes(repo: Path, baseline: Path, commit: str, rel: str,
-                      delivered_modes: dict[str, int] | None = None) -> list[str]:
+                      delivered_modes: dict[str, int] | None, groups: ProcessGroups
+                      ) -> list[str]:
     """The files under `rel` the executor added, changed or deleted since delivery, a change
     of permission bits (`chmod 666`, `chmod 000`) included."""
     parent = _link_in_parents(repo, rel)
     if parent is not None:
         return [parent]
-    delivered, now = delivered_tree(baseline, commit, rel), sandbox_tree(repo, rel)
+    delivered, now = delivered_tree(baseline, commit, rel, groups), sandbox_tree(repo, rel)
     now = {path: entry for path, entry in now.items() if not _generated(path)}
     modes = delivered_modes or {}
     return sorted(path for path in set(delivered) | set(now)
@@ -5394,10 +5546,11 @@ def protected_changes(repo: Path, baseline: Path, commit: str, rel: str,
                   or (path in modes and path in now and _mode_changed(repo, path, modes)))
 
 
-def restore_delivered(repo: Path, baseline: Path, commit: str, rel: str) -> None:
+def restore_delivered(repo: Path, baseline: Path, commit: str, rel: str,
+                      groups: ProcessGroups) -> None:
     """Put `rel` back exactly as delivered: whatever is there now goes (links are removed,
     never followed), then the baseline's files are written."""
-    delivered = delivered_tree(baseline, commit, rel)
+    delivered = delivered_tree(baseline, commit, rel, groups)
     parts = rel.split("/")
     for depth in range(1, len(parts)):  # every folder above rel a real folder
         ancestor = repo / "/".join(parts[:depth])
@@ -5422,14 +5575,14 @@ def restore_delivered(repo: Path, baseline: Path, commit: str, rel: str) -> None
             target.chmod(0o755 if mode == "100755" else 0o644)
 
 
-def fixture_status(root: Path, paths: list[str]) -> dict[str, Any]:
+def fixture_status(root: Path, paths: list[str], groups: ProcessGroups) -> dict[str, Any]:
     """git status of the declared fixture paths in the source checkout."""
     if not paths:
         return {"checked": True, "dirty": []}
     if not (root / ".git").exists():
         return {"checked": False, "reason": "the repository is not a git checkout"}
     ok, out = run_git(["status", "--porcelain=v1", "-z", "--untracked-files=all", "--",
-                       *sorted(set(paths))], root)
+                       *sorted(set(paths))], root, groups=groups)
     if not ok:
         return {"checked": False, "reason": out}
     dirty = sorted(entry[3:] for entry in out.split("\0") if len(entry) > 3)
@@ -5477,24 +5630,30 @@ def confinement_for(options: RunOptions) -> Confinement:
     return choose_confinement(options.isolation, options.tmp_size_mib, options.max_processes)
 
 
+# bwrap's probes run before any agent starts: no sweep or interrupt handler needs to know of
+# them, so each gets a registry of its own (a new ProcessGroups).
+
+
 def bwrap_version(bwrap: str) -> str:
     try:
-        done = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10,
-                              stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
+        done = run_to_end(ProcessGroups(), Invocation([bwrap, "--version"], Path("/")), None,
+                          None, 10)
+    except OSError:
         return "unknown"
-    words = done.stdout.split()
+    words = done.stdout.decode("utf-8", "replace").split() if done.returncode is not None else []
     return words[-1] if words else "unknown"
 
 
 def bwrap_sizes_tmpfs(bwrap: str) -> bool:
     """Whether this bwrap has `--size` (for the next --tmpfs), as its --help lists it."""
     try:
-        done = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10,
-                              stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
+        done = run_to_end(ProcessGroups(), Invocation([bwrap, "--help"], Path("/")), None, None,
+                          10)
+    except OSError:
         return False
-    return re.search(r"^\s*--size\b", done.stdout + done.stderr, re.MULTILINE) is not None
+    said = (done.stdout + done.stderr).decode("utf-8", "replace")
+    listed = re.search(r"^\s*--size\b", said, re.MULTILINE) is not None
+    return done.returncode is not None and listed
 
 
 def process_limit_problem(max_processes: int) -> str:
@@ -5522,10 +5681,12 @@ def probe_bwrap(bwrap: str, tmp_size: int | None = None,
         argv = bwrap_argv(["true"], bwrap=bwrap, workdir=work, home=home,
                           limits=Limits(tmp_size, max_processes))
         try:
-            done = subprocess.run(argv, env={"PATH": "/usr/bin:/bin"}, capture_output=True,
-                                  timeout=20, stdin=subprocess.DEVNULL, start_new_session=True)
-        except (OSError, subprocess.TimeoutExpired) as exc:
+            done = run_to_end(ProcessGroups(), Invocation(argv, Path("/")),
+                              {"PATH": "/usr/bin:/bin"}, None, 20)
+        except OSError as exc:
             return f"the bwrap probe failed: {exc}"
+    if done.returncode is None:
+        return "the bwrap probe failed: it did not end within 20 s"
     if done.returncode == 0:
         return None
     detail = done.stderr.decode("utf-8", "replace").strip()[-300:]
@@ -5997,6 +6158,12 @@ class Provider:
     def read_grader(self, result: ProcessResult, last_message_path: Path) -> AgentReply:
         raise NotImplementedError
 
+    def calls_in_event(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        """The tool calls one event of the executor's stream shows, as they begin where the
+        CLI says so (what a watch on the stream decides from)."""
+        line = json.dumps(event, ensure_ascii=False)
+        return self.read_executor(ProcessResult([], 0, line, "", 0.0)).trace or []
+
 
 def _home(env: dict[str, str]) -> Path:
     return Path(env.get("HOME") or Path.home())
@@ -6240,6 +6407,15 @@ class CodexProvider(Provider):
                           trace=trace if events else None,
                           actions=codex_actions(events, result.stdout_truncated)
                           if events else None)
+
+
+    def calls_in_event(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        # item.started: a command is known before it runs, not only once it has
+        item = event.get("item") if isinstance(event.get("item"), dict) else {}
+        if event.get("type") in ("item.started", "item.completed") and \
+                item.get("type") in CODEX_TRACE_ITEMS:
+            return [_codex_trace_entry(item)]
+        return []
 
 
 def _codex_trace_entry(item: dict[str, Any]) -> dict[str, Any]:
@@ -7614,6 +7790,8 @@ class RunContext:
     budget: Budget | None = None
     state: RunState = dataclasses.field(default_factory=RunState)
     wave_limit: int | None = None  # an adaptive shard's last wave this invocation runs
+    # a re-grade's cells: the recorded run each one's answer is read from (no executor)
+    sources: dict[str, SourceRun] = dataclasses.field(default_factory=dict)
 
     def should_stop(self) -> str | None:
         if self.state.write_failed is not None:
@@ -7635,6 +7813,8 @@ def plan_cells(suite: Suite, options: RunOptions, iteration_dir: Path) -> list[C
         if selected is not None and case.key not in selected:
             continue
         for config in options.configs:
+            if case.trigger and not config_installs_skill(config):
+                continue  # whether the agent picks the skill is only asked where it can
             for run_number in range(1, options.runs + 1):
                 run_dir = (iteration_dir / f"eval-{case.key}" / config_folder(config)
                            / f"run-{run_number}")
@@ -7797,22 +7977,11 @@ def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
               binds: Mounts = Mounts(), role: str = "executor", model: str | None = None
               ) -> tuple[ProcessResult, dict[str, str], dict[str, Any]]:
     """One agent process, confined when the iteration is: (result, its environment, how it
-    was isolated). Unconfined, what it left running is ended when it ends. `binds` names the
+    was isolated). Confined, its fresh HOME holds what it needs to log in. `binds` names the
     folders this call binds; the CLI's install and the hidden folders are the iteration's."""
-    if ctx.confinement.mode != "bwrap":
-        token = new_agent_token()
-        env = {**env, AGENT_TOKEN_ENV: token}
-        with OwnChildren.lock:
-            OwnChildren.live_tokens.add(token)
-        try:
-            result = run_process(invocation, env, ctx.options.timeout_s, ctx.groups)
-        finally:
-            with OwnChildren.lock:
-                OwnChildren.live_tokens.discard(token)
-        strays = end_strays(token=token) + end_left_behind(ctx.children_before)
-        return result, env, {**ctx.confinement.to_json(), "strays_ended": len(strays)}
-    home = Path(tempfile.mkdtemp(prefix="skill-eval-home-", dir=ctx.sandbox_base))
-    try:
+    def environment(home: Path, confined: bool) -> tuple[dict[str, str], dict[str, Any]]:
+        if not confined:
+            return env, {}
         home_vars = ctx.provider.home_vars(HOME_INSIDE)
         carried = fill_home(home, ctx.provider.home_files(env), home_vars)
         inside = confined_env(env, invocation.cwd, home_vars)
@@ -7820,22 +7989,60 @@ def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
             inside = ctx.provider.prepare_home(home, inside, role, model, HOME_INSIDE, env)
             if invocation.skills_on:
                 inside = ctx.provider.allow_skills(home, inside)
-        mounts = dataclasses.replace(binds, ro_entries=ctx.agent_mounts, hide=ctx.hidden)
-        argv = bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
-                          home=home, mounts=mounts, limits=ctx.confinement.limits())
-        short, fd = options_through_fd(argv)
-        try:
-            result = run_process(dataclasses.replace(invocation, argv=short, pass_fds=(fd,)),
-                                 inside, ctx.options.timeout_s, ctx.groups)
-        finally:
-            os.close(fd)
+        return inside, {"home_files": carried}
+    return run_confinable(ctx, invocation, ctx.options.timeout_s, binds, environment)
+
+
+def run_confinable(ctx: RunContext, invocation: Invocation, timeout_s: float, binds: Mounts,
+                   environment: Callable[[Path, bool], tuple[dict[str, str], dict[str, Any]]],
+                   check: bool = False) -> tuple[ProcessResult, dict[str, str], dict[str, Any]]:
+    """The one place that decides whether a process started for a cell (an agent, a `check`)
+    is confined: (result, its environment, how it was isolated). `environment(home, confined)`
+    gives its environment and what to record of it, `home` a fresh folder (with bwrap its
+    HOME). With bwrap: `binds`, the CLI's install, the hidden folders masked, and a check's
+    exit status from bwrap's --json-status-fd report. Unconfined: marked, and whatever it
+    left running ended when it ends."""
+    confined = ctx.confinement.mode == "bwrap"
+    home = Path(tempfile.mkdtemp(prefix="skill-eval-home-check-" if check else "skill-eval-home-",
+                                 dir=ctx.sandbox_base))
+    try:
+        env, recorded = environment(home, confined)
+        if confined:
+            mounts = dataclasses.replace(binds, ro_entries=ctx.agent_mounts, hide=ctx.hidden)
+            result = _run_in_bwrap(ctx, invocation, env, timeout_s, bwrap_argv(
+                invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
+                home=home, mounts=mounts, limits=ctx.confinement.limits()), check)
+        else:  # its marker names this runner too, so the guardian finds what it leaves
+            token = f"{AGENT_TOKEN_RUN}.{secrets.token_hex(8)}"
+            env = {**env, AGENT_TOKEN_ENV: token}
+            with ctx.groups.live(token):
+                result = run_process(invocation, env, timeout_s, ctx.groups)
+            ended = end_strays(token=token) + end_left_behind(ctx.groups, ctx.children_before)
+            recorded = {"strays_ended": len(ended)}
     finally:
         shutil.rmtree(home, ignore_errors=True)
-    isolation = {**ctx.confinement.to_json(), "home_files": carried}
-    full = tmp_full_reason(result, invocation.cwd, ctx.confinement.tmp_size_bytes)
+    isolation = {**ctx.confinement.to_json(), **recorded}
+    full = confined and tmp_full_reason(result, invocation.cwd, ctx.confinement.tmp_size_bytes)
     if full:
         isolation["tmp_full"] = full
-    return result, inside, isolation
+    return result, env, isolation
+
+
+def _run_in_bwrap(ctx: RunContext, invocation: Invocation, env: dict[str, str],
+                  timeout_s: float, argv: list[str], bwrap_status: bool) -> ProcessResult:
+    with tempfile.TemporaryFile() as status:
+        fds: tuple[int, ...] = ()
+        if bwrap_status:
+            cut = argv.index("--")
+            argv[cut:cut] = ["--json-status-fd", str(status.fileno())]
+            fds = (status.fileno(),)
+        short, fd = options_through_fd(argv)
+        try:
+            result = run_process(dataclasses.replace(invocation, argv=short, pass_fds=(fd, *fds)),
+                                 env, timeout_s, ctx.groups)
+        finally:
+            os.close(fd)
+        return command_status(result, status) if bwrap_status else result
 
 
 NO_SPACE = ("No space left on device", "ENOSPC")
@@ -7864,15 +8071,16 @@ def tmp_full_reason(result: ProcessResult, workdir: Path, tmp_size: int | None) 
             f"{free >> 20} MiB free: its private /tmp ({limit}) was most likely full")
 
 
-def execute_matrix(ctx: RunContext, cells: list[Cell],
-                   finished: dict[str, RunRecord] | None = None) -> list[RunRecord]:
+def run_matrix(ctx: RunContext, cells: list[Cell],
+               finished: dict[str, RunRecord] | None = None) -> list[RunRecord]:
     """Run every cell not already finished, in --concurrency lanes; records in plan order.
 
-    A lane runs one agent process at a time, a cell's executor then its grader then the next
-    cell's executor, as a worker of a plain pool would. What surrounds the agents (reading the
-    executor's changes, removing its sandbox, building the next cell's) runs on a helper thread
-    while the grader works, so a lane passes from one agent straight to the next, and a lane
-    never holds more than one sandbox.
+    A lane runs one agent process at a time, a cell's executor (or, re-graded, the copy of its
+    recorded answer) then its grader then the next cell's executor, as a worker of a plain
+    pool would. What surrounds the agents (reading the executor's changes, removing its
+    sandbox, building the next cell's) runs on a helper thread while the grader works, so a
+    lane passes from one agent straight to the next, and a lane never holds more than one
+    sandbox.
     """
     finished = finished or {}
     records = [finished[cell.label] for cell in cells if cell.label in finished]
@@ -7911,25 +8119,20 @@ def wait_waking_for_signals(futures: list[concurrent.futures.Future]) -> None:
         _, pending = concurrent.futures.wait(pending, timeout=SIGNAL_WAKE_S)
 
 
-class CellQueue:
+class CellQueue(collections.deque):
     """The cells still to start, in plan order; lanes take them one at a time."""
-
-    def __init__(self, cells: list[Cell]):
-        self._cells = collections.deque(cells)
-
-    def __len__(self) -> int:
-        return len(self._cells)
 
     def take(self) -> Cell | None:
         try:
-            return self._cells.popleft()  # atomic: no two lanes get the same cell
+            return self.popleft()  # atomic: no two lanes get the same cell
         except IndexError:
             return None
 
 
 @dataclasses.dataclass
 class CellRun:
-    """One cell on its way through a lane: its record, and its sandbox while it has one."""
+    """One cell on its way through a lane: its record, and its sandbox while it has one; a
+    re-graded cell has its source run instead, and a room for its graders once it is read."""
 
     cell: Cell
     record: RunRecord
@@ -7937,6 +8140,8 @@ class CellRun:
     sandbox: Sandbox | None = None
     answer: ExecutorAnswer | None = None  # set once the executor finished ok
     write_failed: WriteFailed | None = None  # a file of this cell could not be written
+    source: SourceRun | None = None
+    room: GraderRoom | None = None  # where a re-graded cell's graders get their folders
 
 
 def run_lane(ctx: RunContext, queue: CellQueue,
@@ -7945,11 +8150,11 @@ def run_lane(ctx: RunContext, queue: CellQueue,
     cell = queue.take()
     run = start_cell(ctx, cell) if cell is not None else None
     while run is not None:
-        if run.sandbox is not None:
-            run.answer = guarded(run, run_executor_step, ctx, run.cell, run.sandbox, run.record)
+        run.answer = guarded(run, answer_step, ctx, run)
         upcoming = helpers.submit(close_sandbox_and_start_next, ctx, run, queue)
         if run.answer is not None:
-            guarded(run, run_grader_step, ctx, run.cell, run.sandbox, run.record, run.answer)
+            guarded(run, run_grader_step, ctx, run.cell, run.sandbox or run.room, run.record,
+                    run.answer)
         records.append(finish_cell(ctx, run, upcoming))
         run = upcoming.result()
     return records
@@ -7977,9 +8182,16 @@ def new_record(cell: Cell) -> RunRecord:
 
 
 def start_cell(ctx: RunContext, cell: Cell) -> CellRun:
-    run = CellRun(cell, new_record(cell), utc_now())
-    guarded(run, prepare_sandbox, ctx, run)
+    run = CellRun(cell, new_record(cell), utc_now(), source=ctx.sources.get(cell.label))
+    guarded(run, prepare_sandbox if run.source is None else copy_source_run, ctx, run)
     return run
+
+
+def answer_step(ctx: RunContext, run: CellRun) -> ExecutorAnswer | None:
+    """The answer the graders read: the executor's in the cell's sandbox, or the source's."""
+    if run.sandbox is not None:
+        return run_executor_step(ctx, run.cell, run.sandbox, run.record)
+    return recorded_answer(ctx, run) if run.room is not None else None
 
 
 def prepare_sandbox(ctx: RunContext, run: CellRun) -> None:
@@ -7995,7 +8207,8 @@ def prepare_sandbox(ctx: RunContext, run: CellRun) -> None:
                                 ctx.provider.skills_folder, ctx.suite.installed_with)
                if config_installs_skill(cell.config) else None)
     run.sandbox = build_sandbox(ctx.snapshot, cell.case, sandbox_delivery(cell.config),
-                                ctx.sandbox_base, cell.run_dir / "baseline.git", install)
+                                Sandbox.new(ctx.sandbox_base, cell.run_dir / "baseline.git"),
+                                install, groups=ctx.groups)
     run.record.sandbox = run.sandbox.record
     protect = {rel for check in ctx.suite.checks_for(cell.case) for rel in check.protect}
     run.sandbox.delivered_modes = permission_bits(run.sandbox.repo, sorted(protect))
@@ -8013,10 +8226,10 @@ def close_sandbox_and_start_next(ctx: RunContext, run: CellRun,
                                  queue: CellQueue) -> CellRun | None:
     """After the executor: its changes read and its sandbox gone, then the next cell built."""
     sandbox = run.sandbox
-    if sandbox is not None:
+    if sandbox is not None:  # a re-graded cell has none: its checks' results are its source's
         def close() -> None:
             run.record.changes = sandbox_changes(sandbox.repo, sandbox.baseline_git,
-                                                 sandbox.record["git"])
+                                                 sandbox.record["git"], ctx.groups)
             if run.answer is not None and ctx.suite.checks_for(run.cell.case):
                 guarded(run, run_checks_step, ctx, run)  # before the copy goes
             if not ctx.options.keep_sandboxes:
@@ -8030,11 +8243,10 @@ def finish_cell(ctx: RunContext, run: CellRun, closing: concurrent.futures.Futur
     closing.result()  # the executor's changes are on the record, its sandbox gone
     record = run.record
     guarded(run, add_check_verdicts, ctx, run.cell, record)
-    if run.sandbox is not None:
-        if ctx.options.keep_sandboxes:
-            run.sandbox.record["kept"] = True
-        else:
-            guarded(run, run.sandbox.remove_grader_dirs)
+    if run.sandbox is not None and ctx.options.keep_sandboxes:
+        run.sandbox.record["kept"] = True
+    elif (run.sandbox or run.room) is not None and not ctx.options.keep_sandboxes:
+        guarded(run, (run.sandbox or run.room).remove_grader_dirs)
     record.started_at, record.finished_at = run.started_at, utc_now()
     record.resumed = ctx.resuming
     save_run_files(ctx, run)
@@ -8092,6 +8304,8 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     if ctx.on_cell_start:
         ctx.on_cell_start(cell.label)
     borrowed = [Path(p) for p in sandbox.record["git"].get("borrowed_objects", [])]
+    if cell.case.trigger:
+        invocation.watch = trigger_watch(ctx.provider, ctx.suite.skill_name)
     result, env, isolation = run_agent(ctx, invocation, env, Mounts(ro_binds=borrowed),
                                        role="executor", model=ctx.options.executor_model)
     record.executor = process_record(invocation, result, env, isolation)
@@ -8114,16 +8328,18 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
         # The repository is the skill: its checkout SKILL.md has no skills/<name>/ in its path.
         str(ctx.suite.root / "SKILL.md") if ctx.suite.at_root else None)
     if config_installs_skill(cell.config):
-        record.activation = {"should_activate": cell.case.should_activate,
-                             **activation_evidence(ctx.provider, reply.trace,
-                                                   ctx.suite.skill_name, reply.ok,
-                                                   result.stdout_truncated)}
+        record.activation = installed_activation(ctx.provider, cell.case, ctx.suite.skill_name,
+                                                 reply, result)
     files.text("outputs/output.txt", reply.text)
+    if cell.case.trigger and record.activation["activated"] != "unknown":
+        return None  # decided, even if ended for it: an observation, and never graded
     if not reply.ok:
         files.text("logs/executor_stderr.txt", result.stderr)
         full = isolation.get("tmp_full")
         record.fail(failure_status("executor", result), "executor",
                     f"{reply.failure} ({full})" if full else reply.failure)
+        return None
+    if cell.case.trigger:
         return None
     # From the sandbox base, which the executor cannot replace: no step of the path is followed.
     artifact = capture_artifact(sandbox.artifact_path, sandbox.base)
@@ -8385,53 +8601,16 @@ class SourceRun:
     changed: str = ""
 
 
-def regrade_matrix(ctx: RunContext, cells: list[Cell], sources: dict[str, SourceRun],
-                   finished: dict[str, RunRecord] | None = None) -> list[RunRecord]:
-    """Grade every cell's recorded answer again, --concurrency cells at a time."""
-    finished = finished or {}
-    records = [finished[cell.label] for cell in cells if cell.label in finished]
-    todo = [cell for cell in cells if cell.label not in finished]
-    if todo:
-        workers = min(ctx.options.concurrency, len(todo))
-        with concurrent.futures.ThreadPoolExecutor(workers, "skill-eval-regrade") as pool:
-            futures = [pool.submit(regrade_cell, ctx, cell, sources[cell.label])
-                       for cell in todo]
-            wait_waking_for_signals(futures)
-            records += [future.result() for future in futures]
-    position = {cell.label: index for index, cell in enumerate(cells)}
-    return sorted(records, key=lambda record: position[record.label])
-
-
-def regrade_cell(ctx: RunContext, cell: Cell, source: SourceRun) -> RunRecord:
-    """Copy the source run's executor record and answer, then grade it afresh."""
-    run = CellRun(cell, new_record(cell), utc_now())
-    if ctx.on_cell_start:
-        ctx.on_cell_start(cell.label)
-    room = GraderRoom(ctx.sandbox_base)
-    guarded(run, regrade_steps, ctx, run, source, room)
-    record = run.record
-    if not ctx.options.keep_sandboxes:
-        guarded(run, room.remove_grader_dirs)
-    record.started_at, record.finished_at = run.started_at, utc_now()
-    record.resumed = ctx.resuming
-    save_run_files(ctx, run)
-    journal_cell(ctx, run)
-    if ctx.budget is not None:
-        ctx.budget.add(record)
-    if ctx.progress:
-        ctx.progress(record)
-    return record
-
-
-def regrade_steps(ctx: RunContext, run: CellRun, source_run: SourceRun,
-                  room: GraderRoom) -> None:
-    cell, record, source_dir = run.cell, run.record, source_run.folder
+def copy_source_run(ctx: RunContext, run: CellRun) -> None:
+    """A re-graded cell's executor record and files, copied from its source run; a room for
+    its graders when that executor finished, else the source's failure stands."""
+    cell, record, source_dir = run.cell, run.record, run.source.folder
     if cell.run_dir.exists():  # a resumed cell starts clean
         shutil.rmtree(cell.run_dir)
     cell.run_dir.joinpath("outputs").mkdir(parents=True)
-    if source_run.changed:  # never graded, nor copied, as if the runner had written them
+    if run.source.changed:  # never graded, nor copied, as if the runner had written them
         record.fail("runner_error", "runner", f"the source run's files changed since the runner "
-                    f"wrote them: {source_run.changed}; not re-graded")
+                    f"wrote them: {run.source.changed}; not re-graded")
         return
     try:
         source = read_run_record(source_dir)
@@ -8452,22 +8631,28 @@ def regrade_steps(ctx: RunContext, run: CellRun, source_run: SourceRun,
     record.regraded_from = {"run_dir": str(source_dir), "status": source.status,
                             "executor_started_at": source.started_at,
                             "executor_finished_at": source.finished_at}
-    if not executor_finished(source):  # nothing to grade: the source's failure stands
+    if not executor_finished(source) or cell.case.trigger:  # nothing to grade
         record.status, record.failure = source.status, source.failure
         return
+    run.room = GraderRoom(ctx.sandbox_base)
+
+
+def recorded_answer(ctx: RunContext, run: CellRun) -> ExecutorAnswer | None:
+    """A re-graded cell's answer as its source recorded it, unless the run is stopping."""
+    cell, record = run.cell, run.record
     reason = ctx.should_stop()
     if reason:
         record.fail("cancelled", "scheduling", reason)
-        return
+        return None
+    if ctx.on_cell_start:
+        ctx.on_cell_start(cell.label)
     outputs = cell.run_dir / "outputs"
     text = (outputs / "output.txt").read_text(encoding="utf-8", errors="replace")
     artifact = ((outputs / "plan.md").read_text(encoding="utf-8", errors="replace")
                 if record.written_artifact.get("captured") and (outputs / "plan.md").is_file()
                 else None)
-    answer = ExecutorAnswer(text, artifact, bool(record.written_artifact.get("truncated")))
-    record.sandbox = {**(record.sandbox or {}), "regrade_grader": room.record}
-    run_grader_step(ctx, cell, room, record, answer)
-    add_check_verdicts(ctx, cell, record)  # the source's check results: its sandbox is gone
+    record.sandbox = {**(record.sandbox or {}), "regrade_grader": run.room.record}
+    return ExecutorAnswer(text, artifact, bool(record.written_artifact.get("truncated")))
 
 
 def capture_artifact(path: Path, root: Path | None = None) -> dict[str, Any]:
@@ -8574,6 +8759,90 @@ def activation_evidence(provider: Provider, trace: list[dict] | None, skill_name
     return {"activated": False, "calls": len(trace)}
 
 
+def installed_activation(provider: Provider, case: Case, skill_name: str, reply: AgentReply,
+                         result: ProcessResult) -> dict[str, Any]:
+    """An installed cell's activation. A trigger query's is decided by the first call that
+    activates the skill or does anything else; what the agent did after that never counts,
+    whether or not it was stopped in time."""
+    trace, finished, decided = reply.trace, reply.ok, None
+    if case.trigger and trace is not None:
+        trace = stream_calls(provider, parse_json_lines(result.stdout))
+        decided = trigger_decision(provider, trace, skill_name)
+    if trace is not None and decided is not None:
+        trace, finished = trace[:decided + 1], True
+    found = {"should_activate": case.should_activate,
+             **activation_evidence(provider, trace, skill_name, finished,
+                                   result.stdout_truncated and decided is None)}
+    if case.trigger:
+        found["trigger"] = True
+    if result.stopped:
+        found["stopped"] = {"reason": result.stopped,
+                            "after_seconds": round(result.duration_s, 3)}
+    return found
+
+
+def trigger_decision(provider: Provider, trace: list[dict] | None,
+                     skill_name: str) -> int | None:
+    """Where a trigger query is decided: the first call that activates the skill, or the
+    first other action. A look into the skills folder that opens no SKILL.md is the agent
+    choosing, not yet an action. None: not decided."""
+    for position, call in enumerate(trace or []):
+        if _activation_signal(provider, call, skill_name):
+            return position
+        shown = json.dumps(call.get("input"), ensure_ascii=False)
+        if not (provider.skills_folder and provider.skills_folder in shown
+                and "SKILL.md" not in shown):
+            return position
+    return None
+
+
+TRIGGER_WATCH_LINE_CAP = 4 * 1024 * 1024  # a longer line is not read while it arrives
+
+
+def stream_calls(provider: Provider, events: list[dict[str, Any]],
+                 first: int = 0) -> list[dict[str, Any]]:
+    """The tool calls of these events as they begin, each with its event's index."""
+    return [{**call, "event": first + position} for position, event in enumerate(events)
+            for call in provider.calls_in_event(event)]
+
+
+def trigger_watch(provider: Provider, skill_name: str) -> StreamWatch:
+    """A watch on a trigger query's executor that stops it once the query is decided, read
+    a JSON line at a time by the provider's own reader."""
+    pending = bytearray()
+    skipping = [False]
+    events_seen = [0]
+
+    def decide(chunk: bytes) -> str:
+        pending.extend(chunk)
+        if b"\n" not in chunk:
+            if len(pending) > TRIGGER_WATCH_LINE_CAP:
+                pending.clear()
+                skipping[0] = True
+            return ""
+        *lines, rest = bytes(pending).split(b"\n")
+        pending[:] = rest
+        if len(pending) > TRIGGER_WATCH_LINE_CAP:
+            pending.clear()
+            skipping[0] = True
+        for line in lines:
+            if skipping[0]:
+                skipping[0] = False
+                continue
+            events = parse_json_lines(line.decode("utf-8", "replace"))
+            trace = stream_calls(provider, events, events_seen[0])
+            events_seen[0] += len(events)
+            decided = trigger_decision(provider, trace, skill_name)
+            if trace and decided is not None:
+                signal = _activation_signal(provider, trace[decided], skill_name)
+                tool = json.dumps(str(trace[decided].get("tool")), ensure_ascii=False)[:80]
+                return (f"activated: {signal}" if signal
+                        else f"not activated: its first other action was the tool {tool}")
+        return ""
+
+    return StreamWatch(decide)
+
+
 def _activation_signal(provider: Provider, call: dict[str, Any], skill_name: str) -> str:
     """What the call was, named as the CLI reported it; empty when it loads no skill."""
     tool_input, tool = call.get("input"), call.get("tool")
@@ -8636,16 +8905,16 @@ def run_checks_in_order(ctx: RunContext, run: CellRun, checks: list[Check], prot
     commit = sandbox.record["git"].get("baseline", "")
     for rel in protect:  # what the executor left, before any check runs and writes there
         changed = protected_changes(sandbox.repo, sandbox.baseline_git, commit, rel,
-                                    sandbox.delivered_modes)
+                                    sandbox.delivered_modes, ctx.groups)
         state["protected"][rel] = {"changed_by_executor": changed}
     planted: list[str] = []
     if any(check.subject == "run" for check in checks):
-        planted = planted_interpreter_files(sandbox, commit)
+        planted = planted_interpreter_files(sandbox, commit, ctx.groups)
         state["planted_interpreter_files"] = planted
         remove_bytecode_caches(sandbox.repo)
     for check in checks:
         for rel in check.protect:
-            restore_delivered(sandbox.repo, sandbox.baseline_git, commit, rel)
+            restore_delivered(sandbox.repo, sandbox.baseline_git, commit, rel, ctx.groups)
         result = (refused_run_check(check, planted, bool(sandbox.record["git"].get("ok")))
                   if planted and check.subject == "run" else run_one_check(ctx, run, check))
         state["results"].append(result)
@@ -8691,10 +8960,10 @@ def stdlib_module_names() -> frozenset[str]:
 STDLIB_MODULE_NAMES = stdlib_module_names()
 
 
-def delivered_paths(baseline: Path, commit: str) -> set[str]:
+def delivered_paths(baseline: Path, commit: str, groups: ProcessGroups) -> set[str]:
     """Every path the cell's baseline commit holds. Raises OSError when git cannot list it."""
     ok, out = run_git([f"--git-dir={baseline}", *GIT_READ_ONLY, "ls-tree", "-r", "-z",
-                       "--name-only", "--full-tree", commit], baseline)
+                       "--name-only", "--full-tree", commit], baseline, groups=groups)
     if not ok:
         raise OSError(f"cannot list the baseline: {out}")
     return set(filter(None, out.split("\0")))
@@ -8733,14 +9002,15 @@ def _read_by_pytest(rel: str, path: Path | None = None) -> bool:
     return data is None or section in data
 
 
-def planted_interpreter_files(sandbox: Sandbox, commit: str) -> list[str]:
+def planted_interpreter_files(sandbox: Sandbox, commit: str, groups: ProcessGroups
+                              ) -> list[str]:
     """Files and links the executor added (not delivered) that a Python started by a check
     could import in place of the standard library or the code under test, or run at startup,
     and the files pytest would read as its own code or options.
     Without a baseline commit nothing tells them from delivered ones: all are listed.
     Bytecode caches are not listed: checks never read them (PYTHONPYCACHEPREFIX)."""
     known = sandbox.record["git"].get("ok")
-    delivered = delivered_paths(sandbox.baseline_git, commit) if known else set()
+    delivered = delivered_paths(sandbox.baseline_git, commit, groups) if known else set()
     found = []
     for folder, dirs, files in walk_unfollowed(sandbox.repo):
         here = Path(folder).relative_to(sandbox.repo).as_posix()
@@ -8858,36 +9128,13 @@ def check_env(ctx: RunContext, workdir: Path, home: str) -> dict[str, str]:
 
 def run_confined_command(ctx: RunContext, invocation: Invocation, timeout_s: float,
                          ro_binds: list[Path]) -> tuple[ProcessResult, dict[str, Any]]:
-    """A check's process, under the executor's own confinement: with bwrap the same mounts,
-    the same hidden folders and a fresh, empty HOME; unconfined a fresh HOME too, and whatever
-    it left running ended with it. No agent's login is carried into the HOME."""
-    home = Path(tempfile.mkdtemp(prefix="skill-eval-home-check-", dir=ctx.sandbox_base))
-    try:
-        confined = ctx.confinement.mode == "bwrap"
-        inside = check_env(ctx, invocation.cwd, HOME_INSIDE if confined else str(home))
-        if not confined:
-            token = secrets.token_hex(8)
-            env = {**inside, AGENT_TOKEN_ENV: token}
-            result = run_process(invocation, env, timeout_s, ctx.groups)
-            strays = end_strays(token=token)
-            return result, {**ctx.confinement.to_json(), "strays_ended": len(strays)}
-        argv = bwrap_argv(invocation.argv, bwrap=ctx.confinement.bwrap, workdir=invocation.cwd,
-                          home=home, mounts=Mounts(ctx.agent_mounts, ro_binds,
-                                                   hide=ctx.hidden),
-                          limits=ctx.confinement.limits())
-        with tempfile.TemporaryFile() as status:
-            cut = argv.index("--")
-            argv[cut:cut] = ["--json-status-fd", str(status.fileno())]
-            short, fd = options_through_fd(argv)
-            try:
-                result = run_process(dataclasses.replace(
-                    invocation, argv=short, pass_fds=(fd, status.fileno())),
-                    inside, timeout_s, ctx.groups)
-            finally:
-                os.close(fd)
-            return command_status(result, status), ctx.confinement.to_json()
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
+    """A check's process, under the executor's own confinement (the same mounts and hidden
+    folders) with a fresh, empty HOME: no agent's login is carried into it."""
+    def environment(home: Path, confined: bool) -> tuple[dict[str, str], dict[str, Any]]:
+        return check_env(ctx, invocation.cwd, HOME_INSIDE if confined else str(home)), {}
+    result, _, isolation = run_confinable(ctx, invocation, timeout_s, Mounts(ro_binds=ro_binds),
+                                          environment, check=True)
+    return result, isolation
 
 
 BWRAP_STATUS_CAP = 64 * 1024
@@ -9180,7 +9427,8 @@ def benchmark_run(record: RunRecord) -> RunResult:
         permission_denials=len(record.permission_denials or []),
         skill_read=(record.skill_read or {}).get("state"),
         activation=({key: record.activation.get(key) for key in
-                     ("activated", "should_activate", "signal")}
+                     ("activated", "should_activate", "signal", "trigger", "stopped")
+                     if key in record.activation or key not in ("trigger", "stopped")}
                     if record.activation else None),
         metric_sources={name: executor_metrics.get(name) for name in ("time_seconds", "tokens")},
         files_sha256=dict(sorted(record.written_files.items())),
@@ -9259,14 +9507,6 @@ def per_eval_rates(runs: list[RunResult], configs: tuple[str, ...]) -> tuple[Per
             deltas=({c: _snap(means[0] - rate) if None not in (means[0], rate) else None
                      for c, rate in zip(configs[1:], means[1:])} if len(means) > 2 else None)))
     return tuple(rows)
-
-
-def _pass_rates_of(row: PerEval | dict[str, Any], config: str) -> Sequence[float]:
-    """A row's pass rates for one config; a plain dict row (as the unit tests build, with
-    only the pass rates) is read by its keys."""
-    if isinstance(row, PerEval):
-        return row.configs[config].pass_rates
-    return row["configs"][config]["pass_rates"]
 
 
 def paired_deltas(pairs: list[tuple[list[float], list[float]]]) -> list[float]:
@@ -9408,7 +9648,7 @@ def mean_delta_interval(deltas: list[float], step: float,
             "step": step, "bounded": (low, high) != (-1.0, 1.0)}
 
 
-def paired_statistics(per_eval: Sequence[PerEval | dict[str, Any]],
+def paired_statistics(per_eval: Sequence[PerEval],
                       configs: tuple[str, ...], alpha: float = ALPHA) -> dict[str, Any] | None:
     if len(configs) != 2:
         return None
@@ -9702,7 +9942,7 @@ MULTIPLICITY_METHOD = ("Holm's step-down: with m comparisons, those whose interv
                        "most alpha")
 
 
-def comparisons(per_eval: Sequence[PerEval | dict[str, Any]],
+def comparisons(per_eval: Sequence[PerEval],
                 configs: tuple[str, ...]) -> list[Comparison]:
     """The candidate (first config) against each other config: paired statistics and power.
 
@@ -9716,7 +9956,7 @@ def comparisons(per_eval: Sequence[PerEval | dict[str, Any]],
             for pair, level in zip(pairs, levels)]
 
 
-def holm_levels(per_eval: Sequence[PerEval | dict[str, Any]],
+def holm_levels(per_eval: Sequence[PerEval],
                 pairs: list[tuple[str, str]]) -> list[float]:
     """Per comparison, the level Holm's step-down tests it at: a claimed one the level of
     its step, the others the level of the last step, where none of them claimed."""
@@ -9734,7 +9974,7 @@ def holm_levels(per_eval: Sequence[PerEval | dict[str, Any]],
     return levels
 
 
-def comparison_of(per_eval: Sequence[PerEval | dict[str, Any]], pair: tuple[str, str],
+def comparison_of(per_eval: Sequence[PerEval], pair: tuple[str, str],
                   alpha: float = ALPHA, family: int = 1) -> Comparison:
     """pair[0] against pair[1] over the evals scored in both: the test, verdict and power,
     at `alpha` (Holm's level for it when `family` comparisons share ALPHA)."""
@@ -9754,9 +9994,9 @@ def comparison_of(per_eval: Sequence[PerEval | dict[str, Any]], pair: tuple[str,
         interval_level=1 - alpha if family > 1 else None)
 
 
-def _paired_rates(per_eval: Sequence[PerEval | dict[str, Any]],
+def _paired_rates(per_eval: Sequence[PerEval],
                   pair: tuple[str, str]) -> list[tuple[list[float], list[float]]]:
-    rows = [tuple(list(_pass_rates_of(row, c)) for c in pair) for row in per_eval]
+    rows = [tuple(list(row.configs[c].pass_rates) for c in pair) for row in per_eval]
     return [(cand, base) for cand, base in rows if cand and base]
 
 
@@ -9933,7 +10173,7 @@ def simulated_mde(pairs: list[tuple[list[float], list[float]]], evals: int,
     return (None if math.isinf(share) else share * room), room
 
 
-def power_forecast(per_eval: Sequence[PerEval | dict[str, Any]], pair: tuple[str, str],
+def power_forecast(per_eval: Sequence[PerEval], pair: tuple[str, str],
                    observed: float | None, alpha: float = ALPHA,
                    evals: int | None = None) -> dict[str, Any]:
     """Minimum detectable effect, and evals (or runs per eval) a target delta would need.
@@ -10141,6 +10381,7 @@ def pass_hat_k(per_eval: Sequence[PerEval], runs: list[RunResult],
 def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> Benchmark:
     configs = tuple(meta["configs"])
     runs = [benchmark_run(r) for r in records]
+    plain = [r for r in runs if not is_trigger_run(r)]
     run_summary = {c: summarize_config([r for r in runs if r.configuration == c])
                    for c in configs}
     per_eval = per_eval_rates(runs, configs)
@@ -10165,10 +10406,9 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> Benchmark:
         error_run_count=sum(r.status != STATUS_OK for r in runs),
         sanity_checks=SanityChecks("OK", ()),  # below, from everything else
         status_counts=dict(sorted(statuses.items())),
-        comparison={"candidate": candidate, "baseline": baseline,
-                    "candidate_pass_rate": cand_rate, "baseline_pass_rate": base_rate,
-                    "delta": cand_rate - base_rate
-                    if cand_rate is not None and base_rate is not None else None},
+        comparison=PooledComparison(candidate, baseline, cand_rate, base_rate,
+                                    cand_rate - base_rate
+                                    if cand_rate is not None and base_rate is not None else None),
         comparisons=tuple(compared),
         per_assertion=per_assertion(runs, configs, meta.get("common_assertions")),
         pass_hat_k=({c: pass_hat_k(per_eval, runs, c) for c in configs}
@@ -10176,7 +10416,8 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> Benchmark:
         per_eval=per_eval,
         judge=judge_summary(runs, configs, meta.get("grader_runs", 1)),
         judge_vs_checks=judge_vs_checks(runs, meta.get("common_assertions")),
-        activation=activation_summary(runs, configs),
+        activation=activation_summary(plain, configs) if plain or not runs else None,
+        trigger=trigger_summary(runs, configs, meta.get("agent")),
         process=process_summary(runs, configs),
         notes=[],
         # `paired` is the first baseline's comparison, in the shape two-config iterations had.
@@ -10321,6 +10562,55 @@ def activation_summary(runs: list[RunResult],
     return summary
 
 
+def is_trigger_run(run: RunResult) -> bool:
+    return bool(run.activation and run.activation.get("trigger"))
+
+
+def trigger_summary(runs: list[RunResult], configs: tuple[str, ...],
+                    agent: Any) -> dict[str, Any] | None:
+    """Per installed arm, a trigger set's answer: recall on the queries the skill is for and
+    false activations on the others, with the query as the unit of the interval (runs of one
+    query are one trial); a run that failed before deciding is counted apart, never as a
+    miss. And the executors stopped once the answer was known, with the time they ran."""
+    mine = [r for r in runs if is_trigger_run(r)]
+    if not mine:
+        return None
+    summary = {}
+    for config in configs:
+        these = [r for r in mine if r.configuration == config]
+        if not these:
+            continue
+        stopped = [r.activation["stopped"] for r in these
+                   if isinstance(r.activation.get("stopped"), dict)]
+        seconds = [s.get("after_seconds") for s in stopped]
+        tokens = [r.result.tokens for r in these if r.activation.get("stopped")
+                  and r.result.tokens is not None]
+        summary[config] = {
+            "agent": agent,
+            "queries": len({str(r.eval_id) for r in these}),
+            "recall": activation_tally([r for r in these if r.activation["should_activate"]]),
+            "false_activation": activation_tally([r for r in these
+                                                  if not r.activation["should_activate"]]),
+            "failed_runs": sum(r.status != STATUS_OK for r in these),
+            "stopped_at_decision": {
+                "runs": len(stopped), "of": len(these),
+                "executor_seconds": (round(sum(seconds), 3) if all(
+                    isinstance(x, (int, float)) for x in seconds) else None),
+                "tokens": sum(tokens) if tokens else None, "tokens_captured_runs": len(tokens)},
+            "per_query": [{"eval_id": group[0].eval_id,
+                           "should_trigger": group[0].activation["should_activate"],
+                           **activation_tally(group)}
+                          for group in _by_eval(these).values()]}
+    return summary or None
+
+
+def _by_eval(runs: list[RunResult]) -> dict[str, list[RunResult]]:
+    groups: dict[str, list[RunResult]] = {}
+    for run in runs:
+        groups.setdefault(str(run.eval_id), []).append(run)
+    return groups
+
+
 def _pass_rates(runs: list[RunResult], activated: bool) -> dict[str, Any]:
     return describe([r.result.pass_rate for r in runs
                      if r.scored and r.result.pass_rate is not None
@@ -10346,7 +10636,7 @@ def judge_summary(runs: list[RunResult], configs: tuple[str, ...],
 JUDGE_CHECK_DISAGREEMENT_MAX = 0.10  # more than this share of cells: judge_disagrees_with_check
 
 
-def judge_vs_checks(runs: list[RunResult], common: list[str] | None) -> dict[str, Any]:
+def judge_vs_checks(runs: list[RunResult], common: list[str] | None) -> JudgeVsChecks:
     """How often the judge agreed with the check that decides the same fact, over the scored
     runs: overall and per (assertion, check) pair, with Cohen's kappa and every cell where
     the two disagreed. The check is the reference: it looked at the files, the judge at a text."""
@@ -10368,39 +10658,35 @@ def judge_vs_checks(runs: list[RunResult], common: list[str] | None) -> dict[str
             entry["votes"].append(vote)
             every.append(vote)
             if vote[0] != vote[1]:
-                entry["disagreements"].append({
-                    "eval_id": run.eval_id, "configuration": run.configuration,
-                    "run_number": run.run_number, "judge_passed": vote[0],
-                    "check_passed": vote[1]})
-    per_pair = []
-    for entry in pairs.values():
-        votes = entry.pop("votes")
-        per_pair.append({**entry, **_agreement_of(votes)})
-    return {"pairs": len(per_pair), "overall": _agreement_of(every), "per_pair": per_pair,
-            "max_disagreement": JUDGE_CHECK_DISAGREEMENT_MAX}
+                entry["disagreements"].append(Disagreement(
+                    run.eval_id, run.configuration, run.run_number, vote[0], vote[1]))
+    per_pair = tuple(PairAgreement(entry["eval_id"], entry["assertion"], entry["check"],
+                                   tuple(entry["disagreements"]), _agreement_of(entry["votes"]))
+                     for entry in pairs.values())
+    return JudgeVsChecks(len(per_pair), _agreement_of(every), per_pair,
+                         JUDGE_CHECK_DISAGREEMENT_MAX)
 
 
-def _agreement_of(votes: list[tuple[bool, bool]]) -> dict[str, Any]:
+def _agreement_of(votes: list[tuple[bool, bool]]) -> Agreement:
     """count, agreed, agreement rate and Cohen's kappa of (judge, check) verdicts."""
     n = len(votes)
     agreed = sum(judge == check for judge, check in votes)
-    return {"count": n, "agreed": agreed, "agreement": agreed / n if n else None,
-            "kappa": cohen_kappa(votes)}
+    return Agreement(n, agreed, agreed / n if n else None, cohen_kappa(votes))
 
 
-def cohen_kappa(votes: list[tuple[bool, bool]]) -> dict[str, Any]:
+def cohen_kappa(votes: list[tuple[bool, bool]]) -> Metric:
     """Cohen's kappa of two raters on pass/fail, or absent with the reason it is undefined."""
     n = len(votes)
     if not n:
-        return {"value": None, "absent_reason": "no paired verdicts"}
+        return Metric(None, absent_reason="no paired verdicts")
     observed = sum(a == b for a, b in votes) / n
     first = sum(a for a, _ in votes) / n
     second = sum(b for _, b in votes) / n
     chance = first * second + (1 - first) * (1 - second)
     if chance >= 1 - RATE_EPSILON:
-        return {"value": None, "absent_reason": "both gave the same verdict in every cell, so "
-                "agreement by chance is certain"}
-    return {"value": _snap((observed - chance) / (1 - chance))}
+        return Metric(None, absent_reason="both gave the same verdict in every cell, so "
+                      "agreement by chance is certain")
+    return Metric(_snap((observed - chance) / (1 - chance)))
 
 
 def judge_cost(runs: list[RunResult], configs: tuple[str, ...]) -> dict[str, Any]:
@@ -10546,12 +10832,12 @@ def all_runs(benchmark: Benchmark) -> list[RunResult]:
                                        r.run_number))
 
 
-def _summary_delta(cand: ConfigSummary, base: ConfigSummary) -> dict[str, str | None]:
+def _summary_delta(cand: ConfigSummary, base: ConfigSummary) -> SummaryDelta:
     out = {}
     for key, fmt in (("pass_rate", "{:+.2f}"), ("time_seconds", "{:+.1f}"), ("tokens", "{:+.0f}")):
         a, b = cand.stat(key).mean, base.stat(key).mean
         out[key] = fmt.format(a - b) if a is not None and b is not None else None
-    return out
+    return SummaryDelta(**out)
 
 
 def _flag(severity: str, kind: str, message: str, **where: Any) -> SanityFlag:
@@ -10651,6 +10937,8 @@ def _implausible_metric_flags(record: RunRecord, where: dict[str, Any]) -> list[
 def _eval_flags(benchmark: Benchmark) -> list[SanityFlag]:
     flags = []
     comparison = benchmark.comparison
+    triggers = {r.eval_id for r in (*benchmark.runs, *benchmark.unscored_runs)
+                if is_trigger_run(r)}  # never graded: their answer is the trigger block
     for row in benchmark.per_eval:
         eid = row.eval_id
         for config, slot in row.configs.items():
@@ -10658,15 +10946,15 @@ def _eval_flags(benchmark: Benchmark) -> list[SanityFlag]:
                 flags.append(_flag("warning", "scored_zero",
                                    "every scored run passed no assertion", eval_id=eid,
                                    configuration=config))
-        if row.configs and all(slot.statuses and not slot.pass_rates
-                               for slot in row.configs.values()):
+        if row.configs and eid not in triggers and all(
+                slot.statuses and not slot.pass_rates for slot in row.configs.values()):
             flags.append(_flag("error", "eval_unscored",
                                "no run of this eval was scored in any config", eval_id=eid))
-        deltas = row.deltas or {comparison["baseline"]: row.delta}
+        deltas = row.deltas or {comparison.baseline: row.delta}
         for baseline, delta in deltas.items():
             if delta is not None and _sign(delta) < 0:
                 flags.append(_flag("warning", "candidate_below_baseline",
-                                   f"{comparison['candidate']} scored {delta:+.2f} against "
+                                   f"{comparison.candidate} scored {delta:+.2f} against "
                                    f"{baseline}", eval_id=eid))
     return flags
 
@@ -10706,16 +10994,16 @@ def _judge_flags(benchmark: Benchmark) -> list[SanityFlag]:
                                    "counted as failed", eval_id=run.eval_id,
                                    configuration=run.configuration,
                                    run_number=run.run_number, assertion_id=exp.id))
-    versus = benchmark.judge_vs_checks or {}
-    for entry in versus.get("per_pair") or []:
-        wrong = len(entry["disagreements"])
-        if entry["count"] and wrong / entry["count"] > versus["max_disagreement"]:
-            kappa = entry["kappa"].get("value")
+    versus = benchmark.judge_vs_checks
+    for entry in versus.per_pair if versus else ():
+        wrong, count = len(entry.disagreements), entry.votes.count
+        if count and wrong / count > versus.max_disagreement:
+            kappa = entry.votes.kappa.value
             flags.append(_flag("warning", "judge_disagrees_with_check",
-                               f"the judge disagreed with check {entry['check'][:60]!r} in "
-                               f"{wrong} of {entry['count']} cells (kappa "
+                               f"the judge disagreed with check {entry.check[:60]!r} in "
+                               f"{wrong} of {count} cells (kappa "
                                f"{'n/a' if kappa is None else format(kappa, '+.2f')}): "
-                               f"{entry['assertion'][:80]}", eval_id=entry["eval_id"]))
+                               f"{entry.assertion[:80]}", eval_id=entry.eval_id))
     agreement = (benchmark.judge or {}).get("agreement") or {}
     for entry in agreement.get("per_assertion") or []:
         if entry["judge_unstable"]:
@@ -10760,7 +11048,8 @@ def _iteration_flags(benchmark: Benchmark, meta: dict[str, Any]) -> list[SanityF
             flags.append(_flag("warning", "installed_skill_copy",
                                f"the target skill is also installed at {place}; with_skill runs "
                                "may have loaded that copy instead of the sandbox one"))
-    if not benchmark.scored_run_count and (benchmark.runs or benchmark.unscored_runs):
+    if not benchmark.scored_run_count and any(not is_trigger_run(r) for r in (
+            *benchmark.runs, *benchmark.unscored_runs)):
         flags.append(_flag("error", "nothing_scored", "no run was scored"))
     budget = meta.get("budget") or {}
     if budget.get("cancelled_by_cap"):
@@ -10949,9 +11238,9 @@ def executor_metric_lines(b: Benchmark) -> list[str]:
 
 def render_markdown(benchmark: Benchmark) -> str:
     sections = [_md_header, _md_verdict_waves, _md_sanity, _md_arms, _md_overall, _md_comparison,
-                _md_comparisons, _md_activation, _md_metrics, _md_process, _md_judge,
-                _md_judge_vs_checks,
-                _md_per_eval, _md_per_assertion, _md_failed_assertions]
+                _md_comparisons, _md_activation, _md_trigger, _md_metrics, _md_process,
+                _md_judge, _md_judge_vs_checks, _md_per_eval, _md_per_assertion,
+                _md_failed_assertions]
     # One blank line between sections, however a section ends, and none for an empty one.
     texts = [section(benchmark).rstrip("\n") for section in sections]
     return "\n\n".join(text for text in texts if text.strip()) + "\n"
@@ -11169,13 +11458,13 @@ def _md_arms(b: Benchmark) -> str:
     return "\n".join(lines) + "\n"
 
 
-def fmt_share(tally: dict[str, Any]) -> str:
+def fmt_share(tally: dict[str, Any], trials: str = "evals") -> str:
     """"7/10 (70.0%, 95% CI 39.7-89.2%)", with the unknown runs named apart."""
     if not tally["runs"]:
         text = "n/a"
     else:
         low, high = tally["interval_95"]
-        unit = (f" over {tally['evals']} evals" if tally.get("interval_unit") == "evals"
+        unit = (f" over {tally['evals']} {trials}" if tally.get("interval_unit") == "evals"
                 else "")
         text = (f"{tally['activated']}/{tally['runs']} ({fmt_rate(tally['rate'])}, 95% CI "
                 f"{low * 100:.1f}-{high * 100:.1f}%{unit})")
@@ -11194,6 +11483,52 @@ def activation_lines(benchmark: Benchmark) -> list[str]:
         lines.append(line + f"; pass rate when used {fmt_rate_stat(used)}, "
                      f"when not {fmt_rate_stat(unused)}")
     return lines
+
+
+def trigger_lines(benchmark: Benchmark) -> list[str]:
+    """One sentence per installed arm that ran a trigger set: recall, false activations, and
+    the executors stopped at the decision."""
+    lines = []
+    for config, arm in (benchmark.trigger or {}).items():
+        agent = f"{arm['agent']} " if arm.get("agent") else ""
+        line = (f"{agent}{config}: recall {fmt_share(arm['recall'], 'queries')} on queries "
+                f"that should trigger; false activation "
+                f"{fmt_share(arm['false_activation'], 'queries')} on queries that should not")
+        if arm["failed_runs"]:
+            line += f"; {arm['failed_runs']} run(s) failed before deciding (not counted)"
+        lines.append(line + "; " + _stopped_text(arm["stopped_at_decision"]))
+    return lines
+
+
+def _stopped_text(stopped: dict[str, Any]) -> str:
+    """What stopping at the decision saved, from what was captured: the runs ended early and
+    how long they ran; their tokens only where the CLI reported them before it was ended."""
+    text = f"{stopped['runs']} of {stopped['of']} executor(s) stopped once it was decided"
+    if not stopped["runs"]:
+        return text
+    if stopped.get("executor_seconds") is not None:
+        text += f", after {stopped['executor_seconds']:.1f} s in all"
+    if stopped.get("tokens") is not None:
+        return text + (f", {stopped['tokens']:,} tokens reported in "
+                       f"{stopped['tokens_captured_runs']} of them")
+    return text + "; their tokens were not captured (the CLI reports them when it ends)"
+
+
+def _md_trigger(b: Benchmark) -> str:
+    if not b.trigger:
+        return ""
+    lines = ["## Trigger set (installed arms)", "",
+             "Each query of the trigger set was run in the installed arm and ended as soon as "
+             "the agent activated the skill or did anything else first, read from its CLI's "
+             "stream, never from its answer. Intervals are Wilson 95%, the queries as trials; "
+             "a run that failed before deciding is not counted.", ""]
+    lines += [f"- {line}" for line in trigger_lines(b)] + [""]
+    lines += ["| config | query | should trigger | activated |", "|---|---|---|---|"]
+    for config, arm in b.trigger.items():
+        for row in arm["per_query"]:
+            lines.append(f"| {_md_cell(config)} | {_md_cell(row['eval_id'])} | "
+                         f"{'yes' if row['should_trigger'] else 'no'} | {fmt_share(row)} |")
+    return "\n".join(lines) + "\n"
 
 
 def _md_activation(b: Benchmark) -> str:
@@ -11394,12 +11729,12 @@ def _md_overall(b: Benchmark) -> str:
 
 def _md_comparison(b: Benchmark) -> str:
     c = b.comparison
-    if not c.get("baseline"):
+    if not c.baseline:
         return "## Comparison\n\nNo baseline config was run.\n"
     lines = ["## Comparison", "",
-             f"- {c['candidate']}: {fmt_rate(c['candidate_pass_rate'])}",
-             f"- {c['baseline']}: {fmt_rate(c['baseline_pass_rate'])}",
-             f"- Delta (pooled over scored runs): {fmt_delta(c['delta'])}"]
+             f"- {c.candidate}: {fmt_rate(c.candidate_pass_rate)}",
+             f"- {c.baseline}: {fmt_rate(c.baseline_pass_rate)}",
+             f"- Delta (pooled over scored runs): {fmt_delta(c.delta)}"]
     if b.pass_hat_k:
         lines += [f"- pass^k ({config}): {fmt_pass_hat_k(value)}"
                   for config, value in b.pass_hat_k.items()]
@@ -11515,49 +11850,49 @@ def judge_lines(b: Benchmark) -> list[str]:
 
 
 def _md_judge_vs_checks(b: Benchmark) -> str:
-    versus = b.judge_vs_checks or {}
+    versus = b.judge_vs_checks
     timed = [r for r in all_runs(b) if (r.checks or {}).get("time_seconds") is not None]
-    if not versus.get("pairs") and not timed:
+    if not (versus and versus.pairs) and not timed:
         return ""
     lines = ["## Judge vs checks", ""]
     if timed:
         spent = Stats(**describe([r.checks["time_seconds"] for r in timed]))
         lines += [f"The checks' own time per run, on the runner's clock and not in the "
                   f"executor's time above: {fmt_stat(spent, ' s', 2)}.", ""]
-    if not versus.get("pairs"):
+    if not versus or not versus.pairs:
         return "\n".join(lines) + "\n"
     lines += [agreement_sentence(versus), "",
               "| eval | assertion | check | cells | agreement | kappa | disagreeing cells |",
               "|---|---|---|---|---|---|---|"]
-    for e in versus["per_pair"]:
+    for e in versus.per_pair:
         lines.append("| " + " | ".join(_md_cell(c) for c in judge_check_row(e)) + " |")
     return "\n".join(lines) + "\n"
 
 
-def agreement_sentence(versus: dict[str, Any]) -> str:
-    overall = versus["overall"]
+def agreement_sentence(versus: JudgeVsChecks) -> str:
+    overall = versus.overall
     return (f"Where an assertion names the check that decides the same fact, the judge agreed "
-            f"in {overall['agreed']} of {overall['count']} cells "
-            f"({fmt_rate(overall['agreement'])}); Cohen's kappa {kappa_text(overall)}.")
+            f"in {overall.agreed} of {overall.count} cells "
+            f"({fmt_rate(overall.agreement)}); Cohen's kappa {kappa_text(overall)}.")
 
 
-def judge_check_row(entry: dict[str, Any]) -> list[str]:
+def judge_check_row(entry: PairAgreement) -> list[str]:
     """eval, assertion, check, cells, agreement, kappa and the first disagreeing cells."""
-    cells = ", ".join(f"{d['configuration']} run {d['run_number']} (judge "
-                      f"{'pass' if d['judge_passed'] else 'fail'}, check "
-                      f"{'pass' if d['check_passed'] else 'fail'})"
-                      for d in entry["disagreements"][:10]) or "none"
-    more = len(entry["disagreements"]) - 10
-    return [str(entry["eval_id"]) if entry["eval_id"] is not None else "all (common)",
-            entry["assertion"], entry["check"], str(entry["count"]),
-            fmt_rate(entry["agreement"]), kappa_text(entry),
+    cells = ", ".join(f"{d.configuration} run {d.run_number} (judge "
+                      f"{'pass' if d.judge_passed else 'fail'}, check "
+                      f"{'pass' if d.check_passed else 'fail'})"
+                      for d in entry.disagreements[:10]) or "none"
+    more = len(entry.disagreements) - 10
+    return [str(entry.eval_id) if entry.eval_id is not None else "all (common)",
+            entry.assertion, entry.check, str(entry.votes.count),
+            fmt_rate(entry.votes.agreement), kappa_text(entry.votes),
             cells + (f" ... {more} more" if more > 0 else "")]
 
 
-def kappa_text(entry: dict[str, Any]) -> str:
-    kappa = entry["kappa"]
-    return (f"{kappa['value']:+.2f}" if kappa.get("value") is not None
-            else f"not computed ({kappa.get('absent_reason')})")
+def kappa_text(votes: Agreement) -> str:
+    kappa = votes.kappa
+    return (f"{kappa.value:+.2f}" if kappa.value is not None
+            else f"not computed ({kappa.absent_reason})")
 
 
 def _md_judge(b: Benchmark) -> str:
@@ -11864,7 +12199,15 @@ def render_agents_markdown(entries: list[AgentIteration]) -> str:
     lines += _md_table(list(AGENT_TABLE_HEADERS), agents)
     lines += ["", f"## {_md_cell(across_lift_label(first))}", ""]
     lines += _md_table(lift_header, lifts)
+    triggers = across_trigger_lines(entries)
+    if triggers:
+        lines += ["", "## Trigger set, per agent", ""] + [f"- {line}" for line in triggers]
     return "\n".join(lines) + "\n"
+
+
+def across_trigger_lines(entries: list[AgentIteration]) -> list[str]:
+    """Each agent's trigger-set sentences (its recall and false activations)."""
+    return [line for entry in entries for line in trigger_lines(entry.benchmark)]
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -11980,7 +12323,7 @@ def render_html(benchmark: Benchmark, files: dict[tuple, dict]) -> str:
     """
     # What decides first (verdict, what it rests on, what failed), the detail after it.
     sections = [_html_header, _html_headline, _html_adaptive, _html_sanity, _html_comparisons,
-                _html_activation,
+                _html_activation, _html_trigger,
                 _html_metrics, _html_process, _html_failed_assertions, _html_chart,
                 _html_per_assertion,
                 _html_judge, _html_judge_vs_checks]
@@ -12006,6 +12349,10 @@ def render_agents_html(entries: list[AgentIteration]) -> str:
             f'<p class="meta">{_h(ACROSS_AGENTS_CAVEAT)}</p>\n'
             + _html_table(list(AGENT_TABLE_HEADERS), agents)
             + f"<h2>{_h(across_lift_label(first))}</h2>\n" + _html_table(lift_header, lifts))
+    triggers = across_trigger_lines(entries)
+    if triggers:
+        body += "<h2>Trigger set, per agent</h2>\n" + "".join(
+            f"<p>{_h(line)}</p>\n" for line in triggers)
     return _html_document(title, body)
 
 
@@ -12068,7 +12415,7 @@ def _rates_sentence(b: Benchmark) -> str:
     c = b.comparison
     parts = [f"{config} {fmt_rate(b.run_summary[config].pass_rate.mean)}"
              for config in b.configs]
-    delta = f"; delta {fmt_delta(c['delta'])}" if c.get("baseline") else ""
+    delta = f"; delta {fmt_delta(c.delta)}" if c.baseline else ""
     return f"Pass rate (pooled over scored runs): {', '.join(parts)}{delta}."
 
 
@@ -12261,6 +12608,20 @@ def _html_activation(b: Benchmark) -> str:
             + _html_table(["config", "eval", "should activate", "activated"], rows))
 
 
+def _html_trigger(b: Benchmark) -> str:
+    if not b.trigger:
+        return ""
+    rows = [[config, str(row["eval_id"]), "yes" if row["should_trigger"] else "no",
+             fmt_share(row)]
+            for config, arm in b.trigger.items() for row in arm["per_query"]]
+    return ("<h2>Trigger set (installed arms)</h2>\n<p>Each query ended as soon as the agent "
+            "activated the skill or did anything else first, read from its CLI's stream. "
+            "Intervals are Wilson 95%, the queries as trials; runs that failed before deciding "
+            "are not counted.</p>\n"
+            + "".join(f"<p>{_h(line)}</p>\n" for line in trigger_lines(b))
+            + _html_table(["config", "query", "should trigger", "activated"], rows))
+
+
 def _html_metrics(b: Benchmark) -> str:
     rows = []
     for config in b.configs:
@@ -12314,13 +12675,13 @@ def _html_judge(b: Benchmark) -> str:
 
 
 def _html_judge_vs_checks(b: Benchmark) -> str:
-    versus = b.judge_vs_checks or {}
-    if not versus.get("pairs"):
+    versus = b.judge_vs_checks
+    if not versus or not versus.pairs:
         return ""
     head = "".join(f"<th>{name}</th>" for name in (
         "eval", "assertion", "check", "cells", "agreement", "kappa", "disagreeing cells"))
     rows = ["<tr>" + "".join(f"<td>{_h(c)}</td>" for c in judge_check_row(e)) + "</tr>"
-            for e in versus["per_pair"]]
+            for e in versus.per_pair]
     return (f"<h2>Judge vs checks</h2>\n<p>{_h(agreement_sentence(versus))}</p>\n<table><tr>"
             + head + "</tr>\n" + "\n".join(rows) + "\n</table>\n")
 
@@ -12482,9 +12843,9 @@ def _junit_properties(b: Benchmark, config: str) -> list[tuple[str, Any]]:
     return [("skill_name", b.metadata.get("skill_name")), ("agent", b.metadata.get("agent")),
             ("verdict", paired.verdict if paired else "none (one config only)"),
             ("verdict_reason", paired.verdict_reason if paired else ""),
-            ("delta", fmt_delta(c.get("delta"))),
+            ("delta", fmt_delta(c.delta)),
             ("mean_per_eval_delta", fmt_delta(paired.mean_delta if paired else None)),
-            ("candidate", c.get("candidate")), ("baseline", c.get("baseline") or ""),
+            ("candidate", c.candidate), ("baseline", c.baseline or ""),
             ("pass_rate", fmt_rate(b.run_summary[config].pass_rate.mean)),
             ("sanity_status", b.sanity_checks.status), *_junit_comparison_properties(b)]
 
@@ -12567,13 +12928,13 @@ def render_summary(benchmark: Benchmark, iteration_dir: Path) -> str:
                      f"{group_example(group['examples'][0], 160)}")
     if len(groups) > SUMMARY_FLAG_GROUPS:
         lines.append(f"  ... {len(groups) - SUMMARY_FLAG_GROUPS} more kinds in benchmark.md")
-    rates = f"{c['candidate']} {fmt_rate(c['candidate_pass_rate'])}"
-    if c.get("baseline"):
-        rates += f", {c['baseline']} {fmt_rate(c['baseline_pass_rate'])}"
+    rates = f"{c.candidate} {fmt_rate(c.candidate_pass_rate)}"
+    if c.baseline:
+        rates += f", {c.baseline} {fmt_rate(c.baseline_pass_rate)}"
         for other in meta["configs"][2:]:
             rates += f", {other} {fmt_rate(benchmark.run_summary[other].pass_rate.mean)}"
-        rates += (f", delta {fmt_delta(c['delta'])}" if len(meta["configs"]) < 3 else
-                  f"; delta vs {c['baseline']} {fmt_delta(c['delta'])}")
+        rates += (f", delta {fmt_delta(c.delta)}" if len(meta["configs"]) < 3 else
+                  f"; delta vs {c.baseline} {fmt_delta(c.delta)}")
     lines.append(f"Pass rate: {rates}")
     if benchmark.paired:
         lines.append(_md_verdict(benchmark).strip().replace("**", "").replace("\n\n", "\n"))
@@ -12582,6 +12943,7 @@ def render_summary(benchmark: Benchmark, iteration_dir: Path) -> str:
               for line in forecast_lines(c)]
     lines += executor_metric_lines(benchmark)
     lines += [f"Activation: {line}" for line in activation_lines(benchmark)]
+    lines += [f"Trigger: {line}" for line in trigger_lines(benchmark)]
     if (benchmark.judge or {}).get("grader_runs", 1) > 1:
         lines.append("Judge: " + judge_lines(benchmark)[0])
     lines.append(f"Benchmark: {iteration_dir / 'benchmark.md'}")
@@ -12707,11 +13069,11 @@ class CheckoutSnapshot:
     guarded: tuple[str, ...] = ()
 
     @classmethod
-    def take(cls, root: Path, iteration_dir: Path,
-             guarded: tuple[str, ...] = ()) -> CheckoutSnapshot:
+    def take(cls, root: Path, iteration_dir: Path, guarded: tuple[str, ...] = (), *,
+             groups: ProcessGroups) -> CheckoutSnapshot:
         started = time.monotonic()
         skip = _runner_output_filter(root, iteration_dir)
-        listed = _checkout_files(root, skip)
+        listed = _checkout_files(root, skip, groups)
         entries = {}
         for name, path in listed.paths.items():
             key = _stat_key(path)
@@ -12724,11 +13086,11 @@ class CheckoutSnapshot:
         return {"files": len(self.entries), "listing": self.listing,
                 "seconds": round(self.seconds, 3)}
 
-    def compare(self) -> dict[str, Any]:
+    def compare(self, groups: ProcessGroups) -> dict[str, Any]:
         """What changed since the snapshot; a file whose times moved but whose type, mode and
         content did not (a `touch`) is counted as touched, not as changed."""
         started = time.monotonic()
-        paths = _checkout_files(self.root, self.skip).paths
+        paths = _checkout_files(self.root, self.skip, groups).paths
         changes, touched = [], 0
         for name in sorted(set(paths) | set(self.entries)):
             if name not in self.entries:
@@ -12809,11 +13171,12 @@ class CheckoutListing:
     unhashed: set[str]  # names compared by metadata only: what git ignores
 
 
-def _checkout_files(root: Path, skip: Callable[[str], bool]) -> CheckoutListing:
+def _checkout_files(root: Path, skip: Callable[[str], bool], groups: ProcessGroups
+                    ) -> CheckoutListing:
     """Every file to compare: tracked, untracked and ignored files (all files outside git),
     an ignored folder as one entry; plus what decides what git does and sees, wherever the
     git folder is (a worktree's .git is a file naming it)."""
-    rels, ignored = _git_listing(root)
+    rels, ignored = _git_listing(root, groups)
     source = "git ls-files" if rels is not None else "folder walk"
     if rels is None:
         rels = [p.relative_to(root).as_posix() for p in _walk_files(root)]
@@ -12822,17 +13185,18 @@ def _checkout_files(root: Path, skip: Callable[[str], bool]) -> CheckoutListing:
     return CheckoutListing(files, source, set(ignored) - set(rels))
 
 
-def _git_listing(root: Path) -> tuple[list[str] | None, list[str]]:
+def _git_listing(root: Path, groups: ProcessGroups) -> tuple[list[str] | None, list[str]]:
     """(tracked and untracked-not-ignored, ignored) names; (None, []) outside git. Ignored
     ones are asked for separately, so a file excluded after the snapshot is still listed;
     `--directory` keeps a wholly ignored folder (node_modules) to one entry."""
     if not (root / ".git").exists():
         return None, []
-    ok, out = run_git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], root)
+    ok, out = run_git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], root,
+                      groups)
     if not ok:
         return None, []
     ok, hidden = run_git(["ls-files", "-z", "--others", "--ignored", "--exclude-standard",
-                          "--directory"], root)
+                          "--directory"], root, groups=groups)
     names = [rel.rstrip("/") for rel in out.split("\0") if rel]
     return names, [rel.rstrip("/") for rel in hidden.split("\0")
                    if rel and not RUN_FOLDERS.fullmatch(rel)] if ok else []
@@ -12912,11 +13276,12 @@ def _walk_files_all(folder: Path) -> Iterator[Path]:
             yield Path(dirpath) / name
 
 
-def check_checkout(snapshot: CheckoutSnapshot | None, failure: str = "") -> dict[str, Any]:
+def check_checkout(snapshot: CheckoutSnapshot | None, failure: str, groups: ProcessGroups
+                   ) -> dict[str, Any]:
     if snapshot is None:
         return {"checked": False, "reason": failure}
     try:
-        return snapshot.compare()
+        return snapshot.compare(groups)
     except OSError as exc:
         return {"checked": False, "reason": f"the comparison failed: {exc}"}
 
@@ -12974,7 +13339,7 @@ def read_hash_journal(folder: Path) -> dict[str, dict[str, str]]:
     return hashes
 
 
-def recorded_hashes(folder: Path, benchmark: BenchmarkFile | None) -> dict[str, dict[str, str]]:
+def recorded_hashes(folder: Path, benchmark: Benchmark | None) -> dict[str, dict[str, str]]:
     """The hashes each cell's files had when it finished: the journal's, written at that
     moment, else benchmark.json's. A cell the two disagree on is left out (one was edited),
     so a resume runs it again."""
@@ -12986,7 +13351,7 @@ def recorded_hashes(folder: Path, benchmark: BenchmarkFile | None) -> dict[str, 
             if label not in listed or label not in journal or listed[label] == journal[label]}
 
 
-def run_file_changes(folder: Path, benchmark: BenchmarkFile) -> tuple[list[dict], int, int]:
+def run_file_changes(folder: Path, benchmark: Benchmark) -> tuple[list[dict], int, int]:
     """(changes, files checked, runs without hashes) of every run benchmark.json lists.
 
     Plain string paths and os.open: on a 5,000-run iteration (some 32,000 small files) pathlib
@@ -12995,7 +13360,7 @@ def run_file_changes(folder: Path, benchmark: BenchmarkFile) -> tuple[list[dict]
     journal = read_hash_journal(folder)
     changes, files, unverifiable = [], 0, 0
     base = os.fspath(folder)
-    for run in benchmark.runs:  # an unscored run's files are evidence too
+    for run in benchmark.listed_runs:  # an unscored run's files are evidence too
         if run.files_sha256 is None:
             if run.label in journal:  # the hashes were taken, then struck from benchmark.json
                 changes.append({"path": run.label, "change": f"benchmark.json records no "
@@ -13025,7 +13390,7 @@ def verify_run_files(benchmark: Benchmark, iteration_dir: Path,
                      checked_by: str) -> dict[str, Any]:
     """Hash every run file benchmark.json lists and compare it with the hash taken at write time."""
     started = time.monotonic()
-    changes, files, unverifiable = run_file_changes(Path(iteration_dir), benchmark.file_entries())
+    changes, files, unverifiable = run_file_changes(Path(iteration_dir), benchmark)
     return {"checked_by": checked_by, "files": files, "changed_count": len(changes),
             "changed": changes[:CHANGES_SHOWN], "unverifiable_runs": unverifiable,
             "seconds": round(time.monotonic() - started, 3)}
@@ -13094,7 +13459,7 @@ def verify_iteration(benchmark: Benchmark, iteration_dir: Path,
     in it, and the benchmark its cells' files give is the one it stores."""
     started = time.monotonic()
     folder = Path(iteration_dir)
-    changes, files, unverifiable = run_file_changes(folder, benchmark.file_entries())
+    changes, files, unverifiable = run_file_changes(folder, benchmark)
     changes += unlisted_cells(folder, benchmark)
     listed = (*benchmark.runs, *benchmark.unscored_runs)
     # A run with no hashes (an older runner, or a benchmark built by hand) has no files
@@ -13733,7 +14098,8 @@ def check_resume(iteration_dir: Path, suite: Suite, options: RunOptions,
 
 def read_revision_packages(suite: Suite, configs: Iterable[str]) -> dict[str, RevisionPackage]:
     """Every with_skill@REV arm's package, checked before anything is launched."""
-    return {config: read_revision_package(suite.root, suite.skill_name, config)
+    groups = ProcessGroups()  # before any agent: no sweep or interrupt needs to see its git
+    return {config: read_revision_package(suite.root, suite.skill_name, config, groups)
             for config in configs if config_revision(config) is not None}
 
 
@@ -13826,15 +14192,6 @@ class IterationPlan:
         return self.previous is not None
 
 
-@dataclasses.dataclass(frozen=True)
-class BegunIteration:
-    """An iteration whose manifest is on disk: its cells, their fixtures and that manifest."""
-
-    cells: list[Cell]
-    fixtures: list[str]
-    manifest: dict[str, Any]
-
-
 # What each attempt at an iteration records afresh, even on a resume (which keeps the rest).
 ATTEMPT_ENTRIES = ("checkout_check", "environment_scrub")
 
@@ -13868,10 +14225,6 @@ def write_start(plan: IterationPlan, cells: list[Cell], manifest: dict[str, Any]
     write_eval_metadata(plan.suite, cells, plan.iteration_dir)
 
 
-# Where a traceback goes: the iteration the command works on, else its workspace, once known
-CRASH_FOLDER: dict[str, Path] = {}
-
-
 @contextlib.contextmanager
 def iteration_lock(folder: Path) -> Iterator[None]:
     """Held while a run writes an iteration, so a second `run --resume` of it is refused at
@@ -13899,85 +14252,150 @@ def iteration_lock(folder: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def forget_crash_folder() -> None:
-    """A new command starts with no iteration to put a traceback in (tests call main again)."""
-    CRASH_FOLDER.clear()
-
-
 def run_plan(plan: IterationPlan, groups: ProcessGroups) -> int:
-    """The one execution path of run, --resume and --regrade (the interrupt handler is the
-    caller's, installed before any work)."""
-    CRASH_FOLDER["iteration"] = plan.iteration_dir
+    """Run one iteration under its lock (the interrupt handler is the caller's, installed
+    before any work)."""
     with iteration_lock(plan.iteration_dir), guarded_groups(groups, plan.confinement):
-        return (run_iteration if plan.source is None else run_regrade_iteration)(plan, groups)
+        return run_iteration(plan, groups)
 
 
 def run_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
-    """run and --resume: every cell's executor in a sandbox, then its graders."""
-    suite, options, iteration_dir = plan.suite, plan.options, plan.iteration_dir
+    """The one path of run, --resume, --regrade and --next-wave: the plan's cells, each kept,
+    executed or graded again, through one loop, then the iteration's outputs written once."""
     children_before = child_pids()
     subreaper = become_subreaper()
-    cells = planned_cells(suite, options, iteration_dir)
+    # A re-grade grades every recorded run of its source, whatever --shard says.
+    cells = (plan_cells if plan.source else planned_cells)(plan.suite, plan.options,
+                                                           plan.iteration_dir)
     fixtures = sorted({rel for cell in cells for rel in cell.case.files})
-    sharding = ({"plan": plan_identity(suite, options, plan_cells(suite, options, iteration_dir)),
-                 "shard": shard_record(options, cells)} if options.shard else {})
-    checkout, checkout_failure = take_checkout_snapshot(suite.root, iteration_dir,
-                                                        suite.skill_name)
-    withheld = package_withholdings(suite.root, suite.skill_name, suite.path,
-                                    suite.secret_texts())
-    snapshot = RepoSnapshot.take(suite.root, suite.skill_name, withheld, plan.revisions,
-                                 suite.path)
+    ground = (RecordedRuns(plan.source, regrade_sources(plan.source, cells))
+              if plan.source is not None else Sandboxes.take(plan, groups))
     try:
         # Until its manifest is on disk an iteration can be neither reported nor resumed: an
         # interrupt or a failed write before then leaves no iteration and no template.
-        snapshot.template = (None if groups.cancelled.is_set()
-                             else build_git_template(snapshot, plan.sandbox_base))
         if groups.cancelled.is_set():
             raise KeyboardInterrupt  # a stop asked before the manifest unwinds as Ctrl-C does
-        add_runner_baselines(snapshot.template, iteration_dir / ".baselines")
         launch = launch_entries(plan, subreaper)
         manifest = prepare_manifest(plan, cells, {
             "cli_version": launch["cli_version"], "sandbox_base": launch["sandbox_base"],
-            "listing_source": snapshot.listing_source,
-            "git_template": {"path": str(snapshot.template.folder),
-                             "commit": snapshot.template.commit,
-                             "error": snapshot.template.error},
-            "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name,
-                                                                   plan.provider),
-            "withheld_from_skill_package": withheld, "isolation": launch["isolation"],
-            "withheld_from_every_sandbox": snapshot.kept_back,
-            "fixture_status": {"before": fixture_status(suite.root, fixtures)},
-            "arms": arm_records(suite, options.configs, snapshot.revisions),
-            "skill_snapshot": skill_snapshot_record(snapshot, options.configs), **sharding,
-            "checkout_check": {"before": checkout.summary() if checkout
-                               else {"reason": checkout_failure}},
+            **ground.begin(plan, groups, cells, fixtures, launch["isolation"]),
             "environment_scrub": plan.environment_scrub})
         if groups.cancelled.is_set():
             raise KeyboardInterrupt
         write_start(plan, cells, manifest)
     except BaseException as exc:
-        if snapshot.template is not None:
-            snapshot.template.remove_runner_baselines()
-            snapshot.template.remove()
+        ground.remove(keep_template=False)
         return abandon_unstarted_iteration(plan, exc)
-    ctx = iteration_context(plan, groups, snapshot, children_before)
+    ctx = iteration_context(plan, groups, ground, children_before)
     if plan.wave_limit:  # an adaptive shard runs its waves so far and no further
         cells = [cell for cell in cells if cell.run_number <= plan.wave_limit]
     try:
-        records = run_planned_cells(ctx, cells, plan.resuming,
-                                    adaptive_matrix if plan.options.adaptive else execute_matrix)
+        records = run_planned_cells(ctx, cells, plan.resuming)
         cells, waves = adaptive_cells(ctx, cells)
     finally:
         end_strays(keep=children_before)  # whatever an agent left running ends now
-        snapshot.template.remove_runner_baselines()
-        if not options.keep_sandboxes:  # kept sandboxes still borrow its objects
-            snapshot.template.remove()
-    checked = {**manifest["checkout_check"], "after": check_checkout(checkout, checkout_failure)}
-    begun = BegunIteration(cells, fixtures, {**manifest, "checkout_check": checked, **waves})
-    return exit_status(ctx, finish_iteration(plan, groups, begun, records))
+        ground.remove(keep_template=plan.options.keep_sandboxes)
+    manifest = {**manifest, **ground.after(manifest, groups), **waves}
+    return finish_iteration(plan, ctx, cells, {**manifest, "fixture_status": {
+        **manifest["fixture_status"], "after": fixture_status(plan.suite.root, fixtures, groups)}},
+        records)
 
 
-def iteration_context(plan: IterationPlan, groups: ProcessGroups, snapshot: RepoSnapshot | None,
+@dataclasses.dataclass
+class Sandboxes:
+    """Where a run's executors work: copies of the checkout's snapshot, taken before the
+    manifest, built from a git template made once the iteration may start."""
+
+    snapshot: RepoSnapshot
+    checkout: CheckoutSnapshot | None
+    checkout_failure: str
+    withheld: list[str]
+    sources: dict[str, SourceRun] = dataclasses.field(default_factory=dict)  # none: executed
+
+    @classmethod
+    def take(cls, plan: IterationPlan, groups: ProcessGroups) -> Sandboxes:
+        suite = plan.suite
+        try:
+            checkout, failure = CheckoutSnapshot.take(suite.root, plan.iteration_dir,
+                                                      (f"skills/{suite.skill_name}/",),
+                                                      groups=groups), ""
+        except OSError as exc:
+            checkout, failure = None, f"the snapshot failed: {exc}"
+        withheld = package_withholdings(suite.root, suite.skill_name, suite.path,
+                                        suite.secret_texts())
+        snapshot = RepoSnapshot.take(suite.root, suite.skill_name, withheld, plan.revisions,
+                                     suite.path, groups=groups)
+        return cls(snapshot, checkout, failure, withheld)
+
+    def begin(self, plan: IterationPlan, groups: ProcessGroups, cells: list[Cell],
+              fixtures: list[str], isolation: dict[str, Any]) -> dict[str, Any]:
+        """The sandboxes' git template built; the manifest's account of what the sandboxes
+        hold and how agents run in them."""
+        suite, options, snapshot = plan.suite, plan.options, self.snapshot
+        snapshot.template = (None if groups.cancelled.is_set()
+                             else build_git_template(snapshot, plan.sandbox_base, groups))
+        if groups.cancelled.is_set():
+            raise KeyboardInterrupt
+        add_runner_baselines(snapshot.template, plan.iteration_dir / ".baselines")
+        sharding = ({"plan": plan_identity(suite, options, plan_cells(suite, options,
+                                                                      plan.iteration_dir)),
+                     "shard": shard_record(options, cells)} if options.shard else {})
+        return {"listing_source": snapshot.listing_source,
+                "git_template": {"path": str(snapshot.template.folder),
+                                 "commit": snapshot.template.commit,
+                                 "error": snapshot.template.error},
+                "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name,
+                                                                       plan.provider),
+                "withheld_from_skill_package": self.withheld, "isolation": isolation,
+                "withheld_from_every_sandbox": snapshot.kept_back,
+                "fixture_status": {"before": fixture_status(suite.root, fixtures, groups)},
+                "arms": arm_records(suite, options.configs, snapshot.revisions),
+                "skill_snapshot": skill_snapshot_record(snapshot, options.configs), **sharding,
+                "checkout_check": {"before": self.checkout.summary() if self.checkout
+                                   else {"reason": self.checkout_failure}}}
+
+    def remove(self, keep_template: bool) -> None:
+        """The runner's baselines, and the template unless kept sandboxes borrow its objects."""
+        template = self.snapshot.template
+        if template is None:
+            return
+        template.remove_runner_baselines()
+        if not keep_template:
+            template.remove()
+
+    def after(self, manifest: dict[str, Any], groups: ProcessGroups) -> dict[str, Any]:
+        """The checkout as the cells left it, beside how they found it."""
+        return {"checkout_check": {**manifest["checkout_check"], "after": check_checkout(
+            self.checkout, self.checkout_failure, groups)}}
+
+
+@dataclasses.dataclass
+class RecordedRuns:
+    """Where a re-grade's answers come from: the source iteration's recorded runs."""
+
+    source: RegradeSource
+    sources: dict[str, SourceRun]  # every cell's: graded again, never executed
+    snapshot: None = None
+
+    def begin(self, plan: IterationPlan, groups: ProcessGroups, cells: list[Cell],
+              fixtures: list[str], isolation: dict[str, Any]) -> dict[str, Any]:
+        """Where the answers came from; what is about the executor's run, from the source."""
+        source = self.source
+        return {"regrade": source.record(),
+                "skill_installed_elsewhere": source.manifest.get("skill_installed_elsewhere")
+                or [],
+                "isolation": isolation,
+                "fixture_status": {"before": (source.manifest.get("fixture_status") or {}).get(
+                    "before") or fixture_status(plan.suite.root, fixtures, groups)}}
+
+    def remove(self, keep_template: bool) -> None:
+        """Nothing to remove: each cell's graders' room goes with the cell."""
+
+    def after(self, manifest: dict[str, Any], groups: ProcessGroups) -> dict[str, Any]:
+        return {}
+
+
+def iteration_context(plan: IterationPlan, groups: ProcessGroups, ground: Sandboxes | RecordedRuns,
                       children_before: set[int]) -> RunContext:
     """What the cells run with, complete: how agents are confined and what they never see."""
     mounts: list[tuple[str, str, str]] = []
@@ -13992,11 +14410,12 @@ def iteration_context(plan: IterationPlan, groups: ProcessGroups, snapshot: Repo
         hidden = [folder for folder in (plan.suite.root, plan.iteration_dir,
                                         plan.options.workspace, plan.sandbox_base, Path.home())
                   if folder is not None] + ([plan.source.folder] if plan.source else [])
-    return RunContext(plan.suite, plan.options, plan.provider, plan.iteration_dir, snapshot,
-                      plan.sandbox_base, groups, judge=judge_identity(plan),
+    return RunContext(plan.suite, plan.options, plan.provider, plan.iteration_dir,
+                      ground.snapshot, plan.sandbox_base, groups, judge=judge_identity(plan),
                       resuming=plan.resuming, children_before=children_before,
                       base_env=plan.base_env, confinement=plan.confinement,
-                      agent_mounts=mounts, hidden=hidden, wave_limit=plan.wave_limit)
+                      agent_mounts=mounts, hidden=hidden, wave_limit=plan.wave_limit,
+                      sources=ground.sources)
 
 
 # -- adaptive runs: the matrix in waves, a sequential look after each -----------------------
@@ -14039,7 +14458,7 @@ def adaptive_matrix(ctx: RunContext, cells: list[Cell],
     history: list[dict[str, Any]] = []
     keys = list(dict.fromkeys(cell.case.key for cell in cells))
     for wave in range(1, looks + 1):
-        records += execute_matrix(ctx, [c for c in cells if c.run_number == wave], finished)
+        records += run_matrix(ctx, [c for c in cells if c.run_number == wave], finished)
         look = sequential_look(adaptive_pairs(keys, records, ctx.options.configs), wave, looks)
         history.append(look)
         halted = ctx.should_stop() or cancelled_reason(records)
@@ -14068,7 +14487,7 @@ def shard_waves(ctx: RunContext, cells: list[Cell],
     limit = ctx.wave_limit or 1
     records: list[RunRecord] = []
     for wave in range(1, limit + 1):
-        records += execute_matrix(ctx, [c for c in cells if c.run_number == wave], finished)
+        records += run_matrix(ctx, [c for c in cells if c.run_number == wave], finished)
     index, count = ctx.options.shard  # adaptive_matrix sends only shards here
     ctx.state.adaptive = {
         **adaptive_method(ctx.options.runs, adaptive_plan_evals(ctx.suite, ctx.options)),
@@ -14147,7 +14566,7 @@ def adaptive_record(waves_max: int, per_wave: dict[str, int], records: list[RunR
             "looks": history, "saved": saved}
 
 
-def replay_looks(plan: dict[str, Any], records: list[RunRecord], waves: int,
+def replay_looks(plan: PlanRecord, records: list[RunRecord], waves: int,
                  where: str) -> list[dict[str, Any]]:
     """The looks after waves 1..`waves` of shards' cells merged, as one machine makes them.
     A look before the last that stopped the waves means later waves ran against the rule:
@@ -14155,8 +14574,8 @@ def replay_looks(plan: dict[str, Any], records: list[RunRecord], waves: int,
     history = []
     for wave in range(1, waves + 1):
         seen = [record for record in records if record.run_number <= wave]
-        look = sequential_look(adaptive_pairs(plan["evals"], seen, plan["configs"]), wave,
-                               plan["runs"])
+        look = sequential_look(adaptive_pairs(list(plan.evals), seen, list(plan.configs)),
+                               wave, plan.runs)
         if look["stop"] and wave < waves:
             raise InputError(f"{where}: the look after wave {wave} stops the waves "
                              f"({look['stop']}), yet the shards ran {waves} waves; no look may "
@@ -14179,20 +14598,11 @@ def adaptive_cells(ctx: RunContext, cells: list[Cell]) -> tuple[list[Cell], dict
     return [cell for cell in cells if cell.run_number <= waves["waves_run"]], {"adaptive": waves}
 
 
-def exit_status(ctx: RunContext, code: int) -> int:
-    """A file a cell could not write (a full disk) ends the run with exit 3 naming it, once
-    the benchmark says which cells it cost; an interrupt keeps its 130."""
-    if ctx.state.write_failed is not None and code != EXIT_INTERRUPTED:
-        raise ctx.state.write_failed
-    return code
-
-
-def run_planned_cells(ctx: RunContext, cells: list[Cell], resumed: bool,
-                      matrix: Callable[..., list[RunRecord]] = execute_matrix,
-                      *extra: Any) -> list[RunRecord]:
-    """The one execution path of run, --resume and --regrade: the cells an earlier attempt
-    finished kept (only while their files match the hashes taken when they finished),
-    progress shown, the spending caps counted over the whole iteration, the deadline kept."""
+def run_planned_cells(ctx: RunContext, cells: list[Cell], resumed: bool) -> list[RunRecord]:
+    """The cells of run, --resume, --regrade and --next-wave: the ones an earlier attempt
+    finished kept (only while their files match the hashes taken when they finished), the
+    others run in waves (--adaptive) or at once, progress shown, the spending caps counted
+    over the whole iteration, the deadline kept."""
     # An adaptive shard's waves before its latest are the ones a merged look saw.
     looked = max((ctx.wave_limit or 0) - 1, 0)
     finished = (load_finished_cells(cells, recorded_run_hashes(ctx.iteration_dir), looked)
@@ -14209,7 +14619,7 @@ def run_planned_cells(ctx: RunContext, cells: list[Cell], resumed: bool,
     progress.start(f"iteration: {ctx.iteration_dir}"
                    + (f" (resumed: {len(finished)} cells already finished)" if finished else ""))
     try:
-        return run_matrix_until_deadline(ctx, cells, finished, matrix, *extra)
+        return run_matrix_until_deadline(ctx, cells, finished)
     finally:
         progress.stop()
 
@@ -14219,7 +14629,6 @@ def abandon_unstarted_iteration(plan: IterationPlan, exc: BaseException) -> int:
     keeps what it had); an interrupt exits 130, anything else goes on up."""
     if not plan.resuming:
         shutil.rmtree(plan.iteration_dir, ignore_errors=True)
-        CRASH_FOLDER.pop("iteration", None)
     if isinstance(exc, KeyboardInterrupt):
         print(f"{PROG}: interrupted before the first cell started; no iteration was kept",
               file=sys.stderr)
@@ -14230,18 +14639,10 @@ def abandon_unstarted_iteration(plan: IterationPlan, exc: BaseException) -> int:
 def recorded_run_hashes(iteration_dir: Path) -> dict[str, dict[str, str]]:
     """The hashes each cell of an earlier attempt had when it finished, by cell label."""
     try:
-        benchmark = read_benchmark(iteration_dir)
+        benchmark = load_benchmark_model(iteration_dir)
     except InputError:  # a SIGKILL left none, or it was damaged: the journal alone says
         benchmark = None
     return recorded_hashes(iteration_dir, benchmark)
-
-
-def take_checkout_snapshot(root: Path, iteration_dir: Path,
-                           skill_name: str) -> tuple[CheckoutSnapshot | None, str]:
-    try:
-        return CheckoutSnapshot.take(root, iteration_dir, (f"skills/{skill_name}/",)), ""
-    except OSError as exc:
-        return None, f"the snapshot failed: {exc}"
 
 
 def judge_identity(plan: IterationPlan) -> dict[str, Any]:
@@ -14252,9 +14653,7 @@ def judge_identity(plan: IterationPlan) -> dict[str, Any]:
 
 
 def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
-                              finished: dict[str, RunRecord],
-                              matrix: Callable[..., list[RunRecord]] = execute_matrix,
-                              *extra: Any) -> list[RunRecord]:
+                              finished: dict[str, RunRecord]) -> list[RunRecord]:
     """At the deadline nothing new starts and running agents are ended (cancelled)."""
     timer = None
     if ctx.options.deadline_s:
@@ -14264,34 +14663,32 @@ def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
         timer.daemon = True
         timer.start()
     try:
-        return matrix(ctx, cells, *extra, finished) if extra else matrix(ctx, cells, finished)
+        return (adaptive_matrix if ctx.options.adaptive else run_matrix)(ctx, cells, finished)
     finally:
         if timer is not None:
             timer.cancel()
 
 
-def finish_iteration(plan: IterationPlan, groups: ProcessGroups, begun: BegunIteration,
-                     records: list[RunRecord]) -> int:
-    """The manifest completed with the fixtures as the cells left them, then the benchmark."""
+def finish_iteration(plan: IterationPlan, ctx: RunContext, cells: list[Cell],
+                     manifest: dict[str, Any], records: list[RunRecord]) -> int:
+    """The completed manifest, then the benchmark. A file a cell could not write (a full
+    disk) ends the run with exit 3 naming it, once the benchmark says which cells it cost;
+    an interrupt keeps its 130."""
     suite, options, iteration_dir = plan.suite, plan.options, plan.iteration_dir
-    cells = begun.cells
-    manifest = {**begun.manifest, "fixture_status": {
-        **begun.manifest["fixture_status"], "after": fixture_status(suite.root, begun.fixtures)}}
     write_json(iteration_dir / "iteration_manifest.json", manifest)
-    interrupted = groups.reason == "interrupted"
-    incomplete = groups.cancelled.is_set() or any(r.status == "cancelled" for r in records)
+    interrupted = ctx.groups.reason == "interrupted"
+    incomplete = ctx.groups.cancelled.is_set() or any(r.status == "cancelled" for r in records)
     meta = benchmark_metadata(suite, options, manifest, cells, records, incomplete)
     benchmark = aggregate(records, meta)
     benchmark = with_sequential_verdict(benchmark, manifest.get("adaptive"))
     benchmark = apply_results_check(benchmark, source_check(
         manifest, verify_run_files(benchmark, iteration_dir, "run")))
-    write_benchmark(iteration_dir, benchmark)
-    write_text(iteration_dir / "benchmark.html", html_page(benchmark, iteration_dir))
-    if options.junit:
-        write_text(options.junit, render_junit(benchmark))
+    write_benchmark(iteration_dir, benchmark, iteration_dir / "benchmark.html", options.junit)
     print(render_summary(benchmark, iteration_dir))
     if interrupted:
         return EXIT_INTERRUPTED
+    if ctx.state.write_failed is not None:
+        raise ctx.state.write_failed
     return EXIT_OK if benchmark.sanity_checks.status == "OK" else EXIT_REVIEW
 
 
@@ -14345,8 +14742,8 @@ def load_regrade_source(folder: Path) -> RegradeSource:
     refuse = f"--regrade {folder}"
     fix = "pass an iteration-N folder that `run` finished"
     manifest = read_manifest(folder, fix)
-    benchmark = read_benchmark(folder)
-    metadata = benchmark.data["metadata"]
+    benchmark = load_benchmark_model(folder)
+    metadata = benchmark.metadata
     if not isinstance(manifest.data.get("options"), dict):
         raise InputError(f"{refuse}: its iteration_manifest.json holds no options", fix)
     refuse_adaptive_source(manifest.data["options"], refuse)
@@ -14359,7 +14756,7 @@ def load_regrade_source(folder: Path) -> RegradeSource:
                          source_changes(folder, benchmark))
 
 
-def source_changes(folder: Path, benchmark: BenchmarkFile) -> dict[str, str]:
+def source_changes(folder: Path, benchmark: Benchmark) -> dict[str, str]:
     """Per run folder of an iteration, its files that differ from what the runner wrote."""
     changes, _, _ = run_file_changes(folder, benchmark)
     changed: dict[str, str] = {}
@@ -14378,7 +14775,7 @@ def source_check(manifest: dict[str, Any], check: dict[str, Any]) -> dict[str, A
     if not source:
         return check
     try:
-        changed = source_changes(Path(source), read_benchmark(source))
+        changed = source_changes(Path(source), load_benchmark_model(source))
     except InputError as exc:
         changed = {str(source): f"unreadable at the end of the re-grade ({exc.message})"}
     extra = [{"path": f"source {label}", "change": why} for label, why in changed.items()]
@@ -14458,42 +14855,26 @@ def regrade_sources(source: RegradeSource, cells: list[Cell]) -> dict[str, Sourc
     return sources
 
 
-def run_regrade_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
-    """--regrade: the source iteration's recorded answers graded again; no executor runs."""
-    suite, options, source = plan.suite, plan.options, plan.source
-    children_before = child_pids()
-    subreaper = become_subreaper()
-    cells = plan_cells(suite, options, plan.iteration_dir)
-    sources = regrade_sources(source, cells)
-    fixtures = sorted({rel for cell in cells for rel in cell.case.files})
-    try:
-        if groups.cancelled.is_set():
-            raise KeyboardInterrupt
-        launch = launch_entries(plan, subreaper)
-        manifest = prepare_manifest(plan, cells, {
-            "cli_version": launch["cli_version"], "sandbox_base": launch["sandbox_base"],
-            "regrade": source.record(),
-            # about the executor's run, so they come from the source
-            "skill_installed_elsewhere": source.manifest.get("skill_installed_elsewhere") or [],
-            "isolation": launch["isolation"],
-            "fixture_status": {"before": (source.manifest.get("fixture_status") or {}).get(
-                "before") or fixture_status(suite.root, fixtures)},
-            "environment_scrub": plan.environment_scrub})
-        write_start(plan, cells, manifest)
-    except BaseException as exc:
-        return abandon_unstarted_iteration(plan, exc)
-    ctx = iteration_context(plan, groups, None, children_before)
-    try:
-        records = run_planned_cells(ctx, cells, plan.resuming, regrade_matrix, sources)
-    finally:
-        end_strays(keep=children_before)
-    return exit_status(ctx, finish_iteration(plan, groups,
-                                             BegunIteration(cells, fixtures, manifest), records))
-
-
-def write_benchmark(iteration_dir: Path, benchmark: Benchmark) -> None:
+def write_benchmark(iteration_dir: Path, benchmark: Benchmark, html: Path | None = None,
+                    junit: Path | None = None) -> None:
+    """The one writer of an iteration's outputs (run, --merge): its benchmark.json, then what
+    benchmark_outputs renders from it."""
+    outputs = benchmark_outputs(benchmark, iteration_dir, html, junit)
     write_json(iteration_dir / BENCHMARK_FILE, benchmark.to_json())
-    write_text(iteration_dir / "benchmark.md", render_markdown(benchmark))
+    for path, text in outputs.items():
+        write_text(path, text)
+
+
+def benchmark_outputs(benchmark: Benchmark, iteration_dir: Path, html: Path | None = None,
+                      junit: Path | None = None) -> dict[Path, str]:
+    """benchmark.md, and the HTML page and JUnit file where named, each by the path it goes
+    to: every one rendered before any is written (`report` rewrites them from the JSON)."""
+    outputs = {iteration_dir / "benchmark.md": render_markdown(benchmark)}
+    if html:
+        outputs[html] = html_page(benchmark, iteration_dir)
+    if junit:
+        outputs[junit] = render_junit(benchmark)
+    return outputs
 
 
 # -- report -------------------------------------------------------------------
@@ -14503,18 +14884,13 @@ def load_benchmark_model(iteration: str | Path) -> Benchmark:
     """An iteration's benchmark.json as the reports read it, parsed once, here."""
     folder = Path(iteration)
     path = folder / BENCHMARK_FILE if folder.is_dir() else folder
-    return Benchmark.from_json(read_benchmark(iteration).data, path)
-
-
-def read_benchmark(iteration: str | Path) -> BenchmarkFile:
-    """An iteration's benchmark.json (or the file named), checked by the result model."""
-    folder = Path(iteration)
-    path = folder / "benchmark.json" if folder.is_dir() else folder
     if not os.path.lexists(path):
         raise InputError(f"no benchmark.json at {path}",
                          "pass an iteration-N folder written by `run`")
-    return BenchmarkFile.from_json(read_iteration_json(path, "re-run, or restore the file"),
-                                   path)
+    written = read_iteration_json(path, "re-run, or restore the file")
+    refuse_other_files(written, path)
+    return Benchmark.from_json(written, path)
+
 
 
 def newest_iteration_in(value: str, flag: str = "ITERATION_DIR") -> str:
@@ -14551,25 +14927,39 @@ def newest_iterations(iteration: str, compare: str | None) -> tuple[str, str | N
 # -- merging shards -----------------------------------------------------------
 
 
-def read_shard(folder: Path) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class ShardIteration:
+    """A finished shard's iteration, read once: its manifest (with its shard and plan), its
+    benchmark, the waves it ran and, for an adaptive run, the size of one of its waves."""
+
+    folder: Path
+    manifest: Manifest
+    shard: ShardRecord
+    plan: PlanRecord
+    benchmark: Benchmark
+    waves: int
+    wave_size: dict[str, int] | None = None
+
+
+def read_shard(folder: Path) -> ShardIteration:
     """A shard iteration's manifest and benchmark; refused unless it is a finished shard."""
     fix = "pass iteration folders written by `run --shard K/N`"
     manifest = read_manifest(folder, fix)
     if manifest.shard is None or manifest.plan is None:
         raise InputError(f"--merge {folder}: not a shard (it was run without --shard K/N)", fix)
-    benchmark = read_benchmark(folder)
-    shard = {"folder": folder, "manifest": manifest.data, "benchmark": benchmark.data,
-             "shard": manifest.data["shard"], "plan": manifest.data["plan"],
-             "checked": benchmark, "waves": manifest.data["plan"]["runs"]}
+    benchmark = load_benchmark_model(folder)
+    shard = ShardIteration(folder, manifest, manifest.shard, manifest.plan, benchmark,
+                           manifest.plan.runs)
     if (manifest.data.get("options") or {}).get("adaptive") is True:
-        shard["waves"], shard["wave_size"] = shard_wave_entry(folder, manifest.data)
+        waves, size = shard_wave_entry(folder, manifest)
+        shard = dataclasses.replace(shard, waves=waves, wave_size=size)
     return shard
 
 
-def shard_wave_entry(folder: Path, manifest: dict[str, Any]) -> tuple[int, dict[str, int]]:
+def shard_wave_entry(folder: Path, manifest: Manifest) -> tuple[int, dict[str, int]]:
     """An adaptive shard's waves run and the size of one of its waves, from its manifest."""
-    entry = manifest.get("adaptive")
-    runs = manifest["plan"]["runs"]
+    entry = manifest.data.get("adaptive")
+    runs = manifest.plan.runs if manifest.plan else 0
     size = entry.get("wave_size") if isinstance(entry, dict) else None
     waves = entry.get("waves_run") if isinstance(entry, dict) else None
     if not (isinstance(waves, int) and 1 <= waves <= runs and isinstance(size, dict)
@@ -14581,9 +14971,9 @@ def shard_wave_entry(folder: Path, manifest: dict[str, Any]) -> tuple[int, dict[
     return waves, {"cells": size["cells"], "grader_calls": size["grader_calls"]}
 
 
-def merged_waves(shards: list[dict[str, Any]], missing: list[dict[str, Any]]) -> int | None:
+def merged_waves(shards: list[ShardIteration], missing: list[dict[str, Any]]) -> int | None:
     """The wave every shard of an adaptive plan has reached (None for a fixed plan)."""
-    if "wave_size" not in shards[0]:
+    if shards[0].wave_size is None:
         return None
     fix = ("bring every shard to the same wave: run --resume SHARD_ITERATION --next-wave "
            "MERGED on each, with the same merged iteration, then merge again")
@@ -14591,78 +14981,81 @@ def merged_waves(shards: list[dict[str, Any]], missing: list[dict[str, Any]]) ->
         raise InputError(f"--merge: the look after a wave needs every shard of an adaptive run, "
                          f"and {', '.join('shard ' + m['shard'] for m in missing)} "
                          "is not given", "pass every shard's iteration")
-    reached = {shard["shard"]["label"]: shard["waves"] for shard in shards}
+    reached = {shard.shard.label: shard.waves for shard in shards}
     if len(set(reached.values())) > 1:
         raise InputError("--merge: the shards of an adaptive run are at different waves ("
                          + ", ".join(f"shard {label}: {waves}" for label, waves in
                                      sorted(reached.items())) + ")", fix)
-    return shards[0]["waves"]
+    return shards[0].waves
 
 
-def merged_adaptive(shards: list[dict[str, Any]], records: list[RunRecord],
+def merged_adaptive(shards: list[ShardIteration], records: list[RunRecord],
                     waves: int) -> dict[str, Any]:
     """The merged shards' looks, replayed as one machine makes them, and what they saved."""
-    plan = shards[0]["plan"]
-    per_wave = {key: sum(shard["wave_size"][key] for shard in shards)
+    plan = shards[0].plan
+    per_wave = {key: sum((shard.wave_size or {})[key] for shard in shards)
                 for key in ("cells", "grader_calls")}
     history = replay_looks(plan, records, waves, "--merge")
-    return adaptive_record(plan["runs"], per_wave, records, history, len(plan["evals"]))
+    return adaptive_record(plan.runs, per_wave, records, history, len(plan.evals))
 
 
-def expected_shards(plan: dict[str, Any], count: int) -> dict[int, list[str]]:
+def expected_shards(plan: PlanRecord, count: int) -> dict[int, list[str]]:
     """The evals each shard of this plan must hold, by the same assignment `run` used."""
-    per_eval = len(plan["configs"]) * plan["runs"]
-    assignment = assign_shards({key: per_eval for key in plan["evals"]}, count)
+    per_eval = len(plan.configs) * plan.runs
+    assignment = assign_shards({key: per_eval for key in plan.evals}, count)
     owners: dict[int, list[str]] = {}
-    for key in plan["evals"]:
+    for key in plan.evals:
         owners.setdefault(assignment[key], []).append(key)
     return owners
 
 
-def check_shards(shards: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def check_shards(shards: list[ShardIteration]) -> list[dict[str, Any]]:
     """Refuse shards of different plans, repeated or tampered; the missing ones, named."""
     first = shards[0]
     fix = ("merge only shards of one plan: the same suite, skill package, runner file, options "
            "and agent CLI version, with the same N")
     for other in shards[1:]:
-        differ = sorted(k for k in set(first["plan"]) | set(other["plan"])
-                        if k != "sha256" and first["plan"].get(k) != other["plan"].get(k))
-        if other["plan"].get("sha256") != first["plan"].get("sha256") or differ:
-            raise InputError(f"--merge: {other['folder']} belongs to another plan than "
-                             f"{first['folder']} ({', '.join(differ) or 'plan hash'} differ)", fix)
-        if other["manifest"].get("cli_version") != first["manifest"].get("cli_version"):
-            raise InputError(f"--merge: {other['folder']} ran agent CLI "
-                             f"{other['manifest'].get('cli_version')!r}, {first['folder']} ran "
-                             f"{first['manifest'].get('cli_version')!r}", fix)
-    count = first["plan"].get("shard_count")
-    owners = expected_shards(first["plan"], count)
+        differ = sorted(f.name for f in dataclasses.fields(PlanRecord) if f.name != "sha256"
+                        and getattr(first.plan, f.name) != getattr(other.plan, f.name))
+        if other.plan.sha256 != first.plan.sha256 or differ:
+            raise InputError(f"--merge: {other.folder} belongs to another plan than "
+                             f"{first.folder} ({', '.join(differ) or 'plan hash'} differ)", fix)
+        if other.manifest.data.get("cli_version") != first.manifest.data.get("cli_version"):
+            raise InputError(f"--merge: {other.folder} ran agent CLI "
+                             f"{other.manifest.data.get('cli_version')!r}, {first.folder} ran "
+                             f"{first.manifest.data.get('cli_version')!r}", fix)
+    count = first.plan.shard_count
+    if count is None:
+        raise InputError(f"--merge: {first.folder}'s plan records no shard count "
+                         "(plan.shard_count)", "pass iterations written by `run --shard`")
+    owners = expected_shards(first.plan, count)
     seen: dict[int, Path] = {}
     for shard in shards:
-        index = shard["shard"].get("index")
+        index = shard.shard.index
         if index in seen:
             raise InputError(f"--merge: shard {index}/{count} is given twice ({seen[index]} and "
-                             f"{shard['folder']}): their runs would overlap",
+                             f"{shard.folder}): their runs would overlap",
                              "pass each shard's iteration once")
-        seen[index] = shard["folder"]
-        if shard["shard"].get("evals") != owners.get(index, []):
-            raise InputError(f"--merge: {shard['folder']} holds evals "
-                             f"{shard['shard'].get('evals')} but shard {index}/{count} of this "
+        seen[index] = shard.folder
+        if list(shard.shard.evals) != owners.get(index, []):
+            raise InputError(f"--merge: {shard.folder} holds evals "
+                             f"{list(shard.shard.evals)} but shard {index}/{count} of this "
                              f"plan holds {owners.get(index, [])}",
                              "pass iterations written by `run --shard` unchanged")
     return [{"shard": f"{index}/{count}", "evals": evals}
             for index, evals in sorted(owners.items()) if index not in seen]
 
 
-def shard_records(shard: dict[str, Any]) -> list[RunRecord]:
+def shard_records(shard: ShardIteration) -> list[RunRecord]:
     """Every cell of a shard, read back from its run files, in plan order, with the file
     hashes the shard's runner recorded (so the merged iteration verifies them too)."""
-    plan, records = shard["plan"], []
-    hashes = {(run.eval_id, run.configuration, run.run_number): run.files_sha256
-              for run in shard["checked"].runs}
-    for key in shard["shard"]["evals"]:
-        for config in plan["configs"]:
-            for number in range(1, shard["waves"] + 1):
-                run_dir = (shard["folder"] / f"eval-{key}" / config_folder(config)
+    plan, records = shard.plan, []
+    hashes = {run.key: run.files_sha256
+              for run in (*shard.benchmark.runs, *shard.benchmark.unscored_runs)}
+    for key in shard.shard.evals:
+        for config in plan.configs:
+            for number in range(1, shard.waves + 1):
+                run_dir = (shard.folder / f"eval-{key}" / config_folder(config)
                            / f"run-{number}")
                 recorded = hashes.get((str(key), config, number))
                 record = shard_cell_record(run_dir, recorded, (key, config, number))
@@ -14694,15 +15087,15 @@ def shard_cell_record(run_dir: Path, recorded: Any, cell: tuple[Any, str, int]) 
     return record
 
 
-def _weakest_isolation(shards: list[dict[str, Any]]) -> Any:
+def _weakest_isolation(shards: list[ShardIteration]) -> Any:
     """One unconfined shard makes the merged iteration unconfined: say so, never hide it."""
-    return weakest_isolation([s["benchmark"]["metadata"].get("isolation") or {} for s in shards])
+    return weakest_isolation([s.benchmark.metadata.get("isolation") or {} for s in shards])
 
 
-def _merged_fixture_status(shards: list[dict[str, Any]]) -> dict[str, Any]:
+def _merged_fixture_status(shards: list[ShardIteration]) -> dict[str, Any]:
     merged: dict[str, Any] = {}
     for moment in ("before", "after"):
-        states = [(s["benchmark"]["metadata"].get("fixture_status") or {}).get(moment) or {}
+        states = [(s.benchmark.metadata.get("fixture_status") or {}).get(moment) or {}
                   for s in shards]
         unchecked = [st for st in states if not st.get("checked", True)]
         merged[moment] = unchecked[0] if unchecked else {
@@ -14710,41 +15103,40 @@ def _merged_fixture_status(shards: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def merged_metadata(shards: list[dict[str, Any]], records: list[RunRecord],
+def merged_metadata(shards: list[ShardIteration], records: list[RunRecord],
                     missing: list[dict[str, Any]]) -> dict[str, Any]:
     """The metadata one machine would have written for the plan, plus where it came from."""
-    plan = shards[0]["plan"]
-    meta = {k: v for k, v in shards[0]["benchmark"]["metadata"].items()
+    plan = shards[0].plan
+    meta = {k: v for k, v in shards[0].benchmark.metadata.items()
             if k not in ("shard", "plan")}
     elsewhere = [place for s in shards
-                 for place in s["benchmark"]["metadata"].get("skill_installed_elsewhere") or []]
+                 for place in s.benchmark.metadata.get("skill_installed_elsewhere") or []]
     meta.update({
         "timestamp": utc_now(), "evals_run": list(dict.fromkeys(r.eval_id for r in records)),
         # An adaptive plan's waves not run are not planned cells (as on one machine).
-        "cells_planned": plan["cells"] * shards[0]["waves"] // plan["runs"],
+        "cells_planned": plan.cells * shards[0].waves // plan.runs,
         "cells_finished": sum(r.status != "cancelled" for r in records),
-        "incomplete": bool(missing) or any(s["benchmark"]["metadata"].get("incomplete")
+        "incomplete": bool(missing) or any(s.benchmark.metadata.get("incomplete")
                                            for s in shards),
         "fixture_status": _merged_fixture_status(shards),
         "skill_installed_elsewhere": list(dict.fromkeys(elsewhere)),
         "isolation": _weakest_isolation(shards),
         "identity": {**(meta.get("identity") or {}),
-                     "fixtures_sha256": plan["fixtures_sha256"]},
-        "plan": plan,
-        "merged_from": [{"shard": s["shard"]["label"], "iteration": str(s["folder"].resolve()),
-                         "cells": s["shard"]["cells"],
-                         "timestamp": s["benchmark"]["metadata"].get("timestamp")}
-                        for s in sorted(shards, key=lambda s: s["shard"]["index"])],
+                     "fixtures_sha256": plan.fixtures_sha256},
+        "plan": plan.to_json(),
+        "merged_from": [{"shard": s.shard.label, "iteration": str(s.folder.resolve()),
+                         "cells": s.shard.cells, "timestamp": s.benchmark.metadata.get("timestamp")}
+                        for s in sorted(shards, key=lambda s: s.shard.index)],
         "missing_shards": missing,
     })
     return meta
 
 
-def zip_evals(shard: dict[str, Any],
+def zip_evals(shard: ShardIteration,
               records: list[RunRecord]) -> Iterator[tuple[str, list[RunRecord]]]:
     """A shard's records grouped by eval key, in the shard's order."""
-    per_eval = len(shard["plan"]["configs"]) * shard["waves"]
-    for position, key in enumerate(shard["shard"]["evals"]):
+    per_eval = len(shard.plan.configs) * shard.waves
+    for position, key in enumerate(shard.shard.evals):
         yield key, records[position * per_eval:(position + 1) * per_eval]
 
 
@@ -14755,18 +15147,18 @@ def _malformed_shards(folders: list[Path], exc: Exception) -> InputError:
                       "merge the iterations `run --shard` wrote, unchanged")
 
 
-def shards_check(shards: list[dict[str, Any]]) -> dict[str, Any]:
+def shards_check(shards: list[ShardIteration]) -> dict[str, Any]:
     """Every shard's run files against the hashes taken when its cells finished, before the
     merged iteration is written: a shard edited after it ran is results_modified."""
     started = time.monotonic()
     changes, files, unverifiable = [], 0, 0
     for shard in shards:
-        found, checked, unknown = run_file_changes(shard["folder"], shard["checked"])
-        model = Benchmark.from_json(shard["benchmark"], shard["folder"] / BENCHMARK_FILE)
-        found += unlisted_cells(shard["folder"], model)
+        model = shard.benchmark
+        found, checked, unknown = run_file_changes(shard.folder, model)
+        found += unlisted_cells(shard.folder, model)
         if not found and not unknown:  # its metadata is merged: its word is checked too
-            found += benchmark_differences(shard["folder"], model)
-        changes += [{**change, "path": f"shard {shard['shard']['label']}'s {change['path']}"}
+            found += benchmark_differences(shard.folder, model)
+        changes += [{**change, "path": f"shard {shard.shard.label}'s {change['path']}"}
                     if change["path"].startswith(BENCHMARK_FILE) else change
                     for change in found]
         files, unverifiable = files + checked, unverifiable + unknown
@@ -14810,7 +15202,7 @@ def merge_shards(target: Path, folders: list[Path],
         waves = merged_waves(shards, missing)
         by_eval = {key: (shard, eval_records) for shard in shards
                    for key, eval_records in zip_evals(shard, shard_records(shard))}
-        records = [record for key in shards[0]["plan"]["evals"] if key in by_eval
+        records = [record for key in shards[0].plan.evals if key in by_eval
                    for record in by_eval[key][1]]  # plan order, as one machine writes them
         meta = merged_metadata(shards, records, missing)
         adaptive = merged_adaptive(shards, records, waves) if waves is not None else None
@@ -14820,12 +15212,12 @@ def merge_shards(target: Path, folders: list[Path],
     except MALFORMED_DATA as exc:
         raise _malformed_shards(folders, exc) from None
     for key, (shard, _) in by_eval.items():
-        refuse_linked_files(shard["folder"], f"eval-{key}")
+        refuse_linked_files(shard.folder, f"eval-{key}")
     target.parent.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=f".{target.name}.merging-", dir=target.parent))
     try:
         for key, (shard, _) in by_eval.items():
-            shutil.copytree(shard["folder"] / f"eval-{key}", building / f"eval-{key}",
+            shutil.copytree(shard.folder / f"eval-{key}", building / f"eval-{key}",
                             symlinks=True, ignore=_links,  # a link made since: left behind
                             copy_function=_copy_shard_file)
         write_text(building / HASH_JOURNAL, "".join(
@@ -14834,12 +15226,11 @@ def merge_shards(target: Path, folders: list[Path],
         write_json(building / "iteration_manifest.json", {
             "merged": True, "created_at": utc_now(),
             "runner": {"version": RUNNER_VERSION, "sha256": sha256_file(Path(__file__))},
-            "cli_version": shards[0]["manifest"].get("cli_version"), "plan": meta["plan"],
+            "cli_version": shards[0].manifest.data.get("cli_version"), "plan": meta["plan"],
             "missing_shards": missing, **({"adaptive": adaptive} if adaptive else {}),
-            "shards": [{"shard": s["shard"]["label"], "iteration": str(s["folder"].resolve()),
-                        "manifest": s["manifest"]} for s in shards]})
-        write_benchmark(building, benchmark)
-        write_text(building / "benchmark.html", html_page(benchmark, building))
+            "shards": [{"shard": s.shard.label, "iteration": str(s.folder.resolve()),
+                        "manifest": s.manifest.data} for s in shards]})
+        write_benchmark(building, benchmark, building / "benchmark.html")
         os.rename(building, target)  # fails, rather than merges into, a folder made meanwhile
     except BaseException as exc:
         shutil.rmtree(building, ignore_errors=True)
@@ -15060,6 +15451,9 @@ def evals_for_level(alpha: float) -> int:
 def suites_for_argument(folder: str) -> list[Path]:
     """The suites a folder holds (a repository, a skill, an evals/ folder), or a refusal."""
     suites = suites_in_folder(Path(folder))
+    # A trigger file beside an evals.json is read with it; one alone is a suite of its own.
+    suites += [path for path in trigger_files_in_folder(Path(folder))
+               if not (path.parent / SUITE_FILE_NAME).is_file()]
     if not suites:
         raise InputError(f"{folder} is a folder and holds no eval suite",
                          f"looked for {', '.join(SUITE_PLACES)} under it; pass the suite file "
@@ -15070,12 +15464,13 @@ def suites_for_argument(folder: str) -> list[Path]:
 def validate_suite(suite_arg: str, args: argparse.Namespace,
                    reports: list[dict[str, Any]] | None = None) -> int:
     loaded = load_suite_and_delivery(suite_arg, args.repo_root)
-    shortfall = verdict_shortfall(len(loaded.suite.cases)) if loaded.suite and \
-        loaded.suite.cases and not loaded.errors else None
+    # trigger queries are not graded: a verdict rests on the other cases alone
+    graded = [c for c in loaded.suite.cases if not c.trigger] if loaded.suite else []
+    shortfall = verdict_shortfall(len(graded)) if graded and not loaded.errors else None
     if shortfall:
         loaded.problems.append(Problem(
             "warning", shortfall, str(loaded.suite.path), "evals", None,
-            f"add {MIN_PAIRED_EVALS - len(loaded.suite.cases)} more case(s) for a verdict; a "
+            f"add {MIN_PAIRED_EVALS - len(graded)} more case(s) for a verdict; a "
             "smaller pilot still shows pass rates and which assertions discriminate"))
     counts = suite_counts(loaded)
     ok = not loaded.errors
@@ -15105,7 +15500,7 @@ def validate_suite(suite_arg: str, args: argparse.Namespace,
 
 def check_root_skill_run(suite: Suite, options: RunOptions) -> None:
     """A skill at the repository root runs from its tracked files, in the working tree only."""
-    root_package_files(suite.root)  # refuses an untracked SKILL.md or a folder without git
+    root_package_files(suite.root, ProcessGroups())  # refuses an untracked SKILL.md or no git
     for config in options.configs:
         if config_revision(config) is not None:
             raise InputError(f"--config {config}: the skill is the repository itself, and "
@@ -15147,14 +15542,6 @@ def _eval_id_list(text: str | None) -> list[str] | None:
     return None if text is None else [part.strip() for part in text.split(",") if part.strip()]
 
 
-def options_for_command(args: argparse.Namespace, suite: Suite) -> RunOptions:
-    """The options of the `run` now starting; its workspace is where a traceback goes until
-    the iteration is known."""
-    options = options_from_args(args, suite)
-    CRASH_FOLDER["workspace"] = options.workspace
-    return options
-
-
 def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
     if args.agent_config and not PROVIDERS[args.agent].accepts_settings:
         takers = sorted(name for name, kind in PROVIDERS.items() if kind.accepts_settings)
@@ -15173,7 +15560,12 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         if unknown or not eval_ids:
             raise InputError(f"--eval-id names no case: {', '.join(unknown) or '(empty)'}",
                              f"known ids: {', '.join(sorted(known)) or '(none)'}")
-    configs = args.config or CONFIGS
+    configs = args.config or (
+        (INSTALLED_CONFIG,) if suite.cases and all(c.trigger for c in suite.cases) else CONFIGS)
+    if suite.cases and all(c.trigger for c in suite.cases) and not any(
+            config_installs_skill(c) for c in configs):
+        raise InputError("a trigger set runs in the installed arm only, and --config names none",
+                         "run it with --config installed (or installed@REV)")
     skill_md = (resolve_skill_md(suite, args.skill_path)
                 if any(config_has_skill(c) for c in configs) else None)
     workspace = Path(args.workspace).resolve() if args.workspace else (
@@ -15276,7 +15668,8 @@ def merged_look_stop(merged: Path, shard: Path, shard_manifest: dict[str, Any],
     mine = {str(key) for key in shard_manifest["shard"]["evals"]}
     seen = {run.label: run.files_sha256 for run in (*benchmark.runs, *benchmark.unscored_runs)
             if str(run.eval_id) in mine}
-    listed = {run.label for run in read_benchmark(shard).runs if run.run_number <= waves}
+    listed = {run.label for run in load_benchmark_model(shard).listed_runs
+              if run.run_number <= waves}
     # The shard's files as they are now, not only the hashes it recorded: a cell deleted or
     # edited since the look counted it would be run again, and the look would not be the one
     # its cells give.
@@ -15304,7 +15697,7 @@ def merged_look_stop(merged: Path, shard: Path, shard_manifest: dict[str, Any],
                     raise InputError(f"{where}: a cell of that merge has no readable run.json",
                                      fix)
                 records.append(record)
-    return replay_looks(plan, records, waves, where)[-1]["stop"]
+    return replay_looks(manifest.plan, records, waves, where)[-1]["stop"]
 
 
 def installed_unconfined_warning(provider: Provider, skill_name: str) -> str:
@@ -15406,8 +15799,7 @@ def resumed_args(args: argparse.Namespace, argv: list[str],
                  parser: argparse.ArgumentParser) -> argparse.Namespace:
     """`run --resume DIR`: what the iteration was started with, overlaid with what this
     command gives again; an option that changes what a cell means must agree. `parser`: a
-    fresh parser of the whole command line. DIR is where a traceback goes from here."""
-    CRASH_FOLDER["iteration"] = Path(args.resume)
+    fresh parser of the whole command line."""
     _, recorded = _recorded_command(Path(args.resume), parser)
     given = given_options(subcommands(parser)["run"], argv) | (
         {"suite"} if args.suite is not None else set())
@@ -15484,7 +15876,7 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     per_cell = 1 + options.grader_runs  # the executor, then K graders, one at a time in a lane
     checks_only = [c for c in cells
                    if suite.checks_for(c.case) and not suite.assertions_for(c.case)]
-    graded = len(cells) - len(checks_only)
+    graded = len(cells) - len(checks_only) - sum(c.case.trigger for c in cells)
     calls = len(cells) + graded * options.grader_runs
     waves = math.ceil(len(cells) / options.concurrency)
     sandbox = sandbox_base / "skill-eval-XXXXXX" / "repo"
@@ -15771,15 +16163,7 @@ def _is_iteration_dir(value: str) -> bool:
 def report_folder_from_flags(args: argparse.Namespace) -> None:
     """`report --html ITER` and `report --across ITER` as a person types them: with no
     ITERATION_DIR, an iteration folder given as the flag's optional value is the folder (a
-    folder is never a page to write, so nothing else could have been meant). That folder
-    (or, merging, the one the merge is built in) is where a traceback goes."""
-    _report_folder_from_flags(args)
-    if args.iteration:
-        CRASH_FOLDER["workspace" if args.merge else "iteration"] = (
-            Path(args.iteration).resolve().parent if args.merge else Path(args.iteration))
-
-
-def _report_folder_from_flags(args: argparse.Namespace) -> None:
+    folder is never a page to write, so nothing else could have been meant)."""
     if args.iteration is not None:
         return
     if args.html and _is_iteration_dir(args.html):
@@ -15875,13 +16259,13 @@ def report_across_agents(entries: list[AgentIteration], text: str, page: str,
 # -- failures -----------------------------------------------------------------
 
 
-def write_traceback(exc: BaseException) -> str:
-    """Write exc's traceback into the iteration folder, else the workspace, else a temporary
-    file (before either is known); its path."""
+def write_traceback(exc: BaseException, folders: dict[str, Path]) -> str:
+    """Write exc's traceback into the command's iteration folder, else its workspace (as far as
+    `folders` knows them), else a temporary file; its path."""
     import traceback
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     text = f"{PROG} {RUNNER_VERSION} on Python {sys.version.split()[0]}\n{text}"
-    for folder in (CRASH_FOLDER.get("iteration"), CRASH_FOLDER.get("workspace")):
+    for folder in (folders.get("iteration"), folders.get("workspace")):
         if folder is None or not folder.is_dir():
             continue
         path = folder / f"runner_traceback-{time.strftime('%Y%m%dT%H%M%S')}.txt"
@@ -16096,8 +16480,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if not Path(args.suite).is_dir():
         return validate_suite(args.suite, args)
     suites = suites_for_argument(args.suite)
-    for trigger in trigger_files_in_folder(Path(args.suite)):
-        print(f"{PROG}: note: {trigger} is not validated: {TRIGGER_SET_FIX}", file=sys.stderr)
     if args.json and len(suites) > 1:  # one JSON document: the suites' reports in a list
         reports: list[dict[str, Any]] = []
         codes = [validate_suite(str(suite), args, reports) for suite in suites]
@@ -16111,9 +16493,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return max(codes)
 
 
-def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
+def cmd_run(args: argparse.Namespace, argv: list[str], folders: dict[str, Path]) -> int:
+    """`folders`: where a traceback goes, told the iteration and the workspace once known."""
     run_parser = subcommands(build_parser())["run"]
     if args.resume:
+        folders["iteration"] = Path(args.resume)
         args = resumed_args(args, argv, build_parser())
     missing = [name for name, value in (("SUITE", args.suite), ("--agent", args.agent))
                if value is None]
@@ -16122,7 +16506,12 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     if Path(args.suite).is_dir():
         args.suite = only_suite_in(args.suite)
     suite = load_valid_suite(args.suite, args.repo_root)
-    options = options_for_command(args, suite)
+    options = options_from_args(args, suite)
+    folders["workspace"] = options.workspace
+    if any(c.trigger for c in suite.cases) and not any(map(config_installs_skill,
+                                                            options.configs)):
+        print(f"{PROG}: note: the suite's trigger queries are not run: they run in the "
+              "installed arm only (add --config ...,installed)", file=sys.stderr)
     if suite.at_root:
         check_root_skill_run(suite, options)
     sandbox_base = check_sandbox_base(suite.root)
@@ -16180,6 +16569,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
             print(installed_unconfined_warning(provider, suite.skill_name), file=sys.stderr)
         iteration_dir = (Path(args.resume) if args.resume
                          else allocate_iteration_dir(options.workspace))
+        folders["iteration"] = iteration_dir
         code = run_plan(IterationPlan(
             suite, options, provider, iteration_dir, argv, cli_version, sandbox_base,
             agent_env, environment_scrub, confinement, revisions, previous, source,
@@ -16210,8 +16600,13 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return code
 
 
-def cmd_report(args: argparse.Namespace) -> int:
+def cmd_report(args: argparse.Namespace, folders: dict[str, Path]) -> int:
+    """`folders`: where a traceback goes, told the report's folder (or, merging, the one the
+    merge is built in)."""
     report_folder_from_flags(args)
+    if args.iteration:
+        folders["workspace" if args.merge else "iteration"] = (
+            Path(args.iteration).resolve().parent if args.merge else Path(args.iteration))
     if args.merge:
         return cmd_merge(args)
     args.iteration, args.compare = newest_iterations(args.iteration, args.compare)
@@ -16226,11 +16621,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         check = verify_iteration(benchmark, folder, "report")
         benchmark = apply_results_check(benchmark, check)
         other_check = compared_check(other, args.compare) if other else None
-        text = render_markdown(benchmark)
+        outputs = benchmark_outputs(benchmark, folder, html_path, junit_path)
         comparison = render_compare_markdown(benchmark, other, args.compare) if other else ""
         compared = compare_summary(benchmark, other, args.compare, folder) if other else ""
-        page = html_page(benchmark, folder) if html_path else ""
-        junit = render_junit(benchmark) if junit_path else ""
         summary = render_summary(benchmark, folder)
     except MALFORMED_DATA as exc:
         raise InputError(f"{folder / 'benchmark.json'} is malformed ({type(exc).__name__}: "
@@ -16239,15 +16632,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.across is not None:
         first = AgentIteration(benchmark, str(folder.resolve()), check["changed_count"])
         across = across_agent_entries(first, folder, args.across)
-    write_text(folder / "benchmark.md", text)
     if comparison:  # beside, never inside, this iteration's own benchmark.md
-        write_text(folder / "comparison.md", comparison)
-    if html_path:
-        write_text(html_path, page)
-        print(f"wrote {html_path}", file=sys.stderr)
-    if junit_path:
-        write_text(junit_path, junit)
-        print(f"wrote {junit_path}", file=sys.stderr)
+        outputs[folder / "comparison.md"] = comparison
+    for path, text in outputs.items():
+        write_text(path, text)
+        if path in (html_path, junit_path):
+            print(f"wrote {path}", file=sys.stderr)
     print(summary)
     if comparison:
         print(compared)
@@ -16262,14 +16652,14 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGINT, signal.default_int_handler)  # from here: KeyboardInterrupt
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
-    forget_crash_folder()
+    folders: dict[str, Path] = {}  # where a traceback goes: "iteration", "workspace"
     try:
         args = build_parser().parse_args(argv)
         if args.command == "validate":
             return cmd_validate(args)
         if args.command == "run":
-            return cmd_run(args, argv)
-        return cmd_report(args)
+            return cmd_run(args, argv, folders)
+        return cmd_report(args, folders)
     except EvalError as exc:
         print(exc.render(), file=sys.stderr)
         return exc.exit_code
@@ -16286,7 +16676,7 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_ENVIRONMENT
         if debug:
             raise
-        where = write_traceback(exc)
+        where = write_traceback(exc, folders)
         print(f"{PROG}: internal error: {type(exc).__name__}: {exc}\n"
               f"  traceback: {where}\n"
               "  fix: this is a bug in skill-eval, not a problem with the suite: report it with "
