@@ -254,11 +254,13 @@ class TraceParsingTests(unittest.TestCase):
     def test_trace_json_is_bounded_and_keeps_the_counts(self) -> None:
         action = runner.TraceAction("command", "Bash", 1, command="x" * 100_000)
         trace = runner.Trace("claude", [action] * (runner.TRACE_SAVED_ACTIONS + 7), 9)
-        saved = trace.to_json()
+        saved = trace.saved().to_json()
         self.assertEqual(len(saved["actions"]), runner.TRACE_SAVED_ACTIONS)
         self.assertEqual(saved["left_out"], 7)
         self.assertEqual(saved["summary"]["actions"], runner.TRACE_SAVED_ACTIONS + 7)
         self.assertEqual(len(saved["actions"][0]["command"]), runner.ACTION_TEXT_CHARS)
+        back = runner.TraceFile.from_json(saved, "trace.json")  # the codec reads it back
+        self.assertEqual(back.actions[0].command, "x" * runner.ACTION_TEXT_CHARS)
 
 
 SAMPLES = PROJECT / "tests" / "data" / "cli-samples"
@@ -343,12 +345,17 @@ class TraceForgeryTests(unittest.TestCase):
                 # its output says "git push"; it never ran git push
                 self.assertTrue(judge(trace, "not_ran", "git push")["passed"])
 
+    def test_padding_does_not_hide_a_push_from_not_ran(self) -> None:
+        padded = "true " + " " * 100_000 + "&& git push origin main"
+        trace = read("codex", codex_stream(*codex_command("item_0", padded, "", 0))).actions
+        self.assertFalse(judge(trace, "not_ran", "git push")["passed"])
+
     def test_a_huge_stream_of_tool_events_stays_bounded(self) -> None:
         many = codex_stream(*[event for n in range(20_000) for event in
                               codex_command(f"item_{n}", "true", "", 0)])
         trace = read("codex", many).actions
         self.assertEqual(trace.count("command"), 20_000)
-        saved = json.dumps(trace.to_json())
+        saved = json.dumps(trace.saved().to_json())
         self.assertLess(len(saved), 2_000_000)
         self.assertEqual(judge(trace, "max_commands", 10)["passed"], False)
 

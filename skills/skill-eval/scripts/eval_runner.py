@@ -851,9 +851,11 @@ TRACE_SAVED_ACTIONS = 5000  # actions written to trace.json; the counts take the
 
 
 @dataclasses.dataclass(frozen=True)
-class TraceAction:
+class TraceAction(Record):
     """One tool call of the executor, from its CLI's own event: what kind of action, the
-    CLI's name for the tool, and the command, paths, pattern or skill it named."""
+    CLI's name for the tool, and the command, paths, pattern or skill it named. Held whole
+    while checks judge it (a pattern must see a command's every character); cut only when
+    saved (saved_action)."""
 
     kind: str  # one of ACTION_KINDS
     tool: str  # the tool's name as the CLI reported it
@@ -866,18 +868,22 @@ class TraceAction:
     failed: bool | None = None  # the CLI said the call failed; None: not reported
     time: str | int | None = None  # as the CLI stamped it (ISO text, or ms since the epoch)
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"kind": self.kind, "tool": self.tool[:200], "event": self.event}
-        for key in ("command", "pattern", "skill"):
-            value = getattr(self, key)
-            if value is not None:
-                data[key] = value[:ACTION_TEXT_CHARS]
-        if self.paths:
-            data["paths"] = [path[:ACTION_TEXT_CHARS] for path in self.paths[:50]]
-        for key in ("exit_code", "failed", "time"):
-            if getattr(self, key) is not None:
-                data[key] = getattr(self, key)
-        return data
+    FIELDS = (Field("kind", TEXT), Field("tool", TEXT), Field("event", INTEGER),
+              *(Field(key, TEXT, optional=True, omit="none")
+                for key in ("command", "pattern", "skill")),
+              Field("paths", ListOf(TEXT, load=tuple), optional=True, omit="empty",
+                    default=tuple),
+              Field("exit_code", INTEGER, optional=True, omit="none"),
+              Field("failed", FLAG, optional=True, omit="none"),
+              Field("time", ANY, optional=True, omit="none"))
+
+    def saved(self) -> TraceAction:
+        """As trace.json keeps it: each text cut at ACTION_TEXT_CHARS, at most 50 paths."""
+        def cut(text: str | None) -> str | None:
+            return None if text is None else text[:ACTION_TEXT_CHARS]
+        return dataclasses.replace(
+            self, tool=self.tool[:200], command=cut(self.command), pattern=cut(self.pattern),
+            skill=cut(self.skill), paths=tuple(p[:ACTION_TEXT_CHARS] for p in self.paths[:50]))
 
 
 @dataclasses.dataclass
@@ -904,14 +910,27 @@ class Trace:
                 **paths, "skill_activations": self.count("skill"), "cut": self.cut,
                 "unreported": dict(self.unreported)}
 
-    def to_json(self) -> dict[str, Any]:
+    def saved(self) -> TraceFile:
         """trace.json: the summary and the actions in order, at most TRACE_SAVED_ACTIONS."""
         kept = self.actions[:TRACE_SAVED_ACTIONS]
-        return {"summary": self.summary(), "events": self.events,
-                "actions": [action.to_json() for action in kept],
-                "left_out": len(self.actions) - len(kept),
-                "note": "read from the agent CLI's own events; `event` is the position of the "
-                        "event among the JSON lines of logs/" + EXECUTOR_STREAM_FILE}
+        return TraceFile(self.summary(), self.events, tuple(a.saved() for a in kept),
+                         len(self.actions) - len(kept))
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceFile(Record):
+    """trace.json, as written from a Trace."""
+
+    summary: dict[str, Any]
+    events: int
+    actions: tuple[TraceAction, ...]
+    left_out: int
+    note: str = ("read from the agent CLI's own events; `event` is the position of the event "
+                 "among the JSON lines of logs/" + EXECUTOR_STREAM_FILE)
+
+    FIELDS = (Field("summary", Kind("an object", lambda value: isinstance(value, dict))),
+              Field("events", INTEGER), Field("actions", ListOf(TraceAction, load=tuple)),
+              Field("left_out", INTEGER), Field("note", TEXT))
 
 
 @dataclasses.dataclass
@@ -7041,7 +7060,7 @@ TRACE_UNREPORTED = {
 
 
 def _action_text(value: Any) -> str | None:
-    return value[:ACTION_TEXT_CHARS * 4] if isinstance(value, str) else None
+    return value if isinstance(value, str) else None  # whole: cut only when saved
 
 
 def _action_paths(value: Any) -> tuple[str, ...]:
@@ -8322,7 +8341,7 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
                     {"absent": "the executor's stream held no event the "
                                f"{ctx.provider.name} adapter could read"})
     if reply.actions is not None:  # from the captured stream, never from the sandbox
-        files.json("trace.json", reply.actions.to_json())
+        files.json("trace.json", reply.actions.saved().to_json())
     record.skill_read = skill_read_evidence(
         reply.trace, ctx.suite.skill_name, cell.config,
         # The repository is the skill: its checkout SKILL.md has no skills/<name>/ in its path.
