@@ -330,6 +330,26 @@ class LayeringTest(unittest.TestCase):
         self.assertNotIn(-1, positions, f"chapters missing from the section map: {names}")
         self.assertEqual(positions, sorted(positions), "the section map is out of order")
 
+    def test_each_entry_point_in_the_section_map_is_defined_in_its_chapter(self) -> None:
+        marks = chapters(self.source)
+        names = [name for _, name in marks]
+        where = {defined: marks[_chapter_of(node.lineno, marks)][1]
+                 for node in parsed(self.source).body for defined in _defined_names(node)}
+        docstring = ast.get_docstring(parsed(self.source)) or ""
+        rows, chapter = {}, None
+        for line in docstring.split("Sections", 1)[-1].splitlines():
+            head = next((n for n in names if line.strip().startswith(n + " ")
+                         or line.strip() == n), None)
+            if head is not None and line.startswith("    ") and not line.startswith("     "):
+                chapter, line = head, line.strip()[len(head):]
+            if chapter is not None:
+                rows.setdefault(chapter, []).extend(
+                    re.findall(r"[A-Za-z_]\w*", re.sub(r"\([^)]*\)", "", line)))
+        self.assertGreaterEqual(len(rows), 10, "the section map lists no entry points")
+        misplaced = {name: (chapter, where.get(name)) for chapter, listed in rows.items()
+                     for name in listed if where.get(name) != chapter}
+        self.assertEqual(misplaced, {}, "(listed under, defined in): fix the module docstring")
+
     def test_every_top_level_definition_sits_in_a_chapter(self) -> None:
         marks = chapters(self.source)
         first = marks[0][0]

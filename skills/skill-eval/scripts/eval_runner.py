@@ -29,10 +29,32 @@ Rules the code enforces:
       value with its source; a value that was not captured is null with a reason;
     * invalid input launches no subprocess; a failed run is recorded, never scored.
 
-Sections (search for the banner "# ==== <name>"); each uses only those above it:
-    startup | constants and schemas | errors | data model | result model | files and text |
-    suite loading and validation | process runner | sandbox | confinement | providers | grading |
-    execution engine | aggregation | rendering | iteration | commands | CLI
+Sections (search for the banner "# ==== <name>"); each uses only those above it. The names
+after a section are its entry points, what the sections below it call:
+    startup
+    constants and schemas      register_provider
+    errors                     InputError, Cursor, Field, Record, read_record, write_record
+                               (the one codec)
+    data model                 Check, Case, Suite, RunOptions, Cell
+    result model               Benchmark, RunResult, RunRecord, Grading, Metric, Manifest
+    files and text             read_bounded, write_json, write_text
+    suite loading and validation  load_suite
+    process runner             ProcessGroups, spawn (the one place a process starts),
+                               run_process, run_to_end
+    sandbox                    build_sandbox, run_git
+    confinement                bwrap_argv
+    providers                  Provider, ClaudeProvider, CodexProvider, GeminiProvider,
+                               OpenCodeProvider
+    grading                    build_grader_prompt
+    execution engine           run_matrix (the one loop), start_cell, answer_step,
+                               finish_cell (the one cell path), run_confinable
+    aggregation                aggregate
+    rendering                  render_markdown, render_junit, render_summary
+    iteration                  run_plan, run_iteration (the one iteration path),
+                               write_benchmark (the one writer), load_benchmark_model,
+                               verify_iteration, merge_shards
+    commands                   load_valid_suite, validate_suite
+    CLI                        main, build_parser, cmd_validate, cmd_run, cmd_report
 """
 
 from __future__ import annotations
