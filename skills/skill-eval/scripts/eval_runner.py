@@ -35,7 +35,7 @@ after a section are its entry points, what the sections below it call:
     constants and schemas      register_provider
     errors                     InputError, Cursor, Field, Record, read_record, write_record
                                (the one codec)
-    data model                 Check, Case, Suite, RunOptions, Cell
+    data model                 Check, Case, Suite, RunOptions, Cell, Trace
     result model               Benchmark, RunResult, RunRecord, Grading, Metric, Manifest
     files and text             read_bounded, write_json, write_text
     suite loading and validation  load_suite
@@ -44,7 +44,7 @@ after a section are its entry points, what the sections below it call:
     sandbox                    build_sandbox, run_git
     confinement                bwrap_argv
     providers                  Provider, ClaudeProvider, CodexProvider, GeminiProvider,
-                               OpenCodeProvider
+                               OpenCodeProvider, judge_trace_check (a trace check's verdict)
     grading                    build_grader_prompt
     execution engine           run_matrix (the one loop), start_cell, answer_step,
                                finish_cell (the one cell path), run_confinable
