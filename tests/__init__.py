@@ -29,6 +29,7 @@ UNIT_MODULES = (
     "tests.test_validate_checks", "tests.test_checks_e2e", "tests.test_absurd_metrics",
     "tests.test_first_use", "tests.test_golden", "tests.test_delivery",
     "tests.test_real_suites", "tests.test_real_suites_e2e", "tests.test_root_skill",
+    "tests.test_conversations",
     "tests.test_one_spawner", "tests.test_codec", "tests.test_trace",
 )
 
@@ -58,6 +59,8 @@ CLASS_SECONDS = {
     "tests.test_result_fuzz.ResultFuzzTest": 263,
     "tests.test_result_fuzz.BoundedReadFuzzTest": 60,  # 45 s alone on a quiet machine
     "tests.integration.test_runner_real_cli.OpenCodeRunnerTest": 139,
+    "tests.integration.test_conversation_real_cli.OpenCodeConversationTest": 180,
+    "tests.test_conversations_e2e.SimulatedUserTest": 60,
     "tests.test_verdict_simulation.AdaptiveSimulationTest": 134,
     "tests.test_adaptive.AdaptiveRunTest": 136,  # 190 before two runs were shared
     "tests.test_statistics.VerdictEndToEndTest": 89,

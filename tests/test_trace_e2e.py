@@ -213,3 +213,28 @@ class TraceChecksRunTests(unittest.TestCase):
         self.assertEqual(code, 1, out + err)
         self.assertIn("process.per_config.with_skill.commands.mean", (
             iteration / "benchmark.md").read_text(encoding="utf-8"))
+
+
+class ConversationTraceTests(unittest.TestCase):
+    """A conversation's turns are separate streams: no one trace is made of them, so its
+    trace checks cannot run (check_error, never a pass) and it counts no process."""
+
+    def test_a_conversations_trace_check_is_unrun(self) -> None:
+        tmp = TempDir()
+        self.addCleanup(tmp.cleanup)
+        suite = {"skill_name": "demo", "evals": [{
+            "id": "talk", "prompt": "Fix calc.", "turns": ["Yes, go ahead."],
+            "checks": [{"name": "tests ran", "trace": "ran", "matches": "pytest"}]}]}
+        root = make_repo(tmp.path, suite)
+        workspace = tmp.path / "ws"
+        script = {"executor": {"tool_calls": [{"command": "pytest -q"}]}}
+        code, out, err = call_main(["run", str(root / "evals/demo/evals.json"), "--agent",
+                                    "claude", "--workspace", str(workspace), "--config",
+                                    "without_skill", "--timeout", "60"],
+                                   fake_env(tmp.path, script))
+        self.assertEqual(code, 1, out + err)
+        run = json.loads((workspace / "iteration-1" / "eval-talk" / "without_skill" / "run-1"
+                          / "run.json").read_text(encoding="utf-8"))
+        self.assertEqual(run["status"], "check_error", run["failure"])
+        self.assertIn("no trace", run["failure"]["detail"])
+        self.assertIn("conversation", run["trace"]["absent"])

@@ -57,13 +57,20 @@ SPEC_KEYS = frozenset((
     "verdicts", "raw_verdicts", "verdict_form", "flood_bytes",
     "shell_write_files", "shell_symlinks", "shell_special", "quote_reads", "noisy",
     "shell_keep_times", "list_paths", "activate_skills", "read_tree", "shell_write_hex",
-    "shell_chmod", "pause_after", "pause_s", "then_write", "tool_calls",
+    "shell_chmod", "pause_after", "pause_s", "then_write", "messages", "never_end",
+    "report_session_id", "tool_calls",
 ))
 TOOL_CALL_KEYS = {"command": {"command", "exit_code", "output"}, "edit": {"edit", "old", "new"},
                   "read": {"read"}}
 SPECIAL_KINDS = ("fifo", "socket", "directory")
 VERDICT_FORMS = ("structured", "text", "fenced", "legacy", "prose")
-ROLES = ("executor", "grader")
+ROLES = ("executor", "grader", "user")
+# The runner's user-agent prompt opens with this line; its conversation quotes each agent reply
+# between `BEGIN agent_turn_N <boundary>` and `END agent_turn_N <boundary>`.
+USER_HEADING = "# Playing the user"
+BOUNDARY_PREFIX = "Boundary:"
+END_SIGNAL = "END_CONVERSATION"  # what a user agent answers when the conversation is over
+NEVER_ENDING_MESSAGE = "Please go on."
 DEFAULT_EXECUTOR_TEXT = "fake executor answer"
 DEFAULT_PROSE_VERDICT = "Looks fine to me."
 DEFAULT_FLOOD_BYTES = 200_000_000
@@ -455,19 +462,131 @@ def load_script(cli: str) -> dict[str, Any]:
     return script
 
 
-def select_spec(cli: str, script: dict[str, Any], role: str, prompt: str) -> dict[str, Any]:
-    """The role's default spec with the first matching case merged over it."""
+def select_spec(cli: str, script: dict[str, Any], role: str, prompt: str,
+                session: FakeSession | None = None) -> dict[str, Any]:
+    """The role's default spec with the first matching case merged over it.
+
+    A case may also name the `turn` (1 for the first message of a session) and a text that
+    must be `in_history` (the session's earlier messages)."""
     spec = dict(script.get(role) or {})
+    turn = session.turn if session is not None else 1
+    history = session.history_text() if session is not None else ""
     for index, case in enumerate(script.get("cases") or []):
         if not isinstance(case, dict):
             raise script_error(cli, f"cases[{index}] must be an object")
         if case.get("role", "any") not in ("any", role):
+            continue
+        if "turn" in case and case["turn"] != turn:
+            continue
+        if str(case.get("in_history", "")) not in history:
             continue
         if str(case.get("match", "")) in prompt:
             spec.update(case.get("spec") or {})
             break
     validate_spec(cli, spec)
     return spec
+
+
+def role_of(prompt: str, structured: bool) -> str:
+    """grader when the CLI was asked for a verdict schema, user for the runner's user-agent
+    prompt, executor otherwise."""
+    if prompt.startswith(USER_HEADING + "\n") or prompt.strip() == USER_HEADING:
+        return "user"
+    return "grader" if structured else "executor"
+
+
+def user_reads(spec: dict[str, Any], root: str) -> list[Action]:
+    """A nosy user agent's `read_paths` (only what its CLI lets it read is read)."""
+    return [Action("read", _absolute(path, root)) for path in spec.get("read_paths") or []]
+
+
+def quoted_reads(spec: dict[str, Any], actions: list[Action]) -> str:
+    if not spec.get("quote_reads"):
+        return ""
+    return "".join(f"\n\n{a.result}" for a in actions if a.kind == "read" and a.ok)
+
+
+def user_reply(spec: dict[str, Any], prompt: str) -> str:
+    """A scripted user: `messages[k-1]` after the agent's k-th reply, then the end signal.
+
+    Only the agent replies quoted with the prompt's own boundary count, so a reply that
+    forges a `BEGIN agent_turn_...` line of its own cannot move the script on."""
+    boundary = line_value(prompt, BOUNDARY_PREFIX) or ""
+    replies = sum(1 for line in prompt.splitlines()
+                  if boundary and line.startswith("BEGIN agent_turn_")
+                  and line.endswith(" " + boundary))
+    messages = list(spec.get("messages") or [])
+    if spec.get("never_end"):
+        return messages[(replies - 1) % len(messages)] if messages else NEVER_ENDING_MESSAGE
+    return messages[replies - 1] if 0 < replies <= len(messages) else END_SIGNAL
+
+# ============================================================================
+# 5b. sessions: what a CLI keeps between calls of one conversation
+# ============================================================================
+
+
+class FakeSession:
+    """One conversation kept in a file the way the CLI keeps it: its id and every message so
+    far, one JSON line each ({"role": "user" | "assistant", "text": ...})."""
+
+    def __init__(self, ident: str, path: str | None, messages: list[dict[str, str]],
+                 resumed: bool):
+        self.id = ident
+        self.path = path  # None: not kept (the CLI was told not to)
+        self.messages = messages
+        self.resumed = resumed
+
+    @property
+    def turn(self) -> int:
+        """The number of the message being answered now, 1 for a new session."""
+        return 1 + sum(1 for m in self.messages if m.get("role") == "user")
+
+    def history_text(self) -> str:
+        return "\n".join(str(m.get("text", "")) for m in self.messages)
+
+    def log_record(self) -> dict[str, Any]:
+        return {"id": self.id, "resumed": self.resumed, "kept": self.path is not None,
+                "turn": self.turn, "history": list(self.messages)}
+
+    def finish(self, prompt: str, answer: str, **extra: Any) -> None:
+        """Keep this call's exchange, as the CLI does once it has answered (`extra` goes on
+        the answer's line: codex keeps each turn's usage)."""
+        if self.path is None:
+            return
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        with open(self.path, "a", encoding="utf-8") as handle:
+            if not self.messages and not self.resumed:
+                handle.write(json.dumps({"session_id": self.id}) + "\n")
+            for message in ({"role": "user", "text": prompt},
+                            {"role": "assistant", "text": answer, **extra}):
+                handle.write(json.dumps(message) + "\n")
+
+
+def read_session_file(path: str) -> list[dict[str, str]]:
+    messages = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and entry.get("role") in ("user", "assistant"):
+                messages.append(entry)
+    return messages
+
+
+def find_session_file(folder: str, pattern: str) -> str | None:
+    """The first file under `folder` whose name matches `pattern` (a glob), or None."""
+    found = sorted(glob.glob(os.path.join(folder, "**", pattern), recursive=True))
+    return found[0] if found else None
+
+
+def is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
 
 
 def validate_spec(cli: str, spec: dict[str, Any]) -> None:
