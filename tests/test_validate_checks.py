@@ -78,8 +78,9 @@ class ValidateChecksTests(unittest.TestCase):
         at = self.errors_at(report)
         base = "evals[0].checks"
         self.assertIn("did you mean 'timeout'", at[f"{base}[0].timeot"]["fix"])
-        self.assertIn("exactly one of run, file or answer (found run, file)",
+        self.assertIn("exactly one of run, file or answer, or one of the trace subjects",
                       at[f"{base}[1]"]["message"])
+        self.assertIn("(found run, file)", at[f"{base}[1]"]["message"])
         self.assertIn("found none", at[f"{base}[2]"]["message"])
         for i in (3, 4):
             self.assertIn("from 1 to 3600", at[f"{base}[{i}].timeout"]["message"])

@@ -58,8 +58,10 @@ SPEC_KEYS = frozenset((
     "shell_write_files", "shell_symlinks", "shell_special", "quote_reads", "noisy",
     "shell_keep_times", "list_paths", "activate_skills", "read_tree", "shell_write_hex",
     "shell_chmod", "pause_after", "pause_s", "then_write", "messages", "never_end",
-    "report_session_id",
+    "report_session_id", "tool_calls",
 ))
+TOOL_CALL_KEYS = {"command": {"command", "exit_code", "output"}, "edit": {"edit", "old", "new"},
+                  "read": {"read"}}
 SPECIAL_KINDS = ("fifo", "socket", "directory")
 VERDICT_FORMS = ("structured", "text", "fenced", "legacy", "prose")
 ROLES = ("executor", "grader", "user")
@@ -621,9 +623,26 @@ def validate_spec(cli: str, spec: dict[str, Any]) -> None:
     if chosen != "auto" and not (isinstance(chosen, list)
                                  and all(isinstance(n, str) for n in chosen)):
         raise script_error(cli, "activate_skills must be \"auto\" or a list of skill names")
+    validate_tool_calls(cli, spec.get("tool_calls", []))
     writes = [k for k in ("write_artifact", "write_artifact_hex", "artifact_bytes") if k in spec]
     if len(writes) > 1:
         raise script_error(cli, f"use only one of {', '.join(writes)}")
+
+def validate_tool_calls(cli: str, calls: Any) -> None:
+    """tool_calls: a list of {"command", "exit_code"?, "output"?}, {"edit", "old", "new"} or
+    {"read"} steps."""
+    if not isinstance(calls, list):
+        raise script_error(cli, "tool_calls must be a list of steps")
+    for step in calls:
+        kind = next((k for k in TOOL_CALL_KEYS if isinstance(step, dict) and k in step), None)
+        if kind is None or not set(step) <= TOOL_CALL_KEYS[kind] or not all(
+                isinstance(step.get(k, ""), str) for k in TOOL_CALL_KEYS[kind] - {"exit_code"}) \
+                or not isinstance(step.get("exit_code", 0), int):
+            raise script_error(cli, f"bad tool_calls step {step!r}: use {{\"command\", "
+                                    "\"exit_code\", \"output\"}, {\"edit\", \"old\", \"new\"} "
+                                    "or {\"read\"}")
+        if kind == "edit" and not {"old", "new"} <= set(step):
+            raise script_error(cli, f"an edit step needs old and new: {step!r}")
 
 # ============================================================================
 # 6. prompt conventions
@@ -837,12 +856,17 @@ def render_verdict(spec: dict[str, Any], prompt: str) -> tuple[dict[str, Any] | 
 
 @dataclass
 class Action:
-    kind: str                 # "read" or "write"
-    path: str                 # absolute
+    kind: str                 # "read", "write", "edit" or "command"
+    path: str                 # absolute ("" for a command)
     data: bytes = b""
     result: str = ""          # filled when performed: file text or error text
     ok: bool = False
     existed: bool = False
+    command: str = ""         # a command step: what the CLI's shell tool is said to run
+    exit_code: int = 0
+    output: str = ""          # ...and what it is said to print
+    old: str = ""             # an edit step: the text replaced, and its replacement
+    new: str = ""
 
 
 def plan_actions(cli: str, spec: dict[str, Any], prompt: str, root: str) -> list[Action]:
@@ -867,7 +891,20 @@ def plan_actions(cli: str, spec: dict[str, Any], prompt: str, root: str) -> list
         actions.append(Action("write", _absolute(artifact, root), data))
     for path, content in (spec.get("write_files") or {}).items():
         actions.append(Action("write", _absolute(path, root), content.encode("utf-8")))
+    for step in spec.get("tool_calls") or []:
+        actions.append(tool_call_action(step, root))
     return actions
+
+
+def tool_call_action(step: dict[str, Any], root: str) -> Action:
+    """A `tool_calls` step. A command is not run: the CLI's event says it ran, with the exit
+    status and output the script gives. An edit and a read are real."""
+    if "command" in step:
+        return Action("command", "", command=step["command"],
+                      exit_code=step.get("exit_code", 0), output=step.get("output", ""))
+    if "edit" in step:
+        return Action("edit", _absolute(step["edit"], root), old=step["old"], new=step["new"])
+    return Action("read", _absolute(step["read"], root))
 
 
 def executor_text(spec: dict[str, Any], actions: list[Action], root: str = ".") -> str:
@@ -1017,6 +1054,22 @@ def perform_write(action: Action) -> None:
         os.makedirs(os.path.dirname(action.path), exist_ok=True)
         with open(action.path, "wb") as handle:
             handle.write(action.data)
+        action.ok = True
+    except OSError as exc:
+        action.result = exc.strerror or str(exc)
+
+
+def perform_edit(action: Action) -> None:
+    """Replace the first `old` with `new` in the file, as an edit tool does; a file that is
+    missing or lacks `old` is an error."""
+    try:
+        with open(action.path, encoding="utf-8") as handle:
+            text = handle.read()
+        if action.old not in text:
+            action.result = "old text not found in the file"
+            return
+        with open(action.path, "w", encoding="utf-8") as handle:
+            handle.write(text.replace(action.old, action.new, 1))
         action.ok = True
     except OSError as exc:
         action.result = exc.strerror or str(exc)

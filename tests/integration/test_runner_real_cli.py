@@ -85,6 +85,7 @@ VERDICTS = {"verdicts": [{"id": 1, "passed": True, "evidence": "notes.txt is nam
 NOTES_TEXT = "notes written by the scripted executor"
 ARTIFACT_TEXT = "# Plan\n\n1. scripted step one\n2. scripted step two\n"
 FINAL_TEXT = "Done: wrote notes.txt and the plan."
+TRACED_TEXT = "traced-by-skill-eval"  # the command a trace check looks for (issue 37)
 # Claude Code's own reminder when a --json-schema run answers with plain text.
 CLAUDE_ENFORCE_MARKER = "[structured-output-enforce]"
 
@@ -521,6 +522,40 @@ class RunnerRealCLITest(unittest.TestCase):
         self.assertEqual((versus["count"], versus["agreed"]), (1, 1))
         return run
 
+    def assert_trace_check_sees_a_command(self, marker: str, shell_reply, text_reply,
+                                          *args: str) -> dict:
+        """Issue 37: under bubblewrap the model asks for one shell command; the trace checks
+        read it from the real CLI's own events (ran passes, not_ran git push passes), and
+        trace.json lists it. Checks only: no grader is called."""
+        bwrap = shutil.which("bwrap")
+        if bwrap is None or RUNNER_MODULE.probe_bwrap(bwrap) is not None:
+            self.skipTest("needs working bubblewrap (.ci/run installs it)")
+        command = f"echo {TRACED_TEXT} > traced.txt"
+
+        def executor(req: ms.RecordedRequest) -> ms.Reply:
+            return [shell_reply(command), text_reply(FINAL_TEXT)][min(req.step, 1)]
+        self.server.add_rule(ms.contains(marker), [executor])
+        checks = [{"name": "echo ran", "trace": "ran", "matches": f"echo {TRACED_TEXT}"},
+                  {"name": "never pushed", "trace": "not_ran", "matches": "git push"},
+                  {"name": "at most 3 commands", "max_commands": 3},
+                  {"name": "traced written", "file": "traced.txt", "contains": TRACED_TEXT}]
+        suite = {"skill_name": SKILL_NAME, "evals": [
+            {"id": "E01", "prompt": f"{marker} Run one command.", "checks": checks}]}
+        repo = make_repo(self.tmpdir("repo"), suite)
+        run = self.run_runner(repo, "--isolation", "bwrap", "--config", "without_skill", *args)
+        self.assertEqual(run.code, 0, run)
+        rec = run.run_json("E01", "without_skill")
+        self.assertEqual(rec["executor"]["isolation"]["mode"], "bwrap")
+        results = {r["name"]: r for r in rec["checks"]["results"]}
+        self.assertTrue(all(r["passed"] for r in results.values()), rec["checks"])
+        self.assertEqual(rec["trace"]["cli"], self.agent)
+        self.assertGreaterEqual(rec["trace"]["commands"], 1, rec["trace"])
+        trace = run.json("E01", "without_skill", "trace.json")
+        ran = [a for a in trace["actions"] if a["kind"] == "command"
+               and TRACED_TEXT in (a.get("command") or "")]
+        self.assertEqual(len(ran), 1, trace)
+        return ran[0]
+
     def assert_scored_run(self, run: RunnerRun, eval_id: str, config: str) -> dict:
         """The common checks of a successful cell: status, grading, changes, artifact."""
         rec = run.run_json(eval_id, config)
@@ -640,6 +675,11 @@ class ClaudeRunnerTest(RunnerRealCLITest):
         self.server.add_rule(is_claude_grader(marker), [ms.structured_output(VERDICTS)])
         self.server.add_rule(ms.contains(marker), [claude_executor])
         self.assert_checks_run_confined(marker)
+
+    def test_trace_check_sees_the_command(self):
+        action = self.assert_trace_check_sees_a_command(
+            "[[RUN-CLAUDE-TRACE]]", ms.anthropic_bash, ms.anthropic_text)
+        self.assertEqual((action["tool"], action.get("failed")), ("Bash", False))
 
     def test_confined_and_unconfined_runs_agree(self, marker="[[RUN-CLAUDE-CONFINED]]"):
         self.server.add_rule(is_claude_grader(marker), [ms.structured_output(VERDICTS)])
@@ -797,6 +837,11 @@ class CodexRunnerTest(RunnerRealCLITest):
         self.server.add_rule(is_codex_grader(marker), [ms.responses_json(VERDICTS)])
         self.server.add_rule(ms.contains(marker), [codex_executor])
         self.assert_checks_run_confined(marker)
+
+    def test_trace_check_sees_the_command(self):
+        action = self.assert_trace_check_sees_a_command(
+            "[[RUN-CODEX-TRACE]]", ms.responses_exec, ms.responses_text)
+        self.assertEqual((action["tool"], action.get("exit_code")), ("command_execution", 0))
 
     def test_confined_from_a_hoisted_install(self):
         self.use_hoisted_install()  # issue 24: every cell failed, the native binary unbound
@@ -1157,6 +1202,13 @@ class GeminiRunnerTest(FreshHomeAgentTest):
         self.checks_run("[[RUN-GEMINI-CHECKS]]", ms.has_response_schema(),
                         ms.gemini_json(VERDICTS), "--model", ms.GEMINI_MODEL)
 
+    def test_trace_check_sees_the_command(self):
+        action = self.assert_trace_check_sees_a_command(
+            "[[RUN-GEMINI-TRACE]]",
+            lambda command: ms.gemini_call("run_shell_command", {"command": command}),
+            ms.gemini_text, "--model", ms.GEMINI_MODEL)
+        self.assertEqual(action["tool"], "run_shell_command")
+
     def test_down_server_is_a_failed_run_within_the_timeout(self):
         run = self.down_server_run(
             "[[RUN-GEMINI-DEAD]]", 40, "--model", ms.GEMINI_MODEL,
@@ -1201,6 +1253,14 @@ class OpenCodeRunnerTest(FreshHomeAgentTest):
 
     def test_checks_run_under_bwrap(self):
         self.checks_run("[[RUN-OPENCODE-CHECKS]]", ms.no_tools(), ms.chat_json(VERDICTS))
+
+    def test_trace_check_sees_the_command(self):
+        action = self.assert_trace_check_sees_a_command(
+            "[[RUN-OPENCODE-TRACE]]",
+            lambda command: ms.chat_tool("bash", {"command": command,
+                                                  "description": "run a command"}),
+            ms.chat_text)
+        self.assertEqual((action["tool"], action.get("exit_code")), ("bash", 0))
 
     def test_confined_from_a_hoisted_install(self):
         self.use_hoisted_install()

@@ -35,7 +35,7 @@ after a section are its entry points, what the sections below it call:
     constants and schemas      register_provider
     errors                     InputError, Cursor, Field, Record, read_record, write_record
                                (the one codec)
-    data model                 Check, Case, Suite, RunOptions, Cell
+    data model                 Check, Case, Suite, RunOptions, Cell, Trace
     result model               Benchmark, RunResult, RunRecord, Grading, Metric, Manifest
     files and text             read_bounded, write_json, write_text
     suite loading and validation  load_suite
@@ -44,7 +44,7 @@ after a section are its entry points, what the sections below it call:
     sandbox                    build_sandbox, run_git
     confinement                bwrap_argv
     providers                  Provider, ClaudeProvider, CodexProvider, GeminiProvider,
-                               OpenCodeProvider
+                               OpenCodeProvider, judge_trace_check (a trace check's verdict)
     grading                    build_grader_prompt
     execution engine           run_matrix (the one loop), start_cell, answer_step,
                                finish_cell (the one cell path), run_confinable
@@ -182,12 +182,25 @@ MAX_SUITE_BYTES = 10 * 1024 * 1024
 MAX_JSON_DEPTH = 64
 MAX_NAME_CHARS = 100  # skill names and case ids become folder names
 
+# Trace checks (references/checks.md): what the executor did, read from its CLI's own events.
+# {"trace": "ran"|"not_ran", "matches": RE}, {"read"|"not_read"|"edited": PATH},
+# {"before": [STEP, STEP]} (a STEP is {"ran": RE}, {"read": PATH} or {"edited": PATH}),
+# {"max_actions"|"max_commands": N}. Each becomes a Check of subject "trace".
+TRACE_KINDS = ("ran", "not_ran")
+TRACE_PATH_SUBJECTS = ("read", "not_read", "edited")
+TRACE_BOUND_SUBJECTS = ("max_actions", "max_commands")
+TRACE_SUBJECTS = ("trace", *TRACE_PATH_SUBJECTS, "before", *TRACE_BOUND_SUBJECTS)
+TRACE_STEP_KEYS = ("ran", "read", "edited")
+TRACE_BOUND_MAX = 100_000
 # Deterministic checks (README: `checks`): each names exactly one subject, and one test of it.
-CHECK_SUBJECTS = ("run", "file", "answer")
+CHECK_SUBJECTS = ("run", "file", "answer", *TRACE_SUBJECTS)
 CHECK_TESTS = {"run": ("exit_code",), "file": ("exists", "contains", "matches", "json"),
-               "answer": ("contains", "matches")}
+               "answer": ("contains", "matches"), "trace": ("matches",),
+               **{subject: () for subject in TRACE_SUBJECTS[1:]}}
 # A file or answer check's timeout bounds its pattern search: it applies to `matches` only.
-CHECK_OPTIONS = {"run": ("timeout", "protect"), "file": ("timeout",), "answer": ("timeout",)}
+CHECK_OPTIONS = {"run": ("timeout", "protect"), "file": ("timeout",), "answer": ("timeout",),
+                 "trace": ("timeout",), "before": ("timeout",),
+                 **{subject: () for subject in (*TRACE_PATH_SUBJECTS, *TRACE_BOUND_SUBJECTS)}}
 CHECK_KEYS = frozenset({"name", *CHECK_SUBJECTS, "exit_code", "exists", "contains", "matches",
                         "json", "timeout", "protect"})
 ANSWER_SOURCES = ("reply", "artifact")  # the recorded final answer, or the written artifact
@@ -652,13 +665,20 @@ class Problem(Record):
 
 @dataclasses.dataclass
 class Check(Record):
-    """One deterministic check: a subject (a command, a sandbox file, the answer) and a test."""
+    """One deterministic check: a subject (a command, a sandbox file, the answer, the
+    executor's trace) and a test."""
 
     name: str  # the author's, or a description made from the check
-    subject: str  # "run", "file" or "answer"
-    target: str  # the command, the sandbox-relative path, or "reply"/"artifact"
-    test: str  # "exit_code", "exists", "contains", "matches" or "json"
-    expected: Any  # the exit code, True/False, the text, the pattern, or True
+    subject: str  # "run", "file", "answer" or "trace"
+    # the command, the sandbox-relative path, "reply"/"artifact", or the trace check's kind
+    # (ran, not_ran, read, not_read, edited, before, max_actions, max_commands)
+    target: str
+    # "exit_code", "exists", "contains", "matches" or "json"; for a trace check "matches"
+    # (ran, not_ran), "path", "order" (before) or "at_most"
+    test: str
+    # the exit code, True/False, the text, the pattern, or True; for a trace check the
+    # pattern, the path, the two steps of an order, or the bound
+    expected: Any
     timeout_s: float = CHECK_DEFAULT_TIMEOUT_S
     protect: list[str] = dataclasses.field(default_factory=list)
 
@@ -669,6 +689,8 @@ class Check(Record):
 
 def describe_check(subject: str, target: str, test: str, expected: Any) -> str:
     """A check's text when its author gave it no name."""
+    if subject == "trace":
+        return "check: " + describe_trace_check(target, expected)
     if subject == "run":
         return f"check: `{target[:120]}` exits {expected}"
     what = target if subject == "file" else f"the {target}"
@@ -678,6 +700,24 @@ def describe_check(subject: str, target: str, test: str, expected: Any) -> str:
         return f"check: {what} parses as JSON"
     verb = "contains" if test == "contains" else "matches"
     return f"check: {what} {verb} {str(expected)[:80]!r}"
+
+
+def describe_trace_check(kind: str, expected: Any) -> str:
+    if kind in TRACE_KINDS:
+        return f"{'no' if kind == 'not_ran' else 'a'} command matching {str(expected)[:80]!r} ran"
+    if kind in TRACE_PATH_SUBJECTS:
+        verb = {"read": "was read", "not_read": "was not read", "edited": "was written"}[kind]
+        return f"{expected} {verb}"
+    if kind == "before":
+        return " before ".join(describe_trace_step(step) for step in expected)
+    return f"at most {expected} {'commands' if kind == 'max_commands' else 'actions'}"
+
+
+def describe_trace_step(step: dict[str, str]) -> str:
+    (key, value), = step.items()
+    if key == "ran":
+        return f"a command matching {value[:60]!r}"
+    return f"{'a read' if key == 'read' else 'a write'} of {value}"
 
 
 @dataclasses.dataclass
@@ -878,6 +918,95 @@ class Invocation:
     watch: StreamWatch | None = None  # ends the process once it has decided (run_process)
 
 
+# What one action of an agent was, as its CLI reported the tool call.
+ACTION_KINDS = ("command", "read", "write", "edit", "delete", "search", "skill", "tool")
+ACTION_TEXT_CHARS = 2000  # of a command, a path or a pattern kept in trace.json
+TRACE_SAVED_ACTIONS = 5000  # actions written to trace.json; the counts take them all
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceAction(Record):
+    """One tool call of the executor, from its CLI's own event: what kind of action, the
+    CLI's name for the tool, and the command, paths, pattern or skill it named. Held whole
+    while checks judge it (a pattern must see a command's every character); cut only when
+    saved (saved_action)."""
+
+    kind: str  # one of ACTION_KINDS
+    tool: str  # the tool's name as the CLI reported it
+    event: int  # the position of its event among the JSON events of the stream (from 0)
+    command: str | None = None
+    paths: tuple[str, ...] = ()  # as the CLI reported them: absolute or relative
+    pattern: str | None = None  # a search's pattern
+    skill: str | None = None  # the skill a skill tool loaded
+    exit_code: int | None = None  # None: not reported (Trace.unreported says why)
+    failed: bool | None = None  # the CLI said the call failed; None: not reported
+    time: str | int | None = None  # as the CLI stamped it (ISO text, or ms since the epoch)
+
+    FIELDS = (Field("kind", TEXT), Field("tool", TEXT), Field("event", INTEGER),
+              *(Field(key, TEXT, optional=True, omit="none")
+                for key in ("command", "pattern", "skill")),
+              Field("paths", ListOf(TEXT, load=tuple), optional=True, omit="empty",
+                    default=tuple),
+              Field("exit_code", INTEGER, optional=True, omit="none"),
+              Field("failed", FLAG, optional=True, omit="none"),
+              Field("time", ANY, optional=True, omit="none"))
+
+    def saved(self) -> TraceAction:
+        """As trace.json keeps it: each text cut at ACTION_TEXT_CHARS, at most 50 paths."""
+        def cut(text: str | None) -> str | None:
+            return None if text is None else text[:ACTION_TEXT_CHARS]
+        return dataclasses.replace(
+            self, tool=self.tool[:200], command=cut(self.command), pattern=cut(self.pattern),
+            skill=cut(self.skill), paths=tuple(p[:ACTION_TEXT_CHARS] for p in self.paths[:50]))
+
+
+@dataclasses.dataclass
+class Trace:
+    """The executor's actions in order, read from its CLI's own events (never from its answer
+    or a tool's output, which reach the stream only as quoted text), and what that CLI does
+    not report, with why."""
+
+    cli: str
+    actions: list[TraceAction]
+    events: int  # JSON events read from the stream
+    cut: bool = False  # the stream exceeded the output cap: its middle is lost
+    unreported: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def count(self, *kinds: str) -> int:
+        return sum(1 for action in self.actions if not kinds or action.kind in kinds)
+
+    def summary(self) -> dict[str, Any]:
+        """run.json's `trace`: the counts the process metrics are made of."""
+        paths = {kind: len({p for a in self.actions if a.kind in kinds for p in a.paths})
+                 for kind, kinds in (("files_read", ("read",)),
+                                     ("files_written", ("write", "edit", "delete")))}
+        return {"cli": self.cli, "actions": self.count(), "commands": self.count("command"),
+                **paths, "skill_activations": self.count("skill"), "cut": self.cut,
+                "unreported": dict(self.unreported)}
+
+    def saved(self) -> TraceFile:
+        """trace.json: the summary and the actions in order, at most TRACE_SAVED_ACTIONS."""
+        kept = self.actions[:TRACE_SAVED_ACTIONS]
+        return TraceFile(self.summary(), self.events, tuple(a.saved() for a in kept),
+                         len(self.actions) - len(kept))
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceFile(Record):
+    """trace.json, as written from a Trace."""
+
+    summary: dict[str, Any]
+    events: int
+    actions: tuple[TraceAction, ...]
+    left_out: int
+    note: str = ("read from the agent CLI's own events; `event` is the position of the event "
+                 "among the JSON lines of logs/" + EXECUTOR_STREAM_FILE)
+
+    FIELDS = (Field("summary", Kind("an object", lambda value: isinstance(value, dict))),
+              Field("events", INTEGER), Field("actions", ListOf(TraceAction, load=tuple)),
+              Field("left_out", INTEGER), Field("note", TEXT))
+
+
 @dataclasses.dataclass
 class AgentReply:
     """A provider's reading of one finished process."""
@@ -888,6 +1017,7 @@ class AgentReply:
     structured: Any = None
     metrics: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     trace: list[dict[str, Any]] | None = None  # tool calls seen; None = no trace captured
+    actions: Trace | None = None  # the executor's actions, typed; None = no events read
     permission_denials: list[Any] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)  # what was odd in the output
     session_id: str = ""  # the session the CLI reported, to continue a conversation
@@ -1399,6 +1529,9 @@ class RunResult(Record):
     files_sha256: dict[str, str] | None
     grader: dict[str, Any] | None
     checks: dict[str, Any] | None = None
+    # the executor's actions counted from its trace (PROCESS_METRICS, and `cut`), or
+    # {"absent": why}; None (the key left out) for a run recorded before traces were kept
+    process: dict[str, Any] | None = None
 
     FIELDS = (Field("eval_id", CASE_ID), Field("eval_name", ANY, optional=True),
               Field("configuration", CONFIG_NAME), Field("run_number", RUN_NUMBER),
@@ -1409,7 +1542,8 @@ class RunResult(Record):
               Field("skill_read", TEXT, optional=True), Field("activation", OBJECT, optional=True),
               Field("metric_sources", MapOf(Metric, nullable=True), optional=True),
               Field("files_sha256", HASHES, optional=True), Field("grader", OBJECT, optional=True),
-              Field("checks", OBJECT, optional=True, omit="none"))
+              Field("checks", OBJECT, optional=True, omit="none"),
+              Field("process", OBJECT, optional=True, omit="none"))
 
     @property
     def label(self) -> str:
@@ -1640,6 +1774,9 @@ class Benchmark(Record):
     judge_vs_checks: JudgeVsChecks | None = None
     activation: dict[str, Any] | None = None
     trigger: dict[str, Any] | None = None  # a trigger set's recall and false activations
+    # the executor's actions per config and paired per eval, from the traces (never mixed
+    # into the metrics its CLI reported); None: no run had a trace
+    process: dict[str, Any] | None = None
     notes: tuple[Any, ...] | None = None
     paired: Comparison | None = None
     results_check: dict[str, Any] | None = None
@@ -1659,6 +1796,7 @@ class Benchmark(Record):
               Field("judge", OBJECT, optional=True),
               Field("judge_vs_checks", JudgeVsChecks, optional=True),
               Field("activation", OBJECT, optional=True),
+              Field("process", OBJECT, optional=True, omit="none"),
               Field("notes", ListOf(ANY), optional=True),
               Field("paired", Comparison, optional=True),
               Field("sanity_checks", SanityChecks),
@@ -1717,6 +1855,8 @@ class RunRecord(Record):
     # installed cells: did the agent load the skill, by its CLI's own stream (activated
     # true, false or "unknown", with the evidence)
     activation: dict[str, Any] | None = None
+    # the executor's actions counted (Trace.summary; trace.json holds them), or {"absent": why}
+    trace: dict[str, Any] | None = None
     notes: list[str] = dataclasses.field(default_factory=list)  # what was odd in the output
     # a case with turns or a user: each turn, how it ended, the user agent's calls and use
     conversation: dict[str, Any] | None = None
@@ -1739,7 +1879,8 @@ class RunRecord(Record):
               Field("grader_calls", ListOf(GraderCall, load=list), optional=True),
               *(Field(key, OBJECT, optional=True) for key in ("checks", "regraded_from")),
               Field("permission_denials", ListOf(ANY, load=list), optional=True, default=list),
-              *(Field(key, OBJECT, optional=True) for key in ("skill_read", "activation")),
+              *(Field(key, OBJECT, optional=True)
+                for key in ("skill_read", "activation", "trace")),
               Field("notes", ListOf(TEXT, load=list), optional=True, default=list),
               Field("conversation", OBJECT, optional=True, omit="none"),
               *(Field(key, TEXT, optional=True) for key in ("started_at", "finished_at")),
@@ -2824,18 +2965,21 @@ class SuiteChecker:
         subjects = [key for key in CHECK_SUBJECTS if key in raw]
         if len(subjects) != 1:
             found = ", ".join(subjects) if subjects else "none"
-            self.error(f"a check needs exactly one of run, file or answer (found {found})", path,
+            self.error(f"a check needs exactly one of run, file or answer, or one of the trace "
+                       f"subjects {', '.join(TRACE_SUBJECTS)} (found {found})", path,
                        "split it into one check per subject", cid)
             return None
         subject = subjects[0]
         for key in sorted(set(raw) & CHECK_KEYS - {"name", subject}):
-            if key not in CHECK_TESTS[subject] + CHECK_OPTIONS[subject]:
+            takes = CHECK_TESTS[subject] + CHECK_OPTIONS[subject]
+            if key not in takes:
                 self.error(f"{key!r} does not apply to a {subject} check", _path_join(path, key),
-                           f"a {subject} check takes "
-                           f"{', '.join(CHECK_TESTS[subject] + CHECK_OPTIONS[subject])}", cid)
-            elif key == "timeout" and subject != "run" and "matches" not in raw:
+                           f"a {subject} check takes {', '.join(takes) or 'no other key'}", cid)
+            elif key == "timeout" and subject not in ("run", "before") and "matches" not in raw:
                 self.error(f"'timeout' does not apply to a {subject} check without matches",
                            _path_join(path, key), "remove it: it bounds a pattern search", cid)
+        if subject in TRACE_SUBJECTS:
+            return self.trace_check(raw, subject, path, cid)
         target = self.check_target(subject, raw[subject], _path_join(path, subject), cid)
         test, expected = self.check_test(subject, raw, path, cid)
         name = self.check_name(raw, path, cid)
@@ -2845,6 +2989,101 @@ class SuiteChecker:
             return None
         return Check(name or describe_check(subject, target, test, expected), subject, target,
                      test, expected, timeout, protect)
+
+    def trace_check(self, raw: dict, subject: str, path: str, cid: str | None) -> Check | None:
+        """A check on the executor's trace, as a Check of subject "trace" whose target is its
+        kind: ran, not_ran, read, not_read, edited, before, max_actions or max_commands."""
+        where = _path_join(path, subject)
+        name = self.check_name(raw, path, cid)
+        timeout = self.check_timeout(raw, path, cid)
+        if subject == "trace":
+            kind = self.trace_kind(raw[subject], where, cid)
+            test, expected = self.check_test("trace", raw, path, cid)
+        elif subject in TRACE_PATH_SUBJECTS:
+            kind, test, expected = subject, "path", self.trace_path(raw[subject], where, cid)
+        elif subject == "before":
+            kind, test, expected = subject, "order", self.trace_order(raw[subject], where, cid)
+        else:
+            kind, test, expected = subject, "at_most", self.trace_bound(raw[subject], where, cid)
+        if kind is None or test is None or expected is None or timeout is None or name == "":
+            return None
+        return Check(name or describe_check("trace", kind, test, expected), "trace", kind, test,
+                     expected, timeout)
+
+    def trace_kind(self, value: Any, path: str, cid: str | None) -> str | None:
+        if value in TRACE_KINDS:
+            return value
+        hint = _did_you_mean(str(value), TRACE_KINDS) if isinstance(value, str) else ""
+        self.error(f"'trace' must be one of {', '.join(TRACE_KINDS)}, not {_shown(value)}", path,
+                   f'{hint}write {{"trace": "ran", "matches": "pytest"}}; for files use "read", '
+                   '"not_read" or "edited", for order "before", for bounds "max_actions" or '
+                   '"max_commands"', cid)
+        return None
+
+    def trace_path(self, value: Any, path: str, cid: str | None) -> str | None:
+        """A path from the sandbox's top folder (a folder with or without its final /); unlike
+        a file check's, it may name the delivered skill package (what the skill points to)."""
+        if not isinstance(value, str) or not value.strip() or "\x00" in value:
+            self.error("a trace path must be a non-empty path", path,
+                       'write it from the repository root, e.g. "docs/api.md" or "src/"', cid)
+            return None
+        if os.path.isabs(value) or value.startswith("~"):
+            self.error(f"trace path {value!r} must be relative to the sandbox", path,
+                       "write it from the repository root, e.g. docs/api.md", cid)
+            return None
+        rel = os.path.normpath(value).replace(os.sep, "/")
+        if rel in (".", "..") or rel.startswith("../"):
+            self.error(f"trace path {value!r} " + ("names the whole sandbox" if rel == "." else
+                                                   "climbs out of the sandbox"), path,
+                       "name a file or folder of the task", cid)
+            return None
+        return rel
+
+    def trace_order(self, value: Any, path: str, cid: str | None) -> list[dict] | None:
+        if not isinstance(value, list) or len(value) != 2:
+            self.error(f"'before' must be a list of two steps, not {_shown(value)}", path,
+                       'write e.g. [{"edited": "src/"}, {"ran": "pytest"}]: the second after '
+                       'the last of the first', cid)
+            return None
+        steps = [self.trace_step(step, _path_join(path, i), cid) for i, step in enumerate(value)]
+        # every step is a dict once None is ruled out
+        return None if None in steps else cast("list[dict]", steps)
+
+    def trace_step(self, value: Any, path: str, cid: str | None) -> dict[str, str] | None:
+        keys = [key for key in TRACE_STEP_KEYS if isinstance(value, dict) and key in value]
+        if not isinstance(value, dict) or len(keys) != 1 or len(value) != 1:
+            self.error(f"a step of 'before' must be an object with exactly one of "
+                       f"{', '.join(TRACE_STEP_KEYS)}, not {_shown(value)}", path,
+                       'write {"ran": "<regular expression>"}, {"read": "<path>"} or '
+                       '{"edited": "<path>"}', cid)
+            return None
+        key = keys[0]
+        where = _path_join(path, key)
+        if key != "ran":
+            rel = self.trace_path(value[key], where, cid)
+            return None if rel is None else {key: rel}
+        pattern = value[key]
+        if not isinstance(pattern, str) or not pattern:
+            self.error(f"'ran' must be a non-empty regular expression, not {_shown(pattern)}",
+                       where, 'write the command\'s pattern in quotes, e.g. "pytest"', cid)
+            return None
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            self.error(f"'ran' is not a valid regular expression: {exc}", where,
+                       "correct the pattern (Python re syntax); escape literal characters "
+                       "such as ( or [ with a backslash", cid)
+            return None
+        return {key: pattern}
+
+    def trace_bound(self, value: Any, path: str, cid: str | None) -> int | None:
+        if not isinstance(value, int) or isinstance(value, bool) \
+                or not 0 <= value <= TRACE_BOUND_MAX:
+            self.error(f"a bound must be a whole number from 0 to {TRACE_BOUND_MAX}, not "
+                       f"{_shown(value)}", path, "write the most the executor may take, e.g. 30",
+                       cid)
+            return None
+        return value
 
     def check_name(self, raw: dict, path: str, cid: str | None) -> str | None:
         """The author's name, None when there is none, "" when it is unusable."""
@@ -4827,7 +5066,7 @@ def delivery_problems(suite: Suite) -> list[Problem]:
     a file kept from every sandbox (the skill or the suite under another name) is a warning."""
     snapshot = RepoSnapshot.take(suite.root, suite.skill_name, suite_path=suite.path,
                                  groups=ProcessGroups())  # validating: no run, no agent
-    problems = protect_problems(suite, snapshot)
+    problems = protect_problems(suite, snapshot) + trace_path_problems(suite, snapshot)
     kept = dict(snapshot.kept_back)
     for rel in sorted({inner for case in suite.cases for entry in case.files
                        for inner in fixture_paths(snapshot, entry)}):
@@ -4864,6 +5103,51 @@ def protect_problems(suite: Suite, snapshot: RepoSnapshot) -> list[Problem]:
             if missing:
                 problems.append(_protect_problem(rel, f"{where}.protect[{j}]", suite, snapshot,
                                                  missing, sorted(delivered | folders)))
+    return problems
+
+
+def trace_path_problems(suite: Suite, snapshot: RepoSnapshot) -> list[Problem]:
+    """A `not_read` path that names nothing the executor is given passes whatever it read (an
+    error); a `read` path that does, fails whatever it read (a warning: it may read a file it
+    made). The skill package counts (with_skill sandboxes get it at skills/<name>/)."""
+    delivered = set(snapshot.base_files)
+    folders = {f.rsplit("/", i)[0] for f in delivered for i in range(1, f.count("/") + 1)}
+    package = f"skills/{suite.skill_name}"
+    problems = []
+    uses: list[tuple[str, Check, Sequence[Case | None]]]
+    uses = [(f"common_checks[{i}]", check, suite.cases or [None])
+            for i, check in enumerate(suite.common_checks)]
+    uses += [(f"evals[{case.index}].checks[{i}]", check, [case])
+             for case in suite.cases for i, check in enumerate(case.checks)]
+    for where, check, cases in uses:
+        if check.subject != "trace" or check.target not in ("read", "not_read"):
+            continue
+        rel = check.expected
+        if rel == package or rel.startswith(package + "/"):
+            inside = rel[len(package) + 1:]
+            folder = package_dir(suite.root, suite.skill_name)
+            found = os.path.lexists(folder / inside if inside else folder)
+        else:
+            found = all(_protects_something(rel, delivered, folders, suite.root, case)
+                        for case in cases)
+        if found:
+            continue
+        known = sorted(delivered | folders)
+        close = difflib.get_close_matches(rel, known[:20000], n=1, cutoff=0.8)
+        hint = (f"did you mean {close[0]!r}? " if close else "") + (
+            "name a tracked file or folder, or one of the skill package under "
+            f"{package}/")
+        case = cases[0] if len(cases) == 1 and cases[0] is not None else None
+        if check.target == "not_read":
+            problems.append(Problem(
+                "error", f"not_read path {rel!r} names no file or folder the executor is given: "
+                "the check would pass whatever it read", str(suite.path),
+                f"{where}.not_read", str(case.id) if case else None, hint))
+        else:
+            problems.append(Problem(
+                "warning", f"read path {rel!r} names no file or folder the executor is given: "
+                "the check fails unless the executor makes it first", str(suite.path),
+                f"{where}.read", str(case.id) if case else None, hint))
     return problems
 
 
@@ -6172,6 +6456,8 @@ class ClaudeProvider(Provider):
         reply = self._reply_from_envelope(result, envelope)
         reply.trace = self._tool_calls(events) if any(
             e.get("type") in ("system", "assistant") for e in events) else None
+        reply.actions = (claude_actions(events, result.stdout_truncated)
+                         if reply.trace is not None else None)
         init = next((e for e in events if e.get("type") == "system"), None)
         reply.session_id = str(_dig(envelope, ("session_id",)) or
                                _dig(init, ("session_id",)) or "")
@@ -6381,7 +6667,9 @@ class CodexProvider(Provider):
         return AgentReply(failure is None, text=messages[-1] if messages else "",
                           failure=failure or "", metrics=metrics,
                           trace=trace if events else None,
-                          session_id=str(_dig(thread, ("thread_id",)) or ""))
+                          session_id=str(_dig(thread, ("thread_id",)) or ""),
+                          actions=codex_actions(events, result.stdout_truncated)
+                          if events else None)
 
 
     def calls_in_event(self, event: dict[str, Any]) -> list[dict[str, Any]]:
@@ -6670,7 +6958,9 @@ class GeminiProvider(Provider):
                           failure=failure or "",
                           metrics=gemini_metrics(stats, failure or ""),
                           trace=trace if events else None,
-                          session_id=str(_dig(init, ("session_id",)) or ""))
+                          session_id=str(_dig(init, ("session_id",)) or ""),
+                          actions=gemini_actions(events, result.stdout_truncated)
+                          if events else None)
 
     def read_grader(self, result: ProcessResult, last_message_path: Path) -> AgentReply:
         failure = _process_failure(result)
@@ -6954,7 +7244,9 @@ class OpenCodeProvider(Provider):
                           failure=failure or "", metrics=opencode_metrics(steps, result, failure),
                           trace=trace if events else None,
                           session_id=str(next((e.get("sessionID") for e in events
-                                               if e.get("sessionID")), "")))
+                                               if e.get("sessionID")), "")),
+                          actions=opencode_actions(events, result.stdout_truncated)
+                          if events else None)
 
     @staticmethod
     def _failure(result: ProcessResult, events: list[dict], steps: list[dict],
@@ -7006,6 +7298,351 @@ def opencode_metrics(steps: list[dict], result: ProcessResult,
         absent(f"opencode never started ({result.spawn_error})") if result.spawn_error else
         captured(round(result.duration_s, 3), "runner wall clock (opencode reports no duration)"))
     return metrics
+
+
+# -- the executor's actions, from its CLI's own events -----------------------
+# Each CLI's tool names: (action kind, the input keys that name its subject, first found).
+CLAUDE_ACTION_TOOLS = {
+    "Bash": ("command", ("command",)), "Read": ("read", ("file_path",)),
+    "Write": ("write", ("file_path",)), "Edit": ("edit", ("file_path",)),
+    "MultiEdit": ("edit", ("file_path",)), "NotebookEdit": ("edit", ("notebook_path",)),
+    "Glob": ("search", ("pattern",)), "Grep": ("search", ("pattern",)),
+    "WebSearch": ("search", ("query",)), "Skill": ("skill", ("skill", "command")),
+}
+GEMINI_ACTION_TOOLS = {
+    "run_shell_command": ("command", ("command",)),
+    "read_file": ("read", ("file_path", "absolute_path", "path")),
+    "read_many_files": ("read", ("paths", "include")),
+    "write_file": ("write", ("file_path",)), "replace": ("edit", ("file_path",)),
+    "glob": ("search", ("pattern",)), "search_file_content": ("search", ("pattern",)),
+    "grep_search": ("search", ("pattern",)), "google_web_search": ("search", ("query",)),
+    "activate_skill": ("skill", ("name",)),
+}
+OPENCODE_ACTION_TOOLS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "bash": ("command", ("command",)), "read": ("read", ("filePath",)),
+    "write": ("write", ("filePath",)), "edit": ("edit", ("filePath",)),
+    "multiedit": ("edit", ("filePath",)), "glob": ("search", ("pattern",)),
+    "grep": ("search", ("pattern",)), "websearch": ("search", ("query",)),
+    "skill": ("skill", ("name",)),
+}
+# What each CLI's events do not say about an action (trace.json `unreported`).
+TRACE_UNREPORTED = {
+    "claude": {"exit_code": "claude reports a command's exit status only when it is not 0: "
+                            "its failed result starts with \"Exit code N\""},
+    "codex": {"time": "codex exec --json events carry no time",
+              "read": "codex has no read tool: it reads files with commands (cat, sed, rg), "
+                      "which count as reads of the files they name",
+              "skill": "codex has no skill tool: a command that opens the skill's SKILL.md "
+                       "is the evidence"},
+    "gemini": {"exit_code": "gemini reports neither a command's exit status nor whether it "
+                            "failed: a command that exits 3 is a tool call of status success "
+                            "(0.61.0)"},
+    "opencode": {},
+}
+
+
+def _action_text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None  # whole: cut only when saved
+
+
+def _action_paths(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list):
+        return tuple(item for item in value[:200] if isinstance(item, str))
+    return ()
+
+
+def _action_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _action_time(value: Any) -> str | int | None:
+    if isinstance(value, str):
+        return value[:40]
+    return _action_int(value)
+
+
+def typed_action(tools: dict[str, tuple[str, tuple[str, ...]]], tool: Any, tool_input: Any,
+                 event: int, **reported: Any) -> TraceAction:
+    """One tool call as a TraceAction: its kind from the CLI's tool name (any tool not known
+    is "tool"), its subject from the first input key that names one."""
+    name = tool[:200] if isinstance(tool, str) else f"<{type(tool).__name__}>"
+    kind, keys = tools.get(name, ("tool", ()))
+    given = tool_input if isinstance(tool_input, dict) else {}
+    value = next((given[key] for key in keys if given.get(key) is not None), None)
+    subject: dict[str, Any] = {}
+    if kind == "command":
+        subject["command"] = _action_text(value)
+    elif kind in ("read", "write", "edit", "delete"):
+        subject["paths"] = _action_paths(value)
+    elif kind == "search":
+        subject["pattern"] = _action_text(value)
+    elif kind == "skill":
+        subject["skill"] = _action_text(value)
+    return TraceAction(kind, name, event, **subject, **reported)
+
+
+CLAUDE_EXIT_CODE = re.compile(r"Exit code (\d{1,3})\n")  # how a failed Bash result starts
+
+
+def claude_actions(events: list[dict[str, Any]], cut: bool) -> Trace:
+    """Every tool_use block of claude's assistant events, with its tool_result's is_error, a
+    failed command's exit status ("Exit code N" opens the result: claude writes that line,
+    the command's output follows it), and the time of the call's event (2.1.332 stamps it;
+    2.1.197 stamped only the result's, which is taken then)."""
+    results: dict[str, tuple[bool, int | None, Any]] = {}
+    for event in events:
+        for block in _content_blocks(event, "user"):
+            if block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str):
+                errored = block.get("is_error") is True
+                content = block.get("content")
+                exit_line = (CLAUDE_EXIT_CODE.match(content)
+                             if errored and isinstance(content, str) else None)
+                results[block["tool_use_id"]] = (errored,
+                                                 int(exit_line.group(1)) if exit_line else None,
+                                                 event.get("timestamp"))
+    actions = []
+    for position, event in enumerate(events):
+        for block in _content_blocks(event, "assistant"):
+            if block.get("type") != "tool_use":
+                continue
+            ident = block.get("id")
+            failed, code, stamp = results.get(ident if isinstance(ident, str) else "",
+                                              (None, None, None))
+            actions.append(typed_action(
+                CLAUDE_ACTION_TOOLS, block.get("name"), block.get("input"), position,
+                failed=failed, exit_code=code if block.get("name") == "Bash" else None,
+                time=_action_time(event.get("timestamp") or stamp)))
+    return Trace("claude", actions, len(events), cut, dict(TRACE_UNREPORTED["claude"]))
+
+
+def _content_blocks(event: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    message = event.get("message") if event.get("type") == kind else None
+    content = message.get("content") if isinstance(message, dict) else None
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+CODEX_ACTION_ITEMS = ("command_execution", "file_change", "mcp_tool_call", "web_search")
+
+
+def codex_actions(events: list[dict[str, Any]], cut: bool) -> Trace:
+    """One action per command_execution, file_change, mcp_tool_call or web_search item, at
+    the event that first showed it, with the state of the last event that did."""
+    first: dict[str, int] = {}
+    last: dict[str, dict[str, Any]] = {}
+    for position, event in enumerate(events):
+        item = event.get("item")
+        if (event.get("type") in ("item.started", "item.updated", "item.completed")
+                and isinstance(item, dict) and item.get("type") in CODEX_ACTION_ITEMS):
+            ident = str(item.get("id", f"@{position}"))[:200]
+            first.setdefault(ident, position)
+            last[ident] = item
+    actions = [codex_action(last[ident], position)
+               for ident, position in sorted(first.items(), key=lambda pair: pair[1])]
+    return Trace("codex", actions, len(events), cut, dict(TRACE_UNREPORTED["codex"]))
+
+
+def codex_action(item: dict[str, Any], position: int) -> TraceAction:
+    status = item.get("status")
+    failed = status == "failed" if status in ("completed", "failed") else None
+    kind = item.get("type")
+    if kind == "command_execution":
+        return TraceAction("command", kind, position, command=_action_text(item.get("command")),
+                           exit_code=_action_int(item.get("exit_code")), failed=failed)
+    if kind == "file_change":
+        changes = [c for c in item.get("changes") or [] if isinstance(c, dict)] \
+            if isinstance(item.get("changes"), list) else []
+        kinds = {c.get("kind") for c in changes}
+        action_kind = ("write" if kinds == {"add"} else "delete" if kinds == {"delete"}
+                       else "edit")
+        return TraceAction(action_kind, kind, position,
+                           paths=_action_paths([c.get("path") for c in changes]), failed=failed)
+    if kind == "web_search":
+        return TraceAction("search", kind, position, pattern=_action_text(item.get("query")))
+    name = f"{item.get('server')}.{item.get('tool')}" if item.get("tool") else kind
+    return TraceAction("tool", str(name)[:200], position, failed=failed)
+
+
+def gemini_actions(events: list[dict[str, Any]], cut: bool) -> Trace:
+    """Every tool_use event, with its tool_result's status and the tool_use's own time."""
+    statuses = {e.get("tool_id"): e.get("status") for e in events
+                if e.get("type") == "tool_result" and isinstance(e.get("tool_id"), str)}
+    actions = []
+    for position, event in enumerate(events):
+        if event.get("type") != "tool_use":
+            continue
+        status = statuses.get(event.get("tool_id")) if isinstance(event.get("tool_id"), str) \
+            else None
+        # its status is the tool call's: a shell command that exits 3 is still "success"
+        failed = (status == "error" if status in ("success", "error")
+                  and event.get("tool_name") != "run_shell_command" else None)
+        actions.append(typed_action(GEMINI_ACTION_TOOLS, event.get("tool_name"),
+                                    event.get("parameters"), position, failed=failed,
+                                    time=_action_time(event.get("timestamp"))))
+    return Trace("gemini", actions, len(events), cut, dict(TRACE_UNREPORTED["gemini"]))
+
+
+def opencode_actions(events: list[dict[str, Any]], cut: bool) -> Trace:
+    """Every tool_use part, with its state's status, its bash exit code (metadata.exit) and
+    the time it started (state.time.start, ms since the epoch)."""
+    actions = []
+    for position, event in enumerate(events):
+        part = event.get("part") if event.get("type") == "tool_use" else None
+        if not isinstance(part, dict):
+            continue
+        state = object_at(part, "state")
+        status = state.get("status")
+        code = _action_int(_dig(state, ("metadata", "exit")))
+        # a bash call that ran is "completed" whatever its exit (1.18.33): the exit decides
+        failed = (status == "error" or (code is not None and code != 0)
+                  if status in ("completed", "error") else None)
+        started = _dig(state, ("time", "start"))
+        actions.append(typed_action(
+            OPENCODE_ACTION_TOOLS, part.get("tool"), state.get("input"), position,
+            failed=failed, exit_code=code,
+            time=_action_time(started if started is not None else event.get("timestamp"))))
+    return Trace("opencode", actions, len(events), cut, dict(TRACE_UNREPORTED["opencode"]))
+
+
+# Finds which texts a pattern matches: (the indexes of those texts, "") or (None, why the
+# search could not finish). The engine searches in a child process, as for every pattern.
+SearchMany = Callable[[str, "list[str]", float], "tuple[list[int] | None, str]"]
+# A path named in a command: what may stand before and after it for the name to be whole.
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
+
+
+def judge_trace_check(check: Check, trace: Trace | None, roots: Sequence[str],
+                      search_many: SearchMany) -> dict[str, Any]:
+    """A trace check's result from the executor's actions: {passed, evidence}, or {unrun} when
+    the trace cannot decide it (none was read, or the part that would tell was cut out).
+    `roots` are the executor's working folder as it saw it: absolute paths under one of them
+    are read relative to it; others never name a file of the sandbox."""
+    if trace is None:
+        return {"unrun": "no trace: the executor's stream held no event its CLI adapter "
+                         "could read"}
+    kind = check.target
+    if kind in TRACE_BOUND_SUBJECTS:
+        return _bound_verdict(kind, check.expected, trace)
+    if kind == "before":
+        return _order_verdict(check, trace, roots, search_many)
+    step = {"ran" if kind in TRACE_KINDS else "edited" if kind == "edited" else "read":
+            check.expected}
+    hits, unrun = trace_step_hits(step, trace, roots, search_many, check.timeout_s)
+    if unrun:
+        return {"unrun": unrun, "cancelled": unrun == "the run was stopped while it ran"}
+    wanted = kind in ("ran", "read", "edited")
+    what = describe_trace_step(step)
+    if hits:
+        shown = trace.actions[hits[0]]
+        return {"passed": wanted, "evidence": f"{what}: {describe_action(shown)}"
+                + (f" (and {len(hits) - 1} more)" if len(hits) > 1 else "")}
+    if trace.cut:
+        return {"unrun": f"{_none_of(what)} in what was kept, but the executor's stream was cut "
+                         "in the middle, where one may have been"}
+    among = trace.count("command") if "ran" in step else trace.count()
+    return {"passed": not wanted, "evidence": f"{_none_of(what)} among {among} "
+            f"{'commands' if 'ran' in step else 'actions'} the {trace.cli} stream reported"}
+
+
+def trace_step_hits(step: dict[str, str], trace: Trace, roots: Sequence[str],
+                    search_many: SearchMany, timeout_s: float) -> tuple[list[int], str]:
+    """(the indexes of the actions that match one step, why not decided or "")."""
+    (key, target), = step.items()
+    actions = trace.actions
+    if key == "ran":
+        commands = [i for i, a in enumerate(actions) if a.kind == "command"]
+        found, unrun = search_many(target, [actions[i].command or "" for i in commands],
+                                   timeout_s)
+        return ([commands[j] for j in found or []], unrun)
+    kinds = ("read", "search") if key == "read" else ("write", "edit", "delete")
+    hits = [i for i, a in enumerate(actions)
+            if (a.kind in kinds and any(_path_under(p, target, roots) for p in a.paths))
+            or (key == "read" and a.kind == "command" and _names_path(a.command or "", target))]
+    return hits, ""
+
+
+def _path_under(reported: str, target: str, roots: Sequence[str]) -> bool:
+    """Whether a path the CLI reported is `target` or lies under it, in the sandbox."""
+    if "\x00" in reported or not reported:
+        return False
+    if reported.startswith("/"):
+        inside = next((reported[len(root) + 1:] for root in roots
+                       if reported.startswith(root.rstrip("/") + "/")), None)
+        if inside is None:
+            return False
+        reported = inside
+    rel = os.path.normpath(reported).replace(os.sep, "/")
+    if rel == ".." or rel.startswith("../"):
+        return False
+    return rel == target or rel.startswith(target + "/")
+
+
+def _names_path(command: str, target: str) -> bool:
+    """Whether a command names `target` as a whole path (or a path ending in it)."""
+    start = command.find(target)
+    while start >= 0:
+        end = start + len(target)
+        before = command[start - 1] if start else " "
+        after = command[end] if end < len(command) else " "
+        if before not in _NAME_CHARS and (after not in _NAME_CHARS or after == "/"):
+            return True
+        start = command.find(target, start + 1)
+    return False
+
+
+def _order_verdict(check: Check, trace: Trace, roots: Sequence[str],
+                   search_many: SearchMany) -> dict[str, Any]:
+    """Passes when an action of the second step comes after the last one of the first."""
+    if trace.cut:
+        return {"unrun": "the executor's stream was cut in the middle: the order of what was "
+                         "lost is unknown"}
+    first, second = check.expected
+    hits = []
+    for step in (first, second):
+        found, unrun = trace_step_hits(step, trace, roots, search_many, check.timeout_s)
+        if unrun:
+            return {"unrun": unrun, "cancelled": unrun == "the run was stopped while it ran"}
+        hits.append(found)
+    if not hits[0]:
+        return {"passed": False, "evidence": f"{_none_of(describe_trace_step(first))}: nothing "
+                                             "to order"}
+    last = trace.actions[hits[0][-1]]
+    later = [i for i in hits[1] if i > hits[0][-1]]
+    after = f"the last {describe_trace_step(first)[2:]} ({describe_action(last)})"
+    if not later:
+        return {"passed": False,
+                "evidence": f"{_none_of(describe_trace_step(second))} after {after}"}
+    return {"passed": True, "evidence": f"{describe_action(trace.actions[later[0]])} after "
+                                        f"{after}"}
+
+
+def _none_of(what: str) -> str:
+    """"a command matching ..." as "no command matching ..."."""
+    return "no " + what[2:] if what.startswith("a ") else "no " + what
+
+
+def _bound_verdict(kind: str, bound: int, trace: Trace) -> dict[str, Any]:
+    what = "commands" if kind == "max_commands" else "actions"
+    count = trace.count("command") if kind == "max_commands" else trace.count()
+    if count > bound:
+        return {"passed": False, "evidence": f"{count} {what}{' at least' if trace.cut else ''}"
+                f", more than {bound}"}
+    if trace.cut:
+        return {"unrun": f"{count} {what} in what was kept, but the executor's stream was cut "
+                         "in the middle, so the count is unknown"}
+    return {"passed": True, "evidence": f"{count} {what}, at most {bound}"}
+
+
+def describe_action(action: TraceAction) -> str:
+    """One action for evidence and the timeline: event, kind, what it named, its outcome."""
+    subject = (f"`{' '.join(action.command.split())[:120]}`" if action.command is not None
+               else ", ".join(action.paths[:3])[:160] if action.paths
+               else repr(action.pattern[:80]) if action.pattern is not None
+               else action.skill[:80] if action.skill is not None else "")
+    outcome = (f", exit {action.exit_code}" if action.exit_code is not None
+               else ", failed" if action.failed else "")
+    return f"event {action.event}: {action.kind} ({action.tool}) {subject}{outcome}".rstrip()
 
 
 def _keys(value: Any) -> list[Any]:
@@ -7897,6 +8534,7 @@ class ExecutorAnswer:
     artifact: str | None = None
     artifact_truncated: bool = False
     exchanges: list[Exchange] | None = None  # a conversation's turns, graded together
+    trace: Trace | None = None  # its actions, from its CLI's own events; None: none read
 
 
 def wait_waking_for_signals(futures: list[concurrent.futures.Future]) -> None:
@@ -8109,6 +8747,11 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     record.notes = reply.notes
     record.metrics = reply.metrics
     record.permission_denials = reply.permission_denials
+    record.trace = (reply.actions.summary() if reply.actions is not None else
+                    {"absent": "the executor's stream held no event the "
+                               f"{ctx.provider.name} adapter could read"})
+    if reply.actions is not None:  # from the captured stream, never from the sandbox
+        files.json("trace.json", reply.actions.saved().to_json())
     note_skill_use(ctx, cell, record, reply, result)
     files.text("outputs/output.txt", reply.text)
     if cell.case.trigger and record.activation is not None and \
@@ -8122,7 +8765,7 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
         return None
     if cell.case.trigger:
         return None
-    return final_answer(sandbox, record, files, reply.text)
+    return final_answer(sandbox, record, files, reply.text, trace=reply.actions)
 
 
 def read_executor_reply(ctx: RunContext, result: ProcessResult) -> AgentReply:
@@ -8147,13 +8790,14 @@ def note_skill_use(ctx: RunContext, cell: Cell, record: RunRecord, reply: AgentR
 
 
 def final_answer(sandbox: Sandbox, record: RunRecord, files: RunFiles, text: str,
-                 exchanges: list[Exchange] | None = None) -> ExecutorAnswer:
+                 exchanges: list[Exchange] | None = None,
+                 trace: Trace | None = None) -> ExecutorAnswer:
     # From the sandbox base, which the executor cannot replace: no step of the path is followed.
     artifact = capture_artifact(sandbox.artifact_path, sandbox.base)
     if artifact["captured"]:
         files.text("outputs/plan.md", artifact["text"])
     answer = ExecutorAnswer(text, artifact.pop("text", None), artifact.get("truncated", False),
-                            exchanges)
+                            exchanges, trace)
     record.written_artifact = artifact
     return answer
 
@@ -8227,6 +8871,10 @@ def run_conversation(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: RunR
     talk = Conversation(ctx, cell, sandbox, record, ctx.provider.conversation_invocation(
         invocation), env, binds, kept, time.monotonic()
         + ctx.options.timeout_s * CONVERSATION_TIMEOUT_FACTOR)
+    # Each turn is a stream of its own (its event positions are its own): no one trace of
+    # the conversation is made, so its trace checks cannot run and it counts no process.
+    record.trace = {"absent": "a conversation: each turn is a separate stream; traces are "
+                              "read from single-turn runs"}
     try:
         answer = converse(talk)
     finally:
@@ -8628,7 +9276,8 @@ def process_record(invocation: Invocation, result: ProcessResult, env: dict[str,
 # did; "cancelled" counts only when the stop came after the executor (stage "grader").
 REGRADABLE_STATUSES = ("ok", "grader_failed", "grader_timeout", "grader_unparseable")
 EXECUTOR_FILES = ("prompt.md", "metrics.json", "timing.json", "outputs/output.txt",
-                  "outputs/plan.md", "logs/executor_stream.txt", "logs/executor_stderr.txt")
+                  "outputs/plan.md", "logs/executor_stream.txt", "logs/executor_stderr.txt",
+                  "trace.json")
 
 
 def executor_finished(source: RunRecord) -> bool:
@@ -8729,7 +9378,8 @@ def copy_source_run(ctx: RunContext, run: CellRun) -> None:
         if os.path.isfile(source_dir / rel) and not os.path.islink(source_dir / rel):
             files.copy(rel, source_dir / rel)
     for name in ("executor", "sandbox", "changes", "written_artifact", "metrics",
-                 "permission_denials", "skill_read", "checks", "activation", "conversation"):
+                 "permission_denials", "skill_read", "checks", "activation", "conversation",
+                 "trace"):
         setattr(record, name, getattr(source, name))
     record.regraded_from = {"run_dir": str(source_dir), "status": source.status,
                             "executor_started_at": source.started_at,
@@ -9201,11 +9851,22 @@ def run_one_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, Any]
     def search(pattern: str, text: str, timeout_s: float) -> tuple[str | None, str]:
         return search_in_child(ctx, pattern, text, timeout_s)
 
+    def search_many(pattern: str, texts: list[str], timeout_s: float
+                    ) -> tuple[list[int] | None, str]:
+        return search_many_in_child(ctx, pattern, texts, timeout_s)
+
     if check.subject == "run":
         result = run_command_check(ctx, run, check)
     elif check.subject == "file":
         assert run.sandbox is not None, "checks run only in a sandbox"
         result = file_check(run.sandbox, check, search)
+    elif check.subject == "trace":
+        assert run.sandbox is not None and run.answer is not None, "checks run only in a " \
+            "sandbox, once the executor answered"
+        repo = str(run.sandbox.repo)
+        result = judge_trace_check(check, run.answer.trace,
+                                   list(dict.fromkeys([repo, os.path.realpath(repo)])),
+                                   search_many)
     else:
         answer = run.answer
         assert answer is not None, "checks run only once the executor answered"
@@ -9381,6 +10042,38 @@ def search_in_child(ctx: RunContext, pattern: str, text: str, timeout_s: float
     return None, f"the pattern search failed: {said}"
 
 
+# ...and for a trace check, over every command at once: one child, not one per command.
+PATTERN_SEARCH_MANY = """import json, re, sys
+pattern, texts = json.load(sys.stdin)
+found = re.compile(pattern)
+json.dump([i for i, text in enumerate(texts) if found.search(text)], sys.stdout)
+"""
+
+
+def search_many_in_child(ctx: RunContext, pattern: str, texts: list[str], timeout_s: float
+                         ) -> tuple[list[int] | None, str]:
+    """(the indexes of the texts the pattern matches, "") or (None, why the search could not
+    finish)."""
+    invocation = Invocation([sys.executable, "-I", "-S", "-c", PATTERN_SEARCH_MANY],
+                            ctx.sandbox_base, stdin_text=json.dumps([pattern, texts]))
+    result = run_process(invocation, {"PATH": os.pathsep.join(CHECK_SYSTEM_PATH)}, timeout_s,
+                         ctx.groups)
+    if result.timed_out:
+        return None, f"the pattern search did not end within {timeout_s:g} s"
+    if result.cancelled:
+        return None, "the run was stopped while it ran"
+    try:
+        if result.returncode == 0:
+            found = json.loads(result.stdout)
+            if isinstance(found, list) and all(isinstance(i, int) and 0 <= i < len(texts)
+                                               for i in found):
+                return found, ""
+    except ValueError:
+        pass
+    said = result.spawn_error or result.stderr.strip()[-300:] or f"exit {result.returncode}"
+    return None, f"the pattern search failed: {said}"
+
+
 def text_check(check: Check, text: str, what: str, search: Search) -> dict[str, Any]:
     if check.test == "json":
         try:
@@ -9536,7 +10229,8 @@ def benchmark_run(record: RunRecord) -> RunResult:
         metric_sources={name: executor_metrics.get(name) for name in ("time_seconds", "tokens")},
         files_sha256=dict(sorted(record.written_files.items())),
         grader=grader_result(record),
-        checks=checks_result(record) if record.checks is not None else None)
+        checks=checks_result(record) if record.checks is not None else None,
+        process=process_counts(record.trace) if record.trace is not None else None)
 
 
 def checks_result(record: RunRecord) -> dict[str, Any]:
@@ -10537,10 +11231,89 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> Benchmark:
         judge_vs_checks=judge_vs_checks(runs, meta.get("common_assertions")),
         activation=activation_summary(plain, configs) if plain or not runs else None,
         trigger=trigger_summary(runs, configs, meta.get("agent")),
+        process=process_summary(runs, configs),
         notes=(),
         # `paired` is the first baseline's comparison, in the shape two-config iterations had.
         paired=compared[0].as_paired() if compared else None)
     return dataclasses.replace(benchmark, sanity_checks=sanity_checks(benchmark, records))
+
+
+# -- process metrics: how the executor worked, from its trace ---------------------------------
+
+PROCESS_METRICS = ("actions", "commands", "files_read", "files_written")
+PROCESS_NOTE = ("counted from each run's trace: the tool calls its agent CLI reported in its "
+                "own events (trace.json); apart from the metrics the CLI reports, never mixed "
+                "into them")
+
+
+def process_counts(summary: Any) -> dict[str, Any]:
+    """A run's counts from run.json's `trace`, or {"absent": why}: none recorded, or the
+    stream was cut (its counts would be a lower bound)."""
+    if not isinstance(summary, dict):
+        return {"absent": "no trace was recorded"}
+    if "absent" in summary:
+        return {"absent": str(summary["absent"])[:300]}
+    counts = {name: summary.get(name) for name in PROCESS_METRICS}
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+               for v in counts.values()):
+        return {"absent": "the trace's counts are not whole numbers"}
+    if summary.get("cut") is True:
+        return {"absent": "the executor's stream was cut in the middle; its counts would be a "
+                          "lower bound"}
+    return counts
+
+
+def _process_of(run: RunResult) -> dict[str, Any]:
+    """The process counts of a run picked for having them."""
+    assert run.process is not None, "process_summary keeps only runs with process counts"
+    return run.process
+
+
+def process_summary(runs: list[RunResult], configs: tuple[str, ...]) -> dict[str, Any] | None:
+    """Per config the mean and spread of each count over the scored runs that have one, and
+    for each baseline the paired sign-flip test over the evals, as for the pass rate."""
+    scored = [r for r in runs if r.scored and r.process is not None]
+    if not scored:
+        return None
+    per_config = {}
+    for config in configs:
+        mine = [_process_of(r) for r in scored if r.configuration == config]
+        counted = [p for p in mine if "absent" not in p]
+        per_config[config] = {
+            **{name: describe([p[name] for p in counted]) for name in PROCESS_METRICS},
+            "runs_counted": len(counted), "runs_not_counted": len(mine) - len(counted),
+            "not_counted_because": sorted({p["absent"] for p in mine if "absent" in p})[:5]}
+    compared = [process_comparison(scored, configs[0], baseline, name)
+                for baseline in configs[1:] for name in PROCESS_METRICS]
+    return {"note": PROCESS_NOTE, "metrics": list(PROCESS_METRICS), "per_config": per_config,
+            "comparisons": compared}
+
+
+def process_comparison(runs: list[RunResult], candidate: str, baseline: str,
+                       name: str) -> dict[str, Any]:
+    """One count, candidate against baseline: each eval's delta of mean counts (the evals
+    where both configs have counted runs), and the sign-flip test of the mean delta."""
+    means: dict[str, dict[str, list[float]]] = {}
+    for run in runs:
+        if "absent" not in _process_of(run) and run.configuration in (candidate, baseline):
+            slot = means.setdefault(str(run.eval_id), {candidate: [], baseline: []})
+            slot[run.configuration].append(float(_process_of(run)[name]))
+    deltas = sorted(_snap(_average(slot[candidate]) - _average(slot[baseline]))
+                    for slot in means.values() if slot[candidate] and slot[baseline])
+    entry: dict[str, Any] = {
+        "candidate": candidate, "baseline": baseline, "metric": name,
+        "paired_evals": len(deltas), "mean_delta": _snap(_average(deltas)) if deltas else None,
+        "fewer": sum(_sign(d) < 0 for d in deltas), "same": sum(_sign(d) == 0 for d in deltas),
+        "more": sum(_sign(d) > 0 for d in deltas), "p_value": None, "ci95": None}
+    if deltas:
+        test = sign_flip_test(deltas)
+        entry["p_value"] = test["p_value"]
+        if len(deltas) >= MIN_PAIRED_EVALS:
+            entry["ci95"] = list(test["ci"])
+    if entry["ci95"] is None:
+        entry["ci95_absent"] = (f"{len(deltas)} paired evals; an interval needs at least "
+                                f"{MIN_PAIRED_EVALS}")
+    return entry
 
 
 # -- the installed arm: how often the agent found the skill on its own ----------------------
@@ -11299,8 +12072,9 @@ def executor_metric_lines(b: Benchmark) -> list[str]:
 
 def render_markdown(benchmark: Benchmark) -> str:
     sections = [_md_header, _md_verdict_waves, _md_sanity, _md_arms, _md_overall, _md_comparison,
-                _md_comparisons, _md_activation, _md_trigger, _md_metrics, _md_judge,
-                _md_judge_vs_checks, _md_per_eval, _md_per_assertion, _md_failed_assertions]
+                _md_comparisons, _md_activation, _md_trigger, _md_metrics, _md_process,
+                _md_judge, _md_judge_vs_checks, _md_per_eval, _md_per_assertion,
+                _md_failed_assertions]
     # One blank line between sections, however a section ends, and none for an empty one.
     texts = [section(benchmark).rstrip("\n") for section in sections]
     return "\n\n".join(text for text in texts if text.strip()) + "\n"
@@ -11822,6 +12596,54 @@ def _md_metrics(b: Benchmark) -> str:
     return "\n".join(lines) + "\n"
 
 
+PROCESS_HEADERS = ("config", "actions", "commands", "files read", "files written",
+                   "runs counted")
+
+
+def process_rows(b: Benchmark) -> list[list[str]]:
+    """Per config: each count's mean ± stddev over the runs counted, and how many were."""
+    rows = []
+    for config in b.configs:
+        entry = (b.process or {}).get("per_config", {}).get(config) or {}
+        cells = [fmt_stat(block_stats(entry.get(name), f"process.per_config.{config}.{name}"),
+                          "", 1) or "none counted" for name in PROCESS_METRICS]
+        left = entry.get("runs_not_counted") or 0
+        why = "; ".join(entry.get("not_counted_because") or [])
+        counted = f"{entry.get('runs_counted', 0)}" + (f" ({left} not: {why})" if left else "")
+        rows.append([config, *cells, counted])
+    return rows
+
+
+def process_sentences(b: Benchmark) -> list[str]:
+    """Each paired comparison of a count, candidate against a baseline, per eval."""
+    lines = []
+    for entry in (b.process or {}).get("comparisons") or []:
+        name = str(entry.get("metric", "")).replace("_", " ")
+        head = f"{name}, {entry.get('candidate')} vs {entry.get('baseline')}: "
+        if not entry.get("paired_evals"):
+            lines.append(head + "no eval has counted runs in both")
+            continue
+        interval = (f"95% interval [{entry['ci95'][0]:+.2f}, {entry['ci95'][1]:+.2f}]"
+                    if entry.get("ci95") else f"no interval ({entry.get('ci95_absent')})")
+        lines.append(head + f"mean delta {entry['mean_delta']:+.2f} per eval over "
+                     f"{entry['paired_evals']} evals (fewer in {entry['fewer']}, the same in "
+                     f"{entry['same']}, more in {entry['more']}); sign-flip p = "
+                     f"{entry['p_value']:.3f}; {interval}")
+    return lines
+
+
+def _md_process(b: Benchmark) -> str:
+    if not b.process:
+        return ""
+    lines = ["## Process (from the executor's trace)", "", _sentence(PROCESS_NOTE)
+             + " Mean ± stddev over the scored runs counted.", "",
+             "| " + " | ".join(PROCESS_HEADERS) + " |", "|" + "---|" * len(PROCESS_HEADERS)]
+    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in process_rows(b)]
+    sentences = process_sentences(b)
+    return "\n".join(lines + ([""] + [f"- {_md_cell(s)}" for s in sentences]
+                              if sentences else [])) + "\n"
+
+
 JUDGE_COST_COLUMNS = (("time_seconds", " s", 1), ("tokens", "", 0), ("total_cost_usd", " USD", 4))
 
 
@@ -12303,6 +13125,7 @@ table{border-collapse:collapse;width:100%;background:#fff;margin:4px 0}
 th,td{border:1px solid #e5e7eb;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f1f5f9}
 td.pass{color:#15803d;font-weight:600}td.fail{color:#b91c1c;font-weight:600}
+li.pass{color:#15803d}li.fail{color:#b91c1c}li.skill{font-weight:600}
 .absent{color:#6b7280;font-style:italic}
 pre{white-space:pre-wrap;word-break:break-word;background:#fff;border:1px solid #e5e7eb;
 padding:8px;max-height:480px;overflow:auto;font-size:12px}
@@ -12335,7 +13158,8 @@ def render_html(benchmark: Benchmark, files: dict[tuple, dict]) -> str:
     # What decides first (verdict, what it rests on, what failed), the detail after it.
     sections = [_html_header, _html_headline, _html_adaptive, _html_sanity, _html_comparisons,
                 _html_activation, _html_trigger,
-                _html_metrics, _html_failed_assertions, _html_chart, _html_per_assertion,
+                _html_metrics, _html_process, _html_failed_assertions, _html_chart,
+                _html_per_assertion,
                 _html_judge, _html_judge_vs_checks]
     body = "".join(section(benchmark) for section in sections) + _html_runs(benchmark, files)
     return _html_document(f"skill-eval: {benchmark.metadata.get('skill_name')}", body)
@@ -12650,6 +13474,15 @@ def _html_metrics(b: Benchmark) -> str:
             + "\n</table>\n")
 
 
+def _html_process(b: Benchmark) -> str:
+    if not b.process:
+        return ""
+    return ("<h2>Process (from the executor's trace)</h2>\n"
+            f"<p>{_h(_sentence(PROCESS_NOTE))} Mean ± stddev over the scored runs counted.</p>\n"
+            + _html_table(list(PROCESS_HEADERS), process_rows(b))
+            + "".join(f"<p>{_h(line)}</p>\n" for line in process_sentences(b)))
+
+
 def _html_judge(b: Benchmark) -> str:
     judge = b.judge
     if not judge:
@@ -12720,10 +13553,48 @@ def _html_run(run: RunResult, files: dict[tuple, dict]) -> str:
         failure = run.failure
         parts.append(f"<p>{_h(failure.get('stage', ''))}: {_h(failure.get('detail', ''))}</p>")
     parts.append(_html_verdicts(run.expectations))
+    trace = files.get((*_run_key(run), "trace"))
+    if trace is not None:
+        parts.append(_html_timeline(trace, [e for e in run.expectations if e.is_check]))
     for kind, rel in HTML_RUN_FILES:
         parts.append(_html_file(kind, rel, files.get((*_run_key(run), kind)) or {}))
     parts.append(_html_conversation(run, files))
     return "\n".join(parts) + "\n</details>"
+
+
+TIMELINE_SHOWN = 200  # actions listed per run; trace.json holds the rest
+TIMELINE_READ_CAP = 4 * 1024 * 1024  # of a run's trace.json
+
+
+def _html_timeline(trace: dict[str, Any], checks: list[Verdict]) -> str:
+    """The run's actions in order, folded: time where the CLI gave one, the skill's
+    activation marked, the checks' results beside them."""
+    if "note" in trace:
+        return f'<p class="absent">timeline: {_h(trace["note"])}</p>'
+    actions = trace["actions"]
+    marked = [a for a in actions if a.get("kind") == "skill"]
+    head = (f"timeline: {len(actions):,} action{'' if len(actions) == 1 else 's'}"
+            + (f", skill activated at event {marked[0].get('event')}" if marked else ""))
+    items = "".join(('<li class="skill">' if a.get("kind") == "skill" else "<li>")
+                    + f"{_h(timeline_entry(a))}</li>" for a in actions[:TIMELINE_SHOWN])
+    more = (f"<p>and {len(actions) - TIMELINE_SHOWN:,} more in trace.json</p>"
+            if len(actions) > TIMELINE_SHOWN else "")
+    beside = "".join(f'<li class="{"pass" if c.passed else "fail"}">'
+                     f'{"pass" if c.passed else "FAIL"}: {_h(c.text)}: {_h(c.evidence)}</li>'
+                     for c in checks)
+    return (f"<details><summary>{_h(head)}</summary><ol>{items}</ol>{more}"
+            + (f"<p>checks:</p><ul>{beside}</ul>" if beside else "") + "</details>")
+
+
+def timeline_entry(action: dict[str, Any]) -> str:
+    """One action of trace.json as a line: time, event, kind, tool, subject, outcome."""
+    subject = (action.get("command") or ", ".join(map(str, action.get("paths") or []))
+               or action.get("pattern") or action.get("skill") or "")
+    outcome = (f" (exit {action['exit_code']})" if action.get("exit_code") is not None
+               else " (failed)" if action.get("failed") else "")
+    stamp = f"{action['time']} · " if action.get("time") is not None else ""
+    return (f"{stamp}event {action.get('event')}: {action.get('kind')} ({action.get('tool')}) "
+            f"{' '.join(str(subject).split())[:300]}{outcome}")
 
 
 def _html_conversation(run: RunResult, files: dict[tuple, dict]) -> str:
@@ -12969,6 +13840,8 @@ def read_html_run_files(benchmark: Benchmark, iteration_dir: Path) -> dict[tuple
         run_dir = iteration_dir / run.label
         for kind, rel in HTML_RUN_FILES:
             files[(*_run_key(run), kind)] = read_run_file(run_dir / rel, iteration_dir, budget)
+        if run.process is not None:
+            files[(*_run_key(run), "trace")] = read_run_trace(run_dir, iteration_dir)
         turns = 0
         while turns < MAX_CONVERSATION_TURNS and \
                 (run_dir / "messages" / f"turn-{turns + 1}.txt").is_file():
@@ -12980,6 +13853,29 @@ def read_html_run_files(benchmark: Benchmark, iteration_dir: Path) -> dict[tuple
         if turns:
             files[(*_run_key(run), "turns")] = {"count": turns}
     return files
+
+
+def read_run_trace(run_dir: Path, iteration_dir: Path) -> dict[str, Any]:
+    """A run's trace.json for its timeline: {"actions": [...]} or {"note": why not}."""
+    path = run_dir / "trace.json"
+    real = Path(os.path.realpath(path))
+    if not _is_within(real, Path(os.path.realpath(iteration_dir))) or not real.is_file():
+        return {"note": "no trace.json"}
+    try:
+        with open(real, "rb") as handle:
+            data = handle.read(TIMELINE_READ_CAP + 1)
+    except OSError as exc:
+        return {"note": f"trace.json is unreadable: {exc.strerror or exc}"}
+    if len(data) > TIMELINE_READ_CAP:
+        return {"note": f"trace.json is larger than {TIMELINE_READ_CAP >> 20} MB; see it"}
+    try:
+        data, _ = loads_agent_json(data.decode("utf-8", "replace"))
+    except ValueError:
+        return {"note": "trace.json does not parse"}
+    actions = data.get("actions") if isinstance(data, dict) else None
+    if not isinstance(actions, list):
+        return {"note": "trace.json has no list of actions"}
+    return {"actions": [a for a in actions if isinstance(a, dict)]}
 
 
 def html_page(benchmark: Benchmark, iteration_dir: Path) -> str:
