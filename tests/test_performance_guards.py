@@ -65,8 +65,8 @@ class FilesPerCellTests(unittest.TestCase):
     """Creating files is most of a cell's cost on a slow filesystem: a cell leaves exactly its
     documented files, and nothing of the runner's own git work stays behind."""
 
-    DELIVERABLES = {"prompt.md", "grader_prompt.md", "run.json", "metrics.json", "grading.json",
-                    "timing.json", "grader_metrics.json", "outputs/output.txt",
+    DELIVERABLES = {"prompt.md", "grader_prompt.md", "run.json", "trace.json", "metrics.json",
+                    "grading.json", "timing.json", "grader_metrics.json", "outputs/output.txt",
                     "logs/executor_stream.txt", "logs/grader_output.txt"}
 
     def test_a_cell_leaves_its_documented_files_and_nothing_else(self) -> None:

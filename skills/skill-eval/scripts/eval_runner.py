@@ -12509,7 +12509,7 @@ def _md_per_assertion(b: Benchmark) -> str:
              + " | ".join(f"gain vs {_md_cell(c)}" for c in configs[1:])
              + " | note |", "|---|---|" + "---|" * (2 * len(configs))]
     shown = rows if len(rows) <= 2 * PER_ASSERTION_SHOWN_EACH_END else (
-        *rows[:PER_ASSERTION_SHOWN_EACH_END], None, *rows[-PER_ASSERTION_SHOWN_EACH_END:])
+        [*rows[:PER_ASSERTION_SHOWN_EACH_END], None, *rows[-PER_ASSERTION_SHOWN_EACH_END:]])
     for row in shown:
         if row is None:  # a big suite: the first and last rows, the rest in the JSON
             hidden = len(rows) - 2 * PER_ASSERTION_SHOWN_EACH_END
