@@ -38,6 +38,25 @@ class ResultFileModeTests(unittest.TestCase):
             self.assertEqual(stat.S_IMODE(sandbox.stat().st_mode), 0o700, sandbox)
 
 
+class LongPerAssertionTableTests(unittest.TestCase):
+    def test_a_benchmark_read_back_cuts_its_long_table_in_benchmark_md(self) -> None:
+        """Read from benchmark.json, per_assertion is a tuple: cutting a table longer than
+        twice PER_ASSERTION_SHOWN_EACH_END once added a list to it (TypeError in `report`)."""
+        from tests.test_statistics import CONFIGS, make_record
+        records = [make_record(index, config, number, 1 if config == "with_skill" else 0, 2)
+                   for index in range(1, 31) for config in CONFIGS for number in (1, 2)]
+        built = runner.aggregate(records, {
+            "skill_name": "demo", "agent": "claude", "configs": list(CONFIGS),
+            "runs_per_configuration": 2, "evals_run": [f"E{i:02d}" for i in range(1, 31)],
+            "suite_case_count": 30})
+        read = runner.Benchmark.from_json(built.to_json(), "benchmark.json")
+        rows = len(read.per_assertion)
+        self.assertGreater(rows, 2 * runner.PER_ASSERTION_SHOWN_EACH_END)
+        text = runner._md_per_assertion(read)
+        self.assertEqual(text, runner._md_per_assertion(built))
+        self.assertIn(f"{rows - 2 * runner.PER_ASSERTION_SHOWN_EACH_END}", text)
+
+
 class ReportFormatTests(unittest.TestCase):
     @classmethod
     def setUpClass(cls) -> None:

@@ -53,6 +53,16 @@ class ValidateChecksTests(unittest.TestCase):
                          ["1 eval(s) cannot give a verdict"])
         self.assertIn("6 checks", text)
 
+    def test_a_non_finite_number_is_a_located_error_not_a_crash(self) -> None:
+        # The suite chapter's _shown names NaN by its token; a second _shown of the same name
+        # further down once replaced it, and json.dumps of the stand-in ended in exit 4.
+        code, report, text = self.validate(suite_with([
+            {"run": "true", "exit_code": float("nan")}]))
+        self.assertEqual(code, 2, text)
+        self.assertIn("exit_code must be an integer from 0 to 255, not NaN", text)
+        self.assertIn("evals[0].checks[0].exit_code", self.errors_at(report))
+        self.assertNotIn("internal error", text)
+
     def test_every_bad_field_is_located_with_a_fix(self) -> None:
         code, report, _ = self.validate(suite_with([
             {"run": "true", "timeot": 5},                                   # 0 typo

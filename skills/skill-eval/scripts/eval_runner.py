@@ -101,7 +101,7 @@ import types
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from subprocess import Popen as Process  # the type only: spawn() starts every one
-from typing import Any, Callable
+from typing import IO, Any, Callable, ClassVar, Protocol, TypeVar, cast
 
 # ==== constants and schemas ==================================================
 
@@ -283,10 +283,30 @@ AGENT_SESSION_VARS: set[str] = set()
 # The agent adapters by name. The registry and the sets above that it fills live here, with
 # the only code that writes them: each adapter class (providers chapter) passes itself to
 # register_provider as it is defined, so they are complete before any command runs.
-PROVIDERS: dict[str, type] = {}
+class AdapterClass(Protocol):
+    """What the registry and the commands read from an adapter class (Provider, below)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def state_dirs(self) -> tuple[str, ...]: ...
+    @property
+    def session_vars(self) -> tuple[str, ...]: ...
+    @property
+    def setting_aliases(self) -> tuple[str, ...]: ...
+    @property
+    def accepts_settings(self) -> bool: ...
+    @property
+    def reports_cost(self) -> bool: ...
+
+    def __call__(self, settings: list[str] | None = None) -> Any: ...
 
 
-def register_provider(kind: type) -> type:
+PROVIDERS: dict[str, AdapterClass] = {}
+_Adapter = TypeVar("_Adapter", bound=AdapterClass)
+
+
+def register_provider(kind: _Adapter) -> _Adapter:
     """Add an adapter (a Provider subclass) with the folders and variables it declares."""
     PROVIDERS[kind.name] = kind
     EXCLUDED_DIR_NAMES.update(kind.state_dirs)
@@ -1066,7 +1086,7 @@ def names_one_folder(value: Any) -> bool:
 
 
 def is_revision_config(config: str) -> bool:
-    revision = config_revision(config)
+    revision = config_revision(config) or ""
     return bool(revision) and len(revision) <= MAX_REVISION_CHARS and not revision.startswith(
         "-") and re.fullmatch(r"[^\s\x00-\x1f\x7f]+", revision) is not None
 
@@ -2033,7 +2053,8 @@ def walk_unfollowed(top: Path | str) -> Iterator[tuple[str, list[str], list[str]
                 entries = list(found)
         except OSError:
             continue
-        dirs, files = [], []
+        dirs: list[str] = []
+        files: list[str] = []
         for entry in entries:
             try:
                 is_dir = entry.is_dir()
@@ -2141,6 +2162,18 @@ def loads_bounded(data: bytes, path: Path | str) -> Any:
         return json.loads(data.decode("utf-8"))
     except RecursionError:  # not expected below the cap; never a traceback if it is
         raise FileOverCap(path, "JSON nested too deep to read") from None
+
+
+def object_at(data: dict[str, Any], key: str) -> dict[str, Any]:
+    """data[key] when it is a JSON object, else an empty one (foreign JSON: never trusted)."""
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def list_at(data: dict[str, Any], key: str) -> list[Any]:
+    """data[key] when it is a JSON array, else an empty one."""
+    value = data.get(key)
+    return value if isinstance(value, list) else []
 
 
 def read_json_unfollowed(path: Path | str) -> Any:
@@ -2441,7 +2474,7 @@ def trigger_files_in_folder(folder: Path) -> list[Path]:
 class SuiteChecker:
     """Collects every problem in one suite document (it never stops at the first)."""
 
-    def __init__(self, file: str, root: Path | None, suite_path: Path):
+    def __init__(self, file: str, root: Path, suite_path: Path):
         self.file = file
         self.root = root
         self.suite_path = suite_path
@@ -2551,7 +2584,7 @@ class SuiteChecker:
                 self.error(f"required key {key!r} is missing", "(top level)",
                            stand_in_fix(data, key, "the top-level object"))
         skill_name = self.skill_name = self.check_skill_name(data.get("skill_name"))
-        common = []
+        common: list[str] = []
         if "common_assertions" in data:
             common, self.common_paired = self.assertion_list(
                 data["common_assertions"], "common_assertions", "common_assertions", None)
@@ -2768,7 +2801,7 @@ class SuiteChecker:
             self.error(f"user must be an object, not {_type_name(value)}", path, example, cid)
             return None
         self.check_unknown_keys(value, USER_KEYS, path, "user", cid)
-        texts = {}
+        texts: dict[str, Any] = {}
         for key, what in (("persona", "who the user is"),
                           ("goal", "what the user wants, which the executor is never told")):
             text = value.get(key)
@@ -2952,7 +2985,7 @@ class SuiteChecker:
         name = self.check_name(raw, path, cid)
         timeout = self.check_timeout(raw, path, cid)
         protect = self.check_protect(raw, path, cid)
-        if None in (target, test, timeout, protect) or name == "":
+        if target is None or test is None or timeout is None or protect is None or name == "":
             return None
         return Check(name or describe_check(subject, target, test, expected), subject, target,
                      test, expected, timeout, protect)
@@ -2972,7 +3005,7 @@ class SuiteChecker:
             kind, test, expected = subject, "order", self.trace_order(raw[subject], where, cid)
         else:
             kind, test, expected = subject, "at_most", self.trace_bound(raw[subject], where, cid)
-        if None in (kind, test, expected, timeout) or name == "":
+        if kind is None or test is None or expected is None or timeout is None or name == "":
             return None
         return Check(name or describe_check("trace", kind, test, expected), "trace", kind, test,
                      expected, timeout)
@@ -3013,7 +3046,8 @@ class SuiteChecker:
                        'the last of the first', cid)
             return None
         steps = [self.trace_step(step, _path_join(path, i), cid) for i, step in enumerate(value)]
-        return None if None in steps else steps
+        # every step is a dict once None is ruled out
+        return None if None in steps else cast("list[dict]", steps)
 
     def trace_step(self, value: Any, path: str, cid: str | None) -> dict[str, str] | None:
         keys = [key for key in TRACE_STEP_KEYS if isinstance(value, dict) and key in value]
@@ -3165,7 +3199,8 @@ class SuiteChecker:
             return None
         paths = [self.sandbox_path(item, _path_join(where, i), cid, "a protect")
                  for i, item in enumerate(value)]
-        return None if None in paths else list(dict.fromkeys(paths))
+        # every path is a str once None is ruled out
+        return None if None in paths else list(dict.fromkeys(cast("list[str]", paths)))
 
     # -- fixture files -----------------------------------------------------
 
@@ -3790,9 +3825,9 @@ def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedS
     skill_name, common, cases = checker.check_document(data)
     problems = root_problems + problems + checker.problems
     triggers = trigger_files_beside(suite_path)
-    trigger, trigger_text = (triggers or [None])[0], ""
+    trigger, trigger_text = (triggers[0] if triggers else None), ""
     problems += [Problem("warning", f"{extra.name} is not read: only one trigger file beside "
-                         f"the suite is, {trigger.name}", str(extra),
+                         f"the suite is, {triggers[0].name}", str(extra),
                          fix="merge the queries into one file") for extra in triggers[1:]]
     if trigger is not None:
         queries, found, trigger_text = read_trigger_set(trigger, len(cases))
@@ -3836,12 +3871,12 @@ def _choose_root(suite_path: Path,
                                   str(suite_path),
                                   fix="pass the folder that holds evals/ and skills/")]
         return root, []
-    root = find_repo_root(suite_path)
-    if root is None:
+    found = find_repo_root(suite_path)
+    if found is None:
         return None, [Problem("error", "cannot find the repository root (no git top level and no "
                               "ancestor folder holding both evals/ and skills/)", str(suite_path),
                               fix="pass --repo-root DIR")]
-    return root, []
+    return found, []
 
 
 def suite_counts(loaded: LoadedSuite) -> dict[str, int]:
@@ -4033,6 +4068,7 @@ class Guardian:
 
     def __init__(self, proc: Process):
         self.proc = proc
+        self.stdin = cast("IO[bytes]", proc.stdin)  # start() always opens it as a pipe
         self.lock = threading.Lock()
 
     @classmethod
@@ -4048,14 +4084,14 @@ class Guardian:
 
     def tell(self, line: str) -> None:
         with self.lock, contextlib.suppress(OSError, ValueError):
-            self.proc.stdin.write(line.encode("ascii") + b"\n")
-            self.proc.stdin.flush()
+            self.stdin.write(line.encode("ascii") + b"\n")
+            self.stdin.flush()
 
     def stop(self, groups: ProcessGroups) -> None:
         """The run ended as it should: the guardian leaves everything alone."""
         self.tell("stop")
         with contextlib.suppress(OSError, ValueError):
-            self.proc.stdin.close()
+            self.stdin.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(5)
         groups.forget(self.proc)
@@ -4162,7 +4198,9 @@ def run_to_end(groups: ProcessGroups, invocation: Invocation, env: dict[str, str
     except subprocess.TimeoutExpired:
         _signal_group(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
-        return subprocess.CompletedProcess(invocation.argv, None, out, err + b" (timed out)")
+        # returncode None is how this function says "timed out" (typeshed allows only int)
+        return subprocess.CompletedProcess(invocation.argv, None, out,  # type: ignore[arg-type]
+                                           err + b" (timed out)")
     finally:  # what it left in its group ends with it; interrupted, all of it does
         _signal_group(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -4189,7 +4227,7 @@ def run_process(invocation: Invocation, env: dict[str, str], timeout_s: float,
     threads = [threading.Thread(target=_pump, args=(proc.stdout, out,
                                                     watch.feed if watch else None), daemon=True),
                threading.Thread(target=_pump, args=(proc.stderr, err), daemon=True)]
-    if feeding:
+    if invocation.stdin_text is not None:
         data = invocation.stdin_text.encode("utf-8")
         threads.append(threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True))
     for thread in threads:
@@ -4234,7 +4272,7 @@ def become_subreaper() -> bool:
 
 def child_pids() -> set[int]:
     """This process's direct children, read from /proc; empty where there is none."""
-    me, found = os.getpid(), set()
+    me, found = os.getpid(), set[int]()
     try:
         names = os.listdir("/proc")
     except OSError:
@@ -4290,7 +4328,7 @@ def _end_in_rounds(find_strays: Callable[[], list[int]], rounds: int) -> list[in
     return ended
 
 
-def end_strays(keep: set[int] = frozenset(), token: str | None = None,
+def end_strays(keep: set[int] | frozenset[int] = frozenset(), token: str | None = None,
                rounds: int = 50) -> list[int]:
     """Kill and reap our children outside `keep` (with a token: only those it marks).
 
@@ -4726,7 +4764,8 @@ class RepoSnapshot:
         except KeyError:
             pass
         # "" names the root itself: its real path, worked out once like every other entry.
-        real_root = self.resolved.setdefault("", os.path.realpath(self.root))
+        # the root is always inside itself, so its entry is never None
+        real_root = cast(str, self.resolved.setdefault("", os.path.realpath(self.root)))
         real = os.path.realpath(os.path.join(self.root, rel))
         inside = real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
         self.resolved[rel] = real if inside else None
@@ -4775,7 +4814,8 @@ def installation_for(snapshot: RepoSnapshot, skill_name: str, config: str, folde
     into `folder`."""
     revision = snapshot.revisions.get(config)
     if revision is not None:
-        pairs = [(str(revision.path_of(rel)), rel) for rel in revision.files]
+        pairs: list[tuple[str | None, str]] = [(str(revision.path_of(rel)), rel)
+                                              for rel in revision.files]
     else:  # the copy taken before the first agent, as with_skill cells get it
         assert snapshot.skill_copy is not None, "build the iteration's template first"
         pairs = [(str(snapshot.skill_copy / rel), rel) for rel in snapshot.skill_delivered]
@@ -5050,6 +5090,7 @@ def protect_problems(suite: Suite, snapshot: RepoSnapshot) -> list[Problem]:
     delivered = set(snapshot.base_files)
     folders = {rel.rsplit("/", 1)[0] for rel in delivered if "/" in rel}
     folders |= {f.rsplit("/", i)[0] for f in list(folders) for i in range(1, f.count("/") + 1)}
+    uses: list[tuple[str, Check, Sequence[Case | None]]]
     uses = [(f"common_checks[{i}]", check, suite.cases or [None])
             for i, check in enumerate(suite.common_checks)]
     uses += [(f"evals[{case.index}].checks[{i}]", check, [case])
@@ -5073,6 +5114,7 @@ def trace_path_problems(suite: Suite, snapshot: RepoSnapshot) -> list[Problem]:
     folders = {f.rsplit("/", i)[0] for f in delivered for i in range(1, f.count("/") + 1)}
     package = f"skills/{suite.skill_name}"
     problems = []
+    uses: list[tuple[str, Check, Sequence[Case | None]]]
     uses = [(f"common_checks[{i}]", check, suite.cases or [None])
             for i, check in enumerate(suite.common_checks)]
     uses += [(f"evals[{case.index}].checks[{i}]", check, [case])
@@ -5494,26 +5536,26 @@ def init_sandbox_git(repo: Path, baseline: Path, template: GitTemplate | None,
 
     Failure is recorded, never worked around with the real repository.
     """
-    usable = bool(template is not None and not template.error and template.commit)
+    usable = template if template is not None and not template.error and template.commit else None
     added = [rel for rel in extras if (repo / rel).is_file()] if usable else ["."]
-    shared = template.runner_baselines.get(with_skill) if usable and not added else None
+    shared = usable.runner_baselines.get(with_skill) if usable and not added else None
     method = "template" if usable else "full"
-    if shared is not None:
-        baseline, commit = shared, template.commit_for(with_skill)
+    if usable and shared is not None:
+        baseline, commit = shared, usable.commit_for(with_skill)
     else:
-        error, commit = _commit_cell_baseline(repo, baseline, template if usable else None,
+        error, commit = _commit_cell_baseline(repo, baseline, usable,
                                               added, with_skill, groups)
         if error:
             return {"ok": False, "error": error, "method": method}
     # The executor gets its own copy to use as it likes; the runner never reads it back. The
     # cell's own objects are copied, not borrowed: an alternates entry would tell the executor
     # where the run folder, and so the checkout, is.
-    _write_git_dir(repo / ".git", template.objects_for(with_skill) if usable else [], commit,
+    _write_git_dir(repo / ".git", usable.objects_for(with_skill) if usable else [], commit,
                    baseline / "index")
     if shared is None:
         shutil.copytree(baseline / "objects", repo / ".git" / "objects", dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("alternates"))
-    borrowed = template.objects_for(with_skill) if usable else []
+    borrowed = usable.objects_for(with_skill) if usable else []
     return {"ok": True, "baseline": commit, "method": method,
             "baseline_repository": str(baseline), "shared_baseline": shared is not None,
             "borrowed_objects": [str(path) for path in borrowed]}
@@ -6002,9 +6044,9 @@ def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
     for folder in mounts.ro_binds:
         argv += ["--ro-bind", str(folder), str(folder)]
     argv += ["--bind", str(home), HOME_INSIDE]
-    for folder in sorted({str(workdir), *map(str, mounts.rw_binds)},
-                         key=lambda p: len(Path(p).parts)):
-        argv += ["--bind", folder, folder]
+    for writable in sorted({str(workdir), *map(str, mounts.rw_binds)},
+                           key=lambda p: len(Path(p).parts)):
+        argv += ["--bind", writable, writable]
     for mask in masks:
         argv += ["--remount-ro", mask]
     limit = (["/bin/sh", "-c", PROCESS_LIMIT_SH, str(limits.max_processes)]
@@ -6224,12 +6266,12 @@ class Provider:
     grader_uses_files = False  # a schema file in, a last-message file out
     accepts_settings = False  # takes KEY=VALUE settings (--agent-config) from the command line
     reports_cost = False  # its output carries a cost per call (what --max-cost needs)
-    setting_aliases: tuple[str, ...] = ()  # older option names for --agent-config
+    setting_aliases: ClassVar[tuple[str, ...]] = ()  # older option names for --agent-config
     # Folders, in a repository or a home, where this CLI finds skills and settings: never
     # copied into a sandbox, never accepted as fixtures (register_provider adds them).
-    state_dirs: tuple[str, ...] = ()
+    state_dirs: ClassVar[tuple[str, ...]] = ()
     # Variables that tie a process to a parent session of this agent: no agent inherits them.
-    session_vars: tuple[str, ...] = ()
+    session_vars: ClassVar[tuple[str, ...]] = ()
     # Each process gets a new, empty home that prepare_home fills with the runner's settings.
     fresh_home = False
     # Where, relative to its working folder, this CLI discovers project skills: an installed
@@ -6604,7 +6646,7 @@ class CodexProvider(Provider):
         messages, trace, usages, turn_errors = [], [], [], []
         for position, event in enumerate(events):
             kind = event.get("type")
-            item = event.get("item") if isinstance(event.get("item"), dict) else {}
+            item = object_at(event, "item")
             if kind == "turn.failed":
                 turn_errors.append(str(_dig(event, ("error", "message")) or "turn failed"))
             elif kind == "turn.completed" and isinstance(event.get("usage"), dict):
@@ -6632,7 +6674,7 @@ class CodexProvider(Provider):
 
     def calls_in_event(self, event: dict[str, Any]) -> list[dict[str, Any]]:
         # item.started: a command is known before it runs, not only once it has
-        item = event.get("item") if isinstance(event.get("item"), dict) else {}
+        item = object_at(event, "item")
         if event.get("type") in ("item.started", "item.completed") and \
                 item.get("type") in CODEX_TRACE_ITEMS:
             return [_codex_trace_entry(item)]
@@ -6642,7 +6684,7 @@ class CodexProvider(Provider):
 def _codex_trace_entry(item: dict[str, Any]) -> dict[str, Any]:
     if item.get("type") == "command_execution":
         return {"tool": "command_execution", "input": {"command": item.get("command")}}
-    changes = item.get("changes") if isinstance(item.get("changes"), list) else []
+    changes = list_at(item, "changes")
     return {"tool": "file_change",
             "input": {"paths": [c.get("path") for c in changes if isinstance(c, dict)]}}
 
@@ -6825,6 +6867,7 @@ class GeminiProvider(Provider):
             if model:
                 settings["model"] = {"name": model}
         if role == "grader":
+            alias: dict[str, Any]  # nested objects the model line below writes into
             alias = {"extends": "chat-base", "modelConfig": {"generateContentConfig": {
                 "responseMimeType": "application/json", "responseJsonSchema": VERDICT_SCHEMA}}}
             chosen = model or (user_model if isinstance(user_model, str) else None)
@@ -6896,7 +6939,8 @@ class GeminiProvider(Provider):
         if failure is None and final is None:
             failure = (f"gemini exited {result.returncode} without a result event"
                        + _stderr_reason(result))
-        elif failure is None and (final.get("status") != "success" or result.returncode != 0):
+        elif failure is None and final is not None and (final.get("status") != "success"
+                                                        or result.returncode != 0):
             said = _dig(final, ("error", "message")) or "no error message"
             failure = (f"gemini reported an error (exit {result.returncode}, status "
                        f"{final.get('status')!r}): {str(said)[:500]}")
@@ -7102,7 +7146,7 @@ class OpenCodeProvider(Provider):
                 isinstance(enabled, list) and provider_id not in enabled):
             return (f"the provider {provider_id!r} is switched off by disabled_providers or "
                     "enabled_providers in your opencode config")
-        configured = config.get("provider") if isinstance(config.get("provider"), dict) else {}
+        configured = object_at(config, "provider")
         catalog = self._catalog(env)
         listed = catalog.get(provider_id) if catalog is not None else None
         known = {*_keys(_dig(configured, (provider_id, "models"))),
@@ -7131,7 +7175,7 @@ class OpenCodeProvider(Provider):
         return ""
 
     def _model_fix(self, config: dict[str, Any]) -> str:
-        configured = config.get("provider") if isinstance(config.get("provider"), dict) else {}
+        configured = object_at(config, "provider")
         ours = [f"{pid}/{mid}" for pid, entry in configured.items()
                 for mid in _keys(_dig(entry, ("models",)))][:3]
         return ("name a model opencode has with --model PROVIDER/MODEL ("
@@ -7180,7 +7224,7 @@ class OpenCodeProvider(Provider):
             kind, part = event.get("type"), event.get("part")
             part = part if isinstance(part, dict) else {}
             if kind == "tool_use":
-                state = part.get("state") if isinstance(part.get("state"), dict) else {}
+                state = object_at(part, "state")
                 trace.append({"tool": part.get("tool"), "input": state.get("input"),
                               "event": position})
                 pieces.append(("tool", ""))
@@ -7274,7 +7318,7 @@ GEMINI_ACTION_TOOLS = {
     "grep_search": ("search", ("pattern",)), "google_web_search": ("search", ("query",)),
     "activate_skill": ("skill", ("name",)),
 }
-OPENCODE_ACTION_TOOLS = {
+OPENCODE_ACTION_TOOLS: dict[str, tuple[str, tuple[str, ...]]] = {
     "bash": ("command", ("command",)), "read": ("read", ("filePath",)),
     "write": ("write", ("filePath",)), "edit": ("edit", ("filePath",)),
     "multiedit": ("edit", ("filePath",)), "glob": ("search", ("pattern",)),
@@ -7351,11 +7395,12 @@ def claude_actions(events: list[dict[str, Any]], cut: bool) -> Trace:
     for event in events:
         for block in _content_blocks(event, "user"):
             if block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str):
-                failed = block.get("is_error") is True
+                errored = block.get("is_error") is True
                 content = block.get("content")
-                code = CLAUDE_EXIT_CODE.match(content) if failed and isinstance(content, str) \
-                    else None
-                results[block["tool_use_id"]] = (failed, int(code.group(1)) if code else None,
+                exit_line = (CLAUDE_EXIT_CODE.match(content)
+                             if errored and isinstance(content, str) else None)
+                results[block["tool_use_id"]] = (errored,
+                                                 int(exit_line.group(1)) if exit_line else None,
                                                  event.get("timestamp"))
     actions = []
     for position, event in enumerate(events):
@@ -7446,7 +7491,7 @@ def opencode_actions(events: list[dict[str, Any]], cut: bool) -> Trace:
         part = event.get("part") if event.get("type") == "tool_use" else None
         if not isinstance(part, dict):
             continue
-        state = part.get("state") if isinstance(part.get("state"), dict) else {}
+        state = object_at(part, "state")
         status = state.get("status")
         code = _action_int(_dig(state, ("metadata", "exit")))
         # a bash call that ran is "completed" whatever its exit (1.18.33): the exit decides
@@ -8054,9 +8099,10 @@ def captured_spend(record: RunRecord, kind: str) -> tuple[float, int]:
     roles = [(record.executor, record.metrics)]
     if hasattr(record, "grader_metrics"):  # a runner that captures the grader's use
         roles.append((record.grader, record.grader_metrics))
-    user_calls = (getattr(record, "conversation", None) or {}).get("user_calls")
+    conversation = getattr(record, "conversation", None) or {}
+    user_calls = conversation.get("user_calls")
     if user_calls:  # a conversation's simulated user
-        roles.append((user_calls, record.conversation.get("user_metrics")))
+        roles.append((user_calls, conversation.get("user_metrics")))
     for process, metrics in roles:
         if process is None:
             continue
@@ -8122,11 +8168,11 @@ class RunContext:
     options: RunOptions
     provider: Provider
     iteration_dir: Path
-    snapshot: RepoSnapshot
+    snapshot: RepoSnapshot | None  # None: a re-grade builds no sandbox
     sandbox_base: Path
     groups: ProcessGroups
     deadline_at: float | None = None
-    progress: Callable[[dict[str, Any]], None] | None = None
+    progress: Callable[[RunRecord], None] | None = None
     on_cell_start: Callable[[str], None] | None = None  # a cell's executor is about to start
     judge: dict[str, Any] = dataclasses.field(default_factory=dict)
     resuming: bool = False
@@ -8580,6 +8626,7 @@ def answer_step(ctx: RunContext, run: CellRun) -> ExecutorAnswer | None:
 
 def prepare_sandbox(ctx: RunContext, run: CellRun) -> None:
     cell = run.cell
+    assert ctx.snapshot is not None, "a re-grade has no snapshot: it copies every source run"
     if cell.run_dir.exists():  # a resumed cell starts clean: no stale verdicts survive
         shutil.rmtree(cell.run_dir)
     cell.run_dir.joinpath("outputs").mkdir(parents=True, exist_ok=True)
@@ -8629,8 +8676,8 @@ def finish_cell(ctx: RunContext, run: CellRun, closing: concurrent.futures.Futur
     guarded(run, add_check_verdicts, ctx, run.cell, record)
     if run.sandbox is not None and ctx.options.keep_sandboxes:
         run.sandbox.record["kept"] = True
-    elif (run.sandbox or run.room) is not None and not ctx.options.keep_sandboxes:
-        guarded(run, (run.sandbox or run.room).remove_grader_dirs)
+    elif (place := run.sandbox or run.room) is not None and not ctx.options.keep_sandboxes:
+        guarded(run, place.remove_grader_dirs)
     record.started_at, record.finished_at = run.started_at, utc_now()
     record.resumed = ctx.resuming
     save_run_files(ctx, run)
@@ -8707,7 +8754,8 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
         files.json("trace.json", reply.actions.saved().to_json())
     note_skill_use(ctx, cell, record, reply, result)
     files.text("outputs/output.txt", reply.text)
-    if cell.case.trigger and record.activation["activated"] != "unknown":
+    if cell.case.trigger and record.activation is not None and \
+            record.activation["activated"] != "unknown":
         return None  # decided, even if ended for it: an observation, and never graded
     if not reply.ok:
         files.text("logs/executor_stderr.txt", result.stderr)
@@ -8860,6 +8908,7 @@ def conversation_home_env(ctx: RunContext, sandbox: Sandbox, env: dict[str, str]
 
 def converse(talk: Conversation) -> ExecutorAnswer | None:
     ctx, record = talk.ctx, talk.record
+    message: str | None  # None once the conversation is over
     message, invocation, session_id = talk.case.prompt, talk.first, ""
     traces: list[dict[str, Any]] = []
     for number in range(1, talk.case.most_turns + 1):
@@ -8967,6 +9016,7 @@ def ask_user_agent(talk: Conversation, number: int) -> AgentReply | None:
         talk.fail("executor_timeout", "executor", "the conversation passed its limit "
                   f"before the user's message for turn {number + 1}")
         return None
+    assert talk.case.user is not None, "next_message asks only a case that has a simulated user"
     prompt = build_user_prompt(talk.case.user, talk.exchanges)
     files.text(f"logs/user_prompt.turn-{number + 1}.md", prompt)
     folder, _ = sandbox.make_grader_dirs(False)
@@ -9066,6 +9116,7 @@ def grade_once(ctx: RunContext, job: GraderJob, vote: int) -> Grading | None:
     payload = parse_verdict_payload(reply.structured, reply.text) if reply.ok else None
     status = (reply.failure_status if not reply.ok
               else "grader_unparseable" if payload is None else STATUS_OK)
+    assert record.grader_calls is not None, "grade_cell starts the list before any vote"
     record.grader_calls.append(GraderCall(vote, result, built_metrics(
         reply.metrics, "the grader's metrics"), status))
     if not reply.ok:
@@ -9177,7 +9228,7 @@ class GraderReply:
 
 
 def call_grader(ctx: RunContext, sandbox: Any, prompt: str, files: RunFiles,
-                suffix: str = "") -> tuple[dict[str, Any], GraderReply]:
+                suffix: str = "") -> tuple[ProcessCall, GraderReply]:
     """One grader process in an empty folder outside the checkout; its output kept in logs/.
 
     Returns the process record and the provider's reading of the reply.
@@ -9304,6 +9355,7 @@ class SourceRun:
 def copy_source_run(ctx: RunContext, run: CellRun) -> None:
     """A re-graded cell's executor record and files, copied from its source run; a room for
     its graders when that executor finished, else the source's failure stands."""
+    assert run.source is not None, "start_cell copies only a cell that has a source run"
     cell, record, source_dir = run.cell, run.record, run.source.folder
     if cell.run_dir.exists():  # a resumed cell starts clean
         shutil.rmtree(cell.run_dir)
@@ -9359,6 +9411,7 @@ def recorded_answer(ctx: RunContext, run: CellRun) -> ExecutorAnswer | None:
             record.fail("runner_error", "runner", "the source run's conversation files "
                         "(messages/turn-N.txt, outputs/turn-N.txt) are incomplete; not re-graded")
             return None
+    assert run.room is not None, "answer_step reads a recorded answer only with a room"
     record.sandbox = {**(record.sandbox or {}), "regrade_grader": run.room.record}
     return ExecutorAnswer(text, artifact, bool(record.written_artifact.get("truncated")),
                           exchanges)
@@ -9423,7 +9476,7 @@ def _open_regular_unfollowed(root: Path, rel: Path) -> tuple[int | None, str]:
     with no other hard link is refused before it is opened, so a FIFO or device never blocks."""
     parts = rel.parts
     try:
-        fd = os.open(root, os.O_RDONLY | _DIRECTORY)
+        fd: int | None = os.open(root, os.O_RDONLY | _DIRECTORY)
     except OSError as exc:
         return None, f"the sandbox folder is unreadable: {exc.strerror or exc}"
     try:
@@ -9443,7 +9496,9 @@ def _open_regular_unfollowed(root: Path, rel: Path) -> tuple[int | None, str]:
             flags = (os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | getattr(os, "O_NOCTTY", 0)
                      | (0 if last else _DIRECTORY))
             inner = os.open(name, flags, dir_fd=fd)
-            os.close(fd)
+            # fd is None only after the loop; mypy widens it to its declared type when it
+            # checks this try body again for the finally below
+            os.close(fd)  # type: ignore[arg-type]
             fd = inner
             now = os.fstat(fd)
             if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
@@ -9636,6 +9691,7 @@ def run_checks_step(ctx: RunContext, run: CellRun) -> None:
 def run_checks_in_order(ctx: RunContext, run: CellRun, checks: list[Check], protect: list[str],
                         state: dict[str, Any]) -> None:
     sandbox = run.sandbox
+    assert sandbox is not None, "run_checks_step returns first when there is none"
     commit = sandbox.record["git"].get("baseline", "")
     for rel in protect:  # what the executor left, before any check runs and writes there
         changed = protected_changes(sandbox.repo, sandbox.baseline_git, commit, rel,
@@ -9802,14 +9858,18 @@ def run_one_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, Any]
     if check.subject == "run":
         result = run_command_check(ctx, run, check)
     elif check.subject == "file":
+        assert run.sandbox is not None, "checks run only in a sandbox"
         result = file_check(run.sandbox, check, search)
     elif check.subject == "trace":
+        assert run.sandbox is not None and run.answer is not None, "checks run only in a " \
+            "sandbox, once the executor answered"
         repo = str(run.sandbox.repo)
         result = judge_trace_check(check, run.answer.trace,
                                    list(dict.fromkeys([repo, os.path.realpath(repo)])),
                                    search_many)
     else:
         answer = run.answer
+        assert answer is not None, "checks run only once the executor answered"
         text = answer.text if check.target == "reply" else answer.artifact
         result = (text_check(check, text, f"the {check.target}", search) if text is not None
                   else {"passed": False, "evidence": "the executor wrote no artifact"})
@@ -9820,12 +9880,14 @@ def run_one_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, Any]
 def run_command_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, Any]:
     """The command in the sandbox under /bin/sh, confined as the executor was."""
     sandbox = run.sandbox
+    assert sandbox is not None, "checks run only in a sandbox"
     invocation = Invocation(["/bin/sh", "-c", check.target], sandbox.repo)
     borrowed = [Path(p) for p in sandbox.record["git"].get("borrowed_objects", [])]
     result, isolation = run_confined_command(ctx, invocation, check.timeout_s, borrowed)
-    tails = {"stdout_tail": result.stdout[-CHECK_TAIL_CHARS:],
-             "stderr_tail": result.stderr[-CHECK_TAIL_CHARS:], "returncode": result.returncode,
-             "isolation": isolation}
+    tails: dict[str, Any] = {
+        "stdout_tail": result.stdout[-CHECK_TAIL_CHARS:],
+        "stderr_tail": result.stderr[-CHECK_TAIL_CHARS:], "returncode": result.returncode,
+        "isolation": isolation}
     if result.timed_out:
         return {**tails, "unrun": f"timed out after {check.timeout_s:g} s"}
     if result.cancelled:
@@ -10210,7 +10272,12 @@ RATE_EPSILON = 1e-9
 
 
 def _mean(values: list[float]) -> float | None:
-    return math.fsum(values) / len(values) if values else None
+    return _average(values) if values else None
+
+
+def _average(values: list[float]) -> float:
+    """The mean of values known to be there (_mean when they may not be)."""
+    return math.fsum(values) / len(values)
 
 
 def _snap(delta: float) -> float:
@@ -10230,15 +10297,18 @@ def per_eval_rates(runs: list[RunResult], configs: tuple[str, ...]) -> tuple[Per
     for first, mine in by_eval.values():
         slots = {}
         for config, these in mine.items():
-            rates = tuple(run.result.pass_rate for run in these if run.scored)
+            rates = tuple(run.result.pass_rate for run in these
+                          if run.scored and run.result.pass_rate is not None)
             slots[config] = EvalConfigRates(rates, tuple(run.status for run in these),
                                             _mean(list(rates)), len(rates))
         means = [slots[c].mean_pass_rate for c in configs]
         rows.append(PerEval(
             first.eval_id, first.eval_name, slots,
             delta=(_snap(means[0] - means[1])  # against the first baseline
-                   if len(means) >= 2 and None not in means[:2] else None),
-            deltas=({c: _snap(means[0] - rate) if None not in (means[0], rate) else None
+                   if len(means) >= 2 and means[0] is not None and means[1] is not None
+                   else None),
+            deltas=({c: _snap(means[0] - rate) if means[0] is not None and rate is not None
+                     else None
                      for c, rate in zip(configs[1:], means[1:])} if len(means) > 2 else None)))
     return tuple(rows)
 
@@ -10249,7 +10319,7 @@ def paired_deltas(pairs: list[tuple[list[float], list[float]]]) -> list[float]:
     Only the multiset of deltas enters the test, so sorting makes every number independent of
     the order in which the cases were listed or finished.
     """
-    return sorted(_snap(_mean(cand) - _mean(base)) for cand, base in pairs)
+    return sorted(_snap(_average(cand) - _average(base)) for cand, base in pairs)
 
 
 def _subset_table(values: list[float]) -> tuple[list[float], list[int]]:
@@ -10302,11 +10372,12 @@ def sign_flip_test(deltas: list[float], alpha: float = ALPHA) -> dict[str, Any]:
     """
     values = sorted(deltas)
     exact = len(values) <= SIGN_FLIP_EXACT_MAX_EVALS
-    seed = None if exact else _content_seed(values)
+    seed: int | None = None
     if exact:
         sums, sizes = _subset_table(values)
         sums, sizes, patterns = sums[1:], sizes[1:], 2 ** len(values)
     else:
+        seed = _content_seed(values)
         sums, sizes = _sampled_subsets(values, SIGN_FLIP_RESAMPLES, seed)
         patterns = SIGN_FLIP_RESAMPLES + 1
     # A sampled empty subset flips nothing: it ties with the observed pattern in both tails.
@@ -10383,14 +10454,12 @@ def mean_delta_interval(deltas: list[float], step: float,
 
 
 def paired_statistics(per_eval: Sequence[PerEval],
-                      configs: tuple[str, ...], alpha: float = ALPHA) -> dict[str, Any] | None:
-    if len(configs) != 2:
-        return None
+                      configs: tuple[str, str], alpha: float = ALPHA) -> dict[str, Any]:
     pairs = _paired_rates(per_eval, configs)
     deltas = paired_deltas(pairs)
     result: dict[str, Any] = {
         "paired_evals": len(deltas), "min_paired_evals": MIN_PAIRED_EVALS,
-        "mean_delta": _snap(_mean(deltas)) if deltas else None, "ci95": None, "test": None,
+        "mean_delta": _snap(_average(deltas)) if deltas else None, "ci95": None, "test": None,
         "wins": sum(_sign(d) > 0 for d in deltas), "ties": sum(_sign(d) == 0 for d in deltas),
         "losses": sum(_sign(d) < 0 for d in deltas)}
     if deltas:
@@ -10574,7 +10643,7 @@ def sequential_look(pairs: list[tuple[list[float], list[float]]], look: int, loo
     result: dict[str, Any] = {"look": look, "looks": looks, "alpha": level,
                               "alpha_spent": math.fsum(shares[:look]),
                               "paired_evals": len(deltas),
-                              "mean_delta": _snap(_mean(deltas)) if deltas else None,
+                              "mean_delta": _snap(_average(deltas)) if deltas else None,
                               "p_value": None, "ci": None, "decision": None, "stop": None}
     if level <= 0:
         result["skipped"] = (f"with {len(pairs)} evals the smallest sign-flip p is "
@@ -10657,6 +10726,7 @@ def with_shard_wave_verdict(benchmark: Benchmark, adaptive: dict[str, Any]) -> B
 def with_first_comparison(benchmark: Benchmark, adaptive: dict[str, Any],
                           changes: dict[str, Any]) -> Benchmark:
     """The adaptive record, and `changes` to the first comparison and the paired block."""
+    assert benchmark.comparisons, "with_sequential_verdict returns first without one"
     first, *others = benchmark.comparisons
     paired = (None if benchmark.paired is None
               else dataclasses.replace(benchmark.paired, **changes))
@@ -10751,6 +10821,11 @@ def minimum_detectable(sd: float, n: int, level: float = ALPHA) -> float | None:
     below MIN_PAIRED_EVALS, where no outcome is a verdict."""
     if n < MIN_PAIRED_EVALS or level <= 0:
         return None
+    return _mde_at(sd, n, level)
+
+
+def _mde_at(sd: float, n: int, level: float) -> float:
+    """minimum_detectable where n >= MIN_PAIRED_EVALS and level > 0 are known."""
     factor = t_quantile(1 - level / 2, n - 1) + t_quantile(FORECAST_POWER, n - 1)
     return factor * sd / math.sqrt(n)
 
@@ -10814,7 +10889,7 @@ def _nonpositive_subsets(values: list[int]) -> int:
     return sum(ups[k] * at_least[k] for k in range(min(len(ups), len(downs)))) << zeros
 
 
-def forecast_claims(lattice: list[int], scale: int, step: float, alpha: float) -> bool:
+def forecast_claims(lattice: Sequence[float], scale: int, step: float, alpha: float) -> bool:
     """Would the verdict call these deltas (integers over `scale`) improved at `alpha`?"""
     n = len(lattice)
     if n < MIN_PAIRED_EVALS:
@@ -10822,7 +10897,9 @@ def forecast_claims(lattice: list[int], scale: int, step: float, alpha: float) -
     exact = (n <= FORECAST_EXACT_MAX_EVALS and all(isinstance(v, int) for v in lattice)
              and sum(abs(v) for v in lattice) <= FORECAST_EXACT_MAX_SPAN)
     if exact:
-        if _nonpositive_subsets(lattice) > math.floor(alpha / 2 * 2 ** n + 1e-9):
+        # exact only when every value is an int (checked just above)
+        if _nonpositive_subsets(cast("list[int]", lattice)) > math.floor(alpha / 2 * 2 ** n
+                                                                        + 1e-9):
             return False
     else:
         z = statistics.NormalDist().inv_cdf(1 - alpha / 2)
@@ -10835,7 +10912,8 @@ def _threshold_share(rows: list[ForecastEval], scale: int, step: float, alpha: f
                      rng: random.Random) -> float:
     """One resampled suite: the smallest share g of the candidate's failing assertions that,
     fixed, makes it improved (inf when fixing all of them does not)."""
-    base, units, room, drawing = [], [], [], True
+    units: list[tuple[float, int, int]] = []  # (draw, eval index, weight)
+    base, room, drawing = [], [], True
     for index, row in enumerate(rows):
         cand, other = (row.cand, row.base) if rng.random() < 0.5 else (row.base, row.cand)
         weight = scale // (row.units * len(cand))
@@ -10948,7 +11026,7 @@ def power_forecast(per_eval: Sequence[PerEval], pair: tuple[str, str],
                             f"than {FORECAST_POWER:.0%}; more evals, or more runs per eval, "
                             "are needed to detect an effect reliably")
     # The t-test's spread that gives the simulated MDE at this size carries it to others.
-    spread = (mde / minimum_detectable(1.0, planned, alpha)) if mde else sd
+    spread = (mde / _mde_at(1.0, planned, alpha)) if mde else sd  # an mde: planned is enough
     targets = [("observed", abs(observed))] if observed and abs(observed) > RATE_EPSILON else []
     for label, target in [*targets, ("10 pp", FORECAST_TARGET_DELTA)]:
         result["targets"].append(_target(pairs, (sd, alpha, spread), (label, target), room))
@@ -10977,16 +11055,17 @@ def _evals_needed(sd: float, target: float, level: float) -> int | None:
     if level <= 0:
         return None
     guess = max(MIN_PAIRED_EVALS, math.ceil((2.8 * sd / target) ** 2 * 0.9))
-    while guess > MIN_PAIRED_EVALS and minimum_detectable(sd, guess - 1, level) <= target:
+    while guess > MIN_PAIRED_EVALS and _mde_at(sd, guess - 1, level) <= target:
         guess -= 1
     while guess <= MAX_FORECAST_EVALS:
-        if minimum_detectable(sd, guess, level) <= target:
+        if _mde_at(sd, guess, level) <= target:
             return guess
         guess += 1
     return None
 
 
-def _runs_needed(pairs: list[tuple[list[float], list[float]]], spread: tuple[float, float],
+def _runs_needed(pairs: list[tuple[list[float], list[float]]],
+                 spread: tuple[float, float, float],
                  n: int, target: float) -> dict[str, Any]:
     """Runs per eval that would bring the MDE with these n evals down to `target`.
 
@@ -11144,7 +11223,7 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> Benchmark:
                                     cand_rate - base_rate
                                     if cand_rate is not None and base_rate is not None else None),
         comparisons=tuple(compared),
-        per_assertion=per_assertion(runs, configs, meta.get("common_assertions")),
+        per_assertion=tuple(per_assertion(runs, configs, meta.get("common_assertions"))),
         pass_hat_k=({c: pass_hat_k(per_eval, runs, c) for c in configs}
                     if meta.get("runs_per_configuration", 1) > 1 else None),
         per_eval=per_eval,
@@ -11153,7 +11232,7 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> Benchmark:
         activation=activation_summary(plain, configs) if plain or not runs else None,
         trigger=trigger_summary(runs, configs, meta.get("agent")),
         process=process_summary(runs, configs),
-        notes=[],
+        notes=(),
         # `paired` is the first baseline's comparison, in the shape two-config iterations had.
         paired=compared[0].as_paired() if compared else None)
     return dataclasses.replace(benchmark, sanity_checks=sanity_checks(benchmark, records))
@@ -11184,6 +11263,12 @@ def process_counts(summary: Any) -> dict[str, Any]:
     return counts
 
 
+def _process_of(run: RunResult) -> dict[str, Any]:
+    """The process counts of a run picked for having them."""
+    assert run.process is not None, "process_summary keeps only runs with process counts"
+    return run.process
+
+
 def process_summary(runs: list[RunResult], configs: tuple[str, ...]) -> dict[str, Any] | None:
     """Per config the mean and spread of each count over the scored runs that have one, and
     for each baseline the paired sign-flip test over the evals, as for the pass rate."""
@@ -11192,7 +11277,7 @@ def process_summary(runs: list[RunResult], configs: tuple[str, ...]) -> dict[str
         return None
     per_config = {}
     for config in configs:
-        mine = [r.process for r in scored if r.configuration == config]
+        mine = [_process_of(r) for r in scored if r.configuration == config]
         counted = [p for p in mine if "absent" not in p]
         per_config[config] = {
             **{name: describe([p[name] for p in counted]) for name in PROCESS_METRICS},
@@ -11210,14 +11295,14 @@ def process_comparison(runs: list[RunResult], candidate: str, baseline: str,
     where both configs have counted runs), and the sign-flip test of the mean delta."""
     means: dict[str, dict[str, list[float]]] = {}
     for run in runs:
-        if "absent" not in run.process and run.configuration in (candidate, baseline):
+        if "absent" not in _process_of(run) and run.configuration in (candidate, baseline):
             slot = means.setdefault(str(run.eval_id), {candidate: [], baseline: []})
-            slot[run.configuration].append(float(run.process[name]))
-    deltas = sorted(_snap(_mean(slot[candidate]) - _mean(slot[baseline]))
+            slot[run.configuration].append(float(_process_of(run)[name]))
+    deltas = sorted(_snap(_average(slot[candidate]) - _average(slot[baseline]))
                     for slot in means.values() if slot[candidate] and slot[baseline])
     entry: dict[str, Any] = {
         "candidate": candidate, "baseline": baseline, "metric": name,
-        "paired_evals": len(deltas), "mean_delta": _snap(_mean(deltas)) if deltas else None,
+        "paired_evals": len(deltas), "mean_delta": _snap(_average(deltas)) if deltas else None,
         "fewer": sum(_sign(d) < 0 for d in deltas), "same": sum(_sign(d) == 0 for d in deltas),
         "more": sum(_sign(d) > 0 for d in deltas), "p_value": None, "ci95": None}
     if deltas:
@@ -11248,6 +11333,18 @@ def wilson_interval(hits: float, n: float) -> list[float] | None:
     return [max(0.0, centre - half), min(1.0, centre + half)]
 
 
+def _activation_of(run: RunResult) -> dict[str, Any]:
+    """The activation record of a run picked for having one."""
+    assert run.activation is not None, "the caller keeps only runs with an activation record"
+    return run.activation
+
+
+def _grader_of(run: RunResult) -> dict[str, Any]:
+    """The grader block of a run picked for having been judged."""
+    assert run.grader is not None, "the caller keeps only judged runs"
+    return run.grader
+
+
 def activation_tally(runs: list[RunResult]) -> dict[str, Any]:
     """Activated runs among those whose stream could tell; "unknown" ones are counted apart,
     never as misses.
@@ -11257,8 +11354,8 @@ def activation_tally(runs: list[RunResult]) -> dict[str, Any]:
     design effect of clustered runs is at most the runs per eval, so this never claims more
     than the data hold); within one eval its runs are the trials.
     """
-    known = [r for r in runs if r.activation["activated"] in (True, False)]
-    hits = sum(r.activation["activated"] is True for r in known)
+    known = [r for r in runs if _activation_of(r)["activated"] in (True, False)]
+    hits = sum(_activation_of(r)["activated"] is True for r in known)
     evals = len({str(r.eval_id) for r in known})
     trials = evals if evals > 1 else len(known)
     return {"activated": hits, "runs": len(known), "unknown": len(runs) - len(known),
@@ -11283,15 +11380,15 @@ def activation_summary(runs: list[RunResult],
             by_eval.setdefault(str(run.eval_id), []).append(run)
         summary[config] = {
             "activation": activation_tally([r for r in mine
-                                            if r.activation["should_activate"]]),
+                                            if _activation_of(r)["should_activate"]]),
             "false_activation": activation_tally([r for r in mine
-                                                  if not r.activation["should_activate"]]),
+                                                  if not _activation_of(r)["should_activate"]]),
             "pass_rate_activated": _pass_rates(mine, True),
             "pass_rate_not_activated": _pass_rates(mine, False),
             "executor_not_run": sum(r.configuration == config and not r.activation
                                     for r in runs),
             "per_eval": [{"eval_id": these[0].eval_id,
-                          "should_activate": these[0].activation["should_activate"],
+                          "should_activate": _activation_of(these[0])["should_activate"],
                           **activation_tally(these)} for these in by_eval.values()]}
     return summary
 
@@ -11314,17 +11411,17 @@ def trigger_summary(runs: list[RunResult], configs: tuple[str, ...],
         these = [r for r in mine if r.configuration == config]
         if not these:
             continue
-        stopped = [r.activation["stopped"] for r in these
-                   if isinstance(r.activation.get("stopped"), dict)]
+        stopped = [_activation_of(r)["stopped"] for r in these
+                   if isinstance(_activation_of(r).get("stopped"), dict)]
         seconds = [s.get("after_seconds") for s in stopped]
-        tokens = [r.result.tokens for r in these if r.activation.get("stopped")
+        tokens = [r.result.tokens for r in these if _activation_of(r).get("stopped")
                   and r.result.tokens is not None]
         summary[config] = {
             "agent": agent,
             "queries": len({str(r.eval_id) for r in these}),
-            "recall": activation_tally([r for r in these if r.activation["should_activate"]]),
+            "recall": activation_tally([r for r in these if _activation_of(r)["should_activate"]]),
             "false_activation": activation_tally([r for r in these
-                                                  if not r.activation["should_activate"]]),
+                                                  if not _activation_of(r)["should_activate"]]),
             "failed_runs": sum(r.status != STATUS_OK for r in these),
             "stopped_at_decision": {
                 "runs": len(stopped), "of": len(these),
@@ -11332,7 +11429,7 @@ def trigger_summary(runs: list[RunResult], configs: tuple[str, ...],
                     isinstance(x, (int, float)) for x in seconds) else None),
                 "tokens": sum(tokens) if tokens else None, "tokens_captured_runs": len(tokens)},
             "per_query": [{"eval_id": group[0].eval_id,
-                           "should_trigger": group[0].activation["should_activate"],
+                           "should_trigger": _activation_of(group[0])["should_activate"],
                            **activation_tally(group)}
                           for group in _by_eval(these).values()]}
     return summary or None
@@ -11348,7 +11445,7 @@ def _by_eval(runs: list[RunResult]) -> dict[str, list[RunResult]]:
 def _pass_rates(runs: list[RunResult], activated: bool) -> dict[str, Any]:
     return describe([r.result.pass_rate for r in runs
                      if r.scored and r.result.pass_rate is not None
-                     and r.activation["activated"] is activated])
+                     and _activation_of(r)["activated"] is activated])
 
 
 # -- the judge: its cost, its agreement with itself, and its share of the variation --------
@@ -11430,13 +11527,13 @@ def judge_cost(runs: list[RunResult], configs: tuple[str, ...]) -> dict[str, Any
     for config in configs:
         mine = [r for r in judged if r.configuration == config]
         cost[config] = {"judged_runs": len(mine),
-                        "grader_calls": sum(r.grader["calls"] for r in mine),
-                        **{name: describe([r.grader[name] for r in mine
-                                           if r.grader[name] is not None])
+                        "grader_calls": sum(_grader_of(r)["calls"] for r in mine),
+                        **{name: describe([_grader_of(r)[name] for r in mine
+                                           if _grader_of(r)[name] is not None])
                            for name in GRADER_METRICS}}
-    total: dict[str, Any] = {"grader_calls": sum(r.grader["calls"] for r in judged)}
+    total: dict[str, Any] = {"grader_calls": sum(_grader_of(r)["calls"] for r in judged)}
     for name in GRADER_METRICS:
-        values = [r.grader[name] for r in judged]
+        values = [_grader_of(r)[name] for r in judged]
         total[name] = (math.fsum(values) if values and None not in values else None)
     cost["total"] = total
     cost["absent_reasons"] = {name: _grader_absent_reason(judged, name)
@@ -11448,7 +11545,7 @@ def _grader_absent_reason(judged: list[RunResult], name: str) -> str | None:
     if not judged:
         return "no grader ran"
     for run in judged:
-        source = run.grader["metric_sources"].get(name) or {}
+        source = _grader_of(run)["metric_sources"].get(name) or {}
         if source.get("value") is None:
             return source.get("absent_reason") or "not reported"
     return None
@@ -11526,11 +11623,12 @@ def judge_variance(scored: list[RunResult], configs: tuple[str, ...],
     cells: dict[tuple[str, str], list[list[float]]] = {}
     for run in scored:
         exps = [e for e in run.expectations if not e.is_check]  # the judge's only
-        if not exps or any(e.majority is None or len(e.majority.ballots) < k for e in exps):
+        majorities = [e.majority for e in exps if e.majority is not None]
+        if not exps or len(majorities) < len(exps) or any(len(m.ballots) < k for m in majorities):
             continue
-        rates = [sum(e.majority.ballots[v].passed for e in exps) / len(exps) for v in range(k)]
+        rates = [sum(m.ballots[v].passed for m in majorities) / len(exps) for v in range(k)]
         cells.setdefault((str(run.eval_id), run.configuration), []).append(rates)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for (eval_id, config), per_run in cells.items():
         if len(per_run) < 2:
             continue
@@ -11684,7 +11782,8 @@ def _eval_flags(benchmark: Benchmark) -> list[SanityFlag]:
                 slot.statuses and not slot.pass_rates for slot in row.configs.values()):
             flags.append(_flag("error", "eval_unscored",
                                "no run of this eval was scored in any config", eval_id=eid))
-        deltas = row.deltas or {comparison.baseline: row.delta}
+        # without deltas per baseline: one baseline, or none (one config, and no delta)
+        deltas = row.deltas or {comparison.baseline or "": row.delta}
         for baseline, delta in deltas.items():
             if delta is not None and _sign(delta) < 0:
                 flags.append(_flag("warning", "candidate_below_baseline",
@@ -11729,9 +11828,10 @@ def _judge_flags(benchmark: Benchmark) -> list[SanityFlag]:
                                    configuration=run.configuration,
                                    run_number=run.run_number, assertion_id=exp.id))
     versus = benchmark.judge_vs_checks
+    limit = versus.max_disagreement if versus else 0.0  # without it there is no pair either
     for entry in versus.per_pair if versus else ():
         wrong, count = len(entry.disagreements), entry.votes.count
-        if count and wrong / count > versus.max_disagreement:
+        if count and wrong / count > limit:
             kappa = entry.votes.kappa.value
             flags.append(_flag("warning", "judge_disagrees_with_check",
                                f"the judge disagreed with check {entry.check[:60]!r} in "
@@ -12010,7 +12110,7 @@ def regrade_sentence(regrade: dict[str, Any]) -> str:
 
 def _md_verdict(b: Benchmark) -> str:
     paired = b.paired
-    compared = b.comparisons or []
+    compared = b.comparisons or ()
     if len(compared) > 1:  # one verdict per baseline
         return "\n".join(f"**Verdict vs {c.baseline}: {c.verdict}**: {paired_evidence(c)}\n"
                          for c in compared)
@@ -12166,7 +12266,7 @@ def info_summary(b: Benchmark) -> str:
     for flag in b.sanity_checks.flags:
         if flag.severity == "info":
             kinds[flag.kind] = kinds.get(flag.kind, 0) + 1
-    rows = b.per_assertion or []
+    rows = b.per_assertion or ()
     parts = []
     for kind, count in sorted(kinds.items()):
         if kind == "non_discriminating_assertion" and rows:
@@ -12334,8 +12434,8 @@ def power_method_text(compared: Sequence[Comparison]) -> str:
 
 def multiplicity_lines(compared: Sequence[Comparison]) -> list[str]:
     """What holds the family's false-claim rate when there are several baselines."""
-    held = [(c.test or {}).get("multiplicity") for c in compared]
-    if len(compared) < 2 or not all(held):
+    held = [found for c in compared if (found := (c.test or {}).get("multiplicity"))]
+    if len(compared) < 2 or len(held) < len(compared):
         return []
     return [f"{len(compared)} comparisons share the false-claim rate "
             f"{held[0]['family_alpha']:g} by Holm's step-down: each interval is stated at the "
@@ -12344,7 +12444,7 @@ def multiplicity_lines(compared: Sequence[Comparison]) -> list[str]:
 
 
 def _md_comparisons(b: Benchmark) -> str:
-    compared = b.comparisons or []
+    compared = b.comparisons or ()
     if not compared:
         return ""
     lines = [f"## Paired comparisons (candidate: {compared[0].candidate})", "",
@@ -12386,7 +12486,7 @@ def fmt_gain(row: dict[str, Any], baseline: str) -> str:
     return gain + (f" [{fmt_delta(interval[0])}, {fmt_delta(interval[1])}]" if interval else "")
 
 
-def per_assertion_intro(rows: list[dict[str, Any]]) -> str:
+def per_assertion_intro(rows: Sequence[dict[str, Any]]) -> str:
     """What the per-assertion table holds; an older benchmark's rows (no intervals) were
     sorted by gain, and the page still says so."""
     if rows and "gain_intervals_95" not in rows[0]:
@@ -12590,7 +12690,7 @@ def _md_judge_vs_checks(b: Benchmark) -> str:
         return ""
     lines = ["## Judge vs checks", ""]
     if timed:
-        spent = Stats(**describe([r.checks["time_seconds"] for r in timed]))
+        spent = Stats(**describe([(r.checks or {})["time_seconds"] for r in timed]))
         lines += [f"The checks' own time per run, on the runner's clock and not in the "
                   f"executor's time above: {fmt_stat(spent, ' s', 2)}.", ""]
     if not versus or not versus.pairs:
@@ -13126,6 +13226,7 @@ def _html_headline(b: Benchmark) -> str:
     verdict = b.paired.verdict if b.paired else None
     status = b.sanity_checks.status
     word = verdict or "no comparison"
+    badges: list[tuple[str, str | None]]
     badges = [(f"Verdict vs {c.baseline}", c.verdict) for c in b.comparisons or []]
     if len(badges) < 2:
         badges = [("Verdict", verdict)]
@@ -13154,7 +13255,7 @@ def _rates_sentence(b: Benchmark) -> str:
 
 
 def _html_comparisons(b: Benchmark) -> str:
-    compared = b.comparisons or []
+    compared = b.comparisons or ()
     if not compared:
         return ""
     rows = []
@@ -14137,7 +14238,7 @@ def run_file_changes(folder: Path, benchmark: Benchmark) -> tuple[list[dict], in
         try:
             for rel, digest in run.files_sha256.items():
                 files += 1
-                problem = failure or _run_file_problem(run_fd, rel, digest)
+                problem = failure if run_fd is None else _run_file_problem(run_fd, rel, digest)
                 if problem:
                     changes.append({"path": f"{run.label}/{rel}", "change": problem})
         finally:
@@ -14350,9 +14451,9 @@ def manifest_metadata(manifest: dict[str, Any], meta: dict[str, Any]) -> dict[st
     fixtures did."""
     if not manifest:
         return {}
-    plan = manifest.get("plan") if isinstance(manifest.get("plan"), dict) else {}
-    entry = manifest.get("adaptive") if isinstance(manifest.get("adaptive"), dict) else {}
-    options = manifest.get("options") if isinstance(manifest.get("options"), dict) else {}
+    plan = object_at(manifest, "plan")
+    entry = object_at(manifest, "adaptive")
+    options = object_at(manifest, "options")
     planned = plan.get("cells") if manifest.get("merged") else manifest.get("cells_planned")
     if entry and isinstance(planned, int) and isinstance(plan.get("runs") or options.get("runs"),
                                                          int):
@@ -14361,7 +14462,7 @@ def manifest_metadata(manifest: dict[str, Any], meta: dict[str, Any]) -> dict[st
     if manifest.get("merged"):
         found["missing_shards"] = manifest.get("missing_shards")
         return {key: value for key, value in found.items() if value is not None}
-    suite = manifest.get("suite") if isinstance(manifest.get("suite"), dict) else {}
+    suite = object_at(manifest, "suite")
     found.update({
         "fixture_status": manifest.get("fixture_status"),
         "checkout_check": (manifest.get("checkout_check") or {}).get("after"),
@@ -14424,7 +14525,7 @@ def json_differences(fresh: Any, stored: Any, path: str = "") -> list[tuple[str,
                 for found in json_differences(*pair, f"{path}[{index}]")]
     if _same_number(fresh, stored) or (fresh == stored and type(fresh) is type(stored)):
         return []
-    return [(path, _shown(fresh), _shown(stored))]
+    return [(path, _shown_setting(fresh), _shown_setting(stored))]
 
 
 _ABSENT = object()
@@ -14436,7 +14537,7 @@ def _same_number(a: Any, b: Any) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
 
 
-def _shown(value: Any) -> str:
+def _shown_setting(value: Any) -> str:
     text = "nothing" if value is _ABSENT else json.dumps(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -15069,7 +15170,7 @@ class Sandboxes:
     snapshot: RepoSnapshot
     checkout: CheckoutSnapshot | None
     checkout_failure: str
-    withheld: list[str]
+    withheld: dict[str, str]
     sources: dict[str, SourceRun] = dataclasses.field(default_factory=dict)  # none: executed
 
     @classmethod
@@ -15092,18 +15193,19 @@ class Sandboxes:
         """The sandboxes' git template built; the manifest's account of what the sandboxes
         hold and how agents run in them."""
         suite, options, snapshot = plan.suite, plan.options, self.snapshot
-        snapshot.template = (None if groups.cancelled.is_set()
-                             else build_git_template(snapshot, plan.sandbox_base, groups))
-        if groups.cancelled.is_set():
+        snapshot.template = template = (
+            None if groups.cancelled.is_set()
+            else build_git_template(snapshot, plan.sandbox_base, groups))
+        if template is None or groups.cancelled.is_set():  # None only when cancelled
             raise KeyboardInterrupt
-        add_runner_baselines(snapshot.template, plan.iteration_dir / ".baselines")
+        add_runner_baselines(template, plan.iteration_dir / ".baselines")
         sharding = ({"plan": plan_identity(suite, options, plan_cells(suite, options,
                                                                       plan.iteration_dir)),
                      "shard": shard_record(options, cells)} if options.shard else {})
         return {"listing_source": snapshot.listing_source,
-                "git_template": {"path": str(snapshot.template.folder),
-                                 "commit": snapshot.template.commit,
-                                 "error": snapshot.template.error},
+                "git_template": {"path": str(template.folder),
+                                 "commit": template.commit,
+                                 "error": template.error},
                 "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name,
                                                                        plan.provider),
                 "withheld_from_skill_package": self.withheld, "isolation": isolation,
@@ -15190,7 +15292,8 @@ def adaptive_pairs(eval_keys: Iterable[str], records: list[RunRecord],
         rates.setdefault(str(key), ([], []))
     for run in map(benchmark_run, records):
         slot = rates.get(str(run.eval_id))
-        if slot is None or not run.scored or run.configuration not in configs[:2]:
+        if slot is None or not run.scored or run.configuration not in configs[:2] \
+                or run.result.pass_rate is None:
             continue
         slot[list(configs).index(run.configuration)].append(run.result.pass_rate)
     return list(rates.values())
@@ -15248,7 +15351,8 @@ def shard_waves(ctx: RunContext, cells: list[Cell],
     records: list[RunRecord] = []
     for wave in range(1, limit + 1):
         records += run_matrix(ctx, [c for c in cells if c.run_number == wave], finished)
-    index, count = ctx.options.shard  # adaptive_matrix sends only shards here
+    assert ctx.options.shard is not None, "adaptive_matrix sends only shards here"
+    index, count = ctx.options.shard
     ctx.state.adaptive = {
         **adaptive_method(ctx.options.runs, adaptive_plan_evals(ctx.suite, ctx.options)),
         "shard": f"{index}/{count}",
@@ -15312,7 +15416,8 @@ def adaptive_record(waves_max: int, per_wave: dict[str, int], records: list[RunR
             saved[key] = absent(f"{values.count(None)} of the {len(values)} cells that ran "
                                 f"recorded no {'cost' if kind == 'cost' else 'token count'}")
         else:
-            saved[key] = {"estimate": math.fsum(values) / len(values) * saved["cells"],
+            known = cast("list[float]", values)  # None is ruled out just above
+            saved[key] = {"estimate": math.fsum(known) / len(known) * saved["cells"],
                           "basis": f"the mean of the {len(values)} cells that ran, times the "
                                    f"{saved['cells']} cells left out"}
     last = history[-1]
@@ -15415,10 +15520,10 @@ def judge_identity(plan: IterationPlan) -> dict[str, Any]:
 def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
                               finished: dict[str, RunRecord]) -> list[RunRecord]:
     """At the deadline nothing new starts and running agents are ended (cancelled)."""
-    timer = None
-    if ctx.options.deadline_s:
-        ctx = dataclasses.replace(ctx, deadline_at=time.monotonic() + ctx.options.deadline_s)
-        timer = threading.Timer(ctx.options.deadline_s, ctx.groups.cancel,
+    timer, deadline_s = None, ctx.options.deadline_s
+    if deadline_s:
+        ctx = dataclasses.replace(ctx, deadline_at=time.monotonic() + deadline_s)
+        timer = threading.Timer(deadline_s, ctx.groups.cancel,
                                 kwargs={"reason": "deadline"})
         timer.daemon = True
         timer.start()
@@ -16017,7 +16122,7 @@ def _copy_shard_file(source: str, target: str) -> None:
 # -- forecast -----------------------------------------------------------------
 
 
-def latest_iteration_of(workspace: Path, skill_name: str, agent: str) -> Path | None:
+def latest_iteration_of(workspace: Path, skill_name: str | None, agent: str) -> Path | None:
     """The newest iteration-N in workspace with a benchmark of this skill and agent."""
     if not workspace.is_dir():
         return None
@@ -16064,11 +16169,13 @@ def observed_cell(record: RunRecord) -> dict[str, float | None] | None:
                  *(c.get("process") for c in talk.get("user_calls") or [])]
         seconds = [(c or {}).get("duration_s") for c in calls] + (
             [record.grader.duration_s] if record.grader is not None else [])
-        return {"calls": float(len(seconds)),
-                "seconds": sum(seconds) if all(_number(v) for v in seconds) else None,
+        return {"calls": float(len(seconds)),  # each a number once the check below holds
+                "seconds": sum(cast("list[float]", seconds))
+                if all(_number(v) for v in seconds) else None,
                 "tokens": spend_of(record, "tokens"), "cost": spend_of(record, "cost")}
-    return {"calls": float(len(processes)),
-            "seconds": sum(seconds) if all(_number(v) for v in seconds) else None,
+    return {"calls": float(len(processes)),  # each a number once the check below holds
+            "seconds": sum(cast("list[float]", seconds))
+            if all(_number(v) for v in seconds) else None,
             "tokens": spend_of(record, "tokens"), "cost": spend_of(record, "cost")}
 
 
@@ -16107,14 +16214,14 @@ def forecast_run(workspace: Path, suite: Suite, options: RunOptions,
     for run in benchmark.runs:
         record = read_run_record_or_none(source / run.label)
         cell = observed_cell(record) if record is not None else None
-        if cell is not None:
+        if record is not None and cell is not None:
             observed.setdefault(run.configuration, []).append(cell)
             graded = graded or bool(record.grader_metrics)
     if not observed:
         return None
     planned: dict[str, int] = {}
-    for cell in cells:
-        planned[cell.config] = planned.get(cell.config, 0) + 1
+    for to_run in cells:
+        planned[to_run.config] = planned.get(to_run.config, 0) + 1
     meta = benchmark.metadata
     totals = {key: forecast_totals(observed, planned, key)
               for key in ("calls", "seconds", "tokens", "cost")}
@@ -16160,7 +16267,7 @@ def usage_fix(parser: argparse.ArgumentParser, message: str) -> tuple[str, str]:
                                   for name in required.group(1).split(",")), parser.prog
     named = re.match(r"argument ([^:]+):", message)
     action = _action_named(parser, named.group(1).split("/")[0]) if named else None
-    if action is not None and action.help:
+    if named and action is not None and action.help:
         return f"{named.group(1)}: {action.help}", parser.prog
     return "correct the command line", parser.prog
 
@@ -16236,7 +16343,7 @@ def validate_suite(suite_arg: str, args: argparse.Namespace,
     # trigger queries are not graded: a verdict rests on the other cases alone
     graded = [c for c in loaded.suite.cases if not c.trigger] if loaded.suite else []
     shortfall = verdict_shortfall(len(graded)) if graded and not loaded.errors else None
-    if shortfall:
+    if shortfall and loaded.suite is not None:
         loaded.problems.append(Problem(
             "warning", shortfall, str(loaded.suite.path), "evals", None,
             f"add {MIN_PAIRED_EVALS - len(graded)} more case(s) for a verdict; a "
@@ -16323,7 +16430,7 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
                          "the time with --deadline S")
     eval_ids = None
     if args.eval_id is not None:
-        eval_ids = _eval_id_list(args.eval_id)
+        eval_ids = _eval_id_list(args.eval_id) or []  # a list: the text is there
         known = {case.key for case in suite.cases}
         unknown = [i for i in eval_ids if i not in known]
         if unknown or not eval_ids:
@@ -16716,6 +16823,7 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     bwrap = shutil.which("bwrap")
     print(f"isolation: --isolation {options.isolation}; bwrap "
           f"{'at ' + bwrap if bwrap else 'not found'} (checked when a real run starts)")
+    assert options.workspace is not None, "options_from_args always sets it"
     print_forecast(forecast_run(options.workspace, suite, options, cells), options, suite)
     if checks_only:
         print(f"  the forecast counts what earlier cells used; {len(checks_only)} cell(s) of "
@@ -16794,12 +16902,14 @@ def dry_run_forecast(suite: Suite, options: RunOptions, planned_evals: int) -> l
     for pair in pairs:
         comparison = comparison_of(rows, pair)
         lines += [f"  {pair[0]} {line}" for line in forecast_lines(comparison, True)]
-        n = comparison.power["paired_evals"]
+        power = comparison.power
+        assert power is not None, "comparison_of always forecasts the power"
+        n = power["paired_evals"]
         if planned_evals and planned_evals != n and n >= 2:
-            planned = power_forecast(rows, pair, None, comparison.power["alpha"], planned_evals)
+            at_plan = power_forecast(rows, pair, None, power["alpha"], planned_evals)
             lines.append(f"  {pair[0]} vs {pair[1]}: with the {planned_evals} evals planned now, "
-                         + (f"about {fmt_delta(planned['mde']).lstrip('+')}"
-                            if planned["mde"] is not None else f"none: {planned['reason']}"))
+                         + (f"about {fmt_delta(at_plan['mde']).lstrip('+')}"
+                            if at_plan["mde"] is not None else f"none: {at_plan['reason']}"))
     return lines
 
 
@@ -17293,7 +17403,9 @@ def cmd_run(args: argparse.Namespace, argv: list[str], folders: dict[str, Path])
         args.suite = only_suite_in(args.suite)
     suite = load_valid_suite(args.suite, args.repo_root)
     options = options_from_args(args, suite)
-    folders["workspace"] = options.workspace
+    workspace = options.workspace
+    assert workspace is not None, "options_from_args always sets it"
+    folders["workspace"] = workspace
     if any(c.trigger for c in suite.cases) and not any(map(config_installs_skill,
                                                             options.configs)):
         print(f"{PROG}: note: the suite's trigger queries are not run: they run in the "
@@ -17344,7 +17456,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str], folders: dict[str, Path])
         if confinement.mode == "bwrap":
             check_cli_install(provider.executable(agent_env.get("PATH", "")) or "",
                               agent_env.get("PATH", ""), suite.root,
-                              [options.workspace, sandbox_base, Path.home()])
+                              [workspace, sandbox_base, Path.home()])
         if groups.cancelled.is_set():
             print(f"{PROG}: interrupted before the run started; nothing was written",
                   file=sys.stderr)
@@ -17354,7 +17466,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str], folders: dict[str, Path])
         if confinement.mode != "bwrap" and any(map(config_installs_skill, options.configs)):
             print(installed_unconfined_warning(provider, suite.skill_name), file=sys.stderr)
         iteration_dir = (Path(args.resume) if args.resume
-                         else allocate_iteration_dir(options.workspace))
+                         else allocate_iteration_dir(workspace))
         folders["iteration"] = iteration_dir
         code = run_plan(IterationPlan(
             suite, options, provider, iteration_dir, argv, cli_version, sandbox_base,
