@@ -4238,6 +4238,8 @@ def run_process(invocation: Invocation, env: dict[str, str], timeout_s: float,
             reaper.join(min(timeout_s, threading.TIMEOUT_MAX))
         else:
             watch.wake.wait(min(timeout_s, threading.TIMEOUT_MAX))
+            if proc.returncode is not None:  # the reaper woke us on its way out: not a timeout
+                reaper.join()
         stopped = watch.reason if watch and reaper.is_alive() else ""
         timed_out = reaper.is_alive() and not stopped
         if reaper.is_alive():
