@@ -30,7 +30,7 @@ UNIT_MODULES = (
     "tests.test_first_use", "tests.test_golden", "tests.test_delivery",
     "tests.test_real_suites", "tests.test_real_suites_e2e", "tests.test_root_skill",
     "tests.test_conversations",
-    "tests.test_one_spawner", "tests.test_codec", "tests.test_trace",
+    "tests.test_one_spawner", "tests.test_codec", "tests.test_watch_race", "tests.test_trace",
 )
 
 
