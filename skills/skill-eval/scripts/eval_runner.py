@@ -12353,34 +12353,40 @@ def _stopped_text(stopped: dict[str, Any]) -> str:
 def _md_trigger(b: Benchmark) -> str:
     if not b.trigger:
         return ""
-    lines = ["## Trigger set (installed arms)", "",
-             "Each query of the trigger set was run in the installed arm and ended as soon as "
-             "the agent activated the skill or did anything else first, read from its CLI's "
-             "stream, never from its answer. Intervals are Wilson 95%, the queries as trials; "
-             "a run that failed before deciding is not counted.", ""]
-    lines += [f"- {line}" for line in trigger_lines(b)] + [""]
-    lines += ["| config | query | should trigger | activated |", "|---|---|---|---|"]
-    for config, arm in b.trigger.items():
-        for row in arm["per_query"]:
-            lines.append(f"| {_md_cell(config)} | {_md_cell(row['eval_id'])} | "
-                         f"{'yes' if row['should_trigger'] else 'no'} | {fmt_share(row)} |")
-    return "\n".join(lines) + "\n"
+    return _md_shares_table(
+        "## Trigger set (installed arms)",
+        "Each query of the trigger set was run in the installed arm and ended as soon as "
+        "the agent activated the skill or did anything else first, read from its CLI's "
+        "stream, never from its answer. Intervals are Wilson 95%, the queries as trials; "
+        "a run that failed before deciding is not counted.",
+        trigger_lines(b), b.trigger, ("query", "per_query", "should_trigger", "should trigger"))
 
 
 def _md_activation(b: Benchmark) -> str:
     if not b.activation:
         return ""
-    lines = ["## Activation (installed arms)", "",
-             "Whether the agent loaded the installed skill on its own, read from its CLI's "
-             "stream; a run whose stream could not tell is unknown, not a miss. Intervals are "
-             "Wilson 95%, with the evals as trials when the runs of several evals are pooled "
-             "(runs of one eval tend to agree), the runs within one eval.", ""]
-    lines += [f"- {line}" for line in activation_lines(b)] + [""]
-    lines += ["| config | eval | should activate | activated |", "|---|---|---|---|"]
-    for config, arm in b.activation.items():
-        for row in arm["per_eval"]:
+    return _md_shares_table(
+        "## Activation (installed arms)",
+        "Whether the agent loaded the installed skill on its own, read from its CLI's "
+        "stream; a run whose stream could not tell is unknown, not a miss. Intervals are "
+        "Wilson 95%, with the evals as trials when the runs of several evals are pooled "
+        "(runs of one eval tend to agree), the runs within one eval.",
+        activation_lines(b), b.activation,
+        ("eval", "per_eval", "should_activate", "should activate"))
+
+
+def _md_shares_table(title: str, intro: str, summary: list[str], arms: dict[str, Any],
+                     columns: tuple[str, str, str, str]) -> str:
+    """An installed-arm block: its summary lines, then one row per unit (query or eval) of
+    whether the skill activated; `columns`: unit label, rows key, expected key, its label."""
+    unit, rows_key, expected_key, expected_label = columns
+    lines = [title, "", intro, ""]
+    lines += [f"- {line}" for line in summary] + [""]
+    lines += [f"| config | {unit} | {expected_label} | activated |", "|---|---|---|---|"]
+    for config, arm in arms.items():
+        for row in arm[rows_key]:
             lines.append(f"| {_md_cell(config)} | {_md_cell(row['eval_id'])} | "
-                         f"{'yes' if row['should_activate'] else 'no'} | {fmt_share(row)} |")
+                         f"{'yes' if row[expected_key] else 'no'} | {fmt_share(row)} |")
     return "\n".join(lines) + "\n"
 
 
