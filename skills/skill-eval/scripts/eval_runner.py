@@ -193,16 +193,56 @@ TRACE_SUBJECTS = ("trace", *TRACE_PATH_SUBJECTS, "before", *TRACE_BOUND_SUBJECTS
 TRACE_STEP_KEYS = ("ran", "read", "edited")
 TRACE_BOUND_MAX = 100_000
 # Deterministic checks (README: `checks`): each names exactly one subject, and one test of it.
-CHECK_SUBJECTS = ("run", "file", "answer", *TRACE_SUBJECTS)
-CHECK_TESTS = {"run": ("exit_code",), "file": ("exists", "contains", "matches", "json"),
-               "answer": ("contains", "matches"), "trace": ("matches",),
-               **{subject: () for subject in TRACE_SUBJECTS[1:]}}
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckKind:
+    """What a check of one subject takes: its tests and options (the keys `validate` accepts),
+    and `words` (target, test, expected) -> the check's text when its author named it not."""
+
+    tests: tuple[str, ...]
+    options: tuple[str, ...]
+    words: Callable[[str, str, Any], str]
+
+    def describe(self, target: str, test: str, expected: Any) -> str:
+        return "check: " + self.words(target, test, expected)
+
+
+def _file_words(what: str, test: str, expected: Any) -> str:
+    if test == "exists":
+        return f"{what} {'exists' if expected else 'does not exist'}"
+    if test == "json":
+        return f"{what} parses as JSON"
+    return f"{what} {'contains' if test == 'contains' else 'matches'} {str(expected)[:80]!r}"
+
+
+def describe_trace_step(step: dict[str, str]) -> str:
+    (key, value), = step.items()
+    if key == "ran":
+        return f"a command matching {value[:60]!r}"
+    return f"{'a read' if key == 'read' else 'a write'} of {value}"
+
+
 # A file or answer check's timeout bounds its pattern search: it applies to `matches` only.
-CHECK_OPTIONS = {"run": ("timeout", "protect"), "file": ("timeout",), "answer": ("timeout",),
-                 "trace": ("timeout",), "before": ("timeout",),
-                 **{subject: () for subject in (*TRACE_PATH_SUBJECTS, *TRACE_BOUND_SUBJECTS)}}
-CHECK_KEYS = frozenset({"name", *CHECK_SUBJECTS, "exit_code", "exists", "contains", "matches",
-                        "json", "timeout", "protect"})
+# A trace check's target is its kind: its subject, or for "trace" ran or not_ran.
+CHECK_KINDS = {
+    "run": CheckKind(("exit_code",), ("timeout", "protect"),
+                     lambda command, test, code: f"`{command[:120]}` exits {code}"),
+    "file": CheckKind(("exists", "contains", "matches", "json"), ("timeout",), _file_words),
+    "answer": CheckKind(("contains", "matches"), ("timeout",),
+                        lambda source, test, text: _file_words(f"the {source}", test, text)),
+    "trace": CheckKind(("matches",), ("timeout",), lambda kind, test, pattern: (
+        f"{'no' if kind == 'not_ran' else 'a'} command matching {str(pattern)[:80]!r} ran")),
+    "read": CheckKind((), (), lambda kind, test, path: f"{path} was read"),
+    "not_read": CheckKind((), (), lambda kind, test, path: f"{path} was not read"),
+    "edited": CheckKind((), (), lambda kind, test, path: f"{path} was written"),
+    "before": CheckKind((), ("timeout",), lambda kind, test, steps: " before ".join(
+        describe_trace_step(step) for step in steps)),
+    "max_actions": CheckKind((), (), lambda kind, test, bound: f"at most {bound} actions"),
+    "max_commands": CheckKind((), (), lambda kind, test, bound: f"at most {bound} commands")}
+CHECK_SUBJECTS = tuple(CHECK_KINDS)
+CHECK_KEYS = frozenset({"name", *CHECK_SUBJECTS, *(
+    key for kind in CHECK_KINDS.values() for key in (*kind.tests, *kind.options))})
 ANSWER_SOURCES = ("reply", "artifact")  # the recorded final answer, or the written artifact
 CHECK_TIMEOUT_RANGE = (1, 3600)
 CHECK_DEFAULT_TIMEOUT_S = 120
@@ -685,39 +725,6 @@ class Check(Record):
     FIELDS = (*(Field(key, TEXT) for key in ("name", "subject", "target", "test")),
               Field("expected", ANY, optional=True), Field("timeout_s", NUMBER),
               Field("protect", ListOf(TEXT, load=list), optional=True, default=list))
-
-
-def describe_check(subject: str, target: str, test: str, expected: Any) -> str:
-    """A check's text when its author gave it no name."""
-    if subject == "trace":
-        return "check: " + describe_trace_check(target, expected)
-    if subject == "run":
-        return f"check: `{target[:120]}` exits {expected}"
-    what = target if subject == "file" else f"the {target}"
-    if test == "exists":
-        return f"check: {what} {'exists' if expected else 'does not exist'}"
-    if test == "json":
-        return f"check: {what} parses as JSON"
-    verb = "contains" if test == "contains" else "matches"
-    return f"check: {what} {verb} {str(expected)[:80]!r}"
-
-
-def describe_trace_check(kind: str, expected: Any) -> str:
-    if kind in TRACE_KINDS:
-        return f"{'no' if kind == 'not_ran' else 'a'} command matching {str(expected)[:80]!r} ran"
-    if kind in TRACE_PATH_SUBJECTS:
-        verb = {"read": "was read", "not_read": "was not read", "edited": "was written"}[kind]
-        return f"{expected} {verb}"
-    if kind == "before":
-        return " before ".join(describe_trace_step(step) for step in expected)
-    return f"at most {expected} {'commands' if kind == 'max_commands' else 'actions'}"
-
-
-def describe_trace_step(step: dict[str, str]) -> str:
-    (key, value), = step.items()
-    if key == "ran":
-        return f"a command matching {value[:60]!r}"
-    return f"{'a read' if key == 'read' else 'a write'} of {value}"
 
 
 @dataclasses.dataclass
@@ -2971,7 +2978,7 @@ class SuiteChecker:
             return None
         subject = subjects[0]
         for key in sorted(set(raw) & CHECK_KEYS - {"name", subject}):
-            takes = CHECK_TESTS[subject] + CHECK_OPTIONS[subject]
+            takes = CHECK_KINDS[subject].tests + CHECK_KINDS[subject].options
             if key not in takes:
                 self.error(f"{key!r} does not apply to a {subject} check", _path_join(path, key),
                            f"a {subject} check takes {', '.join(takes) or 'no other key'}", cid)
@@ -2987,7 +2994,7 @@ class SuiteChecker:
         protect = self.check_protect(raw, path, cid)
         if target is None or test is None or timeout is None or protect is None or name == "":
             return None
-        return Check(name or describe_check(subject, target, test, expected), subject, target,
+        return Check(name or CHECK_KINDS[subject].describe(target, test, expected), subject, target,
                      test, expected, timeout, protect)
 
     def trace_check(self, raw: dict, subject: str, path: str, cid: str | None) -> Check | None:
@@ -3007,8 +3014,8 @@ class SuiteChecker:
             kind, test, expected = subject, "at_most", self.trace_bound(raw[subject], where, cid)
         if kind is None or test is None or expected is None or timeout is None or name == "":
             return None
-        return Check(name or describe_check("trace", kind, test, expected), "trace", kind, test,
-                     expected, timeout)
+        return Check(name or CHECK_KINDS[subject].describe(kind, test, expected), "trace", kind,
+                     test, expected, timeout)
 
     def trace_kind(self, value: Any, path: str, cid: str | None) -> str | None:
         if value in TRACE_KINDS:
@@ -3140,7 +3147,7 @@ class SuiteChecker:
 
     def check_test(self, subject: str, raw: dict, path: str, cid: str | None
                    ) -> tuple[str | None, Any]:
-        tests = [key for key in CHECK_TESTS[subject] if key in raw]
+        tests = [key for key in CHECK_KINDS[subject].tests if key in raw]
         if subject == "run":
             code = raw.get("exit_code", 0)
             if not isinstance(code, int) or isinstance(code, bool) or not 0 <= code <= 255:
@@ -3150,7 +3157,8 @@ class SuiteChecker:
                 return None, None
             return "exit_code", code
         if len(tests) != 1:
-            self.error(f"a {subject} check needs exactly one of {', '.join(CHECK_TESTS[subject])} "
+            takes = ", ".join(CHECK_KINDS[subject].tests)
+            self.error(f"a {subject} check needs exactly one of {takes} "
                        f"(found {', '.join(tests) or 'none'})", path,
                        'add one, e.g. "contains": "def main"; split several into several checks',
                        cid)
