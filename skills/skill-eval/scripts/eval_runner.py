@@ -496,6 +496,7 @@ COUNT = Kind("a count from 1", lambda value: _is_int(value) and value >= 1)
 FLAG = Kind("true or false", lambda value: isinstance(value, bool))
 NUMBER = Kind("a number", _is_number)
 ANY = Kind("any value", lambda value: True)
+CLI_JSON = Kind("the CLI's own JSON", lambda value: True)  # as a CLI wrote it: never ours
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1469,23 +1470,29 @@ class GraderCall(Record):
 # -- run.json's own blocks: the sandbox, the executor's changes, the checks, the skill read --
 
 
+def _optional(key: str, kind: Any) -> Field:
+    """A member left out when None: absent from files written before it existed."""
+    return Field(key, kind, optional=True, omit="none")
+
+
 @dataclasses.dataclass(frozen=True)
 class PathReason(Record):
-    """A path a sandbox did not get, and why; `kind` (withheld only): what it is a copy of or
-    a link to (suite, skill, undelivered)."""
+    """A path a sandbox did not get, and why; `kind` (withheld): suite, skill, undelivered."""
 
     path: str
     reason: str
     kind: str | None = None
 
-    FIELDS = (Field("path", TEXT), Field("kind", TEXT, optional=True, omit="none"),
-              Field("reason", TEXT))
+    FIELDS = (Field("path", TEXT), _optional("kind", TEXT), Field("reason", TEXT))
+
+
+PATH_REASONS = ListOf(PathReason)
 
 
 @dataclasses.dataclass(frozen=True)
 class SandboxGit(Record):
-    """The cell's baseline commit, in the runner's own repository outside the sandbox (whose
-    objects it may borrow from the iteration's template), or the error that left none."""
+    """The cell's baseline commit, in the runner's own repository outside the sandbox (which
+    may borrow the template's objects), or the error that left none."""
 
     ok: bool
     method: str  # "template" or "full"
@@ -1495,13 +1502,10 @@ class SandboxGit(Record):
     shared_baseline: bool | None = None
     borrowed_objects: tuple[str, ...] = ()
 
-    FIELDS = (Field("ok", FLAG), *(Field(key, TEXT, optional=True, omit="none")
-                                   for key in ("error", "baseline")),
-              Field("method", TEXT), Field("baseline_repository", TEXT, optional=True,
-                                           omit="none"),
-              Field("shared_baseline", FLAG, optional=True, omit="none"),
-              Field("borrowed_objects", TEXTS, optional=True, default=(),
-                    omit=lambda git: not git.ok))
+    FIELDS = (Field("ok", FLAG), _optional("error", TEXT), _optional("baseline", TEXT),
+              Field("method", TEXT), _optional("baseline_repository", TEXT),
+              _optional("shared_baseline", FLAG), Field("borrowed_objects", TEXTS, optional=True,
+                                                        default=(), omit=lambda g: not g.ok))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1517,7 +1521,7 @@ class SkillRevision(Record):
 
 @dataclasses.dataclass(frozen=True)
 class InstalledSkills(Record):
-    """An installed cell's discovery folder, the skill folders in it, and the files copied."""
+    """An installed cell's discovery folder, the skill folders in it, the files copied."""
 
     folder: str
     skills: tuple[str, ...]
@@ -1528,14 +1532,12 @@ class InstalledSkills(Record):
 
 @dataclasses.dataclass
 class GraderFolders(Record):
-    """A re-graded run's grader folders (it has no sandbox): the last one, and whether all
-    were removed."""
+    """A re-graded run's grader folders (it has no sandbox): the last, and whether removed."""
 
     grader_dir: str | None = None
     removed: bool | None = None
 
-    FIELDS = (Field("grader_dir", TEXT, optional=True, omit="none"),
-              Field("removed", FLAG, optional=True, omit="none"))
+    FIELDS = (_optional("grader_dir", TEXT), _optional("removed", FLAG))
 
 
 @dataclasses.dataclass
@@ -1561,29 +1563,22 @@ class SandboxRecord(Record):
     agent_homes: dict[str, str] | None = None  # role -> its fresh home
     regrade_grader: GraderFolders | None = None
 
-    FIELDS = (Field("path", TEXT, optional=True, omit="none"),
+    FIELDS = (_optional("path", TEXT),
               Field("grader_dir", TEXT, optional=True, omit=lambda s: s.path is None),
-              Field("files_delivered", INTEGER, optional=True, omit="none"),
-              Field("listing_source", TEXT, optional=True, omit="none"),
-              Field("skill_delivered", FLAG, optional=True, omit="none"),
-              Field("fixtures", TEXTS, optional=True, omit="none"),
-              Field("skipped", ListOf(PathReason), optional=True, omit="none"),
-              Field("git", SandboxGit, optional=True, omit="none"),
-              Field("withheld_from_skill_package", ListOf(PathReason), optional=True,
-                    omit="none"),
-              *(Field(key, FLAG, optional=True, omit="none") for key in ("kept", "removed")),
-              Field("withheld", ListOf(PathReason), optional=True, omit="none"),
-              Field("skill_package_sha256", TEXT, optional=True, omit="none"),
-              Field("skill_revision", SkillRevision, optional=True, omit="none"),
-              Field("installed_skills", InstalledSkills, optional=True, omit="none"),
-              Field("agent_homes", MapOf(TEXT), optional=True, omit="none"),
-              Field("regrade_grader", GraderFolders, optional=True, omit="none"))
+              *(_optional(key, kind) for key, kind in (
+                  ("files_delivered", INTEGER), ("listing_source", TEXT),
+                  ("skill_delivered", FLAG), ("fixtures", TEXTS), ("skipped", PATH_REASONS),
+                  ("git", SandboxGit), ("withheld_from_skill_package", PATH_REASONS),
+                  ("kept", FLAG), ("removed", FLAG), ("withheld", PATH_REASONS),
+                  ("skill_package_sha256", TEXT), ("skill_revision", SkillRevision),
+                  ("installed_skills", InstalledSkills), ("agent_homes", MapOf(TEXT)),
+                  ("regrade_grader", GraderFolders))))
 
 
 @dataclasses.dataclass(frozen=True)
 class SandboxChanges(Record):
-    """What the executor added, modified and deleted against the baseline commit, or why that
-    could not be read (`captured` false, with the reason)."""
+    """The paths the executor added, modified and deleted against the baseline commit, or
+    (`captured` false) why they could not be read."""
 
     captured: bool
     reason: str | None = None
@@ -1591,16 +1586,15 @@ class SandboxChanges(Record):
     modified: tuple[str, ...] | None = None
     deleted: tuple[str, ...] | None = None
 
-    FIELDS = (Field("captured", FLAG), Field("reason", TEXT, optional=True, omit="none"),
-              *(Field(key, TEXTS, optional=True, omit="none")
-                for key in ("added", "modified", "deleted")))
+    FIELDS = (Field("captured", FLAG), _optional("reason", TEXT),
+              *(_optional(key, TEXTS) for key in ("added", "modified", "deleted")))
 
 
 @dataclasses.dataclass(frozen=True)
 class CheckResult(Record):
     """One deterministic check's result: passed with the evidence, or `unrun` (why it could
-    not run; `cancelled` when the run was stopped). A run check keeps its output's tails, its
-    exit code and its confinement's own record."""
+    not run; `cancelled`: the run was stopped). A run check keeps its output's tails, its exit
+    code and its confinement's own record."""
 
     name: str
     subject: str
@@ -1615,25 +1609,19 @@ class CheckResult(Record):
     isolation: dict[str, Any] | None = None
 
     FIELDS = (Field("name", TEXT), Field("subject", TEXT),
-              # a run check refused before it ran (planted files) has its time here
+              # a run check refused before it ran (planted files) writes its time here
               Field("refused_duration_s", NUMBER, key="duration_s", derived=True,
                     omit=lambda r: not r.refused),
-              *(Field(key, TEXT, optional=True, omit=lambda r: not r.ran_command)
-                for key in ("stdout_tail", "stderr_tail")),
-              Field("returncode", INTEGER, optional=True, omit=lambda r: not r.ran_command),
-              Field("isolation", OBJECT, optional=True, omit=lambda r: not r.ran_command),
-              Field("passed", FLAG, optional=True, omit="none"),
-              *(Field(key, TEXT, optional=True, omit="none") for key in ("evidence", "unrun")),
-              Field("cancelled", FLAG, optional=True, omit="none"),
+              *(Field(key, kind, optional=True, omit=lambda r: r.stdout_tail is None)
+                for key, kind in (("stdout_tail", TEXT), ("stderr_tail", TEXT),
+                                  ("returncode", INTEGER), ("isolation", OBJECT))),
+              *(_optional(key, kind) for key, kind in (
+                  ("passed", FLAG), ("evidence", TEXT), ("unrun", TEXT), ("cancelled", FLAG))),
               Field("duration_s", NUMBER))
 
     @property
-    def ran_command(self) -> bool:
-        return self.stdout_tail is not None
-
-    @property
     def refused(self) -> bool:
-        return self.subject == "run" and not self.ran_command
+        return self.subject == "run" and self.stdout_tail is None
 
     def refused_duration_s(self) -> float:
         return self.duration_s
@@ -1646,34 +1634,6 @@ class ProtectedPath(Record):
     changed_by_executor: tuple[str, ...]
 
     FIELDS = (Field("changed_by_executor", TEXTS),)
-
-
-@dataclasses.dataclass
-class ChecksRun(Record):
-    """run.json's `checks`: every check's result in order, the protected paths as the
-    executor left them, the added files that refused the run checks, and why the checks could
-    not all run; their own time (the runner's clock), filled in as they run."""
-
-    results: list[CheckResult] = dataclasses.field(default_factory=list)
-    protected: dict[str, ProtectedPath] = dataclasses.field(default_factory=dict)
-    unrun: str | None = None
-    planted_interpreter_files: tuple[str, ...] | None = None
-    cancelled: bool | None = None
-    duration_s: float | None = None
-    note: str | None = None
-
-    FIELDS = (Field("results", ListOf(CheckResult, load=list)),
-              Field("protected", MapOf(ProtectedPath)), Field("unrun", TEXT, optional=True),
-              Field("planted_interpreter_files", TEXTS, optional=True, omit="none"),
-              Field("cancelled", FLAG, optional=True, omit="none"),
-              Field("duration_s", NUMBER, optional=True), Field("note", TEXT, optional=True))
-
-    def summary(self) -> ChecksSummary:
-        """What the checks took, apart from the executor's metrics (benchmark.json's)."""
-        return ChecksSummary(len(self.results), sum(bool(r.passed) for r in self.results),
-                             self.duration_s, self.unrun, tuple(sorted(
-                                 {path for seen in self.protected.values()
-                                  for path in seen.changed_by_executor})))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1692,6 +1652,32 @@ class ChecksSummary(Record):
               Field("could_not_run", TEXT, optional=True), Field("protected_changed", TEXTS))
 
 
+@dataclasses.dataclass
+class ChecksRun(Record):
+    """run.json's `checks`, filled in as they run: each check's result in order, the
+    protected paths as the executor left them, the added files that refused the run checks,
+    why the checks could not all run, and their own time on the runner's clock."""
+
+    results: list[CheckResult] = dataclasses.field(default_factory=list)
+    protected: dict[str, ProtectedPath] = dataclasses.field(default_factory=dict)
+    unrun: str | None = None
+    planted_interpreter_files: tuple[str, ...] | None = None
+    cancelled: bool | None = None
+    duration_s: float | None = None
+    note: str | None = None
+
+    FIELDS = (Field("results", ListOf(CheckResult, load=list)),
+              Field("protected", MapOf(ProtectedPath)), Field("unrun", TEXT, optional=True),
+              _optional("planted_interpreter_files", TEXTS), _optional("cancelled", FLAG),
+              Field("duration_s", NUMBER, optional=True), Field("note", TEXT, optional=True))
+
+    def summary(self) -> ChecksSummary:
+        """What the checks took, apart from the executor's metrics (benchmark.json's)."""
+        changed = {path for seen in self.protected.values() for path in seen.changed_by_executor}
+        return ChecksSummary(len(self.results), sum(bool(r.passed) for r in self.results),
+                             self.duration_s, self.unrun, tuple(sorted(changed)))
+
+
 @dataclasses.dataclass(frozen=True)
 class SkillRead(Record):
     """Did the executor's tool calls touch the skill's SKILL.md: "read", "not_read", or
@@ -1703,11 +1689,10 @@ class SkillRead(Record):
     reads: tuple[str | None, ...] | None = None
     config: str | None = None
 
-    FIELDS = (Field("state", TEXT), Field("reason", TEXT, optional=True, omit="none"),
-              Field("calls", INTEGER, optional=True, omit="none"),
-              Field("reads", ListOf(Kind("a tool's name", lambda value: value is None or
-                                         isinstance(value, str))), optional=True, omit="none"),
-              Field("config", TEXT, optional=True, omit="none"))
+    FIELDS = (Field("state", TEXT), _optional("reason", TEXT), _optional("calls", INTEGER),
+              _optional("reads", ListOf(Kind("a tool's name", lambda value: value is None
+                                             or isinstance(value, str)))),
+              _optional("config", TEXT))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1754,8 +1739,7 @@ class ConversationRecord(Record):
 
     FIELDS = (Field("kind", TEXT), Field("most_turns", COUNT), Field("turns_taken", INTEGER),
               Field("ended", TEXT), Field("turns", ListOf(ConversationTurn)),
-              Field("user_calls", ListOf(UserCall), optional=True, omit="none"),
-              Field("user_metrics", METRICS, optional=True, omit="none"))
+              _optional("user_calls", ListOf(UserCall)), _optional("user_metrics", METRICS))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -2129,9 +2113,11 @@ class Benchmark(Record):
 @dataclasses.dataclass
 class RunRecord(Record):
     """What one cell left, filled in while it runs: run.json's fields, plus its grading and
-    metrics (files of their own). The processes, the grader calls and the grading are the
-    records above; the other nested values are JSON documents written as they are (their
-    shapes are in README.md), and the metrics are checked as Metric records when written."""
+    metrics (files of their own). The processes, the grader calls, the grading, the sandbox,
+    the changes, the checks, the skill read and the conversation are the records above; the
+    permission denials are the CLI's own, kept as it wrote them; the other nested values are
+    JSON documents written as they are (their shapes are in README.md), and the metrics are
+    checked as Metric records when written."""
 
     eval_id: str | int
     eval_name: str
@@ -2151,7 +2137,7 @@ class RunRecord(Record):
     grader_calls: list[GraderCall] | None = None  # one entry per grader process
     checks: ChecksRun | None = None  # the deterministic checks' results, time, protection
     regraded_from: dict[str, Any] | None = None  # the run whose recorded answer was graded
-    permission_denials: list[Any] = dataclasses.field(default_factory=list)
+    permission_denials: list[Any] = dataclasses.field(default_factory=list)  # as the CLI said
     skill_read: SkillRead | None = None
     # installed cells: did the agent load the skill, by its CLI's own stream (activated
     # true, false or "unknown", with the evidence)
@@ -2181,7 +2167,8 @@ class RunRecord(Record):
               Field("grader_calls", ListOf(GraderCall, load=list), optional=True),
               Field("checks", ChecksRun, optional=True),
               Field("regraded_from", OBJECT, optional=True),
-              Field("permission_denials", ListOf(ANY, load=list), optional=True, default=list),
+              Field("permission_denials", ListOf(CLI_JSON, load=list), optional=True,
+                    default=list),
               Field("skill_read", SkillRead, optional=True),
               *(Field(key, OBJECT, optional=True) for key in ("activation", "trace")),
               Field("notes", ListOf(TEXT, load=list), optional=True, default=list),
