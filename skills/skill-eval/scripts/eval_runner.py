@@ -8629,7 +8629,22 @@ def provider_env(ctx: RunContext, cwd: Path) -> dict[str, str]:
     return env
 
 
-def agent_env(ctx: RunContext, sandbox: Sandbox, cwd: Path, role: str,
+class AgentHomes(Protocol):
+    """What makes a fresh home for an agent process whose CLI gets one per process."""
+
+    def make_home(self, role: str) -> Path: ...
+
+
+class GraderFolders(AgentHomes, Protocol):
+    """Where a cell's graders run: its Sandbox, or the GraderRoom of a re-graded cell, which
+    has no sandbox. Each grader gets fresh folders, and a fresh home when its CLI needs one."""
+
+    def make_grader_dirs(self, with_io: bool) -> tuple[Path, Path | None]: ...
+
+    def remove_grader_dirs(self) -> None: ...
+
+
+def agent_env(ctx: RunContext, sandbox: AgentHomes, cwd: Path, role: str,
               model: str | None, skills_on: bool = False) -> dict[str, str]:
     """The environment of one agent process; unconfined, a fresh home of its own next to the
     sandbox when its adapter asks (a confined one gets it from run_agent)."""
@@ -8846,6 +8861,10 @@ class CellRun:
     source: SourceRun | None = None
     room: GraderRoom | None = None  # where a re-graded cell's graders get their folders
 
+    @property
+    def grader_folders(self) -> GraderFolders | None:
+        return self.sandbox or self.room
+
 
 def run_lane(ctx: RunContext, queue: CellQueue,
              helpers: concurrent.futures.ThreadPoolExecutor) -> list[RunRecord]:
@@ -8856,7 +8875,7 @@ def run_lane(ctx: RunContext, queue: CellQueue,
         run.answer = guarded(run, answer_step, ctx, run)
         upcoming = helpers.submit(close_sandbox_and_start_next, ctx, run, queue)
         if run.answer is not None:
-            guarded(run, run_grader_step, ctx, run.cell, run.sandbox or run.room, run.record,
+            guarded(run, run_grader_step, ctx, run.cell, run.grader_folders, run.record,
                     run.answer)
         records.append(finish_cell(ctx, run, upcoming))
         run = upcoming.result()
@@ -8949,7 +8968,7 @@ def finish_cell(ctx: RunContext, run: CellRun, closing: concurrent.futures.Futur
     guarded(run, add_check_verdicts, ctx, run.cell, record)
     if run.sandbox is not None and ctx.options.keep_sandboxes:
         run.sandbox.record["kept"] = True
-    elif (place := run.sandbox or run.room) is not None and not ctx.options.keep_sandboxes:
+    elif (place := run.grader_folders) is not None and not ctx.options.keep_sandboxes:
         guarded(run, place.remove_grader_dirs)
     record.started_at, record.finished_at = run.started_at, utc_now()
     record.resumed = ctx.resuming
@@ -9331,7 +9350,7 @@ def failure_status(role: str, result: ProcessResult) -> str:
     return "cancelled" if result.cancelled else f"{role}_failed"
 
 
-def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Any, record: RunRecord,
+def run_grader_step(ctx: RunContext, cell: Cell, sandbox: GraderFolders, record: RunRecord,
                     answer: ExecutorAnswer) -> None:
     """Grade the recorded answer in --grader-runs fresh grader processes, one after another.
 
@@ -9373,7 +9392,7 @@ def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Any, record: RunRecord
 class GraderJob:
     """What each of a cell's graders is given: the same prompt, about the same answer."""
 
-    sandbox: Any
+    sandbox: GraderFolders
     record: RunRecord
     prompt: str
     assertions: list[str]
@@ -9500,7 +9519,7 @@ class GraderReply:
     notes: list[str] = dataclasses.field(default_factory=list)  # why an answer was not read
 
 
-def call_grader(ctx: RunContext, sandbox: Any, prompt: str, files: RunFiles,
+def call_grader(ctx: RunContext, sandbox: GraderFolders, prompt: str, files: RunFiles,
                 suffix: str = "") -> tuple[ProcessCall, GraderReply]:
     """One grader process in an empty folder outside the checkout; its output kept in logs/.
 
@@ -9610,6 +9629,13 @@ class GraderRoom:
         self.folders += [f for f in (grader_dir, io_dir) if f is not None]
         self.record["grader_dir"] = str(grader_dir)
         return grader_dir, io_dir
+
+    def make_home(self, role: str) -> Path:
+        """A new, private, empty home for one grader process, removed with its folders."""
+        home = Path(tempfile.mkdtemp(prefix=f"skill-eval-home-{role}-", dir=self.base))
+        self.folders.append(home)
+        self.record.setdefault("agent_homes", {})[role] = str(home)
+        return home
 
     def remove_grader_dirs(self) -> None:
         for folder in self.folders:
