@@ -58,7 +58,8 @@ after a section are its entry points, what the sections below it call:
     usage errors               usage_fix (an argparse error's fix), subcommands
     command steps              load_valid_suite, validate_suite, options_from_args,
                                print_dry_run, resumed_args, report_exit_code
-    CLI                        main, build_parser, cmd_validate, cmd_run, cmd_report
+    CLI                        main, build_parser, cmd_validate, cmd_run, cmd_merge,
+                               cmd_report
 """
 
 from __future__ import annotations
