@@ -15,6 +15,7 @@ references.
 from __future__ import annotations
 
 import ast
+import collections
 import functools
 import re
 import sys
@@ -64,6 +65,7 @@ def definitions(tree: ast.Module, marks: list[tuple[int, str]]) -> dict[str, int
 
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _SCOPES = (*_FUNCTIONS, ast.ClassDef, *_COMPREHENSIONS)
 
@@ -328,9 +330,19 @@ def kept_public(source: str, names: set[str], project: Path = PROJECT) -> dict[s
     """Name -> why it keeps its public spelling, for each of `names` that a string names
     (the runner's, as runner_string_names reads them; a test's that is the name or ends in
     `.name`), that a test imports by name, or that documents, fakes or tools use: renaming
-    it would break what refers to it by its spelling."""
+    it would break what refers to it by its spelling. Also one defined twice, and one whose
+    underscored spelling the runner uses already (the rename would merge two names)."""
+    tree = parsed(source)
     kept = {name: "a string of the runner names it"
-            for name in runner_string_names(parsed(source), names)}
+            for name in runner_string_names(tree, names)}
+    defined = collections.Counter(name for node in tree.body for name in _defined_names(node))
+    spelled = {getattr(node, "id", None) or getattr(node, "arg", None) or node.name
+               for node in walked(tree) if isinstance(node, (ast.Name, ast.arg, *_DEFINITIONS))}
+    for name in sorted(names):
+        if defined[name] > 1:
+            kept[name] = "it is defined more than once at module level"
+        elif "_" + name in spelled:
+            kept.setdefault(name, f"_{name} is a name in the runner already")
     for path in sorted((project / "tests").rglob("*.py")):
         text = path.read_text(encoding="utf-8")
         rel = path.relative_to(project).as_posix()
