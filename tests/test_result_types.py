@@ -275,9 +275,9 @@ class RunFileTypesTest(unittest.TestCase):
             self.assertEqual(list(metric.to_json().items()), list(written.items()))
 
     def test_a_grader_sum_marked_implausible_is_written_in_the_same_order(self) -> None:
-        implausible = {"value": None, "implausible": True, "absent_reason": "r"}
+        implausible = runner.Metric(None, implausible=True, absent_reason="r")
         total = runner.sum_metrics([{"tokens": implausible}, {"tokens": implausible}], 2)
-        self.assertEqual(list(total["tokens"]), ["value", "implausible", "absent_reason"])
+        self.assertEqual(list(total["tokens"].to_json()), ["value", "implausible", "absent_reason"])
 
 
 class AggregateTest(unittest.TestCase):

@@ -1015,7 +1015,7 @@ class AgentReply:
     text: str = ""
     failure: str = ""
     structured: Any = None
-    metrics: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    metrics: dict[str, Metric] = dataclasses.field(default_factory=dict)
     trace: list[dict[str, Any]] | None = None  # tool calls seen; None = no trace captured
     actions: Trace | None = None  # the executor's actions, typed; None = no events read
     permission_denials: list[Any] = dataclasses.field(default_factory=list)
@@ -1315,6 +1315,12 @@ def metrics_from_json(obj: Any, file: Any, json_path: str) -> dict[str, Metric]:
     return {} if obj is None else METRICS.read(obj, Cursor(file, json_path))
 
 
+def value_of(metrics: dict[str, Metric] | None, name: str) -> int | float | None:
+    """The captured value of one metric; None when it is absent or not there at all."""
+    metric = (metrics or {}).get(name)
+    return None if metric is None else metric.value
+
+
 @dataclasses.dataclass(frozen=True)
 class Ballot(Record):
     """One grader's vote on one assertion, kept beside the majority verdict."""
@@ -1453,9 +1459,6 @@ class GraderCall(Record):
     FIELDS = (Field("vote", INTEGER), Field("process", ProcessCall),
               Field("metrics", METRICS, optional=True, default=dict), Field("status", TEXT))
 
-    def metrics_json(self) -> dict[str, Any]:
-        return METRICS.write(self.metrics)
-
 
 @dataclasses.dataclass(frozen=True)
 class Stats(Record):
@@ -1507,6 +1510,30 @@ class RunScore(Record):
         "pass_rate", "passed", "failed", "total", "time_seconds", "tokens", "errors"))
 
 
+CALLS = Kind("a count from 0", lambda value: _is_int(value) and value >= 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class GraderCost(Record):
+    """A run's `grader`: how many grader calls judged it and what they spent together, each
+    total beside its metric (where it came from, or why it is absent; null: not reported)."""
+
+    calls: int
+    time_seconds: float | None
+    tokens: float | None
+    total_cost_usd: float | None
+    metric_sources: dict[str, Metric | None]
+
+    FIELDS = (Field("calls", CALLS),
+              *(Field(key, NUMBER, optional=True)
+                for key in ("time_seconds", "tokens", "total_cost_usd")),
+              Field("metric_sources", MapOf(Metric, nullable=True)))
+
+    def total(self, name: str) -> float | None:
+        return {"time_seconds": self.time_seconds, "tokens": self.tokens,
+                "total_cost_usd": self.total_cost_usd}[name]
+
+
 @dataclasses.dataclass(frozen=True)
 class RunResult(Record):
     """One run as benchmark.json lists it (`runs` or `unscored_runs`), in skill-creator's
@@ -1527,7 +1554,7 @@ class RunResult(Record):
     activation: dict[str, Any] | None
     metric_sources: dict[str, Metric | None] | None
     files_sha256: dict[str, str] | None
-    grader: dict[str, Any] | None
+    grader: GraderCost | None
     checks: dict[str, Any] | None = None
     # the executor's actions counted from its trace (PROCESS_METRICS, and `cut`), or
     # {"absent": why}; None (the key left out) for a run recorded before traces were kept
@@ -1541,7 +1568,8 @@ class RunResult(Record):
               Field("permission_denials", INTEGER, optional=True),
               Field("skill_read", TEXT, optional=True), Field("activation", OBJECT, optional=True),
               Field("metric_sources", MapOf(Metric, nullable=True), optional=True),
-              Field("files_sha256", HASHES, optional=True), Field("grader", OBJECT, optional=True),
+              Field("files_sha256", HASHES, optional=True),
+              Field("grader", GraderCost, optional=True),
               Field("checks", OBJECT, optional=True, omit="none"),
               Field("process", OBJECT, optional=True, omit="none"))
 
@@ -1844,9 +1872,9 @@ class RunRecord(Record):
     changes: dict[str, Any] | None = None  # what the executor added, modified or deleted
     written_artifact: dict[str, Any] = dataclasses.field(
         default_factory=lambda: {"captured": False})
-    metrics: dict[str, dict[str, Any]] | None = None  # executor-only; captured or absent
+    metrics: dict[str, Metric] | None = None  # executor-only; captured or absent
     grading: Grading | None = None  # verdicts per assertion, once graded
-    grader_metrics: dict[str, dict[str, Any]] | None = None  # all grader calls together
+    grader_metrics: dict[str, Metric] | None = None  # all grader calls together
     grader_calls: list[GraderCall] | None = None  # one entry per grader process
     checks: dict[str, Any] | None = None  # the deterministic checks' results, time, protection
     regraded_from: dict[str, Any] | None = None  # the run whose recorded answer was graded
@@ -1875,7 +1903,7 @@ class RunRecord(Record):
               Field("sandbox", OBJECT, optional=True), Field("changes", OBJECT, optional=True),
               Field("written_artifact", OBJECT, optional=True,
                     default=lambda: {"captured": False}),
-              Field("grader_metrics", OBJECT, optional=True),
+              Field("grader_metrics", METRICS, optional=True),
               Field("grader_calls", ListOf(GraderCall, load=list), optional=True),
               *(Field(key, OBJECT, optional=True) for key in ("checks", "regraded_from")),
               Field("permission_denials", ListOf(ANY, load=list), optional=True, default=list),
@@ -1905,8 +1933,7 @@ class RunRecord(Record):
         if grading is not None:
             record.grading = Grading.from_json(grading, run_dir / "grading.json")
         if metrics is not None:
-            record.metrics = METRICS.write(metrics_from_json(metrics, run_dir / "metrics.json",
-                                                             "metrics"))
+            record.metrics = metrics_from_json(metrics, run_dir / "metrics.json", "metrics")
         return record
 
 
@@ -6118,37 +6145,42 @@ def confined_env(env: dict[str, str], workdir: Path, home_vars: dict[str, str | 
 # ==== providers ==============================================================
 
 
-def captured(value: Any, source: str) -> dict[str, Any]:
-    return Metric(value, source=source).to_json()
+def captured(value: Any, source: str) -> Metric:
+    return Metric(value, source=source)
+
+
+def not_captured(reason: str) -> Metric:
+    return Metric(None, absent_reason=reason)
 
 
 def absent(reason: str) -> dict[str, Any]:
-    return Metric(None, absent_reason=reason).to_json()
+    """An absent value in a block still written as JSON (the judge's, the adaptive saving)."""
+    return not_captured(reason).to_json()
 
 
-def reported(value: Any, source: str, missing: str, kind: str = "count") -> dict[str, Any]:
+def reported(value: Any, source: str, missing: str, kind: str = "count") -> Metric:
     """What an agent CLI reported for one metric: captured when plausible for its kind
     ("count", "ms" or "usd"), absent with `missing` when not reported, and absent marked
     `implausible` (never counted or summed; a sanity flag names the cell) otherwise."""
     if value is None:
-        return absent(missing)
+        return not_captured(missing)
     problem = _implausibility(value, kind)
     if problem:
         return Metric(None, absent_reason=f"{source} reported {_shown_number(value)}, {problem}: "
                       "not a plausible measurement, so it is left out and never counted",
-                      implausible=True).to_json()
+                      implausible=True)
     return captured(int(value) if kind == "count" else value, source)
 
 
 def reported_sum(values: list[Any], source: str, missing: str,
-                 kind: str = "count") -> dict[str, Any]:
+                 kind: str = "count") -> Metric:
     """The sum over several events, each checked by `reported`; the first value that is
     missing or implausible makes the total absent for that reason."""
     if not values:
-        return absent(missing)
+        return not_captured(missing)
     parts = [reported(v, source, missing, kind) for v in values]
-    bad = next((p for p in parts if p["value"] is None), None)
-    return bad or captured(sum(p["value"] for p in parts), source)
+    bad = next((p for p in parts if p.value is None), None)
+    return bad or captured(sum(p.value for p in parts if p.value is not None), source)
 
 
 def _implausibility(value: Any, kind: str) -> str:
@@ -6531,26 +6563,26 @@ def _dig(data: Any, keys: tuple[str, ...]) -> Any:
     return data
 
 
-def claude_metrics(envelope: dict | None, reason: str) -> dict[str, dict[str, Any]]:
+def claude_metrics(envelope: dict | None, reason: str) -> dict[str, Metric]:
     metrics = {}
     for name, keys, kind in CLAUDE_METRIC_FIELDS:
         if envelope is None:
-            metrics[name] = absent(f"no claude result envelope ({reason})")
+            metrics[name] = not_captured(f"no claude result envelope ({reason})")
             continue
         field = ".".join(keys)
         metrics[name] = reported(_dig(envelope, keys), "claude envelope " + field,
                                  f"claude envelope has no {field}", kind)
     duration = metrics["duration_ms"]
     metrics["time_seconds"] = (
-        captured(duration["value"] / 1000.0, "claude envelope duration_ms")
-        if duration["value"] is not None else absent(duration["absent_reason"]))
+        captured(duration.value / 1000.0, "claude envelope duration_ms")
+        if duration.value is not None else not_captured(str(duration.absent_reason)))
     parts = [metrics[k] for k in ("input_tokens", "output_tokens", "cache_read_input_tokens",
                                   "cache_creation_input_tokens")]
-    missing = next((p for p in parts if p["value"] is None), None)
+    missing = next((p for p in parts if p.value is None), None)
     metrics["tokens"] = (
-        captured(sum(p["value"] for p in parts),
+        captured(sum(p.value for p in parts if p.value is not None),
                  "claude envelope usage: input + output + cache read + cache creation")
-        if missing is None else absent(f"{missing['absent_reason']}, so the total is unknown"))
+        if missing is None else not_captured(f"{missing.absent_reason}, so the total is unknown"))
     return metrics
 
 
@@ -6697,24 +6729,24 @@ CODEX_USAGE_FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens",
 
 
 def codex_metrics(usages: list[dict], result: ProcessResult,
-                  failure: str | None) -> dict[str, dict[str, Any]]:
-    metrics: dict[str, dict[str, Any]] = {}
+                  failure: str | None) -> dict[str, Metric]:
+    metrics: dict[str, Metric] = {}
     for name in CODEX_USAGE_FIELDS:
         metrics[name] = reported_sum([u.get(name) for u in usages],
                                      f"codex turn.completed usage.{name}",
                                      f"codex reported no usage.{name}"
                                      + (f" ({failure})" if failure else ""))
-    metrics["total_cost_usd"] = absent("codex reports no cost")
+    metrics["total_cost_usd"] = not_captured("codex reports no cost")
     # `codex exec` is one turn per call, so counting turn.completed would always say 1.
-    metrics["num_turns"] = absent("codex exec reports one turn per call, not the agent's turns")
+    metrics["num_turns"] = not_captured("codex exec reports one turn per call, not the agent's turns")
     metrics["time_seconds"] = (
-        absent(f"codex never started ({result.spawn_error})") if result.spawn_error else
+        not_captured(f"codex never started ({result.spawn_error})") if result.spawn_error else
         captured(round(result.duration_s, 3), "runner wall clock (codex reports no duration)"))
     parts = [metrics["input_tokens"], metrics["output_tokens"]]
     metrics["tokens"] = (
-        captured(sum(p["value"] for p in parts), "codex usage: input (incl. cached) + output")
-        if all(p["value"] is not None for p in parts)
-        else absent("codex usage was not reported"))
+        captured(sum(p.value for p in parts if p.value is not None), "codex usage: input (incl. cached) + output")
+        if all(p.value is not None for p in parts)
+        else not_captured("codex usage was not reported"))
     return metrics
 
 
@@ -6990,7 +7022,7 @@ GEMINI_STAT_FIELDS = (("input_tokens", "input_tokens"), ("output_tokens", "outpu
                       ("tool_calls", "tool_calls"))
 
 
-def gemini_metrics(stats: Any, failure: str) -> dict[str, dict[str, Any]]:
+def gemini_metrics(stats: Any, failure: str) -> dict[str, Metric]:
     why = f" ({failure})" if failure else ""
     metrics = {}
     for name, key in GEMINI_STAT_FIELDS:
@@ -7000,10 +7032,10 @@ def gemini_metrics(stats: Any, failure: str) -> dict[str, dict[str, Any]]:
     duration = reported(stats.get("duration_ms") if isinstance(stats, dict) else None,
                         "gemini result stats.duration_ms",
                         f"gemini reported no stats.duration_ms{why}", "ms")
-    metrics["time_seconds"] = (captured(duration["value"] / 1000.0, duration["source"])
-                               if duration["value"] is not None else duration)
-    metrics["num_turns"] = absent("gemini reports no turn count")
-    metrics["total_cost_usd"] = absent("gemini reports no cost")
+    metrics["time_seconds"] = (captured(duration.value / 1000.0, str(duration.source))
+                               if duration.value is not None else duration)
+    metrics["num_turns"] = not_captured("gemini reports no turn count")
+    metrics["total_cost_usd"] = not_captured("gemini reports no cost")
     return metrics
 
 
@@ -7013,7 +7045,7 @@ GEMINI_MODEL_TOKEN_FIELDS = (("input_tokens", "prompt"), ("output_tokens", "cand
 
 
 def gemini_json_metrics(envelope: dict[str, Any] | None, result: ProcessResult,
-                        failure: str) -> dict[str, dict[str, Any]]:
+                        failure: str) -> dict[str, Metric]:
     why = f" ({failure})" if failure else ""
     models = _dig(envelope, ("stats", "models"))
     per_model = list(models.values()) if isinstance(models, dict) else []
@@ -7022,11 +7054,11 @@ def gemini_json_metrics(envelope: dict[str, Any] | None, result: ProcessResult,
                                   f"gemini reported no stats.models.*.tokens.{key}{why}")
                for name, key in GEMINI_MODEL_TOKEN_FIELDS}
     metrics["time_seconds"] = (
-        absent(f"gemini never started ({result.spawn_error})") if result.spawn_error else
+        not_captured(f"gemini never started ({result.spawn_error})") if result.spawn_error else
         captured(round(result.duration_s, 3), "runner wall clock (gemini -o json has no "
                                               "duration)"))
-    metrics["num_turns"] = absent("gemini reports no turn count")
-    metrics["total_cost_usd"] = absent("gemini reports no cost")
+    metrics["num_turns"] = not_captured("gemini reports no turn count")
+    metrics["total_cost_usd"] = not_captured("gemini reports no cost")
     return metrics
 
 
@@ -7277,27 +7309,28 @@ OPENCODE_TOKEN_FIELDS = (("input_tokens", ("input",)), ("output_tokens", ("outpu
 
 
 def opencode_metrics(steps: list[dict], result: ProcessResult,
-                     failure: str | None) -> dict[str, dict[str, Any]]:
+                     failure: str | None) -> dict[str, Metric]:
     why = f" ({failure})" if failure else ""
     metrics = {}
     for name, keys in OPENCODE_TOKEN_FIELDS:
         metrics[name] = reported_sum([_dig(step.get("tokens"), keys) for step in steps],
                                      f"opencode step_finish tokens.{'.'.join(keys)}, summed",
                                      f"opencode reported no tokens.{'.'.join(keys)}{why}")
-    parts = [metrics[k]["value"] for k, _ in OPENCODE_TOKEN_FIELDS
+    parts = [metrics[k].value for k, _ in OPENCODE_TOKEN_FIELDS
              if k != "reasoning_output_tokens"]
     metrics["tokens"] = (
-        captured(sum(parts), "opencode tokens: input + output + cache read + cache write")
-        if all(v is not None for v in parts) else absent("opencode token counts are missing"))
+        captured(sum(v for v in parts if v is not None),
+                 "opencode tokens: input + output + cache read + cache write")
+        if all(v is not None for v in parts) else not_captured("opencode token counts are missing"))
     no_cost = "opencode reported no cost (it reports 0 when the model has no price configured)"
     cost = reported_sum([step.get("cost") for step in steps],
                         "opencode step_finish cost, summed", no_cost, "usd")
-    metrics["total_cost_usd"] = cost if cost["value"] != 0 else absent(no_cost)
+    metrics["total_cost_usd"] = cost if cost.value != 0 else not_captured(no_cost)
     metrics["num_turns"] = (captured(len(steps), "count of opencode step_finish events")
-                            if steps else absent(f"opencode finished no step{why}"))
+                            if steps else not_captured(f"opencode finished no step{why}"))
     # Its event timestamps are when it printed them, all at the end: not a duration.
     metrics["time_seconds"] = (
-        absent(f"opencode never started ({result.spawn_error})") if result.spawn_error else
+        not_captured(f"opencode never started ({result.spawn_error})") if result.spawn_error else
         captured(round(result.duration_s, 3), "runner wall clock (opencode reports no duration)"))
     return metrics
 
@@ -8098,17 +8131,16 @@ def captured_spend(record: RunRecord, kind: str) -> tuple[float, int]:
     count."""
     name = SPEND_METRICS[kind]
     total, unknown = 0.0, 0
-    roles = [(record.executor, record.metrics)]
-    if hasattr(record, "grader_metrics"):  # a runner that captures the grader's use
-        roles.append((record.grader, record.grader_metrics))
-    conversation = getattr(record, "conversation", None) or {}
+    roles = [(record.executor, value_of(record.metrics, name)),
+             (record.grader, value_of(record.grader_metrics, name))]
+    conversation = record.conversation or {}
     user_calls = conversation.get("user_calls")
     if user_calls:  # a conversation's simulated user
-        roles.append((user_calls, conversation.get("user_metrics")))
-    for process, metrics in roles:
+        roles.append((user_calls, ((conversation.get("user_metrics") or {}).get(name)
+                                   or {}).get("value")))
+    for process, value in roles:
         if process is None:
             continue
-        value = ((metrics or {}).get(name) or {}).get("value")
         # a value an older runner recorded as measured may be absurd (a negative cost lifted
         # the cap): it is unknown here, never counted
         if value is None or _implausibility(value, "usd" if kind == "cost" else "count"):
@@ -8821,8 +8853,9 @@ class Conversation:
     deadline: float  # time.monotonic() past which no turn starts and a running one ends
     exchanges: list[Exchange] = dataclasses.field(default_factory=list)
     turns: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # run.json's
-    reported: list[dict[str, dict[str, Any]]] = dataclasses.field(default_factory=list)
+    reported: list[dict[str, Metric]] = dataclasses.field(default_factory=list)
     user_calls: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    user_reported: list[dict[str, Metric]] = dataclasses.field(default_factory=list)
     ended: str = ""
 
     @property
@@ -8847,15 +8880,15 @@ class Conversation:
     def summary(self) -> dict[str, Any]:
         """run.json's `conversation`: how it went, each turn's own values, the user's."""
         shares = turn_shares(self.reported, self.ctx.provider.running_totals)
-        turns = [{**turn, "metrics": share} for turn, share in zip(self.turns, shares)]
+        turns = [{**turn, "metrics": METRICS.write(share)}
+                 for turn, share in zip(self.turns, shares)]
         document: dict[str, Any] = {
             "kind": "user" if self.case.user else "turns", "most_turns": self.case.most_turns,
             "turns_taken": len(self.exchanges), "ended": self.ended, "turns": turns}
         if self.case.user is not None:
             document["user_calls"] = self.user_calls
-            document["user_metrics"] = conversation_totals(
-                [call["metrics"] for call in self.user_calls], "user agent call"
-            ) if self.user_calls else {}
+            document["user_metrics"] = METRICS.write(conversation_totals(
+                self.user_reported, "user agent call"))
         return document
 
 
@@ -9040,17 +9073,14 @@ def ask_user_agent(talk: Conversation, number: int) -> AgentReply | None:
     talk.user_calls.append({"for_turn": number + 1, "status": status,
                             "process": process_record(invocation, result, env,
                                                       isolation).to_json(),
-                            "metrics": built_json(reply.metrics, "the user agent's metrics")})
+                            "metrics": METRICS.write(reply.metrics)})
+    talk.user_reported.append(reply.metrics)
     if ok:
         return reply
     files.text(f"logs/user_stderr.turn-{number + 1}.txt", result.stderr)
     talk.fail(status, "user", f"the user agent, for turn {number + 1}: "
               + (reply.failure or "it answered nothing"))
     return None
-
-
-def built_json(metrics: dict[str, dict[str, Any]] | None, what: str) -> dict[str, Any]:
-    return {name: metric.to_json() for name, metric in built_metrics(metrics, what).items()}
 
 
 def failure_status(role: str, result: ProcessResult) -> str:
@@ -9093,7 +9123,7 @@ def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Any, record: RunRecord
         if grading is None:
             break
         votes.append(grading)
-    record.grader_metrics = sum_metrics([c.metrics_json() for c in record.grader_calls], k)
+    record.grader_metrics = sum_metrics([c.metrics for c in record.grader_calls], k)
     if len(votes) == k:
         record.grading = majority_grading(votes)
 
@@ -9119,8 +9149,7 @@ def grade_once(ctx: RunContext, job: GraderJob, vote: int) -> Grading | None:
     status = (reply.failure_status if not reply.ok
               else "grader_unparseable" if payload is None else STATUS_OK)
     assert record.grader_calls is not None, "grade_cell starts the list before any vote"
-    record.grader_calls.append(GraderCall(vote, result, built_metrics(
-        reply.metrics, "the grader's metrics"), status))
+    record.grader_calls.append(GraderCall(vote, result, reply.metrics, status))
     if not reply.ok:
         record.fail(reply.failure_status, "grader", _vote_label(vote, ctx) + reply.failure)
         return None
@@ -9136,81 +9165,74 @@ def _vote_label(vote: int, ctx: RunContext) -> str:
     return f"grader {vote} of {k}: " if k > 1 else ""
 
 
-def built_metrics(metrics: dict[str, dict[str, Any]] | None, what: str) -> dict[str, Metric]:
-    """The metrics a provider built, as Metric records: one of the wrong shape is the
-    runner's own bug, caught here rather than written to disk."""
-    try:
-        return metrics_from_json(metrics or {}, what, "metrics")
-    except InputError as exc:
-        raise AssertionError(f"the runner built a misshapen metric: {exc.message}") from exc
-
-
-def sum_metrics(calls: list[dict[str, dict[str, Any]]], planned: int) -> dict[str, dict[str, Any]]:
+def sum_metrics(calls: list[dict[str, Metric]], planned: int) -> dict[str, Metric]:
     """Each metric summed over the grader calls, captured only when every call captured it."""
     if not calls:
         return {}
-    totals: dict[str, dict[str, Any]] = {}
+    totals: dict[str, Metric] = {}
     for name in dict.fromkeys(n for metrics in calls for n in metrics):
-        parts = [metrics.get(name) or absent(f"not reported for {name}") for metrics in calls]
-        missing = next((p for p in parts if p.get("value") is None), None)
+        parts = [metrics.get(name) or not_captured(f"not reported for {name}")
+                 for metrics in calls]
+        missing = next((p for p in parts if p.value is None), None)
         if missing is not None:
-            reason = missing.get("absent_reason") or "not captured"
             # implausible is kept, so the sanity checks name the cell
-            totals[name] = Metric(None, absent_reason=reason,
-                                  implausible=bool(missing.get("implausible"))).to_json()
+            totals[name] = Metric(None, absent_reason=missing.absent_reason or "not captured",
+                                  implausible=missing.implausible)
             continue
-        source = parts[0].get("source", "")
+        source = parts[0].source or ""
         if len(parts) > 1:
             source += f" (sum over {len(parts)} grader calls)"
-        totals[name] = captured(sum(p["value"] for p in parts), source)
+        totals[name] = captured(sum(p.value for p in parts if p.value is not None), source)
     if len(calls) < planned:
-        for metric in totals.values():
-            metric.setdefault("note", f"{len(calls)} of {planned} grader calls ran")
+        note = f"{len(calls)} of {planned} grader calls ran"
+        totals = {name: dataclasses.replace(metric, note=metric.note or note)
+                  for name, metric in totals.items()}
     return totals
 
 
-def turn_shares(reported: list[dict[str, dict[str, Any]]],
-                running: tuple[str, ...]) -> list[dict[str, dict[str, Any]]]:
+def turn_shares(reported: list[dict[str, Metric]],
+                running: tuple[str, ...]) -> list[dict[str, Metric]]:
     """Each turn's own metrics: what its CLI reported, except that a running total over the
     session (codex, `running`) becomes this turn's share, its total minus the previous one."""
     shares = []
     for number, metrics in enumerate(reported, 1):
         own = dict(metrics)
         for name in running if number > 1 else ():
-            now, before = metrics.get(name), reported[number - 2].get(name)
-            if now is None or now.get("value") is None:
+            now, before = value_of(metrics, name), value_of(reported[number - 2], name)
+            if now is None:
                 continue
-            if before is None or before.get("value") is None:
-                own[name] = absent(f"turn {number - 1} reported no {name}, so turn {number}'s "
-                                   "share of the session's running total is unknown")
-            elif now["value"] < before["value"]:
+            if before is None:
+                own[name] = not_captured(f"turn {number - 1} reported no {name}, so turn "
+                                         f"{number}'s share of the session's running total is "
+                                         "unknown")
+            elif now < before:
                 own[name] = Metric(None, implausible=True, absent_reason=(
-                    f"the session's running {name} went down from {before['value']} to "
-                    f"{now['value']} at turn {number}: not a measurement")).to_json()
+                    f"the session's running {name} went down from {before} to "
+                    f"{now} at turn {number}: not a measurement"))
             else:
-                own[name] = captured(now["value"] - before["value"],
-                                     f"{now.get('source', '')}, this turn's share of the "
-                                     "session's running total")
+                own[name] = captured(now - before, f"{metrics[name].source or ''}, this turn's "
+                                     "share of the session's running total")
         shares.append(own)
     return shares
 
 
-def conversation_totals(shares: list[dict[str, dict[str, Any]]], what: str = "turn"
-                        ) -> dict[str, dict[str, Any]]:
+def conversation_totals(shares: list[dict[str, Metric]], what: str = "turn"
+                        ) -> dict[str, Metric]:
     """Each metric summed over the turns, captured only when every turn captured it; else
     absent, naming the first turn without it (never a partial sum passed off as the total)."""
-    totals: dict[str, dict[str, Any]] = {}
+    totals: dict[str, Metric] = {}
     for name in dict.fromkeys(n for metrics in shares for n in metrics):
-        parts = [metrics.get(name) or absent(f"not reported for {name}") for metrics in shares]
-        missing = next((n for n, p in enumerate(parts, 1) if p.get("value") is None), None)
+        parts = [metrics.get(name) or not_captured(f"not reported for {name}")
+                 for metrics in shares]
+        missing = next((n for n, p in enumerate(parts, 1) if p.value is None), None)
         if missing is not None:
             part = parts[missing - 1]
-            totals[name] = Metric(None, implausible=bool(part.get("implausible")),
+            totals[name] = Metric(None, implausible=part.implausible,
                                   absent_reason=f"{what} {missing}: "
-                                  f"{part.get('absent_reason') or 'not captured'}").to_json()
+                                  f"{part.absent_reason or 'not captured'}")
             continue
-        source = parts[0].get("source", "")
-        totals[name] = captured(sum(p["value"] for p in parts),
+        source = parts[0].source or ""
+        totals[name] = captured(sum(p.value for p in parts if p.value is not None),
                                 source if len(parts) == 1 else
                                 f"{source} (sum over {len(parts)} {what}s)")
     return totals
@@ -9225,7 +9247,7 @@ class GraderReply:
     structured: Any = None
     failure: str = ""
     failure_status: str = ""
-    metrics: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    metrics: dict[str, Metric] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)  # why an answer was not read
 
 
@@ -9311,9 +9333,8 @@ def read_run_record(run_dir: Path) -> RunRecord | None:
     record = RunRecord.from_files(run_dir, run, extras["grading"],
                                   _metrics_block(extras["metrics"]))
     if extras["grader_metrics"] is not None:  # where the grader's own use is captured
-        graded = metrics_from_json(_metrics_block(extras["grader_metrics"]),
-                                   run_dir / "grader_metrics.json", "metrics")
-        record.grader_metrics = {name: metric.to_json() for name, metric in graded.items()}
+        record.grader_metrics = metrics_from_json(_metrics_block(extras["grader_metrics"]),
+                                                  run_dir / "grader_metrics.json", "metrics")
     return record
 
 
@@ -10134,12 +10155,12 @@ def write_run_files(cell: Cell, record: RunRecord, judge: dict[str, Any]) -> boo
         files.json("grading.json", dataclasses.replace(record.grading, judge=judge).to_json())
     files.json("metrics.json", {
         "role": "executor", "note": "executor-only; the grader's cost is not included",
-        "metrics": typed_metrics_json(record.metrics, "the executor's metrics")})
+        "metrics": METRICS.write(record.metrics or {})})
     if record.grader_calls:
         files.json("grader_metrics.json", {
             "role": "grader", "note": "every grader call of this run; apart from the executor's",
-            "metrics": typed_metrics_json(record.grader_metrics, "the graders' metrics"),
-            "calls": [{"vote": c.vote, "status": c.status, "metrics": c.metrics_json()}
+            "metrics": METRICS.write(record.grader_metrics or {}),
+            "calls": [{"vote": c.vote, "status": c.status, "metrics": METRICS.write(c.metrics)}
                       for c in record.grader_calls]})
     timing = timing_json(record.metrics or {})
     if timing:
@@ -10148,19 +10169,14 @@ def write_run_files(cell: Cell, record: RunRecord, judge: dict[str, Any]) -> boo
     return True
 
 
-def typed_metrics_json(metrics: dict[str, dict[str, Any]] | None, what: str) -> dict[str, Any]:
-    """A metrics block written from Metric records."""
-    return {name: metric.to_json() for name, metric in built_metrics(metrics, what).items()}
-
-
-def timing_json(metrics: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def timing_json(metrics: dict[str, Metric]) -> dict[str, Any]:
     """skill-creator's timing.json: the executor's time and tokens, only those captured."""
     timing: dict[str, Any] = {}
     for key, name in (("total_duration_seconds", "time_seconds"), ("total_tokens", "tokens")):
-        value = (metrics.get(name) or {}).get("value")
+        value = value_of(metrics, name)
         if value is not None:
             timing[key] = value
-            timing.setdefault("sources", {})[key] = metrics[name].get("source")
+            timing.setdefault("sources", {})[key] = metrics[name].source
     if timing:
         timing["note"] = "executor only; a value the agent CLI did not report is left out"
     return timing
@@ -10200,16 +10216,10 @@ def _finite(value: float | None) -> float | None:
     return value if value is None or math.isfinite(value) else None
 
 
-def _metric_value(record: RunRecord, name: str) -> float | None:
-    metric = (record.metrics or {}).get(name) or {}
-    return metric.get("value")
-
-
 def benchmark_run(record: RunRecord) -> RunResult:
     """One run in skill-creator's field names, plus status and scored."""
     grading = record.grading if record.scored else None
     summary = grading.summary() if grading else {}
-    executor_metrics = built_metrics(record.metrics, "the executor's metrics")
     return RunResult(
         eval_id=record.eval_id, eval_name=record.eval_name,
         configuration=record.configuration, run_number=record.run_number,
@@ -10217,8 +10227,8 @@ def benchmark_run(record: RunRecord) -> RunResult:
         result=RunScore(
             pass_rate=summary.get("pass_rate"), passed=summary.get("passed"),
             failed=summary.get("failed"), total=summary.get("total"),
-            time_seconds=_metric_value(record, "time_seconds"),
-            tokens=_metric_value(record, "tokens"),
+            time_seconds=value_of(record.metrics, "time_seconds"),
+            tokens=value_of(record.metrics, "tokens"),
             errors=0 if record.status == STATUS_OK else 1),
         expectations=grading.expectations if grading else (),
         failure=record.failure,
@@ -10228,7 +10238,8 @@ def benchmark_run(record: RunRecord) -> RunResult:
                      ("activated", "should_activate", "signal", "trigger", "stopped")
                      if key in record.activation or key not in ("trigger", "stopped")}
                     if record.activation else None),
-        metric_sources={name: executor_metrics.get(name) for name in ("time_seconds", "tokens")},
+        metric_sources={name: (record.metrics or {}).get(name)
+                        for name in ("time_seconds", "tokens")},
         files_sha256=dict(sorted(record.written_files.items())),
         grader=grader_result(record),
         checks=checks_result(record) if record.checks is not None else None,
@@ -10248,13 +10259,12 @@ def checks_result(record: RunRecord) -> dict[str, Any]:
 GRADER_METRICS = ("time_seconds", "tokens", "total_cost_usd")
 
 
-def grader_result(record: RunRecord) -> dict[str, Any]:
+def grader_result(record: RunRecord) -> GraderCost:
     """What judging this run cost: all its grader calls together, each value with its source."""
     metrics = record.grader_metrics or {}
-    calls = record.grader_calls or []
-    return {"calls": len(calls),
-            **{name: (metrics.get(name) or {}).get("value") for name in GRADER_METRICS},
-            "metric_sources": {name: metrics.get(name) for name in GRADER_METRICS}}
+    return GraderCost(len(record.grader_calls or []), *(value_of(metrics, name)
+                                                        for name in GRADER_METRICS),
+                      metric_sources={name: metrics.get(name) for name in GRADER_METRICS})
 
 
 def summarize_config(runs: list[RunResult]) -> ConfigSummary:
@@ -11341,7 +11351,7 @@ def _activation_of(run: RunResult) -> dict[str, Any]:
     return run.activation
 
 
-def _grader_of(run: RunResult) -> dict[str, Any]:
+def _grader_of(run: RunResult) -> GraderCost:
     """The grader block of a run picked for having been judged."""
     assert run.grader is not None, "the caller keeps only judged runs"
     return run.grader
@@ -11524,19 +11534,20 @@ def cohen_kappa(votes: list[tuple[bool, bool]]) -> Metric:
 
 def judge_cost(runs: list[RunResult], configs: tuple[str, ...]) -> dict[str, Any]:
     """Per config, mean ± stddev over the runs that were judged; the grand total too."""
-    judged = [r for r in runs if (r.grader or {}).get("calls")]
+    judged = [r for r in runs if r.grader is not None and r.grader.calls]
     cost: dict[str, Any] = {}
     for config in configs:
         mine = [r for r in judged if r.configuration == config]
         cost[config] = {"judged_runs": len(mine),
-                        "grader_calls": sum(_grader_of(r)["calls"] for r in mine),
-                        **{name: describe([_grader_of(r)[name] for r in mine
-                                           if _grader_of(r)[name] is not None])
+                        "grader_calls": sum(_grader_of(r).calls for r in mine),
+                        **{name: describe([_grader_of(r).total(name) for r in mine
+                                           if _grader_of(r).total(name) is not None])
                            for name in GRADER_METRICS}}
-    total: dict[str, Any] = {"grader_calls": sum(_grader_of(r)["calls"] for r in judged)}
+    total: dict[str, Any] = {"grader_calls": sum(_grader_of(r).calls for r in judged)}
     for name in GRADER_METRICS:
-        values = [_grader_of(r)[name] for r in judged]
-        total[name] = (math.fsum(values) if values and None not in values else None)
+        values = [_grader_of(r).total(name) for r in judged]
+        known = [value for value in values if value is not None]
+        total[name] = math.fsum(known) if values and len(known) == len(values) else None
     cost["total"] = total
     cost["absent_reasons"] = {name: _grader_absent_reason(judged, name)
                               for name in GRADER_METRICS}
@@ -11547,9 +11558,9 @@ def _grader_absent_reason(judged: list[RunResult], name: str) -> str | None:
     if not judged:
         return "no grader ran"
     for run in judged:
-        source = _grader_of(run)["metric_sources"].get(name) or {}
-        if source.get("value") is None:
-            return source.get("absent_reason") or "not reported"
+        source = _grader_of(run).metric_sources.get(name) or not_captured("not reported")
+        if source.value is None:
+            return source.absent_reason or "not reported"
     return None
 
 
@@ -11761,9 +11772,9 @@ def _implausible_metric_flags(record: RunRecord, where: dict[str, Any]) -> list[
     flags = []
     for role, metrics in (("executor", record.metrics), ("grader", record.grader_metrics)):
         for name, metric in (metrics or {}).items():
-            if isinstance(metric, dict) and metric.get("implausible"):
+            if metric.implausible:
                 flags.append(_flag("warning", "implausible_metric",
-                                   f"{role} {name}: {metric.get('absent_reason')}"[:300],
+                                   f"{role} {name}: {metric.absent_reason}"[:300],
                                    **where))
     return flags
 
