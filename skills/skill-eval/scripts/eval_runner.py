@@ -1044,13 +1044,17 @@ class Confinement(Record):
     max_processes: int = 0  # the limit set inside each sandbox; 0: none
     max_processes_reason: str = ""  # why the kernel does not hold it, where it does not
 
-    FIELDS = (Field("mode", TEXT), Field("reason", TEXT, omit=lambda c: c.mode == "bwrap"),
-              Field("version", TEXT, omit=lambda c: c.mode != "bwrap"),
+    # read back from a process's record: a member a file written before it existed reads as
+    # its default
+    FIELDS = (Field("mode", TEXT),
+              Field("reason", TEXT, optional=True, default="", omit=lambda c: c.mode == "bwrap"),
+              Field("version", TEXT, optional=True, default="", omit=lambda c: c.mode != "bwrap"),
               Field("tmp_size_bytes", INTEGER, optional=True, omit=lambda c: c.mode != "bwrap"),
-              Field("tmp_size_reason", TEXT, omit=lambda c: c.mode != "bwrap"
-                    or c.tmp_size_bytes is not None),
-              Field("max_processes", INTEGER, omit=lambda c: c.mode != "bwrap"),
-              Field("max_processes_reason", TEXT,
+              Field("tmp_size_reason", TEXT, optional=True, default="",
+                    omit=lambda c: c.mode != "bwrap" or c.tmp_size_bytes is not None),
+              Field("max_processes", INTEGER, optional=True, default=0,
+                    omit=lambda c: c.mode != "bwrap"),
+              Field("max_processes_reason", TEXT, optional=True, default="",
                     omit=lambda c: c.mode != "bwrap" or not c.max_processes_reason))
 
     def limits(self) -> Limits:
@@ -1375,6 +1379,22 @@ VERDICTS = ListOf(Verdict)
 
 
 @dataclasses.dataclass(frozen=True)
+class JudgeIdentity(Record):
+    """Who judged a run, written into its grading.json: the provider, the grader's model, its
+    CLI's version, the SHA-256 of the grader prompt's template, and K (--grader-runs)."""
+
+    provider: str
+    model: str
+    cli_version: str
+    prompt_template_sha256: str
+    grader_runs: int | None = None
+
+    FIELDS = (*(Field(key, TEXT)
+                for key in ("provider", "model", "cli_version", "prompt_template_sha256")),
+              Field("grader_runs", COUNT, optional=True, omit="none"))
+
+
+@dataclasses.dataclass(frozen=True)
 class Grading(Record):
     """grading.json: every assertion's verdict, their counts, and what the grader noted.
     `grader_runs` is K when K graders voted; `graded_by` says who graded when no judge did;
@@ -1384,7 +1404,7 @@ class Grading(Record):
     notes: tuple[str, ...] = ()
     grader_runs: int | None = None
     graded_by: str | None = None
-    judge: dict[str, Any] | None = None
+    judge: JudgeIdentity | None = None
 
     FIELDS = (Field("expectations", VERDICTS, optional=True, default=()),
               Field("summary", Kind("the counts of the verdicts listed", _same), derived=True),
@@ -1392,7 +1412,7 @@ class Grading(Record):
                     optional=True, default=()),
               Field("grader_runs", INTEGER, optional=True, omit="none"),
               Field("graded_by", TEXT, optional=True, omit="none"),
-              Field("judge", OBJECT, optional=True, omit="none"))
+              Field("judge", JudgeIdentity, optional=True, omit="none"))
 
     @property
     def passed(self) -> int:
@@ -1412,13 +1432,31 @@ class Grading(Record):
 
 
 TEXTS = ListOf(TEXT)
+CALLS = Kind("a count from 0", lambda value: _is_int(value) and value >= 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Isolation(Record):
+    """How one process was isolated: the iteration's confinement, then, confined, the login
+    files carried into its fresh HOME (none for a check), unconfined, how many processes it
+    left running were ended, and why its /tmp was most likely full, when it was."""
+
+    confinement: Confinement
+    home_files: tuple[str, ...] | None = None
+    strays_ended: int | None = None
+    tmp_full: str | None = None
+
+    FIELDS = (Field("confinement", Confinement, inline="mode"),
+              Field("home_files", TEXTS, optional=True, omit="none"),
+              Field("strays_ended", CALLS, optional=True, omit="none"),
+              Field("tmp_full", TEXT, optional=True, omit="none"))
 
 
 @dataclasses.dataclass(frozen=True)
 class ProcessCall(Record):
     """One agent process as run.json records it: what was started (argv, folder, whether the
-    prompt went on stdin, the environment's variable names, never their values) and how it
-    ended. `isolation` is the confinement's own record, written as it reports it."""
+    prompt went on stdin, the environment's variable names, never their values), how it ended
+    and how it was isolated."""
 
     argv: tuple[str, ...]
     cwd: str
@@ -1432,7 +1470,7 @@ class ProcessCall(Record):
     stdout_bytes: int | None
     stdout_truncated: bool
     stderr_truncated: bool
-    isolation: dict[str, Any] | None = None
+    isolation: Isolation | None = None
 
     FIELDS = (Field("argv", TEXTS), Field("cwd", TEXT), Field("stdin", TEXT),
               Field("env_names", TEXTS), Field("returncode", INTEGER, optional=True),
@@ -1443,7 +1481,7 @@ class ProcessCall(Record):
               Field("stdout_bytes", INTEGER, optional=True),
               *(Field(key, FLAG, optional=True, default=False)
                 for key in ("stdout_truncated", "stderr_truncated")),
-              Field("isolation", OBJECT, optional=True, omit="none"))
+              Field("isolation", Isolation, optional=True, omit="none"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1510,7 +1548,15 @@ class RunScore(Record):
         "pass_rate", "passed", "failed", "total", "time_seconds", "tokens", "errors"))
 
 
-CALLS = Kind("a count from 0", lambda value: _is_int(value) and value >= 0)
+@dataclasses.dataclass(frozen=True)
+class Failure(Record):
+    """Why a run failed or went ungraded: the stage (executor, grader, checks, ...) and what
+    happened there."""
+
+    stage: str
+    detail: str
+
+    FIELDS = (Field("stage", TEXT), Field("detail", TEXT))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1548,7 +1594,7 @@ class RunResult(Record):
     scored: bool
     result: RunScore
     expectations: tuple[Verdict, ...]
-    failure: dict[str, Any] | None
+    failure: Failure | None
     permission_denials: int | None
     skill_read: str | None
     activation: dict[str, Any] | None
@@ -1564,7 +1610,7 @@ class RunResult(Record):
               Field("configuration", CONFIG_NAME), Field("run_number", RUN_NUMBER),
               Field("status", TEXT), Field("scored", FLAG), Field("result", RunScore),
               Field("expectations", VERDICTS, optional=True, default=()),
-              Field("failure", OBJECT, optional=True),
+              Field("failure", Failure, optional=True),
               Field("permission_denials", INTEGER, optional=True),
               Field("skill_read", TEXT, optional=True), Field("activation", OBJECT, optional=True),
               Field("metric_sources", MapOf(Metric, nullable=True), optional=True),
@@ -1580,6 +1626,10 @@ class RunResult(Record):
     @property
     def key(self) -> tuple[str, str, int]:
         return str(self.eval_id), self.configuration, self.run_number
+
+    @property
+    def failure_detail(self) -> str:
+        return self.failure.detail if self.failure else ""
 
 
 
@@ -1853,6 +1903,43 @@ class Benchmark(Record):
         return (*self.runs, *self.unscored_runs)
 
 
+@dataclasses.dataclass(frozen=True)
+class WrittenArtifact(Record):
+    """The file the case asked the executor to write: read (its path, size, how much of it is
+    shown, whether that was cut and whether it was valid UTF-8) or not, and why not."""
+
+    captured: bool
+    reason: str | None = None
+    path: str = ""
+    bytes: int = 0
+    chars_shown: int = 0
+    truncated: bool = False
+    valid_utf8: bool = True
+
+    FIELDS = (Field("captured", FLAG), Field("reason", TEXT, optional=True, omit="none"),
+              *(Field(key, kind, optional=True, default=default,
+                      omit=lambda artifact: not artifact.captured)
+                for key, kind, default in (("path", TEXT, ""), ("bytes", CALLS, 0),
+                                           ("chars_shown", CALLS, 0),
+                                           ("truncated", FLAG, False),
+                                           ("valid_utf8", FLAG, True))))
+
+
+@dataclasses.dataclass(frozen=True)
+class RegradedFrom(Record):
+    """The run whose recorded answer a re-graded run graded: its folder, its status, and
+    when its executor started and finished."""
+
+    run_dir: str
+    status: str
+    executor_started_at: str | None
+    executor_finished_at: str | None
+
+    FIELDS = (Field("run_dir", TEXT), Field("status", TEXT),
+              *(Field(key, TEXT, optional=True)
+                for key in ("executor_started_at", "executor_finished_at")))
+
+
 @dataclasses.dataclass
 class RunRecord(Record):
     """What one cell left, filled in while it runs: run.json's fields, plus its grading and
@@ -1865,19 +1952,18 @@ class RunRecord(Record):
     configuration: str
     run_number: int
     status: str = STATUS_OK
-    failure: dict[str, str] | None = None  # {"stage", "detail"}: why it failed or went ungraded
+    failure: Failure | None = None  # why it failed or went ungraded
     executor: ProcessCall | None = None  # the process: argv, cwd, exit code, duration, ...
     grader: ProcessCall | None = None  # the last grader process
     sandbox: dict[str, Any] | None = None
     changes: dict[str, Any] | None = None  # what the executor added, modified or deleted
-    written_artifact: dict[str, Any] = dataclasses.field(
-        default_factory=lambda: {"captured": False})
+    written_artifact: WrittenArtifact = WrittenArtifact(False)
     metrics: dict[str, Metric] | None = None  # executor-only; captured or absent
     grading: Grading | None = None  # verdicts per assertion, once graded
     grader_metrics: dict[str, Metric] | None = None  # all grader calls together
     grader_calls: list[GraderCall] | None = None  # one entry per grader process
     checks: dict[str, Any] | None = None  # the deterministic checks' results, time, protection
-    regraded_from: dict[str, Any] | None = None  # the run whose recorded answer was graded
+    regraded_from: RegradedFrom | None = None  # the run whose recorded answer was graded
     permission_denials: list[Any] = dataclasses.field(default_factory=list)
     skill_read: dict[str, Any] | None = None
     # installed cells: did the agent load the skill, by its CLI's own stream (activated
@@ -1898,14 +1984,15 @@ class RunRecord(Record):
 
     FIELDS = (Field("eval_id", CASE_ID), Field("eval_name", TEXT, optional=True),
               Field("configuration", CONFIG_NAME), Field("run_number", INTEGER),
-              Field("status", TEXT), Field("failure", OBJECT, optional=True),
+              Field("status", TEXT), Field("failure", Failure, optional=True),
               *(Field(key, ProcessCall, optional=True) for key in ("executor", "grader")),
               Field("sandbox", OBJECT, optional=True), Field("changes", OBJECT, optional=True),
-              Field("written_artifact", OBJECT, optional=True,
-                    default=lambda: {"captured": False}),
+              Field("written_artifact", WrittenArtifact, optional=True,
+                    default=WrittenArtifact(False)),
               Field("grader_metrics", METRICS, optional=True),
               Field("grader_calls", ListOf(GraderCall, load=list), optional=True),
-              *(Field(key, OBJECT, optional=True) for key in ("checks", "regraded_from")),
+              Field("checks", OBJECT, optional=True),
+              Field("regraded_from", RegradedFrom, optional=True),
               Field("permission_denials", ListOf(ANY, load=list), optional=True, default=list),
               *(Field(key, OBJECT, optional=True)
                 for key in ("skill_read", "activation", "trace")),
@@ -1919,7 +2006,11 @@ class RunRecord(Record):
         return f"eval-{self.eval_id}/{config_folder(self.configuration)}/run-{self.run_number}"
 
     def fail(self, status: str, stage: str, detail: str) -> None:
-        self.status, self.failure = status, {"stage": stage, "detail": detail}
+        self.status, self.failure = status, Failure(stage, detail)
+
+    @property
+    def failure_detail(self) -> str:
+        return self.failure.detail if self.failure else ""
 
     def run_json(self) -> dict[str, Any]:
         """run.json: every field but the grading and the metrics, which have their own files."""
@@ -8208,7 +8299,7 @@ class RunContext:
     deadline_at: float | None = None
     progress: Callable[[RunRecord], None] | None = None
     on_cell_start: Callable[[str], None] | None = None  # a cell's executor is about to start
-    judge: dict[str, Any] = dataclasses.field(default_factory=dict)
+    judge: JudgeIdentity | None = None  # written into every grading.json
     resuming: bool = False
     children_before: set[int] = dataclasses.field(default_factory=set)  # never strays
     base_env: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -8420,22 +8511,22 @@ def role_model(ctx: RunContext, role: str) -> str | None:
 
 def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
               binds: Mounts = Mounts(), role: str = "executor", kept: KeptHome | None = None
-              ) -> tuple[ProcessResult, dict[str, str], dict[str, Any]]:
+              ) -> tuple[ProcessResult, dict[str, str], Isolation]:
     """One agent process, confined when the iteration is: (result, its environment, how it
     was isolated). Confined, its fresh HOME holds what it needs to log in, or for a
     conversation's turns the `kept` one. `binds` names the folders this call binds; the CLI's
     install and the hidden folders are the iteration's."""
     model = role_model(ctx, role)
 
-    def environment(home: Path, confined: bool) -> tuple[dict[str, str], dict[str, Any]]:
+    def environment(home: Path, confined: bool) -> tuple[dict[str, str], list[str] | None]:
         if not confined:
-            return env, {}
+            return env, None
         if kept is not None and kept.inside is not None:  # set up by the first turn
-            return kept.inside, {"home_files": kept.carried}
+            return kept.inside, kept.carried
         inside, carried = _set_up_home(ctx, home, invocation, env, role, model)
         if kept is not None:
             kept.inside, kept.carried = inside, carried
-        return inside, {"home_files": carried}
+        return inside, carried
     if kept is not None:
         invocation = dataclasses.replace(invocation, home=kept.path)
     timeout_s = ctx.options.timeout_s if invocation.timeout_s is None else invocation.timeout_s
@@ -8443,19 +8534,20 @@ def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
 
 
 def run_confinable(ctx: RunContext, invocation: Invocation, timeout_s: float, binds: Mounts,
-                   environment: Callable[[Path, bool], tuple[dict[str, str], dict[str, Any]]],
-                   check: bool = False) -> tuple[ProcessResult, dict[str, str], dict[str, Any]]:
+                   environment: Callable[[Path, bool], tuple[dict[str, str], list[str] | None]],
+                   check: bool = False) -> tuple[ProcessResult, dict[str, str], Isolation]:
     """The one place that decides whether a process started for a cell (an agent, a `check`)
     is confined: (result, its environment, how it was isolated). `environment(home, confined)`
-    gives its environment and what to record of it, `home` a fresh folder (with bwrap its
-    HOME). With bwrap: `binds`, the CLI's install, the hidden folders masked, and a check's
+    gives its environment and the login files carried into `home`, a fresh folder (with bwrap
+    its HOME). With bwrap: `binds`, the CLI's install, the hidden folders masked, and a check's
     exit status from bwrap's --json-status-fd report. Unconfined: marked, and whatever it
     left running ended when it ends."""
     confined = ctx.confinement.mode == "bwrap"
     home = invocation.home or Path(tempfile.mkdtemp(
         prefix="skill-eval-home-check-" if check else "skill-eval-home-", dir=ctx.sandbox_base))
     try:
-        env, recorded = environment(home, confined)
+        env, carried = environment(home, confined)
+        strays = None
         if confined:
             mounts = dataclasses.replace(binds, ro_entries=ctx.agent_mounts, hide=ctx.hidden)
             result = _run_in_bwrap(ctx, invocation, env, timeout_s, bwrap_argv(
@@ -8467,15 +8559,13 @@ def run_confinable(ctx: RunContext, invocation: Invocation, timeout_s: float, bi
             with ctx.groups.live(token):
                 result = run_process(invocation, env, timeout_s, ctx.groups)
             ended = end_strays(token=token) + end_left_behind(ctx.groups, ctx.children_before)
-            recorded = {"strays_ended": len(ended)}
+            strays = len(ended)
     finally:
         if invocation.home is None:  # a conversation's kept home goes with the conversation
             shutil.rmtree(home, ignore_errors=True)
-    isolation = {**ctx.confinement.to_json(), **recorded}
     full = confined and tmp_full_reason(result, invocation.cwd, ctx.confinement.tmp_size_bytes)
-    if full:
-        isolation["tmp_full"] = full
-    return result, env, isolation
+    return result, env, Isolation(ctx.confinement, None if carried is None else tuple(carried),
+                                  strays, full or None)
 
 
 def _run_in_bwrap(ctx: RunContext, invocation: Invocation, env: dict[str, str],
@@ -8793,7 +8883,7 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
         return None  # decided, even if ended for it: an observation, and never graded
     if not reply.ok:
         files.text("logs/executor_stderr.txt", result.stderr)
-        full = isolation.get("tmp_full")
+        full = isolation.tmp_full
         record.fail(failure_status("executor", result), "executor",
                     f"{reply.failure} ({full})" if full else reply.failure)
         return None
@@ -8827,11 +8917,10 @@ def final_answer(sandbox: Sandbox, record: RunRecord, files: RunFiles, text: str
                  exchanges: list[Exchange] | None = None,
                  trace: Trace | None = None) -> ExecutorAnswer:
     # From the sandbox base, which the executor cannot replace: no step of the path is followed.
-    artifact = capture_artifact(sandbox.artifact_path, sandbox.base)
-    if artifact["captured"]:
-        files.text("outputs/plan.md", artifact["text"])
-    answer = ExecutorAnswer(text, artifact.pop("text", None), artifact.get("truncated", False),
-                            exchanges, trace)
+    artifact, shown = capture_artifact(sandbox.artifact_path, sandbox.base)
+    if shown is not None:
+        files.text("outputs/plan.md", shown)
+    answer = ExecutorAnswer(text, shown, artifact.truncated, exchanges, trace)
     record.written_artifact = artifact
     return answer
 
@@ -9011,7 +9100,7 @@ def take_turn(talk: Conversation, number: int, invocation: Invocation) -> AgentR
     if reply.ok:
         return reply
     talk.files.text(f"logs/executor_stderr{suffix}.txt", result.stderr)
-    full = isolation.get("tmp_full")
+    full = isolation.tmp_full
     detail = (f"the conversation passed its limit of {talk.limit_s:g} s during turn {number}"
               if result.timed_out and talk.time_left() <= 0 else reply.failure)
     talk.fail(failure_status("executor", result), "executor",
@@ -9102,8 +9191,7 @@ def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Any, record: RunRecord
     assertions = ctx.suite.assertions_for(cell.case)
     if not assertions:
         if not ctx.suite.checks_for(cell.case):  # with checks only, no grader is needed
-            record.failure = {"stage": "grader",
-                              "detail": "the case has no assertions; not graded"}
+            record.failure = Failure("grader", "the case has no assertions; not graded")
         return
     prompt = (build_conversation_grader_prompt(cell.case.prompt, answer.exchanges,
                                                answer.artifact, answer.artifact_truncated,
@@ -9285,7 +9373,7 @@ def call_grader(ctx: RunContext, sandbox: Any, prompt: str, files: RunFiles,
 
 
 def process_record(invocation: Invocation, result: ProcessResult, env: dict[str, str],
-                   isolation: dict[str, Any]) -> ProcessCall:
+                   isolation: Isolation) -> ProcessCall:
     return ProcessCall(
         tuple(invocation.argv), str(invocation.cwd),
         "prompt" if invocation.stdin_text is not None else "closed", tuple(sorted(env)),
@@ -9305,7 +9393,7 @@ EXECUTOR_FILES = ("prompt.md", "metrics.json", "timing.json", "outputs/output.tx
 
 
 def executor_finished(source: RunRecord) -> bool:
-    stage = (source.failure or {}).get("stage")
+    stage = source.failure.stage if source.failure else None
     if source.executor is None or stage not in (None, "grader"):
         return False
     return source.status in REGRADABLE_STATUSES or source.status == "cancelled"
@@ -9404,9 +9492,8 @@ def copy_source_run(ctx: RunContext, run: CellRun) -> None:
                  "permission_denials", "skill_read", "checks", "activation", "conversation",
                  "trace"):
         setattr(record, name, getattr(source, name))
-    record.regraded_from = {"run_dir": str(source_dir), "status": source.status,
-                            "executor_started_at": source.started_at,
-                            "executor_finished_at": source.finished_at}
+    record.regraded_from = RegradedFrom(str(source_dir), source.status, source.started_at,
+                                        source.finished_at)
     if not executor_finished(source) or cell.case.trigger:  # nothing to grade
         record.status, record.failure = source.status, source.failure
         return
@@ -9425,7 +9512,7 @@ def recorded_answer(ctx: RunContext, run: CellRun) -> ExecutorAnswer | None:
     outputs = cell.run_dir / "outputs"
     text = (outputs / "output.txt").read_text(encoding="utf-8", errors="replace")
     artifact = ((outputs / "plan.md").read_text(encoding="utf-8", errors="replace")
-                if record.written_artifact.get("captured") and (outputs / "plan.md").is_file()
+                if record.written_artifact.captured and (outputs / "plan.md").is_file()
                 else None)
     exchanges = None
     if isinstance(record.conversation, dict):  # graded again as a whole conversation
@@ -9436,7 +9523,7 @@ def recorded_answer(ctx: RunContext, run: CellRun) -> ExecutorAnswer | None:
             return None
     assert run.room is not None, "answer_step reads a recorded answer only with a room"
     record.sandbox = {**(record.sandbox or {}), "regrade_grader": run.room.record}
-    return ExecutorAnswer(text, artifact, bool(record.written_artifact.get("truncated")),
+    return ExecutorAnswer(text, artifact, record.written_artifact.truncated,
                           exchanges)
 
 
@@ -9465,21 +9552,23 @@ def recorded_exchanges(run_dir: Path, conversation: dict[str, Any]) -> list[Exch
     return exchanges
 
 
-def capture_artifact(path: Path, root: Path | None = None) -> dict[str, Any]:
+def capture_artifact(path: Path, root: Path | None = None
+                     ) -> tuple[WrittenArtifact, str | None]:
     """Read the designated artifact: a regular file reached from `root` (default: its folder)
-    without following a link at any step and without waiting on whatever is there."""
+    without following a link at any step and without waiting on whatever is there. Returns
+    its record and the text shown of it (None when it was not read)."""
     root = path.parent if root is None else root
     fd, why = _open_regular_unfollowed(root, path.relative_to(root))
     if fd is None:
-        return {"captured": False, "reason": why}
+        return WrittenArtifact(False, why), None
     with os.fdopen(fd, "rb") as handle:
         data = handle.read(ARTIFACT_CAP_CHARS * 4 + 4)
         size = os.fstat(handle.fileno()).st_size
     text = data.decode("utf-8", "replace")
     shown, truncated = cut_text(text, ARTIFACT_CAP_CHARS)
     truncated = truncated or size > len(data)
-    return {"captured": True, "path": str(path), "bytes": size, "chars_shown": len(shown),
-            "truncated": truncated, "valid_utf8": "\ufffd" not in text, "text": shown}
+    return WrittenArtifact(True, path=str(path), bytes=size, chars_shown=len(shown),
+                           truncated=truncated, valid_utf8="\ufffd" not in text), shown
 
 
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -9949,11 +10038,11 @@ def run_confined_command(ctx: RunContext, invocation: Invocation, timeout_s: flo
                          ro_binds: list[Path]) -> tuple[ProcessResult, dict[str, Any]]:
     """A check's process, under the executor's own confinement (the same mounts and hidden
     folders) with a fresh, empty HOME: no agent's login is carried into it."""
-    def environment(home: Path, confined: bool) -> tuple[dict[str, str], dict[str, Any]]:
-        return check_env(ctx, invocation.cwd, HOME_INSIDE if confined else str(home)), {}
+    def environment(home: Path, confined: bool) -> tuple[dict[str, str], list[str] | None]:
+        return check_env(ctx, invocation.cwd, HOME_INSIDE if confined else str(home)), None
     result, _, isolation = run_confinable(ctx, invocation, timeout_s, Mounts(ro_binds=ro_binds),
                                           environment, check=True)
-    return result, isolation
+    return result, isolation.to_json()
 
 
 BWRAP_STATUS_CAP = 64 * 1024
@@ -10148,7 +10237,7 @@ def grading_with_checks(grading: Grading, results: list[dict[str, Any]],
     return dataclasses.replace(grading, expectations=tuple(judged + checked))
 
 
-def write_run_files(cell: Cell, record: RunRecord, judge: dict[str, Any]) -> bool:
+def write_run_files(cell: Cell, record: RunRecord, judge: JudgeIdentity | None) -> bool:
     """grading.json, the metrics, then run.json: run.json on disk means the rest is."""
     files = RunFiles(cell.run_dir, record)
     if record.scored and record.grading is not None:
@@ -11713,12 +11802,12 @@ def _run_flags(records: list[RunRecord]) -> list[SanityFlag]:
         where = {"eval_id": r.eval_id, "configuration": r.configuration,
                  "run_number": r.run_number}
         if r.status == "cancelled":  # stopped on purpose (Ctrl-C, deadline, cap): not a fault
-            detail = (r.failure or {}).get("detail", "")
+            detail = r.failure_detail
             flags.append(_flag("warning", "cancelled",
                                f"not run to the end ({detail})"[:300] + "; excluded, not "
                                "scored; run --resume runs it again", **where))
         elif r.status != STATUS_OK:
-            detail = (r.failure or {}).get("detail", "")
+            detail = r.failure_detail
             flags.append(_flag("error", "infrastructure_failure",
                                f"{r.status}: {detail}"[:300] + " (excluded, not scored)",
                                **where))
@@ -13569,8 +13658,7 @@ def _html_run(run: RunResult, files: dict[tuple, dict]) -> str:
     parts = [f'<details class="run{"" if run.status == STATUS_OK else " st-bad"}">'
              f"<summary>{_h(head)}</summary>"]
     if run.failure:
-        failure = run.failure
-        parts.append(f"<p>{_h(failure.get('stage', ''))}: {_h(failure.get('detail', ''))}</p>")
+        parts.append(f"<p>{_h(run.failure.stage)}: {_h(run.failure.detail)}</p>")
     parts.append(_html_verdicts(run.expectations))
     trace = files.get((*_run_key(run), "trace"))
     if trace is not None:
@@ -13742,7 +13830,7 @@ def _junit_case(run: RunResult) -> tuple[Any, str]:
                       name=_xml_text(f"{run.eval_id} run-{run.run_number}"))
     if run.result.time_seconds is not None:
         case.set("time", f"{run.result.time_seconds:.3f}")
-    detail = _xml_text((run.failure or {}).get("detail"), JUNIT_MESSAGE_CAP_CHARS)
+    detail = _xml_text(run.failure_detail, JUNIT_MESSAGE_CAP_CHARS)
     if run.status != STATUS_OK:
         ET.SubElement(case, "error", type=run.status, message=detail).text = detail
         return case, "errors"
@@ -14679,7 +14767,7 @@ def budget_summary(options: RunOptions, records: list[RunRecord]) -> dict[str, A
             "cells_without_tokens": budget.unknown["tokens"],
             "cancelled_by_cap": sum(
                 1 for r in records if r.status == "cancelled"
-                and str((r.failure or {}).get("detail", "")).startswith(CAP_REASON_START))}
+                and r.failure_detail.startswith(CAP_REASON_START))}
 
 
 def iteration_identity(manifest: dict[str, Any], options: RunOptions) -> dict[str, Any]:
@@ -14809,7 +14897,7 @@ SIGN_IN_REJECTED_REASON = "the agent CLI's sign-in was refused"
 def failure_shape(record: Any) -> tuple[str, str]:
     """A failed cell's status and detail with what differs between cells (paths, timings,
     ids) masked, so one cause gives one shape."""
-    detail = str((record.failure or {}).get("detail", ""))[:300]
+    detail = record.failure_detail[:300]
     detail = re.sub(r"/[^\s'\":,)]+", "<path>", detail)
     return record.status, re.sub(r"\b[0-9a-f]{8,}\b|\d+\.\d+", "<n>", detail)
 
@@ -14841,7 +14929,7 @@ class RepeatedFailureStop:
                 return
             self.shapes.append(failure_shape(record))
             if len(self.shapes) == REPEATED_FAILURES and len(set(self.shapes)) == 1:
-                detail = str((record.failure or {}).get("detail", ""))[:200]
+                detail = record.failure_detail[:200]
                 self.groups.cancel(reason=f"{REPEATED_FAILURE_REASON}: {record.status}: "
                                           f"{detail}")
 
@@ -14853,7 +14941,7 @@ class RepeatedFailureStop:
             return False
         if record.status == "executor_failed" and (record.skill_read or {}).get("calls"):
             return False
-        refused = self.provider.rejected_sign_in(str((record.failure or {}).get("detail", "")))
+        refused = self.provider.rejected_sign_in(record.failure_detail)
         if refused is None:
             return False
         self.groups.cancel(reason=f"{SIGN_IN_REJECTED_REASON}: {refused[0]}; fix: "
@@ -15357,8 +15445,7 @@ def cancelled_reason(records: list[RunRecord]) -> str | None:
     """Why the first cancelled cell of these was cancelled, or None when none was."""
     for record in records:
         if record.status == "cancelled":
-            detail = (record.failure or {}).get("detail") if isinstance(record.failure, dict) \
-                else record.failure
+            detail = record.failure_detail
             return f"{record.label} was cancelled" + (f" ({detail})" if detail else "")
     return None
 
@@ -15529,11 +15616,10 @@ def recorded_run_hashes(iteration_dir: Path) -> dict[str, dict[str, str]]:
     return recorded_hashes(iteration_dir, benchmark)
 
 
-def judge_identity(plan: IterationPlan) -> dict[str, Any]:
+def judge_identity(plan: IterationPlan) -> JudgeIdentity:
     """Who graded: written into every grading.json."""
-    return {"provider": plan.provider.name, "model": plan.options.grader_model or "CLI default",
-            "cli_version": plan.cli_version, "prompt_template_sha256": grader_template_sha256(),
-            "grader_runs": plan.options.grader_runs}
+    return JudgeIdentity(plan.provider.name, plan.options.grader_model or "CLI default",
+                         plan.cli_version, grader_template_sha256(), plan.options.grader_runs)
 
 
 def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
