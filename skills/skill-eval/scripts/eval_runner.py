@@ -1044,8 +1044,7 @@ class Confinement(Record):
     max_processes: int = 0  # the limit set inside each sandbox; 0: none
     max_processes_reason: str = ""  # why the kernel does not hold it, where it does not
 
-    # read back from a process's record: a member a file written before it existed reads as
-    # its default
+    # read back (a process's isolation), a member older files lack reads as its default
     FIELDS = (Field("mode", TEXT),
               Field("reason", TEXT, optional=True, default="", omit=lambda c: c.mode == "bwrap"),
               Field("version", TEXT, optional=True, default="", omit=lambda c: c.mode != "bwrap"),
@@ -1380,8 +1379,7 @@ VERDICTS = ListOf(Verdict)
 
 @dataclasses.dataclass(frozen=True)
 class JudgeIdentity(Record):
-    """Who judged a run, written into its grading.json: the provider, the grader's model, its
-    CLI's version, the SHA-256 of the grader prompt's template, and K (--grader-runs)."""
+    """Who judged a run (grading.json): provider, model, CLI version, prompt hash, K."""
 
     provider: str
     model: str
@@ -1550,8 +1548,7 @@ class RunScore(Record):
 
 @dataclasses.dataclass(frozen=True)
 class Failure(Record):
-    """Why a run failed or went ungraded: the stage (executor, grader, checks, ...) and what
-    happened there."""
+    """Why a run failed or went ungraded: the stage (executor, grader, ...) and what happened."""
 
     stage: str
     detail: str
@@ -1576,8 +1573,7 @@ class GraderCost(Record):
               Field("metric_sources", MapOf(Metric, nullable=True)))
 
     def total(self, name: str) -> float | None:
-        return {"time_seconds": self.time_seconds, "tokens": self.tokens,
-                "total_cost_usd": self.total_cost_usd}[name]
+        return cast("float | None", getattr(self, name))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1626,10 +1622,6 @@ class RunResult(Record):
     @property
     def key(self) -> tuple[str, str, int]:
         return str(self.eval_id), self.configuration, self.run_number
-
-    @property
-    def failure_detail(self) -> str:
-        return self.failure.detail if self.failure else ""
 
 
 
@@ -1917,18 +1909,15 @@ class WrittenArtifact(Record):
     valid_utf8: bool = True
 
     FIELDS = (Field("captured", FLAG), Field("reason", TEXT, optional=True, omit="none"),
-              *(Field(key, kind, optional=True, default=default,
-                      omit=lambda artifact: not artifact.captured)
+              *(Field(key, kind, optional=True, default=default, omit=lambda a: not a.captured)
                 for key, kind, default in (("path", TEXT, ""), ("bytes", CALLS, 0),
-                                           ("chars_shown", CALLS, 0),
-                                           ("truncated", FLAG, False),
+                                           ("chars_shown", CALLS, 0), ("truncated", FLAG, False),
                                            ("valid_utf8", FLAG, True))))
 
 
 @dataclasses.dataclass(frozen=True)
 class RegradedFrom(Record):
-    """The run whose recorded answer a re-graded run graded: its folder, its status, and
-    when its executor started and finished."""
+    """The run whose recorded answer a re-graded run graded, and when its executor ran."""
 
     run_dir: str
     status: str
@@ -6829,13 +6818,15 @@ def codex_metrics(usages: list[dict], result: ProcessResult,
                                      + (f" ({failure})" if failure else ""))
     metrics["total_cost_usd"] = not_captured("codex reports no cost")
     # `codex exec` is one turn per call, so counting turn.completed would always say 1.
-    metrics["num_turns"] = not_captured("codex exec reports one turn per call, not the agent's turns")
+    metrics["num_turns"] = not_captured("codex exec reports one turn per call, not the agent's "
+                                        "turns")
     metrics["time_seconds"] = (
         not_captured(f"codex never started ({result.spawn_error})") if result.spawn_error else
         captured(round(result.duration_s, 3), "runner wall clock (codex reports no duration)"))
     parts = [metrics["input_tokens"], metrics["output_tokens"]]
     metrics["tokens"] = (
-        captured(sum(p.value for p in parts if p.value is not None), "codex usage: input (incl. cached) + output")
+        captured(sum(p.value for p in parts if p.value is not None),
+                 "codex usage: input (incl. cached) + output")
         if all(p.value is not None for p in parts)
         else not_captured("codex usage was not reported"))
     return metrics
@@ -10351,9 +10342,9 @@ GRADER_METRICS = ("time_seconds", "tokens", "total_cost_usd")
 def grader_result(record: RunRecord) -> GraderCost:
     """What judging this run cost: all its grader calls together, each value with its source."""
     metrics = record.grader_metrics or {}
-    return GraderCost(len(record.grader_calls or []), *(value_of(metrics, name)
-                                                        for name in GRADER_METRICS),
-                      metric_sources={name: metrics.get(name) for name in GRADER_METRICS})
+    return GraderCost(len(record.grader_calls or []), value_of(metrics, "time_seconds"),
+                      value_of(metrics, "tokens"), value_of(metrics, "total_cost_usd"),
+                      {name: metrics.get(name) for name in GRADER_METRICS})
 
 
 def summarize_config(runs: list[RunResult]) -> ConfigSummary:
@@ -11629,8 +11620,8 @@ def judge_cost(runs: list[RunResult], configs: tuple[str, ...]) -> dict[str, Any
         mine = [r for r in judged if r.configuration == config]
         cost[config] = {"judged_runs": len(mine),
                         "grader_calls": sum(_grader_of(r).calls for r in mine),
-                        **{name: describe([_grader_of(r).total(name) for r in mine
-                                           if _grader_of(r).total(name) is not None])
+                        **{name: describe([v for v in (_grader_of(r).total(name) for r in mine)
+                                           if v is not None])
                            for name in GRADER_METRICS}}
     total: dict[str, Any] = {"grader_calls": sum(_grader_of(r).calls for r in judged)}
     for name in GRADER_METRICS:
@@ -13830,7 +13821,7 @@ def _junit_case(run: RunResult) -> tuple[Any, str]:
                       name=_xml_text(f"{run.eval_id} run-{run.run_number}"))
     if run.result.time_seconds is not None:
         case.set("time", f"{run.result.time_seconds:.3f}")
-    detail = _xml_text(run.failure_detail, JUNIT_MESSAGE_CAP_CHARS)
+    detail = _xml_text(run.failure and run.failure.detail, JUNIT_MESSAGE_CAP_CHARS)
     if run.status != STATUS_OK:
         ET.SubElement(case, "error", type=run.status, message=detail).text = detail
         return case, "errors"
