@@ -1012,22 +1012,6 @@ class TraceFile(Record):
               Field("left_out", INTEGER), Field("note", TEXT))
 
 
-@dataclasses.dataclass
-class AgentReply:
-    """A provider's reading of one finished process."""
-
-    ok: bool
-    text: str = ""
-    failure: str = ""
-    structured: Any = None
-    metrics: dict[str, Metric] = dataclasses.field(default_factory=dict)
-    trace: list[dict[str, Any]] | None = None  # tool calls seen; None = no trace captured
-    actions: Trace | None = None  # the executor's actions, typed; None = no events read
-    permission_denials: list[Any] = dataclasses.field(default_factory=list)
-    notes: list[str] = dataclasses.field(default_factory=list)  # what was odd in the output
-    session_id: str = ""  # the session the CLI reported, to continue a conversation
-
-
 @dataclasses.dataclass(frozen=True)
 class Limits:
     """What bounds a confined process besides its time: its /tmp's size, its process count."""
@@ -6495,6 +6479,22 @@ def confined_env(env: dict[str, str], workdir: Path, home_vars: dict[str, str | 
 
 
 # ==== providers ==============================================================
+
+
+@dataclasses.dataclass
+class AgentReply:
+    """A provider's reading of one finished process."""
+
+    ok: bool
+    text: str = ""
+    failure: str = ""
+    structured: Any = None
+    metrics: dict[str, Metric] = dataclasses.field(default_factory=dict)
+    trace: list[dict[str, Any]] | None = None  # tool calls seen; None = no trace captured
+    actions: Trace | None = None  # the executor's actions, typed; None = no events read
+    permission_denials: list[Any] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)  # what was odd in the output
+    session_id: str = ""  # the session the CLI reported, to continue a conversation
 
 
 def captured(value: Any, source: str) -> Metric:
