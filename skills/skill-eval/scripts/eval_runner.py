@@ -453,6 +453,7 @@ def _is_number(value: Any) -> bool:
 TEXT = Kind("a string", lambda value: isinstance(value, str))
 INTEGER = Kind("an integer", _is_int)
 COUNT = Kind("a count from 1", lambda value: _is_int(value) and value >= 1)
+TALLY = Kind("a count from 0", lambda value: _is_int(value) and value >= 0)
 FLAG = Kind("true or false", lambda value: isinstance(value, bool))
 NUMBER = Kind("a number", _is_number)
 ANY = Kind("any value", lambda value: True)
@@ -1563,9 +1564,8 @@ INTERVAL = Kind("an interval of two numbers", _is_interval, tuple, list)
 
 
 @dataclasses.dataclass(frozen=True)
-class TestInterval(Record):
-    """How a fixed-sample test's interval was made: the sign-flip inversion, the step of a
-    delta, and whether it is bounded inside [-1, 1]."""
+class SignFlipInterval(Record):
+    """A fixed-sample test's interval: the sign-flip inversion, a delta's step, bounded?"""
 
     method: str
     sign_flip: tuple[float, float]
@@ -1585,7 +1585,7 @@ class Multiplicity(Record):
     family_alpha: float
     alpha: float
 
-    FIELDS = (Field("method", TEXT), Field("comparisons", INTEGER),
+    FIELDS = (Field("method", TEXT), Field("comparisons", TALLY),
               Field("family_alpha", NUMBER), Field("alpha", NUMBER))
 
 
@@ -1603,7 +1603,7 @@ class SignFlipTest(Record):
     seed: int | None = None
     look: int | None = None
     looks: int | None = None
-    interval: TestInterval | None = None  # the fixed-sample test's
+    interval: SignFlipInterval | None = None  # the fixed-sample test's
     multiplicity: Multiplicity | None = None
 
     FIELDS = (Field("method", TEXT),
@@ -1615,14 +1615,13 @@ class SignFlipTest(Record):
               Field("look", INTEGER, optional=True,
                     omit=lambda t: t.look is None and t.alpha is not None),
               Field("looks", INTEGER, optional=True, omit="none"),
-              Field("interval", TestInterval, optional=True, omit="none"),
+              Field("interval", SignFlipInterval, optional=True, omit="none"),
               Field("multiplicity", Multiplicity, optional=True, omit="none"))
 
 
 @dataclasses.dataclass(frozen=True)
 class PowerTarget(Record):
-    """The evals, or runs per eval, one target effect would need (None: none can be named,
-    `runs_note` says why)."""
+    """The evals, or runs per eval, one target effect needs (None: `runs_note` says why)."""
 
     label: str
     delta: float
@@ -1637,8 +1636,7 @@ class PowerTarget(Record):
 
 @dataclasses.dataclass(frozen=True)
 class PowerForecast(Record):
-    """A comparison's `power`: the minimum detectable effect at `evals` evals (None, with the
-    reason, when none is) and what each target effect would need."""
+    """A comparison's `power`: the MDE at `evals` evals (or why none) and each target's need."""
 
     method: str
     alpha: float
@@ -1652,7 +1650,7 @@ class PowerForecast(Record):
     targets: tuple[PowerTarget, ...]
 
     FIELDS = (Field("method", TEXT), Field("alpha", NUMBER), Field("power", NUMBER),
-              Field("paired_evals", INTEGER), Field("evals", INTEGER, optional=True, omit="none"),
+              Field("paired_evals", TALLY), Field("evals", TALLY, optional=True, omit="none"),
               *(Field(key, NUMBER, optional=True)
                 for key in ("sd_per_eval_delta", "max_effect", "mde")),
               Field("reason", TEXT, optional=True), Field("targets", ListOf(PowerTarget)))
@@ -1848,15 +1846,14 @@ class JudgeVsChecks(Record):
 
 @dataclasses.dataclass(frozen=True)
 class AssertionRate(Record):
-    """One config's verdicts on one per-assertion row: passed of graded, the rate and its
-    95% interval (left out of rows written before there were intervals)."""
+    """One config's verdicts on a per-assertion row: passed of graded, rate and 95% interval."""
 
     passed: int
     graded: int
     pass_rate: float | None
     interval_95: tuple[float, float] | None = None
 
-    FIELDS = (Field("passed", INTEGER), Field("graded", INTEGER),
+    FIELDS = (Field("passed", TALLY), Field("graded", TALLY),
               Field("pass_rate", NUMBER, optional=True),
               Field("interval_95", INTERVAL, optional=True,
                     omit=lambda r: r.interval_95 is None and r.graded))
@@ -1899,7 +1896,7 @@ class PassHatK(Record):
     evals_left_out: int
 
     FIELDS = (Field("rate", NUMBER, optional=True),
-              *(Field(key, INTEGER) for key in ("k", "evals", "evals_left_out")))
+              *(Field(key, TALLY) for key in ("k", "evals", "evals_left_out")))
 
     @classmethod
     def read(cls, value: Any, cursor: Cursor) -> Any:
@@ -1921,12 +1918,8 @@ class JudgeConfigCost(Record):
     tokens: Stats
     total_cost_usd: Stats
 
-    FIELDS = (Field("judged_runs", INTEGER), Field("grader_calls", INTEGER),
+    FIELDS = (Field("judged_runs", TALLY), Field("grader_calls", TALLY),
               *(Field(key, Stats) for key in ("time_seconds", "tokens", "total_cost_usd")))
-
-    def stat(self, name: str) -> Stats:
-        return {"time_seconds": self.time_seconds, "tokens": self.tokens,
-                "total_cost_usd": self.total_cost_usd}[name]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1938,15 +1931,14 @@ class JudgeCostTotal(Record):
     tokens: float | None
     total_cost_usd: float | None
 
-    FIELDS = (Field("grader_calls", INTEGER),
+    FIELDS = (Field("grader_calls", TALLY),
               *(Field(key, NUMBER, optional=True)
                 for key in ("time_seconds", "tokens", "total_cost_usd")))
 
 
 @dataclasses.dataclass(frozen=True)
 class JudgeCost(Record):
-    """judge.cost: per config (members named by config), the total, and why a metric is
-    absent (None: captured)."""
+    """judge.cost: per config (members named by config), the total, why a metric is absent."""
 
     per_config: dict[str, JudgeConfigCost]
     total: JudgeCostTotal
@@ -1984,14 +1976,13 @@ class VoteAgreement(Record):
     ties: int
     kappa: FleissKappa
 
-    FIELDS = (Field("items", INTEGER), Field("unanimous_share", NUMBER, optional=True),
-              Field("split_items", INTEGER), Field("ties", INTEGER), Field("kappa", FleissKappa))
+    FIELDS = (Field("items", TALLY), Field("unanimous_share", NUMBER, optional=True),
+              Field("split_items", TALLY), Field("ties", TALLY), Field("kappa", FleissKappa))
 
 
 @dataclasses.dataclass(frozen=True)
 class AssertionVotes(Record):
-    """The graders' agreement on one assertion of one eval, and whether they split so often
-    that the judge is unstable on it."""
+    """The graders' agreement on one assertion of one eval; unstable when they split often."""
 
     eval_id: str | int
     assertion_id: int
@@ -2012,7 +2003,7 @@ class JudgeAgreement(Record):
     per_assertion: tuple[AssertionVotes, ...]
     unstable_threshold: float
 
-    FIELDS = (Field("grader_runs", INTEGER), Field("overall", VoteAgreement),
+    FIELDS = (Field("grader_runs", COUNT), Field("overall", VoteAgreement),
               Field("per_assertion", ListOf(AssertionVotes)),
               Field("unstable_threshold", NUMBER))
 
@@ -2029,7 +2020,7 @@ class VarianceCell(Record):
     judge_share: float | None
 
     FIELDS = (Field("eval_id", CASE_ID), Field("configuration", CONFIG_NAME),
-              Field("runs", INTEGER),
+              Field("runs", TALLY),
               *(Field(key, NUMBER) for key in ("judge_variance", "executor_variance")),
               Field("judge_share", NUMBER, optional=True))
 
@@ -2050,22 +2041,21 @@ class JudgeVariance(Record):
               Field("absent_reason", TEXT, optional=True, omit="none"),
               *(Field(key, NUMBER, optional=True, omit="none")
                 for key in ("judge_variance", "executor_variance")),
-              Field("cells", INTEGER, optional=True, omit="none"),
+              Field("cells", TALLY, optional=True, omit="none"),
               Field("per_eval", ListOf(VarianceCell), optional=True, omit="none"),
               Field("method", TEXT, optional=True, omit="none"))
 
 
 @dataclasses.dataclass(frozen=True)
 class JudgeSummary(Record):
-    """benchmark.json's judge: K graders per output, what grading cost, how the graders
-    agreed, and the judge's share of the variance."""
+    """benchmark.json's judge: K graders per output, their cost, agreement and variance share."""
 
     grader_runs: int
     cost: JudgeCost
     agreement: JudgeAgreement
     variance: JudgeVariance
 
-    FIELDS = (Field("grader_runs", INTEGER), Field("cost", JudgeCost),
+    FIELDS = (Field("grader_runs", COUNT), Field("cost", JudgeCost),
               Field("agreement", JudgeAgreement), Field("variance", JudgeVariance))
 
 
@@ -2081,9 +2071,8 @@ class FileChange(Record):
 
 @dataclasses.dataclass(frozen=True)
 class ResultsCheck(Record):
-    """benchmark.json's results_check: the run files hashed again against what the runner
-    wrote (and the benchmark worked out again from them), by whom and what differed (the
-    first CHANGES_SHOWN changes of changed_count)."""
+    """results_check: the run files hashed again (and the benchmark worked out again from them),
+    by whom, and the first CHANGES_SHOWN of what differed."""
 
     checked_by: str
     files: int
@@ -2092,9 +2081,9 @@ class ResultsCheck(Record):
     unverifiable_runs: int
     seconds: float
 
-    FIELDS = (Field("checked_by", TEXT), Field("files", INTEGER),
-              Field("changed_count", INTEGER), Field("changed", ListOf(FileChange)),
-              Field("unverifiable_runs", INTEGER), Field("seconds", NUMBER))
+    FIELDS = (Field("checked_by", TEXT), Field("files", TALLY),
+              Field("changed_count", TALLY), Field("changed", ListOf(FileChange)),
+              Field("unverifiable_runs", TALLY), Field("seconds", NUMBER))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -10822,7 +10811,7 @@ def paired_statistics(per_eval: Sequence[PerEval],
         result["ci95"] = list(test["ci"])
         result["test"] = SignFlipTest(
             SIGN_FLIP_METHOD, alpha, test["p_value"], test["exact"], test["patterns"],
-            test["seed"], interval=TestInterval(INTERVAL_METHOD, test["sign_flip_ci"],
+            test["seed"], interval=SignFlipInterval(INTERVAL_METHOD, test["sign_flip_ci"],
                                                 test["step"], test["bounded"]))
     result["verdict"], result["verdict_reason"] = _verdict(result, alpha)
     return result
@@ -12183,13 +12172,13 @@ def _judge_flags(benchmark: Benchmark) -> list[SanityFlag]:
                                f"{wrong} of {count} cells (kappa "
                                f"{'n/a' if kappa is None else format(kappa, '+.2f')}): "
                                f"{entry.assertion[:80]}", eval_id=entry.eval_id))
-    for entry in benchmark.judge.agreement.per_assertion if benchmark.judge else ():
-        if entry.judge_unstable:
+    for split in benchmark.judge.agreement.per_assertion if benchmark.judge else ():
+        if split.judge_unstable:
             flags.append(_flag("warning", "judge_unstable",
-                               f"assertion {entry.assertion_id}: the graders split in "
-                               f"{entry.votes.split_items} of {entry.votes.items} scored runs: "
-                               f"{entry.text[:80]}", eval_id=entry.eval_id,
-                               assertion_id=entry.assertion_id))
+                               f"assertion {split.assertion_id}: the graders split in "
+                               f"{split.votes.split_items} of {split.votes.items} scored runs: "
+                               f"{split.text[:80]}", eval_id=split.eval_id,
+                               assertion_id=split.assertion_id))
     return flags
 
 
@@ -13002,7 +12991,7 @@ def judge_cost_cells(cost: JudgeCost, config: str) -> list[str]:
     """time, tokens and cost of the graders of one config, or why each is not known."""
     cells = []
     for key, unit, digits in JUDGE_COST_COLUMNS:
-        text = fmt_stat(cost.per_config[config].stat(key), unit, digits)
+        text = fmt_stat(getattr(cost.per_config[config], key), unit, digits)
         reason = cost.absent_reasons.get(key) or "no judged run captured it"
         cells.append(text or f"not captured ({reason})")
     return cells
