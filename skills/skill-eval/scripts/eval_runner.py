@@ -1894,6 +1894,7 @@ class PassHatK(Record):
     k: int
     evals: int
     evals_left_out: int
+    expected = "a config's pass^k"  # what a member of pass_hat_k must be, named by config
 
     FIELDS = (Field("rate", NUMBER, optional=True),
               *(Field(key, TALLY) for key in ("k", "evals", "evals_left_out")))
@@ -2128,7 +2129,8 @@ class Benchmark(Record):
               Field("comparisons", ListOf(Requiring(Comparison, ("candidate", "baseline"))),
                     optional=True),
               Field("per_assertion", ListOf(AssertionRow), optional=True),
-              Field("pass_hat_k", MapOf(PassHatK, nullable=True), optional=True),
+              Field("pass_hat_k", MapOf(PassHatK, nullable=True, names=is_config_name),
+                    optional=True),
               Field("per_eval", ListOf(PerEval)), Field("judge", JudgeSummary, optional=True),
               Field("judge_vs_checks", JudgeVsChecks, optional=True),
               Field("activation", OBJECT, optional=True),
