@@ -101,10 +101,11 @@ class CodecTest(unittest.TestCase):
             for step in steps[:-1]:
                 target = target[step]
             target[steps[-1]] = value
-            with self.subTest(steps=steps), self.assertRaises(runner.InputError) as caught:
-                runner.Benchmark.from_json(written, "benchmark.json")
-            self.assertIn(f"benchmark.json holds the wrong kind of value at {shown}",
-                          str(caught.exception))
+            with self.subTest(steps=steps):
+                with self.assertRaises(runner.InputError) as caught:
+                    runner.Benchmark.from_json(written, "benchmark.json")
+                self.assertIn(f"benchmark.json holds the wrong kind of value at {shown}",
+                              str(caught.exception))
 
     def test_write_rules_leave_members_out_as_declared(self) -> None:
         none = runner.Confinement("none", "--isolation none")
