@@ -960,6 +960,33 @@ class TraceAction(Record):
             skill=cut(self.skill), paths=tuple(p[:ACTION_TEXT_CHARS] for p in self.paths[:50]))
 
 
+TALLY = Kind("a count from 0", lambda value: _is_int(value) and value >= 0)
+PROCESS_METRICS = ("actions", "commands", "files_read", "files_written")
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceSummary(Record):
+    """run.json's `trace`: the counts of a Trace the process metrics are made of, or only
+    `absent`, why there is none (no event read, a conversation)."""
+
+    cli: str | None = None
+    actions: int | None = None
+    commands: int | None = None
+    files_read: int | None = None
+    files_written: int | None = None
+    skill_activations: int | None = None
+    cut: bool | None = None
+    unreported: dict[str, str] | None = None
+    absent: str | None = None
+
+    FIELDS = (Field("cli", TEXT, optional=True, omit="none"),
+              *(Field(key, TALLY, optional=True, omit="none")
+                for key in (*PROCESS_METRICS, "skill_activations")),
+              Field("cut", FLAG, optional=True, omit="none"),
+              Field("unreported", MapOf(TEXT), optional=True, omit="none"),
+              Field("absent", TEXT, optional=True, omit="none"))
+
+
 @dataclasses.dataclass
 class Trace:
     """The executor's actions in order, read from its CLI's own events (never from its answer
@@ -975,14 +1002,14 @@ class Trace:
     def count(self, *kinds: str) -> int:
         return sum(1 for action in self.actions if not kinds or action.kind in kinds)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> TraceSummary:
         """run.json's `trace`: the counts the process metrics are made of."""
         paths = {kind: len({p for a in self.actions if a.kind in kinds for p in a.paths})
                  for kind, kinds in (("files_read", ("read",)),
                                      ("files_written", ("write", "edit", "delete")))}
-        return {"cli": self.cli, "actions": self.count(), "commands": self.count("command"),
-                **paths, "skill_activations": self.count("skill"), "cut": self.cut,
-                "unreported": dict(self.unreported)}
+        return TraceSummary(self.cli, self.count(), self.count("command"), **paths,
+                            skill_activations=self.count("skill"), cut=self.cut,
+                            unreported=dict(self.unreported))
 
     def saved(self) -> TraceFile:
         """trace.json: the summary and the actions in order, at most TRACE_SAVED_ACTIONS."""
@@ -995,15 +1022,14 @@ class Trace:
 class TraceFile(Record):
     """trace.json, as written from a Trace."""
 
-    summary: dict[str, Any]
+    summary: TraceSummary
     events: int
     actions: tuple[TraceAction, ...]
     left_out: int
     note: str = ("read from the agent CLI's own events; `event` is the position of the event "
                  "among the JSON lines of logs/" + EXECUTOR_STREAM_FILE)
 
-    FIELDS = (Field("summary", Kind("an object", lambda value: isinstance(value, dict))),
-              Field("events", INTEGER), Field("actions", ListOf(TraceAction, load=tuple)),
+    FIELDS = (Field("summary", TraceSummary), Field("events", INTEGER), Field("actions", ListOf(TraceAction, load=tuple)),
               Field("left_out", INTEGER), Field("note", TEXT))
 
 
@@ -1507,6 +1533,89 @@ class RunScore(Record):
         "pass_rate", "passed", "failed", "total", "time_seconds", "tokens", "errors"))
 
 
+def _is_activated(value: Any) -> bool:
+    return isinstance(value, bool) or value == "unknown"
+
+
+ACTIVATED = Kind('true, false or "unknown"', _is_activated)
+
+
+@dataclasses.dataclass(frozen=True)
+class Stopped(Record):
+    """A trigger query's executor ended by the runner once the query was decided."""
+
+    reason: str
+    after_seconds: float
+
+    FIELDS = (Field("reason", TEXT), Field("after_seconds", NUMBER))
+
+
+@dataclasses.dataclass(frozen=True)
+class ActivationEvidence(Record):
+    """The call that loaded the skill: its tool, its input (cut), and where it sat."""
+
+    tool: str | None
+    input: str
+    call: int
+    event: int | None
+
+    FIELDS = (Field("tool", TEXT, optional=True), Field("input", TEXT),
+              Field("call", TALLY), Field("event", TALLY, optional=True))
+
+
+@dataclasses.dataclass(frozen=True)
+class Activation(Record):
+    """run.json's `activation` of an installed cell: did the agent load the skill, read
+    from its CLI's own stream (true, false or "unknown" with the reason), with the call that
+    did; a trigger query's also whether the runner ended it once decided."""
+
+    should_activate: bool
+    activated: bool | str
+    signal: str | None = None
+    reason: str | None = None
+    calls: int | None = None
+    evidence: ActivationEvidence | None = None
+    trigger: bool = False
+    stopped: Stopped | None = None
+
+    FIELDS = (Field("should_activate", FLAG), Field("activated", ACTIVATED),
+              *(Field(key, TEXT, optional=True, omit="none") for key in ("signal", "reason")),
+              Field("calls", TALLY, optional=True, omit="none"),
+              Field("evidence", ActivationEvidence, optional=True, omit="none"),
+              Field("trigger", FLAG, optional=True, default=False, omit="empty"),
+              Field("stopped", Stopped, optional=True, omit="none"))
+
+
+@dataclasses.dataclass(frozen=True)
+class RunActivation(Record):
+    """A run's activation as benchmark.json lists it (the evidence stays in run.json)."""
+
+    activated: bool | str
+    should_activate: bool
+    signal: str | None
+    trigger: bool = False
+    stopped: Stopped | None = None
+
+    FIELDS = (Field("activated", ACTIVATED), Field("should_activate", FLAG),
+              Field("signal", TEXT, optional=True),
+              Field("trigger", FLAG, optional=True, default=False, omit="empty"),
+              Field("stopped", Stopped, optional=True, omit="none"))
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessCounts(Record):
+    """A run's process metrics, counted from its trace, or `absent` with why not."""
+
+    actions: int | None = None
+    commands: int | None = None
+    files_read: int | None = None
+    files_written: int | None = None
+    absent: str | None = None
+
+    FIELDS = (*(Field(key, TALLY, optional=True, omit="none") for key in PROCESS_METRICS),
+              Field("absent", TEXT, optional=True, omit="none"))
+
+
 @dataclasses.dataclass(frozen=True)
 class RunResult(Record):
     """One run as benchmark.json lists it (`runs` or `unscored_runs`), in skill-creator's
@@ -1524,14 +1633,14 @@ class RunResult(Record):
     failure: dict[str, Any] | None
     permission_denials: int | None
     skill_read: str | None
-    activation: dict[str, Any] | None
+    activation: RunActivation | None
     metric_sources: dict[str, Metric | None] | None
     files_sha256: dict[str, str] | None
     grader: dict[str, Any] | None
     checks: dict[str, Any] | None = None
-    # the executor's actions counted from its trace (PROCESS_METRICS, and `cut`), or
-    # {"absent": why}; None (the key left out) for a run recorded before traces were kept
-    process: dict[str, Any] | None = None
+    # the executor's actions counted from its trace, or why not; None (the key left out)
+    # for a run recorded before traces were kept
+    process: ProcessCounts | None = None
 
     FIELDS = (Field("eval_id", CASE_ID), Field("eval_name", ANY, optional=True),
               Field("configuration", CONFIG_NAME), Field("run_number", RUN_NUMBER),
@@ -1539,11 +1648,12 @@ class RunResult(Record):
               Field("expectations", VERDICTS, optional=True, default=()),
               Field("failure", OBJECT, optional=True),
               Field("permission_denials", INTEGER, optional=True),
-              Field("skill_read", TEXT, optional=True), Field("activation", OBJECT, optional=True),
+              Field("skill_read", TEXT, optional=True),
+              Field("activation", RunActivation, optional=True),
               Field("metric_sources", MapOf(Metric, nullable=True), optional=True),
               Field("files_sha256", HASHES, optional=True), Field("grader", OBJECT, optional=True),
               Field("checks", OBJECT, optional=True, omit="none"),
-              Field("process", OBJECT, optional=True, omit="none"))
+              Field("process", ProcessCounts, optional=True, omit="none"))
 
     @property
     def label(self) -> str:
@@ -1749,6 +1859,153 @@ class JudgeVsChecks(Record):
               Field("per_pair", ListOf(PairAgreement)), Field("max_disagreement", NUMBER))
 
 
+INTERVAL = Kind("an interval of two numbers", _is_interval, tuple, list)
+
+
+@dataclasses.dataclass(frozen=True)
+class Share(Record):
+    """How often the skill activated among the runs whose stream could tell ("unknown" ones
+    counted apart), with Wilson's 95% interval over `interval_unit` (evals or runs)."""
+
+    activated: int
+    runs: int
+    unknown: int
+    rate: float | None
+    evals: int
+    interval_unit: str
+    interval_95: tuple[float, float] | None
+
+    FIELDS = (*(Field(key, TALLY) for key in ("activated", "runs", "unknown")),
+              Field("rate", NUMBER, optional=True), Field("evals", TALLY),
+              Field("interval_unit", TEXT), Field("interval_95", INTERVAL, optional=True))
+
+
+@dataclasses.dataclass(frozen=True)
+class UnitShare(Record):
+    """One eval's (or trigger query's) row: whether the skill should activate, and did."""
+
+    eval_id: str | int
+    expected: bool
+    share: Share
+
+    FIELDS = (Field("eval_id", CASE_ID), Field("expected", FLAG, key="should_activate"),
+              Field("share", Share, inline="activated"))
+
+
+class QueryShare(UnitShare):
+    FIELDS = (Field("eval_id", CASE_ID), Field("expected", FLAG, key="should_trigger"),
+              Field("share", Share, inline="activated"))
+
+
+@dataclasses.dataclass(frozen=True)
+class ArmActivation(Record):
+    """benchmark.json's activation.<installed arm>: activation on cases the skill is for,
+    false activation on the others, and the pass rate of runs that did and did not load it."""
+
+    activation: Share
+    false_activation: Share
+    pass_rate_activated: Stats
+    pass_rate_not_activated: Stats
+    executor_not_run: int
+    per_eval: tuple[UnitShare, ...]
+
+    FIELDS = (Field("activation", Share), Field("false_activation", Share),
+              Field("pass_rate_activated", Stats), Field("pass_rate_not_activated", Stats),
+              Field("executor_not_run", TALLY), Field("per_eval", ListOf(UnitShare)))
+
+
+@dataclasses.dataclass(frozen=True)
+class StoppedAtDecision(Record):
+    """The trigger queries' executors ended once decided: how many, for how long in all, and
+    the tokens their CLI reported before it was ended."""
+
+    runs: int
+    of: int
+    executor_seconds: float | None
+    tokens: float | None
+    tokens_captured_runs: int
+
+    FIELDS = (Field("runs", TALLY), Field("of", TALLY),
+              *(Field(key, NUMBER, optional=True) for key in ("executor_seconds", "tokens")),
+              Field("tokens_captured_runs", TALLY))
+
+
+@dataclasses.dataclass(frozen=True)
+class TriggerArm(Record):
+    """benchmark.json's trigger.<installed arm>: a trigger set's recall and false activations,
+    the queries as trials, the runs that failed before deciding, the executors stopped."""
+
+    agent: str | None
+    queries: int
+    recall: Share
+    false_activation: Share
+    failed_runs: int
+    stopped_at_decision: StoppedAtDecision
+    per_query: tuple[UnitShare, ...]
+
+    FIELDS = (Field("agent", TEXT, optional=True), Field("queries", TALLY),
+              Field("recall", Share), Field("false_activation", Share),
+              Field("failed_runs", TALLY), Field("stopped_at_decision", StoppedAtDecision),
+              Field("per_query", ListOf(QueryShare)))
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessArm(Record):
+    """process.per_config.<config>: each count's spread over the runs counted, and why the
+    others were not."""
+
+    actions: Stats
+    commands: Stats
+    files_read: Stats
+    files_written: Stats
+    runs_counted: int
+    runs_not_counted: int
+    not_counted_because: tuple[str, ...]
+
+    FIELDS = (*(Field(key, Stats) for key in PROCESS_METRICS), Field("runs_counted", TALLY), Field("runs_not_counted", TALLY),
+              Field("not_counted_because", TEXTS))
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessComparison(Record):
+    """One count, candidate against baseline: the evals' deltas of mean counts and the
+    sign-flip test of their mean (an interval from MIN_PAIRED_EVALS evals, else why not)."""
+
+    candidate: str
+    baseline: str
+    metric: str
+    paired_evals: int
+    mean_delta: float | None
+    fewer: int
+    same: int
+    more: int
+    p_value: float | None = None
+    ci95: tuple[float, float] | None = None
+    ci95_absent: str | None = None
+
+    FIELDS = (*(Field(key, CONFIG_NAME) for key in ("candidate", "baseline")),
+              Field("metric", TEXT), Field("paired_evals", TALLY),
+              Field("mean_delta", NUMBER, optional=True),
+              *(Field(key, TALLY) for key in ("fewer", "same", "more")),
+              Field("p_value", NUMBER, optional=True), Field("ci95", INTERVAL, optional=True),
+              Field("ci95_absent", TEXT, optional=True, omit="none"))
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessSummary(Record):
+    """benchmark.json's `process`: the executor's actions per config and, per baseline and
+    count, the paired comparison over the evals."""
+
+    note: str
+    metrics: tuple[str, ...]
+    per_config: dict[str, ProcessArm]
+    comparisons: tuple[ProcessComparison, ...]
+
+    FIELDS = (Field("note", TEXT), Field("metrics", TEXTS),
+              Field("per_config", MapOf(ProcessArm)),
+              Field("comparisons", ListOf(ProcessComparison)))
+
+
 @dataclasses.dataclass(frozen=True)
 class Benchmark(Record):
     """benchmark.json: what aggregate() returns, write_benchmark writes and every report
@@ -1772,11 +2029,11 @@ class Benchmark(Record):
     per_eval: tuple[PerEval, ...] = ()
     judge: dict[str, Any] | None = None
     judge_vs_checks: JudgeVsChecks | None = None
-    activation: dict[str, Any] | None = None
-    trigger: dict[str, Any] | None = None  # a trigger set's recall and false activations
+    activation: dict[str, ArmActivation] | None = None
+    trigger: dict[str, TriggerArm] | None = None  # a trigger set's recall and false activations
     # the executor's actions per config and paired per eval, from the traces (never mixed
     # into the metrics its CLI reported); None: no run had a trace
-    process: dict[str, Any] | None = None
+    process: ProcessSummary | None = None
     notes: tuple[Any, ...] | None = None
     paired: Comparison | None = None
     results_check: dict[str, Any] | None = None
@@ -1795,14 +2052,14 @@ class Benchmark(Record):
               Field("pass_hat_k", OBJECT, optional=True), Field("per_eval", ListOf(PerEval)),
               Field("judge", OBJECT, optional=True),
               Field("judge_vs_checks", JudgeVsChecks, optional=True),
-              Field("activation", OBJECT, optional=True),
-              Field("process", OBJECT, optional=True, omit="none"),
+              Field("activation", MapOf(ArmActivation), optional=True),
+              Field("process", ProcessSummary, optional=True, omit="none"),
               Field("notes", ListOf(ANY), optional=True),
               Field("paired", Comparison, optional=True),
               Field("sanity_checks", SanityChecks),
               Field("unscored_runs", ListOf(RunResult), optional=True, default=()),
               Field("adaptive", OBJECT, optional=True, omit="none"),
-              Field("trigger", OBJECT, optional=True, omit="none"),
+              Field("trigger", MapOf(TriggerArm), optional=True, omit="none"),
               Field("results_check", OBJECT, optional=True, omit="none"))
 
     def _check(self, cursor: Cursor) -> None:
@@ -1852,11 +2109,10 @@ class RunRecord(Record):
     regraded_from: dict[str, Any] | None = None  # the run whose recorded answer was graded
     permission_denials: list[Any] = dataclasses.field(default_factory=list)
     skill_read: dict[str, Any] | None = None
-    # installed cells: did the agent load the skill, by its CLI's own stream (activated
-    # true, false or "unknown", with the evidence)
-    activation: dict[str, Any] | None = None
-    # the executor's actions counted (Trace.summary; trace.json holds them), or {"absent": why}
-    trace: dict[str, Any] | None = None
+    # installed cells: did the agent load the skill, by its CLI's own stream
+    activation: Activation | None = None
+    # the executor's actions counted (Trace.summary; trace.json holds them), or why not
+    trace: TraceSummary | None = None
     notes: list[str] = dataclasses.field(default_factory=list)  # what was odd in the output
     # a case with turns or a user: each turn, how it ended, the user agent's calls and use
     conversation: dict[str, Any] | None = None
@@ -1879,8 +2135,9 @@ class RunRecord(Record):
               Field("grader_calls", ListOf(GraderCall, load=list), optional=True),
               *(Field(key, OBJECT, optional=True) for key in ("checks", "regraded_from")),
               Field("permission_denials", ListOf(ANY, load=list), optional=True, default=list),
-              *(Field(key, OBJECT, optional=True)
-                for key in ("skill_read", "activation", "trace")),
+              Field("skill_read", OBJECT, optional=True),
+              Field("activation", Activation, optional=True),
+              Field("trace", TraceSummary, optional=True),
               Field("notes", ListOf(TEXT, load=list), optional=True, default=list),
               Field("conversation", OBJECT, optional=True, omit="none"),
               *(Field(key, TEXT, optional=True) for key in ("started_at", "finished_at")),
@@ -8750,14 +9007,14 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     record.metrics = reply.metrics
     record.permission_denials = reply.permission_denials
     record.trace = (reply.actions.summary() if reply.actions is not None else
-                    {"absent": "the executor's stream held no event the "
-                               f"{ctx.provider.name} adapter could read"})
+                    TraceSummary(absent="the executor's stream held no event the "
+                                        f"{ctx.provider.name} adapter could read"))
     if reply.actions is not None:  # from the captured stream, never from the sandbox
         files.json("trace.json", reply.actions.saved().to_json())
     note_skill_use(ctx, cell, record, reply, result)
     files.text("outputs/output.txt", reply.text)
     if cell.case.trigger and record.activation is not None and \
-            record.activation["activated"] != "unknown":
+            record.activation.activated != "unknown":
         return None  # decided, even if ended for it: an observation, and never graded
     if not reply.ok:
         files.text("logs/executor_stderr.txt", result.stderr)
@@ -8875,8 +9132,8 @@ def run_conversation(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: RunR
         + ctx.options.timeout_s * CONVERSATION_TIMEOUT_FACTOR)
     # Each turn is a stream of its own (its event positions are its own): no one trace of
     # the conversation is made, so its trace checks cannot run and it counts no process.
-    record.trace = {"absent": "a conversation: each turn is a separate stream; traces are "
-                              "read from single-turn runs"}
+    record.trace = TraceSummary(absent="a conversation: each turn is a separate stream; "
+                                       "traces are read from single-turn runs")
     try:
         answer = converse(talk)
     finally:
@@ -9528,30 +9785,37 @@ def skill_read_evidence(trace: list[dict] | None, skill_name: str, config: str,
 
 
 def activation_evidence(provider: Provider, trace: list[dict] | None, skill_name: str,
-                        finished: bool, cut: bool) -> dict[str, Any]:
+                        finished: bool, cut: bool, should: bool = True) -> Activation:
     """Did an installed cell's agent load the skill? Read from its CLI's own stream: the
     first call of its skill tool naming the skill, or of any tool that opens the installed
     SKILL.md. A stream that cannot tell is "unknown", never false."""
     if trace is None:
-        return {"activated": "unknown", "reason": "the executor's stream held no event the "
-                f"{provider.name} adapter could read"}
+        return Activation(should, "unknown", reason="the executor's stream held no event the "
+                          f"{provider.name} adapter could read")
     for position, call in enumerate(trace):
         signal = _activation_signal(provider, call, skill_name)
         if signal:
-            shown = json.dumps(call.get("input"), ensure_ascii=False)
-            signal += _where_in_stream(position, call.get("event"))
-            return {"activated": True, "signal": signal, "calls": len(trace), "evidence": {
-                "tool": call.get("tool"), "input": shown[:300], "call": position,
-                "event": call.get("event")}}
+            where = _where_in_stream(position, call.get("event"))
+            return Activation(should, True, signal + where, calls=len(trace),
+                              evidence=_evidence(call, position))
     why = ("the executor did not finish, so it may have loaded the skill later" if not finished
            else "the stream was cut in the middle" if cut else "")
     if why:
-        return {"activated": "unknown", "reason": why, "calls": len(trace)}
-    return {"activated": False, "calls": len(trace)}
+        return Activation(should, "unknown", reason=why, calls=len(trace))
+    return Activation(should, False, calls=len(trace))
+
+
+def _evidence(call: dict[str, Any], position: int) -> ActivationEvidence:
+    """The call that loaded the skill; a tool name the CLI gave as another JSON value is
+    kept as its JSON text."""
+    tool = call.get("tool")
+    return ActivationEvidence(
+        tool if tool is None or isinstance(tool, str) else json.dumps(tool, ensure_ascii=False),
+        json.dumps(call.get("input"), ensure_ascii=False)[:300], position, call.get("event"))
 
 
 def installed_activation(provider: Provider, case: Case, skill_name: str, reply: AgentReply,
-                         result: ProcessResult) -> dict[str, Any]:
+                         result: ProcessResult) -> Activation:
     """An installed cell's activation. A trigger query's is decided by the first call that
     activates the skill or does anything else; what the agent did after that never counts,
     whether or not it was stopped in time."""
@@ -9561,15 +9825,11 @@ def installed_activation(provider: Provider, case: Case, skill_name: str, reply:
         decided = trigger_decision(provider, trace, skill_name)
     if trace is not None and decided is not None:
         trace, finished = trace[:decided + 1], True
-    found = {"should_activate": case.should_activate,
-             **activation_evidence(provider, trace, skill_name, finished,
-                                   result.stdout_truncated and decided is None)}
-    if case.trigger:
-        found["trigger"] = True
-    if result.stopped:
-        found["stopped"] = {"reason": result.stopped,
-                            "after_seconds": round(result.duration_s, 3)}
-    return found
+    found = activation_evidence(provider, trace, skill_name, finished,
+                                result.stdout_truncated and decided is None,
+                                case.should_activate)
+    return dataclasses.replace(found, trigger=case.trigger, stopped=Stopped(
+        result.stopped, round(result.duration_s, 3)) if result.stopped else None)
 
 
 def trigger_decision(provider: Provider, trace: list[dict] | None,
@@ -10224,10 +10484,9 @@ def benchmark_run(record: RunRecord) -> RunResult:
         failure=record.failure,
         permission_denials=len(record.permission_denials or []),
         skill_read=(record.skill_read or {}).get("state"),
-        activation=({key: record.activation.get(key) for key in
-                     ("activated", "should_activate", "signal", "trigger", "stopped")
-                     if key in record.activation or key not in ("trigger", "stopped")}
-                    if record.activation else None),
+        activation=(RunActivation(record.activation.activated, record.activation.should_activate,
+                                  record.activation.signal, record.activation.trigger,
+                                  record.activation.stopped) if record.activation else None),
         metric_sources={name: executor_metrics.get(name) for name in ("time_seconds", "tokens")},
         files_sha256=dict(sorted(record.written_files.items())),
         grader=grader_result(record),
@@ -11242,36 +11501,33 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> Benchmark:
 
 # -- process metrics: how the executor worked, from its trace ---------------------------------
 
-PROCESS_METRICS = ("actions", "commands", "files_read", "files_written")
 PROCESS_NOTE = ("counted from each run's trace: the tool calls its agent CLI reported in its "
                 "own events (trace.json); apart from the metrics the CLI reports, never mixed "
                 "into them")
 
 
-def process_counts(summary: Any) -> dict[str, Any]:
-    """A run's counts from run.json's `trace`, or {"absent": why}: none recorded, or the
-    stream was cut (its counts would be a lower bound)."""
-    if not isinstance(summary, dict):
-        return {"absent": "no trace was recorded"}
-    if "absent" in summary:
-        return {"absent": str(summary["absent"])[:300]}
-    counts = {name: summary.get(name) for name in PROCESS_METRICS}
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
-               for v in counts.values()):
-        return {"absent": "the trace's counts are not whole numbers"}
-    if summary.get("cut") is True:
-        return {"absent": "the executor's stream was cut in the middle; its counts would be a "
-                          "lower bound"}
+def process_counts(summary: TraceSummary) -> ProcessCounts:
+    """A run's counts from run.json's `trace`, or why not: none recorded, or the stream was
+    cut (its counts would be a lower bound)."""
+    if summary.absent is not None:
+        return ProcessCounts(absent=summary.absent[:300])
+    counts = ProcessCounts(summary.actions, summary.commands, summary.files_read,
+                           summary.files_written)
+    if None in (getattr(counts, name) for name in PROCESS_METRICS):
+        return ProcessCounts(absent="the trace's counts are not whole numbers")
+    if summary.cut:
+        return ProcessCounts(absent="the executor's stream was cut in the middle; its counts "
+                                    "would be a lower bound")
     return counts
 
 
-def _process_of(run: RunResult) -> dict[str, Any]:
+def _process_of(run: RunResult) -> ProcessCounts:
     """The process counts of a run picked for having them."""
     assert run.process is not None, "process_summary keeps only runs with process counts"
     return run.process
 
 
-def process_summary(runs: list[RunResult], configs: tuple[str, ...]) -> dict[str, Any] | None:
+def process_summary(runs: list[RunResult], configs: tuple[str, ...]) -> ProcessSummary | None:
     """Per config the mean and spread of each count over the scored runs that have one, and
     for each baseline the paired sign-flip test over the evals, as for the pass rate."""
     scored = [r for r in runs if r.scored and r.process is not None]
@@ -11280,42 +11536,39 @@ def process_summary(runs: list[RunResult], configs: tuple[str, ...]) -> dict[str
     per_config = {}
     for config in configs:
         mine = [_process_of(r) for r in scored if r.configuration == config]
-        counted = [p for p in mine if "absent" not in p]
-        per_config[config] = {
-            **{name: describe([p[name] for p in counted]) for name in PROCESS_METRICS},
-            "runs_counted": len(counted), "runs_not_counted": len(mine) - len(counted),
-            "not_counted_because": sorted({p["absent"] for p in mine if "absent" in p})[:5]}
-    compared = [process_comparison(scored, configs[0], baseline, name)
-                for baseline in configs[1:] for name in PROCESS_METRICS]
-    return {"note": PROCESS_NOTE, "metrics": list(PROCESS_METRICS), "per_config": per_config,
-            "comparisons": compared}
+        counted = [p for p in mine if p.absent is None]
+        per_config[config] = ProcessArm(
+            *(Stats(**describe([getattr(p, name) for p in counted])) for name in PROCESS_METRICS),
+            runs_counted=len(counted), runs_not_counted=len(mine) - len(counted),
+            not_counted_because=tuple(sorted({p.absent for p in mine
+                                              if p.absent is not None})[:5]))
+    compared = tuple(process_comparison(scored, configs[0], baseline, name)
+                     for baseline in configs[1:] for name in PROCESS_METRICS)
+    return ProcessSummary(PROCESS_NOTE, PROCESS_METRICS, per_config, compared)
 
 
 def process_comparison(runs: list[RunResult], candidate: str, baseline: str,
-                       name: str) -> dict[str, Any]:
+                       name: str) -> ProcessComparison:
     """One count, candidate against baseline: each eval's delta of mean counts (the evals
     where both configs have counted runs), and the sign-flip test of the mean delta."""
     means: dict[str, dict[str, list[float]]] = {}
     for run in runs:
-        if "absent" not in _process_of(run) and run.configuration in (candidate, baseline):
+        if _process_of(run).absent is None and run.configuration in (candidate, baseline):
             slot = means.setdefault(str(run.eval_id), {candidate: [], baseline: []})
-            slot[run.configuration].append(float(_process_of(run)[name]))
+            slot[run.configuration].append(float(getattr(_process_of(run), name)))
     deltas = sorted(_snap(_average(slot[candidate]) - _average(slot[baseline]))
                     for slot in means.values() if slot[candidate] and slot[baseline])
-    entry: dict[str, Any] = {
-        "candidate": candidate, "baseline": baseline, "metric": name,
-        "paired_evals": len(deltas), "mean_delta": _snap(_average(deltas)) if deltas else None,
-        "fewer": sum(_sign(d) < 0 for d in deltas), "same": sum(_sign(d) == 0 for d in deltas),
-        "more": sum(_sign(d) > 0 for d in deltas), "p_value": None, "ci95": None}
-    if deltas:
-        test = sign_flip_test(deltas)
-        entry["p_value"] = test["p_value"]
-        if len(deltas) >= MIN_PAIRED_EVALS:
-            entry["ci95"] = list(test["ci"])
-    if entry["ci95"] is None:
-        entry["ci95_absent"] = (f"{len(deltas)} paired evals; an interval needs at least "
-                                f"{MIN_PAIRED_EVALS}")
-    return entry
+    entry = ProcessComparison(
+        candidate, baseline, name, paired_evals=len(deltas),
+        mean_delta=_snap(_average(deltas)) if deltas else None,
+        fewer=sum(_sign(d) < 0 for d in deltas), same=sum(_sign(d) == 0 for d in deltas),
+        more=sum(_sign(d) > 0 for d in deltas))
+    test = sign_flip_test(deltas) if deltas else None
+    if test is not None and len(deltas) >= MIN_PAIRED_EVALS:
+        return dataclasses.replace(entry, p_value=test["p_value"], ci95=tuple(test["ci"]))
+    return dataclasses.replace(entry, p_value=test["p_value"] if test else None,
+                               ci95_absent=f"{len(deltas)} paired evals; an interval needs at "
+                                           f"least {MIN_PAIRED_EVALS}")
 
 
 # -- the installed arm: how often the agent found the skill on its own ----------------------
@@ -11323,7 +11576,7 @@ def process_comparison(runs: list[RunResult], candidate: str, baseline: str,
 WILSON_Z = 1.959963984540054  # the normal's 97.5th percentile: a two-sided 95% interval
 
 
-def wilson_interval(hits: float, n: float) -> list[float] | None:
+def wilson_interval(hits: float, n: float) -> tuple[float, float] | None:
     """Wilson's 95% score interval for a share of hits in n runs; None without runs. Unlike
     p +- z*se it stays inside [0, 1] and is not empty at 0 or n hits."""
     if n <= 0:
@@ -11332,10 +11585,10 @@ def wilson_interval(hits: float, n: float) -> list[float] | None:
     scale = 1 + z2 / n
     centre = (share + z2 / (2 * n)) / scale
     half = WILSON_Z * math.sqrt(share * (1 - share) / n + z2 / (4 * n * n)) / scale
-    return [max(0.0, centre - half), min(1.0, centre + half)]
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def _activation_of(run: RunResult) -> dict[str, Any]:
+def _activation_of(run: RunResult) -> RunActivation:
     """The activation record of a run picked for having one."""
     assert run.activation is not None, "the caller keeps only runs with an activation record"
     return run.activation
@@ -11347,7 +11600,7 @@ def _grader_of(run: RunResult) -> dict[str, Any]:
     return run.grader
 
 
-def activation_tally(runs: list[RunResult]) -> dict[str, Any]:
+def activation_tally(runs: list[RunResult]) -> Share:
     """Activated runs among those whose stream could tell; "unknown" ones are counted apart,
     never as misses.
 
@@ -11356,19 +11609,23 @@ def activation_tally(runs: list[RunResult]) -> dict[str, Any]:
     design effect of clustered runs is at most the runs per eval, so this never claims more
     than the data hold); within one eval its runs are the trials.
     """
-    known = [r for r in runs if _activation_of(r)["activated"] in (True, False)]
-    hits = sum(_activation_of(r)["activated"] is True for r in known)
+    known = [r for r in runs if _activation_of(r).activated in (True, False)]
+    hits = sum(_activation_of(r).activated is True for r in known)
     evals = len({str(r.eval_id) for r in known})
     trials = evals if evals > 1 else len(known)
-    return {"activated": hits, "runs": len(known), "unknown": len(runs) - len(known),
-            "rate": hits / len(known) if known else None, "evals": evals,
-            "interval_unit": "evals" if evals > 1 else "runs",
-            "interval_95": wilson_interval(hits / len(known) * trials, trials) if known
-            else None}
+    return Share(hits, len(known), len(runs) - len(known), hits / len(known) if known else None,
+                 evals, "evals" if evals > 1 else "runs",
+                 wilson_interval(hits / len(known) * trials, trials) if known else None)
+
+
+def _shares(runs: list[RunResult]) -> tuple[Share, Share]:
+    """The share of runs that activated where the skill should, and where it should not."""
+    return (activation_tally([r for r in runs if _activation_of(r).should_activate]),
+            activation_tally([r for r in runs if not _activation_of(r).should_activate]))
 
 
 def activation_summary(runs: list[RunResult],
-                       configs: tuple[str, ...]) -> dict[str, Any] | None:
+                       configs: tuple[str, ...]) -> dict[str, ArmActivation] | None:
     """Per installed arm: activation on should-activate cases, false activation on the
     others, per case and overall, and the pass rate of runs that did and did not activate."""
     arms = [config for config in configs if config_installs_skill(config)]
@@ -11377,30 +11634,21 @@ def activation_summary(runs: list[RunResult],
     summary = {}
     for config in arms:
         mine = [r for r in runs if r.configuration == config and r.activation]
-        by_eval: dict[str, list[RunResult]] = {}
-        for run in mine:
-            by_eval.setdefault(str(run.eval_id), []).append(run)
-        summary[config] = {
-            "activation": activation_tally([r for r in mine
-                                            if _activation_of(r)["should_activate"]]),
-            "false_activation": activation_tally([r for r in mine
-                                                  if not _activation_of(r)["should_activate"]]),
-            "pass_rate_activated": _pass_rates(mine, True),
-            "pass_rate_not_activated": _pass_rates(mine, False),
-            "executor_not_run": sum(r.configuration == config and not r.activation
-                                    for r in runs),
-            "per_eval": [{"eval_id": these[0].eval_id,
-                          "should_activate": _activation_of(these[0])["should_activate"],
-                          **activation_tally(these)} for these in by_eval.values()]}
+        summary[config] = ArmActivation(
+            *_shares(mine), _pass_rates(mine, True), _pass_rates(mine, False),
+            executor_not_run=sum(r.configuration == config and not r.activation for r in runs),
+            per_eval=tuple(UnitShare(these[0].eval_id, _activation_of(these[0]).should_activate,
+                                     activation_tally(these))
+                           for these in _by_eval(mine).values()))
     return summary
 
 
 def is_trigger_run(run: RunResult) -> bool:
-    return bool(run.activation and run.activation.get("trigger"))
+    return bool(run.activation and run.activation.trigger)
 
 
 def trigger_summary(runs: list[RunResult], configs: tuple[str, ...],
-                    agent: Any) -> dict[str, Any] | None:
+                    agent: Any) -> dict[str, TriggerArm] | None:
     """Per installed arm, a trigger set's answer: recall on the queries the skill is for and
     false activations on the others, with the query as the unit of the interval (runs of one
     query are one trial); a run that failed before deciding is counted apart, never as a
@@ -11413,28 +11661,26 @@ def trigger_summary(runs: list[RunResult], configs: tuple[str, ...],
         these = [r for r in mine if r.configuration == config]
         if not these:
             continue
-        stopped = [_activation_of(r)["stopped"] for r in these
-                   if isinstance(_activation_of(r).get("stopped"), dict)]
-        seconds = [s.get("after_seconds") for s in stopped]
-        tokens = [r.result.tokens for r in these if _activation_of(r).get("stopped")
-                  and r.result.tokens is not None]
-        summary[config] = {
-            "agent": agent,
-            "queries": len({str(r.eval_id) for r in these}),
-            "recall": activation_tally([r for r in these if _activation_of(r)["should_activate"]]),
-            "false_activation": activation_tally([r for r in these
-                                                  if not _activation_of(r)["should_activate"]]),
-            "failed_runs": sum(r.status != STATUS_OK for r in these),
-            "stopped_at_decision": {
-                "runs": len(stopped), "of": len(these),
-                "executor_seconds": (round(sum(seconds), 3) if all(
-                    isinstance(x, (int, float)) for x in seconds) else None),
-                "tokens": sum(tokens) if tokens else None, "tokens_captured_runs": len(tokens)},
-            "per_query": [{"eval_id": group[0].eval_id,
-                           "should_trigger": _activation_of(group[0])["should_activate"],
-                           **activation_tally(group)}
-                          for group in _by_eval(these).values()]}
+        stopped = [r for r in these if _activation_of(r).stopped is not None]
+        tokens = [r.result.tokens for r in stopped if r.result.tokens is not None]
+        summary[config] = TriggerArm(
+            agent, len({str(r.eval_id) for r in these}), *_shares(these),
+            failed_runs=sum(r.status != STATUS_OK for r in these),
+            stopped_at_decision=StoppedAtDecision(
+                len(stopped), len(these),
+                round(sum(_stop_of(r).after_seconds for r in stopped), 3),
+                sum(tokens) if tokens else None, len(tokens)),
+            per_query=tuple(QueryShare(group[0].eval_id, _activation_of(group[0]).should_activate,
+                                       activation_tally(group))
+                            for group in _by_eval(these).values()))
     return summary or None
+
+
+def _stop_of(run: RunResult) -> Stopped:
+    """How a run picked for having been stopped at its decision was stopped."""
+    stopped = _activation_of(run).stopped
+    assert stopped is not None, "the caller keeps only stopped runs"
+    return stopped
 
 
 def _by_eval(runs: list[RunResult]) -> dict[str, list[RunResult]]:
@@ -11444,10 +11690,10 @@ def _by_eval(runs: list[RunResult]) -> dict[str, list[RunResult]]:
     return groups
 
 
-def _pass_rates(runs: list[RunResult], activated: bool) -> dict[str, Any]:
-    return describe([r.result.pass_rate for r in runs
-                     if r.scored and r.result.pass_rate is not None
-                     and _activation_of(r)["activated"] is activated])
+def _pass_rates(runs: list[RunResult], activated: bool) -> Stats:
+    return Stats(**describe([r.result.pass_rate for r in runs
+                             if r.scored and r.result.pass_rate is not None
+                             and _activation_of(r).activated is activated]))
 
 
 # -- the judge: its cost, its agreement with itself, and its share of the variation --------
@@ -11918,11 +12164,11 @@ def _iteration_flags(benchmark: Benchmark, meta: dict[str, Any]) -> list[SanityF
 def _activation_flags(benchmark: Benchmark) -> list[SanityFlag]:
     flags = []
     for config, arm in (benchmark.activation or {}).items():
-        tally = arm["activation"]
-        if tally["runs"] and not tally["activated"]:
+        tally = arm.activation
+        if tally.runs and not tally.activated:
             flags.append(_flag(
                 "warning", "never_activated",
-                f"{config}: the agent never loaded the installed skill in {tally['runs']} "
+                f"{config}: the agent never loaded the installed skill in {tally.runs} "
                 "run(s) of cases it is for; its description may not say when to use it",
                 config=config))
     return flags
@@ -12294,30 +12540,27 @@ def _md_arms(b: Benchmark) -> str:
     return "\n".join(lines) + "\n"
 
 
-def fmt_share(tally: dict[str, Any], trials: str = "evals") -> str:
+def fmt_share(tally: Share, trials: str = "evals") -> str:
     """"7/10 (70.0%, 95% CI 39.7-89.2%)", with the unknown runs named apart."""
-    if not tally["runs"]:
+    if not tally.runs or tally.interval_95 is None:
         text = "n/a"
     else:
-        low, high = tally["interval_95"]
-        unit = (f" over {tally['evals']} {trials}" if tally.get("interval_unit") == "evals"
-                else "")
-        text = (f"{tally['activated']}/{tally['runs']} ({fmt_rate(tally['rate'])}, 95% CI "
+        low, high = tally.interval_95
+        unit = f" over {tally.evals} {trials}" if tally.interval_unit == "evals" else ""
+        text = (f"{tally.activated}/{tally.runs} ({fmt_rate(tally.rate)}, 95% CI "
                 f"{low * 100:.1f}-{high * 100:.1f}%{unit})")
-    return text + (f", {tally['unknown']} unknown" if tally["unknown"] else "")
+    return text + (f", {tally.unknown} unknown" if tally.unknown else "")
 
 
 def activation_lines(benchmark: Benchmark) -> list[str]:
     """One sentence per installed arm: how often the agent found the skill, and when not."""
     lines = []
     for config, arm in (benchmark.activation or {}).items():
-        line = f"{config}: activated {fmt_share(arm['activation'])} on cases it is for"
-        if arm["false_activation"]["runs"] or arm["false_activation"]["unknown"]:
-            line += f"; false activation {fmt_share(arm['false_activation'])} on cases it is not"
-        used, unused = (block_stats(arm[key], f"activation.{config}.{key}")
-                        for key in ("pass_rate_activated", "pass_rate_not_activated"))
-        lines.append(line + f"; pass rate when used {fmt_rate_stat(used)}, "
-                     f"when not {fmt_rate_stat(unused)}")
+        line = f"{config}: activated {fmt_share(arm.activation)} on cases it is for"
+        if arm.false_activation.runs or arm.false_activation.unknown:
+            line += f"; false activation {fmt_share(arm.false_activation)} on cases it is not"
+        lines.append(line + f"; pass rate when used {fmt_rate_stat(arm.pass_rate_activated)}, "
+                     f"when not {fmt_rate_stat(arm.pass_rate_not_activated)}")
     return lines
 
 
@@ -12326,27 +12569,27 @@ def trigger_lines(benchmark: Benchmark) -> list[str]:
     the executors stopped at the decision."""
     lines = []
     for config, arm in (benchmark.trigger or {}).items():
-        agent = f"{arm['agent']} " if arm.get("agent") else ""
-        line = (f"{agent}{config}: recall {fmt_share(arm['recall'], 'queries')} on queries "
+        agent = f"{arm.agent} " if arm.agent else ""
+        line = (f"{agent}{config}: recall {fmt_share(arm.recall, 'queries')} on queries "
                 f"that should trigger; false activation "
-                f"{fmt_share(arm['false_activation'], 'queries')} on queries that should not")
-        if arm["failed_runs"]:
-            line += f"; {arm['failed_runs']} run(s) failed before deciding (not counted)"
-        lines.append(line + "; " + _stopped_text(arm["stopped_at_decision"]))
+                f"{fmt_share(arm.false_activation, 'queries')} on queries that should not")
+        if arm.failed_runs:
+            line += f"; {arm.failed_runs} run(s) failed before deciding (not counted)"
+        lines.append(line + "; " + _stopped_text(arm.stopped_at_decision))
     return lines
 
 
-def _stopped_text(stopped: dict[str, Any]) -> str:
+def _stopped_text(stopped: StoppedAtDecision) -> str:
     """What stopping at the decision saved, from what was captured: the runs ended early and
     how long they ran; their tokens only where the CLI reported them before it was ended."""
-    text = f"{stopped['runs']} of {stopped['of']} executor(s) stopped once it was decided"
-    if not stopped["runs"]:
+    text = f"{stopped.runs} of {stopped.of} executor(s) stopped once it was decided"
+    if not stopped.runs:
         return text
-    if stopped.get("executor_seconds") is not None:
-        text += f", after {stopped['executor_seconds']:.1f} s in all"
-    if stopped.get("tokens") is not None:
-        return text + (f", {stopped['tokens']:,} tokens reported in "
-                       f"{stopped['tokens_captured_runs']} of them")
+    if stopped.executor_seconds is not None:
+        text += f", after {stopped.executor_seconds:.1f} s in all"
+    if stopped.tokens is not None:
+        return text + (f", {stopped.tokens:,} tokens reported in "
+                       f"{stopped.tokens_captured_runs} of them")
     return text + "; their tokens were not captured (the CLI reports them when it ends)"
 
 
@@ -12359,7 +12602,7 @@ def _md_trigger(b: Benchmark) -> str:
         "the agent activated the skill or did anything else first, read from its CLI's "
         "stream, never from its answer. Intervals are Wilson 95%, the queries as trials; "
         "a run that failed before deciding is not counted.",
-        trigger_lines(b), b.trigger, ("query", "per_query", "should_trigger", "should trigger"))
+        trigger_lines(b), _unit_rows(b.trigger), ("query", "should trigger"))
 
 
 def _md_activation(b: Benchmark) -> str:
@@ -12371,22 +12614,27 @@ def _md_activation(b: Benchmark) -> str:
         "stream; a run whose stream could not tell is unknown, not a miss. Intervals are "
         "Wilson 95%, with the evals as trials when the runs of several evals are pooled "
         "(runs of one eval tend to agree), the runs within one eval.",
-        activation_lines(b), b.activation,
-        ("eval", "per_eval", "should_activate", "should activate"))
+        activation_lines(b), _unit_rows(b.activation), ("eval", "should activate"))
 
 
-def _md_shares_table(title: str, intro: str, summary: list[str], arms: dict[str, Any],
-                     columns: tuple[str, str, str, str]) -> str:
+def _unit_rows(arms: dict[str, ArmActivation] | dict[str, TriggerArm] | None
+               ) -> list[tuple[str, UnitShare]]:
+    """Each installed arm's rows, one per eval (or trigger query), with the arm's name."""
+    return [(config, row) for config, arm in (arms or {}).items()
+            for row in (arm.per_query if isinstance(arm, TriggerArm) else arm.per_eval)]
+
+
+def _md_shares_table(title: str, intro: str, summary: list[str],
+                     rows: list[tuple[str, UnitShare]], columns: tuple[str, str]) -> str:
     """An installed-arm block: its summary lines, then one row per unit (query or eval) of
-    whether the skill activated; `columns`: unit label, rows key, expected key, its label."""
-    unit, rows_key, expected_key, expected_label = columns
+    whether the skill activated; `columns`: the unit's label and the expectation's."""
+    unit, expected_label = columns
     lines = [title, "", intro, ""]
     lines += [f"- {line}" for line in summary] + [""]
     lines += [f"| config | {unit} | {expected_label} | activated |", "|---|---|---|---|"]
-    for config, arm in arms.items():
-        for row in arm[rows_key]:
-            lines.append(f"| {_md_cell(config)} | {_md_cell(row['eval_id'])} | "
-                         f"{'yes' if row[expected_key] else 'no'} | {fmt_share(row)} |")
+    for config, row in rows:
+        lines.append(f"| {_md_cell(config)} | {_md_cell(row.eval_id)} | "
+                     f"{'yes' if row.expected else 'no'} | {fmt_share(row.share)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -12612,31 +12860,32 @@ def process_rows(b: Benchmark) -> list[list[str]]:
     """Per config: each count's mean ± stddev over the runs counted, and how many were."""
     rows = []
     for config in b.configs:
-        entry = (b.process or {}).get("per_config", {}).get(config) or {}
-        cells = [fmt_stat(block_stats(entry.get(name), f"process.per_config.{config}.{name}"),
-                          "", 1) or "none counted" for name in PROCESS_METRICS]
-        left = entry.get("runs_not_counted") or 0
-        why = "; ".join(entry.get("not_counted_because") or [])
-        counted = f"{entry.get('runs_counted', 0)}" + (f" ({left} not: {why})" if left else "")
-        rows.append([config, *cells, counted])
+        entry = b.process.per_config.get(config) if b.process else None
+        if entry is None:
+            rows.append([config, *["none counted"] * len(PROCESS_METRICS), "0"])
+            continue
+        cells = [fmt_stat(getattr(entry, name), "", 1) or "none counted"
+                 for name in PROCESS_METRICS]
+        left, why = entry.runs_not_counted, "; ".join(entry.not_counted_because)
+        rows.append([config, *cells, f"{entry.runs_counted}" + (f" ({left} not: {why})"
+                                                                 if left else "")])
     return rows
 
 
 def process_sentences(b: Benchmark) -> list[str]:
     """Each paired comparison of a count, candidate against a baseline, per eval."""
     lines = []
-    for entry in (b.process or {}).get("comparisons") or []:
-        name = str(entry.get("metric", "")).replace("_", " ")
-        head = f"{name}, {entry.get('candidate')} vs {entry.get('baseline')}: "
-        if not entry.get("paired_evals"):
+    for entry in b.process.comparisons if b.process else ():
+        head = f"{entry.metric.replace('_', ' ')}, {entry.candidate} vs {entry.baseline}: "
+        if not entry.paired_evals or entry.mean_delta is None or entry.p_value is None:
             lines.append(head + "no eval has counted runs in both")
             continue
-        interval = (f"95% interval [{entry['ci95'][0]:+.2f}, {entry['ci95'][1]:+.2f}]"
-                    if entry.get("ci95") else f"no interval ({entry.get('ci95_absent')})")
-        lines.append(head + f"mean delta {entry['mean_delta']:+.2f} per eval over "
-                     f"{entry['paired_evals']} evals (fewer in {entry['fewer']}, the same in "
-                     f"{entry['same']}, more in {entry['more']}); sign-flip p = "
-                     f"{entry['p_value']:.3f}; {interval}")
+        interval = (f"95% interval [{entry.ci95[0]:+.2f}, {entry.ci95[1]:+.2f}]"
+                    if entry.ci95 else f"no interval ({entry.ci95_absent})")
+        lines.append(head + f"mean delta {entry.mean_delta:+.2f} per eval over "
+                     f"{entry.paired_evals} evals (fewer in {entry.fewer}, the same in "
+                     f"{entry.same}, more in {entry.more}); sign-flip p = "
+                     f"{entry.p_value:.3f}; {interval}")
     return lines
 
 
@@ -13441,9 +13690,8 @@ def _chart_bar(geo: ChartGeometry, row: PerEval, config: str, index: int, y: int
 def _html_activation(b: Benchmark) -> str:
     if not b.activation:
         return ""
-    rows = [[config, str(row["eval_id"]), "yes" if row["should_activate"] else "no",
-             fmt_share(row)]
-            for config, arm in b.activation.items() for row in arm["per_eval"]]
+    rows = [[config, str(row.eval_id), "yes" if row.expected else "no", fmt_share(row.share)]
+            for config, row in _unit_rows(b.activation)]
     return ("<h2>Activation (installed arms)</h2>\n<p>Whether the agent loaded the installed "
             "skill on its own, read from its CLI's stream; unknown runs are not misses. "
             "Intervals are Wilson 95%, the evals as trials when several are pooled.</p>\n"
@@ -13454,9 +13702,8 @@ def _html_activation(b: Benchmark) -> str:
 def _html_trigger(b: Benchmark) -> str:
     if not b.trigger:
         return ""
-    rows = [[config, str(row["eval_id"]), "yes" if row["should_trigger"] else "no",
-             fmt_share(row)]
-            for config, arm in b.trigger.items() for row in arm["per_query"]]
+    rows = [[config, str(row.eval_id), "yes" if row.expected else "no", fmt_share(row.share)]
+            for config, row in _unit_rows(b.trigger)]
     return ("<h2>Trigger set (installed arms)</h2>\n<p>Each query ended as soon as the agent "
             "activated the skill or did anything else first, read from its CLI's stream. "
             "Intervals are Wilson 95%, the queries as trials; runs that failed before deciding "
