@@ -1004,12 +1004,10 @@ class Trace:
 
     def summary(self) -> TraceSummary:
         """run.json's `trace`: the counts the process metrics are made of."""
-        paths = {kind: len({p for a in self.actions if a.kind in kinds for p in a.paths})
-                 for kind, kinds in (("files_read", ("read",)),
-                                     ("files_written", ("write", "edit", "delete")))}
-        return TraceSummary(self.cli, self.count(), self.count("command"), **paths,
-                            skill_activations=self.count("skill"), cut=self.cut,
-                            unreported=dict(self.unreported))
+        read, written = (len({p for a in self.actions if a.kind in kinds for p in a.paths})
+                         for kinds in (("read",), ("write", "edit", "delete")))
+        return TraceSummary(self.cli, self.count(), self.count("command"), read, written,
+                            self.count("skill"), self.cut, dict(self.unreported))
 
     def saved(self) -> TraceFile:
         """trace.json: the summary and the actions in order, at most TRACE_SAVED_ACTIONS."""
@@ -1029,8 +1027,9 @@ class TraceFile(Record):
     note: str = ("read from the agent CLI's own events; `event` is the position of the event "
                  "among the JSON lines of logs/" + EXECUTOR_STREAM_FILE)
 
-    FIELDS = (Field("summary", TraceSummary), Field("events", INTEGER), Field("actions", ListOf(TraceAction, load=tuple)),
-              Field("left_out", INTEGER), Field("note", TEXT))
+    FIELDS = (Field("summary", TraceSummary), Field("events", INTEGER),
+              Field("actions", ListOf(TraceAction, load=tuple)), Field("left_out", INTEGER),
+              Field("note", TEXT))
 
 
 @dataclasses.dataclass
@@ -1962,7 +1961,8 @@ class ProcessArm(Record):
     runs_not_counted: int
     not_counted_because: tuple[str, ...]
 
-    FIELDS = (*(Field(key, Stats) for key in PROCESS_METRICS), Field("runs_counted", TALLY), Field("runs_not_counted", TALLY),
+    FIELDS = (*(Field(key, Stats) for key in PROCESS_METRICS),
+              *(Field(key, TALLY) for key in ("runs_counted", "runs_not_counted")),
               Field("not_counted_because", TEXTS))
 
 
@@ -2007,6 +2007,127 @@ class ProcessSummary(Record):
 
 
 @dataclasses.dataclass(frozen=True)
+class Look(Record):
+    """One look of an adaptive run, after wave `look` of `looks`: the sign-flip test at this
+    look's share of alpha (or why it could not decide), and whether the waves stop."""
+
+    look: int
+    looks: int
+    alpha: float
+    alpha_spent: float
+    paired_evals: int
+    mean_delta: float | None
+    p_value: float | None = None
+    ci: tuple[float, float] | None = None
+    decision: str | None = None  # "improved", "regressed" or None
+    stop: str | None = None  # the decision, "futility", "ceiling", "stopped" or None
+    skipped: str | None = None  # why a look that spends no alpha could not decide
+    exact: bool | None = None  # None: no test was made
+    sign_patterns: int | None = None
+    seed: int | None = None
+    halted: str | None = None  # what stopped the waves before the look decided
+
+    FIELDS = (*(Field(key, TALLY) for key in ("look", "looks")),
+              *(Field(key, NUMBER) for key in ("alpha", "alpha_spent")),
+              Field("paired_evals", TALLY),
+              *(Field(key, NUMBER, optional=True) for key in ("mean_delta", "p_value")),
+              Field("ci", INTERVAL, optional=True),
+              *(Field(key, TEXT, optional=True) for key in ("decision", "stop")),
+              Field("skipped", TEXT, optional=True, omit="none"),
+              Field("exact", FLAG, optional=True, omit="none"),
+              Field("sign_patterns", TALLY, optional=True, omit="none"),
+              Field("seed", INTEGER, optional=True, omit=lambda look: look.exact is None),
+              Field("halted", TEXT, optional=True, omit="none"))
+
+
+@dataclasses.dataclass(frozen=True)
+class WaveSize(Record):
+    """The cells and grader calls of one wave (every wave holds the same ones)."""
+
+    cells: int
+    grader_calls: int
+
+    FIELDS = (Field("cells", TALLY), Field("grader_calls", TALLY))
+
+
+@dataclasses.dataclass(frozen=True)
+class Calls(Record):
+    """Cells with their executor and grader calls: of the full matrix, or left out."""
+
+    cells: int
+    executor_calls: int
+    grader_calls: int
+
+    FIELDS = tuple(Field(key, TALLY) for key in ("cells", "executor_calls", "grader_calls"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate(Record):
+    """What the cells left out would have used: an estimate with its basis, kept apart from
+    captured metrics (never a `value`), or absent with the reason."""
+
+    estimate: float | None = None
+    basis: str | None = None
+    absent_reason: str | None = None
+
+    FIELDS = (Field("value", Kind("null", lambda value: value is None), derived=True,
+                    omit=lambda entry: entry.estimate is not None),
+              Field("estimate", NUMBER, optional=True, omit="none"),
+              Field("basis", TEXT, optional=True, omit="none"),
+              Field("absent_reason", TEXT, optional=True, omit="none"))
+
+    def value(self) -> None:
+        """An estimate is never a measured value."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Saved(Record):
+    """What the waves not run saved against the full matrix."""
+
+    left_out: Calls
+    share: float
+    full_matrix: Calls
+    cost_usd: Estimate
+    tokens: Estimate
+
+    FIELDS = (Field("left_out", Calls, inline="cells"), Field("share", NUMBER),
+              Field("full_matrix", Calls), Field("cost_usd", Estimate), Field("tokens", Estimate))
+
+
+@dataclasses.dataclass(frozen=True)
+class Adaptive(Record):
+    """--adaptive's record, in benchmark.json and the iteration manifest alike: the plan of
+    the looks, the waves run, why they stopped (`stop` None: a shard or a merge waiting for
+    the next wave), each look, and what the waves not run saved (None until they stop)."""
+
+    method: str
+    spending: str
+    alpha: float
+    alpha_shares: tuple[float, ...]
+    waves_max: int
+    waves_run: int
+    stop: str | None
+    stop_reason: str
+    looks: tuple[Look, ...]
+    saved: Saved | None
+    evals: int | None = None
+    deciding_looks: tuple[int, ...] | None = None
+    shard: str | None = None  # "K/N": a shard's waves, whose look the merge makes
+    wave_size: WaveSize | None = None  # a shard's
+    next_wave: int | None = None  # a merge whose look decided nothing yet
+
+    FIELDS = (Field("method", TEXT), Field("spending", TEXT), Field("alpha", NUMBER),
+              Field("alpha_shares", ListOf(NUMBER)), Field("waves_max", COUNT),
+              Field("evals", TALLY, optional=True, omit="none"),
+              Field("deciding_looks", ListOf(COUNT), optional=True, omit="none"),
+              Field("shard", TEXT, optional=True, omit="none"), Field("waves_run", TALLY),
+              Field("wave_size", WaveSize, optional=True, omit="none"),
+              Field("stop", TEXT, optional=True), Field("stop_reason", TEXT),
+              Field("next_wave", COUNT, optional=True, omit="none"),
+              Field("looks", ListOf(Look)), Field("saved", Saved, optional=True))
+
+
+@dataclasses.dataclass(frozen=True)
 class Benchmark(Record):
     """benchmark.json: what aggregate() returns, write_benchmark writes and every report
     renders. Runs, run summaries, per-eval rows, comparisons and sanity flags are values; the
@@ -2037,7 +2158,7 @@ class Benchmark(Record):
     notes: tuple[Any, ...] | None = None
     paired: Comparison | None = None
     results_check: dict[str, Any] | None = None
-    adaptive: dict[str, Any] | None = None  # --adaptive: the waves, their looks, the saving
+    adaptive: Adaptive | None = None  # --adaptive: the waves, their looks, the saving
 
     FIELDS = (Field("metadata", OBJECT), Field("runs", ListOf(RunResult)),
               Field("run_summary", MapOf(ConfigSummary, besides=("delta",))),
@@ -2058,7 +2179,7 @@ class Benchmark(Record):
               Field("paired", Comparison, optional=True),
               Field("sanity_checks", SanityChecks),
               Field("unscored_runs", ListOf(RunResult), optional=True, default=()),
-              Field("adaptive", OBJECT, optional=True, omit="none"),
+              Field("adaptive", Adaptive, optional=True, omit="none"),
               Field("trigger", MapOf(TriggerArm), optional=True, omit="none"),
               Field("results_check", OBJECT, optional=True, omit="none"))
 
@@ -8415,7 +8536,7 @@ class RunState:
     mutable part of a RunContext (every copy made with dataclasses.replace shares it)."""
 
     write_failed: WriteFailed | None = None  # the first file a cell could not write
-    adaptive: dict[str, Any] | None = None  # the waves' record, once --adaptive ran them
+    adaptive: Adaptive | None = None  # the waves' record, once --adaptive ran them
 
 
 @dataclasses.dataclass(frozen=True)
@@ -10889,7 +11010,7 @@ def still_reachable(pairs: list[tuple[list[float], list[float]]], look: int,
 
 
 def sequential_look(pairs: list[tuple[list[float], list[float]]], look: int, looks: int,
-                    spending: str = SEQUENTIAL_SPENDING) -> dict[str, Any]:
+                    spending: str = SEQUENTIAL_SPENDING) -> Look:
     """Look `look` of `looks` (1-based): the test at this look's share of alpha, its interval
     (every shift the test at that level does not reject), and whether the waves stop.
 
@@ -10901,27 +11022,26 @@ def sequential_look(pairs: list[tuple[list[float], list[float]]], look: int, loo
     level = shares[look - 1]
     scored = [(cand, base) for cand, base in pairs if cand and base]
     deltas = paired_deltas(scored)
-    result: dict[str, Any] = {"look": look, "looks": looks, "alpha": level,
-                              "alpha_spent": math.fsum(shares[:look]),
-                              "paired_evals": len(deltas),
-                              "mean_delta": _snap(_average(deltas)) if deltas else None,
-                              "p_value": None, "ci": None, "decision": None, "stop": None}
+    result = Look(look, looks, level, math.fsum(shares[:look]), len(deltas),
+                  _snap(_average(deltas)) if deltas else None)
     if level <= 0:
-        result["skipped"] = (f"with {len(pairs)} evals the smallest sign-flip p is "
-                             f"{smallest_p(len(pairs)):.3g}, above this look's share: it could "
-                             "not decide, so it spends no alpha and passes its share on")
+        result = dataclasses.replace(result, skipped=(
+            f"with {len(pairs)} evals the smallest sign-flip p is {smallest_p(len(pairs)):.3g}, "
+            "above this look's share: it could not decide, so it spends no alpha and passes "
+            "its share on"))
     elif deltas:
         test = mean_delta_interval(deltas, delta_step(scored), level)
-        result.update(p_value=test["p_value"], ci=[_snap(b) for b in test["ci"]],
-                      exact=test["exact"], sign_patterns=test["patterns"], seed=test["seed"])
-        result["decision"] = _decision(test, len(deltas))
-    if result["decision"]:
-        result["stop"] = result["decision"]
-    elif look >= looks:
-        result["stop"] = "ceiling"
-    elif not still_reachable(pairs, look, shares):
-        result["stop"] = "futility"
-    return result
+        low, high = test["ci"]
+        result = dataclasses.replace(
+            result, p_value=test["p_value"], ci=(_snap(low), _snap(high)),
+            decision=_decision(test, len(deltas)), exact=test["exact"],
+            sign_patterns=test["patterns"], seed=test["seed"])
+    if result.decision:
+        return dataclasses.replace(result, stop=result.decision)
+    if look >= looks:
+        return dataclasses.replace(result, stop="ceiling")
+    return (result if still_reachable(pairs, look, shares)
+            else dataclasses.replace(result, stop="futility"))
 
 
 def level_text(level: float) -> str:
@@ -10934,57 +11054,57 @@ def level_text(level: float) -> str:
     return "over 99.99999999%"
 
 
-def sequential_verdict(look: dict[str, Any]) -> tuple[str, str]:
+def sequential_verdict(look: Look) -> tuple[str, str]:
     """The verdict and its reason from the look the waves stopped at."""
-    if look["paired_evals"] < MIN_PAIRED_EVALS:
-        return "inconclusive", (f"only {look['paired_evals']} eval(s) scored in both configs; "
+    if look.paired_evals < MIN_PAIRED_EVALS:
+        return "inconclusive", (f"only {look.paired_evals} eval(s) scored in both configs; "
                                 f"at least {MIN_PAIRED_EVALS} are needed")
-    if look.get("skipped"):
-        return "inconclusive", (f"the waves stopped at look {look['look']} of {look['looks']}, "
-                                f"which could not decide: {look['skipped']}")
-    where = (f"sequential sign-flip p = {look['p_value']:.4g} at look {look['look']} of "
-             f"{look['looks']}, whose share of alpha is {look['alpha']:.4g}")
-    level = f"the {level_text(1 - look['alpha'])} interval of the mean per-eval delta"
-    if look["decision"] == "improved":
+    if look.skipped:
+        return "inconclusive", (f"the waves stopped at look {look.look} of {look.looks}, "
+                                f"which could not decide: {look.skipped}")
+    p_value = "n/a" if look.p_value is None else f"{look.p_value:.4g}"
+    where = (f"sequential sign-flip p = {p_value} at look {look.look} of {look.looks}, whose "
+             f"share of alpha is {look.alpha:.4g}")
+    level = f"the {level_text(1 - look.alpha)} interval of the mean per-eval delta"
+    if look.decision == "improved":
         return "improved", f"{level} lies above 0 ({where})"
-    if look["decision"] == "regressed":
+    if look.decision == "regressed":
         return "regressed", f"{level} lies below 0 ({where})"
     return "inconclusive", f"{level} includes 0 ({where})"
 
 
-def with_sequential_verdict(benchmark: Benchmark, adaptive: dict[str, Any] | None) -> Benchmark:
+def with_sequential_verdict(benchmark: Benchmark, adaptive: Adaptive | None) -> Benchmark:
     """An adaptive iteration's verdict and interval are the last look's, at its share of
     alpha, never the fixed-sample test's: the waves stopped on what the looks saw."""
     if not adaptive or not benchmark.comparisons:
         return benchmark
-    if not adaptive["looks"]:
+    if not adaptive.looks:
         return with_shard_wave_verdict(benchmark, adaptive)
-    look = adaptive["looks"][-1]
+    look = adaptive.looks[-1]
     verdict, reason = sequential_verdict(look)
-    if look["stop"] is None:  # a merge of shards' waves whose next wave is still to run
-        reason += (f"; so far only: the waves have not stopped, wave {look['look'] + 1} of "
-                   f"{look['looks']} is still to run on every shard")
-    test = {"method": adaptive["method"], "alpha": look["alpha"], "p_value": look["p_value"],
-            "exact": look.get("exact"), "sign_patterns": look.get("sign_patterns"),
-            "seed": look.get("seed"), "look": look["look"], "looks": look["looks"]}
+    if look.stop is None:  # a merge of shards' waves whose next wave is still to run
+        reason += (f"; so far only: the waves have not stopped, wave {look.look + 1} of "
+                   f"{look.looks} is still to run on every shard")
+    test = {"method": adaptive.method, "alpha": look.alpha, "p_value": look.p_value,
+            "exact": look.exact, "sign_patterns": look.sign_patterns, "seed": look.seed,
+            "look": look.look, "looks": look.looks}
     return with_first_comparison(benchmark, adaptive, {
-        "ci95": None if look["ci"] is None else tuple(look["ci"]),
-        "interval_level": 1 - look["alpha"], "test": test, "verdict": verdict,
+        "ci95": look.ci, "interval_level": 1 - look.alpha, "test": test, "verdict": verdict,
         "verdict_reason": reason})
 
 
-def with_shard_wave_verdict(benchmark: Benchmark, adaptive: dict[str, Any]) -> Benchmark:
+def with_shard_wave_verdict(benchmark: Benchmark, adaptive: Adaptive) -> Benchmark:
     """A shard of an adaptive run claims nothing: no fixed-sample test on part of the evals,
     since the verdict is the merged look's."""
     return with_first_comparison(benchmark, adaptive, {
-        "ci95": None, "test": {"method": adaptive["method"], "look": None},
+        "ci95": None, "test": {"method": adaptive.method, "look": None},
         "verdict": "inconclusive",
-        "verdict_reason": f"shard {adaptive['shard']} of an adaptive run holds only some of "
+        "verdict_reason": f"shard {adaptive.shard} of an adaptive run holds only some of "
                           "the evals; the verdict is the look that report --merge makes over "
                           "every shard"})
 
 
-def with_first_comparison(benchmark: Benchmark, adaptive: dict[str, Any],
+def with_first_comparison(benchmark: Benchmark, adaptive: Adaptive,
                           changes: dict[str, Any]) -> Benchmark:
     """The adaptive record, and `changes` to the first comparison and the paired block."""
     assert benchmark.comparisons, "with_sequential_verdict returns first without one"
@@ -11537,11 +11657,11 @@ def process_summary(runs: list[RunResult], configs: tuple[str, ...]) -> ProcessS
     for config in configs:
         mine = [_process_of(r) for r in scored if r.configuration == config]
         counted = [p for p in mine if p.absent is None]
+        actions, commands, read, written = (Stats(**describe([getattr(p, name) for p in counted]))
+                                            for name in PROCESS_METRICS)
         per_config[config] = ProcessArm(
-            *(Stats(**describe([getattr(p, name) for p in counted])) for name in PROCESS_METRICS),
-            runs_counted=len(counted), runs_not_counted=len(mine) - len(counted),
-            not_counted_because=tuple(sorted({p.absent for p in mine
-                                              if p.absent is not None})[:5]))
+            actions, commands, read, written, len(counted), len(mine) - len(counted),
+            tuple(sorted({p.absent for p in mine if p.absent is not None})[:5]))
     compared = tuple(process_comparison(scored, configs[0], baseline, name)
                      for baseline in configs[1:] for name in PROCESS_METRICS)
     return ProcessSummary(PROCESS_NOTE, PROCESS_METRICS, per_config, compared)
@@ -12392,45 +12512,45 @@ def _sentence(text: str) -> str:
     return (text[:1].upper() + text[1:]).rstrip(".") + "."
 
 
-def _saved_estimate(entry: dict[str, Any], unit: str) -> str:
-    if "estimate" not in entry:
-        return f"absent: {entry['absent_reason']}"
-    number = f"{entry['estimate']:.4f}" if unit else f"{entry['estimate']:,.0f}"
-    return f"about {number}{unit} (estimated: {entry['basis']})"
+def _saved_estimate(entry: Estimate, unit: str) -> str:
+    if entry.estimate is None:
+        return f"absent: {entry.absent_reason}"
+    number = f"{entry.estimate:.4f}" if unit else f"{entry.estimate:,.0f}"
+    return f"about {number}{unit} (estimated: {entry.basis})"
 
 
 ADAPTIVE_LOOK_HEADERS = ("look", "alpha share", "paired evals", "mean delta", "p", "interval",
                          "decision")
 
 
-def adaptive_facts(adaptive: dict[str, Any]) -> list[str]:
+def adaptive_facts(adaptive: Adaptive) -> list[str]:
     """An adaptive run in sentences: the waves, why they stopped, what they saved."""
-    saved = adaptive["saved"]
-    state = "stopped" if adaptive["stop"] else "not stopped"
-    head = [f"Waves run: {adaptive['waves_run']} of {adaptive['waves_max']}; {state}: "
-            f"{adaptive['stop_reason']}",
-            f"Method: {adaptive['method']}; overall alpha {adaptive['alpha']:g}"]
+    saved = adaptive.saved
+    state = "stopped" if adaptive.stop else "not stopped"
+    head = [f"Waves run: {adaptive.waves_run} of {adaptive.waves_max}; {state}: "
+            f"{adaptive.stop_reason}",
+            f"Method: {adaptive.method}; overall alpha {adaptive.alpha:g}"]
     if saved is None:
         return head + ["Saved against the full matrix: not known until the waves stop"]
-    full = saved["full_matrix"]
+    left, full = saved.left_out, saved.full_matrix
     return [*head,
-            f"Saved against the full matrix: {saved['cells']} of {full['cells']} cells "
-            f"({saved['share']:.0%}): {saved['executor_calls']} of {full['executor_calls']} "
-            f"executor calls and {saved['grader_calls']} of {full['grader_calls']} grader calls",
-            *(f"Saved {label}: {_saved_estimate(saved[key], unit)}"
-              for key, label, unit in (("cost_usd", "cost", " USD"), ("tokens", "tokens", "")))]
+            f"Saved against the full matrix: {left.cells} of {full.cells} cells "
+            f"({saved.share:.0%}): {left.executor_calls} of {full.executor_calls} "
+            f"executor calls and {left.grader_calls} of {full.grader_calls} grader calls",
+            f"Saved cost: {_saved_estimate(saved.cost_usd, ' USD')}",
+            f"Saved tokens: {_saved_estimate(saved.tokens, '')}"]
 
 
-def adaptive_look_rows(adaptive: dict[str, Any]) -> list[list[str]]:
+def adaptive_look_rows(adaptive: Adaptive) -> list[list[str]]:
     rows = []
-    for look in adaptive["looks"]:
-        ci = look["ci"]
-        rows.append([str(look["look"]), f"{look['alpha']:.4g}", str(look["paired_evals"]),
-                     fmt_delta(look["mean_delta"]),
-                     "n/a" if look["p_value"] is None else f"{look['p_value']:.4g}",
+    for look in adaptive.looks:
+        ci = look.ci
+        rows.append([str(look.look), f"{look.alpha:.4g}", str(look.paired_evals),
+                     fmt_delta(look.mean_delta),
+                     "n/a" if look.p_value is None else f"{look.p_value:.4g}",
                      f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else "n/a",
-                     look["decision"] or look["stop"] or (
-                         "could not decide; next wave" if look.get("skipped") else "next wave")])
+                     look.decision or look.stop or (
+                         "could not decide; next wave" if look.skipped else "next wave")])
     return rows
 
 
@@ -14001,19 +14121,19 @@ def adaptive_summary_lines(benchmark: Benchmark, iteration_dir: Path) -> list[st
     adaptive = benchmark.adaptive
     if not adaptive:
         return []
-    saved = adaptive["saved"]
-    if adaptive.get("shard"):
-        return [f"Adaptive: shard {adaptive['shard']} ran wave {adaptive['waves_run']} of "
-                f"{adaptive['waves_max']}; merge every shard (report NEW_DIR --merge SHARD "
+    saved = adaptive.saved
+    if adaptive.shard:
+        return [f"Adaptive: shard {adaptive.shard} ran wave {adaptive.waves_run} of "
+                f"{adaptive.waves_max}; merge every shard (report NEW_DIR --merge SHARD "
                 "...): the merged look decides whether the next wave runs"]
     if saved is None:
-        return [f"Adaptive: {adaptive['waves_run']} of {adaptive['waves_max']} waves, not "
-                f"decided yet; next: wave {adaptive['waves_run'] + 1} on every shard (run "
+        return [f"Adaptive: {adaptive.waves_run} of {adaptive.waves_max} waves, not "
+                f"decided yet; next: wave {adaptive.waves_run + 1} on every shard (run "
                 f"--resume SHARD_ITERATION --next-wave {iteration_dir}), then merge again"]
-    return [f"Adaptive: {adaptive['waves_run']} of {adaptive['waves_max']} waves, "
-            f"{adaptive['stop_reason'].split(' (')[0]}; saved {saved['cells']} of "
-            f"{saved['full_matrix']['cells']} cells ({saved['executor_calls']} executor and "
-            f"{saved['grader_calls']} grader calls)"]
+    return [f"Adaptive: {adaptive.waves_run} of {adaptive.waves_max} waves, "
+            f"{adaptive.stop_reason.split(' (')[0]}; saved {saved.left_out.cells} of "
+            f"{saved.full_matrix.cells} cells ({saved.left_out.executor_calls} executor and "
+            f"{saved.left_out.grader_calls} grader calls)"]
 
 
 def render_summary(benchmark: Benchmark, iteration_dir: Path) -> str:
@@ -14626,10 +14746,10 @@ def benchmark_differences(folder: Path, stored: Benchmark) -> list[dict[str, str
         except InputError as exc:
             return [{"path": "iteration_manifest.json", "change": exc.message}]
     merged = manifest.get("merged") if manifest else "merged_from" in stored.metadata
-    entry = manifest.get("adaptive") if manifest else stored.adaptive
     try:
+        entry = manifest_adaptive(manifest, folder) if manifest else stored.adaptive
         records = stored_cell_records(folder, stored, bool(entry) and not merged)
-        fresh = recomputed_benchmark(stored, manifest, records)
+        fresh = recomputed_benchmark(stored, manifest, records, entry)
         found = json_differences(_as_json(fresh.to_json()), _as_json(stored.to_json()))
     except InputError as exc:
         return [{"path": BENCHMARK_FILE, "change": f"its cells cannot be read back "
@@ -14665,11 +14785,11 @@ def stored_cell_records(folder: Path, stored: Benchmark, by_wave: bool) -> list[
 
 
 def recomputed_benchmark(stored: Benchmark, manifest: dict[str, Any],
-                         records: list[RunRecord]) -> Benchmark:
-    """What `run` (or `report --merge`) wrote for these cells, worked out again."""
+                         records: list[RunRecord], entry: Adaptive | None) -> Benchmark:
+    """What `run` (or `report --merge`) wrote for these cells, worked out again; `entry`:
+    the adaptive record the manifest (or else the benchmark) holds."""
     meta = recomputed_metadata(stored.metadata, manifest, records)
     fresh = aggregate(records, meta)
-    entry = manifest.get("adaptive") if manifest else stored.adaptive
     keys = [str(key) for key in ((manifest.get("plan") or {}).get("evals")
                                  or dict.fromkeys(str(r.eval_id) for r in records))]
     fresh = with_sequential_verdict(fresh, recomputed_adaptive(entry, records, meta["configs"],
@@ -14735,32 +14855,36 @@ def manifest_metadata(manifest: dict[str, Any], meta: dict[str, Any]) -> dict[st
 MAX_RECORDED_WAVES = 10_000  # far above any --runs; a bound on the looks made again
 
 
-def recomputed_adaptive(entry: Any, records: list[RunRecord], configs: Sequence[str],
-                        keys: list[str]) -> dict[str, Any] | None:
+def recomputed_adaptive(entry: Adaptive | None, records: list[RunRecord],
+                        configs: Sequence[str], keys: list[str]) -> Adaptive | None:
     """An adaptive iteration's looks made again from its cells. A shard's entry looks at
     nothing and is kept; a stop no cell shows (the deadline, an interrupt) is taken from the
     entry, only where the look itself decided nothing."""
-    if not isinstance(entry, dict) or not entry.get("looks"):
-        return entry if isinstance(entry, dict) else None
-    waves_max, waves = entry["waves_max"], entry["waves_run"]
+    if entry is None or not entry.looks:
+        return entry
+    waves_max, waves = entry.waves_max, entry.waves_run
     ran = max((record.run_number for record in records), default=0)
-    if not (isinstance(waves, int) and isinstance(waves_max, int)
-            and 1 <= waves <= min(waves_max, ran) and waves_max <= MAX_RECORDED_WAVES):
-        raise ValueError(f"adaptive: {waves!r} waves run of {waves_max!r} is not what its "
-                         f"cells ({ran} runs) allow")
+    if not (1 <= waves <= min(waves_max, ran) and waves_max <= MAX_RECORDED_WAVES):
+        raise InputError(f"adaptive: {waves!r} waves run of {waves_max!r} is not what its "
+                         f"cells ({ran} runs) allow", RESTORE_FIX)
     history = []
     for wave in range(1, waves + 1):
         seen = [record for record in records if record.run_number <= wave]
         look = sequential_look(adaptive_pairs(keys, seen, configs), wave, waves_max)
-        said = entry["looks"][wave - 1] if wave <= len(entry["looks"]) else {}
-        halted = said.get("halted") if isinstance(said, dict) else None
-        if halted and not look["decision"]:
-            look["stop"], look["halted"] = "stopped", halted
+        halted = entry.looks[wave - 1].halted if wave <= len(entry.looks) else None
+        if halted and not look.decision:
+            look = dataclasses.replace(look, stop="stopped", halted=halted)
         history.append(look)
-    full = ((entry.get("saved") or {}).get("full_matrix") or {})
-    per_wave = {"cells": sum(record.run_number == 1 for record in records),
-                "grader_calls": (full.get("grader_calls") or 0) // waves_max}
+    full = entry.saved.full_matrix.grader_calls if entry.saved else 0
+    per_wave = WaveSize(sum(record.run_number == 1 for record in records), full // waves_max)
     return adaptive_record(waves_max, per_wave, records, history, len(keys))
+
+
+def manifest_adaptive(manifest: dict[str, Any], folder: Path) -> Adaptive | None:
+    """The iteration manifest's `adaptive` entry, read as the record it was written from."""
+    entry = manifest.get("adaptive")
+    return None if entry is None else Adaptive.from_json(
+        entry, folder / "iteration_manifest.json", "adaptive")
 
 
 def _as_json(value: Any) -> Any:
@@ -15554,12 +15678,11 @@ def adaptive_pairs(eval_keys: Iterable[str], records: list[RunRecord],
     return list(rates.values())
 
 
-def wave_size(ctx: RunContext, cells: list[Cell]) -> dict[str, int]:
+def wave_size(ctx: RunContext, cells: list[Cell]) -> WaveSize:
     """The cells and grader calls of one wave (every wave holds the same ones)."""
     first = [cell for cell in cells if cell.run_number == 1]
-    return {"cells": len(first),
-            "grader_calls": sum(ctx.options.grader_runs for cell in first
-                                if ctx.suite.assertions_for(cell.case))}
+    return WaveSize(len(first), sum(ctx.options.grader_runs for cell in first
+                                    if ctx.suite.assertions_for(cell.case)))
 
 
 def adaptive_matrix(ctx: RunContext, cells: list[Cell],
@@ -15573,16 +15696,16 @@ def adaptive_matrix(ctx: RunContext, cells: list[Cell],
         return shard_waves(ctx, cells, finished)
     looks = ctx.options.runs
     records: list[RunRecord] = []
-    history: list[dict[str, Any]] = []
+    history: list[Look] = []
     keys = list(dict.fromkeys(cell.case.key for cell in cells))
     for wave in range(1, looks + 1):
         records += run_matrix(ctx, [c for c in cells if c.run_number == wave], finished)
         look = sequential_look(adaptive_pairs(keys, records, ctx.options.configs), wave, looks)
-        history.append(look)
         halted = ctx.should_stop() or cancelled_reason(records)
-        if not look["decision"] and halted:
-            look["stop"], look["halted"] = "stopped", str(halted)
-        if look["stop"]:
+        if not look.decision and halted:
+            look = dataclasses.replace(look, stop="stopped", halted=str(halted))
+        history.append(look)
+        if look.stop:
             break
     ctx.state.adaptive = adaptive_record(ctx.options.runs, wave_size(ctx, cells), records,
                                          history, len(keys))
@@ -15608,11 +15731,10 @@ def shard_waves(ctx: RunContext, cells: list[Cell],
         records += run_matrix(ctx, [c for c in cells if c.run_number == wave], finished)
     assert ctx.options.shard is not None, "adaptive_matrix sends only shards here"
     index, count = ctx.options.shard
-    ctx.state.adaptive = {
-        **adaptive_method(ctx.options.runs, adaptive_plan_evals(ctx.suite, ctx.options)),
-        "shard": f"{index}/{count}",
-        "waves_run": limit, "wave_size": wave_size(ctx, cells), "stop": None,
-        "stop_reason": ADAPTIVE_SHARD_WAITS.format(wave=limit), "looks": [], "saved": None}
+    ctx.state.adaptive = adaptive_plan(
+        ctx.options.runs, adaptive_plan_evals(ctx.suite, ctx.options), shard=f"{index}/{count}",
+        waves_run=limit, wave_size=wave_size(ctx, cells), stop=None,
+        stop_reason=ADAPTIVE_SHARD_WAITS.format(wave=limit), looks=(), saved=None)
     return records
 
 
@@ -15636,58 +15758,56 @@ def adaptive_plan_evals(suite: Suite, options: RunOptions) -> int:
     return len([c for c in suite.cases if not options.eval_ids or c.key in options.eval_ids])
 
 
-def adaptive_method(waves_max: int, evals: int | None = None) -> dict[str, Any]:
-    """The plan of the looks; with the number of evals, the shares of looks that cannot
-    decide are passed on (`deciding_looks` names the looks that can)."""
-    return {"method": SEQUENTIAL_METHOD.format(spending=SEQUENTIAL_SPENDING),
-            "spending": SEQUENTIAL_SPENDING, "alpha": ALPHA,
-            "alpha_shares": spending_shares(waves_max, evals=evals), "waves_max": waves_max,
-            **({"evals": evals, "deciding_looks": deciding_looks(waves_max, evals)}
-               if evals is not None else {})}
+def adaptive_plan(waves_max: int, evals: int, **waves: Any) -> Adaptive:
+    """The plan of the looks and `waves`, what ran of it; the shares of looks that cannot
+    decide with this many evals are passed on (`deciding_looks` names the looks that can)."""
+    return Adaptive(SEQUENTIAL_METHOD.format(spending=SEQUENTIAL_SPENDING), SEQUENTIAL_SPENDING,
+                    ALPHA, tuple(spending_shares(waves_max, evals=evals)), waves_max,
+                    evals=evals, deciding_looks=tuple(deciding_looks(waves_max, evals)), **waves)
 
 
-def adaptive_record(waves_max: int, per_wave: dict[str, int], records: list[RunRecord],
-                    history: list[dict[str, Any]], evals: int) -> dict[str, Any]:
+def saved_estimate(ran: list[RunRecord], kind: str, left: int) -> Estimate:
+    """What the `left` cells not run would have used of `kind` ("cost" or "tokens"). Cells
+    not run have no recorded use: it is an estimate from those that ran, kept apart from
+    captured metrics."""
+    values = [spend_of(r, kind) for r in ran]
+    if not left:
+        return Estimate(0.0, "no wave was left out")
+    if not values:
+        return Estimate(absent_reason="no cell ran, so there is no recorded use to estimate from")
+    if None in values:
+        return Estimate(absent_reason=f"{values.count(None)} of the {len(values)} cells that "
+                        f"ran recorded no {'cost' if kind == 'cost' else 'token count'}")
+    known = cast("list[float]", values)  # None is ruled out just above
+    return Estimate(math.fsum(known) / len(known) * left, f"the mean of the {len(values)} "
+                    f"cells that ran, times the {left} cells left out")
+
+
+def adaptive_record(waves_max: int, per_wave: WaveSize, records: list[RunRecord],
+                    history: list[Look], evals: int) -> Adaptive:
     """How many waves ran, why they stopped, and what the waves not run saved. `per_wave`:
     the cells and grader calls of one wave of the whole plan."""
-    waves = len(history)
+    waves, last = len(history), history[-1]
+    if last.stop is None:  # merged shards' waves, the next one still to run on each
+        return adaptive_plan(waves_max, evals, waves_run=waves, stop=None,
+                             stop_reason=ADAPTIVE_MERGE_WAITS.format(wave=waves, next=waves + 1),
+                             next_wave=waves + 1, looks=tuple(history), saved=None)
     left = waves_max - waves
-    full = {"cells": per_wave["cells"] * waves_max, "executor_calls": per_wave["cells"] * waves_max,
-            "grader_calls": per_wave["grader_calls"] * waves_max}
-    saved: dict[str, Any] = {
-        "cells": per_wave["cells"] * left, "executor_calls": per_wave["cells"] * left,
-        "grader_calls": per_wave["grader_calls"] * left,
-        "share": left / waves_max if full["cells"] else 0.0, "full_matrix": full}
     ran = [r for r in records if r.executor is not None]
-    for kind, key in (("cost", "cost_usd"), ("tokens", "tokens")):
-        values = [spend_of(r, kind) for r in ran]
-        # Cells not run have no recorded use: what they would have cost is an estimate, kept
-        # apart from captured metrics ("estimate" and its "basis", never "value").
-        if not left:
-            saved[key] = {"estimate": 0.0, "basis": "no wave was left out"}
-        elif not values:
-            saved[key] = absent("no cell ran, so there is no recorded use to estimate from")
-        elif None in values:
-            saved[key] = absent(f"{values.count(None)} of the {len(values)} cells that ran "
-                                f"recorded no {'cost' if kind == 'cost' else 'token count'}")
-        else:
-            known = cast("list[float]", values)  # None is ruled out just above
-            saved[key] = {"estimate": math.fsum(known) / len(known) * saved["cells"],
-                          "basis": f"the mean of the {len(values)} cells that ran, times the "
-                                   f"{saved['cells']} cells left out"}
-    last = history[-1]
-    if last["stop"] is None:  # merged shards' waves, the next one still to run on each
-        return {**adaptive_method(waves_max, evals), "waves_run": waves, "stop": None,
-                "stop_reason": ADAPTIVE_MERGE_WAITS.format(wave=waves, next=waves + 1),
-                "next_wave": waves + 1, "looks": history, "saved": None}
-    return {**adaptive_method(waves_max, evals), "waves_run": waves, "stop": last["stop"],
-            "stop_reason": ADAPTIVE_STOPS[last["stop"]]
-            + (f": {last['halted']}" if last.get("halted") else ""),
-            "looks": history, "saved": saved}
+    saved = Saved(Calls(per_wave.cells * left, per_wave.cells * left, per_wave.grader_calls * left),
+                  left / waves_max if per_wave.cells else 0.0,
+                  Calls(per_wave.cells * waves_max, per_wave.cells * waves_max,
+                        per_wave.grader_calls * waves_max),
+                  saved_estimate(ran, "cost", per_wave.cells * left),
+                  saved_estimate(ran, "tokens", per_wave.cells * left))
+    return adaptive_plan(waves_max, evals, waves_run=waves, stop=last.stop,
+                         stop_reason=ADAPTIVE_STOPS[last.stop]
+                         + (f": {last.halted}" if last.halted else ""),
+                         looks=tuple(history), saved=saved)
 
 
 def replay_looks(plan: PlanRecord, records: list[RunRecord], waves: int,
-                 where: str) -> list[dict[str, Any]]:
+                 where: str) -> list[Look]:
     """The looks after waves 1..`waves` of shards' cells merged, as one machine makes them.
     A look before the last that stopped the waves means later waves ran against the rule:
     refused, since no look may use them."""
@@ -15696,16 +15816,16 @@ def replay_looks(plan: PlanRecord, records: list[RunRecord], waves: int,
         seen = [record for record in records if record.run_number <= wave]
         look = sequential_look(adaptive_pairs(list(plan.evals), seen, list(plan.configs)),
                                wave, plan.runs)
-        if look["stop"] and wave < waves:
+        if look.stop and wave < waves:
             raise InputError(f"{where}: the look after wave {wave} stops the waves "
-                             f"({look['stop']}), yet the shards ran {waves} waves; no look may "
+                             f"({look.stop}), yet the shards ran {waves} waves; no look may "
                              "use waves run after the one that stopped",
                              "run the next wave of a shard only with --next-wave MERGED, "
                              "which checks the merged look first")
         history.append(look)
     halted = cancelled_reason([r for r in records if r.run_number == waves])
-    if halted and not history[-1]["decision"]:
-        history[-1]["stop"], history[-1]["halted"] = "stopped", halted
+    if halted and not history[-1].decision:
+        history[-1] = dataclasses.replace(history[-1], stop="stopped", halted=halted)
     return history
 
 
@@ -15715,7 +15835,8 @@ def adaptive_cells(ctx: RunContext, cells: list[Cell]) -> tuple[list[Cell], dict
     waves = ctx.state.adaptive
     if waves is None:
         return cells, {}
-    return [cell for cell in cells if cell.run_number <= waves["waves_run"]], {"adaptive": waves}
+    return ([cell for cell in cells if cell.run_number <= waves.waves_run],
+            {"adaptive": waves.to_json()})
 
 
 def run_planned_cells(ctx: RunContext, cells: list[Cell], resumed: bool) -> list[RunRecord]:
@@ -15800,7 +15921,7 @@ def finish_iteration(plan: IterationPlan, ctx: RunContext, cells: list[Cell],
     incomplete = ctx.groups.cancelled.is_set() or any(r.status == "cancelled" for r in records)
     meta = benchmark_metadata(suite, options, manifest, cells, records, incomplete)
     benchmark = aggregate(records, meta)
-    benchmark = with_sequential_verdict(benchmark, manifest.get("adaptive"))
+    benchmark = with_sequential_verdict(benchmark, ctx.state.adaptive)
     benchmark = apply_results_check(benchmark, source_check(
         manifest, verify_run_files(benchmark, iteration_dir, "run")))
     write_benchmark(iteration_dir, benchmark, iteration_dir / "benchmark.html", options.junit)
@@ -16110,11 +16231,11 @@ def merged_waves(shards: list[ShardIteration], missing: list[dict[str, Any]]) ->
 
 
 def merged_adaptive(shards: list[ShardIteration], records: list[RunRecord],
-                    waves: int) -> dict[str, Any]:
+                    waves: int) -> Adaptive:
     """The merged shards' looks, replayed as one machine makes them, and what they saved."""
     plan = shards[0].plan
-    per_wave = {key: sum((shard.wave_size or {})[key] for shard in shards)
-                for key in ("cells", "grader_calls")}
+    per_wave = WaveSize(*(sum((shard.wave_size or {})[key] for shard in shards)
+                          for key in ("cells", "grader_calls")))
     history = replay_looks(plan, records, waves, "--merge")
     return adaptive_record(plan.runs, per_wave, records, history, len(plan.evals))
 
@@ -16347,7 +16468,7 @@ def merge_shards(target: Path, folders: list[Path],
             "merged": True, "created_at": utc_now(),
             "runner": {"version": RUNNER_VERSION, "sha256": sha256_file(Path(__file__))},
             "cli_version": shards[0].manifest.data.get("cli_version"), "plan": meta["plan"],
-            "missing_shards": missing, **({"adaptive": adaptive} if adaptive else {}),
+            "missing_shards": missing, **({"adaptive": adaptive.to_json()} if adaptive else {}),
             "shards": [{"shard": s.shard.label, "iteration": str(s.folder.resolve()),
                         "manifest": s.manifest.data} for s in shards]})
         write_benchmark(building, benchmark, building / "benchmark.html")
@@ -16782,7 +16903,7 @@ def merged_look_stop(merged: Path, shard: Path, shard_manifest: dict[str, Any],
             manifest.data["plan"].get("sha256") != plan["sha256"]:
         raise InputError(f"{where}: not a merge of this shard's plan's shards", fix)
     benchmark = load_benchmark_model(merged)
-    reached = (benchmark.adaptive or {}).get("waves_run")
+    reached = benchmark.adaptive.waves_run if benchmark.adaptive else None
     if reached != waves:
         raise InputError(f"{where}: that merge looked after wave {reached}, and this shard "
                          f"has run {waves} wave(s)", fix)
@@ -16828,7 +16949,7 @@ def merged_look_stop(merged: Path, shard: Path, shard_manifest: dict[str, Any],
                     raise InputError(f"{where}: a cell of that merge has no readable run.json",
                                      fix)
                 records.append(record)
-    return replay_looks(manifest.plan, records, waves, where)[-1]["stop"]
+    return replay_looks(manifest.plan, records, waves, where)[-1].stop
 
 
 def installed_unconfined_warning(provider: Provider, skill_name: str) -> str:
