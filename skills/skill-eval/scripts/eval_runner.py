@@ -2135,9 +2135,9 @@ class Adaptive(Record):
 @dataclasses.dataclass(frozen=True)
 class Benchmark(Record):
     """benchmark.json: what aggregate() returns, write_benchmark writes and every report
-    renders. Runs, run summaries, per-eval rows, comparisons and sanity flags are values; the
-    other blocks (the metadata, per_assertion, pass_hat_k, judge, activation, the results
-    check and the adaptive record) are JSON as written."""
+    renders. Runs, run summaries, per-eval rows, comparisons, sanity flags, activation,
+    trigger, process and adaptive blocks are values; the other blocks (the metadata,
+    per_assertion, pass_hat_k, judge and the results check) are JSON as written."""
 
     metadata: dict[str, Any]
     runs: tuple[RunResult, ...]  # scored: skill-creator averages every entry
