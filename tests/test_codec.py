@@ -120,6 +120,11 @@ class CodecTest(unittest.TestCase):
                     runner.Benchmark.from_json(edited, "benchmark.json")
                 shown = re.sub(r"\.(\d+)", r"[\1]", path)
                 self.assertIn(f"at {shown}: {expected}", str(caught.exception))
+        # Written before a member existed: read and written back as it is.
+        for record, old in ((runner.Share, {"activated": 1, "runs": 2, "unknown": 0,
+                                            "rate": 0.5, "interval_95": [0.1, 0.9]}),
+                            (runner.Activation, {"activated": False, "calls": 3})):
+            self.assertEqual(record.from_json(old, "benchmark.json").to_json(), old)
         run = {"should_activate": True, "activated": "maybe"}
         with self.assertRaises(runner.InputError) as caught:
             runner.Activation.from_json(run, "run.json", "activation")

@@ -1573,7 +1573,7 @@ class Activation(Record):
     from its CLI's own stream (true, false or "unknown" with the reason), with the call that
     did; a trigger query's also whether the runner ended it once decided."""
 
-    should_activate: bool
+    should_activate: bool | None  # None: recorded before negative cases existed
     activated: bool | str
     signal: str | None = None
     reason: str | None = None
@@ -1582,7 +1582,8 @@ class Activation(Record):
     trigger: bool = False
     stopped: Stopped | None = None
 
-    FIELDS = (Field("should_activate", FLAG), Field("activated", ACTIVATED),
+    FIELDS = (Field("should_activate", FLAG, optional=True, omit="none"),
+              Field("activated", ACTIVATED),
               *(Field(key, TEXT, optional=True, omit="none") for key in ("signal", "reason")),
               Field("calls", TALLY, optional=True, omit="none"),
               Field("evidence", ActivationEvidence, optional=True, omit="none"),
@@ -1595,12 +1596,12 @@ class RunActivation(Record):
     """A run's activation as benchmark.json lists it (the evidence stays in run.json)."""
 
     activated: bool | str
-    should_activate: bool
+    should_activate: bool | None
     signal: str | None
     trigger: bool = False
     stopped: Stopped | None = None
 
-    FIELDS = (Field("activated", ACTIVATED), Field("should_activate", FLAG),
+    FIELDS = (Field("activated", ACTIVATED), Field("should_activate", FLAG, optional=True),
               Field("signal", TEXT, optional=True),
               Field("trigger", FLAG, optional=True, default=False, omit="empty"),
               Field("stopped", Stopped, optional=True, omit="none"))
@@ -1875,13 +1876,15 @@ class Share(Record):
     runs: int
     unknown: int
     rate: float | None
-    evals: int
-    interval_unit: str
+    evals: int | None  # None, and the unit: written before evals were the trials
+    interval_unit: str | None
     interval_95: tuple[float, float] | None
 
     FIELDS = (*(Field(key, TALLY) for key in ("activated", "runs", "unknown")),
-              Field("rate", NUMBER, optional=True), Field("evals", TALLY),
-              Field("interval_unit", TEXT), Field("interval_95", INTERVAL, optional=True))
+              Field("rate", NUMBER, optional=True),
+              Field("evals", TALLY, optional=True, omit="none"),
+              Field("interval_unit", TEXT, optional=True, omit="none"),
+              Field("interval_95", INTERVAL, optional=True))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1889,15 +1892,17 @@ class UnitShare(Record):
     """One eval's (or trigger query's) row: whether the skill should activate, and did."""
 
     eval_id: str | int
-    expected: bool
+    expected: bool | None
     share: Share
 
-    FIELDS = (Field("eval_id", CASE_ID), Field("expected", FLAG, key="should_activate"),
+    FIELDS = (Field("eval_id", CASE_ID),
+              Field("expected", FLAG, optional=True, key="should_activate"),
               Field("share", Share, inline="activated"))
 
 
 class QueryShare(UnitShare):
-    FIELDS = (Field("eval_id", CASE_ID), Field("expected", FLAG, key="should_trigger"),
+    FIELDS = (Field("eval_id", CASE_ID),
+              Field("expected", FLAG, optional=True, key="should_trigger"),
               Field("share", Share, inline="activated"))
 
 
