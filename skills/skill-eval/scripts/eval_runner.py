@@ -1037,22 +1037,6 @@ class TraceFile(Record):
               Field("note", TEXT))
 
 
-@dataclasses.dataclass
-class AgentReply:
-    """A provider's reading of one finished process."""
-
-    ok: bool
-    text: str = ""
-    failure: str = ""
-    structured: Any = None
-    metrics: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
-    trace: list[dict[str, Any]] | None = None  # tool calls seen; None = no trace captured
-    actions: Trace | None = None  # the executor's actions, typed; None = no events read
-    permission_denials: list[Any] = dataclasses.field(default_factory=list)
-    notes: list[str] = dataclasses.field(default_factory=list)  # what was odd in the output
-    session_id: str = ""  # the session the CLI reported, to continue a conversation
-
-
 @dataclasses.dataclass(frozen=True)
 class Limits:
     """What bounds a confined process besides its time: its /tmp's size, its process count."""
@@ -1074,13 +1058,16 @@ class Confinement(Record):
     max_processes: int = 0  # the limit set inside each sandbox; 0: none
     max_processes_reason: str = ""  # why the kernel does not hold it, where it does not
 
-    FIELDS = (Field("mode", TEXT), Field("reason", TEXT, omit=lambda c: c.mode == "bwrap"),
-              Field("version", TEXT, omit=lambda c: c.mode != "bwrap"),
+    # read back (a process's isolation), a member older files lack reads as its default
+    FIELDS = (Field("mode", TEXT),
+              Field("reason", TEXT, optional=True, default="", omit=lambda c: c.mode == "bwrap"),
+              Field("version", TEXT, optional=True, default="", omit=lambda c: c.mode != "bwrap"),
               Field("tmp_size_bytes", INTEGER, optional=True, omit=lambda c: c.mode != "bwrap"),
-              Field("tmp_size_reason", TEXT, omit=lambda c: c.mode != "bwrap"
-                    or c.tmp_size_bytes is not None),
-              Field("max_processes", INTEGER, omit=lambda c: c.mode != "bwrap"),
-              Field("max_processes_reason", TEXT,
+              Field("tmp_size_reason", TEXT, optional=True, default="",
+                    omit=lambda c: c.mode != "bwrap" or c.tmp_size_bytes is not None),
+              Field("max_processes", INTEGER, optional=True, default=0,
+                    omit=lambda c: c.mode != "bwrap"),
+              Field("max_processes_reason", TEXT, optional=True, default="",
                     omit=lambda c: c.mode != "bwrap" or not c.max_processes_reason))
 
     def limits(self) -> Limits:
@@ -1345,6 +1332,12 @@ def metrics_from_json(obj: Any, file: Any, json_path: str) -> dict[str, Metric]:
     return {} if obj is None else METRICS.read(obj, Cursor(file, json_path))
 
 
+def value_of(metrics: dict[str, Metric] | None, name: str) -> int | float | None:
+    """The captured value of one metric; None when it is absent or not there at all."""
+    metric = (metrics or {}).get(name)
+    return None if metric is None else metric.value
+
+
 @dataclasses.dataclass(frozen=True)
 class Ballot(Record):
     """One grader's vote on one assertion, kept beside the majority verdict."""
@@ -1399,6 +1392,21 @@ VERDICTS = ListOf(Verdict)
 
 
 @dataclasses.dataclass(frozen=True)
+class JudgeIdentity(Record):
+    """Who judged a run (grading.json): provider, model, CLI version, prompt hash, K."""
+
+    provider: str
+    model: str
+    cli_version: str
+    prompt_template_sha256: str
+    grader_runs: int | None = None
+
+    FIELDS = (*(Field(key, TEXT)
+                for key in ("provider", "model", "cli_version", "prompt_template_sha256")),
+              Field("grader_runs", COUNT, optional=True, omit="none"))
+
+
+@dataclasses.dataclass(frozen=True)
 class Grading(Record):
     """grading.json: every assertion's verdict, their counts, and what the grader noted.
     `grader_runs` is K when K graders voted; `graded_by` says who graded when no judge did;
@@ -1408,7 +1416,7 @@ class Grading(Record):
     notes: tuple[str, ...] = ()
     grader_runs: int | None = None
     graded_by: str | None = None
-    judge: dict[str, Any] | None = None
+    judge: JudgeIdentity | None = None
 
     FIELDS = (Field("expectations", VERDICTS, optional=True, default=()),
               Field("summary", Kind("the counts of the verdicts listed", _same), derived=True),
@@ -1416,7 +1424,7 @@ class Grading(Record):
                     optional=True, default=()),
               Field("grader_runs", INTEGER, optional=True, omit="none"),
               Field("graded_by", TEXT, optional=True, omit="none"),
-              Field("judge", OBJECT, optional=True, omit="none"))
+              Field("judge", JudgeIdentity, optional=True, omit="none"))
 
     @property
     def passed(self) -> int:
@@ -1436,13 +1444,31 @@ class Grading(Record):
 
 
 TEXTS = ListOf(TEXT)
+CALLS = Kind("a count from 0", lambda value: _is_int(value) and value >= 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Isolation(Record):
+    """How one process was isolated: the iteration's confinement, then, confined, the login
+    files carried into its fresh HOME (none for a check), unconfined, how many processes it
+    left running were ended, and why its /tmp was most likely full, when it was."""
+
+    confinement: Confinement
+    home_files: tuple[str, ...] | None = None
+    strays_ended: int | None = None
+    tmp_full: str | None = None
+
+    FIELDS = (Field("confinement", Confinement, inline="mode"),
+              Field("home_files", TEXTS, optional=True, omit="none"),
+              Field("strays_ended", CALLS, optional=True, omit="none"),
+              Field("tmp_full", TEXT, optional=True, omit="none"))
 
 
 @dataclasses.dataclass(frozen=True)
 class ProcessCall(Record):
     """One agent process as run.json records it: what was started (argv, folder, whether the
-    prompt went on stdin, the environment's variable names, never their values) and how it
-    ended. `isolation` is the confinement's own record, written as it reports it."""
+    prompt went on stdin, the environment's variable names, never their values), how it ended
+    and how it was isolated."""
 
     argv: tuple[str, ...]
     cwd: str
@@ -1456,7 +1482,7 @@ class ProcessCall(Record):
     stdout_bytes: int | None
     stdout_truncated: bool
     stderr_truncated: bool
-    isolation: dict[str, Any] | None = None
+    isolation: Isolation | None = None
 
     FIELDS = (Field("argv", TEXTS), Field("cwd", TEXT), Field("stdin", TEXT),
               Field("env_names", TEXTS), Field("returncode", INTEGER, optional=True),
@@ -1467,7 +1493,7 @@ class ProcessCall(Record):
               Field("stdout_bytes", INTEGER, optional=True),
               *(Field(key, FLAG, optional=True, default=False)
                 for key in ("stdout_truncated", "stderr_truncated")),
-              Field("isolation", OBJECT, optional=True, omit="none"))
+              Field("isolation", Isolation, optional=True, omit="none"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1482,9 +1508,6 @@ class GraderCall(Record):
 
     FIELDS = (Field("vote", INTEGER), Field("process", ProcessCall),
               Field("metrics", METRICS, optional=True, default=dict), Field("status", TEXT))
-
-    def metrics_json(self) -> dict[str, Any]:
-        return METRICS.write(self.metrics)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1622,6 +1645,36 @@ class ProcessCounts(Record):
 
 
 @dataclasses.dataclass(frozen=True)
+class Failure(Record):
+    """Why a run failed or went ungraded: the stage (executor, grader, ...) and what happened."""
+
+    stage: str
+    detail: str
+
+    FIELDS = (Field("stage", TEXT), Field("detail", TEXT))
+
+
+@dataclasses.dataclass(frozen=True)
+class GraderCost(Record):
+    """A run's `grader`: how many grader calls judged it and what they spent together, each
+    total beside its metric (where it came from, or why it is absent; null: not reported)."""
+
+    calls: int
+    time_seconds: float | None
+    tokens: float | None
+    total_cost_usd: float | None
+    metric_sources: dict[str, Metric | None]
+
+    FIELDS = (Field("calls", CALLS),
+              *(Field(key, NUMBER, optional=True)
+                for key in ("time_seconds", "tokens", "total_cost_usd")),
+              Field("metric_sources", MapOf(Metric, nullable=True)))
+
+    def total(self, name: str) -> float | None:
+        return cast("float | None", getattr(self, name))
+
+
+@dataclasses.dataclass(frozen=True)
 class RunResult(Record):
     """One run as benchmark.json lists it (`runs` or `unscored_runs`), in skill-creator's
     field names plus the runner's own. `expectations` are grading.json's verdicts as written;
@@ -1635,13 +1688,13 @@ class RunResult(Record):
     scored: bool
     result: RunScore
     expectations: tuple[Verdict, ...]
-    failure: dict[str, Any] | None
+    failure: Failure | None
     permission_denials: int | None
     skill_read: str | None
     activation: RunActivation | None
     metric_sources: dict[str, Metric | None] | None
     files_sha256: dict[str, str] | None
-    grader: dict[str, Any] | None
+    grader: GraderCost | None
     checks: dict[str, Any] | None = None
     # the executor's actions counted from its trace, or why not; None (the key left out)
     # for a run recorded before traces were kept
@@ -1651,12 +1704,13 @@ class RunResult(Record):
               Field("configuration", CONFIG_NAME), Field("run_number", RUN_NUMBER),
               Field("status", TEXT), Field("scored", FLAG), Field("result", RunScore),
               Field("expectations", VERDICTS, optional=True, default=()),
-              Field("failure", OBJECT, optional=True),
+              Field("failure", Failure, optional=True),
               Field("permission_denials", INTEGER, optional=True),
               Field("skill_read", TEXT, optional=True),
               Field("activation", RunActivation, optional=True),
               Field("metric_sources", MapOf(Metric, nullable=True), optional=True),
-              Field("files_sha256", HASHES, optional=True), Field("grader", OBJECT, optional=True),
+              Field("files_sha256", HASHES, optional=True),
+              Field("grader", GraderCost, optional=True),
               Field("checks", OBJECT, optional=True, omit="none"),
               Field("process", ProcessCounts, optional=True, omit="none"))
 
@@ -2213,6 +2267,40 @@ class Benchmark(Record):
         return (*self.runs, *self.unscored_runs)
 
 
+@dataclasses.dataclass(frozen=True)
+class WrittenArtifact(Record):
+    """The file the case asked the executor to write: read (its path, size, how much of it is
+    shown, whether that was cut and whether it was valid UTF-8) or not, and why not."""
+
+    captured: bool
+    reason: str | None = None
+    path: str = ""
+    bytes: int = 0
+    chars_shown: int = 0
+    truncated: bool = False
+    valid_utf8: bool = True
+
+    FIELDS = (Field("captured", FLAG), Field("reason", TEXT, optional=True, omit="none"),
+              *(Field(key, kind, optional=True, default=default, omit=lambda a: not a.captured)
+                for key, kind, default in (("path", TEXT, ""), ("bytes", CALLS, 0),
+                                           ("chars_shown", CALLS, 0), ("truncated", FLAG, False),
+                                           ("valid_utf8", FLAG, True))))
+
+
+@dataclasses.dataclass(frozen=True)
+class RegradedFrom(Record):
+    """The run whose recorded answer a re-graded run graded, and when its executor ran."""
+
+    run_dir: str
+    status: str
+    executor_started_at: str | None
+    executor_finished_at: str | None
+
+    FIELDS = (Field("run_dir", TEXT), Field("status", TEXT),
+              *(Field(key, TEXT, optional=True)
+                for key in ("executor_started_at", "executor_finished_at")))
+
+
 @dataclasses.dataclass
 class RunRecord(Record):
     """What one cell left, filled in while it runs: run.json's fields, plus its grading and
@@ -2225,19 +2313,18 @@ class RunRecord(Record):
     configuration: str
     run_number: int
     status: str = STATUS_OK
-    failure: dict[str, str] | None = None  # {"stage", "detail"}: why it failed or went ungraded
+    failure: Failure | None = None  # why it failed or went ungraded
     executor: ProcessCall | None = None  # the process: argv, cwd, exit code, duration, ...
     grader: ProcessCall | None = None  # the last grader process
     sandbox: dict[str, Any] | None = None
     changes: dict[str, Any] | None = None  # what the executor added, modified or deleted
-    written_artifact: dict[str, Any] = dataclasses.field(
-        default_factory=lambda: {"captured": False})
-    metrics: dict[str, dict[str, Any]] | None = None  # executor-only; captured or absent
+    written_artifact: WrittenArtifact = WrittenArtifact(False)
+    metrics: dict[str, Metric] | None = None  # executor-only; captured or absent
     grading: Grading | None = None  # verdicts per assertion, once graded
-    grader_metrics: dict[str, dict[str, Any]] | None = None  # all grader calls together
+    grader_metrics: dict[str, Metric] | None = None  # all grader calls together
     grader_calls: list[GraderCall] | None = None  # one entry per grader process
     checks: dict[str, Any] | None = None  # the deterministic checks' results, time, protection
-    regraded_from: dict[str, Any] | None = None  # the run whose recorded answer was graded
+    regraded_from: RegradedFrom | None = None  # the run whose recorded answer was graded
     permission_denials: list[Any] = dataclasses.field(default_factory=list)
     skill_read: dict[str, Any] | None = None
     # installed cells: did the agent load the skill, by its CLI's own stream
@@ -2257,14 +2344,15 @@ class RunRecord(Record):
 
     FIELDS = (Field("eval_id", CASE_ID), Field("eval_name", TEXT, optional=True),
               Field("configuration", CONFIG_NAME), Field("run_number", INTEGER),
-              Field("status", TEXT), Field("failure", OBJECT, optional=True),
+              Field("status", TEXT), Field("failure", Failure, optional=True),
               *(Field(key, ProcessCall, optional=True) for key in ("executor", "grader")),
               Field("sandbox", OBJECT, optional=True), Field("changes", OBJECT, optional=True),
-              Field("written_artifact", OBJECT, optional=True,
-                    default=lambda: {"captured": False}),
-              Field("grader_metrics", OBJECT, optional=True),
+              Field("written_artifact", WrittenArtifact, optional=True,
+                    default=WrittenArtifact(False)),
+              Field("grader_metrics", METRICS, optional=True),
               Field("grader_calls", ListOf(GraderCall, load=list), optional=True),
-              *(Field(key, OBJECT, optional=True) for key in ("checks", "regraded_from")),
+              Field("checks", OBJECT, optional=True),
+              Field("regraded_from", RegradedFrom, optional=True),
               Field("permission_denials", ListOf(ANY, load=list), optional=True, default=list),
               Field("skill_read", OBJECT, optional=True),
               Field("activation", Activation, optional=True),
@@ -2279,7 +2367,11 @@ class RunRecord(Record):
         return f"eval-{self.eval_id}/{config_folder(self.configuration)}/run-{self.run_number}"
 
     def fail(self, status: str, stage: str, detail: str) -> None:
-        self.status, self.failure = status, {"stage": stage, "detail": detail}
+        self.status, self.failure = status, Failure(stage, detail)
+
+    @property
+    def failure_detail(self) -> str:
+        return self.failure.detail if self.failure else ""
 
     def run_json(self) -> dict[str, Any]:
         """run.json: every field but the grading and the metrics, which have their own files."""
@@ -2293,8 +2385,7 @@ class RunRecord(Record):
         if grading is not None:
             record.grading = Grading.from_json(grading, run_dir / "grading.json")
         if metrics is not None:
-            record.metrics = METRICS.write(metrics_from_json(metrics, run_dir / "metrics.json",
-                                                             "metrics"))
+            record.metrics = metrics_from_json(metrics, run_dir / "metrics.json", "metrics")
         return record
 
 
@@ -6776,37 +6867,58 @@ def confined_env(env: dict[str, str], workdir: Path, home_vars: dict[str, str | 
 # ==== providers ==============================================================
 
 
-def captured(value: Any, source: str) -> dict[str, Any]:
-    return Metric(value, source=source).to_json()
+@dataclasses.dataclass
+class AgentReply:
+    """A provider's reading of one finished process."""
+
+    ok: bool
+    text: str = ""
+    failure: str = ""
+    structured: Any = None
+    metrics: dict[str, Metric] = dataclasses.field(default_factory=dict)
+    trace: list[dict[str, Any]] | None = None  # tool calls seen; None = no trace captured
+    actions: Trace | None = None  # the executor's actions, typed; None = no events read
+    permission_denials: list[Any] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)  # what was odd in the output
+    session_id: str = ""  # the session the CLI reported, to continue a conversation
+
+
+def captured(value: Any, source: str) -> Metric:
+    return Metric(value, source=source)
+
+
+def not_captured(reason: str) -> Metric:
+    return Metric(None, absent_reason=reason)
 
 
 def absent(reason: str) -> dict[str, Any]:
-    return Metric(None, absent_reason=reason).to_json()
+    """An absent value in a block still written as JSON (the judge's, the adaptive saving)."""
+    return not_captured(reason).to_json()
 
 
-def reported(value: Any, source: str, missing: str, kind: str = "count") -> dict[str, Any]:
+def reported(value: Any, source: str, missing: str, kind: str = "count") -> Metric:
     """What an agent CLI reported for one metric: captured when plausible for its kind
     ("count", "ms" or "usd"), absent with `missing` when not reported, and absent marked
     `implausible` (never counted or summed; a sanity flag names the cell) otherwise."""
     if value is None:
-        return absent(missing)
+        return not_captured(missing)
     problem = _implausibility(value, kind)
     if problem:
         return Metric(None, absent_reason=f"{source} reported {_shown_number(value)}, {problem}: "
                       "not a plausible measurement, so it is left out and never counted",
-                      implausible=True).to_json()
+                      implausible=True)
     return captured(int(value) if kind == "count" else value, source)
 
 
 def reported_sum(values: list[Any], source: str, missing: str,
-                 kind: str = "count") -> dict[str, Any]:
+                 kind: str = "count") -> Metric:
     """The sum over several events, each checked by `reported`; the first value that is
     missing or implausible makes the total absent for that reason."""
     if not values:
-        return absent(missing)
+        return not_captured(missing)
     parts = [reported(v, source, missing, kind) for v in values]
-    bad = next((p for p in parts if p["value"] is None), None)
-    return bad or captured(sum(p["value"] for p in parts), source)
+    bad = next((p for p in parts if p.value is None), None)
+    return bad or captured(sum(p.value for p in parts if p.value is not None), source)
 
 
 def _implausibility(value: Any, kind: str) -> str:
@@ -7189,26 +7301,26 @@ def _dig(data: Any, keys: tuple[str, ...]) -> Any:
     return data
 
 
-def claude_metrics(envelope: dict | None, reason: str) -> dict[str, dict[str, Any]]:
+def claude_metrics(envelope: dict | None, reason: str) -> dict[str, Metric]:
     metrics = {}
     for name, keys, kind in CLAUDE_METRIC_FIELDS:
         if envelope is None:
-            metrics[name] = absent(f"no claude result envelope ({reason})")
+            metrics[name] = not_captured(f"no claude result envelope ({reason})")
             continue
         field = ".".join(keys)
         metrics[name] = reported(_dig(envelope, keys), "claude envelope " + field,
                                  f"claude envelope has no {field}", kind)
     duration = metrics["duration_ms"]
     metrics["time_seconds"] = (
-        captured(duration["value"] / 1000.0, "claude envelope duration_ms")
-        if duration["value"] is not None else absent(duration["absent_reason"]))
+        captured(duration.value / 1000.0, "claude envelope duration_ms")
+        if duration.value is not None else not_captured(str(duration.absent_reason)))
     parts = [metrics[k] for k in ("input_tokens", "output_tokens", "cache_read_input_tokens",
                                   "cache_creation_input_tokens")]
-    missing = next((p for p in parts if p["value"] is None), None)
+    missing = next((p for p in parts if p.value is None), None)
     metrics["tokens"] = (
-        captured(sum(p["value"] for p in parts),
+        captured(sum(p.value for p in parts if p.value is not None),
                  "claude envelope usage: input + output + cache read + cache creation")
-        if missing is None else absent(f"{missing['absent_reason']}, so the total is unknown"))
+        if missing is None else not_captured(f"{missing.absent_reason}, so the total is unknown"))
     return metrics
 
 
@@ -7355,24 +7467,26 @@ CODEX_USAGE_FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens",
 
 
 def codex_metrics(usages: list[dict], result: ProcessResult,
-                  failure: str | None) -> dict[str, dict[str, Any]]:
-    metrics: dict[str, dict[str, Any]] = {}
+                  failure: str | None) -> dict[str, Metric]:
+    metrics: dict[str, Metric] = {}
     for name in CODEX_USAGE_FIELDS:
         metrics[name] = reported_sum([u.get(name) for u in usages],
                                      f"codex turn.completed usage.{name}",
                                      f"codex reported no usage.{name}"
                                      + (f" ({failure})" if failure else ""))
-    metrics["total_cost_usd"] = absent("codex reports no cost")
+    metrics["total_cost_usd"] = not_captured("codex reports no cost")
     # `codex exec` is one turn per call, so counting turn.completed would always say 1.
-    metrics["num_turns"] = absent("codex exec reports one turn per call, not the agent's turns")
+    metrics["num_turns"] = not_captured("codex exec reports one turn per call, not the agent's "
+                                        "turns")
     metrics["time_seconds"] = (
-        absent(f"codex never started ({result.spawn_error})") if result.spawn_error else
+        not_captured(f"codex never started ({result.spawn_error})") if result.spawn_error else
         captured(round(result.duration_s, 3), "runner wall clock (codex reports no duration)"))
     parts = [metrics["input_tokens"], metrics["output_tokens"]]
     metrics["tokens"] = (
-        captured(sum(p["value"] for p in parts), "codex usage: input (incl. cached) + output")
-        if all(p["value"] is not None for p in parts)
-        else absent("codex usage was not reported"))
+        captured(sum(p.value for p in parts if p.value is not None),
+                 "codex usage: input (incl. cached) + output")
+        if all(p.value is not None for p in parts)
+        else not_captured("codex usage was not reported"))
     return metrics
 
 
@@ -7648,7 +7762,7 @@ GEMINI_STAT_FIELDS = (("input_tokens", "input_tokens"), ("output_tokens", "outpu
                       ("tool_calls", "tool_calls"))
 
 
-def gemini_metrics(stats: Any, failure: str) -> dict[str, dict[str, Any]]:
+def gemini_metrics(stats: Any, failure: str) -> dict[str, Metric]:
     why = f" ({failure})" if failure else ""
     metrics = {}
     for name, key in GEMINI_STAT_FIELDS:
@@ -7658,10 +7772,10 @@ def gemini_metrics(stats: Any, failure: str) -> dict[str, dict[str, Any]]:
     duration = reported(stats.get("duration_ms") if isinstance(stats, dict) else None,
                         "gemini result stats.duration_ms",
                         f"gemini reported no stats.duration_ms{why}", "ms")
-    metrics["time_seconds"] = (captured(duration["value"] / 1000.0, duration["source"])
-                               if duration["value"] is not None else duration)
-    metrics["num_turns"] = absent("gemini reports no turn count")
-    metrics["total_cost_usd"] = absent("gemini reports no cost")
+    metrics["time_seconds"] = (captured(duration.value / 1000.0, str(duration.source))
+                               if duration.value is not None else duration)
+    metrics["num_turns"] = not_captured("gemini reports no turn count")
+    metrics["total_cost_usd"] = not_captured("gemini reports no cost")
     return metrics
 
 
@@ -7671,7 +7785,7 @@ GEMINI_MODEL_TOKEN_FIELDS = (("input_tokens", "prompt"), ("output_tokens", "cand
 
 
 def gemini_json_metrics(envelope: dict[str, Any] | None, result: ProcessResult,
-                        failure: str) -> dict[str, dict[str, Any]]:
+                        failure: str) -> dict[str, Metric]:
     why = f" ({failure})" if failure else ""
     models = _dig(envelope, ("stats", "models"))
     per_model = list(models.values()) if isinstance(models, dict) else []
@@ -7680,11 +7794,11 @@ def gemini_json_metrics(envelope: dict[str, Any] | None, result: ProcessResult,
                                   f"gemini reported no stats.models.*.tokens.{key}{why}")
                for name, key in GEMINI_MODEL_TOKEN_FIELDS}
     metrics["time_seconds"] = (
-        absent(f"gemini never started ({result.spawn_error})") if result.spawn_error else
+        not_captured(f"gemini never started ({result.spawn_error})") if result.spawn_error else
         captured(round(result.duration_s, 3), "runner wall clock (gemini -o json has no "
                                               "duration)"))
-    metrics["num_turns"] = absent("gemini reports no turn count")
-    metrics["total_cost_usd"] = absent("gemini reports no cost")
+    metrics["num_turns"] = not_captured("gemini reports no turn count")
+    metrics["total_cost_usd"] = not_captured("gemini reports no cost")
     return metrics
 
 
@@ -7935,27 +8049,28 @@ OPENCODE_TOKEN_FIELDS = (("input_tokens", ("input",)), ("output_tokens", ("outpu
 
 
 def opencode_metrics(steps: list[dict], result: ProcessResult,
-                     failure: str | None) -> dict[str, dict[str, Any]]:
+                     failure: str | None) -> dict[str, Metric]:
     why = f" ({failure})" if failure else ""
     metrics = {}
     for name, keys in OPENCODE_TOKEN_FIELDS:
         metrics[name] = reported_sum([_dig(step.get("tokens"), keys) for step in steps],
                                      f"opencode step_finish tokens.{'.'.join(keys)}, summed",
                                      f"opencode reported no tokens.{'.'.join(keys)}{why}")
-    parts = [metrics[k]["value"] for k, _ in OPENCODE_TOKEN_FIELDS
+    parts = [metrics[k].value for k, _ in OPENCODE_TOKEN_FIELDS
              if k != "reasoning_output_tokens"]
     metrics["tokens"] = (
-        captured(sum(parts), "opencode tokens: input + output + cache read + cache write")
-        if all(v is not None for v in parts) else absent("opencode token counts are missing"))
+        captured(sum(v for v in parts if v is not None),
+                 "opencode tokens: input + output + cache read + cache write")
+        if all(v is not None for v in parts) else not_captured("opencode token counts are missing"))
     no_cost = "opencode reported no cost (it reports 0 when the model has no price configured)"
     cost = reported_sum([step.get("cost") for step in steps],
                         "opencode step_finish cost, summed", no_cost, "usd")
-    metrics["total_cost_usd"] = cost if cost["value"] != 0 else absent(no_cost)
+    metrics["total_cost_usd"] = cost if cost.value != 0 else not_captured(no_cost)
     metrics["num_turns"] = (captured(len(steps), "count of opencode step_finish events")
-                            if steps else absent(f"opencode finished no step{why}"))
+                            if steps else not_captured(f"opencode finished no step{why}"))
     # Its event timestamps are when it printed them, all at the end: not a duration.
     metrics["time_seconds"] = (
-        absent(f"opencode never started ({result.spawn_error})") if result.spawn_error else
+        not_captured(f"opencode never started ({result.spawn_error})") if result.spawn_error else
         captured(round(result.duration_s, 3), "runner wall clock (opencode reports no duration)"))
     return metrics
 
@@ -8756,17 +8871,16 @@ def captured_spend(record: RunRecord, kind: str) -> tuple[float, int]:
     count."""
     name = SPEND_METRICS[kind]
     total, unknown = 0.0, 0
-    roles = [(record.executor, record.metrics)]
-    if hasattr(record, "grader_metrics"):  # a runner that captures the grader's use
-        roles.append((record.grader, record.grader_metrics))
-    conversation = getattr(record, "conversation", None) or {}
+    roles = [(record.executor, value_of(record.metrics, name)),
+             (record.grader, value_of(record.grader_metrics, name))]
+    conversation = record.conversation or {}
     user_calls = conversation.get("user_calls")
     if user_calls:  # a conversation's simulated user
-        roles.append((user_calls, conversation.get("user_metrics")))
-    for process, metrics in roles:
+        roles.append((user_calls, ((conversation.get("user_metrics") or {}).get(name)
+                                   or {}).get("value")))
+    for process, value in roles:
         if process is None:
             continue
-        value = ((metrics or {}).get(name) or {}).get("value")
         # a value an older runner recorded as measured may be absurd (a negative cost lifted
         # the cap): it is unknown here, never counted
         if value is None or _implausibility(value, "usd" if kind == "cost" else "count"):
@@ -8834,7 +8948,7 @@ class RunContext:
     deadline_at: float | None = None
     progress: Callable[[RunRecord], None] | None = None
     on_cell_start: Callable[[str], None] | None = None  # a cell's executor is about to start
-    judge: dict[str, Any] = dataclasses.field(default_factory=dict)
+    judge: JudgeIdentity | None = None  # written into every grading.json
     resuming: bool = False
     children_before: set[int] = dataclasses.field(default_factory=set)  # never strays
     base_env: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -9061,22 +9175,22 @@ def role_model(ctx: RunContext, role: str) -> str | None:
 
 def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
               binds: Mounts = Mounts(), role: str = "executor", kept: KeptHome | None = None
-              ) -> tuple[ProcessResult, dict[str, str], dict[str, Any]]:
+              ) -> tuple[ProcessResult, dict[str, str], Isolation]:
     """One agent process, confined when the iteration is: (result, its environment, how it
     was isolated). Confined, its fresh HOME holds what it needs to log in, or for a
     conversation's turns the `kept` one. `binds` names the folders this call binds; the CLI's
     install and the hidden folders are the iteration's."""
     model = role_model(ctx, role)
 
-    def environment(home: Path, confined: bool) -> tuple[dict[str, str], dict[str, Any]]:
+    def environment(home: Path, confined: bool) -> tuple[dict[str, str], list[str] | None]:
         if not confined:
-            return env, {}
+            return env, None
         if kept is not None and kept.inside is not None:  # set up by the first turn
-            return kept.inside, {"home_files": kept.carried}
+            return kept.inside, kept.carried
         inside, carried = _set_up_home(ctx, home, invocation, env, role, model)
         if kept is not None:
             kept.inside, kept.carried = inside, carried
-        return inside, {"home_files": carried}
+        return inside, carried
     if kept is not None:
         invocation = dataclasses.replace(invocation, home=kept.path)
     timeout_s = ctx.options.timeout_s if invocation.timeout_s is None else invocation.timeout_s
@@ -9084,19 +9198,20 @@ def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
 
 
 def run_confinable(ctx: RunContext, invocation: Invocation, timeout_s: float, binds: Mounts,
-                   environment: Callable[[Path, bool], tuple[dict[str, str], dict[str, Any]]],
-                   check: bool = False) -> tuple[ProcessResult, dict[str, str], dict[str, Any]]:
+                   environment: Callable[[Path, bool], tuple[dict[str, str], list[str] | None]],
+                   check: bool = False) -> tuple[ProcessResult, dict[str, str], Isolation]:
     """The one place that decides whether a process started for a cell (an agent, a `check`)
     is confined: (result, its environment, how it was isolated). `environment(home, confined)`
-    gives its environment and what to record of it, `home` a fresh folder (with bwrap its
-    HOME). With bwrap: `binds`, the CLI's install, the hidden folders masked, and a check's
+    gives its environment and the login files carried into `home`, a fresh folder (with bwrap
+    its HOME). With bwrap: `binds`, the CLI's install, the hidden folders masked, and a check's
     exit status from bwrap's --json-status-fd report. Unconfined: marked, and whatever it
     left running ended when it ends."""
     confined = ctx.confinement.mode == "bwrap"
     home = invocation.home or Path(tempfile.mkdtemp(
         prefix="skill-eval-home-check-" if check else "skill-eval-home-", dir=ctx.sandbox_base))
     try:
-        env, recorded = environment(home, confined)
+        env, carried = environment(home, confined)
+        strays = None
         if confined:
             mounts = dataclasses.replace(binds, ro_entries=ctx.agent_mounts, hide=ctx.hidden)
             result = _run_in_bwrap(ctx, invocation, env, timeout_s, bwrap_argv(
@@ -9108,15 +9223,13 @@ def run_confinable(ctx: RunContext, invocation: Invocation, timeout_s: float, bi
             with ctx.groups.live(token):
                 result = run_process(invocation, env, timeout_s, ctx.groups)
             ended = end_strays(token=token) + end_left_behind(ctx.groups, ctx.children_before)
-            recorded = {"strays_ended": len(ended)}
+            strays = len(ended)
     finally:
         if invocation.home is None:  # a conversation's kept home goes with the conversation
             shutil.rmtree(home, ignore_errors=True)
-    isolation = {**ctx.confinement.to_json(), **recorded}
     full = confined and tmp_full_reason(result, invocation.cwd, ctx.confinement.tmp_size_bytes)
-    if full:
-        isolation["tmp_full"] = full
-    return result, env, isolation
+    return result, env, Isolation(ctx.confinement, None if carried is None else tuple(carried),
+                                  strays, full or None)
 
 
 def _run_in_bwrap(ctx: RunContext, invocation: Invocation, env: dict[str, str],
@@ -9438,7 +9551,7 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
         return None  # decided, even if ended for it: an observation, and never graded
     if not reply.ok:
         files.text("logs/executor_stderr.txt", result.stderr)
-        full = isolation.get("tmp_full")
+        full = isolation.tmp_full
         record.fail(failure_status("executor", result), "executor",
                     f"{reply.failure} ({full})" if full else reply.failure)
         return None
@@ -9472,11 +9585,10 @@ def final_answer(sandbox: Sandbox, record: RunRecord, files: RunFiles, text: str
                  exchanges: list[Exchange] | None = None,
                  trace: Trace | None = None) -> ExecutorAnswer:
     # From the sandbox base, which the executor cannot replace: no step of the path is followed.
-    artifact = capture_artifact(sandbox.artifact_path, sandbox.base)
-    if artifact["captured"]:
-        files.text("outputs/plan.md", artifact["text"])
-    answer = ExecutorAnswer(text, artifact.pop("text", None), artifact.get("truncated", False),
-                            exchanges, trace)
+    artifact, shown = capture_artifact(sandbox.artifact_path, sandbox.base)
+    if shown is not None:
+        files.text("outputs/plan.md", shown)
+    answer = ExecutorAnswer(text, shown, artifact.truncated, exchanges, trace)
     record.written_artifact = artifact
     return answer
 
@@ -9498,8 +9610,9 @@ class Conversation:
     deadline: float  # time.monotonic() past which no turn starts and a running one ends
     exchanges: list[Exchange] = dataclasses.field(default_factory=list)
     turns: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # run.json's
-    reported: list[dict[str, dict[str, Any]]] = dataclasses.field(default_factory=list)
+    reported: list[dict[str, Metric]] = dataclasses.field(default_factory=list)
     user_calls: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    user_reported: list[dict[str, Metric]] = dataclasses.field(default_factory=list)
     ended: str = ""
 
     @property
@@ -9524,15 +9637,15 @@ class Conversation:
     def summary(self) -> dict[str, Any]:
         """run.json's `conversation`: how it went, each turn's own values, the user's."""
         shares = turn_shares(self.reported, self.ctx.provider.running_totals)
-        turns = [{**turn, "metrics": share} for turn, share in zip(self.turns, shares)]
+        turns = [{**turn, "metrics": METRICS.write(share)}
+                 for turn, share in zip(self.turns, shares)]
         document: dict[str, Any] = {
             "kind": "user" if self.case.user else "turns", "most_turns": self.case.most_turns,
             "turns_taken": len(self.exchanges), "ended": self.ended, "turns": turns}
         if self.case.user is not None:
             document["user_calls"] = self.user_calls
-            document["user_metrics"] = conversation_totals(
-                [call["metrics"] for call in self.user_calls], "user agent call"
-            ) if self.user_calls else {}
+            document["user_metrics"] = METRICS.write(conversation_totals(
+                self.user_reported, "user agent call"))
         return document
 
 
@@ -9655,7 +9768,7 @@ def take_turn(talk: Conversation, number: int, invocation: Invocation) -> AgentR
     if reply.ok:
         return reply
     talk.files.text(f"logs/executor_stderr{suffix}.txt", result.stderr)
-    full = isolation.get("tmp_full")
+    full = isolation.tmp_full
     detail = (f"the conversation passed its limit of {talk.limit_s:g} s during turn {number}"
               if result.timed_out and talk.time_left() <= 0 else reply.failure)
     talk.fail(failure_status("executor", result), "executor",
@@ -9717,17 +9830,14 @@ def ask_user_agent(talk: Conversation, number: int) -> AgentReply | None:
     talk.user_calls.append({"for_turn": number + 1, "status": status,
                             "process": process_record(invocation, result, env,
                                                       isolation).to_json(),
-                            "metrics": built_json(reply.metrics, "the user agent's metrics")})
+                            "metrics": METRICS.write(reply.metrics)})
+    talk.user_reported.append(reply.metrics)
     if ok:
         return reply
     files.text(f"logs/user_stderr.turn-{number + 1}.txt", result.stderr)
     talk.fail(status, "user", f"the user agent, for turn {number + 1}: "
               + (reply.failure or "it answered nothing"))
     return None
-
-
-def built_json(metrics: dict[str, dict[str, Any]] | None, what: str) -> dict[str, Any]:
-    return {name: metric.to_json() for name, metric in built_metrics(metrics, what).items()}
 
 
 def failure_status(role: str, result: ProcessResult) -> str:
@@ -9749,8 +9859,7 @@ def run_grader_step(ctx: RunContext, cell: Cell, sandbox: GraderFolders, record:
     assertions = ctx.suite.assertions_for(cell.case)
     if not assertions:
         if not ctx.suite.checks_for(cell.case):  # with checks only, no grader is needed
-            record.failure = {"stage": "grader",
-                              "detail": "the case has no assertions; not graded"}
+            record.failure = Failure("grader", "the case has no assertions; not graded")
         return
     prompt = (build_conversation_grader_prompt(cell.case.prompt, answer.exchanges,
                                                answer.artifact, answer.artifact_truncated,
@@ -9770,7 +9879,7 @@ def run_grader_step(ctx: RunContext, cell: Cell, sandbox: GraderFolders, record:
         if grading is None:
             break
         votes.append(grading)
-    record.grader_metrics = sum_metrics([c.metrics_json() for c in record.grader_calls], k)
+    record.grader_metrics = sum_metrics([c.metrics for c in record.grader_calls], k)
     if len(votes) == k:
         record.grading = majority_grading(votes)
 
@@ -9796,8 +9905,7 @@ def grade_once(ctx: RunContext, job: GraderJob, vote: int) -> Grading | None:
     status = (reply.failure_status if not reply.ok
               else "grader_unparseable" if payload is None else STATUS_OK)
     assert record.grader_calls is not None, "grade_cell starts the list before any vote"
-    record.grader_calls.append(GraderCall(vote, result, built_metrics(
-        reply.metrics, "the grader's metrics"), status))
+    record.grader_calls.append(GraderCall(vote, result, reply.metrics, status))
     if not reply.ok:
         record.fail(reply.failure_status, "grader", _vote_label(vote, ctx) + reply.failure)
         return None
@@ -9813,81 +9921,74 @@ def _vote_label(vote: int, ctx: RunContext) -> str:
     return f"grader {vote} of {k}: " if k > 1 else ""
 
 
-def built_metrics(metrics: dict[str, dict[str, Any]] | None, what: str) -> dict[str, Metric]:
-    """The metrics a provider built, as Metric records: one of the wrong shape is the
-    runner's own bug, caught here rather than written to disk."""
-    try:
-        return metrics_from_json(metrics or {}, what, "metrics")
-    except InputError as exc:
-        raise AssertionError(f"the runner built a misshapen metric: {exc.message}") from exc
-
-
-def sum_metrics(calls: list[dict[str, dict[str, Any]]], planned: int) -> dict[str, dict[str, Any]]:
+def sum_metrics(calls: list[dict[str, Metric]], planned: int) -> dict[str, Metric]:
     """Each metric summed over the grader calls, captured only when every call captured it."""
     if not calls:
         return {}
-    totals: dict[str, dict[str, Any]] = {}
+    totals: dict[str, Metric] = {}
     for name in dict.fromkeys(n for metrics in calls for n in metrics):
-        parts = [metrics.get(name) or absent(f"not reported for {name}") for metrics in calls]
-        missing = next((p for p in parts if p.get("value") is None), None)
+        parts = [metrics.get(name) or not_captured(f"not reported for {name}")
+                 for metrics in calls]
+        missing = next((p for p in parts if p.value is None), None)
         if missing is not None:
-            reason = missing.get("absent_reason") or "not captured"
             # implausible is kept, so the sanity checks name the cell
-            totals[name] = Metric(None, absent_reason=reason,
-                                  implausible=bool(missing.get("implausible"))).to_json()
+            totals[name] = Metric(None, absent_reason=missing.absent_reason or "not captured",
+                                  implausible=missing.implausible)
             continue
-        source = parts[0].get("source", "")
+        source = parts[0].source or ""
         if len(parts) > 1:
             source += f" (sum over {len(parts)} grader calls)"
-        totals[name] = captured(sum(p["value"] for p in parts), source)
+        totals[name] = captured(sum(p.value for p in parts if p.value is not None), source)
     if len(calls) < planned:
-        for metric in totals.values():
-            metric.setdefault("note", f"{len(calls)} of {planned} grader calls ran")
+        note = f"{len(calls)} of {planned} grader calls ran"
+        totals = {name: dataclasses.replace(metric, note=metric.note or note)
+                  for name, metric in totals.items()}
     return totals
 
 
-def turn_shares(reported: list[dict[str, dict[str, Any]]],
-                running: tuple[str, ...]) -> list[dict[str, dict[str, Any]]]:
+def turn_shares(reported: list[dict[str, Metric]],
+                running: tuple[str, ...]) -> list[dict[str, Metric]]:
     """Each turn's own metrics: what its CLI reported, except that a running total over the
     session (codex, `running`) becomes this turn's share, its total minus the previous one."""
     shares = []
     for number, metrics in enumerate(reported, 1):
         own = dict(metrics)
         for name in running if number > 1 else ():
-            now, before = metrics.get(name), reported[number - 2].get(name)
-            if now is None or now.get("value") is None:
+            now, before = value_of(metrics, name), value_of(reported[number - 2], name)
+            if now is None:
                 continue
-            if before is None or before.get("value") is None:
-                own[name] = absent(f"turn {number - 1} reported no {name}, so turn {number}'s "
-                                   "share of the session's running total is unknown")
-            elif now["value"] < before["value"]:
+            if before is None:
+                own[name] = not_captured(f"turn {number - 1} reported no {name}, so turn "
+                                         f"{number}'s share of the session's running total is "
+                                         "unknown")
+            elif now < before:
                 own[name] = Metric(None, implausible=True, absent_reason=(
-                    f"the session's running {name} went down from {before['value']} to "
-                    f"{now['value']} at turn {number}: not a measurement")).to_json()
+                    f"the session's running {name} went down from {before} to "
+                    f"{now} at turn {number}: not a measurement"))
             else:
-                own[name] = captured(now["value"] - before["value"],
-                                     f"{now.get('source', '')}, this turn's share of the "
-                                     "session's running total")
+                own[name] = captured(now - before, f"{metrics[name].source or ''}, this turn's "
+                                     "share of the session's running total")
         shares.append(own)
     return shares
 
 
-def conversation_totals(shares: list[dict[str, dict[str, Any]]], what: str = "turn"
-                        ) -> dict[str, dict[str, Any]]:
+def conversation_totals(shares: list[dict[str, Metric]], what: str = "turn"
+                        ) -> dict[str, Metric]:
     """Each metric summed over the turns, captured only when every turn captured it; else
     absent, naming the first turn without it (never a partial sum passed off as the total)."""
-    totals: dict[str, dict[str, Any]] = {}
+    totals: dict[str, Metric] = {}
     for name in dict.fromkeys(n for metrics in shares for n in metrics):
-        parts = [metrics.get(name) or absent(f"not reported for {name}") for metrics in shares]
-        missing = next((n for n, p in enumerate(parts, 1) if p.get("value") is None), None)
+        parts = [metrics.get(name) or not_captured(f"not reported for {name}")
+                 for metrics in shares]
+        missing = next((n for n, p in enumerate(parts, 1) if p.value is None), None)
         if missing is not None:
             part = parts[missing - 1]
-            totals[name] = Metric(None, implausible=bool(part.get("implausible")),
+            totals[name] = Metric(None, implausible=part.implausible,
                                   absent_reason=f"{what} {missing}: "
-                                  f"{part.get('absent_reason') or 'not captured'}").to_json()
+                                  f"{part.absent_reason or 'not captured'}")
             continue
-        source = parts[0].get("source", "")
-        totals[name] = captured(sum(p["value"] for p in parts),
+        source = parts[0].source or ""
+        totals[name] = captured(sum(p.value for p in parts if p.value is not None),
                                 source if len(parts) == 1 else
                                 f"{source} (sum over {len(parts)} {what}s)")
     return totals
@@ -9902,7 +10003,7 @@ class GraderReply:
     structured: Any = None
     failure: str = ""
     failure_status: str = ""
-    metrics: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    metrics: dict[str, Metric] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)  # why an answer was not read
 
 
@@ -9940,7 +10041,7 @@ def call_grader(ctx: RunContext, sandbox: GraderFolders, prompt: str, files: Run
 
 
 def process_record(invocation: Invocation, result: ProcessResult, env: dict[str, str],
-                   isolation: dict[str, Any]) -> ProcessCall:
+                   isolation: Isolation) -> ProcessCall:
     return ProcessCall(
         tuple(invocation.argv), str(invocation.cwd),
         "prompt" if invocation.stdin_text is not None else "closed", tuple(sorted(env)),
@@ -9960,7 +10061,7 @@ EXECUTOR_FILES = ("prompt.md", "metrics.json", "timing.json", "outputs/output.tx
 
 
 def executor_finished(source: RunRecord) -> bool:
-    stage = (source.failure or {}).get("stage")
+    stage = source.failure.stage if source.failure else None
     if source.executor is None or stage not in (None, "grader"):
         return False
     return source.status in REGRADABLE_STATUSES or source.status == "cancelled"
@@ -9988,9 +10089,8 @@ def read_run_record(run_dir: Path) -> RunRecord | None:
     record = RunRecord.from_files(run_dir, run, extras["grading"],
                                   _metrics_block(extras["metrics"]))
     if extras["grader_metrics"] is not None:  # where the grader's own use is captured
-        graded = metrics_from_json(_metrics_block(extras["grader_metrics"]),
-                                   run_dir / "grader_metrics.json", "metrics")
-        record.grader_metrics = {name: metric.to_json() for name, metric in graded.items()}
+        record.grader_metrics = metrics_from_json(_metrics_block(extras["grader_metrics"]),
+                                                  run_dir / "grader_metrics.json", "metrics")
     return record
 
 
@@ -10067,9 +10167,8 @@ def copy_source_run(ctx: RunContext, run: CellRun) -> None:
                  "permission_denials", "skill_read", "checks", "activation", "conversation",
                  "trace"):
         setattr(record, name, getattr(source, name))
-    record.regraded_from = {"run_dir": str(source_dir), "status": source.status,
-                            "executor_started_at": source.started_at,
-                            "executor_finished_at": source.finished_at}
+    record.regraded_from = RegradedFrom(str(source_dir), source.status, source.started_at,
+                                        source.finished_at)
     if not executor_finished(source) or cell.case.trigger:  # nothing to grade
         record.status, record.failure = source.status, source.failure
         return
@@ -10088,7 +10187,7 @@ def recorded_answer(ctx: RunContext, run: CellRun) -> ExecutorAnswer | None:
     outputs = cell.run_dir / "outputs"
     text = (outputs / "output.txt").read_text(encoding="utf-8", errors="replace")
     artifact = ((outputs / "plan.md").read_text(encoding="utf-8", errors="replace")
-                if record.written_artifact.get("captured") and (outputs / "plan.md").is_file()
+                if record.written_artifact.captured and (outputs / "plan.md").is_file()
                 else None)
     exchanges = None
     if isinstance(record.conversation, dict):  # graded again as a whole conversation
@@ -10099,7 +10198,7 @@ def recorded_answer(ctx: RunContext, run: CellRun) -> ExecutorAnswer | None:
             return None
     assert run.room is not None, "answer_step reads a recorded answer only with a room"
     record.sandbox = {**(record.sandbox or {}), "regrade_grader": run.room.record}
-    return ExecutorAnswer(text, artifact, bool(record.written_artifact.get("truncated")),
+    return ExecutorAnswer(text, artifact, record.written_artifact.truncated,
                           exchanges)
 
 
@@ -10128,21 +10227,23 @@ def recorded_exchanges(run_dir: Path, conversation: dict[str, Any]) -> list[Exch
     return exchanges
 
 
-def capture_artifact(path: Path, root: Path | None = None) -> dict[str, Any]:
+def capture_artifact(path: Path, root: Path | None = None
+                     ) -> tuple[WrittenArtifact, str | None]:
     """Read the designated artifact: a regular file reached from `root` (default: its folder)
-    without following a link at any step and without waiting on whatever is there."""
+    without following a link at any step and without waiting on whatever is there. Returns
+    its record and the text shown of it (None when it was not read)."""
     root = path.parent if root is None else root
     fd, why = _open_regular_unfollowed(root, path.relative_to(root))
     if fd is None:
-        return {"captured": False, "reason": why}
+        return WrittenArtifact(False, why), None
     with os.fdopen(fd, "rb") as handle:
         data = handle.read(ARTIFACT_CAP_CHARS * 4 + 4)
         size = os.fstat(handle.fileno()).st_size
     text = data.decode("utf-8", "replace")
     shown, truncated = cut_text(text, ARTIFACT_CAP_CHARS)
     truncated = truncated or size > len(data)
-    return {"captured": True, "path": str(path), "bytes": size, "chars_shown": len(shown),
-            "truncated": truncated, "valid_utf8": "\ufffd" not in text, "text": shown}
+    return WrittenArtifact(True, path=str(path), bytes=size, chars_shown=len(shown),
+                           truncated=truncated, valid_utf8="\ufffd" not in text), shown
 
 
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -10615,11 +10716,11 @@ def run_confined_command(ctx: RunContext, invocation: Invocation, timeout_s: flo
                          ro_binds: list[Path]) -> tuple[ProcessResult, dict[str, Any]]:
     """A check's process, under the executor's own confinement (the same mounts and hidden
     folders) with a fresh, empty HOME: no agent's login is carried into it."""
-    def environment(home: Path, confined: bool) -> tuple[dict[str, str], dict[str, Any]]:
-        return check_env(ctx, invocation.cwd, HOME_INSIDE if confined else str(home)), {}
+    def environment(home: Path, confined: bool) -> tuple[dict[str, str], list[str] | None]:
+        return check_env(ctx, invocation.cwd, HOME_INSIDE if confined else str(home)), None
     result, _, isolation = run_confinable(ctx, invocation, timeout_s, Mounts(ro_binds=ro_binds),
                                           environment, check=True)
-    return result, isolation
+    return result, isolation.to_json()
 
 
 BWRAP_STATUS_CAP = 64 * 1024
@@ -10814,19 +10915,19 @@ def grading_with_checks(grading: Grading, results: list[dict[str, Any]],
     return dataclasses.replace(grading, expectations=tuple(judged + checked))
 
 
-def write_run_files(cell: Cell, record: RunRecord, judge: dict[str, Any]) -> bool:
+def write_run_files(cell: Cell, record: RunRecord, judge: JudgeIdentity | None) -> bool:
     """grading.json, the metrics, then run.json: run.json on disk means the rest is."""
     files = RunFiles(cell.run_dir, record)
     if record.scored and record.grading is not None:
         files.json("grading.json", dataclasses.replace(record.grading, judge=judge).to_json())
     files.json("metrics.json", {
         "role": "executor", "note": "executor-only; the grader's cost is not included",
-        "metrics": typed_metrics_json(record.metrics, "the executor's metrics")})
+        "metrics": METRICS.write(record.metrics or {})})
     if record.grader_calls:
         files.json("grader_metrics.json", {
             "role": "grader", "note": "every grader call of this run; apart from the executor's",
-            "metrics": typed_metrics_json(record.grader_metrics, "the graders' metrics"),
-            "calls": [{"vote": c.vote, "status": c.status, "metrics": c.metrics_json()}
+            "metrics": METRICS.write(record.grader_metrics or {}),
+            "calls": [{"vote": c.vote, "status": c.status, "metrics": METRICS.write(c.metrics)}
                       for c in record.grader_calls]})
     timing = timing_json(record.metrics or {})
     if timing:
@@ -10835,19 +10936,14 @@ def write_run_files(cell: Cell, record: RunRecord, judge: dict[str, Any]) -> boo
     return True
 
 
-def typed_metrics_json(metrics: dict[str, dict[str, Any]] | None, what: str) -> dict[str, Any]:
-    """A metrics block written from Metric records."""
-    return {name: metric.to_json() for name, metric in built_metrics(metrics, what).items()}
-
-
-def timing_json(metrics: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def timing_json(metrics: dict[str, Metric]) -> dict[str, Any]:
     """skill-creator's timing.json: the executor's time and tokens, only those captured."""
     timing: dict[str, Any] = {}
     for key, name in (("total_duration_seconds", "time_seconds"), ("total_tokens", "tokens")):
-        value = (metrics.get(name) or {}).get("value")
+        value = value_of(metrics, name)
         if value is not None:
             timing[key] = value
-            timing.setdefault("sources", {})[key] = metrics[name].get("source")
+            timing.setdefault("sources", {})[key] = metrics[name].source
     if timing:
         timing["note"] = "executor only; a value the agent CLI did not report is left out"
     return timing
@@ -10887,16 +10983,10 @@ def _finite(value: float | None) -> float | None:
     return value if value is None or math.isfinite(value) else None
 
 
-def _metric_value(record: RunRecord, name: str) -> float | None:
-    metric = (record.metrics or {}).get(name) or {}
-    return metric.get("value")
-
-
 def benchmark_run(record: RunRecord) -> RunResult:
     """One run in skill-creator's field names, plus status and scored."""
     grading = record.grading if record.scored else None
     summary = grading.summary() if grading else {}
-    executor_metrics = built_metrics(record.metrics, "the executor's metrics")
     return RunResult(
         eval_id=record.eval_id, eval_name=record.eval_name,
         configuration=record.configuration, run_number=record.run_number,
@@ -10904,8 +10994,8 @@ def benchmark_run(record: RunRecord) -> RunResult:
         result=RunScore(
             pass_rate=summary.get("pass_rate"), passed=summary.get("passed"),
             failed=summary.get("failed"), total=summary.get("total"),
-            time_seconds=_metric_value(record, "time_seconds"),
-            tokens=_metric_value(record, "tokens"),
+            time_seconds=value_of(record.metrics, "time_seconds"),
+            tokens=value_of(record.metrics, "tokens"),
             errors=0 if record.status == STATUS_OK else 1),
         expectations=grading.expectations if grading else (),
         failure=record.failure,
@@ -10914,7 +11004,8 @@ def benchmark_run(record: RunRecord) -> RunResult:
         activation=(RunActivation(record.activation.activated, record.activation.should_activate,
                                   record.activation.signal, record.activation.trigger,
                                   record.activation.stopped) if record.activation else None),
-        metric_sources={name: executor_metrics.get(name) for name in ("time_seconds", "tokens")},
+        metric_sources={name: (record.metrics or {}).get(name)
+                        for name in ("time_seconds", "tokens")},
         files_sha256=dict(sorted(record.written_files.items())),
         grader=grader_result(record),
         checks=checks_result(record) if record.checks is not None else None,
@@ -10934,13 +11025,12 @@ def checks_result(record: RunRecord) -> dict[str, Any]:
 GRADER_METRICS = ("time_seconds", "tokens", "total_cost_usd")
 
 
-def grader_result(record: RunRecord) -> dict[str, Any]:
+def grader_result(record: RunRecord) -> GraderCost:
     """What judging this run cost: all its grader calls together, each value with its source."""
     metrics = record.grader_metrics or {}
-    calls = record.grader_calls or []
-    return {"calls": len(calls),
-            **{name: (metrics.get(name) or {}).get("value") for name in GRADER_METRICS},
-            "metric_sources": {name: metrics.get(name) for name in GRADER_METRICS}}
+    return GraderCost(len(record.grader_calls or []), value_of(metrics, "time_seconds"),
+                      value_of(metrics, "tokens"), value_of(metrics, "total_cost_usd"),
+                      {name: metrics.get(name) for name in GRADER_METRICS})
 
 
 def summarize_config(runs: list[RunResult]) -> ConfigSummary:
@@ -12020,7 +12110,7 @@ def _activation_of(run: RunResult) -> RunActivation:
     return run.activation
 
 
-def _grader_of(run: RunResult) -> dict[str, Any]:
+def _grader_of(run: RunResult) -> GraderCost:
     """The grader block of a run picked for having been judged."""
     assert run.grader is not None, "the caller keeps only judged runs"
     return run.grader
@@ -12196,19 +12286,20 @@ def cohen_kappa(votes: list[tuple[bool, bool]]) -> Metric:
 
 def judge_cost(runs: list[RunResult], configs: tuple[str, ...]) -> dict[str, Any]:
     """Per config, mean ± stddev over the runs that were judged; the grand total too."""
-    judged = [r for r in runs if (r.grader or {}).get("calls")]
+    judged = [r for r in runs if r.grader is not None and r.grader.calls]
     cost: dict[str, Any] = {}
     for config in configs:
         mine = [r for r in judged if r.configuration == config]
         cost[config] = {"judged_runs": len(mine),
-                        "grader_calls": sum(_grader_of(r)["calls"] for r in mine),
-                        **{name: describe([_grader_of(r)[name] for r in mine
-                                           if _grader_of(r)[name] is not None])
+                        "grader_calls": sum(_grader_of(r).calls for r in mine),
+                        **{name: describe([v for v in (_grader_of(r).total(name) for r in mine)
+                                           if v is not None])
                            for name in GRADER_METRICS}}
-    total: dict[str, Any] = {"grader_calls": sum(_grader_of(r)["calls"] for r in judged)}
+    total: dict[str, Any] = {"grader_calls": sum(_grader_of(r).calls for r in judged)}
     for name in GRADER_METRICS:
-        values = [_grader_of(r)[name] for r in judged]
-        total[name] = (math.fsum(values) if values and None not in values else None)
+        values = [_grader_of(r).total(name) for r in judged]
+        known = [value for value in values if value is not None]
+        total[name] = math.fsum(known) if values and len(known) == len(values) else None
     cost["total"] = total
     cost["absent_reasons"] = {name: _grader_absent_reason(judged, name)
                               for name in GRADER_METRICS}
@@ -12219,9 +12310,9 @@ def _grader_absent_reason(judged: list[RunResult], name: str) -> str | None:
     if not judged:
         return "no grader ran"
     for run in judged:
-        source = _grader_of(run)["metric_sources"].get(name) or {}
-        if source.get("value") is None:
-            return source.get("absent_reason") or "not reported"
+        source = _grader_of(run).metric_sources.get(name) or not_captured("not reported")
+        if source.value is None:
+            return source.absent_reason or "not reported"
     return None
 
 
@@ -12374,12 +12465,12 @@ def _run_flags(records: list[RunRecord]) -> list[SanityFlag]:
         where = {"eval_id": r.eval_id, "configuration": r.configuration,
                  "run_number": r.run_number}
         if r.status == "cancelled":  # stopped on purpose (Ctrl-C, deadline, cap): not a fault
-            detail = (r.failure or {}).get("detail", "")
+            detail = r.failure_detail
             flags.append(_flag("warning", "cancelled",
                                f"not run to the end ({detail})"[:300] + "; excluded, not "
                                "scored; run --resume runs it again", **where))
         elif r.status != STATUS_OK:
-            detail = (r.failure or {}).get("detail", "")
+            detail = r.failure_detail
             flags.append(_flag("error", "infrastructure_failure",
                                f"{r.status}: {detail}"[:300] + " (excluded, not scored)",
                                **where))
@@ -12433,9 +12524,9 @@ def _implausible_metric_flags(record: RunRecord, where: dict[str, Any]) -> list[
     flags = []
     for role, metrics in (("executor", record.metrics), ("grader", record.grader_metrics)):
         for name, metric in (metrics or {}).items():
-            if isinstance(metric, dict) and metric.get("implausible"):
+            if metric.implausible:
                 flags.append(_flag("warning", "implausible_metric",
-                                   f"{role} {name}: {metric.get('absent_reason')}"[:300],
+                                   f"{role} {name}: {metric.absent_reason}"[:300],
                                    **where))
     return flags
 
@@ -14231,8 +14322,7 @@ def _html_run(run: RunResult, files: dict[tuple, dict]) -> str:
     parts = [f'<details class="run{"" if run.status == STATUS_OK else " st-bad"}">'
              f"<summary>{_h(head)}</summary>"]
     if run.failure:
-        failure = run.failure
-        parts.append(f"<p>{_h(failure.get('stage', ''))}: {_h(failure.get('detail', ''))}</p>")
+        parts.append(f"<p>{_h(run.failure.stage)}: {_h(run.failure.detail)}</p>")
     parts.append(_html_verdicts(run.expectations))
     trace = files.get((*_run_key(run), "trace"))
     if trace is not None:
@@ -14404,7 +14494,7 @@ def _junit_case(run: RunResult) -> tuple[Any, str]:
                       name=_xml_text(f"{run.eval_id} run-{run.run_number}"))
     if run.result.time_seconds is not None:
         case.set("time", f"{run.result.time_seconds:.3f}")
-    detail = _xml_text((run.failure or {}).get("detail"), JUNIT_MESSAGE_CAP_CHARS)
+    detail = _xml_text(run.failure and run.failure.detail, JUNIT_MESSAGE_CAP_CHARS)
     if run.status != STATUS_OK:
         ET.SubElement(case, "error", type=run.status, message=detail).text = detail
         return case, "errors"
@@ -15081,7 +15171,7 @@ def budget_summary(options: RunOptions, records: list[RunRecord]) -> dict[str, A
             "cells_without_tokens": budget.unknown["tokens"],
             "cancelled_by_cap": sum(
                 1 for r in records if r.status == "cancelled"
-                and str((r.failure or {}).get("detail", "")).startswith(CAP_REASON_START))}
+                and r.failure_detail.startswith(CAP_REASON_START))}
 
 
 def iteration_identity(manifest: dict[str, Any], options: RunOptions) -> dict[str, Any]:
@@ -15211,7 +15301,7 @@ SIGN_IN_REJECTED_REASON = "the agent CLI's sign-in was refused"
 def failure_shape(record: Any) -> tuple[str, str]:
     """A failed cell's status and detail with what differs between cells (paths, timings,
     ids) masked, so one cause gives one shape."""
-    detail = str((record.failure or {}).get("detail", ""))[:300]
+    detail = record.failure_detail[:300]
     detail = re.sub(r"/[^\s'\":,)]+", "<path>", detail)
     return record.status, re.sub(r"\b[0-9a-f]{8,}\b|\d+\.\d+", "<n>", detail)
 
@@ -15243,7 +15333,7 @@ class RepeatedFailureStop:
                 return
             self.shapes.append(failure_shape(record))
             if len(self.shapes) == REPEATED_FAILURES and len(set(self.shapes)) == 1:
-                detail = str((record.failure or {}).get("detail", ""))[:200]
+                detail = record.failure_detail[:200]
                 self.groups.cancel(reason=f"{REPEATED_FAILURE_REASON}: {record.status}: "
                                           f"{detail}")
 
@@ -15255,7 +15345,7 @@ class RepeatedFailureStop:
             return False
         if record.status == "executor_failed" and (record.skill_read or {}).get("calls"):
             return False
-        refused = self.provider.rejected_sign_in(str((record.failure or {}).get("detail", "")))
+        refused = self.provider.rejected_sign_in(record.failure_detail)
         if refused is None:
             return False
         self.groups.cancel(reason=f"{SIGN_IN_REJECTED_REASON}: {refused[0]}; fix: "
@@ -15758,8 +15848,7 @@ def cancelled_reason(records: list[RunRecord]) -> str | None:
     """Why the first cancelled cell of these was cancelled, or None when none was."""
     for record in records:
         if record.status == "cancelled":
-            detail = (record.failure or {}).get("detail") if isinstance(record.failure, dict) \
-                else record.failure
+            detail = record.failure_detail
             return f"{record.label} was cancelled" + (f" ({detail})" if detail else "")
     return None
 
@@ -15928,11 +16017,10 @@ def recorded_run_hashes(iteration_dir: Path) -> dict[str, dict[str, str]]:
     return recorded_hashes(iteration_dir, benchmark)
 
 
-def judge_identity(plan: IterationPlan) -> dict[str, Any]:
+def judge_identity(plan: IterationPlan) -> JudgeIdentity:
     """Who graded: written into every grading.json."""
-    return {"provider": plan.provider.name, "model": plan.options.grader_model or "CLI default",
-            "cli_version": plan.cli_version, "prompt_template_sha256": grader_template_sha256(),
-            "grader_runs": plan.options.grader_runs}
+    return JudgeIdentity(plan.provider.name, plan.options.grader_model or "CLI default",
+                         plan.cli_version, grader_template_sha256(), plan.options.grader_runs)
 
 
 def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
