@@ -321,7 +321,7 @@ class AggregateTest(unittest.TestCase):
         model = runner.Benchmark.from_json(written, path)
         again = runner.Benchmark.from_json(model.to_json(), path)
         self.assertEqual(again, model)
-        checked = runner.apply_results_check(model, dict(model.results_check))
+        checked = runner.apply_results_check(model, model.results_check)
         self.assertEqual(checked.sanity_checks, model.sanity_checks)
         self.assertEqual(runner.render_markdown(checked), runner.render_markdown(model))
 

@@ -458,6 +458,7 @@ def _is_number(value: Any) -> bool:
 TEXT = Kind("a string", lambda value: isinstance(value, str))
 INTEGER = Kind("an integer", _is_int)
 COUNT = Kind("a count from 1", lambda value: _is_int(value) and value >= 1)
+TALLY = Kind("a count from 0", lambda value: _is_int(value) and value >= 0)
 FLAG = Kind("true or false", lambda value: isinstance(value, bool))
 NUMBER = Kind("a number", _is_number)
 ANY = Kind("any value", lambda value: True)
@@ -1728,18 +1729,114 @@ def _is_interval(value: Any) -> bool:
     return isinstance(value, list) and len(value) == 2 and all(map(_is_number, value))
 
 
+INTERVAL = Kind("an interval of two numbers", _is_interval, tuple, list)
+
+
+@dataclasses.dataclass(frozen=True)
+class SignFlipInterval(Record):
+    """A fixed-sample test's interval: the sign-flip inversion, a delta's step, bounded?"""
+
+    method: str
+    sign_flip: tuple[float, float]
+    step: float
+    bounded: bool
+
+    FIELDS = (Field("method", TEXT), Field("sign_flip", INTERVAL), Field("step", NUMBER),
+              Field("bounded", FLAG))
+
+
+@dataclasses.dataclass(frozen=True)
+class Multiplicity(Record):
+    """Holm's step-down over the family of comparisons: the level this one was tested at."""
+
+    method: str
+    comparisons: int
+    family_alpha: float
+    alpha: float
+
+    FIELDS = (Field("method", TEXT), Field("comparisons", TALLY),
+              Field("family_alpha", NUMBER), Field("alpha", NUMBER))
+
+
+@dataclasses.dataclass(frozen=True)
+class SignFlipTest(Record):
+    """A comparison's `test`: the fixed-sample sign-flip test (with its interval, and Holm's
+    level among several baselines), an adaptive run's last look (`look` of `looks`), or a
+    shard's wave, which tests nothing (only `method`, and `look` null)."""
+
+    method: str
+    alpha: float | None = None  # None: a shard's wave
+    p_value: float | None = None
+    exact: bool | None = None
+    sign_patterns: int | None = None
+    seed: int | None = None
+    look: int | None = None
+    looks: int | None = None
+    interval: SignFlipInterval | None = None  # the fixed-sample test's
+    multiplicity: Multiplicity | None = None
+
+    FIELDS = (Field("method", TEXT),
+              Field("alpha", NUMBER, optional=True, omit="none"),
+              Field("p_value", NUMBER, optional=True, omit=lambda t: t.alpha is None),
+              Field("exact", FLAG, optional=True, omit=lambda t: t.alpha is None),
+              *(Field(key, INTEGER, optional=True, omit=lambda t: t.alpha is None)
+                for key in ("sign_patterns", "seed")),
+              Field("look", INTEGER, optional=True,
+                    omit=lambda t: t.look is None and t.alpha is not None),
+              Field("looks", INTEGER, optional=True, omit="none"),
+              Field("interval", SignFlipInterval, optional=True, omit="none"),
+              Field("multiplicity", Multiplicity, optional=True, omit="none"))
+
+
+@dataclasses.dataclass(frozen=True)
+class PowerTarget(Record):
+    """The evals, or runs per eval, one target effect needs (None: `runs_note` says why)."""
+
+    label: str
+    delta: float
+    evals_needed: int | None
+    runs_needed: int | None
+    runs_note: str
+
+    FIELDS = (Field("label", TEXT), Field("delta", NUMBER),
+              *(Field(key, INTEGER, optional=True) for key in ("evals_needed", "runs_needed")),
+              Field("runs_note", TEXT))
+
+
+@dataclasses.dataclass(frozen=True)
+class PowerForecast(Record):
+    """A comparison's `power`: the MDE at `evals` evals (or why none) and each target's need."""
+
+    method: str
+    alpha: float
+    power: float
+    paired_evals: int
+    evals: int | None  # None: a forecast written before it named the evals it was for
+    sd_per_eval_delta: float | None
+    max_effect: float | None
+    mde: float | None
+    reason: str | None
+    targets: tuple[PowerTarget, ...]
+
+    FIELDS = (Field("method", TEXT), Field("alpha", NUMBER), Field("power", NUMBER),
+              Field("paired_evals", TALLY), Field("evals", TALLY, optional=True, omit="none"),
+              *(Field(key, NUMBER, optional=True)
+                for key in ("sd_per_eval_delta", "max_effect", "mde")),
+              Field("reason", TEXT, optional=True), Field("targets", ListOf(PowerTarget)))
+
+
 @dataclasses.dataclass(frozen=True)
 class Comparison(Record):
     """The candidate against one baseline (an entry of `comparisons`): the paired sign-flip
     test over the evals, its verdict and the power forecast. Without a candidate it is the
     `paired` block, the first baseline's test in the shape two-config iterations had (no
-    candidate, baseline or power). `test` and `power` are JSON as written."""
+    candidate, baseline or power)."""
 
     paired_evals: int
     min_paired_evals: int | None
     mean_delta: float | None
     ci95: tuple[float, float] | None
-    test: dict[str, Any] | None
+    test: SignFlipTest | None
     wins: int
     ties: int
     losses: int
@@ -1747,20 +1844,18 @@ class Comparison(Record):
     verdict_reason: str
     candidate: str | None = None
     baseline: str | None = None
-    power: dict[str, Any] | None = None
+    power: PowerForecast | None = None
     interval_level: float | None = None  # an adaptive run's: the last look's, not 95%
 
     FIELDS = (*(Field(key, TEXT, optional=True, omit=lambda c: c.candidate is None)
                 for key in ("candidate", "baseline")),
               Field("paired_evals", INTEGER), Field("min_paired_evals", INTEGER, optional=True),
               Field("mean_delta", NUMBER, optional=True),
-              Field("ci95", Kind("an interval of two numbers", _is_interval, tuple, list),
-                    optional=True),
-              Field("test", OBJECT, optional=True),
+              Field("ci95", INTERVAL, optional=True), Field("test", SignFlipTest, optional=True),
               *(Field(key, INTEGER) for key in ("wins", "ties", "losses")),
               Field("verdict", TEXT), Field("verdict_reason", TEXT),
               Field("interval_level", NUMBER, optional=True, omit="none"),
-              Field("power", OBJECT, optional=True, omit=lambda c: c.candidate is None))
+              Field("power", PowerForecast, optional=True, omit=lambda c: c.candidate is None))
 
     def as_paired(self) -> Comparison:
         return dataclasses.replace(self, candidate=None, baseline=None, power=None)
@@ -2192,11 +2287,252 @@ class Adaptive(Record):
 
 
 @dataclasses.dataclass(frozen=True)
+class AssertionRate(Record):
+    """One config's verdicts on a per-assertion row: passed of graded, rate and 95% interval."""
+
+    passed: int
+    graded: int
+    pass_rate: float | None
+    interval_95: tuple[float, float] | None = None
+
+    FIELDS = (Field("passed", TALLY), Field("graded", TALLY),
+              Field("pass_rate", NUMBER, optional=True),
+              Field("interval_95", INTERVAL, optional=True,
+                    omit=lambda r: r.interval_95 is None and r.graded))
+
+
+@dataclasses.dataclass(frozen=True)
+class AssertionRow(Record):
+    """A row of benchmark.json's per_assertion: one assertion's rates per config and the
+    candidate's gain against each baseline, with its interval (None: a benchmark written
+    before intervals). `eval_id` None: a common assertion, pooled across evals."""
+
+    scope: str  # "common" or "eval"
+    eval_id: str | int | None
+    assertion_id: int
+    text: str
+    kind: str | None  # "check": a deterministic check's row
+    configs: dict[str, AssertionRate]
+    gains: dict[str, float | None]
+    gain_intervals_95: dict[str, tuple[float, float] | None] | None
+    non_discriminating: bool
+
+    FIELDS = (Field("scope", TEXT), Field("eval_id", CASE_ID, optional=True),
+              Field("assertion_id", INTEGER), Field("text", TEXT),
+              Field("kind", TEXT, optional=True, omit="none"),
+              Field("configs", MapOf(AssertionRate)),
+              Field("gains", MapOf(NUMBER, nullable=True)),
+              Field("gain_intervals_95", MapOf(INTERVAL, nullable=True), optional=True,
+                    omit="none"),
+              Field("non_discriminating", FLAG))
+
+
+@dataclasses.dataclass(frozen=True)
+class PassHatK(Record):
+    """pass^k of one config: the share of evals whose k runs all passed everything, over the
+    evals without an unscored run. Older benchmarks wrote the share alone (a number)."""
+
+    rate: float | None
+    k: int
+    evals: int
+    evals_left_out: int
+    expected = "a config's pass^k"  # what a member of pass_hat_k must be, named by config
+
+    FIELDS = (Field("rate", NUMBER, optional=True),
+              *(Field(key, TALLY) for key in ("k", "evals", "evals_left_out")))
+
+    @classmethod
+    def read(cls, value: Any, cursor: Cursor) -> Any:
+        return NUMBER.read(value, cursor) if _is_number(value) else read_record(cls, value,
+                                                                               cursor)
+
+    @classmethod
+    def write(cls, value: Any) -> Any:
+        return value if _is_number(value) else write_record(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class JudgeConfigCost(Record):
+    """What grading one config's judged runs cost: per judged run, all its grader calls."""
+
+    judged_runs: int
+    grader_calls: int
+    time_seconds: Stats
+    tokens: Stats
+    total_cost_usd: Stats
+
+    FIELDS = (Field("judged_runs", TALLY), Field("grader_calls", TALLY),
+              *(Field(key, Stats) for key in ("time_seconds", "tokens", "total_cost_usd")))
+
+
+@dataclasses.dataclass(frozen=True)
+class JudgeCostTotal(Record):
+    """Every grader call together; a sum is None when a judged run did not capture it."""
+
+    grader_calls: int
+    time_seconds: float | None
+    tokens: float | None
+    total_cost_usd: float | None
+
+    FIELDS = (Field("grader_calls", TALLY),
+              *(Field(key, NUMBER, optional=True)
+                for key in ("time_seconds", "tokens", "total_cost_usd")))
+
+
+@dataclasses.dataclass(frozen=True)
+class JudgeCost(Record):
+    """judge.cost: per config (members named by config), the total, why a metric is absent."""
+
+    per_config: dict[str, JudgeConfigCost]
+    total: JudgeCostTotal
+    absent_reasons: dict[str, str | None]
+
+    FIELDS = (Field("per_config", MapOf(JudgeConfigCost), rest=True),
+              Field("total", JudgeCostTotal),
+              Field("absent_reasons", MapOf(TEXT, nullable=True)))
+
+
+@dataclasses.dataclass(frozen=True)
+class FleissKappa(Record):
+    """Fleiss' kappa of the graders' votes, or absent with the reason it is undefined."""
+
+    value: float | None
+    absent_reason: str | None = None
+    observed_agreement: float | None = None
+    chance_agreement: float | None = None
+    method: str | None = None
+
+    FIELDS = (Field("value", NUMBER, optional=True),
+              Field("absent_reason", TEXT, optional=True, omit="none"),
+              *(Field(key, NUMBER, optional=True, omit="none")
+                for key in ("observed_agreement", "chance_agreement")),
+              Field("method", TEXT, optional=True, omit="none"))
+
+
+@dataclasses.dataclass(frozen=True)
+class VoteAgreement(Record):
+    """How K graders' votes agreed over some items (assertion verdicts of scored runs)."""
+
+    items: int
+    unanimous_share: float | None
+    split_items: int
+    ties: int
+    kappa: FleissKappa
+
+    FIELDS = (Field("items", TALLY), Field("unanimous_share", NUMBER, optional=True),
+              Field("split_items", TALLY), Field("ties", TALLY), Field("kappa", FleissKappa))
+
+
+@dataclasses.dataclass(frozen=True)
+class AssertionVotes(Record):
+    """The graders' agreement on one assertion of one eval; unstable when they split often."""
+
+    eval_id: str | int
+    assertion_id: int
+    text: str
+    votes: VoteAgreement
+    split_share: float
+    judge_unstable: bool
+
+    FIELDS = (Field("eval_id", CASE_ID), Field("assertion_id", INTEGER), Field("text", TEXT),
+              Field("votes", VoteAgreement, inline="items"), Field("split_share", NUMBER),
+              Field("judge_unstable", FLAG))
+
+
+@dataclasses.dataclass(frozen=True)
+class JudgeAgreement(Record):
+    grader_runs: int
+    overall: VoteAgreement
+    per_assertion: tuple[AssertionVotes, ...]
+    unstable_threshold: float
+
+    FIELDS = (Field("grader_runs", COUNT), Field("overall", VoteAgreement),
+              Field("per_assertion", ListOf(AssertionVotes)),
+              Field("unstable_threshold", NUMBER))
+
+
+@dataclasses.dataclass(frozen=True)
+class VarianceCell(Record):
+    """One eval and config's split of the pass rate's variance between judge and executor."""
+
+    eval_id: str | int
+    configuration: str
+    runs: int
+    judge_variance: float
+    executor_variance: float
+    judge_share: float | None
+
+    FIELDS = (Field("eval_id", CASE_ID), Field("configuration", CONFIG_NAME),
+              Field("runs", TALLY),
+              *(Field(key, NUMBER) for key in ("judge_variance", "executor_variance")),
+              Field("judge_share", NUMBER, optional=True))
+
+
+@dataclasses.dataclass(frozen=True)
+class JudgeVariance(Record):
+    """The judge's share of the pass rate's variance (`value`), or absent with the reason."""
+
+    value: float | None
+    absent_reason: str | None = None
+    judge_variance: float | None = None
+    executor_variance: float | None = None
+    cells: int | None = None
+    per_eval: tuple[VarianceCell, ...] | None = None
+    method: str | None = None
+
+    FIELDS = (Field("value", NUMBER, optional=True),
+              Field("absent_reason", TEXT, optional=True, omit="none"),
+              *(Field(key, NUMBER, optional=True, omit="none")
+                for key in ("judge_variance", "executor_variance")),
+              Field("cells", TALLY, optional=True, omit="none"),
+              Field("per_eval", ListOf(VarianceCell), optional=True, omit="none"),
+              Field("method", TEXT, optional=True, omit="none"))
+
+
+@dataclasses.dataclass(frozen=True)
+class JudgeSummary(Record):
+    """benchmark.json's judge: K graders per output, their cost, agreement and variance share."""
+
+    grader_runs: int
+    cost: JudgeCost
+    agreement: JudgeAgreement
+    variance: JudgeVariance
+
+    FIELDS = (Field("grader_runs", COUNT), Field("cost", JudgeCost),
+              Field("agreement", JudgeAgreement), Field("variance", JudgeVariance))
+
+
+@dataclasses.dataclass(frozen=True)
+class FileChange(Record):
+    """A file (or cell) found changed, and how."""
+
+    path: str
+    change: str
+
+    FIELDS = (Field("path", TEXT), Field("change", TEXT))
+
+
+@dataclasses.dataclass(frozen=True)
+class ResultsCheck(Record):
+    """results_check: the run files hashed again (and the benchmark worked out again from them),
+    by whom, and the first CHANGES_SHOWN of what differed."""
+
+    checked_by: str
+    files: int
+    changed_count: int
+    changed: tuple[FileChange, ...]
+    unverifiable_runs: int
+    seconds: float
+
+    FIELDS = (Field("checked_by", TEXT), Field("files", TALLY),
+              Field("changed_count", TALLY), Field("changed", ListOf(FileChange)),
+              Field("unverifiable_runs", TALLY), Field("seconds", NUMBER))
+
+
+@dataclasses.dataclass(frozen=True)
 class Benchmark(Record):
     """benchmark.json: what aggregate() returns, write_benchmark writes and every report
-    renders. Runs, run summaries, per-eval rows, comparisons, sanity flags, activation,
-    trigger, process and adaptive blocks are values; the other blocks (the metadata,
-    per_assertion, pass_hat_k, judge and the results check) are JSON as written."""
+    renders. Its blocks are the records above; only the metadata is JSON as written."""
 
     metadata: dict[str, Any]
     runs: tuple[RunResult, ...]  # scored: skill-creator averages every entry
@@ -2209,19 +2545,19 @@ class Benchmark(Record):
     comparison: PooledComparison
     status_counts: dict[str, int] | None = None
     comparisons: tuple[Comparison, ...] | None = None  # None: written before there were any
-    per_assertion: tuple[dict[str, Any], ...] | None = None
-    pass_hat_k: dict[str, Any] | None = None
+    per_assertion: tuple[AssertionRow, ...] | None = None
+    pass_hat_k: dict[str, PassHatK | float | None] | None = None  # None: one run per eval
     per_eval: tuple[PerEval, ...] = ()
-    judge: dict[str, Any] | None = None
+    judge: JudgeSummary | None = None
     judge_vs_checks: JudgeVsChecks | None = None
     activation: dict[str, ArmActivation] | None = None
     trigger: dict[str, TriggerArm] | None = None  # a trigger set's recall and false activations
     # the executor's actions per config and paired per eval, from the traces (never mixed
     # into the metrics its CLI reported); None: no run had a trace
     process: ProcessSummary | None = None
-    notes: tuple[Any, ...] | None = None
+    notes: tuple[str, ...] | None = None  # skill-creator's analyst notes; the runner's: none
     paired: Comparison | None = None
-    results_check: dict[str, Any] | None = None
+    results_check: ResultsCheck | None = None
     adaptive: Adaptive | None = None  # --adaptive: the waves, their looks, the saving
 
     FIELDS = (Field("metadata", OBJECT), Field("runs", ListOf(RunResult)),
@@ -2233,19 +2569,20 @@ class Benchmark(Record):
               Field("comparison", PooledComparison),
               Field("comparisons", ListOf(Requiring(Comparison, ("candidate", "baseline"))),
                     optional=True),
-              Field("per_assertion", ListOf(OBJECT), optional=True),
-              Field("pass_hat_k", OBJECT, optional=True), Field("per_eval", ListOf(PerEval)),
-              Field("judge", OBJECT, optional=True),
+              Field("per_assertion", ListOf(AssertionRow), optional=True),
+              Field("pass_hat_k", MapOf(PassHatK, nullable=True, names=is_config_name),
+                    optional=True),
+              Field("per_eval", ListOf(PerEval)), Field("judge", JudgeSummary, optional=True),
               Field("judge_vs_checks", JudgeVsChecks, optional=True),
               Field("activation", MapOf(ArmActivation), optional=True),
               Field("process", ProcessSummary, optional=True, omit="none"),
-              Field("notes", ListOf(ANY), optional=True),
+              Field("notes", TEXTS, optional=True),
               Field("paired", Comparison, optional=True),
               Field("sanity_checks", SanityChecks),
               Field("unscored_runs", ListOf(RunResult), optional=True, default=()),
               Field("adaptive", Adaptive, optional=True, omit="none"),
               Field("trigger", MapOf(TriggerArm), optional=True, omit="none"),
-              Field("results_check", OBJECT, optional=True, omit="none"))
+              Field("results_check", ResultsCheck, optional=True, omit="none"))
 
     def _check(self, cursor: Cursor) -> None:
         configs = self.metadata.get("configs")
@@ -2253,6 +2590,12 @@ class Benchmark(Record):
             raise cursor.at("metadata.configs").refuse("a list of config names", configs)
         status = take(self.metadata, "fixture_status", dict, cursor.file, "metadata")
         check_fixture_status(status or {}, cursor.file, "metadata.fixture_status")
+        for index, row in enumerate(self.per_assertion or ()):  # a row has every config's rate
+            if not set(configs) <= set(row.configs):
+                raise cursor.at(f"per_assertion[{index}].configs").refuse(
+                    "a rate for every config", row.configs)
+        if self.judge and not set(configs) <= set(self.judge.cost.per_config):
+            raise cursor.at("judge.cost").refuse("a cost for every config", self.judge.cost)
 
     @property
     def configs(self) -> list[str]:
@@ -11243,11 +11586,10 @@ def paired_statistics(per_eval: Sequence[PerEval],
     if deltas:
         test = mean_delta_interval(deltas, delta_step(pairs), alpha)
         result["ci95"] = list(test["ci"])
-        result["test"] = {
-            "method": SIGN_FLIP_METHOD, "alpha": alpha, "p_value": test["p_value"],
-            "exact": test["exact"], "sign_patterns": test["patterns"], "seed": test["seed"],
-            "interval": {"method": INTERVAL_METHOD, "sign_flip": list(test["sign_flip_ci"]),
-                         "step": test["step"], "bounded": test["bounded"]}}
+        result["test"] = SignFlipTest(
+            SIGN_FLIP_METHOD, alpha, test["p_value"], test["exact"], test["patterns"],
+            test["seed"], interval=SignFlipInterval(INTERVAL_METHOD, test["sign_flip_ci"],
+                                                test["step"], test["bounded"]))
     result["verdict"], result["verdict_reason"] = _verdict(result, alpha)
     return result
 
@@ -11265,13 +11607,13 @@ def _verdict(stats: dict[str, Any], alpha: float = ALPHA) -> tuple[str, str]:
                                 "and the suite cannot bound the effect")
     low, high = stats["ci95"]
     test = stats["test"]
-    p_text = f"sign-flip p = {test['p_value']:.4g}"
+    p_text = f"sign-flip p = {test.p_value:.4g}"
     name = _interval_name(alpha)
     if low > 0:
         return "improved", f"{name} lies above 0 ({p_text})"
     if high < 0:
         return "regressed", f"{name} lies below 0 ({p_text})"
-    if test["p_value"] <= alpha:
+    if test.p_value <= alpha:
         return "inconclusive", (f"{name} includes 0 ({p_text}, but the deltas tie so much "
                                 "that the suite cannot bound the mean effect away from 0)")
     return "inconclusive", f"{name} includes 0 ({p_text})"
@@ -11481,9 +11823,8 @@ def with_sequential_verdict(benchmark: Benchmark, adaptive: Adaptive | None) -> 
     if look.stop is None:  # a merge of shards' waves whose next wave is still to run
         reason += (f"; so far only: the waves have not stopped, wave {look.look + 1} of "
                    f"{look.looks} is still to run on every shard")
-    test = {"method": adaptive.method, "alpha": look.alpha, "p_value": look.p_value,
-            "exact": look.exact, "sign_patterns": look.sign_patterns, "seed": look.seed,
-            "look": look.look, "looks": look.looks}
+    test = SignFlipTest(adaptive.method, look.alpha, look.p_value, look.exact,
+                        look.sign_patterns, look.seed, look.look, look.looks)
     return with_first_comparison(benchmark, adaptive, {
         "ci95": look.ci, "interval_level": 1 - look.alpha, "test": test, "verdict": verdict,
         "verdict_reason": reason})
@@ -11493,7 +11834,7 @@ def with_shard_wave_verdict(benchmark: Benchmark, adaptive: Adaptive) -> Benchma
     """A shard of an adaptive run claims nothing: no fixed-sample test on part of the evals,
     since the verdict is the merged look's."""
     return with_first_comparison(benchmark, adaptive, {
-        "ci95": None, "test": {"method": adaptive.method, "look": None},
+        "ci95": None, "test": SignFlipTest(adaptive.method),
         "verdict": "inconclusive",
         "verdict_reason": f"shard {adaptive.shard} of an adaptive run holds only some of "
                           "the evals; the verdict is the look that report --merge makes over "
@@ -11563,8 +11904,8 @@ def comparison_of(per_eval: Sequence[PerEval], pair: tuple[str, str],
     ci = stats["ci95"]
     test = stats["test"]
     if family > 1 and test is not None:
-        test = {**test, "multiplicity": {"method": MULTIPLICITY_METHOD, "comparisons": family,
-                                         "family_alpha": ALPHA, "alpha": alpha}}
+        test = dataclasses.replace(test, multiplicity=Multiplicity(
+            MULTIPLICITY_METHOD, family, ALPHA, alpha))
     return Comparison(
         paired_evals=stats["paired_evals"], min_paired_evals=stats["min_paired_evals"],
         mean_delta=stats["mean_delta"], ci95=None if ci is None else (ci[0], ci[1]),
@@ -11764,7 +12105,7 @@ def simulated_mde(pairs: list[tuple[list[float], list[float]]], evals: int,
 
 def power_forecast(per_eval: Sequence[PerEval], pair: tuple[str, str],
                    observed: float | None, alpha: float = ALPHA,
-                   evals: int | None = None) -> dict[str, Any]:
+                   evals: int | None = None) -> PowerForecast:
     """Minimum detectable effect, and evals (or runs per eval) a target delta would need.
 
     The MDE is simulated (simulated_mde) for `evals` evals (default: as many as were paired),
@@ -11774,56 +12115,50 @@ def power_forecast(per_eval: Sequence[PerEval], pair: tuple[str, str],
     pairs = _paired_rates(per_eval, pair)
     n = len(pairs)
     planned = evals or n
-    result: dict[str, Any] = {
-        "method": FORECAST_METHOD.format(resamples=FORECAST_RESAMPLES),
-        "alpha": alpha, "power": FORECAST_POWER, "paired_evals": n, "evals": planned,
-        "sd_per_eval_delta": None, "max_effect": None, "mde": None, "reason": None,
-        "targets": []}
+    forecast = PowerForecast(FORECAST_METHOD.format(resamples=FORECAST_RESAMPLES), alpha,
+                             FORECAST_POWER, n, planned, None, None, None, None, ())
     if n < 2:
-        result["reason"] = "fewer than 2 paired evals: the spread of the deltas is unknown"
-        return result
+        return dataclasses.replace(forecast, reason="fewer than 2 paired evals: the spread of "
+                                   "the deltas is unknown")
     deltas = paired_deltas(pairs)
     sd = math.sqrt(_sample_variance(deltas))
-    result["sd_per_eval_delta"] = sd
     mde, room = simulated_mde(pairs, planned, alpha) if planned >= MIN_PAIRED_EVALS else (
         None, _room(forecast_evals(pairs)))
-    result.update(mde=mde, max_effect=room)
+    reason = None
     if planned < MIN_PAIRED_EVALS:
-        result["reason"] = (f"only {planned} paired evals: the verdict needs at least "
-                            f"{MIN_PAIRED_EVALS}, so nothing is detectable yet")
+        reason = (f"only {planned} paired evals: the verdict needs at least "
+                  f"{MIN_PAIRED_EVALS}, so nothing is detectable yet")
     elif room <= RATE_EPSILON:
-        result["reason"] = ("no assertion failed in either config, so this suite leaves nothing "
-                            "for a skill to fix and no effect can show; add harder cases or "
-                            "stricter assertions")
+        reason = ("no assertion failed in either config, so this suite leaves nothing for a "
+                  "skill to fix and no effect can show; add harder cases or stricter assertions")
     elif mde is None:
-        result["reason"] = (f"in {planned}-eval suites resampled from this one with its effect "
-                            "removed (each eval's arms swapped at random), even a candidate "
-                            "that passed every assertion it failed (about "
-                            f"{room * 100:.0f} pp more) would be called improved in fewer "
-                            f"than {FORECAST_POWER:.0%}; more evals, or more runs per eval, "
-                            "are needed to detect an effect reliably")
+        reason = (f"in {planned}-eval suites resampled from this one with its effect removed "
+                  "(each eval's arms swapped at random), even a candidate that passed every "
+                  f"assertion it failed (about {room * 100:.0f} pp more) would be called "
+                  f"improved in fewer than {FORECAST_POWER:.0%}; more evals, or more runs per "
+                  "eval, are needed to detect an effect reliably")
     # The t-test's spread that gives the simulated MDE at this size carries it to others.
     spread = (mde / _mde_at(1.0, planned, alpha)) if mde else sd  # an mde: planned is enough
     targets = [("observed", abs(observed))] if observed and abs(observed) > RATE_EPSILON else []
-    for label, target in [*targets, ("10 pp", FORECAST_TARGET_DELTA)]:
-        result["targets"].append(_target(pairs, (sd, alpha, spread), (label, target), room))
-    return result
+    return dataclasses.replace(
+        forecast, sd_per_eval_delta=sd, max_effect=room, mde=mde, reason=reason,
+        targets=tuple(_target(pairs, (sd, alpha, spread), (label, target), room)
+                      for label, target in [*targets, ("10 pp", FORECAST_TARGET_DELTA)]))
 
 
 def _target(pairs: list[tuple[list[float], list[float]]], spread: tuple[float, float, float],
-            target: tuple[str, float], room: float) -> dict[str, Any]:
+            target: tuple[str, float], room: float) -> PowerTarget:
     """The evals, or runs per eval, a target effect needs; none when nothing failed (no
     room for any effect), or without any spread to scale."""
     label, delta = target
-    entry = {"label": label, "delta": delta}
     if room <= RATE_EPSILON:
-        return {**entry, "evals_needed": None, "runs_needed": None,
-                "runs_note": "no assertion failed: nothing is left to gain"}
+        return PowerTarget(label, delta, None, None,
+                           "no assertion failed: nothing is left to gain")
     if spread[2] <= RATE_EPSILON:
-        return {**entry, "evals_needed": None, "runs_needed": None,
-                "runs_note": "every delta tied: no spread to scale from yet"}
-    return {**entry, "evals_needed": _evals_needed(spread[2], delta, spread[1]),
-            **_runs_needed(pairs, spread, len(pairs), delta)}
+        return PowerTarget(label, delta, None, None,
+                           "every delta tied: no spread to scale from yet")
+    return PowerTarget(label, delta, _evals_needed(spread[2], delta, spread[1]),
+                       *_runs_needed(pairs, spread, len(pairs), delta))
 
 
 def _evals_needed(sd: float, target: float, level: float) -> int | None:
@@ -11843,19 +12178,18 @@ def _evals_needed(sd: float, target: float, level: float) -> int | None:
 
 def _runs_needed(pairs: list[tuple[list[float], list[float]]],
                  spread: tuple[float, float, float],
-                 n: int, target: float) -> dict[str, Any]:
-    """Runs per eval that would bring the MDE with these n evals down to `target`.
+                 n: int, target: float) -> tuple[int | None, str]:
+    """Runs per eval that would bring the MDE with these n evals down to `target`, or None
+    with the reason.
 
     Model: an eval's delta varies by tau^2 between evals plus W / r from r runs per config
     (W: the run-to-run variance of one run's delta, both configs added). Needs at least two
     runs per config to measure W.
     """
     if not all(len(cand) > 1 and len(base) > 1 for cand, base in pairs):
-        return {"runs_needed": None, "runs_note": "needs at least 2 runs per eval and config "
-                "to measure the run-to-run spread"}
+        return None, "needs at least 2 runs per eval and config to measure the run-to-run spread"
     if n < MIN_PAIRED_EVALS:
-        return {"runs_needed": None, "runs_note": f"needs at least {MIN_PAIRED_EVALS} evals "
-                "first"}
+        return None, f"needs at least {MIN_PAIRED_EVALS} evals first"
     sd, level, calibrated = spread
     within = _mean([_sample_variance(c) + _sample_variance(b) for c, b in pairs]) or 0.0
     runs = _mean([(len(c) + len(b)) / 2 for c, b in pairs]) or 1.0
@@ -11864,14 +12198,14 @@ def _runs_needed(pairs: list[tuple[list[float], list[float]]],
     for r in range(1, MAX_FORECAST_RUNS + 1):
         mde = minimum_detectable(ratio * math.sqrt(between + within / r), n, level)
         if mde is not None and mde <= target:
-            return {"runs_needed": r, "runs_note": "" if r <= RUNS_RANGE[1] else
-                    f"more than --runs allows ({RUNS_RANGE[1]}); add evals instead"}
-    return {"runs_needed": None, "runs_note": "more runs alone cannot reach it: the evals "
-            "differ too much from each other; add evals"}
+            return r, ("" if r <= RUNS_RANGE[1] else
+                       f"more than --runs allows ({RUNS_RANGE[1]}); add evals instead")
+    return None, ("more runs alone cannot reach it: the evals differ too much from each "
+                  "other; add evals")
 
 
 def per_assertion(runs: list[RunResult], configs: tuple[str, ...],
-                  common: list[str] | None) -> list[dict[str, Any]]:
+                  common: list[str] | None) -> list[AssertionRow]:
     """Each assertion's pass rate per config over scored runs, and the candidate's gain,
     each with its 95% interval.
 
@@ -11881,33 +12215,28 @@ def per_assertion(runs: list[RunResult], configs: tuple[str, ...],
     many assertions would show chance as findings.
     """
     common_texts = set(common or [])
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    firsts: dict[tuple[str, str], tuple[RunResult, Verdict]] = {}
+    counts: dict[tuple[str, str], dict[str, list[int]]] = {}  # config: [passed, graded]
     evals_seen: dict[tuple[str, str], dict[str, set[str]]] = {}
     for run in (r for r in runs if r.scored):
         for exp in run.expectations:
-            shared = exp.text in common_texts
-            key = ("", exp.text) if shared else (str(run.eval_id), exp.text)
-            row = rows.setdefault(key, {
-                "scope": "common" if shared else "eval",
-                "eval_id": None if shared else run.eval_id,
-                "assertion_id": exp.id, "text": exp.text,
-                **({"kind": "check"} if exp.is_check else {}),
-                "configs": {c: {"passed": 0, "graded": 0} for c in configs}})
-            slot = row["configs"].get(run.configuration)
+            key = ("", exp.text) if exp.text in common_texts else (str(run.eval_id), exp.text)
+            firsts.setdefault(key, (run, exp))
+            slot = counts.setdefault(key, {c: [0, 0] for c in configs}).get(run.configuration)
             if slot is not None:
-                slot["graded"] += 1
-                slot["passed"] += exp.passed
+                slot[0] += exp.passed
+                slot[1] += 1
                 evals_seen.setdefault(key, {}).setdefault(run.configuration, set()).add(
                     str(run.eval_id))
-    for key, row in rows.items():
-        _assertion_rates(row, configs, evals_seen.get(key, {}))
+    rows = [assertion_row(*first, first[1].text in common_texts, counts[key], configs,
+                          evals_seen.get(key, {})) for key, first in firsts.items()]
     first_seen = {str(run.eval_id): index for index, run in reversed(list(enumerate(runs)))}
 
-    def order(row: dict[str, Any]) -> tuple:
-        return (row["scope"] != "common", first_seen.get(str(row["eval_id"]), 0),
-                row["assertion_id"], row["text"])
+    def order(row: AssertionRow) -> tuple:
+        return (row.scope != "common", first_seen.get(str(row.eval_id), 0),
+                row.assertion_id, row.text)
 
-    return sorted(rows.values(), key=order)
+    return sorted(rows, key=order)
 
 
 PER_ASSERTION_INTERVAL = ("95%: Wilson per config (a common assertion's trials are its evals, "
@@ -11916,45 +12245,51 @@ PER_ASSERTION_INTERVAL = ("95%: Wilson per config (a common assertion's trials a
                           "interval per row, not corrected for the number of rows")
 
 
-def _trials(slot: dict[str, Any], scope: str, evals: int) -> float:
-    """What a pass rate's interval counts as independent trials: the runs of one eval, or for
-    a common assertion the evals it was graded in (never more than its runs)."""
-    return min(slot["graded"], evals) if scope == "common" else slot["graded"]
-
-
-def newcombe_interval(first: tuple[float, list[float]],
-                      second: tuple[float, list[float]]) -> list[float]:
+def newcombe_interval(first: tuple[float, tuple[float, float]],
+                      second: tuple[float, tuple[float, float]]) -> tuple[float, float]:
     """Newcombe's hybrid score interval for a difference of two shares, each given with its
     Wilson interval (method 10 of Newcombe 1998)."""
     (p1, (l1, u1)), (p2, (l2, u2)) = first, second
     gain = p1 - p2
-    return [_snap(max(-1.0, gain - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2))),
-            _snap(min(1.0, gain + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)))]
+    return (_snap(max(-1.0, gain - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2))),
+            _snap(min(1.0, gain + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2))))
 
 
-def _assertion_rates(row: dict[str, Any], configs: tuple[str, ...],
-                     evals: dict[str, set[str]]) -> None:
-    slots = row["configs"]
-    for config, slot in slots.items():
-        slot["pass_rate"] = slot["passed"] / slot["graded"] if slot["graded"] else None
-        trials = _trials(slot, row["scope"], len(evals.get(config, ())))
-        slot["interval_95"] = (wilson_interval(slot["pass_rate"] * trials, trials)
-                               if slot["graded"] else None)
-    cand = slots[configs[0]]
-    row["gains"] = {c: (_snap(cand["pass_rate"] - slots[c]["pass_rate"])
-                        if cand["graded"] and slots[c]["graded"] else None)
-                    for c in configs[1:]}
-    row["gain_intervals_95"] = {
-        c: (newcombe_interval((cand["pass_rate"], cand["interval_95"]),
-                              (slots[c]["pass_rate"], slots[c]["interval_95"]))
-            if row["gains"][c] is not None else None) for c in configs[1:]}
-    graded = [slot for slot in slots.values() if slot["graded"]]
-    row["non_discriminating"] = len(configs) > 1 and len(graded) == len(configs) and (
-        all(s["passed"] == s["graded"] for s in graded) or all(s["passed"] == 0 for s in graded))
+def assertion_rate(passed: int, graded: int, trials: int) -> AssertionRate:
+    """A config's rate on one row; `trials` what its interval counts as independent: the
+    runs of one eval, or for a common assertion the evals it was graded in."""
+    if not graded:
+        return AssertionRate(passed, graded, None, None)
+    rate = passed / graded
+    low, high = wilson_interval(rate * trials, trials) or (0.0, 1.0)  # trials >= 1 here
+    return AssertionRate(passed, graded, rate, (low, high))
+
+
+def assertion_row(run: RunResult, exp: Verdict, shared: bool, counts: dict[str, list[int]],
+                  configs: tuple[str, ...], evals: dict[str, set[str]]) -> AssertionRow:
+    rates = {c: assertion_rate(passed, graded,
+                               min(graded, len(evals.get(c, ()))) if shared else graded)
+             for c, (passed, graded) in counts.items()}
+    cand = rates[configs[0]]
+    gains: dict[str, float | None] = dict.fromkeys(configs[1:])
+    intervals: dict[str, tuple[float, float] | None] = dict.fromkeys(configs[1:])
+    for config in configs[1:]:
+        base = rates[config]
+        if (cand.pass_rate is not None and cand.interval_95 and base.pass_rate is not None
+                and base.interval_95):
+            gains[config] = _snap(cand.pass_rate - base.pass_rate)
+            intervals[config] = newcombe_interval((cand.pass_rate, cand.interval_95),
+                                                  (base.pass_rate, base.interval_95))
+    graded = [rate for rate in rates.values() if rate.graded]
+    same = len(configs) > 1 and len(graded) == len(configs) and (
+        all(r.passed == r.graded for r in graded) or all(r.passed == 0 for r in graded))
+    return AssertionRow("common" if shared else "eval", None if shared else run.eval_id,
+                        exp.id, exp.text, "check" if exp.is_check else None, rates, gains,
+                        intervals, same)
 
 
 def pass_hat_k(per_eval: Sequence[PerEval], runs: list[RunResult],
-               config: str) -> dict[str, Any] | None:
+               config: str) -> PassHatK | None:
     """Share of evals whose k runs all passed every assertion, k the runs an eval had (after
     an adaptive stop, the waves that ran, not --runs). An eval with an unscored run is left
     out and counted apart: a run that failed to run is neither a pass nor a failure."""
@@ -11964,8 +12299,8 @@ def pass_hat_k(per_eval: Sequence[PerEval], runs: list[RunResult],
     k = max(len(slot.statuses) for slot in slots)
     whole = [slot for slot in slots if len(slot.pass_rates) == k]
     perfect = sum(1 for slot in whole if all(r == 1.0 for r in slot.pass_rates))
-    return {"rate": perfect / len(whole) if whole else None, "k": k, "evals": len(whole),
-            "evals_left_out": len(slots) - len(whole)}
+    return PassHatK(perfect / len(whole) if whole else None, k, len(whole),
+                    len(slots) - len(whole))
 
 
 def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> Benchmark:
@@ -12220,12 +12555,11 @@ JUDGE_UNSTABLE_SPLIT_SHARE = 1 / 3
 
 
 def judge_summary(runs: list[RunResult], configs: tuple[str, ...],
-                  grader_runs: int) -> dict[str, Any]:
+                  grader_runs: int) -> JudgeSummary:
     scored = [r for r in runs if r.scored]
-    return {"grader_runs": grader_runs,
-            "cost": judge_cost(runs, configs),
-            "agreement": judge_agreement(scored, grader_runs),
-            "variance": judge_variance(scored, configs, grader_runs)}
+    return JudgeSummary(grader_runs, judge_cost(runs, configs),
+                        judge_agreement(scored, grader_runs),
+                        judge_variance(scored, configs, grader_runs))
 
 
 JUDGE_CHECK_DISAGREEMENT_MAX = 0.10  # more than this share of cells: judge_disagrees_with_check
@@ -12284,26 +12618,25 @@ def cohen_kappa(votes: list[tuple[bool, bool]]) -> Metric:
     return Metric(_snap((observed - chance) / (1 - chance)))
 
 
-def judge_cost(runs: list[RunResult], configs: tuple[str, ...]) -> dict[str, Any]:
+def judge_cost(runs: list[RunResult], configs: tuple[str, ...]) -> JudgeCost:
     """Per config, mean ± stddev over the runs that were judged; the grand total too."""
     judged = [r for r in runs if r.grader is not None and r.grader.calls]
-    cost: dict[str, Any] = {}
+    per_config = {}
     for config in configs:
         mine = [r for r in judged if r.configuration == config]
-        cost[config] = {"judged_runs": len(mine),
-                        "grader_calls": sum(_grader_of(r).calls for r in mine),
-                        **{name: describe([v for v in (_grader_of(r).total(name) for r in mine)
-                                           if v is not None])
-                           for name in GRADER_METRICS}}
-    total: dict[str, Any] = {"grader_calls": sum(_grader_of(r).calls for r in judged)}
+        stats = {name: Stats(**describe([v for v in (_grader_of(r).total(name) for r in mine)
+                                         if v is not None]))
+                 for name in GRADER_METRICS}
+        per_config[config] = JudgeConfigCost(len(mine), sum(_grader_of(r).calls for r in mine),
+                                             **stats)
+    totals = {}
     for name in GRADER_METRICS:
         values = [_grader_of(r).total(name) for r in judged]
         known = [value for value in values if value is not None]
-        total[name] = math.fsum(known) if values and len(known) == len(values) else None
-    cost["total"] = total
-    cost["absent_reasons"] = {name: _grader_absent_reason(judged, name)
-                              for name in GRADER_METRICS}
-    return cost
+        totals[name] = math.fsum(known) if values and len(known) == len(values) else None
+    return JudgeCost(per_config,
+                     JudgeCostTotal(sum(_grader_of(r).calls for r in judged), **totals),
+                     {name: _grader_absent_reason(judged, name) for name in GRADER_METRICS})
 
 
 def _grader_absent_reason(judged: list[RunResult], name: str) -> str | None:
@@ -12316,36 +12649,36 @@ def _grader_absent_reason(judged: list[RunResult], name: str) -> str | None:
     return None
 
 
-def fleiss_kappa(yes_counts: list[int], k: int) -> dict[str, Any]:
+def fleiss_kappa(yes_counts: list[int], k: int) -> FleissKappa:
     """Fleiss' kappa for two categories (pass, fail), k votes on every item.
 
     Absent, with the reason, when it is undefined: fewer than two votes per item, no items,
     or every vote the same verdict (chance agreement is then 1 and kappa is 0/0).
     """
     if k < 2:
-        return absent("one grader per output: there is no agreement to measure")
+        return FleissKappa(None, "one grader per output: there is no agreement to measure")
     if not yes_counts:
-        return absent("no scored verdicts")
+        return FleissKappa(None, "no scored verdicts")
     n = len(yes_counts)
     share_yes = sum(yes_counts) / (n * k)
     observed = math.fsum((y * y + (k - y) ** 2 - k) / (k * (k - 1)) for y in yes_counts) / n
     chance = share_yes ** 2 + (1 - share_yes) ** 2
     if 1 - chance <= RATE_EPSILON:
         verdict = "pass" if share_yes >= 0.5 else "fail"
-        return absent(f"every vote was {verdict}: chance agreement is 1, so kappa is undefined")
-    return {"value": (observed - chance) / (1 - chance), "observed_agreement": observed,
-            "chance_agreement": chance, "method": "Fleiss' kappa, nominal (pass/fail)"}
+        return FleissKappa(None, f"every vote was {verdict}: chance agreement is 1, so kappa "
+                                 "is undefined")
+    return FleissKappa((observed - chance) / (1 - chance), None, observed, chance,
+                       "Fleiss' kappa, nominal (pass/fail)")
 
 
-def _agreement(items: list[Majority], k: int) -> dict[str, Any]:
-    split = [i for i in items if not i.unanimous]
-    return {"items": len(items),
-            "unanimous_share": (len(items) - len(split)) / len(items) if items else None,
-            "split_items": len(split), "ties": sum(i.tie for i in items),
-            "kappa": fleiss_kappa([i.votes_passed for i in items], k)}
+def _agreement(items: list[Majority], k: int) -> VoteAgreement:
+    split = sum(not i.unanimous for i in items)
+    return VoteAgreement(len(items), (len(items) - split) / len(items) if items else None,
+                         split, sum(i.tie for i in items),
+                         fleiss_kappa([i.votes_passed for i in items], k))
 
 
-def judge_agreement(scored: list[RunResult], k: int) -> dict[str, Any]:
+def judge_agreement(scored: list[RunResult], k: int) -> JudgeAgreement:
     """Overall and per (eval, assertion): unanimous share and Fleiss' kappa of the votes."""
     items_by_assertion: dict[tuple[str, int], list[Majority]] = {}
     texts: dict[tuple[str, int], str] = {}
@@ -12359,14 +12692,14 @@ def judge_agreement(scored: list[RunResult], k: int) -> dict[str, Any]:
     every = [item for items in items_by_assertion.values() for item in items]
     per_assertion = []
     for (eval_id, number), items in items_by_assertion.items():
-        entry = {"eval_id": eval_id, "assertion_id": number, "text": texts[(eval_id, number)],
-                 **_agreement(items, k)}
-        entry["split_share"] = entry["split_items"] / len(items)
-        entry["judge_unstable"] = (k > 1 and entry["split_items"] > 0 and entry["split_share"]
-                                   >= JUDGE_UNSTABLE_SPLIT_SHARE - RATE_EPSILON)
-        per_assertion.append(entry)
-    return {"grader_runs": k, "overall": _agreement(every, k), "per_assertion": per_assertion,
-            "unstable_threshold": JUDGE_UNSTABLE_SPLIT_SHARE}
+        votes = _agreement(items, k)
+        share = votes.split_items / len(items)
+        per_assertion.append(AssertionVotes(
+            eval_id, number, texts[(eval_id, number)], votes, share,
+            k > 1 and votes.split_items > 0
+            and share >= JUDGE_UNSTABLE_SPLIT_SHARE - RATE_EPSILON))
+    return JudgeAgreement(k, _agreement(every, k), tuple(per_assertion),
+                          JUDGE_UNSTABLE_SPLIT_SHARE)
 
 
 def _sample_variance(values: list[float]) -> float:
@@ -12375,7 +12708,7 @@ def _sample_variance(values: list[float]) -> float:
 
 
 def judge_variance(scored: list[RunResult], configs: tuple[str, ...],
-                   k: int) -> dict[str, Any]:
+                   k: int) -> JudgeVariance:
     """How much of the spread of a pass rate comes from the judge, how much from the executor.
 
     Per eval and config, each of the K gradings of each of the R runs gives one pass rate.
@@ -12384,7 +12717,8 @@ def judge_variance(scored: list[RunResult], configs: tuple[str, ...],
     of it the judge explains (judge variance / K), never below 0. Needs R >= 2 and K >= 2.
     """
     if k < 2:
-        return absent("one grader per output (--grader-runs 1): the judge's share is unknown")
+        return JudgeVariance(None, "one grader per output (--grader-runs 1): the judge's share "
+                                   "is unknown")
     cells: dict[tuple[str, str], list[list[float]]] = {}
     for run in scored:
         exps = [e for e in run.expectations if not e.is_check]  # the judge's only
@@ -12393,25 +12727,23 @@ def judge_variance(scored: list[RunResult], configs: tuple[str, ...],
             continue
         rates = [sum(m.ballots[v].passed for m in majorities) / len(exps) for v in range(k)]
         cells.setdefault((str(run.eval_id), run.configuration), []).append(rates)
-    rows: list[dict[str, Any]] = []
+    rows: list[VarianceCell] = []
     for (eval_id, config), per_run in cells.items():
         if len(per_run) < 2:
             continue
         judge = math.fsum(_sample_variance(r) for r in per_run) / len(per_run)
         between = _sample_variance([math.fsum(r) / k for r in per_run])
         executor = max(0.0, between - judge / k)
-        rows.append({"eval_id": eval_id, "configuration": config, "runs": len(per_run),
-                     "judge_variance": judge, "executor_variance": executor,
-                     "judge_share": _share(judge, executor)})
+        rows.append(VarianceCell(eval_id, config, len(per_run), judge, executor,
+                                 _share(judge, executor)))
     if not rows:
-        return absent("needs --runs 2 or more with at least two scored runs of an eval and "
-                      "config")
-    judge = math.fsum(r["judge_variance"] for r in rows) / len(rows)
-    executor = math.fsum(r["executor_variance"] for r in rows) / len(rows)
-    return {"value": _share(judge, executor), "judge_variance": judge,
-            "executor_variance": executor, "cells": len(rows), "per_eval": rows,
-            "method": "one-way random effects on single-grading pass rates, runs as groups; "
-                      "value is the judge's share of the variance"}
+        return JudgeVariance(None, "needs --runs 2 or more with at least two scored runs of an "
+                                   "eval and config")
+    judge = math.fsum(r.judge_variance for r in rows) / len(rows)
+    executor = math.fsum(r.executor_variance for r in rows) / len(rows)
+    return JudgeVariance(_share(judge, executor), None, judge, executor, len(rows), tuple(rows),
+                         "one-way random effects on single-grading pass rates, runs as "
+                         "groups; value is the judge's share of the variance")
 
 
 def _share(judge: float, executor: float) -> float | None:
@@ -12603,14 +12935,13 @@ def _judge_flags(benchmark: Benchmark) -> list[SanityFlag]:
                                f"{wrong} of {count} cells (kappa "
                                f"{'n/a' if kappa is None else format(kappa, '+.2f')}): "
                                f"{entry.assertion[:80]}", eval_id=entry.eval_id))
-    agreement = (benchmark.judge or {}).get("agreement") or {}
-    for entry in agreement.get("per_assertion") or []:
-        if entry["judge_unstable"]:
+    for split in benchmark.judge.agreement.per_assertion if benchmark.judge else ():
+        if split.judge_unstable:
             flags.append(_flag("warning", "judge_unstable",
-                               f"assertion {entry['assertion_id']}: the graders split in "
-                               f"{entry['split_items']} of {entry['items']} scored runs: "
-                               f"{entry['text'][:80]}", eval_id=entry["eval_id"],
-                               assertion_id=entry["assertion_id"]))
+                               f"assertion {split.assertion_id}: the graders split in "
+                               f"{split.votes.split_items} of {split.votes.items} scored runs: "
+                               f"{split.text[:80]}", eval_id=split.eval_id,
+                               assertion_id=split.assertion_id))
     return flags
 
 
@@ -12691,8 +13022,8 @@ def _activation_flags(benchmark: Benchmark) -> list[SanityFlag]:
     return flags
 
 
-def _named_changes(changes: list[dict[str, str]], total: int) -> str:
-    names = ", ".join(f"{c['path']} ({c['change']})" for c in changes)
+def _named_changes(changes: Sequence[FileChange], total: int) -> str:
+    names = ", ".join(f"{c.path} ({c.change})" for c in changes)
     more = total - len(changes)
     return names + (f" and {more} more" if more > 0 else "")
 
@@ -12706,29 +13037,30 @@ def _checkout_flags(check: dict[str, Any] | None) -> list[SanityFlag]:
                       f"{check.get('reason')}")]
     if not check.get("changed_count"):
         return []
+    changed = [FileChange(c["path"], c["change"]) for c in check["changed"]]
     return [_flag("error", "checkout_modified",
                   f"the source checkout changed while agents ran ({check['changed_count']} "
-                  f"file(s)): {_named_changes(check['changed'], check['changed_count'])}")]
+                  f"file(s)): {_named_changes(changed, check['changed_count'])}")]
 
 
 RESULTS_FLAG_KINDS = ("results_modified", "results_unverifiable")
 
 
-def results_flags(check: dict[str, Any]) -> list[SanityFlag]:
+def results_flags(check: ResultsCheck) -> list[SanityFlag]:
     flags = []
-    if check["changed_count"]:
+    if check.changed_count:
         flags.append(_flag("error", "results_modified",
-                           f"{check['changed_count']} run file(s) differ from what the runner "
-                           f"wrote, checked at {check['checked_by']} time: "
-                           f"{_named_changes(check['changed'], check['changed_count'])}"))
-    if check["unverifiable_runs"]:
+                           f"{check.changed_count} run file(s) differ from what the runner "
+                           f"wrote, checked at {check.checked_by} time: "
+                           f"{_named_changes(check.changed, check.changed_count)}"))
+    if check.unverifiable_runs:
         flags.append(_flag("info", "results_unverifiable",
-                           f"{check['unverifiable_runs']} run(s) not verifiable: written by an "
+                           f"{check.unverifiable_runs} run(s) not verifiable: written by an "
                            "older runner that recorded no file hashes"))
     return flags
 
 
-def apply_results_check(benchmark: Benchmark, check: dict[str, Any]) -> Benchmark:
+def apply_results_check(benchmark: Benchmark, check: ResultsCheck) -> Benchmark:
     """The benchmark with a verification of the run files in its sanity checks and status.
 
     A finding replaces an earlier one; a clean check never clears a finding the run recorded
@@ -13035,7 +13367,7 @@ def info_summary(b: Benchmark) -> str:
     parts = []
     for kind, count in sorted(kinds.items()):
         if kind == "non_discriminating_assertion" and rows:
-            same = sum(bool(row.get("non_discriminating")) for row in rows)
+            same = sum(row.non_discriminating for row in rows)
             parts.append(f"{kind}: {same} of the {len(rows)} assertions in the per-assertion "
                          "table")
         else:
@@ -13155,16 +13487,16 @@ def _md_shares_table(title: str, intro: str, summary: list[str],
     return "\n".join(lines) + "\n"
 
 
-def fmt_evals_needed(target: dict[str, Any]) -> str:
+def fmt_evals_needed(target: PowerTarget) -> str:
     """About how many paired evals (or runs per eval) a target delta needs."""
-    needed = target["evals_needed"]
-    text = (f"{fmt_delta(target['delta']).lstrip('+')} ({target['label']}): "
+    needed = target.evals_needed
+    text = (f"{fmt_delta(target.delta).lstrip('+')} ({target.label}): "
             + (f"about {needed:,} paired evals" if needed is not None
                else "no number of evals can be named"))
-    if target.get("runs_needed"):
-        text += f", or {target['runs_needed']} runs per eval with these evals"
-    if target.get("runs_note"):
-        text += f" ({target['runs_note']})"
+    if target.runs_needed:
+        text += f", or {target.runs_needed} runs per eval with these evals"
+    if target.runs_note:
+        text += f" ({target.runs_note})"
     return text
 
 
@@ -13174,18 +13506,18 @@ def forecast_lines(comparison: Comparison, always_targets: bool = False) -> list
     if not power:
         return []
     name = f"vs {comparison.baseline}"
-    if power.get("mde") is None:
-        lines = [f"{name}: minimum detectable effect unknown: {power.get('reason')}"]
+    if power.mde is None:
+        lines = [f"{name}: minimum detectable effect unknown: {power.reason}"]
     else:
         short = (f"; but no verdict is given below {MIN_PAIRED_EVALS} paired evals"
-                 if power["paired_evals"] < MIN_PAIRED_EVALS else "")
-        lines = [f"{name}: minimum detectable effect {fmt_delta(power['mde']).lstrip('+')} "
-                 f"with {power['paired_evals']} paired evals (SD of per-eval deltas "
-                 f"{fmt_delta(power['sd_per_eval_delta']).lstrip('+')}"
-                 + (f"; at most {fmt_delta(power['max_effect']).lstrip('+')} is possible"
-                    if power.get("max_effect") is not None else "") + f"){short}"]
+                 if power.paired_evals < MIN_PAIRED_EVALS else "")
+        lines = [f"{name}: minimum detectable effect {fmt_delta(power.mde).lstrip('+')} "
+                 f"with {power.paired_evals} paired evals (SD of per-eval deltas "
+                 f"{fmt_delta(power.sd_per_eval_delta).lstrip('+')}"
+                 + (f"; at most {fmt_delta(power.max_effect).lstrip('+')} is possible"
+                    if power.max_effect is not None else "") + f"){short}"]
     if always_targets or comparison.verdict == "inconclusive":
-        lines += [f"{name}: to detect {fmt_evals_needed(t)}" for t in power["targets"]]
+        lines += [f"{name}: to detect {fmt_evals_needed(t)}" for t in power.targets]
     return lines
 
 
@@ -13198,7 +13530,7 @@ def comparisons_interval_heading(b: Benchmark) -> str:
 def power_method_text(compared: Sequence[Comparison]) -> str:
     """How the stored forecast was made: simulated from this iteration on, a t approximation
     in older benchmarks."""
-    method = next(((c.power or {}).get("method") for c in compared if c.power), "") or ""
+    method = next((c.power.method for c in compared if c.power), "")
     if method.startswith("simulation"):
         return (f"simulated on {FORECAST_RESAMPLES} suites resampled from these evals"
                 if str(FORECAST_RESAMPLES) in method else "simulated on resampled suites")
@@ -13207,13 +13539,13 @@ def power_method_text(compared: Sequence[Comparison]) -> str:
 
 def multiplicity_lines(compared: Sequence[Comparison]) -> list[str]:
     """What holds the family's false-claim rate when there are several baselines."""
-    held = [found for c in compared if (found := (c.test or {}).get("multiplicity"))]
+    held = [c.test.multiplicity for c in compared if c.test and c.test.multiplicity]
     if len(compared) < 2 or len(held) < len(compared):
         return []
     return [f"{len(compared)} comparisons share the false-claim rate "
-            f"{held[0]['family_alpha']:g} by Holm's step-down: each interval is stated at the "
+            f"{held[0].family_alpha:g} by Holm's step-down: each interval is stated at the "
             "level of the step that tested it (the chance of any false claim among them is at "
-            f"most {held[0]['family_alpha']:g})."]
+            f"most {held[0].family_alpha:g})."]
 
 
 def _md_comparisons(b: Benchmark) -> str:
@@ -13226,7 +13558,7 @@ def _md_comparisons(b: Benchmark) -> str:
              "|---|---|---|---|---|---|---|"]
     for c in compared:
         ci = c.ci95
-        mde = (c.power or {}).get("mde")
+        mde = c.power.mde if c.power else None
         level = (f" ({level_text(c.interval_level)})"
                  if c.interval_level is not None and not b.adaptive else "")
         lines.append(f"| {_md_cell(c.baseline)} | {c.verdict} | "
@@ -13243,26 +13575,26 @@ def _md_comparisons(b: Benchmark) -> str:
     return "\n".join(lines) + "\n"
 
 
-def fmt_assertion_rate(slot: dict[str, Any]) -> str:
-    if not slot["graded"]:
+def fmt_assertion_rate(rate: AssertionRate) -> str:
+    if not rate.graded:
         return "n/a"
-    return f"{fmt_rate(slot['pass_rate'])} ({slot['passed']}/{slot['graded']})"
+    return f"{fmt_rate(rate.pass_rate)} ({rate.passed}/{rate.graded})"
 
 
 PER_ASSERTION_SHOWN_EACH_END = 20  # benchmark.md lists the start and end of a long table
 
 
-def fmt_gain(row: dict[str, Any], baseline: str) -> str:
+def fmt_gain(row: AssertionRow, baseline: str) -> str:
     """"+33.3 pp [-12.0, +70.1]": a gain with its interval (older benchmarks: the gain)."""
-    gain = fmt_delta(row["gains"].get(baseline))
-    interval = (row.get("gain_intervals_95") or {}).get(baseline)
+    gain = fmt_delta(row.gains.get(baseline))
+    interval = (row.gain_intervals_95 or {}).get(baseline)
     return gain + (f" [{fmt_delta(interval[0])}, {fmt_delta(interval[1])}]" if interval else "")
 
 
-def per_assertion_intro(rows: Sequence[dict[str, Any]]) -> str:
+def per_assertion_intro(rows: Sequence[AssertionRow]) -> str:
     """What the per-assertion table holds; an older benchmark's rows (no intervals) were
     sorted by gain, and the page still says so."""
-    if rows and "gain_intervals_95" not in rows[0]:
+    if rows and rows[0].gain_intervals_95 is None:
         return "Pass rate over scored runs; common assertions pooled across evals. Sorted by gain."
     return ("Pass rate over scored runs; common assertions pooled across evals. In the suite's "
             "order, not by gain: among many assertions the largest gains are mostly chance. "
@@ -13289,11 +13621,11 @@ def _md_per_assertion(b: Benchmark) -> str:
             lines.append(f"| ... {hidden} more assertions, all in benchmark.json "
                          "(`per_assertion`) |" + " |" * (2 * len(configs)))
             continue
-        where = "all (common)" if row["scope"] == "common" else _md_cell(row["eval_id"])
+        where = "all (common)" if row.scope == "common" else _md_cell(row.eval_id)
         gains = [fmt_gain(row, c) for c in configs[1:]]
-        note = "non-discriminating" if row["non_discriminating"] else ""
-        lines.append(f"| {_md_cell(row['text'] + _kind_mark(row.get('kind')))} | {where} | "
-                     + " | ".join(fmt_assertion_rate(row["configs"][c]) for c in configs)
+        note = "non-discriminating" if row.non_discriminating else ""
+        lines.append(f"| {_md_cell(row.text + _kind_mark(row.kind))} | {where} | "
+                     + " | ".join(fmt_assertion_rate(row.configs[c]) for c in configs)
                      + " | " + " | ".join(gains) + f"{' | ' if gains else ''}{note} |")
     if not rows:
         lines.append("| (no scored run) |" + " |" * (2 * len(configs)))
@@ -13313,13 +13645,13 @@ def _md_integrity(b: Benchmark) -> list[str]:
         lines.append(f"- Source checkout: not compared ({checkout.get('reason')})")
     results = b.results_check
     every = all_runs(b)
-    if results is None or results["unverifiable_runs"] == len(every) and every:
+    if results is None or results.unverifiable_runs == len(every) and every:
         lines.append("- Run files: not verifiable: written by an older runner")
-    elif results["changed_count"]:
-        lines.append(f"- Run files: {results['changed_count']} of {results['files']} differ "
+    elif results.changed_count:
+        lines.append(f"- Run files: {results.changed_count} of {results.files} differ "
                      "from the SHA-256 recorded when the runner wrote them")
     else:
-        lines.append(f"- Run files: all {results['files']} match the SHA-256 recorded when the "
+        lines.append(f"- Run files: all {results.files} match the SHA-256 recorded when the "
                      "runner wrote them")
     return lines + [""]
 
@@ -13348,12 +13680,12 @@ def _md_comparison(b: Benchmark) -> str:
     return "\n".join(lines) + "\n"
 
 
-def fmt_pass_hat_k(value: Any) -> str:
+def fmt_pass_hat_k(value: PassHatK | float | None) -> str:
     """pass^k with the k it is over and the evals it counts (older benchmarks: the share)."""
-    if not isinstance(value, dict):
+    if not isinstance(value, PassHatK):
         return fmt_rate(value)
-    left = value["evals_left_out"]
-    return (f"{fmt_rate(value['rate'])} (k = {value['k']} runs of each of {value['evals']} "
+    left = value.evals_left_out
+    return (f"{fmt_rate(value.rate)} (k = {value.k} runs of each of {value.evals} "
             "evals" + (f"; {left} eval(s) with an unscored run left out" if left else "")
             + ")")
 
@@ -13421,39 +13753,38 @@ def _md_process(b: Benchmark) -> str:
 JUDGE_COST_COLUMNS = (("time_seconds", " s", 1), ("tokens", "", 0), ("total_cost_usd", " USD", 4))
 
 
-def judge_cost_cells(cost: dict[str, Any], config: str) -> list[str]:
+def judge_cost_cells(cost: JudgeCost, config: str) -> list[str]:
     """time, tokens and cost of the graders of one config, or why each is not known."""
     cells = []
     for key, unit, digits in JUDGE_COST_COLUMNS:
-        text = fmt_stat(block_stats(cost[config][key], f"judge.cost.{config}.{key}"), unit, digits)
-        reason = cost["absent_reasons"].get(key) or "no judged run captured it"
+        text = fmt_stat(getattr(cost.per_config[config], key), unit, digits)
+        reason = cost.absent_reasons.get(key) or "no judged run captured it"
         cells.append(text or f"not captured ({reason})")
     return cells
 
 
 def judge_lines(b: Benchmark) -> list[str]:
     """The judge's agreement and its share of the variation, as sentences."""
-    judge = b.judge or {}
-    k = judge.get("grader_runs", 1)
-    agreement = (judge.get("agreement") or {}).get("overall") or {}
-    if k < 2:
+    judge = b.judge
+    if judge is None or judge.grader_runs < 2:
         return ["One grader per output (--grader-runs 1): judge agreement was not measured."]
-    kappa = agreement.get("kappa") or {}
-    kappa_text = (f"{kappa['value']:+.3f}" if kappa.get("value") is not None
-                  else f"not computed ({kappa.get('absent_reason')})")
-    lines = [f"{k} graders per output, majority verdict (a tie counts as failed). Unanimous "
-             f"verdicts: {fmt_rate(agreement.get('unanimous_share'))} of "
-             f"{agreement.get('items', 0)}; split {agreement.get('split_items', 0)}, ties "
-             f"{agreement.get('ties', 0)}. Fleiss' kappa: {kappa_text}."]
-    variance = judge.get("variance") or {}
-    if variance.get("value") is not None:
+    agreement = judge.agreement.overall
+    kappa = agreement.kappa
+    kappa_text = (f"{kappa.value:+.3f}" if kappa.value is not None
+                  else f"not computed ({kappa.absent_reason})")
+    lines = [f"{judge.grader_runs} graders per output, majority verdict (a tie counts as "
+             f"failed). Unanimous verdicts: {fmt_rate(agreement.unanimous_share)} of "
+             f"{agreement.items}; split {agreement.split_items}, ties {agreement.ties}. "
+             f"Fleiss' kappa: {kappa_text}."]
+    variance = judge.variance
+    if variance.value is not None:
         lines.append(f"Share of the pass-rate variance from the judge: "
-                     f"{fmt_rate(variance['value'])}, from the executor "
-                     f"{fmt_rate(1 - variance['value'])} (over {variance['cells']} eval x "
+                     f"{fmt_rate(variance.value)}, from the executor "
+                     f"{fmt_rate(1 - variance.value)} (over {variance.cells} eval x "
                      "config cells with several runs).")
     else:
         lines.append("Judge vs executor share of the variance: not computed ("
-                     f"{variance.get('absent_reason') or 'no variation in the pass rates'}).")
+                     f"{variance.absent_reason or 'no variation in the pass rates'}).")
     return lines
 
 
@@ -13507,7 +13838,7 @@ def _md_judge(b: Benchmark) -> str:
     judge = b.judge
     if not judge:
         return ""
-    cost = judge["cost"]
+    cost = judge.cost
     lines = ["## Judge (grader) cost and agreement", "",
              "What grading cost, apart from the executor numbers above. Mean ± stddev per judged "
              "run, all its grader calls together.", "",
@@ -13515,21 +13846,21 @@ def _md_judge(b: Benchmark) -> str:
              "|---|---|---|---|---|---|"]
     for config in b.configs:
         cells = judge_cost_cells(cost, config)
-        lines.append(f"| {config} | {cost[config]['judged_runs']} | "
-                     f"{cost[config]['grader_calls']} | "
+        spent = cost.per_config[config]
+        lines.append(f"| {config} | {spent.judged_runs} | {spent.grader_calls} | "
                      + " | ".join(_md_cell(c) for c in cells) + " |")
     lines += ["", *judge_lines(b)]
-    unsteady = [e for e in judge["agreement"]["per_assertion"] if e["split_items"]]
+    unsteady = [e for e in judge.agreement.per_assertion if e.votes.split_items]
     if unsteady:
         lines += ["", "| eval | assertion | split runs | unanimous | kappa | unstable |",
                   "|---|---|---|---|---|---|"]
         for e in unsteady:
-            kappa = e["kappa"].get("value")
-            lines.append(f"| {_md_cell(e['eval_id'])} | {e['assertion_id']}. "
-                         f"{_md_cell(e['text'][:80])} | {e['split_items']} of {e['items']} | "
-                         f"{fmt_rate(e['unanimous_share'])} | "
+            kappa = e.votes.kappa.value
+            lines.append(f"| {_md_cell(e.eval_id)} | {e.assertion_id}. "
+                         f"{_md_cell(e.text[:80])} | {e.votes.split_items} of {e.votes.items} | "
+                         f"{fmt_rate(e.votes.unanimous_share)} | "
                          f"{'n/a' if kappa is None else f'{kappa:+.3f}'} | "
-                         f"{'yes' if e['judge_unstable'] else 'no'} |")
+                         f"{'yes' if e.judge_unstable else 'no'} |")
     return "\n".join(lines) + "\n"
 
 
@@ -14035,7 +14366,7 @@ def _html_comparisons(b: Benchmark) -> str:
     rows = []
     for c in compared:
         ci = c.ci95
-        mde = (c.power or {}).get("mde")
+        mde = c.power.mde if c.power else None
         level = (f" ({level_text(c.interval_level)})"
                  if c.interval_level is not None and not b.adaptive else "")
         cells = [c.baseline, c.verdict, fmt_delta(c.mean_delta),
@@ -14062,15 +14393,12 @@ def _html_per_assertion(b: Benchmark) -> str:
             + "".join(f"<th>gain vs {_h(c)}</th>" for c in configs[1:]) + "<th>note</th></tr>")
     body = []
     for row in rows:
-        where = "all (common)" if row["scope"] == "common" else row["eval_id"]
-        gains = []
-        for config in configs[1:]:
-            gains.append(f"<td>{_h(fmt_gain(row, config))}</td>")
-        text = row["text"] + _kind_mark(row.get("kind"))
-        body.append(f"<tr><td>{_h(text)}</td><td>{_h(where)}</td>"
-                    + "".join(f"<td>{_h(fmt_assertion_rate(row['configs'][c]))}</td>"
+        where = "all (common)" if row.scope == "common" else row.eval_id
+        gains = [f"<td>{_h(fmt_gain(row, config))}</td>" for config in configs[1:]]
+        body.append(f"<tr><td>{_h(row.text + _kind_mark(row.kind))}</td><td>{_h(where)}</td>"
+                    + "".join(f"<td>{_h(fmt_assertion_rate(row.configs[c]))}</td>"
                               for c in configs) + "".join(gains)
-                    + f"<td>{'non-discriminating' if row['non_discriminating'] else ''}</td>"
+                    + f"<td>{'non-discriminating' if row.non_discriminating else ''}</td>"
                     "</tr>")
     table = "<table>" + head + "\n" + "\n".join(body) + "\n</table>"
     return ("<h2>Per assertion</h2>\n<p>Pass rate over scored runs; common assertions pooled "
@@ -14261,16 +14589,16 @@ def _html_judge(b: Benchmark) -> str:
         return ""
     rows = []
     for config in b.configs:
-        cost = judge["cost"][config]
-        cells = [_h(config), _h(cost["judged_runs"]), _h(cost["grader_calls"])]
+        cost = judge.cost.per_config[config]
+        cells = [_h(config), _h(cost.judged_runs), _h(cost.grader_calls)]
         cells += [_h(c) if not c.startswith("not captured") else
                   f'<span class="absent">{_h(c)}</span>'
-                  for c in judge_cost_cells(judge["cost"], config)]
+                  for c in judge_cost_cells(judge.cost, config)]
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    unsteady = [e for e in judge["agreement"]["per_assertion"] if e["split_items"]]
-    split_rows = [f"<tr><td>{_h(e['eval_id'])}</td><td>{_h(e['assertion_id'])}. "
-                  f"{_h(e['text'])}</td><td>{_h(e['split_items'])} of {_h(e['items'])}</td>"
-                  f"<td>{'yes' if e['judge_unstable'] else 'no'}</td></tr>" for e in unsteady]
+    unsteady = [e for e in judge.agreement.per_assertion if e.votes.split_items]
+    split_rows = [f"<tr><td>{_h(e.eval_id)}</td><td>{_h(e.assertion_id)}. "
+                  f"{_h(e.text)}</td><td>{_h(e.votes.split_items)} of {_h(e.votes.items)}</td>"
+                  f"<td>{'yes' if e.judge_unstable else 'no'}</td></tr>" for e in unsteady]
     splits = ("<table><tr><th>eval</th><th>assertion</th><th>split runs</th>"
               "<th>judge_unstable</th></tr>\n" + "\n".join(split_rows) + "\n</table>\n"
               if split_rows else "")
@@ -14476,7 +14804,7 @@ def _junit_comparison_properties(b: Benchmark) -> list[tuple[str, Any]]:
     """Each baseline's paired comparison, side by side: `<what> vs <baseline>`."""
     found = []
     for c in b.comparisons or []:
-        ci, mde = c.ci95, (c.power or {}).get("mde")
+        ci, mde = c.ci95, c.power.mde if c.power else None
         name = f" vs {c.baseline}"
         found += [("verdict" + name, c.verdict), ("verdict_reason" + name, c.verdict_reason),
                   ("mean_per_eval_delta" + name, fmt_delta(c.mean_delta)),
@@ -14566,7 +14894,7 @@ def render_summary(benchmark: Benchmark, iteration_dir: Path) -> str:
     lines += executor_metric_lines(benchmark)
     lines += [f"Activation: {line}" for line in activation_lines(benchmark)]
     lines += [f"Trigger: {line}" for line in trigger_lines(benchmark)]
-    if (benchmark.judge or {}).get("grader_runs", 1) > 1:
+    if benchmark.judge and benchmark.judge.grader_runs > 1:
         lines.append("Judge: " + judge_lines(benchmark)[0])
     lines.append(f"Benchmark: {iteration_dir / 'benchmark.md'}")
     return "\n".join(lines)
@@ -14719,25 +15047,26 @@ def recorded_hashes(folder: Path, benchmark: Benchmark | None) -> dict[str, dict
             if label not in listed or label not in journal or listed[label] == journal[label]}
 
 
-def run_file_changes(folder: Path, benchmark: Benchmark) -> tuple[list[dict], int, int]:
+def run_file_changes(folder: Path, benchmark: Benchmark) -> tuple[list[FileChange], int, int]:
     """(changes, files checked, runs without hashes) of every run benchmark.json lists.
 
     Plain string paths and os.open: on a 5,000-run iteration (some 32,000 small files) pathlib
     and buffered file objects cost four times the CPU of the hashing itself.
     """
     journal = read_hash_journal(folder)
-    changes, files, unverifiable = [], 0, 0
+    changes: list[FileChange] = []
+    files, unverifiable = 0, 0
     base = os.fspath(folder)
     for run in benchmark.listed_runs:  # an unscored run's files are evidence too
         if run.files_sha256 is None:
             if run.label in journal:  # the hashes were taken, then struck from benchmark.json
-                changes.append({"path": run.label, "change": f"benchmark.json records no "
-                                f"hashes, {HASH_JOURNAL} does"})
+                changes.append(FileChange(run.label, f"benchmark.json records no hashes, "
+                                                     f"{HASH_JOURNAL} does"))
             else:
                 unverifiable += 1
             continue
         if run.label in journal and journal[run.label] != run.files_sha256:
-            changes.append({"path": run.label, "change": f"hashes differ from {HASH_JOURNAL}"})
+            changes.append(FileChange(run.label, f"hashes differ from {HASH_JOURNAL}"))
         try:
             run_fd, failure = _open_unfollowed(base, run.label, folder=True), None
         except OSError as exc:
@@ -14747,7 +15076,7 @@ def run_file_changes(folder: Path, benchmark: Benchmark) -> tuple[list[dict], in
                 files += 1
                 problem = failure if run_fd is None else _run_file_problem(run_fd, rel, digest)
                 if problem:
-                    changes.append({"path": f"{run.label}/{rel}", "change": problem})
+                    changes.append(FileChange(f"{run.label}/{rel}", problem))
         finally:
             if run_fd is not None:
                 os.close(run_fd)
@@ -14755,13 +15084,18 @@ def run_file_changes(folder: Path, benchmark: Benchmark) -> tuple[list[dict], in
 
 
 def verify_run_files(benchmark: Benchmark, iteration_dir: Path,
-                     checked_by: str) -> dict[str, Any]:
+                     checked_by: str) -> ResultsCheck:
     """Hash every run file benchmark.json lists and compare it with the hash taken at write time."""
     started = time.monotonic()
     changes, files, unverifiable = run_file_changes(Path(iteration_dir), benchmark)
-    return {"checked_by": checked_by, "files": files, "changed_count": len(changes),
-            "changed": changes[:CHANGES_SHOWN], "unverifiable_runs": unverifiable,
-            "seconds": round(time.monotonic() - started, 3)}
+    return results_check(checked_by, files, changes, unverifiable, started)
+
+
+def results_check(checked_by: str, files: int, changes: list[FileChange], unverifiable: int,
+                  started: float) -> ResultsCheck:
+    """A check's record: the first CHANGES_SHOWN changes named, all counted."""
+    return ResultsCheck(checked_by, files, len(changes), tuple(changes[:CHANGES_SHOWN]),
+                        unverifiable, round(time.monotonic() - started, 3))
 
 
 def _open_unfollowed(base: str | int, rel: str, folder: bool = False) -> int:
@@ -14822,7 +15156,7 @@ RUN_FOLDER = re.compile(r"run-[1-9][0-9]*")
 
 
 def verify_iteration(benchmark: Benchmark, iteration_dir: Path,
-                     checked_by: str) -> dict[str, Any]:
+                     checked_by: str) -> ResultsCheck:
     """verify_run_files, then benchmark.json itself: every cell the iteration holds is listed
     in it, and the benchmark its cells' files give is the one it stores."""
     started = time.monotonic()
@@ -14834,17 +15168,15 @@ def verify_iteration(benchmark: Benchmark, iteration_dir: Path,
     # known to be the runner's to work anything out from.
     if not changes and listed and all(run.files_sha256 for run in listed):
         changes += benchmark_differences(folder, benchmark)
-    return {"checked_by": checked_by, "files": files, "changed_count": len(changes),
-            "changed": changes[:CHANGES_SHOWN], "unverifiable_runs": unverifiable,
-            "seconds": round(time.monotonic() - started, 3)}
+    return results_check(checked_by, files, changes, unverifiable, started)
 
 
-def unlisted_cells(folder: Path, benchmark: Benchmark) -> list[dict[str, str]]:
+def unlisted_cells(folder: Path, benchmark: Benchmark) -> list[FileChange]:
     """Cells the hash journal or the folder holds that benchmark.json does not list: a row
     struck from it takes a cell out of every rate, so it is a change, never a smaller run."""
     listed = set(benchmark.hashes())
     found = set(read_hash_journal(folder)) | run_folders(folder)
-    return [{"path": label, "change": "a cell left out of benchmark.json"}
+    return [FileChange(label, "a cell left out of benchmark.json")
             for label in sorted(found - listed)]
 
 
@@ -14868,7 +15200,7 @@ def _subfolders(path: str, wanted: Callable[[str], Any]) -> list[str]:
         return []
 
 
-def benchmark_differences(folder: Path, stored: Benchmark) -> list[dict[str, str]]:
+def benchmark_differences(folder: Path, stored: Benchmark) -> list[FileChange]:
     """Where benchmark.json differs from the benchmark its verified cells give (up to three
     JSON paths); [] when they agree."""
     manifest: dict[str, Any] = {}
@@ -14876,7 +15208,7 @@ def benchmark_differences(folder: Path, stored: Benchmark) -> list[dict[str, str
         try:
             manifest = read_manifest(folder).data
         except InputError as exc:
-            return [{"path": "iteration_manifest.json", "change": exc.message}]
+            return [FileChange("iteration_manifest.json", exc.message)]
     merged = manifest.get("merged") if manifest else "merged_from" in stored.metadata
     try:
         entry = manifest_adaptive(manifest, folder) if manifest else stored.adaptive
@@ -14884,13 +15216,12 @@ def benchmark_differences(folder: Path, stored: Benchmark) -> list[dict[str, str
         fresh = recomputed_benchmark(stored, manifest, records, entry)
         found = json_differences(_as_json(fresh.to_json()), _as_json(stored.to_json()))
     except InputError as exc:
-        return [{"path": BENCHMARK_FILE, "change": f"its cells cannot be read back "
-                 f"({exc.message})"}]
+        return [FileChange(BENCHMARK_FILE, f"its cells cannot be read back ({exc.message})")]
     except (*MALFORMED_DATA, ArithmeticError) as exc:
-        return [{"path": BENCHMARK_FILE, "change": f"it cannot be worked out again from its "
-                 f"cells ({type(exc).__name__}: {exc})"}]
-    return [{"path": f"{BENCHMARK_FILE} {where}", "change": f"says {said}, the run files give "
-             f"{given}"} for where, given, said in found[:3]]
+        return [FileChange(BENCHMARK_FILE, f"it cannot be worked out again from its cells "
+                                           f"({type(exc).__name__}: {exc})")]
+    return [FileChange(f"{BENCHMARK_FILE} {where}", f"says {said}, the run files give {given}")
+            for where, given, said in found[:3]]
 
 
 def stored_cell_records(folder: Path, stored: Benchmark, by_wave: bool) -> list[RunRecord]:
@@ -16132,14 +16463,14 @@ def source_changes(folder: Path, benchmark: Benchmark) -> dict[str, str]:
     changes, _, _ = run_file_changes(folder, benchmark)
     changed: dict[str, str] = {}
     for change in changes:
-        label = "/".join(change["path"].split("/")[:3])
-        rel = change["path"][len(label) + 1:] or "its hashes"
-        found = f"{rel} ({change['change']})"
+        label = "/".join(change.path.split("/")[:3])
+        rel = change.path[len(label) + 1:] or "its hashes"
+        found = f"{rel} ({change.change})"
         changed[label] = f"{changed[label]}, {found}" if label in changed else found
     return changed
 
 
-def source_check(manifest: dict[str, Any], check: dict[str, Any]) -> dict[str, Any]:
+def source_check(manifest: dict[str, Any], check: ResultsCheck) -> ResultsCheck:
     """A re-grade's results check with its source's changed run files added: answers that
     were edited before they were graded again are results that were modified."""
     source = (manifest.get("regrade") or {}).get("source")
@@ -16149,10 +16480,9 @@ def source_check(manifest: dict[str, Any], check: dict[str, Any]) -> dict[str, A
         changed = source_changes(Path(source), load_benchmark_model(source))
     except InputError as exc:
         changed = {str(source): f"unreadable at the end of the re-grade ({exc.message})"}
-    extra = [{"path": f"source {label}", "change": why} for label, why in changed.items()]
-    shown = check["changed"] + extra
-    return {**check, "changed_count": check["changed_count"] + len(extra),
-            "changed": shown[:CHANGES_SHOWN]}
+    extra = [FileChange(f"source {label}", why) for label, why in changed.items()]
+    return dataclasses.replace(check, changed_count=check.changed_count + len(extra),
+                               changed=(*check.changed, *extra)[:CHANGES_SHOWN])
 
 
 def check_regrade_source(source: RegradeSource, suite: Suite, options: RunOptions,
@@ -16518,24 +16848,23 @@ def _malformed_shards(folders: list[Path], exc: Exception) -> InputError:
                       "merge the iterations `run --shard` wrote, unchanged")
 
 
-def shards_check(shards: list[ShardIteration]) -> dict[str, Any]:
+def shards_check(shards: list[ShardIteration]) -> ResultsCheck:
     """Every shard's run files against the hashes taken when its cells finished, before the
     merged iteration is written: a shard edited after it ran is results_modified."""
     started = time.monotonic()
-    changes, files, unverifiable = [], 0, 0
+    changes: list[FileChange] = []
+    files, unverifiable = 0, 0
     for shard in shards:
         model = shard.benchmark
         found, checked, unknown = run_file_changes(shard.folder, model)
         found += unlisted_cells(shard.folder, model)
         if not found and not unknown:  # its metadata is merged: its word is checked too
             found += benchmark_differences(shard.folder, model)
-        changes += [{**change, "path": f"shard {shard.shard.label}'s {change['path']}"}
-                    if change["path"].startswith(BENCHMARK_FILE) else change
+        changes += [dataclasses.replace(change, path=f"shard {shard.shard.label}'s {change.path}")
+                    if change.path.startswith(BENCHMARK_FILE) else change
                     for change in found]
         files, unverifiable = files + checked, unverifiable + unknown
-    return {"checked_by": "report --merge", "files": files, "changed_count": len(changes),
-            "changed": changes[:CHANGES_SHOWN], "unverifiable_runs": unverifiable,
-            "seconds": round(time.monotonic() - started, 3)}
+    return results_check("report --merge", files, changes, unverifiable, started)
 
 
 def refuse_linked_files(folder: Path, eval_folder: str) -> None:
@@ -17037,15 +17366,11 @@ def merged_look_stop(merged: Path, shard: Path, shard_manifest: dict[str, Any],
     if reached != waves:
         raise InputError(f"{where}: that merge looked after wave {reached}, and this shard "
                          f"has run {waves} wave(s)", fix)
-    try:
-        check = verify_iteration(benchmark, merged, where)
-    except MALFORMED_DATA as exc:
-        raise InputError(f"{where}: its benchmark.json is malformed ({type(exc).__name__}: "
-                         f"{exc})", fix) from None
-    if check["changed_count"] or check["unverifiable_runs"]:
-        raise InputError(f"{where}: {check['changed_count'] + check['unverifiable_runs']} of "
+    check = verify_iteration(benchmark, merged, where)
+    if check.changed_count or check.unverifiable_runs:
+        raise InputError(f"{where}: {check.changed_count + check.unverifiable_runs} of "
                          "its cells or its benchmark.json changed since the merge wrote them ("
-                         f"{_named_changes(check['changed'], check['changed_count'])})", fix)
+                         f"{_named_changes(check.changed, check.changed_count)})", fix)
     own = recorded_run_hashes(shard)
     mine = {str(key) for key in shard_manifest["shard"]["evals"]}
     seen = {run.label: run.files_sha256 for run in (*benchmark.runs, *benchmark.unscored_runs)
@@ -17410,12 +17735,12 @@ def dry_run_forecast(suite: Suite, options: RunOptions, planned_evals: int) -> l
         lines += [f"  {pair[0]} {line}" for line in forecast_lines(comparison, True)]
         power = comparison.power
         assert power is not None, "comparison_of always forecasts the power"
-        n = power["paired_evals"]
+        n = power.paired_evals
         if planned_evals and planned_evals != n and n >= 2:
-            at_plan = power_forecast(rows, pair, None, power["alpha"], planned_evals)
+            at_plan = power_forecast(rows, pair, None, power.alpha, planned_evals)
             lines.append(f"  {pair[0]} vs {pair[1]}: with the {planned_evals} evals planned now, "
-                         + (f"about {fmt_delta(at_plan['mde']).lstrip('+')}"
-                            if at_plan["mde"] is not None else f"none: {at_plan['reason']}"))
+                         + (f"about {fmt_delta(at_plan.mde).lstrip('+')}"
+                            if at_plan.mde is not None else f"none: {at_plan.reason}"))
     return lines
 
 
@@ -17590,13 +17915,9 @@ def across_agent_entries(first: AgentIteration, folder: Path, named: list[str]
         if other_dir.resolve() == folder.resolve():
             continue
         benchmark = load_benchmark_model(other)
-        try:
-            check = verify_iteration(benchmark, other_dir, "report --across")
-        except MALFORMED_DATA as exc:
-            raise _malformed_across(str(other_dir / "benchmark.json"), exc) from None
+        check = verify_iteration(benchmark, other_dir, "report --across")
         # Absolute like the others found in the workspace: agents.md shows one kind of path.
-        entries.append(AgentIteration(benchmark, str(other_dir.resolve()),
-                                      check["changed_count"]))
+        entries.append(AgentIteration(benchmark, str(other_dir.resolve()), check.changed_count))
     try:
         text, page = render_agents_markdown(entries), render_agents_html(entries)
     except MALFORMED_DATA as exc:
@@ -17604,32 +17925,28 @@ def across_agent_entries(first: AgentIteration, folder: Path, named: list[str]
     return entries, text, page
 
 
-def report_exit_code(benchmark: Benchmark, check: dict[str, Any],
-                     other_check: dict[str, Any] | None, other_name: str | None) -> int:
+def report_exit_code(benchmark: Benchmark, check: ResultsCheck,
+                     other_check: ResultsCheck | None, other_name: str | None) -> int:
     """The exit code `run` gave these results (1 whenever the sanity status asks for
     review), and 1 when the iteration compared with has changed files."""
     code = EXIT_OK if benchmark.sanity_checks.status == "OK" else EXIT_REVIEW
-    if check["changed_count"]:
-        print(f"{PROG}: REVIEW REQUIRED: {check['changed_count']} run file(s) changed since the "
+    if check.changed_count:
+        print(f"{PROG}: REVIEW REQUIRED: {check.changed_count} run file(s) changed since the "
               "runner wrote them (results_modified in benchmark.md)", file=sys.stderr)
-    if other_check is not None and other_check["changed_count"]:
-        print(f"{PROG}: REVIEW REQUIRED: {other_name}: {other_check['changed_count']} of its "
+    if other_check is not None and other_check.changed_count:
+        print(f"{PROG}: REVIEW REQUIRED: {other_name}: {other_check.changed_count} of its "
               f"run file(s) changed since the runner wrote them: "
-              f"{_named_changes(other_check['changed'], other_check['changed_count'])}",
+              f"{_named_changes(other_check.changed, other_check.changed_count)}",
               file=sys.stderr)
         code = EXIT_REVIEW
     return code
 
 
-def compared_check(other: Benchmark, named: str) -> dict[str, Any]:
+def compared_check(other: Benchmark, named: str) -> ResultsCheck:
     """The iteration given to --compare, verified as this one is: its numbers are half of
     every comparison."""
     other_dir = Path(named) if Path(named).is_dir() else Path(named).parent
-    try:
-        return verify_iteration(other, other_dir, "report --compare")
-    except MALFORMED_DATA as exc:
-        raise InputError(f"{other_dir / BENCHMARK_FILE} is malformed ({type(exc).__name__}: "
-                         f"{exc})", "re-run that iteration, or restore the file") from None
+    return verify_iteration(other, other_dir, "report --compare")
 
 
 def _malformed_across(what: str, exc: Exception) -> InputError:
@@ -18034,7 +18351,7 @@ def cmd_report(args: argparse.Namespace, folders: dict[str, Path]) -> int:
                          f"{exc})", "re-run the iteration, or restore the file") from None
     across = None
     if args.across is not None:
-        first = AgentIteration(benchmark, str(folder.resolve()), check["changed_count"])
+        first = AgentIteration(benchmark, str(folder.resolve()), check.changed_count)
         across = across_agent_entries(first, folder, args.across)
     if comparison:  # beside, never inside, this iteration's own benchmark.md
         outputs[folder / "comparison.md"] = comparison
