@@ -55,14 +55,14 @@ class SequentialStatisticsTest(unittest.TestCase):
         # third look has a(3/5) = 0.0113 of alpha, the first above 0.0078.
         for look in (1, 2):
             result = runner.sequential_look([([1.0] * look, [0.0] * look)] * 8, look, 5)
-            self.assertIsNone(result["stop"])
-            self.assertEqual(result["alpha"], 0.0)
-            self.assertIsNone(result["ci"])
-            self.assertIn("could not decide", result["skipped"])
+            self.assertIsNone(result.stop)
+            self.assertEqual(result.alpha, 0.0)
+            self.assertIsNone(result.ci)
+            self.assertIn("could not decide", result.skipped)
         result = runner.sequential_look([([1.0] * 3, [0.0] * 3)] * 8, 3, 5)
-        self.assertEqual((result["decision"], result["stop"]), ("improved", "improved"))
-        self.assertGreater(result["ci"][0], 0)  # the interval agrees with the decision
-        self.assertLessEqual(result["p_value"], result["alpha"])
+        self.assertEqual((result.decision, result.stop), ("improved", "improved"))
+        self.assertGreater(result.ci[0], 0)  # the interval agrees with the decision
+        self.assertLessEqual(result.p_value, result.alpha)
         verdict, reason = runner.sequential_verdict(result)
         self.assertEqual(verdict, "improved")
         self.assertIn("look 3 of 5", reason)
@@ -72,18 +72,18 @@ class SequentialStatisticsTest(unittest.TestCase):
         # all won by the candidate leave four deltas below 0, and no later look decides.
         def pairs(k: int) -> list:
             return [([1.0] * k, [0.0] * k)] * 4 + [([0.0] * k, [1.0] * k)] * 4
-        self.assertIsNone(runner.sequential_look(pairs(2), 2, 5)["stop"])
-        self.assertEqual(runner.sequential_look(pairs(3), 3, 5)["stop"], "futility")
-        self.assertEqual(runner.sequential_look(pairs(5), 5, 5)["stop"], "ceiling")
+        self.assertIsNone(runner.sequential_look(pairs(2), 2, 5).stop)
+        self.assertEqual(runner.sequential_look(pairs(3), 3, 5).stop, "futility")
+        self.assertEqual(runner.sequential_look(pairs(5), 5, 5).stop, "ceiling")
         # Five evals can never decide (2/32 > 0.05): the waves stop after the first.
-        self.assertEqual(runner.sequential_look([([1.0], [0.0])] * 5, 1, 5)["stop"],
+        self.assertEqual(runner.sequential_look([([1.0], [0.0])] * 5, 1, 5).stop,
                          "futility")
         # Six evals could not decide at any nominal share of five looks (2/64 = 0.031 is
         # above each); with the shares of the looks that cannot decide passed on, the last
         # look has all of alpha, so the waves go on and a clean sweep decides there.
-        self.assertIsNone(runner.sequential_look([([1.0], [0.0])] * 6, 1, 5)["stop"])
+        self.assertIsNone(runner.sequential_look([([1.0], [0.0])] * 6, 1, 5).stop)
         last = runner.sequential_look([([1.0] * 5, [0.0] * 5)] * 6, 5, 5)
-        self.assertEqual((last["alpha"], last["decision"]), (runner.ALPHA, "improved"))
+        self.assertEqual((last.alpha, last.decision), (runner.ALPHA, "improved"))
 
     def test_looks_that_cannot_decide_pass_their_share_on(self) -> None:
         # Issue 38, item 8: with 7 evals the smallest p is 2/128 = 0.0156, above the shares

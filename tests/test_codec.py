@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+import re
 import unittest
 
 from tests.golden_iterations import GOLDEN
@@ -119,6 +120,61 @@ class CodecTest(unittest.TestCase):
         self.assertNotIn("case_ids", problem.to_json())
         shared = dataclasses.replace(problem, case_ids=["a", "b"])
         self.assertEqual(shared.to_json()["case_ids"], ["a", "b"])
+
+    def test_activation_trigger_process_and_adaptive_blocks_are_records(self) -> None:
+        # A hand-edited member of the wrong kind is refused naming its JSON path (exit 2),
+        # never read as raw JSON that a report then trips over (exit 4).
+        share = runner.Share(1, 2, 0, 0.5, 1, "runs", (0.1, 0.9))
+        arm = runner.ArmActivation(share, share, runner.Stats(), runner.Stats(), 0,
+                                   (runner.UnitShare("E1", True, share),))
+        look = runner.Look(1, 2, 0.01, 0.01, 6, 0.5, 0.02, (0.1, 0.9), "improved", "improved",
+                           exact=True, sign_patterns=64)
+        adaptive = runner.adaptive_plan(2, 6, waves_run=1, stop="improved", stop_reason="r",
+                                        looks=(look,), saved=None)
+        written = json.loads((GOLDEN / "two_arms" / "benchmark.json").read_text())
+        written.update(activation={"installed": arm.to_json()}, adaptive=adaptive.to_json())
+        self.assertEqual(written["activation"]["installed"]["per_eval"][0]["should_activate"],
+                         True)
+        self.assertEqual(list(written["adaptive"]["looks"][0])[-3:],
+                         ["exact", "sign_patterns", "seed"])  # seed null for an exact test
+        model = runner.Benchmark.from_json(written, "benchmark.json")
+        self.assertEqual((model.activation, model.adaptive), ({"installed": arm}, adaptive))
+        for path, value, expected in (
+                ("activation.installed.activation.interval_95", [1], "an interval"),
+                ("activation.installed.per_eval.0.should_activate", "yes", "true or false"),
+                ("process.per_config.with_skill.runs_counted", -1, "a count from 0"),
+                ("adaptive.looks.0.ci", {"low": 0}, "an interval"),
+                ("adaptive.waves_run", "1", "a count from 0")):
+            with self.subTest(path):
+                edited = json.loads(json.dumps(written))
+                *parents, key = path.split(".")
+                holder = edited
+                for part in parents:
+                    holder = holder[int(part)] if part.isdigit() else holder[part]
+                holder[key] = value
+                with self.assertRaises(runner.InputError) as caught:
+                    runner.Benchmark.from_json(edited, "benchmark.json")
+                shown = re.sub(r"\.(\d+)", r"[\1]", path)
+                self.assertIn(f"at {shown}: {expected}", str(caught.exception))
+        # Written before a member existed: read and written back as it is.
+        for record, old in ((runner.Share, {"activated": 1, "runs": 2, "unknown": 0,
+                                            "rate": 0.5, "interval_95": [0.1, 0.9]}),
+                            (runner.Activation, {"activated": False, "calls": 3})):
+            self.assertEqual(record.from_json(old, "benchmark.json").to_json(), old)
+        run = {"should_activate": True, "activated": "maybe"}
+        with self.assertRaises(runner.InputError) as caught:
+            runner.Activation.from_json(run, "run.json", "activation")
+        self.assertIn('at activation.activated: true, false or "unknown"', str(caught.exception))
+
+    def test_a_tool_name_of_another_kind_is_kept_as_text_so_run_json_reads_back(self) -> None:
+        # The executor's CLI names the tool: a list where a name goes must not make its own
+        # run.json unreadable on --resume or report.
+        trace = [{"tool": ["Read", 5], "input": {"path": ".agents/skills/demo/SKILL.md"},
+                  "event": 1}]
+        found = runner.activation_evidence(runner.PROVIDERS["gemini"](), trace, "demo",
+                                           True, False)
+        self.assertEqual(found.evidence.tool, '["Read", 5]')
+        self.assertEqual(runner.Activation.from_json(found.to_json(), "run.json"), found)
 
     def test_a_shard_is_read_into_records_not_a_dict(self) -> None:
         hints = runner.read_shard.__annotations__["return"]

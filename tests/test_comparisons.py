@@ -215,16 +215,17 @@ class ActivationIntervalTest(unittest.TestCase):
 
     def test_evals_are_the_trials_when_runs_of_several_evals_are_pooled(self) -> None:
         # Three evals of ten runs: the skill is found in every run of E1 and E2, never in E3.
-        runs = [SimpleNamespace(eval_id=f"E{e}", activation={"activated": e < 3})
+        runs = [SimpleNamespace(eval_id=f"E{e}",
+                                activation=runner.RunActivation(e < 3, True, None))
                 for e in (1, 2, 3) for _ in range(10)]
         tally = runner.activation_tally(runs)
-        self.assertEqual((tally["activated"], tally["runs"], tally["evals"]), (20, 30, 3))
-        self.assertEqual(tally["interval_unit"], "evals")
-        self.assertEqual(tally["interval_95"], runner.wilson_interval(2.0, 3))
+        self.assertEqual((tally.activated, tally.runs, tally.evals), (20, 30, 3))
+        self.assertEqual(tally.interval_unit, "evals")
+        self.assertEqual(tally.interval_95, runner.wilson_interval(2.0, 3))
         pooled = runner.wilson_interval(20, 30)  # what the runs as trials claimed: too narrow
-        self.assertLess(tally["interval_95"][0], pooled[0] - 0.2)
+        self.assertLess(tally.interval_95[0], pooled[0] - 0.2)
         one = runner.activation_tally(runs[:10])  # one eval: its runs are the trials
-        self.assertEqual((one["interval_unit"], one["interval_95"]),
+        self.assertEqual((one.interval_unit, one.interval_95),
                          ("runs", runner.wilson_interval(10, 10)))
 
 

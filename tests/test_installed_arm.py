@@ -239,9 +239,9 @@ class RealStreamSamplesTest(unittest.TestCase):
                 ("opencode", "opencode_json_skill_tool.jsonl", "s-proj-opencode", 1)):
             with self.subTest(agent=agent):
                 found = self.activation(agent, sample, skill)
-                self.assertIs(found["activated"], True, found)
-                self.assertEqual(found["evidence"]["event"], event)
-                self.assertIs(self.activation(agent, sample, "another")["activated"], False)
+                self.assertIs(found.activated, True, found)
+                self.assertEqual(found.evidence.event, event)
+                self.assertIs(self.activation(agent, sample, "another").activated, False)
 
     def test_a_hostile_tool_name_cannot_stretch_or_break_the_evidence(self) -> None:
         # The executor's CLI names the tool; a forged name is shown quoted, on one line, cut.
@@ -249,15 +249,15 @@ class RealStreamSamplesTest(unittest.TestCase):
                   "input": {"path": ".agents/skills/demo/SKILL.md"}, "event": 7}]
         found = runner.activation_evidence(runner.PROVIDERS["gemini"](), trace, "demo",
                                            True, False)
-        self.assertIs(found["activated"], True)
-        self.assertNotIn("\n", found["signal"])
-        self.assertLess(len(found["signal"]), 300)
-        self.assertTrue(found["signal"].endswith(
+        self.assertIs(found.activated, True)
+        self.assertNotIn("\n", found.signal)
+        self.assertLess(len(found.signal), 300)
+        self.assertTrue(found.signal.endswith(
             "(tool call 1, JSON event 8 (index 7) of logs/executor_stream.txt)"), found)
 
     def test_a_shell_only_stream_is_not_an_activation(self) -> None:
         found = self.activation("gemini", "gemini_stream_json_shell.jsonl", "demo")
-        self.assertIs(found["activated"], False, found)
+        self.assertIs(found.activated, False, found)
 
 
 OTHER_SKILL = "---\nname: other\ndescription: Use when writing poems.\n---\n\n# Other\n"
@@ -335,13 +335,14 @@ class NegativeCasesTest(InstalledCase):
 
 class ActivationTallyTest(unittest.TestCase):
     def test_unknown_runs_are_counted_apart_never_as_misses(self) -> None:
-        runs = [run_result(activation={"activated": value})
+        runs = [run_result(activation=runner.RunActivation(value, True, None))
                 for value in (True, "unknown", "unknown")]
         tally = runner.activation_tally(runs)
-        self.assertEqual((tally["activated"], tally["runs"], tally["unknown"], tally["rate"]),
+        self.assertEqual((tally.activated, tally.runs, tally.unknown, tally.rate),
                          (1, 1, 2, 1.0))
-        nothing = runner.activation_tally([run_result(activation={"activated": "unknown"})])
-        self.assertEqual((nothing["rate"], nothing["interval_95"]), (None, None))
+        nothing = runner.activation_tally(
+            [run_result(activation=runner.RunActivation("unknown", True, None))])
+        self.assertEqual((nothing.rate, nothing.interval_95), (None, None))
 
     def test_wilson_interval_at_the_edges(self) -> None:
         self.assertEqual([round(x, 4) for x in runner.wilson_interval(0, 5)], [0.0, 0.4345])

@@ -188,7 +188,7 @@ class TraceParsingTests(unittest.TestCase):
         self.assertIsNone(skill.failed)  # no result came back for it
         self.assertEqual(skill.skill, "demo")
         self.assertEqual([a.event for a in trace.actions], [1, 3, 5, 7, 8])
-        self.assertEqual(trace.summary()["commands"], 2)
+        self.assertEqual(trace.summary().commands, 2)
 
     def test_codex_items_one_action_each_with_exit_code(self) -> None:
         reply = read("codex", codex_stream(
@@ -249,7 +249,7 @@ class TraceParsingTests(unittest.TestCase):
         self.assertIsNone(read("codex", "not json\n").actions)
         trace = read("gemini", lines(*GEMINI_SHELL), truncated=True).actions
         self.assertTrue(trace.cut)
-        self.assertTrue(trace.summary()["cut"])
+        self.assertTrue(trace.summary().cut)
 
     def test_trace_json_is_bounded_and_keeps_the_counts(self) -> None:
         action = runner.TraceAction("command", "Bash", 1, command="x" * 100_000)

@@ -338,8 +338,8 @@ class TriggerAttackTest(TriggerCase):
         case = runner.Case("trigger-1", 0, POSITIVE, "", [], [], trigger=True)
         found = runner.installed_activation(provider, case, "demo",
                                             provider.read_executor(result), result)
-        self.assertIs(found["activated"], False, found)
-        self.assertEqual(found["calls"], 1)
+        self.assertIs(found.activated, False, found)
+        self.assertEqual(found.calls, 1)
 
     def test_the_watch_reads_lines_split_anywhere_and_survives_a_huge_line(self) -> None:
         watch = runner.trigger_watch(runner.PROVIDERS["gemini"](), "demo")

@@ -260,7 +260,7 @@ def adaptive_suite(rows: list, runs: int) -> tuple[dict, int]:
              for row in rows]
     for wave in range(1, runs + 1):
         look = runner.sequential_look([(c[:wave], b[:wave]) for c, b in pairs], wave, runs)
-        if look["stop"]:
+        if look.stop:
             return look, wave
     raise AssertionError("the last look always stops")
 
@@ -277,8 +277,8 @@ def run_adaptive_cell(evals: int, runs: int, effect: float, suites: int, seed: i
     saved = 0.0
     for _ in range(suites):
         look, waves = adaptive_suite(simulated_suite(rng, evals, runs, effect), runs)
-        claims += look["decision"] is not None
-        improved += look["decision"] == "improved"
+        claims += look.decision is not None
+        improved += look.decision == "improved"
         saved += 1 - waves / runs
     return {"evals": evals, "runs": runs, "effect": effect, "suites": suites,
             "claims": claims / suites, "improved": improved / suites, "saved": saved / suites}

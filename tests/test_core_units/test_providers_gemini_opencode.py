@@ -327,14 +327,14 @@ class GeminiExecutorTest(MetricAsserts):
         self.assertEqual(reply.text, "BANANA")
         evidence = runner.activation_evidence(self.provider, reply.trace, "s-proj-gemini",
                                               True, False)
-        self.assertIs(evidence["activated"], True)
+        self.assertIs(evidence.activated, True)
         # the real sample's tool name, and where in the stream the call is
-        self.assertEqual(evidence["signal"], 'gemini\'s skill tool "activate_skill" called with '
+        self.assertEqual(evidence.signal, 'gemini\'s skill tool "activate_skill" called with '
                          'name="s-proj-gemini" (tool call 1, JSON event 3 (index 2) of '
                          'logs/executor_stream.txt)')
-        self.assertEqual(evidence["evidence"]["event"], 2)
+        self.assertEqual(evidence.evidence.event, 2)
         other = runner.activation_evidence(self.provider, reply.trace, "other", True, False)
-        self.assertIs(other["activated"], False)
+        self.assertIs(other.activated, False)
 
     def test_assistant_chunks_are_joined_and_text_before_the_last_tool_is_not_the_answer(self):
         # The contract: assistant text arrives in "delta" chunks to be concatenated.
@@ -720,11 +720,11 @@ class OpenCodeReadTest(MetricAsserts):
         self.assertEqual(reply.text, "BANANA")
         evidence = runner.activation_evidence(self.provider, reply.trace, "s-proj-opencode",
                                               True, False)
-        self.assertIs(evidence["activated"], True)
-        self.assertTrue(evidence["signal"].startswith(
+        self.assertIs(evidence.activated, True)
+        self.assertTrue(evidence.signal.startswith(
             'opencode\'s skill tool "skill" called with name="s-proj-opencode" (tool call 1, '
-            'JSON event '), evidence["signal"])
-        self.assertEqual(evidence["evidence"]["tool"], "skill")
+            'JSON event '), evidence.signal)
+        self.assertEqual(evidence.evidence.tool, "skill")
 
     def test_a_priced_model_reports_its_cost_summed_over_steps(self):
         events = events_of(OPENCODE_BASH)

@@ -976,6 +976,33 @@ class TraceAction(Record):
             skill=cut(self.skill), paths=tuple(p[:ACTION_TEXT_CHARS] for p in self.paths[:50]))
 
 
+TALLY = Kind("a count from 0", lambda value: _is_int(value) and value >= 0)
+PROCESS_METRICS = ("actions", "commands", "files_read", "files_written")
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceSummary(Record):
+    """run.json's `trace`: the counts of a Trace the process metrics are made of, or only
+    `absent`, why there is none (no event read, a conversation)."""
+
+    cli: str | None = None
+    actions: int | None = None
+    commands: int | None = None
+    files_read: int | None = None
+    files_written: int | None = None
+    skill_activations: int | None = None
+    cut: bool | None = None
+    unreported: dict[str, str] | None = None
+    absent: str | None = None
+
+    FIELDS = (Field("cli", TEXT, optional=True, omit="none"),
+              *(Field(key, TALLY, optional=True, omit="none")
+                for key in (*PROCESS_METRICS, "skill_activations")),
+              Field("cut", FLAG, optional=True, omit="none"),
+              Field("unreported", MapOf(TEXT), optional=True, omit="none"),
+              Field("absent", TEXT, optional=True, omit="none"))
+
+
 @dataclasses.dataclass
 class Trace:
     """The executor's actions in order, read from its CLI's own events (never from its answer
@@ -991,14 +1018,12 @@ class Trace:
     def count(self, *kinds: str) -> int:
         return sum(1 for action in self.actions if not kinds or action.kind in kinds)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> TraceSummary:
         """run.json's `trace`: the counts the process metrics are made of."""
-        paths = {kind: len({p for a in self.actions if a.kind in kinds for p in a.paths})
-                 for kind, kinds in (("files_read", ("read",)),
-                                     ("files_written", ("write", "edit", "delete")))}
-        return {"cli": self.cli, "actions": self.count(), "commands": self.count("command"),
-                **paths, "skill_activations": self.count("skill"), "cut": self.cut,
-                "unreported": dict(self.unreported)}
+        read, written = (len({p for a in self.actions if a.kind in kinds for p in a.paths})
+                         for kinds in (("read",), ("write", "edit", "delete")))
+        return TraceSummary(self.cli, self.count(), self.count("command"), read, written,
+                            self.count("skill"), self.cut, dict(self.unreported))
 
     def saved(self) -> TraceFile:
         """trace.json: the summary and the actions in order, at most TRACE_SAVED_ACTIONS."""
@@ -1011,16 +1036,16 @@ class Trace:
 class TraceFile(Record):
     """trace.json, as written from a Trace."""
 
-    summary: dict[str, Any]
+    summary: TraceSummary
     events: int
     actions: tuple[TraceAction, ...]
     left_out: int
     note: str = ("read from the agent CLI's own events; `event` is the position of the event "
                  "among the JSON lines of logs/" + EXECUTOR_STREAM_FILE)
 
-    FIELDS = (Field("summary", Kind("an object", lambda value: isinstance(value, dict))),
-              Field("events", INTEGER), Field("actions", ListOf(TraceAction, load=tuple)),
-              Field("left_out", INTEGER), Field("note", TEXT))
+    FIELDS = (Field("summary", TraceSummary), Field("events", INTEGER),
+              Field("actions", ListOf(TraceAction, load=tuple)), Field("left_out", INTEGER),
+              Field("note", TEXT))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1824,6 +1849,90 @@ class RunScore(Record):
         "pass_rate", "passed", "failed", "total", "time_seconds", "tokens", "errors"))
 
 
+def _is_activated(value: Any) -> bool:
+    return isinstance(value, bool) or value == "unknown"
+
+
+ACTIVATED = Kind('true, false or "unknown"', _is_activated)
+
+
+@dataclasses.dataclass(frozen=True)
+class Stopped(Record):
+    """A trigger query's executor ended by the runner once the query was decided."""
+
+    reason: str
+    after_seconds: float
+
+    FIELDS = (Field("reason", TEXT), Field("after_seconds", NUMBER))
+
+
+@dataclasses.dataclass(frozen=True)
+class ActivationEvidence(Record):
+    """The call that loaded the skill: its tool, its input (cut), and where it sat."""
+
+    tool: str | None
+    input: str
+    call: int
+    event: int | None
+
+    FIELDS = (Field("tool", TEXT, optional=True), Field("input", TEXT),
+              Field("call", TALLY), Field("event", TALLY, optional=True))
+
+
+@dataclasses.dataclass(frozen=True)
+class Activation(Record):
+    """run.json's `activation` of an installed cell: did the agent load the skill, read
+    from its CLI's own stream (true, false or "unknown" with the reason), with the call that
+    did; a trigger query's also whether the runner ended it once decided."""
+
+    should_activate: bool | None  # None: recorded before negative cases existed
+    activated: bool | str
+    signal: str | None = None
+    reason: str | None = None
+    calls: int | None = None
+    evidence: ActivationEvidence | None = None
+    trigger: bool = False
+    stopped: Stopped | None = None
+
+    FIELDS = (Field("should_activate", FLAG, optional=True, omit="none"),
+              Field("activated", ACTIVATED),
+              *(Field(key, TEXT, optional=True, omit="none") for key in ("signal", "reason")),
+              Field("calls", TALLY, optional=True, omit="none"),
+              Field("evidence", ActivationEvidence, optional=True, omit="none"),
+              Field("trigger", FLAG, optional=True, default=False, omit="empty"),
+              Field("stopped", Stopped, optional=True, omit="none"))
+
+
+@dataclasses.dataclass(frozen=True)
+class RunActivation(Record):
+    """A run's activation as benchmark.json lists it (the evidence stays in run.json)."""
+
+    activated: bool | str
+    should_activate: bool | None
+    signal: str | None
+    trigger: bool = False
+    stopped: Stopped | None = None
+
+    FIELDS = (Field("activated", ACTIVATED), Field("should_activate", FLAG, optional=True),
+              Field("signal", TEXT, optional=True),
+              Field("trigger", FLAG, optional=True, default=False, omit="empty"),
+              Field("stopped", Stopped, optional=True, omit="none"))
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessCounts(Record):
+    """A run's process metrics, counted from its trace, or `absent` with why not."""
+
+    actions: int | None = None
+    commands: int | None = None
+    files_read: int | None = None
+    files_written: int | None = None
+    absent: str | None = None
+
+    FIELDS = (*(Field(key, TALLY, optional=True, omit="none") for key in PROCESS_METRICS),
+              Field("absent", TEXT, optional=True, omit="none"))
+
+
 @dataclasses.dataclass(frozen=True)
 class Failure(Record):
     """Why a run failed or went ungraded: the stage (executor, grader, ...) and what happened."""
@@ -1871,14 +1980,14 @@ class RunResult(Record):
     failure: Failure | None
     permission_denials: int | None
     skill_read: str | None
-    activation: dict[str, Any] | None
+    activation: RunActivation | None
     metric_sources: dict[str, Metric | None] | None
     files_sha256: dict[str, str] | None
     grader: GraderCost | None
     checks: ChecksSummary | None = None
-    # the executor's actions counted from its trace (PROCESS_METRICS, and `cut`), or
-    # {"absent": why}; None (the key left out) for a run recorded before traces were kept
-    process: dict[str, Any] | None = None
+    # the executor's actions counted from its trace, or why not; None (the key left out)
+    # for a run recorded before traces were kept
+    process: ProcessCounts | None = None
 
     FIELDS = (Field("eval_id", CASE_ID), Field("eval_name", ANY, optional=True),
               Field("configuration", CONFIG_NAME), Field("run_number", RUN_NUMBER),
@@ -1886,12 +1995,13 @@ class RunResult(Record):
               Field("expectations", VERDICTS, optional=True, default=()),
               Field("failure", Failure, optional=True),
               Field("permission_denials", INTEGER, optional=True),
-              Field("skill_read", TEXT, optional=True), Field("activation", OBJECT, optional=True),
+              Field("skill_read", TEXT, optional=True),
+              Field("activation", RunActivation, optional=True),
               Field("metric_sources", MapOf(Metric, nullable=True), optional=True),
               Field("files_sha256", HASHES, optional=True),
               Field("grader", GraderCost, optional=True),
               Field("checks", ChecksSummary, optional=True, omit="none"),
-              Field("process", OBJECT, optional=True, omit="none"))
+              Field("process", ProcessCounts, optional=True, omit="none"))
 
     @property
     def label(self) -> str:
@@ -2191,6 +2301,279 @@ class JudgeVsChecks(Record):
               Field("per_pair", ListOf(PairAgreement)), Field("max_disagreement", NUMBER))
 
 
+INTERVAL = Kind("an interval of two numbers", _is_interval, tuple, list)
+
+
+@dataclasses.dataclass(frozen=True)
+class Share(Record):
+    """How often the skill activated among the runs whose stream could tell ("unknown" ones
+    counted apart), with Wilson's 95% interval over `interval_unit` (evals or runs)."""
+
+    activated: int
+    runs: int
+    unknown: int
+    rate: float | None
+    evals: int | None  # None, and the unit: written before evals were the trials
+    interval_unit: str | None
+    interval_95: tuple[float, float] | None
+
+    FIELDS = (*(Field(key, TALLY) for key in ("activated", "runs", "unknown")),
+              Field("rate", NUMBER, optional=True),
+              Field("evals", TALLY, optional=True, omit="none"),
+              Field("interval_unit", TEXT, optional=True, omit="none"),
+              Field("interval_95", INTERVAL, optional=True))
+
+
+@dataclasses.dataclass(frozen=True)
+class UnitShare(Record):
+    """One eval's (or trigger query's) row: whether the skill should activate, and did."""
+
+    eval_id: str | int
+    expected: bool | None
+    share: Share
+
+    FIELDS = (Field("eval_id", CASE_ID),
+              Field("expected", FLAG, optional=True, key="should_activate"),
+              Field("share", Share, inline="activated"))
+
+
+class QueryShare(UnitShare):
+    FIELDS = (Field("eval_id", CASE_ID),
+              Field("expected", FLAG, optional=True, key="should_trigger"),
+              Field("share", Share, inline="activated"))
+
+
+@dataclasses.dataclass(frozen=True)
+class ArmActivation(Record):
+    """benchmark.json's activation.<installed arm>: activation on cases the skill is for,
+    false activation on the others, and the pass rate of runs that did and did not load it."""
+
+    activation: Share
+    false_activation: Share
+    pass_rate_activated: Stats
+    pass_rate_not_activated: Stats
+    executor_not_run: int
+    per_eval: tuple[UnitShare, ...]
+
+    FIELDS = (Field("activation", Share), Field("false_activation", Share),
+              Field("pass_rate_activated", Stats), Field("pass_rate_not_activated", Stats),
+              Field("executor_not_run", TALLY), Field("per_eval", ListOf(UnitShare)))
+
+
+@dataclasses.dataclass(frozen=True)
+class StoppedAtDecision(Record):
+    """The trigger queries' executors ended once decided: how many, for how long in all, and
+    the tokens their CLI reported before it was ended."""
+
+    runs: int
+    of: int
+    executor_seconds: float | None
+    tokens: float | None
+    tokens_captured_runs: int
+
+    FIELDS = (Field("runs", TALLY), Field("of", TALLY),
+              *(Field(key, NUMBER, optional=True) for key in ("executor_seconds", "tokens")),
+              Field("tokens_captured_runs", TALLY))
+
+
+@dataclasses.dataclass(frozen=True)
+class TriggerArm(Record):
+    """benchmark.json's trigger.<installed arm>: a trigger set's recall and false activations,
+    the queries as trials, the runs that failed before deciding, the executors stopped."""
+
+    agent: str | None
+    queries: int
+    recall: Share
+    false_activation: Share
+    failed_runs: int
+    stopped_at_decision: StoppedAtDecision
+    per_query: tuple[UnitShare, ...]
+
+    FIELDS = (Field("agent", TEXT, optional=True), Field("queries", TALLY),
+              Field("recall", Share), Field("false_activation", Share),
+              Field("failed_runs", TALLY), Field("stopped_at_decision", StoppedAtDecision),
+              Field("per_query", ListOf(QueryShare)))
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessArm(Record):
+    """process.per_config.<config>: each count's spread over the runs counted, and why the
+    others were not."""
+
+    actions: Stats
+    commands: Stats
+    files_read: Stats
+    files_written: Stats
+    runs_counted: int
+    runs_not_counted: int
+    not_counted_because: tuple[str, ...]
+
+    FIELDS = (*(Field(key, Stats) for key in PROCESS_METRICS),
+              *(Field(key, TALLY) for key in ("runs_counted", "runs_not_counted")),
+              Field("not_counted_because", TEXTS))
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessComparison(Record):
+    """One count, candidate against baseline: the evals' deltas of mean counts and the
+    sign-flip test of their mean (an interval from MIN_PAIRED_EVALS evals, else why not)."""
+
+    candidate: str
+    baseline: str
+    metric: str
+    paired_evals: int
+    mean_delta: float | None
+    fewer: int
+    same: int
+    more: int
+    p_value: float | None = None
+    ci95: tuple[float, float] | None = None
+    ci95_absent: str | None = None
+
+    FIELDS = (*(Field(key, CONFIG_NAME) for key in ("candidate", "baseline")),
+              Field("metric", TEXT), Field("paired_evals", TALLY),
+              Field("mean_delta", NUMBER, optional=True),
+              *(Field(key, TALLY) for key in ("fewer", "same", "more")),
+              Field("p_value", NUMBER, optional=True), Field("ci95", INTERVAL, optional=True),
+              Field("ci95_absent", TEXT, optional=True, omit="none"))
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessSummary(Record):
+    """benchmark.json's `process`: the executor's actions per config and, per baseline and
+    count, the paired comparison over the evals."""
+
+    note: str
+    metrics: tuple[str, ...]
+    per_config: dict[str, ProcessArm]
+    comparisons: tuple[ProcessComparison, ...]
+
+    FIELDS = (Field("note", TEXT), Field("metrics", TEXTS),
+              Field("per_config", MapOf(ProcessArm)),
+              Field("comparisons", ListOf(ProcessComparison)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Look(Record):
+    """One look of an adaptive run, after wave `look` of `looks`: the sign-flip test at this
+    look's share of alpha (or why it could not decide), and whether the waves stop."""
+
+    look: int
+    looks: int
+    alpha: float
+    alpha_spent: float
+    paired_evals: int
+    mean_delta: float | None
+    p_value: float | None = None
+    ci: tuple[float, float] | None = None
+    decision: str | None = None  # "improved", "regressed" or None
+    stop: str | None = None  # the decision, "futility", "ceiling", "stopped" or None
+    skipped: str | None = None  # why a look that spends no alpha could not decide
+    exact: bool | None = None  # None: no test was made
+    sign_patterns: int | None = None
+    seed: int | None = None
+    halted: str | None = None  # what stopped the waves before the look decided
+
+    FIELDS = (*(Field(key, TALLY) for key in ("look", "looks")),
+              *(Field(key, NUMBER) for key in ("alpha", "alpha_spent")),
+              Field("paired_evals", TALLY),
+              *(Field(key, NUMBER, optional=True) for key in ("mean_delta", "p_value")),
+              Field("ci", INTERVAL, optional=True),
+              *(Field(key, TEXT, optional=True) for key in ("decision", "stop")),
+              Field("skipped", TEXT, optional=True, omit="none"),
+              Field("exact", FLAG, optional=True, omit="none"),
+              Field("sign_patterns", TALLY, optional=True, omit="none"),
+              Field("seed", INTEGER, optional=True, omit=lambda look: look.exact is None),
+              Field("halted", TEXT, optional=True, omit="none"))
+
+
+@dataclasses.dataclass(frozen=True)
+class WaveSize(Record):
+    """The cells and grader calls of one wave (every wave holds the same ones)."""
+
+    cells: int
+    grader_calls: int
+
+    FIELDS = (Field("cells", TALLY), Field("grader_calls", TALLY))
+
+
+@dataclasses.dataclass(frozen=True)
+class Calls(Record):
+    """Cells with their executor and grader calls: of the full matrix, or left out."""
+
+    cells: int
+    executor_calls: int
+    grader_calls: int
+
+    FIELDS = tuple(Field(key, TALLY) for key in ("cells", "executor_calls", "grader_calls"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate(Record):
+    """What the cells left out would have used: an estimate with its basis, kept apart from
+    captured metrics (never a `value`), or absent with the reason."""
+
+    estimate: float | None = None
+    basis: str | None = None
+    absent_reason: str | None = None
+
+    FIELDS = (Field("value", Kind("null", lambda value: value is None), derived=True,
+                    omit=lambda entry: entry.estimate is not None),
+              Field("estimate", NUMBER, optional=True, omit="none"),
+              Field("basis", TEXT, optional=True, omit="none"),
+              Field("absent_reason", TEXT, optional=True, omit="none"))
+
+    def value(self) -> None:
+        """An estimate is never a measured value."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Saved(Record):
+    """What the waves not run saved against the full matrix."""
+
+    left_out: Calls
+    share: float
+    full_matrix: Calls
+    cost_usd: Estimate
+    tokens: Estimate
+
+    FIELDS = (Field("left_out", Calls, inline="cells"), Field("share", NUMBER),
+              Field("full_matrix", Calls), Field("cost_usd", Estimate), Field("tokens", Estimate))
+
+
+@dataclasses.dataclass(frozen=True)
+class Adaptive(Record):
+    """--adaptive's record, in benchmark.json and the iteration manifest alike: the plan of
+    the looks, the waves run, why they stopped (`stop` None: a shard or a merge waiting for
+    the next wave), each look, and what the waves not run saved (None until they stop)."""
+
+    method: str
+    spending: str
+    alpha: float
+    alpha_shares: tuple[float, ...]
+    waves_max: int
+    waves_run: int
+    stop: str | None
+    stop_reason: str
+    looks: tuple[Look, ...]
+    saved: Saved | None
+    evals: int | None = None
+    deciding_looks: tuple[int, ...] | None = None
+    shard: str | None = None  # "K/N": a shard's waves, whose look the merge makes
+    wave_size: WaveSize | None = None  # a shard's
+    next_wave: int | None = None  # a merge whose look decided nothing yet
+
+    FIELDS = (Field("method", TEXT), Field("spending", TEXT), Field("alpha", NUMBER),
+              Field("alpha_shares", ListOf(NUMBER)), Field("waves_max", COUNT),
+              Field("evals", TALLY, optional=True, omit="none"),
+              Field("deciding_looks", ListOf(COUNT), optional=True, omit="none"),
+              Field("shard", TEXT, optional=True, omit="none"), Field("waves_run", TALLY),
+              Field("wave_size", WaveSize, optional=True, omit="none"),
+              Field("stop", TEXT, optional=True), Field("stop_reason", TEXT),
+              Field("next_wave", COUNT, optional=True, omit="none"),
+              Field("looks", ListOf(Look)), Field("saved", Saved, optional=True))
+
+
 @dataclasses.dataclass(frozen=True)
 class AssertionRate(Record):
     """One config's verdicts on a per-assertion row: passed of graded, rate and 95% interval."""
@@ -2437,8 +2820,7 @@ class ResultsCheck(Record):
 @dataclasses.dataclass(frozen=True)
 class Benchmark(Record):
     """benchmark.json: what aggregate() returns, write_benchmark writes and every report
-    renders. Its blocks are the records above; the metadata, activation, trigger, process and
-    adaptive blocks are JSON as written."""
+    renders. Its blocks are the records above; only the metadata is JSON as written."""
 
     metadata: dict[str, Any]
     runs: tuple[RunResult, ...]  # scored: skill-creator averages every entry
@@ -2456,15 +2838,15 @@ class Benchmark(Record):
     per_eval: tuple[PerEval, ...] = ()
     judge: JudgeSummary | None = None
     judge_vs_checks: JudgeVsChecks | None = None
-    activation: dict[str, Any] | None = None
-    trigger: dict[str, Any] | None = None  # a trigger set's recall and false activations
+    activation: dict[str, ArmActivation] | None = None
+    trigger: dict[str, TriggerArm] | None = None  # a trigger set's recall and false activations
     # the executor's actions per config and paired per eval, from the traces (never mixed
     # into the metrics its CLI reported); None: no run had a trace
-    process: dict[str, Any] | None = None
+    process: ProcessSummary | None = None
     notes: tuple[str, ...] | None = None  # skill-creator's analyst notes; the runner's: none
     paired: Comparison | None = None
     results_check: ResultsCheck | None = None
-    adaptive: dict[str, Any] | None = None  # --adaptive: the waves, their looks, the saving
+    adaptive: Adaptive | None = None  # --adaptive: the waves, their looks, the saving
 
     FIELDS = (Field("metadata", OBJECT), Field("runs", ListOf(RunResult)),
               Field("run_summary", MapOf(ConfigSummary, besides=("delta",))),
@@ -2480,14 +2862,14 @@ class Benchmark(Record):
                     optional=True),
               Field("per_eval", ListOf(PerEval)), Field("judge", JudgeSummary, optional=True),
               Field("judge_vs_checks", JudgeVsChecks, optional=True),
-              Field("activation", OBJECT, optional=True),
-              Field("process", OBJECT, optional=True, omit="none"),
+              Field("activation", MapOf(ArmActivation), optional=True),
+              Field("process", ProcessSummary, optional=True, omit="none"),
               Field("notes", TEXTS, optional=True),
               Field("paired", Comparison, optional=True),
               Field("sanity_checks", SanityChecks),
               Field("unscored_runs", ListOf(RunResult), optional=True, default=()),
-              Field("adaptive", OBJECT, optional=True, omit="none"),
-              Field("trigger", OBJECT, optional=True, omit="none"),
+              Field("adaptive", Adaptive, optional=True, omit="none"),
+              Field("trigger", MapOf(TriggerArm), optional=True, omit="none"),
               Field("results_check", ResultsCheck, optional=True, omit="none"))
 
     def _check(self, cursor: Cursor) -> None:
@@ -2578,11 +2960,10 @@ class RunRecord(Record):
     regraded_from: RegradedFrom | None = None  # the run whose recorded answer was graded
     permission_denials: list[Any] = dataclasses.field(default_factory=list)  # as the CLI said
     skill_read: SkillRead | None = None
-    # installed cells: did the agent load the skill, by its CLI's own stream (activated
-    # true, false or "unknown", with the evidence)
-    activation: dict[str, Any] | None = None
-    # the executor's actions counted (Trace.summary; trace.json holds them), or {"absent": why}
-    trace: dict[str, Any] | None = None
+    # installed cells: did the agent load the skill, by its CLI's own stream
+    activation: Activation | None = None
+    # the executor's actions counted (Trace.summary; trace.json holds them), or why not
+    trace: TraceSummary | None = None
     notes: list[str] = dataclasses.field(default_factory=list)  # what was odd in the output
     # a case with turns or a user: each turn, how it ended, the user agent's calls and use
     conversation: ConversationRecord | None = None
@@ -2609,7 +2990,8 @@ class RunRecord(Record):
               Field("permission_denials", ListOf(CLI_JSON, load=list), optional=True,
                     default=list),
               Field("skill_read", SkillRead, optional=True),
-              *(Field(key, OBJECT, optional=True) for key in ("activation", "trace")),
+              Field("activation", Activation, optional=True),
+              Field("trace", TraceSummary, optional=True),
               Field("notes", ListOf(TEXT, load=list), optional=True, default=list),
               Field("conversation", ConversationRecord, optional=True, omit="none"),
               *(Field(key, TEXT, optional=True) for key in ("started_at", "finished_at")),
@@ -9187,7 +9569,7 @@ class RunState:
     mutable part of a RunContext (every copy made with dataclasses.replace shares it)."""
 
     write_failed: WriteFailed | None = None  # the first file a cell could not write
-    adaptive: dict[str, Any] | None = None  # the waves' record, once --adaptive ran them
+    adaptive: Adaptive | None = None  # the waves' record, once --adaptive ran them
 
 
 @dataclasses.dataclass(frozen=True)
@@ -9797,14 +10179,14 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     record.metrics = reply.metrics
     record.permission_denials = reply.permission_denials
     record.trace = (reply.actions.summary() if reply.actions is not None else
-                    {"absent": "the executor's stream held no event the "
-                               f"{ctx.provider.name} adapter could read"})
+                    TraceSummary(absent="the executor's stream held no event the "
+                                        f"{ctx.provider.name} adapter could read"))
     if reply.actions is not None:  # from the captured stream, never from the sandbox
         files.json("trace.json", reply.actions.saved().to_json())
     note_skill_use(ctx, cell, record, reply, result)
     files.text("outputs/output.txt", reply.text)
     if cell.case.trigger and record.activation is not None and \
-            record.activation["activated"] != "unknown":
+            record.activation.activated != "unknown":
         return None  # decided, even if ended for it: an observation, and never graded
     if not reply.ok:
         files.text("logs/executor_stderr.txt", result.stderr)
@@ -9918,8 +10300,8 @@ def run_conversation(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: RunR
         + ctx.options.timeout_s * CONVERSATION_TIMEOUT_FACTOR)
     # Each turn is a stream of its own (its event positions are its own): no one trace of
     # the conversation is made, so its trace checks cannot run and it counts no process.
-    record.trace = {"absent": "a conversation: each turn is a separate stream; traces are "
-                              "read from single-turn runs"}
+    record.trace = TraceSummary(absent="a conversation: each turn is a separate stream; "
+                                       "traces are read from single-turn runs")
     try:
         answer = converse(talk)
     finally:
@@ -10564,30 +10946,37 @@ def skill_read_evidence(trace: list[dict] | None, skill_name: str, config: str,
 
 
 def activation_evidence(provider: Provider, trace: list[dict] | None, skill_name: str,
-                        finished: bool, cut: bool) -> dict[str, Any]:
+                        finished: bool, cut: bool, should: bool = True) -> Activation:
     """Did an installed cell's agent load the skill? Read from its CLI's own stream: the
     first call of its skill tool naming the skill, or of any tool that opens the installed
     SKILL.md. A stream that cannot tell is "unknown", never false."""
     if trace is None:
-        return {"activated": "unknown", "reason": "the executor's stream held no event the "
-                f"{provider.name} adapter could read"}
+        return Activation(should, "unknown", reason="the executor's stream held no event the "
+                          f"{provider.name} adapter could read")
     for position, call in enumerate(trace):
         signal = _activation_signal(provider, call, skill_name)
         if signal:
-            shown = json.dumps(call.get("input"), ensure_ascii=False)
-            signal += _where_in_stream(position, call.get("event"))
-            return {"activated": True, "signal": signal, "calls": len(trace), "evidence": {
-                "tool": call.get("tool"), "input": shown[:300], "call": position,
-                "event": call.get("event")}}
+            where = _where_in_stream(position, call.get("event"))
+            return Activation(should, True, signal + where, calls=len(trace),
+                              evidence=_evidence(call, position))
     why = ("the executor did not finish, so it may have loaded the skill later" if not finished
            else "the stream was cut in the middle" if cut else "")
     if why:
-        return {"activated": "unknown", "reason": why, "calls": len(trace)}
-    return {"activated": False, "calls": len(trace)}
+        return Activation(should, "unknown", reason=why, calls=len(trace))
+    return Activation(should, False, calls=len(trace))
+
+
+def _evidence(call: dict[str, Any], position: int) -> ActivationEvidence:
+    """The call that loaded the skill; a tool name the CLI gave as another JSON value is
+    kept as its JSON text."""
+    tool = call.get("tool")
+    return ActivationEvidence(
+        tool if tool is None or isinstance(tool, str) else json.dumps(tool, ensure_ascii=False),
+        json.dumps(call.get("input"), ensure_ascii=False)[:300], position, call.get("event"))
 
 
 def installed_activation(provider: Provider, case: Case, skill_name: str, reply: AgentReply,
-                         result: ProcessResult) -> dict[str, Any]:
+                         result: ProcessResult) -> Activation:
     """An installed cell's activation. A trigger query's is decided by the first call that
     activates the skill or does anything else; what the agent did after that never counts,
     whether or not it was stopped in time."""
@@ -10597,15 +10986,11 @@ def installed_activation(provider: Provider, case: Case, skill_name: str, reply:
         decided = trigger_decision(provider, trace, skill_name)
     if trace is not None and decided is not None:
         trace, finished = trace[:decided + 1], True
-    found = {"should_activate": case.should_activate,
-             **activation_evidence(provider, trace, skill_name, finished,
-                                   result.stdout_truncated and decided is None)}
-    if case.trigger:
-        found["trigger"] = True
-    if result.stopped:
-        found["stopped"] = {"reason": result.stopped,
-                            "after_seconds": round(result.duration_s, 3)}
-    return found
+    found = activation_evidence(provider, trace, skill_name, finished,
+                                result.stdout_truncated and decided is None,
+                                case.should_activate)
+    return dataclasses.replace(found, trigger=case.trigger, stopped=Stopped(
+        result.stopped, round(result.duration_s, 3)) if result.stopped else None)
 
 
 def trigger_decision(provider: Provider, trace: list[dict] | None,
@@ -11246,10 +11631,9 @@ def benchmark_run(record: RunRecord) -> RunResult:
         failure=record.failure,
         permission_denials=len(record.permission_denials or []),
         skill_read=None if record.skill_read is None else record.skill_read.state,
-        activation=({key: record.activation.get(key) for key in
-                     ("activated", "should_activate", "signal", "trigger", "stopped")
-                     if key in record.activation or key not in ("trigger", "stopped")}
-                    if record.activation else None),
+        activation=(RunActivation(record.activation.activated, record.activation.should_activate,
+                                  record.activation.signal, record.activation.trigger,
+                                  record.activation.stopped) if record.activation else None),
         metric_sources={name: (record.metrics or {}).get(name)
                         for name in ("time_seconds", "tokens")},
         files_sha256=dict(sorted(record.written_files.items())),
@@ -11641,7 +12025,7 @@ def still_reachable(pairs: list[tuple[list[float], list[float]]], look: int,
 
 
 def sequential_look(pairs: list[tuple[list[float], list[float]]], look: int, looks: int,
-                    spending: str = SEQUENTIAL_SPENDING) -> dict[str, Any]:
+                    spending: str = SEQUENTIAL_SPENDING) -> Look:
     """Look `look` of `looks` (1-based): the test at this look's share of alpha, its interval
     (every shift the test at that level does not reject), and whether the waves stop.
 
@@ -11653,27 +12037,26 @@ def sequential_look(pairs: list[tuple[list[float], list[float]]], look: int, loo
     level = shares[look - 1]
     scored = [(cand, base) for cand, base in pairs if cand and base]
     deltas = paired_deltas(scored)
-    result: dict[str, Any] = {"look": look, "looks": looks, "alpha": level,
-                              "alpha_spent": math.fsum(shares[:look]),
-                              "paired_evals": len(deltas),
-                              "mean_delta": _snap(_average(deltas)) if deltas else None,
-                              "p_value": None, "ci": None, "decision": None, "stop": None}
+    result = Look(look, looks, level, math.fsum(shares[:look]), len(deltas),
+                  _snap(_average(deltas)) if deltas else None)
     if level <= 0:
-        result["skipped"] = (f"with {len(pairs)} evals the smallest sign-flip p is "
-                             f"{smallest_p(len(pairs)):.3g}, above this look's share: it could "
-                             "not decide, so it spends no alpha and passes its share on")
+        result = dataclasses.replace(result, skipped=(
+            f"with {len(pairs)} evals the smallest sign-flip p is {smallest_p(len(pairs)):.3g}, "
+            "above this look's share: it could not decide, so it spends no alpha and passes "
+            "its share on"))
     elif deltas:
         test = mean_delta_interval(deltas, delta_step(scored), level)
-        result.update(p_value=test["p_value"], ci=[_snap(b) for b in test["ci"]],
-                      exact=test["exact"], sign_patterns=test["patterns"], seed=test["seed"])
-        result["decision"] = _decision(test, len(deltas))
-    if result["decision"]:
-        result["stop"] = result["decision"]
-    elif look >= looks:
-        result["stop"] = "ceiling"
-    elif not still_reachable(pairs, look, shares):
-        result["stop"] = "futility"
-    return result
+        low, high = test["ci"]
+        result = dataclasses.replace(
+            result, p_value=test["p_value"], ci=(_snap(low), _snap(high)),
+            decision=_decision(test, len(deltas)), exact=test["exact"],
+            sign_patterns=test["patterns"], seed=test["seed"])
+    if result.decision:
+        return dataclasses.replace(result, stop=result.decision)
+    if look >= looks:
+        return dataclasses.replace(result, stop="ceiling")
+    return (result if still_reachable(pairs, look, shares)
+            else dataclasses.replace(result, stop="futility"))
 
 
 def level_text(level: float) -> str:
@@ -11686,57 +12069,56 @@ def level_text(level: float) -> str:
     return "over 99.99999999%"
 
 
-def sequential_verdict(look: dict[str, Any]) -> tuple[str, str]:
+def sequential_verdict(look: Look) -> tuple[str, str]:
     """The verdict and its reason from the look the waves stopped at."""
-    if look["paired_evals"] < MIN_PAIRED_EVALS:
-        return "inconclusive", (f"only {look['paired_evals']} eval(s) scored in both configs; "
+    if look.paired_evals < MIN_PAIRED_EVALS:
+        return "inconclusive", (f"only {look.paired_evals} eval(s) scored in both configs; "
                                 f"at least {MIN_PAIRED_EVALS} are needed")
-    if look.get("skipped"):
-        return "inconclusive", (f"the waves stopped at look {look['look']} of {look['looks']}, "
-                                f"which could not decide: {look['skipped']}")
-    where = (f"sequential sign-flip p = {look['p_value']:.4g} at look {look['look']} of "
-             f"{look['looks']}, whose share of alpha is {look['alpha']:.4g}")
-    level = f"the {level_text(1 - look['alpha'])} interval of the mean per-eval delta"
-    if look["decision"] == "improved":
+    if look.skipped:
+        return "inconclusive", (f"the waves stopped at look {look.look} of {look.looks}, "
+                                f"which could not decide: {look.skipped}")
+    p_value = "n/a" if look.p_value is None else f"{look.p_value:.4g}"
+    where = (f"sequential sign-flip p = {p_value} at look {look.look} of {look.looks}, whose "
+             f"share of alpha is {look.alpha:.4g}")
+    level = f"the {level_text(1 - look.alpha)} interval of the mean per-eval delta"
+    if look.decision == "improved":
         return "improved", f"{level} lies above 0 ({where})"
-    if look["decision"] == "regressed":
+    if look.decision == "regressed":
         return "regressed", f"{level} lies below 0 ({where})"
     return "inconclusive", f"{level} includes 0 ({where})"
 
 
-def with_sequential_verdict(benchmark: Benchmark, adaptive: dict[str, Any] | None) -> Benchmark:
+def with_sequential_verdict(benchmark: Benchmark, adaptive: Adaptive | None) -> Benchmark:
     """An adaptive iteration's verdict and interval are the last look's, at its share of
     alpha, never the fixed-sample test's: the waves stopped on what the looks saw."""
     if not adaptive or not benchmark.comparisons:
         return benchmark
-    if not adaptive["looks"]:
+    if not adaptive.looks:
         return with_shard_wave_verdict(benchmark, adaptive)
-    look = adaptive["looks"][-1]
+    look = adaptive.looks[-1]
     verdict, reason = sequential_verdict(look)
-    if look["stop"] is None:  # a merge of shards' waves whose next wave is still to run
-        reason += (f"; so far only: the waves have not stopped, wave {look['look'] + 1} of "
-                   f"{look['looks']} is still to run on every shard")
-    test = SignFlipTest(adaptive["method"], look["alpha"], look["p_value"], look.get("exact"),
-                        look.get("sign_patterns"), look.get("seed"), look["look"],
-                        look["looks"])
+    if look.stop is None:  # a merge of shards' waves whose next wave is still to run
+        reason += (f"; so far only: the waves have not stopped, wave {look.look + 1} of "
+                   f"{look.looks} is still to run on every shard")
+    test = SignFlipTest(adaptive.method, look.alpha, look.p_value, look.exact,
+                        look.sign_patterns, look.seed, look.look, look.looks)
     return with_first_comparison(benchmark, adaptive, {
-        "ci95": None if look["ci"] is None else tuple(look["ci"]),
-        "interval_level": 1 - look["alpha"], "test": test, "verdict": verdict,
+        "ci95": look.ci, "interval_level": 1 - look.alpha, "test": test, "verdict": verdict,
         "verdict_reason": reason})
 
 
-def with_shard_wave_verdict(benchmark: Benchmark, adaptive: dict[str, Any]) -> Benchmark:
+def with_shard_wave_verdict(benchmark: Benchmark, adaptive: Adaptive) -> Benchmark:
     """A shard of an adaptive run claims nothing: no fixed-sample test on part of the evals,
     since the verdict is the merged look's."""
     return with_first_comparison(benchmark, adaptive, {
-        "ci95": None, "test": SignFlipTest(adaptive["method"]),
+        "ci95": None, "test": SignFlipTest(adaptive.method),
         "verdict": "inconclusive",
-        "verdict_reason": f"shard {adaptive['shard']} of an adaptive run holds only some of "
+        "verdict_reason": f"shard {adaptive.shard} of an adaptive run holds only some of "
                           "the evals; the verdict is the look that report --merge makes over "
                           "every shard"})
 
 
-def with_first_comparison(benchmark: Benchmark, adaptive: dict[str, Any],
+def with_first_comparison(benchmark: Benchmark, adaptive: Adaptive,
                           changes: dict[str, Any]) -> Benchmark:
     """The adaptive record, and `changes` to the first comparison and the paired block."""
     assert benchmark.comparisons, "with_sequential_verdict returns first without one"
@@ -12247,36 +12629,33 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> Benchmark:
 
 # -- process metrics: how the executor worked, from its trace ---------------------------------
 
-PROCESS_METRICS = ("actions", "commands", "files_read", "files_written")
 PROCESS_NOTE = ("counted from each run's trace: the tool calls its agent CLI reported in its "
                 "own events (trace.json); apart from the metrics the CLI reports, never mixed "
                 "into them")
 
 
-def process_counts(summary: Any) -> dict[str, Any]:
-    """A run's counts from run.json's `trace`, or {"absent": why}: none recorded, or the
-    stream was cut (its counts would be a lower bound)."""
-    if not isinstance(summary, dict):
-        return {"absent": "no trace was recorded"}
-    if "absent" in summary:
-        return {"absent": str(summary["absent"])[:300]}
-    counts = {name: summary.get(name) for name in PROCESS_METRICS}
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
-               for v in counts.values()):
-        return {"absent": "the trace's counts are not whole numbers"}
-    if summary.get("cut") is True:
-        return {"absent": "the executor's stream was cut in the middle; its counts would be a "
-                          "lower bound"}
+def process_counts(summary: TraceSummary) -> ProcessCounts:
+    """A run's counts from run.json's `trace`, or why not: none recorded, or the stream was
+    cut (its counts would be a lower bound)."""
+    if summary.absent is not None:
+        return ProcessCounts(absent=summary.absent[:300])
+    counts = ProcessCounts(summary.actions, summary.commands, summary.files_read,
+                           summary.files_written)
+    if None in (getattr(counts, name) for name in PROCESS_METRICS):
+        return ProcessCounts(absent="the trace's counts are not whole numbers")
+    if summary.cut:
+        return ProcessCounts(absent="the executor's stream was cut in the middle; its counts "
+                                    "would be a lower bound")
     return counts
 
 
-def _process_of(run: RunResult) -> dict[str, Any]:
+def _process_of(run: RunResult) -> ProcessCounts:
     """The process counts of a run picked for having them."""
     assert run.process is not None, "process_summary keeps only runs with process counts"
     return run.process
 
 
-def process_summary(runs: list[RunResult], configs: tuple[str, ...]) -> dict[str, Any] | None:
+def process_summary(runs: list[RunResult], configs: tuple[str, ...]) -> ProcessSummary | None:
     """Per config the mean and spread of each count over the scored runs that have one, and
     for each baseline the paired sign-flip test over the evals, as for the pass rate."""
     scored = [r for r in runs if r.scored and r.process is not None]
@@ -12285,42 +12664,39 @@ def process_summary(runs: list[RunResult], configs: tuple[str, ...]) -> dict[str
     per_config = {}
     for config in configs:
         mine = [_process_of(r) for r in scored if r.configuration == config]
-        counted = [p for p in mine if "absent" not in p]
-        per_config[config] = {
-            **{name: describe([p[name] for p in counted]) for name in PROCESS_METRICS},
-            "runs_counted": len(counted), "runs_not_counted": len(mine) - len(counted),
-            "not_counted_because": sorted({p["absent"] for p in mine if "absent" in p})[:5]}
-    compared = [process_comparison(scored, configs[0], baseline, name)
-                for baseline in configs[1:] for name in PROCESS_METRICS]
-    return {"note": PROCESS_NOTE, "metrics": list(PROCESS_METRICS), "per_config": per_config,
-            "comparisons": compared}
+        counted = [p for p in mine if p.absent is None]
+        actions, commands, read, written = (Stats(**describe([getattr(p, name) for p in counted]))
+                                            for name in PROCESS_METRICS)
+        per_config[config] = ProcessArm(
+            actions, commands, read, written, len(counted), len(mine) - len(counted),
+            tuple(sorted({p.absent for p in mine if p.absent is not None})[:5]))
+    compared = tuple(process_comparison(scored, configs[0], baseline, name)
+                     for baseline in configs[1:] for name in PROCESS_METRICS)
+    return ProcessSummary(PROCESS_NOTE, PROCESS_METRICS, per_config, compared)
 
 
 def process_comparison(runs: list[RunResult], candidate: str, baseline: str,
-                       name: str) -> dict[str, Any]:
+                       name: str) -> ProcessComparison:
     """One count, candidate against baseline: each eval's delta of mean counts (the evals
     where both configs have counted runs), and the sign-flip test of the mean delta."""
     means: dict[str, dict[str, list[float]]] = {}
     for run in runs:
-        if "absent" not in _process_of(run) and run.configuration in (candidate, baseline):
+        if _process_of(run).absent is None and run.configuration in (candidate, baseline):
             slot = means.setdefault(str(run.eval_id), {candidate: [], baseline: []})
-            slot[run.configuration].append(float(_process_of(run)[name]))
+            slot[run.configuration].append(float(getattr(_process_of(run), name)))
     deltas = sorted(_snap(_average(slot[candidate]) - _average(slot[baseline]))
                     for slot in means.values() if slot[candidate] and slot[baseline])
-    entry: dict[str, Any] = {
-        "candidate": candidate, "baseline": baseline, "metric": name,
-        "paired_evals": len(deltas), "mean_delta": _snap(_average(deltas)) if deltas else None,
-        "fewer": sum(_sign(d) < 0 for d in deltas), "same": sum(_sign(d) == 0 for d in deltas),
-        "more": sum(_sign(d) > 0 for d in deltas), "p_value": None, "ci95": None}
-    if deltas:
-        test = sign_flip_test(deltas)
-        entry["p_value"] = test["p_value"]
-        if len(deltas) >= MIN_PAIRED_EVALS:
-            entry["ci95"] = list(test["ci"])
-    if entry["ci95"] is None:
-        entry["ci95_absent"] = (f"{len(deltas)} paired evals; an interval needs at least "
-                                f"{MIN_PAIRED_EVALS}")
-    return entry
+    entry = ProcessComparison(
+        candidate, baseline, name, paired_evals=len(deltas),
+        mean_delta=_snap(_average(deltas)) if deltas else None,
+        fewer=sum(_sign(d) < 0 for d in deltas), same=sum(_sign(d) == 0 for d in deltas),
+        more=sum(_sign(d) > 0 for d in deltas))
+    test = sign_flip_test(deltas) if deltas else None
+    if test is not None and len(deltas) >= MIN_PAIRED_EVALS:
+        return dataclasses.replace(entry, p_value=test["p_value"], ci95=tuple(test["ci"]))
+    return dataclasses.replace(entry, p_value=test["p_value"] if test else None,
+                               ci95_absent=f"{len(deltas)} paired evals; an interval needs at "
+                                           f"least {MIN_PAIRED_EVALS}")
 
 
 # -- the installed arm: how often the agent found the skill on its own ----------------------
@@ -12328,7 +12704,7 @@ def process_comparison(runs: list[RunResult], candidate: str, baseline: str,
 WILSON_Z = 1.959963984540054  # the normal's 97.5th percentile: a two-sided 95% interval
 
 
-def wilson_interval(hits: float, n: float) -> list[float] | None:
+def wilson_interval(hits: float, n: float) -> tuple[float, float] | None:
     """Wilson's 95% score interval for a share of hits in n runs; None without runs. Unlike
     p +- z*se it stays inside [0, 1] and is not empty at 0 or n hits."""
     if n <= 0:
@@ -12337,10 +12713,10 @@ def wilson_interval(hits: float, n: float) -> list[float] | None:
     scale = 1 + z2 / n
     centre = (share + z2 / (2 * n)) / scale
     half = WILSON_Z * math.sqrt(share * (1 - share) / n + z2 / (4 * n * n)) / scale
-    return [max(0.0, centre - half), min(1.0, centre + half)]
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def _activation_of(run: RunResult) -> dict[str, Any]:
+def _activation_of(run: RunResult) -> RunActivation:
     """The activation record of a run picked for having one."""
     assert run.activation is not None, "the caller keeps only runs with an activation record"
     return run.activation
@@ -12352,7 +12728,7 @@ def _grader_of(run: RunResult) -> GraderCost:
     return run.grader
 
 
-def activation_tally(runs: list[RunResult]) -> dict[str, Any]:
+def activation_tally(runs: list[RunResult]) -> Share:
     """Activated runs among those whose stream could tell; "unknown" ones are counted apart,
     never as misses.
 
@@ -12361,19 +12737,23 @@ def activation_tally(runs: list[RunResult]) -> dict[str, Any]:
     design effect of clustered runs is at most the runs per eval, so this never claims more
     than the data hold); within one eval its runs are the trials.
     """
-    known = [r for r in runs if _activation_of(r)["activated"] in (True, False)]
-    hits = sum(_activation_of(r)["activated"] is True for r in known)
+    known = [r for r in runs if _activation_of(r).activated in (True, False)]
+    hits = sum(_activation_of(r).activated is True for r in known)
     evals = len({str(r.eval_id) for r in known})
     trials = evals if evals > 1 else len(known)
-    return {"activated": hits, "runs": len(known), "unknown": len(runs) - len(known),
-            "rate": hits / len(known) if known else None, "evals": evals,
-            "interval_unit": "evals" if evals > 1 else "runs",
-            "interval_95": wilson_interval(hits / len(known) * trials, trials) if known
-            else None}
+    return Share(hits, len(known), len(runs) - len(known), hits / len(known) if known else None,
+                 evals, "evals" if evals > 1 else "runs",
+                 wilson_interval(hits / len(known) * trials, trials) if known else None)
+
+
+def _shares(runs: list[RunResult]) -> tuple[Share, Share]:
+    """The share of runs that activated where the skill should, and where it should not."""
+    return (activation_tally([r for r in runs if _activation_of(r).should_activate]),
+            activation_tally([r for r in runs if not _activation_of(r).should_activate]))
 
 
 def activation_summary(runs: list[RunResult],
-                       configs: tuple[str, ...]) -> dict[str, Any] | None:
+                       configs: tuple[str, ...]) -> dict[str, ArmActivation] | None:
     """Per installed arm: activation on should-activate cases, false activation on the
     others, per case and overall, and the pass rate of runs that did and did not activate."""
     arms = [config for config in configs if config_installs_skill(config)]
@@ -12382,30 +12762,21 @@ def activation_summary(runs: list[RunResult],
     summary = {}
     for config in arms:
         mine = [r for r in runs if r.configuration == config and r.activation]
-        by_eval: dict[str, list[RunResult]] = {}
-        for run in mine:
-            by_eval.setdefault(str(run.eval_id), []).append(run)
-        summary[config] = {
-            "activation": activation_tally([r for r in mine
-                                            if _activation_of(r)["should_activate"]]),
-            "false_activation": activation_tally([r for r in mine
-                                                  if not _activation_of(r)["should_activate"]]),
-            "pass_rate_activated": _pass_rates(mine, True),
-            "pass_rate_not_activated": _pass_rates(mine, False),
-            "executor_not_run": sum(r.configuration == config and not r.activation
-                                    for r in runs),
-            "per_eval": [{"eval_id": these[0].eval_id,
-                          "should_activate": _activation_of(these[0])["should_activate"],
-                          **activation_tally(these)} for these in by_eval.values()]}
+        summary[config] = ArmActivation(
+            *_shares(mine), _pass_rates(mine, True), _pass_rates(mine, False),
+            executor_not_run=sum(r.configuration == config and not r.activation for r in runs),
+            per_eval=tuple(UnitShare(these[0].eval_id, _activation_of(these[0]).should_activate,
+                                     activation_tally(these))
+                           for these in _by_eval(mine).values()))
     return summary
 
 
 def is_trigger_run(run: RunResult) -> bool:
-    return bool(run.activation and run.activation.get("trigger"))
+    return bool(run.activation and run.activation.trigger)
 
 
 def trigger_summary(runs: list[RunResult], configs: tuple[str, ...],
-                    agent: Any) -> dict[str, Any] | None:
+                    agent: Any) -> dict[str, TriggerArm] | None:
     """Per installed arm, a trigger set's answer: recall on the queries the skill is for and
     false activations on the others, with the query as the unit of the interval (runs of one
     query are one trial); a run that failed before deciding is counted apart, never as a
@@ -12418,28 +12789,26 @@ def trigger_summary(runs: list[RunResult], configs: tuple[str, ...],
         these = [r for r in mine if r.configuration == config]
         if not these:
             continue
-        stopped = [_activation_of(r)["stopped"] for r in these
-                   if isinstance(_activation_of(r).get("stopped"), dict)]
-        seconds = [s.get("after_seconds") for s in stopped]
-        tokens = [r.result.tokens for r in these if _activation_of(r).get("stopped")
-                  and r.result.tokens is not None]
-        summary[config] = {
-            "agent": agent,
-            "queries": len({str(r.eval_id) for r in these}),
-            "recall": activation_tally([r for r in these if _activation_of(r)["should_activate"]]),
-            "false_activation": activation_tally([r for r in these
-                                                  if not _activation_of(r)["should_activate"]]),
-            "failed_runs": sum(r.status != STATUS_OK for r in these),
-            "stopped_at_decision": {
-                "runs": len(stopped), "of": len(these),
-                "executor_seconds": (round(sum(seconds), 3) if all(
-                    isinstance(x, (int, float)) for x in seconds) else None),
-                "tokens": sum(tokens) if tokens else None, "tokens_captured_runs": len(tokens)},
-            "per_query": [{"eval_id": group[0].eval_id,
-                           "should_trigger": _activation_of(group[0])["should_activate"],
-                           **activation_tally(group)}
-                          for group in _by_eval(these).values()]}
+        stopped = [r for r in these if _activation_of(r).stopped is not None]
+        tokens = [r.result.tokens for r in stopped if r.result.tokens is not None]
+        summary[config] = TriggerArm(
+            agent, len({str(r.eval_id) for r in these}), *_shares(these),
+            failed_runs=sum(r.status != STATUS_OK for r in these),
+            stopped_at_decision=StoppedAtDecision(
+                len(stopped), len(these),
+                round(sum(_stop_of(r).after_seconds for r in stopped), 3),
+                sum(tokens) if tokens else None, len(tokens)),
+            per_query=tuple(QueryShare(group[0].eval_id, _activation_of(group[0]).should_activate,
+                                       activation_tally(group))
+                            for group in _by_eval(these).values()))
     return summary or None
+
+
+def _stop_of(run: RunResult) -> Stopped:
+    """How a run picked for having been stopped at its decision was stopped."""
+    stopped = _activation_of(run).stopped
+    assert stopped is not None, "the caller keeps only stopped runs"
+    return stopped
 
 
 def _by_eval(runs: list[RunResult]) -> dict[str, list[RunResult]]:
@@ -12449,10 +12818,10 @@ def _by_eval(runs: list[RunResult]) -> dict[str, list[RunResult]]:
     return groups
 
 
-def _pass_rates(runs: list[RunResult], activated: bool) -> dict[str, Any]:
-    return describe([r.result.pass_rate for r in runs
-                     if r.scored and r.result.pass_rate is not None
-                     and _activation_of(r)["activated"] is activated])
+def _pass_rates(runs: list[RunResult], activated: bool) -> Stats:
+    return Stats(**describe([r.result.pass_rate for r in runs
+                             if r.scored and r.result.pass_rate is not None
+                             and _activation_of(r).activated is activated]))
 
 
 # -- the judge: its cost, its agreement with itself, and its share of the variation --------
@@ -12917,11 +13286,11 @@ def _iteration_flags(benchmark: Benchmark, meta: dict[str, Any]) -> list[SanityF
 def _activation_flags(benchmark: Benchmark) -> list[SanityFlag]:
     flags = []
     for config, arm in (benchmark.activation or {}).items():
-        tally = arm["activation"]
-        if tally["runs"] and not tally["activated"]:
+        tally = arm.activation
+        if tally.runs and not tally.activated:
             flags.append(_flag(
                 "warning", "never_activated",
-                f"{config}: the agent never loaded the installed skill in {tally['runs']} "
+                f"{config}: the agent never loaded the installed skill in {tally.runs} "
                 "run(s) of cases it is for; its description may not say when to use it",
                 config=config))
     return flags
@@ -13146,45 +13515,45 @@ def _sentence(text: str) -> str:
     return (text[:1].upper() + text[1:]).rstrip(".") + "."
 
 
-def _saved_estimate(entry: dict[str, Any], unit: str) -> str:
-    if "estimate" not in entry:
-        return f"absent: {entry['absent_reason']}"
-    number = f"{entry['estimate']:.4f}" if unit else f"{entry['estimate']:,.0f}"
-    return f"about {number}{unit} (estimated: {entry['basis']})"
+def _saved_estimate(entry: Estimate, unit: str) -> str:
+    if entry.estimate is None:
+        return f"absent: {entry.absent_reason}"
+    number = f"{entry.estimate:.4f}" if unit else f"{entry.estimate:,.0f}"
+    return f"about {number}{unit} (estimated: {entry.basis})"
 
 
 ADAPTIVE_LOOK_HEADERS = ("look", "alpha share", "paired evals", "mean delta", "p", "interval",
                          "decision")
 
 
-def adaptive_facts(adaptive: dict[str, Any]) -> list[str]:
+def adaptive_facts(adaptive: Adaptive) -> list[str]:
     """An adaptive run in sentences: the waves, why they stopped, what they saved."""
-    saved = adaptive["saved"]
-    state = "stopped" if adaptive["stop"] else "not stopped"
-    head = [f"Waves run: {adaptive['waves_run']} of {adaptive['waves_max']}; {state}: "
-            f"{adaptive['stop_reason']}",
-            f"Method: {adaptive['method']}; overall alpha {adaptive['alpha']:g}"]
+    saved = adaptive.saved
+    state = "stopped" if adaptive.stop else "not stopped"
+    head = [f"Waves run: {adaptive.waves_run} of {adaptive.waves_max}; {state}: "
+            f"{adaptive.stop_reason}",
+            f"Method: {adaptive.method}; overall alpha {adaptive.alpha:g}"]
     if saved is None:
         return head + ["Saved against the full matrix: not known until the waves stop"]
-    full = saved["full_matrix"]
+    left, full = saved.left_out, saved.full_matrix
     return [*head,
-            f"Saved against the full matrix: {saved['cells']} of {full['cells']} cells "
-            f"({saved['share']:.0%}): {saved['executor_calls']} of {full['executor_calls']} "
-            f"executor calls and {saved['grader_calls']} of {full['grader_calls']} grader calls",
-            *(f"Saved {label}: {_saved_estimate(saved[key], unit)}"
-              for key, label, unit in (("cost_usd", "cost", " USD"), ("tokens", "tokens", "")))]
+            f"Saved against the full matrix: {left.cells} of {full.cells} cells "
+            f"({saved.share:.0%}): {left.executor_calls} of {full.executor_calls} "
+            f"executor calls and {left.grader_calls} of {full.grader_calls} grader calls",
+            f"Saved cost: {_saved_estimate(saved.cost_usd, ' USD')}",
+            f"Saved tokens: {_saved_estimate(saved.tokens, '')}"]
 
 
-def adaptive_look_rows(adaptive: dict[str, Any]) -> list[list[str]]:
+def adaptive_look_rows(adaptive: Adaptive) -> list[list[str]]:
     rows = []
-    for look in adaptive["looks"]:
-        ci = look["ci"]
-        rows.append([str(look["look"]), f"{look['alpha']:.4g}", str(look["paired_evals"]),
-                     fmt_delta(look["mean_delta"]),
-                     "n/a" if look["p_value"] is None else f"{look['p_value']:.4g}",
+    for look in adaptive.looks:
+        ci = look.ci
+        rows.append([str(look.look), f"{look.alpha:.4g}", str(look.paired_evals),
+                     fmt_delta(look.mean_delta),
+                     "n/a" if look.p_value is None else f"{look.p_value:.4g}",
                      f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else "n/a",
-                     look["decision"] or look["stop"] or (
-                         "could not decide; next wave" if look.get("skipped") else "next wave")])
+                     look.decision or look.stop or (
+                         "could not decide; next wave" if look.skipped else "next wave")])
     return rows
 
 
@@ -13294,30 +13663,27 @@ def _md_arms(b: Benchmark) -> str:
     return "\n".join(lines) + "\n"
 
 
-def fmt_share(tally: dict[str, Any], trials: str = "evals") -> str:
+def fmt_share(tally: Share, trials: str = "evals") -> str:
     """"7/10 (70.0%, 95% CI 39.7-89.2%)", with the unknown runs named apart."""
-    if not tally["runs"]:
+    if not tally.runs or tally.interval_95 is None:
         text = "n/a"
     else:
-        low, high = tally["interval_95"]
-        unit = (f" over {tally['evals']} {trials}" if tally.get("interval_unit") == "evals"
-                else "")
-        text = (f"{tally['activated']}/{tally['runs']} ({fmt_rate(tally['rate'])}, 95% CI "
+        low, high = tally.interval_95
+        unit = f" over {tally.evals} {trials}" if tally.interval_unit == "evals" else ""
+        text = (f"{tally.activated}/{tally.runs} ({fmt_rate(tally.rate)}, 95% CI "
                 f"{low * 100:.1f}-{high * 100:.1f}%{unit})")
-    return text + (f", {tally['unknown']} unknown" if tally["unknown"] else "")
+    return text + (f", {tally.unknown} unknown" if tally.unknown else "")
 
 
 def activation_lines(benchmark: Benchmark) -> list[str]:
     """One sentence per installed arm: how often the agent found the skill, and when not."""
     lines = []
     for config, arm in (benchmark.activation or {}).items():
-        line = f"{config}: activated {fmt_share(arm['activation'])} on cases it is for"
-        if arm["false_activation"]["runs"] or arm["false_activation"]["unknown"]:
-            line += f"; false activation {fmt_share(arm['false_activation'])} on cases it is not"
-        used, unused = (block_stats(arm[key], f"activation.{config}.{key}")
-                        for key in ("pass_rate_activated", "pass_rate_not_activated"))
-        lines.append(line + f"; pass rate when used {fmt_rate_stat(used)}, "
-                     f"when not {fmt_rate_stat(unused)}")
+        line = f"{config}: activated {fmt_share(arm.activation)} on cases it is for"
+        if arm.false_activation.runs or arm.false_activation.unknown:
+            line += f"; false activation {fmt_share(arm.false_activation)} on cases it is not"
+        lines.append(line + f"; pass rate when used {fmt_rate_stat(arm.pass_rate_activated)}, "
+                     f"when not {fmt_rate_stat(arm.pass_rate_not_activated)}")
     return lines
 
 
@@ -13326,27 +13692,27 @@ def trigger_lines(benchmark: Benchmark) -> list[str]:
     the executors stopped at the decision."""
     lines = []
     for config, arm in (benchmark.trigger or {}).items():
-        agent = f"{arm['agent']} " if arm.get("agent") else ""
-        line = (f"{agent}{config}: recall {fmt_share(arm['recall'], 'queries')} on queries "
+        agent = f"{arm.agent} " if arm.agent else ""
+        line = (f"{agent}{config}: recall {fmt_share(arm.recall, 'queries')} on queries "
                 f"that should trigger; false activation "
-                f"{fmt_share(arm['false_activation'], 'queries')} on queries that should not")
-        if arm["failed_runs"]:
-            line += f"; {arm['failed_runs']} run(s) failed before deciding (not counted)"
-        lines.append(line + "; " + _stopped_text(arm["stopped_at_decision"]))
+                f"{fmt_share(arm.false_activation, 'queries')} on queries that should not")
+        if arm.failed_runs:
+            line += f"; {arm.failed_runs} run(s) failed before deciding (not counted)"
+        lines.append(line + "; " + _stopped_text(arm.stopped_at_decision))
     return lines
 
 
-def _stopped_text(stopped: dict[str, Any]) -> str:
+def _stopped_text(stopped: StoppedAtDecision) -> str:
     """What stopping at the decision saved, from what was captured: the runs ended early and
     how long they ran; their tokens only where the CLI reported them before it was ended."""
-    text = f"{stopped['runs']} of {stopped['of']} executor(s) stopped once it was decided"
-    if not stopped["runs"]:
+    text = f"{stopped.runs} of {stopped.of} executor(s) stopped once it was decided"
+    if not stopped.runs:
         return text
-    if stopped.get("executor_seconds") is not None:
-        text += f", after {stopped['executor_seconds']:.1f} s in all"
-    if stopped.get("tokens") is not None:
-        return text + (f", {stopped['tokens']:,} tokens reported in "
-                       f"{stopped['tokens_captured_runs']} of them")
+    if stopped.executor_seconds is not None:
+        text += f", after {stopped.executor_seconds:.1f} s in all"
+    if stopped.tokens is not None:
+        return text + (f", {stopped.tokens:,} tokens reported in "
+                       f"{stopped.tokens_captured_runs} of them")
     return text + "; their tokens were not captured (the CLI reports them when it ends)"
 
 
@@ -13359,7 +13725,7 @@ def _md_trigger(b: Benchmark) -> str:
         "the agent activated the skill or did anything else first, read from its CLI's "
         "stream, never from its answer. Intervals are Wilson 95%, the queries as trials; "
         "a run that failed before deciding is not counted.",
-        trigger_lines(b), b.trigger, ("query", "per_query", "should_trigger", "should trigger"))
+        trigger_lines(b), _unit_rows(b.trigger), ("query", "should trigger"))
 
 
 def _md_activation(b: Benchmark) -> str:
@@ -13371,22 +13737,27 @@ def _md_activation(b: Benchmark) -> str:
         "stream; a run whose stream could not tell is unknown, not a miss. Intervals are "
         "Wilson 95%, with the evals as trials when the runs of several evals are pooled "
         "(runs of one eval tend to agree), the runs within one eval.",
-        activation_lines(b), b.activation,
-        ("eval", "per_eval", "should_activate", "should activate"))
+        activation_lines(b), _unit_rows(b.activation), ("eval", "should activate"))
 
 
-def _md_shares_table(title: str, intro: str, summary: list[str], arms: dict[str, Any],
-                     columns: tuple[str, str, str, str]) -> str:
+def _unit_rows(arms: dict[str, ArmActivation] | dict[str, TriggerArm] | None
+               ) -> list[tuple[str, UnitShare]]:
+    """Each installed arm's rows, one per eval (or trigger query), with the arm's name."""
+    return [(config, row) for config, arm in (arms or {}).items()
+            for row in (arm.per_query if isinstance(arm, TriggerArm) else arm.per_eval)]
+
+
+def _md_shares_table(title: str, intro: str, summary: list[str],
+                     rows: list[tuple[str, UnitShare]], columns: tuple[str, str]) -> str:
     """An installed-arm block: its summary lines, then one row per unit (query or eval) of
-    whether the skill activated; `columns`: unit label, rows key, expected key, its label."""
-    unit, rows_key, expected_key, expected_label = columns
+    whether the skill activated; `columns`: the unit's label and the expectation's."""
+    unit, expected_label = columns
     lines = [title, "", intro, ""]
     lines += [f"- {line}" for line in summary] + [""]
     lines += [f"| config | {unit} | {expected_label} | activated |", "|---|---|---|---|"]
-    for config, arm in arms.items():
-        for row in arm[rows_key]:
-            lines.append(f"| {_md_cell(config)} | {_md_cell(row['eval_id'])} | "
-                         f"{'yes' if row[expected_key] else 'no'} | {fmt_share(row)} |")
+    for config, row in rows:
+        lines.append(f"| {_md_cell(config)} | {_md_cell(row.eval_id)} | "
+                     f"{'yes' if row.expected else 'no'} | {fmt_share(row.share)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -13612,31 +13983,32 @@ def process_rows(b: Benchmark) -> list[list[str]]:
     """Per config: each count's mean ± stddev over the runs counted, and how many were."""
     rows = []
     for config in b.configs:
-        entry = (b.process or {}).get("per_config", {}).get(config) or {}
-        cells = [fmt_stat(block_stats(entry.get(name), f"process.per_config.{config}.{name}"),
-                          "", 1) or "none counted" for name in PROCESS_METRICS]
-        left = entry.get("runs_not_counted") or 0
-        why = "; ".join(entry.get("not_counted_because") or [])
-        counted = f"{entry.get('runs_counted', 0)}" + (f" ({left} not: {why})" if left else "")
-        rows.append([config, *cells, counted])
+        entry = b.process.per_config.get(config) if b.process else None
+        if entry is None:
+            rows.append([config, *["none counted"] * len(PROCESS_METRICS), "0"])
+            continue
+        cells = [fmt_stat(getattr(entry, name), "", 1) or "none counted"
+                 for name in PROCESS_METRICS]
+        left, why = entry.runs_not_counted, "; ".join(entry.not_counted_because)
+        rows.append([config, *cells, f"{entry.runs_counted}" + (f" ({left} not: {why})"
+                                                                 if left else "")])
     return rows
 
 
 def process_sentences(b: Benchmark) -> list[str]:
     """Each paired comparison of a count, candidate against a baseline, per eval."""
     lines = []
-    for entry in (b.process or {}).get("comparisons") or []:
-        name = str(entry.get("metric", "")).replace("_", " ")
-        head = f"{name}, {entry.get('candidate')} vs {entry.get('baseline')}: "
-        if not entry.get("paired_evals"):
+    for entry in b.process.comparisons if b.process else ():
+        head = f"{entry.metric.replace('_', ' ')}, {entry.candidate} vs {entry.baseline}: "
+        if not entry.paired_evals or entry.mean_delta is None or entry.p_value is None:
             lines.append(head + "no eval has counted runs in both")
             continue
-        interval = (f"95% interval [{entry['ci95'][0]:+.2f}, {entry['ci95'][1]:+.2f}]"
-                    if entry.get("ci95") else f"no interval ({entry.get('ci95_absent')})")
-        lines.append(head + f"mean delta {entry['mean_delta']:+.2f} per eval over "
-                     f"{entry['paired_evals']} evals (fewer in {entry['fewer']}, the same in "
-                     f"{entry['same']}, more in {entry['more']}); sign-flip p = "
-                     f"{entry['p_value']:.3f}; {interval}")
+        interval = (f"95% interval [{entry.ci95[0]:+.2f}, {entry.ci95[1]:+.2f}]"
+                    if entry.ci95 else f"no interval ({entry.ci95_absent})")
+        lines.append(head + f"mean delta {entry.mean_delta:+.2f} per eval over "
+                     f"{entry.paired_evals} evals (fewer in {entry.fewer}, the same in "
+                     f"{entry.same}, more in {entry.more}); sign-flip p = "
+                     f"{entry.p_value:.3f}; {interval}")
     return lines
 
 
@@ -14438,9 +14810,8 @@ def _chart_bar(geo: ChartGeometry, row: PerEval, config: str, index: int, y: int
 def _html_activation(b: Benchmark) -> str:
     if not b.activation:
         return ""
-    rows = [[config, str(row["eval_id"]), "yes" if row["should_activate"] else "no",
-             fmt_share(row)]
-            for config, arm in b.activation.items() for row in arm["per_eval"]]
+    rows = [[config, str(row.eval_id), "yes" if row.expected else "no", fmt_share(row.share)]
+            for config, row in _unit_rows(b.activation)]
     return ("<h2>Activation (installed arms)</h2>\n<p>Whether the agent loaded the installed "
             "skill on its own, read from its CLI's stream; unknown runs are not misses. "
             "Intervals are Wilson 95%, the evals as trials when several are pooled.</p>\n"
@@ -14451,9 +14822,8 @@ def _html_activation(b: Benchmark) -> str:
 def _html_trigger(b: Benchmark) -> str:
     if not b.trigger:
         return ""
-    rows = [[config, str(row["eval_id"]), "yes" if row["should_trigger"] else "no",
-             fmt_share(row)]
-            for config, arm in b.trigger.items() for row in arm["per_query"]]
+    rows = [[config, str(row.eval_id), "yes" if row.expected else "no", fmt_share(row.share)]
+            for config, row in _unit_rows(b.trigger)]
     return ("<h2>Trigger set (installed arms)</h2>\n<p>Each query ended as soon as the agent "
             "activated the skill or did anything else first, read from its CLI's stream. "
             "Intervals are Wilson 95%, the queries as trials; runs that failed before deciding "
@@ -14750,19 +15120,19 @@ def adaptive_summary_lines(benchmark: Benchmark, iteration_dir: Path) -> list[st
     adaptive = benchmark.adaptive
     if not adaptive:
         return []
-    saved = adaptive["saved"]
-    if adaptive.get("shard"):
-        return [f"Adaptive: shard {adaptive['shard']} ran wave {adaptive['waves_run']} of "
-                f"{adaptive['waves_max']}; merge every shard (report NEW_DIR --merge SHARD "
+    saved = adaptive.saved
+    if adaptive.shard:
+        return [f"Adaptive: shard {adaptive.shard} ran wave {adaptive.waves_run} of "
+                f"{adaptive.waves_max}; merge every shard (report NEW_DIR --merge SHARD "
                 "...): the merged look decides whether the next wave runs"]
     if saved is None:
-        return [f"Adaptive: {adaptive['waves_run']} of {adaptive['waves_max']} waves, not "
-                f"decided yet; next: wave {adaptive['waves_run'] + 1} on every shard (run "
+        return [f"Adaptive: {adaptive.waves_run} of {adaptive.waves_max} waves, not "
+                f"decided yet; next: wave {adaptive.waves_run + 1} on every shard (run "
                 f"--resume SHARD_ITERATION --next-wave {iteration_dir}), then merge again"]
-    return [f"Adaptive: {adaptive['waves_run']} of {adaptive['waves_max']} waves, "
-            f"{adaptive['stop_reason'].split(' (')[0]}; saved {saved['cells']} of "
-            f"{saved['full_matrix']['cells']} cells ({saved['executor_calls']} executor and "
-            f"{saved['grader_calls']} grader calls)"]
+    return [f"Adaptive: {adaptive.waves_run} of {adaptive.waves_max} waves, "
+            f"{adaptive.stop_reason.split(' (')[0]}; saved {saved.left_out.cells} of "
+            f"{saved.full_matrix.cells} cells ({saved.left_out.executor_calls} executor and "
+            f"{saved.left_out.grader_calls} grader calls)"]
 
 
 def render_summary(benchmark: Benchmark, iteration_dir: Path) -> str:
@@ -15115,10 +15485,10 @@ def benchmark_differences(folder: Path, stored: Benchmark) -> list[FileChange]:
         except InputError as exc:
             return [FileChange("iteration_manifest.json", exc.message)]
     merged = manifest.get("merged") if manifest else "merged_from" in stored.metadata
-    entry = manifest.get("adaptive") if manifest else stored.adaptive
     try:
+        entry = manifest_adaptive(manifest, folder) if manifest else stored.adaptive
         records = stored_cell_records(folder, stored, bool(entry) and not merged)
-        fresh = recomputed_benchmark(stored, manifest, records)
+        fresh = recomputed_benchmark(stored, manifest, records, entry)
         found = json_differences(_as_json(fresh.to_json()), _as_json(stored.to_json()))
     except InputError as exc:
         return [FileChange(BENCHMARK_FILE, f"its cells cannot be read back ({exc.message})")]
@@ -15153,11 +15523,11 @@ def stored_cell_records(folder: Path, stored: Benchmark, by_wave: bool) -> list[
 
 
 def recomputed_benchmark(stored: Benchmark, manifest: dict[str, Any],
-                         records: list[RunRecord]) -> Benchmark:
-    """What `run` (or `report --merge`) wrote for these cells, worked out again."""
+                         records: list[RunRecord], entry: Adaptive | None) -> Benchmark:
+    """What `run` (or `report --merge`) wrote for these cells, worked out again; `entry`:
+    the adaptive record the manifest (or else the benchmark) holds."""
     meta = recomputed_metadata(stored.metadata, manifest, records)
     fresh = aggregate(records, meta)
-    entry = manifest.get("adaptive") if manifest else stored.adaptive
     keys = [str(key) for key in ((manifest.get("plan") or {}).get("evals")
                                  or dict.fromkeys(str(r.eval_id) for r in records))]
     fresh = with_sequential_verdict(fresh, recomputed_adaptive(entry, records, meta["configs"],
@@ -15223,32 +15593,36 @@ def manifest_metadata(manifest: dict[str, Any], meta: dict[str, Any]) -> dict[st
 MAX_RECORDED_WAVES = 10_000  # far above any --runs; a bound on the looks made again
 
 
-def recomputed_adaptive(entry: Any, records: list[RunRecord], configs: Sequence[str],
-                        keys: list[str]) -> dict[str, Any] | None:
+def recomputed_adaptive(entry: Adaptive | None, records: list[RunRecord],
+                        configs: Sequence[str], keys: list[str]) -> Adaptive | None:
     """An adaptive iteration's looks made again from its cells. A shard's entry looks at
     nothing and is kept; a stop no cell shows (the deadline, an interrupt) is taken from the
     entry, only where the look itself decided nothing."""
-    if not isinstance(entry, dict) or not entry.get("looks"):
-        return entry if isinstance(entry, dict) else None
-    waves_max, waves = entry["waves_max"], entry["waves_run"]
+    if entry is None or not entry.looks:
+        return entry
+    waves_max, waves = entry.waves_max, entry.waves_run
     ran = max((record.run_number for record in records), default=0)
-    if not (isinstance(waves, int) and isinstance(waves_max, int)
-            and 1 <= waves <= min(waves_max, ran) and waves_max <= MAX_RECORDED_WAVES):
-        raise ValueError(f"adaptive: {waves!r} waves run of {waves_max!r} is not what its "
-                         f"cells ({ran} runs) allow")
+    if not (1 <= waves <= min(waves_max, ran) and waves_max <= MAX_RECORDED_WAVES):
+        raise InputError(f"adaptive: {waves!r} waves run of {waves_max!r} is not what its "
+                         f"cells ({ran} runs) allow", RESTORE_FIX)
     history = []
     for wave in range(1, waves + 1):
         seen = [record for record in records if record.run_number <= wave]
         look = sequential_look(adaptive_pairs(keys, seen, configs), wave, waves_max)
-        said = entry["looks"][wave - 1] if wave <= len(entry["looks"]) else {}
-        halted = said.get("halted") if isinstance(said, dict) else None
-        if halted and not look["decision"]:
-            look["stop"], look["halted"] = "stopped", halted
+        halted = entry.looks[wave - 1].halted if wave <= len(entry.looks) else None
+        if halted and not look.decision:
+            look = dataclasses.replace(look, stop="stopped", halted=halted)
         history.append(look)
-    full = ((entry.get("saved") or {}).get("full_matrix") or {})
-    per_wave = {"cells": sum(record.run_number == 1 for record in records),
-                "grader_calls": (full.get("grader_calls") or 0) // waves_max}
+    full = entry.saved.full_matrix.grader_calls if entry.saved else 0
+    per_wave = WaveSize(sum(record.run_number == 1 for record in records), full // waves_max)
     return adaptive_record(waves_max, per_wave, records, history, len(keys))
+
+
+def manifest_adaptive(manifest: dict[str, Any], folder: Path) -> Adaptive | None:
+    """The iteration manifest's `adaptive` entry, read as the record it was written from."""
+    entry = manifest.get("adaptive")
+    return None if entry is None else Adaptive.from_json(
+        entry, folder / "iteration_manifest.json", "adaptive")
 
 
 def _as_json(value: Any) -> Any:
@@ -16042,12 +16416,11 @@ def adaptive_pairs(eval_keys: Iterable[str], records: list[RunRecord],
     return list(rates.values())
 
 
-def wave_size(ctx: RunContext, cells: list[Cell]) -> dict[str, int]:
+def wave_size(ctx: RunContext, cells: list[Cell]) -> WaveSize:
     """The cells and grader calls of one wave (every wave holds the same ones)."""
     first = [cell for cell in cells if cell.run_number == 1]
-    return {"cells": len(first),
-            "grader_calls": sum(ctx.options.grader_runs for cell in first
-                                if ctx.suite.assertions_for(cell.case))}
+    return WaveSize(len(first), sum(ctx.options.grader_runs for cell in first
+                                    if ctx.suite.assertions_for(cell.case)))
 
 
 def adaptive_matrix(ctx: RunContext, cells: list[Cell],
@@ -16061,16 +16434,16 @@ def adaptive_matrix(ctx: RunContext, cells: list[Cell],
         return shard_waves(ctx, cells, finished)
     looks = ctx.options.runs
     records: list[RunRecord] = []
-    history: list[dict[str, Any]] = []
+    history: list[Look] = []
     keys = list(dict.fromkeys(cell.case.key for cell in cells))
     for wave in range(1, looks + 1):
         records += run_matrix(ctx, [c for c in cells if c.run_number == wave], finished)
         look = sequential_look(adaptive_pairs(keys, records, ctx.options.configs), wave, looks)
-        history.append(look)
         halted = ctx.should_stop() or cancelled_reason(records)
-        if not look["decision"] and halted:
-            look["stop"], look["halted"] = "stopped", str(halted)
-        if look["stop"]:
+        if not look.decision and halted:
+            look = dataclasses.replace(look, stop="stopped", halted=str(halted))
+        history.append(look)
+        if look.stop:
             break
     ctx.state.adaptive = adaptive_record(ctx.options.runs, wave_size(ctx, cells), records,
                                          history, len(keys))
@@ -16095,11 +16468,10 @@ def shard_waves(ctx: RunContext, cells: list[Cell],
         records += run_matrix(ctx, [c for c in cells if c.run_number == wave], finished)
     assert ctx.options.shard is not None, "adaptive_matrix sends only shards here"
     index, count = ctx.options.shard
-    ctx.state.adaptive = {
-        **adaptive_method(ctx.options.runs, adaptive_plan_evals(ctx.suite, ctx.options)),
-        "shard": f"{index}/{count}",
-        "waves_run": limit, "wave_size": wave_size(ctx, cells), "stop": None,
-        "stop_reason": ADAPTIVE_SHARD_WAITS.format(wave=limit), "looks": [], "saved": None}
+    ctx.state.adaptive = adaptive_plan(
+        ctx.options.runs, adaptive_plan_evals(ctx.suite, ctx.options), shard=f"{index}/{count}",
+        waves_run=limit, wave_size=wave_size(ctx, cells), stop=None,
+        stop_reason=ADAPTIVE_SHARD_WAITS.format(wave=limit), looks=(), saved=None)
     return records
 
 
@@ -16123,58 +16495,56 @@ def adaptive_plan_evals(suite: Suite, options: RunOptions) -> int:
     return len([c for c in suite.cases if not options.eval_ids or c.key in options.eval_ids])
 
 
-def adaptive_method(waves_max: int, evals: int | None = None) -> dict[str, Any]:
-    """The plan of the looks; with the number of evals, the shares of looks that cannot
-    decide are passed on (`deciding_looks` names the looks that can)."""
-    return {"method": SEQUENTIAL_METHOD.format(spending=SEQUENTIAL_SPENDING),
-            "spending": SEQUENTIAL_SPENDING, "alpha": ALPHA,
-            "alpha_shares": spending_shares(waves_max, evals=evals), "waves_max": waves_max,
-            **({"evals": evals, "deciding_looks": deciding_looks(waves_max, evals)}
-               if evals is not None else {})}
+def adaptive_plan(waves_max: int, evals: int, **waves: Any) -> Adaptive:
+    """The plan of the looks and `waves`, what ran of it; the shares of looks that cannot
+    decide with this many evals are passed on (`deciding_looks` names the looks that can)."""
+    return Adaptive(SEQUENTIAL_METHOD.format(spending=SEQUENTIAL_SPENDING), SEQUENTIAL_SPENDING,
+                    ALPHA, tuple(spending_shares(waves_max, evals=evals)), waves_max,
+                    evals=evals, deciding_looks=tuple(deciding_looks(waves_max, evals)), **waves)
 
 
-def adaptive_record(waves_max: int, per_wave: dict[str, int], records: list[RunRecord],
-                    history: list[dict[str, Any]], evals: int) -> dict[str, Any]:
+def saved_estimate(ran: list[RunRecord], kind: str, left: int) -> Estimate:
+    """What the `left` cells not run would have used of `kind` ("cost" or "tokens"). Cells
+    not run have no recorded use: it is an estimate from those that ran, kept apart from
+    captured metrics."""
+    values = [spend_of(r, kind) for r in ran]
+    if not left:
+        return Estimate(0.0, "no wave was left out")
+    if not values:
+        return Estimate(absent_reason="no cell ran, so there is no recorded use to estimate from")
+    if None in values:
+        return Estimate(absent_reason=f"{values.count(None)} of the {len(values)} cells that "
+                        f"ran recorded no {'cost' if kind == 'cost' else 'token count'}")
+    known = cast("list[float]", values)  # None is ruled out just above
+    return Estimate(math.fsum(known) / len(known) * left, f"the mean of the {len(values)} "
+                    f"cells that ran, times the {left} cells left out")
+
+
+def adaptive_record(waves_max: int, per_wave: WaveSize, records: list[RunRecord],
+                    history: list[Look], evals: int) -> Adaptive:
     """How many waves ran, why they stopped, and what the waves not run saved. `per_wave`:
     the cells and grader calls of one wave of the whole plan."""
-    waves = len(history)
+    waves, last = len(history), history[-1]
+    if last.stop is None:  # merged shards' waves, the next one still to run on each
+        return adaptive_plan(waves_max, evals, waves_run=waves, stop=None,
+                             stop_reason=ADAPTIVE_MERGE_WAITS.format(wave=waves, next=waves + 1),
+                             next_wave=waves + 1, looks=tuple(history), saved=None)
     left = waves_max - waves
-    full = {"cells": per_wave["cells"] * waves_max, "executor_calls": per_wave["cells"] * waves_max,
-            "grader_calls": per_wave["grader_calls"] * waves_max}
-    saved: dict[str, Any] = {
-        "cells": per_wave["cells"] * left, "executor_calls": per_wave["cells"] * left,
-        "grader_calls": per_wave["grader_calls"] * left,
-        "share": left / waves_max if full["cells"] else 0.0, "full_matrix": full}
     ran = [r for r in records if r.executor is not None]
-    for kind, key in (("cost", "cost_usd"), ("tokens", "tokens")):
-        values = [spend_of(r, kind) for r in ran]
-        # Cells not run have no recorded use: what they would have cost is an estimate, kept
-        # apart from captured metrics ("estimate" and its "basis", never "value").
-        if not left:
-            saved[key] = {"estimate": 0.0, "basis": "no wave was left out"}
-        elif not values:
-            saved[key] = absent("no cell ran, so there is no recorded use to estimate from")
-        elif None in values:
-            saved[key] = absent(f"{values.count(None)} of the {len(values)} cells that ran "
-                                f"recorded no {'cost' if kind == 'cost' else 'token count'}")
-        else:
-            known = cast("list[float]", values)  # None is ruled out just above
-            saved[key] = {"estimate": math.fsum(known) / len(known) * saved["cells"],
-                          "basis": f"the mean of the {len(values)} cells that ran, times the "
-                                   f"{saved['cells']} cells left out"}
-    last = history[-1]
-    if last["stop"] is None:  # merged shards' waves, the next one still to run on each
-        return {**adaptive_method(waves_max, evals), "waves_run": waves, "stop": None,
-                "stop_reason": ADAPTIVE_MERGE_WAITS.format(wave=waves, next=waves + 1),
-                "next_wave": waves + 1, "looks": history, "saved": None}
-    return {**adaptive_method(waves_max, evals), "waves_run": waves, "stop": last["stop"],
-            "stop_reason": ADAPTIVE_STOPS[last["stop"]]
-            + (f": {last['halted']}" if last.get("halted") else ""),
-            "looks": history, "saved": saved}
+    saved = Saved(Calls(per_wave.cells * left, per_wave.cells * left, per_wave.grader_calls * left),
+                  left / waves_max if per_wave.cells else 0.0,
+                  Calls(per_wave.cells * waves_max, per_wave.cells * waves_max,
+                        per_wave.grader_calls * waves_max),
+                  saved_estimate(ran, "cost", per_wave.cells * left),
+                  saved_estimate(ran, "tokens", per_wave.cells * left))
+    return adaptive_plan(waves_max, evals, waves_run=waves, stop=last.stop,
+                         stop_reason=ADAPTIVE_STOPS[last.stop]
+                         + (f": {last.halted}" if last.halted else ""),
+                         looks=tuple(history), saved=saved)
 
 
 def replay_looks(plan: PlanRecord, records: list[RunRecord], waves: int,
-                 where: str) -> list[dict[str, Any]]:
+                 where: str) -> list[Look]:
     """The looks after waves 1..`waves` of shards' cells merged, as one machine makes them.
     A look before the last that stopped the waves means later waves ran against the rule:
     refused, since no look may use them."""
@@ -16183,16 +16553,16 @@ def replay_looks(plan: PlanRecord, records: list[RunRecord], waves: int,
         seen = [record for record in records if record.run_number <= wave]
         look = sequential_look(adaptive_pairs(list(plan.evals), seen, list(plan.configs)),
                                wave, plan.runs)
-        if look["stop"] and wave < waves:
+        if look.stop and wave < waves:
             raise InputError(f"{where}: the look after wave {wave} stops the waves "
-                             f"({look['stop']}), yet the shards ran {waves} waves; no look may "
+                             f"({look.stop}), yet the shards ran {waves} waves; no look may "
                              "use waves run after the one that stopped",
                              "run the next wave of a shard only with --next-wave MERGED, "
                              "which checks the merged look first")
         history.append(look)
     halted = cancelled_reason([r for r in records if r.run_number == waves])
-    if halted and not history[-1]["decision"]:
-        history[-1]["stop"], history[-1]["halted"] = "stopped", halted
+    if halted and not history[-1].decision:
+        history[-1] = dataclasses.replace(history[-1], stop="stopped", halted=halted)
     return history
 
 
@@ -16202,7 +16572,8 @@ def adaptive_cells(ctx: RunContext, cells: list[Cell]) -> tuple[list[Cell], dict
     waves = ctx.state.adaptive
     if waves is None:
         return cells, {}
-    return [cell for cell in cells if cell.run_number <= waves["waves_run"]], {"adaptive": waves}
+    return ([cell for cell in cells if cell.run_number <= waves.waves_run],
+            {"adaptive": waves.to_json()})
 
 
 def run_planned_cells(ctx: RunContext, cells: list[Cell], resumed: bool) -> list[RunRecord]:
@@ -16286,7 +16657,7 @@ def finish_iteration(plan: IterationPlan, ctx: RunContext, cells: list[Cell],
     incomplete = ctx.groups.cancelled.is_set() or any(r.status == "cancelled" for r in records)
     meta = benchmark_metadata(suite, options, manifest, cells, records, incomplete)
     benchmark = aggregate(records, meta)
-    benchmark = with_sequential_verdict(benchmark, manifest.get("adaptive"))
+    benchmark = with_sequential_verdict(benchmark, ctx.state.adaptive)
     benchmark = apply_results_check(benchmark, source_check(
         manifest, verify_run_files(benchmark, iteration_dir, "run")))
     write_benchmark(iteration_dir, benchmark, iteration_dir / "benchmark.html", options.junit)
@@ -16595,11 +16966,11 @@ def merged_waves(shards: list[ShardIteration], missing: list[dict[str, Any]]) ->
 
 
 def merged_adaptive(shards: list[ShardIteration], records: list[RunRecord],
-                    waves: int) -> dict[str, Any]:
+                    waves: int) -> Adaptive:
     """The merged shards' looks, replayed as one machine makes them, and what they saved."""
     plan = shards[0].plan
-    per_wave = {key: sum((shard.wave_size or {})[key] for shard in shards)
-                for key in ("cells", "grader_calls")}
+    per_wave = WaveSize(*(sum((shard.wave_size or {})[key] for shard in shards)
+                          for key in ("cells", "grader_calls")))
     history = replay_looks(plan, records, waves, "--merge")
     return adaptive_record(plan.runs, per_wave, records, history, len(plan.evals))
 
@@ -16831,7 +17202,7 @@ def merge_shards(target: Path, folders: list[Path],
             "merged": True, "created_at": utc_now(),
             "runner": {"version": RUNNER_VERSION, "sha256": sha256_file(Path(__file__))},
             "cli_version": shards[0].manifest.data.get("cli_version"), "plan": meta["plan"],
-            "missing_shards": missing, **({"adaptive": adaptive} if adaptive else {}),
+            "missing_shards": missing, **({"adaptive": adaptive.to_json()} if adaptive else {}),
             "shards": [{"shard": s.shard.label, "iteration": str(s.folder.resolve()),
                         "manifest": s.manifest.data} for s in shards]})
         write_benchmark(building, benchmark, building / "benchmark.html")
@@ -17265,7 +17636,7 @@ def merged_look_stop(merged: Path, shard: Path, shard_manifest: dict[str, Any],
             manifest.data["plan"].get("sha256") != plan["sha256"]:
         raise InputError(f"{where}: not a merge of this shard's plan's shards", fix)
     benchmark = load_benchmark_model(merged)
-    reached = (benchmark.adaptive or {}).get("waves_run")
+    reached = benchmark.adaptive.waves_run if benchmark.adaptive else None
     if reached != waves:
         raise InputError(f"{where}: that merge looked after wave {reached}, and this shard "
                          f"has run {waves} wave(s)", fix)
@@ -17307,7 +17678,7 @@ def merged_look_stop(merged: Path, shard: Path, shard_manifest: dict[str, Any],
                     raise InputError(f"{where}: a cell of that merge has no readable run.json",
                                      fix)
                 records.append(record)
-    return replay_looks(manifest.plan, records, waves, where)[-1]["stop"]
+    return replay_looks(manifest.plan, records, waves, where)[-1].stop
 
 
 def installed_unconfined_warning(provider: Provider, skill_name: str) -> str:
