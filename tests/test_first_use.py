@@ -269,7 +269,7 @@ class CliReadinessTests(FirstUseBase):
         for calls, stopped in ((2, False), (0, True)):
             record = runner.RunRecord("E01", "one", "with_skill", 1)
             record.fail("executor_failed", "executor", detail)
-            record.skill_read = {"state": "not_read", "calls": calls}
+            record.skill_read = runner.SkillRead("not_read", calls=calls)
             stop(record)
             self.assertEqual(groups.cancelled.is_set(), stopped, calls)
         self.assertTrue(groups.reason.startswith(runner.SIGN_IN_REJECTED_REASON))
