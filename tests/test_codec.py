@@ -82,6 +82,32 @@ class CodecTest(unittest.TestCase):
         shared = dataclasses.replace(problem, case_ids=["a", "b"])
         self.assertEqual(shared.to_json()["case_ids"], ["a", "b"])
 
+    def test_the_manifest_and_the_metadata_are_written_back_byte_for_byte(self) -> None:
+        for name in ("two_arms", "three_arms", "regrade"):
+            for file, read in (("iteration_manifest.json", runner.Manifest.from_json),
+                               ("benchmark.json", runner.Benchmark.from_json)):
+                with self.subTest(iteration=name, file=file):
+                    text = (GOLDEN / name / file).read_text(encoding="utf-8")
+                    model = read(json.loads(text), file)
+                    self.assertEqual(json.dumps(model.to_json(), indent=2), text.rstrip("\n"))
+        # Only the adaptive entry (benchmark.json's `adaptive` block) is still JSON as written.
+        for record in (runner.Manifest, runner.Metadata):
+            kept = [f.name for f in record.FIELDS if f.kind in (runner.OBJECT, runner.ANY)]
+            self.assertEqual(kept, ["adaptive"] if record is runner.Manifest else [])
+
+    def test_a_merged_manifest_holds_shards_never_merges(self) -> None:
+        shard = json.loads((GOLDEN / "two_arms" / "iteration_manifest.json").read_text())
+        inner = {"merged": True, "shards": [{"shard": "1/2", "iteration": "i", "manifest": {}}]}
+        for manifest, path in ((shard, None), ({**shard, **inner}, "shards[0].manifest.shards")):
+            merged = {"merged": True, "created_at": "t", "cli_version": "c",
+                      "shards": [{"shard": "1/2", "iteration": "i", "manifest": manifest}]}
+            if path is None:
+                self.assertEqual(runner.Manifest.from_json(merged, "m.json").to_json(), merged)
+                continue
+            with self.assertRaises(runner.InputError) as caught:
+                runner.Manifest.from_json(merged, "m.json")
+            self.assertIn(f"m.json holds the wrong kind of value at {path}", str(caught.exception))
+
     def test_a_shard_is_read_into_records_not_a_dict(self) -> None:
         hints = runner.read_shard.__annotations__["return"]
         self.assertEqual(hints, "ShardIteration")

@@ -1175,8 +1175,9 @@ TEXTS = ListOf(TEXT)
 OBJECT = Kind("an object", lambda value: isinstance(value, dict))  # JSON kept as written
 
 
-def _optional(*names: str, kind: Any = TEXT, omit: Any = "none") -> tuple[Field, ...]:
-    return tuple(Field(name, kind, optional=True, omit=omit) for name in names)
+def _optional(omit: Any = "none", **kinds: Any) -> tuple[Field, ...]:
+    """Optional members, in the order given, each with its kind; left out as `omit` says."""
+    return tuple(Field(name, kind, optional=True, omit=omit) for name, kind in kinds.items())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1191,8 +1192,8 @@ class Identity(Record):
     case_count: int | None = None
     files: int | None = None
 
-    FIELDS = (*_optional("version", "path", "sha256", "skill_name"),
-              *_optional("case_count", "files", kind=INTEGER))
+    FIELDS = _optional(version=TEXT, path=TEXT, sha256=TEXT, skill_name=TEXT,
+                       case_count=INTEGER, files=INTEGER)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1210,14 +1211,9 @@ class RecordedOptions(Record):
     grader_runs: int | None = None
     adaptive: bool = False
 
-    FIELDS = (Field("configs", CONFIG_NAMES, optional=True), Field("runs", COUNT, optional=True),
-              Field("timeout_s", NUMBER, optional=True),
-              Field("concurrency", COUNT, optional=True),
-              Field("deadline_s", NUMBER, optional=True),
-              Field("eval_ids", FOLDER_NAMES, optional=True),
-              Field("keep_sandboxes", FLAG, optional=True),
-              Field("agent_settings", TEXTS, optional=True),
-              Field("grader_runs", COUNT, optional=True),
+    FIELDS = (*_optional(None, configs=CONFIG_NAMES, runs=COUNT, timeout_s=NUMBER,
+                         concurrency=COUNT, deadline_s=NUMBER, eval_ids=FOLDER_NAMES,
+                         keep_sandboxes=FLAG, agent_settings=TEXTS, grader_runs=COUNT),
               Field("adaptive", FLAG, optional=True, default=False, omit="empty"))
 
 
@@ -1229,8 +1225,7 @@ class CaseIdentity(Record):
     files: tuple[str, ...] | None = None
 
     expected = "a case id's identity"
-    FIELDS = (Field("prompt_sha256", TEXT, optional=True),
-              Field("files", TEXTS, optional=True, omit="none"))
+    FIELDS = (*_optional(None, prompt_sha256=TEXT), *_optional(files=TEXTS))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1241,21 +1236,19 @@ class FixtureState(Record):
     dirty: tuple[str, ...] | None = None
     reason: str | None = None
 
-    FIELDS = (*_optional("checked", kind=FLAG),
-              *_optional("dirty", kind=ListOf(Kind("a fixture path",
-                                                    lambda value: isinstance(value, str)))),
-              *_optional("reason"))
+    FIELDS = _optional(checked=FLAG, dirty=ListOf(Kind("a fixture path",
+                                                       lambda value: isinstance(value, str))),
+                       reason=TEXT)
 
 
 @dataclasses.dataclass(frozen=True)
 class FixtureStatus(Record):
-    """The fixtures before and after a run, which a re-grade carries over and the sanity
-    checks list."""
+    """The fixtures before and after a run (a re-grade carries `before` over)."""
 
     before: FixtureState | None = None
     after: FixtureState | None = None
 
-    FIELDS = _optional("before", "after", kind=FixtureState)
+    FIELDS = _optional(before=FixtureState, after=FixtureState)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1268,7 +1261,7 @@ class Isolation(Record):
     subreaper: bool | None = None
 
     FIELDS = (Field("confinement", Confinement, optional=True, inline="mode", omit="none"),
-              *_optional("summary"), *_optional("subreaper", kind=FLAG))
+              *_optional(summary=TEXT, subreaper=FLAG))
 
     @property
     def confined(self) -> bool:
@@ -1302,12 +1295,10 @@ class CheckoutState(Record):
     seconds_after: float | None = None
     note: str | None = None
 
-    FIELDS = (*_optional("checked", kind=FLAG), *_optional("reason"),
-              *_optional("files", "files_before", "files_after", "changed_count", kind=INTEGER),
-              *_optional("changed", kind=ListOf(Change)), *_optional("touched_only", kind=INTEGER),
-              *_optional("listing"),
-              *_optional("seconds", "seconds_before", "seconds_after", kind=NUMBER),
-              *_optional("note"))
+    FIELDS = _optional(checked=FLAG, reason=TEXT, files=INTEGER, files_before=INTEGER,
+                       files_after=INTEGER, changed_count=INTEGER, changed=ListOf(Change),
+                       touched_only=INTEGER, listing=TEXT, seconds=NUMBER,
+                       seconds_before=NUMBER, seconds_after=NUMBER, note=TEXT)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1315,7 +1306,7 @@ class CheckoutCheck(Record):
     before: CheckoutState | None = None
     after: CheckoutState | None = None
 
-    FIELDS = _optional("before", "after", kind=CheckoutState)
+    FIELDS = _optional(before=CheckoutState, after=CheckoutState)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1329,8 +1320,9 @@ class Arm(Record):
     files: int
     skipped: tuple[dict[str, str], ...] | None = None  # a revision's files left out, and why
 
-    FIELDS = (Field("source", TEXT), *_optional("revision", "commit", "package_sha256", omit=None),
-              Field("files", INTEGER), *_optional("skipped", kind=ListOf(MapOf(TEXT))))
+    FIELDS = (Field("source", TEXT), *_optional(None, revision=TEXT, commit=TEXT,
+                                                package_sha256=TEXT),
+              Field("files", INTEGER), *_optional(skipped=ListOf(MapOf(TEXT))))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1344,9 +1336,8 @@ class SkillCopy(Record):
     taken: str
     not_delivered: dict[str, str] | None = None
 
-    FIELDS = (Field("source", TEXT), *_optional("sha256", omit=None), Field("files", INTEGER),
-              Field("copy", TEXT), *_optional("not_delivered", kind=MapOf(TEXT)),
-              Field("taken", TEXT))
+    FIELDS = (Field("source", TEXT), *_optional(None, sha256=TEXT), Field("files", INTEGER),
+              Field("copy", TEXT), *_optional(not_delivered=MapOf(TEXT)), Field("taken", TEXT))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1357,7 +1348,7 @@ class TemplateRecord(Record):
     commit: str | None
     error: str | None
 
-    FIELDS = (Field("path", TEXT), *_optional("commit", "error", omit=None))
+    FIELDS = (Field("path", TEXT), *_optional(None, commit=TEXT, error=TEXT))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1383,8 +1374,8 @@ class RegradeRecord(Record):
     source_grader_model: str | None = None
 
     FIELDS = (Field("source", TEXT), *_optional(
-        "source_benchmark_sha256", "source_timestamp", "executor_agent", "executor_model",
-        "executor_cli_version", "source_grader_model", omit=None))
+        None, source_benchmark_sha256=TEXT, source_timestamp=TEXT, executor_agent=TEXT,
+        executor_model=TEXT, executor_cli_version=TEXT, source_grader_model=TEXT))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1396,7 +1387,7 @@ class Attempt(Record):
     cli_version: str | None
     isolation: Isolation
 
-    FIELDS = (Field("at", TEXT), Field("argv", TEXTS), *_optional("cli_version", omit=None),
+    FIELDS = (Field("at", TEXT), Field("argv", TEXTS), *_optional(None, cli_version=TEXT),
               Field("isolation", Isolation))
 
 
@@ -1431,10 +1422,6 @@ class MergedShard(Record):
 
     FIELDS = (Field("shard", TEXT), Field("iteration", TEXT),
               Field("manifest", ShardManifest()))
-
-
-def _merged(manifest: Any) -> bool:
-    return bool(manifest.merged)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1481,34 +1468,25 @@ class Manifest(Record):
     shards: tuple[MergedShard, ...] | None = None
 
     FIELDS = (Field("merged", FLAG, optional=True, default=False, omit="empty"),
-              # a merge writes when first: one field per place, both read from created_at
+              # a merge writes it second: one field per place, both read from created_at
               Field("created_at", TEXT, optional=True, omit=lambda m: not m.merged),
-              *_optional("runner", "suite", kind=Identity), *_optional("repo_root"),
-              *_optional("skill_package", kind=Identity),
-              *_optional("fixtures", kind=MapOf(TEXT)),
-              *_optional("cases", kind=MapOf(CaseIdentity, names=names_one_folder)),
-              *_optional("argv", kind=TEXTS), *_optional("agent"),
-              *_optional("executor_model", "grader_model", omit=_merged),
-              *_optional("options", kind=RecordedOptions), *_optional("options_sha256"),
-              *_optional("cells_planned", kind=INTEGER),
+              *_optional(runner=Identity, suite=Identity, repo_root=TEXT, skill_package=Identity,
+                         fixtures=MapOf(TEXT), cases=MapOf(CaseIdentity, names=names_one_folder),
+                         argv=TEXTS, agent=TEXT),
+              *_optional(lambda m: m.merged, executor_model=TEXT, grader_model=TEXT),
+              *_optional(options=RecordedOptions, options_sha256=TEXT, cells_planned=INTEGER),
               Field("created_at", TEXT, optional=True,
                     omit=lambda m: m.merged or m.created_at is None),
-              *_optional("cli_version", omit=None), *_optional("sandbox_base"),
-              *_optional("regrade", kind=RegradeRecord), *_optional("listing_source"),
-              *_optional("git_template", kind=TemplateRecord),
-              *_optional("skill_installed_elsewhere", kind=TEXTS),
-              *_optional("withheld_from_skill_package", kind=MapOf(TEXT)),
-              *_optional("isolation", kind=Isolation),
-              *_optional("withheld_from_every_sandbox", kind=MapOf(MapOf(TEXT))),
-              *_optional("fixture_status", kind=FixtureStatus),
-              *_optional("arms", kind=MapOf(Arm)),
-              *_optional("skill_snapshot", kind=MapOf(SkillCopy)),
-              *_optional("plan", kind=PlanRecord), *_optional("shard", kind=ShardRecord),
-              *_optional("checkout_check", kind=CheckoutCheck),
-              *_optional("environment_scrub", kind=EnvironmentScrub),
-              *_optional("missing_shards", kind=ListOf(MissingShard)),
-              *_optional("adaptive", kind=OBJECT), *_optional("resumes", kind=ListOf(Attempt)),
-              *_optional("shards", kind=ListOf(MergedShard)))
+              *_optional(None, cli_version=TEXT),
+              *_optional(sandbox_base=TEXT, regrade=RegradeRecord, listing_source=TEXT,
+                         git_template=TemplateRecord, skill_installed_elsewhere=TEXTS,
+                         withheld_from_skill_package=MapOf(TEXT), isolation=Isolation,
+                         withheld_from_every_sandbox=MapOf(MapOf(TEXT)),
+                         fixture_status=FixtureStatus, arms=MapOf(Arm),
+                         skill_snapshot=MapOf(SkillCopy), plan=PlanRecord, shard=ShardRecord,
+                         checkout_check=CheckoutCheck, environment_scrub=EnvironmentScrub,
+                         missing_shards=ListOf(MissingShard), adaptive=OBJECT,
+                         resumes=ListOf(Attempt), shards=ListOf(MergedShard)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1525,15 +1503,14 @@ class SeriesIdentity(Record):
     grader_model: str | None = None
     grader_prompt_sha256: str | None = None
 
-    FIELDS = _optional("suite_sha256", "skill_sha256", "runner_sha256", "fixtures_sha256",
-                       "agent", "cli_version", "executor_model", "grader_model",
-                       "grader_prompt_sha256", omit=None)
+    FIELDS = _optional(None, **dict.fromkeys(
+        ("suite_sha256", "skill_sha256", "runner_sha256", "fixtures_sha256", "agent",
+         "cli_version", "executor_model", "grader_model", "grader_prompt_sha256"), TEXT))
 
 
 @dataclasses.dataclass(frozen=True)
 class BudgetSummary(Record):
-    """The spending caps, what the finished cells captured against them, and what the caps
-    cancelled."""
+    """The spending caps, what the cells captured against them, and what the caps cancelled."""
 
     max_cost_usd: float | None
     max_tokens: int | None
@@ -1545,8 +1522,7 @@ class BudgetSummary(Record):
     cells_without_tokens: int
     cancelled_by_cap: int
 
-    FIELDS = (*_optional("max_cost_usd", kind=NUMBER, omit=None),
-              *_optional("max_tokens", kind=INTEGER, omit=None),
+    FIELDS = (*_optional(None, max_cost_usd=NUMBER, max_tokens=INTEGER),
               Field("spent_cost_usd", NUMBER), Field("spent_tokens", INTEGER),
               Field("counts", TEXT), *(Field(key, INTEGER) for key in (
                   "cells_counted", "cells_without_cost", "cells_without_tokens",
@@ -1563,7 +1539,7 @@ class MergedFrom(Record):
     timestamp: str | None
 
     FIELDS = (Field("shard", TEXT), Field("iteration", TEXT), Field("cells", INTEGER),
-              *_optional("timestamp", omit=None))
+              *_optional(None, timestamp=TEXT))
 
 
 CASE_IDS = ListOf(CASE_ID)
@@ -1609,33 +1585,24 @@ class Metadata(Record):
     merged_from: tuple[MergedFrom, ...] | None = None
     missing_shards: tuple[MissingShard, ...] | None = None
 
-    FIELDS = (*_optional("skill_name", "skill_path", "agent", "executor_model", "grader_model",
-                         "analyzer_model", "cli_version", "timestamp", omit=None),
+    FIELDS = (*_optional(None, **dict.fromkeys(
+        ("skill_name", "skill_path", "agent", "executor_model", "grader_model", "analyzer_model",
+         "cli_version", "timestamp"), TEXT)),
               Field("configs", ListOf(TEXT, expected="a list of config names")),
-              *_optional("runs_per_configuration", "grader_runs", kind=INTEGER, omit=None),
-              *_optional("regrade", kind=RegradeRecord, omit=None),
-              *_optional("evals_run", kind=CASE_IDS, omit=None),
-              *_optional("suite_case_count", kind=INTEGER, omit=None),
-              *_optional("selected_eval_ids", kind=CASE_IDS, omit=None),
-              *_optional("selection_partial", kind=FLAG, omit=None),
-              *_optional("cells_planned", "cells_finished", kind=INTEGER, omit=None),
-              *_optional("incomplete", kind=FLAG, omit=None),
-              *_optional("runner_version", omit=None),
-              *_optional("fixture_status", kind=FixtureStatus, omit=None),
-              *_optional("checkout_check", kind=CheckoutState, omit=None),
-              *_optional("skill_installed_elsewhere", kind=TEXTS, omit=None),
-              *_optional("isolation", kind=Isolation, omit=None),
-              *_optional("manifest", omit=None),
-              *_optional("identity", kind=SeriesIdentity, omit=None),
+              *_optional(None, runs_per_configuration=INTEGER, grader_runs=INTEGER,
+                         regrade=RegradeRecord, evals_run=CASE_IDS, suite_case_count=INTEGER,
+                         selected_eval_ids=CASE_IDS, selection_partial=FLAG,
+                         cells_planned=INTEGER, cells_finished=INTEGER, incomplete=FLAG,
+                         runner_version=TEXT, fixture_status=FixtureStatus,
+                         checkout_check=CheckoutState, skill_installed_elsewhere=TEXTS,
+                         isolation=Isolation, manifest=TEXT, identity=SeriesIdentity),
               # a shard's plan sits here; a merge's after the common assertions
               Field("plan", PlanRecord, optional=True,
                     omit=lambda m: m.plan is None or m.merged_from is not None),
-              *_optional("shard", kind=ShardRecord), *_optional("budget", kind=BudgetSummary),
-              *_optional("arms", kind=MapOf(Arm), omit=None),
-              *_optional("common_assertions", kind=TEXTS, omit=None),
+              *_optional(shard=ShardRecord, budget=BudgetSummary),
+              *_optional(None, arms=MapOf(Arm), common_assertions=TEXTS),
               Field("plan", PlanRecord, optional=True, omit=lambda m: m.merged_from is None),
-              *_optional("merged_from", kind=ListOf(MergedFrom)),
-              *_optional("missing_shards", kind=ListOf(MissingShard)))
+              *_optional(merged_from=ListOf(MergedFrom), missing_shards=ListOf(MissingShard)))
 
 
 # What benchmark.json must hold, and the kind of each.
@@ -14821,9 +14788,9 @@ def recomputed_metadata(stored: Metadata, manifest: Manifest | None,
             planned is not None and len(records) < planned) or meta.missing_shards:
         meta = dataclasses.replace(meta, incomplete=True)  # a cell struck out whole
     if meta.budget is not None and meta.merged_from is None:  # a merge: shard 1's
-        caps = types.SimpleNamespace(max_cost_usd=meta.budget.max_cost_usd,
-                                     max_tokens=meta.budget.max_tokens)
-        meta = dataclasses.replace(meta, budget=budget_summary(caps, records))  # type: ignore[arg-type]
+        caps: Any = types.SimpleNamespace(max_cost_usd=meta.budget.max_cost_usd,
+                                          max_tokens=meta.budget.max_tokens)
+        meta = dataclasses.replace(meta, budget=budget_summary(caps, records))
     return meta
 
 
