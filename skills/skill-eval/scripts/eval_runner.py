@@ -16295,13 +16295,6 @@ def zip_evals(shard: ShardIteration,
         yield key, records[position * per_eval:(position + 1) * per_eval]
 
 
-def _malformed_shards(folders: list[Path], exc: Exception) -> InputError:
-    return InputError(f"--merge: a shard's benchmark.json or iteration_manifest.json is "
-                      f"malformed ({type(exc).__name__}: {exc}); shards: "
-                      f"{', '.join(str(f) for f in folders)}",
-                      "merge the iterations `run --shard` wrote, unchanged")
-
-
 def shards_check(shards: list[ShardIteration]) -> dict[str, Any]:
     """Every shard's run files against the hashes taken when its cells finished, before the
     merged iteration is written: a shard edited after it ran is results_modified."""
@@ -16352,20 +16345,17 @@ def merge_shards(target: Path, folders: list[Path],
         raise InputError(f"report {target} --merge: {target} already exists",
                          "name a new folder for the merged iteration")
     shards = [read_shard(folder) for folder in folders]
-    try:
-        missing = check_shards(shards)
-        waves = merged_waves(shards, missing)
-        by_eval = {key: (shard, eval_records) for shard in shards
-                   for key, eval_records in zip_evals(shard, shard_records(shard))}
-        records = [record for key in shards[0].plan.evals if key in by_eval
-                   for record in by_eval[key][1]]  # plan order, as one machine writes them
-        meta = merged_metadata(shards, records, missing)
-        adaptive = merged_adaptive(shards, records, waves) if waves is not None else None
-        benchmark = with_sequential_verdict(aggregate(records, meta), adaptive)
-        benchmark = apply_results_check(benchmark, shards_check(shards))
-        junit_text = render_junit(benchmark) if junit else ""
-    except MALFORMED_DATA as exc:
-        raise _malformed_shards(folders, exc) from None
+    missing = check_shards(shards)
+    waves = merged_waves(shards, missing)
+    by_eval = {key: (shard, eval_records) for shard in shards
+               for key, eval_records in zip_evals(shard, shard_records(shard))}
+    records = [record for key in shards[0].plan.evals if key in by_eval
+               for record in by_eval[key][1]]  # plan order, as one machine writes them
+    meta = merged_metadata(shards, records, missing)
+    adaptive = merged_adaptive(shards, records, waves) if waves is not None else None
+    benchmark = with_sequential_verdict(aggregate(records, meta), adaptive)
+    benchmark = apply_results_check(benchmark, shards_check(shards))
+    junit_text = render_junit(benchmark) if junit else ""
     for key, (shard, _) in by_eval.items():
         refuse_linked_files(shard.folder, f"eval-{key}")
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -16387,10 +16377,8 @@ def merge_shards(target: Path, folders: list[Path],
                          for s in shards)).to_json())
         write_benchmark(building, benchmark, building / "benchmark.html")
         os.rename(building, target)  # fails, rather than merges into, a folder made meanwhile
-    except BaseException as exc:
+    except BaseException:
         shutil.rmtree(building, ignore_errors=True)
-        if isinstance(exc, MALFORMED_DATA):
-            raise _malformed_shards(folders, exc) from None
         raise
     if junit:
         write_text(junit, junit_text)
