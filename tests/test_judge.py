@@ -314,6 +314,24 @@ class RegradeTests(JudgeRunTestCase):
     def test_codex_regrade(self) -> None:
         self.check_regrade("codex")
 
+    def test_an_unconfined_regrade_gives_each_grader_a_fresh_home(self) -> None:
+        # gemini gets a fresh home per process; unconfined (no bwrap: macOS), a re-graded
+        # cell's GraderRoom makes it, as a Sandbox does, and removes it with its folders
+        root, env = self.repo(self.SUITE, self.FILES), self.env(self.SCRIPT, GEMINI_API_KEY="k")
+        code, out, err = self.run_main(root, env, "--agent", "gemini", "--isolation", "none",
+                                       "--quiet")
+        self.assert_exit(code, 0, out, err)
+        before = len(self.calls())
+        code, out, err = self.run_main(root, env, "--agent", "gemini", "--isolation", "none",
+                                       "--regrade", str(self.iteration(root, "gemini")),
+                                       "--quiet")
+        self.assert_exit(code, 0, out, err)
+        self.assertEqual(self.launched(before), ["grader"] * 4)
+        for run in self.runs(self.iteration(root, "gemini", 2)).values():
+            self.assertEqual(run["status"], "ok", run.get("failure"))
+            home = Path(run["sandbox"]["regrade_grader"]["agent_homes"]["grader"])
+            self.assertFalse(home.exists(), home)
+
     def assert_refused(self, root: Path, env: dict, source: Path, *extra: str,
                        words: str = "") -> None:
         before = len(self.calls())

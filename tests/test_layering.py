@@ -15,6 +15,7 @@ references.
 from __future__ import annotations
 
 import ast
+import collections
 import functools
 import re
 import sys
@@ -24,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.helpers import parsed, runner_source, walked  # noqa: E402
+from tests.helpers import PROJECT, parsed, runner_source, walked  # noqa: E402
 
 BANNER = re.compile(r"^# ==== (?P<name>[A-Za-z][A-Za-z ,]*[A-Za-z]) =+$")
 
@@ -64,6 +65,7 @@ def definitions(tree: ast.Module, marks: list[tuple[int, str]]) -> dict[str, int
 
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _SCOPES = (*_FUNCTIONS, ast.ClassDef, *_COMPREHENSIONS)
 
@@ -177,6 +179,24 @@ def upward_references(source: str) -> list[str]:
     return problems
 
 
+def section_map(source: str) -> dict[str, list[str]]:
+    """Chapter -> the entry points the module docstring's section map lists after it (a
+    parenthesis, which explains, is left out; it must end on its line)."""
+    names = [name for _, name in chapters(source)]
+    docstring = ast.get_docstring(parsed(source)) or ""
+    rows: dict[str, list[str]] = {}
+    chapter = None
+    for line in docstring.split("Sections", 1)[-1].splitlines():
+        head = next((n for n in names if line.strip().startswith(n + " ")
+                     or line.strip() == n), None)
+        if head is not None and line.startswith("    ") and not line.startswith("     "):
+            chapter, line = head, line.strip()[len(head):]
+        if chapter is not None:
+            rows.setdefault(chapter, []).extend(
+                re.findall(r"[A-Za-z_]\w*", re.sub(r"\([^)]*\)", "", line)))
+    return rows
+
+
 # Calls that change a list, dict or set in place.
 MUTATING_METHODS = frozenset({
     "append", "extend", "insert", "remove", "pop", "clear", "update", "add", "discard",
@@ -226,6 +246,117 @@ def later_writes(source: str) -> list[str]:
             problems.append(f"line {line}: {label} ({marks[chapter][1]}) writes into {name} "
                             f"({marks[where[name]][1]}), which {shown} read")
     return problems
+
+
+def used_below(source: str) -> set[str]:
+    """Module-level names some later chapter uses."""
+    marks = chapters(source)
+    where = definitions(parsed(source), marks)
+    return {name for node, uses in top_level_uses(source) for _, name in uses
+            if name in where and where[name] < _chapter_of(node.lineno, marks)}
+
+
+def chapter_private_names(source: str) -> dict[str, str]:
+    """Name -> chapter of every public module-level name (no leading underscore) that only
+    the chapter defining it uses, the section map's entry points excepted: the names that
+    should start with `_`."""
+    marks = chapters(source)
+    listed = {name for row in section_map(source).values() for name in row}
+    below = used_below(source)
+    return {name: marks[chapter][1]
+            for name, chapter in definitions(parsed(source), marks).items()
+            if not name.startswith("_") and name not in below | listed}
+
+
+DOTTED_NAME = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
+# A string literal of a test that is a name or a dotted name: a mock.patch or getattr target.
+QUOTED_NAME = re.compile(rf"""(?<![\w'"])[rRuU]?(['"])({DOTTED_NAME})\1""")
+DYNAMIC_LOOKUPS = ("globals", "locals", "eval", "exec", "__import__")
+
+
+def _typing_strings(tree: ast.AST) -> Iterator[ast.AST]:
+    """Where a string is a type: annotations, and cast()'s first argument."""
+    for node in walked(tree):
+        if isinstance(node, ast.arg) and node.annotation:
+            yield node.annotation
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns:
+            yield node.returns
+        elif isinstance(node, ast.AnnAssign):
+            yield node.annotation
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id == "cast" and node.args):
+            yield node.args[0]
+
+
+def runner_string_names(tree: ast.AST, wanted: set[str]) -> set[str]:
+    """The names of `wanted` a string of the runner names: in a type (a string annotation,
+    cast()); every string that is a name when the runner looks names up by their text."""
+    dynamic = any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                  and (node.func.id in DYNAMIC_LOOKUPS or node.func.id == "vars" and not node.args)
+                  for node in walked(tree))
+    roots = [tree] if dynamic else list(_typing_strings(tree))
+    found: set[str] = set()
+    for root in roots:
+        for node in ast.walk(root):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and (
+                    dynamic and re.fullmatch(DOTTED_NAME, node.value) or not dynamic):
+                found.update(re.findall(r"[A-Za-z_]\w*", node.value))
+    return found & wanted
+
+
+# What names the runner's functions for people and tools: a name these use keeps its name.
+# In the documents, the words of code spans and blocks; in the fakes and tools, every word.
+DOCUMENTS = ("README.md", "skills/skill-eval/SKILL.md", "skills/skill-eval/references/*.md",
+             "tests/**/README.md")
+TOOLS = ("tests/fakes/*", "tests/benchmarks/fakes/*", ".ci/*", "pyproject.toml")
+
+
+def _words_outside(project: Path) -> dict[str, str]:
+    """Word -> the first document, fake or tool that uses it."""
+    found: dict[str, str] = {}
+    for patterns, code_only in ((DOCUMENTS, True), (TOOLS, False)):
+        for path in sorted(p for pattern in patterns for p in project.glob(pattern)):
+            if not path.is_file():
+                continue
+            text = path.read_text(encoding="utf-8", errors="replace")
+            if code_only:
+                text = " ".join(re.findall(r"```.*?```|`[^`\n]+`", text, re.S))
+            for word in re.findall(r"[A-Za-z_]\w*", text):
+                found.setdefault(word, path.relative_to(project).as_posix())
+    return found
+
+
+def kept_public(source: str, names: set[str], project: Path = PROJECT) -> dict[str, str]:
+    """Name -> why it keeps its public spelling, for each of `names` that a string names
+    (the runner's, as runner_string_names reads them; a test's that is the name or ends in
+    `.name`), that a test imports by name, or that documents, fakes or tools use: renaming
+    it would break what refers to it by its spelling. Also one defined twice, and one whose
+    underscored spelling the runner uses already (the rename would merge two names)."""
+    tree = parsed(source)
+    kept = {name: "a string of the runner names it"
+            for name in runner_string_names(tree, names)}
+    defined = collections.Counter(name for node in tree.body for name in _defined_names(node))
+    spelled = {getattr(node, "id", None) or getattr(node, "arg", None) or node.name
+               for node in walked(tree) if isinstance(node, (ast.Name, ast.arg, *_DEFINITIONS))}
+    for name in sorted(names):
+        if defined[name] > 1:
+            kept[name] = "it is defined more than once at module level"
+        elif "_" + name in spelled:
+            kept.setdefault(name, f"_{name} is a name in the runner already")
+    for path in sorted((project / "tests").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        rel = path.relative_to(project).as_posix()
+        for line in re.findall(r"^\s*from\s+eval_runner\s+import\s+(.*)$", text, re.M):
+            for name in sorted(set(re.findall(r"[A-Za-z_]\w*", line)) & names):
+                kept.setdefault(name, f"{rel} imports it by name")
+        for match in QUOTED_NAME.finditer(text):
+            name = match.group(2).rsplit(".", 1)[-1]
+            if name in names:
+                kept.setdefault(name, f"a string of {rel} names it")
+    words = _words_outside(project)
+    for name in sorted(names & set(words)):
+        kept.setdefault(name, f"{words[name]} uses it")
+    return kept
 
 
 def imported_modules(tree: ast.Module) -> set[str]:
@@ -332,19 +463,9 @@ class LayeringTest(unittest.TestCase):
 
     def test_each_entry_point_in_the_section_map_is_defined_in_its_chapter(self) -> None:
         marks = chapters(self.source)
-        names = [name for _, name in marks]
         where = {defined: marks[_chapter_of(node.lineno, marks)][1]
                  for node in parsed(self.source).body for defined in _defined_names(node)}
-        docstring = ast.get_docstring(parsed(self.source)) or ""
-        rows, chapter = {}, None
-        for line in docstring.split("Sections", 1)[-1].splitlines():
-            head = next((n for n in names if line.strip().startswith(n + " ")
-                         or line.strip() == n), None)
-            if head is not None and line.startswith("    ") and not line.startswith("     "):
-                chapter, line = head, line.strip()[len(head):]
-            if chapter is not None:
-                rows.setdefault(chapter, []).extend(
-                    re.findall(r"[A-Za-z_]\w*", re.sub(r"\([^)]*\)", "", line)))
+        rows = section_map(self.source)
         self.assertGreaterEqual(len(rows), 10, "the section map lists no entry points")
         misplaced = {name: (chapter, where.get(name)) for chapter, listed in rows.items()
                      for name in listed if where.get(name) != chapter}
@@ -389,6 +510,21 @@ class LayeringTest(unittest.TestCase):
                   "def outer():\n    def inner(a, b, c, d, e, f, *, h=1):\n        pass\n")
         self.assertEqual(too_many_parameters(sample),
                          ["line 6 lambda (7 parameters)", "line 8 inner (7 parameters)"])
+
+    def test_the_private_name_check_sees_a_name_only_its_chapter_uses(self) -> None:
+        sample = ('"""Doc.\n\nSections\n    first      entry\n    second\n"""\n\n'
+                  "# ==== first ====\n\ndef entry():\n    return helper()\n\n"
+                  "def helper():\n    return _own()\n\ndef _own():\n    return SHARED\n\n"
+                  "SHARED = 2\n\n"
+                  "# ==== second ====\n\ndef last(helper):\n    return SHARED + helper\n")
+        # entry is listed, SHARED is used below, _own is private already; a parameter named
+        # like the global is not a use of it
+        self.assertEqual(chapter_private_names(sample), {"helper": "first", "last": "second"})
+        self.assertEqual(runner_string_names(ast.parse("x: 'helper' = cast('last', y)\n"
+                                                       "z = 'SHARED'\n"),
+                                             {"helper", "last", "SHARED"}), {"helper", "last"})
+        self.assertEqual(runner_string_names(ast.parse("z = globals()['SHARED']\n"),
+                                             {"helper", "SHARED"}), {"SHARED"})
 
     def test_the_checker_sees_an_upward_reference(self) -> None:
         sample = ("# ==== first ====\n\ndef a():\n    return b()\n\n"

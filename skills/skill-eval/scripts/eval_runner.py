@@ -40,8 +40,10 @@ after a section are its entry points, what the sections below it call:
     files and text             read_bounded, write_json, write_text
     suite loading and validation  load_suite
     process runner             ProcessGroups, spawn (the one place a process starts),
-                               run_process, run_to_end
-    sandbox                    build_sandbox, run_git
+                               run_process, run_to_end, InterruptHandler (Ctrl-C)
+    environment and git        clean_environment, run_git, git_blobs
+    sandbox                    build_sandbox, Sandbox, check_checkout,
+                               CheckoutSnapshot (what agents could change in the checkout)
     confinement                bwrap_argv
     providers                  Provider, ClaudeProvider, CodexProvider, GeminiProvider,
                                OpenCodeProvider, judge_trace_check (a trace check's verdict)
@@ -53,8 +55,11 @@ after a section are its entry points, what the sections below it call:
     iteration                  run_plan, run_iteration (the one iteration path),
                                write_benchmark (the one writer), load_benchmark_model,
                                verify_iteration, merge_shards
-    commands                   load_valid_suite, validate_suite
-    CLI                        main, build_parser, cmd_validate, cmd_run, cmd_report
+    usage errors               usage_fix (an argparse error's fix), subcommands
+    command steps              load_valid_suite, validate_suite, options_from_args,
+                               print_dry_run, resumed_args, report_exit_code
+    CLI                        main, build_parser, cmd_validate, cmd_run, cmd_merge,
+                               cmd_report
 """
 
 from __future__ import annotations
@@ -4687,25 +4692,6 @@ def end_strays(keep: set[int] | frozenset[int] = frozenset(), token: str | None 
                                    if needle is None or needle in _environ(pid)], rounds)
 
 
-# ==== sandbox ================================================================
-
-
-def clean_environment(base: dict[str, str] | None = None) -> dict[str, str]:
-    """The caller's environment without git redirections or parent-agent ties."""
-    env = dict(os.environ if base is None else base)
-    for name in list(env):
-        if (name in GIT_REDIRECT_VARS or name in AGENT_SESSION_VARS
-                or name.startswith(GIT_REDIRECT_PREFIXES)):
-            del env[name]
-    return env
-
-
-def git_environment() -> dict[str, str]:
-    env = clean_environment()
-    env.update(SANDBOX_GIT_ENV)
-    return env
-
-
 class InterruptHandler:
     """First signal: stop scheduling and TERM running groups. Any later one: KILL them."""
 
@@ -4739,6 +4725,28 @@ class InterruptHandler:
             return
         for sig, handler in self.previous.items():
             signal.signal(sig, handler)
+
+
+# ==== environment and git ====================================================
+
+
+def clean_environment(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The caller's environment without git redirections or parent-agent ties."""
+    env = dict(os.environ if base is None else base)
+    for name in list(env):
+        if (name in GIT_REDIRECT_VARS or name in AGENT_SESSION_VARS
+                or name.startswith(GIT_REDIRECT_PREFIXES)):
+            del env[name]
+    return env
+
+
+def git_environment() -> dict[str, str]:
+    env = clean_environment()
+    env.update(SANDBOX_GIT_ENV)
+    return env
+
+
+GIT_READ_ONLY = ["--no-optional-locks"]  # never refresh the user's index or take its lock
 
 
 def git_process(args: list[str], cwd: Path, groups: ProcessGroups, timeout_s: float = 300.0,
@@ -4788,6 +4796,9 @@ def git_blobs(git_dir: list[str], objects: Iterable[str], cwd: Path, groups: Pro
         blobs[obj] = data[end + 1:end + 1 + size]
         at = end + 1 + size + 1
     return blobs
+
+
+# ==== sandbox ================================================================
 
 
 def _is_delivered(rel: str, skill_name: str) -> bool:
@@ -4917,9 +4928,6 @@ class RevisionPackage:
             target.write_bytes(data)
             target.chmod(0o755 if executable else 0o644)
         self.root = folder
-
-
-GIT_READ_ONLY = ["--no-optional-locks"]  # never refresh the user's index or take its lock
 
 
 def read_revision_package(root: Path, skill_name: str, config: str,
@@ -6123,6 +6131,270 @@ def fixture_status(root: Path, paths: list[str], groups: ProcessGroups) -> Fixtu
         return FixtureState(False, reason=out)
     return FixtureState(True, tuple(sorted(entry[3:] for entry in out.split("\0")
                                            if len(entry) > 3)))
+
+
+# -- what agents could have changed: the checkout, the run files ---------------
+
+CHANGES_SHOWN = 20  # files named in a flag; the rest are counted
+
+
+def _stat_key(path: str) -> tuple:
+    """What a change to a file shows in its metadata. The ctime is in it because no user can
+    set it back: an edit that restores the mtime still moves the ctime."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return ("missing",)
+    kind = ("file" if stat.S_ISREG(st.st_mode) else "link" if stat.S_ISLNK(st.st_mode)
+            else "dir" if stat.S_ISDIR(st.st_mode) else "other")
+    if kind == "dir":  # a submodule or nested repository: its own files are not listed
+        return (kind, 0, stat.S_IMODE(st.st_mode), 0, 0)
+    return (kind, st.st_size, stat.S_IMODE(st.st_mode), st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _content_hash(path: str, kind: str) -> str | None:
+    try:
+        if kind == "link":
+            return hashlib.sha256(os.fsencode(os.readlink(path))).hexdigest()
+        return sha256_file(Path(path)) if kind == "file" else None
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+
+
+@dataclasses.dataclass
+class CheckoutSnapshot:
+    """The source checkout's files as agents could change them: metadata and content hashes.
+
+    Files git ignores are compared too (a file hidden by a new exclude rule is still seen),
+    by metadata only, so a large ignored file costs a stat, not a read; folders git ignored
+    when the snapshot was taken (node_modules, .venv) are one entry each, not walked.
+    """
+
+    root: Path
+    skip: Callable[[str], bool]  # the runner's own output folders inside the checkout
+    entries: dict[str, tuple[tuple, str | None]]  # name -> (stat key, content hash)
+    listing: str
+    seconds: float
+    paths: dict[str, str] = dataclasses.field(default_factory=dict)  # name -> where it is
+    # Names (prefixes) where any write counts as a change, a touch included: the skill package.
+    guarded: tuple[str, ...] = ()
+
+    @classmethod
+    def take(cls, root: Path, iteration_dir: Path, guarded: tuple[str, ...] = (), *,
+             groups: ProcessGroups) -> CheckoutSnapshot:
+        started = time.monotonic()
+        skip = _runner_output_filter(root, iteration_dir)
+        listed = _checkout_files(root, skip, groups)
+        entries = {}
+        for name, path in listed.paths.items():
+            key = _stat_key(path)
+            hashed = name not in listed.unhashed
+            entries[name] = (key, _content_hash(path, key[0]) if hashed else None)
+        return cls(root, skip, entries, listed.source, time.monotonic() - started,
+                   dict(listed.paths), guarded)
+
+    def summary(self) -> CheckoutState:
+        return CheckoutState(files=len(self.entries), listing=self.listing,
+                             seconds=round(self.seconds, 3))
+
+    def compare(self, groups: ProcessGroups) -> CheckoutState:
+        """What changed since the snapshot; a file whose times moved but whose type, mode and
+        content did not (a `touch`) is counted as touched, not as changed."""
+        started = time.monotonic()
+        paths = _checkout_files(self.root, self.skip, groups).paths
+        changes, touched = [], 0
+        for name in sorted(set(paths) | set(self.entries)):
+            if name not in self.entries:
+                if _stat_key(paths[name])[0] != "missing":
+                    changes.append(Change(name, "added"))
+                continue
+            (key, digest) = self.entries[name]
+            # Stat where it was even when the listing leaves it out now (a new ignore rule).
+            path = paths.get(name) or self.paths.get(name) or os.path.join(self.root, name)
+            now = _stat_key(path)
+            if now == key:
+                continue
+            change = _classify_change(key, digest, now, path) or self._covered_write(name, key,
+                                                                                     now)
+            if change:
+                changes.append(Change(name, change))
+            else:
+                touched += 1
+        return CheckoutState(
+            checked=True, files_before=len(self.entries), files_after=len(paths),
+            changed_count=len(changes), changed=tuple(changes[:CHANGES_SHOWN]),
+            touched_only=touched, listing=self.listing, seconds_before=round(self.seconds, 3),
+            seconds_after=round(time.monotonic() - started, 3),
+            note="compared by type, size, mode and content (files git ignores: by metadata); "
+                 "files whose times changed but whose content did not are counted as "
+                 "touched_only, not as changes, except in the skill package and where the "
+                 "mtime was set back")
+
+    def _covered_write(self, name: str, key: tuple, now: tuple) -> str | None:
+        """A write the content does not show: its mtime put back (only the ctime moved, which
+        no user can set), or any write into the skill package, which nothing should touch."""
+        if key[0] == "file" and now[3] == key[3]:
+            return "rewritten, times set back"
+        if name.startswith(self.guarded) and self.guarded:
+            return "written to (content as before)"
+        return None
+
+
+def _classify_change(key: tuple, digest: str | None, now: tuple, path: str) -> str | None:
+    if now[0] == "missing":
+        return "removed"
+    if key[0] == "missing":
+        return "added"
+    if now[0] != key[0]:
+        return "type changed"
+    if now[2] != key[2]:
+        return "mode changed"
+    # No digest: compared by metadata only (what git ignores), so moved metadata is a change.
+    if now[1] != key[1] or digest is None or _content_hash(path, now[0]) != digest:
+        return "modified"
+    return None
+
+
+DEFAULT_ITERATIONS = re.compile(
+    r"evals/[^/]+/workspace/[^/]+/(iteration-\d+(/|$)|\.gitignore$)")
+
+
+def _runner_output_filter(root: Path, iteration_dir: Path) -> Callable[[str], bool]:
+    """Whether a checkout path is one a skill-eval run writes: this iteration's folder, its
+    sibling iteration-N folders, and iteration-N folders in the default workspaces, and the
+    .gitignore beside them. Other runs in the same checkout may be writing there now; their
+    own run-file hashes cover them."""
+    real_root, real_iteration = os.path.realpath(root), os.path.realpath(iteration_dir)
+    patterns = [DEFAULT_ITERATIONS]
+    if _is_within(Path(real_iteration), Path(real_root)):
+        workspace = Path(os.path.relpath(os.path.dirname(real_iteration), real_root)).as_posix()
+        prefix = "" if workspace == "." else re.escape(workspace) + "/"
+        # The workspace's own .gitignore, never the checkout's (a workspace at the root).
+        own = r"|\.gitignore$" if prefix else ""
+        patterns.append(re.compile(prefix + rf"(iteration-\d+(/|$){own})"))
+    return lambda rel: any(pattern.match(rel) for pattern in patterns)
+
+
+@dataclasses.dataclass
+class CheckoutListing:
+    paths: dict[str, str]  # name -> path of every file to compare
+    source: str  # "git ls-files" or "folder walk"
+    unhashed: set[str]  # names compared by metadata only: what git ignores
+
+
+def _checkout_files(root: Path, skip: Callable[[str], bool], groups: ProcessGroups
+                    ) -> CheckoutListing:
+    """Every file to compare: tracked, untracked and ignored files (all files outside git),
+    an ignored folder as one entry; plus what decides what git does and sees, wherever the
+    git folder is (a worktree's .git is a file naming it)."""
+    rels, ignored = _git_listing(root, groups)
+    source = "git ls-files" if rels is not None else "folder walk"
+    if rels is None:
+        rels = [p.relative_to(root).as_posix() for p in _walk_files(root)]
+    files = {rel: os.path.join(root, rel) for rel in [*rels, *ignored] if not skip(rel)}
+    files.update(_git_state_files(root) if source == "git ls-files" else {})
+    return CheckoutListing(files, source, set(ignored) - set(rels))
+
+
+def _git_listing(root: Path, groups: ProcessGroups) -> tuple[list[str] | None, list[str]]:
+    """(tracked and untracked-not-ignored, ignored) names; (None, []) outside git. Ignored
+    ones are asked for separately, so a file excluded after the snapshot is still listed;
+    `--directory` keeps a wholly ignored folder (node_modules) to one entry."""
+    if not (root / ".git").exists():
+        return None, []
+    ok, out = run_git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], root,
+                      groups)
+    if not ok:
+        return None, []
+    ok, hidden = run_git(["ls-files", "-z", "--others", "--ignored", "--exclude-standard",
+                          "--directory"], root, groups=groups)
+    names = [rel.rstrip("/") for rel in out.split("\0") if rel]
+    return names, [rel.rstrip("/") for rel in hidden.split("\0")
+                   if rel and not RUN_FOLDERS.fullmatch(rel)] if ok else []
+
+
+# An ignored default workspace (or its agent folder), listed as one entry: another run may
+# create one at any time, and the iteration folders in it are the runs' own (see above).
+RUN_FOLDERS = re.compile(r"evals/[^/]+/workspace(/[^/]+)?/")
+
+
+def _git_folders(root: Path) -> tuple[str, str]:
+    """(git folder, common git folder) of a checkout, read as git reads them (no git call):
+    .git itself, or for a worktree the folder its `gitdir:` line names and that folder's
+    `commondir`. ("", "") when neither can be read."""
+    dot_git = os.path.join(root, ".git")
+    if os.path.isdir(dot_git):
+        return dot_git, dot_git
+    try:
+        with open(dot_git, encoding="utf-8") as handle:
+            line = handle.readline().strip()
+        if not line.startswith("gitdir:"):
+            return "", ""
+        git_dir = os.path.normpath(os.path.join(root, line[len("gitdir:"):].strip()))
+        with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as handle:
+            common = os.path.normpath(os.path.join(git_dir, handle.readline().strip()))
+    except OSError:
+        return "", ""
+    return git_dir, common
+
+
+GIT_STATE_FOLDERS = ("refs", "info", "hooks")
+
+
+def _git_state_files(root: Path) -> dict[str, str]:
+    """HEAD, refs, packed-refs, info/ (exclude, attributes, sparse-checkout), config and hooks:
+    what decides which commit, which files and which programs git uses. Named .git/<path in
+    the common git folder>, so a worktree's own HEAD is .git/worktrees/<name>/HEAD. Branches
+    checked out in other worktrees are left out: they move whenever someone commits there."""
+    git_dir, common = _git_folders(root)
+    if not common:
+        return {}
+    found = [os.path.join(git_dir, "HEAD"), os.path.join(git_dir, "config.worktree"),
+             os.path.join(common, "config"), os.path.join(common, "packed-refs")]
+    found += [str(path) for name in GIT_STATE_FOLDERS
+              for path in _walk_files_all(Path(common) / name)]
+    elsewhere = {f"refs/{ref}" for ref in _branches_of_other_worktrees(git_dir, common)}
+    named = {".git/" + Path(os.path.relpath(path, common)).as_posix(): path
+             for path in dict.fromkeys(found) if os.path.lexists(path)}
+    return {name: path for name, path in named.items() if name[len(".git/"):] not in elsewhere}
+
+
+def _branches_of_other_worktrees(git_dir: str, common: str) -> set[str]:
+    """Branches (heads/<name>) the other worktrees of this repository have checked out."""
+    try:
+        linked = [os.path.join(common, "worktrees", name)
+                  for name in os.listdir(os.path.join(common, "worktrees"))]
+    except OSError:
+        linked = []
+    branches = {folder: _head_branch(folder) for folder in [common, *linked]}
+    own = branches.pop(git_dir, None) or _head_branch(git_dir)
+    return {branch for branch in branches.values() if branch and branch != own}
+
+
+def _head_branch(git_dir: str) -> str:
+    try:
+        with open(os.path.join(git_dir, "HEAD"), encoding="utf-8") as handle:
+            line = handle.readline().strip()
+    except OSError:
+        return ""
+    return line[len("ref: refs/"):] if line.startswith("ref: refs/heads/") else ""
+
+
+def _walk_files_all(folder: Path) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames.sort()
+        for name in sorted(filenames):
+            yield Path(dirpath) / name
+
+
+def check_checkout(snapshot: CheckoutSnapshot | None, failure: str, groups: ProcessGroups
+                   ) -> CheckoutState:
+    if snapshot is None:
+        return CheckoutState(checked=False, reason=failure)
+    try:
+        return snapshot.compare(groups)
+    except OSError as exc:
+        return CheckoutState(checked=False, reason=f"the comparison failed: {exc}")
 
 
 # ==== confinement ============================================================
@@ -8703,7 +8975,22 @@ def provider_env(ctx: RunContext, cwd: Path) -> dict[str, str]:
     return env
 
 
-def agent_env(ctx: RunContext, sandbox: Sandbox, cwd: Path, role: str,
+class AgentHomes(Protocol):
+    """What makes a fresh home for an agent process whose CLI gets one per process."""
+
+    def make_home(self, role: str) -> Path: ...
+
+
+class GraderFolders(AgentHomes, Protocol):
+    """Where a cell's graders run: its Sandbox, or the GraderRoom of a re-graded cell, which
+    has no sandbox. Each grader gets fresh folders, and a fresh home when its CLI needs one."""
+
+    def make_grader_dirs(self, with_io: bool) -> tuple[Path, Path | None]: ...
+
+    def remove_grader_dirs(self) -> None: ...
+
+
+def agent_env(ctx: RunContext, sandbox: AgentHomes, cwd: Path, role: str,
               model: str | None, skills_on: bool = False) -> dict[str, str]:
     """The environment of one agent process; unconfined, a fresh home of its own next to the
     sandbox when its adapter asks (a confined one gets it from run_agent)."""
@@ -8920,6 +9207,10 @@ class CellRun:
     source: SourceRun | None = None
     room: GraderRoom | None = None  # where a re-graded cell's graders get their folders
 
+    @property
+    def grader_folders(self) -> GraderFolders | None:
+        return self.sandbox or self.room
+
 
 def run_lane(ctx: RunContext, queue: CellQueue,
              helpers: concurrent.futures.ThreadPoolExecutor) -> list[RunRecord]:
@@ -8930,7 +9221,7 @@ def run_lane(ctx: RunContext, queue: CellQueue,
         run.answer = guarded(run, answer_step, ctx, run)
         upcoming = helpers.submit(close_sandbox_and_start_next, ctx, run, queue)
         if run.answer is not None:
-            guarded(run, run_grader_step, ctx, run.cell, run.sandbox or run.room, run.record,
+            guarded(run, run_grader_step, ctx, run.cell, run.grader_folders, run.record,
                     run.answer)
         records.append(finish_cell(ctx, run, upcoming))
         run = upcoming.result()
@@ -9023,7 +9314,7 @@ def finish_cell(ctx: RunContext, run: CellRun, closing: concurrent.futures.Futur
     guarded(run, add_check_verdicts, ctx, run.cell, record)
     if run.sandbox is not None and ctx.options.keep_sandboxes:
         run.sandbox.record["kept"] = True
-    elif (place := run.sandbox or run.room) is not None and not ctx.options.keep_sandboxes:
+    elif (place := run.grader_folders) is not None and not ctx.options.keep_sandboxes:
         guarded(run, place.remove_grader_dirs)
     record.started_at, record.finished_at = run.started_at, utc_now()
     record.resumed = ctx.resuming
@@ -9405,7 +9696,7 @@ def failure_status(role: str, result: ProcessResult) -> str:
     return "cancelled" if result.cancelled else f"{role}_failed"
 
 
-def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Any, record: RunRecord,
+def run_grader_step(ctx: RunContext, cell: Cell, sandbox: GraderFolders, record: RunRecord,
                     answer: ExecutorAnswer) -> None:
     """Grade the recorded answer in --grader-runs fresh grader processes, one after another.
 
@@ -9447,7 +9738,7 @@ def run_grader_step(ctx: RunContext, cell: Cell, sandbox: Any, record: RunRecord
 class GraderJob:
     """What each of a cell's graders is given: the same prompt, about the same answer."""
 
-    sandbox: Any
+    sandbox: GraderFolders
     record: RunRecord
     prompt: str
     assertions: list[str]
@@ -9574,7 +9865,7 @@ class GraderReply:
     notes: list[str] = dataclasses.field(default_factory=list)  # why an answer was not read
 
 
-def call_grader(ctx: RunContext, sandbox: Any, prompt: str, files: RunFiles,
+def call_grader(ctx: RunContext, sandbox: GraderFolders, prompt: str, files: RunFiles,
                 suffix: str = "") -> tuple[ProcessCall, GraderReply]:
     """One grader process in an empty folder outside the checkout; its output kept in logs/.
 
@@ -9684,6 +9975,13 @@ class GraderRoom:
         self.folders += [f for f in (grader_dir, io_dir) if f is not None]
         self.record["grader_dir"] = str(grader_dir)
         return grader_dir, io_dir
+
+    def make_home(self, role: str) -> Path:
+        """A new, private, empty home for one grader process, removed with its folders."""
+        home = Path(tempfile.mkdtemp(prefix=f"skill-eval-home-{role}-", dir=self.base))
+        self.folders.append(home)
+        self.record.setdefault("agent_homes", {})[role] = str(home)
+        return home
 
     def remove_grader_dirs(self) -> None:
         for folder in self.folders:
@@ -14237,270 +14535,6 @@ def html_page(benchmark: Benchmark, iteration_dir: Path) -> str:
     return render_html(benchmark, read_html_run_files(benchmark, Path(iteration_dir)))
 
 
-# -- what agents could have changed: the checkout, the run files ---------------
-
-CHANGES_SHOWN = 20  # files named in a flag; the rest are counted
-
-
-def _stat_key(path: str) -> tuple:
-    """What a change to a file shows in its metadata. The ctime is in it because no user can
-    set it back: an edit that restores the mtime still moves the ctime."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return ("missing",)
-    kind = ("file" if stat.S_ISREG(st.st_mode) else "link" if stat.S_ISLNK(st.st_mode)
-            else "dir" if stat.S_ISDIR(st.st_mode) else "other")
-    if kind == "dir":  # a submodule or nested repository: its own files are not listed
-        return (kind, 0, stat.S_IMODE(st.st_mode), 0, 0)
-    return (kind, st.st_size, stat.S_IMODE(st.st_mode), st.st_mtime_ns, st.st_ctime_ns)
-
-
-def _content_hash(path: str, kind: str) -> str | None:
-    try:
-        if kind == "link":
-            return hashlib.sha256(os.fsencode(os.readlink(path))).hexdigest()
-        return sha256_file(Path(path)) if kind == "file" else None
-    except OSError as exc:
-        return f"unreadable: {exc.strerror or exc}"
-
-
-@dataclasses.dataclass
-class CheckoutSnapshot:
-    """The source checkout's files as agents could change them: metadata and content hashes.
-
-    Files git ignores are compared too (a file hidden by a new exclude rule is still seen),
-    by metadata only, so a large ignored file costs a stat, not a read; folders git ignored
-    when the snapshot was taken (node_modules, .venv) are one entry each, not walked.
-    """
-
-    root: Path
-    skip: Callable[[str], bool]  # the runner's own output folders inside the checkout
-    entries: dict[str, tuple[tuple, str | None]]  # name -> (stat key, content hash)
-    listing: str
-    seconds: float
-    paths: dict[str, str] = dataclasses.field(default_factory=dict)  # name -> where it is
-    # Names (prefixes) where any write counts as a change, a touch included: the skill package.
-    guarded: tuple[str, ...] = ()
-
-    @classmethod
-    def take(cls, root: Path, iteration_dir: Path, guarded: tuple[str, ...] = (), *,
-             groups: ProcessGroups) -> CheckoutSnapshot:
-        started = time.monotonic()
-        skip = _runner_output_filter(root, iteration_dir)
-        listed = _checkout_files(root, skip, groups)
-        entries = {}
-        for name, path in listed.paths.items():
-            key = _stat_key(path)
-            hashed = name not in listed.unhashed
-            entries[name] = (key, _content_hash(path, key[0]) if hashed else None)
-        return cls(root, skip, entries, listed.source, time.monotonic() - started,
-                   dict(listed.paths), guarded)
-
-    def summary(self) -> CheckoutState:
-        return CheckoutState(files=len(self.entries), listing=self.listing,
-                             seconds=round(self.seconds, 3))
-
-    def compare(self, groups: ProcessGroups) -> CheckoutState:
-        """What changed since the snapshot; a file whose times moved but whose type, mode and
-        content did not (a `touch`) is counted as touched, not as changed."""
-        started = time.monotonic()
-        paths = _checkout_files(self.root, self.skip, groups).paths
-        changes, touched = [], 0
-        for name in sorted(set(paths) | set(self.entries)):
-            if name not in self.entries:
-                if _stat_key(paths[name])[0] != "missing":
-                    changes.append(Change(name, "added"))
-                continue
-            (key, digest) = self.entries[name]
-            # Stat where it was even when the listing leaves it out now (a new ignore rule).
-            path = paths.get(name) or self.paths.get(name) or os.path.join(self.root, name)
-            now = _stat_key(path)
-            if now == key:
-                continue
-            change = _classify_change(key, digest, now, path) or self._covered_write(name, key,
-                                                                                     now)
-            if change:
-                changes.append(Change(name, change))
-            else:
-                touched += 1
-        return CheckoutState(
-            checked=True, files_before=len(self.entries), files_after=len(paths),
-            changed_count=len(changes), changed=tuple(changes[:CHANGES_SHOWN]),
-            touched_only=touched, listing=self.listing, seconds_before=round(self.seconds, 3),
-            seconds_after=round(time.monotonic() - started, 3),
-            note="compared by type, size, mode and content (files git ignores: by metadata); "
-                 "files whose times changed but whose content did not are counted as "
-                 "touched_only, not as changes, except in the skill package and where the "
-                 "mtime was set back")
-
-    def _covered_write(self, name: str, key: tuple, now: tuple) -> str | None:
-        """A write the content does not show: its mtime put back (only the ctime moved, which
-        no user can set), or any write into the skill package, which nothing should touch."""
-        if key[0] == "file" and now[3] == key[3]:
-            return "rewritten, times set back"
-        if name.startswith(self.guarded) and self.guarded:
-            return "written to (content as before)"
-        return None
-
-
-def _classify_change(key: tuple, digest: str | None, now: tuple, path: str) -> str | None:
-    if now[0] == "missing":
-        return "removed"
-    if key[0] == "missing":
-        return "added"
-    if now[0] != key[0]:
-        return "type changed"
-    if now[2] != key[2]:
-        return "mode changed"
-    # No digest: compared by metadata only (what git ignores), so moved metadata is a change.
-    if now[1] != key[1] or digest is None or _content_hash(path, now[0]) != digest:
-        return "modified"
-    return None
-
-
-DEFAULT_ITERATIONS = re.compile(
-    r"evals/[^/]+/workspace/[^/]+/(iteration-\d+(/|$)|\.gitignore$)")
-
-
-def _runner_output_filter(root: Path, iteration_dir: Path) -> Callable[[str], bool]:
-    """Whether a checkout path is one a skill-eval run writes: this iteration's folder, its
-    sibling iteration-N folders, and iteration-N folders in the default workspaces, and the
-    .gitignore beside them. Other runs in the same checkout may be writing there now; their
-    own run-file hashes cover them."""
-    real_root, real_iteration = os.path.realpath(root), os.path.realpath(iteration_dir)
-    patterns = [DEFAULT_ITERATIONS]
-    if _is_within(Path(real_iteration), Path(real_root)):
-        workspace = Path(os.path.relpath(os.path.dirname(real_iteration), real_root)).as_posix()
-        prefix = "" if workspace == "." else re.escape(workspace) + "/"
-        # The workspace's own .gitignore, never the checkout's (a workspace at the root).
-        own = r"|\.gitignore$" if prefix else ""
-        patterns.append(re.compile(prefix + rf"(iteration-\d+(/|$){own})"))
-    return lambda rel: any(pattern.match(rel) for pattern in patterns)
-
-
-@dataclasses.dataclass
-class CheckoutListing:
-    paths: dict[str, str]  # name -> path of every file to compare
-    source: str  # "git ls-files" or "folder walk"
-    unhashed: set[str]  # names compared by metadata only: what git ignores
-
-
-def _checkout_files(root: Path, skip: Callable[[str], bool], groups: ProcessGroups
-                    ) -> CheckoutListing:
-    """Every file to compare: tracked, untracked and ignored files (all files outside git),
-    an ignored folder as one entry; plus what decides what git does and sees, wherever the
-    git folder is (a worktree's .git is a file naming it)."""
-    rels, ignored = _git_listing(root, groups)
-    source = "git ls-files" if rels is not None else "folder walk"
-    if rels is None:
-        rels = [p.relative_to(root).as_posix() for p in _walk_files(root)]
-    files = {rel: os.path.join(root, rel) for rel in [*rels, *ignored] if not skip(rel)}
-    files.update(_git_state_files(root) if source == "git ls-files" else {})
-    return CheckoutListing(files, source, set(ignored) - set(rels))
-
-
-def _git_listing(root: Path, groups: ProcessGroups) -> tuple[list[str] | None, list[str]]:
-    """(tracked and untracked-not-ignored, ignored) names; (None, []) outside git. Ignored
-    ones are asked for separately, so a file excluded after the snapshot is still listed;
-    `--directory` keeps a wholly ignored folder (node_modules) to one entry."""
-    if not (root / ".git").exists():
-        return None, []
-    ok, out = run_git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], root,
-                      groups)
-    if not ok:
-        return None, []
-    ok, hidden = run_git(["ls-files", "-z", "--others", "--ignored", "--exclude-standard",
-                          "--directory"], root, groups=groups)
-    names = [rel.rstrip("/") for rel in out.split("\0") if rel]
-    return names, [rel.rstrip("/") for rel in hidden.split("\0")
-                   if rel and not RUN_FOLDERS.fullmatch(rel)] if ok else []
-
-
-# An ignored default workspace (or its agent folder), listed as one entry: another run may
-# create one at any time, and the iteration folders in it are the runs' own (see above).
-RUN_FOLDERS = re.compile(r"evals/[^/]+/workspace(/[^/]+)?/")
-
-
-def _git_folders(root: Path) -> tuple[str, str]:
-    """(git folder, common git folder) of a checkout, read as git reads them (no git call):
-    .git itself, or for a worktree the folder its `gitdir:` line names and that folder's
-    `commondir`. ("", "") when neither can be read."""
-    dot_git = os.path.join(root, ".git")
-    if os.path.isdir(dot_git):
-        return dot_git, dot_git
-    try:
-        with open(dot_git, encoding="utf-8") as handle:
-            line = handle.readline().strip()
-        if not line.startswith("gitdir:"):
-            return "", ""
-        git_dir = os.path.normpath(os.path.join(root, line[len("gitdir:"):].strip()))
-        with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as handle:
-            common = os.path.normpath(os.path.join(git_dir, handle.readline().strip()))
-    except OSError:
-        return "", ""
-    return git_dir, common
-
-
-GIT_STATE_FOLDERS = ("refs", "info", "hooks")
-
-
-def _git_state_files(root: Path) -> dict[str, str]:
-    """HEAD, refs, packed-refs, info/ (exclude, attributes, sparse-checkout), config and hooks:
-    what decides which commit, which files and which programs git uses. Named .git/<path in
-    the common git folder>, so a worktree's own HEAD is .git/worktrees/<name>/HEAD. Branches
-    checked out in other worktrees are left out: they move whenever someone commits there."""
-    git_dir, common = _git_folders(root)
-    if not common:
-        return {}
-    found = [os.path.join(git_dir, "HEAD"), os.path.join(git_dir, "config.worktree"),
-             os.path.join(common, "config"), os.path.join(common, "packed-refs")]
-    found += [str(path) for name in GIT_STATE_FOLDERS
-              for path in _walk_files_all(Path(common) / name)]
-    elsewhere = {f"refs/{ref}" for ref in _branches_of_other_worktrees(git_dir, common)}
-    named = {".git/" + Path(os.path.relpath(path, common)).as_posix(): path
-             for path in dict.fromkeys(found) if os.path.lexists(path)}
-    return {name: path for name, path in named.items() if name[len(".git/"):] not in elsewhere}
-
-
-def _branches_of_other_worktrees(git_dir: str, common: str) -> set[str]:
-    """Branches (heads/<name>) the other worktrees of this repository have checked out."""
-    try:
-        linked = [os.path.join(common, "worktrees", name)
-                  for name in os.listdir(os.path.join(common, "worktrees"))]
-    except OSError:
-        linked = []
-    branches = {folder: _head_branch(folder) for folder in [common, *linked]}
-    own = branches.pop(git_dir, None) or _head_branch(git_dir)
-    return {branch for branch in branches.values() if branch and branch != own}
-
-
-def _head_branch(git_dir: str) -> str:
-    try:
-        with open(os.path.join(git_dir, "HEAD"), encoding="utf-8") as handle:
-            line = handle.readline().strip()
-    except OSError:
-        return ""
-    return line[len("ref: refs/"):] if line.startswith("ref: refs/heads/") else ""
-
-
-def _walk_files_all(folder: Path) -> Iterator[Path]:
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames.sort()
-        for name in sorted(filenames):
-            yield Path(dirpath) / name
-
-
-def check_checkout(snapshot: CheckoutSnapshot | None, failure: str, groups: ProcessGroups
-                   ) -> CheckoutState:
-    if snapshot is None:
-        return CheckoutState(checked=False, reason=failure)
-    try:
-        return snapshot.compare(groups)
-    except OSError as exc:
-        return CheckoutState(checked=False, reason=f"the comparison failed: {exc}")
-
-
 # -- reading a written iteration back ------------------------------------------
 # The one way in for report, --compare, --across, --merge, --resume and --regrade: every
 # file is read without following a link, parsed into the result model (which checks every
@@ -16515,10 +16549,7 @@ def forecast_run(workspace: Path, suite: Suite, options: RunOptions,
                       "were captured)"}
 
 
-# ==== commands ===============================================================
-
-
-# -- usage errors -------------------------------------------------------------
+# ==== usage errors ===========================================================
 
 
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -16577,6 +16608,9 @@ def _unknown_fix(parser: argparse.ArgumentParser, words: list[str]) -> tuple[str
     what = "otherwise remove it" if hint else "remove it"
     return f"{hint}{what}" if len(words) == 1 else f"{hint}remove what is not an option " \
         "of this command", target.prog
+
+
+# ==== command steps ==========================================================
 
 
 # -- run ----------------------------------------------------------------------
