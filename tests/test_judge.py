@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import unittest
 from pathlib import Path
@@ -181,6 +182,19 @@ class RepeatedGradingTests(JudgeRunTestCase):
         for run in bench["runs"]:
             self.assertAlmostEqual(run["result"]["pass_rate"], 2 / 3)
             self.assertFalse(run["expectations"][2]["passed"])
+
+    def test_every_graders_fresh_home_is_removed(self) -> None:
+        # gemini gets a fresh home per process when unconfined; the second grader's home
+        # used to replace the first one's on the sandbox, which was then never removed
+        root = self.repo(self.SUITE)
+        env = self.env(self.noisy_script([True, False]), GEMINI_API_KEY="k")
+        code, out, err = self.run_main(root, env, "--agent", "gemini", "--isolation", "none",
+                                       "--grader-runs", "2", "--concurrency", "1", "--quiet")
+        self.assert_exit(code, 1, out, err)  # the noisy graders tie: review required
+        self.assertEqual(self.launched().count("grader"), 8)
+        self.assertEqual(os.listdir(env["SKILL_EVAL_SANDBOX_ROOT"]), [])
+        for run in self.runs(self.iteration(root, "gemini")).values():
+            self.assertTrue(run["sandbox"]["removed"])
 
     def test_variance_split_with_several_runs(self) -> None:
         root = self.repo(self.SUITE)

@@ -5728,8 +5728,11 @@ class Sandbox:
         return self.grader_dir, self.grader_io
 
     def make_home(self, role: str) -> Path:
-        """A new, private, empty home for one agent process of this cell."""
+        """A new, private, empty home for one agent process of this cell. Each grader of a
+        cell gets its own: the earlier ones are removed with the grader folders."""
         home = Path(tempfile.mkdtemp(prefix=f"skill-eval-home-{role}-", dir=self.base))
+        if role == "grader" and role in self.homes:
+            self.earlier_grader_dirs.append(self.homes[role])
         self.homes[role] = home
         self.record.setdefault("agent_homes", {})[role] = str(home)
         return home
