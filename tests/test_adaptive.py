@@ -318,6 +318,17 @@ class AdaptiveRunTest(RunTestCase):
                                     str(first), "--quiet"], env=env)
         self.assertEqual(code, 2, out + err)
         self.assertIn("that merge looked after wave 1, and this shard has run 2 wave(s)", err)
+        # A merge whose benchmark.json was edited by hand is refused naming the member.
+        merged_benchmark = first / "benchmark.json"
+        written = merged_benchmark.read_text(encoding="utf-8")
+        edited = json.loads(written)
+        edited["results_check"]["changed"] = [{"path": "eval-E01", "change": 3}]
+        merged_benchmark.write_text(json.dumps(edited), encoding="utf-8")
+        code, out, err = call_main(["run", "--resume", str(shards[1]), "--next-wave",
+                                    str(first), "--quiet"], env=env)
+        self.assertEqual(code, 2, out + err)
+        self.assertIn("at results_check.changed[0].change: a string expected", err)
+        merged_benchmark.write_text(written, encoding="utf-8")
         # A merge whose cells were edited after it was written is refused too.
         grading = next(first.glob("eval-*/without_skill/run-1/grading.json"))
         grading.write_text(grading.read_text(encoding="utf-8").replace("false", "true"),

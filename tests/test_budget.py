@@ -65,7 +65,7 @@ class CapTests(unittest.TestCase):
         self.assertLessEqual(len(ran) - reached_at, concurrency - 1)
         for record in cancelled:
             self.assertEqual(record.status, "cancelled")
-            self.assertTrue(record.failure["detail"].startswith("the spending cap --max-"),
+            self.assertTrue(record.failure.detail.startswith("the spending cap --max-"),
                             record.failure)
         meta = load_json(iteration / "benchmark.json")["metadata"]
         self.assertTrue(meta["incomplete"])

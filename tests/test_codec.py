@@ -69,6 +69,42 @@ class CodecTest(unittest.TestCase):
             runner.Benchmark.from_json(written, "benchmark.json")
         self.assertIn("at comparison.delta: a number expected", str(caught.exception))
 
+    def test_every_block_of_a_benchmark_is_refused_at_its_json_path(self) -> None:
+        # Issue 35: per_assertion, pass^k, the judge block, notes, the results check and a
+        # comparison's test and power are records; a hand-edited member is named, not run.
+        for golden, steps, value, shown in (
+                ("two_arms", ("per_assertion", 0, "configs", "with_skill", "graded"), "2",
+                 "per_assertion[0].configs.with_skill.graded: a count from 0"),
+                ("two_arms", ("per_assertion", 1, "gain_intervals_95", "without_skill"), [1],
+                 "per_assertion[1].gain_intervals_95.without_skill: an interval"),
+                ("two_arms", ("pass_hat_k",), {"with_skill": [1]}, "pass_hat_k.with_skill"),
+                ("regrade", ("judge", "cost", "with_skill", "time_seconds"), [1],
+                 "judge.cost.with_skill.time_seconds: an object"),
+                ("regrade", ("judge", "agreement", "per_assertion", 0, "split_items"), -1,
+                 "judge.agreement.per_assertion[0].split_items: a count from 0"),
+                ("regrade", ("judge", "variance"), "none", "judge.variance: an object"),
+                ("two_arms", ("notes",), [{"k": 1}], "notes[0]: a string"),
+                ("two_arms", ("results_check", "changed"), {"k": 1},
+                 "results_check.changed: a list"),
+                ("two_arms", ("results_check", "changed_count"), -3,
+                 "results_check.changed_count: a count from 0"),
+                ("two_arms", ("comparisons", 0, "test", "interval", "bounded"), "yes",
+                 "comparisons[0].test.interval.bounded: true or false"),
+                ("three_arms", ("comparisons", 1, "test", "multiplicity", "alpha"), "0.05",
+                 "comparisons[1].test.multiplicity.alpha: a number"),
+                ("two_arms", ("comparisons", 0, "power", "targets", 0, "evals_needed"), "6",
+                 "comparisons[0].power.targets[0].evals_needed: an integer")):
+            written = json.loads((GOLDEN / golden / "benchmark.json").read_text())
+            target = written
+            for step in steps[:-1]:
+                target = target[step]
+            target[steps[-1]] = value
+            with self.subTest(steps=steps):
+                with self.assertRaises(runner.InputError) as caught:
+                    runner.Benchmark.from_json(written, "benchmark.json")
+                self.assertIn(f"benchmark.json holds the wrong kind of value at {shown}",
+                              str(caught.exception))
+
     def test_write_rules_leave_members_out_as_declared(self) -> None:
         none = runner.Confinement("none", "--isolation none")
         self.assertEqual(none.to_json(), {"mode": "none", "reason": "--isolation none"})

@@ -90,8 +90,8 @@ class PowerForecastTest(unittest.TestCase):
         rng = random.Random(5)
         per_eval = [row(str(i), c=[float(rng.random() < 0.6) for _ in range(3)],
                         b=[float(rng.random() < 0.5) for _ in range(3)]) for i in range(12)]
-        power = runner.power_forecast(per_eval, ("c", "b"), None)
-        shuffled = runner.power_forecast(list(reversed(per_eval)), ("c", "b"), None)
+        power = runner.power_forecast(per_eval, ("c", "b"), None).to_json()
+        shuffled = runner.power_forecast(list(reversed(per_eval)), ("c", "b"), None).to_json()
         self.assertEqual(power, shuffled)
         self.assertIsNotNone(power["mde"])
         self.assertLessEqual(power["mde"], power["max_effect"])
@@ -102,7 +102,7 @@ class PowerForecastTest(unittest.TestCase):
         # The suite: six deltas of +1 and -1 had an MDE of 164.8 pp.
         per_eval = [row(str(i), c=[1.0 if i % 2 else 0.0], b=[0.0 if i % 2 else 1.0])
                     for i in range(6)]
-        power = runner.power_forecast(per_eval, ("c", "b"), None)
+        power = runner.power_forecast(per_eval, ("c", "b"), None).to_json()
         self.assertAlmostEqual(power["max_effect"], 0.5)
         self.assertIsNone(power["mde"])
         self.assertIn("passed every assertion it failed", power["reason"])
@@ -111,31 +111,31 @@ class PowerForecastTest(unittest.TestCase):
         # Ten evals, one run: nine ties at 0 and one win. A skill that fixed most failures
         # would show, so an MDE is named, within the room the pass rates leave.
         per_eval = [row(str(i), c=[1.0 if i == 0 else 0.0], b=[0.0]) for i in range(10)]
-        power = runner.power_forecast(per_eval, ("c", "b"), 0.1)
+        power = runner.power_forecast(per_eval, ("c", "b"), 0.1).to_json()
         self.assertIsNotNone(power["mde"])
         self.assertLessEqual(power["mde"], power["max_effect"])
         self.assertAlmostEqual(power["max_effect"], 0.95)
 
     def test_below_the_minimum_of_evals_nothing_is_detectable(self) -> None:
         per_eval = [row(str(i), c=[0.6 if i % 2 else 0.8], b=[0.5]) for i in range(5)]
-        power = runner.power_forecast(per_eval, ("c", "b"), 0.2)
+        power = runner.power_forecast(per_eval, ("c", "b"), 0.2).to_json()
         self.assertIsNone(power["mde"])
         self.assertIn("at least 6", power["reason"])
         self.assertIsNotNone(power["targets"][-1]["evals_needed"])
 
     def test_no_spread_and_too_few_evals_say_why(self) -> None:
         same = [row(str(i), c=[1.0], b=[0.5]) for i in range(6)]
-        power = runner.power_forecast(same, ("c", "b"), 0.5)
+        power = runner.power_forecast(same, ("c", "b"), 0.5).to_json()
         self.assertIsNone(power["mde"])
         self.assertIn("fewer than 80%", power["reason"])
-        one = runner.power_forecast([row("a", c=[1.0], b=[0.5])], ("c", "b"), 0.5)
+        one = runner.power_forecast([row("a", c=[1.0], b=[0.5])], ("c", "b"), 0.5).to_json()
         self.assertIsNone(one["mde"])
         self.assertIn("fewer than 2", one["reason"])
 
     def test_a_suite_where_nothing_failed_forecasts_nothing(self) -> None:
         # Every assertion passed in both configs: no skill could show an effect here.
         per_eval = [row(str(i), c=[1.0] * 2, b=[1.0] * 2) for i in range(8)]
-        power = runner.power_forecast(per_eval, ("c", "b"), None)
+        power = runner.power_forecast(per_eval, ("c", "b"), None).to_json()
         self.assertIsNone(power["mde"])
         self.assertEqual(power["max_effect"], 0.0)
         self.assertIn("leaves nothing for a skill to fix", power["reason"])
@@ -147,7 +147,7 @@ class PowerForecastTest(unittest.TestCase):
         # Deltas of +-0.5 with identical runs: all the spread is between evals.
         per_eval = [row(str(i), c=[0.5 + (0.5 if i % 2 else -0.5)] * 2, b=[0.5, 0.5])
                     for i in range(6)]
-        ten = runner.power_forecast(per_eval, ("c", "b"), None)["targets"][-1]
+        ten = runner.power_forecast(per_eval, ("c", "b"), None).to_json()["targets"][-1]
         self.assertIsNone(ten["runs_needed"])
         self.assertIn("add evals", ten["runs_note"])
 
@@ -162,7 +162,7 @@ class PowerForecastTest(unittest.TestCase):
                             b=[rng.randint(0, assertions) / assertions for _ in range(runs)])
                         for i in range(evals)]
             started = time.process_time()
-            power = runner.power_forecast(per_eval, ("c", "b"), None)
+            power = runner.power_forecast(per_eval, ("c", "b"), None).to_json()
             self.assertLess(time.process_time() - started, 6.0, (evals, runs, assertions))
             self.assertLessEqual(power["mde"], power["max_effect"])
 
@@ -170,8 +170,8 @@ class PowerForecastTest(unittest.TestCase):
         rng = random.Random(6)
         per_eval = [row(str(i), c=[float(rng.random() < 0.6) for _ in range(3)],
                         b=[float(rng.random() < 0.5) for _ in range(3)]) for i in range(8)]
-        small = runner.power_forecast(per_eval, ("c", "b"), None)["mde"]
-        large = runner.power_forecast(per_eval, ("c", "b"), None, evals=30)["mde"]
+        small = runner.power_forecast(per_eval, ("c", "b"), None).mde
+        large = runner.power_forecast(per_eval, ("c", "b"), None, evals=30).mde
         self.assertLess(large, small)
 
 
@@ -195,13 +195,13 @@ class IntervalTest(unittest.TestCase):
         self.assertGreater(low, 0.0)
         self.assertLess(low, 0.8)  # the old interval was [+100 pp, +100 pp]
         self.assertEqual(high, 1.0)
-        self.assertTrue(stats["test"]["interval"]["bounded"])
+        self.assertTrue(stats["test"].interval.bounded)
 
     def test_too_few_evals_cannot_bound_the_effect(self) -> None:
         stats = runner.paired_statistics([row(str(i), c=[1.0], b=[0.0]) for i in range(5)],
                                          ("c", "b"))
         self.assertEqual(stats["ci95"], [-1.0, 1.0])
-        self.assertFalse(stats["test"]["interval"]["bounded"])
+        self.assertFalse(stats["test"].interval.bounded)
         self.assertIn("cannot bound the effect", stats["verdict_reason"])
 
     def test_the_step_is_one_assertion_of_one_run(self) -> None:
@@ -238,7 +238,7 @@ class ComparisonsTest(unittest.TestCase):
         self.assertEqual(found[0].verdict, "improved")  # p = 2/128 <= 0.05/2
         self.assertEqual(found[0].mean_delta, 0.5)
         self.assertEqual((found[1].wins, found[1].ties, found[1].losses), (6, 1, 0))
-        self.assertIn("mde", found[1].power)
+        self.assertIn("mde", found[1].power.to_json())
 
     def test_holm_holds_the_family_and_says_so(self) -> None:
         # Six evals all won against both baselines: p = 2/64 = 0.031 each, a claim alone but
@@ -248,13 +248,13 @@ class ComparisonsTest(unittest.TestCase):
         self.assertEqual([c.verdict for c in found], ["inconclusive"] * 2)
         self.assertEqual([c.interval_level for c in found], [0.975, 0.975])
         self.assertIn("97.50% interval", found[0].verdict_reason)
-        held = found[0].test["multiplicity"]
+        held = found[0].test.to_json()["multiplicity"]
         self.assertEqual((held["comparisons"], held["family_alpha"], held["alpha"]),
                          (2, 0.05, 0.025))
         self.assertIn("Holm", held["method"])
         alone = runner.comparisons(six, ("new", "old"))[0]
         self.assertEqual(alone.verdict, "improved")
-        self.assertNotIn("multiplicity", alone.test)
+        self.assertNotIn("multiplicity", alone.test.to_json())
         self.assertIsNone(alone.interval_level)
 
     def test_the_plan_warning_knows_holm_needs_a_seventh_eval(self) -> None:
@@ -275,7 +275,7 @@ class ComparisonsTest(unittest.TestCase):
         found = runner.comparisons(eight, ("new", "old", "none"))
         self.assertEqual([c.verdict for c in found], ["improved", "improved"])
         self.assertEqual([c.interval_level for c in found], [0.975, 0.95])
-        self.assertAlmostEqual(found[1].test["p_value"], 0.03125)
+        self.assertAlmostEqual(found[1].test.p_value, 0.03125)
         lines = runner.multiplicity_lines(found)
         self.assertEqual(len(lines), 1)
         self.assertIn("Holm's step-down", lines[0])
@@ -294,7 +294,8 @@ class PerAssertionTest(unittest.TestCase):
             graded_run("E2", "without_skill", 1, [("Polite.", False), ("Uses a table.", True)]),
             graded_run("E2", "without_skill", 2, [], scored=False),  # unscored: left out
         ]
-        rows = runner.per_assertion(runs, ("with_skill", "without_skill"), common)
+        rows = [r.to_json() for r in runner.per_assertion(runs, ("with_skill", "without_skill"),
+                                                           common)]
         table = {(r["scope"], r["eval_id"], r["text"]): r for r in rows}
         polite = table[("common", None, "Polite.")]
         # Pooled over scored runs: with 3 of 3, without 1 of 2; gain 1 - 0.5 = +0.5.
@@ -328,7 +329,8 @@ class PerAssertionTest(unittest.TestCase):
                 graded_run("E1", "without_skill", 1, [("Loses.", True)]),
                 graded_run("E2", "with_skill", 1, [("Gains.", True)]),
                 graded_run("E2", "without_skill", 1, [("Gains.", False)])]
-        rows = runner.per_assertion(runs, ("with_skill", "without_skill"), [])
+        rows = [r.to_json() for r in runner.per_assertion(runs, ("with_skill", "without_skill"),
+                                                           [])]
         self.assertEqual([r["text"] for r in rows], ["Loses.", "Gains."])
         low, high = rows[1]["gain_intervals_95"]["without_skill"]
         self.assertLess(low, 0.0)  # one run each: a +100 pp gain is no finding

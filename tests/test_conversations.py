@@ -219,31 +219,32 @@ class ConversationMetricsTests(unittest.TestCase):
                     {"input_tokens": runner.captured(2500, "codex"),
                      "time_seconds": runner.captured(3.0, "clock")}]
         shares = runner.turn_shares(reported, ("input_tokens",))
-        self.assertEqual([s["input_tokens"]["value"] for s in shares], [1000, 1500])
+        self.assertEqual([s["input_tokens"].value for s in shares], [1000, 1500])
         totals = runner.conversation_totals(shares)
-        self.assertEqual(totals["input_tokens"]["value"], 2500)
-        self.assertEqual(totals["time_seconds"]["value"], 5.0)
+        self.assertEqual(totals["input_tokens"].value, 2500)
+        self.assertEqual(totals["time_seconds"].value, 5.0)
 
     def test_an_absent_turn_makes_the_total_absent(self) -> None:
         shares = [{"total_cost_usd": runner.captured(0.01, "claude")},
-                  {"total_cost_usd": runner.absent("claude envelope has no total_cost_usd")}]
+                  {"total_cost_usd": runner.not_captured("claude envelope has no "
+                                                         "total_cost_usd")}]
         total = runner.conversation_totals(shares)["total_cost_usd"]
-        self.assertIsNone(total["value"])
-        self.assertIn("turn 2: claude envelope has no total_cost_usd", total["absent_reason"])
+        self.assertIsNone(total.value)
+        self.assertIn("turn 2: claude envelope has no total_cost_usd", total.absent_reason)
 
     def test_a_running_total_that_goes_down_is_not_a_measurement(self) -> None:
         shares = runner.turn_shares([{"tokens": runner.captured(900, "codex")},
                                      {"tokens": runner.captured(100, "codex")}], ("tokens",))
-        self.assertTrue(shares[1]["tokens"]["implausible"])
-        self.assertIsNone(runner.conversation_totals(shares)["tokens"]["value"])
+        self.assertTrue(shares[1]["tokens"].implausible)
+        self.assertIsNone(runner.conversation_totals(shares)["tokens"].value)
 
 
 
 def conversation_record(user_cost: float | None) -> runner.RunRecord:
     call = runner.ProcessCall(("x",), "/", "prompt", (), 0, 1.5, False, False, None, 0,
                               False, False)
-    user_metrics = {"total_cost_usd": runner.captured(user_cost, "u") if user_cost is not None
-                    else runner.absent("no cost reported")}
+    user_metrics = {"total_cost_usd": runner.captured(user_cost, "u").to_json()
+                    if user_cost is not None else runner.absent("no cost reported")}
     record = runner.RunRecord("E1", "e", "with_skill", 1, executor=call,
                               metrics={"total_cost_usd": runner.captured(0.25, "x")})
     record.conversation = {

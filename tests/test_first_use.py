@@ -477,7 +477,7 @@ class VerdictMinimumTests(FirstUseBase):
     def test_the_power_line_never_asks_for_fewer_evals_than_the_verdict(self) -> None:
         rows = [per_eval_row(str(i), a=[c], b=[0.0]) for i, c in enumerate((1.0, 0.9, 1.0))]
         power = runner.power_forecast(rows, ("a", "b"), 0.97)
-        self.assertEqual([t["evals_needed"] for t in power["targets"]][0], self.need)
+        self.assertEqual([t.evals_needed for t in power.targets][0], self.need)
         comparison = runner.comparison_of(rows, ("a", "b"))
         self.assertEqual(comparison.verdict, "inconclusive")
         lines = runner.forecast_lines(dataclasses.replace(comparison, power=power))

@@ -232,6 +232,41 @@ class RunFileTypesTest(unittest.TestCase):
                 self.assertIn(f"run.json holds the wrong kind of value at {shown}:",
                               str(caught.exception))
 
+    def test_a_misshapen_run_block_names_its_file_and_path(self) -> None:
+        """The blocks once kept as written (a failure, the artifact, a process's isolation,
+        the graders' metrics, the re-grade source, the judge, a run's grader cost) are
+        records now: a value of the wrong kind inside one is refused where it sits."""
+        folder = golden_run_files("two_arms")[0]
+        for steps, value, shown in (
+                (("failure",), {"stage": 3, "detail": "d"}, "failure.stage"),
+                (("written_artifact", "captured"), "no", "written_artifact.captured"),
+                (("written_artifact", "bytes"), -1, "written_artifact.bytes"),
+                (("executor", "isolation", "strays_ended"), -2, "executor.isolation.strays_ended"),
+                (("executor", "isolation", "home_files"), "../x", "executor.isolation.home_files"),
+                (("grader_metrics", "tokens", "value"), "9", "grader_metrics.tokens.value"),
+                (("regraded_from",), {"run_dir": ["/"], "status": "ok"}, "regraded_from.run_dir")):
+            written = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+            set_at(written, steps, value)
+            with self.subTest(steps=steps):
+                with self.assertRaises(runner.InputError) as caught:
+                    runner.RunRecord.from_files(folder, written, None, None)
+                self.assertIn(f"run.json holds the wrong kind of value at {shown}:",
+                              str(caught.exception))
+        grading = self.grading()
+        set_at(grading, ("judge", "grader_runs"), 0)
+        with self.assertRaises(runner.InputError) as caught:
+            runner.Grading.from_json(grading, "grading.json")
+        self.assertIn("at judge.grader_runs:", str(caught.exception))
+        for steps, value, shown in ((("runs", 0, "grader", "calls"), -1, "runs[0].grader.calls"),
+                                    (("runs", 0, "failure"), {"stage": "x"},
+                                     "runs[0].failure.detail")):
+            path, written = golden("two_arms")
+            set_at(written, steps, value)
+            with self.subTest(steps=steps):
+                with self.assertRaises(runner.InputError) as caught:
+                    runner.Benchmark.from_json(written, path)
+                self.assertIn(f"at {shown}:", str(caught.exception))
+
     def grading(self) -> dict:
         folder = golden_run_files("regrade")[0]
         return json.loads((folder / "grading.json").read_text(encoding="utf-8"))
@@ -275,9 +310,9 @@ class RunFileTypesTest(unittest.TestCase):
             self.assertEqual(list(metric.to_json().items()), list(written.items()))
 
     def test_a_grader_sum_marked_implausible_is_written_in_the_same_order(self) -> None:
-        implausible = {"value": None, "implausible": True, "absent_reason": "r"}
+        implausible = runner.Metric(None, implausible=True, absent_reason="r")
         total = runner.sum_metrics([{"tokens": implausible}, {"tokens": implausible}], 2)
-        self.assertEqual(list(total["tokens"]), ["value", "implausible", "absent_reason"])
+        self.assertEqual(list(total["tokens"].to_json()), ["value", "implausible", "absent_reason"])
 
 
 class AggregateTest(unittest.TestCase):
@@ -286,7 +321,7 @@ class AggregateTest(unittest.TestCase):
         model = runner.Benchmark.from_json(written, path)
         again = runner.Benchmark.from_json(model.to_json(), path)
         self.assertEqual(again, model)
-        checked = runner.apply_results_check(model, dict(model.results_check))
+        checked = runner.apply_results_check(model, model.results_check)
         self.assertEqual(checked.sanity_checks, model.sanity_checks)
         self.assertEqual(runner.render_markdown(checked), runner.render_markdown(model))
 

@@ -251,7 +251,7 @@ class ResultsVerificationTests(TempRepoTest):
         seen = {"path": "eval-E01/with_skill/run-1/outputs/output.txt", "change": "modified"}
         benchmark["results_check"].update(changed_count=1, changed=[seen])
         benchmark["sanity_checks"]["flags"].append(runner.results_flags(
-            benchmark["results_check"])[0].to_json())
+            runner.ResultsCheck.from_json(benchmark["results_check"], "b"))[0].to_json())
         benchmark["sanity_checks"]["status"] = "REVIEW REQUIRED"
         (iteration / "benchmark.json").write_text(json.dumps(benchmark))
         code, out, err = call_main(["report", str(iteration)], env=self.env)

@@ -79,7 +79,7 @@ def run_cell(evals: int, runs: int, assertions: int, seed: int) -> dict:
             covered += covers(stats["ci95"], effect)
             claims += stats["verdict"] != "inconclusive"
             if effect == 0 and index < FORECAST_SUITES:
-                mdes.append(runner.power_forecast(rows, PAIR, stats["mean_delta"])["mde"])
+                mdes.append(runner.power_forecast(rows, PAIR, stats["mean_delta"]).mde)
         cell["coverage"][effect] = covered / cell["suites"]
         if effect == 0:
             cell["false_claims"] = claims / cell["suites"]

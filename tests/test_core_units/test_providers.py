@@ -65,22 +65,23 @@ class MetricAsserts(unittest.TestCase):
         self.assertTrue(metrics)
         for name, metric in metrics.items():
             with self.subTest(metric=name):
-                if metric.get("value") is None:
-                    self.assertTrue(metric.get("absent_reason"), metric)
-                    self.assertNotIn("source", metric)
+                self.assertIsInstance(metric, runner.Metric)
+                if metric.value is None:
+                    self.assertTrue(metric.absent_reason, metric)
+                    self.assertIsNone(metric.source)
                 else:
-                    self.assertIsInstance(metric["value"], (int, float))
-                    self.assertNotIsInstance(metric["value"], bool)
-                    self.assertTrue(metric.get("source"), metric)
-                    self.assertNotIn("absent_reason", metric)
+                    self.assertIsInstance(metric.value, (int, float))
+                    self.assertNotIsInstance(metric.value, bool)
+                    self.assertTrue(metric.source, metric)
+                    self.assertIsNone(metric.absent_reason)
 
-    def assert_captured(self, metric: dict, value: float, source_part: str) -> None:
-        self.assertEqual(metric["value"], value)
-        self.assertIn(source_part, metric["source"])
+    def assert_captured(self, metric: runner.Metric, value: float, source_part: str) -> None:
+        self.assertEqual(metric.value, value)
+        self.assertIn(source_part, metric.source)
 
-    def assert_absent(self, metric: dict, reason_part: str = "") -> None:
-        self.assertIsNone(metric["value"], "an absent metric must not read as a number (0)")
-        self.assertIn(reason_part, metric["absent_reason"])
+    def assert_absent(self, metric: runner.Metric, reason_part: str = "") -> None:
+        self.assertIsNone(metric.value, "an absent metric must not read as a number (0)")
+        self.assertIn(reason_part, metric.absent_reason)
 
 
 # ---------------------------------------------------------------------------
@@ -166,7 +167,7 @@ class ClaudeExecutorTest(MetricAsserts):
 
     def test_the_envelope_not_the_runner_clock_gives_the_time(self):
         reply = self.provider.read_executor(finished(sample(CLAUDE_STREAM), duration_s=99.0))
-        self.assertEqual(reply.metrics["time_seconds"]["value"], 0.396)
+        self.assertEqual(reply.metrics["time_seconds"].value, 0.396)
 
     def test_recorded_trace_shows_no_skill_read(self):
         reply = self.provider.read_executor(finished(sample(CLAUDE_STREAM)))
@@ -208,7 +209,7 @@ class ClaudeExecutorTest(MetricAsserts):
         self.assertFalse(reply.ok)
         self.assertEqual(reply.failure, "timed out")
         self.assert_absent(reply.metrics["tokens"])
-        self.assertIn("timed out", reply.metrics["input_tokens"]["absent_reason"])
+        self.assertIn("timed out", reply.metrics["input_tokens"].absent_reason)
 
     def test_stream_cut_in_the_middle_by_the_runner_still_reads_the_envelope(self):
         # run_process keeps the head and the tail of a huge stream and marks the gap.
@@ -219,7 +220,7 @@ class ClaudeExecutorTest(MetricAsserts):
         reply = self.provider.read_executor(finished(stdout, stdout_truncated=True))
         self.assertTrue(reply.ok, reply.failure)
         self.assertEqual(reply.text, "done")
-        self.assertEqual(reply.metrics["tokens"]["value"], 360)
+        self.assertEqual(reply.metrics["tokens"].value, 360)
         self.assertEqual([c["tool"] for c in reply.trace], ["Write"])
 
     def test_is_error_envelope_with_exit_1_fails_although_subtype_says_success(self):
@@ -326,7 +327,7 @@ class ClaudeGraderTest(MetricAsserts):
         reply = self.provider.read_grader(finished(sample(CLAUDE_STREAM)), MISSING)
         self.assertTrue(reply.ok)
         self.assertEqual(reply.text, "done")
-        self.assertEqual(reply.metrics["num_turns"]["value"], 3)
+        self.assertEqual(reply.metrics["num_turns"].value, 3)
 
     def test_schema_never_satisfied_is_a_failure_without_structured_output(self):
         stdout = json.dumps(envelope(
@@ -356,8 +357,8 @@ class ClaudeMetricsTest(MetricAsserts):
             "time_seconds", "tokens"})
         self.assert_metric_shapes(metrics)
         for metric in metrics.values():
-            self.assertIsNone(metric["value"])
-        self.assertIn("timed out", metrics["input_tokens"]["absent_reason"])
+            self.assertIsNone(metric.value)
+        self.assertIn("timed out", metrics["input_tokens"].absent_reason)
 
     def test_missing_or_non_numeric_fields_are_absent_not_zero(self):
         data = envelope(total_cost_usd="0.001", duration_ms=True)
@@ -379,7 +380,7 @@ class ClaudeMetricsTest(MetricAsserts):
     def test_tokens_add_cache_reads_and_writes(self):
         data = envelope()
         data["usage"].update(cache_read_input_tokens=7, cache_creation_input_tokens=5)
-        self.assertEqual(runner.claude_metrics(data, "")["tokens"]["value"], 100 + 20 + 7 + 5)
+        self.assertEqual(runner.claude_metrics(data, "")["tokens"].value, 100 + 20 + 7 + 5)
 
 
 # ---------------------------------------------------------------------------
@@ -437,9 +438,9 @@ class CodexExecutorTest(MetricAsserts):
         stdout = "\n".join(lines + [lines[-1]]) + "\n"
         reply = self.provider.read_executor(finished(stdout))
         self.assertTrue(reply.ok)
-        self.assertEqual(reply.metrics["input_tokens"]["value"], 720)
-        self.assertIsNone(reply.metrics["num_turns"]["value"])
-        self.assertEqual(reply.metrics["tokens"]["value"], 810)
+        self.assertEqual(reply.metrics["input_tokens"].value, 720)
+        self.assertIsNone(reply.metrics["num_turns"].value)
+        self.assertEqual(reply.metrics["tokens"].value, 810)
 
     def test_the_last_agent_message_is_the_answer(self):
         stdout = codex_events(
@@ -561,7 +562,7 @@ class CodexGraderTest(unittest.TestCase):
         self.assertTrue(reply.ok, reply.failure)
         self.assertEqual(json.loads(reply.text), {"passed": True, "score": 1.0, "reason": "ok"})
         self.assertIsNone(reply.structured)
-        self.assertEqual(reply.metrics["tokens"]["value"], 135)
+        self.assertEqual(reply.metrics["tokens"].value, 135)
         self.assertIsNone(runner.parse_verdict_payload(reply.structured, reply.text))
 
     def test_a_verdict_list_in_the_agent_message_is_found(self):

@@ -320,7 +320,7 @@ class GeminiExecutorTest(MetricAsserts):
         self.assertEqual(reply.text, "Done, wrote hello.txt")
         self.assertEqual(reply.trace, [{"tool": "write_file", "input": {
             "file_path": "hello.txt", "content": "hi there\n"}, "event": 2}])
-        self.assertEqual(reply.metrics["tokens"]["value"], 54)
+        self.assertEqual(reply.metrics["tokens"].value, 54)
 
     def test_recorded_activate_skill_call_is_the_activation_signal(self):
         reply = self.provider.read_executor(finished(sample(GEMINI_SKILL)))
@@ -436,7 +436,7 @@ class GeminiMetricsTest(MetricAsserts):
         self.assert_absent(metrics["tokens"], "a bool, not a number")
         self.assert_absent(metrics["cached_input_tokens"], "reported no stats.cached")
         self.assert_absent(metrics["time_seconds"], "not a plausible measurement")
-        self.assertTrue(metrics["time_seconds"]["implausible"])
+        self.assertTrue(metrics["time_seconds"].implausible)
 
     def test_no_stats_names_the_failure(self):
         metrics = runner.gemini_metrics(None, "timed out")
@@ -445,8 +445,8 @@ class GeminiMetricsTest(MetricAsserts):
                                         "tokens", "tool_calls", "time_seconds", "num_turns",
                                         "total_cost_usd"})
         for metric in metrics.values():
-            self.assertIsNone(metric["value"])
-        self.assertIn("(timed out)", metrics["tokens"]["absent_reason"])
+            self.assertIsNone(metric.value)
+        self.assertIn("(timed out)", metrics["tokens"].absent_reason)
 
 
 class GeminiGraderTest(MetricAsserts):
@@ -496,7 +496,7 @@ class GeminiGraderTest(MetricAsserts):
         data = json.loads(sample(GEMINI_GRADER))
         data["stats"]["models"]["router"] = data["stats"]["models"]["fake-gemini"]
         reply = self.provider.read_grader(finished(json.dumps(data)), MISSING)
-        self.assertEqual(reply.metrics["tokens"]["value"], 36)
+        self.assertEqual(reply.metrics["tokens"].value, 36)
 
     def test_recorded_connection_refused_quotes_the_error_json_from_stderr(self):
         # The contract: with -o json a failure writes its error object to stderr, not stdout.
@@ -712,8 +712,8 @@ class OpenCodeReadTest(MetricAsserts):
         self.assertTrue(reply.ok, reply.failure)
         self.assertEqual(reply.text, "FAKE_OK")
         self.assertEqual(reply.trace, [])
-        self.assertEqual(reply.metrics["num_turns"]["value"], 1)
-        self.assertEqual(reply.metrics["tokens"]["value"], 18)
+        self.assertEqual(reply.metrics["num_turns"].value, 1)
+        self.assertEqual(reply.metrics["tokens"].value, 18)
 
     def test_recorded_skill_tool_call_is_the_activation_signal(self):
         reply = self.provider.read_executor(finished(sample(OPENCODE_SKILL)))
@@ -833,7 +833,7 @@ class OpenCodeReadTest(MetricAsserts):
         self.assert_metric_shapes(m)
         self.assert_absent(m["cache_read_input_tokens"], "no tokens.cache.read")
         self.assert_absent(m["input_tokens"], "a negative amount")
-        self.assertTrue(m["input_tokens"]["implausible"])
+        self.assertTrue(m["input_tokens"].implausible)
         self.assert_absent(m["tokens"], "token counts are missing")
         self.assert_captured(m["output_tokens"], 14, "tokens.output")
 

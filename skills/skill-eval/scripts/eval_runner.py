@@ -458,6 +458,7 @@ def _is_number(value: Any) -> bool:
 TEXT = Kind("a string", lambda value: isinstance(value, str))
 INTEGER = Kind("an integer", _is_int)
 COUNT = Kind("a count from 1", lambda value: _is_int(value) and value >= 1)
+TALLY = Kind("a count from 0", lambda value: _is_int(value) and value >= 0)
 FLAG = Kind("true or false", lambda value: isinstance(value, bool))
 NUMBER = Kind("a number", _is_number)
 ANY = Kind("any value", lambda value: True)
@@ -1012,22 +1013,6 @@ class TraceFile(Record):
               Field("left_out", INTEGER), Field("note", TEXT))
 
 
-@dataclasses.dataclass
-class AgentReply:
-    """A provider's reading of one finished process."""
-
-    ok: bool
-    text: str = ""
-    failure: str = ""
-    structured: Any = None
-    metrics: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
-    trace: list[dict[str, Any]] | None = None  # tool calls seen; None = no trace captured
-    actions: Trace | None = None  # the executor's actions, typed; None = no events read
-    permission_denials: list[Any] = dataclasses.field(default_factory=list)
-    notes: list[str] = dataclasses.field(default_factory=list)  # what was odd in the output
-    session_id: str = ""  # the session the CLI reported, to continue a conversation
-
-
 @dataclasses.dataclass(frozen=True)
 class Limits:
     """What bounds a confined process besides its time: its /tmp's size, its process count."""
@@ -1049,7 +1034,7 @@ class Confinement(Record):
     max_processes: int = 0  # the limit set inside each sandbox; 0: none
     max_processes_reason: str = ""  # why the kernel does not hold it, where it does not
 
-    # Read back from a manifest, a member left out as written reads as its default.
+    # read back (a process's isolation), a member older files lack reads as its default
     FIELDS = (Field("mode", TEXT),
               Field("reason", TEXT, optional=True, default="", omit=lambda c: c.mode == "bwrap"),
               Field("version", TEXT, optional=True, default="", omit=lambda c: c.mode != "bwrap"),
@@ -1257,7 +1242,7 @@ class FixtureStatus(Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class Isolation(Record):
+class IterationIsolation(Record):
     """How the agents of an iteration (or of its weakest part) were confined; empty when a
     part recorded none."""
 
@@ -1274,7 +1259,9 @@ class Isolation(Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class Change(Record):
+class FileChange(Record):
+    """A file (or cell) found changed, and how."""
+
     path: str
     change: str
 
@@ -1292,7 +1279,7 @@ class CheckoutState(Record):
     files_before: int | None = None
     files_after: int | None = None
     changed_count: int | None = None
-    changed: tuple[Change, ...] | None = None
+    changed: tuple[FileChange, ...] | None = None
     touched_only: int | None = None
     listing: str | None = None
     seconds: float | None = None
@@ -1301,7 +1288,7 @@ class CheckoutState(Record):
     note: str | None = None
 
     FIELDS = _optional(checked=FLAG, reason=TEXT, files=INTEGER, files_before=INTEGER,
-                       files_after=INTEGER, changed_count=INTEGER, changed=ListOf(Change),
+                       files_after=INTEGER, changed_count=INTEGER, changed=ListOf(FileChange),
                        touched_only=INTEGER, listing=TEXT, seconds=NUMBER,
                        seconds_before=NUMBER, seconds_after=NUMBER, note=TEXT)
 
@@ -1390,10 +1377,10 @@ class Attempt(Record):
     at: str
     argv: tuple[str, ...]
     cli_version: str | None
-    isolation: Isolation
+    isolation: IterationIsolation
 
     FIELDS = (Field("at", TEXT), Field("argv", TEXTS), *_optional(None, cli_version=TEXT),
-              Field("isolation", Isolation))
+              Field("isolation", IterationIsolation))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1458,7 +1445,7 @@ class Manifest(Record):
     git_template: TemplateRecord | None = None
     skill_installed_elsewhere: tuple[str, ...] | None = None
     withheld_from_skill_package: dict[str, str] | None = None
-    isolation: Isolation | None = None
+    isolation: IterationIsolation | None = None
     withheld_from_every_sandbox: dict[str, dict[str, str]] | None = None
     fixture_status: FixtureStatus | None = None
     arms: dict[str, Arm] | None = None
@@ -1485,7 +1472,7 @@ class Manifest(Record):
               *_optional(None, cli_version=TEXT),
               *_optional(sandbox_base=TEXT, regrade=RegradeRecord, listing_source=TEXT,
                          git_template=TemplateRecord, skill_installed_elsewhere=TEXTS,
-                         withheld_from_skill_package=MapOf(TEXT), isolation=Isolation,
+                         withheld_from_skill_package=MapOf(TEXT), isolation=IterationIsolation,
                          withheld_from_every_sandbox=MapOf(MapOf(TEXT)),
                          fixture_status=FixtureStatus, arms=MapOf(Arm),
                          skill_snapshot=MapOf(SkillCopy), plan=PlanRecord, shard=ShardRecord,
@@ -1579,7 +1566,7 @@ class Metadata(Record):
     fixture_status: FixtureStatus | None = None
     checkout_check: CheckoutState | None = None
     skill_installed_elsewhere: tuple[str, ...] | None = None
-    isolation: Isolation | None = None
+    isolation: IterationIsolation | None = None
     manifest: str | None = None
     identity: SeriesIdentity | None = None
     plan: PlanRecord | None = None
@@ -1600,7 +1587,7 @@ class Metadata(Record):
                          cells_planned=INTEGER, cells_finished=INTEGER, incomplete=FLAG,
                          runner_version=TEXT, fixture_status=FixtureStatus,
                          checkout_check=CheckoutState, skill_installed_elsewhere=TEXTS,
-                         isolation=Isolation, manifest=TEXT, identity=SeriesIdentity),
+                         isolation=IterationIsolation, manifest=TEXT, identity=SeriesIdentity),
               # a shard's plan sits here; a merge's after the common assertions
               Field("plan", PlanRecord, optional=True,
                     omit=lambda m: m.plan is None or m.merged_from is not None),
@@ -1675,6 +1662,12 @@ def metrics_from_json(obj: Any, file: Any, json_path: str) -> dict[str, Metric]:
     return {} if obj is None else METRICS.read(obj, Cursor(file, json_path))
 
 
+def value_of(metrics: dict[str, Metric] | None, name: str) -> int | float | None:
+    """The captured value of one metric; None when it is absent or not there at all."""
+    metric = (metrics or {}).get(name)
+    return None if metric is None else metric.value
+
+
 @dataclasses.dataclass(frozen=True)
 class Ballot(Record):
     """One grader's vote on one assertion, kept beside the majority verdict."""
@@ -1729,6 +1722,21 @@ VERDICTS = ListOf(Verdict)
 
 
 @dataclasses.dataclass(frozen=True)
+class JudgeIdentity(Record):
+    """Who judged a run (grading.json): provider, model, CLI version, prompt hash, K."""
+
+    provider: str
+    model: str
+    cli_version: str
+    prompt_template_sha256: str
+    grader_runs: int | None = None
+
+    FIELDS = (*(Field(key, TEXT)
+                for key in ("provider", "model", "cli_version", "prompt_template_sha256")),
+              Field("grader_runs", COUNT, optional=True, omit="none"))
+
+
+@dataclasses.dataclass(frozen=True)
 class Grading(Record):
     """grading.json: every assertion's verdict, their counts, and what the grader noted.
     `grader_runs` is K when K graders voted; `graded_by` says who graded when no judge did;
@@ -1738,7 +1746,7 @@ class Grading(Record):
     notes: tuple[str, ...] = ()
     grader_runs: int | None = None
     graded_by: str | None = None
-    judge: dict[str, Any] | None = None
+    judge: JudgeIdentity | None = None
 
     FIELDS = (Field("expectations", VERDICTS, optional=True, default=()),
               Field("summary", Kind("the counts of the verdicts listed", _same), derived=True),
@@ -1746,7 +1754,7 @@ class Grading(Record):
                     optional=True, default=()),
               Field("grader_runs", INTEGER, optional=True, omit="none"),
               Field("graded_by", TEXT, optional=True, omit="none"),
-              Field("judge", OBJECT, optional=True, omit="none"))
+              Field("judge", JudgeIdentity, optional=True, omit="none"))
 
     @property
     def passed(self) -> int:
@@ -1765,11 +1773,31 @@ class Grading(Record):
                 "pass_rate": self.pass_rate}
 
 
+CALLS = Kind("a count from 0", lambda value: _is_int(value) and value >= 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Isolation(Record):
+    """How one process was isolated: the iteration's confinement, then, confined, the login
+    files carried into its fresh HOME (none for a check), unconfined, how many processes it
+    left running were ended, and why its /tmp was most likely full, when it was."""
+
+    confinement: Confinement
+    home_files: tuple[str, ...] | None = None
+    strays_ended: int | None = None
+    tmp_full: str | None = None
+
+    FIELDS = (Field("confinement", Confinement, inline="mode"),
+              Field("home_files", TEXTS, optional=True, omit="none"),
+              Field("strays_ended", CALLS, optional=True, omit="none"),
+              Field("tmp_full", TEXT, optional=True, omit="none"))
+
+
 @dataclasses.dataclass(frozen=True)
 class ProcessCall(Record):
     """One agent process as run.json records it: what was started (argv, folder, whether the
-    prompt went on stdin, the environment's variable names, never their values) and how it
-    ended. `isolation` is the confinement's own record, written as it reports it."""
+    prompt went on stdin, the environment's variable names, never their values), how it ended
+    and how it was isolated."""
 
     argv: tuple[str, ...]
     cwd: str
@@ -1783,7 +1811,7 @@ class ProcessCall(Record):
     stdout_bytes: int | None
     stdout_truncated: bool
     stderr_truncated: bool
-    isolation: dict[str, Any] | None = None
+    isolation: Isolation | None = None
 
     FIELDS = (Field("argv", TEXTS), Field("cwd", TEXT), Field("stdin", TEXT),
               Field("env_names", TEXTS), Field("returncode", INTEGER, optional=True),
@@ -1794,7 +1822,7 @@ class ProcessCall(Record):
               Field("stdout_bytes", INTEGER, optional=True),
               *(Field(key, FLAG, optional=True, default=False)
                 for key in ("stdout_truncated", "stderr_truncated")),
-              Field("isolation", OBJECT, optional=True, omit="none"))
+              Field("isolation", Isolation, optional=True, omit="none"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1809,9 +1837,6 @@ class GraderCall(Record):
 
     FIELDS = (Field("vote", INTEGER), Field("process", ProcessCall),
               Field("metrics", METRICS, optional=True, default=dict), Field("status", TEXT))
-
-    def metrics_json(self) -> dict[str, Any]:
-        return METRICS.write(self.metrics)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1865,6 +1890,36 @@ class RunScore(Record):
 
 
 @dataclasses.dataclass(frozen=True)
+class Failure(Record):
+    """Why a run failed or went ungraded: the stage (executor, grader, ...) and what happened."""
+
+    stage: str
+    detail: str
+
+    FIELDS = (Field("stage", TEXT), Field("detail", TEXT))
+
+
+@dataclasses.dataclass(frozen=True)
+class GraderCost(Record):
+    """A run's `grader`: how many grader calls judged it and what they spent together, each
+    total beside its metric (where it came from, or why it is absent; null: not reported)."""
+
+    calls: int
+    time_seconds: float | None
+    tokens: float | None
+    total_cost_usd: float | None
+    metric_sources: dict[str, Metric | None]
+
+    FIELDS = (Field("calls", CALLS),
+              *(Field(key, NUMBER, optional=True)
+                for key in ("time_seconds", "tokens", "total_cost_usd")),
+              Field("metric_sources", MapOf(Metric, nullable=True)))
+
+    def total(self, name: str) -> float | None:
+        return cast("float | None", getattr(self, name))
+
+
+@dataclasses.dataclass(frozen=True)
 class RunResult(Record):
     """One run as benchmark.json lists it (`runs` or `unscored_runs`), in skill-creator's
     field names plus the runner's own. `expectations` are grading.json's verdicts as written;
@@ -1878,13 +1933,13 @@ class RunResult(Record):
     scored: bool
     result: RunScore
     expectations: tuple[Verdict, ...]
-    failure: dict[str, Any] | None
+    failure: Failure | None
     permission_denials: int | None
     skill_read: str | None
     activation: dict[str, Any] | None
     metric_sources: dict[str, Metric | None] | None
     files_sha256: dict[str, str] | None
-    grader: dict[str, Any] | None
+    grader: GraderCost | None
     checks: dict[str, Any] | None = None
     # the executor's actions counted from its trace (PROCESS_METRICS, and `cut`), or
     # {"absent": why}; None (the key left out) for a run recorded before traces were kept
@@ -1894,11 +1949,12 @@ class RunResult(Record):
               Field("configuration", CONFIG_NAME), Field("run_number", RUN_NUMBER),
               Field("status", TEXT), Field("scored", FLAG), Field("result", RunScore),
               Field("expectations", VERDICTS, optional=True, default=()),
-              Field("failure", OBJECT, optional=True),
+              Field("failure", Failure, optional=True),
               Field("permission_denials", INTEGER, optional=True),
               Field("skill_read", TEXT, optional=True), Field("activation", OBJECT, optional=True),
               Field("metric_sources", MapOf(Metric, nullable=True), optional=True),
-              Field("files_sha256", HASHES, optional=True), Field("grader", OBJECT, optional=True),
+              Field("files_sha256", HASHES, optional=True),
+              Field("grader", GraderCost, optional=True),
               Field("checks", OBJECT, optional=True, omit="none"),
               Field("process", OBJECT, optional=True, omit="none"))
 
@@ -1916,18 +1972,114 @@ def _is_interval(value: Any) -> bool:
     return isinstance(value, list) and len(value) == 2 and all(map(_is_number, value))
 
 
+INTERVAL = Kind("an interval of two numbers", _is_interval, tuple, list)
+
+
+@dataclasses.dataclass(frozen=True)
+class SignFlipInterval(Record):
+    """A fixed-sample test's interval: the sign-flip inversion, a delta's step, bounded?"""
+
+    method: str
+    sign_flip: tuple[float, float]
+    step: float
+    bounded: bool
+
+    FIELDS = (Field("method", TEXT), Field("sign_flip", INTERVAL), Field("step", NUMBER),
+              Field("bounded", FLAG))
+
+
+@dataclasses.dataclass(frozen=True)
+class Multiplicity(Record):
+    """Holm's step-down over the family of comparisons: the level this one was tested at."""
+
+    method: str
+    comparisons: int
+    family_alpha: float
+    alpha: float
+
+    FIELDS = (Field("method", TEXT), Field("comparisons", TALLY),
+              Field("family_alpha", NUMBER), Field("alpha", NUMBER))
+
+
+@dataclasses.dataclass(frozen=True)
+class SignFlipTest(Record):
+    """A comparison's `test`: the fixed-sample sign-flip test (with its interval, and Holm's
+    level among several baselines), an adaptive run's last look (`look` of `looks`), or a
+    shard's wave, which tests nothing (only `method`, and `look` null)."""
+
+    method: str
+    alpha: float | None = None  # None: a shard's wave
+    p_value: float | None = None
+    exact: bool | None = None
+    sign_patterns: int | None = None
+    seed: int | None = None
+    look: int | None = None
+    looks: int | None = None
+    interval: SignFlipInterval | None = None  # the fixed-sample test's
+    multiplicity: Multiplicity | None = None
+
+    FIELDS = (Field("method", TEXT),
+              Field("alpha", NUMBER, optional=True, omit="none"),
+              Field("p_value", NUMBER, optional=True, omit=lambda t: t.alpha is None),
+              Field("exact", FLAG, optional=True, omit=lambda t: t.alpha is None),
+              *(Field(key, INTEGER, optional=True, omit=lambda t: t.alpha is None)
+                for key in ("sign_patterns", "seed")),
+              Field("look", INTEGER, optional=True,
+                    omit=lambda t: t.look is None and t.alpha is not None),
+              Field("looks", INTEGER, optional=True, omit="none"),
+              Field("interval", SignFlipInterval, optional=True, omit="none"),
+              Field("multiplicity", Multiplicity, optional=True, omit="none"))
+
+
+@dataclasses.dataclass(frozen=True)
+class PowerTarget(Record):
+    """The evals, or runs per eval, one target effect needs (None: `runs_note` says why)."""
+
+    label: str
+    delta: float
+    evals_needed: int | None
+    runs_needed: int | None
+    runs_note: str
+
+    FIELDS = (Field("label", TEXT), Field("delta", NUMBER),
+              *(Field(key, INTEGER, optional=True) for key in ("evals_needed", "runs_needed")),
+              Field("runs_note", TEXT))
+
+
+@dataclasses.dataclass(frozen=True)
+class PowerForecast(Record):
+    """A comparison's `power`: the MDE at `evals` evals (or why none) and each target's need."""
+
+    method: str
+    alpha: float
+    power: float
+    paired_evals: int
+    evals: int | None  # None: a forecast written before it named the evals it was for
+    sd_per_eval_delta: float | None
+    max_effect: float | None
+    mde: float | None
+    reason: str | None
+    targets: tuple[PowerTarget, ...]
+
+    FIELDS = (Field("method", TEXT), Field("alpha", NUMBER), Field("power", NUMBER),
+              Field("paired_evals", TALLY), Field("evals", TALLY, optional=True, omit="none"),
+              *(Field(key, NUMBER, optional=True)
+                for key in ("sd_per_eval_delta", "max_effect", "mde")),
+              Field("reason", TEXT, optional=True), Field("targets", ListOf(PowerTarget)))
+
+
 @dataclasses.dataclass(frozen=True)
 class Comparison(Record):
     """The candidate against one baseline (an entry of `comparisons`): the paired sign-flip
     test over the evals, its verdict and the power forecast. Without a candidate it is the
     `paired` block, the first baseline's test in the shape two-config iterations had (no
-    candidate, baseline or power). `test` and `power` are JSON as written."""
+    candidate, baseline or power)."""
 
     paired_evals: int
     min_paired_evals: int | None
     mean_delta: float | None
     ci95: tuple[float, float] | None
-    test: dict[str, Any] | None
+    test: SignFlipTest | None
     wins: int
     ties: int
     losses: int
@@ -1935,20 +2087,18 @@ class Comparison(Record):
     verdict_reason: str
     candidate: str | None = None
     baseline: str | None = None
-    power: dict[str, Any] | None = None
+    power: PowerForecast | None = None
     interval_level: float | None = None  # an adaptive run's: the last look's, not 95%
 
     FIELDS = (*(Field(key, TEXT, optional=True, omit=lambda c: c.candidate is None)
                 for key in ("candidate", "baseline")),
               Field("paired_evals", INTEGER), Field("min_paired_evals", INTEGER, optional=True),
               Field("mean_delta", NUMBER, optional=True),
-              Field("ci95", Kind("an interval of two numbers", _is_interval, tuple, list),
-                    optional=True),
-              Field("test", OBJECT, optional=True),
+              Field("ci95", INTERVAL, optional=True), Field("test", SignFlipTest, optional=True),
               *(Field(key, INTEGER) for key in ("wins", "ties", "losses")),
               Field("verdict", TEXT), Field("verdict_reason", TEXT),
               Field("interval_level", NUMBER, optional=True, omit="none"),
-              Field("power", OBJECT, optional=True, omit=lambda c: c.candidate is None))
+              Field("power", PowerForecast, optional=True, omit=lambda c: c.candidate is None))
 
     def as_paired(self) -> Comparison:
         return dataclasses.replace(self, candidate=None, baseline=None, power=None)
@@ -2107,11 +2257,243 @@ class JudgeVsChecks(Record):
 
 
 @dataclasses.dataclass(frozen=True)
+class AssertionRate(Record):
+    """One config's verdicts on a per-assertion row: passed of graded, rate and 95% interval."""
+
+    passed: int
+    graded: int
+    pass_rate: float | None
+    interval_95: tuple[float, float] | None = None
+
+    FIELDS = (Field("passed", TALLY), Field("graded", TALLY),
+              Field("pass_rate", NUMBER, optional=True),
+              Field("interval_95", INTERVAL, optional=True,
+                    omit=lambda r: r.interval_95 is None and r.graded))
+
+
+@dataclasses.dataclass(frozen=True)
+class AssertionRow(Record):
+    """A row of benchmark.json's per_assertion: one assertion's rates per config and the
+    candidate's gain against each baseline, with its interval (None: a benchmark written
+    before intervals). `eval_id` None: a common assertion, pooled across evals."""
+
+    scope: str  # "common" or "eval"
+    eval_id: str | int | None
+    assertion_id: int
+    text: str
+    kind: str | None  # "check": a deterministic check's row
+    configs: dict[str, AssertionRate]
+    gains: dict[str, float | None]
+    gain_intervals_95: dict[str, tuple[float, float] | None] | None
+    non_discriminating: bool
+
+    FIELDS = (Field("scope", TEXT), Field("eval_id", CASE_ID, optional=True),
+              Field("assertion_id", INTEGER), Field("text", TEXT),
+              Field("kind", TEXT, optional=True, omit="none"),
+              Field("configs", MapOf(AssertionRate)),
+              Field("gains", MapOf(NUMBER, nullable=True)),
+              Field("gain_intervals_95", MapOf(INTERVAL, nullable=True), optional=True,
+                    omit="none"),
+              Field("non_discriminating", FLAG))
+
+
+@dataclasses.dataclass(frozen=True)
+class PassHatK(Record):
+    """pass^k of one config: the share of evals whose k runs all passed everything, over the
+    evals without an unscored run. Older benchmarks wrote the share alone (a number)."""
+
+    rate: float | None
+    k: int
+    evals: int
+    evals_left_out: int
+    expected = "a config's pass^k"  # what a member of pass_hat_k must be, named by config
+
+    FIELDS = (Field("rate", NUMBER, optional=True),
+              *(Field(key, TALLY) for key in ("k", "evals", "evals_left_out")))
+
+    @classmethod
+    def read(cls, value: Any, cursor: Cursor) -> Any:
+        return NUMBER.read(value, cursor) if _is_number(value) else read_record(cls, value,
+                                                                               cursor)
+
+    @classmethod
+    def write(cls, value: Any) -> Any:
+        return value if _is_number(value) else write_record(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class JudgeConfigCost(Record):
+    """What grading one config's judged runs cost: per judged run, all its grader calls."""
+
+    judged_runs: int
+    grader_calls: int
+    time_seconds: Stats
+    tokens: Stats
+    total_cost_usd: Stats
+
+    FIELDS = (Field("judged_runs", TALLY), Field("grader_calls", TALLY),
+              *(Field(key, Stats) for key in ("time_seconds", "tokens", "total_cost_usd")))
+
+
+@dataclasses.dataclass(frozen=True)
+class JudgeCostTotal(Record):
+    """Every grader call together; a sum is None when a judged run did not capture it."""
+
+    grader_calls: int
+    time_seconds: float | None
+    tokens: float | None
+    total_cost_usd: float | None
+
+    FIELDS = (Field("grader_calls", TALLY),
+              *(Field(key, NUMBER, optional=True)
+                for key in ("time_seconds", "tokens", "total_cost_usd")))
+
+
+@dataclasses.dataclass(frozen=True)
+class JudgeCost(Record):
+    """judge.cost: per config (members named by config), the total, why a metric is absent."""
+
+    per_config: dict[str, JudgeConfigCost]
+    total: JudgeCostTotal
+    absent_reasons: dict[str, str | None]
+
+    FIELDS = (Field("per_config", MapOf(JudgeConfigCost), rest=True),
+              Field("total", JudgeCostTotal),
+              Field("absent_reasons", MapOf(TEXT, nullable=True)))
+
+
+@dataclasses.dataclass(frozen=True)
+class FleissKappa(Record):
+    """Fleiss' kappa of the graders' votes, or absent with the reason it is undefined."""
+
+    value: float | None
+    absent_reason: str | None = None
+    observed_agreement: float | None = None
+    chance_agreement: float | None = None
+    method: str | None = None
+
+    FIELDS = (Field("value", NUMBER, optional=True),
+              Field("absent_reason", TEXT, optional=True, omit="none"),
+              *(Field(key, NUMBER, optional=True, omit="none")
+                for key in ("observed_agreement", "chance_agreement")),
+              Field("method", TEXT, optional=True, omit="none"))
+
+
+@dataclasses.dataclass(frozen=True)
+class VoteAgreement(Record):
+    """How K graders' votes agreed over some items (assertion verdicts of scored runs)."""
+
+    items: int
+    unanimous_share: float | None
+    split_items: int
+    ties: int
+    kappa: FleissKappa
+
+    FIELDS = (Field("items", TALLY), Field("unanimous_share", NUMBER, optional=True),
+              Field("split_items", TALLY), Field("ties", TALLY), Field("kappa", FleissKappa))
+
+
+@dataclasses.dataclass(frozen=True)
+class AssertionVotes(Record):
+    """The graders' agreement on one assertion of one eval; unstable when they split often."""
+
+    eval_id: str | int
+    assertion_id: int
+    text: str
+    votes: VoteAgreement
+    split_share: float
+    judge_unstable: bool
+
+    FIELDS = (Field("eval_id", CASE_ID), Field("assertion_id", INTEGER), Field("text", TEXT),
+              Field("votes", VoteAgreement, inline="items"), Field("split_share", NUMBER),
+              Field("judge_unstable", FLAG))
+
+
+@dataclasses.dataclass(frozen=True)
+class JudgeAgreement(Record):
+    grader_runs: int
+    overall: VoteAgreement
+    per_assertion: tuple[AssertionVotes, ...]
+    unstable_threshold: float
+
+    FIELDS = (Field("grader_runs", COUNT), Field("overall", VoteAgreement),
+              Field("per_assertion", ListOf(AssertionVotes)),
+              Field("unstable_threshold", NUMBER))
+
+
+@dataclasses.dataclass(frozen=True)
+class VarianceCell(Record):
+    """One eval and config's split of the pass rate's variance between judge and executor."""
+
+    eval_id: str | int
+    configuration: str
+    runs: int
+    judge_variance: float
+    executor_variance: float
+    judge_share: float | None
+
+    FIELDS = (Field("eval_id", CASE_ID), Field("configuration", CONFIG_NAME),
+              Field("runs", TALLY),
+              *(Field(key, NUMBER) for key in ("judge_variance", "executor_variance")),
+              Field("judge_share", NUMBER, optional=True))
+
+
+@dataclasses.dataclass(frozen=True)
+class JudgeVariance(Record):
+    """The judge's share of the pass rate's variance (`value`), or absent with the reason."""
+
+    value: float | None
+    absent_reason: str | None = None
+    judge_variance: float | None = None
+    executor_variance: float | None = None
+    cells: int | None = None
+    per_eval: tuple[VarianceCell, ...] | None = None
+    method: str | None = None
+
+    FIELDS = (Field("value", NUMBER, optional=True),
+              Field("absent_reason", TEXT, optional=True, omit="none"),
+              *(Field(key, NUMBER, optional=True, omit="none")
+                for key in ("judge_variance", "executor_variance")),
+              Field("cells", TALLY, optional=True, omit="none"),
+              Field("per_eval", ListOf(VarianceCell), optional=True, omit="none"),
+              Field("method", TEXT, optional=True, omit="none"))
+
+
+@dataclasses.dataclass(frozen=True)
+class JudgeSummary(Record):
+    """benchmark.json's judge: K graders per output, their cost, agreement and variance share."""
+
+    grader_runs: int
+    cost: JudgeCost
+    agreement: JudgeAgreement
+    variance: JudgeVariance
+
+    FIELDS = (Field("grader_runs", COUNT), Field("cost", JudgeCost),
+              Field("agreement", JudgeAgreement), Field("variance", JudgeVariance))
+
+
+@dataclasses.dataclass(frozen=True)
+class ResultsCheck(Record):
+    """results_check: the run files hashed again (and the benchmark worked out again from them),
+    by whom, and the first CHANGES_SHOWN of what differed."""
+
+    checked_by: str
+    files: int
+    changed_count: int
+    changed: tuple[FileChange, ...]
+    unverifiable_runs: int
+    seconds: float
+
+    FIELDS = (Field("checked_by", TEXT), Field("files", TALLY),
+              Field("changed_count", TALLY), Field("changed", ListOf(FileChange)),
+              Field("unverifiable_runs", TALLY), Field("seconds", NUMBER))
+
+
+@dataclasses.dataclass(frozen=True)
 class Benchmark(Record):
     """benchmark.json: what aggregate() returns, write_benchmark writes and every report
-    renders. Runs, run summaries, per-eval rows, comparisons and sanity flags are values; the
-    other blocks (the metadata, per_assertion, pass_hat_k, judge, activation, the results
-    check and the adaptive record) are JSON as written."""
+    renders. Its blocks are the records above; the metadata, activation, trigger, process and
+    adaptive blocks are JSON as written."""
 
     metadata: Metadata
     runs: tuple[RunResult, ...]  # scored: skill-creator averages every entry
@@ -2124,19 +2506,19 @@ class Benchmark(Record):
     comparison: PooledComparison
     status_counts: dict[str, int] | None = None
     comparisons: tuple[Comparison, ...] | None = None  # None: written before there were any
-    per_assertion: tuple[dict[str, Any], ...] | None = None
-    pass_hat_k: dict[str, Any] | None = None
+    per_assertion: tuple[AssertionRow, ...] | None = None
+    pass_hat_k: dict[str, PassHatK | float | None] | None = None  # None: one run per eval
     per_eval: tuple[PerEval, ...] = ()
-    judge: dict[str, Any] | None = None
+    judge: JudgeSummary | None = None
     judge_vs_checks: JudgeVsChecks | None = None
     activation: dict[str, Any] | None = None
     trigger: dict[str, Any] | None = None  # a trigger set's recall and false activations
     # the executor's actions per config and paired per eval, from the traces (never mixed
     # into the metrics its CLI reported); None: no run had a trace
     process: dict[str, Any] | None = None
-    notes: tuple[Any, ...] | None = None
+    notes: tuple[str, ...] | None = None  # skill-creator's analyst notes; the runner's: none
     paired: Comparison | None = None
-    results_check: dict[str, Any] | None = None
+    results_check: ResultsCheck | None = None
     adaptive: dict[str, Any] | None = None  # --adaptive: the waves, their looks, the saving
 
     FIELDS = (Field("metadata", Metadata), Field("runs", ListOf(RunResult)),
@@ -2148,19 +2530,29 @@ class Benchmark(Record):
               Field("comparison", PooledComparison),
               Field("comparisons", ListOf(Requiring(Comparison, ("candidate", "baseline"))),
                     optional=True),
-              Field("per_assertion", ListOf(OBJECT), optional=True),
-              Field("pass_hat_k", OBJECT, optional=True), Field("per_eval", ListOf(PerEval)),
-              Field("judge", OBJECT, optional=True),
+              Field("per_assertion", ListOf(AssertionRow), optional=True),
+              Field("pass_hat_k", MapOf(PassHatK, nullable=True, names=is_config_name),
+                    optional=True),
+              Field("per_eval", ListOf(PerEval)), Field("judge", JudgeSummary, optional=True),
               Field("judge_vs_checks", JudgeVsChecks, optional=True),
               Field("activation", OBJECT, optional=True),
               Field("process", OBJECT, optional=True, omit="none"),
-              Field("notes", ListOf(ANY), optional=True),
+              Field("notes", TEXTS, optional=True),
               Field("paired", Comparison, optional=True),
               Field("sanity_checks", SanityChecks),
               Field("unscored_runs", ListOf(RunResult), optional=True, default=()),
               Field("adaptive", OBJECT, optional=True, omit="none"),
               Field("trigger", OBJECT, optional=True, omit="none"),
-              Field("results_check", OBJECT, optional=True, omit="none"))
+              Field("results_check", ResultsCheck, optional=True, omit="none"))
+
+    def _check(self, cursor: Cursor) -> None:
+        configs = self.metadata.configs
+        for index, row in enumerate(self.per_assertion or ()):  # a row has every config's rate
+            if not set(configs) <= set(row.configs):
+                raise cursor.at(f"per_assertion[{index}].configs").refuse(
+                    "a rate for every config", row.configs)
+        if self.judge and not set(configs) <= set(self.judge.cost.per_config):
+            raise cursor.at("judge.cost").refuse("a cost for every config", self.judge.cost)
 
     @property
     def configs(self) -> tuple[str, ...]:
@@ -2175,6 +2567,40 @@ class Benchmark(Record):
         return (*self.runs, *self.unscored_runs)
 
 
+@dataclasses.dataclass(frozen=True)
+class WrittenArtifact(Record):
+    """The file the case asked the executor to write: read (its path, size, how much of it is
+    shown, whether that was cut and whether it was valid UTF-8) or not, and why not."""
+
+    captured: bool
+    reason: str | None = None
+    path: str = ""
+    bytes: int = 0
+    chars_shown: int = 0
+    truncated: bool = False
+    valid_utf8: bool = True
+
+    FIELDS = (Field("captured", FLAG), Field("reason", TEXT, optional=True, omit="none"),
+              *(Field(key, kind, optional=True, default=default, omit=lambda a: not a.captured)
+                for key, kind, default in (("path", TEXT, ""), ("bytes", CALLS, 0),
+                                           ("chars_shown", CALLS, 0), ("truncated", FLAG, False),
+                                           ("valid_utf8", FLAG, True))))
+
+
+@dataclasses.dataclass(frozen=True)
+class RegradedFrom(Record):
+    """The run whose recorded answer a re-graded run graded, and when its executor ran."""
+
+    run_dir: str
+    status: str
+    executor_started_at: str | None
+    executor_finished_at: str | None
+
+    FIELDS = (Field("run_dir", TEXT), Field("status", TEXT),
+              *(Field(key, TEXT, optional=True)
+                for key in ("executor_started_at", "executor_finished_at")))
+
+
 @dataclasses.dataclass
 class RunRecord(Record):
     """What one cell left, filled in while it runs: run.json's fields, plus its grading and
@@ -2187,19 +2613,18 @@ class RunRecord(Record):
     configuration: str
     run_number: int
     status: str = STATUS_OK
-    failure: dict[str, str] | None = None  # {"stage", "detail"}: why it failed or went ungraded
+    failure: Failure | None = None  # why it failed or went ungraded
     executor: ProcessCall | None = None  # the process: argv, cwd, exit code, duration, ...
     grader: ProcessCall | None = None  # the last grader process
     sandbox: dict[str, Any] | None = None
     changes: dict[str, Any] | None = None  # what the executor added, modified or deleted
-    written_artifact: dict[str, Any] = dataclasses.field(
-        default_factory=lambda: {"captured": False})
-    metrics: dict[str, dict[str, Any]] | None = None  # executor-only; captured or absent
+    written_artifact: WrittenArtifact = WrittenArtifact(False)
+    metrics: dict[str, Metric] | None = None  # executor-only; captured or absent
     grading: Grading | None = None  # verdicts per assertion, once graded
-    grader_metrics: dict[str, dict[str, Any]] | None = None  # all grader calls together
+    grader_metrics: dict[str, Metric] | None = None  # all grader calls together
     grader_calls: list[GraderCall] | None = None  # one entry per grader process
     checks: dict[str, Any] | None = None  # the deterministic checks' results, time, protection
-    regraded_from: dict[str, Any] | None = None  # the run whose recorded answer was graded
+    regraded_from: RegradedFrom | None = None  # the run whose recorded answer was graded
     permission_denials: list[Any] = dataclasses.field(default_factory=list)
     skill_read: dict[str, Any] | None = None
     # installed cells: did the agent load the skill, by its CLI's own stream (activated
@@ -2220,14 +2645,15 @@ class RunRecord(Record):
 
     FIELDS = (Field("eval_id", CASE_ID), Field("eval_name", TEXT, optional=True),
               Field("configuration", CONFIG_NAME), Field("run_number", INTEGER),
-              Field("status", TEXT), Field("failure", OBJECT, optional=True),
+              Field("status", TEXT), Field("failure", Failure, optional=True),
               *(Field(key, ProcessCall, optional=True) for key in ("executor", "grader")),
               Field("sandbox", OBJECT, optional=True), Field("changes", OBJECT, optional=True),
-              Field("written_artifact", OBJECT, optional=True,
-                    default=lambda: {"captured": False}),
-              Field("grader_metrics", OBJECT, optional=True),
+              Field("written_artifact", WrittenArtifact, optional=True,
+                    default=WrittenArtifact(False)),
+              Field("grader_metrics", METRICS, optional=True),
               Field("grader_calls", ListOf(GraderCall, load=list), optional=True),
-              *(Field(key, OBJECT, optional=True) for key in ("checks", "regraded_from")),
+              Field("checks", OBJECT, optional=True),
+              Field("regraded_from", RegradedFrom, optional=True),
               Field("permission_denials", ListOf(ANY, load=list), optional=True, default=list),
               *(Field(key, OBJECT, optional=True)
                 for key in ("skill_read", "activation", "trace")),
@@ -2241,7 +2667,11 @@ class RunRecord(Record):
         return f"eval-{self.eval_id}/{config_folder(self.configuration)}/run-{self.run_number}"
 
     def fail(self, status: str, stage: str, detail: str) -> None:
-        self.status, self.failure = status, {"stage": stage, "detail": detail}
+        self.status, self.failure = status, Failure(stage, detail)
+
+    @property
+    def failure_detail(self) -> str:
+        return self.failure.detail if self.failure else ""
 
     def run_json(self) -> dict[str, Any]:
         """run.json: every field but the grading and the metrics, which have their own files."""
@@ -2255,8 +2685,7 @@ class RunRecord(Record):
         if grading is not None:
             record.grading = Grading.from_json(grading, run_dir / "grading.json")
         if metrics is not None:
-            record.metrics = METRICS.write(metrics_from_json(metrics, run_dir / "metrics.json",
-                                                             "metrics"))
+            record.metrics = metrics_from_json(metrics, run_dir / "metrics.json", "metrics")
         return record
 
 
@@ -6209,7 +6638,7 @@ class CheckoutSnapshot:
         for name in sorted(set(paths) | set(self.entries)):
             if name not in self.entries:
                 if _stat_key(paths[name])[0] != "missing":
-                    changes.append(Change(name, "added"))
+                    changes.append(FileChange(name, "added"))
                 continue
             (key, digest) = self.entries[name]
             # Stat where it was even when the listing leaves it out now (a new ignore rule).
@@ -6220,7 +6649,7 @@ class CheckoutSnapshot:
             change = _classify_change(key, digest, now, path) or self._covered_write(name, key,
                                                                                      now)
             if change:
-                changes.append(Change(name, change))
+                changes.append(FileChange(name, change))
             else:
                 touched += 1
         return CheckoutState(
@@ -6737,37 +7166,58 @@ def confined_env(env: dict[str, str], workdir: Path, home_vars: dict[str, str | 
 # ==== providers ==============================================================
 
 
-def captured(value: Any, source: str) -> dict[str, Any]:
-    return Metric(value, source=source).to_json()
+@dataclasses.dataclass
+class AgentReply:
+    """A provider's reading of one finished process."""
+
+    ok: bool
+    text: str = ""
+    failure: str = ""
+    structured: Any = None
+    metrics: dict[str, Metric] = dataclasses.field(default_factory=dict)
+    trace: list[dict[str, Any]] | None = None  # tool calls seen; None = no trace captured
+    actions: Trace | None = None  # the executor's actions, typed; None = no events read
+    permission_denials: list[Any] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)  # what was odd in the output
+    session_id: str = ""  # the session the CLI reported, to continue a conversation
+
+
+def captured(value: Any, source: str) -> Metric:
+    return Metric(value, source=source)
+
+
+def not_captured(reason: str) -> Metric:
+    return Metric(None, absent_reason=reason)
 
 
 def absent(reason: str) -> dict[str, Any]:
-    return Metric(None, absent_reason=reason).to_json()
+    """An absent value in a block still written as JSON (the judge's, the adaptive saving)."""
+    return not_captured(reason).to_json()
 
 
-def reported(value: Any, source: str, missing: str, kind: str = "count") -> dict[str, Any]:
+def reported(value: Any, source: str, missing: str, kind: str = "count") -> Metric:
     """What an agent CLI reported for one metric: captured when plausible for its kind
     ("count", "ms" or "usd"), absent with `missing` when not reported, and absent marked
     `implausible` (never counted or summed; a sanity flag names the cell) otherwise."""
     if value is None:
-        return absent(missing)
+        return not_captured(missing)
     problem = _implausibility(value, kind)
     if problem:
         return Metric(None, absent_reason=f"{source} reported {_shown_number(value)}, {problem}: "
                       "not a plausible measurement, so it is left out and never counted",
-                      implausible=True).to_json()
+                      implausible=True)
     return captured(int(value) if kind == "count" else value, source)
 
 
 def reported_sum(values: list[Any], source: str, missing: str,
-                 kind: str = "count") -> dict[str, Any]:
+                 kind: str = "count") -> Metric:
     """The sum over several events, each checked by `reported`; the first value that is
     missing or implausible makes the total absent for that reason."""
     if not values:
-        return absent(missing)
+        return not_captured(missing)
     parts = [reported(v, source, missing, kind) for v in values]
-    bad = next((p for p in parts if p["value"] is None), None)
-    return bad or captured(sum(p["value"] for p in parts), source)
+    bad = next((p for p in parts if p.value is None), None)
+    return bad or captured(sum(p.value for p in parts if p.value is not None), source)
 
 
 def _implausibility(value: Any, kind: str) -> str:
@@ -7150,26 +7600,26 @@ def _dig(data: Any, keys: tuple[str, ...]) -> Any:
     return data
 
 
-def claude_metrics(envelope: dict | None, reason: str) -> dict[str, dict[str, Any]]:
+def claude_metrics(envelope: dict | None, reason: str) -> dict[str, Metric]:
     metrics = {}
     for name, keys, kind in CLAUDE_METRIC_FIELDS:
         if envelope is None:
-            metrics[name] = absent(f"no claude result envelope ({reason})")
+            metrics[name] = not_captured(f"no claude result envelope ({reason})")
             continue
         field = ".".join(keys)
         metrics[name] = reported(_dig(envelope, keys), "claude envelope " + field,
                                  f"claude envelope has no {field}", kind)
     duration = metrics["duration_ms"]
     metrics["time_seconds"] = (
-        captured(duration["value"] / 1000.0, "claude envelope duration_ms")
-        if duration["value"] is not None else absent(duration["absent_reason"]))
+        captured(duration.value / 1000.0, "claude envelope duration_ms")
+        if duration.value is not None else not_captured(str(duration.absent_reason)))
     parts = [metrics[k] for k in ("input_tokens", "output_tokens", "cache_read_input_tokens",
                                   "cache_creation_input_tokens")]
-    missing = next((p for p in parts if p["value"] is None), None)
+    missing = next((p for p in parts if p.value is None), None)
     metrics["tokens"] = (
-        captured(sum(p["value"] for p in parts),
+        captured(sum(p.value for p in parts if p.value is not None),
                  "claude envelope usage: input + output + cache read + cache creation")
-        if missing is None else absent(f"{missing['absent_reason']}, so the total is unknown"))
+        if missing is None else not_captured(f"{missing.absent_reason}, so the total is unknown"))
     return metrics
 
 
@@ -7316,24 +7766,26 @@ CODEX_USAGE_FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens",
 
 
 def codex_metrics(usages: list[dict], result: ProcessResult,
-                  failure: str | None) -> dict[str, dict[str, Any]]:
-    metrics: dict[str, dict[str, Any]] = {}
+                  failure: str | None) -> dict[str, Metric]:
+    metrics: dict[str, Metric] = {}
     for name in CODEX_USAGE_FIELDS:
         metrics[name] = reported_sum([u.get(name) for u in usages],
                                      f"codex turn.completed usage.{name}",
                                      f"codex reported no usage.{name}"
                                      + (f" ({failure})" if failure else ""))
-    metrics["total_cost_usd"] = absent("codex reports no cost")
+    metrics["total_cost_usd"] = not_captured("codex reports no cost")
     # `codex exec` is one turn per call, so counting turn.completed would always say 1.
-    metrics["num_turns"] = absent("codex exec reports one turn per call, not the agent's turns")
+    metrics["num_turns"] = not_captured("codex exec reports one turn per call, not the agent's "
+                                        "turns")
     metrics["time_seconds"] = (
-        absent(f"codex never started ({result.spawn_error})") if result.spawn_error else
+        not_captured(f"codex never started ({result.spawn_error})") if result.spawn_error else
         captured(round(result.duration_s, 3), "runner wall clock (codex reports no duration)"))
     parts = [metrics["input_tokens"], metrics["output_tokens"]]
     metrics["tokens"] = (
-        captured(sum(p["value"] for p in parts), "codex usage: input (incl. cached) + output")
-        if all(p["value"] is not None for p in parts)
-        else absent("codex usage was not reported"))
+        captured(sum(p.value for p in parts if p.value is not None),
+                 "codex usage: input (incl. cached) + output")
+        if all(p.value is not None for p in parts)
+        else not_captured("codex usage was not reported"))
     return metrics
 
 
@@ -7609,7 +8061,7 @@ GEMINI_STAT_FIELDS = (("input_tokens", "input_tokens"), ("output_tokens", "outpu
                       ("tool_calls", "tool_calls"))
 
 
-def gemini_metrics(stats: Any, failure: str) -> dict[str, dict[str, Any]]:
+def gemini_metrics(stats: Any, failure: str) -> dict[str, Metric]:
     why = f" ({failure})" if failure else ""
     metrics = {}
     for name, key in GEMINI_STAT_FIELDS:
@@ -7619,10 +8071,10 @@ def gemini_metrics(stats: Any, failure: str) -> dict[str, dict[str, Any]]:
     duration = reported(stats.get("duration_ms") if isinstance(stats, dict) else None,
                         "gemini result stats.duration_ms",
                         f"gemini reported no stats.duration_ms{why}", "ms")
-    metrics["time_seconds"] = (captured(duration["value"] / 1000.0, duration["source"])
-                               if duration["value"] is not None else duration)
-    metrics["num_turns"] = absent("gemini reports no turn count")
-    metrics["total_cost_usd"] = absent("gemini reports no cost")
+    metrics["time_seconds"] = (captured(duration.value / 1000.0, str(duration.source))
+                               if duration.value is not None else duration)
+    metrics["num_turns"] = not_captured("gemini reports no turn count")
+    metrics["total_cost_usd"] = not_captured("gemini reports no cost")
     return metrics
 
 
@@ -7632,7 +8084,7 @@ GEMINI_MODEL_TOKEN_FIELDS = (("input_tokens", "prompt"), ("output_tokens", "cand
 
 
 def gemini_json_metrics(envelope: dict[str, Any] | None, result: ProcessResult,
-                        failure: str) -> dict[str, dict[str, Any]]:
+                        failure: str) -> dict[str, Metric]:
     why = f" ({failure})" if failure else ""
     models = _dig(envelope, ("stats", "models"))
     per_model = list(models.values()) if isinstance(models, dict) else []
@@ -7641,11 +8093,11 @@ def gemini_json_metrics(envelope: dict[str, Any] | None, result: ProcessResult,
                                   f"gemini reported no stats.models.*.tokens.{key}{why}")
                for name, key in GEMINI_MODEL_TOKEN_FIELDS}
     metrics["time_seconds"] = (
-        absent(f"gemini never started ({result.spawn_error})") if result.spawn_error else
+        not_captured(f"gemini never started ({result.spawn_error})") if result.spawn_error else
         captured(round(result.duration_s, 3), "runner wall clock (gemini -o json has no "
                                               "duration)"))
-    metrics["num_turns"] = absent("gemini reports no turn count")
-    metrics["total_cost_usd"] = absent("gemini reports no cost")
+    metrics["num_turns"] = not_captured("gemini reports no turn count")
+    metrics["total_cost_usd"] = not_captured("gemini reports no cost")
     return metrics
 
 
@@ -7896,27 +8348,28 @@ OPENCODE_TOKEN_FIELDS = (("input_tokens", ("input",)), ("output_tokens", ("outpu
 
 
 def opencode_metrics(steps: list[dict], result: ProcessResult,
-                     failure: str | None) -> dict[str, dict[str, Any]]:
+                     failure: str | None) -> dict[str, Metric]:
     why = f" ({failure})" if failure else ""
     metrics = {}
     for name, keys in OPENCODE_TOKEN_FIELDS:
         metrics[name] = reported_sum([_dig(step.get("tokens"), keys) for step in steps],
                                      f"opencode step_finish tokens.{'.'.join(keys)}, summed",
                                      f"opencode reported no tokens.{'.'.join(keys)}{why}")
-    parts = [metrics[k]["value"] for k, _ in OPENCODE_TOKEN_FIELDS
+    parts = [metrics[k].value for k, _ in OPENCODE_TOKEN_FIELDS
              if k != "reasoning_output_tokens"]
     metrics["tokens"] = (
-        captured(sum(parts), "opencode tokens: input + output + cache read + cache write")
-        if all(v is not None for v in parts) else absent("opencode token counts are missing"))
+        captured(sum(v for v in parts if v is not None),
+                 "opencode tokens: input + output + cache read + cache write")
+        if all(v is not None for v in parts) else not_captured("opencode token counts are missing"))
     no_cost = "opencode reported no cost (it reports 0 when the model has no price configured)"
     cost = reported_sum([step.get("cost") for step in steps],
                         "opencode step_finish cost, summed", no_cost, "usd")
-    metrics["total_cost_usd"] = cost if cost["value"] != 0 else absent(no_cost)
+    metrics["total_cost_usd"] = cost if cost.value != 0 else not_captured(no_cost)
     metrics["num_turns"] = (captured(len(steps), "count of opencode step_finish events")
-                            if steps else absent(f"opencode finished no step{why}"))
+                            if steps else not_captured(f"opencode finished no step{why}"))
     # Its event timestamps are when it printed them, all at the end: not a duration.
     metrics["time_seconds"] = (
-        absent(f"opencode never started ({result.spawn_error})") if result.spawn_error else
+        not_captured(f"opencode never started ({result.spawn_error})") if result.spawn_error else
         captured(round(result.duration_s, 3), "runner wall clock (opencode reports no duration)"))
     return metrics
 
@@ -8717,17 +9170,16 @@ def captured_spend(record: RunRecord, kind: str) -> tuple[float, int]:
     count."""
     name = SPEND_METRICS[kind]
     total, unknown = 0.0, 0
-    roles = [(record.executor, record.metrics)]
-    if hasattr(record, "grader_metrics"):  # a runner that captures the grader's use
-        roles.append((record.grader, record.grader_metrics))
-    conversation = getattr(record, "conversation", None) or {}
+    roles = [(record.executor, value_of(record.metrics, name)),
+             (record.grader, value_of(record.grader_metrics, name))]
+    conversation = record.conversation or {}
     user_calls = conversation.get("user_calls")
     if user_calls:  # a conversation's simulated user
-        roles.append((user_calls, conversation.get("user_metrics")))
-    for process, metrics in roles:
+        roles.append((user_calls, ((conversation.get("user_metrics") or {}).get(name)
+                                   or {}).get("value")))
+    for process, value in roles:
         if process is None:
             continue
-        value = ((metrics or {}).get(name) or {}).get("value")
         # a value an older runner recorded as measured may be absurd (a negative cost lifted
         # the cap): it is unknown here, never counted
         if value is None or _implausibility(value, "usd" if kind == "cost" else "count"):
@@ -8795,7 +9247,7 @@ class RunContext:
     deadline_at: float | None = None
     progress: Callable[[RunRecord], None] | None = None
     on_cell_start: Callable[[str], None] | None = None  # a cell's executor is about to start
-    judge: dict[str, Any] = dataclasses.field(default_factory=dict)
+    judge: JudgeIdentity | None = None  # written into every grading.json
     resuming: bool = False
     children_before: set[int] = dataclasses.field(default_factory=set)  # never strays
     base_env: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -9023,22 +9475,22 @@ def role_model(ctx: RunContext, role: str) -> str | None:
 
 def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
               binds: Mounts = Mounts(), role: str = "executor", kept: KeptHome | None = None
-              ) -> tuple[ProcessResult, dict[str, str], dict[str, Any]]:
+              ) -> tuple[ProcessResult, dict[str, str], Isolation]:
     """One agent process, confined when the iteration is: (result, its environment, how it
     was isolated). Confined, its fresh HOME holds what it needs to log in, or for a
     conversation's turns the `kept` one. `binds` names the folders this call binds; the CLI's
     install and the hidden folders are the iteration's."""
     model = role_model(ctx, role)
 
-    def environment(home: Path, confined: bool) -> tuple[dict[str, str], dict[str, Any]]:
+    def environment(home: Path, confined: bool) -> tuple[dict[str, str], list[str] | None]:
         if not confined:
-            return env, {}
+            return env, None
         if kept is not None and kept.inside is not None:  # set up by the first turn
-            return kept.inside, {"home_files": kept.carried}
+            return kept.inside, kept.carried
         inside, carried = _set_up_home(ctx, home, invocation, env, role, model)
         if kept is not None:
             kept.inside, kept.carried = inside, carried
-        return inside, {"home_files": carried}
+        return inside, carried
     if kept is not None:
         invocation = dataclasses.replace(invocation, home=kept.path)
     timeout_s = ctx.options.timeout_s if invocation.timeout_s is None else invocation.timeout_s
@@ -9046,19 +9498,20 @@ def run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
 
 
 def run_confinable(ctx: RunContext, invocation: Invocation, timeout_s: float, binds: Mounts,
-                   environment: Callable[[Path, bool], tuple[dict[str, str], dict[str, Any]]],
-                   check: bool = False) -> tuple[ProcessResult, dict[str, str], dict[str, Any]]:
+                   environment: Callable[[Path, bool], tuple[dict[str, str], list[str] | None]],
+                   check: bool = False) -> tuple[ProcessResult, dict[str, str], Isolation]:
     """The one place that decides whether a process started for a cell (an agent, a `check`)
     is confined: (result, its environment, how it was isolated). `environment(home, confined)`
-    gives its environment and what to record of it, `home` a fresh folder (with bwrap its
-    HOME). With bwrap: `binds`, the CLI's install, the hidden folders masked, and a check's
+    gives its environment and the login files carried into `home`, a fresh folder (with bwrap
+    its HOME). With bwrap: `binds`, the CLI's install, the hidden folders masked, and a check's
     exit status from bwrap's --json-status-fd report. Unconfined: marked, and whatever it
     left running ended when it ends."""
     confined = ctx.confinement.mode == "bwrap"
     home = invocation.home or Path(tempfile.mkdtemp(
         prefix="skill-eval-home-check-" if check else "skill-eval-home-", dir=ctx.sandbox_base))
     try:
-        env, recorded = environment(home, confined)
+        env, carried = environment(home, confined)
+        strays = None
         if confined:
             mounts = dataclasses.replace(binds, ro_entries=ctx.agent_mounts, hide=ctx.hidden)
             result = _run_in_bwrap(ctx, invocation, env, timeout_s, bwrap_argv(
@@ -9070,15 +9523,13 @@ def run_confinable(ctx: RunContext, invocation: Invocation, timeout_s: float, bi
             with ctx.groups.live(token):
                 result = run_process(invocation, env, timeout_s, ctx.groups)
             ended = end_strays(token=token) + end_left_behind(ctx.groups, ctx.children_before)
-            recorded = {"strays_ended": len(ended)}
+            strays = len(ended)
     finally:
         if invocation.home is None:  # a conversation's kept home goes with the conversation
             shutil.rmtree(home, ignore_errors=True)
-    isolation = {**ctx.confinement.to_json(), **recorded}
     full = confined and tmp_full_reason(result, invocation.cwd, ctx.confinement.tmp_size_bytes)
-    if full:
-        isolation["tmp_full"] = full
-    return result, env, isolation
+    return result, env, Isolation(ctx.confinement, None if carried is None else tuple(carried),
+                                  strays, full or None)
 
 
 def _run_in_bwrap(ctx: RunContext, invocation: Invocation, env: dict[str, str],
@@ -9400,7 +9851,7 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
         return None  # decided, even if ended for it: an observation, and never graded
     if not reply.ok:
         files.text("logs/executor_stderr.txt", result.stderr)
-        full = isolation.get("tmp_full")
+        full = isolation.tmp_full
         record.fail(failure_status("executor", result), "executor",
                     f"{reply.failure} ({full})" if full else reply.failure)
         return None
@@ -9434,11 +9885,10 @@ def final_answer(sandbox: Sandbox, record: RunRecord, files: RunFiles, text: str
                  exchanges: list[Exchange] | None = None,
                  trace: Trace | None = None) -> ExecutorAnswer:
     # From the sandbox base, which the executor cannot replace: no step of the path is followed.
-    artifact = capture_artifact(sandbox.artifact_path, sandbox.base)
-    if artifact["captured"]:
-        files.text("outputs/plan.md", artifact["text"])
-    answer = ExecutorAnswer(text, artifact.pop("text", None), artifact.get("truncated", False),
-                            exchanges, trace)
+    artifact, shown = capture_artifact(sandbox.artifact_path, sandbox.base)
+    if shown is not None:
+        files.text("outputs/plan.md", shown)
+    answer = ExecutorAnswer(text, shown, artifact.truncated, exchanges, trace)
     record.written_artifact = artifact
     return answer
 
@@ -9460,8 +9910,9 @@ class Conversation:
     deadline: float  # time.monotonic() past which no turn starts and a running one ends
     exchanges: list[Exchange] = dataclasses.field(default_factory=list)
     turns: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # run.json's
-    reported: list[dict[str, dict[str, Any]]] = dataclasses.field(default_factory=list)
+    reported: list[dict[str, Metric]] = dataclasses.field(default_factory=list)
     user_calls: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    user_reported: list[dict[str, Metric]] = dataclasses.field(default_factory=list)
     ended: str = ""
 
     @property
@@ -9486,15 +9937,15 @@ class Conversation:
     def summary(self) -> dict[str, Any]:
         """run.json's `conversation`: how it went, each turn's own values, the user's."""
         shares = turn_shares(self.reported, self.ctx.provider.running_totals)
-        turns = [{**turn, "metrics": share} for turn, share in zip(self.turns, shares)]
+        turns = [{**turn, "metrics": METRICS.write(share)}
+                 for turn, share in zip(self.turns, shares)]
         document: dict[str, Any] = {
             "kind": "user" if self.case.user else "turns", "most_turns": self.case.most_turns,
             "turns_taken": len(self.exchanges), "ended": self.ended, "turns": turns}
         if self.case.user is not None:
             document["user_calls"] = self.user_calls
-            document["user_metrics"] = conversation_totals(
-                [call["metrics"] for call in self.user_calls], "user agent call"
-            ) if self.user_calls else {}
+            document["user_metrics"] = METRICS.write(conversation_totals(
+                self.user_reported, "user agent call"))
         return document
 
 
@@ -9617,7 +10068,7 @@ def take_turn(talk: Conversation, number: int, invocation: Invocation) -> AgentR
     if reply.ok:
         return reply
     talk.files.text(f"logs/executor_stderr{suffix}.txt", result.stderr)
-    full = isolation.get("tmp_full")
+    full = isolation.tmp_full
     detail = (f"the conversation passed its limit of {talk.limit_s:g} s during turn {number}"
               if result.timed_out and talk.time_left() <= 0 else reply.failure)
     talk.fail(failure_status("executor", result), "executor",
@@ -9679,17 +10130,14 @@ def ask_user_agent(talk: Conversation, number: int) -> AgentReply | None:
     talk.user_calls.append({"for_turn": number + 1, "status": status,
                             "process": process_record(invocation, result, env,
                                                       isolation).to_json(),
-                            "metrics": built_json(reply.metrics, "the user agent's metrics")})
+                            "metrics": METRICS.write(reply.metrics)})
+    talk.user_reported.append(reply.metrics)
     if ok:
         return reply
     files.text(f"logs/user_stderr.turn-{number + 1}.txt", result.stderr)
     talk.fail(status, "user", f"the user agent, for turn {number + 1}: "
               + (reply.failure or "it answered nothing"))
     return None
-
-
-def built_json(metrics: dict[str, dict[str, Any]] | None, what: str) -> dict[str, Any]:
-    return {name: metric.to_json() for name, metric in built_metrics(metrics, what).items()}
 
 
 def failure_status(role: str, result: ProcessResult) -> str:
@@ -9711,8 +10159,7 @@ def run_grader_step(ctx: RunContext, cell: Cell, sandbox: GraderFolders, record:
     assertions = ctx.suite.assertions_for(cell.case)
     if not assertions:
         if not ctx.suite.checks_for(cell.case):  # with checks only, no grader is needed
-            record.failure = {"stage": "grader",
-                              "detail": "the case has no assertions; not graded"}
+            record.failure = Failure("grader", "the case has no assertions; not graded")
         return
     prompt = (build_conversation_grader_prompt(cell.case.prompt, answer.exchanges,
                                                answer.artifact, answer.artifact_truncated,
@@ -9732,7 +10179,7 @@ def run_grader_step(ctx: RunContext, cell: Cell, sandbox: GraderFolders, record:
         if grading is None:
             break
         votes.append(grading)
-    record.grader_metrics = sum_metrics([c.metrics_json() for c in record.grader_calls], k)
+    record.grader_metrics = sum_metrics([c.metrics for c in record.grader_calls], k)
     if len(votes) == k:
         record.grading = majority_grading(votes)
 
@@ -9758,8 +10205,7 @@ def grade_once(ctx: RunContext, job: GraderJob, vote: int) -> Grading | None:
     status = (reply.failure_status if not reply.ok
               else "grader_unparseable" if payload is None else STATUS_OK)
     assert record.grader_calls is not None, "grade_cell starts the list before any vote"
-    record.grader_calls.append(GraderCall(vote, result, built_metrics(
-        reply.metrics, "the grader's metrics"), status))
+    record.grader_calls.append(GraderCall(vote, result, reply.metrics, status))
     if not reply.ok:
         record.fail(reply.failure_status, "grader", _vote_label(vote, ctx) + reply.failure)
         return None
@@ -9775,81 +10221,74 @@ def _vote_label(vote: int, ctx: RunContext) -> str:
     return f"grader {vote} of {k}: " if k > 1 else ""
 
 
-def built_metrics(metrics: dict[str, dict[str, Any]] | None, what: str) -> dict[str, Metric]:
-    """The metrics a provider built, as Metric records: one of the wrong shape is the
-    runner's own bug, caught here rather than written to disk."""
-    try:
-        return metrics_from_json(metrics or {}, what, "metrics")
-    except InputError as exc:
-        raise AssertionError(f"the runner built a misshapen metric: {exc.message}") from exc
-
-
-def sum_metrics(calls: list[dict[str, dict[str, Any]]], planned: int) -> dict[str, dict[str, Any]]:
+def sum_metrics(calls: list[dict[str, Metric]], planned: int) -> dict[str, Metric]:
     """Each metric summed over the grader calls, captured only when every call captured it."""
     if not calls:
         return {}
-    totals: dict[str, dict[str, Any]] = {}
+    totals: dict[str, Metric] = {}
     for name in dict.fromkeys(n for metrics in calls for n in metrics):
-        parts = [metrics.get(name) or absent(f"not reported for {name}") for metrics in calls]
-        missing = next((p for p in parts if p.get("value") is None), None)
+        parts = [metrics.get(name) or not_captured(f"not reported for {name}")
+                 for metrics in calls]
+        missing = next((p for p in parts if p.value is None), None)
         if missing is not None:
-            reason = missing.get("absent_reason") or "not captured"
             # implausible is kept, so the sanity checks name the cell
-            totals[name] = Metric(None, absent_reason=reason,
-                                  implausible=bool(missing.get("implausible"))).to_json()
+            totals[name] = Metric(None, absent_reason=missing.absent_reason or "not captured",
+                                  implausible=missing.implausible)
             continue
-        source = parts[0].get("source", "")
+        source = parts[0].source or ""
         if len(parts) > 1:
             source += f" (sum over {len(parts)} grader calls)"
-        totals[name] = captured(sum(p["value"] for p in parts), source)
+        totals[name] = captured(sum(p.value for p in parts if p.value is not None), source)
     if len(calls) < planned:
-        for metric in totals.values():
-            metric.setdefault("note", f"{len(calls)} of {planned} grader calls ran")
+        note = f"{len(calls)} of {planned} grader calls ran"
+        totals = {name: dataclasses.replace(metric, note=metric.note or note)
+                  for name, metric in totals.items()}
     return totals
 
 
-def turn_shares(reported: list[dict[str, dict[str, Any]]],
-                running: tuple[str, ...]) -> list[dict[str, dict[str, Any]]]:
+def turn_shares(reported: list[dict[str, Metric]],
+                running: tuple[str, ...]) -> list[dict[str, Metric]]:
     """Each turn's own metrics: what its CLI reported, except that a running total over the
     session (codex, `running`) becomes this turn's share, its total minus the previous one."""
     shares = []
     for number, metrics in enumerate(reported, 1):
         own = dict(metrics)
         for name in running if number > 1 else ():
-            now, before = metrics.get(name), reported[number - 2].get(name)
-            if now is None or now.get("value") is None:
+            now, before = value_of(metrics, name), value_of(reported[number - 2], name)
+            if now is None:
                 continue
-            if before is None or before.get("value") is None:
-                own[name] = absent(f"turn {number - 1} reported no {name}, so turn {number}'s "
-                                   "share of the session's running total is unknown")
-            elif now["value"] < before["value"]:
+            if before is None:
+                own[name] = not_captured(f"turn {number - 1} reported no {name}, so turn "
+                                         f"{number}'s share of the session's running total is "
+                                         "unknown")
+            elif now < before:
                 own[name] = Metric(None, implausible=True, absent_reason=(
-                    f"the session's running {name} went down from {before['value']} to "
-                    f"{now['value']} at turn {number}: not a measurement")).to_json()
+                    f"the session's running {name} went down from {before} to "
+                    f"{now} at turn {number}: not a measurement"))
             else:
-                own[name] = captured(now["value"] - before["value"],
-                                     f"{now.get('source', '')}, this turn's share of the "
-                                     "session's running total")
+                own[name] = captured(now - before, f"{metrics[name].source or ''}, this turn's "
+                                     "share of the session's running total")
         shares.append(own)
     return shares
 
 
-def conversation_totals(shares: list[dict[str, dict[str, Any]]], what: str = "turn"
-                        ) -> dict[str, dict[str, Any]]:
+def conversation_totals(shares: list[dict[str, Metric]], what: str = "turn"
+                        ) -> dict[str, Metric]:
     """Each metric summed over the turns, captured only when every turn captured it; else
     absent, naming the first turn without it (never a partial sum passed off as the total)."""
-    totals: dict[str, dict[str, Any]] = {}
+    totals: dict[str, Metric] = {}
     for name in dict.fromkeys(n for metrics in shares for n in metrics):
-        parts = [metrics.get(name) or absent(f"not reported for {name}") for metrics in shares]
-        missing = next((n for n, p in enumerate(parts, 1) if p.get("value") is None), None)
+        parts = [metrics.get(name) or not_captured(f"not reported for {name}")
+                 for metrics in shares]
+        missing = next((n for n, p in enumerate(parts, 1) if p.value is None), None)
         if missing is not None:
             part = parts[missing - 1]
-            totals[name] = Metric(None, implausible=bool(part.get("implausible")),
+            totals[name] = Metric(None, implausible=part.implausible,
                                   absent_reason=f"{what} {missing}: "
-                                  f"{part.get('absent_reason') or 'not captured'}").to_json()
+                                  f"{part.absent_reason or 'not captured'}")
             continue
-        source = parts[0].get("source", "")
-        totals[name] = captured(sum(p["value"] for p in parts),
+        source = parts[0].source or ""
+        totals[name] = captured(sum(p.value for p in parts if p.value is not None),
                                 source if len(parts) == 1 else
                                 f"{source} (sum over {len(parts)} {what}s)")
     return totals
@@ -9864,7 +10303,7 @@ class GraderReply:
     structured: Any = None
     failure: str = ""
     failure_status: str = ""
-    metrics: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    metrics: dict[str, Metric] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)  # why an answer was not read
 
 
@@ -9902,7 +10341,7 @@ def call_grader(ctx: RunContext, sandbox: GraderFolders, prompt: str, files: Run
 
 
 def process_record(invocation: Invocation, result: ProcessResult, env: dict[str, str],
-                   isolation: dict[str, Any]) -> ProcessCall:
+                   isolation: Isolation) -> ProcessCall:
     return ProcessCall(
         tuple(invocation.argv), str(invocation.cwd),
         "prompt" if invocation.stdin_text is not None else "closed", tuple(sorted(env)),
@@ -9922,7 +10361,7 @@ EXECUTOR_FILES = ("prompt.md", "metrics.json", "timing.json", "outputs/output.tx
 
 
 def executor_finished(source: RunRecord) -> bool:
-    stage = (source.failure or {}).get("stage")
+    stage = source.failure.stage if source.failure else None
     if source.executor is None or stage not in (None, "grader"):
         return False
     return source.status in REGRADABLE_STATUSES or source.status == "cancelled"
@@ -9950,9 +10389,8 @@ def read_run_record(run_dir: Path) -> RunRecord | None:
     record = RunRecord.from_files(run_dir, run, extras["grading"],
                                   _metrics_block(extras["metrics"]))
     if extras["grader_metrics"] is not None:  # where the grader's own use is captured
-        graded = metrics_from_json(_metrics_block(extras["grader_metrics"]),
-                                   run_dir / "grader_metrics.json", "metrics")
-        record.grader_metrics = {name: metric.to_json() for name, metric in graded.items()}
+        record.grader_metrics = metrics_from_json(_metrics_block(extras["grader_metrics"]),
+                                                  run_dir / "grader_metrics.json", "metrics")
     return record
 
 
@@ -10029,9 +10467,8 @@ def copy_source_run(ctx: RunContext, run: CellRun) -> None:
                  "permission_denials", "skill_read", "checks", "activation", "conversation",
                  "trace"):
         setattr(record, name, getattr(source, name))
-    record.regraded_from = {"run_dir": str(source_dir), "status": source.status,
-                            "executor_started_at": source.started_at,
-                            "executor_finished_at": source.finished_at}
+    record.regraded_from = RegradedFrom(str(source_dir), source.status, source.started_at,
+                                        source.finished_at)
     if not executor_finished(source) or cell.case.trigger:  # nothing to grade
         record.status, record.failure = source.status, source.failure
         return
@@ -10050,7 +10487,7 @@ def recorded_answer(ctx: RunContext, run: CellRun) -> ExecutorAnswer | None:
     outputs = cell.run_dir / "outputs"
     text = (outputs / "output.txt").read_text(encoding="utf-8", errors="replace")
     artifact = ((outputs / "plan.md").read_text(encoding="utf-8", errors="replace")
-                if record.written_artifact.get("captured") and (outputs / "plan.md").is_file()
+                if record.written_artifact.captured and (outputs / "plan.md").is_file()
                 else None)
     exchanges = None
     if isinstance(record.conversation, dict):  # graded again as a whole conversation
@@ -10061,7 +10498,7 @@ def recorded_answer(ctx: RunContext, run: CellRun) -> ExecutorAnswer | None:
             return None
     assert run.room is not None, "answer_step reads a recorded answer only with a room"
     record.sandbox = {**(record.sandbox or {}), "regrade_grader": run.room.record}
-    return ExecutorAnswer(text, artifact, bool(record.written_artifact.get("truncated")),
+    return ExecutorAnswer(text, artifact, record.written_artifact.truncated,
                           exchanges)
 
 
@@ -10090,21 +10527,23 @@ def recorded_exchanges(run_dir: Path, conversation: dict[str, Any]) -> list[Exch
     return exchanges
 
 
-def capture_artifact(path: Path, root: Path | None = None) -> dict[str, Any]:
+def capture_artifact(path: Path, root: Path | None = None
+                     ) -> tuple[WrittenArtifact, str | None]:
     """Read the designated artifact: a regular file reached from `root` (default: its folder)
-    without following a link at any step and without waiting on whatever is there."""
+    without following a link at any step and without waiting on whatever is there. Returns
+    its record and the text shown of it (None when it was not read)."""
     root = path.parent if root is None else root
     fd, why = _open_regular_unfollowed(root, path.relative_to(root))
     if fd is None:
-        return {"captured": False, "reason": why}
+        return WrittenArtifact(False, why), None
     with os.fdopen(fd, "rb") as handle:
         data = handle.read(ARTIFACT_CAP_CHARS * 4 + 4)
         size = os.fstat(handle.fileno()).st_size
     text = data.decode("utf-8", "replace")
     shown, truncated = cut_text(text, ARTIFACT_CAP_CHARS)
     truncated = truncated or size > len(data)
-    return {"captured": True, "path": str(path), "bytes": size, "chars_shown": len(shown),
-            "truncated": truncated, "valid_utf8": "\ufffd" not in text, "text": shown}
+    return WrittenArtifact(True, path=str(path), bytes=size, chars_shown=len(shown),
+                           truncated=truncated, valid_utf8="\ufffd" not in text), shown
 
 
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -10574,11 +11013,11 @@ def run_confined_command(ctx: RunContext, invocation: Invocation, timeout_s: flo
                          ro_binds: list[Path]) -> tuple[ProcessResult, dict[str, Any]]:
     """A check's process, under the executor's own confinement (the same mounts and hidden
     folders) with a fresh, empty HOME: no agent's login is carried into it."""
-    def environment(home: Path, confined: bool) -> tuple[dict[str, str], dict[str, Any]]:
-        return check_env(ctx, invocation.cwd, HOME_INSIDE if confined else str(home)), {}
+    def environment(home: Path, confined: bool) -> tuple[dict[str, str], list[str] | None]:
+        return check_env(ctx, invocation.cwd, HOME_INSIDE if confined else str(home)), None
     result, _, isolation = run_confinable(ctx, invocation, timeout_s, Mounts(ro_binds=ro_binds),
                                           environment, check=True)
-    return result, isolation
+    return result, isolation.to_json()
 
 
 BWRAP_STATUS_CAP = 64 * 1024
@@ -10773,19 +11212,19 @@ def grading_with_checks(grading: Grading, results: list[dict[str, Any]],
     return dataclasses.replace(grading, expectations=tuple(judged + checked))
 
 
-def write_run_files(cell: Cell, record: RunRecord, judge: dict[str, Any]) -> bool:
+def write_run_files(cell: Cell, record: RunRecord, judge: JudgeIdentity | None) -> bool:
     """grading.json, the metrics, then run.json: run.json on disk means the rest is."""
     files = RunFiles(cell.run_dir, record)
     if record.scored and record.grading is not None:
         files.json("grading.json", dataclasses.replace(record.grading, judge=judge).to_json())
     files.json("metrics.json", {
         "role": "executor", "note": "executor-only; the grader's cost is not included",
-        "metrics": typed_metrics_json(record.metrics, "the executor's metrics")})
+        "metrics": METRICS.write(record.metrics or {})})
     if record.grader_calls:
         files.json("grader_metrics.json", {
             "role": "grader", "note": "every grader call of this run; apart from the executor's",
-            "metrics": typed_metrics_json(record.grader_metrics, "the graders' metrics"),
-            "calls": [{"vote": c.vote, "status": c.status, "metrics": c.metrics_json()}
+            "metrics": METRICS.write(record.grader_metrics or {}),
+            "calls": [{"vote": c.vote, "status": c.status, "metrics": METRICS.write(c.metrics)}
                       for c in record.grader_calls]})
     timing = timing_json(record.metrics or {})
     if timing:
@@ -10794,19 +11233,14 @@ def write_run_files(cell: Cell, record: RunRecord, judge: dict[str, Any]) -> boo
     return True
 
 
-def typed_metrics_json(metrics: dict[str, dict[str, Any]] | None, what: str) -> dict[str, Any]:
-    """A metrics block written from Metric records."""
-    return {name: metric.to_json() for name, metric in built_metrics(metrics, what).items()}
-
-
-def timing_json(metrics: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def timing_json(metrics: dict[str, Metric]) -> dict[str, Any]:
     """skill-creator's timing.json: the executor's time and tokens, only those captured."""
     timing: dict[str, Any] = {}
     for key, name in (("total_duration_seconds", "time_seconds"), ("total_tokens", "tokens")):
-        value = (metrics.get(name) or {}).get("value")
+        value = value_of(metrics, name)
         if value is not None:
             timing[key] = value
-            timing.setdefault("sources", {})[key] = metrics[name].get("source")
+            timing.setdefault("sources", {})[key] = metrics[name].source
     if timing:
         timing["note"] = "executor only; a value the agent CLI did not report is left out"
     return timing
@@ -10846,16 +11280,10 @@ def _finite(value: float | None) -> float | None:
     return value if value is None or math.isfinite(value) else None
 
 
-def _metric_value(record: RunRecord, name: str) -> float | None:
-    metric = (record.metrics or {}).get(name) or {}
-    return metric.get("value")
-
-
 def benchmark_run(record: RunRecord) -> RunResult:
     """One run in skill-creator's field names, plus status and scored."""
     grading = record.grading if record.scored else None
     summary = grading.summary() if grading else {}
-    executor_metrics = built_metrics(record.metrics, "the executor's metrics")
     return RunResult(
         eval_id=record.eval_id, eval_name=record.eval_name,
         configuration=record.configuration, run_number=record.run_number,
@@ -10863,8 +11291,8 @@ def benchmark_run(record: RunRecord) -> RunResult:
         result=RunScore(
             pass_rate=summary.get("pass_rate"), passed=summary.get("passed"),
             failed=summary.get("failed"), total=summary.get("total"),
-            time_seconds=_metric_value(record, "time_seconds"),
-            tokens=_metric_value(record, "tokens"),
+            time_seconds=value_of(record.metrics, "time_seconds"),
+            tokens=value_of(record.metrics, "tokens"),
             errors=0 if record.status == STATUS_OK else 1),
         expectations=grading.expectations if grading else (),
         failure=record.failure,
@@ -10874,7 +11302,8 @@ def benchmark_run(record: RunRecord) -> RunResult:
                      ("activated", "should_activate", "signal", "trigger", "stopped")
                      if key in record.activation or key not in ("trigger", "stopped")}
                     if record.activation else None),
-        metric_sources={name: executor_metrics.get(name) for name in ("time_seconds", "tokens")},
+        metric_sources={name: (record.metrics or {}).get(name)
+                        for name in ("time_seconds", "tokens")},
         files_sha256=dict(sorted(record.written_files.items())),
         grader=grader_result(record),
         checks=checks_result(record) if record.checks is not None else None,
@@ -10894,13 +11323,12 @@ def checks_result(record: RunRecord) -> dict[str, Any]:
 GRADER_METRICS = ("time_seconds", "tokens", "total_cost_usd")
 
 
-def grader_result(record: RunRecord) -> dict[str, Any]:
+def grader_result(record: RunRecord) -> GraderCost:
     """What judging this run cost: all its grader calls together, each value with its source."""
     metrics = record.grader_metrics or {}
-    calls = record.grader_calls or []
-    return {"calls": len(calls),
-            **{name: (metrics.get(name) or {}).get("value") for name in GRADER_METRICS},
-            "metric_sources": {name: metrics.get(name) for name in GRADER_METRICS}}
+    return GraderCost(len(record.grader_calls or []), value_of(metrics, "time_seconds"),
+                      value_of(metrics, "tokens"), value_of(metrics, "total_cost_usd"),
+                      {name: metrics.get(name) for name in GRADER_METRICS})
 
 
 def summarize_config(runs: list[RunResult]) -> ConfigSummary:
@@ -11113,11 +11541,10 @@ def paired_statistics(per_eval: Sequence[PerEval],
     if deltas:
         test = mean_delta_interval(deltas, delta_step(pairs), alpha)
         result["ci95"] = list(test["ci"])
-        result["test"] = {
-            "method": SIGN_FLIP_METHOD, "alpha": alpha, "p_value": test["p_value"],
-            "exact": test["exact"], "sign_patterns": test["patterns"], "seed": test["seed"],
-            "interval": {"method": INTERVAL_METHOD, "sign_flip": list(test["sign_flip_ci"]),
-                         "step": test["step"], "bounded": test["bounded"]}}
+        result["test"] = SignFlipTest(
+            SIGN_FLIP_METHOD, alpha, test["p_value"], test["exact"], test["patterns"],
+            test["seed"], interval=SignFlipInterval(INTERVAL_METHOD, test["sign_flip_ci"],
+                                                test["step"], test["bounded"]))
     result["verdict"], result["verdict_reason"] = _verdict(result, alpha)
     return result
 
@@ -11135,13 +11562,13 @@ def _verdict(stats: dict[str, Any], alpha: float = ALPHA) -> tuple[str, str]:
                                 "and the suite cannot bound the effect")
     low, high = stats["ci95"]
     test = stats["test"]
-    p_text = f"sign-flip p = {test['p_value']:.4g}"
+    p_text = f"sign-flip p = {test.p_value:.4g}"
     name = _interval_name(alpha)
     if low > 0:
         return "improved", f"{name} lies above 0 ({p_text})"
     if high < 0:
         return "regressed", f"{name} lies below 0 ({p_text})"
-    if test["p_value"] <= alpha:
+    if test.p_value <= alpha:
         return "inconclusive", (f"{name} includes 0 ({p_text}, but the deltas tie so much "
                                 "that the suite cannot bound the mean effect away from 0)")
     return "inconclusive", f"{name} includes 0 ({p_text})"
@@ -11351,9 +11778,9 @@ def with_sequential_verdict(benchmark: Benchmark, adaptive: dict[str, Any] | Non
     if look["stop"] is None:  # a merge of shards' waves whose next wave is still to run
         reason += (f"; so far only: the waves have not stopped, wave {look['look'] + 1} of "
                    f"{look['looks']} is still to run on every shard")
-    test = {"method": adaptive["method"], "alpha": look["alpha"], "p_value": look["p_value"],
-            "exact": look.get("exact"), "sign_patterns": look.get("sign_patterns"),
-            "seed": look.get("seed"), "look": look["look"], "looks": look["looks"]}
+    test = SignFlipTest(adaptive["method"], look["alpha"], look["p_value"], look.get("exact"),
+                        look.get("sign_patterns"), look.get("seed"), look["look"],
+                        look["looks"])
     return with_first_comparison(benchmark, adaptive, {
         "ci95": None if look["ci"] is None else tuple(look["ci"]),
         "interval_level": 1 - look["alpha"], "test": test, "verdict": verdict,
@@ -11364,7 +11791,7 @@ def with_shard_wave_verdict(benchmark: Benchmark, adaptive: dict[str, Any]) -> B
     """A shard of an adaptive run claims nothing: no fixed-sample test on part of the evals,
     since the verdict is the merged look's."""
     return with_first_comparison(benchmark, adaptive, {
-        "ci95": None, "test": {"method": adaptive["method"], "look": None},
+        "ci95": None, "test": SignFlipTest(adaptive["method"]),
         "verdict": "inconclusive",
         "verdict_reason": f"shard {adaptive['shard']} of an adaptive run holds only some of "
                           "the evals; the verdict is the look that report --merge makes over "
@@ -11434,8 +11861,8 @@ def comparison_of(per_eval: Sequence[PerEval], pair: tuple[str, str],
     ci = stats["ci95"]
     test = stats["test"]
     if family > 1 and test is not None:
-        test = {**test, "multiplicity": {"method": MULTIPLICITY_METHOD, "comparisons": family,
-                                         "family_alpha": ALPHA, "alpha": alpha}}
+        test = dataclasses.replace(test, multiplicity=Multiplicity(
+            MULTIPLICITY_METHOD, family, ALPHA, alpha))
     return Comparison(
         paired_evals=stats["paired_evals"], min_paired_evals=stats["min_paired_evals"],
         mean_delta=stats["mean_delta"], ci95=None if ci is None else (ci[0], ci[1]),
@@ -11635,7 +12062,7 @@ def simulated_mde(pairs: list[tuple[list[float], list[float]]], evals: int,
 
 def power_forecast(per_eval: Sequence[PerEval], pair: tuple[str, str],
                    observed: float | None, alpha: float = ALPHA,
-                   evals: int | None = None) -> dict[str, Any]:
+                   evals: int | None = None) -> PowerForecast:
     """Minimum detectable effect, and evals (or runs per eval) a target delta would need.
 
     The MDE is simulated (simulated_mde) for `evals` evals (default: as many as were paired),
@@ -11645,56 +12072,50 @@ def power_forecast(per_eval: Sequence[PerEval], pair: tuple[str, str],
     pairs = _paired_rates(per_eval, pair)
     n = len(pairs)
     planned = evals or n
-    result: dict[str, Any] = {
-        "method": FORECAST_METHOD.format(resamples=FORECAST_RESAMPLES),
-        "alpha": alpha, "power": FORECAST_POWER, "paired_evals": n, "evals": planned,
-        "sd_per_eval_delta": None, "max_effect": None, "mde": None, "reason": None,
-        "targets": []}
+    forecast = PowerForecast(FORECAST_METHOD.format(resamples=FORECAST_RESAMPLES), alpha,
+                             FORECAST_POWER, n, planned, None, None, None, None, ())
     if n < 2:
-        result["reason"] = "fewer than 2 paired evals: the spread of the deltas is unknown"
-        return result
+        return dataclasses.replace(forecast, reason="fewer than 2 paired evals: the spread of "
+                                   "the deltas is unknown")
     deltas = paired_deltas(pairs)
     sd = math.sqrt(_sample_variance(deltas))
-    result["sd_per_eval_delta"] = sd
     mde, room = simulated_mde(pairs, planned, alpha) if planned >= MIN_PAIRED_EVALS else (
         None, _room(forecast_evals(pairs)))
-    result.update(mde=mde, max_effect=room)
+    reason = None
     if planned < MIN_PAIRED_EVALS:
-        result["reason"] = (f"only {planned} paired evals: the verdict needs at least "
-                            f"{MIN_PAIRED_EVALS}, so nothing is detectable yet")
+        reason = (f"only {planned} paired evals: the verdict needs at least "
+                  f"{MIN_PAIRED_EVALS}, so nothing is detectable yet")
     elif room <= RATE_EPSILON:
-        result["reason"] = ("no assertion failed in either config, so this suite leaves nothing "
-                            "for a skill to fix and no effect can show; add harder cases or "
-                            "stricter assertions")
+        reason = ("no assertion failed in either config, so this suite leaves nothing for a "
+                  "skill to fix and no effect can show; add harder cases or stricter assertions")
     elif mde is None:
-        result["reason"] = (f"in {planned}-eval suites resampled from this one with its effect "
-                            "removed (each eval's arms swapped at random), even a candidate "
-                            "that passed every assertion it failed (about "
-                            f"{room * 100:.0f} pp more) would be called improved in fewer "
-                            f"than {FORECAST_POWER:.0%}; more evals, or more runs per eval, "
-                            "are needed to detect an effect reliably")
+        reason = (f"in {planned}-eval suites resampled from this one with its effect removed "
+                  "(each eval's arms swapped at random), even a candidate that passed every "
+                  f"assertion it failed (about {room * 100:.0f} pp more) would be called "
+                  f"improved in fewer than {FORECAST_POWER:.0%}; more evals, or more runs per "
+                  "eval, are needed to detect an effect reliably")
     # The t-test's spread that gives the simulated MDE at this size carries it to others.
     spread = (mde / _mde_at(1.0, planned, alpha)) if mde else sd  # an mde: planned is enough
     targets = [("observed", abs(observed))] if observed and abs(observed) > RATE_EPSILON else []
-    for label, target in [*targets, ("10 pp", FORECAST_TARGET_DELTA)]:
-        result["targets"].append(_target(pairs, (sd, alpha, spread), (label, target), room))
-    return result
+    return dataclasses.replace(
+        forecast, sd_per_eval_delta=sd, max_effect=room, mde=mde, reason=reason,
+        targets=tuple(_target(pairs, (sd, alpha, spread), (label, target), room)
+                      for label, target in [*targets, ("10 pp", FORECAST_TARGET_DELTA)]))
 
 
 def _target(pairs: list[tuple[list[float], list[float]]], spread: tuple[float, float, float],
-            target: tuple[str, float], room: float) -> dict[str, Any]:
+            target: tuple[str, float], room: float) -> PowerTarget:
     """The evals, or runs per eval, a target effect needs; none when nothing failed (no
     room for any effect), or without any spread to scale."""
     label, delta = target
-    entry = {"label": label, "delta": delta}
     if room <= RATE_EPSILON:
-        return {**entry, "evals_needed": None, "runs_needed": None,
-                "runs_note": "no assertion failed: nothing is left to gain"}
+        return PowerTarget(label, delta, None, None,
+                           "no assertion failed: nothing is left to gain")
     if spread[2] <= RATE_EPSILON:
-        return {**entry, "evals_needed": None, "runs_needed": None,
-                "runs_note": "every delta tied: no spread to scale from yet"}
-    return {**entry, "evals_needed": _evals_needed(spread[2], delta, spread[1]),
-            **_runs_needed(pairs, spread, len(pairs), delta)}
+        return PowerTarget(label, delta, None, None,
+                           "every delta tied: no spread to scale from yet")
+    return PowerTarget(label, delta, _evals_needed(spread[2], delta, spread[1]),
+                       *_runs_needed(pairs, spread, len(pairs), delta))
 
 
 def _evals_needed(sd: float, target: float, level: float) -> int | None:
@@ -11714,19 +12135,18 @@ def _evals_needed(sd: float, target: float, level: float) -> int | None:
 
 def _runs_needed(pairs: list[tuple[list[float], list[float]]],
                  spread: tuple[float, float, float],
-                 n: int, target: float) -> dict[str, Any]:
-    """Runs per eval that would bring the MDE with these n evals down to `target`.
+                 n: int, target: float) -> tuple[int | None, str]:
+    """Runs per eval that would bring the MDE with these n evals down to `target`, or None
+    with the reason.
 
     Model: an eval's delta varies by tau^2 between evals plus W / r from r runs per config
     (W: the run-to-run variance of one run's delta, both configs added). Needs at least two
     runs per config to measure W.
     """
     if not all(len(cand) > 1 and len(base) > 1 for cand, base in pairs):
-        return {"runs_needed": None, "runs_note": "needs at least 2 runs per eval and config "
-                "to measure the run-to-run spread"}
+        return None, "needs at least 2 runs per eval and config to measure the run-to-run spread"
     if n < MIN_PAIRED_EVALS:
-        return {"runs_needed": None, "runs_note": f"needs at least {MIN_PAIRED_EVALS} evals "
-                "first"}
+        return None, f"needs at least {MIN_PAIRED_EVALS} evals first"
     sd, level, calibrated = spread
     within = _mean([_sample_variance(c) + _sample_variance(b) for c, b in pairs]) or 0.0
     runs = _mean([(len(c) + len(b)) / 2 for c, b in pairs]) or 1.0
@@ -11735,14 +12155,14 @@ def _runs_needed(pairs: list[tuple[list[float], list[float]]],
     for r in range(1, MAX_FORECAST_RUNS + 1):
         mde = minimum_detectable(ratio * math.sqrt(between + within / r), n, level)
         if mde is not None and mde <= target:
-            return {"runs_needed": r, "runs_note": "" if r <= RUNS_RANGE[1] else
-                    f"more than --runs allows ({RUNS_RANGE[1]}); add evals instead"}
-    return {"runs_needed": None, "runs_note": "more runs alone cannot reach it: the evals "
-            "differ too much from each other; add evals"}
+            return r, ("" if r <= RUNS_RANGE[1] else
+                       f"more than --runs allows ({RUNS_RANGE[1]}); add evals instead")
+    return None, ("more runs alone cannot reach it: the evals differ too much from each "
+                  "other; add evals")
 
 
 def per_assertion(runs: list[RunResult], configs: tuple[str, ...],
-                  common: list[str] | None) -> list[dict[str, Any]]:
+                  common: list[str] | None) -> list[AssertionRow]:
     """Each assertion's pass rate per config over scored runs, and the candidate's gain,
     each with its 95% interval.
 
@@ -11752,33 +12172,28 @@ def per_assertion(runs: list[RunResult], configs: tuple[str, ...],
     many assertions would show chance as findings.
     """
     common_texts = set(common or [])
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    firsts: dict[tuple[str, str], tuple[RunResult, Verdict]] = {}
+    counts: dict[tuple[str, str], dict[str, list[int]]] = {}  # config: [passed, graded]
     evals_seen: dict[tuple[str, str], dict[str, set[str]]] = {}
     for run in (r for r in runs if r.scored):
         for exp in run.expectations:
-            shared = exp.text in common_texts
-            key = ("", exp.text) if shared else (str(run.eval_id), exp.text)
-            row = rows.setdefault(key, {
-                "scope": "common" if shared else "eval",
-                "eval_id": None if shared else run.eval_id,
-                "assertion_id": exp.id, "text": exp.text,
-                **({"kind": "check"} if exp.is_check else {}),
-                "configs": {c: {"passed": 0, "graded": 0} for c in configs}})
-            slot = row["configs"].get(run.configuration)
+            key = ("", exp.text) if exp.text in common_texts else (str(run.eval_id), exp.text)
+            firsts.setdefault(key, (run, exp))
+            slot = counts.setdefault(key, {c: [0, 0] for c in configs}).get(run.configuration)
             if slot is not None:
-                slot["graded"] += 1
-                slot["passed"] += exp.passed
+                slot[0] += exp.passed
+                slot[1] += 1
                 evals_seen.setdefault(key, {}).setdefault(run.configuration, set()).add(
                     str(run.eval_id))
-    for key, row in rows.items():
-        _assertion_rates(row, configs, evals_seen.get(key, {}))
+    rows = [assertion_row(*first, first[1].text in common_texts, counts[key], configs,
+                          evals_seen.get(key, {})) for key, first in firsts.items()]
     first_seen = {str(run.eval_id): index for index, run in reversed(list(enumerate(runs)))}
 
-    def order(row: dict[str, Any]) -> tuple:
-        return (row["scope"] != "common", first_seen.get(str(row["eval_id"]), 0),
-                row["assertion_id"], row["text"])
+    def order(row: AssertionRow) -> tuple:
+        return (row.scope != "common", first_seen.get(str(row.eval_id), 0),
+                row.assertion_id, row.text)
 
-    return sorted(rows.values(), key=order)
+    return sorted(rows, key=order)
 
 
 PER_ASSERTION_INTERVAL = ("95%: Wilson per config (a common assertion's trials are its evals, "
@@ -11787,45 +12202,51 @@ PER_ASSERTION_INTERVAL = ("95%: Wilson per config (a common assertion's trials a
                           "interval per row, not corrected for the number of rows")
 
 
-def _trials(slot: dict[str, Any], scope: str, evals: int) -> float:
-    """What a pass rate's interval counts as independent trials: the runs of one eval, or for
-    a common assertion the evals it was graded in (never more than its runs)."""
-    return min(slot["graded"], evals) if scope == "common" else slot["graded"]
-
-
-def newcombe_interval(first: tuple[float, list[float]],
-                      second: tuple[float, list[float]]) -> list[float]:
+def newcombe_interval(first: tuple[float, tuple[float, float]],
+                      second: tuple[float, tuple[float, float]]) -> tuple[float, float]:
     """Newcombe's hybrid score interval for a difference of two shares, each given with its
     Wilson interval (method 10 of Newcombe 1998)."""
     (p1, (l1, u1)), (p2, (l2, u2)) = first, second
     gain = p1 - p2
-    return [_snap(max(-1.0, gain - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2))),
-            _snap(min(1.0, gain + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)))]
+    return (_snap(max(-1.0, gain - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2))),
+            _snap(min(1.0, gain + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2))))
 
 
-def _assertion_rates(row: dict[str, Any], configs: tuple[str, ...],
-                     evals: dict[str, set[str]]) -> None:
-    slots = row["configs"]
-    for config, slot in slots.items():
-        slot["pass_rate"] = slot["passed"] / slot["graded"] if slot["graded"] else None
-        trials = _trials(slot, row["scope"], len(evals.get(config, ())))
-        slot["interval_95"] = (wilson_interval(slot["pass_rate"] * trials, trials)
-                               if slot["graded"] else None)
-    cand = slots[configs[0]]
-    row["gains"] = {c: (_snap(cand["pass_rate"] - slots[c]["pass_rate"])
-                        if cand["graded"] and slots[c]["graded"] else None)
-                    for c in configs[1:]}
-    row["gain_intervals_95"] = {
-        c: (newcombe_interval((cand["pass_rate"], cand["interval_95"]),
-                              (slots[c]["pass_rate"], slots[c]["interval_95"]))
-            if row["gains"][c] is not None else None) for c in configs[1:]}
-    graded = [slot for slot in slots.values() if slot["graded"]]
-    row["non_discriminating"] = len(configs) > 1 and len(graded) == len(configs) and (
-        all(s["passed"] == s["graded"] for s in graded) or all(s["passed"] == 0 for s in graded))
+def assertion_rate(passed: int, graded: int, trials: int) -> AssertionRate:
+    """A config's rate on one row; `trials` what its interval counts as independent: the
+    runs of one eval, or for a common assertion the evals it was graded in."""
+    if not graded:
+        return AssertionRate(passed, graded, None, None)
+    rate = passed / graded
+    low, high = wilson_interval(rate * trials, trials) or (0.0, 1.0)  # trials >= 1 here
+    return AssertionRate(passed, graded, rate, (low, high))
+
+
+def assertion_row(run: RunResult, exp: Verdict, shared: bool, counts: dict[str, list[int]],
+                  configs: tuple[str, ...], evals: dict[str, set[str]]) -> AssertionRow:
+    rates = {c: assertion_rate(passed, graded,
+                               min(graded, len(evals.get(c, ()))) if shared else graded)
+             for c, (passed, graded) in counts.items()}
+    cand = rates[configs[0]]
+    gains: dict[str, float | None] = dict.fromkeys(configs[1:])
+    intervals: dict[str, tuple[float, float] | None] = dict.fromkeys(configs[1:])
+    for config in configs[1:]:
+        base = rates[config]
+        if (cand.pass_rate is not None and cand.interval_95 and base.pass_rate is not None
+                and base.interval_95):
+            gains[config] = _snap(cand.pass_rate - base.pass_rate)
+            intervals[config] = newcombe_interval((cand.pass_rate, cand.interval_95),
+                                                  (base.pass_rate, base.interval_95))
+    graded = [rate for rate in rates.values() if rate.graded]
+    same = len(configs) > 1 and len(graded) == len(configs) and (
+        all(r.passed == r.graded for r in graded) or all(r.passed == 0 for r in graded))
+    return AssertionRow("common" if shared else "eval", None if shared else run.eval_id,
+                        exp.id, exp.text, "check" if exp.is_check else None, rates, gains,
+                        intervals, same)
 
 
 def pass_hat_k(per_eval: Sequence[PerEval], runs: list[RunResult],
-               config: str) -> dict[str, Any] | None:
+               config: str) -> PassHatK | None:
     """Share of evals whose k runs all passed every assertion, k the runs an eval had (after
     an adaptive stop, the waves that ran, not --runs). An eval with an unscored run is left
     out and counted apart: a run that failed to run is neither a pass nor a failure."""
@@ -11835,8 +12256,8 @@ def pass_hat_k(per_eval: Sequence[PerEval], runs: list[RunResult],
     k = max(len(slot.statuses) for slot in slots)
     whole = [slot for slot in slots if len(slot.pass_rates) == k]
     perfect = sum(1 for slot in whole if all(r == 1.0 for r in slot.pass_rates))
-    return {"rate": perfect / len(whole) if whole else None, "k": k, "evals": len(whole),
-            "evals_left_out": len(slots) - len(whole)}
+    return PassHatK(perfect / len(whole) if whole else None, k, len(whole),
+                    len(slots) - len(whole))
 
 
 def aggregate(records: list[RunRecord], meta: Metadata) -> Benchmark:
@@ -11988,7 +12409,7 @@ def _activation_of(run: RunResult) -> dict[str, Any]:
     return run.activation
 
 
-def _grader_of(run: RunResult) -> dict[str, Any]:
+def _grader_of(run: RunResult) -> GraderCost:
     """The grader block of a run picked for having been judged."""
     assert run.grader is not None, "the caller keeps only judged runs"
     return run.grader
@@ -12105,12 +12526,11 @@ JUDGE_UNSTABLE_SPLIT_SHARE = 1 / 3
 
 
 def judge_summary(runs: list[RunResult], configs: tuple[str, ...],
-                  grader_runs: int) -> dict[str, Any]:
+                  grader_runs: int) -> JudgeSummary:
     scored = [r for r in runs if r.scored]
-    return {"grader_runs": grader_runs,
-            "cost": judge_cost(runs, configs),
-            "agreement": judge_agreement(scored, grader_runs),
-            "variance": judge_variance(scored, configs, grader_runs)}
+    return JudgeSummary(grader_runs, judge_cost(runs, configs),
+                        judge_agreement(scored, grader_runs),
+                        judge_variance(scored, configs, grader_runs))
 
 
 JUDGE_CHECK_DISAGREEMENT_MAX = 0.10  # more than this share of cells: judge_disagrees_with_check
@@ -12169,67 +12589,67 @@ def cohen_kappa(votes: list[tuple[bool, bool]]) -> Metric:
     return Metric(_snap((observed - chance) / (1 - chance)))
 
 
-def judge_cost(runs: list[RunResult], configs: tuple[str, ...]) -> dict[str, Any]:
+def judge_cost(runs: list[RunResult], configs: tuple[str, ...]) -> JudgeCost:
     """Per config, mean ± stddev over the runs that were judged; the grand total too."""
-    judged = [r for r in runs if (r.grader or {}).get("calls")]
-    cost: dict[str, Any] = {}
+    judged = [r for r in runs if r.grader is not None and r.grader.calls]
+    per_config = {}
     for config in configs:
         mine = [r for r in judged if r.configuration == config]
-        cost[config] = {"judged_runs": len(mine),
-                        "grader_calls": sum(_grader_of(r)["calls"] for r in mine),
-                        **{name: describe([_grader_of(r)[name] for r in mine
-                                           if _grader_of(r)[name] is not None])
-                           for name in GRADER_METRICS}}
-    total: dict[str, Any] = {"grader_calls": sum(_grader_of(r)["calls"] for r in judged)}
+        stats = {name: Stats(**describe([v for v in (_grader_of(r).total(name) for r in mine)
+                                         if v is not None]))
+                 for name in GRADER_METRICS}
+        per_config[config] = JudgeConfigCost(len(mine), sum(_grader_of(r).calls for r in mine),
+                                             **stats)
+    totals = {}
     for name in GRADER_METRICS:
-        values = [_grader_of(r)[name] for r in judged]
-        total[name] = (math.fsum(values) if values and None not in values else None)
-    cost["total"] = total
-    cost["absent_reasons"] = {name: _grader_absent_reason(judged, name)
-                              for name in GRADER_METRICS}
-    return cost
+        values = [_grader_of(r).total(name) for r in judged]
+        known = [value for value in values if value is not None]
+        totals[name] = math.fsum(known) if values and len(known) == len(values) else None
+    return JudgeCost(per_config,
+                     JudgeCostTotal(sum(_grader_of(r).calls for r in judged), **totals),
+                     {name: _grader_absent_reason(judged, name) for name in GRADER_METRICS})
 
 
 def _grader_absent_reason(judged: list[RunResult], name: str) -> str | None:
     if not judged:
         return "no grader ran"
     for run in judged:
-        source = _grader_of(run)["metric_sources"].get(name) or {}
-        if source.get("value") is None:
-            return source.get("absent_reason") or "not reported"
+        source = _grader_of(run).metric_sources.get(name) or not_captured("not reported")
+        if source.value is None:
+            return source.absent_reason or "not reported"
     return None
 
 
-def fleiss_kappa(yes_counts: list[int], k: int) -> dict[str, Any]:
+def fleiss_kappa(yes_counts: list[int], k: int) -> FleissKappa:
     """Fleiss' kappa for two categories (pass, fail), k votes on every item.
 
     Absent, with the reason, when it is undefined: fewer than two votes per item, no items,
     or every vote the same verdict (chance agreement is then 1 and kappa is 0/0).
     """
     if k < 2:
-        return absent("one grader per output: there is no agreement to measure")
+        return FleissKappa(None, "one grader per output: there is no agreement to measure")
     if not yes_counts:
-        return absent("no scored verdicts")
+        return FleissKappa(None, "no scored verdicts")
     n = len(yes_counts)
     share_yes = sum(yes_counts) / (n * k)
     observed = math.fsum((y * y + (k - y) ** 2 - k) / (k * (k - 1)) for y in yes_counts) / n
     chance = share_yes ** 2 + (1 - share_yes) ** 2
     if 1 - chance <= RATE_EPSILON:
         verdict = "pass" if share_yes >= 0.5 else "fail"
-        return absent(f"every vote was {verdict}: chance agreement is 1, so kappa is undefined")
-    return {"value": (observed - chance) / (1 - chance), "observed_agreement": observed,
-            "chance_agreement": chance, "method": "Fleiss' kappa, nominal (pass/fail)"}
+        return FleissKappa(None, f"every vote was {verdict}: chance agreement is 1, so kappa "
+                                 "is undefined")
+    return FleissKappa((observed - chance) / (1 - chance), None, observed, chance,
+                       "Fleiss' kappa, nominal (pass/fail)")
 
 
-def _agreement(items: list[Majority], k: int) -> dict[str, Any]:
-    split = [i for i in items if not i.unanimous]
-    return {"items": len(items),
-            "unanimous_share": (len(items) - len(split)) / len(items) if items else None,
-            "split_items": len(split), "ties": sum(i.tie for i in items),
-            "kappa": fleiss_kappa([i.votes_passed for i in items], k)}
+def _agreement(items: list[Majority], k: int) -> VoteAgreement:
+    split = sum(not i.unanimous for i in items)
+    return VoteAgreement(len(items), (len(items) - split) / len(items) if items else None,
+                         split, sum(i.tie for i in items),
+                         fleiss_kappa([i.votes_passed for i in items], k))
 
 
-def judge_agreement(scored: list[RunResult], k: int) -> dict[str, Any]:
+def judge_agreement(scored: list[RunResult], k: int) -> JudgeAgreement:
     """Overall and per (eval, assertion): unanimous share and Fleiss' kappa of the votes."""
     items_by_assertion: dict[tuple[str, int], list[Majority]] = {}
     texts: dict[tuple[str, int], str] = {}
@@ -12243,14 +12663,14 @@ def judge_agreement(scored: list[RunResult], k: int) -> dict[str, Any]:
     every = [item for items in items_by_assertion.values() for item in items]
     per_assertion = []
     for (eval_id, number), items in items_by_assertion.items():
-        entry = {"eval_id": eval_id, "assertion_id": number, "text": texts[(eval_id, number)],
-                 **_agreement(items, k)}
-        entry["split_share"] = entry["split_items"] / len(items)
-        entry["judge_unstable"] = (k > 1 and entry["split_items"] > 0 and entry["split_share"]
-                                   >= JUDGE_UNSTABLE_SPLIT_SHARE - RATE_EPSILON)
-        per_assertion.append(entry)
-    return {"grader_runs": k, "overall": _agreement(every, k), "per_assertion": per_assertion,
-            "unstable_threshold": JUDGE_UNSTABLE_SPLIT_SHARE}
+        votes = _agreement(items, k)
+        share = votes.split_items / len(items)
+        per_assertion.append(AssertionVotes(
+            eval_id, number, texts[(eval_id, number)], votes, share,
+            k > 1 and votes.split_items > 0
+            and share >= JUDGE_UNSTABLE_SPLIT_SHARE - RATE_EPSILON))
+    return JudgeAgreement(k, _agreement(every, k), tuple(per_assertion),
+                          JUDGE_UNSTABLE_SPLIT_SHARE)
 
 
 def _sample_variance(values: list[float]) -> float:
@@ -12259,7 +12679,7 @@ def _sample_variance(values: list[float]) -> float:
 
 
 def judge_variance(scored: list[RunResult], configs: tuple[str, ...],
-                   k: int) -> dict[str, Any]:
+                   k: int) -> JudgeVariance:
     """How much of the spread of a pass rate comes from the judge, how much from the executor.
 
     Per eval and config, each of the K gradings of each of the R runs gives one pass rate.
@@ -12268,7 +12688,8 @@ def judge_variance(scored: list[RunResult], configs: tuple[str, ...],
     of it the judge explains (judge variance / K), never below 0. Needs R >= 2 and K >= 2.
     """
     if k < 2:
-        return absent("one grader per output (--grader-runs 1): the judge's share is unknown")
+        return JudgeVariance(None, "one grader per output (--grader-runs 1): the judge's share "
+                                   "is unknown")
     cells: dict[tuple[str, str], list[list[float]]] = {}
     for run in scored:
         exps = [e for e in run.expectations if not e.is_check]  # the judge's only
@@ -12277,25 +12698,23 @@ def judge_variance(scored: list[RunResult], configs: tuple[str, ...],
             continue
         rates = [sum(m.ballots[v].passed for m in majorities) / len(exps) for v in range(k)]
         cells.setdefault((str(run.eval_id), run.configuration), []).append(rates)
-    rows: list[dict[str, Any]] = []
+    rows: list[VarianceCell] = []
     for (eval_id, config), per_run in cells.items():
         if len(per_run) < 2:
             continue
         judge = math.fsum(_sample_variance(r) for r in per_run) / len(per_run)
         between = _sample_variance([math.fsum(r) / k for r in per_run])
         executor = max(0.0, between - judge / k)
-        rows.append({"eval_id": eval_id, "configuration": config, "runs": len(per_run),
-                     "judge_variance": judge, "executor_variance": executor,
-                     "judge_share": _share(judge, executor)})
+        rows.append(VarianceCell(eval_id, config, len(per_run), judge, executor,
+                                 _share(judge, executor)))
     if not rows:
-        return absent("needs --runs 2 or more with at least two scored runs of an eval and "
-                      "config")
-    judge = math.fsum(r["judge_variance"] for r in rows) / len(rows)
-    executor = math.fsum(r["executor_variance"] for r in rows) / len(rows)
-    return {"value": _share(judge, executor), "judge_variance": judge,
-            "executor_variance": executor, "cells": len(rows), "per_eval": rows,
-            "method": "one-way random effects on single-grading pass rates, runs as groups; "
-                      "value is the judge's share of the variance"}
+        return JudgeVariance(None, "needs --runs 2 or more with at least two scored runs of an "
+                                   "eval and config")
+    judge = math.fsum(r.judge_variance for r in rows) / len(rows)
+    executor = math.fsum(r.executor_variance for r in rows) / len(rows)
+    return JudgeVariance(_share(judge, executor), None, judge, executor, len(rows), tuple(rows),
+                         "one-way random effects on single-grading pass rates, runs as "
+                         "groups; value is the judge's share of the variance")
 
 
 def _share(judge: float, executor: float) -> float | None:
@@ -12349,12 +12768,12 @@ def _run_flags(records: list[RunRecord]) -> list[SanityFlag]:
         where = {"eval_id": r.eval_id, "configuration": r.configuration,
                  "run_number": r.run_number}
         if r.status == "cancelled":  # stopped on purpose (Ctrl-C, deadline, cap): not a fault
-            detail = (r.failure or {}).get("detail", "")
+            detail = r.failure_detail
             flags.append(_flag("warning", "cancelled",
                                f"not run to the end ({detail})"[:300] + "; excluded, not "
                                "scored; run --resume runs it again", **where))
         elif r.status != STATUS_OK:
-            detail = (r.failure or {}).get("detail", "")
+            detail = r.failure_detail
             flags.append(_flag("error", "infrastructure_failure",
                                f"{r.status}: {detail}"[:300] + " (excluded, not scored)",
                                **where))
@@ -12408,9 +12827,9 @@ def _implausible_metric_flags(record: RunRecord, where: dict[str, Any]) -> list[
     flags = []
     for role, metrics in (("executor", record.metrics), ("grader", record.grader_metrics)):
         for name, metric in (metrics or {}).items():
-            if isinstance(metric, dict) and metric.get("implausible"):
+            if metric.implausible:
                 flags.append(_flag("warning", "implausible_metric",
-                                   f"{role} {name}: {metric.get('absent_reason')}"[:300],
+                                   f"{role} {name}: {metric.absent_reason}"[:300],
                                    **where))
     return flags
 
@@ -12487,14 +12906,13 @@ def _judge_flags(benchmark: Benchmark) -> list[SanityFlag]:
                                f"{wrong} of {count} cells (kappa "
                                f"{'n/a' if kappa is None else format(kappa, '+.2f')}): "
                                f"{entry.assertion[:80]}", eval_id=entry.eval_id))
-    agreement = (benchmark.judge or {}).get("agreement") or {}
-    for entry in agreement.get("per_assertion") or []:
-        if entry["judge_unstable"]:
+    for split in benchmark.judge.agreement.per_assertion if benchmark.judge else ():
+        if split.judge_unstable:
             flags.append(_flag("warning", "judge_unstable",
-                               f"assertion {entry['assertion_id']}: the graders split in "
-                               f"{entry['split_items']} of {entry['items']} scored runs: "
-                               f"{entry['text'][:80]}", eval_id=entry["eval_id"],
-                               assertion_id=entry["assertion_id"]))
+                               f"assertion {split.assertion_id}: the graders split in "
+                               f"{split.votes.split_items} of {split.votes.items} scored runs: "
+                               f"{split.text[:80]}", eval_id=split.eval_id,
+                               assertion_id=split.assertion_id))
     return flags
 
 
@@ -12575,8 +12993,8 @@ def _activation_flags(benchmark: Benchmark) -> list[SanityFlag]:
     return flags
 
 
-def _named_changes(changes: list[dict[str, str]], total: int) -> str:
-    names = ", ".join(f"{c['path']} ({c['change']})" for c in changes)
+def _named_changes(changes: Sequence[FileChange], total: int) -> str:
+    names = ", ".join(f"{c.path} ({c.change})" for c in changes)
     more = total - len(changes)
     return names + (f" and {more} more" if more > 0 else "")
 
@@ -12590,30 +13008,29 @@ def _checkout_flags(check: CheckoutState | None) -> list[SanityFlag]:
                       f"{check.reason}")]
     if not check.changed_count:
         return []
-    changes = [change.to_json() for change in check.changed or ()]
     return [_flag("error", "checkout_modified",
                   f"the source checkout changed while agents ran ({check.changed_count} "
-                  f"file(s)): {_named_changes(changes, check.changed_count)}")]
+                  f"file(s)): {_named_changes(check.changed or (), check.changed_count)}")]
 
 
 RESULTS_FLAG_KINDS = ("results_modified", "results_unverifiable")
 
 
-def results_flags(check: dict[str, Any]) -> list[SanityFlag]:
+def results_flags(check: ResultsCheck) -> list[SanityFlag]:
     flags = []
-    if check["changed_count"]:
+    if check.changed_count:
         flags.append(_flag("error", "results_modified",
-                           f"{check['changed_count']} run file(s) differ from what the runner "
-                           f"wrote, checked at {check['checked_by']} time: "
-                           f"{_named_changes(check['changed'], check['changed_count'])}"))
-    if check["unverifiable_runs"]:
+                           f"{check.changed_count} run file(s) differ from what the runner "
+                           f"wrote, checked at {check.checked_by} time: "
+                           f"{_named_changes(check.changed, check.changed_count)}"))
+    if check.unverifiable_runs:
         flags.append(_flag("info", "results_unverifiable",
-                           f"{check['unverifiable_runs']} run(s) not verifiable: written by an "
+                           f"{check.unverifiable_runs} run(s) not verifiable: written by an "
                            "older runner that recorded no file hashes"))
     return flags
 
 
-def apply_results_check(benchmark: Benchmark, check: dict[str, Any]) -> Benchmark:
+def apply_results_check(benchmark: Benchmark, check: ResultsCheck) -> Benchmark:
     """The benchmark with a verification of the run files in its sanity checks and status.
 
     A finding replaces an earlier one; a clean check never clears a finding the run recorded
@@ -12742,7 +13159,7 @@ def _md_header(b: Benchmark) -> str:
              "in the suite",
              f"- Runs: {len(all_runs(b))}, scored {b.scored_run_count}, "
              f"excluded {b.error_run_count}"]
-    if m.isolation is not None and m.isolation != Isolation():
+    if m.isolation is not None and m.isolation != IterationIsolation():
         lines.append(f"- Isolation: {m.isolation.summary}")
     if m.incomplete:
         lines.append(f"- **INCOMPLETE**: {m.cells_finished} of {m.cells_planned} "
@@ -12920,7 +13337,7 @@ def info_summary(b: Benchmark) -> str:
     parts = []
     for kind, count in sorted(kinds.items()):
         if kind == "non_discriminating_assertion" and rows:
-            same = sum(bool(row.get("non_discriminating")) for row in rows)
+            same = sum(row.non_discriminating for row in rows)
             parts.append(f"{kind}: {same} of the {len(rows)} assertions in the per-assertion "
                          "table")
         else:
@@ -13038,16 +13455,16 @@ def _md_shares_table(title: str, intro: str, summary: list[str], arms: dict[str,
     return "\n".join(lines) + "\n"
 
 
-def fmt_evals_needed(target: dict[str, Any]) -> str:
+def fmt_evals_needed(target: PowerTarget) -> str:
     """About how many paired evals (or runs per eval) a target delta needs."""
-    needed = target["evals_needed"]
-    text = (f"{fmt_delta(target['delta']).lstrip('+')} ({target['label']}): "
+    needed = target.evals_needed
+    text = (f"{fmt_delta(target.delta).lstrip('+')} ({target.label}): "
             + (f"about {needed:,} paired evals" if needed is not None
                else "no number of evals can be named"))
-    if target.get("runs_needed"):
-        text += f", or {target['runs_needed']} runs per eval with these evals"
-    if target.get("runs_note"):
-        text += f" ({target['runs_note']})"
+    if target.runs_needed:
+        text += f", or {target.runs_needed} runs per eval with these evals"
+    if target.runs_note:
+        text += f" ({target.runs_note})"
     return text
 
 
@@ -13057,18 +13474,18 @@ def forecast_lines(comparison: Comparison, always_targets: bool = False) -> list
     if not power:
         return []
     name = f"vs {comparison.baseline}"
-    if power.get("mde") is None:
-        lines = [f"{name}: minimum detectable effect unknown: {power.get('reason')}"]
+    if power.mde is None:
+        lines = [f"{name}: minimum detectable effect unknown: {power.reason}"]
     else:
         short = (f"; but no verdict is given below {MIN_PAIRED_EVALS} paired evals"
-                 if power["paired_evals"] < MIN_PAIRED_EVALS else "")
-        lines = [f"{name}: minimum detectable effect {fmt_delta(power['mde']).lstrip('+')} "
-                 f"with {power['paired_evals']} paired evals (SD of per-eval deltas "
-                 f"{fmt_delta(power['sd_per_eval_delta']).lstrip('+')}"
-                 + (f"; at most {fmt_delta(power['max_effect']).lstrip('+')} is possible"
-                    if power.get("max_effect") is not None else "") + f"){short}"]
+                 if power.paired_evals < MIN_PAIRED_EVALS else "")
+        lines = [f"{name}: minimum detectable effect {fmt_delta(power.mde).lstrip('+')} "
+                 f"with {power.paired_evals} paired evals (SD of per-eval deltas "
+                 f"{fmt_delta(power.sd_per_eval_delta).lstrip('+')}"
+                 + (f"; at most {fmt_delta(power.max_effect).lstrip('+')} is possible"
+                    if power.max_effect is not None else "") + f"){short}"]
     if always_targets or comparison.verdict == "inconclusive":
-        lines += [f"{name}: to detect {fmt_evals_needed(t)}" for t in power["targets"]]
+        lines += [f"{name}: to detect {fmt_evals_needed(t)}" for t in power.targets]
     return lines
 
 
@@ -13081,7 +13498,7 @@ def comparisons_interval_heading(b: Benchmark) -> str:
 def power_method_text(compared: Sequence[Comparison]) -> str:
     """How the stored forecast was made: simulated from this iteration on, a t approximation
     in older benchmarks."""
-    method = next(((c.power or {}).get("method") for c in compared if c.power), "") or ""
+    method = next((c.power.method for c in compared if c.power), "")
     if method.startswith("simulation"):
         return (f"simulated on {FORECAST_RESAMPLES} suites resampled from these evals"
                 if str(FORECAST_RESAMPLES) in method else "simulated on resampled suites")
@@ -13090,13 +13507,13 @@ def power_method_text(compared: Sequence[Comparison]) -> str:
 
 def multiplicity_lines(compared: Sequence[Comparison]) -> list[str]:
     """What holds the family's false-claim rate when there are several baselines."""
-    held = [found for c in compared if (found := (c.test or {}).get("multiplicity"))]
+    held = [c.test.multiplicity for c in compared if c.test and c.test.multiplicity]
     if len(compared) < 2 or len(held) < len(compared):
         return []
     return [f"{len(compared)} comparisons share the false-claim rate "
-            f"{held[0]['family_alpha']:g} by Holm's step-down: each interval is stated at the "
+            f"{held[0].family_alpha:g} by Holm's step-down: each interval is stated at the "
             "level of the step that tested it (the chance of any false claim among them is at "
-            f"most {held[0]['family_alpha']:g})."]
+            f"most {held[0].family_alpha:g})."]
 
 
 def _md_comparisons(b: Benchmark) -> str:
@@ -13109,7 +13526,7 @@ def _md_comparisons(b: Benchmark) -> str:
              "|---|---|---|---|---|---|---|"]
     for c in compared:
         ci = c.ci95
-        mde = (c.power or {}).get("mde")
+        mde = c.power.mde if c.power else None
         level = (f" ({level_text(c.interval_level)})"
                  if c.interval_level is not None and not b.adaptive else "")
         lines.append(f"| {_md_cell(c.baseline)} | {c.verdict} | "
@@ -13126,26 +13543,26 @@ def _md_comparisons(b: Benchmark) -> str:
     return "\n".join(lines) + "\n"
 
 
-def fmt_assertion_rate(slot: dict[str, Any]) -> str:
-    if not slot["graded"]:
+def fmt_assertion_rate(rate: AssertionRate) -> str:
+    if not rate.graded:
         return "n/a"
-    return f"{fmt_rate(slot['pass_rate'])} ({slot['passed']}/{slot['graded']})"
+    return f"{fmt_rate(rate.pass_rate)} ({rate.passed}/{rate.graded})"
 
 
 PER_ASSERTION_SHOWN_EACH_END = 20  # benchmark.md lists the start and end of a long table
 
 
-def fmt_gain(row: dict[str, Any], baseline: str) -> str:
+def fmt_gain(row: AssertionRow, baseline: str) -> str:
     """"+33.3 pp [-12.0, +70.1]": a gain with its interval (older benchmarks: the gain)."""
-    gain = fmt_delta(row["gains"].get(baseline))
-    interval = (row.get("gain_intervals_95") or {}).get(baseline)
+    gain = fmt_delta(row.gains.get(baseline))
+    interval = (row.gain_intervals_95 or {}).get(baseline)
     return gain + (f" [{fmt_delta(interval[0])}, {fmt_delta(interval[1])}]" if interval else "")
 
 
-def per_assertion_intro(rows: Sequence[dict[str, Any]]) -> str:
+def per_assertion_intro(rows: Sequence[AssertionRow]) -> str:
     """What the per-assertion table holds; an older benchmark's rows (no intervals) were
     sorted by gain, and the page still says so."""
-    if rows and "gain_intervals_95" not in rows[0]:
+    if rows and rows[0].gain_intervals_95 is None:
         return "Pass rate over scored runs; common assertions pooled across evals. Sorted by gain."
     return ("Pass rate over scored runs; common assertions pooled across evals. In the suite's "
             "order, not by gain: among many assertions the largest gains are mostly chance. "
@@ -13172,11 +13589,11 @@ def _md_per_assertion(b: Benchmark) -> str:
             lines.append(f"| ... {hidden} more assertions, all in benchmark.json "
                          "(`per_assertion`) |" + " |" * (2 * len(configs)))
             continue
-        where = "all (common)" if row["scope"] == "common" else _md_cell(row["eval_id"])
+        where = "all (common)" if row.scope == "common" else _md_cell(row.eval_id)
         gains = [fmt_gain(row, c) for c in configs[1:]]
-        note = "non-discriminating" if row["non_discriminating"] else ""
-        lines.append(f"| {_md_cell(row['text'] + _kind_mark(row.get('kind')))} | {where} | "
-                     + " | ".join(fmt_assertion_rate(row["configs"][c]) for c in configs)
+        note = "non-discriminating" if row.non_discriminating else ""
+        lines.append(f"| {_md_cell(row.text + _kind_mark(row.kind))} | {where} | "
+                     + " | ".join(fmt_assertion_rate(row.configs[c]) for c in configs)
                      + " | " + " | ".join(gains) + f"{' | ' if gains else ''}{note} |")
     if not rows:
         lines.append("| (no scored run) |" + " |" * (2 * len(configs)))
@@ -13196,13 +13613,13 @@ def _md_integrity(b: Benchmark) -> list[str]:
         lines.append(f"- Source checkout: not compared ({checkout.reason})")
     results = b.results_check
     every = all_runs(b)
-    if results is None or results["unverifiable_runs"] == len(every) and every:
+    if results is None or results.unverifiable_runs == len(every) and every:
         lines.append("- Run files: not verifiable: written by an older runner")
-    elif results["changed_count"]:
-        lines.append(f"- Run files: {results['changed_count']} of {results['files']} differ "
+    elif results.changed_count:
+        lines.append(f"- Run files: {results.changed_count} of {results.files} differ "
                      "from the SHA-256 recorded when the runner wrote them")
     else:
-        lines.append(f"- Run files: all {results['files']} match the SHA-256 recorded when the "
+        lines.append(f"- Run files: all {results.files} match the SHA-256 recorded when the "
                      "runner wrote them")
     return lines + [""]
 
@@ -13231,12 +13648,12 @@ def _md_comparison(b: Benchmark) -> str:
     return "\n".join(lines) + "\n"
 
 
-def fmt_pass_hat_k(value: Any) -> str:
+def fmt_pass_hat_k(value: PassHatK | float | None) -> str:
     """pass^k with the k it is over and the evals it counts (older benchmarks: the share)."""
-    if not isinstance(value, dict):
+    if not isinstance(value, PassHatK):
         return fmt_rate(value)
-    left = value["evals_left_out"]
-    return (f"{fmt_rate(value['rate'])} (k = {value['k']} runs of each of {value['evals']} "
+    left = value.evals_left_out
+    return (f"{fmt_rate(value.rate)} (k = {value.k} runs of each of {value.evals} "
             "evals" + (f"; {left} eval(s) with an unscored run left out" if left else "")
             + ")")
 
@@ -13303,39 +13720,38 @@ def _md_process(b: Benchmark) -> str:
 JUDGE_COST_COLUMNS = (("time_seconds", " s", 1), ("tokens", "", 0), ("total_cost_usd", " USD", 4))
 
 
-def judge_cost_cells(cost: dict[str, Any], config: str) -> list[str]:
+def judge_cost_cells(cost: JudgeCost, config: str) -> list[str]:
     """time, tokens and cost of the graders of one config, or why each is not known."""
     cells = []
     for key, unit, digits in JUDGE_COST_COLUMNS:
-        text = fmt_stat(block_stats(cost[config][key], f"judge.cost.{config}.{key}"), unit, digits)
-        reason = cost["absent_reasons"].get(key) or "no judged run captured it"
+        text = fmt_stat(getattr(cost.per_config[config], key), unit, digits)
+        reason = cost.absent_reasons.get(key) or "no judged run captured it"
         cells.append(text or f"not captured ({reason})")
     return cells
 
 
 def judge_lines(b: Benchmark) -> list[str]:
     """The judge's agreement and its share of the variation, as sentences."""
-    judge = b.judge or {}
-    k = judge.get("grader_runs", 1)
-    agreement = (judge.get("agreement") or {}).get("overall") or {}
-    if k < 2:
+    judge = b.judge
+    if judge is None or judge.grader_runs < 2:
         return ["One grader per output (--grader-runs 1): judge agreement was not measured."]
-    kappa = agreement.get("kappa") or {}
-    kappa_text = (f"{kappa['value']:+.3f}" if kappa.get("value") is not None
-                  else f"not computed ({kappa.get('absent_reason')})")
-    lines = [f"{k} graders per output, majority verdict (a tie counts as failed). Unanimous "
-             f"verdicts: {fmt_rate(agreement.get('unanimous_share'))} of "
-             f"{agreement.get('items', 0)}; split {agreement.get('split_items', 0)}, ties "
-             f"{agreement.get('ties', 0)}. Fleiss' kappa: {kappa_text}."]
-    variance = judge.get("variance") or {}
-    if variance.get("value") is not None:
+    agreement = judge.agreement.overall
+    kappa = agreement.kappa
+    kappa_text = (f"{kappa.value:+.3f}" if kappa.value is not None
+                  else f"not computed ({kappa.absent_reason})")
+    lines = [f"{judge.grader_runs} graders per output, majority verdict (a tie counts as "
+             f"failed). Unanimous verdicts: {fmt_rate(agreement.unanimous_share)} of "
+             f"{agreement.items}; split {agreement.split_items}, ties {agreement.ties}. "
+             f"Fleiss' kappa: {kappa_text}."]
+    variance = judge.variance
+    if variance.value is not None:
         lines.append(f"Share of the pass-rate variance from the judge: "
-                     f"{fmt_rate(variance['value'])}, from the executor "
-                     f"{fmt_rate(1 - variance['value'])} (over {variance['cells']} eval x "
+                     f"{fmt_rate(variance.value)}, from the executor "
+                     f"{fmt_rate(1 - variance.value)} (over {variance.cells} eval x "
                      "config cells with several runs).")
     else:
         lines.append("Judge vs executor share of the variance: not computed ("
-                     f"{variance.get('absent_reason') or 'no variation in the pass rates'}).")
+                     f"{variance.absent_reason or 'no variation in the pass rates'}).")
     return lines
 
 
@@ -13389,7 +13805,7 @@ def _md_judge(b: Benchmark) -> str:
     judge = b.judge
     if not judge:
         return ""
-    cost = judge["cost"]
+    cost = judge.cost
     lines = ["## Judge (grader) cost and agreement", "",
              "What grading cost, apart from the executor numbers above. Mean ± stddev per judged "
              "run, all its grader calls together.", "",
@@ -13397,21 +13813,21 @@ def _md_judge(b: Benchmark) -> str:
              "|---|---|---|---|---|---|"]
     for config in b.configs:
         cells = judge_cost_cells(cost, config)
-        lines.append(f"| {config} | {cost[config]['judged_runs']} | "
-                     f"{cost[config]['grader_calls']} | "
+        spent = cost.per_config[config]
+        lines.append(f"| {config} | {spent.judged_runs} | {spent.grader_calls} | "
                      + " | ".join(_md_cell(c) for c in cells) + " |")
     lines += ["", *judge_lines(b)]
-    unsteady = [e for e in judge["agreement"]["per_assertion"] if e["split_items"]]
+    unsteady = [e for e in judge.agreement.per_assertion if e.votes.split_items]
     if unsteady:
         lines += ["", "| eval | assertion | split runs | unanimous | kappa | unstable |",
                   "|---|---|---|---|---|---|"]
         for e in unsteady:
-            kappa = e["kappa"].get("value")
-            lines.append(f"| {_md_cell(e['eval_id'])} | {e['assertion_id']}. "
-                         f"{_md_cell(e['text'][:80])} | {e['split_items']} of {e['items']} | "
-                         f"{fmt_rate(e['unanimous_share'])} | "
+            kappa = e.votes.kappa.value
+            lines.append(f"| {_md_cell(e.eval_id)} | {e.assertion_id}. "
+                         f"{_md_cell(e.text[:80])} | {e.votes.split_items} of {e.votes.items} | "
+                         f"{fmt_rate(e.votes.unanimous_share)} | "
                          f"{'n/a' if kappa is None else f'{kappa:+.3f}'} | "
-                         f"{'yes' if e['judge_unstable'] else 'no'} |")
+                         f"{'yes' if e.judge_unstable else 'no'} |")
     return "\n".join(lines) + "\n"
 
 
@@ -13916,7 +14332,7 @@ def _html_comparisons(b: Benchmark) -> str:
     rows = []
     for c in compared:
         ci = c.ci95
-        mde = (c.power or {}).get("mde")
+        mde = c.power.mde if c.power else None
         level = (f" ({level_text(c.interval_level)})"
                  if c.interval_level is not None and not b.adaptive else "")
         cells = [c.baseline, c.verdict, fmt_delta(c.mean_delta),
@@ -13943,15 +14359,12 @@ def _html_per_assertion(b: Benchmark) -> str:
             + "".join(f"<th>gain vs {_h(c)}</th>" for c in configs[1:]) + "<th>note</th></tr>")
     body = []
     for row in rows:
-        where = "all (common)" if row["scope"] == "common" else row["eval_id"]
-        gains = []
-        for config in configs[1:]:
-            gains.append(f"<td>{_h(fmt_gain(row, config))}</td>")
-        text = row["text"] + _kind_mark(row.get("kind"))
-        body.append(f"<tr><td>{_h(text)}</td><td>{_h(where)}</td>"
-                    + "".join(f"<td>{_h(fmt_assertion_rate(row['configs'][c]))}</td>"
+        where = "all (common)" if row.scope == "common" else row.eval_id
+        gains = [f"<td>{_h(fmt_gain(row, config))}</td>" for config in configs[1:]]
+        body.append(f"<tr><td>{_h(row.text + _kind_mark(row.kind))}</td><td>{_h(where)}</td>"
+                    + "".join(f"<td>{_h(fmt_assertion_rate(row.configs[c]))}</td>"
                               for c in configs) + "".join(gains)
-                    + f"<td>{'non-discriminating' if row['non_discriminating'] else ''}</td>"
+                    + f"<td>{'non-discriminating' if row.non_discriminating else ''}</td>"
                     "</tr>")
     table = "<table>" + head + "\n" + "\n".join(body) + "\n</table>"
     return ("<h2>Per assertion</h2>\n<p>Pass rate over scored runs; common assertions pooled "
@@ -14144,16 +14557,16 @@ def _html_judge(b: Benchmark) -> str:
         return ""
     rows = []
     for config in b.configs:
-        cost = judge["cost"][config]
-        cells = [_h(config), _h(cost["judged_runs"]), _h(cost["grader_calls"])]
+        cost = judge.cost.per_config[config]
+        cells = [_h(config), _h(cost.judged_runs), _h(cost.grader_calls)]
         cells += [_h(c) if not c.startswith("not captured") else
                   f'<span class="absent">{_h(c)}</span>'
-                  for c in judge_cost_cells(judge["cost"], config)]
+                  for c in judge_cost_cells(judge.cost, config)]
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    unsteady = [e for e in judge["agreement"]["per_assertion"] if e["split_items"]]
-    split_rows = [f"<tr><td>{_h(e['eval_id'])}</td><td>{_h(e['assertion_id'])}. "
-                  f"{_h(e['text'])}</td><td>{_h(e['split_items'])} of {_h(e['items'])}</td>"
-                  f"<td>{'yes' if e['judge_unstable'] else 'no'}</td></tr>" for e in unsteady]
+    unsteady = [e for e in judge.agreement.per_assertion if e.votes.split_items]
+    split_rows = [f"<tr><td>{_h(e.eval_id)}</td><td>{_h(e.assertion_id)}. "
+                  f"{_h(e.text)}</td><td>{_h(e.votes.split_items)} of {_h(e.votes.items)}</td>"
+                  f"<td>{'yes' if e.judge_unstable else 'no'}</td></tr>" for e in unsteady]
     splits = ("<table><tr><th>eval</th><th>assertion</th><th>split runs</th>"
               "<th>judge_unstable</th></tr>\n" + "\n".join(split_rows) + "\n</table>\n"
               if split_rows else "")
@@ -14205,8 +14618,7 @@ def _html_run(run: RunResult, files: dict[tuple, dict]) -> str:
     parts = [f'<details class="run{"" if run.status == STATUS_OK else " st-bad"}">'
              f"<summary>{_h(head)}</summary>"]
     if run.failure:
-        failure = run.failure
-        parts.append(f"<p>{_h(failure.get('stage', ''))}: {_h(failure.get('detail', ''))}</p>")
+        parts.append(f"<p>{_h(run.failure.stage)}: {_h(run.failure.detail)}</p>")
     parts.append(_html_verdicts(run.expectations))
     trace = files.get((*_run_key(run), "trace"))
     if trace is not None:
@@ -14360,7 +14772,7 @@ def _junit_comparison_properties(b: Benchmark) -> list[tuple[str, Any]]:
     """Each baseline's paired comparison, side by side: `<what> vs <baseline>`."""
     found = []
     for c in b.comparisons or []:
-        ci, mde = c.ci95, (c.power or {}).get("mde")
+        ci, mde = c.ci95, c.power.mde if c.power else None
         name = f" vs {c.baseline}"
         found += [("verdict" + name, c.verdict), ("verdict_reason" + name, c.verdict_reason),
                   ("mean_per_eval_delta" + name, fmt_delta(c.mean_delta)),
@@ -14378,7 +14790,7 @@ def _junit_case(run: RunResult) -> tuple[Any, str]:
                       name=_xml_text(f"{run.eval_id} run-{run.run_number}"))
     if run.result.time_seconds is not None:
         case.set("time", f"{run.result.time_seconds:.3f}")
-    detail = _xml_text((run.failure or {}).get("detail"), JUNIT_MESSAGE_CAP_CHARS)
+    detail = _xml_text(run.failure and run.failure.detail, JUNIT_MESSAGE_CAP_CHARS)
     if run.status != STATUS_OK:
         ET.SubElement(case, "error", type=run.status, message=detail).text = detail
         return case, "errors"
@@ -14450,7 +14862,7 @@ def render_summary(benchmark: Benchmark, iteration_dir: Path) -> str:
     lines += executor_metric_lines(benchmark)
     lines += [f"Activation: {line}" for line in activation_lines(benchmark)]
     lines += [f"Trigger: {line}" for line in trigger_lines(benchmark)]
-    if (benchmark.judge or {}).get("grader_runs", 1) > 1:
+    if benchmark.judge and benchmark.judge.grader_runs > 1:
         lines.append("Judge: " + judge_lines(benchmark)[0])
     lines.append(f"Benchmark: {iteration_dir / 'benchmark.md'}")
     return "\n".join(lines)
@@ -14603,25 +15015,26 @@ def recorded_hashes(folder: Path, benchmark: Benchmark | None) -> dict[str, dict
             if label not in listed or label not in journal or listed[label] == journal[label]}
 
 
-def run_file_changes(folder: Path, benchmark: Benchmark) -> tuple[list[dict], int, int]:
+def run_file_changes(folder: Path, benchmark: Benchmark) -> tuple[list[FileChange], int, int]:
     """(changes, files checked, runs without hashes) of every run benchmark.json lists.
 
     Plain string paths and os.open: on a 5,000-run iteration (some 32,000 small files) pathlib
     and buffered file objects cost four times the CPU of the hashing itself.
     """
     journal = read_hash_journal(folder)
-    changes, files, unverifiable = [], 0, 0
+    changes: list[FileChange] = []
+    files, unverifiable = 0, 0
     base = os.fspath(folder)
     for run in benchmark.listed_runs:  # an unscored run's files are evidence too
         if run.files_sha256 is None:
             if run.label in journal:  # the hashes were taken, then struck from benchmark.json
-                changes.append({"path": run.label, "change": f"benchmark.json records no "
-                                f"hashes, {HASH_JOURNAL} does"})
+                changes.append(FileChange(run.label, f"benchmark.json records no hashes, "
+                                                     f"{HASH_JOURNAL} does"))
             else:
                 unverifiable += 1
             continue
         if run.label in journal and journal[run.label] != run.files_sha256:
-            changes.append({"path": run.label, "change": f"hashes differ from {HASH_JOURNAL}"})
+            changes.append(FileChange(run.label, f"hashes differ from {HASH_JOURNAL}"))
         try:
             run_fd, failure = _open_unfollowed(base, run.label, folder=True), None
         except OSError as exc:
@@ -14631,7 +15044,7 @@ def run_file_changes(folder: Path, benchmark: Benchmark) -> tuple[list[dict], in
                 files += 1
                 problem = failure if run_fd is None else _run_file_problem(run_fd, rel, digest)
                 if problem:
-                    changes.append({"path": f"{run.label}/{rel}", "change": problem})
+                    changes.append(FileChange(f"{run.label}/{rel}", problem))
         finally:
             if run_fd is not None:
                 os.close(run_fd)
@@ -14639,13 +15052,18 @@ def run_file_changes(folder: Path, benchmark: Benchmark) -> tuple[list[dict], in
 
 
 def verify_run_files(benchmark: Benchmark, iteration_dir: Path,
-                     checked_by: str) -> dict[str, Any]:
+                     checked_by: str) -> ResultsCheck:
     """Hash every run file benchmark.json lists and compare it with the hash taken at write time."""
     started = time.monotonic()
     changes, files, unverifiable = run_file_changes(Path(iteration_dir), benchmark)
-    return {"checked_by": checked_by, "files": files, "changed_count": len(changes),
-            "changed": changes[:CHANGES_SHOWN], "unverifiable_runs": unverifiable,
-            "seconds": round(time.monotonic() - started, 3)}
+    return results_check(checked_by, files, changes, unverifiable, started)
+
+
+def results_check(checked_by: str, files: int, changes: list[FileChange], unverifiable: int,
+                  started: float) -> ResultsCheck:
+    """A check's record: the first CHANGES_SHOWN changes named, all counted."""
+    return ResultsCheck(checked_by, files, len(changes), tuple(changes[:CHANGES_SHOWN]),
+                        unverifiable, round(time.monotonic() - started, 3))
 
 
 def _open_unfollowed(base: str | int, rel: str, folder: bool = False) -> int:
@@ -14706,7 +15124,7 @@ RUN_FOLDER = re.compile(r"run-[1-9][0-9]*")
 
 
 def verify_iteration(benchmark: Benchmark, iteration_dir: Path,
-                     checked_by: str) -> dict[str, Any]:
+                     checked_by: str) -> ResultsCheck:
     """verify_run_files, then benchmark.json itself: every cell the iteration holds is listed
     in it, and the benchmark its cells' files give is the one it stores."""
     started = time.monotonic()
@@ -14718,17 +15136,15 @@ def verify_iteration(benchmark: Benchmark, iteration_dir: Path,
     # known to be the runner's to work anything out from.
     if not changes and listed and all(run.files_sha256 for run in listed):
         changes += benchmark_differences(folder, benchmark)
-    return {"checked_by": checked_by, "files": files, "changed_count": len(changes),
-            "changed": changes[:CHANGES_SHOWN], "unverifiable_runs": unverifiable,
-            "seconds": round(time.monotonic() - started, 3)}
+    return results_check(checked_by, files, changes, unverifiable, started)
 
 
-def unlisted_cells(folder: Path, benchmark: Benchmark) -> list[dict[str, str]]:
+def unlisted_cells(folder: Path, benchmark: Benchmark) -> list[FileChange]:
     """Cells the hash journal or the folder holds that benchmark.json does not list: a row
     struck from it takes a cell out of every rate, so it is a change, never a smaller run."""
     listed = set(benchmark.hashes())
     found = set(read_hash_journal(folder)) | run_folders(folder)
-    return [{"path": label, "change": "a cell left out of benchmark.json"}
+    return [FileChange(label, "a cell left out of benchmark.json")
             for label in sorted(found - listed)]
 
 
@@ -14752,7 +15168,7 @@ def _subfolders(path: str, wanted: Callable[[str], Any]) -> list[str]:
         return []
 
 
-def benchmark_differences(folder: Path, stored: Benchmark) -> list[dict[str, str]]:
+def benchmark_differences(folder: Path, stored: Benchmark) -> list[FileChange]:
     """Where benchmark.json differs from the benchmark its verified cells give (up to three
     JSON paths); [] when they agree."""
     manifest = None
@@ -14760,7 +15176,7 @@ def benchmark_differences(folder: Path, stored: Benchmark) -> list[dict[str, str
         try:
             manifest = read_manifest(folder)
         except InputError as exc:
-            return [{"path": "iteration_manifest.json", "change": exc.message}]
+            return [FileChange("iteration_manifest.json", exc.message)]
     merged = manifest.merged if manifest else stored.metadata.merged_from is not None
     entry = manifest.adaptive if manifest else stored.adaptive
     try:
@@ -14768,13 +15184,12 @@ def benchmark_differences(folder: Path, stored: Benchmark) -> list[dict[str, str
         fresh = recomputed_benchmark(stored, manifest, records)
         found = json_differences(_as_json(fresh.to_json()), _as_json(stored.to_json()))
     except InputError as exc:
-        return [{"path": BENCHMARK_FILE, "change": f"its cells cannot be read back "
-                 f"({exc.message})"}]
+        return [FileChange(BENCHMARK_FILE, f"its cells cannot be read back ({exc.message})")]
     except (*MALFORMED_DATA, ArithmeticError) as exc:
-        return [{"path": BENCHMARK_FILE, "change": f"it cannot be worked out again from its "
-                 f"cells ({type(exc).__name__}: {exc})"}]
-    return [{"path": f"{BENCHMARK_FILE} {where}", "change": f"says {said}, the run files give "
-             f"{given}"} for where, given, said in found[:3]]
+        return [FileChange(BENCHMARK_FILE, f"it cannot be worked out again from its cells "
+                                           f"({type(exc).__name__}: {exc})")]
+    return [FileChange(f"{BENCHMARK_FILE} {where}", f"says {said}, the run files give {given}")
+            for where, given, said in found[:3]]
 
 
 def stored_cell_records(folder: Path, stored: Benchmark, by_wave: bool) -> list[RunRecord]:
@@ -15035,7 +15450,7 @@ def budget_summary(options: RunOptions, records: list[RunRecord]) -> BudgetSumma
         cells_without_tokens=budget.unknown["tokens"],
         cancelled_by_cap=sum(
             1 for r in records if r.status == "cancelled"
-            and str((r.failure or {}).get("detail", "")).startswith(CAP_REASON_START)))
+            and r.failure_detail.startswith(CAP_REASON_START)))
 
 
 def iteration_identity(manifest: Manifest, options: RunOptions) -> SeriesIdentity:
@@ -15164,7 +15579,7 @@ SIGN_IN_REJECTED_REASON = "the agent CLI's sign-in was refused"
 def failure_shape(record: Any) -> tuple[str, str]:
     """A failed cell's status and detail with what differs between cells (paths, timings,
     ids) masked, so one cause gives one shape."""
-    detail = str((record.failure or {}).get("detail", ""))[:300]
+    detail = record.failure_detail[:300]
     detail = re.sub(r"/[^\s'\":,)]+", "<path>", detail)
     return record.status, re.sub(r"\b[0-9a-f]{8,}\b|\d+\.\d+", "<n>", detail)
 
@@ -15196,7 +15611,7 @@ class RepeatedFailureStop:
                 return
             self.shapes.append(failure_shape(record))
             if len(self.shapes) == REPEATED_FAILURES and len(set(self.shapes)) == 1:
-                detail = str((record.failure or {}).get("detail", ""))[:200]
+                detail = record.failure_detail[:200]
                 self.groups.cancel(reason=f"{REPEATED_FAILURE_REASON}: {record.status}: "
                                           f"{detail}")
 
@@ -15208,7 +15623,7 @@ class RepeatedFailureStop:
             return False
         if record.status == "executor_failed" and (record.skill_read or {}).get("calls"):
             return False
-        refused = self.provider.rejected_sign_in(str((record.failure or {}).get("detail", "")))
+        refused = self.provider.rejected_sign_in(record.failure_detail)
         if refused is None:
             return False
         self.groups.cancel(reason=f"{SIGN_IN_REJECTED_REASON}: {refused[0]}; fix: "
@@ -15256,7 +15671,7 @@ def shard_record(options: RunOptions, cells: list[Cell]) -> ShardRecord | None:
                        SHARD_ALGORITHM)
 
 
-def weakest_isolation(records: list[Isolation]) -> Isolation:
+def weakest_isolation(records: list[IterationIsolation]) -> IterationIsolation:
     """The isolation an iteration made of several parts (resumed attempts, merged shards) may
     claim: one unconfined or unrecorded part makes the whole so, and it must say it."""
     for record in records:
@@ -15407,14 +15822,16 @@ def prepare_manifest(plan: IterationPlan, cells: list[Cell],
     return dataclasses.replace(
         previous, resumes=(*(previous.resumes or ()), attempt),
         # The cells this attempt runs are confined as it is: the iteration claims the weaker.
-        isolation=weakest_isolation([previous.isolation or Isolation(), extra["isolation"]]),
+        isolation=weakest_isolation([previous.isolation or IterationIsolation(),
+                                     extra["isolation"]]),
         **{key: extra[key] for key in ATTEMPT_ENTRIES if key in extra})
 
 
 def launch_entries(plan: IterationPlan, subreaper: bool) -> dict[str, Any]:
     """The manifest members of how this attempt launches agents."""
     return {"cli_version": plan.cli_version, "sandbox_base": str(plan.sandbox_base),
-            "isolation": Isolation(plan.confinement, plan.confinement.describe(), subreaper)}
+            "isolation": IterationIsolation(plan.confinement, plan.confinement.describe(),
+                                            subreaper)}
 
 
 def write_start(plan: IterationPlan, cells: list[Cell], manifest: Manifest) -> None:
@@ -15527,7 +15944,7 @@ class Sandboxes:
         return cls(snapshot, checkout, failure, withheld)
 
     def begin(self, plan: IterationPlan, groups: ProcessGroups, cells: list[Cell],
-              fixtures: list[str], isolation: Isolation) -> dict[str, Any]:
+              fixtures: list[str], isolation: IterationIsolation) -> dict[str, Any]:
         """The sandboxes' git template built; the manifest's account of what the sandboxes
         hold and how agents run in them (its members, by name)."""
         suite, options, snapshot = plan.suite, plan.options, self.snapshot
@@ -15578,7 +15995,7 @@ class RecordedRuns:
     snapshot: None = None
 
     def begin(self, plan: IterationPlan, groups: ProcessGroups, cells: list[Cell],
-              fixtures: list[str], isolation: Isolation) -> dict[str, Any]:
+              fixtures: list[str], isolation: IterationIsolation) -> dict[str, Any]:
         """Where the answers came from; what is about the executor's run, from the source."""
         source = self.source.manifest
         before = source.fixture_status.before if source.fixture_status else None
@@ -15676,8 +16093,7 @@ def cancelled_reason(records: list[RunRecord]) -> str | None:
     """Why the first cancelled cell of these was cancelled, or None when none was."""
     for record in records:
         if record.status == "cancelled":
-            detail = (record.failure or {}).get("detail") if isinstance(record.failure, dict) \
-                else record.failure
+            detail = record.failure_detail
             return f"{record.label} was cancelled" + (f" ({detail})" if detail else "")
     return None
 
@@ -15848,11 +16264,10 @@ def recorded_run_hashes(iteration_dir: Path) -> dict[str, dict[str, str]]:
     return recorded_hashes(iteration_dir, benchmark)
 
 
-def judge_identity(plan: IterationPlan) -> dict[str, Any]:
+def judge_identity(plan: IterationPlan) -> JudgeIdentity:
     """Who graded: written into every grading.json."""
-    return {"provider": plan.provider.name, "model": plan.options.grader_model or "CLI default",
-            "cli_version": plan.cli_version, "prompt_template_sha256": grader_template_sha256(),
-            "grader_runs": plan.options.grader_runs}
+    return JudgeIdentity(plan.provider.name, plan.options.grader_model or "CLI default",
+                         plan.cli_version, grader_template_sha256(), plan.options.grader_runs)
 
 
 def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
@@ -15959,14 +16374,14 @@ def source_changes(folder: Path, benchmark: Benchmark) -> dict[str, str]:
     changes, _, _ = run_file_changes(folder, benchmark)
     changed: dict[str, str] = {}
     for change in changes:
-        label = "/".join(change["path"].split("/")[:3])
-        rel = change["path"][len(label) + 1:] or "its hashes"
-        found = f"{rel} ({change['change']})"
+        label = "/".join(change.path.split("/")[:3])
+        rel = change.path[len(label) + 1:] or "its hashes"
+        found = f"{rel} ({change.change})"
         changed[label] = f"{changed[label]}, {found}" if label in changed else found
     return changed
 
 
-def source_check(manifest: Manifest, check: dict[str, Any]) -> dict[str, Any]:
+def source_check(manifest: Manifest, check: ResultsCheck) -> ResultsCheck:
     """A re-grade's results check with its source's changed run files added: answers that
     were edited before they were graded again are results that were modified."""
     source = manifest.regrade.source if manifest.regrade else None
@@ -15976,10 +16391,9 @@ def source_check(manifest: Manifest, check: dict[str, Any]) -> dict[str, Any]:
         changed = source_changes(Path(source), load_benchmark_model(source))
     except InputError as exc:
         changed = {str(source): f"unreadable at the end of the re-grade ({exc.message})"}
-    extra = [{"path": f"source {label}", "change": why} for label, why in changed.items()]
-    shown = check["changed"] + extra
-    return {**check, "changed_count": check["changed_count"] + len(extra),
-            "changed": shown[:CHANGES_SHOWN]}
+    extra = [FileChange(f"source {label}", why) for label, why in changed.items()]
+    return dataclasses.replace(check, changed_count=check.changed_count + len(extra),
+                               changed=(*check.changed, *extra)[:CHANGES_SHOWN])
 
 
 def check_regrade_source(source: RegradeSource, suite: Suite, options: RunOptions,
@@ -16314,7 +16728,7 @@ def merged_metadata(shards: list[ShardIteration], records: list[RunRecord],
         fixture_status=_merged_fixture_status(shards),
         skill_installed_elsewhere=tuple(dict.fromkeys(elsewhere)),
         # One unconfined shard makes the merged iteration unconfined: say so, never hide it.
-        isolation=weakest_isolation([meta.isolation or Isolation() for meta in metas]),
+        isolation=weakest_isolation([meta.isolation or IterationIsolation() for meta in metas]),
         identity=dataclasses.replace(first.identity or SeriesIdentity(),
                                      fixtures_sha256=plan.fixtures_sha256),
         plan=plan,
@@ -16332,24 +16746,23 @@ def zip_evals(shard: ShardIteration,
         yield key, records[position * per_eval:(position + 1) * per_eval]
 
 
-def shards_check(shards: list[ShardIteration]) -> dict[str, Any]:
+def shards_check(shards: list[ShardIteration]) -> ResultsCheck:
     """Every shard's run files against the hashes taken when its cells finished, before the
     merged iteration is written: a shard edited after it ran is results_modified."""
     started = time.monotonic()
-    changes, files, unverifiable = [], 0, 0
+    changes: list[FileChange] = []
+    files, unverifiable = 0, 0
     for shard in shards:
         model = shard.benchmark
         found, checked, unknown = run_file_changes(shard.folder, model)
         found += unlisted_cells(shard.folder, model)
         if not found and not unknown:  # its metadata is merged: its word is checked too
             found += benchmark_differences(shard.folder, model)
-        changes += [{**change, "path": f"shard {shard.shard.label}'s {change['path']}"}
-                    if change["path"].startswith(BENCHMARK_FILE) else change
+        changes += [dataclasses.replace(change, path=f"shard {shard.shard.label}'s {change.path}")
+                    if change.path.startswith(BENCHMARK_FILE) else change
                     for change in found]
         files, unverifiable = files + checked, unverifiable + unknown
-    return {"checked_by": "report --merge", "files": files, "changed_count": len(changes),
-            "changed": changes[:CHANGES_SHOWN], "unverifiable_runs": unverifiable,
-            "seconds": round(time.monotonic() - started, 3)}
+    return results_check("report --merge", files, changes, unverifiable, started)
 
 
 def refuse_linked_files(folder: Path, eval_folder: str) -> None:
@@ -16849,15 +17262,11 @@ def merged_look_stop(merged: Path, shard: Path, shard_manifest: Manifest,
     if reached != waves:
         raise InputError(f"{where}: that merge looked after wave {reached}, and this shard "
                          f"has run {waves} wave(s)", fix)
-    try:
-        check = verify_iteration(benchmark, merged, where)
-    except MALFORMED_DATA as exc:
-        raise InputError(f"{where}: its benchmark.json is malformed ({type(exc).__name__}: "
-                         f"{exc})", fix) from None
-    if check["changed_count"] or check["unverifiable_runs"]:
-        raise InputError(f"{where}: {check['changed_count'] + check['unverifiable_runs']} of "
+    check = verify_iteration(benchmark, merged, where)
+    if check.changed_count or check.unverifiable_runs:
+        raise InputError(f"{where}: {check.changed_count + check.unverifiable_runs} of "
                          "its cells or its benchmark.json changed since the merge wrote them ("
-                         f"{_named_changes(check['changed'], check['changed_count'])})", fix)
+                         f"{_named_changes(check.changed, check.changed_count)})", fix)
     own = recorded_run_hashes(shard)
     mine = {str(key) for key in shard_manifest.shard.evals}
     seen = {run.label: run.files_sha256 for run in (*benchmark.runs, *benchmark.unscored_runs)
@@ -17218,12 +17627,12 @@ def dry_run_forecast(suite: Suite, options: RunOptions, planned_evals: int) -> l
         lines += [f"  {pair[0]} {line}" for line in forecast_lines(comparison, True)]
         power = comparison.power
         assert power is not None, "comparison_of always forecasts the power"
-        n = power["paired_evals"]
+        n = power.paired_evals
         if planned_evals and planned_evals != n and n >= 2:
-            at_plan = power_forecast(rows, pair, None, power["alpha"], planned_evals)
+            at_plan = power_forecast(rows, pair, None, power.alpha, planned_evals)
             lines.append(f"  {pair[0]} vs {pair[1]}: with the {planned_evals} evals planned now, "
-                         + (f"about {fmt_delta(at_plan['mde']).lstrip('+')}"
-                            if at_plan["mde"] is not None else f"none: {at_plan['reason']}"))
+                         + (f"about {fmt_delta(at_plan.mde).lstrip('+')}"
+                            if at_plan.mde is not None else f"none: {at_plan.reason}"))
     return lines
 
 
@@ -17398,13 +17807,9 @@ def across_agent_entries(first: AgentIteration, folder: Path, named: list[str]
         if other_dir.resolve() == folder.resolve():
             continue
         benchmark = load_benchmark_model(other)
-        try:
-            check = verify_iteration(benchmark, other_dir, "report --across")
-        except MALFORMED_DATA as exc:
-            raise _malformed_across(str(other_dir / "benchmark.json"), exc) from None
+        check = verify_iteration(benchmark, other_dir, "report --across")
         # Absolute like the others found in the workspace: agents.md shows one kind of path.
-        entries.append(AgentIteration(benchmark, str(other_dir.resolve()),
-                                      check["changed_count"]))
+        entries.append(AgentIteration(benchmark, str(other_dir.resolve()), check.changed_count))
     try:
         text, page = render_agents_markdown(entries), render_agents_html(entries)
     except MALFORMED_DATA as exc:
@@ -17412,32 +17817,28 @@ def across_agent_entries(first: AgentIteration, folder: Path, named: list[str]
     return entries, text, page
 
 
-def report_exit_code(benchmark: Benchmark, check: dict[str, Any],
-                     other_check: dict[str, Any] | None, other_name: str | None) -> int:
+def report_exit_code(benchmark: Benchmark, check: ResultsCheck,
+                     other_check: ResultsCheck | None, other_name: str | None) -> int:
     """The exit code `run` gave these results (1 whenever the sanity status asks for
     review), and 1 when the iteration compared with has changed files."""
     code = EXIT_OK if benchmark.sanity_checks.status == "OK" else EXIT_REVIEW
-    if check["changed_count"]:
-        print(f"{PROG}: REVIEW REQUIRED: {check['changed_count']} run file(s) changed since the "
+    if check.changed_count:
+        print(f"{PROG}: REVIEW REQUIRED: {check.changed_count} run file(s) changed since the "
               "runner wrote them (results_modified in benchmark.md)", file=sys.stderr)
-    if other_check is not None and other_check["changed_count"]:
-        print(f"{PROG}: REVIEW REQUIRED: {other_name}: {other_check['changed_count']} of its "
+    if other_check is not None and other_check.changed_count:
+        print(f"{PROG}: REVIEW REQUIRED: {other_name}: {other_check.changed_count} of its "
               f"run file(s) changed since the runner wrote them: "
-              f"{_named_changes(other_check['changed'], other_check['changed_count'])}",
+              f"{_named_changes(other_check.changed, other_check.changed_count)}",
               file=sys.stderr)
         code = EXIT_REVIEW
     return code
 
 
-def compared_check(other: Benchmark, named: str) -> dict[str, Any]:
+def compared_check(other: Benchmark, named: str) -> ResultsCheck:
     """The iteration given to --compare, verified as this one is: its numbers are half of
     every comparison."""
     other_dir = Path(named) if Path(named).is_dir() else Path(named).parent
-    try:
-        return verify_iteration(other, other_dir, "report --compare")
-    except MALFORMED_DATA as exc:
-        raise InputError(f"{other_dir / BENCHMARK_FILE} is malformed ({type(exc).__name__}: "
-                         f"{exc})", "re-run that iteration, or restore the file") from None
+    return verify_iteration(other, other_dir, "report --compare")
 
 
 def _malformed_across(what: str, exc: Exception) -> InputError:
@@ -17842,7 +18243,7 @@ def cmd_report(args: argparse.Namespace, folders: dict[str, Path]) -> int:
                          f"{exc})", "re-run the iteration, or restore the file") from None
     across = None
     if args.across is not None:
-        first = AgentIteration(benchmark, str(folder.resolve()), check["changed_count"])
+        first = AgentIteration(benchmark, str(folder.resolve()), check.changed_count)
         across = across_agent_entries(first, folder, args.across)
     if comparison:  # beside, never inside, this iteration's own benchmark.md
         outputs[folder / "comparison.md"] = comparison
