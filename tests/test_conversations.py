@@ -247,11 +247,11 @@ def conversation_record(user_cost: float | None) -> runner.RunRecord:
                     if user_cost is not None else runner.absent("no cost reported")}
     record = runner.RunRecord("E1", "e", "with_skill", 1, executor=call,
                               metrics={"total_cost_usd": runner.captured(0.25, "x")})
-    record.conversation = {
-        "turns_taken": 2,
-        "turns": [{"executor": call.to_json()}, {"executor": call.to_json()}],
-        "user_calls": [{"process": call.to_json(), "metrics": user_metrics}],
-        "user_metrics": user_metrics}
+    typed = runner.metrics_from_json(user_metrics, "run.json", "conversation.user_metrics")
+    record.conversation = runner.ConversationRecord(
+        "user", 3, 2, "user ended", tuple(runner.ConversationTurn(n, "ok", call, "s")
+                                          for n in (1, 2)),
+        (runner.UserCall(2, "ok", call, typed),), typed)
     return record
 
 

@@ -211,7 +211,8 @@ class FuzzParsersTests(unittest.TestCase):
             cell.run_dir.joinpath("outputs").mkdir(parents=True)
             answers = iter(results)
             sandbox = runner.Sandbox(repo.parent, self.tmp.path / "baseline.git",
-                                     ctx.sandbox_base, {"git": {"ok": False}})
+                                     ctx.sandbox_base,
+                                     runner.SandboxRecord(git=runner.SandboxGit(False, "full")))
             run = runner.CellRun(cell, runner.new_record(cell), runner.utc_now(), sandbox)
             with mock.patch.object(runner, "run_process", lambda *a, _it=answers, **k: next(_it)):
                 run.answer = runner.guarded(run, runner.run_executor_step, ctx, cell,

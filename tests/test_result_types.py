@@ -232,6 +232,68 @@ class RunFileTypesTest(unittest.TestCase):
                 self.assertIn(f"run.json holds the wrong kind of value at {shown}:",
                               str(caught.exception))
 
+    def run_json_with_checks_and_a_conversation(self) -> tuple:
+        """A golden run.json with a checks block (a refused run check, a timed-out one, a
+        file check, a stopped trace check) and a user conversation, in the order written."""
+        folder = golden_run_files("two_arms")[0]
+        written = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+        written["checks"] = {"results": [
+            {"name": "planted", "subject": "run", "duration_s": 0.0, "unrun": "not run"},
+            {"name": "slow", "subject": "run", "stdout_tail": "", "stderr_tail": "e",
+             "returncode": None, "isolation": None, "unrun": "timed out after 1 s",
+             "duration_s": 1.0},
+            {"name": "file", "subject": "file", "passed": True, "evidence": "a exists",
+             "duration_s": 0.001},
+            {"name": "trace", "subject": "trace", "unrun": "stopped", "cancelled": False,
+             "duration_s": 0.0}],
+            "protected": {"tests": {"changed_by_executor": ["tests/a.py"]}},
+            "unrun": "check 'planted' could not run: not run",
+            "planted_interpreter_files": ["conftest.py"], "cancelled": False,
+            "duration_s": 0.5, "note": "the checks' own time"}
+        talk = {"kind": "user", "most_turns": 3, "turns_taken": 1, "ended": "user ended",
+                "turns": [{"turn": 1, "status": "ok", "executor": written["executor"],
+                           "session_id": "s1",
+                           "metrics": {"tokens": {"value": 5, "source": "cli"}}}],
+                "user_calls": [{"for_turn": 2, "status": "ok", "process": written["executor"],
+                                "metrics": {}}], "user_metrics": {}}
+        keys = list(written)
+        at = keys.index("started_at")
+        ordered = {k: written[k] for k in keys[:at]}
+        ordered["conversation"] = talk
+        ordered.update({k: written[k] for k in keys[at:]})
+        return folder, ordered
+
+    def test_checks_and_a_conversation_come_back_as_written(self) -> None:
+        folder, written = self.run_json_with_checks_and_a_conversation()
+        record = runner.RunRecord.from_files(folder, written, None, None)
+        self.assertIsInstance(record.checks.results[0], runner.CheckResult)
+        self.assertIsInstance(record.conversation.turns[0].executor, runner.ProcessCall)
+        self.assertIsInstance(record.sandbox.git, runner.SandboxGit)
+        self.assertEqual(json.dumps(record.run_json()), json.dumps(written))
+
+    def test_a_misshapen_sandbox_check_or_conversation_names_run_json_and_the_path(self):
+        for steps, value, shown in (
+                (("sandbox", "git", "ok"), "yes", "sandbox.git.ok"),
+                (("sandbox", "skipped"), [3], "sandbox.skipped[0]"),
+                (("sandbox", "files_delivered"), "1", "sandbox.files_delivered"),
+                (("changes", "added"), {"a": 1}, "changes.added"),
+                (("skill_read", "calls"), "2", "skill_read.calls"),
+                (("checks", "results", 2, "passed"), "yes", "checks.results[2].passed"),
+                (("checks", "protected", "tests", "changed_by_executor"), "a",
+                 "checks.protected.tests.changed_by_executor"),
+                (("checks", "duration_s"), "0.5", "checks.duration_s"),
+                (("conversation", "turns", 0, "turn"), 0, "conversation.turns[0].turn"),
+                (("conversation", "turns_taken"), [], "conversation.turns_taken"),
+                (("conversation", "user_calls", 0, "process"), None,
+                 "conversation.user_calls[0].process")):
+            _, written = self.run_json_with_checks_and_a_conversation()
+            set_at(written, steps, value)
+            with self.subTest(steps=steps):
+                with self.assertRaises(runner.InputError) as caught:
+                    runner.RunRecord.from_files(GOLDEN, written, None, None)
+                self.assertIn(f"run.json holds the wrong kind of value at {shown}:",
+                              str(caught.exception))
+
     def test_a_misshapen_run_block_names_its_file_and_path(self) -> None:
         """The blocks once kept as written (a failure, the artifact, a process's isolation,
         the graders' metrics, the re-grade source, the judge, a run's grader cost) are

@@ -255,7 +255,7 @@ class RevisionSandboxTest(RevisionArmCase):
                                            base, self.tmp.path / f"baseline-{number}.git"),
                                            groups=runner.ProcessGroups())
             self.addCleanup(sandbox.remove)
-            self.assertTrue(sandbox.record["git"]["ok"], sandbox.record["git"])
+            self.assertTrue(sandbox.git.ok, sandbox.git)
             self.assertEqual(git(sandbox.repo, "status", "--porcelain"), "")
             listed = git(sandbox.repo, "cat-file", "--batch-all-objects", "--batch-check")
             seen[delivery] = {m for m, blob in blobs.items() if blob in listed}

@@ -92,12 +92,12 @@ class BaselineTests(unittest.TestCase):
                                                           cell_folder / "baseline.git"),
                                        groups=self.groups)
         self.addCleanup(sandbox.remove)
-        self.assertTrue(sandbox.record["git"]["ok"], sandbox.record["git"])
+        self.assertTrue(sandbox.git.ok, sandbox.git)
         return sandbox
 
     def changes(self, sandbox: runner.Sandbox) -> dict:
-        found = runner.sandbox_changes(sandbox.repo, sandbox.baseline_git, sandbox.record["git"],
-                                       self.groups)
+        found = runner.sandbox_changes(sandbox.repo, sandbox.baseline_git, sandbox.git,
+                                       self.groups).to_json()
         self.assertTrue(found["captured"], found)
         return {k: found[k] for k in ("added", "modified", "deleted")}
 
@@ -111,7 +111,7 @@ class BaselineTests(unittest.TestCase):
                                                (1, False, False), (1, True, False)):
             with self.subTest(case=case_index, with_skill=with_skill):
                 sandbox = self.build(case_index, with_skill)
-                self.assertEqual(sandbox.record["git"]["shared_baseline"], shared)
+                self.assertEqual(sandbox.git.shared_baseline, shared)
                 self.assertEqual(self.changes(sandbox), {"added": [], "modified": [],
                                                          "deleted": []})
                 self.assertEqual(self.agent_git(sandbox, "status", "--porcelain"), "")

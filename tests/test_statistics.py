@@ -54,7 +54,7 @@ def make_record(index: int, config: str, run_number: int, passed: int | str, tot
     record = runner.new_record(SimpleNamespace(case=case, config=config, run_number=run_number))
     record.metrics = {"time_seconds": runner.captured(2.0, "test"),
                       "tokens": runner.captured(100, "test")}
-    record.skill_read = {"state": skill_read}
+    record.skill_read = runner.SkillRead(skill_read)
     if isinstance(passed, str):
         record.fail(passed, "executor", "scripted")
     else:
@@ -364,16 +364,16 @@ class PassHatKTest(unittest.TestCase):
 
 class SanityUnitTest(unittest.TestCase):
     def test_skill_read_evidence(self) -> None:
-        unknown = runner.skill_read_evidence(None, "demo", "with_skill")
+        unknown = runner.skill_read_evidence(None, "demo", "with_skill").to_json()
         self.assertEqual(unknown["state"], "unknown")
         trace = [{"tool": "Read", "input": {"file_path": "/s/repo/skills/demo/SKILL.md"}},
                  {"tool": "Bash", "input": {"command": "ls"}}]
-        read = runner.skill_read_evidence(trace, "demo", "with_skill")
+        read = runner.skill_read_evidence(trace, "demo", "with_skill").to_json()
         self.assertEqual((read["state"], read["calls"], read["reads"]), ("read", 2, ["Read"]))
         other = [{"tool": "Read", "input": {"file_path": "/s/repo/skills/demo-two/SKILL.md"}}]
-        self.assertEqual(runner.skill_read_evidence(other, "demo", "without_skill")["state"],
+        self.assertEqual(runner.skill_read_evidence(other, "demo", "without_skill").state,
                          "not_read")
-        self.assertEqual(runner.skill_read_evidence([], "demo", "with_skill")["state"],
+        self.assertEqual(runner.skill_read_evidence([], "demo", "with_skill").state,
                          "not_read")
 
     def test_skill_read_states_become_flags(self) -> None:

@@ -246,12 +246,20 @@ def call_build(runner: Any, snapshot: Any, case: Any, with_skill: bool, base: Pa
 
 def call_changes(runner: Any, sandbox: Any) -> Any:
     params = inspect.signature(runner.sandbox_changes).parameters
+    git = sandbox_git(sandbox)
     if "groups" in params:
-        return runner.sandbox_changes(sandbox.repo, sandbox.baseline_git, sandbox.record["git"],
-                                      runner.ProcessGroups())
-    if "baseline" in params:
-        return runner.sandbox_changes(sandbox.repo, sandbox.baseline_git, sandbox.record["git"])
-    return runner.sandbox_changes(sandbox.repo, sandbox.record["git"])
+        changes = runner.sandbox_changes(sandbox.repo, sandbox.baseline_git, git,
+                                         runner.ProcessGroups())
+    elif "baseline" in params:
+        changes = runner.sandbox_changes(sandbox.repo, sandbox.baseline_git, git)
+    else:
+        changes = runner.sandbox_changes(sandbox.repo, git)
+    return changes if isinstance(changes, dict) else changes.to_json()
+
+
+def sandbox_git(sandbox: Any) -> Any:
+    """The sandbox's git record: a record on newer runners, a dict on older ones."""
+    return sandbox.git if hasattr(type(sandbox), "git") else sandbox.record["git"]
 
 
 def per_cell(runner: Any, repo: Path, base: Path, reps: int) -> dict[str, list[float]]:
@@ -289,9 +297,9 @@ def per_cell(runner: Any, repo: Path, base: Path, reps: int) -> dict[str, list[f
                     t0 = time.perf_counter()
                     changes = call_changes(runner, sandbox)
                     status = time.perf_counter() - t0
-                if not sandbox.record.get("git", {}).get("ok", False):
-                    raise SystemExit(f"build_sandbox's git step failed: "
-                                     f"{sandbox.record.get('git')}")
+                git = sandbox_git(sandbox)
+                if not (git.get("ok", False) if isinstance(git, dict) else git.ok):
+                    raise SystemExit(f"build_sandbox's git step failed: {git}")
                 if any(changes.get(k) for k in ("added", "modified", "deleted")):
                     raise SystemExit(f"a fresh sandbox shows changes: {str(changes)[:300]}")
                 t0 = time.perf_counter()

@@ -171,7 +171,7 @@ class ClaudeExecutorTest(MetricAsserts):
 
     def test_recorded_trace_shows_no_skill_read(self):
         reply = self.provider.read_executor(finished(sample(CLAUDE_STREAM)))
-        evidence = runner.skill_read_evidence(reply.trace, "demo", "with_skill")
+        evidence = runner.skill_read_evidence(reply.trace, "demo", "with_skill").to_json()
         self.assertEqual(evidence["state"], "not_read")
         self.assertEqual(evidence["calls"], 2)
 
@@ -182,10 +182,10 @@ class ClaudeExecutorTest(MetricAsserts):
                                        "input": {"file_path": "/tmp/sb/skills/demo/SKILL.md"}}]
         lines.insert(1, json.dumps(call))
         reply = self.provider.read_executor(finished("\n".join(lines) + "\n"))
-        evidence = runner.skill_read_evidence(reply.trace, "demo", "with_skill")
+        evidence = runner.skill_read_evidence(reply.trace, "demo", "with_skill").to_json()
         self.assertEqual(evidence["state"], "read")
         self.assertEqual(evidence["reads"], ["Read"])
-        other = runner.skill_read_evidence(reply.trace, "other", "with_skill")
+        other = runner.skill_read_evidence(reply.trace, "other", "with_skill").to_json()
         self.assertEqual(other["state"], "not_read")
 
     def test_stream_cut_before_the_result_envelope_fails_with_every_metric_absent(self):
@@ -273,7 +273,7 @@ class ClaudeExecutorTest(MetricAsserts):
         self.assertIsNone(reply.trace, "no events: no trace was captured, not an empty one")
         for metric in reply.metrics.values():
             self.assert_absent(metric)
-        self.assertEqual(runner.skill_read_evidence(reply.trace, "demo", "with_skill")["state"],
+        self.assertEqual(runner.skill_read_evidence(reply.trace, "demo", "with_skill").state,
                          "unknown")
 
     def test_plain_text_output_with_exit_0_is_a_failure_not_an_answer(self):
@@ -419,7 +419,7 @@ class CodexExecutorTest(MetricAsserts):
 
     def test_recorded_trace_and_a_skill_read_through_the_shell(self):
         reply = self.provider.read_executor(finished(sample(CODEX_EXECUTOR)))
-        self.assertEqual(runner.skill_read_evidence(reply.trace, "demo", "with_skill")["state"],
+        self.assertEqual(runner.skill_read_evidence(reply.trace, "demo", "with_skill").state,
                          "not_read")
         lines = sample_lines(CODEX_EXECUTOR)
         read = {"type": "item.completed", "item": {
@@ -428,7 +428,7 @@ class CodexExecutorTest(MetricAsserts):
             "exit_code": 0, "status": "completed"}}
         lines.insert(2, json.dumps(read))
         reply = self.provider.read_executor(finished("\n".join(lines) + "\n"))
-        evidence = runner.skill_read_evidence(reply.trace, "demo", "with_skill")
+        evidence = runner.skill_read_evidence(reply.trace, "demo", "with_skill").to_json()
         self.assertEqual(evidence["state"], "read")
         self.assertEqual(evidence["reads"], ["command_execution"])
         self.assertEqual(evidence["calls"], 3)

@@ -392,7 +392,7 @@ class GeminiExecutorTest(MetricAsserts):
         self.assertEqual(reply.failure, "gemini exited 41 without a result event; stderr: "
                                         "Error: Invalid auth method selected.")
         self.assertIsNone(reply.trace, "no events: no trace was captured, not an empty one")
-        self.assertEqual(runner.skill_read_evidence(reply.trace, "demo", "with_skill")["state"],
+        self.assertEqual(runner.skill_read_evidence(reply.trace, "demo", "with_skill").state,
                          "unknown")
 
     def test_plain_text_output_is_not_an_answer(self):

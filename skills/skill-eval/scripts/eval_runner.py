@@ -198,16 +198,56 @@ TRACE_SUBJECTS = ("trace", *TRACE_PATH_SUBJECTS, "before", *TRACE_BOUND_SUBJECTS
 TRACE_STEP_KEYS = ("ran", "read", "edited")
 TRACE_BOUND_MAX = 100_000
 # Deterministic checks (README: `checks`): each names exactly one subject, and one test of it.
-CHECK_SUBJECTS = ("run", "file", "answer", *TRACE_SUBJECTS)
-CHECK_TESTS = {"run": ("exit_code",), "file": ("exists", "contains", "matches", "json"),
-               "answer": ("contains", "matches"), "trace": ("matches",),
-               **{subject: () for subject in TRACE_SUBJECTS[1:]}}
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckKind:
+    """What a check of one subject takes: its tests and options (the keys `validate` accepts),
+    and `words` (target, test, expected) -> the check's text when its author named it not."""
+
+    tests: tuple[str, ...]
+    options: tuple[str, ...]
+    words: Callable[[str, str, Any], str]
+
+    def describe(self, target: str, test: str, expected: Any) -> str:
+        return "check: " + self.words(target, test, expected)
+
+
+def _file_words(what: str, test: str, expected: Any) -> str:
+    if test == "exists":
+        return f"{what} {'exists' if expected else 'does not exist'}"
+    if test == "json":
+        return f"{what} parses as JSON"
+    return f"{what} {'contains' if test == 'contains' else 'matches'} {str(expected)[:80]!r}"
+
+
+def describe_trace_step(step: dict[str, str]) -> str:
+    (key, value), = step.items()
+    if key == "ran":
+        return f"a command matching {value[:60]!r}"
+    return f"{'a read' if key == 'read' else 'a write'} of {value}"
+
+
 # A file or answer check's timeout bounds its pattern search: it applies to `matches` only.
-CHECK_OPTIONS = {"run": ("timeout", "protect"), "file": ("timeout",), "answer": ("timeout",),
-                 "trace": ("timeout",), "before": ("timeout",),
-                 **{subject: () for subject in (*TRACE_PATH_SUBJECTS, *TRACE_BOUND_SUBJECTS)}}
-CHECK_KEYS = frozenset({"name", *CHECK_SUBJECTS, "exit_code", "exists", "contains", "matches",
-                        "json", "timeout", "protect"})
+# A trace check's target is its kind: its subject, or for "trace" ran or not_ran.
+CHECK_KINDS = {
+    "run": CheckKind(("exit_code",), ("timeout", "protect"),
+                     lambda command, test, code: f"`{command[:120]}` exits {code}"),
+    "file": CheckKind(("exists", "contains", "matches", "json"), ("timeout",), _file_words),
+    "answer": CheckKind(("contains", "matches"), ("timeout",),
+                        lambda source, test, text: _file_words(f"the {source}", test, text)),
+    "trace": CheckKind(("matches",), ("timeout",), lambda kind, test, pattern: (
+        f"{'no' if kind == 'not_ran' else 'a'} command matching {str(pattern)[:80]!r} ran")),
+    "read": CheckKind((), (), lambda kind, test, path: f"{path} was read"),
+    "not_read": CheckKind((), (), lambda kind, test, path: f"{path} was not read"),
+    "edited": CheckKind((), (), lambda kind, test, path: f"{path} was written"),
+    "before": CheckKind((), ("timeout",), lambda kind, test, steps: " before ".join(
+        describe_trace_step(step) for step in steps)),
+    "max_actions": CheckKind((), (), lambda kind, test, bound: f"at most {bound} actions"),
+    "max_commands": CheckKind((), (), lambda kind, test, bound: f"at most {bound} commands")}
+CHECK_SUBJECTS = tuple(CHECK_KINDS)
+CHECK_KEYS = frozenset({"name", *CHECK_SUBJECTS, *(
+    key for kind in CHECK_KINDS.values() for key in (*kind.tests, *kind.options))})
 ANSWER_SOURCES = ("reply", "artifact")  # the recorded final answer, or the written artifact
 CHECK_TIMEOUT_RANGE = (1, 3600)
 CHECK_DEFAULT_TIMEOUT_S = 120
@@ -462,6 +502,7 @@ TALLY = Kind("a count from 0", lambda value: _is_int(value) and value >= 0)
 FLAG = Kind("true or false", lambda value: isinstance(value, bool))
 NUMBER = Kind("a number", _is_number)
 ANY = Kind("any value", lambda value: True)
+CLI_JSON = Kind("the CLI's own JSON", lambda value: True)  # as a CLI wrote it: never ours
 
 
 @dataclasses.dataclass(frozen=True)
@@ -693,39 +734,6 @@ class Check(Record):
               Field("protect", ListOf(TEXT, load=list), optional=True, default=list))
 
 
-def describe_check(subject: str, target: str, test: str, expected: Any) -> str:
-    """A check's text when its author gave it no name."""
-    if subject == "trace":
-        return "check: " + describe_trace_check(target, expected)
-    if subject == "run":
-        return f"check: `{target[:120]}` exits {expected}"
-    what = target if subject == "file" else f"the {target}"
-    if test == "exists":
-        return f"check: {what} {'exists' if expected else 'does not exist'}"
-    if test == "json":
-        return f"check: {what} parses as JSON"
-    verb = "contains" if test == "contains" else "matches"
-    return f"check: {what} {verb} {str(expected)[:80]!r}"
-
-
-def describe_trace_check(kind: str, expected: Any) -> str:
-    if kind in TRACE_KINDS:
-        return f"{'no' if kind == 'not_ran' else 'a'} command matching {str(expected)[:80]!r} ran"
-    if kind in TRACE_PATH_SUBJECTS:
-        verb = {"read": "was read", "not_read": "was not read", "edited": "was written"}[kind]
-        return f"{expected} {verb}"
-    if kind == "before":
-        return " before ".join(describe_trace_step(step) for step in expected)
-    return f"at most {expected} {'commands' if kind == 'max_commands' else 'actions'}"
-
-
-def describe_trace_step(step: dict[str, str]) -> str:
-    (key, value), = step.items()
-    if key == "ran":
-        return f"a command matching {value[:60]!r}"
-    return f"{'a read' if key == 'read' else 'a write'} of {value}"
-
-
 @dataclasses.dataclass
 class Case:
     id: str | int
@@ -955,7 +963,9 @@ class TraceAction(Record):
                     default=tuple),
               Field("exit_code", INTEGER, optional=True, omit="none"),
               Field("failed", FLAG, optional=True, omit="none"),
-              Field("time", ANY, optional=True, omit="none"))
+              Field("time", Kind("a time stamp: text, or ms since the epoch", lambda value:
+                                 isinstance(value, str) or _is_int(value)), optional=True,
+                    omit="none"))
 
     def saved(self) -> TraceAction:
         """As trace.json keeps it: each text cut at ACTION_TEXT_CHARS, at most 50 paths."""
@@ -1839,6 +1849,284 @@ class GraderCall(Record):
               Field("metrics", METRICS, optional=True, default=dict), Field("status", TEXT))
 
 
+# -- run.json's own blocks: the sandbox, the executor's changes, the checks, the skill read --
+
+
+def _optional(key: str, kind: Any) -> Field:
+    """A member left out when None: absent from files written before it existed."""
+    return Field(key, kind, optional=True, omit="none")
+
+
+@dataclasses.dataclass(frozen=True)
+class PathReason(Record):
+    """A path a sandbox did not get, and why; `kind` (withheld): suite, skill, undelivered."""
+
+    path: str
+    reason: str
+    kind: str | None = None
+
+    FIELDS = (Field("path", TEXT), _optional("kind", TEXT), Field("reason", TEXT))
+
+
+PATH_REASONS = ListOf(PathReason)
+
+
+@dataclasses.dataclass(frozen=True)
+class SandboxGit(Record):
+    """The cell's baseline commit, in the runner's own repository outside the sandbox (which
+    may borrow the template's objects), or the error that left none."""
+
+    ok: bool
+    method: str  # "template" or "full"
+    error: str | None = None
+    baseline: str | None = None  # the commit
+    baseline_repository: str | None = None
+    shared_baseline: bool | None = None
+    borrowed_objects: tuple[str, ...] = ()
+
+    FIELDS = (Field("ok", FLAG), _optional("error", TEXT), _optional("baseline", TEXT),
+              Field("method", TEXT), _optional("baseline_repository", TEXT),
+              _optional("shared_baseline", FLAG), Field("borrowed_objects", TEXTS, optional=True,
+                                                        default=(), omit=lambda g: not g.ok))
+
+
+@dataclasses.dataclass(frozen=True)
+class SkillRevision(Record):
+    """A with_skill@REV cell's package: REV as given, its commit, the package's hash."""
+
+    revision: str
+    commit: str
+    package_sha256: str
+
+    FIELDS = tuple(Field(key, TEXT) for key in ("revision", "commit", "package_sha256"))
+
+
+@dataclasses.dataclass(frozen=True)
+class InstalledSkills(Record):
+    """An installed cell's discovery folder, the skill folders in it, the files copied."""
+
+    folder: str
+    skills: tuple[str, ...]
+    files: int
+
+    FIELDS = (Field("folder", TEXT), Field("skills", TEXTS), Field("files", INTEGER))
+
+
+@dataclasses.dataclass
+class GraderRoomRecord(Record):
+    """A re-graded run's grader folders (it has no sandbox): the last, the graders' fresh
+    homes, and whether all were removed."""
+
+    grader_dir: str | None = None
+    agent_homes: dict[str, str] | None = None  # role -> its fresh home
+    removed: bool | None = None
+
+    FIELDS = (_optional("grader_dir", TEXT), _optional("agent_homes", MapOf(TEXT)),
+              _optional("removed", FLAG))
+
+
+@dataclasses.dataclass
+class SandboxRecord(Record):
+    """run.json's `sandbox`: what the cell's sandbox got and what became of it, filled in as
+    the cell runs. Every member reads as absent from a file written before it existed."""
+
+    path: str | None = None
+    grader_dir: str | None = None
+    files_delivered: int | None = None
+    listing_source: str | None = None  # how the repository's files were listed
+    skill_delivered: bool | None = None
+    fixtures: tuple[str, ...] | None = None
+    skipped: tuple[PathReason, ...] | None = None
+    git: SandboxGit | None = None
+    withheld_from_skill_package: tuple[PathReason, ...] | None = None
+    kept: bool | None = None
+    removed: bool | None = None
+    withheld: tuple[PathReason, ...] | None = None  # kept from every sandbox: suite, skill
+    skill_package_sha256: str | None = None
+    skill_revision: SkillRevision | None = None
+    installed_skills: InstalledSkills | None = None
+    agent_homes: dict[str, str] | None = None  # role -> its fresh home
+    regrade_grader: GraderRoomRecord | None = None
+
+    FIELDS = (_optional("path", TEXT),
+              Field("grader_dir", TEXT, optional=True, omit=lambda s: s.path is None),
+              *(_optional(key, kind) for key, kind in (
+                  ("files_delivered", INTEGER), ("listing_source", TEXT),
+                  ("skill_delivered", FLAG), ("fixtures", TEXTS), ("skipped", PATH_REASONS),
+                  ("git", SandboxGit), ("withheld_from_skill_package", PATH_REASONS),
+                  ("kept", FLAG), ("removed", FLAG), ("withheld", PATH_REASONS),
+                  ("skill_package_sha256", TEXT), ("skill_revision", SkillRevision),
+                  ("installed_skills", InstalledSkills), ("agent_homes", MapOf(TEXT)),
+                  ("regrade_grader", GraderRoomRecord))))
+
+
+@dataclasses.dataclass(frozen=True)
+class SandboxChanges(Record):
+    """The paths the executor added, modified and deleted against the baseline commit, or
+    (`captured` false) why they could not be read."""
+
+    captured: bool
+    reason: str | None = None
+    added: tuple[str, ...] | None = None
+    modified: tuple[str, ...] | None = None
+    deleted: tuple[str, ...] | None = None
+
+    FIELDS = (Field("captured", FLAG), _optional("reason", TEXT),
+              *(_optional(key, TEXTS) for key in ("added", "modified", "deleted")))
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckResult(Record):
+    """One deterministic check's result: passed with the evidence, or `unrun` (why it could
+    not run; `cancelled`: the run was stopped). A run check keeps its output's tails, its exit
+    code and its confinement's own record."""
+
+    name: str
+    subject: str
+    duration_s: float
+    passed: bool | None = None
+    evidence: str | None = None
+    unrun: str | None = None
+    cancelled: bool | None = None
+    stdout_tail: str | None = None
+    stderr_tail: str | None = None
+    returncode: int | None = None
+    isolation: Isolation | None = None
+
+    FIELDS = (Field("name", TEXT), Field("subject", TEXT),
+              # a run check refused before it ran (planted files) writes its time here
+              Field("refused_duration_s", NUMBER, key="duration_s", derived=True,
+                    omit=lambda r: not r.refused),
+              *(Field(key, kind, optional=True, omit=lambda r: r.stdout_tail is None)
+                for key, kind in (("stdout_tail", TEXT), ("stderr_tail", TEXT),
+                                  ("returncode", INTEGER), ("isolation", Isolation))),
+              *(_optional(key, kind) for key, kind in (
+                  ("passed", FLAG), ("evidence", TEXT), ("unrun", TEXT), ("cancelled", FLAG))),
+              Field("duration_s", NUMBER))
+
+    @property
+    def refused(self) -> bool:
+        return self.subject == "run" and self.stdout_tail is None
+
+    def refused_duration_s(self) -> float:
+        return self.duration_s
+
+
+@dataclasses.dataclass(frozen=True)
+class ProtectedPath(Record):
+    """A protected path as the checks found it: the files under it the executor changed."""
+
+    changed_by_executor: tuple[str, ...]
+
+    FIELDS = (Field("changed_by_executor", TEXTS),)
+
+
+@dataclasses.dataclass(frozen=True)
+class ChecksSummary(Record):
+    """A run's `checks` in benchmark.json: how many ran and passed, their time, why they could
+    not all run, and the protected files the executor changed."""
+
+    count: int
+    passed: int
+    time_seconds: float | None
+    could_not_run: str | None
+    protected_changed: tuple[str, ...]
+
+    FIELDS = (Field("count", INTEGER), Field("passed", INTEGER),
+              Field("time_seconds", NUMBER, optional=True),
+              Field("could_not_run", TEXT, optional=True), Field("protected_changed", TEXTS))
+
+
+@dataclasses.dataclass
+class ChecksRun(Record):
+    """run.json's `checks`, filled in as they run: each check's result in order, the
+    protected paths as the executor left them, the added files that refused the run checks,
+    why the checks could not all run, and their own time on the runner's clock."""
+
+    results: list[CheckResult] = dataclasses.field(default_factory=list)
+    protected: dict[str, ProtectedPath] = dataclasses.field(default_factory=dict)
+    unrun: str | None = None
+    planted_interpreter_files: tuple[str, ...] | None = None
+    cancelled: bool | None = None
+    duration_s: float | None = None
+    note: str | None = None
+
+    FIELDS = (Field("results", ListOf(CheckResult, load=list)),
+              Field("protected", MapOf(ProtectedPath)), Field("unrun", TEXT, optional=True),
+              _optional("planted_interpreter_files", TEXTS), _optional("cancelled", FLAG),
+              Field("duration_s", NUMBER, optional=True), Field("note", TEXT, optional=True))
+
+    def summary(self) -> ChecksSummary:
+        """What the checks took, apart from the executor's metrics (benchmark.json's)."""
+        changed = {path for seen in self.protected.values() for path in seen.changed_by_executor}
+        return ChecksSummary(len(self.results), sum(bool(r.passed) for r in self.results),
+                             self.duration_s, self.unrun, tuple(sorted(changed)))
+
+
+@dataclasses.dataclass(frozen=True)
+class SkillRead(Record):
+    """Did the executor's tool calls touch the skill's SKILL.md: "read", "not_read", or
+    "unknown" with the reason; the calls seen and the tools that read it."""
+
+    state: str
+    reason: str | None = None
+    calls: int | None = None
+    reads: tuple[str | None, ...] | None = None
+    config: str | None = None
+
+    FIELDS = (Field("state", TEXT), _optional("reason", TEXT), _optional("calls", INTEGER),
+              _optional("reads", ListOf(Kind("a tool's name", lambda value: value is None
+                                             or isinstance(value, str)))),
+              _optional("config", TEXT))
+
+
+@dataclasses.dataclass(frozen=True)
+class ConversationTurn(Record):
+    """One executor turn of a conversation: how it ended, its process, the CLI's session,
+    and its own share of the metrics (a running total becomes this turn's part)."""
+
+    turn: int
+    status: str
+    executor: ProcessCall
+    session_id: str
+    metrics: dict[str, Metric] = dataclasses.field(default_factory=dict)
+
+    FIELDS = (Field("turn", COUNT), Field("status", TEXT), Field("executor", ProcessCall),
+              Field("session_id", TEXT), Field("metrics", METRICS, optional=True, default=dict))
+
+
+@dataclasses.dataclass(frozen=True)
+class UserCall(Record):
+    """One call of a conversation's simulated user: the turn it wrote, how it ended, its
+    process and what it spent."""
+
+    for_turn: int
+    status: str
+    process: ProcessCall
+    metrics: dict[str, Metric]
+
+    FIELDS = (Field("for_turn", COUNT), Field("status", TEXT), Field("process", ProcessCall),
+              Field("metrics", METRICS, optional=True, default=dict))
+
+
+@dataclasses.dataclass(frozen=True)
+class ConversationRecord(Record):
+    """run.json's `conversation` (a case with turns or a user): how many turns it could take
+    and took, how it ended, each turn; with a user, its calls and their metrics summed."""
+
+    kind: str  # "turns" or "user"
+    most_turns: int
+    turns_taken: int
+    ended: str
+    turns: tuple[ConversationTurn, ...]
+    user_calls: tuple[UserCall, ...] | None = None
+    user_metrics: dict[str, Metric] | None = None
+
+    FIELDS = (Field("kind", TEXT), Field("most_turns", COUNT), Field("turns_taken", INTEGER),
+              Field("ended", TEXT), Field("turns", ListOf(ConversationTurn)),
+              _optional("user_calls", ListOf(UserCall)), _optional("user_metrics", METRICS))
+
+
 @dataclasses.dataclass(frozen=True)
 class Stats(Record):
     """mean, sample stddev, min, max and n of some values (describe() computes it); an
@@ -1940,7 +2228,7 @@ class RunResult(Record):
     metric_sources: dict[str, Metric | None] | None
     files_sha256: dict[str, str] | None
     grader: GraderCost | None
-    checks: dict[str, Any] | None = None
+    checks: ChecksSummary | None = None
     # the executor's actions counted from its trace (PROCESS_METRICS, and `cut`), or
     # {"absent": why}; None (the key left out) for a run recorded before traces were kept
     process: dict[str, Any] | None = None
@@ -1955,7 +2243,7 @@ class RunResult(Record):
               Field("metric_sources", MapOf(Metric, nullable=True), optional=True),
               Field("files_sha256", HASHES, optional=True),
               Field("grader", GraderCost, optional=True),
-              Field("checks", OBJECT, optional=True, omit="none"),
+              Field("checks", ChecksSummary, optional=True, omit="none"),
               Field("process", OBJECT, optional=True, omit="none"))
 
     @property
@@ -2604,9 +2892,11 @@ class RegradedFrom(Record):
 @dataclasses.dataclass
 class RunRecord(Record):
     """What one cell left, filled in while it runs: run.json's fields, plus its grading and
-    metrics (files of their own). The processes, the grader calls and the grading are the
-    records above; the other nested values are JSON documents written as they are (their
-    shapes are in README.md), and the metrics are checked as Metric records when written."""
+    metrics (files of their own). The processes, the grader calls, the grading, the sandbox,
+    the changes, the checks, the skill read and the conversation are the records above; the
+    permission denials are the CLI's own, kept as it wrote them; the other nested values are
+    JSON documents written as they are (their shapes are in README.md), and the metrics are
+    checked as Metric records when written."""
 
     eval_id: str | int
     eval_name: str
@@ -2616,17 +2906,17 @@ class RunRecord(Record):
     failure: Failure | None = None  # why it failed or went ungraded
     executor: ProcessCall | None = None  # the process: argv, cwd, exit code, duration, ...
     grader: ProcessCall | None = None  # the last grader process
-    sandbox: dict[str, Any] | None = None
-    changes: dict[str, Any] | None = None  # what the executor added, modified or deleted
+    sandbox: SandboxRecord | None = None
+    changes: SandboxChanges | None = None  # what the executor added, modified or deleted
     written_artifact: WrittenArtifact = WrittenArtifact(False)
     metrics: dict[str, Metric] | None = None  # executor-only; captured or absent
     grading: Grading | None = None  # verdicts per assertion, once graded
     grader_metrics: dict[str, Metric] | None = None  # all grader calls together
     grader_calls: list[GraderCall] | None = None  # one entry per grader process
-    checks: dict[str, Any] | None = None  # the deterministic checks' results, time, protection
+    checks: ChecksRun | None = None  # the deterministic checks' results, time, protection
     regraded_from: RegradedFrom | None = None  # the run whose recorded answer was graded
-    permission_denials: list[Any] = dataclasses.field(default_factory=list)
-    skill_read: dict[str, Any] | None = None
+    permission_denials: list[Any] = dataclasses.field(default_factory=list)  # as the CLI said
+    skill_read: SkillRead | None = None
     # installed cells: did the agent load the skill, by its CLI's own stream (activated
     # true, false or "unknown", with the evidence)
     activation: dict[str, Any] | None = None
@@ -2634,7 +2924,7 @@ class RunRecord(Record):
     trace: dict[str, Any] | None = None
     notes: list[str] = dataclasses.field(default_factory=list)  # what was odd in the output
     # a case with turns or a user: each turn, how it ended, the user agent's calls and use
-    conversation: dict[str, Any] | None = None
+    conversation: ConversationRecord | None = None
     started_at: str | None = None
     finished_at: str | None = None
     resumed: bool = False
@@ -2647,18 +2937,20 @@ class RunRecord(Record):
               Field("configuration", CONFIG_NAME), Field("run_number", INTEGER),
               Field("status", TEXT), Field("failure", Failure, optional=True),
               *(Field(key, ProcessCall, optional=True) for key in ("executor", "grader")),
-              Field("sandbox", OBJECT, optional=True), Field("changes", OBJECT, optional=True),
+              Field("sandbox", SandboxRecord, optional=True),
+              Field("changes", SandboxChanges, optional=True),
               Field("written_artifact", WrittenArtifact, optional=True,
                     default=WrittenArtifact(False)),
               Field("grader_metrics", METRICS, optional=True),
               Field("grader_calls", ListOf(GraderCall, load=list), optional=True),
-              Field("checks", OBJECT, optional=True),
+              Field("checks", ChecksRun, optional=True),
               Field("regraded_from", RegradedFrom, optional=True),
-              Field("permission_denials", ListOf(ANY, load=list), optional=True, default=list),
-              *(Field(key, OBJECT, optional=True)
-                for key in ("skill_read", "activation", "trace")),
+              Field("permission_denials", ListOf(CLI_JSON, load=list), optional=True,
+                    default=list),
+              Field("skill_read", SkillRead, optional=True),
+              *(Field(key, OBJECT, optional=True) for key in ("activation", "trace")),
               Field("notes", ListOf(TEXT, load=list), optional=True, default=list),
-              Field("conversation", OBJECT, optional=True, omit="none"),
+              Field("conversation", ConversationRecord, optional=True, omit="none"),
               *(Field(key, TEXT, optional=True) for key in ("started_at", "finished_at")),
               *(Field(key, FLAG, optional=True, default=False) for key in ("resumed", "scored")))
 
@@ -3750,7 +4042,7 @@ class SuiteChecker:
             return None
         subject = subjects[0]
         for key in sorted(set(raw) & CHECK_KEYS - {"name", subject}):
-            takes = CHECK_TESTS[subject] + CHECK_OPTIONS[subject]
+            takes = CHECK_KINDS[subject].tests + CHECK_KINDS[subject].options
             if key not in takes:
                 self.error(f"{key!r} does not apply to a {subject} check", _path_join(path, key),
                            f"a {subject} check takes {', '.join(takes) or 'no other key'}", cid)
@@ -3766,7 +4058,7 @@ class SuiteChecker:
         protect = self.check_protect(raw, path, cid)
         if target is None or test is None or timeout is None or protect is None or name == "":
             return None
-        return Check(name or describe_check(subject, target, test, expected), subject, target,
+        return Check(name or CHECK_KINDS[subject].describe(target, test, expected), subject, target,
                      test, expected, timeout, protect)
 
     def trace_check(self, raw: dict, subject: str, path: str, cid: str | None) -> Check | None:
@@ -3786,8 +4078,8 @@ class SuiteChecker:
             kind, test, expected = subject, "at_most", self.trace_bound(raw[subject], where, cid)
         if kind is None or test is None or expected is None or timeout is None or name == "":
             return None
-        return Check(name or describe_check("trace", kind, test, expected), "trace", kind, test,
-                     expected, timeout)
+        return Check(name or CHECK_KINDS[subject].describe(kind, test, expected), "trace", kind,
+                     test, expected, timeout)
 
     def trace_kind(self, value: Any, path: str, cid: str | None) -> str | None:
         if value in TRACE_KINDS:
@@ -3919,7 +4211,7 @@ class SuiteChecker:
 
     def check_test(self, subject: str, raw: dict, path: str, cid: str | None
                    ) -> tuple[str | None, Any]:
-        tests = [key for key in CHECK_TESTS[subject] if key in raw]
+        tests = [key for key in CHECK_KINDS[subject].tests if key in raw]
         if subject == "run":
             code = raw.get("exit_code", 0)
             if not isinstance(code, int) or isinstance(code, bool) or not 0 <= code <= 255:
@@ -3929,7 +4221,8 @@ class SuiteChecker:
                 return None, None
             return "exit_code", code
         if len(tests) != 1:
-            self.error(f"a {subject} check needs exactly one of {', '.join(CHECK_TESTS[subject])} "
+            takes = ", ".join(CHECK_KINDS[subject].tests)
+            self.error(f"a {subject} check needs exactly one of {takes} "
                        f"(found {', '.join(tests) or 'none'})", path,
                        'add one, e.g. "contains": "def main"; split several into several checks',
                        cid)
@@ -5586,8 +5879,8 @@ class Installation:
     skills: list[str]  # folder names under it: the skill first, then its neighbours
     files: list[tuple[str, str]]  # (file to copy, sandbox-relative path)
 
-    def record(self) -> dict[str, Any]:
-        return {"folder": self.folder, "skills": list(self.skills), "files": len(self.files)}
+    def record(self) -> InstalledSkills:
+        return InstalledSkills(self.folder, tuple(self.skills), len(self.files))
 
 
 def installation_for(snapshot: RepoSnapshot, skill_name: str, config: str, folder: str,
@@ -6122,7 +6415,7 @@ class Sandbox:
     cell_dir: Path
     baseline_git: Path  # in the run folder: a path the executor is never told
     base: Path
-    record: dict[str, Any]
+    record: SandboxRecord
     grader_dir: Path | None = None
     grader_io: Path | None = None
     owns_baseline: bool = True  # False when it reads the iteration's shared baseline
@@ -6135,11 +6428,17 @@ class Sandbox:
     @classmethod
     def new(cls, base: Path, baseline_git: Path) -> Sandbox:
         """An empty cell folder in `base` (a fresh, unpredictable name)."""
-        return cls(Path(tempfile.mkdtemp(prefix="skill-eval-", dir=base)), baseline_git, base, {})
+        return cls(Path(tempfile.mkdtemp(prefix="skill-eval-", dir=base)), baseline_git, base,
+                   SandboxRecord())
 
     @property
     def repo(self) -> Path:
         return self.cell_dir / "repo"
+
+    @property
+    def git(self) -> SandboxGit:
+        assert self.record.git is not None, "build_sandbox makes the baseline first"
+        return self.record.git
 
     @property
     def artifact_path(self) -> Path:
@@ -6153,7 +6452,7 @@ class Sandbox:
         self.grader_dir = Path(tempfile.mkdtemp(prefix="skill-eval-grader-", dir=self.base))
         if with_io:
             self.grader_io = Path(tempfile.mkdtemp(prefix="skill-eval-", dir=self.base))
-        self.record["grader_dir"] = str(self.grader_dir)
+        self.record.grader_dir = str(self.grader_dir)
         return self.grader_dir, self.grader_io
 
     def make_home(self, role: str) -> Path:
@@ -6163,7 +6462,7 @@ class Sandbox:
         if role == "grader" and role in self.homes:
             self.earlier_grader_dirs.append(self.homes[role])
         self.homes[role] = home
-        self.record.setdefault("agent_homes", {})[role] = str(home)
+        self.record.agent_homes = {**(self.record.agent_homes or {}), role: str(home)}
         return home
 
     def remove_copy(self) -> None:
@@ -6188,7 +6487,7 @@ class Sandbox:
     def _note_removed(self) -> None:
         folders = [self.cell_dir, self.grader_dir, self.grader_io, *self.earlier_grader_dirs,
                    *self.homes.values()]
-        self.record["removed"] = not any(f is not None and os.path.lexists(f) for f in folders)
+        self.record.removed = not any(f is not None and os.path.lexists(f) for f in folders)
 
 
 def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, sandbox: Sandbox,
@@ -6226,28 +6525,24 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, sa
                    if not in_template or rel in snapshot.linked_skill_files}
     git = init_sandbox_git(repo, sandbox.baseline_git, snapshot.template, sorted(extras),
                            with_skill, groups)
-    if git.get("shared_baseline"):
-        sandbox.baseline_git, sandbox.owns_baseline = Path(git["baseline_repository"]), False
+    if git.shared_baseline and git.baseline_repository is not None:
+        sandbox.baseline_git, sandbox.owns_baseline = Path(git.baseline_repository), False
     (repo / ARTIFACT_RELPATH).parent.mkdir(parents=True, exist_ok=True)
-    sandbox.record.update({
-        "path": str(repo), "grader_dir": None, "files_delivered": copier.copied,
-        "listing_source": snapshot.listing_source, "skill_delivered": bool(with_skill),
-        "fixtures": list(case.files), "skipped": copier.skipped, "git": git,
-        "withheld_from_skill_package": [{"path": rel, "reason": reason} for rel, reason
-                                        in sorted(snapshot.withheld.items())] if with_skill else [],
-        "kept": False, "removed": False})
     kept_back = {**snapshot.kept_back, **copier.kept_back}
-    if kept_back:  # the suite or the skill under another name: none of this cell got it
-        sandbox.record["withheld"] = [{"path": rel, **why} for rel, why in sorted(
-            kept_back.items())]
-    if delivered is not None:
-        sandbox.record["skill_package_sha256"] = delivered
-    if revision is not None:
-        sandbox.record["skill_revision"] = {"revision": revision.revision,
-                                            "commit": revision.commit,
-                                            "package_sha256": revision.sha256}
-    if install is not None:
-        sandbox.record["installed_skills"] = install.record()
+    sandbox.record = dataclasses.replace(
+        sandbox.record, path=str(repo), files_delivered=copier.copied,
+        listing_source=snapshot.listing_source, skill_delivered=bool(with_skill),
+        fixtures=tuple(case.files), git=git, kept=False, removed=False,
+        skipped=tuple(PathReason(entry["path"], entry["reason"]) for entry in copier.skipped),
+        withheld_from_skill_package=tuple(PathReason(rel, reason) for rel, reason in sorted(
+            snapshot.withheld.items())) if with_skill else (),
+        # the suite or the skill under another name: none of this cell got it
+        withheld=tuple(PathReason(rel, why["reason"], why["kind"])
+                       for rel, why in sorted(kept_back.items())) or None,
+        skill_package_sha256=delivered,
+        skill_revision=None if revision is None else SkillRevision(
+            revision.revision, revision.commit, revision.sha256),
+        installed_skills=None if install is None else install.record())
     return sandbox
 
 
@@ -6317,7 +6612,7 @@ def _write_git_dir(git_dir: Path, alternates: list[Path], commit: str | None,
 
 def init_sandbox_git(repo: Path, baseline: Path, template: GitTemplate | None,
                      extras: list[str], with_skill: bool | str, groups: ProcessGroups
-                     ) -> dict[str, Any]:
+                     ) -> SandboxGit:
     """The baseline commit, kept by the runner outside the sandbox and mirrored into it.
 
     Failure is recorded, never worked around with the real repository.
@@ -6332,7 +6627,7 @@ def init_sandbox_git(repo: Path, baseline: Path, template: GitTemplate | None,
         error, commit = _commit_cell_baseline(repo, baseline, usable,
                                               added, with_skill, groups)
         if error:
-            return {"ok": False, "error": error, "method": method}
+            return SandboxGit(False, method, error=error)
     # The executor gets its own copy to use as it likes; the runner never reads it back. The
     # cell's own objects are copied, not borrowed: an alternates entry would tell the executor
     # where the run folder, and so the checkout, is.
@@ -6342,9 +6637,9 @@ def init_sandbox_git(repo: Path, baseline: Path, template: GitTemplate | None,
         shutil.copytree(baseline / "objects", repo / ".git" / "objects", dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("alternates"))
     borrowed = usable.objects_for(with_skill) if usable else []
-    return {"ok": True, "baseline": commit, "method": method,
-            "baseline_repository": str(baseline), "shared_baseline": shared is not None,
-            "borrowed_objects": [str(path) for path in borrowed]}
+    return SandboxGit(True, method, baseline=commit, baseline_repository=str(baseline),
+                      shared_baseline=shared is not None,
+                      borrowed_objects=tuple(str(path) for path in borrowed))
 
 
 def _commit_cell_baseline(repo: Path, baseline: Path, template: GitTemplate | None,
@@ -6372,22 +6667,22 @@ def _commit_cell_baseline(repo: Path, baseline: Path, template: GitTemplate | No
     return "", (baseline / "refs/heads/main").read_text(encoding="utf-8").strip()
 
 
-def sandbox_changes(repo: Path, baseline: Path, git_record: dict[str, Any],
-                    groups: ProcessGroups) -> dict[str, Any]:
+def sandbox_changes(repo: Path, baseline: Path, git_record: SandboxGit,
+                    groups: ProcessGroups) -> SandboxChanges:
     """Paths the executor added, modified or deleted against the baseline commit.
 
     Read through the runner's own baseline repository, never the sandbox's .git, whose config
     (fsmonitor, filters) the executor could have rewritten to run commands.
     """
-    if not git_record.get("ok"):
-        return {"captured": False, "reason": "the sandbox has no baseline commit"}
+    if not git_record.ok:
+        return SandboxChanges(False, "the sandbox has no baseline commit")
     if not repo.is_dir():
-        return {"captured": False, "reason": "the sandbox folder was removed during the run"}
+        return SandboxChanges(False, "the sandbox folder was removed during the run")
     ok, out = run_git([f"--git-dir={baseline}", f"--work-tree={repo}", "--no-optional-locks",
                        "status", "--porcelain=v1", "-z", "--untracked-files=all"], repo,
                       groups)
     if not ok:
-        return {"captured": False, "reason": out}
+        return SandboxChanges(False, out)
     changes: dict[str, list[str]] = {"added": [], "modified": [], "deleted": []}
     entries = iter(out.split("\0"))
     for entry in entries:
@@ -6399,7 +6694,9 @@ def sandbox_changes(repo: Path, baseline: Path, git_record: dict[str, Any],
         kind = "added" if code in ("??", "A ") or "A" in code else (
             "deleted" if "D" in code else "modified")
         changes[kind].append(path)
-    return {"captured": True, **{k: sorted(v) for k, v in changes.items()}}
+    return SandboxChanges(True, added=tuple(sorted(changes["added"])),
+                          modified=tuple(sorted(changes["modified"])),
+                          deleted=tuple(sorted(changes["deleted"])))
 
 
 # -- protected paths: what a check relies on, put back as it was delivered -----------------
@@ -9170,13 +9467,12 @@ def captured_spend(record: RunRecord, kind: str) -> tuple[float, int]:
     count."""
     name = SPEND_METRICS[kind]
     total, unknown = 0.0, 0
-    roles = [(record.executor, value_of(record.metrics, name)),
-             (record.grader, value_of(record.grader_metrics, name))]
-    conversation = record.conversation or {}
-    user_calls = conversation.get("user_calls")
-    if user_calls:  # a conversation's simulated user
-        roles.append((user_calls, ((conversation.get("user_metrics") or {}).get(name)
-                                   or {}).get("value")))
+    roles: list[tuple[Any, float | None]] = [
+        (record.executor, value_of(record.metrics, name)),
+        (record.grader, value_of(record.grader_metrics, name))]
+    conversation = record.conversation
+    if conversation is not None and conversation.user_calls:  # a conversation's simulated user
+        roles.append((conversation.user_calls, value_of(conversation.user_metrics, name)))
     for process, value in roles:
         if process is None:
             continue
@@ -9752,7 +10048,7 @@ def close_sandbox_and_start_next(ctx: RunContext, run: CellRun,
     if sandbox is not None:  # a re-graded cell has none: its checks' results are its source's
         def close() -> None:
             run.record.changes = sandbox_changes(sandbox.repo, sandbox.baseline_git,
-                                                 sandbox.record["git"], ctx.groups)
+                                                 sandbox.git, ctx.groups)
             if run.answer is not None and ctx.suite.checks_for(run.cell.case):
                 guarded(run, run_checks_step, ctx, run)  # before the copy goes
             if not ctx.options.keep_sandboxes:
@@ -9767,7 +10063,7 @@ def finish_cell(ctx: RunContext, run: CellRun, closing: concurrent.futures.Futur
     record = run.record
     guarded(run, add_check_verdicts, ctx, run.cell, record)
     if run.sandbox is not None and ctx.options.keep_sandboxes:
-        run.sandbox.record["kept"] = True
+        run.sandbox.record.kept = True
     elif (place := run.grader_folders) is not None and not ctx.options.keep_sandboxes:
         guarded(run, place.remove_grader_dirs)
     record.started_at, record.finished_at = run.started_at, utc_now()
@@ -9826,7 +10122,7 @@ def run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
         return None
     if ctx.on_cell_start:
         ctx.on_cell_start(cell.label)
-    borrowed = [Path(p) for p in sandbox.record["git"].get("borrowed_objects", [])]
+    borrowed = [Path(p) for p in sandbox.git.borrowed_objects]
     if cell.case.trigger:
         invocation.watch = trigger_watch(ctx.provider, ctx.suite.skill_name)
     elif cell.case.most_turns > 1:
@@ -9909,10 +10205,9 @@ class Conversation:
     kept: KeptHome | None  # confined: the fresh home its sessions live in
     deadline: float  # time.monotonic() past which no turn starts and a running one ends
     exchanges: list[Exchange] = dataclasses.field(default_factory=list)
-    turns: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # run.json's
+    turns: list[ConversationTurn] = dataclasses.field(default_factory=list)  # run.json's
     reported: list[dict[str, Metric]] = dataclasses.field(default_factory=list)
-    user_calls: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    user_reported: list[dict[str, Metric]] = dataclasses.field(default_factory=list)
+    user_calls: list[UserCall] = dataclasses.field(default_factory=list)
     ended: str = ""
 
     @property
@@ -9934,19 +10229,17 @@ class Conversation:
         self.ended = "failed"
         self.record.fail(status, stage, detail)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> ConversationRecord:
         """run.json's `conversation`: how it went, each turn's own values, the user's."""
         shares = turn_shares(self.reported, self.ctx.provider.running_totals)
-        turns = [{**turn, "metrics": METRICS.write(share)}
-                 for turn, share in zip(self.turns, shares)]
-        document: dict[str, Any] = {
-            "kind": "user" if self.case.user else "turns", "most_turns": self.case.most_turns,
-            "turns_taken": len(self.exchanges), "ended": self.ended, "turns": turns}
-        if self.case.user is not None:
-            document["user_calls"] = self.user_calls
-            document["user_metrics"] = METRICS.write(conversation_totals(
-                self.user_reported, "user agent call"))
-        return document
+        turns = tuple(dataclasses.replace(turn, metrics=share)
+                      for turn, share in zip(self.turns, shares))
+        user = self.case.user is not None
+        return ConversationRecord(
+            "user" if user else "turns", self.case.most_turns, len(self.exchanges),
+            self.ended, turns, tuple(self.user_calls) if user else None,
+            conversation_totals([call.metrics for call in self.user_calls], "user agent call")
+            if user else None)
 
 
 def run_conversation(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: RunRecord,
@@ -9954,8 +10247,7 @@ def run_conversation(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: RunR
     """Every turn of a conversation, in one session of the executor's CLI, in one sandbox
     and one fresh home kept for the conversation and removed after it. A turn that fails ends
     the conversation as a failed run; the answer is the last reply, graded with every turn."""
-    binds = Mounts(ro_binds=[Path(p) for p in sandbox.record["git"].get("borrowed_objects",
-                                                                          [])])
+    binds = Mounts(ro_binds=[Path(p) for p in sandbox.git.borrowed_objects])
     kept = (KeptHome(Path(tempfile.mkdtemp(prefix="skill-eval-home-", dir=ctx.sandbox_base)))
             if ctx.confinement.mode == "bwrap" else None)
     if kept is None and not ctx.provider.fresh_home:
@@ -9972,12 +10264,12 @@ def run_conversation(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: RunR
     finally:
         if kept is not None:
             shutil.rmtree(kept.path, ignore_errors=True)
-        record.conversation = talk.summary()
+        record.conversation = summary = talk.summary()
         record.metrics = conversation_totals(turn_shares(talk.reported,
                                                          ctx.provider.running_totals))
         talk.files.text("transcript.md", transcript_markdown(talk.exchanges, talk.ended))
-        if talk.case.user is not None:
-            talk.files.json("user_metrics.json", record.conversation["user_metrics"])
+        if summary.user_metrics is not None:
+            talk.files.json("user_metrics.json", METRICS.write(summary.user_metrics))
     return answer
 
 
@@ -10029,7 +10321,7 @@ def converse(talk: Conversation) -> ExecutorAnswer | None:
         invocation = ctx.provider.next_turn_invocation(talk.first, session_id, message)
     if record.status != STATUS_OK:
         return None
-    cut = any(turn["executor"].get("stdout_truncated") for turn in talk.turns)
+    cut = any(turn.executor.stdout_truncated for turn in talk.turns)
     note_skill_use(ctx, talk.cell, record, AgentReply(True, trace=traces),
                    ProcessResult([], 0, "", "", 0.0, stdout_truncated=cut))
     final = talk.exchanges[-1].reply
@@ -10061,9 +10353,8 @@ def take_turn(talk: Conversation, number: int, invocation: Invocation) -> AgentR
     record.notes += [f"turn {number}: {note}" for note in reply.notes]
     record.permission_denials += reply.permission_denials
     talk.reported.append(reply.metrics)
-    talk.turns.append({"turn": number, "status": STATUS_OK if reply.ok else
-                       failure_status("executor", result), "executor": call.to_json(),
-                       "session_id": reply.session_id})
+    talk.turns.append(ConversationTurn(number, STATUS_OK if reply.ok else failure_status(
+        "executor", result), call, reply.session_id))
     talk.files.text(f"outputs/turn-{number}.txt", reply.text)
     if reply.ok:
         return reply
@@ -10127,11 +10418,8 @@ def ask_user_agent(talk: Conversation, number: int) -> AgentReply | None:
     reply.text, _ = encodable_text(reply.text)
     ok = reply.ok and bool(reply.text.strip())
     status = STATUS_OK if ok else failure_status("user", result)
-    talk.user_calls.append({"for_turn": number + 1, "status": status,
-                            "process": process_record(invocation, result, env,
-                                                      isolation).to_json(),
-                            "metrics": METRICS.write(reply.metrics)})
-    talk.user_reported.append(reply.metrics)
+    talk.user_calls.append(UserCall(number + 1, status, process_record(
+        invocation, result, env, isolation), reply.metrics))
     if ok:
         return reply
     files.text(f"logs/user_stderr.turn-{number + 1}.txt", result.stderr)
@@ -10407,27 +10695,27 @@ class GraderRoom:
     """The graders' folders for a re-graded run, which has no sandbox: made fresh per call."""
 
     base: Path
-    record: dict[str, Any] = dataclasses.field(default_factory=dict)
+    record: GraderRoomRecord = dataclasses.field(default_factory=GraderRoomRecord)
     folders: list[Path] = dataclasses.field(default_factory=list)
 
     def make_grader_dirs(self, with_io: bool) -> tuple[Path, Path | None]:
         grader_dir = Path(tempfile.mkdtemp(prefix="skill-eval-grader-", dir=self.base))
         io_dir = Path(tempfile.mkdtemp(prefix="skill-eval-", dir=self.base)) if with_io else None
         self.folders += [f for f in (grader_dir, io_dir) if f is not None]
-        self.record["grader_dir"] = str(grader_dir)
+        self.record.grader_dir = str(grader_dir)
         return grader_dir, io_dir
 
     def make_home(self, role: str) -> Path:
         """A new, private, empty home for one grader process, removed with its folders."""
         home = Path(tempfile.mkdtemp(prefix=f"skill-eval-home-{role}-", dir=self.base))
         self.folders.append(home)
-        self.record.setdefault("agent_homes", {})[role] = str(home)
+        self.record.agent_homes = {**(self.record.agent_homes or {}), role: str(home)}
         return home
 
     def remove_grader_dirs(self) -> None:
         for folder in self.folders:
             shutil.rmtree(folder, ignore_errors=True)
-        self.record["removed"] = not any(os.path.lexists(f) for f in self.folders)
+        self.record.removed = not any(os.path.lexists(f) for f in self.folders)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -10490,14 +10778,15 @@ def recorded_answer(ctx: RunContext, run: CellRun) -> ExecutorAnswer | None:
                 if record.written_artifact.captured and (outputs / "plan.md").is_file()
                 else None)
     exchanges = None
-    if isinstance(record.conversation, dict):  # graded again as a whole conversation
+    if record.conversation is not None:  # graded again as a whole conversation
         exchanges = recorded_exchanges(cell.run_dir, record.conversation)
         if exchanges is None:
             record.fail("runner_error", "runner", "the source run's conversation files "
                         "(messages/turn-N.txt, outputs/turn-N.txt) are incomplete; not re-graded")
             return None
     assert run.room is not None, "answer_step reads a recorded answer only with a room"
-    record.sandbox = {**(record.sandbox or {}), "regrade_grader": run.room.record}
+    record.sandbox = dataclasses.replace(record.sandbox or SandboxRecord(),
+                                         regrade_grader=run.room.record)
     return ExecutorAnswer(text, artifact, record.written_artifact.truncated,
                           exchanges)
 
@@ -10511,10 +10800,11 @@ def conversation_files(run_dir: Path) -> list[str]:
     return found
 
 
-def recorded_exchanges(run_dir: Path, conversation: dict[str, Any]) -> list[Exchange] | None:
+def recorded_exchanges(run_dir: Path, conversation: ConversationRecord
+                       ) -> list[Exchange] | None:
     """The turns a finished conversation left on disk, or None when any is missing."""
-    taken = conversation.get("turns_taken")
-    if not isinstance(taken, int) or not 1 <= taken <= MAX_CONVERSATION_TURNS:
+    taken = conversation.turns_taken
+    if not 1 <= taken <= MAX_CONVERSATION_TURNS:
         return None
     exchanges = []
     for number in range(1, taken + 1):
@@ -10600,16 +10890,16 @@ def _open_regular_unfollowed(root: Path, rel: Path) -> tuple[int | None, str]:
 
 
 def skill_read_evidence(trace: list[dict] | None, skill_name: str, config: str,
-                        checkout_skill_md: str | None = None) -> dict[str, Any]:
+                        checkout_skill_md: str | None = None) -> SkillRead:
     """Did the executor's recorded tool calls touch the target skill's SKILL.md?"""
     if trace is None:
-        return {"state": "unknown", "reason": "no tool-call trace was captured"}
+        return SkillRead("unknown", "no tool-call trace was captured")
     needles = [f"skills/{skill_name}/SKILL.md", *([checkout_skill_md] if checkout_skill_md
                                                    else [])]
     hits = [call for call in trace
             if any(n in json.dumps(call.get("input"), ensure_ascii=False) for n in needles)]
-    return {"state": "read" if hits else "not_read", "calls": len(trace),
-            "reads": [c.get("tool") for c in hits][:10], "config": config}
+    return SkillRead("read" if hits else "not_read", calls=len(trace),
+                     reads=tuple(c.get("tool") for c in hits)[:10], config=config)
 
 
 def activation_evidence(provider: Provider, trace: list[dict] | None, skill_name: str,
@@ -10755,49 +11045,47 @@ def run_checks_step(ctx: RunContext, run: CellRun) -> None:
     compared with what was delivered first (what the executor did), then put back before each
     run check. A check that could not run stops the rest: the cell will not be scored."""
     sandbox, checks = run.sandbox, ctx.suite.checks_for(run.cell.case)
-    state: dict[str, Any] = {"results": [], "protected": {}, "unrun": None}
-    run.record.checks = state
+    state = run.record.checks = ChecksRun()
     started = time.monotonic()
     try:
         if sandbox is None or not sandbox.repo.is_dir():
-            state["unrun"] = "the sandbox was gone when the checks were to run"
+            state.unrun = "the sandbox was gone when the checks were to run"
             return
-        git = sandbox.record["git"]
         protect = sorted({rel for check in checks for rel in check.protect})
-        if protect and not git.get("ok"):
-            state["unrun"] = "the sandbox has no baseline commit to restore protected paths from"
+        if protect and not sandbox.git.ok:
+            state.unrun = "the sandbox has no baseline commit to restore protected paths from"
             return
         run_checks_in_order(ctx, run, checks, protect, state)
     except OSError as exc:  # a protected path the runner could not read or put back
-        state["unrun"] = f"protected paths could not be restored: {exc.strerror or exc}"
+        state.unrun = f"protected paths could not be restored: {exc.strerror or exc}"
     finally:
-        state["duration_s"] = round(time.monotonic() - started, 3)
-        state["note"] = "the checks' own time, on the runner's clock; not the executor's"
+        state.duration_s = round(time.monotonic() - started, 3)
+        state.note = "the checks' own time, on the runner's clock; not the executor's"
 
 
 def run_checks_in_order(ctx: RunContext, run: CellRun, checks: list[Check], protect: list[str],
-                        state: dict[str, Any]) -> None:
+                        state: ChecksRun) -> None:
     sandbox = run.sandbox
     assert sandbox is not None, "run_checks_step returns first when there is none"
-    commit = sandbox.record["git"].get("baseline", "")
+    commit = sandbox.git.baseline or ""
     for rel in protect:  # what the executor left, before any check runs and writes there
         changed = protected_changes(sandbox.repo, sandbox.baseline_git, commit, rel,
                                     sandbox.delivered_modes, ctx.groups)
-        state["protected"][rel] = {"changed_by_executor": changed}
+        state.protected[rel] = ProtectedPath(tuple(changed))
     planted: list[str] = []
     if any(check.subject == "run" for check in checks):
         planted = planted_interpreter_files(sandbox, commit, ctx.groups)
-        state["planted_interpreter_files"] = planted
+        state.planted_interpreter_files = tuple(planted)
         remove_bytecode_caches(sandbox.repo)
     for check in checks:
         for rel in check.protect:
             restore_delivered(sandbox.repo, sandbox.baseline_git, commit, rel, ctx.groups)
-        result = (refused_run_check(check, planted, bool(sandbox.record["git"].get("ok")))
+        result = (refused_run_check(check, planted, sandbox.git.ok)
                   if planted and check.subject == "run" else run_one_check(ctx, run, check))
-        state["results"].append(result)
-        if result.get("unrun"):
-            state["unrun"] = f"check {check.name!r} could not run: {result['unrun']}"
-            state["cancelled"] = bool(result.get("cancelled"))
+        state.results.append(result)
+        if result.unrun:
+            state.unrun = f"check {check.name!r} could not run: {result.unrun}"
+            state.cancelled = bool(result.cancelled)
             return
 
 
@@ -10886,7 +11174,7 @@ def planted_interpreter_files(sandbox: Sandbox, commit: str, groups: ProcessGrou
     and the files pytest would read as its own code or options.
     Without a baseline commit nothing tells them from delivered ones: all are listed.
     Bytecode caches are not listed: checks never read them (PYTHONPYCACHEPREFIX)."""
-    known = sandbox.record["git"].get("ok")
+    known = sandbox.git.ok
     delivered = delivered_paths(sandbox.baseline_git, commit, groups) if known else set()
     found = []
     for folder, dirs, files in walk_unfollowed(sandbox.repo):
@@ -10903,16 +11191,15 @@ def planted_interpreter_files(sandbox: Sandbox, commit: str, groups: ProcessGrou
     return sorted(found)
 
 
-def refused_run_check(check: Check, planted: list[str], known: bool) -> dict[str, Any]:
+def refused_run_check(check: Check, planted: list[str], known: bool) -> CheckResult:
     shown = ", ".join(planted[:PLANTED_SHOWN]) + (
         f" and {len(planted) - PLANTED_SHOWN} more" if len(planted) > PLANTED_SHOWN else "")
     who = ("the executor added" if known else
            "with no baseline commit to tell delivered files from added ones, the tree holds")
-    return {"name": check.name, "subject": check.subject, "duration_s": 0.0,
-            "unrun": f"not run: {who} {shown}, which a Python the check starts could load in "
-                     "place of the standard library, pytest or the code under test, or run at "
-                     "startup, or pytest would read as its own code or options; its result "
-                     "could not be trusted"}
+    return CheckResult(check.name, check.subject, 0.0, unrun=(
+        f"not run: {who} {shown}, which a Python the check starts could load in place of the "
+        "standard library, pytest or the code under test, or run at startup, or pytest would "
+        "read as its own code or options; its result could not be trusted"))
 
 
 def remove_bytecode_caches(repo: Path) -> None:
@@ -10932,8 +11219,8 @@ def remove_bytecode_caches(repo: Path) -> None:
                 remove_tree(cache)
 
 
-def run_one_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, Any]:
-    """{name, subject, passed, evidence, duration_s}, or with `unrun` (why it could not)."""
+def run_one_check(ctx: RunContext, run: CellRun, check: Check) -> CheckResult:
+    """The check's result: passed with the evidence, or `unrun` (why it could not run)."""
     started = time.monotonic()
     def search(pattern: str, text: str, timeout_s: float) -> tuple[str | None, str]:
         return search_in_child(ctx, pattern, text, timeout_s)
@@ -10960,8 +11247,8 @@ def run_one_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, Any]
         text = answer.text if check.target == "reply" else answer.artifact
         result = (text_check(check, text, f"the {check.target}", search) if text is not None
                   else {"passed": False, "evidence": "the executor wrote no artifact"})
-    return {"name": check.name, "subject": check.subject, **result,
-            "duration_s": round(time.monotonic() - started, 3)}
+    return CheckResult(check.name, check.subject, round(time.monotonic() - started, 3),
+                       **result)
 
 
 def run_command_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, Any]:
@@ -10969,7 +11256,7 @@ def run_command_check(ctx: RunContext, run: CellRun, check: Check) -> dict[str, 
     sandbox = run.sandbox
     assert sandbox is not None, "checks run only in a sandbox"
     invocation = Invocation(["/bin/sh", "-c", check.target], sandbox.repo)
-    borrowed = [Path(p) for p in sandbox.record["git"].get("borrowed_objects", [])]
+    borrowed = [Path(p) for p in sandbox.git.borrowed_objects]
     result, isolation = run_confined_command(ctx, invocation, check.timeout_s, borrowed)
     tails: dict[str, Any] = {
         "stdout_tail": result.stdout[-CHECK_TAIL_CHARS:],
@@ -11010,14 +11297,14 @@ def check_env(ctx: RunContext, workdir: Path, home: str) -> dict[str, str]:
 
 
 def run_confined_command(ctx: RunContext, invocation: Invocation, timeout_s: float,
-                         ro_binds: list[Path]) -> tuple[ProcessResult, dict[str, Any]]:
+                         ro_binds: list[Path]) -> tuple[ProcessResult, Isolation]:
     """A check's process, under the executor's own confinement (the same mounts and hidden
     folders) with a fresh, empty HOME: no agent's login is carried into it."""
     def environment(home: Path, confined: bool) -> tuple[dict[str, str], list[str] | None]:
         return check_env(ctx, invocation.cwd, HOME_INSIDE if confined else str(home)), None
     result, _, isolation = run_confinable(ctx, invocation, timeout_s, Mounts(ro_binds=ro_binds),
                                           environment, check=True)
-    return result, isolation.to_json()
+    return result, isolation
 
 
 BWRAP_STATUS_CAP = 64 * 1024
@@ -11189,25 +11476,25 @@ def add_check_verdicts(ctx: RunContext, cell: Cell, record: RunRecord) -> None:
     checks = ctx.suite.checks_for(cell.case)
     if not checks or record.status != STATUS_OK:
         return
-    state = record.checks or {}
-    if state.get("unrun") or len(state.get("results") or []) != len(checks):
-        reason = state.get("unrun") or "the checks did not run"
-        record.fail("cancelled" if state.get("cancelled") else "check_error", "checks",
+    state = record.checks or ChecksRun()
+    if state.unrun or len(state.results) != len(checks):
+        reason = state.unrun or "the checks did not run"
+        record.fail("cancelled" if state.cancelled else "check_error", "checks",
                     f"{reason}; not scored")
         return
     if ctx.suite.assertions_for(cell.case) and record.grading is None:
         return  # the grader's failure is on the record already
     grading = record.grading or Grading((), graded_by="checks only")
-    record.grading = grading_with_checks(grading, state["results"],
+    record.grading = grading_with_checks(grading, state.results,
                                          ctx.suite.paired_checks_for(cell.case))
 
 
-def grading_with_checks(grading: Grading, results: list[dict[str, Any]],
+def grading_with_checks(grading: Grading, results: list[CheckResult],
                         paired: dict[str, str]) -> Grading:
     judged = [dataclasses.replace(v, check=paired[v.text]) if v.text in paired else v
               for v in grading.expectations]
     first = len(judged) + 1
-    checked = [Verdict(first + i, r["name"], r["passed"], r["evidence"], kind="check")
+    checked = [Verdict(first + i, r.name, bool(r.passed), r.evidence or "", kind="check")
                for i, r in enumerate(results)]
     return dataclasses.replace(grading, expectations=tuple(judged + checked))
 
@@ -11297,7 +11584,7 @@ def benchmark_run(record: RunRecord) -> RunResult:
         expectations=grading.expectations if grading else (),
         failure=record.failure,
         permission_denials=len(record.permission_denials or []),
-        skill_read=(record.skill_read or {}).get("state"),
+        skill_read=None if record.skill_read is None else record.skill_read.state,
         activation=({key: record.activation.get(key) for key in
                      ("activated", "should_activate", "signal", "trigger", "stopped")
                      if key in record.activation or key not in ("trigger", "stopped")}
@@ -11306,18 +11593,8 @@ def benchmark_run(record: RunRecord) -> RunResult:
                         for name in ("time_seconds", "tokens")},
         files_sha256=dict(sorted(record.written_files.items())),
         grader=grader_result(record),
-        checks=checks_result(record) if record.checks is not None else None,
+        checks=None if record.checks is None else record.checks.summary(),
         process=process_counts(record.trace) if record.trace is not None else None)
-
-
-def checks_result(record: RunRecord) -> dict[str, Any]:
-    """What the deterministic checks of a run took, apart from the executor's metrics."""
-    state = record.checks or {}
-    return {"count": len(state.get("results") or []),
-            "passed": sum(bool(r.get("passed")) for r in state.get("results") or []),
-            "time_seconds": state.get("duration_s"), "could_not_run": state.get("unrun"),
-            "protected_changed": sorted({path for seen in (state.get("protected") or {}).values()
-                                         for path in seen.get("changed_by_executor") or []})}
 
 
 GRADER_METRICS = ("time_seconds", "tokens", "total_cost_usd")
@@ -12782,7 +13059,7 @@ def _run_flags(records: list[RunRecord]) -> list[SanityFlag]:
             flags.append(_flag("warning", "permission_denials",
                                f"the executor was refused {len(r.permission_denials)} tool "
                                "call(s)", **where))
-        read = (r.skill_read or {}).get("state")
+        read = None if r.skill_read is None else r.skill_read.state
         if config_has_skill(r.configuration) and read == "not_read":
             flags.append(_flag("warning", "skill_not_read",
                                "the executor's trace shows no read of the skill's SKILL.md",
@@ -12791,8 +13068,8 @@ def _run_flags(records: list[RunRecord]) -> list[SanityFlag]:
             flags.append(_flag("info", "skill_read_unknown",
                                "no tool-call trace was captured; whether the skill was read is "
                                "unknown", **where))
-        for rel, seen in sorted(((r.checks or {}).get("protected") or {}).items()):
-            changed = seen.get("changed_by_executor")
+        for rel, seen in sorted((r.checks.protected if r.checks else {}).items()):
+            changed = seen.changed_by_executor
             if changed:
                 flags.append(_flag("warning", "protected_path_changed",
                                    f"the executor changed {', '.join(changed[:10])} under the "
@@ -12811,12 +13088,9 @@ def _kept_back_flags(records: list[RunRecord]) -> list[SanityFlag]:
     have read the skill through it, and a task that needs the file went without it."""
     found: dict[str, str] = {}
     for record in records:
-        entries = (record.sandbox or {}).get("withheld") if isinstance(record.sandbox, dict) \
-            else None
-        for entry in entries if isinstance(entries, list) else []:
-            if (isinstance(entry, dict) and entry.get("kind") == "skill"
-                    and isinstance(entry.get("path"), str)):
-                found.setdefault(entry["path"], str(entry.get("reason") or ""))
+        for entry in (record.sandbox and record.sandbox.withheld) or ():
+            if entry.kind == "skill":
+                found.setdefault(entry.path, entry.reason)
     return [_flag("warning", "baseline_contamination",
                   f"{path} is {reason[:200]}: withheld from every sandbox, so without_skill "
                   "runs could not read the skill through it; make sure the task does not need "
@@ -13757,12 +14031,13 @@ def judge_lines(b: Benchmark) -> list[str]:
 
 def _md_judge_vs_checks(b: Benchmark) -> str:
     versus = b.judge_vs_checks
-    timed = [r for r in all_runs(b) if (r.checks or {}).get("time_seconds") is not None]
+    timed = [r.checks.time_seconds for r in all_runs(b)
+             if r.checks is not None and r.checks.time_seconds is not None]
     if not (versus and versus.pairs) and not timed:
         return ""
     lines = ["## Judge vs checks", ""]
     if timed:
-        spent = Stats(**describe([(r.checks or {})["time_seconds"] for r in timed]))
+        spent = Stats(**describe(timed))
         lines += [f"The checks' own time per run, on the runner's clock and not in the "
                   f"executor's time above: {fmt_stat(spent, ' s', 2)}.", ""]
     if not versus or not versus.pairs:
@@ -15621,7 +15896,7 @@ class RepeatedFailureStop:
         children could print anything on the CLI's stderr) was not refused."""
         if record.status not in ("executor_failed", "grader_failed") or self.provider is None:
             return False
-        if record.status == "executor_failed" and (record.skill_read or {}).get("calls"):
+        if record.status == "executor_failed" and record.skill_read and record.skill_read.calls:
             return False
         refused = self.provider.rejected_sign_in(record.failure_detail)
         if refused is None:
@@ -16891,11 +17166,10 @@ def observed_cell(record: RunRecord) -> dict[str, float | None] | None:
     if not processes:  # cancelled before it started: it tells nothing about a cell's use
         return None
     seconds = [p.duration_s for p in processes]
-    talk = record.conversation if isinstance(record.conversation, dict) else {}
-    if talk:  # every turn and user agent call, not only the last turn's process
-        calls = [*(t.get("executor") for t in talk.get("turns") or []),
-                 *(c.get("process") for c in talk.get("user_calls") or [])]
-        seconds = [(c or {}).get("duration_s") for c in calls] + (
+    talk = record.conversation
+    if talk is not None:  # every turn and user agent call, not only the last turn's process
+        calls = [*(t.executor for t in talk.turns), *(c.process for c in talk.user_calls or ())]
+        seconds = [c.duration_s for c in calls] + (
             [record.grader.duration_s] if record.grader is not None else [])
         return {"calls": float(len(seconds)),  # each a number once the check below holds
                 "seconds": sum(cast("list[float]", seconds))
