@@ -1175,7 +1175,7 @@ TEXTS = ListOf(TEXT)
 OBJECT = Kind("an object", lambda value: isinstance(value, dict))  # JSON kept as written
 
 
-def _optional(omit: Any = "none", **kinds: Any) -> tuple[Field, ...]:
+def _members(omit: Any = "none", **kinds: Any) -> tuple[Field, ...]:
     """Optional members, in the order given, each with its kind; left out as `omit` says."""
     return tuple(Field(name, kind, optional=True, omit=omit) for name, kind in kinds.items())
 
@@ -1192,7 +1192,7 @@ class Identity(Record):
     case_count: int | None = None
     files: int | None = None
 
-    FIELDS = _optional(version=TEXT, path=TEXT, sha256=TEXT, skill_name=TEXT,
+    FIELDS = _members(version=TEXT, path=TEXT, sha256=TEXT, skill_name=TEXT,
                        case_count=INTEGER, files=INTEGER)
 
 
@@ -1211,7 +1211,7 @@ class RecordedOptions(Record):
     grader_runs: int | None = None
     adaptive: bool = False
 
-    FIELDS = (*_optional(None, configs=CONFIG_NAMES, runs=COUNT, timeout_s=NUMBER,
+    FIELDS = (*_members(None, configs=CONFIG_NAMES, runs=COUNT, timeout_s=NUMBER,
                          concurrency=COUNT, deadline_s=NUMBER, eval_ids=FOLDER_NAMES,
                          keep_sandboxes=FLAG, agent_settings=TEXTS, grader_runs=COUNT),
               Field("adaptive", FLAG, optional=True, default=False, omit="empty"))
@@ -1225,7 +1225,7 @@ class CaseIdentity(Record):
     files: tuple[str, ...] | None = None
 
     expected = "a case id's identity"
-    FIELDS = (*_optional(None, prompt_sha256=TEXT), *_optional(files=TEXTS))
+    FIELDS = (*_members(None, prompt_sha256=TEXT), *_members(files=TEXTS))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1236,7 +1236,7 @@ class FixtureState(Record):
     dirty: tuple[str, ...] | None = None
     reason: str | None = None
 
-    FIELDS = _optional(checked=FLAG, dirty=ListOf(Kind("a fixture path",
+    FIELDS = _members(checked=FLAG, dirty=ListOf(Kind("a fixture path",
                                                        lambda value: isinstance(value, str))),
                        reason=TEXT)
 
@@ -1248,7 +1248,7 @@ class FixtureStatus(Record):
     before: FixtureState | None = None
     after: FixtureState | None = None
 
-    FIELDS = _optional(before=FixtureState, after=FixtureState)
+    FIELDS = _members(before=FixtureState, after=FixtureState)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1261,7 +1261,7 @@ class IterationIsolation(Record):
     subreaper: bool | None = None
 
     FIELDS = (Field("confinement", Confinement, optional=True, inline="mode", omit="none"),
-              *_optional(summary=TEXT, subreaper=FLAG))
+              *_members(summary=TEXT, subreaper=FLAG))
 
     @property
     def confined(self) -> bool:
@@ -1297,7 +1297,7 @@ class CheckoutState(Record):
     seconds_after: float | None = None
     note: str | None = None
 
-    FIELDS = _optional(checked=FLAG, reason=TEXT, files=INTEGER, files_before=INTEGER,
+    FIELDS = _members(checked=FLAG, reason=TEXT, files=INTEGER, files_before=INTEGER,
                        files_after=INTEGER, changed_count=INTEGER, changed=ListOf(FileChange),
                        touched_only=INTEGER, listing=TEXT, seconds=NUMBER,
                        seconds_before=NUMBER, seconds_after=NUMBER, note=TEXT)
@@ -1308,7 +1308,7 @@ class CheckoutCheck(Record):
     before: CheckoutState | None = None
     after: CheckoutState | None = None
 
-    FIELDS = _optional(before=CheckoutState, after=CheckoutState)
+    FIELDS = _members(before=CheckoutState, after=CheckoutState)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1322,9 +1322,9 @@ class Arm(Record):
     files: int
     skipped: tuple[dict[str, str], ...] | None = None  # a revision's files left out, and why
 
-    FIELDS = (Field("source", TEXT), *_optional(None, revision=TEXT, commit=TEXT,
+    FIELDS = (Field("source", TEXT), *_members(None, revision=TEXT, commit=TEXT,
                                                 package_sha256=TEXT),
-              Field("files", INTEGER), *_optional(skipped=ListOf(MapOf(TEXT))))
+              Field("files", INTEGER), *_members(skipped=ListOf(MapOf(TEXT))))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1338,8 +1338,8 @@ class SkillCopy(Record):
     taken: str
     not_delivered: dict[str, str] | None = None
 
-    FIELDS = (Field("source", TEXT), *_optional(None, sha256=TEXT), Field("files", INTEGER),
-              Field("copy", TEXT), *_optional(not_delivered=MapOf(TEXT)), Field("taken", TEXT))
+    FIELDS = (Field("source", TEXT), *_members(None, sha256=TEXT), Field("files", INTEGER),
+              Field("copy", TEXT), *_members(not_delivered=MapOf(TEXT)), Field("taken", TEXT))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1350,7 +1350,7 @@ class TemplateRecord(Record):
     commit: str | None
     error: str | None
 
-    FIELDS = (Field("path", TEXT), *_optional(None, commit=TEXT, error=TEXT))
+    FIELDS = (Field("path", TEXT), *_members(None, commit=TEXT, error=TEXT))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1375,7 +1375,7 @@ class RegradeRecord(Record):
     executor_cli_version: str | None = None
     source_grader_model: str | None = None
 
-    FIELDS = (Field("source", TEXT), *_optional(
+    FIELDS = (Field("source", TEXT), *_members(
         None, source_benchmark_sha256=TEXT, source_timestamp=TEXT, executor_agent=TEXT,
         executor_model=TEXT, executor_cli_version=TEXT, source_grader_model=TEXT))
 
@@ -1389,7 +1389,7 @@ class Attempt(Record):
     cli_version: str | None
     isolation: IterationIsolation
 
-    FIELDS = (Field("at", TEXT), Field("argv", TEXTS), *_optional(None, cli_version=TEXT),
+    FIELDS = (Field("at", TEXT), Field("argv", TEXTS), *_members(None, cli_version=TEXT),
               Field("isolation", IterationIsolation))
 
 
@@ -1472,15 +1472,15 @@ class Manifest(Record):
     FIELDS = (Field("merged", FLAG, optional=True, default=False, omit="empty"),
               # a merge writes it second: one field per place, both read from created_at
               Field("created_at", TEXT, optional=True, omit=lambda m: not m.merged),
-              *_optional(runner=Identity, suite=Identity, repo_root=TEXT, skill_package=Identity,
+              *_members(runner=Identity, suite=Identity, repo_root=TEXT, skill_package=Identity,
                          fixtures=MapOf(TEXT), cases=MapOf(CaseIdentity, names=names_one_folder),
                          argv=TEXTS, agent=TEXT),
-              *_optional(lambda m: m.merged, executor_model=TEXT, grader_model=TEXT),
-              *_optional(options=RecordedOptions, options_sha256=TEXT, cells_planned=INTEGER),
+              *_members(lambda m: m.merged, executor_model=TEXT, grader_model=TEXT),
+              *_members(options=RecordedOptions, options_sha256=TEXT, cells_planned=INTEGER),
               Field("created_at", TEXT, optional=True,
                     omit=lambda m: m.merged or m.created_at is None),
-              *_optional(None, cli_version=TEXT),
-              *_optional(sandbox_base=TEXT, regrade=RegradeRecord, listing_source=TEXT,
+              *_members(None, cli_version=TEXT),
+              *_members(sandbox_base=TEXT, regrade=RegradeRecord, listing_source=TEXT,
                          git_template=TemplateRecord, skill_installed_elsewhere=TEXTS,
                          withheld_from_skill_package=MapOf(TEXT), isolation=IterationIsolation,
                          withheld_from_every_sandbox=MapOf(MapOf(TEXT)),
@@ -1505,7 +1505,7 @@ class SeriesIdentity(Record):
     grader_model: str | None = None
     grader_prompt_sha256: str | None = None
 
-    FIELDS = _optional(None, **dict.fromkeys(
+    FIELDS = _members(None, **dict.fromkeys(
         ("suite_sha256", "skill_sha256", "runner_sha256", "fixtures_sha256", "agent",
          "cli_version", "executor_model", "grader_model", "grader_prompt_sha256"), TEXT))
 
@@ -1524,7 +1524,7 @@ class BudgetSummary(Record):
     cells_without_tokens: int
     cancelled_by_cap: int
 
-    FIELDS = (*_optional(None, max_cost_usd=NUMBER, max_tokens=INTEGER),
+    FIELDS = (*_members(None, max_cost_usd=NUMBER, max_tokens=INTEGER),
               Field("spent_cost_usd", NUMBER), Field("spent_tokens", INTEGER),
               Field("counts", TEXT), *(Field(key, INTEGER) for key in (
                   "cells_counted", "cells_without_cost", "cells_without_tokens",
@@ -1541,7 +1541,7 @@ class MergedFrom(Record):
     timestamp: str | None
 
     FIELDS = (Field("shard", TEXT), Field("iteration", TEXT), Field("cells", INTEGER),
-              *_optional(None, timestamp=TEXT))
+              *_members(None, timestamp=TEXT))
 
 
 CASE_IDS = ListOf(CASE_ID)
@@ -1587,11 +1587,11 @@ class Metadata(Record):
     merged_from: tuple[MergedFrom, ...] | None = None
     missing_shards: tuple[MissingShard, ...] | None = None
 
-    FIELDS = (*_optional(None, **dict.fromkeys(
+    FIELDS = (*_members(None, **dict.fromkeys(
         ("skill_name", "skill_path", "agent", "executor_model", "grader_model", "analyzer_model",
          "cli_version", "timestamp"), TEXT)),
               Field("configs", ListOf(TEXT, expected="a list of config names")),
-              *_optional(None, runs_per_configuration=INTEGER, grader_runs=INTEGER,
+              *_members(None, runs_per_configuration=INTEGER, grader_runs=INTEGER,
                          regrade=RegradeRecord, evals_run=CASE_IDS, suite_case_count=INTEGER,
                          selected_eval_ids=CASE_IDS, selection_partial=FLAG,
                          cells_planned=INTEGER, cells_finished=INTEGER, incomplete=FLAG,
@@ -1601,10 +1601,10 @@ class Metadata(Record):
               # a shard's plan sits here; a merge's after the common assertions
               Field("plan", PlanRecord, optional=True,
                     omit=lambda m: m.plan is None or m.merged_from is not None),
-              *_optional(shard=ShardRecord, budget=BudgetSummary),
-              *_optional(None, arms=MapOf(Arm), common_assertions=TEXTS),
+              *_members(shard=ShardRecord, budget=BudgetSummary),
+              *_members(None, arms=MapOf(Arm), common_assertions=TEXTS),
               Field("plan", PlanRecord, optional=True, omit=lambda m: m.merged_from is None),
-              *_optional(merged_from=ListOf(MergedFrom), missing_shards=ListOf(MissingShard)))
+              *_members(merged_from=ListOf(MergedFrom), missing_shards=ListOf(MissingShard)))
 
 
 # What benchmark.json must hold, and the kind of each.
