@@ -249,7 +249,7 @@ class MisshapenManifestTest(ReadBackCase):
         manifest.write_text(json.dumps(data), encoding="utf-8")
         code, _, err = self.resume()
         self.assertEqual(code, 2, err)
-        self.assertIn("the command that started it no longer parses (1)", err)
+        self.assertIn("iteration_manifest.json holds the wrong kind of value at argv[0]", err)
 
 
 class RegradeFixtureStatusTest(ReadBackCase):

@@ -349,7 +349,7 @@ class PerAssertionTest(unittest.TestCase):
         meta = {"skill_name": "demo", "agent": "claude", "configs": ["with_skill",
                 "without_skill"], "runs_per_configuration": 1, "evals_run": ["E1"],
                 "suite_case_count": 1, "common_assertions": ["Polite."]}
-        benchmark = runner.aggregate(records, meta)
+        benchmark = runner.aggregate(records, runner.Metadata.from_json(meta, "metadata"))
         md = runner.render_markdown(benchmark)
         self.assertIn("## Per assertion", md)
         self.assertIn("| Polite. | all (common) | 100.0% (1/1) | 0.0% (0/1) | +100.0 pp "
@@ -373,7 +373,7 @@ class PerAssertionTest(unittest.TestCase):
         meta = {"skill_name": "demo", "agent": "claude", "configs": ["with_skill",
                 "without_skill"], "runs_per_configuration": 1, "evals_run": ["E1"],
                 "suite_case_count": 1}
-        written = runner.aggregate(records, meta).to_json()
+        written = runner.aggregate(records, runner.Metadata.from_json(meta, "metadata")).to_json()
         for key in ("comparisons", "per_assertion"):
             written.pop(key)
         benchmark = runner.Benchmark.from_json(written, "benchmark.json")

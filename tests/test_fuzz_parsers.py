@@ -274,7 +274,7 @@ class FuzzParsersTests(unittest.TestCase):
         meta = {"configs": ["without_skill"], "runs_per_configuration": 1,
                 "skill_name": "demo", "agent": ctx.options.agent, "cells_planned": len(records),
                 "incomplete": False}
-        benchmark = runner.aggregate(records, meta)
+        benchmark = runner.aggregate(records, runner.Metadata.from_json(meta, "metadata"))
         folder = ctx.iteration_dir
         runner.write_benchmark(folder, benchmark)
         json.loads((folder / "benchmark.json").read_bytes().decode("utf-8"))

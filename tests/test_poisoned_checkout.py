@@ -142,7 +142,7 @@ class CoveredWriteTests(UnconfinedRun):
         readme.write_text("owned\n")
         readme.write_text("readme\n")
         os.utime(readme, ns=(before.st_atime_ns, before.st_mtime_ns))
-        self.assertEqual(snapshot.compare(runner.ProcessGroups())["changed"],
+        self.assertEqual(snapshot.compare(runner.ProcessGroups()).to_json()["changed"],
                          [{"path": "README.md", "change": "rewritten, times set back"}])
 
     def test_a_touch_counts_only_outside_the_skill_package(self) -> None:
@@ -150,7 +150,7 @@ class CoveredWriteTests(UnconfinedRun):
         later = time.time_ns() + 2_000_000_000
         for rel in ("README.md", "skills/demo/SKILL.md"):
             os.utime(self.root / rel, ns=(later, later))
-        result = snapshot.compare(runner.ProcessGroups())
+        result = snapshot.compare(runner.ProcessGroups()).to_json()
         self.assertEqual(result["changed"], [{"path": "skills/demo/SKILL.md",
                                               "change": "written to (content as before)"}])
         self.assertEqual(result["touched_only"], 1)
@@ -222,11 +222,11 @@ class GitStateTests(UnconfinedRun):
         self.assertIn("node_modules", snapshot.entries, "an ignored folder, as one entry")
         self.assertNotIn("node_modules/pkg/index.js", snapshot.entries)
         (self.root / "node_modules/pkg/index.js").write_text("changed\n")
-        self.assertEqual(snapshot.compare(runner.ProcessGroups())["changed_count"], 0,
+        self.assertEqual(snapshot.compare(runner.ProcessGroups()).to_json()["changed_count"], 0,
                          "documented as unseen")
         later = time.time_ns() + 2_000_000_000
         os.utime(self.root / "debug.log", ns=(later, later))  # not hashed: a touch is a change
-        self.assertEqual(snapshot.compare(runner.ProcessGroups())["changed"],
+        self.assertEqual(snapshot.compare(runner.ProcessGroups()).to_json()["changed"],
                          [{"path": "debug.log", "change": "modified"}])
         self.assertIsNone(snapshot.entries["debug.log"][1], "compared by metadata, not read")
 
@@ -241,9 +241,9 @@ class GitStateTests(UnconfinedRun):
         other.mkdir(parents=True)
         (other / "benchmark.json").write_text("{}")
         (self.root / "evals/demo/workspace/codex").mkdir()
-        self.assertEqual(snapshot.compare(runner.ProcessGroups())["changed_count"], 0)
+        self.assertEqual(snapshot.compare(runner.ProcessGroups()).to_json()["changed_count"], 0)
         (self.root / "evals/other/planted.py").write_text("x\n")
-        self.assertEqual(snapshot.compare(runner.ProcessGroups())["changed"],
+        self.assertEqual(snapshot.compare(runner.ProcessGroups()).to_json()["changed"],
                          [{"path": "evals/other/planted.py", "change": "added"}])
 
     def test_a_worktree_sees_its_own_branch_not_the_others(self) -> None:
@@ -256,9 +256,9 @@ class GitStateTests(UnconfinedRun):
         self.assertIn(".git/refs/heads/side", snapshot.entries)
         self.assertNotIn(".git/HEAD", snapshot.entries, "the main checkout's own HEAD")
         h.git(self.root, "commit", "-q", "--allow-empty", "-m", "work elsewhere")
-        self.assertEqual(snapshot.compare(runner.ProcessGroups())["changed_count"], 0)
+        self.assertEqual(snapshot.compare(runner.ProcessGroups()).to_json()["changed_count"], 0)
         h.git(worktree, "commit", "-q", "--allow-empty", "-m", "work here")
-        self.assertEqual(snapshot.compare(runner.ProcessGroups())["changed"],
+        self.assertEqual(snapshot.compare(runner.ProcessGroups()).to_json()["changed"],
                          [{"path": ".git/refs/heads/side", "change": "modified"}])
 
 

@@ -45,10 +45,10 @@ class LongPerAssertionTableTests(unittest.TestCase):
         from tests.test_statistics import CONFIGS, make_record
         records = [make_record(index, config, number, 1 if config == "with_skill" else 0, 2)
                    for index in range(1, 31) for config in CONFIGS for number in (1, 2)]
-        built = runner.aggregate(records, {
+        built = runner.aggregate(records, runner.Metadata.from_json({
             "skill_name": "demo", "agent": "claude", "configs": list(CONFIGS),
             "runs_per_configuration": 2, "evals_run": [f"E{i:02d}" for i in range(1, 31)],
-            "suite_case_count": 30})
+            "suite_case_count": 30}, "metadata"))
         read = runner.Benchmark.from_json(built.to_json(), "benchmark.json")
         rows = len(read.per_assertion)
         self.assertGreater(rows, 2 * runner.PER_ASSERTION_SHOWN_EACH_END)

@@ -23,8 +23,9 @@ def big_benchmark() -> dict:
                                            skill_read="not_read" if config == "with_skill"
                                            else "unknown"))
     ids = [f"E{i:02d}" for i in range(1, EVALS + 1)]
-    meta = {"skill_name": "demo", "agent": "claude", "configs": list(CONFIGS),
-            "runs_per_configuration": RUNS, "evals_run": ids, "suite_case_count": EVALS}
+    meta = runner.Metadata(configs=tuple(CONFIGS), skill_name="demo", agent="claude",
+                           runs_per_configuration=RUNS, evals_run=tuple(ids),
+                           suite_case_count=EVALS)
     return runner.aggregate(records, meta)  # the sign-flip test costs well under a second here
 
 

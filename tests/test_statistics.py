@@ -76,10 +76,11 @@ def make_records(table: list[tuple[list, list]], total: int) -> list[runner.RunR
     return records
 
 
-def meta_for(table: list, runs: int = 1, configs=CONFIGS) -> dict:
+def meta_for(table: list, runs: int = 1, configs=CONFIGS) -> runner.Metadata:
     ids = [f"E{i:02d}" for i in range(1, len(table) + 1)]
-    return {"skill_name": "demo", "agent": "claude", "configs": list(configs),
-            "runs_per_configuration": runs, "evals_run": ids, "suite_case_count": len(ids)}
+    return runner.Metadata(configs=tuple(configs), skill_name="demo", agent="claude",
+                           runs_per_configuration=runs, evals_run=tuple(ids),
+                           suite_case_count=len(ids))
 
 
 def aggregate(table: list, total: int, runs: int = 1) -> dict:

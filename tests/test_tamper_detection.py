@@ -183,7 +183,7 @@ class SnapshotUnitTests(unittest.TestCase):
         path.write_text("AAAA")  # same size
         os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
         self.assertEqual(path.stat().st_mtime_ns, before.st_mtime_ns)
-        result = snap.compare(runner.ProcessGroups())
+        result = snap.compare(runner.ProcessGroups()).to_json()
         self.assertEqual(result["changed"], [{"path": "a.txt", "change": "modified"}])
 
     def test_mode_type_and_removal_are_changes(self) -> None:
@@ -191,11 +191,11 @@ class SnapshotUnitTests(unittest.TestCase):
         (self.root / "a.txt").chmod(0o755)
         (self.root / "b.txt").unlink()
         (self.root / "b.txt").symlink_to("a.txt")
-        result = snap.compare(runner.ProcessGroups())
+        result = snap.compare(runner.ProcessGroups()).to_json()
         self.assertEqual(result["changed"], [{"path": "a.txt", "change": "mode changed"},
                                              {"path": "b.txt", "change": "type changed"}])
         (self.root / "b.txt").unlink()
-        self.assertEqual(snap.compare(runner.ProcessGroups())["changed"][1],
+        self.assertEqual(snap.compare(runner.ProcessGroups()).to_json()["changed"][1],
                          {"path": "b.txt", "change": "removed"})
 
     def test_the_runners_own_iteration_folders_are_left_out(self) -> None:
@@ -207,7 +207,7 @@ class SnapshotUnitTests(unittest.TestCase):
         other_run = self.root / "evals" / "other" / "workspace" / "codex" / "iteration-3"
         other_run.mkdir(parents=True)
         (other_run / "benchmark.json").write_text("{}")  # a concurrent run with its defaults
-        result = snap.compare(runner.ProcessGroups())
+        result = snap.compare(runner.ProcessGroups()).to_json()
         self.assertEqual(result["changed"], [{"path": "ws/notes.txt", "change": "added"}])
 
 

@@ -1123,23 +1123,6 @@ def is_config_name(value: Any) -> bool:
     return isinstance(value, str) and (value in KNOWN_CONFIGS or is_revision_config(value))
 
 
-KIND_NAMES = {dict: "an object", list: "a list", str: "a string", int: "an integer",
-              bool: "true or false"}
-
-
-def take(obj: dict[str, Any], key: str, kind: Any, file: Any, json_path: str,
-         required: bool = False) -> Any:
-    """obj[key] when it is of `kind` (None when absent and not required)."""
-    path = _member(json_path, key)
-    value = obj.get(key)
-    if value is None and not required:
-        return None
-    good = _is_int(value) if kind is int else isinstance(value, kind)
-    if not good:
-        raise misshapen(file, path, KIND_NAMES.get(kind, "another kind of value"), value)
-    return value
-
-
 def _is_run_file(rel: Any) -> bool:
     parts = rel.split("/")
     return ".." not in parts and "" not in parts and "." not in parts
@@ -1213,66 +1196,568 @@ class PlanRecord(Record):
         Field("sha256", TEXT, optional=True, omit="none"))
 
 
-# What readers take from a manifest, and the kind each must be when present.
-MANIFEST_KINDS = {"runner": dict, "suite": dict, "skill_package": dict, "options": dict,
-                  "cases": dict, "fixtures": dict, "options_sha256": str, "agent": str,
-                  "executor_model": str, "grader_model": str, "cli_version": str,
-                  "isolation": dict, "fixture_status": dict, "arms": dict,
-                  "checkout_check": dict, "resumes": list, "skill_installed_elsewhere": list,
-                  "regrade": dict, "merged": bool, "shards": list, "missing_shards": list}
+TEXTS = ListOf(TEXT)
+OBJECT = Kind("an object", lambda value: isinstance(value, dict))  # JSON kept as written
+
+
+def _members(omit: Any = "none", **kinds: Any) -> tuple[Field, ...]:
+    """Optional members, in the order given, each with its kind; left out as `omit` says."""
+    return tuple(Field(name, kind, optional=True, omit=omit) for name, kind in kinds.items())
 
 
 @dataclasses.dataclass(frozen=True)
-class Manifest:
-    """iteration_manifest.json, checked; `data` is the object as written."""
+class Identity(Record):
+    """The runner, the suite or the skill package as a manifest names it: its hash, and what
+    else each has (the runner's version, the suite's skill and size, the package's files)."""
 
-    data: dict[str, Any]
-    shard: ShardRecord | None
-    plan: PlanRecord | None
+    sha256: str | None = None
+    version: str | None = None
+    path: str | None = None
+    skill_name: str | None = None
+    case_count: int | None = None
+    files: int | None = None
 
-    @classmethod
-    def from_json(cls, obj: Any, file: Any, json_path: str = "") -> Manifest:
-        if not isinstance(obj, dict):
-            raise misshapen(file, json_path, "an object", obj)
-        for key, kind in MANIFEST_KINDS.items():
-            take(obj, key, kind, file, json_path)
-        for key in ("suite", "skill_package", "runner"):
-            take(obj.get(key) or {}, "sha256", str, file, f"{json_path}{key}")
-        for key, value in (obj.get("cases") or {}).items():
-            if not names_one_folder(key) or not isinstance(value, dict):
-                raise misshapen(file, f"cases.{key}", "a case id's identity", value)
-        check_recorded_options(obj.get("options") or {}, file)
-        check_fixture_status(obj.get("fixture_status") or {}, file, "fixture_status")
-        regrade = obj.get("regrade") or {}
-        take(regrade, "source", str, file, "regrade")
-        take(regrade, "source_benchmark_sha256", str, file, "regrade")
-        shard = obj.get("shard")
-        plan = obj.get("plan")
-        return cls(obj, None if shard is None else ShardRecord.from_json(shard, file, "shard"),
-                   None if plan is None else PlanRecord.from_json(plan, file, "plan"))
+    FIELDS = _members(version=TEXT, path=TEXT, sha256=TEXT, skill_name=TEXT,
+                       case_count=INTEGER, files=INTEGER)
 
 
-def check_fixture_status(status: dict[str, Any], file: Any, json_path: str) -> None:
-    """git's view of the fixtures before and after a run, which a re-grade carries over and
-    the sanity checks list: {"checked": bool, "dirty": [path, ...], "reason": text}."""
-    for moment in ("before", "after"):
-        state = take(status, moment, dict, file, json_path)
-        if state is None:
-            continue
-        where = f"{json_path}.{moment}"
-        take(state, "checked", bool, file, where)
-        take(state, "reason", str, file, where)
-        for index, path in enumerate(take(state, "dirty", list, file, where) or []):
-            if not isinstance(path, str):
-                raise misshapen(file, f"{where}.dirty[{index}]", "a fixture path", path)
-
-
-def check_recorded_options(options: dict[str, Any], file: Any) -> None:
+@dataclasses.dataclass(frozen=True)
+class RecordedOptions(Record):
     """The options a manifest records, which --regrade adopts and --resume compares."""
-    for key, kind in (("configs", CONFIG_NAMES), ("eval_ids", FOLDER_NAMES), ("runs", COUNT),
-                      ("grader_runs", COUNT), ("concurrency", COUNT)):
-        if options.get(key) is not None:
-            kind.read(options[key], Cursor(file, f"options.{key}"))
+
+    configs: tuple[str, ...] | None = None
+    runs: int | None = None
+    timeout_s: float | None = None
+    concurrency: int | None = None
+    deadline_s: float | None = None
+    eval_ids: tuple[str, ...] | None = None
+    keep_sandboxes: bool | None = None
+    agent_settings: tuple[str, ...] | None = None
+    grader_runs: int | None = None
+    adaptive: bool = False
+
+    FIELDS = (*_members(None, configs=CONFIG_NAMES, runs=COUNT, timeout_s=NUMBER,
+                         concurrency=COUNT, deadline_s=NUMBER, eval_ids=FOLDER_NAMES,
+                         keep_sandboxes=FLAG, agent_settings=TEXTS, grader_runs=COUNT),
+              Field("adaptive", FLAG, optional=True, default=False, omit="empty"))
+
+
+@dataclasses.dataclass(frozen=True)
+class CaseIdentity(Record):
+    """What the executor was asked, for a later --regrade to check: prompt hash and fixtures."""
+
+    prompt_sha256: str | None
+    files: tuple[str, ...] | None = None
+
+    expected = "a case id's identity"
+    FIELDS = (*_members(None, prompt_sha256=TEXT), *_members(files=TEXTS))
+
+
+@dataclasses.dataclass(frozen=True)
+class FixtureState(Record):
+    """git's view of the fixtures at one moment: checked and the dirty paths, or why not."""
+
+    checked: bool | None = None
+    dirty: tuple[str, ...] | None = None
+    reason: str | None = None
+
+    FIELDS = _members(checked=FLAG, dirty=ListOf(Kind("a fixture path",
+                                                       lambda value: isinstance(value, str))),
+                       reason=TEXT)
+
+
+@dataclasses.dataclass(frozen=True)
+class FixtureStatus(Record):
+    """The fixtures before and after a run (a re-grade carries `before` over)."""
+
+    before: FixtureState | None = None
+    after: FixtureState | None = None
+
+    FIELDS = _members(before=FixtureState, after=FixtureState)
+
+
+@dataclasses.dataclass(frozen=True)
+class IterationIsolation(Record):
+    """How the agents of an iteration (or of its weakest part) were confined; empty when a
+    part recorded none."""
+
+    confinement: Confinement | None = None
+    summary: str | None = None
+    subreaper: bool | None = None
+
+    FIELDS = (Field("confinement", Confinement, optional=True, inline="mode", omit="none"),
+              *_members(summary=TEXT, subreaper=FLAG))
+
+    @property
+    def confined(self) -> bool:
+        return self.confinement is not None and self.confinement.mode == "bwrap"
+
+
+@dataclasses.dataclass(frozen=True)
+class FileChange(Record):
+    """A file (or cell) found changed, and how."""
+
+    path: str
+    change: str
+
+    FIELDS = (Field("path", TEXT), Field("change", TEXT))
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckoutState(Record):
+    """The checkout as the snapshot found it (`files`, `seconds`), as the cells left it
+    compared with that (`changed`, ...), or why it was not checked (`reason`)."""
+
+    checked: bool | None = None
+    reason: str | None = None
+    files: int | None = None
+    files_before: int | None = None
+    files_after: int | None = None
+    changed_count: int | None = None
+    changed: tuple[FileChange, ...] | None = None
+    touched_only: int | None = None
+    listing: str | None = None
+    seconds: float | None = None
+    seconds_before: float | None = None
+    seconds_after: float | None = None
+    note: str | None = None
+
+    FIELDS = _members(checked=FLAG, reason=TEXT, files=INTEGER, files_before=INTEGER,
+                       files_after=INTEGER, changed_count=INTEGER, changed=ListOf(FileChange),
+                       touched_only=INTEGER, listing=TEXT, seconds=NUMBER,
+                       seconds_before=NUMBER, seconds_after=NUMBER, note=TEXT)
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckoutCheck(Record):
+    before: CheckoutState | None = None
+    after: CheckoutState | None = None
+
+    FIELDS = _members(before=CheckoutState, after=CheckoutState)
+
+
+@dataclasses.dataclass(frozen=True)
+class Arm(Record):
+    """Which skill package one config delivered, so a reader can tell the arms apart."""
+
+    source: str
+    revision: str | None
+    commit: str | None
+    package_sha256: str | None
+    files: int
+    skipped: tuple[dict[str, str], ...] | None = None  # a revision's files left out, and why
+
+    FIELDS = (Field("source", TEXT), *_members(None, revision=TEXT, commit=TEXT,
+                                                package_sha256=TEXT),
+              Field("files", INTEGER), *_members(skipped=ListOf(MapOf(TEXT))))
+
+
+@dataclasses.dataclass(frozen=True)
+class SkillCopy(Record):
+    """A skill arm's package as copied before the first agent started, with its hash."""
+
+    source: str
+    sha256: str | None
+    files: int
+    copy: str
+    taken: str
+    not_delivered: dict[str, str] | None = None
+
+    FIELDS = (Field("source", TEXT), *_members(None, sha256=TEXT), Field("files", INTEGER),
+              Field("copy", TEXT), *_members(not_delivered=MapOf(TEXT)), Field("taken", TEXT))
+
+
+@dataclasses.dataclass(frozen=True)
+class TemplateRecord(Record):
+    """Where the sandboxes' git template was built, its commit, or why it failed."""
+
+    path: str
+    commit: str | None
+    error: str | None
+
+    FIELDS = (Field("path", TEXT), *_members(None, commit=TEXT, error=TEXT))
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvironmentScrub(Record):
+    """The variables dropped from the agents' environment, and the path lists filtered."""
+
+    dropped: tuple[str, ...]
+    filtered_path_lists: tuple[str, ...]
+
+    FIELDS = (Field("dropped", TEXTS), Field("filtered_path_lists", TEXTS))
+
+
+@dataclasses.dataclass(frozen=True)
+class RegradeRecord(Record):
+    """Where a re-grade's answers came from: the source iteration and who executed them."""
+
+    source: str
+    source_benchmark_sha256: str | None = None
+    source_timestamp: str | None = None
+    executor_agent: str | None = None
+    executor_model: str | None = None
+    executor_cli_version: str | None = None
+    source_grader_model: str | None = None
+
+    FIELDS = (Field("source", TEXT), *_members(
+        None, source_benchmark_sha256=TEXT, source_timestamp=TEXT, executor_agent=TEXT,
+        executor_model=TEXT, executor_cli_version=TEXT, source_grader_model=TEXT))
+
+
+@dataclasses.dataclass(frozen=True)
+class Attempt(Record):
+    """One resumed attempt at an iteration: when, with which command, CLI and confinement."""
+
+    at: str
+    argv: tuple[str, ...]
+    cli_version: str | None
+    isolation: IterationIsolation
+
+    FIELDS = (Field("at", TEXT), Field("argv", TEXTS), *_members(None, cli_version=TEXT),
+              Field("isolation", IterationIsolation))
+
+
+@dataclasses.dataclass(frozen=True)
+class MissingShard(Record):
+    shard: str
+    evals: tuple[str, ...]
+
+    FIELDS = (Field("shard", TEXT), Field("evals", FOLDER_NAMES))
+
+
+def _is_interval(value: Any) -> bool:
+    return isinstance(value, list) and len(value) == 2 and all(map(_is_number, value))
+
+
+INTERVAL = Kind("an interval of two numbers", _is_interval, tuple, list)
+
+
+@dataclasses.dataclass(frozen=True)
+class Look(Record):
+    """One look of an adaptive run, after wave `look` of `looks`: the sign-flip test at this
+    look's share of alpha (or why it could not decide), and whether the waves stop."""
+
+    look: int
+    looks: int
+    alpha: float
+    alpha_spent: float
+    paired_evals: int
+    mean_delta: float | None
+    p_value: float | None = None
+    ci: tuple[float, float] | None = None
+    decision: str | None = None  # "improved", "regressed" or None
+    stop: str | None = None  # the decision, "futility", "ceiling", "stopped" or None
+    skipped: str | None = None  # why a look that spends no alpha could not decide
+    exact: bool | None = None  # None: no test was made
+    sign_patterns: int | None = None
+    seed: int | None = None
+    halted: str | None = None  # what stopped the waves before the look decided
+
+    FIELDS = (*(Field(key, TALLY) for key in ("look", "looks")),
+              *(Field(key, NUMBER) for key in ("alpha", "alpha_spent")),
+              Field("paired_evals", TALLY),
+              *(Field(key, NUMBER, optional=True) for key in ("mean_delta", "p_value")),
+              Field("ci", INTERVAL, optional=True),
+              *(Field(key, TEXT, optional=True) for key in ("decision", "stop")),
+              Field("skipped", TEXT, optional=True, omit="none"),
+              Field("exact", FLAG, optional=True, omit="none"),
+              Field("sign_patterns", TALLY, optional=True, omit="none"),
+              Field("seed", INTEGER, optional=True, omit=lambda look: look.exact is None),
+              Field("halted", TEXT, optional=True, omit="none"))
+
+
+@dataclasses.dataclass(frozen=True)
+class WaveSize(Record):
+    """The cells and grader calls of one wave (every wave holds the same ones)."""
+
+    cells: int
+    grader_calls: int
+
+    FIELDS = (Field("cells", TALLY), Field("grader_calls", TALLY))
+
+
+@dataclasses.dataclass(frozen=True)
+class Calls(Record):
+    """Cells with their executor and grader calls: of the full matrix, or left out."""
+
+    cells: int
+    executor_calls: int
+    grader_calls: int
+
+    FIELDS = tuple(Field(key, TALLY) for key in ("cells", "executor_calls", "grader_calls"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate(Record):
+    """What the cells left out would have used: an estimate with its basis, kept apart from
+    captured metrics (never a `value`), or absent with the reason."""
+
+    estimate: float | None = None
+    basis: str | None = None
+    absent_reason: str | None = None
+
+    FIELDS = (Field("value", Kind("null", lambda value: value is None), derived=True,
+                    omit=lambda entry: entry.estimate is not None),
+              Field("estimate", NUMBER, optional=True, omit="none"),
+              Field("basis", TEXT, optional=True, omit="none"),
+              Field("absent_reason", TEXT, optional=True, omit="none"))
+
+    def value(self) -> None:
+        """An estimate is never a measured value."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Saved(Record):
+    """What the waves not run saved against the full matrix."""
+
+    left_out: Calls
+    share: float
+    full_matrix: Calls
+    cost_usd: Estimate
+    tokens: Estimate
+
+    FIELDS = (Field("left_out", Calls, inline="cells"), Field("share", NUMBER),
+              Field("full_matrix", Calls), Field("cost_usd", Estimate), Field("tokens", Estimate))
+
+
+@dataclasses.dataclass(frozen=True)
+class Adaptive(Record):
+    """--adaptive's record, in benchmark.json and the iteration manifest alike: the plan of
+    the looks, the waves run, why they stopped (`stop` None: a shard or a merge waiting for
+    the next wave), each look, and what the waves not run saved (None until they stop)."""
+
+    method: str
+    spending: str
+    alpha: float
+    alpha_shares: tuple[float, ...]
+    waves_max: int
+    waves_run: int
+    stop: str | None
+    stop_reason: str
+    looks: tuple[Look, ...]
+    saved: Saved | None
+    evals: int | None = None
+    deciding_looks: tuple[int, ...] | None = None
+    shard: str | None = None  # "K/N": a shard's waves, whose look the merge makes
+    wave_size: WaveSize | None = None  # a shard's
+    next_wave: int | None = None  # a merge whose look decided nothing yet
+
+    FIELDS = (Field("method", TEXT), Field("spending", TEXT), Field("alpha", NUMBER),
+              Field("alpha_shares", ListOf(NUMBER)), Field("waves_max", COUNT),
+              Field("evals", TALLY, optional=True, omit="none"),
+              Field("deciding_looks", ListOf(COUNT), optional=True, omit="none"),
+              Field("shard", TEXT, optional=True, omit="none"), Field("waves_run", TALLY),
+              Field("wave_size", WaveSize, optional=True, omit="none"),
+              Field("stop", TEXT, optional=True), Field("stop_reason", TEXT),
+              Field("next_wave", COUNT, optional=True, omit="none"),
+              Field("looks", ListOf(Look)), Field("saved", Saved, optional=True))
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardManifest:
+    """A merged manifest's copy of one shard's manifest: a shard, never itself a merge."""
+
+    expected: str = "a shard's manifest"
+
+    def read(self, value: Any, cursor: Cursor) -> Any:
+        if isinstance(value, dict) and value.get("shards") is not None:
+            raise cursor.at("shards").refuse("nothing (a shard merges no shards)", value["shards"])
+        return read_record(Manifest, value, cursor)
+
+    def write(self, value: Any) -> dict[str, Any]:
+        return write_record(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class MergedShard(Record):
+    shard: str
+    iteration: str
+    manifest: Manifest
+
+    FIELDS = (Field("shard", TEXT), Field("iteration", TEXT),
+              Field("manifest", ShardManifest()))
+
+
+@dataclasses.dataclass(frozen=True)
+class Manifest(Record):
+    """iteration_manifest.json: what an iteration ran (runner, suite, skill package, cases,
+    options), how its agents were confined, what the checkout and the fixtures did, and its
+    attempts; a merged iteration's names its shards and their manifests. Every member is
+    optional to the reader: what each command needs, it checks."""
+
+    merged: bool = False
+    runner: Identity | None = None
+    suite: Identity | None = None
+    repo_root: str | None = None
+    skill_package: Identity | None = None
+    fixtures: dict[str, str] | None = None
+    cases: dict[str, CaseIdentity] | None = None
+    argv: tuple[str, ...] | None = None
+    agent: str | None = None
+    executor_model: str | None = None
+    grader_model: str | None = None
+    options: RecordedOptions | None = None
+    options_sha256: str | None = None
+    cells_planned: int | None = None
+    created_at: str | None = None
+    cli_version: str | None = None
+    sandbox_base: str | None = None
+    regrade: RegradeRecord | None = None
+    listing_source: str | None = None
+    git_template: TemplateRecord | None = None
+    skill_installed_elsewhere: tuple[str, ...] | None = None
+    withheld_from_skill_package: dict[str, str] | None = None
+    isolation: IterationIsolation | None = None
+    withheld_from_every_sandbox: dict[str, dict[str, str]] | None = None
+    fixture_status: FixtureStatus | None = None
+    arms: dict[str, Arm] | None = None
+    skill_snapshot: dict[str, SkillCopy] | None = None
+    plan: PlanRecord | None = None
+    shard: ShardRecord | None = None
+    checkout_check: CheckoutCheck | None = None
+    environment_scrub: EnvironmentScrub | None = None
+    missing_shards: tuple[MissingShard, ...] | None = None
+    adaptive: Adaptive | None = None  # benchmark.json's `adaptive` block
+    resumes: tuple[Attempt, ...] | None = None
+    shards: tuple[MergedShard, ...] | None = None
+
+    FIELDS = (Field("merged", FLAG, optional=True, default=False, omit="empty"),
+              # a merge writes it second: one field per place, both read from created_at
+              Field("created_at", TEXT, optional=True, omit=lambda m: not m.merged),
+              *_members(runner=Identity, suite=Identity, repo_root=TEXT, skill_package=Identity,
+                         fixtures=MapOf(TEXT), cases=MapOf(CaseIdentity, names=names_one_folder),
+                         argv=TEXTS, agent=TEXT),
+              *_members(lambda m: m.merged, executor_model=TEXT, grader_model=TEXT),
+              *_members(options=RecordedOptions, options_sha256=TEXT, cells_planned=INTEGER),
+              Field("created_at", TEXT, optional=True,
+                    omit=lambda m: m.merged or m.created_at is None),
+              *_members(None, cli_version=TEXT),
+              *_members(sandbox_base=TEXT, regrade=RegradeRecord, listing_source=TEXT,
+                         git_template=TemplateRecord, skill_installed_elsewhere=TEXTS,
+                         withheld_from_skill_package=MapOf(TEXT), isolation=IterationIsolation,
+                         withheld_from_every_sandbox=MapOf(MapOf(TEXT)),
+                         fixture_status=FixtureStatus, arms=MapOf(Arm),
+                         skill_snapshot=MapOf(SkillCopy), plan=PlanRecord, shard=ShardRecord,
+                         checkout_check=CheckoutCheck, environment_scrub=EnvironmentScrub,
+                         missing_shards=ListOf(MissingShard), adaptive=Adaptive,
+                         resumes=ListOf(Attempt), shards=ListOf(MergedShard)))
+
+
+@dataclasses.dataclass(frozen=True)
+class SeriesIdentity(Record):
+    """What must match for two iterations to be one series (see report --compare)."""
+
+    suite_sha256: str | None = None
+    skill_sha256: str | None = None
+    runner_sha256: str | None = None
+    fixtures_sha256: str | None = None
+    agent: str | None = None
+    cli_version: str | None = None
+    executor_model: str | None = None
+    grader_model: str | None = None
+    grader_prompt_sha256: str | None = None
+
+    FIELDS = _members(None, **dict.fromkeys(
+        ("suite_sha256", "skill_sha256", "runner_sha256", "fixtures_sha256", "agent",
+         "cli_version", "executor_model", "grader_model", "grader_prompt_sha256"), TEXT))
+
+
+@dataclasses.dataclass(frozen=True)
+class BudgetSummary(Record):
+    """The spending caps, what the cells captured against them, and what the caps cancelled."""
+
+    max_cost_usd: float | None
+    max_tokens: int | None
+    spent_cost_usd: float
+    spent_tokens: int
+    counts: str
+    cells_counted: int
+    cells_without_cost: int
+    cells_without_tokens: int
+    cancelled_by_cap: int
+
+    FIELDS = (*_members(None, max_cost_usd=NUMBER, max_tokens=INTEGER),
+              Field("spent_cost_usd", NUMBER), Field("spent_tokens", INTEGER),
+              Field("counts", TEXT), *(Field(key, INTEGER) for key in (
+                  "cells_counted", "cells_without_cost", "cells_without_tokens",
+                  "cancelled_by_cap")))
+
+
+@dataclasses.dataclass(frozen=True)
+class MergedFrom(Record):
+    """One shard a merged iteration was made of."""
+
+    shard: str
+    iteration: str
+    cells: int
+    timestamp: str | None
+
+    FIELDS = (Field("shard", TEXT), Field("iteration", TEXT), Field("cells", INTEGER),
+              *_members(None, timestamp=TEXT))
+
+
+CASE_IDS = ListOf(CASE_ID)
+
+
+@dataclasses.dataclass(frozen=True)
+class Metadata(Record):
+    """benchmark.json's metadata: what ran (skill, agent, models, configs, cells), when, how
+    confined, what the checkout and the fixtures did, and, merged, which shards it holds.
+    A member written before it existed reads as None."""
+
+    configs: tuple[str, ...]
+    skill_name: str | None = None
+    skill_path: str | None = None
+    agent: str | None = None
+    executor_model: str | None = None
+    grader_model: str | None = None
+    analyzer_model: str | None = None
+    cli_version: str | None = None
+    timestamp: str | None = None
+    runs_per_configuration: int | None = None
+    grader_runs: int | None = None
+    regrade: RegradeRecord | None = None
+    evals_run: tuple[str | int, ...] | None = None
+    suite_case_count: int | None = None
+    selected_eval_ids: tuple[str | int, ...] | None = None
+    selection_partial: bool | None = None
+    cells_planned: int | None = None
+    cells_finished: int | None = None
+    incomplete: bool | None = None
+    runner_version: str | None = None
+    fixture_status: FixtureStatus | None = None
+    checkout_check: CheckoutState | None = None
+    skill_installed_elsewhere: tuple[str, ...] | None = None
+    isolation: IterationIsolation | None = None
+    manifest: str | None = None
+    identity: SeriesIdentity | None = None
+    plan: PlanRecord | None = None
+    shard: ShardRecord | None = None
+    budget: BudgetSummary | None = None
+    arms: dict[str, Arm] | None = None
+    common_assertions: tuple[str, ...] | None = None
+    merged_from: tuple[MergedFrom, ...] | None = None
+    missing_shards: tuple[MissingShard, ...] | None = None
+
+    FIELDS = (*_members(None, **dict.fromkeys(
+        ("skill_name", "skill_path", "agent", "executor_model", "grader_model", "analyzer_model",
+         "cli_version", "timestamp"), TEXT)),
+              Field("configs", ListOf(TEXT, expected="a list of config names")),
+              *_members(None, runs_per_configuration=INTEGER, grader_runs=INTEGER,
+                         regrade=RegradeRecord, evals_run=CASE_IDS, suite_case_count=INTEGER,
+                         selected_eval_ids=CASE_IDS, selection_partial=FLAG,
+                         cells_planned=INTEGER, cells_finished=INTEGER, incomplete=FLAG,
+                         runner_version=TEXT, fixture_status=FixtureStatus,
+                         checkout_check=CheckoutState, skill_installed_elsewhere=TEXTS,
+                         isolation=IterationIsolation, manifest=TEXT, identity=SeriesIdentity),
+              # a shard's plan sits here; a merge's after the common assertions
+              Field("plan", PlanRecord, optional=True,
+                    omit=lambda m: m.plan is None or m.merged_from is not None),
+              *_members(shard=ShardRecord, budget=BudgetSummary),
+              *_members(None, arms=MapOf(Arm), common_assertions=TEXTS),
+              Field("plan", PlanRecord, optional=True, omit=lambda m: m.merged_from is None),
+              *_members(merged_from=ListOf(MergedFrom), missing_shards=ListOf(MissingShard)))
 
 
 # What benchmark.json must hold, and the kind of each.
@@ -1307,9 +1792,6 @@ def _number(value: Any) -> bool:
         return math.isfinite(value)
     except OverflowError:  # an integer beyond any float: no usable measurement
         return False
-
-
-OBJECT = Kind("an object", lambda value: isinstance(value, dict))  # JSON kept as written
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1454,7 +1936,6 @@ class Grading(Record):
                 "pass_rate": self.pass_rate}
 
 
-TEXTS = ListOf(TEXT)
 CALLS = Kind("a count from 0", lambda value: _is_int(value) and value >= 0)
 
 
@@ -2013,13 +2494,6 @@ class RunResult(Record):
 
 
 
-def _is_interval(value: Any) -> bool:
-    return isinstance(value, list) and len(value) == 2 and all(map(_is_number, value))
-
-
-INTERVAL = Kind("an interval of two numbers", _is_interval, tuple, list)
-
-
 @dataclasses.dataclass(frozen=True)
 class SignFlipInterval(Record):
     """A fixed-sample test's interval: the sign-flip inversion, a delta's step, bounded?"""
@@ -2301,9 +2775,6 @@ class JudgeVsChecks(Record):
               Field("per_pair", ListOf(PairAgreement)), Field("max_disagreement", NUMBER))
 
 
-INTERVAL = Kind("an interval of two numbers", _is_interval, tuple, list)
-
-
 @dataclasses.dataclass(frozen=True)
 class Share(Record):
     """How often the skill activated among the runs whose stream could tell ("unknown" ones
@@ -2451,127 +2922,6 @@ class ProcessSummary(Record):
     FIELDS = (Field("note", TEXT), Field("metrics", TEXTS),
               Field("per_config", MapOf(ProcessArm)),
               Field("comparisons", ListOf(ProcessComparison)))
-
-
-@dataclasses.dataclass(frozen=True)
-class Look(Record):
-    """One look of an adaptive run, after wave `look` of `looks`: the sign-flip test at this
-    look's share of alpha (or why it could not decide), and whether the waves stop."""
-
-    look: int
-    looks: int
-    alpha: float
-    alpha_spent: float
-    paired_evals: int
-    mean_delta: float | None
-    p_value: float | None = None
-    ci: tuple[float, float] | None = None
-    decision: str | None = None  # "improved", "regressed" or None
-    stop: str | None = None  # the decision, "futility", "ceiling", "stopped" or None
-    skipped: str | None = None  # why a look that spends no alpha could not decide
-    exact: bool | None = None  # None: no test was made
-    sign_patterns: int | None = None
-    seed: int | None = None
-    halted: str | None = None  # what stopped the waves before the look decided
-
-    FIELDS = (*(Field(key, TALLY) for key in ("look", "looks")),
-              *(Field(key, NUMBER) for key in ("alpha", "alpha_spent")),
-              Field("paired_evals", TALLY),
-              *(Field(key, NUMBER, optional=True) for key in ("mean_delta", "p_value")),
-              Field("ci", INTERVAL, optional=True),
-              *(Field(key, TEXT, optional=True) for key in ("decision", "stop")),
-              Field("skipped", TEXT, optional=True, omit="none"),
-              Field("exact", FLAG, optional=True, omit="none"),
-              Field("sign_patterns", TALLY, optional=True, omit="none"),
-              Field("seed", INTEGER, optional=True, omit=lambda look: look.exact is None),
-              Field("halted", TEXT, optional=True, omit="none"))
-
-
-@dataclasses.dataclass(frozen=True)
-class WaveSize(Record):
-    """The cells and grader calls of one wave (every wave holds the same ones)."""
-
-    cells: int
-    grader_calls: int
-
-    FIELDS = (Field("cells", TALLY), Field("grader_calls", TALLY))
-
-
-@dataclasses.dataclass(frozen=True)
-class Calls(Record):
-    """Cells with their executor and grader calls: of the full matrix, or left out."""
-
-    cells: int
-    executor_calls: int
-    grader_calls: int
-
-    FIELDS = tuple(Field(key, TALLY) for key in ("cells", "executor_calls", "grader_calls"))
-
-
-@dataclasses.dataclass(frozen=True)
-class Estimate(Record):
-    """What the cells left out would have used: an estimate with its basis, kept apart from
-    captured metrics (never a `value`), or absent with the reason."""
-
-    estimate: float | None = None
-    basis: str | None = None
-    absent_reason: str | None = None
-
-    FIELDS = (Field("value", Kind("null", lambda value: value is None), derived=True,
-                    omit=lambda entry: entry.estimate is not None),
-              Field("estimate", NUMBER, optional=True, omit="none"),
-              Field("basis", TEXT, optional=True, omit="none"),
-              Field("absent_reason", TEXT, optional=True, omit="none"))
-
-    def value(self) -> None:
-        """An estimate is never a measured value."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Saved(Record):
-    """What the waves not run saved against the full matrix."""
-
-    left_out: Calls
-    share: float
-    full_matrix: Calls
-    cost_usd: Estimate
-    tokens: Estimate
-
-    FIELDS = (Field("left_out", Calls, inline="cells"), Field("share", NUMBER),
-              Field("full_matrix", Calls), Field("cost_usd", Estimate), Field("tokens", Estimate))
-
-
-@dataclasses.dataclass(frozen=True)
-class Adaptive(Record):
-    """--adaptive's record, in benchmark.json and the iteration manifest alike: the plan of
-    the looks, the waves run, why they stopped (`stop` None: a shard or a merge waiting for
-    the next wave), each look, and what the waves not run saved (None until they stop)."""
-
-    method: str
-    spending: str
-    alpha: float
-    alpha_shares: tuple[float, ...]
-    waves_max: int
-    waves_run: int
-    stop: str | None
-    stop_reason: str
-    looks: tuple[Look, ...]
-    saved: Saved | None
-    evals: int | None = None
-    deciding_looks: tuple[int, ...] | None = None
-    shard: str | None = None  # "K/N": a shard's waves, whose look the merge makes
-    wave_size: WaveSize | None = None  # a shard's
-    next_wave: int | None = None  # a merge whose look decided nothing yet
-
-    FIELDS = (Field("method", TEXT), Field("spending", TEXT), Field("alpha", NUMBER),
-              Field("alpha_shares", ListOf(NUMBER)), Field("waves_max", COUNT),
-              Field("evals", TALLY, optional=True, omit="none"),
-              Field("deciding_looks", ListOf(COUNT), optional=True, omit="none"),
-              Field("shard", TEXT, optional=True, omit="none"), Field("waves_run", TALLY),
-              Field("wave_size", WaveSize, optional=True, omit="none"),
-              Field("stop", TEXT, optional=True), Field("stop_reason", TEXT),
-              Field("next_wave", COUNT, optional=True, omit="none"),
-              Field("looks", ListOf(Look)), Field("saved", Saved, optional=True))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -2791,16 +3141,6 @@ class JudgeSummary(Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class FileChange(Record):
-    """A file (or cell) found changed, and how."""
-
-    path: str
-    change: str
-
-    FIELDS = (Field("path", TEXT), Field("change", TEXT))
-
-
-@dataclasses.dataclass(frozen=True)
 class ResultsCheck(Record):
     """results_check: the run files hashed again (and the benchmark worked out again from them),
     by whom, and the first CHANGES_SHOWN of what differed."""
@@ -2822,7 +3162,7 @@ class Benchmark(Record):
     """benchmark.json: what aggregate() returns, write_benchmark writes and every report
     renders. Its blocks are the records above; only the metadata is JSON as written."""
 
-    metadata: dict[str, Any]
+    metadata: Metadata
     runs: tuple[RunResult, ...]  # scored: skill-creator averages every entry
     unscored_runs: tuple[RunResult, ...]
     run_summary: dict[str, ConfigSummary]
@@ -2848,7 +3188,7 @@ class Benchmark(Record):
     results_check: ResultsCheck | None = None
     adaptive: Adaptive | None = None  # --adaptive: the waves, their looks, the saving
 
-    FIELDS = (Field("metadata", OBJECT), Field("runs", ListOf(RunResult)),
+    FIELDS = (Field("metadata", Metadata), Field("runs", ListOf(RunResult)),
               Field("run_summary", MapOf(ConfigSummary, besides=("delta",))),
               Field("summary_delta", SummaryDelta, optional=True, omit="none", key="delta",
                     within="run_summary"),
@@ -2873,11 +3213,7 @@ class Benchmark(Record):
               Field("results_check", ResultsCheck, optional=True, omit="none"))
 
     def _check(self, cursor: Cursor) -> None:
-        configs = self.metadata.get("configs")
-        if not isinstance(configs, list) or not all(isinstance(c, str) for c in configs):
-            raise cursor.at("metadata.configs").refuse("a list of config names", configs)
-        status = take(self.metadata, "fixture_status", dict, cursor.file, "metadata")
-        check_fixture_status(status or {}, cursor.file, "metadata.fixture_status")
+        configs = self.metadata.configs
         for index, row in enumerate(self.per_assertion or ()):  # a row has every config's rate
             if not set(configs) <= set(row.configs):
                 raise cursor.at(f"per_assertion[{index}].configs").refuse(
@@ -2886,8 +3222,8 @@ class Benchmark(Record):
             raise cursor.at("judge.cost").refuse("a cost for every config", self.judge.cost)
 
     @property
-    def configs(self) -> list[str]:
-        return self.metadata["configs"]
+    def configs(self) -> tuple[str, ...]:
+        return self.metadata.configs
 
     def hashes(self) -> dict[str, dict[str, str] | None]:
         return {run.label: run.files_sha256 for run in self.listed_runs}
@@ -5678,10 +6014,9 @@ class RevisionPackage:
             digest.update(hashlib.sha256(self.contents[rel][0]).hexdigest().encode() + b"\n")
         return digest.hexdigest()
 
-    def record(self) -> dict[str, Any]:
-        return {"source": "git revision", "revision": self.revision, "commit": self.commit,
-                "package_sha256": self.sha256, "files": len(self.contents),
-                "skipped": self.skipped}
+    def record(self) -> Arm:
+        return Arm("git revision", self.revision, self.commit, self.sha256, len(self.contents),
+                   tuple(self.skipped))
 
     def path_of(self, rel: str) -> Path:
         assert self.root is not None, "write() the package first"
@@ -6892,18 +7227,18 @@ def restore_delivered(repo: Path, baseline: Path, commit: str, rel: str,
             target.chmod(0o755 if mode == "100755" else 0o644)
 
 
-def fixture_status(root: Path, paths: list[str], groups: ProcessGroups) -> dict[str, Any]:
+def fixture_status(root: Path, paths: list[str], groups: ProcessGroups) -> FixtureState:
     """git status of the declared fixture paths in the source checkout."""
     if not paths:
-        return {"checked": True, "dirty": []}
+        return FixtureState(True, ())
     if not (root / ".git").exists():
-        return {"checked": False, "reason": "the repository is not a git checkout"}
+        return FixtureState(False, reason="the repository is not a git checkout")
     ok, out = run_git(["status", "--porcelain=v1", "-z", "--untracked-files=all", "--",
                        *sorted(set(paths))], root, groups=groups)
     if not ok:
-        return {"checked": False, "reason": out}
-    dirty = sorted(entry[3:] for entry in out.split("\0") if len(entry) > 3)
-    return {"checked": True, "dirty": dirty}
+        return FixtureState(False, reason=out)
+    return FixtureState(True, tuple(sorted(entry[3:] for entry in out.split("\0")
+                                           if len(entry) > 3)))
 
 
 # -- what agents could have changed: the checkout, the run files ---------------
@@ -6966,11 +7301,11 @@ class CheckoutSnapshot:
         return cls(root, skip, entries, listed.source, time.monotonic() - started,
                    dict(listed.paths), guarded)
 
-    def summary(self) -> dict[str, Any]:
-        return {"files": len(self.entries), "listing": self.listing,
-                "seconds": round(self.seconds, 3)}
+    def summary(self) -> CheckoutState:
+        return CheckoutState(files=len(self.entries), listing=self.listing,
+                             seconds=round(self.seconds, 3))
 
-    def compare(self, groups: ProcessGroups) -> dict[str, Any]:
+    def compare(self, groups: ProcessGroups) -> CheckoutState:
         """What changed since the snapshot; a file whose times moved but whose type, mode and
         content did not (a `touch`) is counted as touched, not as changed."""
         started = time.monotonic()
@@ -6979,7 +7314,7 @@ class CheckoutSnapshot:
         for name in sorted(set(paths) | set(self.entries)):
             if name not in self.entries:
                 if _stat_key(paths[name])[0] != "missing":
-                    changes.append({"path": name, "change": "added"})
+                    changes.append(FileChange(name, "added"))
                 continue
             (key, digest) = self.entries[name]
             # Stat where it was even when the listing leaves it out now (a new ignore rule).
@@ -6990,18 +7325,18 @@ class CheckoutSnapshot:
             change = _classify_change(key, digest, now, path) or self._covered_write(name, key,
                                                                                      now)
             if change:
-                changes.append({"path": name, "change": change})
+                changes.append(FileChange(name, change))
             else:
                 touched += 1
-        return {"checked": True, "files_before": len(self.entries), "files_after": len(paths),
-                "changed_count": len(changes), "changed": changes[:CHANGES_SHOWN],
-                "touched_only": touched, "listing": self.listing,
-                "seconds_before": round(self.seconds, 3),
-                "seconds_after": round(time.monotonic() - started, 3),
-                "note": "compared by type, size, mode and content (files git ignores: by "
-                        "metadata); files whose times changed but whose content did not are "
-                        "counted as touched_only, not as changes, except in the skill package "
-                        "and where the mtime was set back"}
+        return CheckoutState(
+            checked=True, files_before=len(self.entries), files_after=len(paths),
+            changed_count=len(changes), changed=tuple(changes[:CHANGES_SHOWN]),
+            touched_only=touched, listing=self.listing, seconds_before=round(self.seconds, 3),
+            seconds_after=round(time.monotonic() - started, 3),
+            note="compared by type, size, mode and content (files git ignores: by metadata); "
+                 "files whose times changed but whose content did not are counted as "
+                 "touched_only, not as changes, except in the skill package and where the "
+                 "mtime was set back")
 
     def _covered_write(self, name: str, key: tuple, now: tuple) -> str | None:
         """A write the content does not show: its mtime put back (only the ctime moved, which
@@ -7161,13 +7496,13 @@ def _walk_files_all(folder: Path) -> Iterator[Path]:
 
 
 def check_checkout(snapshot: CheckoutSnapshot | None, failure: str, groups: ProcessGroups
-                   ) -> dict[str, Any]:
+                   ) -> CheckoutState:
     if snapshot is None:
-        return {"checked": False, "reason": failure}
+        return CheckoutState(checked=False, reason=failure)
     try:
         return snapshot.compare(groups)
     except OSError as exc:
-        return {"checked": False, "reason": f"the comparison failed: {exc}"}
+        return CheckoutState(checked=False, reason=f"the comparison failed: {exc}")
 
 
 # ==== confinement ============================================================
@@ -9731,7 +10066,8 @@ def _kept_file_hash(path: Path) -> str:
     return f"too large: {size} bytes" if size > read_cap(path) else sha256_file(path)
 
 
-def scrub_checkout_paths(env: dict[str, str], root: Path) -> tuple[dict[str, str], dict]:
+def scrub_checkout_paths(env: dict[str, str], root: Path
+                         ) -> tuple[dict[str, str], EnvironmentScrub]:
     """Keep the source checkout's location out of the agents' environment.
 
     An agent that learns where the checkout is can write into it; a sandbox copy is only a
@@ -9750,7 +10086,7 @@ def scrub_checkout_paths(env: dict[str, str], root: Path) -> tuple[dict[str, str
         else:
             del scrubbed[name]
             dropped.append(name)
-    return scrubbed, {"dropped": sorted(dropped), "filtered_path_lists": sorted(filtered)}
+    return scrubbed, EnvironmentScrub(tuple(sorted(dropped)), tuple(sorted(filtered)))
 
 
 def path_mention(folders: Iterable[str]) -> Callable[[str], bool]:
@@ -12580,8 +12916,9 @@ def pass_hat_k(per_eval: Sequence[PerEval], runs: list[RunResult],
                     len(slots) - len(whole))
 
 
-def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> Benchmark:
-    configs = tuple(meta["configs"])
+def aggregate(records: list[RunRecord], meta: Metadata) -> Benchmark:
+    configs = meta.configs
+    common = None if meta.common_assertions is None else list(meta.common_assertions)
     runs = [benchmark_run(r) for r in records]
     plain = [r for r in runs if not is_trigger_run(r)]
     run_summary = {c: summarize_config([r for r in runs if r.configuration == c])
@@ -12612,14 +12949,14 @@ def aggregate(records: list[RunRecord], meta: dict[str, Any]) -> Benchmark:
                                     cand_rate - base_rate
                                     if cand_rate is not None and base_rate is not None else None),
         comparisons=tuple(compared),
-        per_assertion=tuple(per_assertion(runs, configs, meta.get("common_assertions"))),
+        per_assertion=tuple(per_assertion(runs, configs, common)),
         pass_hat_k=({c: pass_hat_k(per_eval, runs, c) for c in configs}
-                    if meta.get("runs_per_configuration", 1) > 1 else None),
+                    if (meta.runs_per_configuration or 1) > 1 else None),
         per_eval=per_eval,
-        judge=judge_summary(runs, configs, meta.get("grader_runs", 1)),
-        judge_vs_checks=judge_vs_checks(runs, meta.get("common_assertions")),
+        judge=judge_summary(runs, configs, 1 if meta.grader_runs is None else meta.grader_runs),
+        judge_vs_checks=judge_vs_checks(runs, common),
         activation=activation_summary(plain, configs) if plain or not runs else None,
-        trigger=trigger_summary(runs, configs, meta.get("agent")),
+        trigger=trigger_summary(runs, configs, meta.agent),
         process=process_summary(runs, configs),
         notes=(),
         # `paired` is the first baseline's comparison, in the shape two-config iterations had.
@@ -13219,27 +13556,27 @@ def _judge_flags(benchmark: Benchmark) -> list[SanityFlag]:
     return flags
 
 
-def _iteration_flags(benchmark: Benchmark, meta: dict[str, Any]) -> list[SanityFlag]:
+def _iteration_flags(benchmark: Benchmark, meta: Metadata) -> list[SanityFlag]:
     flags = []
-    if meta.get("incomplete"):
+    if meta.incomplete:
         flags.append(_flag("error", "incomplete",
-                           f"the run stopped early: {meta.get('cells_finished', 0)} of "
-                           f"{meta.get('cells_planned', 0)} cells finished"))
-    if meta.get("selection_partial"):
+                           f"the run stopped early: {meta.cells_finished or 0} of "
+                           f"{meta.cells_planned or 0} cells finished"))
+    if meta.selection_partial:
         flags.append(_flag("warning", "partial_selection",
-                           f"only {len(meta.get('evals_run') or [])} of "
-                           f"{meta.get('suite_case_count')} cases were selected; this is not a "
+                           f"only {len(meta.evals_run or ())} of "
+                           f"{meta.suite_case_count} cases were selected; this is not a "
                            "closing result"))
-    for moment in ("before", "after"):
-        state = (meta.get("fixture_status") or {}).get(moment) or {}
-        if state.get("dirty"):
+    status = meta.fixture_status or FixtureStatus()
+    for moment, state in (("before", status.before), ("after", status.after)):
+        if state is not None and state.dirty:
             flags.append(_flag("warning", "dirty_fixtures",
                                f"declared fixtures differ from git {moment} the run: "
-                               f"{', '.join(state['dirty'][:10])}"))
-    flags += _checkout_flags(meta.get("checkout_check"))
-    baseline_ran = "without_skill" in (meta.get("configs") or [])
-    confined = (meta.get("isolation") or {}).get("mode") == "bwrap"
-    for place in meta.get("skill_installed_elsewhere") or []:
+                               f"{', '.join(state.dirty[:10])}"))
+    flags += _checkout_flags(meta.checkout_check)
+    baseline_ran = "without_skill" in meta.configs
+    confined = meta.isolation is not None and meta.isolation.confined
+    for place in meta.skill_installed_elsewhere or ():
         if confined:  # each agent had a fresh home: the installed copy was out of its sight
             flags.append(_flag("info", "installed_skill_hidden",
                                f"the target skill is installed at {place}; confined agents "
@@ -13255,29 +13592,29 @@ def _iteration_flags(benchmark: Benchmark, meta: dict[str, Any]) -> list[SanityF
     if not benchmark.scored_run_count and any(not is_trigger_run(r) for r in (
             *benchmark.runs, *benchmark.unscored_runs)):
         flags.append(_flag("error", "nothing_scored", "no run was scored"))
-    budget = meta.get("budget") or {}
-    if budget.get("cancelled_by_cap"):
+    budget = meta.budget
+    if budget is not None and budget.cancelled_by_cap:
         flags.append(_flag("error", "spending_cap",
-                           f"a spending cap was reached ({budget['spent_cost_usd']:.4f} USD, "
-                           f"{budget['spent_tokens']:,} tokens captured, counting "
-                           f"{budget['counts']}); {budget['cancelled_by_cap']} cells were "
+                           f"a spending cap was reached ({budget.spent_cost_usd:.4f} USD, "
+                           f"{budget.spent_tokens:,} tokens captured, counting "
+                           f"{budget.counts}); {budget.cancelled_by_cap} cells were "
                            "cancelled before they started"))
-    for missing in meta.get("missing_shards") or []:
+    for missing in meta.missing_shards or ():
         flags.append(_flag("error", "missing_shard",
-                           f"shard {missing['shard']} was not merged; its evals have no runs: "
-                           f"{', '.join(missing['evals'])}"))
-    if len(meta.get("configs") or []) < 2:
+                           f"shard {missing.shard} was not merged; its evals have no runs: "
+                           f"{', '.join(missing.evals)}"))
+    if len(meta.configs) < 2:
         flags.append(_flag("info", "single_config", "one config only: there is no comparison"))
-    shard = meta.get("shard")
+    shard = meta.shard
     if shard:
         flags.append(_flag("info", "shard",
-                           f"shard {shard['label']}: {shard['cells']} of "
-                           f"{(meta.get('plan') or {}).get('cells')} cells of the plan; merge "
+                           f"shard {shard.label}: {shard.cells} of "
+                           f"{meta.plan.cells if meta.plan else None} cells of the plan; merge "
                            "the shards (report --merge) for the closing result"))
-    isolation = meta.get("isolation") or {}
-    if isolation.get("mode") == "none":
+    confinement = meta.isolation.confinement if meta.isolation else None
+    if confinement is not None and confinement.mode == "none":
         flags.append(_flag("info", "unconfined",
-                           f"agents ran without OS confinement ({isolation.get('reason')}): an "
+                           f"agents ran without OS confinement ({confinement.reason}): an "
                            "executor could reach the checkout and other cells; the checkout "
                            "and result checks still apply"))
     return flags
@@ -13302,19 +13639,18 @@ def _named_changes(changes: Sequence[FileChange], total: int) -> str:
     return names + (f" and {more} more" if more > 0 else "")
 
 
-def _checkout_flags(check: dict[str, Any] | None) -> list[SanityFlag]:
+def _checkout_flags(check: CheckoutState | None) -> list[SanityFlag]:
     if not check:  # an iteration written before the checkout was compared
         return []
-    if not check.get("checked"):
+    if not check.checked:
         return [_flag("warning", "checkout_unchecked",
                       f"the source checkout was not compared before and after the run: "
-                      f"{check.get('reason')}")]
-    if not check.get("changed_count"):
+                      f"{check.reason}")]
+    if not check.changed_count:
         return []
-    changed = [FileChange(c["path"], c["change"]) for c in check["changed"]]
     return [_flag("error", "checkout_modified",
-                  f"the source checkout changed while agents ran ({check['changed_count']} "
-                  f"file(s)): {_named_changes(changed, check['changed_count'])}")]
+                  f"the source checkout changed while agents ran ({check.changed_count} "
+                  f"file(s)): {_named_changes(check.changed or (), check.changed_count)}")]
 
 
 RESULTS_FLAG_KINDS = ("results_modified", "results_unverifiable")
@@ -13453,30 +13789,30 @@ def render_markdown(benchmark: Benchmark) -> str:
 
 def _md_header(b: Benchmark) -> str:
     m = b.metadata
-    models = (f"executor {m.get('executor_model') or 'CLI default'}, "
-              f"grader {m.get('grader_model') or 'CLI default'}")
-    lines = [f"# skill-eval benchmark: {m.get('skill_name')}", "",
-             f"- Agent: {m.get('agent')} ({models})",
-             f"- Configs: {', '.join(m.get('configs') or [])} "
-             f"(candidate first); runs per config: {m.get('runs_per_configuration')}",
-             f"- Cases: {len(m.get('evals_run') or [])} of {m.get('suite_case_count')} "
+    models = (f"executor {m.executor_model or 'CLI default'}, "
+              f"grader {m.grader_model or 'CLI default'}")
+    lines = [f"# skill-eval benchmark: {m.skill_name}", "",
+             f"- Agent: {m.agent} ({models})",
+             f"- Configs: {', '.join(m.configs)} "
+             f"(candidate first); runs per config: {m.runs_per_configuration}",
+             f"- Cases: {len(m.evals_run or ())} of {m.suite_case_count} "
              "in the suite",
              f"- Runs: {len(all_runs(b))}, scored {b.scored_run_count}, "
              f"excluded {b.error_run_count}"]
-    if m.get("isolation"):
-        lines.append(f"- Isolation: {m['isolation'].get('summary')}")
-    if m.get("incomplete"):
-        lines.append(f"- **INCOMPLETE**: {m.get('cells_finished')} of {m.get('cells_planned')} "
+    if m.isolation is not None and m.isolation != IterationIsolation():
+        lines.append(f"- Isolation: {m.isolation.summary}")
+    if m.incomplete:
+        lines.append(f"- **INCOMPLETE**: {m.cells_finished} of {m.cells_planned} "
                      "cells finished before the run stopped")
-    if m.get("regrade"):
-        lines.append(f"- {regrade_sentence(m['regrade'])}")
+    if m.regrade:
+        lines.append(f"- {regrade_sentence(m.regrade)}")
     return "\n".join(lines) + "\n"
 
 
-def regrade_sentence(regrade: dict[str, Any]) -> str:
-    model = regrade.get("executor_model") or "CLI default"
+def regrade_sentence(regrade: RegradeRecord) -> str:
+    model = regrade.executor_model or "CLI default"
     return (f"Re-graded: no executor ran; the answers were recorded by "
-            f"{regrade.get('executor_agent')} (executor {model}) in {regrade.get('source')}")
+            f"{regrade.executor_agent} (executor {model}) in {regrade.source}")
 
 
 def _md_verdict(b: Benchmark) -> str:
@@ -13651,15 +13987,15 @@ def info_summary(b: Benchmark) -> str:
 
 def _md_arms(b: Benchmark) -> str:
     """Which skill package each config delivered (present from the arms feature on)."""
-    arms = b.metadata.get("arms") or {}
-    if not any((arm or {}).get("revision") for arm in arms.values()):
+    arms = b.metadata.arms or {}
+    if not any(arm.revision for arm in arms.values()):
         return ""
     lines = ["## Skill versions", "", "| config | package | commit | package sha256 |",
              "|---|---|---|---|"]
     for config, arm in arms.items():
-        sha = arm.get("package_sha256")
-        lines.append(f"| {_md_cell(config)} | {_md_cell(arm.get('source'))} | "
-                     f"{arm.get('commit') or 'n/a'} | {sha[:16] if sha else 'n/a'} |")
+        sha = arm.package_sha256
+        lines.append(f"| {_md_cell(config)} | {_md_cell(arm.source)} | "
+                     f"{arm.commit or 'n/a'} | {sha[:16] if sha else 'n/a'} |")
     return "\n".join(lines) + "\n"
 
 
@@ -13909,14 +14245,14 @@ def _md_per_assertion(b: Benchmark) -> str:
 def _md_integrity(b: Benchmark) -> list[str]:
     """One line each on the source checkout and on the run files, when they were checked."""
     lines = []
-    checkout = b.metadata.get("checkout_check")
-    if checkout and checkout.get("checked"):
-        state = (f"CHANGED ({checkout['changed_count']} file(s))" if checkout["changed_count"]
+    checkout = b.metadata.checkout_check
+    if checkout and checkout.checked:
+        state = (f"CHANGED ({checkout.changed_count} file(s))" if checkout.changed_count
                  else "unchanged")
-        lines.append(f"- Source checkout: {state}; {checkout['files_before']} files compared "
+        lines.append(f"- Source checkout: {state}; {checkout.files_before} files compared "
                      "before and after the agents ran")
     elif checkout:
-        lines.append(f"- Source checkout: not compared ({checkout.get('reason')})")
+        lines.append(f"- Source checkout: not compared ({checkout.reason})")
     results = b.results_check
     every = all_runs(b)
     if results is None or results.unverifiable_runs == len(every) and every:
@@ -14162,11 +14498,11 @@ IDENTITY_LABELS = (
 
 def comparability(this: Benchmark, other: Benchmark) -> str:
     """"same inputs" only when the inputs and the comparisons made of them are the same."""
-    mine = this.metadata.get("identity")
-    theirs = other.metadata.get("identity")
+    mine, theirs = this.metadata.identity, other.metadata.identity
     if not mine or not theirs:
         return "unknown (an iteration records no identities)"
-    changed = [label for key, label in IDENTITY_LABELS if mine.get(key) != theirs.get(key)]
+    changed = [label for key, label in IDENTITY_LABELS
+               if getattr(mine, key) != getattr(theirs, key)]
     # The skill changing is what comparing two iterations measures: said, never a warning.
     skill_changed = "skill" in changed
     changed = [label for label in changed if label != "skill"]
@@ -14223,7 +14559,8 @@ def _arm_package(benchmark: Benchmark, config: str) -> Any:
     series measures; the identity's "skill changed" says so."""
     if config_revision(config) is None:
         return None
-    return ((benchmark.metadata.get("arms") or {}).get(config) or {}).get("package_sha256")
+    arm = (benchmark.metadata.arms or {}).get(config)
+    return arm.package_sha256 if arm else None
 
 
 def shared_comparisons(this: Benchmark, other: Benchmark) -> tuple[list[str], str]:
@@ -14250,9 +14587,8 @@ def shared_comparisons(this: Benchmark, other: Benchmark) -> tuple[list[str], st
 
 
 def _regraded_from(later: Benchmark, earlier: Benchmark) -> bool:
-    regrade = later.metadata.get("regrade") or {}
-    stamp = earlier.metadata.get("timestamp")
-    return bool(regrade) and stamp is not None and regrade.get("source_timestamp") == stamp
+    regrade, stamp = later.metadata.regrade, earlier.metadata.timestamp
+    return regrade is not None and stamp is not None and regrade.source_timestamp == stamp
 
 
 def render_compare_markdown(this: Benchmark, other: Benchmark, other_name: str) -> str:
@@ -14305,20 +14641,19 @@ class AgentIteration:
 
 def agent_label(benchmark: Benchmark) -> str:
     meta = benchmark.metadata
-    model = meta.get("executor_model")
-    return f"{meta.get('agent')} ({model})" if model else str(meta.get("agent"))
+    model = meta.executor_model
+    return f"{meta.agent} ({model})" if model else str(meta.agent)
 
 
 def across_comparability(first: Benchmark, other: Benchmark) -> str | None:
     """None when other measured the same suite, skill, fixtures and configs as first, else
     what differs."""
-    mine = first.metadata.get("identity")
-    theirs = other.metadata.get("identity")
+    mine, theirs = first.metadata.identity, other.metadata.identity
     if not mine or not theirs:
         return "unknown (an iteration records no identities)"
     differ = [label for key, label in IDENTITY_LABELS
-              if key in ACROSS_AGENTS_SAME and mine.get(key) != theirs.get(key)]
-    if first.metadata.get("configs") != other.metadata.get("configs"):
+              if key in ACROSS_AGENTS_SAME and getattr(mine, key) != getattr(theirs, key)]
+    if first.configs != other.configs:
         differ.append("configs")
     return f"{', '.join(differ)} differ" if differ else None
 
@@ -14346,7 +14681,7 @@ def _agent_values(label: str, entry: AgentIteration, first: Benchmark) -> list[s
     verdict = agent_verdict(b)
     if entry.changed_files:
         verdict += f" (REVIEW: {entry.changed_files} run file(s) changed)"
-    if b.metadata.get("incomplete"):
+    if b.metadata.incomplete:
         verdict += " (incomplete iteration)"
     inputs = across_comparability(first, b)
     counts = (f"{paired.wins}/{paired.ties}/{paired.losses} of "
@@ -14408,7 +14743,7 @@ def render_agents_markdown(entries: list[AgentIteration]) -> str:
     against its inputs."""
     first = entries[0].benchmark
     agents, lift_header, lifts = across_agent_tables(entries)
-    lines = [f"# Across agents: skill {first.metadata.get('skill_name')}", "",
+    lines = [f"# Across agents: skill {first.metadata.skill_name}", "",
              across_agents_summary(entries), "", ACROSS_AGENTS_CAVEAT, ""]
     lines += _md_table(list(AGENT_TABLE_HEADERS), agents)
     lines += ["", f"## {_md_cell(across_lift_label(first))}", ""]
@@ -14542,7 +14877,7 @@ def render_html(benchmark: Benchmark, files: dict[tuple, dict]) -> str:
                 _html_per_assertion,
                 _html_judge, _html_judge_vs_checks]
     body = "".join(section(benchmark) for section in sections) + _html_runs(benchmark, files)
-    return _html_document(f"skill-eval: {benchmark.metadata.get('skill_name')}", body)
+    return _html_document(f"skill-eval: {benchmark.metadata.skill_name}", body)
 
 
 def _html_document(title: str, body: str) -> str:
@@ -14557,7 +14892,7 @@ def render_agents_html(entries: list[AgentIteration]) -> str:
     """agents.md as one self-contained page, in the style of benchmark.html."""
     first = entries[0].benchmark
     agents, lift_header, lifts = across_agent_tables(entries)
-    title = f"skill-eval across agents: {first.metadata.get('skill_name')}"
+    title = f"skill-eval across agents: {first.metadata.skill_name}"
     body = (f"<h1>{_h(title)}</h1>\n"
             f"<p><strong>{_h(across_agents_summary(entries))}</strong></p>\n"
             f'<p class="meta">{_h(ACROSS_AGENTS_CAVEAT)}</p>\n'
@@ -14578,17 +14913,17 @@ def _html_table(header: list[str], rows: list[list[str]]) -> str:
 
 def _html_header(b: Benchmark) -> str:
     m = b.metadata
-    facts = [f"agent {m.get('agent')} (executor {m.get('executor_model') or 'CLI default'}, "
-             f"grader {m.get('grader_model') or 'CLI default'})",
-             f"configs {', '.join(m.get('configs') or [])} (candidate first)",
-             f"{len(m.get('evals_run') or [])} of {m.get('suite_case_count')} cases",
+    facts = [f"agent {m.agent} (executor {m.executor_model or 'CLI default'}, "
+             f"grader {m.grader_model or 'CLI default'})",
+             f"configs {', '.join(m.configs)} (candidate first)",
+             f"{len(m.evals_run or ())} of {m.suite_case_count} cases",
              f"{len(all_runs(b))} runs: {b.scored_run_count} scored, "
-             f"{b.error_run_count} excluded", f"written {m.get('timestamp')}"]
-    text = (f"<h1>skill-eval benchmark: {_h(m.get('skill_name'))}</h1>\n"
+             f"{b.error_run_count} excluded", f"written {m.timestamp}"]
+    text = (f"<h1>skill-eval benchmark: {_h(m.skill_name)}</h1>\n"
             f'<p class="meta">{_h(" · ".join(facts))}</p>\n')
-    if m.get("incomplete"):
-        text += (f'<p class="warn">INCOMPLETE: {_h(m.get("cells_finished"))} of '
-                 f'{_h(m.get("cells_planned"))} cells finished before the run stopped.</p>\n')
+    if m.incomplete:
+        text += (f'<p class="warn">INCOMPLETE: {_h(m.cells_finished)} of '
+                 f'{_h(m.cells_planned)} cells finished before the run stopped.</p>\n')
     return text
 
 
@@ -14756,7 +15091,7 @@ def _html_chart(b: Benchmark) -> str:
     return "<h2>Pass rate per eval</h2>\n" + "\n".join(parts) + "\n"
 
 
-def _chart_frame(geo: ChartGeometry, configs: list[str], height: int) -> list[str]:
+def _chart_frame(geo: ChartGeometry, configs: Sequence[str], height: int) -> list[str]:
     parts = []
     for i, config in enumerate(configs):
         x = geo.label_w + i * 170
@@ -14772,7 +15107,7 @@ def _chart_frame(geo: ChartGeometry, configs: list[str], height: int) -> list[st
     return parts
 
 
-def _chart_row(geo: ChartGeometry, row: PerEval, configs: list[str], top: int,
+def _chart_row(geo: ChartGeometry, row: PerEval, configs: Sequence[str], top: int,
                row_h: int) -> list[str]:
     label = _chart_label(row)
     short = label if len(label) <= geo.label_chars else label[:geo.label_chars - 1] + "…"
@@ -15027,9 +15362,9 @@ def render_junit(benchmark: Benchmark) -> str:
     """JUnit XML: a testsuite per config, a testcase per eval x run."""
     import xml.etree.ElementTree as ET
     meta = benchmark.metadata
-    root = ET.Element("testsuites", name=_xml_text(f"skill-eval {meta.get('skill_name')}"))
+    root = ET.Element("testsuites", name=_xml_text(f"skill-eval {meta.skill_name}"))
     totals = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
-    for config in meta["configs"]:
+    for config in meta.configs:
         suite = _junit_suite(benchmark, config)
         root.append(suite)
         for key in totals:
@@ -15059,13 +15394,13 @@ def _junit_suite(b: Benchmark, config: str) -> Any:
         suite.set(key, str(counts[key]))
     if seconds:  # executor time only; an uncaptured time is left out, never written as 0
         suite.set("time", f"{sum(seconds):.3f}")
-    suite.set("timestamp", str(b.metadata.get("timestamp") or ""))
+    suite.set("timestamp", str(b.metadata.timestamp or ""))
     return suite
 
 
 def _junit_properties(b: Benchmark, config: str) -> list[tuple[str, Any]]:
     paired, c = b.paired, b.comparison
-    return [("skill_name", b.metadata.get("skill_name")), ("agent", b.metadata.get("agent")),
+    return [("skill_name", b.metadata.skill_name), ("agent", b.metadata.agent),
             ("verdict", paired.verdict if paired else "none (one config only)"),
             ("verdict_reason", paired.verdict_reason if paired else ""),
             ("delta", fmt_delta(c.delta)),
@@ -15141,8 +15476,8 @@ def render_summary(benchmark: Benchmark, iteration_dir: Path) -> str:
     meta = benchmark.metadata
     review = [f for f in sanity.flags if f.severity in SEVERITIES_NEEDING_REVIEW]
     cancelled = sum(run.status == "cancelled" for run in all_runs(benchmark))
-    lines = [f"skill-eval: {meta['skill_name']} with {meta['agent']} "
-             f"({'INCOMPLETE, ' if meta.get('incomplete') else ''}{len(all_runs(benchmark))} runs, "
+    lines = [f"skill-eval: {meta.skill_name} with {meta.agent} "
+             f"({'INCOMPLETE, ' if meta.incomplete else ''}{len(all_runs(benchmark))} runs, "
              f"{benchmark.scored_run_count} scored, {benchmark.error_run_count} excluded"
              + (f", {cancelled} of them cancelled" if cancelled else "") + ")",
              f"Sanity checks: {sanity.status}"
@@ -15156,9 +15491,9 @@ def render_summary(benchmark: Benchmark, iteration_dir: Path) -> str:
     rates = f"{c.candidate} {fmt_rate(c.candidate_pass_rate)}"
     if c.baseline:
         rates += f", {c.baseline} {fmt_rate(c.baseline_pass_rate)}"
-        for other in meta["configs"][2:]:
+        for other in meta.configs[2:]:
             rates += f", {other} {fmt_rate(benchmark.run_summary[other].pass_rate.mean)}"
-        rates += (f", delta {fmt_delta(c.delta)}" if len(meta["configs"]) < 3 else
+        rates += (f", delta {fmt_delta(c.delta)}" if len(meta.configs) < 3 else
                   f"; delta vs {c.baseline} {fmt_delta(c.delta)}")
     lines.append(f"Pass rate: {rates}")
     if benchmark.paired:
@@ -15478,15 +15813,15 @@ def _subfolders(path: str, wanted: Callable[[str], Any]) -> list[str]:
 def benchmark_differences(folder: Path, stored: Benchmark) -> list[FileChange]:
     """Where benchmark.json differs from the benchmark its verified cells give (up to three
     JSON paths); [] when they agree."""
-    manifest: dict[str, Any] = {}
+    manifest = None
     if os.path.lexists(folder / "iteration_manifest.json"):  # else a copied-out benchmark
         try:
-            manifest = read_manifest(folder).data
+            manifest = read_manifest(folder)
         except InputError as exc:
             return [FileChange("iteration_manifest.json", exc.message)]
-    merged = manifest.get("merged") if manifest else "merged_from" in stored.metadata
+    merged = manifest.merged if manifest else stored.metadata.merged_from is not None
     try:
-        entry = manifest_adaptive(manifest, folder) if manifest else stored.adaptive
+        entry = manifest.adaptive if manifest else stored.adaptive
         records = stored_cell_records(folder, stored, bool(entry) and not merged)
         fresh = recomputed_benchmark(stored, manifest, records, entry)
         found = json_differences(_as_json(fresh.to_json()), _as_json(stored.to_json()))
@@ -15503,7 +15838,7 @@ def stored_cell_records(folder: Path, stored: Benchmark, by_wave: bool) -> list[
     """The cells benchmark.json lists, read back from their (verified) files, in the order
     `run` finished them: the cases' order, then the configs', then the run number; the run
     number first for the waves of an adaptive machine (a merge lists them in plan order)."""
-    evals = [str(key) for key in stored.metadata.get("evals_run") or []]
+    evals = [str(key) for key in stored.metadata.evals_run or ()]
     configs = list(stored.configs)
 
     def plan_order(run: RunResult) -> tuple[int, ...]:
@@ -15522,71 +15857,65 @@ def stored_cell_records(folder: Path, stored: Benchmark, by_wave: bool) -> list[
     return records
 
 
-def recomputed_benchmark(stored: Benchmark, manifest: dict[str, Any],
+def recomputed_benchmark(stored: Benchmark, manifest: Manifest | None,
                          records: list[RunRecord], entry: Adaptive | None) -> Benchmark:
     """What `run` (or `report --merge`) wrote for these cells, worked out again; `entry`:
     the adaptive record the manifest (or else the benchmark) holds."""
     meta = recomputed_metadata(stored.metadata, manifest, records)
     fresh = aggregate(records, meta)
-    keys = [str(key) for key in ((manifest.get("plan") or {}).get("evals")
+    plan = manifest.plan if manifest else None
+    keys = [str(key) for key in ((plan.evals if plan else ())
                                  or dict.fromkeys(str(r.eval_id) for r in records))]
-    fresh = with_sequential_verdict(fresh, recomputed_adaptive(entry, records, meta["configs"],
+    fresh = with_sequential_verdict(fresh, recomputed_adaptive(entry, records, meta.configs,
                                                                keys))
     return (apply_results_check(fresh, stored.results_check) if stored.results_check
             else fresh)
 
 
-def recomputed_metadata(stored: dict[str, Any], manifest: dict[str, Any],
-                        records: list[RunRecord]) -> dict[str, Any]:
+def recomputed_metadata(stored: Metadata, manifest: Manifest | None,
+                        records: list[RunRecord]) -> Metadata:
     """benchmark.json's metadata with what the cells and the manifest say put back."""
-    meta = dict(stored)
-    meta["cells_finished"] = sum(r.status != "cancelled" for r in records)
-    meta.update({key: value for key, value in manifest_metadata(manifest, meta).items()
-                 if key in meta})
-    planned = meta.get("cells_planned")
+    meta = dataclasses.replace(stored, **manifest_metadata(manifest, stored),
+                               cells_finished=sum(r.status != "cancelled" for r in records))
+    planned = meta.cells_planned
     if any(r.status == "cancelled" for r in records) or (
-            isinstance(planned, int) and len(records) < planned) or meta.get("missing_shards"):
-        meta["incomplete"] = True  # a cell struck out whole, journal line and folder too
-    if isinstance(meta.get("budget"), dict) and "merged_from" not in meta:  # a merge: shard 1's
-        caps = types.SimpleNamespace(max_cost_usd=meta["budget"].get("max_cost_usd"),
-                                     max_tokens=meta["budget"].get("max_tokens"))
-        options = manifest.get("options") or {}
-        for key in ("max_cost_usd", "max_tokens"):
-            if key in options:
-                setattr(caps, key, options[key])
-        meta["budget"] = budget_summary(caps, records)  # type: ignore[arg-type]
+            planned is not None and len(records) < planned) or meta.missing_shards:
+        meta = dataclasses.replace(meta, incomplete=True)  # a cell struck out whole
+    if meta.budget is not None and meta.merged_from is None:  # a merge: shard 1's
+        caps: Any = types.SimpleNamespace(max_cost_usd=meta.budget.max_cost_usd,
+                                          max_tokens=meta.budget.max_tokens)
+        meta = dataclasses.replace(meta, budget=budget_summary(caps, records))
     return meta
 
 
-def manifest_metadata(manifest: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+def manifest_metadata(manifest: Manifest | None, meta: Metadata) -> dict[str, Any]:
     """The metadata benchmark_metadata (or merged_metadata) took from the manifest, taken
     from it again: what was planned, how agents were confined, what the checkout and the
     fixtures did."""
-    if not manifest:
+    if manifest is None:
         return {}
-    plan = object_at(manifest, "plan")
-    entry = object_at(manifest, "adaptive")
-    options = object_at(manifest, "options")
-    planned = plan.get("cells") if manifest.get("merged") else manifest.get("cells_planned")
-    if entry and isinstance(planned, int) and isinstance(plan.get("runs") or options.get("runs"),
-                                                         int):
-        planned = planned * entry.get("waves_run", 0) // (plan.get("runs") or options["runs"])
+    plan, entry = manifest.plan, manifest.adaptive
+    options = manifest.options or RecordedOptions()
+    planned = (plan.cells if plan else None) if manifest.merged else manifest.cells_planned
+    runs = (plan.runs if plan else None) or options.runs
+    if entry and planned is not None and runs is not None:
+        planned = planned * entry.waves_run // runs
     found: dict[str, Any] = {"cells_planned": planned}
-    if manifest.get("merged"):
-        found["missing_shards"] = manifest.get("missing_shards")
+    if manifest.merged:
+        found["missing_shards"] = manifest.missing_shards
         return {key: value for key, value in found.items() if value is not None}
-    suite = object_at(manifest, "suite")
+    suite, checkout = manifest.suite or Identity(), manifest.checkout_check
     found.update({
-        "fixture_status": manifest.get("fixture_status"),
-        "checkout_check": (manifest.get("checkout_check") or {}).get("after"),
-        "skill_installed_elsewhere": manifest.get("skill_installed_elsewhere"),
-        "isolation": manifest.get("isolation"), "arms": manifest.get("arms"),
-        "cli_version": manifest.get("cli_version"), "agent": manifest.get("agent"),
-        "configs": options.get("configs"), "runs_per_configuration": options.get("runs"),
-        "grader_runs": options.get("grader_runs"), "suite_case_count": suite.get("case_count")})
-    if isinstance(suite.get("case_count"), int):
-        found["selection_partial"] = len(plan.get("evals") or meta.get("evals_run") or []) \
-            < suite["case_count"]
+        "fixture_status": manifest.fixture_status,
+        "checkout_check": checkout.after if checkout else None,
+        "skill_installed_elsewhere": manifest.skill_installed_elsewhere,
+        "isolation": manifest.isolation, "arms": manifest.arms,
+        "cli_version": manifest.cli_version, "agent": manifest.agent,
+        "configs": options.configs, "runs_per_configuration": options.runs,
+        "grader_runs": options.grader_runs, "suite_case_count": suite.case_count})
+    if suite.case_count is not None:
+        found["selection_partial"] = len((plan.evals if plan else ()) or meta.evals_run
+                                         or ()) < suite.case_count
     return {key: value for key, value in found.items() if value is not None}
 
 
@@ -15616,13 +15945,6 @@ def recomputed_adaptive(entry: Adaptive | None, records: list[RunRecord],
     full = entry.saved.full_matrix.grader_calls if entry.saved else 0
     per_wave = WaveSize(sum(record.run_number == 1 for record in records), full // waves_max)
     return adaptive_record(waves_max, per_wave, records, history, len(keys))
-
-
-def manifest_adaptive(manifest: dict[str, Any], folder: Path) -> Adaptive | None:
-    """The iteration manifest's `adaptive` entry, read as the record it was written from."""
-    entry = manifest.get("adaptive")
-    return None if entry is None else Adaptive.from_json(
-        entry, folder / "iteration_manifest.json", "adaptive")
 
 
 def _as_json(value: Any) -> Any:
@@ -15692,107 +16014,96 @@ def skill_installed_elsewhere(skill_name: str, provider: Provider | None = None)
 
 
 def build_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: list[Cell],
-                   extra: dict[str, Any]) -> dict[str, Any]:
+                   extra: dict[str, Any]) -> Manifest:
     fixtures = sorted({rel for cell in cells for rel in cell.case.files})
     skill_files = package_files(suite)
-    return {
-        "runner": {"version": RUNNER_VERSION, "path": str(Path(__file__).resolve()),
-                   "sha256": sha256_file(Path(__file__))},
-        "suite": {"path": str(suite.path), "sha256": suite.sha256, "skill_name": suite.skill_name,
-                  "case_count": len(suite.cases)},
-        "repo_root": str(suite.root),
-        "skill_package": {"path": str(suite.skill_dir),
-                          "sha256": tree_hash(suite.root, skill_files),
-                          "files": len(skill_files)},
-        "fixtures": {rel: tree_hash(suite.root, [rel]) for rel in fixtures},
-        "cases": {cell.case.key: case_identity(cell.case) for cell in cells},
-        "argv": argv, "agent": options.agent,
-        "executor_model": options.executor_model, "grader_model": options.grader_model,
-        "options": {"configs": list(options.configs), "runs": options.runs,
-                    "timeout_s": options.timeout_s, "concurrency": options.concurrency,
-                    "deadline_s": options.deadline_s, "eval_ids": options.eval_ids,
-                    "keep_sandboxes": options.keep_sandboxes,
-                    "agent_settings": options.agent_settings,
-                    "grader_runs": options.grader_runs,
-                    **({"adaptive": True} if options.adaptive else {})},
-        "options_sha256": options_fingerprint(options),
-        "cells_planned": len(cells), "created_at": utc_now(), **extra,
-    }
+    return Manifest(
+        runner=Identity(version=RUNNER_VERSION, path=str(Path(__file__).resolve()),
+                        sha256=sha256_file(Path(__file__))),
+        suite=Identity(path=str(suite.path), sha256=suite.sha256, skill_name=suite.skill_name,
+                       case_count=len(suite.cases)),
+        repo_root=str(suite.root),
+        skill_package=Identity(path=str(suite.skill_dir),
+                               sha256=tree_hash(suite.root, skill_files), files=len(skill_files)),
+        fixtures={rel: tree_hash(suite.root, [rel]) for rel in fixtures},
+        cases={cell.case.key: case_identity(cell.case) for cell in cells},
+        argv=tuple(argv), agent=options.agent,
+        executor_model=options.executor_model, grader_model=options.grader_model,
+        options=RecordedOptions(
+            configs=tuple(options.configs), runs=options.runs, timeout_s=options.timeout_s,
+            concurrency=options.concurrency, deadline_s=options.deadline_s,
+            eval_ids=None if options.eval_ids is None else tuple(options.eval_ids),
+            keep_sandboxes=options.keep_sandboxes,
+            agent_settings=tuple(options.agent_settings), grader_runs=options.grader_runs,
+            adaptive=options.adaptive),
+        options_sha256=options_fingerprint(options),
+        cells_planned=len(cells), created_at=utc_now(), **extra)
 
 
-def case_identity(case: Case) -> dict[str, Any]:
+def case_identity(case: Case) -> CaseIdentity:
     """What the executor was asked, for a later --regrade to check: prompt hash and fixtures."""
-    return {"prompt_sha256": hashlib.sha256(case.prompt.encode("utf-8")).hexdigest(),
-            "files": list(case.files)}
+    return CaseIdentity(hashlib.sha256(case.prompt.encode("utf-8")).hexdigest(),
+                        tuple(case.files))
 
 
-def benchmark_metadata(suite: Suite, options: RunOptions, manifest: dict[str, Any],
+def benchmark_metadata(suite: Suite, options: RunOptions, manifest: Manifest,
                        cells: list[Cell], records: list[RunRecord],
-                       incomplete: bool) -> dict[str, Any]:
-    evals_run = []
-    for cell in cells:
-        if cell.case.id not in evals_run:
-            evals_run.append(cell.case.id)
-    return {
-        "skill_name": suite.skill_name, "skill_path": str(options.skill_md or suite.skill_dir),
-        "agent": options.agent, "executor_model": options.executor_model,
-        "grader_model": options.grader_model, "analyzer_model": options.grader_model,
-        "cli_version": manifest.get("cli_version"), "timestamp": utc_now(),
-        "configs": list(options.configs), "runs_per_configuration": options.runs,
-        "grader_runs": options.grader_runs, "regrade": manifest.get("regrade"),
-        "evals_run": evals_run, "suite_case_count": len(suite.cases),
-        "selected_eval_ids": options.eval_ids,
-        "selection_partial": len((manifest.get("plan") or {}).get("evals") or evals_run)
-        < len(suite.cases),
-        "cells_planned": len(cells), "cells_finished": sum(
-            r.status != "cancelled" for r in records),
-        "incomplete": incomplete, "runner_version": RUNNER_VERSION,
-        "fixture_status": manifest.get("fixture_status"),
-        "checkout_check": (manifest.get("checkout_check") or {}).get("after"),
-        "skill_installed_elsewhere": manifest.get("skill_installed_elsewhere"),
-        "isolation": manifest.get("isolation"),
-        "manifest": "iteration_manifest.json",
-        "identity": iteration_identity(manifest, options),
-        **({"plan": manifest["plan"], "shard": manifest["shard"]} if manifest.get("shard") else {}),
-        **({"budget": budget_summary(options, records)}
-           if options.max_cost_usd is not None or options.max_tokens is not None else {}),
-        "arms": manifest.get("arms"),
-        "common_assertions": list(suite.common_assertions),
-    }
+                       incomplete: bool) -> Metadata:
+    evals_run = tuple(dict.fromkeys(cell.case.id for cell in cells))
+    planned = manifest.plan.evals if manifest.plan else ()
+    return Metadata(
+        skill_name=suite.skill_name, skill_path=str(options.skill_md or suite.skill_dir),
+        agent=options.agent, executor_model=options.executor_model,
+        grader_model=options.grader_model, analyzer_model=options.grader_model,
+        cli_version=manifest.cli_version, timestamp=utc_now(),
+        configs=tuple(options.configs), runs_per_configuration=options.runs,
+        grader_runs=options.grader_runs, regrade=manifest.regrade,
+        evals_run=evals_run, suite_case_count=len(suite.cases),
+        selected_eval_ids=None if options.eval_ids is None else tuple(options.eval_ids),
+        selection_partial=len(planned or evals_run) < len(suite.cases),
+        cells_planned=len(cells), cells_finished=sum(r.status != "cancelled" for r in records),
+        incomplete=incomplete, runner_version=RUNNER_VERSION,
+        fixture_status=manifest.fixture_status,
+        checkout_check=manifest.checkout_check.after if manifest.checkout_check else None,
+        skill_installed_elsewhere=manifest.skill_installed_elsewhere,
+        isolation=manifest.isolation, manifest="iteration_manifest.json",
+        identity=iteration_identity(manifest, options),
+        plan=manifest.plan if manifest.shard else None, shard=manifest.shard,
+        budget=(budget_summary(options, records)
+                if options.max_cost_usd is not None or options.max_tokens is not None else None),
+        arms=manifest.arms, common_assertions=tuple(suite.common_assertions))
 
 
-def budget_summary(options: RunOptions, records: list[RunRecord]) -> dict[str, Any]:
+def budget_summary(options: RunOptions, records: list[RunRecord]) -> BudgetSummary:
     """The caps, what the finished cells captured against them, and what the caps cancelled."""
     budget = Budget(options.max_cost_usd, options.max_tokens)
     for record in records:
         budget.add(record)
     graded = any(getattr(r, "grader_metrics", None) for r in records)
-    return {"max_cost_usd": options.max_cost_usd, "max_tokens": options.max_tokens,
-            "spent_cost_usd": round(budget.spent["cost"], 6),
-            "spent_tokens": int(budget.spent["tokens"]),
-            "counts": "executor and grader" if graded else "executor (no grader metrics were "
-                      "captured)",
-            "cells_counted": budget.counted,
-            "cells_without_cost": budget.unknown["cost"],
-            "cells_without_tokens": budget.unknown["tokens"],
-            "cancelled_by_cap": sum(
-                1 for r in records if r.status == "cancelled"
-                and r.failure_detail.startswith(CAP_REASON_START))}
+    return BudgetSummary(
+        max_cost_usd=options.max_cost_usd, max_tokens=options.max_tokens,
+        spent_cost_usd=round(budget.spent["cost"], 6), spent_tokens=int(budget.spent["tokens"]),
+        counts="executor and grader" if graded else "executor (no grader metrics were "
+               "captured)",
+        cells_counted=budget.counted, cells_without_cost=budget.unknown["cost"],
+        cells_without_tokens=budget.unknown["tokens"],
+        cancelled_by_cap=sum(
+            1 for r in records if r.status == "cancelled"
+            and r.failure_detail.startswith(CAP_REASON_START)))
 
 
-def iteration_identity(manifest: dict[str, Any], options: RunOptions) -> dict[str, Any]:
+def iteration_identity(manifest: Manifest, options: RunOptions) -> SeriesIdentity:
     """What must match for two iterations to be one series (see report --compare)."""
-    return {
-        "suite_sha256": manifest["suite"]["sha256"],
-        "skill_sha256": manifest["skill_package"]["sha256"],
-        "runner_sha256": manifest["runner"]["sha256"],
-        "fixtures_sha256": hashlib.sha256(json.dumps(
-            manifest.get("fixtures") or {}, sort_keys=True).encode()).hexdigest(),
-        "agent": options.agent, "cli_version": manifest.get("cli_version"),
-        "executor_model": options.executor_model or "CLI default",
-        "grader_model": options.grader_model or "CLI default",
-        "grader_prompt_sha256": grader_template_sha256(),
-    }
+    assert manifest.suite and manifest.skill_package and manifest.runner, "a run's manifest"
+    return SeriesIdentity(
+        suite_sha256=manifest.suite.sha256, skill_sha256=manifest.skill_package.sha256,
+        runner_sha256=manifest.runner.sha256,
+        fixtures_sha256=hashlib.sha256(json.dumps(
+            manifest.fixtures or {}, sort_keys=True).encode()).hexdigest(),
+        agent=options.agent, cli_version=manifest.cli_version,
+        executor_model=options.executor_model or "CLI default",
+        grader_model=options.grader_model or "CLI default",
+        grader_prompt_sha256=grader_template_sha256())
 
 
 def fmt_duration(seconds: float) -> str:
@@ -15972,100 +16283,64 @@ def options_fingerprint(options: RunOptions) -> str:
     return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
 
 
-def plan_identity(suite: Suite, options: RunOptions, cells: list[Cell]) -> dict[str, Any]:
+def plan_identity(suite: Suite, options: RunOptions, cells: list[Cell]) -> PlanRecord:
     """What every shard of one plan must share; `sha256` sums it up for `report --merge`."""
     skill_files = package_files(suite)
     fixtures = sorted({rel for cell in cells for rel in cell.case.files})
-    evals: list[str] = []
-    for cell in cells:
-        if cell.case.key not in evals:
-            evals.append(cell.case.key)
-    plan = {"suite_sha256": suite.sha256, "skill_name": suite.skill_name,
-            "skill_sha256": tree_hash(suite.root, skill_files),
-            "runner_sha256": sha256_file(Path(__file__)),
-            "fixtures_sha256": hashlib.sha256(json.dumps(
-                {rel: tree_hash(suite.root, [rel]) for rel in fixtures},
-                sort_keys=True).encode()).hexdigest(),
-            "options_sha256": options_fingerprint(dataclasses.replace(options, shard=None)),
-            "agent": options.agent, "configs": list(options.configs), "runs": options.runs,
-            "evals": evals, "cells": len(cells)}
-    if options.shard is not None:
-        plan["shard_count"] = options.shard[1]
-    plan["sha256"] = hashlib.sha256(json.dumps(plan, sort_keys=True).encode()).hexdigest()
-    return plan
+    plan = PlanRecord(
+        suite_sha256=suite.sha256, skill_name=suite.skill_name,
+        skill_sha256=tree_hash(suite.root, skill_files), runner_sha256=sha256_file(Path(__file__)),
+        fixtures_sha256=hashlib.sha256(json.dumps(
+            {rel: tree_hash(suite.root, [rel]) for rel in fixtures},
+            sort_keys=True).encode()).hexdigest(),
+        options_sha256=options_fingerprint(dataclasses.replace(options, shard=None)),
+        agent=options.agent, configs=tuple(options.configs), runs=options.runs,
+        evals=tuple(dict.fromkeys(cell.case.key for cell in cells)), cells=len(cells),
+        shard_count=options.shard[1] if options.shard is not None else None)
+    return dataclasses.replace(plan, sha256=hashlib.sha256(json.dumps(
+        plan.to_json(), sort_keys=True).encode()).hexdigest())
 
 
-def shard_record(options: RunOptions, cells: list[Cell]) -> dict[str, Any] | None:
+def shard_record(options: RunOptions, cells: list[Cell]) -> ShardRecord | None:
     if options.shard is None:
         return None
     index, count = options.shard
-    evals = list(dict.fromkeys(cell.case.key for cell in cells))
-    return {"index": index, "count": count, "label": f"{index}/{count}", "evals": evals,
-            "cells": len(cells), "algorithm": SHARD_ALGORITHM}
+    return ShardRecord(index, count, f"{index}/{count}",
+                       tuple(dict.fromkeys(cell.case.key for cell in cells)), len(cells),
+                       SHARD_ALGORITHM)
 
 
-# What a resumed run reads from the earlier manifest, and the kind of value each must be.
-RESUMED_MANIFEST_KINDS = {"isolation": dict, "fixture_status": dict, "arms": dict,
-                          "checkout_check": dict, "resumes": list,
-                          "skill_installed_elsewhere": list, "plan": dict, "shard": dict,
-                          "regrade": dict, "cli_version": str}
-
-
-def manifest_shape_problems(manifest: dict[str, Any]) -> list[str]:
-    """The keys of an earlier manifest that hold another kind of value than `run` writes."""
-    if not isinstance(manifest, dict):
-        return ["the top level"]
-    problems = [key for key, kind in RESUMED_MANIFEST_KINDS.items()
-                if manifest.get(key) is not None and not isinstance(manifest[key], kind)]
-    if manifest.get("fixture_status") is None:  # the run adds its "after" to it
-        problems.append("fixture_status")
-    for parent in ("fixture_status", "arms"):
-        if parent in problems:
-            continue
-        for key, value in manifest[parent].items() if manifest.get(parent) else ():
-            if not isinstance(value, (dict, type(None))):
-                problems.append(f"{parent}.{key}")
-    status = manifest.get("fixture_status")
-    before = status.get("before") if isinstance(status, dict) else None
-    dirty = before.get("dirty", []) if isinstance(before, dict) else []
-    if not (isinstance(dirty, list) and all(isinstance(d, str) for d in dirty)):
-        problems.append("fixture_status.before.dirty")
-    return problems
-
-
-def weakest_isolation(records: list[dict[str, Any]]) -> dict[str, Any]:
+def weakest_isolation(records: list[IterationIsolation]) -> IterationIsolation:
     """The isolation an iteration made of several parts (resumed attempts, merged shards) may
     claim: one unconfined or unrecorded part makes the whole so, and it must say it."""
     for record in records:
-        if record.get("mode") != "bwrap":
+        if not record.confined:
             return record
     return records[0]
 
 
 def check_resume(iteration_dir: Path, suite: Suite, options: RunOptions,
-                 revisions: dict[str, RevisionPackage] | None = None) -> dict[str, Any]:
+                 revisions: dict[str, RevisionPackage] | None = None) -> Manifest:
     """The earlier manifest, if suite, skill, runner and options still hash the same."""
     path = iteration_dir / "iteration_manifest.json"
-    manifest = read_manifest(iteration_dir, "pass an iteration-N folder written by `run`").data
-    try:
-        recorded = {"suite": manifest["suite"]["sha256"],
-                    "skill package": manifest["skill_package"]["sha256"],
-                    "runner": manifest["runner"]["sha256"], "options": manifest["options_sha256"]}
-    except (KeyError, TypeError):
+    manifest = read_manifest(iteration_dir, "pass an iteration-N folder written by `run`")
+    hashes = (manifest.suite, manifest.skill_package, manifest.runner)
+    if any(part is None or part.sha256 is None for part in hashes) or \
+            manifest.options_sha256 is None:
         raise InputError(f"--resume {iteration_dir}: {path} names no suite, skill package, "
-                         "runner and options hashes",
-                         "pass an iteration-N folder written by `run`") from None
-    misshapen = manifest_shape_problems(manifest)
-    if misshapen:
+                         "runner and options hashes", "pass an iteration-N folder written by `run`")
+    if manifest.fixture_status is None:  # the run adds its "after" to it
         raise InputError(f"--resume {iteration_dir}: iteration_manifest.json holds the wrong "
-                         f"kind of value at {', '.join(misshapen)}",
+                         "kind of value at fixture_status",
                          "restore the file as `run` wrote it, or start a new iteration "
                          "(drop --resume)")
+    recorded = dict(zip(("suite", "skill package", "runner", "options"),
+                        (*(part.sha256 for part in hashes if part), manifest.options_sha256)))
     skill_files = package_files(suite)
     current = {"suite": suite.sha256, "skill package": tree_hash(suite.root, skill_files),
                "runner": sha256_file(Path(__file__)), "options": options_fingerprint(options)}
     changed = [name for name in recorded if recorded[name] != current[name]]
-    changed += changed_revision_arms(manifest.get("arms") or {}, revisions or {})
+    changed += changed_revision_arms(manifest.arms or {}, revisions or {})
     if changed:
         raise InputError(f"--resume {iteration_dir}: the {', '.join(changed)} changed since that "
                          "iteration started, so its finished cells would not be comparable",
@@ -16082,7 +16357,7 @@ def read_revision_packages(suite: Suite, configs: Iterable[str]) -> dict[str, Re
 
 
 def arm_records(suite: Suite, configs: Iterable[str],
-                revisions: dict[str, RevisionPackage]) -> dict[str, dict[str, Any]]:
+                revisions: dict[str, RevisionPackage]) -> dict[str, Arm]:
     """Per config: which skill package it delivered, so a reader can tell the arms apart."""
     arms = {}
     for config in configs:
@@ -16090,44 +16365,44 @@ def arm_records(suite: Suite, configs: Iterable[str],
             arms[config] = revisions[config].record()
         elif config_has_skill(config) or config_installs_skill(config):
             files = package_files(suite)
-            arms[config] = {"source": "working tree", "revision": None, "commit": None,
-                            "package_sha256": tree_hash(suite.root, files), "files": len(files)}
+            arms[config] = Arm("working tree", None, None, tree_hash(suite.root, files),
+                               len(files))
         else:
-            arms[config] = {"source": "no skill package", "revision": None, "commit": None,
-                            "package_sha256": None, "files": 0}
+            arms[config] = Arm("no skill package", None, None, None, 0)
     return arms
 
 
-def skill_snapshot_record(snapshot: RepoSnapshot, configs: Iterable[str]) -> dict[str, Any]:
+SNAPSHOT_TAKEN = "before the first agent"
+
+
+def skill_snapshot_record(snapshot: RepoSnapshot, configs: Iterable[str]) -> dict[str, SkillCopy]:
     """Per skill arm: the package every one of its cells is delivered, as copied before the
     first agent started, with its hash (each cell's sandbox record holds the hash it got)."""
-    records: dict[str, Any] = {}
+    records = {}
     for config in configs:
         if config in snapshot.revisions:
             package = snapshot.revisions[config]
-            records[config] = {"source": "git revision", "sha256": package.sha256,
-                               "files": len(package.files), "copy": str(package.root)}
+            records[config] = SkillCopy("git revision", package.sha256, len(package.files),
+                                        str(package.root), SNAPSHOT_TAKEN)
         elif config_has_skill(config) or config_installs_skill(config):
-            records[config] = {"source": "working tree", "sha256": snapshot.skill_sha256,
-                               "files": len(snapshot.skill_delivered),
-                               "copy": str(snapshot.skill_copy),
-                               "not_delivered": dict(sorted(snapshot.skill_unreadable.items()))}
-        else:
-            continue
-        records[config]["taken"] = "before the first agent"
+            records[config] = SkillCopy("working tree", snapshot.skill_sha256,
+                                        len(snapshot.skill_delivered), str(snapshot.skill_copy),
+                                        SNAPSHOT_TAKEN,
+                                        dict(sorted(snapshot.skill_unreadable.items())))
     return records
 
 
-def changed_revision_arms(recorded: dict[str, Any],
+def changed_revision_arms(recorded: dict[str, Arm],
                           revisions: dict[str, RevisionPackage]) -> list[str]:
     """Revision arms whose REV now names another commit or package than the iteration used."""
     changed = []
     for config, package in revisions.items():
-        before = recorded.get(config) or {}
-        if (before.get("commit"), before.get("package_sha256")) != (package.commit,
-                                                                     package.sha256):
+        before = recorded.get(config)
+        commit = before.commit if before else None
+        if (commit, before.package_sha256 if before else None) != (package.commit,
+                                                                   package.sha256):
             changed.append(f"{config} package (recorded commit "
-                           f"{str(before.get('commit'))[:12]}, now {package.commit[:12]})")
+                           f"{str(commit)[:12]}, now {package.commit[:12]})")
     return changed
 
 
@@ -16157,11 +16432,11 @@ class IterationPlan:
     cli_version: str
     sandbox_base: Path
     base_env: dict[str, str]  # the environment agents start from, checkout paths scrubbed
-    environment_scrub: dict[str, Any]  # what that scrub removed, for the manifest
+    environment_scrub: EnvironmentScrub  # what that scrub removed, for the manifest
     confinement: Confinement = dataclasses.field(
         default_factory=lambda: Confinement("none", "--isolation none"))
     revisions: dict[str, RevisionPackage] = dataclasses.field(default_factory=dict)
-    previous: dict[str, Any] | None = None  # the manifest of the iteration a --resume continues
+    previous: Manifest | None = None  # the manifest of the iteration a --resume continues
     source: RegradeSource | None = None  # the iteration a --regrade grades again
     wave_limit: int | None = None  # an adaptive shard: the waves this invocation may run
 
@@ -16175,31 +16450,32 @@ ATTEMPT_ENTRIES = ("checkout_check", "environment_scrub")
 
 
 def prepare_manifest(plan: IterationPlan, cells: list[Cell],
-                     extra: dict[str, Any]) -> dict[str, Any]:
+                     extra: dict[str, Any]) -> Manifest:
     """A new iteration's manifest; or the resumed one's, with this attempt's entry in its
-    `resumes`, the weaker of the two isolations and this attempt's ATTEMPT_ENTRIES."""
+    `resumes`, the weaker of the two isolations and this attempt's ATTEMPT_ENTRIES. `extra`:
+    the manifest's members this attempt decided, by name."""
     previous = plan.previous
     if previous is None:
         return build_manifest(plan.suite, plan.options, plan.argv, cells, extra)
-    attempt = {"at": utc_now(), "argv": plan.argv, "cli_version": extra["cli_version"],
-               "isolation": extra["isolation"]}
-    return {**previous, "resumes": [*previous.get("resumes", []), attempt],
-            # The cells this attempt runs are confined as it is: the iteration claims the weaker.
-            "isolation": weakest_isolation([previous.get("isolation") or {},
-                                            extra["isolation"]]),
-            **{key: extra[key] for key in ATTEMPT_ENTRIES if key in extra}}
+    attempt = Attempt(utc_now(), tuple(plan.argv), extra["cli_version"], extra["isolation"])
+    return dataclasses.replace(
+        previous, resumes=(*(previous.resumes or ()), attempt),
+        # The cells this attempt runs are confined as it is: the iteration claims the weaker.
+        isolation=weakest_isolation([previous.isolation or IterationIsolation(),
+                                     extra["isolation"]]),
+        **{key: extra[key] for key in ATTEMPT_ENTRIES if key in extra})
 
 
 def launch_entries(plan: IterationPlan, subreaper: bool) -> dict[str, Any]:
-    """The manifest entries of how this attempt launches agents."""
+    """The manifest members of how this attempt launches agents."""
     return {"cli_version": plan.cli_version, "sandbox_base": str(plan.sandbox_base),
-            "isolation": {**plan.confinement.to_json(), "summary": plan.confinement.describe(),
-                          "subreaper": subreaper}}
+            "isolation": IterationIsolation(plan.confinement, plan.confinement.describe(),
+                                            subreaper)}
 
 
-def write_start(plan: IterationPlan, cells: list[Cell], manifest: dict[str, Any]) -> None:
+def write_start(plan: IterationPlan, cells: list[Cell], manifest: Manifest) -> None:
     """From here the iteration exists: it can be reported and resumed."""
-    write_json(plan.iteration_dir / "iteration_manifest.json", manifest)
+    write_json(plan.iteration_dir / "iteration_manifest.json", manifest.to_json())
     write_eval_metadata(plan.suite, cells, plan.iteration_dir)
 
 
@@ -16273,10 +16549,11 @@ def run_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
     finally:
         end_strays(keep=children_before)  # whatever an agent left running ends now
         ground.remove(keep_template=plan.options.keep_sandboxes)
-    manifest = {**manifest, **ground.after(manifest, groups), **waves}
-    return finish_iteration(plan, ctx, cells, {**manifest, "fixture_status": {
-        **manifest["fixture_status"], "after": fixture_status(plan.suite.root, fixtures, groups)}},
-        records)
+    manifest = dataclasses.replace(manifest, **ground.after(manifest, groups), **waves)
+    status = dataclasses.replace(manifest.fixture_status or FixtureStatus(),
+                                 after=fixture_status(plan.suite.root, fixtures, groups))
+    return finish_iteration(plan, ctx, cells,
+                            dataclasses.replace(manifest, fixture_status=status), records)
 
 
 @dataclasses.dataclass
@@ -16306,9 +16583,9 @@ class Sandboxes:
         return cls(snapshot, checkout, failure, withheld)
 
     def begin(self, plan: IterationPlan, groups: ProcessGroups, cells: list[Cell],
-              fixtures: list[str], isolation: dict[str, Any]) -> dict[str, Any]:
+              fixtures: list[str], isolation: IterationIsolation) -> dict[str, Any]:
         """The sandboxes' git template built; the manifest's account of what the sandboxes
-        hold and how agents run in them."""
+        hold and how agents run in them (its members, by name)."""
         suite, options, snapshot = plan.suite, plan.options, self.snapshot
         snapshot.template = template = (
             None if groups.cancelled.is_set()
@@ -16320,18 +16597,17 @@ class Sandboxes:
                                                                       plan.iteration_dir)),
                      "shard": shard_record(options, cells)} if options.shard else {})
         return {"listing_source": snapshot.listing_source,
-                "git_template": {"path": str(template.folder),
-                                 "commit": template.commit,
-                                 "error": template.error},
-                "skill_installed_elsewhere": skill_installed_elsewhere(suite.skill_name,
-                                                                       plan.provider),
+                "git_template": TemplateRecord(str(template.folder), template.commit,
+                                               template.error),
+                "skill_installed_elsewhere": tuple(skill_installed_elsewhere(suite.skill_name,
+                                                                             plan.provider)),
                 "withheld_from_skill_package": self.withheld, "isolation": isolation,
                 "withheld_from_every_sandbox": snapshot.kept_back,
-                "fixture_status": {"before": fixture_status(suite.root, fixtures, groups)},
+                "fixture_status": FixtureStatus(fixture_status(suite.root, fixtures, groups)),
                 "arms": arm_records(suite, options.configs, snapshot.revisions),
                 "skill_snapshot": skill_snapshot_record(snapshot, options.configs), **sharding,
-                "checkout_check": {"before": self.checkout.summary() if self.checkout
-                                   else {"reason": self.checkout_failure}}}
+                "checkout_check": CheckoutCheck(self.checkout.summary() if self.checkout
+                                                else CheckoutState(reason=self.checkout_failure))}
 
     def remove(self, keep_template: bool) -> None:
         """The runner's baselines, and the template unless kept sandboxes borrow its objects."""
@@ -16342,10 +16618,11 @@ class Sandboxes:
         if not keep_template:
             template.remove()
 
-    def after(self, manifest: dict[str, Any], groups: ProcessGroups) -> dict[str, Any]:
+    def after(self, manifest: Manifest, groups: ProcessGroups) -> dict[str, Any]:
         """The checkout as the cells left it, beside how they found it."""
-        return {"checkout_check": {**manifest["checkout_check"], "after": check_checkout(
-            self.checkout, self.checkout_failure, groups)}}
+        return {"checkout_check": dataclasses.replace(
+            manifest.checkout_check or CheckoutCheck(),
+            after=check_checkout(self.checkout, self.checkout_failure, groups))}
 
 
 @dataclasses.dataclass
@@ -16357,20 +16634,20 @@ class RecordedRuns:
     snapshot: None = None
 
     def begin(self, plan: IterationPlan, groups: ProcessGroups, cells: list[Cell],
-              fixtures: list[str], isolation: dict[str, Any]) -> dict[str, Any]:
+              fixtures: list[str], isolation: IterationIsolation) -> dict[str, Any]:
         """Where the answers came from; what is about the executor's run, from the source."""
-        source = self.source
-        return {"regrade": source.record(),
-                "skill_installed_elsewhere": source.manifest.get("skill_installed_elsewhere")
-                or [],
+        source = self.source.manifest
+        before = source.fixture_status.before if source.fixture_status else None
+        return {"regrade": self.source.record(),
+                "skill_installed_elsewhere": source.skill_installed_elsewhere or (),
                 "isolation": isolation,
-                "fixture_status": {"before": (source.manifest.get("fixture_status") or {}).get(
-                    "before") or fixture_status(plan.suite.root, fixtures, groups)}}
+                "fixture_status": FixtureStatus(
+                    before or fixture_status(plan.suite.root, fixtures, groups))}
 
     def remove(self, keep_template: bool) -> None:
         """Nothing to remove: each cell's graders' room goes with the cell."""
 
-    def after(self, manifest: dict[str, Any], groups: ProcessGroups) -> dict[str, Any]:
+    def after(self, manifest: Manifest, groups: ProcessGroups) -> dict[str, Any]:
         return {}
 
 
@@ -16572,8 +16849,7 @@ def adaptive_cells(ctx: RunContext, cells: list[Cell]) -> tuple[list[Cell], dict
     waves = ctx.state.adaptive
     if waves is None:
         return cells, {}
-    return ([cell for cell in cells if cell.run_number <= waves.waves_run],
-            {"adaptive": waves.to_json()})
+    return [cell for cell in cells if cell.run_number <= waves.waves_run], {"adaptive": waves}
 
 
 def run_planned_cells(ctx: RunContext, cells: list[Cell], resumed: bool) -> list[RunRecord]:
@@ -16647,12 +16923,12 @@ def run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
 
 
 def finish_iteration(plan: IterationPlan, ctx: RunContext, cells: list[Cell],
-                     manifest: dict[str, Any], records: list[RunRecord]) -> int:
+                     manifest: Manifest, records: list[RunRecord]) -> int:
     """The completed manifest, then the benchmark. A file a cell could not write (a full
     disk) ends the run with exit 3 naming it, once the benchmark says which cells it cost;
     an interrupt keeps its 130."""
     suite, options, iteration_dir = plan.suite, plan.options, plan.iteration_dir
-    write_json(iteration_dir / "iteration_manifest.json", manifest)
+    write_json(iteration_dir / "iteration_manifest.json", manifest.to_json())
     interrupted = ctx.groups.reason == "interrupted"
     incomplete = ctx.groups.cancelled.is_set() or any(r.status == "cancelled" for r in records)
     meta = benchmark_metadata(suite, options, manifest, cells, records, incomplete)
@@ -16677,42 +16953,30 @@ class RegradeSource:
     """An iteration whose recorded answers are graded again, and the options it ran with."""
 
     folder: Path
-    manifest: dict[str, Any]
-    metadata: dict[str, Any]
+    manifest: Manifest
+    metadata: Metadata
     benchmark_sha256: str
     # per source cell label: why its files are not the ones the runner wrote, if they are not
     changed: dict[str, str] = dataclasses.field(default_factory=dict)
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> RegradeRecord:
         """What the new manifest and benchmark say about where the answers came from."""
-        earlier = self.manifest.get("regrade") or {}  # a re-grade of a re-grade
-        return {"source": str(self.folder), "source_benchmark_sha256": self.benchmark_sha256,
-                "source_timestamp": self.metadata.get("timestamp"),
-                "executor_agent": earlier.get("executor_agent") or self.manifest.get("agent"),
-                "executor_model": self.manifest.get("executor_model"),
-                "executor_cli_version": (earlier.get("executor_cli_version")
-                                         or self.manifest.get("cli_version")),
-                "source_grader_model": self.manifest.get("grader_model")}
+        earlier = self.manifest.regrade or RegradeRecord("")  # a re-grade of a re-grade
+        return RegradeRecord(
+            str(self.folder), self.benchmark_sha256, self.metadata.timestamp,
+            executor_agent=earlier.executor_agent or self.manifest.agent,
+            executor_model=self.manifest.executor_model,
+            executor_cli_version=earlier.executor_cli_version or self.manifest.cli_version,
+            source_grader_model=self.manifest.grader_model)
 
 
 def recorded_regrade_source(iteration_dir: Path) -> str | None:
     """The source a re-graded iteration names in its manifest, None for any other."""
     try:
-        manifest = read_json_unfollowed(iteration_dir / "iteration_manifest.json")
-        return str(manifest["regrade"]["source"]) if manifest.get("regrade") else None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, FileOverCap):
+        regrade = read_manifest(iteration_dir).regrade
+    except InputError:
         return None
-
-
-def refuse_adaptive_source(options: dict[str, Any], refuse: str) -> None:
-    """An --adaptive iteration stopped on what its own grader saw: graded again, its runs
-    would need the looks replayed on the new grades, which a re-grade does not do."""
-    if options.get("adaptive") is True:
-        raise InputError(f"{refuse}: that iteration ran --adaptive, and its waves stopped on "
-                         "its own grades; a re-grade would read a matrix cut short by a rule "
-                         "it does not apply",
-                         "run the suite again with --adaptive, or re-grade an iteration run "
-                         "without it")
+    return regrade.source if regrade else None
 
 
 def load_regrade_source(folder: Path) -> RegradeSource:
@@ -16721,14 +16985,21 @@ def load_regrade_source(folder: Path) -> RegradeSource:
     manifest = read_manifest(folder, fix)
     benchmark = load_benchmark_model(folder)
     metadata = benchmark.metadata
-    if not isinstance(manifest.data.get("options"), dict):
+    if manifest.options is None:
         raise InputError(f"{refuse}: its iteration_manifest.json holds no options", fix)
-    refuse_adaptive_source(manifest.data["options"], refuse)
-    if metadata.get("incomplete"):
-        raise InputError(f"{refuse}: that iteration is incomplete ({metadata.get('cells_finished')}"
-                         f" of {metadata.get('cells_planned')} cells finished)",
+    if manifest.options.adaptive:
+        # Its waves stopped on what its own grader saw: graded again, its runs would need the
+        # looks replayed on the new grades, which a re-grade does not do.
+        raise InputError(f"{refuse}: that iteration ran --adaptive, and its waves stopped on "
+                         "its own grades; a re-grade would read a matrix cut short by a rule "
+                         "it does not apply",
+                         "run the suite again with --adaptive, or re-grade an iteration run "
+                         "without it")
+    if metadata.incomplete:
+        raise InputError(f"{refuse}: that iteration is incomplete ({metadata.cells_finished}"
+                         f" of {metadata.cells_planned} cells finished)",
                          "finish it first with `run ... --resume` on it, then re-grade")
-    return RegradeSource(folder.resolve(), manifest.data, metadata,
+    return RegradeSource(folder.resolve(), manifest, metadata,
                          hashlib.sha256(read_unfollowed(folder / BENCHMARK_FILE)).hexdigest(),
                          source_changes(folder, benchmark))
 
@@ -16745,10 +17016,10 @@ def source_changes(folder: Path, benchmark: Benchmark) -> dict[str, str]:
     return changed
 
 
-def source_check(manifest: dict[str, Any], check: ResultsCheck) -> ResultsCheck:
+def source_check(manifest: Manifest, check: ResultsCheck) -> ResultsCheck:
     """A re-grade's results check with its source's changed run files added: answers that
     were edited before they were graded again are results that were modified."""
-    source = (manifest.get("regrade") or {}).get("source")
+    source = manifest.regrade.source if manifest.regrade else None
     if not source:
         return check
     try:
@@ -16769,35 +17040,37 @@ def check_regrade_source(source: RegradeSource, suite: Suite, options: RunOption
     """
     manifest, path = source.manifest, source.folder / "iteration_manifest.json"
     # What the re-grade compares and adopts must be there, not only well-typed when present.
-    for key in ("options", "skill_package"):  # `cases` may be absent: an older runner
-        take(manifest, key, dict, path, "", required=True)
-    take(manifest["skill_package"], "sha256", str, path, "skill_package", required=True)
-    recorded = manifest["options"]
+    recorded, package = manifest.options, manifest.skill_package  # `cases` may be absent
+    if recorded is None or package is None or package.sha256 is None:
+        where = "skill_package.sha256" if recorded is not None else "options"
+        raise misshapen(path, where, "what the re-grade compares", None)
     changed = []
     skill_files = package_files(suite)
-    if manifest["skill_package"]["sha256"] != tree_hash(suite.root, skill_files):
+    if package.sha256 != tree_hash(suite.root, skill_files):
         changed.append("the skill package")
     cases = {case.key: case for case in suite.cases}
-    recorded_cases = manifest.get("cases") or {}
-    for key in [str(i) for i in source.metadata.get("evals_run") or []]:
+    recorded_cases = manifest.cases or {}
+    for key in [str(i) for i in source.metadata.evals_run or ()]:
         case = cases.get(key)
         if case is None:
             changed.append(f"case {key} (no longer in the suite)")
             continue
         before = recorded_cases.get(key) or _legacy_case_identity(source.folder, key)
         now = case_identity(case)
-        if before.get("prompt_sha256") != now["prompt_sha256"]:
+        if before.prompt_sha256 != now.prompt_sha256:
             changed.append(f"the prompt of case {key}")
-        if "files" in before and before["files"] != now["files"]:
+        if before.files is not None and before.files != now.files:
             changed.append(f"the fixture list of case {key}")
-    for rel, digest in (manifest.get("fixtures") or {}).items():
+    for rel, digest in (manifest.fixtures or {}).items():
         if tree_hash(suite.root, [rel]) != digest:
             changed.append(f"fixture {rel}")
-    if recorded.get("runs") is None or not recorded.get("configs"):  # what a cell was
-        raise misshapen(path, "options", "the configs and runs the source ran with", recorded)
-    adopted = {"configs": tuple(recorded["configs"]), "runs": recorded["runs"],
-               "eval_ids": recorded.get("eval_ids"),
-               "executor_model": manifest.get("executor_model")}
+    if recorded.runs is None or not recorded.configs:  # what a cell was
+        raise misshapen(path, "options", "the configs and runs the source ran with",
+                        recorded.to_json())
+    adopted: dict[str, Any] = {"configs": recorded.configs, "runs": recorded.runs,
+                               "eval_ids": None if recorded.eval_ids is None
+                               else list(recorded.eval_ids),
+                               "executor_model": manifest.executor_model}
     for name, value in explicit.items():
         if value is not None and value != adopted[name]:
             changed.append(f"--{name.replace('_', '-')} ({value!r}; the source ran with "
@@ -16810,13 +17083,13 @@ def check_regrade_source(source: RegradeSource, suite: Suite, options: RunOption
     return dataclasses.replace(options, **adopted)
 
 
-def _legacy_case_identity(folder: Path, key: str) -> dict[str, Any]:
+def _legacy_case_identity(folder: Path, key: str) -> CaseIdentity:
     """An iteration from before manifests held case identities: its eval_metadata.json."""
     try:
         meta = read_json_unfollowed(folder / f"eval-{key}" / "eval_metadata.json")
-        return {"prompt_sha256": hashlib.sha256(meta["prompt"].encode("utf-8")).hexdigest()}
+        return CaseIdentity(hashlib.sha256(meta["prompt"].encode("utf-8")).hexdigest())
     except (OSError, ValueError, KeyError, TypeError, AttributeError, FileOverCap):
-        return {"prompt_sha256": None}
+        return CaseIdentity(None)
 
 
 def regrade_sources(source: RegradeSource, cells: list[Cell]) -> dict[str, SourceRun]:
@@ -16914,7 +17187,7 @@ class ShardIteration:
     plan: PlanRecord
     benchmark: Benchmark
     waves: int
-    wave_size: dict[str, int] | None = None
+    wave_size: WaveSize | None = None
 
 
 def read_shard(folder: Path) -> ShardIteration:
@@ -16926,28 +17199,25 @@ def read_shard(folder: Path) -> ShardIteration:
     benchmark = load_benchmark_model(folder)
     shard = ShardIteration(folder, manifest, manifest.shard, manifest.plan, benchmark,
                            manifest.plan.runs)
-    if (manifest.data.get("options") or {}).get("adaptive") is True:
+    if manifest.options is not None and manifest.options.adaptive:
         waves, size = shard_wave_entry(folder, manifest)
         shard = dataclasses.replace(shard, waves=waves, wave_size=size)
     return shard
 
 
-def shard_wave_entry(folder: Path, manifest: Manifest) -> tuple[int, dict[str, int]]:
+def shard_wave_entry(folder: Path, manifest: Manifest) -> tuple[int, WaveSize]:
     """An adaptive shard's waves run and the size of one of its waves, from its manifest."""
-    entry = manifest.data.get("adaptive")
+    entry = manifest.adaptive
     runs = manifest.plan.runs if manifest.plan else 0
-    size = entry.get("wave_size") if isinstance(entry, dict) else None
-    waves = entry.get("waves_run") if isinstance(entry, dict) else None
-    if not (isinstance(waves, int) and 1 <= waves <= runs and isinstance(size, dict)
-            and all(isinstance(size.get(k), int) for k in ("cells", "grader_calls"))):
+    if entry is None or entry.wave_size is None or not 1 <= entry.waves_run <= runs:
         raise InputError(f"--merge {folder}: a shard of an adaptive run, but its manifest "
                          "records no finished wave (adaptive.waves_run, adaptive.wave_size)",
                          "finish the shard's wave first (run --resume SHARD_ITERATION), or "
                          "restore the manifest as `run` wrote it")
-    return waves, {"cells": size["cells"], "grader_calls": size["grader_calls"]}
+    return entry.waves_run, entry.wave_size
 
 
-def merged_waves(shards: list[ShardIteration], missing: list[dict[str, Any]]) -> int | None:
+def merged_waves(shards: list[ShardIteration], missing: list[MissingShard]) -> int | None:
     """The wave every shard of an adaptive plan has reached (None for a fixed plan)."""
     if shards[0].wave_size is None:
         return None
@@ -16955,7 +17225,7 @@ def merged_waves(shards: list[ShardIteration], missing: list[dict[str, Any]]) ->
            "MERGED on each, with the same merged iteration, then merge again")
     if missing:
         raise InputError(f"--merge: the look after a wave needs every shard of an adaptive run, "
-                         f"and {', '.join('shard ' + m['shard'] for m in missing)} "
+                         f"and {', '.join('shard ' + m.shard for m in missing)} "
                          "is not given", "pass every shard's iteration")
     reached = {shard.shard.label: shard.waves for shard in shards}
     if len(set(reached.values())) > 1:
@@ -16969,8 +17239,9 @@ def merged_adaptive(shards: list[ShardIteration], records: list[RunRecord],
                     waves: int) -> Adaptive:
     """The merged shards' looks, replayed as one machine makes them, and what they saved."""
     plan = shards[0].plan
-    per_wave = WaveSize(*(sum((shard.wave_size or {})[key] for shard in shards)
-                          for key in ("cells", "grader_calls")))
+    sizes = [shard.wave_size for shard in shards if shard.wave_size is not None]
+    per_wave = WaveSize(sum(size.cells for size in sizes),
+                        sum(size.grader_calls for size in sizes))
     history = replay_looks(plan, records, waves, "--merge")
     return adaptive_record(plan.runs, per_wave, records, history, len(plan.evals))
 
@@ -16985,7 +17256,7 @@ def expected_shards(plan: PlanRecord, count: int) -> dict[int, list[str]]:
     return owners
 
 
-def check_shards(shards: list[ShardIteration]) -> list[dict[str, Any]]:
+def check_shards(shards: list[ShardIteration]) -> list[MissingShard]:
     """Refuse shards of different plans, repeated or tampered; the missing ones, named."""
     first = shards[0]
     fix = ("merge only shards of one plan: the same suite, skill package, runner file, options "
@@ -16996,10 +17267,10 @@ def check_shards(shards: list[ShardIteration]) -> list[dict[str, Any]]:
         if other.plan.sha256 != first.plan.sha256 or differ:
             raise InputError(f"--merge: {other.folder} belongs to another plan than "
                              f"{first.folder} ({', '.join(differ) or 'plan hash'} differ)", fix)
-        if other.manifest.data.get("cli_version") != first.manifest.data.get("cli_version"):
+        if other.manifest.cli_version != first.manifest.cli_version:
             raise InputError(f"--merge: {other.folder} ran agent CLI "
-                             f"{other.manifest.data.get('cli_version')!r}, {first.folder} ran "
-                             f"{first.manifest.data.get('cli_version')!r}", fix)
+                             f"{other.manifest.cli_version!r}, {first.folder} ran "
+                             f"{first.manifest.cli_version!r}", fix)
     count = first.plan.shard_count
     if count is None:
         raise InputError(f"--merge: {first.folder}'s plan records no shard count "
@@ -17018,7 +17289,7 @@ def check_shards(shards: list[ShardIteration]) -> list[dict[str, Any]]:
                              f"{list(shard.shard.evals)} but shard {index}/{count} of this "
                              f"plan holds {owners.get(index, [])}",
                              "pass iterations written by `run --shard` unchanged")
-    return [{"shard": f"{index}/{count}", "evals": evals}
+    return [MissingShard(f"{index}/{count}", tuple(evals))
             for index, evals in sorted(owners.items()) if index not in seen]
 
 
@@ -17063,49 +17334,41 @@ def shard_cell_record(run_dir: Path, recorded: Any, cell: tuple[Any, str, int]) 
     return record
 
 
-def _weakest_isolation(shards: list[ShardIteration]) -> Any:
-    """One unconfined shard makes the merged iteration unconfined: say so, never hide it."""
-    return weakest_isolation([s.benchmark.metadata.get("isolation") or {} for s in shards])
-
-
-def _merged_fixture_status(shards: list[ShardIteration]) -> dict[str, Any]:
-    merged: dict[str, Any] = {}
+def _merged_fixture_status(shards: list[ShardIteration]) -> FixtureStatus:
+    merged = []
     for moment in ("before", "after"):
-        states = [(s.benchmark.metadata.get("fixture_status") or {}).get(moment) or {}
-                  for s in shards]
-        unchecked = [st for st in states if not st.get("checked", True)]
-        merged[moment] = unchecked[0] if unchecked else {
-            "checked": True, "dirty": sorted({d for st in states for d in st.get("dirty", [])})}
-    return merged
+        states = [getattr(s.benchmark.metadata.fixture_status or FixtureStatus(), moment)
+                  or FixtureState() for s in shards]
+        unchecked = [state for state in states if state.checked is False]
+        merged.append(unchecked[0] if unchecked else FixtureState(True, tuple(sorted(
+            {path for state in states for path in state.dirty or ()}))))
+    return FixtureStatus(*merged)
 
 
 def merged_metadata(shards: list[ShardIteration], records: list[RunRecord],
-                    missing: list[dict[str, Any]]) -> dict[str, Any]:
+                    missing: list[MissingShard]) -> Metadata:
     """The metadata one machine would have written for the plan, plus where it came from."""
-    plan = shards[0].plan
-    meta = {k: v for k, v in shards[0].benchmark.metadata.items()
-            if k not in ("shard", "plan")}
-    elsewhere = [place for s in shards
-                 for place in s.benchmark.metadata.get("skill_installed_elsewhere") or []]
-    meta.update({
-        "timestamp": utc_now(), "evals_run": list(dict.fromkeys(r.eval_id for r in records)),
+    plan, first = shards[0].plan, shards[0].benchmark.metadata
+    metas = [s.benchmark.metadata for s in shards]
+    elsewhere = [place for meta in metas for place in meta.skill_installed_elsewhere or ()]
+    return dataclasses.replace(
+        first, shard=None, timestamp=utc_now(),
+        evals_run=tuple(dict.fromkeys(r.eval_id for r in records)),
         # An adaptive plan's waves not run are not planned cells (as on one machine).
-        "cells_planned": plan.cells * shards[0].waves // plan.runs,
-        "cells_finished": sum(r.status != "cancelled" for r in records),
-        "incomplete": bool(missing) or any(s.benchmark.metadata.get("incomplete")
-                                           for s in shards),
-        "fixture_status": _merged_fixture_status(shards),
-        "skill_installed_elsewhere": list(dict.fromkeys(elsewhere)),
-        "isolation": _weakest_isolation(shards),
-        "identity": {**(meta.get("identity") or {}),
-                     "fixtures_sha256": plan.fixtures_sha256},
-        "plan": plan.to_json(),
-        "merged_from": [{"shard": s.shard.label, "iteration": str(s.folder.resolve()),
-                         "cells": s.shard.cells, "timestamp": s.benchmark.metadata.get("timestamp")}
-                        for s in sorted(shards, key=lambda s: s.shard.index)],
-        "missing_shards": missing,
-    })
-    return meta
+        cells_planned=plan.cells * shards[0].waves // plan.runs,
+        cells_finished=sum(r.status != "cancelled" for r in records),
+        incomplete=bool(missing) or any(meta.incomplete for meta in metas),
+        fixture_status=_merged_fixture_status(shards),
+        skill_installed_elsewhere=tuple(dict.fromkeys(elsewhere)),
+        # One unconfined shard makes the merged iteration unconfined: say so, never hide it.
+        isolation=weakest_isolation([meta.isolation or IterationIsolation() for meta in metas]),
+        identity=dataclasses.replace(first.identity or SeriesIdentity(),
+                                     fixtures_sha256=plan.fixtures_sha256),
+        plan=plan,
+        merged_from=tuple(MergedFrom(s.shard.label, str(s.folder.resolve()), s.shard.cells,
+                                     s.benchmark.metadata.timestamp)
+                          for s in sorted(shards, key=lambda s: s.shard.index)),
+        missing_shards=tuple(missing))
 
 
 def zip_evals(shard: ShardIteration,
@@ -17114,13 +17377,6 @@ def zip_evals(shard: ShardIteration,
     per_eval = len(shard.plan.configs) * shard.waves
     for position, key in enumerate(shard.shard.evals):
         yield key, records[position * per_eval:(position + 1) * per_eval]
-
-
-def _malformed_shards(folders: list[Path], exc: Exception) -> InputError:
-    return InputError(f"--merge: a shard's benchmark.json or iteration_manifest.json is "
-                      f"malformed ({type(exc).__name__}: {exc}); shards: "
-                      f"{', '.join(str(f) for f in folders)}",
-                      "merge the iterations `run --shard` wrote, unchanged")
 
 
 def shards_check(shards: list[ShardIteration]) -> ResultsCheck:
@@ -17172,20 +17428,17 @@ def merge_shards(target: Path, folders: list[Path],
         raise InputError(f"report {target} --merge: {target} already exists",
                          "name a new folder for the merged iteration")
     shards = [read_shard(folder) for folder in folders]
-    try:
-        missing = check_shards(shards)
-        waves = merged_waves(shards, missing)
-        by_eval = {key: (shard, eval_records) for shard in shards
-                   for key, eval_records in zip_evals(shard, shard_records(shard))}
-        records = [record for key in shards[0].plan.evals if key in by_eval
-                   for record in by_eval[key][1]]  # plan order, as one machine writes them
-        meta = merged_metadata(shards, records, missing)
-        adaptive = merged_adaptive(shards, records, waves) if waves is not None else None
-        benchmark = with_sequential_verdict(aggregate(records, meta), adaptive)
-        benchmark = apply_results_check(benchmark, shards_check(shards))
-        junit_text = render_junit(benchmark) if junit else ""
-    except MALFORMED_DATA as exc:
-        raise _malformed_shards(folders, exc) from None
+    missing = check_shards(shards)
+    waves = merged_waves(shards, missing)
+    by_eval = {key: (shard, eval_records) for shard in shards
+               for key, eval_records in zip_evals(shard, shard_records(shard))}
+    records = [record for key in shards[0].plan.evals if key in by_eval
+               for record in by_eval[key][1]]  # plan order, as one machine writes them
+    meta = merged_metadata(shards, records, missing)
+    adaptive = merged_adaptive(shards, records, waves) if waves is not None else None
+    benchmark = with_sequential_verdict(aggregate(records, meta), adaptive)
+    benchmark = apply_results_check(benchmark, shards_check(shards))
+    junit_text = render_junit(benchmark) if junit else ""
     for key, (shard, _) in by_eval.items():
         refuse_linked_files(shard.folder, f"eval-{key}")
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -17198,19 +17451,17 @@ def merge_shards(target: Path, folders: list[Path],
         write_text(building / HASH_JOURNAL, "".join(
             json.dumps({"cell": r.label, "files_sha256": r.written_files}, sort_keys=True) + "\n"
             for r in records if r.written_files))
-        write_json(building / "iteration_manifest.json", {
-            "merged": True, "created_at": utc_now(),
-            "runner": {"version": RUNNER_VERSION, "sha256": sha256_file(Path(__file__))},
-            "cli_version": shards[0].manifest.data.get("cli_version"), "plan": meta["plan"],
-            "missing_shards": missing, **({"adaptive": adaptive.to_json()} if adaptive else {}),
-            "shards": [{"shard": s.shard.label, "iteration": str(s.folder.resolve()),
-                        "manifest": s.manifest.data} for s in shards]})
+        write_json(building / "iteration_manifest.json", Manifest(
+            merged=True, created_at=utc_now(),
+            runner=Identity(version=RUNNER_VERSION, sha256=sha256_file(Path(__file__))),
+            cli_version=shards[0].manifest.cli_version, plan=meta.plan,
+            missing_shards=tuple(missing), adaptive=adaptive,
+            shards=tuple(MergedShard(s.shard.label, str(s.folder.resolve()), s.manifest)
+                         for s in shards)).to_json())
         write_benchmark(building, benchmark, building / "benchmark.html")
         os.rename(building, target)  # fails, rather than merges into, a folder made meanwhile
-    except BaseException as exc:
+    except BaseException:
         shutil.rmtree(building, ignore_errors=True)
-        if isinstance(exc, MALFORMED_DATA):
-            raise _malformed_shards(folders, exc) from None
         raise
     if junit:
         write_text(junit, junit_text)
@@ -17243,7 +17494,7 @@ def latest_iteration_of(workspace: Path, skill_name: str | None, agent: str) -> 
             meta = load_benchmark_model(folder).metadata
         except InputError:
             continue
-        if meta.get("skill_name") == skill_name and meta.get("agent") == agent:
+        if meta.skill_name == skill_name and meta.agent == agent:
             return folder
     return None
 
@@ -17253,7 +17504,7 @@ def other_agent_iterations(iteration: Path, benchmark: Benchmark) -> list[Path]:
     (evals/<skill>/workspace/<agent>/iteration-N)."""
     agent_dir = iteration.resolve().parent
     workspace = agent_dir.parent
-    skill = benchmark.metadata.get("skill_name")
+    skill = benchmark.metadata.skill_name
     found = []
     for folder in sorted(p for p in workspace.iterdir() if p.is_dir() and p != agent_dir):
         latest = latest_iteration_of(folder, skill, folder.name)
@@ -17338,8 +17589,9 @@ def forecast_run(workspace: Path, suite: Suite, options: RunOptions,
     if totals["seconds"]:
         totals["wall_seconds"] = {k: v / lanes if k != "observed_cells" else v
                                   for k, v in totals["seconds"].items()}
-    return {"source": str(source), "source_timestamp": meta.get("timestamp"),
-            "same_suite": (meta.get("identity") or {}).get("suite_sha256") == suite.sha256,
+    return {"source": str(source), "source_timestamp": meta.timestamp,
+            "same_suite": meta.identity is not None
+            and meta.identity.suite_sha256 == suite.sha256,
             "observed_cells": sum(len(v) for v in observed.values()), "totals": totals,
             "counts": "executor and grader" if graded else "executor only (no grader metrics "
                       "were captured)"}
@@ -17587,10 +17839,11 @@ def check_adaptive_usage(args: argparse.Namespace, configs: tuple[str, ...]) -> 
 
 
 def check_regrade_source_unchanged(source: RegradeSource, cells: list[Cell], resume: str | None,
-                                   previous: dict[str, Any] | None) -> None:
+                                   previous: Manifest | None) -> None:
     """A re-grade's source cells all there, and, resumed, the source as the re-grade began."""
     regrade_sources(source, cells)
-    recorded = ((previous or {}).get("regrade") or {}).get("source_benchmark_sha256")
+    regrade = previous.regrade if previous else None
+    recorded = regrade.source_benchmark_sha256 if regrade else None
     if recorded is not None and recorded != source.benchmark_sha256:
         raise InputError(f"--resume {resume}: its source {source.folder} changed since the "
                          "re-grade started (its benchmark.json hash differs)",
@@ -17598,7 +17851,7 @@ def check_regrade_source_unchanged(source: RegradeSource, cells: list[Cell], res
 
 
 def shard_wave_limit(args: argparse.Namespace, options: RunOptions,
-                     previous: dict[str, Any] | None) -> int | None:
+                     previous: Manifest | None) -> int | None:
     """The last wave an adaptive shard runs now: wave 1 when it starts, the waves it began
     on a --resume, one more with --next-wave MERGED when the merged look asks for it, 0 when
     that look stopped the waves. None when this is not an adaptive shard."""
@@ -17609,12 +17862,12 @@ def shard_wave_limit(args: argparse.Namespace, options: RunOptions,
                          "with --adaptive --shard K/N")
     if not (options.adaptive and options.shard):
         return None
-    entry = (previous or {}).get("adaptive")
-    began = entry.get("waves_run") if isinstance(entry, dict) else None
-    waves = began if isinstance(began, int) and began >= 1 else 1
+    entry = previous.adaptive if previous else None
+    waves = entry.waves_run if entry and entry.waves_run >= 1 else 1
     if not next_wave:
         return waves
-    stop = merged_look_stop(Path(next_wave), Path(args.resume), previous or {}, waves)
+    assert previous is not None, "checked above: --next-wave continues a shard"
+    stop = merged_look_stop(Path(next_wave), Path(args.resume), previous, waves)
     if stop:
         print(f"the merged look in {next_wave} stopped the waves ({stop}): nothing to run; no "
               "agent was launched (that merge holds the verdict)")
@@ -17622,7 +17875,7 @@ def shard_wave_limit(args: argparse.Namespace, options: RunOptions,
     return waves + 1
 
 
-def merged_look_stop(merged: Path, shard: Path, shard_manifest: dict[str, Any],
+def merged_look_stop(merged: Path, shard: Path, shard_manifest: Manifest,
                      waves: int) -> str | None:
     """Whether the merged look after this shard's last wave stopped the waves, worked out
     again from the merged iteration's cells (never taken from its benchmark's word), once
@@ -17631,9 +17884,9 @@ def merged_look_stop(merged: Path, shard: Path, shard_manifest: dict[str, Any],
     where, fix = f"--next-wave {merged}", ("pass the iteration report --merge wrote from every "
                                            "shard's latest wave, unchanged")
     manifest = read_manifest(merged, fix)
-    plan = shard_manifest["plan"]
-    if not manifest.data.get("merged") or manifest.plan is None or \
-            manifest.data["plan"].get("sha256") != plan["sha256"]:
+    plan = shard_manifest.plan
+    if not manifest.merged or manifest.plan is None or plan is None or \
+            manifest.plan.sha256 != plan.sha256 or shard_manifest.shard is None:
         raise InputError(f"{where}: not a merge of this shard's plan's shards", fix)
     benchmark = load_benchmark_model(merged)
     reached = benchmark.adaptive.waves_run if benchmark.adaptive else None
@@ -17646,7 +17899,7 @@ def merged_look_stop(merged: Path, shard: Path, shard_manifest: dict[str, Any],
                          "its cells or its benchmark.json changed since the merge wrote them ("
                          f"{_named_changes(check.changed, check.changed_count)})", fix)
     own = recorded_run_hashes(shard)
-    mine = {str(key) for key in shard_manifest["shard"]["evals"]}
+    mine = {str(key) for key in shard_manifest.shard.evals}
     seen = {run.label: run.files_sha256 for run in (*benchmark.runs, *benchmark.unscored_runs)
             if str(run.eval_id) in mine}
     listed = {run.label for run in load_benchmark_model(shard).listed_runs
@@ -17666,8 +17919,8 @@ def merged_look_stop(merged: Path, shard: Path, shard_manifest: dict[str, Any],
     # Every cell of the waves, the cancelled ones too (benchmark.json lists only those that
     # ran), so the look is `stopped` where the merge's was.
     records = []
-    for key in plan["evals"]:
-        for config in plan["configs"]:
+    for key in plan.evals:
+        for config in plan.configs:
             for number in range(1, waves + 1):
                 label = f"eval-{key}/{config_folder(config)}/run-{number}"
                 if not hashed.get(label):  # no hash, so no proof the merge wrote these files
@@ -17746,27 +17999,23 @@ def given_options(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
 
 
 def _recorded_command(folder: Path, parser: argparse.ArgumentParser
-                      ) -> tuple[dict[str, Any], argparse.Namespace]:
+                      ) -> tuple[Manifest, argparse.Namespace]:
     """The iteration's manifest and the `run` command line it recorded, parsed by `parser`."""
-    manifest = read_iteration_json(folder / "iteration_manifest.json",
-                                   "pass an iteration-N folder written by `run`")
+    fix = "pass an iteration-N folder written by `run`"
+    manifest = read_manifest(folder, fix)
+    if manifest.argv is None or manifest.suite is None or manifest.suite.path is None:
+        raise InputError(f"--resume {folder}: no readable iteration_manifest.json", fix)
     try:
-        recorded = parser.parse_args([str(word) for word in manifest["argv"]])
-        suite_path = str(manifest["suite"]["path"])
-    except (OSError, ValueError, KeyError, TypeError):
-        raise InputError(f"--resume {folder}: no readable iteration_manifest.json",
-                         "pass an iteration-N folder written by `run`") from None
+        recorded = parser.parse_args(list(manifest.argv))
     except InputError:
         raise InputError(f"--resume {folder}: the command that started it no longer parses "
-                         f"({_shell_join([str(word) for word in manifest['argv']])})",
+                         f"({_shell_join(list(manifest.argv))})",
                          "give the suite and options again: run SUITE --agent AGENT ... "
                          "--resume DIR") from None
     if recorded.command != "run":
-        raise InputError(f"--resume {folder}: its manifest records no `run` command",
-                         "pass an iteration-N folder written by `run`")
-    recorded.suite = suite_path  # as resolved then: the command may have been relative
-    take(manifest, "repo_root", str, folder / "iteration_manifest.json", "")
-    recorded.repo_root = manifest.get("repo_root") or recorded.repo_root
+        raise InputError(f"--resume {folder}: its manifest records no `run` command", fix)
+    recorded.suite = manifest.suite.path  # as resolved then: the command may have been relative
+    recorded.repo_root = manifest.repo_root or recorded.repo_root
     return manifest, recorded
 
 
@@ -17997,7 +18246,7 @@ def dry_run_forecast(suite: Suite, options: RunOptions, planned_evals: int) -> l
                 "workspace"]
     folder, benchmark = earlier
     rows = list(benchmark.per_eval)
-    configs = tuple(benchmark.metadata.get("configs") or ())
+    configs = benchmark.configs
     planned = [(options.configs[0], b) for b in options.configs[1:]]
     pairs = [p for p in planned if set(p) <= set(configs)] or [
         (configs[0], b) for b in configs[1:]]
@@ -18031,8 +18280,8 @@ def latest_matching_iteration(workspace: Path | None, suite_sha256: str,
         except InputError:
             continue
         meta = benchmark.metadata
-        if (meta.get("identity") or {}).get("suite_sha256") == suite_sha256 and \
-                meta.get("agent") == agent:
+        if meta.identity is not None and meta.identity.suite_sha256 == suite_sha256 and \
+                meta.agent == agent:
             return folder, benchmark
     return None
 
@@ -18588,8 +18837,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
     benchmark, code = merge_shards(target, [Path(f) for f in args.merge], junit_path)
     if html_path:
         write_text(html_path, html_page(benchmark, target))
-    for missing in benchmark.metadata["missing_shards"]:
-        print(f"missing shard {missing['shard']}: evals {', '.join(missing['evals'])}",
+    for missing in benchmark.metadata.missing_shards or ():
+        print(f"missing shard {missing.shard}: evals {', '.join(missing.evals)}",
               file=sys.stderr)
     print(render_summary(benchmark, target))
     return code
