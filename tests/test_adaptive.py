@@ -63,7 +63,7 @@ class SequentialStatisticsTest(unittest.TestCase):
         self.assertEqual((result.decision, result.stop), ("improved", "improved"))
         self.assertGreater(result.ci[0], 0)  # the interval agrees with the decision
         self.assertLessEqual(result.p_value, result.alpha)
-        verdict, reason = runner.sequential_verdict(result)
+        verdict, reason = runner._sequential_verdict(result)
         self.assertEqual(verdict, "improved")
         self.assertIn("look 3 of 5", reason)
 
@@ -349,7 +349,7 @@ class AdaptiveRunTest(RunTestCase):
         shards = [self.tmp.path / f"shard{k}" / "iteration-1" for k in (1, 2)]
         suite = runner.load_suite(root / "evals" / "demo" / "evals.json").suite
         cells = runner.plan_cells(suite, runner.RunOptions(agent="claude", runs=5), Path("x"))
-        owner = runner.shard_of_plan(cells, 2)["E01"]  # its shard needs review (exit 1)
+        owner = runner._shard_of_plan(cells, 2)["E01"]  # its shard needs review (exit 1)
         holds_e01 = {k: k == owner for k in (1, 2)}
         for k in (1, 2):
             code, out, err = self.run_main(root, env, "--agent", "claude", "--runs", "5",

@@ -103,7 +103,7 @@ class BoundedReaderTest(unittest.TestCase):
         for text, depth in (('[1,{"a":[2]}]', 3), ('"\\\\"', 0), ('["\\\\", [[]]]', 3),
                             ('["\\"]", [[]]]', 3), ("[[[[", 4), ('{"a": "}}}}", "b": [{}]}', 3)):
             with self.subTest(text=text):
-                self.assertGreaterEqual(runner.json_nesting(text.encode(), 0), depth)
+                self.assertGreaterEqual(runner._json_nesting(text.encode(), 0), depth)
 
 
     @unittest.skipUnless(os.path.exists("/dev/zero"), "needs /dev/zero")

@@ -59,7 +59,7 @@ def planted_pyc() -> tuple[str, bytes]:
     """(the pyc's path in the sandbox, its bytes), for the python3 on the check's PATH."""
     done = subprocess.run(["python3", "-c", MAKE_PYC, PASSING_TEST], input=TEST.encode(),
                           capture_output=True, timeout=60,
-                          env={"PATH": os.pathsep.join(runner.CHECK_SYSTEM_PATH)})
+                          env={"PATH": os.pathsep.join(runner._CHECK_SYSTEM_PATH)})
     assert done.returncode == 0, done.stderr
     tag, data = done.stdout.decode().split()
     return f"calc/__pycache__/test_calc.{tag}.pyc", bytes.fromhex(data)

@@ -373,10 +373,10 @@ class KappaTests(unittest.TestCase):
     def test_cohen_kappa_of_known_tables(self) -> None:
         from tests.helpers import runner
         t, f = True, False
-        self.assertAlmostEqual(runner.cohen_kappa([(t, t), (t, t), (f, f), (t, f)]).value, 0.5)
-        self.assertAlmostEqual(runner.cohen_kappa([(t, f), (f, t)]).value, -1.0)
-        self.assertEqual(runner.cohen_kappa([(t, t), (f, f)]).value, 1.0)
-        self.assertIsNone(runner.cohen_kappa([]).value)
+        self.assertAlmostEqual(runner._cohen_kappa([(t, t), (t, t), (f, f), (t, f)]).value, 0.5)
+        self.assertAlmostEqual(runner._cohen_kappa([(t, f), (f, t)]).value, -1.0)
+        self.assertEqual(runner._cohen_kappa([(t, t), (f, f)]).value, 1.0)
+        self.assertIsNone(runner._cohen_kappa([]).value)
 
 
 @unittest.skipUnless(VIEWER.is_file() and AGGREGATOR.is_file(),

@@ -127,8 +127,8 @@ class CodecTest(unittest.TestCase):
                                    (runner.UnitShare("E1", True, share),))
         look = runner.Look(1, 2, 0.01, 0.01, 6, 0.5, 0.02, (0.1, 0.9), "improved", "improved",
                            exact=True, sign_patterns=64)
-        adaptive = runner.adaptive_plan(2, 6, waves_run=1, stop="improved", stop_reason="r",
-                                        looks=(look,), saved=None)
+        adaptive = runner._adaptive_plan(2, 6, waves_run=1, stop="improved", stop_reason="r",
+                                         looks=(look,), saved=None)
         written = json.loads((GOLDEN / "two_arms" / "benchmark.json").read_text())
         written.update(activation={"installed": arm.to_json()}, adaptive=adaptive.to_json())
         self.assertEqual(written["activation"]["installed"]["per_eval"][0]["should_activate"],
@@ -169,8 +169,8 @@ class CodecTest(unittest.TestCase):
         # run.json unreadable on --resume or report.
         trace = [{"tool": ["Read", 5], "input": {"path": ".agents/skills/demo/SKILL.md"},
                   "event": 1}]
-        found = runner.activation_evidence(runner.PROVIDERS["gemini"](), trace, "demo",
-                                           True, False)
+        found = runner._activation_evidence(runner.PROVIDERS["gemini"](), trace, "demo",
+                                            True, False)
         self.assertEqual(found.evidence.tool, '["Read", 5]')
         self.assertEqual(runner.Activation.from_json(found.to_json(), "run.json"), found)
 
@@ -197,7 +197,7 @@ class CodecTest(unittest.TestCase):
             self.assertIn(f"m.json holds the wrong kind of value at {path}", str(caught.exception))
 
     def test_a_shard_is_read_into_records_not_a_dict(self) -> None:
-        hints = runner.read_shard.__annotations__["return"]
+        hints = runner._read_shard.__annotations__["return"]
         self.assertEqual(hints, "ShardIteration")
         names = {field.name for field in dataclasses.fields(runner.ShardIteration)}
         self.assertLessEqual({"manifest", "shard", "plan", "benchmark"}, names)

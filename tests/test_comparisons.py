@@ -59,8 +59,8 @@ class PowerForecastTest(unittest.TestCase):
     def test_t_quantile_matches_tables(self) -> None:
         for p, df, table in ((0.975, 5, 2.570582), (0.975, 9, 2.262157), (0.975, 49, 2.009575),
                              (0.8, 5, 0.919544), (0.8, 19, 0.860951)):
-            self.assertAlmostEqual(runner.t_quantile(p, df), table, delta=3e-4)
-        self.assertAlmostEqual(runner.t_quantile(0.9, 7), t_by_integration(0.9, 7), delta=3e-4)
+            self.assertAlmostEqual(runner._t_quantile(p, df), table, delta=3e-4)
+        self.assertAlmostEqual(runner._t_quantile(0.9, 7), t_by_integration(0.9, 7), delta=3e-4)
 
     def test_subset_counts_by_brute_force(self) -> None:
         rng = random.Random(3)
@@ -79,11 +79,11 @@ class PowerForecastTest(unittest.TestCase):
                             b=[rng.choice((0.0, 0.0, 0.5, 1.0)) for _ in range(runs)])
                         for i in range(evals)]
             pairs = runner._paired_rates(per_eval, ("c", "b"))
-            scale = runner._lattice_scale(runner.forecast_evals(pairs))
-            lattice = [round(d * scale) for d in runner.paired_deltas(pairs)]
-            stats = runner.paired_statistics(per_eval, ("c", "b"))
+            scale = runner._lattice_scale(runner._forecast_evals(pairs))
+            lattice = [round(d * scale) for d in runner._paired_deltas(pairs)]
+            stats = runner._paired_statistics(per_eval, ("c", "b"))
             self.assertEqual(
-                runner.forecast_claims(lattice, scale, runner.delta_step(pairs), 0.05),
+                runner._forecast_claims(lattice, scale, runner._delta_step(pairs), 0.05),
                 stats["verdict"] == "improved", per_eval)
 
     def test_mde_is_deterministic_order_free_and_within_the_room(self) -> None:
@@ -180,16 +180,16 @@ class IntervalTest(unittest.TestCase):
     bounded says so."""
 
     def test_six_tied_evals_leave_room_for_an_effect(self) -> None:
-        stats = runner.paired_statistics([row(str(i), c=[0.0], b=[0.0]) for i in range(6)],
-                                         ("c", "b"))
+        stats = runner._paired_statistics([row(str(i), c=[0.0], b=[0.0]) for i in range(6)],
+                                          ("c", "b"))
         low, high = stats["ci95"]
         self.assertLess(low, -0.1)
         self.assertGreater(high, 0.1)  # the old interval was [+0.0 pp, +0.0 pp]
         self.assertEqual(stats["verdict"], "inconclusive")
 
     def test_six_wins_are_improved_but_not_exactly_plus_one(self) -> None:
-        stats = runner.paired_statistics([row(str(i), c=[1.0], b=[0.0]) for i in range(6)],
-                                         ("c", "b"))
+        stats = runner._paired_statistics([row(str(i), c=[1.0], b=[0.0]) for i in range(6)],
+                                          ("c", "b"))
         self.assertEqual(stats["verdict"], "improved")
         low, high = stats["ci95"]
         self.assertGreater(low, 0.0)
@@ -198,16 +198,16 @@ class IntervalTest(unittest.TestCase):
         self.assertTrue(stats["test"].interval.bounded)
 
     def test_too_few_evals_cannot_bound_the_effect(self) -> None:
-        stats = runner.paired_statistics([row(str(i), c=[1.0], b=[0.0]) for i in range(5)],
-                                         ("c", "b"))
+        stats = runner._paired_statistics([row(str(i), c=[1.0], b=[0.0]) for i in range(5)],
+                                          ("c", "b"))
         self.assertEqual(stats["ci95"], [-1.0, 1.0])
         self.assertFalse(stats["test"].interval.bounded)
         self.assertIn("cannot bound the effect", stats["verdict_reason"])
 
     def test_the_step_is_one_assertion_of_one_run(self) -> None:
-        self.assertEqual(runner.delta_step([([1.0], [0.0])]), 1.0)
-        self.assertAlmostEqual(runner.delta_step([([1 / 3] * 3, [2 / 3] * 3)]), 1 / 9)
-        self.assertAlmostEqual(runner.delta_step([([0.5, 1.0], [0.0])]), 1 / 4)
+        self.assertEqual(runner._delta_step([([1.0], [0.0])]), 1.0)
+        self.assertAlmostEqual(runner._delta_step([([1 / 3] * 3, [2 / 3] * 3)]), 1 / 9)
+        self.assertAlmostEqual(runner._delta_step([([0.5, 1.0], [0.0])]), 1 / 4)
 
 
 class ActivationIntervalTest(unittest.TestCase):
@@ -218,15 +218,15 @@ class ActivationIntervalTest(unittest.TestCase):
         runs = [SimpleNamespace(eval_id=f"E{e}",
                                 activation=runner.RunActivation(e < 3, True, None))
                 for e in (1, 2, 3) for _ in range(10)]
-        tally = runner.activation_tally(runs)
+        tally = runner._activation_tally(runs)
         self.assertEqual((tally.activated, tally.runs, tally.evals), (20, 30, 3))
         self.assertEqual(tally.interval_unit, "evals")
-        self.assertEqual(tally.interval_95, runner.wilson_interval(2.0, 3))
-        pooled = runner.wilson_interval(20, 30)  # what the runs as trials claimed: too narrow
+        self.assertEqual(tally.interval_95, runner._wilson_interval(2.0, 3))
+        pooled = runner._wilson_interval(20, 30)  # what the runs as trials claimed: too narrow
         self.assertLess(tally.interval_95[0], pooled[0] - 0.2)
-        one = runner.activation_tally(runs[:10])  # one eval: its runs are the trials
+        one = runner._activation_tally(runs[:10])  # one eval: its runs are the trials
         self.assertEqual((one.interval_unit, one.interval_95),
-                         ("runs", runner.wilson_interval(10, 10)))
+                         ("runs", runner._wilson_interval(10, 10)))
 
 
 class ComparisonsTest(unittest.TestCase):
@@ -260,12 +260,12 @@ class ComparisonsTest(unittest.TestCase):
 
     def test_the_plan_warning_knows_holm_needs_a_seventh_eval(self) -> None:
         # 2/2^6 = 0.031 > 0.025: with two baselines six evals can give no verdict (dry run).
-        self.assertIsNone(runner.verdict_shortfall(6))
-        warning = runner.verdict_shortfall(6, 2)
+        self.assertIsNone(runner._verdict_shortfall(6))
+        warning = runner._verdict_shortfall(6, 2)
         self.assertIn("at least 7 evals", warning)
         self.assertIn("Holm", warning)
-        self.assertIsNone(runner.verdict_shortfall(7, 2))
-        self.assertIn("at least 7 evals", runner.verdict_shortfall(5, 2))
+        self.assertIsNone(runner._verdict_shortfall(7, 2))
+        self.assertIn("at least 7 evals", runner._verdict_shortfall(5, 2))
 
     def test_holm_steps_down_to_the_full_level(self) -> None:
         # Eight evals: against `old` every one won (p = 2/256, a claim at 0.025); against
@@ -277,7 +277,7 @@ class ComparisonsTest(unittest.TestCase):
         self.assertEqual([c.verdict for c in found], ["improved", "improved"])
         self.assertEqual([c.interval_level for c in found], [0.975, 0.95])
         self.assertAlmostEqual(found[1].test.p_value, 0.03125)
-        lines = runner.multiplicity_lines(found)
+        lines = runner._multiplicity_lines(found)
         self.assertEqual(len(lines), 1)
         self.assertIn("Holm's step-down", lines[0])
 
@@ -340,7 +340,7 @@ class PerAssertionTest(unittest.TestCase):
         records = []
         for config, passes in (("with_skill", [True, True]), ("without_skill", [False, True])):
             case = SimpleNamespace(index=1, id="E1", name=None, key="E1")
-            record = runner.new_record(SimpleNamespace(case=case, config=config, run_number=1))
+            record = runner._new_record(SimpleNamespace(case=case, config=config, run_number=1))
             record.grading = runner.grade_assertions(
                 ["Polite.", "Short."], {"verdicts": [{"id": i, "passed": p, "evidence": ""}
                                                     for i, p in enumerate(passes, 1)]})
@@ -365,7 +365,7 @@ class PerAssertionTest(unittest.TestCase):
         records = []
         for config in ("with_skill", "without_skill"):
             case = SimpleNamespace(index=1, id="E1", name=None, key="E1")
-            record = runner.new_record(SimpleNamespace(case=case, config=config, run_number=1))
+            record = runner._new_record(SimpleNamespace(case=case, config=config, run_number=1))
             record.grading = runner.grade_assertions(["A."], {"verdicts": [
                 {"id": 1, "passed": True, "evidence": ""}]})
             record.scored = True

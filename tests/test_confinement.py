@@ -441,13 +441,13 @@ class ResumedIsolationTest(unittest.TestCase):
 class ChooseConfinementTest(unittest.TestCase):
     def test_none_is_never_probed(self) -> None:
         with mock.patch.object(runner, "probe_bwrap") as probe:
-            chosen = runner.choose_confinement("none")
+            chosen = runner._choose_confinement("none")
         probe.assert_not_called()
         self.assertEqual((chosen.mode, chosen.reason), ("none", "--isolation none"))
 
     def test_auto_without_bwrap_runs_unconfined_and_says_why(self) -> None:
         with mock.patch.object(runner.shutil, "which", return_value=None):
-            chosen = runner.choose_confinement("auto")
+            chosen = runner._choose_confinement("auto")
         self.assertEqual(chosen.mode, "none")
         self.assertIn("bwrap", chosen.reason)
         self.assertIn("executors could reach the checkout", chosen.describe())
@@ -455,7 +455,7 @@ class ChooseConfinementTest(unittest.TestCase):
     def test_auto_when_the_probe_fails_runs_unconfined_with_the_probe_reason(self) -> None:
         with mock.patch.object(runner.shutil, "which", return_value="/usr/bin/bwrap"), \
                 mock.patch.object(runner, "probe_bwrap", return_value="no user namespaces"):
-            chosen = runner.choose_confinement("auto")
+            chosen = runner._choose_confinement("auto")
         self.assertEqual((chosen.mode, chosen.reason), ("none", "no user namespaces"))
 
     def test_a_bwrap_that_cannot_size_a_tmpfs_runs_with_an_unbounded_tmp_and_says_so(
@@ -464,7 +464,7 @@ class ChooseConfinementTest(unittest.TestCase):
                 mock.patch.object(runner, "bwrap_sizes_tmpfs", return_value=False), \
                 mock.patch.object(runner, "probe_bwrap", return_value=None) as probe, \
                 mock.patch.object(runner, "bwrap_version", return_value="0.4.0"):
-            chosen = runner.choose_confinement("auto", 64)
+            chosen = runner._choose_confinement("auto", 64)
         probe.assert_called_once_with("/usr/bin/bwrap", None,  # probed without --size
                                       runner.DEFAULT_MAX_PROCESSES)
         record = chosen.to_json()
@@ -477,7 +477,7 @@ class ChooseConfinementTest(unittest.TestCase):
         if found is None:
             self.skipTest("bubblewrap (bwrap) is not installed")
         with mock.patch.object(runner, "probe_bwrap", return_value=None):
-            chosen = runner.choose_confinement("bwrap", 64)
+            chosen = runner._choose_confinement("bwrap", 64)
         sizes = "--size" in subprocess.run([found, "--help"], capture_output=True,
                                            text=True).stdout
         self.assertEqual(chosen.tmp_size_bytes, 64 << 20 if sizes else None)

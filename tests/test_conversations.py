@@ -218,9 +218,9 @@ class ConversationMetricsTests(unittest.TestCase):
                      "time_seconds": runner.captured(2.0, "clock")},
                     {"input_tokens": runner.captured(2500, "codex"),
                      "time_seconds": runner.captured(3.0, "clock")}]
-        shares = runner.turn_shares(reported, ("input_tokens",))
+        shares = runner._turn_shares(reported, ("input_tokens",))
         self.assertEqual([s["input_tokens"].value for s in shares], [1000, 1500])
-        totals = runner.conversation_totals(shares)
+        totals = runner._conversation_totals(shares)
         self.assertEqual(totals["input_tokens"].value, 2500)
         self.assertEqual(totals["time_seconds"].value, 5.0)
 
@@ -228,15 +228,15 @@ class ConversationMetricsTests(unittest.TestCase):
         shares = [{"total_cost_usd": runner.captured(0.01, "claude")},
                   {"total_cost_usd": runner.not_captured("claude envelope has no "
                                                          "total_cost_usd")}]
-        total = runner.conversation_totals(shares)["total_cost_usd"]
+        total = runner._conversation_totals(shares)["total_cost_usd"]
         self.assertIsNone(total.value)
         self.assertIn("turn 2: claude envelope has no total_cost_usd", total.absent_reason)
 
     def test_a_running_total_that_goes_down_is_not_a_measurement(self) -> None:
-        shares = runner.turn_shares([{"tokens": runner.captured(900, "codex")},
-                                     {"tokens": runner.captured(100, "codex")}], ("tokens",))
+        shares = runner._turn_shares([{"tokens": runner.captured(900, "codex")},
+                                      {"tokens": runner.captured(100, "codex")}], ("tokens",))
         self.assertTrue(shares[1]["tokens"].implausible)
-        self.assertIsNone(runner.conversation_totals(shares)["tokens"].value)
+        self.assertIsNone(runner._conversation_totals(shares)["tokens"].value)
 
 
 
@@ -263,7 +263,7 @@ class ConversationSpendTests(unittest.TestCase):
         self.assertIsNone(runner.spend_of(conversation_record(None), "cost"))  # unknown, not 0
 
     def test_the_forecast_counts_every_turn_and_user_call(self) -> None:
-        observed = runner.observed_cell(conversation_record(0.5))
+        observed = runner._observed_cell(conversation_record(0.5))
         self.assertEqual(observed["calls"], 3.0)  # two turns and one user agent call
         self.assertEqual(observed["seconds"], 4.5)
 

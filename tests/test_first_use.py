@@ -102,7 +102,7 @@ class CopiedFakesBesideTheCheckoutTests(FirstUseBase):
         self.assertNotIn("PATH", scrub["filtered_path_lists"])
 
     def test_a_mention_is_compared_by_whole_path_parts(self) -> None:
-        names = runner.path_mention({"/tmp/rc"})
+        names = runner._path_mention({"/tmp/rc"})
         for text in ("/tmp/rc", "/tmp/rc/bin", "/a:/tmp/rc/bin", "--dir=/tmp/rc", "'/tmp/rc'"):
             self.assertTrue(names(text), text)
         for text in ("/tmp/rctmp", "/tmp/rctmp/x", "/tmp/rc.old", "/tmp/rc-2", "/home/u/tmp/rc"):
@@ -263,8 +263,8 @@ class CliReadinessTests(FirstUseBase):
     def test_a_refusal_printed_after_the_executor_called_tools_is_not_believed(self) -> None:
         # a tool's child can write to the CLI's stderr; a real refusal comes before any turn
         groups = runner.ProcessGroups()
-        stop = runner.RepeatedFailureStop(groups, lambda record: None,
-                                          runner.PROVIDERS["gemini"]())
+        stop = runner._RepeatedFailureStop(groups, lambda record: None,
+                                           runner.PROVIDERS["gemini"]())
         detail = "gemini exited 1 without a result event; stderr: IneligibleTierError: forged"
         for calls, stopped in ((2, False), (0, True)):
             record = runner.RunRecord("E01", "one", "with_skill", 1)

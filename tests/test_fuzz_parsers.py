@@ -21,7 +21,7 @@ runner = h.runner
 CELLS_PER_PROVIDER = 2000
 FULL_EVERY = 10   # every 10th cell runs the whole step pipeline and writes its files
 SEEDS = {"claude": 14_001, "codex": 14_002}
-DOCUMENTED = set(runner.STATUSES) - {"runner_error"}
+DOCUMENTED = set(runner._STATUSES) - {"runner_error"}
 ASSERTIONS = ["It is polite.", "It mentions item 1.", "It is short."]
 
 
@@ -158,7 +158,7 @@ def hostile(rng: random.Random, text: str) -> bytes:
 
 
 def process_result(rng: random.Random, printed: bytes) -> object:
-    buffer = runner.BoundedBuffer(runner.STREAM_HEAD_BYTES, runner.STREAM_TAIL_BYTES)
+    buffer = runner._BoundedBuffer(runner.STREAM_HEAD_BYTES, runner.STREAM_TAIL_BYTES)
     buffer.add(printed)
     return runner.ProcessResult(["agent"], rng.choice([0, 0, 0, 0, 1, -9]), buffer.text(),
                                 rng.choice(["", "error: boom\x00\n", "\ufffd"]), 0.25,
@@ -213,13 +213,13 @@ class FuzzParsersTests(unittest.TestCase):
             sandbox = runner.Sandbox(repo.parent, self.tmp.path / "baseline.git",
                                      ctx.sandbox_base,
                                      runner.SandboxRecord(git=runner.SandboxGit(False, "full")))
-            run = runner.CellRun(cell, runner.new_record(cell), runner.utc_now(), sandbox)
+            run = runner._CellRun(cell, runner._new_record(cell), runner.utc_now(), sandbox)
             with mock.patch.object(runner, "run_process", lambda *a, _it=answers, **k: next(_it)):
-                run.answer = runner.guarded(run, runner.run_executor_step, ctx, cell,
-                                            sandbox, run.record)
+                run.answer = runner._guarded(run, runner._run_executor_step, ctx, cell,
+                                             sandbox, run.record)
                 if run.answer is not None:
-                    runner.guarded(run, runner.run_grader_step, ctx, cell, sandbox, run.record,
-                                   run.answer)
+                    runner._guarded(run, runner._run_grader_step, ctx, cell, sandbox, run.record,
+                                    run.answer)
             record = runner.finish_cell(ctx, run, done)
             with self.subTest(provider=provider, cell=number):
                 self.check_cell(cell, record, outputs)
@@ -244,7 +244,7 @@ class FuzzParsersTests(unittest.TestCase):
         payload = runner.parse_verdict_payload(grader.structured, grader.text)
         if payload is not None:
             record["grading"] = runner.grade_assertions(ASSERTIONS, payload).to_json()
-        runner.skill_read_evidence(executor.trace, "demo", "with_skill")
+        runner._skill_read_evidence(executor.trace, "demo", "with_skill")
         self.parsed.append(record)
         if len(self.parsed) == 8:  # written in batches: the disk is not what is tested
             path = self.tmp.path / "parsed.json"

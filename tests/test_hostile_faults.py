@@ -137,7 +137,7 @@ class ArtifactCaptureTests(unittest.TestCase):
 
     def capture(self) -> dict:
         # from the sandbox base: the folder the executor cannot replace
-        artifact, shown = runner.capture_artifact(self.artifact, self.tmp.path)
+        artifact, shown = runner._capture_artifact(self.artifact, self.tmp.path)
         return {**artifact.to_json(), **({} if shown is None else {"text": shown})}
 
     def test_a_fifo_is_refused_at_once(self) -> None:

@@ -34,7 +34,7 @@ class FleissKappaTests(unittest.TestCase):
         # share of yes votes = 8/15; per-item agreement 1, 1, 1, 1, (4 + 1 - 3)/6 = 1/3
         # observed = (4 + 1/3)/5 = 13/15; chance = (8/15)^2 + (7/15)^2 = 113/225
         # kappa = (13/15 - 113/225) / (1 - 113/225) = 82/112 = 41/56
-        kappa = runner.fleiss_kappa([3, 3, 0, 0, 2], 3).to_json()
+        kappa = runner._fleiss_kappa([3, 3, 0, 0, 2], 3).to_json()
         self.assertAlmostEqual(kappa["value"], 41 / 56)
         self.assertAlmostEqual(kappa["observed_agreement"], 13 / 15)
         self.assertAlmostEqual(kappa["chance_agreement"], 113 / 225)
@@ -43,13 +43,13 @@ class FleissKappaTests(unittest.TestCase):
         # 8 unanimous passes and 4 items split 2-1, three votes: share yes = 32/36 = 8/9,
         # observed = (8 + 4/3)/12 = 7/9, chance = 64/81 + 1/81 = 65/81,
         # kappa = (63/81 - 65/81) / (16/81) = -1/8.
-        self.assertAlmostEqual(runner.fleiss_kappa([3] * 8 + [2] * 4, 3).value, -0.125)
+        self.assertAlmostEqual(runner._fleiss_kappa([3] * 8 + [2] * 4, 3).value, -0.125)
 
     def test_undefined_cases_are_absent_with_a_reason_never_a_number(self) -> None:
         for yes, k, words in (([3, 3, 3], 3, "every vote was pass"),
                               ([0, 0], 2, "every vote was fail"),
                               ([1, 0], 1, "one grader"), ([], 3, "no scored verdicts")):
-            kappa = runner.fleiss_kappa(yes, k).to_json()
+            kappa = runner._fleiss_kappa(yes, k).to_json()
             self.assertIsNone(kappa["value"], (yes, k))
             self.assertIn(words, kappa["absent_reason"])
 
@@ -57,7 +57,7 @@ class FleissKappaTests(unittest.TestCase):
         runs = [{"eval_id": "E1", "configuration": c, "run_number": 1, "scored": True,
                  "expectations": (voted(1, "steady", 3, 3), voted(2, "shaky", y, 3))}
                 for c, y in (("with_skill", 2), ("without_skill", 3), ("with_skill", 1))]
-        agreement = runner.judge_agreement([run_result(**run) for run in runs], 3).to_json()
+        agreement = runner._judge_agreement([run_result(**run) for run in runs], 3).to_json()
         self.assertAlmostEqual(agreement["overall"]["unanimous_share"], 4 / 6)
         by_id = {e["assertion_id"]: e for e in agreement["per_assertion"]}
         self.assertFalse(by_id[1]["judge_unstable"])

@@ -471,6 +471,13 @@ class LayeringTest(unittest.TestCase):
                      for name in listed if where.get(name) != chapter}
         self.assertEqual(misplaced, {}, "(listed under, defined in): fix the module docstring")
 
+    def test_a_name_only_its_own_chapter_uses_starts_with_an_underscore(self) -> None:
+        private = chapter_private_names(self.source)
+        kept = kept_public(self.source, set(private))
+        self.assertEqual({name: chapter for name, chapter in private.items() if name not in kept},
+                         {}, "(name: its chapter) a name no later chapter uses starts with _, "
+                         "unless the section map lists it as an entry point")
+
     def test_every_top_level_definition_sits_in_a_chapter(self) -> None:
         marks = chapters(self.source)
         first = marks[0][0]

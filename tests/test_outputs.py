@@ -178,8 +178,8 @@ class OutputsFromRunTests(unittest.TestCase):
     def test_the_size_budget_leaves_later_files_out(self) -> None:
         budget = runner._FileBudget(10)
         path = self.iteration / "eval-E01" / "with_skill" / "run-1" / "outputs" / "output.txt"
-        first = runner.read_run_file(path, self.iteration, budget)
-        second = runner.read_run_file(path, self.iteration, budget)
+        first = runner._read_run_file(path, self.iteration, budget)
+        second = runner._read_run_file(path, self.iteration, budget)
         self.assertEqual(len(first["text"].encode("utf-8")), 10)
         self.assertIsNone(second["text"])
         self.assertIn("budget is spent", second["note"])

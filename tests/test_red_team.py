@@ -168,7 +168,7 @@ class CheckOutput(ForgeryBase):
         run = self.attack([check], {}, "true")
         result = self.assert_failed(run, "loud")
         self.assertTrue(result["evidence"].startswith("exited 1 (expected 0)"), result)
-        self.assertLessEqual(len(result["stdout_tail"]), runner.CHECK_TAIL_CHARS)
+        self.assertLessEqual(len(result["stdout_tail"]), runner._CHECK_TAIL_CHARS)
         self.assertEqual(result["returncode"], 1)
 
     def test_terminal_control_sequences_reach_no_report(self) -> None:

@@ -51,10 +51,10 @@ class LongPerAssertionTableTests(unittest.TestCase):
             "suite_case_count": 30}, "metadata"))
         read = runner.Benchmark.from_json(built.to_json(), "benchmark.json")
         rows = len(read.per_assertion)
-        self.assertGreater(rows, 2 * runner.PER_ASSERTION_SHOWN_EACH_END)
+        self.assertGreater(rows, 2 * runner._PER_ASSERTION_SHOWN_EACH_END)
         text = runner._md_per_assertion(read)
         self.assertEqual(text, runner._md_per_assertion(built))
-        self.assertIn(f"{rows - 2 * runner.PER_ASSERTION_SHOWN_EACH_END}", text)
+        self.assertIn(f"{rows - 2 * runner._PER_ASSERTION_SHOWN_EACH_END}", text)
 
 
 class ReportFormatTests(unittest.TestCase):

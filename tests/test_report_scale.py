@@ -69,7 +69,7 @@ class ReportAtScaleTests(unittest.TestCase):
         self.assertIn("- assertion 4 of eval 1: failed in 10 run(s) (with_skill 5, "
                       "without_skill 5)", section)
         self.assertIn("more assertions; every verdict is in benchmark.json", section)
-        self.assertLessEqual(section.count("\n- "), runner.FAILED_ASSERTION_GROUPS + 1)
+        self.assertLessEqual(section.count("\n- "), runner._FAILED_ASSERTION_GROUPS + 1)
 
     def test_html_groups_flags_too(self) -> None:
         page = (self.iteration / "benchmark.html").read_text(encoding="utf-8")

@@ -81,8 +81,8 @@ class RoundTripTest(unittest.TestCase):
         built = [per_eval_row(row.eval_id, **{c: list(s.pass_rates)
                                               for c, s in row.configs.items()})
                  for row in model.per_eval]
-        self.assertEqual(runner.paired_statistics(model.per_eval, pair),
-                         runner.paired_statistics(built, pair))
+        self.assertEqual(runner._paired_statistics(model.per_eval, pair),
+                         runner._paired_statistics(built, pair))
         self.assertEqual(runner.power_forecast(model.per_eval, pair, 0.1),
                          runner.power_forecast(built, pair, 0.1))
 
@@ -91,10 +91,10 @@ class RoundTripTest(unittest.TestCase):
                 "configuration": "with_skill", "run_number": 2, "assertion_id": 3}
         parsed = runner.SanityFlag.from_json(flag, "benchmark.json", "sanity_checks.flags[0]")
         self.assertEqual(list(parsed.to_json().items()), list(flag.items()))
-        self.assertEqual(runner.flag_place(parsed), "eval E1, run 2, assertion 3")
+        self.assertEqual(runner._flag_place(parsed), "eval E1, run 2, assertion 3")
         common = runner.SanityFlag("warning", "judge_disagrees_with_check", "m",
                                    (("eval_id", None),))
-        self.assertEqual(runner.flag_place(common), "eval None")  # as the reports always said
+        self.assertEqual(runner._flag_place(common), "eval None")  # as the reports always said
 
 
 class WrongKindTest(unittest.TestCase):
@@ -373,7 +373,7 @@ class RunFileTypesTest(unittest.TestCase):
 
     def test_a_grader_sum_marked_implausible_is_written_in_the_same_order(self) -> None:
         implausible = runner.Metric(None, implausible=True, absent_reason="r")
-        total = runner.sum_metrics([{"tokens": implausible}, {"tokens": implausible}], 2)
+        total = runner._sum_metrics([{"tokens": implausible}, {"tokens": implausible}], 2)
         self.assertEqual(list(total["tokens"].to_json()), ["value", "implausible", "absent_reason"])
 
 

@@ -34,14 +34,14 @@ class CopyFilePreservingTests(unittest.TestCase):
 
     def test_content_mode_and_mtime_are_kept(self) -> None:
         target = self.tmp.path / "copy.sh"
-        self.assertTrue(runner.copy_file_preserving(str(self.source), str(target)))
+        self.assertTrue(runner._copy_file_preserving(str(self.source), str(target)))
         self.check_copy(target)
 
     def test_without_an_in_kernel_copy_the_bytes_still_arrive(self) -> None:
         target = self.tmp.path / "copy.sh"
         refused = OSError(errno.EXDEV, "Invalid cross-device link")
         with mock.patch.object(os, "copy_file_range", side_effect=refused, create=True):
-            self.assertTrue(runner.copy_file_preserving(str(self.source), str(target)))
+            self.assertTrue(runner._copy_file_preserving(str(self.source), str(target)))
         self.check_copy(target)
 
     def test_a_fifo_or_a_missing_file_is_refused_without_waiting(self) -> None:
@@ -49,17 +49,17 @@ class CopyFilePreservingTests(unittest.TestCase):
         os.mkfifo(fifo)
         done = []
         worker = threading.Thread(target=lambda: done.append(
-            runner.copy_file_preserving(str(fifo), str(self.tmp.path / "out"))), daemon=True)
+            runner._copy_file_preserving(str(fifo), str(self.tmp.path / "out"))), daemon=True)
         worker.start()
         worker.join(10)
         self.assertEqual(done, [False], "opening a FIFO must not block the copy")
-        self.assertFalse(runner.copy_file_preserving(str(self.tmp.path / "gone"),
-                                                     str(self.tmp.path / "out2")))
+        self.assertFalse(runner._copy_file_preserving(str(self.tmp.path / "gone"),
+                                                      str(self.tmp.path / "out2")))
 
     def test_a_link_as_source_is_not_followed(self) -> None:
         link = self.tmp.path / "link"
         link.symlink_to(self.source)
-        self.assertFalse(runner.copy_file_preserving(str(link), str(self.tmp.path / "out")))
+        self.assertFalse(runner._copy_file_preserving(str(link), str(self.tmp.path / "out")))
 
 
 @unittest.skipIf(GIT is None, "git is not installed")

@@ -81,7 +81,7 @@ class ShardAssignmentTests(unittest.TestCase):
             cells = runner.plan_cells(suite, options, Path("/nowhere"))
             for count in (2, 4, 8):
                 with self.subTest(suite=suite.skill_name, n=count):
-                    assignment = runner.shard_of_plan(cells, count)
+                    assignment = runner._shard_of_plan(cells, count)
                     sizes = [sum(1 for c in cells if assignment[c.case.key] == k)
                              for k in range(1, count + 1)]
                     self.assertEqual(sum(sizes), len(cells))
@@ -109,7 +109,7 @@ class ShardOptionTests(unittest.TestCase):
         self.assertEqual(code, 0)
         suite = runner.load_suite(self.repo / SUITE_REL).suite
         cells = runner.plan_cells(suite, runner.RunOptions(agent="claude"), Path("x"))
-        assignment = runner.shard_of_plan(cells, 2)
+        assignment = runner._shard_of_plan(cells, 2)
         mine = [key for key in dict.fromkeys(c.case.key for c in cells) if assignment[key] == 2]
         self.assertIn(f"shard 2/2: evals {', '.join(mine)}", out)
 

@@ -51,7 +51,7 @@ def make_record(index: int, config: str, run_number: int, passed: int | str, tot
                 skill_read: str = "read") -> runner.RunRecord:
     """One run: `passed` of `total` assertions pass, or `passed` is a failure status."""
     case = SimpleNamespace(index=index, id=f"E{index:02d}", name=None, key=f"E{index:02d}")
-    record = runner.new_record(SimpleNamespace(case=case, config=config, run_number=run_number))
+    record = runner._new_record(SimpleNamespace(case=case, config=config, run_number=run_number))
     record.metrics = {"time_seconds": runner.captured(2.0, "test"),
                       "tokens": runner.captured(100, "test")}
     record.skill_read = runner.SkillRead(skill_read)
@@ -364,16 +364,16 @@ class PassHatKTest(unittest.TestCase):
 
 class SanityUnitTest(unittest.TestCase):
     def test_skill_read_evidence(self) -> None:
-        unknown = runner.skill_read_evidence(None, "demo", "with_skill").to_json()
+        unknown = runner._skill_read_evidence(None, "demo", "with_skill").to_json()
         self.assertEqual(unknown["state"], "unknown")
         trace = [{"tool": "Read", "input": {"file_path": "/s/repo/skills/demo/SKILL.md"}},
                  {"tool": "Bash", "input": {"command": "ls"}}]
-        read = runner.skill_read_evidence(trace, "demo", "with_skill").to_json()
+        read = runner._skill_read_evidence(trace, "demo", "with_skill").to_json()
         self.assertEqual((read["state"], read["calls"], read["reads"]), ("read", 2, ["Read"]))
         other = [{"tool": "Read", "input": {"file_path": "/s/repo/skills/demo-two/SKILL.md"}}]
-        self.assertEqual(runner.skill_read_evidence(other, "demo", "without_skill").state,
+        self.assertEqual(runner._skill_read_evidence(other, "demo", "without_skill").state,
                          "not_read")
-        self.assertEqual(runner.skill_read_evidence([], "demo", "with_skill").state,
+        self.assertEqual(runner._skill_read_evidence([], "demo", "with_skill").state,
                          "not_read")
 
     def test_skill_read_states_become_flags(self) -> None:
@@ -513,7 +513,7 @@ class SignFlipPropertyTest(unittest.TestCase):
         first = aggregate(table, total=7, runs=3)
         test = first["paired"]["test"]
         self.assertFalse(test["exact"])
-        self.assertEqual(test["sign_patterns"], runner.SIGN_FLIP_RESAMPLES + 1)
+        self.assertEqual(test["sign_patterns"], runner._SIGN_FLIP_RESAMPLES + 1)
         self.assertIsInstance(test["seed"], int)
         # The same runs with the cases in reverse (or any) order: identical numbers.
         for order in (table[::-1], random.Random(3).sample(table, len(table))):
@@ -523,11 +523,11 @@ class SignFlipPropertyTest(unittest.TestCase):
         # Recomputing from the recorded per-eval rates gives the same interval and seed.
         pairs = [tuple(row["configs"][c]["pass_rates"] for c in CONFIGS)
                  for row in first["per_eval"]]
-        recomputed = runner.sign_flip_test(runner.paired_deltas(pairs))
+        recomputed = runner.sign_flip_test(runner._paired_deltas(pairs))
         self.assertEqual([runner._snap(x) for x in recomputed["ci"]], first["paired"]["ci95"])
         self.assertEqual(recomputed["seed"], test["seed"])
         # The seed is really used: other seeds move this interval.
-        values = runner.paired_deltas(pairs)
+        values = runner._paired_deltas(pairs)
         others = set()
         for seed in range(4):
             with mock.patch.object(runner, "_content_seed", lambda _values, s=seed: s):
@@ -881,7 +881,7 @@ class IdentityAndCompareTest(EndToEndCase):
         prompt = (first.dir / "eval-E01" / "with_skill" / "run-1" / "grader_prompt.md").read_text(
             "utf-8")
         self.assertIn(runner.GRADER_PREAMBLE, prompt)
-        self.assertIn(runner.GRADER_ANSWER_FORMAT, prompt)
+        self.assertIn(runner._GRADER_ANSWER_FORMAT, prompt)
 
         manifest = json.loads((first.dir / "iteration_manifest.json").read_text("utf-8"))
         self.assertEqual(manifest["runner"]["sha256"], sha256_of(RUNNER_PATH))
@@ -909,14 +909,14 @@ class IdentityAndCompareTest(EndToEndCase):
         self.assertNotEqual(manifest3["fixtures"][self.FIXTURE], manifest["fixtures"][self.FIXTURE])
         self.assertEqual(manifest3["suite"]["sha256"], manifest["suite"]["sha256"])
         self.assertEqual(manifest3["runner"]["sha256"], manifest["runner"]["sha256"])
-        self.assertEqual(runner.comparability(third.model, first.model),
+        self.assertEqual(runner._comparability(third.model, first.model),
                          "different series: fixtures changed; the skill changed (the change "
                          "being measured, not a comparability problem)")
 
     def test_comparability_and_report_compare(self) -> None:
         first = self.iterate()
         second = self.iterate()
-        self.assertEqual(runner.comparability(second.model, first.model), "same inputs")
+        self.assertEqual(runner._comparability(second.model, first.model), "same inputs")
         self.assertIn("Comparability: same inputs",
                       runner.render_compare_markdown(second.model, first.model, "iteration-1"))
 
@@ -943,7 +943,7 @@ class IdentityAndCompareTest(EndToEndCase):
         edited = self.iterate()
         # the skill changing is what the author set out to measure: information, not a warning
         note = "the skill changed (the change being measured, not a comparability problem)"
-        self.assertEqual(runner.comparability(edited.model, first.model),
+        self.assertEqual(runner._comparability(edited.model, first.model),
                          f"same inputs; {note}")
         code, out, _ = call_main(["report", str(edited.dir), "--compare", str(first.dir)])
         self.assertEqual(code, edited.code)  # as the run of that iteration
@@ -954,13 +954,13 @@ class IdentityAndCompareTest(EndToEndCase):
         skill_md.write_text(original, "utf-8")
 
         graded_elsewhere = self.iterate("--grader-model", "other-grader")
-        self.assertEqual(runner.comparability(graded_elsewhere.model, first.model),
+        self.assertEqual(runner._comparability(graded_elsewhere.model, first.model),
                          "different series: grader model changed")
 
         legacy = json.loads(json.dumps(first.b))
         del legacy["metadata"]["identity"]
-        self.assertTrue(runner.comparability(second.model, model(legacy)).startswith("unknown"))
-        self.assertTrue(runner.comparability(model(legacy), second.model).startswith("unknown"))
+        self.assertTrue(runner._comparability(second.model, model(legacy)).startswith("unknown"))
+        self.assertTrue(runner._comparability(model(legacy), second.model).startswith("unknown"))
         legacy_dir = self.tmp.path / "legacy-iteration"  # its run files too: --compare checks them
         shutil.copytree(first.dir, legacy_dir)
         (legacy_dir / "benchmark.json").write_text(json.dumps(legacy), "utf-8")
@@ -995,13 +995,13 @@ class CompareMarkdownTest(unittest.TestCase):
         # seven evals, each delta up from 0 to +50 pp: the smallest exact p with 7 pairs, 2/128
         this = model(aggregate([([2], [1])] * 7, total=2))
         other = model(aggregate([([1], [1])] * 7, total=2))
-        [line] = runner.compare_overall(this, other)
+        [line] = runner._compare_overall(this, other)
         self.assertEqual(line, "Overall change of the delta vs without_skill: mean +50.0 pp over "
                                "the 7 eval(s) both measured; paired sign-flip p = 0.01562 "
                                "(exact, two-sided, each eval's change as one pair)")
         self.assertIn(line, runner.render_compare_markdown(this, other, "it-1").splitlines())
         # unchanged: a mean of zero, and p = 1
-        [same] = runner.compare_overall(other, other)
+        [same] = runner._compare_overall(other, other)
         self.assertIn("mean +0.0 pp over the 7 eval(s) both measured; paired sign-flip p = 1 ",
                       same)
 
@@ -1025,7 +1025,7 @@ class SignFlipCostTest(unittest.TestCase):
         for evals, runs in ((2500, 1), (500, 5)):
             rows = synthetic_rows(evals, runs, seed=evals)
             started, cpu = time.perf_counter(), time.process_time()
-            paired = runner.paired_statistics(rows, CONFIGS)
+            paired = runner._paired_statistics(rows, CONFIGS)
             elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
             self.assertEqual(evals * 2 * runs, 5000)
             self.assertEqual(paired["paired_evals"], evals)
@@ -1033,7 +1033,7 @@ class SignFlipCostTest(unittest.TestCase):
             self.assertLess(elapsed, 30.0, f"sign-flip test for {evals} evals x {runs} runs")
             timings.append(f"{evals} evals x 2 configs x {runs} run(s): {elapsed:.2f} s wall "
                            f"({cpu:.2f} s CPU)")
-        print(f"\n[sign-flip test, {runner.SIGN_FLIP_RESAMPLES} patterns, 5,000 runs, Python "
+        print(f"\n[sign-flip test, {runner._SIGN_FLIP_RESAMPLES} patterns, 5,000 runs, Python "
               f"{sys.version.split()[0]}] " + "; ".join(timings), file=sys.stderr)
 
 

@@ -250,7 +250,7 @@ class ResultsVerificationTests(TempRepoTest):
         # What the run writes when a cell's files changed while it ran (then put back since).
         seen = {"path": "eval-E01/with_skill/run-1/outputs/output.txt", "change": "modified"}
         benchmark["results_check"].update(changed_count=1, changed=[seen])
-        benchmark["sanity_checks"]["flags"].append(runner.results_flags(
+        benchmark["sanity_checks"]["flags"].append(runner._results_flags(
             runner.ResultsCheck.from_json(benchmark["results_check"], "b"))[0].to_json())
         benchmark["sanity_checks"]["status"] = "REVIEW REQUIRED"
         (iteration / "benchmark.json").write_text(json.dumps(benchmark))

@@ -253,14 +253,14 @@ class TraceParsingTests(unittest.TestCase):
 
     def test_trace_json_is_bounded_and_keeps_the_counts(self) -> None:
         action = runner.TraceAction("command", "Bash", 1, command="x" * 100_000)
-        trace = runner.Trace("claude", [action] * (runner.TRACE_SAVED_ACTIONS + 7), 9)
+        trace = runner.Trace("claude", [action] * (runner._TRACE_SAVED_ACTIONS + 7), 9)
         saved = trace.saved().to_json()
-        self.assertEqual(len(saved["actions"]), runner.TRACE_SAVED_ACTIONS)
+        self.assertEqual(len(saved["actions"]), runner._TRACE_SAVED_ACTIONS)
         self.assertEqual(saved["left_out"], 7)
-        self.assertEqual(saved["summary"]["actions"], runner.TRACE_SAVED_ACTIONS + 7)
-        self.assertEqual(len(saved["actions"][0]["command"]), runner.ACTION_TEXT_CHARS)
-        back = runner.TraceFile.from_json(saved, "trace.json")  # the codec reads it back
-        self.assertEqual(back.actions[0].command, "x" * runner.ACTION_TEXT_CHARS)
+        self.assertEqual(saved["summary"]["actions"], runner._TRACE_SAVED_ACTIONS + 7)
+        self.assertEqual(len(saved["actions"][0]["command"]), runner._ACTION_TEXT_CHARS)
+        back = runner._TraceFile.from_json(saved, "trace.json")  # the codec reads it back
+        self.assertEqual(back.actions[0].command, "x" * runner._ACTION_TEXT_CHARS)
 
 
 SAMPLES = PROJECT / "tests" / "data" / "cli-samples"

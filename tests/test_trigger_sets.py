@@ -336,13 +336,13 @@ class TriggerAttackTest(TriggerCase):
                 {"type": "tool_use", "name": "Skill", "input": {"skill": "demo"}}]}}))
         result = runner.ProcessResult(["claude"], 0, stream, "", 1.0)
         case = runner.Case("trigger-1", 0, POSITIVE, "", [], [], trigger=True)
-        found = runner.installed_activation(provider, case, "demo",
-                                            provider.read_executor(result), result)
+        found = runner._installed_activation(provider, case, "demo",
+                                             provider.read_executor(result), result)
         self.assertIs(found.activated, False, found)
         self.assertEqual(found.calls, 1)
 
     def test_the_watch_reads_lines_split_anywhere_and_survives_a_huge_line(self) -> None:
-        watch = runner.trigger_watch(runner.PROVIDERS["gemini"](), "demo")
+        watch = runner._trigger_watch(runner.PROVIDERS["gemini"](), "demo")
         huge = b'{"type": "message", "content": "' + b"x" * (5 << 20) + b'"}\n'
         deciding = (json.dumps({"type": "tool_use", "tool_name": "activate_skill",
                                 "parameters": {"name": "demo"}}) + "\n").encode()
@@ -359,9 +359,9 @@ class TriggerAttackTest(TriggerCase):
         read = {"tool": "command_execution",
                 "input": {"command": "cat .agents/skills/demo/SKILL.md"}}
         other = {"tool": "command_execution", "input": {"command": "cat .agents/skills/x/SKILL.md"}}
-        self.assertEqual(runner.trigger_decision(provider, [look, read], "demo"), 1)
-        self.assertEqual(runner.trigger_decision(provider, [look, other, read], "demo"), 1)
-        self.assertIsNone(runner.trigger_decision(provider, [look], "demo"))
+        self.assertEqual(runner._trigger_decision(provider, [look, read], "demo"), 1)
+        self.assertEqual(runner._trigger_decision(provider, [look, other, read], "demo"), 1)
+        self.assertIsNone(runner._trigger_decision(provider, [look], "demo"))
 
 
 if __name__ == "__main__":

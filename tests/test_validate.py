@@ -168,11 +168,11 @@ class RepoRootTests(unittest.TestCase):
         (root / "skills").mkdir()
         (base / ".git").mkdir()
         suite = root / "evals" / "demo" / "evals.json"
-        self.assertEqual(runner.find_repo_root(suite), root)
+        self.assertEqual(runner._find_repo_root(suite), root)
         (base / ".git" / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
-        self.assertEqual(runner.find_repo_root(suite), base)  # a repository: its top level
+        self.assertEqual(runner._find_repo_root(suite), base)  # a repository: its top level
         (root / ".git").write_text("gitdir: elsewhere\n", encoding="utf-8")  # a worktree
-        self.assertEqual(runner.find_repo_root(suite), root)
+        self.assertEqual(runner._find_repo_root(suite), root)
 
 if __name__ == "__main__":
     unittest.main()

@@ -75,7 +75,7 @@ def run_cell(evals: int, runs: int, assertions: int, seed: int) -> dict:
         covered = claims = 0
         for index in range(cell["suites"]):
             rows = simulated_suite(rng, evals, runs, effect, assertions)
-            stats = runner.paired_statistics(rows, PAIR)
+            stats = runner._paired_statistics(rows, PAIR)
             covered += covers(stats["ci95"], effect)
             claims += stats["verdict"] != "inconclusive"
             if effect == 0 and index < FORECAST_SUITES:
@@ -90,8 +90,8 @@ def run_cell(evals: int, runs: int, assertions: int, seed: int) -> dict:
     cell["power"] = None
     if cell["mde"] is not None and cell["mde"] <= MODEL_MAX_EFFECT:
         cell["power"] = sum(
-            runner.paired_statistics(simulated_suite(rng, evals, runs, cell["mde"], assertions),
-                                     PAIR)["verdict"] == "improved"
+            runner._paired_statistics(simulated_suite(rng, evals, runs, cell["mde"], assertions),
+                                      PAIR)["verdict"] == "improved"
             for _ in range(POWER_SUITES)) / POWER_SUITES
     return cell
 
@@ -152,8 +152,8 @@ def family_claims(evals: int, runs: int, assertions: int, suites: int, seed: int
     claims = 0
     for _ in range(suites):
         rows = simulated_suite(rng, evals, runs, 0.0, assertions, FAMILY_ARMS)
-        levels = runner.holm_levels(rows, pairs)
-        claims += any(runner.paired_statistics(rows, pair, level)["verdict"] != "inconclusive"
+        levels = runner._holm_levels(rows, pairs)
+        claims += any(runner._paired_statistics(rows, pair, level)["verdict"] != "inconclusive"
                       for pair, level in zip(pairs, levels))
     return claims / suites
 

@@ -32,8 +32,8 @@ class ExecutorPromptTest(unittest.TestCase):
         self.sandbox = Path("/sandboxes/cell-1/repo")
         self.suite = make_suite(Path("/repo"))
         self.case = self.suite.cases[0]
-        self.prompts = {config: runner.build_executor_prompt(self.suite, self.case, config,
-                                                             self.sandbox)
+        self.prompts = {config: runner._build_executor_prompt(self.suite, self.case, config,
+                                                              self.sandbox)
                         for config in runner.CONFIGS}
 
     def test_no_assertion_text_or_case_name_reaches_the_executor(self):
@@ -73,8 +73,8 @@ class ExecutorPromptTest(unittest.TestCase):
                          without_skill_section(self.prompts["without_skill"]))
 
     def test_a_case_without_files_lists_none(self):
-        prompt = runner.build_executor_prompt(self.suite, self.suite.cases[1], "with_skill",
-                                              self.sandbox)
+        prompt = runner._build_executor_prompt(self.suite, self.suite.cases[1], "with_skill",
+                                               self.sandbox)
         self.assertIn("Write a haiku.", prompt)
         self.assertNotIn("Files provided", prompt)
 

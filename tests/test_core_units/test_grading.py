@@ -98,7 +98,7 @@ class GradeAssertionsTest(unittest.TestCase):
         self.assertEqual([e["passed"] for e in graded["expectations"]], [False, True, False])
         unknown = [n for n in graded["notes"] if n.startswith("ignored a verdict with unknown id")]
         # Repeated notes are capped: the first NOTES_PER_KIND, then one line with the count.
-        self.assertEqual(len(unknown), runner.NOTES_PER_KIND)
+        self.assertEqual(len(unknown), runner._NOTES_PER_KIND)
         self.assertIn("... 3 more notes like the above not shown: 8 verdicts with an unknown id "
                       "were ignored in all", graded["notes"])
 

@@ -171,7 +171,7 @@ class ClaudeExecutorTest(MetricAsserts):
 
     def test_recorded_trace_shows_no_skill_read(self):
         reply = self.provider.read_executor(finished(sample(CLAUDE_STREAM)))
-        evidence = runner.skill_read_evidence(reply.trace, "demo", "with_skill").to_json()
+        evidence = runner._skill_read_evidence(reply.trace, "demo", "with_skill").to_json()
         self.assertEqual(evidence["state"], "not_read")
         self.assertEqual(evidence["calls"], 2)
 
@@ -182,10 +182,10 @@ class ClaudeExecutorTest(MetricAsserts):
                                        "input": {"file_path": "/tmp/sb/skills/demo/SKILL.md"}}]
         lines.insert(1, json.dumps(call))
         reply = self.provider.read_executor(finished("\n".join(lines) + "\n"))
-        evidence = runner.skill_read_evidence(reply.trace, "demo", "with_skill").to_json()
+        evidence = runner._skill_read_evidence(reply.trace, "demo", "with_skill").to_json()
         self.assertEqual(evidence["state"], "read")
         self.assertEqual(evidence["reads"], ["Read"])
-        other = runner.skill_read_evidence(reply.trace, "other", "with_skill").to_json()
+        other = runner._skill_read_evidence(reply.trace, "other", "with_skill").to_json()
         self.assertEqual(other["state"], "not_read")
 
     def test_stream_cut_before_the_result_envelope_fails_with_every_metric_absent(self):
@@ -273,7 +273,7 @@ class ClaudeExecutorTest(MetricAsserts):
         self.assertIsNone(reply.trace, "no events: no trace was captured, not an empty one")
         for metric in reply.metrics.values():
             self.assert_absent(metric)
-        self.assertEqual(runner.skill_read_evidence(reply.trace, "demo", "with_skill").state,
+        self.assertEqual(runner._skill_read_evidence(reply.trace, "demo", "with_skill").state,
                          "unknown")
 
     def test_plain_text_output_with_exit_0_is_a_failure_not_an_answer(self):
@@ -350,7 +350,7 @@ class ClaudeGraderTest(MetricAsserts):
 
 class ClaudeMetricsTest(MetricAsserts):
     def test_no_envelope_makes_every_metric_absent_with_the_reason(self):
-        metrics = runner.claude_metrics(None, "timed out")
+        metrics = runner._claude_metrics(None, "timed out")
         self.assertEqual(set(metrics), {
             "duration_ms", "num_turns", "input_tokens", "output_tokens",
             "cache_read_input_tokens", "cache_creation_input_tokens", "total_cost_usd",
@@ -363,7 +363,7 @@ class ClaudeMetricsTest(MetricAsserts):
     def test_missing_or_non_numeric_fields_are_absent_not_zero(self):
         data = envelope(total_cost_usd="0.001", duration_ms=True)
         del data["usage"]["cache_creation_input_tokens"]
-        metrics = runner.claude_metrics(data, "")
+        metrics = runner._claude_metrics(data, "")
         self.assert_metric_shapes(metrics)
         self.assert_absent(metrics["total_cost_usd"], "total_cost_usd")
         self.assert_absent(metrics["duration_ms"], "duration_ms")
@@ -374,13 +374,13 @@ class ClaudeMetricsTest(MetricAsserts):
         self.assert_captured(metrics["input_tokens"], 100, "usage.input_tokens")
 
     def test_non_finite_numbers_are_absent(self):
-        metrics = runner.claude_metrics(envelope(total_cost_usd=math.inf), "")
+        metrics = runner._claude_metrics(envelope(total_cost_usd=math.inf), "")
         self.assert_absent(metrics["total_cost_usd"])
 
     def test_tokens_add_cache_reads_and_writes(self):
         data = envelope()
         data["usage"].update(cache_read_input_tokens=7, cache_creation_input_tokens=5)
-        self.assertEqual(runner.claude_metrics(data, "")["tokens"].value, 100 + 20 + 7 + 5)
+        self.assertEqual(runner._claude_metrics(data, "")["tokens"].value, 100 + 20 + 7 + 5)
 
 
 # ---------------------------------------------------------------------------
@@ -419,7 +419,7 @@ class CodexExecutorTest(MetricAsserts):
 
     def test_recorded_trace_and_a_skill_read_through_the_shell(self):
         reply = self.provider.read_executor(finished(sample(CODEX_EXECUTOR)))
-        self.assertEqual(runner.skill_read_evidence(reply.trace, "demo", "with_skill").state,
+        self.assertEqual(runner._skill_read_evidence(reply.trace, "demo", "with_skill").state,
                          "not_read")
         lines = sample_lines(CODEX_EXECUTOR)
         read = {"type": "item.completed", "item": {
@@ -428,7 +428,7 @@ class CodexExecutorTest(MetricAsserts):
             "exit_code": 0, "status": "completed"}}
         lines.insert(2, json.dumps(read))
         reply = self.provider.read_executor(finished("\n".join(lines) + "\n"))
-        evidence = runner.skill_read_evidence(reply.trace, "demo", "with_skill").to_json()
+        evidence = runner._skill_read_evidence(reply.trace, "demo", "with_skill").to_json()
         self.assertEqual(evidence["state"], "read")
         self.assertEqual(evidence["reads"], ["command_execution"])
         self.assertEqual(evidence["calls"], 3)
@@ -607,7 +607,7 @@ class CodexPiecesTest(MetricAsserts):
                          {"tool": "file_change", "input": {"paths": []}})
 
     def test_no_usage_makes_tokens_absent_but_keeps_the_wall_clock(self):
-        metrics = runner.codex_metrics([], finished("", duration_s=1.23456), "timed out")
+        metrics = runner._codex_metrics([], finished("", duration_s=1.23456), "timed out")
         self.assert_metric_shapes(metrics)
         for name in ("input_tokens", "cached_input_tokens", "output_tokens",
                      "reasoning_output_tokens"):
@@ -619,7 +619,7 @@ class CodexPiecesTest(MetricAsserts):
     def test_non_numeric_usage_is_absent(self):
         usage = {"input_tokens": "12", "cached_input_tokens": 0, "output_tokens": None,
                  "reasoning_output_tokens": False}
-        metrics = runner.codex_metrics([usage], finished(""), None)
+        metrics = runner._codex_metrics([usage], finished(""), None)
         self.assert_metric_shapes(metrics)
         self.assert_absent(metrics["input_tokens"])
         self.assert_absent(metrics["output_tokens"])

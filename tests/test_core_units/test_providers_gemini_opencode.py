@@ -199,7 +199,7 @@ class GeminiHomeTest(HomeCase):
         # its own short system prompt instead of the 25 KB agent one
         self.assertEqual(env["GEMINI_SYSTEM_MD"], "/home/inside/grader_system.md")
         self.assertEqual((self.home / "grader_system.md").read_text(encoding="utf-8"),
-                         runner.GRADER_SYSTEM_PROMPT)
+                         runner._GRADER_SYSTEM_PROMPT)
 
     def test_grader_alias_takes_the_users_model_or_none(self):
         self.write(".gemini/settings.json", {"model": {"name": "user-model"}})
@@ -325,15 +325,15 @@ class GeminiExecutorTest(MetricAsserts):
     def test_recorded_activate_skill_call_is_the_activation_signal(self):
         reply = self.provider.read_executor(finished(sample(GEMINI_SKILL)))
         self.assertEqual(reply.text, "BANANA")
-        evidence = runner.activation_evidence(self.provider, reply.trace, "s-proj-gemini",
-                                              True, False)
+        evidence = runner._activation_evidence(self.provider, reply.trace, "s-proj-gemini",
+                                               True, False)
         self.assertIs(evidence.activated, True)
         # the real sample's tool name, and where in the stream the call is
         self.assertEqual(evidence.signal, 'gemini\'s skill tool "activate_skill" called with '
                          'name="s-proj-gemini" (tool call 1, JSON event 3 (index 2) of '
                          'logs/executor_stream.txt)')
         self.assertEqual(evidence.evidence.event, 2)
-        other = runner.activation_evidence(self.provider, reply.trace, "other", True, False)
+        other = runner._activation_evidence(self.provider, reply.trace, "other", True, False)
         self.assertIs(other.activated, False)
 
     def test_assistant_chunks_are_joined_and_text_before_the_last_tool_is_not_the_answer(self):
@@ -392,7 +392,7 @@ class GeminiExecutorTest(MetricAsserts):
         self.assertEqual(reply.failure, "gemini exited 41 without a result event; stderr: "
                                         "Error: Invalid auth method selected.")
         self.assertIsNone(reply.trace, "no events: no trace was captured, not an empty one")
-        self.assertEqual(runner.skill_read_evidence(reply.trace, "demo", "with_skill").state,
+        self.assertEqual(runner._skill_read_evidence(reply.trace, "demo", "with_skill").state,
                          "unknown")
 
     def test_plain_text_output_is_not_an_answer(self):
@@ -429,7 +429,7 @@ class GeminiMetricsTest(MetricAsserts):
     def test_missing_non_numeric_and_implausible_stats_are_absent_not_zero(self):
         stats = {"input_tokens": "22", "output_tokens": -1, "total_tokens": True,
                  "duration_ms": 10**15}
-        metrics = runner.gemini_metrics(stats, "")
+        metrics = runner._gemini_metrics(stats, "")
         self.assert_metric_shapes(metrics)
         self.assert_absent(metrics["input_tokens"], "a str, not a number")
         self.assert_absent(metrics["output_tokens"], "a negative amount")
@@ -439,7 +439,7 @@ class GeminiMetricsTest(MetricAsserts):
         self.assertTrue(metrics["time_seconds"].implausible)
 
     def test_no_stats_names_the_failure(self):
-        metrics = runner.gemini_metrics(None, "timed out")
+        metrics = runner._gemini_metrics(None, "timed out")
         self.assert_metric_shapes(metrics)
         self.assertEqual(set(metrics), {"input_tokens", "output_tokens", "cached_input_tokens",
                                         "tokens", "tool_calls", "time_seconds", "num_turns",
@@ -638,7 +638,7 @@ class OpenCodeHomeTest(HomeCase):
         config = self.config()
         self.assertEqual(config["permission"], {"*": "deny"})
         self.assertEqual(config["agent"], {"skill-eval-grader": {
-            "mode": "primary", "prompt": runner.GRADER_SYSTEM_PROMPT,
+            "mode": "primary", "prompt": runner._GRADER_SYSTEM_PROMPT,
             "permission": {"*": "deny"}}})
 
     def test_opencode_config_file_is_merged_into_the_user_config(self):
@@ -718,8 +718,8 @@ class OpenCodeReadTest(MetricAsserts):
     def test_recorded_skill_tool_call_is_the_activation_signal(self):
         reply = self.provider.read_executor(finished(sample(OPENCODE_SKILL)))
         self.assertEqual(reply.text, "BANANA")
-        evidence = runner.activation_evidence(self.provider, reply.trace, "s-proj-opencode",
-                                              True, False)
+        evidence = runner._activation_evidence(self.provider, reply.trace, "s-proj-opencode",
+                                               True, False)
         self.assertIs(evidence.activated, True)
         self.assertTrue(evidence.signal.startswith(
             'opencode\'s skill tool "skill" called with name="s-proj-opencode" (tool call 1, '
