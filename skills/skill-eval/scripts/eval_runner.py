@@ -416,10 +416,6 @@ class EnvironmentProblem(EvalError):
     exit_code = EXIT_ENVIRONMENT
 
 
-# What reading a well-formed JSON file of the wrong shape raises: the user's input, not a bug.
-MALFORMED_DATA = (KeyError, TypeError, ValueError, AttributeError, IndexError)
-
-
 class WriteFailed(EnvironmentProblem):
     """A result file could not be written (a full disk, a read-only folder): exit 3."""
 
@@ -1197,7 +1193,6 @@ class PlanRecord(Record):
 
 
 _TEXTS = ListOf(TEXT)
-_OBJECT = Kind("an object", lambda value: isinstance(value, dict))  # JSON kept as written
 
 
 def _members(omit: Any = "none", **kinds: Any) -> tuple[Field, ...]:
@@ -15829,9 +15824,6 @@ def _benchmark_differences(folder: Path, stored: Benchmark) -> list[FileChange]:
         found = _json_differences(_as_json(fresh.to_json()), _as_json(stored.to_json()))
     except InputError as exc:
         return [FileChange(BENCHMARK_FILE, f"its cells cannot be read back ({exc.message})")]
-    except (*MALFORMED_DATA, ArithmeticError) as exc:
-        return [FileChange(BENCHMARK_FILE, f"it cannot be worked out again from its cells "
-                                           f"({type(exc).__name__}: {exc})")]
     return [FileChange(f"{BENCHMARK_FILE} {where}", f"says {said}, the run files give {given}")
             for where, given, said in found[:3]]
 
@@ -18444,11 +18436,7 @@ def across_agent_entries(first: AgentIteration, folder: Path, named: list[str]
         check = verify_iteration(benchmark, other_dir, "report --across")
         # Absolute like the others found in the workspace: agents.md shows one kind of path.
         entries.append(AgentIteration(benchmark, str(other_dir.resolve()), check.changed_count))
-    try:
-        text, page = render_agents_markdown(entries), render_agents_html(entries)
-    except MALFORMED_DATA as exc:
-        raise _malformed_across("an iteration given to --across", exc) from None
-    return entries, text, page
+    return entries, render_agents_markdown(entries), render_agents_html(entries)
 
 
 def report_exit_code(benchmark: Benchmark, check: ResultsCheck,
@@ -18473,11 +18461,6 @@ def compared_check(other: Benchmark, named: str) -> ResultsCheck:
     every comparison."""
     other_dir = Path(named) if Path(named).is_dir() else Path(named).parent
     return verify_iteration(other, other_dir, "report --compare")
-
-
-def _malformed_across(what: str, exc: Exception) -> InputError:
-    return InputError(f"{what} is malformed ({type(exc).__name__}: {exc})",
-                      "re-run that iteration, or restore its benchmark.json")
 
 
 def report_across_agents(entries: list[AgentIteration], text: str, page: str,
@@ -18864,17 +18847,13 @@ def cmd_report(args: argparse.Namespace, folders: dict[str, Path]) -> int:
     junit_path = output_path(args.junit, "--junit")
     other = load_benchmark_model(args.compare) if args.compare else None
     # Everything is read and rendered before anything is written: bad input changes nothing.
-    try:
-        check = verify_iteration(benchmark, folder, "report")
-        benchmark = apply_results_check(benchmark, check)
-        other_check = compared_check(other, args.compare) if other else None
-        outputs = benchmark_outputs(benchmark, folder, html_path, junit_path)
-        comparison = render_compare_markdown(benchmark, other, args.compare) if other else ""
-        compared = compare_summary(benchmark, other, args.compare, folder) if other else ""
-        summary = render_summary(benchmark, folder)
-    except MALFORMED_DATA as exc:
-        raise InputError(f"{folder / 'benchmark.json'} is malformed ({type(exc).__name__}: "
-                         f"{exc})", "re-run the iteration, or restore the file") from None
+    check = verify_iteration(benchmark, folder, "report")
+    benchmark = apply_results_check(benchmark, check)
+    other_check = compared_check(other, args.compare) if other else None
+    outputs = benchmark_outputs(benchmark, folder, html_path, junit_path)
+    comparison = render_compare_markdown(benchmark, other, args.compare) if other else ""
+    compared = compare_summary(benchmark, other, args.compare, folder) if other else ""
+    summary = render_summary(benchmark, folder)
     across = None
     if args.across is not None:
         first = AgentIteration(benchmark, str(folder.resolve()), check.changed_count)
