@@ -106,6 +106,35 @@ class CodecTest(unittest.TestCase):
                 self.assertIn(f"benchmark.json holds the wrong kind of value at {shown}",
                               str(caught.exception))
 
+    def test_what_only_a_consumer_once_tripped_on_is_refused_where_it_is_read(self) -> None:
+        # No caller catches KeyError or OverflowError around a report any more: a config the
+        # metadata names but a block lacks, and a number no float holds, are refused here.
+        def drop(key):
+            return lambda block: block.pop(key)
+
+        def put(key, value):
+            return lambda block: block.__setitem__(key, value)
+
+        for steps, change, shown in (
+                (("run_summary",), drop("with_skill"), "run_summary: a summary for every config"),
+                (("per_eval", 0, "configs"), drop("without_skill"),
+                 "per_eval[0].configs: rates for every config"),
+                (("runs", 0), put("configuration", "installed"),
+                 "runs[0].configuration: one of metadata.configs"),
+                (("run_summary", "with_skill", "pass_rate"), put("mean", 10 ** 400),
+                 "run_summary.with_skill.pass_rate.mean: a number"),
+                (("comparison",), put("delta", -(2 ** 63)), "comparison.delta: a number")):
+            written = json.loads((GOLDEN / "two_arms" / "benchmark.json").read_text())
+            target = written
+            for step in steps:
+                target = target[step]
+            change(target)
+            with self.subTest(steps=steps):
+                with self.assertRaises(runner.InputError) as caught:
+                    runner.Benchmark.from_json(written, "benchmark.json")
+                self.assertIn(f"benchmark.json holds the wrong kind of value at {shown}",
+                              str(caught.exception))
+
     def test_write_rules_leave_members_out_as_declared(self) -> None:
         none = runner.Confinement("none", "--isolation none")
         self.assertEqual(none.to_json(), {"mode": "none", "reason": "--isolation none"})

@@ -432,8 +432,12 @@ class WriteFailed(EnvironmentProblem):
 # value of the wrong kind is refused naming both, with the fix, never an internal error.
 
 
+_INT_BOUND = 2 ** 63  # past it an integer is no count the runner wrote, and can overflow a float
+
+
 def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return (isinstance(value, int) and not isinstance(value, bool)
+            and -_INT_BOUND < value < _INT_BOUND)
 
 
 def _member(json_path: str, key: str) -> str:
@@ -488,7 +492,7 @@ class Kind:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, float) or _is_int(value)
 
 
 TEXT = Kind("a string", lambda value: isinstance(value, str))
@@ -3209,6 +3213,18 @@ class Benchmark(Record):
 
     def _check(self, cursor: Cursor) -> None:
         configs = self.metadata.configs
+        if not set(configs) <= set(self.run_summary):  # every config has its summary
+            raise cursor.at("run_summary").refuse("a summary for every config",
+                                                  sorted(self.run_summary))
+        for index, row in enumerate(self.per_eval):  # a row has every config's rates
+            if not set(configs) <= set(row.configs):
+                raise cursor.at(f"per_eval[{index}].configs").refuse(
+                    "rates for every config", row.configs)
+        for name, runs in (("runs", self.runs), ("unscored_runs", self.unscored_runs)):
+            for index, run in enumerate(runs):  # a run of a config not run is no run of this
+                if run.configuration not in configs:
+                    raise cursor.at(f"{name}[{index}].configuration").refuse(
+                        "one of metadata.configs", run.configuration)
         for index, row in enumerate(self.per_assertion or ()):  # a row has every config's rate
             if not set(configs) <= set(row.configs):
                 raise cursor.at(f"per_assertion[{index}].configs").refuse(
