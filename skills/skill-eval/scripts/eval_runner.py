@@ -3216,10 +3216,10 @@ class Benchmark(Record):
         if not set(configs) <= set(self.run_summary):  # every config has its summary
             raise cursor.at("run_summary").refuse("a summary for every config",
                                                   sorted(self.run_summary))
-        for index, row in enumerate(self.per_eval):  # a row has every config's rates
-            if not set(configs) <= set(row.configs):
+        for index, rates in enumerate(self.per_eval):  # a row has every config's rates
+            if not set(configs) <= set(rates.configs):
                 raise cursor.at(f"per_eval[{index}].configs").refuse(
-                    "rates for every config", row.configs)
+                    "rates for every config", rates.configs)
         for name, runs in (("runs", self.runs), ("unscored_runs", self.unscored_runs)):
             for index, run in enumerate(runs):  # a run of a config not run is no run of this
                 if run.configuration not in configs:
