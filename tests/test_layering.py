@@ -321,8 +321,9 @@ def _words_outside(project: Path) -> dict[str, str]:
             text = path.read_text(encoding="utf-8", errors="replace")
             if code_only:
                 text = " ".join(re.findall(r"```.*?```|`[^`\n]+`", text, re.S))
-            for word in re.findall(r"[A-Za-z_]\w*", text):
-                found.setdefault(word, path.relative_to(project).as_posix())
+            rel = path.relative_to(project).as_posix()
+            for word in set(re.findall(r"[A-Za-z_]\w*", text)) - found.keys():
+                found[word] = rel
     return found
 
 
