@@ -119,8 +119,6 @@ class CodecTest(unittest.TestCase):
                 (("run_summary",), drop("with_skill"), "run_summary: a summary for every config"),
                 (("per_eval", 0, "configs"), drop("without_skill"),
                  "per_eval[0].configs: rates for every config"),
-                (("runs", 0), put("configuration", "installed"),
-                 "runs[0].configuration: one of metadata.configs"),
                 (("run_summary", "with_skill", "pass_rate"), put("mean", 10 ** 400),
                  "run_summary.with_skill.pass_rate.mean: a number"),
                 (("comparison",), put("delta", -(2 ** 63)), "comparison.delta: a number")):
