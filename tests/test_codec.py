@@ -121,7 +121,7 @@ class CodecTest(unittest.TestCase):
                  "per_eval[0].configs: rates for every config"),
                 (("run_summary", "with_skill", "pass_rate"), put("mean", 10 ** 400),
                  "run_summary.with_skill.pass_rate.mean: a number"),
-                (("comparison",), put("delta", -(2 ** 63)), "comparison.delta: a number")):
+                (("comparison",), put("delta", -(2 ** 64)), "comparison.delta: a number")):
             written = json.loads((GOLDEN / "two_arms" / "benchmark.json").read_text())
             target = written
             for step in steps:

@@ -432,7 +432,7 @@ class WriteFailed(EnvironmentProblem):
 # value of the wrong kind is refused naming both, with the fix, never an internal error.
 
 
-_INT_BOUND = 2 ** 63  # past it an integer is no count the runner wrote, and can overflow a float
+_INT_BOUND = 2 ** 64  # past it no integer the runner writes (a seed has 64 bits)
 
 
 def _is_int(value: Any) -> bool:
