@@ -416,10 +416,6 @@ class EnvironmentProblem(EvalError):
     exit_code = EXIT_ENVIRONMENT
 
 
-# What reading a well-formed JSON file of the wrong shape raises: the user's input, not a bug.
-MALFORMED_DATA = (KeyError, TypeError, ValueError, AttributeError, IndexError)
-
-
 class WriteFailed(EnvironmentProblem):
     """A result file could not be written (a full disk, a read-only folder): exit 3."""
 
@@ -436,8 +432,12 @@ class WriteFailed(EnvironmentProblem):
 # value of the wrong kind is refused naming both, with the fix, never an internal error.
 
 
+_INT_BOUND = 2 ** 64  # past it no integer the runner writes (a seed has 64 bits)
+
+
 def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return (isinstance(value, int) and not isinstance(value, bool)
+            and -_INT_BOUND < value < _INT_BOUND)
 
 
 def _member(json_path: str, key: str) -> str:
@@ -492,7 +492,7 @@ class Kind:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, float) or _is_int(value)
 
 
 TEXT = Kind("a string", lambda value: isinstance(value, str))
@@ -1197,7 +1197,6 @@ class PlanRecord(Record):
 
 
 _TEXTS = ListOf(TEXT)
-_OBJECT = Kind("an object", lambda value: isinstance(value, dict))  # JSON kept as written
 
 
 def _members(omit: Any = "none", **kinds: Any) -> tuple[Field, ...]:
@@ -3214,6 +3213,13 @@ class Benchmark(Record):
 
     def _check(self, cursor: Cursor) -> None:
         configs = self.metadata.configs
+        if not set(configs) <= set(self.run_summary):  # every config has its summary
+            raise cursor.at("run_summary").refuse("a summary for every config",
+                                                  sorted(self.run_summary))
+        for index, rates in enumerate(self.per_eval):  # a row has every config's rates
+            if not set(configs) <= set(rates.configs):
+                raise cursor.at(f"per_eval[{index}].configs").refuse(
+                    "rates for every config", rates.configs)
         for index, row in enumerate(self.per_assertion or ()):  # a row has every config's rate
             if not set(configs) <= set(row.configs):
                 raise cursor.at(f"per_assertion[{index}].configs").refuse(
@@ -15829,9 +15835,6 @@ def _benchmark_differences(folder: Path, stored: Benchmark) -> list[FileChange]:
         found = _json_differences(_as_json(fresh.to_json()), _as_json(stored.to_json()))
     except InputError as exc:
         return [FileChange(BENCHMARK_FILE, f"its cells cannot be read back ({exc.message})")]
-    except (*MALFORMED_DATA, ArithmeticError) as exc:
-        return [FileChange(BENCHMARK_FILE, f"it cannot be worked out again from its cells "
-                                           f"({type(exc).__name__}: {exc})")]
     return [FileChange(f"{BENCHMARK_FILE} {where}", f"says {said}, the run files give {given}")
             for where, given, said in found[:3]]
 
@@ -18444,11 +18447,7 @@ def across_agent_entries(first: AgentIteration, folder: Path, named: list[str]
         check = verify_iteration(benchmark, other_dir, "report --across")
         # Absolute like the others found in the workspace: agents.md shows one kind of path.
         entries.append(AgentIteration(benchmark, str(other_dir.resolve()), check.changed_count))
-    try:
-        text, page = render_agents_markdown(entries), render_agents_html(entries)
-    except MALFORMED_DATA as exc:
-        raise _malformed_across("an iteration given to --across", exc) from None
-    return entries, text, page
+    return entries, render_agents_markdown(entries), render_agents_html(entries)
 
 
 def report_exit_code(benchmark: Benchmark, check: ResultsCheck,
@@ -18473,11 +18472,6 @@ def compared_check(other: Benchmark, named: str) -> ResultsCheck:
     every comparison."""
     other_dir = Path(named) if Path(named).is_dir() else Path(named).parent
     return verify_iteration(other, other_dir, "report --compare")
-
-
-def _malformed_across(what: str, exc: Exception) -> InputError:
-    return InputError(f"{what} is malformed ({type(exc).__name__}: {exc})",
-                      "re-run that iteration, or restore its benchmark.json")
 
 
 def report_across_agents(entries: list[AgentIteration], text: str, page: str,
@@ -18864,17 +18858,13 @@ def cmd_report(args: argparse.Namespace, folders: dict[str, Path]) -> int:
     junit_path = output_path(args.junit, "--junit")
     other = load_benchmark_model(args.compare) if args.compare else None
     # Everything is read and rendered before anything is written: bad input changes nothing.
-    try:
-        check = verify_iteration(benchmark, folder, "report")
-        benchmark = apply_results_check(benchmark, check)
-        other_check = compared_check(other, args.compare) if other else None
-        outputs = benchmark_outputs(benchmark, folder, html_path, junit_path)
-        comparison = render_compare_markdown(benchmark, other, args.compare) if other else ""
-        compared = compare_summary(benchmark, other, args.compare, folder) if other else ""
-        summary = render_summary(benchmark, folder)
-    except MALFORMED_DATA as exc:
-        raise InputError(f"{folder / 'benchmark.json'} is malformed ({type(exc).__name__}: "
-                         f"{exc})", "re-run the iteration, or restore the file") from None
+    check = verify_iteration(benchmark, folder, "report")
+    benchmark = apply_results_check(benchmark, check)
+    other_check = compared_check(other, args.compare) if other else None
+    outputs = benchmark_outputs(benchmark, folder, html_path, junit_path)
+    comparison = render_compare_markdown(benchmark, other, args.compare) if other else ""
+    compared = compare_summary(benchmark, other, args.compare, folder) if other else ""
+    summary = render_summary(benchmark, folder)
     across = None
     if args.across is not None:
         first = AgentIteration(benchmark, str(folder.resolve()), check.changed_count)
