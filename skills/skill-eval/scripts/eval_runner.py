@@ -976,7 +976,6 @@ class TraceAction(Record):
             skill=cut(self.skill), paths=tuple(p[:_ACTION_TEXT_CHARS] for p in self.paths[:50]))
 
 
-TALLY = Kind("a count from 0", lambda value: _is_int(value) and value >= 0)
 PROCESS_METRICS = ("actions", "commands", "files_read", "files_written")
 
 
@@ -1935,9 +1934,6 @@ class Grading(Record):
                 "pass_rate": self.pass_rate}
 
 
-_CALLS = Kind("a count from 0", lambda value: _is_int(value) and value >= 0)
-
-
 @dataclasses.dataclass(frozen=True)
 class Isolation(Record):
     """How one process was isolated: the iteration's confinement, then, confined, the login
@@ -1951,7 +1947,7 @@ class Isolation(Record):
 
     FIELDS = (Field("confinement", Confinement, inline="mode"),
               Field("home_files", _TEXTS, optional=True, omit="none"),
-              Field("strays_ended", _CALLS, optional=True, omit="none"),
+              Field("strays_ended", TALLY, optional=True, omit="none"),
               Field("tmp_full", TEXT, optional=True, omit="none"))
 
 
@@ -2434,7 +2430,7 @@ class GraderCost(Record):
     total_cost_usd: float | None
     metric_sources: dict[str, Metric | None]
 
-    FIELDS = (Field("calls", _CALLS),
+    FIELDS = (Field("calls", TALLY),
               *(Field(key, NUMBER, optional=True)
                 for key in ("time_seconds", "tokens", "total_cost_usd")),
               Field("metric_sources", MapOf(Metric, nullable=True)))
@@ -2490,7 +2486,6 @@ class RunResult(Record):
     @property
     def key(self) -> tuple[str, str, int]:
         return str(self.eval_id), self.configuration, self.run_number
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -3255,8 +3250,8 @@ class WrittenArtifact(Record):
 
     FIELDS = (Field("captured", FLAG), Field("reason", TEXT, optional=True, omit="none"),
               *(Field(key, kind, optional=True, default=default, omit=lambda a: not a.captured)
-                for key, kind, default in (("path", TEXT, ""), ("bytes", _CALLS, 0),
-                                           ("chars_shown", _CALLS, 0), ("truncated", FLAG, False),
+                for key, kind, default in (("path", TEXT, ""), ("bytes", TALLY, 0),
+                                           ("chars_shown", TALLY, 0), ("truncated", FLAG, False),
                                            ("valid_utf8", FLAG, True))))
 
 
@@ -17145,7 +17140,6 @@ def load_benchmark_model(iteration: str | Path) -> Benchmark:
     written = _read_iteration_json(path, "re-run, or restore the file")
     refuse_other_files(written, path)
     return Benchmark.from_json(written, path)
-
 
 
 def _newest_iteration_in(value: str, flag: str = "ITERATION_DIR") -> str:
