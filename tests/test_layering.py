@@ -294,13 +294,15 @@ def runner_string_names(tree: ast.AST, wanted: set[str]) -> set[str]:
     dynamic = any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                   and (node.func.id in DYNAMIC_LOOKUPS or node.func.id == "vars" and not node.args)
                   for node in walked(tree))
-    roots = [tree] if dynamic else list(_typing_strings(tree))
+    nodes = walked(tree) if dynamic else [node for root in _typing_strings(tree)
+                                          for node in ast.walk(root)]
     found: set[str] = set()
-    for root in roots:
-        for node in ast.walk(root):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and (
-                    dynamic and re.fullmatch(DOTTED_NAME, node.value) or not dynamic):
-                found.update(re.findall(r"[A-Za-z_]\w*", node.value))
+    for node in nodes:
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                and any(name in node.value for name in wanted)):
+            continue  # most strings hold none of the names: no need to split them
+        if not dynamic or re.fullmatch(DOTTED_NAME, node.value):
+            found.update(re.findall(r"[A-Za-z_]\w*", node.value))
     return found & wanted
 
 
