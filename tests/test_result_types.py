@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import unittest
+from pathlib import Path
 
 from tests.golden_iterations import GOLDEN
 from tests.helpers import per_eval_row, runner
@@ -215,6 +216,16 @@ class RunFileTypesTest(unittest.TestCase):
                                         for c in record.grader_calls))
                     self.assertEqual(json.dumps(record.run_json()), json.dumps(written))
 
+    def assert_run_json_refused(self, written: dict, steps: tuple, value: object,
+                                shown: str) -> None:
+        """run.json with the member at `steps` set to `value` is refused naming `shown`."""
+        set_at(written, steps, value)
+        with self.subTest(steps=steps):
+            with self.assertRaises(runner.InputError) as caught:
+                runner.RunRecord.from_files(Path("run-1"), written, None, None)
+            self.assertIn(f"run.json holds the wrong kind of value at {shown}:",
+                          str(caught.exception))
+
     def test_a_misshapen_process_names_run_json_and_the_path(self) -> None:
         folder = golden_run_files("two_arms")[0]
         for steps, value, shown in ((("executor", "argv", 0), 7, "executor.argv[0]"),
@@ -225,12 +236,7 @@ class RunFileTypesTest(unittest.TestCase):
                                     (("grader_calls", 0, "metrics", "tokens", "value"), "9",
                                      "grader_calls[0].metrics.tokens.value")):
             written = json.loads((folder / "run.json").read_text(encoding="utf-8"))
-            set_at(written, steps, value)
-            with self.subTest(steps=steps):
-                with self.assertRaises(runner.InputError) as caught:
-                    runner.RunRecord.from_files(folder, written, None, None)
-                self.assertIn(f"run.json holds the wrong kind of value at {shown}:",
-                              str(caught.exception))
+            self.assert_run_json_refused(written, steps, value, shown)
 
     def run_json_with_checks_and_a_conversation(self) -> tuple:
         """A golden run.json with a checks block (a refused run check, a timed-out one, a
@@ -287,12 +293,7 @@ class RunFileTypesTest(unittest.TestCase):
                 (("conversation", "user_calls", 0, "process"), None,
                  "conversation.user_calls[0].process")):
             _, written = self.run_json_with_checks_and_a_conversation()
-            set_at(written, steps, value)
-            with self.subTest(steps=steps):
-                with self.assertRaises(runner.InputError) as caught:
-                    runner.RunRecord.from_files(GOLDEN, written, None, None)
-                self.assertIn(f"run.json holds the wrong kind of value at {shown}:",
-                              str(caught.exception))
+            self.assert_run_json_refused(written, steps, value, shown)
 
     def test_a_misshapen_run_block_names_its_file_and_path(self) -> None:
         """The blocks once kept as written (a failure, the artifact, a process's isolation,
@@ -308,12 +309,7 @@ class RunFileTypesTest(unittest.TestCase):
                 (("grader_metrics", "tokens", "value"), "9", "grader_metrics.tokens.value"),
                 (("regraded_from",), {"run_dir": ["/"], "status": "ok"}, "regraded_from.run_dir")):
             written = json.loads((folder / "run.json").read_text(encoding="utf-8"))
-            set_at(written, steps, value)
-            with self.subTest(steps=steps):
-                with self.assertRaises(runner.InputError) as caught:
-                    runner.RunRecord.from_files(folder, written, None, None)
-                self.assertIn(f"run.json holds the wrong kind of value at {shown}:",
-                              str(caught.exception))
+            self.assert_run_json_refused(written, steps, value, shown)
         grading = self.grading()
         set_at(grading, ("judge", "grader_runs"), 0)
         with self.assertRaises(runner.InputError) as caught:
