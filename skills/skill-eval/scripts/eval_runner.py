@@ -2000,11 +2000,6 @@ class GraderCall(Record):
 # -- run.json's own blocks: the sandbox, the executor's changes, the checks, the skill read --
 
 
-def _optional(key: str, kind: Any) -> Field:
-    """A member left out when None: absent from files written before it existed."""
-    return Field(key, kind, optional=True, omit="none")
-
-
 @dataclasses.dataclass(frozen=True)
 class PathReason(Record):
     """A path a sandbox did not get, and why; `kind` (withheld): suite, skill, undelivered."""
@@ -2013,7 +2008,7 @@ class PathReason(Record):
     reason: str
     kind: str | None = None
 
-    FIELDS = (Field("path", TEXT), _optional("kind", TEXT), Field("reason", TEXT))
+    FIELDS = (Field("path", TEXT), *_members(kind=TEXT), Field("reason", TEXT))
 
 
 _PATH_REASONS = ListOf(PathReason)
@@ -2032,9 +2027,9 @@ class SandboxGit(Record):
     shared_baseline: bool | None = None
     borrowed_objects: tuple[str, ...] = ()
 
-    FIELDS = (Field("ok", FLAG), _optional("error", TEXT), _optional("baseline", TEXT),
-              Field("method", TEXT), _optional("baseline_repository", TEXT),
-              _optional("shared_baseline", FLAG), Field("borrowed_objects", _TEXTS, optional=True,
+    FIELDS = (Field("ok", FLAG), *_members(error=TEXT), *_members(baseline=TEXT),
+              Field("method", TEXT), *_members(baseline_repository=TEXT),
+              *_members(shared_baseline=FLAG), Field("borrowed_objects", _TEXTS, optional=True,
                                                         default=(), omit=lambda g: not g.ok))
 
 
@@ -2069,8 +2064,8 @@ class GraderRoomRecord(Record):
     agent_homes: dict[str, str] | None = None  # role -> its fresh home
     removed: bool | None = None
 
-    FIELDS = (_optional("grader_dir", TEXT), _optional("agent_homes", MapOf(TEXT)),
-              _optional("removed", FLAG))
+    FIELDS = (*_members(grader_dir=TEXT), *_members(agent_homes=MapOf(TEXT)),
+              *_members(removed=FLAG))
 
 
 @dataclasses.dataclass
@@ -2096,16 +2091,14 @@ class SandboxRecord(Record):
     agent_homes: dict[str, str] | None = None  # role -> its fresh home
     regrade_grader: GraderRoomRecord | None = None
 
-    FIELDS = (_optional("path", TEXT),
+    FIELDS = (*_members(path=TEXT),
               Field("grader_dir", TEXT, optional=True, omit=lambda s: s.path is None),
-              *(_optional(key, kind) for key, kind in (
-                  ("files_delivered", INTEGER), ("listing_source", TEXT),
-                  ("skill_delivered", FLAG), ("fixtures", _TEXTS), ("skipped", _PATH_REASONS),
-                  ("git", SandboxGit), ("withheld_from_skill_package", _PATH_REASONS),
-                  ("kept", FLAG), ("removed", FLAG), ("withheld", _PATH_REASONS),
-                  ("skill_package_sha256", TEXT), ("skill_revision", SkillRevision),
-                  ("installed_skills", InstalledSkills), ("agent_homes", MapOf(TEXT)),
-                  ("regrade_grader", GraderRoomRecord))))
+              *_members(files_delivered=INTEGER, listing_source=TEXT, skill_delivered=FLAG,
+                        fixtures=_TEXTS, skipped=_PATH_REASONS, git=SandboxGit,
+                        withheld_from_skill_package=_PATH_REASONS, kept=FLAG, removed=FLAG,
+                        withheld=_PATH_REASONS, skill_package_sha256=TEXT,
+                        skill_revision=SkillRevision, installed_skills=InstalledSkills,
+                        agent_homes=MapOf(TEXT), regrade_grader=GraderRoomRecord))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -2119,8 +2112,8 @@ class SandboxChanges(Record):
     modified: tuple[str, ...] | None = None
     deleted: tuple[str, ...] | None = None
 
-    FIELDS = (Field("captured", FLAG), _optional("reason", TEXT),
-              *(_optional(key, _TEXTS) for key in ("added", "modified", "deleted")))
+    FIELDS = (Field("captured", FLAG), *_members(reason=TEXT),
+              *_members(added=_TEXTS, modified=_TEXTS, deleted=_TEXTS))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -2148,8 +2141,7 @@ class CheckResult(Record):
               *(Field(key, kind, optional=True, omit=lambda r: r.stdout_tail is None)
                 for key, kind in (("stdout_tail", TEXT), ("stderr_tail", TEXT),
                                   ("returncode", INTEGER), ("isolation", Isolation))),
-              *(_optional(key, kind) for key, kind in (
-                  ("passed", FLAG), ("evidence", TEXT), ("unrun", TEXT), ("cancelled", FLAG))),
+              *_members(passed=FLAG, evidence=TEXT, unrun=TEXT, cancelled=FLAG),
               Field("duration_s", NUMBER))
 
     @property
@@ -2201,7 +2193,7 @@ class ChecksRun(Record):
 
     FIELDS = (Field("results", ListOf(CheckResult, load=list)),
               Field("protected", MapOf(ProtectedPath)), Field("unrun", TEXT, optional=True),
-              _optional("planted_interpreter_files", _TEXTS), _optional("cancelled", FLAG),
+              *_members(planted_interpreter_files=_TEXTS), *_members(cancelled=FLAG),
               Field("duration_s", NUMBER, optional=True), Field("note", TEXT, optional=True))
 
     def summary(self) -> _ChecksSummary:
@@ -2222,10 +2214,10 @@ class SkillRead(Record):
     reads: tuple[str | None, ...] | None = None
     config: str | None = None
 
-    FIELDS = (Field("state", TEXT), _optional("reason", TEXT), _optional("calls", INTEGER),
-              _optional("reads", ListOf(Kind("a tool's name", lambda value: value is None
+    FIELDS = (Field("state", TEXT), *_members(reason=TEXT), *_members(calls=INTEGER),
+              *_members(reads=ListOf(Kind("a tool's name", lambda value: value is None
                                              or isinstance(value, str)))),
-              _optional("config", TEXT))
+              *_members(config=TEXT))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -2272,7 +2264,7 @@ class ConversationRecord(Record):
 
     FIELDS = (Field("kind", TEXT), Field("most_turns", COUNT), Field("turns_taken", INTEGER),
               Field("ended", TEXT), Field("turns", ListOf(ConversationTurn)),
-              _optional("user_calls", ListOf(UserCall)), _optional("user_metrics", METRICS))
+              *_members(user_calls=ListOf(UserCall)), *_members(user_metrics=METRICS))
 
 
 @dataclasses.dataclass(frozen=True)
