@@ -1,5 +1,5 @@
-"""The one codec (issue 35 item 1): every record declares its JSON members once, in FIELDS,
-and one reader and one writer serve them all. A refusal names the file, the JSON path and
+"""The one codec (issue 35 item 1): every record declares its JSON members once, as its
+dataclass attributes, and one reader and one writer serve them all. A refusal names the file, the JSON path and
 the fix; the writer gives back each member in the declared order, left out by the declared
 rule; and no record is written or read by a pair of its own.
 """
@@ -14,6 +14,8 @@ import unittest
 
 from tests.golden_iterations import GOLDEN
 from tests.helpers import RUNNER_PATH, runner
+
+Tally = runner.Tally
 
 
 def records() -> list[type]:
@@ -34,12 +36,42 @@ class CodecTest(unittest.TestCase):
     def test_every_field_names_an_attribute_of_its_record(self) -> None:
         for record in records():
             attributes = {field.name for field in dataclasses.fields(record)}
-            for field in record.FIELDS:
+            for field in runner._fields_of(record):
                 with self.subTest(record=record.__name__, field=field.name):
                     if field.derived:
                         self.assertTrue(callable(getattr(record, field.name)))
                     else:
                         self.assertIn(field.name, attributes)
+
+    def test_a_member_is_declared_once_by_its_attribute(self) -> None:
+        self.assertEqual([record.__name__ for record in records() if "FIELDS" in vars(record)],
+                         [])
+
+        class Sample(runner.Record):
+            count: Tally  # a name of this module: _fields_of reads the annotation as text
+            names: tuple[str, ...]
+            rates: dict[str, float | None]
+            shown_null: str | None
+            left_out: int | None = None
+            renamed: bool = runner.member(default=False, key="flag", after="left_out")
+
+        fields = {field.name: field for field in runner._fields_of(Sample)}
+        self.assertEqual(list(fields), ["count", "names", "rates", "shown_null", "left_out",
+                                        "renamed"])
+        self.assertIs(fields["count"].kind, runner._TALLY)
+        self.assertEqual(fields["names"].kind, runner.ListOf(runner.TEXT))
+        self.assertEqual(fields["rates"].kind, runner.MapOf(runner.NUMBER, nullable=True))
+        self.assertEqual((fields["shown_null"].optional, fields["shown_null"].omit),
+                         (True, "never"))
+        self.assertEqual((fields["left_out"].optional, fields["left_out"].omit), (True, "none"))
+        sample = Sample(3, ("a",), {"x": None}, None, renamed=True)
+        self.assertEqual(json.dumps(sample.to_json()), '{"count": 3, "names": ["a"], '
+                         '"rates": {"x": null}, "shown_null": null, "flag": true}')
+        self.assertEqual(Sample.from_json({"count": 0, "names": [], "rates": {}}, "f"),
+                         Sample(0, (), {}, None))
+        with self.assertRaises(runner.InputError) as caught:
+            Sample.from_json({"count": -1, "names": [], "rates": {}}, "f")
+        self.assertIn("at count: a count from 0 expected", str(caught.exception))
 
     def test_a_refusal_names_file_path_and_fix(self) -> None:
         document = {"cell": "eval-1/with_skill/run-1", "files_sha256": {"a/../b": "x"}}
@@ -233,9 +265,9 @@ class CodecTest(unittest.TestCase):
         # A member kept as an object as written would be checked only where it is used, by
         # catching what using it raises: every member is declared, and nothing catches.
         raw = [f"{record.__name__}.{field.name}" for record in records()
-               for field in record.FIELDS if not field.derived  # must equal the record's own
+               for field in runner._fields_of(record) if not field.derived  # must equal the record's own
                for kind in declared_kinds(field.kind)
-               if kind.test({"k": 1}) and kind not in (runner.ANY, runner.CLI_JSON)]
+               if kind.test({"k": 1}) and kind not in (runner._ANY, runner.CLI_JSON)]
         self.assertEqual(raw, [])
         self.assertFalse(hasattr(runner, "MALFORMED_DATA"))
         self.assertFalse(hasattr(runner, "_OBJECT"))

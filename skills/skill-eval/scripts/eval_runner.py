@@ -33,8 +33,8 @@ Sections (search for the banner "# ==== <name>"); each uses only those above it.
 after a section are its entry points, what the sections below it call:
     startup
     constants and schemas      register_provider
-    errors                     InputError, Cursor, Field, Record, read_record, write_record
-                               (the one codec)
+    errors                     InputError, Cursor, Field, Record, member, read_record,
+                               write_record (the one codec)
     data model                 Check, Case, Suite, RunOptions, Cell, Trace
     result model               Benchmark, RunResult, RunRecord, Grading, Metric, Manifest
     files and text             read_bounded, write_json, write_text
@@ -89,6 +89,7 @@ import contextlib
 import dataclasses
 import difflib
 import errno
+import functools
 import hashlib
 import json
 import math
@@ -106,7 +107,13 @@ import types
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from subprocess import Popen as Process  # the type only: spawn() starts every one
-from typing import IO, Any, Callable, ClassVar, Protocol, TypeVar, cast
+from typing import IO, TYPE_CHECKING, Annotated, Any, Callable, ClassVar, Protocol, TypeVar, cast
+
+if TYPE_CHECKING:  # Python 3.11's; to the type checker, a Record subclass is a dataclass
+    from typing import dataclass_transform
+else:
+    def dataclass_transform(**_: Any) -> Callable[[Any], Any]:
+        return lambda cls: cls
 
 # ==== constants and schemas ==================================================
 
@@ -427,9 +434,10 @@ class WriteFailed(EnvironmentProblem):
 
 
 # -- the codec: each record declares its JSON members once ------------------------------------
-# A record lists its members in FIELDS, in the order they are written; read_record is the one
-# reader and write_record the one writer. A Cursor carries the file and the JSON path, so a
-# value of the wrong kind is refused naming both, with the fix, never an internal error.
+# A record is a dataclass whose attributes are its JSON members, in the order written (see
+# _fields_of); read_record is the one reader and write_record the one writer. A Cursor carries
+# the file and the JSON path, so a value of the wrong kind is refused naming both, with the
+# fix, never an internal error.
 
 
 _INT_BOUND = 2 ** 64  # past it no integer the runner writes (a seed has 64 bits)
@@ -496,12 +504,14 @@ def _is_number(value: Any) -> bool:
 
 
 TEXT = Kind("a string", lambda value: isinstance(value, str))
-INTEGER = Kind("an integer", _is_int)
+_INTEGER = Kind("an integer", _is_int)
 COUNT = Kind("a count from 1", lambda value: _is_int(value) and value >= 1)
-TALLY = Kind("a count from 0", lambda value: _is_int(value) and value >= 0)
-FLAG = Kind("true or false", lambda value: isinstance(value, bool))
+_TALLY = Kind("a count from 0", lambda value: _is_int(value) and value >= 0)
+Count = Annotated[int, COUNT]  # an attribute of this type is a COUNT member
+Tally = Annotated[int, _TALLY]
+_FLAG = Kind("true or false", lambda value: isinstance(value, bool))
 NUMBER = Kind("a number", _is_number)
-ANY = Kind("any value", lambda value: True)
+_ANY = Kind("any value", lambda value: True)
 CLI_JSON = Kind("the CLI's own JSON", lambda value: True)  # as a CLI wrote it: never ours
 
 
@@ -560,7 +570,7 @@ class Pairs:
 
 @dataclasses.dataclass(frozen=True)
 class Field:
-    """One member of a record. `omit`: None (always written), "none" (left out when None),
+    """One member of a record. `omit`: "never" (always written), "none" (left out when None),
     "empty" (left out when false or empty), or a test of the record that leaves it out.
     `inline`: a nested record whose members sit in this object, read when the member of that
     name is there (always, unless optional). `rest`: the members no other field names.
@@ -572,22 +582,102 @@ class Field:
     optional: bool = False  # absent or null reads as `default` (called when callable)
     default: Any = None
     key: str = ""
-    omit: Any = None
+    omit: Any = "never"
     inline: str = ""
     rest: bool = False
     derived: bool = False
     within: str = ""  # a member of this object member (written after the others)
+    after: str = ""  # written after this member, not in the attribute's own place
+    first: bool = False  # written first
 
     @property
     def json_key(self) -> str:
         return self.key or self.name
 
 
-class Record:
-    """A value the runner writes and reads back as JSON, by its FIELDS. `required` names the
-    optional members a context requires; `_check` holds a rule across members."""
+# A record's members are its dataclass attributes. The annotation, read as text (Python 3.9
+# cannot evaluate `X | None`), gives the kind: str, int, bool, float, Any, a record, a list,
+# tuple or str-keyed dict of those, or an alias Annotated[type, kind]. `X | None` or a default
+# makes the member optional; a default of None leaves it out while None. member() declares
+# what else a member needs (another key, another rule to leave it out, another place).
+_SCALAR_KINDS = {"str": TEXT, "int": _INTEGER, "bool": _FLAG, "float": NUMBER, "Any": _ANY}
+_OPTIONAL_SUFFIX = " | None"
 
-    FIELDS: tuple[Field, ...] = ()
+
+def member(*, default: Any = dataclasses.MISSING, factory: Any = dataclasses.MISSING,
+           **options: Any) -> Any:
+    """An attribute whose JSON member needs more than its annotation and default say: the
+    options are Field's (key, kind, omit, optional, ...); json=False keeps it out of the JSON."""
+    return dataclasses.field(default=default, default_factory=factory,
+                             metadata={"json": options})
+
+
+def _annotated_kind(text: str, names: dict[str, Any]) -> Any:
+    if text in _SCALAR_KINDS:
+        return _SCALAR_KINDS[text]
+    outer, _, inner = text.partition("[")
+    inner = inner[:-1]
+    if outer == "tuple" and inner.endswith(", ..."):
+        return ListOf(_annotated_kind(inner[:-len(", ...")], names))
+    if outer == "list":
+        return ListOf(_annotated_kind(inner, names), load=list)
+    if outer == "dict" and inner.startswith("str, "):
+        value = inner[len("str, "):]
+        nullable = value.endswith(_OPTIONAL_SUFFIX)
+        return MapOf(_annotated_kind(value.removesuffix(_OPTIONAL_SUFFIX) if nullable
+                                     else value, names), nullable=nullable)
+    named = names[text]  # a record, or an alias Annotated[type, kind]
+    return named if isinstance(named, type) else named.__metadata__[0]
+
+
+def _attribute_field(attribute: dataclasses.Field[Any], names: dict[str, Any]) -> Field:
+    options = {key: value for key, value in attribute.metadata.get("json", {}).items()
+               if key != "json"}
+    annotation = str(attribute.type)
+    default = next((value for value in (attribute.default, attribute.default_factory)
+                    if value is not dataclasses.MISSING), dataclasses.MISSING)
+    has_default = default is not dataclasses.MISSING
+    options.setdefault("optional", annotation.endswith(_OPTIONAL_SUFFIX) or has_default)
+    options.setdefault("omit", "none" if default is None else "never")
+    options.setdefault("default", options.pop("if_absent", default if has_default else None))
+    if "kind" not in options:
+        options["kind"] = _annotated_kind(annotation.removesuffix(_OPTIONAL_SUFFIX), names)
+    return Field(attribute.name, **options)
+
+
+def _placed(fields: list[Field]) -> tuple[Field, ...]:
+    firsts = [field for field in fields if field.first]
+    ordered = [*firsts, *(field for field in fields if not field.after and not field.first)]
+    waiting = [field for field in fields if field.after]
+    while waiting:  # a member may follow one that is itself moved
+        names = [field.name for field in ordered]
+        field = next(field for field in waiting if field.after in names)
+        ordered.insert(len(names) - names[::-1].index(field.after), field)
+        waiting.remove(field)
+    return tuple(ordered)
+
+
+@functools.cache
+def _fields_of(cls: Any) -> tuple[Field, ...]:
+    """A record's JSON members in the order written: its attributes, then EXTRA_FIELDS (the
+    members derived from a method, and a member written in a second place), each in place."""
+    names = vars(sys.modules[cls.__module__])
+    fields = [_attribute_field(attribute, names) for attribute in dataclasses.fields(cls)
+              if attribute.metadata.get("json", {}).get("json", True)]
+    return _placed([*fields, *cls.EXTRA_FIELDS])
+
+
+@dataclass_transform(frozen_default=True, field_specifiers=(member,))
+class Record:
+    """A value the runner writes and reads back as JSON: a dataclass (frozen unless declared
+    `frozen=False`) whose attributes are its members (_fields_of). `_check` holds a rule across
+    members."""
+
+    EXTRA_FIELDS: ClassVar[tuple[Field, ...]] = ()
+
+    def __init_subclass__(cls, frozen: bool = True, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        dataclasses.dataclass(frozen=frozen)(cls)
 
     @classmethod
     def read(cls, value: Any, cursor: Cursor) -> Any:
@@ -641,10 +731,11 @@ def read_record(cls: Any, obj: Any, cursor: Cursor, required: tuple[str, ...] = 
     """The one reader: obj as a `cls`, each member checked by its field's kind."""
     if not isinstance(obj, dict):
         raise cursor.refuse("an object", obj)
-    named = {field.json_key for field in cls.FIELDS if not field.rest}
+    fields = _fields_of(cls)
+    named = {field.json_key for field in fields if not field.rest}
     record = cls(**{field.name: _read_field(field, obj, cursor, required, named)
-                    for field in cls.FIELDS if not field.derived})
-    for field in cls.FIELDS:
+                    for field in fields if not field.derived})
+    for field in fields:
         written = obj.get(field.json_key)
         if field.derived and written is not None and written != getattr(record, field.name)():
             raise cursor.at(field.json_key).refuse(field.kind.expected, written)
@@ -653,7 +744,7 @@ def read_record(cls: Any, obj: Any, cursor: Cursor, required: tuple[str, ...] = 
 
 
 def _left_out(field: Field, record: Any, value: Any) -> bool:
-    if field.omit is None:
+    if field.omit == "never":
         return False
     if field.omit == "none":
         return value is None
@@ -663,9 +754,9 @@ def _left_out(field: Field, record: Any, value: Any) -> bool:
 
 
 def write_record(record: Any) -> dict[str, Any]:
-    """The one writer: the record's members in FIELDS order, as JSON."""
+    """The one writer: the record's members in their order, as JSON."""
     out: dict[str, Any] = {}
-    for field in type(record).FIELDS:
+    for field in _fields_of(record.__class__):
         value = getattr(record, field.name)
         value = value() if field.derived else value
         if _left_out(field, record, value):
@@ -679,21 +770,17 @@ def write_record(record: Any) -> dict[str, Any]:
     return out
 
 
-@dataclasses.dataclass
-class Problem(Record):
+class Problem(Record, frozen=False):
     """One finding about the input: what is wrong, where, and how to fix it."""
 
     severity: str  # "error" or "warning"
     message: str
-    file: str = ""
-    json_path: str = ""
-    case_id: str | None = None
-    fix: str = ""
-    case_ids: list[str] = dataclasses.field(default_factory=list)  # a finding shared by cases
-
-    FIELDS = (Field("severity", TEXT), Field("message", TEXT), Field("file", TEXT),
-              Field("json_path", TEXT), Field("case_id", ANY, optional=True), Field("fix", TEXT),
-              Field("case_ids", ListOf(TEXT), optional=True, default=list, omit="empty"))
+    file: str = member(default="", optional=False)
+    json_path: str = member(default="", optional=False)
+    case_id: str | None = member(default=None, kind=_ANY, omit="never")
+    fix: str = member(default="", optional=False)
+    # a finding shared by cases
+    case_ids: list[str] = member(factory=list, kind=ListOf(TEXT), omit="empty")
 
     def render(self) -> str:
         lines = [f"{PROG}: {self.severity}: {self.message}"]
@@ -710,8 +797,7 @@ class Problem(Record):
 # ==== data model =============================================================
 
 
-@dataclasses.dataclass
-class Check(Record):
+class Check(Record, frozen=False):
     """One deterministic check: a subject (a command, a sandbox file, the answer, the
     executor's trace) and a test."""
 
@@ -725,13 +811,9 @@ class Check(Record):
     test: str
     # the exit code, True/False, the text, the pattern, or True; for a trace check the
     # pattern, the path, the two steps of an order, or the bound
-    expected: Any
-    timeout_s: float = CHECK_DEFAULT_TIMEOUT_S
+    expected: Any = member(optional=True)
+    timeout_s: float = member(default=CHECK_DEFAULT_TIMEOUT_S, optional=False)
     protect: list[str] = dataclasses.field(default_factory=list)
-
-    FIELDS = (*(Field(key, TEXT) for key in ("name", "subject", "target", "test")),
-              Field("expected", ANY, optional=True), Field("timeout_s", NUMBER),
-              Field("protect", ListOf(TEXT, load=list), optional=True, default=list))
 
 
 @dataclasses.dataclass
@@ -938,7 +1020,6 @@ _ACTION_TEXT_CHARS = 2000  # of a command, a path or a pattern kept in trace.jso
 _TRACE_SAVED_ACTIONS = 5000  # actions written to trace.json; the counts take them all
 
 
-@dataclasses.dataclass(frozen=True)
 class TraceAction(Record):
     """One tool call of the executor, from its CLI's own event: what kind of action, the
     CLI's name for the tool, and the command, paths, pattern or skill it named. Held whole
@@ -949,23 +1030,16 @@ class TraceAction(Record):
     tool: str  # the tool's name as the CLI reported it
     event: int  # the position of its event among the JSON events of the stream (from 0)
     command: str | None = None
-    paths: tuple[str, ...] = ()  # as the CLI reported them: absolute or relative
+    # as the CLI reported them: absolute or relative
+    paths: tuple[str, ...] = member(default=(), omit="empty", after="skill")
     pattern: str | None = None  # a search's pattern
     skill: str | None = None  # the skill a skill tool loaded
     exit_code: int | None = None  # None: not reported (Trace.unreported says why)
     failed: bool | None = None  # the CLI said the call failed; None: not reported
-    time: str | int | None = None  # as the CLI stamped it (ISO text, or ms since the epoch)
-
-    FIELDS = (Field("kind", TEXT), Field("tool", TEXT), Field("event", INTEGER),
-              *(Field(key, TEXT, optional=True, omit="none")
-                for key in ("command", "pattern", "skill")),
-              Field("paths", ListOf(TEXT, load=tuple), optional=True, omit="empty",
-                    default=tuple),
-              Field("exit_code", INTEGER, optional=True, omit="none"),
-              Field("failed", FLAG, optional=True, omit="none"),
-              Field("time", Kind("a time stamp: text, or ms since the epoch", lambda value:
-                                 isinstance(value, str) or _is_int(value)), optional=True,
-                    omit="none"))
+    # as the CLI stamped it (ISO text, or ms since the epoch)
+    time: str | int | None = member(default=None, kind=Kind(
+        "a time stamp: text, or ms since the epoch",
+        lambda value: isinstance(value, str) or _is_int(value)))
 
     def saved(self) -> TraceAction:
         """As trace.json keeps it: each text cut at _ACTION_TEXT_CHARS, at most 50 paths."""
@@ -979,27 +1053,19 @@ class TraceAction(Record):
 PROCESS_METRICS = ("actions", "commands", "files_read", "files_written")
 
 
-@dataclasses.dataclass(frozen=True)
 class TraceSummary(Record):
     """run.json's `trace`: the counts of a Trace the process metrics are made of, or only
     `absent`, why there is none (no event read, a conversation)."""
 
     cli: str | None = None
-    actions: int | None = None
-    commands: int | None = None
-    files_read: int | None = None
-    files_written: int | None = None
-    skill_activations: int | None = None
+    actions: Tally | None = None
+    commands: Tally | None = None
+    files_read: Tally | None = None
+    files_written: Tally | None = None
+    skill_activations: Tally | None = None
     cut: bool | None = None
     unreported: dict[str, str] | None = None
     absent: str | None = None
-
-    FIELDS = (Field("cli", TEXT, optional=True, omit="none"),
-              *(Field(key, TALLY, optional=True, omit="none")
-                for key in (*PROCESS_METRICS, "skill_activations")),
-              Field("cut", FLAG, optional=True, omit="none"),
-              Field("unreported", MapOf(TEXT), optional=True, omit="none"),
-              Field("absent", TEXT, optional=True, omit="none"))
 
 
 @dataclasses.dataclass
@@ -1031,7 +1097,6 @@ class Trace:
                           len(self.actions) - len(kept))
 
 
-@dataclasses.dataclass(frozen=True)
 class _TraceFile(Record):
     """trace.json, as written from a Trace."""
 
@@ -1039,12 +1104,9 @@ class _TraceFile(Record):
     events: int
     actions: tuple[TraceAction, ...]
     left_out: int
-    note: str = ("read from the agent CLI's own events; `event` is the position of the event "
-                 "among the JSON lines of logs/" + EXECUTOR_STREAM_FILE)
-
-    FIELDS = (Field("summary", TraceSummary), Field("events", INTEGER),
-              Field("actions", ListOf(TraceAction, load=tuple)), Field("left_out", INTEGER),
-              Field("note", TEXT))
+    note: str = member(default="read from the agent CLI's own events; `event` is the position "
+                       "of the event among the JSON lines of logs/" + EXECUTOR_STREAM_FILE,
+                       optional=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1055,30 +1117,24 @@ class Limits:
     max_processes: int = 0  # 0: no limit
 
 
-@dataclasses.dataclass
-class Confinement(Record):
+class Confinement(Record, frozen=False):
     """How this iteration's agents run: under bubblewrap, or unconfined and why."""
 
     mode: str  # "bwrap" or "none"
-    reason: str = ""  # why unconfined; empty under bwrap
-    bwrap: str = ""
-    version: str = ""
-    tmp_size_bytes: int | None = None  # the private /tmp's size; None: unbounded, and why
-    tmp_size_reason: str = ""
-    max_processes: int = 0  # the limit set inside each sandbox; 0: none
-    max_processes_reason: str = ""  # why the kernel does not hold it, where it does not
+    reason: str = member(default="", omit=lambda c: c.mode == "bwrap")  # why unconfined
+    bwrap: str = member(default="", json=False)
+    version: str = member(default="", omit=lambda c: c.mode != "bwrap")
+    # the private /tmp's size; None: unbounded, and why
+    tmp_size_bytes: int | None = member(default=None, omit=lambda c: c.mode != "bwrap")
+    tmp_size_reason: str = member(
+        default="", omit=lambda c: c.mode != "bwrap" or c.tmp_size_bytes is not None)
+    # the limit set inside each sandbox; 0: none
+    max_processes: int = member(default=0, omit=lambda c: c.mode != "bwrap")
+    # why the kernel does not hold it, where it does not
+    max_processes_reason: str = member(
+        default="", omit=lambda c: c.mode != "bwrap" or not c.max_processes_reason)
 
     # read back (a process's isolation), a member older files lack reads as its default
-    FIELDS = (Field("mode", TEXT),
-              Field("reason", TEXT, optional=True, default="", omit=lambda c: c.mode == "bwrap"),
-              Field("version", TEXT, optional=True, default="", omit=lambda c: c.mode != "bwrap"),
-              Field("tmp_size_bytes", INTEGER, optional=True, omit=lambda c: c.mode != "bwrap"),
-              Field("tmp_size_reason", TEXT, optional=True, default="",
-                    omit=lambda c: c.mode != "bwrap" or c.tmp_size_bytes is not None),
-              Field("max_processes", INTEGER, optional=True, default=0,
-                    omit=lambda c: c.mode != "bwrap"),
-              Field("max_processes_reason", TEXT, optional=True, default="",
-                    omit=lambda c: c.mode != "bwrap" or not c.max_processes_reason))
 
     def limits(self) -> Limits:
         return Limits(self.tmp_size_bytes, self.max_processes)
@@ -1135,6 +1191,9 @@ _FOLDER_NAMES = ListOf(Kind("a case id or config name that names one folder", na
                             str))
 _CONFIG_NAMES = ListOf(Kind("a case id or config name that names one folder", _is_config_name))
 _RUN_NUMBER = Kind("a run number from 1", lambda value: _is_int(value) and value >= 1)
+_CaseId = Annotated["str | int", _CASE_ID]
+_ConfigName = Annotated[str, _CONFIG_NAME]
+_RunNumber = Annotated[int, _RUN_NUMBER]
 
 
 def _is_cell_label(label: Any) -> bool:
@@ -1144,32 +1203,22 @@ def _is_cell_label(label: Any) -> bool:
             and re.fullmatch(r"run-[1-9][0-9]*", parts[2]) is not None)
 
 
-@dataclasses.dataclass(frozen=True)
 class CellHashes(Record):
     """One line of an iteration's hash journal: a finished cell's files as written."""
 
-    label: str
-    files_sha256: dict[str, str]
-
-    FIELDS = (Field("label", Kind("a cell's run folder", _is_cell_label), key="cell"),
-              Field("files_sha256", _HASHES))
+    label: str = member(kind=Kind("a cell's run folder", _is_cell_label), key="cell")
+    files_sha256: dict[str, str] = member(kind=_HASHES)
 
 
-@dataclasses.dataclass(frozen=True)
 class ShardRecord(Record):
     index: int
     count: int
     label: str
-    evals: tuple[str, ...]
+    evals: tuple[str, ...] = member(kind=_FOLDER_NAMES)
     cells: int
     algorithm: str | None = None
 
-    FIELDS = (Field("index", INTEGER), Field("count", INTEGER), Field("label", TEXT),
-              Field("evals", _FOLDER_NAMES), Field("cells", INTEGER),
-              Field("algorithm", TEXT, optional=True, omit="none"))
 
-
-@dataclasses.dataclass(frozen=True)
 class PlanRecord(Record):
     """What every shard of one plan shares (_plan_identity); `sha256` sums up the rest."""
 
@@ -1180,67 +1229,41 @@ class PlanRecord(Record):
     fixtures_sha256: str | None
     options_sha256: str | None
     agent: str | None
-    configs: tuple[str, ...]
-    runs: int
-    evals: tuple[str, ...]
+    configs: tuple[str, ...] = member(kind=_CONFIG_NAMES)
+    runs: Count
+    evals: tuple[str, ...] = member(kind=_FOLDER_NAMES)
     cells: int
-    shard_count: int | None = None
+    shard_count: Count | None = None
     sha256: str | None = None
 
-    FIELDS = (*(Field(key, TEXT, optional=True) for key in (
-        "suite_sha256", "skill_name", "skill_sha256", "runner_sha256", "fixtures_sha256",
-        "options_sha256", "agent")),
-        Field("configs", _CONFIG_NAMES), Field("runs", COUNT), Field("evals", _FOLDER_NAMES),
-        Field("cells", INTEGER), Field("shard_count", COUNT, optional=True, omit="none"),
-        Field("sha256", TEXT, optional=True, omit="none"))
 
-
-_TEXTS = ListOf(TEXT)
-
-
-def _members(omit: Any = "none", **kinds: Any) -> tuple[Field, ...]:
-    """Optional members, in the order given, each with its kind; left out as `omit` says."""
-    return tuple(Field(name, kind, optional=True, omit=omit) for name, kind in kinds.items())
-
-
-@dataclasses.dataclass(frozen=True)
 class Identity(Record):
     """The runner, the suite or the skill package as a manifest names it: its hash, and what
     else each has (the runner's version, the suite's skill and size, the package's files)."""
 
-    sha256: str | None = None
+    sha256: str | None = member(default=None, after="path")
     version: str | None = None
     path: str | None = None
     skill_name: str | None = None
     case_count: int | None = None
     files: int | None = None
 
-    FIELDS = _members(version=TEXT, path=TEXT, sha256=TEXT, skill_name=TEXT,
-                       case_count=INTEGER, files=INTEGER)
 
-
-@dataclasses.dataclass(frozen=True)
 class RecordedOptions(Record):
     """The options a manifest records, which --regrade adopts and --resume compares."""
 
-    configs: tuple[str, ...] | None = None
-    runs: int | None = None
-    timeout_s: float | None = None
-    concurrency: int | None = None
-    deadline_s: float | None = None
-    eval_ids: tuple[str, ...] | None = None
-    keep_sandboxes: bool | None = None
-    agent_settings: tuple[str, ...] | None = None
-    grader_runs: int | None = None
-    adaptive: bool = False
-
-    FIELDS = (*_members(None, configs=_CONFIG_NAMES, runs=COUNT, timeout_s=NUMBER,
-                         concurrency=COUNT, deadline_s=NUMBER, eval_ids=_FOLDER_NAMES,
-                         keep_sandboxes=FLAG, agent_settings=_TEXTS, grader_runs=COUNT),
-              Field("adaptive", FLAG, optional=True, default=False, omit="empty"))
+    configs: tuple[str, ...] | None = member(default=None, kind=_CONFIG_NAMES, omit="never")
+    runs: Count | None = member(default=None, omit="never")
+    timeout_s: float | None = member(default=None, omit="never")
+    concurrency: Count | None = member(default=None, omit="never")
+    deadline_s: float | None = member(default=None, omit="never")
+    eval_ids: tuple[str, ...] | None = member(default=None, kind=_FOLDER_NAMES, omit="never")
+    keep_sandboxes: bool | None = member(default=None, omit="never")
+    agent_settings: tuple[str, ...] | None = member(default=None, omit="never")
+    grader_runs: Count | None = member(default=None, omit="never")
+    adaptive: bool = member(default=False, omit="empty")
 
 
-@dataclasses.dataclass(frozen=True)
 class CaseIdentity(Record):
     """What the executor was asked, for a later --regrade to check: prompt hash and fixtures."""
 
@@ -1248,60 +1271,44 @@ class CaseIdentity(Record):
     files: tuple[str, ...] | None = None
 
     expected = "a case id's identity"
-    FIELDS = (*_members(None, prompt_sha256=TEXT), *_members(files=_TEXTS))
 
 
-@dataclasses.dataclass(frozen=True)
 class FixtureState(Record):
     """git's view of the fixtures at one moment: checked and the dirty paths, or why not."""
 
     checked: bool | None = None
-    dirty: tuple[str, ...] | None = None
+    dirty: tuple[str, ...] | None = member(
+        default=None, kind=ListOf(Kind("a fixture path", lambda value: isinstance(value, str))))
     reason: str | None = None
 
-    FIELDS = _members(checked=FLAG, dirty=ListOf(Kind("a fixture path",
-                                                       lambda value: isinstance(value, str))),
-                       reason=TEXT)
 
-
-@dataclasses.dataclass(frozen=True)
 class FixtureStatus(Record):
     """The fixtures before and after a run (a re-grade carries `before` over)."""
 
     before: FixtureState | None = None
     after: FixtureState | None = None
 
-    FIELDS = _members(before=FixtureState, after=FixtureState)
 
-
-@dataclasses.dataclass(frozen=True)
 class IterationIsolation(Record):
     """How the agents of an iteration (or of its weakest part) were confined; empty when a
     part recorded none."""
 
-    confinement: Confinement | None = None
+    confinement: Confinement | None = member(default=None, inline="mode")
     summary: str | None = None
     subreaper: bool | None = None
-
-    FIELDS = (Field("confinement", Confinement, optional=True, inline="mode", omit="none"),
-              *_members(summary=TEXT, subreaper=FLAG))
 
     @property
     def confined(self) -> bool:
         return self.confinement is not None and self.confinement.mode == "bwrap"
 
 
-@dataclasses.dataclass(frozen=True)
 class FileChange(Record):
     """A file (or cell) found changed, and how."""
 
     path: str
     change: str
 
-    FIELDS = (Field("path", TEXT), Field("change", TEXT))
 
-
-@dataclasses.dataclass(frozen=True)
 class CheckoutState(Record):
     """The checkout as the snapshot found it (`files`, `seconds`), as the cells left it
     compared with that (`changed`, ...), or why it was not checked (`reason`)."""
@@ -1320,21 +1327,12 @@ class CheckoutState(Record):
     seconds_after: float | None = None
     note: str | None = None
 
-    FIELDS = _members(checked=FLAG, reason=TEXT, files=INTEGER, files_before=INTEGER,
-                       files_after=INTEGER, changed_count=INTEGER, changed=ListOf(FileChange),
-                       touched_only=INTEGER, listing=TEXT, seconds=NUMBER,
-                       seconds_before=NUMBER, seconds_after=NUMBER, note=TEXT)
 
-
-@dataclasses.dataclass(frozen=True)
 class CheckoutCheck(Record):
     before: CheckoutState | None = None
     after: CheckoutState | None = None
 
-    FIELDS = _members(before=CheckoutState, after=CheckoutState)
 
-
-@dataclasses.dataclass(frozen=True)
 class Arm(Record):
     """Which skill package one config delivered, so a reader can tell the arms apart."""
 
@@ -1345,12 +1343,7 @@ class Arm(Record):
     files: int
     skipped: tuple[dict[str, str], ...] | None = None  # a revision's files left out, and why
 
-    FIELDS = (Field("source", TEXT), *_members(None, revision=TEXT, commit=TEXT,
-                                                package_sha256=TEXT),
-              Field("files", INTEGER), *_members(skipped=ListOf(MapOf(TEXT))))
 
-
-@dataclasses.dataclass(frozen=True)
 class SkillCopy(Record):
     """A skill arm's package as copied before the first agent started, with its hash."""
 
@@ -1358,14 +1351,10 @@ class SkillCopy(Record):
     sha256: str | None
     files: int
     copy: str
-    taken: str
+    taken: str = member(after="not_delivered")
     not_delivered: dict[str, str] | None = None
 
-    FIELDS = (Field("source", TEXT), *_members(None, sha256=TEXT), Field("files", INTEGER),
-              Field("copy", TEXT), *_members(not_delivered=MapOf(TEXT)), Field("taken", TEXT))
 
-
-@dataclasses.dataclass(frozen=True)
 class TemplateRecord(Record):
     """Where the sandboxes' git template was built, its commit, or why it failed."""
 
@@ -1373,37 +1362,26 @@ class TemplateRecord(Record):
     commit: str | None
     error: str | None
 
-    FIELDS = (Field("path", TEXT), *_members(None, commit=TEXT, error=TEXT))
 
-
-@dataclasses.dataclass(frozen=True)
 class EnvironmentScrub(Record):
     """The variables dropped from the agents' environment, and the path lists filtered."""
 
     dropped: tuple[str, ...]
     filtered_path_lists: tuple[str, ...]
 
-    FIELDS = (Field("dropped", _TEXTS), Field("filtered_path_lists", _TEXTS))
 
-
-@dataclasses.dataclass(frozen=True)
 class RegradeRecord(Record):
     """Where a re-grade's answers came from: the source iteration and who executed them."""
 
     source: str
-    source_benchmark_sha256: str | None = None
-    source_timestamp: str | None = None
-    executor_agent: str | None = None
-    executor_model: str | None = None
-    executor_cli_version: str | None = None
-    source_grader_model: str | None = None
-
-    FIELDS = (Field("source", TEXT), *_members(
-        None, source_benchmark_sha256=TEXT, source_timestamp=TEXT, executor_agent=TEXT,
-        executor_model=TEXT, executor_cli_version=TEXT, source_grader_model=TEXT))
+    source_benchmark_sha256: str | None = member(default=None, omit="never")
+    source_timestamp: str | None = member(default=None, omit="never")
+    executor_agent: str | None = member(default=None, omit="never")
+    executor_model: str | None = member(default=None, omit="never")
+    executor_cli_version: str | None = member(default=None, omit="never")
+    source_grader_model: str | None = member(default=None, omit="never")
 
 
-@dataclasses.dataclass(frozen=True)
 class Attempt(Record):
     """One resumed attempt at an iteration: when, with which command, CLI and confinement."""
 
@@ -1412,16 +1390,10 @@ class Attempt(Record):
     cli_version: str | None
     isolation: IterationIsolation
 
-    FIELDS = (Field("at", TEXT), Field("argv", _TEXTS), *_members(None, cli_version=TEXT),
-              Field("isolation", IterationIsolation))
 
-
-@dataclasses.dataclass(frozen=True)
 class MissingShard(Record):
     shard: str
-    evals: tuple[str, ...]
-
-    FIELDS = (Field("shard", TEXT), Field("evals", _FOLDER_NAMES))
+    evals: tuple[str, ...] = member(kind=_FOLDER_NAMES)
 
 
 def _is_interval(value: Any) -> bool:
@@ -1429,64 +1401,46 @@ def _is_interval(value: Any) -> bool:
 
 
 _INTERVAL = Kind("an interval of two numbers", _is_interval, tuple, list)
+_Interval = Annotated[tuple[float, float], _INTERVAL]
 
 
-@dataclasses.dataclass(frozen=True)
 class Look(Record):
     """One look of an adaptive run, after wave `look` of `looks`: the sign-flip test at this
     look's share of alpha (or why it could not decide), and whether the waves stop."""
 
-    look: int
-    looks: int
+    look: Tally
+    looks: Tally
     alpha: float
     alpha_spent: float
-    paired_evals: int
+    paired_evals: Tally
     mean_delta: float | None
-    p_value: float | None = None
-    ci: tuple[float, float] | None = None
-    decision: str | None = None  # "improved", "regressed" or None
-    stop: str | None = None  # the decision, "futility", "ceiling", "stopped" or None
+    p_value: float | None = member(default=None, omit="never")
+    ci: tuple[float, float] | None = member(default=None, kind=_INTERVAL, omit="never")
+    decision: str | None = member(default=None, omit="never")  # "improved", "regressed" or None
+    # the decision, "futility", "ceiling", "stopped" or None
+    stop: str | None = member(default=None, omit="never")
     skipped: str | None = None  # why a look that spends no alpha could not decide
     exact: bool | None = None  # None: no test was made
-    sign_patterns: int | None = None
-    seed: int | None = None
+    sign_patterns: Tally | None = None
+    seed: int | None = member(default=None, omit=lambda look: look.exact is None)
     halted: str | None = None  # what stopped the waves before the look decided
 
-    FIELDS = (*(Field(key, TALLY) for key in ("look", "looks")),
-              *(Field(key, NUMBER) for key in ("alpha", "alpha_spent")),
-              Field("paired_evals", TALLY),
-              *(Field(key, NUMBER, optional=True) for key in ("mean_delta", "p_value")),
-              Field("ci", _INTERVAL, optional=True),
-              *(Field(key, TEXT, optional=True) for key in ("decision", "stop")),
-              Field("skipped", TEXT, optional=True, omit="none"),
-              Field("exact", FLAG, optional=True, omit="none"),
-              Field("sign_patterns", TALLY, optional=True, omit="none"),
-              Field("seed", INTEGER, optional=True, omit=lambda look: look.exact is None),
-              Field("halted", TEXT, optional=True, omit="none"))
 
-
-@dataclasses.dataclass(frozen=True)
 class WaveSize(Record):
     """The cells and grader calls of one wave (every wave holds the same ones)."""
 
-    cells: int
-    grader_calls: int
-
-    FIELDS = (Field("cells", TALLY), Field("grader_calls", TALLY))
+    cells: Tally
+    grader_calls: Tally
 
 
-@dataclasses.dataclass(frozen=True)
 class Calls(Record):
     """Cells with their executor and grader calls: of the full matrix, or left out."""
 
-    cells: int
-    executor_calls: int
-    grader_calls: int
-
-    FIELDS = tuple(Field(key, TALLY) for key in ("cells", "executor_calls", "grader_calls"))
+    cells: Tally
+    executor_calls: Tally
+    grader_calls: Tally
 
 
-@dataclasses.dataclass(frozen=True)
 class Estimate(Record):
     """What the cells left out would have used: an estimate with its basis, kept apart from
     captured metrics (never a `value`), or absent with the reason."""
@@ -1495,31 +1449,23 @@ class Estimate(Record):
     basis: str | None = None
     absent_reason: str | None = None
 
-    FIELDS = (Field("value", Kind("null", lambda value: value is None), derived=True,
-                    omit=lambda entry: entry.estimate is not None),
-              Field("estimate", NUMBER, optional=True, omit="none"),
-              Field("basis", TEXT, optional=True, omit="none"),
-              Field("absent_reason", TEXT, optional=True, omit="none"))
+    EXTRA_FIELDS = (Field("value", Kind("null", lambda value: value is None), derived=True,
+                          omit=lambda entry: entry.estimate is not None, first=True),)
 
     def value(self) -> None:
         """An estimate is never a measured value."""
 
 
-@dataclasses.dataclass(frozen=True)
 class Saved(Record):
     """What the waves not run saved against the full matrix."""
 
-    left_out: Calls
+    left_out: Calls = member(inline="cells")
     share: float
     full_matrix: Calls
     cost_usd: Estimate
     tokens: Estimate
 
-    FIELDS = (Field("left_out", Calls, inline="cells"), Field("share", NUMBER),
-              Field("full_matrix", Calls), Field("cost_usd", Estimate), Field("tokens", Estimate))
 
-
-@dataclasses.dataclass(frozen=True)
 class Adaptive(Record):
     """--adaptive's record, in benchmark.json and the iteration manifest alike: the plan of
     the looks, the waves run, why they stopped (`stop` None: a shard or a merge waiting for
@@ -1529,27 +1475,17 @@ class Adaptive(Record):
     spending: str
     alpha: float
     alpha_shares: tuple[float, ...]
-    waves_max: int
-    waves_run: int
-    stop: str | None
-    stop_reason: str
-    looks: tuple[Look, ...]
-    saved: Saved | None
-    evals: int | None = None
-    deciding_looks: tuple[int, ...] | None = None
+    waves_max: Count
+    waves_run: Tally = member(after="shard")
+    stop: str | None = member(after="wave_size")
+    stop_reason: str = member(after="stop")
+    looks: tuple[Look, ...] = member(after="next_wave")
+    saved: Saved | None = member(after="looks")
+    evals: Tally | None = None
+    deciding_looks: tuple[int, ...] | None = member(default=None, kind=ListOf(COUNT))
     shard: str | None = None  # "K/N": a shard's waves, whose look the merge makes
     wave_size: WaveSize | None = None  # a shard's
-    next_wave: int | None = None  # a merge whose look decided nothing yet
-
-    FIELDS = (Field("method", TEXT), Field("spending", TEXT), Field("alpha", NUMBER),
-              Field("alpha_shares", ListOf(NUMBER)), Field("waves_max", COUNT),
-              Field("evals", TALLY, optional=True, omit="none"),
-              Field("deciding_looks", ListOf(COUNT), optional=True, omit="none"),
-              Field("shard", TEXT, optional=True, omit="none"), Field("waves_run", TALLY),
-              Field("wave_size", WaveSize, optional=True, omit="none"),
-              Field("stop", TEXT, optional=True), Field("stop_reason", TEXT),
-              Field("next_wave", COUNT, optional=True, omit="none"),
-              Field("looks", ListOf(Look)), Field("saved", Saved, optional=True))
+    next_wave: Count | None = None  # a merge whose look decided nothing yet
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1567,39 +1503,35 @@ class _ShardManifest:
         return write_record(value)
 
 
-@dataclasses.dataclass(frozen=True)
 class MergedShard(Record):
     shard: str
     iteration: str
-    manifest: Manifest
-
-    FIELDS = (Field("shard", TEXT), Field("iteration", TEXT),
-              Field("manifest", _ShardManifest()))
+    manifest: Manifest = member(kind=_ShardManifest())
 
 
-@dataclasses.dataclass(frozen=True)
 class Manifest(Record):
     """iteration_manifest.json: what an iteration ran (runner, suite, skill package, cases,
     options), how its agents were confined, what the checkout and the fixtures did, and its
     attempts; a merged iteration's names its shards and their manifests. Every member is
     optional to the reader: what each command needs, it checks."""
 
-    merged: bool = False
+    merged: bool = member(default=False, omit="empty")
     runner: Identity | None = None
     suite: Identity | None = None
     repo_root: str | None = None
     skill_package: Identity | None = None
     fixtures: dict[str, str] | None = None
-    cases: dict[str, CaseIdentity] | None = None
+    cases: dict[str, CaseIdentity] | None = member(
+        default=None, kind=MapOf(CaseIdentity, names=names_one_folder))
     argv: tuple[str, ...] | None = None
     agent: str | None = None
-    executor_model: str | None = None
-    grader_model: str | None = None
+    executor_model: str | None = member(default=None, omit=lambda m: m.merged)
+    grader_model: str | None = member(default=None, omit=lambda m: m.merged)
     options: RecordedOptions | None = None
     options_sha256: str | None = None
     cells_planned: int | None = None
-    created_at: str | None = None
-    cli_version: str | None = None
+    created_at: str | None = member(default=None, omit=lambda m: not m.merged, after="merged")
+    cli_version: str | None = member(default=None, omit="never")
     sandbox_base: str | None = None
     regrade: RegradeRecord | None = None
     listing_source: str | None = None
@@ -1620,48 +1552,25 @@ class Manifest(Record):
     resumes: tuple[Attempt, ...] | None = None
     shards: tuple[MergedShard, ...] | None = None
 
-    FIELDS = (Field("merged", FLAG, optional=True, default=False, omit="empty"),
-              # a merge writes it second: one field per place, both read from created_at
-              Field("created_at", TEXT, optional=True, omit=lambda m: not m.merged),
-              *_members(runner=Identity, suite=Identity, repo_root=TEXT, skill_package=Identity,
-                         fixtures=MapOf(TEXT), cases=MapOf(CaseIdentity, names=names_one_folder),
-                         argv=_TEXTS, agent=TEXT),
-              *_members(lambda m: m.merged, executor_model=TEXT, grader_model=TEXT),
-              *_members(options=RecordedOptions, options_sha256=TEXT, cells_planned=INTEGER),
-              Field("created_at", TEXT, optional=True,
-                    omit=lambda m: m.merged or m.created_at is None),
-              *_members(None, cli_version=TEXT),
-              *_members(sandbox_base=TEXT, regrade=RegradeRecord, listing_source=TEXT,
-                         git_template=TemplateRecord, skill_installed_elsewhere=_TEXTS,
-                         withheld_from_skill_package=MapOf(TEXT), isolation=IterationIsolation,
-                         withheld_from_every_sandbox=MapOf(MapOf(TEXT)),
-                         fixture_status=FixtureStatus, arms=MapOf(Arm),
-                         skill_snapshot=MapOf(SkillCopy), plan=PlanRecord, shard=ShardRecord,
-                         checkout_check=CheckoutCheck, environment_scrub=EnvironmentScrub,
-                         missing_shards=ListOf(MissingShard), adaptive=Adaptive,
-                         resumes=ListOf(Attempt), shards=ListOf(MergedShard)))
+    # created_at is written second in a merged manifest, here in the others
+    EXTRA_FIELDS = (Field("created_at", TEXT, optional=True,
+                          omit=lambda m: m.merged or m.created_at is None, after="cells_planned"),)
 
 
-@dataclasses.dataclass(frozen=True)
 class SeriesIdentity(Record):
     """What must match for two iterations to be one series (see report --compare)."""
 
-    suite_sha256: str | None = None
-    skill_sha256: str | None = None
-    runner_sha256: str | None = None
-    fixtures_sha256: str | None = None
-    agent: str | None = None
-    cli_version: str | None = None
-    executor_model: str | None = None
-    grader_model: str | None = None
-    grader_prompt_sha256: str | None = None
-
-    FIELDS = _members(None, **dict.fromkeys(
-        ("suite_sha256", "skill_sha256", "runner_sha256", "fixtures_sha256", "agent",
-         "cli_version", "executor_model", "grader_model", "grader_prompt_sha256"), TEXT))
+    suite_sha256: str | None = member(default=None, omit="never")
+    skill_sha256: str | None = member(default=None, omit="never")
+    runner_sha256: str | None = member(default=None, omit="never")
+    fixtures_sha256: str | None = member(default=None, omit="never")
+    agent: str | None = member(default=None, omit="never")
+    cli_version: str | None = member(default=None, omit="never")
+    executor_model: str | None = member(default=None, omit="never")
+    grader_model: str | None = member(default=None, omit="never")
+    grader_prompt_sha256: str | None = member(default=None, omit="never")
 
 
-@dataclasses.dataclass(frozen=True)
 class BudgetSummary(Record):
     """The spending caps, what the cells captured against them, and what the caps cancelled."""
 
@@ -1675,14 +1584,7 @@ class BudgetSummary(Record):
     cells_without_tokens: int
     cancelled_by_cap: int
 
-    FIELDS = (*_members(None, max_cost_usd=NUMBER, max_tokens=INTEGER),
-              Field("spent_cost_usd", NUMBER), Field("spent_tokens", INTEGER),
-              Field("counts", TEXT), *(Field(key, INTEGER) for key in (
-                  "cells_counted", "cells_without_cost", "cells_without_tokens",
-                  "cancelled_by_cap")))
 
-
-@dataclasses.dataclass(frozen=True)
 class MergedFrom(Record):
     """One shard a merged iteration was made of."""
 
@@ -1691,71 +1593,52 @@ class MergedFrom(Record):
     cells: int
     timestamp: str | None
 
-    FIELDS = (Field("shard", TEXT), Field("iteration", TEXT), Field("cells", INTEGER),
-              *_members(None, timestamp=TEXT))
 
 
-_CASE_IDS = ListOf(_CASE_ID)
 
-
-@dataclasses.dataclass(frozen=True)
 class Metadata(Record):
     """benchmark.json's metadata: what ran (skill, agent, models, configs, cells), when, how
     confined, what the checkout and the fixtures did, and, merged, which shards it holds.
     A member written before it existed reads as None."""
 
-    configs: tuple[str, ...]
-    skill_name: str | None = None
-    skill_path: str | None = None
-    agent: str | None = None
-    executor_model: str | None = None
-    grader_model: str | None = None
-    analyzer_model: str | None = None
-    cli_version: str | None = None
-    timestamp: str | None = None
-    runs_per_configuration: int | None = None
-    grader_runs: int | None = None
-    regrade: RegradeRecord | None = None
-    evals_run: tuple[str | int, ...] | None = None
-    suite_case_count: int | None = None
-    selected_eval_ids: tuple[str | int, ...] | None = None
-    selection_partial: bool | None = None
-    cells_planned: int | None = None
-    cells_finished: int | None = None
-    incomplete: bool | None = None
-    runner_version: str | None = None
-    fixture_status: FixtureStatus | None = None
-    checkout_check: CheckoutState | None = None
-    skill_installed_elsewhere: tuple[str, ...] | None = None
-    isolation: IterationIsolation | None = None
-    manifest: str | None = None
-    identity: SeriesIdentity | None = None
-    plan: PlanRecord | None = None
+    configs: tuple[str, ...] = member(
+        kind=ListOf(TEXT, expected="a list of config names"), after="timestamp")
+    skill_name: str | None = member(default=None, omit="never")
+    skill_path: str | None = member(default=None, omit="never")
+    agent: str | None = member(default=None, omit="never")
+    executor_model: str | None = member(default=None, omit="never")
+    grader_model: str | None = member(default=None, omit="never")
+    analyzer_model: str | None = member(default=None, omit="never")
+    cli_version: str | None = member(default=None, omit="never")
+    timestamp: str | None = member(default=None, omit="never")
+    runs_per_configuration: int | None = member(default=None, omit="never")
+    grader_runs: int | None = member(default=None, omit="never")
+    regrade: RegradeRecord | None = member(default=None, omit="never")
+    evals_run: tuple[_CaseId, ...] | None = member(default=None, omit="never")
+    suite_case_count: int | None = member(default=None, omit="never")
+    selected_eval_ids: tuple[_CaseId, ...] | None = member(default=None, omit="never")
+    selection_partial: bool | None = member(default=None, omit="never")
+    cells_planned: int | None = member(default=None, omit="never")
+    cells_finished: int | None = member(default=None, omit="never")
+    incomplete: bool | None = member(default=None, omit="never")
+    runner_version: str | None = member(default=None, omit="never")
+    fixture_status: FixtureStatus | None = member(default=None, omit="never")
+    checkout_check: CheckoutState | None = member(default=None, omit="never")
+    skill_installed_elsewhere: tuple[str, ...] | None = member(default=None, omit="never")
+    isolation: IterationIsolation | None = member(default=None, omit="never")
+    manifest: str | None = member(default=None, omit="never")
+    identity: SeriesIdentity | None = member(default=None, omit="never")
+    plan: PlanRecord | None = member(
+        default=None, omit=lambda m: m.plan is None or m.merged_from is not None)
     shard: ShardRecord | None = None
     budget: BudgetSummary | None = None
-    arms: dict[str, Arm] | None = None
-    common_assertions: tuple[str, ...] | None = None
+    arms: dict[str, Arm] | None = member(default=None, omit="never")
+    common_assertions: tuple[str, ...] | None = member(default=None, omit="never")
     merged_from: tuple[MergedFrom, ...] | None = None
     missing_shards: tuple[MissingShard, ...] | None = None
 
-    FIELDS = (*_members(None, **dict.fromkeys(
-        ("skill_name", "skill_path", "agent", "executor_model", "grader_model", "analyzer_model",
-         "cli_version", "timestamp"), TEXT)),
-              Field("configs", ListOf(TEXT, expected="a list of config names")),
-              *_members(None, runs_per_configuration=INTEGER, grader_runs=INTEGER,
-                         regrade=RegradeRecord, evals_run=_CASE_IDS, suite_case_count=INTEGER,
-                         selected_eval_ids=_CASE_IDS, selection_partial=FLAG,
-                         cells_planned=INTEGER, cells_finished=INTEGER, incomplete=FLAG,
-                         runner_version=TEXT, fixture_status=FixtureStatus,
-                         checkout_check=CheckoutState, skill_installed_elsewhere=_TEXTS,
-                         isolation=IterationIsolation, manifest=TEXT, identity=SeriesIdentity),
-              # a shard's plan sits here; a merge's after the common assertions
-              Field("plan", PlanRecord, optional=True,
-                    omit=lambda m: m.plan is None or m.merged_from is not None),
-              *_members(shard=ShardRecord, budget=BudgetSummary),
-              *_members(None, arms=MapOf(Arm), common_assertions=_TEXTS),
-              Field("plan", PlanRecord, optional=True, omit=lambda m: m.merged_from is None),
-              *_members(merged_from=ListOf(MergedFrom), missing_shards=ListOf(MissingShard)))
+    EXTRA_FIELDS = (Field("plan", PlanRecord, optional=True,  # a merge's, written later
+                          omit=lambda m: m.merged_from is None, after="common_assertions"),)
 
 
 # What benchmark.json must hold, and the kind of each.
@@ -1776,8 +1659,8 @@ def refuse_other_files(obj: Any, file: Any) -> None:
 
 # -- what the runner writes: benchmark.json as values -----------------------------------------
 # aggregate() builds these, the reports read them, and `report` parses a written benchmark.json
-# into them once. Each declares its members in FIELDS, in the order written; the codec (in
-# "errors") reads and writes them all, so to_json gives back the object exactly as written.
+# into them once. Each declares its members as its attributes, in the order written; the codec
+# (in "errors") reads and writes them all, so to_json gives back the object exactly as written.
 
 BENCHMARK_FILE = "benchmark.json"
 
@@ -1792,23 +1675,16 @@ def _number(value: Any) -> bool:
         return False
 
 
-@dataclasses.dataclass(frozen=True)
 class Metric(Record):
     """One measurement of a metrics file: the value with where it came from, or absent with
     the reason. `implausible` marks a value the CLI did report that cannot be a measurement
     (left out, never summed); `note` says a sum is over fewer calls than planned."""
 
-    value: int | float | None
+    value: int | float | None = member(kind=Kind("a finite number or null", _number))
     source: str | None = None
-    absent_reason: str | None = None
-    implausible: bool = False
+    absent_reason: str | None = member(default=None, after="implausible")
+    implausible: bool = member(default=False, omit="empty")
     note: str | None = None
-
-    FIELDS = (Field("value", Kind("a finite number or null", _number), optional=True),
-              Field("source", TEXT, optional=True, omit="none"),
-              Field("implausible", FLAG, optional=True, default=False, omit="empty"),
-              Field("absent_reason", TEXT, optional=True, omit="none"),
-              Field("note", TEXT, optional=True, omit="none"))
 
     def _check(self, cursor: Cursor) -> None:
         if self.value is None and self.absent_reason is None:  # an absent value says why
@@ -1829,7 +1705,6 @@ def value_of(metrics: dict[str, Metric] | None, name: str) -> int | float | None
     return None if metric is None else metric.value
 
 
-@dataclasses.dataclass(frozen=True)
 class Ballot(Record):
     """One grader's vote on one assertion, kept beside the majority verdict."""
 
@@ -1837,10 +1712,7 @@ class Ballot(Record):
     passed: bool
     evidence: str
 
-    FIELDS = (Field("vote", INTEGER), Field("passed", FLAG), Field("evidence", TEXT))
 
-
-@dataclasses.dataclass(frozen=True)
 class Majority(Record):
     """How K graders voted on one assertion: a tie counts as failed and is marked."""
 
@@ -1850,11 +1722,7 @@ class Majority(Record):
     tie: bool
     ballots: tuple[Ballot, ...]
 
-    FIELDS = (Field("votes_passed", INTEGER), Field("votes", INTEGER),
-              Field("unanimous", FLAG), Field("tie", FLAG), Field("ballots", ListOf(Ballot)))
 
-
-@dataclasses.dataclass(frozen=True)
 class Verdict(Record):
     """One assertion's verdict in a grading: the judge's (with its votes when K graders
     voted, and `check` naming the deterministic check it is paired with) or a check's own
@@ -1864,15 +1732,9 @@ class Verdict(Record):
     text: str
     passed: bool
     evidence: str
-    majority: Majority | None = None
+    majority: Majority | None = member(default=None, inline="ballots")
     check: str | None = None
     kind: str | None = None
-
-    FIELDS = (Field("id", INTEGER), Field("text", TEXT), Field("passed", FLAG),
-              Field("evidence", TEXT),
-              Field("majority", Majority, optional=True, inline="ballots", omit="none"),
-              Field("check", TEXT, optional=True, omit="none"),
-              Field("kind", TEXT, optional=True, omit="none"))
 
     @property
     def is_check(self) -> bool:
@@ -1882,7 +1744,6 @@ class Verdict(Record):
 _VERDICTS = ListOf(Verdict)
 
 
-@dataclasses.dataclass(frozen=True)
 class JudgeIdentity(Record):
     """Who judged a run (grading.json): provider, model, CLI version, prompt hash, K."""
 
@@ -1890,32 +1751,23 @@ class JudgeIdentity(Record):
     model: str
     cli_version: str
     prompt_template_sha256: str
-    grader_runs: int | None = None
-
-    FIELDS = (*(Field(key, TEXT)
-                for key in ("provider", "model", "cli_version", "prompt_template_sha256")),
-              Field("grader_runs", COUNT, optional=True, omit="none"))
+    grader_runs: Count | None = None
 
 
-@dataclasses.dataclass(frozen=True)
 class Grading(Record):
     """grading.json: every assertion's verdict, their counts, and what the grader noted.
     `grader_runs` is K when K graders voted; `graded_by` says who graded when no judge did;
     `judge` is who judged (provider, model, CLI version, prompt hash), written beside."""
 
-    expectations: tuple[Verdict, ...]
-    notes: tuple[str, ...] = ()
+    expectations: tuple[Verdict, ...] = member(optional=True, if_absent=())
+    notes: tuple[str, ...] = member(
+        default=(), kind=ListOf(Kind("a note", lambda value: isinstance(value, str))))
     grader_runs: int | None = None
     graded_by: str | None = None
     judge: JudgeIdentity | None = None
 
-    FIELDS = (Field("expectations", _VERDICTS, optional=True, default=()),
-              Field("summary", Kind("the counts of the verdicts listed", _same), derived=True),
-              Field("notes", ListOf(Kind("a note", lambda value: isinstance(value, str))),
-                    optional=True, default=()),
-              Field("grader_runs", INTEGER, optional=True, omit="none"),
-              Field("graded_by", TEXT, optional=True, omit="none"),
-              Field("judge", JudgeIdentity, optional=True, omit="none"))
+    EXTRA_FIELDS = (Field("summary", Kind("the counts of the verdicts listed", _same),
+                          derived=True, after="expectations"),)
 
     @property
     def passed(self) -> int:
@@ -1934,24 +1786,17 @@ class Grading(Record):
                 "pass_rate": self.pass_rate}
 
 
-@dataclasses.dataclass(frozen=True)
 class Isolation(Record):
     """How one process was isolated: the iteration's confinement, then, confined, the login
     files carried into its fresh HOME (none for a check), unconfined, how many processes it
     left running were ended, and why its /tmp was most likely full, when it was."""
 
-    confinement: Confinement
+    confinement: Confinement = member(inline="mode")
     home_files: tuple[str, ...] | None = None
-    strays_ended: int | None = None
+    strays_ended: Tally | None = None
     tmp_full: str | None = None
 
-    FIELDS = (Field("confinement", Confinement, inline="mode"),
-              Field("home_files", _TEXTS, optional=True, omit="none"),
-              Field("strays_ended", TALLY, optional=True, omit="none"),
-              Field("tmp_full", TEXT, optional=True, omit="none"))
 
-
-@dataclasses.dataclass(frozen=True)
 class ProcessCall(Record):
     """One agent process as run.json records it: what was started (argv, folder, whether the
     prompt went on stdin, the environment's variable names, never their values), how it ended
@@ -1963,77 +1808,52 @@ class ProcessCall(Record):
     env_names: tuple[str, ...]
     returncode: int | None
     duration_s: float | None
-    timed_out: bool
-    cancelled: bool
+    timed_out: bool = member(optional=True, if_absent=False)
+    cancelled: bool = member(optional=True, if_absent=False)
     spawn_error: str | None
     stdout_bytes: int | None
-    stdout_truncated: bool
-    stderr_truncated: bool
+    stdout_truncated: bool = member(optional=True, if_absent=False)
+    stderr_truncated: bool = member(optional=True, if_absent=False)
     isolation: Isolation | None = None
 
-    FIELDS = (Field("argv", _TEXTS), Field("cwd", TEXT), Field("stdin", TEXT),
-              Field("env_names", _TEXTS), Field("returncode", INTEGER, optional=True),
-              Field("duration_s", NUMBER, optional=True),
-              *(Field(key, FLAG, optional=True, default=False)
-                for key in ("timed_out", "cancelled")),
-              Field("spawn_error", TEXT, optional=True),
-              Field("stdout_bytes", INTEGER, optional=True),
-              *(Field(key, FLAG, optional=True, default=False)
-                for key in ("stdout_truncated", "stderr_truncated")),
-              Field("isolation", Isolation, optional=True, omit="none"))
 
-
-@dataclasses.dataclass(frozen=True)
 class GraderCall(Record):
     """One of a run's grader processes: which vote it cast, the process, what it spent (as
     its CLI reported it) and how it ended."""
 
     vote: int
     process: ProcessCall
-    metrics: dict[str, Metric]
+    metrics: dict[str, Metric] = member(optional=True, if_absent=dict)
     status: str
-
-    FIELDS = (Field("vote", INTEGER), Field("process", ProcessCall),
-              Field("metrics", METRICS, optional=True, default=dict), Field("status", TEXT))
 
 
 # -- run.json's own blocks: the sandbox, the executor's changes, the checks, the skill read --
 
 
-@dataclasses.dataclass(frozen=True)
 class PathReason(Record):
     """A path a sandbox did not get, and why; `kind` (withheld): suite, skill, undelivered."""
 
     path: str
-    reason: str
+    reason: str = member(after="kind")
     kind: str | None = None
-
-    FIELDS = (Field("path", TEXT), *_members(kind=TEXT), Field("reason", TEXT))
 
 
 _PATH_REASONS = ListOf(PathReason)
 
 
-@dataclasses.dataclass(frozen=True)
 class SandboxGit(Record):
     """The cell's baseline commit, in the runner's own repository outside the sandbox (which
     may borrow the template's objects), or the error that left none."""
 
     ok: bool
-    method: str  # "template" or "full"
+    method: str = member(after="baseline")  # "template" or "full"
     error: str | None = None
     baseline: str | None = None  # the commit
     baseline_repository: str | None = None
     shared_baseline: bool | None = None
-    borrowed_objects: tuple[str, ...] = ()
-
-    FIELDS = (Field("ok", FLAG), *_members(error=TEXT), *_members(baseline=TEXT),
-              Field("method", TEXT), *_members(baseline_repository=TEXT),
-              *_members(shared_baseline=FLAG), Field("borrowed_objects", _TEXTS, optional=True,
-                                                        default=(), omit=lambda g: not g.ok))
+    borrowed_objects: tuple[str, ...] = member(default=(), omit=lambda g: not g.ok)
 
 
-@dataclasses.dataclass(frozen=True)
 class SkillRevision(Record):
     """A with_skill@REV cell's package: REV as given, its commit, the package's hash."""
 
@@ -2041,10 +1861,7 @@ class SkillRevision(Record):
     commit: str
     package_sha256: str
 
-    FIELDS = tuple(Field(key, TEXT) for key in ("revision", "commit", "package_sha256"))
 
-
-@dataclasses.dataclass(frozen=True)
 class InstalledSkills(Record):
     """An installed cell's discovery folder, the skill folders in it, the files copied."""
 
@@ -2052,11 +1869,8 @@ class InstalledSkills(Record):
     skills: tuple[str, ...]
     files: int
 
-    FIELDS = (Field("folder", TEXT), Field("skills", _TEXTS), Field("files", INTEGER))
 
-
-@dataclasses.dataclass
-class GraderRoomRecord(Record):
+class GraderRoomRecord(Record, frozen=False):
     """A re-graded run's grader folders (it has no sandbox): the last, the graders' fresh
     homes, and whether all were removed."""
 
@@ -2064,17 +1878,13 @@ class GraderRoomRecord(Record):
     agent_homes: dict[str, str] | None = None  # role -> its fresh home
     removed: bool | None = None
 
-    FIELDS = (*_members(grader_dir=TEXT), *_members(agent_homes=MapOf(TEXT)),
-              *_members(removed=FLAG))
 
-
-@dataclasses.dataclass
-class SandboxRecord(Record):
+class SandboxRecord(Record, frozen=False):
     """run.json's `sandbox`: what the cell's sandbox got and what became of it, filled in as
     the cell runs. Every member reads as absent from a file written before it existed."""
 
     path: str | None = None
-    grader_dir: str | None = None
+    grader_dir: str | None = member(default=None, omit=lambda s: s.path is None)
     files_delivered: int | None = None
     listing_source: str | None = None  # how the repository's files were listed
     skill_delivered: bool | None = None
@@ -2091,17 +1901,7 @@ class SandboxRecord(Record):
     agent_homes: dict[str, str] | None = None  # role -> its fresh home
     regrade_grader: GraderRoomRecord | None = None
 
-    FIELDS = (*_members(path=TEXT),
-              Field("grader_dir", TEXT, optional=True, omit=lambda s: s.path is None),
-              *_members(files_delivered=INTEGER, listing_source=TEXT, skill_delivered=FLAG,
-                        fixtures=_TEXTS, skipped=_PATH_REASONS, git=SandboxGit,
-                        withheld_from_skill_package=_PATH_REASONS, kept=FLAG, removed=FLAG,
-                        withheld=_PATH_REASONS, skill_package_sha256=TEXT,
-                        skill_revision=SkillRevision, installed_skills=InstalledSkills,
-                        agent_homes=MapOf(TEXT), regrade_grader=GraderRoomRecord))
 
-
-@dataclasses.dataclass(frozen=True)
 class SandboxChanges(Record):
     """The paths the executor added, modified and deleted against the baseline commit, or
     (`captured` false) why they could not be read."""
@@ -2112,11 +1912,7 @@ class SandboxChanges(Record):
     modified: tuple[str, ...] | None = None
     deleted: tuple[str, ...] | None = None
 
-    FIELDS = (Field("captured", FLAG), *_members(reason=TEXT),
-              *_members(added=_TEXTS, modified=_TEXTS, deleted=_TEXTS))
 
-
-@dataclasses.dataclass(frozen=True)
 class CheckResult(Record):
     """One deterministic check's result: passed with the evidence, or `unrun` (why it could
     not run; `cancelled`: the run was stopped). A run check keeps its output's tails, its exit
@@ -2124,25 +1920,20 @@ class CheckResult(Record):
 
     name: str
     subject: str
-    duration_s: float
+    duration_s: float = member(after="cancelled")  # last, unless refused (EXTRA_FIELDS)
+    # a run check's, written when it ran: its output's tails, exit code and confinement
+    stdout_tail: str | None = member(default=None, omit=lambda r: r.stdout_tail is None)
+    stderr_tail: str | None = member(default=None, omit=lambda r: r.stdout_tail is None)
+    returncode: int | None = member(default=None, omit=lambda r: r.stdout_tail is None)
+    isolation: Isolation | None = member(default=None, omit=lambda r: r.stdout_tail is None)
     passed: bool | None = None
     evidence: str | None = None
     unrun: str | None = None
     cancelled: bool | None = None
-    stdout_tail: str | None = None
-    stderr_tail: str | None = None
-    returncode: int | None = None
-    isolation: Isolation | None = None
 
-    FIELDS = (Field("name", TEXT), Field("subject", TEXT),
-              # a run check refused before it ran (planted files) writes its time here
-              Field("refused_duration_s", NUMBER, key="duration_s", derived=True,
-                    omit=lambda r: not r.refused),
-              *(Field(key, kind, optional=True, omit=lambda r: r.stdout_tail is None)
-                for key, kind in (("stdout_tail", TEXT), ("stderr_tail", TEXT),
-                                  ("returncode", INTEGER), ("isolation", Isolation))),
-              *_members(passed=FLAG, evidence=TEXT, unrun=TEXT, cancelled=FLAG),
-              Field("duration_s", NUMBER))
+    # a run check refused before it ran (planted files) writes its time here
+    EXTRA_FIELDS = (Field("refused_duration_s", NUMBER, key="duration_s", derived=True,
+                          omit=lambda r: not r.refused, after="subject"),)
 
     @property
     def refused(self) -> bool:
@@ -2152,16 +1943,12 @@ class CheckResult(Record):
         return self.duration_s
 
 
-@dataclasses.dataclass(frozen=True)
 class ProtectedPath(Record):
     """A protected path as the checks found it: the files under it the executor changed."""
 
     changed_by_executor: tuple[str, ...]
 
-    FIELDS = (Field("changed_by_executor", _TEXTS),)
 
-
-@dataclasses.dataclass(frozen=True)
 class _ChecksSummary(Record):
     """A run's `checks` in benchmark.json: how many ran and passed, their time, why they could
     not all run, and the protected files the executor changed."""
@@ -2172,29 +1959,19 @@ class _ChecksSummary(Record):
     could_not_run: str | None
     protected_changed: tuple[str, ...]
 
-    FIELDS = (Field("count", INTEGER), Field("passed", INTEGER),
-              Field("time_seconds", NUMBER, optional=True),
-              Field("could_not_run", TEXT, optional=True), Field("protected_changed", _TEXTS))
 
-
-@dataclasses.dataclass
-class ChecksRun(Record):
+class ChecksRun(Record, frozen=False):
     """run.json's `checks`, filled in as they run: each check's result in order, the
     protected paths as the executor left them, the added files that refused the run checks,
     why the checks could not all run, and their own time on the runner's clock."""
 
-    results: list[CheckResult] = dataclasses.field(default_factory=list)
-    protected: dict[str, ProtectedPath] = dataclasses.field(default_factory=dict)
-    unrun: str | None = None
+    results: list[CheckResult] = member(factory=list, optional=False)
+    protected: dict[str, ProtectedPath] = member(factory=dict, optional=False)
+    unrun: str | None = member(default=None, omit="never")
     planted_interpreter_files: tuple[str, ...] | None = None
     cancelled: bool | None = None
-    duration_s: float | None = None
-    note: str | None = None
-
-    FIELDS = (Field("results", ListOf(CheckResult, load=list)),
-              Field("protected", MapOf(ProtectedPath)), Field("unrun", TEXT, optional=True),
-              *_members(planted_interpreter_files=_TEXTS), *_members(cancelled=FLAG),
-              Field("duration_s", NUMBER, optional=True), Field("note", TEXT, optional=True))
+    duration_s: float | None = member(default=None, omit="never")
+    note: str | None = member(default=None, omit="never")
 
     def summary(self) -> _ChecksSummary:
         """What the checks took, apart from the executor's metrics (benchmark.json's)."""
@@ -2203,7 +1980,6 @@ class ChecksRun(Record):
                               self.duration_s, self.unrun, tuple(sorted(changed)))
 
 
-@dataclasses.dataclass(frozen=True)
 class SkillRead(Record):
     """Did the executor's tool calls touch the skill's SKILL.md: "read", "not_read", or
     "unknown" with the reason; the calls seen and the tools that read it."""
@@ -2211,110 +1987,81 @@ class SkillRead(Record):
     state: str
     reason: str | None = None
     calls: int | None = None
-    reads: tuple[str | None, ...] | None = None
+    reads: tuple[str | None, ...] | None = member(
+        default=None,
+        kind=ListOf(Kind("a tool's name", lambda value: value is None or isinstance(value, str))))
     config: str | None = None
 
-    FIELDS = (Field("state", TEXT), *_members(reason=TEXT), *_members(calls=INTEGER),
-              *_members(reads=ListOf(Kind("a tool's name", lambda value: value is None
-                                             or isinstance(value, str)))),
-              *_members(config=TEXT))
 
-
-@dataclasses.dataclass(frozen=True)
 class ConversationTurn(Record):
     """One executor turn of a conversation: how it ended, its process, the CLI's session,
     and its own share of the metrics (a running total becomes this turn's part)."""
 
-    turn: int
+    turn: Count
     status: str
     executor: ProcessCall
     session_id: str
     metrics: dict[str, Metric] = dataclasses.field(default_factory=dict)
 
-    FIELDS = (Field("turn", COUNT), Field("status", TEXT), Field("executor", ProcessCall),
-              Field("session_id", TEXT), Field("metrics", METRICS, optional=True, default=dict))
 
-
-@dataclasses.dataclass(frozen=True)
 class UserCall(Record):
     """One call of a conversation's simulated user: the turn it wrote, how it ended, its
     process and what it spent."""
 
-    for_turn: int
+    for_turn: Count
     status: str
     process: ProcessCall
-    metrics: dict[str, Metric]
-
-    FIELDS = (Field("for_turn", COUNT), Field("status", TEXT), Field("process", ProcessCall),
-              Field("metrics", METRICS, optional=True, default=dict))
+    metrics: dict[str, Metric] = member(optional=True, if_absent=dict)
 
 
-@dataclasses.dataclass(frozen=True)
 class ConversationRecord(Record):
     """run.json's `conversation` (a case with turns or a user): how many turns it could take
     and took, how it ended, each turn; with a user, its calls and their metrics summed."""
 
     kind: str  # "turns" or "user"
-    most_turns: int
+    most_turns: Count
     turns_taken: int
     ended: str
     turns: tuple[ConversationTurn, ...]
     user_calls: tuple[UserCall, ...] | None = None
     user_metrics: dict[str, Metric] | None = None
 
-    FIELDS = (Field("kind", TEXT), Field("most_turns", COUNT), Field("turns_taken", INTEGER),
-              Field("ended", TEXT), Field("turns", ListOf(ConversationTurn)),
-              *_members(user_calls=ListOf(UserCall)), *_members(user_metrics=METRICS))
 
-
-@dataclasses.dataclass(frozen=True)
 class Stats(Record):
     """mean, sample stddev, min, max and n of some values (describe() computes it); an
     absent block (null or {}) is no values."""
 
-    mean: float | None = None
-    stddev: float | None = None
-    min: float | None = None
-    max: float | None = None
+    mean: float | None = member(default=None, omit="never")
+    stddev: float | None = member(default=None, omit="never")
+    min: float | None = member(default=None, omit="never")
+    max: float | None = member(default=None, omit="never")
     n: int = 0
 
-    FIELDS = (*(Field(key, NUMBER, optional=True) for key in ("mean", "stddev", "min", "max")),
-              Field("n", INTEGER, optional=True, default=0))
 
-
-@dataclasses.dataclass(frozen=True)
 class ConfigSummary(Record):
     """One config's line of run_summary: its scored runs' pass rate, time and tokens."""
 
-    pass_rate: Stats
-    time_seconds: Stats
-    tokens: Stats
+    pass_rate: Stats = member(optional=True, if_absent=Stats)
+    time_seconds: Stats = member(optional=True, if_absent=Stats)
+    tokens: Stats = member(optional=True, if_absent=Stats)
     scored_runs: int
     runs: int
-
-    FIELDS = (*(Field(key, Stats, optional=True, default=Stats)
-                for key in ("pass_rate", "time_seconds", "tokens")),
-              Field("scored_runs", INTEGER), Field("runs", INTEGER))
 
     def stat(self, name: str) -> Stats:
         return {"pass_rate": self.pass_rate, "time_seconds": self.time_seconds,
                 "tokens": self.tokens}[name]
 
 
-@dataclasses.dataclass(frozen=True)
 class RunScore(Record):
     """A run's `result`: its grading's counts and the executor's time and tokens."""
 
     pass_rate: float | None
-    passed: int | None
-    failed: int | None
-    total: int | None
+    passed: int | None = member(kind=NUMBER)
+    failed: int | None = member(kind=NUMBER)
+    total: int | None = member(kind=NUMBER)
     time_seconds: float | None
     tokens: float | None
-    errors: int
-
-    FIELDS = tuple(Field(key, NUMBER, optional=True) for key in (
-        "pass_rate", "passed", "failed", "total", "time_seconds", "tokens", "errors"))
+    errors: int = member(kind=NUMBER, optional=True)
 
 
 def _is_activated(value: Any) -> bool:
@@ -2322,154 +2069,106 @@ def _is_activated(value: Any) -> bool:
 
 
 _ACTIVATED = Kind('true, false or "unknown"', _is_activated)
+_Activated = Annotated["bool | str", _ACTIVATED]
 
 
-@dataclasses.dataclass(frozen=True)
 class Stopped(Record):
     """A trigger query's executor ended by the runner once the query was decided."""
 
     reason: str
     after_seconds: float
 
-    FIELDS = (Field("reason", TEXT), Field("after_seconds", NUMBER))
 
-
-@dataclasses.dataclass(frozen=True)
 class ActivationEvidence(Record):
     """The call that loaded the skill: its tool, its input (cut), and where it sat."""
 
     tool: str | None
     input: str
-    call: int
-    event: int | None
-
-    FIELDS = (Field("tool", TEXT, optional=True), Field("input", TEXT),
-              Field("call", TALLY), Field("event", TALLY, optional=True))
+    call: Tally
+    event: Tally | None
 
 
-@dataclasses.dataclass(frozen=True)
 class Activation(Record):
     """run.json's `activation` of an installed cell: did the agent load the skill, read
     from its CLI's own stream (true, false or "unknown" with the reason), with the call that
     did; a trigger query's also whether the runner ended it once decided."""
 
-    should_activate: bool | None  # None: recorded before negative cases existed
-    activated: bool | str
+    # None: recorded before negative cases existed
+    should_activate: bool | None = member(omit="none")
+    activated: _Activated
     signal: str | None = None
     reason: str | None = None
-    calls: int | None = None
+    calls: Tally | None = None
     evidence: ActivationEvidence | None = None
-    trigger: bool = False
+    trigger: bool = member(default=False, omit="empty")
     stopped: Stopped | None = None
 
-    FIELDS = (Field("should_activate", FLAG, optional=True, omit="none"),
-              Field("activated", _ACTIVATED),
-              *(Field(key, TEXT, optional=True, omit="none") for key in ("signal", "reason")),
-              Field("calls", TALLY, optional=True, omit="none"),
-              Field("evidence", ActivationEvidence, optional=True, omit="none"),
-              Field("trigger", FLAG, optional=True, default=False, omit="empty"),
-              Field("stopped", Stopped, optional=True, omit="none"))
 
-
-@dataclasses.dataclass(frozen=True)
 class RunActivation(Record):
     """A run's activation as benchmark.json lists it (the evidence stays in run.json)."""
 
-    activated: bool | str
+    activated: _Activated
     should_activate: bool | None
     signal: str | None
-    trigger: bool = False
+    trigger: bool = member(default=False, omit="empty")
     stopped: Stopped | None = None
 
-    FIELDS = (Field("activated", _ACTIVATED), Field("should_activate", FLAG, optional=True),
-              Field("signal", TEXT, optional=True),
-              Field("trigger", FLAG, optional=True, default=False, omit="empty"),
-              Field("stopped", Stopped, optional=True, omit="none"))
 
-
-@dataclasses.dataclass(frozen=True)
 class ProcessCounts(Record):
     """A run's process metrics, counted from its trace, or `absent` with why not."""
 
-    actions: int | None = None
-    commands: int | None = None
-    files_read: int | None = None
-    files_written: int | None = None
+    actions: Tally | None = None
+    commands: Tally | None = None
+    files_read: Tally | None = None
+    files_written: Tally | None = None
     absent: str | None = None
 
-    FIELDS = (*(Field(key, TALLY, optional=True, omit="none") for key in PROCESS_METRICS),
-              Field("absent", TEXT, optional=True, omit="none"))
 
-
-@dataclasses.dataclass(frozen=True)
 class Failure(Record):
     """Why a run failed or went ungraded: the stage (executor, grader, ...) and what happened."""
 
     stage: str
     detail: str
 
-    FIELDS = (Field("stage", TEXT), Field("detail", TEXT))
 
-
-@dataclasses.dataclass(frozen=True)
 class GraderCost(Record):
     """A run's `grader`: how many grader calls judged it and what they spent together, each
     total beside its metric (where it came from, or why it is absent; null: not reported)."""
 
-    calls: int
+    calls: Tally
     time_seconds: float | None
     tokens: float | None
     total_cost_usd: float | None
     metric_sources: dict[str, Metric | None]
 
-    FIELDS = (Field("calls", TALLY),
-              *(Field(key, NUMBER, optional=True)
-                for key in ("time_seconds", "tokens", "total_cost_usd")),
-              Field("metric_sources", MapOf(Metric, nullable=True)))
-
     def total(self, name: str) -> float | None:
         return cast("float | None", getattr(self, name))
 
 
-@dataclasses.dataclass(frozen=True)
 class RunResult(Record):
     """One run as benchmark.json lists it (`runs` or `unscored_runs`), in skill-creator's
     field names plus the runner's own. `expectations` are grading.json's verdicts as written;
     `checks` is None for a run without deterministic checks (the key is then left out)."""
 
-    eval_id: str | int
-    eval_name: Any
-    configuration: str
-    run_number: int
+    eval_id: _CaseId
+    eval_name: Any = member(optional=True)
+    configuration: _ConfigName
+    run_number: _RunNumber
     status: str
     scored: bool
     result: RunScore
-    expectations: tuple[Verdict, ...]
+    expectations: tuple[Verdict, ...] = member(optional=True, if_absent=())
     failure: Failure | None
     permission_denials: int | None
     skill_read: str | None
     activation: RunActivation | None
     metric_sources: dict[str, Metric | None] | None
-    files_sha256: dict[str, str] | None
+    files_sha256: dict[str, str] | None = member(kind=_HASHES)
     grader: GraderCost | None
     checks: _ChecksSummary | None = None
     # the executor's actions counted from its trace, or why not; None (the key left out)
     # for a run recorded before traces were kept
     process: ProcessCounts | None = None
-
-    FIELDS = (Field("eval_id", _CASE_ID), Field("eval_name", ANY, optional=True),
-              Field("configuration", _CONFIG_NAME), Field("run_number", _RUN_NUMBER),
-              Field("status", TEXT), Field("scored", FLAG), Field("result", RunScore),
-              Field("expectations", _VERDICTS, optional=True, default=()),
-              Field("failure", Failure, optional=True),
-              Field("permission_denials", INTEGER, optional=True),
-              Field("skill_read", TEXT, optional=True),
-              Field("activation", RunActivation, optional=True),
-              Field("metric_sources", MapOf(Metric, nullable=True), optional=True),
-              Field("files_sha256", _HASHES, optional=True),
-              Field("grader", GraderCost, optional=True),
-              Field("checks", _ChecksSummary, optional=True, omit="none"),
-              Field("process", ProcessCounts, optional=True, omit="none"))
 
     @property
     def label(self) -> str:
@@ -2480,33 +2179,24 @@ class RunResult(Record):
         return str(self.eval_id), self.configuration, self.run_number
 
 
-@dataclasses.dataclass(frozen=True)
 class SignFlipInterval(Record):
     """A fixed-sample test's interval: the sign-flip inversion, a delta's step, bounded?"""
 
     method: str
-    sign_flip: tuple[float, float]
+    sign_flip: tuple[float, float] = member(kind=_INTERVAL)
     step: float
     bounded: bool
 
-    FIELDS = (Field("method", TEXT), Field("sign_flip", _INTERVAL), Field("step", NUMBER),
-              Field("bounded", FLAG))
 
-
-@dataclasses.dataclass(frozen=True)
 class Multiplicity(Record):
     """Holm's step-down over the family of comparisons: the level this one was tested at."""
 
     method: str
-    comparisons: int
+    comparisons: Tally
     family_alpha: float
     alpha: float
 
-    FIELDS = (Field("method", TEXT), Field("comparisons", TALLY),
-              Field("family_alpha", NUMBER), Field("alpha", NUMBER))
 
-
-@dataclasses.dataclass(frozen=True)
 class SignFlipTest(Record):
     """A comparison's `test`: the fixed-sample sign-flip test (with its interval, and Holm's
     level among several baselines), an adaptive run's last look (`look` of `looks`), or a
@@ -2514,29 +2204,16 @@ class SignFlipTest(Record):
 
     method: str
     alpha: float | None = None  # None: a shard's wave
-    p_value: float | None = None
-    exact: bool | None = None
-    sign_patterns: int | None = None
-    seed: int | None = None
-    look: int | None = None
+    p_value: float | None = member(default=None, omit=lambda t: t.alpha is None)
+    exact: bool | None = member(default=None, omit=lambda t: t.alpha is None)
+    sign_patterns: int | None = member(default=None, omit=lambda t: t.alpha is None)
+    seed: int | None = member(default=None, omit=lambda t: t.alpha is None)
+    look: int | None = member(default=None, omit=lambda t: t.look is None and t.alpha is not None)
     looks: int | None = None
     interval: SignFlipInterval | None = None  # the fixed-sample test's
     multiplicity: Multiplicity | None = None
 
-    FIELDS = (Field("method", TEXT),
-              Field("alpha", NUMBER, optional=True, omit="none"),
-              Field("p_value", NUMBER, optional=True, omit=lambda t: t.alpha is None),
-              Field("exact", FLAG, optional=True, omit=lambda t: t.alpha is None),
-              *(Field(key, INTEGER, optional=True, omit=lambda t: t.alpha is None)
-                for key in ("sign_patterns", "seed")),
-              Field("look", INTEGER, optional=True,
-                    omit=lambda t: t.look is None and t.alpha is not None),
-              Field("looks", INTEGER, optional=True, omit="none"),
-              Field("interval", SignFlipInterval, optional=True, omit="none"),
-              Field("multiplicity", Multiplicity, optional=True, omit="none"))
 
-
-@dataclasses.dataclass(frozen=True)
 class PowerTarget(Record):
     """The evals, or runs per eval, one target effect needs (None: `runs_note` says why)."""
 
@@ -2546,34 +2223,23 @@ class PowerTarget(Record):
     runs_needed: int | None
     runs_note: str
 
-    FIELDS = (Field("label", TEXT), Field("delta", NUMBER),
-              *(Field(key, INTEGER, optional=True) for key in ("evals_needed", "runs_needed")),
-              Field("runs_note", TEXT))
 
-
-@dataclasses.dataclass(frozen=True)
 class PowerForecast(Record):
     """A comparison's `power`: the MDE at `evals` evals (or why none) and each target's need."""
 
     method: str
     alpha: float
     power: float
-    paired_evals: int
-    evals: int | None  # None: a forecast written before it named the evals it was for
+    paired_evals: Tally
+    # None: a forecast written before it named the evals it was for
+    evals: Tally | None = member(omit="none")
     sd_per_eval_delta: float | None
     max_effect: float | None
     mde: float | None
     reason: str | None
     targets: tuple[PowerTarget, ...]
 
-    FIELDS = (Field("method", TEXT), Field("alpha", NUMBER), Field("power", NUMBER),
-              Field("paired_evals", TALLY), Field("evals", TALLY, optional=True, omit="none"),
-              *(Field(key, NUMBER, optional=True)
-                for key in ("sd_per_eval_delta", "max_effect", "mde")),
-              Field("reason", TEXT, optional=True), Field("targets", ListOf(PowerTarget)))
 
-
-@dataclasses.dataclass(frozen=True)
 class Comparison(Record):
     """The candidate against one baseline (an entry of `comparisons`): the paired sign-flip
     test over the evals, its verdict and the power forecast. Without a candidate it is the
@@ -2583,33 +2249,24 @@ class Comparison(Record):
     paired_evals: int
     min_paired_evals: int | None
     mean_delta: float | None
-    ci95: tuple[float, float] | None
+    ci95: tuple[float, float] | None = member(kind=_INTERVAL)
     test: SignFlipTest | None
     wins: int
     ties: int
     losses: int
     verdict: str  # "improved", "regressed" or "inconclusive"
     verdict_reason: str
-    candidate: str | None = None
-    baseline: str | None = None
-    power: PowerForecast | None = None
+    candidate: str | None = member(default=None, omit=lambda c: c.candidate is None, first=True)
+    baseline: str | None = member(default=None, omit=lambda c: c.candidate is None,
+                                  after="candidate")
+    power: PowerForecast | None = member(
+        default=None, omit=lambda c: c.candidate is None, after="interval_level")
     interval_level: float | None = None  # an adaptive run's: the last look's, not 95%
-
-    FIELDS = (*(Field(key, TEXT, optional=True, omit=lambda c: c.candidate is None)
-                for key in ("candidate", "baseline")),
-              Field("paired_evals", INTEGER), Field("min_paired_evals", INTEGER, optional=True),
-              Field("mean_delta", NUMBER, optional=True),
-              Field("ci95", _INTERVAL, optional=True), Field("test", SignFlipTest, optional=True),
-              *(Field(key, INTEGER) for key in ("wins", "ties", "losses")),
-              Field("verdict", TEXT), Field("verdict_reason", TEXT),
-              Field("interval_level", NUMBER, optional=True, omit="none"),
-              Field("power", PowerForecast, optional=True, omit=lambda c: c.candidate is None))
 
     def as_paired(self) -> Comparison:
         return dataclasses.replace(self, candidate=None, baseline=None, power=None)
 
 
-@dataclasses.dataclass(frozen=True)
 class SanityFlag(Record):
     """One sanity flag: severity, kind, message, and where it points (eval_id, configuration,
     run_number, assertion_id, config, ... in the order given)."""
@@ -2617,10 +2274,7 @@ class SanityFlag(Record):
     severity: str
     kind: str
     message: str
-    where: tuple[tuple[str, Any], ...] = ()
-
-    FIELDS = (Field("severity", TEXT), Field("kind", TEXT), Field("message", TEXT),
-              Field("where", Pairs(), rest=True))
+    where: tuple[tuple[str, Any], ...] = member(default=(), kind=Pairs(), optional=False, rest=True)
 
     def place(self, key: str) -> Any:
         """The value of one of the flag's places; None when it names no such place."""
@@ -2630,15 +2284,11 @@ class SanityFlag(Record):
         return any(name == key for name, _ in self.where)
 
 
-@dataclasses.dataclass(frozen=True)
 class SanityChecks(Record):
     status: str  # "OK" or "REVIEW REQUIRED"
     flags: tuple[SanityFlag, ...]
 
-    FIELDS = (Field("status", TEXT), Field("flags", ListOf(SanityFlag)))
 
-
-@dataclasses.dataclass(frozen=True)
 class EvalConfigRates(Record):
     """One config's runs of one eval (per_eval[].configs.<config>): the pass rate of each
     scored run, the status of every run, their mean and how many were scored."""
@@ -2648,25 +2298,17 @@ class EvalConfigRates(Record):
     mean_pass_rate: float | None
     scored_runs: int
 
-    FIELDS = (Field("pass_rates", ListOf(NUMBER)), Field("statuses", _TEXTS),
-              Field("mean_pass_rate", NUMBER, optional=True), Field("scored_runs", INTEGER))
 
-
-@dataclasses.dataclass(frozen=True)
 class PerEval(Record):
     """One eval's row of benchmark.json's per_eval: its configs' rates, and the candidate's
     delta against the first baseline (`deltas`, against every baseline, only with three or
     more configs; the key is then written, else left out)."""
 
-    eval_id: str | int
-    eval_name: Any
+    eval_id: _CaseId
+    eval_name: Any = member(optional=True)
     configs: dict[str, EvalConfigRates]
     delta: float | None
     deltas: dict[str, float | None] | None = None
-
-    FIELDS = (Field("eval_id", _CASE_ID), Field("eval_name", ANY, optional=True),
-              Field("configs", MapOf(EvalConfigRates)), Field("delta", NUMBER, optional=True),
-              Field("deltas", MapOf(NUMBER, nullable=True), optional=True, omit="none"))
 
     def delta_against(self, configs: list[str] | tuple[str, ...],
                       baseline: str) -> float | None:
@@ -2676,7 +2318,6 @@ class PerEval(Record):
         return (self.deltas or {}).get(baseline)
 
 
-@dataclasses.dataclass(frozen=True)
 class SummaryDelta(Record):
     """run_summary.delta: the candidate's mean minus the first baseline's, as signed text."""
 
@@ -2684,11 +2325,7 @@ class SummaryDelta(Record):
     time_seconds: str | None
     tokens: str | None
 
-    FIELDS = tuple(Field(key, TEXT, optional=True)
-                   for key in ("pass_rate", "time_seconds", "tokens"))
 
-
-@dataclasses.dataclass(frozen=True)
 class PooledComparison(Record):
     """benchmark.json's `comparison`: the candidate's and the first baseline's pass rates
     pooled over scored runs, and their difference (no baseline with one config)."""
@@ -2699,12 +2336,7 @@ class PooledComparison(Record):
     baseline_pass_rate: float | None
     delta: float | None
 
-    FIELDS = (Field("candidate", TEXT), Field("baseline", TEXT, optional=True),
-              *(Field(key, NUMBER, optional=True)
-                for key in ("candidate_pass_rate", "baseline_pass_rate", "delta")))
 
-
-@dataclasses.dataclass(frozen=True)
 class Agreement(Record):
     """count, agreed, agreement rate and Cohen's kappa of (judge, check) verdicts."""
 
@@ -2713,41 +2345,27 @@ class Agreement(Record):
     agreement: float | None
     kappa: Metric
 
-    FIELDS = (Field("count", INTEGER), Field("agreed", INTEGER),
-              Field("agreement", NUMBER, optional=True), Field("kappa", Metric))
 
-
-@dataclasses.dataclass(frozen=True)
 class Disagreement(Record):
     """A cell where the judge and the paired check gave different verdicts."""
 
-    eval_id: str | int
-    configuration: str
-    run_number: int
+    eval_id: _CaseId
+    configuration: _ConfigName
+    run_number: _RunNumber
     judge_passed: bool
     check_passed: bool
 
-    FIELDS = (Field("eval_id", _CASE_ID), Field("configuration", _CONFIG_NAME),
-              Field("run_number", _RUN_NUMBER),
-              *(Field(key, FLAG) for key in ("judge_passed", "check_passed")))
 
-
-@dataclasses.dataclass(frozen=True)
 class PairAgreement(Record):
     """One (assertion, check) pair of judge_vs_checks; eval_id None: a common assertion."""
 
-    eval_id: str | int | None
+    eval_id: _CaseId | None
     assertion: str
     check: str
     disagreements: tuple[Disagreement, ...]
-    votes: Agreement
-
-    FIELDS = (Field("eval_id", _CASE_ID, optional=True), Field("assertion", TEXT),
-              Field("check", TEXT), Field("disagreements", ListOf(Disagreement)),
-              Field("votes", Agreement, inline="count"))
+    votes: Agreement = member(inline="count")
 
 
-@dataclasses.dataclass(frozen=True)
 class JudgeVsChecks(Record):
     """benchmark.json's judge_vs_checks: how often the judge agreed with the check that
     decides the same fact, overall and per pair, and the disagreement share that flags."""
@@ -2757,50 +2375,33 @@ class JudgeVsChecks(Record):
     per_pair: tuple[PairAgreement, ...]
     max_disagreement: float
 
-    FIELDS = (Field("pairs", INTEGER), Field("overall", Agreement),
-              Field("per_pair", ListOf(PairAgreement)), Field("max_disagreement", NUMBER))
 
-
-@dataclasses.dataclass(frozen=True)
 class Share(Record):
     """How often the skill activated among the runs whose stream could tell ("unknown" ones
     counted apart), with Wilson's 95% interval over `interval_unit` (evals or runs)."""
 
-    activated: int
-    runs: int
-    unknown: int
+    activated: Tally
+    runs: Tally
+    unknown: Tally
     rate: float | None
-    evals: int | None  # None, and the unit: written before evals were the trials
-    interval_unit: str | None
-    interval_95: tuple[float, float] | None
-
-    FIELDS = (*(Field(key, TALLY) for key in ("activated", "runs", "unknown")),
-              Field("rate", NUMBER, optional=True),
-              Field("evals", TALLY, optional=True, omit="none"),
-              Field("interval_unit", TEXT, optional=True, omit="none"),
-              Field("interval_95", _INTERVAL, optional=True))
+    # None, and the unit: written before evals were the trials
+    evals: Tally | None = member(omit="none")
+    interval_unit: str | None = member(omit="none")
+    interval_95: tuple[float, float] | None = member(kind=_INTERVAL)
 
 
-@dataclasses.dataclass(frozen=True)
 class UnitShare(Record):
     """One eval's (or trigger query's) row: whether the skill should activate, and did."""
 
-    eval_id: str | int
-    expected: bool | None
-    share: Share
-
-    FIELDS = (Field("eval_id", _CASE_ID),
-              Field("expected", FLAG, optional=True, key="should_activate"),
-              Field("share", Share, inline="activated"))
+    eval_id: _CaseId
+    expected: bool | None = member(key="should_activate")
+    share: Share = member(inline="activated")
 
 
 class QueryShare(UnitShare):
-    FIELDS = (Field("eval_id", _CASE_ID),
-              Field("expected", FLAG, optional=True, key="should_trigger"),
-              Field("share", Share, inline="activated"))
+    expected: bool | None = member(key="should_trigger")
 
 
-@dataclasses.dataclass(frozen=True)
 class ArmActivation(Record):
     """benchmark.json's activation.<installed arm>: activation on cases the skill is for,
     false activation on the others, and the pass rate of runs that did and did not load it."""
@@ -2809,50 +2410,34 @@ class ArmActivation(Record):
     false_activation: Share
     pass_rate_activated: Stats
     pass_rate_not_activated: Stats
-    executor_not_run: int
+    executor_not_run: Tally
     per_eval: tuple[UnitShare, ...]
 
-    FIELDS = (Field("activation", Share), Field("false_activation", Share),
-              Field("pass_rate_activated", Stats), Field("pass_rate_not_activated", Stats),
-              Field("executor_not_run", TALLY), Field("per_eval", ListOf(UnitShare)))
 
-
-@dataclasses.dataclass(frozen=True)
 class StoppedAtDecision(Record):
     """The trigger queries' executors ended once decided: how many, for how long in all, and
     the tokens their CLI reported before it was ended."""
 
-    runs: int
-    of: int
+    runs: Tally
+    of: Tally
     executor_seconds: float | None
     tokens: float | None
-    tokens_captured_runs: int
-
-    FIELDS = (Field("runs", TALLY), Field("of", TALLY),
-              *(Field(key, NUMBER, optional=True) for key in ("executor_seconds", "tokens")),
-              Field("tokens_captured_runs", TALLY))
+    tokens_captured_runs: Tally
 
 
-@dataclasses.dataclass(frozen=True)
 class TriggerArm(Record):
     """benchmark.json's trigger.<installed arm>: a trigger set's recall and false activations,
     the queries as trials, the runs that failed before deciding, the executors stopped."""
 
     agent: str | None
-    queries: int
+    queries: Tally
     recall: Share
     false_activation: Share
-    failed_runs: int
+    failed_runs: Tally
     stopped_at_decision: StoppedAtDecision
-    per_query: tuple[UnitShare, ...]
-
-    FIELDS = (Field("agent", TEXT, optional=True), Field("queries", TALLY),
-              Field("recall", Share), Field("false_activation", Share),
-              Field("failed_runs", TALLY), Field("stopped_at_decision", StoppedAtDecision),
-              Field("per_query", ListOf(QueryShare)))
+    per_query: tuple[UnitShare, ...] = member(kind=ListOf(QueryShare))
 
 
-@dataclasses.dataclass(frozen=True)
 class ProcessArm(Record):
     """process.per_config.<config>: each count's spread over the runs counted, and why the
     others were not."""
@@ -2861,41 +2446,28 @@ class ProcessArm(Record):
     commands: Stats
     files_read: Stats
     files_written: Stats
-    runs_counted: int
-    runs_not_counted: int
+    runs_counted: Tally
+    runs_not_counted: Tally
     not_counted_because: tuple[str, ...]
 
-    FIELDS = (*(Field(key, Stats) for key in PROCESS_METRICS),
-              *(Field(key, TALLY) for key in ("runs_counted", "runs_not_counted")),
-              Field("not_counted_because", _TEXTS))
 
-
-@dataclasses.dataclass(frozen=True)
 class ProcessComparison(Record):
     """One count, candidate against baseline: the evals' deltas of mean counts and the
     sign-flip test of their mean (an interval from MIN_PAIRED_EVALS evals, else why not)."""
 
-    candidate: str
-    baseline: str
+    candidate: _ConfigName
+    baseline: _ConfigName
     metric: str
-    paired_evals: int
+    paired_evals: Tally
     mean_delta: float | None
-    fewer: int
-    same: int
-    more: int
-    p_value: float | None = None
-    ci95: tuple[float, float] | None = None
+    fewer: Tally
+    same: Tally
+    more: Tally
+    p_value: float | None = member(default=None, omit="never")
+    ci95: tuple[float, float] | None = member(default=None, kind=_INTERVAL, omit="never")
     ci95_absent: str | None = None
 
-    FIELDS = (*(Field(key, _CONFIG_NAME) for key in ("candidate", "baseline")),
-              Field("metric", TEXT), Field("paired_evals", TALLY),
-              Field("mean_delta", NUMBER, optional=True),
-              *(Field(key, TALLY) for key in ("fewer", "same", "more")),
-              Field("p_value", NUMBER, optional=True), Field("ci95", _INTERVAL, optional=True),
-              Field("ci95_absent", TEXT, optional=True, omit="none"))
 
-
-@dataclasses.dataclass(frozen=True)
 class ProcessSummary(Record):
     """benchmark.json's `process`: the executor's actions per config and, per baseline and
     count, the paired comparison over the evals."""
@@ -2905,65 +2477,43 @@ class ProcessSummary(Record):
     per_config: dict[str, ProcessArm]
     comparisons: tuple[ProcessComparison, ...]
 
-    FIELDS = (Field("note", TEXT), Field("metrics", _TEXTS),
-              Field("per_config", MapOf(ProcessArm)),
-              Field("comparisons", ListOf(ProcessComparison)))
 
-
-@dataclasses.dataclass(frozen=True)
 class AssertionRate(Record):
     """One config's verdicts on a per-assertion row: passed of graded, rate and 95% interval."""
 
-    passed: int
-    graded: int
+    passed: Tally
+    graded: Tally
     pass_rate: float | None
-    interval_95: tuple[float, float] | None = None
-
-    FIELDS = (Field("passed", TALLY), Field("graded", TALLY),
-              Field("pass_rate", NUMBER, optional=True),
-              Field("interval_95", _INTERVAL, optional=True,
-                    omit=lambda r: r.interval_95 is None and r.graded))
+    interval_95: tuple[float, float] | None = member(
+        default=None, kind=_INTERVAL, omit=lambda r: r.interval_95 is None and r.graded)
 
 
-@dataclasses.dataclass(frozen=True)
 class AssertionRow(Record):
     """A row of benchmark.json's per_assertion: one assertion's rates per config and the
     candidate's gain against each baseline, with its interval (None: a benchmark written
     before intervals). `eval_id` None: a common assertion, pooled across evals."""
 
     scope: str  # "common" or "eval"
-    eval_id: str | int | None
+    eval_id: _CaseId | None
     assertion_id: int
     text: str
-    kind: str | None  # "check": a deterministic check's row
+    kind: str | None = member(omit="none")  # "check": a deterministic check's row
     configs: dict[str, AssertionRate]
     gains: dict[str, float | None]
-    gain_intervals_95: dict[str, tuple[float, float] | None] | None
+    gain_intervals_95: dict[str, tuple[float, float] | None] | None = member(
+        kind=MapOf(_INTERVAL, nullable=True), omit="none")
     non_discriminating: bool
 
-    FIELDS = (Field("scope", TEXT), Field("eval_id", _CASE_ID, optional=True),
-              Field("assertion_id", INTEGER), Field("text", TEXT),
-              Field("kind", TEXT, optional=True, omit="none"),
-              Field("configs", MapOf(AssertionRate)),
-              Field("gains", MapOf(NUMBER, nullable=True)),
-              Field("gain_intervals_95", MapOf(_INTERVAL, nullable=True), optional=True,
-                    omit="none"),
-              Field("non_discriminating", FLAG))
 
-
-@dataclasses.dataclass(frozen=True)
 class PassHatK(Record):
     """pass^k of one config: the share of evals whose k runs all passed everything, over the
     evals without an unscored run. Older benchmarks wrote the share alone (a number)."""
 
     rate: float | None
-    k: int
-    evals: int
-    evals_left_out: int
+    k: Tally
+    evals: Tally
+    evals_left_out: Tally
     expected = "a config's pass^k"  # what a member of pass_hat_k must be, named by config
-
-    FIELDS = (Field("rate", NUMBER, optional=True),
-              *(Field(key, TALLY) for key in ("k", "evals", "evals_left_out")))
 
     @classmethod
     def read(cls, value: Any, cursor: Cursor) -> Any:
@@ -2975,48 +2525,33 @@ class PassHatK(Record):
         return value if _is_number(value) else write_record(value)
 
 
-@dataclasses.dataclass(frozen=True)
 class JudgeConfigCost(Record):
     """What grading one config's judged runs cost: per judged run, all its grader calls."""
 
-    judged_runs: int
-    grader_calls: int
+    judged_runs: Tally
+    grader_calls: Tally
     time_seconds: Stats
     tokens: Stats
     total_cost_usd: Stats
 
-    FIELDS = (Field("judged_runs", TALLY), Field("grader_calls", TALLY),
-              *(Field(key, Stats) for key in ("time_seconds", "tokens", "total_cost_usd")))
 
-
-@dataclasses.dataclass(frozen=True)
 class JudgeCostTotal(Record):
     """Every grader call together; a sum is None when a judged run did not capture it."""
 
-    grader_calls: int
+    grader_calls: Tally
     time_seconds: float | None
     tokens: float | None
     total_cost_usd: float | None
 
-    FIELDS = (Field("grader_calls", TALLY),
-              *(Field(key, NUMBER, optional=True)
-                for key in ("time_seconds", "tokens", "total_cost_usd")))
 
-
-@dataclasses.dataclass(frozen=True)
 class JudgeCost(Record):
     """judge.cost: per config (members named by config), the total, why a metric is absent."""
 
-    per_config: dict[str, JudgeConfigCost]
+    per_config: dict[str, JudgeConfigCost] = member(rest=True)
     total: JudgeCostTotal
     absent_reasons: dict[str, str | None]
 
-    FIELDS = (Field("per_config", MapOf(JudgeConfigCost), rest=True),
-              Field("total", JudgeCostTotal),
-              Field("absent_reasons", MapOf(TEXT, nullable=True)))
 
-
-@dataclasses.dataclass(frozen=True)
 class FleissKappa(Record):
     """Fleiss' kappa of the graders' votes, or absent with the reason it is undefined."""
 
@@ -3026,73 +2561,46 @@ class FleissKappa(Record):
     chance_agreement: float | None = None
     method: str | None = None
 
-    FIELDS = (Field("value", NUMBER, optional=True),
-              Field("absent_reason", TEXT, optional=True, omit="none"),
-              *(Field(key, NUMBER, optional=True, omit="none")
-                for key in ("observed_agreement", "chance_agreement")),
-              Field("method", TEXT, optional=True, omit="none"))
 
-
-@dataclasses.dataclass(frozen=True)
 class VoteAgreement(Record):
     """How K graders' votes agreed over some items (assertion verdicts of scored runs)."""
 
-    items: int
+    items: Tally
     unanimous_share: float | None
-    split_items: int
-    ties: int
+    split_items: Tally
+    ties: Tally
     kappa: FleissKappa
 
-    FIELDS = (Field("items", TALLY), Field("unanimous_share", NUMBER, optional=True),
-              Field("split_items", TALLY), Field("ties", TALLY), Field("kappa", FleissKappa))
 
-
-@dataclasses.dataclass(frozen=True)
 class AssertionVotes(Record):
     """The graders' agreement on one assertion of one eval; unstable when they split often."""
 
-    eval_id: str | int
+    eval_id: _CaseId
     assertion_id: int
     text: str
-    votes: VoteAgreement
+    votes: VoteAgreement = member(inline="items")
     split_share: float
     judge_unstable: bool
 
-    FIELDS = (Field("eval_id", _CASE_ID), Field("assertion_id", INTEGER), Field("text", TEXT),
-              Field("votes", VoteAgreement, inline="items"), Field("split_share", NUMBER),
-              Field("judge_unstable", FLAG))
 
-
-@dataclasses.dataclass(frozen=True)
 class JudgeAgreement(Record):
-    grader_runs: int
+    grader_runs: Count
     overall: VoteAgreement
     per_assertion: tuple[AssertionVotes, ...]
     unstable_threshold: float
 
-    FIELDS = (Field("grader_runs", COUNT), Field("overall", VoteAgreement),
-              Field("per_assertion", ListOf(AssertionVotes)),
-              Field("unstable_threshold", NUMBER))
 
-
-@dataclasses.dataclass(frozen=True)
 class VarianceCell(Record):
     """One eval and config's split of the pass rate's variance between judge and executor."""
 
-    eval_id: str | int
-    configuration: str
-    runs: int
+    eval_id: _CaseId
+    configuration: _ConfigName
+    runs: Tally
     judge_variance: float
     executor_variance: float
     judge_share: float | None
 
-    FIELDS = (Field("eval_id", _CASE_ID), Field("configuration", _CONFIG_NAME),
-              Field("runs", TALLY),
-              *(Field(key, NUMBER) for key in ("judge_variance", "executor_variance")),
-              Field("judge_share", NUMBER, optional=True))
 
-
-@dataclasses.dataclass(frozen=True)
 class JudgeVariance(Record):
     """The judge's share of the pass rate's variance (`value`), or absent with the reason."""
 
@@ -3100,103 +2608,69 @@ class JudgeVariance(Record):
     absent_reason: str | None = None
     judge_variance: float | None = None
     executor_variance: float | None = None
-    cells: int | None = None
+    cells: Tally | None = None
     per_eval: tuple[VarianceCell, ...] | None = None
     method: str | None = None
 
-    FIELDS = (Field("value", NUMBER, optional=True),
-              Field("absent_reason", TEXT, optional=True, omit="none"),
-              *(Field(key, NUMBER, optional=True, omit="none")
-                for key in ("judge_variance", "executor_variance")),
-              Field("cells", TALLY, optional=True, omit="none"),
-              Field("per_eval", ListOf(VarianceCell), optional=True, omit="none"),
-              Field("method", TEXT, optional=True, omit="none"))
 
-
-@dataclasses.dataclass(frozen=True)
 class JudgeSummary(Record):
     """benchmark.json's judge: K graders per output, their cost, agreement and variance share."""
 
-    grader_runs: int
+    grader_runs: Count
     cost: JudgeCost
     agreement: JudgeAgreement
     variance: JudgeVariance
 
-    FIELDS = (Field("grader_runs", COUNT), Field("cost", JudgeCost),
-              Field("agreement", JudgeAgreement), Field("variance", JudgeVariance))
 
-
-@dataclasses.dataclass(frozen=True)
 class ResultsCheck(Record):
     """results_check: the run files hashed again (and the benchmark worked out again from them),
     by whom, and the first CHANGES_SHOWN of what differed."""
 
     checked_by: str
-    files: int
-    changed_count: int
+    files: Tally
+    changed_count: Tally
     changed: tuple[FileChange, ...]
-    unverifiable_runs: int
+    unverifiable_runs: Tally
     seconds: float
 
-    FIELDS = (Field("checked_by", TEXT), Field("files", TALLY),
-              Field("changed_count", TALLY), Field("changed", ListOf(FileChange)),
-              Field("unverifiable_runs", TALLY), Field("seconds", NUMBER))
 
-
-@dataclasses.dataclass(frozen=True)
 class Benchmark(Record):
     """benchmark.json: what aggregate() returns, write_benchmark writes and every report
     renders. Its blocks are the records above; only the metadata is JSON as written."""
 
     metadata: Metadata
     runs: tuple[RunResult, ...]  # scored: skill-creator averages every entry
-    unscored_runs: tuple[RunResult, ...]
-    run_summary: dict[str, ConfigSummary]
-    summary_delta: SummaryDelta | None  # run_summary.delta: candidate minus first baseline
+    unscored_runs: tuple[RunResult, ...] = member(
+        optional=True, if_absent=(), after="sanity_checks")
+    run_summary: dict[str, ConfigSummary] = member(kind=MapOf(ConfigSummary, besides=("delta",)))
+    # run_summary.delta: candidate minus first baseline
+    summary_delta: SummaryDelta | None = member(omit="none", key="delta", within="run_summary")
     scored_run_count: int
     error_run_count: int
-    sanity_checks: SanityChecks
-    comparison: PooledComparison
-    status_counts: dict[str, int] | None = None
-    comparisons: tuple[Comparison, ...] | None = None  # None: written before there were any
-    per_assertion: tuple[AssertionRow, ...] | None = None
-    pass_hat_k: dict[str, PassHatK | float | None] | None = None  # None: one run per eval
-    per_eval: tuple[PerEval, ...] = ()
-    judge: JudgeSummary | None = None
-    judge_vs_checks: JudgeVsChecks | None = None
-    activation: dict[str, ArmActivation] | None = None
-    trigger: dict[str, TriggerArm] | None = None  # a trigger set's recall and false activations
+    sanity_checks: SanityChecks = member(after="paired")
+    comparison: PooledComparison = member(after="status_counts")
+    status_counts: dict[str, int] | None = member(default=None, omit="never")
+    # None: written before there were any
+    comparisons: tuple[Comparison, ...] | None = member(
+        default=None, kind=ListOf(Requiring(Comparison, ("candidate", "baseline"))), omit="never")
+    per_assertion: tuple[AssertionRow, ...] | None = member(default=None, omit="never")
+    # None: one run per eval
+    pass_hat_k: dict[str, PassHatK | float | None] | None = member(
+        default=None, kind=MapOf(PassHatK, nullable=True, names=_is_config_name), omit="never")
+    per_eval: tuple[PerEval, ...] = member(default=(), optional=False)
+    judge: JudgeSummary | None = member(default=None, omit="never")
+    judge_vs_checks: JudgeVsChecks | None = member(default=None, omit="never")
+    activation: dict[str, ArmActivation] | None = member(default=None, omit="never")
+    # a trigger set's recall and false activations
+    trigger: dict[str, TriggerArm] | None = member(default=None, after="adaptive")
     # the executor's actions per config and paired per eval, from the traces (never mixed
     # into the metrics its CLI reported); None: no run had a trace
     process: ProcessSummary | None = None
-    notes: tuple[str, ...] | None = None  # skill-creator's analyst notes; the runner's: none
-    paired: Comparison | None = None
-    results_check: ResultsCheck | None = None
+    # skill-creator's analyst notes; the runner's: none
+    notes: tuple[str, ...] | None = member(default=None, omit="never")
+    paired: Comparison | None = member(default=None, omit="never")
+    results_check: ResultsCheck | None = member(default=None, after="trigger")
     adaptive: Adaptive | None = None  # --adaptive: the waves, their looks, the saving
-
-    FIELDS = (Field("metadata", Metadata), Field("runs", ListOf(RunResult)),
-              Field("run_summary", MapOf(ConfigSummary, besides=("delta",))),
-              Field("summary_delta", SummaryDelta, optional=True, omit="none", key="delta",
-                    within="run_summary"),
-              Field("scored_run_count", INTEGER), Field("error_run_count", INTEGER),
-              Field("status_counts", MapOf(INTEGER), optional=True),
-              Field("comparison", PooledComparison),
-              Field("comparisons", ListOf(Requiring(Comparison, ("candidate", "baseline"))),
-                    optional=True),
-              Field("per_assertion", ListOf(AssertionRow), optional=True),
-              Field("pass_hat_k", MapOf(PassHatK, nullable=True, names=_is_config_name),
-                    optional=True),
-              Field("per_eval", ListOf(PerEval)), Field("judge", JudgeSummary, optional=True),
-              Field("judge_vs_checks", JudgeVsChecks, optional=True),
-              Field("activation", MapOf(ArmActivation), optional=True),
-              Field("process", ProcessSummary, optional=True, omit="none"),
-              Field("notes", _TEXTS, optional=True),
-              Field("paired", Comparison, optional=True),
-              Field("sanity_checks", SanityChecks),
-              Field("unscored_runs", ListOf(RunResult), optional=True, default=()),
-              Field("adaptive", Adaptive, optional=True, omit="none"),
-              Field("trigger", MapOf(TriggerArm), optional=True, omit="none"),
-              Field("results_check", ResultsCheck, optional=True, omit="none"))
 
     def _check(self, cursor: Cursor) -> None:
         configs = self.metadata.configs
@@ -3227,27 +2701,19 @@ class Benchmark(Record):
         return (*self.runs, *self.unscored_runs)
 
 
-@dataclasses.dataclass(frozen=True)
 class WrittenArtifact(Record):
     """The file the case asked the executor to write: read (its path, size, how much of it is
     shown, whether that was cut and whether it was valid UTF-8) or not, and why not."""
 
     captured: bool
     reason: str | None = None
-    path: str = ""
-    bytes: int = 0
-    chars_shown: int = 0
-    truncated: bool = False
-    valid_utf8: bool = True
-
-    FIELDS = (Field("captured", FLAG), Field("reason", TEXT, optional=True, omit="none"),
-              *(Field(key, kind, optional=True, default=default, omit=lambda a: not a.captured)
-                for key, kind, default in (("path", TEXT, ""), ("bytes", TALLY, 0),
-                                           ("chars_shown", TALLY, 0), ("truncated", FLAG, False),
-                                           ("valid_utf8", FLAG, True))))
+    path: str = member(default="", omit=lambda a: not a.captured)
+    bytes: Tally = member(default=0, omit=lambda a: not a.captured)
+    chars_shown: Tally = member(default=0, omit=lambda a: not a.captured)
+    truncated: bool = member(default=False, omit=lambda a: not a.captured)
+    valid_utf8: bool = member(default=True, omit=lambda a: not a.captured)
 
 
-@dataclasses.dataclass(frozen=True)
 class RegradedFrom(Record):
     """The run whose recorded answer a re-graded run graded, and when its executor ran."""
 
@@ -3256,13 +2722,8 @@ class RegradedFrom(Record):
     executor_started_at: str | None
     executor_finished_at: str | None
 
-    FIELDS = (Field("run_dir", TEXT), Field("status", TEXT),
-              *(Field(key, TEXT, optional=True)
-                for key in ("executor_started_at", "executor_finished_at")))
 
-
-@dataclasses.dataclass
-class RunRecord(Record):
+class RunRecord(Record, frozen=False):
     """What one cell left, filled in while it runs: run.json's fields, plus its grading and
     metrics (files of their own). The processes, the grader calls, the grading, the sandbox,
     the changes, the checks, the skill read and the conversation are the records above; the
@@ -3270,61 +2731,47 @@ class RunRecord(Record):
     JSON documents written as they are (their shapes are in README.md), and the metrics are
     checked as Metric records when written."""
 
-    eval_id: str | int
-    eval_name: str
-    configuration: str
+    eval_id: _CaseId
+    eval_name: str = member(optional=True)
+    configuration: _ConfigName
     run_number: int
-    status: str = STATUS_OK
-    failure: Failure | None = None  # why it failed or went ungraded
-    executor: ProcessCall | None = None  # the process: argv, cwd, exit code, duration, ...
-    grader: ProcessCall | None = None  # the last grader process
-    sandbox: SandboxRecord | None = None
-    changes: SandboxChanges | None = None  # what the executor added, modified or deleted
+    status: str = member(default=STATUS_OK, optional=False)
+    failure: Failure | None = member(default=None, omit="never")  # why it failed or went ungraded
+    # the process: argv, cwd, exit code, duration, ...
+    executor: ProcessCall | None = member(default=None, omit="never")
+    grader: ProcessCall | None = member(default=None, omit="never")  # the last grader process
+    sandbox: SandboxRecord | None = member(default=None, omit="never")
+    # what the executor added, modified or deleted
+    changes: SandboxChanges | None = member(default=None, omit="never")
     written_artifact: WrittenArtifact = WrittenArtifact(False)
-    metrics: dict[str, Metric] | None = None  # executor-only; captured or absent
-    grading: Grading | None = None  # verdicts per assertion, once graded
-    grader_metrics: dict[str, Metric] | None = None  # all grader calls together
-    grader_calls: list[GraderCall] | None = None  # one entry per grader process
-    checks: ChecksRun | None = None  # the deterministic checks' results, time, protection
-    regraded_from: RegradedFrom | None = None  # the run whose recorded answer was graded
-    permission_denials: list[Any] = dataclasses.field(default_factory=list)  # as the CLI said
-    skill_read: SkillRead | None = None
+    # executor-only; captured or absent
+    metrics: dict[str, Metric] | None = member(default=None, json=False)
+    grading: Grading | None = member(default=None, json=False)  # the verdicts, once graded
+    # all grader calls together
+    grader_metrics: dict[str, Metric] | None = member(default=None, omit="never")
+    # one entry per grader process
+    grader_calls: list[GraderCall] | None = member(default=None, omit="never")
+    # the deterministic checks' results, time, protection
+    checks: ChecksRun | None = member(default=None, omit="never")
+    # the run whose recorded answer was graded
+    regraded_from: RegradedFrom | None = member(default=None, omit="never")
+    # as the CLI said
+    permission_denials: list[Any] = member(factory=list, kind=ListOf(CLI_JSON, load=list))
+    skill_read: SkillRead | None = member(default=None, omit="never")
     # installed cells: did the agent load the skill, by its CLI's own stream
-    activation: Activation | None = None
+    activation: Activation | None = member(default=None, omit="never")
     # the executor's actions counted (Trace.summary; trace.json holds them), or why not
-    trace: TraceSummary | None = None
+    trace: TraceSummary | None = member(default=None, omit="never")
     notes: list[str] = dataclasses.field(default_factory=list)  # what was odd in the output
     # a case with turns or a user: each turn, how it ended, the user agent's calls and use
     conversation: ConversationRecord | None = None
-    started_at: str | None = None
-    finished_at: str | None = None
+    started_at: str | None = member(default=None, omit="never")
+    finished_at: str | None = member(default=None, omit="never")
     resumed: bool = False
     scored: bool = False
     # SHA-256 of each file the runner wrote in the run folder (path relative to it), taken at
     # write time. Kept out of run.json, which is one of those files; benchmark.json holds it.
-    written_files: dict[str, str] = dataclasses.field(default_factory=dict)
-
-    FIELDS = (Field("eval_id", _CASE_ID), Field("eval_name", TEXT, optional=True),
-              Field("configuration", _CONFIG_NAME), Field("run_number", INTEGER),
-              Field("status", TEXT), Field("failure", Failure, optional=True),
-              *(Field(key, ProcessCall, optional=True) for key in ("executor", "grader")),
-              Field("sandbox", SandboxRecord, optional=True),
-              Field("changes", SandboxChanges, optional=True),
-              Field("written_artifact", WrittenArtifact, optional=True,
-                    default=WrittenArtifact(False)),
-              Field("grader_metrics", METRICS, optional=True),
-              Field("grader_calls", ListOf(GraderCall, load=list), optional=True),
-              Field("checks", ChecksRun, optional=True),
-              Field("regraded_from", RegradedFrom, optional=True),
-              Field("permission_denials", ListOf(CLI_JSON, load=list), optional=True,
-                    default=list),
-              Field("skill_read", SkillRead, optional=True),
-              Field("activation", Activation, optional=True),
-              Field("trace", TraceSummary, optional=True),
-              Field("notes", ListOf(TEXT, load=list), optional=True, default=list),
-              Field("conversation", ConversationRecord, optional=True, omit="none"),
-              *(Field(key, TEXT, optional=True) for key in ("started_at", "finished_at")),
-              *(Field(key, FLAG, optional=True, default=False) for key in ("resumed", "scored")))
+    written_files: dict[str, str] = member(factory=dict, json=False)
 
     @property
     def label(self) -> str:
@@ -8411,7 +7858,6 @@ class CodexProvider(Provider):
                           actions=_codex_actions(events, result.stdout_truncated)
                           if events else None)
 
-
     def calls_in_event(self, event: dict[str, Any]) -> list[dict[str, Any]]:
         # item.started: a command is known before it runs, not only once it has
         item = object_at(event, "item")
@@ -13059,7 +12505,7 @@ def _grader_of(run: RunResult) -> GraderCost:
 
 
 def _activation_tally(runs: list[RunResult]) -> Share:
-    """Activated runs among those whose stream could tell; "unknown" ones are counted apart,
+    """_Activated runs among those whose stream could tell; "unknown" ones are counted apart,
     never as misses.
 
     The runs of one eval agree more than runs of different evals, so over several evals the
