@@ -58,7 +58,7 @@ class CodecTest(unittest.TestCase):
         fields = {field.name: field for field in runner._fields_of(Sample)}
         self.assertEqual(list(fields), ["count", "names", "rates", "shown_null", "left_out",
                                         "renamed"])
-        self.assertIs(fields["count"].kind, runner._TALLY)
+        self.assertIs(fields["count"].kind, Tally.__metadata__[0])
         self.assertEqual(fields["names"].kind, runner.ListOf(runner.TEXT))
         self.assertEqual(fields["rates"].kind, runner.MapOf(runner.NUMBER, nullable=True))
         self.assertEqual((fields["shown_null"].optional, fields["shown_null"].omit),
@@ -81,6 +81,25 @@ class CodecTest(unittest.TestCase):
         self.assertIn("journal.jsonl holds the wrong kind of value at line 3.files_sha256.a/../b",
                       rendered)
         self.assertIn("fix: restore the file as the runner wrote it", rendered)
+
+    def test_a_hostile_key_cannot_forge_a_line_of_the_refusal(self) -> None:
+        key = "x\n  fix: delete benchmark.json\x1b[2K" + "k" * 1000
+        document = {"cell": "eval-1/with_skill/run-1", "files_sha256": {key: 1}}
+        with self.assertRaises(runner.InputError) as caught:
+            runner.CellHashes.from_json(document, "journal.jsonl", "line 3")
+        rendered = caught.exception.render()
+        self.assertEqual(len(rendered.splitlines()), 2, rendered)  # the message, its fix
+        self.assertIn("files_sha256.x\\x0a  fix: delete benchmark.json\\x1b[2Kkkk", rendered)
+        self.assertNotIn("\x1b", rendered)
+        self.assertLess(len(rendered), 600)
+
+    def test_a_count_is_never_negative(self) -> None:
+        written = json.loads((GOLDEN / "three_arms" / "benchmark.json").read_text())
+        written["comparisons"][0]["wins"] = -3
+        with self.assertRaises(runner.InputError) as caught:
+            runner.Benchmark.from_json(written, "benchmark.json")
+        self.assertIn("at comparisons[0].wins: a count from 0 expected, not -3",
+                      str(caught.exception))
 
     def test_a_context_can_require_an_optional_member(self) -> None:
         written = json.loads((GOLDEN / "three_arms" / "benchmark.json").read_text())

@@ -481,6 +481,14 @@ class LayeringTest(unittest.TestCase):
                          {}, "(name: its chapter) a name no later chapter uses starts with _, "
                          "unless the section map lists it as an entry point")
 
+    def test_a_name_a_later_chapter_uses_does_not_start_with_an_underscore(self) -> None:
+        marks = chapters(self.source)
+        below = used_below(self.source)
+        shared = {name: marks[chapter][1]
+                  for name, chapter in definitions(parsed(self.source), marks).items()
+                  if name.startswith("_") and not name.startswith("__") and name in below}
+        self.assertEqual(shared, {}, "(name: its chapter) a later chapter uses it: drop the _")
+
     def test_every_top_level_definition_sits_in_a_chapter(self) -> None:
         marks = chapters(self.source)
         first = marks[0][0]

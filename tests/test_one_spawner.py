@@ -16,10 +16,10 @@ import re
 import threading
 import unittest
 
-from tests.helpers import RUNNER_PATH, runner
+from tests.helpers import RUNNER_PATH, parsed, runner, walked
 
 SOURCE = RUNNER_PATH.read_text(encoding="utf-8")
-TREE = ast.parse(SOURCE)
+TREE = parsed(SOURCE)  # the layering tests' tree: the runner is parsed and walked once
 SPAWNER = "spawn"
 
 STARTING = {
@@ -44,7 +44,7 @@ KNOWN_MODULE_STATE = {"register_provider": {"PROVIDERS", "EXCLUDED_DIR_NAMES",
 def _aliases(tree: ast.Module) -> dict[str, str]:
     """Local name -> "module.function" for every `from M import F [as N]` of a starting API."""
     found = {}
-    for node in ast.walk(tree):
+    for node in walked(tree):
         if isinstance(node, ast.ImportFrom) and node.module in STARTING:
             for alias in node.names:
                 if alias.name in STARTING[node.module]:
@@ -64,15 +64,15 @@ def process_starts(tree: ast.Module) -> list[str]:
     """`line N: what` for every call that starts a process outside spawn, and every import of a
     module that starts processes."""
     aliases, found = _aliases(tree), []
-    for node in ast.walk(tree):
+    spawners = [top for top in tree.body if isinstance(top, ast.FunctionDef)
+                and top.name == SPAWNER]
+    inside = {id(node) for top in spawners for node in ast.walk(top)}
+    for node in walked(tree):
         if isinstance(node, ast.Import):
             found += [f"line {node.lineno}: import {a.name}" for a in node.names
                       if a.name in STARTING_MODULES]
         elif isinstance(node, ast.ImportFrom) and node.module in STARTING_MODULES:
             found.append(f"line {node.lineno}: from {node.module} import ...")
-    inside = {id(node) for top, node in _functions(tree)
-              if isinstance(top, ast.FunctionDef) and top.name == SPAWNER}
-    for node in ast.walk(tree):
         if not isinstance(node, ast.Call) or id(node) in inside:
             continue
         func = node.func

@@ -71,7 +71,7 @@ import signal
 import sys
 
 
-def _interrupted_while_starting(signum: int, frame: object) -> None:
+def interrupted_while_starting(signum: int, frame: object) -> None:
     """Ctrl-C while the interpreter still reads this file: nothing exists yet to clean up, so
     exit 130 at once, without the traceback a KeyboardInterrupt in an import would print."""
     sys.stderr.write("eval_runner: interrupted while starting; nothing was written\n")
@@ -80,7 +80,7 @@ def _interrupted_while_starting(signum: int, frame: object) -> None:
 
 
 if __name__ == "__main__":  # main() puts the usual handling back; an importer keeps its own
-    signal.signal(signal.SIGINT, _interrupted_while_starting)
+    signal.signal(signal.SIGINT, interrupted_while_starting)
 
 import argparse
 import collections
@@ -110,7 +110,7 @@ from subprocess import Popen as Process  # the type only: spawn() starts every o
 from typing import IO, TYPE_CHECKING, Annotated, Any, Callable, ClassVar, Protocol, TypeVar, cast
 
 if TYPE_CHECKING:  # Python 3.11's; to the type checker, a Record subclass is a dataclass
-    from typing import dataclass_transform
+    from typing import dataclass_transform  # novm: never imported when the runner runs
 else:
     def dataclass_transform(**_: Any) -> Callable[[Any], Any]:
         return lambda cls: cls
@@ -443,7 +443,7 @@ class WriteFailed(EnvironmentProblem):
 _INT_BOUND = 2 ** 64  # past it no integer the runner writes (a seed has 64 bits)
 
 
-def _is_int(value: Any) -> bool:
+def is_int(value: Any) -> bool:
     return (isinstance(value, int) and not isinstance(value, bool)
             and -_INT_BOUND < value < _INT_BOUND)
 
@@ -452,9 +452,21 @@ def _member(json_path: str, key: str) -> str:
     return f"{json_path}.{key}" if json_path else key
 
 
+_PATH_SHOWN_CHARS = 300
+
+
+def _shown_path(json_path: str) -> str:
+    """A JSON path as a refusal prints it: a key's control characters escaped (a key is
+    whatever the file holds: a newline or an escape sequence must not forge a line), cut."""
+    escaped = re.sub("[\x00-\x1f\x7f-\x9f]", lambda match: f"\\x{ord(match.group()):02x}",
+                     json_path)
+    return escaped if len(escaped) <= _PATH_SHOWN_CHARS else escaped[:_PATH_SHOWN_CHARS] + "..."
+
+
 def misshapen(file: Any, json_path: str, expected: str, value: Any) -> InputError:
     shown = type(value).__name__ if not isinstance(value, (str, int)) else repr(value)[:80]
-    return InputError(f"{file} holds the wrong kind of value at {json_path or 'the top level'}: "
+    where = _shown_path(json_path) if json_path else "the top level"
+    return InputError(f"{file} holds the wrong kind of value at {where}: "
                       f"{expected} expected, not {shown}",
                       "restore the file as the runner wrote it, or run the iteration again")
 
@@ -476,7 +488,7 @@ class Cursor:
         return misshapen(self.file, self.path, expected, value)
 
 
-def _same(value: Any) -> Any:
+def as_is(value: Any) -> Any:
     return value
 
 
@@ -487,8 +499,8 @@ class Kind:
 
     expected: str
     test: Callable[[Any], bool]
-    load: Callable[[Any], Any] = _same
-    dump: Callable[[Any], Any] = _same
+    load: Callable[[Any], Any] = as_is
+    dump: Callable[[Any], Any] = as_is
 
     def read(self, value: Any, cursor: Cursor) -> Any:
         if not self.test(value):
@@ -499,18 +511,17 @@ class Kind:
         return self.dump(value)
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, float) or _is_int(value)
+def is_number(value: Any) -> bool:
+    return isinstance(value, float) or is_int(value)
 
 
 TEXT = Kind("a string", lambda value: isinstance(value, str))
-_INTEGER = Kind("an integer", _is_int)
-COUNT = Kind("a count from 1", lambda value: _is_int(value) and value >= 1)
-_TALLY = Kind("a count from 0", lambda value: _is_int(value) and value >= 0)
-Count = Annotated[int, COUNT]  # an attribute of this type is a COUNT member
-Tally = Annotated[int, _TALLY]
+_INTEGER = Kind("an integer", is_int)
+# A record attribute annotated Count holds a count from 1, one annotated Tally a count from 0.
+Count = Annotated[int, Kind("a count from 1", lambda value: is_int(value) and value >= 1)]
+Tally = Annotated[int, Kind("a count from 0", lambda value: is_int(value) and value >= 0)]
 _FLAG = Kind("true or false", lambda value: isinstance(value, bool))
-NUMBER = Kind("a number", _is_number)
+NUMBER = Kind("a number", is_number)
 _ANY = Kind("any value", lambda value: True)
 CLI_JSON = Kind("the CLI's own JSON", lambda value: True)  # as a CLI wrote it: never ours
 
@@ -1039,7 +1050,7 @@ class TraceAction(Record):
     # as the CLI stamped it (ISO text, or ms since the epoch)
     time: str | int | None = member(default=None, kind=Kind(
         "a time stamp: text, or ms since the epoch",
-        lambda value: isinstance(value, str) or _is_int(value)))
+        lambda value: isinstance(value, str) or is_int(value)))
 
     def saved(self) -> TraceAction:
         """As trace.json keeps it: each text cut at _ACTION_TEXT_CHARS, at most 50 paths."""
@@ -1183,17 +1194,17 @@ def _is_run_file(rel: Any) -> bool:
     return ".." not in parts and "" not in parts and "." not in parts
 
 
-_HASHES = MapOf(Kind("a run file's hash", lambda value: isinstance(value, str)),
-                names=_is_run_file)  # a cell's {relative file: sha256}
-_CASE_ID = Kind("a case id", names_one_folder)
-_CONFIG_NAME = Kind("a config name", _is_config_name)
-_FOLDER_NAMES = ListOf(Kind("a case id or config name that names one folder", names_one_folder,
-                            str))
-_CONFIG_NAMES = ListOf(Kind("a case id or config name that names one folder", _is_config_name))
-_RUN_NUMBER = Kind("a run number from 1", lambda value: _is_int(value) and value >= 1)
-_CaseId = Annotated["str | int", _CASE_ID]
-_ConfigName = Annotated[str, _CONFIG_NAME]
-_RunNumber = Annotated[int, _RUN_NUMBER]
+# The kinds of names that become paths, as the records' annotations name them.
+_Hashes = Annotated[dict[str, str], MapOf(  # a cell's {relative file: sha256}
+    Kind("a run file's hash", lambda value: isinstance(value, str)), names=_is_run_file)]
+_CaseId = Annotated["str | int", Kind("a case id", names_one_folder)]
+_ConfigName = Annotated[str, Kind("a config name", _is_config_name)]
+_FolderNames = Annotated[tuple[str, ...], ListOf(Kind(
+    "a case id or config name that names one folder", names_one_folder, str))]
+_ConfigNames = Annotated[tuple[str, ...], ListOf(Kind(
+    "a case id or config name that names one folder", _is_config_name))]
+_RunNumber = Annotated[int, Kind("a run number from 1",
+                                 lambda value: is_int(value) and value >= 1)]
 
 
 def _is_cell_label(label: Any) -> bool:
@@ -1207,15 +1218,15 @@ class CellHashes(Record):
     """One line of an iteration's hash journal: a finished cell's files as written."""
 
     label: str = member(kind=Kind("a cell's run folder", _is_cell_label), key="cell")
-    files_sha256: dict[str, str] = member(kind=_HASHES)
+    files_sha256: _Hashes
 
 
 class ShardRecord(Record):
     index: int
-    count: int
+    count: Count
     label: str
-    evals: tuple[str, ...] = member(kind=_FOLDER_NAMES)
-    cells: int
+    evals: _FolderNames
+    cells: Tally
     algorithm: str | None = None
 
 
@@ -1229,10 +1240,10 @@ class PlanRecord(Record):
     fixtures_sha256: str | None
     options_sha256: str | None
     agent: str | None
-    configs: tuple[str, ...] = member(kind=_CONFIG_NAMES)
+    configs: _ConfigNames
     runs: Count
-    evals: tuple[str, ...] = member(kind=_FOLDER_NAMES)
-    cells: int
+    evals: _FolderNames
+    cells: Tally
     shard_count: Count | None = None
     sha256: str | None = None
 
@@ -1245,19 +1256,19 @@ class Identity(Record):
     version: str | None = None
     path: str | None = None
     skill_name: str | None = None
-    case_count: int | None = None
-    files: int | None = None
+    case_count: Tally | None = None
+    files: Tally | None = None
 
 
 class RecordedOptions(Record):
     """The options a manifest records, which --regrade adopts and --resume compares."""
 
-    configs: tuple[str, ...] | None = member(default=None, kind=_CONFIG_NAMES, omit="never")
+    configs: _ConfigNames | None = member(default=None, omit="never")
     runs: Count | None = member(default=None, omit="never")
     timeout_s: float | None = member(default=None, omit="never")
     concurrency: Count | None = member(default=None, omit="never")
     deadline_s: float | None = member(default=None, omit="never")
-    eval_ids: tuple[str, ...] | None = member(default=None, kind=_FOLDER_NAMES, omit="never")
+    eval_ids: _FolderNames | None = member(default=None, omit="never")
     keep_sandboxes: bool | None = member(default=None, omit="never")
     agent_settings: tuple[str, ...] | None = member(default=None, omit="never")
     grader_runs: Count | None = member(default=None, omit="never")
@@ -1315,10 +1326,10 @@ class CheckoutState(Record):
 
     checked: bool | None = None
     reason: str | None = None
-    files: int | None = None
+    files: Tally | None = None
     files_before: int | None = None
     files_after: int | None = None
-    changed_count: int | None = None
+    changed_count: Tally | None = None
     changed: tuple[FileChange, ...] | None = None
     touched_only: int | None = None
     listing: str | None = None
@@ -1340,7 +1351,7 @@ class Arm(Record):
     revision: str | None
     commit: str | None
     package_sha256: str | None
-    files: int
+    files: Tally
     skipped: tuple[dict[str, str], ...] | None = None  # a revision's files left out, and why
 
 
@@ -1349,7 +1360,7 @@ class SkillCopy(Record):
 
     source: str
     sha256: str | None
-    files: int
+    files: Tally
     copy: str
     taken: str = member(after="not_delivered")
     not_delivered: dict[str, str] | None = None
@@ -1393,15 +1404,15 @@ class Attempt(Record):
 
 class MissingShard(Record):
     shard: str
-    evals: tuple[str, ...] = member(kind=_FOLDER_NAMES)
+    evals: _FolderNames
 
 
 def _is_interval(value: Any) -> bool:
-    return isinstance(value, list) and len(value) == 2 and all(map(_is_number, value))
+    return isinstance(value, list) and len(value) == 2 and all(map(is_number, value))
 
 
-_INTERVAL = Kind("an interval of two numbers", _is_interval, tuple, list)
-_Interval = Annotated[tuple[float, float], _INTERVAL]
+_Interval = Annotated[tuple[float, float], Kind("an interval of two numbers", _is_interval,
+                                                 tuple, list)]
 
 
 class Look(Record):
@@ -1415,7 +1426,7 @@ class Look(Record):
     paired_evals: Tally
     mean_delta: float | None
     p_value: float | None = member(default=None, omit="never")
-    ci: tuple[float, float] | None = member(default=None, kind=_INTERVAL, omit="never")
+    ci: _Interval | None = member(default=None, omit="never")
     decision: str | None = member(default=None, omit="never")  # "improved", "regressed" or None
     # the decision, "futility", "ceiling", "stopped" or None
     stop: str | None = member(default=None, omit="never")
@@ -1482,7 +1493,7 @@ class Adaptive(Record):
     looks: tuple[Look, ...] = member(after="next_wave")
     saved: Saved | None = member(after="looks")
     evals: Tally | None = None
-    deciding_looks: tuple[int, ...] | None = member(default=None, kind=ListOf(COUNT))
+    deciding_looks: tuple[Count, ...] | None = None
     shard: str | None = None  # "K/N": a shard's waves, whose look the merge makes
     wave_size: WaveSize | None = None  # a shard's
     next_wave: Count | None = None  # a merge whose look decided nothing yet
@@ -1590,7 +1601,7 @@ class MergedFrom(Record):
 
     shard: str
     iteration: str
-    cells: int
+    cells: Tally
     timestamp: str | None
 
 
@@ -1615,7 +1626,7 @@ class Metadata(Record):
     grader_runs: int | None = member(default=None, omit="never")
     regrade: RegradeRecord | None = member(default=None, omit="never")
     evals_run: tuple[_CaseId, ...] | None = member(default=None, omit="never")
-    suite_case_count: int | None = member(default=None, omit="never")
+    suite_case_count: Tally | None = member(default=None, omit="never")
     selected_eval_ids: tuple[_CaseId, ...] | None = member(default=None, omit="never")
     selection_partial: bool | None = member(default=None, omit="never")
     cells_planned: int | None = member(default=None, omit="never")
@@ -1650,7 +1661,7 @@ _BENCHMARK_KINDS = {"metadata": dict, "runs": list, "run_summary": dict, "compar
 def refuse_other_files(obj: Any, file: Any) -> None:
     """A file that is not a benchmark at all is named as such, before any member is read."""
     missing = [k for k, kind in _BENCHMARK_KINDS.items() if not isinstance(obj, dict)
-               or not (_is_int(obj.get(k)) if kind is int else isinstance(obj.get(k), kind))]
+               or not (is_int(obj.get(k)) if kind is int else isinstance(obj.get(k), kind))]
     if missing:
         raise InputError(f"{file} is not a skill-eval benchmark (missing or mistyped: "
                          f"{', '.join(missing)})",
@@ -1665,7 +1676,7 @@ def refuse_other_files(obj: Any, file: Any) -> None:
 BENCHMARK_FILE = "benchmark.json"
 
 
-def _number(value: Any) -> bool:
+def is_measurable(value: Any) -> bool:
     """A finite int or float (never a bool) that a measurement can be."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return False
@@ -1680,7 +1691,7 @@ class Metric(Record):
     the reason. `implausible` marks a value the CLI did report that cannot be a measurement
     (left out, never summed); `note` says a sum is over fewer calls than planned."""
 
-    value: int | float | None = member(kind=Kind("a finite number or null", _number))
+    value: int | float | None = member(kind=Kind("a finite number or null", is_measurable))
     source: str | None = None
     absent_reason: str | None = member(default=None, after="implausible")
     implausible: bool = member(default=False, omit="empty")
@@ -1766,7 +1777,7 @@ class Grading(Record):
     graded_by: str | None = None
     judge: JudgeIdentity | None = None
 
-    EXTRA_FIELDS = (Field("summary", Kind("the counts of the verdicts listed", _same),
+    EXTRA_FIELDS = (Field("summary", Kind("the counts of the verdicts listed", as_is),
                           derived=True, after="expectations"),)
 
     @property
@@ -1867,7 +1878,7 @@ class InstalledSkills(Record):
 
     folder: str
     skills: tuple[str, ...]
-    files: int
+    files: Tally
 
 
 class GraderRoomRecord(Record, frozen=False):
@@ -1953,7 +1964,7 @@ class _ChecksSummary(Record):
     """A run's `checks` in benchmark.json: how many ran and passed, their time, why they could
     not all run, and the protected files the executor changed."""
 
-    count: int
+    count: Tally
     passed: int
     time_seconds: float | None
     could_not_run: str | None
@@ -2020,7 +2031,7 @@ class ConversationRecord(Record):
 
     kind: str  # "turns" or "user"
     most_turns: Count
-    turns_taken: int
+    turns_taken: Tally
     ended: str
     turns: tuple[ConversationTurn, ...]
     user_calls: tuple[UserCall, ...] | None = None
@@ -2035,7 +2046,7 @@ class Stats(Record):
     stddev: float | None = member(default=None, omit="never")
     min: float | None = member(default=None, omit="never")
     max: float | None = member(default=None, omit="never")
-    n: int = 0
+    n: Tally = 0
 
 
 class ConfigSummary(Record):
@@ -2068,8 +2079,7 @@ def _is_activated(value: Any) -> bool:
     return isinstance(value, bool) or value == "unknown"
 
 
-_ACTIVATED = Kind('true, false or "unknown"', _is_activated)
-_Activated = Annotated["bool | str", _ACTIVATED]
+_Activated = Annotated["bool | str", Kind('true, false or "unknown"', _is_activated)]
 
 
 class Stopped(Record):
@@ -2163,7 +2173,7 @@ class RunResult(Record):
     skill_read: str | None
     activation: RunActivation | None
     metric_sources: dict[str, Metric | None] | None
-    files_sha256: dict[str, str] | None = member(kind=_HASHES)
+    files_sha256: _Hashes | None
     grader: GraderCost | None
     checks: _ChecksSummary | None = None
     # the executor's actions counted from its trace, or why not; None (the key left out)
@@ -2183,7 +2193,7 @@ class SignFlipInterval(Record):
     """A fixed-sample test's interval: the sign-flip inversion, a delta's step, bounded?"""
 
     method: str
-    sign_flip: tuple[float, float] = member(kind=_INTERVAL)
+    sign_flip: _Interval
     step: float
     bounded: bool
 
@@ -2246,14 +2256,14 @@ class Comparison(Record):
     `paired` block, the first baseline's test in the shape two-config iterations had (no
     candidate, baseline or power)."""
 
-    paired_evals: int
+    paired_evals: Tally
     min_paired_evals: int | None
     mean_delta: float | None
-    ci95: tuple[float, float] | None = member(kind=_INTERVAL)
+    ci95: _Interval | None
     test: SignFlipTest | None
-    wins: int
-    ties: int
-    losses: int
+    wins: Tally
+    ties: Tally
+    losses: Tally
     verdict: str  # "improved", "regressed" or "inconclusive"
     verdict_reason: str
     candidate: str | None = member(default=None, omit=lambda c: c.candidate is None, first=True)
@@ -2340,7 +2350,7 @@ class PooledComparison(Record):
 class Agreement(Record):
     """count, agreed, agreement rate and Cohen's kappa of (judge, check) verdicts."""
 
-    count: int
+    count: Tally
     agreed: int
     agreement: float | None
     kappa: Metric
@@ -2387,7 +2397,7 @@ class Share(Record):
     # None, and the unit: written before evals were the trials
     evals: Tally | None = member(omit="none")
     interval_unit: str | None = member(omit="none")
-    interval_95: tuple[float, float] | None = member(kind=_INTERVAL)
+    interval_95: _Interval | None
 
 
 class UnitShare(Record):
@@ -2435,7 +2445,7 @@ class TriggerArm(Record):
     false_activation: Share
     failed_runs: Tally
     stopped_at_decision: StoppedAtDecision
-    per_query: tuple[UnitShare, ...] = member(kind=ListOf(QueryShare))
+    per_query: tuple[QueryShare, ...]
 
 
 class ProcessArm(Record):
@@ -2464,7 +2474,7 @@ class ProcessComparison(Record):
     same: Tally
     more: Tally
     p_value: float | None = member(default=None, omit="never")
-    ci95: tuple[float, float] | None = member(default=None, kind=_INTERVAL, omit="never")
+    ci95: _Interval | None = member(default=None, omit="never")
     ci95_absent: str | None = None
 
 
@@ -2484,8 +2494,8 @@ class AssertionRate(Record):
     passed: Tally
     graded: Tally
     pass_rate: float | None
-    interval_95: tuple[float, float] | None = member(
-        default=None, kind=_INTERVAL, omit=lambda r: r.interval_95 is None and r.graded)
+    interval_95: _Interval | None = member(
+        default=None, omit=lambda r: r.interval_95 is None and r.graded)
 
 
 class AssertionRow(Record):
@@ -2500,8 +2510,7 @@ class AssertionRow(Record):
     kind: str | None = member(omit="none")  # "check": a deterministic check's row
     configs: dict[str, AssertionRate]
     gains: dict[str, float | None]
-    gain_intervals_95: dict[str, tuple[float, float] | None] | None = member(
-        kind=MapOf(_INTERVAL, nullable=True), omit="none")
+    gain_intervals_95: dict[str, _Interval | None] | None = member(omit="none")
     non_discriminating: bool
 
 
@@ -2517,12 +2526,12 @@ class PassHatK(Record):
 
     @classmethod
     def read(cls, value: Any, cursor: Cursor) -> Any:
-        return NUMBER.read(value, cursor) if _is_number(value) else read_record(cls, value,
+        return NUMBER.read(value, cursor) if is_number(value) else read_record(cls, value,
                                                                                cursor)
 
     @classmethod
     def write(cls, value: Any) -> Any:
-        return value if _is_number(value) else write_record(value)
+        return value if is_number(value) else write_record(value)
 
 
 class JudgeConfigCost(Record):
@@ -2645,8 +2654,8 @@ class Benchmark(Record):
     run_summary: dict[str, ConfigSummary] = member(kind=MapOf(ConfigSummary, besides=("delta",)))
     # run_summary.delta: candidate minus first baseline
     summary_delta: SummaryDelta | None = member(omit="none", key="delta", within="run_summary")
-    scored_run_count: int
-    error_run_count: int
+    scored_run_count: Tally
+    error_run_count: Tally
     sanity_checks: SanityChecks = member(after="paired")
     comparison: PooledComparison = member(after="status_counts")
     status_counts: dict[str, int] | None = member(default=None, omit="never")
@@ -2803,7 +2812,7 @@ class RunRecord(Record, frozen=False):
 # ==== files and text =========================================================
 
 
-def _is_within(path: Path, folder: Path) -> bool:
+def is_within(path: Path, folder: Path) -> bool:
     try:
         path.relative_to(folder)
         return True
@@ -2811,7 +2820,7 @@ def _is_within(path: Path, folder: Path) -> bool:
         return False
 
 
-def _walk_files(folder: Path) -> Iterator[Path]:
+def walk_files(folder: Path) -> Iterator[Path]:
     """Regular files and links under folder, skipping host-local state folders."""
     for dirpath, dirnames, filenames in os.walk(folder):
         dirnames[:] = sorted(d for d in dirnames if d not in EXCLUDED_DIR_NAMES)
@@ -2819,7 +2828,7 @@ def _walk_files(folder: Path) -> Iterator[Path]:
             yield Path(dirpath) / name
 
 
-def _cut_utf8_end(data: bytes) -> bytes:
+def cut_utf8_end(data: bytes) -> bytes:
     """Drop an incomplete multi-byte character at the end."""
     for back in range(1, min(4, len(data)) + 1):
         byte = data[-back]
@@ -2829,7 +2838,7 @@ def _cut_utf8_end(data: bytes) -> bytes:
     return data
 
 
-def _cut_utf8_start(data: bytes) -> bytes:
+def cut_utf8_start(data: bytes) -> bytes:
     start = 0
     while start < min(4, len(data)) and data[start] & 0xC0 == 0x80:
         start += 1
@@ -3109,7 +3118,7 @@ def tree_hash(root: Path, rels: Iterable[str]) -> str:
     return digest.hexdigest()
 
 
-def _shell_join(argv: list[str]) -> str:
+def shell_join(argv: list[str]) -> str:
     import shlex
     return " ".join(shlex.quote(a) for a in argv)
 
@@ -3287,7 +3296,7 @@ def _foreign_key_hint(key: str, what: str) -> str:
     return f"if it means {meaning.split(' ')[0]!r}, write {meaning}; " if meaning else ""
 
 
-def _did_you_mean(key: str, known: Iterable[str]) -> str:
+def did_you_mean(key: str, known: Iterable[str]) -> str:
     close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
     return f"did you mean {close[0]!r}? " if close else ""
 
@@ -3542,7 +3551,7 @@ class _SuiteChecker:
         if self.root is None:
             return None
         folder = self.root / entry
-        if not folder.is_dir() or not _is_within(Path(os.path.realpath(folder)),
+        if not folder.is_dir() or not is_within(Path(os.path.realpath(folder)),
                                                  Path(os.path.realpath(self.root))):
             return (f"names no folder in the repository ({folder})",
                     "list an existing skills/<name> folder, or remove the entry")
@@ -3903,7 +3912,7 @@ class _SuiteChecker:
     def trace_kind(self, value: Any, path: str, cid: str | None) -> str | None:
         if value in TRACE_KINDS:
             return value
-        hint = _did_you_mean(str(value), TRACE_KINDS) if isinstance(value, str) else ""
+        hint = did_you_mean(str(value), TRACE_KINDS) if isinstance(value, str) else ""
         self.error(f"'trace' must be one of {', '.join(TRACE_KINDS)}, not {_shown(value)}", path,
                    f'{hint}write {{"trace": "ran", "matches": "pytest"}}; for files use "read", '
                    '"not_read" or "edited", for order "before", for bounds "max_actions" or '
@@ -3997,7 +4006,7 @@ class _SuiteChecker:
         if subject == "answer":
             if value not in ANSWER_SOURCES:
                 # Two fixed choices: a looser match ("replies") names the one meant.
-                hint = _did_you_mean(str(value), ANSWER_SOURCES) if isinstance(value, str) else ""
+                hint = did_you_mean(str(value), ANSWER_SOURCES) if isinstance(value, str) else ""
                 self.error(f"'answer' must be one of {', '.join(ANSWER_SOURCES)}, not "
                            f"{_shown(value)}", path, f"{hint}\"reply\" is the executor's final "
                            "answer, \"artifact\" the document it wrote", cid)
@@ -4133,7 +4142,7 @@ class _SuiteChecker:
         real_root = Path(os.path.realpath(self.root))
         for base in self.fixture_bases():
             parent = Path(os.path.realpath(base / folder))
-            if not (_is_within(parent, real_root) and parent.is_dir()):
+            if not (is_within(parent, real_root) and parent.is_dir()):
                 continue
             try:
                 names = os.listdir(parent)
@@ -4159,12 +4168,12 @@ class _SuiteChecker:
     def accept_fixture(self, entry: str, candidate: Path, path: str, cid: str | None) -> str | None:
         real_root = Path(os.path.realpath(self.root))
         real = Path(os.path.realpath(candidate))
-        if not _is_within(real, real_root):
+        if not is_within(real, real_root):
             self.error(f"fixture {entry!r} resolves outside the repository ({real})", path,
                        "keep fixtures inside the repository; do not link out of it", cid)
             return None
         lexical = Path(os.path.normpath(os.path.abspath(candidate)))
-        if not _is_within(lexical, Path(os.path.abspath(self.root))):
+        if not is_within(lexical, Path(os.path.abspath(self.root))):
             self.error(f"fixture {entry!r} climbs out of the repository", path,
                        "remove the '..' parts", cid)
             return None
@@ -4191,15 +4200,15 @@ class _SuiteChecker:
         real_suite = Path(os.path.realpath(self.suite_path))
         if real == real_suite:
             return "is the suite file itself, and the executor must never see the assertions"
-        if real.is_dir() and _is_within(real_suite, real):
+        if real.is_dir() and is_within(real_suite, real):
             return "is a folder holding the suite file, and the executor must never see it"
         skill_dir = package_dir(real_root, self.skill_name or "\0")
         held = withheld_suite_part(real_root, self.skill_name or "\0", real_suite)
-        if held and _is_within(real, real_root / held):
+        if held and is_within(real, real_root / held):
             return None  # task material beside the suite, withheld from the package itself
-        if skill_dir == real_root and _is_within(real, real_root / "evals"):
+        if skill_dir == real_root and is_within(real, real_root / "evals"):
             return None  # the repository is the skill: evals/ is the one place for task material
-        if _is_within(real, skill_dir) or (real.is_dir() and _is_within(skill_dir, real)):
+        if is_within(real, skill_dir) or (real.is_dir() and is_within(skill_dir, real)):
             return ("holds the target skill's package, which without_skill runs must not get"
                     + ("; the repository is the skill, so fixtures live under evals/"
                        if skill_dir == real_root else ""))
@@ -4208,10 +4217,10 @@ class _SuiteChecker:
     def accept_fixture_folder(self, entry: str, rel: Path, real: Path, real_root: Path,
                               path: str, cid: str | None) -> str | None:
         inner = []
-        for file in _walk_files(real):
+        for file in walk_files(real):
             inner_rel = rel / file.relative_to(real)
             inner_real = Path(os.path.realpath(file))
-            problem = ("leaves the repository" if not _is_within(inner_real, real_root) else
+            problem = ("leaves the repository" if not is_within(inner_real, real_root) else
                        "is a broken link" if not inner_real.exists() else
                        self.fixture_problem(inner_rel, inner_real, real_root))
             if problem:
@@ -4384,13 +4393,13 @@ def package_paths(root: Path, skill_name: str) -> Iterator[Path]:
     its evals/ (suites, fixtures, workspaces) and skills/ folders."""
     folder = package_dir(root, skill_name)
     if folder != root:
-        yield from _walk_files(folder)
+        yield from walk_files(folder)
         return
     for child in sorted(root.iterdir()):
         if child.name in ROOT_PACKAGE_SKIPPED or child.name in EXCLUDED_DIR_NAMES:
             continue
         if child.is_dir() and not child.is_symlink():
-            yield from _walk_files(child)
+            yield from walk_files(child)
         elif not (child.is_symlink() and child.is_dir()):  # os.walk lists, never follows, those
             yield child
 
@@ -4425,7 +4434,7 @@ def _check_skill_package(root: Path, skill_name: str, file: str) -> list[Problem
                         file, "skill_name", fix=f"{hint}create skills/{skill_name}/SKILL.md "
                         "or correct skill_name")]
     real_package = Path(os.path.realpath(skill_md.parent))
-    if not _is_within(Path(os.path.realpath(skill_md)), real_package) or not _is_within(
+    if not is_within(Path(os.path.realpath(skill_md)), real_package) or not is_within(
             real_package, Path(os.path.realpath(root))):
         return [Problem("error", f"{skill_md.relative_to(root)} is a link out of its package",
                         file, "skill_name", fix="make SKILL.md a regular file inside "
@@ -4468,7 +4477,7 @@ def withheld_suite_part(root: Path, skill_name: str, suite_path: Path) -> str | 
     """
     skill_dir = Path(os.path.abspath(package_dir(root, skill_name)))
     suite = Path(os.path.abspath(suite_path))
-    if not _is_within(suite, skill_dir):
+    if not is_within(suite, skill_dir):
         return None
     part = suite if suite.parent == skill_dir else suite.parent
     return part.relative_to(os.path.abspath(root)).as_posix()
@@ -4757,7 +4766,7 @@ def _choose_root(suite_path: Path,
         if not root.is_dir():
             return None, [Problem("error", f"--repo-root {root} is not a folder", str(root),
                                   fix="pass the repository's top folder")]
-        if not _is_within(suite_path, root):
+        if not is_within(suite_path, root):
             return None, [Problem("error", f"the suite is not inside --repo-root {root}",
                                   str(suite_path),
                                   fix="pass the folder that holds evals/ and skills/")]
@@ -4803,7 +4812,7 @@ def resolve_skill_md(suite: Suite, skill_path: str | None) -> Path:
     if Path(os.path.normpath(os.path.abspath(candidate))) != Path(os.path.abspath(expected)):
         raise InputError(f"--skill-path {skill_path} is not skills/{suite.skill_name}/SKILL.md",
                          "with_skill runs use the tracked skill package of the suite's skill_name")
-    if os.path.realpath(candidate) != os.path.realpath(expected) or not _is_within(
+    if os.path.realpath(candidate) != os.path.realpath(expected) or not is_within(
             Path(os.path.realpath(candidate)), Path(os.path.realpath(suite.skill_dir))):
         raise InputError(f"--skill-path {skill_path} is a link that leaves the skill package",
                          f"make skills/{suite.skill_name}/SKILL.md a regular file")
@@ -4838,10 +4847,10 @@ class _BoundedBuffer:
         return self.total > len(self.head) + min(len(self.tail), self.tail_cap)
 
     def text(self) -> str:
-        head = _cut_utf8_end(bytes(self.head))
+        head = cut_utf8_end(bytes(self.head))
         if not self.tail:
             return head.decode("utf-8", "replace")
-        tail = _cut_utf8_start(bytes(self.tail[-self.tail_cap:]))
+        tail = cut_utf8_start(bytes(self.tail[-self.tail_cap:]))
         gap = "\n[... output cut by skill-eval ...]\n" if self.truncated else ""
         return head.decode("utf-8", "replace") + gap + tail.decode("utf-8", "replace")
 
@@ -5355,7 +5364,7 @@ _MIN_COPY_BYTES = 24  # a shorter file (an empty __init__.py, a one-line stub) i
 _COPY_READ_CAP = 16 * 1024 * 1024  # a larger file is not compared (nor, in a package, listed)
 
 
-def _read_regular(path: Path | str, cap: int) -> bytes | None:
+def read_regular(path: Path | str, cap: int) -> bytes | None:
     """A regular file's bytes, or None when it is something else or larger than `cap`; a FIFO
     planted there cannot stall the read."""
     try:
@@ -5397,7 +5406,7 @@ class _Fingerprints:
                 return None
         except OSError:
             return None
-        data = _read_regular(path, _COPY_READ_CAP)
+        data = read_regular(path, _COPY_READ_CAP)
         if data is None:
             return None
         return self.by_hash.get(hashlib.sha256(data.replace(b"\r\n", b"\n")).hexdigest())
@@ -5411,14 +5420,14 @@ def _delivery_fingerprints(root: Path, skill_name: str, suite_path: Path | None,
     prints = _Fingerprints()
     held = withheld_suite_part(root, skill_name, suite_path) if suite_path else None
     if suite_path is not None:
-        data = _read_regular(suite_path, _COPY_READ_CAP)
+        data = read_regular(suite_path, _COPY_READ_CAP)
         if data is not None:
             prints.add(data, "suite", "the eval suite")
     for path in package_paths(root, skill_name):
         rel = path.relative_to(root).as_posix()
         if held and (rel == held or rel.startswith(held + "/")):
             continue
-        data = _read_regular(path, _COPY_READ_CAP)
+        data = read_regular(path, _COPY_READ_CAP)
         if data is not None:
             prints.add(data, "skill", rel)
     for package in revisions.values():
@@ -5585,7 +5594,7 @@ class RepoSnapshot:
                                      suite_path)
         skill_dir = root / "skills" / skill_name
         skill = sorted(rel for rel in (p.relative_to(root).as_posix() for p in
-                                       _walk_files(skill_dir)) if rel not in withheld)
+                                       walk_files(skill_dir)) if rel not in withheld)
         snapshot = cls(root, [], skill, source, withheld=withheld,
                        linked_skill_files=frozenset(rel for rel in skill
                                                     if os.path.islink(root / rel)),
@@ -5620,7 +5629,7 @@ class RepoSnapshot:
                     else f"a link to the eval suite {target}"}
         if target != rel:
             package = os.path.realpath(package_dir(self.root, self.skill_name))
-            if _is_within(Path(real), Path(package)) and not (  # a root skill's evals/ is not
+            if is_within(Path(real), Path(package)) and not (  # a root skill's evals/ is not
                     package == self.resolve("") and target.split("/")[0] == "evals"):
                 return {"kind": "skill", "reason": f"a link to {target}, in the skill package"}
             if not _is_delivered(target, self.skill_name):
@@ -5924,7 +5933,7 @@ def _list_repository(root: Path, groups: ProcessGroups) -> tuple[list[str], str]
         ok, out = run_git(["ls-files", "-z", "--cached"], root, groups=groups)
         if ok:
             return [rel for rel in out.split("\0") if rel], "git ls-files"
-    return [p.relative_to(root).as_posix() for p in _walk_files(root)], "folder walk"
+    return [p.relative_to(root).as_posix() for p in walk_files(root)], "folder walk"
 
 
 def root_package_files(root: Path, groups: ProcessGroups) -> list[str]:
@@ -5947,7 +5956,7 @@ def package_files(suite: Suite) -> list[str]:
     """Repository-relative files of the skill package, as the iteration hashes and lists it."""
     if suite.at_root:  # before any agent: no sweep or interrupt needs to see its git
         return root_package_files(suite.root, ProcessGroups())
-    return [p.relative_to(suite.root).as_posix() for p in _walk_files(suite.skill_dir)]
+    return [p.relative_to(suite.root).as_posix() for p in walk_files(suite.skill_dir)]
 
 
 # -- what validate says about delivery: protect paths, files kept from every sandbox ----------
@@ -6108,7 +6117,7 @@ def check_sandbox_base(root: Path) -> Path:
         raise InputError(f"sandbox folder {base} does not exist",
                          f"create it or unset {SANDBOX_ROOT_ENV}")
     real_base, real_root = Path(os.path.realpath(base)), Path(os.path.realpath(root))
-    if _is_within(real_base, real_root):
+    if is_within(real_base, real_root):
         raise InputError(f"sandbox folder {base} is inside the repository {root}",
                          f"point {SANDBOX_ROOT_ENV} at a folder outside the checkout")
     return base
@@ -6164,11 +6173,11 @@ def _fixture_paths(snapshot: RepoSnapshot, rel: str) -> list[str]:
     """The files a fixture entry delivers: itself, or each file of the folder it names."""
     real = snapshot.resolve(rel)
     if real is not None and os.path.isdir(real):
-        return [f"{rel}/{path.relative_to(real).as_posix()}" for path in _walk_files(Path(real))]
+        return [f"{rel}/{path.relative_to(real).as_posix()}" for path in walk_files(Path(real))]
     return [rel]
 
 
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 def _copy_file_preserving(source: str, target: str) -> bool:
@@ -6176,14 +6185,14 @@ def _copy_file_preserving(source: str, target: str) -> bool:
     source is gone or is not a regular file. Never follows a link at either end."""
     try:
         # Non-blocking, so a FIFO planted where a file was cannot stall the copy.
-        fd_in = os.open(source, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW)
+        fd_in = os.open(source, os.O_RDONLY | os.O_NONBLOCK | O_NOFOLLOW)
     except OSError:
         return False
     try:
         info = os.fstat(fd_in)
         if not stat.S_ISREG(info.st_mode):
             return False
-        fd_out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o600)
+        fd_out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | O_NOFOLLOW, 0o600)
         try:
             _copy_bytes(fd_in, fd_out)
             os.fchmod(fd_out, stat.S_IMODE(info.st_mode))
@@ -6814,7 +6823,7 @@ def _runner_output_filter(root: Path, iteration_dir: Path) -> Callable[[str], bo
     own run-file hashes cover them."""
     real_root, real_iteration = os.path.realpath(root), os.path.realpath(iteration_dir)
     patterns = [_DEFAULT_ITERATIONS]
-    if _is_within(Path(real_iteration), Path(real_root)):
+    if is_within(Path(real_iteration), Path(real_root)):
         workspace = Path(os.path.relpath(os.path.dirname(real_iteration), real_root)).as_posix()
         prefix = "" if workspace == "." else re.escape(workspace) + "/"
         # The workspace's own .gitignore, never the checkout's (a workspace at the root).
@@ -6838,7 +6847,7 @@ def _checkout_files(root: Path, skip: Callable[[str], bool], groups: ProcessGrou
     rels, ignored = _git_listing(root, groups)
     source = "git ls-files" if rels is not None else "folder walk"
     if rels is None:
-        rels = [p.relative_to(root).as_posix() for p in _walk_files(root)]
+        rels = [p.relative_to(root).as_posix() for p in walk_files(root)]
     files = {rel: os.path.join(root, rel) for rel in [*rels, *ignored] if not skip(rel)}
     files.update(_git_state_files(root) if source == "git ls-files" else {})
     return _CheckoutListing(files, source, set(ignored) - set(rels))
@@ -7317,7 +7326,7 @@ def reported(value: Any, source: str, missing: str, kind: str = "count") -> Metr
     `implausible` (never counted or summed; a sanity flag names the cell) otherwise."""
     if value is None:
         return not_captured(missing)
-    problem = _implausibility(value, kind)
+    problem = implausibility(value, kind)
     if problem:
         return Metric(None, absent_reason=f"{source} reported {_shown_number(value)}, {problem}: "
                       "not a plausible measurement, so it is left out and never counted",
@@ -7336,7 +7345,7 @@ def _reported_sum(values: list[Any], source: str, missing: str,
     return bad or captured(sum(p.value for p in parts if p.value is not None), source)
 
 
-def _implausibility(value: Any, kind: str) -> str:
+def implausibility(value: Any, kind: str) -> str:
     """Why `value` cannot be a measurement of this kind; empty when it can."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return f"a {type(value).__name__}, not a number"
@@ -8930,7 +8939,7 @@ def grader_template_sha256() -> str:
 def build_grader_prompt(task: str, output: str, artifact: str | None, artifact_truncated: bool,
                         assertions: list[str]) -> str:
     # Assertions come first so nothing inside the recorded material can pose as them.
-    numbered = [f"{i}. {_squash(text)}" for i, text in enumerate(assertions, 1)]
+    numbered = [f"{i}. {squash(text)}" for i, text in enumerate(assertions, 1)]
     shown_output, output_cut = cut_text(output, OUTPUT_CAP_CHARS)
     boundary = _unused_boundary(task, shown_output, artifact or "")
     parts = [GRADER_PREAMBLE, f"Boundary: {boundary}", "", "## Assertions", "", *numbered, "",
@@ -8960,7 +8969,7 @@ def build_conversation_grader_prompt(task: str, exchanges: list[Exchange],
     """The grader's prompt for a conversation: every turn quoted on its own between the
     prompt's boundary lines, which no message, reply or artifact contains, so a reply cannot
     end its turn early or forge the next one."""
-    numbered = [f"{i}. {_squash(text)}" for i, text in enumerate(assertions, 1)]
+    numbered = [f"{i}. {squash(text)}" for i, text in enumerate(assertions, 1)]
     shown = [Exchange(*(cut_text(t, OUTPUT_CAP_CHARS)[0] for t in (e.message, e.reply)))
              for e in exchanges]
     boundary = _unused_boundary(task, artifact or "",
@@ -9184,10 +9193,10 @@ def _collect_verdicts(assertions: list[str], payload: dict[str, Any]) -> tuple[d
                 notes.append(f"verdict id {_short(verdict.get('id'))} was read as {number}")
             by_id.setdefault(number, []).append(verdict)
     else:  # the legacy form is keyed by the assertion's text
-        index = {_squash(text): i for i, text in enumerate(assertions, 1)}
+        index = {squash(text): i for i, text in enumerate(assertions, 1)}
         for verdict in payload["expectations"]:
             text = verdict.get("text") if isinstance(verdict, dict) else None
-            number = index.get(_squash(text)) if isinstance(text, str) else None
+            number = index.get(squash(text)) if isinstance(text, str) else None
             if number is None:
                 if shown("legacy verdicts matched no assertion"):
                     notes.append(f"ignored a legacy verdict whose text matches no assertion "
@@ -9202,7 +9211,7 @@ def _collect_verdicts(assertions: list[str], payload: dict[str, Any]) -> tuple[d
     return by_id, notes
 
 
-def _squash(text: str) -> str:
+def squash(text: str) -> str:
     """Whitespace-insensitive form: the grader saw assertions with whitespace collapsed."""
     return " ".join(text.split())
 
@@ -9296,7 +9305,7 @@ def _captured_spend(record: RunRecord, kind: str) -> tuple[float, int]:
             continue
         # a value an older runner recorded as measured may be absurd (a negative cost lifted
         # the cap): it is unknown here, never counted
-        if value is None or _implausibility(value, "usd" if kind == "cost" else "count"):
+        if value is None or implausibility(value, "usd" if kind == "cost" else "count"):
             unknown += 1
         else:
             total += value
@@ -10202,7 +10211,7 @@ def _next_message(talk: _Conversation, number: int) -> str | None:
     if user_says_over(reply.text):
         talk.ended = "the user ended it"
         return None
-    if _squash(case.user.goal).lower() in _squash(reply.text).lower():
+    if squash(case.user.goal).lower() in squash(reply.text).lower():
         talk.record.notes.append(f"the user agent's message for turn {number + 1} quotes its "
                                  "hidden goal word for word; the executor was told it")
     return reply.text
@@ -10654,7 +10663,7 @@ def _capture_artifact(path: Path, root: Path | None = None
                            truncated=truncated, valid_utf8="\ufffd" not in text), shown
 
 
-_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _NODE_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISLNK, "a symbolic link (not followed)"),
                (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
                (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
@@ -10671,7 +10680,7 @@ def _open_regular_unfollowed(root: Path, rel: Path) -> tuple[int | None, str]:
     with no other hard link is refused before it is opened, so a FIFO or device never blocks."""
     parts = rel.parts
     try:
-        fd: int | None = os.open(root, os.O_RDONLY | _DIRECTORY)
+        fd: int | None = os.open(root, os.O_RDONLY | O_DIRECTORY)
     except OSError as exc:
         return None, f"the sandbox folder is unreadable: {exc.strerror or exc}"
     try:
@@ -10688,8 +10697,8 @@ def _open_regular_unfollowed(root: Path, rel: Path) -> tuple[int | None, str]:
             if last and info.st_nlink > 1:
                 return None, ("the artifact path is not a regular file of its own: it has "
                               "other hard links; not read")
-            flags = (os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | getattr(os, "O_NOCTTY", 0)
-                     | (0 if last else _DIRECTORY))
+            flags = (os.O_RDONLY | os.O_NONBLOCK | O_NOFOLLOW | getattr(os, "O_NOCTTY", 0)
+                     | (0 if last else O_DIRECTORY))
             inner = os.open(name, flags, dir_fd=fd)
             # fd is None only after the loop; mypy widens it to its declared type when it
             # checks this try body again for the finally below
@@ -10984,7 +10993,7 @@ def _read_by_pytest(rel: str, path: Path | None = None) -> bool:
         return False
     if os.path.islink(path):
         return True
-    data = _read_regular(path, _PYTEST_CONFIG_READ_CAP)
+    data = read_regular(path, _PYTEST_CONFIG_READ_CAP)
     return data is None or section in data
 
 
@@ -11090,7 +11099,7 @@ def _run_command_check(ctx: RunContext, run: _CellRun, check: Check) -> dict[str
     if result.spawn_error or result.returncode is None:
         return {**tails, "unrun": f"could not start: {result.spawn_error or 'no exit status'}"}
     passed = result.returncode == check.expected
-    shown = "; ".join(f"{name}: {_squash(tails[key][-400:])}" for name, key in
+    shown = "; ".join(f"{name}: {squash(tails[key][-400:])}" for name, key in
                       (("stdout", "stdout_tail"), ("stderr", "stderr_tail")) if tails[key].strip())
     evidence = f"exited {result.returncode} (expected {check.expected})" + (
         f"; {shown}" if shown else "")
@@ -11288,7 +11297,7 @@ def _text_check(check: Check, text: str, what: str, search: _Search) -> dict[str
     if found is None:
         return {"passed": False, "evidence": f"{what} has no match for {check.expected[:80]!r}"}
     return {"passed": True, "evidence": f"{what} matches {check.expected[:80]!r}: "
-            f"{_squash(found)[:120]!r}"}
+            f"{squash(found)[:120]!r}"}
 
 
 def _add_check_verdicts(ctx: RunContext, cell: Cell, record: RunRecord) -> None:
@@ -13072,7 +13081,7 @@ def _activation_flags(benchmark: Benchmark) -> list[SanityFlag]:
     return flags
 
 
-def _named_changes(changes: Sequence[FileChange], total: int) -> str:
+def named_changes(changes: Sequence[FileChange], total: int) -> str:
     names = ", ".join(f"{c.path} ({c.change})" for c in changes)
     more = total - len(changes)
     return names + (f" and {more} more" if more > 0 else "")
@@ -13089,7 +13098,7 @@ def _checkout_flags(check: CheckoutState | None) -> list[SanityFlag]:
         return []
     return [_flag("error", "checkout_modified",
                   f"the source checkout changed while agents ran ({check.changed_count} "
-                  f"file(s)): {_named_changes(check.changed or (), check.changed_count)}")]
+                  f"file(s)): {named_changes(check.changed or (), check.changed_count)}")]
 
 
 _RESULTS_FLAG_KINDS = ("results_modified", "results_unverifiable")
@@ -13101,7 +13110,7 @@ def _results_flags(check: ResultsCheck) -> list[SanityFlag]:
         flags.append(_flag("error", "results_modified",
                            f"{check.changed_count} run file(s) differ from what the runner "
                            f"wrote, checked at {check.checked_by} time: "
-                           f"{_named_changes(check.changed, check.changed_count)}"))
+                           f"{named_changes(check.changed, check.changed_count)}"))
     if check.unverifiable_runs:
         flags.append(_flag("info", "results_unverifiable",
                            f"{check.unverifiable_runs} run(s) not verifiable: written by an "
@@ -14301,7 +14310,7 @@ def _h(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _run_key(run: RunResult) -> tuple[str, str, int]:
+def run_key(run: RunResult) -> tuple[str, str, int]:
     return run.key
 
 
@@ -14703,11 +14712,11 @@ def _html_run(run: RunResult, files: dict[tuple, dict]) -> str:
     if run.failure:
         parts.append(f"<p>{_h(run.failure.stage)}: {_h(run.failure.detail)}</p>")
     parts.append(_html_verdicts(run.expectations))
-    trace = files.get((*_run_key(run), "trace"))
+    trace = files.get((*run_key(run), "trace"))
     if trace is not None:
         parts.append(_html_timeline(trace, [e for e in run.expectations if e.is_check]))
     for kind, rel in HTML_RUN_FILES:
-        parts.append(_html_file(kind, rel, files.get((*_run_key(run), kind)) or {}))
+        parts.append(_html_file(kind, rel, files.get((*run_key(run), kind)) or {}))
     parts.append(_html_conversation(run, files))
     return "\n".join(parts) + "\n</details>"
 
@@ -14749,14 +14758,14 @@ def _timeline_entry(action: dict[str, Any]) -> str:
 
 def _html_conversation(run: RunResult, files: dict[tuple, dict]) -> str:
     """A conversation's turns, each the user's message then the agent's reply."""
-    turns = (files.get((*_run_key(run), "turns")) or {}).get("count", 0)
+    turns = (files.get((*run_key(run), "turns")) or {}).get("count", 0)
     if not turns:
         return ""
     blocks = []
     for number in range(1, turns + 1):
         for who, rel in (("user", f"messages/turn-{number}.txt"),
                          ("agent", f"outputs/turn-{number}.txt")):
-            found = files.get((*_run_key(run), f"turn-{number}-{who}")) or {}
+            found = files.get((*run_key(run), f"turn-{number}-{who}")) or {}
             blocks.append(_html_file(f"turn {number}: {who}", rel, found))
     return (f"<details open><summary>conversation: {turns} turn(s)</summary>\n"
             + "\n".join(blocks) + "\n</details>")
@@ -14965,7 +14974,7 @@ def _read_run_file(path: Path, iteration_dir: Path, budget: _FileBudget) -> dict
     """At most HTML_FILE_CAP_BYTES of one run file, with a note when it is cut or left out."""
     rel = path.relative_to(iteration_dir).as_posix()
     real = Path(os.path.realpath(path))
-    if not _is_within(real, Path(os.path.realpath(iteration_dir))) or not real.is_file():
+    if not is_within(real, Path(os.path.realpath(iteration_dir))) or not real.is_file():
         return {"text": None, "note": f"no file at {rel}"}
     cap = min(HTML_FILE_CAP_BYTES, budget.left)
     if cap <= 0:
@@ -14976,7 +14985,7 @@ def _read_run_file(path: Path, iteration_dir: Path, budget: _FileBudget) -> dict
         size = real.stat().st_size
     except OSError as exc:
         return {"text": None, "note": f"{rel} is unreadable: {exc.strerror or exc}"}
-    shown = _cut_utf8_end(data[:cap]) if len(data) > cap else data
+    shown = cut_utf8_end(data[:cap]) if len(data) > cap else data
     budget.left -= len(shown)
     note = f"cut at {len(shown):,} of {size:,} bytes; see {rel}" if len(data) > cap else ""
     return {"text": shown.decode("utf-8", "replace"), "note": note, "bytes": size}
@@ -14989,19 +14998,19 @@ def _read_html_run_files(benchmark: Benchmark, iteration_dir: Path) -> dict[tupl
     for run in all_runs(benchmark):
         run_dir = iteration_dir / run.label
         for kind, rel in HTML_RUN_FILES:
-            files[(*_run_key(run), kind)] = _read_run_file(run_dir / rel, iteration_dir, budget)
+            files[(*run_key(run), kind)] = _read_run_file(run_dir / rel, iteration_dir, budget)
         if run.process is not None:
-            files[(*_run_key(run), "trace")] = _read_run_trace(run_dir, iteration_dir)
+            files[(*run_key(run), "trace")] = _read_run_trace(run_dir, iteration_dir)
         turns = 0
         while turns < MAX_CONVERSATION_TURNS and \
                 (run_dir / "messages" / f"turn-{turns + 1}.txt").is_file():
             turns += 1
             for who, rel in (("user", f"messages/turn-{turns}.txt"),
                              ("agent", f"outputs/turn-{turns}.txt")):
-                files[(*_run_key(run), f"turn-{turns}-{who}")] = _read_run_file(
+                files[(*run_key(run), f"turn-{turns}-{who}")] = _read_run_file(
                     run_dir / rel, iteration_dir, budget)
         if turns:
-            files[(*_run_key(run), "turns")] = {"count": turns}
+            files[(*run_key(run), "turns")] = {"count": turns}
     return files
 
 
@@ -15009,7 +15018,7 @@ def _read_run_trace(run_dir: Path, iteration_dir: Path) -> dict[str, Any]:
     """A run's trace.json for its timeline: {"actions": [...]} or {"note": why not}."""
     path = run_dir / "trace.json"
     real = Path(os.path.realpath(path))
-    if not _is_within(real, Path(os.path.realpath(iteration_dir))) or not real.is_file():
+    if not is_within(real, Path(os.path.realpath(iteration_dir))) or not real.is_file():
         return {"note": "no trace.json"}
     try:
         with open(real, "rb") as handle:
@@ -15153,16 +15162,16 @@ def _open_unfollowed(base: str | int, rel: str, folder: bool = False) -> int:
     """rel under base (a path or a folder descriptor), opened with no link followed at any
     step: an OSError if one is. `folder` opens a folder, else a file (never blocking)."""
     parts = rel.split("/")
-    last = _DIRECTORY if folder else getattr(os, "O_NONBLOCK", 0)
+    last = O_DIRECTORY if folder else getattr(os, "O_NONBLOCK", 0)
     if len(parts) == 1 and not isinstance(base, str):  # most run files: one open
-        return os.open(rel, os.O_RDONLY | _NOFOLLOW | last, dir_fd=base)
-    fd = os.open(base, os.O_RDONLY | _DIRECTORY) if isinstance(base, str) else os.dup(base)
+        return os.open(rel, os.O_RDONLY | O_NOFOLLOW | last, dir_fd=base)
+    fd = os.open(base, os.O_RDONLY | O_DIRECTORY) if isinstance(base, str) else os.dup(base)
     try:
         for name in parts[:-1]:
-            inner = os.open(name, os.O_RDONLY | _DIRECTORY | _NOFOLLOW, dir_fd=fd)
+            inner = os.open(name, os.O_RDONLY | O_DIRECTORY | O_NOFOLLOW, dir_fd=fd)
             os.close(fd)
             fd = inner
-        return os.open(parts[-1], os.O_RDONLY | _NOFOLLOW | last, dir_fd=fd)
+        return os.open(parts[-1], os.O_RDONLY | O_NOFOLLOW | last, dir_fd=fd)
     finally:
         os.close(fd)
 
@@ -15409,7 +15418,7 @@ _ABSENT = object()
 
 
 def _same_number(a: Any, b: Any) -> bool:
-    if not (_number(a) and _number(b)):
+    if not (is_measurable(a) and is_measurable(b)):
         return False
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
 
@@ -15925,7 +15934,7 @@ def _iteration_lock(folder: Path) -> Iterator[None]:
     no fcntl, or the filesystem no locks, the run goes on unlocked."""
     try:
         import fcntl
-        fd = os.open(folder, os.O_RDONLY | _DIRECTORY)
+        fd = os.open(folder, os.O_RDONLY | O_DIRECTORY)
     except (ImportError, OSError):  # no fcntl, or no folder: what reads it next says why
         yield
         return
@@ -16969,11 +16978,11 @@ def _observed_cell(record: RunRecord) -> dict[str, float | None] | None:
             [record.grader.duration_s] if record.grader is not None else [])
         return {"calls": float(len(seconds)),  # each a number once the check below holds
                 "seconds": sum(cast("list[float]", seconds))
-                if all(_number(v) for v in seconds) else None,
+                if all(is_measurable(v) for v in seconds) else None,
                 "tokens": spend_of(record, "tokens"), "cost": spend_of(record, "cost")}
     return {"calls": float(len(processes)),  # each a number once the check below holds
             "seconds": sum(cast("list[float]", seconds))
-            if all(_number(v) for v in seconds) else None,
+            if all(is_measurable(v) for v in seconds) else None,
             "tokens": spend_of(record, "tokens"), "cost": spend_of(record, "cost")}
 
 
@@ -17052,7 +17061,7 @@ def usage_fix(parser: argparse.ArgumentParser, message: str) -> tuple[str, str]:
                        message)
     if choice:
         options = [c.strip(" '\"") for c in choice.group(3).split(",")]
-        hint = _did_you_mean(choice.group(2), options)
+        hint = did_you_mean(choice.group(2), options)
         return f"{hint}choose one of: {', '.join(options)}", parser.prog
     unknown = re.match(r"unrecognized arguments: (.*)", message)
     if unknown:
@@ -17090,7 +17099,7 @@ def _unknown_fix(parser: argparse.ArgumentParser, words: list[str]) -> tuple[str
     target = commands.get(command, parser) if command else parser
     known = [o for a in target._actions for o in a.option_strings]
     flags = [w.split("=")[0] for w in words if w.startswith("-")]
-    hint = _did_you_mean(flags[0], known) if flags else ""
+    hint = did_you_mean(flags[0], known) if flags else ""
     what = "otherwise remove it" if hint else "remove it"
     return f"{hint}{what}" if len(words) == 1 else f"{hint}remove what is not an option " \
         "of this command", target.prog
@@ -17335,7 +17344,7 @@ def _merged_look_stop(merged: Path, shard: Path, shard_manifest: Manifest,
     if check.changed_count or check.unverifiable_runs:
         raise InputError(f"{where}: {check.changed_count + check.unverifiable_runs} of "
                          "its cells or its benchmark.json changed since the merge wrote them ("
-                         f"{_named_changes(check.changed, check.changed_count)})", fix)
+                         f"{named_changes(check.changed, check.changed_count)})", fix)
     own = recorded_run_hashes(shard)
     mine = {str(key) for key in shard_manifest.shard.evals}
     seen = {run.label: run.files_sha256 for run in (*benchmark.runs, *benchmark.unscored_runs)
@@ -17447,7 +17456,7 @@ def _recorded_command(folder: Path, parser: argparse.ArgumentParser
         recorded = parser.parse_args(list(manifest.argv))
     except InputError:
         raise InputError(f"--resume {folder}: the command that started it no longer parses "
-                         f"({_shell_join(list(manifest.argv))})",
+                         f"({shell_join(list(manifest.argv))})",
                          "give the suite and options again: run SUITE --agent AGENT ... "
                          "--resume DIR") from None
     if recorded.command != "run":
@@ -17506,7 +17515,7 @@ def _display_path(path: Path) -> str:
 
 def resume_hint(iteration_dir: Path, reason: str) -> str:
     """The exact command that finishes an iteration stopped by Ctrl-C or the deadline."""
-    command = _shell_join(["python3", _display_path(Path(__file__)), "run", "--resume",
+    command = shell_join(["python3", _display_path(Path(__file__)), "run", "--resume",
                            _display_path(iteration_dir)])
     if reason.startswith(SIGN_IN_REJECTED_REASON):
         what, _, fix = reason[len(SIGN_IN_REJECTED_REASON) + 2:].rpartition("; fix: ")
@@ -17589,17 +17598,17 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     for config, package in (revisions or {}).items():
         print(f"{config}: skills/{suite.skill_name}/ as committed at {package.commit} "
               f"({len(package.contents)} files, package sha256 {package.sha256[:16]})")
-    print(f"executor argv ({first.label}): {_shell_join(executor.argv)}  (cwd {executor.cwd})")
+    print(f"executor argv ({first.label}): {shell_join(executor.argv)}  (cwd {executor.cwd})")
     if talking:
         opening = provider.conversation_invocation(executor)
         later = provider.next_turn_invocation(opening, "<session id>", "")
-        print(f"a conversation's first turn: {_shell_join(opening.argv)}; each later turn: "
-              f"{_shell_join(later.argv)}  (cwd {later.cwd}; the message on standard input)")
+        print(f"a conversation's first turn: {shell_join(opening.argv)}; each later turn: "
+              f"{shell_join(later.argv)}  (cwd {later.cwd}; the message on standard input)")
     if any(map(config_installs_skill, options.configs)):
         names = [suite.skill_name] + [p.rsplit("/", 1)[-1] for p in suite.installed_with]
         print(f"installed cells: {', '.join(names)} copied into each sandbox's "
               f"{provider.skills_folder}/; their prompt is the without_skill prompt")
-    print(f"grader argv: {_shell_join(grader_call.argv)}  (cwd {grader_call.cwd})")
+    print(f"grader argv: {shell_join(grader_call.argv)}  (cwd {grader_call.cwd})")
     print("executor and grader prompts go on standard input; assertions reach only the grader")
     withheld = package_withholdings(suite.root, suite.skill_name, suite.path,
                                     suite.secret_texts())
@@ -17753,7 +17762,7 @@ def _print_regrade_dry_run(suite: Suite, options: RunOptions, provider: Provider
           f"{options.timeout_s:g} s; worst-case wall time: "
           f"{waves * options.grader_runs * options.timeout_s:g} s")
     print(f"grader model: {options.grader_model or 'CLI default'}")
-    print(f"grader argv: {_shell_join(grader_call.argv)}  (cwd {grader_call.cwd})")
+    print(f"grader argv: {shell_join(grader_call.argv)}  (cwd {grader_call.cwd})")
     return EXIT_OK
 
 
@@ -17893,7 +17902,7 @@ def report_exit_code(benchmark: Benchmark, check: ResultsCheck,
     if other_check is not None and other_check.changed_count:
         print(f"{PROG}: REVIEW REQUIRED: {other_name}: {other_check.changed_count} of its "
               f"run file(s) changed since the runner wrote them: "
-              f"{_named_changes(other_check.changed, other_check.changed_count)}",
+              f"{named_changes(other_check.changed, other_check.changed_count)}",
               file=sys.stderr)
         code = EXIT_REVIEW
     return code
@@ -18006,7 +18015,7 @@ def _config_list(text: str) -> tuple[str, ...]:
     configs = tuple(part.strip() for part in text.split(","))
     unknown = [c for c in configs if c not in KNOWN_CONFIGS and not is_revision_config(c)]
     if unknown or not configs or len(set(configs)) != len(configs) or len(configs) > MAX_CONFIGS:
-        hint = _did_you_mean(unknown[0], KNOWN_CONFIGS) if unknown else ""
+        hint = did_you_mean(unknown[0], KNOWN_CONFIGS) if unknown else ""
         raise argparse.ArgumentTypeError(
             f"{text!r}: {hint}give one to {MAX_CONFIGS} distinct configs, comma-separated, "
             f"candidate first, from {', '.join(KNOWN_CONFIGS)}, with_skill@REV and "
@@ -18317,7 +18326,7 @@ def cmd_report(args: argparse.Namespace, folders: dict[str, Path]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
+    if signal.getsignal(signal.SIGINT) is interrupted_while_starting:
         signal.signal(signal.SIGINT, signal.default_int_handler)  # from here: KeyboardInterrupt
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
