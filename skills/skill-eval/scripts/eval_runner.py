@@ -7345,6 +7345,12 @@ def _reported_sum(values: list[Any], source: str, missing: str,
     return bad or captured(sum(p.value for p in parts if p.value is not None), source)
 
 
+def _total(parts: list[Metric], source: str, missing: str) -> Metric:
+    """The sum of several metrics when each was captured; absent for `missing` otherwise."""
+    values = [part.value for part in parts if part.value is not None]
+    return captured(sum(values), source) if len(values) == len(parts) else not_captured(missing)
+
+
 def implausibility(value: Any, kind: str) -> str:
     """Why `value` cannot be a measurement of this kind; empty when it can."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
@@ -7421,6 +7427,13 @@ def _cut_deep_json(text: str, limit: int) -> str:
         pieces += [text[kept:start], "null"]
         kept = len(text)
     return "".join(pieces) + text[kept:]
+
+
+def _wall_clock(result: ProcessResult, cli: str, lacks: str) -> Metric:
+    """time_seconds from the runner's own clock, for a CLI whose output `lacks` a duration."""
+    if result.spawn_error:
+        return not_captured(f"{cli} never started ({result.spawn_error})")
+    return captured(round(result.duration_s, 3), f"runner wall clock ({cli} {lacks})")
 
 
 def _stderr_reason(result: ProcessResult) -> str:
@@ -7557,10 +7570,14 @@ class Provider:
         """A first turn's executor call, changed to keep its session for the next turn."""
         return invocation
 
+    # The option that continues a session by its id (claude, gemini: --resume).
+    resume_flag = "--resume"
+
     def next_turn_invocation(self, first: Invocation, session_id: str,
                              message: str) -> Invocation:
         """The call that sends `message` to the session the first turn started."""
-        raise NotImplementedError
+        return dataclasses.replace(first, argv=[*first.argv, self.resume_flag, session_id],
+                                   stdin_text=message)
 
     def user_invocation(self, prompt: str, folder: Path, model: str | None) -> Invocation:
         """The simulated user: like the grader, no tools and an empty folder, but free text."""
@@ -7636,11 +7653,6 @@ class ClaudeProvider(Provider):
         argv = [a for a in invocation.argv if a != "--no-session-persistence"]
         return dataclasses.replace(invocation, argv=argv)
 
-    def next_turn_invocation(self, first: Invocation, session_id: str,
-                             message: str) -> Invocation:
-        return dataclasses.replace(first, argv=[*first.argv, "--resume", session_id],
-                                   stdin_text=message)
-
     def user_invocation(self, prompt: str, folder: Path, model: str | None) -> Invocation:
         argv = [self.binary, "-p", "--output-format", "json", "--tools", "",
                 "--no-session-persistence", "--safe-mode"]
@@ -7697,15 +7709,10 @@ class ClaudeProvider(Provider):
 
     @staticmethod
     def _tool_calls(events: list[dict]) -> list[dict[str, Any]]:
-        calls = []
-        for position, event in enumerate(events):
-            message = event.get("message") if event.get("type") == "assistant" else None
-            content = message.get("content") if isinstance(message, dict) else None
-            for block in content if isinstance(content, list) else []:
-                if isinstance(block, dict) and block.get("type") == "tool_use":
-                    calls.append({"tool": block.get("name"), "input": block.get("input"),
-                                  "event": position})
-        return calls
+        return [{"tool": block.get("name"), "input": block.get("input"), "event": position}
+                for position, event in enumerate(events)
+                for block in _content_blocks(event, "assistant")
+                if block.get("type") == "tool_use"]
 
 
 _CLAUDE_METRIC_FIELDS = (
@@ -7740,11 +7747,9 @@ def _claude_metrics(envelope: dict | None, reason: str) -> dict[str, Metric]:
         if duration.value is not None else not_captured(str(duration.absent_reason)))
     parts = [metrics[k] for k in ("input_tokens", "output_tokens", "cache_read_input_tokens",
                                   "cache_creation_input_tokens")]
-    missing = next((p for p in parts if p.value is None), None)
-    metrics["tokens"] = (
-        captured(sum(p.value for p in parts if p.value is not None),
-                 "claude envelope usage: input + output + cache read + cache creation")
-        if missing is None else not_captured(f"{missing.absent_reason}, so the total is unknown"))
+    missing = next((p.absent_reason for p in parts if p.value is None), "")
+    metrics["tokens"] = _total(parts, "claude envelope usage: input + output + cache read + "
+                               "cache creation", f"{missing}, so the total is unknown")
     return metrics
 
 
@@ -7823,8 +7828,7 @@ class CodexProvider(Provider):
         return Invocation(argv, grader_dir, prompt)
 
     def read_executor(self, result: ProcessResult) -> AgentReply:
-        reply = self._read(result)
-        return reply
+        return self._read(result)
 
     def read_grader(self, result: ProcessResult, last_message_path: Path) -> AgentReply:
         reply = self._read(result)
@@ -7901,15 +7905,10 @@ def _codex_metrics(usages: list[dict], result: ProcessResult,
     # `codex exec` is one turn per call, so counting turn.completed would always say 1.
     metrics["num_turns"] = not_captured("codex exec reports one turn per call, not the agent's "
                                         "turns")
-    metrics["time_seconds"] = (
-        not_captured(f"codex never started ({result.spawn_error})") if result.spawn_error else
-        captured(round(result.duration_s, 3), "runner wall clock (codex reports no duration)"))
-    parts = [metrics["input_tokens"], metrics["output_tokens"]]
-    metrics["tokens"] = (
-        captured(sum(p.value for p in parts if p.value is not None),
-                 "codex usage: input (incl. cached) + output")
-        if all(p.value is not None for p in parts)
-        else not_captured("codex usage was not reported"))
+    metrics["time_seconds"] = _wall_clock(result, "codex", "reports no duration")
+    metrics["tokens"] = _total([metrics["input_tokens"], metrics["output_tokens"]],
+                               "codex usage: input (incl. cached) + output",
+                               "codex usage was not reported")
     return metrics
 
 
@@ -8011,11 +8010,8 @@ class GeminiProvider(Provider):
                 "--model", self.verdict_alias]
         return Invocation(argv, grader_dir, prompt)
 
-    def next_turn_invocation(self, first: Invocation, session_id: str,
-                             message: str) -> Invocation:
-        # Sessions are kept per working folder (0.61.0): the same sandbox, the same id.
-        return dataclasses.replace(first, argv=[*first.argv, "--resume", session_id],
-                                   stdin_text=message)
+    # A next turn resumes by id (the base's call): sessions are kept per working folder
+    # (0.61.0), so it runs in the same sandbox.
 
     def user_invocation(self, prompt: str, folder: Path, model: str | None) -> Invocation:
         argv = [self.binary, "--output-format", "json", "--skip-trust"]
@@ -8216,10 +8212,7 @@ def _gemini_json_metrics(envelope: dict[str, Any] | None, result: ProcessResult,
                                    f"gemini stats.models.*.tokens.{key}, summed",
                                    f"gemini reported no stats.models.*.tokens.{key}{why}")
                for name, key in _GEMINI_MODEL_TOKEN_FIELDS}
-    metrics["time_seconds"] = (
-        not_captured(f"gemini never started ({result.spawn_error})") if result.spawn_error else
-        captured(round(result.duration_s, 3), "runner wall clock (gemini -o json has no "
-                                              "duration)"))
+    metrics["time_seconds"] = _wall_clock(result, "gemini", "-o json has no duration")
     metrics["num_turns"] = not_captured("gemini reports no turn count")
     metrics["total_cost_usd"] = not_captured("gemini reports no cost")
     return metrics
@@ -8269,11 +8262,7 @@ class OpenCodeProvider(Provider):
         return Invocation(argv, grader_dir, prompt)
 
     session_id_pattern = re.compile(r"ses_[A-Za-z0-9]{1,64}")
-
-    def next_turn_invocation(self, first: Invocation, session_id: str,
-                             message: str) -> Invocation:
-        return dataclasses.replace(first, argv=[*first.argv, "--session", session_id],
-                                   stdin_text=message)
+    resume_flag = "--session"
 
     def user_invocation(self, prompt: str, folder: Path, model: str | None) -> Invocation:
         argv = self._common(folder, "skill-eval user", model) + ["--agent", self.user_agent]
@@ -8479,12 +8468,10 @@ def _opencode_metrics(steps: list[dict], result: ProcessResult,
         metrics[name] = _reported_sum([_dig(step.get("tokens"), keys) for step in steps],
                                       f"opencode step_finish tokens.{'.'.join(keys)}, summed",
                                       f"opencode reported no tokens.{'.'.join(keys)}{why}")
-    parts = [metrics[k].value for k, _ in _OPENCODE_TOKEN_FIELDS
-             if k != "reasoning_output_tokens"]
-    metrics["tokens"] = (
-        captured(sum(v for v in parts if v is not None),
-                 "opencode tokens: input + output + cache read + cache write")
-        if all(v is not None for v in parts) else not_captured("opencode token counts are missing"))
+    metrics["tokens"] = _total([metrics[k] for k, _ in _OPENCODE_TOKEN_FIELDS
+                                if k != "reasoning_output_tokens"],
+                               "opencode tokens: input + output + cache read + cache write",
+                               "opencode token counts are missing")
     no_cost = "opencode reported no cost (it reports 0 when the model has no price configured)"
     cost = _reported_sum([step.get("cost") for step in steps],
                          "opencode step_finish cost, summed", no_cost, "usd")
@@ -8492,9 +8479,7 @@ def _opencode_metrics(steps: list[dict], result: ProcessResult,
     metrics["num_turns"] = (captured(len(steps), "count of opencode step_finish events")
                             if steps else not_captured(f"opencode finished no step{why}"))
     # Its event timestamps are when it printed them, all at the end: not a duration.
-    metrics["time_seconds"] = (
-        not_captured(f"opencode never started ({result.spawn_error})") if result.spawn_error else
-        captured(round(result.duration_s, 3), "runner wall clock (opencode reports no duration)"))
+    metrics["time_seconds"] = _wall_clock(result, "opencode", "reports no duration")
     return metrics
 
 
