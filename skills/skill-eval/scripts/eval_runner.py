@@ -10240,7 +10240,7 @@ def _ask_user_agent(talk: _Conversation, number: int) -> AgentReply | None:
     return None
 
 
-def _failure_status(role: str, result: ProcessResult) -> str:
+def _failure_status(role: str, result: ProcessResult | ProcessCall) -> str:
     """executor_/grader_ timeout or failed, or cancelled when the run was stopped."""
     if result.timed_out:
         return f"{role}_timeout"
@@ -10302,12 +10302,12 @@ def _grade_once(ctx: RunContext, job: _GraderJob, vote: int) -> Grading | None:
     result, reply = _call_grader(ctx, job.sandbox, job.prompt, job.files, suffix)
     record.grader = result
     payload = parse_verdict_payload(reply.structured, reply.text) if reply.ok else None
-    status = (reply.failure_status if not reply.ok
+    status = (_failure_status("grader", result) if not reply.ok
               else "grader_unparseable" if payload is None else STATUS_OK)
     assert record.grader_calls is not None, "grade_cell starts the list before any vote"
     record.grader_calls.append(GraderCall(vote, result, reply.metrics, status))
     if not reply.ok:
-        record.fail(reply.failure_status, "grader", _vote_label(vote, ctx) + reply.failure)
+        record.fail(status, "grader", _vote_label(vote, ctx) + reply.failure)
         return None
     if payload is None:
         record.fail("grader_unparseable", "grader", _vote_label(vote, ctx) + "; ".join(
@@ -10322,23 +10322,9 @@ def _vote_label(vote: int, ctx: RunContext) -> str:
 
 
 def _sum_metrics(calls: list[dict[str, Metric]], planned: int) -> dict[str, Metric]:
-    """Each metric summed over the grader calls, captured only when every call captured it."""
-    if not calls:
-        return {}
-    totals: dict[str, Metric] = {}
-    for name in dict.fromkeys(n for metrics in calls for n in metrics):
-        parts = [metrics.get(name) or not_captured(f"not reported for {name}")
-                 for metrics in calls]
-        missing = next((p for p in parts if p.value is None), None)
-        if missing is not None:
-            # implausible is kept, so the sanity checks name the cell
-            totals[name] = Metric(None, absent_reason=missing.absent_reason or "not captured",
-                                  implausible=missing.implausible)
-            continue
-        source = parts[0].source or ""
-        if len(parts) > 1:
-            source += f" (sum over {len(parts)} grader calls)"
-        totals[name] = captured(sum(p.value for p in parts if p.value is not None), source)
+    """Each metric summed over the grader calls, captured only when every call captured it;
+    a sum over fewer calls than `planned` says so in its note."""
+    totals = _conversation_totals(calls, "grader call", name_the_missing=False)
     if len(calls) < planned:
         note = f"{len(calls)} of {planned} grader calls ran"
         totals = {name: dataclasses.replace(metric, note=metric.note or note)
@@ -10372,10 +10358,12 @@ def _turn_shares(reported: list[dict[str, Metric]],
     return shares
 
 
-def _conversation_totals(shares: list[dict[str, Metric]], what: str = "turn"
-                         ) -> dict[str, Metric]:
+def _conversation_totals(shares: list[dict[str, Metric]], what: str = "turn",
+                         name_the_missing: bool = True) -> dict[str, Metric]:
     """Each metric summed over the turns, captured only when every turn captured it; else
-    absent, naming the first turn without it (never a partial sum passed off as the total)."""
+    absent with the first missing turn's reason (never a partial sum passed off as the total),
+    naming that turn unless `name_the_missing` is off. An implausible part stays marked, so
+    the sanity checks name the cell."""
     totals: dict[str, Metric] = {}
     for name in dict.fromkeys(n for metrics in shares for n in metrics):
         parts = [metrics.get(name) or not_captured(f"not reported for {name}")
@@ -10383,9 +10371,9 @@ def _conversation_totals(shares: list[dict[str, Metric]], what: str = "turn"
         missing = next((n for n, p in enumerate(parts, 1) if p.value is None), None)
         if missing is not None:
             part = parts[missing - 1]
+            named = f"{what} {missing}: " if name_the_missing else ""
             totals[name] = Metric(None, implausible=part.implausible,
-                                  absent_reason=f"{what} {missing}: "
-                                  f"{part.absent_reason or 'not captured'}")
+                                  absent_reason=f"{named}{part.absent_reason or 'not captured'}")
             continue
         source = parts[0].source or ""
         totals[name] = captured(sum(p.value for p in parts if p.value is not None),
@@ -10394,21 +10382,8 @@ def _conversation_totals(shares: list[dict[str, Metric]], what: str = "turn"
     return totals
 
 
-@dataclasses.dataclass
-class _GraderReply:
-    """The grader's reading for the grader step: its answer, or why it failed and the status."""
-
-    ok: bool
-    text: str = ""
-    structured: Any = None
-    failure: str = ""
-    failure_status: str = ""
-    metrics: dict[str, Metric] = dataclasses.field(default_factory=dict)
-    notes: list[str] = dataclasses.field(default_factory=list)  # why an answer was not read
-
-
 def _call_grader(ctx: RunContext, sandbox: _GraderFolders, prompt: str, files: _RunFiles,
-                 suffix: str = "") -> tuple[ProcessCall, _GraderReply]:
+                 suffix: str = "") -> tuple[ProcessCall, AgentReply]:
     """One grader process in an empty folder outside the checkout; its output kept in logs/.
 
     Returns the process record and the provider's reading of the reply.
@@ -10433,11 +10408,7 @@ def _call_grader(ctx: RunContext, sandbox: _GraderFolders, prompt: str, files: _
             files.text(f"logs/grader_last_message{suffix}.txt", kept.decode("utf-8", "replace"))
     if not reply.ok:
         files.text(f"logs/grader_stderr{suffix}.txt", result.stderr)
-        return _process_record(invocation, result, env, isolation), _GraderReply(
-            False, failure=reply.failure, failure_status=_failure_status("grader", result),
-            metrics=reply.metrics)
-    return _process_record(invocation, result, env, isolation), _GraderReply(
-        True, reply.text, reply.structured, metrics=reply.metrics, notes=reply.notes)
+    return _process_record(invocation, result, env, isolation), reply
 
 
 def _process_record(invocation: Invocation, result: ProcessResult, env: dict[str, str],
