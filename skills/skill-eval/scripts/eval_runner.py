@@ -7618,7 +7618,7 @@ class ClaudeProvider(Provider):
         return [_home(env) / ".claude" / "skills" / skill_name]
 
     def home_files(self, env: dict[str, str]) -> list[tuple[Path, str]]:
-        home = Path(env.get("HOME") or Path.home())
+        home = _home(env)
         config = Path(env.get("CLAUDE_CONFIG_DIR") or home / ".claude")
         return [(config / ".credentials.json", ".claude/.credentials.json"),
                 (home / ".claude.json", ".claude.json")]
@@ -7775,7 +7775,7 @@ class CodexProvider(Provider):
                 _home(env) / ".agents" / "skills" / skill_name]
 
     def home_files(self, env: dict[str, str]) -> list[tuple[Path, str]]:
-        source = Path(env.get("CODEX_HOME") or Path(env.get("HOME") or Path.home()) / ".codex")
+        source = Path(env.get("CODEX_HOME") or _home(env) / ".codex")
         return [(source / "auth.json", ".codex/auth.json"),
                 (source / "config.toml", ".codex/config.toml")]
 
@@ -7786,9 +7786,11 @@ class CodexProvider(Provider):
     def _common(self, cwd: Path, sandbox_mode: str, model: str | None) -> list[str]:
         argv = [self.binary, "exec", "--json", "--skip-git-repo-check", "--ephemeral",
                 "--sandbox", sandbox_mode, "--cd", str(cwd)]
-        for setting in self.settings:
-            argv += ["-c", setting]
-        return argv + _model_args("--model", model)
+        return argv + self._config_args() + _model_args("--model", model)
+
+    def _config_args(self) -> list[str]:
+        """The user's settings, each as `-c KEY=VALUE`."""
+        return [arg for setting in self.settings for arg in ("-c", setting)]
 
     def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
         # "-" sends the prompt on stdin; a prompt argument with a pipe open would block.
@@ -7806,10 +7808,8 @@ class CodexProvider(Provider):
                              message: str) -> Invocation:
         # `exec resume` has neither --sandbox nor --cd (0.171.0): the sandbox mode comes by
         # -c, after the user's settings so it wins, and the folder from the process.
-        argv = [self.binary, "exec", "resume", "--json", "--skip-git-repo-check"]
-        for setting in self.settings:
-            argv += ["-c", setting]
-        argv += ["-c", 'sandbox_mode="workspace-write"']
+        argv = [self.binary, "exec", "resume", "--json", "--skip-git-repo-check",
+                *self._config_args(), "-c", 'sandbox_mode="workspace-write"']
         model = first.argv[first.argv.index("--model") + 1] if "--model" in first.argv else None
         argv += _model_args("--model", model) + [session_id, "-"]
         return dataclasses.replace(first, argv=argv, stdin_text=message)
