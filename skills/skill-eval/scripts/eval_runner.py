@@ -9419,10 +9419,7 @@ def assign_shards(weights: dict[str, int], count: int) -> dict[str, int]:
 
 
 def _shard_of_plan(cells: list[Cell], count: int) -> dict[str, int]:
-    weights: dict[str, int] = {}
-    for cell in cells:
-        weights[cell.case.key] = weights.get(cell.case.key, 0) + 1
-    return assign_shards(weights, count)
+    return assign_shards(collections.Counter(cell.case.key for cell in cells), count)
 
 
 def planned_cells(suite: Suite, options: RunOptions, iteration_dir: Path) -> list[Cell]:
@@ -9532,12 +9529,6 @@ def _path_mention(folders: Iterable[str]) -> Callable[[str], bool]:
     return lambda text: pattern.search(text) is not None
 
 
-def _provider_env(ctx: RunContext, cwd: Path) -> dict[str, str]:
-    env = dict(ctx.base_env)
-    env["PWD"] = str(cwd)
-    return env
-
-
 class _AgentHomes(Protocol):
     """What makes a fresh home for an agent process whose CLI gets one per process."""
 
@@ -9557,7 +9548,7 @@ def agent_env(ctx: RunContext, sandbox: _AgentHomes, cwd: Path, role: str,
               model: str | None, skills_on: bool = False) -> dict[str, str]:
     """The environment of one agent process; unconfined, a fresh home of its own next to the
     sandbox when its adapter asks (a confined one gets it from _run_agent)."""
-    env = _provider_env(ctx, cwd)
+    env = {**ctx.base_env, "PWD": str(cwd)}
     if not ctx.provider.fresh_home or ctx.confinement.mode == "bwrap":
         return env
     home = sandbox.make_home(role)
@@ -10767,13 +10758,10 @@ def _trigger_watch(provider: Provider, skill_name: str) -> StreamWatch:
 
     def decide(chunk: bytes) -> str:
         pending.extend(chunk)
-        if b"\n" not in chunk:
-            if len(pending) > _TRIGGER_WATCH_LINE_CAP:
-                pending.clear()
-                skipping[0] = True
-            return ""
-        *lines, rest = bytes(pending).split(b"\n")
-        pending[:] = rest
+        lines: list[bytes] = []
+        if b"\n" in chunk:
+            *lines, rest = bytes(pending).split(b"\n")
+            pending[:] = rest
         if len(pending) > _TRIGGER_WATCH_LINE_CAP:
             pending.clear()
             skipping[0] = True
@@ -11008,13 +10996,8 @@ def _remove_bytecode_caches(repo: Path) -> None:
 def run_one_check(ctx: RunContext, run: _CellRun, check: Check) -> CheckResult:
     """The check's result: passed with the evidence, or `unrun` (why it could not run)."""
     started = time.monotonic()
-    def search(pattern: str, text: str, timeout_s: float) -> tuple[str | None, str]:
-        return _search_in_child(ctx, pattern, text, timeout_s)
-
-    def search_many(pattern: str, texts: list[str], timeout_s: float
-                    ) -> tuple[list[int] | None, str]:
-        return _search_many_in_child(ctx, pattern, texts, timeout_s)
-
+    search = functools.partial(_search_in_child, ctx)
+    search_many = functools.partial(_search_many_in_child, ctx)
     if check.subject == "run":
         result = _run_command_check(ctx, run, check)
     elif check.subject == "file":
@@ -11183,23 +11166,8 @@ _Search = Callable[[str, str, float], "tuple[str | None, str]"]
 def _search_in_child(ctx: RunContext, pattern: str, text: str, timeout_s: float
                      ) -> tuple[str | None, str]:
     """(the matched text or None, "") or (None, why the search could not finish)."""
-    invocation = Invocation([sys.executable, "-I", "-S", "-c", _PATTERN_SEARCH],
-                            ctx.sandbox_base, stdin_text=json.dumps([pattern, text]))
-    result = run_process(invocation, {"PATH": os.pathsep.join(_CHECK_SYSTEM_PATH)}, timeout_s,
-                         ctx.groups)
-    if result.timed_out:
-        return None, f"the pattern search did not end within {timeout_s:g} s"
-    if result.cancelled:
-        return None, "the run was stopped while it ran"
-    try:
-        if result.returncode == 0:
-            found = json.loads(result.stdout)
-            if found is None or isinstance(found, str):
-                return found, ""
-    except ValueError:
-        pass
-    said = result.spawn_error or result.stderr.strip()[-300:] or f"exit {result.returncode}"
-    return None, f"the pattern search failed: {said}"
+    return _pattern_child(ctx, _PATTERN_SEARCH, [pattern, text], timeout_s,
+                          lambda found: found is None or isinstance(found, str))
 
 
 # ...and for a trace check, over every command at once: one child, not one per command.
@@ -11214,8 +11182,17 @@ def _search_many_in_child(ctx: RunContext, pattern: str, texts: list[str], timeo
                           ) -> tuple[list[int] | None, str]:
     """(the indexes of the texts the pattern matches, "") or (None, why the search could not
     finish)."""
-    invocation = Invocation([sys.executable, "-I", "-S", "-c", _PATTERN_SEARCH_MANY],
-                            ctx.sandbox_base, stdin_text=json.dumps([pattern, texts]))
+    return _pattern_child(ctx, _PATTERN_SEARCH_MANY, [pattern, texts], timeout_s,
+                          lambda found: isinstance(found, list) and all(
+                              isinstance(i, int) and 0 <= i < len(texts) for i in found))
+
+
+def _pattern_child(ctx: RunContext, script: str, given: list[Any], timeout_s: float,
+                   well_formed: Callable[[Any], bool]) -> tuple[Any, str]:
+    """(what the search child printed, "") when it is `well_formed`, or (None, why the search
+    could not finish)."""
+    invocation = Invocation([sys.executable, "-I", "-S", "-c", script], ctx.sandbox_base,
+                            stdin_text=json.dumps(given))
     result = run_process(invocation, {"PATH": os.pathsep.join(_CHECK_SYSTEM_PATH)}, timeout_s,
                          ctx.groups)
     if result.timed_out:
@@ -11225,8 +11202,7 @@ def _search_many_in_child(ctx: RunContext, pattern: str, texts: list[str], timeo
     try:
         if result.returncode == 0:
             found = json.loads(result.stdout)
-            if isinstance(found, list) and all(isinstance(i, int) and 0 <= i < len(texts)
-                                               for i in found):
+            if well_formed(found):
                 return found, ""
     except ValueError:
         pass
