@@ -8176,21 +8176,20 @@ def _loads_json_object(text: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-_GEMINI_STAT_FIELDS = (("input_tokens", "input_tokens"), ("output_tokens", "output_tokens"),
-                       ("cached_input_tokens", "cached"), ("tokens", "total_tokens"),
-                       ("tool_calls", "tool_calls"))
+_GEMINI_STAT_FIELDS = (("input_tokens", "input_tokens", "count"),
+                       ("output_tokens", "output_tokens", "count"),
+                       ("cached_input_tokens", "cached", "count"),
+                       ("tokens", "total_tokens", "count"), ("tool_calls", "tool_calls", "count"),
+                       ("duration_ms", "duration_ms", "ms"))  # read as time_seconds
 
 
 def _gemini_metrics(stats: Any, failure: str) -> dict[str, Metric]:
     why = f" ({failure})" if failure else ""
     metrics = {}
-    for name, key in _GEMINI_STAT_FIELDS:
-        value = stats.get(key) if isinstance(stats, dict) else None
-        metrics[name] = reported(value, f"gemini result stats.{key}",
-                                 f"gemini reported no stats.{key}{why}")
-    duration = reported(stats.get("duration_ms") if isinstance(stats, dict) else None,
-                        "gemini result stats.duration_ms",
-                        f"gemini reported no stats.duration_ms{why}", "ms")
+    for name, key, kind in _GEMINI_STAT_FIELDS:
+        metrics[name] = reported(_dig(stats, (key,)), f"gemini result stats.{key}",
+                                 f"gemini reported no stats.{key}{why}", kind)
+    duration = metrics.pop("duration_ms")
     metrics["time_seconds"] = (captured(duration.value / 1000.0, str(duration.source))
                                if duration.value is not None else duration)
     metrics["num_turns"] = not_captured("gemini reports no turn count")
@@ -8634,8 +8633,7 @@ def _codex_action(item: dict[str, Any], position: int) -> TraceAction:
         return TraceAction("command", kind, position, command=_action_text(item.get("command")),
                            exit_code=_action_int(item.get("exit_code")), failed=failed)
     if kind == "file_change":
-        changes = [c for c in item.get("changes") or [] if isinstance(c, dict)] \
-            if isinstance(item.get("changes"), list) else []
+        changes = [c for c in list_at(item, "changes") if isinstance(c, dict)]
         kinds = {c.get("kind") for c in changes}
         action_kind = ("write" if kinds == {"add"} else "delete" if kinds == {"delete"}
                        else "edit")
