@@ -7812,7 +7812,7 @@ class CodexProvider(Provider):
         return Invocation(self._common(folder, "read-only", model) + ["-"], folder, prompt)
 
     def read_user(self, result: ProcessResult) -> AgentReply:
-        return self._read(result)
+        return self.read_executor(result)
 
     def grader_invocation(self, prompt: str, grader_dir: Path, model: str | None,
                           schema_path: Path, last_message_path: Path) -> Invocation:
@@ -7821,11 +7821,8 @@ class CodexProvider(Provider):
             "-"]
         return Invocation(argv, grader_dir, prompt)
 
-    def read_executor(self, result: ProcessResult) -> AgentReply:
-        return self._read(result)
-
     def read_grader(self, result: ProcessResult, last_message_path: Path) -> AgentReply:
-        reply = self._read(result)
+        reply = self.read_executor(result)
         if reply.ok and not reply.text.strip():
             try:  # the grader wrote it: a link, a FIFO or a device is not read
                 reply.text = read_bounded(last_message_path, STREAM_HEAD_BYTES, False,
@@ -7834,7 +7831,7 @@ class CodexProvider(Provider):
                 pass
         return reply
 
-    def _read(self, result: ProcessResult) -> AgentReply:
+    def read_executor(self, result: ProcessResult) -> AgentReply:
         events = parse_json_lines(result.stdout)
         failure = _process_failure(result)
         messages, trace, usages, turn_errors = [], [], [], []
@@ -8389,13 +8386,10 @@ class OpenCodeProvider(Provider):
             _set_path(config, *_json_setting(setting))
         return config
 
-    def read_executor(self, result: ProcessResult) -> AgentReply:
-        return self._read(result)
-
     def read_grader(self, result: ProcessResult, last_message_path: Path) -> AgentReply:
-        return self._read(result)
+        return self.read_executor(result)
 
-    def _read(self, result: ProcessResult) -> AgentReply:
+    def read_executor(self, result: ProcessResult) -> AgentReply:
         events = parse_json_lines(result.stdout)
         failure = _process_failure(result)
         pieces, trace, steps, errors, rejected = [], [], [], [], []
