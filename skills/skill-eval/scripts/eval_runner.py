@@ -11392,6 +11392,11 @@ def describe(values: list[float]) -> dict[str, Any]:
             "max": max(values), "n": n}
 
 
+def _stats(values: Iterable[float | None]) -> Stats:
+    """describe() of the values that are there: an absent one is left out, never a 0."""
+    return Stats(**describe([v for v in values if v is not None]))
+
+
 def _finite(value: float | None) -> float | None:
     """None for a statistic that overflowed: JSON has no infinity."""
     return value if value is None or math.isfinite(value) else None
@@ -11441,8 +11446,7 @@ def _summarize_config(runs: list[RunResult]) -> ConfigSummary:
     scored = [r for r in runs if r.scored]
 
     def pick(key: str) -> Stats:
-        return Stats(**describe([getattr(r.result, key) for r in scored
-                                 if getattr(r.result, key) is not None]))
+        return _stats(getattr(r.result, key) for r in scored)
 
     return ConfigSummary(pick("pass_rate"), pick("time_seconds"), pick("tokens"),
                          scored_runs=len(scored), runs=len(runs))
@@ -12376,9 +12380,6 @@ def aggregate(records: list[RunRecord], meta: Metadata) -> Benchmark:
     baseline = configs[1] if len(configs) > 1 else None
     cand_rate = run_summary[candidate].pass_rate.mean
     base_rate = run_summary[baseline].pass_rate.mean if baseline else None
-    statuses: dict[str, int] = {}
-    for run in runs:
-        statuses[run.status] = statuses.get(run.status, 0) + 1
     compared = comparisons(per_eval, configs)
     benchmark = Benchmark(
         metadata=meta,
@@ -12392,7 +12393,7 @@ def aggregate(records: list[RunRecord], meta: Metadata) -> Benchmark:
         scored_run_count=sum(r.scored for r in runs),
         error_run_count=sum(r.status != STATUS_OK for r in runs),
         sanity_checks=SanityChecks("OK", ()),  # below, from everything else
-        status_counts=dict(sorted(statuses.items())),
+        status_counts=dict(sorted(collections.Counter(run.status for run in runs).items())),
         comparison=PooledComparison(candidate, baseline, cand_rate, base_rate,
                                     cand_rate - base_rate
                                     if cand_rate is not None and base_rate is not None else None),
@@ -12450,7 +12451,7 @@ def _process_summary(runs: list[RunResult], configs: tuple[str, ...]) -> Process
     for config in configs:
         mine = [_process_of(r) for r in scored if r.configuration == config]
         counted = [p for p in mine if p.absent is None]
-        actions, commands, read, written = (Stats(**describe([getattr(p, name) for p in counted]))
+        actions, commands, read, written = (_stats(getattr(p, name) for p in counted)
                                             for name in PROCESS_METRICS)
         per_config[config] = ProcessArm(
             actions, commands, read, written, len(counted), len(mine) - len(counted),
@@ -12469,8 +12470,8 @@ def _process_comparison(runs: list[RunResult], candidate: str, baseline: str,
         if _process_of(run).absent is None and run.configuration in (candidate, baseline):
             slot = means.setdefault(str(run.eval_id), {candidate: [], baseline: []})
             slot[run.configuration].append(float(getattr(_process_of(run), name)))
-    deltas = sorted(_snap(_average(slot[candidate]) - _average(slot[baseline]))
-                    for slot in means.values() if slot[candidate] and slot[baseline])
+    deltas = _paired_deltas([(slot[candidate], slot[baseline]) for slot in means.values()
+                             if slot[candidate] and slot[baseline]])
     entry = ProcessComparison(
         candidate, baseline, name, paired_evals=len(deltas),
         mean_delta=_snap(_average(deltas)) if deltas else None,
@@ -12505,12 +12506,6 @@ def _activation_of(run: RunResult) -> RunActivation:
     """The activation record of a run picked for having one."""
     assert run.activation is not None, "the caller keeps only runs with an activation record"
     return run.activation
-
-
-def _grader_of(run: RunResult) -> GraderCost:
-    """The grader block of a run picked for having been judged."""
-    assert run.grader is not None, "the caller keeps only judged runs"
-    return run.grader
 
 
 def _activation_tally(runs: list[RunResult]) -> Share:
@@ -12604,9 +12599,8 @@ def _by_eval(runs: list[RunResult]) -> dict[str, list[RunResult]]:
 
 
 def _pass_rates(runs: list[RunResult], activated: bool) -> Stats:
-    return Stats(**describe([r.result.pass_rate for r in runs
-                             if r.scored and r.result.pass_rate is not None
-                             and _activation_of(r).activated is activated]))
+    return _stats(r.result.pass_rate for r in runs
+                  if r.scored and _activation_of(r).activated is activated)
 
 
 # -- the judge: its cost, its agreement with itself, and its share of the variation --------
@@ -12682,30 +12676,27 @@ def _cohen_kappa(votes: list[tuple[bool, bool]]) -> Metric:
 
 def _judge_cost(runs: list[RunResult], configs: tuple[str, ...]) -> JudgeCost:
     """Per config, mean ± stddev over the runs that were judged; the grand total too."""
-    judged = [r for r in runs if r.grader is not None and r.grader.calls]
+    judged = [(r.configuration, r.grader) for r in runs if r.grader is not None and r.grader.calls]
     per_config = {}
     for config in configs:
-        mine = [r for r in judged if r.configuration == config]
-        stats = {name: Stats(**describe([v for v in (_grader_of(r).total(name) for r in mine)
-                                         if v is not None]))
-                 for name in _GRADER_METRICS}
-        per_config[config] = JudgeConfigCost(len(mine), sum(_grader_of(r).calls for r in mine),
-                                             **stats)
+        mine = [grader for run_config, grader in judged if run_config == config]
+        stats = {name: _stats(g.total(name) for g in mine) for name in _GRADER_METRICS}
+        per_config[config] = JudgeConfigCost(len(mine), sum(g.calls for g in mine), **stats)
+    graders = [grader for _, grader in judged]
     totals = {}
     for name in _GRADER_METRICS:
-        values = [_grader_of(r).total(name) for r in judged]
+        values = [g.total(name) for g in graders]
         known = [value for value in values if value is not None]
         totals[name] = math.fsum(known) if values and len(known) == len(values) else None
-    return JudgeCost(per_config,
-                     JudgeCostTotal(sum(_grader_of(r).calls for r in judged), **totals),
-                     {name: _grader_absent_reason(judged, name) for name in _GRADER_METRICS})
+    return JudgeCost(per_config, JudgeCostTotal(sum(g.calls for g in graders), **totals),
+                     {name: _grader_absent_reason(graders, name) for name in _GRADER_METRICS})
 
 
-def _grader_absent_reason(judged: list[RunResult], name: str) -> str | None:
+def _grader_absent_reason(judged: list[GraderCost], name: str) -> str | None:
     if not judged:
         return "no grader ran"
-    for run in judged:
-        source = _grader_of(run).metric_sources.get(name) or not_captured("not reported")
+    for grader in judged:
+        source = grader.metric_sources.get(name) or not_captured("not reported")
         if source.value is None:
             return source.absent_reason or "not reported"
     return None
@@ -12836,16 +12827,10 @@ def _flag(severity: str, kind: str, message: str, **where: Any) -> SanityFlag:
 
 
 def sanity_checks(benchmark: Benchmark, records: list[RunRecord]) -> SanityChecks:
-    meta = benchmark.metadata
-    flags: list[SanityFlag] = []
-    flags += _run_flags(records)
-    flags += _eval_flags(benchmark)
-    flags += _assertion_flags(benchmark)
-    flags += _judge_flags(benchmark)
-    flags += _iteration_flags(benchmark, meta)
-    flags += _activation_flags(benchmark)
-    flags += _kept_back_flags(records)
-    return SanityChecks(_review_status(flags), tuple(flags))
+    flags = (*_run_flags(records), *_eval_flags(benchmark), *_assertion_flags(benchmark),
+             *_judge_flags(benchmark), *_iteration_flags(benchmark, benchmark.metadata),
+             *_activation_flags(benchmark), *_kept_back_flags(records))
+    return SanityChecks(_review_status(flags), flags)
 
 
 def _review_status(flags: Iterable[SanityFlag]) -> str:
