@@ -12435,21 +12435,16 @@ def _process_counts(summary: TraceSummary) -> ProcessCounts:
     return counts
 
 
-def _process_of(run: RunResult) -> ProcessCounts:
-    """The process counts of a run picked for having them."""
-    assert run.process is not None, "_process_summary keeps only runs with process counts"
-    return run.process
-
-
 def _process_summary(runs: list[RunResult], configs: tuple[str, ...]) -> ProcessSummary | None:
     """Per config the mean and spread of each count over the scored runs that have one, and
     for each baseline the paired sign-flip test over the evals, as for the pass rate."""
-    scored = [r for r in runs if r.scored and r.process is not None]
+    scored = [(str(r.eval_id), r.configuration, r.process) for r in runs
+              if r.scored and r.process is not None]
     if not scored:
         return None
     per_config = {}
     for config in configs:
-        mine = [_process_of(r) for r in scored if r.configuration == config]
+        mine = [counts for _, run_config, counts in scored if run_config == config]
         counted = [p for p in mine if p.absent is None]
         actions, commands, read, written = (_stats(getattr(p, name) for p in counted)
                                             for name in PROCESS_METRICS)
@@ -12461,15 +12456,15 @@ def _process_summary(runs: list[RunResult], configs: tuple[str, ...]) -> Process
     return ProcessSummary(PROCESS_NOTE, PROCESS_METRICS, per_config, compared)
 
 
-def _process_comparison(runs: list[RunResult], candidate: str, baseline: str,
-                        name: str) -> ProcessComparison:
+def _process_comparison(scored: list[tuple[str, str, ProcessCounts]], candidate: str,
+                        baseline: str, name: str) -> ProcessComparison:
     """One count, candidate against baseline: each eval's delta of mean counts (the evals
     where both configs have counted runs), and the sign-flip test of the mean delta."""
     means: dict[str, dict[str, list[float]]] = {}
-    for run in runs:
-        if _process_of(run).absent is None and run.configuration in (candidate, baseline):
-            slot = means.setdefault(str(run.eval_id), {candidate: [], baseline: []})
-            slot[run.configuration].append(float(getattr(_process_of(run), name)))
+    for eval_id, config, counts in scored:
+        if counts.absent is None and config in (candidate, baseline):
+            slot = means.setdefault(eval_id, {candidate: [], baseline: []})
+            slot[config].append(float(getattr(counts, name)))
     deltas = _paired_deltas([(slot[candidate], slot[baseline]) for slot in means.values()
                              if slot[candidate] and slot[baseline]])
     entry = ProcessComparison(
