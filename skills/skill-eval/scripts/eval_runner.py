@@ -8936,22 +8936,31 @@ def grader_template_sha256() -> str:
     return hashlib.sha256((GRADER_PREAMBLE + _GRADER_ANSWER_FORMAT).encode("utf-8")).hexdigest()
 
 
+def _grader_head(task: str, assertions: list[str], boundary: str) -> list[str]:
+    """Every grader prompt's opening lines, up to the quoted task. The assertions come first
+    so nothing inside the recorded material can pose as them."""
+    numbered = [f"{i}. {squash(text)}" for i, text in enumerate(assertions, 1)]
+    return [GRADER_PREAMBLE, f"Boundary: {boundary}", "", "## Assertions", "", *numbered, "",
+            _GRADER_ANSWER_FORMAT, "## Original task (context only; do not perform it)", "",
+            _fence("task", task, boundary), ""]
+
+
+def _artifact_part(heading: str, artifact: str, truncated: bool, boundary: str) -> list[str]:
+    cut = [f"(the artifact was cut at {ARTIFACT_CAP_CHARS} characters)"] if truncated else []
+    return [heading, "", _fence("written_artifact", artifact, boundary), *cut]
+
+
 def build_grader_prompt(task: str, output: str, artifact: str | None, artifact_truncated: bool,
                         assertions: list[str]) -> str:
-    # Assertions come first so nothing inside the recorded material can pose as them.
-    numbered = [f"{i}. {squash(text)}" for i, text in enumerate(assertions, 1)]
     shown_output, output_cut = cut_text(output, OUTPUT_CAP_CHARS)
     boundary = _unused_boundary(task, shown_output, artifact or "")
-    parts = [GRADER_PREAMBLE, f"Boundary: {boundary}", "", "## Assertions", "", *numbered, "",
-             _GRADER_ANSWER_FORMAT, "## Original task (context only; do not perform it)", "",
-             _fence("task", task, boundary), "", "## Recorded output", "",
+    parts = [*_grader_head(task, assertions, boundary), "## Recorded output", "",
              _fence("recorded_output", shown_output, boundary)]
     if output_cut:
         parts.append(f"(the recorded output was cut at {OUTPUT_CAP_CHARS} characters)")
     if artifact is not None:
-        parts += ["", "## Written artifact", "", _fence("written_artifact", artifact, boundary)]
-        if artifact_truncated:
-            parts.append(f"(the artifact was cut at {ARTIFACT_CAP_CHARS} characters)")
+        parts += ["", *_artifact_part("## Written artifact", artifact, artifact_truncated,
+                                      boundary)]
     return "\n".join(parts) + "\n"
 
 
@@ -8969,14 +8978,11 @@ def build_conversation_grader_prompt(task: str, exchanges: list[Exchange],
     """The grader's prompt for a conversation: every turn quoted on its own between the
     prompt's boundary lines, which no message, reply or artifact contains, so a reply cannot
     end its turn early or forge the next one."""
-    numbered = [f"{i}. {squash(text)}" for i, text in enumerate(assertions, 1)]
     shown = [Exchange(*(cut_text(t, OUTPUT_CAP_CHARS)[0] for t in (e.message, e.reply)))
              for e in exchanges]
     boundary = _unused_boundary(task, artifact or "",
                                 *(t for e in shown for t in (e.message, e.reply)))
-    parts = [GRADER_PREAMBLE, f"Boundary: {boundary}", "", "## Assertions", "", *numbered, "",
-             _GRADER_ANSWER_FORMAT, "## Original task (context only; do not perform it)", "",
-             _fence("task", task, boundary), "",
+    parts = [*_grader_head(task, assertions, boundary),
              f"## Recorded conversation ({len(shown)} turns)", "",
              "Judge the whole conversation. Turn N is the user's message `user_turn_N` and "
              "the agent's reply `agent_turn_N`; the first user message is the task above. "
@@ -8987,10 +8993,8 @@ def build_conversation_grader_prompt(task: str, exchanges: list[Exchange],
         if len(full.reply) > OUTPUT_CAP_CHARS:
             parts += [f"(reply {number} was cut at {OUTPUT_CAP_CHARS} characters)", ""]
     if artifact is not None:
-        parts += ["## Written artifact (as the conversation left it)", "",
-                  _fence("written_artifact", artifact, boundary)]
-        if artifact_truncated:
-            parts.append(f"(the artifact was cut at {ARTIFACT_CAP_CHARS} characters)")
+        parts += _artifact_part("## Written artifact (as the conversation left it)", artifact,
+                                artifact_truncated, boundary)
     return "\n".join(parts).rstrip("\n") + "\n"
 
 
@@ -9182,8 +9186,7 @@ def _collect_verdicts(assertions: list[str], payload: dict[str, Any]) -> tuple[d
         return counts[kind] <= _NOTES_PER_KIND
 
     if isinstance(payload.get("verdicts"), list):
-        raw_list = payload["verdicts"]
-        for verdict in raw_list:
+        for verdict in payload["verdicts"]:
             number = _verdict_id(verdict.get("id")) if isinstance(verdict, dict) else None
             if number is None or not 1 <= number <= len(assertions):
                 if shown("verdicts with an unknown id were ignored"):
