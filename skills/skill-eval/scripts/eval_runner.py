@@ -8931,17 +8931,11 @@ def grader_template_sha256() -> str:
 
 
 def _grader_head(task: str, assertions: list[str], boundary: str) -> list[str]:
-    """Every grader prompt's opening lines, up to the quoted task. The assertions come first
-    so nothing inside the recorded material can pose as them."""
+    # Assertions come first so nothing inside the recorded material can pose as them.
     numbered = [f"{i}. {squash(text)}" for i, text in enumerate(assertions, 1)]
     return [GRADER_PREAMBLE, f"Boundary: {boundary}", "", "## Assertions", "", *numbered, "",
             _GRADER_ANSWER_FORMAT, "## Original task (context only; do not perform it)", "",
             _fence("task", task, boundary), ""]
-
-
-def _artifact_part(heading: str, artifact: str, truncated: bool, boundary: str) -> list[str]:
-    cut = [f"(the artifact was cut at {ARTIFACT_CAP_CHARS} characters)"] if truncated else []
-    return [heading, "", _fence("written_artifact", artifact, boundary), *cut]
 
 
 def build_grader_prompt(task: str, output: str, artifact: str | None, artifact_truncated: bool,
@@ -8953,8 +8947,9 @@ def build_grader_prompt(task: str, output: str, artifact: str | None, artifact_t
     if output_cut:
         parts.append(f"(the recorded output was cut at {OUTPUT_CAP_CHARS} characters)")
     if artifact is not None:
-        parts += ["", *_artifact_part("## Written artifact", artifact, artifact_truncated,
-                                      boundary)]
+        parts += ["", "## Written artifact", "", _fence("written_artifact", artifact, boundary)]
+        if artifact_truncated:
+            parts.append(f"(the artifact was cut at {ARTIFACT_CAP_CHARS} characters)")
     return "\n".join(parts) + "\n"
 
 
@@ -8987,8 +8982,10 @@ def build_conversation_grader_prompt(task: str, exchanges: list[Exchange],
         if len(full.reply) > OUTPUT_CAP_CHARS:
             parts += [f"(reply {number} was cut at {OUTPUT_CAP_CHARS} characters)", ""]
     if artifact is not None:
-        parts += _artifact_part("## Written artifact (as the conversation left it)", artifact,
-                                artifact_truncated, boundary)
+        parts += ["## Written artifact (as the conversation left it)", "",
+                  _fence("written_artifact", artifact, boundary)]
+        if artifact_truncated:
+            parts.append(f"(the artifact was cut at {ARTIFACT_CAP_CHARS} characters)")
     return "\n".join(parts).rstrip("\n") + "\n"
 
 
