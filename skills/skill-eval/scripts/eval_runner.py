@@ -11439,11 +11439,9 @@ def _grader_result(record: RunRecord) -> GraderCost:
 def _summarize_config(runs: list[RunResult]) -> ConfigSummary:
     scored = [r for r in runs if r.scored]
 
-    def pick(key: str) -> Stats:
-        return _stats(getattr(r.result, key) for r in scored)
-
-    return ConfigSummary(pick("pass_rate"), pick("time_seconds"), pick("tokens"),
-                         scored_runs=len(scored), runs=len(runs))
+    pass_rate, seconds, tokens = (_stats(getattr(r.result, key) for r in scored)
+                                  for key in ("pass_rate", "time_seconds", "tokens"))
+    return ConfigSummary(pass_rate, seconds, tokens, scored_runs=len(scored), runs=len(runs))
 
 
 # Pass rates are ratios of small counts: a difference below this is float noise
