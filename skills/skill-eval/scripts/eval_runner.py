@@ -8907,15 +8907,19 @@ def grader_template_sha256() -> str:
     return hashlib.sha256((GRADER_PREAMBLE + _GRADER_ANSWER_FORMAT).encode("utf-8")).hexdigest()
 
 
-def build_grader_prompt(task: str, output: str, artifact: str | None, artifact_truncated: bool,
-                        assertions: list[str]) -> str:
+def _grader_head(task: str, assertions: list[str], boundary: str) -> list[str]:
     # Assertions come first so nothing inside the recorded material can pose as them.
     numbered = [f"{i}. {squash(text)}" for i, text in enumerate(assertions, 1)]
+    return [GRADER_PREAMBLE, f"Boundary: {boundary}", "", "## Assertions", "", *numbered, "",
+            _GRADER_ANSWER_FORMAT, "## Original task (context only; do not perform it)", "",
+            _fence("task", task, boundary), ""]
+
+
+def build_grader_prompt(task: str, output: str, artifact: str | None, artifact_truncated: bool,
+                        assertions: list[str]) -> str:
     shown_output, output_cut = cut_text(output, OUTPUT_CAP_CHARS)
     boundary = _unused_boundary(task, shown_output, artifact or "")
-    parts = [GRADER_PREAMBLE, f"Boundary: {boundary}", "", "## Assertions", "", *numbered, "",
-             _GRADER_ANSWER_FORMAT, "## Original task (context only; do not perform it)", "",
-             _fence("task", task, boundary), "", "## Recorded output", "",
+    parts = [*_grader_head(task, assertions, boundary), "## Recorded output", "",
              _fence("recorded_output", shown_output, boundary)]
     if output_cut:
         parts.append(f"(the recorded output was cut at {OUTPUT_CAP_CHARS} characters)")
@@ -8940,14 +8944,11 @@ def build_conversation_grader_prompt(task: str, exchanges: list[Exchange],
     """The grader's prompt for a conversation: every turn quoted on its own between the
     prompt's boundary lines, which no message, reply or artifact contains, so a reply cannot
     end its turn early or forge the next one."""
-    numbered = [f"{i}. {squash(text)}" for i, text in enumerate(assertions, 1)]
     shown = [Exchange(*(cut_text(t, OUTPUT_CAP_CHARS)[0] for t in (e.message, e.reply)))
              for e in exchanges]
     boundary = _unused_boundary(task, artifact or "",
                                 *(t for e in shown for t in (e.message, e.reply)))
-    parts = [GRADER_PREAMBLE, f"Boundary: {boundary}", "", "## Assertions", "", *numbered, "",
-             _GRADER_ANSWER_FORMAT, "## Original task (context only; do not perform it)", "",
-             _fence("task", task, boundary), "",
+    parts = [*_grader_head(task, assertions, boundary),
              f"## Recorded conversation ({len(shown)} turns)", "",
              "Judge the whole conversation. Turn N is the user's message `user_turn_N` and "
              "the agent's reply `agent_turn_N`; the first user message is the task above. "
@@ -9153,8 +9154,7 @@ def _collect_verdicts(assertions: list[str], payload: dict[str, Any]) -> tuple[d
         return counts[kind] <= _NOTES_PER_KIND
 
     if isinstance(payload.get("verdicts"), list):
-        raw_list = payload["verdicts"]
-        for verdict in raw_list:
+        for verdict in payload["verdicts"]:
             number = _verdict_id(verdict.get("id")) if isinstance(verdict, dict) else None
             if number is None or not 1 <= number <= len(assertions):
                 if shown("verdicts with an unknown id were ignored"):
@@ -11310,6 +11310,11 @@ def describe(values: list[float]) -> dict[str, Any]:
             "max": max(values), "n": n}
 
 
+def _stats(values: Iterable[float | None]) -> Stats:
+    """describe() of the values that are there: an absent one is left out, never a 0."""
+    return Stats(**describe([v for v in values if v is not None]))
+
+
 def _finite(value: float | None) -> float | None:
     """None for a statistic that overflowed: JSON has no infinity."""
     return value if value is None or math.isfinite(value) else None
@@ -11358,12 +11363,9 @@ def _grader_result(record: RunRecord) -> GraderCost:
 def _summarize_config(runs: list[RunResult]) -> ConfigSummary:
     scored = [r for r in runs if r.scored]
 
-    def pick(key: str) -> Stats:
-        return Stats(**describe([getattr(r.result, key) for r in scored
-                                 if getattr(r.result, key) is not None]))
-
-    return ConfigSummary(pick("pass_rate"), pick("time_seconds"), pick("tokens"),
-                         scored_runs=len(scored), runs=len(runs))
+    pass_rate, seconds, tokens = (_stats(getattr(r.result, key) for r in scored)
+                                  for key in ("pass_rate", "time_seconds", "tokens"))
+    return ConfigSummary(pass_rate, seconds, tokens, scored_runs=len(scored), runs=len(runs))
 
 
 # Pass rates are ratios of small counts: a difference below this is float noise
@@ -12294,9 +12296,6 @@ def aggregate(records: list[RunRecord], meta: Metadata) -> Benchmark:
     baseline = configs[1] if len(configs) > 1 else None
     cand_rate = run_summary[candidate].pass_rate.mean
     base_rate = run_summary[baseline].pass_rate.mean if baseline else None
-    statuses: dict[str, int] = {}
-    for run in runs:
-        statuses[run.status] = statuses.get(run.status, 0) + 1
     compared = comparisons(per_eval, configs)
     benchmark = Benchmark(
         metadata=meta,
@@ -12310,7 +12309,7 @@ def aggregate(records: list[RunRecord], meta: Metadata) -> Benchmark:
         scored_run_count=sum(r.scored for r in runs),
         error_run_count=sum(r.status != STATUS_OK for r in runs),
         sanity_checks=SanityChecks("OK", ()),  # below, from everything else
-        status_counts=dict(sorted(statuses.items())),
+        status_counts=dict(sorted(collections.Counter(run.status for run in runs).items())),
         comparison=PooledComparison(candidate, baseline, cand_rate, base_rate,
                                     cand_rate - base_rate
                                     if cand_rate is not None and base_rate is not None else None),
@@ -12352,23 +12351,18 @@ def _process_counts(summary: TraceSummary) -> ProcessCounts:
     return counts
 
 
-def _process_of(run: RunResult) -> ProcessCounts:
-    """The process counts of a run picked for having them."""
-    assert run.process is not None, "_process_summary keeps only runs with process counts"
-    return run.process
-
-
 def _process_summary(runs: list[RunResult], configs: tuple[str, ...]) -> ProcessSummary | None:
     """Per config the mean and spread of each count over the scored runs that have one, and
     for each baseline the paired sign-flip test over the evals, as for the pass rate."""
-    scored = [r for r in runs if r.scored and r.process is not None]
+    scored = [(str(r.eval_id), r.configuration, r.process) for r in runs
+              if r.scored and r.process is not None]
     if not scored:
         return None
     per_config = {}
     for config in configs:
-        mine = [_process_of(r) for r in scored if r.configuration == config]
+        mine = [counts for _, run_config, counts in scored if run_config == config]
         counted = [p for p in mine if p.absent is None]
-        actions, commands, read, written = (Stats(**describe([getattr(p, name) for p in counted]))
+        actions, commands, read, written = (_stats(getattr(p, name) for p in counted)
                                             for name in PROCESS_METRICS)
         per_config[config] = ProcessArm(
             actions, commands, read, written, len(counted), len(mine) - len(counted),
@@ -12378,17 +12372,17 @@ def _process_summary(runs: list[RunResult], configs: tuple[str, ...]) -> Process
     return ProcessSummary(PROCESS_NOTE, PROCESS_METRICS, per_config, compared)
 
 
-def _process_comparison(runs: list[RunResult], candidate: str, baseline: str,
-                        name: str) -> ProcessComparison:
+def _process_comparison(scored: list[tuple[str, str, ProcessCounts]], candidate: str,
+                        baseline: str, name: str) -> ProcessComparison:
     """One count, candidate against baseline: each eval's delta of mean counts (the evals
     where both configs have counted runs), and the sign-flip test of the mean delta."""
     means: dict[str, dict[str, list[float]]] = {}
-    for run in runs:
-        if _process_of(run).absent is None and run.configuration in (candidate, baseline):
-            slot = means.setdefault(str(run.eval_id), {candidate: [], baseline: []})
-            slot[run.configuration].append(float(getattr(_process_of(run), name)))
-    deltas = sorted(_snap(_average(slot[candidate]) - _average(slot[baseline]))
-                    for slot in means.values() if slot[candidate] and slot[baseline])
+    for eval_id, config, counts in scored:
+        if counts.absent is None and config in (candidate, baseline):
+            slot = means.setdefault(eval_id, {candidate: [], baseline: []})
+            slot[config].append(float(getattr(counts, name)))
+    deltas = _paired_deltas([(slot[candidate], slot[baseline]) for slot in means.values()
+                             if slot[candidate] and slot[baseline]])
     entry = ProcessComparison(
         candidate, baseline, name, paired_evals=len(deltas),
         mean_delta=_snap(_average(deltas)) if deltas else None,
@@ -12423,12 +12417,6 @@ def _activation_of(run: RunResult) -> RunActivation:
     """The activation record of a run picked for having one."""
     assert run.activation is not None, "the caller keeps only runs with an activation record"
     return run.activation
-
-
-def _grader_of(run: RunResult) -> GraderCost:
-    """The grader block of a run picked for having been judged."""
-    assert run.grader is not None, "the caller keeps only judged runs"
-    return run.grader
 
 
 def _activation_tally(runs: list[RunResult]) -> Share:
@@ -12522,9 +12510,8 @@ def _by_eval(runs: list[RunResult]) -> dict[str, list[RunResult]]:
 
 
 def _pass_rates(runs: list[RunResult], activated: bool) -> Stats:
-    return Stats(**describe([r.result.pass_rate for r in runs
-                             if r.scored and r.result.pass_rate is not None
-                             and _activation_of(r).activated is activated]))
+    return _stats(r.result.pass_rate for r in runs
+                  if r.scored and _activation_of(r).activated is activated)
 
 
 # -- the judge: its cost, its agreement with itself, and its share of the variation --------
@@ -12600,30 +12587,27 @@ def _cohen_kappa(votes: list[tuple[bool, bool]]) -> Metric:
 
 def _judge_cost(runs: list[RunResult], configs: tuple[str, ...]) -> JudgeCost:
     """Per config, mean ± stddev over the runs that were judged; the grand total too."""
-    judged = [r for r in runs if r.grader is not None and r.grader.calls]
+    judged = [(r.configuration, r.grader) for r in runs if r.grader is not None and r.grader.calls]
     per_config = {}
     for config in configs:
-        mine = [r for r in judged if r.configuration == config]
-        stats = {name: Stats(**describe([v for v in (_grader_of(r).total(name) for r in mine)
-                                         if v is not None]))
-                 for name in _GRADER_METRICS}
-        per_config[config] = JudgeConfigCost(len(mine), sum(_grader_of(r).calls for r in mine),
-                                             **stats)
+        mine = [grader for run_config, grader in judged if run_config == config]
+        stats = {name: _stats(g.total(name) for g in mine) for name in _GRADER_METRICS}
+        per_config[config] = JudgeConfigCost(len(mine), sum(g.calls for g in mine), **stats)
+    graders = [grader for _, grader in judged]
     totals = {}
     for name in _GRADER_METRICS:
-        values = [_grader_of(r).total(name) for r in judged]
+        values = [g.total(name) for g in graders]
         known = [value for value in values if value is not None]
         totals[name] = math.fsum(known) if values and len(known) == len(values) else None
-    return JudgeCost(per_config,
-                     JudgeCostTotal(sum(_grader_of(r).calls for r in judged), **totals),
-                     {name: _grader_absent_reason(judged, name) for name in _GRADER_METRICS})
+    return JudgeCost(per_config, JudgeCostTotal(sum(g.calls for g in graders), **totals),
+                     {name: _grader_absent_reason(graders, name) for name in _GRADER_METRICS})
 
 
-def _grader_absent_reason(judged: list[RunResult], name: str) -> str | None:
+def _grader_absent_reason(judged: list[GraderCost], name: str) -> str | None:
     if not judged:
         return "no grader ran"
-    for run in judged:
-        source = _grader_of(run).metric_sources.get(name) or not_captured("not reported")
+    for grader in judged:
+        source = grader.metric_sources.get(name) or not_captured("not reported")
         if source.value is None:
             return source.absent_reason or "not reported"
     return None
@@ -12754,16 +12738,10 @@ def _flag(severity: str, kind: str, message: str, **where: Any) -> SanityFlag:
 
 
 def sanity_checks(benchmark: Benchmark, records: list[RunRecord]) -> SanityChecks:
-    meta = benchmark.metadata
-    flags: list[SanityFlag] = []
-    flags += _run_flags(records)
-    flags += _eval_flags(benchmark)
-    flags += _assertion_flags(benchmark)
-    flags += _judge_flags(benchmark)
-    flags += _iteration_flags(benchmark, meta)
-    flags += _activation_flags(benchmark)
-    flags += _kept_back_flags(records)
-    return SanityChecks(_review_status(flags), tuple(flags))
+    flags = (*_run_flags(records), *_eval_flags(benchmark), *_assertion_flags(benchmark),
+             *_judge_flags(benchmark), *_iteration_flags(benchmark, benchmark.metadata),
+             *_activation_flags(benchmark), *_kept_back_flags(records))
+    return SanityChecks(_review_status(flags), flags)
 
 
 def _review_status(flags: Iterable[SanityFlag]) -> str:
