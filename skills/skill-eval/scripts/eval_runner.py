@@ -13346,9 +13346,8 @@ def _md_adaptive(b: Benchmark) -> str:
     if not b.adaptive:
         return ""
     facts = [f"- {_md_cell(fact)}" for fact in _adaptive_facts(b.adaptive)]
-    lines = ["## Adaptive waves", "", *facts, "", "| " + " | ".join(_ADAPTIVE_LOOK_HEADERS) + " |",
-             "|" + "---|" * len(_ADAPTIVE_LOOK_HEADERS)]
-    lines += ["| " + " | ".join(row) + " |" for row in _adaptive_look_rows(b.adaptive)]
+    lines = ["## Adaptive waves", "", *facts, "",
+             *_md_table(list(_ADAPTIVE_LOOK_HEADERS), _adaptive_look_rows(b.adaptive))]
     return "\n".join(lines) + "\n"
 
 
@@ -13536,14 +13535,19 @@ def _md_shares_table(title: str, intro: str, summary: list[str],
                      rows: list[tuple[str, UnitShare]], columns: tuple[str, str]) -> str:
     """An installed-arm block: its summary lines, then one row per unit (query or eval) of
     whether the skill activated; `columns`: the unit's label and the expectation's."""
-    unit, expected_label = columns
     lines = [title, "", intro, ""]
     lines += [f"- {line}" for line in summary] + [""]
-    lines += [f"| config | {unit} | {expected_label} | activated |", "|---|---|---|---|"]
-    for config, row in rows:
-        lines.append(f"| {_md_cell(config)} | {_md_cell(row.eval_id)} | "
-                     f"{'yes' if row.expected else 'no'} | {_fmt_share(row.share)} |")
+    lines += _md_table(_shares_header(columns), _share_cells(rows))
     return "\n".join(lines) + "\n"
+
+
+def _shares_header(columns: tuple[str, str]) -> list[str]:
+    return ["config", *columns, "activated"]
+
+
+def _share_cells(rows: list[tuple[str, UnitShare]]) -> list[list[str]]:
+    return [[config, str(row.eval_id), "yes" if row.expected else "no", _fmt_share(row.share)]
+            for config, row in rows]
 
 
 def _fmt_evals_needed(target: PowerTarget) -> str:
@@ -13607,24 +13611,32 @@ def _multiplicity_lines(compared: Sequence[Comparison]) -> list[str]:
             f"most {held[0].family_alpha:g})."]
 
 
+def _comparisons_header(b: Benchmark) -> list[str]:
+    return ["baseline", "verdict", "mean per-eval delta", _comparisons_interval_heading(b),
+            "wins/ties/losses", "paired evals", "minimum detectable effect"]
+
+
+def _comparison_rows(b: Benchmark) -> list[list[str]]:
+    """Per baseline: its verdict, mean delta and interval, wins/ties/losses and power."""
+    rows = []
+    for c in b.comparisons or ():
+        ci = c.ci95
+        mde = c.power.mde if c.power else None
+        level = (f" ({level_text(c.interval_level)})"
+                 if c.interval_level is not None and not b.adaptive else "")
+        rows.append([str(c.baseline), c.verdict, fmt_delta(c.mean_delta),
+                     f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]{level}" if ci else "n/a",
+                     f"{c.wins}/{c.ties}/{c.losses}", str(c.paired_evals),
+                     fmt_delta(mde).lstrip("+") if mde is not None else "n/a"])
+    return rows
+
+
 def _md_comparisons(b: Benchmark) -> str:
     compared = b.comparisons or ()
     if not compared:
         return ""
     lines = [f"## Paired comparisons (candidate: {compared[0].candidate})", "",
-             f"| baseline | verdict | mean per-eval delta | {_comparisons_interval_heading(b)} | "
-             "wins/ties/losses | paired evals | minimum detectable effect |",
-             "|---|---|---|---|---|---|---|"]
-    for c in compared:
-        ci = c.ci95
-        mde = c.power.mde if c.power else None
-        level = (f" ({level_text(c.interval_level)})"
-                 if c.interval_level is not None and not b.adaptive else "")
-        lines.append(f"| {_md_cell(c.baseline)} | {c.verdict} | "
-                     f"{fmt_delta(c.mean_delta)} | "
-                     f"{f'[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]' if ci else 'n/a'}{level} | "
-                     f"{c.wins}/{c.ties}/{c.losses} | {c.paired_evals} | "
-                     f"{fmt_delta(mde).lstrip('+') if mde is not None else 'n/a'} |")
+             *_md_table(_comparisons_header(b), _comparison_rows(b))]
     lines += ["", *_multiplicity_lines(compared)] if _multiplicity_lines(compared) else []
     notes = [line for c in compared for line in forecast_lines(c)]
     if notes:
@@ -14423,25 +14435,10 @@ def _html_comparisons(b: Benchmark) -> str:
     compared = b.comparisons or ()
     if not compared:
         return ""
-    rows = []
-    for c in compared:
-        ci = c.ci95
-        mde = c.power.mde if c.power else None
-        level = (f" ({level_text(c.interval_level)})"
-                 if c.interval_level is not None and not b.adaptive else "")
-        cells = [c.baseline, c.verdict, fmt_delta(c.mean_delta),
-                 f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]{level}" if ci else "n/a",
-                 f"{c.wins}/{c.ties}/{c.losses}", c.paired_evals,
-                 fmt_delta(mde).lstrip("+") if mde is not None else "n/a"]
-        rows.append("<tr>" + "".join(f"<td>{_h(x)}</td>" for x in cells) + "</tr>")
     notes = _multiplicity_lines(compared) + [line for c in compared for line in forecast_lines(c)]
     listing = ("<ul>" + "".join(f"<li>{_h(n)}</li>" for n in notes) + "</ul>\n") if notes else ""
     return (f"<h2>Paired comparisons (candidate: {_h(compared[0].candidate)})</h2>\n"
-            "<table><tr><th>baseline</th><th>verdict</th><th>mean per-eval delta</th>"
-            f"<th>{_h(_comparisons_interval_heading(b))}</th><th>wins/ties/losses</th>"
-            "<th>paired evals</th>"
-            "<th>minimum detectable effect</th></tr>\n" + "\n".join(rows) + "\n</table>\n"
-            + listing)
+            + _html_table(_comparisons_header(b), _comparison_rows(b)) + listing)
 
 
 def _html_per_assertion(b: Benchmark) -> str:
@@ -14595,26 +14592,31 @@ def _chart_bar(geo: _ChartGeometry, row: PerEval, config: str, index: int, y: in
 def _html_activation(b: Benchmark) -> str:
     if not b.activation:
         return ""
-    rows = [[config, str(row.eval_id), "yes" if row.expected else "no", _fmt_share(row.share)]
-            for config, row in _unit_rows(b.activation)]
-    return ("<h2>Activation (installed arms)</h2>\n<p>Whether the agent loaded the installed "
-            "skill on its own, read from its CLI's stream; unknown runs are not misses. "
-            "Intervals are Wilson 95%, the evals as trials when several are pooled.</p>\n"
-            + "".join(f"<p>{_h(line)}</p>\n" for line in _activation_lines(b))
-            + _html_table(["config", "eval", "should activate", "activated"], rows))
+    return _html_shares_table(
+        "Activation (installed arms)",
+        "Whether the agent loaded the installed skill on its own, read from its CLI's stream; "
+        "unknown runs are not misses. Intervals are Wilson 95%, the evals as trials when "
+        "several are pooled.",
+        _activation_lines(b), _unit_rows(b.activation), ("eval", "should activate"))
 
 
 def _html_trigger(b: Benchmark) -> str:
     if not b.trigger:
         return ""
-    rows = [[config, str(row.eval_id), "yes" if row.expected else "no", _fmt_share(row.share)]
-            for config, row in _unit_rows(b.trigger)]
-    return ("<h2>Trigger set (installed arms)</h2>\n<p>Each query ended as soon as the agent "
-            "activated the skill or did anything else first, read from its CLI's stream. "
-            "Intervals are Wilson 95%, the queries as trials; runs that failed before deciding "
-            "are not counted.</p>\n"
-            + "".join(f"<p>{_h(line)}</p>\n" for line in _trigger_lines(b))
-            + _html_table(["config", "query", "should trigger", "activated"], rows))
+    return _html_shares_table(
+        "Trigger set (installed arms)",
+        "Each query ended as soon as the agent activated the skill or did anything else "
+        "first, read from its CLI's stream. Intervals are Wilson 95%, the queries as trials; "
+        "runs that failed before deciding are not counted.",
+        _trigger_lines(b), _unit_rows(b.trigger), ("query", "should trigger"))
+
+
+def _html_shares_table(title: str, intro: str, summary: list[str],
+                       rows: list[tuple[str, UnitShare]], columns: tuple[str, str]) -> str:
+    """The HTML twin of _md_shares_table."""
+    return (f"<h2>{title}</h2>\n<p>{intro}</p>\n"
+            + "".join(f"<p>{_h(line)}</p>\n" for line in summary)
+            + _html_table(_shares_header(columns), _share_cells(rows)))
 
 
 def _html_metrics(b: Benchmark) -> str:
