@@ -13814,8 +13814,7 @@ def _md_process(b: Benchmark) -> str:
         return ""
     lines = ["## Process (from the executor's trace)", "", _sentence(PROCESS_NOTE)
              + " Mean ± stddev over the scored runs counted.", "",
-             "| " + " | ".join(_PROCESS_HEADERS) + " |", "|" + "---|" * len(_PROCESS_HEADERS)]
-    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in _process_rows(b)]
+             *_md_table(list(_PROCESS_HEADERS), _process_rows(b))]
     sentences = _process_sentences(b)
     return "\n".join(lines + ([""] + [f"- {_md_cell(s)}" for s in sentences]
                               if sentences else [])) + "\n"
@@ -13873,11 +13872,13 @@ def _md_judge_vs_checks(b: Benchmark) -> str:
     if not versus or not versus.pairs:
         return "\n".join(lines) + "\n"
     lines += [_agreement_sentence(versus), "",
-              "| eval | assertion | check | cells | agreement | kappa | disagreeing cells |",
-              "|---|---|---|---|---|---|---|"]
-    for e in versus.per_pair:
-        lines.append("| " + " | ".join(_md_cell(c) for c in _judge_check_row(e)) + " |")
+              *_md_table(list(_JUDGE_CHECK_HEADERS),
+                         [_judge_check_row(e) for e in versus.per_pair])]
     return "\n".join(lines) + "\n"
+
+
+_JUDGE_CHECK_HEADERS = ("eval", "assertion", "check", "cells", "agreement", "kappa",
+                        "disagreeing cells")
 
 
 def _agreement_sentence(versus: JudgeVsChecks) -> str:
@@ -14366,10 +14367,18 @@ def render_agents_html(entries: list[AgentIteration]) -> str:
     return _html_document(title, body)
 
 
-def _html_table(header: list[str], rows: list[list[str]]) -> str:
+def _html_table(header: list[str], rows: list[list[str]],
+                cell: Callable[[str], str] = _h) -> str:
     return ("<table><tr>" + "".join(f"<th>{_h(h)}</th>" for h in header) + "</tr>\n"
-            + "".join("<tr>" + "".join(f"<td>{_h(v)}</td>" for v in row) + "</tr>\n"
+            + "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>\n"
                       for row in rows) + "</table>\n")
+
+
+def _h_absent(text: str) -> str:
+    """A cell's text, greyed when it says why a number was not captured."""
+    if text.startswith("not captured ("):
+        return f'<span class="absent">{_h(text)}</span>'
+    return _h(text)
 
 
 def _html_header(b: Benchmark) -> str:
@@ -14623,17 +14632,14 @@ def _html_metrics(b: Benchmark) -> str:
     rows = []
     for config in b.configs:
         summary = b.run_summary[config]
-        cells = [_h(config), f"{summary.scored_runs} of {summary.runs}",
-                 _h(_fmt_rate_stat(summary.pass_rate))]
-        for key, _, unit, digits in _EXECUTOR_METRICS:
-            text = _executor_metric_text(b, config, key, unit, digits)
-            cells.append(f'<span class="absent">{_h(text)}</span>'
-                         if text.startswith("not captured (") else _h(text))
-        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+        rows.append([config, f"{summary.scored_runs} of {summary.runs}",
+                     _fmt_rate_stat(summary.pass_rate),
+                     *(_executor_metric_text(b, config, key, unit, digits)
+                       for key, _, unit, digits in _EXECUTOR_METRICS)])
     return ("<h2>Execution metrics (executor only)</h2>\n<p>Grader cost is excluded. Mean ± "
-            "stddev over scored runs.</p>\n<table><tr><th>config</th><th>scored runs</th>"
-            "<th>pass rate</th><th>time</th><th>tokens</th></tr>\n" + "\n".join(rows)
-            + "\n</table>\n")
+            "stddev over scored runs.</p>\n"
+            + _html_table(["config", "scored runs", "pass rate", "time", "tokens"], rows,
+                          _h_absent))
 
 
 def _html_process(b: Benchmark) -> str:
@@ -14649,14 +14655,9 @@ def _html_judge(b: Benchmark) -> str:
     judge = b.judge
     if not judge:
         return ""
-    rows = []
-    for config in b.configs:
-        cost = judge.cost.per_config[config]
-        cells = [_h(config), _h(cost.judged_runs), _h(cost.grader_calls)]
-        cells += [_h(c) if not c.startswith("not captured") else
-                  f'<span class="absent">{_h(c)}</span>'
-                  for c in _judge_cost_cells(judge.cost, config)]
-        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    rows = [[config, str(judge.cost.per_config[config].judged_runs),
+             str(judge.cost.per_config[config].grader_calls),
+             *_judge_cost_cells(judge.cost, config)] for config in b.configs]
     unsteady = [e for e in judge.agreement.per_assertion if e.votes.split_items]
     split_rows = [f"<tr><td>{_h(e.eval_id)}</td><td>{_h(e.assertion_id)}. "
                   f"{_h(e.text)}</td><td>{_h(e.votes.split_items)} of {_h(e.votes.items)}</td>"
@@ -14665,9 +14666,9 @@ def _html_judge(b: Benchmark) -> str:
               "<th>judge_unstable</th></tr>\n" + "\n".join(split_rows) + "\n</table>\n"
               if split_rows else "")
     return ("<h2>Judge (grader) cost and agreement</h2>\n<p>What grading cost, apart from the "
-            "executor numbers above; mean ± stddev per judged run.</p>\n<table><tr><th>config"
-            "</th><th>judged runs</th><th>grader calls</th><th>time</th><th>tokens</th>"
-            "<th>cost</th></tr>\n" + "\n".join(rows) + "\n</table>\n"
+            "executor numbers above; mean ± stddev per judged run.</p>\n"
+            + _html_table(["config", "judged runs", "grader calls", "time", "tokens", "cost"],
+                          rows, _h_absent)
             + "".join(f"<p>{_h(line)}</p>\n" for line in _judge_lines(b)) + splits)
 
 
@@ -14675,8 +14676,7 @@ def _html_judge_vs_checks(b: Benchmark) -> str:
     versus = b.judge_vs_checks
     if not versus or not versus.pairs:
         return ""
-    head = "".join(f"<th>{name}</th>" for name in (
-        "eval", "assertion", "check", "cells", "agreement", "kappa", "disagreeing cells"))
+    head = "".join(f"<th>{name}</th>" for name in _JUDGE_CHECK_HEADERS)
     rows = ["<tr>" + "".join(f"<td>{_h(c)}</td>" for c in _judge_check_row(e)) + "</tr>"
             for e in versus.per_pair]
     return (f"<h2>Judge vs checks</h2>\n<p>{_h(_agreement_sentence(versus))}</p>\n<table><tr>"
