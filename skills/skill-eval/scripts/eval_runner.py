@@ -13537,12 +13537,8 @@ def _md_shares_table(title: str, intro: str, summary: list[str],
     whether the skill activated; `columns`: the unit's label and the expectation's."""
     lines = [title, "", intro, ""]
     lines += [f"- {line}" for line in summary] + [""]
-    lines += _md_table(_shares_header(columns), _share_cells(rows))
+    lines += _md_table(["config", *columns, "activated"], _share_cells(rows))
     return "\n".join(lines) + "\n"
-
-
-def _shares_header(columns: tuple[str, str]) -> list[str]:
-    return ["config", *columns, "activated"]
 
 
 def _share_cells(rows: list[tuple[str, UnitShare]]) -> list[list[str]]:
@@ -13674,16 +13670,26 @@ def _per_assertion_intro(rows: Sequence[AssertionRow]) -> str:
                if len(rows) > 1 else "") + ".")
 
 
+def _per_assertion_header(configs: Sequence[str]) -> list[str]:
+    return ["assertion", "eval", *configs, *(f"gain vs {c}" for c in configs[1:]), "note"]
+
+
+def _per_assertion_cells(row: AssertionRow, configs: Sequence[str]) -> list[str]:
+    """assertion, where it applies, each config's pass rate, each gain and the note."""
+    return [row.text + _kind_mark(row.kind),
+            "all (common)" if row.scope == "common" else str(row.eval_id),
+            *(_fmt_assertion_rate(row.configs[c]) for c in configs),
+            *(_fmt_gain(row, c) for c in configs[1:]),
+            "non-discriminating" if row.non_discriminating else ""]
+
+
 def _md_per_assertion(b: Benchmark) -> str:
     rows = b.per_assertion
     if rows is None:
         return ""
     configs = b.configs
-    lines = ["## Per assertion", "",
-             _per_assertion_intro(rows), "",
-             "| assertion | eval | " + " | ".join(_md_cell(c) for c in configs) + " | "
-             + " | ".join(f"gain vs {_md_cell(c)}" for c in configs[1:])
-             + " | note |", "|---|---|" + "---|" * (2 * len(configs))]
+    lines = ["## Per assertion", "", _per_assertion_intro(rows), "",
+             *_md_table(_per_assertion_header(configs), [])]
     shown = rows if len(rows) <= 2 * _PER_ASSERTION_SHOWN_EACH_END else (
         [*rows[:_PER_ASSERTION_SHOWN_EACH_END], None, *rows[-_PER_ASSERTION_SHOWN_EACH_END:]])
     for row in shown:
@@ -13692,12 +13698,7 @@ def _md_per_assertion(b: Benchmark) -> str:
             lines.append(f"| ... {hidden} more assertions, all in benchmark.json "
                          "(`per_assertion`) |" + " |" * (2 * len(configs)))
             continue
-        where = "all (common)" if row.scope == "common" else _md_cell(row.eval_id)
-        gains = [_fmt_gain(row, c) for c in configs[1:]]
-        note = "non-discriminating" if row.non_discriminating else ""
-        lines.append(f"| {_md_cell(row.text + _kind_mark(row.kind))} | {where} | "
-                     + " | ".join(_fmt_assertion_rate(row.configs[c]) for c in configs)
-                     + " | " + " | ".join(gains) + f"{' | ' if gains else ''}{note} |")
+        lines.append(_md_row(_per_assertion_cells(row, configs)))
     if not rows:
         lines.append("| (no scored run) |" + " |" * (2 * len(configs)))
     return "\n".join(lines) + "\n"
@@ -14221,10 +14222,12 @@ def _across_trigger_lines(entries: list[AgentIteration]) -> list[str]:
     return [line for entry in entries for line in _trigger_lines(entry.benchmark)]
 
 
+def _md_row(cells: list[str]) -> str:
+    return "| " + " | ".join(_md_cell(v) for v in cells) + " |"
+
+
 def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    return (["| " + " | ".join(_md_cell(h) for h in header) + " |",
-             "|" + "---|" * len(header)]
-            + ["| " + " | ".join(_md_cell(v) for v in row) + " |" for row in rows])
+    return [_md_row(header), "|" + "---|" * len(header), *(_md_row(row) for row in rows)]
 
 
 _FAILED_ASSERTION_GROUPS = 40  # assertions listed in benchmark.md and the HTML page
@@ -14455,18 +14458,8 @@ def _html_per_assertion(b: Benchmark) -> str:
     if not rows:
         return ""
     configs = b.configs
-    head = ("<tr><th>assertion</th><th>eval</th>" + "".join(f"<th>{_h(c)}</th>" for c in configs)
-            + "".join(f"<th>gain vs {_h(c)}</th>" for c in configs[1:]) + "<th>note</th></tr>")
-    body = []
-    for row in rows:
-        where = "all (common)" if row.scope == "common" else row.eval_id
-        gains = [f"<td>{_h(_fmt_gain(row, config))}</td>" for config in configs[1:]]
-        body.append(f"<tr><td>{_h(row.text + _kind_mark(row.kind))}</td><td>{_h(where)}</td>"
-                    + "".join(f"<td>{_h(_fmt_assertion_rate(row.configs[c]))}</td>"
-                              for c in configs) + "".join(gains)
-                    + f"<td>{'non-discriminating' if row.non_discriminating else ''}</td>"
-                    "</tr>")
-    table = "<table>" + head + "\n" + "\n".join(body) + "\n</table>"
+    table = _html_table(_per_assertion_header(configs),
+                        [_per_assertion_cells(row, configs) for row in rows]).rstrip("\n")
     return ("<h2>Per assertion</h2>\n<p>Pass rate over scored runs; common assertions pooled "
             "across evals; in the suite's order, not by gain (among many assertions the "
             f"largest gains are mostly chance). Each gain with its {_h(PER_ASSERTION_INTERVAL)}."
@@ -14625,7 +14618,7 @@ def _html_shares_table(title: str, intro: str, summary: list[str],
     """The HTML twin of _md_shares_table."""
     return (f"<h2>{title}</h2>\n<p>{intro}</p>\n"
             + "".join(f"<p>{_h(line)}</p>\n" for line in summary)
-            + _html_table(_shares_header(columns), _share_cells(rows)))
+            + _html_table(["config", *columns, "activated"], _share_cells(rows)))
 
 
 def _html_metrics(b: Benchmark) -> str:
