@@ -13242,9 +13242,8 @@ def _md_adaptive(b: Benchmark) -> str:
     if not b.adaptive:
         return ""
     facts = [f"- {_md_cell(fact)}" for fact in _adaptive_facts(b.adaptive)]
-    lines = ["## Adaptive waves", "", *facts, "", "| " + " | ".join(_ADAPTIVE_LOOK_HEADERS) + " |",
-             "|" + "---|" * len(_ADAPTIVE_LOOK_HEADERS)]
-    lines += ["| " + " | ".join(row) + " |" for row in _adaptive_look_rows(b.adaptive)]
+    lines = ["## Adaptive waves", "", *facts, "",
+             *_md_table(list(_ADAPTIVE_LOOK_HEADERS), _adaptive_look_rows(b.adaptive))]
     return "\n".join(lines) + "\n"
 
 
@@ -13432,14 +13431,15 @@ def _md_shares_table(title: str, intro: str, summary: list[str],
                      rows: list[tuple[str, UnitShare]], columns: tuple[str, str]) -> str:
     """An installed-arm block: its summary lines, then one row per unit (query or eval) of
     whether the skill activated; `columns`: the unit's label and the expectation's."""
-    unit, expected_label = columns
     lines = [title, "", intro, ""]
     lines += [f"- {line}" for line in summary] + [""]
-    lines += [f"| config | {unit} | {expected_label} | activated |", "|---|---|---|---|"]
-    for config, row in rows:
-        lines.append(f"| {_md_cell(config)} | {_md_cell(row.eval_id)} | "
-                     f"{'yes' if row.expected else 'no'} | {_fmt_share(row.share)} |")
+    lines += _md_table(["config", *columns, "activated"], _share_cells(rows))
     return "\n".join(lines) + "\n"
+
+
+def _share_cells(rows: list[tuple[str, UnitShare]]) -> list[list[str]]:
+    return [[config, str(row.eval_id), "yes" if row.expected else "no", _fmt_share(row.share)]
+            for config, row in rows]
 
 
 def _fmt_evals_needed(target: PowerTarget) -> str:
@@ -13503,24 +13503,32 @@ def _multiplicity_lines(compared: Sequence[Comparison]) -> list[str]:
             f"most {held[0].family_alpha:g})."]
 
 
+def _comparisons_header(b: Benchmark) -> list[str]:
+    return ["baseline", "verdict", "mean per-eval delta", _comparisons_interval_heading(b),
+            "wins/ties/losses", "paired evals", "minimum detectable effect"]
+
+
+def _comparison_rows(b: Benchmark) -> list[list[str]]:
+    """Per baseline: its verdict, mean delta and interval, wins/ties/losses and power."""
+    rows = []
+    for c in b.comparisons or ():
+        ci = c.ci95
+        mde = c.power.mde if c.power else None
+        level = (f" ({level_text(c.interval_level)})"
+                 if c.interval_level is not None and not b.adaptive else "")
+        rows.append([str(c.baseline), c.verdict, fmt_delta(c.mean_delta),
+                     f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]{level}" if ci else "n/a",
+                     f"{c.wins}/{c.ties}/{c.losses}", str(c.paired_evals),
+                     fmt_delta(mde).lstrip("+") if mde is not None else "n/a"])
+    return rows
+
+
 def _md_comparisons(b: Benchmark) -> str:
     compared = b.comparisons or ()
     if not compared:
         return ""
     lines = [f"## Paired comparisons (candidate: {compared[0].candidate})", "",
-             f"| baseline | verdict | mean per-eval delta | {_comparisons_interval_heading(b)} | "
-             "wins/ties/losses | paired evals | minimum detectable effect |",
-             "|---|---|---|---|---|---|---|"]
-    for c in compared:
-        ci = c.ci95
-        mde = c.power.mde if c.power else None
-        level = (f" ({level_text(c.interval_level)})"
-                 if c.interval_level is not None and not b.adaptive else "")
-        lines.append(f"| {_md_cell(c.baseline)} | {c.verdict} | "
-                     f"{fmt_delta(c.mean_delta)} | "
-                     f"{f'[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]' if ci else 'n/a'}{level} | "
-                     f"{c.wins}/{c.ties}/{c.losses} | {c.paired_evals} | "
-                     f"{fmt_delta(mde).lstrip('+') if mde is not None else 'n/a'} |")
+             *_md_table(_comparisons_header(b), _comparison_rows(b))]
     lines += ["", *_multiplicity_lines(compared)] if _multiplicity_lines(compared) else []
     notes = [line for c in compared for line in forecast_lines(c)]
     if notes:
@@ -13558,16 +13566,26 @@ def _per_assertion_intro(rows: Sequence[AssertionRow]) -> str:
                if len(rows) > 1 else "") + ".")
 
 
+def _per_assertion_header(configs: Sequence[str]) -> list[str]:
+    return ["assertion", "eval", *configs, *(f"gain vs {c}" for c in configs[1:]), "note"]
+
+
+def _per_assertion_cells(row: AssertionRow, configs: Sequence[str]) -> list[str]:
+    """assertion, where it applies, each config's pass rate, each gain and the note."""
+    return [row.text + _kind_mark(row.kind),
+            "all (common)" if row.scope == "common" else str(row.eval_id),
+            *(_fmt_assertion_rate(row.configs[c]) for c in configs),
+            *(_fmt_gain(row, c) for c in configs[1:]),
+            "non-discriminating" if row.non_discriminating else ""]
+
+
 def _md_per_assertion(b: Benchmark) -> str:
     rows = b.per_assertion
     if rows is None:
         return ""
     configs = b.configs
-    lines = ["## Per assertion", "",
-             _per_assertion_intro(rows), "",
-             "| assertion | eval | " + " | ".join(_md_cell(c) for c in configs) + " | "
-             + " | ".join(f"gain vs {_md_cell(c)}" for c in configs[1:])
-             + " | note |", "|---|---|" + "---|" * (2 * len(configs))]
+    lines = ["## Per assertion", "", _per_assertion_intro(rows), "",
+             *_md_table(_per_assertion_header(configs), [])]
     shown = rows if len(rows) <= 2 * _PER_ASSERTION_SHOWN_EACH_END else (
         [*rows[:_PER_ASSERTION_SHOWN_EACH_END], None, *rows[-_PER_ASSERTION_SHOWN_EACH_END:]])
     for row in shown:
@@ -13576,12 +13594,7 @@ def _md_per_assertion(b: Benchmark) -> str:
             lines.append(f"| ... {hidden} more assertions, all in benchmark.json "
                          "(`per_assertion`) |" + " |" * (2 * len(configs)))
             continue
-        where = "all (common)" if row.scope == "common" else _md_cell(row.eval_id)
-        gains = [_fmt_gain(row, c) for c in configs[1:]]
-        note = "non-discriminating" if row.non_discriminating else ""
-        lines.append(f"| {_md_cell(row.text + _kind_mark(row.kind))} | {where} | "
-                     + " | ".join(_fmt_assertion_rate(row.configs[c]) for c in configs)
-                     + " | " + " | ".join(gains) + f"{' | ' if gains else ''}{note} |")
+        lines.append(_md_row(_per_assertion_cells(row, configs)))
     if not rows:
         lines.append("| (no scored run) |" + " |" * (2 * len(configs)))
     return "\n".join(lines) + "\n"
@@ -13698,8 +13711,7 @@ def _md_process(b: Benchmark) -> str:
         return ""
     lines = ["## Process (from the executor's trace)", "", _sentence(PROCESS_NOTE)
              + " Mean ± stddev over the scored runs counted.", "",
-             "| " + " | ".join(_PROCESS_HEADERS) + " |", "|" + "---|" * len(_PROCESS_HEADERS)]
-    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in _process_rows(b)]
+             *_md_table(list(_PROCESS_HEADERS), _process_rows(b))]
     sentences = _process_sentences(b)
     return "\n".join(lines + ([""] + [f"- {_md_cell(s)}" for s in sentences]
                               if sentences else [])) + "\n"
@@ -13757,11 +13769,13 @@ def _md_judge_vs_checks(b: Benchmark) -> str:
     if not versus or not versus.pairs:
         return "\n".join(lines) + "\n"
     lines += [_agreement_sentence(versus), "",
-              "| eval | assertion | check | cells | agreement | kappa | disagreeing cells |",
-              "|---|---|---|---|---|---|---|"]
-    for e in versus.per_pair:
-        lines.append("| " + " | ".join(_md_cell(c) for c in _judge_check_row(e)) + " |")
+              *_md_table(list(_JUDGE_CHECK_HEADERS),
+                         [_judge_check_row(e) for e in versus.per_pair])]
     return "\n".join(lines) + "\n"
+
+
+_JUDGE_CHECK_HEADERS = ("eval", "assertion", "check", "cells", "agreement", "kappa",
+                        "disagreeing cells")
 
 
 def _agreement_sentence(versus: JudgeVsChecks) -> str:
@@ -14104,10 +14118,12 @@ def _across_trigger_lines(entries: list[AgentIteration]) -> list[str]:
     return [line for entry in entries for line in _trigger_lines(entry.benchmark)]
 
 
+def _md_row(cells: list[str]) -> str:
+    return "| " + " | ".join(_md_cell(v) for v in cells) + " |"
+
+
 def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    return (["| " + " | ".join(_md_cell(h) for h in header) + " |",
-             "|" + "---|" * len(header)]
-            + ["| " + " | ".join(_md_cell(v) for v in row) + " |" for row in rows])
+    return [_md_row(header), "|" + "---|" * len(header), *(_md_row(row) for row in rows)]
 
 
 _FAILED_ASSERTION_GROUPS = 40  # assertions listed in benchmark.md and the HTML page
@@ -14250,10 +14266,18 @@ def render_agents_html(entries: list[AgentIteration]) -> str:
     return _html_document(title, body)
 
 
-def _html_table(header: list[str], rows: list[list[str]]) -> str:
+def _html_table(header: list[str], rows: list[list[str]],
+                cell: Callable[[str], str] = _h) -> str:
     return ("<table><tr>" + "".join(f"<th>{_h(h)}</th>" for h in header) + "</tr>\n"
-            + "".join("<tr>" + "".join(f"<td>{_h(v)}</td>" for v in row) + "</tr>\n"
+            + "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>\n"
                       for row in rows) + "</table>\n")
+
+
+def _h_absent(text: str) -> str:
+    """A cell's text, greyed when it says why a number was not captured."""
+    if text.startswith("not captured ("):
+        return f'<span class="absent">{_h(text)}</span>'
+    return _h(text)
 
 
 def _html_header(b: Benchmark) -> str:
@@ -14319,25 +14343,10 @@ def _html_comparisons(b: Benchmark) -> str:
     compared = b.comparisons or ()
     if not compared:
         return ""
-    rows = []
-    for c in compared:
-        ci = c.ci95
-        mde = c.power.mde if c.power else None
-        level = (f" ({level_text(c.interval_level)})"
-                 if c.interval_level is not None and not b.adaptive else "")
-        cells = [c.baseline, c.verdict, fmt_delta(c.mean_delta),
-                 f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]{level}" if ci else "n/a",
-                 f"{c.wins}/{c.ties}/{c.losses}", c.paired_evals,
-                 fmt_delta(mde).lstrip("+") if mde is not None else "n/a"]
-        rows.append("<tr>" + "".join(f"<td>{_h(x)}</td>" for x in cells) + "</tr>")
     notes = _multiplicity_lines(compared) + [line for c in compared for line in forecast_lines(c)]
     listing = ("<ul>" + "".join(f"<li>{_h(n)}</li>" for n in notes) + "</ul>\n") if notes else ""
     return (f"<h2>Paired comparisons (candidate: {_h(compared[0].candidate)})</h2>\n"
-            "<table><tr><th>baseline</th><th>verdict</th><th>mean per-eval delta</th>"
-            f"<th>{_h(_comparisons_interval_heading(b))}</th><th>wins/ties/losses</th>"
-            "<th>paired evals</th>"
-            "<th>minimum detectable effect</th></tr>\n" + "\n".join(rows) + "\n</table>\n"
-            + listing)
+            + _html_table(_comparisons_header(b), _comparison_rows(b)) + listing)
 
 
 def _html_per_assertion(b: Benchmark) -> str:
@@ -14345,18 +14354,8 @@ def _html_per_assertion(b: Benchmark) -> str:
     if not rows:
         return ""
     configs = b.configs
-    head = ("<tr><th>assertion</th><th>eval</th>" + "".join(f"<th>{_h(c)}</th>" for c in configs)
-            + "".join(f"<th>gain vs {_h(c)}</th>" for c in configs[1:]) + "<th>note</th></tr>")
-    body = []
-    for row in rows:
-        where = "all (common)" if row.scope == "common" else row.eval_id
-        gains = [f"<td>{_h(_fmt_gain(row, config))}</td>" for config in configs[1:]]
-        body.append(f"<tr><td>{_h(row.text + _kind_mark(row.kind))}</td><td>{_h(where)}</td>"
-                    + "".join(f"<td>{_h(_fmt_assertion_rate(row.configs[c]))}</td>"
-                              for c in configs) + "".join(gains)
-                    + f"<td>{'non-discriminating' if row.non_discriminating else ''}</td>"
-                    "</tr>")
-    table = "<table>" + head + "\n" + "\n".join(body) + "\n</table>"
+    table = _html_table(_per_assertion_header(configs),
+                        [_per_assertion_cells(row, configs) for row in rows]).rstrip("\n")
     return ("<h2>Per assertion</h2>\n<p>Pass rate over scored runs; common assertions pooled "
             "across evals; in the suite's order, not by gain (among many assertions the "
             f"largest gains are mostly chance). Each gain with its {_h(PER_ASSERTION_INTERVAL)}."
@@ -14491,43 +14490,45 @@ def _chart_bar(geo: _ChartGeometry, row: PerEval, config: str, index: int, y: in
 def _html_activation(b: Benchmark) -> str:
     if not b.activation:
         return ""
-    rows = [[config, str(row.eval_id), "yes" if row.expected else "no", _fmt_share(row.share)]
-            for config, row in _unit_rows(b.activation)]
-    return ("<h2>Activation (installed arms)</h2>\n<p>Whether the agent loaded the installed "
-            "skill on its own, read from its CLI's stream; unknown runs are not misses. "
-            "Intervals are Wilson 95%, the evals as trials when several are pooled.</p>\n"
-            + "".join(f"<p>{_h(line)}</p>\n" for line in _activation_lines(b))
-            + _html_table(["config", "eval", "should activate", "activated"], rows))
+    return _html_shares_table(
+        "Activation (installed arms)",
+        "Whether the agent loaded the installed skill on its own, read from its CLI's stream; "
+        "unknown runs are not misses. Intervals are Wilson 95%, the evals as trials when "
+        "several are pooled.",
+        _activation_lines(b), _unit_rows(b.activation), ("eval", "should activate"))
 
 
 def _html_trigger(b: Benchmark) -> str:
     if not b.trigger:
         return ""
-    rows = [[config, str(row.eval_id), "yes" if row.expected else "no", _fmt_share(row.share)]
-            for config, row in _unit_rows(b.trigger)]
-    return ("<h2>Trigger set (installed arms)</h2>\n<p>Each query ended as soon as the agent "
-            "activated the skill or did anything else first, read from its CLI's stream. "
-            "Intervals are Wilson 95%, the queries as trials; runs that failed before deciding "
-            "are not counted.</p>\n"
-            + "".join(f"<p>{_h(line)}</p>\n" for line in _trigger_lines(b))
-            + _html_table(["config", "query", "should trigger", "activated"], rows))
+    return _html_shares_table(
+        "Trigger set (installed arms)",
+        "Each query ended as soon as the agent activated the skill or did anything else "
+        "first, read from its CLI's stream. Intervals are Wilson 95%, the queries as trials; "
+        "runs that failed before deciding are not counted.",
+        _trigger_lines(b), _unit_rows(b.trigger), ("query", "should trigger"))
+
+
+def _html_shares_table(title: str, intro: str, summary: list[str],
+                       rows: list[tuple[str, UnitShare]], columns: tuple[str, str]) -> str:
+    """The HTML twin of _md_shares_table."""
+    return (f"<h2>{title}</h2>\n<p>{intro}</p>\n"
+            + "".join(f"<p>{_h(line)}</p>\n" for line in summary)
+            + _html_table(["config", *columns, "activated"], _share_cells(rows)))
 
 
 def _html_metrics(b: Benchmark) -> str:
     rows = []
     for config in b.configs:
         summary = b.run_summary[config]
-        cells = [_h(config), f"{summary.scored_runs} of {summary.runs}",
-                 _h(_fmt_rate_stat(summary.pass_rate))]
-        for key, _, unit, digits in _EXECUTOR_METRICS:
-            text = _executor_metric_text(b, config, key, unit, digits)
-            cells.append(f'<span class="absent">{_h(text)}</span>'
-                         if text.startswith("not captured (") else _h(text))
-        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+        rows.append([config, f"{summary.scored_runs} of {summary.runs}",
+                     _fmt_rate_stat(summary.pass_rate),
+                     *(_executor_metric_text(b, config, key, unit, digits)
+                       for key, _, unit, digits in _EXECUTOR_METRICS)])
     return ("<h2>Execution metrics (executor only)</h2>\n<p>Grader cost is excluded. Mean ± "
-            "stddev over scored runs.</p>\n<table><tr><th>config</th><th>scored runs</th>"
-            "<th>pass rate</th><th>time</th><th>tokens</th></tr>\n" + "\n".join(rows)
-            + "\n</table>\n")
+            "stddev over scored runs.</p>\n"
+            + _html_table(["config", "scored runs", "pass rate", "time", "tokens"], rows,
+                          _h_absent))
 
 
 def _html_process(b: Benchmark) -> str:
@@ -14543,14 +14544,9 @@ def _html_judge(b: Benchmark) -> str:
     judge = b.judge
     if not judge:
         return ""
-    rows = []
-    for config in b.configs:
-        cost = judge.cost.per_config[config]
-        cells = [_h(config), _h(cost.judged_runs), _h(cost.grader_calls)]
-        cells += [_h(c) if not c.startswith("not captured") else
-                  f'<span class="absent">{_h(c)}</span>'
-                  for c in _judge_cost_cells(judge.cost, config)]
-        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    rows = [[config, str(judge.cost.per_config[config].judged_runs),
+             str(judge.cost.per_config[config].grader_calls),
+             *_judge_cost_cells(judge.cost, config)] for config in b.configs]
     unsteady = [e for e in judge.agreement.per_assertion if e.votes.split_items]
     split_rows = [f"<tr><td>{_h(e.eval_id)}</td><td>{_h(e.assertion_id)}. "
                   f"{_h(e.text)}</td><td>{_h(e.votes.split_items)} of {_h(e.votes.items)}</td>"
@@ -14559,9 +14555,9 @@ def _html_judge(b: Benchmark) -> str:
               "<th>judge_unstable</th></tr>\n" + "\n".join(split_rows) + "\n</table>\n"
               if split_rows else "")
     return ("<h2>Judge (grader) cost and agreement</h2>\n<p>What grading cost, apart from the "
-            "executor numbers above; mean ± stddev per judged run.</p>\n<table><tr><th>config"
-            "</th><th>judged runs</th><th>grader calls</th><th>time</th><th>tokens</th>"
-            "<th>cost</th></tr>\n" + "\n".join(rows) + "\n</table>\n"
+            "executor numbers above; mean ± stddev per judged run.</p>\n"
+            + _html_table(["config", "judged runs", "grader calls", "time", "tokens", "cost"],
+                          rows, _h_absent)
             + "".join(f"<p>{_h(line)}</p>\n" for line in _judge_lines(b)) + splits)
 
 
@@ -14569,8 +14565,7 @@ def _html_judge_vs_checks(b: Benchmark) -> str:
     versus = b.judge_vs_checks
     if not versus or not versus.pairs:
         return ""
-    head = "".join(f"<th>{name}</th>" for name in (
-        "eval", "assertion", "check", "cells", "agreement", "kappa", "disagreeing cells"))
+    head = "".join(f"<th>{name}</th>" for name in _JUDGE_CHECK_HEADERS)
     rows = ["<tr>" + "".join(f"<td>{_h(c)}</td>" for c in _judge_check_row(e)) + "</tr>"
             for e in versus.per_pair]
     return (f"<h2>Judge vs checks</h2>\n<p>{_h(_agreement_sentence(versus))}</p>\n<table><tr>"
