@@ -17135,10 +17135,9 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         if unknown or not eval_ids:
             raise InputError(f"--eval-id names no case: {', '.join(unknown) or '(empty)'}",
                              f"known ids: {', '.join(sorted(known)) or '(none)'}")
-    configs = args.config or (
-        (INSTALLED_CONFIG,) if suite.cases and all(c.trigger for c in suite.cases) else CONFIGS)
-    if suite.cases and all(c.trigger for c in suite.cases) and not any(
-            config_installs_skill(c) for c in configs):
+    trigger_set = bool(suite.cases) and all(c.trigger for c in suite.cases)
+    configs = args.config or ((INSTALLED_CONFIG,) if trigger_set else CONFIGS)
+    if trigger_set and not any(map(config_installs_skill, configs)):
         raise InputError("a trigger set runs in the installed arm only, and --config names none",
                          "run it with --config installed (or installed@REV)")
     skill_md = (resolve_skill_md(suite, args.skill_path)
@@ -17452,13 +17451,9 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     calls = turns + user_calls + graded * options.grader_runs
     waves = math.ceil(len(cells) / options.concurrency)
     sandbox = sandbox_base / "skill-eval-XXXXXX" / "repo"
-    grader = sandbox_base / "skill-eval-grader-XXXXXX"
     first = cells[0]
     executor = provider.executor_invocation("<prompt on stdin>", sandbox, options.executor_model)
-    grader_call = provider.grader_invocation("<prompt on stdin>", grader, options.grader_model,
-                                             sandbox_base / "skill-eval-YYYYYY/verdict_schema.json",
-                                             sandbox_base / "skill-eval-YYYYYY/"
-                                             "grader_last_message.txt")
+    grader_call = _dry_run_grader_call(provider, options, sandbox_base)
     print(f"dry run: {suite.skill_name} with {options.agent}: nothing launched, no iteration made")
     print(f"cells: {len(cells)} ({len(set(c.case.key for c in cells))} cases x "
           f"{len(options.configs)} configs x {options.runs} runs); provider calls: up to {calls}"
@@ -17523,6 +17518,15 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     for line in _dry_run_forecast(suite, options, len({c.case.key for c in cells})):
         print(line)
     return EXIT_OK
+
+
+def _dry_run_grader_call(provider: Provider, options: RunOptions,
+                         sandbox_base: Path) -> Invocation:
+    """The grader argv a dry run shows, with placeholder sandbox and scratch folders."""
+    grader, scratch = sandbox_base / "skill-eval-grader-XXXXXX", sandbox_base / "skill-eval-YYYYYY"
+    return provider.grader_invocation("<prompt on stdin>", grader, options.grader_model,
+                                      scratch / "verdict_schema.json",
+                                      scratch / "grader_last_message.txt")
 
 
 def _print_adaptive_plan(suite: Suite, options: RunOptions, cells: list[Cell], calls: int) -> None:
@@ -17634,11 +17638,7 @@ def _print_regrade_dry_run(suite: Suite, options: RunOptions, provider: Provider
     judged = [label for label in gradable if suite.assertions_for(by_label[label].case)]
     calls = len(judged) * options.grader_runs
     waves = math.ceil(len(judged) / options.concurrency) if judged else 0
-    grader = sandbox_base / "skill-eval-grader-XXXXXX"
-    grader_call = provider.grader_invocation("<prompt on stdin>", grader, options.grader_model,
-                                             sandbox_base / "skill-eval-YYYYYY/verdict_schema.json",
-                                             sandbox_base / "skill-eval-YYYYYY/"
-                                             "grader_last_message.txt")
+    grader_call = _dry_run_grader_call(provider, options, sandbox_base)
     print(f"dry run: re-grade {source.folder} ({suite.skill_name}) with {options.agent}: "
           "nothing launched, no iteration made")
     print(f"runs: {len(cells)}, of which {len(gradable)} have a finished executor to grade; "
