@@ -1752,9 +1752,6 @@ class Verdict(Record):
         return self.kind == "check"
 
 
-_VERDICTS = ListOf(Verdict)
-
-
 class JudgeIdentity(Record):
     """Who judged a run (grading.json): provider, model, CLI version, prompt hash, K."""
 
@@ -1847,9 +1844,6 @@ class PathReason(Record):
     path: str
     reason: str = member(after="kind")
     kind: str | None = None
-
-
-_PATH_REASONS = ListOf(PathReason)
 
 
 class SandboxGit(Record):
