@@ -3679,8 +3679,7 @@ class _SuiteChecker:
         turns = []
         for at, message in enumerate(value):
             if not isinstance(message, str) or not message.strip():
-                shown = "an empty string" if isinstance(message, str) else _type_name(message)
-                self.error(f"each turn must be a non-empty string, not {shown}",
+                self.error(f"each turn must be a non-empty string, not {_text_shown(message)}",
                            _path_join(path, at), "write the user's message as text in quotes",
                            cid)
                 continue
@@ -3699,14 +3698,12 @@ class _SuiteChecker:
                           ("goal", "what the user wants, which the executor is never told")):
             text = value.get(key)
             if not isinstance(text, str) or not text.strip():
-                shown = "an empty string" if isinstance(text, str) else _type_name(text)
-                self.error(f"user.{key} must be a non-empty string, not {shown}"
+                self.error(f"user.{key} must be a non-empty string, not {_text_shown(text)}"
                            if key in value else f"user.{key} is missing",
                            _path_join(path, key), f"say in plain language {what}", cid)
             texts[key] = text
         most = value.get("max_turns", DEFAULT_USER_MAX_TURNS)
-        if not isinstance(most, int) or isinstance(most, bool) or \
-                not 2 <= most <= MAX_CONVERSATION_TURNS:
+        if not _whole_number_in(most, 2, MAX_CONVERSATION_TURNS):
             self.error(f"user.max_turns must be a whole number from 2 to "
                        f"{MAX_CONVERSATION_TURNS}, not {most!r}"[:200],
                        _path_join(path, "max_turns"),
@@ -3960,18 +3957,20 @@ class _SuiteChecker:
             self.error(f"'ran' must be a non-empty regular expression, not {_shown(pattern)}",
                        where, 'write the command\'s pattern in quotes, e.g. "pytest"', cid)
             return None
+        return {key: pattern} if self.compiles(key, pattern, where, cid) else None
+
+    def compiles(self, key: str, pattern: str, where: str, cid: str | None) -> bool:
         try:
             re.compile(pattern)
         except re.error as exc:
-            self.error(f"'ran' is not a valid regular expression: {exc}", where,
+            self.error(f"{key!r} is not a valid regular expression: {exc}", where,
                        "correct the pattern (Python re syntax); escape literal characters "
                        "such as ( or [ with a backslash", cid)
-            return None
-        return {key: pattern}
+            return False
+        return True
 
     def trace_bound(self, value: Any, path: str, cid: str | None) -> int | None:
-        if not isinstance(value, int) or isinstance(value, bool) \
-                or not 0 <= value <= TRACE_BOUND_MAX:
+        if not _whole_number_in(value, 0, TRACE_BOUND_MAX):
             self.error(f"a bound must be a whole number from 0 to {TRACE_BOUND_MAX}, not "
                        f"{_shown(value)}", path, "write the most the executor may take, e.g. 30",
                        cid)
@@ -4036,7 +4035,7 @@ class _SuiteChecker:
         tests = [key for key in CHECK_KINDS[subject].tests if key in raw]
         if subject == "run":
             code = raw.get("exit_code", 0)
-            if not isinstance(code, int) or isinstance(code, bool) or not 0 <= code <= 255:
+            if not _whole_number_in(code, 0, 255):
                 self.error(f"exit_code must be an integer from 0 to 255, not {_shown(code)}",
                            _path_join(path, "exit_code"), "write the expected exit code, e.g. 0",
                            cid)
@@ -4063,14 +4062,8 @@ class _SuiteChecker:
             self.error(f"{test!r} must be a non-empty string, not {_shown(value)}", where,
                        "write the text or the regular expression in quotes", cid)
             return None, None
-        if test == "matches":
-            try:
-                re.compile(value)
-            except re.error as exc:
-                self.error(f"'matches' is not a valid regular expression: {exc}", where,
-                           "correct the pattern (Python re syntax); escape literal characters "
-                           "such as ( or [ with a backslash", cid)
-                return None, None
+        if test == "matches" and not self.compiles(test, value, where, cid):
+            return None, None
         return test, value
 
     def check_timeout(self, raw: dict, path: str, cid: str | None) -> float | None:
@@ -4331,6 +4324,16 @@ def _written_case_id(raw: dict) -> str | None:
     if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip():
         return None
     return str(value)[:MAX_NAME_CHARS]
+
+
+def _whole_number_in(value: Any, low: int, high: int) -> bool:
+    """An int (a JSON true is not one) from low to high."""
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _text_shown(value: Any) -> str:
+    """What stands where a non-empty string belongs."""
+    return "an empty string" if isinstance(value, str) else _type_name(value)
 
 
 def _type_name(value: Any) -> str:
