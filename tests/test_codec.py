@@ -93,6 +93,16 @@ class CodecTest(unittest.TestCase):
         self.assertNotIn("\x1b", rendered)
         self.assertLess(len(rendered), 600)
 
+    def test_a_flag_points_at_names_and_numbers_only(self) -> None:
+        written = json.loads((GOLDEN / "three_arms" / "benchmark.json").read_text())
+        flags = written["sanity_checks"]["flags"]
+        self.assertTrue(flags, "the golden iteration raises no flag to forge")
+        flags[0]["configuration"] = [1]  # a list would reach a set of places and crash
+        with self.assertRaises(runner.InputError) as caught:
+            runner.Benchmark.from_json(written, "benchmark.json")
+        self.assertIn("at sanity_checks.flags[0].configuration: a name or a number expected",
+                      str(caught.exception))
+
     def test_a_count_is_never_negative(self) -> None:
         written = json.loads((GOLDEN / "three_arms" / "benchmark.json").read_text())
         written["comparisons"][0]["wins"] = -3

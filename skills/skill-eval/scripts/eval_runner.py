@@ -570,9 +570,13 @@ class MapOf:
 
 @dataclasses.dataclass(frozen=True)
 class Pairs:
-    """The members no other field names, in order, as (name, value) pairs."""
+    """The members no other field names, in order, as (name, value) pairs; each value a name
+    or a number (a place a sanity flag points at), never a list or an object."""
 
     def read(self, value: Any, cursor: Cursor) -> tuple[tuple[str, Any], ...]:
+        for key, item in value.items():
+            if isinstance(item, (list, dict)):
+                raise cursor.at(key).refuse("a name or a number", item)
         return tuple(value.items())
 
     def write(self, value: Any) -> dict[str, Any]:
