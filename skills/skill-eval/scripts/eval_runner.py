@@ -5747,50 +5747,34 @@ class _GitTemplate:
     folder: Path
     commit: str
     error: str | None = None
-    skill_commit: str = ""  # the baseline plus the skill package, for with_skill sandboxes
     runner_baselines: dict[bool | str, Path] = dataclasses.field(default_factory=dict)
-    # with_skill@REV config -> (the baseline plus that revision's package, its index)
-    revision_commits: dict[str, tuple[str, Path]] = dataclasses.field(default_factory=dict)
-    revision_objects: dict[str, Path] = dataclasses.field(default_factory=dict)
+    # The baseline plus a skill package, for the sandboxes that get it: True (the working
+    # tree's package) or a with_skill@REV config -> (commit, its index, its object store).
+    # Each package's objects are apart: a without_skill sandbox borrows only `objects`, so
+    # `git cat-file` there cannot reach the skill, nor one skill arm's sandbox another's.
+    packages: dict[bool | str, tuple[str, Path, Path]] = dataclasses.field(default_factory=dict)
 
     @property
     def objects(self) -> Path:
         return self.folder / "git" / "objects"
 
-    @property
-    def skill_objects(self) -> Path:
-        """The skill package's objects, apart: a without_skill sandbox borrows only `objects`,
-        so `git cat-file` there cannot reach the skill."""
-        return self.folder / "skill-objects"
-
     # `with_skill` below: False (no package), True (the working tree's package) or a
-    # with_skill@REV config (the package as committed at REV). Each version's objects are
-    # apart too, so one skill arm's sandbox cannot reach another arm's version.
+    # with_skill@REV config (the package as committed at REV).
     def objects_for(self, with_skill: bool | str) -> list[Path]:
-        if isinstance(with_skill, str):
-            found = self.revision_objects.get(with_skill)
-            return [self.objects, found] if found else [self.objects]
-        if with_skill and self.skill_commit:
-            return [self.objects, self.skill_objects]
-        return [self.objects]
+        found = self.packages.get(with_skill)
+        return [self.objects, found[2]] if found else [self.objects]
 
     def index_for(self, with_skill: bool | str) -> Path:
-        if isinstance(with_skill, str):
-            found = self.revision_commits.get(with_skill)
-            return found[1] if found else self.folder / "index"
-        return self.folder / ("index-skill" if with_skill and self.skill_commit else "index")
+        found = self.packages.get(with_skill)
+        return found[1] if found else self.folder / "index"
 
     def commit_for(self, with_skill: bool | str) -> str:
-        if isinstance(with_skill, str):
-            found = self.revision_commits.get(with_skill)
-            return found[0] if found else self.commit
-        return self.skill_commit if with_skill and self.skill_commit else self.commit
+        found = self.packages.get(with_skill)
+        return found[0] if found else self.commit
 
     def holds_package(self, with_skill: bool | str) -> bool:
         """Whether the template's commit for these cells already holds their skill package."""
-        if isinstance(with_skill, str):
-            return with_skill in self.revision_commits
-        return bool(with_skill and self.skill_commit)
+        return bool(with_skill) and with_skill in self.packages
 
     def remove(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -5815,7 +5799,7 @@ def add_runner_baselines(template: _GitTemplate, folder: Path) -> None:
         folder.mkdir(parents=True)
     except OSError as exc:
         raise WriteFailed(folder, exc) from exc
-    arms: list[bool | str] = [False, True, *template.revision_commits]
+    arms: list[bool | str] = [False, True, *(c for c in template.packages if c is not True)]
     for number, with_skill in enumerate(arms):
         name = (f"revision-{number}.git" if isinstance(with_skill, str) else
                 "with_skill.git" if with_skill else "without_skill.git")
@@ -5837,96 +5821,63 @@ def build_git_template(snapshot: RepoSnapshot, base: Path, groups: ProcessGroups
 
 def _fill_git_template(snapshot: RepoSnapshot, folder: Path, groups: ProcessGroups
                        ) -> _GitTemplate:
+    """The baseline commit of the repository's files, then on it one commit per skill
+    package, each read from the private copy those cells are delivered (never the checkout)."""
     snapshot.copy_skill_package(folder / "skill-package")
     for number, package in enumerate(snapshot.revisions.values()):
         package.write(folder / f"revision-{number}")
-    git_dir = folder / "git"
-    env = {"GIT_INDEX_FILE": str(folder / "index")}
     regular = [rel for rel in snapshot.base_files if rel not in snapshot.linked_files
                and (snapshot.root / rel).is_file()]
-    # Every blob straight into one pack (git's bulk check-in for "big" files) instead of a
-    # loose file each: half the time and two thirds of the disk on a large repository.
-    common = ["-c", "core.bigFileThreshold=1", f"--git-dir={git_dir}",
-              f"--work-tree={snapshot.root}"]
-    steps = (
-        (["init", "-q", "--bare", "--template=", str(git_dir)], None),
-        ([*common, "add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"],
-         "\0".join(regular).encode("utf-8")),
-        ([*common, "write-tree"], None),
-    )
-    out = ""
-    for args, stdin in steps:
-        if args[-1] == "--pathspec-file-nul" and not regular:
-            continue
-        ok, out = run_git(args, folder, stdin=stdin, env=env, groups=groups)
-        if not ok:
-            return _GitTemplate(folder, "", out)
-    ok, commit = run_git([f"--git-dir={git_dir}", "commit-tree", out.strip(), "-m",
-                          "skill-eval baseline"], folder, groups=groups)
+    ok, out = run_git(["init", "-q", "--bare", "--template=", str(folder / "git")], folder,
+                      groups=groups)
+    if ok:
+        ok, out = _commit_files(folder, snapshot.root, regular,
+                                {"GIT_INDEX_FILE": str(folder / "index")},
+                                ["-m", "skill-eval baseline"], groups)
     if not ok:
-        return _GitTemplate(folder, "", commit)
-    template = _GitTemplate(folder, commit.strip())
-    template.skill_commit = _add_skill_commit(snapshot, template, groups)
-    for number, (config, package) in enumerate(snapshot.revisions.items()):
-        objects = folder / f"revision-objects-{number}"
-        found = _add_revision_commit(package, template, folder / f"index-revision-{number}",
-                                     objects, groups)
-        if found:
-            template.revision_commits[config] = found
-            template.revision_objects[config] = objects
+        return _GitTemplate(folder, "", out)
+    template = _GitTemplate(folder, out.strip())
+    arms: list[tuple[bool | str, Path | None, list[str], str, str, str]]
+    arms = [(True, snapshot.skill_copy, [rel for rel in snapshot.skill_delivered
+                                         if rel not in snapshot.linked_skill_files],
+             "index-skill", "skill-objects", "skill-eval baseline with the skill package")]
+    arms += [(config, package.root, sorted(package.files), f"index-revision-{number}",
+              f"revision-objects-{number}",
+              f"skill-eval baseline with the skill package at {package.commit}")
+             for number, (config, package) in enumerate(snapshot.revisions.items())]
+    for with_skill, work_tree, files, index_name, objects_name, message in arms:
+        index, objects = folder / index_name, folder / objects_name
+        shutil.copyfile(folder / "index", index)
+        for sub in ("info", "pack"):
+            (objects / sub).mkdir(parents=True, exist_ok=True)
+        env = {"GIT_INDEX_FILE": str(index), "GIT_OBJECT_DIRECTORY": str(objects),
+               "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(template.objects)}
+        ok, commit = _commit_files(folder, work_tree, files, env,
+                                   ["-p", template.commit, "-m", message], groups)
+        if ok:
+            template.packages[with_skill] = (commit.strip(), index, objects)
     return template
 
 
-def _add_skill_commit(snapshot: RepoSnapshot, template: _GitTemplate, groups: ProcessGroups
-                      ) -> str:
-    """The baseline plus the skill package, so with_skill cells need no git call of their own;
-    read from the package's private copy, which is what those cells are delivered."""
-    files = [rel for rel in snapshot.skill_delivered if rel not in snapshot.linked_skill_files]
-    common = ["-c", "core.bigFileThreshold=1", f"--git-dir={template.folder / 'git'}",
-              f"--work-tree={snapshot.skill_copy}"]
-    index = template.folder / "index-skill"
-    shutil.copyfile(template.folder / "index", index)
-    for sub in ("info", "pack"):
-        (template.skill_objects / sub).mkdir(parents=True, exist_ok=True)
-    env = {"GIT_INDEX_FILE": str(index), "GIT_OBJECT_DIRECTORY": str(template.skill_objects),
-           "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(template.objects)}
-    ok, _ = run_git([*common, "add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"],
-                    template.folder, stdin="\0".join(files).encode("utf-8"), env=env, groups=groups)
-    ok, tree = (run_git([*common, "write-tree"], template.folder, groups, env=env) if ok
-                else (False, ""))
-    if not ok:
-        return ""
-    ok, commit = run_git([f"--git-dir={template.folder / 'git'}", "commit-tree", tree.strip(),
-                          "-p", template.commit, "-m",
-                          "skill-eval baseline with the skill package"], template.folder,
-                         env=env, groups=groups)
-    return commit.strip() if ok else ""
-
-
-def _add_revision_commit(package: RevisionPackage, template: _GitTemplate, index: Path,
-                         objects: Path, groups: ProcessGroups) -> tuple[str, Path] | None:
-    """The baseline plus one revision's package, read from where it was written out; its
-    objects in a store of their own, like the working tree's package."""
-    assert package.root is not None
-    shutil.copyfile(template.folder / "index", index)
-    for sub in ("info", "pack"):
-        (objects / sub).mkdir(parents=True, exist_ok=True)
-    env = {"GIT_INDEX_FILE": str(index), "GIT_OBJECT_DIRECTORY": str(objects),
-           "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(template.objects)}
-    common = ["-c", "core.bigFileThreshold=1", f"--git-dir={template.folder / 'git'}",
-              f"--work-tree={package.root}"]
-    ok, _ = run_git([*common, "add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"],
-                    template.folder, stdin="\0".join(sorted(package.files)).encode("utf-8"),
-                    env=env, groups=groups)
-    ok, tree = (run_git([*common, "write-tree"], template.folder, groups, env=env) if ok
-                else (False, ""))
-    if not ok:
-        return None
-    ok, commit = run_git([f"--git-dir={template.folder / 'git'}", "commit-tree", tree.strip(),
-                          "-p", template.commit, "-m",
-                          f"skill-eval baseline with the skill package at {package.commit}"],
-                         template.folder, env=env, groups=groups)
-    return (commit.strip(), index) if ok else None
+def _commit_files(folder: Path, work_tree: Path | None, files: list[str], env: dict[str, str],
+                  commit_args: list[str], groups: ProcessGroups) -> tuple[bool, str]:
+    """Add `files` of `work_tree` to the index and object store `env` names and commit that
+    tree in the template's repository (`commit_args`: its parent and message): (ok, the
+    commit or git's error)."""
+    # Every blob straight into one pack (git's bulk check-in for "big" files) instead of a
+    # loose file each: half the time and two thirds of the disk on a large repository.
+    common = ["-c", "core.bigFileThreshold=1", f"--git-dir={folder / 'git'}",
+              f"--work-tree={work_tree}"]
+    ok, out = True, ""
+    if files:  # `git add` of no path adds nothing; write-tree makes the index all the same
+        ok, out = run_git([*common, "add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"],
+                          folder, stdin="\0".join(files).encode("utf-8"), env=env, groups=groups)
+    if ok:
+        ok, out = run_git([*common, "write-tree"], folder, groups, env=env)
+    if ok:
+        ok, out = run_git([f"--git-dir={folder / 'git'}", "commit-tree", out.strip(),
+                           *commit_args], folder, env=env, groups=groups)
+    return ok, out
 
 
 def _list_repository(root: Path, groups: ProcessGroups) -> tuple[list[str], str]:
