@@ -5578,7 +5578,7 @@ class RepoSnapshot:
     # delivered, copies of the suite or of a package file): path -> {"kind", "reason"}.
     kept_back: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
     screened: dict[str, dict[str, str] | None] = dataclasses.field(default_factory=dict)
-    # A skill at the repository root: sandbox path (skills/<name>/...) -> repository path.
+    # Sandbox path -> repository path: another path only for a skill at the repository root.
     skill_sources: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @classmethod
@@ -5590,19 +5590,25 @@ class RepoSnapshot:
         `suite_path`: the suite, which no sandbox gets wherever it lives."""
         listed, source = _list_repository(root, groups)
         withheld = dict(withheld or {})
-        if package_dir(root, skill_name) == root:
-            return cls.of_root_skill(root, skill_name, (listed, source), withheld, revisions,
-                                     suite_path)
-        skill_dir = root / "skills" / skill_name
-        skill = sorted(rel for rel in (p.relative_to(root).as_posix() for p in
-                                       walk_files(skill_dir)) if rel not in withheld)
-        snapshot = cls(root, [], skill, source, withheld=withheld,
-                       linked_skill_files=frozenset(rel for rel in skill
-                                                    if os.path.islink(root / rel)),
+        # The repository is the skill: every tracked file but evals/ is the package, so the
+        # baseline gets no repository file at all (only its fixtures), and with_skill gets the
+        # package at skills/<name>/, where the executor prompt names it.
+        at_root = package_dir(root, skill_name) == root
+        packaged = (_root_package(root, listed, source) if at_root else
+                    [p.relative_to(root).as_posix() for p in walk_files(root / "skills" /
+                                                                        skill_name)])
+        sources = {f"skills/{skill_name}/{rel}" if at_root else rel: rel for rel in packaged
+                   if rel not in withheld}
+        snapshot = cls(root, [], sorted(sources), source, withheld=withheld,
+                       linked_skill_files=frozenset(rel for rel, real in sources.items()
+                                                    if os.path.islink(root / real)),
                        revisions=dict(revisions or {}), skill_name=skill_name,
-                       real_suite=os.path.realpath(suite_path) if suite_path else "")
+                       real_suite=os.path.realpath(suite_path) if suite_path else "",
+                       skill_sources=sources)
         snapshot.fingerprints = _delivery_fingerprints(root, skill_name, suite_path,
                                                        snapshot.revisions)
+        if at_root:
+            return snapshot
         delivered = sorted(rel for rel in listed if _is_delivered(rel, skill_name))
         snapshot.kept_back = {rel: why for rel in delivered
                               if (why := snapshot.kept_back_reason(rel)) is not None}
@@ -5641,25 +5647,6 @@ class RepoSnapshot:
             return None
         kind, source = found
         return {"kind": kind, "reason": f"a copy of {source}"}
-
-    @classmethod
-    def of_root_skill(cls, root: Path, skill_name: str, listing: tuple[list[str], str],
-                      withheld: dict[str, str], revisions: dict[str, RevisionPackage] | None,
-                      suite_path: Path | None) -> RepoSnapshot:
-        """The repository is the skill: every tracked file but evals/ is the package, so the
-        baseline gets no repository file at all (only its fixtures), and with_skill gets the
-        package at skills/<name>/, where the executor prompt names it."""
-        sources = {f"skills/{skill_name}/{rel}": rel for rel in _root_package(root, *listing)
-                   if rel not in withheld}
-        snapshot = cls(root, [], sorted(sources), listing[1], withheld=withheld,
-                       linked_skill_files=frozenset(rel for rel, real in sources.items()
-                                                    if os.path.islink(root / real)),
-                       revisions=dict(revisions or {}), skill_name=skill_name,
-                       real_suite=os.path.realpath(suite_path) if suite_path else "",
-                       skill_sources=sources)
-        snapshot.fingerprints = _delivery_fingerprints(root, skill_name, suite_path,
-                                                       snapshot.revisions)
-        return snapshot
 
     def resolve(self, rel: str) -> str | None:
         """The file a repository path names, links followed; None if that leaves the
