@@ -5909,7 +5909,7 @@ def delivery_problems(suite: Suite) -> list[Problem]:
     a file kept from every sandbox (the skill or the suite under another name) is a warning."""
     snapshot = RepoSnapshot.take(suite.root, suite.skill_name, suite_path=suite.path,
                                  groups=ProcessGroups())  # validating: no run, no agent
-    problems = _protect_problems(suite, snapshot) + _trace_path_problems(suite, snapshot)
+    problems = _path_problems(suite, snapshot)
     kept = dict(snapshot.kept_back)
     for rel in sorted({inner for case in suite.cases for entry in case.files
                        for inner in _fixture_paths(snapshot, entry)}):
@@ -5926,43 +5926,30 @@ def delivery_problems(suite: Suite) -> list[Problem]:
     return problems
 
 
-def _protect_problems(suite: Suite, snapshot: RepoSnapshot) -> list[Problem]:
-    """A protect path that names nothing delivered protects nothing: the executor could rewrite
-    the real test and the check would pass. Each must name, in every case whose checks use it,
-    a delivered file or a folder holding one (the case's fixtures count)."""
+def _path_problems(suite: Suite, snapshot: RepoSnapshot) -> list[Problem]:
+    """The paths checks name, against what the executor is given in every case whose checks
+    use them (the case's fixtures count; for trace paths, the skill package too: with_skill
+    sandboxes get it at skills/<name>/). A protect path that names nothing delivered protects
+    nothing: the executor could rewrite the real test and the check would pass. A `not_read`
+    path that names nothing given passes whatever it read (an error); a `read` path that
+    does, fails whatever it read (a warning: it may read a file it made)."""
     delivered = set(snapshot.base_files)
-    folders = {rel.rsplit("/", 1)[0] for rel in delivered if "/" in rel}
-    folders |= {f.rsplit("/", i)[0] for f in list(folders) for i in range(1, f.count("/") + 1)}
+    folders = {f.rsplit("/", i)[0] for f in delivered for i in range(1, f.count("/") + 1)}
+    known = sorted(delivered | folders)
+    package = f"skills/{suite.skill_name}"
     uses: list[tuple[str, Check, Sequence[Case | None]]]
     uses = [(f"common_checks[{i}]", check, suite.cases or [None])
             for i, check in enumerate(suite.common_checks)]
     uses += [(f"evals[{case.index}].checks[{i}]", check, [case])
              for case in suite.cases for i, check in enumerate(case.checks)]
-    problems = []
+    protect_problems, trace_problems = [], []
     for where, check, cases in uses:
         for j, rel in enumerate(check.protect):
             missing = [case for case in cases
                        if not _protects_something(rel, delivered, folders, suite.root, case)]
             if missing:
-                problems.append(_protect_problem(rel, f"{where}.protect[{j}]", suite, snapshot,
-                                                 missing, sorted(delivered | folders)))
-    return problems
-
-
-def _trace_path_problems(suite: Suite, snapshot: RepoSnapshot) -> list[Problem]:
-    """A `not_read` path that names nothing the executor is given passes whatever it read (an
-    error); a `read` path that does, fails whatever it read (a warning: it may read a file it
-    made). The skill package counts (with_skill sandboxes get it at skills/<name>/)."""
-    delivered = set(snapshot.base_files)
-    folders = {f.rsplit("/", i)[0] for f in delivered for i in range(1, f.count("/") + 1)}
-    package = f"skills/{suite.skill_name}"
-    problems = []
-    uses: list[tuple[str, Check, Sequence[Case | None]]]
-    uses = [(f"common_checks[{i}]", check, suite.cases or [None])
-            for i, check in enumerate(suite.common_checks)]
-    uses += [(f"evals[{case.index}].checks[{i}]", check, [case])
-             for case in suite.cases for i, check in enumerate(case.checks)]
-    for where, check, cases in uses:
+                protect_problems.append(_protect_problem(rel, f"{where}.protect[{j}]", suite,
+                                                         snapshot, missing, known))
         if check.subject != "trace" or check.target not in ("read", "not_read"):
             continue
         rel = check.expected
@@ -5975,23 +5962,19 @@ def _trace_path_problems(suite: Suite, snapshot: RepoSnapshot) -> list[Problem]:
                         for case in cases)
         if found:
             continue
-        known = sorted(delivered | folders)
         close = difflib.get_close_matches(rel, known[:20000], n=1, cutoff=0.8)
         hint = (f"did you mean {close[0]!r}? " if close else "") + (
             "name a tracked file or folder, or one of the skill package under "
             f"{package}/")
         case = cases[0] if len(cases) == 1 and cases[0] is not None else None
-        if check.target == "not_read":
-            problems.append(Problem(
-                "error", f"not_read path {rel!r} names no file or folder the executor is given: "
-                "the check would pass whatever it read", str(suite.path),
-                f"{where}.not_read", str(case.id) if case else None, hint))
-        else:
-            problems.append(Problem(
-                "warning", f"read path {rel!r} names no file or folder the executor is given: "
-                "the check fails unless the executor makes it first", str(suite.path),
-                f"{where}.read", str(case.id) if case else None, hint))
-    return problems
+        severity, effect = (("error", "the check would pass whatever it read")
+                            if check.target == "not_read" else
+                            ("warning", "the check fails unless the executor makes it first"))
+        trace_problems.append(Problem(
+            severity, f"{check.target} path {rel!r} names no file or folder the executor is "
+            f"given: {effect}", str(suite.path), f"{where}.{check.target}",
+            str(case.id) if case else None, hint))
+    return protect_problems + trace_problems
 
 
 def _protects_something(rel: str, delivered: set[str], folders: set[str], root: Path,
