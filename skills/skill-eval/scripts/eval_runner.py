@@ -5021,14 +5021,6 @@ def _signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-def _end_process_group(proc: Process, reaper: threading.Thread,
-                       grace_s: float = KILL_GRACE_S) -> None:
-    """TERM the whole group, give it a moment, then KILL; the reaper collects the leader."""
-    _signal_group(proc.pid, signal.SIGTERM)
-    reaper.join(grace_s)
-    _signal_group(proc.pid, signal.SIGKILL)
-
-
 def start_reaper(proc: Process, ended: threading.Event | None = None) -> threading.Thread:
     """A thread blocked in waitpid, so the caller learns of the exit the moment it happens.
 
@@ -5143,8 +5135,9 @@ def run_process(invocation: Invocation, env: dict[str, str], timeout_s: float,
                 reaper.join()
         stopped = watch.reason if watch and reaper.is_alive() else ""
         timed_out = reaper.is_alive() and not stopped
-        if reaper.is_alive():
-            _end_process_group(proc, reaper)
+        if reaper.is_alive():  # TERM the whole group and give it a moment; then the KILL below
+            _signal_group(proc.pid, signal.SIGTERM)
+            reaper.join(KILL_GRACE_S)
     finally:
         # Whatever the leader left behind in its group (shells, servers) ends with it.
         _signal_group(proc.pid, signal.SIGKILL)
