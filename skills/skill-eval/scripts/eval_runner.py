@@ -5051,15 +5051,10 @@ def _pump(stream: Any, buffer: _BoundedBuffer,
 
 
 def _feed(stream: Any, data: bytes) -> None:
-    try:
+    with contextlib.suppress(OSError, ValueError):  # a reader that left breaks the pipe
         stream.write(data)
-    except (BrokenPipeError, OSError, ValueError):
-        pass
-    finally:
-        try:
-            stream.close()
-        except OSError:
-            pass
+    with contextlib.suppress(OSError):
+        stream.close()
 
 
 def spawn(groups: ProcessGroups, invocation: Invocation, env: dict[str, str] | None, *,
