@@ -5199,10 +5199,10 @@ def end_left_behind(groups: ProcessGroups, keep: set[int]) -> list[int]:
     with groups.lock:
         live = {f"{AGENT_TOKEN_ENV}={token}".encode() for token in groups.live_tokens}
         return _end_in_rounds(lambda: [pid for pid in child_pids() - set(keep) - groups.own
-                                       if not live.intersection(_environ(pid))], 50)
+                                       if not live.intersection(_environ(pid))])
 
 
-def _end_in_rounds(find_strays: Callable[[], list[int]], rounds: int) -> list[int]:
+def _end_in_rounds(find_strays: Callable[[], list[int]], rounds: int = 50) -> list[int]:
     """Kill and reap what `find_strays` names until it names nothing: ending a stray hands us
     its own children (we are a subreaper). Returns the pids ended."""
     ended: list[int] = []
@@ -5219,16 +5219,13 @@ def _end_in_rounds(find_strays: Callable[[], list[int]], rounds: int) -> list[in
     return ended
 
 
-def end_strays(keep: set[int] | frozenset[int] = frozenset(), token: str | None = None,
-               rounds: int = 50) -> list[int]:
-    """Kill and reap our children outside `keep` (with a token: only those it marks).
-
-    Ending a stray hands us its own children (we are a subreaper), hence the rounds.
-    Returns the pids ended.
-    """
+def end_strays(keep: set[int] | frozenset[int] = frozenset(), token: str | None = None
+               ) -> list[int]:
+    """Kill and reap our children outside `keep` (with a token: only those it marks), in
+    _end_in_rounds. Returns the pids ended."""
     needle = f"{AGENT_TOKEN_ENV}={token}".encode() if token else None
     return _end_in_rounds(lambda: [pid for pid in child_pids() - set(keep)
-                                   if needle is None or needle in _environ(pid)], rounds)
+                                   if needle is None or needle in _environ(pid)])
 
 
 class InterruptHandler:
