@@ -5276,12 +5276,6 @@ def clean_environment(base: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _git_environment() -> dict[str, str]:
-    env = clean_environment()
-    env.update(SANDBOX_GIT_ENV)
-    return env
-
-
 GIT_READ_ONLY = ["--no-optional-locks"]  # never refresh the user's index or take its lock
 
 
@@ -5293,7 +5287,8 @@ def _git_process(args: list[str], cwd: Path, groups: ProcessGroups, timeout_s: f
     interrupt."""
     argv = ["git", "--literal-pathspecs", "-c", "core.hooksPath=/dev/null",
             "-c", "core.fsmonitor=false", "-c", "commit.gpgsign=false", *args]
-    return run_to_end(groups, Invocation(argv, cwd), {**_git_environment(), **(env or {})}, stdin,
+    return run_to_end(groups, Invocation(argv, cwd),
+                      {**clean_environment(), **SANDBOX_GIT_ENV, **(env or {})}, stdin,
                       timeout_s, threading.current_thread() is threading.main_thread())
 
 
