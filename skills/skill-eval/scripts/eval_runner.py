@@ -6009,12 +6009,8 @@ def _protect_problem(rel: str, json_path: str, suite: Suite, snapshot: RepoSnaps
                    "name a tracked file or folder (git ls-files lists what a sandbox gets)")
 
 
-def _sandbox_base_dir() -> Path:
-    return Path(os.environ.get(SANDBOX_ROOT_ENV) or tempfile.gettempdir())
-
-
 def check_sandbox_base(root: Path) -> Path:
-    base = _sandbox_base_dir()
+    base = Path(os.environ.get(SANDBOX_ROOT_ENV) or tempfile.gettempdir())
     if not base.is_dir():
         raise InputError(f"sandbox folder {base} does not exist",
                          f"create it or unset {SANDBOX_ROOT_ENV}")
