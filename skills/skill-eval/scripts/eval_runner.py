@@ -6806,8 +6806,9 @@ def _git_state_files(root: Path) -> dict[str, str]:
         return {}
     found = [os.path.join(git_dir, "HEAD"), os.path.join(git_dir, "config.worktree"),
              os.path.join(common, "config"), os.path.join(common, "packed-refs")]
-    found += [str(path) for name in _GIT_STATE_FOLDERS
-              for path in _walk_files_all(Path(common) / name)]
+    for name in _GIT_STATE_FOLDERS:
+        found += [os.path.join(folder, file) for folder, _, files
+                  in walk_unfollowed(os.path.join(common, name)) for file in files]
     elsewhere = {f"refs/{ref}" for ref in _branches_of_other_worktrees(git_dir, common)}
     named = {".git/" + Path(os.path.relpath(path, common)).as_posix(): path
              for path in dict.fromkeys(found) if os.path.lexists(path)}
@@ -6833,13 +6834,6 @@ def _head_branch(git_dir: str) -> str:
     except OSError:
         return ""
     return line[len("ref: refs/"):] if line.startswith("ref: refs/heads/") else ""
-
-
-def _walk_files_all(folder: Path) -> Iterator[Path]:
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames.sort()
-        for name in sorted(filenames):
-            yield Path(dirpath) / name
 
 
 def check_checkout(snapshot: CheckoutSnapshot | None, failure: str, groups: ProcessGroups
