@@ -5651,14 +5651,10 @@ class RepoSnapshot:
         """Copy the package once, before any agent starts, into the runner's temp area. Every
         with_skill cell is delivered from this copy, never from the checkout, so what an
         unconfined agent writes into the checkout's package reaches no later cell."""
+        copier = _FileCopier(self, folder)
         for rel in self.skill_files:
-            real = self.resolve(self.skill_sources.get(rel, rel))
-            target = folder / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if real is None:
-                self.skill_unreadable[rel] = "link leaves the repository"
-            elif not _copy_file_preserving(real, str(target)):
-                self.skill_unreadable[rel] = "missing or not a regular file"
+            copier.copy(self.skill_sources.get(rel, rel), rel)
+        self.skill_unreadable = {entry["path"]: entry["reason"] for entry in copier.skipped}
         self.skill_copy = folder
         self.skill_sha256 = tree_hash(folder, self.skill_delivered)
 
@@ -6036,12 +6032,13 @@ class _FileCopier:
         self.kept_back: dict[str, dict[str, str]] = {}  # fixtures no sandbox may get
         self.copied = 0
 
-    def copy(self, rel: str) -> None:
-        real = self.snapshot.resolve(rel)
+    def copy(self, rel: str, to: str = "") -> None:
+        """Copy the repository file `rel` to `to` in the tree (by default `rel` too)."""
+        real, to = self.snapshot.resolve(rel), to or rel
         if real is None:
-            self.skipped.append({"path": rel, "reason": "link leaves the repository"})
+            self.skipped.append({"path": to, "reason": "link leaves the repository"})
             return
-        self.copy_from(real, rel)
+        self.copy_from(real, to)
 
     def copy_from(self, real: str, rel: str) -> None:
         """Copy the file at `real` to `rel` in the tree (a revision's package is elsewhere)."""
