@@ -6344,6 +6344,7 @@ def _init_sandbox_git(repo: Path, baseline: Path, template: _GitTemplate | None,
     added = [rel for rel in extras if (repo / rel).is_file()] if usable else ["."]
     shared = usable.runner_baselines.get(with_skill) if usable and not added else None
     method = "template" if usable else "full"
+    borrowed = usable.objects_for(with_skill) if usable else []
     if usable and shared is not None:
         baseline, commit = shared, usable.commit_for(with_skill)
     else:
@@ -6354,12 +6355,10 @@ def _init_sandbox_git(repo: Path, baseline: Path, template: _GitTemplate | None,
     # The executor gets its own copy to use as it likes; the runner never reads it back. The
     # cell's own objects are copied, not borrowed: an alternates entry would tell the executor
     # where the run folder, and so the checkout, is.
-    _write_git_dir(repo / ".git", usable.objects_for(with_skill) if usable else [], commit,
-                   baseline / "index")
+    _write_git_dir(repo / ".git", borrowed, commit, baseline / "index")
     if shared is None:
         shutil.copytree(baseline / "objects", repo / ".git" / "objects", dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("alternates"))
-    borrowed = usable.objects_for(with_skill) if usable else []
     return SandboxGit(True, method, baseline=commit, baseline_repository=str(baseline),
                       shared_baseline=shared is not None,
                       borrowed_objects=tuple(str(path) for path in borrowed))
