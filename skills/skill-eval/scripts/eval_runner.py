@@ -5373,8 +5373,9 @@ class _Fingerprints:
     by_hash: dict[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
     sizes: set[int] = dataclasses.field(default_factory=set)
 
-    def add(self, data: bytes, kind: str, source: str) -> None:
-        if len(data) < _MIN_COPY_BYTES:
+    def add(self, data: bytes | None, kind: str, source: str) -> None:
+        """`data`: a file's bytes, None when read_regular would not read it."""
+        if data is None or len(data) < _MIN_COPY_BYTES:
             return
         lf = data.replace(b"\r\n", b"\n")
         self.by_hash.setdefault(hashlib.sha256(lf).hexdigest(), (kind, source))
@@ -5401,16 +5402,12 @@ def _delivery_fingerprints(root: Path, skill_name: str, suite_path: Path | None,
     prints = _Fingerprints()
     held = withheld_suite_part(root, skill_name, suite_path) if suite_path else None
     if suite_path is not None:
-        data = read_regular(suite_path, _COPY_READ_CAP)
-        if data is not None:
-            prints.add(data, "suite", "the eval suite")
+        prints.add(read_regular(suite_path, _COPY_READ_CAP), "suite", "the eval suite")
     for path in package_paths(root, skill_name):
         rel = path.relative_to(root).as_posix()
         if held and (rel == held or rel.startswith(held + "/")):
             continue
-        data = read_regular(path, _COPY_READ_CAP)
-        if data is not None:
-            prints.add(data, "skill", rel)
+        prints.add(read_regular(path, _COPY_READ_CAP), "skill", rel)
     for package in revisions.values():
         for rel, (data, _) in package.contents.items():
             prints.add(data, "skill", f"{rel} at {package.revision}")
