@@ -5709,32 +5709,23 @@ class _GitTemplate:
     error: str | None = None
     runner_baselines: dict[bool | str, Path] = dataclasses.field(default_factory=dict)
     # The baseline plus a skill package, for the sandboxes that get it: True (the working
-    # tree's package) or a with_skill@REV config -> (commit, its index, its object store).
+    # tree's package) or a with_skill@REV config -> (its object store, commit, its index).
     # Each package's objects are apart: a without_skill sandbox borrows only `objects`, so
     # `git cat-file` there cannot reach the skill, nor one skill arm's sandbox another's.
-    packages: dict[bool | str, tuple[str, Path, Path]] = dataclasses.field(default_factory=dict)
+    packages: dict[bool | str, tuple[Path, str, Path]] = dataclasses.field(default_factory=dict)
 
     @property
     def objects(self) -> Path:
         return self.folder / "git" / "objects"
 
-    # `with_skill` below: False (no package), True (the working tree's package) or a
-    # with_skill@REV config (the package as committed at REV).
-    def objects_for(self, with_skill: bool | str) -> list[Path]:
-        found = self.packages.get(with_skill)
-        return [self.objects, found[2]] if found else [self.objects]
-
-    def index_for(self, with_skill: bool | str) -> Path:
-        found = self.packages.get(with_skill)
-        return found[1] if found else self.folder / "index"
-
-    def commit_for(self, with_skill: bool | str) -> str:
-        found = self.packages.get(with_skill)
-        return found[0] if found else self.commit
-
-    def holds_package(self, with_skill: bool | str) -> bool:
-        """Whether the template's commit for these cells already holds their skill package."""
-        return bool(with_skill) and with_skill in self.packages
+    def baseline_for(self, with_skill: bool | str) -> tuple[list[Path], str, Path]:
+        """The object stores a baseline of these cells borrows, its commit and its index, in
+        _write_git_dir's order. `with_skill`: False (no package), True (the working tree's
+        package) or a with_skill@REV config (the package as committed at REV)."""
+        if with_skill not in self.packages:
+            return [self.objects], self.commit, self.folder / "index"
+        objects, commit, index = self.packages[with_skill]
+        return [self.objects, objects], commit, index
 
     def remove(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -5764,8 +5755,7 @@ def add_runner_baselines(template: _GitTemplate, folder: Path) -> None:
         name = (f"revision-{number}.git" if isinstance(with_skill, str) else
                 "with_skill.git" if with_skill else "without_skill.git")
         git_dir = folder / name
-        _write_git_dir(git_dir, template.objects_for(with_skill), template.commit_for(with_skill),
-                       template.index_for(with_skill))
+        _write_git_dir(git_dir, *template.baseline_for(with_skill))
         template.runner_baselines[with_skill] = git_dir
 
 
@@ -5815,7 +5805,7 @@ def _fill_git_template(snapshot: RepoSnapshot, folder: Path, groups: ProcessGrou
         ok, commit = _commit_files(folder, work_tree, files, env,
                                    ["-p", template.commit, "-m", message], groups)
         if ok:
-            template.packages[with_skill] = (commit.strip(), index, objects)
+            template.packages[with_skill] = (objects, commit.strip(), index)
     return template
 
 
@@ -6237,7 +6227,8 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, sa
         copier.copy_from(source, rel)
     extras = set(snapshot.linked_files) | set(case.files) | set(copier.fixture_files)
     extras |= {rel for _, rel in installed}
-    in_template = snapshot.template is not None and snapshot.template.holds_package(with_skill)
+    # whether the template's commit for these cells already holds their skill package
+    in_template = snapshot.template is not None and with_skill in snapshot.template.packages
     if revision is not None:
         extras |= set() if in_template else set(revision.files)
     elif with_skill:
@@ -6341,9 +6332,9 @@ def _init_sandbox_git(repo: Path, baseline: Path, template: _GitTemplate | None,
     added = [rel for rel in extras if (repo / rel).is_file()] if usable else ["."]
     shared = usable.runner_baselines.get(with_skill) if usable and not added else None
     method = "template" if usable else "full"
-    borrowed = usable.objects_for(with_skill) if usable else []
-    if usable and shared is not None:
-        baseline, commit = shared, usable.commit_for(with_skill)
+    borrowed, commit, _ = usable.baseline_for(with_skill) if usable else ([], "", None)
+    if shared is not None:
+        baseline = shared
     else:
         error, commit = _commit_cell_baseline(repo, baseline, usable,
                                               added, with_skill, groups)
@@ -6366,13 +6357,8 @@ def _commit_cell_baseline(repo: Path, baseline: Path, template: _GitTemplate | N
                           ) -> tuple[str, str]:
     """This cell's baseline repository: the template's commit plus the cell's own files
     (fixtures, links), or without a template every file. Returns (error, commit)."""
-    if template is not None:
-        commit = template.commit_for(with_skill)
-        _write_git_dir(baseline, template.objects_for(with_skill), commit,
-                       template.index_for(with_skill))
-    else:
-        commit = ""
-        _write_git_dir(baseline, [], None, None)
+    borrowed, commit, index = template.baseline_for(with_skill) if template else ([], "", None)
+    _write_git_dir(baseline, borrowed, commit, index)
     if not added:
         return "", commit
     tree = [f"--git-dir={baseline}", f"--work-tree={repo}"]
