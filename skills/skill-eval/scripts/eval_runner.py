@@ -6638,11 +6638,7 @@ class CheckoutSnapshot:
         paths = _checkout_files(self.root, self.skip, groups).paths
         changes, touched = [], 0
         for name in sorted(set(paths) | set(self.entries)):
-            if name not in self.entries:
-                if _stat_key(paths[name])[0] != "missing":
-                    changes.append(FileChange(name, "added"))
-                continue
-            (key, digest) = self.entries[name]
+            key, digest = self.entries.get(name, (("missing",), None))  # new: added if it exists
             # Stat where it was even when the listing leaves it out now (a new ignore rule).
             path = paths.get(name) or self.paths.get(name) or os.path.join(self.root, name)
             now = _stat_key(path)
