@@ -6177,27 +6177,24 @@ class Sandbox:
 
     def remove_copy(self) -> None:
         """The executor's copy and the baseline, as soon as the executor's changes are read."""
-        for folder in (self.baseline_git if self.owns_baseline else None, self.cell_dir,
-                       self.homes.get("executor")):
-            if folder is not None:
-                remove_tree(folder)
-        self._note_removed()
+        self._remove(self.baseline_git if self.owns_baseline else None, self.cell_dir,
+                     self.homes.get("executor"))
 
     def remove_grader_dirs(self) -> None:
-        for folder in (self.grader_dir, self.grader_io, self.homes.get("grader"),
-                       *self.earlier_grader_dirs):
-            if folder is not None:
-                shutil.rmtree(folder, ignore_errors=True)
-        self._note_removed()
+        self._remove(self.grader_dir, self.grader_io, self.homes.get("grader"),
+                     *self.earlier_grader_dirs)
 
     def remove(self) -> None:
         self.remove_copy()
         self.remove_grader_dirs()
 
-    def _note_removed(self) -> None:
-        folders = [self.cell_dir, self.grader_dir, self.grader_io, *self.earlier_grader_dirs,
-                   *self.homes.values()]
-        self.record.removed = not any(f is not None and os.path.lexists(f) for f in folders)
+    def _remove(self, *folders: Path | None) -> None:
+        for folder in folders:
+            if folder is not None:
+                remove_tree(folder)
+        every = (self.cell_dir, self.grader_dir, self.grader_io, *self.earlier_grader_dirs,
+                 *self.homes.values())
+        self.record.removed = not any(f is not None and os.path.lexists(f) for f in every)
 
 
 def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, sandbox: Sandbox,
