@@ -5628,16 +5628,13 @@ class RepoSnapshot:
     def resolve(self, rel: str) -> str | None:
         """The file a repository path names, links followed; None if that leaves the
         repository. Resolved once per iteration, not once per cell."""
-        try:
-            return self.resolved[rel]
-        except KeyError:
-            pass
-        # "" names the root itself: its real path, worked out once like every other entry.
-        # the root is always inside itself, so its entry is never None
-        real_root = cast(str, self.resolved.setdefault("", os.path.realpath(self.root)))
-        real = os.path.realpath(os.path.join(self.root, rel))
-        inside = real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
-        self.resolved[rel] = real if inside else None
+        if rel not in self.resolved:
+            # "" names the root itself: its real path, worked out once like every other entry.
+            # the root is always inside itself, so its entry is never None
+            real_root = cast(str, self.resolved.setdefault("", os.path.realpath(self.root)))
+            real = os.path.realpath(os.path.join(self.root, rel))
+            inside = real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+            self.resolved[rel] = real if inside else None
         return self.resolved[rel]
 
     @property
