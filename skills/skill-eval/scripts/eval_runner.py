@@ -6523,14 +6523,11 @@ def restore_delivered(repo: Path, baseline: Path, commit: str, rel: str,
     """Put `rel` back exactly as delivered: whatever is there now goes (links are removed,
     never followed), then the baseline's files are written."""
     delivered = _delivered_tree(baseline, commit, rel, groups)
-    parts = rel.split("/")
-    for depth in range(1, len(parts)):  # every folder above rel a real folder
-        ancestor = repo / "/".join(parts[:depth])
-        if os.path.lexists(ancestor) and not (ancestor.is_dir() and not ancestor.is_symlink()):
-            os.unlink(ancestor)
-        if not os.path.lexists(ancestor):
-            os.mkdir(ancestor)
+    # Every folder above rel a real folder: below the first that is not, nothing is left.
+    if (parent := _link_in_parents(repo, rel)) is not None:
+        os.unlink(repo / parent)
     top = repo / rel
+    top.parent.mkdir(parents=True, exist_ok=True)
     if top.is_dir() and not top.is_symlink():
         remove_tree(top)
         if os.path.lexists(top):
