@@ -5652,6 +5652,15 @@ class RepoSnapshot:
         self.skill_copy = folder
         self.skill_sha256 = tree_hash(folder, self.skill_delivered)
 
+    def package_copy(self, config: bool | str) -> list[tuple[str, str]]:
+        """(private copy's file, sandbox path) of the package `config` gets: a revision's as
+        written out, else the working tree's as copied before the first agent."""
+        revision = self.revisions.get(config) if isinstance(config, str) else None
+        if revision is not None:
+            return [(str(revision.path_of(rel)), rel) for rel in revision.files]
+        assert self.skill_copy is not None, "build the iteration's template first"
+        return [(str(self.skill_copy / rel), rel) for rel in self.skill_delivered]
+
 
 @dataclasses.dataclass
 class _Installation:
@@ -5674,13 +5683,7 @@ def installation_for(snapshot: RepoSnapshot, skill_name: str, config: str, folde
     """The package of `config` (the working tree's or installed@REV's) and each neighbour
     (a repository path such as skills/other, delivered like any repository file), mapped
     into `folder`."""
-    revision = snapshot.revisions.get(config)
-    if revision is not None:
-        pairs: list[tuple[str | None, str]] = [(str(revision.path_of(rel)), rel)
-                                              for rel in revision.files]
-    else:  # the copy taken before the first agent, as with_skill cells get it
-        assert snapshot.skill_copy is not None, "build the iteration's template first"
-        pairs = [(str(snapshot.skill_copy / rel), rel) for rel in snapshot.skill_delivered]
+    pairs: list[tuple[str | None, str]] = [*snapshot.package_copy(config)]
     for package in neighbours:
         prefix = package.rstrip("/") + "/"
         pairs += [(snapshot.resolve(rel), rel) for rel in snapshot.base_files
@@ -6261,18 +6264,13 @@ def _deliver_skill_package(snapshot: RepoSnapshot, copier: _FileCopier,
     of what landed in the sandbox, or None when the cell gets no package."""
     if not with_skill:
         return None
-    if isinstance(with_skill, str):
-        revision = snapshot.revisions[with_skill]
-        for rel in revision.files:  # the same place in the sandbox as the working tree's
-            copier.copy_from(str(revision.path_of(rel)), rel)
-        return tree_hash(Path(copier.dest), revision.files)
-    assert snapshot.skill_copy is not None, "build the iteration's template first"
-    for rel in snapshot.skill_files:
-        if rel in snapshot.skill_unreadable:
-            copier.skipped.append({"path": rel, "reason": snapshot.skill_unreadable[rel]})
-        else:
-            copier.copy_from(str(snapshot.skill_copy / rel), rel)
-    return tree_hash(Path(copier.dest), snapshot.skill_delivered)
+    if with_skill is True:
+        copier.skipped += [{"path": rel, "reason": why}
+                           for rel, why in snapshot.skill_unreadable.items()]
+    files = snapshot.package_copy(with_skill)
+    for source, rel in files:  # a revision's in the same place as the working tree's
+        copier.copy_from(source, rel)
+    return tree_hash(Path(copier.dest), [rel for _, rel in files])
 
 
 _SANDBOX_GIT_CONFIG = """\
