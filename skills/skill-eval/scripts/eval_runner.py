@@ -7049,23 +7049,21 @@ def bwrap_argv(command: list[str], *, bwrap: str, workdir: Path, home: Path,
     if os.geteuid() == 0:
         argv += ["--uid", str(CONFINED_UID), "--gid", str(CONFINED_UID)]
     system = _system_mounts()
+    bound = [dest for kind, _, dest in system if kind == "ro-bind"]
     for kind, source, dest in system:
-        argv += ["--ro-bind" if kind == "ro-bind" else "--symlink", source, dest]
-    if any(dest == "/etc" for kind, _, dest in system if kind == "ro-bind"):
+        argv += [f"--{kind}", source, dest]
+    if "/etc" in bound:
         argv += [arg for secret in SECRET_ETC_FILES if os.path.isfile(secret)
                  for arg in ("--ro-bind", "/dev/null", secret)]
         argv += [arg for secret in SECRET_ETC_DIRS if os.path.isdir(secret)
                  for arg in ("--tmpfs", secret, "--remount-ro", secret)]
     argv += ["--proc", "/proc", "--dev", "/dev"]
     argv += (["--size", str(limits.tmp_size)] if limits.tmp_size else []) + ["--tmpfs", "/tmp"]
-    bound = [dest for kind, _, dest in system if kind == "ro-bind"]
     ordered = sorted(mounts.ro_entries, key=lambda e: (e[0] != "ro-bind", len(Path(e[2]).parts)))
-    for kind, source, dest in ordered:
-        if kind == "ro-bind" and not _covered(dest, bound):
-            argv += ["--ro-bind", source, dest]
-            bound.append(dest)
-        elif kind == "symlink" and not _covered(dest, bound):
-            argv += ["--symlink", source, dest]
+    for kind, source, dest in ordered:  # "ro-bind" or "symlink", where no bind shows it yet
+        if not _covered(dest, bound):
+            argv += [f"--{kind}", source, dest]
+            bound += [dest] if kind == "ro-bind" else []
     # The runner's own folders (sandbox root, homes, template, checkout, iteration) that a
     # read-only bind shows are covered by an empty tmpfs first; the agent's own folders are
     # bound inside it afterwards, and only then is it made read-only.
