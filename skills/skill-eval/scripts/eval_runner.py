@@ -6078,11 +6078,8 @@ def _copy_file_preserving(source: str, target: str) -> bool:
         try:
             _copy_bytes(fd_in, fd_out)
             os.fchmod(fd_out, stat.S_IMODE(info.st_mode))
-            times = (info.st_atime_ns, info.st_mtime_ns)
-            if os.utime in os.supports_fd:
-                os.utime(fd_out, ns=times)
-            else:
-                os.utime(target, ns=times)
+            os.utime(fd_out if os.utime in os.supports_fd else target,
+                     ns=(info.st_atime_ns, info.st_mtime_ns))
         finally:
             os.close(fd_out)
     finally:
