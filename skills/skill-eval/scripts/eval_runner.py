@@ -5102,10 +5102,10 @@ def run_process(invocation: Invocation, env: dict[str, str], timeout_s: float,
     watch, its process group is ended as soon as the watch has decided."""
     started = time.monotonic()
     watch = invocation.watch
-    feeding = invocation.stdin_text is not None
+    data = None if invocation.stdin_text is None else invocation.stdin_text.encode("utf-8")
     try:
         proc = spawn(groups, invocation, env,
-                     stdin=subprocess.PIPE if feeding else subprocess.DEVNULL)
+                     stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL)
     except OSError as exc:
         return ProcessResult(invocation.argv, None, "", "", time.monotonic() - started,
                              spawn_error=f"{type(exc).__name__}: {exc}")
@@ -5115,8 +5115,7 @@ def run_process(invocation: Invocation, env: dict[str, str], timeout_s: float,
     threads = [threading.Thread(target=_pump, args=(proc.stdout, out,
                                                     watch.feed if watch else None), daemon=True),
                threading.Thread(target=_pump, args=(proc.stderr, err), daemon=True)]
-    if invocation.stdin_text is not None:
-        data = invocation.stdin_text.encode("utf-8")
+    if data is not None:
         threads.append(threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True))
     for thread in threads:
         thread.start()
