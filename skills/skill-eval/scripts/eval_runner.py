@@ -11542,7 +11542,7 @@ def _pseudo_t_interval(deltas: list[float], step: float, alpha: float) -> tuple[
 
 
 def _mean_delta_interval(deltas: list[float], step: float,
-                         alpha: float = ALPHA) -> dict[str, Any]:
+                         alpha: float = ALPHA) -> tuple[tuple[float, float], SignFlipTest]:
     """The interval of the mean per-eval delta at level 1 - alpha, and the sign-flip test.
 
     The sign-flip inversion alone assumes each delta symmetric about the true mean; with
@@ -11553,33 +11553,28 @@ def _mean_delta_interval(deltas: list[float], step: float,
     more than the exact test.
     """
     test = sign_flip_test(deltas, alpha)
-    low, high = test["ci"]
+    flip_low, flip_high = low, high = test["ci"]
     if len(deltas) >= MIN_PAIRED_EVALS:
         t_low, t_high = _pseudo_t_interval(deltas, step, alpha)
         low, high = min(low, t_low), max(high, t_high)
     low, high = max(-1.0, _snap(low)), min(1.0, _snap(high))
-    return {**test, "ci": (low, high), "sign_flip_ci": tuple(_snap(b) for b in test["ci"]),
-            "step": step, "bounded": (low, high) != (-1.0, 1.0)}
+    interval = SignFlipInterval(_INTERVAL_METHOD, (_snap(flip_low), _snap(flip_high)), step,
+                                (low, high) != (-1.0, 1.0))
+    return (low, high), SignFlipTest(_SIGN_FLIP_METHOD, alpha, test["p_value"], test["exact"],
+                                     test["patterns"], test["seed"], interval=interval)
 
 
 def _paired_statistics(per_eval: Sequence[PerEval],
-                       configs: tuple[str, str], alpha: float = ALPHA) -> dict[str, Any]:
+                       configs: tuple[str, str], alpha: float = ALPHA) -> Comparison:
+    """configs[0] against configs[1] over the evals scored in both: the sign-flip test of the
+    mean per-eval delta, its interval and its verdict (comparison_of adds the power)."""
     pairs = _paired_rates(per_eval, configs)
     deltas = _paired_deltas(pairs)
-    result: dict[str, Any] = {
-        "paired_evals": len(deltas), "min_paired_evals": MIN_PAIRED_EVALS,
-        "mean_delta": _snap(_average(deltas)) if deltas else None, "ci95": None, "test": None,
-        "wins": sum(_sign(d) > 0 for d in deltas), "ties": sum(_sign(d) == 0 for d in deltas),
-        "losses": sum(_sign(d) < 0 for d in deltas)}
-    if deltas:
-        test = _mean_delta_interval(deltas, _delta_step(pairs), alpha)
-        result["ci95"] = list(test["ci"])
-        result["test"] = SignFlipTest(
-            _SIGN_FLIP_METHOD, alpha, test["p_value"], test["exact"], test["patterns"],
-            test["seed"], interval=SignFlipInterval(_INTERVAL_METHOD, test["sign_flip_ci"],
-                                                test["step"], test["bounded"]))
-    result["verdict"], result["verdict_reason"] = _verdict(result, alpha)
-    return result
+    signs = [_sign(d) for d in deltas]
+    ci, test = _mean_delta_interval(deltas, _delta_step(pairs), alpha) if deltas else (None, None)
+    return Comparison(len(deltas), MIN_PAIRED_EVALS, _snap(_average(deltas)) if deltas else None,
+                      ci, test, signs.count(1), signs.count(0), signs.count(-1),
+                      *_verdict(len(deltas), ci, test, alpha))
 
 
 def _interval_name(alpha: float) -> str:
@@ -11587,24 +11582,33 @@ def _interval_name(alpha: float) -> str:
     return f"the {level} interval of the mean per-eval delta"
 
 
-def _verdict(stats: dict[str, Any], alpha: float = ALPHA) -> tuple[str, str]:
-    if stats["paired_evals"] < MIN_PAIRED_EVALS:
-        return "inconclusive", (f"only {stats['paired_evals']} eval(s) scored in both configs; "
-                                f"at least {MIN_PAIRED_EVALS} are needed: with fewer, no "
-                                f"outcome reaches p <= {ALPHA:g} in the exact sign-flip test, "
-                                "and the suite cannot bound the effect")
-    low, high = stats["ci95"]
-    test = stats["test"]
-    p_text = f"sign-flip p = {test.p_value:.4g}"
-    name = _interval_name(alpha)
-    if low > 0:
-        return "improved", f"{name} lies above 0 ({p_text})"
-    if high < 0:
-        return "regressed", f"{name} lies below 0 ({p_text})"
-    if test.p_value <= alpha:
-        return "inconclusive", (f"{name} includes 0 ({p_text}, but the deltas tie so much "
-                                "that the suite cannot bound the mean effect away from 0)")
-    return "inconclusive", f"{name} includes 0 ({p_text})"
+def _verdict(paired: int, ci: tuple[float, float] | None, test: SignFlipTest | None,
+             alpha: float) -> tuple[str, str]:
+    p_value = test.p_value if test else None
+    if paired < MIN_PAIRED_EVALS or ci is None or p_value is None:
+        return "inconclusive", (f"{_too_few(paired)}: with fewer, no outcome reaches "
+                                f"p <= {ALPHA:g} in the exact sign-flip test, and the suite "
+                                "cannot bound the effect")
+    decision = _decision(ci, paired)
+    where = f"sign-flip p = {p_value:.4g}"
+    if decision is None and p_value <= alpha:
+        where += (", but the deltas tie so much that the suite cannot bound the mean effect "
+                  "away from 0")
+    return _claim(decision, _interval_name(alpha), where)
+
+
+def _too_few(paired: int) -> str:
+    return (f"only {paired} eval(s) scored in both configs; at least {MIN_PAIRED_EVALS} are "
+            "needed")
+
+
+def _claim(decision: str | None, interval: str, where: str) -> tuple[str, str]:
+    """The verdict, and its reason: the interval lies above 0, below 0, or includes it."""
+    if decision == "improved":
+        return "improved", f"{interval} lies above 0 ({where})"
+    if decision == "regressed":
+        return "regressed", f"{interval} lies below 0 ({where})"
+    return "inconclusive", f"{interval} includes 0 ({where})"
 
 
 # -- adaptive runs: a sequential verdict over waves of runs (issue 25) ----------------------
@@ -11680,11 +11684,11 @@ def _nominal_shares(looks: int, alpha: float, spending: str) -> list[float]:
     return [spent(k / looks) - spent((k - 1) / looks) for k in range(1, looks + 1)]
 
 
-def _decision(test: dict[str, Any], paired: int) -> str | None:
-    """`improved` / `regressed` when a look's interval excludes 0, else None."""
+def _decision(ci: tuple[float, float], paired: int) -> str | None:
+    """`improved` / `regressed` when a test's interval excludes 0, else None."""
     if paired < MIN_PAIRED_EVALS:
         return None
-    low, high = test["ci"]
+    low, high = ci
     return "improved" if low > 0 else "regressed" if high < 0 else None
 
 
@@ -11706,15 +11710,11 @@ def _best_case_deltas(pairs: list[tuple[list[float], list[float]]], more: int,
 
 def _reachable(deltas: list[float], alpha: float) -> bool:
     """Could these deltas be a verdict at level alpha?"""
-    if len(deltas) < MIN_PAIRED_EVALS:
-        return False
-    patterns = (2 ** len(deltas) if len(deltas) <= SIGN_FLIP_EXACT_MAX_EVALS
-                else _SIGN_FLIP_RESAMPLES + 1)
-    if 2 / patterns > alpha + 1e-12:  # not even every delta of one sign would do
+    if smallest_p(len(deltas)) > alpha + 1e-12:  # too few, or all of one sign would not do
         return False
     if all(_sign(d) > 0 for d in deltas) or all(_sign(d) < 0 for d in deltas):
         return True  # the most extreme pattern there is: p = 2 / patterns
-    return _decision(sign_flip_test(deltas, alpha), len(deltas)) is not None
+    return _decision(sign_flip_test(deltas, alpha)["ci"], len(deltas)) is not None
 
 
 def _still_reachable(pairs: list[tuple[list[float], list[float]]], look: int,
@@ -11756,18 +11756,13 @@ def sequential_look(pairs: list[tuple[list[float], list[float]]], look: int, loo
             "above this look's share: it could not decide, so it spends no alpha and passes "
             "its share on"))
     elif deltas:
-        test = _mean_delta_interval(deltas, _delta_step(scored), level)
-        low, high = test["ci"]
+        ci, test = _mean_delta_interval(deltas, _delta_step(scored), level)
         result = dataclasses.replace(
-            result, p_value=test["p_value"], ci=(_snap(low), _snap(high)),
-            decision=_decision(test, len(deltas)), exact=test["exact"],
-            sign_patterns=test["patterns"], seed=test["seed"])
-    if result.decision:
-        return dataclasses.replace(result, stop=result.decision)
-    if look >= looks:
-        return dataclasses.replace(result, stop="ceiling")
-    return (result if _still_reachable(pairs, look, shares)
-            else dataclasses.replace(result, stop="futility"))
+            result, p_value=test.p_value, ci=ci, decision=_decision(ci, len(deltas)),
+            exact=test.exact, sign_patterns=test.sign_patterns, seed=test.seed)
+    return dataclasses.replace(result, stop=result.decision or (
+        "ceiling" if look >= looks
+        else None if _still_reachable(pairs, look, shares) else "futility"))
 
 
 def level_text(level: float) -> str:
@@ -11783,20 +11778,15 @@ def level_text(level: float) -> str:
 def _sequential_verdict(look: Look) -> tuple[str, str]:
     """The verdict and its reason from the look the waves stopped at."""
     if look.paired_evals < MIN_PAIRED_EVALS:
-        return "inconclusive", (f"only {look.paired_evals} eval(s) scored in both configs; "
-                                f"at least {MIN_PAIRED_EVALS} are needed")
+        return "inconclusive", _too_few(look.paired_evals)
     if look.skipped:
         return "inconclusive", (f"the waves stopped at look {look.look} of {look.looks}, "
                                 f"which could not decide: {look.skipped}")
     p_value = "n/a" if look.p_value is None else f"{look.p_value:.4g}"
     where = (f"sequential sign-flip p = {p_value} at look {look.look} of {look.looks}, whose "
              f"share of alpha is {look.alpha:.4g}")
-    level = f"the {level_text(1 - look.alpha)} interval of the mean per-eval delta"
-    if look.decision == "improved":
-        return "improved", f"{level} lies above 0 ({where})"
-    if look.decision == "regressed":
-        return "regressed", f"{level} lies below 0 ({where})"
-    return "inconclusive", f"{level} includes 0 ({where})"
+    return _claim(look.decision, f"the {level_text(1 - look.alpha)} interval of the mean "
+                  "per-eval delta", where)
 
 
 def with_sequential_verdict(benchmark: Benchmark, adaptive: Adaptive | None) -> Benchmark:
@@ -11877,7 +11867,7 @@ def _holm_levels(per_eval: Sequence[PerEval],
         for index in remaining:
             levels[index] = level
         claimed = [i for i in remaining
-                   if _paired_statistics(per_eval, pairs[i], level)["verdict"] != "inconclusive"]
+                   if _paired_statistics(per_eval, pairs[i], level).verdict != "inconclusive"]
         if not claimed:
             break
         remaining = [i for i in remaining if i not in claimed]
@@ -11889,18 +11879,13 @@ def comparison_of(per_eval: Sequence[PerEval], pair: tuple[str, str],
     """pair[0] against pair[1] over the evals scored in both: the test, verdict and power,
     at `alpha` (Holm's level for it when `family` comparisons share ALPHA)."""
     stats = _paired_statistics(per_eval, pair, alpha)
-    ci = stats["ci95"]
-    test = stats["test"]
+    test = stats.test
     if family > 1 and test is not None:
         test = dataclasses.replace(test, multiplicity=Multiplicity(
             _MULTIPLICITY_METHOD, family, ALPHA, alpha))
-    return Comparison(
-        paired_evals=stats["paired_evals"], min_paired_evals=stats["min_paired_evals"],
-        mean_delta=stats["mean_delta"], ci95=None if ci is None else (ci[0], ci[1]),
-        test=test, wins=stats["wins"], ties=stats["ties"], losses=stats["losses"],
-        verdict=stats["verdict"], verdict_reason=stats["verdict_reason"], candidate=pair[0],
-        baseline=pair[1],
-        power=power_forecast(per_eval, pair, stats["mean_delta"], ALPHA / family),
+    return dataclasses.replace(
+        stats, test=test, candidate=pair[0], baseline=pair[1],
+        power=power_forecast(per_eval, pair, stats.mean_delta, ALPHA / family),
         interval_level=1 - alpha if family > 1 else None)
 
 
