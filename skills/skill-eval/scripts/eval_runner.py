@@ -12405,12 +12405,6 @@ def _wilson_interval(hits: float, n: float) -> tuple[float, float] | None:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def _activation_of(run: RunResult) -> RunActivation:
-    """The activation record of a run picked for having one."""
-    assert run.activation is not None, "the caller keeps only runs with an activation record"
-    return run.activation
-
-
 def _activation_tally(runs: list[RunResult]) -> Share:
     """_Activated runs among those whose stream could tell; "unknown" ones are counted apart,
     never as misses.
@@ -12420,9 +12414,10 @@ def _activation_tally(runs: list[RunResult]) -> Share:
     design effect of clustered runs is at most the runs per eval, so this never claims more
     than the data hold); within one eval its runs are the trials.
     """
-    known = [r for r in runs if _activation_of(r).activated in (True, False)]
-    hits = sum(_activation_of(r).activated is True for r in known)
-    evals = len({str(r.eval_id) for r in known})
+    known = [(str(r.eval_id), r.activation.activated) for r in runs
+             if r.activation and r.activation.activated in (True, False)]
+    hits = sum(activated is True for _, activated in known)
+    evals = len({eval_id for eval_id, _ in known})
     trials = evals if evals > 1 else len(known)
     return Share(hits, len(known), len(runs) - len(known), hits / len(known) if known else None,
                  evals, "evals" if evals > 1 else "runs",
@@ -12431,27 +12426,24 @@ def _activation_tally(runs: list[RunResult]) -> Share:
 
 def _shares(runs: list[RunResult]) -> tuple[Share, Share]:
     """The share of runs that activated where the skill should, and where it should not."""
-    return (_activation_tally([r for r in runs if _activation_of(r).should_activate]),
-            _activation_tally([r for r in runs if not _activation_of(r).should_activate]))
+    return (_activation_tally([r for r in runs if r.activation and r.activation.should_activate]),
+            _activation_tally([r for r in runs
+                               if r.activation and not r.activation.should_activate]))
 
 
 def _activation_summary(runs: list[RunResult],
                         configs: tuple[str, ...]) -> dict[str, ArmActivation] | None:
     """Per installed arm: activation on should-activate cases, false activation on the
     others, per case and overall, and the pass rate of runs that did and did not activate."""
-    arms = [config for config in configs if config_installs_skill(config)]
-    if not arms:
-        return None
     summary = {}
-    for config in arms:
+    for config in filter(config_installs_skill, configs):
         mine = [r for r in runs if r.configuration == config and r.activation]
         summary[config] = ArmActivation(
             *_shares(mine), _pass_rates(mine, True), _pass_rates(mine, False),
             executor_not_run=sum(r.configuration == config and not r.activation for r in runs),
-            per_eval=tuple(UnitShare(these[0].eval_id, _activation_of(these[0]).should_activate,
-                                     _activation_tally(these))
-                           for these in _by_eval(mine).values()))
-    return summary
+            per_eval=tuple(UnitShare(eval_id, expected, _activation_tally(these))
+                           for eval_id, expected, these in _by_eval(mine)))
+    return summary or None
 
 
 def _is_trigger_run(run: RunResult) -> bool:
@@ -12464,46 +12456,40 @@ def _trigger_summary(runs: list[RunResult], configs: tuple[str, ...],
     false activations on the others, with the query as the unit of the interval (runs of one
     query are one trial); a run that failed before deciding is counted apart, never as a
     miss. And the executors stopped once the answer was known, with the time they ran."""
-    mine = [r for r in runs if _is_trigger_run(r)]
-    if not mine:
-        return None
     summary = {}
     for config in configs:
-        these = [r for r in mine if r.configuration == config]
+        these = [r for r in runs if r.configuration == config and _is_trigger_run(r)]
         if not these:
             continue
-        stopped = [r for r in these if _activation_of(r).stopped is not None]
-        tokens = [r.result.tokens for r in stopped if r.result.tokens is not None]
+        stopped = [(r, r.activation.stopped) for r in these
+                   if r.activation and r.activation.stopped is not None]
+        tokens = [r.result.tokens for r, _ in stopped if r.result.tokens is not None]
         summary[config] = TriggerArm(
             agent, len({str(r.eval_id) for r in these}), *_shares(these),
             failed_runs=sum(r.status != STATUS_OK for r in these),
             stopped_at_decision=StoppedAtDecision(
                 len(stopped), len(these),
-                round(sum(_stop_of(r).after_seconds for r in stopped), 3),
+                round(sum(stop.after_seconds for _, stop in stopped), 3),
                 sum(tokens) if tokens else None, len(tokens)),
-            per_query=tuple(QueryShare(group[0].eval_id, _activation_of(group[0]).should_activate,
-                                       _activation_tally(group))
-                            for group in _by_eval(these).values()))
+            per_query=tuple(QueryShare(eval_id, expected, _activation_tally(group))
+                            for eval_id, expected, group in _by_eval(these)))
     return summary or None
 
 
-def _stop_of(run: RunResult) -> Stopped:
-    """How a run picked for having been stopped at its decision was stopped."""
-    stopped = _activation_of(run).stopped
-    assert stopped is not None, "the caller keeps only stopped runs"
-    return stopped
-
-
-def _by_eval(runs: list[RunResult]) -> dict[str, list[RunResult]]:
-    groups: dict[str, list[RunResult]] = {}
+def _by_eval(runs: list[RunResult]) -> list[tuple[Any, bool | None, list[RunResult]]]:
+    """Each eval's id, whether the skill should activate in it, and its runs with an
+    activation record, in the order of their first run."""
+    groups: dict[str, tuple[Any, bool | None, list[RunResult]]] = {}
     for run in runs:
-        groups.setdefault(str(run.eval_id), []).append(run)
-    return groups
+        if run.activation:
+            groups.setdefault(str(run.eval_id), (run.eval_id, run.activation.should_activate,
+                                                 []))[2].append(run)
+    return list(groups.values())
 
 
 def _pass_rates(runs: list[RunResult], activated: bool) -> Stats:
     return _stats(r.result.pass_rate for r in runs
-                  if r.scored and _activation_of(r).activated is activated)
+                  if r.scored and r.activation and r.activation.activated is activated)
 
 
 # -- the judge: its cost, its agreement with itself, and its share of the variation --------
