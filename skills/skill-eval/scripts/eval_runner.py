@@ -11905,18 +11905,11 @@ def _t_quantile(p: float, df: int) -> float:
     return z + math.fsum(term / df ** (i + 1) for i, term in enumerate(terms))
 
 
-def _minimum_detectable(sd: float, n: int, level: float = ALPHA) -> float | None:
+def _mde_at(sd: float, n: int, level: float) -> float:
     """The t-test's minimum detectable effect for n evals of spread sd at this level:
     (t_{n-1}(1 - level / 2) + t_{n-1}(power)) * sd / sqrt(n). Only used to carry the
-    simulated MDE to other numbers of evals or runs (it scales as the t-test's does). None
-    below MIN_PAIRED_EVALS, where no outcome is a verdict."""
-    if n < MIN_PAIRED_EVALS or level <= 0:
-        return None
-    return _mde_at(sd, n, level)
-
-
-def _mde_at(sd: float, n: int, level: float) -> float:
-    """_minimum_detectable where n >= MIN_PAIRED_EVALS and level > 0 are known."""
+    simulated MDE to other numbers of evals or runs (it scales as the t-test's does); every
+    caller has at least MIN_PAIRED_EVALS evals, below which no outcome is a verdict."""
     factor = _t_quantile(1 - level / 2, n - 1) + _t_quantile(_FORECAST_POWER, n - 1)
     return factor * sd / math.sqrt(n)
 
@@ -12137,8 +12130,6 @@ def _target(pairs: list[tuple[list[float], list[float]]], spread: tuple[float, f
 def _evals_needed(sd: float, target: float, level: float) -> int | None:
     """The fewest paired evals whose MDE at this spread and level is at most `target`
     (`sd` the t-test's spread that gives the simulated MDE at the suite's size)."""
-    if level <= 0:
-        return None
     guess = max(MIN_PAIRED_EVALS, math.ceil((2.8 * sd / target) ** 2 * 0.9))
     while guess > MIN_PAIRED_EVALS and _mde_at(sd, guess - 1, level) <= target:
         guess -= 1
@@ -12169,8 +12160,7 @@ def _runs_needed(pairs: list[tuple[list[float], list[float]]],
     between = max(0.0, sd ** 2 - within / runs)
     ratio = calibrated / sd if sd > _RATE_EPSILON else 1.0  # the simulated MDE over the t-test's
     for r in range(1, _MAX_FORECAST_RUNS + 1):
-        mde = _minimum_detectable(ratio * math.sqrt(between + within / r), n, level)
-        if mde is not None and mde <= target:
+        if _mde_at(ratio * math.sqrt(between + within / r), n, level) <= target:
             return r, ("" if r <= RUNS_RANGE[1] else
                        f"more than --runs allows ({RUNS_RANGE[1]}); add evals instead")
     return None, ("more runs alone cannot reach it: the evals differ too much from each "
