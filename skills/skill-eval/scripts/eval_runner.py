@@ -11410,15 +11410,12 @@ def _per_eval_rates(runs: list[RunResult], configs: tuple[str, ...]) -> tuple[Pe
                           if run.scored and run.result.pass_rate is not None)
             slots[config] = EvalConfigRates(rates, tuple(run.status for run in these),
                                             _mean(list(rates)), len(rates))
-        means = [slots[c].mean_pass_rate for c in configs]
-        rows.append(PerEval(
-            first.eval_id, first.eval_name, slots,
-            delta=(_snap(means[0] - means[1])  # against the first baseline
-                   if len(means) >= 2 and means[0] is not None and means[1] is not None
-                   else None),
-            deltas=({c: _snap(means[0] - rate) if means[0] is not None and rate is not None
-                     else None
-                     for c, rate in zip(configs[1:], means[1:])} if len(means) > 2 else None)))
+        cand, *others = [slots[c].mean_pass_rate for c in configs]
+        deltas = {c: _snap(cand - rate) if cand is not None and rate is not None else None
+                  for c, rate in zip(configs[1:], others)}
+        rows.append(PerEval(first.eval_id, first.eval_name, slots,
+                            delta=next(iter(deltas.values()), None),  # the first baseline's
+                            deltas=deltas if len(deltas) > 1 else None))
     return tuple(rows)
 
 
