@@ -11788,43 +11788,30 @@ def _sequential_verdict(look: Look) -> tuple[str, str]:
 
 def with_sequential_verdict(benchmark: Benchmark, adaptive: Adaptive | None) -> Benchmark:
     """An adaptive iteration's verdict and interval are the last look's, at its share of
-    alpha, never the fixed-sample test's: the waves stopped on what the looks saw."""
+    alpha, never the fixed-sample test's: the waves stopped on what the looks saw. The
+    benchmark is aggregate()'s, whose `paired` block is its first comparison's."""
     if not adaptive or not benchmark.comparisons:
         return benchmark
-    if not adaptive.looks:
-        return _with_shard_wave_verdict(benchmark, adaptive)
-    look = adaptive.looks[-1]
-    verdict, reason = _sequential_verdict(look)
-    if look.stop is None:  # a merge of shards' waves whose next wave is still to run
-        reason += (f"; so far only: the waves have not stopped, wave {look.look + 1} of "
-                   f"{look.looks} is still to run on every shard")
-    test = SignFlipTest(adaptive.method, look.alpha, look.p_value, look.exact,
-                        look.sign_patterns, look.seed, look.look, look.looks)
-    return _with_first_comparison(benchmark, adaptive, {
-        "ci95": look.ci, "interval_level": 1 - look.alpha, "test": test, "verdict": verdict,
-        "verdict_reason": reason})
-
-
-def _with_shard_wave_verdict(benchmark: Benchmark, adaptive: Adaptive) -> Benchmark:
-    """A shard of an adaptive run claims nothing: no fixed-sample test on part of the evals,
-    since the verdict is the merged look's."""
-    return _with_first_comparison(benchmark, adaptive, {
-        "ci95": None, "test": SignFlipTest(adaptive.method),
-        "verdict": "inconclusive",
-        "verdict_reason": f"shard {adaptive.shard} of an adaptive run holds only some of "
-                          "the evals; the verdict is the look that report --merge makes over "
-                          "every shard"})
-
-
-def _with_first_comparison(benchmark: Benchmark, adaptive: Adaptive,
-                           changes: dict[str, Any]) -> Benchmark:
-    """The adaptive record, and `changes` to the first comparison and the paired block."""
-    assert benchmark.comparisons, "with_sequential_verdict returns first without one"
     first, *others = benchmark.comparisons
-    paired = (None if benchmark.paired is None
-              else dataclasses.replace(benchmark.paired, **changes))
-    return dataclasses.replace(benchmark, adaptive=adaptive, paired=paired,
-                               comparisons=(dataclasses.replace(first, **changes), *others))
+    if adaptive.looks:
+        look = adaptive.looks[-1]
+        verdict, reason = _sequential_verdict(look)
+        if look.stop is None:  # a merge of shards' waves whose next wave is still to run
+            reason += (f"; so far only: the waves have not stopped, wave {look.look + 1} of "
+                       f"{look.looks} is still to run on every shard")
+        first = dataclasses.replace(
+            first, ci95=look.ci, interval_level=1 - look.alpha, verdict=verdict,
+            verdict_reason=reason, test=SignFlipTest(adaptive.method, look.alpha, look.p_value,
+                                                     look.exact, look.sign_patterns, look.seed,
+                                                     look.look, look.looks))
+    else:  # a shard claims nothing: no fixed-sample test on part of the evals
+        first = dataclasses.replace(
+            first, ci95=None, test=SignFlipTest(adaptive.method), verdict="inconclusive",
+            verdict_reason=f"shard {adaptive.shard} of an adaptive run holds only some of the "
+                           "evals; the verdict is the look that report --merge makes over "
+                           "every shard")
+    return dataclasses.replace(benchmark, adaptive=adaptive, paired=first.as_paired(),
+                               comparisons=(first, *others))
 
 
 _FORECAST_POWER = 0.8
