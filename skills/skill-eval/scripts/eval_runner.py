@@ -11574,11 +11574,6 @@ def _paired_statistics(per_eval: Sequence[PerEval],
                       *_verdict(len(deltas), ci, test, alpha))
 
 
-def _interval_name(alpha: float) -> str:
-    level = "95%" if alpha == ALPHA else level_text(1 - alpha)
-    return f"the {level} interval of the mean per-eval delta"
-
-
 def _verdict(paired: int, ci: tuple[float, float] | None, test: SignFlipTest | None,
              alpha: float) -> tuple[str, str]:
     p_value = test.p_value if test else None
@@ -11591,7 +11586,7 @@ def _verdict(paired: int, ci: tuple[float, float] | None, test: SignFlipTest | N
     if decision is None and p_value <= alpha:
         where += (", but the deltas tie so much that the suite cannot bound the mean effect "
                   "away from 0")
-    return _claim(decision, _interval_name(alpha), where)
+    return _claim(decision, "95%" if alpha == ALPHA else level_text(1 - alpha), where)
 
 
 def _too_few(paired: int) -> str:
@@ -11599,8 +11594,10 @@ def _too_few(paired: int) -> str:
             "needed")
 
 
-def _claim(decision: str | None, interval: str, where: str) -> tuple[str, str]:
-    """The verdict, and its reason: the interval lies above 0, below 0, or includes it."""
+def _claim(decision: str | None, level: str, where: str) -> tuple[str, str]:
+    """The verdict, and its reason: the interval at this level lies above 0, below 0, or
+    includes it."""
+    interval = f"the {level} interval of the mean per-eval delta"
     if decision == "improved":
         return "improved", f"{interval} lies above 0 ({where})"
     if decision == "regressed":
@@ -11782,8 +11779,7 @@ def _sequential_verdict(look: Look) -> tuple[str, str]:
     p_value = "n/a" if look.p_value is None else f"{look.p_value:.4g}"
     where = (f"sequential sign-flip p = {p_value} at look {look.look} of {look.looks}, whose "
              f"share of alpha is {look.alpha:.4g}")
-    return _claim(look.decision, f"the {level_text(1 - look.alpha)} interval of the mean "
-                  "per-eval delta", where)
+    return _claim(look.decision, level_text(1 - look.alpha), where)
 
 
 def with_sequential_verdict(benchmark: Benchmark, adaptive: Adaptive | None) -> Benchmark:
