@@ -12345,17 +12345,15 @@ def _process_comparison(scored: list[tuple[str, str, ProcessCounts]], candidate:
             slot[config].append(float(getattr(counts, name)))
     deltas = _paired_deltas([(slot[candidate], slot[baseline]) for slot in means.values()
                              if slot[candidate] and slot[baseline]])
-    entry = ProcessComparison(
-        candidate, baseline, name, paired_evals=len(deltas),
-        mean_delta=_snap(_average(deltas)) if deltas else None,
-        fewer=sum(_sign(d) < 0 for d in deltas), same=sum(_sign(d) == 0 for d in deltas),
-        more=sum(_sign(d) > 0 for d in deltas))
-    test = sign_flip_test(deltas) if deltas else None
-    if test is not None and len(deltas) >= MIN_PAIRED_EVALS:
-        return dataclasses.replace(entry, p_value=test["p_value"], ci95=tuple(test["ci"]))
-    return dataclasses.replace(entry, p_value=test["p_value"] if test else None,
-                               ci95_absent=f"{len(deltas)} paired evals; an interval needs at "
-                                           f"least {MIN_PAIRED_EVALS}")
+    signs = [_sign(d) for d in deltas]
+    test: dict[str, Any] = sign_flip_test(deltas) if deltas else {"p_value": None}  # no evals
+    bounded = len(deltas) >= MIN_PAIRED_EVALS
+    return ProcessComparison(
+        candidate, baseline, name, len(deltas), _snap(_average(deltas)) if deltas else None,
+        signs.count(-1), signs.count(0), signs.count(1), test["p_value"],
+        tuple(test["ci"]) if bounded else None,
+        None if bounded else f"{len(deltas)} paired evals; an interval needs at least "
+                             f"{MIN_PAIRED_EVALS}")
 
 
 # -- the installed arm: how often the agent found the skill on its own ----------------------
