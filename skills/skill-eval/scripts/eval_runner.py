@@ -12483,28 +12483,24 @@ def judge_vs_checks(runs: list[RunResult], common: list[str] | None) -> JudgeVsC
     runs: overall and per (assertion, check) pair, with Cohen's kappa and every cell where
     the two disagreed. The check is the reference: it looked at the files, the judge at a text."""
     common_texts = set(common or [])
-    pairs: dict[tuple[str, str, str], dict[str, Any]] = {}
-    every: list[tuple[bool, bool]] = []
+    # per (eval, assertion, check): the eval's id (None: a common assertion) and each cell
+    cells: dict[tuple[str, str, str], tuple[Any, list[tuple[RunResult, bool, bool]]]] = {}
     for run in (r for r in runs if r.scored):
         checks = {e.text: e for e in run.expectations if e.is_check}
         for exp in run.expectations:
             check = checks.get(exp.check) if not exp.is_check and exp.check else None
-            if check is None:
-                continue
-            shared = exp.text in common_texts
-            key = ("" if shared else str(run.eval_id), exp.text, check.text)
-            entry = pairs.setdefault(key, {
-                "eval_id": None if shared else run.eval_id, "assertion": exp.text,
-                "check": check.text, "votes": [], "disagreements": []})
-            vote = (exp.passed, check.passed)
-            entry["votes"].append(vote)
-            every.append(vote)
-            if vote[0] != vote[1]:
-                entry["disagreements"].append(Disagreement(
-                    run.eval_id, run.configuration, run.run_number, vote[0], vote[1]))
-    per_pair = tuple(PairAgreement(entry["eval_id"], entry["assertion"], entry["check"],
-                                   tuple(entry["disagreements"]), _agreement_of(entry["votes"]))
-                     for entry in pairs.values())
+            if check is not None:
+                shared = exp.text in common_texts
+                key = ("" if shared else str(run.eval_id), exp.text, check.text)
+                cells.setdefault(key, (None if shared else run.eval_id, []))[1].append(
+                    (run, exp.passed, check.passed))
+    per_pair = tuple(
+        PairAgreement(eval_id, assertion, check,
+                      tuple(Disagreement(r.eval_id, r.configuration, r.run_number, judge, fact)
+                            for r, judge, fact in votes if judge != fact),
+                      _agreement_of([(judge, fact) for _, judge, fact in votes]))
+        for (_, assertion, check), (eval_id, votes) in cells.items())
+    every = [(judge, fact) for _, votes in cells.values() for _, judge, fact in votes]
     return JudgeVsChecks(len(per_pair), _agreement_of(every), per_pair,
                          _JUDGE_CHECK_DISAGREEMENT_MAX)
 
