@@ -12158,21 +12158,16 @@ def per_assertion(runs: list[RunResult], configs: tuple[str, ...],
     many assertions would show chance as findings.
     """
     common_texts = set(common or [])
-    firsts: dict[tuple[str, str], tuple[RunResult, Verdict]] = {}
-    counts: dict[tuple[str, str], dict[str, list[int]]] = {}  # config: [passed, graded]
-    evals_seen: dict[tuple[str, str], dict[str, set[str]]] = {}
+    # per row: its first run and verdict, and per config each verdict with its eval
+    graded: dict[tuple[str, str], tuple[RunResult, Verdict, dict[str, list[tuple[str, bool]]]]] = {}
     for run in (r for r in runs if r.scored):
         for exp in run.expectations:
             key = ("", exp.text) if exp.text in common_texts else (str(run.eval_id), exp.text)
-            firsts.setdefault(key, (run, exp))
-            slot = counts.setdefault(key, {c: [0, 0] for c in configs}).get(run.configuration)
-            if slot is not None:
-                slot[0] += exp.passed
-                slot[1] += 1
-                evals_seen.setdefault(key, {}).setdefault(run.configuration, set()).add(
-                    str(run.eval_id))
-    rows = [_assertion_row(*first, first[1].text in common_texts, counts[key], configs,
-                           evals_seen.get(key, {})) for key, first in firsts.items()]
+            cells = graded.setdefault(key, (run, exp, {c: [] for c in configs}))[2]
+            if run.configuration in cells:
+                cells[run.configuration].append((str(run.eval_id), exp.passed))
+    rows = [_assertion_row(run, exp, exp.text in common_texts, cells, configs)
+            for run, exp, cells in graded.values()]
     first_seen = {str(run.eval_id): index for index, run in reversed(list(enumerate(runs)))}
 
     def order(row: AssertionRow) -> tuple:
@@ -12208,11 +12203,12 @@ def _assertion_rate(passed: int, graded: int, trials: int) -> AssertionRate:
     return AssertionRate(passed, graded, rate, (low, high))
 
 
-def _assertion_row(run: RunResult, exp: Verdict, shared: bool, counts: dict[str, list[int]],
-                   configs: tuple[str, ...], evals: dict[str, set[str]]) -> AssertionRow:
-    rates = {c: _assertion_rate(passed, graded,
-                                min(graded, len(evals.get(c, ()))) if shared else graded)
-             for c, (passed, graded) in counts.items()}
+def _assertion_row(run: RunResult, exp: Verdict, shared: bool,
+                   cells: dict[str, list[tuple[str, bool]]],
+                   configs: tuple[str, ...]) -> AssertionRow:
+    rates = {c: _assertion_rate(sum(passed for _, passed in these), len(these),
+                                len({eval_id for eval_id, _ in these}) if shared else len(these))
+             for c, these in cells.items()}
     cand = rates[configs[0]]
     gains: dict[str, float | None] = dict.fromkeys(configs[1:])
     intervals: dict[str, tuple[float, float] | None] = dict.fromkeys(configs[1:])
