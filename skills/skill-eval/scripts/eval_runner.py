@@ -11519,10 +11519,8 @@ def _assertion_units(rates: Sequence[float]) -> int | None:
 def _delta_step(pairs: list[tuple[list[float], list[float]]]) -> float:
     """The smallest non-zero change of an eval's delta (one assertion of one run), the
     median over the evals: 1 with one run of one assertion, 1/9 with 3 runs of 3."""
-    steps = []
-    for cand, base in pairs:
-        units = _assertion_units([*cand, *base]) or _STEP_MAX_ASSERTIONS
-        steps.append(1 / (units * math.lcm(len(cand), len(base))))
+    steps = [1 / (row.units * math.lcm(len(row.cand), len(row.base)))
+             for row in _forecast_evals(pairs)]
     return statistics.median(steps) if steps else 1.0
 
 
@@ -11533,8 +11531,7 @@ def _pseudo_t_interval(deltas: list[float], step: float, alpha: float) -> tuple[
     values = [*deltas, step, -step]
     n = len(values)
     mean = math.fsum(values) / n
-    spread = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
-    half = _t_quantile(1 - alpha / 2, n - 1) * spread / math.sqrt(n)
+    half = _t_quantile(1 - alpha / 2, n - 1) * math.sqrt(_sample_variance(values)) / math.sqrt(n)
     return mean - half, mean + half
 
 
@@ -11691,15 +11688,9 @@ def _best_case_deltas(pairs: list[tuple[list[float], list[float]]], more: int,
     """Each eval's delta if `more` further runs of each arm all went one way: for sign +1 the
     candidate passes every new run and the baseline fails it (sign -1 the other way round).
     An eval not yet scored in an arm counts from its new runs alone."""
-    deltas = []
-    for cand, base in pairs:
-        cand_new, base_new = (1.0, 0.0) if sign > 0 else (0.0, 1.0)
-        n_c, n_b = len(cand) + more, len(base) + more
-        if not n_c or not n_b:
-            continue
-        deltas.append(_snap((math.fsum(cand) + cand_new * more) / n_c
-                            - (math.fsum(base) + base_new * more) / n_b))
-    return sorted(deltas)
+    cand_new, base_new = ([1.0], [0.0]) if sign > 0 else ([0.0], [1.0])
+    return _paired_deltas([(cand + cand_new * more, base + base_new * more)
+                           for cand, base in pairs if (cand or more) and (base or more)])
 
 
 def _reachable(deltas: list[float], alpha: float) -> bool:
