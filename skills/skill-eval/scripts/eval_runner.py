@@ -12678,47 +12678,38 @@ def _review_status(flags: Iterable[SanityFlag]) -> str:
             else "OK")
 
 
-def _run_flags(records: list[RunRecord]) -> list[SanityFlag]:
-    flags = []
+def _run_flags(records: list[RunRecord]) -> Iterator[SanityFlag]:
     for r in records:
         where = {"eval_id": r.eval_id, "configuration": r.configuration,
                  "run_number": r.run_number}
         if r.status == "cancelled":  # stopped on purpose (Ctrl-C, deadline, cap): not a fault
-            detail = r.failure_detail
-            flags.append(_flag("warning", "cancelled",
-                               f"not run to the end ({detail})"[:300] + "; excluded, not "
-                               "scored; run --resume runs it again", **where))
+            yield _flag("warning", "cancelled", f"not run to the end ({r.failure_detail})"[:300]
+                        + "; excluded, not scored; run --resume runs it again", **where)
         elif r.status != STATUS_OK:
-            detail = r.failure_detail
-            flags.append(_flag("error", "infrastructure_failure",
-                               f"{r.status}: {detail}"[:300] + " (excluded, not scored)",
-                               **where))
-        flags += _implausible_metric_flags(r, where)
+            yield _flag("error", "infrastructure_failure",
+                        f"{r.status}: {r.failure_detail}"[:300] + " (excluded, not scored)",
+                        **where)
+        yield from _implausible_metric_flags(r, where)
         if r.permission_denials:
-            flags.append(_flag("warning", "permission_denials",
-                               f"the executor was refused {len(r.permission_denials)} tool "
-                               "call(s)", **where))
+            yield _flag("warning", "permission_denials", f"the executor was refused "
+                        f"{len(r.permission_denials)} tool call(s)", **where)
         read = None if r.skill_read is None else r.skill_read.state
         if config_has_skill(r.configuration) and read == "not_read":
-            flags.append(_flag("warning", "skill_not_read",
-                               "the executor's trace shows no read of the skill's SKILL.md",
-                               **where))
+            yield _flag("warning", "skill_not_read",
+                        "the executor's trace shows no read of the skill's SKILL.md", **where)
         elif config_has_skill(r.configuration) and read == "unknown":
-            flags.append(_flag("info", "skill_read_unknown",
-                               "no tool-call trace was captured; whether the skill was read is "
-                               "unknown", **where))
+            yield _flag("info", "skill_read_unknown", "no tool-call trace was captured; "
+                        "whether the skill was read is unknown", **where)
         for rel, seen in sorted((r.checks.protected if r.checks else {}).items()):
             changed = seen.changed_by_executor
             if changed:
-                flags.append(_flag("warning", "protected_path_changed",
-                                   f"the executor changed {', '.join(changed[:10])} under the "
-                                   f"protected path {rel}; restored as delivered before the "
-                                   "checks ran", **where))
+                yield _flag("warning", "protected_path_changed",
+                            f"the executor changed {', '.join(changed[:10])} under the "
+                            f"protected path {rel}; restored as delivered before the checks "
+                            "ran", **where)
         if r.configuration == "without_skill" and read == "read":
-            flags.append(_flag("error", "baseline_contamination",
-                               "the without_skill executor read the target skill's SKILL.md",
-                               **where))
-    return flags
+            yield _flag("error", "baseline_contamination",
+                        "the without_skill executor read the target skill's SKILL.md", **where)
 
 
 def _kept_back_flags(records: list[RunRecord]) -> list[SanityFlag]:
@@ -12736,19 +12727,16 @@ def _kept_back_flags(records: list[RunRecord]) -> list[SanityFlag]:
                   "it") for path, reason in sorted(found.items())]
 
 
-def _implausible_metric_flags(record: RunRecord, where: dict[str, Any]) -> list[SanityFlag]:
-    flags = []
+def _implausible_metric_flags(record: RunRecord,
+                              where: dict[str, Any]) -> Iterator[SanityFlag]:
     for role, metrics in (("executor", record.metrics), ("grader", record.grader_metrics)):
         for name, metric in (metrics or {}).items():
             if metric.implausible:
-                flags.append(_flag("warning", "implausible_metric",
-                                   f"{role} {name}: {metric.absent_reason}"[:300],
-                                   **where))
-    return flags
+                yield _flag("warning", "implausible_metric",
+                            f"{role} {name}: {metric.absent_reason}"[:300], **where)
 
 
-def _eval_flags(benchmark: Benchmark) -> list[SanityFlag]:
-    flags = []
+def _eval_flags(benchmark: Benchmark) -> Iterator[SanityFlag]:
     comparison = benchmark.comparison
     triggers = {r.eval_id for r in (*benchmark.runs, *benchmark.unscored_runs)
                 if _is_trigger_run(r)}  # never graded: their answer is the trigger block
@@ -12756,27 +12744,25 @@ def _eval_flags(benchmark: Benchmark) -> list[SanityFlag]:
         eid = row.eval_id
         for config, slot in row.configs.items():
             if slot.pass_rates and all(rate == 0 for rate in slot.pass_rates):
-                flags.append(_flag("warning", "scored_zero",
-                                   "every scored run passed no assertion", eval_id=eid,
-                                   configuration=config))
+                yield _flag("warning", "scored_zero", "every scored run passed no assertion",
+                            eval_id=eid, configuration=config)
         if row.configs and eid not in triggers and all(
                 slot.statuses and not slot.pass_rates for slot in row.configs.values()):
-            flags.append(_flag("error", "eval_unscored",
-                               "no run of this eval was scored in any config", eval_id=eid))
+            yield _flag("error", "eval_unscored", "no run of this eval was scored in any config",
+                        eval_id=eid)
         # without deltas per baseline: one baseline, or none (one config, and no delta)
         deltas = row.deltas or {comparison.baseline or "": row.delta}
         for baseline, delta in deltas.items():
             if delta is not None and _sign(delta) < 0:
-                flags.append(_flag("warning", "candidate_below_baseline",
-                                   f"{comparison.candidate} scored {delta:+.2f} against "
-                                   f"{baseline}", eval_id=eid))
-    return flags
+                yield _flag("warning", "candidate_below_baseline",
+                            f"{comparison.candidate} scored {delta:+.2f} against {baseline}",
+                            eval_id=eid)
 
 
-def _assertion_flags(benchmark: Benchmark) -> list[SanityFlag]:
+def _assertion_flags(benchmark: Benchmark) -> Iterator[SanityFlag]:
     configs = benchmark.configs
     if len(configs) < 2:
-        return []
+        return
     outcomes: dict[tuple[str, int], dict[str, set]] = {}
     texts: dict[tuple[str, int], str] = {}
     for run in benchmark.runs:
@@ -12785,125 +12771,112 @@ def _assertion_flags(benchmark: Benchmark) -> list[SanityFlag]:
             outcomes.setdefault(key, {c: set() for c in configs})[run.configuration].add(
                 exp.passed)
             texts[key] = exp.text
-    flags = []
     for (eid, number), by_config in outcomes.items():
         seen = set().union(*by_config.values())
         if all(by_config.values()) and len(seen) == 1:
             word = "passes" if seen == {True} else "fails"
-            flags.append(_flag("info", "non_discriminating_assertion",
-                               f"assertion {number} {word} in every scored run of both configs: "
-                               f"{texts[(eid, number)][:80]}", eval_id=eid, assertion_id=number))
-    return flags
+            yield _flag("info", "non_discriminating_assertion",
+                        f"assertion {number} {word} in every scored run of both configs: "
+                        f"{texts[(eid, number)][:80]}", eval_id=eid, assertion_id=number)
 
 
-def _judge_flags(benchmark: Benchmark) -> list[SanityFlag]:
-    flags = []
+def _judge_flags(benchmark: Benchmark) -> Iterator[SanityFlag]:
     for run in benchmark.runs:
         for exp in run.expectations if run.scored else []:
             vote = exp.majority
             if vote is not None and vote.tie:
-                flags.append(_flag("warning", "judge_tie",
-                                   f"assertion {exp.id}: the graders tied "
-                                   f"{vote.votes_passed}-{vote.votes - vote.votes_passed}; "
-                                   "counted as failed", eval_id=run.eval_id,
-                                   configuration=run.configuration,
-                                   run_number=run.run_number, assertion_id=exp.id))
+                yield _flag("warning", "judge_tie", f"assertion {exp.id}: the graders tied "
+                            f"{vote.votes_passed}-{vote.votes - vote.votes_passed}; counted as "
+                            "failed", eval_id=run.eval_id, configuration=run.configuration,
+                            run_number=run.run_number, assertion_id=exp.id)
     versus = benchmark.judge_vs_checks
     limit = versus.max_disagreement if versus else 0.0  # without it there is no pair either
     for entry in versus.per_pair if versus else ():
         wrong, count = len(entry.disagreements), entry.votes.count
         if count and wrong / count > limit:
             kappa = entry.votes.kappa.value
-            flags.append(_flag("warning", "judge_disagrees_with_check",
-                               f"the judge disagreed with check {entry.check[:60]!r} in "
-                               f"{wrong} of {count} cells (kappa "
-                               f"{'n/a' if kappa is None else format(kappa, '+.2f')}): "
-                               f"{entry.assertion[:80]}", eval_id=entry.eval_id))
+            yield _flag("warning", "judge_disagrees_with_check",
+                        f"the judge disagreed with check {entry.check[:60]!r} in {wrong} of "
+                        f"{count} cells (kappa "
+                        f"{'n/a' if kappa is None else format(kappa, '+.2f')}): "
+                        f"{entry.assertion[:80]}", eval_id=entry.eval_id)
     for split in benchmark.judge.agreement.per_assertion if benchmark.judge else ():
         if split.judge_unstable:
-            flags.append(_flag("warning", "judge_unstable",
-                               f"assertion {split.assertion_id}: the graders split in "
-                               f"{split.votes.split_items} of {split.votes.items} scored runs: "
-                               f"{split.text[:80]}", eval_id=split.eval_id,
-                               assertion_id=split.assertion_id))
-    return flags
+            yield _flag("warning", "judge_unstable",
+                        f"assertion {split.assertion_id}: the graders split in "
+                        f"{split.votes.split_items} of {split.votes.items} scored runs: "
+                        f"{split.text[:80]}", eval_id=split.eval_id,
+                        assertion_id=split.assertion_id)
 
 
-def _iteration_flags(benchmark: Benchmark, meta: Metadata) -> list[SanityFlag]:
-    flags = []
+def _iteration_flags(benchmark: Benchmark, meta: Metadata) -> Iterator[SanityFlag]:
     if meta.incomplete:
-        flags.append(_flag("error", "incomplete",
-                           f"the run stopped early: {meta.cells_finished or 0} of "
-                           f"{meta.cells_planned or 0} cells finished"))
+        yield _flag("error", "incomplete",
+                    f"the run stopped early: {meta.cells_finished or 0} of "
+                    f"{meta.cells_planned or 0} cells finished")
     if meta.selection_partial:
-        flags.append(_flag("warning", "partial_selection",
-                           f"only {len(meta.evals_run or ())} of "
-                           f"{meta.suite_case_count} cases were selected; this is not a "
-                           "closing result"))
+        yield _flag("warning", "partial_selection",
+                    f"only {len(meta.evals_run or ())} of {meta.suite_case_count} cases were "
+                    "selected; this is not a closing result")
     status = meta.fixture_status or FixtureStatus()
     for moment, state in (("before", status.before), ("after", status.after)):
         if state is not None and state.dirty:
-            flags.append(_flag("warning", "dirty_fixtures",
-                               f"declared fixtures differ from git {moment} the run: "
-                               f"{', '.join(state.dirty[:10])}"))
-    flags += _checkout_flags(meta.checkout_check)
+            yield _flag("warning", "dirty_fixtures",
+                        f"declared fixtures differ from git {moment} the run: "
+                        f"{', '.join(state.dirty[:10])}")
+    yield from _checkout_flags(meta.checkout_check)
     baseline_ran = "without_skill" in meta.configs
     confined = meta.isolation is not None and meta.isolation.confined
     for place in meta.skill_installed_elsewhere or ():
         if confined:  # each agent had a fresh home: the installed copy was out of its sight
-            flags.append(_flag("info", "installed_skill_hidden",
-                               f"the target skill is installed at {place}; confined agents "
-                               "could not see it"))
+            yield _flag("info", "installed_skill_hidden",
+                        f"the target skill is installed at {place}; confined agents "
+                        "could not see it")
         elif baseline_ran:
-            flags.append(_flag("error", "baseline_contamination",
-                               f"the target skill is installed where the agent finds skills on "
-                               f"its own ({place}); without_skill runs may have used it"))
+            yield _flag("error", "baseline_contamination",
+                        f"the target skill is installed where the agent finds skills on "
+                        f"its own ({place}); without_skill runs may have used it")
         else:
-            flags.append(_flag("warning", "installed_skill_copy",
-                               f"the target skill is also installed at {place}; with_skill runs "
-                               "may have loaded that copy instead of the sandbox one"))
+            yield _flag("warning", "installed_skill_copy",
+                        f"the target skill is also installed at {place}; with_skill runs "
+                        "may have loaded that copy instead of the sandbox one")
     if not benchmark.scored_run_count and any(not _is_trigger_run(r) for r in (
             *benchmark.runs, *benchmark.unscored_runs)):
-        flags.append(_flag("error", "nothing_scored", "no run was scored"))
+        yield _flag("error", "nothing_scored", "no run was scored")
     budget = meta.budget
     if budget is not None and budget.cancelled_by_cap:
-        flags.append(_flag("error", "spending_cap",
-                           f"a spending cap was reached ({budget.spent_cost_usd:.4f} USD, "
-                           f"{budget.spent_tokens:,} tokens captured, counting "
-                           f"{budget.counts}); {budget.cancelled_by_cap} cells were "
-                           "cancelled before they started"))
+        yield _flag("error", "spending_cap",
+                    f"a spending cap was reached ({budget.spent_cost_usd:.4f} USD, "
+                    f"{budget.spent_tokens:,} tokens captured, counting {budget.counts}); "
+                    f"{budget.cancelled_by_cap} cells were cancelled before they started")
     for missing in meta.missing_shards or ():
-        flags.append(_flag("error", "missing_shard",
-                           f"shard {missing.shard} was not merged; its evals have no runs: "
-                           f"{', '.join(missing.evals)}"))
+        yield _flag("error", "missing_shard",
+                    f"shard {missing.shard} was not merged; its evals have no runs: "
+                    f"{', '.join(missing.evals)}")
     if len(meta.configs) < 2:
-        flags.append(_flag("info", "single_config", "one config only: there is no comparison"))
+        yield _flag("info", "single_config", "one config only: there is no comparison")
     shard = meta.shard
     if shard:
-        flags.append(_flag("info", "shard",
-                           f"shard {shard.label}: {shard.cells} of "
-                           f"{meta.plan.cells if meta.plan else None} cells of the plan; merge "
-                           "the shards (report --merge) for the closing result"))
+        yield _flag("info", "shard",
+                    f"shard {shard.label}: {shard.cells} of "
+                    f"{meta.plan.cells if meta.plan else None} cells of the plan; merge "
+                    "the shards (report --merge) for the closing result")
     confinement = meta.isolation.confinement if meta.isolation else None
     if confinement is not None and confinement.mode == "none":
-        flags.append(_flag("info", "unconfined",
-                           f"agents ran without OS confinement ({confinement.reason}): an "
-                           "executor could reach the checkout and other cells; the checkout "
-                           "and result checks still apply"))
-    return flags
+        yield _flag("info", "unconfined",
+                    f"agents ran without OS confinement ({confinement.reason}): an executor "
+                    "could reach the checkout and other cells; the checkout and result "
+                    "checks still apply")
 
 
-def _activation_flags(benchmark: Benchmark) -> list[SanityFlag]:
-    flags = []
+def _activation_flags(benchmark: Benchmark) -> Iterator[SanityFlag]:
     for config, arm in (benchmark.activation or {}).items():
         tally = arm.activation
         if tally.runs and not tally.activated:
-            flags.append(_flag(
-                "warning", "never_activated",
-                f"{config}: the agent never loaded the installed skill in {tally.runs} "
-                "run(s) of cases it is for; its description may not say when to use it",
-                config=config))
-    return flags
+            yield _flag("warning", "never_activated",
+                        f"{config}: the agent never loaded the installed skill in {tally.runs} "
+                        "run(s) of cases it is for; its description may not say when to use it",
+                        config=config)
 
 
 def named_changes(changes: Sequence[FileChange], total: int) -> str:
