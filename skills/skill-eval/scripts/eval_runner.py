@@ -11380,12 +11380,8 @@ def _summarize_config(runs: list[RunResult]) -> ConfigSummary:
 _RATE_EPSILON = 1e-9
 
 
-def _mean(values: list[float]) -> float | None:
-    return _average(values) if values else None
-
-
 def _average(values: list[float]) -> float:
-    """The mean of values known to be there (_mean when they may not be)."""
+    """The mean of values known to be there."""
     return math.fsum(values) / len(values)
 
 
@@ -11409,7 +11405,8 @@ def _per_eval_rates(runs: list[RunResult], configs: tuple[str, ...]) -> tuple[Pe
             rates = tuple(run.result.pass_rate for run in these
                           if run.scored and run.result.pass_rate is not None)
             slots[config] = EvalConfigRates(rates, tuple(run.status for run in these),
-                                            _mean(list(rates)), len(rates))
+                                            _average(list(rates)) if rates else None,
+                                            len(rates))
         cand, *others = [slots[c].mean_pass_rate for c in configs]
         deltas = {c: _snap(cand - rate) if cand is not None and rate is not None else None
                   for c, rate in zip(configs[1:], others)}
@@ -12001,8 +11998,8 @@ def _threshold_share(rows: list[_ForecastEval], scale: int, step: float, alpha: 
 def _room(rows: list[_ForecastEval]) -> float:
     """The largest mean effect the forecast's model can make: the mean share of failed
     assertions, both arms averaged (a candidate that fixes every one of them)."""
-    return _mean([(1 - sum(r.cand) / (r.units * len(r.cand))
-                   + 1 - sum(r.base) / (r.units * len(r.base))) / 2 for r in rows]) or 0.0
+    return _average([(1 - sum(r.cand) / (r.units * len(r.cand))
+                      + 1 - sum(r.base) / (r.units * len(r.base))) / 2 for r in rows])
 
 
 def _threshold_share_expected(base: list[int], room: list[int],
@@ -12126,8 +12123,8 @@ def _runs_needed(pairs: list[tuple[list[float], list[float]]],
     if n < MIN_PAIRED_EVALS:
         return None, f"needs at least {MIN_PAIRED_EVALS} evals first"
     sd, level, calibrated = spread
-    within = _mean([_sample_variance(c) + _sample_variance(b) for c, b in pairs]) or 0.0
-    runs = _mean([(len(c) + len(b)) / 2 for c, b in pairs]) or 1.0
+    within = _average([_sample_variance(c) + _sample_variance(b) for c, b in pairs])
+    runs = _average([(len(c) + len(b)) / 2 for c, b in pairs])
     between = max(0.0, sd ** 2 - within / runs)
     ratio = calibrated / sd if sd > _RATE_EPSILON else 1.0  # the simulated MDE over the t-test's
     for r in range(1, _MAX_FORECAST_RUNS + 1):
