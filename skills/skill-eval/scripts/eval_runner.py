@@ -12643,10 +12643,9 @@ def _share(judge: float, executor: float) -> float | None:
 
 def all_runs(benchmark: Benchmark) -> list[RunResult]:
     """Scored and unscored runs in plan order (eval, config, run number)."""
-    runs = [*benchmark.runs, *benchmark.unscored_runs]
     evals = {str(row.eval_id): i for i, row in enumerate(benchmark.per_eval)}
-    configs = {c: i for i, c in enumerate(benchmark.configs or [])}
-    return sorted(runs, key=lambda r: (evals.get(str(r.eval_id), len(evals)),
+    configs = {c: i for i, c in enumerate(benchmark.configs)}
+    return sorted(benchmark.listed_runs, key=lambda r: (evals.get(str(r.eval_id), len(evals)),
                                        configs.get(r.configuration, len(configs)),
                                        r.run_number))
 
@@ -12735,8 +12734,8 @@ def _implausible_metric_flags(record: RunRecord,
 
 def _eval_flags(benchmark: Benchmark) -> Iterator[SanityFlag]:
     comparison = benchmark.comparison
-    triggers = {r.eval_id for r in (*benchmark.runs, *benchmark.unscored_runs)
-                if _is_trigger_run(r)}  # never graded: their answer is the trigger block
+    # never graded: their answer is the trigger block
+    triggers = {r.eval_id for r in benchmark.listed_runs if _is_trigger_run(r)}
     for row in benchmark.per_eval:
         eid = row.eval_id
         for config, slot in row.configs.items():
@@ -12837,8 +12836,8 @@ def _iteration_flags(benchmark: Benchmark, meta: Metadata) -> Iterator[SanityFla
             yield _flag("warning", "installed_skill_copy",
                         f"the target skill is also installed at {place}; with_skill runs "
                         "may have loaded that copy instead of the sandbox one")
-    if not benchmark.scored_run_count and any(not _is_trigger_run(r) for r in (
-            *benchmark.runs, *benchmark.unscored_runs)):
+    if not benchmark.scored_run_count and any(
+            not _is_trigger_run(r) for r in benchmark.listed_runs):
         yield _flag("error", "nothing_scored", "no run was scored")
     budget = meta.budget
     if budget is not None and budget.cancelled_by_cap:
