@@ -12881,18 +12881,16 @@ def named_changes(changes: Sequence[FileChange], total: int) -> str:
     return names + (f" and {more} more" if more > 0 else "")
 
 
-def _checkout_flags(check: CheckoutState | None) -> list[SanityFlag]:
+def _checkout_flags(check: CheckoutState | None) -> Iterator[SanityFlag]:
     if not check:  # an iteration written before the checkout was compared
-        return []
+        return
     if not check.checked:
-        return [_flag("warning", "checkout_unchecked",
-                      f"the source checkout was not compared before and after the run: "
-                      f"{check.reason}")]
-    if not check.changed_count:
-        return []
-    return [_flag("error", "checkout_modified",
-                  f"the source checkout changed while agents ran ({check.changed_count} "
-                  f"file(s)): {named_changes(check.changed or (), check.changed_count)}")]
+        yield _flag("warning", "checkout_unchecked", "the source checkout was not compared "
+                    f"before and after the run: {check.reason}")
+    elif check.changed_count:
+        yield _flag("error", "checkout_modified",
+                    f"the source checkout changed while agents ran ({check.changed_count} "
+                    f"file(s)): {named_changes(check.changed or (), check.changed_count)}")
 
 
 _RESULTS_FLAG_KINDS = ("results_modified", "results_unverifiable")
