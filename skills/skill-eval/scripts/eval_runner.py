@@ -12054,8 +12054,7 @@ def power_forecast(per_eval: Sequence[PerEval], pair: tuple[str, str],
     if n < 2:
         return dataclasses.replace(forecast, reason="fewer than 2 paired evals: the spread of "
                                    "the deltas is unknown")
-    deltas = _paired_deltas(pairs)
-    sd = math.sqrt(_sample_variance(deltas))
+    sd = math.sqrt(_sample_variance(_paired_deltas(pairs)))
     mde, room = _simulated_mde(pairs, planned, alpha) if planned >= MIN_PAIRED_EVALS else (
         None, _room(_forecast_evals(pairs)))
     reason = None
