@@ -12170,14 +12170,18 @@ PER_ASSERTION_INTERVAL = ("95%: Wilson per config (a common assertion's trials a
                           "interval per row, not corrected for the number of rows")
 
 
-def _newcombe_interval(first: tuple[float, tuple[float, float]],
-                       second: tuple[float, tuple[float, float]]) -> tuple[float, float]:
-    """Newcombe's hybrid score interval for a difference of two shares, each given with its
-    Wilson interval (method 10 of Newcombe 1998)."""
-    (p1, (l1, u1)), (p2, (l2, u2)) = first, second
+def _gain(cand: AssertionRate,
+          base: AssertionRate) -> tuple[float | None, tuple[float, float] | None]:
+    """The candidate's gain on a row and Newcombe's hybrid score interval for it, from the two
+    rates' Wilson intervals (method 10 of Newcombe 1998); None unless both were graded."""
+    if (cand.pass_rate is None or not cand.interval_95 or base.pass_rate is None
+            or not base.interval_95):
+        return None, None
+    (p1, (l1, u1)), (p2, (l2, u2)) = ((cand.pass_rate, cand.interval_95),
+                                      (base.pass_rate, base.interval_95))
     gain = p1 - p2
-    return (_snap(max(-1.0, gain - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2))),
-            _snap(min(1.0, gain + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2))))
+    return _snap(gain), (_snap(max(-1.0, gain - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2))),
+                         _snap(min(1.0, gain + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2))))
 
 
 def _assertion_rate(passed: int, graded: int, trials: int) -> AssertionRate:
@@ -12196,22 +12200,14 @@ def _assertion_row(run: RunResult, exp: Verdict, shared: bool,
     rates = {c: _assertion_rate(sum(passed for _, passed in these), len(these),
                                 len({eval_id for eval_id, _ in these}) if shared else len(these))
              for c, these in cells.items()}
-    cand = rates[configs[0]]
-    gains: dict[str, float | None] = dict.fromkeys(configs[1:])
-    intervals: dict[str, tuple[float, float] | None] = dict.fromkeys(configs[1:])
-    for config in configs[1:]:
-        base = rates[config]
-        if (cand.pass_rate is not None and cand.interval_95 and base.pass_rate is not None
-                and base.interval_95):
-            gains[config] = _snap(cand.pass_rate - base.pass_rate)
-            intervals[config] = _newcombe_interval((cand.pass_rate, cand.interval_95),
-                                                   (base.pass_rate, base.interval_95))
+    gains = {config: _gain(rates[configs[0]], rates[config]) for config in configs[1:]}
     graded = [rate for rate in rates.values() if rate.graded]
     same = len(configs) > 1 and len(graded) == len(configs) and (
         all(r.passed == r.graded for r in graded) or all(r.passed == 0 for r in graded))
     return AssertionRow("common" if shared else "eval", None if shared else run.eval_id,
-                        exp.id, exp.text, "check" if exp.is_check else None, rates, gains,
-                        intervals, same)
+                        exp.id, exp.text, "check" if exp.is_check else None, rates,
+                        {c: gain for c, (gain, _) in gains.items()},
+                        {c: interval for c, (_, interval) in gains.items()}, same)
 
 
 def pass_hat_k(per_eval: Sequence[PerEval], runs: list[RunResult],
