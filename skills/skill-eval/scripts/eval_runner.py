@@ -11918,11 +11918,10 @@ def _forecast_evals(pairs: list[tuple[list[float], list[float]]]) -> list[_Forec
 
 
 def _lattice_scale(rows: list[_ForecastEval]) -> int:
-    scale = 1
-    for row in rows:
-        for runs in (len(row.cand), len(row.base)):
-            scale = math.lcm(scale, row.units * runs)
-    return scale if scale <= _FORECAST_MAX_SCALE else _FORECAST_MAX_SCALE
+    """The denominator that makes every eval's delta a whole number (capped): the lcm of
+    each arm's assertions times its runs."""
+    return min(_FORECAST_MAX_SCALE, math.lcm(*(row.units * len(runs) for row in rows
+                                               for runs in (row.cand, row.base))))
 
 
 def _nonpositive_subsets(values: list[int]) -> int:
