@@ -12228,7 +12228,9 @@ def aggregate(records: list[RunRecord], meta: Metadata) -> Benchmark:
     configs = meta.configs
     common = None if meta.common_assertions is None else list(meta.common_assertions)
     runs = [benchmark_run(r) for r in records]
+    scored = [r for r in runs if r.scored]
     plain = [r for r in runs if not _is_trigger_run(r)]
+    grader_runs = 1 if meta.grader_runs is None else meta.grader_runs
     run_summary = {c: _summarize_config([r for r in runs if r.configuration == c])
                    for c in configs}
     per_eval = _per_eval_rates(runs, configs)
@@ -12241,12 +12243,12 @@ def aggregate(records: list[RunRecord], meta: Metadata) -> Benchmark:
         metadata=meta,
         # skill-creator's viewer and aggregator average every entry of runs[]; a run that was
         # not scored must never be averaged in as 0, so it is kept apart.
-        runs=tuple(run for run in runs if run.scored),
+        runs=tuple(scored),
         unscored_runs=tuple(run for run in runs if not run.scored),
         run_summary=run_summary,
         summary_delta=(_summary_delta(run_summary[candidate], run_summary[baseline])
                        if baseline else None),
-        scored_run_count=sum(r.scored for r in runs),
+        scored_run_count=len(scored),
         error_run_count=sum(r.status != STATUS_OK for r in runs),
         sanity_checks=SanityChecks("OK", ()),  # below, from everything else
         status_counts=dict(sorted(collections.Counter(run.status for run in runs).items())),
@@ -12258,7 +12260,9 @@ def aggregate(records: list[RunRecord], meta: Metadata) -> Benchmark:
         pass_hat_k=({c: pass_hat_k(per_eval, runs, c) for c in configs}
                     if (meta.runs_per_configuration or 1) > 1 else None),
         per_eval=per_eval,
-        judge=_judge_summary(runs, configs, 1 if meta.grader_runs is None else meta.grader_runs),
+        judge=JudgeSummary(grader_runs, _judge_cost(runs, configs),
+                           _judge_agreement(scored, grader_runs),
+                           judge_variance(scored, configs, grader_runs)),
         judge_vs_checks=judge_vs_checks(runs, common),
         activation=_activation_summary(plain, configs) if plain or not runs else None,
         trigger=_trigger_summary(runs, configs, meta.agent),
@@ -12443,14 +12447,6 @@ def _pass_rates(runs: list[RunResult], activated: bool) -> Stats:
 # An assertion is `judge_unstable` when its graders split in at least this share of its scored
 # runs: once in three gradings is too often for a verdict to be read as the skill's doing.
 _JUDGE_UNSTABLE_SPLIT_SHARE = 1 / 3
-
-
-def _judge_summary(runs: list[RunResult], configs: tuple[str, ...],
-                   grader_runs: int) -> JudgeSummary:
-    scored = [r for r in runs if r.scored]
-    return JudgeSummary(grader_runs, _judge_cost(runs, configs),
-                        _judge_agreement(scored, grader_runs),
-                        judge_variance(scored, configs, grader_runs))
 
 
 _JUDGE_CHECK_DISAGREEMENT_MAX = 0.10  # more than this share of cells: judge_disagrees_with_check
