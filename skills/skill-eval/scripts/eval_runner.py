@@ -12675,7 +12675,11 @@ def _run_flags(records: list[RunRecord]) -> Iterator[SanityFlag]:
             yield _flag("error", "infrastructure_failure",
                         f"{r.status}: {r.failure_detail}"[:300] + " (excluded, not scored)",
                         **where)
-        yield from _implausible_metric_flags(r, where)
+        for role, metrics in (("executor", r.metrics), ("grader", r.grader_metrics)):
+            for name, metric in (metrics or {}).items():
+                if metric.implausible:
+                    yield _flag("warning", "implausible_metric",
+                                f"{role} {name}: {metric.absent_reason}"[:300], **where)
         if r.permission_denials:
             yield _flag("warning", "permission_denials", f"the executor was refused "
                         f"{len(r.permission_denials)} tool call(s)", **where)
@@ -12711,15 +12715,6 @@ def _kept_back_flags(records: list[RunRecord]) -> list[SanityFlag]:
                   f"{path} is {reason[:200]}: withheld from every sandbox, so without_skill "
                   "runs could not read the skill through it; make sure the task does not need "
                   "it") for path, reason in sorted(found.items())]
-
-
-def _implausible_metric_flags(record: RunRecord,
-                              where: dict[str, Any]) -> Iterator[SanityFlag]:
-    for role, metrics in (("executor", record.metrics), ("grader", record.grader_metrics)):
-        for name, metric in (metrics or {}).items():
-            if metric.implausible:
-                yield _flag("warning", "implausible_metric",
-                            f"{role} {name}: {metric.absent_reason}"[:300], **where)
 
 
 def _eval_flags(benchmark: Benchmark) -> Iterator[SanityFlag]:
