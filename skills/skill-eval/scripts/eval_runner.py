@@ -12090,7 +12090,7 @@ def _target(pairs: list[tuple[list[float], list[float]]], spread: tuple[float, f
         return PowerTarget(label, delta, None, None,
                            "every delta tied: no spread to scale from yet")
     return PowerTarget(label, delta, _evals_needed(spread[2], delta, spread[1]),
-                       *_runs_needed(pairs, spread, len(pairs), delta))
+                       *_runs_needed(pairs, spread, delta))
 
 
 def _evals_needed(sd: float, target: float, level: float) -> int | None:
@@ -12106,10 +12106,9 @@ def _evals_needed(sd: float, target: float, level: float) -> int | None:
     return None
 
 
-def _runs_needed(pairs: list[tuple[list[float], list[float]]],
-                 spread: tuple[float, float, float],
-                 n: int, target: float) -> tuple[int | None, str]:
-    """Runs per eval that would bring the MDE with these n evals down to `target`, or None
+def _runs_needed(pairs: list[tuple[list[float], list[float]]], spread: tuple[float, float, float],
+                 target: float) -> tuple[int | None, str]:
+    """Runs per eval that would bring the MDE with these evals down to `target`, or None
     with the reason.
 
     Model: an eval's delta varies by tau^2 between evals plus W / r from r runs per config
@@ -12118,7 +12117,7 @@ def _runs_needed(pairs: list[tuple[list[float], list[float]]],
     """
     if not all(len(cand) > 1 and len(base) > 1 for cand, base in pairs):
         return None, "needs at least 2 runs per eval and config to measure the run-to-run spread"
-    if n < MIN_PAIRED_EVALS:
+    if len(pairs) < MIN_PAIRED_EVALS:
         return None, f"needs at least {MIN_PAIRED_EVALS} evals first"
     sd, level, calibrated = spread
     within = _average([_sample_variance(c) + _sample_variance(b) for c, b in pairs])
@@ -12126,7 +12125,7 @@ def _runs_needed(pairs: list[tuple[list[float], list[float]]],
     between = max(0.0, sd ** 2 - within / runs)
     ratio = calibrated / sd if sd > _RATE_EPSILON else 1.0  # the simulated MDE over the t-test's
     for r in range(1, _MAX_FORECAST_RUNS + 1):
-        if _mde_at(ratio * math.sqrt(between + within / r), n, level) <= target:
+        if _mde_at(ratio * math.sqrt(between + within / r), len(pairs), level) <= target:
             return r, ("" if r <= RUNS_RANGE[1] else
                        f"more than --runs allows ({RUNS_RANGE[1]}); add evals instead")
     return None, ("more runs alone cannot reach it: the evals differ too much from each "
