@@ -12510,10 +12510,9 @@ def _judge_cost(runs: list[RunResult], configs: tuple[str, ...]) -> JudgeCost:
         per_config[config] = JudgeConfigCost(len(mine), sum(g.calls for g in mine), **stats)
     graders = [grader for _, grader in judged]
     totals = {}
-    for name in _GRADER_METRICS:
-        values = [g.total(name) for g in graders]
-        known = [value for value in values if value is not None]
-        totals[name] = math.fsum(known) if values and len(known) == len(values) else None
+    for name in _GRADER_METRICS:  # a total only when every grader reported its part
+        known = [value for g in graders if (value := g.total(name)) is not None]
+        totals[name] = math.fsum(known) if graders and len(known) == len(graders) else None
     return JudgeCost(per_config, JudgeCostTotal(sum(g.calls for g in graders), **totals),
                      {name: _grader_absent_reason(graders, name) for name in _GRADER_METRICS})
 
