@@ -12154,12 +12154,9 @@ def per_assertion(runs: list[RunResult], configs: tuple[str, ...],
     rows = [_assertion_row(run, exp, exp.text in common_texts, cells, configs)
             for run, exp, cells in graded.values()]
     first_seen = {str(run.eval_id): index for index, run in reversed(list(enumerate(runs)))}
-
-    def order(row: AssertionRow) -> tuple:
-        return (row.scope != "common", first_seen.get(str(row.eval_id), 0),
-                row.assertion_id, row.text)
-
-    return sorted(rows, key=order)
+    return sorted(rows, key=lambda row: (row.scope != "common",
+                                         first_seen.get(str(row.eval_id), 0),
+                                         row.assertion_id, row.text))
 
 
 PER_ASSERTION_INTERVAL = ("95%: Wilson per config (a common assertion's trials are its evals, "
