@@ -11695,7 +11695,7 @@ def _reachable(deltas: list[float], alpha: float) -> bool:
     if smallest_p(len(deltas)) > alpha + 1e-12:  # too few, or all of one sign would not do
         return False
     if all(_sign(d) > 0 for d in deltas) or all(_sign(d) < 0 for d in deltas):
-        return True  # the most extreme pattern there is: p = 2 / patterns
+        return True  # the most extreme pattern there is: p = smallest_p
     return _decision(sign_flip_test(deltas, alpha)["ci"], len(deltas)) is not None
 
 
@@ -12631,8 +12631,8 @@ def all_runs(benchmark: Benchmark) -> list[RunResult]:
     evals = {str(row.eval_id): i for i, row in enumerate(benchmark.per_eval)}
     configs = {c: i for i, c in enumerate(benchmark.configs)}
     return sorted(benchmark.listed_runs, key=lambda r: (evals.get(str(r.eval_id), len(evals)),
-                                       configs.get(r.configuration, len(configs)),
-                                       r.run_number))
+                                                        configs.get(r.configuration, len(configs)),
+                                                        r.run_number))
 
 
 def _summary_delta(cand: ConfigSummary, base: ConfigSummary) -> SummaryDelta:
