@@ -84,7 +84,7 @@ class PowerForecastTest(unittest.TestCase):
             stats = runner._paired_statistics(per_eval, ("c", "b"))
             self.assertEqual(
                 runner._forecast_claims(lattice, scale, runner._delta_step(pairs), 0.05),
-                stats["verdict"] == "improved", per_eval)
+                stats.verdict == "improved", per_eval)
 
     def test_mde_is_deterministic_order_free_and_within_the_room(self) -> None:
         rng = random.Random(5)
@@ -182,27 +182,27 @@ class IntervalTest(unittest.TestCase):
     def test_six_tied_evals_leave_room_for_an_effect(self) -> None:
         stats = runner._paired_statistics([row(str(i), c=[0.0], b=[0.0]) for i in range(6)],
                                           ("c", "b"))
-        low, high = stats["ci95"]
+        low, high = stats.ci95
         self.assertLess(low, -0.1)
         self.assertGreater(high, 0.1)  # the old interval was [+0.0 pp, +0.0 pp]
-        self.assertEqual(stats["verdict"], "inconclusive")
+        self.assertEqual(stats.verdict, "inconclusive")
 
     def test_six_wins_are_improved_but_not_exactly_plus_one(self) -> None:
         stats = runner._paired_statistics([row(str(i), c=[1.0], b=[0.0]) for i in range(6)],
                                           ("c", "b"))
-        self.assertEqual(stats["verdict"], "improved")
-        low, high = stats["ci95"]
+        self.assertEqual(stats.verdict, "improved")
+        low, high = stats.ci95
         self.assertGreater(low, 0.0)
         self.assertLess(low, 0.8)  # the old interval was [+100 pp, +100 pp]
         self.assertEqual(high, 1.0)
-        self.assertTrue(stats["test"].interval.bounded)
+        self.assertTrue(stats.test.interval.bounded)
 
     def test_too_few_evals_cannot_bound_the_effect(self) -> None:
         stats = runner._paired_statistics([row(str(i), c=[1.0], b=[0.0]) for i in range(5)],
                                           ("c", "b"))
-        self.assertEqual(stats["ci95"], [-1.0, 1.0])
-        self.assertFalse(stats["test"].interval.bounded)
-        self.assertIn("cannot bound the effect", stats["verdict_reason"])
+        self.assertEqual(stats.ci95, (-1.0, 1.0))
+        self.assertFalse(stats.test.interval.bounded)
+        self.assertIn("cannot bound the effect", stats.verdict_reason)
 
     def test_the_step_is_one_assertion_of_one_run(self) -> None:
         self.assertEqual(runner._delta_step([([1.0], [0.0])]), 1.0)

@@ -1028,8 +1028,8 @@ class SignFlipCostTest(unittest.TestCase):
             paired = runner._paired_statistics(rows, CONFIGS)
             elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
             self.assertEqual(evals * 2 * runs, 5000)
-            self.assertEqual(paired["paired_evals"], evals)
-            self.assertLessEqual(paired["ci95"][0], paired["mean_delta"])
+            self.assertEqual(paired.paired_evals, evals)
+            self.assertLessEqual(paired.ci95[0], paired.mean_delta)
             self.assertLess(elapsed, 30.0, f"sign-flip test for {evals} evals x {runs} runs")
             timings.append(f"{evals} evals x 2 configs x {runs} run(s): {elapsed:.2f} s wall "
                            f"({cpu:.2f} s CPU)")

@@ -76,10 +76,10 @@ def run_cell(evals: int, runs: int, assertions: int, seed: int) -> dict:
         for index in range(cell["suites"]):
             rows = simulated_suite(rng, evals, runs, effect, assertions)
             stats = runner._paired_statistics(rows, PAIR)
-            covered += covers(stats["ci95"], effect)
-            claims += stats["verdict"] != "inconclusive"
+            covered += covers(stats.ci95, effect)
+            claims += stats.verdict != "inconclusive"
             if effect == 0 and index < FORECAST_SUITES:
-                mdes.append(runner.power_forecast(rows, PAIR, stats["mean_delta"]).mde)
+                mdes.append(runner.power_forecast(rows, PAIR, stats.mean_delta).mde)
         cell["coverage"][effect] = covered / cell["suites"]
         if effect == 0:
             cell["false_claims"] = claims / cell["suites"]
@@ -91,7 +91,7 @@ def run_cell(evals: int, runs: int, assertions: int, seed: int) -> dict:
     if cell["mde"] is not None and cell["mde"] <= MODEL_MAX_EFFECT:
         cell["power"] = sum(
             runner._paired_statistics(simulated_suite(rng, evals, runs, cell["mde"], assertions),
-                                      PAIR)["verdict"] == "improved"
+                                      PAIR).verdict == "improved"
             for _ in range(POWER_SUITES)) / POWER_SUITES
     return cell
 
@@ -153,7 +153,7 @@ def family_claims(evals: int, runs: int, assertions: int, suites: int, seed: int
     for _ in range(suites):
         rows = simulated_suite(rng, evals, runs, 0.0, assertions, FAMILY_ARMS)
         levels = runner._holm_levels(rows, pairs)
-        claims += any(runner._paired_statistics(rows, pair, level)["verdict"] != "inconclusive"
+        claims += any(runner._paired_statistics(rows, pair, level).verdict != "inconclusive"
                       for pair, level in zip(pairs, levels))
     return claims / suites
 
@@ -234,7 +234,7 @@ def runner_size(evals: int, n: int) -> float:
     for wins in range(n + 1):
         deltas = [1.0] * wins + [-1.0] * (n - wins) + [0.0] * (evals - n)
         test = runner.sign_flip_test(deltas)
-        if runner._decision(test, evals):
+        if runner._decision(test["ci"], evals):
             claims += math.comb(n, wins)
     return claims / 2 ** n
 

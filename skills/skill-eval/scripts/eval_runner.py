@@ -11229,12 +11229,8 @@ def _summarize_config(runs: list[RunResult]) -> ConfigSummary:
 _RATE_EPSILON = 1e-9
 
 
-def _mean(values: list[float]) -> float | None:
-    return _average(values) if values else None
-
-
 def _average(values: list[float]) -> float:
-    """The mean of values known to be there (_mean when they may not be)."""
+    """The mean of values known to be there."""
     return math.fsum(values) / len(values)
 
 
@@ -11258,16 +11254,14 @@ def _per_eval_rates(runs: list[RunResult], configs: tuple[str, ...]) -> tuple[Pe
             rates = tuple(run.result.pass_rate for run in these
                           if run.scored and run.result.pass_rate is not None)
             slots[config] = EvalConfigRates(rates, tuple(run.status for run in these),
-                                            _mean(list(rates)), len(rates))
-        means = [slots[c].mean_pass_rate for c in configs]
-        rows.append(PerEval(
-            first.eval_id, first.eval_name, slots,
-            delta=(_snap(means[0] - means[1])  # against the first baseline
-                   if len(means) >= 2 and means[0] is not None and means[1] is not None
-                   else None),
-            deltas=({c: _snap(means[0] - rate) if means[0] is not None and rate is not None
-                     else None
-                     for c, rate in zip(configs[1:], means[1:])} if len(means) > 2 else None)))
+                                            _average(list(rates)) if rates else None,
+                                            len(rates))
+        cand, *others = [slots[c].mean_pass_rate for c in configs]
+        deltas = {c: _snap(cand - rate) if cand is not None and rate is not None else None
+                  for c, rate in zip(configs[1:], others)}
+        rows.append(PerEval(first.eval_id, first.eval_name, slots,
+                            delta=next(iter(deltas.values()), None),  # the first baseline's
+                            deltas=deltas if len(deltas) > 1 else None))
     return tuple(rows)
 
 
@@ -11371,10 +11365,8 @@ def _assertion_units(rates: Sequence[float]) -> int | None:
 def _delta_step(pairs: list[tuple[list[float], list[float]]]) -> float:
     """The smallest non-zero change of an eval's delta (one assertion of one run), the
     median over the evals: 1 with one run of one assertion, 1/9 with 3 runs of 3."""
-    steps = []
-    for cand, base in pairs:
-        units = _assertion_units([*cand, *base]) or _STEP_MAX_ASSERTIONS
-        steps.append(1 / (units * math.lcm(len(cand), len(base))))
+    steps = [1 / (row.units * math.lcm(len(row.cand), len(row.base)))
+             for row in _forecast_evals(pairs)]
     return statistics.median(steps) if steps else 1.0
 
 
@@ -11385,13 +11377,12 @@ def _pseudo_t_interval(deltas: list[float], step: float, alpha: float) -> tuple[
     values = [*deltas, step, -step]
     n = len(values)
     mean = math.fsum(values) / n
-    spread = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
-    half = _t_quantile(1 - alpha / 2, n - 1) * spread / math.sqrt(n)
+    half = _t_quantile(1 - alpha / 2, n - 1) * math.sqrt(_sample_variance(values)) / math.sqrt(n)
     return mean - half, mean + half
 
 
 def _mean_delta_interval(deltas: list[float], step: float,
-                         alpha: float = ALPHA) -> dict[str, Any]:
+                         alpha: float = ALPHA) -> tuple[tuple[float, float], SignFlipTest]:
     """The interval of the mean per-eval delta at level 1 - alpha, and the sign-flip test.
 
     The sign-flip inversion alone assumes each delta symmetric about the true mean; with
@@ -11402,58 +11393,59 @@ def _mean_delta_interval(deltas: list[float], step: float,
     more than the exact test.
     """
     test = sign_flip_test(deltas, alpha)
-    low, high = test["ci"]
+    flip_low, flip_high = low, high = test["ci"]
     if len(deltas) >= MIN_PAIRED_EVALS:
         t_low, t_high = _pseudo_t_interval(deltas, step, alpha)
         low, high = min(low, t_low), max(high, t_high)
     low, high = max(-1.0, _snap(low)), min(1.0, _snap(high))
-    return {**test, "ci": (low, high), "sign_flip_ci": tuple(_snap(b) for b in test["ci"]),
-            "step": step, "bounded": (low, high) != (-1.0, 1.0)}
+    interval = SignFlipInterval(_INTERVAL_METHOD, (_snap(flip_low), _snap(flip_high)), step,
+                                (low, high) != (-1.0, 1.0))
+    return (low, high), SignFlipTest(_SIGN_FLIP_METHOD, alpha, test["p_value"], test["exact"],
+                                     test["patterns"], test["seed"], interval=interval)
 
 
 def _paired_statistics(per_eval: Sequence[PerEval],
-                       configs: tuple[str, str], alpha: float = ALPHA) -> dict[str, Any]:
+                       configs: tuple[str, str], alpha: float = ALPHA) -> Comparison:
+    """configs[0] against configs[1] over the evals scored in both: the sign-flip test of the
+    mean per-eval delta, its interval and its verdict (comparison_of adds the power)."""
     pairs = _paired_rates(per_eval, configs)
     deltas = _paired_deltas(pairs)
-    result: dict[str, Any] = {
-        "paired_evals": len(deltas), "min_paired_evals": MIN_PAIRED_EVALS,
-        "mean_delta": _snap(_average(deltas)) if deltas else None, "ci95": None, "test": None,
-        "wins": sum(_sign(d) > 0 for d in deltas), "ties": sum(_sign(d) == 0 for d in deltas),
-        "losses": sum(_sign(d) < 0 for d in deltas)}
-    if deltas:
-        test = _mean_delta_interval(deltas, _delta_step(pairs), alpha)
-        result["ci95"] = list(test["ci"])
-        result["test"] = SignFlipTest(
-            _SIGN_FLIP_METHOD, alpha, test["p_value"], test["exact"], test["patterns"],
-            test["seed"], interval=SignFlipInterval(_INTERVAL_METHOD, test["sign_flip_ci"],
-                                                test["step"], test["bounded"]))
-    result["verdict"], result["verdict_reason"] = _verdict(result, alpha)
-    return result
+    signs = [_sign(d) for d in deltas]
+    ci, test = _mean_delta_interval(deltas, _delta_step(pairs), alpha) if deltas else (None, None)
+    return Comparison(len(deltas), MIN_PAIRED_EVALS, _snap(_average(deltas)) if deltas else None,
+                      ci, test, signs.count(1), signs.count(0), signs.count(-1),
+                      *_verdict(len(deltas), ci, test, alpha))
 
 
-def _interval_name(alpha: float) -> str:
-    level = "95%" if alpha == ALPHA else level_text(1 - alpha)
-    return f"the {level} interval of the mean per-eval delta"
+def _verdict(paired: int, ci: tuple[float, float] | None, test: SignFlipTest | None,
+             alpha: float) -> tuple[str, str]:
+    p_value = test.p_value if test else None
+    if paired < MIN_PAIRED_EVALS or ci is None or p_value is None:
+        return "inconclusive", (f"{_too_few(paired)}: with fewer, no outcome reaches "
+                                f"p <= {ALPHA:g} in the exact sign-flip test, and the suite "
+                                "cannot bound the effect")
+    decision = _decision(ci, paired)
+    where = f"sign-flip p = {p_value:.4g}"
+    if decision is None and p_value <= alpha:
+        where += (", but the deltas tie so much that the suite cannot bound the mean effect "
+                  "away from 0")
+    return _claim(decision, "95%" if alpha == ALPHA else level_text(1 - alpha), where)
 
 
-def _verdict(stats: dict[str, Any], alpha: float = ALPHA) -> tuple[str, str]:
-    if stats["paired_evals"] < MIN_PAIRED_EVALS:
-        return "inconclusive", (f"only {stats['paired_evals']} eval(s) scored in both configs; "
-                                f"at least {MIN_PAIRED_EVALS} are needed: with fewer, no "
-                                f"outcome reaches p <= {ALPHA:g} in the exact sign-flip test, "
-                                "and the suite cannot bound the effect")
-    low, high = stats["ci95"]
-    test = stats["test"]
-    p_text = f"sign-flip p = {test.p_value:.4g}"
-    name = _interval_name(alpha)
-    if low > 0:
-        return "improved", f"{name} lies above 0 ({p_text})"
-    if high < 0:
-        return "regressed", f"{name} lies below 0 ({p_text})"
-    if test.p_value <= alpha:
-        return "inconclusive", (f"{name} includes 0 ({p_text}, but the deltas tie so much "
-                                "that the suite cannot bound the mean effect away from 0)")
-    return "inconclusive", f"{name} includes 0 ({p_text})"
+def _too_few(paired: int) -> str:
+    return (f"only {paired} eval(s) scored in both configs; at least {MIN_PAIRED_EVALS} are "
+            "needed")
+
+
+def _claim(decision: str | None, level: str, where: str) -> tuple[str, str]:
+    """The verdict, and its reason: the interval at this level lies above 0, below 0, or
+    includes it."""
+    interval = f"the {level} interval of the mean per-eval delta"
+    if decision == "improved":
+        return "improved", f"{interval} lies above 0 ({where})"
+    if decision == "regressed":
+        return "regressed", f"{interval} lies below 0 ({where})"
+    return "inconclusive", f"{interval} includes 0 ({where})"
 
 
 # -- adaptive runs: a sequential verdict over waves of runs (issue 25) ----------------------
@@ -11529,11 +11521,11 @@ def _nominal_shares(looks: int, alpha: float, spending: str) -> list[float]:
     return [spent(k / looks) - spent((k - 1) / looks) for k in range(1, looks + 1)]
 
 
-def _decision(test: dict[str, Any], paired: int) -> str | None:
-    """`improved` / `regressed` when a look's interval excludes 0, else None."""
+def _decision(ci: tuple[float, float], paired: int) -> str | None:
+    """`improved` / `regressed` when a test's interval excludes 0, else None."""
     if paired < MIN_PAIRED_EVALS:
         return None
-    low, high = test["ci"]
+    low, high = ci
     return "improved" if low > 0 else "regressed" if high < 0 else None
 
 
@@ -11542,28 +11534,18 @@ def _best_case_deltas(pairs: list[tuple[list[float], list[float]]], more: int,
     """Each eval's delta if `more` further runs of each arm all went one way: for sign +1 the
     candidate passes every new run and the baseline fails it (sign -1 the other way round).
     An eval not yet scored in an arm counts from its new runs alone."""
-    deltas = []
-    for cand, base in pairs:
-        cand_new, base_new = (1.0, 0.0) if sign > 0 else (0.0, 1.0)
-        n_c, n_b = len(cand) + more, len(base) + more
-        if not n_c or not n_b:
-            continue
-        deltas.append(_snap((math.fsum(cand) + cand_new * more) / n_c
-                            - (math.fsum(base) + base_new * more) / n_b))
-    return sorted(deltas)
+    cand_new, base_new = ([1.0], [0.0]) if sign > 0 else ([0.0], [1.0])
+    return _paired_deltas([(cand + cand_new * more, base + base_new * more)
+                           for cand, base in pairs if (cand or more) and (base or more)])
 
 
 def _reachable(deltas: list[float], alpha: float) -> bool:
     """Could these deltas be a verdict at level alpha?"""
-    if len(deltas) < MIN_PAIRED_EVALS:
-        return False
-    patterns = (2 ** len(deltas) if len(deltas) <= SIGN_FLIP_EXACT_MAX_EVALS
-                else _SIGN_FLIP_RESAMPLES + 1)
-    if 2 / patterns > alpha + 1e-12:  # not even every delta of one sign would do
+    if smallest_p(len(deltas)) > alpha + 1e-12:  # too few, or all of one sign would not do
         return False
     if all(_sign(d) > 0 for d in deltas) or all(_sign(d) < 0 for d in deltas):
-        return True  # the most extreme pattern there is: p = 2 / patterns
-    return _decision(sign_flip_test(deltas, alpha), len(deltas)) is not None
+        return True  # the most extreme pattern there is: p = smallest_p
+    return _decision(sign_flip_test(deltas, alpha)["ci"], len(deltas)) is not None
 
 
 def _still_reachable(pairs: list[tuple[list[float], list[float]]], look: int,
@@ -11605,18 +11587,13 @@ def sequential_look(pairs: list[tuple[list[float], list[float]]], look: int, loo
             "above this look's share: it could not decide, so it spends no alpha and passes "
             "its share on"))
     elif deltas:
-        test = _mean_delta_interval(deltas, _delta_step(scored), level)
-        low, high = test["ci"]
+        ci, test = _mean_delta_interval(deltas, _delta_step(scored), level)
         result = dataclasses.replace(
-            result, p_value=test["p_value"], ci=(_snap(low), _snap(high)),
-            decision=_decision(test, len(deltas)), exact=test["exact"],
-            sign_patterns=test["patterns"], seed=test["seed"])
-    if result.decision:
-        return dataclasses.replace(result, stop=result.decision)
-    if look >= looks:
-        return dataclasses.replace(result, stop="ceiling")
-    return (result if _still_reachable(pairs, look, shares)
-            else dataclasses.replace(result, stop="futility"))
+            result, p_value=test.p_value, ci=ci, decision=_decision(ci, len(deltas)),
+            exact=test.exact, sign_patterns=test.sign_patterns, seed=test.seed)
+    return dataclasses.replace(result, stop=result.decision or (
+        "ceiling" if look >= looks
+        else None if _still_reachable(pairs, look, shares) else "futility"))
 
 
 def level_text(level: float) -> str:
@@ -11632,61 +11609,42 @@ def level_text(level: float) -> str:
 def _sequential_verdict(look: Look) -> tuple[str, str]:
     """The verdict and its reason from the look the waves stopped at."""
     if look.paired_evals < MIN_PAIRED_EVALS:
-        return "inconclusive", (f"only {look.paired_evals} eval(s) scored in both configs; "
-                                f"at least {MIN_PAIRED_EVALS} are needed")
+        return "inconclusive", _too_few(look.paired_evals)
     if look.skipped:
         return "inconclusive", (f"the waves stopped at look {look.look} of {look.looks}, "
                                 f"which could not decide: {look.skipped}")
     p_value = "n/a" if look.p_value is None else f"{look.p_value:.4g}"
     where = (f"sequential sign-flip p = {p_value} at look {look.look} of {look.looks}, whose "
              f"share of alpha is {look.alpha:.4g}")
-    level = f"the {level_text(1 - look.alpha)} interval of the mean per-eval delta"
-    if look.decision == "improved":
-        return "improved", f"{level} lies above 0 ({where})"
-    if look.decision == "regressed":
-        return "regressed", f"{level} lies below 0 ({where})"
-    return "inconclusive", f"{level} includes 0 ({where})"
+    return _claim(look.decision, level_text(1 - look.alpha), where)
 
 
 def with_sequential_verdict(benchmark: Benchmark, adaptive: Adaptive | None) -> Benchmark:
     """An adaptive iteration's verdict and interval are the last look's, at its share of
-    alpha, never the fixed-sample test's: the waves stopped on what the looks saw."""
+    alpha, never the fixed-sample test's: the waves stopped on what the looks saw. The
+    benchmark is aggregate()'s, whose `paired` block is its first comparison's."""
     if not adaptive or not benchmark.comparisons:
         return benchmark
-    if not adaptive.looks:
-        return _with_shard_wave_verdict(benchmark, adaptive)
-    look = adaptive.looks[-1]
-    verdict, reason = _sequential_verdict(look)
-    if look.stop is None:  # a merge of shards' waves whose next wave is still to run
-        reason += (f"; so far only: the waves have not stopped, wave {look.look + 1} of "
-                   f"{look.looks} is still to run on every shard")
-    test = SignFlipTest(adaptive.method, look.alpha, look.p_value, look.exact,
-                        look.sign_patterns, look.seed, look.look, look.looks)
-    return _with_first_comparison(benchmark, adaptive, {
-        "ci95": look.ci, "interval_level": 1 - look.alpha, "test": test, "verdict": verdict,
-        "verdict_reason": reason})
-
-
-def _with_shard_wave_verdict(benchmark: Benchmark, adaptive: Adaptive) -> Benchmark:
-    """A shard of an adaptive run claims nothing: no fixed-sample test on part of the evals,
-    since the verdict is the merged look's."""
-    return _with_first_comparison(benchmark, adaptive, {
-        "ci95": None, "test": SignFlipTest(adaptive.method),
-        "verdict": "inconclusive",
-        "verdict_reason": f"shard {adaptive.shard} of an adaptive run holds only some of "
-                          "the evals; the verdict is the look that report --merge makes over "
-                          "every shard"})
-
-
-def _with_first_comparison(benchmark: Benchmark, adaptive: Adaptive,
-                           changes: dict[str, Any]) -> Benchmark:
-    """The adaptive record, and `changes` to the first comparison and the paired block."""
-    assert benchmark.comparisons, "with_sequential_verdict returns first without one"
     first, *others = benchmark.comparisons
-    paired = (None if benchmark.paired is None
-              else dataclasses.replace(benchmark.paired, **changes))
-    return dataclasses.replace(benchmark, adaptive=adaptive, paired=paired,
-                               comparisons=(dataclasses.replace(first, **changes), *others))
+    if adaptive.looks:
+        look = adaptive.looks[-1]
+        verdict, reason = _sequential_verdict(look)
+        if look.stop is None:  # a merge of shards' waves whose next wave is still to run
+            reason += (f"; so far only: the waves have not stopped, wave {look.look + 1} of "
+                       f"{look.looks} is still to run on every shard")
+        first = dataclasses.replace(
+            first, ci95=look.ci, interval_level=1 - look.alpha, verdict=verdict,
+            verdict_reason=reason, test=SignFlipTest(adaptive.method, look.alpha, look.p_value,
+                                                     look.exact, look.sign_patterns, look.seed,
+                                                     look.look, look.looks))
+    else:  # a shard claims nothing: no fixed-sample test on part of the evals
+        first = dataclasses.replace(
+            first, ci95=None, test=SignFlipTest(adaptive.method), verdict="inconclusive",
+            verdict_reason=f"shard {adaptive.shard} of an adaptive run holds only some of the "
+                           "evals; the verdict is the look that report --merge makes over "
+                           "every shard")
+    return dataclasses.replace(benchmark, adaptive=adaptive, paired=first.as_paired(),
+                               comparisons=(first, *others))
 
 
 _FORECAST_POWER = 0.8
@@ -11726,7 +11684,7 @@ def _holm_levels(per_eval: Sequence[PerEval],
         for index in remaining:
             levels[index] = level
         claimed = [i for i in remaining
-                   if _paired_statistics(per_eval, pairs[i], level)["verdict"] != "inconclusive"]
+                   if _paired_statistics(per_eval, pairs[i], level).verdict != "inconclusive"]
         if not claimed:
             break
         remaining = [i for i in remaining if i not in claimed]
@@ -11738,18 +11696,13 @@ def comparison_of(per_eval: Sequence[PerEval], pair: tuple[str, str],
     """pair[0] against pair[1] over the evals scored in both: the test, verdict and power,
     at `alpha` (Holm's level for it when `family` comparisons share ALPHA)."""
     stats = _paired_statistics(per_eval, pair, alpha)
-    ci = stats["ci95"]
-    test = stats["test"]
+    test = stats.test
     if family > 1 and test is not None:
         test = dataclasses.replace(test, multiplicity=Multiplicity(
             _MULTIPLICITY_METHOD, family, ALPHA, alpha))
-    return Comparison(
-        paired_evals=stats["paired_evals"], min_paired_evals=stats["min_paired_evals"],
-        mean_delta=stats["mean_delta"], ci95=None if ci is None else (ci[0], ci[1]),
-        test=test, wins=stats["wins"], ties=stats["ties"], losses=stats["losses"],
-        verdict=stats["verdict"], verdict_reason=stats["verdict_reason"], candidate=pair[0],
-        baseline=pair[1],
-        power=power_forecast(per_eval, pair, stats["mean_delta"], ALPHA / family),
+    return dataclasses.replace(
+        stats, test=test, candidate=pair[0], baseline=pair[1],
+        power=power_forecast(per_eval, pair, stats.mean_delta, ALPHA / family),
         interval_level=1 - alpha if family > 1 else None)
 
 
@@ -11769,18 +11722,11 @@ def _t_quantile(p: float, df: int) -> float:
     return z + math.fsum(term / df ** (i + 1) for i, term in enumerate(terms))
 
 
-def _minimum_detectable(sd: float, n: int, level: float = ALPHA) -> float | None:
+def _mde_at(sd: float, n: int, level: float) -> float:
     """The t-test's minimum detectable effect for n evals of spread sd at this level:
     (t_{n-1}(1 - level / 2) + t_{n-1}(power)) * sd / sqrt(n). Only used to carry the
-    simulated MDE to other numbers of evals or runs (it scales as the t-test's does). None
-    below MIN_PAIRED_EVALS, where no outcome is a verdict."""
-    if n < MIN_PAIRED_EVALS or level <= 0:
-        return None
-    return _mde_at(sd, n, level)
-
-
-def _mde_at(sd: float, n: int, level: float) -> float:
-    """_minimum_detectable where n >= MIN_PAIRED_EVALS and level > 0 are known."""
+    simulated MDE to other numbers of evals or runs (it scales as the t-test's does); every
+    caller has at least MIN_PAIRED_EVALS evals, below which no outcome is a verdict."""
     factor = _t_quantile(1 - level / 2, n - 1) + _t_quantile(_FORECAST_POWER, n - 1)
     return factor * sd / math.sqrt(n)
 
@@ -11821,11 +11767,10 @@ def _forecast_evals(pairs: list[tuple[list[float], list[float]]]) -> list[_Forec
 
 
 def _lattice_scale(rows: list[_ForecastEval]) -> int:
-    scale = 1
-    for row in rows:
-        for runs in (len(row.cand), len(row.base)):
-            scale = math.lcm(scale, row.units * runs)
-    return scale if scale <= _FORECAST_MAX_SCALE else _FORECAST_MAX_SCALE
+    """The denominator that makes every eval's delta a whole number (capped): the lcm of
+    each arm's assertions times its runs."""
+    return min(_FORECAST_MAX_SCALE, math.lcm(*(row.units * len(runs) for row in rows
+                                               for runs in (row.cand, row.base))))
 
 
 def _nonpositive_subsets(values: list[int]) -> int:
@@ -11901,8 +11846,8 @@ def _threshold_share(rows: list[_ForecastEval], scale: int, step: float, alpha: 
 def _room(rows: list[_ForecastEval]) -> float:
     """The largest mean effect the forecast's model can make: the mean share of failed
     assertions, both arms averaged (a candidate that fixes every one of them)."""
-    return _mean([(1 - sum(r.cand) / (r.units * len(r.cand))
-                   + 1 - sum(r.base) / (r.units * len(r.base))) / 2 for r in rows]) or 0.0
+    return _average([(1 - sum(r.cand) / (r.units * len(r.cand))
+                      + 1 - sum(r.base) / (r.units * len(r.base))) / 2 for r in rows])
 
 
 def _threshold_share_expected(base: list[int], room: list[int],
@@ -11957,8 +11902,7 @@ def power_forecast(per_eval: Sequence[PerEval], pair: tuple[str, str],
     if n < 2:
         return dataclasses.replace(forecast, reason="fewer than 2 paired evals: the spread of "
                                    "the deltas is unknown")
-    deltas = _paired_deltas(pairs)
-    sd = math.sqrt(_sample_variance(deltas))
+    sd = math.sqrt(_sample_variance(_paired_deltas(pairs)))
     mde, room = _simulated_mde(pairs, planned, alpha) if planned >= MIN_PAIRED_EVALS else (
         None, _room(_forecast_evals(pairs)))
     reason = None
@@ -11995,14 +11939,12 @@ def _target(pairs: list[tuple[list[float], list[float]]], spread: tuple[float, f
         return PowerTarget(label, delta, None, None,
                            "every delta tied: no spread to scale from yet")
     return PowerTarget(label, delta, _evals_needed(spread[2], delta, spread[1]),
-                       *_runs_needed(pairs, spread, len(pairs), delta))
+                       *_runs_needed(pairs, spread, delta))
 
 
 def _evals_needed(sd: float, target: float, level: float) -> int | None:
     """The fewest paired evals whose MDE at this spread and level is at most `target`
     (`sd` the t-test's spread that gives the simulated MDE at the suite's size)."""
-    if level <= 0:
-        return None
     guess = max(MIN_PAIRED_EVALS, math.ceil((2.8 * sd / target) ** 2 * 0.9))
     while guess > MIN_PAIRED_EVALS and _mde_at(sd, guess - 1, level) <= target:
         guess -= 1
@@ -12013,10 +11955,9 @@ def _evals_needed(sd: float, target: float, level: float) -> int | None:
     return None
 
 
-def _runs_needed(pairs: list[tuple[list[float], list[float]]],
-                 spread: tuple[float, float, float],
-                 n: int, target: float) -> tuple[int | None, str]:
-    """Runs per eval that would bring the MDE with these n evals down to `target`, or None
+def _runs_needed(pairs: list[tuple[list[float], list[float]]], spread: tuple[float, float, float],
+                 target: float) -> tuple[int | None, str]:
+    """Runs per eval that would bring the MDE with these evals down to `target`, or None
     with the reason.
 
     Model: an eval's delta varies by tau^2 between evals plus W / r from r runs per config
@@ -12025,16 +11966,15 @@ def _runs_needed(pairs: list[tuple[list[float], list[float]]],
     """
     if not all(len(cand) > 1 and len(base) > 1 for cand, base in pairs):
         return None, "needs at least 2 runs per eval and config to measure the run-to-run spread"
-    if n < MIN_PAIRED_EVALS:
+    if len(pairs) < MIN_PAIRED_EVALS:
         return None, f"needs at least {MIN_PAIRED_EVALS} evals first"
     sd, level, calibrated = spread
-    within = _mean([_sample_variance(c) + _sample_variance(b) for c, b in pairs]) or 0.0
-    runs = _mean([(len(c) + len(b)) / 2 for c, b in pairs]) or 1.0
+    within = _average([_sample_variance(c) + _sample_variance(b) for c, b in pairs])
+    runs = _average([(len(c) + len(b)) / 2 for c, b in pairs])
     between = max(0.0, sd ** 2 - within / runs)
     ratio = calibrated / sd if sd > _RATE_EPSILON else 1.0  # the simulated MDE over the t-test's
     for r in range(1, _MAX_FORECAST_RUNS + 1):
-        mde = _minimum_detectable(ratio * math.sqrt(between + within / r), n, level)
-        if mde is not None and mde <= target:
+        if _mde_at(ratio * math.sqrt(between + within / r), len(pairs), level) <= target:
             return r, ("" if r <= RUNS_RANGE[1] else
                        f"more than --runs allows ({RUNS_RANGE[1]}); add evals instead")
     return None, ("more runs alone cannot reach it: the evals differ too much from each "
@@ -12052,28 +11992,20 @@ def per_assertion(runs: list[RunResult], configs: tuple[str, ...],
     many assertions would show chance as findings.
     """
     common_texts = set(common or [])
-    firsts: dict[tuple[str, str], tuple[RunResult, Verdict]] = {}
-    counts: dict[tuple[str, str], dict[str, list[int]]] = {}  # config: [passed, graded]
-    evals_seen: dict[tuple[str, str], dict[str, set[str]]] = {}
+    # per row: its first run and verdict, and per config each verdict with its eval
+    graded: dict[tuple[str, str], tuple[RunResult, Verdict, dict[str, list[tuple[str, bool]]]]] = {}
     for run in (r for r in runs if r.scored):
         for exp in run.expectations:
             key = ("", exp.text) if exp.text in common_texts else (str(run.eval_id), exp.text)
-            firsts.setdefault(key, (run, exp))
-            slot = counts.setdefault(key, {c: [0, 0] for c in configs}).get(run.configuration)
-            if slot is not None:
-                slot[0] += exp.passed
-                slot[1] += 1
-                evals_seen.setdefault(key, {}).setdefault(run.configuration, set()).add(
-                    str(run.eval_id))
-    rows = [_assertion_row(*first, first[1].text in common_texts, counts[key], configs,
-                           evals_seen.get(key, {})) for key, first in firsts.items()]
+            cells = graded.setdefault(key, (run, exp, {c: [] for c in configs}))[2]
+            if run.configuration in cells:
+                cells[run.configuration].append((str(run.eval_id), exp.passed))
+    rows = [_assertion_row(run, exp, exp.text in common_texts, cells, configs)
+            for run, exp, cells in graded.values()]
     first_seen = {str(run.eval_id): index for index, run in reversed(list(enumerate(runs)))}
-
-    def order(row: AssertionRow) -> tuple:
-        return (row.scope != "common", first_seen.get(str(row.eval_id), 0),
-                row.assertion_id, row.text)
-
-    return sorted(rows, key=order)
+    return sorted(rows, key=lambda row: (row.scope != "common",
+                                         first_seen.get(str(row.eval_id), 0),
+                                         row.assertion_id, row.text))
 
 
 PER_ASSERTION_INTERVAL = ("95%: Wilson per config (a common assertion's trials are its evals, "
@@ -12082,14 +12014,18 @@ PER_ASSERTION_INTERVAL = ("95%: Wilson per config (a common assertion's trials a
                           "interval per row, not corrected for the number of rows")
 
 
-def _newcombe_interval(first: tuple[float, tuple[float, float]],
-                       second: tuple[float, tuple[float, float]]) -> tuple[float, float]:
-    """Newcombe's hybrid score interval for a difference of two shares, each given with its
-    Wilson interval (method 10 of Newcombe 1998)."""
-    (p1, (l1, u1)), (p2, (l2, u2)) = first, second
+def _gain(cand: AssertionRate,
+          base: AssertionRate) -> tuple[float | None, tuple[float, float] | None]:
+    """The candidate's gain on a row and Newcombe's hybrid score interval for it, from the two
+    rates' Wilson intervals (method 10 of Newcombe 1998); None unless both were graded."""
+    if (cand.pass_rate is None or not cand.interval_95 or base.pass_rate is None
+            or not base.interval_95):
+        return None, None
+    (p1, (l1, u1)), (p2, (l2, u2)) = ((cand.pass_rate, cand.interval_95),
+                                      (base.pass_rate, base.interval_95))
     gain = p1 - p2
-    return (_snap(max(-1.0, gain - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2))),
-            _snap(min(1.0, gain + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2))))
+    return _snap(gain), (_snap(max(-1.0, gain - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2))),
+                         _snap(min(1.0, gain + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2))))
 
 
 def _assertion_rate(passed: int, graded: int, trials: int) -> AssertionRate:
@@ -12102,27 +12038,20 @@ def _assertion_rate(passed: int, graded: int, trials: int) -> AssertionRate:
     return AssertionRate(passed, graded, rate, (low, high))
 
 
-def _assertion_row(run: RunResult, exp: Verdict, shared: bool, counts: dict[str, list[int]],
-                   configs: tuple[str, ...], evals: dict[str, set[str]]) -> AssertionRow:
-    rates = {c: _assertion_rate(passed, graded,
-                                min(graded, len(evals.get(c, ()))) if shared else graded)
-             for c, (passed, graded) in counts.items()}
-    cand = rates[configs[0]]
-    gains: dict[str, float | None] = dict.fromkeys(configs[1:])
-    intervals: dict[str, tuple[float, float] | None] = dict.fromkeys(configs[1:])
-    for config in configs[1:]:
-        base = rates[config]
-        if (cand.pass_rate is not None and cand.interval_95 and base.pass_rate is not None
-                and base.interval_95):
-            gains[config] = _snap(cand.pass_rate - base.pass_rate)
-            intervals[config] = _newcombe_interval((cand.pass_rate, cand.interval_95),
-                                                   (base.pass_rate, base.interval_95))
+def _assertion_row(run: RunResult, exp: Verdict, shared: bool,
+                   cells: dict[str, list[tuple[str, bool]]],
+                   configs: tuple[str, ...]) -> AssertionRow:
+    rates = {c: _assertion_rate(sum(passed for _, passed in these), len(these),
+                                len({eval_id for eval_id, _ in these}) if shared else len(these))
+             for c, these in cells.items()}
+    gains = {config: _gain(rates[configs[0]], rates[config]) for config in configs[1:]}
     graded = [rate for rate in rates.values() if rate.graded]
     same = len(configs) > 1 and len(graded) == len(configs) and (
         all(r.passed == r.graded for r in graded) or all(r.passed == 0 for r in graded))
     return AssertionRow("common" if shared else "eval", None if shared else run.eval_id,
-                        exp.id, exp.text, "check" if exp.is_check else None, rates, gains,
-                        intervals, same)
+                        exp.id, exp.text, "check" if exp.is_check else None, rates,
+                        {c: gain for c, (gain, _) in gains.items()},
+                        {c: interval for c, (_, interval) in gains.items()}, same)
 
 
 def pass_hat_k(per_eval: Sequence[PerEval], runs: list[RunResult],
@@ -12144,7 +12073,9 @@ def aggregate(records: list[RunRecord], meta: Metadata) -> Benchmark:
     configs = meta.configs
     common = None if meta.common_assertions is None else list(meta.common_assertions)
     runs = [benchmark_run(r) for r in records]
+    scored = [r for r in runs if r.scored]
     plain = [r for r in runs if not _is_trigger_run(r)]
+    grader_runs = 1 if meta.grader_runs is None else meta.grader_runs
     run_summary = {c: _summarize_config([r for r in runs if r.configuration == c])
                    for c in configs}
     per_eval = _per_eval_rates(runs, configs)
@@ -12157,12 +12088,12 @@ def aggregate(records: list[RunRecord], meta: Metadata) -> Benchmark:
         metadata=meta,
         # skill-creator's viewer and aggregator average every entry of runs[]; a run that was
         # not scored must never be averaged in as 0, so it is kept apart.
-        runs=tuple(run for run in runs if run.scored),
+        runs=tuple(scored),
         unscored_runs=tuple(run for run in runs if not run.scored),
         run_summary=run_summary,
         summary_delta=(_summary_delta(run_summary[candidate], run_summary[baseline])
                        if baseline else None),
-        scored_run_count=sum(r.scored for r in runs),
+        scored_run_count=len(scored),
         error_run_count=sum(r.status != STATUS_OK for r in runs),
         sanity_checks=SanityChecks("OK", ()),  # below, from everything else
         status_counts=dict(sorted(collections.Counter(run.status for run in runs).items())),
@@ -12174,7 +12105,9 @@ def aggregate(records: list[RunRecord], meta: Metadata) -> Benchmark:
         pass_hat_k=({c: pass_hat_k(per_eval, runs, c) for c in configs}
                     if (meta.runs_per_configuration or 1) > 1 else None),
         per_eval=per_eval,
-        judge=_judge_summary(runs, configs, 1 if meta.grader_runs is None else meta.grader_runs),
+        judge=JudgeSummary(grader_runs, _judge_cost(runs, configs),
+                           _judge_agreement(scored, grader_runs),
+                           judge_variance(scored, configs, grader_runs)),
         judge_vs_checks=judge_vs_checks(runs, common),
         activation=_activation_summary(plain, configs) if plain or not runs else None,
         trigger=_trigger_summary(runs, configs, meta.agent),
@@ -12239,17 +12172,15 @@ def _process_comparison(scored: list[tuple[str, str, ProcessCounts]], candidate:
             slot[config].append(float(getattr(counts, name)))
     deltas = _paired_deltas([(slot[candidate], slot[baseline]) for slot in means.values()
                              if slot[candidate] and slot[baseline]])
-    entry = ProcessComparison(
-        candidate, baseline, name, paired_evals=len(deltas),
-        mean_delta=_snap(_average(deltas)) if deltas else None,
-        fewer=sum(_sign(d) < 0 for d in deltas), same=sum(_sign(d) == 0 for d in deltas),
-        more=sum(_sign(d) > 0 for d in deltas))
-    test = sign_flip_test(deltas) if deltas else None
-    if test is not None and len(deltas) >= MIN_PAIRED_EVALS:
-        return dataclasses.replace(entry, p_value=test["p_value"], ci95=tuple(test["ci"]))
-    return dataclasses.replace(entry, p_value=test["p_value"] if test else None,
-                               ci95_absent=f"{len(deltas)} paired evals; an interval needs at "
-                                           f"least {MIN_PAIRED_EVALS}")
+    signs = [_sign(d) for d in deltas]
+    test: dict[str, Any] = sign_flip_test(deltas) if deltas else {"p_value": None}  # no evals
+    bounded = len(deltas) >= MIN_PAIRED_EVALS
+    return ProcessComparison(
+        candidate, baseline, name, len(deltas), _snap(_average(deltas)) if deltas else None,
+        signs.count(-1), signs.count(0), signs.count(1), test["p_value"],
+        tuple(test["ci"]) if bounded else None,
+        None if bounded else f"{len(deltas)} paired evals; an interval needs at least "
+                             f"{MIN_PAIRED_EVALS}")
 
 
 # -- the installed arm: how often the agent found the skill on its own ----------------------
@@ -12269,12 +12200,6 @@ def _wilson_interval(hits: float, n: float) -> tuple[float, float] | None:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def _activation_of(run: RunResult) -> RunActivation:
-    """The activation record of a run picked for having one."""
-    assert run.activation is not None, "the caller keeps only runs with an activation record"
-    return run.activation
-
-
 def _activation_tally(runs: list[RunResult]) -> Share:
     """_Activated runs among those whose stream could tell; "unknown" ones are counted apart,
     never as misses.
@@ -12284,9 +12209,10 @@ def _activation_tally(runs: list[RunResult]) -> Share:
     design effect of clustered runs is at most the runs per eval, so this never claims more
     than the data hold); within one eval its runs are the trials.
     """
-    known = [r for r in runs if _activation_of(r).activated in (True, False)]
-    hits = sum(_activation_of(r).activated is True for r in known)
-    evals = len({str(r.eval_id) for r in known})
+    known = [(str(r.eval_id), r.activation.activated) for r in runs
+             if r.activation and r.activation.activated in (True, False)]
+    hits = sum(activated is True for _, activated in known)
+    evals = len({eval_id for eval_id, _ in known})
     trials = evals if evals > 1 else len(known)
     return Share(hits, len(known), len(runs) - len(known), hits / len(known) if known else None,
                  evals, "evals" if evals > 1 else "runs",
@@ -12295,27 +12221,24 @@ def _activation_tally(runs: list[RunResult]) -> Share:
 
 def _shares(runs: list[RunResult]) -> tuple[Share, Share]:
     """The share of runs that activated where the skill should, and where it should not."""
-    return (_activation_tally([r for r in runs if _activation_of(r).should_activate]),
-            _activation_tally([r for r in runs if not _activation_of(r).should_activate]))
+    return (_activation_tally([r for r in runs if r.activation and r.activation.should_activate]),
+            _activation_tally([r for r in runs
+                               if r.activation and not r.activation.should_activate]))
 
 
 def _activation_summary(runs: list[RunResult],
                         configs: tuple[str, ...]) -> dict[str, ArmActivation] | None:
     """Per installed arm: activation on should-activate cases, false activation on the
     others, per case and overall, and the pass rate of runs that did and did not activate."""
-    arms = [config for config in configs if config_installs_skill(config)]
-    if not arms:
-        return None
     summary = {}
-    for config in arms:
+    for config in filter(config_installs_skill, configs):
         mine = [r for r in runs if r.configuration == config and r.activation]
         summary[config] = ArmActivation(
             *_shares(mine), _pass_rates(mine, True), _pass_rates(mine, False),
             executor_not_run=sum(r.configuration == config and not r.activation for r in runs),
-            per_eval=tuple(UnitShare(these[0].eval_id, _activation_of(these[0]).should_activate,
-                                     _activation_tally(these))
-                           for these in _by_eval(mine).values()))
-    return summary
+            per_eval=tuple(UnitShare(eval_id, expected, _activation_tally(these))
+                           for eval_id, expected, these in _by_eval(mine)))
+    return summary or None
 
 
 def _is_trigger_run(run: RunResult) -> bool:
@@ -12328,46 +12251,40 @@ def _trigger_summary(runs: list[RunResult], configs: tuple[str, ...],
     false activations on the others, with the query as the unit of the interval (runs of one
     query are one trial); a run that failed before deciding is counted apart, never as a
     miss. And the executors stopped once the answer was known, with the time they ran."""
-    mine = [r for r in runs if _is_trigger_run(r)]
-    if not mine:
-        return None
     summary = {}
     for config in configs:
-        these = [r for r in mine if r.configuration == config]
+        these = [r for r in runs if r.configuration == config and _is_trigger_run(r)]
         if not these:
             continue
-        stopped = [r for r in these if _activation_of(r).stopped is not None]
-        tokens = [r.result.tokens for r in stopped if r.result.tokens is not None]
+        stopped = [(r, r.activation.stopped) for r in these
+                   if r.activation and r.activation.stopped is not None]
+        tokens = [r.result.tokens for r, _ in stopped if r.result.tokens is not None]
         summary[config] = TriggerArm(
             agent, len({str(r.eval_id) for r in these}), *_shares(these),
             failed_runs=sum(r.status != STATUS_OK for r in these),
             stopped_at_decision=StoppedAtDecision(
                 len(stopped), len(these),
-                round(sum(_stop_of(r).after_seconds for r in stopped), 3),
+                round(sum(stop.after_seconds for _, stop in stopped), 3),
                 sum(tokens) if tokens else None, len(tokens)),
-            per_query=tuple(QueryShare(group[0].eval_id, _activation_of(group[0]).should_activate,
-                                       _activation_tally(group))
-                            for group in _by_eval(these).values()))
+            per_query=tuple(QueryShare(eval_id, expected, _activation_tally(group))
+                            for eval_id, expected, group in _by_eval(these)))
     return summary or None
 
 
-def _stop_of(run: RunResult) -> Stopped:
-    """How a run picked for having been stopped at its decision was stopped."""
-    stopped = _activation_of(run).stopped
-    assert stopped is not None, "the caller keeps only stopped runs"
-    return stopped
-
-
-def _by_eval(runs: list[RunResult]) -> dict[str, list[RunResult]]:
-    groups: dict[str, list[RunResult]] = {}
+def _by_eval(runs: list[RunResult]) -> list[tuple[Any, bool | None, list[RunResult]]]:
+    """Each eval's id, whether the skill should activate in it, and its runs with an
+    activation record, in the order of their first run."""
+    groups: dict[str, tuple[Any, bool | None, list[RunResult]]] = {}
     for run in runs:
-        groups.setdefault(str(run.eval_id), []).append(run)
-    return groups
+        if run.activation:
+            groups.setdefault(str(run.eval_id), (run.eval_id, run.activation.should_activate,
+                                                 []))[2].append(run)
+    return list(groups.values())
 
 
 def _pass_rates(runs: list[RunResult], activated: bool) -> Stats:
     return _stats(r.result.pass_rate for r in runs
-                  if r.scored and _activation_of(r).activated is activated)
+                  if r.scored and r.activation and r.activation.activated is activated)
 
 
 # -- the judge: its cost, its agreement with itself, and its share of the variation --------
@@ -12375,14 +12292,6 @@ def _pass_rates(runs: list[RunResult], activated: bool) -> Stats:
 # An assertion is `judge_unstable` when its graders split in at least this share of its scored
 # runs: once in three gradings is too often for a verdict to be read as the skill's doing.
 _JUDGE_UNSTABLE_SPLIT_SHARE = 1 / 3
-
-
-def _judge_summary(runs: list[RunResult], configs: tuple[str, ...],
-                   grader_runs: int) -> JudgeSummary:
-    scored = [r for r in runs if r.scored]
-    return JudgeSummary(grader_runs, _judge_cost(runs, configs),
-                        _judge_agreement(scored, grader_runs),
-                        judge_variance(scored, configs, grader_runs))
 
 
 _JUDGE_CHECK_DISAGREEMENT_MAX = 0.10  # more than this share of cells: judge_disagrees_with_check
@@ -12393,28 +12302,24 @@ def judge_vs_checks(runs: list[RunResult], common: list[str] | None) -> JudgeVsC
     runs: overall and per (assertion, check) pair, with Cohen's kappa and every cell where
     the two disagreed. The check is the reference: it looked at the files, the judge at a text."""
     common_texts = set(common or [])
-    pairs: dict[tuple[str, str, str], dict[str, Any]] = {}
-    every: list[tuple[bool, bool]] = []
+    # per (eval, assertion, check): the eval's id (None: a common assertion) and each cell
+    cells: dict[tuple[str, str, str], tuple[Any, list[tuple[RunResult, bool, bool]]]] = {}
     for run in (r for r in runs if r.scored):
         checks = {e.text: e for e in run.expectations if e.is_check}
         for exp in run.expectations:
             check = checks.get(exp.check) if not exp.is_check and exp.check else None
-            if check is None:
-                continue
-            shared = exp.text in common_texts
-            key = ("" if shared else str(run.eval_id), exp.text, check.text)
-            entry = pairs.setdefault(key, {
-                "eval_id": None if shared else run.eval_id, "assertion": exp.text,
-                "check": check.text, "votes": [], "disagreements": []})
-            vote = (exp.passed, check.passed)
-            entry["votes"].append(vote)
-            every.append(vote)
-            if vote[0] != vote[1]:
-                entry["disagreements"].append(Disagreement(
-                    run.eval_id, run.configuration, run.run_number, vote[0], vote[1]))
-    per_pair = tuple(PairAgreement(entry["eval_id"], entry["assertion"], entry["check"],
-                                   tuple(entry["disagreements"]), _agreement_of(entry["votes"]))
-                     for entry in pairs.values())
+            if check is not None:
+                shared = exp.text in common_texts
+                key = ("" if shared else str(run.eval_id), exp.text, check.text)
+                cells.setdefault(key, (None if shared else run.eval_id, []))[1].append(
+                    (run, exp.passed, check.passed))
+    per_pair = tuple(
+        PairAgreement(eval_id, assertion, check,
+                      tuple(Disagreement(r.eval_id, r.configuration, r.run_number, judge, fact)
+                            for r, judge, fact in votes if judge != fact),
+                      _agreement_of([(judge, fact) for _, judge, fact in votes]))
+        for (_, assertion, check), (eval_id, votes) in cells.items())
+    every = [(judge, fact) for _, votes in cells.values() for _, judge, fact in votes]
     return JudgeVsChecks(len(per_pair), _agreement_of(every), per_pair,
                          _JUDGE_CHECK_DISAGREEMENT_MAX)
 
@@ -12451,10 +12356,9 @@ def _judge_cost(runs: list[RunResult], configs: tuple[str, ...]) -> JudgeCost:
         per_config[config] = JudgeConfigCost(len(mine), sum(g.calls for g in mine), **stats)
     graders = [grader for _, grader in judged]
     totals = {}
-    for name in _GRADER_METRICS:
-        values = [g.total(name) for g in graders]
-        known = [value for value in values if value is not None]
-        totals[name] = math.fsum(known) if values and len(known) == len(values) else None
+    for name in _GRADER_METRICS:  # a total only when every grader reported its part
+        known = [value for g in graders if (value := g.total(name)) is not None]
+        totals[name] = math.fsum(known) if graders and len(known) == len(graders) else None
     return JudgeCost(per_config, JudgeCostTotal(sum(g.calls for g in graders), **totals),
                      {name: _grader_absent_reason(graders, name) for name in _GRADER_METRICS})
 
@@ -12573,12 +12477,11 @@ def _share(judge: float, executor: float) -> float | None:
 
 def all_runs(benchmark: Benchmark) -> list[RunResult]:
     """Scored and unscored runs in plan order (eval, config, run number)."""
-    runs = [*benchmark.runs, *benchmark.unscored_runs]
     evals = {str(row.eval_id): i for i, row in enumerate(benchmark.per_eval)}
-    configs = {c: i for i, c in enumerate(benchmark.configs or [])}
-    return sorted(runs, key=lambda r: (evals.get(str(r.eval_id), len(evals)),
-                                       configs.get(r.configuration, len(configs)),
-                                       r.run_number))
+    configs = {c: i for i, c in enumerate(benchmark.configs)}
+    return sorted(benchmark.listed_runs, key=lambda r: (evals.get(str(r.eval_id), len(evals)),
+                                                        configs.get(r.configuration, len(configs)),
+                                                        r.run_number))
 
 
 def _summary_delta(cand: ConfigSummary, base: ConfigSummary) -> SummaryDelta:
@@ -12605,47 +12508,42 @@ def _review_status(flags: Iterable[SanityFlag]) -> str:
             else "OK")
 
 
-def _run_flags(records: list[RunRecord]) -> list[SanityFlag]:
-    flags = []
+def _run_flags(records: list[RunRecord]) -> Iterator[SanityFlag]:
     for r in records:
         where = {"eval_id": r.eval_id, "configuration": r.configuration,
                  "run_number": r.run_number}
         if r.status == "cancelled":  # stopped on purpose (Ctrl-C, deadline, cap): not a fault
-            detail = r.failure_detail
-            flags.append(_flag("warning", "cancelled",
-                               f"not run to the end ({detail})"[:300] + "; excluded, not "
-                               "scored; run --resume runs it again", **where))
+            yield _flag("warning", "cancelled", f"not run to the end ({r.failure_detail})"[:300]
+                        + "; excluded, not scored; run --resume runs it again", **where)
         elif r.status != STATUS_OK:
-            detail = r.failure_detail
-            flags.append(_flag("error", "infrastructure_failure",
-                               f"{r.status}: {detail}"[:300] + " (excluded, not scored)",
-                               **where))
-        flags += _implausible_metric_flags(r, where)
+            yield _flag("error", "infrastructure_failure",
+                        f"{r.status}: {r.failure_detail}"[:300] + " (excluded, not scored)",
+                        **where)
+        for role, metrics in (("executor", r.metrics), ("grader", r.grader_metrics)):
+            for name, metric in (metrics or {}).items():
+                if metric.implausible:
+                    yield _flag("warning", "implausible_metric",
+                                f"{role} {name}: {metric.absent_reason}"[:300], **where)
         if r.permission_denials:
-            flags.append(_flag("warning", "permission_denials",
-                               f"the executor was refused {len(r.permission_denials)} tool "
-                               "call(s)", **where))
+            yield _flag("warning", "permission_denials", f"the executor was refused "
+                        f"{len(r.permission_denials)} tool call(s)", **where)
         read = None if r.skill_read is None else r.skill_read.state
         if config_has_skill(r.configuration) and read == "not_read":
-            flags.append(_flag("warning", "skill_not_read",
-                               "the executor's trace shows no read of the skill's SKILL.md",
-                               **where))
+            yield _flag("warning", "skill_not_read",
+                        "the executor's trace shows no read of the skill's SKILL.md", **where)
         elif config_has_skill(r.configuration) and read == "unknown":
-            flags.append(_flag("info", "skill_read_unknown",
-                               "no tool-call trace was captured; whether the skill was read is "
-                               "unknown", **where))
+            yield _flag("info", "skill_read_unknown", "no tool-call trace was captured; "
+                        "whether the skill was read is unknown", **where)
         for rel, seen in sorted((r.checks.protected if r.checks else {}).items()):
             changed = seen.changed_by_executor
             if changed:
-                flags.append(_flag("warning", "protected_path_changed",
-                                   f"the executor changed {', '.join(changed[:10])} under the "
-                                   f"protected path {rel}; restored as delivered before the "
-                                   "checks ran", **where))
+                yield _flag("warning", "protected_path_changed",
+                            f"the executor changed {', '.join(changed[:10])} under the "
+                            f"protected path {rel}; restored as delivered before the checks "
+                            "ran", **where)
         if r.configuration == "without_skill" and read == "read":
-            flags.append(_flag("error", "baseline_contamination",
-                               "the without_skill executor read the target skill's SKILL.md",
-                               **where))
-    return flags
+            yield _flag("error", "baseline_contamination",
+                        "the without_skill executor read the target skill's SKILL.md", **where)
 
 
 def _kept_back_flags(records: list[RunRecord]) -> list[SanityFlag]:
@@ -12663,47 +12561,33 @@ def _kept_back_flags(records: list[RunRecord]) -> list[SanityFlag]:
                   "it") for path, reason in sorted(found.items())]
 
 
-def _implausible_metric_flags(record: RunRecord, where: dict[str, Any]) -> list[SanityFlag]:
-    flags = []
-    for role, metrics in (("executor", record.metrics), ("grader", record.grader_metrics)):
-        for name, metric in (metrics or {}).items():
-            if metric.implausible:
-                flags.append(_flag("warning", "implausible_metric",
-                                   f"{role} {name}: {metric.absent_reason}"[:300],
-                                   **where))
-    return flags
-
-
-def _eval_flags(benchmark: Benchmark) -> list[SanityFlag]:
-    flags = []
+def _eval_flags(benchmark: Benchmark) -> Iterator[SanityFlag]:
     comparison = benchmark.comparison
-    triggers = {r.eval_id for r in (*benchmark.runs, *benchmark.unscored_runs)
-                if _is_trigger_run(r)}  # never graded: their answer is the trigger block
+    # never graded: their answer is the trigger block
+    triggers = {r.eval_id for r in benchmark.listed_runs if _is_trigger_run(r)}
     for row in benchmark.per_eval:
         eid = row.eval_id
         for config, slot in row.configs.items():
             if slot.pass_rates and all(rate == 0 for rate in slot.pass_rates):
-                flags.append(_flag("warning", "scored_zero",
-                                   "every scored run passed no assertion", eval_id=eid,
-                                   configuration=config))
+                yield _flag("warning", "scored_zero", "every scored run passed no assertion",
+                            eval_id=eid, configuration=config)
         if row.configs and eid not in triggers and all(
                 slot.statuses and not slot.pass_rates for slot in row.configs.values()):
-            flags.append(_flag("error", "eval_unscored",
-                               "no run of this eval was scored in any config", eval_id=eid))
+            yield _flag("error", "eval_unscored", "no run of this eval was scored in any config",
+                        eval_id=eid)
         # without deltas per baseline: one baseline, or none (one config, and no delta)
         deltas = row.deltas or {comparison.baseline or "": row.delta}
         for baseline, delta in deltas.items():
             if delta is not None and _sign(delta) < 0:
-                flags.append(_flag("warning", "candidate_below_baseline",
-                                   f"{comparison.candidate} scored {delta:+.2f} against "
-                                   f"{baseline}", eval_id=eid))
-    return flags
+                yield _flag("warning", "candidate_below_baseline",
+                            f"{comparison.candidate} scored {delta:+.2f} against {baseline}",
+                            eval_id=eid)
 
 
-def _assertion_flags(benchmark: Benchmark) -> list[SanityFlag]:
+def _assertion_flags(benchmark: Benchmark) -> Iterator[SanityFlag]:
     configs = benchmark.configs
     if len(configs) < 2:
-        return []
+        return
     outcomes: dict[tuple[str, int], dict[str, set]] = {}
     texts: dict[tuple[str, int], str] = {}
     for run in benchmark.runs:
@@ -12712,125 +12596,112 @@ def _assertion_flags(benchmark: Benchmark) -> list[SanityFlag]:
             outcomes.setdefault(key, {c: set() for c in configs})[run.configuration].add(
                 exp.passed)
             texts[key] = exp.text
-    flags = []
     for (eid, number), by_config in outcomes.items():
         seen = set().union(*by_config.values())
         if all(by_config.values()) and len(seen) == 1:
             word = "passes" if seen == {True} else "fails"
-            flags.append(_flag("info", "non_discriminating_assertion",
-                               f"assertion {number} {word} in every scored run of both configs: "
-                               f"{texts[(eid, number)][:80]}", eval_id=eid, assertion_id=number))
-    return flags
+            yield _flag("info", "non_discriminating_assertion",
+                        f"assertion {number} {word} in every scored run of both configs: "
+                        f"{texts[(eid, number)][:80]}", eval_id=eid, assertion_id=number)
 
 
-def _judge_flags(benchmark: Benchmark) -> list[SanityFlag]:
-    flags = []
+def _judge_flags(benchmark: Benchmark) -> Iterator[SanityFlag]:
     for run in benchmark.runs:
         for exp in run.expectations if run.scored else []:
             vote = exp.majority
             if vote is not None and vote.tie:
-                flags.append(_flag("warning", "judge_tie",
-                                   f"assertion {exp.id}: the graders tied "
-                                   f"{vote.votes_passed}-{vote.votes - vote.votes_passed}; "
-                                   "counted as failed", eval_id=run.eval_id,
-                                   configuration=run.configuration,
-                                   run_number=run.run_number, assertion_id=exp.id))
+                yield _flag("warning", "judge_tie", f"assertion {exp.id}: the graders tied "
+                            f"{vote.votes_passed}-{vote.votes - vote.votes_passed}; counted as "
+                            "failed", eval_id=run.eval_id, configuration=run.configuration,
+                            run_number=run.run_number, assertion_id=exp.id)
     versus = benchmark.judge_vs_checks
     limit = versus.max_disagreement if versus else 0.0  # without it there is no pair either
     for entry in versus.per_pair if versus else ():
         wrong, count = len(entry.disagreements), entry.votes.count
         if count and wrong / count > limit:
             kappa = entry.votes.kappa.value
-            flags.append(_flag("warning", "judge_disagrees_with_check",
-                               f"the judge disagreed with check {entry.check[:60]!r} in "
-                               f"{wrong} of {count} cells (kappa "
-                               f"{'n/a' if kappa is None else format(kappa, '+.2f')}): "
-                               f"{entry.assertion[:80]}", eval_id=entry.eval_id))
+            yield _flag("warning", "judge_disagrees_with_check",
+                        f"the judge disagreed with check {entry.check[:60]!r} in {wrong} of "
+                        f"{count} cells (kappa "
+                        f"{'n/a' if kappa is None else format(kappa, '+.2f')}): "
+                        f"{entry.assertion[:80]}", eval_id=entry.eval_id)
     for split in benchmark.judge.agreement.per_assertion if benchmark.judge else ():
         if split.judge_unstable:
-            flags.append(_flag("warning", "judge_unstable",
-                               f"assertion {split.assertion_id}: the graders split in "
-                               f"{split.votes.split_items} of {split.votes.items} scored runs: "
-                               f"{split.text[:80]}", eval_id=split.eval_id,
-                               assertion_id=split.assertion_id))
-    return flags
+            yield _flag("warning", "judge_unstable",
+                        f"assertion {split.assertion_id}: the graders split in "
+                        f"{split.votes.split_items} of {split.votes.items} scored runs: "
+                        f"{split.text[:80]}", eval_id=split.eval_id,
+                        assertion_id=split.assertion_id)
 
 
-def _iteration_flags(benchmark: Benchmark, meta: Metadata) -> list[SanityFlag]:
-    flags = []
+def _iteration_flags(benchmark: Benchmark, meta: Metadata) -> Iterator[SanityFlag]:
     if meta.incomplete:
-        flags.append(_flag("error", "incomplete",
-                           f"the run stopped early: {meta.cells_finished or 0} of "
-                           f"{meta.cells_planned or 0} cells finished"))
+        yield _flag("error", "incomplete",
+                    f"the run stopped early: {meta.cells_finished or 0} of "
+                    f"{meta.cells_planned or 0} cells finished")
     if meta.selection_partial:
-        flags.append(_flag("warning", "partial_selection",
-                           f"only {len(meta.evals_run or ())} of "
-                           f"{meta.suite_case_count} cases were selected; this is not a "
-                           "closing result"))
+        yield _flag("warning", "partial_selection",
+                    f"only {len(meta.evals_run or ())} of {meta.suite_case_count} cases were "
+                    "selected; this is not a closing result")
     status = meta.fixture_status or FixtureStatus()
     for moment, state in (("before", status.before), ("after", status.after)):
         if state is not None and state.dirty:
-            flags.append(_flag("warning", "dirty_fixtures",
-                               f"declared fixtures differ from git {moment} the run: "
-                               f"{', '.join(state.dirty[:10])}"))
-    flags += _checkout_flags(meta.checkout_check)
+            yield _flag("warning", "dirty_fixtures",
+                        f"declared fixtures differ from git {moment} the run: "
+                        f"{', '.join(state.dirty[:10])}")
+    yield from _checkout_flags(meta.checkout_check)
     baseline_ran = "without_skill" in meta.configs
     confined = meta.isolation is not None and meta.isolation.confined
     for place in meta.skill_installed_elsewhere or ():
         if confined:  # each agent had a fresh home: the installed copy was out of its sight
-            flags.append(_flag("info", "installed_skill_hidden",
-                               f"the target skill is installed at {place}; confined agents "
-                               "could not see it"))
+            yield _flag("info", "installed_skill_hidden",
+                        f"the target skill is installed at {place}; confined agents "
+                        "could not see it")
         elif baseline_ran:
-            flags.append(_flag("error", "baseline_contamination",
-                               f"the target skill is installed where the agent finds skills on "
-                               f"its own ({place}); without_skill runs may have used it"))
+            yield _flag("error", "baseline_contamination",
+                        f"the target skill is installed where the agent finds skills on "
+                        f"its own ({place}); without_skill runs may have used it")
         else:
-            flags.append(_flag("warning", "installed_skill_copy",
-                               f"the target skill is also installed at {place}; with_skill runs "
-                               "may have loaded that copy instead of the sandbox one"))
-    if not benchmark.scored_run_count and any(not _is_trigger_run(r) for r in (
-            *benchmark.runs, *benchmark.unscored_runs)):
-        flags.append(_flag("error", "nothing_scored", "no run was scored"))
+            yield _flag("warning", "installed_skill_copy",
+                        f"the target skill is also installed at {place}; with_skill runs "
+                        "may have loaded that copy instead of the sandbox one")
+    if not benchmark.scored_run_count and any(
+            not _is_trigger_run(r) for r in benchmark.listed_runs):
+        yield _flag("error", "nothing_scored", "no run was scored")
     budget = meta.budget
     if budget is not None and budget.cancelled_by_cap:
-        flags.append(_flag("error", "spending_cap",
-                           f"a spending cap was reached ({budget.spent_cost_usd:.4f} USD, "
-                           f"{budget.spent_tokens:,} tokens captured, counting "
-                           f"{budget.counts}); {budget.cancelled_by_cap} cells were "
-                           "cancelled before they started"))
+        yield _flag("error", "spending_cap",
+                    f"a spending cap was reached ({budget.spent_cost_usd:.4f} USD, "
+                    f"{budget.spent_tokens:,} tokens captured, counting {budget.counts}); "
+                    f"{budget.cancelled_by_cap} cells were cancelled before they started")
     for missing in meta.missing_shards or ():
-        flags.append(_flag("error", "missing_shard",
-                           f"shard {missing.shard} was not merged; its evals have no runs: "
-                           f"{', '.join(missing.evals)}"))
+        yield _flag("error", "missing_shard",
+                    f"shard {missing.shard} was not merged; its evals have no runs: "
+                    f"{', '.join(missing.evals)}")
     if len(meta.configs) < 2:
-        flags.append(_flag("info", "single_config", "one config only: there is no comparison"))
+        yield _flag("info", "single_config", "one config only: there is no comparison")
     shard = meta.shard
     if shard:
-        flags.append(_flag("info", "shard",
-                           f"shard {shard.label}: {shard.cells} of "
-                           f"{meta.plan.cells if meta.plan else None} cells of the plan; merge "
-                           "the shards (report --merge) for the closing result"))
+        yield _flag("info", "shard",
+                    f"shard {shard.label}: {shard.cells} of "
+                    f"{meta.plan.cells if meta.plan else None} cells of the plan; merge "
+                    "the shards (report --merge) for the closing result")
     confinement = meta.isolation.confinement if meta.isolation else None
     if confinement is not None and confinement.mode == "none":
-        flags.append(_flag("info", "unconfined",
-                           f"agents ran without OS confinement ({confinement.reason}): an "
-                           "executor could reach the checkout and other cells; the checkout "
-                           "and result checks still apply"))
-    return flags
+        yield _flag("info", "unconfined",
+                    f"agents ran without OS confinement ({confinement.reason}): an executor "
+                    "could reach the checkout and other cells; the checkout and result "
+                    "checks still apply")
 
 
-def _activation_flags(benchmark: Benchmark) -> list[SanityFlag]:
-    flags = []
+def _activation_flags(benchmark: Benchmark) -> Iterator[SanityFlag]:
     for config, arm in (benchmark.activation or {}).items():
         tally = arm.activation
         if tally.runs and not tally.activated:
-            flags.append(_flag(
-                "warning", "never_activated",
-                f"{config}: the agent never loaded the installed skill in {tally.runs} "
-                "run(s) of cases it is for; its description may not say when to use it",
-                config=config))
-    return flags
+            yield _flag("warning", "never_activated",
+                        f"{config}: the agent never loaded the installed skill in {tally.runs} "
+                        "run(s) of cases it is for; its description may not say when to use it",
+                        config=config)
 
 
 def named_changes(changes: Sequence[FileChange], total: int) -> str:
@@ -12839,18 +12710,16 @@ def named_changes(changes: Sequence[FileChange], total: int) -> str:
     return names + (f" and {more} more" if more > 0 else "")
 
 
-def _checkout_flags(check: CheckoutState | None) -> list[SanityFlag]:
+def _checkout_flags(check: CheckoutState | None) -> Iterator[SanityFlag]:
     if not check:  # an iteration written before the checkout was compared
-        return []
+        return
     if not check.checked:
-        return [_flag("warning", "checkout_unchecked",
-                      f"the source checkout was not compared before and after the run: "
-                      f"{check.reason}")]
-    if not check.changed_count:
-        return []
-    return [_flag("error", "checkout_modified",
-                  f"the source checkout changed while agents ran ({check.changed_count} "
-                  f"file(s)): {named_changes(check.changed or (), check.changed_count)}")]
+        yield _flag("warning", "checkout_unchecked", "the source checkout was not compared "
+                    f"before and after the run: {check.reason}")
+    elif check.changed_count:
+        yield _flag("error", "checkout_modified",
+                    f"the source checkout changed while agents ran ({check.changed_count} "
+                    f"file(s)): {named_changes(check.changed or (), check.changed_count)}")
 
 
 _RESULTS_FLAG_KINDS = ("results_modified", "results_unverifiable")
