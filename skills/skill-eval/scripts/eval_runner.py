@@ -16487,6 +16487,13 @@ def load_benchmark_model(iteration: str | Path) -> Benchmark:
     return Benchmark.from_json(written, path)
 
 
+def _iterations_newest_first(folder: Path) -> list[Path]:
+    """A folder's iteration-N entries, the highest N first."""
+    numbered = [(int(m.group(1)), p) for p in folder.iterdir()
+                if (m := re.fullmatch(r"iteration-(\d+)", p.name))]
+    return [p for _, p in sorted(numbered, reverse=True)]
+
+
 def _newest_iteration_in(value: str, flag: str = "ITERATION_DIR") -> str:
     """A folder of iterations (evals/<skill>/workspace/<agent>) stands for its newest
     iteration-N that holds a benchmark.json, and the report says which; anything else is
@@ -16494,18 +16501,16 @@ def _newest_iteration_in(value: str, flag: str = "ITERATION_DIR") -> str:
     folder = Path(value)
     if not folder.is_dir() or os.path.lexists(folder / BENCHMARK_FILE):
         return value
-    numbered = sorted(((int(m.group(1)), p) for p in folder.iterdir()
-                       if (m := re.fullmatch(r"iteration-(\d+)", p.name)) and p.is_dir()),
-                      reverse=True)
+    numbered = [p for p in _iterations_newest_first(folder) if p.is_dir()]
     if not numbered:
         return value
-    finished = [p for _, p in numbered if (p / BENCHMARK_FILE).is_file()]
+    finished = [p for p in numbered if (p / BENCHMARK_FILE).is_file()]
     if not finished:
         raise InputError(f"{flag} {folder} holds {len(numbered)} iteration folder(s) and none "
                          "has a benchmark.json (none finished)",
                          "finish one with `run --resume ITERATION_DIR`, or pass another folder")
     newest = finished[0]
-    others = ", ".join(p.name for _, p in numbered if p != newest)
+    others = ", ".join(p.name for p in numbered if p != newest)
     print(f"{PROG}: {flag} {folder} holds {len(numbered)} iteration(s); reporting the newest "
           f"finished one, {newest.name}" + (f" (the others: {others[:200]})" if others else ""),
           file=sys.stderr)
@@ -16828,19 +16833,22 @@ def _copy_shard_file(source: str, target: str) -> None:
 # -- forecast -----------------------------------------------------------------
 
 
-def latest_iteration_of(workspace: Path, skill_name: str | None, agent: str) -> Path | None:
-    """The newest iteration-N in workspace with a benchmark of this skill and agent."""
-    if not workspace.is_dir():
+def latest_iteration_of(workspace: Path | None, skill_name: str | None, agent: str,
+                        suite_sha256: str | None = None) -> tuple[Path, Benchmark] | None:
+    """The newest iteration-N in workspace with a benchmark by `agent` of this skill, or,
+    given `suite_sha256`, of this very suite."""
+    if workspace is None or not workspace.is_dir():
         return None
-    numbered = sorted(((int(m.group(1)), p) for p in workspace.iterdir()
-                       if (m := re.fullmatch(r"iteration-(\d+)", p.name))), reverse=True)
-    for _, folder in numbered:
+    for folder in _iterations_newest_first(workspace):
         try:
-            meta = load_benchmark_model(folder).metadata
+            benchmark = load_benchmark_model(folder)
         except InputError:
             continue
-        if meta.skill_name == skill_name and meta.agent == agent:
-            return folder
+        meta = benchmark.metadata
+        suite = meta.identity.suite_sha256 if meta.identity else None
+        if meta.agent == agent and (suite == suite_sha256 if suite_sha256
+                                    else meta.skill_name == skill_name):
+            return folder, benchmark
     return None
 
 
@@ -16854,7 +16862,7 @@ def other_agent_iterations(iteration: Path, benchmark: Benchmark) -> list[Path]:
     for folder in sorted(p for p in workspace.iterdir() if p.is_dir() and p != agent_dir):
         latest = latest_iteration_of(folder, skill, folder.name)
         if latest is not None:
-            found.append(latest)
+            found.append(latest[0])
     if not found:
         raise InputError(f"--across: no iteration of skill {skill} by another agent in "
                          f"{workspace}",
@@ -16910,10 +16918,10 @@ def _forecast_totals(observed: dict[str, list[dict]], planned: dict[str, int],
 def forecast_run(workspace: Path, suite: Suite, options: RunOptions,
                  cells: list[Cell]) -> dict[str, Any] | None:
     """A forecast of this plan's use from the latest earlier iteration, or None."""
-    source = latest_iteration_of(workspace, suite.skill_name, options.agent)
-    if source is None:
+    latest = latest_iteration_of(workspace, suite.skill_name, options.agent)
+    if latest is None:
         return None
-    benchmark = load_benchmark_model(source)
+    source, benchmark = latest
     observed: dict[str, list[dict]] = {}
     graded = False
     for run in benchmark.runs:
@@ -17589,7 +17597,7 @@ def _print_checks_plan(suite: Suite, cells: list[Cell], checks_only: list[Cell])
 
 def _dry_run_forecast(suite: Suite, options: RunOptions, planned_evals: int) -> list[str]:
     """The power forecast from the latest earlier iteration of this suite and agent, if any."""
-    earlier = _latest_matching_iteration(options.workspace, suite.sha256, options.agent)
+    earlier = latest_iteration_of(options.workspace, None, options.agent, suite.sha256)
     if earlier is None:
         return ["power forecast: no earlier iteration of this very suite with this agent in the "
                 "workspace"]
@@ -17614,25 +17622,6 @@ def _dry_run_forecast(suite: Suite, options: RunOptions, planned_evals: int) -> 
                          + (f"about {fmt_delta(at_plan.mde).lstrip('+')}"
                             if at_plan.mde is not None else f"none: {at_plan.reason}"))
     return lines
-
-
-def _latest_matching_iteration(workspace: Path | None, suite_sha256: str,
-                               agent: str) -> tuple[Path, Benchmark] | None:
-    """The newest iteration-N in the workspace whose benchmark is of this suite and agent."""
-    if workspace is None or not workspace.is_dir():
-        return None
-    numbered = sorted(((int(m.group(1)), p) for p in workspace.iterdir()
-                       if (m := re.fullmatch(r"iteration-(\d+)", p.name))), reverse=True)
-    for _, folder in numbered:
-        try:
-            benchmark = load_benchmark_model(folder)
-        except InputError:
-            continue
-        meta = benchmark.metadata
-        if meta.identity is not None and meta.identity.suite_sha256 == suite_sha256 and \
-                meta.agent == agent:
-            return folder, benchmark
-    return None
 
 
 def _print_regrade_dry_run(suite: Suite, options: RunOptions, provider: Provider,
@@ -17674,9 +17663,8 @@ def _forecast_line(label: str, total: dict[str, Any] | None, fmt: str, unit: str
 
 def _print_forecast(forecast: dict[str, Any] | None, options: RunOptions, suite: Suite) -> None:
     if forecast is None:
-        latest = latest_iteration_of(options.workspace, suite.skill_name, options.agent) \
-            if options.workspace is not None else None
-        print(f"forecast of use: nothing to forecast from ({latest.name} of "
+        latest = latest_iteration_of(options.workspace, suite.skill_name, options.agent)
+        print(f"forecast of use: nothing to forecast from ({latest[0].name} of "
               f"{suite.skill_name} with {options.agent} finished no cell to measure)"
               if latest is not None else
               f"forecast of use: nothing to forecast from (no earlier iteration of "
