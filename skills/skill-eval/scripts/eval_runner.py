@@ -15234,9 +15234,9 @@ def _recomputed_metadata(stored: Metadata, manifest: Manifest | None,
 
 
 def _manifest_metadata(manifest: Manifest | None, meta: Metadata) -> dict[str, Any]:
-    """The metadata _benchmark_metadata (or _merged_metadata) took from the manifest, taken
-    from it again: what was planned, how agents were confined, what the checkout and the
-    fixtures did."""
+    """The metadata the manifest gives, for `run` (_benchmark_metadata) and `report` alike:
+    what was planned, how agents were confined, what the checkout and the fixtures did (a
+    merge's, _merged_metadata's share)."""
     if manifest is None:
         return {}
     plan, entry = manifest.plan, manifest.adaptive
@@ -15394,29 +15394,23 @@ def _case_identity(case: Case) -> CaseIdentity:
 def _benchmark_metadata(suite: Suite, options: RunOptions, manifest: Manifest,
                         cells: list[Cell], records: list[RunRecord],
                         incomplete: bool) -> Metadata:
-    evals_run = tuple(dict.fromkeys(cell.case.id for cell in cells))
-    planned = manifest.plan.evals if manifest.plan else ()
-    return Metadata(
+    """The metadata of what ran; what the manifest records (what was planned, how agents
+    were confined, the checkout and the fixtures) is taken as `report` takes it again."""
+    meta = Metadata(
         skill_name=suite.skill_name, skill_path=str(options.skill_md or suite.skill_dir),
-        agent=options.agent, executor_model=options.executor_model,
+        executor_model=options.executor_model,
         grader_model=options.grader_model, analyzer_model=options.grader_model,
-        cli_version=manifest.cli_version, timestamp=utc_now(),
-        configs=tuple(options.configs), runs_per_configuration=options.runs,
-        grader_runs=options.grader_runs, regrade=manifest.regrade,
-        evals_run=evals_run, suite_case_count=len(suite.cases),
+        timestamp=utc_now(), configs=tuple(options.configs), regrade=manifest.regrade,
+        evals_run=tuple(dict.fromkeys(cell.case.id for cell in cells)),
         selected_eval_ids=None if options.eval_ids is None else tuple(options.eval_ids),
-        selection_partial=len(planned or evals_run) < len(suite.cases),
-        cells_planned=len(cells), cells_finished=sum(r.status != "cancelled" for r in records),
-        incomplete=incomplete, runner_version=RUNNER_VERSION,
-        fixture_status=manifest.fixture_status,
-        checkout_check=manifest.checkout_check.after if manifest.checkout_check else None,
-        skill_installed_elsewhere=manifest.skill_installed_elsewhere,
-        isolation=manifest.isolation, manifest="iteration_manifest.json",
+        cells_finished=sum(r.status != "cancelled" for r in records),
+        incomplete=incomplete, runner_version=RUNNER_VERSION, manifest="iteration_manifest.json",
         identity=_iteration_identity(manifest, options),
         plan=manifest.plan if manifest.shard else None, shard=manifest.shard,
         budget=(_budget_summary(options, records)
                 if options.max_cost_usd is not None or options.max_tokens is not None else None),
-        arms=manifest.arms, common_assertions=tuple(suite.common_assertions))
+        common_assertions=tuple(suite.common_assertions))
+    return dataclasses.replace(meta, **_manifest_metadata(manifest, meta))
 
 
 def _budget_summary(options: RunOptions, records: list[RunRecord]) -> BudgetSummary:
