@@ -15609,16 +15609,19 @@ class _RepeatedFailureStop:
         return True
 
 
+# The options that change what a cell means, by flag and RunOptions member: the manifest
+# holds their hash (_options_fingerprint), and given again on a resume they must agree.
+CELL_OPTIONS = {"--agent": "agent", "--config": "configs", "--runs": "runs",
+                "--executor-model": "executor_model", "--grader-model": "grader_model",
+                "--grader-runs": "grader_runs", "--eval-id": "eval_ids",
+                "--agent-config": "agent_settings", "--shard": "shard", "--adaptive": "adaptive"}
+
+
 def _options_fingerprint(options: RunOptions) -> str:
-    """The options that change what a cell means; a resumed iteration must keep them."""
-    relevant = {"agent": options.agent, "configs": list(options.configs), "runs": options.runs,
-                "executor_model": options.executor_model, "grader_model": options.grader_model,
-                "eval_ids": options.eval_ids, "agent_settings": options.agent_settings,
-                "grader_runs": options.grader_runs}
-    if options.shard is not None:  # only then, so unsharded fingerprints stay as they were
-        relevant["shard"] = list(options.shard)
-    if options.adaptive:  # likewise
-        relevant["adaptive"] = True
+    relevant = {name: getattr(options, name) for name in CELL_OPTIONS.values()}
+    for name in ("shard", "adaptive"):  # only when set, so earlier fingerprints stay as they were
+        if not relevant[name]:
+            del relevant[name]
     return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
 
 
@@ -17122,8 +17125,17 @@ def load_valid_suite(suite: str, repo_root: str | None) -> Suite:
     return loaded.suite
 
 
-def _eval_id_list(text: str | None) -> list[str] | None:
-    return None if text is None else [part.strip() for part in text.split(",") if part.strip()]
+def _cell_option_values(args: argparse.Namespace,
+                        configs: tuple[str, ...] = CONFIGS) -> dict[str, Any]:
+    """The CELL_OPTIONS a command line gives, by RunOptions member, as the run uses them;
+    `configs`: the default of --config."""
+    eval_ids = None if args.eval_id is None else [
+        part.strip() for part in args.eval_id.split(",") if part.strip()]
+    return {"agent": args.agent, "configs": args.config or configs, "runs": args.runs or 1,
+            "executor_model": args.executor_model or args.model,
+            "grader_model": args.grader_model or args.model, "grader_runs": args.grader_runs,
+            "eval_ids": eval_ids, "agent_settings": args.agent_config, "shard": args.shard,
+            "adaptive": bool(args.adaptive)}
 
 
 def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
@@ -17136,16 +17148,15 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
                          "never be measured against the cap",
                          "cap tokens instead with --max-tokens N (it reports tokens), or bound "
                          "the time with --deadline S")
-    eval_ids = None
-    if args.eval_id is not None:
-        eval_ids = _eval_id_list(args.eval_id) or []  # a list: the text is there
+    trigger_set = bool(suite.cases) and all(c.trigger for c in suite.cases)
+    cell = _cell_option_values(args, (INSTALLED_CONFIG,) if trigger_set else CONFIGS)
+    eval_ids, configs = cell["eval_ids"], cell["configs"]
+    if eval_ids is not None:
         known = {case.key for case in suite.cases}
         unknown = [i for i in eval_ids if i not in known]
         if unknown or not eval_ids:
             raise InputError(f"--eval-id names no case: {', '.join(unknown) or '(empty)'}",
                              f"known ids: {', '.join(sorted(known)) or '(none)'}")
-    trigger_set = bool(suite.cases) and all(c.trigger for c in suite.cases)
-    configs = args.config or ((INSTALLED_CONFIG,) if trigger_set else CONFIGS)
     if trigger_set and not any(map(config_installs_skill, configs)):
         raise InputError("a trigger set runs in the installed arm only, and --config names none",
                          "run it with --config installed (or installed@REV)")
@@ -17156,23 +17167,19 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
     if workspace.exists() and not workspace.is_dir():
         raise InputError(f"--workspace {workspace}: it exists and is not a folder",
                          "give a folder, or a path that does not exist yet")
+    _check_adaptive_usage(args, configs)
     return RunOptions(
-        agent=args.agent, configs=configs, runs=args.runs or 1, timeout_s=args.timeout,
-        concurrency=args.concurrency, deadline_s=args.deadline,
-        executor_model=args.executor_model or args.model,
-        grader_model=args.grader_model or args.model, skill_md=skill_md, workspace=workspace,
-        eval_ids=eval_ids, keep_sandboxes=args.keep_sandboxes, agent_settings=args.agent_config,
-        quiet=args.quiet, junit=output_path(args.junit, "--junit"),
-        grader_runs=args.grader_runs, isolation=args.isolation, tmp_size_mib=args.tmp_size,
-        max_processes=args.max_processes,
-        shard=args.shard, max_cost_usd=args.max_cost, max_tokens=args.max_tokens,
-        adaptive=_check_adaptive_usage(args, configs))
+        **cell, timeout_s=args.timeout, concurrency=args.concurrency, deadline_s=args.deadline,
+        skill_md=skill_md, workspace=workspace, keep_sandboxes=args.keep_sandboxes,
+        quiet=args.quiet, junit=output_path(args.junit, "--junit"), isolation=args.isolation,
+        tmp_size_mib=args.tmp_size, max_processes=args.max_processes,
+        max_cost_usd=args.max_cost, max_tokens=args.max_tokens)
 
 
-def _check_adaptive_usage(args: argparse.Namespace, configs: tuple[str, ...]) -> bool:
+def _check_adaptive_usage(args: argparse.Namespace, configs: tuple[str, ...]) -> None:
     """--adaptive, refused where its stopping rule could not be honest."""
-    if not getattr(args, "adaptive", False):
-        return False
+    if not args.adaptive:
+        return
     if len(configs) != 2:
         raise InputError(f"--adaptive needs exactly two configs (a candidate and one "
                          f"baseline), not {len(configs)}: the waves stop on one comparison, "
@@ -17181,7 +17188,6 @@ def _check_adaptive_usage(args: argparse.Namespace, configs: tuple[str, ...]) ->
     if getattr(args, "regrade", None):
         raise InputError("--adaptive cannot re-grade: a re-grade grades the runs an earlier "
                          "iteration recorded, it runs no waves", "drop --adaptive")
-    return True
 
 
 def check_regrade_source_unchanged(source: RegradeSource, cells: list[Cell], resume: str | None,
@@ -17313,22 +17319,6 @@ _NOT_RESUMED = ("resume", "dry_run", "quiet", "junit", "workspace", "regrade", "
                 "repo_root", "next_wave")
 
 
-# The options that decide what a cell means (_options_fingerprint); each one's value as the
-# run uses it. Given again on a resume, they must agree with the iteration's.
-_RESUME_MUST_AGREE: dict[str, Callable[[argparse.Namespace], Any]] = {
-    "--agent": lambda a: a.agent,
-    "--config": lambda a: list(a.config or CONFIGS),
-    "--runs": lambda a: a.runs or 1,
-    "--executor-model": lambda a: a.executor_model or a.model,
-    "--grader-model": lambda a: a.grader_model or a.model,
-    "--grader-runs": lambda a: a.grader_runs,
-    "--eval-id": lambda a: _eval_id_list(a.eval_id),
-    "--agent-config": lambda a: list(a.agent_config),
-    "--shard": lambda a: list(a.shard) if a.shard else None,
-    "--adaptive": lambda a: bool(a.adaptive),
-}
-
-
 def _given_options(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
     """The dests of the options argv names, abbreviations resolved as argparse does."""
     actions = parser._option_string_actions
@@ -17387,8 +17377,9 @@ def resumed_args(args: argparse.Namespace, argv: list[str],
         if "model" in given and role not in given:  # a new --model is for both roles
             setattr(merged, role, None)
     differ = []
-    for flag, value in _RESUME_MUST_AGREE.items():
-        then, now = value(recorded), value(merged)
+    before, after = _cell_option_values(recorded), _cell_option_values(merged)
+    for flag, name in CELL_OPTIONS.items():
+        then, now = before[name], after[name]
         if then != now:
             named = "--model" if "model" in given and flag.endswith("-model") and \
                 flag.lstrip("-").replace("-", "_") not in given else flag
