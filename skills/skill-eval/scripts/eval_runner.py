@@ -15041,14 +15041,6 @@ def _run_file_changes(folder: Path, benchmark: Benchmark) -> tuple[list[FileChan
     return changes, files, unverifiable
 
 
-def _verify_run_files(benchmark: Benchmark, iteration_dir: Path,
-                      checked_by: str) -> ResultsCheck:
-    """Hash every run file benchmark.json lists and compare it with the hash taken at write time."""
-    started = time.monotonic()
-    changes, files, unverifiable = _run_file_changes(Path(iteration_dir), benchmark)
-    return results_check(checked_by, files, changes, unverifiable, started)
-
-
 def results_check(checked_by: str, files: int, changes: list[FileChange], unverifiable: int,
                   started: float) -> ResultsCheck:
     """A check's record: the first CHANGES_SHOWN changes named, all counted."""
@@ -15115,8 +15107,9 @@ _RUN_FOLDER = re.compile(r"run-[1-9][0-9]*")
 
 def verify_iteration(benchmark: Benchmark, iteration_dir: Path,
                      checked_by: str) -> ResultsCheck:
-    """_verify_run_files, then benchmark.json itself: every cell the iteration holds is listed
-    in it, and the benchmark its cells' files give is the one it stores."""
+    """Every run file benchmark.json lists against its hash taken when its cell finished, then
+    benchmark.json itself: every cell the iteration holds is listed in it, and the benchmark
+    its cells' files give is the one it stores."""
     started = time.monotonic()
     folder = Path(iteration_dir)
     changes, files, unverifiable = _run_file_changes(folder, benchmark)
@@ -15808,19 +15801,6 @@ def _prepare_manifest(plan: IterationPlan, cells: list[Cell],
         **{key: extra[key] for key in _ATTEMPT_ENTRIES if key in extra})
 
 
-def _launch_entries(plan: IterationPlan, subreaper: bool) -> dict[str, Any]:
-    """The manifest members of how this attempt launches agents."""
-    return {"cli_version": plan.cli_version, "sandbox_base": str(plan.sandbox_base),
-            "isolation": IterationIsolation(plan.confinement, plan.confinement.describe(),
-                                            subreaper)}
-
-
-def _write_start(plan: IterationPlan, cells: list[Cell], manifest: Manifest) -> None:
-    """From here the iteration exists: it can be reported and resumed."""
-    write_json(plan.iteration_dir / "iteration_manifest.json", manifest.to_json())
-    _write_eval_metadata(plan.suite, cells, plan.iteration_dir)
-
-
 @contextlib.contextmanager
 def _iteration_lock(folder: Path) -> Iterator[None]:
     """Held while a run writes an iteration, so a second `run --resume` of it is refused at
@@ -15871,14 +15851,17 @@ def run_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
         # interrupt or a failed write before then leaves no iteration and no template.
         if groups.cancelled.is_set():
             raise KeyboardInterrupt  # a stop asked before the manifest unwinds as Ctrl-C does
-        launch = _launch_entries(plan, subreaper)
         manifest = _prepare_manifest(plan, cells, {
-            "cli_version": launch["cli_version"], "sandbox_base": launch["sandbox_base"],
-            **ground.begin(plan, groups, cells, fixtures, launch["isolation"]),
+            "cli_version": plan.cli_version, "sandbox_base": str(plan.sandbox_base),
+            "isolation": IterationIsolation(plan.confinement, plan.confinement.describe(),
+                                            subreaper),
+            **ground.begin(plan, groups, cells, fixtures),
             "environment_scrub": plan.environment_scrub})
         if groups.cancelled.is_set():
             raise KeyboardInterrupt
-        _write_start(plan, cells, manifest)
+        # From here the iteration exists: it can be reported and resumed.
+        write_json(plan.iteration_dir / "iteration_manifest.json", manifest.to_json())
+        _write_eval_metadata(plan.suite, cells, plan.iteration_dir)
     except BaseException as exc:
         ground.remove(keep_template=False)
         return _abandon_unstarted_iteration(plan, exc)
@@ -15887,11 +15870,13 @@ def run_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
         cells = [cell for cell in cells if cell.run_number <= plan.wave_limit]
     try:
         records = _run_planned_cells(ctx, cells, plan.resuming)
-        cells, waves = _adaptive_cells(ctx, cells)
     finally:
         end_strays(keep=children_before)  # whatever an agent left running ends now
         ground.remove(keep_template=plan.options.keep_sandboxes)
-    manifest = dataclasses.replace(manifest, **ground.after(manifest, groups), **waves)
+    manifest = dataclasses.replace(manifest, **ground.after(manifest, groups))
+    if ctx.state.adaptive is not None:  # the waves started; the sequential verdict reads it
+        cells = [cell for cell in cells if cell.run_number <= ctx.state.adaptive.waves_run]
+        manifest = dataclasses.replace(manifest, adaptive=ctx.state.adaptive)
     status = dataclasses.replace(manifest.fixture_status or FixtureStatus(),
                                  after=fixture_status(plan.suite.root, fixtures, groups))
     return _finish_iteration(plan, ctx, cells,
@@ -15925,7 +15910,7 @@ class _Sandboxes:
         return cls(snapshot, checkout, failure, withheld)
 
     def begin(self, plan: IterationPlan, groups: ProcessGroups, cells: list[Cell],
-              fixtures: list[str], isolation: IterationIsolation) -> dict[str, Any]:
+              fixtures: list[str]) -> dict[str, Any]:
         """The sandboxes' git template built; the manifest's account of what the sandboxes
         hold and how agents run in them (its members, by name)."""
         suite, options, snapshot = plan.suite, plan.options, self.snapshot
@@ -15943,7 +15928,7 @@ class _Sandboxes:
                                                template.error),
                 "skill_installed_elsewhere": tuple(skill_installed_elsewhere(suite.skill_name,
                                                                              plan.provider)),
-                "withheld_from_skill_package": self.withheld, "isolation": isolation,
+                "withheld_from_skill_package": self.withheld,
                 "withheld_from_every_sandbox": snapshot.kept_back,
                 "fixture_status": FixtureStatus(fixture_status(suite.root, fixtures, groups)),
                 "arms": _arm_records(suite, options.configs, snapshot.revisions),
@@ -15976,13 +15961,12 @@ class _RecordedRuns:
     snapshot: None = None
 
     def begin(self, plan: IterationPlan, groups: ProcessGroups, cells: list[Cell],
-              fixtures: list[str], isolation: IterationIsolation) -> dict[str, Any]:
+              fixtures: list[str]) -> dict[str, Any]:
         """Where the answers came from; what is about the executor's run, from the source."""
         source = self.source.manifest
         before = source.fixture_status.before if source.fixture_status else None
         return {"regrade": self.source.record(),
                 "skill_installed_elsewhere": source.skill_installed_elsewhere or (),
-                "isolation": isolation,
                 "fixture_status": FixtureStatus(
                     before or fixture_status(plan.suite.root, fixtures, groups))}
 
@@ -16010,7 +15994,11 @@ def _iteration_context(plan: IterationPlan, groups: ProcessGroups,
                                         plan.options.workspace, plan.sandbox_base, Path.home())
                   if folder is not None] + ([plan.source.folder] if plan.source else [])
     return RunContext(plan.suite, plan.options, plan.provider, plan.iteration_dir,
-                      ground.snapshot, plan.sandbox_base, groups, judge=_judge_identity(plan),
+                      ground.snapshot, plan.sandbox_base, groups,
+                      judge=JudgeIdentity(plan.provider.name,  # written into every grading.json
+                                          plan.options.grader_model or "CLI default",
+                                          plan.cli_version, grader_template_sha256(),
+                                          plan.options.grader_runs),
                       resuming=plan.resuming, children_before=children_before,
                       base_env=plan.base_env, confinement=plan.confinement,
                       agent_mounts=mounts, hidden=hidden, wave_limit=plan.wave_limit,
@@ -16186,15 +16174,6 @@ def replay_looks(plan: PlanRecord, records: list[RunRecord], waves: int,
     return history
 
 
-def _adaptive_cells(ctx: RunContext, cells: list[Cell]) -> tuple[list[Cell], dict[str, Any]]:
-    """The cells of the waves an adaptive run started (all cells otherwise), and the
-    manifest's `adaptive` entry, which the benchmark's sequential verdict is read from."""
-    waves = ctx.state.adaptive
-    if waves is None:
-        return cells, {}
-    return [cell for cell in cells if cell.run_number <= waves.waves_run], {"adaptive": waves}
-
-
 def _run_planned_cells(ctx: RunContext, cells: list[Cell], resumed: bool) -> list[RunRecord]:
     """The cells of run, --resume, --regrade and --next-wave: the ones an earlier attempt
     finished kept (only while their files match the hashes taken when they finished), the
@@ -16242,12 +16221,6 @@ def recorded_run_hashes(iteration_dir: Path) -> dict[str, dict[str, str]]:
     return _recorded_hashes(iteration_dir, benchmark)
 
 
-def _judge_identity(plan: IterationPlan) -> JudgeIdentity:
-    """Who graded: written into every grading.json."""
-    return JudgeIdentity(plan.provider.name, plan.options.grader_model or "CLI default",
-                         plan.cli_version, grader_template_sha256(), plan.options.grader_runs)
-
-
 def _run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
                                finished: dict[str, RunRecord]) -> list[RunRecord]:
     """At the deadline nothing new starts and running agents are ended (cancelled)."""
@@ -16277,8 +16250,10 @@ def _finish_iteration(plan: IterationPlan, ctx: RunContext, cells: list[Cell],
     meta = _benchmark_metadata(suite, options, manifest, cells, records, incomplete)
     benchmark = aggregate(records, meta)
     benchmark = with_sequential_verdict(benchmark, ctx.state.adaptive)
+    started = time.monotonic()
+    changes, files, unverifiable = _run_file_changes(iteration_dir, benchmark)
     benchmark = apply_results_check(benchmark, _source_check(
-        manifest, _verify_run_files(benchmark, iteration_dir, "run")))
+        manifest, results_check("run", files, changes, unverifiable, started)))
     write_benchmark(iteration_dir, benchmark, iteration_dir / "benchmark.html", options.junit)
     print(render_summary(benchmark, iteration_dir))
     if interrupted:
