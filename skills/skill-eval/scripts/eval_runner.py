@@ -16518,25 +16518,17 @@ def _read_shard(folder: Path) -> ShardIteration:
     manifest = read_manifest(folder, fix)
     if manifest.shard is None or manifest.plan is None:
         raise InputError(f"--merge {folder}: not a shard (it was run without --shard K/N)", fix)
-    benchmark = load_benchmark_model(folder)
-    shard = ShardIteration(folder, manifest, manifest.shard, manifest.plan, benchmark,
-                           manifest.plan.runs)
-    if manifest.options is not None and manifest.options.adaptive:
-        waves, size = _shard_wave_entry(folder, manifest)
-        shard = dataclasses.replace(shard, waves=waves, wave_size=size)
-    return shard
-
-
-def _shard_wave_entry(folder: Path, manifest: Manifest) -> tuple[int, WaveSize]:
-    """An adaptive shard's waves run and the size of one of its waves, from its manifest."""
-    entry = manifest.adaptive
-    runs = manifest.plan.runs if manifest.plan else 0
-    if entry is None or entry.wave_size is None or not 1 <= entry.waves_run <= runs:
+    shard = ShardIteration(folder, manifest, manifest.shard, manifest.plan,
+                           load_benchmark_model(folder), manifest.plan.runs)
+    if manifest.options is None or not manifest.options.adaptive:
+        return shard
+    entry = manifest.adaptive  # the waves it ran and the size of one of them
+    if entry is None or entry.wave_size is None or not 1 <= entry.waves_run <= shard.waves:
         raise InputError(f"--merge {folder}: a shard of an adaptive run, but its manifest "
                          "records no finished wave (adaptive.waves_run, adaptive.wave_size)",
                          "finish the shard's wave first (run --resume SHARD_ITERATION), or "
                          "restore the manifest as `run` wrote it")
-    return entry.waves_run, entry.wave_size
+    return dataclasses.replace(shard, waves=entry.waves_run, wave_size=entry.wave_size)
 
 
 def _merged_waves(shards: list[ShardIteration], missing: list[MissingShard]) -> int | None:
@@ -16615,13 +16607,15 @@ def _check_shards(shards: list[ShardIteration]) -> list[MissingShard]:
             for index, evals in sorted(owners.items()) if index not in seen]
 
 
-def _shard_records(shard: ShardIteration) -> list[RunRecord]:
-    """Every cell of a shard, read back from its run files, in plan order, with the file
-    hashes the shard's runner recorded (so the merged iteration verifies them too)."""
-    plan, records = shard.plan, []
+def _shard_records(shard: ShardIteration) -> dict[str, list[RunRecord]]:
+    """Every cell of a shard by eval, read back from its run files, in plan order, with the
+    file hashes the shard's runner recorded (so the merged iteration verifies them too)."""
+    plan = shard.plan
+    by_eval: dict[str, list[RunRecord]] = {}
     hashes = {run.key: run.files_sha256
               for run in (*shard.benchmark.runs, *shard.benchmark.unscored_runs)}
     for key in shard.shard.evals:
+        by_eval[key] = records = []
         for config in plan.configs:
             for number in range(1, shard.waves + 1):
                 run_dir = (shard.folder / f"eval-{key}" / config_folder(config)
@@ -16631,7 +16625,7 @@ def _shard_records(shard: ShardIteration) -> list[RunRecord]:
                 if isinstance(recorded, dict):
                     record.written_files = dict(recorded)
                 records.append(record)
-    return records
+    return by_eval
 
 
 def _shard_cell_record(run_dir: Path, recorded: Any, cell: tuple[Any, str, int]) -> RunRecord:
@@ -16693,14 +16687,6 @@ def _merged_metadata(shards: list[ShardIteration], records: list[RunRecord],
         missing_shards=tuple(missing))
 
 
-def _zip_evals(shard: ShardIteration,
-               records: list[RunRecord]) -> Iterator[tuple[str, list[RunRecord]]]:
-    """A shard's records grouped by eval key, in the shard's order."""
-    per_eval = len(shard.plan.configs) * shard.waves
-    for position, key in enumerate(shard.shard.evals):
-        yield key, records[position * per_eval:(position + 1) * per_eval]
-
-
 def _shards_check(shards: list[ShardIteration]) -> ResultsCheck:
     """Every shard's run files against the hashes taken when its cells finished, before the
     merged iteration is written: a shard edited after it ran is results_modified."""
@@ -16735,10 +16721,6 @@ def _refuse_linked_files(folder: Path, eval_folder: str) -> None:
                          "link or run the shard again")
 
 
-def _links(where: str, names: list[str]) -> list[str]:
-    return [name for name in names if os.path.islink(os.path.join(where, name))]
-
-
 def merge_shards(target: Path, folders: list[Path],
                  junit: Path | None) -> tuple[Benchmark, int]:
     """One iteration at `target` from shard iterations: (benchmark, exit code).
@@ -16753,7 +16735,7 @@ def merge_shards(target: Path, folders: list[Path],
     missing = _check_shards(shards)
     waves = _merged_waves(shards, missing)
     by_eval = {key: (shard, eval_records) for shard in shards
-               for key, eval_records in _zip_evals(shard, _shard_records(shard))}
+               for key, eval_records in _shard_records(shard).items()}
     records = [record for key in shards[0].plan.evals if key in by_eval
                for record in by_eval[key][1]]  # plan order, as one machine writes them
     meta = _merged_metadata(shards, records, missing)
@@ -16768,7 +16750,9 @@ def merge_shards(target: Path, folders: list[Path],
     try:
         for key, (shard, _) in by_eval.items():
             shutil.copytree(shard.folder / f"eval-{key}", building / f"eval-{key}",
-                            symlinks=True, ignore=_links,  # a link made since: left behind
+                            symlinks=True,  # a link made since: left behind
+                            ignore=lambda where, names: [
+                                name for name in names if os.path.islink(f"{where}/{name}")],
                             copy_function=_copy_shard_file)
         write_text(building / HASH_JOURNAL, "".join(
             json.dumps({"cell": r.label, "files_sha256": r.written_files}, sort_keys=True) + "\n"
