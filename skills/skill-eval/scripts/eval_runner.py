@@ -14993,18 +14993,6 @@ def _read_hash_journal(folder: Path) -> dict[str, dict[str, str]]:
     return hashes
 
 
-def _recorded_hashes(folder: Path, benchmark: Benchmark | None) -> dict[str, dict[str, str]]:
-    """The hashes each cell's files had when it finished: the journal's, written at that
-    moment, else benchmark.json's. A cell the two disagree on is left out (one was edited),
-    so a resume runs it again."""
-    journal = _read_hash_journal(folder)
-    listed = {label: hashes for label, hashes in (benchmark.hashes() if benchmark else {}).items()
-              if hashes is not None}
-    merged = {**listed, **journal}
-    return {label: hashes for label, hashes in merged.items()
-            if label not in listed or label not in journal or listed[label] == journal[label]}
-
-
 def _run_file_changes(folder: Path, benchmark: Benchmark) -> tuple[list[FileChange], int, int]:
     """(changes, files checked, runs without hashes) of every run benchmark.json lists.
 
@@ -16213,12 +16201,18 @@ def _abandon_unstarted_iteration(plan: IterationPlan, exc: BaseException) -> int
 
 
 def recorded_run_hashes(iteration_dir: Path) -> dict[str, dict[str, str]]:
-    """The hashes each cell of an earlier attempt had when it finished, by cell label."""
+    """The hashes each cell of an earlier attempt had when it finished, by cell label: the
+    journal's, written at that moment, else benchmark.json's. A cell the two disagree on is
+    left out (one was edited), so a resume runs it again."""
     try:
-        benchmark = load_benchmark_model(iteration_dir)
+        listed = {label: hashes for label, hashes in
+                  load_benchmark_model(iteration_dir).hashes().items() if hashes is not None}
     except InputError:  # a SIGKILL left none, or it was damaged: the journal alone says
-        benchmark = None
-    return _recorded_hashes(iteration_dir, benchmark)
+        listed = {}
+    journal = _read_hash_journal(iteration_dir)
+    merged = {**listed, **journal}
+    return {label: hashes for label, hashes in merged.items()
+            if label not in listed or label not in journal or listed[label] == journal[label]}
 
 
 def _run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
@@ -16466,7 +16460,7 @@ def _iterations_newest_first(folder: Path) -> list[Path]:
     return [p for _, p in sorted(numbered, reverse=True)]
 
 
-def _newest_iteration_in(value: str, flag: str = "ITERATION_DIR") -> str:
+def newest_iteration_in(value: str, flag: str = "ITERATION_DIR") -> str:
     """A folder of iterations (evals/<skill>/workspace/<agent>) stands for its newest
     iteration-N that holds a benchmark.json, and the report says which; anything else is
     returned as given."""
@@ -16487,12 +16481,6 @@ def _newest_iteration_in(value: str, flag: str = "ITERATION_DIR") -> str:
           f"finished one, {newest.name}" + (f" (the others: {others[:200]})" if others else ""),
           file=sys.stderr)
     return str(newest)
-
-
-def newest_iterations(iteration: str, compare: str | None) -> tuple[str, str | None]:
-    """`report`'s ITERATION_DIR and --compare, each folder of iterations read as its newest."""
-    return (_newest_iteration_in(iteration),
-            _newest_iteration_in(compare, "--compare") if compare else compare)
 
 
 # -- merging shards -----------------------------------------------------------
@@ -17831,7 +17819,6 @@ def _positive(noun: str, unit: str) -> Callable[[str], float]:
 
 
 _positive_seconds = _positive("a number of seconds", "seconds")
-_positive_usd = _positive("an amount in USD", "USD")
 
 
 def _model_name(text: str) -> str:
@@ -17926,7 +17913,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--concurrency", type=_bounded_int(*CONCURRENCY_RANGE), default=4,
                      help="agent processes at once, 1..16 (default: 4)")
     run.add_argument("--deadline", type=_positive_seconds, metavar="S", help=DEADLINE_HELP)
-    run.add_argument("--max-cost", type=_positive_usd, metavar="USD",
+    run.add_argument("--max-cost", type=_positive("an amount in USD", "USD"), metavar="USD",
                      help="start no new cell once finished cells' captured executor and grader "
                      "cost reaches USD; the rest are cancelled")
     run.add_argument("--max-tokens", type=_bounded_int(1, 10 ** 15), metavar="N",
@@ -18121,7 +18108,8 @@ def cmd_report(args: argparse.Namespace, folders: dict[str, Path]) -> int:
             Path(args.iteration).resolve().parent if args.merge else Path(args.iteration))
     if args.merge:
         return cmd_merge(args)
-    args.iteration, args.compare = newest_iterations(args.iteration, args.compare)
+    args.iteration = newest_iteration_in(args.iteration)
+    args.compare = args.compare and newest_iteration_in(args.compare, "--compare")
     benchmark = load_benchmark_model(args.iteration)
     folder = Path(args.iteration)
     folder = folder if folder.is_dir() else folder.parent
