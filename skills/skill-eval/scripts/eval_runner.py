@@ -103,7 +103,6 @@ import subprocess
 import tempfile
 import threading
 import time
-import types
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from subprocess import Popen as Process  # the type only: spawn() starts every one
@@ -15208,9 +15207,8 @@ def _recomputed_metadata(stored: Metadata, manifest: Manifest | None,
             planned is not None and len(records) < planned) or meta.missing_shards:
         meta = dataclasses.replace(meta, incomplete=True)  # a cell struck out whole
     if meta.budget is not None and meta.merged_from is None:  # a merge: shard 1's
-        caps: Any = types.SimpleNamespace(max_cost_usd=meta.budget.max_cost_usd,
-                                          max_tokens=meta.budget.max_tokens)
-        meta = dataclasses.replace(meta, budget=_budget_summary(caps, records))
+        meta = dataclasses.replace(meta, budget=_budget_summary(
+            meta.budget.max_cost_usd, meta.budget.max_tokens, records))
     return meta
 
 
@@ -15316,9 +15314,8 @@ def allocate_iteration_dir(workspace: Path) -> Path:
         raise WriteFailed(workspace, exc) from exc
     if created:  # as a virtual environment does: out of `git status` without a .gitignore rule
         write_text(workspace / ".gitignore", "*\n")
-    taken = [int(m.group(1)) for p in workspace.iterdir()
-             if (m := re.fullmatch(r"iteration-(\d+)", p.name))]
-    number = max(taken, default=0) + 1
+    taken = _iterations_newest_first(workspace)
+    number = int(taken[0].name.split("-")[1]) + 1 if taken else 1
     while True:
         candidate = workspace / f"iteration-{number}"
         try:
@@ -15388,20 +15385,21 @@ def _benchmark_metadata(suite: Suite, options: RunOptions, manifest: Manifest,
         incomplete=incomplete, runner_version=RUNNER_VERSION, manifest="iteration_manifest.json",
         identity=_iteration_identity(manifest, options),
         plan=manifest.plan if manifest.shard else None, shard=manifest.shard,
-        budget=(_budget_summary(options, records)
+        budget=(_budget_summary(options.max_cost_usd, options.max_tokens, records)
                 if options.max_cost_usd is not None or options.max_tokens is not None else None),
         common_assertions=tuple(suite.common_assertions))
     return dataclasses.replace(meta, **_manifest_metadata(manifest, meta))
 
 
-def _budget_summary(options: RunOptions, records: list[RunRecord]) -> BudgetSummary:
+def _budget_summary(max_cost_usd: float | None, max_tokens: int | None,
+                    records: list[RunRecord]) -> BudgetSummary:
     """The caps, what the finished cells captured against them, and what the caps cancelled."""
-    budget = Budget(options.max_cost_usd, options.max_tokens)
+    budget = Budget(max_cost_usd, max_tokens)
     for record in records:
         budget.add(record)
     graded = any(getattr(r, "grader_metrics", None) for r in records)
     return BudgetSummary(
-        max_cost_usd=options.max_cost_usd, max_tokens=options.max_tokens,
+        max_cost_usd=max_cost_usd, max_tokens=max_tokens,
         spent_cost_usd=round(budget.spent["cost"], 6), spent_tokens=int(budget.spent["tokens"]),
         counts="executor and grader" if graded else "executor (no grader metrics were "
                "captured)",
@@ -16820,16 +16818,12 @@ def _observed_cell(record: RunRecord) -> dict[str, float | None] | None:
     processes = [p for p in (record.executor, record.grader) if p is not None]
     if not processes:  # cancelled before it started: it tells nothing about a cell's use
         return None
-    seconds = [p.duration_s for p in processes]
     talk = record.conversation
     if talk is not None:  # every turn and user agent call, not only the last turn's process
-        calls = [*(t.executor for t in talk.turns), *(c.process for c in talk.user_calls or ())]
-        seconds = [c.duration_s for c in calls] + (
-            [record.grader.duration_s] if record.grader is not None else [])
-        return {"calls": float(len(seconds)),  # each a number once the check below holds
-                "seconds": sum(cast("list[float]", seconds))
-                if all(is_measurable(v) for v in seconds) else None,
-                "tokens": spend_of(record, "tokens"), "cost": spend_of(record, "cost")}
+        processes = [*(t.executor for t in talk.turns),
+                     *(c.process for c in talk.user_calls or ()),
+                     *([record.grader] if record.grader is not None else [])]
+    seconds = [p.duration_s for p in processes]
     return {"calls": float(len(processes)),  # each a number once the check below holds
             "seconds": sum(cast("list[float]", seconds))
             if all(is_measurable(v) for v in seconds) else None,
@@ -17328,8 +17322,8 @@ def resumed_args(args: argparse.Namespace, argv: list[str],
     for flag, name in CELL_OPTIONS.items():
         then, now = before[name], after[name]
         if then != now:
-            named = "--model" if "model" in given and flag.endswith("-model") and \
-                flag.lstrip("-").replace("-", "_") not in given else flag
+            named = ("--model" if "model" in given and name.endswith("_model")
+                     and name not in given else flag)
             differ.append(f"{named} {_fmt_option(now)} here, {_fmt_option(then)} in that "
                           "iteration")
     if differ:
