@@ -15352,13 +15352,8 @@ def _build_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: l
         cases={cell.case.key: _case_identity(cell.case) for cell in cells},
         argv=tuple(argv), agent=options.agent,
         executor_model=options.executor_model, grader_model=options.grader_model,
-        options=RecordedOptions(
-            configs=tuple(options.configs), runs=options.runs, timeout_s=options.timeout_s,
-            concurrency=options.concurrency, deadline_s=options.deadline_s,
-            eval_ids=None if options.eval_ids is None else tuple(options.eval_ids),
-            keep_sandboxes=options.keep_sandboxes,
-            agent_settings=tuple(options.agent_settings), grader_runs=options.grader_runs,
-            adaptive=options.adaptive),
+        options=RecordedOptions(**{field.name: getattr(options, field.name)  # same names
+                                   for field in dataclasses.fields(RecordedOptions)}),
         options_sha256=_options_fingerprint(options),
         cells_planned=len(cells), created_at=utc_now(), **extra)
 
