@@ -16275,15 +16275,6 @@ class RegradeSource:
             source_grader_model=self.manifest.grader_model)
 
 
-def recorded_regrade_source(iteration_dir: Path) -> str | None:
-    """The source a re-graded iteration names in its manifest, None for any other."""
-    try:
-        regrade = read_manifest(iteration_dir).regrade
-    except InputError:
-        return None
-    return regrade.source if regrade else None
-
-
 def load_regrade_source(folder: Path) -> RegradeSource:
     refuse = f"--regrade {folder}"
     fix = "pass an iteration-N folder that `run` finished"
@@ -17235,9 +17226,10 @@ def installed_unconfined_warning(provider: Provider, skill_name: str) -> str:
             "bwrap for a fresh home that holds no other skill.")
 
 
-def regrade_source_for(args: argparse.Namespace, suite: Suite) -> RegradeSource | None:
-    """The iteration to re-grade: --regrade, or the one a resumed re-graded iteration names."""
-    recorded = recorded_regrade_source(Path(args.resume)) if args.resume else None
+def regrade_source_for(args: argparse.Namespace, resumed: Manifest | None) -> RegradeSource | None:
+    """The iteration to re-grade: --regrade, or the one a resumed re-graded iteration names
+    in its manifest (`resumed`)."""
+    recorded = resumed.regrade.source if resumed and resumed.regrade else None
     if args.regrade and args.resume and (
             recorded is None or Path(recorded) != Path(args.regrade).resolve()):
         raise InputError(f"--resume {args.resume} did not re-grade {args.regrade}",
@@ -17297,12 +17289,12 @@ def _fmt_option(value: Any) -> str:
     return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
 
 
-def resumed_args(args: argparse.Namespace, argv: list[str],
-                 parser: argparse.ArgumentParser) -> argparse.Namespace:
-    """`run --resume DIR`: what the iteration was started with, overlaid with what this
-    command gives again; an option that changes what a cell means must agree. `parser`: a
-    fresh parser of the whole command line."""
-    _, recorded = _recorded_command(Path(args.resume), parser)
+def resumed_args(args: argparse.Namespace, argv: list[str], parser: argparse.ArgumentParser
+                 ) -> tuple[Manifest, argparse.Namespace]:
+    """`run --resume DIR`: the iteration's manifest, and what the iteration was started with,
+    overlaid with what this command gives again; an option that changes what a cell means
+    must agree. `parser`: a fresh parser of the whole command line."""
+    manifest, recorded = _recorded_command(Path(args.resume), parser)
     given = _given_options(subcommands(parser)["run"], argv) | (
         {"suite"} if args.suite is not None else set())
     merged = argparse.Namespace(**vars(recorded))
@@ -17327,7 +17319,7 @@ def resumed_args(args: argparse.Namespace, argv: list[str],
                          "finished cells would not be comparable",
                          f"drop {flags} (a resume takes the iteration's own), or start a new "
                          "iteration (drop --resume)")
-    return merged
+    return manifest, merged
 
 
 def _display_path(path: Path) -> str:
@@ -17982,9 +17974,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace, argv: list[str], folders: dict[str, Path]) -> int:
     """`folders`: where a traceback goes, told the iteration and the workspace once known."""
     run_parser = subcommands(build_parser())["run"]
+    resumed = None  # the manifest of the iteration a --resume continues
     if args.resume:
         folders["iteration"] = Path(args.resume)
-        args = resumed_args(args, argv, build_parser())
+        resumed, args = resumed_args(args, argv, build_parser())
     missing = [name for name, value in (("SUITE", args.suite), ("--agent", args.agent))
                if value is None]
     if missing:
@@ -18003,7 +17996,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str], folders: dict[str, Path])
     if suite.at_root:
         check_root_skill_run(suite, options)
     sandbox_base = check_sandbox_base(suite.root)
-    source = regrade_source_for(args, suite)
+    source = regrade_source_for(args, resumed)
     if source is not None:
         options = check_regrade_source(source, suite, options, {
             "configs": args.config, "runs": args.runs, "eval_ids": options.eval_ids
