@@ -15101,7 +15101,7 @@ def verify_iteration(benchmark: Benchmark, iteration_dir: Path,
     folder = Path(iteration_dir)
     changes, files, unverifiable = _run_file_changes(folder, benchmark)
     changes += _unlisted_cells(folder, benchmark)
-    listed = (*benchmark.runs, *benchmark.unscored_runs)
+    listed = benchmark.listed_runs
     # A run with no hashes (an older runner, or a benchmark built by hand) has no files
     # known to be the runner's to work anything out from.
     if not changes and listed and all(run.files_sha256 for run in listed):
@@ -15173,7 +15173,7 @@ def _stored_cell_records(folder: Path, stored: Benchmark, by_wave: bool) -> list
         return (number, *place) if by_wave else (*place, number)
 
     records = []
-    for run in sorted((*stored.runs, *stored.unscored_runs), key=plan_order):
+    for run in sorted(stored.listed_runs, key=plan_order):
         record = read_run_record(folder / run.label)
         if record is None:
             raise InputError(f"{run.label} has no readable run.json", _RESTORE_FIX)
@@ -16584,8 +16584,7 @@ def _shard_records(shard: ShardIteration) -> dict[str, list[RunRecord]]:
     file hashes the shard's runner recorded (so the merged iteration verifies them too)."""
     plan = shard.plan
     by_eval: dict[str, list[RunRecord]] = {}
-    hashes = {run.key: run.files_sha256
-              for run in (*shard.benchmark.runs, *shard.benchmark.unscored_runs)}
+    hashes = {run.key: run.files_sha256 for run in shard.benchmark.listed_runs}
     for key in shard.shard.evals:
         by_eval[key] = records = []
         for config in plan.configs:
@@ -17179,7 +17178,7 @@ def _merged_look_stop(merged: Path, shard: Path, shard_manifest: Manifest,
                          f"{named_changes(check.changed, check.changed_count)})", fix)
     own = recorded_run_hashes(shard)
     mine = {str(key) for key in shard_manifest.shard.evals}
-    seen = {run.label: run.files_sha256 for run in (*benchmark.runs, *benchmark.unscored_runs)
+    seen = {run.label: run.files_sha256 for run in benchmark.listed_runs
             if str(run.eval_id) in mine}
     listed = {run.label for run in load_benchmark_model(shard).listed_runs
               if run.run_number <= waves}
