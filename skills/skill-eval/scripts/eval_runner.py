@@ -15635,11 +15635,10 @@ def _weakest_isolation(records: list[IterationIsolation]) -> IterationIsolation:
     return records[0]
 
 
-def check_resume(iteration_dir: Path, suite: Suite, options: RunOptions,
+def check_resume(iteration_dir: Path, manifest: Manifest, suite: Suite, options: RunOptions,
                  revisions: dict[str, RevisionPackage] | None = None) -> Manifest:
     """The earlier manifest, if suite, skill, runner and options still hash the same."""
     path = iteration_dir / "iteration_manifest.json"
-    manifest = read_manifest(iteration_dir, "pass an iteration-N folder written by `run`")
     hashes = (manifest.suite, manifest.skill_package, manifest.runner)
     if any(part is None or part.sha256 is None for part in hashes) or \
             manifest.options_sha256 is None:
@@ -18020,7 +18019,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str], folders: dict[str, Path])
               "was launched, and report --merge does not expect it")
         return EXIT_OK
     # Before the start line: a resume that is refused must not first print a plan.
-    previous = check_resume(Path(args.resume), suite, options, revisions) if args.resume else None
+    previous = resumed and check_resume(Path(args.resume), resumed, suite, options, revisions)
     if (wave_limit := shard_wave_limit(args, options, previous)) == 0:
         return EXIT_OK  # the merged look stopped the waves (said so): nothing to run
     if not options.quiet:  # at once: the version check and the sandbox template take a while
