@@ -15617,10 +15617,8 @@ def _plan_identity(suite: Suite, options: RunOptions, cells: list[Cell]) -> Plan
         plan.to_json(), sort_keys=True).encode()).hexdigest())
 
 
-def _shard_record(options: RunOptions, cells: list[Cell]) -> ShardRecord | None:
-    if options.shard is None:
-        return None
-    index, count = options.shard
+def _shard_record(shard: tuple[int, int], cells: list[Cell]) -> ShardRecord:
+    index, count = shard
     return ShardRecord(index, count, f"{index}/{count}",
                        tuple(dict.fromkeys(cell.case.key for cell in cells)), len(cells),
                        SHARD_ALGORITHM)
@@ -15902,7 +15900,7 @@ class _Sandboxes:
         add_runner_baselines(template, plan.iteration_dir / ".baselines")
         sharding = ({"plan": _plan_identity(suite, options, plan_cells(suite, options,
                                                                        plan.iteration_dir)),
-                     "shard": _shard_record(options, cells)} if options.shard else {})
+                     "shard": _shard_record(options.shard, cells)} if options.shard else {})
         return {"listing_source": snapshot.listing_source,
                 "git_template": TemplateRecord(str(template.folder), template.commit,
                                                template.error),
