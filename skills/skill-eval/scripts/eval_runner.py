@@ -17090,11 +17090,12 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
     if workspace.exists() and not workspace.is_dir():
         raise InputError(f"--workspace {workspace}: it exists and is not a folder",
                          "give a folder, or a path that does not exist yet")
+    junit = output_path(args.junit, "--junit")  # refused before a misused --adaptive
     _check_adaptive_usage(args, configs)
     return RunOptions(
         **cell, timeout_s=args.timeout, concurrency=args.concurrency, deadline_s=args.deadline,
         skill_md=skill_md, workspace=workspace, keep_sandboxes=args.keep_sandboxes,
-        quiet=args.quiet, junit=output_path(args.junit, "--junit"), isolation=args.isolation,
+        quiet=args.quiet, junit=junit, isolation=args.isolation,
         tmp_size_mib=args.tmp_size, max_processes=args.max_processes,
         max_cost_usd=args.max_cost, max_tokens=args.max_tokens)
 
