@@ -103,7 +103,6 @@ import subprocess
 import tempfile
 import threading
 import time
-import types
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from subprocess import Popen as Process  # the type only: spawn() starts every one
@@ -14711,18 +14710,6 @@ def _read_hash_journal(folder: Path) -> dict[str, dict[str, str]]:
     return hashes
 
 
-def _recorded_hashes(folder: Path, benchmark: Benchmark | None) -> dict[str, dict[str, str]]:
-    """The hashes each cell's files had when it finished: the journal's, written at that
-    moment, else benchmark.json's. A cell the two disagree on is left out (one was edited),
-    so a resume runs it again."""
-    journal = _read_hash_journal(folder)
-    listed = {label: hashes for label, hashes in (benchmark.hashes() if benchmark else {}).items()
-              if hashes is not None}
-    merged = {**listed, **journal}
-    return {label: hashes for label, hashes in merged.items()
-            if label not in listed or label not in journal or listed[label] == journal[label]}
-
-
 def _run_file_changes(folder: Path, benchmark: Benchmark) -> tuple[list[FileChange], int, int]:
     """(changes, files checked, runs without hashes) of every run benchmark.json lists.
 
@@ -14757,14 +14744,6 @@ def _run_file_changes(folder: Path, benchmark: Benchmark) -> tuple[list[FileChan
             if run_fd is not None:
                 os.close(run_fd)
     return changes, files, unverifiable
-
-
-def _verify_run_files(benchmark: Benchmark, iteration_dir: Path,
-                      checked_by: str) -> ResultsCheck:
-    """Hash every run file benchmark.json lists and compare it with the hash taken at write time."""
-    started = time.monotonic()
-    changes, files, unverifiable = _run_file_changes(Path(iteration_dir), benchmark)
-    return results_check(checked_by, files, changes, unverifiable, started)
 
 
 def results_check(checked_by: str, files: int, changes: list[FileChange], unverifiable: int,
@@ -14833,13 +14812,14 @@ _RUN_FOLDER = re.compile(r"run-[1-9][0-9]*")
 
 def verify_iteration(benchmark: Benchmark, iteration_dir: Path,
                      checked_by: str) -> ResultsCheck:
-    """_verify_run_files, then benchmark.json itself: every cell the iteration holds is listed
-    in it, and the benchmark its cells' files give is the one it stores."""
+    """Every run file benchmark.json lists against its hash taken when its cell finished, then
+    benchmark.json itself: every cell the iteration holds is listed in it, and the benchmark
+    its cells' files give is the one it stores."""
     started = time.monotonic()
     folder = Path(iteration_dir)
     changes, files, unverifiable = _run_file_changes(folder, benchmark)
     changes += _unlisted_cells(folder, benchmark)
-    listed = (*benchmark.runs, *benchmark.unscored_runs)
+    listed = benchmark.listed_runs
     # A run with no hashes (an older runner, or a benchmark built by hand) has no files
     # known to be the runner's to work anything out from.
     if not changes and listed and all(run.files_sha256 for run in listed):
@@ -14911,7 +14891,7 @@ def _stored_cell_records(folder: Path, stored: Benchmark, by_wave: bool) -> list
         return (number, *place) if by_wave else (*place, number)
 
     records = []
-    for run in sorted((*stored.runs, *stored.unscored_runs), key=plan_order):
+    for run in sorted(stored.listed_runs, key=plan_order):
         record = read_run_record(folder / run.label)
         if record is None:
             raise InputError(f"{run.label} has no readable run.json", _RESTORE_FIX)
@@ -14945,16 +14925,15 @@ def _recomputed_metadata(stored: Metadata, manifest: Manifest | None,
             planned is not None and len(records) < planned) or meta.missing_shards:
         meta = dataclasses.replace(meta, incomplete=True)  # a cell struck out whole
     if meta.budget is not None and meta.merged_from is None:  # a merge: shard 1's
-        caps: Any = types.SimpleNamespace(max_cost_usd=meta.budget.max_cost_usd,
-                                          max_tokens=meta.budget.max_tokens)
-        meta = dataclasses.replace(meta, budget=_budget_summary(caps, records))
+        meta = dataclasses.replace(meta, budget=_budget_summary(
+            meta.budget.max_cost_usd, meta.budget.max_tokens, records))
     return meta
 
 
 def _manifest_metadata(manifest: Manifest | None, meta: Metadata) -> dict[str, Any]:
-    """The metadata _benchmark_metadata (or _merged_metadata) took from the manifest, taken
-    from it again: what was planned, how agents were confined, what the checkout and the
-    fixtures did."""
+    """The metadata the manifest gives, for `run` (_benchmark_metadata) and `report` alike:
+    what was planned, how agents were confined, what the checkout and the fixtures did (a
+    merge's, _merged_metadata's share)."""
     if manifest is None:
         return {}
     plan, entry = manifest.plan, manifest.adaptive
@@ -15053,9 +15032,8 @@ def allocate_iteration_dir(workspace: Path) -> Path:
         raise WriteFailed(workspace, exc) from exc
     if created:  # as a virtual environment does: out of `git status` without a .gitignore rule
         write_text(workspace / ".gitignore", "*\n")
-    taken = [int(m.group(1)) for p in workspace.iterdir()
-             if (m := re.fullmatch(r"iteration-(\d+)", p.name))]
-    number = max(taken, default=0) + 1
+    taken = _iterations_newest_first(workspace)
+    number = int(taken[0].name.split("-")[1]) + 1 if taken else 1
     while True:
         candidate = workspace / f"iteration-{number}"
         try:
@@ -15092,13 +15070,8 @@ def _build_manifest(suite: Suite, options: RunOptions, argv: list[str], cells: l
         cases={cell.case.key: _case_identity(cell.case) for cell in cells},
         argv=tuple(argv), agent=options.agent,
         executor_model=options.executor_model, grader_model=options.grader_model,
-        options=RecordedOptions(
-            configs=tuple(options.configs), runs=options.runs, timeout_s=options.timeout_s,
-            concurrency=options.concurrency, deadline_s=options.deadline_s,
-            eval_ids=None if options.eval_ids is None else tuple(options.eval_ids),
-            keep_sandboxes=options.keep_sandboxes,
-            agent_settings=tuple(options.agent_settings), grader_runs=options.grader_runs,
-            adaptive=options.adaptive),
+        options=RecordedOptions(**{field.name: getattr(options, field.name)  # same names
+                                   for field in dataclasses.fields(RecordedOptions)}),
         options_sha256=_options_fingerprint(options),
         cells_planned=len(cells), created_at=utc_now(), **extra)
 
@@ -15112,39 +15085,34 @@ def _case_identity(case: Case) -> CaseIdentity:
 def _benchmark_metadata(suite: Suite, options: RunOptions, manifest: Manifest,
                         cells: list[Cell], records: list[RunRecord],
                         incomplete: bool) -> Metadata:
-    evals_run = tuple(dict.fromkeys(cell.case.id for cell in cells))
-    planned = manifest.plan.evals if manifest.plan else ()
-    return Metadata(
+    """The metadata of what ran; what the manifest records (what was planned, how agents
+    were confined, the checkout and the fixtures) is taken as `report` takes it again."""
+    meta = Metadata(
         skill_name=suite.skill_name, skill_path=str(options.skill_md or suite.skill_dir),
-        agent=options.agent, executor_model=options.executor_model,
+        executor_model=options.executor_model,
         grader_model=options.grader_model, analyzer_model=options.grader_model,
-        cli_version=manifest.cli_version, timestamp=utc_now(),
-        configs=tuple(options.configs), runs_per_configuration=options.runs,
-        grader_runs=options.grader_runs, regrade=manifest.regrade,
-        evals_run=evals_run, suite_case_count=len(suite.cases),
+        timestamp=utc_now(), configs=tuple(options.configs), regrade=manifest.regrade,
+        evals_run=tuple(dict.fromkeys(cell.case.id for cell in cells)),
         selected_eval_ids=None if options.eval_ids is None else tuple(options.eval_ids),
-        selection_partial=len(planned or evals_run) < len(suite.cases),
-        cells_planned=len(cells), cells_finished=sum(r.status != "cancelled" for r in records),
-        incomplete=incomplete, runner_version=RUNNER_VERSION,
-        fixture_status=manifest.fixture_status,
-        checkout_check=manifest.checkout_check.after if manifest.checkout_check else None,
-        skill_installed_elsewhere=manifest.skill_installed_elsewhere,
-        isolation=manifest.isolation, manifest="iteration_manifest.json",
+        cells_finished=sum(r.status != "cancelled" for r in records),
+        incomplete=incomplete, runner_version=RUNNER_VERSION, manifest="iteration_manifest.json",
         identity=_iteration_identity(manifest, options),
         plan=manifest.plan if manifest.shard else None, shard=manifest.shard,
-        budget=(_budget_summary(options, records)
+        budget=(_budget_summary(options.max_cost_usd, options.max_tokens, records)
                 if options.max_cost_usd is not None or options.max_tokens is not None else None),
-        arms=manifest.arms, common_assertions=tuple(suite.common_assertions))
+        common_assertions=tuple(suite.common_assertions))
+    return dataclasses.replace(meta, **_manifest_metadata(manifest, meta))
 
 
-def _budget_summary(options: RunOptions, records: list[RunRecord]) -> BudgetSummary:
+def _budget_summary(max_cost_usd: float | None, max_tokens: int | None,
+                    records: list[RunRecord]) -> BudgetSummary:
     """The caps, what the finished cells captured against them, and what the caps cancelled."""
-    budget = Budget(options.max_cost_usd, options.max_tokens)
+    budget = Budget(max_cost_usd, max_tokens)
     for record in records:
         budget.add(record)
     graded = any(getattr(r, "grader_metrics", None) for r in records)
     return BudgetSummary(
-        max_cost_usd=options.max_cost_usd, max_tokens=options.max_tokens,
+        max_cost_usd=max_cost_usd, max_tokens=max_tokens,
         spent_cost_usd=round(budget.spent["cost"], 6), spent_tokens=int(budget.spent["tokens"]),
         counts="executor and grader" if graded else "executor (no grader metrics were "
                "captured)",
@@ -15333,16 +15301,19 @@ class _RepeatedFailureStop:
         return True
 
 
+# The options that change what a cell means, by flag and RunOptions member: the manifest
+# holds their hash (_options_fingerprint), and given again on a resume they must agree.
+CELL_OPTIONS = {"--agent": "agent", "--config": "configs", "--runs": "runs",
+                "--executor-model": "executor_model", "--grader-model": "grader_model",
+                "--grader-runs": "grader_runs", "--eval-id": "eval_ids",
+                "--agent-config": "agent_settings", "--shard": "shard", "--adaptive": "adaptive"}
+
+
 def _options_fingerprint(options: RunOptions) -> str:
-    """The options that change what a cell means; a resumed iteration must keep them."""
-    relevant = {"agent": options.agent, "configs": list(options.configs), "runs": options.runs,
-                "executor_model": options.executor_model, "grader_model": options.grader_model,
-                "eval_ids": options.eval_ids, "agent_settings": options.agent_settings,
-                "grader_runs": options.grader_runs}
-    if options.shard is not None:  # only then, so unsharded fingerprints stay as they were
-        relevant["shard"] = list(options.shard)
-    if options.adaptive:  # likewise
-        relevant["adaptive"] = True
+    relevant = {name: getattr(options, name) for name in CELL_OPTIONS.values()}
+    for name in ("shard", "adaptive"):  # only when set, so earlier fingerprints stay as they were
+        if not relevant[name]:
+            del relevant[name]
     return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
 
 
@@ -15364,10 +15335,8 @@ def _plan_identity(suite: Suite, options: RunOptions, cells: list[Cell]) -> Plan
         plan.to_json(), sort_keys=True).encode()).hexdigest())
 
 
-def _shard_record(options: RunOptions, cells: list[Cell]) -> ShardRecord | None:
-    if options.shard is None:
-        return None
-    index, count = options.shard
+def _shard_record(shard: tuple[int, int], cells: list[Cell]) -> ShardRecord:
+    index, count = shard
     return ShardRecord(index, count, f"{index}/{count}",
                        tuple(dict.fromkeys(cell.case.key for cell in cells)), len(cells),
                        SHARD_ALGORITHM)
@@ -15382,11 +15351,10 @@ def _weakest_isolation(records: list[IterationIsolation]) -> IterationIsolation:
     return records[0]
 
 
-def check_resume(iteration_dir: Path, suite: Suite, options: RunOptions,
+def check_resume(iteration_dir: Path, manifest: Manifest, suite: Suite, options: RunOptions,
                  revisions: dict[str, RevisionPackage] | None = None) -> Manifest:
     """The earlier manifest, if suite, skill, runner and options still hash the same."""
     path = iteration_dir / "iteration_manifest.json"
-    manifest = read_manifest(iteration_dir, "pass an iteration-N folder written by `run`")
     hashes = (manifest.suite, manifest.skill_package, manifest.runner)
     if any(part is None or part.sha256 is None for part in hashes) or \
             manifest.options_sha256 is None:
@@ -15529,19 +15497,6 @@ def _prepare_manifest(plan: IterationPlan, cells: list[Cell],
         **{key: extra[key] for key in _ATTEMPT_ENTRIES if key in extra})
 
 
-def _launch_entries(plan: IterationPlan, subreaper: bool) -> dict[str, Any]:
-    """The manifest members of how this attempt launches agents."""
-    return {"cli_version": plan.cli_version, "sandbox_base": str(plan.sandbox_base),
-            "isolation": IterationIsolation(plan.confinement, plan.confinement.describe(),
-                                            subreaper)}
-
-
-def _write_start(plan: IterationPlan, cells: list[Cell], manifest: Manifest) -> None:
-    """From here the iteration exists: it can be reported and resumed."""
-    write_json(plan.iteration_dir / "iteration_manifest.json", manifest.to_json())
-    _write_eval_metadata(plan.suite, cells, plan.iteration_dir)
-
-
 @contextlib.contextmanager
 def _iteration_lock(folder: Path) -> Iterator[None]:
     """Held while a run writes an iteration, so a second `run --resume` of it is refused at
@@ -15592,14 +15547,17 @@ def run_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
         # interrupt or a failed write before then leaves no iteration and no template.
         if groups.cancelled.is_set():
             raise KeyboardInterrupt  # a stop asked before the manifest unwinds as Ctrl-C does
-        launch = _launch_entries(plan, subreaper)
         manifest = _prepare_manifest(plan, cells, {
-            "cli_version": launch["cli_version"], "sandbox_base": launch["sandbox_base"],
-            **ground.begin(plan, groups, cells, fixtures, launch["isolation"]),
+            "cli_version": plan.cli_version, "sandbox_base": str(plan.sandbox_base),
+            "isolation": IterationIsolation(plan.confinement, plan.confinement.describe(),
+                                            subreaper),
+            **ground.begin(plan, groups, cells, fixtures),
             "environment_scrub": plan.environment_scrub})
         if groups.cancelled.is_set():
             raise KeyboardInterrupt
-        _write_start(plan, cells, manifest)
+        # From here the iteration exists: it can be reported and resumed.
+        write_json(plan.iteration_dir / "iteration_manifest.json", manifest.to_json())
+        _write_eval_metadata(plan.suite, cells, plan.iteration_dir)
     except BaseException as exc:
         ground.remove(keep_template=False)
         return _abandon_unstarted_iteration(plan, exc)
@@ -15608,11 +15566,13 @@ def run_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
         cells = [cell for cell in cells if cell.run_number <= plan.wave_limit]
     try:
         records = _run_planned_cells(ctx, cells, plan.resuming)
-        cells, waves = _adaptive_cells(ctx, cells)
     finally:
         end_strays(keep=children_before)  # whatever an agent left running ends now
         ground.remove(keep_template=plan.options.keep_sandboxes)
-    manifest = dataclasses.replace(manifest, **ground.after(manifest, groups), **waves)
+    manifest = dataclasses.replace(manifest, **ground.after(manifest, groups))
+    if ctx.state.adaptive is not None:  # the waves started; the sequential verdict reads it
+        cells = [cell for cell in cells if cell.run_number <= ctx.state.adaptive.waves_run]
+        manifest = dataclasses.replace(manifest, adaptive=ctx.state.adaptive)
     status = dataclasses.replace(manifest.fixture_status or FixtureStatus(),
                                  after=fixture_status(plan.suite.root, fixtures, groups))
     return _finish_iteration(plan, ctx, cells,
@@ -15646,7 +15606,7 @@ class _Sandboxes:
         return cls(snapshot, checkout, failure, withheld)
 
     def begin(self, plan: IterationPlan, groups: ProcessGroups, cells: list[Cell],
-              fixtures: list[str], isolation: IterationIsolation) -> dict[str, Any]:
+              fixtures: list[str]) -> dict[str, Any]:
         """The sandboxes' git template built; the manifest's account of what the sandboxes
         hold and how agents run in them (its members, by name)."""
         suite, options, snapshot = plan.suite, plan.options, self.snapshot
@@ -15658,13 +15618,13 @@ class _Sandboxes:
         add_runner_baselines(template, plan.iteration_dir / ".baselines")
         sharding = ({"plan": _plan_identity(suite, options, plan_cells(suite, options,
                                                                        plan.iteration_dir)),
-                     "shard": _shard_record(options, cells)} if options.shard else {})
+                     "shard": _shard_record(options.shard, cells)} if options.shard else {})
         return {"listing_source": snapshot.listing_source,
                 "git_template": TemplateRecord(str(template.folder), template.commit,
                                                template.error),
                 "skill_installed_elsewhere": tuple(skill_installed_elsewhere(suite.skill_name,
                                                                              plan.provider)),
-                "withheld_from_skill_package": self.withheld, "isolation": isolation,
+                "withheld_from_skill_package": self.withheld,
                 "withheld_from_every_sandbox": snapshot.kept_back,
                 "fixture_status": FixtureStatus(fixture_status(suite.root, fixtures, groups)),
                 "arms": _arm_records(suite, options.configs, snapshot.revisions),
@@ -15697,13 +15657,12 @@ class _RecordedRuns:
     snapshot: None = None
 
     def begin(self, plan: IterationPlan, groups: ProcessGroups, cells: list[Cell],
-              fixtures: list[str], isolation: IterationIsolation) -> dict[str, Any]:
+              fixtures: list[str]) -> dict[str, Any]:
         """Where the answers came from; what is about the executor's run, from the source."""
         source = self.source.manifest
         before = source.fixture_status.before if source.fixture_status else None
         return {"regrade": self.source.record(),
                 "skill_installed_elsewhere": source.skill_installed_elsewhere or (),
-                "isolation": isolation,
                 "fixture_status": FixtureStatus(
                     before or fixture_status(plan.suite.root, fixtures, groups))}
 
@@ -15731,7 +15690,11 @@ def _iteration_context(plan: IterationPlan, groups: ProcessGroups,
                                         plan.options.workspace, plan.sandbox_base, Path.home())
                   if folder is not None] + ([plan.source.folder] if plan.source else [])
     return RunContext(plan.suite, plan.options, plan.provider, plan.iteration_dir,
-                      ground.snapshot, plan.sandbox_base, groups, judge=_judge_identity(plan),
+                      ground.snapshot, plan.sandbox_base, groups,
+                      judge=JudgeIdentity(plan.provider.name,  # written into every grading.json
+                                          plan.options.grader_model or "CLI default",
+                                          plan.cli_version, grader_template_sha256(),
+                                          plan.options.grader_runs),
                       resuming=plan.resuming, children_before=children_before,
                       base_env=plan.base_env, confinement=plan.confinement,
                       agent_mounts=mounts, hidden=hidden, wave_limit=plan.wave_limit,
@@ -15907,15 +15870,6 @@ def replay_looks(plan: PlanRecord, records: list[RunRecord], waves: int,
     return history
 
 
-def _adaptive_cells(ctx: RunContext, cells: list[Cell]) -> tuple[list[Cell], dict[str, Any]]:
-    """The cells of the waves an adaptive run started (all cells otherwise), and the
-    manifest's `adaptive` entry, which the benchmark's sequential verdict is read from."""
-    waves = ctx.state.adaptive
-    if waves is None:
-        return cells, {}
-    return [cell for cell in cells if cell.run_number <= waves.waves_run], {"adaptive": waves}
-
-
 def _run_planned_cells(ctx: RunContext, cells: list[Cell], resumed: bool) -> list[RunRecord]:
     """The cells of run, --resume, --regrade and --next-wave: the ones an earlier attempt
     finished kept (only while their files match the hashes taken when they finished), the
@@ -15955,18 +15909,18 @@ def _abandon_unstarted_iteration(plan: IterationPlan, exc: BaseException) -> int
 
 
 def recorded_run_hashes(iteration_dir: Path) -> dict[str, dict[str, str]]:
-    """The hashes each cell of an earlier attempt had when it finished, by cell label."""
+    """The hashes each cell of an earlier attempt had when it finished, by cell label: the
+    journal's, written at that moment, else benchmark.json's. A cell the two disagree on is
+    left out (one was edited), so a resume runs it again."""
     try:
-        benchmark = load_benchmark_model(iteration_dir)
+        listed = {label: hashes for label, hashes in
+                  load_benchmark_model(iteration_dir).hashes().items() if hashes is not None}
     except InputError:  # a SIGKILL left none, or it was damaged: the journal alone says
-        benchmark = None
-    return _recorded_hashes(iteration_dir, benchmark)
-
-
-def _judge_identity(plan: IterationPlan) -> JudgeIdentity:
-    """Who graded: written into every grading.json."""
-    return JudgeIdentity(plan.provider.name, plan.options.grader_model or "CLI default",
-                         plan.cli_version, grader_template_sha256(), plan.options.grader_runs)
+        listed = {}
+    journal = _read_hash_journal(iteration_dir)
+    merged = {**listed, **journal}
+    return {label: hashes for label, hashes in merged.items()
+            if label not in listed or label not in journal or listed[label] == journal[label]}
 
 
 def _run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
@@ -15998,8 +15952,10 @@ def _finish_iteration(plan: IterationPlan, ctx: RunContext, cells: list[Cell],
     meta = _benchmark_metadata(suite, options, manifest, cells, records, incomplete)
     benchmark = aggregate(records, meta)
     benchmark = with_sequential_verdict(benchmark, ctx.state.adaptive)
+    started = time.monotonic()
+    changes, files, unverifiable = _run_file_changes(iteration_dir, benchmark)
     benchmark = apply_results_check(benchmark, _source_check(
-        manifest, _verify_run_files(benchmark, iteration_dir, "run")))
+        manifest, results_check("run", files, changes, unverifiable, started)))
     write_benchmark(iteration_dir, benchmark, iteration_dir / "benchmark.html", options.junit)
     print(render_summary(benchmark, iteration_dir))
     if interrupted:
@@ -16032,15 +15988,6 @@ class RegradeSource:
             executor_model=self.manifest.executor_model,
             executor_cli_version=earlier.executor_cli_version or self.manifest.cli_version,
             source_grader_model=self.manifest.grader_model)
-
-
-def recorded_regrade_source(iteration_dir: Path) -> str | None:
-    """The source a re-graded iteration names in its manifest, None for any other."""
-    try:
-        regrade = read_manifest(iteration_dir).regrade
-    except InputError:
-        return None
-    return regrade.source if regrade else None
 
 
 def load_regrade_source(folder: Path) -> RegradeSource:
@@ -16205,35 +16152,34 @@ def load_benchmark_model(iteration: str | Path) -> Benchmark:
     return Benchmark.from_json(written, path)
 
 
-def _newest_iteration_in(value: str, flag: str = "ITERATION_DIR") -> str:
+def _iterations_newest_first(folder: Path) -> list[Path]:
+    """A folder's iteration-N entries, the highest N first."""
+    numbered = [(int(m.group(1)), p) for p in folder.iterdir()
+                if (m := re.fullmatch(r"iteration-(\d+)", p.name))]
+    return [p for _, p in sorted(numbered, reverse=True)]
+
+
+def newest_iteration_in(value: str, flag: str = "ITERATION_DIR") -> str:
     """A folder of iterations (evals/<skill>/workspace/<agent>) stands for its newest
     iteration-N that holds a benchmark.json, and the report says which; anything else is
     returned as given."""
     folder = Path(value)
     if not folder.is_dir() or os.path.lexists(folder / BENCHMARK_FILE):
         return value
-    numbered = sorted(((int(m.group(1)), p) for p in folder.iterdir()
-                       if (m := re.fullmatch(r"iteration-(\d+)", p.name)) and p.is_dir()),
-                      reverse=True)
+    numbered = [p for p in _iterations_newest_first(folder) if p.is_dir()]
     if not numbered:
         return value
-    finished = [p for _, p in numbered if (p / BENCHMARK_FILE).is_file()]
+    finished = [p for p in numbered if (p / BENCHMARK_FILE).is_file()]
     if not finished:
         raise InputError(f"{flag} {folder} holds {len(numbered)} iteration folder(s) and none "
                          "has a benchmark.json (none finished)",
                          "finish one with `run --resume ITERATION_DIR`, or pass another folder")
     newest = finished[0]
-    others = ", ".join(p.name for _, p in numbered if p != newest)
+    others = ", ".join(p.name for p in numbered if p != newest)
     print(f"{PROG}: {flag} {folder} holds {len(numbered)} iteration(s); reporting the newest "
           f"finished one, {newest.name}" + (f" (the others: {others[:200]})" if others else ""),
           file=sys.stderr)
     return str(newest)
-
-
-def newest_iterations(iteration: str, compare: str | None) -> tuple[str, str | None]:
-    """`report`'s ITERATION_DIR and --compare, each folder of iterations read as its newest."""
-    return (_newest_iteration_in(iteration),
-            _newest_iteration_in(compare, "--compare") if compare else compare)
 
 
 # -- merging shards -----------------------------------------------------------
@@ -16259,25 +16205,17 @@ def _read_shard(folder: Path) -> ShardIteration:
     manifest = read_manifest(folder, fix)
     if manifest.shard is None or manifest.plan is None:
         raise InputError(f"--merge {folder}: not a shard (it was run without --shard K/N)", fix)
-    benchmark = load_benchmark_model(folder)
-    shard = ShardIteration(folder, manifest, manifest.shard, manifest.plan, benchmark,
-                           manifest.plan.runs)
-    if manifest.options is not None and manifest.options.adaptive:
-        waves, size = _shard_wave_entry(folder, manifest)
-        shard = dataclasses.replace(shard, waves=waves, wave_size=size)
-    return shard
-
-
-def _shard_wave_entry(folder: Path, manifest: Manifest) -> tuple[int, WaveSize]:
-    """An adaptive shard's waves run and the size of one of its waves, from its manifest."""
-    entry = manifest.adaptive
-    runs = manifest.plan.runs if manifest.plan else 0
-    if entry is None or entry.wave_size is None or not 1 <= entry.waves_run <= runs:
+    shard = ShardIteration(folder, manifest, manifest.shard, manifest.plan,
+                           load_benchmark_model(folder), manifest.plan.runs)
+    if manifest.options is None or not manifest.options.adaptive:
+        return shard
+    entry = manifest.adaptive  # the waves it ran and the size of one of them
+    if entry is None or entry.wave_size is None or not 1 <= entry.waves_run <= shard.waves:
         raise InputError(f"--merge {folder}: a shard of an adaptive run, but its manifest "
                          "records no finished wave (adaptive.waves_run, adaptive.wave_size)",
                          "finish the shard's wave first (run --resume SHARD_ITERATION), or "
                          "restore the manifest as `run` wrote it")
-    return entry.waves_run, entry.wave_size
+    return dataclasses.replace(shard, waves=entry.waves_run, wave_size=entry.wave_size)
 
 
 def _merged_waves(shards: list[ShardIteration], missing: list[MissingShard]) -> int | None:
@@ -16356,13 +16294,14 @@ def _check_shards(shards: list[ShardIteration]) -> list[MissingShard]:
             for index, evals in sorted(owners.items()) if index not in seen]
 
 
-def _shard_records(shard: ShardIteration) -> list[RunRecord]:
-    """Every cell of a shard, read back from its run files, in plan order, with the file
-    hashes the shard's runner recorded (so the merged iteration verifies them too)."""
-    plan, records = shard.plan, []
-    hashes = {run.key: run.files_sha256
-              for run in (*shard.benchmark.runs, *shard.benchmark.unscored_runs)}
+def _shard_records(shard: ShardIteration) -> dict[str, list[RunRecord]]:
+    """Every cell of a shard by eval, read back from its run files, in plan order, with the
+    file hashes the shard's runner recorded (so the merged iteration verifies them too)."""
+    plan = shard.plan
+    by_eval: dict[str, list[RunRecord]] = {}
+    hashes = {run.key: run.files_sha256 for run in shard.benchmark.listed_runs}
     for key in shard.shard.evals:
+        by_eval[key] = records = []
         for config in plan.configs:
             for number in range(1, shard.waves + 1):
                 run_dir = (shard.folder / f"eval-{key}" / config_folder(config)
@@ -16372,7 +16311,7 @@ def _shard_records(shard: ShardIteration) -> list[RunRecord]:
                 if isinstance(recorded, dict):
                     record.written_files = dict(recorded)
                 records.append(record)
-    return records
+    return by_eval
 
 
 def _shard_cell_record(run_dir: Path, recorded: Any, cell: tuple[Any, str, int]) -> RunRecord:
@@ -16434,14 +16373,6 @@ def _merged_metadata(shards: list[ShardIteration], records: list[RunRecord],
         missing_shards=tuple(missing))
 
 
-def _zip_evals(shard: ShardIteration,
-               records: list[RunRecord]) -> Iterator[tuple[str, list[RunRecord]]]:
-    """A shard's records grouped by eval key, in the shard's order."""
-    per_eval = len(shard.plan.configs) * shard.waves
-    for position, key in enumerate(shard.shard.evals):
-        yield key, records[position * per_eval:(position + 1) * per_eval]
-
-
 def _shards_check(shards: list[ShardIteration]) -> ResultsCheck:
     """Every shard's run files against the hashes taken when its cells finished, before the
     merged iteration is written: a shard edited after it ran is results_modified."""
@@ -16476,10 +16407,6 @@ def _refuse_linked_files(folder: Path, eval_folder: str) -> None:
                          "link or run the shard again")
 
 
-def _links(where: str, names: list[str]) -> list[str]:
-    return [name for name in names if os.path.islink(os.path.join(where, name))]
-
-
 def merge_shards(target: Path, folders: list[Path],
                  junit: Path | None) -> tuple[Benchmark, int]:
     """One iteration at `target` from shard iterations: (benchmark, exit code).
@@ -16494,7 +16421,7 @@ def merge_shards(target: Path, folders: list[Path],
     missing = _check_shards(shards)
     waves = _merged_waves(shards, missing)
     by_eval = {key: (shard, eval_records) for shard in shards
-               for key, eval_records in _zip_evals(shard, _shard_records(shard))}
+               for key, eval_records in _shard_records(shard).items()}
     records = [record for key in shards[0].plan.evals if key in by_eval
                for record in by_eval[key][1]]  # plan order, as one machine writes them
     meta = _merged_metadata(shards, records, missing)
@@ -16509,7 +16436,9 @@ def merge_shards(target: Path, folders: list[Path],
     try:
         for key, (shard, _) in by_eval.items():
             shutil.copytree(shard.folder / f"eval-{key}", building / f"eval-{key}",
-                            symlinks=True, ignore=_links,  # a link made since: left behind
+                            symlinks=True,  # a link made since: left behind
+                            ignore=lambda where, names: [
+                                name for name in names if os.path.islink(f"{where}/{name}")],
                             copy_function=_copy_shard_file)
         write_text(building / HASH_JOURNAL, "".join(
             json.dumps({"cell": r.label, "files_sha256": r.written_files}, sort_keys=True) + "\n"
@@ -16546,19 +16475,22 @@ def _copy_shard_file(source: str, target: str) -> None:
 # -- forecast -----------------------------------------------------------------
 
 
-def latest_iteration_of(workspace: Path, skill_name: str | None, agent: str) -> Path | None:
-    """The newest iteration-N in workspace with a benchmark of this skill and agent."""
-    if not workspace.is_dir():
+def latest_iteration_of(workspace: Path | None, skill_name: str | None, agent: str,
+                        suite_sha256: str | None = None) -> tuple[Path, Benchmark] | None:
+    """The newest iteration-N in workspace with a benchmark by `agent` of this skill, or,
+    given `suite_sha256`, of this very suite."""
+    if workspace is None or not workspace.is_dir():
         return None
-    numbered = sorted(((int(m.group(1)), p) for p in workspace.iterdir()
-                       if (m := re.fullmatch(r"iteration-(\d+)", p.name))), reverse=True)
-    for _, folder in numbered:
+    for folder in _iterations_newest_first(workspace):
         try:
-            meta = load_benchmark_model(folder).metadata
+            benchmark = load_benchmark_model(folder)
         except InputError:
             continue
-        if meta.skill_name == skill_name and meta.agent == agent:
-            return folder
+        meta = benchmark.metadata
+        suite = meta.identity.suite_sha256 if meta.identity else None
+        if meta.agent == agent and (suite == suite_sha256 if suite_sha256
+                                    else meta.skill_name == skill_name):
+            return folder, benchmark
     return None
 
 
@@ -16572,7 +16504,7 @@ def other_agent_iterations(iteration: Path, benchmark: Benchmark) -> list[Path]:
     for folder in sorted(p for p in workspace.iterdir() if p.is_dir() and p != agent_dir):
         latest = latest_iteration_of(folder, skill, folder.name)
         if latest is not None:
-            found.append(latest)
+            found.append(latest[0])
     if not found:
         raise InputError(f"--across: no iteration of skill {skill} by another agent in "
                          f"{workspace}",
@@ -16586,16 +16518,12 @@ def _observed_cell(record: RunRecord) -> dict[str, float | None] | None:
     processes = [p for p in (record.executor, record.grader) if p is not None]
     if not processes:  # cancelled before it started: it tells nothing about a cell's use
         return None
-    seconds = [p.duration_s for p in processes]
     talk = record.conversation
     if talk is not None:  # every turn and user agent call, not only the last turn's process
-        calls = [*(t.executor for t in talk.turns), *(c.process for c in talk.user_calls or ())]
-        seconds = [c.duration_s for c in calls] + (
-            [record.grader.duration_s] if record.grader is not None else [])
-        return {"calls": float(len(seconds)),  # each a number once the check below holds
-                "seconds": sum(cast("list[float]", seconds))
-                if all(is_measurable(v) for v in seconds) else None,
-                "tokens": spend_of(record, "tokens"), "cost": spend_of(record, "cost")}
+        processes = [*(t.executor for t in talk.turns),
+                     *(c.process for c in talk.user_calls or ()),
+                     *([record.grader] if record.grader is not None else [])]
+    seconds = [p.duration_s for p in processes]
     return {"calls": float(len(processes)),  # each a number once the check below holds
             "seconds": sum(cast("list[float]", seconds))
             if all(is_measurable(v) for v in seconds) else None,
@@ -16628,10 +16556,10 @@ def _forecast_totals(observed: dict[str, list[dict]], planned: dict[str, int],
 def forecast_run(workspace: Path, suite: Suite, options: RunOptions,
                  cells: list[Cell]) -> dict[str, Any] | None:
     """A forecast of this plan's use from the latest earlier iteration, or None."""
-    source = latest_iteration_of(workspace, suite.skill_name, options.agent)
-    if source is None:
+    latest = latest_iteration_of(workspace, suite.skill_name, options.agent)
+    if latest is None:
         return None
-    benchmark = load_benchmark_model(source)
+    source, benchmark = latest
     observed: dict[str, list[dict]] = {}
     graded = False
     for run in benchmark.runs:
@@ -16838,8 +16766,17 @@ def load_valid_suite(suite: str, repo_root: str | None) -> Suite:
     return loaded.suite
 
 
-def _eval_id_list(text: str | None) -> list[str] | None:
-    return None if text is None else [part.strip() for part in text.split(",") if part.strip()]
+def _cell_option_values(args: argparse.Namespace,
+                        configs: tuple[str, ...] = CONFIGS) -> dict[str, Any]:
+    """The CELL_OPTIONS a command line gives, by RunOptions member, as the run uses them;
+    `configs`: the default of --config."""
+    eval_ids = None if args.eval_id is None else [
+        part.strip() for part in args.eval_id.split(",") if part.strip()]
+    return {"agent": args.agent, "configs": args.config or configs, "runs": args.runs or 1,
+            "executor_model": args.executor_model or args.model,
+            "grader_model": args.grader_model or args.model, "grader_runs": args.grader_runs,
+            "eval_ids": eval_ids, "agent_settings": args.agent_config, "shard": args.shard,
+            "adaptive": bool(args.adaptive)}
 
 
 def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
@@ -16852,16 +16789,15 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
                          "never be measured against the cap",
                          "cap tokens instead with --max-tokens N (it reports tokens), or bound "
                          "the time with --deadline S")
-    eval_ids = None
-    if args.eval_id is not None:
-        eval_ids = _eval_id_list(args.eval_id) or []  # a list: the text is there
+    trigger_set = bool(suite.cases) and all(c.trigger for c in suite.cases)
+    cell = _cell_option_values(args, (INSTALLED_CONFIG,) if trigger_set else CONFIGS)
+    eval_ids, configs = cell["eval_ids"], cell["configs"]
+    if eval_ids is not None:
         known = {case.key for case in suite.cases}
         unknown = [i for i in eval_ids if i not in known]
         if unknown or not eval_ids:
             raise InputError(f"--eval-id names no case: {', '.join(unknown) or '(empty)'}",
                              f"known ids: {', '.join(sorted(known)) or '(none)'}")
-    trigger_set = bool(suite.cases) and all(c.trigger for c in suite.cases)
-    configs = args.config or ((INSTALLED_CONFIG,) if trigger_set else CONFIGS)
     if trigger_set and not any(map(config_installs_skill, configs)):
         raise InputError("a trigger set runs in the installed arm only, and --config names none",
                          "run it with --config installed (or installed@REV)")
@@ -16872,23 +16808,20 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
     if workspace.exists() and not workspace.is_dir():
         raise InputError(f"--workspace {workspace}: it exists and is not a folder",
                          "give a folder, or a path that does not exist yet")
+    junit = output_path(args.junit, "--junit")  # refused before a misused --adaptive
+    _check_adaptive_usage(args, configs)
     return RunOptions(
-        agent=args.agent, configs=configs, runs=args.runs or 1, timeout_s=args.timeout,
-        concurrency=args.concurrency, deadline_s=args.deadline,
-        executor_model=args.executor_model or args.model,
-        grader_model=args.grader_model or args.model, skill_md=skill_md, workspace=workspace,
-        eval_ids=eval_ids, keep_sandboxes=args.keep_sandboxes, agent_settings=args.agent_config,
-        quiet=args.quiet, junit=output_path(args.junit, "--junit"),
-        grader_runs=args.grader_runs, isolation=args.isolation, tmp_size_mib=args.tmp_size,
-        max_processes=args.max_processes,
-        shard=args.shard, max_cost_usd=args.max_cost, max_tokens=args.max_tokens,
-        adaptive=_check_adaptive_usage(args, configs))
+        **cell, timeout_s=args.timeout, concurrency=args.concurrency, deadline_s=args.deadline,
+        skill_md=skill_md, workspace=workspace, keep_sandboxes=args.keep_sandboxes,
+        quiet=args.quiet, junit=junit, isolation=args.isolation,
+        tmp_size_mib=args.tmp_size, max_processes=args.max_processes,
+        max_cost_usd=args.max_cost, max_tokens=args.max_tokens)
 
 
-def _check_adaptive_usage(args: argparse.Namespace, configs: tuple[str, ...]) -> bool:
+def _check_adaptive_usage(args: argparse.Namespace, configs: tuple[str, ...]) -> None:
     """--adaptive, refused where its stopping rule could not be honest."""
-    if not getattr(args, "adaptive", False):
-        return False
+    if not args.adaptive:
+        return
     if len(configs) != 2:
         raise InputError(f"--adaptive needs exactly two configs (a candidate and one "
                          f"baseline), not {len(configs)}: the waves stop on one comparison, "
@@ -16897,7 +16830,6 @@ def _check_adaptive_usage(args: argparse.Namespace, configs: tuple[str, ...]) ->
     if getattr(args, "regrade", None):
         raise InputError("--adaptive cannot re-grade: a re-grade grades the runs an earlier "
                          "iteration recorded, it runs no waves", "drop --adaptive")
-    return True
 
 
 def check_regrade_source_unchanged(source: RegradeSource, cells: list[Cell], resume: str | None,
@@ -16962,7 +16894,7 @@ def _merged_look_stop(merged: Path, shard: Path, shard_manifest: Manifest,
                          f"{named_changes(check.changed, check.changed_count)})", fix)
     own = recorded_run_hashes(shard)
     mine = {str(key) for key in shard_manifest.shard.evals}
-    seen = {run.label: run.files_sha256 for run in (*benchmark.runs, *benchmark.unscored_runs)
+    seen = {run.label: run.files_sha256 for run in benchmark.listed_runs
             if str(run.eval_id) in mine}
     listed = {run.label for run in load_benchmark_model(shard).listed_runs
               if run.run_number <= waves}
@@ -17009,9 +16941,10 @@ def installed_unconfined_warning(provider: Provider, skill_name: str) -> str:
             "bwrap for a fresh home that holds no other skill.")
 
 
-def regrade_source_for(args: argparse.Namespace, suite: Suite) -> RegradeSource | None:
-    """The iteration to re-grade: --regrade, or the one a resumed re-graded iteration names."""
-    recorded = recorded_regrade_source(Path(args.resume)) if args.resume else None
+def regrade_source_for(args: argparse.Namespace, resumed: Manifest | None) -> RegradeSource | None:
+    """The iteration to re-grade: --regrade, or the one a resumed re-graded iteration names
+    in its manifest (`resumed`)."""
+    recorded = resumed.regrade.source if resumed and resumed.regrade else None
     if args.regrade and args.resume and (
             recorded is None or Path(recorded) != Path(args.regrade).resolve()):
         raise InputError(f"--resume {args.resume} did not re-grade {args.regrade}",
@@ -17027,22 +16960,6 @@ def regrade_source_for(args: argparse.Namespace, suite: Suite) -> RegradeSource 
 # printed, and what names the iteration (its manifest names a re-grade's source).
 _NOT_RESUMED = ("resume", "dry_run", "quiet", "junit", "workspace", "regrade", "suite",
                 "repo_root", "next_wave")
-
-
-# The options that decide what a cell means (_options_fingerprint); each one's value as the
-# run uses it. Given again on a resume, they must agree with the iteration's.
-_RESUME_MUST_AGREE: dict[str, Callable[[argparse.Namespace], Any]] = {
-    "--agent": lambda a: a.agent,
-    "--config": lambda a: list(a.config or CONFIGS),
-    "--runs": lambda a: a.runs or 1,
-    "--executor-model": lambda a: a.executor_model or a.model,
-    "--grader-model": lambda a: a.grader_model or a.model,
-    "--grader-runs": lambda a: a.grader_runs,
-    "--eval-id": lambda a: _eval_id_list(a.eval_id),
-    "--agent-config": lambda a: list(a.agent_config),
-    "--shard": lambda a: list(a.shard) if a.shard else None,
-    "--adaptive": lambda a: bool(a.adaptive),
-}
 
 
 def _given_options(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
@@ -17087,12 +17004,12 @@ def _fmt_option(value: Any) -> str:
     return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
 
 
-def resumed_args(args: argparse.Namespace, argv: list[str],
-                 parser: argparse.ArgumentParser) -> argparse.Namespace:
-    """`run --resume DIR`: what the iteration was started with, overlaid with what this
-    command gives again; an option that changes what a cell means must agree. `parser`: a
-    fresh parser of the whole command line."""
-    _, recorded = _recorded_command(Path(args.resume), parser)
+def resumed_args(args: argparse.Namespace, argv: list[str], parser: argparse.ArgumentParser
+                 ) -> tuple[Manifest, argparse.Namespace]:
+    """`run --resume DIR`: the iteration's manifest, and what the iteration was started with,
+    overlaid with what this command gives again; an option that changes what a cell means
+    must agree. `parser`: a fresh parser of the whole command line."""
+    manifest, recorded = _recorded_command(Path(args.resume), parser)
     given = _given_options(subcommands(parser)["run"], argv) | (
         {"suite"} if args.suite is not None else set())
     merged = argparse.Namespace(**vars(recorded))
@@ -17103,11 +17020,12 @@ def resumed_args(args: argparse.Namespace, argv: list[str],
         if "model" in given and role not in given:  # a new --model is for both roles
             setattr(merged, role, None)
     differ = []
-    for flag, value in _RESUME_MUST_AGREE.items():
-        then, now = value(recorded), value(merged)
+    before, after = _cell_option_values(recorded), _cell_option_values(merged)
+    for flag, name in CELL_OPTIONS.items():
+        then, now = before[name], after[name]
         if then != now:
-            named = "--model" if "model" in given and flag.endswith("-model") and \
-                flag.lstrip("-").replace("-", "_") not in given else flag
+            named = ("--model" if "model" in given and name.endswith("_model")
+                     and name not in given else flag)
             differ.append(f"{named} {_fmt_option(now)} here, {_fmt_option(then)} in that "
                           "iteration")
     if differ:
@@ -17116,7 +17034,7 @@ def resumed_args(args: argparse.Namespace, argv: list[str],
                          "finished cells would not be comparable",
                          f"drop {flags} (a resume takes the iteration's own), or start a new "
                          "iteration (drop --resume)")
-    return merged
+    return manifest, merged
 
 
 def _display_path(path: Path) -> str:
@@ -17307,7 +17225,7 @@ def _print_checks_plan(suite: Suite, cells: list[Cell], checks_only: list[Cell])
 
 def _dry_run_forecast(suite: Suite, options: RunOptions, planned_evals: int) -> list[str]:
     """The power forecast from the latest earlier iteration of this suite and agent, if any."""
-    earlier = _latest_matching_iteration(options.workspace, suite.sha256, options.agent)
+    earlier = latest_iteration_of(options.workspace, None, options.agent, suite.sha256)
     if earlier is None:
         return ["power forecast: no earlier iteration of this very suite with this agent in the "
                 "workspace"]
@@ -17332,25 +17250,6 @@ def _dry_run_forecast(suite: Suite, options: RunOptions, planned_evals: int) -> 
                          + (f"about {fmt_delta(at_plan.mde).lstrip('+')}"
                             if at_plan.mde is not None else f"none: {at_plan.reason}"))
     return lines
-
-
-def _latest_matching_iteration(workspace: Path | None, suite_sha256: str,
-                               agent: str) -> tuple[Path, Benchmark] | None:
-    """The newest iteration-N in the workspace whose benchmark is of this suite and agent."""
-    if workspace is None or not workspace.is_dir():
-        return None
-    numbered = sorted(((int(m.group(1)), p) for p in workspace.iterdir()
-                       if (m := re.fullmatch(r"iteration-(\d+)", p.name))), reverse=True)
-    for _, folder in numbered:
-        try:
-            benchmark = load_benchmark_model(folder)
-        except InputError:
-            continue
-        meta = benchmark.metadata
-        if meta.identity is not None and meta.identity.suite_sha256 == suite_sha256 and \
-                meta.agent == agent:
-            return folder, benchmark
-    return None
 
 
 def _print_regrade_dry_run(suite: Suite, options: RunOptions, provider: Provider,
@@ -17392,9 +17291,8 @@ def _forecast_line(label: str, total: dict[str, Any] | None, fmt: str, unit: str
 
 def _print_forecast(forecast: dict[str, Any] | None, options: RunOptions, suite: Suite) -> None:
     if forecast is None:
-        latest = latest_iteration_of(options.workspace, suite.skill_name, options.agent) \
-            if options.workspace is not None else None
-        print(f"forecast of use: nothing to forecast from ({latest.name} of "
+        latest = latest_iteration_of(options.workspace, suite.skill_name, options.agent)
+        print(f"forecast of use: nothing to forecast from ({latest[0].name} of "
               f"{suite.skill_name} with {options.agent} finished no cell to measure)"
               if latest is not None else
               f"forecast of use: nothing to forecast from (no earlier iteration of "
@@ -17617,7 +17515,6 @@ def _positive(noun: str, unit: str) -> Callable[[str], float]:
 
 
 _positive_seconds = _positive("a number of seconds", "seconds")
-_positive_usd = _positive("an amount in USD", "USD")
 
 
 def _model_name(text: str) -> str:
@@ -17712,7 +17609,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--concurrency", type=_bounded_int(*CONCURRENCY_RANGE), default=4,
                      help="agent processes at once, 1..16 (default: 4)")
     run.add_argument("--deadline", type=_positive_seconds, metavar="S", help=DEADLINE_HELP)
-    run.add_argument("--max-cost", type=_positive_usd, metavar="USD",
+    run.add_argument("--max-cost", type=_positive("an amount in USD", "USD"), metavar="USD",
                      help="start no new cell once finished cells' captured executor and grader "
                      "cost reaches USD; the rest are cancelled")
     run.add_argument("--max-tokens", type=_bounded_int(1, 10 ** 15), metavar="N",
@@ -17792,9 +17689,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace, argv: list[str], folders: dict[str, Path]) -> int:
     """`folders`: where a traceback goes, told the iteration and the workspace once known."""
     run_parser = subcommands(build_parser())["run"]
+    resumed = None  # the manifest of the iteration a --resume continues
     if args.resume:
         folders["iteration"] = Path(args.resume)
-        args = resumed_args(args, argv, build_parser())
+        resumed, args = resumed_args(args, argv, build_parser())
     missing = [name for name, value in (("SUITE", args.suite), ("--agent", args.agent))
                if value is None]
     if missing:
@@ -17813,7 +17711,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str], folders: dict[str, Path])
     if suite.at_root:
         check_root_skill_run(suite, options)
     sandbox_base = check_sandbox_base(suite.root)
-    source = regrade_source_for(args, suite)
+    source = regrade_source_for(args, resumed)
     if source is not None:
         options = check_regrade_source(source, suite, options, {
             "configs": args.config, "runs": args.runs, "eval_ids": options.eval_ids
@@ -17838,7 +17736,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str], folders: dict[str, Path])
               "was launched, and report --merge does not expect it")
         return EXIT_OK
     # Before the start line: a resume that is refused must not first print a plan.
-    previous = check_resume(Path(args.resume), suite, options, revisions) if args.resume else None
+    previous = resumed and check_resume(Path(args.resume), resumed, suite, options, revisions)
     if (wave_limit := shard_wave_limit(args, options, previous)) == 0:
         return EXIT_OK  # the merged look stopped the waves (said so): nothing to run
     if not options.quiet:  # at once: the version check and the sandbox template take a while
@@ -17907,7 +17805,8 @@ def cmd_report(args: argparse.Namespace, folders: dict[str, Path]) -> int:
             Path(args.iteration).resolve().parent if args.merge else Path(args.iteration))
     if args.merge:
         return cmd_merge(args)
-    args.iteration, args.compare = newest_iterations(args.iteration, args.compare)
+    args.iteration = newest_iteration_in(args.iteration)
+    args.compare = args.compare and newest_iteration_in(args.compare, "--compare")
     benchmark = load_benchmark_model(args.iteration)
     folder = Path(args.iteration)
     folder = folder if folder.is_dir() else folder.parent
