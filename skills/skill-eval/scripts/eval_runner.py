@@ -3160,30 +3160,19 @@ def _path_join(base: str, key: str | int) -> str:
     return f"{base}[{json.dumps(key)}]"
 
 
-def _walk_json(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
-    """Every node with its JSON path, depth-first, without recursion."""
-    stack = [(path, value)]
+def _walk_json(value: Any) -> Iterator[tuple[str, Any, int]]:
+    """Every node with its JSON path and depth (the top is 1), depth-first, without
+    recursion."""
+    stack = [("", value, 1)]
     while stack:
-        node_path, node = stack.pop()
-        yield node_path, node
+        node_path, node, depth = stack.pop()
+        yield node_path, node, depth
         if isinstance(node, dict):
-            items = [(_path_join(node_path, k), v) for k, v in node.items()]
+            items = [(_path_join(node_path, k), v, depth + 1) for k, v in node.items()]
             stack.extend(reversed(items))
         elif isinstance(node, list):
-            stack.extend(reversed([(_path_join(node_path, i), v) for i, v in enumerate(node)]))
-
-
-def _json_depth(value: Any) -> int:
-    deepest = 0
-    stack = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        deepest = max(deepest, depth)
-        children = node.values() if isinstance(node, dict) else node
-        if not isinstance(node, (dict, list)):
-            children = ()
-        stack.extend((child, depth + 1) for child in children)
-    return deepest
+            stack.extend(reversed([(_path_join(node_path, i), v, depth + 1)
+                                   for i, v in enumerate(node)]))
 
 
 def _parse_json_document(text: str, file: str) -> tuple[Any, list[Problem]]:
@@ -3204,10 +3193,11 @@ def _parse_json_document(text: str, file: str) -> tuple[Any, list[Problem]]:
         return None, [Problem("error", "JSON is nested too deeply to read", file,
                               fix=f"keep nesting under {MAX_JSON_DEPTH} levels")]
     problems = []
-    if _json_depth(data) > MAX_JSON_DEPTH:
-        return None, [Problem("error", f"JSON is nested deeper than {MAX_JSON_DEPTH} levels", file,
-                              fix="an eval suite needs only a few levels; remove the nesting")]
-    for path, node in _walk_json(data):
+    for path, node, depth in _walk_json(data):
+        if depth > MAX_JSON_DEPTH:  # said alone, and before a path grows longer
+            return None, [Problem("error", f"JSON is nested deeper than {MAX_JSON_DEPTH} levels",
+                                  file, fix="an eval suite needs only a few levels; remove the "
+                                  "nesting")]
         if isinstance(node, _JsonObject):
             for key in node.duplicate_keys:
                 problems.append(Problem(
