@@ -448,10 +448,6 @@ def is_int(value: Any) -> bool:
             and -_INT_BOUND < value < _INT_BOUND)
 
 
-def _member(json_path: str, key: str) -> str:
-    return f"{json_path}.{key}" if json_path else key
-
-
 _PATH_SHOWN_CHARS = 300
 
 
@@ -479,7 +475,7 @@ class Cursor:
     path: str = ""
 
     def at(self, key: str) -> Cursor:
-        return Cursor(self.file, _member(self.path, key))
+        return Cursor(self.file, f"{self.path}.{key}" if self.path else key)
 
     def item(self, index: int) -> Cursor:
         return Cursor(self.file, f"{self.path}[{index}]")
@@ -4266,11 +4262,6 @@ def _skillgrade_problem(file: str) -> Problem:
                    f"expectations; the suite's shape: {_SUITE_SHAPE}")
 
 
-def _yaml_top_keys(text: str) -> list[str]:
-    """The keys of a YAML document's top-level mapping, read from its unindented lines."""
-    return re.findall(r"^([A-Za-z_][\w-]*)\s*:", text, flags=re.MULTILINE)
-
-
 def _unparsable_format(text: str, path: Path) -> Problem | None:
     """For text that is not JSON: the format it looks like and what to do, or None."""
     file, stripped = str(path), text.lstrip("\ufeff \t\r\n")
@@ -4281,7 +4272,8 @@ def _unparsable_format(text: str, path: Path) -> Problem | None:
                            "one JSON document", file,
                            fix="put the cases in one list under \"evals\": " + _SUITE_SHAPE)
         return None
-    keys = set(_yaml_top_keys(stripped))
+    # a YAML document's top-level keys, read from its unindented lines
+    keys = set(re.findall(r"^([A-Za-z_][\w-]*)\s*:", stripped, flags=re.MULTILINE))
     if not keys and path.suffix.lower() not in (".yaml", ".yml"):
         return None
     if "tests" in keys and keys & {"prompts", "providers"}:
@@ -4554,10 +4546,6 @@ def _is_trigger_document(data: Any) -> bool:
             and any(isinstance(item, dict) and set(item) & set(_TRIGGER_KEYS) for item in data))
 
 
-def _trigger_case_id(number: int) -> str:
-    return f"trigger-{number}"
-
-
 def _check_trigger_set(data: list[Any], file: str,
                        first_index: int) -> tuple[list[Case], list[Problem]]:
     """The trigger set's queries as cases, and every problem in it."""
@@ -4571,7 +4559,7 @@ def _check_trigger_set(data: list[Any], file: str,
     seen: dict[str, int] = {}
     unknown: dict[str, list[str]] = {}
     for index, item in enumerate(data):
-        cid = _trigger_case_id(index + 1)
+        cid = f"trigger-{index + 1}"
         found = _trigger_entry_problems(item, file, f"[{index}]", cid)
         if isinstance(item, dict):
             for key in item:
