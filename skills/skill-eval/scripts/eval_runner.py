@@ -893,13 +893,7 @@ class Suite:
 
     def assertions_for(self, case: Case) -> list[str]:
         """Common assertions then the case's own, each text once, in order."""
-        seen: set[str] = set()
-        ordered = []
-        for text in [*self.common_assertions, *case.expectations]:
-            if text not in seen:
-                seen.add(text)
-                ordered.append(text)
-        return ordered
+        return list(dict.fromkeys([*self.common_assertions, *case.expectations]))
 
     @property
     def skill_dir(self) -> Path:
