@@ -3501,11 +3501,8 @@ class _SuiteChecker:
 
     def check_installed_with(self, value: Any, skill_name: str | None) -> list[str]:
         """The other skill packages installed beside the skill in installed cells."""
-        entries = self.string_list(value, "installed_with", "installed_with")
         kept: list[str] = []
-        for i, entry in enumerate(value if isinstance(value, list) else []):
-            if entry not in entries:
-                continue
+        for i, entry in self.string_entries(value, "installed_with", "installed_with"):
             problem = self.installed_with_problem(entry.rstrip("/"), skill_name, kept)
             if problem:
                 self.error(f"installed_with entry {entry[:80]!r} {problem[0]}",
@@ -4076,11 +4073,8 @@ class _SuiteChecker:
     # -- fixture files -----------------------------------------------------
 
     def check_files(self, value: Any, path: str, cid: str | None) -> list[str]:
-        entries = self.string_list(value, path, "files", cid)
         resolved = []
-        for i, entry in enumerate(value if isinstance(value, list) else []):
-            if entry not in entries:
-                continue
+        for i, entry in self.string_entries(value, path, "files", cid):
             rel = self.resolve_fixture(entry, _path_join(path, i), cid)
             if rel is not None:
                 resolved.append(rel)
