@@ -3412,8 +3412,9 @@ class _SuiteChecker:
                            "ignored", where, _foreign_key_hint(key, what) +
                            f"known {what} keys: {', '.join(sorted(known))}", case_id)
 
-    def string_list(self, value: Any, path: str, what: str,
-                    case_id: str | None = None) -> list[str]:
+    def string_entries(self, value: Any, path: str, what: str,
+                       case_id: str | None = None) -> list[tuple[int, str]]:
+        """The usable entries of a list of strings, each with its index."""
         if not isinstance(value, list):
             self.error(f"{what} must be a list of strings, not {_type_name(value)}", path,
                        'write it as ["..."]', case_id)
@@ -3428,7 +3429,7 @@ class _SuiteChecker:
                 self.error(f"{what} entry is empty", item_path,
                            "write the entry or remove it", case_id)
             else:
-                items.append(item)
+                items.append((i, item))
         return items
 
     def optional_text(self, case: dict, key: str, path: str, case_id: str | None) -> str:
@@ -3482,8 +3483,7 @@ class _SuiteChecker:
             self.error("skill_name must be a non-empty string", "skill_name",
                        "name the skill folder under skills/, e.g. \"my-skill\"")
             return None
-        if (not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value) or ".." in value
-                or len(value) > MAX_NAME_CHARS):
+        if not names_one_folder(value) or ".." in value:
             self.error(f"skill_name {value[:80]!r} is not a single folder name", "skill_name",
                        f"use up to {MAX_NAME_CHARS} letters, digits, '.', '_' or '-': "
                        "the name of skills/<name>/")
@@ -3755,9 +3755,9 @@ class _SuiteChecker:
         """Assertion texts; an entry may be {"text": ..., "check": NAME}, pairing the text
         with the check that decides the same fact (text -> (name, JSON path))."""
         if not isinstance(value, list):
-            return self.string_list(value, path, what, cid), {}
+            return [text for _, text in self.string_entries(value, path, what, cid)], {}
         # Plain entries are checked as they always were; objects are read below.
-        self.string_list([item if not isinstance(item, dict) else "object" for item in value],
+        self.string_entries([item if not isinstance(item, dict) else "object" for item in value],
                          path, what, cid)
         texts, paired = [], {}
         for i, item in enumerate(value):
@@ -4050,8 +4050,7 @@ class _SuiteChecker:
     def check_timeout(self, raw: dict, path: str, cid: str | None) -> float | None:
         value = raw.get("timeout", CHECK_DEFAULT_TIMEOUT_S)
         low, high = CHECK_TIMEOUT_RANGE
-        if (not isinstance(value, (int, float)) or isinstance(value, bool)
-                or not low <= value <= high):
+        if not is_number(value) or not low <= value <= high:
             self.error(f"timeout must be a number of seconds from {low} to {high}, not "
                        f"{_shown(value)}", _path_join(path, "timeout"),
                        f"write e.g. \"timeout\": {CHECK_DEFAULT_TIMEOUT_S}", cid)
