@@ -4123,11 +4123,7 @@ class _SuiteChecker:
         bases = [self.root, suite_dir, suite_dir / "fixtures"]
         if self.skill_name:  # skill-creator writes fixture paths from the skill's folder
             bases.append(self.root / "skills" / self.skill_name)
-        unique: list[Path] = []
-        for base in bases:
-            if base not in unique:
-                unique.append(base)
-        return unique
+        return list(dict.fromkeys(bases))
 
     def accept_fixture(self, entry: str, candidate: Path, path: str, cid: str | None) -> str | None:
         real_root = Path(os.path.realpath(self.root))
