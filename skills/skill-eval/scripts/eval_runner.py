@@ -3684,7 +3684,7 @@ class _SuiteChecker:
                            _path_join(path, key), f"say in plain language {what}", cid)
             texts[key] = text
         most = value.get("max_turns", DEFAULT_USER_MAX_TURNS)
-        if not _whole_number_in(most, 2, MAX_CONVERSATION_TURNS):
+        if not (is_int(most) and 2 <= most <= MAX_CONVERSATION_TURNS):
             self.error(f"user.max_turns must be a whole number from 2 to "
                        f"{MAX_CONVERSATION_TURNS}, not {most!r}"[:200],
                        _path_join(path, "max_turns"),
@@ -3951,7 +3951,7 @@ class _SuiteChecker:
         return True
 
     def trace_bound(self, value: Any, path: str, cid: str | None) -> int | None:
-        if not _whole_number_in(value, 0, TRACE_BOUND_MAX):
+        if not (is_int(value) and 0 <= value <= TRACE_BOUND_MAX):
             self.error(f"a bound must be a whole number from 0 to {TRACE_BOUND_MAX}, not "
                        f"{_shown(value)}", path, "write the most the executor may take, e.g. 30",
                        cid)
@@ -4016,7 +4016,7 @@ class _SuiteChecker:
         tests = [key for key in CHECK_KINDS[subject].tests if key in raw]
         if subject == "run":
             code = raw.get("exit_code", 0)
-            if not _whole_number_in(code, 0, 255):
+            if not (is_int(code) and 0 <= code <= 255):
                 self.error(f"exit_code must be an integer from 0 to 255, not {_shown(code)}",
                            _path_join(path, "exit_code"), "write the expected exit code, e.g. 0",
                            cid)
@@ -4293,11 +4293,6 @@ def _written_case_id(raw: dict) -> str | None:
     if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip():
         return None
     return str(value)[:MAX_NAME_CHARS]
-
-
-def _whole_number_in(value: Any, low: int, high: int) -> bool:
-    """An int (a JSON true is not one) from low to high."""
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
 def _text_shown(value: Any) -> str:
