@@ -4599,12 +4599,6 @@ def _trigger_entry_problems(item: Any, file: str, path: str, cid: str) -> list[P
     return problems
 
 
-def _trigger_files_beside(suite_path: Path) -> list[Path]:
-    """The trigger sets kept beside an evals.json, skill-creator's way (the first is read)."""
-    return [suite_path.parent / name for name in _TRIGGER_FILE_NAMES
-            if (suite_path.parent / name).is_file()]
-
-
 def _read_trigger_set(path: Path, first_index: int) -> tuple[list[Case], list[Problem], str]:
     """A trigger file's cases, its problems and its text (empty when unreadable)."""
     text, problems = _read_suite_text(path)
@@ -4681,7 +4675,9 @@ def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedS
     checker = _SuiteChecker(str(suite_path), root or _provisional_root(suite_path), suite_path)
     skill_name, common, cases = checker.check_document(data)
     problems = root_problems + problems + checker.problems
-    triggers = _trigger_files_beside(suite_path)
+    # the trigger sets kept beside an evals.json, skill-creator's way (the first is read)
+    triggers = [suite_path.parent / name for name in _TRIGGER_FILE_NAMES
+                if (suite_path.parent / name).is_file()]
     trigger, trigger_text = (triggers[0] if triggers else None), ""
     problems += [Problem("warning", f"{extra.name} is not read: only one trigger file beside "
                          f"the suite is, {triggers[0].name}", str(extra),
