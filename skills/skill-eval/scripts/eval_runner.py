@@ -3274,11 +3274,6 @@ def _foreign_key_hint(key: str, what: str) -> str:
     return f"if it means {meaning.split(' ')[0]!r}, write {meaning}; " if meaning else ""
 
 
-def did_you_mean(key: str, known: Iterable[str]) -> str:
-    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
-    return f"did you mean {close[0]!r}? " if close else ""
-
-
 def _edits_apart(a: str, b: str, limit: int) -> int:
     """Letters to insert, delete, change or swap with a neighbour to turn a into b; any
     count over `limit` is returned as limit + 1 (the rows stop early)."""
@@ -3316,8 +3311,11 @@ def _close_name(word: str, known: Iterable[str]) -> str | None:
     return scored[0][1] if scored and scored[0][0] <= limit else None
 
 
-def _suggest(word: str, known: Iterable[str]) -> str:
-    close = _close_name(word, known)
+def did_you_mean(word: str, known: Iterable[str], strict: bool = False) -> str:
+    """"did you mean X? " for the known name nearest `word`, or "": `strict`, only a likely
+    slip (_close_name); else difflib's looser match, among a few fixed choices."""
+    close = _close_name(word, known) if strict else next(
+        iter(difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.6)), None)
     return f"did you mean {close!r}? " if close else ""
 
 
@@ -3791,7 +3789,7 @@ class _SuiteChecker:
         names = [check.name for check in checks]
         for name, where in paired.values():
             if name not in names:
-                hint = _suggest(name, names)
+                hint = did_you_mean(name, names, strict=True)
                 self.error(f"assertion names check {name!r}, which this case does not have",
                            where, f"{hint}known checks: {', '.join(names) or 'none'}; name "
                            "the check with \"name\" and use that", cid)
@@ -4390,7 +4388,7 @@ def _check_skill_package(root: Path, skill_name: str, file: str) -> list[Problem
                 if os.path.islink(root / "SKILL.md") else "")
         home = _suite_home_skill(root, Path(file))
         hint = (f"the suite sits in the skill skills/{home}/: set skill_name to {home!r}, or "
-                if home else _suggest(skill_name, names + ([top] if top else [])))
+                if home else did_you_mean(skill_name, names + ([top] if top else []), strict=True))
         return [Problem("error", f"the target skill has no {skill_md.relative_to(root)}{seen}",
                         file, "skill_name", fix=f"{hint}create skills/{skill_name}/SKILL.md "
                         "or correct skill_name")]
