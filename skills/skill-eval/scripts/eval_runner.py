@@ -3410,6 +3410,16 @@ class _SuiteChecker:
                            "ignored", where, _foreign_key_hint(key, what) +
                            f"known {what} keys: {', '.join(sorted(known))}", case_id)
 
+    def require(self, obj: dict, keys: tuple[str, ...], path: str, where: str,
+                case_id: str | None = None) -> None:
+        """Each required key that is missing, with how to add it: rename a key that may
+        stand for it, else add it to `where`."""
+        for key in (key for key in keys if key not in obj):
+            present = [name for name in REQUIRED_KEY_STAND_INS.get(key, ()) if name in obj]
+            self.error(f"required key {key!r} is missing", path, f"rename {present[0]!r} to "
+                       f"{key!r} if it holds the {key.replace('_', ' ')}" if present else
+                       f"add {key!r} to {where}", case_id)
+
     def string_entries(self, value: Any, path: str, what: str,
                        case_id: str | None = None) -> list[tuple[int, str]]:
         """The usable entries of a list of strings, each with its index."""
@@ -3455,10 +3465,7 @@ class _SuiteChecker:
             self.problems.append(foreign)
             return None, [], []
         self.check_unknown_keys(data, TOP_LEVEL_KEYS, "", "top-level")
-        for key in REQUIRED_TOP_LEVEL_KEYS:
-            if key not in data:
-                self.error(f"required key {key!r} is missing", "(top level)",
-                           _stand_in_fix(data, key, "the top-level object"))
+        self.require(data, REQUIRED_TOP_LEVEL_KEYS, "(top level)", "the top-level object")
         skill_name = self.skill_name = self.check_skill_name(data.get("skill_name"))
         common: list[str] = []
         if "common_assertions" in data:
@@ -3584,10 +3591,7 @@ class _SuiteChecker:
         case_id = self.check_case_id(raw, index, seen_ids)
         cid = _written_case_id(raw)  # a refused id (twice, unusable) still names its case
         self.check_unknown_keys(raw, CASE_KEYS, path, "case", cid)
-        for key in REQUIRED_CASE_KEYS:
-            if key not in raw:
-                self.error(f"required key {key!r} is missing", path,
-                           _stand_in_fix(raw, key, "the case"), cid)
+        self.require(raw, REQUIRED_CASE_KEYS, path, "the case", cid)
         prompt = raw.get("prompt")
         if "prompt" in raw and (not isinstance(prompt, str) or not prompt.strip()):
             self.error("prompt must be a non-empty string", _path_join(path, "prompt"),
@@ -4195,14 +4199,6 @@ class _SuiteChecker:
 
 _SUITE_SHAPE = ('{"skill_name": "<skill>", '
                 '"evals": [{"id": 1, "prompt": "...", "expectations": [...]}]}')
-def _stand_in_fix(obj: dict, key: str, where: str) -> str:
-    """How to add a missing required key, naming a key that may stand for it."""
-    present = [name for name in REQUIRED_KEY_STAND_INS.get(key, ()) if name in obj]
-    if present:
-        return f"rename {present[0]!r} to {key!r} if it holds the {key.replace('_', ' ')}"
-    return f"add {key!r} to {where}"
-
-
 def _looks_like_case_list(data: Any) -> bool:
     return isinstance(data, list) and any(isinstance(item, dict) and "prompt" in item
                                           for item in data)
