@@ -1162,15 +1162,12 @@ class Confinement(Record, frozen=False):
 # path is checked as a suite's case ids are. RunRecord, last, is the one mutable record: a
 # cell's, filled in while it runs, of these values.
 
-_FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
 def names_one_folder(value: Any) -> bool:
     """A case id as validation accepts it: an integer, or one folder name, never a path."""
     if isinstance(value, int) and not isinstance(value, bool):
         return len(str(value)) <= MAX_NAME_CHARS
     return (isinstance(value, str) and len(value) <= MAX_NAME_CHARS
-            and _FOLDER_NAME.fullmatch(value) is not None)
+            and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value) is not None)
 
 
 def is_revision_config(config: str) -> bool:
@@ -1183,14 +1180,10 @@ def _is_config_name(value: Any) -> bool:
     return isinstance(value, str) and (value in KNOWN_CONFIGS or is_revision_config(value))
 
 
-def _is_run_file(rel: Any) -> bool:
-    parts = rel.split("/")
-    return ".." not in parts and "" not in parts and "." not in parts
-
-
 # The kinds of names that become paths, as the records' annotations name them.
 _Hashes = Annotated[dict[str, str], MapOf(  # a cell's {relative file: sha256}
-    Kind("a run file's hash", lambda value: isinstance(value, str)), names=_is_run_file)]
+    Kind("a run file's hash", lambda value: isinstance(value, str)),
+    names=lambda rel: not {"..", "", "."} & set(rel.split("/")))]
 _CaseId = Annotated["str | int", Kind("a case id", names_one_folder)]
 _ConfigName = Annotated[str, Kind("a config name", _is_config_name)]
 _FolderNames = Annotated[tuple[str, ...], ListOf(Kind(
@@ -1401,12 +1394,10 @@ class MissingShard(Record):
     evals: _FolderNames
 
 
-def _is_interval(value: Any) -> bool:
-    return isinstance(value, list) and len(value) == 2 and all(map(is_number, value))
-
-
-_Interval = Annotated[tuple[float, float], Kind("an interval of two numbers", _is_interval,
-                                                 tuple, list)]
+_Interval = Annotated[tuple[float, float], Kind(
+    "an interval of two numbers",
+    lambda value: isinstance(value, list) and len(value) == 2 and all(map(is_number, value)),
+    tuple, list)]
 
 
 class Look(Record):
@@ -2063,11 +2054,8 @@ class RunScore(Record):
     errors: int = member(kind=NUMBER, optional=True)
 
 
-def _is_activated(value: Any) -> bool:
-    return isinstance(value, bool) or value == "unknown"
-
-
-_Activated = Annotated["bool | str", Kind('true, false or "unknown"', _is_activated)]
+_Activated = Annotated["bool | str", Kind('true, false or "unknown"', lambda value: (
+    isinstance(value, bool) or value == "unknown"))]
 
 
 class Stopped(Record):
