@@ -4608,27 +4608,6 @@ def _trigger_skill_name(path: Path) -> str | None:
     return None
 
 
-def _load_trigger_suite(path: Path, text: str, data: list[Any],
-                        repo_root: str | Path | None) -> LoadedSuite:
-    """A trigger file given on its own: its queries are the suite's only cases."""
-    cases, problems = _check_trigger_set(data, str(path), 0)
-    skill_name = _beside_skill_name(path) or _trigger_skill_name(path)
-    if skill_name is None:
-        problems.append(Problem("error", "cannot tell which skill this trigger set is for",
-                                str(path), fix="keep it in the skill's evals/ folder beside its "
-                                "SKILL.md, or beside the evals.json that names the skill"))
-    root, root_problems = _choose_root(path, repo_root)
-    problems = root_problems + problems
-    if root is not None and skill_name is not None:
-        problems += _check_skill_package(root, skill_name, str(path))
-    if any(p.severity == "error" for p in problems) or root is None or skill_name is None:
-        return LoadedSuite(None, problems, set())
-    suite = Suite(path, root, skill_name, [], cases,
-                  hashlib.sha256(text.encode("utf-8")).hexdigest(),
-                  at_root=package_dir(root, skill_name) == root)
-    return LoadedSuite(suite, problems, set())
-
-
 def _beside_skill_name(path: Path) -> str | None:
     """The skill_name of the evals.json beside a trigger file, when it names one."""
     try:
@@ -4640,7 +4619,8 @@ def _beside_skill_name(path: Path) -> str | None:
 
 
 def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedSuite:
-    """Read and check a suite completely; never raises for bad input."""
+    """Read and check a suite, or a trigger file given on its own (its queries are then the
+    suite's only cases), completely; never raises for bad input."""
     suite_path = Path(os.path.abspath(path))
     text, problems = _read_suite_text(suite_path)
     if text is None:
@@ -4649,40 +4629,55 @@ def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedS
     if data is None:
         foreign = _unparsable_format(text, suite_path)
         return LoadedSuite(None, [foreign] if foreign else problems, set())
-    if _is_trigger_document(data):
-        return _load_trigger_suite(suite_path, text, data, repo_root)
     root, root_problems = _choose_root(suite_path, repo_root)
     # Without a root the suite is refused, but its fixtures are still looked up from where the
     # root most likely is, so fixing the layout reveals no second round of errors.
     checker = _SuiteChecker(str(suite_path), root or _provisional_root(suite_path), suite_path)
-    skill_name, common, cases = checker.check_document(data)
-    problems = root_problems + problems + checker.problems
-    # the trigger sets kept beside an evals.json, skill-creator's way (the first is read)
-    triggers = [suite_path.parent / name for name in _TRIGGER_FILE_NAMES
-                if (suite_path.parent / name).is_file()]
-    trigger, trigger_text = (triggers[0] if triggers else None), ""
-    problems += [Problem("warning", f"{extra.name} is not read: only one trigger file beside "
-                         f"the suite is, {triggers[0].name}", str(extra),
-                         fix="merge the queries into one file") for extra in triggers[1:]]
-    if trigger is not None:
-        queries, found, trigger_text = _read_trigger_set(trigger, len(cases))
-        problems += found + [Problem("error", f"case id {case.key!r} is also the id of a trigger "
-                                     f"query of {trigger.name}", str(suite_path), "evals",
-                                     case.key, "rename the case")
-                             for case in cases if case.key in {q.key for q in queries}]
-        cases = [*cases, *queries]
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    if _is_trigger_document(data):
+        common: list[str] = []
+        cases, problems = _check_trigger_set(data, str(suite_path), 0)
+        skill_name = _beside_skill_name(suite_path) or _trigger_skill_name(suite_path)
+        if skill_name is None:
+            problems.append(Problem("error", "cannot tell which skill this trigger set is for",
+                                    str(suite_path), fix="keep it in the skill's evals/ folder "
+                                    "beside its SKILL.md, or beside the evals.json that names "
+                                    "the skill"))
+    else:
+        skill_name, common, cases = checker.check_document(data)
+        problems += checker.problems
+        cases, digest = _with_trigger_set_beside(suite_path, cases, digest, problems)
+    problems = root_problems + problems
     if root is not None and skill_name is not None:
         problems += _check_skill_package(root, skill_name, str(suite_path))
     if any(p.severity == "error" for p in problems) or root is None or skill_name is None:
         return LoadedSuite(None, problems, checker.fixture_files)
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    if trigger_text:  # the suite as run: its cases and its trigger queries
-        digest = hashlib.sha256(f"{digest}\0{trigger_text}".encode()).hexdigest()
     suite = Suite(suite_path, root, skill_name, common, cases, digest, checker.common_checks,
                   {text: check for text, (check, _) in checker.common_paired.items()},
                   checker.installed_with, package_dir(root, skill_name) == root)
     problems += _withholding_problems(suite)
     return LoadedSuite(suite, problems, checker.fixture_files)
+
+
+def _with_trigger_set_beside(suite_path: Path, cases: list[Case], digest: str,
+                             problems: list[Problem]) -> tuple[list[Case], str]:
+    """The suite's cases and the queries of the trigger set kept beside it, skill-creator's
+    way (the first found is read), and the digest of the suite as run: both files."""
+    triggers = [suite_path.parent / name for name in _TRIGGER_FILE_NAMES
+                if (suite_path.parent / name).is_file()]
+    problems += [Problem("warning", f"{extra.name} is not read: only one trigger file beside "
+                         f"the suite is, {triggers[0].name}", str(extra),
+                         fix="merge the queries into one file") for extra in triggers[1:]]
+    if not triggers:
+        return cases, digest
+    queries, found, trigger_text = _read_trigger_set(triggers[0], len(cases))
+    problems += found + [Problem("error", f"case id {case.key!r} is also the id of a trigger "
+                                 f"query of {triggers[0].name}", str(suite_path), "evals",
+                                 case.key, "rename the case")
+                         for case in cases if case.key in {q.key for q in queries}]
+    if trigger_text:
+        digest = hashlib.sha256(f"{digest}\0{trigger_text}".encode()).hexdigest()
+    return [*cases, *queries], digest
 
 
 def _provisional_root(suite_path: Path) -> Path:
