@@ -447,10 +447,6 @@ def is_int(value: Any) -> bool:
             and -_INT_BOUND < value < _INT_BOUND)
 
 
-def _member(json_path: str, key: str) -> str:
-    return f"{json_path}.{key}" if json_path else key
-
-
 _PATH_SHOWN_CHARS = 300
 
 
@@ -478,7 +474,7 @@ class Cursor:
     path: str = ""
 
     def at(self, key: str) -> Cursor:
-        return Cursor(self.file, _member(self.path, key))
+        return Cursor(self.file, f"{self.path}.{key}" if self.path else key)
 
     def item(self, index: int) -> Cursor:
         return Cursor(self.file, f"{self.path}[{index}]")
@@ -896,13 +892,7 @@ class Suite:
 
     def assertions_for(self, case: Case) -> list[str]:
         """Common assertions then the case's own, each text once, in order."""
-        seen: set[str] = set()
-        ordered = []
-        for text in [*self.common_assertions, *case.expectations]:
-            if text not in seen:
-                seen.add(text)
-                ordered.append(text)
-        return ordered
+        return list(dict.fromkeys([*self.common_assertions, *case.expectations]))
 
     @property
     def skill_dir(self) -> Path:
@@ -1171,15 +1161,12 @@ class Confinement(Record, frozen=False):
 # path is checked as a suite's case ids are. RunRecord, last, is the one mutable record: a
 # cell's, filled in while it runs, of these values.
 
-_FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
 def names_one_folder(value: Any) -> bool:
     """A case id as validation accepts it: an integer, or one folder name, never a path."""
     if isinstance(value, int) and not isinstance(value, bool):
         return len(str(value)) <= MAX_NAME_CHARS
     return (isinstance(value, str) and len(value) <= MAX_NAME_CHARS
-            and _FOLDER_NAME.fullmatch(value) is not None)
+            and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value) is not None)
 
 
 def is_revision_config(config: str) -> bool:
@@ -1192,14 +1179,10 @@ def _is_config_name(value: Any) -> bool:
     return isinstance(value, str) and (value in KNOWN_CONFIGS or is_revision_config(value))
 
 
-def _is_run_file(rel: Any) -> bool:
-    parts = rel.split("/")
-    return ".." not in parts and "" not in parts and "." not in parts
-
-
 # The kinds of names that become paths, as the records' annotations name them.
 _Hashes = Annotated[dict[str, str], MapOf(  # a cell's {relative file: sha256}
-    Kind("a run file's hash", lambda value: isinstance(value, str)), names=_is_run_file)]
+    Kind("a run file's hash", lambda value: isinstance(value, str)),
+    names=lambda rel: not {"..", "", "."} & set(rel.split("/")))]
 _CaseId = Annotated["str | int", Kind("a case id", names_one_folder)]
 _ConfigName = Annotated[str, Kind("a config name", _is_config_name)]
 _FolderNames = Annotated[tuple[str, ...], ListOf(Kind(
@@ -1410,12 +1393,10 @@ class MissingShard(Record):
     evals: _FolderNames
 
 
-def _is_interval(value: Any) -> bool:
-    return isinstance(value, list) and len(value) == 2 and all(map(is_number, value))
-
-
-_Interval = Annotated[tuple[float, float], Kind("an interval of two numbers", _is_interval,
-                                                 tuple, list)]
+_Interval = Annotated[tuple[float, float], Kind(
+    "an interval of two numbers",
+    lambda value: isinstance(value, list) and len(value) == 2 and all(map(is_number, value)),
+    tuple, list)]
 
 
 class Look(Record):
@@ -2072,11 +2053,8 @@ class RunScore(Record):
     errors: int = member(kind=NUMBER, optional=True)
 
 
-def _is_activated(value: Any) -> bool:
-    return isinstance(value, bool) or value == "unknown"
-
-
-_Activated = Annotated["bool | str", Kind('true, false or "unknown"', _is_activated)]
+_Activated = Annotated["bool | str", Kind('true, false or "unknown"', lambda value: (
+    isinstance(value, bool) or value == "unknown"))]
 
 
 class Stopped(Record):
@@ -3159,30 +3137,19 @@ def _path_join(base: str, key: str | int) -> str:
     return f"{base}[{json.dumps(key)}]"
 
 
-def _walk_json(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
-    """Every node with its JSON path, depth-first, without recursion."""
-    stack = [(path, value)]
+def _walk_json(value: Any) -> Iterator[tuple[str, Any, int]]:
+    """Every node with its JSON path and depth (the top is 1), depth-first, without
+    recursion."""
+    stack = [("", value, 1)]
     while stack:
-        node_path, node = stack.pop()
-        yield node_path, node
+        node_path, node, depth = stack.pop()
+        yield node_path, node, depth
         if isinstance(node, dict):
-            items = [(_path_join(node_path, k), v) for k, v in node.items()]
+            items = [(_path_join(node_path, k), v, depth + 1) for k, v in node.items()]
             stack.extend(reversed(items))
         elif isinstance(node, list):
-            stack.extend(reversed([(_path_join(node_path, i), v) for i, v in enumerate(node)]))
-
-
-def _json_depth(value: Any) -> int:
-    deepest = 0
-    stack = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        deepest = max(deepest, depth)
-        children = node.values() if isinstance(node, dict) else node
-        if not isinstance(node, (dict, list)):
-            children = ()
-        stack.extend((child, depth + 1) for child in children)
-    return deepest
+            stack.extend(reversed([(_path_join(node_path, i), v, depth + 1)
+                                   for i, v in enumerate(node)]))
 
 
 def _parse_json_document(text: str, file: str) -> tuple[Any, list[Problem]]:
@@ -3203,10 +3170,11 @@ def _parse_json_document(text: str, file: str) -> tuple[Any, list[Problem]]:
         return None, [Problem("error", "JSON is nested too deeply to read", file,
                               fix=f"keep nesting under {MAX_JSON_DEPTH} levels")]
     problems = []
-    if _json_depth(data) > MAX_JSON_DEPTH:
-        return None, [Problem("error", f"JSON is nested deeper than {MAX_JSON_DEPTH} levels", file,
-                              fix="an eval suite needs only a few levels; remove the nesting")]
-    for path, node in _walk_json(data):
+    for path, node, depth in _walk_json(data):
+        if depth > MAX_JSON_DEPTH:  # said alone, and before a path grows longer
+            return None, [Problem("error", f"JSON is nested deeper than {MAX_JSON_DEPTH} levels",
+                                  file, fix="an eval suite needs only a few levels; remove the "
+                                  "nesting")]
         if isinstance(node, _JsonObject):
             for key in node.duplicate_keys:
                 problems.append(Problem(
@@ -3293,11 +3261,6 @@ def _foreign_key_hint(key: str, what: str) -> str:
     return f"if it means {meaning.split(' ')[0]!r}, write {meaning}; " if meaning else ""
 
 
-def did_you_mean(key: str, known: Iterable[str]) -> str:
-    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
-    return f"did you mean {close[0]!r}? " if close else ""
-
-
 def _edits_apart(a: str, b: str, limit: int) -> int:
     """Letters to insert, delete, change or swap with a neighbour to turn a into b; any
     count over `limit` is returned as limit + 1 (the rows stop early)."""
@@ -3335,8 +3298,11 @@ def _close_name(word: str, known: Iterable[str]) -> str | None:
     return scored[0][1] if scored and scored[0][0] <= limit else None
 
 
-def _suggest(word: str, known: Iterable[str]) -> str:
-    close = _close_name(word, known)
+def did_you_mean(word: str, known: Iterable[str], strict: bool = False) -> str:
+    """"did you mean X? " for the known name nearest `word`, or "": `strict`, only a likely
+    slip (_close_name); else difflib's looser match, among a few fixed choices."""
+    close = _close_name(word, known) if strict else next(
+        iter(difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.6)), None)
     return f"did you mean {close!r}? " if close else ""
 
 
@@ -3431,8 +3397,19 @@ class _SuiteChecker:
                            "ignored", where, _foreign_key_hint(key, what) +
                            f"known {what} keys: {', '.join(sorted(known))}", case_id)
 
-    def string_list(self, value: Any, path: str, what: str,
-                    case_id: str | None = None) -> list[str]:
+    def require(self, obj: dict, keys: tuple[str, ...], path: str, where: str,
+                case_id: str | None = None) -> None:
+        """Each required key that is missing, with how to add it: rename a key that may
+        stand for it, else add it to `where`."""
+        for key in (key for key in keys if key not in obj):
+            present = [name for name in REQUIRED_KEY_STAND_INS.get(key, ()) if name in obj]
+            self.error(f"required key {key!r} is missing", path, f"rename {present[0]!r} to "
+                       f"{key!r} if it holds the {key.replace('_', ' ')}" if present else
+                       f"add {key!r} to {where}", case_id)
+
+    def string_entries(self, value: Any, path: str, what: str,
+                       case_id: str | None = None) -> list[tuple[int, str]]:
+        """The usable entries of a list of strings, each with its index."""
         if not isinstance(value, list):
             self.error(f"{what} must be a list of strings, not {_type_name(value)}", path,
                        'write it as ["..."]', case_id)
@@ -3447,7 +3424,7 @@ class _SuiteChecker:
                 self.error(f"{what} entry is empty", item_path,
                            "write the entry or remove it", case_id)
             else:
-                items.append(item)
+                items.append((i, item))
         return items
 
     def optional_text(self, case: dict, key: str, path: str, case_id: str | None) -> str:
@@ -3475,10 +3452,7 @@ class _SuiteChecker:
             self.problems.append(foreign)
             return None, [], []
         self.check_unknown_keys(data, TOP_LEVEL_KEYS, "", "top-level")
-        for key in REQUIRED_TOP_LEVEL_KEYS:
-            if key not in data:
-                self.error(f"required key {key!r} is missing", "(top level)",
-                           _stand_in_fix(data, key, "the top-level object"))
+        self.require(data, REQUIRED_TOP_LEVEL_KEYS, "(top level)", "the top-level object")
         skill_name = self.skill_name = self.check_skill_name(data.get("skill_name"))
         common: list[str] = []
         if "common_assertions" in data:
@@ -3501,8 +3475,7 @@ class _SuiteChecker:
             self.error("skill_name must be a non-empty string", "skill_name",
                        "name the skill folder under skills/, e.g. \"my-skill\"")
             return None
-        if (not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value) or ".." in value
-                or len(value) > MAX_NAME_CHARS):
+        if not names_one_folder(value) or ".." in value:
             self.error(f"skill_name {value[:80]!r} is not a single folder name", "skill_name",
                        f"use up to {MAX_NAME_CHARS} letters, digits, '.', '_' or '-': "
                        "the name of skills/<name>/")
@@ -3520,11 +3493,8 @@ class _SuiteChecker:
 
     def check_installed_with(self, value: Any, skill_name: str | None) -> list[str]:
         """The other skill packages installed beside the skill in installed cells."""
-        entries = self.string_list(value, "installed_with", "installed_with")
         kept: list[str] = []
-        for i, entry in enumerate(value if isinstance(value, list) else []):
-            if entry not in entries:
-                continue
+        for i, entry in self.string_entries(value, "installed_with", "installed_with"):
             problem = self.installed_with_problem(entry.rstrip("/"), skill_name, kept)
             if problem:
                 self.error(f"installed_with entry {entry[:80]!r} {problem[0]}",
@@ -3608,10 +3578,7 @@ class _SuiteChecker:
         case_id = self.check_case_id(raw, index, seen_ids)
         cid = _written_case_id(raw)  # a refused id (twice, unusable) still names its case
         self.check_unknown_keys(raw, CASE_KEYS, path, "case", cid)
-        for key in REQUIRED_CASE_KEYS:
-            if key not in raw:
-                self.error(f"required key {key!r} is missing", path,
-                           _stand_in_fix(raw, key, "the case"), cid)
+        self.require(raw, REQUIRED_CASE_KEYS, path, "the case", cid)
         prompt = raw.get("prompt")
         if "prompt" in raw and (not isinstance(prompt, str) or not prompt.strip()):
             self.error("prompt must be a non-empty string", _path_join(path, "prompt"),
@@ -3706,7 +3673,7 @@ class _SuiteChecker:
                            _path_join(path, key), f"say in plain language {what}", cid)
             texts[key] = text
         most = value.get("max_turns", DEFAULT_USER_MAX_TURNS)
-        if not _whole_number_in(most, 2, MAX_CONVERSATION_TURNS):
+        if not (is_int(most) and 2 <= most <= MAX_CONVERSATION_TURNS):
             self.error(f"user.max_turns must be a whole number from 2 to "
                        f"{MAX_CONVERSATION_TURNS}, not {most!r}"[:200],
                        _path_join(path, "max_turns"),
@@ -3777,9 +3744,9 @@ class _SuiteChecker:
         """Assertion texts; an entry may be {"text": ..., "check": NAME}, pairing the text
         with the check that decides the same fact (text -> (name, JSON path))."""
         if not isinstance(value, list):
-            return self.string_list(value, path, what, cid), {}
+            return [text for _, text in self.string_entries(value, path, what, cid)], {}
         # Plain entries are checked as they always were; objects are read below.
-        self.string_list([item if not isinstance(item, dict) else "object" for item in value],
+        self.string_entries([item if not isinstance(item, dict) else "object" for item in value],
                          path, what, cid)
         texts, paired = [], {}
         for i, item in enumerate(value):
@@ -3813,7 +3780,7 @@ class _SuiteChecker:
         names = [check.name for check in checks]
         for name, where in paired.values():
             if name not in names:
-                hint = _suggest(name, names)
+                hint = did_you_mean(name, names, strict=True)
                 self.error(f"assertion names check {name!r}, which this case does not have",
                            where, f"{hint}known checks: {', '.join(names) or 'none'}; name "
                            "the check with \"name\" and use that", cid)
@@ -3973,7 +3940,7 @@ class _SuiteChecker:
         return True
 
     def trace_bound(self, value: Any, path: str, cid: str | None) -> int | None:
-        if not _whole_number_in(value, 0, TRACE_BOUND_MAX):
+        if not (is_int(value) and 0 <= value <= TRACE_BOUND_MAX):
             self.error(f"a bound must be a whole number from 0 to {TRACE_BOUND_MAX}, not "
                        f"{_shown(value)}", path, "write the most the executor may take, e.g. 30",
                        cid)
@@ -4038,7 +4005,7 @@ class _SuiteChecker:
         tests = [key for key in CHECK_KINDS[subject].tests if key in raw]
         if subject == "run":
             code = raw.get("exit_code", 0)
-            if not _whole_number_in(code, 0, 255):
+            if not (is_int(code) and 0 <= code <= 255):
                 self.error(f"exit_code must be an integer from 0 to 255, not {_shown(code)}",
                            _path_join(path, "exit_code"), "write the expected exit code, e.g. 0",
                            cid)
@@ -4072,8 +4039,7 @@ class _SuiteChecker:
     def check_timeout(self, raw: dict, path: str, cid: str | None) -> float | None:
         value = raw.get("timeout", CHECK_DEFAULT_TIMEOUT_S)
         low, high = CHECK_TIMEOUT_RANGE
-        if (not isinstance(value, (int, float)) or isinstance(value, bool)
-                or not low <= value <= high):
+        if not is_number(value) or not low <= value <= high:
             self.error(f"timeout must be a number of seconds from {low} to {high}, not "
                        f"{_shown(value)}", _path_join(path, "timeout"),
                        f"write e.g. \"timeout\": {CHECK_DEFAULT_TIMEOUT_S}", cid)
@@ -4095,11 +4061,8 @@ class _SuiteChecker:
     # -- fixture files -----------------------------------------------------
 
     def check_files(self, value: Any, path: str, cid: str | None) -> list[str]:
-        entries = self.string_list(value, path, "files", cid)
         resolved = []
-        for i, entry in enumerate(value if isinstance(value, list) else []):
-            if entry not in entries:
-                continue
+        for i, entry in self.string_entries(value, path, "files", cid):
             rel = self.resolve_fixture(entry, _path_join(path, i), cid)
             if rel is not None:
                 resolved.append(rel)
@@ -4149,11 +4112,7 @@ class _SuiteChecker:
         bases = [self.root, suite_dir, suite_dir / "fixtures"]
         if self.skill_name:  # skill-creator writes fixture paths from the skill's folder
             bases.append(self.root / "skills" / self.skill_name)
-        unique: list[Path] = []
-        for base in bases:
-            if base not in unique:
-                unique.append(base)
-        return unique
+        return list(dict.fromkeys(bases))
 
     def accept_fixture(self, entry: str, candidate: Path, path: str, cid: str | None) -> str | None:
         real_root = Path(os.path.realpath(self.root))
@@ -4227,14 +4186,6 @@ class _SuiteChecker:
 
 _SUITE_SHAPE = ('{"skill_name": "<skill>", '
                 '"evals": [{"id": 1, "prompt": "...", "expectations": [...]}]}')
-def _stand_in_fix(obj: dict, key: str, where: str) -> str:
-    """How to add a missing required key, naming a key that may stand for it."""
-    present = [name for name in REQUIRED_KEY_STAND_INS.get(key, ()) if name in obj]
-    if present:
-        return f"rename {present[0]!r} to {key!r} if it holds the {key.replace('_', ' ')}"
-    return f"add {key!r} to {where}"
-
-
 def _looks_like_case_list(data: Any) -> bool:
     return isinstance(data, list) and any(isinstance(item, dict) and "prompt" in item
                                           for item in data)
@@ -4275,11 +4226,6 @@ def _skillgrade_problem(file: str) -> Problem:
                    f"expectations; the suite's shape: {_SUITE_SHAPE}")
 
 
-def _yaml_top_keys(text: str) -> list[str]:
-    """The keys of a YAML document's top-level mapping, read from its unindented lines."""
-    return re.findall(r"^([A-Za-z_][\w-]*)\s*:", text, flags=re.MULTILINE)
-
-
 def _unparsable_format(text: str, path: Path) -> Problem | None:
     """For text that is not JSON: the format it looks like and what to do, or None."""
     file, stripped = str(path), text.lstrip("\ufeff \t\r\n")
@@ -4290,7 +4236,8 @@ def _unparsable_format(text: str, path: Path) -> Problem | None:
                            "one JSON document", file,
                            fix="put the cases in one list under \"evals\": " + _SUITE_SHAPE)
         return None
-    keys = set(_yaml_top_keys(stripped))
+    # a YAML document's top-level keys, read from its unindented lines
+    keys = set(re.findall(r"^([A-Za-z_][\w-]*)\s*:", stripped, flags=re.MULTILINE))
     if not keys and path.suffix.lower() not in (".yaml", ".yml"):
         return None
     if "tests" in keys and keys & {"prompts", "providers"}:
@@ -4327,11 +4274,6 @@ def _written_case_id(raw: dict) -> str | None:
     if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip():
         return None
     return str(value)[:MAX_NAME_CHARS]
-
-
-def _whole_number_in(value: Any, low: int, high: int) -> bool:
-    """An int (a JSON true is not one) from low to high."""
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
 def _text_shown(value: Any) -> str:
@@ -4429,7 +4371,7 @@ def _check_skill_package(root: Path, skill_name: str, file: str) -> list[Problem
                 if os.path.islink(root / "SKILL.md") else "")
         home = _suite_home_skill(root, Path(file))
         hint = (f"the suite sits in the skill skills/{home}/: set skill_name to {home!r}, or "
-                if home else _suggest(skill_name, names + ([top] if top else [])))
+                if home else did_you_mean(skill_name, names + ([top] if top else []), strict=True))
         return [Problem("error", f"the target skill has no {skill_md.relative_to(root)}{seen}",
                         file, "skill_name", fix=f"{hint}create skills/{skill_name}/SKILL.md "
                         "or correct skill_name")]
@@ -4563,10 +4505,6 @@ def _is_trigger_document(data: Any) -> bool:
             and any(isinstance(item, dict) and set(item) & set(_TRIGGER_KEYS) for item in data))
 
 
-def _trigger_case_id(number: int) -> str:
-    return f"trigger-{number}"
-
-
 def _check_trigger_set(data: list[Any], file: str,
                        first_index: int) -> tuple[list[Case], list[Problem]]:
     """The trigger set's queries as cases, and every problem in it."""
@@ -4580,7 +4518,7 @@ def _check_trigger_set(data: list[Any], file: str,
     seen: dict[str, int] = {}
     unknown: dict[str, list[str]] = {}
     for index, item in enumerate(data):
-        cid = _trigger_case_id(index + 1)
+        cid = f"trigger-{index + 1}"
         found = _trigger_entry_problems(item, file, f"[{index}]", cid)
         if isinstance(item, dict):
             for key in item:
@@ -4642,12 +4580,6 @@ def _trigger_entry_problems(item: Any, file: str, path: str, cid: str) -> list[P
     return problems
 
 
-def _trigger_files_beside(suite_path: Path) -> list[Path]:
-    """The trigger sets kept beside an evals.json, skill-creator's way (the first is read)."""
-    return [suite_path.parent / name for name in _TRIGGER_FILE_NAMES
-            if (suite_path.parent / name).is_file()]
-
-
 def _read_trigger_set(path: Path, first_index: int) -> tuple[list[Case], list[Problem], str]:
     """A trigger file's cases, its problems and its text (empty when unreadable)."""
     text, problems = _read_suite_text(path)
@@ -4675,27 +4607,6 @@ def _trigger_skill_name(path: Path) -> str | None:
     return None
 
 
-def _load_trigger_suite(path: Path, text: str, data: list[Any],
-                        repo_root: str | Path | None) -> LoadedSuite:
-    """A trigger file given on its own: its queries are the suite's only cases."""
-    cases, problems = _check_trigger_set(data, str(path), 0)
-    skill_name = _beside_skill_name(path) or _trigger_skill_name(path)
-    if skill_name is None:
-        problems.append(Problem("error", "cannot tell which skill this trigger set is for",
-                                str(path), fix="keep it in the skill's evals/ folder beside its "
-                                "SKILL.md, or beside the evals.json that names the skill"))
-    root, root_problems = _choose_root(path, repo_root)
-    problems = root_problems + problems
-    if root is not None and skill_name is not None:
-        problems += _check_skill_package(root, skill_name, str(path))
-    if any(p.severity == "error" for p in problems) or root is None or skill_name is None:
-        return LoadedSuite(None, problems, set())
-    suite = Suite(path, root, skill_name, [], cases,
-                  hashlib.sha256(text.encode("utf-8")).hexdigest(),
-                  at_root=package_dir(root, skill_name) == root)
-    return LoadedSuite(suite, problems, set())
-
-
 def _beside_skill_name(path: Path) -> str | None:
     """The skill_name of the evals.json beside a trigger file, when it names one."""
     try:
@@ -4707,7 +4618,8 @@ def _beside_skill_name(path: Path) -> str | None:
 
 
 def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedSuite:
-    """Read and check a suite completely; never raises for bad input."""
+    """Read and check a suite, or a trigger file given on its own (its queries are then the
+    suite's only cases), completely; never raises for bad input."""
     suite_path = Path(os.path.abspath(path))
     text, problems = _read_suite_text(suite_path)
     if text is None:
@@ -4716,38 +4628,55 @@ def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedS
     if data is None:
         foreign = _unparsable_format(text, suite_path)
         return LoadedSuite(None, [foreign] if foreign else problems, set())
-    if _is_trigger_document(data):
-        return _load_trigger_suite(suite_path, text, data, repo_root)
     root, root_problems = _choose_root(suite_path, repo_root)
     # Without a root the suite is refused, but its fixtures are still looked up from where the
     # root most likely is, so fixing the layout reveals no second round of errors.
     checker = _SuiteChecker(str(suite_path), root or _provisional_root(suite_path), suite_path)
-    skill_name, common, cases = checker.check_document(data)
-    problems = root_problems + problems + checker.problems
-    triggers = _trigger_files_beside(suite_path)
-    trigger, trigger_text = (triggers[0] if triggers else None), ""
-    problems += [Problem("warning", f"{extra.name} is not read: only one trigger file beside "
-                         f"the suite is, {triggers[0].name}", str(extra),
-                         fix="merge the queries into one file") for extra in triggers[1:]]
-    if trigger is not None:
-        queries, found, trigger_text = _read_trigger_set(trigger, len(cases))
-        problems += found + [Problem("error", f"case id {case.key!r} is also the id of a trigger "
-                                     f"query of {trigger.name}", str(suite_path), "evals",
-                                     case.key, "rename the case")
-                             for case in cases if case.key in {q.key for q in queries}]
-        cases = [*cases, *queries]
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    if _is_trigger_document(data):
+        common: list[str] = []
+        cases, problems = _check_trigger_set(data, str(suite_path), 0)
+        skill_name = _beside_skill_name(suite_path) or _trigger_skill_name(suite_path)
+        if skill_name is None:
+            problems.append(Problem("error", "cannot tell which skill this trigger set is for",
+                                    str(suite_path), fix="keep it in the skill's evals/ folder "
+                                    "beside its SKILL.md, or beside the evals.json that names "
+                                    "the skill"))
+    else:
+        skill_name, common, cases = checker.check_document(data)
+        problems += checker.problems
+        cases, digest = _with_trigger_set_beside(suite_path, cases, digest, problems)
+    problems = root_problems + problems
     if root is not None and skill_name is not None:
         problems += _check_skill_package(root, skill_name, str(suite_path))
     if any(p.severity == "error" for p in problems) or root is None or skill_name is None:
         return LoadedSuite(None, problems, checker.fixture_files)
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    if trigger_text:  # the suite as run: its cases and its trigger queries
-        digest = hashlib.sha256(f"{digest}\0{trigger_text}".encode()).hexdigest()
     suite = Suite(suite_path, root, skill_name, common, cases, digest, checker.common_checks,
                   {text: check for text, (check, _) in checker.common_paired.items()},
                   checker.installed_with, package_dir(root, skill_name) == root)
     problems += _withholding_problems(suite)
     return LoadedSuite(suite, problems, checker.fixture_files)
+
+
+def _with_trigger_set_beside(suite_path: Path, cases: list[Case], digest: str,
+                             problems: list[Problem]) -> tuple[list[Case], str]:
+    """The suite's cases and the queries of the trigger set kept beside it, skill-creator's
+    way (the first found is read), and the digest of the suite as run: both files."""
+    triggers = [suite_path.parent / name for name in _TRIGGER_FILE_NAMES
+                if (suite_path.parent / name).is_file()]
+    problems += [Problem("warning", f"{extra.name} is not read: only one trigger file beside "
+                         f"the suite is, {triggers[0].name}", str(extra),
+                         fix="merge the queries into one file") for extra in triggers[1:]]
+    if not triggers:
+        return cases, digest
+    queries, found, trigger_text = _read_trigger_set(triggers[0], len(cases))
+    problems += found + [Problem("error", f"case id {case.key!r} is also the id of a trigger "
+                                 f"query of {triggers[0].name}", str(suite_path), "evals",
+                                 case.key, "rename the case")
+                         for case in cases if case.key in {q.key for q in queries}]
+    if trigger_text:
+        digest = hashlib.sha256(f"{digest}\0{trigger_text}".encode()).hexdigest()
+    return [*cases, *queries], digest
 
 
 def _provisional_root(suite_path: Path) -> Path:
