@@ -4286,7 +4286,7 @@ def _unparsable_format(text: str, path: Path) -> Problem | None:
     file, stripped = str(path), text.lstrip("\ufeff \t\r\n")
     if stripped.startswith(("{", "[")):
         lines = [line for line in stripped.splitlines() if line.strip()]
-        if len(lines) > 1 and all(_loads_or_none_json(line) is not None for line in lines):
+        if len(lines) > 1 and all(loads_or_none(line) is not None for line in lines):
             return Problem("error", "this file holds one JSON value per line (JSON Lines), not "
                            "one JSON document", file,
                            fix="put the cases in one list under \"evals\": " + _SUITE_SHAPE)
@@ -4306,7 +4306,7 @@ def _unparsable_format(text: str, path: Path) -> Problem | None:
                    "evals/<skill>/evals.json: " + _SUITE_SHAPE)
 
 
-def _loads_or_none_json(text: str) -> Any:
+def loads_or_none(text: str) -> Any:
     try:
         return json.loads(text)
     except (ValueError, RecursionError):
@@ -9051,17 +9051,10 @@ def parse_verdict_payload(structured: Any, text: str) -> dict[str, Any] | None:
 
 def _verdict_candidates(structured: Any, text: str) -> Iterator[Any]:
     yield structured
-    yield _loads_or_none(text.strip())
+    yield loads_or_none(text.strip())
     for block in re.findall(r"```(?:json)?\s*\n(.*?)```", text, flags=re.DOTALL):
-        yield _loads_or_none(block.strip())
+        yield loads_or_none(block.strip())
     yield from reversed(list(_embedded_objects(text)))
-
-
-def _loads_or_none(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
-        return None
 
 
 def _embedded_objects(text: str, limit: int = 2000) -> Iterator[Any]:
