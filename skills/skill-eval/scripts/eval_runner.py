@@ -9433,33 +9433,23 @@ def load_finished_cells(cells: list[Cell], recorded: dict[str, dict[str, str]] |
     for cell in cells:
         if cell.label not in recorded:  # no hashes taken when it finished: not trusted
             continue
-        if cell.run_number <= looked_waves:
-            kept = _read_looked_cell(cell, recorded[cell.label])
-            if kept is not None:
-                finished[cell.label] = kept
+        record = _read_kept_cell(cell, recorded[cell.label])
+        if record is None:  # unreadable, misshapen or changed since: run it again
             continue
-        try:
-            run = read_json_unfollowed(cell.run_dir / "run.json")
-            grading = read_json_unfollowed(cell.run_dir / "grading.json")
-            metrics = read_json_unfollowed(cell.run_dir / "metrics.json")
-            record = RunRecord.from_files(cell.run_dir, run, grading, _metrics_block(metrics))
-        except (OSError, ValueError, InputError):  # unreadable or misshapen: run it again
-            continue
-        if record.status == STATUS_OK and record.scored:
-            record.written_files = hash_run_folder(cell.run_dir)
-            if recorded[cell.label] != record.written_files:
-                continue
+        if (record.status != "cancelled" if cell.run_number <= looked_waves
+                else record.status == STATUS_OK and record.scored):
             finished[cell.label] = record
     return finished
 
 
-def _read_looked_cell(cell: Cell, recorded: dict[str, str]) -> RunRecord | None:
-    """A cell a merged look counted, as it finished, while its files match their hashes."""
+def _read_kept_cell(cell: Cell, recorded: dict[str, str]) -> RunRecord | None:
+    """A finished cell as its files hold it, while they match the hashes taken when it
+    finished."""
     try:
         record = read_run_record(cell.run_dir)
     except InputError:
         return None
-    if record is None or record.status == "cancelled":
+    if record is None:
         return None
     record.written_files = hash_run_folder(cell.run_dir)
     return record if record.written_files == recorded else None
