@@ -9550,9 +9550,9 @@ def _role_model(ctx: RunContext, role: str) -> str | None:
 
 def _run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
                binds: Mounts = Mounts(), role: str = "executor", kept: _KeptHome | None = None
-               ) -> tuple[ProcessResult, dict[str, str], Isolation]:
-    """One agent process, confined when the iteration is: (result, its environment, how it
-    was isolated). Confined, its fresh HOME holds what it needs to log in, or for a
+               ) -> tuple[ProcessResult, ProcessCall, Isolation]:
+    """One agent process, confined when the iteration is: (result, run.json's record of it,
+    how it was isolated). Confined, its fresh HOME holds what it needs to log in, or for a
     conversation's turns the `kept` one. `binds` names the folders this call binds; the CLI's
     install and the hidden folders are the iteration's."""
     model = _role_model(ctx, role)
@@ -9569,7 +9569,13 @@ def _run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
     if kept is not None:
         invocation = dataclasses.replace(invocation, home=kept.path)
     timeout_s = ctx.options.timeout_s if invocation.timeout_s is None else invocation.timeout_s
-    return run_confinable(ctx, invocation, timeout_s, binds, environment)
+    result, used_env, isolation = run_confinable(ctx, invocation, timeout_s, binds, environment)
+    return result, ProcessCall(
+        tuple(invocation.argv), str(invocation.cwd),
+        "prompt" if invocation.stdin_text is not None else "closed", tuple(sorted(used_env)),
+        result.returncode, round(result.duration_s, 3), result.timed_out, result.cancelled,
+        result.spawn_error, result.stdout_bytes, result.stdout_truncated,
+        result.stderr_truncated, isolation), isolation
 
 
 def run_confinable(ctx: RunContext, invocation: Invocation, timeout_s: float, binds: Mounts,
@@ -9906,9 +9912,8 @@ def _run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
         invocation.watch = _trigger_watch(ctx.provider, ctx.suite.skill_name)
     elif cell.case.most_turns > 1:
         return _run_conversation(ctx, cell, sandbox, record, invocation, env)
-    result, env, isolation = _run_agent(ctx, invocation, env, Mounts(ro_binds=borrowed),
-                                        role="executor")
-    record.executor = _process_record(invocation, result, env, isolation)
+    result, record.executor, isolation = _run_agent(ctx, invocation, env,
+                                                    Mounts(ro_binds=borrowed))
     files.text(f"logs/{EXECUTOR_STREAM_FILE}", result.stdout)  # kept whatever it holds
     reply = _read_executor_reply(ctx, result)
     record.notes = reply.notes
@@ -10121,9 +10126,7 @@ def _take_turn(talk: _Conversation, number: int, invocation: Invocation) -> Agen
             f"({CONVERSATION_TIMEOUT_FACTOR} x --timeout) before turn {number} of {most}"))
         return None
     invocation = dataclasses.replace(invocation, timeout_s=min(ctx.options.timeout_s, left))
-    result, used_env, isolation = _run_agent(ctx, invocation, talk.env, talk.binds,
-                                             role="executor", kept=talk.kept)
-    call = _process_record(invocation, result, used_env, isolation)
+    result, call, isolation = _run_agent(ctx, invocation, talk.env, talk.binds, kept=talk.kept)
     record.executor = call
     suffix = "" if number == 1 else f".turn-{number}"
     talk.files.text(f"logs/{EXECUTOR_STREAM_FILE}".replace(".txt", f"{suffix}.txt"),
@@ -10187,7 +10190,7 @@ def _ask_user_agent(talk: _Conversation, number: int) -> AgentReply | None:
         timeout_s=min(ctx.options.timeout_s, left))
     env = agent_env(ctx, sandbox, folder, "user", _role_model(ctx, "user"))
     try:
-        result, env, isolation = _run_agent(ctx, invocation, env, role="user")
+        result, call, _ = _run_agent(ctx, invocation, env, role="user")
     finally:
         home = sandbox.homes.pop("user", None)
         if home is not None:
@@ -10197,8 +10200,7 @@ def _ask_user_agent(talk: _Conversation, number: int) -> AgentReply | None:
     reply.text, _ = encodable_text(reply.text)
     ok = reply.ok and bool(reply.text.strip())
     status = STATUS_OK if ok else _failure_status("user", result)
-    talk.user_calls.append(UserCall(number + 1, status, _process_record(
-        invocation, result, env, isolation), reply.metrics))
+    talk.user_calls.append(UserCall(number + 1, status, call, reply.metrics))
     if ok:
         return reply
     files.text(f"logs/user_stderr.turn-{number + 1}.txt", result.stderr)
@@ -10364,9 +10366,8 @@ def _call_grader(ctx: RunContext, sandbox: _GraderFolders, prompt: str, files: _
     invocation = ctx.provider.grader_invocation(prompt, grader_dir, ctx.options.grader_model,
                                                 schema_path, last_message)
     env = agent_env(ctx, sandbox, grader_dir, "grader", ctx.options.grader_model)
-    result, env, isolation = _run_agent(ctx, invocation, env,
-                                        Mounts(rw_binds=[grader_io] if grader_io else []),
-                                        role="grader")
+    result, call, _ = _run_agent(ctx, invocation, env,
+                                 Mounts(rw_binds=[grader_io] if grader_io else []), role="grader")
     files.text(f"logs/grader_output{suffix}.txt", result.stdout)  # kept before it is read
     reply = ctx.provider.read_grader(result, last_message)
     if grader_io is not None and last_message.is_file():  # as text: kept files are UTF-8
@@ -10375,17 +10376,7 @@ def _call_grader(ctx: RunContext, sandbox: _GraderFolders, prompt: str, files: _
             files.text(f"logs/grader_last_message{suffix}.txt", kept.decode("utf-8", "replace"))
     if not reply.ok:
         files.text(f"logs/grader_stderr{suffix}.txt", result.stderr)
-    return _process_record(invocation, result, env, isolation), reply
-
-
-def _process_record(invocation: Invocation, result: ProcessResult, env: dict[str, str],
-                    isolation: Isolation) -> ProcessCall:
-    return ProcessCall(
-        tuple(invocation.argv), str(invocation.cwd),
-        "prompt" if invocation.stdin_text is not None else "closed", tuple(sorted(env)),
-        result.returncode, round(result.duration_s, 3), result.timed_out, result.cancelled,
-        result.spawn_error, result.stdout_bytes, result.stdout_truncated,
-        result.stderr_truncated, isolation)
+    return call, reply
 
 
 # -- re-grading: recorded answers graded again, no executor -------------------------------
