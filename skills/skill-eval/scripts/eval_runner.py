@@ -10239,36 +10239,26 @@ def _run_grader_step(ctx: RunContext, cell: Cell, sandbox: _GraderFolders, recor
     files.text("grader_prompt.md", prompt)
     k = ctx.options.grader_runs
     votes, record.grader_calls = [], []
-    job = _GraderJob(sandbox, record, prompt, assertions, files)
     for vote in range(1, k + 1):
         if ctx.groups.cancelled.is_set():
             record.fail("cancelled", "grader", "interrupted before grading")
             break
-        grading = _grade_once(ctx, job, vote)
-        if grading is None:
+        payload = _grade_once(ctx, sandbox, record, prompt, files, vote)
+        if payload is None:
             break
-        votes.append(grading)
+        votes.append(grade_assertions(assertions, payload))
     record.grader_metrics = _sum_metrics([c.metrics for c in record.grader_calls], k)
     if len(votes) == k:
         record.grading = majority_grading(votes)
 
 
-@dataclasses.dataclass(frozen=True)
-class _GraderJob:
-    """What each of a cell's graders is given: the same prompt, about the same answer."""
-
-    sandbox: _GraderFolders
-    record: RunRecord
-    prompt: str
-    assertions: list[str]
-    files: _RunFiles
-
-
-def _grade_once(ctx: RunContext, job: _GraderJob, vote: int) -> Grading | None:
-    """One grader process; its grading, or None with the failure on the record."""
-    record, assertions = job.record, job.assertions
+def _grade_once(ctx: RunContext, sandbox: _GraderFolders, record: RunRecord, prompt: str,
+                files: _RunFiles, vote: int) -> dict[str, Any] | None:
+    """One grader process; its verdict object, or None with the failure on the record."""
     suffix = "" if vote == 1 else f".vote-{vote}"
-    result, reply = _call_grader(ctx, job.sandbox, job.prompt, job.files, suffix)
+    k = ctx.options.grader_runs
+    label = f"grader {vote} of {k}: " if k > 1 else ""
+    result, reply = _call_grader(ctx, sandbox, prompt, files, suffix)
     record.grader = result
     payload = parse_verdict_payload(reply.structured, reply.text) if reply.ok else None
     status = (_failure_status("grader", result) if not reply.ok
@@ -10276,18 +10266,11 @@ def _grade_once(ctx: RunContext, job: _GraderJob, vote: int) -> Grading | None:
     assert record.grader_calls is not None, "grade_cell starts the list before any vote"
     record.grader_calls.append(GraderCall(vote, result, reply.metrics, status))
     if not reply.ok:
-        record.fail(status, "grader", _vote_label(vote, ctx) + reply.failure)
-        return None
-    if payload is None:
-        record.fail("grader_unparseable", "grader", _vote_label(vote, ctx) + "; ".join(
+        record.fail(status, "grader", label + reply.failure)
+    elif payload is None:
+        record.fail("grader_unparseable", "grader", label + "; ".join(
             ["the grader's answer holds no verdict list", *reply.notes]))
-        return None
-    return grade_assertions(assertions, payload)
-
-
-def _vote_label(vote: int, ctx: RunContext) -> str:
-    k = ctx.options.grader_runs
-    return f"grader {vote} of {k}: " if k > 1 else ""
+    return payload
 
 
 def _sum_metrics(calls: list[dict[str, Metric]], planned: int) -> dict[str, Metric]:
