@@ -9505,30 +9505,27 @@ def _path_mention(folders: Iterable[str]) -> Callable[[str], bool]:
     return lambda text: pattern.search(text) is not None
 
 
-class _AgentHomes(Protocol):
-    """What makes a fresh home for an agent process whose CLI gets one per process."""
+class _GraderFolders(Protocol):
+    """Where a cell's agents get their folders: its Sandbox, or the _GraderRoom of a re-graded
+    cell, which has no sandbox. Each grader gets fresh folders, and an agent a fresh home when
+    its CLI gets one per process."""
 
     def make_home(self, role: str) -> Path: ...
-
-
-class _GraderFolders(_AgentHomes, Protocol):
-    """Where a cell's graders run: its Sandbox, or the _GraderRoom of a re-graded cell, which
-    has no sandbox. Each grader gets fresh folders, and a fresh home when its CLI needs one."""
 
     def make_grader_dirs(self, with_io: bool) -> tuple[Path, Path | None]: ...
 
     def remove_grader_dirs(self) -> None: ...
 
 
-def agent_env(ctx: RunContext, sandbox: _AgentHomes, cwd: Path, role: str,
-              model: str | None, skills_on: bool = False) -> dict[str, str]:
+def agent_env(ctx: RunContext, sandbox: _GraderFolders, cwd: Path, role: str,
+              skills_on: bool = False) -> dict[str, str]:
     """The environment of one agent process; unconfined, a fresh home of its own next to the
     sandbox when its adapter asks (a confined one gets it from _run_agent)."""
     env = {**ctx.base_env, "PWD": str(cwd)}
     if not ctx.provider.fresh_home or ctx.confinement.mode == "bwrap":
         return env
     home = sandbox.make_home(role)
-    env = ctx.provider.prepare_home(home, env, role, model, str(home), env)
+    env = ctx.provider.prepare_home(home, env, role, _role_model(ctx, role), str(home), env)
     return ctx.provider.allow_skills(home, env) if skills_on else env
 
 
@@ -9898,8 +9895,7 @@ def _run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
     invocation = ctx.provider.executor_invocation(prompt, sandbox.repo, ctx.options.executor_model)
     if config_installs_skill(cell.config):
         invocation = ctx.provider.installed_invocation(invocation)
-    env = agent_env(ctx, sandbox, sandbox.repo, "executor", ctx.options.executor_model,
-                    invocation.skills_on)
+    env = agent_env(ctx, sandbox, sandbox.repo, "executor", invocation.skills_on)
     # The sandbox was built while the lane's previous agent ran: check again before starting.
     reason = ctx.should_stop()
     if reason:
@@ -10188,7 +10184,7 @@ def _ask_user_agent(talk: _Conversation, number: int) -> AgentReply | None:
     invocation = dataclasses.replace(
         ctx.provider.user_invocation(prompt, folder, _role_model(ctx, "user")),
         timeout_s=min(ctx.options.timeout_s, left))
-    env = agent_env(ctx, sandbox, folder, "user", _role_model(ctx, "user"))
+    env = agent_env(ctx, sandbox, folder, "user")
     try:
         result, call, _ = _run_agent(ctx, invocation, env, role="user")
     finally:
@@ -10348,7 +10344,7 @@ def _call_grader(ctx: RunContext, sandbox: _GraderFolders, prompt: str, files: _
         write_json(schema_path, VERDICT_SCHEMA)
     invocation = ctx.provider.grader_invocation(prompt, grader_dir, ctx.options.grader_model,
                                                 schema_path, last_message)
-    env = agent_env(ctx, sandbox, grader_dir, "grader", ctx.options.grader_model)
+    env = agent_env(ctx, sandbox, grader_dir, "grader")
     result, call, _ = _run_agent(ctx, invocation, env,
                                  Mounts(rw_binds=[grader_io] if grader_io else []), role="grader")
     files.text(f"logs/grader_output{suffix}.txt", result.stdout)  # kept before it is read
