@@ -10942,13 +10942,12 @@ def _remove_bytecode_caches(repo: Path) -> None:
 def run_one_check(ctx: RunContext, run: _CellRun, check: Check) -> CheckResult:
     """The check's result: passed with the evidence, or `unrun` (why it could not run)."""
     started = time.monotonic()
-    search = functools.partial(_search_in_child, ctx)
     search_many = functools.partial(_search_many_in_child, ctx)
     if check.subject == "run":
         result = _run_command_check(ctx, run, check)
     elif check.subject == "file":
         assert run.sandbox is not None, "checks run only in a sandbox"
-        result = _file_check(run.sandbox, check, search)
+        result = _file_check(ctx, run.sandbox, check)
     elif check.subject == "trace":
         assert run.sandbox is not None and run.answer is not None, "checks run only in a " \
             "sandbox, once the executor answered"
@@ -10960,7 +10959,7 @@ def run_one_check(ctx: RunContext, run: _CellRun, check: Check) -> CheckResult:
         answer = run.answer
         assert answer is not None, "checks run only once the executor answered"
         text = answer.text if check.target == "reply" else answer.artifact
-        result = (_text_check(check, text, f"the {check.target}", search) if text is not None
+        result = (_text_check(ctx, check, text, f"the {check.target}") if text is not None
                   else {"passed": False, "evidence": "the executor wrote no artifact"})
     return CheckResult(check.name, check.subject, round(time.monotonic() - started, 3),
                        **result)
@@ -11057,7 +11056,7 @@ def _command_status(result: ProcessResult, status: Any) -> ProcessResult:
                                spawn_error=f"bubblewrap did not start it ({said[0][:300]})")
 
 
-def _file_check(sandbox: Sandbox, check: Check, search: _Search) -> dict[str, Any]:
+def _file_check(ctx: RunContext, sandbox: Sandbox, check: Check) -> dict[str, Any]:
     """A sandbox file, reached from the sandbox base without following any link."""
     if not sandbox.repo.is_dir():
         return {"unrun": "the sandbox was gone when the check was to run"}
@@ -11077,7 +11076,7 @@ def _file_check(sandbox: Sandbox, check: Check, search: _Search) -> dict[str, An
     if len(data) > _CHECK_READ_CAP:
         return {"passed": False, "evidence": f"{check.target} is larger than "
                 f"{_CHECK_READ_CAP // (1024 * 1024)} MB; not read"}
-    return _text_check(check, data.decode("utf-8", "replace"), check.target, search)
+    return _text_check(ctx, check, data.decode("utf-8", "replace"), check.target)
 
 
 def _exists_unfollowed(root: Path, rel: Path) -> tuple[bool | None, str]:
@@ -11106,14 +11105,6 @@ pattern, text = json.load(sys.stdin)
 found = re.search(pattern, text)
 json.dump(None if found is None else found.group(0)[:400], sys.stdout)
 """
-_Search = Callable[[str, str, float], "tuple[str | None, str]"]
-
-
-def _search_in_child(ctx: RunContext, pattern: str, text: str, timeout_s: float
-                     ) -> tuple[str | None, str]:
-    """(the matched text or None, "") or (None, why the search could not finish)."""
-    return _pattern_child(ctx, _PATTERN_SEARCH, [pattern, text], timeout_s,
-                          lambda found: found is None or isinstance(found, str))
 
 
 # ...and for a trace check, over every command at once: one child, not one per command.
@@ -11156,7 +11147,7 @@ def _pattern_child(ctx: RunContext, script: str, given: list[Any], timeout_s: fl
     return None, f"the pattern search failed: {said}"
 
 
-def _text_check(check: Check, text: str, what: str, search: _Search) -> dict[str, Any]:
+def _text_check(ctx: RunContext, check: Check, text: str, what: str) -> dict[str, Any]:
     if check.test == "json":
         try:
             json.loads(text)
@@ -11169,7 +11160,8 @@ def _text_check(check: Check, text: str, what: str, search: _Search) -> dict[str
         passed = check.expected in text
         verb = "contains" if passed else "does not contain"
         return {"passed": passed, "evidence": f"{what} {verb} {check.expected[:80]!r}"}
-    found, unrun = search(check.expected, text, check.timeout_s)
+    found, unrun = _pattern_child(ctx, _PATTERN_SEARCH, [check.expected, text], check.timeout_s,
+                                  lambda found: found is None or isinstance(found, str))
     if unrun:
         return {"unrun": unrun, "cancelled": unrun == "the run was stopped while it ran"}
     if found is None:
