@@ -10966,12 +10966,18 @@ def run_one_check(ctx: RunContext, run: _CellRun, check: Check) -> CheckResult:
 
 
 def _run_command_check(ctx: RunContext, run: _CellRun, check: Check) -> dict[str, Any]:
-    """The command in the sandbox under /bin/sh, confined as the executor was."""
+    """The command in the sandbox under /bin/sh, under the executor's own confinement (the
+    same mounts and hidden folders) with a fresh, empty HOME: no agent's login is carried
+    into it."""
     sandbox = run.sandbox
     assert sandbox is not None, "checks run only in a sandbox"
     invocation = Invocation(["/bin/sh", "-c", check.target], sandbox.repo)
-    borrowed = [Path(p) for p in sandbox.git.borrowed_objects]
-    result, isolation = _run_confined_command(ctx, invocation, check.timeout_s, borrowed)
+
+    def environment(home: Path, confined: bool) -> tuple[dict[str, str], list[str] | None]:
+        return _check_env(ctx, invocation.cwd, HOME_INSIDE if confined else str(home)), None
+    result, _, isolation = run_confinable(
+        ctx, invocation, check.timeout_s,
+        Mounts(ro_binds=[Path(p) for p in sandbox.git.borrowed_objects]), environment, check=True)
     tails: dict[str, Any] = {
         "stdout_tail": result.stdout[-_CHECK_TAIL_CHARS:],
         "stderr_tail": result.stderr[-_CHECK_TAIL_CHARS:], "returncode": result.returncode,
@@ -11008,17 +11014,6 @@ def _check_env(ctx: RunContext, workdir: Path, home: str) -> dict[str, str]:
     return {**env, "PATH": os.pathsep.join(dict.fromkeys(folders)), "HOME": home,
             "PWD": str(workdir), "TMPDIR": "/tmp", "PYTHONNOUSERSITE": "1",
             "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": f"{home}/.pycache"}
-
-
-def _run_confined_command(ctx: RunContext, invocation: Invocation, timeout_s: float,
-                          ro_binds: list[Path]) -> tuple[ProcessResult, Isolation]:
-    """A check's process, under the executor's own confinement (the same mounts and hidden
-    folders) with a fresh, empty HOME: no agent's login is carried into it."""
-    def environment(home: Path, confined: bool) -> tuple[dict[str, str], list[str] | None]:
-        return _check_env(ctx, invocation.cwd, HOME_INSIDE if confined else str(home)), None
-    result, _, isolation = run_confinable(ctx, invocation, timeout_s, Mounts(ro_binds=ro_binds),
-                                          environment, check=True)
-    return result, isolation
 
 
 _BWRAP_STATUS_CAP = 64 * 1024
