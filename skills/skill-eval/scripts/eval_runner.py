@@ -9361,8 +9361,8 @@ class RunContext:
                     f"({self.state.write_failed.message})")
         if self.deadline_at is not None and time.monotonic() >= self.deadline_at:
             return "the --deadline passed before this cell started"
-        if self.budget is not None and self.budget.reached():
-            return self.budget.reached()
+        if self.budget is not None and (reached := self.budget.reached()):
+            return reached
         if self.groups.cancelled.is_set():
             return f"the run was stopped ({self.groups.reason}) before this cell started"
         return None
@@ -9964,9 +9964,8 @@ def _final_answer(sandbox: Sandbox, record: RunRecord, files: _RunFiles, text: s
     artifact, shown = _capture_artifact(sandbox.artifact_path, sandbox.base)
     if shown is not None:
         files.text("outputs/plan.md", shown)
-    answer = _ExecutorAnswer(text, shown, artifact.truncated, exchanges, trace)
     record.written_artifact = artifact
-    return answer
+    return _ExecutorAnswer(text, shown, artifact.truncated, exchanges, trace)
 
 
 # -- conversations: follow-up turns, or a simulated user (file-formats.md#conversations) ----
@@ -10362,7 +10361,8 @@ def _call_grader(ctx: RunContext, sandbox: _GraderFolders, prompt: str, files: _
 
 # A run of these statuses has a finished executor and a recorded answer, whatever its grader
 # did; "cancelled" counts only when the stop came after the executor (stage "grader").
-_REGRADABLE_STATUSES = ("ok", "grader_failed", "grader_timeout", "grader_unparseable")
+_REGRADABLE_STATUSES = ("ok", "grader_failed", "grader_timeout", "grader_unparseable",
+                        "cancelled")
 _EXECUTOR_FILES = ("prompt.md", "metrics.json", "timing.json", "outputs/output.txt",
                    "outputs/plan.md", "logs/executor_stream.txt", "logs/executor_stderr.txt",
                    "trace.json")
@@ -10372,7 +10372,7 @@ def executor_finished(source: RunRecord) -> bool:
     stage = source.failure.stage if source.failure else None
     if source.executor is None or stage not in (None, "grader"):
         return False
-    return source.status in _REGRADABLE_STATUSES or source.status == "cancelled"
+    return source.status in _REGRADABLE_STATUSES
 
 
 def _metrics_block(document: Any) -> Any:
@@ -10459,11 +10459,9 @@ def _copy_source_run(ctx: RunContext, run: _CellRun) -> None:
                     f"wrote them: {run.source.changed}; not re-graded")
         return
     try:
-        source = read_run_record(source_dir)
+        source, why = read_run_record(source_dir), ""
     except InputError as exc:
         source, why = None, f": {exc.message}"
-    else:
-        why = ""
     if source is None:
         record.fail("runner_error", "runner", f"cannot read the source run at {source_dir}{why}")
         return
