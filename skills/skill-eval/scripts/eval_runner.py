@@ -10044,8 +10044,7 @@ def _run_conversation(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: Run
         if kept is not None:
             shutil.rmtree(kept.path, ignore_errors=True)
         record.conversation = summary = talk.summary()
-        record.metrics = _conversation_totals(_turn_shares(talk.reported,
-                                                           ctx.provider.running_totals))
+        record.metrics = _conversation_totals([turn.metrics for turn in summary.turns])
         talk.files.text("transcript.md", transcript_markdown(talk.exchanges, talk.ended))
         if summary.user_metrics is not None:
             talk.files.json("user_metrics.json", METRICS.write(summary.user_metrics))
@@ -10130,8 +10129,8 @@ def _take_turn(talk: _Conversation, number: int, invocation: Invocation) -> Agen
     record.notes += [f"turn {number}: {note}" for note in reply.notes]
     record.permission_denials += reply.permission_denials
     talk.reported.append(reply.metrics)
-    talk.turns.append(ConversationTurn(number, STATUS_OK if reply.ok else _failure_status(
-        "executor", result), call, reply.session_id))
+    status = STATUS_OK if reply.ok else _failure_status("executor", result)
+    talk.turns.append(ConversationTurn(number, status, call, reply.session_id))
     talk.files.text(f"outputs/turn-{number}.txt", reply.text)
     if reply.ok:
         return reply
@@ -10139,7 +10138,7 @@ def _take_turn(talk: _Conversation, number: int, invocation: Invocation) -> Agen
     full = isolation.tmp_full
     detail = (f"the conversation passed its limit of {talk.limit_s:g} s during turn {number}"
               if result.timed_out and talk.time_left() <= 0 else reply.failure)
-    talk.fail(_failure_status("executor", result), "executor",
+    talk.fail(status, "executor",
               f"turn {number} of {most}: " + (f"{detail} ({full})" if full else detail))
     return None
 
