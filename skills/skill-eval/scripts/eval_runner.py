@@ -9718,11 +9718,13 @@ def _wait_waking_for_signals(futures: list[concurrent.futures.Future]) -> None:
 class _CellQueue(collections.deque):
     """The cells still to start, in plan order; lanes take them one at a time."""
 
-    def take(self) -> Cell | None:
+    def start_next(self, ctx: RunContext) -> _CellRun | None:
+        """The next cell, started; None when none is left."""
         try:
-            return self.popleft()  # atomic: no two lanes get the same cell
+            cell = self.popleft()  # atomic: no two lanes get the same cell
         except IndexError:
             return None
+        return start_cell(ctx, cell)
 
 
 @dataclasses.dataclass
@@ -9747,8 +9749,7 @@ class _CellRun:
 def _run_lane(ctx: RunContext, queue: _CellQueue,
               helpers: concurrent.futures.ThreadPoolExecutor) -> list[RunRecord]:
     records = []
-    cell = queue.take()
-    run = start_cell(ctx, cell) if cell is not None else None
+    run = queue.start_next(ctx)
     while run is not None:
         run.answer = _guarded(run, answer_step, ctx, run)
         upcoming = helpers.submit(_close_sandbox_and_start_next, ctx, run, queue)
@@ -9836,8 +9837,7 @@ def _close_sandbox_and_start_next(ctx: RunContext, run: _CellRun,
             if not ctx.options.keep_sandboxes:
                 sandbox.remove_copy()
         _guarded(run, close)
-    cell = queue.take()
-    return start_cell(ctx, cell) if cell is not None else None
+    return queue.start_next(ctx)
 
 
 def finish_cell(ctx: RunContext, run: _CellRun, closing: concurrent.futures.Future) -> RunRecord:
