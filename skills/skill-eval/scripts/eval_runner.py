@@ -9445,10 +9445,7 @@ def load_finished_cells(cells: list[Cell], recorded: dict[str, dict[str, str]] |
 def _read_kept_cell(cell: Cell, recorded: dict[str, str]) -> RunRecord | None:
     """A finished cell as its files hold it, while they match the hashes taken when it
     finished."""
-    try:
-        record = read_run_record(cell.run_dir)
-    except InputError:
-        return None
+    record = read_run_record_or_none(cell.run_dir)
     if record is None:
         return None
     record.written_files = hash_run_folder(cell.run_dir)
