@@ -9198,13 +9198,6 @@ def _short(value: Any) -> str:
 # ==== execution engine =======================================================
 
 
-def _skill_ban_of(configs: Iterable[str]) -> bool:
-    """Whether a prompt without a skill path also forbids skills. Not beside an installed arm:
-    its prompt is the without_skill prompt byte for byte, and a ban would stop the discovery
-    it measures."""
-    return not any(config_installs_skill(config) for config in configs)
-
-
 def _build_executor_prompt(suite: Suite, case: Case, config: str, sandbox: Path,
                            skill_ban: bool = True) -> str:
     """The task and the configuration contract; never assertions, names or expected output."""
@@ -9885,8 +9878,11 @@ def _journal_cell(ctx: RunContext, run: _CellRun) -> None:
 def _run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
                        record: RunRecord) -> _ExecutorAnswer | None:
     """Run the executor in its sandbox; its answer when it finished ok, else None."""
-    prompt = _build_executor_prompt(ctx.suite, cell.case, cell.config, sandbox.repo,
-                                    _skill_ban_of(ctx.options.configs))
+    # A prompt without a skill path also forbids skills, but not beside an installed arm: its
+    # prompt is the without_skill prompt byte for byte, and a ban would stop the discovery it
+    # measures.
+    skill_ban = not any(config_installs_skill(config) for config in ctx.options.configs)
+    prompt = _build_executor_prompt(ctx.suite, cell.case, cell.config, sandbox.repo, skill_ban)
     files = _RunFiles(cell.run_dir, record)
     files.text("prompt.md", prompt)
     invocation = ctx.provider.executor_invocation(prompt, sandbox.repo, ctx.options.executor_model)
@@ -11174,18 +11170,13 @@ def _add_check_verdicts(ctx: RunContext, cell: Cell, record: RunRecord) -> None:
     if ctx.suite.assertions_for(cell.case) and record.grading is None:
         return  # the grader's failure is on the record already
     grading = record.grading or Grading((), graded_by="checks only")
-    record.grading = _grading_with_checks(grading, state.results,
-                                          ctx.suite.paired_checks_for(cell.case))
-
-
-def _grading_with_checks(grading: Grading, results: list[CheckResult],
-                         paired: dict[str, str]) -> Grading:
+    paired = ctx.suite.paired_checks_for(cell.case)
     judged = [dataclasses.replace(v, check=paired[v.text]) if v.text in paired else v
               for v in grading.expectations]
     first = len(judged) + 1
     checked = [Verdict(first + i, r.name, bool(r.passed), r.evidence or "", kind="check")
-               for i, r in enumerate(results)]
-    return dataclasses.replace(grading, expectations=tuple(judged + checked))
+               for i, r in enumerate(state.results)]
+    record.grading = dataclasses.replace(grading, expectations=tuple(judged + checked))
 
 
 def _write_run_files(cell: Cell, record: RunRecord, judge: JudgeIdentity | None) -> bool:
