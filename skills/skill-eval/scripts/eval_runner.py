@@ -9542,14 +9542,12 @@ def _run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
     how it was isolated). Confined, its fresh HOME holds what it needs to log in, or for a
     conversation's turns the `kept` one. `binds` names the folders this call binds; the CLI's
     install and the hidden folders are the iteration's."""
-    model = _role_model(ctx, role)
-
     def environment(home: Path, confined: bool) -> tuple[dict[str, str], list[str] | None]:
         if not confined:
             return env, None
         if kept is not None and kept.inside is not None:  # set up by the first turn
             return kept.inside, kept.carried
-        inside, carried = _set_up_home(ctx, home, invocation, env, role, model)
+        inside, carried = _set_up_home(ctx, home, invocation, env, role)
         if kept is not None:
             kept.inside, kept.carried = inside, carried
         return inside, carried
@@ -9618,13 +9616,14 @@ def _run_in_bwrap(ctx: RunContext, invocation: Invocation, env: dict[str, str],
 
 
 def _set_up_home(ctx: RunContext, home: Path, invocation: Invocation, env: dict[str, str],
-                 role: str, model: str | None) -> tuple[dict[str, str], list[str]]:
+                 role: str) -> tuple[dict[str, str], list[str]]:
     """Fill a confined agent's fresh HOME: (the environment it runs with, the files carried)."""
     home_vars = ctx.provider.home_vars(HOME_INSIDE)
     carried = fill_home(home, ctx.provider.home_files(env), home_vars)
     inside = confined_env(env, invocation.cwd, home_vars)
     if ctx.provider.fresh_home:
-        inside = ctx.provider.prepare_home(home, inside, role, model, HOME_INSIDE, env)
+        inside = ctx.provider.prepare_home(home, inside, role, _role_model(ctx, role),
+                                           HOME_INSIDE, env)
         if invocation.skills_on:
             inside = ctx.provider.allow_skills(home, inside)
     return inside, carried
