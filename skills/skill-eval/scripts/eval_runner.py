@@ -10526,12 +10526,10 @@ def _recorded_exchanges(run_dir: Path, conversation: ConversationRecord
     return exchanges
 
 
-def _capture_artifact(path: Path, root: Path | None = None
-                      ) -> tuple[WrittenArtifact, str | None]:
-    """Read the designated artifact: a regular file reached from `root` (default: its folder)
-    without following a link at any step and without waiting on whatever is there. Returns
-    its record and the text shown of it (None when it was not read)."""
-    root = path.parent if root is None else root
+def _capture_artifact(path: Path, root: Path) -> tuple[WrittenArtifact, str | None]:
+    """Read the designated artifact: a regular file reached from `root` without following a
+    link at any step and without waiting on whatever is there. Returns its record and the
+    text shown of it (None when it was not read)."""
     fd, why = _open_regular_unfollowed(root, path.relative_to(root))
     if fd is None:
         return WrittenArtifact(False, why), None
