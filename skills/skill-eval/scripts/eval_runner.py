@@ -4231,7 +4231,7 @@ def _unparsable_format(text: str, path: Path) -> Problem | None:
     file, stripped = str(path), text.lstrip("\ufeff \t\r\n")
     if stripped.startswith(("{", "[")):
         lines = [line for line in stripped.splitlines() if line.strip()]
-        if len(lines) > 1 and all(_loads_or_none_json(line) is not None for line in lines):
+        if len(lines) > 1 and all(loads_or_none(line) is not None for line in lines):
             return Problem("error", "this file holds one JSON value per line (JSON Lines), not "
                            "one JSON document", file,
                            fix="put the cases in one list under \"evals\": " + _SUITE_SHAPE)
@@ -4252,7 +4252,7 @@ def _unparsable_format(text: str, path: Path) -> Problem | None:
                    "evals/<skill>/evals.json: " + _SUITE_SHAPE)
 
 
-def _loads_or_none_json(text: str) -> Any:
+def loads_or_none(text: str) -> Any:
     try:
         return json.loads(text)
     except (ValueError, RecursionError):
@@ -8828,17 +8828,10 @@ def parse_verdict_payload(structured: Any, text: str) -> dict[str, Any] | None:
 
 def _verdict_candidates(structured: Any, text: str) -> Iterator[Any]:
     yield structured
-    yield _loads_or_none(text.strip())
+    yield loads_or_none(text.strip())
     for block in re.findall(r"```(?:json)?\s*\n(.*?)```", text, flags=re.DOTALL):
-        yield _loads_or_none(block.strip())
+        yield loads_or_none(block.strip())
     yield from reversed(list(_embedded_objects(text)))
-
-
-def _loads_or_none(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
-        return None
 
 
 def _embedded_objects(text: str, limit: int = 2000) -> Iterator[Any]:
@@ -8980,13 +8973,6 @@ def _short(value: Any) -> str:
 
 
 # ==== execution engine =======================================================
-
-
-def _skill_ban_of(configs: Iterable[str]) -> bool:
-    """Whether a prompt without a skill path also forbids skills. Not beside an installed arm:
-    its prompt is the without_skill prompt byte for byte, and a ban would stop the discovery
-    it measures."""
-    return not any(config_installs_skill(config) for config in configs)
 
 
 def _build_executor_prompt(suite: Suite, case: Case, config: str, sandbox: Path,
@@ -9145,8 +9131,8 @@ class RunContext:
                     f"({self.state.write_failed.message})")
         if self.deadline_at is not None and time.monotonic() >= self.deadline_at:
             return "the --deadline passed before this cell started"
-        if self.budget is not None and self.budget.reached():
-            return self.budget.reached()
+        if self.budget is not None and (reached := self.budget.reached()):
+            return reached
         if self.groups.cancelled.is_set():
             return f"the run was stopped ({self.groups.reason}) before this cell started"
         return None
@@ -9217,33 +9203,20 @@ def load_finished_cells(cells: list[Cell], recorded: dict[str, dict[str, str]] |
     for cell in cells:
         if cell.label not in recorded:  # no hashes taken when it finished: not trusted
             continue
-        if cell.run_number <= looked_waves:
-            kept = _read_looked_cell(cell, recorded[cell.label])
-            if kept is not None:
-                finished[cell.label] = kept
+        record = _read_kept_cell(cell, recorded[cell.label])
+        if record is None:  # unreadable, misshapen or changed since: run it again
             continue
-        try:
-            run = read_json_unfollowed(cell.run_dir / "run.json")
-            grading = read_json_unfollowed(cell.run_dir / "grading.json")
-            metrics = read_json_unfollowed(cell.run_dir / "metrics.json")
-            record = RunRecord.from_files(cell.run_dir, run, grading, _metrics_block(metrics))
-        except (OSError, ValueError, InputError):  # unreadable or misshapen: run it again
-            continue
-        if record.status == STATUS_OK and record.scored:
-            record.written_files = hash_run_folder(cell.run_dir)
-            if recorded[cell.label] != record.written_files:
-                continue
+        if (record.status != "cancelled" if cell.run_number <= looked_waves
+                else record.status == STATUS_OK and record.scored):
             finished[cell.label] = record
     return finished
 
 
-def _read_looked_cell(cell: Cell, recorded: dict[str, str]) -> RunRecord | None:
-    """A cell a merged look counted, as it finished, while its files match their hashes."""
-    try:
-        record = read_run_record(cell.run_dir)
-    except InputError:
-        return None
-    if record is None or record.status == "cancelled":
+def _read_kept_cell(cell: Cell, recorded: dict[str, str]) -> RunRecord | None:
+    """A finished cell as its files hold it, while they match the hashes taken when it
+    finished."""
+    record = read_run_record_or_none(cell.run_dir)
+    if record is None:
         return None
     record.written_files = hash_run_folder(cell.run_dir)
     return record if record.written_files == recorded else None
@@ -9299,30 +9272,27 @@ def _path_mention(folders: Iterable[str]) -> Callable[[str], bool]:
     return lambda text: pattern.search(text) is not None
 
 
-class _AgentHomes(Protocol):
-    """What makes a fresh home for an agent process whose CLI gets one per process."""
+class _GraderFolders(Protocol):
+    """Where a cell's agents get their folders: its Sandbox, or the _GraderRoom of a re-graded
+    cell, which has no sandbox. Each grader gets fresh folders, and an agent a fresh home when
+    its CLI gets one per process."""
 
     def make_home(self, role: str) -> Path: ...
-
-
-class _GraderFolders(_AgentHomes, Protocol):
-    """Where a cell's graders run: its Sandbox, or the _GraderRoom of a re-graded cell, which
-    has no sandbox. Each grader gets fresh folders, and a fresh home when its CLI needs one."""
 
     def make_grader_dirs(self, with_io: bool) -> tuple[Path, Path | None]: ...
 
     def remove_grader_dirs(self) -> None: ...
 
 
-def agent_env(ctx: RunContext, sandbox: _AgentHomes, cwd: Path, role: str,
-              model: str | None, skills_on: bool = False) -> dict[str, str]:
+def agent_env(ctx: RunContext, sandbox: _GraderFolders, cwd: Path, role: str,
+              skills_on: bool = False) -> dict[str, str]:
     """The environment of one agent process; unconfined, a fresh home of its own next to the
     sandbox when its adapter asks (a confined one gets it from _run_agent)."""
     env = {**ctx.base_env, "PWD": str(cwd)}
     if not ctx.provider.fresh_home or ctx.confinement.mode == "bwrap":
         return env
     home = sandbox.make_home(role)
-    env = ctx.provider.prepare_home(home, env, role, model, str(home), env)
+    env = ctx.provider.prepare_home(home, env, role, _role_model(ctx, role), str(home), env)
     return ctx.provider.allow_skills(home, env) if skills_on else env
 
 
@@ -9344,26 +9314,30 @@ def _role_model(ctx: RunContext, role: str) -> str | None:
 
 def _run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
                binds: Mounts = Mounts(), role: str = "executor", kept: _KeptHome | None = None
-               ) -> tuple[ProcessResult, dict[str, str], Isolation]:
-    """One agent process, confined when the iteration is: (result, its environment, how it
-    was isolated). Confined, its fresh HOME holds what it needs to log in, or for a
+               ) -> tuple[ProcessResult, ProcessCall, Isolation]:
+    """One agent process, confined when the iteration is: (result, run.json's record of it,
+    how it was isolated). Confined, its fresh HOME holds what it needs to log in, or for a
     conversation's turns the `kept` one. `binds` names the folders this call binds; the CLI's
     install and the hidden folders are the iteration's."""
-    model = _role_model(ctx, role)
-
     def environment(home: Path, confined: bool) -> tuple[dict[str, str], list[str] | None]:
         if not confined:
             return env, None
         if kept is not None and kept.inside is not None:  # set up by the first turn
             return kept.inside, kept.carried
-        inside, carried = _set_up_home(ctx, home, invocation, env, role, model)
+        inside, carried = _set_up_home(ctx, home, invocation, env, role)
         if kept is not None:
             kept.inside, kept.carried = inside, carried
         return inside, carried
     if kept is not None:
         invocation = dataclasses.replace(invocation, home=kept.path)
     timeout_s = ctx.options.timeout_s if invocation.timeout_s is None else invocation.timeout_s
-    return run_confinable(ctx, invocation, timeout_s, binds, environment)
+    result, used_env, isolation = run_confinable(ctx, invocation, timeout_s, binds, environment)
+    return result, ProcessCall(
+        tuple(invocation.argv), str(invocation.cwd),
+        "prompt" if invocation.stdin_text is not None else "closed", tuple(sorted(used_env)),
+        result.returncode, round(result.duration_s, 3), result.timed_out, result.cancelled,
+        result.spawn_error, result.stdout_bytes, result.stdout_truncated,
+        result.stderr_truncated, isolation), isolation
 
 
 def run_confinable(ctx: RunContext, invocation: Invocation, timeout_s: float, binds: Mounts,
@@ -9419,13 +9393,14 @@ def _run_in_bwrap(ctx: RunContext, invocation: Invocation, env: dict[str, str],
 
 
 def _set_up_home(ctx: RunContext, home: Path, invocation: Invocation, env: dict[str, str],
-                 role: str, model: str | None) -> tuple[dict[str, str], list[str]]:
+                 role: str) -> tuple[dict[str, str], list[str]]:
     """Fill a confined agent's fresh HOME: (the environment it runs with, the files carried)."""
     home_vars = ctx.provider.home_vars(HOME_INSIDE)
     carried = fill_home(home, ctx.provider.home_files(env), home_vars)
     inside = confined_env(env, invocation.cwd, home_vars)
     if ctx.provider.fresh_home:
-        inside = ctx.provider.prepare_home(home, inside, role, model, HOME_INSIDE, env)
+        inside = ctx.provider.prepare_home(home, inside, role, _role_model(ctx, role),
+                                           HOME_INSIDE, env)
         if invocation.skills_on:
             inside = ctx.provider.allow_skills(home, inside)
     return inside, carried
@@ -9509,11 +9484,13 @@ def _wait_waking_for_signals(futures: list[concurrent.futures.Future]) -> None:
 class _CellQueue(collections.deque):
     """The cells still to start, in plan order; lanes take them one at a time."""
 
-    def take(self) -> Cell | None:
+    def start_next(self, ctx: RunContext) -> _CellRun | None:
+        """The next cell, started; None when none is left."""
         try:
-            return self.popleft()  # atomic: no two lanes get the same cell
+            cell = self.popleft()  # atomic: no two lanes get the same cell
         except IndexError:
             return None
+        return start_cell(ctx, cell)
 
 
 @dataclasses.dataclass
@@ -9538,8 +9515,7 @@ class _CellRun:
 def _run_lane(ctx: RunContext, queue: _CellQueue,
               helpers: concurrent.futures.ThreadPoolExecutor) -> list[RunRecord]:
     records = []
-    cell = queue.take()
-    run = start_cell(ctx, cell) if cell is not None else None
+    run = queue.start_next(ctx)
     while run is not None:
         run.answer = _guarded(run, answer_step, ctx, run)
         upcoming = helpers.submit(_close_sandbox_and_start_next, ctx, run, queue)
@@ -9627,8 +9603,7 @@ def _close_sandbox_and_start_next(ctx: RunContext, run: _CellRun,
             if not ctx.options.keep_sandboxes:
                 sandbox.remove_copy()
         _guarded(run, close)
-    cell = queue.take()
-    return start_cell(ctx, cell) if cell is not None else None
+    return queue.start_next(ctx)
 
 
 def finish_cell(ctx: RunContext, run: _CellRun, closing: concurrent.futures.Future) -> RunRecord:
@@ -9679,15 +9654,17 @@ def _journal_cell(ctx: RunContext, run: _CellRun) -> None:
 def _run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
                        record: RunRecord) -> _ExecutorAnswer | None:
     """Run the executor in its sandbox; its answer when it finished ok, else None."""
-    prompt = _build_executor_prompt(ctx.suite, cell.case, cell.config, sandbox.repo,
-                                    _skill_ban_of(ctx.options.configs))
+    # A prompt without a skill path also forbids skills, but not beside an installed arm: its
+    # prompt is the without_skill prompt byte for byte, and a ban would stop the discovery it
+    # measures.
+    skill_ban = not any(config_installs_skill(config) for config in ctx.options.configs)
+    prompt = _build_executor_prompt(ctx.suite, cell.case, cell.config, sandbox.repo, skill_ban)
     files = _RunFiles(cell.run_dir, record)
     files.text("prompt.md", prompt)
     invocation = ctx.provider.executor_invocation(prompt, sandbox.repo, ctx.options.executor_model)
     if config_installs_skill(cell.config):
         invocation = ctx.provider.installed_invocation(invocation)
-    env = agent_env(ctx, sandbox, sandbox.repo, "executor", ctx.options.executor_model,
-                    invocation.skills_on)
+    env = agent_env(ctx, sandbox, sandbox.repo, "executor", invocation.skills_on)
     # The sandbox was built while the lane's previous agent ran: check again before starting.
     reason = ctx.should_stop()
     if reason:
@@ -9700,9 +9677,8 @@ def _run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
         invocation.watch = _trigger_watch(ctx.provider, ctx.suite.skill_name)
     elif cell.case.most_turns > 1:
         return _run_conversation(ctx, cell, sandbox, record, invocation, env)
-    result, env, isolation = _run_agent(ctx, invocation, env, Mounts(ro_binds=borrowed),
-                                        role="executor")
-    record.executor = _process_record(invocation, result, env, isolation)
+    result, record.executor, isolation = _run_agent(ctx, invocation, env,
+                                                    Mounts(ro_binds=borrowed))
     files.text(f"logs/{EXECUTOR_STREAM_FILE}", result.stdout)  # kept whatever it holds
     reply = _read_executor_reply(ctx, result)
     record.notes = reply.notes
@@ -9757,9 +9733,8 @@ def _final_answer(sandbox: Sandbox, record: RunRecord, files: _RunFiles, text: s
     artifact, shown = _capture_artifact(sandbox.artifact_path, sandbox.base)
     if shown is not None:
         files.text("outputs/plan.md", shown)
-    answer = _ExecutorAnswer(text, shown, artifact.truncated, exchanges, trace)
     record.written_artifact = artifact
-    return answer
+    return _ExecutorAnswer(text, shown, artifact.truncated, exchanges, trace)
 
 
 # -- conversations: follow-up turns, or a simulated user (file-formats.md#conversations) ----
@@ -9838,8 +9813,7 @@ def _run_conversation(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: Run
         if kept is not None:
             shutil.rmtree(kept.path, ignore_errors=True)
         record.conversation = summary = talk.summary()
-        record.metrics = _conversation_totals(_turn_shares(talk.reported,
-                                                           ctx.provider.running_totals))
+        record.metrics = _conversation_totals([turn.metrics for turn in summary.turns])
         talk.files.text("transcript.md", transcript_markdown(talk.exchanges, talk.ended))
         if summary.user_metrics is not None:
             talk.files.json("user_metrics.json", METRICS.write(summary.user_metrics))
@@ -9915,9 +9889,7 @@ def _take_turn(talk: _Conversation, number: int, invocation: Invocation) -> Agen
             f"({CONVERSATION_TIMEOUT_FACTOR} x --timeout) before turn {number} of {most}"))
         return None
     invocation = dataclasses.replace(invocation, timeout_s=min(ctx.options.timeout_s, left))
-    result, used_env, isolation = _run_agent(ctx, invocation, talk.env, talk.binds,
-                                             role="executor", kept=talk.kept)
-    call = _process_record(invocation, result, used_env, isolation)
+    result, call, isolation = _run_agent(ctx, invocation, talk.env, talk.binds, kept=talk.kept)
     record.executor = call
     suffix = "" if number == 1 else f".turn-{number}"
     talk.files.text(f"logs/{EXECUTOR_STREAM_FILE}".replace(".txt", f"{suffix}.txt"),
@@ -9926,8 +9898,8 @@ def _take_turn(talk: _Conversation, number: int, invocation: Invocation) -> Agen
     record.notes += [f"turn {number}: {note}" for note in reply.notes]
     record.permission_denials += reply.permission_denials
     talk.reported.append(reply.metrics)
-    talk.turns.append(ConversationTurn(number, STATUS_OK if reply.ok else _failure_status(
-        "executor", result), call, reply.session_id))
+    status = STATUS_OK if reply.ok else _failure_status("executor", result)
+    talk.turns.append(ConversationTurn(number, status, call, reply.session_id))
     talk.files.text(f"outputs/turn-{number}.txt", reply.text)
     if reply.ok:
         return reply
@@ -9935,7 +9907,7 @@ def _take_turn(talk: _Conversation, number: int, invocation: Invocation) -> Agen
     full = isolation.tmp_full
     detail = (f"the conversation passed its limit of {talk.limit_s:g} s during turn {number}"
               if result.timed_out and talk.time_left() <= 0 else reply.failure)
-    talk.fail(_failure_status("executor", result), "executor",
+    talk.fail(status, "executor",
               f"turn {number} of {most}: " + (f"{detail} ({full})" if full else detail))
     return None
 
@@ -9979,9 +9951,9 @@ def _ask_user_agent(talk: _Conversation, number: int) -> AgentReply | None:
     invocation = dataclasses.replace(
         ctx.provider.user_invocation(prompt, folder, _role_model(ctx, "user")),
         timeout_s=min(ctx.options.timeout_s, left))
-    env = agent_env(ctx, sandbox, folder, "user", _role_model(ctx, "user"))
+    env = agent_env(ctx, sandbox, folder, "user")
     try:
-        result, env, isolation = _run_agent(ctx, invocation, env, role="user")
+        result, call, _ = _run_agent(ctx, invocation, env, role="user")
     finally:
         home = sandbox.homes.pop("user", None)
         if home is not None:
@@ -9991,8 +9963,7 @@ def _ask_user_agent(talk: _Conversation, number: int) -> AgentReply | None:
     reply.text, _ = encodable_text(reply.text)
     ok = reply.ok and bool(reply.text.strip())
     status = STATUS_OK if ok else _failure_status("user", result)
-    talk.user_calls.append(UserCall(number + 1, status, _process_record(
-        invocation, result, env, isolation), reply.metrics))
+    talk.user_calls.append(UserCall(number + 1, status, call, reply.metrics))
     if ok:
         return reply
     files.text(f"logs/user_stderr.turn-{number + 1}.txt", result.stderr)
@@ -10031,36 +10002,26 @@ def _run_grader_step(ctx: RunContext, cell: Cell, sandbox: _GraderFolders, recor
     files.text("grader_prompt.md", prompt)
     k = ctx.options.grader_runs
     votes, record.grader_calls = [], []
-    job = _GraderJob(sandbox, record, prompt, assertions, files)
     for vote in range(1, k + 1):
         if ctx.groups.cancelled.is_set():
             record.fail("cancelled", "grader", "interrupted before grading")
             break
-        grading = _grade_once(ctx, job, vote)
-        if grading is None:
+        payload = _grade_once(ctx, sandbox, record, prompt, files, vote)
+        if payload is None:
             break
-        votes.append(grading)
+        votes.append(grade_assertions(assertions, payload))
     record.grader_metrics = _sum_metrics([c.metrics for c in record.grader_calls], k)
     if len(votes) == k:
         record.grading = majority_grading(votes)
 
 
-@dataclasses.dataclass(frozen=True)
-class _GraderJob:
-    """What each of a cell's graders is given: the same prompt, about the same answer."""
-
-    sandbox: _GraderFolders
-    record: RunRecord
-    prompt: str
-    assertions: list[str]
-    files: _RunFiles
-
-
-def _grade_once(ctx: RunContext, job: _GraderJob, vote: int) -> Grading | None:
-    """One grader process; its grading, or None with the failure on the record."""
-    record, assertions = job.record, job.assertions
+def _grade_once(ctx: RunContext, sandbox: _GraderFolders, record: RunRecord, prompt: str,
+                files: _RunFiles, vote: int) -> dict[str, Any] | None:
+    """One grader process; its verdict object, or None with the failure on the record."""
     suffix = "" if vote == 1 else f".vote-{vote}"
-    result, reply = _call_grader(ctx, job.sandbox, job.prompt, job.files, suffix)
+    k = ctx.options.grader_runs
+    label = f"grader {vote} of {k}: " if k > 1 else ""
+    result, reply = _call_grader(ctx, sandbox, prompt, files, suffix)
     record.grader = result
     payload = parse_verdict_payload(reply.structured, reply.text) if reply.ok else None
     status = (_failure_status("grader", result) if not reply.ok
@@ -10068,18 +10029,11 @@ def _grade_once(ctx: RunContext, job: _GraderJob, vote: int) -> Grading | None:
     assert record.grader_calls is not None, "grade_cell starts the list before any vote"
     record.grader_calls.append(GraderCall(vote, result, reply.metrics, status))
     if not reply.ok:
-        record.fail(status, "grader", _vote_label(vote, ctx) + reply.failure)
-        return None
-    if payload is None:
-        record.fail("grader_unparseable", "grader", _vote_label(vote, ctx) + "; ".join(
+        record.fail(status, "grader", label + reply.failure)
+    elif payload is None:
+        record.fail("grader_unparseable", "grader", label + "; ".join(
             ["the grader's answer holds no verdict list", *reply.notes]))
-        return None
-    return grade_assertions(assertions, payload)
-
-
-def _vote_label(vote: int, ctx: RunContext) -> str:
-    k = ctx.options.grader_runs
-    return f"grader {vote} of {k}: " if k > 1 else ""
+    return payload
 
 
 def _sum_metrics(calls: list[dict[str, Metric]], planned: int) -> dict[str, Metric]:
@@ -10157,10 +10111,9 @@ def _call_grader(ctx: RunContext, sandbox: _GraderFolders, prompt: str, files: _
         write_json(schema_path, VERDICT_SCHEMA)
     invocation = ctx.provider.grader_invocation(prompt, grader_dir, ctx.options.grader_model,
                                                 schema_path, last_message)
-    env = agent_env(ctx, sandbox, grader_dir, "grader", ctx.options.grader_model)
-    result, env, isolation = _run_agent(ctx, invocation, env,
-                                        Mounts(rw_binds=[grader_io] if grader_io else []),
-                                        role="grader")
+    env = agent_env(ctx, sandbox, grader_dir, "grader")
+    result, call, _ = _run_agent(ctx, invocation, env,
+                                 Mounts(rw_binds=[grader_io] if grader_io else []), role="grader")
     files.text(f"logs/grader_output{suffix}.txt", result.stdout)  # kept before it is read
     reply = ctx.provider.read_grader(result, last_message)
     if grader_io is not None and last_message.is_file():  # as text: kept files are UTF-8
@@ -10169,24 +10122,15 @@ def _call_grader(ctx: RunContext, sandbox: _GraderFolders, prompt: str, files: _
             files.text(f"logs/grader_last_message{suffix}.txt", kept.decode("utf-8", "replace"))
     if not reply.ok:
         files.text(f"logs/grader_stderr{suffix}.txt", result.stderr)
-    return _process_record(invocation, result, env, isolation), reply
-
-
-def _process_record(invocation: Invocation, result: ProcessResult, env: dict[str, str],
-                    isolation: Isolation) -> ProcessCall:
-    return ProcessCall(
-        tuple(invocation.argv), str(invocation.cwd),
-        "prompt" if invocation.stdin_text is not None else "closed", tuple(sorted(env)),
-        result.returncode, round(result.duration_s, 3), result.timed_out, result.cancelled,
-        result.spawn_error, result.stdout_bytes, result.stdout_truncated,
-        result.stderr_truncated, isolation)
+    return call, reply
 
 
 # -- re-grading: recorded answers graded again, no executor -------------------------------
 
 # A run of these statuses has a finished executor and a recorded answer, whatever its grader
 # did; "cancelled" counts only when the stop came after the executor (stage "grader").
-_REGRADABLE_STATUSES = ("ok", "grader_failed", "grader_timeout", "grader_unparseable")
+_REGRADABLE_STATUSES = ("ok", "grader_failed", "grader_timeout", "grader_unparseable",
+                        "cancelled")
 _EXECUTOR_FILES = ("prompt.md", "metrics.json", "timing.json", "outputs/output.txt",
                    "outputs/plan.md", "logs/executor_stream.txt", "logs/executor_stderr.txt",
                    "trace.json")
@@ -10196,7 +10140,7 @@ def executor_finished(source: RunRecord) -> bool:
     stage = source.failure.stage if source.failure else None
     if source.executor is None or stage not in (None, "grader"):
         return False
-    return source.status in _REGRADABLE_STATUSES or source.status == "cancelled"
+    return source.status in _REGRADABLE_STATUSES
 
 
 def _metrics_block(document: Any) -> Any:
@@ -10283,11 +10227,9 @@ def _copy_source_run(ctx: RunContext, run: _CellRun) -> None:
                     f"wrote them: {run.source.changed}; not re-graded")
         return
     try:
-        source = read_run_record(source_dir)
+        source, why = read_run_record(source_dir), ""
     except InputError as exc:
         source, why = None, f": {exc.message}"
-    else:
-        why = ""
     if source is None:
         record.fail("runner_error", "runner", f"cannot read the source run at {source_dir}{why}")
         return
@@ -10361,12 +10303,10 @@ def _recorded_exchanges(run_dir: Path, conversation: ConversationRecord
     return exchanges
 
 
-def _capture_artifact(path: Path, root: Path | None = None
-                      ) -> tuple[WrittenArtifact, str | None]:
-    """Read the designated artifact: a regular file reached from `root` (default: its folder)
-    without following a link at any step and without waiting on whatever is there. Returns
-    its record and the text shown of it (None when it was not read)."""
-    root = path.parent if root is None else root
+def _capture_artifact(path: Path, root: Path) -> tuple[WrittenArtifact, str | None]:
+    """Read the designated artifact: a regular file reached from `root` without following a
+    link at any step and without waiting on whatever is there. Returns its record and the
+    text shown of it (None when it was not read)."""
     fd, why = _open_regular_unfollowed(root, path.relative_to(root))
     if fd is None:
         return WrittenArtifact(False, why), None
@@ -10766,13 +10706,12 @@ def _remove_bytecode_caches(repo: Path) -> None:
 def run_one_check(ctx: RunContext, run: _CellRun, check: Check) -> CheckResult:
     """The check's result: passed with the evidence, or `unrun` (why it could not run)."""
     started = time.monotonic()
-    search = functools.partial(_search_in_child, ctx)
     search_many = functools.partial(_search_many_in_child, ctx)
     if check.subject == "run":
         result = _run_command_check(ctx, run, check)
     elif check.subject == "file":
         assert run.sandbox is not None, "checks run only in a sandbox"
-        result = _file_check(run.sandbox, check, search)
+        result = _file_check(ctx, run.sandbox, check)
     elif check.subject == "trace":
         assert run.sandbox is not None and run.answer is not None, "checks run only in a " \
             "sandbox, once the executor answered"
@@ -10784,19 +10723,25 @@ def run_one_check(ctx: RunContext, run: _CellRun, check: Check) -> CheckResult:
         answer = run.answer
         assert answer is not None, "checks run only once the executor answered"
         text = answer.text if check.target == "reply" else answer.artifact
-        result = (_text_check(check, text, f"the {check.target}", search) if text is not None
+        result = (_text_check(ctx, check, text, f"the {check.target}") if text is not None
                   else {"passed": False, "evidence": "the executor wrote no artifact"})
     return CheckResult(check.name, check.subject, round(time.monotonic() - started, 3),
                        **result)
 
 
 def _run_command_check(ctx: RunContext, run: _CellRun, check: Check) -> dict[str, Any]:
-    """The command in the sandbox under /bin/sh, confined as the executor was."""
+    """The command in the sandbox under /bin/sh, under the executor's own confinement (the
+    same mounts and hidden folders) with a fresh, empty HOME: no agent's login is carried
+    into it."""
     sandbox = run.sandbox
     assert sandbox is not None, "checks run only in a sandbox"
     invocation = Invocation(["/bin/sh", "-c", check.target], sandbox.repo)
-    borrowed = [Path(p) for p in sandbox.git.borrowed_objects]
-    result, isolation = _run_confined_command(ctx, invocation, check.timeout_s, borrowed)
+
+    def environment(home: Path, confined: bool) -> tuple[dict[str, str], list[str] | None]:
+        return _check_env(ctx, invocation.cwd, HOME_INSIDE if confined else str(home)), None
+    result, _, isolation = run_confinable(
+        ctx, invocation, check.timeout_s,
+        Mounts(ro_binds=[Path(p) for p in sandbox.git.borrowed_objects]), environment, check=True)
     tails: dict[str, Any] = {
         "stdout_tail": result.stdout[-_CHECK_TAIL_CHARS:],
         "stderr_tail": result.stderr[-_CHECK_TAIL_CHARS:], "returncode": result.returncode,
@@ -10835,17 +10780,6 @@ def _check_env(ctx: RunContext, workdir: Path, home: str) -> dict[str, str]:
             "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": f"{home}/.pycache"}
 
 
-def _run_confined_command(ctx: RunContext, invocation: Invocation, timeout_s: float,
-                          ro_binds: list[Path]) -> tuple[ProcessResult, Isolation]:
-    """A check's process, under the executor's own confinement (the same mounts and hidden
-    folders) with a fresh, empty HOME: no agent's login is carried into it."""
-    def environment(home: Path, confined: bool) -> tuple[dict[str, str], list[str] | None]:
-        return _check_env(ctx, invocation.cwd, HOME_INSIDE if confined else str(home)), None
-    result, _, isolation = run_confinable(ctx, invocation, timeout_s, Mounts(ro_binds=ro_binds),
-                                          environment, check=True)
-    return result, isolation
-
-
 _BWRAP_STATUS_CAP = 64 * 1024
 
 
@@ -10881,7 +10815,7 @@ def _command_status(result: ProcessResult, status: Any) -> ProcessResult:
                                spawn_error=f"bubblewrap did not start it ({said[0][:300]})")
 
 
-def _file_check(sandbox: Sandbox, check: Check, search: _Search) -> dict[str, Any]:
+def _file_check(ctx: RunContext, sandbox: Sandbox, check: Check) -> dict[str, Any]:
     """A sandbox file, reached from the sandbox base without following any link."""
     if not sandbox.repo.is_dir():
         return {"unrun": "the sandbox was gone when the check was to run"}
@@ -10901,7 +10835,7 @@ def _file_check(sandbox: Sandbox, check: Check, search: _Search) -> dict[str, An
     if len(data) > _CHECK_READ_CAP:
         return {"passed": False, "evidence": f"{check.target} is larger than "
                 f"{_CHECK_READ_CAP // (1024 * 1024)} MB; not read"}
-    return _text_check(check, data.decode("utf-8", "replace"), check.target, search)
+    return _text_check(ctx, check, data.decode("utf-8", "replace"), check.target)
 
 
 def _exists_unfollowed(root: Path, rel: Path) -> tuple[bool | None, str]:
@@ -10930,14 +10864,6 @@ pattern, text = json.load(sys.stdin)
 found = re.search(pattern, text)
 json.dump(None if found is None else found.group(0)[:400], sys.stdout)
 """
-_Search = Callable[[str, str, float], "tuple[str | None, str]"]
-
-
-def _search_in_child(ctx: RunContext, pattern: str, text: str, timeout_s: float
-                     ) -> tuple[str | None, str]:
-    """(the matched text or None, "") or (None, why the search could not finish)."""
-    return _pattern_child(ctx, _PATTERN_SEARCH, [pattern, text], timeout_s,
-                          lambda found: found is None or isinstance(found, str))
 
 
 # ...and for a trace check, over every command at once: one child, not one per command.
@@ -10980,7 +10906,7 @@ def _pattern_child(ctx: RunContext, script: str, given: list[Any], timeout_s: fl
     return None, f"the pattern search failed: {said}"
 
 
-def _text_check(check: Check, text: str, what: str, search: _Search) -> dict[str, Any]:
+def _text_check(ctx: RunContext, check: Check, text: str, what: str) -> dict[str, Any]:
     if check.test == "json":
         try:
             json.loads(text)
@@ -10993,7 +10919,8 @@ def _text_check(check: Check, text: str, what: str, search: _Search) -> dict[str
         passed = check.expected in text
         verb = "contains" if passed else "does not contain"
         return {"passed": passed, "evidence": f"{what} {verb} {check.expected[:80]!r}"}
-    found, unrun = search(check.expected, text, check.timeout_s)
+    found, unrun = _pattern_child(ctx, _PATTERN_SEARCH, [check.expected, text], check.timeout_s,
+                                  lambda found: found is None or isinstance(found, str))
     if unrun:
         return {"unrun": unrun, "cancelled": unrun == "the run was stopped while it ran"}
     if found is None:
@@ -11017,18 +10944,13 @@ def _add_check_verdicts(ctx: RunContext, cell: Cell, record: RunRecord) -> None:
     if ctx.suite.assertions_for(cell.case) and record.grading is None:
         return  # the grader's failure is on the record already
     grading = record.grading or Grading((), graded_by="checks only")
-    record.grading = _grading_with_checks(grading, state.results,
-                                          ctx.suite.paired_checks_for(cell.case))
-
-
-def _grading_with_checks(grading: Grading, results: list[CheckResult],
-                         paired: dict[str, str]) -> Grading:
+    paired = ctx.suite.paired_checks_for(cell.case)
     judged = [dataclasses.replace(v, check=paired[v.text]) if v.text in paired else v
               for v in grading.expectations]
     first = len(judged) + 1
     checked = [Verdict(first + i, r.name, bool(r.passed), r.evidence or "", kind="check")
-               for i, r in enumerate(results)]
-    return dataclasses.replace(grading, expectations=tuple(judged + checked))
+               for i, r in enumerate(state.results)]
+    record.grading = dataclasses.replace(grading, expectations=tuple(judged + checked))
 
 
 def _write_run_files(cell: Cell, record: RunRecord, judge: JudgeIdentity | None) -> bool:
