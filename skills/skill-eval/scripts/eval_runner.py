@@ -13075,11 +13075,6 @@ def _fmt_rate_stat(stats: Stats) -> str:
     return f"{text} (n={stats.n})"
 
 
-def _block_stats(value: Any, json_path: str) -> Stats:
-    """describe()'s block inside a benchmark block that stays JSON (judge cost, activation)."""
-    return Stats.from_json(value, BENCHMARK_FILE, json_path)
-
-
 # Control characters an agent or a check printed (ESC sequences that erase a line and print
 # another, a bell, a title) are inert in benchmark.md as it is read in a terminal.
 _MD_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -13088,6 +13083,107 @@ _MD_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 def _md_cell(text: Any) -> str:
     text = _MD_CONTROLS.sub("\ufffd", str(text).replace("\r\n", " "))
     return text.replace("|", "\\|").replace("\n", " ").replace("\t", " ")
+
+
+def _md_row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(_md_cell(v) for v in cells) + " |"
+
+
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    return [_md_row(header), "|" + "---|" * len(header), *(_md_row(row) for row in rows)]
+
+
+def _h(value: Any) -> str:
+    """Text made inert for HTML; quotes too, since some of it lands in attributes."""
+    import html
+    return html.escape(str(value), quote=True)
+
+
+def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]],
+                cell: Callable[[str], str] = _h) -> str:
+    return ("<table><tr>" + "".join(f"<th>{_h(h)}</th>" for h in header) + "</tr>\n"
+            + "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>\n"
+                      for row in rows) + "</table>\n")
+
+
+# -- one section, two pages: benchmark.md and the HTML report draw the same block ---------
+
+
+class _HtmlSafe(str):
+    """Text already safe in HTML (the runner's own words, or built with _h): the HTML page
+    draws it as is, where it escapes any other text."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Lines:
+    """Sentences: markdown lines (bullets when `md_bullets`, each made inert in a table
+    cell's way when `md_escaped`), HTML paragraphs (a list when `html_list`). `page`: drawn
+    on that page only ("md" or "html"), where the two pages differ on purpose."""
+
+    items: Sequence[str]
+    md_bullets: bool = False
+    md_escaped: bool = False
+    html_list: bool = False
+    page: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Table:
+    """A table of plain text; `html_cell` draws a cell on the HTML page."""
+
+    header: Sequence[str]
+    rows: Sequence[Sequence[str]]
+    html_cell: Callable[[str], str] = _h
+    page: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Section:
+    """One block of a report, built once: _md_section and _html_section draw it (a page
+    draws text it was given as is: a block only one of them has)."""
+
+    title: str
+    parts: Sequence[_Lines | _Table]
+    page: str = ""
+
+
+def _md_section(section: _Section | str | None) -> str:
+    if isinstance(section, str):
+        return section  # a block only this page has, drawn already
+    if section is None or section.page == "html":
+        return ""
+    blocks = [f"## {section.title}"]
+    for part in section.parts:
+        if part.page == "html" or isinstance(part, _Lines) and not part.items:
+            continue
+        if isinstance(part, _Table):
+            blocks.append("\n".join(_md_table(part.header, part.rows)))
+            continue
+        texts = [_md_cell(item) if part.md_escaped else item for item in part.items]
+        blocks.append("\n".join(f"- {t}" if part.md_bullets else t for t in texts))
+    return "\n\n".join(blocks) + "\n"
+
+
+def _html_text(text: str) -> str:
+    return text if isinstance(text, _HtmlSafe) else _h(text)
+
+
+def _html_section(section: _Section | str | None) -> str:
+    if isinstance(section, str):
+        return section  # a block only this page has, drawn already
+    if section is None or section.page == "md":
+        return ""
+    html = f"<h2>{_html_text(section.title)}</h2>\n"
+    for part in section.parts:
+        if part.page == "md" or isinstance(part, _Lines) and not part.items:
+            continue
+        if isinstance(part, _Table):
+            html += _html_table(part.header, part.rows, part.html_cell)
+        elif part.html_list:
+            html += "<ul>" + "".join(f"<li>{_html_text(t)}</li>" for t in part.items) + "</ul>\n"
+        else:
+            html += "".join(f"<p>{_html_text(t)}</p>\n" for t in part.items)
+    return html
 
 
 def _absent_reason(benchmark: Benchmark, config: str, key: str) -> str:
@@ -13129,12 +13225,13 @@ def _executor_metric_lines(b: Benchmark) -> list[str]:
 
 
 def render_markdown(benchmark: Benchmark) -> str:
-    sections = [_md_header, _md_verdict_waves, _md_sanity, _md_arms, _md_overall, _md_comparison,
-                _md_comparisons, _md_activation, _md_trigger, _md_metrics, _md_process,
-                _md_judge, _md_judge_vs_checks, _md_per_eval, _md_per_assertion,
-                _md_failed_assertions]
+    sections: list[Callable[[Benchmark], _Section | str | None]] = [
+        _md_header, _md_verdict, _adaptive_section, _md_sanity, _md_arms, _md_overall,
+        _md_comparison, _comparisons_section, _activation_section, _trigger_section,
+        _md_metrics, _process_section, _md_judge, _judge_vs_checks_section, _md_per_eval,
+        _md_per_assertion, _md_failed_assertions]
     # One blank line between sections, however a section ends, and none for an empty one.
-    texts = [section(benchmark).rstrip("\n") for section in sections]
+    texts = [_md_section(section(benchmark)).rstrip("\n") for section in sections]
     return "\n\n".join(text for text in texts if text.strip()) + "\n"
 
 
@@ -13175,17 +13272,6 @@ def _md_verdict(b: Benchmark) -> str:
     if not paired:
         return "**Verdict:** no comparison (one config only)\n"
     return f"**Verdict: {paired.verdict}**: {_paired_evidence(paired)}\n"
-
-
-def _interval_heading(b: Benchmark) -> str:
-    """What the comparison tables call the interval: an adaptive run's is the last look's."""
-    level = b.paired.interval_level if b.adaptive and b.paired else None
-    return f"{level_text(level)} CI (sequential)" if level else "95% CI"
-
-
-def _md_verdict_waves(b: Benchmark) -> str:
-    """The verdict, then an adaptive run's waves (nothing more for a fixed matrix)."""
-    return _md_verdict(b) + ("\n" + _md_adaptive(b) if b.adaptive else "")
 
 
 def _paired_evidence(paired: Comparison) -> str:
@@ -13244,14 +13330,13 @@ def _adaptive_look_rows(adaptive: Adaptive) -> list[list[str]]:
     return rows
 
 
-def _md_adaptive(b: Benchmark) -> str:
-    """benchmark.md's account of an adaptive run: the waves, why they stopped, what it saved."""
+def _adaptive_section(b: Benchmark) -> _Section | None:
+    """An adaptive run's waves, why they stopped, what they saved."""
     if not b.adaptive:
-        return ""
-    facts = [f"- {_md_cell(fact)}" for fact in _adaptive_facts(b.adaptive)]
-    lines = ["## Adaptive waves", "", *facts, "",
-             *_md_table(list(_ADAPTIVE_LOOK_HEADERS), _adaptive_look_rows(b.adaptive))]
-    return "\n".join(lines) + "\n"
+        return None
+    return _Section("Adaptive waves", [
+        _Lines(_adaptive_facts(b.adaptive), md_bullets=True, md_escaped=True, html_list=True),
+        _Table(_ADAPTIVE_LOOK_HEADERS, _adaptive_look_rows(b.adaptive))])
 
 
 _FLAG_EXAMPLES = 3  # flags shown per group; the full list stays in benchmark.json
@@ -13403,27 +13488,33 @@ def _stopped_text(stopped: StoppedAtDecision) -> str:
     return text + "; their tokens were not captured (the CLI reports them when it ends)"
 
 
-def _md_trigger(b: Benchmark) -> str:
+def _trigger_section(b: Benchmark) -> _Section | None:
     if not b.trigger:
-        return ""
-    return _md_shares_table(
-        "## Trigger set (installed arms)",
-        "Each query of the trigger set was run in the installed arm and ended as soon as "
-        "the agent activated the skill or did anything else first, read from its CLI's "
-        "stream, never from its answer. Intervals are Wilson 95%, the queries as trials; "
-        "a run that failed before deciding is not counted.",
+        return None
+    return _shares_section(
+        "Trigger set (installed arms)",
+        ("Each query of the trigger set was run in the installed arm and ended as soon as "
+         "the agent activated the skill or did anything else first, read from its CLI's "
+         "stream, never from its answer. Intervals are Wilson 95%, the queries as trials; "
+         "a run that failed before deciding is not counted.",
+         "Each query ended as soon as the agent activated the skill or did anything else "
+         "first, read from its CLI's stream. Intervals are Wilson 95%, the queries as trials; "
+         "runs that failed before deciding are not counted."),
         _trigger_lines(b), _unit_rows(b.trigger), ("query", "should trigger"))
 
 
-def _md_activation(b: Benchmark) -> str:
+def _activation_section(b: Benchmark) -> _Section | None:
     if not b.activation:
-        return ""
-    return _md_shares_table(
-        "## Activation (installed arms)",
-        "Whether the agent loaded the installed skill on its own, read from its CLI's "
-        "stream; a run whose stream could not tell is unknown, not a miss. Intervals are "
-        "Wilson 95%, with the evals as trials when the runs of several evals are pooled "
-        "(runs of one eval tend to agree), the runs within one eval.",
+        return None
+    return _shares_section(
+        "Activation (installed arms)",
+        ("Whether the agent loaded the installed skill on its own, read from its CLI's "
+         "stream; a run whose stream could not tell is unknown, not a miss. Intervals are "
+         "Wilson 95%, with the evals as trials when the runs of several evals are pooled "
+         "(runs of one eval tend to agree), the runs within one eval.",
+         "Whether the agent loaded the installed skill on its own, read from its CLI's stream; "
+         "unknown runs are not misses. Intervals are Wilson 95%, the evals as trials when "
+         "several are pooled."),
         _activation_lines(b), _unit_rows(b.activation), ("eval", "should activate"))
 
 
@@ -13434,19 +13525,17 @@ def _unit_rows(arms: dict[str, ArmActivation] | dict[str, TriggerArm] | None
             for row in (arm.per_query if isinstance(arm, TriggerArm) else arm.per_eval)]
 
 
-def _md_shares_table(title: str, intro: str, summary: list[str],
-                     rows: list[tuple[str, UnitShare]], columns: tuple[str, str]) -> str:
+def _shares_section(title: str, intros: tuple[str, str], summary: list[str],
+                    rows: list[tuple[str, UnitShare]], columns: tuple[str, str]) -> _Section:
     """An installed-arm block: its summary lines, then one row per unit (query or eval) of
-    whether the skill activated; `columns`: the unit's label and the expectation's."""
-    lines = [title, "", intro, ""]
-    lines += [f"- {line}" for line in summary] + [""]
-    lines += _md_table(["config", *columns, "activated"], _share_cells(rows))
-    return "\n".join(lines) + "\n"
-
-
-def _share_cells(rows: list[tuple[str, UnitShare]]) -> list[list[str]]:
-    return [[config, str(row.eval_id), "yes" if row.expected else "no", _fmt_share(row.share)]
-            for config, row in rows]
+    whether the skill activated; `intros`: benchmark.md's and the HTML page's shorter one;
+    `columns`: the unit's label and the expectation's."""
+    return _Section(title, [_Lines(intros[:1], page="md"),
+                            _Lines([_HtmlSafe(intros[1])], page="html"),
+                            _Lines(summary, md_bullets=True),
+                            _Table(["config", *columns, "activated"],
+                                   [[config, str(row.eval_id), "yes" if row.expected else "no",
+                                     _fmt_share(row.share)] for config, row in rows])])
 
 
 def _fmt_evals_needed(target: PowerTarget) -> str:
@@ -13484,9 +13573,12 @@ def forecast_lines(comparison: Comparison, always_targets: bool = False) -> list
 
 
 def _comparisons_interval_heading(b: Benchmark) -> str:
-    """With several baselines under Holm each row names its own level."""
-    held = not b.adaptive and any(c.interval_level is not None for c in b.comparisons or [])
-    return "CI (Holm level)" if held else _interval_heading(b)
+    """What the comparison table calls the interval: with several baselines under Holm each
+    row names its own level; an adaptive run's is the last look's."""
+    if not b.adaptive and any(c.interval_level is not None for c in b.comparisons or []):
+        return "CI (Holm level)"
+    level = b.paired.interval_level if b.adaptive and b.paired else None
+    return f"{level_text(level)} CI (sequential)" if level else "95% CI"
 
 
 def _power_method_text(compared: Sequence[Comparison]) -> str:
@@ -13510,11 +13602,6 @@ def _multiplicity_lines(compared: Sequence[Comparison]) -> list[str]:
             f"most {held[0].family_alpha:g})."]
 
 
-def _comparisons_header(b: Benchmark) -> list[str]:
-    return ["baseline", "verdict", "mean per-eval delta", _comparisons_interval_heading(b),
-            "wins/ties/losses", "paired evals", "minimum detectable effect"]
-
-
 def _comparison_rows(b: Benchmark) -> list[list[str]]:
     """Per baseline: its verdict, mean delta and interval, wins/ties/losses and power."""
     rows = []
@@ -13530,19 +13617,22 @@ def _comparison_rows(b: Benchmark) -> list[list[str]]:
     return rows
 
 
-def _md_comparisons(b: Benchmark) -> str:
+def _comparisons_section(b: Benchmark) -> _Section | None:
+    """Per baseline its verdict and interval, then the power forecast: benchmark.md heads
+    the forecast with how it was made, the HTML page lists it with the multiplicity note."""
     compared = b.comparisons or ()
     if not compared:
-        return ""
-    lines = [f"## Paired comparisons (candidate: {compared[0].candidate})", "",
-             *_md_table(_comparisons_header(b), _comparison_rows(b))]
-    lines += ["", *_multiplicity_lines(compared)] if _multiplicity_lines(compared) else []
+        return None
+    multiplicity = _multiplicity_lines(compared)
     notes = [line for c in compared for line in forecast_lines(c)]
-    if notes:
-        lines += ["", "Power (two-sided alpha 0.05, power 0.8, " + _power_method_text(compared)
-                  + "; see references/statistics.md):", ""]
-        lines += [f"- {n}" for n in notes]
-    return "\n".join(lines) + "\n"
+    power = [f"Power (two-sided alpha 0.05, power 0.8, {_power_method_text(compared)}; see "
+             "references/statistics.md):"] if notes else []
+    return _Section(f"Paired comparisons (candidate: {compared[0].candidate})", [
+        _Table(["baseline", "verdict", "mean per-eval delta", _comparisons_interval_heading(b),
+                "wins/ties/losses", "paired evals", "minimum detectable effect"],
+               _comparison_rows(b)), _Lines(multiplicity, page="md"),
+        _Lines(power, page="md"), _Lines(notes, md_bullets=True, page="md"),
+        _Lines(multiplicity + notes, html_list=True, page="html")])
 
 
 def _fmt_assertion_rate(rate: AssertionRate) -> str:
@@ -13713,15 +13803,13 @@ def _process_sentences(b: Benchmark) -> list[str]:
     return lines
 
 
-def _md_process(b: Benchmark) -> str:
+def _process_section(b: Benchmark) -> _Section | None:
     if not b.process:
-        return ""
-    lines = ["## Process (from the executor's trace)", "", _sentence(PROCESS_NOTE)
-             + " Mean ± stddev over the scored runs counted.", "",
-             *_md_table(list(_PROCESS_HEADERS), _process_rows(b))]
-    sentences = _process_sentences(b)
-    return "\n".join(lines + ([""] + [f"- {_md_cell(s)}" for s in sentences]
-                              if sentences else [])) + "\n"
+        return None
+    return _Section(_HtmlSafe("Process (from the executor's trace)"), [
+        _Lines([_sentence(PROCESS_NOTE) + " Mean ± stddev over the scored runs counted."]),
+        _Table(_PROCESS_HEADERS, _process_rows(b)),
+        _Lines(_process_sentences(b), md_bullets=True, md_escaped=True)])
 
 
 _JUDGE_COST_COLUMNS = (("time_seconds", " s", 1), ("tokens", "", 0), ("total_cost_usd", " USD", 4))
@@ -13762,23 +13850,19 @@ def _judge_lines(b: Benchmark) -> list[str]:
     return lines
 
 
-def _md_judge_vs_checks(b: Benchmark) -> str:
+def _judge_vs_checks_section(b: Benchmark) -> _Section | None:
+    """How often the judge agreed with the checks; benchmark.md adds the checks' own time."""
     versus = b.judge_vs_checks
     timed = [r.checks.time_seconds for r in all_runs(b)
              if r.checks is not None and r.checks.time_seconds is not None]
-    if not (versus and versus.pairs) and not timed:
-        return ""
-    lines = ["## Judge vs checks", ""]
-    if timed:
-        spent = Stats(**describe(timed))
-        lines += [f"The checks' own time per run, on the runner's clock and not in the "
-                  f"executor's time above: {_fmt_stat(spent, ' s', 2)}.", ""]
+    spent = _Lines([f"The checks' own time per run, on the runner's clock and not in the "
+                    f"executor's time above: {_fmt_stat(Stats(**describe(timed)), ' s', 2)}."]
+                   if timed else [], page="md")
     if not versus or not versus.pairs:
-        return "\n".join(lines) + "\n"
-    lines += [_agreement_sentence(versus), "",
-              *_md_table(list(_JUDGE_CHECK_HEADERS),
-                         [_judge_check_row(e) for e in versus.per_pair])]
-    return "\n".join(lines) + "\n"
+        return _Section("Judge vs checks", [spent], page="md") if timed else None
+    return _Section("Judge vs checks", [
+        spent, _Lines([_agreement_sentence(versus)]),
+        _Table(_JUDGE_CHECK_HEADERS, [_judge_check_row(e) for e in versus.per_pair])])
 
 
 _JUDGE_CHECK_HEADERS = ("eval", "assertion", "check", "cells", "agreement", "kappa",
@@ -14125,14 +14209,6 @@ def _across_trigger_lines(entries: list[AgentIteration]) -> list[str]:
     return [line for entry in entries for line in _trigger_lines(entry.benchmark)]
 
 
-def _md_row(cells: list[str]) -> str:
-    return "| " + " | ".join(_md_cell(v) for v in cells) + " |"
-
-
-def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    return [_md_row(header), "|" + "---|" * len(header), *(_md_row(row) for row in rows)]
-
-
 _FAILED_ASSERTION_GROUPS = 40  # assertions listed in benchmark.md and the HTML page
 _FAILED_ASSERTION_EVALS = 8  # evals named per assertion
 
@@ -14183,6 +14259,7 @@ def _md_failed_assertions(b: Benchmark) -> str:
 HTML_FILE_CAP_BYTES = 100_000  # per run file embedded in the page
 HTML_FILES_BUDGET_BYTES = 8_000_000  # all run files together, so a big suite stays openable
 _HTML_FLAG_LIMIT = 200
+_HTML_FOLD_ROWS = 12  # the per-assertion table folds when longer
 HTML_RUN_FILES = (("output", "outputs/output.txt"), ("artifact", "outputs/plan.md"))
 CHART_BAR_W, CHART_BAR_H, CHART_TOP = 480, 11, 46
 _CHART_CHAR_W = 7  # px per label character at the chart's 12px font, a little generous
@@ -14223,12 +14300,6 @@ summary{cursor:pointer}.st-bad>summary{color:#b91c1c}
 """
 
 
-def _h(value: Any) -> str:
-    """Text made inert for HTML; quotes too, since some of it lands in attributes."""
-    import html
-    return html.escape(str(value), quote=True)
-
-
 def run_key(run: RunResult) -> tuple[str, str, int]:
     return run.key
 
@@ -14239,12 +14310,13 @@ def render_html(benchmark: Benchmark, files: dict[tuple, dict]) -> str:
     `files` holds each run's output and artifact as _read_html_run_files gives them.
     """
     # What decides first (verdict, what it rests on, what failed), the detail after it.
-    sections = [_html_header, _html_headline, _html_adaptive, _html_sanity, _html_comparisons,
-                _html_activation, _html_trigger,
-                _html_metrics, _html_process, _html_failed_assertions, _html_chart,
-                _html_per_assertion,
-                _html_judge, _html_judge_vs_checks]
-    body = "".join(section(benchmark) for section in sections) + _html_runs(benchmark, files)
+    sections: list[Callable[[Benchmark], _Section | str | None]] = [
+        _html_header, _html_headline, _adaptive_section, _html_sanity, _comparisons_section,
+        _activation_section, _trigger_section, _html_metrics, _process_section,
+        _html_failed_assertions, _html_chart, _html_per_assertion, _html_judge,
+        _judge_vs_checks_section]
+    body = "".join(_html_section(section(benchmark)) for section in sections)
+    body += _html_runs(benchmark, files)
     return _html_document(f"skill-eval: {benchmark.metadata.skill_name}", body)
 
 
@@ -14273,13 +14345,6 @@ def render_agents_html(entries: list[AgentIteration]) -> str:
     return _html_document(title, body)
 
 
-def _html_table(header: list[str], rows: list[list[str]],
-                cell: Callable[[str], str] = _h) -> str:
-    return ("<table><tr>" + "".join(f"<th>{_h(h)}</th>" for h in header) + "</tr>\n"
-            + "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>\n"
-                      for row in rows) + "</table>\n")
-
-
 def _h_absent(text: str) -> str:
     """A cell's text, greyed when it says why a number was not captured."""
     if text.startswith("not captured ("):
@@ -14301,16 +14366,6 @@ def _html_header(b: Benchmark) -> str:
         text += (f'<p class="warn">INCOMPLETE: {_h(m.cells_finished)} of '
                  f'{_h(m.cells_planned)} cells finished before the run stopped.</p>\n')
     return text
-
-
-def _html_adaptive(b: Benchmark) -> str:
-    """An adaptive run's waves, as benchmark.md gives them."""
-    if not b.adaptive:
-        return ""
-    return ("<h2>Adaptive waves</h2>\n<ul>"
-            + "".join(f"<li>{_h(fact)}</li>" for fact in _adaptive_facts(b.adaptive))
-            + "</ul>\n" + _html_table(list(_ADAPTIVE_LOOK_HEADERS),
-                                      _adaptive_look_rows(b.adaptive)))
 
 
 def _html_headline(b: Benchmark) -> str:
@@ -14346,16 +14401,6 @@ def _rates_sentence(b: Benchmark) -> str:
     return f"Pass rate (pooled over scored runs): {', '.join(parts)}{delta}."
 
 
-def _html_comparisons(b: Benchmark) -> str:
-    compared = b.comparisons or ()
-    if not compared:
-        return ""
-    notes = _multiplicity_lines(compared) + [line for c in compared for line in forecast_lines(c)]
-    listing = ("<ul>" + "".join(f"<li>{_h(n)}</li>" for n in notes) + "</ul>\n") if notes else ""
-    return (f"<h2>Paired comparisons (candidate: {_h(compared[0].candidate)})</h2>\n"
-            + _html_table(_comparisons_header(b), _comparison_rows(b)) + listing)
-
-
 def _html_per_assertion(b: Benchmark) -> str:
     rows = b.per_assertion
     if not rows:
@@ -14363,20 +14408,13 @@ def _html_per_assertion(b: Benchmark) -> str:
     configs = b.configs
     table = _html_table(_per_assertion_header(configs),
                         [_per_assertion_cells(row, configs) for row in rows]).rstrip("\n")
+    if len(rows) > _HTML_FOLD_ROWS:  # folded (<details>), so what decides stays in view
+        table = (f"<details><summary>{len(rows):,} assertions: show the table</summary>{table}"
+                 "</details>")
     return ("<h2>Per assertion</h2>\n<p>Pass rate over scored runs; common assertions pooled "
             "across evals; in the suite's order, not by gain (among many assertions the "
             f"largest gains are mostly chance). Each gain with its {_h(PER_ASSERTION_INTERVAL)}."
-            "</p>\n" + _html_fold(table, len(rows), "assertions")
-            + "\n")
-
-
-_HTML_FOLD_ROWS = 12  # a longer table is folded (<details>), so what decides stays in view
-
-
-def _html_fold(table: str, rows: int, what: str) -> str:
-    if rows <= _HTML_FOLD_ROWS:
-        return table
-    return f"<details><summary>{rows:,} {what}: show the table</summary>{table}</details>"
+            f"</p>\n{table}\n")
 
 
 def _html_sanity(b: Benchmark) -> str:
@@ -14494,36 +14532,6 @@ def _chart_bar(geo: _ChartGeometry, row: PerEval, config: str, index: int, y: in
             f"{_h(_fmt_rate(rate))}</text>")
 
 
-def _html_activation(b: Benchmark) -> str:
-    if not b.activation:
-        return ""
-    return _html_shares_table(
-        "Activation (installed arms)",
-        "Whether the agent loaded the installed skill on its own, read from its CLI's stream; "
-        "unknown runs are not misses. Intervals are Wilson 95%, the evals as trials when "
-        "several are pooled.",
-        _activation_lines(b), _unit_rows(b.activation), ("eval", "should activate"))
-
-
-def _html_trigger(b: Benchmark) -> str:
-    if not b.trigger:
-        return ""
-    return _html_shares_table(
-        "Trigger set (installed arms)",
-        "Each query ended as soon as the agent activated the skill or did anything else "
-        "first, read from its CLI's stream. Intervals are Wilson 95%, the queries as trials; "
-        "runs that failed before deciding are not counted.",
-        _trigger_lines(b), _unit_rows(b.trigger), ("query", "should trigger"))
-
-
-def _html_shares_table(title: str, intro: str, summary: list[str],
-                       rows: list[tuple[str, UnitShare]], columns: tuple[str, str]) -> str:
-    """The HTML twin of _md_shares_table."""
-    return (f"<h2>{title}</h2>\n<p>{intro}</p>\n"
-            + "".join(f"<p>{_h(line)}</p>\n" for line in summary)
-            + _html_table(["config", *columns, "activated"], _share_cells(rows)))
-
-
 def _html_metrics(b: Benchmark) -> str:
     rows = []
     for config in b.configs:
@@ -14536,15 +14544,6 @@ def _html_metrics(b: Benchmark) -> str:
             "stddev over scored runs.</p>\n"
             + _html_table(["config", "scored runs", "pass rate", "time", "tokens"], rows,
                           _h_absent))
-
-
-def _html_process(b: Benchmark) -> str:
-    if not b.process:
-        return ""
-    return ("<h2>Process (from the executor's trace)</h2>\n"
-            f"<p>{_h(_sentence(PROCESS_NOTE))} Mean ± stddev over the scored runs counted.</p>\n"
-            + _html_table(list(_PROCESS_HEADERS), _process_rows(b))
-            + "".join(f"<p>{_h(line)}</p>\n" for line in _process_sentences(b)))
 
 
 def _html_judge(b: Benchmark) -> str:
@@ -14566,17 +14565,6 @@ def _html_judge(b: Benchmark) -> str:
             + _html_table(["config", "judged runs", "grader calls", "time", "tokens", "cost"],
                           rows, _h_absent)
             + "".join(f"<p>{_h(line)}</p>\n" for line in _judge_lines(b)) + splits)
-
-
-def _html_judge_vs_checks(b: Benchmark) -> str:
-    versus = b.judge_vs_checks
-    if not versus or not versus.pairs:
-        return ""
-    head = "".join(f"<th>{name}</th>" for name in _JUDGE_CHECK_HEADERS)
-    rows = ["<tr>" + "".join(f"<td>{_h(c)}</td>" for c in _judge_check_row(e)) + "</tr>"
-            for e in versus.per_pair]
-    return (f"<h2>Judge vs checks</h2>\n<p>{_h(_agreement_sentence(versus))}</p>\n<table><tr>"
-            + head + "</tr>\n" + "\n".join(rows) + "\n</table>\n")
 
 
 def _html_failed_assertions(b: Benchmark) -> str:
