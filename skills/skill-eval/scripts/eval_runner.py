@@ -13343,19 +13343,13 @@ _FLAG_EXAMPLES = 3  # flags shown per group; the full list stays in benchmark.js
 _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
-def _group_flags(flags: list[SanityFlag]) -> list[dict[str, Any]]:
-    """Flags grouped by severity, kind and config, worst and most frequent first; each group
-    keeps its count and its first few flags as examples."""
-    groups: dict[tuple, dict[str, Any]] = {}
+def _group_flags(flags: list[SanityFlag]) -> list[list[SanityFlag]]:
+    """Flags grouped by severity, kind and config, worst and most frequent first."""
+    groups: dict[tuple, list[SanityFlag]] = {}
     for flag in flags:
-        key = (flag.severity, flag.kind, flag.place("configuration"))
-        group = groups.setdefault(key, {"severity": key[0], "kind": key[1],
-                                        "configuration": key[2], "count": 0, "examples": []})
-        group["count"] += 1
-        if len(group["examples"]) < _FLAG_EXAMPLES:
-            group["examples"].append(flag)
-    return sorted(groups.values(), key=lambda g: (_SEVERITY_ORDER.get(g["severity"], 3),
-                                                  -g["count"], g["kind"]))
+        groups.setdefault((flag.severity, flag.kind, flag.place("configuration")), []).append(flag)
+    return sorted(groups.values(), key=lambda g: (_SEVERITY_ORDER.get(g[0].severity, 3),
+                                                  -len(g), g[0].kind))
 
 
 def _flag_place(flag: SanityFlag) -> str:
@@ -13367,9 +13361,10 @@ def _flag_place(flag: SanityFlag) -> str:
     return ", ".join(parts)
 
 
-def _group_title(group: dict[str, Any]) -> str:
-    config = f" ({group['configuration']})" if group["configuration"] else ""
-    return f"[{group['severity']}] {group['kind']}{config}"
+def _group_title(group: list[SanityFlag]) -> str:
+    first = group[0]
+    config = first.place("configuration")
+    return f"[{first.severity}] {first.kind}" + (f" ({config})" if config else "")
 
 
 def _group_example(flag: SanityFlag, cap: int = 200) -> str:
@@ -13387,14 +13382,13 @@ def _md_sanity(b: Benchmark) -> str:
     if not shown:
         lines.append("Nothing needs review." + (" For information:" if info else ""))
     for group in _group_flags(shown):
-        if group["count"] == 1:
-            lines.append(
-                f"- {_group_title(group)}: {_md_cell(_group_example(group['examples'][0]))}")
+        if len(group) == 1:
+            lines.append(f"- {_group_title(group)}: {_md_cell(_group_example(group[0]))}")
             continue
-        lines.append(f"- {_group_title(group)}: {group['count']:,} flags, for example:")
-        lines += [f"  - {_md_cell(_group_example(f))}" for f in group["examples"]]
-        if group["count"] > len(group["examples"]):
-            lines.append(f"  - ... {group['count'] - len(group['examples']):,} more in "
+        lines.append(f"- {_group_title(group)}: {len(group):,} flags, for example:")
+        lines += [f"  - {_md_cell(_group_example(f))}" for f in group[:_FLAG_EXAMPLES]]
+        if len(group) > _FLAG_EXAMPLES:
+            lines.append(f"  - ... {len(group) - _FLAG_EXAMPLES:,} more in "
                          "benchmark.json (`sanity_checks.flags`)")
     if info:
         lines.append(f"- [info] {info}")
@@ -14213,39 +14207,33 @@ _FAILED_ASSERTION_GROUPS = 40  # assertions listed in benchmark.md and the HTML 
 _FAILED_ASSERTION_EVALS = 8  # evals named per assertion
 
 
-def _group_failed_assertions(b: Benchmark) -> list[dict[str, Any]]:
-    """Failed assertions grouped by their text, most failures first: per config the count of
-    failing runs, the evals where it failed, and one piece of the grader's evidence."""
-    groups: dict[str, dict[str, Any]] = {}
+def _group_failed_assertions(b: Benchmark) -> list[tuple[Verdict, list[RunResult]]]:
+    """Failed assertions grouped by their text, most failures first: the first failing
+    verdict (its text and the grader's evidence) and the runs, one entry per failure."""
+    groups: dict[str, tuple[Verdict, list[RunResult]]] = {}
     for run in b.runs:
         for exp in run.expectations:
-            if exp.passed:
-                continue
-            group = groups.setdefault(exp.text, {"text": exp.text, "count": 0,
-                                                 "by_config": {}, "evals": [],
-                                                 "evidence": exp.evidence})
-            group["count"] += 1
-            config = run.configuration
-            group["by_config"][config] = group["by_config"].get(config, 0) + 1
-            if run.eval_id not in group["evals"]:
-                group["evals"].append(run.eval_id)
-    return sorted(groups.values(), key=lambda g: -g["count"])
+            if not exp.passed:
+                groups.setdefault(exp.text, (exp, []))[1].append(run)
+    return sorted(groups.values(), key=lambda group: -len(group[1]))
 
 
-def _failed_where(group: dict[str, Any]) -> str:
-    evals = [str(e) for e in group["evals"][:_FAILED_ASSERTION_EVALS]]
-    more = len(group["evals"]) - len(evals)
-    configs = ", ".join(f"{c} {n}" for c, n in sorted(group["by_config"].items()))
-    return (f"failed in {group['count']:,} run(s) ({configs}); eval(s) {', '.join(evals)}"
-            + (f" and {more:,} more" if more > 0 else ""))
+def _failed_where(runs: list[RunResult]) -> str:
+    """The count of failures per config and the evals where they were."""
+    every = list(dict.fromkeys(run.eval_id for run in runs))
+    evals = [str(e) for e in every[:_FAILED_ASSERTION_EVALS]]
+    by_config = collections.Counter(run.configuration for run in runs)
+    configs = ", ".join(f"{c} {n}" for c, n in sorted(by_config.items()))
+    return (f"failed in {len(runs):,} run(s) ({configs}); eval(s) {', '.join(evals)}"
+            + (f" and {len(every) - len(evals):,} more" if len(every) > len(evals) else ""))
 
 
 def _md_failed_assertions(b: Benchmark) -> str:
     lines = ["## Failed assertions", ""]
     groups = _group_failed_assertions(b)
-    for group in groups[:_FAILED_ASSERTION_GROUPS]:
-        lines.append(f"- {_md_cell(group['text'])}: {_failed_where(group)}. Evidence, for "
-                     f"example: {_md_cell(group['evidence'][:300])}")
+    for exp, runs in groups[:_FAILED_ASSERTION_GROUPS]:
+        lines.append(f"- {_md_cell(exp.text)}: {_failed_where(runs)}. Evidence, for "
+                     f"example: {_md_cell(exp.evidence[:300])}")
     if len(groups) > _FAILED_ASSERTION_GROUPS:
         lines.append(f"- ... {len(groups) - _FAILED_ASSERTION_GROUPS:,} more assertions; every "
                      "verdict is in benchmark.json and each run's grading.json")
@@ -14422,15 +14410,13 @@ def _html_sanity(b: Benchmark) -> str:
     shown = [f for f in flags if f.severity != "info"]
     items = []
     for group in _group_flags(shown)[:_HTML_FLAG_LIMIT]:
-        if group["count"] == 1:
-            items.append(f"<li>{_h(_group_title(group))}: "
-                         f"{_h(_group_example(group['examples'][0]))}</li>")
+        if len(group) == 1:
+            items.append(f"<li>{_h(_group_title(group))}: {_h(_group_example(group[0]))}</li>")
             continue
-        examples = "".join(f"<li>{_h(_group_example(f))}</li>" for f in group["examples"])
-        more = group["count"] - len(group["examples"])
-        if more:
-            examples += f"<li>... {more:,} more in benchmark.json</li>"
-        items.append(f"<li>{_h(_group_title(group))}: {group['count']:,} flags, for example:"
+        examples = "".join(f"<li>{_h(_group_example(f))}</li>" for f in group[:_FLAG_EXAMPLES])
+        if len(group) > _FLAG_EXAMPLES:
+            examples += f"<li>... {len(group) - _FLAG_EXAMPLES:,} more in benchmark.json</li>"
+        items.append(f"<li>{_h(_group_title(group))}: {len(group):,} flags, for example:"
                      f"<ul>{examples}</ul></li>")
     info = _info_summary(b)
     if info:
@@ -14571,8 +14557,9 @@ def _html_failed_assertions(b: Benchmark) -> str:
     groups = _group_failed_assertions(b)
     if not groups:
         return "<h2>Failed assertions</h2>\n<p>None.</p>\n"
-    rows = [f"<tr><td>{_h(g['text'])}</td><td>{_h(_failed_where(g))}</td>"
-            f"<td>{_h(g['evidence'][:600])}</td></tr>" for g in groups[:_FAILED_ASSERTION_GROUPS]]
+    rows = [f"<tr><td>{_h(exp.text)}</td><td>{_h(_failed_where(runs))}</td>"
+            f"<td>{_h(exp.evidence[:600])}</td></tr>"
+            for exp, runs in groups[:_FAILED_ASSERTION_GROUPS]]
     if len(groups) > _FAILED_ASSERTION_GROUPS:
         rows.append(f'<tr><td colspan="3">... {len(groups) - _FAILED_ASSERTION_GROUPS:,} more '
                     "assertions; every verdict is in benchmark.json and each run's "
@@ -14820,8 +14807,8 @@ def render_summary(benchmark: Benchmark, iteration_dir: Path) -> str:
              + (f" ({len(review)} flag(s); see benchmark.md)" if review else "")]
     groups = _group_flags(review)
     for group in groups[:_SUMMARY_FLAG_GROUPS]:
-        lines.append(f"  {_group_title(group)}: {group['count']:,}, e.g. "
-                     f"{_group_example(group['examples'][0], 160)}")
+        lines.append(f"  {_group_title(group)}: {len(group):,}, e.g. "
+                     f"{_group_example(group[0], 160)}")
     if len(groups) > _SUMMARY_FLAG_GROUPS:
         lines.append(f"  ... {len(groups) - _SUMMARY_FLAG_GROUPS} more kinds in benchmark.md")
     rates = f"{c.candidate} {_fmt_rate(c.candidate_pass_rate)}"
