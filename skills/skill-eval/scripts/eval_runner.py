@@ -13085,8 +13085,12 @@ def _md_cell(text: Any) -> str:
     return text.replace("|", "\\|").replace("\n", " ").replace("\t", " ")
 
 
+def _md_raw_row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
 def _md_row(cells: Sequence[str]) -> str:
-    return "| " + " | ".join(_md_cell(v) for v in cells) + " |"
+    return _md_raw_row([_md_cell(v) for v in cells])
 
 
 def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -13129,12 +13133,14 @@ class _Lines:
 
 @dataclasses.dataclass(frozen=True)
 class _Table:
-    """A table of plain text; `html_cell` draws a cell on the HTML page."""
+    """A table of plain text; `html_cell` draws a cell on the HTML page. A markdown-only
+    table may hold markdown already (`md_escaped=False`: its builder made inert what needs it)."""
 
     header: Sequence[str]
     rows: Sequence[Sequence[str]]
     html_cell: Callable[[str], str] = _h
     page: str = ""
+    md_escaped: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -13157,7 +13163,9 @@ def _md_section(section: _Section | str | None) -> str:
         if part.page == "html" or isinstance(part, _Lines) and not part.items:
             continue
         if isinstance(part, _Table):
-            blocks.append("\n".join(_md_table(part.header, part.rows)))
+            row = _md_row if part.md_escaped else _md_raw_row
+            blocks.append("\n".join([row(part.header), "|" + "---|" * len(part.header),
+                                     *map(row, part.rows)]))
             continue
         texts = [_md_cell(item) if part.md_escaped else item for item in part.items]
         blocks.append("\n".join(f"- {t}" if part.md_bullets else t for t in texts))
@@ -13228,7 +13236,7 @@ def render_markdown(benchmark: Benchmark) -> str:
     sections: list[Callable[[Benchmark], _Section | str | None]] = [
         _md_header, _md_verdict, _adaptive_section, _md_sanity, _md_arms, _md_overall,
         _md_comparison, _comparisons_section, _activation_section, _trigger_section,
-        _md_metrics, _process_section, _md_judge, _judge_vs_checks_section, _md_per_eval,
+        _metrics_section, _process_section, _judge_section, _judge_vs_checks_section, _md_per_eval,
         _md_per_assertion, _md_failed_assertions]
     # One blank line between sections, however a section ends, and none for an empty one.
     texts = [_md_section(section(benchmark)).rstrip("\n") for section in sections]
@@ -13415,18 +13423,16 @@ def _info_summary(b: Benchmark) -> str:
     return ", ".join(parts) + " (details in benchmark.json)" if parts else ""
 
 
-def _md_arms(b: Benchmark) -> str:
+def _md_arms(b: Benchmark) -> _Section | None:
     """Which skill package each config delivered (present from the arms feature on)."""
     arms = b.metadata.arms or {}
     if not any(arm.revision for arm in arms.values()):
-        return ""
-    lines = ["## Skill versions", "", "| config | package | commit | package sha256 |",
-             "|---|---|---|---|"]
-    for config, arm in arms.items():
-        sha = arm.package_sha256
-        lines.append(f"| {_md_cell(config)} | {_md_cell(arm.source)} | "
-                     f"{arm.commit or 'n/a'} | {sha[:16] if sha else 'n/a'} |")
-    return "\n".join(lines) + "\n"
+        return None
+    rows = [[_md_cell(config), _md_cell(arm.source), arm.commit or "n/a",
+             arm.package_sha256[:16] if arm.package_sha256 else "n/a"]
+            for config, arm in arms.items()]
+    return _Section("Skill versions", [_Table(["config", "package", "commit", "package sha256"],
+                                              rows, md_escaped=False)], page="md")
 
 
 def _fmt_share(tally: Share, trials: str = "evals") -> str:
@@ -13715,14 +13721,12 @@ def _md_integrity(b: Benchmark) -> list[str]:
     return lines + [""]
 
 
-def _md_overall(b: Benchmark) -> str:
-    lines = ["## Overall raw pass rate", "", "| config | mean pass rate | scored runs |",
-             "|---|---|---|"]
-    for config in b.configs:
-        summary = b.run_summary[config]
-        lines.append(f"| {config} | {_fmt_rate_stat(summary.pass_rate)} | "
-                     f"{summary.scored_runs} of {summary.runs} |")
-    return "\n".join(lines) + "\n"
+def _md_overall(b: Benchmark) -> _Section:
+    rows = [[config, _fmt_rate_stat(summary.pass_rate),
+             f"{summary.scored_runs} of {summary.runs}"]
+            for config, summary in ((c, b.run_summary[c]) for c in b.configs)]
+    return _Section("Overall raw pass rate", [
+        _Table(["config", "mean pass rate", "scored runs"], rows, md_escaped=False)], page="md")
 
 
 def _md_comparison(b: Benchmark) -> str:
@@ -13749,15 +13753,22 @@ def _fmt_pass_hat_k(value: PassHatK | float | None) -> str:
             + ")")
 
 
-def _md_metrics(b: Benchmark) -> str:
-    lines = ["## Execution metrics (executor only)", "",
-             "Grader cost is excluded. Mean ± stddev over scored runs; ± only when n > 1.", "",
-             "| config | time | tokens |", "|---|---|---|"]
-    for config in b.configs:
-        cells = [_executor_metric_text(b, config, key, unit, digits)
-                 for key, _, unit, digits in _EXECUTOR_METRICS]
-        lines.append(f"| {config} | {_md_cell(cells[0])} | {_md_cell(cells[1])} |")
-    return "\n".join(lines) + "\n"
+def _metrics_section(b: Benchmark) -> _Section:
+    """The executor's time and tokens per config; the HTML page adds the pass rates
+    benchmark.md gives in a table of its own."""
+    cells = {config: [_executor_metric_text(b, config, key, unit, digits)
+                      for key, _, unit, digits in _EXECUTOR_METRICS] for config in b.configs}
+    rates = [[config, f"{summary.scored_runs} of {summary.runs}",
+              _fmt_rate_stat(summary.pass_rate)]
+             for config, summary in ((c, b.run_summary[c]) for c in b.configs)]
+    return _Section("Execution metrics (executor only)", [
+        _Lines(["Grader cost is excluded. Mean ± stddev over scored runs; ± only when n > 1."],
+               page="md"),
+        _Lines(["Grader cost is excluded. Mean ± stddev over scored runs."], page="html"),
+        _Table(["config", "time", "tokens"],
+               [[c, *map(_md_cell, cells[c])] for c in b.configs], md_escaped=False, page="md"),
+        _Table(["config", "scored runs", "pass rate", "time", "tokens"],
+               [[*row, *cells[row[0]]] for row in rates], _h_absent, page="html")])
 
 
 _PROCESS_HEADERS = ("config", "actions", "commands", "files read", "files written",
@@ -13889,47 +13900,52 @@ def _kappa_text(votes: Agreement) -> str:
             else f"not computed ({kappa.absent_reason})")
 
 
-def _md_judge(b: Benchmark) -> str:
+def _judge_section(b: Benchmark) -> _Section | None:
+    """What grading cost per config, how far the graders agreed, and the assertions they
+    split on (benchmark.md with the unanimous share and kappa of each)."""
     judge = b.judge
     if not judge:
-        return ""
+        return None
     cost = judge.cost
-    lines = ["## Judge (grader) cost and agreement", "",
-             "What grading cost, apart from the executor numbers above. Mean ± stddev per judged "
-             "run, all its grader calls together.", "",
-             "| config | judged runs | grader calls | time | tokens | cost |",
-             "|---|---|---|---|---|---|"]
-    for config in b.configs:
-        cells = _judge_cost_cells(cost, config)
-        spent = cost.per_config[config]
-        lines.append(f"| {config} | {spent.judged_runs} | {spent.grader_calls} | "
-                     + " | ".join(_md_cell(c) for c in cells) + " |")
-    lines += ["", *_judge_lines(b)]
+    rows = [[config, str(cost.per_config[config].judged_runs),
+             str(cost.per_config[config].grader_calls), *_judge_cost_cells(cost, config)]
+            for config in b.configs]
+    header = ["config", "judged runs", "grader calls", "time", "tokens", "cost"]
+    parts: list[_Lines | _Table] = [
+        _Lines(["What grading cost, apart from the executor numbers above. Mean ± stddev per "
+                "judged run, all its grader calls together."], page="md"),
+        _Lines(["What grading cost, apart from the executor numbers above; mean ± stddev per "
+                "judged run."], page="html"),
+        _Table(header, [[*row[:3], *map(_md_cell, row[3:])] for row in rows],
+               md_escaped=False, page="md"),
+        _Table(header, rows, _h_absent, page="html"), _Lines(_judge_lines(b))]
     unsteady = [e for e in judge.agreement.per_assertion if e.votes.split_items]
     if unsteady:
-        lines += ["", "| eval | assertion | split runs | unanimous | kappa | unstable |",
-                  "|---|---|---|---|---|---|"]
-        for e in unsteady:
-            kappa = e.votes.kappa.value
-            lines.append(f"| {_md_cell(e.eval_id)} | {e.assertion_id}. "
-                         f"{_md_cell(e.text[:80])} | {e.votes.split_items} of {e.votes.items} | "
-                         f"{_fmt_rate(e.votes.unanimous_share)} | "
-                         f"{'n/a' if kappa is None else f'{kappa:+.3f}'} | "
-                         f"{'yes' if e.judge_unstable else 'no'} |")
-    return "\n".join(lines) + "\n"
+        parts += [_Table(["eval", "assertion", "split runs", "unanimous", "kappa", "unstable"],
+                         [_split_md_cells(e) for e in unsteady], md_escaped=False, page="md"),
+                  _Table(["eval", "assertion", "split runs", "judge_unstable"],
+                         [[str(e.eval_id), f"{e.assertion_id}. {e.text}",
+                           f"{e.votes.split_items} of {e.votes.items}",
+                           "yes" if e.judge_unstable else "no"] for e in unsteady], page="html")]
+    return _Section("Judge (grader) cost and agreement", parts)
 
 
-def _md_per_eval(b: Benchmark) -> str:
+def _split_md_cells(entry: AssertionVotes) -> list[str]:
+    kappa = entry.votes.kappa.value
+    return [_md_cell(entry.eval_id), f"{entry.assertion_id}. {_md_cell(entry.text[:80])}",
+            f"{entry.votes.split_items} of {entry.votes.items}",
+            _fmt_rate(entry.votes.unanimous_share), "n/a" if kappa is None else f"{kappa:+.3f}",
+            "yes" if entry.judge_unstable else "no"]
+
+
+def _md_per_eval(b: Benchmark) -> _Section:
     configs = b.configs
-    lines = ["## Per eval", "", "| eval | " + " | ".join(configs) + " | delta | statuses |",
-             "|---|" + "---|" * (len(configs) + 2)]
-    for row in b.per_eval:
-        rates = [_fmt_rate(row.configs[c].mean_pass_rate) for c in configs]
-        statuses = sorted({s for c in configs for s in row.configs[c].statuses})
-        lines.append(f"| {_md_cell(row.eval_id)} {_md_cell(row.eval_name)} | "
-                     + " | ".join(rates) + f" | {fmt_delta(row.delta)} | "
-                     f"{', '.join(statuses)} |")
-    return "\n".join(lines) + "\n"
+    rows = [[f"{_md_cell(row.eval_id)} {_md_cell(row.eval_name)}",
+             *(_fmt_rate(row.configs[c].mean_pass_rate) for c in configs), fmt_delta(row.delta),
+             ", ".join(sorted({s for c in configs for s in row.configs[c].statuses}))]
+            for row in b.per_eval]
+    return _Section("Per eval", [_Table(["eval", *configs, "delta", "statuses"], rows,
+                                        md_escaped=False)], page="md")
 
 
 _IDENTITY_LABELS = (
@@ -14300,8 +14316,8 @@ def render_html(benchmark: Benchmark, files: dict[tuple, dict]) -> str:
     # What decides first (verdict, what it rests on, what failed), the detail after it.
     sections: list[Callable[[Benchmark], _Section | str | None]] = [
         _html_header, _html_headline, _adaptive_section, _html_sanity, _comparisons_section,
-        _activation_section, _trigger_section, _html_metrics, _process_section,
-        _html_failed_assertions, _html_chart, _html_per_assertion, _html_judge,
+        _activation_section, _trigger_section, _metrics_section, _process_section,
+        _html_failed_assertions, _html_chart, _html_per_assertion, _judge_section,
         _judge_vs_checks_section]
     body = "".join(_html_section(section(benchmark)) for section in sections)
     body += _html_runs(benchmark, files)
@@ -14516,41 +14532,6 @@ def _chart_bar(geo: _ChartGeometry, row: PerEval, config: str, index: int, y: in
             f'height="{CHART_BAR_H}"><title>{_h(tip)}</title></rect>'
             f'<text x="{geo.label_w + CHART_BAR_W + 6}" y="{text_y}">'
             f"{_h(_fmt_rate(rate))}</text>")
-
-
-def _html_metrics(b: Benchmark) -> str:
-    rows = []
-    for config in b.configs:
-        summary = b.run_summary[config]
-        rows.append([config, f"{summary.scored_runs} of {summary.runs}",
-                     _fmt_rate_stat(summary.pass_rate),
-                     *(_executor_metric_text(b, config, key, unit, digits)
-                       for key, _, unit, digits in _EXECUTOR_METRICS)])
-    return ("<h2>Execution metrics (executor only)</h2>\n<p>Grader cost is excluded. Mean ± "
-            "stddev over scored runs.</p>\n"
-            + _html_table(["config", "scored runs", "pass rate", "time", "tokens"], rows,
-                          _h_absent))
-
-
-def _html_judge(b: Benchmark) -> str:
-    judge = b.judge
-    if not judge:
-        return ""
-    rows = [[config, str(judge.cost.per_config[config].judged_runs),
-             str(judge.cost.per_config[config].grader_calls),
-             *_judge_cost_cells(judge.cost, config)] for config in b.configs]
-    unsteady = [e for e in judge.agreement.per_assertion if e.votes.split_items]
-    split_rows = [f"<tr><td>{_h(e.eval_id)}</td><td>{_h(e.assertion_id)}. "
-                  f"{_h(e.text)}</td><td>{_h(e.votes.split_items)} of {_h(e.votes.items)}</td>"
-                  f"<td>{'yes' if e.judge_unstable else 'no'}</td></tr>" for e in unsteady]
-    splits = ("<table><tr><th>eval</th><th>assertion</th><th>split runs</th>"
-              "<th>judge_unstable</th></tr>\n" + "\n".join(split_rows) + "\n</table>\n"
-              if split_rows else "")
-    return ("<h2>Judge (grader) cost and agreement</h2>\n<p>What grading cost, apart from the "
-            "executor numbers above; mean ± stddev per judged run.</p>\n"
-            + _html_table(["config", "judged runs", "grader calls", "time", "tokens", "cost"],
-                          rows, _h_absent)
-            + "".join(f"<p>{_h(line)}</p>\n" for line in _judge_lines(b)) + splits)
 
 
 def _html_failed_assertions(b: Benchmark) -> str:
