@@ -14653,6 +14653,7 @@ def _html_file(kind: str, rel: str, found: dict[str, Any]) -> str:
 # -- JUnit XML -----------------------------------------------------------------
 
 _JUNIT_MESSAGE_CAP_CHARS = 2000
+_JUNIT_COUNTS = ("tests", "failures", "errors", "skipped")
 # Characters XML 1.0 cannot hold at all, even escaped; a grader's evidence may contain them.
 _XML_INVALID = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
@@ -14667,14 +14668,10 @@ def render_junit(benchmark: Benchmark) -> str:
     import xml.etree.ElementTree as ET
     meta = benchmark.metadata
     root = ET.Element("testsuites", name=_xml_text(f"skill-eval {meta.skill_name}"))
-    totals = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
-    for config in meta.configs:
-        suite = _junit_suite(benchmark, config)
-        root.append(suite)
-        for key in totals:
-            totals[key] += int(suite.get(key, "0"))
-    for key, value in totals.items():
-        root.set(key, str(value))
+    suites = [_junit_suite(benchmark, config) for config in meta.configs]
+    root.extend(suites)
+    for key in _JUNIT_COUNTS:
+        root.set(key, str(sum(int(suite.get(key, "0")) for suite in suites)))
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"
 
@@ -14685,17 +14682,15 @@ def _junit_suite(b: Benchmark, config: str) -> Any:
     properties = ET.SubElement(suite, "properties")
     for name, value in _junit_properties(b, config):
         ET.SubElement(properties, "property", name=name, value=_xml_text(value))
-    counts = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
-    seconds = []
-    for run in (r for r in all_runs(b) if r.configuration == config):
+    runs = [r for r in all_runs(b) if r.configuration == config]
+    counts = collections.Counter(tests=len(runs))
+    for run in runs:
         case, outcome = _junit_case(run)
         suite.append(case)
-        counts["tests"] += 1
-        counts[outcome] = counts.get(outcome, 0) + 1
-        if run.result.time_seconds is not None:
-            seconds.append(run.result.time_seconds)
-    for key in ("tests", "failures", "errors", "skipped"):
+        counts[outcome] += 1
+    for key in _JUNIT_COUNTS:
         suite.set(key, str(counts[key]))
+    seconds = [r.result.time_seconds for r in runs if r.result.time_seconds is not None]
     if seconds:  # executor time only; an uncaptured time is left out, never written as 0
         suite.set("time", f"{sum(seconds):.3f}")
     suite.set("timestamp", str(b.metadata.timestamp or ""))
