@@ -13103,19 +13103,25 @@ def _h(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]],
-                cell: Callable[[str], str] = _h) -> str:
-    return ("<table><tr>" + "".join(f"<th>{_h(h)}</th>" for h in header) + "</tr>\n"
-            + "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>\n"
-                      for row in rows) + "</table>\n")
-
-
-# -- one section, two pages: benchmark.md and the HTML report draw the same block ---------
-
-
 class _HtmlSafe(str):
     """Text already safe in HTML (the runner's own words, or built with _h): the HTML page
     draws it as is, where it escapes any other text."""
+
+
+def _html_text(text: str) -> str:
+    return text if isinstance(text, _HtmlSafe) else _h(text)
+
+
+def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]],
+                cell: Callable[[str], str] = _h, note: str = "") -> str:
+    """`note`: a last row across the whole table."""
+    foot = f'<tr><td colspan="{len(header)}">{_html_text(note)}</td></tr>\n' if note else ""
+    return ("<table><tr>" + "".join(f"<th>{_html_text(h)}</th>" for h in header) + "</tr>\n"
+            + "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>\n"
+                      for row in rows) + foot + "</table>\n")
+
+
+# -- one section, two pages: benchmark.md and the HTML report draw the same block ---------
 
 
 @dataclasses.dataclass(frozen=True)
@@ -13133,14 +13139,16 @@ class _Lines:
 
 @dataclasses.dataclass(frozen=True)
 class _Table:
-    """A table of plain text; `html_cell` draws a cell on the HTML page. A markdown-only
-    table may hold markdown already (`md_escaped=False`: its builder made inert what needs it)."""
+    """A table of plain text; `html_cell` draws a cell on the HTML page, `html_note` a last
+    row across it. A markdown-only table may hold markdown already (`md_escaped=False`: its
+    builder made inert what needs it)."""
 
     header: Sequence[str]
     rows: Sequence[Sequence[str]]
     html_cell: Callable[[str], str] = _h
     page: str = ""
     md_escaped: bool = True
+    html_note: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -13172,10 +13180,6 @@ def _md_section(section: _Section | str | None) -> str:
     return "\n\n".join(blocks) + "\n"
 
 
-def _html_text(text: str) -> str:
-    return text if isinstance(text, _HtmlSafe) else _h(text)
-
-
 def _html_section(section: _Section | str | None) -> str:
     if isinstance(section, str):
         return section  # a block only this page has, drawn already
@@ -13186,7 +13190,7 @@ def _html_section(section: _Section | str | None) -> str:
         if part.page == "md" or isinstance(part, _Lines) and not part.items:
             continue
         if isinstance(part, _Table):
-            html += _html_table(part.header, part.rows, part.html_cell)
+            html += _html_table(part.header, part.rows, part.html_cell, part.html_note)
         elif part.html_list:
             html += "<ul>" + "".join(f"<li>{_html_text(t)}</li>" for t in part.items) + "</ul>\n"
         else:
@@ -13237,7 +13241,7 @@ def render_markdown(benchmark: Benchmark) -> str:
         _md_header, _md_verdict, _adaptive_section, _md_sanity, _md_arms, _md_overall,
         _md_comparison, _comparisons_section, _activation_section, _trigger_section,
         _metrics_section, _process_section, _judge_section, _judge_vs_checks_section, _md_per_eval,
-        _md_per_assertion, _md_failed_assertions]
+        _md_per_assertion, _failed_section]
     # One blank line between sections, however a section ends, and none for an empty one.
     texts = [_md_section(section(benchmark)).rstrip("\n") for section in sections]
     return "\n\n".join(text for text in texts if text.strip()) + "\n"
@@ -14244,18 +14248,22 @@ def _failed_where(runs: list[RunResult]) -> str:
             + (f" and {len(every) - len(evals):,} more" if len(every) > len(evals) else ""))
 
 
-def _md_failed_assertions(b: Benchmark) -> str:
-    lines = ["## Failed assertions", ""]
+def _failed_section(b: Benchmark) -> _Section:
+    """The most failed assertions: benchmark.md lists them, the HTML page tables them with
+    more of the grader's evidence."""
     groups = _group_failed_assertions(b)
-    for exp, runs in groups[:_FAILED_ASSERTION_GROUPS]:
-        lines.append(f"- {_md_cell(exp.text)}: {_failed_where(runs)}. Evidence, for "
-                     f"example: {_md_cell(exp.evidence[:300])}")
-    if len(groups) > _FAILED_ASSERTION_GROUPS:
-        lines.append(f"- ... {len(groups) - _FAILED_ASSERTION_GROUPS:,} more assertions; every "
-                     "verdict is in benchmark.json and each run's grading.json")
     if not groups:
-        lines.append("None.")
-    return "\n".join(lines) + "\n"
+        return _Section("Failed assertions", [_Lines(["None."])])
+    shown, more = groups[:_FAILED_ASSERTION_GROUPS], len(groups) - _FAILED_ASSERTION_GROUPS
+    rest = _HtmlSafe(f"... {more:,} more assertions; every verdict is in benchmark.json and "
+                     "each run's grading.json" if more > 0 else "")
+    listed = [f"{_md_cell(exp.text)}: {_failed_where(runs)}. Evidence, for example: "
+              f"{_md_cell(exp.evidence[:300])}" for exp, runs in shown]
+    return _Section("Failed assertions", [
+        _Lines(listed + ([rest] if rest else []), md_bullets=True, page="md"),
+        _Table(["assertion", "where it failed", _HtmlSafe("grader's evidence, for example")],
+               [[exp.text, _failed_where(runs), exp.evidence[:600]] for exp, runs in shown],
+               html_note=rest, page="html")])
 
 
 # -- HTML report ----------------------------------------------------------------
@@ -14317,7 +14325,7 @@ def render_html(benchmark: Benchmark, files: dict[tuple, dict]) -> str:
     sections: list[Callable[[Benchmark], _Section | str | None]] = [
         _html_header, _html_headline, _adaptive_section, _html_sanity, _comparisons_section,
         _activation_section, _trigger_section, _metrics_section, _process_section,
-        _html_failed_assertions, _html_chart, _html_per_assertion, _judge_section,
+        _failed_section, _html_chart, _html_per_assertion, _judge_section,
         _judge_vs_checks_section]
     body = "".join(_html_section(section(benchmark)) for section in sections)
     body += _html_runs(benchmark, files)
@@ -14532,22 +14540,6 @@ def _chart_bar(geo: _ChartGeometry, row: PerEval, config: str, index: int, y: in
             f'height="{CHART_BAR_H}"><title>{_h(tip)}</title></rect>'
             f'<text x="{geo.label_w + CHART_BAR_W + 6}" y="{text_y}">'
             f"{_h(_fmt_rate(rate))}</text>")
-
-
-def _html_failed_assertions(b: Benchmark) -> str:
-    groups = _group_failed_assertions(b)
-    if not groups:
-        return "<h2>Failed assertions</h2>\n<p>None.</p>\n"
-    rows = [f"<tr><td>{_h(exp.text)}</td><td>{_h(_failed_where(runs))}</td>"
-            f"<td>{_h(exp.evidence[:600])}</td></tr>"
-            for exp, runs in groups[:_FAILED_ASSERTION_GROUPS]]
-    if len(groups) > _FAILED_ASSERTION_GROUPS:
-        rows.append(f'<tr><td colspan="3">... {len(groups) - _FAILED_ASSERTION_GROUPS:,} more '
-                    "assertions; every verdict is in benchmark.json and each run's "
-                    "grading.json</td></tr>")
-    return ("<h2>Failed assertions</h2>\n<table><tr><th>assertion</th><th>where it failed</th>"
-            "<th>grader's evidence, for example</th></tr>\n" + "\n".join(rows)
-            + "\n</table>\n")
 
 
 def _html_runs(b: Benchmark, files: dict[tuple, dict]) -> str:
