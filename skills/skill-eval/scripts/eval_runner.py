@@ -13093,8 +13093,9 @@ def _md_row(cells: Sequence[str]) -> str:
     return _md_raw_row([_md_cell(v) for v in cells])
 
 
-def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    return [_md_row(header), "|" + "---|" * len(header), *(_md_row(row) for row in rows)]
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]],
+              row: Callable[[Sequence[str]], str] = _md_row) -> list[str]:
+    return [row(header), "|" + "---|" * len(header), *map(row, rows)]
 
 
 def _h(value: Any) -> str:
@@ -13126,7 +13127,7 @@ def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]],
 
 @dataclasses.dataclass(frozen=True)
 class _Lines:
-    """Sentences: markdown lines (bullets when `md_bullets`, each made inert in a table
+    """Lines of text: markdown lines (bullets when `md_bullets`, each made inert in a table
     cell's way when `md_escaped`), HTML paragraphs (a list when `html_list`). `page`: drawn
     on that page only ("md" or "html"), where the two pages differ on purpose."""
 
@@ -13140,8 +13141,9 @@ class _Lines:
 @dataclasses.dataclass(frozen=True)
 class _Table:
     """A table of plain text; `html_cell` draws a cell on the HTML page, `html_note` a last
-    row across it. A markdown-only table may hold markdown already (`md_escaped=False`: its
-    builder made inert what needs it)."""
+    row across it; `html_fold` names the rows of a table the HTML page folds when long. A
+    markdown-only table may hold markdown already (`md_escaped=False`: its builder made
+    inert what needs it)."""
 
     header: Sequence[str]
     rows: Sequence[Sequence[str]]
@@ -13149,6 +13151,7 @@ class _Table:
     page: str = ""
     md_escaped: bool = True
     html_note: str = ""
+    html_fold: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -13172,12 +13175,14 @@ def _md_section(section: _Section | str | None) -> str:
             continue
         if isinstance(part, _Table):
             row = _md_row if part.md_escaped else _md_raw_row
-            blocks.append("\n".join([row(part.header), "|" + "---|" * len(part.header),
-                                     *map(row, part.rows)]))
+            blocks.append("\n".join(_md_table(part.header, part.rows, row)))
             continue
         texts = [_md_cell(item) if part.md_escaped else item for item in part.items]
         blocks.append("\n".join(f"- {t}" if part.md_bullets else t for t in texts))
     return "\n\n".join(blocks) + "\n"
+
+
+_HTML_FOLD_ROWS = 12  # a longer table with html_fold is folded (<details>)
 
 
 def _html_section(section: _Section | str | None) -> str:
@@ -13190,7 +13195,11 @@ def _html_section(section: _Section | str | None) -> str:
         if part.page == "md" or isinstance(part, _Lines) and not part.items:
             continue
         if isinstance(part, _Table):
-            html += _html_table(part.header, part.rows, part.html_cell, part.html_note)
+            table = _html_table(part.header, part.rows, part.html_cell, part.html_note)
+            if part.html_fold and len(part.rows) > _HTML_FOLD_ROWS:  # what decides stays in view
+                table = (f"<details><summary>{len(part.rows):,} {part.html_fold}: show the "
+                         f"table</summary>{table.rstrip()}</details>\n")
+            html += table
         elif part.html_list:
             html += "<ul>" + "".join(f"<li>{_html_text(t)}</li>" for t in part.items) + "</ul>\n"
         else:
@@ -13241,7 +13250,7 @@ def render_markdown(benchmark: Benchmark) -> str:
         _md_header, _md_verdict, _adaptive_section, _md_sanity, _md_arms, _md_overall,
         _md_comparison, _comparisons_section, _activation_section, _trigger_section,
         _metrics_section, _process_section, _judge_section, _judge_vs_checks_section, _md_per_eval,
-        _md_per_assertion, _failed_section]
+        _per_assertion_section, _failed_section]
     # One blank line between sections, however a section ends, and none for an empty one.
     texts = [_md_section(section(benchmark)).rstrip("\n") for section in sections]
     return "\n\n".join(text for text in texts if text.strip()) + "\n"
@@ -13680,25 +13689,34 @@ def _per_assertion_cells(row: AssertionRow, configs: Sequence[str]) -> list[str]
             "non-discriminating" if row.non_discriminating else ""]
 
 
-def _md_per_assertion(b: Benchmark) -> str:
+def _per_assertion_section(b: Benchmark) -> _Section | None:
+    """Each assertion's pass rate per config and its gains: the HTML page folds a long
+    table, benchmark.md shows its first and last rows."""
     rows = b.per_assertion
     if rows is None:
-        return ""
-    configs = b.configs
-    lines = ["## Per assertion", "", _per_assertion_intro(rows), "",
-             *_md_table(_per_assertion_header(configs), [])]
-    shown = rows if len(rows) <= 2 * _PER_ASSERTION_SHOWN_EACH_END else (
-        [*rows[:_PER_ASSERTION_SHOWN_EACH_END], None, *rows[-_PER_ASSERTION_SHOWN_EACH_END:]])
-    for row in shown:
-        if row is None:  # a big suite: the first and last rows, the rest in the JSON
-            hidden = len(rows) - 2 * _PER_ASSERTION_SHOWN_EACH_END
-            lines.append(f"| ... {hidden} more assertions, all in benchmark.json "
-                         "(`per_assertion`) |" + " |" * (2 * len(configs)))
-            continue
-        lines.append(_md_row(_per_assertion_cells(row, configs)))
-    if not rows:
-        lines.append("| (no scored run) |" + " |" * (2 * len(configs)))
-    return "\n".join(lines) + "\n"
+        return None
+    header = _per_assertion_header(b.configs)
+    cells = [_per_assertion_cells(row, b.configs) for row in rows]
+    return _Section("Per assertion", [
+        _Lines([_per_assertion_intro(rows)], page="md"),
+        _Lines([_HtmlSafe(
+            "Pass rate over scored runs; common assertions pooled across evals; in the suite's "
+            "order, not by gain (among many assertions the largest gains are mostly chance). "
+            f"Each gain with its {_h(PER_ASSERTION_INTERVAL)}.")], page="html"),
+        _Lines(_md_cut_table(header, cells), page="md"),
+        _Table(header, cells, page="html", html_fold="assertions")], page="" if rows else "md")
+
+
+def _md_cut_table(header: list[str], cells: list[list[str]]) -> list[str]:
+    """benchmark.md's per-assertion table: a big suite's first and last rows, the rest in
+    the JSON; a line that says so, or that no run was scored."""
+    shown = _PER_ASSERTION_SHOWN_EACH_END
+    empty = " |" * (len(header) - 2)
+    if len(cells) > 2 * shown:
+        return [*_md_table(header, cells[:shown]), f"| ... {len(cells) - 2 * shown} more "
+                f"assertions, all in benchmark.json (`per_assertion`) |{empty}",
+                *map(_md_row, cells[-shown:])]
+    return _md_table(header, cells) + ([] if cells else [f"| (no scored run) |{empty}"])
 
 
 def _md_integrity(b: Benchmark) -> list[str]:
@@ -14271,7 +14289,6 @@ def _failed_section(b: Benchmark) -> _Section:
 HTML_FILE_CAP_BYTES = 100_000  # per run file embedded in the page
 HTML_FILES_BUDGET_BYTES = 8_000_000  # all run files together, so a big suite stays openable
 _HTML_FLAG_LIMIT = 200
-_HTML_FOLD_ROWS = 12  # the per-assertion table folds when longer
 HTML_RUN_FILES = (("output", "outputs/output.txt"), ("artifact", "outputs/plan.md"))
 CHART_BAR_W, CHART_BAR_H, CHART_TOP = 480, 11, 46
 _CHART_CHAR_W = 7  # px per label character at the chart's 12px font, a little generous
@@ -14325,7 +14342,7 @@ def render_html(benchmark: Benchmark, files: dict[tuple, dict]) -> str:
     sections: list[Callable[[Benchmark], _Section | str | None]] = [
         _html_header, _html_headline, _adaptive_section, _html_sanity, _comparisons_section,
         _activation_section, _trigger_section, _metrics_section, _process_section,
-        _failed_section, _html_chart, _html_per_assertion, _judge_section,
+        _failed_section, _html_chart, _per_assertion_section, _judge_section,
         _judge_vs_checks_section]
     body = "".join(_html_section(section(benchmark)) for section in sections)
     body += _html_runs(benchmark, files)
@@ -14411,22 +14428,6 @@ def _rates_sentence(b: Benchmark) -> str:
              for config in b.configs]
     delta = f"; delta {fmt_delta(c.delta)}" if c.baseline else ""
     return f"Pass rate (pooled over scored runs): {', '.join(parts)}{delta}."
-
-
-def _html_per_assertion(b: Benchmark) -> str:
-    rows = b.per_assertion
-    if not rows:
-        return ""
-    configs = b.configs
-    table = _html_table(_per_assertion_header(configs),
-                        [_per_assertion_cells(row, configs) for row in rows]).rstrip("\n")
-    if len(rows) > _HTML_FOLD_ROWS:  # folded (<details>), so what decides stays in view
-        table = (f"<details><summary>{len(rows):,} assertions: show the table</summary>{table}"
-                 "</details>")
-    return ("<h2>Per assertion</h2>\n<p>Pass rate over scored runs; common assertions pooled "
-            "across evals; in the suite's order, not by gain (among many assertions the "
-            f"largest gains are mostly chance). Each gain with its {_h(PER_ASSERTION_INTERVAL)}."
-            f"</p>\n{table}\n")
 
 
 def _html_sanity(b: Benchmark) -> str:
