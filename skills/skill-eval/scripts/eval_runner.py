@@ -13274,14 +13274,10 @@ def _md_header(b: Benchmark) -> str:
         lines.append(f"- **INCOMPLETE**: {m.cells_finished} of {m.cells_planned} "
                      "cells finished before the run stopped")
     if m.regrade:
-        lines.append(f"- {_regrade_sentence(m.regrade)}")
+        lines.append(f"- Re-graded: no executor ran; the answers were recorded by "
+                     f"{m.regrade.executor_agent} (executor "
+                     f"{m.regrade.executor_model or 'CLI default'}) in {m.regrade.source}")
     return "\n".join(lines) + "\n"
-
-
-def _regrade_sentence(regrade: RegradeRecord) -> str:
-    model = regrade.executor_model or "CLI default"
-    return (f"Re-graded: no executor ran; the answers were recorded by "
-            f"{regrade.executor_agent} (executor {model}) in {regrade.source}")
 
 
 def _md_verdict(b: Benchmark) -> str:
