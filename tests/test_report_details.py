@@ -52,8 +52,8 @@ class LongPerAssertionTableTests(unittest.TestCase):
         read = runner.Benchmark.from_json(built.to_json(), "benchmark.json")
         rows = len(read.per_assertion)
         self.assertGreater(rows, 2 * runner._PER_ASSERTION_SHOWN_EACH_END)
-        text = runner._md_per_assertion(read)
-        self.assertEqual(text, runner._md_per_assertion(built))
+        text = runner.render_markdown(read)
+        self.assertEqual(text, runner.render_markdown(built))
         self.assertIn(f"{rows - 2 * runner._PER_ASSERTION_SHOWN_EACH_END}", text)
 
 

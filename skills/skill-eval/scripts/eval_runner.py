@@ -12643,11 +12643,6 @@ def _fmt_rate_stat(stats: Stats) -> str:
     return f"{text} (n={stats.n})"
 
 
-def _block_stats(value: Any, json_path: str) -> Stats:
-    """describe()'s block inside a benchmark block that stays JSON (judge cost, activation)."""
-    return Stats.from_json(value, BENCHMARK_FILE, json_path)
-
-
 # Control characters an agent or a check printed (ESC sequences that erase a line and print
 # another, a bell, a title) are inert in benchmark.md as it is read in a terminal.
 _MD_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -12656,6 +12651,128 @@ _MD_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 def _md_cell(text: Any) -> str:
     text = _MD_CONTROLS.sub("\ufffd", str(text).replace("\r\n", " "))
     return text.replace("|", "\\|").replace("\n", " ").replace("\t", " ")
+
+
+def _md_raw_row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _md_row(cells: Sequence[str]) -> str:
+    return _md_raw_row([_md_cell(v) for v in cells])
+
+
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]],
+              row: Callable[[Sequence[str]], str] = _md_row) -> list[str]:
+    return [row(header), "|" + "---|" * len(header), *map(row, rows)]
+
+
+def _h(value: Any) -> str:
+    """Text made inert for HTML; quotes too, since some of it lands in attributes."""
+    import html
+    return html.escape(str(value), quote=True)
+
+
+class _HtmlSafe(str):
+    """Text already safe in HTML (the runner's own words, or built with _h): the HTML page
+    draws it as is, where it escapes any other text."""
+
+
+def _html_text(text: str) -> str:
+    return text if isinstance(text, _HtmlSafe) else _h(text)
+
+
+def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]],
+                cell: Callable[[str], str] = _h, note: str = "") -> str:
+    """`note`: a last row across the whole table."""
+    foot = f'<tr><td colspan="{len(header)}">{_html_text(note)}</td></tr>\n' if note else ""
+    return ("<table><tr>" + "".join(f"<th>{_html_text(h)}</th>" for h in header) + "</tr>\n"
+            + "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>\n"
+                      for row in rows) + foot + "</table>\n")
+
+
+# -- one section, two pages: benchmark.md and the HTML report draw the same block ---------
+
+
+@dataclasses.dataclass(frozen=True)
+class _Lines:
+    """Lines of text: markdown lines (bullets when `md_bullets`, each made inert in a table
+    cell's way when `md_escaped`), HTML paragraphs (a list when `html_list`). `page`: drawn
+    on that page only ("md" or "html"), where the two pages differ on purpose."""
+
+    items: Sequence[str]
+    md_bullets: bool = False
+    md_escaped: bool = False
+    html_list: bool = False
+    page: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Table:
+    """A table of plain text; `html_cell` draws a cell on the HTML page, `html_note` a last
+    row across it; `html_fold` names the rows of a table the HTML page folds when long. A
+    markdown-only table may hold markdown already (`md_escaped=False`: its builder made
+    inert what needs it)."""
+
+    header: Sequence[str]
+    rows: Sequence[Sequence[str]]
+    html_cell: Callable[[str], str] = _h
+    page: str = ""
+    md_escaped: bool = True
+    html_note: str = ""
+    html_fold: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Section:
+    """One block of a report, built once: _md_section and _html_section draw it (a page
+    draws text it was given as is: a block only one of them has)."""
+
+    title: str
+    parts: Sequence[_Lines | _Table]
+    page: str = ""
+
+
+def _md_section(section: _Section | str | None) -> str:
+    if isinstance(section, str):
+        return section  # a block only this page has, drawn already
+    if section is None or section.page == "html":
+        return ""
+    blocks = [f"## {section.title}"]
+    for part in section.parts:
+        if part.page == "html" or isinstance(part, _Lines) and not part.items:
+            continue
+        if isinstance(part, _Table):
+            row = _md_row if part.md_escaped else _md_raw_row
+            blocks.append("\n".join(_md_table(part.header, part.rows, row)))
+            continue
+        texts = [_md_cell(item) if part.md_escaped else item for item in part.items]
+        blocks.append("\n".join(f"- {t}" if part.md_bullets else t for t in texts))
+    return "\n\n".join(blocks) + "\n"
+
+
+_HTML_FOLD_ROWS = 12  # a longer table with html_fold is folded (<details>)
+
+
+def _html_section(section: _Section | str | None) -> str:
+    if isinstance(section, str):
+        return section  # a block only this page has, drawn already
+    if section is None or section.page == "md":
+        return ""
+    html = f"<h2>{_html_text(section.title)}</h2>\n"
+    for part in section.parts:
+        if part.page == "md" or isinstance(part, _Lines) and not part.items:
+            continue
+        if isinstance(part, _Table):
+            table = _html_table(part.header, part.rows, part.html_cell, part.html_note)
+            if part.html_fold and len(part.rows) > _HTML_FOLD_ROWS:  # what decides stays in view
+                table = (f"<details><summary>{len(part.rows):,} {part.html_fold}: show the "
+                         f"table</summary>{table.rstrip()}</details>\n")
+            html += table
+        elif part.html_list:
+            html += "<ul>" + "".join(f"<li>{_html_text(t)}</li>" for t in part.items) + "</ul>\n"
+        else:
+            html += "".join(f"<p>{_html_text(t)}</p>\n" for t in part.items)
+    return html
 
 
 def _absent_reason(benchmark: Benchmark, config: str, key: str) -> str:
@@ -12697,12 +12814,13 @@ def _executor_metric_lines(b: Benchmark) -> list[str]:
 
 
 def render_markdown(benchmark: Benchmark) -> str:
-    sections = [_md_header, _md_verdict_waves, _md_sanity, _md_arms, _md_overall, _md_comparison,
-                _md_comparisons, _md_activation, _md_trigger, _md_metrics, _md_process,
-                _md_judge, _md_judge_vs_checks, _md_per_eval, _md_per_assertion,
-                _md_failed_assertions]
+    sections: list[Callable[[Benchmark], _Section | str | None]] = [
+        _md_header, _md_verdict, _adaptive_section, _md_sanity, _md_arms, _md_overall,
+        _md_comparison, _comparisons_section, _activation_section, _trigger_section,
+        _metrics_section, _process_section, _judge_section, _judge_vs_checks_section, _md_per_eval,
+        _per_assertion_section, _failed_section]
     # One blank line between sections, however a section ends, and none for an empty one.
-    texts = [section(benchmark).rstrip("\n") for section in sections]
+    texts = [_md_section(section(benchmark)).rstrip("\n") for section in sections]
     return "\n\n".join(text for text in texts if text.strip()) + "\n"
 
 
@@ -12724,14 +12842,10 @@ def _md_header(b: Benchmark) -> str:
         lines.append(f"- **INCOMPLETE**: {m.cells_finished} of {m.cells_planned} "
                      "cells finished before the run stopped")
     if m.regrade:
-        lines.append(f"- {_regrade_sentence(m.regrade)}")
+        lines.append(f"- Re-graded: no executor ran; the answers were recorded by "
+                     f"{m.regrade.executor_agent} (executor "
+                     f"{m.regrade.executor_model or 'CLI default'}) in {m.regrade.source}")
     return "\n".join(lines) + "\n"
-
-
-def _regrade_sentence(regrade: RegradeRecord) -> str:
-    model = regrade.executor_model or "CLI default"
-    return (f"Re-graded: no executor ran; the answers were recorded by "
-            f"{regrade.executor_agent} (executor {model}) in {regrade.source}")
 
 
 def _md_verdict(b: Benchmark) -> str:
@@ -12743,17 +12857,6 @@ def _md_verdict(b: Benchmark) -> str:
     if not paired:
         return "**Verdict:** no comparison (one config only)\n"
     return f"**Verdict: {paired.verdict}**: {_paired_evidence(paired)}\n"
-
-
-def _interval_heading(b: Benchmark) -> str:
-    """What the comparison tables call the interval: an adaptive run's is the last look's."""
-    level = b.paired.interval_level if b.adaptive and b.paired else None
-    return f"{level_text(level)} CI (sequential)" if level else "95% CI"
-
-
-def _md_verdict_waves(b: Benchmark) -> str:
-    """The verdict, then an adaptive run's waves (nothing more for a fixed matrix)."""
-    return _md_verdict(b) + ("\n" + _md_adaptive(b) if b.adaptive else "")
 
 
 def _paired_evidence(paired: Comparison) -> str:
@@ -12812,33 +12915,26 @@ def _adaptive_look_rows(adaptive: Adaptive) -> list[list[str]]:
     return rows
 
 
-def _md_adaptive(b: Benchmark) -> str:
-    """benchmark.md's account of an adaptive run: the waves, why they stopped, what it saved."""
+def _adaptive_section(b: Benchmark) -> _Section | None:
+    """An adaptive run's waves, why they stopped, what they saved."""
     if not b.adaptive:
-        return ""
-    facts = [f"- {_md_cell(fact)}" for fact in _adaptive_facts(b.adaptive)]
-    lines = ["## Adaptive waves", "", *facts, "",
-             *_md_table(list(_ADAPTIVE_LOOK_HEADERS), _adaptive_look_rows(b.adaptive))]
-    return "\n".join(lines) + "\n"
+        return None
+    return _Section("Adaptive waves", [
+        _Lines(_adaptive_facts(b.adaptive), md_bullets=True, md_escaped=True, html_list=True),
+        _Table(_ADAPTIVE_LOOK_HEADERS, _adaptive_look_rows(b.adaptive))])
 
 
 _FLAG_EXAMPLES = 3  # flags shown per group; the full list stays in benchmark.json
 _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
-def _group_flags(flags: list[SanityFlag]) -> list[dict[str, Any]]:
-    """Flags grouped by severity, kind and config, worst and most frequent first; each group
-    keeps its count and its first few flags as examples."""
-    groups: dict[tuple, dict[str, Any]] = {}
+def _group_flags(flags: list[SanityFlag]) -> list[list[SanityFlag]]:
+    """Flags grouped by severity, kind and config, worst and most frequent first."""
+    groups: dict[tuple, list[SanityFlag]] = {}
     for flag in flags:
-        key = (flag.severity, flag.kind, flag.place("configuration"))
-        group = groups.setdefault(key, {"severity": key[0], "kind": key[1],
-                                        "configuration": key[2], "count": 0, "examples": []})
-        group["count"] += 1
-        if len(group["examples"]) < _FLAG_EXAMPLES:
-            group["examples"].append(flag)
-    return sorted(groups.values(), key=lambda g: (_SEVERITY_ORDER.get(g["severity"], 3),
-                                                  -g["count"], g["kind"]))
+        groups.setdefault((flag.severity, flag.kind, flag.place("configuration")), []).append(flag)
+    return sorted(groups.values(), key=lambda g: (_SEVERITY_ORDER.get(g[0].severity, 3),
+                                                  -len(g), g[0].kind))
 
 
 def _flag_place(flag: SanityFlag) -> str:
@@ -12850,9 +12946,10 @@ def _flag_place(flag: SanityFlag) -> str:
     return ", ".join(parts)
 
 
-def _group_title(group: dict[str, Any]) -> str:
-    config = f" ({group['configuration']})" if group["configuration"] else ""
-    return f"[{group['severity']}] {group['kind']}{config}"
+def _group_title(group: list[SanityFlag]) -> str:
+    first = group[0]
+    config = first.place("configuration")
+    return f"[{first.severity}] {first.kind}" + (f" ({config})" if config else "")
 
 
 def _group_example(flag: SanityFlag, cap: int = 200) -> str:
@@ -12870,14 +12967,13 @@ def _md_sanity(b: Benchmark) -> str:
     if not shown:
         lines.append("Nothing needs review." + (" For information:" if info else ""))
     for group in _group_flags(shown):
-        if group["count"] == 1:
-            lines.append(
-                f"- {_group_title(group)}: {_md_cell(_group_example(group['examples'][0]))}")
+        if len(group) == 1:
+            lines.append(f"- {_group_title(group)}: {_md_cell(_group_example(group[0]))}")
             continue
-        lines.append(f"- {_group_title(group)}: {group['count']:,} flags, for example:")
-        lines += [f"  - {_md_cell(_group_example(f))}" for f in group["examples"]]
-        if group["count"] > len(group["examples"]):
-            lines.append(f"  - ... {group['count'] - len(group['examples']):,} more in "
+        lines.append(f"- {_group_title(group)}: {len(group):,} flags, for example:")
+        lines += [f"  - {_md_cell(_group_example(f))}" for f in group[:_FLAG_EXAMPLES]]
+        if len(group) > _FLAG_EXAMPLES:
+            lines.append(f"  - ... {len(group) - _FLAG_EXAMPLES:,} more in "
                          "benchmark.json (`sanity_checks.flags`)")
     if info:
         lines.append(f"- [info] {info}")
@@ -12904,18 +13000,16 @@ def _info_summary(b: Benchmark) -> str:
     return ", ".join(parts) + " (details in benchmark.json)" if parts else ""
 
 
-def _md_arms(b: Benchmark) -> str:
+def _md_arms(b: Benchmark) -> _Section | None:
     """Which skill package each config delivered (present from the arms feature on)."""
     arms = b.metadata.arms or {}
     if not any(arm.revision for arm in arms.values()):
-        return ""
-    lines = ["## Skill versions", "", "| config | package | commit | package sha256 |",
-             "|---|---|---|---|"]
-    for config, arm in arms.items():
-        sha = arm.package_sha256
-        lines.append(f"| {_md_cell(config)} | {_md_cell(arm.source)} | "
-                     f"{arm.commit or 'n/a'} | {sha[:16] if sha else 'n/a'} |")
-    return "\n".join(lines) + "\n"
+        return None
+    rows = [[_md_cell(config), _md_cell(arm.source), arm.commit or "n/a",
+             arm.package_sha256[:16] if arm.package_sha256 else "n/a"]
+            for config, arm in arms.items()]
+    return _Section("Skill versions", [_Table(["config", "package", "commit", "package sha256"],
+                                              rows, md_escaped=False)], page="md")
 
 
 def _fmt_share(tally: Share, trials: str = "evals") -> str:
@@ -12971,27 +13065,33 @@ def _stopped_text(stopped: StoppedAtDecision) -> str:
     return text + "; their tokens were not captured (the CLI reports them when it ends)"
 
 
-def _md_trigger(b: Benchmark) -> str:
+def _trigger_section(b: Benchmark) -> _Section | None:
     if not b.trigger:
-        return ""
-    return _md_shares_table(
-        "## Trigger set (installed arms)",
-        "Each query of the trigger set was run in the installed arm and ended as soon as "
-        "the agent activated the skill or did anything else first, read from its CLI's "
-        "stream, never from its answer. Intervals are Wilson 95%, the queries as trials; "
-        "a run that failed before deciding is not counted.",
+        return None
+    return _shares_section(
+        "Trigger set (installed arms)",
+        ("Each query of the trigger set was run in the installed arm and ended as soon as "
+         "the agent activated the skill or did anything else first, read from its CLI's "
+         "stream, never from its answer. Intervals are Wilson 95%, the queries as trials; "
+         "a run that failed before deciding is not counted.",
+         "Each query ended as soon as the agent activated the skill or did anything else "
+         "first, read from its CLI's stream. Intervals are Wilson 95%, the queries as trials; "
+         "runs that failed before deciding are not counted."),
         _trigger_lines(b), _unit_rows(b.trigger), ("query", "should trigger"))
 
 
-def _md_activation(b: Benchmark) -> str:
+def _activation_section(b: Benchmark) -> _Section | None:
     if not b.activation:
-        return ""
-    return _md_shares_table(
-        "## Activation (installed arms)",
-        "Whether the agent loaded the installed skill on its own, read from its CLI's "
-        "stream; a run whose stream could not tell is unknown, not a miss. Intervals are "
-        "Wilson 95%, with the evals as trials when the runs of several evals are pooled "
-        "(runs of one eval tend to agree), the runs within one eval.",
+        return None
+    return _shares_section(
+        "Activation (installed arms)",
+        ("Whether the agent loaded the installed skill on its own, read from its CLI's "
+         "stream; a run whose stream could not tell is unknown, not a miss. Intervals are "
+         "Wilson 95%, with the evals as trials when the runs of several evals are pooled "
+         "(runs of one eval tend to agree), the runs within one eval.",
+         "Whether the agent loaded the installed skill on its own, read from its CLI's stream; "
+         "unknown runs are not misses. Intervals are Wilson 95%, the evals as trials when "
+         "several are pooled."),
         _activation_lines(b), _unit_rows(b.activation), ("eval", "should activate"))
 
 
@@ -13002,19 +13102,17 @@ def _unit_rows(arms: dict[str, ArmActivation] | dict[str, TriggerArm] | None
             for row in (arm.per_query if isinstance(arm, TriggerArm) else arm.per_eval)]
 
 
-def _md_shares_table(title: str, intro: str, summary: list[str],
-                     rows: list[tuple[str, UnitShare]], columns: tuple[str, str]) -> str:
+def _shares_section(title: str, intros: tuple[str, str], summary: list[str],
+                    rows: list[tuple[str, UnitShare]], columns: tuple[str, str]) -> _Section:
     """An installed-arm block: its summary lines, then one row per unit (query or eval) of
-    whether the skill activated; `columns`: the unit's label and the expectation's."""
-    lines = [title, "", intro, ""]
-    lines += [f"- {line}" for line in summary] + [""]
-    lines += _md_table(["config", *columns, "activated"], _share_cells(rows))
-    return "\n".join(lines) + "\n"
-
-
-def _share_cells(rows: list[tuple[str, UnitShare]]) -> list[list[str]]:
-    return [[config, str(row.eval_id), "yes" if row.expected else "no", _fmt_share(row.share)]
-            for config, row in rows]
+    whether the skill activated; `intros`: benchmark.md's and the HTML page's shorter one;
+    `columns`: the unit's label and the expectation's."""
+    return _Section(title, [_Lines(intros[:1], page="md"),
+                            _Lines([_HtmlSafe(intros[1])], page="html"),
+                            _Lines(summary, md_bullets=True),
+                            _Table(["config", *columns, "activated"],
+                                   [[config, str(row.eval_id), "yes" if row.expected else "no",
+                                     _fmt_share(row.share)] for config, row in rows])])
 
 
 def _fmt_evals_needed(target: PowerTarget) -> str:
@@ -13052,9 +13150,12 @@ def forecast_lines(comparison: Comparison, always_targets: bool = False) -> list
 
 
 def _comparisons_interval_heading(b: Benchmark) -> str:
-    """With several baselines under Holm each row names its own level."""
-    held = not b.adaptive and any(c.interval_level is not None for c in b.comparisons or [])
-    return "CI (Holm level)" if held else _interval_heading(b)
+    """What the comparison table calls the interval: with several baselines under Holm each
+    row names its own level; an adaptive run's is the last look's."""
+    if not b.adaptive and any(c.interval_level is not None for c in b.comparisons or []):
+        return "CI (Holm level)"
+    level = b.paired.interval_level if b.adaptive and b.paired else None
+    return f"{level_text(level)} CI (sequential)" if level else "95% CI"
 
 
 def _power_method_text(compared: Sequence[Comparison]) -> str:
@@ -13078,11 +13179,6 @@ def _multiplicity_lines(compared: Sequence[Comparison]) -> list[str]:
             f"most {held[0].family_alpha:g})."]
 
 
-def _comparisons_header(b: Benchmark) -> list[str]:
-    return ["baseline", "verdict", "mean per-eval delta", _comparisons_interval_heading(b),
-            "wins/ties/losses", "paired evals", "minimum detectable effect"]
-
-
 def _comparison_rows(b: Benchmark) -> list[list[str]]:
     """Per baseline: its verdict, mean delta and interval, wins/ties/losses and power."""
     rows = []
@@ -13098,19 +13194,22 @@ def _comparison_rows(b: Benchmark) -> list[list[str]]:
     return rows
 
 
-def _md_comparisons(b: Benchmark) -> str:
+def _comparisons_section(b: Benchmark) -> _Section | None:
+    """Per baseline its verdict and interval, then the power forecast: benchmark.md heads
+    the forecast with how it was made, the HTML page lists it with the multiplicity note."""
     compared = b.comparisons or ()
     if not compared:
-        return ""
-    lines = [f"## Paired comparisons (candidate: {compared[0].candidate})", "",
-             *_md_table(_comparisons_header(b), _comparison_rows(b))]
-    lines += ["", *_multiplicity_lines(compared)] if _multiplicity_lines(compared) else []
+        return None
+    multiplicity = _multiplicity_lines(compared)
     notes = [line for c in compared for line in forecast_lines(c)]
-    if notes:
-        lines += ["", "Power (two-sided alpha 0.05, power 0.8, " + _power_method_text(compared)
-                  + "; see references/statistics.md):", ""]
-        lines += [f"- {n}" for n in notes]
-    return "\n".join(lines) + "\n"
+    power = [f"Power (two-sided alpha 0.05, power 0.8, {_power_method_text(compared)}; see "
+             "references/statistics.md):"] if notes else []
+    return _Section(f"Paired comparisons (candidate: {compared[0].candidate})", [
+        _Table(["baseline", "verdict", "mean per-eval delta", _comparisons_interval_heading(b),
+                "wins/ties/losses", "paired evals", "minimum detectable effect"],
+               _comparison_rows(b)), _Lines(multiplicity, page="md"),
+        _Lines(power, page="md"), _Lines(notes, md_bullets=True, page="md"),
+        _Lines(multiplicity + notes, html_list=True, page="html")])
 
 
 def _fmt_assertion_rate(rate: AssertionRate) -> str:
@@ -13154,25 +13253,34 @@ def _per_assertion_cells(row: AssertionRow, configs: Sequence[str]) -> list[str]
             "non-discriminating" if row.non_discriminating else ""]
 
 
-def _md_per_assertion(b: Benchmark) -> str:
+def _per_assertion_section(b: Benchmark) -> _Section | None:
+    """Each assertion's pass rate per config and its gains: the HTML page folds a long
+    table, benchmark.md shows its first and last rows."""
     rows = b.per_assertion
     if rows is None:
-        return ""
-    configs = b.configs
-    lines = ["## Per assertion", "", _per_assertion_intro(rows), "",
-             *_md_table(_per_assertion_header(configs), [])]
-    shown = rows if len(rows) <= 2 * _PER_ASSERTION_SHOWN_EACH_END else (
-        [*rows[:_PER_ASSERTION_SHOWN_EACH_END], None, *rows[-_PER_ASSERTION_SHOWN_EACH_END:]])
-    for row in shown:
-        if row is None:  # a big suite: the first and last rows, the rest in the JSON
-            hidden = len(rows) - 2 * _PER_ASSERTION_SHOWN_EACH_END
-            lines.append(f"| ... {hidden} more assertions, all in benchmark.json "
-                         "(`per_assertion`) |" + " |" * (2 * len(configs)))
-            continue
-        lines.append(_md_row(_per_assertion_cells(row, configs)))
-    if not rows:
-        lines.append("| (no scored run) |" + " |" * (2 * len(configs)))
-    return "\n".join(lines) + "\n"
+        return None
+    header = _per_assertion_header(b.configs)
+    cells = [_per_assertion_cells(row, b.configs) for row in rows]
+    return _Section("Per assertion", [
+        _Lines([_per_assertion_intro(rows)], page="md"),
+        _Lines([_HtmlSafe(
+            "Pass rate over scored runs; common assertions pooled across evals; in the suite's "
+            "order, not by gain (among many assertions the largest gains are mostly chance). "
+            f"Each gain with its {_h(PER_ASSERTION_INTERVAL)}.")], page="html"),
+        _Lines(_md_cut_table(header, cells), page="md"),
+        _Table(header, cells, page="html", html_fold="assertions")], page="" if rows else "md")
+
+
+def _md_cut_table(header: list[str], cells: list[list[str]]) -> list[str]:
+    """benchmark.md's per-assertion table: a big suite's first and last rows, the rest in
+    the JSON; a line that says so, or that no run was scored."""
+    shown = _PER_ASSERTION_SHOWN_EACH_END
+    empty = " |" * (len(header) - 2)
+    if len(cells) > 2 * shown:
+        return [*_md_table(header, cells[:shown]), f"| ... {len(cells) - 2 * shown} more "
+                f"assertions, all in benchmark.json (`per_assertion`) |{empty}",
+                *map(_md_row, cells[-shown:])]
+    return _md_table(header, cells) + ([] if cells else [f"| (no scored run) |{empty}"])
 
 
 def _md_integrity(b: Benchmark) -> list[str]:
@@ -13199,14 +13307,12 @@ def _md_integrity(b: Benchmark) -> list[str]:
     return lines + [""]
 
 
-def _md_overall(b: Benchmark) -> str:
-    lines = ["## Overall raw pass rate", "", "| config | mean pass rate | scored runs |",
-             "|---|---|---|"]
-    for config in b.configs:
-        summary = b.run_summary[config]
-        lines.append(f"| {config} | {_fmt_rate_stat(summary.pass_rate)} | "
-                     f"{summary.scored_runs} of {summary.runs} |")
-    return "\n".join(lines) + "\n"
+def _md_overall(b: Benchmark) -> _Section:
+    rows = [[config, _fmt_rate_stat(summary.pass_rate),
+             f"{summary.scored_runs} of {summary.runs}"]
+            for config, summary in ((c, b.run_summary[c]) for c in b.configs)]
+    return _Section("Overall raw pass rate", [
+        _Table(["config", "mean pass rate", "scored runs"], rows, md_escaped=False)], page="md")
 
 
 def _md_comparison(b: Benchmark) -> str:
@@ -13233,15 +13339,22 @@ def _fmt_pass_hat_k(value: PassHatK | float | None) -> str:
             + ")")
 
 
-def _md_metrics(b: Benchmark) -> str:
-    lines = ["## Execution metrics (executor only)", "",
-             "Grader cost is excluded. Mean ± stddev over scored runs; ± only when n > 1.", "",
-             "| config | time | tokens |", "|---|---|---|"]
-    for config in b.configs:
-        cells = [_executor_metric_text(b, config, key, unit, digits)
-                 for key, _, unit, digits in _EXECUTOR_METRICS]
-        lines.append(f"| {config} | {_md_cell(cells[0])} | {_md_cell(cells[1])} |")
-    return "\n".join(lines) + "\n"
+def _metrics_section(b: Benchmark) -> _Section:
+    """The executor's time and tokens per config; the HTML page adds the pass rates
+    benchmark.md gives in a table of its own."""
+    cells = {config: [_executor_metric_text(b, config, key, unit, digits)
+                      for key, _, unit, digits in _EXECUTOR_METRICS] for config in b.configs}
+    rates = [[config, f"{summary.scored_runs} of {summary.runs}",
+              _fmt_rate_stat(summary.pass_rate)]
+             for config, summary in ((c, b.run_summary[c]) for c in b.configs)]
+    return _Section("Execution metrics (executor only)", [
+        _Lines(["Grader cost is excluded. Mean ± stddev over scored runs; ± only when n > 1."],
+               page="md"),
+        _Lines(["Grader cost is excluded. Mean ± stddev over scored runs."], page="html"),
+        _Table(["config", "time", "tokens"],
+               [[c, *map(_md_cell, cells[c])] for c in b.configs], md_escaped=False, page="md"),
+        _Table(["config", "scored runs", "pass rate", "time", "tokens"],
+               [[*row, *cells[row[0]]] for row in rates], _h_absent, page="html")])
 
 
 _PROCESS_HEADERS = ("config", "actions", "commands", "files read", "files written",
@@ -13281,15 +13394,13 @@ def _process_sentences(b: Benchmark) -> list[str]:
     return lines
 
 
-def _md_process(b: Benchmark) -> str:
+def _process_section(b: Benchmark) -> _Section | None:
     if not b.process:
-        return ""
-    lines = ["## Process (from the executor's trace)", "", _sentence(PROCESS_NOTE)
-             + " Mean ± stddev over the scored runs counted.", "",
-             *_md_table(list(_PROCESS_HEADERS), _process_rows(b))]
-    sentences = _process_sentences(b)
-    return "\n".join(lines + ([""] + [f"- {_md_cell(s)}" for s in sentences]
-                              if sentences else [])) + "\n"
+        return None
+    return _Section(_HtmlSafe("Process (from the executor's trace)"), [
+        _Lines([_sentence(PROCESS_NOTE) + " Mean ± stddev over the scored runs counted."]),
+        _Table(_PROCESS_HEADERS, _process_rows(b)),
+        _Lines(_process_sentences(b), md_bullets=True, md_escaped=True)])
 
 
 _JUDGE_COST_COLUMNS = (("time_seconds", " s", 1), ("tokens", "", 0), ("total_cost_usd", " USD", 4))
@@ -13330,23 +13441,19 @@ def _judge_lines(b: Benchmark) -> list[str]:
     return lines
 
 
-def _md_judge_vs_checks(b: Benchmark) -> str:
+def _judge_vs_checks_section(b: Benchmark) -> _Section | None:
+    """How often the judge agreed with the checks; benchmark.md adds the checks' own time."""
     versus = b.judge_vs_checks
     timed = [r.checks.time_seconds for r in all_runs(b)
              if r.checks is not None and r.checks.time_seconds is not None]
-    if not (versus and versus.pairs) and not timed:
-        return ""
-    lines = ["## Judge vs checks", ""]
-    if timed:
-        spent = Stats(**describe(timed))
-        lines += [f"The checks' own time per run, on the runner's clock and not in the "
-                  f"executor's time above: {_fmt_stat(spent, ' s', 2)}.", ""]
+    spent = _Lines([f"The checks' own time per run, on the runner's clock and not in the "
+                    f"executor's time above: {_fmt_stat(Stats(**describe(timed)), ' s', 2)}."]
+                   if timed else [], page="md")
     if not versus or not versus.pairs:
-        return "\n".join(lines) + "\n"
-    lines += [_agreement_sentence(versus), "",
-              *_md_table(list(_JUDGE_CHECK_HEADERS),
-                         [_judge_check_row(e) for e in versus.per_pair])]
-    return "\n".join(lines) + "\n"
+        return _Section("Judge vs checks", [spent], page="md") if timed else None
+    return _Section("Judge vs checks", [
+        spent, _Lines([_agreement_sentence(versus)]),
+        _Table(_JUDGE_CHECK_HEADERS, [_judge_check_row(e) for e in versus.per_pair])])
 
 
 _JUDGE_CHECK_HEADERS = ("eval", "assertion", "check", "cells", "agreement", "kappa",
@@ -13379,47 +13486,52 @@ def _kappa_text(votes: Agreement) -> str:
             else f"not computed ({kappa.absent_reason})")
 
 
-def _md_judge(b: Benchmark) -> str:
+def _judge_section(b: Benchmark) -> _Section | None:
+    """What grading cost per config, how far the graders agreed, and the assertions they
+    split on (benchmark.md with the unanimous share and kappa of each)."""
     judge = b.judge
     if not judge:
-        return ""
+        return None
     cost = judge.cost
-    lines = ["## Judge (grader) cost and agreement", "",
-             "What grading cost, apart from the executor numbers above. Mean ± stddev per judged "
-             "run, all its grader calls together.", "",
-             "| config | judged runs | grader calls | time | tokens | cost |",
-             "|---|---|---|---|---|---|"]
-    for config in b.configs:
-        cells = _judge_cost_cells(cost, config)
-        spent = cost.per_config[config]
-        lines.append(f"| {config} | {spent.judged_runs} | {spent.grader_calls} | "
-                     + " | ".join(_md_cell(c) for c in cells) + " |")
-    lines += ["", *_judge_lines(b)]
+    rows = [[config, str(cost.per_config[config].judged_runs),
+             str(cost.per_config[config].grader_calls), *_judge_cost_cells(cost, config)]
+            for config in b.configs]
+    header = ["config", "judged runs", "grader calls", "time", "tokens", "cost"]
+    parts: list[_Lines | _Table] = [
+        _Lines(["What grading cost, apart from the executor numbers above. Mean ± stddev per "
+                "judged run, all its grader calls together."], page="md"),
+        _Lines(["What grading cost, apart from the executor numbers above; mean ± stddev per "
+                "judged run."], page="html"),
+        _Table(header, [[*row[:3], *map(_md_cell, row[3:])] for row in rows],
+               md_escaped=False, page="md"),
+        _Table(header, rows, _h_absent, page="html"), _Lines(_judge_lines(b))]
     unsteady = [e for e in judge.agreement.per_assertion if e.votes.split_items]
     if unsteady:
-        lines += ["", "| eval | assertion | split runs | unanimous | kappa | unstable |",
-                  "|---|---|---|---|---|---|"]
-        for e in unsteady:
-            kappa = e.votes.kappa.value
-            lines.append(f"| {_md_cell(e.eval_id)} | {e.assertion_id}. "
-                         f"{_md_cell(e.text[:80])} | {e.votes.split_items} of {e.votes.items} | "
-                         f"{_fmt_rate(e.votes.unanimous_share)} | "
-                         f"{'n/a' if kappa is None else f'{kappa:+.3f}'} | "
-                         f"{'yes' if e.judge_unstable else 'no'} |")
-    return "\n".join(lines) + "\n"
+        parts += [_Table(["eval", "assertion", "split runs", "unanimous", "kappa", "unstable"],
+                         [_split_md_cells(e) for e in unsteady], md_escaped=False, page="md"),
+                  _Table(["eval", "assertion", "split runs", "judge_unstable"],
+                         [[str(e.eval_id), f"{e.assertion_id}. {e.text}",
+                           f"{e.votes.split_items} of {e.votes.items}",
+                           "yes" if e.judge_unstable else "no"] for e in unsteady], page="html")]
+    return _Section("Judge (grader) cost and agreement", parts)
 
 
-def _md_per_eval(b: Benchmark) -> str:
+def _split_md_cells(entry: AssertionVotes) -> list[str]:
+    kappa = entry.votes.kappa.value
+    return [_md_cell(entry.eval_id), f"{entry.assertion_id}. {_md_cell(entry.text[:80])}",
+            f"{entry.votes.split_items} of {entry.votes.items}",
+            _fmt_rate(entry.votes.unanimous_share), "n/a" if kappa is None else f"{kappa:+.3f}",
+            "yes" if entry.judge_unstable else "no"]
+
+
+def _md_per_eval(b: Benchmark) -> _Section:
     configs = b.configs
-    lines = ["## Per eval", "", "| eval | " + " | ".join(configs) + " | delta | statuses |",
-             "|---|" + "---|" * (len(configs) + 2)]
-    for row in b.per_eval:
-        rates = [_fmt_rate(row.configs[c].mean_pass_rate) for c in configs]
-        statuses = sorted({s for c in configs for s in row.configs[c].statuses})
-        lines.append(f"| {_md_cell(row.eval_id)} {_md_cell(row.eval_name)} | "
-                     + " | ".join(rates) + f" | {fmt_delta(row.delta)} | "
-                     f"{', '.join(statuses)} |")
-    return "\n".join(lines) + "\n"
+    rows = [[f"{_md_cell(row.eval_id)} {_md_cell(row.eval_name)}",
+             *(_fmt_rate(row.configs[c].mean_pass_rate) for c in configs), fmt_delta(row.delta),
+             ", ".join(sorted({s for c in configs for s in row.configs[c].statuses}))]
+            for row in b.per_eval]
+    return _Section("Per eval", [_Table(["eval", *configs, "delta", "statuses"], rows,
+                                        md_escaped=False)], page="md")
 
 
 _IDENTITY_LABELS = (
@@ -13693,57 +13805,47 @@ def _across_trigger_lines(entries: list[AgentIteration]) -> list[str]:
     return [line for entry in entries for line in _trigger_lines(entry.benchmark)]
 
 
-def _md_row(cells: list[str]) -> str:
-    return "| " + " | ".join(_md_cell(v) for v in cells) + " |"
-
-
-def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    return [_md_row(header), "|" + "---|" * len(header), *(_md_row(row) for row in rows)]
-
-
 _FAILED_ASSERTION_GROUPS = 40  # assertions listed in benchmark.md and the HTML page
 _FAILED_ASSERTION_EVALS = 8  # evals named per assertion
 
 
-def _group_failed_assertions(b: Benchmark) -> list[dict[str, Any]]:
-    """Failed assertions grouped by their text, most failures first: per config the count of
-    failing runs, the evals where it failed, and one piece of the grader's evidence."""
-    groups: dict[str, dict[str, Any]] = {}
+def _group_failed_assertions(b: Benchmark) -> list[tuple[Verdict, list[RunResult]]]:
+    """Failed assertions grouped by their text, most failures first: the first failing
+    verdict (its text and the grader's evidence) and the runs, one entry per failure."""
+    groups: dict[str, tuple[Verdict, list[RunResult]]] = {}
     for run in b.runs:
         for exp in run.expectations:
-            if exp.passed:
-                continue
-            group = groups.setdefault(exp.text, {"text": exp.text, "count": 0,
-                                                 "by_config": {}, "evals": [],
-                                                 "evidence": exp.evidence})
-            group["count"] += 1
-            config = run.configuration
-            group["by_config"][config] = group["by_config"].get(config, 0) + 1
-            if run.eval_id not in group["evals"]:
-                group["evals"].append(run.eval_id)
-    return sorted(groups.values(), key=lambda g: -g["count"])
+            if not exp.passed:
+                groups.setdefault(exp.text, (exp, []))[1].append(run)
+    return sorted(groups.values(), key=lambda group: -len(group[1]))
 
 
-def _failed_where(group: dict[str, Any]) -> str:
-    evals = [str(e) for e in group["evals"][:_FAILED_ASSERTION_EVALS]]
-    more = len(group["evals"]) - len(evals)
-    configs = ", ".join(f"{c} {n}" for c, n in sorted(group["by_config"].items()))
-    return (f"failed in {group['count']:,} run(s) ({configs}); eval(s) {', '.join(evals)}"
-            + (f" and {more:,} more" if more > 0 else ""))
+def _failed_where(runs: list[RunResult]) -> str:
+    """The count of failures per config and the evals where they were."""
+    every = list(dict.fromkeys(run.eval_id for run in runs))
+    evals = [str(e) for e in every[:_FAILED_ASSERTION_EVALS]]
+    by_config = collections.Counter(run.configuration for run in runs)
+    configs = ", ".join(f"{c} {n}" for c, n in sorted(by_config.items()))
+    return (f"failed in {len(runs):,} run(s) ({configs}); eval(s) {', '.join(evals)}"
+            + (f" and {len(every) - len(evals):,} more" if len(every) > len(evals) else ""))
 
 
-def _md_failed_assertions(b: Benchmark) -> str:
-    lines = ["## Failed assertions", ""]
+def _failed_section(b: Benchmark) -> _Section:
+    """The most failed assertions: benchmark.md lists them, the HTML page tables them with
+    more of the grader's evidence."""
     groups = _group_failed_assertions(b)
-    for group in groups[:_FAILED_ASSERTION_GROUPS]:
-        lines.append(f"- {_md_cell(group['text'])}: {_failed_where(group)}. Evidence, for "
-                     f"example: {_md_cell(group['evidence'][:300])}")
-    if len(groups) > _FAILED_ASSERTION_GROUPS:
-        lines.append(f"- ... {len(groups) - _FAILED_ASSERTION_GROUPS:,} more assertions; every "
-                     "verdict is in benchmark.json and each run's grading.json")
     if not groups:
-        lines.append("None.")
-    return "\n".join(lines) + "\n"
+        return _Section("Failed assertions", [_Lines(["None."])])
+    shown, more = groups[:_FAILED_ASSERTION_GROUPS], len(groups) - _FAILED_ASSERTION_GROUPS
+    rest = _HtmlSafe(f"... {more:,} more assertions; every verdict is in benchmark.json and "
+                     "each run's grading.json" if more > 0 else "")
+    listed = [f"{_md_cell(exp.text)}: {_failed_where(runs)}. Evidence, for example: "
+              f"{_md_cell(exp.evidence[:300])}" for exp, runs in shown]
+    return _Section("Failed assertions", [
+        _Lines(listed + ([rest] if rest else []), md_bullets=True, page="md"),
+        _Table(["assertion", "where it failed", _HtmlSafe("grader's evidence, for example")],
+               [[exp.text, _failed_where(runs), exp.evidence[:600]] for exp, runs in shown],
+               html_note=rest, page="html")])
 
 
 # -- HTML report ----------------------------------------------------------------
@@ -13791,12 +13893,6 @@ summary{cursor:pointer}.st-bad>summary{color:#b91c1c}
 """
 
 
-def _h(value: Any) -> str:
-    """Text made inert for HTML; quotes too, since some of it lands in attributes."""
-    import html
-    return html.escape(str(value), quote=True)
-
-
 def run_key(run: RunResult) -> tuple[str, str, int]:
     return run.key
 
@@ -13807,12 +13903,13 @@ def render_html(benchmark: Benchmark, files: dict[tuple, dict]) -> str:
     `files` holds each run's output and artifact as _read_html_run_files gives them.
     """
     # What decides first (verdict, what it rests on, what failed), the detail after it.
-    sections = [_html_header, _html_headline, _html_adaptive, _html_sanity, _html_comparisons,
-                _html_activation, _html_trigger,
-                _html_metrics, _html_process, _html_failed_assertions, _html_chart,
-                _html_per_assertion,
-                _html_judge, _html_judge_vs_checks]
-    body = "".join(section(benchmark) for section in sections) + _html_runs(benchmark, files)
+    sections: list[Callable[[Benchmark], _Section | str | None]] = [
+        _html_header, _html_headline, _adaptive_section, _html_sanity, _comparisons_section,
+        _activation_section, _trigger_section, _metrics_section, _process_section,
+        _failed_section, _html_chart, _per_assertion_section, _judge_section,
+        _judge_vs_checks_section]
+    body = "".join(_html_section(section(benchmark)) for section in sections)
+    body += _html_runs(benchmark, files)
     return _html_document(f"skill-eval: {benchmark.metadata.skill_name}", body)
 
 
@@ -13841,13 +13938,6 @@ def render_agents_html(entries: list[AgentIteration]) -> str:
     return _html_document(title, body)
 
 
-def _html_table(header: list[str], rows: list[list[str]],
-                cell: Callable[[str], str] = _h) -> str:
-    return ("<table><tr>" + "".join(f"<th>{_h(h)}</th>" for h in header) + "</tr>\n"
-            + "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>\n"
-                      for row in rows) + "</table>\n")
-
-
 def _h_absent(text: str) -> str:
     """A cell's text, greyed when it says why a number was not captured."""
     if text.startswith("not captured ("):
@@ -13869,16 +13959,6 @@ def _html_header(b: Benchmark) -> str:
         text += (f'<p class="warn">INCOMPLETE: {_h(m.cells_finished)} of '
                  f'{_h(m.cells_planned)} cells finished before the run stopped.</p>\n')
     return text
-
-
-def _html_adaptive(b: Benchmark) -> str:
-    """An adaptive run's waves, as benchmark.md gives them."""
-    if not b.adaptive:
-        return ""
-    return ("<h2>Adaptive waves</h2>\n<ul>"
-            + "".join(f"<li>{_h(fact)}</li>" for fact in _adaptive_facts(b.adaptive))
-            + "</ul>\n" + _html_table(list(_ADAPTIVE_LOOK_HEADERS),
-                                      _adaptive_look_rows(b.adaptive)))
 
 
 def _html_headline(b: Benchmark) -> str:
@@ -13914,53 +13994,18 @@ def _rates_sentence(b: Benchmark) -> str:
     return f"Pass rate (pooled over scored runs): {', '.join(parts)}{delta}."
 
 
-def _html_comparisons(b: Benchmark) -> str:
-    compared = b.comparisons or ()
-    if not compared:
-        return ""
-    notes = _multiplicity_lines(compared) + [line for c in compared for line in forecast_lines(c)]
-    listing = ("<ul>" + "".join(f"<li>{_h(n)}</li>" for n in notes) + "</ul>\n") if notes else ""
-    return (f"<h2>Paired comparisons (candidate: {_h(compared[0].candidate)})</h2>\n"
-            + _html_table(_comparisons_header(b), _comparison_rows(b)) + listing)
-
-
-def _html_per_assertion(b: Benchmark) -> str:
-    rows = b.per_assertion
-    if not rows:
-        return ""
-    configs = b.configs
-    table = _html_table(_per_assertion_header(configs),
-                        [_per_assertion_cells(row, configs) for row in rows]).rstrip("\n")
-    return ("<h2>Per assertion</h2>\n<p>Pass rate over scored runs; common assertions pooled "
-            "across evals; in the suite's order, not by gain (among many assertions the "
-            f"largest gains are mostly chance). Each gain with its {_h(PER_ASSERTION_INTERVAL)}."
-            "</p>\n" + _html_fold(table, len(rows), "assertions")
-            + "\n")
-
-
-_HTML_FOLD_ROWS = 12  # a longer table is folded (<details>), so what decides stays in view
-
-
-def _html_fold(table: str, rows: int, what: str) -> str:
-    if rows <= _HTML_FOLD_ROWS:
-        return table
-    return f"<details><summary>{rows:,} {what}: show the table</summary>{table}</details>"
-
-
 def _html_sanity(b: Benchmark) -> str:
     flags = b.sanity_checks.flags
     shown = [f for f in flags if f.severity != "info"]
     items = []
     for group in _group_flags(shown)[:_HTML_FLAG_LIMIT]:
-        if group["count"] == 1:
-            items.append(f"<li>{_h(_group_title(group))}: "
-                         f"{_h(_group_example(group['examples'][0]))}</li>")
+        if len(group) == 1:
+            items.append(f"<li>{_h(_group_title(group))}: {_h(_group_example(group[0]))}</li>")
             continue
-        examples = "".join(f"<li>{_h(_group_example(f))}</li>" for f in group["examples"])
-        more = group["count"] - len(group["examples"])
-        if more:
-            examples += f"<li>... {more:,} more in benchmark.json</li>"
-        items.append(f"<li>{_h(_group_title(group))}: {group['count']:,} flags, for example:"
+        examples = "".join(f"<li>{_h(_group_example(f))}</li>" for f in group[:_FLAG_EXAMPLES])
+        if len(group) > _FLAG_EXAMPLES:
+            examples += f"<li>... {len(group) - _FLAG_EXAMPLES:,} more in benchmark.json</li>"
+        items.append(f"<li>{_h(_group_title(group))}: {len(group):,} flags, for example:"
                      f"<ul>{examples}</ul></li>")
     info = _info_summary(b)
     if info:
@@ -14060,106 +14105,6 @@ def _chart_bar(geo: _ChartGeometry, row: PerEval, config: str, index: int, y: in
             f'height="{CHART_BAR_H}"><title>{_h(tip)}</title></rect>'
             f'<text x="{geo.label_w + CHART_BAR_W + 6}" y="{text_y}">'
             f"{_h(_fmt_rate(rate))}</text>")
-
-
-def _html_activation(b: Benchmark) -> str:
-    if not b.activation:
-        return ""
-    return _html_shares_table(
-        "Activation (installed arms)",
-        "Whether the agent loaded the installed skill on its own, read from its CLI's stream; "
-        "unknown runs are not misses. Intervals are Wilson 95%, the evals as trials when "
-        "several are pooled.",
-        _activation_lines(b), _unit_rows(b.activation), ("eval", "should activate"))
-
-
-def _html_trigger(b: Benchmark) -> str:
-    if not b.trigger:
-        return ""
-    return _html_shares_table(
-        "Trigger set (installed arms)",
-        "Each query ended as soon as the agent activated the skill or did anything else "
-        "first, read from its CLI's stream. Intervals are Wilson 95%, the queries as trials; "
-        "runs that failed before deciding are not counted.",
-        _trigger_lines(b), _unit_rows(b.trigger), ("query", "should trigger"))
-
-
-def _html_shares_table(title: str, intro: str, summary: list[str],
-                       rows: list[tuple[str, UnitShare]], columns: tuple[str, str]) -> str:
-    """The HTML twin of _md_shares_table."""
-    return (f"<h2>{title}</h2>\n<p>{intro}</p>\n"
-            + "".join(f"<p>{_h(line)}</p>\n" for line in summary)
-            + _html_table(["config", *columns, "activated"], _share_cells(rows)))
-
-
-def _html_metrics(b: Benchmark) -> str:
-    rows = []
-    for config in b.configs:
-        summary = b.run_summary[config]
-        rows.append([config, f"{summary.scored_runs} of {summary.runs}",
-                     _fmt_rate_stat(summary.pass_rate),
-                     *(_executor_metric_text(b, config, key, unit, digits)
-                       for key, _, unit, digits in _EXECUTOR_METRICS)])
-    return ("<h2>Execution metrics (executor only)</h2>\n<p>Grader cost is excluded. Mean ± "
-            "stddev over scored runs.</p>\n"
-            + _html_table(["config", "scored runs", "pass rate", "time", "tokens"], rows,
-                          _h_absent))
-
-
-def _html_process(b: Benchmark) -> str:
-    if not b.process:
-        return ""
-    return ("<h2>Process (from the executor's trace)</h2>\n"
-            f"<p>{_h(_sentence(PROCESS_NOTE))} Mean ± stddev over the scored runs counted.</p>\n"
-            + _html_table(list(_PROCESS_HEADERS), _process_rows(b))
-            + "".join(f"<p>{_h(line)}</p>\n" for line in _process_sentences(b)))
-
-
-def _html_judge(b: Benchmark) -> str:
-    judge = b.judge
-    if not judge:
-        return ""
-    rows = [[config, str(judge.cost.per_config[config].judged_runs),
-             str(judge.cost.per_config[config].grader_calls),
-             *_judge_cost_cells(judge.cost, config)] for config in b.configs]
-    unsteady = [e for e in judge.agreement.per_assertion if e.votes.split_items]
-    split_rows = [f"<tr><td>{_h(e.eval_id)}</td><td>{_h(e.assertion_id)}. "
-                  f"{_h(e.text)}</td><td>{_h(e.votes.split_items)} of {_h(e.votes.items)}</td>"
-                  f"<td>{'yes' if e.judge_unstable else 'no'}</td></tr>" for e in unsteady]
-    splits = ("<table><tr><th>eval</th><th>assertion</th><th>split runs</th>"
-              "<th>judge_unstable</th></tr>\n" + "\n".join(split_rows) + "\n</table>\n"
-              if split_rows else "")
-    return ("<h2>Judge (grader) cost and agreement</h2>\n<p>What grading cost, apart from the "
-            "executor numbers above; mean ± stddev per judged run.</p>\n"
-            + _html_table(["config", "judged runs", "grader calls", "time", "tokens", "cost"],
-                          rows, _h_absent)
-            + "".join(f"<p>{_h(line)}</p>\n" for line in _judge_lines(b)) + splits)
-
-
-def _html_judge_vs_checks(b: Benchmark) -> str:
-    versus = b.judge_vs_checks
-    if not versus or not versus.pairs:
-        return ""
-    head = "".join(f"<th>{name}</th>" for name in _JUDGE_CHECK_HEADERS)
-    rows = ["<tr>" + "".join(f"<td>{_h(c)}</td>" for c in _judge_check_row(e)) + "</tr>"
-            for e in versus.per_pair]
-    return (f"<h2>Judge vs checks</h2>\n<p>{_h(_agreement_sentence(versus))}</p>\n<table><tr>"
-            + head + "</tr>\n" + "\n".join(rows) + "\n</table>\n")
-
-
-def _html_failed_assertions(b: Benchmark) -> str:
-    groups = _group_failed_assertions(b)
-    if not groups:
-        return "<h2>Failed assertions</h2>\n<p>None.</p>\n"
-    rows = [f"<tr><td>{_h(g['text'])}</td><td>{_h(_failed_where(g))}</td>"
-            f"<td>{_h(g['evidence'][:600])}</td></tr>" for g in groups[:_FAILED_ASSERTION_GROUPS]]
-    if len(groups) > _FAILED_ASSERTION_GROUPS:
-        rows.append(f'<tr><td colspan="3">... {len(groups) - _FAILED_ASSERTION_GROUPS:,} more '
-                    "assertions; every verdict is in benchmark.json and each run's "
-                    "grading.json</td></tr>")
-    return ("<h2>Failed assertions</h2>\n<table><tr><th>assertion</th><th>where it failed</th>"
-            "<th>grader's evidence, for example</th></tr>\n" + "\n".join(rows)
-            + "\n</table>\n")
 
 
 def _html_runs(b: Benchmark, files: dict[tuple, dict]) -> str:
@@ -14265,6 +14210,7 @@ def _html_file(kind: str, rel: str, found: dict[str, Any]) -> str:
 # -- JUnit XML -----------------------------------------------------------------
 
 _JUNIT_MESSAGE_CAP_CHARS = 2000
+_JUNIT_COUNTS = ("tests", "failures", "errors", "skipped")
 # Characters XML 1.0 cannot hold at all, even escaped; a grader's evidence may contain them.
 _XML_INVALID = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
@@ -14279,14 +14225,10 @@ def render_junit(benchmark: Benchmark) -> str:
     import xml.etree.ElementTree as ET
     meta = benchmark.metadata
     root = ET.Element("testsuites", name=_xml_text(f"skill-eval {meta.skill_name}"))
-    totals = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
-    for config in meta.configs:
-        suite = _junit_suite(benchmark, config)
-        root.append(suite)
-        for key in totals:
-            totals[key] += int(suite.get(key, "0"))
-    for key, value in totals.items():
-        root.set(key, str(value))
+    suites = [_junit_suite(benchmark, config) for config in meta.configs]
+    root.extend(suites)
+    for key in _JUNIT_COUNTS:
+        root.set(key, str(sum(int(suite.get(key, "0")) for suite in suites)))
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"
 
@@ -14297,17 +14239,15 @@ def _junit_suite(b: Benchmark, config: str) -> Any:
     properties = ET.SubElement(suite, "properties")
     for name, value in _junit_properties(b, config):
         ET.SubElement(properties, "property", name=name, value=_xml_text(value))
-    counts = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
-    seconds = []
-    for run in (r for r in all_runs(b) if r.configuration == config):
+    runs = [r for r in all_runs(b) if r.configuration == config]
+    counts = collections.Counter(tests=len(runs))
+    for run in runs:
         case, outcome = _junit_case(run)
         suite.append(case)
-        counts["tests"] += 1
-        counts[outcome] = counts.get(outcome, 0) + 1
-        if run.result.time_seconds is not None:
-            seconds.append(run.result.time_seconds)
-    for key in ("tests", "failures", "errors", "skipped"):
+        counts[outcome] += 1
+    for key in _JUNIT_COUNTS:
         suite.set(key, str(counts[key]))
+    seconds = [r.result.time_seconds for r in runs if r.result.time_seconds is not None]
     if seconds:  # executor time only; an uncaptured time is left out, never written as 0
         suite.set("time", f"{sum(seconds):.3f}")
     suite.set("timestamp", str(b.metadata.timestamp or ""))
@@ -14400,8 +14340,8 @@ def render_summary(benchmark: Benchmark, iteration_dir: Path) -> str:
              + (f" ({len(review)} flag(s); see benchmark.md)" if review else "")]
     groups = _group_flags(review)
     for group in groups[:_SUMMARY_FLAG_GROUPS]:
-        lines.append(f"  {_group_title(group)}: {group['count']:,}, e.g. "
-                     f"{_group_example(group['examples'][0], 160)}")
+        lines.append(f"  {_group_title(group)}: {len(group):,}, e.g. "
+                     f"{_group_example(group[0], 160)}")
     if len(groups) > _SUMMARY_FLAG_GROUPS:
         lines.append(f"  ... {len(groups) - _SUMMARY_FLAG_GROUPS} more kinds in benchmark.md")
     rates = f"{c.candidate} {_fmt_rate(c.candidate_pass_rate)}"
