@@ -7818,9 +7818,6 @@ class CodexProvider(Provider):
     def user_invocation(self, prompt: str, folder: Path, model: str | None) -> Invocation:
         return Invocation(self._common(folder, "read-only", model) + ["-"], folder, prompt)
 
-    def read_user(self, result: ProcessResult) -> AgentReply:
-        return self.read_executor(result)
-
     def grader_invocation(self, prompt: str, grader_dir: Path, model: str | None,
                           schema_path: Path, last_message_path: Path) -> Invocation:
         argv = self._common(grader_dir, "read-only", model) + [
