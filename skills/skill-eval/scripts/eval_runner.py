@@ -7663,10 +7663,12 @@ class ClaudeProvider(Provider):
         events = parse_json_lines(result.stdout)
         envelope = next((e for e in reversed(events) if e.get("type") == "result"), None)
         reply = self._reply_from_envelope(result, envelope)
-        reply.trace = self._tool_calls(events) if any(
-            e.get("type") in ("system", "assistant") for e in events) else None
-        reply.actions = (_claude_actions(events, result.stdout_truncated)
-                         if reply.trace is not None else None)
+        if any(e.get("type") in ("system", "assistant") for e in events):
+            reply.trace = [{"tool": block.get("name"), "input": block.get("input"),
+                            "event": position} for position, event in enumerate(events)
+                           for block in _content_blocks(event, "assistant")
+                           if block.get("type") == "tool_use"]
+            reply.actions = _claude_actions(events, result.stdout_truncated)
         init = next((e for e in events if e.get("type") == "system"), None)
         reply.session_id = str(_dig(envelope, ("session_id",)) or
                                _dig(init, ("session_id",)) or "")
@@ -7707,13 +7709,6 @@ class ClaudeProvider(Provider):
         return AgentReply(failure is None, text=text, failure=failure or "",
                           metrics=_claude_metrics(envelope, ""),
                           permission_denials=denials if isinstance(denials, list) else [])
-
-    @staticmethod
-    def _tool_calls(events: list[dict]) -> list[dict[str, Any]]:
-        return [{"tool": block.get("name"), "input": block.get("input"), "event": position}
-                for position, event in enumerate(events)
-                for block in _content_blocks(event, "assistant")
-                if block.get("type") == "tool_use"]
 
 
 _CLAUDE_METRIC_FIELDS = (
