@@ -7567,9 +7567,13 @@ class Provider:
     session_id_pattern = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
                                     r"[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
+    # The executor's option that keeps its session from being saved (claude, codex).
+    unsaved_session_flag: str | None = None
+
     def conversation_invocation(self, invocation: Invocation) -> Invocation:
         """A first turn's executor call, changed to keep its session for the next turn."""
-        return invocation
+        argv = [a for a in invocation.argv if a != self.unsaved_session_flag]
+        return dataclasses.replace(invocation, argv=argv)
 
     # The option that continues a session by its id (claude, gemini: --resume).
     resume_flag = "--resume"
@@ -7614,6 +7618,8 @@ class ClaudeProvider(Provider):
     skill_tool = ("Skill", "skill")  # {"skill": "<name>", "args": ...} (2.1.197's schema)
     session_vars = ("CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT",
                     "CLAUDE_CODE_SESSION_ID", "CLAUDE_AGENT_SDK_VERSION")
+    # Observed on 2.1.332: --resume with --no-session-persistence does not save the turn.
+    unsaved_session_flag = "--no-session-persistence"
 
     def skill_places(self, skill_name: str, env: dict[str, str]) -> list[Path]:
         return [_home(env) / ".claude" / "skills" / skill_name]
@@ -7648,11 +7654,6 @@ class ClaudeProvider(Provider):
                 "--json-schema", json.dumps(VERDICT_SCHEMA, separators=(",", ":")),
                 "--tools", "", "--no-session-persistence", "--safe-mode"]
         return Invocation(argv + _model_args("--model", model), grader_dir, prompt)
-
-    def conversation_invocation(self, invocation: Invocation) -> Invocation:
-        # Observed on 2.1.332: --resume with --no-session-persistence does not save the turn.
-        argv = [a for a in invocation.argv if a != "--no-session-persistence"]
-        return dataclasses.replace(invocation, argv=argv)
 
     def user_invocation(self, prompt: str, folder: Path, model: str | None) -> Invocation:
         argv = [self.binary, "-p", "--output-format", "json", "--tools", "",
@@ -7795,10 +7796,7 @@ class CodexProvider(Provider):
     # Observed on 0.171.0: a resumed turn's turn.completed usage is the thread's running total.
     running_totals = ("input_tokens", "cached_input_tokens", "output_tokens",
                       "reasoning_output_tokens", "tokens")
-
-    def conversation_invocation(self, invocation: Invocation) -> Invocation:
-        return dataclasses.replace(invocation,
-                                   argv=[a for a in invocation.argv if a != "--ephemeral"])
+    unsaved_session_flag = "--ephemeral"
 
     def next_turn_invocation(self, first: Invocation, session_id: str,
                              message: str) -> Invocation:
