@@ -7645,7 +7645,7 @@ class ClaudeProvider(Provider):
         argv = [self.binary, "-p", "--output-format", "stream-json", "--verbose",
                 "--no-session-persistence", "--permission-mode", "acceptEdits",
                 "--allowedTools", self.executor_tools]
-        return Invocation(argv + _model_args("--model", model), sandbox, prompt)
+        return Invocation(argv + _model_args(model), sandbox, prompt)
 
     def grader_invocation(self, prompt: str, grader_dir: Path, model: str | None,
                           schema_path: Path, last_message_path: Path) -> Invocation:
@@ -7653,12 +7653,12 @@ class ClaudeProvider(Provider):
         argv = [self.binary, "-p", "--output-format", "json",
                 "--json-schema", json.dumps(VERDICT_SCHEMA, separators=(",", ":")),
                 "--tools", "", "--no-session-persistence", "--safe-mode"]
-        return Invocation(argv + _model_args("--model", model), grader_dir, prompt)
+        return Invocation(argv + _model_args(model), grader_dir, prompt)
 
     def user_invocation(self, prompt: str, folder: Path, model: str | None) -> Invocation:
         argv = [self.binary, "-p", "--output-format", "json", "--tools", "",
                 "--no-session-persistence", "--safe-mode"]
-        return Invocation(argv + _model_args("--model", model), folder, prompt)
+        return Invocation(argv + _model_args(model), folder, prompt)
 
     def read_executor(self, result: ProcessResult) -> AgentReply:
         events = parse_json_lines(result.stdout)
@@ -7783,7 +7783,7 @@ class CodexProvider(Provider):
     def _common(self, cwd: Path, sandbox_mode: str, model: str | None) -> list[str]:
         argv = [self.binary, "exec", "--json", "--skip-git-repo-check", "--ephemeral",
                 "--sandbox", sandbox_mode, "--cd", str(cwd)]
-        return argv + self._config_args() + _model_args("--model", model)
+        return argv + self._config_args() + _model_args(model)
 
     def _config_args(self) -> list[str]:
         """The user's settings, each as `-c KEY=VALUE`."""
@@ -7805,7 +7805,7 @@ class CodexProvider(Provider):
         argv = [self.binary, "exec", "resume", "--json", "--skip-git-repo-check",
                 *self._config_args(), "-c", 'sandbox_mode="workspace-write"']
         model = first.argv[first.argv.index("--model") + 1] if "--model" in first.argv else None
-        argv += _model_args("--model", model) + [session_id, "-"]
+        argv += _model_args(model) + [session_id, "-"]
         return dataclasses.replace(first, argv=argv, stdin_text=message)
 
     def user_invocation(self, prompt: str, folder: Path, model: str | None) -> Invocation:
@@ -7989,7 +7989,7 @@ class GeminiProvider(Provider):
     def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
         argv = [self.binary, "--output-format", "stream-json", "--approval-mode", "yolo",
                 "--skip-trust"]
-        return Invocation(argv + _model_args("--model", model), sandbox, prompt)
+        return Invocation(argv + _model_args(model), sandbox, prompt)
 
     def grader_invocation(self, prompt: str, grader_dir: Path, model: str | None,
                           schema_path: Path, last_message_path: Path) -> Invocation:
@@ -8003,7 +8003,7 @@ class GeminiProvider(Provider):
 
     def user_invocation(self, prompt: str, folder: Path, model: str | None) -> Invocation:
         argv = [self.binary, "--output-format", "json", "--skip-trust"]
-        return Invocation(argv + _model_args("--model", model), folder, prompt)
+        return Invocation(argv + _model_args(model), folder, prompt)
 
     def prepare_home(self, home: Path, env: dict[str, str], role: str, model: str | None,
                      seen_as: str, user_env: dict[str, str]) -> dict[str, str]:
@@ -8237,7 +8237,7 @@ class OpenCodeProvider(Provider):
     def _common(self, cwd: Path, title: str, model: str | None) -> list[str]:
         # --title: no separate title-generation request to the model.
         return [self.binary, "run", "--format", "json", "--dir", str(cwd),
-                "--title", title] + _model_args("--model", model)
+                "--title", title] + _model_args(model)
 
     def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
         return Invocation(self._common(sandbox, "skill-eval executor", model), sandbox, prompt)
@@ -8825,8 +8825,8 @@ def _names(names: Any) -> str:
     return ", ".join(shown[:5]) + (f" and {len(shown) - 5} more" if len(shown) > 5 else "")
 
 
-def _model_args(flag: str, model: str | None) -> list[str]:
-    return [flag, model] if model else []
+def _model_args(model: str | None) -> list[str]:
+    return ["--model", model] if model else []
 
 
 def agent_path_problem(provider: Provider, agent_env: dict[str, str]) -> str | None:
