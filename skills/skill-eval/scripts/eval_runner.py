@@ -7375,7 +7375,9 @@ def _shown_number(value: Any) -> str:
 
 def parse_json_lines(text: str) -> list[dict[str, Any]]:
     events = []
-    for line in text.splitlines():
+    # Only a newline ends an event: the CLIs print U+2028 or U+0085 in a string as it is,
+    # and splitlines() would cut the event there and lose it from the trace.
+    for line in text.split("\n"):
         line = line.strip()
         if line.startswith("{"):
             try:
