@@ -7995,10 +7995,9 @@ class GeminiProvider(Provider):
 
     def grader_invocation(self, prompt: str, grader_dir: Path, model: str | None,
                           schema_path: Path, last_message_path: Path) -> Invocation:
-        # The alias (written by prepare_home) names the real model and carries the schema.
-        argv = [self.binary, "--output-format", "json", "--skip-trust",
-                "--model", self.verdict_alias]
-        return Invocation(argv, grader_dir, prompt)
+        # The user's call, with the alias (written by prepare_home) that names the real model
+        # and carries the schema.
+        return self.user_invocation(prompt, grader_dir, self.verdict_alias)
 
     # A next turn resumes by id (the base's call): sessions are kept per working folder
     # (0.61.0), so it runs in the same sandbox.
