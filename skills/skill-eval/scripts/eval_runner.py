@@ -8225,8 +8225,7 @@ class OpenCodeProvider(Provider):
     skill_tool = ("skill", "name")
     session_vars = ("OPENCODE", "OPENCODE_PID", "OPENCODE_CLIENT", "OPENCODE_SERVER_PASSWORD",
                     "OPENCODE_SERVER_USERNAME")
-    grader_agent = "skill-eval-grader"
-    user_agent = "skill-eval-user"
+    agents: ClassVar[dict[str, str]] = {"grader": "skill-eval-grader", "user": "skill-eval-user"}
     # The user's model choice and providers (endpoints, key variables) are carried from
     # their config; skills, agents, plugins, instructions and permissions are not.
     carried_keys = ("provider", "model", "small_model", "enabled_providers",
@@ -8235,26 +8234,26 @@ class OpenCodeProvider(Provider):
     dropped_vars = ("OPENCODE_CONFIG", "OPENCODE_CONFIG_CONTENT", "OPENCODE_CONFIG_DIR",
                     "OPENCODE_PERMISSION", "OPENCODE_TUI_CONFIG")
 
-    def _common(self, cwd: Path, title: str, model: str | None) -> list[str]:
-        # --title: no separate title-generation request to the model.
-        return [self.binary, "run", "--format", "json", "--dir", str(cwd),
-                "--title", title] + _model_args(model)
+    def _invocation(self, role: str, prompt: str, cwd: Path, model: str | None) -> Invocation:
+        # --title: no separate title-generation request to the model. The grader and the user
+        # run as the agent config_for writes for their role.
+        argv = [self.binary, "run", "--format", "json", "--dir", str(cwd),
+                "--title", f"skill-eval {role}"] + _model_args(model)
+        agent = ["--agent", self.agents[role]] if role in self.agents else []
+        return Invocation(argv + agent, cwd, prompt)
 
     def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
-        return Invocation(self._common(sandbox, "skill-eval executor", model), sandbox, prompt)
+        return self._invocation("executor", prompt, sandbox, model)
 
     def grader_invocation(self, prompt: str, grader_dir: Path, model: str | None,
                           schema_path: Path, last_message_path: Path) -> Invocation:
-        argv = self._common(grader_dir, "skill-eval grader", model) + [
-            "--agent", self.grader_agent]
-        return Invocation(argv, grader_dir, prompt)
+        return self._invocation("grader", prompt, grader_dir, model)
 
     session_id_pattern = re.compile(r"ses_[A-Za-z0-9]{1,64}")
     resume_flag = "--session"
 
     def user_invocation(self, prompt: str, folder: Path, model: str | None) -> Invocation:
-        argv = self._common(folder, "skill-eval user", model) + ["--agent", self.user_agent]
-        return Invocation(argv, folder, prompt)
+        return self._invocation("user", prompt, folder, model)
 
     def prepare_home(self, home: Path, env: dict[str, str], role: str, model: str | None,
                      seen_as: str, user_env: dict[str, str]) -> dict[str, str]:
@@ -8376,10 +8375,9 @@ class OpenCodeProvider(Provider):
                                   "snapshot": False, "permission": {"skill": "deny"}}
         if role in ("grader", "user"):
             config["permission"] = {"*": "deny"}
-            name, prompt = ((self.grader_agent, _GRADER_SYSTEM_PROMPT) if role == "grader"
-                            else (self.user_agent, _USER_SYSTEM_PROMPT))
-            config["agent"] = {name: {"mode": "primary", "prompt": prompt,
-                                      "permission": {"*": "deny"}}}
+            prompt = _GRADER_SYSTEM_PROMPT if role == "grader" else _USER_SYSTEM_PROMPT
+            config["agent"] = {self.agents[role]: {"mode": "primary", "prompt": prompt,
+                                                   "permission": {"*": "deny"}}}
         for setting in self.settings:
             _set_path(config, *_json_setting(setting))
         return config
