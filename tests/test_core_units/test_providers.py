@@ -110,6 +110,19 @@ class ParseJsonLinesTest(unittest.TestCase):
     def test_empty_output_gives_no_events(self):
         self.assertEqual(runner.parse_json_lines(""), [])
 
+    def test_a_line_separator_inside_a_string_cannot_hide_a_tool_call(self):
+        # node and serde_json print U+2028, U+2029 and U+0085 unescaped; an executor that
+        # puts one in its command must not drop that command from the trace (not_ran, max_*).
+        use = {"type": "tool_use", "id": "t1", "name": "Bash",
+               "input": {"command": "git push \u2028\u2029\x85 # hidden"}}
+        stream = "\r\n".join(json.dumps(e, ensure_ascii=False) for e in (
+            {"type": "system", "session_id": "s"},
+            {"type": "assistant", "message": {"content": [use]}})) + "\r\n"
+        reply = runner.PROVIDERS["claude"]().read_executor(finished(stream))
+        self.assertEqual([c["input"] for c in reply.trace], [use["input"]])
+        self.assertEqual(reply.actions.count("command"), 1)
+        self.assertEqual(len(runner.parse_json_lines(stream)), 2)
+
 
 class ProcessFailureTest(unittest.TestCase):
     def test_a_process_that_ran_to_the_end_is_no_process_failure(self):

@@ -7152,7 +7152,9 @@ def _shown_number(value: Any) -> str:
 
 def parse_json_lines(text: str) -> list[dict[str, Any]]:
     events = []
-    for line in text.splitlines():
+    # Only a newline ends an event: the CLIs print U+2028 or U+0085 in a string as it is,
+    # and splitlines() would cut the event there and lose it from the trace.
+    for line in text.split("\n"):
         line = line.strip()
         if line.startswith("{"):
             try:
@@ -7344,9 +7346,13 @@ class Provider:
     session_id_pattern = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
                                     r"[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
+    # The executor's option that keeps its session from being saved (claude, codex).
+    unsaved_session_flag: str | None = None
+
     def conversation_invocation(self, invocation: Invocation) -> Invocation:
         """A first turn's executor call, changed to keep its session for the next turn."""
-        return invocation
+        argv = [a for a in invocation.argv if a != self.unsaved_session_flag]
+        return dataclasses.replace(invocation, argv=argv)
 
     # The option that continues a session by its id (claude, gemini: --resume).
     resume_flag = "--resume"
@@ -7391,6 +7397,8 @@ class ClaudeProvider(Provider):
     skill_tool = ("Skill", "skill")  # {"skill": "<name>", "args": ...} (2.1.197's schema)
     session_vars = ("CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT",
                     "CLAUDE_CODE_SESSION_ID", "CLAUDE_AGENT_SDK_VERSION")
+    # Observed on 2.1.332: --resume with --no-session-persistence does not save the turn.
+    unsaved_session_flag = "--no-session-persistence"
 
     def skill_places(self, skill_name: str, env: dict[str, str]) -> list[Path]:
         return [_home(env) / ".claude" / "skills" / skill_name]
@@ -7416,7 +7424,7 @@ class ClaudeProvider(Provider):
         argv = [self.binary, "-p", "--output-format", "stream-json", "--verbose",
                 "--no-session-persistence", "--permission-mode", "acceptEdits",
                 "--allowedTools", self.executor_tools]
-        return Invocation(argv + _model_args("--model", model), sandbox, prompt)
+        return Invocation(argv + _model_args(model), sandbox, prompt)
 
     def grader_invocation(self, prompt: str, grader_dir: Path, model: str | None,
                           schema_path: Path, last_message_path: Path) -> Invocation:
@@ -7424,26 +7432,23 @@ class ClaudeProvider(Provider):
         argv = [self.binary, "-p", "--output-format", "json",
                 "--json-schema", json.dumps(VERDICT_SCHEMA, separators=(",", ":")),
                 "--tools", "", "--no-session-persistence", "--safe-mode"]
-        return Invocation(argv + _model_args("--model", model), grader_dir, prompt)
-
-    def conversation_invocation(self, invocation: Invocation) -> Invocation:
-        # Observed on 2.1.332: --resume with --no-session-persistence does not save the turn.
-        argv = [a for a in invocation.argv if a != "--no-session-persistence"]
-        return dataclasses.replace(invocation, argv=argv)
+        return Invocation(argv + _model_args(model), grader_dir, prompt)
 
     def user_invocation(self, prompt: str, folder: Path, model: str | None) -> Invocation:
         argv = [self.binary, "-p", "--output-format", "json", "--tools", "",
                 "--no-session-persistence", "--safe-mode"]
-        return Invocation(argv + _model_args("--model", model), folder, prompt)
+        return Invocation(argv + _model_args(model), folder, prompt)
 
     def read_executor(self, result: ProcessResult) -> AgentReply:
         events = parse_json_lines(result.stdout)
         envelope = next((e for e in reversed(events) if e.get("type") == "result"), None)
         reply = self._reply_from_envelope(result, envelope)
-        reply.trace = self._tool_calls(events) if any(
-            e.get("type") in ("system", "assistant") for e in events) else None
-        reply.actions = (_claude_actions(events, result.stdout_truncated)
-                         if reply.trace is not None else None)
+        if any(e.get("type") in ("system", "assistant") for e in events):
+            reply.trace = [{"tool": block.get("name"), "input": block.get("input"),
+                            "event": position} for position, event in enumerate(events)
+                           for block in _content_blocks(event, "assistant")
+                           if block.get("type") == "tool_use"]
+            reply.actions = _claude_actions(events, result.stdout_truncated)
         init = next((e for e in events if e.get("type") == "system"), None)
         reply.session_id = str(_dig(envelope, ("session_id",)) or
                                _dig(init, ("session_id",)) or "")
@@ -7484,13 +7489,6 @@ class ClaudeProvider(Provider):
         return AgentReply(failure is None, text=text, failure=failure or "",
                           metrics=_claude_metrics(envelope, ""),
                           permission_denials=denials if isinstance(denials, list) else [])
-
-    @staticmethod
-    def _tool_calls(events: list[dict]) -> list[dict[str, Any]]:
-        return [{"tool": block.get("name"), "input": block.get("input"), "event": position}
-                for position, event in enumerate(events)
-                for block in _content_blocks(event, "assistant")
-                if block.get("type") == "tool_use"]
 
 
 _CLAUDE_METRIC_FIELDS = (
@@ -7564,7 +7562,7 @@ class CodexProvider(Provider):
     def _common(self, cwd: Path, sandbox_mode: str, model: str | None) -> list[str]:
         argv = [self.binary, "exec", "--json", "--skip-git-repo-check", "--ephemeral",
                 "--sandbox", sandbox_mode, "--cd", str(cwd)]
-        return argv + self._config_args() + _model_args("--model", model)
+        return argv + self._config_args() + _model_args(model)
 
     def _config_args(self) -> list[str]:
         """The user's settings, each as `-c KEY=VALUE`."""
@@ -7577,10 +7575,7 @@ class CodexProvider(Provider):
     # Observed on 0.171.0: a resumed turn's turn.completed usage is the thread's running total.
     running_totals = ("input_tokens", "cached_input_tokens", "output_tokens",
                       "reasoning_output_tokens", "tokens")
-
-    def conversation_invocation(self, invocation: Invocation) -> Invocation:
-        return dataclasses.replace(invocation,
-                                   argv=[a for a in invocation.argv if a != "--ephemeral"])
+    unsaved_session_flag = "--ephemeral"
 
     def next_turn_invocation(self, first: Invocation, session_id: str,
                              message: str) -> Invocation:
@@ -7589,14 +7584,11 @@ class CodexProvider(Provider):
         argv = [self.binary, "exec", "resume", "--json", "--skip-git-repo-check",
                 *self._config_args(), "-c", 'sandbox_mode="workspace-write"']
         model = first.argv[first.argv.index("--model") + 1] if "--model" in first.argv else None
-        argv += _model_args("--model", model) + [session_id, "-"]
+        argv += _model_args(model) + [session_id, "-"]
         return dataclasses.replace(first, argv=argv, stdin_text=message)
 
     def user_invocation(self, prompt: str, folder: Path, model: str | None) -> Invocation:
         return Invocation(self._common(folder, "read-only", model) + ["-"], folder, prompt)
-
-    def read_user(self, result: ProcessResult) -> AgentReply:
-        return self.read_executor(result)
 
     def grader_invocation(self, prompt: str, grader_dir: Path, model: str | None,
                           schema_path: Path, last_message_path: Path) -> Invocation:
@@ -7776,21 +7768,20 @@ class GeminiProvider(Provider):
     def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
         argv = [self.binary, "--output-format", "stream-json", "--approval-mode", "yolo",
                 "--skip-trust"]
-        return Invocation(argv + _model_args("--model", model), sandbox, prompt)
+        return Invocation(argv + _model_args(model), sandbox, prompt)
 
     def grader_invocation(self, prompt: str, grader_dir: Path, model: str | None,
                           schema_path: Path, last_message_path: Path) -> Invocation:
-        # The alias (written by prepare_home) names the real model and carries the schema.
-        argv = [self.binary, "--output-format", "json", "--skip-trust",
-                "--model", self.verdict_alias]
-        return Invocation(argv, grader_dir, prompt)
+        # The user's call, with the alias (written by prepare_home) that names the real model
+        # and carries the schema.
+        return self.user_invocation(prompt, grader_dir, self.verdict_alias)
 
     # A next turn resumes by id (the base's call): sessions are kept per working folder
     # (0.61.0), so it runs in the same sandbox.
 
     def user_invocation(self, prompt: str, folder: Path, model: str | None) -> Invocation:
         argv = [self.binary, "--output-format", "json", "--skip-trust"]
-        return Invocation(argv + _model_args("--model", model), folder, prompt)
+        return Invocation(argv + _model_args(model), folder, prompt)
 
     def prepare_home(self, home: Path, env: dict[str, str], role: str, model: str | None,
                      seen_as: str, user_env: dict[str, str]) -> dict[str, str]:
@@ -8011,8 +8002,7 @@ class OpenCodeProvider(Provider):
     skill_tool = ("skill", "name")
     session_vars = ("OPENCODE", "OPENCODE_PID", "OPENCODE_CLIENT", "OPENCODE_SERVER_PASSWORD",
                     "OPENCODE_SERVER_USERNAME")
-    grader_agent = "skill-eval-grader"
-    user_agent = "skill-eval-user"
+    agents: ClassVar[dict[str, str]] = {"grader": "skill-eval-grader", "user": "skill-eval-user"}
     # The user's model choice and providers (endpoints, key variables) are carried from
     # their config; skills, agents, plugins, instructions and permissions are not.
     carried_keys = ("provider", "model", "small_model", "enabled_providers",
@@ -8021,26 +8011,26 @@ class OpenCodeProvider(Provider):
     dropped_vars = ("OPENCODE_CONFIG", "OPENCODE_CONFIG_CONTENT", "OPENCODE_CONFIG_DIR",
                     "OPENCODE_PERMISSION", "OPENCODE_TUI_CONFIG")
 
-    def _common(self, cwd: Path, title: str, model: str | None) -> list[str]:
-        # --title: no separate title-generation request to the model.
-        return [self.binary, "run", "--format", "json", "--dir", str(cwd),
-                "--title", title] + _model_args("--model", model)
+    def _invocation(self, role: str, prompt: str, cwd: Path, model: str | None) -> Invocation:
+        # --title: no separate title-generation request to the model. The grader and the user
+        # run as the agent config_for writes for their role.
+        argv = [self.binary, "run", "--format", "json", "--dir", str(cwd),
+                "--title", f"skill-eval {role}"] + _model_args(model)
+        agent = ["--agent", self.agents[role]] if role in self.agents else []
+        return Invocation(argv + agent, cwd, prompt)
 
     def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
-        return Invocation(self._common(sandbox, "skill-eval executor", model), sandbox, prompt)
+        return self._invocation("executor", prompt, sandbox, model)
 
     def grader_invocation(self, prompt: str, grader_dir: Path, model: str | None,
                           schema_path: Path, last_message_path: Path) -> Invocation:
-        argv = self._common(grader_dir, "skill-eval grader", model) + [
-            "--agent", self.grader_agent]
-        return Invocation(argv, grader_dir, prompt)
+        return self._invocation("grader", prompt, grader_dir, model)
 
     session_id_pattern = re.compile(r"ses_[A-Za-z0-9]{1,64}")
     resume_flag = "--session"
 
     def user_invocation(self, prompt: str, folder: Path, model: str | None) -> Invocation:
-        argv = self._common(folder, "skill-eval user", model) + ["--agent", self.user_agent]
-        return Invocation(argv, folder, prompt)
+        return self._invocation("user", prompt, folder, model)
 
     def prepare_home(self, home: Path, env: dict[str, str], role: str, model: str | None,
                      seen_as: str, user_env: dict[str, str]) -> dict[str, str]:
@@ -8162,10 +8152,9 @@ class OpenCodeProvider(Provider):
                                   "snapshot": False, "permission": {"skill": "deny"}}
         if role in ("grader", "user"):
             config["permission"] = {"*": "deny"}
-            name, prompt = ((self.grader_agent, _GRADER_SYSTEM_PROMPT) if role == "grader"
-                            else (self.user_agent, _USER_SYSTEM_PROMPT))
-            config["agent"] = {name: {"mode": "primary", "prompt": prompt,
-                                      "permission": {"*": "deny"}}}
+            prompt = _GRADER_SYSTEM_PROMPT if role == "grader" else _USER_SYSTEM_PROMPT
+            config["agent"] = {self.agents[role]: {"mode": "primary", "prompt": prompt,
+                                                   "permission": {"*": "deny"}}}
         for setting in self.settings:
             _set_path(config, *_json_setting(setting))
         return config
@@ -8612,8 +8601,8 @@ def _names(names: Any) -> str:
     return ", ".join(shown[:5]) + (f" and {len(shown) - 5} more" if len(shown) > 5 else "")
 
 
-def _model_args(flag: str, model: str | None) -> list[str]:
-    return [flag, model] if model else []
+def _model_args(model: str | None) -> list[str]:
+    return ["--model", model] if model else []
 
 
 def agent_path_problem(provider: Provider, agent_env: dict[str, str]) -> str | None:
