@@ -754,13 +754,9 @@ def read_record(cls: Any, obj: Any, cursor: Cursor, required: tuple[str, ...] = 
 
 
 def _left_out(field: Field, record: Any, value: Any) -> bool:
-    if field.omit == "never":
-        return False
-    if field.omit == "none":
-        return value is None
-    if field.omit == "empty":
-        return not value
-    return bool(field.omit(record))
+    if callable(field.omit):
+        return bool(field.omit(record))
+    return {"never": False, "none": value is None, "empty": not value}[field.omit]
 
 
 def write_record(record: Any) -> dict[str, Any]:
@@ -773,10 +769,9 @@ def write_record(record: Any) -> dict[str, Any]:
             continue
         if field.rest or field.inline:
             out.update(field.kind.write(value))
-        elif field.within:
-            out[field.within][field.json_key] = None if value is None else field.kind.write(value)
-        else:
-            out[field.json_key] = None if value is None else field.kind.write(value)
+        else:  # in its own place, or in the object member `within` names
+            place = out[field.within] if field.within else out
+            place[field.json_key] = None if value is None else field.kind.write(value)
     return out
 
 
