@@ -490,20 +490,17 @@ def as_is(value: Any) -> Any:
 @dataclasses.dataclass(frozen=True)
 class Kind:
     """A JSON scalar (or a value kept as written): `test` accepts it, `expected` names it in
-    a refusal, `load` turns it into the record's value and `dump` back into JSON."""
+    a refusal, `load` turns it into the record's value and `write` back into JSON."""
 
     expected: str
     test: Callable[[Any], bool]
     load: Callable[[Any], Any] = as_is
-    dump: Callable[[Any], Any] = as_is
+    write: Callable[[Any], Any] = as_is
 
     def read(self, value: Any, cursor: Cursor) -> Any:
         if not self.test(value):
             raise cursor.refuse(self.expected, value)
         return self.load(value)
-
-    def write(self, value: Any) -> Any:
-        return self.dump(value)
 
 
 def is_number(value: Any) -> bool:
