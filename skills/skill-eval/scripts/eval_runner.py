@@ -706,13 +706,18 @@ class Record:
 
 
 @dataclasses.dataclass(frozen=True)
-class Requiring:
-    """A record read where some of its optional members are required."""
+class Narrowed:
+    """A record read where its place asks more of it: some of its optional members required
+    (`keys`), or one refused before any is read (`refused`: its name, what stands there)."""
 
     record: Any
-    keys: tuple[str, ...]
+    keys: tuple[str, ...] = ()
+    refused: tuple[str, str] = ("", "")
 
     def read(self, value: Any, cursor: Cursor) -> Any:
+        name, instead = self.refused
+        if name and isinstance(value, dict) and value.get(name) is not None:
+            raise cursor.at(name).refuse(instead, value[name])
         return read_record(self.record, value, cursor, self.keys)
 
     def write(self, value: Any) -> dict[str, Any]:
@@ -1475,27 +1480,6 @@ class Adaptive(Record):
     next_wave: Count | None = None  # a merge whose look decided nothing yet
 
 
-@dataclasses.dataclass(frozen=True)
-class _ShardManifest:
-    """A merged manifest's copy of one shard's manifest: a shard, never itself a merge."""
-
-    expected: str = "a shard's manifest"
-
-    def read(self, value: Any, cursor: Cursor) -> Any:
-        if isinstance(value, dict) and value.get("shards") is not None:
-            raise cursor.at("shards").refuse("nothing (a shard merges no shards)", value["shards"])
-        return read_record(Manifest, value, cursor)
-
-    def write(self, value: Any) -> dict[str, Any]:
-        return write_record(value)
-
-
-class MergedShard(Record):
-    shard: str
-    iteration: str
-    manifest: Manifest = member(kind=_ShardManifest())
-
-
 class Manifest(Record):
     """iteration_manifest.json: what an iteration ran (runner, suite, skill package, cases,
     options), how its agents were confined, what the checkout and the fixtures did, and its
@@ -1542,6 +1526,15 @@ class Manifest(Record):
     # created_at is written second in a merged manifest, here in the others
     EXTRA_FIELDS = (Field("created_at", TEXT, optional=True,
                           omit=lambda m: m.merged or m.created_at is None, after="cells_planned"),)
+
+
+class MergedShard(Record):
+    """A merged manifest's copy of one shard's manifest: a shard, never itself a merge."""
+
+    shard: str
+    iteration: str
+    manifest: Manifest = member(
+        kind=Narrowed(Manifest, refused=("shards", "nothing (a shard merges no shards)")))
 
 
 class SeriesIdentity(Record):
@@ -2628,7 +2621,7 @@ class Benchmark(Record):
     status_counts: dict[str, int] | None = member(default=None, omit="never")
     # None: written before there were any
     comparisons: tuple[Comparison, ...] | None = member(
-        default=None, kind=ListOf(Requiring(Comparison, ("candidate", "baseline"))), omit="never")
+        default=None, kind=ListOf(Narrowed(Comparison, ("candidate", "baseline"))), omit="never")
     per_assertion: tuple[AssertionRow, ...] | None = member(default=None, omit="never")
     # None: one run per eval
     pass_hat_k: dict[str, PassHatK | float | None] | None = member(
