@@ -916,10 +916,8 @@ def config_installs_skill(config: str) -> bool:
 
 def config_revision(config: str) -> str | None:
     """REV of with_skill@REV or installed@REV, None for the working tree and without_skill."""
-    for arm in REVISION_ARMS:
-        if config.startswith(arm + REVISION_SEPARATOR):
-            return config[len(arm + REVISION_SEPARATOR):]
-    return None
+    arm, separator, revision = config.partition(REVISION_SEPARATOR)
+    return revision if separator and arm in REVISION_ARMS else None
 
 
 def config_folder(config: str) -> str:
@@ -2773,11 +2771,7 @@ class RunRecord(Record, frozen=False):
 
 
 def is_within(path: Path, folder: Path) -> bool:
-    try:
-        path.relative_to(folder)
-        return True
-    except ValueError:
-        return False
+    return path.is_relative_to(folder)
 
 
 def walk_files(folder: Path) -> Iterator[Path]:
