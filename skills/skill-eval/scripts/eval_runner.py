@@ -450,17 +450,15 @@ def is_int(value: Any) -> bool:
 _PATH_SHOWN_CHARS = 300
 
 
-def _shown_path(json_path: str) -> str:
-    """A JSON path as a refusal prints it: a key's control characters escaped (a key is
-    whatever the file holds: a newline or an escape sequence must not forge a line), cut."""
-    escaped = re.sub("[\x00-\x1f\x7f-\x9f]", lambda match: f"\\x{ord(match.group()):02x}",
-                     json_path)
-    return escaped if len(escaped) <= _PATH_SHOWN_CHARS else escaped[:_PATH_SHOWN_CHARS] + "..."
-
-
 def misshapen(file: Any, json_path: str, expected: str, value: Any) -> InputError:
+    """The refusal of a value of the wrong kind at json_path, which it prints with a key's
+    control characters escaped (a key is whatever the file holds: a newline or an escape
+    sequence must not forge a line), cut."""
     shown = type(value).__name__ if not isinstance(value, (str, int)) else repr(value)[:80]
-    where = _shown_path(json_path) if json_path else "the top level"
+    where = re.sub("[\x00-\x1f\x7f-\x9f]", lambda match: f"\\x{ord(match.group()):02x}",
+                   json_path) or "the top level"
+    if len(where) > _PATH_SHOWN_CHARS:
+        where = where[:_PATH_SHOWN_CHARS] + "..."
     return InputError(f"{file} holds the wrong kind of value at {where}: "
                       f"{expected} expected, not {shown}",
                       "restore the file as the runner wrote it, or run the iteration again")
