@@ -1052,13 +1052,14 @@ PROCESS_METRICS = ("actions", "commands", "files_read", "files_written")
 
 class TraceSummary(Record):
     """run.json's `trace`: the counts of a Trace the process metrics are made of, or only
-    `absent`, why there is none (no event read, a conversation)."""
+    `absent`, why there is none (no event read, a conversation). A run's `process` in
+    benchmark.json is one too: the four counts alone, or `absent`."""
 
-    cli: str | None = None
     actions: Tally | None = None
     commands: Tally | None = None
     files_read: Tally | None = None
     files_written: Tally | None = None
+    cli: str | None = member(default=None, first=True)
     skill_activations: Tally | None = None
     cut: bool | None = None
     unreported: dict[str, str] | None = None
@@ -1084,7 +1085,7 @@ class Trace:
         """run.json's `trace`: the counts the process metrics are made of."""
         read, written = (len({p for a in self.actions if a.kind in kinds for p in a.paths})
                          for kinds in (("read",), ("write", "edit", "delete")))
-        return TraceSummary(self.cli, self.count(), self.count("command"), read, written,
+        return TraceSummary(self.count(), self.count("command"), read, written, self.cli,
                             self.count("skill"), self.cut, dict(self.unreported))
 
     def saved(self) -> _TraceFile:
@@ -2080,16 +2081,6 @@ class RunActivation(Record):
     stopped: Stopped | None = None
 
 
-class ProcessCounts(Record):
-    """A run's process metrics, counted from its trace, or `absent` with why not."""
-
-    actions: Tally | None = None
-    commands: Tally | None = None
-    files_read: Tally | None = None
-    files_written: Tally | None = None
-    absent: str | None = None
-
-
 class Failure(Record):
     """Why a run failed or went ungraded: the stage (executor, grader, ...) and what happened."""
 
@@ -2134,7 +2125,7 @@ class RunResult(Record):
     checks: _ChecksSummary | None = None
     # the executor's actions counted from its trace, or why not; None (the key left out)
     # for a run recorded before traces were kept
-    process: ProcessCounts | None = None
+    process: TraceSummary | None = None
 
     @property
     def label(self) -> str:
@@ -11941,18 +11932,18 @@ PROCESS_NOTE = ("counted from each run's trace: the tool calls its agent CLI rep
                 "into them")
 
 
-def _process_counts(summary: TraceSummary) -> ProcessCounts:
+def _process_counts(summary: TraceSummary) -> TraceSummary:
     """A run's counts from run.json's `trace`, or why not: none recorded, or the stream was
     cut (its counts would be a lower bound)."""
     if summary.absent is not None:
-        return ProcessCounts(absent=summary.absent[:300])
-    counts = ProcessCounts(summary.actions, summary.commands, summary.files_read,
-                           summary.files_written)
+        return TraceSummary(absent=summary.absent[:300])
+    counts = TraceSummary(summary.actions, summary.commands, summary.files_read,
+                          summary.files_written)
     if None in (getattr(counts, name) for name in PROCESS_METRICS):
-        return ProcessCounts(absent="the trace's counts are not whole numbers")
+        return TraceSummary(absent="the trace's counts are not whole numbers")
     if summary.cut:
-        return ProcessCounts(absent="the executor's stream was cut in the middle; its counts "
-                                    "would be a lower bound")
+        return TraceSummary(absent="the executor's stream was cut in the middle; its counts "
+                                   "would be a lower bound")
     return counts
 
 
@@ -11977,7 +11968,7 @@ def _process_summary(runs: list[RunResult], configs: tuple[str, ...]) -> Process
     return ProcessSummary(PROCESS_NOTE, PROCESS_METRICS, per_config, compared)
 
 
-def _process_comparison(scored: list[tuple[str, str, ProcessCounts]], candidate: str,
+def _process_comparison(scored: list[tuple[str, str, TraceSummary]], candidate: str,
                         baseline: str, name: str) -> ProcessComparison:
     """One count, candidate against baseline: each eval's delta of mean counts (the evals
     where both configs have counted runs), and the sign-flip test of the mean delta."""
