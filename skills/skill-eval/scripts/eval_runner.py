@@ -536,41 +536,28 @@ class ListOf:
 
 @dataclasses.dataclass(frozen=True)
 class MapOf:
-    """A JSON object of names to `item`; `nullable`: an item may be null."""
+    """A JSON object of names to `item`, read into a dict (or what `load` makes of it);
+    `nullable`: an item may be null."""
 
     item: Any
     nullable: bool = False
     besides: tuple[str, ...] = ()  # members another field reads
     names: Callable[[str], bool] = lambda name: True  # which member names may hold an item
+    load: Callable[[dict[str, Any]], Any] = as_is  # pairs: its (name, item) pairs in order
 
-    def read(self, value: Any, cursor: Cursor) -> dict[str, Any]:
+    def read(self, value: Any, cursor: Cursor) -> Any:
         if not isinstance(value, dict):
             raise cursor.refuse("an object", value)
         for key, item in value.items():
             if not self.names(key):
                 raise cursor.at(key).refuse(self.item.expected, item)
-        return {key: None if item is None and self.nullable
-                else self.item.read(item, cursor.at(key))
-                for key, item in value.items() if key not in self.besides}
+        return self.load({key: None if item is None and self.nullable
+                          else self.item.read(item, cursor.at(key))
+                          for key, item in value.items() if key not in self.besides})
 
     def write(self, value: Any) -> dict[str, Any]:
         return {key: None if item is None else self.item.write(item)
-                for key, item in value.items()}
-
-
-@dataclasses.dataclass(frozen=True)
-class Pairs:
-    """The members no other field names, in order, as (name, value) pairs; each value a name
-    or a number (a place a sanity flag points at), never a list or an object."""
-
-    def read(self, value: Any, cursor: Cursor) -> tuple[tuple[str, Any], ...]:
-        for key, item in value.items():
-            if isinstance(item, (list, dict)):
-                raise cursor.at(key).refuse("a name or a number", item)
-        return tuple(value.items())
-
-    def write(self, value: Any) -> dict[str, Any]:
-        return dict(value)
+                for key, item in dict(value).items()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -2231,7 +2218,11 @@ class SanityFlag(Record):
     severity: str
     kind: str
     message: str
-    where: tuple[tuple[str, Any], ...] = member(default=(), kind=Pairs(), optional=False, rest=True)
+    # the members no other field names, in order: each a name or a number, never a list or
+    # an object
+    where: tuple[tuple[str, Any], ...] = member(default=(), optional=False, rest=True, kind=MapOf(
+        Kind("a name or a number", lambda value: not isinstance(value, (list, dict))),
+        load=lambda found: tuple(found.items())))
 
     def place(self, key: str) -> Any:
         """The value of one of the flag's places; None when it names no such place."""
