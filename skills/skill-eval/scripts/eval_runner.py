@@ -1890,15 +1890,8 @@ class CheckResult(Record):
     cancelled: bool | None = None
 
     # a run check refused before it ran (planted files) writes its time here
-    EXTRA_FIELDS = (Field("refused_duration_s", NUMBER, key="duration_s", derived=True,
-                          omit=lambda r: not r.refused, after="subject"),)
-
-    @property
-    def refused(self) -> bool:
-        return self.subject == "run" and self.stdout_tail is None
-
-    def refused_duration_s(self) -> float:
-        return self.duration_s
+    EXTRA_FIELDS = (Field("duration_s", NUMBER, after="subject",
+                          omit=lambda r: r.subject != "run" or r.stdout_tail is not None),)
 
 
 class ProtectedPath(Record):
