@@ -1999,8 +1999,7 @@ class ConfigSummary(Record):
     runs: int
 
     def stat(self, name: str) -> Stats:
-        return {"pass_rate": self.pass_rate, "time_seconds": self.time_seconds,
-                "tokens": self.tokens}[name]
+        return cast(Stats, getattr(self, name))
 
 
 class RunScore(Record):
