@@ -616,8 +616,8 @@ def _annotated_kind(text: str, names: dict[str, Any]) -> Any:
     if outer == "dict" and inner.startswith("str, "):
         value = inner[len("str, "):]
         nullable = value.endswith(_OPTIONAL_SUFFIX)
-        return MapOf(_annotated_kind(value.removesuffix(_OPTIONAL_SUFFIX) if nullable
-                                     else value, names), nullable=nullable)
+        return MapOf(_annotated_kind(value.removesuffix(_OPTIONAL_SUFFIX), names),
+                     nullable=nullable)
     named = names[text]  # a record, or an alias Annotated[type, kind]
     return named if isinstance(named, type) else named.__metadata__[0]
 
