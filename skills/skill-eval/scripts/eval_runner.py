@@ -3857,7 +3857,10 @@ class _SuiteChecker:
         name = self.check_name(raw, path, cid)
         timeout = self.check_timeout(raw, path, cid)
         if subject == "trace":
-            kind = self.trace_kind(raw[subject], where, cid)
+            kind = self.one_of("trace", TRACE_KINDS, raw[subject], where,
+                               'write {"trace": "ran", "matches": "pytest"}; for files use "read", '
+                               '"not_read" or "edited", for order "before", for bounds '
+                               '"max_actions" or "max_commands"', cid)
             test, expected = self.check_test("trace", raw, path, cid)
         elif subject in TRACE_PATH_SUBJECTS:
             kind, test, expected = subject, "path", self.trace_path(raw[subject], where, cid)
@@ -3870,14 +3873,14 @@ class _SuiteChecker:
         return Check(name or CHECK_KINDS[subject].describe(kind, test, expected), "trace", kind,
                      test, expected, timeout)
 
-    def trace_kind(self, value: Any, path: str, cid: str | None) -> str | None:
-        if value in TRACE_KINDS:
+    def one_of(self, key: str, choices: tuple[str, ...], value: Any, path: str, fix: str,
+               cid: str | None) -> str | None:
+        """`value` if one of a few fixed choices; a looser match ("replies") names the one meant."""
+        if value in choices:
             return value
-        hint = did_you_mean(str(value), TRACE_KINDS) if isinstance(value, str) else ""
-        self.error(f"'trace' must be one of {', '.join(TRACE_KINDS)}, not {_shown(value)}", path,
-                   f'{hint}write {{"trace": "ran", "matches": "pytest"}}; for files use "read", '
-                   '"not_read" or "edited", for order "before", for bounds "max_actions" or '
-                   '"max_commands"', cid)
+        hint = did_you_mean(str(value), choices) if isinstance(value, str) else ""
+        self.error(f"{key!r} must be one of {', '.join(choices)}, not {_shown(value)}", path,
+                   hint + fix, cid)
         return None
 
     def trace_path(self, value: Any, path: str, cid: str | None) -> str | None:
@@ -3967,14 +3970,8 @@ class _SuiteChecker:
                 return None
             return value
         if subject == "answer":
-            if value not in ANSWER_SOURCES:
-                # Two fixed choices: a looser match ("replies") names the one meant.
-                hint = did_you_mean(str(value), ANSWER_SOURCES) if isinstance(value, str) else ""
-                self.error(f"'answer' must be one of {', '.join(ANSWER_SOURCES)}, not "
-                           f"{_shown(value)}", path, f"{hint}\"reply\" is the executor's final "
-                           "answer, \"artifact\" the document it wrote", cid)
-                return None
-            return value
+            return self.one_of("answer", ANSWER_SOURCES, value, path, "\"reply\" is the "
+                               "executor's final answer, \"artifact\" the document it wrote", cid)
         return self.sandbox_path(value, path, cid, "'file'")
 
     def sandbox_path(self, value: Any, path: str, cid: str | None, what: str) -> str | None:
