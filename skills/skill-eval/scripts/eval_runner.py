@@ -3144,12 +3144,9 @@ def _walk_json(value: Any) -> Iterator[tuple[str, Any, int]]:
     while stack:
         node_path, node, depth = stack.pop()
         yield node_path, node, depth
-        if isinstance(node, dict):
-            items = [(_path_join(node_path, k), v, depth + 1) for k, v in node.items()]
-            stack.extend(reversed(items))
-        elif isinstance(node, list):
-            stack.extend(reversed([(_path_join(node_path, i), v, depth + 1)
-                                   for i, v in enumerate(node)]))
+        if isinstance(node, (dict, list)):
+            pairs = node.items() if isinstance(node, dict) else enumerate(node)
+            stack.extend(reversed([(_path_join(node_path, k), v, depth + 1) for k, v in pairs]))
 
 
 def _parse_json_document(text: str, file: str) -> tuple[Any, list[Problem]]:
@@ -3200,12 +3197,11 @@ def _read_suite_text(path: Path) -> tuple[str | None, list[Problem]]:
         candidate = path / "evals.json"
         hint = f"pass {candidate}" if candidate.is_file() else "pass the evals.json file itself"
         return fail("the suite path is a folder, not a file", hint)
-    too_big = (f"suite file is larger than the {MAX_SUITE_BYTES // (1024 * 1024)} MB limit",
-               "keep large material in fixture files listed under 'files'")
     try:  # a FIFO or device (a --resume's recorded suite path may name one) is never waited on
         raw = read_bounded(path, MAX_SUITE_BYTES, follow_links=True)
     except FileOverCap:
-        return fail(*too_big)
+        return fail(f"suite file is larger than the {MAX_SUITE_BYTES // (1024 * 1024)} MB limit",
+                    "keep large material in fixture files listed under 'files'")
     except OSError as exc:
         return fail(f"cannot read the suite file: {exc.strerror or exc}", "check its permissions")
     try:
