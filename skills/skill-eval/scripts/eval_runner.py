@@ -3252,11 +3252,6 @@ _FOREIGN_KEY_MEANINGS = {
 }
 
 
-def _foreign_key_hint(key: str, what: str) -> str:
-    meaning = _FOREIGN_KEY_MEANINGS.get(key) if what == "case" else None
-    return f"if it means {meaning.split(' ')[0]!r}, write {meaning}; " if meaning else ""
-
-
 def _edits_apart(a: str, b: str, limit: int) -> int:
     """Letters to insert, delete, change or swap with a neighbour to turn a into b; any
     count over `limit` is returned as limit + 1 (the rows stop early)."""
@@ -3389,9 +3384,12 @@ class _SuiteChecker:
                            f"unknown {what} key {key!r}", where,
                            f"did you mean {close!r}? rename the key", case_id)
             else:
+                meaning = _FOREIGN_KEY_MEANINGS.get(key) if what == "case" else None
+                hint = (f"if it means {meaning.split(' ')[0]!r}, write {meaning}; " if meaning
+                        else "")
                 self.group("warning", f"{what} key {key!r} is not a skill-eval field; it is "
-                           "ignored", where, _foreign_key_hint(key, what) +
-                           f"known {what} keys: {', '.join(sorted(known))}", case_id)
+                           "ignored", where, f"{hint}known {what} keys: {', '.join(sorted(known))}",
+                           case_id)
 
     def require(self, obj: dict, keys: tuple[str, ...], path: str, where: str,
                 case_id: str | None = None) -> None:
@@ -3434,11 +3432,6 @@ class _SuiteChecker:
     # -- the document ------------------------------------------------------
 
     def check_document(self, data: Any) -> tuple[str | None, list[str], list[Case]]:
-        found = self.check_document_parts(data)
-        self.report_grouped()
-        return found
-
-    def check_document_parts(self, data: Any) -> tuple[str | None, list[str], list[Case]]:
         if not isinstance(data, dict):
             self.problems.append(_not_a_suite_object(data, self.file))
             if _looks_like_case_list(data):  # every problem at once: the cases are read too
@@ -4637,6 +4630,7 @@ def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedS
                                     "the skill"))
     else:
         skill_name, common, cases = checker.check_document(data)
+        checker.report_grouped()
         problems += checker.problems
         cases, digest = _with_trigger_set_beside(suite_path, cases, digest, problems)
     problems = root_problems + problems
