@@ -3504,8 +3504,6 @@ class _SuiteChecker:
                     "list only other skills; the installed arm always installs this one")
         if entry in kept:
             return "is listed twice", "list each package once"
-        if self.root is None:
-            return None
         folder = self.root / entry
         if not folder.is_dir() or not is_within(Path(os.path.realpath(folder)),
                                                  Path(os.path.realpath(self.root))):
@@ -4055,8 +4053,6 @@ class _SuiteChecker:
         return resolved
 
     def resolve_fixture(self, entry: str, path: str, cid: str | None) -> str | None:
-        if self.root is None:
-            return None
         if "\x00" in entry or os.path.isabs(entry) or entry.startswith("~"):
             self.error(f"fixture path {entry!r} must be relative to the repository root",
                        path, "write it as evals/<skill>/fixtures/...", cid)
