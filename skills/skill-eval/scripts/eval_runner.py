@@ -3149,46 +3149,14 @@ def _walk_json(value: Any) -> Iterator[tuple[str, Any, int]]:
             stack.extend(reversed([(_path_join(node_path, k), v, depth + 1) for k, v in pairs]))
 
 
-def _parse_json_document(text: str, file: str) -> tuple[Any, list[Problem]]:
-    """Parse strictly: duplicate keys and NaN/Infinity are reported, not absorbed."""
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    try:
-        data = json.loads(text, object_pairs_hook=_make_object, parse_constant=_NonFinite,
-                          parse_float=_parse_float)
-    except json.JSONDecodeError as exc:
-        return None, [Problem("error", f"invalid JSON: {exc.msg}", file,
-                              f"line {exc.lineno}, column {exc.colno}",
-                              fix="correct the JSON syntax at that position")]
-    except ValueError as exc:  # e.g. an integer longer than Python will convert
-        return None, [Problem("error", f"a JSON number cannot be read: {exc}", file,
-                              fix="shorten the number or write it as a string")]
-    except RecursionError:
-        return None, [Problem("error", "JSON is nested too deeply to read", file,
-                              fix=f"keep nesting under {MAX_JSON_DEPTH} levels")]
-    problems = []
-    for path, node, depth in _walk_json(data):
-        if depth > MAX_JSON_DEPTH:  # said alone, and before a path grows longer
-            return None, [Problem("error", f"JSON is nested deeper than {MAX_JSON_DEPTH} levels",
-                                  file, fix="an eval suite needs only a few levels; remove the "
-                                  "nesting")]
-        if isinstance(node, _JsonObject):
-            for key in node.duplicate_keys:
-                problems.append(Problem(
-                    "error", f"key {key!r} appears more than once in one object", file,
-                    _path_join(path, key) if path or key else "(top level)",
-                    fix="keep one copy of the key; JSON would silently keep only the last"))
-        elif isinstance(node, _NonFinite):
-            problems.append(Problem("error", f"{node.token} is not a valid JSON number", file,
-                                    path or "(top level)", fix="use a finite number or a string"))
-    return data, problems
-
-
-def _read_suite_text(path: Path) -> tuple[str | None, list[Problem]]:
+def _read_suite_document(path: Path) -> tuple[str | None, Any, list[Problem]]:
+    """The file's text and its JSON (each None when it cannot be had) and the problems: read
+    strictly, duplicate keys and NaN/Infinity are reported, not absorbed."""
     file = str(path)
+    text: str | None = None  # fail() returns it as it stands when a check fails
 
-    def fail(message: str, fix: str) -> tuple[None, list[Problem]]:
-        return None, [Problem("error", message, file, fix=fix)]
+    def fail(message: str, fix: str, where: str = "") -> tuple[str | None, None, list[Problem]]:
+        return text, None, [Problem("error", message, file, where, fix=fix)]
 
     if not path.exists():
         return fail("suite file not found",
@@ -3205,9 +3173,37 @@ def _read_suite_text(path: Path) -> tuple[str | None, list[Problem]]:
     except OSError as exc:
         return fail(f"cannot read the suite file: {exc.strerror or exc}", "check its permissions")
     try:
-        return raw.decode("utf-8"), []
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         return fail(f"suite file is not UTF-8 (byte offset {exc.start})", "save the file as UTF-8")
+    try:
+        data = json.loads(text[1:] if text.startswith("\ufeff") else text,
+                          object_pairs_hook=_make_object, parse_constant=_NonFinite,
+                          parse_float=_parse_float)
+    except json.JSONDecodeError as exc:
+        return fail(f"invalid JSON: {exc.msg}", "correct the JSON syntax at that position",
+                    f"line {exc.lineno}, column {exc.colno}")
+    except ValueError as exc:  # e.g. an integer longer than Python will convert
+        return fail(f"a JSON number cannot be read: {exc}",
+                    "shorten the number or write it as a string")
+    except RecursionError:
+        return fail("JSON is nested too deeply to read",
+                    f"keep nesting under {MAX_JSON_DEPTH} levels")
+    problems = []
+    for at, node, depth in _walk_json(data):
+        if depth > MAX_JSON_DEPTH:  # said alone, and before a path grows longer
+            return fail(f"JSON is nested deeper than {MAX_JSON_DEPTH} levels",
+                        "an eval suite needs only a few levels; remove the nesting")
+        if isinstance(node, _JsonObject):
+            for key in node.duplicate_keys:
+                problems.append(Problem(
+                    "error", f"key {key!r} appears more than once in one object", file,
+                    _path_join(at, key) if at or key else "(top level)",
+                    fix="keep one copy of the key; JSON would silently keep only the last"))
+        elif isinstance(node, _NonFinite):
+            problems.append(Problem("error", f"{node.token} is not a valid JSON number", file,
+                                    at or "(top level)", fix="use a finite number or a string"))
+    return text, data, problems
 
 
 def _find_repo_root(suite_path: Path) -> Path | None:
@@ -4564,12 +4560,9 @@ def _trigger_entry_problems(item: Any, file: str, path: str, cid: str) -> list[P
 
 def _read_trigger_set(path: Path, first_index: int) -> tuple[list[Case], list[Problem], str]:
     """A trigger file's cases, its problems and its text (empty when unreadable)."""
-    text, problems = _read_suite_text(path)
-    if text is None:
-        return [], problems, ""
-    data, problems = _parse_json_document(text, str(path))
-    if data is None:
-        return [], problems, text
+    text, data, problems = _read_suite_document(path)
+    if text is None or data is None:
+        return [], problems, text or ""
     if not _is_trigger_document(data):
         return [], [Problem("error", "a trigger file must be a list of trigger queries",
                             str(path), "(top level)", fix=f"write [{_TRIGGER_ENTRY}, ...]")], text
@@ -4603,12 +4596,9 @@ def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedS
     """Read and check a suite, or a trigger file given on its own (its queries are then the
     suite's only cases), completely; never raises for bad input."""
     suite_path = Path(os.path.abspath(path))
-    text, problems = _read_suite_text(suite_path)
-    if text is None:
-        return LoadedSuite(None, problems, set())
-    data, problems = _parse_json_document(text, str(suite_path))
-    if data is None:
-        foreign = _unparsable_format(text, suite_path)
+    text, data, problems = _read_suite_document(suite_path)
+    if text is None or data is None:
+        foreign = _unparsable_format(text, suite_path) if text is not None else None
         return LoadedSuite(None, [foreign] if foreign else problems, set())
     root, root_problems = _choose_root(suite_path, repo_root)
     # Without a root the suite is refused, but its fixtures are still looked up from where the
