@@ -3515,13 +3515,9 @@ class _SuiteChecker:
             self.error(f"evals must be a list of cases, not {_type_name(value)}", "evals",
                        'write it as "evals": [{"id": ..., "prompt": ...}]')
             return []
-        cases = []
         seen_ids: dict[str, tuple[int, Any]] = {}  # an id's text -> (index, the id as written)
-        for index, raw in enumerate(value):
-            case = self.check_case(raw, index, common, seen_ids)
-            if case is not None:
-                cases.append(case)
-        return cases
+        cases = [self.check_case(raw, index, common, seen_ids) for index, raw in enumerate(value)]
+        return [case for case in cases if case is not None]
 
     def check_case_id(self, raw: dict, index: int,
                       seen_ids: dict[str, tuple[int, Any]]) -> str | int | None:
@@ -3629,15 +3625,12 @@ class _SuiteChecker:
                        "split the case, or keep the messages the skill's behaviour turns on",
                        cid)
             return []
-        turns = []
-        for at, message in enumerate(value):
-            if not isinstance(message, str) or not message.strip():
-                self.error(f"each turn must be a non-empty string, not {_text_shown(message)}",
-                           _path_join(path, at), "write the user's message as text in quotes",
-                           cid)
-                continue
-            turns.append(message)
-        return turns if len(turns) == len(value) else []
+        bad = [at for at, message in enumerate(value)
+               if not isinstance(message, str) or not message.strip()]
+        for at in bad:
+            self.error(f"each turn must be a non-empty string, not {_text_shown(value[at])}",
+                       _path_join(path, at), "write the user's message as text in quotes", cid)
+        return [] if bad else list(value)
 
     def simulated_user(self, value: Any, path: str, cid: str | None) -> SimulatedUser | None:
         example = ('write it as {"persona": "a data analyst in a hurry", "goal": "a CSV '
@@ -4041,12 +4034,9 @@ class _SuiteChecker:
     # -- fixture files -----------------------------------------------------
 
     def check_files(self, value: Any, path: str, cid: str | None) -> list[str]:
-        resolved = []
-        for i, entry in self.string_entries(value, path, "files", cid):
-            rel = self.resolve_fixture(entry, _path_join(path, i), cid)
-            if rel is not None:
-                resolved.append(rel)
-        return resolved
+        resolved = [self.resolve_fixture(entry, _path_join(path, i), cid)
+                    for i, entry in self.string_entries(value, path, "files", cid)]
+        return [rel for rel in resolved if rel is not None]
 
     def resolve_fixture(self, entry: str, path: str, cid: str | None) -> str | None:
         if "\x00" in entry or os.path.isabs(entry) or entry.startswith("~"):
