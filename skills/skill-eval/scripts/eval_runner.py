@@ -3439,18 +3439,15 @@ class _SuiteChecker:
         self.check_unknown_keys(data, TOP_LEVEL_KEYS, "", "top-level")
         self.require(data, REQUIRED_TOP_LEVEL_KEYS, "(top level)", "the top-level object")
         skill_name = self.skill_name = self.check_skill_name(data.get("skill_name"))
-        common: list[str] = []
-        if "common_assertions" in data:
-            common, self.common_paired = self.assertion_list(
-                data["common_assertions"], "common_assertions", "common_assertions", None)
-        if "common_checks" in data:
-            self.common_checks = self.check_list(data["common_checks"], "common_checks", None, [])
+        common, self.common_paired = self.assertion_list(
+            data.get("common_assertions", []), "common_assertions", "common_assertions", None)
+        self.common_checks = self.check_list(
+            data.get("common_checks", []), "common_checks", None, [])
         self.check_pairs(self.common_paired, self.common_checks, None)
         self.check_names_apart(self.common_checks, common, "common_checks", None)
         self.check_scoring(data.get("scoring"))
-        if "installed_with" in data:
-            self.installed_with = self.check_installed_with(data["installed_with"], skill_name)
-        cases = self.check_cases(data.get("evals"), common) if "evals" in data else []
+        self.installed_with = self.check_installed_with(data.get("installed_with", []), skill_name)
+        cases = self.check_cases(data.get("evals", []), common)
         return skill_name, common, cases
 
     def check_skill_name(self, value: Any) -> str | None:
@@ -3564,16 +3561,12 @@ class _SuiteChecker:
                        "write the task the executor should perform", cid)
         expectations, paired = self.case_assertions(raw, path, cid)
         anti = self.anti_expectations(raw, path, cid)
-        checks = []
-        if "checks" in raw:
-            checks = self.check_list(raw["checks"], _path_join(path, "checks"), cid,
-                                     self.common_checks)
+        checks = self.check_list(raw.get("checks", []), _path_join(path, "checks"), cid,
+                                 self.common_checks)
         self.check_pairs(paired, [*self.common_checks, *checks], cid)
         self.check_names_apart(checks, [*common, *expectations], _path_join(path, "checks"), cid)
         self.check_names_apart(self.common_checks, expectations, "common_checks", cid)
-        files = []
-        if "files" in raw:
-            files = self.check_files(raw["files"], _path_join(path, "files"), cid)
+        files = self.check_files(raw.get("files", []), _path_join(path, "files"), cid)
         name = self.optional_text(raw, "name", path, cid)
         expected_output = self.optional_text(raw, "expected_output", path, cid)
         for key in ("archetype", "project_class"):
@@ -3683,10 +3676,8 @@ class _SuiteChecker:
     def anti_expectations(self, raw: dict, path: str, cid: str | None) -> list[str]:
         """What the output must not do; graded as the negated sentence (see
         ANTI_EXPECTATION_PREFIX)."""
-        if "anti_expectations" not in raw:
-            return []
         where = _path_join(path, "anti_expectations")
-        texts, paired = self.assertion_list(raw["anti_expectations"], where,
+        texts, paired = self.assertion_list(raw.get("anti_expectations", []), where,
                                             "anti_expectations", cid)
         for _, check_path in paired.values():
             self.error("an anti-expectation cannot name a check", check_path,
