@@ -3323,9 +3323,10 @@ def trigger_files_in_folder(folder: Path) -> list[Path]:
 class _SuiteChecker:
     """Collects every problem in one suite document (it never stops at the first)."""
 
-    def __init__(self, file: str, root: Path, suite_path: Path):
-        self.file = file
+    def __init__(self, root: Path, suite_path: Path):
+        self.file = str(suite_path)
         self.root = root
+        self.real_root = Path(os.path.realpath(root))  # where a fixture must resolve
         self.suite_path = suite_path
         self.problems: list[Problem] = []
         self.fixture_files: set[str] = set()
@@ -3498,8 +3499,7 @@ class _SuiteChecker:
         if entry in kept:
             return "is listed twice", "list each package once"
         folder = self.root / entry
-        if not folder.is_dir() or not is_within(Path(os.path.realpath(folder)),
-                                                 Path(os.path.realpath(self.root))):
+        if not folder.is_dir() or not is_within(Path(os.path.realpath(folder)), self.real_root):
             return (f"names no folder in the repository ({folder})",
                     "list an existing skills/<name> folder, or remove the entry")
         if not (folder / "SKILL.md").is_file():
@@ -4051,10 +4051,9 @@ class _SuiteChecker:
     def near_fixture(self, entry: str) -> str:
         """A did-you-mean for a missing fixture: a close name in the folder it names."""
         folder, name = os.path.split(entry)
-        real_root = Path(os.path.realpath(self.root))
         for base in self.fixture_bases():
             parent = Path(os.path.realpath(base / folder))
-            if not (is_within(parent, real_root) and parent.is_dir()):
+            if not (is_within(parent, self.real_root) and parent.is_dir()):
                 continue
             try:
                 names = os.listdir(parent)
@@ -4074,9 +4073,8 @@ class _SuiteChecker:
         return list(dict.fromkeys(bases))
 
     def accept_fixture(self, entry: str, candidate: Path, path: str, cid: str | None) -> str | None:
-        real_root = Path(os.path.realpath(self.root))
         real = Path(os.path.realpath(candidate))
-        if not is_within(real, real_root):
+        if not is_within(real, self.real_root):
             self.error(f"fixture {entry!r} resolves outside the repository ({real})", path,
                        "keep fixtures inside the repository; do not link out of it", cid)
             return None
@@ -4090,18 +4088,19 @@ class _SuiteChecker:
             self.error(f"fixture {entry!r} is a broken link", path,
                        "point the link at an existing file inside the repository", cid)
             return None
-        problem = self.fixture_problem(rel, real, real_root)
+        problem = self.fixture_problem(rel, real)
         if problem:
             self.error(f"fixture {entry!r} {problem}", path,
                        "list only task material, e.g. under evals/<skill>/fixtures/", cid)
             return None
         if real.is_dir():
-            return self.accept_fixture_folder(entry, rel, real, real_root, path, cid)
+            return self.accept_fixture_folder(entry, rel, real, path, cid)
         self.fixture_files.add(rel.as_posix())
         return rel.as_posix()
 
-    def fixture_problem(self, rel: Path, real: Path, real_root: Path) -> str | None:
+    def fixture_problem(self, rel: Path, real: Path) -> str | None:
         """Why a fixture may not reach the executor, or None."""
+        real_root = self.real_root
         bad = _forbidden_fixture_part(rel) or _forbidden_fixture_part(real.relative_to(real_root))
         if bad:
             return f"lies under {bad}/, which is host-local or generated state"
@@ -4122,15 +4121,15 @@ class _SuiteChecker:
                        if skill_dir == real_root else ""))
         return None
 
-    def accept_fixture_folder(self, entry: str, rel: Path, real: Path, real_root: Path,
-                              path: str, cid: str | None) -> str | None:
+    def accept_fixture_folder(self, entry: str, rel: Path, real: Path, path: str,
+                              cid: str | None) -> str | None:
         inner = []
         for file in walk_files(real):
             inner_rel = rel / file.relative_to(real)
             inner_real = Path(os.path.realpath(file))
-            problem = ("leaves the repository" if not is_within(inner_real, real_root) else
+            problem = ("leaves the repository" if not is_within(inner_real, self.real_root) else
                        "is a broken link" if not inner_real.exists() else
-                       self.fixture_problem(inner_rel, inner_real, real_root))
+                       self.fixture_problem(inner_rel, inner_real))
             if problem:
                 self.error(f"fixture folder {entry!r} holds {inner_rel.as_posix()!r}, which "
                            f"{problem}", path, "remove it from the folder or list files one by "
@@ -4584,7 +4583,7 @@ def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedS
     root, root_problems = _choose_root(suite_path, repo_root)
     # Without a root the suite is refused, but its fixtures are still looked up from where the
     # root most likely is, so fixing the layout reveals no second round of errors.
-    checker = _SuiteChecker(str(suite_path), root or _provisional_root(suite_path), suite_path)
+    checker = _SuiteChecker(root or _provisional_root(suite_path), suite_path)
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     if _is_trigger_document(data):
         common: list[str] = []
