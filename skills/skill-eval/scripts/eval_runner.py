@@ -3095,54 +3095,19 @@ def _walk_json(value: Any) -> Iterator[tuple[str, Any, int]]:
     while stack:
         node_path, node, depth = stack.pop()
         yield node_path, node, depth
-        if isinstance(node, dict):
-            items = [(_path_join(node_path, k), v, depth + 1) for k, v in node.items()]
-            stack.extend(reversed(items))
-        elif isinstance(node, list):
-            stack.extend(reversed([(_path_join(node_path, i), v, depth + 1)
-                                   for i, v in enumerate(node)]))
+        if isinstance(node, (dict, list)):
+            pairs = node.items() if isinstance(node, dict) else enumerate(node)
+            stack.extend(reversed([(_path_join(node_path, k), v, depth + 1) for k, v in pairs]))
 
 
-def _parse_json_document(text: str, file: str) -> tuple[Any, list[Problem]]:
-    """Parse strictly: duplicate keys and NaN/Infinity are reported, not absorbed."""
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    try:
-        data = json.loads(text, object_pairs_hook=_make_object, parse_constant=_NonFinite,
-                          parse_float=_parse_float)
-    except json.JSONDecodeError as exc:
-        return None, [Problem("error", f"invalid JSON: {exc.msg}", file,
-                              f"line {exc.lineno}, column {exc.colno}",
-                              fix="correct the JSON syntax at that position")]
-    except ValueError as exc:  # e.g. an integer longer than Python will convert
-        return None, [Problem("error", f"a JSON number cannot be read: {exc}", file,
-                              fix="shorten the number or write it as a string")]
-    except RecursionError:
-        return None, [Problem("error", "JSON is nested too deeply to read", file,
-                              fix=f"keep nesting under {MAX_JSON_DEPTH} levels")]
-    problems = []
-    for path, node, depth in _walk_json(data):
-        if depth > MAX_JSON_DEPTH:  # said alone, and before a path grows longer
-            return None, [Problem("error", f"JSON is nested deeper than {MAX_JSON_DEPTH} levels",
-                                  file, fix="an eval suite needs only a few levels; remove the "
-                                  "nesting")]
-        if isinstance(node, _JsonObject):
-            for key in node.duplicate_keys:
-                problems.append(Problem(
-                    "error", f"key {key!r} appears more than once in one object", file,
-                    _path_join(path, key) if path or key else "(top level)",
-                    fix="keep one copy of the key; JSON would silently keep only the last"))
-        elif isinstance(node, _NonFinite):
-            problems.append(Problem("error", f"{node.token} is not a valid JSON number", file,
-                                    path or "(top level)", fix="use a finite number or a string"))
-    return data, problems
-
-
-def _read_suite_text(path: Path) -> tuple[str | None, list[Problem]]:
+def _read_suite_document(path: Path) -> tuple[str | None, Any, list[Problem]]:
+    """The file's text and its JSON (each None when it cannot be had) and the problems: read
+    strictly, duplicate keys and NaN/Infinity are reported, not absorbed."""
     file = str(path)
+    text: str | None = None  # fail() returns it as it stands when a check fails
 
-    def fail(message: str, fix: str) -> tuple[None, list[Problem]]:
-        return None, [Problem("error", message, file, fix=fix)]
+    def fail(message: str, fix: str, where: str = "") -> tuple[str | None, None, list[Problem]]:
+        return text, None, [Problem("error", message, file, where, fix=fix)]
 
     if not path.exists():
         return fail("suite file not found",
@@ -3151,18 +3116,45 @@ def _read_suite_text(path: Path) -> tuple[str | None, list[Problem]]:
         candidate = path / "evals.json"
         hint = f"pass {candidate}" if candidate.is_file() else "pass the evals.json file itself"
         return fail("the suite path is a folder, not a file", hint)
-    too_big = (f"suite file is larger than the {MAX_SUITE_BYTES // (1024 * 1024)} MB limit",
-               "keep large material in fixture files listed under 'files'")
     try:  # a FIFO or device (a --resume's recorded suite path may name one) is never waited on
         raw = read_bounded(path, MAX_SUITE_BYTES, follow_links=True)
     except FileOverCap:
-        return fail(*too_big)
+        return fail(f"suite file is larger than the {MAX_SUITE_BYTES // (1024 * 1024)} MB limit",
+                    "keep large material in fixture files listed under 'files'")
     except OSError as exc:
         return fail(f"cannot read the suite file: {exc.strerror or exc}", "check its permissions")
     try:
-        return raw.decode("utf-8"), []
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         return fail(f"suite file is not UTF-8 (byte offset {exc.start})", "save the file as UTF-8")
+    try:
+        data = json.loads(text[1:] if text.startswith("\ufeff") else text,
+                          object_pairs_hook=_make_object, parse_constant=_NonFinite,
+                          parse_float=_parse_float)
+    except json.JSONDecodeError as exc:
+        return fail(f"invalid JSON: {exc.msg}", "correct the JSON syntax at that position",
+                    f"line {exc.lineno}, column {exc.colno}")
+    except ValueError as exc:  # e.g. an integer longer than Python will convert
+        return fail(f"a JSON number cannot be read: {exc}",
+                    "shorten the number or write it as a string")
+    except RecursionError:
+        return fail("JSON is nested too deeply to read",
+                    f"keep nesting under {MAX_JSON_DEPTH} levels")
+    problems = []
+    for at, node, depth in _walk_json(data):
+        if depth > MAX_JSON_DEPTH:  # said alone, and before a path grows longer
+            return fail(f"JSON is nested deeper than {MAX_JSON_DEPTH} levels",
+                        "an eval suite needs only a few levels; remove the nesting")
+        if isinstance(node, _JsonObject):
+            for key in node.duplicate_keys:
+                problems.append(Problem(
+                    "error", f"key {key!r} appears more than once in one object", file,
+                    _path_join(at, key) if at or key else "(top level)",
+                    fix="keep one copy of the key; JSON would silently keep only the last"))
+        elif isinstance(node, _NonFinite):
+            problems.append(Problem("error", f"{node.token} is not a valid JSON number", file,
+                                    at or "(top level)", fix="use a finite number or a string"))
+    return text, data, problems
 
 
 def _find_repo_root(suite_path: Path) -> Path | None:
@@ -3205,11 +3197,6 @@ _FOREIGN_KEY_MEANINGS = {
     "should_trigger": "should_activate (false: a task the installed skill should leave alone)",
     "eval_name": "name", "title": "name",
 }
-
-
-def _foreign_key_hint(key: str, what: str) -> str:
-    meaning = _FOREIGN_KEY_MEANINGS.get(key) if what == "case" else None
-    return f"if it means {meaning.split(' ')[0]!r}, write {meaning}; " if meaning else ""
 
 
 def _edits_apart(a: str, b: str, limit: int) -> int:
@@ -3287,9 +3274,10 @@ def trigger_files_in_folder(folder: Path) -> list[Path]:
 class _SuiteChecker:
     """Collects every problem in one suite document (it never stops at the first)."""
 
-    def __init__(self, file: str, root: Path, suite_path: Path):
-        self.file = file
+    def __init__(self, root: Path, suite_path: Path):
+        self.file = str(suite_path)
         self.root = root
+        self.real_root = Path(os.path.realpath(root))  # where a fixture must resolve
         self.suite_path = suite_path
         self.problems: list[Problem] = []
         self.fixture_files: set[str] = set()
@@ -3344,9 +3332,12 @@ class _SuiteChecker:
                            f"unknown {what} key {key!r}", where,
                            f"did you mean {close!r}? rename the key", case_id)
             else:
+                meaning = _FOREIGN_KEY_MEANINGS.get(key) if what == "case" else None
+                hint = (f"if it means {meaning.split(' ')[0]!r}, write {meaning}; " if meaning
+                        else "")
                 self.group("warning", f"{what} key {key!r} is not a skill-eval field; it is "
-                           "ignored", where, _foreign_key_hint(key, what) +
-                           f"known {what} keys: {', '.join(sorted(known))}", case_id)
+                           "ignored", where, f"{hint}known {what} keys: {', '.join(sorted(known))}",
+                           case_id)
 
     def require(self, obj: dict, keys: tuple[str, ...], path: str, where: str,
                 case_id: str | None = None) -> None:
@@ -3389,11 +3380,6 @@ class _SuiteChecker:
     # -- the document ------------------------------------------------------
 
     def check_document(self, data: Any) -> tuple[str | None, list[str], list[Case]]:
-        found = self.check_document_parts(data)
-        self.report_grouped()
-        return found
-
-    def check_document_parts(self, data: Any) -> tuple[str | None, list[str], list[Case]]:
         if not isinstance(data, dict):
             self.problems.append(_not_a_suite_object(data, self.file))
             if _looks_like_case_list(data):  # every problem at once: the cases are read too
@@ -3405,18 +3391,15 @@ class _SuiteChecker:
         self.check_unknown_keys(data, TOP_LEVEL_KEYS, "", "top-level")
         self.require(data, REQUIRED_TOP_LEVEL_KEYS, "(top level)", "the top-level object")
         skill_name = self.skill_name = self.check_skill_name(data.get("skill_name"))
-        common: list[str] = []
-        if "common_assertions" in data:
-            common, self.common_paired = self.assertion_list(
-                data["common_assertions"], "common_assertions", "common_assertions", None)
-        if "common_checks" in data:
-            self.common_checks = self.check_list(data["common_checks"], "common_checks", None, [])
+        common, self.common_paired = self.assertion_list(
+            data.get("common_assertions", []), "common_assertions", "common_assertions", None)
+        self.common_checks = self.check_list(
+            data.get("common_checks", []), "common_checks", None, [])
         self.check_pairs(self.common_paired, self.common_checks, None)
         self.check_names_apart(self.common_checks, common, "common_checks", None)
         self.check_scoring(data.get("scoring"))
-        if "installed_with" in data:
-            self.installed_with = self.check_installed_with(data["installed_with"], skill_name)
-        cases = self.check_cases(data.get("evals"), common) if "evals" in data else []
+        self.installed_with = self.check_installed_with(data.get("installed_with", []), skill_name)
+        cases = self.check_cases(data.get("evals", []), common)
         return skill_name, common, cases
 
     def check_skill_name(self, value: Any) -> str | None:
@@ -3466,11 +3449,8 @@ class _SuiteChecker:
                     "list only other skills; the installed arm always installs this one")
         if entry in kept:
             return "is listed twice", "list each package once"
-        if self.root is None:
-            return None
         folder = self.root / entry
-        if not folder.is_dir() or not is_within(Path(os.path.realpath(folder)),
-                                                 Path(os.path.realpath(self.root))):
+        if not folder.is_dir() or not is_within(Path(os.path.realpath(folder)), self.real_root):
             return (f"names no folder in the repository ({folder})",
                     "list an existing skills/<name> folder, or remove the entry")
         if not (folder / "SKILL.md").is_file():
@@ -3483,13 +3463,9 @@ class _SuiteChecker:
             self.error(f"evals must be a list of cases, not {_type_name(value)}", "evals",
                        'write it as "evals": [{"id": ..., "prompt": ...}]')
             return []
-        cases = []
         seen_ids: dict[str, tuple[int, Any]] = {}  # an id's text -> (index, the id as written)
-        for index, raw in enumerate(value):
-            case = self.check_case(raw, index, common, seen_ids)
-            if case is not None:
-                cases.append(case)
-        return cases
+        cases = [self.check_case(raw, index, common, seen_ids) for index, raw in enumerate(value)]
+        return [case for case in cases if case is not None]
 
     def check_case_id(self, raw: dict, index: int,
                       seen_ids: dict[str, tuple[int, Any]]) -> str | int | None:
@@ -3536,16 +3512,12 @@ class _SuiteChecker:
                        "write the task the executor should perform", cid)
         expectations, paired = self.case_assertions(raw, path, cid)
         anti = self.anti_expectations(raw, path, cid)
-        checks = []
-        if "checks" in raw:
-            checks = self.check_list(raw["checks"], _path_join(path, "checks"), cid,
-                                     self.common_checks)
+        checks = self.check_list(raw.get("checks", []), _path_join(path, "checks"), cid,
+                                 self.common_checks)
         self.check_pairs(paired, [*self.common_checks, *checks], cid)
         self.check_names_apart(checks, [*common, *expectations], _path_join(path, "checks"), cid)
         self.check_names_apart(self.common_checks, expectations, "common_checks", cid)
-        files = []
-        if "files" in raw:
-            files = self.check_files(raw["files"], _path_join(path, "files"), cid)
+        files = self.check_files(raw.get("files", []), _path_join(path, "files"), cid)
         name = self.optional_text(raw, "name", path, cid)
         expected_output = self.optional_text(raw, "expected_output", path, cid)
         for key in ("archetype", "project_class"):
@@ -3597,15 +3569,12 @@ class _SuiteChecker:
                        "split the case, or keep the messages the skill's behaviour turns on",
                        cid)
             return []
-        turns = []
-        for at, message in enumerate(value):
-            if not isinstance(message, str) or not message.strip():
-                self.error(f"each turn must be a non-empty string, not {_text_shown(message)}",
-                           _path_join(path, at), "write the user's message as text in quotes",
-                           cid)
-                continue
-            turns.append(message)
-        return turns if len(turns) == len(value) else []
+        bad = [at for at, message in enumerate(value)
+               if not isinstance(message, str) or not message.strip()]
+        for at in bad:
+            self.error(f"each turn must be a non-empty string, not {_text_shown(value[at])}",
+                       _path_join(path, at), "write the user's message as text in quotes", cid)
+        return [] if bad else list(value)
 
     def simulated_user(self, value: Any, path: str, cid: str | None) -> SimulatedUser | None:
         example = ('write it as {"persona": "a data analyst in a hurry", "goal": "a CSV '
@@ -3658,10 +3627,8 @@ class _SuiteChecker:
     def anti_expectations(self, raw: dict, path: str, cid: str | None) -> list[str]:
         """What the output must not do; graded as the negated sentence (see
         ANTI_EXPECTATION_PREFIX)."""
-        if "anti_expectations" not in raw:
-            return []
         where = _path_join(path, "anti_expectations")
-        texts, paired = self.assertion_list(raw["anti_expectations"], where,
+        texts, paired = self.assertion_list(raw.get("anti_expectations", []), where,
                                             "anti_expectations", cid)
         for _, check_path in paired.values():
             self.error("an anti-expectation cannot name a check", check_path,
@@ -3808,7 +3775,10 @@ class _SuiteChecker:
         name = self.check_name(raw, path, cid)
         timeout = self.check_timeout(raw, path, cid)
         if subject == "trace":
-            kind = self.trace_kind(raw[subject], where, cid)
+            kind = self.one_of("trace", TRACE_KINDS, raw[subject], where,
+                               'write {"trace": "ran", "matches": "pytest"}; for files use "read", '
+                               '"not_read" or "edited", for order "before", for bounds '
+                               '"max_actions" or "max_commands"', cid)
             test, expected = self.check_test("trace", raw, path, cid)
         elif subject in TRACE_PATH_SUBJECTS:
             kind, test, expected = subject, "path", self.trace_path(raw[subject], where, cid)
@@ -3821,14 +3791,14 @@ class _SuiteChecker:
         return Check(name or CHECK_KINDS[subject].describe(kind, test, expected), "trace", kind,
                      test, expected, timeout)
 
-    def trace_kind(self, value: Any, path: str, cid: str | None) -> str | None:
-        if value in TRACE_KINDS:
+    def one_of(self, key: str, choices: tuple[str, ...], value: Any, path: str, fix: str,
+               cid: str | None) -> str | None:
+        """`value` if one of a few fixed choices; a looser match ("replies") names the one meant."""
+        if value in choices:
             return value
-        hint = did_you_mean(str(value), TRACE_KINDS) if isinstance(value, str) else ""
-        self.error(f"'trace' must be one of {', '.join(TRACE_KINDS)}, not {_shown(value)}", path,
-                   f'{hint}write {{"trace": "ran", "matches": "pytest"}}; for files use "read", '
-                   '"not_read" or "edited", for order "before", for bounds "max_actions" or '
-                   '"max_commands"', cid)
+        hint = did_you_mean(str(value), choices) if isinstance(value, str) else ""
+        self.error(f"{key!r} must be one of {', '.join(choices)}, not {_shown(value)}", path,
+                   hint + fix, cid)
         return None
 
     def trace_path(self, value: Any, path: str, cid: str | None) -> str | None:
@@ -3918,14 +3888,8 @@ class _SuiteChecker:
                 return None
             return value
         if subject == "answer":
-            if value not in ANSWER_SOURCES:
-                # Two fixed choices: a looser match ("replies") names the one meant.
-                hint = did_you_mean(str(value), ANSWER_SOURCES) if isinstance(value, str) else ""
-                self.error(f"'answer' must be one of {', '.join(ANSWER_SOURCES)}, not "
-                           f"{_shown(value)}", path, f"{hint}\"reply\" is the executor's final "
-                           "answer, \"artifact\" the document it wrote", cid)
-                return None
-            return value
+            return self.one_of("answer", ANSWER_SOURCES, value, path, "\"reply\" is the "
+                               "executor's final answer, \"artifact\" the document it wrote", cid)
         return self.sandbox_path(value, path, cid, "'file'")
 
     def sandbox_path(self, value: Any, path: str, cid: str | None, what: str) -> str | None:
@@ -4012,16 +3976,11 @@ class _SuiteChecker:
     # -- fixture files -----------------------------------------------------
 
     def check_files(self, value: Any, path: str, cid: str | None) -> list[str]:
-        resolved = []
-        for i, entry in self.string_entries(value, path, "files", cid):
-            rel = self.resolve_fixture(entry, _path_join(path, i), cid)
-            if rel is not None:
-                resolved.append(rel)
-        return resolved
+        resolved = [self.resolve_fixture(entry, _path_join(path, i), cid)
+                    for i, entry in self.string_entries(value, path, "files", cid)]
+        return [rel for rel in resolved if rel is not None]
 
     def resolve_fixture(self, entry: str, path: str, cid: str | None) -> str | None:
-        if self.root is None:
-            return None
         if "\x00" in entry or os.path.isabs(entry) or entry.startswith("~"):
             self.error(f"fixture path {entry!r} must be relative to the repository root",
                        path, "write it as evals/<skill>/fixtures/...", cid)
@@ -4043,10 +4002,9 @@ class _SuiteChecker:
     def near_fixture(self, entry: str) -> str:
         """A did-you-mean for a missing fixture: a close name in the folder it names."""
         folder, name = os.path.split(entry)
-        real_root = Path(os.path.realpath(self.root))
         for base in self.fixture_bases():
             parent = Path(os.path.realpath(base / folder))
-            if not (is_within(parent, real_root) and parent.is_dir()):
+            if not (is_within(parent, self.real_root) and parent.is_dir()):
                 continue
             try:
                 names = os.listdir(parent)
@@ -4066,9 +4024,8 @@ class _SuiteChecker:
         return list(dict.fromkeys(bases))
 
     def accept_fixture(self, entry: str, candidate: Path, path: str, cid: str | None) -> str | None:
-        real_root = Path(os.path.realpath(self.root))
         real = Path(os.path.realpath(candidate))
-        if not is_within(real, real_root):
+        if not is_within(real, self.real_root):
             self.error(f"fixture {entry!r} resolves outside the repository ({real})", path,
                        "keep fixtures inside the repository; do not link out of it", cid)
             return None
@@ -4082,18 +4039,19 @@ class _SuiteChecker:
             self.error(f"fixture {entry!r} is a broken link", path,
                        "point the link at an existing file inside the repository", cid)
             return None
-        problem = self.fixture_problem(rel, real, real_root)
+        problem = self.fixture_problem(rel, real)
         if problem:
             self.error(f"fixture {entry!r} {problem}", path,
                        "list only task material, e.g. under evals/<skill>/fixtures/", cid)
             return None
         if real.is_dir():
-            return self.accept_fixture_folder(entry, rel, real, real_root, path, cid)
+            return self.accept_fixture_folder(entry, rel, real, path, cid)
         self.fixture_files.add(rel.as_posix())
         return rel.as_posix()
 
-    def fixture_problem(self, rel: Path, real: Path, real_root: Path) -> str | None:
+    def fixture_problem(self, rel: Path, real: Path) -> str | None:
         """Why a fixture may not reach the executor, or None."""
+        real_root = self.real_root
         bad = _forbidden_fixture_part(rel) or _forbidden_fixture_part(real.relative_to(real_root))
         if bad:
             return f"lies under {bad}/, which is host-local or generated state"
@@ -4114,15 +4072,15 @@ class _SuiteChecker:
                        if skill_dir == real_root else ""))
         return None
 
-    def accept_fixture_folder(self, entry: str, rel: Path, real: Path, real_root: Path,
-                              path: str, cid: str | None) -> str | None:
+    def accept_fixture_folder(self, entry: str, rel: Path, real: Path, path: str,
+                              cid: str | None) -> str | None:
         inner = []
         for file in walk_files(real):
             inner_rel = rel / file.relative_to(real)
             inner_real = Path(os.path.realpath(file))
-            problem = ("leaves the repository" if not is_within(inner_real, real_root) else
+            problem = ("leaves the repository" if not is_within(inner_real, self.real_root) else
                        "is a broken link" if not inner_real.exists() else
-                       self.fixture_problem(inner_rel, inner_real, real_root))
+                       self.fixture_problem(inner_rel, inner_real))
             if problem:
                 self.error(f"fixture folder {entry!r} holds {inner_rel.as_posix()!r}, which "
                            f"{problem}", path, "remove it from the folder or list files one by "
@@ -4533,12 +4491,9 @@ def _trigger_entry_problems(item: Any, file: str, path: str, cid: str) -> list[P
 
 def _read_trigger_set(path: Path, first_index: int) -> tuple[list[Case], list[Problem], str]:
     """A trigger file's cases, its problems and its text (empty when unreadable)."""
-    text, problems = _read_suite_text(path)
-    if text is None:
-        return [], problems, ""
-    data, problems = _parse_json_document(text, str(path))
-    if data is None:
-        return [], problems, text
+    text, data, problems = _read_suite_document(path)
+    if text is None or data is None:
+        return [], problems, text or ""
     if not _is_trigger_document(data):
         return [], [Problem("error", "a trigger file must be a list of trigger queries",
                             str(path), "(top level)", fix=f"write [{_TRIGGER_ENTRY}, ...]")], text
@@ -4572,17 +4527,14 @@ def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedS
     """Read and check a suite, or a trigger file given on its own (its queries are then the
     suite's only cases), completely; never raises for bad input."""
     suite_path = Path(os.path.abspath(path))
-    text, problems = _read_suite_text(suite_path)
-    if text is None:
-        return LoadedSuite(None, problems, set())
-    data, problems = _parse_json_document(text, str(suite_path))
-    if data is None:
-        foreign = _unparsable_format(text, suite_path)
+    text, data, problems = _read_suite_document(suite_path)
+    if text is None or data is None:
+        foreign = _unparsable_format(text, suite_path) if text is not None else None
         return LoadedSuite(None, [foreign] if foreign else problems, set())
     root, root_problems = _choose_root(suite_path, repo_root)
     # Without a root the suite is refused, but its fixtures are still looked up from where the
     # root most likely is, so fixing the layout reveals no second round of errors.
-    checker = _SuiteChecker(str(suite_path), root or _provisional_root(suite_path), suite_path)
+    checker = _SuiteChecker(root or _provisional_root(suite_path), suite_path)
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     if _is_trigger_document(data):
         common: list[str] = []
@@ -4595,6 +4547,7 @@ def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedS
                                     "the skill"))
     else:
         skill_name, common, cases = checker.check_document(data)
+        checker.report_grouped()
         problems += checker.problems
         cases, digest = _with_trigger_set_beside(suite_path, cases, digest, problems)
     problems = root_problems + problems
