@@ -11893,8 +11893,7 @@ def _assertion_row(run: RunResult, exp: Verdict, shared: bool,
                         {c: interval for c, (_, interval) in gains.items()}, same)
 
 
-def pass_hat_k(per_eval: Sequence[PerEval], runs: list[RunResult],
-               config: str) -> PassHatK | None:
+def pass_hat_k(per_eval: Sequence[PerEval], config: str) -> PassHatK | None:
     """Share of evals whose k runs all passed every assertion, k the runs an eval had (after
     an adaptive stop, the waves that ran, not --runs). An eval with an unscored run is left
     out and counted apart: a run that failed to run is neither a pass nor a failure."""
@@ -11941,7 +11940,7 @@ def aggregate(records: list[RunRecord], meta: Metadata) -> Benchmark:
                                     if cand_rate is not None and base_rate is not None else None),
         comparisons=tuple(compared),
         per_assertion=tuple(per_assertion(runs, configs, common)),
-        pass_hat_k=({c: pass_hat_k(per_eval, runs, c) for c in configs}
+        pass_hat_k=({c: pass_hat_k(per_eval, c) for c in configs}
                     if (meta.runs_per_configuration or 1) > 1 else None),
         per_eval=per_eval,
         judge=JudgeSummary(grader_runs, _judge_cost(runs, configs),
