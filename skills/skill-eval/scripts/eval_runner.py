@@ -12163,25 +12163,19 @@ def judge_vs_checks(runs: list[RunResult], common: list[str] | None) -> JudgeVsC
 
 
 def _agreement_of(votes: list[tuple[bool, bool]]) -> Agreement:
-    """count, agreed, agreement rate and Cohen's kappa of (judge, check) verdicts."""
-    n = len(votes)
-    agreed = sum(judge == check for judge, check in votes)
-    return Agreement(n, agreed, agreed / n if n else None, _cohen_kappa(votes))
-
-
-def _cohen_kappa(votes: list[tuple[bool, bool]]) -> Metric:
-    """Cohen's kappa of two raters on pass/fail, or absent with the reason it is undefined."""
+    """count, agreed, agreement rate and Cohen's kappa of (judge, check) verdicts; the kappa
+    of two raters on pass/fail, or absent with the reason it is undefined."""
     n = len(votes)
     if not n:
-        return Metric(None, absent_reason="no paired verdicts")
-    observed = sum(a == b for a, b in votes) / n
-    first = sum(a for a, _ in votes) / n
-    second = sum(b for _, b in votes) / n
+        return Agreement(0, 0, None, Metric(None, absent_reason="no paired verdicts"))
+    agreed = sum(judge == check for judge, check in votes)
+    first = sum(judge for judge, _ in votes) / n
+    second = sum(check for _, check in votes) / n
     chance = first * second + (1 - first) * (1 - second)
-    if chance >= 1 - _RATE_EPSILON:
-        return Metric(None, absent_reason="both gave the same verdict in every cell, so "
-                      "agreement by chance is certain")
-    return Metric(_snap((observed - chance) / (1 - chance)))
+    kappa = (Metric(None, absent_reason="both gave the same verdict in every cell, so "
+                    "agreement by chance is certain") if chance >= 1 - _RATE_EPSILON
+             else Metric(_snap((agreed / n - chance) / (1 - chance))))
+    return Agreement(n, agreed, agreed / n, kappa)
 
 
 def _judge_cost(runs: list[RunResult], configs: tuple[str, ...]) -> JudgeCost:
