@@ -12481,7 +12481,14 @@ def _iteration_flags(benchmark: Benchmark, meta: Metadata) -> Iterator[SanityFla
             yield _flag("warning", "dirty_fixtures",
                         f"declared fixtures differ from git {moment} the run: "
                         f"{', '.join(state.dirty[:10])}")
-    yield from _checkout_flags(meta.checkout_check)
+    check = meta.checkout_check  # None: an iteration written before the checkout was compared
+    if check and not check.checked:
+        yield _flag("warning", "checkout_unchecked", "the source checkout was not compared "
+                    f"before and after the run: {check.reason}")
+    elif check and check.changed_count:
+        yield _flag("error", "checkout_modified",
+                    f"the source checkout changed while agents ran ({check.changed_count} "
+                    f"file(s)): {named_changes(check.changed or (), check.changed_count)}")
     baseline_ran = "without_skill" in meta.configs
     confined = meta.isolation is not None and meta.isolation.confined
     for place in meta.skill_installed_elsewhere or ():
@@ -12540,18 +12547,6 @@ def named_changes(changes: Sequence[FileChange], total: int) -> str:
     names = ", ".join(f"{c.path} ({c.change})" for c in changes)
     more = total - len(changes)
     return names + (f" and {more} more" if more > 0 else "")
-
-
-def _checkout_flags(check: CheckoutState | None) -> Iterator[SanityFlag]:
-    if not check:  # an iteration written before the checkout was compared
-        return
-    if not check.checked:
-        yield _flag("warning", "checkout_unchecked", "the source checkout was not compared "
-                    f"before and after the run: {check.reason}")
-    elif check.changed_count:
-        yield _flag("error", "checkout_modified",
-                    f"the source checkout changed while agents ran ({check.changed_count} "
-                    f"file(s)): {named_changes(check.changed or (), check.changed_count)}")
 
 
 _RESULTS_FLAG_KINDS = ("results_modified", "results_unverifiable")
