@@ -11322,7 +11322,19 @@ def spending_shares(looks: int, alpha: float = ALPHA, spending: str = SEQUENTIAL
     smallest p those evals can give could never decide: it spends nothing and passes its
     share on to the next look. That depends only on the plan, fixed before the first wave.
     """
-    nominal = _nominal_shares(looks, alpha, spending)
+    normal = statistics.NormalDist()
+    z = normal.inv_cdf(1 - alpha / 2)
+
+    def spent(t: float) -> float:
+        if t <= 0:
+            return 0.0
+        if t >= 1:
+            return alpha
+        if spending == "obrien-fleming":
+            return 2 - 2 * normal.cdf(z / math.sqrt(t))
+        return alpha * math.log(1 + (math.e - 1) * t)
+
+    nominal = [spent(k / looks) - spent((k - 1) / looks) for k in range(1, looks + 1)]
     if evals is None:
         return nominal
     best, shares, carried = smallest_p(evals), [], 0.0
@@ -11342,22 +11354,6 @@ def deciding_looks(looks: int, evals: int) -> list[int]:
     smallest p of the sign-flip test."""
     return [k for k, share in enumerate(spending_shares(looks, evals=evals), 1)
             if share >= smallest_p(evals) - 1e-12]
-
-
-def _nominal_shares(looks: int, alpha: float, spending: str) -> list[float]:
-    normal = statistics.NormalDist()
-    z = normal.inv_cdf(1 - alpha / 2)
-
-    def spent(t: float) -> float:
-        if t <= 0:
-            return 0.0
-        if t >= 1:
-            return alpha
-        if spending == "obrien-fleming":
-            return 2 - 2 * normal.cdf(z / math.sqrt(t))
-        return alpha * math.log(1 + (math.e - 1) * t)
-
-    return [spent(k / looks) - spent((k - 1) / looks) for k in range(1, looks + 1)]
 
 
 def _decision(ci: tuple[float, float], paired: int) -> str | None:
