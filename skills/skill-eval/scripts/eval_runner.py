@@ -11193,14 +11193,6 @@ _INTERVAL_METHOD = ("the hull of two intervals of the mean per-eval delta at the
 _STEP_MAX_ASSERTIONS = 100
 
 
-def _assertion_units(rates: Sequence[float]) -> int | None:
-    """The fewest assertions a run could have had to give every one of these pass rates."""
-    for units in range(1, _STEP_MAX_ASSERTIONS + 1):
-        if all(abs(rate * units - round(rate * units)) <= 1e-9 for rate in rates):
-            return units
-    return None
-
-
 def _delta_step(pairs: list[tuple[list[float], list[float]]]) -> float:
     """The smallest non-zero change of an eval's delta (one assertion of one run), the
     median over the evals: 1 with one run of one assertion, 1/9 with 3 runs of 3."""
@@ -11595,7 +11587,10 @@ class _ForecastEval:
 def _forecast_evals(pairs: list[tuple[list[float], list[float]]]) -> list[_ForecastEval]:
     rows = []
     for cand, base in pairs:
-        units = _assertion_units([*cand, *base]) or _STEP_MAX_ASSERTIONS
+        # the fewest assertions a run could have had to give every one of these pass rates
+        units = next((n for n in range(1, _STEP_MAX_ASSERTIONS + 1)
+                      if all(abs(r * n - round(r * n)) <= 1e-9 for r in (*cand, *base))),
+                     _STEP_MAX_ASSERTIONS)
         rows.append(_ForecastEval(units, tuple(round(r * units) for r in cand),
                                   tuple(round(r * units) for r in base)))
     return rows
