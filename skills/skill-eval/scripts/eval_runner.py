@@ -11271,12 +11271,9 @@ def _too_few(paired: int) -> str:
 def _claim(decision: str | None, level: str, where: str) -> tuple[str, str]:
     """The verdict, and its reason: the interval at this level lies above 0, below 0, or
     includes it."""
-    interval = f"the {level} interval of the mean per-eval delta"
-    if decision == "improved":
-        return "improved", f"{interval} lies above 0 ({where})"
-    if decision == "regressed":
-        return "regressed", f"{interval} lies below 0 ({where})"
-    return "inconclusive", f"{interval} includes 0 ({where})"
+    verdict = decision if decision in ("improved", "regressed") else "inconclusive"
+    side = {"improved": "lies above", "regressed": "lies below"}.get(verdict, "includes")
+    return verdict, f"the {level} interval of the mean per-eval delta {side} 0 ({where})"
 
 
 # -- adaptive runs: a sequential verdict over waves of runs (issue 25) ----------------------
