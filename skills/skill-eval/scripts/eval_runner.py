@@ -12175,22 +12175,15 @@ def _judge_cost(runs: list[RunResult], configs: tuple[str, ...]) -> JudgeCost:
         stats = {name: _stats(g.total(name) for g in mine) for name in _GRADER_METRICS}
         per_config[config] = JudgeConfigCost(len(mine), sum(g.calls for g in mine), **stats)
     graders = [grader for _, grader in judged]
-    totals = {}
+    totals, absent = {}, {}
     for name in _GRADER_METRICS:  # a total only when every grader reported its part
         known = [value for g in graders if (value := g.total(name)) is not None]
         totals[name] = math.fsum(known) if graders and len(known) == len(graders) else None
-    return JudgeCost(per_config, JudgeCostTotal(sum(g.calls for g in graders), **totals),
-                     {name: _grader_absent_reason(graders, name) for name in _GRADER_METRICS})
-
-
-def _grader_absent_reason(judged: list[GraderCost], name: str) -> str | None:
-    if not judged:
-        return "no grader ran"
-    for grader in judged:
-        source = grader.metric_sources.get(name) or not_captured("not reported")
-        if source.value is None:
-            return source.absent_reason or "not reported"
-    return None
+        # why a total is absent: the reason of the first grader that did not report its part
+        sources = [g.metric_sources.get(name) or not_captured("not reported") for g in graders]
+        absent[name] = "no grader ran" if not graders else next(
+            (s.absent_reason or "not reported" for s in sources if s.value is None), None)
+    return JudgeCost(per_config, JudgeCostTotal(sum(g.calls for g in graders), **totals), absent)
 
 
 def _fleiss_kappa(yes_counts: list[int], k: int) -> FleissKappa:
