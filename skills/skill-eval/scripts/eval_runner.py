@@ -11933,7 +11933,7 @@ def aggregate(records: list[RunRecord], meta: Metadata) -> Benchmark:
         per_eval=per_eval,
         judge=JudgeSummary(grader_runs, _judge_cost(runs, configs),
                            _judge_agreement(scored, grader_runs),
-                           judge_variance(scored, configs, grader_runs)),
+                           judge_variance(scored, grader_runs)),
         judge_vs_checks=judge_vs_checks(runs, common),
         activation=_activation_summary(plain, configs) if plain or not runs else None,
         trigger=_trigger_summary(runs, configs, meta.agent),
@@ -12244,8 +12244,7 @@ def _sample_variance(values: list[float]) -> float:
     return math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)
 
 
-def judge_variance(scored: list[RunResult], configs: tuple[str, ...],
-                   k: int) -> JudgeVariance:
+def judge_variance(scored: list[RunResult], k: int) -> JudgeVariance:
     """How much of the spread of a pass rate comes from the judge, how much from the executor.
 
     Per eval and config, each of the K gradings of each of the R runs gives one pass rate.
