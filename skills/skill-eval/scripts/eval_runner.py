@@ -11390,8 +11390,7 @@ def _still_reachable(pairs: list[tuple[list[float], list[float]]], look: int,
     return False
 
 
-def sequential_look(pairs: list[tuple[list[float], list[float]]], look: int, looks: int,
-                    spending: str = SEQUENTIAL_SPENDING) -> Look:
+def sequential_look(pairs: list[tuple[list[float], list[float]]], look: int, looks: int) -> Look:
     """Look `look` of `looks` (1-based): the test at this look's share of alpha, its interval
     (every shift the test at that level does not reject), and whether the waves stop.
 
@@ -11399,7 +11398,7 @@ def sequential_look(pairs: list[tuple[list[float], list[float]]], look: int, loo
     arm may still have none). `stop` is the decision, "futility" when no later look could
     reach one, "ceiling" at the last look, or None to run the next wave.
     """
-    shares = spending_shares(looks, ALPHA, spending, evals=len(pairs))
+    shares = spending_shares(looks, evals=len(pairs))
     level = shares[look - 1]
     scored = [(cand, base) for cand, base in pairs if cand and base]
     deltas = _paired_deltas(scored)
