@@ -373,10 +373,11 @@ class KappaTests(unittest.TestCase):
     def test_cohen_kappa_of_known_tables(self) -> None:
         from tests.helpers import runner
         t, f = True, False
-        self.assertAlmostEqual(runner._cohen_kappa([(t, t), (t, t), (f, f), (t, f)]).value, 0.5)
-        self.assertAlmostEqual(runner._cohen_kappa([(t, f), (f, t)]).value, -1.0)
-        self.assertEqual(runner._cohen_kappa([(t, t), (f, f)]).value, 1.0)
-        self.assertIsNone(runner._cohen_kappa([]).value)
+        kappa = runner._agreement_of([(t, t), (t, t), (f, f), (t, f)]).kappa
+        self.assertAlmostEqual(kappa.value, 0.5)
+        self.assertAlmostEqual(runner._agreement_of([(t, f), (f, t)]).kappa.value, -1.0)
+        self.assertEqual(runner._agreement_of([(t, t), (f, f)]).kappa.value, 1.0)
+        self.assertIsNone(runner._agreement_of([]).kappa.value)
 
 
 @unittest.skipUnless(VIEWER.is_file() and AGGREGATOR.is_file(),

@@ -108,16 +108,16 @@ class VarianceSplitTests(unittest.TestCase):
         # judge share = 0.0625 / 0.3125 = 0.2
         runs = [self.graded_run(1, [[True, True], [True, True]]),
                 self.graded_run(2, [[False, True], [False, False]])]
-        split = runner.judge_variance(runs, ("with_skill",), 2).to_json()
+        split = runner.judge_variance(runs, 2).to_json()
         self.assertAlmostEqual(split["judge_variance"], 0.0625)
         self.assertAlmostEqual(split["executor_variance"], 0.25)
         self.assertAlmostEqual(split["value"], 0.2)
 
     def test_absent_without_repeats(self) -> None:
         self.assertIn("--grader-runs 1",
-                      runner.judge_variance([], ("with_skill",), 1).absent_reason)
+                      runner.judge_variance([], 1).absent_reason)
         one_run = [self.graded_run(1, [[True, False]])]
-        self.assertIn("--runs 2", runner.judge_variance(one_run, ("with_skill",), 2)
+        self.assertIn("--runs 2", runner.judge_variance(one_run, 2)
                       .absent_reason)
 
 

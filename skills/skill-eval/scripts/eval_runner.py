@@ -11097,14 +11097,6 @@ _INTERVAL_METHOD = ("the hull of two intervals of the mean per-eval delta at the
 _STEP_MAX_ASSERTIONS = 100
 
 
-def _assertion_units(rates: Sequence[float]) -> int | None:
-    """The fewest assertions a run could have had to give every one of these pass rates."""
-    for units in range(1, _STEP_MAX_ASSERTIONS + 1):
-        if all(abs(rate * units - round(rate * units)) <= 1e-9 for rate in rates):
-            return units
-    return None
-
-
 def _delta_step(pairs: list[tuple[list[float], list[float]]]) -> float:
     """The smallest non-zero change of an eval's delta (one assertion of one run), the
     median over the evals: 1 with one run of one assertion, 1/9 with 3 runs of 3."""
@@ -11183,12 +11175,9 @@ def _too_few(paired: int) -> str:
 def _claim(decision: str | None, level: str, where: str) -> tuple[str, str]:
     """The verdict, and its reason: the interval at this level lies above 0, below 0, or
     includes it."""
-    interval = f"the {level} interval of the mean per-eval delta"
-    if decision == "improved":
-        return "improved", f"{interval} lies above 0 ({where})"
-    if decision == "regressed":
-        return "regressed", f"{interval} lies below 0 ({where})"
-    return "inconclusive", f"{interval} includes 0 ({where})"
+    verdict = decision if decision in ("improved", "regressed") else "inconclusive"
+    side = {"improved": "lies above", "regressed": "lies below"}.get(verdict, "includes")
+    return verdict, f"the {level} interval of the mean per-eval delta {side} 0 ({where})"
 
 
 # -- adaptive runs: a sequential verdict over waves of runs (issue 25) ----------------------
@@ -11226,7 +11215,19 @@ def spending_shares(looks: int, alpha: float = ALPHA, spending: str = SEQUENTIAL
     smallest p those evals can give could never decide: it spends nothing and passes its
     share on to the next look. That depends only on the plan, fixed before the first wave.
     """
-    nominal = _nominal_shares(looks, alpha, spending)
+    normal = statistics.NormalDist()
+    z = normal.inv_cdf(1 - alpha / 2)
+
+    def spent(t: float) -> float:
+        if t <= 0:
+            return 0.0
+        if t >= 1:
+            return alpha
+        if spending == "obrien-fleming":
+            return 2 - 2 * normal.cdf(z / math.sqrt(t))
+        return alpha * math.log(1 + (math.e - 1) * t)
+
+    nominal = [spent(k / looks) - spent((k - 1) / looks) for k in range(1, looks + 1)]
     if evals is None:
         return nominal
     best, shares, carried = smallest_p(evals), [], 0.0
@@ -11246,22 +11247,6 @@ def deciding_looks(looks: int, evals: int) -> list[int]:
     smallest p of the sign-flip test."""
     return [k for k, share in enumerate(spending_shares(looks, evals=evals), 1)
             if share >= smallest_p(evals) - 1e-12]
-
-
-def _nominal_shares(looks: int, alpha: float, spending: str) -> list[float]:
-    normal = statistics.NormalDist()
-    z = normal.inv_cdf(1 - alpha / 2)
-
-    def spent(t: float) -> float:
-        if t <= 0:
-            return 0.0
-        if t >= 1:
-            return alpha
-        if spending == "obrien-fleming":
-            return 2 - 2 * normal.cdf(z / math.sqrt(t))
-        return alpha * math.log(1 + (math.e - 1) * t)
-
-    return [spent(k / looks) - spent((k - 1) / looks) for k in range(1, looks + 1)]
 
 
 def _decision(ci: tuple[float, float], paired: int) -> str | None:
@@ -11309,8 +11294,7 @@ def _still_reachable(pairs: list[tuple[list[float], list[float]]], look: int,
     return False
 
 
-def sequential_look(pairs: list[tuple[list[float], list[float]]], look: int, looks: int,
-                    spending: str = SEQUENTIAL_SPENDING) -> Look:
+def sequential_look(pairs: list[tuple[list[float], list[float]]], look: int, looks: int) -> Look:
     """Look `look` of `looks` (1-based): the test at this look's share of alpha, its interval
     (every shift the test at that level does not reject), and whether the waves stop.
 
@@ -11318,7 +11302,7 @@ def sequential_look(pairs: list[tuple[list[float], list[float]]], look: int, loo
     arm may still have none). `stop` is the decision, "futility" when no later look could
     reach one, "ceiling" at the last look, or None to run the next wave.
     """
-    shares = spending_shares(looks, ALPHA, spending, evals=len(pairs))
+    shares = spending_shares(looks, evals=len(pairs))
     level = shares[look - 1]
     scored = [(cand, base) for cand, base in pairs if cand and base]
     deltas = _paired_deltas(scored)
@@ -11503,7 +11487,10 @@ class _ForecastEval:
 def _forecast_evals(pairs: list[tuple[list[float], list[float]]]) -> list[_ForecastEval]:
     rows = []
     for cand, base in pairs:
-        units = _assertion_units([*cand, *base]) or _STEP_MAX_ASSERTIONS
+        # the fewest assertions a run could have had to give every one of these pass rates
+        units = next((n for n in range(1, _STEP_MAX_ASSERTIONS + 1)
+                      if all(abs(r * n - round(r * n)) <= 1e-9 for r in (*cand, *base))),
+                     _STEP_MAX_ASSERTIONS)
         rows.append(_ForecastEval(units, tuple(round(r * units) for r in cand),
                                   tuple(round(r * units) for r in base)))
     return rows
@@ -11797,8 +11784,7 @@ def _assertion_row(run: RunResult, exp: Verdict, shared: bool,
                         {c: interval for c, (_, interval) in gains.items()}, same)
 
 
-def pass_hat_k(per_eval: Sequence[PerEval], runs: list[RunResult],
-               config: str) -> PassHatK | None:
+def pass_hat_k(per_eval: Sequence[PerEval], config: str) -> PassHatK | None:
     """Share of evals whose k runs all passed every assertion, k the runs an eval had (after
     an adaptive stop, the waves that ran, not --runs). An eval with an unscored run is left
     out and counted apart: a run that failed to run is neither a pass nor a failure."""
@@ -11845,12 +11831,12 @@ def aggregate(records: list[RunRecord], meta: Metadata) -> Benchmark:
                                     if cand_rate is not None and base_rate is not None else None),
         comparisons=tuple(compared),
         per_assertion=tuple(per_assertion(runs, configs, common)),
-        pass_hat_k=({c: pass_hat_k(per_eval, runs, c) for c in configs}
+        pass_hat_k=({c: pass_hat_k(per_eval, c) for c in configs}
                     if (meta.runs_per_configuration or 1) > 1 else None),
         per_eval=per_eval,
         judge=JudgeSummary(grader_runs, _judge_cost(runs, configs),
                            _judge_agreement(scored, grader_runs),
-                           judge_variance(scored, configs, grader_runs)),
+                           judge_variance(scored, grader_runs)),
         judge_vs_checks=judge_vs_checks(runs, common),
         activation=_activation_summary(plain, configs) if plain or not runs else None,
         trigger=_trigger_summary(runs, configs, meta.agent),
@@ -12068,25 +12054,19 @@ def judge_vs_checks(runs: list[RunResult], common: list[str] | None) -> JudgeVsC
 
 
 def _agreement_of(votes: list[tuple[bool, bool]]) -> Agreement:
-    """count, agreed, agreement rate and Cohen's kappa of (judge, check) verdicts."""
-    n = len(votes)
-    agreed = sum(judge == check for judge, check in votes)
-    return Agreement(n, agreed, agreed / n if n else None, _cohen_kappa(votes))
-
-
-def _cohen_kappa(votes: list[tuple[bool, bool]]) -> Metric:
-    """Cohen's kappa of two raters on pass/fail, or absent with the reason it is undefined."""
+    """count, agreed, agreement rate and Cohen's kappa of (judge, check) verdicts; the kappa
+    of two raters on pass/fail, or absent with the reason it is undefined."""
     n = len(votes)
     if not n:
-        return Metric(None, absent_reason="no paired verdicts")
-    observed = sum(a == b for a, b in votes) / n
-    first = sum(a for a, _ in votes) / n
-    second = sum(b for _, b in votes) / n
+        return Agreement(0, 0, None, Metric(None, absent_reason="no paired verdicts"))
+    agreed = sum(judge == check for judge, check in votes)
+    first = sum(judge for judge, _ in votes) / n
+    second = sum(check for _, check in votes) / n
     chance = first * second + (1 - first) * (1 - second)
-    if chance >= 1 - _RATE_EPSILON:
-        return Metric(None, absent_reason="both gave the same verdict in every cell, so "
-                      "agreement by chance is certain")
-    return Metric(_snap((observed - chance) / (1 - chance)))
+    kappa = (Metric(None, absent_reason="both gave the same verdict in every cell, so "
+                    "agreement by chance is certain") if chance >= 1 - _RATE_EPSILON
+             else Metric(_snap((agreed / n - chance) / (1 - chance))))
+    return Agreement(n, agreed, agreed / n, kappa)
 
 
 def _judge_cost(runs: list[RunResult], configs: tuple[str, ...]) -> JudgeCost:
@@ -12098,22 +12078,15 @@ def _judge_cost(runs: list[RunResult], configs: tuple[str, ...]) -> JudgeCost:
         stats = {name: _stats(g.total(name) for g in mine) for name in _GRADER_METRICS}
         per_config[config] = JudgeConfigCost(len(mine), sum(g.calls for g in mine), **stats)
     graders = [grader for _, grader in judged]
-    totals = {}
+    totals, absent = {}, {}
     for name in _GRADER_METRICS:  # a total only when every grader reported its part
         known = [value for g in graders if (value := g.total(name)) is not None]
         totals[name] = math.fsum(known) if graders and len(known) == len(graders) else None
-    return JudgeCost(per_config, JudgeCostTotal(sum(g.calls for g in graders), **totals),
-                     {name: _grader_absent_reason(graders, name) for name in _GRADER_METRICS})
-
-
-def _grader_absent_reason(judged: list[GraderCost], name: str) -> str | None:
-    if not judged:
-        return "no grader ran"
-    for grader in judged:
-        source = grader.metric_sources.get(name) or not_captured("not reported")
-        if source.value is None:
-            return source.absent_reason or "not reported"
-    return None
+        # why a total is absent: the reason of the first grader that did not report its part
+        sources = [g.metric_sources.get(name) or not_captured("not reported") for g in graders]
+        absent[name] = "no grader ran" if not graders else next(
+            (s.absent_reason or "not reported" for s in sources if s.value is None), None)
+    return JudgeCost(per_config, JudgeCostTotal(sum(g.calls for g in graders), **totals), absent)
 
 
 def _fleiss_kappa(yes_counts: list[int], k: int) -> FleissKappa:
@@ -12174,8 +12147,7 @@ def _sample_variance(values: list[float]) -> float:
     return math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)
 
 
-def judge_variance(scored: list[RunResult], configs: tuple[str, ...],
-                   k: int) -> JudgeVariance:
+def judge_variance(scored: list[RunResult], k: int) -> JudgeVariance:
     """How much of the spread of a pass rate comes from the judge, how much from the executor.
 
     Per eval and config, each of the K gradings of each of the R runs gives one pass rate.
@@ -12392,7 +12364,14 @@ def _iteration_flags(benchmark: Benchmark, meta: Metadata) -> Iterator[SanityFla
             yield _flag("warning", "dirty_fixtures",
                         f"declared fixtures differ from git {moment} the run: "
                         f"{', '.join(state.dirty[:10])}")
-    yield from _checkout_flags(meta.checkout_check)
+    check = meta.checkout_check  # None: an iteration written before the checkout was compared
+    if check and not check.checked:
+        yield _flag("warning", "checkout_unchecked", "the source checkout was not compared "
+                    f"before and after the run: {check.reason}")
+    elif check and check.changed_count:
+        yield _flag("error", "checkout_modified",
+                    f"the source checkout changed while agents ran ({check.changed_count} "
+                    f"file(s)): {named_changes(check.changed or (), check.changed_count)}")
     baseline_ran = "without_skill" in meta.configs
     confined = meta.isolation is not None and meta.isolation.confined
     for place in meta.skill_installed_elsewhere or ():
@@ -12451,18 +12430,6 @@ def named_changes(changes: Sequence[FileChange], total: int) -> str:
     names = ", ".join(f"{c.path} ({c.change})" for c in changes)
     more = total - len(changes)
     return names + (f" and {more} more" if more > 0 else "")
-
-
-def _checkout_flags(check: CheckoutState | None) -> Iterator[SanityFlag]:
-    if not check:  # an iteration written before the checkout was compared
-        return
-    if not check.checked:
-        yield _flag("warning", "checkout_unchecked", "the source checkout was not compared "
-                    f"before and after the run: {check.reason}")
-    elif check.changed_count:
-        yield _flag("error", "checkout_modified",
-                    f"the source checkout changed while agents ran ({check.changed_count} "
-                    f"file(s)): {named_changes(check.changed or (), check.changed_count)}")
 
 
 _RESULTS_FLAG_KINDS = ("results_modified", "results_unverifiable")
