@@ -15115,13 +15115,6 @@ def _plan_identity(suite: Suite, options: RunOptions, cells: list[Cell]) -> Plan
         plan.to_json(), sort_keys=True).encode()).hexdigest())
 
 
-def _shard_record(shard: tuple[int, int], cells: list[Cell]) -> ShardRecord:
-    index, count = shard
-    return ShardRecord(index, count, f"{index}/{count}",
-                       tuple(dict.fromkeys(cell.case.key for cell in cells)), len(cells),
-                       SHARD_ALGORITHM)
-
-
 def _weakest_isolation(records: list[IterationIsolation]) -> IterationIsolation:
     """The isolation an iteration made of several parts (resumed attempts, merged shards) may
     claim: one unconfined or unrecorded part makes the whole so, and it must say it."""
@@ -15167,40 +15160,32 @@ def read_revision_packages(suite: Suite, configs: Iterable[str]) -> dict[str, Re
             for config in configs if config_revision(config) is not None}
 
 
-def _arm_records(suite: Suite, configs: Iterable[str],
-                 revisions: dict[str, RevisionPackage]) -> dict[str, Arm]:
-    """Per config: which skill package it delivered, so a reader can tell the arms apart."""
-    arms = {}
+_SNAPSHOT_TAKEN = "before the first agent"
+
+
+def _arm_records(suite: Suite, configs: Iterable[str], snapshot: RepoSnapshot
+                 ) -> tuple[dict[str, Arm], dict[str, SkillCopy]]:
+    """Per config: which skill package it delivered, so a reader can tell the arms apart;
+    and per skill arm: the package every one of its cells is delivered, as copied before the
+    first agent started, with its hash (each cell's sandbox record holds the hash it got)."""
+    arms, copies = {}, {}
     for config in configs:
-        if config in revisions:
-            arms[config] = revisions[config].record()
+        if config in snapshot.revisions:
+            package = snapshot.revisions[config]
+            arms[config] = package.record()
+            copies[config] = SkillCopy("git revision", package.sha256, len(package.files),
+                                       str(package.root), _SNAPSHOT_TAKEN)
         elif config_has_skill(config) or config_installs_skill(config):
             files = package_files(suite)
             arms[config] = Arm("working tree", None, None, tree_hash(suite.root, files),
                                len(files))
+            copies[config] = SkillCopy("working tree", snapshot.skill_sha256,
+                                       len(snapshot.skill_delivered), str(snapshot.skill_copy),
+                                       _SNAPSHOT_TAKEN,
+                                       dict(sorted(snapshot.skill_unreadable.items())))
         else:
             arms[config] = Arm("no skill package", None, None, None, 0)
-    return arms
-
-
-_SNAPSHOT_TAKEN = "before the first agent"
-
-
-def _skill_snapshot_record(snapshot: RepoSnapshot, configs: Iterable[str]) -> dict[str, SkillCopy]:
-    """Per skill arm: the package every one of its cells is delivered, as copied before the
-    first agent started, with its hash (each cell's sandbox record holds the hash it got)."""
-    records = {}
-    for config in configs:
-        if config in snapshot.revisions:
-            package = snapshot.revisions[config]
-            records[config] = SkillCopy("git revision", package.sha256, len(package.files),
-                                        str(package.root), _SNAPSHOT_TAKEN)
-        elif config_has_skill(config) or config_installs_skill(config):
-            records[config] = SkillCopy("working tree", snapshot.skill_sha256,
-                                        len(snapshot.skill_delivered), str(snapshot.skill_copy),
-                                        _SNAPSHOT_TAKEN,
-                                        dict(sorted(snapshot.skill_unreadable.items())))
-    return records
+    return arms, copies
 
 
 def _changed_revision_arms(recorded: dict[str, Arm],
@@ -15398,7 +15383,10 @@ class _Sandboxes:
         add_runner_baselines(template, plan.iteration_dir / ".baselines")
         sharding = ({"plan": _plan_identity(suite, options, plan_cells(suite, options,
                                                                        plan.iteration_dir)),
-                     "shard": _shard_record(options.shard, cells)} if options.shard else {})
+                     "shard": ShardRecord(*options.shard, "{}/{}".format(*options.shard),
+                                          tuple(dict.fromkeys(cell.case.key for cell in cells)),
+                                          len(cells), SHARD_ALGORITHM)} if options.shard else {})
+        arms, skill_copies = _arm_records(suite, options.configs, snapshot)
         return {"listing_source": snapshot.listing_source,
                 "git_template": TemplateRecord(str(template.folder), template.commit,
                                                template.error),
@@ -15407,8 +15395,7 @@ class _Sandboxes:
                 "withheld_from_skill_package": self.withheld,
                 "withheld_from_every_sandbox": snapshot.kept_back,
                 "fixture_status": FixtureStatus(fixture_status(suite.root, fixtures, groups)),
-                "arms": _arm_records(suite, options.configs, snapshot.revisions),
-                "skill_snapshot": _skill_snapshot_record(snapshot, options.configs), **sharding,
+                "arms": arms, "skill_snapshot": skill_copies, **sharding,
                 "checkout_check": CheckoutCheck(self.checkout.summary() if self.checkout
                                                 else CheckoutState(reason=self.checkout_failure))}
 
