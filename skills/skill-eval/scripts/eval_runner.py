@@ -15323,9 +15323,15 @@ def run_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
         # From here the iteration exists: it can be reported and resumed.
         write_json(plan.iteration_dir / "iteration_manifest.json", manifest.to_json())
         _write_eval_metadata(plan.suite, cells, plan.iteration_dir)
-    except BaseException as exc:
+    except BaseException as exc:  # no iteration yet: a new one is removed, a resumed one kept
         ground.remove(keep_template=False)
-        return _abandon_unstarted_iteration(plan, exc)
+        if not plan.resuming:
+            shutil.rmtree(plan.iteration_dir, ignore_errors=True)
+        if not isinstance(exc, KeyboardInterrupt):
+            raise  # anything but an interrupt goes on up
+        print(f"{PROG}: interrupted before the first cell started; no iteration was kept",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
     ctx = _iteration_context(plan, groups, ground, children_before)
     if plan.wave_limit:  # an adaptive shard runs its waves so far and no further
         cells = [cell for cell in cells if cell.run_number <= plan.wave_limit]
@@ -15661,18 +15667,6 @@ def _run_planned_cells(ctx: RunContext, cells: list[Cell], resumed: bool) -> lis
         return _run_matrix_until_deadline(ctx, cells, finished)
     finally:
         progress.stop()
-
-
-def _abandon_unstarted_iteration(plan: IterationPlan, exc: BaseException) -> int:
-    """An iteration stopped before its manifest was written: remove a new one (a resumed one
-    keeps what it had); an interrupt exits 130, anything else goes on up."""
-    if not plan.resuming:
-        shutil.rmtree(plan.iteration_dir, ignore_errors=True)
-    if isinstance(exc, KeyboardInterrupt):
-        print(f"{PROG}: interrupted before the first cell started; no iteration was kept",
-              file=sys.stderr)
-        return EXIT_INTERRUPTED
-    raise exc
 
 
 def recorded_run_hashes(iteration_dir: Path) -> dict[str, dict[str, str]]:
