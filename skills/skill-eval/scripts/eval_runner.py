@@ -16008,16 +16008,6 @@ def _merged_adaptive(shards: list[ShardIteration], records: list[RunRecord],
     return _adaptive_record(plan.runs, per_wave, records, history, len(plan.evals))
 
 
-def _expected_shards(plan: PlanRecord, count: int) -> dict[int, list[str]]:
-    """The evals each shard of this plan must hold, by the same assignment `run` used."""
-    per_eval = len(plan.configs) * plan.runs
-    assignment = assign_shards({key: per_eval for key in plan.evals}, count)
-    owners: dict[int, list[str]] = {}
-    for key in plan.evals:
-        owners.setdefault(assignment[key], []).append(key)
-    return owners
-
-
 def _check_shards(shards: list[ShardIteration]) -> list[MissingShard]:
     """Refuse shards of different plans, repeated or tampered; the missing ones, named."""
     first = shards[0]
@@ -16037,7 +16027,12 @@ def _check_shards(shards: list[ShardIteration]) -> list[MissingShard]:
     if count is None:
         raise InputError(f"--merge: {first.folder}'s plan records no shard count "
                          "(plan.shard_count)", "pass iterations written by `run --shard`")
-    owners = _expected_shards(first.plan, count)
+    # The evals each shard of this plan must hold, by the same assignment `run` used.
+    plan = first.plan
+    assignment = assign_shards({key: len(plan.configs) * plan.runs for key in plan.evals}, count)
+    owners: dict[int, list[str]] = {}
+    for key in plan.evals:
+        owners.setdefault(assignment[key], []).append(key)
     seen: dict[int, Path] = {}
     for shard in shards:
         index = shard.shard.index
