@@ -16326,9 +16326,7 @@ def forecast_run(workspace: Path, suite: Suite, options: RunOptions,
             graded = graded or bool(record.grader_metrics)
     if not observed:
         return None
-    planned: dict[str, int] = {}
-    for to_run in cells:
-        planned[to_run.config] = planned.get(to_run.config, 0) + 1
+    planned = collections.Counter(cell.config for cell in cells)
     meta = benchmark.metadata
     totals = {key: _forecast_totals(observed, planned, key)
               for key in ("calls", "seconds", "tokens", "cost")}
