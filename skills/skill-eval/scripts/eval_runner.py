@@ -16413,21 +16413,17 @@ def _verdict_shortfall(evals: int, comparisons: int = 1) -> str | None:
     """Why a plan with `evals` paired evals can give no verdict, in numbers; None if it can.
     The minimum is the verdict's own (MIN_PAIRED_EVALS), so the two never disagree; with
     several baselines Holm's first step asks for a smaller p, so for more evals."""
-    needed = max(MIN_PAIRED_EVALS, _evals_for_level(ALPHA / max(1, comparisons)))
+    level = ALPHA / max(1, comparisons)
+    # the fewest evals whose best sign-flip p, 2 / 2^n, reaches that level
+    fewest = next((n for n in range(1, SIGN_FLIP_EXACT_MAX_EVALS)
+                   if smallest_p(n) <= level + 1e-12), SIGN_FLIP_EXACT_MAX_EVALS)
+    needed = max(MIN_PAIRED_EVALS, fewest)
     if evals >= needed:
         return None
     holm = (f" ({comparisons} comparisons share the 5% by Holm's step-down, so the first needs "
             f"p <= {ALPHA / comparisons:g})" if needed > MIN_PAIRED_EVALS else "")
     return (f"{evals} eval(s) cannot give a verdict: it needs at least {needed} evals "
             f"scored in both configs{holm}, so the result can only be inconclusive")
-
-
-def _evals_for_level(alpha: float) -> int:
-    """The fewest evals whose best sign-flip p, 2 / 2^n, reaches `alpha`."""
-    evals = 1
-    while smallest_p(evals) > alpha + 1e-12 and evals < SIGN_FLIP_EXACT_MAX_EVALS:
-        evals += 1
-    return evals
 
 
 def suites_for_argument(folder: str) -> list[Path]:
