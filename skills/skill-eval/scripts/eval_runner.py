@@ -16846,7 +16846,6 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     sandbox = sandbox_base / "skill-eval-XXXXXX" / "repo"
     first = cells[0]
     executor = provider.executor_invocation("<prompt on stdin>", sandbox, options.executor_model)
-    grader_call = _dry_run_grader_call(provider, options, sandbox_base)
     print(f"dry run: {suite.skill_name} with {options.agent}: nothing launched, no iteration made")
     print(f"cells: {len(cells)} ({len(set(c.case.key for c in cells))} cases x "
           f"{len(options.configs)} configs x {options.runs} runs); provider calls: up to {calls}"
@@ -16887,7 +16886,7 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
         names = [suite.skill_name] + [p.rsplit("/", 1)[-1] for p in suite.installed_with]
         print(f"installed cells: {', '.join(names)} copied into each sandbox's "
               f"{provider.skills_folder}/; their prompt is the without_skill prompt")
-    print(f"grader argv: {shell_join(grader_call.argv)}  (cwd {grader_call.cwd})")
+    print(_dry_run_grader_line(provider, options, sandbox_base))
     print("executor and grader prompts go on standard input; assertions reach only the grader")
     withheld = package_withholdings(suite.root, suite.skill_name, suite.path,
                                     suite.secret_texts())
@@ -16913,13 +16912,13 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     return EXIT_OK
 
 
-def _dry_run_grader_call(provider: Provider, options: RunOptions,
-                         sandbox_base: Path) -> Invocation:
+def _dry_run_grader_line(provider: Provider, options: RunOptions, sandbox_base: Path) -> str:
     """The grader argv a dry run shows, with placeholder sandbox and scratch folders."""
     grader, scratch = sandbox_base / "skill-eval-grader-XXXXXX", sandbox_base / "skill-eval-YYYYYY"
-    return provider.grader_invocation("<prompt on stdin>", grader, options.grader_model,
+    call = provider.grader_invocation("<prompt on stdin>", grader, options.grader_model,
                                       scratch / "verdict_schema.json",
                                       scratch / "grader_last_message.txt")
+    return f"grader argv: {shell_join(call.argv)}  (cwd {call.cwd})"
 
 
 def _print_adaptive_plan(suite: Suite, options: RunOptions, cells: list[Cell], calls: int) -> None:
@@ -17012,7 +17011,6 @@ def _print_regrade_dry_run(suite: Suite, options: RunOptions, provider: Provider
     judged = [label for label in gradable if suite.assertions_for(by_label[label].case)]
     calls = len(judged) * options.grader_runs
     waves = math.ceil(len(judged) / options.concurrency) if judged else 0
-    grader_call = _dry_run_grader_call(provider, options, sandbox_base)
     print(f"dry run: re-grade {source.folder} ({suite.skill_name}) with {options.agent}: "
           "nothing launched, no iteration made")
     print(f"runs: {len(cells)}, of which {len(gradable)} have a finished executor to grade; "
@@ -17027,7 +17025,7 @@ def _print_regrade_dry_run(suite: Suite, options: RunOptions, provider: Provider
           f"{options.timeout_s:g} s; worst-case wall time: "
           f"{waves * options.grader_runs * options.timeout_s:g} s")
     print(f"grader model: {options.grader_model or 'CLI default'}")
-    print(f"grader argv: {shell_join(grader_call.argv)}  (cwd {grader_call.cwd})")
+    print(_dry_run_grader_line(provider, options, sandbox_base))
     return EXIT_OK
 
 
