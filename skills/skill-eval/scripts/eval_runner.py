@@ -17418,19 +17418,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    if not Path(args.suite).is_dir():
-        return validate_suite(args.suite, args)
-    suites = suites_for_argument(args.suite)
-    if args.json and len(suites) > 1:  # one JSON document: the suites' reports in a list
-        reports: list[dict[str, Any]] = []
-        codes = [validate_suite(str(suite), args, reports) for suite in suites]
-        print(json.dumps({"ok": not any(codes), "suites": reports}, indent=2))
-        return max(codes)
+    suites = suites_for_argument(args.suite) if Path(args.suite).is_dir() else [args.suite]
+    # Several with --json: one JSON document, the suites' reports in a list.
+    reports: list[dict[str, Any]] | None = [] if args.json and len(suites) > 1 else None
     codes = []
     for suite in suites:
         if len(suites) > 1 and not args.json:
             print(f"== {suite}", file=sys.stderr)
-        codes.append(validate_suite(str(suite), args))
+        codes.append(validate_suite(str(suite), args, reports))
+    if reports is not None:
+        print(json.dumps({"ok": not any(codes), "suites": reports}, indent=2))
     return max(codes)
 
 
