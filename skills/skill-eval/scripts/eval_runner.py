@@ -15663,9 +15663,17 @@ def _run_planned_cells(ctx: RunContext, cells: list[Cell], resumed: bool) -> lis
                               on_cell_start=progress.cell_started, budget=budget)
     progress.start(f"iteration: {ctx.iteration_dir}"
                    + (f" (resumed: {len(finished)} cells already finished)" if finished else ""))
+    timer, deadline_s = None, ctx.options.deadline_s
     try:
-        return _run_matrix_until_deadline(ctx, cells, finished)
+        if deadline_s:  # then nothing new starts and running agents are ended (cancelled)
+            ctx = dataclasses.replace(ctx, deadline_at=time.monotonic() + deadline_s)
+            timer = threading.Timer(deadline_s, ctx.groups.cancel, kwargs={"reason": "deadline"})
+            timer.daemon = True
+            timer.start()
+        return (_adaptive_matrix if ctx.options.adaptive else run_matrix)(ctx, cells, finished)
     finally:
+        if timer is not None:
+            timer.cancel()
         progress.stop()
 
 
@@ -15682,23 +15690,6 @@ def recorded_run_hashes(iteration_dir: Path) -> dict[str, dict[str, str]]:
     merged = {**listed, **journal}
     return {label: hashes for label, hashes in merged.items()
             if label not in listed or label not in journal or listed[label] == journal[label]}
-
-
-def _run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
-                               finished: dict[str, RunRecord]) -> list[RunRecord]:
-    """At the deadline nothing new starts and running agents are ended (cancelled)."""
-    timer, deadline_s = None, ctx.options.deadline_s
-    if deadline_s:
-        ctx = dataclasses.replace(ctx, deadline_at=time.monotonic() + deadline_s)
-        timer = threading.Timer(deadline_s, ctx.groups.cancel,
-                                kwargs={"reason": "deadline"})
-        timer.daemon = True
-        timer.start()
-    try:
-        return (_adaptive_matrix if ctx.options.adaptive else run_matrix)(ctx, cells, finished)
-    finally:
-        if timer is not None:
-            timer.cancel()
 
 
 def _finish_iteration(plan: IterationPlan, ctx: RunContext, cells: list[Cell],
