@@ -16550,27 +16550,21 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         raise InputError(f"--workspace {workspace}: it exists and is not a folder",
                          "give a folder, or a path that does not exist yet")
     junit = output_path(args.junit, "--junit")  # refused before a misused --adaptive
-    _check_adaptive_usage(args, configs)
+    # --adaptive, refused where its stopping rule could not be honest
+    if args.adaptive and len(configs) != 2:
+        raise InputError(f"--adaptive needs exactly two configs (a candidate and one "
+                         f"baseline), not {len(configs)}: the waves stop on one comparison, "
+                         "and the other baselines' verdicts would then rest on data chosen by it",
+                         "pass two --config values, or drop --adaptive")
+    if args.adaptive and getattr(args, "regrade", None):
+        raise InputError("--adaptive cannot re-grade: a re-grade grades the runs an earlier "
+                         "iteration recorded, it runs no waves", "drop --adaptive")
     return RunOptions(
         **cell, timeout_s=args.timeout, concurrency=args.concurrency, deadline_s=args.deadline,
         skill_md=skill_md, workspace=workspace, keep_sandboxes=args.keep_sandboxes,
         quiet=args.quiet, junit=junit, isolation=args.isolation,
         tmp_size_mib=args.tmp_size, max_processes=args.max_processes,
         max_cost_usd=args.max_cost, max_tokens=args.max_tokens)
-
-
-def _check_adaptive_usage(args: argparse.Namespace, configs: tuple[str, ...]) -> None:
-    """--adaptive, refused where its stopping rule could not be honest."""
-    if not args.adaptive:
-        return
-    if len(configs) != 2:
-        raise InputError(f"--adaptive needs exactly two configs (a candidate and one "
-                         f"baseline), not {len(configs)}: the waves stop on one comparison, "
-                         "and the other baselines' verdicts would then rest on data chosen by it",
-                         "pass two --config values, or drop --adaptive")
-    if getattr(args, "regrade", None):
-        raise InputError("--adaptive cannot re-grade: a re-grade grades the runs an earlier "
-                         "iteration recorded, it runs no waves", "drop --adaptive")
 
 
 def check_regrade_source_unchanged(source: RegradeSource, cells: list[Cell], resume: str | None,
