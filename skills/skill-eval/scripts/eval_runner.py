@@ -14986,13 +14986,6 @@ def _plan_identity(suite: Suite, options: RunOptions, cells: list[Cell]) -> Plan
         plan.to_json(), sort_keys=True).encode()).hexdigest())
 
 
-def _shard_record(shard: tuple[int, int], cells: list[Cell]) -> ShardRecord:
-    index, count = shard
-    return ShardRecord(index, count, f"{index}/{count}",
-                       tuple(dict.fromkeys(cell.case.key for cell in cells)), len(cells),
-                       SHARD_ALGORITHM)
-
-
 def _weakest_isolation(records: list[IterationIsolation]) -> IterationIsolation:
     """The isolation an iteration made of several parts (resumed attempts, merged shards) may
     claim: one unconfined or unrecorded part makes the whole so, and it must say it."""
@@ -15038,40 +15031,32 @@ def read_revision_packages(suite: Suite, configs: Iterable[str]) -> dict[str, Re
             for config in configs if config_revision(config) is not None}
 
 
-def _arm_records(suite: Suite, configs: Iterable[str],
-                 revisions: dict[str, RevisionPackage]) -> dict[str, Arm]:
-    """Per config: which skill package it delivered, so a reader can tell the arms apart."""
-    arms = {}
+_SNAPSHOT_TAKEN = "before the first agent"
+
+
+def _arm_records(suite: Suite, configs: Iterable[str], snapshot: RepoSnapshot
+                 ) -> tuple[dict[str, Arm], dict[str, SkillCopy]]:
+    """Per config: which skill package it delivered, so a reader can tell the arms apart;
+    and per skill arm: the package every one of its cells is delivered, as copied before the
+    first agent started, with its hash (each cell's sandbox record holds the hash it got)."""
+    arms, copies = {}, {}
     for config in configs:
-        if config in revisions:
-            arms[config] = revisions[config].record()
+        if config in snapshot.revisions:
+            package = snapshot.revisions[config]
+            arms[config] = package.record()
+            copies[config] = SkillCopy("git revision", package.sha256, len(package.files),
+                                       str(package.root), _SNAPSHOT_TAKEN)
         elif config_has_skill(config) or config_installs_skill(config):
             files = package_files(suite)
             arms[config] = Arm("working tree", None, None, tree_hash(suite.root, files),
                                len(files))
+            copies[config] = SkillCopy("working tree", snapshot.skill_sha256,
+                                       len(snapshot.skill_delivered), str(snapshot.skill_copy),
+                                       _SNAPSHOT_TAKEN,
+                                       dict(sorted(snapshot.skill_unreadable.items())))
         else:
             arms[config] = Arm("no skill package", None, None, None, 0)
-    return arms
-
-
-_SNAPSHOT_TAKEN = "before the first agent"
-
-
-def _skill_snapshot_record(snapshot: RepoSnapshot, configs: Iterable[str]) -> dict[str, SkillCopy]:
-    """Per skill arm: the package every one of its cells is delivered, as copied before the
-    first agent started, with its hash (each cell's sandbox record holds the hash it got)."""
-    records = {}
-    for config in configs:
-        if config in snapshot.revisions:
-            package = snapshot.revisions[config]
-            records[config] = SkillCopy("git revision", package.sha256, len(package.files),
-                                        str(package.root), _SNAPSHOT_TAKEN)
-        elif config_has_skill(config) or config_installs_skill(config):
-            records[config] = SkillCopy("working tree", snapshot.skill_sha256,
-                                        len(snapshot.skill_delivered), str(snapshot.skill_copy),
-                                        _SNAPSHOT_TAKEN,
-                                        dict(sorted(snapshot.skill_unreadable.items())))
-    return records
+    return arms, copies
 
 
 def _changed_revision_arms(recorded: dict[str, Arm],
@@ -15209,9 +15194,15 @@ def run_iteration(plan: IterationPlan, groups: ProcessGroups) -> int:
         # From here the iteration exists: it can be reported and resumed.
         write_json(plan.iteration_dir / "iteration_manifest.json", manifest.to_json())
         _write_eval_metadata(plan.suite, cells, plan.iteration_dir)
-    except BaseException as exc:
+    except BaseException as exc:  # no iteration yet: a new one is removed, a resumed one kept
         ground.remove(keep_template=False)
-        return _abandon_unstarted_iteration(plan, exc)
+        if not plan.resuming:
+            shutil.rmtree(plan.iteration_dir, ignore_errors=True)
+        if not isinstance(exc, KeyboardInterrupt):
+            raise  # anything but an interrupt goes on up
+        print(f"{PROG}: interrupted before the first cell started; no iteration was kept",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
     ctx = _iteration_context(plan, groups, ground, children_before)
     if plan.wave_limit:  # an adaptive shard runs its waves so far and no further
         cells = [cell for cell in cells if cell.run_number <= plan.wave_limit]
@@ -15269,7 +15260,10 @@ class _Sandboxes:
         add_runner_baselines(template, plan.iteration_dir / ".baselines")
         sharding = ({"plan": _plan_identity(suite, options, plan_cells(suite, options,
                                                                        plan.iteration_dir)),
-                     "shard": _shard_record(options.shard, cells)} if options.shard else {})
+                     "shard": ShardRecord(*options.shard, "{}/{}".format(*options.shard),
+                                          tuple(dict.fromkeys(cell.case.key for cell in cells)),
+                                          len(cells), SHARD_ALGORITHM)} if options.shard else {})
+        arms, skill_copies = _arm_records(suite, options.configs, snapshot)
         return {"listing_source": snapshot.listing_source,
                 "git_template": TemplateRecord(str(template.folder), template.commit,
                                                template.error),
@@ -15278,8 +15272,7 @@ class _Sandboxes:
                 "withheld_from_skill_package": self.withheld,
                 "withheld_from_every_sandbox": snapshot.kept_back,
                 "fixture_status": FixtureStatus(fixture_status(suite.root, fixtures, groups)),
-                "arms": _arm_records(suite, options.configs, snapshot.revisions),
-                "skill_snapshot": _skill_snapshot_record(snapshot, options.configs), **sharding,
+                "arms": arms, "skill_snapshot": skill_copies, **sharding,
                 "checkout_check": CheckoutCheck(self.checkout.summary() if self.checkout
                                                 else CheckoutState(reason=self.checkout_failure))}
 
@@ -15541,22 +15534,18 @@ def _run_planned_cells(ctx: RunContext, cells: list[Cell], resumed: bool) -> lis
                               on_cell_start=progress.cell_started, budget=budget)
     progress.start(f"iteration: {ctx.iteration_dir}"
                    + (f" (resumed: {len(finished)} cells already finished)" if finished else ""))
+    timer, deadline_s = None, ctx.options.deadline_s
     try:
-        return _run_matrix_until_deadline(ctx, cells, finished)
+        if deadline_s:  # then nothing new starts and running agents are ended (cancelled)
+            ctx = dataclasses.replace(ctx, deadline_at=time.monotonic() + deadline_s)
+            timer = threading.Timer(deadline_s, ctx.groups.cancel, kwargs={"reason": "deadline"})
+            timer.daemon = True
+            timer.start()
+        return (_adaptive_matrix if ctx.options.adaptive else run_matrix)(ctx, cells, finished)
     finally:
+        if timer is not None:
+            timer.cancel()
         progress.stop()
-
-
-def _abandon_unstarted_iteration(plan: IterationPlan, exc: BaseException) -> int:
-    """An iteration stopped before its manifest was written: remove a new one (a resumed one
-    keeps what it had); an interrupt exits 130, anything else goes on up."""
-    if not plan.resuming:
-        shutil.rmtree(plan.iteration_dir, ignore_errors=True)
-    if isinstance(exc, KeyboardInterrupt):
-        print(f"{PROG}: interrupted before the first cell started; no iteration was kept",
-              file=sys.stderr)
-        return EXIT_INTERRUPTED
-    raise exc
 
 
 def recorded_run_hashes(iteration_dir: Path) -> dict[str, dict[str, str]]:
@@ -15572,23 +15561,6 @@ def recorded_run_hashes(iteration_dir: Path) -> dict[str, dict[str, str]]:
     merged = {**listed, **journal}
     return {label: hashes for label, hashes in merged.items()
             if label not in listed or label not in journal or listed[label] == journal[label]}
-
-
-def _run_matrix_until_deadline(ctx: RunContext, cells: list[Cell],
-                               finished: dict[str, RunRecord]) -> list[RunRecord]:
-    """At the deadline nothing new starts and running agents are ended (cancelled)."""
-    timer, deadline_s = None, ctx.options.deadline_s
-    if deadline_s:
-        ctx = dataclasses.replace(ctx, deadline_at=time.monotonic() + deadline_s)
-        timer = threading.Timer(deadline_s, ctx.groups.cancel,
-                                kwargs={"reason": "deadline"})
-        timer.daemon = True
-        timer.start()
-    try:
-        return (_adaptive_matrix if ctx.options.adaptive else run_matrix)(ctx, cells, finished)
-    finally:
-        if timer is not None:
-            timer.cancel()
 
 
 def _finish_iteration(plan: IterationPlan, ctx: RunContext, cells: list[Cell],
@@ -15898,16 +15870,6 @@ def _merged_adaptive(shards: list[ShardIteration], records: list[RunRecord],
     return _adaptive_record(plan.runs, per_wave, records, history, len(plan.evals))
 
 
-def _expected_shards(plan: PlanRecord, count: int) -> dict[int, list[str]]:
-    """The evals each shard of this plan must hold, by the same assignment `run` used."""
-    per_eval = len(plan.configs) * plan.runs
-    assignment = assign_shards({key: per_eval for key in plan.evals}, count)
-    owners: dict[int, list[str]] = {}
-    for key in plan.evals:
-        owners.setdefault(assignment[key], []).append(key)
-    return owners
-
-
 def _check_shards(shards: list[ShardIteration]) -> list[MissingShard]:
     """Refuse shards of different plans, repeated or tampered; the missing ones, named."""
     first = shards[0]
@@ -15927,7 +15889,12 @@ def _check_shards(shards: list[ShardIteration]) -> list[MissingShard]:
     if count is None:
         raise InputError(f"--merge: {first.folder}'s plan records no shard count "
                          "(plan.shard_count)", "pass iterations written by `run --shard`")
-    owners = _expected_shards(first.plan, count)
+    # The evals each shard of this plan must hold, by the same assignment `run` used.
+    plan = first.plan
+    assignment = assign_shards({key: len(plan.configs) * plan.runs for key in plan.evals}, count)
+    owners: dict[int, list[str]] = {}
+    for key in plan.evals:
+        owners.setdefault(assignment[key], []).append(key)
     seen: dict[int, Path] = {}
     for shard in shards:
         index = shard.shard.index
@@ -16221,9 +16188,7 @@ def forecast_run(workspace: Path, suite: Suite, options: RunOptions,
             graded = graded or bool(record.grader_metrics)
     if not observed:
         return None
-    planned: dict[str, int] = {}
-    for to_run in cells:
-        planned[to_run.config] = planned.get(to_run.config, 0) + 1
+    planned = collections.Counter(cell.config for cell in cells)
     meta = benchmark.metadata
     totals = {key: _forecast_totals(observed, planned, key)
               for key in ("calls", "seconds", "tokens", "cost")}
@@ -16310,21 +16275,17 @@ def _verdict_shortfall(evals: int, comparisons: int = 1) -> str | None:
     """Why a plan with `evals` paired evals can give no verdict, in numbers; None if it can.
     The minimum is the verdict's own (MIN_PAIRED_EVALS), so the two never disagree; with
     several baselines Holm's first step asks for a smaller p, so for more evals."""
-    needed = max(MIN_PAIRED_EVALS, _evals_for_level(ALPHA / max(1, comparisons)))
+    level = ALPHA / max(1, comparisons)
+    # the fewest evals whose best sign-flip p, 2 / 2^n, reaches that level
+    fewest = next((n for n in range(1, SIGN_FLIP_EXACT_MAX_EVALS)
+                   if smallest_p(n) <= level + 1e-12), SIGN_FLIP_EXACT_MAX_EVALS)
+    needed = max(MIN_PAIRED_EVALS, fewest)
     if evals >= needed:
         return None
     holm = (f" ({comparisons} comparisons share the 5% by Holm's step-down, so the first needs "
             f"p <= {ALPHA / comparisons:g})" if needed > MIN_PAIRED_EVALS else "")
     return (f"{evals} eval(s) cannot give a verdict: it needs at least {needed} evals "
             f"scored in both configs{holm}, so the result can only be inconclusive")
-
-
-def _evals_for_level(alpha: float) -> int:
-    """The fewest evals whose best sign-flip p, 2 / 2^n, reaches `alpha`."""
-    evals = 1
-    while smallest_p(evals) > alpha + 1e-12 and evals < SIGN_FLIP_EXACT_MAX_EVALS:
-        evals += 1
-    return evals
 
 
 def suites_for_argument(folder: str) -> list[Path]:
@@ -16460,27 +16421,21 @@ def options_from_args(args: argparse.Namespace, suite: Suite) -> RunOptions:
         raise InputError(f"--workspace {workspace}: it exists and is not a folder",
                          "give a folder, or a path that does not exist yet")
     junit = output_path(args.junit, "--junit")  # refused before a misused --adaptive
-    _check_adaptive_usage(args, configs)
+    # --adaptive, refused where its stopping rule could not be honest
+    if args.adaptive and len(configs) != 2:
+        raise InputError(f"--adaptive needs exactly two configs (a candidate and one "
+                         f"baseline), not {len(configs)}: the waves stop on one comparison, "
+                         "and the other baselines' verdicts would then rest on data chosen by it",
+                         "pass two --config values, or drop --adaptive")
+    if args.adaptive and getattr(args, "regrade", None):
+        raise InputError("--adaptive cannot re-grade: a re-grade grades the runs an earlier "
+                         "iteration recorded, it runs no waves", "drop --adaptive")
     return RunOptions(
         **cell, timeout_s=args.timeout, concurrency=args.concurrency, deadline_s=args.deadline,
         skill_md=skill_md, workspace=workspace, keep_sandboxes=args.keep_sandboxes,
         quiet=args.quiet, junit=junit, isolation=args.isolation,
         tmp_size_mib=args.tmp_size, max_processes=args.max_processes,
         max_cost_usd=args.max_cost, max_tokens=args.max_tokens)
-
-
-def _check_adaptive_usage(args: argparse.Namespace, configs: tuple[str, ...]) -> None:
-    """--adaptive, refused where its stopping rule could not be honest."""
-    if not args.adaptive:
-        return
-    if len(configs) != 2:
-        raise InputError(f"--adaptive needs exactly two configs (a candidate and one "
-                         f"baseline), not {len(configs)}: the waves stop on one comparison, "
-                         "and the other baselines' verdicts would then rest on data chosen by it",
-                         "pass two --config values, or drop --adaptive")
-    if getattr(args, "regrade", None):
-        raise InputError("--adaptive cannot re-grade: a re-grade grades the runs an earlier "
-                         "iteration recorded, it runs no waves", "drop --adaptive")
 
 
 def check_regrade_source_unchanged(source: RegradeSource, cells: list[Cell], resume: str | None,
@@ -16747,7 +16702,6 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     sandbox = sandbox_base / "skill-eval-XXXXXX" / "repo"
     first = cells[0]
     executor = provider.executor_invocation("<prompt on stdin>", sandbox, options.executor_model)
-    grader_call = _dry_run_grader_call(provider, options, sandbox_base)
     print(f"dry run: {suite.skill_name} with {options.agent}: nothing launched, no iteration made")
     print(f"cells: {len(cells)} ({len(set(c.case.key for c in cells))} cases x "
           f"{len(options.configs)} configs x {options.runs} runs); provider calls: up to {calls}"
@@ -16788,7 +16742,7 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
         names = [suite.skill_name] + [p.rsplit("/", 1)[-1] for p in suite.installed_with]
         print(f"installed cells: {', '.join(names)} copied into each sandbox's "
               f"{provider.skills_folder}/; their prompt is the without_skill prompt")
-    print(f"grader argv: {shell_join(grader_call.argv)}  (cwd {grader_call.cwd})")
+    print(_dry_run_grader_line(provider, options, sandbox_base))
     print("executor and grader prompts go on standard input; assertions reach only the grader")
     withheld = package_withholdings(suite.root, suite.skill_name, suite.path,
                                     suite.secret_texts())
@@ -16814,13 +16768,13 @@ def print_dry_run(suite: Suite, options: RunOptions, provider: Provider, sandbox
     return EXIT_OK
 
 
-def _dry_run_grader_call(provider: Provider, options: RunOptions,
-                         sandbox_base: Path) -> Invocation:
+def _dry_run_grader_line(provider: Provider, options: RunOptions, sandbox_base: Path) -> str:
     """The grader argv a dry run shows, with placeholder sandbox and scratch folders."""
     grader, scratch = sandbox_base / "skill-eval-grader-XXXXXX", sandbox_base / "skill-eval-YYYYYY"
-    return provider.grader_invocation("<prompt on stdin>", grader, options.grader_model,
+    call = provider.grader_invocation("<prompt on stdin>", grader, options.grader_model,
                                       scratch / "verdict_schema.json",
                                       scratch / "grader_last_message.txt")
+    return f"grader argv: {shell_join(call.argv)}  (cwd {call.cwd})"
 
 
 def _print_adaptive_plan(suite: Suite, options: RunOptions, cells: list[Cell], calls: int) -> None:
@@ -16913,7 +16867,6 @@ def _print_regrade_dry_run(suite: Suite, options: RunOptions, provider: Provider
     judged = [label for label in gradable if suite.assertions_for(by_label[label].case)]
     calls = len(judged) * options.grader_runs
     waves = math.ceil(len(judged) / options.concurrency) if judged else 0
-    grader_call = _dry_run_grader_call(provider, options, sandbox_base)
     print(f"dry run: re-grade {source.folder} ({suite.skill_name}) with {options.agent}: "
           "nothing launched, no iteration made")
     print(f"runs: {len(cells)}, of which {len(gradable)} have a finished executor to grade; "
@@ -16928,7 +16881,7 @@ def _print_regrade_dry_run(suite: Suite, options: RunOptions, provider: Provider
           f"{options.timeout_s:g} s; worst-case wall time: "
           f"{waves * options.grader_runs * options.timeout_s:g} s")
     print(f"grader model: {options.grader_model or 'CLI default'}")
-    print(f"grader argv: {shell_join(grader_call.argv)}  (cwd {grader_call.cwd})")
+    print(_dry_run_grader_line(provider, options, sandbox_base))
     return EXIT_OK
 
 
@@ -17321,19 +17274,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    if not Path(args.suite).is_dir():
-        return validate_suite(args.suite, args)
-    suites = suites_for_argument(args.suite)
-    if args.json and len(suites) > 1:  # one JSON document: the suites' reports in a list
-        reports: list[dict[str, Any]] = []
-        codes = [validate_suite(str(suite), args, reports) for suite in suites]
-        print(json.dumps({"ok": not any(codes), "suites": reports}, indent=2))
-        return max(codes)
+    suites = suites_for_argument(args.suite) if Path(args.suite).is_dir() else [args.suite]
+    # Several with --json: one JSON document, the suites' reports in a list.
+    reports: list[dict[str, Any]] | None = [] if args.json and len(suites) > 1 else None
     codes = []
     for suite in suites:
         if len(suites) > 1 and not args.json:
             print(f"== {suite}", file=sys.stderr)
-        codes.append(validate_suite(str(suite), args))
+        codes.append(validate_suite(str(suite), args, reports))
+    if reports is not None:
+        print(json.dumps({"ok": not any(codes), "suites": reports}, indent=2))
     return max(codes)
 
 
