@@ -126,6 +126,39 @@ class ValidateTests(unittest.TestCase):
                 self.assertNotIn("Traceback", done.stderr)
                 self.assertIn("fix:", done.stderr)
 
+    def test_a_document_of_null_alone_is_invalid(self) -> None:
+        root = make_repo(self.tmp.path, demo_suite(1))
+        suite = Path(self.suite_path(root))
+        suite.write_text("null", encoding="utf-8")
+        code, out, err = call_main(["validate", str(suite)])
+        self.assertEqual(code, 2, out)
+        self.assertIn("the suite must be a JSON object, not null", err)
+        suite.write_text(json.dumps(demo_suite(1)), encoding="utf-8")
+        (suite.parent / "trigger-evals.json").write_text("null", encoding="utf-8")
+        code, out, err = call_main(["validate", str(suite)])
+        self.assertEqual(code, 2, out)
+        self.assertIn("a trigger file must be a list of trigger queries", err)
+
+    def test_a_non_finite_case_id_is_quoted_as_written(self) -> None:
+        root = make_repo(self.tmp.path, demo_suite(1))
+        suite = Path(self.suite_path(root))
+        suite.write_text(suite.read_text().replace('"id": "E01"', '"id": NaN', 1), encoding="utf-8")
+        code, _, err = call_main(["validate", str(suite)])
+        self.assertEqual(code, 2, err)
+        self.assertIn("case id NaN must be", err)
+        self.assertNotIn(" object at 0x", err)
+
+    def test_an_unusable_skill_name_beside_a_trigger_file_is_not_followed(self) -> None:
+        root = make_repo(self.tmp.path, demo_suite(1))
+        suite = Path(self.suite_path(root))
+        suite.write_text(json.dumps({"skill_name": "x" * 5000, "evals": []}), encoding="utf-8")
+        triggers = suite.parent / "trigger-evals.json"
+        triggers.write_text(json.dumps([{"query": "tidy my notes", "should_trigger": True}]),
+                            encoding="utf-8")
+        done = run_script(["validate", str(triggers)])
+        self.assertEqual(done.returncode, 0, done.stderr)  # the skill is named by the folder
+        self.assertIn("OK:", done.stdout)
+
     def test_bom_is_accepted(self) -> None:
         root = make_repo(self.tmp.path, demo_suite(1))
         path = Path(self.suite_path(root))

@@ -3064,6 +3064,9 @@ class _NonFinite:
     def __init__(self, token: str):
         self.token = token
 
+    def __repr__(self) -> str:  # a message quoting the value shows it as the file wrote it
+        return self.token
+
 
 def _parse_float(token: str) -> Any:
     value = float(token)
@@ -4492,7 +4495,7 @@ def _trigger_entry_problems(item: Any, file: str, path: str, cid: str) -> list[P
 def _read_trigger_set(path: Path, first_index: int) -> tuple[list[Case], list[Problem], str]:
     """A trigger file's cases, its problems and its text (empty when unreadable)."""
     text, data, problems = _read_suite_document(path)
-    if text is None or data is None:
+    if text is None or (data is None and problems):  # a file of `null` alone is checked
         return [], problems, text or ""
     if not _is_trigger_document(data):
         return [], [Problem("error", "a trigger file must be a list of trigger queries",
@@ -4514,13 +4517,15 @@ def _trigger_skill_name(path: Path) -> str | None:
 
 
 def _beside_skill_name(path: Path) -> str | None:
-    """The skill_name of the evals.json beside a trigger file, when it names one."""
+    """The skill_name of the evals.json beside a trigger file, when it names one a folder
+    can have (that file's own check reports any other)."""
     try:
         data = json.loads((path.parent / SUITE_FILE_NAME).read_text(encoding="utf-8-sig"))
     except (OSError, ValueError, UnicodeDecodeError, RecursionError):
         return None
     name = data.get("skill_name") if isinstance(data, dict) else None
-    return name if isinstance(name, str) and name.strip() else None
+    return name if isinstance(name, str) and names_one_folder(name) and ".." not in name \
+        else None
 
 
 def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedSuite:
@@ -4528,7 +4533,7 @@ def load_suite(path: str | Path, repo_root: str | Path | None = None) -> LoadedS
     suite's only cases), completely; never raises for bad input."""
     suite_path = Path(os.path.abspath(path))
     text, data, problems = _read_suite_document(suite_path)
-    if text is None or data is None:
+    if text is None or (data is None and problems):  # a file of `null` alone is checked
         foreign = _unparsable_format(text, suite_path) if text is not None else None
         return LoadedSuite(None, [foreign] if foreign else problems, set())
     root, root_problems = _choose_root(suite_path, repo_root)
