@@ -288,6 +288,23 @@ class ResultsVerificationTests(TempRepoTest):
         self.assertIn("Status: **OK**", markdown)
         self.assertIn("results_unverifiable", markdown)
 
+    def test_an_empty_hash_list_is_never_a_verified_run(self) -> None:
+        code, out, iteration = self.run_suite({})
+        benchmark = load(iteration)
+        for run in benchmark["runs"]:
+            run["files_sha256"] = {}
+        (iteration / "benchmark.json").write_text(json.dumps(benchmark))
+        code, out, err = call_main(["report", str(iteration)], env=self.env)
+        self.assertEqual(code, 1, err)  # the journal still holds what the run hashed
+        self.assertIn("results_modified", out + err)
+        (iteration / runner.HASH_JOURNAL).unlink()
+        code, out, err = call_main(["report", str(iteration)], env=self.env)
+        self.assertEqual(code, 0, err)  # as for an older runner's hash-less runs: said, not hidden
+        markdown = (iteration / "benchmark.md").read_text()
+        self.assertNotIn("Run files: all", markdown)
+        self.assertIn("Run files: not verifiable", markdown)
+        self.assertIn("results_unverifiable", markdown)
+
     def test_resume_reruns_a_kept_cell_whose_files_changed(self) -> None:
         code, out, iteration = self.run_suite({})
         self.assertEqual(code, 0, out)

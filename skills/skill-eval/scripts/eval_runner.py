@@ -14377,7 +14377,7 @@ def _run_file_changes(folder: Path, benchmark: Benchmark) -> tuple[list[FileChan
     files, unverifiable = 0, 0
     base = os.fspath(folder)
     for run in benchmark.listed_runs:  # an unscored run's files are evidence too
-        if run.files_sha256 is None:
+        if not run.files_sha256:  # none, or an empty list: nothing here vouches for the run
             if run.label in journal:  # the hashes were taken, then struck from benchmark.json
                 changes.append(FileChange(run.label, f"benchmark.json records no hashes, "
                                                      f"{HASH_JOURNAL} does"))
