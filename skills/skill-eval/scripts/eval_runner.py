@@ -4900,17 +4900,6 @@ class _Guardian:
         self.stdin = cast("IO[bytes]", proc.stdin)  # start() always opens it as a pipe
         self.lock = threading.Lock()
 
-    @classmethod
-    def start(cls, groups: ProcessGroups) -> _Guardian | None:
-        """None where no Python can be started for it: the run goes on unguarded."""
-        try:
-            proc = spawn(groups, Invocation([sys.executable, "-I", "-c", _GUARDIAN_SOURCE,
-                                             AGENT_TOKEN_ENV, AGENT_TOKEN_RUN], Path("/")),
-                         None, stdin=subprocess.PIPE, output=subprocess.DEVNULL)
-        except (OSError, ValueError):
-            return None
-        return cls(proc)
-
     def tell(self, line: str) -> None:
         with self.lock, contextlib.suppress(OSError, ValueError):
             self.stdin.write(line.encode("ascii") + b"\n")
@@ -4933,7 +4922,11 @@ def guarded_groups(groups: ProcessGroups, confinement: Any) -> Iterator[None]:
     if confinement.mode == "bwrap":
         yield
         return
-    groups.guardian = _Guardian.start(groups)
+    groups.guardian = None
+    with contextlib.suppress(OSError, ValueError):  # no Python to start: the run goes unguarded
+        argv = [sys.executable, "-I", "-c", _GUARDIAN_SOURCE, AGENT_TOKEN_ENV, AGENT_TOKEN_RUN]
+        groups.guardian = _Guardian(spawn(groups, Invocation(argv, Path("/")), None,
+                                          stdin=subprocess.PIPE, output=subprocess.DEVNULL))
     try:
         yield
     finally:
