@@ -5365,10 +5365,6 @@ class RevisionPackage:
         return Arm("git revision", self.revision, self.commit, self.sha256, len(self.contents),
                    tuple(self.skipped))
 
-    def path_of(self, rel: str) -> Path:
-        assert self.root is not None, "write() the package first"
-        return self.root / rel
-
     def write(self, folder: Path) -> None:
         for rel, (data, executable) in self.contents.items():
             target = folder / rel
@@ -5577,7 +5573,8 @@ class RepoSnapshot:
         written out, else the working tree's as copied before the first agent."""
         revision = self.revisions.get(config) if isinstance(config, str) else None
         if revision is not None:
-            return [(str(revision.path_of(rel)), rel) for rel in revision.files]
+            assert revision.root is not None, "write() the package first"
+            return [(str(revision.root / rel), rel) for rel in revision.files]
         assert self.skill_copy is not None, "build the iteration's template first"
         return [(str(self.skill_copy / rel), rel) for rel in self.skill_delivered]
 
