@@ -5747,11 +5747,13 @@ def _commit_files(folder: Path, work_tree: Path | None, files: list[str], env: d
     return ok, out
 
 
-def _list_repository(root: Path, groups: ProcessGroups) -> tuple[list[str], str]:
+def _list_repository(root: Path, groups: ProcessGroups, *others: str
+                     ) -> tuple[list[str], str]:
+    """The files git tracks (`others`: more of git ls-files' options), else a walk's."""
     if (root / ".git").exists():
-        ok, out = run_git(["ls-files", "-z", "--cached"], root, groups=groups)
-        if ok:
-            return [rel for rel in out.split("\0") if rel], "git ls-files"
+        ok, out = run_git(["ls-files", "-z", "--cached", *others], root, groups=groups)
+        if ok:  # an untracked nested repository is listed as a folder: `name/`
+            return [rel.rstrip("/") for rel in out.split("\0") if rel], "git ls-files"
     return [p.relative_to(root).as_posix() for p in walk_files(root)], "folder walk"
 
 
@@ -6619,31 +6621,19 @@ def _checkout_files(root: Path, skip: Callable[[str], bool], groups: ProcessGrou
                     ) -> _CheckoutListing:
     """Every file to compare: tracked, untracked and ignored files (all files outside git),
     an ignored folder as one entry; plus what decides what git does and sees, wherever the
-    git folder is (a worktree's .git is a file naming it)."""
-    rels, ignored = _git_listing(root, groups)
-    source = "git ls-files" if rels is not None else "folder walk"
-    if rels is None:
-        rels = [p.relative_to(root).as_posix() for p in walk_files(root)]
+    git folder is (a worktree's .git is a file naming it). Ignored files are asked for
+    separately, so a file excluded after the snapshot is still listed; `--directory` keeps a
+    wholly ignored folder (node_modules) to one entry."""
+    rels, source = _list_repository(root, groups, "--others", "--exclude-standard")
+    ok, hidden = False, ""
+    if source == "git ls-files":
+        ok, hidden = run_git(["ls-files", "-z", "--others", "--ignored", "--exclude-standard",
+                              "--directory"], root, groups=groups)
+    ignored = [rel.rstrip("/") for rel in hidden.split("\0")
+               if rel and not _RUN_FOLDERS.fullmatch(rel)] if ok else []
     files = {rel: os.path.join(root, rel) for rel in [*rels, *ignored] if not skip(rel)}
     files.update(_git_state_files(root) if source == "git ls-files" else {})
     return _CheckoutListing(files, source, set(ignored) - set(rels))
-
-
-def _git_listing(root: Path, groups: ProcessGroups) -> tuple[list[str] | None, list[str]]:
-    """(tracked and untracked-not-ignored, ignored) names; (None, []) outside git. Ignored
-    ones are asked for separately, so a file excluded after the snapshot is still listed;
-    `--directory` keeps a wholly ignored folder (node_modules) to one entry."""
-    if not (root / ".git").exists():
-        return None, []
-    ok, out = run_git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], root,
-                      groups)
-    if not ok:
-        return None, []
-    ok, hidden = run_git(["ls-files", "-z", "--others", "--ignored", "--exclude-standard",
-                          "--directory"], root, groups=groups)
-    names = [rel.rstrip("/") for rel in out.split("\0") if rel]
-    return names, [rel.rstrip("/") for rel in hidden.split("\0")
-                   if rel and not _RUN_FOLDERS.fullmatch(rel)] if ok else []
 
 
 # An ignored default workspace (or its agent folder), listed as one entry: another run may
