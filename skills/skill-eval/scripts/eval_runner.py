@@ -6066,10 +6066,6 @@ class Sandbox:
         assert self.record.git is not None, "build_sandbox makes the baseline first"
         return self.record.git
 
-    @property
-    def artifact_path(self) -> Path:
-        return self.repo / ARTIFACT_RELPATH
-
     def make_grader_dirs(self, with_io: bool) -> tuple[Path, Path | None]:
         """The grader's empty working folder, and when its CLI needs one, a folder for its
         schema and last message. Each grader of a cell gets folders of its own."""
@@ -9699,7 +9695,7 @@ def _final_answer(sandbox: Sandbox, record: RunRecord, files: _RunFiles, text: s
                   exchanges: list[Exchange] | None = None,
                   trace: Trace | None = None) -> _ExecutorAnswer:
     # From the sandbox base, which the executor cannot replace: no step of the path is followed.
-    artifact, shown = _capture_artifact(sandbox.artifact_path, sandbox.base)
+    artifact, shown = _capture_artifact(sandbox.repo / ARTIFACT_RELPATH, sandbox.base)
     if shown is not None:
         files.text("outputs/plan.md", shown)
     record.written_artifact = artifact
