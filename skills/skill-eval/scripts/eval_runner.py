@@ -6120,7 +6120,15 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, sa
     for rel in snapshot.base_files:
         copier.copy(rel)
     revision = snapshot.revisions[with_skill] if isinstance(with_skill, str) else None
-    delivered = _deliver_skill_package(snapshot, copier, with_skill)
+    # The cell's skill package comes from its snapshot, never the checkout; `delivered` is the
+    # hash of what landed in the sandbox, None when the cell gets no package.
+    if with_skill is True:
+        copier.skipped += [{"path": rel, "reason": why}
+                           for rel, why in snapshot.skill_unreadable.items()]
+    package = snapshot.package_copy(with_skill) if with_skill else []
+    for source, rel in package:  # a revision's in the same place as the working tree's
+        copier.copy_from(source, rel)
+    delivered = tree_hash(repo, [rel for _, rel in package]) if with_skill else None
     if delivered is not None and delivered != (revision.sha256 if revision is not None
                                                else snapshot.skill_sha256):
         shutil.rmtree(sandbox.cell_dir, ignore_errors=True)
@@ -6168,21 +6176,6 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, sa
 
 class _SkillCopyChanged(RuntimeError):
     """The private copy a cell's skill package comes from no longer matches its snapshot."""
-
-
-def _deliver_skill_package(snapshot: RepoSnapshot, copier: _FileCopier,
-                           with_skill: bool | str) -> str | None:
-    """Copy the cell's skill package from its snapshot (never the checkout) and return the hash
-    of what landed in the sandbox, or None when the cell gets no package."""
-    if not with_skill:
-        return None
-    if with_skill is True:
-        copier.skipped += [{"path": rel, "reason": why}
-                           for rel, why in snapshot.skill_unreadable.items()]
-    files = snapshot.package_copy(with_skill)
-    for source, rel in files:  # a revision's in the same place as the working tree's
-        copier.copy_from(source, rel)
-    return tree_hash(Path(copier.dest), [rel for _, rel in files])
 
 
 _SANDBOX_GIT_CONFIG = """\
