@@ -6221,22 +6221,29 @@ def _write_git_dir(git_dir: Path, alternates: list[Path], commit: str | None,
 def _init_sandbox_git(repo: Path, baseline: Path, template: _GitTemplate | None,
                       extras: list[str], with_skill: bool | str, groups: ProcessGroups
                       ) -> SandboxGit:
-    """The baseline commit, kept by the runner outside the sandbox and mirrored into it.
-
-    Failure is recorded, never worked around with the real repository.
+    """The baseline commit, kept by the runner outside the sandbox and mirrored into it: the
+    template's commit plus the cell's own files (fixtures, links), or without a template
+    every file. Failure is recorded, never worked around with the real repository.
     """
     usable = template if template is not None and not template.error and template.commit else None
     added = [rel for rel in extras if (repo / rel).is_file()] if usable else ["."]
     shared = usable.runner_baselines.get(with_skill) if usable and not added else None
     method = "template" if usable else "full"
-    borrowed, commit, _ = usable.baseline_for(with_skill) if usable else ([], "", None)
+    borrowed, commit, index = usable.baseline_for(with_skill) if usable else ([], "", None)
     if shared is not None:
         baseline = shared
     else:
-        error, commit = _commit_cell_baseline(repo, baseline, usable,
-                                              added, with_skill, groups)
-        if error:
-            return SandboxGit(False, method, error=error)
+        _write_git_dir(baseline, borrowed, commit, index)
+        if added:
+            tree = [f"--git-dir={baseline}", f"--work-tree={repo}"]
+            for args, stdin in ((["add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"],
+                                 "\0".join(added).encode("utf-8")),
+                                (["commit", "-q", "--no-verify", "--allow-empty", "-m",
+                                  "skill-eval baseline"], None)):
+                ok, detail = run_git([*tree, *args], repo, stdin=stdin, groups=groups)
+                if not ok:
+                    return SandboxGit(False, method, error=detail)
+            commit = (baseline / "refs/heads/main").read_text(encoding="utf-8").strip()
     # The executor gets its own copy to use as it likes; the runner never reads it back. The
     # cell's own objects are copied, not borrowed: an alternates entry would tell the executor
     # where the run folder, and so the checkout, is.
@@ -6247,26 +6254,6 @@ def _init_sandbox_git(repo: Path, baseline: Path, template: _GitTemplate | None,
     return SandboxGit(True, method, baseline=commit, baseline_repository=str(baseline),
                       shared_baseline=shared is not None,
                       borrowed_objects=tuple(str(path) for path in borrowed))
-
-
-def _commit_cell_baseline(repo: Path, baseline: Path, template: _GitTemplate | None,
-                          added: list[str], with_skill: bool | str, groups: ProcessGroups
-                          ) -> tuple[str, str]:
-    """This cell's baseline repository: the template's commit plus the cell's own files
-    (fixtures, links), or without a template every file. Returns (error, commit)."""
-    borrowed, commit, index = template.baseline_for(with_skill) if template else ([], "", None)
-    _write_git_dir(baseline, borrowed, commit, index)
-    if not added:
-        return "", commit
-    tree = [f"--git-dir={baseline}", f"--work-tree={repo}"]
-    steps = ((["add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"],
-              "\0".join(added).encode("utf-8")),
-             (["commit", "-q", "--no-verify", "--allow-empty", "-m", "skill-eval baseline"], None))
-    for args, stdin in steps:
-        ok, detail = run_git([*tree, *args], repo, stdin=stdin, groups=groups)
-        if not ok:
-            return detail, ""
-    return "", (baseline / "refs/heads/main").read_text(encoding="utf-8").strip()
 
 
 def sandbox_changes(repo: Path, baseline: Path, git_record: SandboxGit,
