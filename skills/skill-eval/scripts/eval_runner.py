@@ -6375,21 +6375,14 @@ def permission_bits(repo: Path, rels: Iterable[str]) -> dict[str, int]:
         top = repo / rel
         if _link_in_parents(repo, rel) is not None:
             continue
-        paths = ([Path(folder, name) for folder, _, names in os.walk(top) for name in names]
-                 if top.is_dir() and not top.is_symlink() else [top])
+        paths = ([Path(folder, name) for folder, _, names in walk_unfollowed(top)
+                  for name in names] if top.is_dir() and not top.is_symlink() else [top])
         for path in paths:
             with contextlib.suppress(OSError):
                 info = os.lstat(path)
                 if stat.S_ISREG(info.st_mode):
                     modes[path.relative_to(repo).as_posix()] = stat.S_IMODE(info.st_mode)
     return modes
-
-
-def _mode_changed(repo: Path, path: str, delivered_modes: dict[str, int]) -> bool:
-    try:
-        return stat.S_IMODE(os.lstat(repo / path).st_mode) != delivered_modes[path]
-    except OSError:
-        return False  # gone: listed as deleted already
 
 
 def protected_changes(repo: Path, baseline: Path, commit: str, rel: str,
@@ -6402,10 +6395,10 @@ def protected_changes(repo: Path, baseline: Path, commit: str, rel: str,
         return [parent]
     delivered, now = _delivered_tree(baseline, commit, rel, groups), _sandbox_tree(repo, rel)
     now = {path: entry for path, entry in now.items() if not _generated(path)}
-    modes = delivered_modes or {}
+    modes, bits = delivered_modes or {}, permission_bits(repo, [rel])
     return sorted(path for path in set(delivered) | set(now)
                   if delivered.get(path) != now.get(path)
-                  or (path in modes and path in now and _mode_changed(repo, path, modes)))
+                  or (path in modes and path in bits and bits[path] != modes[path]))
 
 
 def restore_delivered(repo: Path, baseline: Path, commit: str, rel: str,
