@@ -6518,8 +6518,7 @@ class CheckoutSnapshot:
             now = _stat_key(path)
             if now == key:
                 continue
-            change = _classify_change(key, digest, now, path) or self._covered_write(name, key,
-                                                                                     now)
+            change = self._change(name, key, digest, now, path)
             if change:
                 changes.append(FileChange(name, change))
             else:
@@ -6534,29 +6533,28 @@ class CheckoutSnapshot:
                  "touched_only, not as changes, except in the skill package and where the "
                  "mtime was set back")
 
-    def _covered_write(self, name: str, key: tuple, now: tuple) -> str | None:
-        """A write the content does not show: its mtime put back (only the ctime moved, which
-        no user can set), or any write into the skill package, which nothing should touch."""
+    def _change(self, name: str, key: tuple, digest: str | None, now: tuple, path: str
+                ) -> str | None:
+        """How the file `name` at `path` changed from (`key`, `digest`) to `now`, or None. A
+        write the content does not show is a change too: its mtime put back (only the ctime
+        moved, which no user can set), or any write into the skill package, which nothing
+        should touch."""
+        if now[0] == "missing":
+            return "removed"
+        if key[0] == "missing":
+            return "added"
+        if now[0] != key[0]:
+            return "type changed"
+        if now[2] != key[2]:
+            return "mode changed"
+        # No digest: compared by metadata only (what git ignores), so moved metadata is a change.
+        if now[1] != key[1] or digest is None or _content_hash(path, now[0]) != digest:
+            return "modified"
         if key[0] == "file" and now[3] == key[3]:
             return "rewritten, times set back"
         if name.startswith(self.guarded) and self.guarded:
             return "written to (content as before)"
         return None
-
-
-def _classify_change(key: tuple, digest: str | None, now: tuple, path: str) -> str | None:
-    if now[0] == "missing":
-        return "removed"
-    if key[0] == "missing":
-        return "added"
-    if now[0] != key[0]:
-        return "type changed"
-    if now[2] != key[2]:
-        return "mode changed"
-    # No digest: compared by metadata only (what git ignores), so moved metadata is a change.
-    if now[1] != key[1] or digest is None or _content_hash(path, now[0]) != digest:
-        return "modified"
-    return None
 
 
 _DEFAULT_ITERATIONS = re.compile(
