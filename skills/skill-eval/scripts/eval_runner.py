@@ -4809,17 +4809,6 @@ class _Guardian:
         self.stdin = cast("IO[bytes]", proc.stdin)  # start() always opens it as a pipe
         self.lock = threading.Lock()
 
-    @classmethod
-    def start(cls, groups: ProcessGroups) -> _Guardian | None:
-        """None where no Python can be started for it: the run goes on unguarded."""
-        try:
-            proc = spawn(groups, Invocation([sys.executable, "-I", "-c", _GUARDIAN_SOURCE,
-                                             AGENT_TOKEN_ENV, AGENT_TOKEN_RUN], Path("/")),
-                         None, stdin=subprocess.PIPE, output=subprocess.DEVNULL)
-        except (OSError, ValueError):
-            return None
-        return cls(proc)
-
     def tell(self, line: str) -> None:
         with self.lock, contextlib.suppress(OSError, ValueError):
             self.stdin.write(line.encode("ascii") + b"\n")
@@ -4842,7 +4831,11 @@ def guarded_groups(groups: ProcessGroups, confinement: Any) -> Iterator[None]:
     if confinement.mode == "bwrap":
         yield
         return
-    groups.guardian = _Guardian.start(groups)
+    groups.guardian = None
+    with contextlib.suppress(OSError, ValueError):  # no Python to start: the run goes unguarded
+        argv = [sys.executable, "-I", "-c", _GUARDIAN_SOURCE, AGENT_TOKEN_ENV, AGENT_TOKEN_RUN]
+        groups.guardian = _Guardian(spawn(groups, Invocation(argv, Path("/")), None,
+                                          stdin=subprocess.PIPE, output=subprocess.DEVNULL))
     try:
         yield
     finally:
@@ -5281,10 +5274,6 @@ class RevisionPackage:
         return Arm("git revision", self.revision, self.commit, self.sha256, len(self.contents),
                    tuple(self.skipped))
 
-    def path_of(self, rel: str) -> Path:
-        assert self.root is not None, "write() the package first"
-        return self.root / rel
-
     def write(self, folder: Path) -> None:
         for rel, (data, executable) in self.contents.items():
             target = folder / rel
@@ -5493,7 +5482,8 @@ class RepoSnapshot:
         written out, else the working tree's as copied before the first agent."""
         revision = self.revisions.get(config) if isinstance(config, str) else None
         if revision is not None:
-            return [(str(revision.path_of(rel)), rel) for rel in revision.files]
+            assert revision.root is not None, "write() the package first"
+            return [(str(revision.root / rel), rel) for rel in revision.files]
         assert self.skill_copy is not None, "build the iteration's template first"
         return [(str(self.skill_copy / rel), rel) for rel in self.skill_delivered]
 
@@ -5666,11 +5656,13 @@ def _commit_files(folder: Path, work_tree: Path | None, files: list[str], env: d
     return ok, out
 
 
-def _list_repository(root: Path, groups: ProcessGroups) -> tuple[list[str], str]:
+def _list_repository(root: Path, groups: ProcessGroups, *others: str
+                     ) -> tuple[list[str], str]:
+    """The files git tracks (`others`: more of git ls-files' options), else a walk's."""
     if (root / ".git").exists():
-        ok, out = run_git(["ls-files", "-z", "--cached"], root, groups=groups)
-        if ok:
-            return [rel for rel in out.split("\0") if rel], "git ls-files"
+        ok, out = run_git(["ls-files", "-z", "--cached", *others], root, groups=groups)
+        if ok:  # an untracked nested repository is listed as a folder: `name/`
+            return [rel.rstrip("/") for rel in out.split("\0") if rel], "git ls-files"
     return [p.relative_to(root).as_posix() for p in walk_files(root)], "folder walk"
 
 
@@ -5983,10 +5975,6 @@ class Sandbox:
         assert self.record.git is not None, "build_sandbox makes the baseline first"
         return self.record.git
 
-    @property
-    def artifact_path(self) -> Path:
-        return self.repo / ARTIFACT_RELPATH
-
     def make_grader_dirs(self, with_io: bool) -> tuple[Path, Path | None]:
         """The grader's empty working folder, and when its CLI needs one, a folder for its
         schema and last message. Each grader of a cell gets folders of its own."""
@@ -6041,7 +6029,15 @@ def build_sandbox(snapshot: RepoSnapshot, case: Case, with_skill: bool | str, sa
     for rel in snapshot.base_files:
         copier.copy(rel)
     revision = snapshot.revisions[with_skill] if isinstance(with_skill, str) else None
-    delivered = _deliver_skill_package(snapshot, copier, with_skill)
+    # The cell's skill package comes from its snapshot, never the checkout; `delivered` is the
+    # hash of what landed in the sandbox, None when the cell gets no package.
+    if with_skill is True:
+        copier.skipped += [{"path": rel, "reason": why}
+                           for rel, why in snapshot.skill_unreadable.items()]
+    package = snapshot.package_copy(with_skill) if with_skill else []
+    for source, rel in package:  # a revision's in the same place as the working tree's
+        copier.copy_from(source, rel)
+    delivered = tree_hash(repo, [rel for _, rel in package]) if with_skill else None
     if delivered is not None and delivered != (revision.sha256 if revision is not None
                                                else snapshot.skill_sha256):
         shutil.rmtree(sandbox.cell_dir, ignore_errors=True)
@@ -6091,21 +6087,6 @@ class _SkillCopyChanged(RuntimeError):
     """The private copy a cell's skill package comes from no longer matches its snapshot."""
 
 
-def _deliver_skill_package(snapshot: RepoSnapshot, copier: _FileCopier,
-                           with_skill: bool | str) -> str | None:
-    """Copy the cell's skill package from its snapshot (never the checkout) and return the hash
-    of what landed in the sandbox, or None when the cell gets no package."""
-    if not with_skill:
-        return None
-    if with_skill is True:
-        copier.skipped += [{"path": rel, "reason": why}
-                           for rel, why in snapshot.skill_unreadable.items()]
-    files = snapshot.package_copy(with_skill)
-    for source, rel in files:  # a revision's in the same place as the working tree's
-        copier.copy_from(source, rel)
-    return tree_hash(Path(copier.dest), [rel for _, rel in files])
-
-
 _SANDBOX_GIT_CONFIG = """\
 [core]
 \trepositoryformatversion = 0
@@ -6149,22 +6130,29 @@ def _write_git_dir(git_dir: Path, alternates: list[Path], commit: str | None,
 def _init_sandbox_git(repo: Path, baseline: Path, template: _GitTemplate | None,
                       extras: list[str], with_skill: bool | str, groups: ProcessGroups
                       ) -> SandboxGit:
-    """The baseline commit, kept by the runner outside the sandbox and mirrored into it.
-
-    Failure is recorded, never worked around with the real repository.
+    """The baseline commit, kept by the runner outside the sandbox and mirrored into it: the
+    template's commit plus the cell's own files (fixtures, links), or without a template
+    every file. Failure is recorded, never worked around with the real repository.
     """
     usable = template if template is not None and not template.error and template.commit else None
     added = [rel for rel in extras if (repo / rel).is_file()] if usable else ["."]
     shared = usable.runner_baselines.get(with_skill) if usable and not added else None
     method = "template" if usable else "full"
-    borrowed, commit, _ = usable.baseline_for(with_skill) if usable else ([], "", None)
+    borrowed, commit, index = usable.baseline_for(with_skill) if usable else ([], "", None)
     if shared is not None:
         baseline = shared
     else:
-        error, commit = _commit_cell_baseline(repo, baseline, usable,
-                                              added, with_skill, groups)
-        if error:
-            return SandboxGit(False, method, error=error)
+        _write_git_dir(baseline, borrowed, commit, index)
+        if added:
+            tree = [f"--git-dir={baseline}", f"--work-tree={repo}"]
+            for args, stdin in ((["add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"],
+                                 "\0".join(added).encode("utf-8")),
+                                (["commit", "-q", "--no-verify", "--allow-empty", "-m",
+                                  "skill-eval baseline"], None)):
+                ok, detail = run_git([*tree, *args], repo, stdin=stdin, groups=groups)
+                if not ok:
+                    return SandboxGit(False, method, error=detail)
+            commit = (baseline / "refs/heads/main").read_text(encoding="utf-8").strip()
     # The executor gets its own copy to use as it likes; the runner never reads it back. The
     # cell's own objects are copied, not borrowed: an alternates entry would tell the executor
     # where the run folder, and so the checkout, is.
@@ -6175,26 +6163,6 @@ def _init_sandbox_git(repo: Path, baseline: Path, template: _GitTemplate | None,
     return SandboxGit(True, method, baseline=commit, baseline_repository=str(baseline),
                       shared_baseline=shared is not None,
                       borrowed_objects=tuple(str(path) for path in borrowed))
-
-
-def _commit_cell_baseline(repo: Path, baseline: Path, template: _GitTemplate | None,
-                          added: list[str], with_skill: bool | str, groups: ProcessGroups
-                          ) -> tuple[str, str]:
-    """This cell's baseline repository: the template's commit plus the cell's own files
-    (fixtures, links), or without a template every file. Returns (error, commit)."""
-    borrowed, commit, index = template.baseline_for(with_skill) if template else ([], "", None)
-    _write_git_dir(baseline, borrowed, commit, index)
-    if not added:
-        return "", commit
-    tree = [f"--git-dir={baseline}", f"--work-tree={repo}"]
-    steps = ((["add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"],
-              "\0".join(added).encode("utf-8")),
-             (["commit", "-q", "--no-verify", "--allow-empty", "-m", "skill-eval baseline"], None))
-    for args, stdin in steps:
-        ok, detail = run_git([*tree, *args], repo, stdin=stdin, groups=groups)
-        if not ok:
-            return detail, ""
-    return "", (baseline / "refs/heads/main").read_text(encoding="utf-8").strip()
 
 
 def sandbox_changes(repo: Path, baseline: Path, git_record: SandboxGit,
@@ -6316,21 +6284,14 @@ def permission_bits(repo: Path, rels: Iterable[str]) -> dict[str, int]:
         top = repo / rel
         if _link_in_parents(repo, rel) is not None:
             continue
-        paths = ([Path(folder, name) for folder, _, names in os.walk(top) for name in names]
-                 if top.is_dir() and not top.is_symlink() else [top])
+        paths = ([Path(folder, name) for folder, _, names in walk_unfollowed(top)
+                  for name in names] if top.is_dir() and not top.is_symlink() else [top])
         for path in paths:
             with contextlib.suppress(OSError):
                 info = os.lstat(path)
                 if stat.S_ISREG(info.st_mode):
                     modes[path.relative_to(repo).as_posix()] = stat.S_IMODE(info.st_mode)
     return modes
-
-
-def _mode_changed(repo: Path, path: str, delivered_modes: dict[str, int]) -> bool:
-    try:
-        return stat.S_IMODE(os.lstat(repo / path).st_mode) != delivered_modes[path]
-    except OSError:
-        return False  # gone: listed as deleted already
 
 
 def protected_changes(repo: Path, baseline: Path, commit: str, rel: str,
@@ -6343,10 +6304,10 @@ def protected_changes(repo: Path, baseline: Path, commit: str, rel: str,
         return [parent]
     delivered, now = _delivered_tree(baseline, commit, rel, groups), _sandbox_tree(repo, rel)
     now = {path: entry for path, entry in now.items() if not _generated(path)}
-    modes = delivered_modes or {}
+    modes, bits = delivered_modes or {}, permission_bits(repo, [rel])
     return sorted(path for path in set(delivered) | set(now)
                   if delivered.get(path) != now.get(path)
-                  or (path in modes and path in now and _mode_changed(repo, path, modes)))
+                  or (path in modes and path in bits and bits[path] != modes[path]))
 
 
 def restore_delivered(repo: Path, baseline: Path, commit: str, rel: str,
@@ -6466,8 +6427,7 @@ class CheckoutSnapshot:
             now = _stat_key(path)
             if now == key:
                 continue
-            change = _classify_change(key, digest, now, path) or self._covered_write(name, key,
-                                                                                     now)
+            change = self._change(name, key, digest, now, path)
             if change:
                 changes.append(FileChange(name, change))
             else:
@@ -6482,29 +6442,28 @@ class CheckoutSnapshot:
                  "touched_only, not as changes, except in the skill package and where the "
                  "mtime was set back")
 
-    def _covered_write(self, name: str, key: tuple, now: tuple) -> str | None:
-        """A write the content does not show: its mtime put back (only the ctime moved, which
-        no user can set), or any write into the skill package, which nothing should touch."""
+    def _change(self, name: str, key: tuple, digest: str | None, now: tuple, path: str
+                ) -> str | None:
+        """How the file `name` at `path` changed from (`key`, `digest`) to `now`, or None. A
+        write the content does not show is a change too: its mtime put back (only the ctime
+        moved, which no user can set), or any write into the skill package, which nothing
+        should touch."""
+        if now[0] == "missing":
+            return "removed"
+        if key[0] == "missing":
+            return "added"
+        if now[0] != key[0]:
+            return "type changed"
+        if now[2] != key[2]:
+            return "mode changed"
+        # No digest: compared by metadata only (what git ignores), so moved metadata is a change.
+        if now[1] != key[1] or digest is None or _content_hash(path, now[0]) != digest:
+            return "modified"
         if key[0] == "file" and now[3] == key[3]:
             return "rewritten, times set back"
         if name.startswith(self.guarded) and self.guarded:
             return "written to (content as before)"
         return None
-
-
-def _classify_change(key: tuple, digest: str | None, now: tuple, path: str) -> str | None:
-    if now[0] == "missing":
-        return "removed"
-    if key[0] == "missing":
-        return "added"
-    if now[0] != key[0]:
-        return "type changed"
-    if now[2] != key[2]:
-        return "mode changed"
-    # No digest: compared by metadata only (what git ignores), so moved metadata is a change.
-    if now[1] != key[1] or digest is None or _content_hash(path, now[0]) != digest:
-        return "modified"
-    return None
 
 
 _DEFAULT_ITERATIONS = re.compile(
@@ -6538,31 +6497,19 @@ def _checkout_files(root: Path, skip: Callable[[str], bool], groups: ProcessGrou
                     ) -> _CheckoutListing:
     """Every file to compare: tracked, untracked and ignored files (all files outside git),
     an ignored folder as one entry; plus what decides what git does and sees, wherever the
-    git folder is (a worktree's .git is a file naming it)."""
-    rels, ignored = _git_listing(root, groups)
-    source = "git ls-files" if rels is not None else "folder walk"
-    if rels is None:
-        rels = [p.relative_to(root).as_posix() for p in walk_files(root)]
+    git folder is (a worktree's .git is a file naming it). Ignored files are asked for
+    separately, so a file excluded after the snapshot is still listed; `--directory` keeps a
+    wholly ignored folder (node_modules) to one entry."""
+    rels, source = _list_repository(root, groups, "--others", "--exclude-standard")
+    ok, hidden = False, ""
+    if source == "git ls-files":
+        ok, hidden = run_git(["ls-files", "-z", "--others", "--ignored", "--exclude-standard",
+                              "--directory"], root, groups=groups)
+    ignored = [rel.rstrip("/") for rel in hidden.split("\0")
+               if rel and not _RUN_FOLDERS.fullmatch(rel)] if ok else []
     files = {rel: os.path.join(root, rel) for rel in [*rels, *ignored] if not skip(rel)}
     files.update(_git_state_files(root) if source == "git ls-files" else {})
     return _CheckoutListing(files, source, set(ignored) - set(rels))
-
-
-def _git_listing(root: Path, groups: ProcessGroups) -> tuple[list[str] | None, list[str]]:
-    """(tracked and untracked-not-ignored, ignored) names; (None, []) outside git. Ignored
-    ones are asked for separately, so a file excluded after the snapshot is still listed;
-    `--directory` keeps a wholly ignored folder (node_modules) to one entry."""
-    if not (root / ".git").exists():
-        return None, []
-    ok, out = run_git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], root,
-                      groups)
-    if not ok:
-        return None, []
-    ok, hidden = run_git(["ls-files", "-z", "--others", "--ignored", "--exclude-standard",
-                          "--directory"], root, groups=groups)
-    names = [rel.rstrip("/") for rel in out.split("\0") if rel]
-    return names, [rel.rstrip("/") for rel in hidden.split("\0")
-                   if rel and not _RUN_FOLDERS.fullmatch(rel)] if ok else []
 
 
 # An ignored default workspace (or its agent folder), listed as one entry: another run may
@@ -9628,7 +9575,7 @@ def _final_answer(sandbox: Sandbox, record: RunRecord, files: _RunFiles, text: s
                   exchanges: list[Exchange] | None = None,
                   trace: Trace | None = None) -> _ExecutorAnswer:
     # From the sandbox base, which the executor cannot replace: no step of the path is followed.
-    artifact, shown = _capture_artifact(sandbox.artifact_path, sandbox.base)
+    artifact, shown = _capture_artifact(sandbox.repo / ARTIFACT_RELPATH, sandbox.base)
     if shown is not None:
         files.text("outputs/plan.md", shown)
     record.written_artifact = artifact
