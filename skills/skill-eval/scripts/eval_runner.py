@@ -7324,12 +7324,19 @@ class Provider:
         sign-in itself, so every call will fail alike; None otherwise."""
         return None
 
+    # Each role's arguments, after the binary and before the model's: "executor", "grader"
+    # and "user" (the simulated user: like the grader, no tools and an empty folder).
+    role_args: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    def _invocation(self, role: str, prompt: str, cwd: Path, model: str | None) -> Invocation:
+        return Invocation([self.binary, *self.role_args[role], *_model_args(model)], cwd, prompt)
+
     def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
-        raise NotImplementedError
+        return self._invocation("executor", prompt, sandbox, model)
 
     def grader_invocation(self, prompt: str, grader_dir: Path, model: str | None,
                           schema_path: Path, last_message_path: Path) -> Invocation:
-        raise NotImplementedError
+        return self._invocation("grader", prompt, grader_dir, model)
 
     def read_executor(self, result: ProcessResult) -> AgentReply:
         raise NotImplementedError
@@ -7365,7 +7372,7 @@ class Provider:
 
     def user_invocation(self, prompt: str, folder: Path, model: str | None) -> Invocation:
         """The simulated user: like the grader, no tools and an empty folder, but free text."""
-        raise NotImplementedError
+        return self._invocation("user", prompt, folder, model)
 
     def read_user(self, result: ProcessResult) -> AgentReply:
         return self.read_grader(result, Path(os.devnull))
@@ -7391,7 +7398,6 @@ class ClaudeProvider(Provider):
     binary = "claude"
     install_hint = "npm install -g @anthropic-ai/claude-code"
     reports_cost = True  # the result envelope's total_cost_usd
-    executor_tools = "Bash,Read,Write,Edit,Glob,Grep"
     state_dirs = (".claude",)
     skills_folder = ".claude/skills"  # not .agents/skills (claude 2.1.197 and 2.1.332)
     skill_tool = ("Skill", "skill")  # {"skill": "<name>", "args": ...} (2.1.197's schema)
@@ -7418,26 +7424,18 @@ class ClaudeProvider(Provider):
         argv[at] += ",Skill"  # its skill tool, which -p mode would otherwise have to ask for
         return dataclasses.replace(invocation, argv=argv, skills_on=True)
 
-    def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
+    role_args: ClassVar[dict[str, tuple[str, ...]]] = {
         # stream-json (which needs --verbose) ends with the same result envelope as json
         # and also carries the tool calls, which the skill-read checks need.
-        argv = [self.binary, "-p", "--output-format", "stream-json", "--verbose",
-                "--no-session-persistence", "--permission-mode", "acceptEdits",
-                "--allowedTools", self.executor_tools]
-        return Invocation(argv + _model_args(model), sandbox, prompt)
-
-    def grader_invocation(self, prompt: str, grader_dir: Path, model: str | None,
-                          schema_path: Path, last_message_path: Path) -> Invocation:
+        "executor": ("-p", "--output-format", "stream-json", "--verbose",
+                     "--no-session-persistence", "--permission-mode", "acceptEdits",
+                     "--allowedTools", "Bash,Read,Write,Edit,Glob,Grep"),
         # --safe-mode: no CLAUDE.md, skills, plugins or hooks can steer the judge.
-        argv = [self.binary, "-p", "--output-format", "json",
-                "--json-schema", json.dumps(VERDICT_SCHEMA, separators=(",", ":")),
-                "--tools", "", "--no-session-persistence", "--safe-mode"]
-        return Invocation(argv + _model_args(model), grader_dir, prompt)
-
-    def user_invocation(self, prompt: str, folder: Path, model: str | None) -> Invocation:
-        argv = [self.binary, "-p", "--output-format", "json", "--tools", "",
-                "--no-session-persistence", "--safe-mode"]
-        return Invocation(argv + _model_args(model), folder, prompt)
+        "grader": ("-p", "--output-format", "json",
+                   "--json-schema", json.dumps(VERDICT_SCHEMA, separators=(",", ":")),
+                   "--tools", "", "--no-session-persistence", "--safe-mode"),
+        "user": ("-p", "--output-format", "json", "--tools", "", "--no-session-persistence",
+                 "--safe-mode")}
 
     def read_executor(self, result: ProcessResult) -> AgentReply:
         events = parse_json_lines(result.stdout)
@@ -7559,18 +7557,16 @@ class CodexProvider(Provider):
         # Inside, not under /tmp: codex will not make its sandbox helper under a temp folder.
         return {"CODEX_HOME": f"{home_inside}/.codex"}
 
-    def _common(self, cwd: Path, sandbox_mode: str, model: str | None) -> list[str]:
+    def _invocation(self, role: str, prompt: str, cwd: Path, model: str | None) -> Invocation:
+        # "-" sends the prompt on stdin; a prompt argument with a pipe open would block.
         argv = [self.binary, "exec", "--json", "--skip-git-repo-check", "--ephemeral",
-                "--sandbox", sandbox_mode, "--cd", str(cwd)]
-        return argv + self._config_args() + _model_args(model)
+                "--sandbox", "workspace-write" if role == "executor" else "read-only",
+                "--cd", str(cwd)]
+        return Invocation(argv + self._config_args() + _model_args(model) + ["-"], cwd, prompt)
 
     def _config_args(self) -> list[str]:
         """The user's settings, each as `-c KEY=VALUE`."""
         return [arg for setting in self.settings for arg in ("-c", setting)]
-
-    def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
-        # "-" sends the prompt on stdin; a prompt argument with a pipe open would block.
-        return Invocation(self._common(sandbox, "workspace-write", model) + ["-"], sandbox, prompt)
 
     # Observed on 0.171.0: a resumed turn's turn.completed usage is the thread's running total.
     running_totals = ("input_tokens", "cached_input_tokens", "output_tokens",
@@ -7587,15 +7583,12 @@ class CodexProvider(Provider):
         argv += _model_args(model) + [session_id, "-"]
         return dataclasses.replace(first, argv=argv, stdin_text=message)
 
-    def user_invocation(self, prompt: str, folder: Path, model: str | None) -> Invocation:
-        return Invocation(self._common(folder, "read-only", model) + ["-"], folder, prompt)
-
     def grader_invocation(self, prompt: str, grader_dir: Path, model: str | None,
                           schema_path: Path, last_message_path: Path) -> Invocation:
-        argv = self._common(grader_dir, "read-only", model) + [
-            "--output-schema", str(schema_path), "--output-last-message", str(last_message_path),
-            "-"]
-        return Invocation(argv, grader_dir, prompt)
+        call = self._invocation("grader", prompt, grader_dir, model)
+        files = ["--output-schema", str(schema_path), "--output-last-message",
+                 str(last_message_path)]
+        return dataclasses.replace(call, argv=[*call.argv[:-1], *files, "-"])
 
     def read_grader(self, result: ProcessResult, last_message_path: Path) -> AgentReply:
         reply = self.read_executor(result)
@@ -7765,10 +7758,9 @@ class GeminiProvider(Provider):
     dropped_vars = ("GEMINI_CLI_SYSTEM_SETTINGS_PATH", "GEMINI_CLI_SYSTEM_DEFAULTS_PATH",
                     "GEMINI_SYSTEM_MD", "GEMINI_WRITE_SYSTEM_MD", "GEMINI_CLI_TRUST_WORKSPACE")
 
-    def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
-        argv = [self.binary, "--output-format", "stream-json", "--approval-mode", "yolo",
-                "--skip-trust"]
-        return Invocation(argv + _model_args(model), sandbox, prompt)
+    role_args: ClassVar[dict[str, tuple[str, ...]]] = {
+        "executor": ("--output-format", "stream-json", "--approval-mode", "yolo", "--skip-trust"),
+        "user": ("--output-format", "json", "--skip-trust")}
 
     def grader_invocation(self, prompt: str, grader_dir: Path, model: str | None,
                           schema_path: Path, last_message_path: Path) -> Invocation:
@@ -7778,10 +7770,6 @@ class GeminiProvider(Provider):
 
     # A next turn resumes by id (the base's call): sessions are kept per working folder
     # (0.61.0), so it runs in the same sandbox.
-
-    def user_invocation(self, prompt: str, folder: Path, model: str | None) -> Invocation:
-        argv = [self.binary, "--output-format", "json", "--skip-trust"]
-        return Invocation(argv + _model_args(model), folder, prompt)
 
     def prepare_home(self, home: Path, env: dict[str, str], role: str, model: str | None,
                      seen_as: str, user_env: dict[str, str]) -> dict[str, str]:
@@ -8019,18 +8007,8 @@ class OpenCodeProvider(Provider):
         agent = ["--agent", self.agents[role]] if role in self.agents else []
         return Invocation(argv + agent, cwd, prompt)
 
-    def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
-        return self._invocation("executor", prompt, sandbox, model)
-
-    def grader_invocation(self, prompt: str, grader_dir: Path, model: str | None,
-                          schema_path: Path, last_message_path: Path) -> Invocation:
-        return self._invocation("grader", prompt, grader_dir, model)
-
     session_id_pattern = re.compile(r"ses_[A-Za-z0-9]{1,64}")
     resume_flag = "--session"
-
-    def user_invocation(self, prompt: str, folder: Path, model: str | None) -> Invocation:
-        return self._invocation("user", prompt, folder, model)
 
     def prepare_home(self, home: Path, env: dict[str, str], role: str, model: str | None,
                      seen_as: str, user_env: dict[str, str]) -> dict[str, str]:
