@@ -7342,7 +7342,7 @@ class Provider:
         raise NotImplementedError
 
     def read_grader(self, result: ProcessResult, last_message_path: Path) -> AgentReply:
-        raise NotImplementedError
+        return self.read_executor(result)
 
     # -- conversations (references/agents.md, "Continuing a session") --------------------
 
@@ -7483,10 +7483,9 @@ class ClaudeProvider(Provider):
             failure = (f"claude reported an error (exit {result.returncode}, subtype "
                        f"{envelope.get('subtype')!r}, api_error_status "
                        f"{envelope.get('api_error_status')!r}): {detail[:500]}")
-        denials = envelope.get("permission_denials")
         return AgentReply(failure is None, text=text, failure=failure or "",
                           metrics=_claude_metrics(envelope, ""),
-                          permission_denials=denials if isinstance(denials, list) else [])
+                          permission_denials=list_at(envelope, "permission_denials"))
 
 
 _CLAUDE_METRIC_FIELDS = (
@@ -8016,12 +8015,9 @@ class OpenCodeProvider(Provider):
         xdg = {"XDG_CONFIG_HOME": ".config", "XDG_DATA_HOME": ".local/share",
                "XDG_CACHE_HOME": ".cache", "XDG_STATE_HOME": ".local/state"}
         write_json(home / ".config" / "opencode" / "opencode.json", self.config_for(role, user))
-        user_data = Path(user_env.get("XDG_DATA_HOME") or _home(user_env) / ".local" / "share")
-        _carry_file(user_data / "opencode" / "auth.json",
-                    home / ".local" / "share" / "opencode" / "auth.json")
-        user_cache = Path(user_env.get("XDG_CACHE_HOME") or _home(user_env) / ".cache")
-        _carry_file(user_cache / "opencode" / "models.json",
-                    home / ".cache" / "opencode" / "models.json")
+        for name, carried in (("XDG_DATA_HOME", "auth.json"), ("XDG_CACHE_HOME", "models.json")):
+            user_dir = Path(user_env.get(name) or _home(user_env) / xdg[name]) / "opencode"
+            _carry_file(user_dir / carried, home / xdg[name] / "opencode" / carried)
         (home / "tmp").mkdir()
         fresh = {k: v for k, v in env.items() if k not in self.dropped_vars}
         fresh.update({name: f"{seen_as}/{rel}" for name, rel in xdg.items()})
@@ -8137,16 +8133,12 @@ class OpenCodeProvider(Provider):
             _set_path(config, *_json_setting(setting))
         return config
 
-    def read_grader(self, result: ProcessResult, last_message_path: Path) -> AgentReply:
-        return self.read_executor(result)
-
     def read_executor(self, result: ProcessResult) -> AgentReply:
         events = parse_json_lines(result.stdout)
         failure = _process_failure(result)
         pieces, trace, steps, errors, rejected = [], [], [], [], []
         for position, event in enumerate(events):
-            kind, part = event.get("type"), event.get("part")
-            part = part if isinstance(part, dict) else {}
+            kind, part = event.get("type"), object_at(event, "part")
             if kind == "tool_use":
                 state = object_at(part, "state")
                 trace.append({"tool": part.get("tool"), "input": state.get("input"),
@@ -8292,15 +8284,9 @@ def _typed_action(tools: dict[str, tuple[str, tuple[str, ...]]], tool: Any, tool
     kind, keys = tools.get(name, ("tool", ()))
     given = tool_input if isinstance(tool_input, dict) else {}
     value = next((given[key] for key in keys if given.get(key) is not None), None)
-    subject: dict[str, Any] = {}
-    if kind == "command":
-        subject["command"] = _action_text(value)
-    elif kind in ("read", "write", "edit", "delete"):
-        subject["paths"] = _action_paths(value)
-    elif kind == "search":
-        subject["pattern"] = _action_text(value)
-    elif kind == "skill":
-        subject["skill"] = _action_text(value)
+    field = {"command": "command", "search": "pattern", "skill": "skill"}.get(kind)
+    subject = ({"paths": _action_paths(value)} if kind in ("read", "write", "edit", "delete")
+               else {field: _action_text(value)} if field else {})
     return TraceAction(kind, name, event, **subject, **reported)
 
 
@@ -8567,9 +8553,7 @@ def _describe_action(action: TraceAction) -> str:
 
 def _keys(value: Any) -> list[Any]:
     """The names a config lists, as a mapping's keys or a list's items; [] otherwise."""
-    if isinstance(value, dict):
-        return list(value)
-    return list(value) if isinstance(value, list) else []
+    return list(value) if isinstance(value, (dict, list)) else []
 
 
 def _names(names: Any) -> str:
