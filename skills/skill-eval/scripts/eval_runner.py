@@ -7453,14 +7453,12 @@ class ClaudeProvider(Provider):
         return reply
 
     def read_grader(self, result: ProcessResult, last_message_path: Path) -> AgentReply:
-        envelope, cut = None, False
         try:
             parsed, cut = loads_agent_json(result.stdout)
-            envelope = (parsed if isinstance(parsed, dict) and parsed.get("type") == "result"
-                        else None)
-        except ValueError:
-            events = parse_json_lines(result.stdout)
-            envelope = next((e for e in reversed(events) if e.get("type") == "result"), None)
+        except ValueError:  # not one document: the stream's last result event
+            events, cut = parse_json_lines(result.stdout), False
+            parsed = next((e for e in reversed(events) if e.get("type") == "result"), None)
+        envelope = parsed if isinstance(parsed, dict) and parsed.get("type") == "result" else None
         reply = self._reply_from_envelope(result, envelope)
         if envelope is not None and cut:  # what was cut cannot be judged: no verdict from it
             reply.structured, reply.text = None, ""
@@ -7671,23 +7669,24 @@ def _codex_metrics(usages: list[dict], result: ProcessResult,
     return metrics
 
 
-def _json_setting(text: str) -> tuple[list[str], Any]:
-    """`a.b.c=VALUE` as a key path and a value: JSON when it parses, else the text itself."""
-    key, _, raw = text.partition("=")
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        value = raw
-    return [part for part in key.strip().split(".") if part], value
-
-
-def _set_path(doc: dict[str, Any], keys: list[str], value: Any) -> None:
-    for key in keys[:-1]:
-        if not isinstance(doc.get(key), dict):
-            doc[key] = {}
-        doc = doc[key]
-    if keys:
-        doc[keys[-1]] = value
+def _with_settings(doc: dict[str, Any], settings: list[str]) -> dict[str, Any]:
+    """`doc` with each `a.b.c=VALUE` of `settings` written at its key path, the value as JSON
+    when it parses, else the text itself."""
+    for setting in settings:
+        key, _, raw = setting.partition("=")
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        keys = [part for part in key.strip().split(".") if part]
+        place = doc
+        for part in keys[:-1]:
+            if not isinstance(place.get(part), dict):
+                place[part] = {}
+            place = place[part]
+        if keys:
+            place[keys[-1]] = value
+    return doc
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -7822,9 +7821,7 @@ class GeminiProvider(Provider):
             settings = _merge(settings, {
                 "tools": {"core": []}, "experimental": {"enableAgents": False},
                 "modelConfigs": {"customAliases": {self.verdict_alias: alias}}})
-        for setting in self.settings:
-            _set_path(settings, *_json_setting(setting))
-        return settings
+        return _with_settings(settings, self.settings)
 
     def readiness_problem(self, env: dict[str, str],
                           models: tuple[str | None, ...] = ()) -> tuple[str, str] | None:
@@ -8129,9 +8126,7 @@ class OpenCodeProvider(Provider):
             prompt = _GRADER_SYSTEM_PROMPT if role == "grader" else _USER_SYSTEM_PROMPT
             config["agent"] = {self.agents[role]: {"mode": "primary", "prompt": prompt,
                                                    "permission": {"*": "deny"}}}
-        for setting in self.settings:
-            _set_path(config, *_json_setting(setting))
-        return config
+        return _with_settings(config, self.settings)
 
     def read_executor(self, result: ProcessResult) -> AgentReply:
         events = parse_json_lines(result.stdout)
