@@ -7800,7 +7800,9 @@ class GeminiProvider(Provider):
             "security": {"folderTrust": {"enabled": False}},
             "skills": {"enabled": False},
         }
-        auth = _dig(user, ("security", "auth", "selectedType")) or self._auth_from_env(env)
+        auth = (_dig(user, ("security", "auth", "selectedType"))
+                or ("vertex-ai" if env.get("GOOGLE_GENAI_USE_VERTEXAI", "").lower() == "true"
+                    else "gemini-api-key" if env.get("GEMINI_API_KEY") else None))
         if auth:
             settings["security"]["auth"] = {"selectedType": auth}
         user_model = _dig(user, ("model", "name"))
@@ -7866,14 +7868,6 @@ class GeminiProvider(Provider):
         path = home / ".gemini" / "settings.json"
         write_json(path, _merge(_read_json_object(path), {"skills": {"enabled": True}}))
         return env
-
-    @staticmethod
-    def _auth_from_env(env: dict[str, str]) -> str | None:
-        if env.get("GOOGLE_GENAI_USE_VERTEXAI", "").lower() == "true":
-            return "vertex-ai"
-        if env.get("GEMINI_API_KEY"):
-            return "gemini-api-key"
-        return None
 
     def read_executor(self, result: ProcessResult) -> AgentReply:
         events = parse_json_lines(result.stdout)
@@ -8435,8 +8429,7 @@ def judge_trace_check(check: Check, trace: Trace | None, roots: Sequence[str],
     wanted = kind in ("ran", "read", "edited")
     what = describe_trace_step(step)
     if hits:
-        shown = trace.actions[hits[0]]
-        return {"passed": wanted, "evidence": f"{what}: {_describe_action(shown)}"
+        return {"passed": wanted, "evidence": f"{what}: {_describe_action(trace.actions[hits[0]])}"
                 + (f" (and {len(hits) - 1} more)" if len(hits) > 1 else "")}
     if trace.cut:
         return {"unrun": f"{_none_of(what)} in what was kept, but the executor's stream was cut "
