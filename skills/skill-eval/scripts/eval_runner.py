@@ -7619,10 +7619,9 @@ class CodexProvider(Provider):
             failure = _lost_to_output_cap(result, "its turn.completed event") or (
                 "codex stream ended without turn.completed" if events
                 else "codex printed no events")
-        metrics = _codex_metrics(usages, result, failure)
         thread = next((e for e in events if e.get("type") == "thread.started"), None)
         return AgentReply(failure is None, text=messages[-1] if messages else "",
-                          failure=failure or "", metrics=metrics,
+                          failure=failure or "", metrics=_codex_metrics(usages, result, failure),
                           trace=trace if events else None,
                           session_id=str(_dig(thread, ("thread_id",)) or ""),
                           actions=_codex_actions(events, result.stdout_truncated)
@@ -7889,11 +7888,10 @@ class GeminiProvider(Provider):
                 pieces.append(("tool", ""))
             elif event.get("type") == "message" and event.get("role") == "assistant":
                 pieces.append(("text", str(event.get("content") or "")))
-        stats = final.get("stats") if isinstance(final, dict) else None
         init = next((e for e in events if e.get("type") == "init"), None)
         return AgentReply(failure is None, text=_answer_after_tools(pieces),
                           failure=failure or "",
-                          metrics=_gemini_metrics(stats, failure or ""),
+                          metrics=_gemini_metrics(_dig(final, ("stats",)), failure or ""),
                           trace=trace if events else None,
                           session_id=str(_dig(init, ("session_id",)) or ""),
                           actions=_gemini_actions(events, result.stdout_truncated)
