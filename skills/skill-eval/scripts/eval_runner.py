@@ -7722,12 +7722,12 @@ def _answer_after_tools(pieces: list[tuple[str, str]]) -> str:
     return "".join(text for kind, text in pieces[last_tool + 1:] if kind == "text")
 
 
-_GRADER_SYSTEM_PROMPT = (
-    "You are a grader. You judge a recorded answer against numbered assertions and reply "
-    "with the JSON object the user asks for, and nothing else. You have no tools.\n")
-_USER_SYSTEM_PROMPT = (
-    "You play a person talking to an AI coding agent. You write only that person's next "
-    "message, in their words, and nothing else. You have no tools.\n")
+_SYSTEM_PROMPTS = {  # the grader's and the simulated user's, for the CLIs that take one
+    "grader": ("You are a grader. You judge a recorded answer against numbered assertions and "
+               "reply with the JSON object the user asks for, and nothing else. You have no "
+               "tools.\n"),
+    "user": ("You play a person talking to an AI coding agent. You write only that person's "
+             "next message, in their words, and nothing else. You have no tools.\n")}
 
 
 @register_provider
@@ -7782,9 +7782,8 @@ class GeminiProvider(Provider):
         # reports go to TMPDIR, inside the home that is removed after the run.
         fresh.update(HOME=seen_as, GEMINI_CLI_HOME=seen_as, GEMINI_CLI_NO_RELAUNCH="1",
                      TMPDIR=f"{seen_as}/tmp")
-        if role in ("grader", "user"):
-            write_text(home / f"{role}_system.md",
-                       _GRADER_SYSTEM_PROMPT if role == "grader" else _USER_SYSTEM_PROMPT)
+        if role in _SYSTEM_PROMPTS:
+            write_text(home / f"{role}_system.md", _SYSTEM_PROMPTS[role])
             fresh["GEMINI_SYSTEM_MD"] = f"{seen_as}/{role}_system.md"
         return fresh
 
@@ -7807,11 +7806,10 @@ class GeminiProvider(Provider):
         user_model = _dig(user, ("model", "name"))
         if isinstance(user_model, str) and user_model:
             settings["model"] = {"name": user_model}
-        if role == "user":  # no tools: it only writes the next message
-            settings = _merge(settings, {"tools": {"core": []},
-                                         "experimental": {"enableAgents": False}})
-            if model:
-                settings["model"] = {"name": model}
+        if role in ("grader", "user"):  # no tools: it only writes a verdict or the next message
+            settings.update(tools={"core": []}, experimental={"enableAgents": False})
+        if role == "user" and model:
+            settings["model"] = {"name": model}
         if role == "grader":
             alias: dict[str, Any]  # nested objects the model line below writes into
             alias = {"extends": "chat-base", "modelConfig": {"generateContentConfig": {
@@ -7819,9 +7817,7 @@ class GeminiProvider(Provider):
             chosen = model or (user_model if isinstance(user_model, str) else None)
             if chosen:
                 alias["modelConfig"]["model"] = chosen
-            settings = _merge(settings, {
-                "tools": {"core": []}, "experimental": {"enableAgents": False},
-                "modelConfigs": {"customAliases": {self.verdict_alias: alias}}})
+            settings["modelConfigs"] = {"customAliases": {self.verdict_alias: alias}}
         return _with_settings(settings, self.settings)
 
     def readiness_problem(self, env: dict[str, str],
@@ -8115,9 +8111,8 @@ class OpenCodeProvider(Provider):
                                   "snapshot": False, "permission": {"skill": "deny"}}
         if role in ("grader", "user"):
             config["permission"] = {"*": "deny"}
-            prompt = _GRADER_SYSTEM_PROMPT if role == "grader" else _USER_SYSTEM_PROMPT
-            config["agent"] = {self.agents[role]: {"mode": "primary", "prompt": prompt,
-                                                   "permission": {"*": "deny"}}}
+            config["agent"] = {self.agents[role]: {
+                "mode": "primary", "prompt": _SYSTEM_PROMPTS[role], "permission": {"*": "deny"}}}
         return _with_settings(config, self.settings)
 
     def read_executor(self, result: ProcessResult) -> AgentReply:
