@@ -8253,9 +8253,7 @@ def _action_int(value: Any) -> int | None:
 
 
 def _action_time(value: Any) -> str | int | None:
-    if isinstance(value, str):
-        return value[:40]
-    return _action_int(value)
+    return value[:40] if isinstance(value, str) else _action_int(value)
 
 
 def _typed_action(tools: dict[str, tuple[str, tuple[str, ...]]], tool: Any, tool_input: Any,
