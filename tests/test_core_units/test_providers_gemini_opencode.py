@@ -199,7 +199,7 @@ class GeminiHomeTest(HomeCase):
         # its own short system prompt instead of the 25 KB agent one
         self.assertEqual(env["GEMINI_SYSTEM_MD"], "/home/inside/grader_system.md")
         self.assertEqual((self.home / "grader_system.md").read_text(encoding="utf-8"),
-                         runner._GRADER_SYSTEM_PROMPT)
+                         runner._SYSTEM_PROMPTS["grader"])
 
     def test_grader_alias_takes_the_users_model_or_none(self):
         self.write(".gemini/settings.json", {"model": {"name": "user-model"}})
@@ -638,7 +638,7 @@ class OpenCodeHomeTest(HomeCase):
         config = self.config()
         self.assertEqual(config["permission"], {"*": "deny"})
         self.assertEqual(config["agent"], {"skill-eval-grader": {
-            "mode": "primary", "prompt": runner._GRADER_SYSTEM_PROMPT,
+            "mode": "primary", "prompt": runner._SYSTEM_PROMPTS["grader"],
             "permission": {"*": "deny"}}})
 
     def test_opencode_config_file_is_merged_into_the_user_config(self):

@@ -7180,18 +7180,25 @@ class Provider:
         sign-in itself, so every call will fail alike; None otherwise."""
         return None
 
+    # Each role's arguments, after the binary and before the model's: "executor", "grader"
+    # and "user" (the simulated user: like the grader, no tools and an empty folder).
+    role_args: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    def _invocation(self, role: str, prompt: str, cwd: Path, model: str | None) -> Invocation:
+        return Invocation([self.binary, *self.role_args[role], *_model_args(model)], cwd, prompt)
+
     def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
-        raise NotImplementedError
+        return self._invocation("executor", prompt, sandbox, model)
 
     def grader_invocation(self, prompt: str, grader_dir: Path, model: str | None,
                           schema_path: Path, last_message_path: Path) -> Invocation:
-        raise NotImplementedError
+        return self._invocation("grader", prompt, grader_dir, model)
 
     def read_executor(self, result: ProcessResult) -> AgentReply:
         raise NotImplementedError
 
     def read_grader(self, result: ProcessResult, last_message_path: Path) -> AgentReply:
-        raise NotImplementedError
+        return self.read_executor(result)
 
     # -- conversations (references/agents.md, "Continuing a session") --------------------
 
@@ -7221,7 +7228,7 @@ class Provider:
 
     def user_invocation(self, prompt: str, folder: Path, model: str | None) -> Invocation:
         """The simulated user: like the grader, no tools and an empty folder, but free text."""
-        raise NotImplementedError
+        return self._invocation("user", prompt, folder, model)
 
     def read_user(self, result: ProcessResult) -> AgentReply:
         return self.read_grader(result, Path(os.devnull))
@@ -7247,7 +7254,6 @@ class ClaudeProvider(Provider):
     binary = "claude"
     install_hint = "npm install -g @anthropic-ai/claude-code"
     reports_cost = True  # the result envelope's total_cost_usd
-    executor_tools = "Bash,Read,Write,Edit,Glob,Grep"
     state_dirs = (".claude",)
     skills_folder = ".claude/skills"  # not .agents/skills (claude 2.1.197 and 2.1.332)
     skill_tool = ("Skill", "skill")  # {"skill": "<name>", "args": ...} (2.1.197's schema)
@@ -7274,26 +7280,18 @@ class ClaudeProvider(Provider):
         argv[at] += ",Skill"  # its skill tool, which -p mode would otherwise have to ask for
         return dataclasses.replace(invocation, argv=argv, skills_on=True)
 
-    def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
+    role_args: ClassVar[dict[str, tuple[str, ...]]] = {
         # stream-json (which needs --verbose) ends with the same result envelope as json
         # and also carries the tool calls, which the skill-read checks need.
-        argv = [self.binary, "-p", "--output-format", "stream-json", "--verbose",
-                "--no-session-persistence", "--permission-mode", "acceptEdits",
-                "--allowedTools", self.executor_tools]
-        return Invocation(argv + _model_args(model), sandbox, prompt)
-
-    def grader_invocation(self, prompt: str, grader_dir: Path, model: str | None,
-                          schema_path: Path, last_message_path: Path) -> Invocation:
+        "executor": ("-p", "--output-format", "stream-json", "--verbose",
+                     "--no-session-persistence", "--permission-mode", "acceptEdits",
+                     "--allowedTools", "Bash,Read,Write,Edit,Glob,Grep"),
         # --safe-mode: no CLAUDE.md, skills, plugins or hooks can steer the judge.
-        argv = [self.binary, "-p", "--output-format", "json",
-                "--json-schema", json.dumps(VERDICT_SCHEMA, separators=(",", ":")),
-                "--tools", "", "--no-session-persistence", "--safe-mode"]
-        return Invocation(argv + _model_args(model), grader_dir, prompt)
-
-    def user_invocation(self, prompt: str, folder: Path, model: str | None) -> Invocation:
-        argv = [self.binary, "-p", "--output-format", "json", "--tools", "",
-                "--no-session-persistence", "--safe-mode"]
-        return Invocation(argv + _model_args(model), folder, prompt)
+        "grader": ("-p", "--output-format", "json",
+                   "--json-schema", json.dumps(VERDICT_SCHEMA, separators=(",", ":")),
+                   "--tools", "", "--no-session-persistence", "--safe-mode"),
+        "user": ("-p", "--output-format", "json", "--tools", "", "--no-session-persistence",
+                 "--safe-mode")}
 
     def read_executor(self, result: ProcessResult) -> AgentReply:
         events = parse_json_lines(result.stdout)
@@ -7311,14 +7309,12 @@ class ClaudeProvider(Provider):
         return reply
 
     def read_grader(self, result: ProcessResult, last_message_path: Path) -> AgentReply:
-        envelope, cut = None, False
         try:
             parsed, cut = loads_agent_json(result.stdout)
-            envelope = (parsed if isinstance(parsed, dict) and parsed.get("type") == "result"
-                        else None)
-        except ValueError:
-            events = parse_json_lines(result.stdout)
-            envelope = next((e for e in reversed(events) if e.get("type") == "result"), None)
+        except ValueError:  # not one document: the stream's last result event
+            events, cut = parse_json_lines(result.stdout), False
+            parsed = next((e for e in reversed(events) if e.get("type") == "result"), None)
+        envelope = parsed if isinstance(parsed, dict) and parsed.get("type") == "result" else None
         reply = self._reply_from_envelope(result, envelope)
         if envelope is not None and cut:  # what was cut cannot be judged: no verdict from it
             reply.structured, reply.text = None, ""
@@ -7341,10 +7337,9 @@ class ClaudeProvider(Provider):
             failure = (f"claude reported an error (exit {result.returncode}, subtype "
                        f"{envelope.get('subtype')!r}, api_error_status "
                        f"{envelope.get('api_error_status')!r}): {detail[:500]}")
-        denials = envelope.get("permission_denials")
         return AgentReply(failure is None, text=text, failure=failure or "",
                           metrics=_claude_metrics(envelope, ""),
-                          permission_denials=denials if isinstance(denials, list) else [])
+                          permission_denials=list_at(envelope, "permission_denials"))
 
 
 _CLAUDE_METRIC_FIELDS = (
@@ -7415,18 +7410,16 @@ class CodexProvider(Provider):
         # Inside, not under /tmp: codex will not make its sandbox helper under a temp folder.
         return {"CODEX_HOME": f"{home_inside}/.codex"}
 
-    def _common(self, cwd: Path, sandbox_mode: str, model: str | None) -> list[str]:
+    def _invocation(self, role: str, prompt: str, cwd: Path, model: str | None) -> Invocation:
+        # "-" sends the prompt on stdin; a prompt argument with a pipe open would block.
         argv = [self.binary, "exec", "--json", "--skip-git-repo-check", "--ephemeral",
-                "--sandbox", sandbox_mode, "--cd", str(cwd)]
-        return argv + self._config_args() + _model_args(model)
+                "--sandbox", "workspace-write" if role == "executor" else "read-only",
+                "--cd", str(cwd)]
+        return Invocation(argv + self._config_args() + _model_args(model) + ["-"], cwd, prompt)
 
     def _config_args(self) -> list[str]:
         """The user's settings, each as `-c KEY=VALUE`."""
         return [arg for setting in self.settings for arg in ("-c", setting)]
-
-    def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
-        # "-" sends the prompt on stdin; a prompt argument with a pipe open would block.
-        return Invocation(self._common(sandbox, "workspace-write", model) + ["-"], sandbox, prompt)
 
     # Observed on 0.171.0: a resumed turn's turn.completed usage is the thread's running total.
     running_totals = ("input_tokens", "cached_input_tokens", "output_tokens",
@@ -7443,15 +7436,12 @@ class CodexProvider(Provider):
         argv += _model_args(model) + [session_id, "-"]
         return dataclasses.replace(first, argv=argv, stdin_text=message)
 
-    def user_invocation(self, prompt: str, folder: Path, model: str | None) -> Invocation:
-        return Invocation(self._common(folder, "read-only", model) + ["-"], folder, prompt)
-
     def grader_invocation(self, prompt: str, grader_dir: Path, model: str | None,
                           schema_path: Path, last_message_path: Path) -> Invocation:
-        argv = self._common(grader_dir, "read-only", model) + [
-            "--output-schema", str(schema_path), "--output-last-message", str(last_message_path),
-            "-"]
-        return Invocation(argv, grader_dir, prompt)
+        call = self._invocation("grader", prompt, grader_dir, model)
+        files = ["--output-schema", str(schema_path), "--output-last-message",
+                 str(last_message_path)]
+        return dataclasses.replace(call, argv=[*call.argv[:-1], *files, "-"])
 
     def read_grader(self, result: ProcessResult, last_message_path: Path) -> AgentReply:
         reply = self.read_executor(result)
@@ -7485,10 +7475,9 @@ class CodexProvider(Provider):
             failure = _lost_to_output_cap(result, "its turn.completed event") or (
                 "codex stream ended without turn.completed" if events
                 else "codex printed no events")
-        metrics = _codex_metrics(usages, result, failure)
         thread = next((e for e in events if e.get("type") == "thread.started"), None)
         return AgentReply(failure is None, text=messages[-1] if messages else "",
-                          failure=failure or "", metrics=metrics,
+                          failure=failure or "", metrics=_codex_metrics(usages, result, failure),
                           trace=trace if events else None,
                           session_id=str(_dig(thread, ("thread_id",)) or ""),
                           actions=_codex_actions(events, result.stdout_truncated)
@@ -7535,23 +7524,24 @@ def _codex_metrics(usages: list[dict], result: ProcessResult,
     return metrics
 
 
-def _json_setting(text: str) -> tuple[list[str], Any]:
-    """`a.b.c=VALUE` as a key path and a value: JSON when it parses, else the text itself."""
-    key, _, raw = text.partition("=")
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        value = raw
-    return [part for part in key.strip().split(".") if part], value
-
-
-def _set_path(doc: dict[str, Any], keys: list[str], value: Any) -> None:
-    for key in keys[:-1]:
-        if not isinstance(doc.get(key), dict):
-            doc[key] = {}
-        doc = doc[key]
-    if keys:
-        doc[keys[-1]] = value
+def _with_settings(doc: dict[str, Any], settings: list[str]) -> dict[str, Any]:
+    """`doc` with each `a.b.c=VALUE` of `settings` written at its key path, the value as JSON
+    when it parses, else the text itself."""
+    for setting in settings:
+        key, _, raw = setting.partition("=")
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        keys = [part for part in key.strip().split(".") if part]
+        place = doc
+        for part in keys[:-1]:
+            if not isinstance(place.get(part), dict):
+                place[part] = {}
+            place = place[part]
+        if keys:
+            place[keys[-1]] = value
+    return doc
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -7588,12 +7578,12 @@ def _answer_after_tools(pieces: list[tuple[str, str]]) -> str:
     return "".join(text for kind, text in pieces[last_tool + 1:] if kind == "text")
 
 
-_GRADER_SYSTEM_PROMPT = (
-    "You are a grader. You judge a recorded answer against numbered assertions and reply "
-    "with the JSON object the user asks for, and nothing else. You have no tools.\n")
-_USER_SYSTEM_PROMPT = (
-    "You play a person talking to an AI coding agent. You write only that person's next "
-    "message, in their words, and nothing else. You have no tools.\n")
+_SYSTEM_PROMPTS = {  # the grader's and the simulated user's, for the CLIs that take one
+    "grader": ("You are a grader. You judge a recorded answer against numbered assertions and "
+               "reply with the JSON object the user asks for, and nothing else. You have no "
+               "tools.\n"),
+    "user": ("You play a person talking to an AI coding agent. You write only that person's "
+             "next message, in their words, and nothing else. You have no tools.\n")}
 
 
 @register_provider
@@ -7621,10 +7611,9 @@ class GeminiProvider(Provider):
     dropped_vars = ("GEMINI_CLI_SYSTEM_SETTINGS_PATH", "GEMINI_CLI_SYSTEM_DEFAULTS_PATH",
                     "GEMINI_SYSTEM_MD", "GEMINI_WRITE_SYSTEM_MD", "GEMINI_CLI_TRUST_WORKSPACE")
 
-    def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
-        argv = [self.binary, "--output-format", "stream-json", "--approval-mode", "yolo",
-                "--skip-trust"]
-        return Invocation(argv + _model_args(model), sandbox, prompt)
+    role_args: ClassVar[dict[str, tuple[str, ...]]] = {
+        "executor": ("--output-format", "stream-json", "--approval-mode", "yolo", "--skip-trust"),
+        "user": ("--output-format", "json", "--skip-trust")}
 
     def grader_invocation(self, prompt: str, grader_dir: Path, model: str | None,
                           schema_path: Path, last_message_path: Path) -> Invocation:
@@ -7634,10 +7623,6 @@ class GeminiProvider(Provider):
 
     # A next turn resumes by id (the base's call): sessions are kept per working folder
     # (0.61.0), so it runs in the same sandbox.
-
-    def user_invocation(self, prompt: str, folder: Path, model: str | None) -> Invocation:
-        argv = [self.binary, "--output-format", "json", "--skip-trust"]
-        return Invocation(argv + _model_args(model), folder, prompt)
 
     def prepare_home(self, home: Path, env: dict[str, str], role: str, model: str | None,
                      seen_as: str, user_env: dict[str, str]) -> dict[str, str]:
@@ -7653,9 +7638,8 @@ class GeminiProvider(Provider):
         # reports go to TMPDIR, inside the home that is removed after the run.
         fresh.update(HOME=seen_as, GEMINI_CLI_HOME=seen_as, GEMINI_CLI_NO_RELAUNCH="1",
                      TMPDIR=f"{seen_as}/tmp")
-        if role in ("grader", "user"):
-            write_text(home / f"{role}_system.md",
-                       _GRADER_SYSTEM_PROMPT if role == "grader" else _USER_SYSTEM_PROMPT)
+        if role in _SYSTEM_PROMPTS:
+            write_text(home / f"{role}_system.md", _SYSTEM_PROMPTS[role])
             fresh["GEMINI_SYSTEM_MD"] = f"{seen_as}/{role}_system.md"
         return fresh
 
@@ -7670,17 +7654,18 @@ class GeminiProvider(Provider):
             "security": {"folderTrust": {"enabled": False}},
             "skills": {"enabled": False},
         }
-        auth = _dig(user, ("security", "auth", "selectedType")) or self._auth_from_env(env)
+        auth = (_dig(user, ("security", "auth", "selectedType"))
+                or ("vertex-ai" if env.get("GOOGLE_GENAI_USE_VERTEXAI", "").lower() == "true"
+                    else "gemini-api-key" if env.get("GEMINI_API_KEY") else None))
         if auth:
             settings["security"]["auth"] = {"selectedType": auth}
         user_model = _dig(user, ("model", "name"))
         if isinstance(user_model, str) and user_model:
             settings["model"] = {"name": user_model}
-        if role == "user":  # no tools: it only writes the next message
-            settings = _merge(settings, {"tools": {"core": []},
-                                         "experimental": {"enableAgents": False}})
-            if model:
-                settings["model"] = {"name": model}
+        if role in ("grader", "user"):  # no tools: it only writes a verdict or the next message
+            settings.update(tools={"core": []}, experimental={"enableAgents": False})
+        if role == "user" and model:
+            settings["model"] = {"name": model}
         if role == "grader":
             alias: dict[str, Any]  # nested objects the model line below writes into
             alias = {"extends": "chat-base", "modelConfig": {"generateContentConfig": {
@@ -7688,12 +7673,8 @@ class GeminiProvider(Provider):
             chosen = model or (user_model if isinstance(user_model, str) else None)
             if chosen:
                 alias["modelConfig"]["model"] = chosen
-            settings = _merge(settings, {
-                "tools": {"core": []}, "experimental": {"enableAgents": False},
-                "modelConfigs": {"customAliases": {self.verdict_alias: alias}}})
-        for setting in self.settings:
-            _set_path(settings, *_json_setting(setting))
-        return settings
+            settings["modelConfigs"] = {"customAliases": {self.verdict_alias: alias}}
+        return _with_settings(settings, self.settings)
 
     def readiness_problem(self, env: dict[str, str],
                           models: tuple[str | None, ...] = ()) -> tuple[str, str] | None:
@@ -7739,14 +7720,6 @@ class GeminiProvider(Provider):
         write_json(path, _merge(_read_json_object(path), {"skills": {"enabled": True}}))
         return env
 
-    @staticmethod
-    def _auth_from_env(env: dict[str, str]) -> str | None:
-        if env.get("GOOGLE_GENAI_USE_VERTEXAI", "").lower() == "true":
-            return "vertex-ai"
-        if env.get("GEMINI_API_KEY"):
-            return "gemini-api-key"
-        return None
-
     def read_executor(self, result: ProcessResult) -> AgentReply:
         events = parse_json_lines(result.stdout)
         final = next((e for e in reversed(events) if e.get("type") == "result"), None)
@@ -7767,11 +7740,10 @@ class GeminiProvider(Provider):
                 pieces.append(("tool", ""))
             elif event.get("type") == "message" and event.get("role") == "assistant":
                 pieces.append(("text", str(event.get("content") or "")))
-        stats = final.get("stats") if isinstance(final, dict) else None
         init = next((e for e in events if e.get("type") == "init"), None)
         return AgentReply(failure is None, text=_answer_after_tools(pieces),
                           failure=failure or "",
-                          metrics=_gemini_metrics(stats, failure or ""),
+                          metrics=_gemini_metrics(_dig(final, ("stats",)), failure or ""),
                           trace=trace if events else None,
                           session_id=str(_dig(init, ("session_id",)) or ""),
                           actions=_gemini_actions(events, result.stdout_truncated)
@@ -7875,18 +7847,8 @@ class OpenCodeProvider(Provider):
         agent = ["--agent", self.agents[role]] if role in self.agents else []
         return Invocation(argv + agent, cwd, prompt)
 
-    def executor_invocation(self, prompt: str, sandbox: Path, model: str | None) -> Invocation:
-        return self._invocation("executor", prompt, sandbox, model)
-
-    def grader_invocation(self, prompt: str, grader_dir: Path, model: str | None,
-                          schema_path: Path, last_message_path: Path) -> Invocation:
-        return self._invocation("grader", prompt, grader_dir, model)
-
     session_id_pattern = re.compile(r"ses_[A-Za-z0-9]{1,64}")
     resume_flag = "--session"
-
-    def user_invocation(self, prompt: str, folder: Path, model: str | None) -> Invocation:
-        return self._invocation("user", prompt, folder, model)
 
     def prepare_home(self, home: Path, env: dict[str, str], role: str, model: str | None,
                      seen_as: str, user_env: dict[str, str]) -> dict[str, str]:
@@ -7894,12 +7856,9 @@ class OpenCodeProvider(Provider):
         xdg = {"XDG_CONFIG_HOME": ".config", "XDG_DATA_HOME": ".local/share",
                "XDG_CACHE_HOME": ".cache", "XDG_STATE_HOME": ".local/state"}
         write_json(home / ".config" / "opencode" / "opencode.json", self.config_for(role, user))
-        user_data = Path(user_env.get("XDG_DATA_HOME") or _home(user_env) / ".local" / "share")
-        _carry_file(user_data / "opencode" / "auth.json",
-                    home / ".local" / "share" / "opencode" / "auth.json")
-        user_cache = Path(user_env.get("XDG_CACHE_HOME") or _home(user_env) / ".cache")
-        _carry_file(user_cache / "opencode" / "models.json",
-                    home / ".cache" / "opencode" / "models.json")
+        for name, carried in (("XDG_DATA_HOME", "auth.json"), ("XDG_CACHE_HOME", "models.json")):
+            user_dir = Path(user_env.get(name) or _home(user_env) / xdg[name]) / "opencode"
+            _carry_file(user_dir / carried, home / xdg[name] / "opencode" / carried)
         (home / "tmp").mkdir()
         fresh = {k: v for k, v in env.items() if k not in self.dropped_vars}
         fresh.update({name: f"{seen_as}/{rel}" for name, rel in xdg.items()})
@@ -8008,23 +7967,16 @@ class OpenCodeProvider(Provider):
                                   "snapshot": False, "permission": {"skill": "deny"}}
         if role in ("grader", "user"):
             config["permission"] = {"*": "deny"}
-            prompt = _GRADER_SYSTEM_PROMPT if role == "grader" else _USER_SYSTEM_PROMPT
-            config["agent"] = {self.agents[role]: {"mode": "primary", "prompt": prompt,
-                                                   "permission": {"*": "deny"}}}
-        for setting in self.settings:
-            _set_path(config, *_json_setting(setting))
-        return config
-
-    def read_grader(self, result: ProcessResult, last_message_path: Path) -> AgentReply:
-        return self.read_executor(result)
+            config["agent"] = {self.agents[role]: {
+                "mode": "primary", "prompt": _SYSTEM_PROMPTS[role], "permission": {"*": "deny"}}}
+        return _with_settings(config, self.settings)
 
     def read_executor(self, result: ProcessResult) -> AgentReply:
         events = parse_json_lines(result.stdout)
         failure = _process_failure(result)
         pieces, trace, steps, errors, rejected = [], [], [], [], []
         for position, event in enumerate(events):
-            kind, part = event.get("type"), event.get("part")
-            part = part if isinstance(part, dict) else {}
+            kind, part = event.get("type"), object_at(event, "part")
             if kind == "tool_use":
                 state = object_at(part, "state")
                 trace.append({"tool": part.get("tool"), "input": state.get("input"),
@@ -8157,9 +8109,7 @@ def _action_int(value: Any) -> int | None:
 
 
 def _action_time(value: Any) -> str | int | None:
-    if isinstance(value, str):
-        return value[:40]
-    return _action_int(value)
+    return value[:40] if isinstance(value, str) else _action_int(value)
 
 
 def _typed_action(tools: dict[str, tuple[str, tuple[str, ...]]], tool: Any, tool_input: Any,
@@ -8170,15 +8120,9 @@ def _typed_action(tools: dict[str, tuple[str, tuple[str, ...]]], tool: Any, tool
     kind, keys = tools.get(name, ("tool", ()))
     given = tool_input if isinstance(tool_input, dict) else {}
     value = next((given[key] for key in keys if given.get(key) is not None), None)
-    subject: dict[str, Any] = {}
-    if kind == "command":
-        subject["command"] = _action_text(value)
-    elif kind in ("read", "write", "edit", "delete"):
-        subject["paths"] = _action_paths(value)
-    elif kind == "search":
-        subject["pattern"] = _action_text(value)
-    elif kind == "skill":
-        subject["skill"] = _action_text(value)
+    field = {"command": "command", "search": "pattern", "skill": "skill"}.get(kind)
+    subject = ({"paths": _action_paths(value)} if kind in ("read", "write", "edit", "delete")
+               else {field: _action_text(value)} if field else {})
     return TraceAction(kind, name, event, **subject, **reported)
 
 
@@ -8332,8 +8276,7 @@ def judge_trace_check(check: Check, trace: Trace | None, roots: Sequence[str],
     wanted = kind in ("ran", "read", "edited")
     what = describe_trace_step(step)
     if hits:
-        shown = trace.actions[hits[0]]
-        return {"passed": wanted, "evidence": f"{what}: {_describe_action(shown)}"
+        return {"passed": wanted, "evidence": f"{what}: {_describe_action(trace.actions[hits[0]])}"
                 + (f" (and {len(hits) - 1} more)" if len(hits) > 1 else "")}
     if trace.cut:
         return {"unrun": f"{_none_of(what)} in what was kept, but the executor's stream was cut "
@@ -8445,9 +8388,7 @@ def _describe_action(action: TraceAction) -> str:
 
 def _keys(value: Any) -> list[Any]:
     """The names a config lists, as a mapping's keys or a list's items; [] otherwise."""
-    if isinstance(value, dict):
-        return list(value)
-    return list(value) if isinstance(value, list) else []
+    return list(value) if isinstance(value, (dict, list)) else []
 
 
 def _names(names: Any) -> str:
