@@ -13411,13 +13411,10 @@ def _judge_lines(b: Benchmark) -> list[str]:
     if judge is None or judge.grader_runs < 2:
         return ["One grader per output (--grader-runs 1): judge agreement was not measured."]
     agreement = judge.agreement.overall
-    kappa = agreement.kappa
-    kappa_text = (f"{kappa.value:+.3f}" if kappa.value is not None
-                  else f"not computed ({kappa.absent_reason})")
     lines = [f"{judge.grader_runs} graders per output, majority verdict (a tie counts as "
              f"failed). Unanimous verdicts: {_fmt_rate(agreement.unanimous_share)} of "
              f"{agreement.items}; split {agreement.split_items}, ties {agreement.ties}. "
-             f"Fleiss' kappa: {kappa_text}."]
+             f"Fleiss' kappa: {_kappa_text(agreement, 3)}."]
     variance = judge.variance
     if variance.value is not None:
         lines.append(f"Share of the pass-rate variance from the judge: "
@@ -13469,9 +13466,9 @@ def _judge_check_row(entry: PairAgreement) -> list[str]:
             cells + (f" ... {more} more" if more > 0 else "")]
 
 
-def _kappa_text(votes: Agreement) -> str:
+def _kappa_text(votes: Agreement | VoteAgreement, digits: int = 2) -> str:
     kappa = votes.kappa
-    return (f"{kappa.value:+.2f}" if kappa.value is not None
+    return (f"{kappa.value:+.{digits}f}" if kappa.value is not None
             else f"not computed ({kappa.absent_reason})")
 
 
@@ -13674,12 +13671,6 @@ class AgentIteration:
     changed_files: int  # run files changed since the runner wrote them
 
 
-def _agent_label(benchmark: Benchmark) -> str:
-    meta = benchmark.metadata
-    model = meta.executor_model
-    return f"{meta.agent} ({model})" if model else str(meta.agent)
-
-
 def across_comparability(first: Benchmark, other: Benchmark) -> str | None:
     """None when other measured the same suite, skill, fixtures and configs as first, else
     what differs."""
@@ -13699,7 +13690,9 @@ def _agent_verdict(benchmark: Benchmark) -> str:
 
 
 def _agent_labels(entries: list[AgentIteration]) -> list[str]:
-    labels = [_agent_label(e.benchmark) for e in entries]
+    """Each agent (and its model); an agent named twice with its iteration's folder too."""
+    labels = [f"{m.agent} ({m.executor_model})" if m.executor_model else str(m.agent)
+              for m in (e.benchmark.metadata for e in entries)]
     return [f"{label} [{e.where}]" if labels.count(label) > 1 else label
             for label, e in zip(labels, entries)]
 
@@ -13727,9 +13720,9 @@ def _agent_values(label: str, entry: AgentIteration, first: Benchmark) -> list[s
 
 
 def _across_agent_tables(entries: list[AgentIteration]
-                         ) -> tuple[list[list[str]], list[str], list[list[str]]]:
-    """The agents' rows, then the per-eval lift table's header and rows (an eval per row,
-    an agent per column), as plain text for either page."""
+                         ) -> tuple[list[list[str]], list[str], list[list[str]], list[str]]:
+    """The agents' rows, the per-eval lift table's header and rows (an eval per row, an agent
+    per column), then each agent's trigger-set sentences, as plain text for either page."""
     first = entries[0].benchmark
     labels = _agent_labels(entries)
     agents = [_agent_values(label, e, first) for label, e in zip(labels, entries)]
@@ -13737,7 +13730,8 @@ def _across_agent_tables(entries: list[AgentIteration]
     eval_ids = list(dict.fromkeys(key for by_id in rows for key in by_id))
     lifts = [[eval_id, *(_lift_cell(by_id.get(eval_id)) for by_id in rows)]
              for eval_id in eval_ids]
-    return agents, ["eval", *labels], lifts
+    triggers = [line for entry in entries for line in _trigger_lines(entry.benchmark)]
+    return agents, ["eval", *labels], lifts, triggers
 
 
 def _across_lift_label(first: Benchmark) -> str:
@@ -13777,21 +13771,15 @@ def render_agents_markdown(entries: list[AgentIteration]) -> str:
     The first entry is the iteration the report was asked for; the others are measured
     against its inputs."""
     first = entries[0].benchmark
-    agents, lift_header, lifts = _across_agent_tables(entries)
+    agents, lift_header, lifts, triggers = _across_agent_tables(entries)
     lines = [f"# Across agents: skill {first.metadata.skill_name}", "",
              across_agents_summary(entries), "", _ACROSS_AGENTS_CAVEAT, ""]
     lines += _md_table(list(_AGENT_TABLE_HEADERS), agents)
     lines += ["", f"## {_md_cell(_across_lift_label(first))}", ""]
     lines += _md_table(lift_header, lifts)
-    triggers = _across_trigger_lines(entries)
     if triggers:
         lines += ["", "## Trigger set, per agent", ""] + [f"- {line}" for line in triggers]
     return "\n".join(lines) + "\n"
-
-
-def _across_trigger_lines(entries: list[AgentIteration]) -> list[str]:
-    """Each agent's trigger-set sentences (its recall and false activations)."""
-    return [line for entry in entries for line in _trigger_lines(entry.benchmark)]
 
 
 _FAILED_ASSERTION_GROUPS = 40  # assertions listed in benchmark.md and the HTML page
@@ -13882,10 +13870,6 @@ summary{cursor:pointer}.st-bad>summary{color:#b91c1c}
 """
 
 
-def run_key(run: RunResult) -> tuple[str, str, int]:
-    return run.key
-
-
 def render_html(benchmark: Benchmark, files: dict[tuple, dict]) -> str:
     """One self-contained page: inline CSS and SVG, no script, nothing fetched.
 
@@ -13898,7 +13882,8 @@ def render_html(benchmark: Benchmark, files: dict[tuple, dict]) -> str:
         _failed_section, _html_chart, _per_assertion_section, _judge_section,
         _judge_vs_checks_section]
     body = "".join(_html_section(section(benchmark)) for section in sections)
-    body += _html_runs(benchmark, files)
+    runs = [_html_run(run, files) for run in all_runs(benchmark)]
+    body += "<h2>Runs</h2>\n" + ("\n".join(runs) if runs else "<p>No runs.</p>") + "\n"
     return _html_document(f"skill-eval: {benchmark.metadata.skill_name}", body)
 
 
@@ -13913,14 +13898,13 @@ def _html_document(title: str, body: str) -> str:
 def render_agents_html(entries: list[AgentIteration]) -> str:
     """agents.md as one self-contained page, in the style of benchmark.html."""
     first = entries[0].benchmark
-    agents, lift_header, lifts = _across_agent_tables(entries)
+    agents, lift_header, lifts, triggers = _across_agent_tables(entries)
     title = f"skill-eval across agents: {first.metadata.skill_name}"
     body = (f"<h1>{_h(title)}</h1>\n"
             f"<p><strong>{_h(across_agents_summary(entries))}</strong></p>\n"
             f'<p class="meta">{_h(_ACROSS_AGENTS_CAVEAT)}</p>\n'
             + _html_table(list(_AGENT_TABLE_HEADERS), agents)
             + f"<h2>{_h(_across_lift_label(first))}</h2>\n" + _html_table(lift_header, lifts))
-    triggers = _across_trigger_lines(entries)
     if triggers:
         body += "<h2>Trigger set, per agent</h2>\n" + "".join(
             f"<p>{_h(line)}</p>\n" for line in triggers)
@@ -14096,11 +14080,6 @@ def _chart_bar(geo: _ChartGeometry, row: PerEval, config: str, index: int, y: in
             f"{_h(_fmt_rate(rate))}</text>")
 
 
-def _html_runs(b: Benchmark, files: dict[tuple, dict]) -> str:
-    blocks = [_html_run(run, files) for run in all_runs(b)]
-    return "<h2>Runs</h2>\n" + ("\n".join(blocks) if blocks else "<p>No runs.</p>") + "\n"
-
-
 def _html_run(run: RunResult, files: dict[tuple, dict]) -> str:
     result = run.result
     score = (f"{result.passed} of {result.total} assertions passed" if run.scored
@@ -14112,11 +14091,11 @@ def _html_run(run: RunResult, files: dict[tuple, dict]) -> str:
     if run.failure:
         parts.append(f"<p>{_h(run.failure.stage)}: {_h(run.failure.detail)}</p>")
     parts.append(_html_verdicts(run.expectations))
-    trace = files.get((*run_key(run), "trace"))
+    trace = files.get((*run.key, "trace"))
     if trace is not None:
         parts.append(_html_timeline(trace, [e for e in run.expectations if e.is_check]))
     for kind, rel in HTML_RUN_FILES:
-        parts.append(_html_file(kind, rel, files.get((*run_key(run), kind)) or {}))
+        parts.append(_html_file(kind, rel, files.get((*run.key, kind)) or {}))
     parts.append(_html_conversation(run, files))
     return "\n".join(parts) + "\n</details>"
 
@@ -14158,14 +14137,14 @@ def _timeline_entry(action: dict[str, Any]) -> str:
 
 def _html_conversation(run: RunResult, files: dict[tuple, dict]) -> str:
     """A conversation's turns, each the user's message then the agent's reply."""
-    turns = (files.get((*run_key(run), "turns")) or {}).get("count", 0)
+    turns = (files.get((*run.key, "turns")) or {}).get("count", 0)
     if not turns:
         return ""
     blocks = []
     for number in range(1, turns + 1):
         for who, rel in (("user", f"messages/turn-{number}.txt"),
                          ("agent", f"outputs/turn-{number}.txt")):
-            found = files.get((*run_key(run), f"turn-{number}-{who}")) or {}
+            found = files.get((*run.key, f"turn-{number}-{who}")) or {}
             blocks.append(_html_file(f"turn {number}: {who}", rel, found))
     return (f"<details open><summary>conversation: {turns} turn(s)</summary>\n"
             + "\n".join(blocks) + "\n</details>")
@@ -14393,19 +14372,19 @@ def _read_html_run_files(benchmark: Benchmark, iteration_dir: Path) -> dict[tupl
     for run in all_runs(benchmark):
         run_dir = iteration_dir / run.label
         for kind, rel in HTML_RUN_FILES:
-            files[(*run_key(run), kind)] = _read_run_file(run_dir / rel, iteration_dir, budget)
+            files[(*run.key, kind)] = _read_run_file(run_dir / rel, iteration_dir, budget)
         if run.process is not None:
-            files[(*run_key(run), "trace")] = _read_run_trace(run_dir, iteration_dir)
+            files[(*run.key, "trace")] = _read_run_trace(run_dir, iteration_dir)
         turns = 0
         while turns < MAX_CONVERSATION_TURNS and \
                 (run_dir / "messages" / f"turn-{turns + 1}.txt").is_file():
             turns += 1
             for who, rel in (("user", f"messages/turn-{turns}.txt"),
                              ("agent", f"outputs/turn-{turns}.txt")):
-                files[(*run_key(run), f"turn-{turns}-{who}")] = _read_run_file(
+                files[(*run.key, f"turn-{turns}-{who}")] = _read_run_file(
                     run_dir / rel, iteration_dir, budget)
         if turns:
-            files[(*run_key(run), "turns")] = {"count": turns}
+            files[(*run.key, "turns")] = {"count": turns}
     return files
 
 
