@@ -12795,13 +12795,6 @@ def _executor_metric_text(b: Benchmark, config: str, key: str, unit: str, digits
     return text
 
 
-def _executor_metric_lines(b: Benchmark) -> list[str]:
-    """The run summary's executor-only time and tokens, one line per metric, every config."""
-    return [f"Executor-only {label} (grader excluded): " + ", ".join(
-        f"{config} {_executor_metric_text(b, config, key, unit, digits)}" for config in b.configs)
-        for key, label, unit, digits in _EXECUTOR_METRICS]
-
-
 def render_markdown(benchmark: Benchmark) -> str:
     sections: list[Callable[[Benchmark], _Section | str | None]] = [
         _md_header, _md_verdict, _adaptive_section, _md_sanity, _md_arms, _md_overall,
@@ -13229,10 +13222,6 @@ def _per_assertion_intro(rows: Sequence[AssertionRow]) -> str:
                if len(rows) > 1 else "") + ".")
 
 
-def _per_assertion_header(configs: Sequence[str]) -> list[str]:
-    return ["assertion", "eval", *configs, *(f"gain vs {c}" for c in configs[1:]), "note"]
-
-
 def _per_assertion_cells(row: AssertionRow, configs: Sequence[str]) -> list[str]:
     """assertion, where it applies, each config's pass rate, each gain and the note."""
     return [row.text + _kind_mark(row.kind),
@@ -13248,7 +13237,7 @@ def _per_assertion_section(b: Benchmark) -> _Section | None:
     rows = b.per_assertion
     if rows is None:
         return None
-    header = _per_assertion_header(b.configs)
+    header = ["assertion", "eval", *b.configs, *(f"gain vs {c}" for c in b.configs[1:]), "note"]
     cells = [_per_assertion_cells(row, b.configs) for row in rows]
     return _Section("Per assertion", [
         _Lines([_per_assertion_intro(rows)], page="md"),
@@ -13937,6 +13926,8 @@ def _html_header(b: Benchmark) -> str:
 def _html_headline(b: Benchmark) -> str:
     """Verdict and sanity status first: the two things a reader must see."""
     verdict = b.paired.verdict if b.paired else None
+    evidence = (_sentence(_paired_evidence(b.paired)) if b.paired
+                else "One config only: there is no with/without comparison.")
     status = b.sanity_checks.status
     word = verdict or "no comparison"
     badges: list[tuple[str, str | None]]
@@ -13948,15 +13939,8 @@ def _html_headline(b: Benchmark) -> str:
                       f"<strong>{_h(v or word)}</strong></div>\n" for label, v in badges)
             + f'<div class="badge sanity s-{"ok" if status == "OK" else "review"}">'
             f"<span>Sanity checks</span><strong>{_h(status)}</strong></div>\n"
-            f'<p class="summary">{_h(_verdict_sentence(b))}<br>{_h(_rates_sentence(b))}</p>\n'
+            f'<p class="summary">{_h(evidence)}<br>{_h(_rates_sentence(b))}</p>\n'
             "</section>\n")
-
-
-def _verdict_sentence(b: Benchmark) -> str:
-    paired = b.paired
-    if not paired:
-        return "One config only: there is no with/without comparison."
-    return _sentence(_paired_evidence(paired))
 
 
 def _rates_sentence(b: Benchmark) -> str:
@@ -14223,27 +14207,24 @@ def _junit_suite(b: Benchmark, config: str) -> Any:
 
 
 def _junit_properties(b: Benchmark, config: str) -> list[tuple[str, Any]]:
+    """The verdict, the pass rates, then each baseline's paired comparison side by side:
+    `<what> vs <baseline>`."""
     paired, c = b.paired, b.comparison
-    return [("skill_name", b.metadata.skill_name), ("agent", b.metadata.agent),
-            ("verdict", paired.verdict if paired else "none (one config only)"),
-            ("verdict_reason", paired.verdict_reason if paired else ""),
-            ("delta", fmt_delta(c.delta)),
-            ("mean_per_eval_delta", fmt_delta(paired.mean_delta if paired else None)),
-            ("candidate", c.candidate), ("baseline", c.baseline or ""),
-            ("pass_rate", _fmt_rate(b.run_summary[config].pass_rate.mean)),
-            ("sanity_status", b.sanity_checks.status), *_junit_comparison_properties(b)]
-
-
-def _junit_comparison_properties(b: Benchmark) -> list[tuple[str, Any]]:
-    """Each baseline's paired comparison, side by side: `<what> vs <baseline>`."""
-    found = []
-    for c in b.comparisons or []:
-        ci, mde = c.ci95, c.power.mde if c.power else None
-        name = f" vs {c.baseline}"
-        found += [("verdict" + name, c.verdict), ("verdict_reason" + name, c.verdict_reason),
-                  ("mean_per_eval_delta" + name, fmt_delta(c.mean_delta)),
+    found = [("skill_name", b.metadata.skill_name), ("agent", b.metadata.agent),
+             ("verdict", paired.verdict if paired else "none (one config only)"),
+             ("verdict_reason", paired.verdict_reason if paired else ""),
+             ("delta", fmt_delta(c.delta)),
+             ("mean_per_eval_delta", fmt_delta(paired.mean_delta if paired else None)),
+             ("candidate", c.candidate), ("baseline", c.baseline or ""),
+             ("pass_rate", _fmt_rate(b.run_summary[config].pass_rate.mean)),
+             ("sanity_status", b.sanity_checks.status)]
+    for each in b.comparisons or []:
+        ci, mde = each.ci95, each.power.mde if each.power else None
+        name = f" vs {each.baseline}"
+        found += [("verdict" + name, each.verdict), ("verdict_reason" + name, each.verdict_reason),
+                  ("mean_per_eval_delta" + name, fmt_delta(each.mean_delta)),
                   ("ci95" + name, f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else "n/a"),
-                  ("wins_ties_losses" + name, f"{c.wins}/{c.ties}/{c.losses}"),
+                  ("wins_ties_losses" + name, f"{each.wins}/{each.ties}/{each.losses}"),
                   ("minimum_detectable_effect" + name,
                    fmt_delta(mde).lstrip("+") if mde is not None else "n/a")]
     return found
@@ -14325,7 +14306,9 @@ def render_summary(benchmark: Benchmark, iteration_dir: Path) -> str:
     lines += _adaptive_summary_lines(benchmark, iteration_dir)
     lines += [f"Power: {line}" for c in benchmark.comparisons or []
               for line in forecast_lines(c)]
-    lines += _executor_metric_lines(benchmark)
+    lines += [f"Executor-only {label} (grader excluded): " + ", ".join(
+        f"{config} {_executor_metric_text(benchmark, config, key, unit, digits)}"
+        for config in benchmark.configs) for key, label, unit, digits in _EXECUTOR_METRICS]
     lines += [f"Activation: {line}" for line in _activation_lines(benchmark)]
     lines += [f"Trigger: {line}" for line in _trigger_lines(benchmark)]
     if benchmark.judge and benchmark.judge.grader_runs > 1:
