@@ -12884,26 +12884,19 @@ def _adaptive_facts(adaptive: Adaptive) -> list[str]:
             f"Saved tokens: {_saved_estimate(saved.tokens, '')}"]
 
 
-def _adaptive_look_rows(adaptive: Adaptive) -> list[list[str]]:
-    rows = []
-    for look in adaptive.looks:
-        ci = look.ci
-        rows.append([str(look.look), f"{look.alpha:.4g}", str(look.paired_evals),
-                     fmt_delta(look.mean_delta),
-                     "n/a" if look.p_value is None else f"{look.p_value:.4g}",
-                     f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else "n/a",
-                     look.decision or look.stop or (
-                         "could not decide; next wave" if look.skipped else "next wave")])
-    return rows
-
-
 def _adaptive_section(b: Benchmark) -> _Section | None:
-    """An adaptive run's waves, why they stopped, what they saved."""
+    """An adaptive run's waves, why they stopped, what they saved, and a row per look."""
     if not b.adaptive:
         return None
+    looks = [[str(look.look), f"{look.alpha:.4g}", str(look.paired_evals),
+              fmt_delta(look.mean_delta), "n/a" if look.p_value is None else f"{look.p_value:.4g}",
+              f"[{fmt_delta(look.ci[0])}, {fmt_delta(look.ci[1])}]" if look.ci else "n/a",
+              look.decision or look.stop or (
+                  "could not decide; next wave" if look.skipped else "next wave")]
+             for look in b.adaptive.looks]
     return _Section("Adaptive waves", [
         _Lines(_adaptive_facts(b.adaptive), md_bullets=True, md_escaped=True, html_list=True),
-        _Table(_ADAPTIVE_LOOK_HEADERS, _adaptive_look_rows(b.adaptive))])
+        _Table(_ADAPTIVE_LOOK_HEADERS, looks)])
 
 
 _FLAG_EXAMPLES = 3  # flags shown per group; the full list stays in benchmark.json
@@ -13426,20 +13419,17 @@ def _judge_vs_checks_section(b: Benchmark) -> _Section | None:
                    if timed else [], page="md")
     if not versus or not versus.pairs:
         return _Section("Judge vs checks", [spent], page="md") if timed else None
+    overall = versus.overall
+    agreed = (f"Where an assertion names the check that decides the same fact, the judge agreed "
+              f"in {overall.agreed} of {overall.count} cells "
+              f"({_fmt_rate(overall.agreement)}); Cohen's kappa {_kappa_text(overall)}.")
     return _Section("Judge vs checks", [
-        spent, _Lines([_agreement_sentence(versus)]),
+        spent, _Lines([agreed]),
         _Table(_JUDGE_CHECK_HEADERS, [_judge_check_row(e) for e in versus.per_pair])])
 
 
 _JUDGE_CHECK_HEADERS = ("eval", "assertion", "check", "cells", "agreement", "kappa",
                         "disagreeing cells")
-
-
-def _agreement_sentence(versus: JudgeVsChecks) -> str:
-    overall = versus.overall
-    return (f"Where an assertion names the check that decides the same fact, the judge agreed "
-            f"in {overall.agreed} of {overall.count} cells "
-            f"({_fmt_rate(overall.agreement)}); Cohen's kappa {_kappa_text(overall)}.")
 
 
 def _judge_check_row(entry: PairAgreement) -> list[str]:
@@ -13928,6 +13918,9 @@ def _html_headline(b: Benchmark) -> str:
     verdict = b.paired.verdict if b.paired else None
     evidence = (_sentence(_paired_evidence(b.paired)) if b.paired
                 else "One config only: there is no with/without comparison.")
+    rates = ", ".join(f"{config} {_fmt_rate(b.run_summary[config].pass_rate.mean)}"
+                      for config in b.configs)
+    delta = f"; delta {fmt_delta(b.comparison.delta)}" if b.comparison.baseline else ""
     status = b.sanity_checks.status
     word = verdict or "no comparison"
     badges: list[tuple[str, str | None]]
@@ -13939,16 +13932,9 @@ def _html_headline(b: Benchmark) -> str:
                       f"<strong>{_h(v or word)}</strong></div>\n" for label, v in badges)
             + f'<div class="badge sanity s-{"ok" if status == "OK" else "review"}">'
             f"<span>Sanity checks</span><strong>{_h(status)}</strong></div>\n"
-            f'<p class="summary">{_h(evidence)}<br>{_h(_rates_sentence(b))}</p>\n'
+            f'<p class="summary">{_h(evidence)}<br>'
+            f'{_h(f"Pass rate (pooled over scored runs): {rates}{delta}.")}</p>\n'
             "</section>\n")
-
-
-def _rates_sentence(b: Benchmark) -> str:
-    c = b.comparison
-    parts = [f"{config} {_fmt_rate(b.run_summary[config].pass_rate.mean)}"
-             for config in b.configs]
-    delta = f"; delta {fmt_delta(c.delta)}" if c.baseline else ""
-    return f"Pass rate (pooled over scored runs): {', '.join(parts)}{delta}."
 
 
 def _html_sanity(b: Benchmark) -> str:
