@@ -13286,18 +13286,16 @@ def _md_overall(b: Benchmark) -> _Section:
         _Table(["config", "mean pass rate", "scored runs"], rows, md_escaped=False)], page="md")
 
 
-def _md_comparison(b: Benchmark) -> str:
+def _md_comparison(b: Benchmark) -> _Section:
     c = b.comparison
     if not c.baseline:
-        return "## Comparison\n\nNo baseline config was run.\n"
-    lines = ["## Comparison", "",
-             f"- {c.candidate}: {_fmt_rate(c.candidate_pass_rate)}",
-             f"- {c.baseline}: {_fmt_rate(c.baseline_pass_rate)}",
-             f"- Delta (pooled over scored runs): {fmt_delta(c.delta)}"]
-    if b.pass_hat_k:
-        lines += [f"- pass^k ({config}): {_fmt_pass_hat_k(value)}"
-                  for config, value in b.pass_hat_k.items()]
-    return "\n".join(lines) + "\n"
+        return _Section("Comparison", [_Lines(["No baseline config was run."])], page="md")
+    return _Section("Comparison", [_Lines([
+        f"{c.candidate}: {_fmt_rate(c.candidate_pass_rate)}",
+        f"{c.baseline}: {_fmt_rate(c.baseline_pass_rate)}",
+        f"Delta (pooled over scored runs): {fmt_delta(c.delta)}",
+        *(f"pass^k ({config}): {_fmt_pass_hat_k(value)}"
+          for config, value in (b.pass_hat_k or {}).items())], md_bullets=True)], page="md")
 
 
 def _fmt_pass_hat_k(value: PassHatK | float | None) -> str:
