@@ -12559,13 +12559,6 @@ def _executor_metric_text(b: Benchmark, config: str, key: str, unit: str, digits
     return text
 
 
-def _executor_metric_lines(b: Benchmark) -> list[str]:
-    """The run summary's executor-only time and tokens, one line per metric, every config."""
-    return [f"Executor-only {label} (grader excluded): " + ", ".join(
-        f"{config} {_executor_metric_text(b, config, key, unit, digits)}" for config in b.configs)
-        for key, label, unit, digits in _EXECUTOR_METRICS]
-
-
 def render_markdown(benchmark: Benchmark) -> str:
     sections: list[Callable[[Benchmark], _Section | str | None]] = [
         _md_header, _md_verdict, _adaptive_section, _md_sanity, _md_arms, _md_overall,
@@ -12655,26 +12648,19 @@ def _adaptive_facts(adaptive: Adaptive) -> list[str]:
             f"Saved tokens: {_saved_estimate(saved.tokens, '')}"]
 
 
-def _adaptive_look_rows(adaptive: Adaptive) -> list[list[str]]:
-    rows = []
-    for look in adaptive.looks:
-        ci = look.ci
-        rows.append([str(look.look), f"{look.alpha:.4g}", str(look.paired_evals),
-                     fmt_delta(look.mean_delta),
-                     "n/a" if look.p_value is None else f"{look.p_value:.4g}",
-                     f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else "n/a",
-                     look.decision or look.stop or (
-                         "could not decide; next wave" if look.skipped else "next wave")])
-    return rows
-
-
 def _adaptive_section(b: Benchmark) -> _Section | None:
-    """An adaptive run's waves, why they stopped, what they saved."""
+    """An adaptive run's waves, why they stopped, what they saved, and a row per look."""
     if not b.adaptive:
         return None
+    looks = [[str(look.look), f"{look.alpha:.4g}", str(look.paired_evals),
+              fmt_delta(look.mean_delta), "n/a" if look.p_value is None else f"{look.p_value:.4g}",
+              f"[{fmt_delta(look.ci[0])}, {fmt_delta(look.ci[1])}]" if look.ci else "n/a",
+              look.decision or look.stop or (
+                  "could not decide; next wave" if look.skipped else "next wave")]
+             for look in b.adaptive.looks]
     return _Section("Adaptive waves", [
         _Lines(_adaptive_facts(b.adaptive), md_bullets=True, md_escaped=True, html_list=True),
-        _Table(_ADAPTIVE_LOOK_HEADERS, _adaptive_look_rows(b.adaptive))])
+        _Table(_ADAPTIVE_LOOK_HEADERS, looks)])
 
 
 _FLAG_EXAMPLES = 3  # flags shown per group; the full list stays in benchmark.json
@@ -12993,10 +12979,6 @@ def _per_assertion_intro(rows: Sequence[AssertionRow]) -> str:
                if len(rows) > 1 else "") + ".")
 
 
-def _per_assertion_header(configs: Sequence[str]) -> list[str]:
-    return ["assertion", "eval", *configs, *(f"gain vs {c}" for c in configs[1:]), "note"]
-
-
 def _per_assertion_cells(row: AssertionRow, configs: Sequence[str]) -> list[str]:
     """assertion, where it applies, each config's pass rate, each gain and the note."""
     return [row.text + _kind_mark(row.kind),
@@ -13012,7 +12994,7 @@ def _per_assertion_section(b: Benchmark) -> _Section | None:
     rows = b.per_assertion
     if rows is None:
         return None
-    header = _per_assertion_header(b.configs)
+    header = ["assertion", "eval", *b.configs, *(f"gain vs {c}" for c in b.configs[1:]), "note"]
     cells = [_per_assertion_cells(row, b.configs) for row in rows]
     return _Section("Per assertion", [
         _Lines([_per_assertion_intro(rows)], page="md"),
@@ -13068,18 +13050,16 @@ def _md_overall(b: Benchmark) -> _Section:
         _Table(["config", "mean pass rate", "scored runs"], rows, md_escaped=False)], page="md")
 
 
-def _md_comparison(b: Benchmark) -> str:
+def _md_comparison(b: Benchmark) -> _Section:
     c = b.comparison
     if not c.baseline:
-        return "## Comparison\n\nNo baseline config was run.\n"
-    lines = ["## Comparison", "",
-             f"- {c.candidate}: {_fmt_rate(c.candidate_pass_rate)}",
-             f"- {c.baseline}: {_fmt_rate(c.baseline_pass_rate)}",
-             f"- Delta (pooled over scored runs): {fmt_delta(c.delta)}"]
-    if b.pass_hat_k:
-        lines += [f"- pass^k ({config}): {_fmt_pass_hat_k(value)}"
-                  for config, value in b.pass_hat_k.items()]
-    return "\n".join(lines) + "\n"
+        return _Section("Comparison", [_Lines(["No baseline config was run."])], page="md")
+    return _Section("Comparison", [_Lines([
+        f"{c.candidate}: {_fmt_rate(c.candidate_pass_rate)}",
+        f"{c.baseline}: {_fmt_rate(c.baseline_pass_rate)}",
+        f"Delta (pooled over scored runs): {fmt_delta(c.delta)}",
+        *(f"pass^k ({config}): {_fmt_pass_hat_k(value)}"
+          for config, value in (b.pass_hat_k or {}).items())], md_bullets=True)], page="md")
 
 
 def _fmt_pass_hat_k(value: PassHatK | float | None) -> str:
@@ -13175,13 +13155,10 @@ def _judge_lines(b: Benchmark) -> list[str]:
     if judge is None or judge.grader_runs < 2:
         return ["One grader per output (--grader-runs 1): judge agreement was not measured."]
     agreement = judge.agreement.overall
-    kappa = agreement.kappa
-    kappa_text = (f"{kappa.value:+.3f}" if kappa.value is not None
-                  else f"not computed ({kappa.absent_reason})")
     lines = [f"{judge.grader_runs} graders per output, majority verdict (a tie counts as "
              f"failed). Unanimous verdicts: {_fmt_rate(agreement.unanimous_share)} of "
              f"{agreement.items}; split {agreement.split_items}, ties {agreement.ties}. "
-             f"Fleiss' kappa: {kappa_text}."]
+             f"Fleiss' kappa: {_kappa_text(agreement, 3)}."]
     variance = judge.variance
     if variance.value is not None:
         lines.append(f"Share of the pass-rate variance from the judge: "
@@ -13204,20 +13181,17 @@ def _judge_vs_checks_section(b: Benchmark) -> _Section | None:
                    if timed else [], page="md")
     if not versus or not versus.pairs:
         return _Section("Judge vs checks", [spent], page="md") if timed else None
+    overall = versus.overall
+    agreed = (f"Where an assertion names the check that decides the same fact, the judge agreed "
+              f"in {overall.agreed} of {overall.count} cells "
+              f"({_fmt_rate(overall.agreement)}); Cohen's kappa {_kappa_text(overall)}.")
     return _Section("Judge vs checks", [
-        spent, _Lines([_agreement_sentence(versus)]),
+        spent, _Lines([agreed]),
         _Table(_JUDGE_CHECK_HEADERS, [_judge_check_row(e) for e in versus.per_pair])])
 
 
 _JUDGE_CHECK_HEADERS = ("eval", "assertion", "check", "cells", "agreement", "kappa",
                         "disagreeing cells")
-
-
-def _agreement_sentence(versus: JudgeVsChecks) -> str:
-    overall = versus.overall
-    return (f"Where an assertion names the check that decides the same fact, the judge agreed "
-            f"in {overall.agreed} of {overall.count} cells "
-            f"({_fmt_rate(overall.agreement)}); Cohen's kappa {_kappa_text(overall)}.")
 
 
 def _judge_check_row(entry: PairAgreement) -> list[str]:
@@ -13233,9 +13207,9 @@ def _judge_check_row(entry: PairAgreement) -> list[str]:
             cells + (f" ... {more} more" if more > 0 else "")]
 
 
-def _kappa_text(votes: Agreement) -> str:
+def _kappa_text(votes: Agreement | VoteAgreement, digits: int = 2) -> str:
     kappa = votes.kappa
-    return (f"{kappa.value:+.2f}" if kappa.value is not None
+    return (f"{kappa.value:+.{digits}f}" if kappa.value is not None
             else f"not computed ({kappa.absent_reason})")
 
 
@@ -13438,12 +13412,6 @@ class AgentIteration:
     changed_files: int  # run files changed since the runner wrote them
 
 
-def _agent_label(benchmark: Benchmark) -> str:
-    meta = benchmark.metadata
-    model = meta.executor_model
-    return f"{meta.agent} ({model})" if model else str(meta.agent)
-
-
 def across_comparability(first: Benchmark, other: Benchmark) -> str | None:
     """None when other measured the same suite, skill, fixtures and configs as first, else
     what differs."""
@@ -13463,7 +13431,9 @@ def _agent_verdict(benchmark: Benchmark) -> str:
 
 
 def _agent_labels(entries: list[AgentIteration]) -> list[str]:
-    labels = [_agent_label(e.benchmark) for e in entries]
+    """Each agent (and its model); an agent named twice with its iteration's folder too."""
+    labels = [f"{m.agent} ({m.executor_model})" if m.executor_model else str(m.agent)
+              for m in (e.benchmark.metadata for e in entries)]
     return [f"{label} [{e.where}]" if labels.count(label) > 1 else label
             for label, e in zip(labels, entries)]
 
@@ -13491,9 +13461,9 @@ def _agent_values(label: str, entry: AgentIteration, first: Benchmark) -> list[s
 
 
 def _across_agent_tables(entries: list[AgentIteration]
-                         ) -> tuple[list[list[str]], list[str], list[list[str]]]:
-    """The agents' rows, then the per-eval lift table's header and rows (an eval per row,
-    an agent per column), as plain text for either page."""
+                         ) -> tuple[list[list[str]], list[str], list[list[str]], list[str]]:
+    """The agents' rows, the per-eval lift table's header and rows (an eval per row, an agent
+    per column), then each agent's trigger-set sentences, as plain text for either page."""
     first = entries[0].benchmark
     labels = _agent_labels(entries)
     agents = [_agent_values(label, e, first) for label, e in zip(labels, entries)]
@@ -13501,7 +13471,8 @@ def _across_agent_tables(entries: list[AgentIteration]
     eval_ids = list(dict.fromkeys(key for by_id in rows for key in by_id))
     lifts = [[eval_id, *(_lift_cell(by_id.get(eval_id)) for by_id in rows)]
              for eval_id in eval_ids]
-    return agents, ["eval", *labels], lifts
+    triggers = [line for entry in entries for line in _trigger_lines(entry.benchmark)]
+    return agents, ["eval", *labels], lifts, triggers
 
 
 def _across_lift_label(first: Benchmark) -> str:
@@ -13541,21 +13512,15 @@ def render_agents_markdown(entries: list[AgentIteration]) -> str:
     The first entry is the iteration the report was asked for; the others are measured
     against its inputs."""
     first = entries[0].benchmark
-    agents, lift_header, lifts = _across_agent_tables(entries)
+    agents, lift_header, lifts, triggers = _across_agent_tables(entries)
     lines = [f"# Across agents: skill {first.metadata.skill_name}", "",
              across_agents_summary(entries), "", _ACROSS_AGENTS_CAVEAT, ""]
     lines += _md_table(list(_AGENT_TABLE_HEADERS), agents)
     lines += ["", f"## {_md_cell(_across_lift_label(first))}", ""]
     lines += _md_table(lift_header, lifts)
-    triggers = _across_trigger_lines(entries)
     if triggers:
         lines += ["", "## Trigger set, per agent", ""] + [f"- {line}" for line in triggers]
     return "\n".join(lines) + "\n"
-
-
-def _across_trigger_lines(entries: list[AgentIteration]) -> list[str]:
-    """Each agent's trigger-set sentences (its recall and false activations)."""
-    return [line for entry in entries for line in _trigger_lines(entry.benchmark)]
 
 
 _FAILED_ASSERTION_GROUPS = 40  # assertions listed in benchmark.md and the HTML page
@@ -13646,10 +13611,6 @@ summary{cursor:pointer}.st-bad>summary{color:#b91c1c}
 """
 
 
-def run_key(run: RunResult) -> tuple[str, str, int]:
-    return run.key
-
-
 def render_html(benchmark: Benchmark, files: dict[tuple, dict]) -> str:
     """One self-contained page: inline CSS and SVG, no script, nothing fetched.
 
@@ -13662,7 +13623,8 @@ def render_html(benchmark: Benchmark, files: dict[tuple, dict]) -> str:
         _failed_section, _html_chart, _per_assertion_section, _judge_section,
         _judge_vs_checks_section]
     body = "".join(_html_section(section(benchmark)) for section in sections)
-    body += _html_runs(benchmark, files)
+    runs = [_html_run(run, files) for run in all_runs(benchmark)]
+    body += "<h2>Runs</h2>\n" + ("\n".join(runs) if runs else "<p>No runs.</p>") + "\n"
     return _html_document(f"skill-eval: {benchmark.metadata.skill_name}", body)
 
 
@@ -13677,14 +13639,13 @@ def _html_document(title: str, body: str) -> str:
 def render_agents_html(entries: list[AgentIteration]) -> str:
     """agents.md as one self-contained page, in the style of benchmark.html."""
     first = entries[0].benchmark
-    agents, lift_header, lifts = _across_agent_tables(entries)
+    agents, lift_header, lifts, triggers = _across_agent_tables(entries)
     title = f"skill-eval across agents: {first.metadata.skill_name}"
     body = (f"<h1>{_h(title)}</h1>\n"
             f"<p><strong>{_h(across_agents_summary(entries))}</strong></p>\n"
             f'<p class="meta">{_h(_ACROSS_AGENTS_CAVEAT)}</p>\n'
             + _html_table(list(_AGENT_TABLE_HEADERS), agents)
             + f"<h2>{_h(_across_lift_label(first))}</h2>\n" + _html_table(lift_header, lifts))
-    triggers = _across_trigger_lines(entries)
     if triggers:
         body += "<h2>Trigger set, per agent</h2>\n" + "".join(
             f"<p>{_h(line)}</p>\n" for line in triggers)
@@ -13717,6 +13678,11 @@ def _html_header(b: Benchmark) -> str:
 def _html_headline(b: Benchmark) -> str:
     """Verdict and sanity status first: the two things a reader must see."""
     verdict = b.paired.verdict if b.paired else None
+    evidence = (_sentence(_paired_evidence(b.paired)) if b.paired
+                else "One config only: there is no with/without comparison.")
+    rates = ", ".join(f"{config} {_fmt_rate(b.run_summary[config].pass_rate.mean)}"
+                      for config in b.configs)
+    delta = f"; delta {fmt_delta(b.comparison.delta)}" if b.comparison.baseline else ""
     status = b.sanity_checks.status
     word = verdict or "no comparison"
     badges: list[tuple[str, str | None]]
@@ -13728,23 +13694,9 @@ def _html_headline(b: Benchmark) -> str:
                       f"<strong>{_h(v or word)}</strong></div>\n" for label, v in badges)
             + f'<div class="badge sanity s-{"ok" if status == "OK" else "review"}">'
             f"<span>Sanity checks</span><strong>{_h(status)}</strong></div>\n"
-            f'<p class="summary">{_h(_verdict_sentence(b))}<br>{_h(_rates_sentence(b))}</p>\n'
+            f'<p class="summary">{_h(evidence)}<br>'
+            f'{_h(f"Pass rate (pooled over scored runs): {rates}{delta}.")}</p>\n'
             "</section>\n")
-
-
-def _verdict_sentence(b: Benchmark) -> str:
-    paired = b.paired
-    if not paired:
-        return "One config only: there is no with/without comparison."
-    return _sentence(_paired_evidence(paired))
-
-
-def _rates_sentence(b: Benchmark) -> str:
-    c = b.comparison
-    parts = [f"{config} {_fmt_rate(b.run_summary[config].pass_rate.mean)}"
-             for config in b.configs]
-    delta = f"; delta {fmt_delta(c.delta)}" if c.baseline else ""
-    return f"Pass rate (pooled over scored runs): {', '.join(parts)}{delta}."
 
 
 def _html_sanity(b: Benchmark) -> str:
@@ -13860,11 +13812,6 @@ def _chart_bar(geo: _ChartGeometry, row: PerEval, config: str, index: int, y: in
             f"{_h(_fmt_rate(rate))}</text>")
 
 
-def _html_runs(b: Benchmark, files: dict[tuple, dict]) -> str:
-    blocks = [_html_run(run, files) for run in all_runs(b)]
-    return "<h2>Runs</h2>\n" + ("\n".join(blocks) if blocks else "<p>No runs.</p>") + "\n"
-
-
 def _html_run(run: RunResult, files: dict[tuple, dict]) -> str:
     result = run.result
     score = (f"{result.passed} of {result.total} assertions passed" if run.scored
@@ -13876,11 +13823,11 @@ def _html_run(run: RunResult, files: dict[tuple, dict]) -> str:
     if run.failure:
         parts.append(f"<p>{_h(run.failure.stage)}: {_h(run.failure.detail)}</p>")
     parts.append(_html_verdicts(run.expectations))
-    trace = files.get((*run_key(run), "trace"))
+    trace = files.get((*run.key, "trace"))
     if trace is not None:
         parts.append(_html_timeline(trace, [e for e in run.expectations if e.is_check]))
     for kind, rel in HTML_RUN_FILES:
-        parts.append(_html_file(kind, rel, files.get((*run_key(run), kind)) or {}))
+        parts.append(_html_file(kind, rel, files.get((*run.key, kind)) or {}))
     parts.append(_html_conversation(run, files))
     return "\n".join(parts) + "\n</details>"
 
@@ -13922,14 +13869,14 @@ def _timeline_entry(action: dict[str, Any]) -> str:
 
 def _html_conversation(run: RunResult, files: dict[tuple, dict]) -> str:
     """A conversation's turns, each the user's message then the agent's reply."""
-    turns = (files.get((*run_key(run), "turns")) or {}).get("count", 0)
+    turns = (files.get((*run.key, "turns")) or {}).get("count", 0)
     if not turns:
         return ""
     blocks = []
     for number in range(1, turns + 1):
         for who, rel in (("user", f"messages/turn-{number}.txt"),
                          ("agent", f"outputs/turn-{number}.txt")):
-            found = files.get((*run_key(run), f"turn-{number}-{who}")) or {}
+            found = files.get((*run.key, f"turn-{number}-{who}")) or {}
             blocks.append(_html_file(f"turn {number}: {who}", rel, found))
     return (f"<details open><summary>conversation: {turns} turn(s)</summary>\n"
             + "\n".join(blocks) + "\n</details>")
@@ -14008,27 +13955,24 @@ def _junit_suite(b: Benchmark, config: str) -> Any:
 
 
 def _junit_properties(b: Benchmark, config: str) -> list[tuple[str, Any]]:
+    """The verdict, the pass rates, then each baseline's paired comparison side by side:
+    `<what> vs <baseline>`."""
     paired, c = b.paired, b.comparison
-    return [("skill_name", b.metadata.skill_name), ("agent", b.metadata.agent),
-            ("verdict", paired.verdict if paired else "none (one config only)"),
-            ("verdict_reason", paired.verdict_reason if paired else ""),
-            ("delta", fmt_delta(c.delta)),
-            ("mean_per_eval_delta", fmt_delta(paired.mean_delta if paired else None)),
-            ("candidate", c.candidate), ("baseline", c.baseline or ""),
-            ("pass_rate", _fmt_rate(b.run_summary[config].pass_rate.mean)),
-            ("sanity_status", b.sanity_checks.status), *_junit_comparison_properties(b)]
-
-
-def _junit_comparison_properties(b: Benchmark) -> list[tuple[str, Any]]:
-    """Each baseline's paired comparison, side by side: `<what> vs <baseline>`."""
-    found = []
-    for c in b.comparisons or []:
-        ci, mde = c.ci95, c.power.mde if c.power else None
-        name = f" vs {c.baseline}"
-        found += [("verdict" + name, c.verdict), ("verdict_reason" + name, c.verdict_reason),
-                  ("mean_per_eval_delta" + name, fmt_delta(c.mean_delta)),
+    found = [("skill_name", b.metadata.skill_name), ("agent", b.metadata.agent),
+             ("verdict", paired.verdict if paired else "none (one config only)"),
+             ("verdict_reason", paired.verdict_reason if paired else ""),
+             ("delta", fmt_delta(c.delta)),
+             ("mean_per_eval_delta", fmt_delta(paired.mean_delta if paired else None)),
+             ("candidate", c.candidate), ("baseline", c.baseline or ""),
+             ("pass_rate", _fmt_rate(b.run_summary[config].pass_rate.mean)),
+             ("sanity_status", b.sanity_checks.status)]
+    for each in b.comparisons or []:
+        ci, mde = each.ci95, each.power.mde if each.power else None
+        name = f" vs {each.baseline}"
+        found += [("verdict" + name, each.verdict), ("verdict_reason" + name, each.verdict_reason),
+                  ("mean_per_eval_delta" + name, fmt_delta(each.mean_delta)),
                   ("ci95" + name, f"[{fmt_delta(ci[0])}, {fmt_delta(ci[1])}]" if ci else "n/a"),
-                  ("wins_ties_losses" + name, f"{c.wins}/{c.ties}/{c.losses}"),
+                  ("wins_ties_losses" + name, f"{each.wins}/{each.ties}/{each.losses}"),
                   ("minimum_detectable_effect" + name,
                    fmt_delta(mde).lstrip("+") if mde is not None else "n/a")]
     return found
@@ -14110,7 +14054,9 @@ def render_summary(benchmark: Benchmark, iteration_dir: Path) -> str:
     lines += _adaptive_summary_lines(benchmark, iteration_dir)
     lines += [f"Power: {line}" for c in benchmark.comparisons or []
               for line in forecast_lines(c)]
-    lines += _executor_metric_lines(benchmark)
+    lines += [f"Executor-only {label} (grader excluded): " + ", ".join(
+        f"{config} {_executor_metric_text(benchmark, config, key, unit, digits)}"
+        for config in benchmark.configs) for key, label, unit, digits in _EXECUTOR_METRICS]
     lines += [f"Activation: {line}" for line in _activation_lines(benchmark)]
     lines += [f"Trigger: {line}" for line in _trigger_lines(benchmark)]
     if benchmark.judge and benchmark.judge.grader_runs > 1:
@@ -14157,19 +14103,19 @@ def _read_html_run_files(benchmark: Benchmark, iteration_dir: Path) -> dict[tupl
     for run in all_runs(benchmark):
         run_dir = iteration_dir / run.label
         for kind, rel in HTML_RUN_FILES:
-            files[(*run_key(run), kind)] = _read_run_file(run_dir / rel, iteration_dir, budget)
+            files[(*run.key, kind)] = _read_run_file(run_dir / rel, iteration_dir, budget)
         if run.process is not None:
-            files[(*run_key(run), "trace")] = _read_run_trace(run_dir, iteration_dir)
+            files[(*run.key, "trace")] = _read_run_trace(run_dir, iteration_dir)
         turns = 0
         while turns < MAX_CONVERSATION_TURNS and \
                 (run_dir / "messages" / f"turn-{turns + 1}.txt").is_file():
             turns += 1
             for who, rel in (("user", f"messages/turn-{turns}.txt"),
                              ("agent", f"outputs/turn-{turns}.txt")):
-                files[(*run_key(run), f"turn-{turns}-{who}")] = _read_run_file(
+                files[(*run.key, f"turn-{turns}-{who}")] = _read_run_file(
                     run_dir / rel, iteration_dir, budget)
         if turns:
-            files[(*run_key(run), "turns")] = {"count": turns}
+            files[(*run.key, "turns")] = {"count": turns}
     return files
 
 
