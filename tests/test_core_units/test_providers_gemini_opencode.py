@@ -681,6 +681,12 @@ class OpenCodeHomeTest(HomeCase):
         self.assertEqual(allowed["OPENCODE_DISABLE_CLAUDE_CODE"], "1")  # .claude stays out
         self.assertIn("OPENCODE_DISABLE_EXTERNAL_SKILLS", env)  # the given env is not changed
 
+    def test_allow_skills_keeps_a_permission_given_for_every_tool(self):
+        provider = runner.OpenCodeProvider(['permission="ask"'])
+        env = self.prepare("executor", provider=provider)
+        provider.allow_skills(self.home, env)
+        self.assertEqual(self.config()["permission"], {"*": "ask", "skill": "allow"})
+
 
 class OpenCodeReadTest(MetricAsserts):
     def setUp(self):

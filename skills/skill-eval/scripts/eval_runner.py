@@ -7873,7 +7873,10 @@ class OpenCodeProvider(Provider):
     def allow_skills(self, home: Path, env: dict[str, str]) -> dict[str, str]:
         path = home / ".config" / "opencode" / "opencode.json"
         config = _read_json_object(path)
-        config["permission"] = {**(config.get("permission") or {}), "skill": "allow"}
+        permission = config.get("permission") or {}
+        if not isinstance(permission, dict):  # opencode's shorthand: one rule for every tool
+            permission = {"*": permission}
+        config["permission"] = {**permission, "skill": "allow"}
         write_json(path, config)
         # .agents/skills back in view; .claude/skills stays out (OPENCODE_DISABLE_CLAUDE_CODE).
         return {k: v for k, v in env.items() if k != "OPENCODE_DISABLE_EXTERNAL_SKILLS"}
