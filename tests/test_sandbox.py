@@ -106,6 +106,14 @@ class BaselineTests(unittest.TestCase):
         return subprocess.run(["git", *args], cwd=sandbox.repo, env=env, capture_output=True,
                               text=True, check=True).stdout
 
+    def test_a_renamed_fixture_is_named_by_both_its_names(self) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+        subprocess.run(["git", "mv", "evals/demo/files/input.txt", "evals/demo/files/moved.txt"],
+                       cwd=self.root, env=env, check=True)
+        state = runner.fixture_status(self.root, ["evals/demo/files"], self.groups)
+        self.assertEqual(state.dirty, ("evals/demo/files/input.txt",
+                                       "evals/demo/files/moved.txt"))
+
     def test_every_kind_of_cell_starts_clean_and_sees_every_change(self) -> None:
         for case_index, with_skill, shared in ((0, False, True), (0, True, True),
                                                (1, False, False), (1, True, False)):

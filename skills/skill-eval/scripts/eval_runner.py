@@ -6165,6 +6165,16 @@ def _init_sandbox_git(repo: Path, baseline: Path, template: _GitTemplate | None,
                       borrowed_objects=tuple(str(path) for path in borrowed))
 
 
+def _status_entries(out: str) -> list[tuple[str, str, str]]:
+    """`git status --porcelain=v1 -z` as (code, path, the old name of a rename or copy)."""
+    found, entries = [], iter(out.split("\0"))
+    for entry in entries:
+        if len(entry) > 3:
+            old = next(entries, "") if entry[0] in "RC" else ""  # it follows the new name
+            found.append((entry[:2], entry[3:], old))
+    return found
+
+
 def sandbox_changes(repo: Path, baseline: Path, git_record: SandboxGit,
                     groups: ProcessGroups) -> SandboxChanges:
     """Paths the executor added, modified or deleted against the baseline commit.
@@ -6182,13 +6192,7 @@ def sandbox_changes(repo: Path, baseline: Path, git_record: SandboxGit,
     if not ok:
         return SandboxChanges(False, out)
     changes: dict[str, list[str]] = {"added": [], "modified": [], "deleted": []}
-    entries = iter(out.split("\0"))
-    for entry in entries:
-        if len(entry) < 4:
-            continue
-        code, path = entry[:2], entry[3:]
-        if code[0] in "RC":
-            next(entries, None)  # the old name follows a rename
+    for code, path, _ in _status_entries(out):
         kind = "added" if code in ("??", "A ") or "A" in code else (
             "deleted" if "D" in code else "modified")
         changes[kind].append(path)
@@ -6346,8 +6350,8 @@ def fixture_status(root: Path, paths: list[str], groups: ProcessGroups) -> Fixtu
                        *sorted(set(paths))], root, groups=groups)
     if not ok:
         return FixtureState(False, reason=out)
-    return FixtureState(True, tuple(sorted(entry[3:] for entry in out.split("\0")
-                                           if len(entry) > 3)))
+    return FixtureState(True, tuple(sorted(path for _, path, old in _status_entries(out)
+                                           for path in (path, old) if path)))
 
 
 # -- what agents could have changed: the checkout, the run files ---------------
