@@ -177,7 +177,8 @@ class OptionsFromArgsTest(unittest.TestCase):
         self.assertIsNone(only_without.skill_md, "no with_skill run: no skill file needed")
 
     def test_bad_config_lists_are_refused(self):
-        for value in ["", "with_skill,with_skill", "with-skill", "with_skill,", "baseline"]:
+        for value in ["", "with_skill,with_skill", "with-skill", "with_skill,", "baseline",
+                      "with_skill,with_skill@a|b", "with_skill,installed@v1\x9b2J"]:
             with self.subTest(value=value):
                 self.assert_refused(f"--config={value}", says="--config")
 

@@ -1151,9 +1151,11 @@ def names_one_folder(value: Any) -> bool:
 
 
 def is_revision_config(config: str) -> bool:
+    """with_skill@REV or installed@REV; REV never holds what a report's table would take for
+    markup or a terminal for a command: no space, control character or '|'."""
     revision = config_revision(config) or ""
     return bool(revision) and len(revision) <= MAX_REVISION_CHARS and not revision.startswith(
-        "-") and re.fullmatch(r"[^\s\x00-\x1f\x7f]+", revision) is not None
+        "-") and re.fullmatch(r"[^\s\x00-\x1f\x7f-\x9f|]+", revision) is not None
 
 
 def _is_config_name(value: Any) -> bool:
