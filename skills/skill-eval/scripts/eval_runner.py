@@ -9143,11 +9143,6 @@ def plan_cells(suite: Suite, options: RunOptions, iteration_dir: Path) -> list[C
     return cells
 
 
-def _eval_sort_key(eval_key: str) -> str:
-    """A tie-breaker that is the same on every machine and ignores the suite's case order."""
-    return hashlib.sha256(eval_key.encode("utf-8")).hexdigest()
-
-
 def assign_shards(weights: dict[str, int], count: int) -> dict[str, int]:
     """Each eval's shard (1..count): whole evals, balanced by cells (see SHARD_ALGORITHM).
 
@@ -9156,7 +9151,9 @@ def assign_shards(weights: dict[str, int], count: int) -> dict[str, int]:
     """
     loads = [0] * count
     assignment = {}
-    for key in sorted(weights, key=lambda k: (-weights[k], _eval_sort_key(k), k)):
+    # ties broken the same on every machine, whatever the suite's case order
+    for key in sorted(weights, key=lambda k: (-weights[k],
+                                              hashlib.sha256(k.encode("utf-8")).hexdigest(), k)):
         lightest = min(range(count), key=lambda i: (loads[i], i))
         loads[lightest] += weights[key]
         assignment[key] = lightest + 1
@@ -9192,23 +9189,16 @@ def load_finished_cells(cells: list[Cell], recorded: dict[str, dict[str, str]] |
     for cell in cells:
         if cell.label not in recorded:  # no hashes taken when it finished: not trusted
             continue
-        record = _read_kept_cell(cell, recorded[cell.label])
-        if record is None:  # unreadable, misshapen or changed since: run it again
+        record = read_run_record_or_none(cell.run_dir)
+        if record is None:  # unreadable or misshapen: run it again
+            continue
+        record.written_files = hash_run_folder(cell.run_dir)
+        if record.written_files != recorded[cell.label]:  # changed since it finished: again
             continue
         if (record.status != "cancelled" if cell.run_number <= looked_waves
                 else record.status == STATUS_OK and record.scored):
             finished[cell.label] = record
     return finished
-
-
-def _read_kept_cell(cell: Cell, recorded: dict[str, str]) -> RunRecord | None:
-    """A finished cell as its files hold it, while they match the hashes taken when it
-    finished."""
-    record = read_run_record_or_none(cell.run_dir)
-    if record is None:
-        return None
-    record.written_files = hash_run_folder(cell.run_dir)
-    return record if record.written_files == recorded else None
 
 
 def hash_run_folder(run_dir: Path) -> dict[str, str]:
@@ -9440,7 +9430,12 @@ def run_matrix(ctx: RunContext, cells: list[Cell],
         with concurrent.futures.ThreadPoolExecutor(lanes, "skill-eval-lane") as pool, \
                 concurrent.futures.ThreadPoolExecutor(lanes, "skill-eval-sandbox") as helpers:
             futures = [pool.submit(_run_lane, ctx, queue, helpers) for _ in range(lanes)]
-            _wait_waking_for_signals(futures)
+            # Waking now and then: the kernel may hand a Ctrl-C to any thread, but Python runs
+            # the handler only in the main thread once it wakes; blocked until a whole lane
+            # ended, it would leave the interrupt unanswered while the slowest agent runs.
+            pending = set(futures)
+            while pending:
+                _, pending = concurrent.futures.wait(pending, timeout=SIGNAL_WAKE_S)
             for future in futures:
                 records += future.result()
     position = {cell.label: index for index, cell in enumerate(cells)}
@@ -9456,18 +9451,6 @@ class _ExecutorAnswer:
     artifact_truncated: bool = False
     exchanges: list[Exchange] | None = None  # a conversation's turns, graded together
     trace: Trace | None = None  # its actions, from its CLI's own events; None: none read
-
-
-def _wait_waking_for_signals(futures: list[concurrent.futures.Future]) -> None:
-    """Wait for the lanes, waking now and then.
-
-    The kernel may hand a Ctrl-C to any thread, but Python runs the handler only in the main
-    thread and only once it wakes; a main thread blocked until a whole lane ends would leave
-    the interrupt unanswered for as long as the slowest agent runs.
-    """
-    pending = set(futures)
-    while pending:
-        _, pending = concurrent.futures.wait(pending, timeout=SIGNAL_WAKE_S)
 
 
 class _CellQueue(collections.deque):
@@ -9526,9 +9509,8 @@ def _guarded(run: _CellRun, step: Callable[..., Any], *args: Any) -> Any:
             exc = WriteFailed(Path(exc.filename or run.cell.run_dir), exc)
         if isinstance(exc, WriteFailed):
             run.write_failed = run.write_failed or exc
-            run.record.fail("runner_error", "runner", exc.message)
-            return None
-        run.record.fail("runner_error", "runner", f"{type(exc).__name__}: {exc}")
+        run.record.fail("runner_error", "runner", exc.message if isinstance(exc, WriteFailed)
+                        else f"{type(exc).__name__}: {exc}")
         return None
 
 
@@ -10528,38 +10510,31 @@ def _run_checks_step(ctx: RunContext, run: _CellRun) -> None:
         if protect and not sandbox.git.ok:
             state.unrun = "the sandbox has no baseline commit to restore protected paths from"
             return
-        _run_checks_in_order(ctx, run, checks, protect, state)
+        commit = sandbox.git.baseline or ""
+        for rel in protect:  # what the executor left, before any check runs and writes there
+            changed = protected_changes(sandbox.repo, sandbox.baseline_git, commit, rel,
+                                        sandbox.delivered_modes, ctx.groups)
+            state.protected[rel] = ProtectedPath(tuple(changed))
+        planted: list[str] = []
+        if any(check.subject == "run" for check in checks):
+            planted = planted_interpreter_files(sandbox, commit, ctx.groups)
+            state.planted_interpreter_files = tuple(planted)
+            _remove_bytecode_caches(sandbox.repo)
+        for check in checks:
+            for rel in check.protect:
+                restore_delivered(sandbox.repo, sandbox.baseline_git, commit, rel, ctx.groups)
+            result = (_refused_run_check(check, planted, sandbox.git.ok)
+                      if planted and check.subject == "run" else run_one_check(ctx, run, check))
+            state.results.append(result)
+            if result.unrun:
+                state.unrun = f"check {check.name!r} could not run: {result.unrun}"
+                state.cancelled = bool(result.cancelled)
+                return
     except OSError as exc:  # a protected path the runner could not read or put back
         state.unrun = f"protected paths could not be restored: {exc.strerror or exc}"
     finally:
         state.duration_s = round(time.monotonic() - started, 3)
         state.note = "the checks' own time, on the runner's clock; not the executor's"
-
-
-def _run_checks_in_order(ctx: RunContext, run: _CellRun, checks: list[Check], protect: list[str],
-                         state: ChecksRun) -> None:
-    sandbox = run.sandbox
-    assert sandbox is not None, "_run_checks_step returns first when there is none"
-    commit = sandbox.git.baseline or ""
-    for rel in protect:  # what the executor left, before any check runs and writes there
-        changed = protected_changes(sandbox.repo, sandbox.baseline_git, commit, rel,
-                                    sandbox.delivered_modes, ctx.groups)
-        state.protected[rel] = ProtectedPath(tuple(changed))
-    planted: list[str] = []
-    if any(check.subject == "run" for check in checks):
-        planted = planted_interpreter_files(sandbox, commit, ctx.groups)
-        state.planted_interpreter_files = tuple(planted)
-        _remove_bytecode_caches(sandbox.repo)
-    for check in checks:
-        for rel in check.protect:
-            restore_delivered(sandbox.repo, sandbox.baseline_git, commit, rel, ctx.groups)
-        result = (_refused_run_check(check, planted, sandbox.git.ok)
-                  if planted and check.subject == "run" else run_one_check(ctx, run, check))
-        state.results.append(result)
-        if result.unrun:
-            state.unrun = f"check {check.name!r} could not run: {result.unrun}"
-            state.cancelled = bool(result.cancelled)
-            return
 
 
 # A Python the check starts could load these from the tree instead of the standard library
@@ -10596,15 +10571,6 @@ def stdlib_module_names() -> frozenset[str]:
 
 
 _STDLIB_MODULE_NAMES = stdlib_module_names()
-
-
-def _delivered_paths(baseline: Path, commit: str, groups: ProcessGroups) -> set[str]:
-    """Every path the cell's baseline commit holds. Raises OSError when git cannot list it."""
-    ok, out = run_git([f"--git-dir={baseline}", *GIT_READ_ONLY, "ls-tree", "-r", "-z",
-                       "--name-only", "--full-tree", commit], baseline, groups=groups)
-    if not ok:
-        raise OSError(f"cannot list the baseline: {out}")
-    return set(filter(None, out.split("\0")))
 
 
 def _imported_as(rel: str, delivered: set[str]) -> str | None:
@@ -10647,8 +10613,14 @@ def planted_interpreter_files(sandbox: Sandbox, commit: str, groups: ProcessGrou
     and the files pytest would read as its own code or options.
     Without a baseline commit nothing tells them from delivered ones: all are listed.
     Bytecode caches are not listed: checks never read them (PYTHONPYCACHEPREFIX)."""
-    known = sandbox.git.ok
-    delivered = _delivered_paths(sandbox.baseline_git, commit, groups) if known else set()
+    delivered: set[str] = set()
+    if sandbox.git.ok:  # every path the baseline commit holds; OSError when git cannot list it
+        ok, out = run_git([f"--git-dir={sandbox.baseline_git}", *GIT_READ_ONLY, "ls-tree", "-r",
+                           "-z", "--name-only", "--full-tree", commit], sandbox.baseline_git,
+                          groups=groups)
+        if not ok:
+            raise OSError(f"cannot list the baseline: {out}")
+        delivered = set(filter(None, out.split("\0")))
     found = []
     for folder, dirs, files in walk_unfollowed(sandbox.repo):
         here = Path(folder).relative_to(sandbox.repo).as_posix()
@@ -10772,26 +10744,21 @@ def _check_env(ctx: RunContext, workdir: Path, home: str) -> dict[str, str]:
 _BWRAP_STATUS_CAP = 64 * 1024
 
 
-def _json_documents(text: str) -> Iterator[Any]:
-    """The JSON documents written one after another in `text`, up to the first that is cut."""
-    decoder, at = json.JSONDecoder(), 0
-    while True:
-        at = len(text) - len(text[at:].lstrip())
-        try:
-            document, at = decoder.raw_decode(text, at)
-        except ValueError:
-            return
-        yield document
-
-
 def _command_status(result: ProcessResult, status: Any) -> ProcessResult:
     """The confined command's own exit status, from bwrap's --json-status-fd report. bwrap
     writes "exit-code" only for a command it started; without it, bwrap's own status (1 when
     it could not enter a folder the executor locked with `chmod 000`) is no command's, and the
     check could not start."""
     status.seek(0)
+    text = status.read(_BWRAP_STATUS_CAP).decode("utf-8", "replace")
     reported: dict[str, Any] = {}
-    for document in _json_documents(status.read(_BWRAP_STATUS_CAP).decode("utf-8", "replace")):
+    decoder, at = json.JSONDecoder(), 0
+    while True:  # its JSON documents, one after another, up to the first that is cut
+        at = len(text) - len(text[at:].lstrip())
+        try:
+            document, at = decoder.raw_decode(text, at)
+        except ValueError:
+            break
         if isinstance(document, dict):
             reported.update(document)
     code = reported.get("exit-code")
@@ -10944,28 +10911,19 @@ def _add_check_verdicts(ctx: RunContext, cell: Cell, record: RunRecord) -> None:
 
 def _write_run_files(cell: Cell, record: RunRecord, judge: JudgeIdentity | None) -> bool:
     """grading.json, the metrics, then run.json: run.json on disk means the rest is."""
-    files = _RunFiles(cell.run_dir, record)
+    files, metrics = _RunFiles(cell.run_dir, record), record.metrics or {}
     if record.scored and record.grading is not None:
         files.json("grading.json", dataclasses.replace(record.grading, judge=judge).to_json())
     files.json("metrics.json", {
         "role": "executor", "note": "executor-only; the grader's cost is not included",
-        "metrics": METRICS.write(record.metrics or {})})
+        "metrics": METRICS.write(metrics)})
     if record.grader_calls:
         files.json("grader_metrics.json", {
             "role": "grader", "note": "every grader call of this run; apart from the executor's",
             "metrics": METRICS.write(record.grader_metrics or {}),
             "calls": [{"vote": c.vote, "status": c.status, "metrics": METRICS.write(c.metrics)}
                       for c in record.grader_calls]})
-    timing = _timing_json(record.metrics or {})
-    if timing:
-        files.json("timing.json", timing)
-    files.json("run.json", record.run_json())
-    return True
-
-
-def _timing_json(metrics: dict[str, Metric]) -> dict[str, Any]:
-    """skill-creator's timing.json: the executor's time and tokens, only those captured."""
-    timing: dict[str, Any] = {}
+    timing: dict[str, Any] = {}  # skill-creator's: the executor's time and tokens, if captured
     for key, name in (("total_duration_seconds", "time_seconds"), ("total_tokens", "tokens")):
         value = value_of(metrics, name)
         if value is not None:
@@ -10973,7 +10931,9 @@ def _timing_json(metrics: dict[str, Metric]) -> dict[str, Any]:
             timing.setdefault("sources", {})[key] = metrics[name].source
     if timing:
         timing["note"] = "executor only; a value the agent CLI did not report is left out"
-    return timing
+        files.json("timing.json", timing)
+    files.json("run.json", record.run_json())
+    return True
 
 
 # ==== aggregation ============================================================
