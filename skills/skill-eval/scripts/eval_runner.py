@@ -9643,13 +9643,12 @@ def _run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
         return None
     if ctx.on_cell_start:
         ctx.on_cell_start(cell.label)
-    borrowed = [Path(p) for p in sandbox.git.borrowed_objects]
+    binds = Mounts(ro_binds=[Path(p) for p in sandbox.git.borrowed_objects])
     if cell.case.trigger:
         invocation.watch = _trigger_watch(ctx.provider, ctx.suite.skill_name)
     elif cell.case.most_turns > 1:
-        return _run_conversation(ctx, cell, sandbox, record, invocation, env)
-    result, record.executor, isolation = _run_agent(ctx, invocation, env,
-                                                    Mounts(ro_binds=borrowed))
+        return _run_conversation(ctx, cell, sandbox, record, invocation, env, binds)
+    result, record.executor, isolation = _run_agent(ctx, invocation, env, binds)
     files.text(f"logs/{EXECUTOR_STREAM_FILE}", result.stdout)  # kept whatever it holds
     reply = _read_executor_reply(ctx, result)
     record.notes = reply.notes
@@ -9762,11 +9761,11 @@ class _Conversation:
 
 
 def _run_conversation(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: RunRecord,
-                      invocation: Invocation, env: dict[str, str]) -> _ExecutorAnswer | None:
+                      invocation: Invocation, env: dict[str, str], binds: Mounts
+                      ) -> _ExecutorAnswer | None:
     """Every turn of a conversation, in one session of the executor's CLI, in one sandbox
     and one fresh home kept for the conversation and removed after it. A turn that fails ends
     the conversation as a failed run; the answer is the last reply, graded with every turn."""
-    binds = Mounts(ro_binds=[Path(p) for p in sandbox.git.borrowed_objects])
     kept = (_KeptHome(Path(tempfile.mkdtemp(prefix="skill-eval-home-", dir=ctx.sandbox_base)))
             if ctx.confinement.mode == "bwrap" else None)
     if kept is None and not ctx.provider.fresh_home:
@@ -10373,9 +10372,7 @@ def _activation_evidence(provider: Provider, trace: list[dict] | None, skill_nam
                               evidence=_evidence(call, position))
     why = ("the executor did not finish, so it may have loaded the skill later" if not finished
            else "the stream was cut in the middle" if cut else "")
-    if why:
-        return Activation(should, "unknown", reason=why, calls=len(trace))
-    return Activation(should, False, calls=len(trace))
+    return Activation(should, "unknown" if why else False, reason=why or None, calls=len(trace))
 
 
 def _evidence(call: dict[str, Any], position: int) -> ActivationEvidence:
@@ -10667,7 +10664,6 @@ def _remove_bytecode_caches(repo: Path) -> None:
 def run_one_check(ctx: RunContext, run: _CellRun, check: Check) -> CheckResult:
     """The check's result: passed with the evidence, or `unrun` (why it could not run)."""
     started = time.monotonic()
-    search_many = functools.partial(_search_many_in_child, ctx)
     if check.subject == "run":
         result = _run_command_check(ctx, run, check)
     elif check.subject == "file":
@@ -10677,6 +10673,12 @@ def run_one_check(ctx: RunContext, run: _CellRun, check: Check) -> CheckResult:
         assert run.sandbox is not None and run.answer is not None, "checks run only in a " \
             "sandbox, once the executor answered"
         repo = str(run.sandbox.repo)
+
+        def search_many(pattern: str, texts: list[str], timeout_s: float
+                        ) -> tuple[list[int] | None, str]:  # the indexes of the texts it matches
+            return _pattern_child(ctx, _PATTERN_SEARCH_MANY, [pattern, texts], timeout_s,
+                                  lambda found: isinstance(found, list) and all(
+                                      isinstance(i, int) and 0 <= i < len(texts) for i in found))
         result = judge_trace_check(check, run.answer.trace,
                                    list(dict.fromkeys([repo, os.path.realpath(repo)])),
                                    search_many)
@@ -10828,15 +10830,6 @@ pattern, texts = json.load(sys.stdin)
 found = re.compile(pattern)
 json.dump([i for i, text in enumerate(texts) if found.search(text)], sys.stdout)
 """
-
-
-def _search_many_in_child(ctx: RunContext, pattern: str, texts: list[str], timeout_s: float
-                          ) -> tuple[list[int] | None, str]:
-    """(the indexes of the texts the pattern matches, "") or (None, why the search could not
-    finish)."""
-    return _pattern_child(ctx, _PATTERN_SEARCH_MANY, [pattern, texts], timeout_s,
-                          lambda found: isinstance(found, list) and all(
-                              isinstance(i, int) and 0 <= i < len(texts) for i in found))
 
 
 def _pattern_child(ctx: RunContext, script: str, given: list[Any], timeout_s: float,
