@@ -9251,19 +9251,7 @@ def _path_mention(folders: Iterable[str]) -> Callable[[str], bool]:
     return lambda text: pattern.search(text) is not None
 
 
-class _GraderFolders(Protocol):
-    """Where a cell's agents get their folders: its Sandbox, or the _GraderRoom of a re-graded
-    cell, which has no sandbox. Each grader gets fresh folders, and an agent a fresh home when
-    its CLI gets one per process."""
-
-    def make_home(self, role: str) -> Path: ...
-
-    def make_grader_dirs(self, with_io: bool) -> tuple[Path, Path | None]: ...
-
-    def remove_grader_dirs(self) -> None: ...
-
-
-def agent_env(ctx: RunContext, sandbox: _GraderFolders, cwd: Path, role: str,
+def agent_env(ctx: RunContext, sandbox: Sandbox | _GraderRoom, cwd: Path, role: str,
               skills_on: bool = False) -> dict[str, str]:
     """The environment of one agent process; unconfined, a fresh home of its own next to the
     sandbox when its adapter asks (a confined one gets it from _run_agent)."""
@@ -9480,7 +9468,10 @@ class _CellRun:
     room: _GraderRoom | None = None  # where a re-graded cell's graders get their folders
 
     @property
-    def grader_folders(self) -> _GraderFolders | None:
+    def grader_folders(self) -> Sandbox | _GraderRoom | None:
+        """Where its agents get their folders: its Sandbox, or a re-graded cell's _GraderRoom.
+        Each grader gets fresh folders, and an agent a fresh home when its CLI gets one per
+        process."""
         return self.sandbox or self.room
 
 
@@ -9643,11 +9634,11 @@ def _run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
         return None
     if ctx.on_cell_start:
         ctx.on_cell_start(cell.label)
-    binds = Mounts(ro_binds=[Path(p) for p in sandbox.git.borrowed_objects])
     if cell.case.trigger:
         invocation.watch = _trigger_watch(ctx.provider, ctx.suite.skill_name)
     elif cell.case.most_turns > 1:
-        return _run_conversation(ctx, cell, sandbox, record, invocation, env, binds)
+        return _run_conversation(ctx, cell, sandbox, record, invocation, env)
+    binds = Mounts(ro_binds=[Path(p) for p in sandbox.git.borrowed_objects])
     result, record.executor, isolation = _run_agent(ctx, invocation, env, binds)
     files.text(f"logs/{EXECUTOR_STREAM_FILE}", result.stdout)  # kept whatever it holds
     reply = _read_executor_reply(ctx, result)
@@ -9761,11 +9752,11 @@ class _Conversation:
 
 
 def _run_conversation(ctx: RunContext, cell: Cell, sandbox: Sandbox, record: RunRecord,
-                      invocation: Invocation, env: dict[str, str], binds: Mounts
-                      ) -> _ExecutorAnswer | None:
+                      invocation: Invocation, env: dict[str, str]) -> _ExecutorAnswer | None:
     """Every turn of a conversation, in one session of the executor's CLI, in one sandbox
     and one fresh home kept for the conversation and removed after it. A turn that fails ends
     the conversation as a failed run; the answer is the last reply, graded with every turn."""
+    binds = Mounts(ro_binds=[Path(p) for p in sandbox.git.borrowed_objects])
     kept = (_KeptHome(Path(tempfile.mkdtemp(prefix="skill-eval-home-", dir=ctx.sandbox_base)))
             if ctx.confinement.mode == "bwrap" else None)
     if kept is None and not ctx.provider.fresh_home:
@@ -9949,7 +9940,7 @@ def _failure_status(role: str, result: ProcessResult | ProcessCall) -> str:
     return "cancelled" if result.cancelled else f"{role}_failed"
 
 
-def _run_grader_step(ctx: RunContext, cell: Cell, sandbox: _GraderFolders, record: RunRecord,
+def _run_grader_step(ctx: RunContext, cell: Cell, sandbox: Sandbox | _GraderRoom, record: RunRecord,
                      answer: _ExecutorAnswer) -> None:
     """Grade the recorded answer in --grader-runs fresh grader processes, one after another.
 
@@ -9985,7 +9976,7 @@ def _run_grader_step(ctx: RunContext, cell: Cell, sandbox: _GraderFolders, recor
         record.grading = majority_grading(votes)
 
 
-def _grade_once(ctx: RunContext, sandbox: _GraderFolders, record: RunRecord, prompt: str,
+def _grade_once(ctx: RunContext, sandbox: Sandbox | _GraderRoom, record: RunRecord, prompt: str,
                 files: _RunFiles, vote: int) -> dict[str, Any] | None:
     """One grader process; its verdict object, or None with the failure on the record."""
     suffix = "" if vote == 1 else f".vote-{vote}"
@@ -10067,7 +10058,7 @@ def _conversation_totals(shares: list[dict[str, Metric]], what: str = "turn",
     return totals
 
 
-def _call_grader(ctx: RunContext, sandbox: _GraderFolders, prompt: str, files: _RunFiles,
+def _call_grader(ctx: RunContext, sandbox: Sandbox | _GraderRoom, prompt: str, files: _RunFiles,
                  suffix: str = "") -> tuple[ProcessCall, AgentReply]:
     """One grader process in an empty folder outside the checkout; its output kept in logs/.
 
