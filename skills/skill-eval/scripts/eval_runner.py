@@ -9967,34 +9967,22 @@ def _run_grader_step(ctx: RunContext, cell: Cell, sandbox: Sandbox | _GraderRoom
         if ctx.groups.cancelled.is_set():
             record.fail("cancelled", "grader", "interrupted before grading")
             break
-        payload = _grade_once(ctx, sandbox, record, prompt, files, vote)
-        if payload is None:
+        result, reply = _call_grader(ctx, sandbox, prompt, files,
+                                     "" if vote == 1 else f".vote-{vote}")
+        record.grader = result
+        payload = parse_verdict_payload(reply.structured, reply.text) if reply.ok else None
+        status = (_failure_status("grader", result) if not reply.ok
+                  else "grader_unparseable" if payload is None else STATUS_OK)
+        record.grader_calls.append(GraderCall(vote, result, reply.metrics, status))
+        if payload is None:  # the grader failed, or its answer holds no verdict list
+            why = reply.failure if not reply.ok else "; ".join(
+                ["the grader's answer holds no verdict list", *reply.notes])
+            record.fail(status, "grader", (f"grader {vote} of {k}: " if k > 1 else "") + why)
             break
         votes.append(grade_assertions(assertions, payload))
     record.grader_metrics = _sum_metrics([c.metrics for c in record.grader_calls], k)
     if len(votes) == k:
         record.grading = majority_grading(votes)
-
-
-def _grade_once(ctx: RunContext, sandbox: Sandbox | _GraderRoom, record: RunRecord, prompt: str,
-                files: _RunFiles, vote: int) -> dict[str, Any] | None:
-    """One grader process; its verdict object, or None with the failure on the record."""
-    suffix = "" if vote == 1 else f".vote-{vote}"
-    k = ctx.options.grader_runs
-    label = f"grader {vote} of {k}: " if k > 1 else ""
-    result, reply = _call_grader(ctx, sandbox, prompt, files, suffix)
-    record.grader = result
-    payload = parse_verdict_payload(reply.structured, reply.text) if reply.ok else None
-    status = (_failure_status("grader", result) if not reply.ok
-              else "grader_unparseable" if payload is None else STATUS_OK)
-    assert record.grader_calls is not None, "grade_cell starts the list before any vote"
-    record.grader_calls.append(GraderCall(vote, result, reply.metrics, status))
-    if not reply.ok:
-        record.fail(status, "grader", label + reply.failure)
-    elif payload is None:
-        record.fail("grader_unparseable", "grader", label + "; ".join(
-            ["the grader's answer holds no verdict list", *reply.notes]))
-    return payload
 
 
 def _sum_metrics(calls: list[dict[str, Metric]], planned: int) -> dict[str, Metric]:
@@ -10357,9 +10345,11 @@ def _activation_evidence(provider: Provider, trace: list[dict] | None, skill_nam
                           f"{provider.name} adapter could read")
     for position, call in enumerate(trace):
         signal = _activation_signal(provider, call, skill_name)
-        if signal:
-            where = _where_in_stream(position, call.get("event"))
-            return Activation(should, True, signal + where, calls=len(trace),
+        if signal:  # where to find it: its rank among the tool calls and the JSON events
+            where, event = f"tool call {position + 1}", call.get("event")
+            if isinstance(event, int) and not isinstance(event, bool):
+                where += f", JSON event {event + 1} (index {event}) of logs/{EXECUTOR_STREAM_FILE}"
+            return Activation(should, True, f"{signal} ({where})", calls=len(trace),
                               evidence=_evidence(call, position))
     why = ("the executor did not finish, so it may have loaded the skill later" if not finished
            else "the stream was cut in the middle" if cut else "")
@@ -10466,15 +10456,6 @@ def _activation_signal(provider: Provider, call: dict[str, Any], skill_name: str
     if needle in json.dumps(tool_input, ensure_ascii=False):
         return f"{provider.name}'s tool {shown} called on the installed {needle}"
     return ""
-
-
-def _where_in_stream(position: int, event: Any) -> str:
-    """Where to find the call: its rank among the tool calls and the stream's JSON events."""
-    where = f"tool call {position + 1}"
-    if isinstance(event, int) and not isinstance(event, bool):
-        where += (f", JSON event {event + 1} (index {event}) of "
-                  f"logs/{EXECUTOR_STREAM_FILE}")
-    return f" ({where})"
 
 
 # -- deterministic checks: after the executor, in its sandbox, confined as it was ----------
