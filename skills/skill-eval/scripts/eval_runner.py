@@ -9291,7 +9291,14 @@ def _run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
             return env, None
         if kept is not None and kept.inside is not None:  # set up by the first turn
             return kept.inside, kept.carried
-        inside, carried = _set_up_home(ctx, home, invocation, env, role)
+        home_vars = ctx.provider.home_vars(HOME_INSIDE)
+        carried = fill_home(home, ctx.provider.home_files(env), home_vars)
+        inside = confined_env(env, invocation.cwd, home_vars)
+        if ctx.provider.fresh_home:
+            inside = ctx.provider.prepare_home(home, inside, role, _role_model(ctx, role),
+                                               HOME_INSIDE, env)
+            if invocation.skills_on:
+                inside = ctx.provider.allow_skills(home, inside)
         if kept is not None:
             kept.inside, kept.carried = inside, carried
         return inside, carried
@@ -9359,20 +9366,6 @@ def _run_in_bwrap(ctx: RunContext, invocation: Invocation, env: dict[str, str],
         return _command_status(result, status) if bwrap_status else result
 
 
-def _set_up_home(ctx: RunContext, home: Path, invocation: Invocation, env: dict[str, str],
-                 role: str) -> tuple[dict[str, str], list[str]]:
-    """Fill a confined agent's fresh HOME: (the environment it runs with, the files carried)."""
-    home_vars = ctx.provider.home_vars(HOME_INSIDE)
-    carried = fill_home(home, ctx.provider.home_files(env), home_vars)
-    inside = confined_env(env, invocation.cwd, home_vars)
-    if ctx.provider.fresh_home:
-        inside = ctx.provider.prepare_home(home, inside, role, _role_model(ctx, role),
-                                           HOME_INSIDE, env)
-        if invocation.skills_on:
-            inside = ctx.provider.allow_skills(home, inside)
-    return inside, carried
-
-
 _NO_SPACE = ("No space left on device", "ENOSPC")
 
 
@@ -9412,7 +9405,7 @@ def run_matrix(ctx: RunContext, cells: list[Cell],
     """
     finished = finished or {}
     records = [finished[cell.label] for cell in cells if cell.label in finished]
-    queue = _CellQueue([cell for cell in cells if cell.label not in finished])
+    queue = collections.deque(cell for cell in cells if cell.label not in finished)
     lanes = min(ctx.options.concurrency, len(queue))
     if lanes:
         with concurrent.futures.ThreadPoolExecutor(lanes, "skill-eval-lane") as pool, \
@@ -9441,18 +9434,6 @@ class _ExecutorAnswer:
     trace: Trace | None = None  # its actions, from its CLI's own events; None: none read
 
 
-class _CellQueue(collections.deque):
-    """The cells still to start, in plan order; lanes take them one at a time."""
-
-    def start_next(self, ctx: RunContext) -> _CellRun | None:
-        """The next cell, started; None when none is left."""
-        try:
-            cell = self.popleft()  # atomic: no two lanes get the same cell
-        except IndexError:
-            return None
-        return start_cell(ctx, cell)
-
-
 @dataclasses.dataclass
 class _CellRun:
     """One cell on its way through a lane: its record, and its sandbox while it has one; a
@@ -9475,10 +9456,10 @@ class _CellRun:
         return self.sandbox or self.room
 
 
-def _run_lane(ctx: RunContext, queue: _CellQueue,
+def _run_lane(ctx: RunContext, queue: collections.deque[Cell],
               helpers: concurrent.futures.ThreadPoolExecutor) -> list[RunRecord]:
     records = []
-    run = queue.start_next(ctx)
+    run = start_cell(ctx, queue)
     while run is not None:
         run.answer = _guarded(run, answer_step, ctx, run)
         upcoming = helpers.submit(_close_sandbox_and_start_next, ctx, run, queue)
@@ -9510,7 +9491,12 @@ def _new_record(cell: Cell) -> RunRecord:
                      configuration=cell.config, run_number=cell.run_number)
 
 
-def start_cell(ctx: RunContext, cell: Cell) -> _CellRun:
+def start_cell(ctx: RunContext, queue: collections.deque[Cell]) -> _CellRun | None:
+    """The next of the cells still to start (in plan order), started; None when none is left."""
+    try:
+        cell = queue.popleft()  # atomic: no two lanes get the same cell
+    except IndexError:
+        return None
     run = _CellRun(cell, _new_record(cell), utc_now(), source=ctx.sources.get(cell.label))
     _guarded(run, _prepare_sandbox if run.source is None else _copy_source_run, ctx, run)
     return run
@@ -9553,7 +9539,7 @@ def _sandbox_delivery(config: str) -> bool | str:
 
 
 def _close_sandbox_and_start_next(ctx: RunContext, run: _CellRun,
-                                  queue: _CellQueue) -> _CellRun | None:
+                                  queue: collections.deque[Cell]) -> _CellRun | None:
     """After the executor: its changes read and its sandbox gone, then the next cell built."""
     sandbox = run.sandbox
     if sandbox is not None:  # a re-graded cell has none: its checks' results are its source's
@@ -9565,7 +9551,7 @@ def _close_sandbox_and_start_next(ctx: RunContext, run: _CellRun,
             if not ctx.options.keep_sandboxes:
                 sandbox.remove_copy()
         _guarded(run, close)
-    return queue.start_next(ctx)
+    return start_cell(ctx, queue)
 
 
 def finish_cell(ctx: RunContext, run: _CellRun, closing: concurrent.futures.Future) -> RunRecord:
