@@ -9565,7 +9565,10 @@ def finish_cell(ctx: RunContext, run: _CellRun, closing: concurrent.futures.Futu
     record.started_at, record.finished_at = run.started_at, utc_now()
     record.resumed = ctx.resuming
     _save_run_files(ctx, run)
-    _journal_cell(ctx, run)
+    # The cell's file hashes, on disk the moment it finished: a resume after a SIGKILL (no
+    # benchmark.json yet) still tells the files the runner wrote from files edited since.
+    append_line_durably(ctx.iteration_dir / HASH_JOURNAL, json.dumps(
+        {"cell": run.cell.label, "files_sha256": record.written_files}, sort_keys=True))
     if run.write_failed is not None and ctx.state.write_failed is None:
         ctx.state.write_failed = run.write_failed  # no new cell starts; the run ends with exit 3
     if ctx.budget is not None:
@@ -9589,14 +9592,6 @@ def _save_run_files(ctx: RunContext, run: _CellRun) -> None:
     record.written_files.pop("grading.json", None)
     _guarded(run, _write_run_files, run.cell, record, ctx.judge)
     record.status, record.failure = "runner_error", failure
-
-
-def _journal_cell(ctx: RunContext, run: _CellRun) -> None:
-    """The cell's file hashes, on disk the moment it finished: a resume after a SIGKILL (no
-    benchmark.json yet) still tells the files the runner wrote from files edited since."""
-    line = json.dumps({"cell": run.cell.label, "files_sha256": run.record.written_files},
-                      sort_keys=True)
-    append_line_durably(ctx.iteration_dir / HASH_JOURNAL, line)
 
 
 def _run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
@@ -10169,7 +10164,11 @@ def _copy_source_run(ctx: RunContext, run: _CellRun) -> None:
         record.fail("runner_error", "runner", f"cannot read the source run at {source_dir}{why}")
         return
     files = _RunFiles(cell.run_dir, record)
-    for rel in [*_EXECUTOR_FILES, *_conversation_files(source_dir)]:
+    rels = [*_EXECUTOR_FILES, "transcript.md", "user_metrics.json"]  # and a conversation's turns
+    for folder, pattern in (("messages", "turn-*.txt"), ("outputs", "turn-*.txt"),
+                            ("logs", "executor_stream.turn-*.txt")):
+        rels += sorted(f"{folder}/{p.name}" for p in (source_dir / folder).glob(pattern))
+    for rel in rels:
         if os.path.isfile(source_dir / rel) and not os.path.islink(source_dir / rel):
             files.copy(rel, source_dir / rel)
     for name in ("executor", "sandbox", "changes", "written_artifact", "metrics",
@@ -10210,15 +10209,6 @@ def _recorded_answer(ctx: RunContext, run: _CellRun) -> _ExecutorAnswer | None:
                                          regrade_grader=run.room.record)
     return _ExecutorAnswer(text, artifact, record.written_artifact.truncated,
                            exchanges)
-
-
-def _conversation_files(run_dir: Path) -> list[str]:
-    """A conversation run's own files, besides the executor files every run has."""
-    found = ["transcript.md", "user_metrics.json"]
-    for folder, pattern in (("messages", "turn-*.txt"), ("outputs", "turn-*.txt"),
-                            ("logs", "executor_stream.turn-*.txt")):
-        found += sorted(f"{folder}/{p.name}" for p in (run_dir / folder).glob(pattern))
-    return found
 
 
 def _recorded_exchanges(run_dir: Path, conversation: ConversationRecord
