@@ -10068,9 +10068,8 @@ _EXECUTOR_FILES = ("prompt.md", "metrics.json", "timing.json", "outputs/output.t
 
 def executor_finished(source: RunRecord) -> bool:
     stage = source.failure.stage if source.failure else None
-    if source.executor is None or stage not in (None, "grader"):
-        return False
-    return source.status in _REGRADABLE_STATUSES
+    return (source.executor is not None and stage in (None, "grader")
+            and source.status in _REGRADABLE_STATUSES)
 
 
 def _metrics_block(document: Any) -> Any:
