@@ -8949,11 +8949,6 @@ def plan_cells(suite: Suite, options: RunOptions, iteration_dir: Path) -> list[C
     return cells
 
 
-def _eval_sort_key(eval_key: str) -> str:
-    """A tie-breaker that is the same on every machine and ignores the suite's case order."""
-    return hashlib.sha256(eval_key.encode("utf-8")).hexdigest()
-
-
 def assign_shards(weights: dict[str, int], count: int) -> dict[str, int]:
     """Each eval's shard (1..count): whole evals, balanced by cells (see SHARD_ALGORITHM).
 
@@ -8962,7 +8957,9 @@ def assign_shards(weights: dict[str, int], count: int) -> dict[str, int]:
     """
     loads = [0] * count
     assignment = {}
-    for key in sorted(weights, key=lambda k: (-weights[k], _eval_sort_key(k), k)):
+    # ties broken the same on every machine, whatever the suite's case order
+    for key in sorted(weights, key=lambda k: (-weights[k],
+                                              hashlib.sha256(k.encode("utf-8")).hexdigest(), k)):
         lightest = min(range(count), key=lambda i: (loads[i], i))
         loads[lightest] += weights[key]
         assignment[key] = lightest + 1
@@ -8998,23 +8995,16 @@ def load_finished_cells(cells: list[Cell], recorded: dict[str, dict[str, str]] |
     for cell in cells:
         if cell.label not in recorded:  # no hashes taken when it finished: not trusted
             continue
-        record = _read_kept_cell(cell, recorded[cell.label])
-        if record is None:  # unreadable, misshapen or changed since: run it again
+        record = read_run_record_or_none(cell.run_dir)
+        if record is None:  # unreadable or misshapen: run it again
+            continue
+        record.written_files = hash_run_folder(cell.run_dir)
+        if record.written_files != recorded[cell.label]:  # changed since it finished: again
             continue
         if (record.status != "cancelled" if cell.run_number <= looked_waves
                 else record.status == STATUS_OK and record.scored):
             finished[cell.label] = record
     return finished
-
-
-def _read_kept_cell(cell: Cell, recorded: dict[str, str]) -> RunRecord | None:
-    """A finished cell as its files hold it, while they match the hashes taken when it
-    finished."""
-    record = read_run_record_or_none(cell.run_dir)
-    if record is None:
-        return None
-    record.written_files = hash_run_folder(cell.run_dir)
-    return record if record.written_files == recorded else None
 
 
 def hash_run_folder(run_dir: Path) -> dict[str, str]:
@@ -9067,19 +9057,7 @@ def _path_mention(folders: Iterable[str]) -> Callable[[str], bool]:
     return lambda text: pattern.search(text) is not None
 
 
-class _GraderFolders(Protocol):
-    """Where a cell's agents get their folders: its Sandbox, or the _GraderRoom of a re-graded
-    cell, which has no sandbox. Each grader gets fresh folders, and an agent a fresh home when
-    its CLI gets one per process."""
-
-    def make_home(self, role: str) -> Path: ...
-
-    def make_grader_dirs(self, with_io: bool) -> tuple[Path, Path | None]: ...
-
-    def remove_grader_dirs(self) -> None: ...
-
-
-def agent_env(ctx: RunContext, sandbox: _GraderFolders, cwd: Path, role: str,
+def agent_env(ctx: RunContext, sandbox: Sandbox | _GraderRoom, cwd: Path, role: str,
               skills_on: bool = False) -> dict[str, str]:
     """The environment of one agent process; unconfined, a fresh home of its own next to the
     sandbox when its adapter asks (a confined one gets it from _run_agent)."""
@@ -9119,7 +9097,14 @@ def _run_agent(ctx: RunContext, invocation: Invocation, env: dict[str, str],
             return env, None
         if kept is not None and kept.inside is not None:  # set up by the first turn
             return kept.inside, kept.carried
-        inside, carried = _set_up_home(ctx, home, invocation, env, role)
+        home_vars = ctx.provider.home_vars(HOME_INSIDE)
+        carried = fill_home(home, ctx.provider.home_files(env), home_vars)
+        inside = confined_env(env, invocation.cwd, home_vars)
+        if ctx.provider.fresh_home:
+            inside = ctx.provider.prepare_home(home, inside, role, _role_model(ctx, role),
+                                               HOME_INSIDE, env)
+            if invocation.skills_on:
+                inside = ctx.provider.allow_skills(home, inside)
         if kept is not None:
             kept.inside, kept.carried = inside, carried
         return inside, carried
@@ -9187,20 +9172,6 @@ def _run_in_bwrap(ctx: RunContext, invocation: Invocation, env: dict[str, str],
         return _command_status(result, status) if bwrap_status else result
 
 
-def _set_up_home(ctx: RunContext, home: Path, invocation: Invocation, env: dict[str, str],
-                 role: str) -> tuple[dict[str, str], list[str]]:
-    """Fill a confined agent's fresh HOME: (the environment it runs with, the files carried)."""
-    home_vars = ctx.provider.home_vars(HOME_INSIDE)
-    carried = fill_home(home, ctx.provider.home_files(env), home_vars)
-    inside = confined_env(env, invocation.cwd, home_vars)
-    if ctx.provider.fresh_home:
-        inside = ctx.provider.prepare_home(home, inside, role, _role_model(ctx, role),
-                                           HOME_INSIDE, env)
-        if invocation.skills_on:
-            inside = ctx.provider.allow_skills(home, inside)
-    return inside, carried
-
-
 _NO_SPACE = ("No space left on device", "ENOSPC")
 
 
@@ -9240,13 +9211,18 @@ def run_matrix(ctx: RunContext, cells: list[Cell],
     """
     finished = finished or {}
     records = [finished[cell.label] for cell in cells if cell.label in finished]
-    queue = _CellQueue([cell for cell in cells if cell.label not in finished])
+    queue = collections.deque(cell for cell in cells if cell.label not in finished)
     lanes = min(ctx.options.concurrency, len(queue))
     if lanes:
         with concurrent.futures.ThreadPoolExecutor(lanes, "skill-eval-lane") as pool, \
                 concurrent.futures.ThreadPoolExecutor(lanes, "skill-eval-sandbox") as helpers:
             futures = [pool.submit(_run_lane, ctx, queue, helpers) for _ in range(lanes)]
-            _wait_waking_for_signals(futures)
+            # Waking now and then: the kernel may hand a Ctrl-C to any thread, but Python runs
+            # the handler only in the main thread once it wakes; blocked until a whole lane
+            # ended, it would leave the interrupt unanswered while the slowest agent runs.
+            pending = set(futures)
+            while pending:
+                _, pending = concurrent.futures.wait(pending, timeout=SIGNAL_WAKE_S)
             for future in futures:
                 records += future.result()
     position = {cell.label: index for index, cell in enumerate(cells)}
@@ -9264,30 +9240,6 @@ class _ExecutorAnswer:
     trace: Trace | None = None  # its actions, from its CLI's own events; None: none read
 
 
-def _wait_waking_for_signals(futures: list[concurrent.futures.Future]) -> None:
-    """Wait for the lanes, waking now and then.
-
-    The kernel may hand a Ctrl-C to any thread, but Python runs the handler only in the main
-    thread and only once it wakes; a main thread blocked until a whole lane ends would leave
-    the interrupt unanswered for as long as the slowest agent runs.
-    """
-    pending = set(futures)
-    while pending:
-        _, pending = concurrent.futures.wait(pending, timeout=SIGNAL_WAKE_S)
-
-
-class _CellQueue(collections.deque):
-    """The cells still to start, in plan order; lanes take them one at a time."""
-
-    def start_next(self, ctx: RunContext) -> _CellRun | None:
-        """The next cell, started; None when none is left."""
-        try:
-            cell = self.popleft()  # atomic: no two lanes get the same cell
-        except IndexError:
-            return None
-        return start_cell(ctx, cell)
-
-
 @dataclasses.dataclass
 class _CellRun:
     """One cell on its way through a lane: its record, and its sandbox while it has one; a
@@ -9303,14 +9255,17 @@ class _CellRun:
     room: _GraderRoom | None = None  # where a re-graded cell's graders get their folders
 
     @property
-    def grader_folders(self) -> _GraderFolders | None:
+    def grader_folders(self) -> Sandbox | _GraderRoom | None:
+        """Where its agents get their folders: its Sandbox, or a re-graded cell's _GraderRoom.
+        Each grader gets fresh folders, and an agent a fresh home when its CLI gets one per
+        process."""
         return self.sandbox or self.room
 
 
-def _run_lane(ctx: RunContext, queue: _CellQueue,
+def _run_lane(ctx: RunContext, queue: collections.deque[Cell],
               helpers: concurrent.futures.ThreadPoolExecutor) -> list[RunRecord]:
     records = []
-    run = queue.start_next(ctx)
+    run = start_cell(ctx, queue)
     while run is not None:
         run.answer = _guarded(run, answer_step, ctx, run)
         upcoming = helpers.submit(_close_sandbox_and_start_next, ctx, run, queue)
@@ -9332,9 +9287,8 @@ def _guarded(run: _CellRun, step: Callable[..., Any], *args: Any) -> Any:
             exc = WriteFailed(Path(exc.filename or run.cell.run_dir), exc)
         if isinstance(exc, WriteFailed):
             run.write_failed = run.write_failed or exc
-            run.record.fail("runner_error", "runner", exc.message)
-            return None
-        run.record.fail("runner_error", "runner", f"{type(exc).__name__}: {exc}")
+        run.record.fail("runner_error", "runner", exc.message if isinstance(exc, WriteFailed)
+                        else f"{type(exc).__name__}: {exc}")
         return None
 
 
@@ -9343,7 +9297,12 @@ def _new_record(cell: Cell) -> RunRecord:
                      configuration=cell.config, run_number=cell.run_number)
 
 
-def start_cell(ctx: RunContext, cell: Cell) -> _CellRun:
+def start_cell(ctx: RunContext, queue: collections.deque[Cell]) -> _CellRun | None:
+    """The next of the cells still to start (in plan order), started; None when none is left."""
+    try:
+        cell = queue.popleft()  # atomic: no two lanes get the same cell
+    except IndexError:
+        return None
     run = _CellRun(cell, _new_record(cell), utc_now(), source=ctx.sources.get(cell.label))
     _guarded(run, _prepare_sandbox if run.source is None else _copy_source_run, ctx, run)
     return run
@@ -9386,7 +9345,7 @@ def _sandbox_delivery(config: str) -> bool | str:
 
 
 def _close_sandbox_and_start_next(ctx: RunContext, run: _CellRun,
-                                  queue: _CellQueue) -> _CellRun | None:
+                                  queue: collections.deque[Cell]) -> _CellRun | None:
     """After the executor: its changes read and its sandbox gone, then the next cell built."""
     sandbox = run.sandbox
     if sandbox is not None:  # a re-graded cell has none: its checks' results are its source's
@@ -9398,7 +9357,7 @@ def _close_sandbox_and_start_next(ctx: RunContext, run: _CellRun,
             if not ctx.options.keep_sandboxes:
                 sandbox.remove_copy()
         _guarded(run, close)
-    return queue.start_next(ctx)
+    return start_cell(ctx, queue)
 
 
 def finish_cell(ctx: RunContext, run: _CellRun, closing: concurrent.futures.Future) -> RunRecord:
@@ -9412,7 +9371,10 @@ def finish_cell(ctx: RunContext, run: _CellRun, closing: concurrent.futures.Futu
     record.started_at, record.finished_at = run.started_at, utc_now()
     record.resumed = ctx.resuming
     _save_run_files(ctx, run)
-    _journal_cell(ctx, run)
+    # The cell's file hashes, on disk the moment it finished: a resume after a SIGKILL (no
+    # benchmark.json yet) still tells the files the runner wrote from files edited since.
+    append_line_durably(ctx.iteration_dir / HASH_JOURNAL, json.dumps(
+        {"cell": run.cell.label, "files_sha256": record.written_files}, sort_keys=True))
     if run.write_failed is not None and ctx.state.write_failed is None:
         ctx.state.write_failed = run.write_failed  # no new cell starts; the run ends with exit 3
     if ctx.budget is not None:
@@ -9438,14 +9400,6 @@ def _save_run_files(ctx: RunContext, run: _CellRun) -> None:
     record.status, record.failure = "runner_error", failure
 
 
-def _journal_cell(ctx: RunContext, run: _CellRun) -> None:
-    """The cell's file hashes, on disk the moment it finished: a resume after a SIGKILL (no
-    benchmark.json yet) still tells the files the runner wrote from files edited since."""
-    line = json.dumps({"cell": run.cell.label, "files_sha256": run.record.written_files},
-                      sort_keys=True)
-    append_line_durably(ctx.iteration_dir / HASH_JOURNAL, line)
-
-
 def _run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
                        record: RunRecord) -> _ExecutorAnswer | None:
     """Run the executor in its sandbox; its answer when it finished ok, else None."""
@@ -9467,13 +9421,12 @@ def _run_executor_step(ctx: RunContext, cell: Cell, sandbox: Sandbox,
         return None
     if ctx.on_cell_start:
         ctx.on_cell_start(cell.label)
-    borrowed = [Path(p) for p in sandbox.git.borrowed_objects]
     if cell.case.trigger:
         invocation.watch = _trigger_watch(ctx.provider, ctx.suite.skill_name)
     elif cell.case.most_turns > 1:
         return _run_conversation(ctx, cell, sandbox, record, invocation, env)
-    result, record.executor, isolation = _run_agent(ctx, invocation, env,
-                                                    Mounts(ro_binds=borrowed))
+    binds = Mounts(ro_binds=[Path(p) for p in sandbox.git.borrowed_objects])
+    result, record.executor, isolation = _run_agent(ctx, invocation, env, binds)
     files.text(f"logs/{EXECUTOR_STREAM_FILE}", result.stdout)  # kept whatever it holds
     reply = _read_executor_reply(ctx, result)
     record.notes = reply.notes
@@ -9774,7 +9727,7 @@ def _failure_status(role: str, result: ProcessResult | ProcessCall) -> str:
     return "cancelled" if result.cancelled else f"{role}_failed"
 
 
-def _run_grader_step(ctx: RunContext, cell: Cell, sandbox: _GraderFolders, record: RunRecord,
+def _run_grader_step(ctx: RunContext, cell: Cell, sandbox: Sandbox | _GraderRoom, record: RunRecord,
                      answer: _ExecutorAnswer) -> None:
     """Grade the recorded answer in --grader-runs fresh grader processes, one after another.
 
@@ -9801,34 +9754,22 @@ def _run_grader_step(ctx: RunContext, cell: Cell, sandbox: _GraderFolders, recor
         if ctx.groups.cancelled.is_set():
             record.fail("cancelled", "grader", "interrupted before grading")
             break
-        payload = _grade_once(ctx, sandbox, record, prompt, files, vote)
-        if payload is None:
+        result, reply = _call_grader(ctx, sandbox, prompt, files,
+                                     "" if vote == 1 else f".vote-{vote}")
+        record.grader = result
+        payload = parse_verdict_payload(reply.structured, reply.text) if reply.ok else None
+        status = (_failure_status("grader", result) if not reply.ok
+                  else "grader_unparseable" if payload is None else STATUS_OK)
+        record.grader_calls.append(GraderCall(vote, result, reply.metrics, status))
+        if payload is None:  # the grader failed, or its answer holds no verdict list
+            why = reply.failure if not reply.ok else "; ".join(
+                ["the grader's answer holds no verdict list", *reply.notes])
+            record.fail(status, "grader", (f"grader {vote} of {k}: " if k > 1 else "") + why)
             break
         votes.append(grade_assertions(assertions, payload))
     record.grader_metrics = _sum_metrics([c.metrics for c in record.grader_calls], k)
     if len(votes) == k:
         record.grading = majority_grading(votes)
-
-
-def _grade_once(ctx: RunContext, sandbox: _GraderFolders, record: RunRecord, prompt: str,
-                files: _RunFiles, vote: int) -> dict[str, Any] | None:
-    """One grader process; its verdict object, or None with the failure on the record."""
-    suffix = "" if vote == 1 else f".vote-{vote}"
-    k = ctx.options.grader_runs
-    label = f"grader {vote} of {k}: " if k > 1 else ""
-    result, reply = _call_grader(ctx, sandbox, prompt, files, suffix)
-    record.grader = result
-    payload = parse_verdict_payload(reply.structured, reply.text) if reply.ok else None
-    status = (_failure_status("grader", result) if not reply.ok
-              else "grader_unparseable" if payload is None else STATUS_OK)
-    assert record.grader_calls is not None, "grade_cell starts the list before any vote"
-    record.grader_calls.append(GraderCall(vote, result, reply.metrics, status))
-    if not reply.ok:
-        record.fail(status, "grader", label + reply.failure)
-    elif payload is None:
-        record.fail("grader_unparseable", "grader", label + "; ".join(
-            ["the grader's answer holds no verdict list", *reply.notes]))
-    return payload
 
 
 def _sum_metrics(calls: list[dict[str, Metric]], planned: int) -> dict[str, Metric]:
@@ -9892,7 +9833,7 @@ def _conversation_totals(shares: list[dict[str, Metric]], what: str = "turn",
     return totals
 
 
-def _call_grader(ctx: RunContext, sandbox: _GraderFolders, prompt: str, files: _RunFiles,
+def _call_grader(ctx: RunContext, sandbox: Sandbox | _GraderRoom, prompt: str, files: _RunFiles,
                  suffix: str = "") -> tuple[ProcessCall, AgentReply]:
     """One grader process in an empty folder outside the checkout; its output kept in logs/.
 
@@ -9933,9 +9874,8 @@ _EXECUTOR_FILES = ("prompt.md", "metrics.json", "timing.json", "outputs/output.t
 
 def executor_finished(source: RunRecord) -> bool:
     stage = source.failure.stage if source.failure else None
-    if source.executor is None or stage not in (None, "grader"):
-        return False
-    return source.status in _REGRADABLE_STATUSES
+    return (source.executor is not None and stage in (None, "grader")
+            and source.status in _REGRADABLE_STATUSES)
 
 
 def _metrics_block(document: Any) -> Any:
@@ -10029,7 +9969,11 @@ def _copy_source_run(ctx: RunContext, run: _CellRun) -> None:
         record.fail("runner_error", "runner", f"cannot read the source run at {source_dir}{why}")
         return
     files = _RunFiles(cell.run_dir, record)
-    for rel in [*_EXECUTOR_FILES, *_conversation_files(source_dir)]:
+    rels = [*_EXECUTOR_FILES, "transcript.md", "user_metrics.json"]  # and a conversation's turns
+    for folder, pattern in (("messages", "turn-*.txt"), ("outputs", "turn-*.txt"),
+                            ("logs", "executor_stream.turn-*.txt")):
+        rels += sorted(f"{folder}/{p.name}" for p in (source_dir / folder).glob(pattern))
+    for rel in rels:
         if os.path.isfile(source_dir / rel) and not os.path.islink(source_dir / rel):
             files.copy(rel, source_dir / rel)
     for name in ("executor", "sandbox", "changes", "written_artifact", "metrics",
@@ -10070,15 +10014,6 @@ def _recorded_answer(ctx: RunContext, run: _CellRun) -> _ExecutorAnswer | None:
                                          regrade_grader=run.room.record)
     return _ExecutorAnswer(text, artifact, record.written_artifact.truncated,
                            exchanges)
-
-
-def _conversation_files(run_dir: Path) -> list[str]:
-    """A conversation run's own files, besides the executor files every run has."""
-    found = ["transcript.md", "user_metrics.json"]
-    for folder, pattern in (("messages", "turn-*.txt"), ("outputs", "turn-*.txt"),
-                            ("logs", "executor_stream.turn-*.txt")):
-        found += sorted(f"{folder}/{p.name}" for p in (run_dir / folder).glob(pattern))
-    return found
 
 
 def _recorded_exchanges(run_dir: Path, conversation: ConversationRecord
@@ -10191,15 +10126,15 @@ def _activation_evidence(provider: Provider, trace: list[dict] | None, skill_nam
                           f"{provider.name} adapter could read")
     for position, call in enumerate(trace):
         signal = _activation_signal(provider, call, skill_name)
-        if signal:
-            where = _where_in_stream(position, call.get("event"))
-            return Activation(should, True, signal + where, calls=len(trace),
+        if signal:  # where to find it: its rank among the tool calls and the JSON events
+            where, event = f"tool call {position + 1}", call.get("event")
+            if isinstance(event, int) and not isinstance(event, bool):
+                where += f", JSON event {event + 1} (index {event}) of logs/{EXECUTOR_STREAM_FILE}"
+            return Activation(should, True, f"{signal} ({where})", calls=len(trace),
                               evidence=_evidence(call, position))
     why = ("the executor did not finish, so it may have loaded the skill later" if not finished
            else "the stream was cut in the middle" if cut else "")
-    if why:
-        return Activation(should, "unknown", reason=why, calls=len(trace))
-    return Activation(should, False, calls=len(trace))
+    return Activation(should, "unknown" if why else False, reason=why or None, calls=len(trace))
 
 
 def _evidence(call: dict[str, Any], position: int) -> ActivationEvidence:
@@ -10304,15 +10239,6 @@ def _activation_signal(provider: Provider, call: dict[str, Any], skill_name: str
     return ""
 
 
-def _where_in_stream(position: int, event: Any) -> str:
-    """Where to find the call: its rank among the tool calls and the stream's JSON events."""
-    where = f"tool call {position + 1}"
-    if isinstance(event, int) and not isinstance(event, bool):
-        where += (f", JSON event {event + 1} (index {event}) of "
-                  f"logs/{EXECUTOR_STREAM_FILE}")
-    return f" ({where})"
-
-
 # -- deterministic checks: after the executor, in its sandbox, confined as it was ----------
 
 _CHECK_TAIL_CHARS = 1500  # of a run check's stdout and stderr, kept as its evidence
@@ -10334,38 +10260,31 @@ def _run_checks_step(ctx: RunContext, run: _CellRun) -> None:
         if protect and not sandbox.git.ok:
             state.unrun = "the sandbox has no baseline commit to restore protected paths from"
             return
-        _run_checks_in_order(ctx, run, checks, protect, state)
+        commit = sandbox.git.baseline or ""
+        for rel in protect:  # what the executor left, before any check runs and writes there
+            changed = protected_changes(sandbox.repo, sandbox.baseline_git, commit, rel,
+                                        sandbox.delivered_modes, ctx.groups)
+            state.protected[rel] = ProtectedPath(tuple(changed))
+        planted: list[str] = []
+        if any(check.subject == "run" for check in checks):
+            planted = planted_interpreter_files(sandbox, commit, ctx.groups)
+            state.planted_interpreter_files = tuple(planted)
+            _remove_bytecode_caches(sandbox.repo)
+        for check in checks:
+            for rel in check.protect:
+                restore_delivered(sandbox.repo, sandbox.baseline_git, commit, rel, ctx.groups)
+            result = (_refused_run_check(check, planted, sandbox.git.ok)
+                      if planted and check.subject == "run" else run_one_check(ctx, run, check))
+            state.results.append(result)
+            if result.unrun:
+                state.unrun = f"check {check.name!r} could not run: {result.unrun}"
+                state.cancelled = bool(result.cancelled)
+                return
     except OSError as exc:  # a protected path the runner could not read or put back
         state.unrun = f"protected paths could not be restored: {exc.strerror or exc}"
     finally:
         state.duration_s = round(time.monotonic() - started, 3)
         state.note = "the checks' own time, on the runner's clock; not the executor's"
-
-
-def _run_checks_in_order(ctx: RunContext, run: _CellRun, checks: list[Check], protect: list[str],
-                         state: ChecksRun) -> None:
-    sandbox = run.sandbox
-    assert sandbox is not None, "_run_checks_step returns first when there is none"
-    commit = sandbox.git.baseline or ""
-    for rel in protect:  # what the executor left, before any check runs and writes there
-        changed = protected_changes(sandbox.repo, sandbox.baseline_git, commit, rel,
-                                    sandbox.delivered_modes, ctx.groups)
-        state.protected[rel] = ProtectedPath(tuple(changed))
-    planted: list[str] = []
-    if any(check.subject == "run" for check in checks):
-        planted = planted_interpreter_files(sandbox, commit, ctx.groups)
-        state.planted_interpreter_files = tuple(planted)
-        _remove_bytecode_caches(sandbox.repo)
-    for check in checks:
-        for rel in check.protect:
-            restore_delivered(sandbox.repo, sandbox.baseline_git, commit, rel, ctx.groups)
-        result = (_refused_run_check(check, planted, sandbox.git.ok)
-                  if planted and check.subject == "run" else run_one_check(ctx, run, check))
-        state.results.append(result)
-        if result.unrun:
-            state.unrun = f"check {check.name!r} could not run: {result.unrun}"
-            state.cancelled = bool(result.cancelled)
-            return
 
 
 # A Python the check starts could load these from the tree instead of the standard library
@@ -10402,15 +10321,6 @@ def stdlib_module_names() -> frozenset[str]:
 
 
 _STDLIB_MODULE_NAMES = stdlib_module_names()
-
-
-def _delivered_paths(baseline: Path, commit: str, groups: ProcessGroups) -> set[str]:
-    """Every path the cell's baseline commit holds. Raises OSError when git cannot list it."""
-    ok, out = run_git([f"--git-dir={baseline}", *GIT_READ_ONLY, "ls-tree", "-r", "-z",
-                       "--name-only", "--full-tree", commit], baseline, groups=groups)
-    if not ok:
-        raise OSError(f"cannot list the baseline: {out}")
-    return set(filter(None, out.split("\0")))
 
 
 def _imported_as(rel: str, delivered: set[str]) -> str | None:
@@ -10453,8 +10363,14 @@ def planted_interpreter_files(sandbox: Sandbox, commit: str, groups: ProcessGrou
     and the files pytest would read as its own code or options.
     Without a baseline commit nothing tells them from delivered ones: all are listed.
     Bytecode caches are not listed: checks never read them (PYTHONPYCACHEPREFIX)."""
-    known = sandbox.git.ok
-    delivered = _delivered_paths(sandbox.baseline_git, commit, groups) if known else set()
+    delivered: set[str] = set()
+    if sandbox.git.ok:  # every path the baseline commit holds; OSError when git cannot list it
+        ok, out = run_git([f"--git-dir={sandbox.baseline_git}", *GIT_READ_ONLY, "ls-tree", "-r",
+                           "-z", "--name-only", "--full-tree", commit], sandbox.baseline_git,
+                          groups=groups)
+        if not ok:
+            raise OSError(f"cannot list the baseline: {out}")
+        delivered = set(filter(None, out.split("\0")))
     found = []
     for folder, dirs, files in walk_unfollowed(sandbox.repo):
         here = Path(folder).relative_to(sandbox.repo).as_posix()
@@ -10501,7 +10417,6 @@ def _remove_bytecode_caches(repo: Path) -> None:
 def run_one_check(ctx: RunContext, run: _CellRun, check: Check) -> CheckResult:
     """The check's result: passed with the evidence, or `unrun` (why it could not run)."""
     started = time.monotonic()
-    search_many = functools.partial(_search_many_in_child, ctx)
     if check.subject == "run":
         result = _run_command_check(ctx, run, check)
     elif check.subject == "file":
@@ -10511,6 +10426,12 @@ def run_one_check(ctx: RunContext, run: _CellRun, check: Check) -> CheckResult:
         assert run.sandbox is not None and run.answer is not None, "checks run only in a " \
             "sandbox, once the executor answered"
         repo = str(run.sandbox.repo)
+
+        def search_many(pattern: str, texts: list[str], timeout_s: float
+                        ) -> tuple[list[int] | None, str]:  # the indexes of the texts it matches
+            return _pattern_child(ctx, _PATTERN_SEARCH_MANY, [pattern, texts], timeout_s,
+                                  lambda found: isinstance(found, list) and all(
+                                      isinstance(i, int) and 0 <= i < len(texts) for i in found))
         result = judge_trace_check(check, run.answer.trace,
                                    list(dict.fromkeys([repo, os.path.realpath(repo)])),
                                    search_many)
@@ -10578,26 +10499,21 @@ def _check_env(ctx: RunContext, workdir: Path, home: str) -> dict[str, str]:
 _BWRAP_STATUS_CAP = 64 * 1024
 
 
-def _json_documents(text: str) -> Iterator[Any]:
-    """The JSON documents written one after another in `text`, up to the first that is cut."""
-    decoder, at = json.JSONDecoder(), 0
-    while True:
-        at = len(text) - len(text[at:].lstrip())
-        try:
-            document, at = decoder.raw_decode(text, at)
-        except ValueError:
-            return
-        yield document
-
-
 def _command_status(result: ProcessResult, status: Any) -> ProcessResult:
     """The confined command's own exit status, from bwrap's --json-status-fd report. bwrap
     writes "exit-code" only for a command it started; without it, bwrap's own status (1 when
     it could not enter a folder the executor locked with `chmod 000`) is no command's, and the
     check could not start."""
     status.seek(0)
+    text = status.read(_BWRAP_STATUS_CAP).decode("utf-8", "replace")
     reported: dict[str, Any] = {}
-    for document in _json_documents(status.read(_BWRAP_STATUS_CAP).decode("utf-8", "replace")):
+    decoder, at = json.JSONDecoder(), 0
+    while True:  # its JSON documents, one after another, up to the first that is cut
+        at = len(text) - len(text[at:].lstrip())
+        try:
+            document, at = decoder.raw_decode(text, at)
+        except ValueError:
+            break
         if isinstance(document, dict):
             reported.update(document)
     code = reported.get("exit-code")
@@ -10667,15 +10583,6 @@ pattern, texts = json.load(sys.stdin)
 found = re.compile(pattern)
 json.dump([i for i, text in enumerate(texts) if found.search(text)], sys.stdout)
 """
-
-
-def _search_many_in_child(ctx: RunContext, pattern: str, texts: list[str], timeout_s: float
-                          ) -> tuple[list[int] | None, str]:
-    """(the indexes of the texts the pattern matches, "") or (None, why the search could not
-    finish)."""
-    return _pattern_child(ctx, _PATTERN_SEARCH_MANY, [pattern, texts], timeout_s,
-                          lambda found: isinstance(found, list) and all(
-                              isinstance(i, int) and 0 <= i < len(texts) for i in found))
 
 
 def _pattern_child(ctx: RunContext, script: str, given: list[Any], timeout_s: float,
@@ -10750,28 +10657,19 @@ def _add_check_verdicts(ctx: RunContext, cell: Cell, record: RunRecord) -> None:
 
 def _write_run_files(cell: Cell, record: RunRecord, judge: JudgeIdentity | None) -> bool:
     """grading.json, the metrics, then run.json: run.json on disk means the rest is."""
-    files = _RunFiles(cell.run_dir, record)
+    files, metrics = _RunFiles(cell.run_dir, record), record.metrics or {}
     if record.scored and record.grading is not None:
         files.json("grading.json", dataclasses.replace(record.grading, judge=judge).to_json())
     files.json("metrics.json", {
         "role": "executor", "note": "executor-only; the grader's cost is not included",
-        "metrics": METRICS.write(record.metrics or {})})
+        "metrics": METRICS.write(metrics)})
     if record.grader_calls:
         files.json("grader_metrics.json", {
             "role": "grader", "note": "every grader call of this run; apart from the executor's",
             "metrics": METRICS.write(record.grader_metrics or {}),
             "calls": [{"vote": c.vote, "status": c.status, "metrics": METRICS.write(c.metrics)}
                       for c in record.grader_calls]})
-    timing = _timing_json(record.metrics or {})
-    if timing:
-        files.json("timing.json", timing)
-    files.json("run.json", record.run_json())
-    return True
-
-
-def _timing_json(metrics: dict[str, Metric]) -> dict[str, Any]:
-    """skill-creator's timing.json: the executor's time and tokens, only those captured."""
-    timing: dict[str, Any] = {}
+    timing: dict[str, Any] = {}  # skill-creator's: the executor's time and tokens, if captured
     for key, name in (("total_duration_seconds", "time_seconds"), ("total_tokens", "tokens")):
         value = value_of(metrics, name)
         if value is not None:
@@ -10779,7 +10677,9 @@ def _timing_json(metrics: dict[str, Metric]) -> dict[str, Any]:
             timing.setdefault("sources", {})[key] = metrics[name].source
     if timing:
         timing["note"] = "executor only; a value the agent CLI did not report is left out"
-    return timing
+        files.json("timing.json", timing)
+    files.json("run.json", record.run_json())
+    return True
 
 
 # ==== aggregation ============================================================
