@@ -353,6 +353,13 @@ class TriggerAttackTest(TriggerCase):
             watch.feed(bytes([byte]))
         self.assertTrue(watch.reason.startswith("activated: gemini's skill tool"), watch.reason)
 
+    def test_an_event_ending_where_a_huge_line_starts_is_still_read(self) -> None:
+        watch = runner._trigger_watch(runner.PROVIDERS["gemini"](), "demo")
+        deciding = (json.dumps({"type": "tool_use", "tool_name": "activate_skill",
+                                "parameters": {"name": "demo"}}) + "\n").encode()
+        watch.feed(deciding + b'{"type": "message", "content": "' + b"x" * (5 << 20))
+        self.assertTrue(watch.reason.startswith("activated: gemini's skill tool"), watch.reason)
+
     def test_a_look_into_the_skills_folder_decides_nothing(self) -> None:
         provider = runner.PROVIDERS["codex"]()
         look = {"tool": "command_execution", "input": {"command": "ls .agents/skills"}}

@@ -10202,11 +10202,8 @@ def _trigger_watch(provider: Provider, skill_name: str) -> StreamWatch:
         if b"\n" in chunk:
             *lines, rest = bytes(pending).split(b"\n")
             pending[:] = rest
-        if len(pending) > _TRIGGER_WATCH_LINE_CAP:
-            pending.clear()
-            skipping[0] = True
         for line in lines:
-            if skipping[0]:
+            if skipping[0]:  # the end of a line over the cap, whose start was dropped
                 skipping[0] = False
                 continue
             events = parse_json_lines(line.decode("utf-8", "replace"))
@@ -10218,6 +10215,9 @@ def _trigger_watch(provider: Provider, skill_name: str) -> StreamWatch:
                 tool = json.dumps(str(trace[decided].get("tool")), ensure_ascii=False)[:80]
                 return (f"activated: {signal}" if signal
                         else f"not activated: its first other action was the tool {tool}")
+        if len(pending) > _TRIGGER_WATCH_LINE_CAP:  # after the lines this chunk completed
+            pending.clear()
+            skipping[0] = True
         return ""
 
     return StreamWatch(decide)
