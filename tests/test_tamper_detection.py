@@ -323,6 +323,28 @@ class ResultsVerificationTests(TempRepoTest):
                          genuine.replace('"resumed": true', ""))
         self.assertEqual(load(iteration)["results_check"]["changed_count"], 0)
 
+    def test_a_resumed_iteration_counts_the_grader_cost_of_its_kept_cells(self) -> None:
+        code, out, iteration = self.run_suite({})
+        self.assertEqual(code, 0, out)
+        before = load(iteration)["judge"]["cost"]
+        (iteration / "eval-E02/without_skill/run-1/grading.json").unlink()  # this cell runs again
+        calls_before = len(h.fake_calls(self.tmp.path))
+        code, out, err = call_main(["run", str(self.root / "evals/demo/evals.json"), "--agent",
+                                    "claude", "--quiet", "--concurrency", "1", "--isolation",
+                                    "none", "--resume", str(iteration)], env=self.env)
+        self.assertEqual(code, 0, out + err)
+        roles = [c["role"] for c in h.fake_calls(self.tmp.path)[calls_before:] if c.get("role")]
+        self.assertEqual(sorted(roles), ["executor", "grader"], "one cell ran again, one kept")
+        after = load(iteration)["judge"]["cost"]
+        for config in ("with_skill", "without_skill"):
+            for key in ("judged_runs", "grader_calls"):
+                self.assertEqual(after[config][key], before[config][key], (config, key))
+            for metric in ("tokens", "total_cost_usd"):
+                self.assertEqual({k: after[config][metric][k] for k in ("mean", "n")},
+                                 {k: before[config][metric][k] for k in ("mean", "n")})
+        for key in ("grader_calls", "tokens", "total_cost_usd"):
+            self.assertEqual(after["total"][key], before["total"][key], key)
+
     def test_resume_of_a_misshapen_manifest_launches_nothing(self) -> None:
         code, out, iteration = self.run_suite({})
         self.assertEqual(code, 0, out)
