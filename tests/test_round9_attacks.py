@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import stat
+import sys
 import threading
 import types
 import unittest
@@ -21,6 +22,9 @@ from pathlib import Path
 from unittest import mock
 
 from tests.helpers import TempDir, git, runner
+from tests.test_check_forgery import ForgeryBase
+from tests.test_checks_e2e import RUN_TESTS
+from tests.test_confinement import bwrap_problem
 from tests.test_report_verification import IterationTest
 
 GROUPS = runner.ProcessGroups()
@@ -98,6 +102,15 @@ class ProtectedTreeAttacks(unittest.TestCase):
         # 40 folders of 200 characters: past PATH_MAX (4096), where scandir by path fails
         self.assertEqual(self._plant_chain("d" * 200, 40), [])
 
+    @(unittest.expectedFailure if sys.version_info < (3, 13) else lambda test: test)
+    def test_a_chain_deeper_than_path_max_and_the_recursion_limit_is_removed(self) -> None:
+        # round 9 finding: rmtree recurses out before 3.13 and remove_tree's fallback walks by
+        # path, which ENAMETOOLONG stops: restore_delivered raises (the check is unrun, never
+        # a pass) and the cell's sandbox stays on disk with `removed: false`, unflagged
+        self._plant_chain("ddd", 1500)
+        runner.remove_tree(self.repo / "p")
+        self.assertFalse(os.path.lexists(self.repo / "p"))
+
     def _plant_chain(self, name: str, depth: int) -> list[str]:
         """A file `depth` folders named `name` below p/, made by relative steps as a shell
         would; returns what of it protected_changes missed."""
@@ -133,6 +146,34 @@ def _remove_deep(top: Path) -> None:
             runner.remove_tree(chain)
             os.rename(lifted, chain)
         runner.remove_tree(chain)
+
+
+# The executor's own python builds the chain by descriptors: sh's cd stops at PATH_MAX.
+DEEP_CHAIN = ("python3 -c 'import os\nf = os.open(\".\", os.O_RDONLY)\nfor _ in range(1500):\n"
+              " os.mkdir(\"ddd\", dir_fd=f); g = os.open(\"ddd\", os.O_RDONLY, dir_fd=f); "
+              "os.close(f); f = g\nos.close(os.open(\"deep.txt\", os.O_WRONLY | os.O_CREAT, "
+              "0o644, dir_fd=f))'")
+
+
+@unittest.skipIf(bwrap_problem() is not None, f"needs working bubblewrap: {bwrap_problem()}")
+class PathMaxChainInAProtectedFolder(ForgeryBase):
+    """A 1,500-deep chain whose paths pass PATH_MAX, planted in a protected folder by a
+    confined executor: never a pass, never an internal error, whatever the Python."""
+
+    isolation = "bwrap"
+
+    def test_the_cell_is_never_scored_as_a_pass(self) -> None:
+        self.addCleanup(lambda: [_remove_deep(p) for p in (self.tmp.path / "sandboxes").glob("*")])
+        fixed = "def add(a, b):\n    return a + b\n"
+        run = self.attack([{**RUN_TESTS, "protect": ["calc"]}], {},
+                          f"printf '{fixed}' > calc/calc.py && cd calc && {DEEP_CHAIN}")
+        self.assertEqual(self.code, 1, self.err[-3000:])
+        if sys.version_info < (3, 13):  # remove_tree cannot remove the chain: restore fails
+            self.assertEqual(run["status"], "check_error", run.get("failure"))
+            self.assertIn("protected paths could not be restored", run["checks"]["unrun"])
+        else:  # put back as delivered; the planted fix's check ran on the delivered tree
+            self.assertEqual(run["status"], "ok", run.get("failure"))
+        self.assertFalse(any(r["passed"] for r in run["checks"]["results"]), run["checks"])
 
 
 GEMINI_DECIDES = (json.dumps({"type": "tool_use", "tool_name": "activate_skill",
@@ -407,7 +448,8 @@ class ForgedProcessBlock(IterationTest):
                  for key, value in refused.items()]
         cases += [(refused_nested[0], refused_nested[1], 2)]
         cases += [(f'"{key}": {value}', "", 1) for key, value in changed.items()]
-        cases += [('"skill_activations": ' + "7" * 5000, "4300 digits", 2)]
+        # more digits than int() converts (the message differs by Python version)
+        cases += [('"skill_activations": ' + "7" * 5000, "benchmark.json", 2)]
         for member, named, expected in cases:
             with self.subTest(member[:40]):
                 text = pristine
