@@ -1,4 +1,4 @@
-"""Round 9's attacks on what the refactoring changed, as a hostile executor would make them.
+"""Hostile probes of the places issue 35's refactoring rewrote, as an executor would make them.
 
 Each test pins one place round 9 rewrote: the protected-path comparison (permission bits read
 by walk_unfollowed), the trigger watch's chunked line reader, the grader vote loop, the argv
