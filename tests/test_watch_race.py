@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 import threading
 import time
 import unittest
@@ -38,6 +39,22 @@ class WatchedExitTest(unittest.TestCase):
         self.assertFalse(result.timed_out)
         self.assertEqual(result.returncode, 0)
         self.assertEqual(result.stopped, "")
+
+
+class DecidedStopTest(unittest.TestCase):
+    def test_a_decided_process_gets_no_moment_to_go_on(self) -> None:
+        # A CLI given SIGTERM finishes its step: it sends the model one more request. Here
+        # the step is a trap that leaves a file; a decided process must end before it runs.
+        with tempfile.TemporaryDirectory() as folder:
+            late = Path(folder) / "late"
+            script = f"trap 'echo late > {late}; exit 0' TERM; echo decided; sleep 20 & wait"
+            watch = runner.StreamWatch(lambda chunk: "decided" if b"decided" in chunk else "")
+            invocation = runner.Invocation(["/bin/sh", "-c", script], Path("/"), watch=watch)
+            result = runner.run_process(invocation, {"PATH": "/usr/bin:/bin"}, 30,
+                                        runner.ProcessGroups())
+            self.assertEqual(result.stopped, "decided")
+            self.assertFalse(result.timed_out)
+            self.assertFalse(late.exists(), "the process ran on after the decision")
 
 
 if __name__ == "__main__":

@@ -4961,7 +4961,9 @@ def run_process(invocation: Invocation, env: dict[str, str], timeout_s: float,
                 reaper.join()
         stopped = watch.reason if watch and reaper.is_alive() else ""
         timed_out = reaper.is_alive() and not stopped
-        if reaper.is_alive():  # TERM the whole group and give it a moment; then the KILL below
+        # TERM the whole group and give it a moment; then the KILL below. A decided process
+        # gets no moment: in it a CLI would send its model one more request.
+        if reaper.is_alive() and not stopped:
             _signal_group(proc.pid, signal.SIGTERM)
             reaper.join(KILL_GRACE_S)
     finally:
